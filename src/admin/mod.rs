@@ -1,0 +1,1 @@
+//! Operator surfaces: metrics, health endpoints and the admin statements qcache answers.

@@ -1,0 +1,190 @@
+//! Table versions: one generation counter per table, a global sequence and an epoch.
+//!
+//! Entries hold `Arc`s to the counters they depend on, so validating an entry is a few atomic
+//! loads and invalidating a table is one store, independent of how many entries exist.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use dashmap::DashMap;
+
+/// One table's generation.
+#[derive(Debug)]
+pub struct TableVersion {
+    pub schema: String,
+    pub name: String,
+    version: AtomicU64,
+}
+
+impl TableVersion {
+    pub fn version(&self) -> u64 {
+        self.version.load(Ordering::Acquire)
+    }
+
+    /// `schema.name`, for logs and admin listings.
+    pub fn qualified(&self) -> String {
+        format!("{}.{}", self.schema, self.name)
+    }
+}
+
+pub type TableHandle = Arc<TableVersion>;
+
+/// The registry of table generations.
+#[derive(Debug, Default)]
+pub struct Versions {
+    tables: DashMap<(String, String), TableHandle>,
+    /// Every bump takes the next value, so "unchanged since a snapshot taken at S" is
+    /// `version <= S` for every table, with no per-transaction copy of the registry.
+    seq: AtomicU64,
+    /// Bumping the epoch invalidates every entry at once (FLUSH, unknown writes, binlog gaps).
+    epoch: AtomicU64,
+}
+
+impl Versions {
+    pub fn new() -> Versions {
+        Versions::default()
+    }
+
+    /// The counter of `schema.name` (lower-cased by the caller), created at version 0.
+    pub fn table(&self, schema: &str, name: &str) -> TableHandle {
+        if let Some(t) = self.tables.get(&(schema.to_string(), name.to_string())) {
+            return t.clone();
+        }
+        self.tables
+            .entry((schema.to_string(), name.to_string()))
+            .or_insert_with(|| {
+                Arc::new(TableVersion {
+                    schema: schema.to_string(),
+                    name: name.to_string(),
+                    version: AtomicU64::new(0),
+                })
+            })
+            .clone()
+    }
+
+    /// Gives the table a new generation; every entry stamped with an older one is now stale.
+    pub fn bump(&self, t: &TableVersion) {
+        let v = self.seq.fetch_add(1, Ordering::AcqRel) + 1;
+        t.version.fetch_max(v, Ordering::AcqRel);
+    }
+
+    pub fn bump_name(&self, schema: &str, name: &str) {
+        let t = self.table(schema, name);
+        self.bump(&t);
+    }
+
+    /// Bumps every table of `schema` the registry knows. Tables it does not know have no
+    /// entries yet; one created concurrently starts after this point and is fresh.
+    pub fn bump_schema(&self, schema: &str) -> usize {
+        let handles: Vec<TableHandle> = self
+            .tables
+            .iter()
+            .filter(|e| e.key().0 == schema)
+            .map(|e| e.value().clone())
+            .collect();
+        for t in &handles {
+            self.bump(t);
+        }
+        handles.len()
+    }
+
+    /// Invalidates everything. The sequence moves too, so open transactions' snapshots
+    /// see every table as changed.
+    pub fn bump_all(&self) {
+        self.seq.fetch_add(1, Ordering::AcqRel);
+        self.epoch.fetch_add(1, Ordering::AcqRel);
+    }
+
+    pub fn seq(&self) -> u64 {
+        self.seq.load(Ordering::Acquire)
+    }
+
+    pub fn epoch(&self) -> u64 {
+        self.epoch.load(Ordering::Acquire)
+    }
+
+    pub fn tables(&self) -> Vec<TableHandle> {
+        self.tables.iter().map(|e| e.value().clone()).collect()
+    }
+}
+
+/// The generations an entry was computed under, read before its query went upstream.
+#[derive(Debug, Clone)]
+pub struct Stamps {
+    pub tables: Vec<(TableHandle, u64)>,
+    pub epoch: u64,
+    /// Global sequence at capture time.
+    pub seq: u64,
+}
+
+impl Stamps {
+    pub fn capture(v: &Versions, tables: &[TableHandle]) -> Stamps {
+        // Epoch first: a bump_all racing with the capture makes the stamps stale, never
+        // wrongly current.
+        let epoch = v.epoch();
+        let seq = v.seq();
+        Stamps {
+            tables: tables.iter().map(|t| (t.clone(), t.version())).collect(),
+            epoch,
+            seq,
+        }
+    }
+
+    pub fn is_current(&self, v: &Versions) -> bool {
+        self.epoch == v.epoch() && self.tables.iter().all(|(t, ver)| t.version() == *ver)
+    }
+
+    /// True when no table of these stamps changed after the global sequence `seq`, and no
+    /// bump_all happened after it either (the caller compares epochs).
+    pub fn unchanged_since(&self, seq: u64) -> bool {
+        self.tables.iter().all(|(t, _)| t.version() <= seq)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bump_makes_stamps_stale() {
+        let v = Versions::new();
+        let a = v.table("db", "a");
+        let b = v.table("db", "b");
+        let s = Stamps::capture(&v, &[a.clone(), b.clone()]);
+        assert!(s.is_current(&v));
+        v.bump(&b);
+        assert!(!s.is_current(&v));
+        let s2 = Stamps::capture(&v, &[a.clone()]);
+        assert!(s2.is_current(&v));
+        v.bump_all();
+        assert!(!s2.is_current(&v));
+    }
+
+    #[test]
+    fn same_name_same_handle() {
+        let v = Versions::new();
+        assert!(Arc::ptr_eq(&v.table("d", "t"), &v.table("d", "t")));
+    }
+
+    #[test]
+    fn unchanged_since_snapshot() {
+        let v = Versions::new();
+        let a = v.table("db", "a");
+        let snap = v.seq();
+        let s = Stamps::capture(&v, &[a.clone()]);
+        assert!(s.unchanged_since(snap));
+        v.bump(&a);
+        assert!(!s.unchanged_since(snap));
+        assert!(s.unchanged_since(v.seq()));
+    }
+
+    #[test]
+    fn bump_schema_touches_only_that_schema() {
+        let v = Versions::new();
+        let a = v.table("x", "a");
+        let b = v.table("y", "b");
+        assert_eq!(v.bump_schema("x"), 1);
+        assert!(a.version() > 0);
+        assert_eq!(b.version(), 0);
+    }
+}

@@ -1,0 +1,346 @@
+//! Configuration: the TOML schema with its defaults, validation, and the CLI overlay.
+//!
+//! Every key here is documented, with its default, in `config/qcache.toml`; unknown keys are
+//! errors so that a typo never silently falls back to a default.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// Why a configuration could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("invalid config file {path}: {message}")]
+    Parse { path: String, message: String },
+    #[error("invalid configuration: {0}")]
+    Invalid(String),
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    pub server: ServerConfig,
+    pub cache: CacheConfig,
+    pub invalidation: InvalidationConfig,
+    pub admin: AdminConfig,
+    pub log: LogConfig,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServerConfig {
+    /// Where clients connect.
+    pub listen: String,
+    /// The MySQL/MariaDB server every session is relayed to.
+    pub upstream: String,
+    /// Client connections accepted at once; one more gets ERR 1040.
+    pub max_connections: usize,
+    /// Largest packet a client may send before it has authenticated.
+    pub pre_auth_max_packet: usize,
+    /// Time a client has to complete the handshake and authentication.
+    #[serde(with = "humantime_serde")]
+    pub auth_timeout: Duration,
+    /// Time to open the TCP connection to the upstream and read its greeting.
+    #[serde(with = "humantime_serde")]
+    pub connect_timeout: Duration,
+    /// A client that does not take a write for this long is disconnected, so that a stalled
+    /// reader cannot hold an upstream connection forever.
+    #[serde(with = "humantime_serde")]
+    pub client_write_timeout: Duration,
+    /// On SIGTERM, how long sessions may finish their current command or transaction.
+    #[serde(with = "humantime_serde")]
+    pub shutdown_timeout: Duration,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            listen: "127.0.0.1:3307".into(),
+            upstream: "127.0.0.1:3306".into(),
+            max_connections: 4096,
+            pre_auth_max_packet: 64 * 1024,
+            auth_timeout: Duration::from_secs(10),
+            connect_timeout: Duration::from_secs(5),
+            client_write_timeout: Duration::from_secs(60),
+            shutdown_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// MySQL's `query_cache_type`: OFF (0), ON (1), DEMAND (2).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+pub enum QueryCacheType {
+    #[serde(alias = "off", alias = "0")]
+    #[serde(rename = "OFF")]
+    Off,
+    #[serde(alias = "on", alias = "1")]
+    #[serde(rename = "ON")]
+    #[default]
+    On,
+    #[serde(alias = "demand", alias = "2")]
+    #[serde(rename = "DEMAND")]
+    Demand,
+}
+
+impl QueryCacheType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            QueryCacheType::Off => "OFF",
+            QueryCacheType::On => "ON",
+            QueryCacheType::Demand => "DEMAND",
+        }
+    }
+
+    /// Parses the values MySQL accepts for `query_cache_type`, case-insensitively.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s.trim().to_ascii_uppercase().as_str() {
+            "OFF" | "0" => Some(QueryCacheType::Off),
+            "ON" | "1" => Some(QueryCacheType::On),
+            "DEMAND" | "2" => Some(QueryCacheType::Demand),
+            _ => None,
+        }
+    }
+}
+
+impl std::str::FromStr for QueryCacheType {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        QueryCacheType::parse(s).ok_or_else(|| format!("expected OFF, ON or DEMAND, got {s:?}"))
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct CacheConfig {
+    /// Default `query_cache_type` of new sessions.
+    pub query_cache_type: QueryCacheType,
+    /// Total bytes of cached results (and their bookkeeping) before eviction.
+    pub max_bytes: u64,
+    /// Largest single result stored, like MySQL's `query_cache_limit`.
+    pub max_result_bytes: usize,
+    /// Optional upper bound on an entry's age, on top of invalidation.
+    #[serde(with = "humantime_serde", skip_serializing_if = "Option::is_none")]
+    pub ttl: Option<Duration>,
+    /// When true the user name is left out of the key: all users share entries.
+    pub shared_between_users: bool,
+    /// How long a session waits for another session already filling the same key.
+    #[serde(with = "humantime_serde")]
+    pub stampede_timeout: Duration,
+    /// Distinct statement shapes whose analysis is remembered.
+    pub analysis_memo_entries: usize,
+}
+
+impl Default for CacheConfig {
+    fn default() -> Self {
+        CacheConfig {
+            query_cache_type: QueryCacheType::On,
+            max_bytes: 256 * 1024 * 1024,
+            max_result_bytes: 1024 * 1024,
+            ttl: None,
+            shared_between_users: false,
+            stampede_timeout: Duration::from_secs(2),
+            analysis_memo_entries: 16 * 1024,
+        }
+    }
+}
+
+/// What a write that qcache cannot analyse precisely invalidates.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Conservative {
+    /// Every table of the session's default schema.
+    Schema,
+    /// The whole cache.
+    #[default]
+    All,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum BinlogMode {
+    #[default]
+    Auto,
+    On,
+    Off,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct InvalidationConfig {
+    /// Unparsable or unknown writes invalidate this much.
+    pub unknown_write: Conservative,
+    /// `CALL` (and SQL-level `EXECUTE`) invalidate this much.
+    pub call: Conservative,
+    /// Tail the server's binlog to see writes that bypass qcache.
+    pub binlog: BinlogMode,
+    /// server_id qcache uses when it registers as a replica.
+    pub server_id: u32,
+    /// Credentials for the binlog tail and the schema catalog (never the application's).
+    pub user: String,
+    pub password: String,
+    /// While the binlog stream has been down this long, hits stop (misses still work).
+    #[serde(with = "humantime_serde")]
+    pub max_lag: Duration,
+}
+
+impl Default for InvalidationConfig {
+    fn default() -> Self {
+        InvalidationConfig {
+            unknown_write: Conservative::All,
+            call: Conservative::All,
+            binlog: BinlogMode::Auto,
+            server_id: 3307_0001,
+            user: "root".into(),
+            password: String::new(),
+            max_lag: Duration::from_secs(1),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct AdminConfig {
+    /// HTTP endpoint for /metrics, /healthz, /readyz, /cache; empty disables it.
+    pub listen: String,
+    /// Users allowed to run the admin statements that change state.
+    pub users: Vec<String>,
+}
+
+impl Default for AdminConfig {
+    fn default() -> Self {
+        AdminConfig {
+            listen: "127.0.0.1:9307".into(),
+            users: Vec::new(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    #[default]
+    Text,
+    Json,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct LogConfig {
+    pub format: LogFormat,
+    /// A tracing filter directive, e.g. `info` or `qcache=debug`.
+    pub level: String,
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        LogConfig {
+            format: LogFormat::Text,
+            level: "info".into(),
+        }
+    }
+}
+
+impl Config {
+    /// Parses TOML text; unknown keys are reported with their name.
+    pub fn from_toml(text: &str, path: &str) -> Result<Config, ConfigError> {
+        let config: Config = toml::from_str(text).map_err(|e| ConfigError::Parse {
+            path: path.to_string(),
+            message: e.to_string(),
+        })?;
+        Ok(config)
+    }
+
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        Config::from_toml(&text, &path.display().to_string())
+    }
+
+    /// Checks what serde cannot: addresses resolve, sizes are sane.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let bad = |m: String| Err(ConfigError::Invalid(m));
+        if self.server.listen.parse::<SocketAddr>().is_err() {
+            return bad(format!(
+                "server.listen {:?} is not an IP:port address",
+                self.server.listen
+            ));
+        }
+        if self.server.upstream.is_empty() {
+            return bad("server.upstream is empty".into());
+        }
+        if !self.admin.listen.is_empty() && self.admin.listen.parse::<SocketAddr>().is_err() {
+            return bad(format!(
+                "admin.listen {:?} is not an IP:port address",
+                self.admin.listen
+            ));
+        }
+        if self.server.max_connections == 0 {
+            return bad("server.max_connections must be at least 1".into());
+        }
+        if self.server.pre_auth_max_packet < 1024 {
+            return bad("server.pre_auth_max_packet must be at least 1024".into());
+        }
+        if self.cache.max_result_bytes as u64 > self.cache.max_bytes {
+            return bad("cache.max_result_bytes is larger than cache.max_bytes".into());
+        }
+        if self.cache.analysis_memo_entries == 0 {
+            return bad("cache.analysis_memo_entries must be at least 1".into());
+        }
+        if self.invalidation.server_id == 0 {
+            return bad("invalidation.server_id must not be 0".into());
+        }
+        if tracing_subscriber::EnvFilter::try_new(&self.log.level).is_err() {
+            return bad(format!("log.level {:?} is not a valid filter", self.log.level));
+        }
+        Ok(())
+    }
+
+    pub fn to_toml(&self) -> String {
+        toml::to_string_pretty(self).unwrap_or_else(|e| format!("# cannot print config: {e}\n"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid() {
+        Config::default().validate().unwrap();
+    }
+
+    #[test]
+    fn unknown_key_is_named() {
+        let err = Config::from_toml("[cache]\nmax_bytez = 1\n", "x.toml").unwrap_err();
+        assert!(err.to_string().contains("max_bytez"), "{err}");
+    }
+
+    #[test]
+    fn durations_and_enums_parse() {
+        let c = Config::from_toml(
+            "[cache]\nttl = \"60s\"\nquery_cache_type = \"DEMAND\"\n[invalidation]\nbinlog = \"off\"\n",
+            "x",
+        )
+        .unwrap();
+        assert_eq!(c.cache.ttl, Some(Duration::from_secs(60)));
+        assert_eq!(c.cache.query_cache_type, QueryCacheType::Demand);
+        assert_eq!(c.invalidation.binlog, BinlogMode::Off);
+    }
+
+    #[test]
+    fn example_file_matches_defaults() {
+        let text = include_str!("../config/qcache.toml");
+        let c = Config::from_toml(text, "config/qcache.toml").unwrap();
+        c.validate().unwrap();
+        assert_eq!(c, Config::default());
+    }
+}

@@ -1,0 +1,1 @@
+//! Invalidation sources beyond proxied writes: the binlog tail and the schema catalog.

@@ -1,0 +1,28 @@
+//! qcache: a MySQL wire-protocol caching proxy.
+//!
+//! How a packet travels, module by module:
+//!
+//! - [`server`] accepts clients (connection limit, signals, graceful shutdown) and starts one
+//!   [`session`] per client.
+//! - [`session`] owns one client and its upstream connection: it relays the handshake, then
+//!   runs the command loop. SELECTs go through the cache; writes bump table versions before
+//!   their OK is forwarded; everything else is relayed untouched.
+//! - [`protocol`] is sans-IO: packet framing, OK/ERR/EOF, the handshake packets, commands and
+//!   the response state machine that knows where every response ends.
+//! - [`analysis`] classifies statements, computes digests and asks sqlparser which tables a
+//!   statement reads or writes (memoised by digest).
+//! - [`cache`] holds results: keys, the bounded store, table versions, fill guards.
+//! - [`invalidation`] sees writes that bypass qcache (binlog) and widens writes through views,
+//!   triggers and foreign keys (schema catalog).
+//! - [`admin`] exposes metrics, health and the admin statements.
+//! - [`config`] and [`cli`] describe how it is run.
+
+pub mod admin;
+pub mod analysis;
+pub mod cache;
+pub mod cli;
+pub mod config;
+pub mod invalidation;
+pub mod protocol;
+pub mod server;
+pub mod session;

@@ -1,0 +1,5 @@
+//! The MySQL client/server protocol, sans IO: framing, packets, handshake, commands and the
+//! response state machine. Nothing here knows about sockets or caching.
+
+pub mod codec;
+pub mod packets;

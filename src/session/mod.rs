@@ -1,0 +1,1 @@
+//! One client connection and its upstream connection.
