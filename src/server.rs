@@ -135,12 +135,7 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
     let shared = Arc::new(Shared::new(config));
     let (drain, drain_rx) = watch::channel(false);
     let (stop, stop_rx) = watch::channel(false);
-    let task = tokio::spawn(accept_loop(
-        listener,
-        shared.clone(),
-        drain_rx,
-        stop_rx,
-    ));
+    let task = tokio::spawn(accept_loop(listener, shared.clone(), drain_rx, stop_rx));
     info!(%addr, upstream = %shared.config().server.upstream, "qcache listening");
     Ok(Running {
         addr,
@@ -215,7 +210,7 @@ async fn refuse(tcp: TcpStream) {
     let mut out = bytes::BytesMut::new();
     codec::encode(
         0,
-        &packets::err_payload(1040, "08004", "Too many connections"),
+        &packets::err_payload_pre_handshake(1040, "Too many connections"),
         &mut out,
     );
     let _ = tokio::time::timeout(Duration::from_secs(1), tcp.write_all(&out)).await;

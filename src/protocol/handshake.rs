@@ -255,13 +255,19 @@ mod tests {
         assert_eq!(g.connection_id, 42);
         assert_eq!(g.auth_plugin, "mysql_native_password");
         assert!(g.capabilities & cap::SSL != 0);
-        assert_eq!(g.mariadb_caps, mariadb_cap::CACHE_METADATA | mariadb_cap::PROGRESS);
+        assert_eq!(
+            g.mariadb_caps,
+            mariadb_cap::CACHE_METADATA | mariadb_cap::PROGRESS
+        );
         let (out, g2) = rewrite_greeting(&p, CLEARED_CAPS, CLEARED_MARIADB_CAPS).unwrap();
         assert_eq!(out.len(), p.len());
         let again = parse_greeting(&out).unwrap();
         assert_eq!(again, g2);
         assert_eq!(again.capabilities & (cap::SSL | cap::COMPRESS), 0);
-        assert_eq!(again.capabilities | cap::SSL | cap::COMPRESS, g.capabilities);
+        assert_eq!(
+            again.capabilities | cap::SSL | cap::COMPRESS,
+            g.capabilities
+        );
         assert_eq!(again.mariadb_caps, mariadb_cap::PROGRESS);
     }
 

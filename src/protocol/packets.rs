@@ -95,7 +95,10 @@ pub fn read_lenenc(buf: &[u8]) -> Option<(u64, usize)> {
     let first = *buf.first()?;
     match first {
         0..=0xfa => Some((first as u64, 1)),
-        0xfc => Some((u16::from_le_bytes(buf.get(1..3)?.try_into().ok()?) as u64, 3)),
+        0xfc => Some((
+            u16::from_le_bytes(buf.get(1..3)?.try_into().ok()?) as u64,
+            3,
+        )),
         0xfd => {
             let b = buf.get(1..4)?;
             Some((u32::from_le_bytes([b[0], b[1], b[2], 0]) as u64, 4))
@@ -273,6 +276,16 @@ pub fn err_payload(code: u16, state: &str, message: &str) -> Bytes {
     out.freeze()
 }
 
+/// An ERR sent in place of the greeting: capabilities are not agreed yet, so it has no SQL
+/// state marker (clients reject one there as malformed).
+pub fn err_payload_pre_handshake(code: u16, message: &str) -> Bytes {
+    let mut out = BytesMut::with_capacity(3 + message.len());
+    out.put_u8(0xff);
+    out.put_u16_le(code);
+    out.put_slice(message.as_bytes());
+    out.freeze()
+}
+
 /// Builds an OK packet payload.
 pub fn ok_payload(affected: u64, insert_id: u64, status: u16, warnings: u16) -> Bytes {
     let mut out = BytesMut::with_capacity(16);
@@ -364,7 +377,16 @@ mod tests {
 
     #[test]
     fn lenenc_roundtrip() {
-        for v in [0u64, 250, 251, 65535, 65536, (1 << 24) - 1, 1 << 24, u64::MAX] {
+        for v in [
+            0u64,
+            250,
+            251,
+            65535,
+            65536,
+            (1 << 24) - 1,
+            1 << 24,
+            u64::MAX,
+        ] {
             let mut b = BytesMut::new();
             put_lenenc(&mut b, v);
             assert_eq!(read_lenenc(&b), Some((v, b.len())));
@@ -379,7 +401,10 @@ mod tests {
         assert_eq!(read_lenenc_str(&[3, b'a', b'b']), None);
         assert_eq!(read_lenenc_str(&[2, b'a', b'b']), Some((&b"ab"[..], 3)));
         // a length that overflows usize arithmetic must not panic
-        assert_eq!(read_lenenc_str(&[0xfe, 255, 255, 255, 255, 255, 255, 255, 255]), None);
+        assert_eq!(
+            read_lenenc_str(&[0xfe, 255, 255, 255, 255, 255, 255, 255, 255]),
+            None
+        );
     }
 
     #[test]

@@ -82,6 +82,8 @@ pub struct Response {
     pub cursor: bool,
     /// For COM_STMT_PREPARE: statement id, columns and parameters.
     pub prepared: Option<(u32, u16, u16)>,
+    /// MariaDB progress reports seen (never part of a cached result).
+    pub progress: u32,
 }
 
 impl Response {
@@ -104,6 +106,7 @@ impl Response {
             rows: 0,
             cursor: false,
             prepared: None,
+            progress: 0,
         }
     }
 
@@ -138,6 +141,12 @@ impl Response {
     pub fn feed(&mut self, p: &[u8]) -> Result<Step, ResponseError> {
         self.status_here = None;
         let first = *p.first().ok_or(ResponseError("empty packet"))?;
+        if first == 0xff && p.len() >= 3 && p[1] == 0xff && p[2] == 0xff {
+            // MariaDB's progress report (error code 0xFFFF) for clients with
+            // MARIADB_CLIENT_PROGRESS: informational, the response goes on.
+            self.progress += 1;
+            return Ok(Step::More);
+        }
         match self.state {
             State::Done => Err(ResponseError("packet after the end of the response")),
             State::Start => match self.expect {
@@ -194,8 +203,8 @@ impl Response {
                         Ok(self.after_status(st))
                     }
                     _ => {
-                        let (n, used) = packets::read_lenenc(p)
-                            .ok_or(ResponseError("bad column count"))?;
+                        let (n, used) =
+                            packets::read_lenenc(p).ok_or(ResponseError("bad column count"))?;
                         if used != p.len() || n == 0 {
                             return Err(ResponseError("bad column count"));
                         }
@@ -321,7 +330,10 @@ mod tests {
     #[test]
     fn ok_ends() {
         let mut r = Response::new(Expect::Results, false);
-        assert_eq!(run(&mut r, &[ok_payload(1, 0, 2, 0).to_vec()]), [Step::Done]);
+        assert_eq!(
+            run(&mut r, &[ok_payload(1, 0, 2, 0).to_vec()]),
+            [Step::Done]
+        );
         assert_eq!(r.oks, 1);
         assert_eq!(r.last_status, Some(2));
     }
@@ -372,6 +384,17 @@ mod tests {
         let steps = run(&mut r, &[vec![1], coldef(), vec![1, b'x'], e]);
         assert_eq!(steps[3], Step::Done);
         assert!(r.error);
+    }
+
+    #[test]
+    fn mariadb_progress_report_is_not_the_end() {
+        let mut r = Response::new(Expect::Results, false);
+        assert_eq!(r.feed(b"\xfb/tmp/x").unwrap(), Step::LocalInfile);
+        let progress = b"\xff\xff\xff\x01\x02\x02\x00\x00\x00\x03abc";
+        assert_eq!(r.feed(progress).unwrap(), Step::More);
+        assert!(!r.error);
+        assert_eq!(r.feed(&ok_payload(3, 0, 2, 0)).unwrap(), Step::Done);
+        assert_eq!(r.progress, 1);
     }
 
     #[test]

@@ -14,7 +14,11 @@ use crate::protocol::handshake::{
 use crate::protocol::packets::{self, cap};
 
 /// MySQL client error numbers qcache uses for its own failures.
+/// "Can't connect to MySQL server": MySQL's client code for an unreachable server, which
+/// libmariadb-based clients refuse to read from the wire (they report 2027), so the wire
+/// carries ER_UNKNOWN_ERROR with 2003's message text instead.
 pub const CR_CONN_HOST_ERROR: u16 = 2003;
+pub const ER_UNKNOWN_ERROR: u16 = 1105;
 pub const CR_SSL_CONNECTION_ERROR: u16 = 2026;
 pub const ER_NOT_SUPPORTED_AUTH_MODE: u16 = 1251;
 pub const ER_HANDSHAKE_ERROR: u16 = 1043;
@@ -43,11 +47,12 @@ pub async fn connect_upstream(
         Ok(Err(e)) => e.to_string(),
         Err(_) => format!("no answer within {timeout:?}"),
     };
-    let msg = format!("qcache: Can't connect to MySQL server on '{addr}' ({err})");
+    let msg =
+        format!("qcache: Can't connect to MySQL server on '{addr}' ({err}) [{CR_CONN_HOST_ERROR}]");
     let _ = client
         .send(
             0,
-            &packets::err_payload(CR_CONN_HOST_ERROR, "HY000", &msg),
+            &packets::err_payload_pre_handshake(ER_UNKNOWN_ERROR, &msg),
         )
         .await;
     Err(SessionError::UpstreamUnavailable(msg))

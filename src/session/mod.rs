@@ -59,10 +59,7 @@ pub struct Session {
 
 /// Runs one client from accept to close.
 pub async fn serve(id: u64, tcp: TcpStream, shared: Arc<Shared>, shutdown: ShutdownSignal) {
-    let peer = tcp
-        .peer_addr()
-        .map(|a| a.to_string())
-        .unwrap_or_default();
+    let peer = tcp.peer_addr().map(|a| a.to_string()).unwrap_or_default();
     let span = tracing::info_span!("session", id, client = %peer, user = tracing::field::Empty);
     async move {
         match start(id, tcp, shared.clone()).await {

@@ -66,7 +66,10 @@ impl Session {
         mut fill: Option<&mut Fill>,
     ) -> Result<Response, SessionError> {
         self.upstream.push(seq, payload);
-        self.upstream.flush().await.map_err(SessionError::upstream)?;
+        self.upstream
+            .flush()
+            .await
+            .map_err(SessionError::upstream)?;
         let mut resp = Response::new(expect, self.st.deprecate_eof);
         if expect == Expect::Nothing {
             return Ok(resp);
@@ -78,9 +81,13 @@ impl Session {
                     // Nothing more buffered from the server: let the client have what we
                     // hold before waiting.
                     self.client.flush().await.map_err(SessionError::client)?;
-                    self.upstream.read_some().await.map_err(SessionError::upstream)?
+                    self.upstream
+                        .read_some()
+                        .await
+                        .map_err(SessionError::upstream)?
                 }
             };
+            tracing::trace!(seq = p.seq, len = p.payload.len(), head = ?&p.payload[..p.payload.len().min(40)], "server packet");
             let step = match resp.feed(&p.payload) {
                 Ok(s) => s,
                 Err(e) => {
@@ -101,7 +108,11 @@ impl Session {
                 f.add(p.seq, &p.payload, resp.status_here.map(|s| s.offset));
             }
             match step {
-                Step::More => self.client.flush_if_large().await.map_err(SessionError::client)?,
+                Step::More => self
+                    .client
+                    .flush_if_large()
+                    .await
+                    .map_err(SessionError::client)?,
                 Step::LocalInfile => {
                     if let Some(f) = fill.as_deref_mut() {
                         f.overflow = true;
@@ -119,14 +130,22 @@ impl Session {
     /// LOCAL INFILE: the client's file packets go upstream until the empty one.
     async fn relay_infile(&mut self) -> Result<(), SessionError> {
         loop {
-            let p = self.client.read_some().await.map_err(SessionError::client)?;
+            let p = self
+                .client
+                .read_some()
+                .await
+                .map_err(SessionError::client)?;
+            tracing::trace!(seq = p.seq, len = p.payload.len(), "infile packet");
             self.upstream.push(p.seq, &p.payload);
             self.upstream
                 .flush_if_large()
                 .await
                 .map_err(SessionError::upstream)?;
             if p.payload.is_empty() {
-                self.upstream.flush().await.map_err(SessionError::upstream)?;
+                self.upstream
+                    .flush()
+                    .await
+                    .map_err(SessionError::upstream)?;
                 return Ok(());
             }
         }
@@ -149,9 +168,13 @@ impl Session {
                     }
                 }
             };
-            let end = matches!(p.first(), Some(0xff)) || (p.first() == Some(0xfe) && p.payload.len() < 9);
+            let end =
+                matches!(p.first(), Some(0xff)) || (p.first() == Some(0xfe) && p.payload.len() < 9);
             self.client.push(p.seq, &p.payload);
-            self.client.flush_if_large().await.map_err(SessionError::client)?;
+            self.client
+                .flush_if_large()
+                .await
+                .map_err(SessionError::client)?;
             if end {
                 self.client.flush().await.map_err(SessionError::client)?;
                 return Ok(());

@@ -32,7 +32,8 @@ pub struct Txn {
 
 impl Txn {
     pub fn wrote(&self, t: &TableHandle) -> bool {
-        self.written_unknown || self.written.iter().any(|w| Arc::ptr_eq(w, t))
+        self.written_unknown
+            || self.written.iter().any(|w| Arc::ptr_eq(w, t))
             || self.written_schemas.iter().any(|s| *s == t.schema)
     }
 }

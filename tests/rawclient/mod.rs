@@ -1,0 +1,155 @@
+//! A minimal MySQL client speaking raw packets, for tests that must see exact bytes or use
+//! commands real drivers rarely send (cursors, COM_FIELD_LIST, COM_STATISTICS, …).
+
+#![allow(dead_code)]
+
+use bytes::{BufMut, BytesMut};
+use qcache::protocol::codec::{self, Packet};
+use qcache::protocol::packets::{cap, com};
+use qcache::protocol::response::{Expect, Response, Step};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+pub struct Raw {
+    pub tcp: TcpStream,
+    buf: BytesMut,
+    pub caps: u32,
+    pub server_caps: u32,
+    pub greeting: Packet,
+}
+
+/// Capabilities a modern client asks for; `deprecate_eof` picks the result-set ending.
+pub fn client_caps(deprecate_eof: bool) -> u32 {
+    let mut c = cap::LONG_PASSWORD
+        | cap::PROTOCOL_41
+        | cap::SECURE_CONNECTION
+        | cap::TRANSACTIONS
+        | cap::MULTI_STATEMENTS
+        | cap::MULTI_RESULTS
+        | cap::PS_MULTI_RESULTS
+        | cap::PLUGIN_AUTH
+        | cap::CONNECT_WITH_DB
+        | cap::LOCAL_FILES
+        | cap::PLUGIN_AUTH_LENENC_DATA;
+    if deprecate_eof {
+        c |= cap::DEPRECATE_EOF;
+    }
+    c
+}
+
+/// Reads the greeting off a bare TCP connection (for tests that misbehave after it).
+pub async fn read_greeting(tcp: &mut TcpStream) -> Packet {
+    let mut buf = BytesMut::new();
+    loop {
+        if let Some(p) = codec::decode(&mut buf, 1 << 20).expect("framing") {
+            return p;
+        }
+        let n = tcp.read_buf(&mut buf).await.expect("read greeting");
+        assert!(n > 0, "closed before the greeting");
+    }
+}
+
+impl Raw {
+    /// Connects and logs in as `user` with an empty password (the test server's root).
+    pub async fn connect(addr: &str, user: &str, db: &str, deprecate_eof: bool) -> Raw {
+        let tcp = TcpStream::connect(addr).await.expect("connect");
+        let mut raw = Raw {
+            tcp,
+            buf: BytesMut::new(),
+            caps: 0,
+            server_caps: 0,
+            greeting: Packet::new(0, Vec::new()),
+        };
+        let g = raw.read().await.expect("greeting");
+        let parsed = qcache::protocol::handshake::parse_greeting(&g.payload).expect("greeting");
+        raw.server_caps = parsed.capabilities;
+        raw.caps = client_caps(deprecate_eof) & parsed.capabilities;
+        raw.greeting = g;
+        let mut p = BytesMut::new();
+        p.put_u32_le(raw.caps);
+        p.put_u32_le(1 << 30);
+        p.put_u8(45);
+        p.put_slice(&[0; 23]);
+        p.put_slice(user.as_bytes());
+        p.put_u8(0);
+        p.put_u8(0); // empty auth response
+        p.put_slice(db.as_bytes());
+        p.put_u8(0);
+        p.put_slice(b"mysql_native_password\0");
+        raw.send(1, &p).await;
+        loop {
+            let r = raw.read().await.expect("auth reply");
+            match r.payload.first() {
+                Some(0x00) => break,
+                Some(0xfe) => raw.send(r.seq.wrapping_add(1), &[]).await,
+                other => panic!(
+                    "login failed: {other:?} {:?}",
+                    String::from_utf8_lossy(&r.payload)
+                ),
+            }
+        }
+        raw
+    }
+
+    pub fn deprecate_eof(&self) -> bool {
+        self.caps & cap::DEPRECATE_EOF != 0
+    }
+
+    pub async fn send(&mut self, seq: u8, payload: &[u8]) {
+        let mut out = BytesMut::new();
+        codec::encode(seq, payload, &mut out);
+        self.tcp.write_all(&out).await.expect("write");
+    }
+
+    /// The next packet, or None when the server closed.
+    pub async fn read(&mut self) -> Option<Packet> {
+        loop {
+            if let Some(p) = codec::decode(&mut self.buf, 1 << 30).expect("framing") {
+                return Some(p);
+            }
+            let n = self.tcp.read_buf(&mut self.buf).await.ok()?;
+            if n == 0 {
+                return None;
+            }
+        }
+    }
+
+    /// Sends a command and collects the whole response.
+    pub async fn command(&mut self, payload: &[u8], expect: Expect) -> (Vec<Packet>, Response) {
+        self.send(0, payload).await;
+        self.response(expect).await
+    }
+
+    pub async fn response(&mut self, expect: Expect) -> (Vec<Packet>, Response) {
+        let mut r = Response::new(expect, self.deprecate_eof());
+        let mut packets = Vec::new();
+        if expect == Expect::Nothing {
+            return (packets, r);
+        }
+        loop {
+            let p = self.read().await.expect("response packet");
+            let step = r.feed(&p.payload).expect("well-formed response");
+            packets.push(p);
+            match step {
+                Step::More => {}
+                Step::Done => return (packets, r),
+                Step::LocalInfile => panic!("unexpected LOCAL INFILE request"),
+            }
+        }
+    }
+
+    pub async fn query(&mut self, sql: &str) -> (Vec<Packet>, Response) {
+        let mut p = vec![com::QUERY];
+        p.extend_from_slice(sql.as_bytes());
+        self.command(&p, Expect::Results).await
+    }
+
+    /// The response's bytes as they came off the wire.
+    pub fn wire(packets: &[Packet]) -> Vec<u8> {
+        let mut out = BytesMut::new();
+        for p in packets {
+            codec::encode(p.seq, &p.payload, &mut out);
+        }
+        out.to_vec()
+    }
+}

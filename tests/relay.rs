@@ -1,0 +1,540 @@
+//! The transparent relay: every command, every type, large packets, auth paths and faults,
+//! through the real proxy against a real MariaDB, with real clients.
+
+mod common;
+mod rawclient;
+
+use std::time::Duration;
+
+use mysql_async::prelude::*;
+use mysql_async::{Row, Value};
+use qcache::protocol::packets::{self, com};
+use qcache::protocol::response::Expect;
+use rawclient::Raw;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// The `mariadb` CLI off the test's runtime thread, which the in-process proxy needs.
+async fn cli(addr: &str, args: &[&str], stdin: &str) -> std::process::Output {
+    let (addr, stdin) = (addr.to_string(), stdin.to_string());
+    let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+    tokio::task::spawn_blocking(move || {
+        let args: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
+        common::mariadb_cli(&addr, &args, &stdin)
+    })
+    .await
+    .unwrap()
+}
+
+const TYPES_DDL: &str = "CREATE TABLE types (
+    id INT PRIMARY KEY,
+    ti TINYINT, si SMALLINT, mi MEDIUMINT, bi BIGINT, ub BIGINT UNSIGNED,
+    fl FLOAT, db DOUBLE, de DECIMAL(20,6), bt BIT(12),
+    ch CHAR(5), vc VARCHAR(100), bn BINARY(4), vb VARBINARY(10),
+    tx TEXT, bl BLOB, en ENUM('a','b'), st SET('x','y'), js JSON,
+    dt DATE, tm TIME(3), dtt DATETIME(6), ts TIMESTAMP NULL, yr YEAR, ge GEOMETRY)";
+
+const TYPES_ROW: &str = "INSERT INTO types VALUES (1,
+    -128, -32768, -8388608, -9223372036854775808, 18446744073709551615,
+    1.5, 2.25, 12345678901234.123456, b'101010101010',
+    'abc', 'héllo wörld', x'00ff10ab', x'0102', REPEAT('t', 300), x'deadbeef', 'b', 'x,y',
+    '{\"k\": [1, 2]}', '2024-02-29', '-838:59:59.000', '2024-01-02 03:04:05.123456',
+    '2024-01-02 03:04:05', 2024, ST_GeomFromText('POINT(1 2)'))";
+
+async fn setup_types(schema: &str) {
+    let mut c = common::direct_to(schema).await;
+    c.query_drop(TYPES_DDL).await.unwrap();
+    c.query_drop(TYPES_ROW).await.unwrap();
+    c.query_drop("INSERT INTO types (id) VALUES (2)")
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn every_type_and_null_match_direct_in_both_protocols() {
+    let schema = common::fresh_schema("relay_types").await;
+    setup_types(&schema).await;
+    let proxy =
+        common::proxy(|c| c.cache.query_cache_type = qcache::config::QueryCacheType::Off).await;
+    let mut via = proxy.conn(&schema).await;
+    let mut direct = common::direct_to(&schema).await;
+    let q = "SELECT * FROM types ORDER BY id";
+    let a: Vec<Row> = via.query(q).await.unwrap();
+    let b: Vec<Row> = direct.query(q).await.unwrap();
+    assert_eq!(a.len(), 2);
+    let av: Vec<Vec<Value>> = a.into_iter().map(|r| r.unwrap()).collect();
+    let bv: Vec<Vec<Value>> = b.into_iter().map(|r| r.unwrap()).collect();
+    assert_eq!(av, bv, "text protocol differs");
+    assert!(
+        av[1][1..].iter().all(|v| *v == Value::NULL),
+        "NULL row: {:?}",
+        av[1]
+    );
+    let a: Vec<Row> = via.exec(q, ()).await.unwrap();
+    let b: Vec<Row> = direct.exec(q, ()).await.unwrap();
+    let av: Vec<Vec<Value>> = a.into_iter().map(|r| r.unwrap()).collect();
+    let bv: Vec<Vec<Value>> = b.into_iter().map(|r| r.unwrap()).collect();
+    assert_eq!(av, bv, "binary protocol differs");
+    // NULL parameters in the binary protocol
+    let n: Vec<(i32, Option<i32>)> = via
+        .exec(
+            "SELECT id, ti FROM types WHERE ti <=> ? OR id = ?",
+            (Value::NULL, 1),
+        )
+        .await
+        .unwrap();
+    assert_eq!(n.len(), 2);
+    proxy.shutdown().await;
+}
+
+#[tokio::test]
+async fn raw_bytes_identical_to_direct() {
+    let schema = common::fresh_schema("relay_bytes").await;
+    setup_types(&schema).await;
+    let proxy =
+        common::proxy(|c| c.cache.query_cache_type = qcache::config::QueryCacheType::Off).await;
+    for deprecate_eof in [false, true] {
+        let mut via = Raw::connect(&proxy.addr_string(), "root", &schema, deprecate_eof).await;
+        let mut direct = Raw::connect(&common::db().addr(), "root", &schema, deprecate_eof).await;
+        for q in [
+            "SELECT * FROM types ORDER BY id",
+            "SELECT 1",
+            "UPDATE types SET ti = ti WHERE id = 1",
+            "SELECT nosuchcolumn FROM types",
+            "SHOW WARNINGS",
+        ] {
+            let (a, ra) = via.query(q).await;
+            let (b, _) = direct.query(q).await;
+            assert_eq!(
+                Raw::wire(&a),
+                Raw::wire(&b),
+                "{q} (deprecate_eof={deprecate_eof})"
+            );
+            assert!(ra.is_done());
+        }
+    }
+    proxy.shutdown().await;
+}
+
+#[tokio::test]
+async fn blob_of_20_mib_both_protocols() {
+    let schema = common::fresh_schema("relay_blob").await;
+    let mut d = common::direct_to(&schema).await;
+    d.query_drop("CREATE TABLE b (id INT PRIMARY KEY, data LONGBLOB)")
+        .await
+        .unwrap();
+    let proxy = common::proxy(|_| {}).await;
+    let mut c = proxy.conn(&schema).await;
+    let blob: Vec<u8> = (0..20 * 1024 * 1024).map(|i| (i * 7 % 251) as u8).collect();
+    c.exec_drop("INSERT INTO b VALUES (1, ?)", (blob.clone(),))
+        .await
+        .unwrap();
+    // text protocol: the blob inlined as a hex literal, so the COM_QUERY itself is > 16 MiB
+    let hex: String = blob[..9 * 1024 * 1024]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    c.query_drop(format!("INSERT INTO b VALUES (2, x'{hex}')"))
+        .await
+        .unwrap();
+    let t: Option<Vec<u8>> = c
+        .query_first("SELECT data FROM b WHERE id = 1")
+        .await
+        .unwrap();
+    assert!(t.as_deref() == Some(&blob[..]), "text read differs");
+    let b: Option<Vec<u8>> = c
+        .exec_first("SELECT data FROM b WHERE id = ?", (1,))
+        .await
+        .unwrap();
+    assert!(b.as_deref() == Some(&blob[..]), "binary read differs");
+    let two: Option<Vec<u8>> = c
+        .query_first("SELECT data FROM b WHERE id = 2")
+        .await
+        .unwrap();
+    assert!(two.as_deref() == Some(&blob[..9 * 1024 * 1024]));
+    proxy.shutdown().await;
+}
+
+#[tokio::test]
+async fn stored_procedure_with_several_result_sets() {
+    let schema = common::fresh_schema("relay_proc").await;
+    let mut d = common::direct_to(&schema).await;
+    d.query_drop("CREATE PROCEDURE p() BEGIN SELECT 1 AS a; SELECT 2 AS b, 3 AS c; END")
+        .await
+        .unwrap();
+    let proxy = common::proxy(|_| {}).await;
+    let mut c = proxy.conn(&schema).await;
+    let mut result = c.query_iter("CALL p()").await.unwrap();
+    let first: Vec<i64> = result.collect().await.unwrap();
+    let second: Vec<(i64, i64)> = result.collect().await.unwrap();
+    drop(result);
+    assert_eq!(first, vec![1]);
+    assert_eq!(second, vec![(2, 3)]);
+    // the connection is still in step afterwards
+    let one: Option<i64> = c.query_first("SELECT 1").await.unwrap();
+    assert_eq!(one, Some(1));
+    proxy.shutdown().await;
+}
+
+#[tokio::test]
+async fn load_data_local_infile_with_the_cli() {
+    let schema = common::fresh_schema("relay_infile").await;
+    let mut d = common::direct_to(&schema).await;
+    d.query_drop("CREATE TABLE l (id INT, name VARCHAR(20))")
+        .await
+        .unwrap();
+    let proxy = common::proxy(|_| {}).await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("rows.csv");
+    let rows: String = (0..5000).map(|i| format!("{i},name{i}\n")).collect();
+    std::fs::write(&file, rows).unwrap();
+    let sql = format!(
+        "LOAD DATA LOCAL INFILE '{}' INTO TABLE l FIELDS TERMINATED BY ','; SELECT COUNT(*) FROM l;",
+        file.display()
+    );
+    let out = cli(
+        &proxy.addr_string(),
+        &["--local-infile=1", "-N", "-B", &schema],
+        &sql,
+    )
+    .await;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "5000");
+    proxy.shutdown().await;
+}
+
+#[tokio::test]
+async fn change_user_and_reset_connection() {
+    let schema = common::fresh_schema("relay_chuser").await;
+    let user = common::unique_name("u");
+    let mut d = common::direct().await;
+    d.query_drop(format!("CREATE USER '{user}'@'%' IDENTIFIED BY 'pw1'"))
+        .await
+        .unwrap();
+    d.query_drop(format!("GRANT SELECT ON `{schema}`.* TO '{user}'@'%'"))
+        .await
+        .unwrap();
+    let proxy = common::proxy(|_| {}).await;
+    let mut c = proxy.conn(&schema).await;
+    c.query_drop("SET @x = 42").await.unwrap();
+    assert!(c.reset().await.unwrap());
+    let x: Option<Option<i64>> = c.query_first("SELECT @x").await.unwrap();
+    assert_eq!(x, Some(None), "user variable survived COM_RESET_CONNECTION");
+    c.change_user(
+        mysql_async::ChangeUserOpts::default()
+            .with_user(Some(user.clone()))
+            .with_pass(Some("pw1".into()))
+            .with_db_name(Some(schema.clone())),
+    )
+    .await
+    .unwrap();
+    let who: Option<String> = c.query_first("SELECT CURRENT_USER()").await.unwrap();
+    assert_eq!(who, Some(format!("{user}@%")));
+    proxy.shutdown().await;
+}
+
+#[tokio::test]
+async fn wrong_password_reaches_the_client() {
+    let proxy = common::proxy(|_| {}).await;
+    let url = format!("mysql://root:wrong@{}/test?prefer_socket=false", proxy.addr);
+    let err = mysql_async::Conn::from_url(url).await.unwrap_err();
+    match err {
+        mysql_async::Error::Server(e) => assert_eq!(e.code, 1045, "{e:?}"),
+        other => panic!("expected a server error, got {other:?}"),
+    }
+    proxy.shutdown().await;
+}
+
+#[tokio::test]
+async fn upstream_down_gives_a_clear_error_naming_qcache() {
+    let port = common::free_port();
+    let upstream = format!("127.0.0.1:{port}");
+    let proxy = common::proxy_to(&upstream, |_| {}).await;
+    let out = cli(&proxy.addr_string(), &["-e", "SELECT 1"], "").await;
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("Can't connect") && err.contains("qcache") && err.contains(&upstream),
+        "{err}"
+    );
+    // and through mysql_async
+    let e = mysql_async::Conn::from_url(proxy.url("test"))
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("qcache"), "{e}");
+    proxy.shutdown().await;
+}
+
+#[tokio::test]
+async fn connection_limit_answers_1040_and_others_continue() {
+    let proxy = common::proxy(|c| c.server.max_connections = 2).await;
+    let mut a = proxy.conn("test").await;
+    let _b = proxy.conn("test").await;
+    let url = proxy.url("test");
+    let err = mysql_async::Conn::from_url(url).await.unwrap_err();
+    match err {
+        mysql_async::Error::Server(e) => assert_eq!(e.code, 1040, "{e:?}"),
+        other => panic!("expected ERR 1040, got {other:?}"),
+    }
+    let one: Option<i64> = a.query_first("SELECT 1").await.unwrap();
+    assert_eq!(one, Some(1));
+    proxy.shutdown().await;
+}
+
+/// Reads until the proxy closes; true when it did within the time limit.
+async fn closed_within(tcp: &mut tokio::net::TcpStream, limit: Duration) -> bool {
+    let mut buf = [0u8; 4096];
+    let deadline = tokio::time::Instant::now() + limit;
+    loop {
+        match tokio::time::timeout_at(deadline, tcp.read(&mut buf)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => return true,
+            Ok(Ok(_)) => continue,
+            Err(_) => return false,
+        }
+    }
+}
+
+#[tokio::test]
+async fn malformed_and_oversized_pre_auth_packets_are_disconnected() {
+    let proxy = common::proxy(|c| c.server.pre_auth_max_packet = 4096).await;
+    // garbage instead of a handshake response
+    let mut t = tokio::net::TcpStream::connect(proxy.addr).await.unwrap();
+    let _ = rawclient::read_greeting(&mut t).await;
+    t.write_all(&[5, 0, 0, 1, 1, 2, 3, 4, 5]).await.unwrap();
+    assert!(closed_within(&mut t, Duration::from_secs(5)).await);
+    // a header announcing a packet over the pre-auth limit
+    let mut t = tokio::net::TcpStream::connect(proxy.addr).await.unwrap();
+    let _ = rawclient::read_greeting(&mut t).await;
+    t.write_all(&[0xff, 0xff, 0x0f, 1]).await.unwrap();
+    t.write_all(&vec![0u8; 8192]).await.unwrap_or(());
+    assert!(closed_within(&mut t, Duration::from_secs(5)).await);
+    // an old-protocol (pre-4.1) response
+    let mut t = tokio::net::TcpStream::connect(proxy.addr).await.unwrap();
+    let _ = rawclient::read_greeting(&mut t).await;
+    t.write_all(&[6, 0, 0, 1, 0, 0, 0, 0, 0, 0]).await.unwrap();
+    assert!(closed_within(&mut t, Duration::from_secs(5)).await);
+    // a client that never answers the greeting is cut off at auth_timeout (10 s default is
+    // too slow for a test; covered in the robustness tests with a short timeout)
+    let mut ok = proxy.conn("test").await;
+    let one: Option<i64> = ok.query_first("SELECT 1").await.unwrap();
+    assert_eq!(one, Some(1));
+    proxy.shutdown().await;
+}
+
+#[tokio::test]
+async fn stalled_client_during_auth_is_cut_off() {
+    let proxy = common::proxy(|c| c.server.auth_timeout = Duration::from_millis(500)).await;
+    let mut t = tokio::net::TcpStream::connect(proxy.addr).await.unwrap();
+    let _ = rawclient::read_greeting(&mut t).await;
+    assert!(closed_within(&mut t, Duration::from_secs(5)).await);
+    proxy.shutdown().await;
+}
+
+#[tokio::test]
+async fn tls_request_without_tls_gets_a_clear_error() {
+    let proxy = common::proxy(|_| {}).await;
+    let mut t = tokio::net::TcpStream::connect(proxy.addr).await.unwrap();
+    let _ = rawclient::read_greeting(&mut t).await;
+    let mut p = vec![0u8; 32];
+    p[0..4].copy_from_slice(
+        &(qcache::protocol::packets::cap::PROTOCOL_41 | qcache::protocol::packets::cap::SSL)
+            .to_le_bytes(),
+    );
+    let mut out = bytes::BytesMut::new();
+    qcache::protocol::codec::encode(1, &p, &mut out);
+    t.write_all(&out).await.unwrap();
+    let mut buf = vec![0u8; 1024];
+    let n = t.read(&mut buf).await.unwrap();
+    let e = packets::parse_err(&buf[4..n]).expect("an ERR packet");
+    assert_eq!(e.code, 2026);
+    assert!(e.message.contains("TLS"), "{}", e.message);
+    proxy.shutdown().await;
+}
+
+#[tokio::test]
+async fn cursor_fetch_field_list_statistics_ping_and_friends() {
+    let schema = common::fresh_schema("relay_cmds").await;
+    let mut d = common::direct_to(&schema).await;
+    d.query_drop("CREATE TABLE c (id INT PRIMARY KEY, v VARCHAR(10))")
+        .await
+        .unwrap();
+    d.query_drop("INSERT INTO c VALUES (1,'a'),(2,'b'),(3,'c'),(4,'d'),(5,'e')")
+        .await
+        .unwrap();
+    let proxy = common::proxy(|_| {}).await;
+    for deprecate_eof in [false, true] {
+        let mut r = Raw::connect(&proxy.addr_string(), "root", &schema, deprecate_eof).await;
+        // prepare, execute with a read-only cursor, fetch in pieces
+        let mut p = vec![com::STMT_PREPARE];
+        p.extend_from_slice(b"SELECT id, v FROM c ORDER BY id");
+        let (_, resp) = r.command(&p, Expect::Prepare).await;
+        let (id, cols, params) = resp.prepared.expect("prepared");
+        assert_eq!((cols, params), (2, 0));
+        let mut e = vec![com::STMT_EXECUTE];
+        e.extend_from_slice(&id.to_le_bytes());
+        e.push(1); // CURSOR_TYPE_READ_ONLY
+        e.extend_from_slice(&1u32.to_le_bytes());
+        let (_, resp) = r.command(&e, Expect::Results).await;
+        assert!(resp.cursor, "cursor opened");
+        let mut rows = 0;
+        loop {
+            let mut f = vec![com::STMT_FETCH];
+            f.extend_from_slice(&id.to_le_bytes());
+            f.extend_from_slice(&2u32.to_le_bytes());
+            let (_, resp) = r.command(&f, Expect::Rows).await;
+            rows += resp.rows;
+            if resp.last_status.unwrap_or(0) & packets::status::LAST_ROW_SENT != 0 {
+                break;
+            }
+            assert!(rows <= 5);
+        }
+        assert_eq!(rows, 5);
+        // reset and close
+        let mut s = vec![com::STMT_RESET];
+        s.extend_from_slice(&id.to_le_bytes());
+        let (pk, _) = r.command(&s, Expect::OnePacket).await;
+        assert_eq!(pk[0].payload[0], 0);
+        let mut s = vec![com::STMT_CLOSE];
+        s.extend_from_slice(&id.to_le_bytes());
+        r.send(0, &s).await;
+        // COM_FIELD_LIST
+        let mut f = vec![com::FIELD_LIST];
+        f.extend_from_slice(b"c\0");
+        let (pk, resp) = r.command(&f, Expect::FieldList).await;
+        assert!(!resp.error);
+        assert_eq!(pk.len(), 3, "two column definitions and the end");
+        // COM_STATISTICS answers a bare string
+        let (pk, _) = r.command(&[com::STATISTICS], Expect::OnePacket).await;
+        assert!(String::from_utf8_lossy(&pk[0].payload).contains("Uptime"));
+        // COM_PING, COM_SET_OPTION, COM_INIT_DB
+        let (pk, _) = r.command(&[com::PING], Expect::OnePacket).await;
+        assert_eq!(pk[0].payload[0], 0);
+        let (pk, _) = r.command(&[com::SET_OPTION, 1, 0], Expect::OnePacket).await;
+        assert!(matches!(pk[0].payload[0], 0x00 | 0xfe));
+        let mut i = vec![com::INIT_DB];
+        i.extend_from_slice(schema.as_bytes());
+        let (pk, _) = r.command(&i, Expect::OnePacket).await;
+        assert_eq!(pk[0].payload[0], 0);
+        // an unknown command: the server's answer decides
+        let (pk, resp) = r.command(&[0x60], Expect::Results).await;
+        assert!(resp.error, "{:?}", pk);
+        // and the session is still in step
+        let (pk, _) = r.query("SELECT COUNT(*) FROM c").await;
+        assert_eq!(pk.len(), if deprecate_eof { 4 } else { 5 });
+    }
+    proxy.shutdown().await;
+}
+
+#[tokio::test]
+async fn mariadb_execute_direct_with_last_statement_id() {
+    let proxy = common::proxy(|_| {}).await;
+    let mut r = Raw::connect(&proxy.addr_string(), "root", "test", true).await;
+    // pipelined: PREPARE and EXECUTE(0xFFFFFFFF) sent together, as MariaDB Connector/C does
+    let mut p = vec![com::STMT_PREPARE];
+    p.extend_from_slice(b"SELECT ? + 1");
+    let mut e = vec![com::STMT_EXECUTE];
+    e.extend_from_slice(&u32::MAX.to_le_bytes());
+    e.push(0);
+    e.extend_from_slice(&1u32.to_le_bytes());
+    e.push(0); // null bitmap
+    e.push(1); // new params bound
+    e.extend_from_slice(&[0x08, 0]); // LONGLONG
+    e.extend_from_slice(&41i64.to_le_bytes());
+    r.send(0, &p).await;
+    r.send(0, &e).await;
+    let (_, prep) = r.response(Expect::Prepare).await;
+    assert!(prep.prepared.is_some());
+    let (pk, resp) = r.response(Expect::Results).await;
+    assert!(!resp.error, "{:?}", pk);
+    assert_eq!(resp.rows, 1);
+    proxy.shutdown().await;
+}
+
+#[tokio::test]
+async fn kill_from_another_session_and_upstream_death_close_cleanly() {
+    let proxy = common::proxy(|_| {}).await;
+    let mut victim = proxy.conn("test").await;
+    let server_id: Option<u64> = victim.query_first("SELECT CONNECTION_ID()").await.unwrap();
+    let mut other = proxy.conn("test").await;
+    // COM_PROCESS_KILL through the proxy
+    other
+        .query_drop(format!("KILL {}", server_id.unwrap()))
+        .await
+        .unwrap();
+    let res = tokio::time::timeout(Duration::from_secs(10), victim.query_drop("SELECT 1")).await;
+    assert!(
+        res.expect("no hang").is_err(),
+        "the killed session must fail"
+    );
+    let one: Option<i64> = other.query_first("SELECT 1").await.unwrap();
+    assert_eq!(one, Some(1));
+    proxy.shutdown().await;
+}
+
+#[tokio::test]
+async fn binlog_dump_is_relayed_as_a_stream() {
+    let proxy = common::proxy(|_| {}).await;
+    let mut setup = common::direct().await;
+    setup
+        .query_drop("CREATE TABLE IF NOT EXISTS binlog_probe (id INT)")
+        .await
+        .unwrap();
+    let conn = proxy.conn("test").await;
+    let req = mysql_async::BinlogStreamRequest::new(4242);
+    let mut stream = conn.get_binlog_stream(req).await.unwrap();
+    use futures::StreamExt;
+    let first = tokio::time::timeout(Duration::from_secs(10), stream.next())
+        .await
+        .expect("an event within 10 s")
+        .expect("stream open")
+        .expect("a valid event");
+    let _ = first.header().event_type();
+    proxy.shutdown().await;
+}
+
+#[tokio::test]
+async fn the_cli_works_through_the_proxy() {
+    let proxy = common::proxy(|_| {}).await;
+    let out = cli(
+        &proxy.addr_string(),
+        &["-N", "-B", "test"],
+        "SELECT 1; SELECT 'a' UNION SELECT 'b'; SHOW DATABASES LIKE 'test'; DO 1;\n",
+    )
+    .await;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "1\na\nb\ntest\n");
+    proxy.shutdown().await;
+}
+
+#[tokio::test]
+async fn graceful_shutdown_lets_an_open_transaction_finish() {
+    let schema = common::fresh_schema("relay_drain").await;
+    let mut d = common::direct_to(&schema).await;
+    d.query_drop("CREATE TABLE t (id INT PRIMARY KEY)")
+        .await
+        .unwrap();
+    let proxy = common::proxy(|c| c.server.shutdown_timeout = Duration::from_secs(10)).await;
+    let mut c = proxy.conn(&schema).await;
+    let mut idle = proxy.conn(&schema).await;
+    c.query_drop("BEGIN").await.unwrap();
+    c.query_drop("INSERT INTO t VALUES (1)").await.unwrap();
+    let stopping = tokio::spawn(proxy.running.shutdown());
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    // the idle session was closed; the one in a transaction may finish it
+    assert!(idle.query_drop("SELECT 1").await.is_err());
+    c.query_drop("INSERT INTO t VALUES (2)").await.unwrap();
+    c.query_drop("COMMIT").await.unwrap();
+    tokio::time::timeout(Duration::from_secs(10), stopping)
+        .await
+        .expect("shutdown finishes")
+        .unwrap();
+    let n: Option<i64> = d.query_first("SELECT COUNT(*) FROM t").await.unwrap();
+    assert_eq!(n, Some(2));
+}
