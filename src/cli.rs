@@ -8,7 +8,11 @@ use clap::{Parser, Subcommand};
 use crate::config::{Config, ConfigError, LogFormat, QueryCacheType};
 
 #[derive(Debug, Parser)]
-#[command(name = "qcache", version, about = "A MySQL wire-protocol caching proxy")]
+#[command(
+    name = "qcache",
+    version,
+    about = "A MySQL wire-protocol caching proxy"
+)]
 pub struct Cli {
     /// TOML config file; without it the defaults apply.
     #[arg(long, short = 'c', env = "QCACHE_CONFIG", global = true)]

@@ -299,7 +299,10 @@ impl Config {
             return bad("invalidation.server_id must not be 0".into());
         }
         if tracing_subscriber::EnvFilter::try_new(&self.log.level).is_err() {
-            return bad(format!("log.level {:?} is not a valid filter", self.log.level));
+            return bad(format!(
+                "log.level {:?} is not a valid filter",
+                self.log.level
+            ));
         }
         Ok(())
     }

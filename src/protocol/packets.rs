@@ -95,7 +95,10 @@ pub fn read_lenenc(buf: &[u8]) -> Option<(u64, usize)> {
     let first = *buf.first()?;
     match first {
         0..=0xfa => Some((first as u64, 1)),
-        0xfc => Some((u16::from_le_bytes(buf.get(1..3)?.try_into().ok()?) as u64, 3)),
+        0xfc => Some((
+            u16::from_le_bytes(buf.get(1..3)?.try_into().ok()?) as u64,
+            3,
+        )),
         0xfd => {
             let b = buf.get(1..4)?;
             Some((u32::from_le_bytes([b[0], b[1], b[2], 0]) as u64, 4))
@@ -364,7 +367,16 @@ mod tests {
 
     #[test]
     fn lenenc_roundtrip() {
-        for v in [0u64, 250, 251, 65535, 65536, (1 << 24) - 1, 1 << 24, u64::MAX] {
+        for v in [
+            0u64,
+            250,
+            251,
+            65535,
+            65536,
+            (1 << 24) - 1,
+            1 << 24,
+            u64::MAX,
+        ] {
             let mut b = BytesMut::new();
             put_lenenc(&mut b, v);
             assert_eq!(read_lenenc(&b), Some((v, b.len())));
@@ -379,7 +391,10 @@ mod tests {
         assert_eq!(read_lenenc_str(&[3, b'a', b'b']), None);
         assert_eq!(read_lenenc_str(&[2, b'a', b'b']), Some((&b"ab"[..], 3)));
         // a length that overflows usize arithmetic must not panic
-        assert_eq!(read_lenenc_str(&[0xfe, 255, 255, 255, 255, 255, 255, 255, 255]), None);
+        assert_eq!(
+            read_lenenc_str(&[0xfe, 255, 255, 255, 255, 255, 255, 255, 255]),
+            None
+        );
     }
 
     #[test]
