@@ -1,0 +1,547 @@
+//! The integration-test harness: one private `mariadbd` per test binary, the proxy started
+//! in-process on a free port, and the clients the tests drive them with.
+//!
+//! Every integration test binary says `mod common;`. The first call to [`db`] starts a private
+//! MariaDB server (temporary datadir, free port, ROW binlog, local-infile, 64 MiB packets) and
+//! every test of the binary shares it; [`fresh_schema`] gives each test a database of its own.
+//! Set `QCACHE_TEST_MYSQL_URL=mysql://user:pass@host:port` to use an existing server instead.
+//! A server that cannot be started or reached is a test failure, never a skip.
+
+// Each test binary uses a different subset of these helpers.
+#![allow(dead_code)]
+
+use std::fs::File;
+use std::io::Write;
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use mysql_async::prelude::Queryable;
+
+/// The environment variable naming an existing server to test against.
+pub const ENV_URL: &str = "QCACHE_TEST_MYSQL_URL";
+
+/// How long a private server may take from `mariadb-install-db` to answering `SELECT 1`.
+/// About one second is usual; the margin is for a machine busy building and testing.
+const START_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How long a test waits for a connection (direct or through the proxy) before failing, so
+/// that a proxy which never answers the handshake fails the test instead of hanging it.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// The MySQL/MariaDB server the tests of this binary run against.
+#[derive(Debug)]
+pub struct TestDb {
+    pub host: String,
+    pub port: u16,
+    /// A user with every privilege (root on the private server).
+    pub user: String,
+    pub password: String,
+    /// The private server's data directory; `None` for a server from [`ENV_URL`].
+    pub datadir: Option<PathBuf>,
+    /// The private server's process id, for tests that need to stop or signal it.
+    pub pid: Option<u32>,
+}
+
+impl TestDb {
+    /// `mysql://root@127.0.0.1:PORT/db?prefer_socket=false`.
+    ///
+    /// `prefer_socket=false` matters: by default mysql_async asks a loopback server for
+    /// `@@socket` and silently reconnects through that Unix socket, which would route a
+    /// "proxied" connection around the proxy.
+    pub fn url(&self, db: &str) -> String {
+        format!(
+            "mysql://{}@{}:{}/{}?prefer_socket=false",
+            userinfo(&self.user, &self.password),
+            self.host,
+            self.port,
+            db
+        )
+    }
+
+    /// `"127.0.0.1:PORT"`: what the proxy's `server.upstream` is set to.
+    pub fn addr(&self) -> String {
+        format!("{}:{}", self.host, self.port)
+    }
+
+    /// The private server's error log, to print when a test needs to know why it misbehaved.
+    pub fn error_log(&self) -> Option<String> {
+        let dir = self.datadir.as_ref()?;
+        std::fs::read_to_string(dir.join("error.log")).ok()
+    }
+}
+
+fn userinfo(user: &str, password: &str) -> String {
+    if password.is_empty() {
+        pct(user)
+    } else {
+        format!("{}:{}", pct(user), pct(password))
+    }
+}
+
+/// Percent-encodes what a URL's userinfo cannot carry verbatim.
+fn pct(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// The server of this test binary: started on first use (once, whichever thread gets there
+/// first) or taken from [`ENV_URL`]. Panics with the reason when it cannot be had.
+pub fn db() -> &'static TestDb {
+    // The outcome is kept even when it is a failure, so that every test reports the same
+    // cause at once instead of each one trying (and waiting) to start a server again.
+    static DB: OnceLock<Result<TestDb, String>> = OnceLock::new();
+    match DB.get_or_init(|| match std::env::var(ENV_URL) {
+        Ok(url) if !url.trim().is_empty() => external(url.trim()),
+        _ => start_private(),
+    }) {
+        Ok(db) => db,
+        Err(e) => panic!("test database unavailable: {e}"),
+    }
+}
+
+/// Uses the server named by [`ENV_URL`], after checking it answers; creates `test`.
+fn external(url: &str) -> Result<TestDb, String> {
+    let opts = mysql_async::Opts::from_url(url).map_err(|e| format!("{ENV_URL}={url}: {e}"))?;
+    let db = TestDb {
+        host: opts.ip_or_hostname().to_string(),
+        port: opts.tcp_port(),
+        user: opts.user().unwrap_or("root").to_string(),
+        password: opts.pass().unwrap_or("").to_string(),
+        datadir: None,
+        pid: None,
+    };
+    wait_ready(&db, Instant::now() + START_TIMEOUT, &mut || Ok(()))
+        .map_err(|e| format!("{ENV_URL}={url} is not usable: {e}"))?;
+    Ok(db)
+}
+
+/// Locates a MariaDB binary: PATH first, then where Debian puts it (sbin is often not on a
+/// non-login PATH).
+fn binary(names: &[&str]) -> Result<PathBuf, String> {
+    let path = std::env::var("PATH").unwrap_or_default();
+    let dirs = path
+        .split(':')
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from)
+        .chain(["/usr/sbin", "/usr/bin", "/usr/local/sbin", "/usr/local/bin"].map(PathBuf::from));
+    let dirs: Vec<PathBuf> = dirs.collect();
+    for name in names {
+        for d in &dirs {
+            let p = d.join(name);
+            if p.is_file() {
+                return Ok(p);
+            }
+        }
+    }
+    Err(format!(
+        "none of {names:?} found on PATH or in /usr/sbin, /usr/bin; install the MariaDB \
+         server (apt-get install mariadb-server) or set {ENV_URL}"
+    ))
+}
+
+/// A port nobody listens on right now. Another process may take it before mariadbd binds
+/// it; [`start_private`] retries with a new port when that happens.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("cannot bind 127.0.0.1:0 to find a free port")
+}
+
+fn start_private() -> Result<TestDb, String> {
+    let mariadbd = binary(&["mariadbd", "mysqld"])?;
+    let install = binary(&["mariadb-install-db", "mysql_install_db"])?;
+    let mut last = String::new();
+    for _attempt in 0..3 {
+        match start_once(&mariadbd, &install) {
+            Ok(db) => return Ok(db),
+            // Most likely a port taken between free_port() and mariadbd's bind: try again.
+            Err(e) => last = e,
+        }
+    }
+    Err(last)
+}
+
+fn start_once(mariadbd: &Path, install: &Path) -> Result<TestDb, String> {
+    // Kept (not deleted on drop): the watchdog below removes it once this process is gone,
+    // because a static's destructor never runs.
+    let dir = tempfile::Builder::new()
+        .prefix("qcache-test-")
+        .tempdir()
+        .map_err(|e| format!("cannot create a temporary datadir: {e}"))?
+        .keep();
+    let remove = |e: String| {
+        let _ = std::fs::remove_dir_all(&dir);
+        e
+    };
+    let d = dir.display().to_string();
+
+    // Small redo log and buffer pool: dozens of these may exist at once on a small machine.
+    let sizing = [
+        "--innodb-log-file-size=16M".to_string(),
+        "--innodb-buffer-pool-size=64M".to_string(),
+    ];
+    let out = Command::new(install)
+        .arg("--no-defaults")
+        .arg(format!("--datadir={d}"))
+        .arg("--auth-root-authentication-method=normal")
+        .arg("--skip-test-db")
+        .args(&sizing)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| remove(format!("cannot run {}: {e}", install.display())))?;
+    if !out.status.success() {
+        return Err(remove(format!(
+            "{} failed ({}):\n{}\n{}",
+            install.display(),
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )));
+    }
+
+    let port = free_port();
+    let log = File::create(dir.join("mariadbd.out")).map_err(|e| remove(e.to_string()))?;
+    let log2 = log.try_clone().map_err(|e| remove(e.to_string()))?;
+    let mut child: Child = Command::new(mariadbd)
+        .arg("--no-defaults")
+        .arg(format!("--datadir={d}"))
+        .arg(format!("--socket={d}/sock"))
+        .arg(format!("--pid-file={d}/mariadbd.pid"))
+        .arg(format!("--log-error={d}/error.log"))
+        .arg(format!("--port={port}"))
+        .arg("--bind-address=127.0.0.1")
+        .arg("--user=root")
+        .arg(format!("--log-bin={d}/binlog"))
+        .arg("--binlog-format=ROW")
+        .arg("--server-id=1")
+        .arg("--local-infile=1")
+        .arg("--max-allowed-packet=64M")
+        .arg("--skip-name-resolve")
+        .arg("--max-connections=3000")
+        // Durability is worthless for a throwaway server; fsyncs are slow on a busy disk.
+        .arg("--innodb-flush-log-at-trx-commit=2")
+        .arg("--skip-innodb-doublewrite")
+        .arg("--sync-binlog=0")
+        .args(&sizing)
+        // Never inherit the test's stdout/stderr: a test runner that reads them through pipes
+        // (nextest) would wait for a server that outlives the test to close them.
+        .stdin(Stdio::null())
+        .stdout(log)
+        .stderr(log2)
+        // Its own process group, so that a Ctrl-C or a runner killing the test's group does
+        // not take the server down in a way that skips the watchdog's cleanup.
+        .process_group(0)
+        .spawn()
+        .map_err(|e| remove(format!("cannot start {}: {e}", mariadbd.display())))?;
+    let pid = child.id();
+    spawn_watchdog(pid, &dir).map_err(|e| {
+        let _ = child.kill();
+        let _ = child.wait();
+        remove(e)
+    })?;
+
+    let db = TestDb {
+        host: "127.0.0.1".into(),
+        port,
+        user: "root".into(),
+        password: String::new(),
+        datadir: Some(dir.clone()),
+        pid: Some(pid),
+    };
+    let mut exited = || match child.try_wait() {
+        Ok(Some(status)) => Err(format!("mariadbd exited with {status}")),
+        _ => Ok(()),
+    };
+    if let Err(e) = wait_ready(&db, Instant::now() + START_TIMEOUT, &mut exited) {
+        let log = db.error_log().unwrap_or_default();
+        let _ = child.kill();
+        let _ = child.wait();
+        return Err(remove(format!(
+            "private mariadbd on port {port} did not become ready: {e}\n--- error log ---\n{log}"
+        )));
+    }
+    // The child handle is dropped without killing: the server must live as long as the test
+    // process does, and the watchdog stops it afterwards.
+    drop(child);
+    Ok(db)
+}
+
+/// A tiny shell loop, outside the test's process group, that waits for this test process to
+/// end and then stops the server and deletes its datadir. Nothing in-process can do this:
+/// statics are never dropped and a test binary may end by a signal.
+fn spawn_watchdog(mariadbd_pid: u32, dir: &Path) -> Result<(), String> {
+    const SCRIPT: &str = r#"
+test_pid=$1; db_pid=$2; dir=$3
+while kill -0 "$test_pid" 2>/dev/null && kill -0 "$db_pid" 2>/dev/null; do sleep 1; done
+kill -TERM "$db_pid" 2>/dev/null
+i=0
+while kill -0 "$db_pid" 2>/dev/null && [ "$i" -lt 150 ]; do sleep 0.1; i=$((i+1)); done
+kill -KILL "$db_pid" 2>/dev/null
+sleep 0.2
+rm -rf "$dir"
+"#;
+    Command::new("sh")
+        .arg("-c")
+        .arg(SCRIPT)
+        .arg("qcache-test-watchdog")
+        .arg(std::process::id().to_string())
+        .arg(mariadbd_pid.to_string())
+        .arg(dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .process_group(0)
+        .spawn()
+        .map(drop)
+        .map_err(|e| format!("cannot start the cleanup watchdog (sh): {e}"))
+}
+
+/// Blocks until the server answers `SELECT 1` over TCP, then creates database `test`.
+///
+/// Runs on a thread of its own with a throwaway runtime: [`db`] is called from inside each
+/// `#[tokio::test]`'s runtime, where blocking on another runtime would panic.
+fn wait_ready(
+    db: &TestDb,
+    deadline: Instant,
+    check_alive: &mut dyn FnMut() -> Result<(), String>,
+) -> Result<(), String> {
+    let addr = db.addr();
+    let url = db.url("");
+    let mut last = String::from("no attempt made");
+    while Instant::now() < deadline {
+        check_alive()?;
+        // Cheap probe first, so that the MySQL client only runs once something listens.
+        let listening = addr
+            .parse::<SocketAddr>()
+            .map(|a| TcpStream::connect_timeout(&a, Duration::from_millis(200)).is_ok())
+            .unwrap_or(true);
+        if listening {
+            let url = url.clone();
+            let attempt = std::thread::spawn(move || -> Result<(), String> {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .map_err(|e| e.to_string())?;
+                rt.block_on(async move {
+                    let opts = mysql_async::Opts::from_url(&url).map_err(|e| e.to_string())?;
+                    let mut conn =
+                        tokio::time::timeout(Duration::from_secs(5), mysql_async::Conn::new(opts))
+                            .await
+                            .map_err(|_| "connect timed out".to_string())?
+                            .map_err(|e| e.to_string())?;
+                    let one: Option<i64> = conn
+                        .query_first("SELECT 1")
+                        .await
+                        .map_err(|e| e.to_string())?;
+                    if one != Some(1) {
+                        return Err(format!("SELECT 1 returned {one:?}"));
+                    }
+                    conn.query_drop("CREATE DATABASE IF NOT EXISTS test")
+                        .await
+                        .map_err(|e| e.to_string())?;
+                    let _ = conn.disconnect().await;
+                    Ok(())
+                })
+            })
+            .join()
+            .map_err(|_| "readiness check panicked".to_string())?;
+            match attempt {
+                Ok(()) => return Ok(()),
+                Err(e) => last = e,
+            }
+        } else {
+            last = format!("nothing listens on {addr}");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    Err(format!("gave up after {START_TIMEOUT:?}: {last}"))
+}
+
+async fn connect(url: &str, what: &str) -> mysql_async::Conn {
+    let opts = mysql_async::Opts::from_url(url).unwrap_or_else(|e| panic!("bad url {url}: {e}"));
+    match tokio::time::timeout(CONNECT_TIMEOUT, mysql_async::Conn::new(opts)).await {
+        Ok(Ok(conn)) => conn,
+        Ok(Err(e)) => panic!("cannot connect to {what} ({url}): {e}"),
+        Err(_) => panic!("connecting to {what} ({url}) timed out after {CONNECT_TIMEOUT:?}"),
+    }
+}
+
+/// A connection straight to the server (bypassing qcache), default database `test`.
+pub async fn direct() -> mysql_async::Conn {
+    direct_to("test").await
+}
+
+/// A connection straight to the server with default database `db` (may be empty).
+pub async fn direct_to(db_name: &str) -> mysql_async::Conn {
+    connect(&db().url(db_name), "the test database directly").await
+}
+
+/// A name no other test (in this or another test binary) has: `prefix_<pid>_<n>`,
+/// cut to MySQL's 64-character identifier limit and made of identifier-safe characters.
+pub fn unique_name(prefix: &str) -> String {
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    let clean: String = prefix
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '_'
+            }
+        })
+        .take(40)
+        .collect();
+    format!("{clean}_{}_{n}", std::process::id())
+}
+
+/// Creates a database of its own for one test (directly, not through qcache) and returns its
+/// name. Tests on one server run in parallel; separate databases keep them apart.
+pub async fn fresh_schema(prefix: &str) -> String {
+    let name = unique_name(prefix);
+    let mut conn = direct_to("").await;
+    conn.query_drop(format!("DROP DATABASE IF EXISTS `{name}`"))
+        .await
+        .unwrap_or_else(|e| panic!("cannot drop {name}: {e}"));
+    conn.query_drop(format!("CREATE DATABASE `{name}`"))
+        .await
+        .unwrap_or_else(|e| panic!("cannot create database {name}: {e}"));
+    let _ = conn.disconnect().await;
+    name
+}
+
+/// Logs from the proxy appear in a failing test's output (the test writer is captured like
+/// `println!`). `RUST_LOG` sets the filter; the default shows qcache's info and above.
+pub fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("qcache=info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_test_writer()
+        .try_init();
+}
+
+/// The proxy under test, running in the current test's runtime.
+pub struct TestProxy {
+    pub running: qcache::server::Running,
+    pub addr: SocketAddr,
+}
+
+impl TestProxy {
+    /// `mysql://root@127.0.0.1:PROXYPORT/db?prefer_socket=false` (see [`TestDb::url`] for why
+    /// `prefer_socket=false` is essential here).
+    pub fn url(&self, db_name: &str) -> String {
+        let d = db();
+        format!(
+            "mysql://{}@{}/{}?prefer_socket=false",
+            userinfo(&d.user, &d.password),
+            self.addr,
+            db_name
+        )
+    }
+
+    /// A mysql_async connection through the proxy; panics (fails the test) after
+    /// [`CONNECT_TIMEOUT`] rather than hanging when the proxy never answers.
+    pub async fn conn(&self, db_name: &str) -> mysql_async::Conn {
+        connect(&self.url(db_name), "the proxy").await
+    }
+
+    /// `"127.0.0.1:PROXYPORT"`, for [`mariadb_cli`].
+    pub fn addr_string(&self) -> String {
+        self.addr.to_string()
+    }
+
+    /// Graceful stop (same as [`qcache::server::Running::shutdown`]).
+    pub async fn shutdown(self) {
+        self.running.shutdown().await
+    }
+}
+
+/// The default config for tests: listen on a free port, relay to the test server, no admin
+/// endpoint, and the test server's credentials for the binlog tail and schema catalog.
+pub fn test_config(upstream: &str) -> qcache::config::Config {
+    let d = db();
+    let mut config = qcache::config::Config::default();
+    config.server.listen = "127.0.0.1:0".into();
+    config.server.upstream = upstream.to_string();
+    config.admin.listen = String::new();
+    config.invalidation.user = d.user.clone();
+    config.invalidation.password = d.password.clone();
+    config
+}
+
+/// Starts the proxy in-process on 127.0.0.1:0 in front of [`db`], after `tweak` adjusts the
+/// default test config. Panics if it does not start.
+pub async fn proxy(tweak: impl FnOnce(&mut qcache::config::Config)) -> TestProxy {
+    proxy_to(&db().addr(), tweak).await
+}
+
+/// Like [`proxy`] but in front of any upstream address: a scripted fake server, or a port
+/// where nothing listens (upstream-down tests).
+pub async fn proxy_to(
+    upstream: &str,
+    tweak: impl FnOnce(&mut qcache::config::Config),
+) -> TestProxy {
+    init_tracing();
+    let mut config = test_config(upstream);
+    tweak(&mut config);
+    let running = qcache::server::start(config)
+        .await
+        .unwrap_or_else(|e| panic!("qcache::server::start failed: {e:#}"));
+    let addr = running.addr;
+    TestProxy { running, addr }
+}
+
+/// Runs the `mariadb` command-line client against `addr` ("host:port") over TCP as the test
+/// server's user, with `args` after the connection options and `stdin` fed to it.
+/// Later `-u`/`-p`/`-D` in `args` override the defaults. Panics if the client cannot be run.
+pub fn mariadb_cli(addr: &str, args: &[&str], stdin: &str) -> Output {
+    let d = db();
+    let (host, port) = addr
+        .rsplit_once(':')
+        .unwrap_or_else(|| panic!("mariadb_cli: {addr:?} is not host:port"));
+    let client = binary(&["mariadb", "mysql"]).unwrap_or_else(|e| panic!("{e}"));
+    let mut cmd = Command::new(client);
+    // --no-defaults must come first; it keeps /etc/mysql/*.cnf (a socket path, a default
+    // user) from changing what the test asked for.
+    cmd.arg("--no-defaults")
+        .arg("--protocol=TCP")
+        .arg(format!("--host={host}"))
+        .arg(format!("--port={port}"))
+        .arg(format!("--user={}", d.user))
+        .arg("--connect-timeout=10");
+    if !d.password.is_empty() {
+        cmd.arg(format!("--password={}", d.password));
+    }
+    cmd.args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot run the mariadb client: {e}"));
+    let mut input = child.stdin.take().expect("piped stdin");
+    let data = stdin.as_bytes().to_vec();
+    // Fed from a thread so that a large stdin cannot deadlock against a full stdout pipe.
+    let feeder = std::thread::spawn(move || {
+        let _ = input.write_all(&data);
+    });
+    let out = child
+        .wait_with_output()
+        .unwrap_or_else(|e| panic!("mariadb client failed to run: {e}"));
+    let _ = feeder.join();
+    out
+}
