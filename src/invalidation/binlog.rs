@@ -58,6 +58,9 @@ pub enum BinlogStatus {
 const HEARTBEAT: Duration = Duration::from_secs(1);
 /// No event (heartbeats included) for this long means the stream is dead.
 const STALL: Duration = Duration::from_secs(5);
+/// How long a commit waits for the catalog reload after a DDL before it invalidates
+/// conservatively instead: a reload takes tens of ms, but seconds on a busy server.
+const SETTLE_MAX: Duration = Duration::from_millis(100);
 const BACKOFF_MIN: Duration = Duration::from_millis(100);
 const BACKOFF_MAX: Duration = Duration::from_secs(5);
 /// Histogram buckets of commit-event-arrival → bump-done, in µs: bucket i counts
@@ -143,6 +146,7 @@ pub fn spawn(
             analyse,
             txn: Txn::default(),
             warned_format: false,
+            refreshing: Vec::new(),
         };
         tokio::spawn(tail.run()).abort_handle()
     });
@@ -308,6 +312,8 @@ struct Tail {
     analyse: WriteAnalyser,
     txn: Txn,
     warned_format: bool,
+    /// Catalog reloads started by DDL and not yet finished.
+    refreshing: Vec<tokio::task::JoinHandle<()>>,
 }
 
 impl Tail {
@@ -385,8 +391,8 @@ impl Tail {
                 self.shared.set_connected();
                 tracing::info!(upstream = %self.addr, server_id = self.cfg.server_id, "binlog stream connected");
             }
-            if let Some(ddl) = self.on_event(&event, &stream, arrived) {
-                self.after_ddl(ddl).await;
+            if let Some(ddl) = self.on_event(&event, &stream, arrived).await {
+                self.after_ddl(ddl);
             }
         }
     }
@@ -460,7 +466,12 @@ impl Tail {
 
     /// Folds one event into the transaction; bumps at commits. Returns the tables of a DDL
     /// statement, which needs a catalog refresh (done by the caller, which can await).
-    fn on_event(&mut self, event: &Event, stream: &BinlogStream, arrived: Instant) -> Option<Ddl> {
+    async fn on_event(
+        &mut self,
+        event: &Event,
+        stream: &BinlogStream,
+        arrived: Instant,
+    ) -> Option<Ddl> {
         self.shared.events.fetch_add(1, Ordering::Relaxed);
         let ts = event.header().timestamp();
         if ts != 0 {
@@ -491,13 +502,13 @@ impl Tail {
                 }
                 None => self.txn.unknown_all = true,
             },
-            Some(EventData::XidEvent(_)) => self.commit(arrived),
+            Some(EventData::XidEvent(_)) => self.commit(arrived).await,
             Some(EventData::QueryEvent(q)) => {
                 let sql = q.query();
                 let schema = q.schema().to_lowercase();
-                return self.on_query(&sql, &schema, arrived);
+                return self.on_query(&sql, &schema, arrived).await;
             }
-            Some(EventData::XaPrepareLogEvent(_)) => self.commit(arrived),
+            Some(EventData::XaPrepareLogEvent(_)) => self.commit(arrived).await,
             // TABLE_MAP is kept by the stream itself; ROTATE, FORMAT_DESCRIPTION, heartbeats,
             // GTIDs and the MariaDB-only events we do not ask for change no table.
             _ => {}
@@ -505,25 +516,25 @@ impl Tail {
         None
     }
 
-    fn on_query(&mut self, sql: &str, schema: &str, arrived: Instant) -> Option<Ddl> {
+    async fn on_query(&mut self, sql: &str, schema: &str, arrived: Instant) -> Option<Ddl> {
         let words = leading_words(sql, 3);
         let w = |i: usize| words.get(i).map(String::as_str).unwrap_or("");
         match w(0) {
             // A transaction's start: collect until its commit.
             "BEGIN" => self.txn.open = true,
-            "COMMIT" => self.commit(arrived),
+            "COMMIT" => self.commit(arrived).await,
             // Non-transactional changes are logged inside a rolled-back transaction; bumping
             // them is harmless, and ROLLBACK TO SAVEPOINT does not end the transaction.
-            "ROLLBACK" if w(1) != "TO" => self.commit(arrived),
+            "ROLLBACK" if w(1) != "TO" => self.commit(arrived).await,
             "ROLLBACK" | "SAVEPOINT" | "RELEASE" => {}
             "XA" => match w(1) {
                 // Bumped at PREPARE already, but a reader may have cached the old rows between
                 // PREPARE and COMMIT: XA is rare, so its end invalidates everything.
                 "COMMIT" | "ROLLBACK" => {
                     self.txn.unknown_all = true;
-                    self.commit(arrived);
+                    self.commit(arrived).await;
                 }
-                "PREPARE" => self.commit(arrived),
+                "PREPARE" => self.commit(arrived).await,
                 "START" | "BEGIN" => self.txn.open = true,
                 _ => {}
             },
@@ -566,7 +577,7 @@ impl Tail {
                 // (old servers, some non-transactional paths) is its own commit, and waiting
                 // for the next commit event would bump it late.
                 if !self.txn.open {
-                    self.commit(arrived);
+                    self.commit(arrived).await;
                 }
             }
         }
@@ -574,8 +585,11 @@ impl Tail {
     }
 
     /// Bumps what the finished transaction changed.
-    fn commit(&mut self, arrived: Instant) {
+    async fn commit(&mut self, arrived: Instant) {
         let txn = std::mem::take(&mut self.txn);
+        // Widen through the catalog as of the DDL that preceded this transaction; if its reload
+        // is slow, do not hold every later commit behind it: invalidate conservatively.
+        let stale_catalog = !txn.tables.is_empty() && !self.settle().await;
         let mut bumps = 0u64;
         if txn.unknown_all {
             self.versions.bump_all();
@@ -587,6 +601,12 @@ impl Tail {
             if !txn.tables.is_empty() {
                 let tables: Vec<TableName> = txn.tables.into_iter().collect();
                 bumps += self.bump_tables(&tables);
+                if stale_catalog {
+                    let schemas: HashSet<&str> = tables.iter().map(|(s, _)| s.as_str()).collect();
+                    for s in schemas {
+                        bumps += self.conservative(s);
+                    }
+                }
             }
         }
         self.shared.bumps.fetch_add(bumps, Ordering::Relaxed);
@@ -600,56 +620,21 @@ impl Tail {
         self.shared.commits.send_modify(|c| *c += 1);
     }
 
-    /// Bumps `tables` widened through triggers and cascades; conservative when the catalog
-    /// cannot widen them.
     fn bump_tables(&self, tables: &[TableName]) -> u64 {
-        match self.catalog.expand_write(tables) {
-            Some(all) => {
-                for (s, n) in &all {
-                    self.versions.bump_name(s, n);
-                }
-                all.len() as u64
-            }
-            None => {
-                let schemas: HashSet<&str> = tables.iter().map(|(s, _)| s.as_str()).collect();
-                let mut n = 0;
-                for (s, t) in tables {
-                    self.versions.bump_name(s, t);
-                    n += 1;
-                }
-                for s in schemas {
-                    n += self.conservative(s);
-                }
-                n
-            }
-        }
+        bump_tables(
+            &self.versions,
+            &self.catalog,
+            self.cfg.unknown_write,
+            tables,
+        )
     }
 
-    /// Invalidates for a write we could not analyse, per `invalidation.unknown_write`.
     fn conservative(&self, schema: &str) -> u64 {
-        match self.cfg.unknown_write {
-            Conservative::Schema if !schema.is_empty() => self.versions.bump_schema(schema) as u64,
-            _ => {
-                self.versions.bump_all();
-                1
-            }
-        }
+        conservative(&self.versions, self.cfg.unknown_write, schema)
     }
 
     fn apply_ddl(&self, ddl: &Ddl) -> u64 {
-        let n = match ddl {
-            Ddl::Tables(t) => self.bump_tables(t),
-            Ddl::Database(Some(name)) => {
-                // Tables the catalog knows but the registry does not have no entries; the
-                // registry's own list covers the rest.
-                self.versions.bump_schema(name) as u64
-            }
-            Ddl::Database(None) => {
-                self.versions.bump_all();
-                1
-            }
-            Ddl::Unknown(schema) => self.conservative(schema),
-        };
+        let n = apply_ddl(&self.versions, &self.catalog, self.cfg.unknown_write, ddl);
         self.shared.bumps.fetch_add(n, Ordering::Relaxed);
         n
     }
@@ -657,11 +642,48 @@ impl Tail {
     /// Reloads the catalog after a DDL, then bumps its tables again: a reader that resolved a
     /// view with the old catalog between the first bump and the swap holds stamps that this
     /// second bump makes stale.
-    async fn after_ddl(&mut self, ddl: Ddl) {
-        if let Err(e) = self.catalog.refresh().await {
-            tracing::warn!(error = %e, "binlog: catalog refresh after DDL failed; keeping the old one");
+    ///
+    /// The reload runs beside the tail, not in it: a burst of DDL (a migration, a test suite)
+    /// would otherwise stall every later commit behind one reload per statement, while
+    /// concurrent reloads coalesce in [`Catalog::refresh`]. The next commit with data changes
+    /// waits for the reloads in flight (see [`Tail::settle`]), so that it is widened through
+    /// the new triggers and foreign keys, or invalidates conservatively if they are slow.
+    fn after_ddl(&mut self, ddl: Ddl) {
+        self.refreshing.retain(|t| !t.is_finished());
+        let catalog = self.catalog.clone();
+        let versions = self.versions.clone();
+        let shared = self.shared.clone();
+        let policy = self.cfg.unknown_write;
+        self.refreshing.push(tokio::spawn(async move {
+            let started = Instant::now();
+            let r = catalog.refresh().await;
+            tracing::debug!(took = ?started.elapsed(), ?ddl, "binlog: catalog refreshed after DDL");
+            if let Err(e) = r {
+                tracing::warn!(error = %e, "binlog: catalog refresh after DDL failed; keeping the old one");
+            }
+            let n = apply_ddl(&versions, &catalog, policy, &ddl);
+            shared.bumps.fetch_add(n, Ordering::Relaxed);
+        }));
+    }
+
+    /// Waits (at most [`SETTLE_MAX`]) for the catalog reloads started by earlier DDL; true
+    /// when none is left running.
+    async fn settle(&mut self) -> bool {
+        self.refreshing.retain(|t| !t.is_finished());
+        if self.refreshing.is_empty() {
+            return true;
         }
-        self.apply_ddl(&ddl);
+        let started = Instant::now();
+        let all = async {
+            for task in self.refreshing.iter_mut() {
+                // A reload task that panicked leaves the old catalog: nothing more to do.
+                let _ = task.await;
+            }
+        };
+        let done = tokio::time::timeout(SETTLE_MAX, all).await.is_ok();
+        self.refreshing.retain(|t| !t.is_finished());
+        tracing::debug!(took = ?started.elapsed(), done, "binlog: commit waited for catalog reloads");
+        done
     }
 }
 
@@ -673,6 +695,61 @@ enum Ddl {
     Database(Option<String>),
     /// The analyser could not read it: conservative for this default schema.
     Unknown(String),
+}
+
+/// Bumps what a DDL statement invalidates; returns the number of bumps.
+fn apply_ddl(versions: &Versions, catalog: &Catalog, policy: Conservative, ddl: &Ddl) -> u64 {
+    match ddl {
+        Ddl::Tables(t) => bump_tables(versions, catalog, policy, t),
+        // Tables the registry does not know have no entries to invalidate.
+        Ddl::Database(Some(name)) => versions.bump_schema(name) as u64,
+        Ddl::Database(None) => {
+            versions.bump_all();
+            1
+        }
+        Ddl::Unknown(schema) => conservative(versions, policy, schema),
+    }
+}
+
+/// Bumps `tables` widened through triggers and cascades; conservative when the catalog
+/// cannot widen them.
+fn bump_tables(
+    versions: &Versions,
+    catalog: &Catalog,
+    policy: Conservative,
+    tables: &[TableName],
+) -> u64 {
+    match catalog.expand_write(tables) {
+        Some(all) => {
+            for (s, n) in &all {
+                versions.bump_name(s, n);
+            }
+            all.len() as u64
+        }
+        None => {
+            let schemas: HashSet<&str> = tables.iter().map(|(s, _)| s.as_str()).collect();
+            let mut n = 0;
+            for (s, t) in tables {
+                versions.bump_name(s, t);
+                n += 1;
+            }
+            for s in schemas {
+                n += conservative(versions, policy, s);
+            }
+            n
+        }
+    }
+}
+
+/// Invalidates for a write we could not analyse, per `invalidation.unknown_write`.
+fn conservative(versions: &Versions, policy: Conservative, schema: &str) -> u64 {
+    match policy {
+        Conservative::Schema if !schema.is_empty() => versions.bump_schema(schema) as u64,
+        _ => {
+            versions.bump_all();
+            1
+        }
+    }
 }
 
 fn lower_all(t: Vec<(String, String)>) -> Vec<TableName> {

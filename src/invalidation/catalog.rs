@@ -50,8 +50,10 @@ pub enum ReadResolution {
 /// How long a refresh may take before the caller gets an error (and the old snapshot stays).
 const LOAD_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Schemas that hold no data qcache could cache or invalidate.
-const SKIPPED_SCHEMAS: &str = "('information_schema', 'performance_schema')";
+/// Schemas qcache never caches reads of (DESIGN.md "What is not cached"): loading them would
+/// only cost time (sys alone has a hundred views) on every refresh. A user view reading one of
+/// them is opaque, as it must be.
+const SKIPPED_SCHEMAS: &str = "('information_schema', 'performance_schema', 'mysql', 'sys')";
 
 /// One loaded state of the server's schema. Immutable once built.
 #[derive(Debug, Default)]
@@ -586,9 +588,10 @@ impl Catalog {
         }
         let rows: Vec<Row> = conn
             .query(
+                format!(
                 "SELECT TRIGGER_SCHEMA, EVENT_OBJECT_SCHEMA, EVENT_OBJECT_TABLE, ACTION_STATEMENT \
-                 FROM information_schema.TRIGGERS",
-            )
+                 FROM information_schema.TRIGGERS WHERE EVENT_OBJECT_SCHEMA NOT IN {SKIPPED_SCHEMAS}"
+            ))
             .await?;
         for mut r in rows {
             raw.triggers.push((
@@ -599,11 +602,12 @@ impl Catalog {
             ));
         }
         let rows: Vec<Row> = conn
-            .query(
+            .query(format!(
                 "SELECT CONSTRAINT_SCHEMA, TABLE_NAME, UNIQUE_CONSTRAINT_SCHEMA, \
                  REFERENCED_TABLE_NAME, UPDATE_RULE, DELETE_RULE \
-                 FROM information_schema.REFERENTIAL_CONSTRAINTS",
-            )
+                 FROM information_schema.REFERENTIAL_CONSTRAINTS \
+                 WHERE CONSTRAINT_SCHEMA NOT IN {SKIPPED_SCHEMAS}"
+            ))
             .await?;
         for mut r in rows {
             raw.foreign_keys.push((
