@@ -485,3 +485,21 @@ async fn measured_commit_to_bump_lag() {
     );
     assert!(ok99 < Duration::from_secs(1), "p99 {ok99:?}");
 }
+
+/// An idle stream is kept alive by heartbeats: the stall detector must not mistake a quiet
+/// server for a dead connection (each false alarm would invalidate everything).
+#[tokio::test]
+async fn idle_stream_stays_connected() {
+    let (versions, _cat, h) = tail().await;
+    let epoch = versions.epoch();
+    let events = h.events();
+    tokio::time::sleep(Duration::from_secs(7)).await;
+    assert!(h.connected(), "{:?}", h.status());
+    assert_eq!(h.reconnects(), 0);
+    assert_eq!(
+        versions.epoch(),
+        epoch,
+        "idle stream invalidated everything"
+    );
+    assert!(h.events() > events, "no heartbeat in 7 s");
+}

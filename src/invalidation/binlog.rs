@@ -508,6 +508,13 @@ impl Tail {
                 let schema = q.schema().to_lowercase();
                 return self.on_query(&sql, &schema, arrived).await;
             }
+            // Statement-based LOAD DATA: the file's rows travel in BEGIN_LOAD_QUERY events, the
+            // statement (and so the table) in this one.
+            Some(EventData::ExecuteLoadQueryEvent(q)) => {
+                let sql = q.query();
+                let schema = q.schema().to_lowercase();
+                return self.on_query(&sql, &schema, arrived).await;
+            }
             Some(EventData::XaPrepareLogEvent(_)) => self.commit(arrived).await,
             // TABLE_MAP is kept by the stream itself; ROTATE, FORMAT_DESCRIPTION, heartbeats,
             // GTIDs and the MariaDB-only events we do not ask for change no table.
