@@ -38,6 +38,8 @@ pub enum BinlogError {
     Unavailable(String),
     #[error("binlog: no event or heartbeat for {0:?}")]
     Stalled(Duration),
+    #[error("binlog: connecting and requesting the stream took longer than {0:?}")]
+    Timeout(Duration),
     #[error("binlog: the server ended the stream")]
     Ended,
 }
@@ -58,6 +60,8 @@ pub enum BinlogStatus {
 const HEARTBEAT: Duration = Duration::from_secs(1);
 /// No event (heartbeats included) for this long means the stream is dead.
 const STALL: Duration = Duration::from_secs(5);
+/// Connecting, the checks and the dump request together.
+const OPEN_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a commit waits for the catalog reload after a DDL before it invalidates
 /// conservatively instead: a reload takes tens of ms, but seconds on a busy server.
 const SETTLE_MAX: Duration = Duration::from_millis(100);
@@ -358,9 +362,11 @@ impl Tail {
 
     /// One connection's life: returns why it ended. `streamed` is set once events flow.
     async fn stream(&mut self, streamed: &mut bool) -> BinlogError {
-        let mut stream = match self.open().await {
-            Ok(s) => s,
-            Err(e) => return e,
+        // A server that accepts the connection but never answers must not park the tail.
+        let mut stream = match tokio::time::timeout(OPEN_TIMEOUT, self.open()).await {
+            Ok(Ok(s)) => s,
+            Ok(Err(e)) => return e,
+            Err(_) => return BinlogError::Timeout(OPEN_TIMEOUT),
         };
         // The server sends a (fake) ROTATE and the FORMAT_DESCRIPTION at once: the first event
         // proves the dump was accepted (a missing privilege shows up here).
