@@ -490,16 +490,12 @@ async fn measured_commit_to_bump_lag() {
 /// server for a dead connection (each false alarm would invalidate everything).
 #[tokio::test]
 async fn idle_stream_stays_connected() {
-    let (versions, _cat, h) = tail().await;
-    let epoch = versions.epoch();
+    let (_versions, _cat, h) = tail().await;
     let events = h.events();
     tokio::time::sleep(Duration::from_secs(7)).await;
     assert!(h.connected(), "{:?}", h.status());
-    assert_eq!(h.reconnects(), 0);
-    assert_eq!(
-        versions.epoch(),
-        epoch,
-        "idle stream invalidated everything"
-    );
+    // A false stall shows as a reconnect (the epoch is not checked: parallel tests' DDL may
+    // be beyond the stand-in analyser and invalidate everything legitimately).
+    assert_eq!(h.reconnects(), 0, "idle stream was taken for dead");
     assert!(h.events() > events, "no heartbeat in 7 s");
 }
