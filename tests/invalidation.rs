@@ -499,3 +499,38 @@ async fn idle_stream_stays_connected() {
     assert_eq!(h.reconnects(), 0, "idle stream was taken for dead");
     assert!(h.events() > events, "no heartbeat in 7 s");
 }
+
+/// `auto` with a user that may read data but not the binlog: off, saying which privilege —
+/// both without the right to see the binlog position and without the right to stream it.
+#[tokio::test]
+async fn auto_mode_stays_off_without_replication_privileges() {
+    let mut c = common::direct_to("").await;
+    for grants in ["SELECT", "SELECT, BINLOG MONITOR"] {
+        let user = common::unique_name("norepl");
+        exec(
+            &mut c,
+            &format!("CREATE USER '{user}'@'%' IDENTIFIED BY 'pw'"),
+        )
+        .await;
+        exec(&mut c, &format!("GRANT {grants} ON *.* TO '{user}'@'%'")).await;
+        let cfg = InvalidationConfig {
+            user: user.clone(),
+            password: "pw".into(),
+            ..cfg(BinlogMode::Auto)
+        };
+        let h = binlog::spawn(
+            common::db().addr(),
+            cfg.clone(),
+            Arc::new(Versions::new()),
+            Catalog::new(common::db().addr(), &cfg),
+            test_analyser(),
+        );
+        let why = h
+            .wait_until_off(Duration::from_secs(10))
+            .await
+            .unwrap_or_else(|| panic!("{grants}: auto mode did not turn off: {:?}", h.status()));
+        println!("auto mode off with {grants}: {why}");
+        assert!(why.contains("needs"), "{why}");
+        exec(&mut c, &format!("DROP USER '{user}'@'%'")).await;
+    }
+}
