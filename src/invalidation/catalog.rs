@@ -531,8 +531,15 @@ impl Catalog {
             return Ok(());
         }
         let started = Instant::now();
-        let loaded = tokio::time::timeout(LOAD_TIMEOUT, self.load(&mut st.conn)).await;
-        let raw = match loaded {
+        // A kept connection may have been closed by the server (wait_timeout, restart) since
+        // the last load: one failure on it earns a retry on a fresh one.
+        let reused = st.conn.is_some();
+        let mut attempt = tokio::time::timeout(LOAD_TIMEOUT, self.load(&mut st.conn)).await;
+        if reused && matches!(attempt, Ok(Err(_))) {
+            st.conn = None;
+            attempt = tokio::time::timeout(LOAD_TIMEOUT, self.load(&mut st.conn)).await;
+        }
+        let raw = match attempt {
             Ok(Ok(raw)) => raw,
             Ok(Err(e)) => {
                 st.conn = None;
@@ -558,11 +565,9 @@ impl Catalog {
     }
 
     async fn load(&self, slot: &mut Option<Conn>) -> Result<RawCatalog, CatalogError> {
-        if slot.is_none() {
-            *slot = Some(Conn::new(self.opts.clone()).await?);
-        }
-        let Some(conn) = slot.as_mut() else {
-            unreachable!("connection was just set")
+        let conn = match slot {
+            Some(c) => c,
+            None => slot.insert(Conn::new(self.opts.clone()).await?),
         };
         let mut raw = RawCatalog::default();
         // Name columns are case-insensitive in information_schema: compare as the server does.
