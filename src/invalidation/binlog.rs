@@ -79,7 +79,8 @@ struct Shared {
     events: AtomicU64,
     bumps: AtomicU64,
     reconnects: AtomicU64,
-    /// Seconds between an event's header timestamp and its arrival; u64::MAX = none yet.
+    /// Milliseconds between an event's header timestamp (whole seconds) and its arrival;
+    /// u64::MAX = none yet.
     last_event_lag_ms: AtomicU64,
     hist: [AtomicU64; HIST_BUCKETS],
     conn_id: AtomicU32,
