@@ -1,0 +1,872 @@
+//! The schema catalog: which base tables a view reads, which tables a write to a table also
+//! changes (triggers, foreign-key cascades), loaded from `information_schema` and swapped
+//! atomically so that lookups on the query path never take a lock.
+//!
+//! The binlog cannot replace this: InnoDB cascades are not logged (before MySQL 9.6) and a view
+//! never appears in it, so an entry reading a view must be stamped with the view's base tables.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::ops::ControlFlow;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use arc_swap::ArcSwap;
+use mysql_async::prelude::Queryable;
+use mysql_async::{Conn, Opts, OptsBuilder, Row};
+use sqlparser::ast::{ObjectName, ObjectNamePart, Query, Statement, Visit, Visitor};
+use sqlparser::dialect::MySqlDialect;
+use sqlparser::parser::Parser;
+
+use crate::config::InvalidationConfig;
+
+/// A lower-cased `(schema, name)` pair, the table identity used everywhere in qcache.
+pub type TableName = (String, String);
+
+/// Why the catalog could not be (re)loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum CatalogError {
+    #[error("catalog: upstream query failed: {0}")]
+    Upstream(#[from] mysql_async::Error),
+    #[error("catalog: loading information_schema took longer than {0:?}")]
+    Timeout(Duration),
+}
+
+/// What a read of some tables depends on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReadResolution {
+    /// The tables whose versions the read must be stamped with: base tables as-is, and for a
+    /// view both the view itself (so that redefining it invalidates) and every base table it
+    /// reads, through nested views. Sorted, without duplicates.
+    Tables(Vec<TableName>),
+    /// A view whose definition could not be expanded (unparsable, invisible to the catalog
+    /// user, or reading something the catalog does not know): the read must not be cached.
+    Opaque(String),
+    /// A name the catalog does not know: a temporary table, a table created since the last
+    /// refresh, or one that does not exist.
+    Unknown(String),
+}
+
+/// How long a refresh may take before the caller gets an error (and the old snapshot stays).
+const LOAD_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Schemas qcache never caches reads of (DESIGN.md "What is not cached"): loading them would
+/// only cost time (sys alone has a hundred views) on every refresh. A user view reading one of
+/// them is opaque, as it must be.
+const SKIPPED_SCHEMAS: &str = "('information_schema', 'performance_schema', 'mysql', 'sys')";
+
+/// One loaded state of the server's schema. Immutable once built.
+#[derive(Debug, Default)]
+pub struct Snapshot {
+    /// Every base table and view.
+    relations: HashMap<TableName, Kind>,
+    /// Views, resolved to the base tables they read (Err: why the view is opaque).
+    views: HashMap<TableName, Result<Vec<TableName>, String>>,
+    /// Direct write edges: a write to the key also writes these (triggers, cascades).
+    writes: HashMap<TableName, Vec<TableName>>,
+    /// Tables with a trigger whose body could not be analysed, with the reason.
+    unknown_writes: HashMap<TableName, String>,
+    /// Relation names by schema, sorted.
+    by_schema: HashMap<String, Vec<String>>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Base,
+    View,
+}
+
+/// The rows read from `information_schema`, before any analysis. Kept separate from the
+/// loading so that the analysis is testable without a server.
+#[derive(Debug, Default, Clone)]
+pub struct RawCatalog {
+    /// (schema, name, TABLE_TYPE)
+    pub tables: Vec<(String, String, String)>,
+    /// (schema, name, VIEW_DEFINITION); an empty definition means not visible to us.
+    pub views: Vec<(String, String, String)>,
+    /// (trigger schema, table schema, table, ACTION_STATEMENT)
+    pub triggers: Vec<(String, String, String, String)>,
+    /// (child schema, child table, parent schema, parent table, UPDATE_RULE, DELETE_RULE)
+    pub foreign_keys: Vec<(String, String, String, String, String, String)>,
+}
+
+impl Snapshot {
+    /// Analyses the raw rows: view expansion, trigger bodies and cascade edges.
+    pub fn build(raw: &RawCatalog) -> Snapshot {
+        let mut snap = Snapshot::default();
+        for (schema, name, kind) in &raw.tables {
+            let key = lower(schema, name);
+            // SYSTEM VIEW only occurs in the skipped schemas; anything else that is not a view
+            // (BASE TABLE, SYSTEM VERSIONED, SEQUENCE) holds data of its own.
+            let kind = if kind.eq_ignore_ascii_case("VIEW") {
+                Kind::View
+            } else {
+                Kind::Base
+            };
+            snap.relations.insert(key, kind);
+        }
+        let mut definitions: HashMap<TableName, &str> = HashMap::new();
+        for (schema, name, def) in &raw.views {
+            definitions.insert(lower(schema, name), def.as_str());
+        }
+        let view_keys: Vec<TableName> = snap
+            .relations
+            .iter()
+            .filter(|(_, k)| **k == Kind::View)
+            .map(|(t, _)| t.clone())
+            .collect();
+        let mut memo = HashMap::new();
+        for v in view_keys {
+            let mut stack = Vec::new();
+            let r = resolve_view(&v, &snap.relations, &definitions, &mut memo, &mut stack);
+            snap.views.insert(v, r);
+        }
+
+        for (trigger_schema, schema, table, body) in &raw.triggers {
+            let key = lower(schema, table);
+            match trigger_writes(body, &trigger_schema.to_lowercase()) {
+                Ok(written) => snap.writes.entry(key).or_default().extend(written),
+                Err(why) => {
+                    snap.unknown_writes.insert(key, why);
+                }
+            }
+        }
+        for (cs, ct, ps, pt, update_rule, delete_rule) in &raw.foreign_keys {
+            // RESTRICT / NO ACTION never change the child; CASCADE, SET NULL and SET DEFAULT do.
+            let changes = |rule: &str| {
+                let r = rule.to_ascii_uppercase();
+                r == "CASCADE" || r == "SET NULL" || r == "SET DEFAULT"
+            };
+            if changes(update_rule) || changes(delete_rule) {
+                snap.writes
+                    .entry(lower(ps, pt))
+                    .or_default()
+                    .push(lower(cs, ct));
+            }
+        }
+        for edges in snap.writes.values_mut() {
+            edges.sort();
+            edges.dedup();
+        }
+        for (schema, name) in snap.relations.keys() {
+            snap.by_schema
+                .entry(schema.clone())
+                .or_default()
+                .push(name.clone());
+        }
+        for names in snap.by_schema.values_mut() {
+            names.sort();
+        }
+        snap
+    }
+
+    fn resolve_read(&self, tables: &[TableName]) -> ReadResolution {
+        let mut out = Vec::new();
+        let mut unknown = None;
+        for t in tables {
+            match self.relations.get(t) {
+                Some(Kind::Base) => out.push(t.clone()),
+                Some(Kind::View) => match self.views.get(t) {
+                    Some(Ok(bases)) => {
+                        out.push(t.clone());
+                        out.extend(bases.iter().cloned());
+                    }
+                    Some(Err(why)) => return ReadResolution::Opaque(why.clone()),
+                    None => return ReadResolution::Opaque(format!("view {}.{}", t.0, t.1)),
+                },
+                None => {
+                    // Keep looking: an opaque view later in the list is the stronger answer,
+                    // since no refresh will make it cacheable.
+                    if unknown.is_none() {
+                        unknown = Some(format!("{}.{} is not in the catalog", t.0, t.1));
+                    }
+                }
+            }
+        }
+        if let Some(why) = unknown {
+            return ReadResolution::Unknown(why);
+        }
+        out.sort();
+        out.dedup();
+        ReadResolution::Tables(out)
+    }
+
+    fn expand_write(&self, tables: &[TableName]) -> Option<Vec<TableName>> {
+        let mut seen: HashSet<TableName> = HashSet::new();
+        let mut queue: VecDeque<TableName> = tables.iter().cloned().collect();
+        while let Some(t) = queue.pop_front() {
+            if !seen.insert(t.clone()) {
+                continue;
+            }
+            if self.unknown_writes.contains_key(&t) {
+                return None;
+            }
+            if let Some(next) = self.writes.get(&t) {
+                queue.extend(next.iter().filter(|n| !seen.contains(*n)).cloned());
+            }
+        }
+        let mut out: Vec<TableName> = seen.into_iter().collect();
+        out.sort();
+        Some(out)
+    }
+}
+
+fn lower(schema: &str, name: &str) -> TableName {
+    (schema.to_lowercase(), name.to_lowercase())
+}
+
+/// Expands one view to its base tables, recursing through nested views. `stack` holds the
+/// views being expanded, so that a cycle (which the server forbids, but the catalog may be
+/// read mid-DDL) makes the view opaque instead of looping.
+fn resolve_view(
+    view: &TableName,
+    relations: &HashMap<TableName, Kind>,
+    definitions: &HashMap<TableName, &str>,
+    memo: &mut HashMap<TableName, Result<Vec<TableName>, String>>,
+    stack: &mut Vec<TableName>,
+) -> Result<Vec<TableName>, String> {
+    if let Some(r) = memo.get(view) {
+        return r.clone();
+    }
+    let name = format!("{}.{}", view.0, view.1);
+    if stack.contains(view) {
+        return Err(format!("view {name} refers to itself"));
+    }
+    let result = (|| {
+        let def = definitions
+            .get(view)
+            .copied()
+            .filter(|d| !d.trim().is_empty())
+            .ok_or_else(|| format!("view {name}: definition not visible to the catalog user"))?;
+        let refs = relations_of(def, &view.0)
+            .map_err(|e| format!("view {name}: definition cannot be analysed: {e}"))?;
+        let mut bases = Vec::new();
+        stack.push(view.clone());
+        for r in refs {
+            match relations.get(&r) {
+                Some(Kind::Base) => bases.push(r),
+                Some(Kind::View) => {
+                    let inner = resolve_view(&r, relations, definitions, memo, stack);
+                    match inner {
+                        Ok(b) => {
+                            // The inner view itself too, so redefining it invalidates readers
+                            // of the outer one.
+                            bases.push(r);
+                            bases.extend(b);
+                        }
+                        Err(e) => {
+                            stack.pop();
+                            return Err(e);
+                        }
+                    }
+                }
+                None => {
+                    stack.pop();
+                    return Err(format!(
+                        "view {name} reads {}.{}, which the catalog does not know",
+                        r.0, r.1
+                    ));
+                }
+            }
+        }
+        stack.pop();
+        bases.sort();
+        bases.dedup();
+        Ok(bases)
+    })();
+    memo.insert(view.clone(), result.clone());
+    result
+}
+
+/// Every relation a statement list names, qualified with `default_schema` where it is not,
+/// minus names that are only CTEs. Err: not parsable.
+fn relations_of(sql: &str, default_schema: &str) -> Result<Vec<TableName>, String> {
+    let statements = Parser::parse_sql(&MySqlDialect {}, sql).map_err(|e| e.to_string())?;
+    let mut c = Collector::new(default_schema);
+    for s in &statements {
+        let _ = s.visit(&mut c);
+    }
+    c.finish()
+}
+
+/// Collects relations and CTE names in one pass over the AST.
+struct Collector<'a> {
+    default_schema: &'a str,
+    relations: Vec<TableName>,
+    unqualified: HashSet<String>,
+    ctes: HashSet<String>,
+    error: Option<String>,
+}
+
+impl<'a> Collector<'a> {
+    fn new(default_schema: &'a str) -> Self {
+        Collector {
+            default_schema,
+            relations: Vec::new(),
+            unqualified: HashSet::new(),
+            ctes: HashSet::new(),
+            error: None,
+        }
+    }
+
+    fn add(&mut self, name: &ObjectName) {
+        let mut parts = Vec::new();
+        for p in &name.0 {
+            match p {
+                ObjectNamePart::Identifier(i) => parts.push(i.value.to_lowercase()),
+                _ => {
+                    self.error = Some(format!("computed name {name}"));
+                    return;
+                }
+            }
+        }
+        match parts.as_slice() {
+            [t] => {
+                self.unqualified.insert(t.clone());
+                self.relations
+                    .push((self.default_schema.to_string(), t.clone()));
+            }
+            [.., s, t] => self.relations.push((s.clone(), t.clone())),
+            [] => self.error = Some("empty name".into()),
+        }
+    }
+
+    fn finish(mut self) -> Result<Vec<TableName>, String> {
+        if let Some(e) = self.error {
+            return Err(e);
+        }
+        let ds = self.default_schema.to_string();
+        // An unqualified name that is a CTE of the statement is not a table. If a real table of
+        // the same name exists it is kept by the caller only when it resolves, which at worst
+        // adds a dependency: harmless.
+        self.relations.retain(|(s, t)| {
+            !(s == &ds && self.unqualified.contains(t) && (self.ctes.contains(t) || t == "dual"))
+        });
+        self.relations.sort();
+        self.relations.dedup();
+        Ok(self.relations)
+    }
+}
+
+impl Visitor for Collector<'_> {
+    type Break = ();
+
+    fn pre_visit_query(&mut self, query: &Query) -> ControlFlow<()> {
+        if let Some(with) = &query.with {
+            for cte in &with.cte_tables {
+                self.ctes.insert(cte.alias.name.value.to_lowercase());
+            }
+        }
+        ControlFlow::Continue(())
+    }
+
+    fn pre_visit_relation(&mut self, relation: &ObjectName) -> ControlFlow<()> {
+        self.add(relation);
+        ControlFlow::Continue(())
+    }
+}
+
+/// The tables a trigger body writes. Every relation named by a data-changing statement in the
+/// body counts as written (a superset: `INSERT INTO a SELECT … FROM b` counts `b` too, which
+/// only costs an extra invalidation). Err: the body cannot be analysed, or it calls a
+/// procedure whose writes are unknown.
+///
+/// Not followed: stored functions called from expressions in the body. A function that writes
+/// tables is rare enough, and MySQL forbids most of what would make it matter (no commits,
+/// no writes to the triggering table), that this is accepted and documented.
+pub fn trigger_writes(body: &str, trigger_schema: &str) -> Result<Vec<TableName>, String> {
+    let statements = parse_body(body)?;
+    let mut w = WriteCollector {
+        default_schema: trigger_schema,
+        written: Vec::new(),
+        error: None,
+    };
+    for s in &statements {
+        let _ = s.visit(&mut w);
+    }
+    if let Some(e) = w.error {
+        return Err(e);
+    }
+    w.written.sort();
+    w.written.dedup();
+    Ok(w.written)
+}
+
+/// Parses a trigger body: a single statement, or a `BEGIN … END` block whose inside is a
+/// statement list (the MySQL dialect reads a leading BEGIN as START TRANSACTION).
+fn parse_body(body: &str) -> Result<Vec<Statement>, String> {
+    let dialect = MySqlDialect {};
+    match Parser::parse_sql(&dialect, body) {
+        Ok(s) => Ok(s),
+        Err(first) => {
+            let t = body.trim().trim_end_matches(';').trim_end();
+            let inner = strip_keyword_prefix(t, "BEGIN")
+                .and_then(|rest| strip_keyword_suffix(rest, "END"))
+                .ok_or_else(|| format!("trigger body cannot be parsed: {first}"))?;
+            Parser::parse_sql(&dialect, inner)
+                .map_err(|e| format!("trigger body cannot be parsed: {e}"))
+        }
+    }
+}
+
+fn strip_keyword_prefix<'a>(s: &'a str, kw: &str) -> Option<&'a str> {
+    let head = s.get(..kw.len())?;
+    let rest = &s[kw.len()..];
+    (head.eq_ignore_ascii_case(kw) && rest.starts_with(|c: char| c.is_whitespace())).then_some(rest)
+}
+
+fn strip_keyword_suffix<'a>(s: &'a str, kw: &str) -> Option<&'a str> {
+    let s = s.trim_end();
+    let cut = s.len().checked_sub(kw.len())?;
+    let tail = s.get(cut..)?;
+    let rest = &s[..cut];
+    (tail.eq_ignore_ascii_case(kw) && rest.ends_with(|c: char| c.is_whitespace() || c == ';'))
+        .then_some(rest)
+}
+
+struct WriteCollector<'a> {
+    default_schema: &'a str,
+    written: Vec<TableName>,
+    error: Option<String>,
+}
+
+impl Visitor for WriteCollector<'_> {
+    type Break = ();
+
+    fn pre_visit_statement(&mut self, s: &Statement) -> ControlFlow<()> {
+        let dml = matches!(
+            s,
+            Statement::Insert(_)
+                | Statement::Update(_)
+                | Statement::Delete(_)
+                | Statement::Merge(_)
+                | Statement::Truncate(_)
+        );
+        if dml {
+            let mut c = Collector::new(self.default_schema);
+            let _ = s.visit(&mut c);
+            match c.finish() {
+                Ok(r) => self.written.extend(r),
+                Err(e) => self.error = Some(format!("trigger statement {s}: {e}")),
+            }
+        } else if matches!(s, Statement::Call(_) | Statement::Execute { .. }) {
+            self.error = Some(format!("trigger calls {s}: its writes are unknown"));
+        }
+        ControlFlow::Continue(())
+    }
+}
+
+/// The mutable side of refreshing: one connection, and when the last good load began.
+struct RefreshState {
+    conn: Option<Conn>,
+    last_started: Option<Instant>,
+}
+
+/// The schema catalog of one upstream server.
+pub struct Catalog {
+    opts: Opts,
+    snapshot: ArcSwap<Snapshot>,
+    loaded: AtomicBool,
+    /// Serialises refreshes; waiters coalesce onto the next load (see [`Catalog::refresh`]).
+    refresh: tokio::sync::Mutex<RefreshState>,
+    /// Moves on every swap, so a caller can tell that a resolution raced a refresh.
+    generation: AtomicU64,
+    refreshes: AtomicU64,
+    failures: AtomicU64,
+}
+
+impl std::fmt::Debug for Catalog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Catalog")
+            .field("loaded", &self.is_loaded())
+            .field("generation", &self.generation())
+            .finish()
+    }
+}
+
+impl Catalog {
+    /// A catalog for `upstream_addr` (`host:port`), not loaded yet: call [`Catalog::refresh`].
+    pub fn new(upstream_addr: String, cfg: &InvalidationConfig) -> Arc<Catalog> {
+        Arc::new(Catalog {
+            opts: upstream_opts(&upstream_addr, cfg),
+            snapshot: ArcSwap::from_pointee(Snapshot::default()),
+            loaded: AtomicBool::new(false),
+            refresh: tokio::sync::Mutex::new(RefreshState {
+                conn: None,
+                last_started: None,
+            }),
+            generation: AtomicU64::new(0),
+            refreshes: AtomicU64::new(0),
+            failures: AtomicU64::new(0),
+        })
+    }
+
+    /// Reloads everything from `information_schema` and swaps it in atomically.
+    ///
+    /// Coalescing: at most one load runs at a time. A caller that finds a load already
+    /// running waits for it, then starts its own only if no load *began after the caller
+    /// asked* has completed meanwhile — so a burst of callers costs at most two loads, and
+    /// every caller returns with a snapshot read after its call (a DDL it just forwarded is
+    /// in it). A load that merely finished recently is not reused: it may predate the DDL.
+    /// For the "unknown table" path, where any recent view is good enough, use
+    /// [`Catalog::refresh_if_older`].
+    ///
+    /// On error the previous snapshot stays in place.
+    pub async fn refresh(&self) -> Result<(), CatalogError> {
+        self.refresh_since(Instant::now()).await
+    }
+
+    /// Like [`Catalog::refresh`], but reuses a load that began less than `max_age` ago. Use
+    /// this for names `resolve_read` reported Unknown (e.g. 100 ms): a temporary table stays
+    /// unknown forever, and must not cost a reload per query.
+    pub async fn refresh_if_older(&self, max_age: Duration) -> Result<(), CatalogError> {
+        let now = Instant::now();
+        self.refresh_since(now.checked_sub(max_age).unwrap_or(now))
+            .await
+    }
+
+    async fn refresh_since(&self, needed: Instant) -> Result<(), CatalogError> {
+        let mut st = self.refresh.lock().await;
+        if st.last_started.is_some_and(|t| t >= needed) {
+            return Ok(());
+        }
+        let started = Instant::now();
+        // A kept connection may have been closed by the server (wait_timeout, restart) since
+        // the last load: one failure on it earns a retry on a fresh one.
+        let reused = st.conn.is_some();
+        let mut attempt = tokio::time::timeout(LOAD_TIMEOUT, self.load(&mut st.conn)).await;
+        if reused && matches!(attempt, Ok(Err(_))) {
+            st.conn = None;
+            attempt = tokio::time::timeout(LOAD_TIMEOUT, self.load(&mut st.conn)).await;
+        }
+        let raw = match attempt {
+            Ok(Ok(raw)) => raw,
+            Ok(Err(e)) => {
+                st.conn = None;
+                self.failures.fetch_add(1, Ordering::Relaxed);
+                return Err(e);
+            }
+            Err(_) => {
+                st.conn = None;
+                self.failures.fetch_add(1, Ordering::Relaxed);
+                return Err(CatalogError::Timeout(LOAD_TIMEOUT));
+            }
+        };
+        let snap = Snapshot::build(&raw);
+        for (t, why) in &snap.unknown_writes {
+            tracing::debug!(table = %format!("{}.{}", t.0, t.1), %why, "catalog: trigger not analysed; writes to this table invalidate conservatively");
+        }
+        self.snapshot.store(Arc::new(snap));
+        self.generation.fetch_add(1, Ordering::AcqRel);
+        self.loaded.store(true, Ordering::Release);
+        self.refreshes.fetch_add(1, Ordering::Relaxed);
+        st.last_started = Some(started);
+        Ok(())
+    }
+
+    async fn load(&self, slot: &mut Option<Conn>) -> Result<RawCatalog, CatalogError> {
+        let conn = match slot {
+            Some(c) => c,
+            None => slot.insert(Conn::new(self.opts.clone()).await?),
+        };
+        let mut raw = RawCatalog::default();
+        // Name columns are case-insensitive in information_schema: compare as the server does.
+        let rows: Vec<Row> = conn
+            .query(format!(
+                "SELECT TABLE_SCHEMA, TABLE_NAME, TABLE_TYPE FROM information_schema.TABLES \
+                 WHERE TABLE_SCHEMA NOT IN {SKIPPED_SCHEMAS}"
+            ))
+            .await?;
+        for mut r in rows {
+            raw.tables
+                .push((text(&mut r, 0), text(&mut r, 1), text(&mut r, 2)));
+        }
+        let rows: Vec<Row> = conn
+            .query(format!(
+                "SELECT TABLE_SCHEMA, TABLE_NAME, VIEW_DEFINITION FROM information_schema.VIEWS \
+                 WHERE TABLE_SCHEMA NOT IN {SKIPPED_SCHEMAS}"
+            ))
+            .await?;
+        for mut r in rows {
+            raw.views
+                .push((text(&mut r, 0), text(&mut r, 1), text(&mut r, 2)));
+        }
+        let rows: Vec<Row> = conn
+            .query(
+                format!(
+                "SELECT TRIGGER_SCHEMA, EVENT_OBJECT_SCHEMA, EVENT_OBJECT_TABLE, ACTION_STATEMENT \
+                 FROM information_schema.TRIGGERS WHERE EVENT_OBJECT_SCHEMA NOT IN {SKIPPED_SCHEMAS}"
+            ))
+            .await?;
+        for mut r in rows {
+            raw.triggers.push((
+                text(&mut r, 0),
+                text(&mut r, 1),
+                text(&mut r, 2),
+                text(&mut r, 3),
+            ));
+        }
+        let rows: Vec<Row> = conn
+            .query(format!(
+                "SELECT CONSTRAINT_SCHEMA, TABLE_NAME, UNIQUE_CONSTRAINT_SCHEMA, \
+                 REFERENCED_TABLE_NAME, UPDATE_RULE, DELETE_RULE \
+                 FROM information_schema.REFERENTIAL_CONSTRAINTS \
+                 WHERE CONSTRAINT_SCHEMA NOT IN {SKIPPED_SCHEMAS}"
+            ))
+            .await?;
+        for mut r in rows {
+            raw.foreign_keys.push((
+                text(&mut r, 0),
+                text(&mut r, 1),
+                text(&mut r, 2),
+                text(&mut r, 3),
+                text(&mut r, 4),
+                text(&mut r, 5),
+            ));
+        }
+        Ok(raw)
+    }
+
+    /// True once a load has succeeded. Before that every read resolves Unknown and every write
+    /// expands to None (conservative).
+    pub fn is_loaded(&self) -> bool {
+        self.loaded.load(Ordering::Acquire)
+    }
+
+    /// Moves on every successful refresh. A caller that resolves, then stamps, can compare the
+    /// generation before and after to detect that a refresh raced it.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
+    /// (successful loads, failed loads)
+    pub fn counters(&self) -> (u64, u64) {
+        (
+            self.refreshes.load(Ordering::Relaxed),
+            self.failures.load(Ordering::Relaxed),
+        )
+    }
+
+    /// What a read of `tables` (lower-cased) depends on. Lock-free.
+    pub fn resolve_read(&self, tables: &[TableName]) -> ReadResolution {
+        if !self.is_loaded() {
+            return ReadResolution::Unknown("catalog not loaded".into());
+        }
+        self.snapshot.load().resolve_read(tables)
+    }
+
+    /// Tables a write to `tables` changes: the tables themselves, plus what their triggers
+    /// write and FK cascades reach, transitively (cycle-safe). `None` = a trigger body we
+    /// couldn't analyse, or no catalog loaded: the caller invalidates conservatively.
+    pub fn expand_write(&self, tables: &[TableName]) -> Option<Vec<TableName>> {
+        if !self.is_loaded() {
+            return None;
+        }
+        self.snapshot.load().expand_write(tables)
+    }
+
+    /// Every base table and view of `schema` (lower-cased), sorted.
+    pub fn schema_tables(&self, schema: &str) -> Vec<String> {
+        self.snapshot
+            .load()
+            .by_schema
+            .get(schema)
+            .cloned()
+            .unwrap_or_default()
+    }
+}
+
+/// A column as text; NULL and non-UTF-8 bytes must not panic (the data is the server's).
+fn text(row: &mut Row, i: usize) -> String {
+    match row.take_opt::<Option<Vec<u8>>, _>(i) {
+        Some(Ok(Some(b))) => String::from_utf8_lossy(&b).into_owned(),
+        _ => String::new(),
+    }
+}
+
+/// Connection options for qcache's own connections (catalog, binlog) to the upstream.
+pub(crate) fn upstream_opts(addr: &str, cfg: &InvalidationConfig) -> Opts {
+    let (host, port) = split_host_port(addr);
+    OptsBuilder::default()
+        .ip_or_hostname(host)
+        .tcp_port(port)
+        .user(Some(cfg.user.clone()))
+        .pass(Some(cfg.password.clone()))
+        // Talk to exactly the configured address: the driver would otherwise switch to the
+        // server's unix socket, which may be another path in a container.
+        .prefer_socket(false)
+        .into()
+}
+
+fn split_host_port(addr: &str) -> (String, u16) {
+    let (host, port) = match addr.rsplit_once(':') {
+        Some((h, p)) if !h.is_empty() && p.parse::<u16>().is_ok() => (h, p.parse().unwrap_or(3306)),
+        _ => (addr, 3306),
+    };
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    (host.to_string(), port)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(s: &str, n: &str) -> TableName {
+        (s.into(), n.into())
+    }
+
+    fn raw() -> RawCatalog {
+        let s = |x: &str| x.to_string();
+        RawCatalog {
+            tables: vec![
+                (s("db"), s("a"), s("BASE TABLE")),
+                (s("db"), s("b"), s("BASE TABLE")),
+                (s("db"), s("audit"), s("BASE TABLE")),
+                (s("db"), s("child"), s("BASE TABLE")),
+                (s("db"), s("grandchild"), s("BASE TABLE")),
+                (s("db"), s("weird"), s("BASE TABLE")),
+                (s("other"), s("c"), s("BASE TABLE")),
+                (s("db"), s("v_ab"), s("VIEW")),
+                (s("db"), s("v_v"), s("VIEW")),
+                (s("db"), s("v_hidden"), s("VIEW")),
+                (s("db"), s("v_is"), s("VIEW")),
+                (s("db"), s("v_cte"), s("VIEW")),
+            ],
+            views: vec![
+                (
+                    s("db"),
+                    s("v_ab"),
+                    s("select `db`.`a`.`id` AS `id` from (`db`.`a` join `db`.`b` on(`db`.`a`.`id` = `db`.`b`.`id`))"),
+                ),
+                (
+                    s("db"),
+                    s("v_v"),
+                    s("select `id` from `v_ab` where `id` in (select `x` from `other`.`c`)"),
+                ),
+                (s("db"), s("v_hidden"), s("")),
+                (s("db"), s("v_is"), s("select * from information_schema.tables")),
+                (
+                    s("db"),
+                    s("v_cte"),
+                    s("with recursive q as (select 1 as n union all select n + 1 from q) select * from q join a"),
+                ),
+            ],
+            triggers: vec![
+                (s("db"), s("db"), s("a"), s("INSERT INTO audit VALUES (NEW.id)")),
+                (
+                    s("db"),
+                    s("db"),
+                    s("audit"),
+                    s("BEGIN\n  SET NEW.x = 1;\n  IF NEW.id > 3 THEN UPDATE other.c SET x = 1; END IF;\nEND"),
+                ),
+                (s("db"), s("db"), s("weird"), s("BEGIN CALL p(); END")),
+            ],
+            foreign_keys: vec![
+                (s("db"), s("child"), s("db"), s("a"), s("RESTRICT"), s("CASCADE")),
+                (s("db"), s("grandchild"), s("db"), s("child"), s("SET NULL"), s("NO ACTION")),
+                (s("db"), s("b"), s("db"), s("a"), s("RESTRICT"), s("NO ACTION")),
+                // A cycle must not loop.
+                (s("db"), s("a"), s("db"), s("grandchild"), s("CASCADE"), s("CASCADE")),
+            ],
+        }
+    }
+
+    #[test]
+    fn views_resolve_to_base_tables_through_nesting() {
+        let s = Snapshot::build(&raw());
+        assert_eq!(
+            s.resolve_read(&[t("db", "v_ab")]),
+            ReadResolution::Tables(vec![t("db", "a"), t("db", "b"), t("db", "v_ab")])
+        );
+        assert_eq!(
+            s.resolve_read(&[t("db", "v_v"), t("db", "a")]),
+            ReadResolution::Tables(vec![
+                t("db", "a"),
+                t("db", "b"),
+                t("db", "v_ab"),
+                t("db", "v_v"),
+                t("other", "c")
+            ])
+        );
+        assert_eq!(
+            s.resolve_read(&[t("db", "v_cte")]),
+            ReadResolution::Tables(vec![t("db", "a"), t("db", "v_cte")])
+        );
+    }
+
+    #[test]
+    fn opaque_and_unknown() {
+        let s = Snapshot::build(&raw());
+        assert!(matches!(
+            s.resolve_read(&[t("db", "v_hidden")]),
+            ReadResolution::Opaque(_)
+        ));
+        assert!(matches!(
+            s.resolve_read(&[t("db", "v_is")]),
+            ReadResolution::Opaque(_)
+        ));
+        assert!(matches!(
+            s.resolve_read(&[t("db", "tmp"), t("db", "v_hidden")]),
+            ReadResolution::Opaque(_)
+        ));
+        assert!(matches!(
+            s.resolve_read(&[t("db", "tmp"), t("db", "a")]),
+            ReadResolution::Unknown(_)
+        ));
+    }
+
+    #[test]
+    fn writes_expand_through_triggers_and_cascades() {
+        let s = Snapshot::build(&raw());
+        // a → audit (trigger) → other.c (trigger in a block); a → child → grandchild → a.
+        assert_eq!(
+            s.expand_write(&[t("db", "a")]),
+            Some(vec![
+                t("db", "a"),
+                t("db", "audit"),
+                t("db", "child"),
+                t("db", "grandchild"),
+                t("other", "c")
+            ])
+        );
+        assert_eq!(s.expand_write(&[t("db", "b")]), Some(vec![t("db", "b")]));
+        assert_eq!(s.expand_write(&[t("db", "weird")]), None);
+        assert_eq!(
+            s.expand_write(&[t("db", "nope")]),
+            Some(vec![t("db", "nope")])
+        );
+    }
+
+    #[test]
+    fn schema_listing() {
+        let s = Snapshot::build(&raw());
+        assert_eq!(s.by_schema.get("other"), Some(&vec!["c".to_string()]));
+    }
+
+    #[test]
+    fn trigger_body_forms() {
+        assert_eq!(
+            trigger_writes("SET NEW.updated = NOW()", "d").unwrap(),
+            Vec::<TableName>::new()
+        );
+        assert_eq!(
+            trigger_writes(
+                "begin\n delete from x where id = OLD.id;\n insert into y.z select * from w;\nend",
+                "d"
+            )
+            .unwrap(),
+            vec![t("d", "w"), t("d", "x"), t("y", "z")]
+        );
+        assert!(trigger_writes("BEGIN DECLARE EXIT HANDLER FOR x; ??? END", "d").is_err());
+    }
+
+    #[test]
+    fn addresses() {
+        assert_eq!(
+            split_host_port("127.0.0.1:3307"),
+            ("127.0.0.1".into(), 3307)
+        );
+        assert_eq!(split_host_port("db"), ("db".into(), 3306));
+        assert_eq!(split_host_port("[::1]:3310"), ("::1".into(), 3310));
+    }
+}
