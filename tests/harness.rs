@@ -150,3 +150,18 @@ async fn proxy_relays_select_1() {
     direct.disconnect().await.unwrap();
     proxy.shutdown().await;
 }
+
+#[tokio::test]
+async fn own_server_is_separate_and_can_be_killed() {
+    let own = common::own_server();
+    assert_ne!(own.port, common::db().port);
+    let opts = mysql_async::Opts::from_url(&own.url("test")).unwrap();
+    let mut conn = mysql_async::Conn::new(opts).await.unwrap();
+    let one: Option<i64> = conn.query_first("SELECT 1").await.unwrap();
+    assert_eq!(one, Some(1));
+    own.kill();
+    assert!(conn.query_drop("SELECT 1").await.is_err());
+    // The shared server is untouched.
+    let mut shared = common::direct().await;
+    shared.query_drop("SELECT 1").await.unwrap();
+}
