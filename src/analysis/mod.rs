@@ -69,3 +69,10 @@
 //! /// `USE db` → Some(db)
 //! pub fn use_schema(sql: &str) -> Option<String>;
 //! ```
+
+/// Placeholder until the analysis module lands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Select,
+    Other,
+}

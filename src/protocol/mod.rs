@@ -2,4 +2,6 @@
 //! response state machine. Nothing here knows about sockets or caching.
 
 pub mod codec;
+pub mod handshake;
 pub mod packets;
+pub mod response;

@@ -1,1 +1,297 @@
-//! One client connection and its upstream connection.
+//! One client connection and its upstream connection: the handshake relay, then the command
+//! loop that sends reads through the cache, bumps versions for writes, relays the rest.
+
+pub mod conn;
+pub mod handshake;
+mod query;
+mod relay;
+pub mod state;
+
+use std::sync::Arc;
+
+use tokio::net::TcpStream;
+use tracing::{debug, info, Instrument};
+
+use crate::protocol::codec::Packet;
+use crate::protocol::packets::{self, com, status};
+use crate::protocol::response::Expect;
+use crate::server::{Shared, ShutdownSignal};
+use conn::{ConnError, PacketConn};
+use state::SessionState;
+
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    #[error("client: {0}")]
+    Client(ConnError),
+    #[error("upstream: {0}")]
+    Upstream(ConnError),
+    #[error("{0}")]
+    UpstreamUnavailable(String),
+    #[error("protocol error: {0}")]
+    Protocol(String),
+    #[error("authentication failed")]
+    AuthFailed,
+    #[error("connection refused")]
+    Refused,
+    #[error("authentication timed out")]
+    AuthTimeout,
+}
+
+impl SessionError {
+    /// Ends that are part of normal life and need no warning in the log.
+    pub fn is_quiet(&self) -> bool {
+        matches!(
+            self,
+            SessionError::AuthFailed
+                | SessionError::Refused
+                | SessionError::Client(ConnError::Closed)
+        )
+    }
+}
+
+pub struct Session {
+    pub(crate) id: u64,
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) client: PacketConn,
+    pub(crate) upstream: PacketConn,
+    pub(crate) st: SessionState,
+}
+
+/// Runs one client from accept to close.
+pub async fn serve(id: u64, tcp: TcpStream, shared: Arc<Shared>, shutdown: ShutdownSignal) {
+    let peer = tcp
+        .peer_addr()
+        .map(|a| a.to_string())
+        .unwrap_or_default();
+    let span = tracing::info_span!("session", id, client = %peer, user = tracing::field::Empty);
+    async move {
+        match start(id, tcp, shared.clone()).await {
+            Ok(mut s) => {
+                tracing::Span::current().record("user", s.st.user.as_str());
+                info!(db = s.st.db.as_deref().unwrap_or(""), "session started");
+                let end = s.command_loop(shutdown).await;
+                s.finish().await;
+                match end {
+                    Ok(()) => info!("session ended"),
+                    Err(e) if e.is_quiet() => info!(reason = %e, "session ended"),
+                    Err(e) => tracing::warn!(error = %e, "session ended with an error"),
+                }
+            }
+            Err(e) if e.is_quiet() => debug!(reason = %e, "connection ended during handshake"),
+            Err(e) => info!(error = %e, "connection ended during handshake"),
+        }
+    }
+    .instrument(span)
+    .await
+}
+
+async fn start(id: u64, tcp: TcpStream, shared: Arc<Shared>) -> Result<Session, SessionError> {
+    let cfg = shared.config();
+    let mut client = PacketConn::new(tcp, cfg.server.pre_auth_max_packet);
+    client.write_timeout = Some(cfg.server.client_write_timeout);
+    let auth_timeout = cfg.server.auth_timeout;
+    let connect_timeout = cfg.server.connect_timeout;
+    let upstream_addr = cfg.server.upstream.clone();
+    let connected = async {
+        let mut upstream =
+            handshake::connect_upstream(&mut client, &upstream_addr, connect_timeout).await?;
+        let negotiated = handshake::relay(&mut client, &mut upstream, connect_timeout).await?;
+        Ok::<_, SessionError>((upstream, negotiated))
+    };
+    let (upstream, negotiated) = tokio::time::timeout(auth_timeout, connected)
+        .await
+        .map_err(|_| SessionError::AuthTimeout)??;
+    client.max_payload = 1 << 30;
+    let st = SessionState::new(&shared, &negotiated);
+    Ok(Session {
+        id,
+        shared,
+        client,
+        upstream,
+        st,
+    })
+}
+
+impl Session {
+    async fn command_loop(&mut self, mut shutdown: ShutdownSignal) -> Result<(), SessionError> {
+        loop {
+            self.client.flush().await.map_err(SessionError::client)?;
+            // Between commands is the one place a graceful shutdown may end a session,
+            // and only outside a transaction.
+            let pkt = tokio::select! {
+                biased;
+                p = self.client.read() => p.map_err(SessionError::client)?,
+                _ = shutdown.draining(), if !self.st.in_transaction() => {
+                    debug!("closing idle session for shutdown");
+                    return Ok(());
+                }
+            };
+            let Some(pkt) = pkt else { return Ok(()) };
+            if !self.command(pkt).await? {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Handles one command; false when the session is over.
+    async fn command(&mut self, pkt: Packet) -> Result<bool, SessionError> {
+        let Some(cmd) = pkt.first() else {
+            // An empty command packet: the server answers it with an error; relay.
+            self.relay_command(&pkt, Expect::OnePacket).await?;
+            return Ok(true);
+        };
+        match cmd {
+            com::QUIT => {
+                let _ = self.upstream.send(pkt.seq, &pkt.payload).await;
+                return Ok(false);
+            }
+            com::QUERY => self.query(pkt).await?,
+            com::INIT_DB => {
+                let resp = self.relay_command(&pkt, Expect::OnePacket).await?;
+                if resp.oks > 0 {
+                    let db = String::from_utf8_lossy(&pkt.payload[1..]).into_owned();
+                    self.st.set_db(Some(db));
+                }
+            }
+            com::STMT_PREPARE => self.stmt_prepare(pkt).await?,
+            com::STMT_EXECUTE => self.stmt_execute(pkt).await?,
+            com::STMT_BULK_EXECUTE => self.stmt_execute(pkt).await?,
+            com::STMT_FETCH => {
+                self.relay_command(&pkt, Expect::Rows).await?;
+            }
+            com::STMT_CLOSE => {
+                if let Some(id) = stmt_id(&pkt.payload) {
+                    self.st.stmts.remove(&id);
+                }
+                self.upstream
+                    .send(pkt.seq, &pkt.payload)
+                    .await
+                    .map_err(SessionError::upstream)?;
+            }
+            com::STMT_SEND_LONG_DATA => {
+                if let Some(id) = stmt_id(&pkt.payload) {
+                    self.st.long_data(id);
+                }
+                self.upstream
+                    .send(pkt.seq, &pkt.payload)
+                    .await
+                    .map_err(SessionError::upstream)?;
+            }
+            com::STMT_RESET => {
+                if let Some(id) = stmt_id(&pkt.payload) {
+                    self.st.stmt_reset(id);
+                }
+                self.relay_command(&pkt, Expect::OnePacket).await?;
+            }
+            com::FIELD_LIST => {
+                self.relay_command(&pkt, Expect::FieldList).await?;
+            }
+            com::STATISTICS
+            | com::PING
+            | com::PROCESS_KILL
+            | com::SET_OPTION
+            | com::DEBUG
+            | com::REFRESH
+            | com::SHUTDOWN
+            | com::CREATE_DB => {
+                self.relay_command(&pkt, Expect::OnePacket).await?;
+            }
+            com::DROP_DB => {
+                let schema = String::from_utf8_lossy(&pkt.payload[1..]).to_lowercase();
+                self.st.pending.schemas.push(schema);
+                self.relay_command(&pkt, Expect::OnePacket).await?;
+            }
+            com::CHANGE_USER => return self.change_user(pkt).await,
+            com::RESET_CONNECTION => {
+                let resp = self.relay_command(&pkt, Expect::OnePacket).await?;
+                if resp.oks > 0 {
+                    self.st.reset(&self.shared, None);
+                }
+            }
+            com::BINLOG_DUMP | com::BINLOG_DUMP_GTID => {
+                self.relay_stream(&pkt).await?;
+                return Ok(false);
+            }
+            _ => {
+                // Unknown to qcache: the server's answer decides how it ends.
+                self.relay_command(&pkt, Expect::Results).await?;
+            }
+        }
+        Ok(true)
+    }
+
+    async fn change_user(&mut self, pkt: Packet) -> Result<bool, SessionError> {
+        let parsed = crate::protocol::handshake::parse_change_user(&pkt.payload, self.st.caps);
+        self.end_transaction_for_reset();
+        self.upstream
+            .send(pkt.seq, &pkt.payload)
+            .await
+            .map_err(SessionError::upstream)?;
+        match handshake::relay_auth_rounds(&mut self.client, &mut self.upstream).await? {
+            Some(st) => {
+                self.st.status = st;
+                if let Some(cu) = parsed {
+                    tracing::Span::current().record("user", cu.user.as_str());
+                    self.st.user = cu.user;
+                    self.st.reset(&self.shared, Some(cu.database));
+                    if let Some(cs) = cu.charset {
+                        self.st.charset = cs;
+                        self.st.refresh_fingerprint(&self.shared);
+                    }
+                } else {
+                    self.st.reset(&self.shared, None);
+                    self.st.lost_track = true;
+                }
+                Ok(true)
+            }
+            // The server refused: MySQL closes the connection after a failed change-user.
+            None => Ok(false),
+        }
+    }
+
+    /// COM_RESET_CONNECTION and COM_CHANGE_USER roll back an open transaction; its writes
+    /// never committed, but bumping is harmless and keeps the rule simple.
+    fn end_transaction_for_reset(&mut self) {
+        if let Some(txn) = self.st.txn.take() {
+            self.shared.invalidate_written(&txn);
+        }
+    }
+
+    async fn finish(&mut self) {
+        // A connection that ends inside a transaction may have sent COMMIT whose OK never
+        // arrived: treat what it wrote as changed.
+        if self.st.in_transaction() || self.st.status & status::IN_TRANS != 0 {
+            self.end_transaction_for_reset();
+        }
+        self.client.shutdown().await;
+        self.upstream.shutdown().await;
+    }
+
+    /// Sends qcache's own OK for a statement it answered itself.
+    pub(crate) async fn send_ok(&mut self, seq: u8) -> Result<(), SessionError> {
+        let st = self.st.status & status::PER_SESSION;
+        self.client
+            .send(seq, &packets::ok_payload(0, 0, st, 0))
+            .await
+            .map_err(SessionError::client)?;
+        Ok(())
+    }
+
+    pub(crate) async fn send_err(
+        &mut self,
+        seq: u8,
+        code: u16,
+        state: &str,
+        msg: &str,
+    ) -> Result<(), SessionError> {
+        self.client
+            .send(seq, &packets::err_payload(code, state, msg))
+            .await
+            .map_err(SessionError::client)?;
+        Ok(())
+    }
+}
+
+fn stmt_id(p: &[u8]) -> Option<u32> {
+    Some(u32::from_le_bytes(p.get(1..5)?.try_into().ok()?))
+}

@@ -1,0 +1,328 @@
+//! The connection-phase packets: the server greeting, the client's handshake response (and
+//! SSL request), COM_CHANGE_USER, and the capability edits qcache makes while relaying them.
+
+use bytes::{Bytes, BytesMut};
+
+use super::packets::{cap, mariadb_cap, read_lenenc, read_nul_str};
+
+/// What qcache learns from the server's greeting.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Greeting {
+    pub server_version: String,
+    pub connection_id: u32,
+    pub capabilities: u32,
+    /// MariaDB's extended capabilities (0 when the server is MySQL).
+    pub mariadb_caps: u32,
+    pub charset: u8,
+    pub status: u16,
+    pub auth_plugin: String,
+}
+
+/// Offsets of the fields qcache edits in a greeting payload.
+struct GreetingLayout {
+    caps_lo: usize,
+    caps_hi: Option<usize>,
+    mariadb_caps: Option<usize>,
+}
+
+fn layout(p: &[u8]) -> Option<(Greeting, GreetingLayout)> {
+    if p.first() != Some(&10) {
+        return None;
+    }
+    let (version, n) = read_nul_str(p.get(1..)?)?;
+    let mut at = 1 + n;
+    let connection_id = u32::from_le_bytes(p.get(at..at + 4)?.try_into().ok()?);
+    at += 4 + 8 + 1; // auth-plugin-data part 1 and a filler
+    let caps_lo = at;
+    let lo = u16::from_le_bytes(p.get(at..at + 2)?.try_into().ok()?) as u32;
+    at += 2;
+    let mut g = Greeting {
+        server_version: String::from_utf8_lossy(version).into_owned(),
+        connection_id,
+        capabilities: lo,
+        mariadb_caps: 0,
+        charset: 0,
+        status: 0,
+        auth_plugin: String::new(),
+    };
+    let mut l = GreetingLayout {
+        caps_lo,
+        caps_hi: None,
+        mariadb_caps: None,
+    };
+    if p.len() <= at {
+        return Some((g, l));
+    }
+    g.charset = *p.get(at)?;
+    g.status = u16::from_le_bytes(p.get(at + 1..at + 3)?.try_into().ok()?);
+    l.caps_hi = Some(at + 3);
+    let hi = u16::from_le_bytes(p.get(at + 3..at + 5)?.try_into().ok()?) as u32;
+    g.capabilities |= hi << 16;
+    let auth_len = *p.get(at + 5)? as usize;
+    let reserved = at + 6;
+    if g.capabilities & cap::MARIADB_CLIENT_MYSQL == 0 {
+        l.mariadb_caps = Some(reserved + 6);
+        g.mariadb_caps = u32::from_le_bytes(p.get(reserved + 6..reserved + 10)?.try_into().ok()?);
+    }
+    at = reserved + 10;
+    if g.capabilities & cap::SECURE_CONNECTION != 0 {
+        at += auth_len.saturating_sub(8).max(13);
+    }
+    if g.capabilities & cap::PLUGIN_AUTH != 0 {
+        if let Some(rest) = p.get(at..) {
+            let end = rest.iter().position(|&b| b == 0).unwrap_or(rest.len());
+            g.auth_plugin = String::from_utf8_lossy(&rest[..end]).into_owned();
+        }
+    }
+    Some((g, l))
+}
+
+pub fn parse_greeting(p: &[u8]) -> Option<Greeting> {
+    layout(p).map(|(g, _)| g)
+}
+
+/// Capabilities qcache cannot relay as they are: TLS and compression change the framing
+/// (terminated later by qcache itself), optional metadata and MariaDB's metadata cache let a
+/// server omit column definitions that a cached result needs.
+pub const CLEARED_CAPS: u32 =
+    cap::SSL | cap::COMPRESS | cap::ZSTD_COMPRESSION | cap::OPTIONAL_RESULTSET_METADATA;
+pub const CLEARED_MARIADB_CAPS: u32 = mariadb_cap::CACHE_METADATA;
+
+/// The greeting with `clear` removed from the advertised capabilities.
+pub fn rewrite_greeting(p: &[u8], clear: u32, clear_mariadb: u32) -> Option<(Bytes, Greeting)> {
+    let (mut g, l) = layout(p)?;
+    let mut out = BytesMut::from(p);
+    let lo = (g.capabilities & !clear) as u16;
+    out[l.caps_lo..l.caps_lo + 2].copy_from_slice(&lo.to_le_bytes());
+    if let Some(hi_at) = l.caps_hi {
+        let hi = ((g.capabilities & !clear) >> 16) as u16;
+        out[hi_at..hi_at + 2].copy_from_slice(&hi.to_le_bytes());
+    }
+    g.capabilities &= !clear;
+    if let Some(m) = l.mariadb_caps {
+        g.mariadb_caps &= !clear_mariadb;
+        out[m..m + 4].copy_from_slice(&g.mariadb_caps.to_le_bytes());
+    }
+    Some((out.freeze(), g))
+}
+
+/// The client's HandshakeResponse41 (or the SSL request that precedes it under TLS).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct HandshakeResponse {
+    pub capabilities: u32,
+    pub mariadb_caps: u32,
+    pub max_packet: u32,
+    pub charset: u8,
+    pub user: String,
+    pub database: Option<String>,
+    pub auth_plugin: Option<String>,
+    /// A 32-byte packet with CLIENT_SSL: the client wants TLS before it says anything else.
+    pub ssl_request: bool,
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum HandshakeError {
+    #[error("malformed handshake response")]
+    Malformed,
+    #[error("the client does not speak protocol 4.1")]
+    OldProtocol,
+}
+
+pub fn parse_handshake_response(p: &[u8]) -> Result<HandshakeResponse, HandshakeError> {
+    use HandshakeError::Malformed;
+    let caps_lo = p.get(0..2).ok_or(Malformed)?;
+    let lo = u16::from_le_bytes([caps_lo[0], caps_lo[1]]) as u32;
+    if lo & cap::PROTOCOL_41 == 0 {
+        return Err(HandshakeError::OldProtocol);
+    }
+    let fixed = p.get(0..32).ok_or(Malformed)?;
+    let capabilities = u32::from_le_bytes(fixed[0..4].try_into().map_err(|_| Malformed)?);
+    let mut r = HandshakeResponse {
+        capabilities,
+        max_packet: u32::from_le_bytes(fixed[4..8].try_into().map_err(|_| Malformed)?),
+        charset: fixed[8],
+        ..Default::default()
+    };
+    if capabilities & cap::MARIADB_CLIENT_MYSQL == 0 {
+        r.mariadb_caps = u32::from_le_bytes(fixed[28..32].try_into().map_err(|_| Malformed)?);
+    }
+    if p.len() == 32 {
+        r.ssl_request = capabilities & cap::SSL != 0;
+        if r.ssl_request {
+            return Ok(r);
+        }
+        return Err(Malformed);
+    }
+    let mut at = 32;
+    let (user, n) = read_nul_str(p.get(at..).ok_or(Malformed)?).ok_or(Malformed)?;
+    r.user = String::from_utf8_lossy(user).into_owned();
+    at += n;
+    // auth response
+    if capabilities & cap::PLUGIN_AUTH_LENENC_DATA != 0 {
+        let (len, n) = read_lenenc(p.get(at..).ok_or(Malformed)?).ok_or(Malformed)?;
+        let len = usize::try_from(len).map_err(|_| Malformed)?;
+        at = at.checked_add(n + len).ok_or(Malformed)?;
+    } else if capabilities & cap::SECURE_CONNECTION != 0 {
+        let len = *p.get(at).ok_or(Malformed)? as usize;
+        at += 1 + len;
+    } else {
+        let (_, n) = read_nul_str(p.get(at..).ok_or(Malformed)?).ok_or(Malformed)?;
+        at += n;
+    }
+    if at > p.len() {
+        return Err(Malformed);
+    }
+    if capabilities & cap::CONNECT_WITH_DB != 0 && at < p.len() {
+        let (db, n) = read_nul_str(&p[at..]).ok_or(Malformed)?;
+        if !db.is_empty() {
+            r.database = Some(String::from_utf8_lossy(db).into_owned());
+        }
+        at += n;
+    }
+    if capabilities & cap::PLUGIN_AUTH != 0 && at < p.len() {
+        let rest = &p[at..];
+        let end = rest.iter().position(|&b| b == 0).unwrap_or(rest.len());
+        r.auth_plugin = Some(String::from_utf8_lossy(&rest[..end]).into_owned());
+    }
+    Ok(r)
+}
+
+/// COM_CHANGE_USER: the new user and default database.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChangeUser {
+    pub user: String,
+    pub database: Option<String>,
+    pub charset: Option<u8>,
+}
+
+pub fn parse_change_user(p: &[u8], client_caps: u32) -> Option<ChangeUser> {
+    // 0x11, user NUL, auth (1-byte len under SECURE_CONNECTION, else NUL), db NUL, charset(2)
+    let (user, n) = read_nul_str(p.get(1..)?)?;
+    let mut at = 1 + n;
+    if client_caps & cap::SECURE_CONNECTION != 0 {
+        let len = *p.get(at)? as usize;
+        at += 1 + len;
+    } else {
+        let (_, n) = read_nul_str(p.get(at..)?)?;
+        at += n;
+    }
+    let (db, n) = read_nul_str(p.get(at..)?)?;
+    at += n;
+    let charset = p.get(at).copied();
+    Some(ChangeUser {
+        user: String::from_utf8_lossy(user).into_owned(),
+        database: (!db.is_empty()).then(|| String::from_utf8_lossy(db).into_owned()),
+        charset,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::BufMut;
+
+    /// A MariaDB 10.11 greeting as seen on the wire (payload only).
+    fn mariadb_greeting() -> Vec<u8> {
+        let mut p = vec![10u8];
+        p.extend_from_slice(b"5.5.5-10.11.19-MariaDB\0");
+        p.extend_from_slice(&42u32.to_le_bytes());
+        p.extend_from_slice(b"abcdefgh");
+        p.push(0);
+        let caps: u32 = 0xf7fe & !cap::MARIADB_CLIENT_MYSQL
+            | cap::SSL
+            | cap::COMPRESS
+            | (cap::PLUGIN_AUTH
+                | cap::SECURE_CONNECTION
+                | cap::DEPRECATE_EOF
+                | cap::PROTOCOL_41
+                | cap::MULTI_RESULTS);
+        p.extend_from_slice(&(caps as u16).to_le_bytes());
+        p.push(45);
+        p.extend_from_slice(&2u16.to_le_bytes());
+        p.extend_from_slice(&((caps >> 16) as u16).to_le_bytes());
+        p.push(21);
+        p.extend_from_slice(&[0; 6]);
+        p.extend_from_slice(&(mariadb_cap::CACHE_METADATA | mariadb_cap::PROGRESS).to_le_bytes());
+        p.extend_from_slice(b"ijklmnopqrst\0");
+        p.extend_from_slice(b"mysql_native_password\0");
+        p
+    }
+
+    #[test]
+    fn greeting_is_parsed_and_rewritten() {
+        let p = mariadb_greeting();
+        let g = parse_greeting(&p).unwrap();
+        assert_eq!(g.connection_id, 42);
+        assert_eq!(g.auth_plugin, "mysql_native_password");
+        assert!(g.capabilities & cap::SSL != 0);
+        assert_eq!(g.mariadb_caps, mariadb_cap::CACHE_METADATA | mariadb_cap::PROGRESS);
+        let (out, g2) = rewrite_greeting(&p, CLEARED_CAPS, CLEARED_MARIADB_CAPS).unwrap();
+        assert_eq!(out.len(), p.len());
+        let again = parse_greeting(&out).unwrap();
+        assert_eq!(again, g2);
+        assert_eq!(again.capabilities & (cap::SSL | cap::COMPRESS), 0);
+        assert_eq!(again.capabilities | cap::SSL | cap::COMPRESS, g.capabilities);
+        assert_eq!(again.mariadb_caps, mariadb_cap::PROGRESS);
+    }
+
+    #[test]
+    fn truncated_greetings_do_not_panic() {
+        let p = mariadb_greeting();
+        for n in 0..p.len() {
+            let _ = parse_greeting(&p[..n]);
+            let _ = rewrite_greeting(&p[..n], CLEARED_CAPS, 0);
+        }
+    }
+
+    fn response(caps: u32, user: &str, db: Option<&str>) -> Vec<u8> {
+        let mut p = BytesMut::new();
+        p.put_u32_le(caps);
+        p.put_u32_le(1 << 24);
+        p.put_u8(45);
+        p.put_slice(&[0; 23]);
+        p.put_slice(user.as_bytes());
+        p.put_u8(0);
+        p.put_u8(20);
+        p.put_slice(&[7; 20]);
+        if let Some(db) = db {
+            p.put_slice(db.as_bytes());
+            p.put_u8(0);
+        }
+        p.put_slice(b"mysql_native_password\0");
+        p.to_vec()
+    }
+
+    #[test]
+    fn handshake_response_fields() {
+        let caps = cap::PROTOCOL_41
+            | cap::SECURE_CONNECTION
+            | cap::PLUGIN_AUTH
+            | cap::CONNECT_WITH_DB
+            | cap::DEPRECATE_EOF;
+        let r = parse_handshake_response(&response(caps, "app", Some("shop"))).unwrap();
+        assert_eq!(r.user, "app");
+        assert_eq!(r.database.as_deref(), Some("shop"));
+        assert_eq!(r.auth_plugin.as_deref(), Some("mysql_native_password"));
+        assert!(!r.ssl_request);
+        let full = response(caps, "app", Some("shop"));
+        for n in 0..full.len() {
+            let _ = parse_handshake_response(&full[..n]);
+        }
+    }
+
+    #[test]
+    fn ssl_request_is_recognised() {
+        let mut p = vec![0u8; 32];
+        p[0..4].copy_from_slice(&(cap::PROTOCOL_41 | cap::SSL).to_le_bytes());
+        assert!(parse_handshake_response(&p).unwrap().ssl_request);
+    }
+
+    #[test]
+    fn old_protocol_is_refused() {
+        let p = vec![0u8; 40];
+        assert_eq!(
+            parse_handshake_response(&p),
+            Err(HandshakeError::OldProtocol)
+        );
+    }
+}

@@ -1,0 +1,219 @@
+//! Relaying one command and its response: packets stream to the client as they arrive
+//! (flushed only when the upstream has nothing more buffered), optionally teed into a fill
+//! buffer, with the session's bookkeeping run before each OK/EOF/ERR is forwarded.
+
+use bytes::{Bytes, BytesMut};
+
+use super::state::Txn;
+use super::{Session, SessionError};
+use crate::protocol::codec::{self, Packet};
+use crate::protocol::packets::status;
+use crate::protocol::response::{Expect, Response, Step};
+
+/// A copy of the response being relayed, for the cache.
+pub(crate) struct Fill {
+    pub buf: BytesMut,
+    limit: usize,
+    /// The response outgrew the entry limit: keep relaying, stop copying.
+    pub overflow: bool,
+    /// Absolute offsets of the status bytes of every EOF/OK in the copy.
+    pub status_offsets: Vec<usize>,
+}
+
+impl Fill {
+    pub fn new(limit: usize) -> Fill {
+        Fill {
+            buf: BytesMut::with_capacity(limit.min(4096)),
+            limit,
+            overflow: false,
+            status_offsets: Vec::new(),
+        }
+    }
+
+    fn add(&mut self, seq: u8, payload: &[u8], status_at: Option<usize>) {
+        if self.overflow {
+            return;
+        }
+        if self.buf.len() + payload.len() + 4 > self.limit {
+            self.overflow = true;
+            self.buf = BytesMut::new();
+            return;
+        }
+        let start = self.buf.len();
+        codec::encode(seq, payload, &mut self.buf);
+        if let Some(at) = status_at {
+            self.status_offsets.push(start + 4 + at);
+        }
+    }
+}
+
+impl Session {
+    /// Forwards a client packet unchanged and relays the whole response.
+    pub(crate) async fn relay_command(
+        &mut self,
+        pkt: &Packet,
+        expect: Expect,
+    ) -> Result<Response, SessionError> {
+        self.exchange(pkt.seq, &pkt.payload, expect, None).await
+    }
+
+    /// Sends `payload` upstream and relays the response, teeing it into `fill` if given.
+    pub(crate) async fn exchange(
+        &mut self,
+        seq: u8,
+        payload: &[u8],
+        expect: Expect,
+        mut fill: Option<&mut Fill>,
+    ) -> Result<Response, SessionError> {
+        self.upstream.push(seq, payload);
+        self.upstream.flush().await.map_err(SessionError::upstream)?;
+        let mut resp = Response::new(expect, self.st.deprecate_eof);
+        if expect == Expect::Nothing {
+            return Ok(resp);
+        }
+        loop {
+            let p = match self.upstream.try_decode().map_err(SessionError::upstream)? {
+                Some(p) => p,
+                None => {
+                    // Nothing more buffered from the server: let the client have what we
+                    // hold before waiting.
+                    self.client.flush().await.map_err(SessionError::client)?;
+                    self.upstream.read_some().await.map_err(SessionError::upstream)?
+                }
+            };
+            let step = match resp.feed(&p.payload) {
+                Ok(s) => s,
+                Err(e) => {
+                    // The client gets what the server sent; the session cannot continue
+                    // because qcache no longer knows where responses end.
+                    self.client.push(p.seq, &p.payload);
+                    let _ = self.client.flush().await;
+                    return Err(SessionError::Protocol(e.to_string()));
+                }
+            };
+            if let Some(at) = resp.status_here {
+                self.observe(Some(at.status)).await;
+            } else if resp.error && step == Step::Done {
+                self.observe(None).await;
+            }
+            self.client.push(p.seq, &p.payload);
+            if let Some(f) = fill.as_deref_mut() {
+                f.add(p.seq, &p.payload, resp.status_here.map(|s| s.offset));
+            }
+            match step {
+                Step::More => self.client.flush_if_large().await.map_err(SessionError::client)?,
+                Step::LocalInfile => {
+                    if let Some(f) = fill.as_deref_mut() {
+                        f.overflow = true;
+                    }
+                    self.client.flush().await.map_err(SessionError::client)?;
+                    self.relay_infile().await?;
+                }
+                Step::Done => break,
+            }
+        }
+        self.end_of_response();
+        Ok(resp)
+    }
+
+    /// LOCAL INFILE: the client's file packets go upstream until the empty one.
+    async fn relay_infile(&mut self) -> Result<(), SessionError> {
+        loop {
+            let p = self.client.read_some().await.map_err(SessionError::client)?;
+            self.upstream.push(p.seq, &p.payload);
+            self.upstream
+                .flush_if_large()
+                .await
+                .map_err(SessionError::upstream)?;
+            if p.payload.is_empty() {
+                self.upstream.flush().await.map_err(SessionError::upstream)?;
+                return Ok(());
+            }
+        }
+    }
+
+    /// COM_BINLOG_DUMP: the server streams events until it ends or either side closes.
+    pub(crate) async fn relay_stream(&mut self, pkt: &Packet) -> Result<(), SessionError> {
+        self.upstream
+            .send(pkt.seq, &pkt.payload)
+            .await
+            .map_err(SessionError::upstream)?;
+        loop {
+            let p = match self.upstream.try_decode().map_err(SessionError::upstream)? {
+                Some(p) => p,
+                None => {
+                    self.client.flush().await.map_err(SessionError::client)?;
+                    match self.upstream.read().await.map_err(SessionError::upstream)? {
+                        Some(p) => p,
+                        None => return Ok(()),
+                    }
+                }
+            };
+            let end = matches!(p.first(), Some(0xff)) || (p.first() == Some(0xfe) && p.payload.len() < 9);
+            self.client.push(p.seq, &p.payload);
+            self.client.flush_if_large().await.map_err(SessionError::client)?;
+            if end {
+                self.client.flush().await.map_err(SessionError::client)?;
+                return Ok(());
+            }
+        }
+    }
+
+    /// Runs before an OK/EOF (with its status) or a final ERR (None) reaches the client:
+    /// writes are invalidated and transactions tracked before the client can act on it.
+    pub(crate) async fn observe(&mut self, new_status: Option<u16>) {
+        let now_in = new_status.map(|s| s & status::IN_TRANS != 0);
+        // Writes are bumped at their OK, inside a transaction too (non-transactional
+        // tables change at once), and again when the transaction ends.
+        if !self.st.pending.is_empty() {
+            let pending = std::mem::take(&mut self.st.pending);
+            self.shared.apply_writes(&pending, self.st.db.as_deref());
+            if pending.ddl {
+                self.shared.refresh_catalog().await;
+            }
+            if now_in.unwrap_or(self.st.txn.is_some()) {
+                let txn = self.st.txn.get_or_insert_with(Txn::default);
+                txn.written.extend(pending.tables.iter().cloned());
+                txn.written_schemas.extend(pending.schemas.iter().cloned());
+                txn.written_unknown |= pending.all;
+            }
+            // Keep the bookkeeping so that later OKs of the same response bump again.
+            self.st.pending = pending;
+        }
+        let Some(st) = new_status else { return };
+        let was_in = self.st.status & status::IN_TRANS != 0;
+        let ended = (was_in && st & status::IN_TRANS == 0) || self.st.txn_boundary;
+        if ended {
+            self.st.txn_boundary = false;
+            if let Some(txn) = self.st.txn.take() {
+                self.shared.invalidate_written(&txn);
+            }
+        }
+        if st & status::IN_TRANS != 0 && self.st.txn.is_none() {
+            self.st.txn = Some(Txn {
+                snapshot: self.st.snapshot_candidate,
+                ..Txn::default()
+            });
+        }
+        self.st.status = st;
+    }
+
+    fn end_of_response(&mut self) {
+        self.st.pending = Default::default();
+        self.st.txn_boundary = false;
+        self.st.snapshot_candidate = None;
+    }
+}
+
+/// Bytes of an entry ready to send, patched for this session.
+pub(crate) fn patched(bytes: &Bytes, offsets: &[usize], session_status: u16) -> BytesMut {
+    let mut out = BytesMut::from(&bytes[..]);
+    for &at in offsets {
+        if at + 2 <= out.len() {
+            let stored = u16::from_le_bytes([out[at], out[at + 1]]);
+            let st = (stored & !status::PER_SESSION) | (session_status & status::PER_SESSION);
+            out[at..at + 2].copy_from_slice(&st.to_le_bytes());
+        }
+    }
+    out
+}

@@ -1,0 +1,214 @@
+//! What qcache follows of one session: identity, default database, session variables (the
+//! key's context fingerprint), query_cache_type, transaction, temporary tables, prepared
+//! statements, and the writes waiting for their OK.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use xxhash_rust::xxh3::Xxh3;
+
+use super::handshake::Negotiated;
+use crate::analysis::Kind;
+use crate::cache::versions::TableHandle;
+use crate::config::QueryCacheType;
+use crate::protocol::packets::{cap, status};
+use crate::server::Shared;
+
+/// A transaction as qcache sees it.
+#[derive(Debug, Default)]
+pub struct Txn {
+    /// Global version sequence and epoch read just before the statement that established
+    /// the server's snapshot (InnoDB takes it at the first read). None until then: before it
+    /// the cache cannot know which data the transaction will see.
+    pub snapshot: Option<(u64, u64)>,
+    /// Tables written in this transaction: never served from or stored to the cache
+    /// by this session, and bumped again when it ends.
+    pub written: Vec<TableHandle>,
+    pub written_schemas: Vec<String>,
+    /// A write in this transaction could not be analysed.
+    pub written_unknown: bool,
+}
+
+impl Txn {
+    pub fn wrote(&self, t: &TableHandle) -> bool {
+        self.written_unknown || self.written.iter().any(|w| Arc::ptr_eq(w, t))
+            || self.written_schemas.iter().any(|s| *s == t.schema)
+    }
+}
+
+/// Invalidation owed by the statement in flight, applied before its OK reaches the client.
+#[derive(Debug, Default)]
+pub struct Pending {
+    pub tables: Vec<TableHandle>,
+    pub schemas: Vec<String>,
+    pub all: bool,
+    /// The statement changed the schema: reload the catalog before the client sees the OK.
+    pub ddl: bool,
+}
+
+impl Pending {
+    pub fn is_empty(&self) -> bool {
+        self.tables.is_empty() && self.schemas.is_empty() && !self.all && !self.ddl
+    }
+}
+
+/// A prepared statement as qcache remembers it.
+#[derive(Debug, Clone)]
+pub struct Prepared {
+    pub sql: Bytes,
+    pub kind: Kind,
+    pub params: u16,
+    pub columns: u16,
+    /// Parameter types from the last execute that sent them (new-params-bound flag 1):
+    /// later executes with the flag 0 reuse them, so they belong in the key.
+    pub types: Option<Bytes>,
+    /// COM_STMT_SEND_LONG_DATA since the last execute: the values are not in the packet.
+    pub long_data: bool,
+}
+
+pub struct SessionState {
+    pub user: String,
+    pub db: Option<String>,
+    pub charset: u8,
+    pub caps: u32,
+    pub deprecate_eof: bool,
+    /// Status flags of the last OK/EOF from the server.
+    pub status: u16,
+    pub qct: QueryCacheType,
+    /// Session variables the client set, by lower-case name; part of the key.
+    pub vars: BTreeMap<String, String>,
+    /// Hash of everything besides the statement that decides a result's bytes.
+    pub fingerprint: u64,
+    /// The user is left out of the fingerprint (`cache.shared_between_users`).
+    pub shared_users: bool,
+    /// qcache can no longer tell what the session's settings are (SET inside a procedure,
+    /// a prepared SET): no cache until a reset.
+    pub lost_track: bool,
+    /// Session settings under which results must never be stored (READ UNCOMMITTED).
+    pub dirty_reads: bool,
+    pub temp_tables: HashSet<(String, String)>,
+    pub txn: Option<Txn>,
+    pub stmts: HashMap<u32, Prepared>,
+    pub last_stmt: Option<u32>,
+    pub pending: Pending,
+    /// The statement in flight begins or ends a transaction whatever the status flags say
+    /// (BEGIN inside a transaction commits it; COMMIT AND CHAIN keeps IN_TRANS set).
+    pub txn_boundary: bool,
+    /// (sequence, epoch) read before the statement in flight was sent; becomes the
+    /// snapshot of a transaction that this statement opens.
+    pub snapshot_candidate: Option<(u64, u64)>,
+}
+
+impl SessionState {
+    pub fn new(shared: &Shared, n: &Negotiated) -> SessionState {
+        let mut s = SessionState {
+            user: n.response.user.clone(),
+            db: n.response.database.clone(),
+            charset: n.response.charset,
+            caps: n.caps,
+            deprecate_eof: n.caps & cap::DEPRECATE_EOF != 0,
+            status: n.status,
+            qct: shared.config().cache.query_cache_type,
+            vars: BTreeMap::new(),
+            fingerprint: 0,
+            shared_users: false,
+            lost_track: false,
+            dirty_reads: false,
+            temp_tables: HashSet::new(),
+            txn: None,
+            stmts: HashMap::new(),
+            last_stmt: None,
+            pending: Pending::default(),
+            txn_boundary: false,
+            snapshot_candidate: None,
+        };
+        s.refresh_fingerprint(shared);
+        s
+    }
+
+    pub fn in_transaction(&self) -> bool {
+        self.txn.is_some() || self.status & status::IN_TRANS != 0
+    }
+
+    pub fn set_db(&mut self, db: Option<String>) {
+        self.db = db;
+        self.fingerprint = self.compute_fingerprint();
+    }
+
+    /// Recomputes the context fingerprint after any change to what it covers (the config's
+    /// `shared_between_users` is re-read, so a reload applies from the next change on).
+    pub fn refresh_fingerprint(&mut self, shared: &Shared) {
+        self.shared_users = shared.config().cache.shared_between_users;
+        self.fingerprint = self.compute_fingerprint();
+    }
+
+    fn compute_fingerprint(&self) -> u64 {
+        let mut h = Xxh3::new();
+        if !self.shared_users {
+            h.update(b"u");
+            h.update(self.user.as_bytes());
+            h.update(&[0]);
+        }
+        h.update(b"d");
+        if let Some(db) = &self.db {
+            h.update(db.as_bytes());
+        }
+        h.update(&[0]);
+        // Capabilities that change the bytes of a result.
+        let caps = self.caps
+            & (cap::DEPRECATE_EOF
+                | cap::PROTOCOL_41
+                | cap::MULTI_RESULTS
+                | cap::PS_MULTI_RESULTS
+                | cap::SESSION_TRACK
+                | cap::LONG_PASSWORD);
+        h.update(&caps.to_le_bytes());
+        h.update(&[self.charset]);
+        for (k, v) in &self.vars {
+            h.update(k.as_bytes());
+            h.update(&[0]);
+            h.update(v.as_bytes());
+            h.update(&[0]);
+        }
+        h.digest()
+    }
+
+    /// Back to a fresh session (COM_RESET_CONNECTION, COM_CHANGE_USER): the server forgot
+    /// variables, temporary tables and prepared statements.
+    pub fn reset(&mut self, shared: &Shared, db: Option<Option<String>>) {
+        if let Some(db) = db {
+            self.db = db;
+        }
+        self.vars.clear();
+        self.lost_track = false;
+        self.dirty_reads = false;
+        self.temp_tables.clear();
+        self.txn = None;
+        self.stmts.clear();
+        self.last_stmt = None;
+        self.qct = shared.config().cache.query_cache_type;
+        self.refresh_fingerprint(shared);
+    }
+
+    pub fn long_data(&mut self, id: u32) {
+        if let Some(s) = self.stmts.get_mut(&id) {
+            s.long_data = true;
+        }
+    }
+
+    pub fn stmt_reset(&mut self, id: u32) {
+        if let Some(s) = self.stmts.get_mut(&id) {
+            s.long_data = false;
+        }
+    }
+
+    /// Qualifies a table name with the default database, lower-cased.
+    pub fn qualify(&self, schema: Option<&str>, name: &str) -> Option<(String, String)> {
+        let schema = match schema {
+            Some(s) => s.to_lowercase(),
+            None => self.db.as_ref()?.to_lowercase(),
+        };
+        Some((schema, name.to_lowercase()))
+    }
+}
