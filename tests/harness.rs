@@ -140,13 +140,29 @@ async fn proxy_relays_select_1() {
     let mut conn = proxy.conn("test").await;
     let one: Option<i64> = conn.query_first("SELECT 1").await.unwrap();
     assert_eq!(one, Some(1));
-    // The connection really goes through the proxy: the server sees the proxy's upstream
-    // connection, whose id differs from any direct one we open now.
-    let via_proxy: Option<u64> = conn.query_first("SELECT CONNECTION_ID()").await.unwrap();
-    let mut direct = common::direct().await;
-    let direct_id: Option<u64> = direct.query_first("SELECT CONNECTION_ID()").await.unwrap();
-    assert_ne!(via_proxy, direct_id);
+    // The session must stay on TCP through the proxy: had mysql_async switched to the
+    // server's Unix socket (prefer_socket), the server would see the client as "localhost".
+    let host: Option<String> = conn
+        .query_first("SELECT host FROM information_schema.processlist WHERE id = CONNECTION_ID()")
+        .await
+        .unwrap();
+    let host = host.unwrap();
+    assert!(host.starts_with("127.0.0.1:"), "{host}");
     conn.disconnect().await.unwrap();
-    direct.disconnect().await.unwrap();
     proxy.shutdown().await;
+}
+
+#[tokio::test]
+async fn own_server_is_separate_and_can_be_killed() {
+    let own = common::own_server();
+    assert_ne!(own.port, common::db().port);
+    let opts = mysql_async::Opts::from_url(&own.url("test")).unwrap();
+    let mut conn = mysql_async::Conn::new(opts).await.unwrap();
+    let one: Option<i64> = conn.query_first("SELECT 1").await.unwrap();
+    assert_eq!(one, Some(1));
+    own.kill();
+    assert!(conn.query_drop("SELECT 1").await.is_err());
+    // The shared server is untouched.
+    let mut shared = common::direct().await;
+    shared.query_drop("SELECT 1").await.unwrap();
 }

@@ -73,6 +73,20 @@ impl TestDb {
         let dir = self.datadir.as_ref()?;
         std::fs::read_to_string(dir.join("error.log")).ok()
     }
+
+    /// Kills the private server at once (SIGKILL), for upstream-dies tests; use it on an
+    /// [`own_server`], not on the shared [`db`]. Its watchdog still removes the datadir.
+    pub fn kill(&self) {
+        let pid = self.pid.expect("only a private server can be killed");
+        let _ = Command::new("kill")
+            .arg("-KILL")
+            .arg(pid.to_string())
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while process_alive(pid) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
 }
 
 fn userinfo(user: &str, password: &str) -> String {
@@ -104,7 +118,12 @@ pub fn db() -> &'static TestDb {
     static DB: OnceLock<Result<TestDb, String>> = OnceLock::new();
     match DB.get_or_init(|| match std::env::var(ENV_URL) {
         Ok(url) if !url.trim().is_empty() => external(url.trim()),
-        _ => start_private(),
+        _ => match std::env::var("NEXTEST_RUN_ID") {
+            Ok(run) if std::env::var("QCACHE_TEST_SHARED").as_deref() != Ok("0") => {
+                shared_under_nextest(&run)
+            }
+            _ => start_private(std::process::id(), None),
+        },
     }) {
         Ok(db) => db,
         Err(e) => panic!("test database unavailable: {e}"),
@@ -160,12 +179,108 @@ pub fn free_port() -> u16 {
         .expect("cannot bind 127.0.0.1:0 to find a free port")
 }
 
-fn start_private() -> Result<TestDb, String> {
+/// A server of the caller's own, apart from the one [`db`] shares: for a test that must stop,
+/// kill or reconfigure its server without disturbing the others. It lives until this test
+/// process ends (or [`TestDb::kill`]).
+pub fn own_server() -> TestDb {
+    start_private(std::process::id(), None).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Under nextest every test is a process of its own, so a per-process server would mean one
+/// mariadbd per test. Instead the processes of one test binary within one nextest run share
+/// a server: the first starts it and records it in a state file (under a file lock), the
+/// others find it there, and it is stopped when the nextest runner (their parent) exits.
+/// This gives the same "one server per test binary" as `cargo test`.
+fn shared_under_nextest(run_id: &str) -> Result<TestDb, String> {
+    let exe = std::env::current_exe().map_err(|e| format!("current_exe: {e}"))?;
+    let binary_name = exe
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "tests".into());
+    let dir = std::env::temp_dir().join("qcache-test-shared");
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let key: String = format!("{run_id}-{binary_name}")
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let lock_path = dir.join(format!("{key}.lock"));
+    let state_path = dir.join(format!("{key}.state"));
+    let lock = File::create(&lock_path).map_err(|e| format!("{}: {e}", lock_path.display()))?;
+    // Held until this function returns: concurrent first tests wait here for one start.
+    lock.lock()
+        .map_err(|e| format!("lock {}: {e}", lock_path.display()))?;
+
+    if let Ok(text) = std::fs::read_to_string(&state_path) {
+        let mut lines = text.lines();
+        let port = lines.next().and_then(|l| l.parse::<u16>().ok());
+        let pid = lines.next().and_then(|l| l.parse::<u32>().ok());
+        let datadir = lines.next().map(PathBuf::from);
+        if let (Some(port), Some(pid), Some(datadir)) = (port, pid, datadir) {
+            let db = TestDb {
+                host: "127.0.0.1".into(),
+                port,
+                user: "root".into(),
+                password: String::new(),
+                datadir: Some(datadir),
+                pid: Some(pid),
+            };
+            let alive = || {
+                if process_alive(pid) {
+                    Ok(())
+                } else {
+                    Err(format!("shared mariadbd {pid} is gone"))
+                }
+            };
+            let deadline = Instant::now() + Duration::from_secs(5);
+            if wait_ready(&db, deadline, &mut { alive }).is_ok() {
+                return Ok(db);
+            }
+        }
+        // A server that died (or a test that killed it): start a new one below.
+    }
+
+    let owner = std::os::unix::process::parent_id();
+    let cleanup = [state_path.clone(), lock_path.clone()];
+    let db = start_private(owner, Some(&cleanup))?;
+    let state = format!(
+        "{}\n{}\n{}\n",
+        db.port,
+        db.pid.unwrap_or(0),
+        db.datadir
+            .as_ref()
+            .map(|d| d.display().to_string())
+            .unwrap_or_default()
+    );
+    std::fs::write(&state_path, state).map_err(|e| format!("{}: {e}", state_path.display()))?;
+    Ok(db)
+}
+
+/// True while `pid` exists and is not a zombie.
+fn process_alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // The state letter follows the parenthesised command name.
+        Ok(stat) => stat
+            .rsplit_once(") ")
+            .map(|(_, rest)| !rest.starts_with('Z') && !rest.starts_with('X'))
+            .unwrap_or(false),
+        Err(_) => false,
+    }
+}
+
+/// Starts a private server that is stopped (and its datadir removed, with `extra_cleanup`)
+/// once process `owner_pid` has ended.
+fn start_private(owner_pid: u32, extra_cleanup: Option<&[PathBuf]>) -> Result<TestDb, String> {
     let mariadbd = binary(&["mariadbd", "mysqld"])?;
     let install = binary(&["mariadb-install-db", "mysql_install_db"])?;
     let mut last = String::new();
     for _attempt in 0..3 {
-        match start_once(&mariadbd, &install) {
+        match start_once(&mariadbd, &install, owner_pid, extra_cleanup.unwrap_or(&[])) {
             Ok(db) => return Ok(db),
             // Most likely a port taken between free_port() and mariadbd's bind: try again.
             Err(e) => last = e,
@@ -174,7 +289,12 @@ fn start_private() -> Result<TestDb, String> {
     Err(last)
 }
 
-fn start_once(mariadbd: &Path, install: &Path) -> Result<TestDb, String> {
+fn start_once(
+    mariadbd: &Path,
+    install: &Path,
+    owner_pid: u32,
+    extra_cleanup: &[PathBuf],
+) -> Result<TestDb, String> {
     // Kept (not deleted on drop): the watchdog below removes it once this process is gone,
     // because a static's destructor never runs.
     let dir = tempfile::Builder::new()
@@ -247,7 +367,7 @@ fn start_once(mariadbd: &Path, install: &Path) -> Result<TestDb, String> {
         .spawn()
         .map_err(|e| remove(format!("cannot start {}: {e}", mariadbd.display())))?;
     let pid = child.id();
-    spawn_watchdog(pid, &dir).map_err(|e| {
+    spawn_watchdog(owner_pid, pid, &dir, extra_cleanup).map_err(|e| {
         let _ = child.kill();
         let _ = child.wait();
         remove(e)
@@ -279,12 +399,18 @@ fn start_once(mariadbd: &Path, install: &Path) -> Result<TestDb, String> {
     Ok(db)
 }
 
-/// A tiny shell loop, outside the test's process group, that waits for this test process to
-/// end and then stops the server and deletes its datadir. Nothing in-process can do this:
-/// statics are never dropped and a test binary may end by a signal.
-fn spawn_watchdog(mariadbd_pid: u32, dir: &Path) -> Result<(), String> {
+/// A tiny shell loop, outside the test's process group, that waits for the owner (this test
+/// process, or the nextest runner) to end and then stops the server and deletes its datadir
+/// and `extra` files. Nothing in-process can do this: statics are never dropped and a test
+/// binary may end by a signal.
+fn spawn_watchdog(
+    owner_pid: u32,
+    mariadbd_pid: u32,
+    dir: &Path,
+    extra: &[PathBuf],
+) -> Result<(), String> {
     const SCRIPT: &str = r#"
-test_pid=$1; db_pid=$2; dir=$3
+test_pid=$1; db_pid=$2; dir=$3; shift 3
 while kill -0 "$test_pid" 2>/dev/null && kill -0 "$db_pid" 2>/dev/null; do sleep 1; done
 kill -TERM "$db_pid" 2>/dev/null
 i=0
@@ -292,14 +418,17 @@ while kill -0 "$db_pid" 2>/dev/null && [ "$i" -lt 150 ]; do sleep 0.1; i=$((i+1)
 kill -KILL "$db_pid" 2>/dev/null
 sleep 0.2
 rm -rf "$dir"
+[ "$#" -gt 0 ] && rm -f "$@"
+exit 0
 "#;
     Command::new("sh")
         .arg("-c")
         .arg(SCRIPT)
         .arg("qcache-test-watchdog")
-        .arg(std::process::id().to_string())
+        .arg(owner_pid.to_string())
         .arg(mariadbd_pid.to_string())
         .arg(dir)
+        .args(extra)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
