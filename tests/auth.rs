@@ -1,0 +1,244 @@
+//! Authentication exchanges MariaDB cannot serve, played by a scripted upstream that speaks
+//! MySQL 8's side of caching_sha2_password byte for byte: fast auth, full auth with the RSA
+//! public-key request, and an auth switch. The proxy must relay every round unchanged.
+
+mod common;
+mod rawclient;
+
+use std::sync::{Arc, Mutex};
+
+use bytes::BytesMut;
+use mysql_async::prelude::*;
+use qcache::protocol::codec::{self, Packet};
+use qcache::protocol::packets::{self, cap, com};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+const SCRAMBLE: &[u8; 20] = b"0123456789abcdefghij";
+const PEM: &[u8] = b"-----BEGIN PUBLIC KEY-----\nMIIBIjANBgkqhkiG9w0BAQEFAAOCAQ8AMIIBCgKCAQEA\n-----END PUBLIC KEY-----\n";
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Script {
+    Fast,
+    Full,
+    Switch,
+}
+
+/// What the scripted server received, in order, for comparison with what the client sent.
+type Log = Arc<Mutex<Vec<Packet>>>;
+
+struct Peer {
+    tcp: TcpStream,
+    buf: BytesMut,
+}
+
+impl Peer {
+    async fn read(&mut self) -> Option<Packet> {
+        loop {
+            if let Some(p) = codec::decode(&mut self.buf, 1 << 24).ok()? {
+                return Some(p);
+            }
+            if self.tcp.read_buf(&mut self.buf).await.ok()? == 0 {
+                return None;
+            }
+        }
+    }
+    async fn send(&mut self, seq: u8, payload: &[u8]) {
+        let mut out = BytesMut::new();
+        codec::encode(seq, payload, &mut out);
+        let _ = self.tcp.write_all(&out).await;
+    }
+}
+
+fn greeting(plugin: &str) -> Vec<u8> {
+    let caps: u32 = cap::LONG_PASSWORD
+        | cap::CONNECT_WITH_DB
+        | cap::PROTOCOL_41
+        | cap::TRANSACTIONS
+        | cap::SECURE_CONNECTION
+        | cap::MULTI_RESULTS
+        | cap::PLUGIN_AUTH
+        | cap::PLUGIN_AUTH_LENENC_DATA
+        | cap::DEPRECATE_EOF
+        | cap::MARIADB_CLIENT_MYSQL
+        | cap::SSL;
+    let mut p = vec![10u8];
+    p.extend_from_slice(b"8.0.36\0");
+    p.extend_from_slice(&7u32.to_le_bytes());
+    p.extend_from_slice(&SCRAMBLE[..8]);
+    p.push(0);
+    p.extend_from_slice(&(caps as u16).to_le_bytes());
+    p.push(255);
+    p.extend_from_slice(&2u16.to_le_bytes());
+    p.extend_from_slice(&((caps >> 16) as u16).to_le_bytes());
+    p.push(21);
+    p.extend_from_slice(&[0; 10]);
+    p.extend_from_slice(&SCRAMBLE[8..]);
+    p.push(0);
+    p.extend_from_slice(plugin.as_bytes());
+    p.push(0);
+    p
+}
+
+/// One scripted MySQL 8 connection; answers every query with one row holding 4194304.
+async fn serve(tcp: TcpStream, script: Script, log: Log) {
+    let mut peer = Peer {
+        tcp,
+        buf: BytesMut::new(),
+    };
+    let plugin = if script == Script::Switch {
+        "mysql_native_password"
+    } else {
+        "caching_sha2_password"
+    };
+    peer.send(0, &greeting(plugin)).await;
+    let Some(resp) = peer.read().await else { return };
+    log.lock().unwrap().push(resp.clone());
+    let mut seq = resp.seq.wrapping_add(1);
+    match script {
+        Script::Fast => {
+            peer.send(seq, &[0x01, 0x03]).await;
+            seq = seq.wrapping_add(1);
+        }
+        Script::Full => {
+            peer.send(seq, &[0x01, 0x04]).await;
+            let Some(req) = peer.read().await else { return };
+            assert_eq!(&req.payload[..], &[0x02], "public key request");
+            log.lock().unwrap().push(req.clone());
+            let mut key = vec![0x01];
+            key.extend_from_slice(PEM);
+            peer.send(req.seq.wrapping_add(1), &key).await;
+            let Some(enc) = peer.read().await else { return };
+            log.lock().unwrap().push(enc.clone());
+            seq = enc.seq.wrapping_add(1);
+        }
+        Script::Switch => {
+            let mut sw = vec![0xfe];
+            sw.extend_from_slice(b"caching_sha2_password\0");
+            sw.extend_from_slice(SCRAMBLE);
+            sw.push(0);
+            peer.send(seq, &sw).await;
+            let Some(ans) = peer.read().await else { return };
+            log.lock().unwrap().push(ans.clone());
+            peer.send(ans.seq.wrapping_add(1), &[0x01, 0x03]).await;
+            seq = ans.seq.wrapping_add(2);
+        }
+    }
+    peer.send(seq, &packets::ok_payload(0, 0, 2, 0)).await;
+    while let Some(cmd) = peer.read().await {
+        match cmd.payload.first() {
+            Some(&com::QUIT) | None => return,
+            Some(&com::QUERY) => {
+                let wire = packets::text_result(
+                    &[("v", packets::TYPE_LONGLONG)],
+                    &[vec![Some("4194304".into())]],
+                    2,
+                    true,
+                );
+                let _ = peer.tcp.write_all(&wire).await;
+            }
+            _ => peer.send(1, &packets::ok_payload(0, 0, 2, 0)).await,
+        }
+    }
+}
+
+async fn scripted(script: Script) -> (String, Log) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let log: Log = Arc::default();
+    let l2 = log.clone();
+    tokio::spawn(async move {
+        while let Ok((tcp, _)) = listener.accept().await {
+            tokio::spawn(serve(tcp, script, l2.clone()));
+        }
+    });
+    (addr, log)
+}
+
+/// A raw client through the proxy playing the client side; returns what it sent.
+async fn raw_client(proxy: &str, script: Script) -> Vec<Packet> {
+    let mut peer = Peer {
+        tcp: TcpStream::connect(proxy).await.unwrap(),
+        buf: BytesMut::new(),
+    };
+    let g = peer.read().await.unwrap();
+    let parsed = qcache::protocol::handshake::parse_greeting(&g.payload).unwrap();
+    assert_eq!(parsed.capabilities & cap::SSL, 0, "qcache must not offer TLS it cannot do");
+    let caps = rawclient::client_caps(true) & parsed.capabilities;
+    let mut r = BytesMut::new();
+    r.extend_from_slice(&caps.to_le_bytes());
+    r.extend_from_slice(&(1u32 << 24).to_le_bytes());
+    r.extend_from_slice(&[255]);
+    r.extend_from_slice(&[0; 23]);
+    r.extend_from_slice(b"app\0");
+    r.extend_from_slice(&[32]);
+    r.extend_from_slice(&[0xab; 32]);
+    r.extend_from_slice(b"test\0");
+    r.extend_from_slice(if script == Script::Switch {
+        b"mysql_native_password\0"
+    } else {
+        b"caching_sha2_password\0"
+    });
+    let mut sent = vec![Packet::new(1, r.to_vec())];
+    peer.send(1, &r).await;
+    loop {
+        let p = peer.read().await.expect("server packet");
+        match (p.payload.first(), script) {
+            (Some(0x00), _) => break,
+            (Some(0xff), _) => panic!("refused: {:?}", packets::parse_err(&p.payload)),
+            (Some(0x01), _) if p.payload[..] == [0x01, 0x03] => continue,
+            (Some(0x01), Script::Full) if p.payload[..] == [0x01, 0x04] => {
+                let req = Packet::new(p.seq.wrapping_add(1), vec![0x02]);
+                peer.send(req.seq, &req.payload).await;
+                sent.push(req);
+            }
+            (Some(0x01), Script::Full) => {
+                assert_eq!(&p.payload[1..], PEM, "public key relayed unchanged");
+                let enc = Packet::new(p.seq.wrapping_add(1), vec![0x5a; 256]);
+                peer.send(enc.seq, &enc.payload).await;
+                sent.push(enc);
+            }
+            (Some(0xfe), Script::Switch) => {
+                let ans = Packet::new(p.seq.wrapping_add(1), vec![0x77; 32]);
+                peer.send(ans.seq, &ans.payload).await;
+                sent.push(ans);
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    peer.send(0, &[com::PING]).await;
+    let ok = peer.read().await.expect("ping answer");
+    assert_eq!(ok.payload[0], 0);
+    sent
+}
+
+#[tokio::test]
+async fn caching_sha2_fast_full_and_switch_are_relayed_byte_for_byte() {
+    for script in [Script::Fast, Script::Full, Script::Switch] {
+        let (upstream, log) = scripted(script).await;
+        let proxy = common::proxy_to(&upstream, |_| {}).await;
+        let sent = raw_client(&proxy.addr_string(), script).await;
+        let got = log.lock().unwrap().clone();
+        // the handshake response loses nothing but capability bits qcache cleared
+        assert_eq!(got.len(), sent.len(), "{script:?}");
+        for (a, b) in sent.iter().zip(&got) {
+            assert_eq!(a, b, "{script:?}: the server received other bytes than the client sent");
+        }
+        proxy.shutdown().await;
+    }
+}
+
+#[tokio::test]
+async fn mysql_async_fast_auth_against_a_mysql8_upstream() {
+    let (upstream, _log) = scripted(Script::Fast).await;
+    let proxy = common::proxy_to(&upstream, |_| {}).await;
+    let url = format!(
+        "mysql://app:secret@{}/test?prefer_socket=false&max_allowed_packet=4194304&wait_timeout=28800",
+        proxy.addr
+    );
+    let mut c = mysql_async::Conn::from_url(url).await.unwrap();
+    let v: Option<u64> = c.query_first("SELECT 1").await.unwrap();
+    assert_eq!(v, Some(4194304));
+    c.ping().await.unwrap();
+    proxy.shutdown().await;
+}
