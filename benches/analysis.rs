@@ -17,13 +17,19 @@ fn bench(c: &mut Criterion) {
     c.bench_function("scan/point_select", |b| {
         b.iter(|| scan(black_box(POINT.as_bytes())))
     });
-    c.bench_function("scan/hinted", |b| b.iter(|| scan(black_box(HINTED.as_bytes()))));
+    c.bench_function("scan/hinted", |b| {
+        b.iter(|| scan(black_box(HINTED.as_bytes())))
+    });
     c.bench_function("scan/join", |b| b.iter(|| scan(black_box(JOIN.as_bytes()))));
     c.bench_function("digest/point_select", |b| {
         b.iter(|| digest(black_box(POINT.as_bytes())))
     });
-    c.bench_function("digest/join", |b| b.iter(|| digest(black_box(JOIN.as_bytes()))));
-    c.bench_function("analyze/point_select", |b| b.iter(|| analyze(black_box(POINT))));
+    c.bench_function("digest/join", |b| {
+        b.iter(|| digest(black_box(JOIN.as_bytes())))
+    });
+    c.bench_function("analyze/point_select", |b| {
+        b.iter(|| analyze(black_box(POINT)))
+    });
     c.bench_function("analyze/join", |b| b.iter(|| analyze(black_box(JOIN))));
     let memo = Analyzer::new(1024);
     c.bench_function("analyzer_memo_hit/join", |b| {

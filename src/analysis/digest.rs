@@ -14,7 +14,7 @@
 
 use xxhash_rust::xxh3::{xxh3_64, xxh3_64_with_seed, Xxh3};
 
-use super::lexer::{Lexer, Tok};
+use super::lexer::{Lexer, Tok, Token};
 
 /// Seed for the verbatim hash, so that it lives apart from normalised shapes.
 const VERBATIM_SEED: u64 = 0x7163_6163_6865_5c5c;
@@ -72,6 +72,19 @@ impl Sink {
     }
 }
 
+/// Whether a `-`/`+` after `p` starts a signed literal rather than subtracting.
+fn sign_is_unary_after(sql: &[u8], p: &Token) -> bool {
+    const BEFORE_OPERAND: &[&str] = &[
+        "AND", "BETWEEN", "BY", "CASE", "ELSE", "IN", "INTERVAL", "IS", "LIKE", "LIMIT", "NOT",
+        "OFFSET", "OR", "RETURN", "SELECT", "THEN", "VALUES", "WHEN", "XOR",
+    ];
+    match p.tok {
+        Tok::Punct(c) => c != b')' && c != b'?',
+        Tok::Word => BEFORE_OPERAND.iter().any(|k| p.is_kw(sql, k)),
+        _ => false,
+    }
+}
+
 /// xxh3 digest of the statement's shape (see the module doc). Never panics, whatever the bytes.
 pub fn digest(sql: &[u8]) -> u64 {
     if sql.contains(&b'\\') {
@@ -82,7 +95,20 @@ pub fn digest(sql: &[u8]) -> u64 {
         len: 0,
         spill: None,
     };
-    for t in Lexer::new(sql) {
+    let mut lx = Lexer::new(sql).peekable();
+    let mut prev: Option<Token> = None;
+    while let Some(t) = lx.next() {
+        // A sign in front of a number is part of the literal (`id = -1` is `id = 1`'s shape)
+        // wherever no operand precedes it; after an operand it is subtraction and stays.
+        if (t.is_punct(b'-') || t.is_punct(b'+'))
+            && lx
+                .peek()
+                .is_some_and(|n| matches!(n.tok, Tok::Number | Tok::HexBin))
+            && prev.is_none_or(|p| sign_is_unary_after(sql, &p))
+        {
+            prev = Some(t);
+            continue;
+        }
         match t.tok {
             Tok::Number | Tok::Str | Tok::HexBin => sink.push(b"?"),
             Tok::Word | Tok::Var => sink.push_lower(t.bytes(sql)),
@@ -90,6 +116,7 @@ pub fn digest(sql: &[u8]) -> u64 {
         }
         // The separator keeps `a b` and `ab` apart.
         sink.push(b" ");
+        prev = Some(t);
     }
     sink.finish()
 }

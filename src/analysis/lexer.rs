@@ -217,16 +217,15 @@ impl<'a> Lexer<'a> {
             self.pos = run_end;
             return Tok::Word;
         }
-        if run.len() > 2 && run[0] == b'0' && (run[1] == b'x' || run[1] == b'X') {
-            if run[2..].iter().all(|c| c.is_ascii_hexdigit()) {
-                self.pos = run_end;
-                return Tok::HexBin;
-            }
-        } else if run.len() > 2 && run[0] == b'0' && (run[1] == b'b' || run[1] == b'B') {
-            if run[2..].iter().all(|&c| c == b'0' || c == b'1') {
-                self.pos = run_end;
-                return Tok::HexBin;
-            }
+        let body = run.get(2..).unwrap_or(&[]);
+        let literal = match run.get(..2) {
+            Some(b"0x" | b"0X") => !body.is_empty() && body.iter().all(u8::is_ascii_hexdigit),
+            Some(b"0b" | b"0B") => !body.is_empty() && body.iter().all(|&c| c == b'0' || c == b'1'),
+            _ => false,
+        };
+        if literal {
+            self.pos = run_end;
+            return Tok::HexBin;
         }
         let mut i = self.lex_digits(start);
         if i == run_end || self.at(i) == b'e' || self.at(i) == b'E' || self.at(i) == b'.' {

@@ -150,3 +150,140 @@ pub enum Analysis {
     /// Neither reads cacheable data nor writes tables (SHOW, SET, BEGIN, …).
     Other,
 }
+
+#[cfg(test)]
+mod proptests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    /// Literal text of several kinds, including the tricky ones: doubled quotes, `;`, `--`,
+    /// `#`, `/*` inside strings.
+    fn literal() -> impl Strategy<Value = String> {
+        prop_oneof![
+            any::<i64>().prop_map(|n| n.to_string()),
+            (0u32..100000, 0u32..1000).prop_map(|(a, b)| format!("{a}.{b}")),
+            "[a-zA-Z0-9 ;#*/-]{0,12}".prop_map(|s| format!("'{s}'")),
+            "[a-z ;]{0,6}".prop_map(|s| format!("'{s}''{s}'")),
+            "[0-9A-F]{2,8}".prop_map(|s| format!("0x{s}")),
+            "[0-9A-F]{2,8}".prop_map(|s| format!("X'{s}'")),
+            "[01]{1,8}".prop_map(|s| format!("b'{s}'")),
+        ]
+    }
+
+    const SHAPES: &[&str] = &[
+        "SELECT c FROM sbtest1 WHERE id = {0}",
+        "SELECT a, b FROM db.t WHERE x = {0} AND y = {1} -- trailing",
+        "SELECT * FROM t /* c */ WHERE s IN ({0}, {1}) LIMIT {1}",
+        "UPDATE t SET a = {0} WHERE b = {1}",
+        "INSERT INTO t (a, b) VALUES ({0}, {1})",
+        "SELECT /*!40001 SQL_NO_CACHE */ a FROM t WHERE a > {0}",
+    ];
+
+    fn fill(shape: &str, a: &str, b: &str) -> String {
+        shape.replace("{0}", a).replace("{1}", b)
+    }
+
+    /// SQL-ish token soup: more likely than random bytes to reach the deeper code paths.
+    fn soup() -> impl Strategy<Value = String> {
+        let tok = prop_oneof![
+            Just("SELECT"),
+            Just("FROM"),
+            Just("WHERE"),
+            Just("("),
+            Just(")"),
+            Just(","),
+            Just(";"),
+            Just("'"),
+            Just("\""),
+            Just("`"),
+            Just("/*"),
+            Just("*/"),
+            Just("/*!"),
+            Just("--"),
+            Just("#"),
+            Just("\n"),
+            Just("@"),
+            Just("@@"),
+            Just("."),
+            Just("t"),
+            Just("db"),
+            Just("1"),
+            Just("0x"),
+            Just("x'"),
+            Just("WITH"),
+            Just("AS"),
+            Just("UPDATE"),
+            Just("SET"),
+            Just("DELETE"),
+            Just("INSERT"),
+            Just("INTO"),
+            Just("JOIN"),
+            Just("ON"),
+            Just("SQL_CACHE"),
+            Just("SQL_NO_CACHE"),
+            Just("NOW()"),
+            Just("LOAD"),
+            Just("DATA"),
+            Just("TABLE"),
+            Just("STATEMENT"),
+            Just("FOR"),
+            Just("\\"),
+            Just("é"),
+            Just("="),
+            Just("CREATE"),
+            Just("TRIGGER"),
+            Just("DO"),
+        ];
+        prop::collection::vec(tok, 0..40).prop_map(|v| v.join(" "))
+    }
+
+    proptest! {
+        #[test]
+        fn digest_ignores_literal_values(
+            shape in prop::sample::select(SHAPES),
+            a1 in literal(), b1 in literal(), a2 in literal(), b2 in literal(),
+        ) {
+            let x = fill(shape, &a1, &b1);
+            let y = fill(shape, &a2, &b2);
+            prop_assert_eq!(digest(x.as_bytes()), digest(y.as_bytes()), "{} / {}", x, y);
+        }
+
+        #[test]
+        fn same_digest_same_tables(
+            t1 in "[a-z]{1,3}", t2 in "[a-z]{1,3}", a in literal(), b in literal(),
+        ) {
+            let x = format!("SELECT * FROM {t1} WHERE v = {a}");
+            let y = format!("SELECT * FROM {t2} WHERE v = {b}");
+            if digest(x.as_bytes()) == digest(y.as_bytes()) {
+                prop_assert_eq!(analyze(&x), analyze(&y));
+            } else {
+                prop_assert_ne!(t1.to_lowercase(), t2.to_lowercase());
+            }
+        }
+
+        #[test]
+        fn never_panics_on_bytes(bytes in prop::collection::vec(any::<u8>(), 0..200)) {
+            let s = scan(&bytes);
+            let _ = strip_hints(&bytes, &s);
+            let _ = digest(&bytes);
+            let text = String::from_utf8_lossy(&bytes);
+            let _ = analyze(&text);
+            let _ = analyze_set(&text);
+            let _ = use_schema(&text);
+        }
+
+        #[test]
+        fn never_panics_on_sql_soup(sql in soup()) {
+            let s = scan(sql.as_bytes());
+            let stripped = strip_hints(sql.as_bytes(), &s);
+            // Stripping hints never changes what kind of statement it is.
+            prop_assert_eq!(scan(&stripped).kind, s.kind);
+            let _ = digest(sql.as_bytes());
+            let _ = analyze(&sql);
+            let _ = analyze_set(&sql);
+            let _ = use_schema(&sql);
+            let _ = Analyzer::new(8).analyze(sql.as_bytes(), digest(sql.as_bytes()));
+        }
+    }
+}

@@ -337,7 +337,7 @@ impl Visitor for ReadVisitor {
                 && self
                     .scopes
                     .last()
-                    .is_some_and(|s| s.visible.iter().any(|n| *n == t.name))
+                    .is_some_and(|s| s.visible.contains(&t.name))
             {
                 return ControlFlow::Continue(());
             }

@@ -487,7 +487,7 @@ mod tests {
         let bad = Scan {
             kind: Kind::Select,
             hint: Hint::SqlCache,
-            hint_spans: vec![5..100],
+            hint_spans: vec![Range { start: 5, end: 100 }],
             multi: false,
         };
         assert_eq!(&*strip_hints(b"SELECT 1", &bad), b"SELECT 1");
