@@ -60,6 +60,8 @@ pub(crate) struct Lexer<'a> {
     /// When set, byte ranges of executable-comment markers (`/*!NNNNN` and its `*/`) are
     /// collected, so the sqlparser path can blank them and see the code they wrap.
     marks: Option<Vec<std::ops::Range<usize>>>,
+    /// Lex as under sql_mode NO_BACKSLASH_ESCAPES, where `\` does not escape a quote.
+    no_backslash_escapes: bool,
 }
 
 impl<'a> Lexer<'a> {
@@ -69,6 +71,15 @@ impl<'a> Lexer<'a> {
             pos: 0,
             in_exec: false,
             marks: None,
+            no_backslash_escapes: false,
+        }
+    }
+
+    /// The same statement as a server in NO_BACKSLASH_ESCAPES mode would split it.
+    pub fn without_backslash_escapes(sql: &'a [u8]) -> Self {
+        Lexer {
+            no_backslash_escapes: true,
+            ..Lexer::new(sql)
         }
     }
 
@@ -168,6 +179,7 @@ impl<'a> Lexer<'a> {
     /// Skips a quoted run opened at `pos` by `q`; backslash escapes apply to strings but not
     /// to backquoted identifiers; a doubled quote stands for itself.
     fn skip_quoted(&mut self, q: u8, backslash: bool) {
+        let backslash = backslash && !self.no_backslash_escapes;
         let n = self.sql.len();
         let mut i = self.pos + 1;
         while i < n {

@@ -50,8 +50,31 @@ pub fn analyze(sql: &str) -> Analysis {
         None => body,
     };
     match Parser::parse_sql(&MySqlDialect {}, to_parse) {
-        Ok(stmts) if !stmts.is_empty() => classify_statements(&stmts, kind),
+        Ok(stmts) if !stmts.is_empty() => {
+            let a = classify_statements(&stmts, kind);
+            if sc.multi && stmts.len() == 1 {
+                // The scan saw several statements where sqlparser saw one: they read `\'`
+                // differently, and the server's reading (its sql_mode) is unknown here.
+                return ambiguous(a);
+            }
+            a
+        }
         _ => not_parsed(kind, body),
+    }
+}
+
+fn ambiguous(a: Analysis) -> Analysis {
+    match a {
+        Analysis::Read(mut r) => {
+            r.verdict = Err(NotCached::MultiStatement);
+            r.may_write = true;
+            Analysis::Read(r)
+        }
+        Analysis::Write(mut w) => {
+            w.targets = WriteTargets::Unknown;
+            Analysis::Write(w)
+        }
+        Analysis::Other => Analysis::Other,
     }
 }
 
@@ -333,6 +356,10 @@ impl Visitor for ReadVisitor {
                 self.refuse(NotCached::Unparsable);
                 return ControlFlow::Continue(());
             };
+            // `FROM DUAL` is no table.
+            if t.schema.is_none() && t.name == "dual" {
+                return ControlFlow::Continue(());
+            }
             if t.schema.is_none()
                 && self
                     .scopes
@@ -835,6 +862,10 @@ mod tests {
         );
         assert_eq!(refused("SELECT 1"), NotCached::NoTable);
         assert_eq!(refused("SELECT 1 + 1 AS two"), NotCached::NoTable);
+        assert_eq!(refused("SELECT 1 FROM DUAL"), NotCached::NoTable);
+        let r = read("SELECT a FROM t WHERE s = 'x\\'; DELETE FROM u; -- '");
+        assert_eq!(r.verdict, Err(NotCached::MultiStatement));
+        assert!(r.may_write);
         assert_eq!(
             refused("SELECT a FROM t; SELECT b FROM u"),
             NotCached::MultiStatement

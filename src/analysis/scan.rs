@@ -259,9 +259,16 @@ fn scan_select_options(sql: &[u8], lx: &mut Lexer, out: &mut Scan) {
 }
 
 /// True when a `;` outside strings, comments and quoted identifiers is followed by more SQL.
+/// qcache cannot see sql_mode here, so a statement with a backslash counts as several if
+/// either reading of `\'` (escape, or NO_BACKSLASH_ESCAPES) makes it several.
 pub(crate) fn is_multi(sql: &[u8]) -> bool {
+    multi_with(Lexer::new(sql))
+        || (sql.contains(&b'\\') && multi_with(Lexer::without_backslash_escapes(sql)))
+}
+
+fn multi_with(lx: Lexer) -> bool {
     let mut seen_semicolon = false;
-    for t in Lexer::new(sql) {
+    for t in lx {
         if t.is_punct(b';') {
             seen_semicolon = true;
         } else if seen_semicolon {
@@ -475,7 +482,10 @@ mod tests {
         assert!(!scan(b"SELECT ';' FROM t").multi);
         assert!(!scan(b"SELECT \"a;b\", `c;d` FROM t").multi);
         assert!(!scan(b"SELECT 'it''s; -- x' FROM t").multi);
-        assert!(!scan(b"SELECT 'a\\'; b' FROM t").multi);
+        // Under NO_BACKSLASH_ESCAPES this is a string, then `; b' FROM t`: more SQL.
+        assert!(scan(b"SELECT 'a\\'; b' FROM t").multi);
+        assert!(scan(b"SELECT \"a\\\"; DELETE FROM t; \"\"").multi);
+        assert!(!scan(b"SELECT 'a\\' FROM t;").multi);
         assert!(!scan(b"SELECT 1 /* ; x */").multi);
         assert!(!scan(b"SELECT 1 -- ; x").multi);
         assert!(!scan(b"SELECT 1 # ; x").multi);
