@@ -57,10 +57,54 @@ pub fn analyze(sql: &str) -> Analysis {
                 // differently, and the server's reading (its sql_mode) is unknown here.
                 return ambiguous(a);
             }
-            a
+            match a {
+                Analysis::Read(mut r) if r.verdict.is_ok() && backslash_ambiguous(to_parse) => {
+                    r.verdict = Err(NotCached::Unparsable);
+                    Analysis::Read(r)
+                }
+                a => a,
+            }
         }
         _ => not_parsed(kind, body),
     }
+}
+
+/// True when a NO_BACKSLASH_ESCAPES server would split the statement into other, well-formed
+/// tokens than sqlparser did: then the tables sqlparser found may not be those the server
+/// reads. (`'O\'Brien'` alone is not ambiguous: read the other way it leaves a quote open,
+/// which the server would reject.)
+fn backslash_ambiguous(sql: &str) -> bool {
+    let b = sql.as_bytes();
+    if !b
+        .windows(2)
+        .any(|w| w[0] == b'\\' && (w[1] == b'\'' || w[1] == b'"'))
+    {
+        return false;
+    }
+    let mut alt = Lexer::without_backslash_escapes(b);
+    let mut std = Lexer::new(b);
+    let mut differ = false;
+    let mut last = None;
+    loop {
+        let (x, y) = (std.next_token(), alt.next_token());
+        if x.map(|t| (t.start, t.end)) != y.map(|t| (t.start, t.end)) {
+            differ = true;
+        }
+        match y {
+            Some(t) => last = Some(t),
+            None => break,
+        }
+    }
+    let closed = last.is_none_or(|t| {
+        let tok = t.bytes(b);
+        match t.tok {
+            super::lexer::Tok::Str | super::lexer::Tok::DoubleQuoted => {
+                tok.len() >= 2 && tok.last() == tok.first()
+            }
+            _ => true,
+        }
+    });
+    differ && closed
 }
 
 fn ambiguous(a: Analysis) -> Analysis {
@@ -863,6 +907,20 @@ mod tests {
         assert_eq!(refused("SELECT 1"), NotCached::NoTable);
         assert_eq!(refused("SELECT 1 + 1 AS two"), NotCached::NoTable);
         assert_eq!(refused("SELECT 1 FROM DUAL"), NotCached::NoTable);
+        // Read without backslash escapes this is `'a\'`, `OR b IN (SELECT … FROM t2) OR c = `,
+        // `'x'`: a server in NO_BACKSLASH_ESCAPES mode reads t2 too.
+        assert_eq!(
+            refused("SELECT a FROM t1 WHERE a = 'a\\' OR b IN (SELECT b FROM t2) OR c = 'x'"),
+            NotCached::Unparsable
+        );
+        assert_eq!(
+            tables("SELECT a FROM t WHERE n = 'O\\'Brien'"),
+            vec![t("t")]
+        );
+        assert_eq!(
+            tables("SELECT a FROM t WHERE j = '{\"a\":\"b\\\"c\"}'"),
+            vec![t("t")]
+        );
         let r = read("SELECT a FROM t WHERE s = 'x\\'; DELETE FROM u; -- '");
         assert_eq!(r.verdict, Err(NotCached::MultiStatement));
         assert!(r.may_write);
