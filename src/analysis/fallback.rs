@@ -305,6 +305,14 @@ pub(crate) fn unparsed_write(sql: &str) -> Option<WriteInfo> {
     None
 }
 
+/// CREATE, ALTER, DROP or RENAME: a schema change, which also commits.
+pub(crate) fn starts_ddl(sql: &str) -> bool {
+    let toks = Toks::new(sql);
+    ["CREATE", "ALTER", "DROP", "RENAME"]
+        .iter()
+        .any(|k| toks.kw(0, k))
+}
+
 fn ddl(tables: Vec<TableRef>) -> WriteInfo {
     WriteInfo {
         ddl: true,

@@ -34,9 +34,10 @@ pub fn analyze(sql: &str) -> Analysis {
     let body = fallback::inner_statement(&text);
     let kind = sc.kind;
     if text.len() > MAX_PARSE_BYTES {
-        return not_parsed(kind, body);
+        return not_parsed(kind, body, sc.multi);
     }
-    if kind == Kind::Write {
+    // The token fallbacks see one statement; with more behind it they would miss writes.
+    if kind == Kind::Write && !sc.multi {
         if let Some(w) = fallback::write_without_parser(body) {
             return Analysis::Write(w);
         }
@@ -52,9 +53,11 @@ pub fn analyze(sql: &str) -> Analysis {
     match Parser::parse_sql(&MySqlDialect {}, to_parse) {
         Ok(stmts) if !stmts.is_empty() => {
             let a = classify_statements(&stmts, kind);
-            if sc.multi && stmts.len() == 1 {
+            if sc.multi && stmts.len() == 1 && text.contains('\\') {
                 // The scan saw several statements where sqlparser saw one: they read `\'`
                 // differently, and the server's reading (its sql_mode) is unknown here.
+                // (Without a backslash, that is a compound body `BEGIN …; …; END`, which
+                // sqlparser reads as the server does.)
                 return ambiguous(a);
             }
             match a {
@@ -65,7 +68,7 @@ pub fn analyze(sql: &str) -> Analysis {
                 a => a,
             }
         }
-        _ => not_parsed(kind, body),
+        _ => not_parsed(kind, body, sc.multi),
     }
 }
 
@@ -140,11 +143,32 @@ fn prepare(sql: &str, sc: &super::Scan) -> String {
     String::from_utf8(bytes).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
 }
 
-fn not_parsed(kind: Kind, body: &str) -> Analysis {
+/// `multi`: more statements may follow, and we cannot see what they do.
+fn not_parsed(kind: Kind, body: &str, multi: bool) -> Analysis {
     match kind {
-        Kind::Select => Analysis::Read(fallback::unparsed_read(body)),
+        Kind::Select => {
+            let mut r = fallback::unparsed_read(body);
+            if multi {
+                r.verdict = Err(NotCached::MultiStatement);
+                r.may_write = true;
+            }
+            Analysis::Read(r)
+        }
         Kind::Write => {
-            Analysis::Write(fallback::unparsed_write(body).unwrap_or_else(WriteInfo::unknown))
+            let known = if multi {
+                None
+            } else {
+                fallback::unparsed_write(body)
+            };
+            Analysis::Write(known.unwrap_or_else(|| {
+                // Still DDL, even if we cannot tell of what.
+                let ddl = fallback::starts_ddl(body);
+                WriteInfo {
+                    ddl,
+                    implicit_commit: ddl,
+                    ..WriteInfo::unknown()
+                }
+            }))
         }
         Kind::Call => Analysis::Write(WriteInfo::unknown()),
         _ => Analysis::Other,
@@ -1116,6 +1140,33 @@ mod tests {
     }
 
     #[test]
+    fn prepared_statement_placeholders() {
+        assert_eq!(
+            tables("SELECT c FROM sbtest1 WHERE id = ?"),
+            vec![t("sbtest1")]
+        );
+        assert_eq!(targets("UPDATE t SET a = ? WHERE id = ?"), vec![t("t")]);
+    }
+
+    #[test]
+    fn routine_and_trigger_ddl_sqlparser_does_not_parse() {
+        let w = write(
+            "CREATE DEFINER=`root`@`localhost` TRIGGER tr AFTER UPDATE ON db.orders \
+             FOR EACH ROW BEGIN UPDATE stats SET n = n + 1; END",
+        );
+        assert!(w.ddl);
+        assert_eq!(w.targets, WriteTargets::Tables(vec![t("db.orders")]));
+        // The `;` inside BEGIN … END looks like a second statement to the scan, so this is
+        // conservatively a write to unknown tables; still DDL.
+        let w = write("CREATE PROCEDURE p() BEGIN SELECT 1; END");
+        assert!(w.ddl && w.implicit_commit);
+        let w = write("CREATE FUNCTION f(x INT) RETURNS INT DETERMINISTIC RETURN x + 1");
+        assert_eq!(w.targets, WriteTargets::Tables(vec![]));
+        let w = write("CREATE EVENT e ON SCHEDULE EVERY 1 HOUR DO DELETE FROM t");
+        assert_eq!(w.targets, WriteTargets::Tables(vec![]));
+    }
+
+    #[test]
     fn grants_and_maintenance() {
         let w = write("GRANT SELECT ON db.* TO 'u'@'%'");
         assert_eq!(w.targets, WriteTargets::Tables(vec![]));
@@ -1141,6 +1192,17 @@ mod tests {
         got.sort();
         assert_eq!(got, vec![t("a"), t("b")]);
         assert_eq!(targets("SELECT 1 FROM a; UPDATE b SET x = 1"), vec![t("b")]);
+    }
+
+    #[test]
+    fn unparsed_multi_statements_are_conservative() {
+        let r = read("SELECT a FROM t LOCK IN SHARE MODE; UPDATE u SET a = 1");
+        assert_eq!(r.verdict, Err(NotCached::MultiStatement));
+        assert!(r.may_write);
+        let w = write("LOAD DATA INFILE 'x' INTO TABLE t; DELETE FROM u");
+        assert_eq!(w.targets, WriteTargets::Unknown);
+        let w = write("OPTIMIZE TABLE t; DROP TABLE u");
+        assert_eq!(w.targets, WriteTargets::Unknown);
     }
 
     #[test]
