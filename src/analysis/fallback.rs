@@ -103,6 +103,41 @@ pub(crate) fn inner_statement(sql: &str) -> &str {
     sql
 }
 
+/// The statement without the MySQL priority modifiers after its first keyword
+/// (`DELETE LOW_PRIORITY QUICK IGNORE …`), which sqlparser does not all accept and which
+/// change nothing about the tables written. None when there are none.
+pub(crate) fn without_modifiers(sql: &str) -> Option<String> {
+    const MODIFIERS: &[&str] = &[
+        "LOW_PRIORITY",
+        "QUICK",
+        "IGNORE",
+        "HIGH_PRIORITY",
+        "DELAYED",
+    ];
+    let toks = Toks::new(sql);
+    if !["DELETE", "UPDATE", "INSERT", "REPLACE"]
+        .iter()
+        .any(|k| toks.kw(0, k))
+    {
+        return None;
+    }
+    let mut out = sql.as_bytes().to_vec();
+    let mut k = 1;
+    while let Some(t) = toks.t.get(k) {
+        if !MODIFIERS.iter().any(|m| t.is_kw(toks.sql, m)) {
+            break;
+        }
+        if let Some(r) = out.get_mut(t.start..t.end) {
+            r.fill(b' ');
+        }
+        k += 1;
+    }
+    if k == 1 {
+        return None;
+    }
+    String::from_utf8(out).ok()
+}
+
 /// `TABLE t …` (MySQL 8.0.19) means `SELECT * FROM t …`, which sqlparser does parse.
 pub(crate) fn table_statement_as_select(sql: &str) -> Option<String> {
     let toks = Toks::new(sql);
@@ -250,6 +285,10 @@ pub(crate) fn write_without_parser(sql: &str) -> Option<WriteInfo> {
         };
         let (t, _) = toks.table_name(at)?;
         return Some(WriteInfo::tables(vec![t]));
+    }
+    if toks.kw(0, "LOAD") && toks.kw(1, "INDEX") {
+        // Preloads a key cache: no data changes.
+        return Some(WriteInfo::tables(Vec::new()));
     }
     if toks.kw(0, "OPTIMIZE") || toks.kw(0, "REPAIR") || toks.kw(0, "ANALYZE") {
         let mut k = 1;

@@ -8,6 +8,19 @@
 //! - [`analyze`] (miss path): which tables a read reads and whether it may be cached, or
 //!   which tables a write changes. [`Analyzer`] memoises it by digest.
 //! - [`analyze_set`] and [`use_schema`]: the session state changes qcache follows.
+//!
+//! Decisions the session code relies on:
+//! - `TABLE t` and `VALUES …` are [`Kind::Select`]; `WITH …` is `Select` or `Write` by its
+//!   main statement (unrecognised → `Write`); MariaDB `SET STATEMENT … FOR s` has the kind
+//!   of `s`, and [`analyze`] analyses `s`.
+//! - Only the leading SELECT's options carry the hint (not UNION arms or subqueries).
+//! - The digest keeps IN lists as they are (`IN (?, ?)` ≠ `IN (?, ?, ?)`) and hashes a
+//!   statement containing a backslash verbatim (its string boundaries depend on sql_mode).
+//! - [`SetInfo::query_cache_type`] is an `Option<`[`QcAssign`]`>` rather than the
+//!   contract's `Option<QueryCacheType>`, because `= DEFAULT` must be representable.
+//! - [`NotCached::Sequence`] is an extra reason (NEXTVAL, NEXT VALUE FOR, …).
+//! - [`use_schema`] keeps the database name's case (it is part of the cache key); table
+//!   qualification should lower-case it like [`TableRef`] does.
 
 mod digest;
 mod fallback;

@@ -42,14 +42,14 @@ pub fn analyze(sql: &str) -> Analysis {
             return Analysis::Write(w);
         }
     }
-    let rewritten;
-    let to_parse = match fallback::table_statement_as_select(body) {
-        Some(s) => {
-            rewritten = s;
-            rewritten.as_str()
-        }
-        None => body,
+    // sqlparser reads `UPDATE IGNORE t` as table `ignore` aliased `t`: the modifiers go
+    // before it sees them. `TABLE t` becomes the SELECT it means.
+    let rewritten = if kind == Kind::Write {
+        fallback::without_modifiers(body)
+    } else {
+        fallback::table_statement_as_select(body)
     };
+    let to_parse = rewritten.as_deref().unwrap_or(body);
     match Parser::parse_sql(&MySqlDialect {}, to_parse) {
         Ok(stmts) if !stmts.is_empty() => {
             let a = classify_statements(&stmts, kind);
@@ -1137,6 +1137,43 @@ mod tests {
         let w = write("CREATE DATABASE d");
         assert_eq!(w.targets, WriteTargets::Tables(vec![]));
         assert!(w.ddl);
+    }
+
+    #[test]
+    fn mysql_specific_write_syntax_keeps_precise_targets() {
+        for (sql, want) in [
+            ("INSERT LOW_PRIORITY INTO t VALUES (1)", vec![t("t")]),
+            ("INSERT HIGH_PRIORITY IGNORE t (a) VALUES (1)", vec![t("t")]),
+            ("INSERT INTO t PARTITION (p0) VALUES (1)", vec![t("t")]),
+            (
+                "INSERT INTO t VALUES (1) AS new ON DUPLICATE KEY UPDATE a = new.a",
+                vec![t("t")],
+            ),
+            ("REPLACE INTO t SET a = 1", vec![t("t")]),
+            (
+                "DELETE LOW_PRIORITY QUICK IGNORE FROM t WHERE a = 1 ORDER BY b LIMIT 10",
+                vec![t("t")],
+            ),
+            ("UPDATE t SET a = 1 ORDER BY b LIMIT 1", vec![t("t")]),
+            ("UPDATE IGNORE t SET a = 1", vec![t("t")]),
+            (
+                "DROP TABLE IF EXISTS t1, t2 CASCADE",
+                vec![t("t1"), t("t2")],
+            ),
+            (
+                "CREATE TABLE IF NOT EXISTS t (id INT PRIMARY KEY AUTO_INCREMENT, KEY k (id)) \
+                 ENGINE=InnoDB DEFAULT CHARSET=utf8mb4",
+                vec![t("t")],
+            ),
+            (
+                "ALTER TABLE t ADD INDEX i (a), ALGORITHM=INPLACE, LOCK=NONE",
+                vec![t("t")],
+            ),
+            ("ALTER TABLE db.t ENGINE=InnoDB", vec![t("db.t")]),
+            ("LOAD INDEX INTO CACHE t", vec![]),
+        ] {
+            assert_eq!(targets(sql), want, "{sql}");
+        }
     }
 
     #[test]
