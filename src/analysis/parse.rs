@@ -34,6 +34,11 @@ pub fn analyze(sql: &str) -> Analysis {
     let body = fallback::inner_statement(&text);
     let kind = sc.kind;
     if text.len() > MAX_PARSE_BYTES {
+        if kind == Kind::Write && !sc.multi {
+            if let Some(w) = fallback::bulk_insert_target(body) {
+                return Analysis::Write(w);
+            }
+        }
         return not_parsed(kind, body, sc.multi);
     }
     // The token fallbacks see one statement; with more behind it they would miss writes.
@@ -1174,6 +1179,26 @@ mod tests {
         ] {
             assert_eq!(targets(sql), want, "{sql}");
         }
+    }
+
+    #[test]
+    fn oversized_statements() {
+        let rows = vec!["(1, 'abc', NOW(), CONCAT('a', 'b'))"; 20_000].join(", ");
+        let bulk = format!("INSERT IGNORE INTO db.`Big` (a, b, c, d) VALUES {rows}");
+        assert!(bulk.len() > MAX_PARSE_BYTES);
+        assert_eq!(targets(&bulk), vec![t("db.big")]);
+        let bulk = format!("INSERT INTO t VALUES {rows}, (my_func())");
+        assert_eq!(write(&bulk).targets, WriteTargets::Unknown);
+        let ids = vec!["1"; 200_000].join(",");
+        let bulk = format!("UPDATE t SET a = 1 WHERE id IN ({ids})");
+        assert_eq!(targets(&bulk), vec![t("t")]);
+        let bulk = format!("UPDATE t SET a = my_func() WHERE id IN ({ids})");
+        assert_eq!(write(&bulk).targets, WriteTargets::Unknown);
+        let big_read = format!(
+            "SELECT a FROM t WHERE id IN ({})",
+            vec!["1"; 200_000].join(",")
+        );
+        assert_eq!(read(&big_read).verdict, Err(NotCached::Unparsable));
     }
 
     #[test]
