@@ -290,6 +290,15 @@ fn worst_call(toks: &Toks) -> Option<FnClass> {
     worst
 }
 
+/// Whether the statement calls something that is not a known built-in (a stored function or
+/// UDF) or advances a sequence: either may write tables nobody named.
+pub(crate) fn calls_unknown_code(sql: &str) -> bool {
+    matches!(
+        worst_call(&Toks::new(sql)),
+        Some(FnClass::Unknown) | Some(FnClass::Sequence)
+    )
+}
+
 /// A SELECT sqlparser could not parse: never cached; the reason is named when the tokens
 /// show it, and a call to an unknown function still marks it as a possible write.
 pub(crate) fn unparsed_read(sql: &str) -> ReadInfo {

@@ -32,6 +32,10 @@ pub struct SetInfo {
     pub global: bool,
     /// Only `@x = …` assignments: the session's settings are untouched.
     pub user_vars_only: bool,
+    /// A value calls a stored function, a UDF or a sequence (`SET @x = f()`), which may
+    /// write tables: treat the statement also as a write to unknown tables. (An addition to
+    /// the original contract.)
+    pub may_write: bool,
 }
 
 #[derive(Clone, Copy, PartialEq)]
@@ -68,6 +72,7 @@ pub fn analyze_set(sql: &str) -> Option<SetInfo> {
         query_cache_type: None,
         global: false,
         user_vars_only: true,
+        may_write: super::fallback::calls_unknown_code(sql),
     };
     if kw(1, "STATEMENT") {
         return None;
@@ -402,6 +407,14 @@ mod tests {
             Some(QcAssign::Value(QueryCacheType::Off))
         );
         assert_eq!(s.assignments.len(), 2);
+    }
+
+    #[test]
+    fn stored_functions_in_values_may_write() {
+        assert!(set("SET @x = my_func(1)").may_write);
+        assert!(set("SET @x = (SELECT NEXTVAL(s))").may_write);
+        assert!(!set("SET sql_mode = CONCAT(@@sql_mode, ',ANSI')").may_write);
+        assert!(!set("SET NAMES utf8mb4").may_write);
     }
 
     #[test]
