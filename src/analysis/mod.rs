@@ -20,8 +20,9 @@
 //!   contract's `Option<QueryCacheType>`, because `= DEFAULT` must be representable.
 //! - [`NotCached::Sequence`] is an extra reason (NEXTVAL, NEXT VALUE FOR, …).
 //! - [`SetInfo::may_write`] is an addition: `SET @x = stored_func()` runs code that may write.
-//! - A read with [`ReadInfo::may_write`] must also be handled as a write to unknown tables;
-//!   so must a `Kind::Select` whose scan says `multi` and whose analysis came back as a read.
+//! - A read with [`ReadInfo::may_write`] must also be handled as a write to unknown tables.
+//!   A multi-statement query that writes comes back as [`Analysis::Write`] (all statements'
+//!   targets merged), even when it starts with SELECT.
 //! - [`use_schema`] keeps the database name's case (it is part of the cache key); table
 //!   qualification should lower-case it like [`TableRef`] does.
 
