@@ -1,78 +1,306 @@
 //! Statement analysis: the fast scan used on every query, the digest, and the sqlparser
 //! analysis of a statement shape, memoised by digest.
 //!
-//! API CONTRACT (filled in by the analysis work; the session code is written against it):
+//! - [`scan`] (hit path, no allocation): the statement's [`Kind`], its SQL_CACHE /
+//!   SQL_NO_CACHE [`Hint`] and whether it holds several statements; [`strip_hints`] cuts the
+//!   hints before the statement is keyed and forwarded.
+//! - [`digest`]: one hash per query shape (literals replaced), the memo key.
+//! - [`analyze`] (miss path): which tables a read reads and whether it may be cached, or
+//!   which tables a write changes. [`Analyzer`] memoises it by digest.
+//! - [`analyze_set`] and [`use_schema`]: the session state changes qcache follows.
 //!
-//! ```ignore
-//! /// What a statement is, from its first keyword(s). Cheap: no allocation.
-//! pub enum Kind { Select, Write, Begin, Commit, Rollback, Set, Use, Show, Flush, Reset,
-//!                 Call, Execute, Other, Empty }
-//! pub enum Hint { None, SqlCache, SqlNoCache }
-//! pub struct Scan {
-//!     pub kind: Kind,
-//!     pub hint: Hint,
-//!     /// Byte ranges of SQL_CACHE / SQL_NO_CACHE keywords to cut before forwarding
-//!     /// (inside `/*! */` comments too). Empty when there is no hint.
-//!     pub hint_spans: Vec<std::ops::Range<usize>>,   // or a small inline array
-//!     /// More than one statement (a `;` outside strings/comments followed by more SQL).
-//!     pub multi: bool,
-//! }
-//! /// The hit-path scan: skips leading whitespace and comments, reads the first keyword,
-//! /// and for SELECT the select options, where SQL_CACHE/SQL_NO_CACHE may stand.
-//! pub fn scan(sql: &[u8]) -> Scan;
-//! /// `sql` with the hint spans removed (a copy only when there are hints).
-//! pub fn strip_hints<'a>(sql: &'a [u8], scan: &Scan) -> std::borrow::Cow<'a, [u8]>;
-//! /// xxh3 digest of the statement with literals (numbers, single-quoted strings, hex,
-//! /// bit literals) replaced, whitespace and comments folded, keywords case-folded.
-//! /// Identifiers (including backquoted and double-quoted) are kept verbatim, so two
-//! /// statements with the same digest name the same tables.
-//! pub fn digest(sql: &[u8]) -> u64;
-//!
-//! pub struct TableRef { pub schema: Option<String>, pub name: String } // lower-cased
-//! pub enum NotCached { Unparsable, NonDeterministic(&'static str), StoredFunction,
-//!     UserVariable, SystemVariable, Locking, Into, SystemSchema, NoTable, MultiStatement,
-//!     CalcFoundRows, ... }   // each with `fn as_str(&self) -> &'static str` for metrics
-//! pub struct ReadInfo {
-//!     pub tables: Vec<TableRef>,          // every table read, incl. subqueries/CTEs' bases
-//!     pub verdict: Result<(), NotCached>,
-//!     /// calls a function that is not a known built-in (stored function/UDF may write)
-//!     pub may_write: bool,
-//! }
-//! pub enum WriteTargets { Tables(Vec<TableRef>), Schema(String), Unknown }
-//! pub struct WriteInfo {
-//!     pub targets: WriteTargets,
-//!     pub ddl: bool,                 // schema changed: refresh the catalog
-//!     pub implicit_commit: bool,     // DDL and friends end a transaction
-//!     pub temp_created: Vec<TableRef>,
-//!     pub temp_dropped: Vec<TableRef>,   // DROP [TEMPORARY] TABLE names
-//! }
-//! pub enum Analysis { Read(ReadInfo), Write(WriteInfo), Other }
-//! /// Parses with sqlparser (MySqlDialect). Never panics, whatever the input.
-//! pub fn analyze(sql: &str) -> Analysis;
-//!
-//! /// Bounded memo (quick_cache) digest -> Arc<Analysis>. Only Select/Write shapes.
-//! pub struct Analyzer;
-//! impl Analyzer { pub fn new(capacity: usize) -> Self;
-//!                 pub fn analyze(&self, sql: &[u8], digest: u64) -> Arc<Analysis>; }
-//!
-//! /// SET statements: never memoised by digest (their literals matter).
-//! pub struct SetInfo {
-//!     /// (lower-case variable name without @@session./SESSION, value as SQL text),
-//!     /// `names` / `character set` for SET NAMES / SET CHARACTER SET.
-//!     pub assignments: Vec<(String, String)>,
-//!     /// Some when query_cache_type is assigned (session scope).
-//!     pub query_cache_type: Option<crate::config::QueryCacheType>,
-//!     pub global: bool,          // any GLOBAL / @@global. assignment
-//!     pub user_vars_only: bool,  // only @x = … assignments
-//! }
-//! pub fn analyze_set(sql: &str) -> Option<SetInfo>;   // None: could not follow it
-//! /// `USE db` → Some(db)
-//! pub fn use_schema(sql: &str) -> Option<String>;
-//! ```
+//! Decisions the session code relies on:
+//! - `TABLE t` and `VALUES …` are [`Kind::Select`]; `WITH …` is `Select` or `Write` by its
+//!   main statement (unrecognised → `Write`); MariaDB `SET STATEMENT … FOR s` has the kind
+//!   of `s`, and [`analyze`] analyses `s`.
+//! - Only the leading SELECT's options carry the hint (not UNION arms or subqueries).
+//! - The digest keeps IN lists as they are (`IN (?, ?)` ≠ `IN (?, ?, ?)`) and hashes a
+//!   statement containing a backslash verbatim (its string boundaries depend on sql_mode).
+//! - [`SetInfo::query_cache_type`] is an `Option<`[`QcAssign`]`>` rather than the
+//!   contract's `Option<QueryCacheType>`, because `= DEFAULT` must be representable.
+//! - [`NotCached::Sequence`] is an extra reason (NEXTVAL, NEXT VALUE FOR, …).
+//! - [`SetInfo::may_write`] is an addition: `SET @x = stored_func()` runs code that may write.
+//! - A read with [`ReadInfo::may_write`] must also be handled as a write to unknown tables.
+//!   A multi-statement query that writes comes back as [`Analysis::Write`] (all statements'
+//!   targets merged), even when it starts with SELECT.
+//! - [`use_schema`] keeps the database name's case (it is part of the cache key); table
+//!   qualification should lower-case it like [`TableRef`] does.
 
-/// Placeholder until the analysis module lands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    Select,
+mod digest;
+mod fallback;
+mod functions;
+mod lexer;
+mod memo;
+mod parse;
+mod scan;
+mod set;
+
+pub use digest::digest;
+pub use memo::Analyzer;
+pub use parse::analyze;
+pub use scan::{scan, strip_hints, Hint, Kind, Scan};
+pub use set::{analyze_set, use_schema, QcAssign, SetInfo};
+
+/// A table, lower-cased. `schema` is None when the statement did not qualify the name: the
+/// session qualifies it with its default database.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TableRef {
+    pub schema: Option<String>,
+    pub name: String,
+}
+
+impl TableRef {
+    pub fn new(schema: Option<&str>, name: &str) -> Self {
+        TableRef {
+            schema: schema.map(str::to_lowercase),
+            name: name.to_lowercase(),
+        }
+    }
+}
+
+/// Why a read is not cached. Each reason is counted separately in the metrics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum NotCached {
+    /// sqlparser could not parse it (or it is not a plain query).
+    Unparsable,
+    /// Calls a non-deterministic or session-dependent built-in (the name, lower-case).
+    NonDeterministic(&'static str),
+    /// Calls a function that is not a known built-in: a stored function or a UDF.
+    StoredFunction,
+    /// Reads a user variable (`@x`).
+    UserVariable,
+    /// Reads a system variable (`@@x`).
+    SystemVariable,
+    /// `FOR UPDATE`, `FOR SHARE`, `LOCK IN SHARE MODE`.
+    Locking,
+    /// `SELECT … INTO` a file or variables.
+    Into,
+    /// Reads mysql, information_schema, performance_schema or sys.
+    SystemSchema,
+    /// Reads no table at all (`SELECT 1`): nothing would ever invalidate it, and it is cheap.
+    NoTable,
+    /// More than one statement in the query.
+    MultiStatement,
+    /// `SQL_CALC_FOUND_ROWS`: a later `FOUND_ROWS()` would see the cached query's count.
+    CalcFoundRows,
+    /// Uses a sequence (`NEXTVAL`, `NEXT VALUE FOR`, …): it advances on every call.
+    Sequence,
+}
+
+impl NotCached {
+    /// A stable label for metrics.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            NotCached::Unparsable => "unparsable",
+            NotCached::NonDeterministic(_) => "non_deterministic",
+            NotCached::StoredFunction => "stored_function",
+            NotCached::UserVariable => "user_variable",
+            NotCached::SystemVariable => "system_variable",
+            NotCached::Locking => "locking",
+            NotCached::Into => "into",
+            NotCached::SystemSchema => "system_schema",
+            NotCached::NoTable => "no_table",
+            NotCached::MultiStatement => "multi_statement",
+            NotCached::CalcFoundRows => "calc_found_rows",
+            NotCached::Sequence => "sequence",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReadInfo {
+    /// Every table read anywhere in the statement: joins, subqueries, derived tables, CTE
+    /// bodies (not the CTE names), UNION arms. Sorted, without duplicates.
+    pub tables: Vec<TableRef>,
+    pub verdict: Result<(), NotCached>,
+    /// Calls a function that is not a known built-in (a stored function or UDF may write),
+    /// or uses a sequence: the session must treat the statement as a write to unknown tables.
+    pub may_write: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WriteTargets {
+    /// Exactly these tables change (possibly none: GRANT, CREATE DATABASE, …).
+    Tables(Vec<TableRef>),
+    /// Every table of this schema (DROP DATABASE).
+    Schema(String),
+    /// Could not be analysed: invalidate conservatively.
+    Unknown,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WriteInfo {
+    pub targets: WriteTargets,
+    /// The schema changed: refresh the catalog.
+    pub ddl: bool,
+    /// DDL and friends end an open transaction.
+    pub implicit_commit: bool,
+    /// CREATE TEMPORARY TABLE names (also in `targets`).
+    pub temp_created: Vec<TableRef>,
+    /// DROP [TEMPORARY] TABLE names: a plain DROP TABLE may drop a temporary table too.
+    pub temp_dropped: Vec<TableRef>,
+}
+
+impl WriteInfo {
+    pub(crate) fn unknown() -> Self {
+        WriteInfo {
+            targets: WriteTargets::Unknown,
+            ddl: false,
+            implicit_commit: false,
+            temp_created: Vec::new(),
+            temp_dropped: Vec::new(),
+        }
+    }
+
+    pub(crate) fn tables(tables: Vec<TableRef>) -> Self {
+        WriteInfo {
+            targets: WriteTargets::Tables(tables),
+            ..WriteInfo::unknown()
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Analysis {
+    Read(ReadInfo),
+    Write(WriteInfo),
+    /// Neither reads cacheable data nor writes tables (SHOW, SET, BEGIN, …).
     Other,
+}
+
+#[cfg(test)]
+mod proptests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    /// Literal text of several kinds, including the tricky ones: doubled quotes, `;`, `--`,
+    /// `#`, `/*` inside strings.
+    fn literal() -> impl Strategy<Value = String> {
+        prop_oneof![
+            any::<i64>().prop_map(|n| n.to_string()),
+            (0u32..100000, 0u32..1000).prop_map(|(a, b)| format!("{a}.{b}")),
+            "[a-zA-Z0-9 ;#*/-]{0,12}".prop_map(|s| format!("'{s}'")),
+            "[a-z ;]{0,6}".prop_map(|s| format!("'{s}''{s}'")),
+            "[0-9A-F]{2,8}".prop_map(|s| format!("0x{s}")),
+            "[0-9A-F]{2,8}".prop_map(|s| format!("X'{s}'")),
+            "[01]{1,8}".prop_map(|s| format!("b'{s}'")),
+        ]
+    }
+
+    const SHAPES: &[&str] = &[
+        "SELECT c FROM sbtest1 WHERE id = {0}",
+        "SELECT a, b FROM db.t WHERE x = {0} AND y = {1} -- trailing",
+        "SELECT * FROM t /* c */ WHERE s IN ({0}, {1}) LIMIT {1}",
+        "UPDATE t SET a = {0} WHERE b = {1}",
+        "INSERT INTO t (a, b) VALUES ({0}, {1})",
+        "SELECT /*!40001 SQL_NO_CACHE */ a FROM t WHERE a > {0}",
+    ];
+
+    fn fill(shape: &str, a: &str, b: &str) -> String {
+        shape.replace("{0}", a).replace("{1}", b)
+    }
+
+    /// SQL-ish token soup: more likely than random bytes to reach the deeper code paths.
+    fn soup() -> impl Strategy<Value = String> {
+        let tok = prop_oneof![
+            Just("SELECT"),
+            Just("FROM"),
+            Just("WHERE"),
+            Just("("),
+            Just(")"),
+            Just(","),
+            Just(";"),
+            Just("'"),
+            Just("\""),
+            Just("`"),
+            Just("/*"),
+            Just("*/"),
+            Just("/*!"),
+            Just("--"),
+            Just("#"),
+            Just("\n"),
+            Just("@"),
+            Just("@@"),
+            Just("."),
+            Just("t"),
+            Just("db"),
+            Just("1"),
+            Just("0x"),
+            Just("x'"),
+            Just("WITH"),
+            Just("AS"),
+            Just("UPDATE"),
+            Just("SET"),
+            Just("DELETE"),
+            Just("INSERT"),
+            Just("INTO"),
+            Just("JOIN"),
+            Just("ON"),
+            Just("SQL_CACHE"),
+            Just("SQL_NO_CACHE"),
+            Just("NOW()"),
+            Just("LOAD"),
+            Just("DATA"),
+            Just("TABLE"),
+            Just("STATEMENT"),
+            Just("FOR"),
+            Just("\\"),
+            Just("é"),
+            Just("="),
+            Just("CREATE"),
+            Just("TRIGGER"),
+            Just("DO"),
+        ];
+        prop::collection::vec(tok, 0..40).prop_map(|v| v.join(" "))
+    }
+
+    proptest! {
+        #[test]
+        fn digest_ignores_literal_values(
+            shape in prop::sample::select(SHAPES),
+            a1 in literal(), b1 in literal(), a2 in literal(), b2 in literal(),
+        ) {
+            let x = fill(shape, &a1, &b1);
+            let y = fill(shape, &a2, &b2);
+            prop_assert_eq!(digest(x.as_bytes()), digest(y.as_bytes()), "{} / {}", x, y);
+        }
+
+        #[test]
+        fn same_digest_same_tables(
+            t1 in "[a-z]{1,3}", t2 in "[a-z]{1,3}", a in literal(), b in literal(),
+        ) {
+            let x = format!("SELECT * FROM {t1} WHERE v = {a}");
+            let y = format!("SELECT * FROM {t2} WHERE v = {b}");
+            if digest(x.as_bytes()) == digest(y.as_bytes()) {
+                prop_assert_eq!(analyze(&x), analyze(&y));
+            } else {
+                prop_assert_ne!(t1.to_lowercase(), t2.to_lowercase());
+            }
+        }
+
+        #[test]
+        fn never_panics_on_bytes(bytes in prop::collection::vec(any::<u8>(), 0..200)) {
+            let s = scan(&bytes);
+            let _ = strip_hints(&bytes, &s);
+            let _ = digest(&bytes);
+            let text = String::from_utf8_lossy(&bytes);
+            let _ = analyze(&text);
+            let _ = analyze_set(&text);
+            let _ = use_schema(&text);
+        }
+
+        #[test]
+        fn never_panics_on_sql_soup(sql in soup()) {
+            let s = scan(sql.as_bytes());
+            let stripped = strip_hints(sql.as_bytes(), &s);
+            // Stripping hints never changes what kind of statement it is.
+            prop_assert_eq!(scan(&stripped).kind, s.kind);
+            let _ = digest(sql.as_bytes());
+            let _ = analyze(&sql);
+            let _ = analyze_set(&sql);
+            let _ = use_schema(&sql);
+            let _ = Analyzer::new(8).analyze(sql.as_bytes(), digest(sql.as_bytes()));
+        }
+    }
 }

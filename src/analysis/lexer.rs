@@ -1,0 +1,448 @@
+//! The byte-level MySQL tokenizer shared by the hit-path scan, the digest and the fallbacks.
+//!
+//! It never allocates and never panics: every read is bounds-checked, unterminated strings and
+//! comments simply run to the end of the input, and invalid UTF-8 is just bytes. Comments are
+//! skipped, except executable ones (`/*! … */`, `/*!40001 … */`, MariaDB `/*M! … */`), whose
+//! content the server runs as code, so it is lexed as code here too.
+
+/// What a token is; its bytes are `sql[start..end]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Tok {
+    /// Unquoted keyword or identifier (may start with a digit, like MySQL identifiers can).
+    Word,
+    /// Integer or decimal or float literal.
+    Number,
+    /// Single-quoted string literal.
+    Str,
+    /// `"…"`: a string, or an identifier under ANSI_QUOTES — so never treated as a literal.
+    DoubleQuoted,
+    /// `` `…` `` identifier.
+    Backquoted,
+    /// `X'…'`, `B'…'`, `0x…`, `0b…`.
+    HexBin,
+    /// `@name`, `@@name`, `@'name'`, `` @`name` ``.
+    Var,
+    /// Any other single byte (operators, parentheses, `;`, `?` placeholders…).
+    Punct(u8),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Token {
+    pub tok: Tok,
+    pub start: usize,
+    pub end: usize,
+}
+
+impl Token {
+    pub fn bytes<'a>(&self, sql: &'a [u8]) -> &'a [u8] {
+        sql.get(self.start..self.end).unwrap_or(&[])
+    }
+
+    /// Case-insensitive keyword test (`kw` is upper-case ASCII).
+    pub fn is_kw(&self, sql: &[u8], kw: &str) -> bool {
+        self.tok == Tok::Word && self.bytes(sql).eq_ignore_ascii_case(kw.as_bytes())
+    }
+
+    pub fn is_punct(&self, c: u8) -> bool {
+        self.tok == Tok::Punct(c)
+    }
+}
+
+pub(crate) fn is_ident_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'_' || b == b'$' || b >= 0x80
+}
+
+pub(crate) struct Lexer<'a> {
+    sql: &'a [u8],
+    pos: usize,
+    /// Inside `/*! … */`: the next `*/` closes the executable comment instead of being code.
+    in_exec: bool,
+    /// When set, byte ranges of executable-comment markers (`/*!NNNNN` and its `*/`) are
+    /// collected, so the sqlparser path can blank them and see the code they wrap.
+    marks: Option<Vec<std::ops::Range<usize>>>,
+    /// Lex as under sql_mode NO_BACKSLASH_ESCAPES, where `\` does not escape a quote.
+    no_backslash_escapes: bool,
+}
+
+impl<'a> Lexer<'a> {
+    pub fn new(sql: &'a [u8]) -> Self {
+        Lexer {
+            sql,
+            pos: 0,
+            in_exec: false,
+            marks: None,
+            no_backslash_escapes: false,
+        }
+    }
+
+    /// The same statement as a server in NO_BACKSLASH_ESCAPES mode would split it.
+    pub fn without_backslash_escapes(sql: &'a [u8]) -> Self {
+        Lexer {
+            no_backslash_escapes: true,
+            ..Lexer::new(sql)
+        }
+    }
+
+    pub fn recording_marks(sql: &'a [u8]) -> Self {
+        Lexer {
+            marks: Some(Vec::new()),
+            ..Lexer::new(sql)
+        }
+    }
+
+    pub fn take_marks(&mut self) -> Vec<std::ops::Range<usize>> {
+        self.marks.take().unwrap_or_default()
+    }
+
+    fn at(&self, i: usize) -> u8 {
+        self.sql.get(i).copied().unwrap_or(0)
+    }
+
+    fn mark(&mut self, start: usize, end: usize) {
+        if let Some(m) = self.marks.as_mut() {
+            m.push(start..end);
+        }
+    }
+
+    /// Skips whitespace and comments; returns with `pos` on the first byte of code.
+    fn skip_trivia(&mut self) {
+        let n = self.sql.len();
+        while self.pos < n {
+            let b = self.at(self.pos);
+            match b {
+                b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c => self.pos += 1,
+                b'#' => self.skip_line(),
+                // MySQL wants whitespace (or a control byte, or the end) after `--`.
+                b'-' if self.at(self.pos + 1) == b'-'
+                    && (self.pos + 2 >= n || self.at(self.pos + 2) <= b' ') =>
+                {
+                    self.skip_line()
+                }
+                b'/' if self.at(self.pos + 1) == b'*' => {
+                    let start = self.pos;
+                    let c2 = self.at(self.pos + 2);
+                    let exec_len = if c2 == b'!' {
+                        Some(3)
+                    } else if (c2 == b'M' || c2 == b'm') && self.at(self.pos + 3) == b'!' {
+                        Some(4)
+                    } else {
+                        None
+                    };
+                    match exec_len {
+                        Some(len) if !self.in_exec => {
+                            self.pos += len;
+                            // The optional server version: 5 or 6 digits.
+                            let mut d = 0;
+                            while d < 6 && self.at(self.pos).is_ascii_digit() {
+                                self.pos += 1;
+                                d += 1;
+                            }
+                            self.in_exec = true;
+                            self.mark(start, self.pos);
+                        }
+                        _ => self.skip_block(),
+                    }
+                }
+                b'*' if self.in_exec && self.at(self.pos + 1) == b'/' => {
+                    self.mark(self.pos, self.pos + 2);
+                    self.pos += 2;
+                    self.in_exec = false;
+                }
+                _ => return,
+            }
+        }
+    }
+
+    fn skip_line(&mut self) {
+        match self.sql[self.pos.min(self.sql.len())..]
+            .iter()
+            .position(|&c| c == b'\n')
+        {
+            Some(off) => self.pos += off + 1,
+            None => self.pos = self.sql.len(),
+        }
+    }
+
+    fn skip_block(&mut self) {
+        let mut i = self.pos + 2;
+        let n = self.sql.len();
+        while i + 1 < n {
+            if self.at(i) == b'*' && self.at(i + 1) == b'/' {
+                self.pos = i + 2;
+                return;
+            }
+            i += 1;
+        }
+        self.pos = n;
+    }
+
+    /// Skips a quoted run opened at `pos` by `q`; backslash escapes apply to strings but not
+    /// to backquoted identifiers; a doubled quote stands for itself.
+    fn skip_quoted(&mut self, q: u8, backslash: bool) {
+        let backslash = backslash && !self.no_backslash_escapes;
+        let n = self.sql.len();
+        let mut i = self.pos + 1;
+        while i < n {
+            let c = self.at(i);
+            if backslash && c == b'\\' {
+                i += 2;
+            } else if c == q {
+                if self.at(i + 1) == q && i + 1 < n {
+                    i += 2;
+                } else {
+                    self.pos = i + 1;
+                    return;
+                }
+            } else {
+                i += 1;
+            }
+        }
+        self.pos = n;
+    }
+
+    fn ident_run(&self, from: usize) -> usize {
+        let mut i = from;
+        while i < self.sql.len() && is_ident_byte(self.at(i)) {
+            i += 1;
+        }
+        i
+    }
+
+    fn lex_digits(&self, from: usize) -> usize {
+        let mut i = from;
+        while self.at(i).is_ascii_digit() && i < self.sql.len() {
+            i += 1;
+        }
+        i
+    }
+
+    /// A token starting with a digit: a number, a hex/bit literal, or an identifier such as
+    /// `1t` (MySQL identifiers may start with digits). After `name.` a digit run is a name.
+    fn lex_digit_start(&mut self, start: usize) -> Tok {
+        let run_end = self.ident_run(start);
+        let run = &self.sql[start..run_end];
+        let after_dot = start > 0 && self.at(start - 1) == b'.' && start >= 2 && {
+            let p = self.at(start - 2);
+            is_ident_byte(p) || p == b'`' || p == b'"'
+        };
+        if after_dot {
+            self.pos = run_end;
+            return Tok::Word;
+        }
+        let body = run.get(2..).unwrap_or(&[]);
+        let literal = match run.get(..2) {
+            Some(b"0x" | b"0X") => !body.is_empty() && body.iter().all(u8::is_ascii_hexdigit),
+            Some(b"0b" | b"0B") => !body.is_empty() && body.iter().all(|&c| c == b'0' || c == b'1'),
+            _ => false,
+        };
+        if literal {
+            self.pos = run_end;
+            return Tok::HexBin;
+        }
+        let mut i = self.lex_digits(start);
+        if i == run_end || self.at(i) == b'e' || self.at(i) == b'E' || self.at(i) == b'.' {
+            // Plain number, maybe with a fraction and an exponent.
+            if self.at(i) == b'.' {
+                i = self.lex_digits(i + 1);
+            }
+            if self.at(i) == b'e' || self.at(i) == b'E' {
+                let mut j = i + 1;
+                if self.at(j) == b'+' || self.at(j) == b'-' {
+                    j += 1;
+                }
+                if self.at(j).is_ascii_digit() {
+                    i = self.lex_digits(j);
+                }
+            }
+            if !is_ident_byte(self.at(i)) || i >= self.sql.len() {
+                self.pos = i;
+                return Tok::Number;
+            }
+        }
+        self.pos = run_end.max(start + 1);
+        Tok::Word
+    }
+
+    /// The next token, or None at the end of the input.
+    pub fn next_token(&mut self) -> Option<Token> {
+        self.skip_trivia();
+        let n = self.sql.len();
+        if self.pos >= n {
+            return None;
+        }
+        let start = self.pos;
+        let b = self.at(start);
+        let tok = match b {
+            b'\'' => {
+                self.skip_quoted(b'\'', true);
+                Tok::Str
+            }
+            b'"' => {
+                self.skip_quoted(b'"', true);
+                Tok::DoubleQuoted
+            }
+            b'`' => {
+                self.skip_quoted(b'`', false);
+                Tok::Backquoted
+            }
+            b'0'..=b'9' => self.lex_digit_start(start),
+            b'.' if self.at(start + 1).is_ascii_digit()
+                && !(start > 0 && {
+                    let p = self.at(start - 1);
+                    is_ident_byte(p) || p == b'`' || p == b'"' || p == b')'
+                }) =>
+            {
+                let mut i = self.lex_digits(start + 1);
+                if self.at(i) == b'e' || self.at(i) == b'E' {
+                    let mut j = i + 1;
+                    if self.at(j) == b'+' || self.at(j) == b'-' {
+                        j += 1;
+                    }
+                    if self.at(j).is_ascii_digit() {
+                        i = self.lex_digits(j);
+                    }
+                }
+                self.pos = i;
+                Tok::Number
+            }
+            b'@' => {
+                let mut i = start + 1;
+                if self.at(i) == b'@' {
+                    i += 1;
+                }
+                match self.at(i) {
+                    q @ (b'\'' | b'"' | b'`') if i < n => {
+                        self.pos = i;
+                        self.skip_quoted(q, q != b'`');
+                    }
+                    _ => self.pos = self.ident_run(i),
+                }
+                Tok::Var
+            }
+            c if is_ident_byte(c) => {
+                let end = self.ident_run(start);
+                // X'…' and B'…' are literals, not a word followed by a string.
+                if end == start + 1
+                    && matches!(c, b'x' | b'X' | b'b' | b'B')
+                    && self.at(end) == b'\''
+                    && end < n
+                {
+                    self.pos = end;
+                    self.skip_quoted(b'\'', false);
+                    Tok::HexBin
+                } else {
+                    self.pos = end;
+                    Tok::Word
+                }
+            }
+            c => {
+                self.pos = start + 1;
+                Tok::Punct(c)
+            }
+        };
+        Some(Token {
+            tok,
+            start,
+            end: self.pos.min(n),
+        })
+    }
+}
+
+impl Iterator for Lexer<'_> {
+    type Item = Token;
+    fn next(&mut self) -> Option<Token> {
+        self.next_token()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn toks(sql: &str) -> Vec<(Tok, String)> {
+        Lexer::new(sql.as_bytes())
+            .map(|t| {
+                (
+                    t.tok,
+                    String::from_utf8_lossy(t.bytes(sql.as_bytes())).into_owned(),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn words_numbers_strings() {
+        let t = toks("SELECT a1, 42, 4.5e-3, 'it''s \\' x', \"q\", `b``c` FROM t");
+        let kinds: Vec<Tok> = t.iter().map(|x| x.0).collect();
+        assert_eq!(
+            kinds,
+            vec![
+                Tok::Word,
+                Tok::Word,
+                Tok::Punct(b','),
+                Tok::Number,
+                Tok::Punct(b','),
+                Tok::Number,
+                Tok::Punct(b','),
+                Tok::Str,
+                Tok::Punct(b','),
+                Tok::DoubleQuoted,
+                Tok::Punct(b','),
+                Tok::Backquoted,
+                Tok::Word,
+                Tok::Word
+            ]
+        );
+        assert_eq!(t[7].1, "'it''s \\' x'");
+        assert_eq!(t[11].1, "`b``c`");
+    }
+
+    #[test]
+    fn identifiers_starting_with_digits_and_after_dots() {
+        let t = toks("select * from 1t join db.12 on x.5e3");
+        assert_eq!(t[3], (Tok::Word, "1t".into()));
+        assert_eq!(t[7], (Tok::Word, "12".into()));
+        assert_eq!(t[11], (Tok::Word, "5e3".into()));
+    }
+
+    #[test]
+    fn hex_and_bit_literals() {
+        let t = toks("x'4142' 0x41 b'01' 0b01 0xZZ");
+        let kinds: Vec<Tok> = t.iter().map(|x| x.0).collect();
+        assert_eq!(
+            kinds,
+            vec![
+                Tok::HexBin,
+                Tok::HexBin,
+                Tok::HexBin,
+                Tok::HexBin,
+                Tok::Word
+            ]
+        );
+    }
+
+    #[test]
+    fn comments_and_executable_comments() {
+        let t = toks("-- c\n# c\n/* c */ SELECT /*!40001 SQL_NO_CACHE */ /*M!100100 a */ --1");
+        let words: Vec<String> = t.into_iter().map(|x| x.1).collect();
+        assert_eq!(words, vec!["SELECT", "SQL_NO_CACHE", "a", "-", "-", "1"]);
+    }
+
+    #[test]
+    fn variables() {
+        let t = toks("@a @@session.x @'q r' @`b`");
+        assert_eq!(t[0], (Tok::Var, "@a".into()));
+        assert_eq!(t[1], (Tok::Var, "@@session".into()));
+        assert_eq!(t[4], (Tok::Var, "@'q r'".into()));
+        assert_eq!(t[5], (Tok::Var, "@`b`".into()));
+    }
+
+    #[test]
+    fn unterminated_everything() {
+        for s in [
+            "'abc", "\"abc", "`abc", "/* abc", "/*! abc", "x'", "@'", "0x", "1e", "1.", "--",
+        ] {
+            let _ = toks(s);
+        }
+    }
+}

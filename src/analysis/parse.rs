@@ -1,0 +1,1311 @@
+//! The miss-path analysis: sqlparser (MySqlDialect) tells which tables a read reads and
+//! whether it may be cached, or which tables a write changes. Shapes sqlparser does not parse
+//! are handled by the token-level fallbacks, and whatever neither can follow is reported as
+//! not cacheable (reads) or as a write to unknown tables.
+
+use std::ops::ControlFlow;
+
+use sqlparser::ast::{
+    AlterTableOperation, FromTable, FunctionArguments, ObjectName, ObjectType, Query,
+    RenameTableNameKind, Select, SetExpr, Statement, TableFactor, TableObject, TableWithJoins,
+    UpdateTableFromKind, Visit, Visitor,
+};
+use sqlparser::ast::{Expr, Function};
+use sqlparser::dialect::MySqlDialect;
+use sqlparser::parser::Parser;
+
+use super::fallback;
+use super::functions::{self, FnClass};
+use super::lexer::Lexer;
+use super::scan::{scan, strip_hints, Kind};
+use super::{Analysis, NotCached, ReadInfo, TableRef, WriteInfo, WriteTargets};
+
+/// Longer statements are not parsed: sqlparser's cost grows with them, and a statement this
+/// long is not a shape worth caching. Reads are then not cached; writes invalidate
+/// conservatively.
+pub(crate) const MAX_PARSE_BYTES: usize = 256 * 1024;
+
+const SYSTEM_SCHEMAS: &[&str] = &["mysql", "information_schema", "performance_schema", "sys"];
+
+/// Parses with sqlparser (MySqlDialect) and classifies. Never panics, whatever the input.
+pub fn analyze(sql: &str) -> Analysis {
+    let sc = scan(sql.as_bytes());
+    let text = prepare(sql, &sc);
+    let body = fallback::inner_statement(&text);
+    let kind = sc.kind;
+    if text.len() > MAX_PARSE_BYTES {
+        if kind == Kind::Write && !sc.multi {
+            if let Some(w) = fallback::bulk_insert_target(body) {
+                return Analysis::Write(w);
+            }
+        }
+        return not_parsed(kind, body, sc.multi);
+    }
+    // The token fallbacks see one statement; with more behind it they would miss writes.
+    if kind == Kind::Write && !sc.multi {
+        if let Some(w) = fallback::write_without_parser(body) {
+            return Analysis::Write(w);
+        }
+    }
+    // sqlparser reads `UPDATE IGNORE t` as table `ignore` aliased `t`: the modifiers go
+    // before it sees them. `TABLE t` becomes the SELECT it means.
+    let rewritten = if kind == Kind::Write {
+        fallback::without_modifiers(body)
+    } else {
+        fallback::table_statement_as_select(body)
+    };
+    let to_parse = rewritten.as_deref().unwrap_or(body);
+    match Parser::parse_sql(&MySqlDialect {}, to_parse) {
+        Ok(stmts) if !stmts.is_empty() => {
+            let a = classify_statements(&stmts, kind);
+            if sc.multi && stmts.len() == 1 && text.contains('\\') {
+                // The scan saw several statements where sqlparser saw one: they read `\'`
+                // differently, and the server's reading (its sql_mode) is unknown here.
+                // (Without a backslash, that is a compound body `BEGIN …; …; END`, which
+                // sqlparser reads as the server does.)
+                return ambiguous(a);
+            }
+            match a {
+                Analysis::Read(mut r) if r.verdict.is_ok() && backslash_ambiguous(to_parse) => {
+                    r.verdict = Err(NotCached::Unparsable);
+                    Analysis::Read(r)
+                }
+                a => a,
+            }
+        }
+        _ => not_parsed(kind, body, sc.multi),
+    }
+}
+
+/// True when a NO_BACKSLASH_ESCAPES server would split the statement into other, well-formed
+/// tokens than sqlparser did: then the tables sqlparser found may not be those the server
+/// reads. (`'O\'Brien'` alone is not ambiguous: read the other way it leaves a quote open,
+/// which the server would reject.)
+fn backslash_ambiguous(sql: &str) -> bool {
+    let b = sql.as_bytes();
+    if !b
+        .windows(2)
+        .any(|w| w[0] == b'\\' && (w[1] == b'\'' || w[1] == b'"'))
+    {
+        return false;
+    }
+    let mut alt = Lexer::without_backslash_escapes(b);
+    let mut std = Lexer::new(b);
+    let mut differ = false;
+    let mut last = None;
+    loop {
+        let (x, y) = (std.next_token(), alt.next_token());
+        if x.map(|t| (t.start, t.end)) != y.map(|t| (t.start, t.end)) {
+            differ = true;
+        }
+        match y {
+            Some(t) => last = Some(t),
+            None => break,
+        }
+    }
+    let closed = last.is_none_or(|t| {
+        let tok = t.bytes(b);
+        match t.tok {
+            super::lexer::Tok::Str | super::lexer::Tok::DoubleQuoted => {
+                tok.len() >= 2 && tok.last() == tok.first()
+            }
+            _ => true,
+        }
+    });
+    differ && closed
+}
+
+fn ambiguous(a: Analysis) -> Analysis {
+    match a {
+        Analysis::Read(mut r) => {
+            r.verdict = Err(NotCached::MultiStatement);
+            r.may_write = true;
+            Analysis::Read(r)
+        }
+        Analysis::Write(mut w) => {
+            w.targets = WriteTargets::Unknown;
+            Analysis::Write(w)
+        }
+        Analysis::Other => Analysis::Other,
+    }
+}
+
+/// The text sqlparser should see: the query cache hints cut (sqlparser would read
+/// `SQL_CACHE` as a column) and executable-comment markers blanked, because the server runs
+/// their content and sqlparser would skip it as a comment.
+fn prepare(sql: &str, sc: &super::Scan) -> String {
+    let stripped = strip_hints(sql.as_bytes(), sc);
+    let mut lx = Lexer::recording_marks(&stripped);
+    for _ in lx.by_ref() {}
+    let marks = lx.take_marks();
+    let mut bytes = stripped.into_owned();
+    for m in marks {
+        if let Some(r) = bytes.get_mut(m) {
+            r.fill(b' ');
+        }
+    }
+    // Only ASCII was replaced by ASCII, so this is the input's own validity.
+    String::from_utf8(bytes).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+}
+
+/// `multi`: more statements may follow, and we cannot see what they do.
+fn not_parsed(kind: Kind, body: &str, multi: bool) -> Analysis {
+    match kind {
+        Kind::Select => {
+            let mut r = fallback::unparsed_read(body);
+            if multi {
+                r.verdict = Err(NotCached::MultiStatement);
+                r.may_write = true;
+            }
+            Analysis::Read(r)
+        }
+        Kind::Write => {
+            let known = if multi {
+                None
+            } else {
+                fallback::unparsed_write(body)
+            };
+            Analysis::Write(known.unwrap_or_else(|| {
+                // Still DDL, even if we cannot tell of what.
+                let ddl = fallback::starts_ddl(body);
+                WriteInfo {
+                    ddl,
+                    implicit_commit: ddl,
+                    ..WriteInfo::unknown()
+                }
+            }))
+        }
+        Kind::Call => Analysis::Write(WriteInfo::unknown()),
+        _ => Analysis::Other,
+    }
+}
+
+fn classify_statements(stmts: &[Statement], kind: Kind) -> Analysis {
+    let mut read: Option<ReadInfo> = None;
+    let mut write: Option<WriteInfo> = None;
+    for stmt in stmts {
+        match classify_statement(stmt, kind) {
+            Analysis::Read(r) => {
+                read = Some(match read {
+                    None => r,
+                    Some(mut acc) => {
+                        acc.tables.extend(r.tables);
+                        acc.may_write |= r.may_write;
+                        acc.verdict = acc.verdict.and(r.verdict);
+                        acc
+                    }
+                })
+            }
+            Analysis::Write(w) => {
+                write = Some(match write {
+                    None => w,
+                    Some(acc) => merge_writes(acc, w),
+                })
+            }
+            Analysis::Other => {}
+        }
+    }
+    let multi = stmts.len() > 1;
+    match (read, write) {
+        (_, Some(mut w)) => {
+            if multi && kind == Kind::Call {
+                w.targets = WriteTargets::Unknown;
+            }
+            Analysis::Write(w)
+        }
+        (Some(mut r), None) => {
+            if multi {
+                r.verdict = Err(NotCached::MultiStatement);
+                r.tables.sort();
+                r.tables.dedup();
+            }
+            Analysis::Read(r)
+        }
+        (None, None) => Analysis::Other,
+    }
+}
+
+fn merge_writes(a: WriteInfo, b: WriteInfo) -> WriteInfo {
+    let targets = match (a.targets, b.targets) {
+        (WriteTargets::Tables(mut x), WriteTargets::Tables(y)) => {
+            x.extend(y);
+            x.sort();
+            x.dedup();
+            WriteTargets::Tables(x)
+        }
+        (WriteTargets::Schema(x), WriteTargets::Schema(y)) if x == y => WriteTargets::Schema(x),
+        (WriteTargets::Schema(x), WriteTargets::Tables(t))
+        | (WriteTargets::Tables(t), WriteTargets::Schema(x))
+            if t.is_empty() =>
+        {
+            WriteTargets::Schema(x)
+        }
+        _ => WriteTargets::Unknown,
+    };
+    let mut temp_created = a.temp_created;
+    temp_created.extend(b.temp_created);
+    let mut temp_dropped = a.temp_dropped;
+    temp_dropped.extend(b.temp_dropped);
+    WriteInfo {
+        targets,
+        ddl: a.ddl || b.ddl,
+        implicit_commit: a.implicit_commit || b.implicit_commit,
+        temp_created,
+        temp_dropped,
+    }
+}
+
+pub(crate) fn table_ref(name: &ObjectName) -> Option<TableRef> {
+    let parts: Vec<&str> = name
+        .0
+        .iter()
+        .map(|p| p.as_ident().map(|i| i.value.as_str()))
+        .collect::<Option<Vec<_>>>()?;
+    match parts.as_slice() {
+        [t] => Some(TableRef::new(None, t)),
+        [.., s, t] => Some(TableRef::new(Some(s), t)),
+        [] => None,
+    }
+}
+
+fn classify_statement(stmt: &Statement, kind: Kind) -> Analysis {
+    match stmt {
+        Statement::Query(q) => match &*q.body {
+            SetExpr::Insert(s) | SetExpr::Update(s) | SetExpr::Delete(s) => {
+                classify_statement(s, kind)
+            }
+            _ => Analysis::Read(analyze_read(stmt)),
+        },
+        _ => match write_info(stmt) {
+            Some(mut w) => {
+                // A stored function or a sequence called anywhere in a write may change
+                // tables nobody named.
+                let r = analyze_read(stmt);
+                if r.may_write {
+                    w.targets = WriteTargets::Unknown;
+                }
+                Analysis::Write(w)
+            }
+            None if kind == Kind::Write || kind == Kind::Call => {
+                Analysis::Write(WriteInfo::unknown())
+            }
+            None => Analysis::Other,
+        },
+    }
+}
+
+/// One query scope: the CTE names its body can see, and for each of its own CTE bodies the
+/// names that body can see (earlier CTEs; all of them under RECURSIVE).
+struct Scope {
+    visible: Vec<String>,
+    cte_bodies: Vec<(*const Query, Vec<String>)>,
+}
+
+struct ReadVisitor {
+    tables: Vec<TableRef>,
+    verdict: Option<NotCached>,
+    may_write: bool,
+    scopes: Vec<Scope>,
+}
+
+impl ReadVisitor {
+    fn refuse(&mut self, why: NotCached) {
+        if self.verdict.is_none() {
+            self.verdict = Some(why);
+        }
+    }
+
+    fn check_function(&mut self, f: &Function) {
+        let unqualified = match f.name.0.as_slice() {
+            [p] => p.as_ident().filter(|i| i.quote_style.is_none()),
+            _ => None,
+        };
+        let Some(ident) = unqualified else {
+            self.refuse(NotCached::StoredFunction);
+            self.may_write = true;
+            return;
+        };
+        let name = ident.value.to_ascii_lowercase();
+        let no_args = match &f.args {
+            FunctionArguments::None => true,
+            FunctionArguments::List(l) => l.args.is_empty(),
+            FunctionArguments::Subquery(_) => false,
+        };
+        match functions::classify(&name, no_args) {
+            FnClass::Deterministic => {}
+            FnClass::NonDeterministic(n) => self.refuse(NotCached::NonDeterministic(n)),
+            FnClass::Sequence => {
+                self.refuse(NotCached::Sequence);
+                self.may_write = true;
+            }
+            FnClass::Unknown => {
+                self.refuse(NotCached::StoredFunction);
+                self.may_write = true;
+            }
+        }
+    }
+
+    fn check_identifier(&mut self, value: &str, quoted: bool) {
+        if quoted {
+            return;
+        }
+        if value.starts_with("@@") {
+            self.refuse(NotCached::SystemVariable);
+        } else if value.starts_with('@') {
+            self.refuse(NotCached::UserVariable);
+        } else if let Some(n) = functions::niladic(&value.to_ascii_lowercase()) {
+            self.refuse(NotCached::NonDeterministic(n));
+        }
+    }
+}
+
+impl Visitor for ReadVisitor {
+    type Break = ();
+
+    fn pre_visit_query(&mut self, q: &Query) -> ControlFlow<()> {
+        let ptr = q as *const Query;
+        let parent: Vec<String> = match self.scopes.last() {
+            None => Vec::new(),
+            Some(top) => top
+                .cte_bodies
+                .iter()
+                .find(|(p, _)| *p == ptr)
+                .map(|(_, v)| v.clone())
+                .unwrap_or_else(|| top.visible.clone()),
+        };
+        let mut visible = parent.clone();
+        let mut cte_bodies = Vec::new();
+        if let Some(with) = &q.with {
+            let names: Vec<String> = with
+                .cte_tables
+                .iter()
+                .map(|c| c.alias.name.value.to_lowercase())
+                .collect();
+            for (i, cte) in with.cte_tables.iter().enumerate() {
+                let mut v = parent.clone();
+                let upto = if with.recursive { names.len() } else { i };
+                v.extend(names.iter().take(upto).cloned());
+                cte_bodies.push((&*cte.query as *const Query, v));
+            }
+            visible.extend(names);
+        }
+        self.scopes.push(Scope {
+            visible,
+            cte_bodies,
+        });
+        if !q.locks.is_empty() {
+            self.refuse(NotCached::Locking);
+        }
+        ControlFlow::Continue(())
+    }
+
+    fn post_visit_query(&mut self, _q: &Query) -> ControlFlow<()> {
+        self.scopes.pop();
+        ControlFlow::Continue(())
+    }
+
+    fn pre_visit_select(&mut self, s: &Select) -> ControlFlow<()> {
+        if s.into.is_some() {
+            self.refuse(NotCached::Into);
+        }
+        if s.select_modifiers
+            .as_ref()
+            .is_some_and(|m| m.sql_calc_found_rows)
+        {
+            self.refuse(NotCached::CalcFoundRows);
+        }
+        ControlFlow::Continue(())
+    }
+
+    fn pre_visit_table_factor(&mut self, tf: &TableFactor) -> ControlFlow<()> {
+        if let TableFactor::Table { name, args, .. } = tf {
+            if args.is_some() {
+                // A table-valued function: MySQL has none, so it is a stored routine.
+                self.refuse(NotCached::StoredFunction);
+                self.may_write = true;
+                return ControlFlow::Continue(());
+            }
+            let Some(t) = table_ref(name) else {
+                self.refuse(NotCached::Unparsable);
+                return ControlFlow::Continue(());
+            };
+            // `FROM DUAL` is no table.
+            if t.schema.is_none() && t.name == "dual" {
+                return ControlFlow::Continue(());
+            }
+            if t.schema.is_none()
+                && self
+                    .scopes
+                    .last()
+                    .is_some_and(|s| s.visible.contains(&t.name))
+            {
+                return ControlFlow::Continue(());
+            }
+            if t.schema
+                .as_deref()
+                .is_some_and(|s| SYSTEM_SCHEMAS.contains(&s))
+            {
+                self.refuse(NotCached::SystemSchema);
+            }
+            self.tables.push(t);
+        }
+        ControlFlow::Continue(())
+    }
+
+    fn pre_visit_expr(&mut self, e: &Expr) -> ControlFlow<()> {
+        match e {
+            Expr::Function(f) => self.check_function(f),
+            Expr::Identifier(i) => self.check_identifier(&i.value, i.quote_style.is_some()),
+            Expr::CompoundIdentifier(parts) => {
+                if let Some(first) = parts.first() {
+                    self.check_identifier(&first.value, first.quote_style.is_some());
+                }
+            }
+            _ => {}
+        }
+        ControlFlow::Continue(())
+    }
+}
+
+/// Tables, verdict and may_write of everything a statement reads.
+fn analyze_read(stmt: &Statement) -> ReadInfo {
+    let mut v = ReadVisitor {
+        tables: Vec::new(),
+        verdict: None,
+        may_write: false,
+        scopes: Vec::new(),
+    };
+    let _ = stmt.visit(&mut v);
+    v.tables.sort();
+    v.tables.dedup();
+    let verdict = match v.verdict {
+        Some(why) => Err(why),
+        None if v.tables.is_empty() => Err(NotCached::NoTable),
+        None => Ok(()),
+    };
+    ReadInfo {
+        tables: v.tables,
+        verdict,
+        may_write: v.may_write,
+    }
+}
+
+/// Tables named in a FROM/JOIN list, not those inside derived tables (those are only read).
+fn join_tables(twj: &TableWithJoins, out: &mut Vec<(TableRef, Option<String>)>) {
+    factor_tables(&twj.relation, out);
+    for j in &twj.joins {
+        factor_tables(&j.relation, out);
+    }
+}
+
+fn factor_tables(tf: &TableFactor, out: &mut Vec<(TableRef, Option<String>)>) {
+    match tf {
+        TableFactor::Table { name, alias, .. } => {
+            if let Some(t) = table_ref(name) {
+                out.push((t, alias.as_ref().map(|a| a.name.value.to_lowercase())));
+            }
+        }
+        TableFactor::NestedJoin {
+            table_with_joins, ..
+        } => join_tables(table_with_joins, out),
+        _ => {}
+    }
+}
+
+fn names(list: &[ObjectName]) -> Option<Vec<TableRef>> {
+    list.iter().map(table_ref).collect()
+}
+
+fn ddl(targets: WriteTargets) -> WriteInfo {
+    WriteInfo {
+        targets,
+        ddl: true,
+        implicit_commit: true,
+        temp_created: Vec::new(),
+        temp_dropped: Vec::new(),
+    }
+}
+
+fn tables_or_unknown(t: Option<Vec<TableRef>>) -> WriteTargets {
+    match t {
+        Some(t) => WriteTargets::Tables(t),
+        None => WriteTargets::Unknown,
+    }
+}
+
+/// The write a statement makes, or None when it is not a write sqlparser told us about.
+fn write_info(stmt: &Statement) -> Option<WriteInfo> {
+    let w = match stmt {
+        Statement::Insert(ins) => match &ins.table {
+            TableObject::TableName(n) => WriteInfo {
+                targets: tables_or_unknown(table_ref(n).map(|t| vec![t])),
+                ..WriteInfo::unknown()
+            },
+            _ => WriteInfo::unknown(),
+        },
+        Statement::Update(u) => {
+            let mut found = Vec::new();
+            join_tables(&u.table, &mut found);
+            if let Some(from) = &u.from {
+                let (UpdateTableFromKind::BeforeSet(list) | UpdateTableFromKind::AfterSet(list)) =
+                    from;
+                for twj in list {
+                    join_tables(twj, &mut found);
+                }
+            }
+            let mut t: Vec<TableRef> = found.into_iter().map(|(t, _)| t).collect();
+            t.sort();
+            t.dedup();
+            if t.is_empty() {
+                WriteInfo::unknown()
+            } else {
+                WriteInfo::tables(t)
+            }
+        }
+        Statement::Delete(d) => {
+            let mut listed = Vec::new();
+            let (FromTable::WithFromKeyword(from) | FromTable::WithoutKeyword(from)) = &d.from;
+            for twj in from {
+                join_tables(twj, &mut listed);
+            }
+            if let Some(using) = &d.using {
+                for twj in using {
+                    join_tables(twj, &mut listed);
+                }
+            }
+            let mut t = if d.tables.is_empty() {
+                // `DELETE FROM t …` and `DELETE FROM t1, t2 USING …`: the FROM list.
+                let mut v = Vec::new();
+                let (FromTable::WithFromKeyword(from) | FromTable::WithoutKeyword(from)) = &d.from;
+                for twj in from {
+                    join_tables(twj, &mut v);
+                }
+                v.into_iter().map(|(t, _)| t).collect::<Vec<_>>()
+            } else {
+                // `DELETE a, b FROM …`: each name is an alias or a table of the list.
+                let mut v = Vec::new();
+                for n in &d.tables {
+                    let Some(r) = table_ref(n) else {
+                        return Some(WriteInfo::unknown());
+                    };
+                    let by_alias = listed.iter().find(|(_, alias)| {
+                        r.schema.is_none() && alias.as_deref() == Some(r.name.as_str())
+                    });
+                    v.push(by_alias.map(|(t, _)| t.clone()).unwrap_or(r));
+                }
+                v
+            };
+            t.sort();
+            t.dedup();
+            if t.is_empty() {
+                WriteInfo::unknown()
+            } else {
+                WriteInfo::tables(t)
+            }
+        }
+        Statement::Truncate(tr) => {
+            let t: Option<Vec<TableRef>> =
+                tr.table_names.iter().map(|x| table_ref(&x.name)).collect();
+            WriteInfo {
+                implicit_commit: true,
+                ..WriteInfo {
+                    targets: tables_or_unknown(t),
+                    ..WriteInfo::unknown()
+                }
+            }
+        }
+        Statement::CreateTable(ct) => {
+            let t = table_ref(&ct.name);
+            let mut w = ddl(tables_or_unknown(t.clone().map(|t| vec![t])));
+            if ct.temporary {
+                // Temporary tables are private to the session: no commit, no catalog change.
+                w.ddl = false;
+                w.implicit_commit = false;
+                w.temp_created = t.into_iter().collect();
+            }
+            w
+        }
+        Statement::AlterTable(at) => {
+            let mut t = vec![table_ref(&at.name)];
+            for op in &at.operations {
+                if let AlterTableOperation::RenameTable { table_name } = op {
+                    let (RenameTableNameKind::As(n) | RenameTableNameKind::To(n)) = table_name;
+                    t.push(table_ref(n));
+                }
+            }
+            ddl(tables_or_unknown(t.into_iter().collect()))
+        }
+        Statement::RenameTable(list) => {
+            let t: Option<Vec<TableRef>> = list
+                .iter()
+                .flat_map(|r| [table_ref(&r.old_name), table_ref(&r.new_name)])
+                .collect();
+            ddl(tables_or_unknown(t))
+        }
+        Statement::Drop {
+            object_type,
+            names: dropped,
+            temporary,
+            table,
+            ..
+        } => match object_type {
+            ObjectType::Table => {
+                let t = names(dropped);
+                let mut w = ddl(tables_or_unknown(t.clone()));
+                w.temp_dropped = t.unwrap_or_default();
+                if *temporary {
+                    w.ddl = false;
+                    w.implicit_commit = false;
+                }
+                w
+            }
+            ObjectType::View | ObjectType::Sequence => ddl(tables_or_unknown(names(dropped))),
+            ObjectType::Index => ddl(tables_or_unknown(
+                table.as_ref().and_then(table_ref).map(|t| vec![t]),
+            )),
+            ObjectType::Schema | ObjectType::Database => match dropped.as_slice() {
+                [n] => match n.0.last().and_then(|p| p.as_ident()) {
+                    Some(i) => ddl(WriteTargets::Schema(i.value.to_lowercase())),
+                    None => ddl(WriteTargets::Unknown),
+                },
+                _ => ddl(WriteTargets::Unknown),
+            },
+            _ => ddl(WriteTargets::Tables(Vec::new())),
+        },
+        Statement::CreateView(cv) => ddl(tables_or_unknown(table_ref(&cv.name).map(|t| vec![t]))),
+        Statement::AlterView(av) => ddl(tables_or_unknown(table_ref(&av.name).map(|t| vec![t]))),
+        Statement::CreateIndex(ci) => ddl(tables_or_unknown(
+            table_ref(&ci.table_name).map(|t| vec![t]),
+        )),
+        Statement::CreateTrigger(ct) => ddl(tables_or_unknown(
+            table_ref(&ct.table_name).map(|t| vec![t]),
+        )),
+        Statement::DropTrigger(dt) => ddl(tables_or_unknown(
+            dt.table_name.as_ref().and_then(table_ref).map(|t| vec![t]),
+        )),
+        Statement::CreateSequence { name, .. } => {
+            ddl(tables_or_unknown(table_ref(name).map(|t| vec![t])))
+        }
+        Statement::LoadData { table_name, .. } => WriteInfo {
+            targets: tables_or_unknown(table_ref(table_name).map(|t| vec![t])),
+            ..WriteInfo::unknown()
+        },
+        Statement::OptimizeTable { name, .. } => WriteInfo {
+            implicit_commit: true,
+            ..WriteInfo::tables(table_ref(name).into_iter().collect())
+        },
+        Statement::CreateDatabase { .. }
+        | Statement::CreateSchema { .. }
+        | Statement::AlterSchema(_)
+        | Statement::CreateFunction(_)
+        | Statement::CreateProcedure { .. }
+        | Statement::DropFunction(_)
+        | Statement::DropProcedure { .. }
+        | Statement::CreateUser(_)
+        | Statement::AlterUser(_)
+        | Statement::CreateRole(_) => ddl(WriteTargets::Tables(Vec::new())),
+        Statement::Grant(_) | Statement::Revoke(_) => WriteInfo {
+            implicit_commit: true,
+            ..WriteInfo::tables(Vec::new())
+        },
+        Statement::Call(_) => WriteInfo::unknown(),
+        _ => return None,
+    };
+    Some(w)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(name: &str) -> TableRef {
+        match name.split_once('.') {
+            Some((s, n)) => TableRef::new(Some(s), n),
+            None => TableRef::new(None, name),
+        }
+    }
+
+    fn read(sql: &str) -> ReadInfo {
+        match analyze(sql) {
+            Analysis::Read(r) => r,
+            other => panic!("{sql}: expected a read, got {other:?}"),
+        }
+    }
+
+    fn write(sql: &str) -> WriteInfo {
+        match analyze(sql) {
+            Analysis::Write(w) => w,
+            other => panic!("{sql}: expected a write, got {other:?}"),
+        }
+    }
+
+    fn tables(sql: &str) -> Vec<TableRef> {
+        let r = read(sql);
+        assert_eq!(r.verdict, Ok(()), "{sql}");
+        assert!(!r.may_write, "{sql}");
+        r.tables
+    }
+
+    fn targets(sql: &str) -> Vec<TableRef> {
+        match write(sql).targets {
+            WriteTargets::Tables(t) => t,
+            other => panic!("{sql}: {other:?}"),
+        }
+    }
+
+    fn refused(sql: &str) -> NotCached {
+        match read(sql).verdict {
+            Err(why) => why,
+            Ok(()) => panic!("{sql}: unexpectedly cacheable"),
+        }
+    }
+
+    #[test]
+    fn point_select() {
+        assert_eq!(
+            tables("SELECT c FROM sbtest1 WHERE id=42"),
+            vec![t("sbtest1")]
+        );
+        assert_eq!(
+            tables("SELECT c FROM Db.SbTest1 WHERE id=42"),
+            vec![t("db.sbtest1")]
+        );
+        assert_eq!(
+            tables("SELECT c FROM `db`.`T` WHERE id=42"),
+            vec![t("db.t")]
+        );
+    }
+
+    #[test]
+    fn tables_everywhere() {
+        assert_eq!(
+            tables("SELECT * FROM a JOIN b ON a.id = b.id LEFT JOIN c USING (id)"),
+            vec![t("a"), t("b"), t("c")]
+        );
+        assert_eq!(
+            tables("SELECT * FROM (SELECT id FROM d1.x) AS dt WHERE id IN (SELECT id FROM y) AND EXISTS (SELECT 1 FROM z)"),
+            vec![t("y"), t("z"), t("d1.x")]
+        );
+        assert_eq!(
+            tables("SELECT a FROM t1 UNION SELECT a FROM t2 UNION ALL (SELECT a FROM t3)"),
+            vec![t("t1"), t("t2"), t("t3")]
+        );
+        assert_eq!(
+            tables("SELECT (SELECT MAX(x) FROM s) FROM t"),
+            vec![t("s"), t("t")]
+        );
+        assert_eq!(
+            tables("SELECT * FROM (a JOIN b ON a.x = b.x)"),
+            vec![t("a"), t("b")]
+        );
+    }
+
+    #[test]
+    fn ctes_are_not_tables_but_their_bodies_are() {
+        assert_eq!(
+            tables("WITH c AS (SELECT * FROM base) SELECT * FROM c JOIN other ON 1=1"),
+            vec![t("base"), t("other")]
+        );
+        assert_eq!(
+            tables("WITH RECURSIVE r (n) AS (SELECT 1 FROM seed UNION ALL SELECT n + 1 FROM r WHERE n < 5) SELECT * FROM r"),
+            vec![t("seed")]
+        );
+        // A non-recursive CTE's body sees the real table of the same name.
+        assert_eq!(
+            tables("WITH t AS (SELECT * FROM t) SELECT * FROM t"),
+            vec![t("t")]
+        );
+        // Outside the WITH's scope the name is a table again.
+        assert_eq!(
+            tables("SELECT * FROM (WITH c AS (SELECT * FROM b) SELECT * FROM c) x JOIN c ON 1=1"),
+            vec![t("b"), t("c")]
+        );
+        // A qualified name is never a CTE.
+        assert_eq!(
+            tables("WITH c AS (SELECT * FROM b) SELECT * FROM c, db.c"),
+            vec![t("b"), t("db.c")]
+        );
+    }
+
+    #[test]
+    fn executable_comments_are_code() {
+        assert_eq!(
+            tables("SELECT * FROM t1 /*!40001 JOIN t2 ON t1.a = t2.a */"),
+            vec![t("t1"), t("t2")]
+        );
+        assert_eq!(
+            tables("SELECT /*!40001 SQL_NO_CACHE */ * FROM t1"),
+            vec![t("t1")]
+        );
+        assert_eq!(tables("SELECT SQL_CACHE a FROM t1"), vec![t("t1")]);
+    }
+
+    #[test]
+    fn deterministic_builtins_are_fine() {
+        tables("SELECT CONCAT(a, 'x'), UPPER(b), IFNULL(c, 0), COALESCE(d, 1), NULLIF(a, b), IF(a, 1, 2) FROM t");
+        tables("SELECT CAST(a AS CHAR), CONVERT(a, CHAR), EXTRACT(YEAR FROM d), TRIM(a), SUBSTRING(a, 1), DATE_ADD(d, INTERVAL 1 DAY) FROM t");
+        tables("SELECT COUNT(*), SUM(a), GROUP_CONCAT(a ORDER BY a SEPARATOR ','), ROW_NUMBER() OVER (ORDER BY a) FROM t GROUP BY b");
+        tables("SELECT JSON_EXTRACT(j, '$.a'), JSON_OBJECT('a', 1), UNIX_TIMESTAMP(d), CASE WHEN a THEN 1 ELSE 2 END FROM t");
+        tables("SELECT MATCH (a) AGAINST ('x') FROM t");
+    }
+
+    #[test]
+    fn every_not_cached_reason() {
+        assert_eq!(refused("SELECT * FROM t WHERE"), NotCached::Unparsable);
+        for (sql, name) in [
+            ("SELECT NOW(), a FROM t", "now"),
+            ("SELECT a FROM t WHERE d > CURRENT_DATE", "current_date"),
+            (
+                "SELECT a FROM t WHERE d > CURRENT_TIMESTAMP",
+                "current_timestamp",
+            ),
+            (
+                "SELECT a FROM t WHERE d > CURRENT_TIMESTAMP()",
+                "current_timestamp",
+            ),
+            ("SELECT a FROM t WHERE d > LOCALTIME", "localtime"),
+            ("SELECT a FROM t WHERE d > UTC_DATE", "utc_date"),
+            ("SELECT a FROM t WHERE d > utc_timestamp()", "utc_timestamp"),
+            ("SELECT CURRENT_USER, a FROM t", "current_user"),
+            ("SELECT CURRENT_USER(), a FROM t", "current_user"),
+            ("SELECT UNIX_TIMESTAMP(), a FROM t", "unix_timestamp"),
+            ("SELECT a FROM t ORDER BY RAND()", "rand"),
+            ("SELECT UUID(), a FROM t", "uuid"),
+            (
+                "SELECT a FROM t WHERE id = LAST_INSERT_ID()",
+                "last_insert_id",
+            ),
+            ("SELECT FOUND_ROWS() FROM t", "found_rows"),
+            ("SELECT DATABASE(), a FROM t", "database"),
+            ("SELECT SLEEP(1) FROM t", "sleep"),
+            ("SELECT GET_LOCK('x', 1) FROM t", "get_lock"),
+            ("SELECT SYSDATE() FROM t", "sysdate"),
+            ("SELECT CONNECTION_ID() FROM t", "connection_id"),
+            ("SELECT USER() FROM t", "user"),
+            ("SELECT LOAD_FILE('/etc/passwd') FROM t", "load_file"),
+        ] {
+            assert_eq!(refused(sql), NotCached::NonDeterministic(name), "{sql}");
+            assert!(!read(sql).may_write, "{sql}");
+        }
+        let r = read("SELECT my_func(a) FROM t");
+        assert_eq!(r.verdict, Err(NotCached::StoredFunction));
+        assert!(r.may_write);
+        assert!(read("SELECT db.f(a) FROM t").may_write);
+        assert!(read("SELECT `concat`(a) FROM t").may_write);
+        assert_eq!(
+            refused("SELECT a FROM t WHERE b = @x"),
+            NotCached::UserVariable
+        );
+        assert_eq!(
+            refused("SELECT @@sql_mode, a FROM t"),
+            NotCached::SystemVariable
+        );
+        assert_eq!(
+            refused("SELECT @@session.sql_mode, a FROM t"),
+            NotCached::SystemVariable
+        );
+        assert_eq!(refused("SELECT a FROM t FOR UPDATE"), NotCached::Locking);
+        assert_eq!(refused("SELECT a FROM t FOR SHARE"), NotCached::Locking);
+        assert_eq!(
+            refused("SELECT a FROM t LOCK IN SHARE MODE"),
+            NotCached::Locking
+        );
+        assert_eq!(refused("SELECT a INTO @v FROM t"), NotCached::Into);
+        assert_eq!(refused("SELECT a FROM t INTO @v"), NotCached::Into);
+        assert_eq!(
+            refused("SELECT a FROM t INTO OUTFILE '/tmp/x'"),
+            NotCached::Into
+        );
+        assert_eq!(
+            refused("SELECT a FROM t INTO DUMPFILE '/tmp/x'"),
+            NotCached::Into
+        );
+        assert_eq!(refused("SELECT * FROM mysql.user"), NotCached::SystemSchema);
+        assert_eq!(
+            refused("SELECT * FROM INFORMATION_SCHEMA.TABLES"),
+            NotCached::SystemSchema
+        );
+        assert_eq!(
+            refused("SELECT * FROM performance_schema.threads"),
+            NotCached::SystemSchema
+        );
+        assert_eq!(
+            refused("SELECT * FROM sys.x JOIN t"),
+            NotCached::SystemSchema
+        );
+        assert_eq!(refused("SELECT 1"), NotCached::NoTable);
+        assert_eq!(refused("SELECT 1 + 1 AS two"), NotCached::NoTable);
+        assert_eq!(refused("SELECT 1 FROM DUAL"), NotCached::NoTable);
+        // Read without backslash escapes this is `'a\'`, `OR b IN (SELECT … FROM t2) OR c = `,
+        // `'x'`: a server in NO_BACKSLASH_ESCAPES mode reads t2 too.
+        assert_eq!(
+            refused("SELECT a FROM t1 WHERE a = 'a\\' OR b IN (SELECT b FROM t2) OR c = 'x'"),
+            NotCached::Unparsable
+        );
+        assert_eq!(
+            tables("SELECT a FROM t WHERE n = 'O\\'Brien'"),
+            vec![t("t")]
+        );
+        assert_eq!(
+            tables("SELECT a FROM t WHERE j = '{\"a\":\"b\\\"c\"}'"),
+            vec![t("t")]
+        );
+        let r = read("SELECT a FROM t WHERE s = 'x\\'; DELETE FROM u; -- '");
+        assert_eq!(r.verdict, Err(NotCached::MultiStatement));
+        assert!(r.may_write);
+        assert_eq!(
+            refused("SELECT a FROM t; SELECT b FROM u"),
+            NotCached::MultiStatement
+        );
+        assert_eq!(
+            refused("SELECT SQL_CALC_FOUND_ROWS a FROM t LIMIT 1"),
+            NotCached::CalcFoundRows
+        );
+        let r = read("SELECT NEXTVAL(s), a FROM t");
+        assert_eq!(r.verdict, Err(NotCached::Sequence));
+        assert!(r.may_write);
+        let r = read("SELECT NEXT VALUE FOR s");
+        assert_eq!(r.verdict, Err(NotCached::Sequence));
+        assert!(r.may_write);
+        assert_eq!(refused("SELECT PREVIOUS VALUE FOR s"), NotCached::Sequence);
+        for why in [
+            NotCached::Unparsable,
+            NotCached::NonDeterministic("now"),
+            NotCached::StoredFunction,
+            NotCached::UserVariable,
+            NotCached::SystemVariable,
+            NotCached::Locking,
+            NotCached::Into,
+            NotCached::SystemSchema,
+            NotCached::NoTable,
+            NotCached::MultiStatement,
+            NotCached::CalcFoundRows,
+            NotCached::Sequence,
+        ] {
+            assert!(!why.as_str().is_empty());
+        }
+    }
+
+    #[test]
+    fn table_statement_is_a_read() {
+        assert_eq!(tables("TABLE t"), vec![t("t")]);
+        assert_eq!(tables("TABLE db.t ORDER BY a LIMIT 3"), vec![t("db.t")]);
+    }
+
+    #[test]
+    fn inserts_and_replaces() {
+        assert_eq!(targets("INSERT INTO t (a) VALUES (1)"), vec![t("t")]);
+        assert_eq!(
+            targets("INSERT IGNORE INTO db.T VALUES (1), (2)"),
+            vec![t("db.t")]
+        );
+        assert_eq!(targets("INSERT INTO t SET a = 1"), vec![t("t")]);
+        assert_eq!(
+            targets("INSERT INTO t (a) SELECT a FROM s JOIN u ON 1=1"),
+            vec![t("t")]
+        );
+        assert_eq!(
+            targets("INSERT INTO t (a) VALUES (1) ON DUPLICATE KEY UPDATE a = VALUES(a)"),
+            vec![t("t")]
+        );
+        assert_eq!(targets("REPLACE INTO t VALUES (1)"), vec![t("t")]);
+        assert_eq!(targets("REPLACE t SELECT * FROM s"), vec![t("t")]);
+        let w = write("INSERT INTO t VALUES (my_func())");
+        assert_eq!(w.targets, WriteTargets::Unknown);
+        assert!(!w.ddl && !w.implicit_commit);
+    }
+
+    #[test]
+    fn updates() {
+        assert_eq!(targets("UPDATE t SET a = 1 WHERE id = 2"), vec![t("t")]);
+        assert_eq!(
+            targets("UPDATE t1 JOIN t2 ON t1.id = t2.id SET t1.a = t2.b"),
+            vec![t("t1"), t("t2")]
+        );
+        assert_eq!(
+            targets("UPDATE t1, db.t2 SET t1.a = 1"),
+            vec![t("t1"), t("db.t2")]
+        );
+        assert_eq!(
+            targets("UPDATE LOW_PRIORITY IGNORE t1 AS x, t2 y SET x.a = y.b"),
+            vec![t("t1"), t("t2")]
+        );
+        assert_eq!(
+            targets("UPDATE t SET a = (SELECT MAX(b) FROM s)"),
+            vec![t("t")]
+        );
+        assert_eq!(
+            targets("WITH c AS (SELECT id FROM s) UPDATE t JOIN c ON t.id = c.id SET t.a = 1"),
+            vec![t("c"), t("t")]
+        );
+    }
+
+    #[test]
+    fn deletes() {
+        assert_eq!(targets("DELETE FROM t WHERE id = 1"), vec![t("t")]);
+        assert_eq!(targets("DELETE FROM db.t"), vec![t("db.t")]);
+        assert_eq!(
+            targets("DELETE a FROM t1 AS a JOIN t2 b ON a.id = b.id"),
+            vec![t("t1")]
+        );
+        assert_eq!(
+            targets("DELETE t1, t2 FROM t1 JOIN t2 JOIN t3 WHERE t1.id = t2.id"),
+            vec![t("t1"), t("t2")]
+        );
+        assert_eq!(
+            targets("DELETE FROM t1 USING t1 JOIN t2 ON t1.id = t2.id"),
+            vec![t("t1")]
+        );
+        assert_eq!(
+            targets("DELETE FROM t1, t2 USING t1 JOIN t2 JOIN t3"),
+            vec![t("t1"), t("t2")]
+        );
+    }
+
+    #[test]
+    fn load_data() {
+        assert_eq!(
+            targets("LOAD DATA INFILE '/tmp/x' INTO TABLE t"),
+            vec![t("t")]
+        );
+        assert_eq!(
+            targets("LOAD DATA LOW_PRIORITY LOCAL INFILE 'x.csv' REPLACE INTO TABLE db.T FIELDS TERMINATED BY ','"),
+            vec![t("db.t")]
+        );
+        assert_eq!(
+            targets("load data local infile 'x' ignore into table `a b` (c1, c2)"),
+            vec![t("a b")]
+        );
+        assert_eq!(
+            targets("LOAD XML INFILE 'x.xml' INTO TABLE t"),
+            vec![t("t")]
+        );
+    }
+
+    #[test]
+    fn ddl_statements() {
+        let w = write("TRUNCATE TABLE t");
+        assert_eq!(w.targets, WriteTargets::Tables(vec![t("t")]));
+        assert!(w.implicit_commit);
+        assert_eq!(targets("TRUNCATE db.t"), vec![t("db.t")]);
+        let w = write("CREATE TABLE t (a INT)");
+        assert!(w.ddl && w.implicit_commit);
+        assert_eq!(w.targets, WriteTargets::Tables(vec![t("t")]));
+        assert_eq!(targets("CREATE TABLE t2 AS SELECT * FROM t"), vec![t("t2")]);
+        assert_eq!(targets("CREATE TABLE t2 LIKE t"), vec![t("t2")]);
+        let w = write("ALTER TABLE t ADD COLUMN b INT");
+        assert!(w.ddl && w.implicit_commit);
+        assert_eq!(w.targets, WriteTargets::Tables(vec![t("t")]));
+        assert_eq!(targets("ALTER TABLE t RENAME TO u"), vec![t("t"), t("u")]);
+        let w = write("DROP TABLE IF EXISTS a, db.b");
+        assert_eq!(w.targets, WriteTargets::Tables(vec![t("a"), t("db.b")]));
+        assert_eq!(w.temp_dropped, vec![t("a"), t("db.b")]);
+        assert!(w.ddl && w.implicit_commit);
+        let mut r = targets("RENAME TABLE a TO b, c TO d");
+        r.sort();
+        assert_eq!(r, vec![t("a"), t("b"), t("c"), t("d")]);
+        let w = write("CREATE VIEW v AS SELECT * FROM t");
+        assert!(w.ddl);
+        assert_eq!(w.targets, WriteTargets::Tables(vec![t("v")]));
+        assert_eq!(
+            targets("CREATE OR REPLACE VIEW db.v AS SELECT 1"),
+            vec![t("db.v")]
+        );
+        assert_eq!(targets("ALTER VIEW v AS SELECT 2"), vec![t("v")]);
+        assert_eq!(targets("DROP VIEW v"), vec![t("v")]);
+        assert_eq!(targets("CREATE INDEX i ON t (a)"), vec![t("t")]);
+        assert_eq!(
+            targets("CREATE UNIQUE INDEX i ON db.t (a)"),
+            vec![t("db.t")]
+        );
+        assert_eq!(targets("DROP INDEX i ON t"), vec![t("t")]);
+        let w = write("CREATE TRIGGER tr BEFORE INSERT ON t FOR EACH ROW SET NEW.a = 1");
+        assert!(w.ddl);
+        assert_eq!(w.targets, WriteTargets::Tables(vec![t("t")]));
+        let w = write("DROP TRIGGER tr");
+        assert!(w.ddl);
+        assert_eq!(w.targets, WriteTargets::Unknown);
+        let w = write("DROP DATABASE Shop");
+        assert_eq!(w.targets, WriteTargets::Schema("shop".into()));
+        assert!(w.ddl && w.implicit_commit);
+        assert_eq!(
+            write("DROP SCHEMA IF EXISTS s").targets,
+            WriteTargets::Schema("s".into())
+        );
+        let w = write("CREATE TEMPORARY TABLE tmp (a INT)");
+        assert_eq!(w.temp_created, vec![t("tmp")]);
+        assert_eq!(w.targets, WriteTargets::Tables(vec![t("tmp")]));
+        assert!(!w.implicit_commit);
+        let w = write("DROP TEMPORARY TABLE tmp");
+        assert_eq!(w.temp_dropped, vec![t("tmp")]);
+        assert!(!w.implicit_commit);
+        let w = write("CREATE DATABASE d");
+        assert_eq!(w.targets, WriteTargets::Tables(vec![]));
+        assert!(w.ddl);
+    }
+
+    #[test]
+    fn mysql_specific_write_syntax_keeps_precise_targets() {
+        for (sql, want) in [
+            ("INSERT LOW_PRIORITY INTO t VALUES (1)", vec![t("t")]),
+            ("INSERT HIGH_PRIORITY IGNORE t (a) VALUES (1)", vec![t("t")]),
+            ("INSERT INTO t PARTITION (p0) VALUES (1)", vec![t("t")]),
+            (
+                "INSERT INTO t VALUES (1) AS new ON DUPLICATE KEY UPDATE a = new.a",
+                vec![t("t")],
+            ),
+            ("REPLACE INTO t SET a = 1", vec![t("t")]),
+            (
+                "DELETE LOW_PRIORITY QUICK IGNORE FROM t WHERE a = 1 ORDER BY b LIMIT 10",
+                vec![t("t")],
+            ),
+            ("UPDATE t SET a = 1 ORDER BY b LIMIT 1", vec![t("t")]),
+            ("UPDATE IGNORE t SET a = 1", vec![t("t")]),
+            (
+                "DROP TABLE IF EXISTS t1, t2 CASCADE",
+                vec![t("t1"), t("t2")],
+            ),
+            (
+                "CREATE TABLE IF NOT EXISTS t (id INT PRIMARY KEY AUTO_INCREMENT, KEY k (id)) \
+                 ENGINE=InnoDB DEFAULT CHARSET=utf8mb4",
+                vec![t("t")],
+            ),
+            (
+                "ALTER TABLE t ADD INDEX i (a), ALGORITHM=INPLACE, LOCK=NONE",
+                vec![t("t")],
+            ),
+            ("ALTER TABLE db.t ENGINE=InnoDB", vec![t("db.t")]),
+            ("LOAD INDEX INTO CACHE t", vec![]),
+        ] {
+            assert_eq!(targets(sql), want, "{sql}");
+        }
+    }
+
+    #[test]
+    fn oversized_statements() {
+        let rows = vec!["(1, 'abc', NOW(), CONCAT('a', 'b'))"; 20_000].join(", ");
+        let bulk = format!("INSERT IGNORE INTO db.`Big` (a, b, c, d) VALUES {rows}");
+        assert!(bulk.len() > MAX_PARSE_BYTES);
+        assert_eq!(targets(&bulk), vec![t("db.big")]);
+        let bulk = format!("INSERT INTO t VALUES {rows}, (my_func())");
+        assert_eq!(write(&bulk).targets, WriteTargets::Unknown);
+        let ids = vec!["1"; 200_000].join(",");
+        let bulk = format!("UPDATE t SET a = 1 WHERE id IN ({ids})");
+        assert_eq!(targets(&bulk), vec![t("t")]);
+        let bulk = format!("UPDATE t SET a = my_func() WHERE id IN ({ids})");
+        assert_eq!(write(&bulk).targets, WriteTargets::Unknown);
+        let big_read = format!(
+            "SELECT a FROM t WHERE id IN ({})",
+            vec!["1"; 200_000].join(",")
+        );
+        assert_eq!(read(&big_read).verdict, Err(NotCached::Unparsable));
+    }
+
+    #[test]
+    fn prepared_statement_placeholders() {
+        assert_eq!(
+            tables("SELECT c FROM sbtest1 WHERE id = ?"),
+            vec![t("sbtest1")]
+        );
+        assert_eq!(targets("UPDATE t SET a = ? WHERE id = ?"), vec![t("t")]);
+    }
+
+    #[test]
+    fn routine_and_trigger_ddl_sqlparser_does_not_parse() {
+        let w = write(
+            "CREATE DEFINER=`root`@`localhost` TRIGGER tr AFTER UPDATE ON db.orders \
+             FOR EACH ROW BEGIN UPDATE stats SET n = n + 1; END",
+        );
+        assert!(w.ddl);
+        assert_eq!(w.targets, WriteTargets::Tables(vec![t("db.orders")]));
+        // The `;` inside BEGIN … END looks like a second statement to the scan, so this is
+        // conservatively a write to unknown tables; still DDL.
+        let w = write("CREATE PROCEDURE p() BEGIN SELECT 1; END");
+        assert!(w.ddl && w.implicit_commit);
+        let w = write("CREATE FUNCTION f(x INT) RETURNS INT DETERMINISTIC RETURN x + 1");
+        assert_eq!(w.targets, WriteTargets::Tables(vec![]));
+        let w = write("CREATE EVENT e ON SCHEDULE EVERY 1 HOUR DO DELETE FROM t");
+        assert_eq!(w.targets, WriteTargets::Tables(vec![]));
+    }
+
+    #[test]
+    fn grants_and_maintenance() {
+        let w = write("GRANT SELECT ON db.* TO 'u'@'%'");
+        assert_eq!(w.targets, WriteTargets::Tables(vec![]));
+        assert!(w.implicit_commit && !w.ddl);
+        let w = write("REVOKE SELECT ON db.* FROM 'u'@'%'");
+        assert_eq!(w.targets, WriteTargets::Tables(vec![]));
+        assert_eq!(targets("OPTIMIZE TABLE t, db.u"), vec![t("t"), t("db.u")]);
+        assert_eq!(targets("REPAIR NO_WRITE_TO_BINLOG TABLE t"), vec![t("t")]);
+        assert_eq!(targets("ANALYZE LOCAL TABLE t"), vec![t("t")]);
+        assert_eq!(write("CALL p(1)").targets, WriteTargets::Unknown);
+        assert_eq!(
+            write("IMPORT TABLE FROM '/x.sdi'").targets,
+            WriteTargets::Unknown
+        );
+        assert_eq!(write("DO 1 + 1").targets, WriteTargets::Tables(vec![]));
+        assert_eq!(write("DO my_proc_func()").targets, WriteTargets::Unknown);
+        assert_eq!(write("ALTER TABLE").targets, WriteTargets::Unknown);
+    }
+
+    #[test]
+    fn multi_statement_writes_merge() {
+        let mut got = targets("UPDATE a SET x = 1; DELETE FROM b");
+        got.sort();
+        assert_eq!(got, vec![t("a"), t("b")]);
+        assert_eq!(targets("SELECT 1 FROM a; UPDATE b SET x = 1"), vec![t("b")]);
+    }
+
+    #[test]
+    fn unparsed_multi_statements_are_conservative() {
+        let r = read("SELECT a FROM t LOCK IN SHARE MODE; UPDATE u SET a = 1");
+        assert_eq!(r.verdict, Err(NotCached::MultiStatement));
+        assert!(r.may_write);
+        let w = write("LOAD DATA INFILE 'x' INTO TABLE t; DELETE FROM u");
+        assert_eq!(w.targets, WriteTargets::Unknown);
+        let w = write("OPTIMIZE TABLE t; DROP TABLE u");
+        assert_eq!(w.targets, WriteTargets::Unknown);
+    }
+
+    #[test]
+    fn set_statement_for_runs_the_inner_statement() {
+        assert_eq!(
+            targets("SET STATEMENT max_statement_time = 1 FOR UPDATE t SET a = 1"),
+            vec![t("t")]
+        );
+        assert_eq!(
+            tables("SET STATEMENT max_statement_time = 1 FOR SELECT a FROM t"),
+            vec![t("t")]
+        );
+    }
+
+    #[test]
+    fn other_statements() {
+        assert_eq!(analyze("SHOW TABLES"), Analysis::Other);
+        assert_eq!(analyze("BEGIN"), Analysis::Other);
+        assert_eq!(analyze("SET NAMES utf8mb4"), Analysis::Other);
+        assert_eq!(analyze(""), Analysis::Other);
+        assert_eq!(analyze("USE db"), Analysis::Other);
+    }
+
+    #[test]
+    fn garbage_never_panics() {
+        for s in [
+            "\u{0}\u{1}'",
+            "SELECT ((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((1",
+            "WITH",
+            "SELECT * FROM",
+            "DELETE",
+            "UPDATE",
+            "LOAD DATA",
+            "TABLE",
+            "SET STATEMENT",
+            "/*!",
+            "SELECT 'é' FROM `ü`",
+        ] {
+            let _ = analyze(s);
+        }
+        let deep = format!("SELECT {}1{} FROM t", "(".repeat(5000), ")".repeat(5000));
+        assert_eq!(read(&deep).verdict, Err(NotCached::Unparsable));
+    }
+}

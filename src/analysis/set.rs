@@ -1,0 +1,449 @@
+//! SET and USE: the session state changes qcache follows itself. Never memoised by digest,
+//! because here the literals are the point.
+//!
+//! A token scan rather than sqlparser: SET has many MySQL/MariaDB-only forms, and what the
+//! session needs is each assignment's name and value text, which tokens give exactly.
+
+use crate::config::QueryCacheType;
+
+use super::lexer::{Lexer, Tok, Token};
+
+/// An assignment to `query_cache_type`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QcAssign {
+    Value(QueryCacheType),
+    /// `= DEFAULT`: back to the configured default.
+    Default,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SetInfo {
+    /// In statement order: (lower-case name without `@@session.` / `SESSION`, value as SQL
+    /// text). User variables keep their `@` (`@u`); `@@global.x` / `GLOBAL x` appear as `x`
+    /// (see `global`). `SET NAMES …` gives ("names", "utf8mb4 COLLATE …"), `SET CHARACTER SET`
+    /// and `SET CHARSET` give ("character set", …), `SET [scope] TRANSACTION …` gives
+    /// ("transaction", "ISOLATION LEVEL …"), `SET ROLE …` gives ("role", …).
+    /// `query_cache_type` assignments are listed here too.
+    pub assignments: Vec<(String, String)>,
+    /// Some when `query_cache_type` is assigned at session scope (the last one wins).
+    pub query_cache_type: Option<QcAssign>,
+    /// Any GLOBAL / PERSIST / `@@global.` assignment. A scope keyword carries over to the
+    /// following unmarked assignments, as MariaDB reads `SET GLOBAL a = 1, b = 2`.
+    pub global: bool,
+    /// Only `@x = …` assignments: the session's settings are untouched.
+    pub user_vars_only: bool,
+    /// A value calls a stored function, a UDF or a sequence (`SET @x = f()`), which may
+    /// write tables: treat the statement also as a write to unknown tables. (An addition to
+    /// the original contract.)
+    pub may_write: bool,
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Scope {
+    Session,
+    Global,
+}
+
+fn text(sql: &str, from: usize, to: usize) -> String {
+    sql.get(from..to).unwrap_or("").trim().to_string()
+}
+
+/// The assignments of a SET statement; None when qcache cannot follow it (MariaDB
+/// `SET STATEMENT … FOR`, which changes nothing after its statement anyway and is not
+/// `Kind::Set`; a second statement; a `query_cache_type` value it cannot read; malformed
+/// text).
+pub fn analyze_set(sql: &str) -> Option<SetInfo> {
+    let b = sql.as_bytes();
+    let mut toks: Vec<Token> = Lexer::new(b).collect();
+    // A trailing `;` is harmless; anything after it is another statement.
+    if let Some(semi) = toks.iter().position(|t| t.is_punct(b';')) {
+        if semi + 1 < toks.len() {
+            return None;
+        }
+        toks.truncate(semi);
+    }
+    let kw = |i: usize, k: &str| toks.get(i).is_some_and(|t| t.is_kw(b, k));
+    if !kw(0, "SET") || toks.len() < 2 {
+        return None;
+    }
+    let end = toks.last().map_or(0, |t| t.end);
+    let mut info = SetInfo {
+        assignments: Vec::new(),
+        query_cache_type: None,
+        global: false,
+        user_vars_only: true,
+        may_write: super::fallback::calls_unknown_code(sql),
+    };
+    if kw(1, "STATEMENT") {
+        return None;
+    }
+    let mut scope = Scope::Session;
+    let mut k = 1;
+    // Whole-statement forms.
+    let mut j = k;
+    if kw(j, "GLOBAL") || kw(j, "SESSION") || kw(j, "LOCAL") {
+        j += 1;
+    }
+    if kw(j, "TRANSACTION") {
+        info.global = kw(1, "GLOBAL");
+        info.user_vars_only = false;
+        let from = toks.get(j + 1).map_or(end, |t| t.start);
+        info.assignments
+            .push(("transaction".into(), text(sql, from, end)));
+        return Some(info);
+    }
+    let single = |name: &str, from: usize, info: &mut SetInfo| {
+        let from = toks.get(from).map_or(end, |t| t.start);
+        info.user_vars_only = false;
+        info.assignments.push((name.into(), text(sql, from, end)));
+    };
+    if kw(1, "NAMES") {
+        single("names", 2, &mut info);
+        return Some(info);
+    }
+    if kw(1, "CHARACTER") && kw(2, "SET") {
+        single("character set", 3, &mut info);
+        return Some(info);
+    }
+    if kw(1, "CHARSET") {
+        single("character set", 2, &mut info);
+        return Some(info);
+    }
+    if kw(1, "ROLE") {
+        single("role", 2, &mut info);
+        return Some(info);
+    }
+    if kw(1, "DEFAULT") && kw(2, "ROLE") {
+        // Changes what future sessions start with, not this one.
+        return Some(SetInfo {
+            user_vars_only: false,
+            ..info
+        });
+    }
+    if kw(1, "PASSWORD") {
+        // Changes no session setting; the value (a password) is deliberately not kept.
+        return Some(SetInfo {
+            user_vars_only: false,
+            ..info
+        });
+    }
+    while k < toks.len() {
+        // Scope keyword for this and the following assignments.
+        if kw(k, "GLOBAL") || kw(k, "PERSIST") || kw(k, "PERSIST_ONLY") {
+            scope = Scope::Global;
+            k += 1;
+        } else if kw(k, "SESSION") || kw(k, "LOCAL") {
+            scope = Scope::Session;
+            k += 1;
+        }
+        let t = toks.get(k)?;
+        let (name, this_scope, user, next) = match t.tok {
+            Tok::Var => {
+                let v = t.bytes(b);
+                if v.starts_with(b"@@") {
+                    let first = String::from_utf8_lossy(&v[2..]).to_ascii_lowercase();
+                    if toks.get(k + 1).is_some_and(|x| x.is_punct(b'.')) {
+                        let second = toks.get(k + 2).filter(|x| x.tok == Tok::Word)?;
+                        let second = String::from_utf8_lossy(second.bytes(b)).to_ascii_lowercase();
+                        match first.as_str() {
+                            "global" | "persist" | "persist_only" => {
+                                (second, Scope::Global, false, k + 3)
+                            }
+                            "session" | "local" => (second, Scope::Session, false, k + 3),
+                            // A structured name (`keycache.key_buffer_size`).
+                            _ => (format!("{first}.{second}"), scope, false, k + 3),
+                        }
+                    } else {
+                        (first, Scope::Session, false, k + 1)
+                    }
+                } else {
+                    let name = String::from_utf8_lossy(v).to_ascii_lowercase();
+                    (name, Scope::Session, true, k + 1)
+                }
+            }
+            Tok::Word | Tok::Backquoted => {
+                let raw = String::from_utf8_lossy(t.bytes(b)).to_ascii_lowercase();
+                let mut name = raw.trim_matches('`').to_string();
+                let mut next = k + 1;
+                if toks.get(next).is_some_and(|x| x.is_punct(b'.')) {
+                    let second = toks.get(next + 1).filter(|x| x.tok == Tok::Word)?;
+                    name = format!(
+                        "{name}.{}",
+                        String::from_utf8_lossy(second.bytes(b)).to_ascii_lowercase()
+                    );
+                    next += 2;
+                }
+                (name, scope, false, next)
+            }
+            _ => return None,
+        };
+        // `=` or `:=`
+        let mut v = next;
+        if toks.get(v).is_some_and(|x| x.is_punct(b':')) {
+            v += 1;
+        }
+        if !toks.get(v).is_some_and(|x| x.is_punct(b'=')) {
+            return None;
+        }
+        v += 1;
+        // The value runs to the next top-level comma.
+        let start = v;
+        let mut depth = 0usize;
+        while let Some(x) = toks.get(v) {
+            if x.is_punct(b'(') {
+                depth += 1;
+            } else if x.is_punct(b')') {
+                depth = depth.saturating_sub(1);
+            } else if x.is_punct(b',') && depth == 0 {
+                break;
+            }
+            v += 1;
+        }
+        if v == start {
+            return None;
+        }
+        let from = toks.get(start).map_or(end, |x| x.start);
+        let to = toks.get(v - 1).map_or(end, |x| x.end);
+        let value = text(sql, from, to);
+        if this_scope == Scope::Global {
+            info.global = true;
+        }
+        if !user {
+            info.user_vars_only = false;
+        }
+        if name == "query_cache_type" && this_scope == Scope::Session {
+            info.query_cache_type = Some(qc_value(&value)?);
+        }
+        info.assignments.push((name, value));
+        k = v + 1;
+    }
+    if info.assignments.is_empty() {
+        return None;
+    }
+    Some(info)
+}
+
+fn qc_value(v: &str) -> Option<QcAssign> {
+    let unquoted = v
+        .strip_prefix('\'')
+        .and_then(|s| s.strip_suffix('\''))
+        .or_else(|| v.strip_prefix('"').and_then(|s| s.strip_suffix('"')))
+        .or_else(|| v.strip_prefix('`').and_then(|s| s.strip_suffix('`')))
+        .unwrap_or(v);
+    if unquoted.eq_ignore_ascii_case("DEFAULT") && unquoted.len() == v.len() {
+        return Some(QcAssign::Default);
+    }
+    QueryCacheType::parse(unquoted).map(QcAssign::Value)
+}
+
+/// `USE db` → Some("db"), unquoted but with its case kept: database names are case-sensitive
+/// on Linux and the name goes into the cache key. (Table qualification lower-cases it.)
+pub fn use_schema(sql: &str) -> Option<String> {
+    let b = sql.as_bytes();
+    let toks: Vec<Token> = Lexer::new(b).take(4).collect();
+    if !toks.first()?.is_kw(b, "USE") {
+        return None;
+    }
+    let t = toks.get(1)?;
+    match toks.get(2) {
+        None => {}
+        Some(x) if x.is_punct(b';') && toks.get(3).is_none() => {}
+        Some(_) => return None,
+    }
+    let raw = t.bytes(b);
+    let name = match t.tok {
+        Tok::Word => String::from_utf8_lossy(raw).into_owned(),
+        Tok::Backquoted | Tok::DoubleQuoted if raw.len() >= 2 => {
+            let q = raw[0] as char;
+            String::from_utf8_lossy(&raw[1..raw.len() - 1])
+                .replace(&format!("{q}{q}"), &q.to_string())
+        }
+        _ => return None,
+    };
+    if name.is_empty() {
+        None
+    } else {
+        Some(name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn set(sql: &str) -> SetInfo {
+        analyze_set(sql).unwrap_or_else(|| panic!("{sql}: not followed"))
+    }
+
+    fn pairs(sql: &str) -> Vec<(String, String)> {
+        set(sql).assignments
+    }
+
+    fn p(a: &str, b: &str) -> (String, String) {
+        (a.into(), b.into())
+    }
+
+    #[test]
+    fn session_forms() {
+        for sql in [
+            "SET sql_mode = 'ANSI'",
+            "SET SESSION sql_mode = 'ANSI'",
+            "SET LOCAL sql_mode = 'ANSI'",
+            "SET @@sql_mode = 'ANSI'",
+            "SET @@session.sql_mode = 'ANSI'",
+            "set @@SESSION.SQL_MODE='ANSI'",
+            "SET @@local.sql_mode := 'ANSI';",
+        ] {
+            let s = set(sql);
+            assert_eq!(s.assignments, vec![p("sql_mode", "'ANSI'")], "{sql}");
+            assert!(!s.global && !s.user_vars_only, "{sql}");
+        }
+    }
+
+    #[test]
+    fn global_forms() {
+        for sql in [
+            "SET GLOBAL max_connections = 10",
+            "SET @@global.max_connections = 10",
+            "SET PERSIST max_connections = 10",
+        ] {
+            let s = set(sql);
+            assert!(s.global, "{sql}");
+            assert_eq!(s.assignments, vec![p("max_connections", "10")]);
+        }
+    }
+
+    #[test]
+    fn several_assignments_and_user_vars() {
+        let s = set("SET @a = 1, @b := (SELECT 1, 2), @`c` = 'x,y'");
+        assert!(s.user_vars_only);
+        assert_eq!(
+            s.assignments,
+            vec![p("@a", "1"), p("@b", "(SELECT 1, 2)"), p("@`c`", "'x,y'")]
+        );
+        let s = set("SET autocommit = 0, @u = 1, time_zone = '+00:00'");
+        assert!(!s.user_vars_only);
+        assert_eq!(
+            s.assignments,
+            vec![
+                p("autocommit", "0"),
+                p("@u", "1"),
+                p("time_zone", "'+00:00'")
+            ]
+        );
+        let s = set("SET GLOBAL a = 1, SESSION b = 2");
+        assert!(s.global);
+        assert_eq!(s.assignments, vec![p("a", "1"), p("b", "2")]);
+    }
+
+    #[test]
+    fn names_charset_transaction() {
+        assert_eq!(pairs("SET NAMES utf8mb4"), vec![p("names", "utf8mb4")]);
+        assert_eq!(
+            pairs("SET NAMES 'utf8mb4' COLLATE 'utf8mb4_bin'"),
+            vec![p("names", "'utf8mb4' COLLATE 'utf8mb4_bin'")]
+        );
+        assert_eq!(
+            pairs("SET CHARACTER SET latin1"),
+            vec![p("character set", "latin1")]
+        );
+        assert_eq!(
+            pairs("SET CHARSET latin1"),
+            vec![p("character set", "latin1")]
+        );
+        assert_eq!(
+            pairs("SET TRANSACTION ISOLATION LEVEL READ COMMITTED"),
+            vec![p("transaction", "ISOLATION LEVEL READ COMMITTED")]
+        );
+        let s = set("SET SESSION TRANSACTION READ ONLY");
+        assert_eq!(s.assignments, vec![p("transaction", "READ ONLY")]);
+        assert!(!s.global);
+        assert!(set("SET GLOBAL TRANSACTION ISOLATION LEVEL SERIALIZABLE").global);
+    }
+
+    #[test]
+    fn query_cache_type_values() {
+        for (sql, want) in [
+            (
+                "SET query_cache_type = ON",
+                QcAssign::Value(QueryCacheType::On),
+            ),
+            (
+                "SET query_cache_type = off",
+                QcAssign::Value(QueryCacheType::Off),
+            ),
+            (
+                "SET query_cache_type = 'DEMAND'",
+                QcAssign::Value(QueryCacheType::Demand),
+            ),
+            (
+                "SET SESSION query_cache_type = 0",
+                QcAssign::Value(QueryCacheType::Off),
+            ),
+            (
+                "SET @@session.query_cache_type = 1",
+                QcAssign::Value(QueryCacheType::On),
+            ),
+            (
+                "SET @@query_cache_type = \"2\"",
+                QcAssign::Value(QueryCacheType::Demand),
+            ),
+            ("SET query_cache_type = DEFAULT", QcAssign::Default),
+            ("SET QUERY_CACHE_TYPE=default", QcAssign::Default),
+        ] {
+            assert_eq!(set(sql).query_cache_type, Some(want), "{sql}");
+        }
+        // Global scope is not the session's setting.
+        let s = set("SET GLOBAL query_cache_type = ON");
+        assert_eq!(s.query_cache_type, None);
+        assert!(s.global);
+        // A value qcache cannot read: it cannot follow the session.
+        assert_eq!(analyze_set("SET query_cache_type = @v"), None);
+        assert_eq!(analyze_set("SET query_cache_type = 'DEFAULT'"), None);
+        assert_eq!(analyze_set("SET query_cache_type = 7"), None);
+        let s = set("SET query_cache_type = OFF, sql_mode = ''");
+        assert_eq!(
+            s.query_cache_type,
+            Some(QcAssign::Value(QueryCacheType::Off))
+        );
+        assert_eq!(s.assignments.len(), 2);
+    }
+
+    #[test]
+    fn stored_functions_in_values_may_write() {
+        assert!(set("SET @x = my_func(1)").may_write);
+        assert!(set("SET @x = (SELECT NEXTVAL(s))").may_write);
+        assert!(!set("SET sql_mode = CONCAT(@@sql_mode, ',ANSI')").may_write);
+        assert!(!set("SET NAMES utf8mb4").may_write);
+    }
+
+    #[test]
+    fn not_followed() {
+        assert_eq!(
+            analyze_set("SET STATEMENT max_statement_time = 1 FOR SELECT 1"),
+            None
+        );
+        assert_eq!(analyze_set("SET a = 1; SELECT 1"), None);
+        assert_eq!(analyze_set("SET"), None);
+        assert_eq!(analyze_set("SET a"), None);
+        assert_eq!(analyze_set("SET a ="), None);
+        assert_eq!(analyze_set("SELECT 1"), None);
+        assert_eq!(analyze_set("SET 'x' = 1"), None);
+        assert!(analyze_set("SET PASSWORD = 'secret'").is_some_and(|s| s.assignments.is_empty()));
+        assert_eq!(pairs("SET ROLE r1"), vec![p("role", "r1")]);
+    }
+
+    #[test]
+    fn use_forms() {
+        assert_eq!(use_schema("USE shop"), Some("shop".into()));
+        assert_eq!(use_schema("use Shop;"), Some("Shop".into()));
+        assert_eq!(use_schema("USE `my db`"), Some("my db".into()));
+        assert_eq!(use_schema("USE `a``b`"), Some("a`b".into()));
+        assert_eq!(use_schema("/* c */ USE d"), Some("d".into()));
+        assert_eq!(use_schema("USE"), None);
+        assert_eq!(use_schema("USE a b"), None);
+        assert_eq!(use_schema("USE a; SELECT 1"), None);
+        assert_eq!(use_schema("SELECT 1"), None);
+        assert_eq!(use_schema("USE ``"), None);
+    }
+}
