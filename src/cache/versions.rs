@@ -154,7 +154,7 @@ mod tests {
         assert!(s.is_current(&v));
         v.bump(&b);
         assert!(!s.is_current(&v));
-        let s2 = Stamps::capture(&v, &[a.clone()]);
+        let s2 = Stamps::capture(&v, std::slice::from_ref(&a));
         assert!(s2.is_current(&v));
         v.bump_all();
         assert!(!s2.is_current(&v));
@@ -171,7 +171,7 @@ mod tests {
         let v = Versions::new();
         let a = v.table("db", "a");
         let snap = v.seq();
-        let s = Stamps::capture(&v, &[a.clone()]);
+        let s = Stamps::capture(&v, std::slice::from_ref(&a));
         assert!(s.unchanged_since(snap));
         v.bump(&a);
         assert!(!s.unchanged_since(snap));
