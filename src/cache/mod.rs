@@ -53,4 +53,5 @@
 //! }
 //! ```
 
+pub mod key;
 pub mod versions;
