@@ -53,5 +53,6 @@
 //! }
 //! ```
 
+pub mod entry;
 pub mod key;
 pub mod versions;
