@@ -10,8 +10,8 @@
 //! let k = key(fp, protocol_tag, stmt_bytes);
 //! // outside a transaction:
 //! if let Some(e) = cache.get_current(k) { e.write_patched(session_status, &mut out); }
-//! // inside one (snapshot at `seq`, taken at transaction start, epoch checked by the caller):
-//! if let Some(e) = cache.get(k) { if e.stamps.unchanged_since(seq) { cache.hit(&e); ... } }
+//! // inside a transaction (snap = cache.versions().snapshot() when it began):
+//! if let Some(e) = cache.get_in(k, &snap) { ... }   // and fill with guard.insert_in(e, &snap)
 //! // miss:
 //! match cache.claim(k) {
 //!     Claim::Leader(guard) => { stamps = Stamps::capture(cache.versions(), &tables);
@@ -31,4 +31,4 @@ pub use entry::Entry;
 pub use key::{key, Fingerprint, Key};
 pub use stats::{CacheStats, InvalidationSource};
 pub use store::{Cache, Claim, EntryInfo, FillGuard, WaitOutcome, Waiter};
-pub use versions::{Stamps, TableHandle, TableVersion, Versions};
+pub use versions::{Snapshot, Stamps, TableHandle, TableVersion, Versions};

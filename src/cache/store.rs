@@ -14,7 +14,7 @@ use tokio::sync::watch;
 use super::entry::Entry;
 use super::key::Key;
 use super::stats::{reason, CacheStats, InvalidationSource};
-use super::versions::{TableHandle, Versions};
+use super::versions::{Snapshot, TableHandle, Versions};
 use crate::config::CacheConfig;
 
 /// quick_cache's share of a shard for "hot" entries; an entry heavier than this share of one
@@ -190,7 +190,17 @@ impl FillGuard {
     /// Stores `entry` under the claimed key (same rules as `Cache::insert`) and wakes the
     /// followers. Returns whether it was stored.
     pub fn insert(self, entry: Entry) -> bool {
-        let stored = self.cache.insert(self.key, entry);
+        self.finish(entry, None)
+    }
+
+    /// `insert` for a fill made inside a transaction that began at `snap` (see
+    /// `Cache::insert_in`).
+    pub fn insert_in(self, entry: Entry, snap: &Snapshot) -> bool {
+        self.finish(entry, Some(snap))
+    }
+
+    fn finish(self, entry: Entry, snap: Option<&Snapshot>) -> bool {
+        let stored = self.cache.insert_checked(self.key, entry, snap);
         if stored {
             // No receiver is not an error here: followers may all have timed out.
             let _ = self.tx.send(true);
@@ -351,8 +361,27 @@ impl Cache {
         Some(e)
     }
 
-    /// Counts `e` as served (Qcache_hits and the entry's own count). `get_current` does this
-    /// itself; call it after `get` when the caller validated the entry its own way.
+    /// The entry under `key` if it may be served inside a transaction that began at `snap`:
+    /// current, and none of its tables changed since the snapshot. A stale entry is removed;
+    /// one that is current but newer than the snapshot stays for other sessions. Counts a hit
+    /// when it returns one.
+    pub fn get_in(&self, key: Key, snap: &Snapshot) -> Option<Arc<Entry>> {
+        let e = self.get(key)?;
+        if !e.stamps.is_current(&self.inner.versions) {
+            if self.remove_exact(key, &e) {
+                CacheStats::incr(&self.inner.stats.stale_dropped);
+            }
+            return None;
+        }
+        if !e.stamps.valid_in(&self.inner.versions, snap) {
+            return None;
+        }
+        self.hit(&e);
+        Some(e)
+    }
+
+    /// Counts `e` as served (Qcache_hits and the entry's own count). `get_current` and
+    /// `get_in` do this themselves; call it after `get` when validating some other way.
     pub fn hit(&self, e: &Entry) {
         CacheStats::incr(&self.inner.stats.hits);
         e.record_hit();
@@ -401,7 +430,18 @@ impl Cache {
     ///
     /// A bump between the stamp check and the store leaves a stale entry, which every
     /// lookup's stamp check hides; the check here only avoids storing known garbage.
-    pub fn insert(&self, key: Key, mut entry: Entry) -> bool {
+    pub fn insert(&self, key: Key, entry: Entry) -> bool {
+        self.insert_checked(key, entry, None)
+    }
+
+    /// `insert` for a result computed inside a transaction that began at `snap`: its stamps
+    /// (captured before the query went upstream) must also show no table changed since the
+    /// snapshot, because the server answered from the snapshot, not from the latest data.
+    pub fn insert_in(&self, key: Key, entry: Entry, snap: &Snapshot) -> bool {
+        self.insert_checked(key, entry, Some(snap))
+    }
+
+    fn insert_checked(&self, key: Key, mut entry: Entry, snap: Option<&Snapshot>) -> bool {
         let inner = &*self.inner;
         if entry.bytes.len() > inner.max_result_bytes || entry.weight() > inner.max_weight {
             CacheStats::incr(&inner.stats.too_large);
@@ -412,7 +452,11 @@ impl Cache {
             inner.stats.not_cached(reason::MALFORMED);
             return false;
         }
-        if !entry.stamps.is_current(&inner.versions) {
+        let valid = match snap {
+            None => entry.stamps.is_current(&inner.versions),
+            Some(snap) => entry.stamps.valid_in(&inner.versions, snap),
+        };
+        if !valid {
             inner.stats.not_cached(reason::STALE_FILL);
             return false;
         }
@@ -600,6 +644,39 @@ mod tests {
         c.versions().bump(&t);
         assert!(!g.insert(e));
         assert!(c.get(k).is_none());
+    }
+
+    #[test]
+    fn transaction_snapshot_reads_and_fills() {
+        let c = Cache::new(&CacheConfig::default());
+        let a = c.versions().table("db", "a");
+        let b = c.versions().table("db", "b");
+        let ka = key(1, 0, b"SELECT * FROM a");
+        let kb = key(1, 0, b"SELECT * FROM b");
+        assert!(c.insert(ka, entry(&c, std::slice::from_ref(&a), 10)));
+        assert!(c.insert(kb, entry(&c, std::slice::from_ref(&b), 10)));
+        let snap = c.versions().snapshot();
+        assert!(c.get_in(ka, &snap).is_some());
+        // Another session writes b after our snapshot: b's entry is gone for everyone
+        // (stale), and a fresh b entry is still newer than our snapshot.
+        c.invalidate_table(&b, InvalidationSource::Write);
+        assert!(c.get_in(kb, &snap).is_none());
+        assert!(c.insert(kb, entry(&c, std::slice::from_ref(&b), 10)));
+        assert!(c.get_in(kb, &snap).is_none());
+        assert!(
+            c.get(kb).is_some(),
+            "kept for sessions outside the snapshot"
+        );
+        assert!(c.get_current(kb).is_some());
+        // Our fill of b computed from the snapshot must not be stored.
+        let e = entry(&c, std::slice::from_ref(&b), 10);
+        assert!(!c.insert_in(key(1, 0, b"b2"), e, &snap));
+        // A fill of a (unchanged since the snapshot) is fine, through a guard too.
+        let Claim::Leader(g) = c.claim(key(1, 0, b"a2")) else {
+            panic!("leads")
+        };
+        assert!(g.insert_in(entry(&c, std::slice::from_ref(&a), 10), &snap));
+        assert!(c.get_in(key(1, 0, b"a2"), &snap).is_some());
     }
 
     #[test]
