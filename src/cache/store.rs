@@ -460,8 +460,8 @@ impl Cache {
             inner.stats.not_cached(reason::STALE_FILL);
             return false;
         }
-        if let Some(ttl) = inner.ttl {
-            let by_ttl = entry.created + ttl;
+        // A TTL too large to add to an Instant means "never" rather than a panic.
+        if let Some(by_ttl) = inner.ttl.and_then(|ttl| entry.created.checked_add(ttl)) {
             entry.expires = Some(entry.expires.map_or(by_ttl, |e| e.min(by_ttl)));
         }
         inner.map.insert(key, Arc::new(entry));
@@ -767,6 +767,16 @@ mod tests {
         assert!(c.get_current(k).is_none());
         assert_eq!(c.len(), 0, "expired entry removed on lookup");
         assert_eq!(load(&c.stats().expired), 1);
+    }
+
+    #[test]
+    fn huge_ttl_means_no_expiry() {
+        let c = Cache::new(&CacheConfig {
+            ttl: Some(Duration::MAX),
+            ..CacheConfig::default()
+        });
+        assert!(c.insert(key(1, 0, b"q"), entry(&c, &[], 10)));
+        assert!(c.get_current(key(1, 0, b"q")).is_some());
     }
 
     #[test]
