@@ -1,56 +1,34 @@
 //! The result cache: keys, the bounded store, entries stamped with table versions, the fill
 //! guard, stampede protection and the table-version registry.
 //!
-//! API CONTRACT (filled in by the cache work; the session code is written against it):
+//! How the session uses it (signatures in each file; docs/cache-store.md explains choices):
 //!
 //! ```ignore
-//! // versions.rs
-//! /// One table's generation. Interned: every entry holds Arcs, so checking a stamp is an
-//! /// atomic load, and invalidation is one store, whatever the cache holds.
-//! pub struct TableVersion { pub schema: String, pub name: String, version: AtomicU64 }
-//! pub type TableHandle = Arc<TableVersion>;
-//! pub struct Versions;  // DashMap<(schema,name), TableHandle>, a global sequence, an epoch
-//! impl Versions {
-//!     pub fn table(&self, schema: &str, name: &str) -> TableHandle;   // get or create
-//!     /// New version = global sequence + 1, so "unchanged since seq S" is version <= S.
-//!     pub fn bump(&self, t: &TableHandle);
-//!     pub fn bump_schema(&self, schema: &str);      // every known table of the schema
-//!     pub fn bump_all(&self);                       // epoch += 1: every entry invalid
-//!     pub fn seq(&self) -> u64;                     // current global sequence
-//!     pub fn epoch(&self) -> u64;
-//!     pub fn tables(&self) -> Vec<TableHandle>;     // for admin listings
+//! // when session state changes (user, db, SET, caps, charset):
+//! let fp = Fingerprint::new().user(u).db(d).capabilities(c).charset(cs).vars(v).finish();
+//! // every cacheable statement:
+//! let k = key(fp, protocol_tag, stmt_bytes);
+//! // outside a transaction:
+//! if let Some(e) = cache.get_current(k) { e.write_patched(session_status, &mut out); }
+//! // inside a transaction (snap = cache.versions().snapshot() when it began):
+//! if let Some(e) = cache.get_in(k, &snap) { ... }   // and fill with guard.insert_in(e, &snap)
+//! // miss:
+//! match cache.claim(k) {
+//!     Claim::Leader(guard) => { stamps = Stamps::capture(cache.versions(), &tables);
+//!         /* forward, relay + tee */ guard.insert(Entry::new(bytes, status_at, stamps, digest)); }
+//!     Claim::Follower(w) => { w.wait(cfg.stampede_timeout).await; /* get again or forward */ }
 //! }
-//! pub struct Stamps { pub tables: Vec<(TableHandle, u64)>, pub epoch: u64 }
-//! impl Stamps {
-//!     pub fn capture(v: &Versions, tables: &[TableHandle]) -> Stamps;
-//!     pub fn is_current(&self, v: &Versions) -> bool;
-//!     /// every table's current version <= seq (unchanged since a snapshot at seq)
-//!     pub fn unchanged_since(&self, seq: u64) -> bool;
-//! }
-//! // entry.rs
-//! pub struct Entry {
-//!     pub bytes: Bytes,            // whole response as wire frames, seq ids from 1
-//!     pub status_at: usize,        // absolute offset of the final packet's 2 status bytes
-//!     pub stamps: Stamps,
-//!     pub digest: u64, pub created: Instant, pub expires: Option<Instant>,
-//!     pub hits: AtomicU64,
-//! }
-//! // key.rs: xxh3-128
-//! pub type Key = u128;
-//! pub fn key(session_fingerprint: u64, protocol_tag: u8, stmt: &[u8]) -> Key;
-//! // store.rs
-//! pub struct Cache;
-//! impl Cache {
-//!     pub fn new(cfg: &CacheConfig) -> Cache;
-//!     pub fn versions(&self) -> &Versions;
-//!     /// Entry if present, unexpired, and valid under `check` (drops stale ones).
-//!     pub fn get(&self, key: Key) -> Option<Arc<Entry>>;
-//!     /// Leader: this caller fills (guard); Follower: wait (bounded) then get() again.
-//!     pub fn claim(&self, key: Key) -> Claim;   // Claim::Leader(FillGuard) | Claim::Wait(rx)
-//!     pub fn insert(&self, key: Key, entry: Entry) -> bool;  // false: too big / stale
-//!     pub fn clear(&self);
-//!     pub fn stats(&self) -> &CacheStats;   // atomics for Qcache_* and reasons
-//! }
+//! // writes: cache.invalidate_table(&t, InvalidationSource::Write) before forwarding the OK.
 //! ```
 
+pub mod entry;
+pub mod key;
+pub mod stats;
+pub mod store;
 pub mod versions;
+
+pub use entry::Entry;
+pub use key::{key, Fingerprint, Key};
+pub use stats::{CacheStats, InvalidationSource};
+pub use store::{Cache, Claim, EntryInfo, FillGuard, WaitOutcome, Waiter};
+pub use versions::{Snapshot, Stamps, TableHandle, TableVersion, Versions};

@@ -106,6 +106,27 @@ impl Versions {
     pub fn tables(&self) -> Vec<TableHandle> {
         self.tables.iter().map(|e| e.value().clone()).collect()
     }
+
+    /// The point a transaction's reads are judged against; take it when the transaction's
+    /// read view is created (at the latest: before its first read is forwarded).
+    pub fn snapshot(&self) -> Snapshot {
+        // Epoch first, mirroring bump_all (seq then epoch): a racing bump_all yields an epoch
+        // that is already old, so the snapshot is conservatively unusable, never too new.
+        let epoch = self.epoch();
+        Snapshot {
+            seq: self.seq(),
+            epoch,
+        }
+    }
+}
+
+/// What a transaction may rely on: no table changed after `seq` and no bump_all after
+/// `epoch`. An entry that is current and whose tables are all unchanged since `seq` holds
+/// exactly what the transaction's snapshot would read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Snapshot {
+    pub seq: u64,
+    pub epoch: u64,
 }
 
 /// The generations an entry was computed under, read before its query went upstream.
@@ -139,6 +160,19 @@ impl Stamps {
     pub fn unchanged_since(&self, seq: u64) -> bool {
         self.tables.iter().all(|(t, _)| t.version() <= seq)
     }
+
+    /// Valid inside a transaction that began at `snap`: current (so the entry reflects every
+    /// change up to now) and unchanged since the snapshot (so "now" is what the snapshot
+    /// sees). `unchanged_since` alone is not enough: an entry stamped before a write that
+    /// committed before the snapshot has old versions that are still `<= seq`.
+    pub fn valid_in(&self, v: &Versions, snap: &Snapshot) -> bool {
+        snap.epoch == self.epoch
+            && v.epoch() == self.epoch
+            && self.tables.iter().all(|(t, ver)| {
+                let cur = t.version();
+                cur == *ver && cur <= snap.seq
+            })
+    }
 }
 
 #[cfg(test)]
@@ -154,7 +188,7 @@ mod tests {
         assert!(s.is_current(&v));
         v.bump(&b);
         assert!(!s.is_current(&v));
-        let s2 = Stamps::capture(&v, &[a.clone()]);
+        let s2 = Stamps::capture(&v, std::slice::from_ref(&a));
         assert!(s2.is_current(&v));
         v.bump_all();
         assert!(!s2.is_current(&v));
@@ -171,11 +205,37 @@ mod tests {
         let v = Versions::new();
         let a = v.table("db", "a");
         let snap = v.seq();
-        let s = Stamps::capture(&v, &[a.clone()]);
+        let s = Stamps::capture(&v, std::slice::from_ref(&a));
         assert!(s.unchanged_since(snap));
         v.bump(&a);
         assert!(!s.unchanged_since(snap));
         assert!(s.unchanged_since(v.seq()));
+    }
+
+    #[test]
+    fn valid_in_snapshot() {
+        let v = Versions::new();
+        let a = v.table("db", "a");
+        let b = v.table("db", "b");
+        // Entry stamped, then a write commits, then the transaction starts: the entry is
+        // older than the snapshot and must not be served inside it.
+        let old = Stamps::capture(&v, std::slice::from_ref(&a));
+        v.bump(&a);
+        let snap = v.snapshot();
+        assert!(old.unchanged_since(snap.seq), "the trap valid_in avoids");
+        assert!(!old.valid_in(&v, &snap));
+        // Stamped after the write: valid until a table changes after the snapshot.
+        let fresh = Stamps::capture(&v, &[a.clone(), b.clone()]);
+        assert!(fresh.valid_in(&v, &snap));
+        v.bump(&b);
+        assert!(!fresh.valid_in(&v, &snap));
+        // bump_all after the snapshot: nothing is valid in it.
+        let snap = v.snapshot();
+        let s = Stamps::capture(&v, std::slice::from_ref(&a));
+        assert!(s.valid_in(&v, &snap));
+        v.bump_all();
+        let s2 = Stamps::capture(&v, std::slice::from_ref(&a));
+        assert!(!s2.valid_in(&v, &snap));
     }
 
     #[test]

@@ -1,0 +1,235 @@
+//! A cached result: the response's wire bytes, where its status flags sit, the table versions
+//! it was computed under, and how to write it for a session (status flags patched).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+use bytes::{BufMut, Bytes, BytesMut};
+
+use super::versions::{Stamps, TableHandle};
+use crate::protocol::packets::status::PER_SESSION;
+
+/// Longest SQL preview kept for admin listings; longer statements are cut at a char boundary.
+pub const SQL_PREVIEW_BYTES: usize = 200;
+
+/// Bookkeeping per entry outside `Entry` itself: the quick_cache slab slot (key, `Arc`, clock
+/// state, links), its hash-table slot and ghost share, the `Arc` header, and the shared header
+/// `Bytes` allocates when it is cloned. Measured from the layouts, rounded up.
+const OVERHEAD_BYTES: u64 = 128;
+
+#[derive(Debug)]
+pub struct Entry {
+    /// The whole response as wire frames (4-byte headers), sequence ids from 1, so a hit
+    /// is one write with no re-framing. Should be a right-sized buffer: a slice of a larger
+    /// allocation keeps all of it alive while `weight()` counts only the slice.
+    pub bytes: Bytes,
+    /// Absolute offset in `bytes` of the final packet's two status-flag bytes, the only bytes
+    /// that differ between sessions (in-transaction, autocommit, ...).
+    pub status_at: usize,
+    /// Table generations read before the query went upstream; the entry is valid only while
+    /// they are unchanged.
+    pub stamps: Stamps,
+    /// The statement's digest (literals replaced), to group entries by query shape in listings.
+    pub digest: u64,
+    /// Statement preview for admin listings (at most `SQL_PREVIEW_BYTES`).
+    pub sql: Option<Box<str>>,
+    pub created: Instant,
+    /// Set by the store from the configured TTL; an expired entry is dropped on lookup.
+    pub expires: Option<Instant>,
+    /// Times served, for admin listings. Relaxed: a statistic, not a synchroniser.
+    pub hits: AtomicU64,
+}
+
+impl Entry {
+    /// An entry created now, with no SQL preview and no expiry (the store applies the TTL).
+    pub fn new(bytes: Bytes, status_at: usize, stamps: Stamps, digest: u64) -> Entry {
+        Entry {
+            bytes,
+            status_at,
+            stamps,
+            digest,
+            sql: None,
+            created: Instant::now(),
+            expires: None,
+            hits: AtomicU64::new(0),
+        }
+    }
+
+    /// Keeps the first `SQL_PREVIEW_BYTES` of `sql` (cut at a char boundary) for listings.
+    pub fn with_sql(mut self, sql: &str) -> Entry {
+        let mut end = sql.len().min(SQL_PREVIEW_BYTES);
+        while !sql.is_char_boundary(end) {
+            end -= 1;
+        }
+        self.sql = Some(sql[..end].into());
+        self
+    }
+
+    /// True when `status_at` points at two bytes inside `bytes`. The store refuses entries
+    /// where it does not, so that writing a hit can never index out of range.
+    pub fn is_well_formed(&self) -> bool {
+        self.status_at
+            .checked_add(2)
+            .is_some_and(|end| end <= self.bytes.len())
+    }
+
+    pub fn tables(&self) -> impl Iterator<Item = &TableHandle> {
+        self.stamps.tables.iter().map(|(t, _)| t)
+    }
+
+    pub fn is_expired(&self, now: Instant) -> bool {
+        self.expires.is_some_and(|e| now >= e)
+    }
+
+    /// What the entry costs the cache: its bytes plus a realistic estimate of bookkeeping, so
+    /// that `max_bytes` bounds memory even when results are tiny.
+    pub fn weight(&self) -> u64 {
+        let stamps = self.stamps.tables.len() * std::mem::size_of::<(TableHandle, u64)>();
+        let sql = self.sql.as_ref().map_or(0, |s| s.len());
+        (self.bytes.len() + std::mem::size_of::<Entry>() + stamps + sql) as u64 + OVERHEAD_BYTES
+    }
+
+    /// The stored status flags with the per-session bits taken from the session.
+    fn patched_status(&self, session_status: u16) -> Option<[u8; 2]> {
+        let at = self.status_at;
+        let stored = self.bytes.get(at..at.checked_add(2)?)?;
+        let stored = u16::from_le_bytes([stored[0], stored[1]]);
+        Some(((stored & !PER_SESSION) | (session_status & PER_SESSION)).to_le_bytes())
+    }
+
+    /// Appends the response to `out` with the final status flags' per-session bits replaced by
+    /// `session_status`'s. A malformed entry (never stored by the store) is written unpatched
+    /// rather than panicking.
+    pub fn write_patched(&self, session_status: u16, out: &mut BytesMut) {
+        match self.patched_status(session_status) {
+            Some(flags) => {
+                out.reserve(self.bytes.len());
+                out.extend_from_slice(&self.bytes[..self.status_at]);
+                out.put_slice(&flags);
+                out.extend_from_slice(&self.bytes[self.status_at + 2..]);
+            }
+            None => out.extend_from_slice(&self.bytes),
+        }
+    }
+
+    /// The response as three parts for a vectored write of a large entry without copying it:
+    /// everything before the status flags, the patched flags, everything after. The `Bytes`
+    /// are reference-counted views of the stored buffer. `None` only for a malformed entry,
+    /// which the store never holds.
+    pub fn patched_parts(&self, session_status: u16) -> Option<(Bytes, [u8; 2], Bytes)> {
+        let flags = self.patched_status(session_status)?;
+        Some((
+            self.bytes.slice(..self.status_at),
+            flags,
+            self.bytes.slice(self.status_at + 2..),
+        ))
+    }
+
+    pub(crate) fn record_hit(&self) {
+        self.hits.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::cache::versions::Versions;
+    use crate::protocol::packets::status;
+
+    /// A text result set for `SELECT 1` ending in an EOF packet with `flags`, and the offset of
+    /// those flags. Not byte-exact MySQL, but framed the same way.
+    pub(crate) fn response(flags: u16, filler: usize) -> (Bytes, usize) {
+        let mut b = BytesMut::new();
+        // column count
+        b.put_slice(&[1, 0, 0, 1, 1]);
+        // a row of `filler` bytes
+        let row = vec![b'x'; filler];
+        b.put_uint_le(row.len() as u64 + 1, 3);
+        b.put_u8(2);
+        b.put_u8(row.len().min(250) as u8);
+        b.put_slice(&row);
+        // EOF: 0xfe, warnings(2), status(2)
+        b.put_slice(&[5, 0, 0, 3, 0xfe, 0, 0]);
+        let at = b.len();
+        b.put_u16_le(flags);
+        (b.freeze(), at)
+    }
+
+    fn entry(flags: u16) -> Entry {
+        let v = Versions::new();
+        let (bytes, at) = response(flags, 10);
+        Entry::new(bytes, at, Stamps::capture(&v, &[]), 7)
+    }
+
+    #[test]
+    fn patches_only_per_session_bits() {
+        // Stored under a transaction with autocommit off and a cursor-unrelated bit set.
+        let stored = status::IN_TRANS | status::NO_INDEX_USED | status::SESSION_STATE_CHANGED;
+        let e = entry(stored);
+        let session = status::AUTOCOMMIT | status::NO_BACKSLASH_ESCAPES | status::MORE_RESULTS;
+        let mut out = BytesMut::new();
+        e.write_patched(session, &mut out);
+        assert_eq!(out.len(), e.bytes.len());
+        let got = u16::from_le_bytes([out[e.status_at], out[e.status_at + 1]]);
+        assert_eq!(
+            got,
+            status::AUTOCOMMIT
+                | status::NO_BACKSLASH_ESCAPES
+                | status::NO_INDEX_USED
+                | status::SESSION_STATE_CHANGED
+        );
+        // Everything else is byte-identical.
+        assert_eq!(out[..e.status_at], e.bytes[..e.status_at]);
+        assert_eq!(out[e.status_at + 2..], e.bytes[e.status_at + 2..]);
+
+        let Some((pre, mid, post)) = e.patched_parts(session) else {
+            panic!("well-formed entry has parts");
+        };
+        let mut joined = BytesMut::new();
+        joined.put_slice(&pre);
+        joined.put_slice(&mid);
+        joined.put_slice(&post);
+        assert_eq!(joined, out);
+    }
+
+    #[test]
+    fn write_appends_to_existing_output() {
+        let e = entry(status::AUTOCOMMIT);
+        let mut out = BytesMut::from(&b"abc"[..]);
+        e.write_patched(status::AUTOCOMMIT, &mut out);
+        assert_eq!(&out[..3], b"abc");
+        assert_eq!(&out[3..], &e.bytes[..]);
+    }
+
+    #[test]
+    fn malformed_status_offset_does_not_panic() {
+        let mut e = entry(0);
+        e.status_at = e.bytes.len() - 1;
+        assert!(!e.is_well_formed());
+        let mut out = BytesMut::new();
+        e.write_patched(status::IN_TRANS, &mut out);
+        assert_eq!(&out[..], &e.bytes[..]);
+        assert!(e.patched_parts(0).is_none());
+        e.status_at = usize::MAX;
+        assert!(!e.is_well_formed());
+        e.write_patched(0, &mut out);
+    }
+
+    #[test]
+    fn sql_preview_cut_at_char_boundary() {
+        let long = "é".repeat(150); // 300 bytes
+        let e = entry(0).with_sql(&long);
+        let s = e.sql.as_deref().unwrap_or_default();
+        assert!(s.len() <= SQL_PREVIEW_BYTES);
+        assert_eq!(s.len(), SQL_PREVIEW_BYTES);
+        let e = entry(0).with_sql("SELECT 1");
+        assert_eq!(e.sql.as_deref(), Some("SELECT 1"));
+    }
+
+    #[test]
+    fn weight_counts_bytes_and_overhead() {
+        let e = entry(0);
+        assert!(e.weight() > e.bytes.len() as u64 + OVERHEAD_BYTES);
+        assert!(e.weight() < e.bytes.len() as u64 + 1024);
+    }
+}

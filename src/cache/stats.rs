@@ -1,0 +1,254 @@
+//! Cache counters, and the `SHOW STATUS LIKE 'Qcache%'` rows built from them.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+use super::store::Cache;
+
+/// Why a set of entries was invalidated, so operators can see which source dominates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum InvalidationSource {
+    /// A write through qcache, acknowledged by the server.
+    Write,
+    /// The end of a transaction that wrote tables.
+    TxnEnd,
+    /// A commit seen in the binlog (writes that bypassed qcache), or a broken stream.
+    Binlog,
+    /// Widening through the schema catalog: views, triggers, cascading foreign keys.
+    Catalog,
+    /// `RESET QUERY CACHE` / `FLUSH TABLES` and other explicit flushes.
+    Flush,
+    /// A write qcache could not analyse precisely, invalidated by schema or wholesale.
+    Conservative,
+}
+
+impl InvalidationSource {
+    pub const ALL: [InvalidationSource; 6] = [
+        InvalidationSource::Write,
+        InvalidationSource::TxnEnd,
+        InvalidationSource::Binlog,
+        InvalidationSource::Catalog,
+        InvalidationSource::Flush,
+        InvalidationSource::Conservative,
+    ];
+
+    /// The status variable counting this source.
+    pub fn status_name(self) -> &'static str {
+        match self {
+            InvalidationSource::Write => "Qcache_invalidations_write",
+            InvalidationSource::TxnEnd => "Qcache_invalidations_txn_end",
+            InvalidationSource::Binlog => "Qcache_invalidations_binlog",
+            InvalidationSource::Catalog => "Qcache_invalidations_catalog",
+            InvalidationSource::Flush => "Qcache_invalidations_flush",
+            InvalidationSource::Conservative => "Qcache_invalidations_conservative",
+        }
+    }
+
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// Stripes of the hit counter; more than the cores qcache is likely to run on is pointless.
+const STRIPES: usize = 16;
+
+/// One stripe per cache line (128 bytes covers adjacent-line prefetch), so threads counting
+/// hits do not bounce one line between cores.
+#[derive(Debug, Default)]
+#[repr(align(128))]
+struct Stripe(AtomicU64);
+
+/// A counter incremented on every hit from every worker thread. A single atomic would be the
+/// one contended write on the hit path; each thread adds to its own stripe and readers sum.
+#[derive(Debug, Default)]
+pub struct StripedCounter {
+    stripes: [Stripe; STRIPES],
+}
+
+impl StripedCounter {
+    #[inline]
+    pub fn incr(&self) {
+        thread_local! {
+            static STRIPE: usize = {
+                static NEXT: AtomicU64 = AtomicU64::new(0);
+                NEXT.fetch_add(1, Ordering::Relaxed) as usize % STRIPES
+            };
+        }
+        let i = STRIPE.with(|s| *s);
+        self.stripes[i].0.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn get(&self) -> u64 {
+        self.stripes
+            .iter()
+            .map(|s| s.0.load(Ordering::Relaxed))
+            .sum()
+    }
+}
+
+/// Counters. Relaxed atomics: they are statistics read by admin queries, never used to order
+/// other memory operations.
+#[derive(Debug, Default)]
+pub struct CacheStats {
+    /// Results served from the cache (MySQL's Qcache_hits).
+    pub hits: StripedCounter,
+    /// Results stored (MySQL's Qcache_inserts).
+    pub inserts: AtomicU64,
+    /// Statements not served from and not stored in the cache, every reason together (MySQL's
+    /// Qcache_not_cached).
+    pub not_cached: AtomicU64,
+    /// Entries evicted to make room (MySQL's Qcache_lowmem_prunes).
+    pub lowmem_prunes: AtomicU64,
+    /// One count per invalidation event (a table bump, a schema, a flush), by source.
+    invalidations: [AtomicU64; 6],
+    /// Followers that waited for another session's fill of the same key.
+    pub stampede_waits: AtomicU64,
+    /// Entries found with outdated table versions and dropped on lookup.
+    pub stale_dropped: AtomicU64,
+    /// Entries found past their TTL and dropped on lookup.
+    pub expired: AtomicU64,
+    /// Results refused because they exceed `max_result_bytes` (or a cache shard).
+    pub too_large: AtomicU64,
+    /// Not-cached counts by reason. A mutex is fine: this is off the hit path, and reasons are
+    /// a small fixed set of static strings.
+    reasons: Mutex<HashMap<&'static str, u64>>,
+}
+
+/// Reasons the store itself gives to `not_cached`.
+pub mod reason {
+    pub const TOO_LARGE: &str = "too_large";
+    /// A table changed while the result was being computed (the fill race).
+    pub const STALE_FILL: &str = "stale_fill";
+    /// The status-flag offset does not point into the bytes (a session bug, never served).
+    pub const MALFORMED: &str = "malformed";
+}
+
+impl CacheStats {
+    pub fn new() -> CacheStats {
+        CacheStats::default()
+    }
+
+    /// Counts one statement that was not cached, and why (a short static name such as
+    /// `"non_deterministic"`, `"in_txn_written_table"`, `"warnings"`).
+    pub fn not_cached(&self, reason: &'static str) {
+        self.not_cached.fetch_add(1, Ordering::Relaxed);
+        if let Ok(mut m) = self.reasons.lock() {
+            *m.entry(reason).or_insert(0) += 1;
+        }
+    }
+
+    /// Counts one invalidation event. The store's `invalidate_*` helpers call this; callers
+    /// that bump `Versions` directly should call it themselves.
+    pub fn invalidation(&self, source: InvalidationSource) {
+        self.invalidations[source.index()].fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn invalidations(&self, source: InvalidationSource) -> u64 {
+        self.invalidations[source.index()].load(Ordering::Relaxed)
+    }
+
+    pub fn invalidations_total(&self) -> u64 {
+        self.invalidations
+            .iter()
+            .map(|c| c.load(Ordering::Relaxed))
+            .sum()
+    }
+
+    /// Not-cached counts by reason, sorted by name for stable output.
+    pub fn not_cached_reasons(&self) -> Vec<(&'static str, u64)> {
+        let mut v: Vec<(&'static str, u64)> = match self.reasons.lock() {
+            Ok(m) => m.iter().map(|(k, v)| (*k, *v)).collect(),
+            Err(_) => Vec::new(),
+        };
+        v.sort_unstable();
+        v
+    }
+
+    pub(crate) fn incr(c: &AtomicU64) {
+        c.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The rows of `SHOW STATUS LIKE 'Qcache%'`, MySQL's eight first, then qcache's own, in a
+    /// fixed order.
+    ///
+    /// Qcache_total_blocks is reported as entries × 2 because MySQL's cache used one block
+    /// for the query and at least one for its result, and monitoring that derives a
+    /// fragmentation ratio from it expects that shape. Qcache_free_blocks is 1 when there is
+    /// free room and 0 when full: qcache has no fragmentation to report.
+    pub fn status_rows(&self, cache: &Cache) -> Vec<(&'static str, u64)> {
+        let load = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        let entries = cache.len() as u64;
+        let free = cache.max_bytes().saturating_sub(cache.weight());
+        let mut rows = vec![
+            ("Qcache_free_blocks", u64::from(free > 0)),
+            ("Qcache_free_memory", free),
+            ("Qcache_hits", self.hits.get()),
+            ("Qcache_inserts", load(&self.inserts)),
+            ("Qcache_lowmem_prunes", load(&self.lowmem_prunes)),
+            ("Qcache_not_cached", load(&self.not_cached)),
+            ("Qcache_queries_in_cache", entries),
+            ("Qcache_total_blocks", entries * 2),
+            ("Qcache_invalidations", self.invalidations_total()),
+        ];
+        for s in InvalidationSource::ALL {
+            rows.push((s.status_name(), self.invalidations(s)));
+        }
+        rows.extend([
+            ("Qcache_stale_dropped", load(&self.stale_dropped)),
+            ("Qcache_expired", load(&self.expired)),
+            ("Qcache_stampede_waits", load(&self.stampede_waits)),
+            ("Qcache_too_large", load(&self.too_large)),
+        ]);
+        rows
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reasons_are_counted_and_sorted() {
+        let s = CacheStats::new();
+        s.not_cached("warnings");
+        s.not_cached("non_deterministic");
+        s.not_cached("warnings");
+        assert_eq!(s.not_cached.load(Ordering::Relaxed), 3);
+        assert_eq!(
+            s.not_cached_reasons(),
+            vec![("non_deterministic", 1), ("warnings", 2)]
+        );
+    }
+
+    #[test]
+    fn striped_counter_sums_across_threads() {
+        let c = std::sync::Arc::new(StripedCounter::default());
+        let threads: Vec<_> = (0..4)
+            .map(|_| {
+                let c = c.clone();
+                std::thread::spawn(move || (0..1000).for_each(|_| c.incr()))
+            })
+            .collect();
+        for t in threads {
+            t.join().expect("counter thread");
+        }
+        assert_eq!(c.get(), 4000);
+    }
+
+    #[test]
+    fn invalidations_by_source() {
+        let s = CacheStats::new();
+        s.invalidation(InvalidationSource::Write);
+        s.invalidation(InvalidationSource::Write);
+        s.invalidation(InvalidationSource::Binlog);
+        assert_eq!(s.invalidations(InvalidationSource::Write), 2);
+        assert_eq!(s.invalidations(InvalidationSource::Binlog), 1);
+        assert_eq!(s.invalidations(InvalidationSource::Flush), 0);
+        assert_eq!(s.invalidations_total(), 3);
+        // Every source has a distinct, indexable slot.
+        for (i, src) in InvalidationSource::ALL.iter().enumerate() {
+            assert_eq!(src.index(), i);
+        }
+    }
+}
