@@ -12,9 +12,12 @@ use tokio::sync::{watch, Semaphore};
 use tokio::task::JoinSet;
 use tracing::{info, warn};
 
-use crate::cache::versions::Versions;
+use crate::analysis::{self, Analysis, Analyzer, WriteTargets};
+use crate::cache::{Cache, InvalidationSource};
 use crate::cli::Cli;
-use crate::config::{Config, Conservative};
+use crate::config::{BinlogMode, Config, Conservative};
+use crate::invalidation::binlog::{self, BinlogHandle, WriteAnalyser};
+use crate::invalidation::catalog::Catalog;
 use crate::protocol::codec;
 use crate::protocol::packets;
 use crate::session::state::{Pending, Txn};
@@ -22,19 +25,61 @@ use crate::session::state::{Pending, Txn};
 /// State shared by every session.
 pub struct Shared {
     config: ArcSwap<Config>,
-    pub versions: Arc<Versions>,
+    /// Results, table versions and the counters behind Qcache_*.
+    pub cache: Cache,
+    /// Statement analyses memoised by digest.
+    pub analyzer: Analyzer,
+    /// Views, triggers and cascading foreign keys of the upstream's schemas.
+    pub catalog: Arc<Catalog>,
+    /// The binlog tail, when it runs.
+    pub binlog: Option<Arc<BinlogHandle>>,
     /// Client connections open now.
     pub connections: AtomicU64,
     next_session: AtomicU64,
 }
 
 impl Shared {
+    /// Builds the shared state; the binlog tail and the first catalog load start in the
+    /// background of the current runtime.
     pub fn new(config: Config) -> Shared {
+        let cache = Cache::new(&config.cache);
+        let analyzer = Analyzer::new(config.cache.analysis_memo_entries);
+        let upstream = config.server.upstream.clone();
+        let catalog = Catalog::new(upstream.clone(), &config.invalidation);
+        let c2 = catalog.clone();
+        tokio::spawn(async move {
+            if let Err(e) = c2.refresh().await {
+                warn!(error = %e, "schema catalog not loaded yet; reads stay uncached until it is");
+            }
+        });
+        let binlog = (config.invalidation.binlog != BinlogMode::Off).then(|| {
+            binlog::spawn(
+                upstream,
+                config.invalidation.clone(),
+                cache.versions_arc(),
+                catalog.clone(),
+                binlog_analyser(catalog.clone()),
+            )
+        });
         Shared {
             config: ArcSwap::from_pointee(config),
-            versions: Arc::new(Versions::new()),
+            cache,
+            analyzer,
+            catalog,
+            binlog,
             connections: AtomicU64::new(0),
             next_session: AtomicU64::new(1),
+        }
+    }
+
+    /// While the binlog stream has been down longer than `max_lag`, writes that bypass
+    /// qcache may be missed: no hits until it is back.
+    pub fn hits_suspended(&self) -> bool {
+        match &self.binlog {
+            Some(b) => b
+                .disconnected_for()
+                .is_some_and(|d| d > self.config.load().invalidation.max_lag),
+            None => false,
         }
     }
 
@@ -47,15 +92,16 @@ impl Shared {
     }
 
     /// Bumps what a statement wrote.
-    pub fn apply_writes(&self, p: &Pending, db: Option<&str>) {
+    pub fn apply_writes(&self, p: &Pending) {
+        let source = InvalidationSource::Write;
         for t in &p.tables {
-            self.versions.bump(t);
+            self.cache.invalidate_table(t, source);
         }
         for s in &p.schemas {
-            self.versions.bump_schema(s);
+            self.cache.invalidate_schema(s, source);
         }
         if p.all {
-            self.conservative(Conservative::All, db);
+            self.cache.invalidate_all(InvalidationSource::Conservative);
         }
     }
 
@@ -63,27 +109,68 @@ impl Shared {
     pub fn conservative(&self, scope: Conservative, db: Option<&str>) {
         match (scope, db) {
             (Conservative::Schema, Some(db)) => {
-                self.versions.bump_schema(&db.to_lowercase());
+                self.cache
+                    .invalidate_schema(&db.to_lowercase(), InvalidationSource::Conservative);
             }
-            _ => self.versions.bump_all(),
+            _ => self.cache.invalidate_all(InvalidationSource::Conservative),
         }
     }
 
     /// A transaction ended: what it wrote changes for everyone now.
     pub fn invalidate_written(&self, txn: &Txn) {
+        let source = InvalidationSource::TxnEnd;
         for t in &txn.written {
-            self.versions.bump(t);
+            self.cache.invalidate_table(t, source);
         }
         for s in &txn.written_schemas {
-            self.versions.bump_schema(s);
+            self.cache.invalidate_schema(s, source);
         }
         if txn.written_unknown {
-            self.versions.bump_all();
+            self.cache.invalidate_all(source);
         }
     }
 
-    /// Reloads the schema catalog after DDL.
-    pub async fn refresh_catalog(&self) {}
+    /// Reloads the schema catalog after DDL, before the DDL's OK reaches the client, so that
+    /// a view created a moment ago is known to the next read.
+    pub async fn refresh_catalog(&self) {
+        if let Err(e) = self.catalog.refresh().await {
+            warn!(error = %e, "schema catalog reload failed");
+            // Without a current catalog, widening may miss views and triggers.
+            self.cache.invalidate_all(InvalidationSource::Catalog);
+        }
+    }
+}
+
+/// What the binlog tail uses for statement events: the same analysis as proxied writes.
+fn binlog_analyser(catalog: Arc<Catalog>) -> WriteAnalyser {
+    Arc::new(move |sql: &str, default_schema: &str| {
+        let qualify = |schema: &Option<String>, name: &str| {
+            let s = schema
+                .clone()
+                .unwrap_or_else(|| default_schema.to_lowercase());
+            (s, name.to_lowercase())
+        };
+        match analysis::analyze(sql) {
+            Analysis::Write(w) => match w.targets {
+                WriteTargets::Tables(list) => {
+                    Some(list.iter().map(|t| qualify(&t.schema, &t.name)).collect())
+                }
+                WriteTargets::Schema(s) => {
+                    let s = s.to_lowercase();
+                    Some(
+                        catalog
+                            .schema_tables(&s)
+                            .into_iter()
+                            .map(|n| (s.clone(), n))
+                            .collect(),
+                    )
+                }
+                WriteTargets::Unknown => None,
+            },
+            Analysis::Read(r) if r.may_write => None,
+            _ => Some(Vec::new()),
+        }
+    })
 }
 
 /// Lets sessions learn that a graceful shutdown started.

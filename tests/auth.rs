@@ -92,7 +92,9 @@ async fn serve(tcp: TcpStream, script: Script, log: Log) {
         "caching_sha2_password"
     };
     peer.send(0, &greeting(plugin)).await;
-    let Some(resp) = peer.read().await else { return };
+    let Some(resp) = peer.read().await else {
+        return;
+    };
     log.lock().unwrap().push(resp.clone());
     let mut seq = resp.seq.wrapping_add(1);
     match script {
@@ -163,7 +165,11 @@ async fn raw_client(proxy: &str, script: Script) -> Vec<Packet> {
     };
     let g = peer.read().await.unwrap();
     let parsed = qcache::protocol::handshake::parse_greeting(&g.payload).unwrap();
-    assert_eq!(parsed.capabilities & cap::SSL, 0, "qcache must not offer TLS it cannot do");
+    assert_eq!(
+        parsed.capabilities & cap::SSL,
+        0,
+        "qcache must not offer TLS it cannot do"
+    );
     let caps = rawclient::client_caps(true) & parsed.capabilities;
     let mut r = BytesMut::new();
     r.extend_from_slice(&caps.to_le_bytes());
@@ -222,7 +228,10 @@ async fn caching_sha2_fast_full_and_switch_are_relayed_byte_for_byte() {
         // the handshake response loses nothing but capability bits qcache cleared
         assert_eq!(got.len(), sent.len(), "{script:?}");
         for (a, b) in sent.iter().zip(&got) {
-            assert_eq!(a, b, "{script:?}: the server received other bytes than the client sent");
+            assert_eq!(
+                a, b,
+                "{script:?}: the server received other bytes than the client sent"
+            );
         }
         proxy.shutdown().await;
     }

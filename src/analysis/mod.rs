@@ -38,7 +38,7 @@ mod set;
 pub use digest::digest;
 pub use memo::Analyzer;
 pub use parse::analyze;
-pub use scan::{scan, strip_hints, Hint, Kind, Scan};
+pub use scan::{scan, split_statements, strip_hints, Hint, Kind, Scan};
 pub use set::{analyze_set, use_schema, QcAssign, SetInfo};
 
 /// A table, lower-cased. `schema` is None when the statement did not qualify the name: the

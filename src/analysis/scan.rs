@@ -261,6 +261,27 @@ fn scan_select_options(sql: &[u8], lx: &mut Lexer, out: &mut Scan) {
 /// True when a `;` outside strings, comments and quoted identifiers is followed by more SQL.
 /// qcache cannot see sql_mode here, so a statement with a backslash counts as several if
 /// either reading of `\'` (escape, or NO_BACKSLASH_ESCAPES) makes it several.
+/// The statements of a multi-statement query, cut at top-level `;` (outside strings,
+/// comments and quoted identifiers). Empty pieces are dropped. Under a backslash the cut
+/// follows the default sql_mode; the session treats a multi-statement conservatively anyway.
+pub fn split_statements(sql: &[u8]) -> Vec<&[u8]> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    for t in Lexer::new(sql) {
+        if t.is_punct(b';') {
+            if let Some(piece) = sql.get(start..t.start) {
+                out.push(piece);
+            }
+            start = t.end;
+        }
+    }
+    if let Some(piece) = sql.get(start..) {
+        out.push(piece);
+    }
+    out.retain(|p| scan(p).kind != Kind::Empty);
+    out
+}
+
 pub(crate) fn is_multi(sql: &[u8]) -> bool {
     multi_with(Lexer::new(sql))
         || (sql.contains(&b'\\') && multi_with(Lexer::without_backslash_escapes(sql)))
@@ -471,6 +492,14 @@ mod tests {
             strip_hints(b"SELECT c FROM t", &s),
             Cow::Borrowed(_)
         ));
+    }
+
+    #[test]
+    fn split_keeps_semicolons_in_strings() {
+        let parts = split_statements(b"SELECT ';' FROM t; UPDATE t SET a = 1 -- x;\n;  ");
+        assert_eq!(parts.len(), 2);
+        assert_eq!(scan(parts[0]).kind, Kind::Select);
+        assert_eq!(scan(parts[1]).kind, Kind::Write);
     }
 
     #[test]

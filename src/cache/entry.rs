@@ -26,6 +26,9 @@ pub struct Entry {
     /// Absolute offset in `bytes` of the final packet's two status-flag bytes, the only bytes
     /// that differ between sessions (in-transaction, autocommit, ...).
     pub status_at: usize,
+    /// Offset of the status flags of the EOF that ends the column definitions (classic EOF
+    /// protocol only): they describe the session too, so they are patched alike.
+    pub meta_status_at: Option<usize>,
     /// Table generations read before the query went upstream; the entry is valid only while
     /// they are unchanged.
     pub stamps: Stamps,
@@ -46,6 +49,7 @@ impl Entry {
         Entry {
             bytes,
             status_at,
+            meta_status_at: None,
             stamps,
             digest,
             sql: None,
@@ -68,9 +72,17 @@ impl Entry {
     /// True when `status_at` points at two bytes inside `bytes`. The store refuses entries
     /// where it does not, so that writing a hit can never index out of range.
     pub fn is_well_formed(&self) -> bool {
-        self.status_at
-            .checked_add(2)
-            .is_some_and(|end| end <= self.bytes.len())
+        let fits = |at: usize| at.checked_add(2).is_some_and(|end| end <= self.bytes.len());
+        fits(self.status_at)
+            && self
+                .meta_status_at
+                .is_none_or(|m| fits(m) && m < self.status_at)
+    }
+
+    /// Also patch the column-definitions EOF at `at` (see `meta_status_at`).
+    pub fn with_meta_status_at(mut self, at: Option<usize>) -> Entry {
+        self.meta_status_at = at;
+        self
     }
 
     pub fn tables(&self) -> impl Iterator<Item = &TableHandle> {
@@ -91,7 +103,10 @@ impl Entry {
 
     /// The stored status flags with the per-session bits taken from the session.
     fn patched_status(&self, session_status: u16) -> Option<[u8; 2]> {
-        let at = self.status_at;
+        self.patched_at(self.status_at, session_status)
+    }
+
+    fn patched_at(&self, at: usize, session_status: u16) -> Option<[u8; 2]> {
         let stored = self.bytes.get(at..at.checked_add(2)?)?;
         let stored = u16::from_le_bytes([stored[0], stored[1]]);
         Some(((stored & !PER_SESSION) | (session_status & PER_SESSION)).to_le_bytes())
@@ -101,10 +116,19 @@ impl Entry {
     /// `session_status`'s. A malformed entry (never stored by the store) is written unpatched
     /// rather than panicking.
     pub fn write_patched(&self, session_status: u16, out: &mut BytesMut) {
+        let meta = self
+            .meta_status_at
+            .and_then(|m| Some((m, self.patched_at(m, session_status)?)));
         match self.patched_status(session_status) {
             Some(flags) => {
                 out.reserve(self.bytes.len());
-                out.extend_from_slice(&self.bytes[..self.status_at]);
+                let mut from = 0;
+                if let Some((m, mflags)) = meta {
+                    out.extend_from_slice(&self.bytes[..m]);
+                    out.put_slice(&mflags);
+                    from = m + 2;
+                }
+                out.extend_from_slice(&self.bytes[from..self.status_at]);
                 out.put_slice(&flags);
                 out.extend_from_slice(&self.bytes[self.status_at + 2..]);
             }
@@ -117,6 +141,9 @@ impl Entry {
     /// are reference-counted views of the stored buffer. `None` only for a malformed entry,
     /// which the store never holds.
     pub fn patched_parts(&self, session_status: u16) -> Option<(Bytes, [u8; 2], Bytes)> {
+        if self.meta_status_at.is_some() {
+            return None;
+        }
         let flags = self.patched_status(session_status)?;
         Some((
             self.bytes.slice(..self.status_at),

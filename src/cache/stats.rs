@@ -131,6 +131,16 @@ impl CacheStats {
 
     /// Counts one statement that was not cached, and why (a short static name such as
     /// `"non_deterministic"`, `"in_txn_written_table"`, `"warnings"`).
+    /// Qcache_hits so far.
+    pub fn hits(&self) -> u64 {
+        self.hits.get()
+    }
+
+    /// Qcache_inserts so far.
+    pub fn inserts(&self) -> u64 {
+        self.inserts.load(Ordering::Relaxed)
+    }
+
     pub fn not_cached(&self, reason: &'static str) {
         self.not_cached.fetch_add(1, Ordering::Relaxed);
         if let Ok(mut m) = self.reasons.lock() {

@@ -40,7 +40,7 @@ pub struct Cache {
 
 struct Inner {
     map: Map,
-    versions: Versions,
+    versions: Arc<Versions>,
     stats: Arc<CacheStats>,
     /// Keys being filled right now, with the channel their followers wait on. The id tells a
     /// guard's own marker from a successor's, so a late drop never removes someone else's.
@@ -313,7 +313,7 @@ impl Cache {
         Cache {
             inner: Arc::new(Inner {
                 map,
-                versions: Versions::new(),
+                versions: Arc::new(Versions::new()),
                 stats,
                 fills: DashMap::new(),
                 next_fill: AtomicU64::new(0),
@@ -327,6 +327,11 @@ impl Cache {
 
     pub fn versions(&self) -> &Versions {
         &self.inner.versions
+    }
+
+    /// The registry shared with the binlog tail, which bumps tables from another task.
+    pub fn versions_arc(&self) -> Arc<Versions> {
+        self.inner.versions.clone()
     }
 
     pub fn stats(&self) -> &CacheStats {

@@ -50,7 +50,6 @@ impl SessionError {
 }
 
 pub struct Session {
-    pub(crate) id: u64,
     pub(crate) shared: Arc<Shared>,
     pub(crate) client: PacketConn,
     pub(crate) upstream: PacketConn,
@@ -62,7 +61,7 @@ pub async fn serve(id: u64, tcp: TcpStream, shared: Arc<Shared>, shutdown: Shutd
     let peer = tcp.peer_addr().map(|a| a.to_string()).unwrap_or_default();
     let span = tracing::info_span!("session", id, client = %peer, user = tracing::field::Empty);
     async move {
-        match start(id, tcp, shared.clone()).await {
+        match start(tcp, shared.clone()).await {
             Ok(mut s) => {
                 tracing::Span::current().record("user", s.st.user.as_str());
                 info!(db = s.st.db.as_deref().unwrap_or(""), "session started");
@@ -82,7 +81,7 @@ pub async fn serve(id: u64, tcp: TcpStream, shared: Arc<Shared>, shutdown: Shutd
     .await
 }
 
-async fn start(id: u64, tcp: TcpStream, shared: Arc<Shared>) -> Result<Session, SessionError> {
+async fn start(tcp: TcpStream, shared: Arc<Shared>) -> Result<Session, SessionError> {
     let cfg = shared.config();
     let mut client = PacketConn::new(tcp, cfg.server.pre_auth_max_packet);
     client.write_timeout = Some(cfg.server.client_write_timeout);
@@ -101,7 +100,6 @@ async fn start(id: u64, tcp: TcpStream, shared: Arc<Shared>) -> Result<Session, 
     client.max_payload = 1 << 30;
     let st = SessionState::new(&shared, &negotiated);
     Ok(Session {
-        id,
         shared,
         client,
         upstream,
@@ -269,20 +267,6 @@ impl Session {
         let st = self.st.status & status::PER_SESSION;
         self.client
             .send(seq, &packets::ok_payload(0, 0, st, 0))
-            .await
-            .map_err(SessionError::client)?;
-        Ok(())
-    }
-
-    pub(crate) async fn send_err(
-        &mut self,
-        seq: u8,
-        code: u16,
-        state: &str,
-        msg: &str,
-    ) -> Result<(), SessionError> {
-        self.client
-            .send(seq, &packets::err_payload(code, state, msg))
             .await
             .map_err(SessionError::client)?;
         Ok(())

@@ -1,23 +1,880 @@
 //! COM_QUERY and the prepared-statement commands: reads through the cache, writes with
 //! invalidation, session statements followed or answered by qcache.
 
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{BufMut, Bytes, BytesMut};
+
+use super::relay::Fill;
+use super::state::Prepared;
 use super::{Session, SessionError};
+use crate::analysis::{self, Analysis, Hint, Kind, QcAssign, WriteInfo, WriteTargets};
+use crate::cache::{key, Claim, Entry, Key, Snapshot, Stamps, TableHandle};
+use crate::config::{Conservative, QueryCacheType};
+use crate::invalidation::catalog::ReadResolution;
 use crate::protocol::codec::Packet;
-use crate::protocol::response::Expect;
+use crate::protocol::packets::{self, com, status};
+use crate::protocol::response::{Expect, Response};
+
+/// Key tags: the same SQL answered in the text and the binary protocol has different bytes.
+const TAG_TEXT: u8 = 1;
+const TAG_BINARY: u8 = 2;
+
+/// Schemas whose contents change without writes qcache could see.
+const SYSTEM_SCHEMAS: [&str; 4] = ["mysql", "information_schema", "performance_schema", "sys"];
+
+/// Why a read may use the cache, and under which snapshot rules.
+enum ReadMode {
+    /// Outside any transaction, autocommit on: entries valid now are valid.
+    Plain,
+    /// Inside a transaction whose snapshot is known.
+    Snapshot(Snapshot),
+    /// The statement establishes the snapshot (first read of a transaction, or a read that
+    /// opens one under autocommit=0): no hit, but its result may be stored.
+    Establishing,
+}
+
+/// A cacheable read on a miss: its key, the tables it depends on, the payload to send.
+struct ReadPlan {
+    key: Key,
+    tables: Vec<TableHandle>,
+    digest: u64,
+}
 
 impl Session {
     pub(crate) async fn query(&mut self, pkt: Packet) -> Result<(), SessionError> {
+        let sql = pkt.payload.slice(1..);
+        let scan = analysis::scan(&sql);
+        if scan.multi {
+            return self.multi_statement(pkt, &sql).await;
+        }
+        match scan.kind {
+            Kind::Select => self.select(pkt, &sql, &scan).await,
+            Kind::Set => self.set_statement(pkt, &sql).await,
+            Kind::Show => {
+                if let Some(rows) = self.qcache_status_rows(&sql) {
+                    return self.send_status_rows(pkt.seq.wrapping_add(1), rows).await;
+                }
+                self.relay_command(&pkt, Expect::Results).await.map(drop)
+            }
+            Kind::Flush | Kind::Reset => self.flush_or_reset(pkt, &sql, scan.kind).await,
+            Kind::Write => {
+                let digest = analysis::digest(&sql);
+                let an = self.shared.analyzer.analyze(&sql, digest);
+                match &*an {
+                    Analysis::Write(w) => self.plan_write(w),
+                    _ => self.plan_unknown_write(),
+                }
+                let resp = self.relay_command(&pkt, Expect::Results).await?;
+                if let Analysis::Write(w) = &*an {
+                    self.after_write(w, &resp);
+                }
+                Ok(())
+            }
+            Kind::Call | Kind::Execute => {
+                // A procedure or a SQL-level prepared statement may write any table and
+                // SET any variable: invalidate as configured and stop trusting the context.
+                self.plan_call();
+                self.relay_command(&pkt, Expect::Results).await?;
+                Ok(())
+            }
+            Kind::Begin | Kind::Commit | Kind::Rollback => {
+                self.st.txn_boundary = true;
+                if scan.kind == Kind::Begin && contains_ci(&sql, b"consistent snapshot") {
+                    self.st.snapshot_candidate = Some(self.shared.cache.versions().snapshot());
+                }
+                self.relay_command(&pkt, Expect::Results).await.map(drop)
+            }
+            Kind::Use => {
+                let resp = self.relay_command(&pkt, Expect::Results).await?;
+                if resp.oks > 0 && !resp.error {
+                    if let Some(db) = analysis::use_schema(&String::from_utf8_lossy(&sql)) {
+                        self.st.set_db(Some(db));
+                    }
+                }
+                Ok(())
+            }
+            _ => self.relay_command(&pkt, Expect::Results).await.map(drop),
+        }
+    }
+
+    /// Several statements in one COM_QUERY: each is looked at for what it changes; nothing
+    /// of it is cached.
+    async fn multi_statement(&mut self, pkt: Packet, sql: &Bytes) -> Result<(), SessionError> {
+        let mut lost = false;
+        for part in analysis::split_statements(sql) {
+            let scan = analysis::scan(part);
+            match scan.kind {
+                Kind::Write => {
+                    let an = analysis::analyze(&String::from_utf8_lossy(part));
+                    match &an {
+                        Analysis::Write(w) => self.plan_write(w),
+                        _ => self.plan_unknown_write(),
+                    }
+                }
+                Kind::Call | Kind::Execute => self.plan_call(),
+                Kind::Set | Kind::Use => lost = true,
+                Kind::Begin | Kind::Commit | Kind::Rollback => self.st.txn_boundary = true,
+                Kind::Select => {
+                    if let Analysis::Read(r) = analysis::analyze(&String::from_utf8_lossy(part)) {
+                        if r.may_write {
+                            self.plan_unknown_write();
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        self.note_not_cached("multi_statement");
+        self.prepare_read_snapshot();
         self.relay_command(&pkt, Expect::Results).await?;
+        if lost {
+            // Session state changed in ways qcache does not replay statement by statement.
+            self.st.lost_track = true;
+        }
         Ok(())
     }
 
+    // ----- reads -------------------------------------------------------------------------
+
+    async fn select(
+        &mut self,
+        pkt: Packet,
+        sql: &Bytes,
+        scan: &analysis::Scan,
+    ) -> Result<(), SessionError> {
+        // MySQL 8.0 rejects SQL_CACHE and warns on SQL_NO_CACHE: the server never sees them.
+        let stmt: Bytes = if scan.hint_spans.is_empty() {
+            sql.clone()
+        } else {
+            Bytes::from(analysis::strip_hints(sql, scan).into_owned())
+        };
+        let payload = if scan.hint_spans.is_empty() {
+            pkt.payload.clone()
+        } else {
+            let mut p = BytesMut::with_capacity(stmt.len() + 1);
+            p.put_u8(com::QUERY);
+            p.put_slice(&stmt);
+            p.freeze()
+        };
+        let wanted = match (self.st.qct, scan.hint) {
+            (QueryCacheType::Off, _) | (_, Hint::SqlNoCache) => false,
+            (QueryCacheType::Demand, h) => h == Hint::SqlCache,
+            (QueryCacheType::On, _) => true,
+        };
+        if !wanted || self.st.lost_track {
+            if let Some(v) = self.session_variable_answer(&stmt) {
+                return self
+                    .send_status_rows_named(pkt.seq.wrapping_add(1), v)
+                    .await;
+            }
+            self.note_not_cached(if self.st.lost_track {
+                "session_untracked"
+            } else {
+                "not_requested"
+            });
+            return self.forward_read(pkt.seq, &payload, None).await.map(drop);
+        }
+        let mode = self.read_mode();
+        let key = key(self.st.fingerprint, TAG_TEXT, &stmt);
+        if let Some(mode) = &mode {
+            if let Some(e) = self.lookup(key, mode) {
+                return self.serve_hit(&e).await;
+            }
+        }
+        // Miss: from here on parsing is allowed.
+        if let Some(v) = self.session_variable_answer(&stmt) {
+            return self
+                .send_status_rows_named(pkt.seq.wrapping_add(1), v)
+                .await;
+        }
+        let digest = analysis::digest(&stmt);
+        let an = self.shared.analyzer.analyze(&stmt, digest);
+        let plan = match self.plan_read(&an, key, digest).await {
+            Ok(plan) => plan,
+            Err(reason) => {
+                self.note_not_cached(reason);
+                if let Analysis::Read(r) = &*an {
+                    if r.may_write {
+                        self.plan_unknown_write();
+                    }
+                }
+                return self.forward_read(pkt.seq, &payload, None).await.map(drop);
+            }
+        };
+        self.miss(pkt.seq, &payload, plan, mode).await
+    }
+
+    /// The snapshot rules that apply to a read now; None when the cache cannot be used at
+    /// all for this read.
+    fn read_mode(&self) -> Option<ReadMode> {
+        if self.shared.hits_suspended() {
+            return None;
+        }
+        match &self.st.txn {
+            Some(txn) => Some(match txn.snapshot {
+                Some(snap) => ReadMode::Snapshot(snap),
+                None => ReadMode::Establishing,
+            }),
+            None if self.st.status & status::AUTOCOMMIT == 0 => Some(ReadMode::Establishing),
+            None => Some(ReadMode::Plain),
+        }
+    }
+
+    /// A cached entry this session may be served, if any (counted as a hit).
+    fn lookup(&self, key: Key, mode: &ReadMode) -> Option<Arc<Entry>> {
+        let cache = &self.shared.cache;
+        let snap = match mode {
+            ReadMode::Establishing => return None,
+            // The common case: one map lookup and the stamp check, nothing else.
+            ReadMode::Plain if self.st.temp_tables.is_empty() => return cache.get_current(key),
+            ReadMode::Plain => None,
+            ReadMode::Snapshot(snap) => Some(snap),
+        };
+        let e = cache.get(key)?;
+        let versions = cache.versions();
+        let usable = match snap {
+            None => e.stamps.is_current(versions),
+            Some(snap) => {
+                e.stamps.valid_in(versions, snap)
+                    && !self
+                        .st
+                        .txn
+                        .as_ref()
+                        .is_some_and(|txn| e.tables().any(|t| txn.wrote(t)))
+            }
+        };
+        let shadowed = e.tables().any(|t| {
+            self.st
+                .temp_tables
+                .contains(&(t.schema.clone(), t.name.clone()))
+        });
+        if !usable || shadowed {
+            return None;
+        }
+        cache.hit(&e);
+        Some(e)
+    }
+
+    async fn serve_hit(&mut self, e: &Entry) -> Result<(), SessionError> {
+        let st = self.st.status;
+        e.write_patched(st, self.client.wbuf());
+        self.client
+            .flush_if_large()
+            .await
+            .map_err(SessionError::client)?;
+        Ok(())
+    }
+
+    /// Decides whether a read can be cached and on which tables it depends.
+    async fn plan_read(
+        &mut self,
+        an: &Analysis,
+        key: Key,
+        digest: u64,
+    ) -> Result<ReadPlan, &'static str> {
+        let Analysis::Read(info) = an else {
+            return Err("not_a_read");
+        };
+        if let Err(reason) = &info.verdict {
+            return Err(reason.as_str());
+        }
+        if info.tables.is_empty() {
+            return Err("no_table");
+        }
+        let mut named = Vec::with_capacity(info.tables.len());
+        for t in &info.tables {
+            let q = self
+                .st
+                .qualify(t.schema.as_deref(), &t.name)
+                .ok_or("no_database")?;
+            if SYSTEM_SCHEMAS.contains(&q.0.as_str()) {
+                return Err("system_schema");
+            }
+            if self.st.temp_tables.contains(&q) {
+                return Err("temporary_table");
+            }
+            named.push(q);
+        }
+        let catalog = &self.shared.catalog;
+        let mut resolved = catalog.resolve_read(&named);
+        if matches!(resolved, ReadResolution::Unknown(_)) {
+            // A table created since the catalog was loaded, by someone qcache did not see.
+            // Rate-limited: a name that stays unknown (a temporary table of another
+            // session, a typo) must not reload the catalog on every query.
+            let _ = catalog.refresh_if_older(Duration::from_millis(100)).await;
+            resolved = catalog.resolve_read(&named);
+        }
+        let bases = match resolved {
+            ReadResolution::Tables(t) => t,
+            ReadResolution::Opaque(_) => return Err("opaque_view"),
+            ReadResolution::Unknown(_) => return Err("unknown_table"),
+        };
+        if self.st.dirty_reads {
+            return Err("read_uncommitted");
+        }
+        let versions = self.shared.cache.versions();
+        let tables: Vec<TableHandle> = bases.iter().map(|(s, n)| versions.table(s, n)).collect();
+        if let Some(txn) = &self.st.txn {
+            if tables.iter().any(|t| txn.wrote(t)) {
+                return Err("written_in_transaction");
+            }
+        }
+        Ok(ReadPlan {
+            key,
+            tables,
+            digest,
+        })
+    }
+
+    /// Forwards a read and stores its result when it qualifies.
+    async fn miss(
+        &mut self,
+        seq: u8,
+        payload: &Bytes,
+        plan: ReadPlan,
+        mode: Option<ReadMode>,
+    ) -> Result<(), SessionError> {
+        let Some(mode) = mode else {
+            self.note_not_cached("hits_suspended");
+            return self.forward_read(seq, payload, None).await.map(drop);
+        };
+        let cache = self.shared.cache.clone();
+        // Stampede protection: one session fills, the others wait for its result.
+        let guard = match cache.claim(plan.key) {
+            Claim::Leader(g) => Some(g),
+            Claim::Follower(w) => {
+                w.wait(self.shared.config().cache.stampede_timeout).await;
+                if let Some(e) = self.lookup(plan.key, &mode) {
+                    return self.serve_hit(&e).await;
+                }
+                None
+            }
+        };
+        let versions = cache.versions();
+        // Stamps are read before the query goes upstream: a write that lands while the
+        // query runs makes them stale, so the result can never outlive it.
+        let stamps = Stamps::capture(versions, &plan.tables);
+        let snap = match mode {
+            ReadMode::Snapshot(snap) => Some(snap),
+            _ => None,
+        };
+        let storable = snap.is_none_or(|s| stamps.valid_in(versions, &s));
+        let mut fill = Fill::new(self.shared.config().cache.max_result_bytes);
+        let resp = self.forward_read(seq, payload, Some(&mut fill)).await?;
+        let reason = store_verdict(&resp, &fill, storable);
+        if let Some(reason) = reason {
+            self.note_not_cached(reason);
+            return Ok(());
+        }
+        let (meta, last) = match fill.status_offsets.as_slice() {
+            [last] => (None, *last),
+            [meta, last] => (Some(*meta), *last),
+            _ => {
+                self.note_not_cached("unexpected_shape");
+                return Ok(());
+            }
+        };
+        let entry = Entry::new(fill.buf.freeze(), last, stamps, plan.digest)
+            .with_meta_status_at(meta)
+            .with_sql(&String::from_utf8_lossy(
+                &payload[1..payload.len().min(257)],
+            ));
+        // The store counts its own refusals (too large, stale fill).
+        let _ = match (guard, snap) {
+            (Some(g), Some(s)) => g.insert_in(entry, &s),
+            (Some(g), None) => g.insert(entry),
+            (None, Some(s)) => cache.insert_in(plan.key, entry, &s),
+            (None, None) => cache.insert(plan.key, entry),
+        };
+        Ok(())
+    }
+
+    /// Sends a read upstream. A read is where InnoDB takes a transaction's snapshot, so the
+    /// version sequence is noted first.
+    async fn forward_read(
+        &mut self,
+        seq: u8,
+        payload: &[u8],
+        fill: Option<&mut Fill>,
+    ) -> Result<Response, SessionError> {
+        self.prepare_read_snapshot();
+        self.exchange(seq, payload, Expect::Results, fill).await
+    }
+
+    fn prepare_read_snapshot(&mut self) {
+        let now = self.shared.cache.versions().snapshot();
+        match &mut self.st.txn {
+            Some(txn) if txn.snapshot.is_none() => txn.snapshot = Some(now),
+            Some(_) => {}
+            None => self.st.snapshot_candidate = Some(now),
+        }
+    }
+
+    fn note_not_cached(&self, reason: &'static str) {
+        self.shared.cache.stats().not_cached(reason);
+    }
+
+    // ----- writes ------------------------------------------------------------------------
+
+    fn plan_write(&mut self, w: &WriteInfo) {
+        match &w.targets {
+            WriteTargets::Tables(list) => {
+                let mut named = Vec::with_capacity(list.len());
+                for t in list {
+                    match self.st.qualify(t.schema.as_deref(), &t.name) {
+                        Some(q) => named.push(q),
+                        // No default database: the server will refuse it; nothing changes.
+                        None => continue,
+                    }
+                }
+                match self.shared.catalog.expand_write(&named) {
+                    Some(all) => {
+                        let v = self.shared.cache.versions();
+                        for (s, n) in all {
+                            self.st.pending.tables.push(v.table(&s, &n));
+                        }
+                    }
+                    None => self.plan_unknown_write(),
+                }
+            }
+            WriteTargets::Schema(s) => self.st.pending.schemas.push(s.to_lowercase()),
+            WriteTargets::Unknown => self.plan_unknown_write(),
+        }
+        if w.ddl {
+            self.st.pending.ddl = true;
+        }
+    }
+
+    fn plan_scope(&mut self, scope: Conservative) {
+        match (scope, &self.st.db) {
+            (Conservative::Schema, Some(db)) => {
+                let db = db.to_lowercase();
+                self.st.pending.schemas.push(db);
+            }
+            _ => self.st.pending.all = true,
+        }
+    }
+
+    fn plan_unknown_write(&mut self) {
+        let scope = self.shared.config().invalidation.unknown_write;
+        self.plan_scope(scope);
+    }
+
+    fn plan_call(&mut self) {
+        let scope = self.shared.config().invalidation.call;
+        self.plan_scope(scope);
+        self.st.pending.ddl = false;
+        self.st.lost_track = true;
+    }
+
+    fn after_write(&mut self, w: &WriteInfo, resp: &Response) {
+        if resp.error {
+            return;
+        }
+        for t in &w.temp_created {
+            if let Some(q) = self.st.qualify(t.schema.as_deref(), &t.name) {
+                self.st.temp_tables.insert(q);
+            }
+        }
+        for t in &w.temp_dropped {
+            if let Some(q) = self.st.qualify(t.schema.as_deref(), &t.name) {
+                self.st.temp_tables.remove(&q);
+            }
+        }
+    }
+
+    // ----- session statements ------------------------------------------------------------
+
+    async fn set_statement(&mut self, pkt: Packet, sql: &Bytes) -> Result<(), SessionError> {
+        let text = String::from_utf8_lossy(sql).into_owned();
+        let info = analysis::analyze_set(&text);
+        if let Some(i) = &info {
+            if let Some(q) = i.query_cache_type {
+                self.st.qct = match q {
+                    QcAssign::Value(v) => v,
+                    QcAssign::Default => self.shared.config().cache.query_cache_type,
+                };
+                let only_ours = i.assignments.iter().all(|(k, _)| k == "query_cache_type");
+                if only_ours {
+                    // qcache's own variable: MySQL 8.0 would reject it, so it never goes up.
+                    return self.send_ok(pkt.seq.wrapping_add(1)).await;
+                }
+            }
+        }
+        let resp = self.relay_command(&pkt, Expect::Results).await?;
+        if resp.error {
+            return Ok(());
+        }
+        match info {
+            Some(i) if i.global || i.user_vars_only => {}
+            Some(i) => {
+                for (k, v) in i.assignments {
+                    if k.contains("isolation") || k == "transaction" {
+                        self.st.dirty_reads = v.to_ascii_lowercase().contains("uncommitted");
+                    }
+                    self.st.vars.insert(k, v);
+                }
+                self.st.refresh_fingerprint(&self.shared);
+            }
+            None => {
+                // qcache cannot tell what changed: the statement's text stands for it.
+                let n = self.st.vars.len();
+                self.st.vars.insert(format!("\u{1}raw{n}"), text);
+                self.st.refresh_fingerprint(&self.shared);
+            }
+        }
+        Ok(())
+    }
+
+    /// `SELECT @@query_cache_type` (and its session-scoped spelling) is qcache's to answer.
+    fn session_variable_answer(&self, stmt: &[u8]) -> Option<(String, String)> {
+        if stmt.len() > 64 || !contains_ci(stmt, b"query_cache_type") {
+            return None;
+        }
+        let norm: String = String::from_utf8_lossy(stmt)
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+            .to_ascii_lowercase();
+        let norm = norm.trim_end_matches(';').trim();
+        let name = match norm {
+            "select @@query_cache_type" => "@@query_cache_type",
+            "select @@session.query_cache_type" => "@@session.query_cache_type",
+            "select @@local.query_cache_type" => "@@local.query_cache_type",
+            _ => return None,
+        };
+        Some((name.to_string(), self.st.qct.as_str().to_string()))
+    }
+
+    async fn send_status_rows_named(
+        &mut self,
+        seq: u8,
+        (name, value): (String, String),
+    ) -> Result<(), SessionError> {
+        let st = self.st.status & status::PER_SESSION;
+        let wire = packets::text_result(
+            &[(name.as_str(), packets::TYPE_VAR_STRING)],
+            &[vec![Some(value)]],
+            st,
+            self.st.deprecate_eof,
+        );
+        let _ = seq;
+        self.client.push_raw(&wire);
+        self.client.flush().await.map_err(SessionError::client)
+    }
+
+    /// `SHOW [GLOBAL|SESSION] STATUS LIKE 'Qcache%'`: rows qcache answers from its state.
+    fn qcache_status_rows(&self, sql: &[u8]) -> Option<Vec<(String, String)>> {
+        let text = String::from_utf8_lossy(sql).to_ascii_lowercase();
+        let words: Vec<&str> = text
+            .trim()
+            .trim_end_matches(';')
+            .split_whitespace()
+            .collect();
+        let rest = match words.as_slice() {
+            ["show", "status", rest @ ..] => rest,
+            ["show", "global" | "session" | "local", "status", rest @ ..] => rest,
+            _ => return None,
+        };
+        let pattern = match rest {
+            ["like", p] => p.trim_matches(|c| c == '\'' || c == '"').to_string(),
+            _ => return None,
+        };
+        if !pattern.starts_with("qcache") {
+            return None;
+        }
+        let rows = self
+            .shared
+            .cache
+            .status_rows()
+            .into_iter()
+            .filter(|(name, _)| like_match(&pattern, &name.to_ascii_lowercase()))
+            .map(|(n, v)| (n.to_string(), v.to_string()))
+            .collect();
+        Some(rows)
+    }
+
+    async fn send_status_rows(
+        &mut self,
+        _seq: u8,
+        rows: Vec<(String, String)>,
+    ) -> Result<(), SessionError> {
+        let st = self.st.status & status::PER_SESSION;
+        let rows: Vec<Vec<Option<String>>> = rows
+            .into_iter()
+            .map(|(n, v)| vec![Some(n), Some(v)])
+            .collect();
+        let wire = packets::text_result(
+            &[
+                ("Variable_name", packets::TYPE_VAR_STRING),
+                ("Value", packets::TYPE_VAR_STRING),
+            ],
+            &rows,
+            st,
+            self.st.deprecate_eof,
+        );
+        self.client.push_raw(&wire);
+        self.client.flush().await.map_err(SessionError::client)
+    }
+
+    async fn flush_or_reset(
+        &mut self,
+        pkt: Packet,
+        sql: &[u8],
+        kind: Kind,
+    ) -> Result<(), SessionError> {
+        let text = String::from_utf8_lossy(sql).to_ascii_lowercase();
+        let words: Vec<&str> = text
+            .trim()
+            .trim_end_matches(';')
+            .split_whitespace()
+            .collect();
+        if words.len() == 3 && words[1] == "query" && words[2] == "cache" {
+            if kind == Kind::Reset {
+                self.shared.cache.clear();
+            }
+            // FLUSH QUERY CACHE defragmented MySQL's cache; qcache's store has nothing to
+            // defragment, so it only answers.
+            return self.send_ok(pkt.seq.wrapping_add(1)).await;
+        }
+        // FLUSH TABLES and friends: relay; they change no data.
+        self.relay_command(&pkt, Expect::Results).await.map(drop)
+    }
+
+    // ----- prepared statements -----------------------------------------------------------
+
     pub(crate) async fn stmt_prepare(&mut self, pkt: Packet) -> Result<(), SessionError> {
-        self.relay_command(&pkt, Expect::Prepare).await?;
+        let sql = pkt.payload.slice(1..);
+        let scan = analysis::scan(&sql);
+        let (sql, payload) = if scan.hint_spans.is_empty() {
+            (sql, pkt.payload.clone())
+        } else {
+            let stripped = Bytes::from(analysis::strip_hints(&sql, &scan).into_owned());
+            let mut p = BytesMut::with_capacity(stripped.len() + 1);
+            p.put_u8(com::STMT_PREPARE);
+            p.put_slice(&stripped);
+            (stripped, p.freeze())
+        };
+        let resp = self
+            .exchange(pkt.seq, &payload, Expect::Prepare, None)
+            .await?;
+        if let Some((id, columns, params)) = resp.prepared {
+            self.st.stmts.insert(
+                id,
+                Prepared {
+                    sql,
+                    kind: scan.kind,
+                    hint: scan.hint,
+                    params,
+                    columns,
+                    types: None,
+                    long_data: false,
+                },
+            );
+            self.st.last_stmt = Some(id);
+        }
         Ok(())
     }
 
     pub(crate) async fn stmt_execute(&mut self, pkt: Packet) -> Result<(), SessionError> {
-        self.relay_command(&pkt, Expect::Results).await?;
-        Ok(())
+        let Some(mut id) = super::stmt_id(&pkt.payload) else {
+            return self.relay_command(&pkt, Expect::Results).await.map(drop);
+        };
+        if id == u32::MAX {
+            // MariaDB's "the statement prepared last" (pipelined prepare + execute).
+            id = self.st.last_stmt.unwrap_or(id);
+        }
+        let Some(stmt) = self.st.stmts.get(&id).cloned() else {
+            // Unknown id: the server answers with its own error.
+            return self.relay_command(&pkt, Expect::Results).await.map(drop);
+        };
+        if let Some(s) = self.st.stmts.get_mut(&id) {
+            s.long_data = false;
+        }
+        let bulk = pkt.first() == Some(com::STMT_BULK_EXECUTE);
+        match stmt.kind {
+            Kind::Select if !bulk => self.execute_select(pkt, id, &stmt).await,
+            Kind::Write => {
+                let digest = analysis::digest(&stmt.sql);
+                let an = self.shared.analyzer.analyze(&stmt.sql, digest);
+                match &*an {
+                    Analysis::Write(w) => self.plan_write(w),
+                    _ => self.plan_unknown_write(),
+                }
+                let resp = self.relay_command(&pkt, Expect::Results).await?;
+                if let Analysis::Write(w) = &*an {
+                    self.after_write(w, &resp);
+                }
+                Ok(())
+            }
+            Kind::Call | Kind::Execute => {
+                self.plan_call();
+                self.relay_command(&pkt, Expect::Results).await.map(drop)
+            }
+            Kind::Set | Kind::Use => {
+                // A prepared SET changes the session in ways the packet does not show.
+                self.st.lost_track = true;
+                self.relay_command(&pkt, Expect::Results).await.map(drop)
+            }
+            Kind::Begin | Kind::Commit | Kind::Rollback => {
+                self.st.txn_boundary = true;
+                self.relay_command(&pkt, Expect::Results).await.map(drop)
+            }
+            _ => self.relay_command(&pkt, Expect::Results).await.map(drop),
+        }
+    }
+
+    async fn execute_select(
+        &mut self,
+        pkt: Packet,
+        id: u32,
+        stmt: &Prepared,
+    ) -> Result<(), SessionError> {
+        let wanted = match (self.st.qct, stmt.hint) {
+            (QueryCacheType::Off, _) | (_, Hint::SqlNoCache) => false,
+            (QueryCacheType::Demand, h) => h == Hint::SqlCache,
+            (QueryCacheType::On, _) => true,
+        };
+        let p = &pkt.payload;
+        // [0x17][id:4][flags:1][iterations:4] then, with parameters, the null bitmap, the
+        // new-params-bound flag, the types when bound, and the values.
+        let cursor = p.get(5).map(|f| f & 0x07 != 0).unwrap_or(true);
+        let key_material = if p.len() < 10 {
+            None
+        } else if stmt.params == 0 {
+            Some((None, &p[10..]))
+        } else {
+            let bitmap = (stmt.params as usize).div_ceil(8);
+            match p.get(10 + bitmap) {
+                Some(1) => {
+                    let types_at = 11 + bitmap;
+                    let types_end = types_at + 2 * stmt.params as usize;
+                    match p.get(types_at..types_end) {
+                        Some(types) => {
+                            let types = Bytes::copy_from_slice(types);
+                            if let Some(s) = self.st.stmts.get_mut(&id) {
+                                s.types = Some(types.clone());
+                            }
+                            Some((Some(types), &p[10..]))
+                        }
+                        None => None,
+                    }
+                }
+                Some(0) => stmt.types.clone().map(|t| (Some(t), &p[10..])),
+                _ => None,
+            }
+        };
+        let reason = if !wanted {
+            Some("not_requested")
+        } else if self.st.lost_track {
+            Some("session_untracked")
+        } else if cursor {
+            Some("cursor")
+        } else if stmt.long_data {
+            Some("long_data")
+        } else if key_material.is_none() {
+            Some("malformed_execute")
+        } else {
+            None
+        };
+        if let Some(reason) = reason {
+            self.note_not_cached(reason);
+            self.forward_read(pkt.seq, &pkt.payload, None).await?;
+            return Ok(());
+        }
+        let Some((types, rest)) = key_material else {
+            return Ok(());
+        };
+        let mut material = BytesMut::with_capacity(stmt.sql.len() + rest.len() + 64);
+        material.put_u32_le(stmt.sql.len() as u32);
+        material.put_slice(&stmt.sql);
+        if let Some(t) = &types {
+            material.put_slice(t);
+        }
+        material.put_u8(0xff);
+        material.put_slice(rest);
+        let mode = self.read_mode();
+        let key = key(self.st.fingerprint, TAG_BINARY, &material);
+        if let Some(mode) = &mode {
+            if let Some(e) = self.lookup(key, mode) {
+                return self.serve_hit(&e).await;
+            }
+        }
+        let digest = analysis::digest(&stmt.sql);
+        let an = self.shared.analyzer.analyze(&stmt.sql, digest);
+        match self.plan_read(&an, key, digest).await {
+            Ok(plan) => self.miss(pkt.seq, &pkt.payload, plan, mode).await,
+            Err(reason) => {
+                self.note_not_cached(reason);
+                if let Analysis::Read(r) = &*an {
+                    if r.may_write {
+                        self.plan_unknown_write();
+                    }
+                }
+                self.forward_read(pkt.seq, &pkt.payload, None)
+                    .await
+                    .map(drop)
+            }
+        }
+    }
+}
+
+/// Why a relayed result is not stored, if it is not.
+fn store_verdict(resp: &Response, fill: &Fill, storable: bool) -> Option<&'static str> {
+    if resp.error {
+        return Some("error");
+    }
+    if fill.overflow {
+        return Some("too_large");
+    }
+    if resp.result_sets != 1 || resp.oks != 0 {
+        return Some("multi_result");
+    }
+    if resp.warnings != 0 {
+        return Some("warnings");
+    }
+    if resp.cursor {
+        return Some("cursor");
+    }
+    let last = resp.last_status.unwrap_or(0);
+    if last & (status::MORE_RESULTS | status::SESSION_STATE_CHANGED) != 0 {
+        return Some("session_state_changed");
+    }
+    if !storable {
+        return Some("changed_since_snapshot");
+    }
+    None
+}
+
+fn contains_ci(hay: &[u8], needle: &[u8]) -> bool {
+    hay.windows(needle.len())
+        .any(|w| w.eq_ignore_ascii_case(needle))
+}
+
+/// SQL LIKE with % and _ (no escapes), for SHOW STATUS patterns.
+fn like_match(pattern: &str, s: &str) -> bool {
+    fn go(p: &[u8], s: &[u8]) -> bool {
+        match p.split_first() {
+            None => s.is_empty(),
+            Some((b'%', rest)) => (0..=s.len()).any(|i| go(rest, &s[i..])),
+            Some((b'_', rest)) => !s.is_empty() && go(rest, &s[1..]),
+            Some((c, rest)) => s.first() == Some(c) && go(rest, &s[1..]),
+        }
+    }
+    go(pattern.as_bytes(), s.as_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn like_patterns() {
+        assert!(like_match("qcache%", "qcache_hits"));
+        assert!(like_match("qcache_hit_", "qcache_hits"));
+        assert!(!like_match("qcache_i%", "qcache_hits"));
+        assert!(like_match("%", ""));
     }
 }

@@ -2,7 +2,7 @@
 //! (flushed only when the upstream has nothing more buffered), optionally teed into a fill
 //! buffer, with the session's bookkeeping run before each OK/EOF/ERR is forwarded.
 
-use bytes::{Bytes, BytesMut};
+use bytes::BytesMut;
 
 use super::state::Txn;
 use super::{Session, SessionError};
@@ -190,7 +190,7 @@ impl Session {
         // tables change at once), and again when the transaction ends.
         if !self.st.pending.is_empty() {
             let pending = std::mem::take(&mut self.st.pending);
-            self.shared.apply_writes(&pending, self.st.db.as_deref());
+            self.shared.apply_writes(&pending);
             if pending.ddl {
                 self.shared.refresh_catalog().await;
             }
@@ -226,17 +226,4 @@ impl Session {
         self.st.txn_boundary = false;
         self.st.snapshot_candidate = None;
     }
-}
-
-/// Bytes of an entry ready to send, patched for this session.
-pub(crate) fn patched(bytes: &Bytes, offsets: &[usize], session_status: u16) -> BytesMut {
-    let mut out = BytesMut::from(&bytes[..]);
-    for &at in offsets {
-        if at + 2 <= out.len() {
-            let stored = u16::from_le_bytes([out[at], out[at + 1]]);
-            let st = (stored & !status::PER_SESSION) | (session_status & status::PER_SESSION);
-            out[at..at + 2].copy_from_slice(&st.to_le_bytes());
-        }
-    }
-    out
 }

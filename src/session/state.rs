@@ -9,8 +9,8 @@ use bytes::Bytes;
 use xxhash_rust::xxh3::Xxh3;
 
 use super::handshake::Negotiated;
-use crate::analysis::Kind;
-use crate::cache::versions::TableHandle;
+use crate::analysis::{Hint, Kind};
+use crate::cache::versions::{Snapshot, TableHandle};
 use crate::config::QueryCacheType;
 use crate::protocol::packets::{cap, status};
 use crate::server::Shared;
@@ -21,7 +21,7 @@ pub struct Txn {
     /// Global version sequence and epoch read just before the statement that established
     /// the server's snapshot (InnoDB takes it at the first read). None until then: before it
     /// the cache cannot know which data the transaction will see.
-    pub snapshot: Option<(u64, u64)>,
+    pub snapshot: Option<Snapshot>,
     /// Tables written in this transaction: never served from or stored to the cache
     /// by this session, and bumped again when it ends.
     pub written: Vec<TableHandle>,
@@ -59,6 +59,8 @@ impl Pending {
 pub struct Prepared {
     pub sql: Bytes,
     pub kind: Kind,
+    /// SQL_CACHE / SQL_NO_CACHE, stripped from the SQL before it was prepared upstream.
+    pub hint: Hint,
     pub params: u16,
     pub columns: u16,
     /// Parameter types from the last execute that sent them (new-params-bound flag 1):
@@ -96,9 +98,9 @@ pub struct SessionState {
     /// The statement in flight begins or ends a transaction whatever the status flags say
     /// (BEGIN inside a transaction commits it; COMMIT AND CHAIN keeps IN_TRANS set).
     pub txn_boundary: bool,
-    /// (sequence, epoch) read before the statement in flight was sent; becomes the
+    /// Versions read before the statement in flight was sent; becomes the
     /// snapshot of a transaction that this statement opens.
-    pub snapshot_candidate: Option<(u64, u64)>,
+    pub snapshot_candidate: Option<Snapshot>,
 }
 
 impl SessionState {
