@@ -1,0 +1,224 @@
+//! Prepared statements through the cache: binary results byte-identical from a hit, keys
+//! that separate parameter values, cursors and long data never cached, shared entries
+//! across connections, and malformed executes answered cleanly.
+
+mod common;
+mod rawclient;
+
+use mysql_async::prelude::*;
+use mysql_async::{Row, Value};
+use qcache::protocol::codec::Packet;
+use qcache::protocol::packets::com;
+use qcache::protocol::response::Expect;
+use rawclient::Raw;
+
+async fn prepare(r: &mut Raw, sql: &str) -> (u32, u16) {
+    let mut p = vec![com::STMT_PREPARE];
+    p.extend_from_slice(sql.as_bytes());
+    let (_, resp) = r.command(&p, Expect::Prepare).await;
+    let (id, _, params) = resp.prepared.expect("prepared");
+    (id, params)
+}
+
+/// COM_STMT_EXECUTE with LONGLONG parameters (None = NULL).
+fn execute(id: u32, flags: u8, params: &[Option<i64>]) -> Vec<u8> {
+    let mut e = vec![com::STMT_EXECUTE];
+    e.extend_from_slice(&id.to_le_bytes());
+    e.push(flags);
+    e.extend_from_slice(&1u32.to_le_bytes());
+    if !params.is_empty() {
+        let mut bitmap = vec![0u8; params.len().div_ceil(8)];
+        for (i, p) in params.iter().enumerate() {
+            if p.is_none() {
+                bitmap[i / 8] |= 1 << (i % 8);
+            }
+        }
+        e.extend_from_slice(&bitmap);
+        e.push(1);
+        for _ in params {
+            e.extend_from_slice(&[0x08, 0]);
+        }
+        for v in params.iter().flatten() {
+            e.extend_from_slice(&v.to_le_bytes());
+        }
+    }
+    e
+}
+
+async fn setup(schema: &str) {
+    let mut d = common::direct_to(schema).await;
+    d.query_drop("CREATE TABLE t (id INT PRIMARY KEY, s VARCHAR(20), d DECIMAL(8,2), f DOUBLE, dt DATETIME(3), n INT NULL)")
+        .await
+        .unwrap();
+    d.query_drop("INSERT INTO t VALUES (1,'one',1.25,0.5,'2024-01-01 10:00:00.123',NULL),(2,'two',2.50,1.5,'2024-02-02 11:11:11.000',7)")
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn binary_hits_are_byte_identical_and_keyed_by_values() {
+    let schema = common::fresh_schema("ps_bytes").await;
+    setup(&schema).await;
+    let proxy = common::proxy(|_| {}).await;
+    let stats = || proxy.running.shared.cache.stats();
+    for deprecate_eof in [false, true] {
+        let mut c = Raw::connect(&proxy.addr_string(), "root", &schema, deprecate_eof).await;
+        let mut d = Raw::connect(&common::db().addr(), "root", &schema, deprecate_eof).await;
+        let sql = "SELECT * FROM t WHERE id = ? OR n <=> ?";
+        let (cid, params) = prepare(&mut c, sql).await;
+        let (did, _) = prepare(&mut d, sql).await;
+        assert_eq!(params, 2);
+        let hits = stats().hits();
+        let mut seen: Vec<Vec<u8>> = Vec::new();
+        for args in [[Some(1), None], [Some(2), None], [Some(1), Some(7)]] {
+            let (miss, _) = c.command(&execute(cid, 0, &args), Expect::Results).await;
+            let (hit, _) = c.command(&execute(cid, 0, &args), Expect::Results).await;
+            let (server, _) = d.command(&execute(did, 0, &args), Expect::Results).await;
+            assert_eq!(Raw::wire(&miss), Raw::wire(&server), "{args:?}");
+            assert_eq!(Raw::wire(&hit), Raw::wire(&server), "{args:?} from the cache");
+            seen.push(Raw::wire(&hit));
+        }
+        assert_ne!(seen[0], seen[1], "different values must not share an entry");
+        assert_ne!(seen[0], seen[2], "a NULL and a value must not share an entry");
+        assert_eq!(stats().hits(), hits + 3);
+    }
+    proxy.shutdown().await;
+}
+
+#[tokio::test]
+async fn same_sql_on_two_connections_shares_entries_and_survives_reprepare() {
+    let schema = common::fresh_schema("ps_share").await;
+    setup(&schema).await;
+    let proxy = common::proxy(|_| {}).await;
+    let stats = || proxy.running.shared.cache.stats();
+    let mut a = proxy.conn(&schema).await;
+    let mut b = proxy.conn(&schema).await;
+    let q = "SELECT s, d, f, dt, n FROM t WHERE id = ?";
+    let ra: Vec<Row> = a.exec(q, (2,)).await.unwrap();
+    let hits = stats().hits();
+    let rb: Vec<Row> = b.exec(q, (2,)).await.unwrap();
+    assert_eq!(stats().hits(), hits + 1, "b was served a's entry");
+    let va: Vec<Vec<Value>> = ra.into_iter().map(Row::unwrap).collect();
+    let vb: Vec<Vec<Value>> = rb.into_iter().map(Row::unwrap).collect();
+    assert_eq!(va, vb);
+    // close and prepare again: still the same entry
+    let stmt = a.prep(q).await.unwrap();
+    a.close(stmt).await.unwrap();
+    let _: Vec<Row> = a.exec(q, (2,)).await.unwrap();
+    assert_eq!(stats().hits(), hits + 2);
+    // values through the cache equal the server's
+    let mut d = common::direct_to(&schema).await;
+    let rd: Vec<Row> = d.exec(q, (2,)).await.unwrap();
+    let vd: Vec<Vec<Value>> = rd.into_iter().map(Row::unwrap).collect();
+    assert_eq!(va, vd);
+    proxy.shutdown().await;
+}
+
+#[tokio::test]
+async fn cursors_and_long_data_are_never_cached_and_still_correct() {
+    let schema = common::fresh_schema("ps_cursor").await;
+    setup(&schema).await;
+    let proxy = common::proxy(|_| {}).await;
+    let stats = || proxy.running.shared.cache.stats();
+    let mut c = Raw::connect(&proxy.addr_string(), "root", &schema, false).await;
+    let (id, _) = prepare(&mut c, "SELECT id FROM t WHERE id >= ? ORDER BY id").await;
+    let inserts = stats().inserts();
+    for _ in 0..2 {
+        let (_, resp) = c.command(&execute(id, 1, &[Some(1)]), Expect::Results).await;
+        assert!(resp.cursor);
+        let mut f = vec![com::STMT_FETCH];
+        f.extend_from_slice(&id.to_le_bytes());
+        f.extend_from_slice(&10u32.to_le_bytes());
+        let (_, rows) = c.command(&f, Expect::Rows).await;
+        assert_eq!(rows.rows, 2);
+        let mut r = vec![com::STMT_RESET];
+        r.extend_from_slice(&id.to_le_bytes());
+        c.command(&r, Expect::OnePacket).await;
+    }
+    assert_eq!(stats().inserts(), inserts, "a cursor execution was stored");
+    // long data: the value is not in the execute packet
+    let (id, _) = prepare(&mut c, "SELECT COUNT(*) FROM t WHERE s = ?").await;
+    for _ in 0..2 {
+        let mut ld = vec![com::STMT_SEND_LONG_DATA];
+        ld.extend_from_slice(&id.to_le_bytes());
+        ld.extend_from_slice(&0u16.to_le_bytes());
+        ld.extend_from_slice(b"two");
+        c.send(0, &ld).await;
+        let mut e = vec![com::STMT_EXECUTE];
+        e.extend_from_slice(&id.to_le_bytes());
+        e.push(0);
+        e.extend_from_slice(&1u32.to_le_bytes());
+        e.push(0);
+        e.push(1);
+        e.extend_from_slice(&[0xfe, 0]); // STRING, value sent as long data
+        let (pk, resp) = c.command(&e, Expect::Results).await;
+        assert!(!resp.error, "{pk:?}");
+        assert_eq!(resp.rows, 1);
+        let last_row: &Packet = &pk[pk.len() - 2];
+        // binary row: header, null bitmap, COUNT(*) = 1 as LONGLONG
+        assert_eq!(&last_row.payload[..], &[0, 0, 1, 0, 0, 0, 0, 0, 0, 0]);
+    }
+    assert_eq!(stats().inserts(), inserts, "a long-data execution was stored");
+    proxy.shutdown().await;
+}
+
+#[tokio::test]
+async fn malformed_executes_get_clean_errors() {
+    let schema = common::fresh_schema("ps_bad").await;
+    setup(&schema).await;
+    let proxy = common::proxy(|_| {}).await;
+    let stats = || proxy.running.shared.cache.stats();
+    let mut c = Raw::connect(&proxy.addr_string(), "root", &schema, true).await;
+    // unknown statement id: the server's own error
+    let (pk, resp) = c.command(&execute(9999, 0, &[]), Expect::Results).await;
+    assert!(resp.error, "{pk:?}");
+    let (id, _) = prepare(&mut c, "SELECT s FROM t WHERE id = ?").await;
+    let inserts = stats().inserts();
+    // truncated: parameters announced, values missing
+    let mut e = execute(id, 0, &[Some(1)]);
+    e.truncate(e.len() - 6);
+    let (pk, resp) = c.command(&e, Expect::Results).await;
+    assert!(resp.error, "{pk:?}");
+    // no types ever sent and new-params-bound = 0
+    let mut e = vec![com::STMT_EXECUTE];
+    e.extend_from_slice(&id.to_le_bytes());
+    e.push(0);
+    e.extend_from_slice(&1u32.to_le_bytes());
+    e.push(0);
+    e.push(0);
+    let (_, _) = c.command(&e, Expect::Results).await;
+    // way too short
+    let (pk, resp) = c.command(&[com::STMT_EXECUTE, 1], Expect::Results).await;
+    assert!(resp.error, "{pk:?}");
+    assert_eq!(stats().inserts(), inserts, "a malformed execute was stored");
+    // the session still works, and a good execute is cached
+    let (_, resp) = c.command(&execute(id, 0, &[Some(1)]), Expect::Results).await;
+    assert!(!resp.error);
+    proxy.shutdown().await;
+}
+
+#[tokio::test]
+async fn hints_and_query_cache_type_apply_to_prepared_selects() {
+    let schema = common::fresh_schema("ps_hint").await;
+    setup(&schema).await;
+    let proxy = common::proxy(|_| {}).await;
+    let stats = || proxy.running.shared.cache.stats();
+    let mut c = proxy.conn(&schema).await;
+    let inserts = stats().inserts();
+    for _ in 0..2 {
+        let _: Vec<Row> = c.exec("SELECT SQL_NO_CACHE s FROM t WHERE id = ?", (1,)).await.unwrap();
+    }
+    assert_eq!(stats().inserts(), inserts);
+    c.query_drop("SET query_cache_type = DEMAND").await.unwrap();
+    for _ in 0..2 {
+        let _: Vec<Row> = c.exec("SELECT s FROM t WHERE id = ?", (1,)).await.unwrap();
+    }
+    assert_eq!(stats().inserts(), inserts);
+    let hits = stats().hits();
+    for _ in 0..2 {
+        let _: Vec<Row> = c.exec("SELECT SQL_CACHE s FROM t WHERE id = ?", (1,)).await.unwrap();
+    }
+    assert_eq!(stats().inserts(), inserts + 1);
+    assert_eq!(stats().hits(), hits + 1);
+    proxy.shutdown().await;
+}
