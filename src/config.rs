@@ -180,7 +180,8 @@ pub struct InvalidationConfig {
     pub call: Conservative,
     /// Tail the server's binlog to see writes that bypass qcache.
     pub binlog: BinlogMode,
-    /// server_id qcache uses when it registers as a replica.
+    /// server_id qcache uses when it registers as a replica; 0 picks a random one at start,
+    /// so that sidecars sharing one config never evict each other's binlog streams.
     pub server_id: u32,
     /// Credentials for the binlog tail and the schema catalog (never the application's).
     pub user: String,
@@ -196,7 +197,7 @@ impl Default for InvalidationConfig {
             unknown_write: Conservative::All,
             call: Conservative::All,
             binlog: BinlogMode::Auto,
-            server_id: 3307_0001,
+            server_id: 0,
             user: "root".into(),
             password: String::new(),
             max_lag: Duration::from_secs(1),
@@ -247,6 +248,24 @@ impl Default for LogConfig {
     }
 }
 
+impl InvalidationConfig {
+    /// The configured server_id, or a random one in a range replicas rarely use.
+    pub fn effective_server_id(&self) -> u32 {
+        if self.server_id != 0 {
+            return self.server_id;
+        }
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0);
+        let mut seed = [0u8; 20];
+        seed[..16].copy_from_slice(&nanos.to_le_bytes());
+        seed[16..].copy_from_slice(&std::process::id().to_le_bytes());
+        let h = xxhash_rust::xxh3::xxh3_64(&seed);
+        (1 << 30) | (h as u32 & 0x3fff_ffff)
+    }
+}
+
 impl Config {
     /// Parses TOML text; unknown keys are reported with their name.
     pub fn from_toml(text: &str, path: &str) -> Result<Config, ConfigError> {
@@ -294,9 +313,6 @@ impl Config {
         }
         if self.cache.analysis_memo_entries == 0 {
             return bad("cache.analysis_memo_entries must be at least 1".into());
-        }
-        if self.invalidation.server_id == 0 {
-            return bad("invalidation.server_id must not be 0".into());
         }
         if tracing_subscriber::EnvFilter::try_new(&self.log.level).is_err() {
             return bad(format!(

@@ -53,9 +53,11 @@ impl Shared {
             }
         });
         let binlog = (config.invalidation.binlog != BinlogMode::Off).then(|| {
+            let mut inv = config.invalidation.clone();
+            inv.server_id = inv.effective_server_id();
             binlog::spawn(
                 upstream,
-                config.invalidation.clone(),
+                inv,
                 cache.versions_arc(),
                 catalog.clone(),
                 binlog_analyser(catalog.clone()),
