@@ -43,12 +43,17 @@ impl Sink {
     }
 
     fn push_lower(&mut self, bytes: &[u8]) {
-        for chunk in bytes.chunks(64) {
-            let mut tmp = [0u8; 64];
-            for (d, s) in tmp.iter_mut().zip(chunk) {
-                *d = s.to_ascii_lowercase();
+        for chunk in bytes.chunks(self.buf.len()) {
+            if self.len + chunk.len() > self.buf.len() {
+                self.flush();
             }
-            self.push(&tmp[..chunk.len()]);
+            let end = self.len + chunk.len();
+            if let Some(dst) = self.buf.get_mut(self.len..end) {
+                for (d, s) in dst.iter_mut().zip(chunk) {
+                    *d = s.to_ascii_lowercase();
+                }
+                self.len = end;
+            }
         }
     }
 
