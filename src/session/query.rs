@@ -195,11 +195,7 @@ impl Session {
             Ok(plan) => plan,
             Err(reason) => {
                 self.note_not_cached(reason);
-                if let Analysis::Read(r) = &*an {
-                    if r.may_write {
-                        self.plan_unknown_write();
-                    }
-                }
+                self.plan_side_effects(&an);
                 return self.forward_read(pkt.seq, &payload, None).await.map(drop);
             }
         };
@@ -412,6 +408,16 @@ impl Session {
         }
     }
 
+    /// A statement that reads may still write: a stored function can change any table, and
+    /// a shape the scan took for a read may parse as a write (`WITH … UPDATE`).
+    fn plan_side_effects(&mut self, an: &Analysis) {
+        match an {
+            Analysis::Read(r) if r.may_write => self.plan_unknown_write(),
+            Analysis::Write(w) => self.plan_write(w),
+            _ => {}
+        }
+    }
+
     fn note_not_cached(&self, reason: &'static str) {
         self.shared.cache.stats().not_cached(reason);
     }
@@ -490,6 +496,10 @@ impl Session {
     async fn set_statement(&mut self, pkt: Packet, sql: &Bytes) -> Result<(), SessionError> {
         let text = String::from_utf8_lossy(sql).into_owned();
         let info = analysis::analyze_set(&text);
+        if info.as_ref().is_some_and(|i| i.may_write) {
+            // `SET @x = f()` runs a function that may write anything.
+            self.plan_unknown_write();
+        }
         if let Some(i) = &info {
             if let Some(q) = i.query_cache_type {
                 self.st.qct = match q {
@@ -808,11 +818,7 @@ impl Session {
             Ok(plan) => self.miss(pkt.seq, &pkt.payload, plan, mode).await,
             Err(reason) => {
                 self.note_not_cached(reason);
-                if let Analysis::Read(r) = &*an {
-                    if r.may_write {
-                        self.plan_unknown_write();
-                    }
-                }
+                self.plan_side_effects(&an);
                 self.forward_read(pkt.seq, &pkt.payload, None)
                     .await
                     .map(drop)
