@@ -13,7 +13,9 @@ use mysql_async::Conn;
 use qcache::config::BinlogMode;
 
 async fn first_i64(c: &mut Conn, q: &str) -> Option<i64> {
-    c.query_first(q).await.unwrap_or_else(|e| panic!("{q}: {e}"))
+    c.query_first(q)
+        .await
+        .unwrap_or_else(|e| panic!("{q}: {e}"))
 }
 
 /// Polls `q` through `c` until it returns `want`; the time it took.
@@ -23,14 +25,22 @@ async fn until(c: &mut Conn, q: &str, want: i64, limit: Duration) -> Duration {
         if first_i64(c, q).await == Some(want) {
             return start.elapsed();
         }
-        assert!(start.elapsed() < limit, "{q} did not return {want} within {limit:?}");
+        assert!(
+            start.elapsed() < limit,
+            "{q} did not return {want} within {limit:?}"
+        );
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
 }
 
 async fn binlog_proxy() -> common::TestProxy {
     let p = common::proxy(|c| c.invalidation.binlog = BinlogMode::On).await;
-    let b = p.running.shared.binlog.clone().expect("binlog tail running");
+    let b = p
+        .running
+        .shared
+        .binlog
+        .clone()
+        .expect("binlog tail running");
     assert!(
         b.wait_until_connected(Duration::from_secs(20)).await,
         "binlog stream did not connect: {:?}",
@@ -43,7 +53,9 @@ async fn binlog_proxy() -> common::TestProxy {
 async fn direct_writes_invalidate_through_the_binlog() {
     let schema = common::fresh_schema("bp_direct").await;
     let mut d = common::direct_to(&schema).await;
-    d.query_drop("CREATE TABLE t (id INT PRIMARY KEY, v INT)").await.unwrap();
+    d.query_drop("CREATE TABLE t (id INT PRIMARY KEY, v INT)")
+        .await
+        .unwrap();
     d.query_drop("INSERT INTO t VALUES (1, 0)").await.unwrap();
     let proxy = binlog_proxy().await;
     let mut c = proxy.conn(&schema).await;
@@ -52,7 +64,9 @@ async fn direct_writes_invalidate_through_the_binlog() {
     for i in 1..=30 {
         assert_eq!(first_i64(&mut c, q).await, Some(i - 1));
         assert_eq!(first_i64(&mut c, q).await, Some(i - 1));
-        d.query_drop(format!("UPDATE t SET v = {i} WHERE id = 1")).await.unwrap();
+        d.query_drop(format!("UPDATE t SET v = {i} WHERE id = 1"))
+            .await
+            .unwrap();
         lags.push(until(&mut c, q, i, Duration::from_secs(5)).await);
     }
     lags.sort();
@@ -62,7 +76,9 @@ async fn direct_writes_invalidate_through_the_binlog() {
         lags[lags.len() - 1]
     );
     // DDL from outside
-    d.query_drop("ALTER TABLE t ADD COLUMN w INT DEFAULT 3").await.unwrap();
+    d.query_drop("ALTER TABLE t ADD COLUMN w INT DEFAULT 3")
+        .await
+        .unwrap();
     let q2 = "SELECT * FROM t";
     let start = Instant::now();
     loop {
@@ -70,7 +86,10 @@ async fn direct_writes_invalidate_through_the_binlog() {
         if row.map(|r| r.len()) == Some(3) {
             break;
         }
-        assert!(start.elapsed() < Duration::from_secs(5), "outside ALTER not seen");
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "outside ALTER not seen"
+        );
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     proxy.shutdown().await;
@@ -80,7 +99,9 @@ async fn direct_writes_invalidate_through_the_binlog() {
 async fn two_instances_stay_coherent_through_the_binlog() {
     let schema = common::fresh_schema("bp_two").await;
     let mut d = common::direct_to(&schema).await;
-    d.query_drop("CREATE TABLE t (id INT PRIMARY KEY, v INT)").await.unwrap();
+    d.query_drop("CREATE TABLE t (id INT PRIMARY KEY, v INT)")
+        .await
+        .unwrap();
     d.query_drop("INSERT INTO t VALUES (1, 0)").await.unwrap();
     let a = binlog_proxy().await;
     let b = common::proxy(|c| {
@@ -95,7 +116,9 @@ async fn two_instances_stay_coherent_through_the_binlog() {
     for i in 1..=10 {
         assert_eq!(first_i64(&mut cb, q).await, Some(i - 1));
         assert_eq!(first_i64(&mut cb, q).await, Some(i - 1));
-        ca.query_drop(format!("UPDATE t SET v = {i} WHERE id = 1")).await.unwrap();
+        ca.query_drop(format!("UPDATE t SET v = {i} WHERE id = 1"))
+            .await
+            .unwrap();
         until(&mut cb, q, i, Duration::from_secs(5)).await;
     }
     a.shutdown().await;
@@ -108,8 +131,12 @@ async fn two_instances_stay_coherent_through_the_binlog() {
 async fn staleness_after_direct_writes_stays_within_the_lag_bound() {
     let schema = common::fresh_schema("bp_stale").await;
     let mut d = common::direct_to(&schema).await;
-    d.query_drop("CREATE TABLE c (id INT PRIMARY KEY, v BIGINT)").await.unwrap();
-    d.query_drop("INSERT INTO c VALUES (0, 0), (1, 0)").await.unwrap();
+    d.query_drop("CREATE TABLE c (id INT PRIMARY KEY, v BIGINT)")
+        .await
+        .unwrap();
+    d.query_drop("INSERT INTO c VALUES (0, 0), (1, 0)")
+        .await
+        .unwrap();
     let proxy = Arc::new(binlog_proxy().await);
     const BOUND: Duration = Duration::from_millis(500);
     let acked: Arc<Vec<Mutex<Vec<(Instant, i64)>>>> =
@@ -124,7 +151,9 @@ async fn staleness_after_direct_writes_stays_within_the_lag_bound() {
             let mut i = 0;
             while Instant::now() < deadline {
                 i += 1;
-                w.query_drop(format!("UPDATE c SET v = {i} WHERE id = {k}")).await.unwrap();
+                w.query_drop(format!("UPDATE c SET v = {i} WHERE id = {k}"))
+                    .await
+                    .unwrap();
                 acked[k as usize].lock().unwrap().push((Instant::now(), i));
                 tokio::time::sleep(Duration::from_millis(3)).await;
             }
@@ -132,8 +161,13 @@ async fn staleness_after_direct_writes_stays_within_the_lag_bound() {
     }
     let max_seen_lag = Arc::new(AtomicI64::new(0));
     for r in 0..2i64 {
-        let (acked, proxy, schema, failed, max_seen_lag) =
-            (acked.clone(), proxy.clone(), schema.clone(), failed.clone(), max_seen_lag.clone());
+        let (acked, proxy, schema, failed, max_seen_lag) = (
+            acked.clone(),
+            proxy.clone(),
+            schema.clone(),
+            failed.clone(),
+            max_seen_lag.clone(),
+        );
         tasks.push(tokio::spawn(async move {
             let mut c = proxy.conn(&schema).await;
             let mut n = r;
@@ -187,14 +221,23 @@ async fn binlog_auto_turns_itself_off_without_log_bin_and_caching_still_works() 
         c.invalidation.password = String::new();
     })
     .await;
-    let b = proxy.running.shared.binlog.clone().expect("auto starts the tail");
+    let b = proxy
+        .running
+        .shared
+        .binlog
+        .clone()
+        .expect("auto starts the tail");
     let why = b.wait_until_off(Duration::from_secs(20)).await;
     assert!(why.as_deref().unwrap_or("").contains("log_bin"), "{why:?}");
     let url = format!("mysql://root@{}/test?prefer_socket=false", proxy.addr);
     let mut c = Conn::from_url(url).await.unwrap();
     let t = common::unique_name("bp_auto");
-    c.query_drop(format!("CREATE TABLE {t} (id INT PRIMARY KEY, v INT)")).await.unwrap();
-    c.query_drop(format!("INSERT INTO {t} VALUES (1, 1)")).await.unwrap();
+    c.query_drop(format!("CREATE TABLE {t} (id INT PRIMARY KEY, v INT)"))
+        .await
+        .unwrap();
+    c.query_drop(format!("INSERT INTO {t} VALUES (1, 1)"))
+        .await
+        .unwrap();
     let q = format!("SELECT v FROM {t} WHERE id = 1");
     assert_eq!(first_i64(&mut c, &q).await, Some(1));
     assert_eq!(first_i64(&mut c, &q).await, Some(1));
@@ -229,33 +272,71 @@ async fn views_triggers_and_cascades_widen_proxied_writes() {
     let mut c = proxy.conn(&schema).await;
     let hits = || proxy.running.shared.cache.stats().hits();
     // a view over two tables, and a view on that view
-    for q in ["SELECT w FROM ab WHERE id = 1", "SELECT s FROM ab2 WHERE id = 1"] {
+    for q in [
+        "SELECT w FROM ab WHERE id = 1",
+        "SELECT s FROM ab2 WHERE id = 1",
+    ] {
         first_i64(&mut c, q).await;
     }
     let h = hits();
-    assert_eq!(first_i64(&mut c, "SELECT w FROM ab WHERE id = 1").await, Some(10));
-    assert_eq!(first_i64(&mut c, "SELECT s FROM ab2 WHERE id = 1").await, Some(11));
+    assert_eq!(
+        first_i64(&mut c, "SELECT w FROM ab WHERE id = 1").await,
+        Some(10)
+    );
+    assert_eq!(
+        first_i64(&mut c, "SELECT s FROM ab2 WHERE id = 1").await,
+        Some(11)
+    );
     assert_eq!(hits(), h + 2, "views are cached");
-    c.query_drop("UPDATE b SET w = 20 WHERE id = 1").await.unwrap();
-    assert_eq!(first_i64(&mut c, "SELECT w FROM ab WHERE id = 1").await, Some(20));
-    assert_eq!(first_i64(&mut c, "SELECT s FROM ab2 WHERE id = 1").await, Some(21));
+    c.query_drop("UPDATE b SET w = 20 WHERE id = 1")
+        .await
+        .unwrap();
+    assert_eq!(
+        first_i64(&mut c, "SELECT w FROM ab WHERE id = 1").await,
+        Some(20)
+    );
+    assert_eq!(
+        first_i64(&mut c, "SELECT s FROM ab2 WHERE id = 1").await,
+        Some(21)
+    );
     // a trigger writing a second table
     let q = "SELECT COUNT(*) FROM log";
     assert_eq!(first_i64(&mut c, q).await, Some(0));
     assert_eq!(first_i64(&mut c, q).await, Some(0));
     c.query_drop("INSERT INTO a VALUES (2, 2)").await.unwrap();
-    assert_eq!(first_i64(&mut c, q).await, Some(1), "trigger's table not invalidated");
+    assert_eq!(
+        first_i64(&mut c, q).await,
+        Some(1),
+        "trigger's table not invalidated"
+    );
     // ON DELETE CASCADE
     let q = "SELECT COUNT(*) FROM child";
     assert_eq!(first_i64(&mut c, q).await, Some(2));
     assert_eq!(first_i64(&mut c, q).await, Some(2));
-    c.query_drop("DELETE FROM parent WHERE id = 1").await.unwrap();
-    assert_eq!(first_i64(&mut c, q).await, Some(1), "cascade's table not invalidated");
+    c.query_drop("DELETE FROM parent WHERE id = 1")
+        .await
+        .unwrap();
+    assert_eq!(
+        first_i64(&mut c, q).await,
+        Some(1),
+        "cascade's table not invalidated"
+    );
     // a view created through the proxy is known to the next read
-    c.query_drop("CREATE VIEW only_b AS SELECT w FROM b").await.unwrap();
-    assert_eq!(first_i64(&mut c, "SELECT MAX(w) FROM only_b").await, Some(20));
-    assert_eq!(first_i64(&mut c, "SELECT MAX(w) FROM only_b").await, Some(20));
+    c.query_drop("CREATE VIEW only_b AS SELECT w FROM b")
+        .await
+        .unwrap();
+    assert_eq!(
+        first_i64(&mut c, "SELECT MAX(w) FROM only_b").await,
+        Some(20)
+    );
+    assert_eq!(
+        first_i64(&mut c, "SELECT MAX(w) FROM only_b").await,
+        Some(20)
+    );
     c.query_drop("UPDATE b SET w = 30").await.unwrap();
-    assert_eq!(first_i64(&mut c, "SELECT MAX(w) FROM only_b").await, Some(30));
+    assert_eq!(
+        first_i64(&mut c, "SELECT MAX(w) FROM only_b").await,
+        Some(30)
+    );
     proxy.shutdown().await;
 }

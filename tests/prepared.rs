@@ -75,11 +75,18 @@ async fn binary_hits_are_byte_identical_and_keyed_by_values() {
             let (hit, _) = c.command(&execute(cid, 0, &args), Expect::Results).await;
             let (server, _) = d.command(&execute(did, 0, &args), Expect::Results).await;
             assert_eq!(Raw::wire(&miss), Raw::wire(&server), "{args:?}");
-            assert_eq!(Raw::wire(&hit), Raw::wire(&server), "{args:?} from the cache");
+            assert_eq!(
+                Raw::wire(&hit),
+                Raw::wire(&server),
+                "{args:?} from the cache"
+            );
             seen.push(Raw::wire(&hit));
         }
         assert_ne!(seen[0], seen[1], "different values must not share an entry");
-        assert_ne!(seen[0], seen[2], "a NULL and a value must not share an entry");
+        assert_ne!(
+            seen[0], seen[2],
+            "a NULL and a value must not share an entry"
+        );
         assert_eq!(stats().hits(), hits + 3);
     }
     proxy.shutdown().await;
@@ -124,7 +131,9 @@ async fn cursors_and_long_data_are_never_cached_and_still_correct() {
     let (id, _) = prepare(&mut c, "SELECT id FROM t WHERE id >= ? ORDER BY id").await;
     let inserts = stats().inserts();
     for _ in 0..2 {
-        let (_, resp) = c.command(&execute(id, 1, &[Some(1)]), Expect::Results).await;
+        let (_, resp) = c
+            .command(&execute(id, 1, &[Some(1)]), Expect::Results)
+            .await;
         assert!(resp.cursor);
         let mut f = vec![com::STMT_FETCH];
         f.extend_from_slice(&id.to_le_bytes());
@@ -158,7 +167,11 @@ async fn cursors_and_long_data_are_never_cached_and_still_correct() {
         // binary row: header, null bitmap, COUNT(*) = 1 as LONGLONG
         assert_eq!(&last_row.payload[..], &[0, 0, 1, 0, 0, 0, 0, 0, 0, 0]);
     }
-    assert_eq!(stats().inserts(), inserts, "a long-data execution was stored");
+    assert_eq!(
+        stats().inserts(),
+        inserts,
+        "a long-data execution was stored"
+    );
     proxy.shutdown().await;
 }
 
@@ -192,7 +205,9 @@ async fn malformed_executes_get_clean_errors() {
     assert!(resp.error, "{pk:?}");
     assert_eq!(stats().inserts(), inserts, "a malformed execute was stored");
     // the session still works, and a good execute is cached
-    let (_, resp) = c.command(&execute(id, 0, &[Some(1)]), Expect::Results).await;
+    let (_, resp) = c
+        .command(&execute(id, 0, &[Some(1)]), Expect::Results)
+        .await;
     assert!(!resp.error);
     proxy.shutdown().await;
 }
@@ -206,7 +221,10 @@ async fn hints_and_query_cache_type_apply_to_prepared_selects() {
     let mut c = proxy.conn(&schema).await;
     let inserts = stats().inserts();
     for _ in 0..2 {
-        let _: Vec<Row> = c.exec("SELECT SQL_NO_CACHE s FROM t WHERE id = ?", (1,)).await.unwrap();
+        let _: Vec<Row> = c
+            .exec("SELECT SQL_NO_CACHE s FROM t WHERE id = ?", (1,))
+            .await
+            .unwrap();
     }
     assert_eq!(stats().inserts(), inserts);
     c.query_drop("SET query_cache_type = DEMAND").await.unwrap();
@@ -216,7 +234,10 @@ async fn hints_and_query_cache_type_apply_to_prepared_selects() {
     assert_eq!(stats().inserts(), inserts);
     let hits = stats().hits();
     for _ in 0..2 {
-        let _: Vec<Row> = c.exec("SELECT SQL_CACHE s FROM t WHERE id = ?", (1,)).await.unwrap();
+        let _: Vec<Row> = c
+            .exec("SELECT SQL_CACHE s FROM t WHERE id = ?", (1,))
+            .await
+            .unwrap();
     }
     assert_eq!(stats().inserts(), inserts + 1);
     assert_eq!(stats().hits(), hits + 1);
