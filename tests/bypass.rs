@@ -139,8 +139,7 @@ async fn staleness_after_direct_writes_stays_within_the_lag_bound() {
         .unwrap();
     let proxy = Arc::new(binlog_proxy().await);
     const BOUND: Duration = Duration::from_millis(500);
-    let acked: Arc<Vec<Mutex<Vec<(Instant, i64)>>>> =
-        Arc::new((0..2).map(|_| Mutex::new(Vec::new())).collect());
+    let acked: Arc<Vec<AckLog>> = Arc::new((0..2).map(|_| Mutex::new(Vec::new())).collect());
     let deadline = Instant::now() + Duration::from_secs(5);
     let failed = Arc::new(AtomicBool::new(false));
     let mut tasks = Vec::new();
@@ -211,6 +210,9 @@ async fn staleness_after_direct_writes_stays_within_the_lag_bound() {
 }
 
 use std::sync::Mutex;
+
+/// Per key: (when the direct write was acknowledged, the value it wrote).
+type AckLog = Mutex<Vec<(Instant, i64)>>;
 
 #[tokio::test]
 async fn binlog_auto_turns_itself_off_without_log_bin_and_caching_still_works() {
