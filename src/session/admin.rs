@@ -93,7 +93,7 @@ impl Session {
         info!(
             code,
             sql_state = state,
-            message = msg,
+            error = msg,
             "answered with an error"
         );
         self.client
