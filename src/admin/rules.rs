@@ -234,6 +234,29 @@ mod tests {
         assert!(toml::from_str::<W>("[[rules]]\naction = \"sometimes\"\n").is_err());
     }
 
+    /// The commented examples in config/qcache.toml stay valid.
+    #[test]
+    fn example_file_rules_parse() {
+        let text = include_str!("../../config/qcache.toml");
+        let start = text
+            .find("# [[rules]]")
+            .expect("rule examples in the example file");
+        let body: String = text[start..]
+            .lines()
+            .map(|l| l.strip_prefix("# ").unwrap_or(l.trim_start_matches('#')))
+            .collect::<Vec<_>>()
+            .join("\n");
+        let r = rules(&body);
+        assert_eq!(r.len(), 4);
+        assert_eq!(r[0].action, Action::Never);
+        assert_eq!(r[1].ttl, Some(Duration::from_secs(60)));
+        assert!(r[2]
+            .regex
+            .as_ref()
+            .is_some_and(|p| p.0.is_match("x group by y")));
+        assert_eq!(r[3].digest, Some(Digest(0x9f2c4e1a77b03d15)));
+    }
+
     #[test]
     fn globs() {
         assert!(glob("*", "anything"));
