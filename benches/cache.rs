@@ -113,7 +113,7 @@ fn ops(seed: u64, n: usize) -> Vec<Op> {
             let hot = r % 10 < 8;
             let k = splitmix(&mut s) % if hot { KEYS / 5 } else { KEYS };
             Op {
-                get: splitmix(&mut s) % 10 != 0,
+                get: !splitmix(&mut s).is_multiple_of(10),
                 key: key(k, 0, b"k"),
                 len: 100 + (k as usize * 7919) % 4000,
             }

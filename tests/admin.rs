@@ -635,3 +635,90 @@ async fn json_log_lines_are_json() {
         );
     }
 }
+
+/// SIGHUP re-reads the file: a new `log.level` applies without a restart, and sessions open
+/// across the reload keep working.
+#[tokio::test]
+async fn sighup_applies_a_new_log_level() {
+    let schema = common::fresh_schema("adm_hup").await;
+    setup(
+        &schema,
+        &[
+            "CREATE TABLE t (id INT PRIMARY KEY)",
+            "INSERT INTO t VALUES (1)",
+        ],
+    )
+    .await;
+    let d = common::db();
+    let port = common::free_port();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("qcache.toml");
+    let mut cfg = common::test_config(&d.addr());
+    cfg.server.listen = format!("127.0.0.1:{port}");
+    cfg.log.level = "warn".into();
+    std::fs::write(&path, cfg.to_toml()).unwrap();
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_qcache"))
+        .args(["--config", path.to_str().unwrap(), "--log-format", "json"])
+        .env_remove("QCACHE_LOG_LEVEL")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run qcache");
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let mut up = false;
+    for _ in 0..100 {
+        if TcpStream::connect(addr).await.is_ok() {
+            up = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(up, "qcache did not start listening");
+    let url = format!("mysql://{}@{addr}/{schema}?prefer_socket=false", d.user);
+    let mut quiet = Conn::from_url(&url)
+        .await
+        .expect("connect through the binary");
+    let _: Option<i64> = quiet.query_first("SELECT id FROM t").await.unwrap();
+
+    cfg.log.level = "info".into();
+    std::fs::write(&path, cfg.to_toml()).unwrap();
+    let hup = |sig: &str| {
+        std::process::Command::new("kill")
+            .arg(sig)
+            .arg(child.id().to_string())
+            .status()
+            .expect("kill runs")
+    };
+    hup("-HUP");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut loud = Conn::from_url(&url)
+        .await
+        .expect("connect after the reload");
+    let _: Option<i64> = loud.query_first("SELECT id FROM t").await.unwrap();
+    // The session opened before the reload is still served.
+    let _: Option<i64> = quiet.query_first("SELECT id FROM t").await.unwrap();
+    loud.disconnect().await.unwrap();
+    quiet.disconnect().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    hup("-TERM");
+    let out = child.wait_with_output().expect("qcache exits");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let messages: Vec<String> = stdout
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| {
+            let v: serde_json::Value =
+                serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}"));
+            v["message"].as_str().unwrap_or_default().to_string()
+        })
+        .collect();
+    let started = messages.iter().filter(|m| *m == "session started").count();
+    assert_eq!(
+        started, 1,
+        "only the session after the reload logs at info: {messages:?}"
+    );
+    assert!(
+        messages.iter().any(|m| m == "configuration reloaded"),
+        "{messages:?}"
+    );
+}
