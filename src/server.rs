@@ -380,6 +380,8 @@ async fn accept_loop(
 /// Over the connection limit: MySQL's own answer, sent in place of the greeting.
 async fn refuse(tcp: TcpStream) {
     use tokio::io::AsyncWriteExt;
+    let peer = tcp.peer_addr().map(|a| a.to_string()).unwrap_or_default();
+    info!(code = 1040, client = %peer, "refused a client: too many connections");
     let mut tcp = tcp;
     let mut out = bytes::BytesMut::new();
     codec::encode(
