@@ -203,16 +203,20 @@ async fn health_cache_summary_and_readiness_with_a_live_upstream() {
     proxy.shutdown().await;
 }
 
-/// A fake upstream that sends a protocol-10 greeting to everyone who connects.
-async fn greeter(listener: tokio::net::TcpListener) {
+/// A TCP forwarder to the test server: aborting it takes "the upstream" down, starting it
+/// again on the same port brings it back, without touching the shared server.
+async fn forwarder(listener: tokio::net::TcpListener, to: String) {
+    let mut conns = tokio::task::JoinSet::new();
     loop {
-        let Ok((mut s, _)) = listener.accept().await else {
+        let Ok((mut a, _)) = listener.accept().await else {
             return;
         };
-        let payload = b"\x0a5.7.0-fake\x00";
-        let mut pkt = vec![payload.len() as u8, 0, 0, 0];
-        pkt.extend_from_slice(payload);
-        let _ = s.write_all(&pkt).await;
+        let to = to.clone();
+        conns.spawn(async move {
+            if let Ok(mut b) = TcpStream::connect(&to).await {
+                let _ = tokio::io::copy_bidirectional(&mut a, &mut b).await;
+            }
+        });
     }
 }
 
@@ -227,12 +231,14 @@ async fn readiness_follows_the_upstream() {
     proxy.shutdown().await;
 
     // Up, down, back up on the same port.
+    let db = common::db().addr();
     let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let up = l.local_addr().unwrap();
-    let task = tokio::spawn(greeter(l));
+    let task = tokio::spawn(forwarder(l, db.clone()));
     let proxy = common::proxy_to(&up.to_string(), |c| c.admin.listen = "127.0.0.1:0".into()).await;
     let a = admin(&proxy);
-    assert_eq!(http(a, "GET", "/readyz").await.0, 200);
+    let (code, body) = http(a, "GET", "/readyz").await;
+    assert_eq!(code, 200, "{body}");
     task.abort();
     let _ = task.await;
     tokio::time::sleep(Duration::from_millis(1100)).await;
@@ -241,7 +247,7 @@ async fn readiness_follows_the_upstream() {
     let l = tokio::net::TcpListener::bind(up)
         .await
         .expect("rebind the same port");
-    let task = tokio::spawn(greeter(l));
+    let task = tokio::spawn(forwarder(l, db));
     tokio::time::sleep(Duration::from_millis(1100)).await;
     let (code, body) = http(a, "GET", "/readyz").await;
     assert_eq!(code, 200, "{body}");

@@ -10,8 +10,7 @@ use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
-use tokio::io::AsyncReadExt;
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tracing::{info, warn};
 
@@ -20,7 +19,7 @@ use crate::invalidation::binlog::BinlogStatus;
 use crate::server::Shared;
 
 /// A readiness answer is reused this long, so a busy prober does not open a connection to
-/// the upstream per request (each unauthenticated probe counts as an aborted connect there).
+/// the upstream per request.
 const READY_CACHE: Duration = Duration::from_secs(1);
 /// Longest a readiness probe waits for the upstream's greeting.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
@@ -108,37 +107,38 @@ async fn readyz(State(s): State<AppState>) -> Response {
     }
 }
 
-/// Ready when the upstream answers with a greeting and, when the binlog tail is on, its
-/// stream is connected (without it, writes that bypass qcache could go unseen).
+/// Ready when the upstream answers a login and, when the binlog tail is on, its stream is
+/// connected (without it, writes that bypass qcache could go unseen).
+///
+/// The probe logs in as `invalidation.user` and quits cleanly. A bare TCP connect that hangs
+/// up after the greeting would count as a handshake error, and MySQL blocks a host after
+/// `max_connect_errors` of those in a row: on an idle system the probes alone would lock
+/// qcache's host out. A refusal of the credentials still proves the server is up (the
+/// binlog tail and catalog report that problem themselves), so only errors that stop every
+/// session count against readiness.
 async fn readiness(shared: &Shared) -> Result<(), String> {
     let cfg = shared.config();
     let upstream = &cfg.server.upstream;
     let timeout = cfg.server.connect_timeout.min(PROBE_TIMEOUT);
-    let greeting = async {
-        let mut tcp = TcpStream::connect(upstream).await?;
-        let mut head = [0u8; 5];
-        tcp.read_exact(&mut head).await?;
-        let mut rest = vec![0u8; 256];
-        let n = if head[4] == 0xff {
-            tcp.read(&mut rest).await.unwrap_or(0)
-        } else {
-            0
-        };
-        Ok::<_, std::io::Error>((head[4], rest[..n].to_vec()))
-    };
-    match tokio::time::timeout(timeout, greeting).await {
+    let opts = crate::invalidation::catalog::upstream_opts(upstream, &cfg.invalidation);
+    match tokio::time::timeout(timeout, mysql_async::Conn::new(opts)).await {
         Err(_) => {
             return Err(format!(
-                "upstream {upstream} did not greet within {timeout:?}"
+                "upstream {upstream} did not answer within {timeout:?}"
             ))
         }
-        Ok(Err(e)) => return Err(format!("upstream {upstream} unreachable: {e}")),
-        Ok(Ok((0xff, rest))) => {
-            // An ERR in place of the greeting: [code:2] then the message.
-            let msg = String::from_utf8_lossy(rest.get(2..).unwrap_or_default()).into_owned();
-            return Err(format!("upstream {upstream} refused: {msg}"));
+        Ok(Ok(conn)) => {
+            let _ = tokio::time::timeout(timeout, conn.disconnect()).await;
         }
-        Ok(Ok(_)) => {}
+        // Too many connections, host blocked, server shutting down: sessions would fail too.
+        Ok(Err(mysql_async::Error::Server(e))) if [1040, 1129, 1053].contains(&e.code) => {
+            return Err(format!(
+                "upstream {upstream} refused: {} ({})",
+                e.message, e.code
+            ));
+        }
+        Ok(Err(mysql_async::Error::Server(_))) => {}
+        Ok(Err(e)) => return Err(format!("upstream {upstream} unreachable: {e}")),
     }
     if let Some(b) = &shared.binlog {
         match b.status() {
