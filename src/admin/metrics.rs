@@ -111,12 +111,12 @@ pub struct Latencies {
 }
 
 /// Reads the shared state on each scrape, so nothing is counted twice on the hot path.
-#[derive(Debug)]
 struct SharedCollector(Arc<Shared>);
 
-impl std::fmt::Debug for Shared {
+// prometheus-client wants collectors to be Debug; the shared state has nothing useful to show.
+impl std::fmt::Debug for SharedCollector {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Shared").finish_non_exhaustive()
+        f.debug_struct("SharedCollector").finish_non_exhaustive()
     }
 }
 
