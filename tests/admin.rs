@@ -433,6 +433,7 @@ async fn every_rule_match_kind_and_action() {
             "INSERT INTO orders VALUES (1)",
             "INSERT INTO items VALUES (1)",
             "INSERT INTO misc VALUES (1)",
+            "CREATE VIEW v_open AS SELECT id FROM orders",
         ],
     )
     .await;
@@ -463,6 +464,8 @@ async fn every_rule_match_kind_and_action() {
     let mut c = proxy.conn(&schema).await;
     // schema + table glob → never
     assert_eq!(thrice(&mut c, "SELECT id FROM orders").await, (0, 0));
+    // ... also through a view over that table
+    assert_eq!(thrice(&mut c, "SELECT id FROM v_open").await, (0, 0));
     // regex → never
     assert_eq!(
         thrice(&mut c, "SELECT /* nocache */ id FROM misc").await,
@@ -480,7 +483,7 @@ async fn every_rule_match_kind_and_action() {
     tokio::time::sleep(Duration::from_millis(400)).await;
     assert_eq!(thrice(&mut c, "SELECT id FROM items").await, (2, 1));
     let st = status_rows(&mut c, "SHOW QCACHE STATUS").await;
-    assert_eq!(st["Qcache_not_cached_rule"], "9", "{st:?}");
+    assert_eq!(st["Qcache_not_cached_rule"], "12", "{st:?}");
     drop(c);
     proxy.shutdown().await;
 

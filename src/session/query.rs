@@ -333,8 +333,11 @@ impl Session {
         let mut ttl = None;
         if !cfg.rules.is_empty() {
             let text = String::from_utf8_lossy(sql);
+            // A rule may name a view as the statement does, or a table under it.
+            let mut tables = named.clone();
+            tables.extend(bases.iter().cloned());
             let subject = rules::Subject {
-                tables: &bases,
+                tables: &tables,
                 user: &self.st.user,
                 digest,
                 sql: &text,
