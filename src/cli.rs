@@ -41,6 +41,13 @@ pub struct Cli {
     /// Log filter, e.g. info or qcache=debug.
     #[arg(long, env = "QCACHE_LOG_LEVEL")]
     pub log_level: Option<String>,
+    /// server_id of the binlog tail; each replica of a sidecar fleet needs its own, or the
+    /// server drops the older stream.
+    #[arg(long, env = "QCACHE_SERVER_ID")]
+    pub server_id: Option<u32>,
+    /// Password of invalidation.user (from a secret, rather than in the config file).
+    #[arg(long, env = "QCACHE_INVALIDATION_PASSWORD", hide_env_values = true)]
+    pub invalidation_password: Option<String>,
     #[command(subcommand)]
     pub command: Option<Command>,
 }
@@ -101,6 +108,12 @@ impl Cli {
         }
         if let Some(v) = &self.log_level {
             c.log.level = v.clone();
+        }
+        if let Some(v) = self.server_id {
+            c.invalidation.server_id = v;
+        }
+        if let Some(v) = &self.invalidation_password {
+            c.invalidation.password = v.clone();
         }
     }
 }

@@ -31,6 +31,9 @@ pub struct Config {
     pub invalidation: InvalidationConfig,
     pub admin: AdminConfig,
     pub log: LogConfig,
+    /// Operator rules, first match wins (see `admin::rules`); none by default.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub rules: Vec<crate::admin::rules::Rule>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -237,6 +240,9 @@ pub struct LogConfig {
     pub format: LogFormat,
     /// A tracing filter directive, e.g. `info` or `qcache=debug`.
     pub level: String,
+    /// Misses slower than this are logged at info with their digest; unset: off.
+    #[serde(with = "humantime_serde", skip_serializing_if = "Option::is_none")]
+    pub slow_miss: Option<Duration>,
 }
 
 impl Default for LogConfig {
@@ -244,6 +250,7 @@ impl Default for LogConfig {
         LogConfig {
             format: LogFormat::Text,
             level: "info".into(),
+            slow_miss: None,
         }
     }
 }

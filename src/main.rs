@@ -6,14 +6,25 @@ use clap::Parser;
 use qcache::cli::{Cli, Command};
 use qcache::config::{Config, LogFormat};
 
+/// Installs the global subscriber with its filter behind a reload handle, so that a config
+/// reload can change `log.level` without a restart.
 fn init_tracing(config: &Config) {
-    let filter = tracing_subscriber::EnvFilter::try_new(&config.log.level)
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    use tracing_subscriber::{fmt, reload, EnvFilter};
+    let filter = EnvFilter::try_new(&config.log.level).unwrap_or_else(|_| EnvFilter::new("info"));
+    let (filter, handle) = reload::Layer::new(filter);
+    let registry = tracing_subscriber::registry().with(filter);
     match config.log.format {
-        LogFormat::Json => builder.json().flatten_event(true).init(),
-        LogFormat::Text => builder.init(),
+        LogFormat::Json => registry
+            .with(fmt::layer().json().flatten_event(true))
+            .init(),
+        LogFormat::Text => registry.with(fmt::layer()).init(),
     }
+    qcache::admin::set_log_reloader(move |level| {
+        let f = EnvFilter::try_new(level).map_err(|e| e.to_string())?;
+        handle.reload(f).map_err(|e| e.to_string())
+    });
 }
 
 fn main() -> anyhow::Result<()> {

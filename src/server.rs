@@ -35,6 +35,11 @@ pub struct Shared {
     pub binlog: Option<Arc<BinlogHandle>>,
     /// Client connections open now.
     pub connections: AtomicU64,
+    /// Hit and miss timings for /metrics.
+    pub latencies: crate::admin::metrics::Latencies,
+    /// The command line the config came from, for SIGHUP and POST /reload; None when started
+    /// from a bare `Config` (then there is nothing to re-read).
+    reload_source: std::sync::Mutex<Option<Cli>>,
     next_session: AtomicU64,
 }
 
@@ -70,6 +75,8 @@ impl Shared {
             catalog,
             binlog,
             connections: AtomicU64::new(0),
+            latencies: Default::default(),
+            reload_source: std::sync::Mutex::new(None),
             next_session: AtomicU64::new(1),
         }
     }
@@ -91,6 +98,80 @@ impl Shared {
 
     pub fn swap_config(&self, c: Config) {
         self.config.store(Arc::new(c));
+    }
+
+    /// Where [`Shared::reload`] re-reads the config from.
+    pub fn set_reload_source(&self, cli: Cli) {
+        if let Ok(mut g) = self.reload_source.lock() {
+            *g = Some(cli);
+        }
+    }
+
+    /// Re-reads the config (file, then flags and environment), validates it and swaps it in.
+    /// Returns notes about settings that need a restart; an invalid file keeps the running
+    /// config and returns why.
+    pub fn reload(&self) -> Result<Vec<String>, String> {
+        let r = self.try_reload();
+        if let Err(e) = &r {
+            warn!(error = %e, "reload refused; keeping the running configuration");
+        }
+        r
+    }
+
+    fn try_reload(&self) -> Result<Vec<String>, String> {
+        let new = {
+            let g = self
+                .reload_source
+                .lock()
+                .map_err(|_| "reload state poisoned")?;
+            let cli = g
+                .as_ref()
+                .ok_or("started without a config source; nothing to re-read")?;
+            cli.effective_config().map_err(|e| e.to_string())?
+        };
+        let old = self.config();
+        crate::admin::reload_log_level(&new.log.level).map_err(|e| e.to_string())?;
+        let mut notes = Vec::new();
+        let mut restart = |changed: bool, key: &str| {
+            if changed {
+                notes.push(format!("{key} changed: takes effect after a restart"));
+            }
+        };
+        restart(new.server.listen != old.server.listen, "server.listen");
+        restart(new.admin.listen != old.admin.listen, "admin.listen");
+        restart(
+            new.server.max_connections != old.server.max_connections,
+            "server.max_connections",
+        );
+        restart(
+            new.cache.max_bytes != old.cache.max_bytes,
+            "cache.max_bytes",
+        );
+        restart(
+            new.cache.analysis_memo_entries != old.cache.analysis_memo_entries,
+            "cache.analysis_memo_entries",
+        );
+        let (ni, oi) = (&new.invalidation, &old.invalidation);
+        restart(
+            (ni.binlog, ni.server_id, &ni.user, &ni.password)
+                != (oi.binlog, oi.server_id, &oi.user, &oi.password),
+            "invalidation.binlog/server_id/user/password",
+        );
+        restart(new.log.format != old.log.format, "log.format");
+        if new.server.upstream != old.server.upstream {
+            notes.push(
+                "server.upstream changed: new sessions use it; the binlog tail and catalog \
+                 keep the old one until a restart"
+                    .into(),
+            );
+        }
+        for n in &notes {
+            warn!("{n}");
+        }
+        self.cache.reconfigure(&new.cache);
+        self.swap_config(new);
+        info!("configuration reloaded");
+        Ok(notes)
     }
 
     /// Bumps what a statement wrote.
@@ -221,14 +302,20 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
     config.validate()?;
     let listener = TcpListener::bind(&config.server.listen).await?;
     let addr = listener.local_addr()?;
+    let admin_listen = config.admin.listen.clone();
     let shared = Arc::new(Shared::new(config));
     let (drain, drain_rx) = watch::channel(false);
     let (stop, stop_rx) = watch::channel(false);
+    let admin_addr = if admin_listen.is_empty() {
+        None
+    } else {
+        Some(crate::admin::http::spawn(&admin_listen, shared.clone(), drain_rx.clone()).await?)
+    };
     let task = tokio::spawn(accept_loop(listener, shared.clone(), drain_rx, stop_rx));
     info!(%addr, upstream = %shared.config().server.upstream, "qcache listening");
     Ok(Running {
         addr,
-        admin_addr: None,
+        admin_addr,
         shared,
         drain,
         stop,
@@ -295,6 +382,8 @@ async fn accept_loop(
 /// Over the connection limit: MySQL's own answer, sent in place of the greeting.
 async fn refuse(tcp: TcpStream) {
     use tokio::io::AsyncWriteExt;
+    let peer = tcp.peer_addr().map(|a| a.to_string()).unwrap_or_default();
+    info!(code = 1040, client = %peer, "refused a client: too many connections");
     let mut tcp = tcp;
     let mut out = bytes::BytesMut::new();
     codec::encode(
@@ -310,6 +399,7 @@ async fn refuse(tcp: TcpStream) {
 pub async fn run_until_signalled(config: Config, cli: Cli) -> anyhow::Result<()> {
     use tokio::signal::unix::{signal, SignalKind};
     let running = start(config).await?;
+    running.shared.set_reload_source(cli);
     let mut term = signal(SignalKind::terminate())?;
     let mut int = signal(SignalKind::interrupt())?;
     let mut hup = signal(SignalKind::hangup())?;
@@ -325,22 +415,10 @@ pub async fn run_until_signalled(config: Config, cli: Cli) -> anyhow::Result<()>
                 running.abort().await;
                 return Ok(());
             }
-            _ = hup.recv() => reload(&running.shared, &cli),
-        }
-    }
-}
-
-/// Re-reads the config file; an invalid one keeps the old config and says why.
-pub fn reload(shared: &Shared, cli: &Cli) {
-    match cli.effective_config() {
-        Ok(new) => {
-            let old = shared.config();
-            if new.server.listen != old.server.listen {
-                warn!("server.listen changed: takes effect after a restart");
+            _ = hup.recv() => {
+                // Logged either way by reload itself.
+                let _ = running.shared.reload();
             }
-            shared.swap_config(new);
-            info!("configuration reloaded");
         }
-        Err(e) => warn!(error = %e, "reload refused; keeping the running configuration"),
     }
 }

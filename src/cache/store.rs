@@ -3,7 +3,7 @@
 //! wait, and eviction by weight.
 
 use std::hash::{BuildHasher, Hasher};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -48,10 +48,24 @@ struct Inner {
     next_fill: AtomicU64,
     /// The configured bound, for Qcache_free_memory.
     max_bytes: u64,
-    max_result_bytes: usize,
+    /// Atomic so that a config reload changes it for the next fill.
+    max_result_bytes: AtomicUsize,
     /// Heaviest entry quick_cache accepts (see `HOT_ALLOCATION`).
     max_weight: u64,
-    ttl: Option<Duration>,
+    /// The global TTL in nanoseconds, `NO_TTL` for none; atomic so that a reload applies it
+    /// to new entries.
+    ttl_ns: AtomicU64,
+}
+
+const NO_TTL: u64 = u64::MAX;
+
+fn ttl_ns(ttl: Option<Duration>) -> u64 {
+    // u64::MAX - 1 ns is 584 years: "never" in practice, and checked_add decides.
+    ttl.map_or(NO_TTL, |d| {
+        u64::try_from(d.as_nanos())
+            .unwrap_or(NO_TTL - 1)
+            .min(NO_TTL - 1)
+    })
 }
 
 impl std::fmt::Debug for Cache {
@@ -318,9 +332,9 @@ impl Cache {
                 fills: DashMap::new(),
                 next_fill: AtomicU64::new(0),
                 max_bytes: cfg.max_bytes,
-                max_result_bytes: cfg.max_result_bytes,
+                max_result_bytes: AtomicUsize::new(cfg.max_result_bytes),
                 max_weight,
-                ttl: cfg.ttl,
+                ttl_ns: AtomicU64::new(ttl_ns(cfg.ttl)),
             }),
         }
     }
@@ -450,7 +464,9 @@ impl Cache {
 
     fn insert_checked(&self, key: Key, mut entry: Entry, snap: Option<&Snapshot>) -> bool {
         let inner = &*self.inner;
-        if entry.bytes.len() > inner.max_result_bytes || entry.weight() > inner.max_weight {
+        if entry.bytes.len() > inner.max_result_bytes.load(Ordering::Relaxed)
+            || entry.weight() > inner.max_weight
+        {
             CacheStats::incr(&inner.stats.too_large);
             inner.stats.not_cached(reason::TOO_LARGE);
             return false;
@@ -468,7 +484,11 @@ impl Cache {
             return false;
         }
         // A TTL too large to add to an Instant means "never" rather than a panic.
-        if let Some(by_ttl) = inner.ttl.and_then(|ttl| entry.created.checked_add(ttl)) {
+        let ttl = match inner.ttl_ns.load(Ordering::Relaxed) {
+            NO_TTL => None,
+            ns => Some(Duration::from_nanos(ns)),
+        };
+        if let Some(by_ttl) = ttl.and_then(|ttl| entry.created.checked_add(ttl)) {
             entry.expires = Some(entry.expires.map_or(by_ttl, |e| e.min(by_ttl)));
         }
         inner.map.insert(key, Arc::new(entry));
@@ -522,7 +542,16 @@ impl Cache {
     }
 
     pub fn max_result_bytes(&self) -> usize {
-        self.inner.max_result_bytes
+        self.inner.max_result_bytes.load(Ordering::Relaxed)
+    }
+
+    /// Applies a reloaded config's TTL and result-size limit to entries stored from now on
+    /// (`max_bytes` sizes the shards and needs a restart).
+    pub fn reconfigure(&self, cfg: &CacheConfig) {
+        self.inner.ttl_ns.store(ttl_ns(cfg.ttl), Ordering::Relaxed);
+        self.inner
+            .max_result_bytes
+            .store(cfg.max_result_bytes, Ordering::Relaxed);
     }
 
     /// Keys being filled right now.

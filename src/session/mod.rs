@@ -1,6 +1,7 @@
 //! One client connection and its upstream connection: the handshake relay, then the command
 //! loop that sends reads through the cache, bumps versions for writes, relays the rest.
 
+mod admin;
 pub mod conn;
 pub mod handshake;
 mod query;

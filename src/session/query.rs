@@ -2,13 +2,14 @@
 //! invalidation, session statements followed or answered by qcache.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::{BufMut, Bytes, BytesMut};
 
 use super::relay::Fill;
 use super::state::Prepared;
 use super::{Session, SessionError};
+use crate::admin::rules;
 use crate::analysis::{self, Analysis, Hint, Kind, QcAssign, WriteInfo, WriteTargets};
 use crate::cache::{key, Claim, Entry, Key, Snapshot, Stamps, TableHandle};
 use crate::config::{Conservative, QueryCacheType};
@@ -16,6 +17,7 @@ use crate::invalidation::catalog::ReadResolution;
 use crate::protocol::codec::Packet;
 use crate::protocol::packets::{self, com, status};
 use crate::protocol::response::{Expect, Response};
+use tracing::info;
 
 /// Key tags: the same SQL answered in the text and the binary protocol has different bytes.
 const TAG_TEXT: u8 = 1;
@@ -40,6 +42,8 @@ struct ReadPlan {
     key: Key,
     tables: Vec<TableHandle>,
     digest: u64,
+    /// From a `cache` rule with a TTL: the entry expires this long after it is stored.
+    ttl: Option<Duration>,
 }
 
 impl Session {
@@ -48,6 +52,10 @@ impl Session {
         let scan = analysis::scan(&sql);
         if scan.multi {
             return self.multi_statement(pkt, &sql).await;
+        }
+        if matches!(scan.kind, Kind::Show | Kind::Other) && self.admin_statement(&pkt, &sql).await?
+        {
+            return Ok(());
         }
         match scan.kind {
             Kind::Select => self.select(pkt, &sql, &scan).await,
@@ -179,8 +187,9 @@ impl Session {
         let mode = self.read_mode();
         let key = key(self.st.fingerprint, TAG_TEXT, &stmt);
         if let Some(mode) = &mode {
+            let started = Instant::now();
             if let Some(e) = self.lookup(key, mode) {
-                return self.serve_hit(&e).await;
+                return self.serve_hit(&e, started).await;
             }
         }
         // Miss: from here on parsing is allowed.
@@ -191,7 +200,7 @@ impl Session {
         }
         let digest = analysis::digest(&stmt);
         let an = self.shared.analyzer.analyze(&stmt, digest);
-        let plan = match self.plan_read(&an, key, digest).await {
+        let plan = match self.plan_read(&an, key, digest, &stmt).await {
             Ok(plan) => plan,
             Err(reason) => {
                 self.note_not_cached(reason);
@@ -253,13 +262,16 @@ impl Session {
         Some(e)
     }
 
-    async fn serve_hit(&mut self, e: &Entry) -> Result<(), SessionError> {
+    /// `started` is when the lookup began: the hit-latency histogram covers lookup and
+    /// write, one clock pair per hit.
+    async fn serve_hit(&mut self, e: &Entry, started: Instant) -> Result<(), SessionError> {
         let st = self.st.status;
         e.write_patched(st, self.client.wbuf());
         self.client
             .flush_if_large()
             .await
             .map_err(SessionError::client)?;
+        self.shared.latencies.hit.observe(started.elapsed());
         Ok(())
     }
 
@@ -269,6 +281,7 @@ impl Session {
         an: &Analysis,
         key: Key,
         digest: u64,
+        sql: &[u8],
     ) -> Result<ReadPlan, &'static str> {
         let Analysis::Read(info) = an else {
             return Err("not_a_read");
@@ -310,6 +323,27 @@ impl Session {
         if self.st.dirty_reads {
             return Err("read_uncommitted");
         }
+        // Operator rules, evaluated on misses only; the config is the swapped one, so a
+        // reload applies to the next miss.
+        let cfg = self.shared.config();
+        let mut ttl = None;
+        if !cfg.rules.is_empty() {
+            let text = String::from_utf8_lossy(sql);
+            // A rule may name a view as the statement does, or a table under it.
+            let mut tables = named.clone();
+            tables.extend(bases.iter().cloned());
+            let subject = rules::Subject {
+                tables: &tables,
+                user: &self.st.user,
+                digest,
+                sql: &text,
+            };
+            match rules::evaluate(&cfg.rules, &subject) {
+                rules::Verdict::Never => return Err("rule"),
+                rules::Verdict::Cache { ttl: t } => ttl = t,
+                rules::Verdict::Default => {}
+            }
+        }
         let versions = self.shared.cache.versions();
         let tables: Vec<TableHandle> = bases.iter().map(|(s, n)| versions.table(s, n)).collect();
         if let Some(txn) = &self.st.txn {
@@ -321,6 +355,7 @@ impl Session {
             key,
             tables,
             digest,
+            ttl,
         })
     }
 
@@ -342,8 +377,9 @@ impl Session {
             Claim::Leader(g) => Some(g),
             Claim::Follower(w) => {
                 w.wait(self.shared.config().cache.stampede_timeout).await;
+                let started = Instant::now();
                 if let Some(e) = self.lookup(plan.key, &mode) {
-                    return self.serve_hit(&e).await;
+                    return self.serve_hit(&e, started).await;
                 }
                 None
             }
@@ -357,8 +393,19 @@ impl Session {
             _ => None,
         };
         let storable = snap.is_none_or(|s| stamps.valid_in(versions, &s));
-        let mut fill = Fill::new(self.shared.config().cache.max_result_bytes);
+        let cfg = self.shared.config();
+        let mut fill = Fill::new(cfg.cache.max_result_bytes);
+        let sent = Instant::now();
         let resp = self.forward_read(seq, payload, Some(&mut fill)).await?;
+        let took = sent.elapsed();
+        self.shared.latencies.miss.observe(took);
+        if cfg.log.slow_miss.is_some_and(|t| took > t) {
+            info!(
+                digest = %format!("{:016x}", plan.digest),
+                ms = took.as_secs_f64() * 1e3,
+                "slow miss"
+            );
+        }
         let reason = store_verdict(&resp, &fill, storable);
         if let Some(reason) = reason {
             self.note_not_cached(reason);
@@ -372,11 +419,15 @@ impl Session {
                 return Ok(());
             }
         };
-        let entry = Entry::new(fill.buf.freeze(), last, stamps, plan.digest)
+        let mut entry = Entry::new(fill.buf.freeze(), last, stamps, plan.digest)
             .with_meta_status_at(meta)
             .with_sql(&String::from_utf8_lossy(
                 &payload[1..payload.len().min(257)],
             ));
+        if let Some(ttl) = plan.ttl {
+            // The store still applies the global TTL when it is shorter.
+            entry.expires = entry.created.checked_add(ttl);
+        }
         // The store counts its own refusals (too large, stale fill).
         let _ = match (guard, snap) {
             (Some(g), Some(s)) => g.insert_in(entry, &s),
@@ -642,6 +693,9 @@ impl Session {
             .split_whitespace()
             .collect();
         if words.len() == 3 && words[1] == "query" && words[2] == "cache" {
+            if !self.may_administer().await? {
+                return self.deny(pkt.seq.wrapping_add(1)).await;
+            }
             if kind == Kind::Reset {
                 self.shared.cache.clear();
             }
@@ -808,13 +862,14 @@ impl Session {
         let mode = self.read_mode();
         let key = key(self.st.fingerprint, TAG_BINARY, &material);
         if let Some(mode) = &mode {
+            let started = Instant::now();
             if let Some(e) = self.lookup(key, mode) {
-                return self.serve_hit(&e).await;
+                return self.serve_hit(&e, started).await;
             }
         }
         let digest = analysis::digest(&stmt.sql);
         let an = self.shared.analyzer.analyze(&stmt.sql, digest);
-        match self.plan_read(&an, key, digest).await {
+        match self.plan_read(&an, key, digest, &stmt.sql).await {
             Ok(plan) => self.miss(pkt.seq, &pkt.payload, plan, mode).await,
             Err(reason) => {
                 self.note_not_cached(reason);

@@ -101,6 +101,9 @@ pub struct SessionState {
     /// Versions read before the statement in flight was sent; becomes the
     /// snapshot of a transaction that this statement opens.
     pub snapshot_candidate: Option<Snapshot>,
+    /// Whether the user may run admin statements that change the cache; asked of the server
+    /// at the first such statement, forgotten when the user changes.
+    pub admin_allowed: Option<bool>,
 }
 
 impl SessionState {
@@ -125,6 +128,7 @@ impl SessionState {
             pending: Pending::default(),
             txn_boundary: false,
             snapshot_candidate: None,
+            admin_allowed: None,
         };
         s.refresh_fingerprint(shared);
         s
@@ -190,6 +194,7 @@ impl SessionState {
         self.txn = None;
         self.stmts.clear();
         self.last_stmt = None;
+        self.admin_allowed = None;
         self.qct = shared.config().cache.query_cache_type;
         self.refresh_fingerprint(shared);
     }

@@ -1,0 +1,267 @@
+//! Operator rules (`[[rules]]`): which reads are never cached and which get their own TTL,
+//! matched on a miss by schema, table, user, digest or a regex on the statement.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// What a matching rule does to a cacheable read.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Action {
+    /// Cache as usual; with `ttl`, the entry also expires after it.
+    Cache,
+    /// Never store the result (counted as not cached with reason "rule").
+    Never,
+}
+
+/// A compiled regex that compares, prints and parses as its source text, so that rules stay
+/// part of the plain, swappable `Config`. An invalid pattern fails the config's parse.
+#[derive(Debug, Clone)]
+pub struct Pattern(pub regex::Regex);
+
+impl PartialEq for Pattern {
+    fn eq(&self, other: &Pattern) -> bool {
+        self.0.as_str() == other.0.as_str()
+    }
+}
+
+impl Serialize for Pattern {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.0.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for Pattern {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Pattern, D::Error> {
+        let text = String::deserialize(d)?;
+        regex::Regex::new(&text)
+            .map(Pattern)
+            .map_err(serde::de::Error::custom)
+    }
+}
+
+/// A statement digest written as hex (what `SHOW QCACHE ENTRIES` prints).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Digest(pub u64);
+
+impl Serialize for Digest {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&format!("{:016x}", self.0))
+    }
+}
+
+impl<'de> Deserialize<'de> for Digest {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Digest, D::Error> {
+        let text = String::deserialize(d)?;
+        let hex = text.trim_start_matches("0x");
+        u64::from_str_radix(hex, 16)
+            .map(Digest)
+            .map_err(|_| serde::de::Error::custom(format!("digest {text:?} is not hex")))
+    }
+}
+
+/// One `[[rules]]` entry. Every match field given must match; an empty rule matches all.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Rule {
+    /// Schema of a table the read depends on (`*` globs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schema: Option<String>,
+    /// Name of a table the read depends on (`*` globs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub table: Option<String>,
+    /// The session's user.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
+    /// The statement's digest (literals replaced), hex.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub digest: Option<Digest>,
+    /// A regex searched in the statement text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub regex: Option<Pattern>,
+    pub action: Action,
+    /// With `action = "cache"`: the entry expires this long after it is stored (the global
+    /// `cache.ttl`, when shorter, still wins).
+    #[serde(
+        default,
+        with = "humantime_serde",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub ttl: Option<Duration>,
+}
+
+/// What the matching rule decided for one read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// No rule matched: default behaviour.
+    Default,
+    Never,
+    Cache {
+        ttl: Option<Duration>,
+    },
+}
+
+/// What a read looks like to the rules.
+pub struct Subject<'a> {
+    /// (schema, table) of every base table the read depends on, lower case.
+    pub tables: &'a [(String, String)],
+    pub user: &'a str,
+    pub digest: u64,
+    pub sql: &'a str,
+}
+
+/// `*` matches any run of characters; everything else literally, case-insensitively (MySQL
+/// names are compared that way on the platforms qcache runs beside).
+pub fn glob(pattern: &str, s: &str) -> bool {
+    fn go(p: &[u8], s: &[u8]) -> bool {
+        match p.split_first() {
+            None => s.is_empty(),
+            Some((b'*', rest)) => (0..=s.len()).any(|i| go(rest, &s[i..])),
+            Some((c, rest)) => s
+                .first()
+                .is_some_and(|x| x.eq_ignore_ascii_case(c) && go(rest, &s[1..])),
+        }
+    }
+    go(pattern.as_bytes(), s.as_bytes())
+}
+
+impl Rule {
+    pub fn matches(&self, r: &Subject) -> bool {
+        if self.schema.is_some() || self.table.is_some() {
+            let any = r.tables.iter().any(|(s, t)| {
+                self.schema.as_deref().is_none_or(|p| glob(p, s))
+                    && self.table.as_deref().is_none_or(|p| glob(p, t))
+            });
+            if !any {
+                return false;
+            }
+        }
+        self.user.as_deref().is_none_or(|u| u == r.user)
+            && self.digest.is_none_or(|d| d.0 == r.digest)
+            && self.regex.as_ref().is_none_or(|p| p.0.is_match(r.sql))
+    }
+}
+
+/// The first matching rule's verdict.
+pub fn evaluate(rules: &[Rule], r: &Subject) -> Verdict {
+    match rules.iter().find(|rule| rule.matches(r)) {
+        None => Verdict::Default,
+        Some(rule) => match rule.action {
+            Action::Never => Verdict::Never,
+            Action::Cache => Verdict::Cache { ttl: rule.ttl },
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rules(toml_text: &str) -> Vec<Rule> {
+        #[derive(Deserialize)]
+        struct W {
+            rules: Vec<Rule>,
+        }
+        toml::from_str::<W>(toml_text).expect("rules parse").rules
+    }
+
+    fn subject<'a>(tables: &'a [(String, String)], sql: &'a str) -> Subject<'a> {
+        Subject {
+            tables,
+            user: "app",
+            digest: 0xabc,
+            sql,
+        }
+    }
+
+    #[test]
+    fn first_match_wins() {
+        let r = rules(
+            r#"
+            [[rules]]
+            schema = "shop"
+            table = "orders"
+            action = "never"
+            [[rules]]
+            schema = "catalog"
+            table = "*"
+            action = "cache"
+            ttl = "60s"
+            [[rules]]
+            regex = "(?i)from\\s+shop\\."
+            action = "never"
+            "#,
+        );
+        let orders = [("shop".to_string(), "orders".to_string())];
+        let items = [("catalog".to_string(), "items".to_string())];
+        let other = [("x".to_string(), "y".to_string())];
+        assert_eq!(evaluate(&r, &subject(&orders, "")), Verdict::Never);
+        assert_eq!(
+            evaluate(&r, &subject(&items, "")),
+            Verdict::Cache {
+                ttl: Some(Duration::from_secs(60))
+            }
+        );
+        assert_eq!(evaluate(&r, &subject(&other, "select 1")), Verdict::Default);
+        assert_eq!(
+            evaluate(&r, &subject(&other, "SELECT * FROM shop.x")),
+            Verdict::Never
+        );
+    }
+
+    #[test]
+    fn user_and_digest() {
+        let r =
+            rules("[[rules]]\nuser = \"app\"\ndigest = \"0000000000000abc\"\naction = \"never\"\n");
+        let t = [("a".to_string(), "b".to_string())];
+        assert_eq!(evaluate(&r, &subject(&t, "")), Verdict::Never);
+        let mut s = subject(&t, "");
+        s.user = "other";
+        assert_eq!(evaluate(&r, &s), Verdict::Default);
+    }
+
+    #[test]
+    fn bad_fields_are_refused() {
+        #[derive(Debug, Deserialize)]
+        #[allow(dead_code)]
+        struct W {
+            rules: Vec<Rule>,
+        }
+        assert!(toml::from_str::<W>("[[rules]]\nregex = \"(\"\naction = \"never\"\n").is_err());
+        assert!(toml::from_str::<W>("[[rules]]\ndigest = \"xyz\"\naction = \"never\"\n").is_err());
+        assert!(toml::from_str::<W>("[[rules]]\ntabel = \"t\"\naction = \"never\"\n").is_err());
+        assert!(toml::from_str::<W>("[[rules]]\naction = \"sometimes\"\n").is_err());
+    }
+
+    /// The commented examples in config/qcache.toml stay valid.
+    #[test]
+    fn example_file_rules_parse() {
+        let text = include_str!("../../config/qcache.toml");
+        let start = text
+            .find("# [[rules]]")
+            .expect("rule examples in the example file");
+        let body: String = text[start..]
+            .lines()
+            .map(|l| l.strip_prefix("# ").unwrap_or(l.trim_start_matches('#')))
+            .collect::<Vec<_>>()
+            .join("\n");
+        let r = rules(&body);
+        assert_eq!(r.len(), 4);
+        assert_eq!(r[0].action, Action::Never);
+        assert_eq!(r[1].ttl, Some(Duration::from_secs(60)));
+        assert!(r[2]
+            .regex
+            .as_ref()
+            .is_some_and(|p| p.0.is_match("x group by y")));
+        assert_eq!(r[3].digest, Some(Digest(0x9f2c4e1a77b03d15)));
+    }
+
+    #[test]
+    fn globs() {
+        assert!(glob("*", "anything"));
+        assert!(glob("cat*", "Catalog"));
+        assert!(glob("*_log", "audit_log"));
+        assert!(!glob("orders", "orders2"));
+    }
+}

@@ -1,0 +1,155 @@
+//! The session side of the admin statements: answering them, and asking the server once
+//! per session whether its user holds RELOAD before running one that changes state.
+
+use tracing::info;
+
+use super::{Session, SessionError};
+use crate::admin::statements::{self, AdminStatement, Rows};
+use crate::cache::InvalidationSource;
+use crate::protocol::codec::Packet;
+use crate::protocol::packets::{self, com, status};
+use crate::protocol::response::{Expect, Response, Step};
+
+/// One row, one column: 1 when the current account holds RELOAD globally. CURRENT_USER() is
+/// the account the server matched, which is how GRANTEE is spelled.
+const RELOAD_QUERY: &str = "SELECT COUNT(*) > 0 FROM information_schema.USER_PRIVILEGES \
+     WHERE PRIVILEGE_TYPE = 'RELOAD' AND GRANTEE = CONCAT(\"'\", \
+     SUBSTRING_INDEX(CURRENT_USER(), '@', 1), \"'@'\", \
+     SUBSTRING_INDEX(CURRENT_USER(), '@', -1), \"'\")";
+
+impl Session {
+    /// Answers `pkt` when it is an admin statement; false when it is not one (relay it).
+    pub(crate) async fn admin_statement(
+        &mut self,
+        pkt: &Packet,
+        sql: &[u8],
+    ) -> Result<bool, SessionError> {
+        let Some(parsed) = statements::parse(sql) else {
+            return Ok(false);
+        };
+        let seq = pkt.seq.wrapping_add(1);
+        let stmt = match parsed {
+            Ok(s) => s,
+            Err(msg) => {
+                self.send_own_error(seq, statements::PARSE_ERROR_CODE, "42000", &msg)
+                    .await?;
+                return Ok(true);
+            }
+        };
+        if stmt.changes_state() && !self.may_administer().await? {
+            self.deny(seq).await?;
+            return Ok(true);
+        }
+        let rows = match stmt {
+            AdminStatement::Status => statements::status(&self.shared),
+            AdminStatement::Entries { limit } => statements::entries(&self.shared, limit),
+            AdminStatement::Tables => statements::tables(&self.shared),
+            AdminStatement::InvalidateTable { schema, table } => {
+                let Some((s, t)) = self.st.qualify(schema.as_deref(), &table) else {
+                    self.send_own_error(seq, 1046, "3D000", "No database selected")
+                        .await?;
+                    return Ok(true);
+                };
+                let handle = self.shared.cache.versions().table(&s, &t);
+                self.shared
+                    .cache
+                    .invalidate_table(&handle, InvalidationSource::Flush);
+                info!(table = %format!("{s}.{t}"), "QCACHE INVALIDATE TABLE");
+                self.send_ok(seq).await?;
+                return Ok(true);
+            }
+        };
+        self.send_rows(rows).await?;
+        Ok(true)
+    }
+
+    async fn send_rows(&mut self, r: Rows) -> Result<(), SessionError> {
+        let st = self.st.status & status::PER_SESSION;
+        let wire = packets::text_result(&r.columns, &r.rows, st, self.st.deprecate_eof);
+        self.client.push_raw(&wire);
+        self.client.flush().await.map_err(SessionError::client)
+    }
+
+    /// MySQL's answer to a user without RELOAD.
+    pub(crate) async fn deny(&mut self, seq: u8) -> Result<(), SessionError> {
+        self.send_own_error(
+            seq,
+            statements::ACCESS_DENIED_CODE,
+            statements::ACCESS_DENIED_STATE,
+            statements::ACCESS_DENIED_MESSAGE,
+        )
+        .await
+    }
+
+    /// An ERR qcache produced itself, logged with its code (ERRs from the server are only
+    /// relayed).
+    async fn send_own_error(
+        &mut self,
+        seq: u8,
+        code: u16,
+        state: &str,
+        msg: &str,
+    ) -> Result<(), SessionError> {
+        info!(
+            code,
+            sql_state = state,
+            error = msg,
+            "answered with an error"
+        );
+        self.client
+            .send(seq, &packets::err_payload(code, state, msg))
+            .await
+            .map_err(SessionError::client)?;
+        Ok(())
+    }
+
+    /// Whether this session's user may run statements that change the cache: listed in
+    /// `admin.users`, or holding RELOAD (asked once per session and user).
+    pub(crate) async fn may_administer(&mut self) -> Result<bool, SessionError> {
+        if self.shared.config().admin.users.contains(&self.st.user) {
+            return Ok(true);
+        }
+        if let Some(known) = self.st.admin_allowed {
+            return Ok(known);
+        }
+        let allowed = self.ask_reload_privilege().await?;
+        self.st.admin_allowed = Some(allowed);
+        Ok(allowed)
+    }
+
+    /// Runs [`RELOAD_QUERY`] on the session's own upstream connection (the server knows the
+    /// account; qcache does not) and reads the answer without relaying it.
+    async fn ask_reload_privilege(&mut self) -> Result<bool, SessionError> {
+        let mut payload = Vec::with_capacity(RELOAD_QUERY.len() + 1);
+        payload.push(com::QUERY);
+        payload.extend_from_slice(RELOAD_QUERY.as_bytes());
+        self.upstream
+            .send(0, &payload)
+            .await
+            .map_err(SessionError::upstream)?;
+        let mut resp = Response::new(Expect::Results, self.st.deprecate_eof);
+        // Packet 0 is the column count, 1 the column; then (classic protocol) an EOF; the
+        // first row follows.
+        let row_at = if self.st.deprecate_eof { 2 } else { 3 };
+        let mut allowed = false;
+        let mut n = 0;
+        loop {
+            let p = self
+                .upstream
+                .read_some()
+                .await
+                .map_err(SessionError::upstream)?;
+            let step = resp
+                .feed(&p.payload)
+                .map_err(|e| SessionError::Protocol(e.to_string()))?;
+            if n == row_at && !resp.error {
+                allowed = packets::read_lenenc_str(&p.payload).is_some_and(|(v, _)| v == b"1");
+            }
+            n += 1;
+            if step == Step::Done {
+                break;
+            }
+        }
+        Ok(allowed && !resp.error)
+    }
+}

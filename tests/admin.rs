@@ -1,0 +1,733 @@
+//! Operating qcache: the HTTP admin endpoint (metrics, health, readiness, /cache, reload),
+//! the admin statements with and without privilege, rules, reload mid-session, JSON logs.
+
+mod common;
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use mysql_async::prelude::*;
+use mysql_async::Conn;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// A tiny HTTP/1.1 client: (status, body).
+async fn http(addr: SocketAddr, method: &str, path: &str) -> (u16, String) {
+    let mut s = TcpStream::connect(addr)
+        .await
+        .expect("admin endpoint reachable");
+    let req = format!(
+        "{method} {path} HTTP/1.1\r\nHost: qcache\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    );
+    s.write_all(req.as_bytes()).await.expect("send request");
+    let mut raw = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut raw))
+        .await
+        .expect("admin endpoint answers in time")
+        .expect("read answer");
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let status: u16 = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or_else(|| panic!("no status line in {text:?}"));
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    (status, body)
+}
+
+/// `/metrics` as name{labels} → value (histogram buckets included).
+async fn scrape(addr: SocketAddr) -> HashMap<String, f64> {
+    let (status, body) = http(addr, "GET", "/metrics").await;
+    assert_eq!(status, 200, "{body}");
+    body.lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .map(|l| {
+            let (k, v) = l
+                .rsplit_once(' ')
+                .unwrap_or_else(|| panic!("bad line {l:?}"));
+            (
+                k.to_string(),
+                v.parse().unwrap_or_else(|_| panic!("bad value {l:?}")),
+            )
+        })
+        .collect()
+}
+
+fn metric(m: &HashMap<String, f64>, name: &str) -> f64 {
+    *m.get(name)
+        .unwrap_or_else(|| panic!("{name} missing from /metrics: {:?}", m.keys()))
+}
+
+fn admin(p: &common::TestProxy) -> SocketAddr {
+    p.running.admin_addr.expect("admin endpoint enabled")
+}
+
+async fn admin_proxy(tweak: impl FnOnce(&mut qcache::config::Config)) -> common::TestProxy {
+    common::proxy(|c| {
+        c.admin.listen = "127.0.0.1:0".into();
+        tweak(c)
+    })
+    .await
+}
+
+async fn setup(schema: &str, sql: &[&str]) {
+    let mut d = common::direct_to(schema).await;
+    for s in sql {
+        d.query_drop(*s)
+            .await
+            .unwrap_or_else(|e| panic!("{s}: {e}"));
+    }
+}
+
+async fn status_rows(c: &mut Conn, sql: &str) -> HashMap<String, String> {
+    let rows: Vec<(String, String)> = c.query(sql).await.unwrap_or_else(|e| panic!("{sql}: {e}"));
+    rows.into_iter().collect()
+}
+
+async fn qstatus(c: &mut Conn, name: &str) -> u64 {
+    status_rows(c, "SHOW QCACHE STATUS")
+        .await
+        .get(name)
+        .unwrap_or_else(|| panic!("{name} not in SHOW QCACHE STATUS"))
+        .parse()
+        .expect("numeric status")
+}
+
+fn server_code(e: mysql_async::Error) -> u16 {
+    match e {
+        mysql_async::Error::Server(e) => e.code,
+        other => panic!("expected a server error, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn metrics_move_with_hits_misses_writes_and_flushes() {
+    let schema = common::fresh_schema("adm_metrics").await;
+    setup(
+        &schema,
+        &[
+            "CREATE TABLE t (id INT PRIMARY KEY, v INT)",
+            "INSERT INTO t VALUES (1, 10)",
+        ],
+    )
+    .await;
+    let proxy = admin_proxy(|_| {}).await;
+    let a = admin(&proxy);
+    let m0 = scrape(a).await;
+    assert_eq!(metric(&m0, "qcache_hits_total"), 0.0);
+    assert_eq!(metric(&m0, "qcache_max_bytes"), 256.0 * 1024.0 * 1024.0);
+    let mut c = proxy.conn(&schema).await;
+    for _ in 0..3 {
+        let v: Option<i64> = c.query_first("SELECT v FROM t WHERE id = 1").await.unwrap();
+        assert_eq!(v, Some(10));
+    }
+    let m1 = scrape(a).await;
+    assert_eq!(metric(&m1, "qcache_hits_total"), 2.0);
+    assert_eq!(metric(&m1, "qcache_misses_total"), 1.0);
+    assert_eq!(metric(&m1, "qcache_inserts_total"), 1.0);
+    assert_eq!(metric(&m1, "qcache_entries"), 1.0);
+    assert!(metric(&m1, "qcache_bytes") > 0.0);
+    assert_eq!(metric(&m1, "qcache_client_connections"), 1.0);
+    assert_eq!(metric(&m1, "qcache_upstream_connections"), 1.0);
+    assert_eq!(metric(&m1, "qcache_hit_latency_seconds_count"), 2.0);
+    assert_eq!(
+        metric(&m1, "qcache_hit_latency_seconds_bucket{le=\"+Inf\"}"),
+        2.0
+    );
+    assert_eq!(metric(&m1, "qcache_upstream_latency_seconds_count"), 1.0);
+
+    c.query_drop("UPDATE t SET v = 11 WHERE id = 1")
+        .await
+        .unwrap();
+    let m2 = scrape(a).await;
+    assert_eq!(
+        metric(&m2, "qcache_invalidations_total{source=\"write\"}"),
+        metric(&m1, "qcache_invalidations_total{source=\"write\"}") + 1.0
+    );
+    let v: Option<i64> = c.query_first("SELECT v FROM t WHERE id = 1").await.unwrap();
+    assert_eq!(v, Some(11));
+    c.query_drop("SELECT NOW() FROM t").await.unwrap();
+    c.query_drop("RESET QUERY CACHE").await.unwrap();
+    let m3 = scrape(a).await;
+    assert_eq!(metric(&m3, "qcache_misses_total"), 2.0);
+    assert_eq!(metric(&m3, "qcache_hits_total"), 2.0);
+    assert_eq!(metric(&m3, "qcache_entries"), 0.0);
+    assert_eq!(
+        metric(&m3, "qcache_invalidations_total{source=\"flush\"}"),
+        metric(&m2, "qcache_invalidations_total{source=\"flush\"}") + 1.0
+    );
+    let not_cached: f64 = m3
+        .iter()
+        .filter(|(k, _)| k.starts_with("qcache_not_cached_total{"))
+        .map(|(_, v)| v)
+        .sum();
+    assert!(not_cached >= 1.0, "NOW() counted as not cached: {m3:?}");
+    drop(c);
+    proxy.shutdown().await;
+}
+
+#[tokio::test]
+async fn health_cache_summary_and_readiness_with_a_live_upstream() {
+    let schema = common::fresh_schema("adm_ready").await;
+    setup(
+        &schema,
+        &[
+            "CREATE TABLE t (id INT PRIMARY KEY)",
+            "INSERT INTO t VALUES (1)",
+        ],
+    )
+    .await;
+    let proxy = admin_proxy(|_| {}).await;
+    let a = admin(&proxy);
+    assert_eq!(http(a, "GET", "/healthz").await.0, 200);
+    let (code, body) = http(a, "GET", "/readyz").await;
+    assert_eq!(code, 200, "{body}");
+    let mut c = proxy.conn(&schema).await;
+    for _ in 0..2 {
+        let _: Option<i64> = c.query_first("SELECT id FROM t").await.unwrap();
+    }
+    let (code, body) = http(a, "GET", "/cache").await;
+    assert_eq!(code, 200);
+    let j: serde_json::Value = serde_json::from_str(&body).expect("/cache is JSON");
+    assert_eq!(j["entries"], 1);
+    assert_eq!(j["hits"], 1);
+    assert_eq!(j["inserts"], 1);
+    assert!(j["hit_ratio"].as_f64().is_some_and(|r| r > 0.0), "{j}");
+    assert_eq!(j["binlog"]["state"], "off");
+    assert_eq!(http(a, "GET", "/nope").await.0, 404);
+    drop(c);
+    proxy.shutdown().await;
+}
+
+/// A TCP forwarder to the test server: aborting it takes "the upstream" down, starting it
+/// again on the same port brings it back, without touching the shared server.
+async fn forwarder(listener: tokio::net::TcpListener, to: String) {
+    let mut conns = tokio::task::JoinSet::new();
+    loop {
+        let Ok((mut a, _)) = listener.accept().await else {
+            return;
+        };
+        let to = to.clone();
+        conns.spawn(async move {
+            if let Ok(mut b) = TcpStream::connect(&to).await {
+                let _ = tokio::io::copy_bidirectional(&mut a, &mut b).await;
+            }
+        });
+    }
+}
+
+#[tokio::test]
+async fn readiness_follows_the_upstream() {
+    let dead = format!("127.0.0.1:{}", common::free_port());
+    let proxy = common::proxy_to(&dead, |c| c.admin.listen = "127.0.0.1:0".into()).await;
+    let (code, body) = http(admin(&proxy), "GET", "/readyz").await;
+    assert_eq!(code, 503);
+    assert!(body.contains("unreachable"), "{body}");
+    assert_eq!(http(admin(&proxy), "GET", "/healthz").await.0, 200);
+    proxy.shutdown().await;
+
+    // Up, down, back up on the same port.
+    let db = common::db().addr();
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let up = l.local_addr().unwrap();
+    let task = tokio::spawn(forwarder(l, db.clone()));
+    let proxy = common::proxy_to(&up.to_string(), |c| c.admin.listen = "127.0.0.1:0".into()).await;
+    let a = admin(&proxy);
+    let (code, body) = http(a, "GET", "/readyz").await;
+    assert_eq!(code, 200, "{body}");
+    task.abort();
+    let _ = task.await;
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let (code, body) = http(a, "GET", "/readyz").await;
+    assert_eq!(code, 503, "{body}");
+    let l = tokio::net::TcpListener::bind(up)
+        .await
+        .expect("rebind the same port");
+    let task = tokio::spawn(forwarder(l, db));
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let (code, body) = http(a, "GET", "/readyz").await;
+    assert_eq!(code, 200, "{body}");
+    task.abort();
+    proxy.shutdown().await;
+}
+
+#[tokio::test]
+async fn readiness_requires_the_binlog_stream_when_it_is_on() {
+    let server = common::own_server();
+    let proxy = common::proxy_to(&server.addr(), |c| {
+        c.admin.listen = "127.0.0.1:0".into();
+        c.invalidation.binlog = qcache::config::BinlogMode::On;
+    })
+    .await;
+    let a = admin(&proxy);
+    let b = proxy.running.shared.binlog.clone().expect("binlog tail on");
+    assert!(b.wait_until_connected(Duration::from_secs(20)).await);
+    let (code, body) = http(a, "GET", "/readyz").await;
+    assert_eq!(code, 200, "{body}");
+    let m = scrape(a).await;
+    assert_eq!(metric(&m, "qcache_binlog_connected"), 1.0);
+    server.kill();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let (code, body) = http(a, "GET", "/readyz").await;
+    assert_eq!(code, 503, "{body}");
+    proxy.running.abort().await;
+}
+
+#[tokio::test]
+async fn admin_statements_for_a_privileged_user() {
+    let schema = common::fresh_schema("adm_stmt").await;
+    setup(
+        &schema,
+        &[
+            "CREATE TABLE t (id INT PRIMARY KEY)",
+            "INSERT INTO t VALUES (1)",
+        ],
+    )
+    .await;
+    let proxy = common::proxy(|_| {}).await;
+    let mut c = proxy.conn(&schema).await;
+    for _ in 0..3 {
+        let _: Option<i64> = c.query_first("SELECT id FROM t").await.unwrap();
+    }
+    let st = status_rows(&mut c, "SHOW QCACHE STATUS").await;
+    assert_eq!(st["Qcache_hits"], "2");
+    assert_eq!(st["Qcache_misses"], "1");
+    assert_eq!(st["Qcache_entries"], "1");
+
+    let rows: Vec<(String, String, u64, u64, u64, u8, String)> =
+        c.query("SHOW QCACHE ENTRIES LIMIT 5").await.unwrap();
+    assert_eq!(rows.len(), 1);
+    let (digest, tables, bytes, hits, _age, current, sql) = &rows[0];
+    assert_eq!(digest.len(), 16);
+    assert_eq!(
+        *digest,
+        format!("{:016x}", qcache::analysis::digest(b"SELECT id FROM t"))
+    );
+    assert_eq!(*tables, format!("{schema}.t"));
+    assert!(*bytes > 0);
+    assert_eq!((*hits, *current), (2, 1));
+    assert_eq!(sql, "SELECT id FROM t");
+
+    let tables: Vec<(String, u64, u64)> = c.query("SHOW QCACHE TABLES").await.unwrap();
+    let row = tables
+        .iter()
+        .find(|r| r.0 == format!("{schema}.t"))
+        .expect("table listed");
+    assert_eq!(row.2, 1);
+    let before = row.1;
+
+    c.query_drop(format!("QCACHE INVALIDATE TABLE {schema}.t"))
+        .await
+        .unwrap();
+    let tables: Vec<(String, u64, u64)> = c.query("SHOW QCACHE TABLES").await.unwrap();
+    let row = tables
+        .iter()
+        .find(|r| r.0 == format!("{schema}.t"))
+        .unwrap();
+    assert!(row.1 > before, "version bumped");
+    let _: Option<i64> = c.query_first("SELECT id FROM t").await.unwrap();
+    assert_eq!(
+        qstatus(&mut c, "Qcache_hits").await,
+        2,
+        "invalidated: a miss"
+    );
+    // Unqualified names use the session's database.
+    c.query_drop("QCACHE INVALIDATE TABLE t").await.unwrap();
+    let e = c.query_drop("SHOW QCACHE NONSENSE").await.unwrap_err();
+    assert_eq!(server_code(e), 1064);
+    c.query_drop("FLUSH QUERY CACHE").await.unwrap();
+    c.query_drop("RESET QUERY CACHE").await.unwrap();
+    assert_eq!(qstatus(&mut c, "Qcache_entries").await, 0);
+    drop(c);
+    proxy.shutdown().await;
+}
+
+#[tokio::test]
+async fn state_changing_statements_need_reload_or_admin_users() {
+    let schema = common::fresh_schema("adm_priv").await;
+    let user = common::unique_name("qcnr");
+    setup(
+        &schema,
+        &[
+            "CREATE TABLE t (id INT PRIMARY KEY)",
+            &format!("CREATE USER '{user}'@'%' IDENTIFIED BY 'pw'"),
+            &format!("GRANT SELECT ON `{schema}`.* TO '{user}'@'%'"),
+        ],
+    )
+    .await;
+    let url = |p: &common::TestProxy| {
+        format!("mysql://{user}:pw@{}/{schema}?prefer_socket=false", p.addr)
+    };
+    let proxy = common::proxy(|_| {}).await;
+    let mut c = Conn::from_url(url(&proxy))
+        .await
+        .expect("connect as the plain user");
+    for sql in [
+        format!("QCACHE INVALIDATE TABLE {schema}.t"),
+        "RESET QUERY CACHE".to_string(),
+        "FLUSH QUERY CACHE".to_string(),
+    ] {
+        let e = c.query_drop(&sql).await.unwrap_err();
+        match e {
+            mysql_async::Error::Server(e) => {
+                assert_eq!(e.code, 1227, "{sql}");
+                assert_eq!(e.state, "42000");
+                assert!(e.message.contains("RELOAD"), "{}", e.message);
+            }
+            other => panic!("{sql}: {other:?}"),
+        }
+    }
+    // Reading is for everyone, and the session still works.
+    let st = status_rows(&mut c, "SHOW QCACHE STATUS").await;
+    assert!(st.contains_key("Qcache_hits"));
+    let _: Option<i64> = c.query_first("SELECT id FROM t").await.unwrap();
+    drop(c);
+    proxy.shutdown().await;
+
+    let proxy = common::proxy(|cfg| cfg.admin.users = vec![user.clone()]).await;
+    let mut c = Conn::from_url(url(&proxy)).await.unwrap();
+    c.query_drop(format!("QCACHE INVALIDATE TABLE {schema}.t"))
+        .await
+        .unwrap();
+    c.query_drop("RESET QUERY CACHE").await.unwrap();
+    drop(c);
+    proxy.shutdown().await;
+    let mut d = common::direct().await;
+    d.query_drop(format!("DROP USER '{user}'@'%'"))
+        .await
+        .unwrap();
+}
+
+/// Runs `sql` three times; returns (hits, inserts) added.
+async fn thrice(c: &mut Conn, sql: &str) -> (u64, u64) {
+    let h0 = qstatus(c, "Qcache_hits").await;
+    let i0 = qstatus(c, "Qcache_inserts").await;
+    for _ in 0..3 {
+        let _: Vec<i64> = c.query(sql).await.unwrap_or_else(|e| panic!("{sql}: {e}"));
+    }
+    (
+        qstatus(c, "Qcache_hits").await - h0,
+        qstatus(c, "Qcache_inserts").await - i0,
+    )
+}
+
+fn rules(text: &str) -> Vec<qcache::admin::rules::Rule> {
+    qcache::config::Config::from_toml(text, "rules")
+        .expect("rules parse")
+        .rules
+}
+
+#[tokio::test]
+async fn every_rule_match_kind_and_action() {
+    let schema = common::fresh_schema("adm_rules").await;
+    setup(
+        &schema,
+        &[
+            "CREATE TABLE orders (id INT PRIMARY KEY)",
+            "CREATE TABLE items (id INT PRIMARY KEY)",
+            "CREATE TABLE misc (id INT PRIMARY KEY)",
+            "INSERT INTO orders VALUES (1)",
+            "INSERT INTO items VALUES (1)",
+            "INSERT INTO misc VALUES (1)",
+            "CREATE VIEW v_open AS SELECT id FROM orders",
+        ],
+    )
+    .await;
+    let digest = qcache::analysis::digest(b"SELECT id FROM misc WHERE id = 1");
+    let text = format!(
+        r#"
+        [[rules]]
+        schema = "{schema}"
+        table = "ord*"
+        action = "never"
+        [[rules]]
+        regex = "(?i)/\\* nocache \\*/"
+        action = "never"
+        [[rules]]
+        digest = "{digest:016x}"
+        action = "never"
+        [[rules]]
+        user = "nobody_such"
+        action = "never"
+        [[rules]]
+        table = "items"
+        action = "cache"
+        ttl = "300ms"
+        "#
+    );
+    let rs = rules(&text);
+    let proxy = common::proxy(move |c| c.rules = rs).await;
+    let mut c = proxy.conn(&schema).await;
+    // schema + table glob → never
+    assert_eq!(thrice(&mut c, "SELECT id FROM orders").await, (0, 0));
+    // ... also through a view over that table
+    assert_eq!(thrice(&mut c, "SELECT id FROM v_open").await, (0, 0));
+    // regex → never
+    assert_eq!(
+        thrice(&mut c, "SELECT /* nocache */ id FROM misc").await,
+        (0, 0)
+    );
+    // digest → never, for any literal of that shape
+    assert_eq!(
+        thrice(&mut c, "SELECT id FROM misc WHERE id = 2").await,
+        (0, 0)
+    );
+    // user that is not this one → no match, default caching
+    assert_eq!(thrice(&mut c, "SELECT id FROM misc").await, (2, 1));
+    // cache with TTL: hits, then a miss once it expired
+    assert_eq!(thrice(&mut c, "SELECT id FROM items").await, (2, 1));
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert_eq!(thrice(&mut c, "SELECT id FROM items").await, (2, 1));
+    let st = status_rows(&mut c, "SHOW QCACHE STATUS").await;
+    assert_eq!(st["Qcache_not_cached_rule"], "12", "{st:?}");
+    drop(c);
+    proxy.shutdown().await;
+
+    // A user rule that matches this user.
+    let who = common::db().user.clone();
+    let rs = rules(&format!(
+        "[[rules]]\nuser = \"{who}\"\naction = \"never\"\n"
+    ));
+    let proxy = common::proxy(move |c| c.rules = rs).await;
+    let mut c = proxy.conn(&schema).await;
+    assert_eq!(thrice(&mut c, "SELECT id FROM misc").await, (0, 0));
+    drop(c);
+    proxy.shutdown().await;
+}
+
+#[tokio::test]
+async fn reload_changes_rules_mid_session_and_refuses_a_broken_file() {
+    let schema = common::fresh_schema("adm_reload").await;
+    setup(
+        &schema,
+        &[
+            "CREATE TABLE t (id INT PRIMARY KEY)",
+            "INSERT INTO t VALUES (1)",
+        ],
+    )
+    .await;
+    let proxy = admin_proxy(|_| {}).await;
+    let a = admin(&proxy);
+    // Without a config source there is nothing to re-read.
+    assert_eq!(http(a, "POST", "/reload").await.0, 400);
+
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("qcache.toml");
+    let base = proxy.running.shared.config().as_ref().clone();
+    std::fs::write(&path, base.to_toml()).unwrap();
+    let cli = <qcache::cli::Cli as clap::Parser>::parse_from([
+        "qcache",
+        "--config",
+        path.to_str().unwrap(),
+    ]);
+    proxy.running.shared.set_reload_source(cli);
+
+    let mut c = proxy.conn(&schema).await;
+    assert_eq!(thrice(&mut c, "SELECT id FROM t").await, (2, 1));
+
+    let mut never = base.clone();
+    never.rules = rules(&format!(
+        "[[rules]]\nschema = \"{schema}\"\ntable = \"t\"\naction = \"never\"\n"
+    ));
+    never.log.slow_miss = Some(Duration::from_millis(1));
+    std::fs::write(&path, never.to_toml()).unwrap();
+    let (code, body) = http(a, "POST", "/reload").await;
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(proxy.running.shared.config().rules.len(), 1);
+    // Same connection, new behaviour: the old entry still hits (rules apply on misses), a new
+    // statement is never stored.
+    assert_eq!(
+        thrice(&mut c, "SELECT id FROM t WHERE id = 1").await,
+        (0, 0)
+    );
+
+    std::fs::write(&path, "[cache]\nmax_bytes = \"lots\"\n").unwrap();
+    let (code, body) = http(a, "POST", "/reload").await;
+    assert_eq!(code, 400);
+    assert!(body.contains("max_bytes"), "{body}");
+    assert_eq!(
+        proxy.running.shared.config().rules.len(),
+        1,
+        "old config kept"
+    );
+    std::fs::write(&path, "[[rules]]\nregex = \"(\"\naction = \"never\"\n").unwrap();
+    assert_eq!(http(a, "POST", "/reload").await.0, 400);
+
+    // A restart-only change is applied to nothing but reported.
+    let mut moved = never.clone();
+    moved.server.listen = "127.0.0.1:1".into();
+    std::fs::write(&path, moved.to_toml()).unwrap();
+    let (code, body) = http(a, "POST", "/reload").await;
+    assert_eq!(code, 200);
+    assert!(body.contains("server.listen changed"), "{body}");
+    // The connection survived every reload.
+    let v: Option<i64> = c.query_first("SELECT 1").await.unwrap();
+    assert_eq!(v, Some(1));
+    drop(c);
+    proxy.shutdown().await;
+}
+
+#[tokio::test]
+async fn json_log_lines_are_json() {
+    let schema = common::fresh_schema("adm_json").await;
+    setup(
+        &schema,
+        &[
+            "CREATE TABLE t (id INT PRIMARY KEY)",
+            "INSERT INTO t VALUES (1)",
+        ],
+    )
+    .await;
+    let d = common::db();
+    let port = common::free_port();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("qcache.toml");
+    let mut cfg = common::test_config(&d.addr());
+    cfg.server.listen = format!("127.0.0.1:{port}");
+    cfg.log.slow_miss = Some(Duration::from_nanos(1));
+    std::fs::write(&path, cfg.to_toml()).unwrap();
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_qcache"))
+        .args(["--config", path.to_str().unwrap(), "--log-format", "json"])
+        .args(["--log-level", "info"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run qcache");
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let mut up = false;
+    for _ in 0..100 {
+        if TcpStream::connect(addr).await.is_ok() {
+            up = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(up, "qcache did not start listening");
+    let url = format!("mysql://{}@{addr}/{schema}?prefer_socket=false", d.user);
+    let mut c = Conn::from_url(url)
+        .await
+        .expect("connect through the binary");
+    for _ in 0..2 {
+        let _: Option<i64> = c.query_first("SELECT id FROM t").await.unwrap();
+    }
+    let _ = c.query_drop("QCACHE NONSENSE").await;
+    c.disconnect().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let _ = std::process::Command::new("kill")
+        .arg("-TERM")
+        .arg(child.id().to_string())
+        .status();
+    let out = child.wait_with_output().expect("qcache exits");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let mut messages = Vec::new();
+    for line in stdout.lines().filter(|l| !l.trim().is_empty()) {
+        let v: serde_json::Value =
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
+        messages.push(v["message"].as_str().unwrap_or_default().to_string());
+        if v["message"] == "answered with an error" {
+            assert_eq!(v["code"], 1064, "{line}");
+        }
+    }
+    for want in [
+        "session started",
+        "session ended",
+        "slow miss",
+        "answered with an error",
+    ] {
+        assert!(
+            messages.iter().any(|m| m == want),
+            "no {want:?} in {messages:?}"
+        );
+    }
+}
+
+/// SIGHUP re-reads the file: a new `log.level` applies without a restart, and sessions open
+/// across the reload keep working.
+#[tokio::test]
+async fn sighup_applies_a_new_log_level() {
+    let schema = common::fresh_schema("adm_hup").await;
+    setup(
+        &schema,
+        &[
+            "CREATE TABLE t (id INT PRIMARY KEY)",
+            "INSERT INTO t VALUES (1)",
+        ],
+    )
+    .await;
+    let d = common::db();
+    let port = common::free_port();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("qcache.toml");
+    let mut cfg = common::test_config(&d.addr());
+    cfg.server.listen = format!("127.0.0.1:{port}");
+    cfg.log.level = "warn".into();
+    std::fs::write(&path, cfg.to_toml()).unwrap();
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_qcache"))
+        .args(["--config", path.to_str().unwrap(), "--log-format", "json"])
+        .env_remove("QCACHE_LOG_LEVEL")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run qcache");
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let mut up = false;
+    for _ in 0..100 {
+        if TcpStream::connect(addr).await.is_ok() {
+            up = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(up, "qcache did not start listening");
+    let url = format!("mysql://{}@{addr}/{schema}?prefer_socket=false", d.user);
+    let mut quiet = Conn::from_url(&url)
+        .await
+        .expect("connect through the binary");
+    let _: Option<i64> = quiet.query_first("SELECT id FROM t").await.unwrap();
+
+    cfg.log.level = "info".into();
+    std::fs::write(&path, cfg.to_toml()).unwrap();
+    let hup = |sig: &str| {
+        std::process::Command::new("kill")
+            .arg(sig)
+            .arg(child.id().to_string())
+            .status()
+            .expect("kill runs")
+    };
+    hup("-HUP");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut loud = Conn::from_url(&url)
+        .await
+        .expect("connect after the reload");
+    let _: Option<i64> = loud.query_first("SELECT id FROM t").await.unwrap();
+    // The session opened before the reload is still served.
+    let _: Option<i64> = quiet.query_first("SELECT id FROM t").await.unwrap();
+    loud.disconnect().await.unwrap();
+    quiet.disconnect().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    hup("-TERM");
+    let out = child.wait_with_output().expect("qcache exits");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let messages: Vec<String> = stdout
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| {
+            let v: serde_json::Value =
+                serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}"));
+            v["message"].as_str().unwrap_or_default().to_string()
+        })
+        .collect();
+    let started = messages.iter().filter(|m| *m == "session started").count();
+    assert_eq!(
+        started, 1,
+        "only the session after the reload logs at info: {messages:?}"
+    );
+    assert!(
+        messages.iter().any(|m| m == "configuration reloaded"),
+        "{messages:?}"
+    );
+}
