@@ -95,6 +95,11 @@ async fn serve(tcp: TcpStream, script: Script, log: Log) {
     let Some(resp) = peer.read().await else {
         return;
     };
+    // qcache's own schema-catalog connection logs in too (as root); only the client's
+    // exchange, as user `app`, is compared.
+    let from_client = qcache::protocol::handshake::parse_handshake_response(&resp.payload)
+        .is_ok_and(|r| r.user == "app");
+    let log: Log = if from_client { log } else { Arc::default() };
     log.lock().unwrap().push(resp.clone());
     let mut seq = resp.seq.wrapping_add(1);
     match script {
