@@ -243,3 +243,46 @@ async fn hints_and_query_cache_type_apply_to_prepared_selects() {
     assert_eq!(stats().hits(), hits + 1);
     proxy.shutdown().await;
 }
+
+/// A client sends parameter types once and then executes with new-params-bound = 0, as
+/// libmariadb (sysbench) does. When the execute that carried the types was a hit, the
+/// server never saw them: the next miss must still work.
+#[tokio::test]
+async fn types_sent_only_in_a_hit_reach_the_server_on_the_next_miss() {
+    let schema = common::fresh_schema("ps_types").await;
+    setup(&schema).await;
+    let proxy = common::proxy(|_| {}).await;
+    let sql = "SELECT s FROM t WHERE id = ?";
+    let mut a = Raw::connect(&proxy.addr_string(), "root", &schema, true).await;
+    let (aid, _) = prepare(&mut a, sql).await;
+    let (_, resp) = a
+        .command(&execute(aid, 0, &[Some(1)]), Expect::Results)
+        .await;
+    assert!(!resp.error);
+    let mut b = Raw::connect(&proxy.addr_string(), "root", &schema, true).await;
+    let (bid, _) = prepare(&mut b, sql).await;
+    let hits = proxy.running.shared.cache.stats().hits();
+    let (_, resp) = b
+        .command(&execute(bid, 0, &[Some(1)]), Expect::Results)
+        .await;
+    assert!(!resp.error);
+    assert_eq!(proxy.running.shared.cache.stats().hits(), hits + 1);
+    // types not re-sent: [id][flags][iterations][bitmap][bound=0][value]
+    let mut e = vec![com::STMT_EXECUTE];
+    e.extend_from_slice(&bid.to_le_bytes());
+    e.push(0);
+    e.extend_from_slice(&1u32.to_le_bytes());
+    e.push(0);
+    e.push(0);
+    e.extend_from_slice(&2i64.to_le_bytes());
+    for _ in 0..2 {
+        let (pk, resp) = b.command(&e, Expect::Results).await;
+        assert!(
+            !resp.error,
+            "{:?}",
+            qcache::protocol::packets::parse_err(&pk[0].payload)
+        );
+        assert_eq!(resp.rows, 1);
+    }
+    proxy.shutdown().await;
+}

@@ -735,6 +735,7 @@ impl Session {
                     columns,
                     types: None,
                     long_data: false,
+                    server_has_types: false,
                 },
             );
             self.st.last_stmt = Some(id);
@@ -758,8 +759,15 @@ impl Session {
             s.long_data = false;
         }
         let bulk = pkt.first() == Some(com::STMT_BULK_EXECUTE);
+        if stmt.kind == Kind::Select && !bulk {
+            return self.execute_select(pkt, id, &stmt).await;
+        }
+        let pkt = if bulk {
+            pkt
+        } else {
+            Packet::new(pkt.seq, self.execute_for_upstream(id, &pkt))
+        };
         match stmt.kind {
-            Kind::Select if !bulk => self.execute_select(pkt, id, &stmt).await,
             Kind::Write => {
                 let digest = analysis::digest(&stmt.sql);
                 let an = self.shared.analyzer.analyze(&stmt.sql, digest);
@@ -801,35 +809,14 @@ impl Session {
             (QueryCacheType::Demand, h) => h == Hint::SqlCache,
             (QueryCacheType::On, _) => true,
         };
-        let p = &pkt.payload;
-        // [0x17][id:4][flags:1][iterations:4] then, with parameters, the null bitmap, the
-        // new-params-bound flag, the types when bound, and the values.
-        let cursor = p.get(5).map(|f| f & 0x07 != 0).unwrap_or(true);
-        let key_material = if p.len() < 10 {
-            None
-        } else if stmt.params == 0 {
-            Some((None, &p[10..]))
-        } else {
-            let bitmap = (stmt.params as usize).div_ceil(8);
-            match p.get(10 + bitmap) {
-                Some(1) => {
-                    let types_at = 11 + bitmap;
-                    let types_end = types_at + 2 * stmt.params as usize;
-                    match p.get(types_at..types_end) {
-                        Some(types) => {
-                            let types = Bytes::copy_from_slice(types);
-                            if let Some(s) = self.st.stmts.get_mut(&id) {
-                                s.types = Some(types.clone());
-                            }
-                            Some((Some(types), &p[10..]))
-                        }
-                        None => None,
-                    }
-                }
-                Some(0) => stmt.types.clone().map(|t| (Some(t), &p[10..])),
-                _ => None,
+        let parts = execute_parts(&pkt.payload, stmt.params, stmt.types.as_ref());
+        if let Some((Some(types), _, _)) = &parts {
+            if let Some(s) = self.st.stmts.get_mut(&id) {
+                s.types = Some(types.clone());
             }
-        };
+        }
+        let cursor = pkt.payload.get(5).map(|f| f & 0x07 != 0).unwrap_or(true);
+        let key_material = parts.as_ref().map(|(t, b, v)| (t.clone(), *b, *v));
         let reason = if !wanted {
             Some("not_requested")
         } else if self.st.lost_track {
@@ -845,20 +832,24 @@ impl Session {
         };
         if let Some(reason) = reason {
             self.note_not_cached(reason);
-            self.forward_read(pkt.seq, &pkt.payload, None).await?;
+            let up = self.execute_for_upstream(id, &pkt);
+            self.forward_read(pkt.seq, &up, None).await?;
             return Ok(());
         }
-        let Some((types, rest)) = key_material else {
+        let Some((types, bitmap, values)) = key_material else {
             return Ok(());
         };
-        let mut material = BytesMut::with_capacity(stmt.sql.len() + rest.len() + 64);
+        // The same execution keys the same whether or not the client re-sent the types.
+        let mut material = BytesMut::with_capacity(stmt.sql.len() + values.len() + 64);
         material.put_u32_le(stmt.sql.len() as u32);
         material.put_slice(&stmt.sql);
         if let Some(t) = &types {
             material.put_slice(t);
         }
         material.put_u8(0xff);
-        material.put_slice(rest);
+        material.put_slice(bitmap);
+        material.put_u8(0xff);
+        material.put_slice(values);
         let mode = self.read_mode();
         let key = key(self.st.fingerprint, TAG_BINARY, &material);
         if let Some(mode) = &mode {
@@ -869,16 +860,80 @@ impl Session {
         }
         let digest = analysis::digest(&stmt.sql);
         let an = self.shared.analyzer.analyze(&stmt.sql, digest);
+        let up = self.execute_for_upstream(id, &pkt);
         match self.plan_read(&an, key, digest, &stmt.sql).await {
-            Ok(plan) => self.miss(pkt.seq, &pkt.payload, plan, mode).await,
+            Ok(plan) => self.miss(pkt.seq, &up, plan, mode).await,
             Err(reason) => {
                 self.note_not_cached(reason);
                 self.plan_side_effects(&an);
-                self.forward_read(pkt.seq, &pkt.payload, None)
-                    .await
-                    .map(drop)
+                self.forward_read(pkt.seq, &up, None).await.map(drop)
             }
         }
+    }
+
+    /// The execute packet as the server must receive it. A client sends parameter types
+    /// once (new-params-bound = 1) and then executes with the flag 0; when that first
+    /// execute was served from the cache the server never saw the types, so they are put
+    /// back in. Re-sending types is always allowed, so the answer is the same.
+    fn execute_for_upstream(&mut self, id: u32, pkt: &Packet) -> Bytes {
+        let Some(stmt) = self.st.stmts.get_mut(&id) else {
+            return pkt.payload.clone();
+        };
+        let n = stmt.params as usize;
+        let nb = n.div_ceil(8);
+        let p = &pkt.payload;
+        if n == 0 || p.len() < 11 + nb {
+            return pkt.payload.clone();
+        }
+        match (p[10 + nb], &stmt.types) {
+            (1, _) => {
+                stmt.server_has_types = true;
+                pkt.payload.clone()
+            }
+            (0, Some(types)) if !stmt.server_has_types => {
+                let mut out = BytesMut::with_capacity(p.len() + types.len());
+                out.put_slice(&p[..10 + nb]);
+                out.put_u8(1);
+                out.put_slice(types);
+                out.put_slice(&p[11 + nb..]);
+                stmt.server_has_types = true;
+                out.freeze()
+            }
+            _ => pkt.payload.clone(),
+        }
+    }
+}
+
+/// A COM_STMT_EXECUTE's parameter parts: the types in force (sent now, or remembered from
+/// an earlier execute), the null bitmap and the values. None when the packet is too short
+/// or no types are known for its parameters.
+fn execute_parts<'a>(
+    p: &'a [u8],
+    params: u16,
+    remembered: Option<&Bytes>,
+) -> Option<(Option<Bytes>, &'a [u8], &'a [u8])> {
+    // [0x17][id:4][flags:1][iterations:4] then, with parameters, the null bitmap, the
+    // new-params-bound flag, the types when bound, and the values.
+    if p.len() < 10 {
+        return None;
+    }
+    if params == 0 {
+        return Some((None, &[], &p[10..]));
+    }
+    let n = params as usize;
+    let nb = n.div_ceil(8);
+    let bitmap = p.get(10..10 + nb)?;
+    match p.get(10 + nb)? {
+        1 => {
+            let types = p.get(11 + nb..11 + nb + 2 * n)?;
+            Some((
+                Some(Bytes::copy_from_slice(types)),
+                bitmap,
+                &p[11 + nb + 2 * n..],
+            ))
+        }
+        0 => Some((Some(remembered?.clone()), bitmap, &p[11 + nb..])),
+        _ => None,
     }
 }
 

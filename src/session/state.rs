@@ -68,6 +68,9 @@ pub struct Prepared {
     pub types: Option<Bytes>,
     /// COM_STMT_SEND_LONG_DATA since the last execute: the values are not in the packet.
     pub long_data: bool,
+    /// The server has received this statement's parameter types. False while every
+    /// execute that carried them was answered from the cache.
+    pub server_has_types: bool,
 }
 
 pub struct SessionState {
@@ -208,6 +211,9 @@ impl SessionState {
     pub fn stmt_reset(&mut self, id: u32) {
         if let Some(s) = self.stmts.get_mut(&id) {
             s.long_data = false;
+            // Re-sending types after a reset costs a few bytes and needs no knowledge of
+            // what the server keeps across it.
+            s.server_has_types = false;
         }
     }
 
