@@ -460,4 +460,67 @@ mod tests {
         let mut r = Response::new(Expect::Prepare, false);
         assert!(r.feed(&[0x00, 1]).is_err());
     }
+
+    /// Packets shaped like a server's: OK/ERR/EOF/LOCAL INFILE markers, length-encoded
+    /// counts, column definitions, or random bytes.
+    fn server_packet() -> impl proptest::strategy::Strategy<Value = Vec<u8>> {
+        use proptest::prelude::*;
+        let tail = proptest::collection::vec(any::<u8>(), 0..40);
+        prop_oneof![
+            (
+                prop_oneof![
+                    Just(0x00u8),
+                    Just(0xfe),
+                    Just(0xff),
+                    Just(0xfb),
+                    Just(0xfc),
+                    1u8..5
+                ],
+                tail.clone()
+            )
+                .prop_map(|(h, t)| {
+                    let mut v = vec![h];
+                    v.extend(t);
+                    v
+                }),
+            Just(coldef()),
+            (any::<u16>(), any::<bool>()).prop_map(|(st, d)| eof_payload(st, d).to_vec()),
+            (any::<u16>(), any::<u16>()).prop_map(|(st, w)| ok_payload(1, 2, st, w).to_vec()),
+            tail,
+        ]
+    }
+
+    fn expect() -> impl proptest::strategy::Strategy<Value = Expect> {
+        use proptest::prelude::*;
+        prop_oneof![
+            Just(Expect::Results),
+            Just(Expect::Prepare),
+            Just(Expect::Rows),
+            Just(Expect::FieldList),
+            Just(Expect::OnePacket),
+            Just(Expect::Nothing),
+        ]
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::test_runner::Config::with_cases(2000))]
+
+        /// Whatever a server sends, the machine answers More, LocalInfile, Done or an error;
+        /// it never panics, and once Done it stays done.
+        #[test]
+        fn any_packet_sequence_never_panics(
+            e in expect(),
+            deprecate_eof: bool,
+            packets in proptest::collection::vec(server_packet(), 0..40),
+        ) {
+            let mut r = Response::new(e, deprecate_eof);
+            for p in &packets {
+                let was_done = r.is_done();
+                match r.feed(p) {
+                    Ok(_) => proptest::prop_assert!(!was_done || r.is_done()),
+                    Err(_) => break,
+                }
+            }
+        }
+    }
 }
