@@ -116,7 +116,7 @@ async fn upstream_killed_mid_result_errors_fast_and_caches_nothing() {
             Conn::new(opts),
         )
         .await;
-        let e = again.err().expect("the upstream is dead").to_string();
+        let e = again.expect_err("the upstream is dead").to_string();
         assert!(e.contains("qcache"), "{e}");
         proxy.running.abort().await;
     })
@@ -371,7 +371,7 @@ async fn silent_upstream_gives_a_clear_timeout_error() {
         let start = Instant::now();
         let opts = mysql_async::Opts::from_url(&proxy.url("test")).unwrap();
         let res = bounded("connect", Duration::from_secs(15), Conn::new(opts)).await;
-        let e = res.err().expect("no server answered").to_string();
+        let e = res.expect_err("no server answered").to_string();
         println!("after {:?}: {e}", start.elapsed());
         assert!(e.contains("no greeting"), "{e}");
         assert!(start.elapsed() < Duration::from_secs(5));
