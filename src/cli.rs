@@ -61,6 +61,65 @@ pub enum Command {
     },
     /// Print the effective configuration (file, then flags and environment) as TOML.
     PrintConfig,
+    /// Run concurrent writers and readers against a qcache and report stale reads; exits
+    /// non-zero on any (see docs/reliability.md).
+    CheckConsistency(CheckArgs),
+}
+
+/// Flags of `check-consistency`; they map onto [`crate::check::CheckOptions`].
+#[derive(Debug, clap::Args)]
+pub struct CheckArgs {
+    /// The qcache to check (host:port).
+    #[arg(long, env = "QCACHE_CHECK_TARGET")]
+    pub target: String,
+    /// The server itself (host:port), for --direct-writes.
+    #[arg(long, env = "QCACHE_CHECK_DIRECT")]
+    pub direct: Option<String>,
+    #[arg(long, env = "QCACHE_CHECK_USER", default_value = "root")]
+    pub user: String,
+    #[arg(long, env = "QCACHE_CHECK_PASSWORD", default_value = "")]
+    pub password: String,
+    /// Database where the check creates (and drops) its tables.
+    #[arg(long, env = "QCACHE_CHECK_DATABASE", default_value = "test")]
+    pub database: String,
+    #[arg(long, default_value = "10s", value_parser = crate::check::parse_duration)]
+    pub duration: std::time::Duration,
+    #[arg(long, default_value_t = 4)]
+    pub writers: usize,
+    #[arg(long, default_value_t = 8)]
+    pub readers: usize,
+    /// Send a share of the writes directly to --direct, bypassing qcache (needs the binlog).
+    #[arg(long)]
+    pub direct_writes: bool,
+    /// Share of writes sent directly with --direct-writes (0.0 to 1.0).
+    #[arg(long, default_value_t = 0.25)]
+    pub direct_share: f64,
+    /// How long a direct write may take to become visible through qcache.
+    #[arg(long, default_value = "50ms", value_parser = crate::check::parse_duration)]
+    pub allowed_lag: std::time::Duration,
+    /// Seed of the statement mix, to repeat a run.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+}
+
+impl CheckArgs {
+    pub fn options(&self) -> crate::check::CheckOptions {
+        crate::check::CheckOptions {
+            target: self.target.clone(),
+            direct: self.direct.clone(),
+            user: self.user.clone(),
+            password: self.password.clone(),
+            database: self.database.clone(),
+            duration: self.duration,
+            writers: self.writers,
+            readers: self.readers,
+            direct_writes: self.direct_writes,
+            direct_share: self.direct_share,
+            allowed_lag: self.allowed_lag,
+            seed: self.seed,
+            ..Default::default()
+        }
+    }
 }
 
 fn parse_log_format(s: &str) -> Result<LogFormat, String> {

@@ -16,10 +16,12 @@
 //!   triggers and foreign keys (schema catalog).
 //! - [`admin`] exposes metrics, health and the admin statements.
 //! - [`config`] and [`cli`] describe how it is run.
+//! - [`check`] is `qcache check-consistency`: the stale-read checker users run against it.
 
 pub mod admin;
 pub mod analysis;
 pub mod cache;
+pub mod check;
 pub mod cli;
 pub mod config;
 pub mod invalidation;

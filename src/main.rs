@@ -40,6 +40,7 @@ fn main() -> anyhow::Result<()> {
             print!("{}", cli.effective_config()?.to_toml());
             return Ok(());
         }
+        Some(Command::CheckConsistency(args)) => return check_consistency(args),
         None => {}
     }
     let config = cli.effective_config()?;
@@ -49,4 +50,18 @@ fn main() -> anyhow::Result<()> {
         .build()
         .context("cannot start the runtime")?;
     runtime.block_on(qcache::server::run_until_signalled(config, cli))
+}
+
+/// `qcache check-consistency`: prints the report; an error (exit 1) when anything was stale.
+fn check_consistency(args: &qcache::cli::CheckArgs) -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the runtime")?;
+    let report = runtime.block_on(qcache::check::run(&args.options()))?;
+    println!("{report}");
+    if !report.passed() {
+        anyhow::bail!("consistency check failed");
+    }
+    Ok(())
 }

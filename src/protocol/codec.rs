@@ -266,4 +266,52 @@ mod tests {
         assert_eq!((p.seq, &p.payload[..]), (2, &b"cde"[..]));
         assert!(decode(&mut buf, 10).unwrap().is_none());
     }
+
+    /// Payload sizes worth trying: small ones, and each side of one and two full frames.
+    fn sizes() -> impl proptest::strategy::Strategy<Value = usize> {
+        use proptest::prelude::*;
+        prop_oneof![
+            8 => 0usize..600,
+            1 => (MAX_FRAME - 2)..=(MAX_FRAME + 2),
+            1 => (2 * MAX_FRAME - 1)..=(2 * MAX_FRAME + 1),
+        ]
+    }
+
+    proptest::proptest! {
+        // Each large case moves up to 32 MiB; a few dozen cases keep this under seconds.
+        #![proptest_config(proptest::test_runner::Config::with_cases(24))]
+
+        /// Encoding then decoding returns the payload and the next sequence id, however
+        /// the bytes are cut into reads.
+        #[test]
+        fn round_trip_any_size_any_split(len in sizes(), seq: u8, fill: u8, cut in 1000usize..70000) {
+            let payload = vec![fill; len];
+            let mut wire = BytesMut::new();
+            let next = encode(seq, &payload, &mut wire);
+            let mut buf = BytesMut::new();
+            let mut got = None;
+            for piece in wire.chunks(cut) {
+                proptest::prop_assert!(got.is_none(), "packet complete before its last byte");
+                buf.extend_from_slice(piece);
+                got = decode(&mut buf, 1 << 30).unwrap();
+            }
+            let p = got.expect("complete after the last byte");
+            proptest::prop_assert_eq!(p.seq, seq);
+            proptest::prop_assert_eq!(p.next_seq(), next);
+            proptest::prop_assert!(p.payload.len() == len && p.payload.iter().all(|b| *b == fill));
+            proptest::prop_assert!(buf.is_empty());
+        }
+    }
+
+    proptest::proptest! {
+        /// Arbitrary bytes: a packet, "need more", or an error — never a panic, and never
+        /// a packet larger than the limit.
+        #[test]
+        fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..512), limit in 0usize..300) {
+            let mut buf = BytesMut::from(&bytes[..]);
+            while let Ok(Some(p)) = decode(&mut buf, limit) {
+                proptest::prop_assert!(p.payload.len() <= limit);
+            }
+        }
+    }
 }

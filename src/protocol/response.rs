@@ -117,7 +117,7 @@ impl Response {
     fn terminator(&mut self, p: &[u8], eof_form: bool) -> Result<u16, ResponseError> {
         let t =
             packets::read_terminator(p, eof_form).ok_or(ResponseError("short OK/EOF packet"))?;
-        self.warnings += t.warnings as u32;
+        self.warnings = self.warnings.saturating_add(t.warnings as u32);
         self.last_status = Some(t.status);
         self.status_here = Some(StatusAt {
             status: t.status,
@@ -176,7 +176,9 @@ impl Response {
                         let id = u32::from_le_bytes([p[1], p[2], p[3], p[4]]);
                         let columns = u16::from_le_bytes([p[5], p[6]]);
                         let params = u16::from_le_bytes([p[7], p[8]]);
-                        self.warnings += u16::from_le_bytes([p[10], p[11]]) as u32;
+                        self.warnings = self
+                            .warnings
+                            .saturating_add(u16::from_le_bytes([p[10], p[11]]) as u32);
                         self.prepared = Some((id, columns, params));
                         self.state = State::PrepareParams {
                             params: params as u64,
@@ -459,5 +461,80 @@ mod tests {
         assert!(r.feed(&[0x00]).is_err());
         let mut r = Response::new(Expect::Prepare, false);
         assert!(r.feed(&[0x00, 1]).is_err());
+    }
+
+    /// A server may send any number of results with 65535 warnings each (a long CALL); the
+    /// sum saturates instead of overflowing (a panic in debug builds).
+    #[test]
+    fn warnings_saturate_instead_of_overflowing() {
+        let mut r = Response::new(Expect::Results, false);
+        let more = ok_payload(0, 0, status::MORE_RESULTS, u16::MAX);
+        for _ in 0..70_000 {
+            assert_eq!(r.feed(&more).unwrap(), Step::More);
+        }
+        assert_eq!(r.warnings, u32::MAX);
+    }
+
+    /// Packets shaped like a server's: OK/ERR/EOF/LOCAL INFILE markers, length-encoded
+    /// counts, column definitions, or random bytes.
+    fn server_packet() -> impl proptest::strategy::Strategy<Value = Vec<u8>> {
+        use proptest::prelude::*;
+        let tail = proptest::collection::vec(any::<u8>(), 0..40);
+        prop_oneof![
+            (
+                prop_oneof![
+                    Just(0x00u8),
+                    Just(0xfe),
+                    Just(0xff),
+                    Just(0xfb),
+                    Just(0xfc),
+                    1u8..5
+                ],
+                tail.clone()
+            )
+                .prop_map(|(h, t)| {
+                    let mut v = vec![h];
+                    v.extend(t);
+                    v
+                }),
+            Just(coldef()),
+            (any::<u16>(), any::<bool>()).prop_map(|(st, d)| eof_payload(st, d).to_vec()),
+            (any::<u16>(), any::<u16>()).prop_map(|(st, w)| ok_payload(1, 2, st, w).to_vec()),
+            tail,
+        ]
+    }
+
+    fn expect() -> impl proptest::strategy::Strategy<Value = Expect> {
+        use proptest::prelude::*;
+        prop_oneof![
+            Just(Expect::Results),
+            Just(Expect::Prepare),
+            Just(Expect::Rows),
+            Just(Expect::FieldList),
+            Just(Expect::OnePacket),
+            Just(Expect::Nothing),
+        ]
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::test_runner::Config::with_cases(2000))]
+
+        /// Whatever a server sends, the machine answers More, LocalInfile, Done or an error;
+        /// it never panics, and once Done it stays done.
+        #[test]
+        fn any_packet_sequence_never_panics(
+            e in expect(),
+            deprecate_eof: bool,
+            packets in proptest::collection::vec(server_packet(), 0..40),
+        ) {
+            let mut r = Response::new(e, deprecate_eof);
+            for p in &packets {
+                let was_done = r.is_done();
+                match r.feed(p) {
+                    Ok(_) => proptest::prop_assert!(!was_done || r.is_done()),
+                    Err(_) => break,
+                }
+            }
+        }
     }
 }

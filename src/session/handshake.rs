@@ -64,10 +64,35 @@ pub async fn relay(
     upstream: &mut PacketConn,
     greeting_timeout: Duration,
 ) -> Result<Negotiated, SessionError> {
-    let greet = tokio::time::timeout(greeting_timeout, upstream.read_some())
-        .await
-        .map_err(|_| SessionError::Protocol("the upstream sent no greeting".into()))?
-        .map_err(SessionError::upstream)?;
+    let greet = match tokio::time::timeout(greeting_timeout, upstream.read_some()).await {
+        Ok(Ok(g)) => g,
+        // Without an ERR the client would only see its connection drop, with no hint that
+        // the server (not qcache) is the one not answering.
+        Ok(Err(e)) => {
+            let msg =
+                format!("qcache: the MySQL server closed the connection before its greeting ({e})");
+            let _ = client
+                .send(
+                    0,
+                    &packets::err_payload_pre_handshake(ER_UNKNOWN_ERROR, &msg),
+                )
+                .await;
+            return Err(SessionError::upstream(e));
+        }
+        Err(_) => {
+            let msg = format!(
+                "qcache: the MySQL server accepted the connection but sent no greeting within \
+                 {greeting_timeout:?} (server.connect_timeout)"
+            );
+            let _ = client
+                .send(
+                    0,
+                    &packets::err_payload_pre_handshake(ER_UNKNOWN_ERROR, &msg),
+                )
+                .await;
+            return Err(SessionError::UpstreamUnavailable(msg));
+        }
+    };
     if packets::is_err(&greet.payload) {
         // e.g. "Too many connections" or "Host is blocked": the client should see it as is.
         client

@@ -122,7 +122,7 @@ pub fn db() -> &'static TestDb {
             Ok(run) if std::env::var("QCACHE_TEST_SHARED").as_deref() != Ok("0") => {
                 shared_under_nextest(&run)
             }
-            _ => start_private(std::process::id(), None),
+            _ => start_private(std::process::id(), None, None),
         },
     }) {
         Ok(db) => db,
@@ -183,7 +183,13 @@ pub fn free_port() -> u16 {
 /// kill or reconfigure its server without disturbing the others. It lives until this test
 /// process ends (or [`TestDb::kill`]).
 pub fn own_server() -> TestDb {
-    start_private(std::process::id(), None).unwrap_or_else(|e| panic!("{e}"))
+    start_private(std::process::id(), None, None).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// A fresh [`own_server`] on a given port: how the fault tests "restart" an upstream that was
+/// killed (the old datadir is removed by its watchdog once the old server is gone).
+pub fn own_server_on(port: u16) -> TestDb {
+    start_private(std::process::id(), None, Some(port)).unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// Under nextest every test is a process of its own, so a per-process server would mean one
@@ -247,7 +253,7 @@ fn shared_under_nextest(run_id: &str) -> Result<TestDb, String> {
 
     let owner = std::os::unix::process::parent_id();
     let cleanup = [state_path.clone(), lock_path.clone()];
-    let db = start_private(owner, Some(&cleanup))?;
+    let db = start_private(owner, Some(&cleanup), None)?;
     let state = format!(
         "{}\n{}\n{}\n",
         db.port,
@@ -275,12 +281,22 @@ fn process_alive(pid: u32) -> bool {
 
 /// Starts a private server that is stopped (and its datadir removed, with `extra_cleanup`)
 /// once process `owner_pid` has ended.
-fn start_private(owner_pid: u32, extra_cleanup: Option<&[PathBuf]>) -> Result<TestDb, String> {
+fn start_private(
+    owner_pid: u32,
+    extra_cleanup: Option<&[PathBuf]>,
+    port: Option<u16>,
+) -> Result<TestDb, String> {
     let mariadbd = binary(&["mariadbd", "mysqld"])?;
     let install = binary(&["mariadb-install-db", "mysql_install_db"])?;
     let mut last = String::new();
     for _attempt in 0..3 {
-        match start_once(&mariadbd, &install, owner_pid, extra_cleanup.unwrap_or(&[])) {
+        match start_once(
+            &mariadbd,
+            &install,
+            owner_pid,
+            extra_cleanup.unwrap_or(&[]),
+            port,
+        ) {
             Ok(db) => return Ok(db),
             // Most likely a port taken between free_port() and mariadbd's bind: try again.
             Err(e) => last = e,
@@ -294,6 +310,7 @@ fn start_once(
     install: &Path,
     owner_pid: u32,
     extra_cleanup: &[PathBuf],
+    port: Option<u16>,
 ) -> Result<TestDb, String> {
     // Kept (not deleted on drop): the watchdog below removes it once this process is gone,
     // because a static's destructor never runs.
@@ -332,7 +349,7 @@ fn start_once(
         )));
     }
 
-    let port = free_port();
+    let port = port.unwrap_or_else(free_port);
     let log = File::create(dir.join("mariadbd.out")).map_err(|e| remove(e.to_string()))?;
     let log2 = log.try_clone().map_err(|e| remove(e.to_string()))?;
     let mut child: Child = Command::new(mariadbd)

@@ -1,0 +1,859 @@
+//! `qcache check-consistency`: a stale-read checker users run against their own qcache.
+//!
+//! It creates its own tables in the given database (two single-row-per-key tables and a view
+//! joining them), then runs concurrent writers and readers for a fixed time. Each writer owns
+//! some keys and writes strictly increasing values to them (text and prepared statements,
+//! some inside transactions, optionally some directly to the server). Every acknowledged
+//! write is recorded with the instant its OK arrived. Readers (point reads, joins, SUM/MAX
+//! aggregates, the view, reads inside transactions; text and prepared) take the floor of each
+//! key they read *before* sending the read: the highest value acknowledged through the target
+//! before that instant, or, for direct writes, acknowledged more than `allowed_lag` before it.
+//! A read that returns less than its floor is stale: the one thing a cache must never do.
+//!
+//! Because values only grow, "less than the floor" is a proof of staleness with no false
+//! positives from races: a write acknowledged after the read started can only raise a value.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use mysql_async::prelude::Queryable;
+use mysql_async::{Conn, Opts, OptsBuilder};
+
+/// What one run does; the CLI maps its flags onto this.
+#[derive(Debug, Clone)]
+pub struct CheckOptions {
+    /// The qcache (or any MySQL endpoint) under test, `host:port`.
+    pub target: String,
+    /// The server itself, for `direct_writes`.
+    pub direct: Option<String>,
+    pub user: String,
+    pub password: String,
+    pub database: String,
+    pub duration: Duration,
+    pub writers: usize,
+    pub readers: usize,
+    /// Send a share of the writes straight to `direct`, bypassing the target.
+    pub direct_writes: bool,
+    /// Which share of writes goes direct when `direct_writes` is on (0.0–1.0).
+    pub direct_share: f64,
+    /// How long a direct write may take to become visible through the target.
+    pub allowed_lag: Duration,
+    /// Seed of the statement mix, so that a failing run can be repeated.
+    pub seed: u64,
+    /// Keys each writer owns.
+    pub keys_per_writer: usize,
+}
+
+impl Default for CheckOptions {
+    fn default() -> Self {
+        CheckOptions {
+            target: "127.0.0.1:3307".into(),
+            direct: None,
+            user: "root".into(),
+            password: String::new(),
+            database: "test".into(),
+            duration: Duration::from_secs(10),
+            writers: 4,
+            readers: 8,
+            direct_writes: false,
+            direct_share: 0.25,
+            allowed_lag: Duration::from_millis(50),
+            seed: 1,
+            keys_per_writer: 4,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum CheckError {
+    #[error("invalid options: {0}")]
+    Options(String),
+    #[error("cannot connect to {what} ({addr}): {source}")]
+    Connect {
+        what: &'static str,
+        addr: String,
+        source: mysql_async::Error,
+    },
+    #[error("setting up the check tables failed: {0}")]
+    Setup(mysql_async::Error),
+}
+
+/// One read that returned a value older than a write acknowledged before it began.
+#[derive(Debug, Clone)]
+pub struct StaleRead {
+    /// Which kind of read (e.g. `point/prepared`, `join/text`, `sum/txn`).
+    pub kind: String,
+    /// Key or key range read.
+    pub keys: String,
+    pub got: i64,
+    /// The lowest value the read was allowed to return.
+    pub floor: i64,
+}
+
+impl std::fmt::Display for StaleRead {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} of {} returned {}, but {} had been acknowledged before the read began",
+            self.kind, self.keys, self.got, self.floor
+        )
+    }
+}
+
+/// What a run saw.
+#[derive(Debug, Default, Clone)]
+pub struct Report {
+    pub reads: u64,
+    pub writes: u64,
+    /// Of `writes`, those sent directly to the server.
+    pub direct_writes: u64,
+    /// Statements that failed (connection errors and the like); not violations, but shown.
+    pub errors: u64,
+    pub error_examples: Vec<String>,
+    pub stale_reads: u64,
+    /// The first stale reads seen (at most [`MAX_EXAMPLES`]).
+    pub stale_examples: Vec<StaleRead>,
+    /// Growth of `Qcache_hits` as the target reports it, when it does.
+    pub hits: Option<u64>,
+    pub elapsed: Duration,
+}
+
+/// How many stale reads and errors a report keeps word for word.
+pub const MAX_EXAMPLES: usize = 10;
+
+impl Report {
+    /// A run passes when nothing was stale and it actually read and wrote.
+    pub fn passed(&self) -> bool {
+        self.stale_reads == 0 && self.reads > 0 && self.writes > 0
+    }
+}
+
+impl std::fmt::Display for Report {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let secs = self.elapsed.as_secs_f64().max(1e-9);
+        writeln!(f, "duration:      {:.1} s", self.elapsed.as_secs_f64())?;
+        writeln!(
+            f,
+            "reads:         {} ({:.0}/s)",
+            self.reads,
+            self.reads as f64 / secs
+        )?;
+        writeln!(
+            f,
+            "writes:        {} ({:.0}/s), {} direct",
+            self.writes,
+            self.writes as f64 / secs,
+            self.direct_writes
+        )?;
+        match self.hits {
+            Some(h) => writeln!(f, "Qcache_hits:   +{h}")?,
+            None => writeln!(f, "Qcache_hits:   not reported by the target")?,
+        }
+        writeln!(f, "errors:        {}", self.errors)?;
+        for e in &self.error_examples {
+            writeln!(f, "  {e}")?;
+        }
+        writeln!(f, "stale reads:   {}", self.stale_reads)?;
+        for s in &self.stale_examples {
+            writeln!(f, "  {s}")?;
+        }
+        if self.passed() {
+            write!(f, "result:        PASS")
+        } else if self.stale_reads > 0 {
+            write!(f, "result:        FAIL (stale reads)")
+        } else {
+            write!(f, "result:        FAIL (no reads or no writes completed)")
+        }
+    }
+}
+
+/// Parses `10s`, `50ms`, `2m`, `1h`, `1.5s`, or a bare number of seconds.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let n: f64 = num
+        .parse()
+        .map_err(|_| format!("{s:?} is not a duration like 10s or 50ms"))?;
+    let secs = match unit.trim() {
+        "" | "s" => n,
+        "ms" => n / 1000.0,
+        "us" => n / 1_000_000.0,
+        "m" | "min" => n * 60.0,
+        "h" => n * 3600.0,
+        u => return Err(format!("unknown duration unit {u:?} in {s:?}")),
+    };
+    if !secs.is_finite() || secs < 0.0 {
+        return Err(format!("{s:?} is not a valid duration"));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+/// A small deterministic generator (splitmix64): the statement mix needs repeatability from
+/// `--seed`, not cryptographic quality.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+
+    fn chance(&mut self, p: f64) -> bool {
+        (self.next() >> 11) as f64 / (1u64 << 53) as f64 <= p
+    }
+}
+
+/// The two tables a write may touch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Table {
+    C = 0,
+    J = 1,
+}
+
+/// One acknowledged write: the value and when its OK arrived.
+#[derive(Debug, Clone, Copy)]
+struct Ack {
+    at: Instant,
+    value: i64,
+    direct: bool,
+}
+
+/// Acknowledged writes of one (table, key), oldest first.
+#[derive(Default)]
+struct History {
+    /// Value known to be visible for every read starting now or later.
+    settled: i64,
+    recent: VecDeque<Ack>,
+}
+
+/// The shared record of acknowledged writes.
+struct Ledger {
+    /// Indexed `[table][key]`.
+    keys: [Vec<Mutex<History>>; 2],
+    allowed_lag: Duration,
+}
+
+/// How long an acknowledgement stays in `recent` before it is folded into `settled`: long
+/// enough that no reader can still be computing a floor with an earlier start instant.
+const FOLD_AFTER: Duration = Duration::from_secs(5);
+
+impl Ledger {
+    fn new(nkeys: usize, allowed_lag: Duration) -> Ledger {
+        let mk = || (0..nkeys).map(|_| Mutex::new(History::default())).collect();
+        Ledger {
+            keys: [mk(), mk()],
+            allowed_lag,
+        }
+    }
+
+    fn ack(&self, table: Table, key: usize, ack: Ack) {
+        let Some(h) = self.keys[table as usize].get(key) else {
+            return;
+        };
+        let mut h = h.lock().unwrap_or_else(|p| p.into_inner());
+        h.recent.push_back(ack);
+        let fold_before = ack.at.checked_sub(FOLD_AFTER + self.allowed_lag);
+        while let Some(first) = h.recent.front().copied() {
+            if fold_before.is_some_and(|t| first.at < t) {
+                h.settled = h.settled.max(first.value);
+                h.recent.pop_front();
+            } else {
+                break;
+            }
+        }
+    }
+
+    /// The lowest value a read of (table, key) that starts at `start` may return.
+    fn floor(&self, table: Table, key: usize, start: Instant) -> i64 {
+        let Some(h) = self.keys[table as usize].get(key) else {
+            return 0;
+        };
+        let h = h.lock().unwrap_or_else(|p| p.into_inner());
+        let mut floor = h.settled;
+        for a in &h.recent {
+            let lag = if a.direct {
+                self.allowed_lag
+            } else {
+                Duration::ZERO
+            };
+            if a.at + lag < start {
+                floor = floor.max(a.value);
+            }
+        }
+        floor
+    }
+}
+
+/// Counters and examples shared by all workers.
+#[derive(Default)]
+struct Tally {
+    reads: AtomicU64,
+    writes: AtomicU64,
+    direct_writes: AtomicU64,
+    errors: AtomicU64,
+    stale: AtomicU64,
+    examples: Mutex<(Vec<StaleRead>, Vec<String>)>,
+}
+
+impl Tally {
+    fn error(&self, what: &str, e: impl std::fmt::Display) {
+        self.errors.fetch_add(1, Ordering::Relaxed);
+        let mut ex = self.examples.lock().unwrap_or_else(|p| p.into_inner());
+        if ex.1.len() < MAX_EXAMPLES {
+            ex.1.push(format!("{what}: {e}"));
+        }
+    }
+
+    fn stale(&self, s: StaleRead) {
+        self.stale.fetch_add(1, Ordering::Relaxed);
+        let mut ex = self.examples.lock().unwrap_or_else(|p| p.into_inner());
+        if ex.0.len() < MAX_EXAMPLES {
+            ex.0.push(s);
+        }
+    }
+}
+
+/// Table and view names of one run.
+#[derive(Clone)]
+struct Names {
+    c: String,
+    j: String,
+    v: String,
+}
+
+impl Names {
+    fn new() -> Names {
+        // Unique per process and per run, so that runs (and tests) never share tables.
+        static RUN: AtomicU64 = AtomicU64::new(0);
+        let base = format!(
+            "qcache_check_{}_{}",
+            std::process::id(),
+            RUN.fetch_add(1, Ordering::Relaxed)
+        );
+        Names {
+            c: format!("{base}_c"),
+            j: format!("{base}_j"),
+            v: format!("{base}_v"),
+        }
+    }
+}
+
+fn opts(addr: &str, o: &CheckOptions) -> Result<Opts, CheckError> {
+    let (host, port) = addr
+        .rsplit_once(':')
+        .ok_or_else(|| CheckError::Options(format!("{addr:?} is not host:port")))?;
+    let port: u16 = port
+        .parse()
+        .map_err(|_| CheckError::Options(format!("bad port in {addr:?}")))?;
+    let b = OptsBuilder::default()
+        .ip_or_hostname(host.trim_matches(|c| c == '[' || c == ']'))
+        .tcp_port(port)
+        .user(Some(o.user.clone()))
+        .pass((!o.password.is_empty()).then(|| o.password.clone()))
+        .db_name(Some(o.database.clone()))
+        // Otherwise mysql_async may move a loopback connection to the server's Unix socket,
+        // around the proxy under test.
+        .prefer_socket(false);
+    Ok(b.into())
+}
+
+async fn connect(what: &'static str, addr: &str, o: &CheckOptions) -> Result<Conn, CheckError> {
+    let opts = opts(addr, o)?;
+    match tokio::time::timeout(Duration::from_secs(10), Conn::new(opts)).await {
+        Ok(Ok(c)) => Ok(c),
+        Ok(Err(source)) => Err(CheckError::Connect {
+            what,
+            addr: addr.to_string(),
+            source,
+        }),
+        Err(_) => Err(CheckError::Connect {
+            what,
+            addr: addr.to_string(),
+            source: mysql_async::Error::Other("connect timed out after 10 s".into()),
+        }),
+    }
+}
+
+async fn qcache_hits(c: &mut Conn) -> Option<u64> {
+    let rows: Vec<(String, String)> = c.query("SHOW STATUS LIKE 'Qcache_hits'").await.ok()?;
+    rows.first()?.1.parse().ok()
+}
+
+/// Runs the check and reports what it saw. Errors are for a run that could not start; a run
+/// that found stale reads returns `Ok` with a report that does not pass.
+pub async fn run(o: &CheckOptions) -> Result<Report, CheckError> {
+    if o.writers == 0 || o.readers == 0 || o.keys_per_writer == 0 {
+        return Err(CheckError::Options(
+            "writers, readers and keys per writer must be at least 1".into(),
+        ));
+    }
+    if o.direct_writes && o.direct.is_none() {
+        return Err(CheckError::Options("--direct-writes needs --direct".into()));
+    }
+    let names = Names::new();
+    let nkeys = o.writers * o.keys_per_writer;
+    let mut admin = connect("the target", &o.target, o).await?;
+    setup(&mut admin, &names, nkeys)
+        .await
+        .map_err(CheckError::Setup)?;
+    let hits_before = qcache_hits(&mut admin).await;
+
+    let ledger = Arc::new(Ledger::new(nkeys, o.allowed_lag));
+    let tally = Arc::new(Tally::default());
+    let stop = Arc::new(AtomicBool::new(false));
+    let started = Instant::now();
+    let mut tasks = tokio::task::JoinSet::new();
+    for w in 0..o.writers {
+        let keys: Vec<usize> = (w * o.keys_per_writer..(w + 1) * o.keys_per_writer).collect();
+        let ctx = Worker {
+            o: o.clone(),
+            names: names.clone(),
+            ledger: ledger.clone(),
+            tally: tally.clone(),
+            stop: stop.clone(),
+            rng: Rng(o.seed ^ (w as u64 + 1).wrapping_mul(0x1000_0001)),
+            nkeys,
+        };
+        tasks.spawn(ctx.write_loop(keys));
+    }
+    for r in 0..o.readers {
+        let ctx = Worker {
+            o: o.clone(),
+            names: names.clone(),
+            ledger: ledger.clone(),
+            tally: tally.clone(),
+            stop: stop.clone(),
+            rng: Rng(o.seed ^ (r as u64 + 1).wrapping_mul(0x7000_0003)),
+            nkeys,
+        };
+        tasks.spawn(ctx.read_loop());
+    }
+    tokio::time::sleep(o.duration).await;
+    stop.store(true, Ordering::Relaxed);
+    // A worker stuck on a dead connection must not hold the report back forever.
+    let drained = tokio::time::timeout(Duration::from_secs(30), async {
+        while tasks.join_next().await.is_some() {}
+    })
+    .await;
+    if drained.is_err() {
+        tally.error("shutdown", "workers did not finish within 30 s; aborted");
+        tasks.abort_all();
+    }
+    let elapsed = started.elapsed();
+    let hits_after = qcache_hits(&mut admin).await;
+    if let Err(e) = teardown(&mut admin, &names).await {
+        tally.error("dropping the check tables", e);
+    }
+    let _ = admin.disconnect().await;
+
+    let (stale_examples, error_examples) = {
+        let ex = tally.examples.lock().unwrap_or_else(|p| p.into_inner());
+        (ex.0.clone(), ex.1.clone())
+    };
+    Ok(Report {
+        reads: tally.reads.load(Ordering::Relaxed),
+        writes: tally.writes.load(Ordering::Relaxed),
+        direct_writes: tally.direct_writes.load(Ordering::Relaxed),
+        errors: tally.errors.load(Ordering::Relaxed),
+        error_examples,
+        stale_reads: tally.stale.load(Ordering::Relaxed),
+        stale_examples,
+        hits: match (hits_before, hits_after) {
+            (Some(b), Some(a)) => Some(a.saturating_sub(b)),
+            _ => None,
+        },
+        elapsed,
+    })
+}
+
+async fn setup(c: &mut Conn, n: &Names, nkeys: usize) -> Result<(), mysql_async::Error> {
+    c.query_drop(format!("DROP VIEW IF EXISTS `{}`", n.v))
+        .await?;
+    c.query_drop(format!("DROP TABLE IF EXISTS `{}`, `{}`", n.c, n.j))
+        .await?;
+    c.query_drop(format!(
+        "CREATE TABLE `{}` (id INT PRIMARY KEY, v BIGINT NOT NULL) ENGINE=InnoDB",
+        n.c
+    ))
+    .await?;
+    c.query_drop(format!(
+        "CREATE TABLE `{}` (id INT PRIMARY KEY, w BIGINT NOT NULL) ENGINE=InnoDB",
+        n.j
+    ))
+    .await?;
+    c.query_drop(format!(
+        "CREATE VIEW `{}` AS SELECT c.id, c.v, j.w FROM `{}` c JOIN `{}` j ON j.id = c.id",
+        n.v, n.c, n.j
+    ))
+    .await?;
+    let rows: Vec<String> = (0..nkeys).map(|k| format!("({k}, 0)")).collect();
+    let rows = rows.join(", ");
+    c.query_drop(format!("INSERT INTO `{}` VALUES {rows}", n.c))
+        .await?;
+    c.query_drop(format!("INSERT INTO `{}` VALUES {rows}", n.j))
+        .await?;
+    Ok(())
+}
+
+async fn teardown(c: &mut Conn, n: &Names) -> Result<(), mysql_async::Error> {
+    c.query_drop(format!("DROP VIEW IF EXISTS `{}`", n.v))
+        .await?;
+    c.query_drop(format!("DROP TABLE IF EXISTS `{}`, `{}`", n.c, n.j))
+        .await
+}
+
+struct Worker {
+    o: CheckOptions,
+    names: Names,
+    ledger: Arc<Ledger>,
+    tally: Arc<Tally>,
+    stop: Arc<AtomicBool>,
+    rng: Rng,
+    nkeys: usize,
+}
+
+/// A connection that is reopened after an error, so that one failure does not end a worker.
+struct Link {
+    what: &'static str,
+    addr: String,
+    conn: Option<Conn>,
+}
+
+impl Link {
+    async fn get(&mut self, o: &CheckOptions, tally: &Tally) -> Option<&mut Conn> {
+        if self.conn.is_none() {
+            match connect(self.what, &self.addr, o).await {
+                Ok(c) => self.conn = Some(c),
+                Err(e) => {
+                    tally.error("connect", e);
+                    // Do not spin against a target that is down.
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    return None;
+                }
+            }
+        }
+        self.conn.as_mut()
+    }
+
+    /// After an error the connection's state (an open transaction) is unknown: drop it.
+    fn fail(&mut self) {
+        self.conn = None;
+    }
+}
+
+impl Worker {
+    async fn write_loop(mut self, keys: Vec<usize>) {
+        let mut next = vec![0i64; self.nkeys];
+        let mut target = Link {
+            what: "the target",
+            addr: self.o.target.clone(),
+            conn: None,
+        };
+        let mut direct = self.o.direct.clone().map(|addr| Link {
+            what: "the server (direct)",
+            addr,
+            conn: None,
+        });
+        while !self.stop.load(Ordering::Relaxed) {
+            let key = keys[self.rng.below(keys.len())];
+            next[key] += 1;
+            let value = next[key];
+            let go_direct = self.o.direct_writes && self.rng.chance(self.o.direct_share);
+            let mix = self.rng.below(4);
+            let link = match (go_direct, direct.as_mut()) {
+                (true, Some(d)) => d,
+                _ => &mut target,
+            };
+            let Some(conn) = link.get(&self.o, &self.tally).await else {
+                continue;
+            };
+            let n = &self.names;
+            let res: Result<Vec<Table>, mysql_async::Error> = async {
+                match mix {
+                    0 => {
+                        conn.query_drop(format!(
+                            "UPDATE `{}` SET v = {value} WHERE id = {key}",
+                            n.c
+                        ))
+                        .await?;
+                        Ok(vec![Table::C])
+                    }
+                    1 => {
+                        conn.exec_drop(
+                            format!("UPDATE `{}` SET w = ? WHERE id = ?", n.j),
+                            (value, key as i64),
+                        )
+                        .await?;
+                        Ok(vec![Table::J])
+                    }
+                    2 => {
+                        // Both tables in one transaction: acknowledged by the COMMIT's OK.
+                        conn.query_drop("START TRANSACTION").await?;
+                        conn.exec_drop(
+                            format!("UPDATE `{}` SET v = ? WHERE id = ?", n.c),
+                            (value, key as i64),
+                        )
+                        .await?;
+                        conn.query_drop(format!(
+                            "UPDATE `{}` SET w = {value} WHERE id = {key}",
+                            n.j
+                        ))
+                        .await?;
+                        conn.query_drop("COMMIT").await?;
+                        Ok(vec![Table::C, Table::J])
+                    }
+                    _ => {
+                        // autocommit=0 style: the write is only acknowledged by COMMIT.
+                        conn.query_drop("SET autocommit = 0").await?;
+                        conn.query_drop(format!(
+                            "UPDATE `{}` SET v = {value} WHERE id = {key}",
+                            n.c
+                        ))
+                        .await?;
+                        conn.query_drop("COMMIT").await?;
+                        conn.query_drop("SET autocommit = 1").await?;
+                        Ok(vec![Table::C])
+                    }
+                }
+            }
+            .await;
+            match res {
+                Ok(tables) => {
+                    let ack = Ack {
+                        at: Instant::now(),
+                        value,
+                        direct: go_direct,
+                    };
+                    for t in tables {
+                        self.ledger.ack(t, key, ack);
+                    }
+                    self.tally.writes.fetch_add(1, Ordering::Relaxed);
+                    if go_direct {
+                        self.tally.direct_writes.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+                Err(e) => {
+                    self.tally.error("write", e);
+                    link.fail();
+                }
+            }
+        }
+        for link in std::iter::once(&mut target).chain(direct.as_mut()) {
+            if let Some(c) = link.conn.take() {
+                let _ = c.disconnect().await;
+            }
+        }
+    }
+
+    async fn read_loop(mut self) {
+        let mut link = Link {
+            what: "the target",
+            addr: self.o.target.clone(),
+            conn: None,
+        };
+        while !self.stop.load(Ordering::Relaxed) {
+            let Some(conn) = link.get(&self.o, &self.tally).await else {
+                continue;
+            };
+            let key = self.rng.below(self.nkeys);
+            let kind = self.rng.below(7);
+            let prepared = self.rng.chance(0.5);
+            let in_txn = self.rng.chance(0.2);
+            let proto = match (in_txn, prepared) {
+                (true, true) => "prepared/txn",
+                (true, false) => "text/txn",
+                (false, true) => "prepared",
+                (false, false) => "text",
+            };
+            // A range of up to 4 keys for the aggregates.
+            let lo = key.min(self.nkeys.saturating_sub(4));
+            let hi = (lo + 3).min(self.nkeys - 1);
+            let n = &self.names;
+            let start = Instant::now();
+            let l = &self.ledger;
+            // (what, keys, column floors) — taken before the read is sent.
+            let (what, sql, params, floors): (&str, String, Vec<i64>, Vec<i64>) = match kind {
+                0 | 1 => (
+                    "point",
+                    format!("SELECT v, v FROM `{}` WHERE id = ", n.c),
+                    vec![key as i64],
+                    vec![l.floor(Table::C, key, start), l.floor(Table::C, key, start)],
+                ),
+                2 => (
+                    "point(j)",
+                    format!("SELECT w, w FROM `{}` WHERE id = ", n.j),
+                    vec![key as i64],
+                    vec![l.floor(Table::J, key, start), l.floor(Table::J, key, start)],
+                ),
+                3 => (
+                    "join",
+                    format!(
+                        "SELECT c.v, j.w FROM `{}` c JOIN `{}` j ON j.id = c.id WHERE c.id = ",
+                        n.c, n.j
+                    ),
+                    vec![key as i64],
+                    vec![l.floor(Table::C, key, start), l.floor(Table::J, key, start)],
+                ),
+                4 => (
+                    "view",
+                    format!("SELECT v, w FROM `{}` WHERE id = ", n.v),
+                    vec![key as i64],
+                    vec![l.floor(Table::C, key, start), l.floor(Table::J, key, start)],
+                ),
+                5 => {
+                    let (mut sum, mut max) = (0i64, 0i64);
+                    for k in lo..=hi {
+                        let f = l.floor(Table::C, k, start);
+                        sum += f;
+                        max = max.max(f);
+                    }
+                    (
+                        "sum+max",
+                        format!(
+                            "SELECT CAST(SUM(v) AS SIGNED), MAX(v) FROM `{}` WHERE id BETWEEN ",
+                            n.c
+                        ),
+                        vec![lo as i64, hi as i64],
+                        vec![sum, max],
+                    )
+                }
+                _ => {
+                    // SUM over one table, MAX over the other, through a join.
+                    let sum = (lo..=hi).map(|k| l.floor(Table::J, k, start)).sum();
+                    let max = (lo..=hi)
+                        .map(|k| l.floor(Table::C, k, start))
+                        .max()
+                        .unwrap_or(0);
+                    (
+                        "sum+max(join)",
+                        format!(
+                            "SELECT CAST(SUM(j.w) AS SIGNED), MAX(c.v) FROM `{}` c \
+                             JOIN `{}` j ON j.id = c.id WHERE c.id BETWEEN ",
+                            n.c, n.j
+                        ),
+                        vec![lo as i64, hi as i64],
+                        vec![sum, max],
+                    )
+                }
+            };
+            let sql = if params.len() == 2 {
+                if prepared {
+                    format!("{sql}? AND ?")
+                } else {
+                    format!("{sql}{} AND {}", params[0], params[1])
+                }
+            } else if prepared {
+                format!("{sql}?")
+            } else {
+                format!("{sql}{}", params[0])
+            };
+            let res: Result<Option<(i64, i64)>, mysql_async::Error> = async {
+                if in_txn {
+                    conn.query_drop("START TRANSACTION").await?;
+                }
+                let row = if prepared {
+                    conn.exec_first(sql.as_str(), params.clone()).await?
+                } else {
+                    conn.query_first(sql.as_str()).await?
+                };
+                if in_txn {
+                    conn.query_drop("COMMIT").await?;
+                }
+                Ok(row)
+            }
+            .await;
+            match res {
+                Ok(Some((a, b))) => {
+                    self.tally.reads.fetch_add(1, Ordering::Relaxed);
+                    let keys = if params.len() == 2 {
+                        format!("keys {}..={}", params[0], params[1])
+                    } else {
+                        format!("key {}", params[0])
+                    };
+                    for (got, floor) in [(a, floors[0]), (b, floors[1])] {
+                        if got < floor {
+                            self.tally.stale(StaleRead {
+                                kind: format!("{what}/{proto}"),
+                                keys: keys.clone(),
+                                got,
+                                floor,
+                            });
+                            break;
+                        }
+                    }
+                }
+                Ok(None) => {
+                    self.tally.reads.fetch_add(1, Ordering::Relaxed);
+                    self.tally.error(
+                        "read",
+                        format!("{sql}: no row (the check rows are never deleted)"),
+                    );
+                }
+                Err(e) => {
+                    self.tally.error("read", e);
+                    link.fail();
+                }
+            }
+        }
+        if let Some(c) = link.conn.take() {
+            let _ = c.disconnect().await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse() {
+        assert_eq!(parse_duration("10s"), Ok(Duration::from_secs(10)));
+        assert_eq!(parse_duration("50ms"), Ok(Duration::from_millis(50)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration("3"), Ok(Duration::from_secs(3)));
+        assert!(parse_duration("ten").is_err());
+        assert!(parse_duration("5 parsecs").is_err());
+    }
+
+    #[test]
+    fn floor_respects_lag_for_direct_writes_only() {
+        let l = Ledger::new(1, Duration::from_millis(100));
+        let t0 = Instant::now();
+        l.ack(
+            Table::C,
+            0,
+            Ack {
+                at: t0,
+                value: 1,
+                direct: false,
+            },
+        );
+        l.ack(
+            Table::C,
+            0,
+            Ack {
+                at: t0,
+                value: 2,
+                direct: true,
+            },
+        );
+        // A read starting right after both: the proxied write counts, the direct one not yet.
+        assert_eq!(l.floor(Table::C, 0, t0 + Duration::from_millis(1)), 1);
+        assert_eq!(l.floor(Table::C, 0, t0 + Duration::from_millis(101)), 2);
+        // A read that started before the acknowledgement owes it nothing.
+        assert_eq!(l.floor(Table::C, 0, t0), 0);
+        assert_eq!(l.floor(Table::J, 0, t0 + Duration::from_secs(1)), 0);
+    }
+}
