@@ -86,7 +86,10 @@ pub fn parse_greeting(p: &[u8]) -> Option<Greeting> {
 /// server omit column definitions that a cached result needs.
 pub const CLEARED_CAPS: u32 =
     cap::SSL | cap::COMPRESS | cap::ZSTD_COMPRESSION | cap::OPTIONAL_RESULTSET_METADATA;
-pub const CLEARED_MARIADB_CAPS: u32 = mariadb_cap::CACHE_METADATA;
+/// MariaDB's extended type info adds a field to every column definition; results qcache
+/// builds itself (status rows, `@@query_cache_type`) have none, and entries must not be
+/// shared between clients that differ in it, so it is not offered.
+pub const CLEARED_MARIADB_CAPS: u32 = mariadb_cap::CACHE_METADATA | mariadb_cap::EXTENDED_TYPE_INFO;
 
 /// The greeting with `clear` removed from the advertised capabilities.
 pub fn rewrite_greeting(p: &[u8], clear: u32, clear_mariadb: u32) -> Option<(Bytes, Greeting)> {

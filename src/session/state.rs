@@ -78,6 +78,8 @@ pub struct SessionState {
     pub db: Option<String>,
     pub charset: u8,
     pub caps: u32,
+    /// MariaDB's extended capabilities both ends agreed on; part of the key.
+    pub mariadb_caps: u32,
     pub deprecate_eof: bool,
     /// Status flags of the last OK/EOF from the server.
     pub status: u16,
@@ -116,6 +118,7 @@ impl SessionState {
             db: n.response.database.clone(),
             charset: n.response.charset,
             caps: n.caps,
+            mariadb_caps: n.response.mariadb_caps & n.greeting.mariadb_caps,
             deprecate_eof: n.caps & cap::DEPRECATE_EOF != 0,
             status: n.status,
             qct: shared.config().cache.query_cache_type,
@@ -174,6 +177,7 @@ impl SessionState {
                 | cap::SESSION_TRACK
                 | cap::LONG_PASSWORD);
         h.update(&caps.to_le_bytes());
+        h.update(&self.mariadb_caps.to_le_bytes());
         h.update(&[self.charset]);
         for (k, v) in &self.vars {
             h.update(k.as_bytes());
