@@ -41,6 +41,12 @@ pub struct Cli {
     /// Log filter, e.g. info or qcache=debug.
     #[arg(long, env = "QCACHE_LOG_LEVEL")]
     pub log_level: Option<String>,
+    /// PEM certificate qcache presents to clients (turns client TLS on).
+    #[arg(long, env = "QCACHE_TLS_CERT")]
+    pub tls_cert: Option<String>,
+    /// PEM private key of --tls-cert.
+    #[arg(long, env = "QCACHE_TLS_KEY")]
+    pub tls_key: Option<String>,
     #[command(subcommand)]
     pub command: Option<Command>,
 }
@@ -101,6 +107,12 @@ impl Cli {
         }
         if let Some(v) = &self.log_level {
             c.log.level = v.clone();
+        }
+        if let Some(v) = &self.tls_cert {
+            c.tls.client.cert = v.clone();
+        }
+        if let Some(v) = &self.tls_key {
+            c.tls.client.key = v.clone();
         }
     }
 }

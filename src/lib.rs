@@ -15,6 +15,7 @@
 //! - [`invalidation`] sees writes that bypass qcache (binlog) and widens writes through views,
 //!   triggers and foreign keys (schema catalog).
 //! - [`admin`] exposes metrics, health and the admin statements.
+//! - [`tls`] builds the rustls contexts of both legs from `[tls]`.
 //! - [`config`] and [`cli`] describe how it is run.
 
 pub mod admin;
@@ -26,3 +27,4 @@ pub mod invalidation;
 pub mod protocol;
 pub mod server;
 pub mod session;
+pub mod tls;

@@ -337,6 +337,8 @@ pub fn reload(shared: &Shared, cli: &Cli) {
                 warn!("server.listen changed: takes effect after a restart");
             }
             shared.swap_config(new);
+            // Certificates may have been replaced in place: read them again.
+            crate::tls::forget();
             info!("configuration reloaded");
         }
         Err(e) => warn!(error = %e, "reload refused; keeping the running configuration"),
