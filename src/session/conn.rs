@@ -70,7 +70,10 @@ impl AsyncWrite for Prefixed {
 }
 
 fn upgrading() -> io::Error {
-    io::Error::new(io::ErrorKind::NotConnected, "stream is being upgraded to TLS")
+    io::Error::new(
+        io::ErrorKind::NotConnected,
+        "stream is being upgraded to TLS",
+    )
 }
 
 impl AsyncRead for Stream {

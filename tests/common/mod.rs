@@ -122,7 +122,7 @@ pub fn db() -> &'static TestDb {
             Ok(run) if std::env::var("QCACHE_TEST_SHARED").as_deref() != Ok("0") => {
                 shared_under_nextest(&run)
             }
-            _ => start_private(std::process::id(), None),
+            _ => start_private(std::process::id(), None, &[]),
         },
     }) {
         Ok(db) => db,
@@ -183,7 +183,12 @@ pub fn free_port() -> u16 {
 /// kill or reconfigure its server without disturbing the others. It lives until this test
 /// process ends (or [`TestDb::kill`]).
 pub fn own_server() -> TestDb {
-    start_private(std::process::id(), None).unwrap_or_else(|e| panic!("{e}"))
+    own_server_with(&[])
+}
+
+/// [`own_server`] with extra `mariadbd` options (e.g. `--ssl-cert=…`).
+pub fn own_server_with(args: &[String]) -> TestDb {
+    start_private(std::process::id(), None, args).unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// Under nextest every test is a process of its own, so a per-process server would mean one
@@ -247,7 +252,7 @@ fn shared_under_nextest(run_id: &str) -> Result<TestDb, String> {
 
     let owner = std::os::unix::process::parent_id();
     let cleanup = [state_path.clone(), lock_path.clone()];
-    let db = start_private(owner, Some(&cleanup))?;
+    let db = start_private(owner, Some(&cleanup), &[])?;
     let state = format!(
         "{}\n{}\n{}\n",
         db.port,
@@ -275,12 +280,22 @@ fn process_alive(pid: u32) -> bool {
 
 /// Starts a private server that is stopped (and its datadir removed, with `extra_cleanup`)
 /// once process `owner_pid` has ended.
-fn start_private(owner_pid: u32, extra_cleanup: Option<&[PathBuf]>) -> Result<TestDb, String> {
+fn start_private(
+    owner_pid: u32,
+    extra_cleanup: Option<&[PathBuf]>,
+    server_args: &[String],
+) -> Result<TestDb, String> {
     let mariadbd = binary(&["mariadbd", "mysqld"])?;
     let install = binary(&["mariadb-install-db", "mysql_install_db"])?;
     let mut last = String::new();
     for _attempt in 0..3 {
-        match start_once(&mariadbd, &install, owner_pid, extra_cleanup.unwrap_or(&[])) {
+        match start_once(
+            &mariadbd,
+            &install,
+            owner_pid,
+            extra_cleanup.unwrap_or(&[]),
+            server_args,
+        ) {
             Ok(db) => return Ok(db),
             // Most likely a port taken between free_port() and mariadbd's bind: try again.
             Err(e) => last = e,
@@ -294,6 +309,7 @@ fn start_once(
     install: &Path,
     owner_pid: u32,
     extra_cleanup: &[PathBuf],
+    server_args: &[String],
 ) -> Result<TestDb, String> {
     // Kept (not deleted on drop): the watchdog below removes it once this process is gone,
     // because a static's destructor never runs.
@@ -356,6 +372,7 @@ fn start_once(
         .arg("--skip-innodb-doublewrite")
         .arg("--sync-binlog=0")
         .args(&sizing)
+        .args(server_args)
         // Never inherit the test's stdout/stderr: a test runner that reads them through pipes
         // (nextest) would wait for a server that outlives the test to close them.
         .stdin(Stdio::null())
