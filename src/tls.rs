@@ -110,6 +110,8 @@ impl Contexts {
                     load_key(&u.key)?,
                 )?
             };
+            // Plain clients of a TLS upstream need qcache's RSA key; make it before they do.
+            crate::session::sha2::prepare();
             Some(TlsConnector::from(Arc::new(cc)))
         };
         Ok(Contexts {

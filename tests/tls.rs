@@ -355,7 +355,13 @@ type Seen = Arc<Mutex<Vec<(bool, String)>>>;
 
 /// One MySQL 8 connection doing caching_sha2_password full authentication as the server
 /// does: cleartext over TLS, the public-key request and RSA-OAEP over plain TCP.
-async fn serve_mysql8(tcp: TcpStream, ssl: bool, acceptor: TlsAcceptor, seen: Seen) {
+async fn serve_mysql8(
+    tcp: TcpStream,
+    ssl: bool,
+    clear_switch: bool,
+    acceptor: TlsAcceptor,
+    seen: Seen,
+) {
     let mut tcp = tcp;
     let mut g = BytesMut::new();
     codec::encode(0, &greeting(ssl), &mut g);
@@ -397,6 +403,17 @@ async fn serve_mysql8(tcp: TcpStream, ssl: bool, acceptor: TlsAcceptor, seen: Se
     let caps = u32::from_le_bytes(resp.payload[0..4].try_into().unwrap());
     assert_eq!(caps & cap::SSL != 0, tls, "CLIENT_SSL says what the leg is");
     let mut seq = resp.seq.wrapping_add(1);
+    if clear_switch {
+        // Ask for the password in the clear; whatever comes back is what would have leaked.
+        peer.send(seq, b"\xfemysql_clear_password\0").await;
+        let app = resp.payload.get(32..36) == Some(b"app\0");
+        if let (Some(p), true) = (peer.read().await, app) {
+            seen.lock()
+                .unwrap()
+                .push((tls, String::from_utf8_lossy(&p.payload).into_owned()));
+        }
+        return;
+    }
     peer.send(seq, &[0x01, 0x04]).await;
     let Some(mut p) = peer.read().await else {
         return;
@@ -455,6 +472,10 @@ async fn serve_mysql8(tcp: TcpStream, ssl: bool, acceptor: TlsAcceptor, seen: Se
 }
 
 async fn mysql8(ssl: bool) -> (String, Seen) {
+    mysql8_with(ssl, false).await
+}
+
+async fn mysql8_with(ssl: bool, clear_switch: bool) -> (String, Seen) {
     let ck = rcgen::generate_simple_self_signed(vec!["localhost".into()]).unwrap();
     let cert = rustls::pki_types::CertificateDer::from(ck.cert.der().to_vec());
     let key = rustls::pki_types::PrivateKeyDer::try_from(ck.key_pair.serialize_der()).unwrap();
@@ -473,7 +494,13 @@ async fn mysql8(ssl: bool) -> (String, Seen) {
     let s2 = seen.clone();
     tokio::spawn(async move {
         while let Ok((tcp, _)) = listener.accept().await {
-            tokio::spawn(serve_mysql8(tcp, ssl, acceptor.clone(), s2.clone()));
+            tokio::spawn(serve_mysql8(
+                tcp,
+                ssl,
+                clear_switch,
+                acceptor.clone(),
+                s2.clone(),
+            ));
         }
     });
     (addr, seen)
@@ -522,5 +549,25 @@ async fn a_wrong_password_through_the_rsa_exchange_is_the_servers_error() {
         seen.lock().unwrap().clone(),
         vec![(false, "wrong".to_string())]
     );
+    proxy.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_cleartext_plugin_from_a_tls_client_to_a_plain_server_is_refused() {
+    let (upstream, seen) = mysql8_with(false, true).await;
+    let proxy = common::proxy_to(&upstream, client_tls).await;
+    let err = connect(&proxy.addr_string(), "app", PASSWORD, true)
+        .await
+        .expect_err("refused");
+    match err {
+        mysql_async::Error::Server(e) => {
+            assert_eq!(e.code, 1251, "{e:?}");
+            assert!(e.message.contains("in the clear"), "{e:?}");
+        }
+        other => panic!("{other:?}"),
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    let leaked: Vec<_> = seen.lock().unwrap().clone();
+    assert!(leaked.is_empty(), "the server received {leaked:?}");
     proxy.shutdown().await;
 }

@@ -5,7 +5,7 @@ pub mod conn;
 pub mod handshake;
 mod query;
 mod relay;
-mod sha2;
+pub(crate) mod sha2;
 pub mod state;
 
 use std::sync::Arc;

@@ -53,28 +53,42 @@ pub fn encrypt_password(
 
 /// qcache's own RSA key, offered to plain clients of a TLS upstream: such a client must
 /// encrypt its password, and a TLS upstream only takes it in the clear (inside TLS), so
-/// qcache decrypts in between. Made on first need (it takes a while), once per process.
+/// qcache decrypts in between. Made once per process, in the background as soon as an
+/// upstream TLS context exists ([`prepare`]): generating it takes long enough (and varies
+/// enough) that a client's authentication timeout should not have to cover it.
 pub struct ProxyKey {
     private: RsaPrivateKey,
     pub pem: String,
 }
 
+static KEY: OnceLock<Result<ProxyKey, String>> = OnceLock::new();
+
+fn generate() -> Result<ProxyKey, String> {
+    let private = RsaPrivateKey::new(&mut OsRng, 2048).map_err(|e| e.to_string())?;
+    let pem = RsaPublicKey::from(&private)
+        .to_public_key_pem(LineEnding::LF)
+        .map_err(|e| e.to_string())?;
+    Ok(ProxyKey { private, pem })
+}
+
+/// Starts making the key on a thread of its own, unless it exists or is being made.
+pub fn prepare() {
+    static STARTED: std::sync::Once = std::sync::Once::new();
+    STARTED.call_once(|| {
+        std::thread::spawn(|| KEY.get_or_init(generate));
+    });
+}
+
 pub async fn proxy_key() -> Result<&'static ProxyKey, Sha2Error> {
-    static KEY: OnceLock<ProxyKey> = OnceLock::new();
     if let Some(k) = KEY.get() {
-        return Ok(k);
+        return k.as_ref().map_err(|e| Sha2Error::KeyGen(e.clone()));
     }
-    let made = tokio::task::spawn_blocking(|| {
-        let private = RsaPrivateKey::new(&mut OsRng, 2048)?;
-        let pem = RsaPublicKey::from(&private)
-            .to_public_key_pem(LineEnding::LF)
-            .map_err(|e| Sha2Error::KeyGen(e.to_string()))?;
-        Ok::<_, Sha2Error>(ProxyKey { private, pem })
-    })
-    .await
-    .map_err(|e| Sha2Error::KeyGen(e.to_string()))??;
-    // Two sessions may race to make one; the first stored wins and both use it.
-    Ok(KEY.get_or_init(|| made))
+    prepare();
+    // get_or_init waits for the thread already making it.
+    let k = tokio::task::spawn_blocking(|| KEY.get_or_init(generate))
+        .await
+        .map_err(|e| Sha2Error::KeyGen(e.to_string()))?;
+    k.as_ref().map_err(|e| Sha2Error::KeyGen(e.clone()))
 }
 
 impl ProxyKey {
