@@ -151,6 +151,12 @@ async fn every_combination_of_client_and_upstream_tls_with_mysql_async() {
         );
         let v: Option<i64> = c.query_first("SELECT 6 * 7").await.unwrap();
         assert_eq!(v, Some(42), "{what}");
+        // COM_CHANGE_USER authenticates again over the same legs.
+        c.change_user(mysql_async::ChangeUserOpts::default())
+            .await
+            .unwrap_or_else(|e| panic!("{what}: change_user: {e}"));
+        let v: Option<i64> = c.query_first("SELECT 7 * 6").await.unwrap();
+        assert_eq!(v, Some(42), "{what}");
         c.disconnect().await.unwrap();
         proxy.shutdown().await;
     }
@@ -242,30 +248,38 @@ async fn upstream_tls_required_against_a_server_without_it_is_a_clear_error() {
 }
 
 #[tokio::test]
-async fn the_cli_verifies_qcaches_certificate_in_each_upstream_mode() {
+async fn the_cli_with_and_without_tls_in_each_upstream_mode() {
     let db = tls_server();
-    for mode in [UpstreamTlsMode::Disabled, UpstreamTlsMode::VerifyIdentity] {
+    for (ctls, mode) in [
+        (true, UpstreamTlsMode::Disabled),
+        (true, UpstreamTlsMode::VerifyIdentity),
+        (false, UpstreamTlsMode::Disabled),
+        (false, UpstreamTlsMode::VerifyIdentity),
+    ] {
         let proxy = common::proxy_to(&db.addr(), |c| {
             client_tls(c);
             upstream_tls(c, mode);
         })
         .await;
-        let out = cli(
-            proxy.addr_string(),
+        let mut args: Vec<String> = if ctls {
             vec![
                 "--ssl".into(),
                 "--ssl-verify-server-cert".into(),
                 format!("--ssl-ca={}", path(&pki().cert)),
-                "-N".into(),
-                "-e".into(),
-                "SHOW SESSION STATUS LIKE 'Ssl_cipher'; SELECT 'ok'".into(),
-            ],
-        )
-        .await;
+            ]
+        } else {
+            vec!["--skip-ssl".into()]
+        };
+        args.extend([
+            "-N".into(),
+            "-e".into(),
+            "SHOW SESSION STATUS LIKE 'Ssl_cipher'; SELECT 'ok'".into(),
+        ]);
+        let out = cli(proxy.addr_string(), args).await;
         let stdout = String::from_utf8_lossy(&out.stdout);
         assert!(
             out.status.success(),
-            "{mode:?}: {}",
+            "client tls {ctls}, {mode:?}: {}",
             String::from_utf8_lossy(&out.stderr)
         );
         assert!(stdout.contains("ok"), "{stdout}");
