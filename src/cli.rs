@@ -48,6 +48,12 @@ pub struct Cli {
     /// Password of invalidation.user (from a secret, rather than in the config file).
     #[arg(long, env = "QCACHE_INVALIDATION_PASSWORD", hide_env_values = true)]
     pub invalidation_password: Option<String>,
+    /// PEM certificate qcache presents to clients (turns client TLS on).
+    #[arg(long, env = "QCACHE_TLS_CERT")]
+    pub tls_cert: Option<String>,
+    /// PEM private key of --tls-cert.
+    #[arg(long, env = "QCACHE_TLS_KEY")]
+    pub tls_key: Option<String>,
     #[command(subcommand)]
     pub command: Option<Command>,
 }
@@ -173,6 +179,12 @@ impl Cli {
         }
         if let Some(v) = &self.invalidation_password {
             c.invalidation.password = v.clone();
+        }
+        if let Some(v) = &self.tls_cert {
+            c.tls.client.cert = v.clone();
+        }
+        if let Some(v) = &self.tls_key {
+            c.tls.client.key = v.clone();
         }
     }
 }

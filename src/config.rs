@@ -34,6 +34,7 @@ pub struct Config {
     /// Operator rules, first match wins (see `admin::rules`); none by default.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub rules: Vec<crate::admin::rules::Rule>,
+    pub tls: TlsConfig,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -273,6 +274,63 @@ impl InvalidationConfig {
     }
 }
 
+/// TLS on the two legs, each independent of the other.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq, Hash)]
+#[serde(deny_unknown_fields, default)]
+pub struct TlsConfig {
+    pub client: ClientTlsConfig,
+    pub upstream: UpstreamTlsConfig,
+}
+
+/// TLS termination toward clients: qcache presents this certificate.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq, Hash)]
+#[serde(deny_unknown_fields, default)]
+pub struct ClientTlsConfig {
+    /// PEM certificate chain; empty (the default) leaves client TLS off.
+    pub cert: String,
+    /// PEM private key of `cert`.
+    pub key: String,
+    /// Refuse clients that do not upgrade, as MySQL's `require_secure_transport` does.
+    pub require: bool,
+}
+
+/// How qcache speaks TLS to the server, in the MySQL client's `--ssl-mode` vocabulary.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Hash, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum UpstreamTlsMode {
+    /// Never.
+    #[default]
+    Disabled,
+    /// When the server offers it; the certificate is not checked.
+    Preferred,
+    /// Always (a server without TLS is an error); the certificate is not checked.
+    Required,
+    /// Always, with the certificate chained to `ca`.
+    VerifyCa,
+    /// Always, with the certificate chained to `ca` and naming the upstream host.
+    VerifyIdentity,
+}
+
+impl UpstreamTlsMode {
+    pub fn verifies(self) -> bool {
+        matches!(
+            self,
+            UpstreamTlsMode::VerifyCa | UpstreamTlsMode::VerifyIdentity
+        )
+    }
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq, Hash)]
+#[serde(deny_unknown_fields, default)]
+pub struct UpstreamTlsConfig {
+    pub mode: UpstreamTlsMode,
+    /// PEM CA certificates the server's certificate must chain to (verify_* modes).
+    pub ca: String,
+    /// Optional PEM client certificate and key, for servers that require X509 users.
+    pub cert: String,
+    pub key: String,
+}
+
 impl Config {
     /// Parses TOML text; unknown keys are reported with their name.
     pub fn from_toml(text: &str, path: &str) -> Result<Config, ConfigError> {
@@ -320,6 +378,9 @@ impl Config {
         }
         if self.cache.analysis_memo_entries == 0 {
             return bad("cache.analysis_memo_entries must be at least 1".into());
+        }
+        if let Err(e) = crate::tls::Contexts::build(&self.tls) {
+            return bad(e.to_string());
         }
         if tracing_subscriber::EnvFilter::try_new(&self.log.level).is_err() {
             return bad(format!(

@@ -98,6 +98,8 @@ impl Shared {
 
     pub fn swap_config(&self, c: Config) {
         self.config.store(Arc::new(c));
+        // Certificates may have been replaced in place: read them again.
+        crate::tls::forget();
     }
 
     /// Where [`Shared::reload`] re-reads the config from.

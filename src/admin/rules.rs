@@ -243,6 +243,7 @@ mod tests {
             .expect("rule examples in the example file");
         let body: String = text[start..]
             .lines()
+            .take_while(|l| l.starts_with('#') || l.trim().is_empty())
             .map(|l| l.strip_prefix("# ").unwrap_or(l.trim_start_matches('#')))
             .collect::<Vec<_>>()
             .join("\n");

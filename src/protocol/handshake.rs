@@ -81,6 +81,45 @@ pub fn parse_greeting(p: &[u8]) -> Option<Greeting> {
     layout(p).map(|(g, _)| g)
 }
 
+/// The greeting's 20-byte nonce (auth-plugin-data parts 1 and 2), which MySQL's RSA
+/// password exchange XORs the password with.
+pub fn greeting_scramble(p: &[u8]) -> Option<Vec<u8>> {
+    let (_, l) = layout(p)?;
+    let mut s = p.get(l.caps_lo.checked_sub(9)?..l.caps_lo - 1)?.to_vec();
+    // caps_lo(2) charset(1) status(2) caps_hi(2) auth-data length(1) reserved(10)
+    let part2 = p.get(l.caps_lo + 18..)?;
+    let end = part2
+        .iter()
+        .position(|&b| b == 0)
+        .unwrap_or(part2.len())
+        .min(12);
+    s.extend_from_slice(&part2[..end]);
+    Some(s)
+}
+
+/// An auth switch request (0xfe, plugin name NUL, plugin data): the new plugin and its
+/// nonce without the trailing NUL.
+pub fn parse_auth_switch(p: &[u8]) -> Option<(String, Vec<u8>)> {
+    if p.first() != Some(&0xfe) {
+        return None;
+    }
+    let (name, n) = read_nul_str(p.get(1..)?)?;
+    let mut data = p.get(1 + n..)?.to_vec();
+    if data.last() == Some(&0) {
+        data.pop();
+    }
+    Some((String::from_utf8_lossy(name).into_owned(), data))
+}
+
+/// The capability word of a handshake response (or SSL request) with `set` added and
+/// `clear` removed.
+pub fn with_response_caps(p: &[u8], set: u32, clear: u32) -> Option<BytesMut> {
+    let caps = u32::from_le_bytes(p.get(0..4)?.try_into().ok()?);
+    let mut out = BytesMut::from(p);
+    out[0..4].copy_from_slice(&((caps | set) & !clear).to_le_bytes());
+    Some(out)
+}
+
 /// Capabilities qcache cannot relay as they are: TLS and compression change the framing
 /// (terminated later by qcache itself), optional metadata and MariaDB's metadata cache let a
 /// server omit column definitions that a cached result needs.
@@ -93,15 +132,25 @@ pub const CLEARED_MARIADB_CAPS: u32 = mariadb_cap::CACHE_METADATA | mariadb_cap:
 
 /// The greeting with `clear` removed from the advertised capabilities.
 pub fn rewrite_greeting(p: &[u8], clear: u32, clear_mariadb: u32) -> Option<(Bytes, Greeting)> {
+    rewrite_greeting_caps(p, clear, 0, clear_mariadb)
+}
+
+/// The greeting with `clear` removed and `set` added: CLIENT_SSL is offered when qcache
+/// terminates TLS itself, whether or not the server offers it.
+pub fn rewrite_greeting_caps(
+    p: &[u8],
+    clear: u32,
+    set: u32,
+    clear_mariadb: u32,
+) -> Option<(Bytes, Greeting)> {
     let (mut g, l) = layout(p)?;
     let mut out = BytesMut::from(p);
-    let lo = (g.capabilities & !clear) as u16;
-    out[l.caps_lo..l.caps_lo + 2].copy_from_slice(&lo.to_le_bytes());
+    let caps = (g.capabilities & !clear) | set;
+    out[l.caps_lo..l.caps_lo + 2].copy_from_slice(&(caps as u16).to_le_bytes());
     if let Some(hi_at) = l.caps_hi {
-        let hi = ((g.capabilities & !clear) >> 16) as u16;
-        out[hi_at..hi_at + 2].copy_from_slice(&hi.to_le_bytes());
+        out[hi_at..hi_at + 2].copy_from_slice(&((caps >> 16) as u16).to_le_bytes());
     }
-    g.capabilities &= !clear;
+    g.capabilities = caps;
     if let Some(m) = l.mariadb_caps {
         g.mariadb_caps &= !clear_mariadb;
         out[m..m + 4].copy_from_slice(&g.mariadb_caps.to_le_bytes());
@@ -275,11 +324,31 @@ mod tests {
     }
 
     #[test]
+    fn scramble_and_ssl_offer() {
+        let p = mariadb_greeting();
+        assert_eq!(greeting_scramble(&p).unwrap(), b"abcdefghijklmnopqrst");
+        let (out, g) = rewrite_greeting_caps(&p, CLEARED_CAPS, cap::SSL, 0).unwrap();
+        assert!(g.capabilities & cap::SSL != 0);
+        assert_eq!(
+            parse_greeting(&out).unwrap().capabilities & cap::COMPRESS,
+            0
+        );
+        let mut sw = vec![0xfe];
+        sw.extend_from_slice(b"caching_sha2_password\0nonce\0");
+        assert_eq!(
+            parse_auth_switch(&sw).unwrap(),
+            ("caching_sha2_password".to_string(), b"nonce".to_vec())
+        );
+    }
+
+    #[test]
     fn truncated_greetings_do_not_panic() {
         let p = mariadb_greeting();
         for n in 0..p.len() {
             let _ = parse_greeting(&p[..n]);
             let _ = rewrite_greeting(&p[..n], CLEARED_CAPS, 0);
+            let _ = greeting_scramble(&p[..n]);
+            let _ = parse_auth_switch(&p[..n]);
         }
     }
 

@@ -1,21 +1,153 @@
-//! A buffered packet connection over one TCP stream: reads whole packets, queues writes,
-//! and flushes only when the caller would otherwise wait, so a result relays in few syscalls.
+//! A buffered packet connection over one stream (plain TCP, or TLS toward the client or the
+//! server): reads whole packets, queues writes, and flushes only when the caller would
+//! otherwise wait, so a result relays in few syscalls.
 
 use std::io;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use bytes::{Buf, Bytes, BytesMut};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpStream;
+use tokio_rustls::rustls::pki_types::ServerName;
+use tokio_rustls::{client, server, TlsAcceptor, TlsConnector};
 
 use crate::protocol::codec::{self, CodecError, Packet};
+
+/// The byte stream under a [`PacketConn`]. An enum rather than a boxed trait object: plain
+/// TCP is the hot path, and a match on a local variant costs less than a virtual call and
+/// keeps the plain stream inline. The TLS variants are boxed (their state is kilobytes) so
+/// that a plain connection does not carry their size.
+pub enum Stream {
+    Plain(TcpStream),
+    /// qcache is the TLS server: the client's leg.
+    ServerTls(Box<server::TlsStream<Prefixed>>),
+    /// qcache is the TLS client: the upstream leg.
+    ClientTls(Box<client::TlsStream<TcpStream>>),
+    /// Only while a TLS handshake owns the socket; IO on it fails.
+    Upgrading,
+}
+
+/// A TCP stream with bytes already read from it in front. A client sends its TLS
+/// ClientHello right after its SSL request without waiting, so one read may have taken
+/// both into the packet buffer; the TLS server must see those bytes first.
+pub struct Prefixed {
+    prefix: BytesMut,
+    inner: TcpStream,
+}
+
+impl AsyncRead for Prefixed {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        if !self.prefix.is_empty() {
+            let n = self.prefix.len().min(buf.remaining());
+            buf.put_slice(&self.prefix[..n]);
+            self.prefix.advance(n);
+            return Poll::Ready(Ok(()));
+        }
+        Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for Prefixed {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+fn upgrading() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::NotConnected,
+        "stream is being upgraded to TLS",
+    )
+}
+
+impl AsyncRead for Stream {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Stream::Plain(s) => Pin::new(s).poll_read(cx, buf),
+            Stream::ServerTls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
+            Stream::ClientTls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
+            Stream::Upgrading => Poll::Ready(Err(upgrading())),
+        }
+    }
+}
+
+impl AsyncWrite for Stream {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Stream::Plain(s) => Pin::new(s).poll_write(cx, buf),
+            Stream::ServerTls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
+            Stream::ClientTls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
+            Stream::Upgrading => Poll::Ready(Err(upgrading())),
+        }
+    }
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Stream::Plain(s) => Pin::new(s).poll_write_vectored(cx, bufs),
+            Stream::ServerTls(s) => Pin::new(s.as_mut()).poll_write_vectored(cx, bufs),
+            Stream::ClientTls(s) => Pin::new(s.as_mut()).poll_write_vectored(cx, bufs),
+            Stream::Upgrading => Poll::Ready(Err(upgrading())),
+        }
+    }
+    fn is_write_vectored(&self) -> bool {
+        match self {
+            Stream::Plain(s) => s.is_write_vectored(),
+            Stream::ServerTls(s) => s.is_write_vectored(),
+            Stream::ClientTls(s) => s.is_write_vectored(),
+            Stream::Upgrading => false,
+        }
+    }
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Stream::Plain(s) => Pin::new(s).poll_flush(cx),
+            Stream::ServerTls(s) => Pin::new(s.as_mut()).poll_flush(cx),
+            Stream::ClientTls(s) => Pin::new(s.as_mut()).poll_flush(cx),
+            Stream::Upgrading => Poll::Ready(Err(upgrading())),
+        }
+    }
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Stream::Plain(s) => Pin::new(s).poll_shutdown(cx),
+            Stream::ServerTls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
+            Stream::ClientTls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
+            Stream::Upgrading => Poll::Ready(Ok(())),
+        }
+    }
+}
 
 /// Write buffers beyond this are flushed at once, which bounds memory per session and makes
 /// a slow reader push back on the upstream.
 const FLUSH_AT: usize = 256 * 1024;
 
 pub struct PacketConn {
-    io: TcpStream,
+    io: Stream,
     rbuf: BytesMut,
     wbuf: BytesMut,
     /// Largest logical packet accepted from the peer.
@@ -40,7 +172,7 @@ impl PacketConn {
     pub fn new(io: TcpStream, max_payload: usize) -> PacketConn {
         let _ = io.set_nodelay(true);
         PacketConn {
-            io,
+            io: Stream::Plain(io),
             rbuf: BytesMut::with_capacity(16 * 1024),
             wbuf: BytesMut::with_capacity(16 * 1024),
             max_payload,
@@ -146,6 +278,59 @@ impl PacketConn {
     }
 
     pub fn peer(&self) -> Option<std::net::SocketAddr> {
-        self.io.peer_addr().ok()
+        match &self.io {
+            Stream::Plain(s) => s.peer_addr().ok(),
+            Stream::ServerTls(s) => s.get_ref().0.inner.peer_addr().ok(),
+            Stream::ClientTls(s) => s.get_ref().0.peer_addr().ok(),
+            Stream::Upgrading => None,
+        }
+    }
+
+    /// True once the stream is encrypted, in either direction.
+    pub fn is_tls(&self) -> bool {
+        matches!(self.io, Stream::ServerTls(_) | Stream::ClientTls(_))
+    }
+
+    fn take_plain(&mut self) -> io::Result<TcpStream> {
+        match std::mem::replace(&mut self.io, Stream::Upgrading) {
+            Stream::Plain(s) => Ok(s),
+            other => {
+                self.io = other;
+                Err(io::Error::other("the stream is not plain TCP"))
+            }
+        }
+    }
+
+    /// Becomes the TLS server on this stream (after the client's SSL request). Bytes of the
+    /// ClientHello that were already read stay in front of the socket. Pending writes go
+    /// out in the clear first: nothing should be pending at this point.
+    pub async fn accept_tls(&mut self, acceptor: &TlsAcceptor) -> Result<(), ConnError> {
+        self.flush().await?;
+        let inner = self.take_plain()?;
+        let prefix = self.rbuf.split();
+        let tls = acceptor.accept(Prefixed { prefix, inner }).await?;
+        self.io = Stream::ServerTls(Box::new(tls));
+        Ok(())
+    }
+
+    /// Becomes the TLS client on this stream (after sending the SSL request upstream). The
+    /// server says nothing between the SSL request and the handshake, so unread bytes here
+    /// would be a protocol violation.
+    pub async fn connect_tls(
+        &mut self,
+        connector: &TlsConnector,
+        name: ServerName<'static>,
+    ) -> Result<(), ConnError> {
+        self.flush().await?;
+        if !self.rbuf.is_empty() {
+            return Err(ConnError::Io(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "the server sent data before the TLS handshake",
+            )));
+        }
+        let inner = self.take_plain()?;
+        let tls = connector.connect(name, inner).await?;
+        self.io = Stream::ClientTls(Box::new(tls));
+        Ok(())
     }
 }

@@ -7,11 +7,13 @@ use tokio::net::TcpStream;
 use tracing::debug;
 
 use super::conn::{ConnError, PacketConn};
-use super::SessionError;
+use super::{sha2, SessionError};
+use crate::config::UpstreamTlsMode;
 use crate::protocol::handshake::{
     self, Greeting, HandshakeResponse, CLEARED_CAPS, CLEARED_MARIADB_CAPS,
 };
 use crate::protocol::packets::{self, cap};
+use crate::tls::Contexts;
 
 /// MySQL client error numbers qcache uses for its own failures.
 /// "Can't connect to MySQL server": MySQL's client code for an unreachable server, which
@@ -32,6 +34,8 @@ pub struct Negotiated {
     pub caps: u32,
     /// Status flags of the OK that ended authentication.
     pub status: u16,
+    /// TLS on each leg, and the nonce a later COM_CHANGE_USER authenticates with.
+    pub legs: AuthLegs,
 }
 
 /// Opens the upstream connection. Failure is reported to the client as MySQL does when the
@@ -58,11 +62,55 @@ pub async fn connect_upstream(
     Err(SessionError::UpstreamUnavailable(msg))
 }
 
+/// Auth plugins whose client sends the password in the clear when its own leg is TLS.
+/// Relaying them from a TLS client to a plain upstream would expose the password, so qcache
+/// refuses that combination (caching_sha2_password is handled by re-encrypting instead).
+const CLEARTEXT_PLUGINS: &[&str] = &["mysql_clear_password", "sha256_password", "dialog"];
+
+const CACHING_SHA2: &str = "caching_sha2_password";
+
+/// MySQL's error for a client without TLS under require_secure_transport.
+pub const ER_SECURE_TRANSPORT_REQUIRED: u16 = 3159;
+
+/// What the authentication rounds need to know about the two legs.
+#[derive(Debug, Clone)]
+pub struct AuthLegs {
+    /// Added to an upstream sequence id to get the client's (the legs differ when only one
+    /// of them had an SSL request, and by two more after qcache ran an RSA exchange).
+    pub delta: u8,
+    pub plugin: String,
+    /// The nonce the password exchange uses: the greeting's, or an auth switch's.
+    pub scramble: Vec<u8>,
+    pub client_tls: bool,
+    pub upstream_tls: bool,
+}
+
+impl AuthLegs {
+    fn leaks_cleartext(&self) -> bool {
+        self.client_tls && !self.upstream_tls && CLEARTEXT_PLUGINS.contains(&self.plugin.as_str())
+    }
+}
+
+async fn refuse(
+    client: &mut PacketConn,
+    seq: u8,
+    code: u16,
+    state: &str,
+    msg: &str,
+) -> SessionError {
+    let _ = client
+        .send(seq, &packets::err_payload(code, state, msg))
+        .await;
+    SessionError::Refused
+}
+
 /// Relays the connection phase. On success the session may start its command loop.
 pub async fn relay(
     client: &mut PacketConn,
     upstream: &mut PacketConn,
     greeting_timeout: Duration,
+    tls: Option<&Contexts>,
+    upstream_addr: &str,
 ) -> Result<Negotiated, SessionError> {
     let greet = match tokio::time::timeout(greeting_timeout, upstream.read_some()).await {
         Ok(Ok(g)) => g,
@@ -101,17 +149,163 @@ pub async fn relay(
             .map_err(SessionError::client)?;
         return Err(SessionError::Refused);
     }
+    let acceptor = tls.and_then(|t| t.acceptor.as_ref());
+    let offer = if acceptor.is_some() { cap::SSL } else { 0 };
     let (payload, greeting) =
-        handshake::rewrite_greeting(&greet.payload, CLEARED_CAPS, CLEARED_MARIADB_CAPS)
+        handshake::rewrite_greeting_caps(&greet.payload, CLEARED_CAPS, offer, CLEARED_MARIADB_CAPS)
             .ok_or_else(|| SessionError::Protocol("malformed server greeting".into()))?;
+    let server_offers_ssl =
+        handshake::parse_greeting(&greet.payload).is_some_and(|g| g.capabilities & cap::SSL != 0);
+    let scramble = handshake::greeting_scramble(&greet.payload).unwrap_or_default();
     client
         .send(greet.seq, &payload)
         .await
         .map_err(SessionError::client)?;
 
-    let resp = client.read_some().await.map_err(SessionError::client)?;
-    let parsed = match handshake::parse_handshake_response(&resp.payload) {
-        Ok(r) => r,
+    let mut resp = client.read_some().await.map_err(SessionError::client)?;
+    let mut parsed = parse_response(client, &resp).await?;
+    if parsed.ssl_request {
+        let Some(acceptor) = acceptor else {
+            let msg = "qcache: TLS was requested but qcache has no TLS configured \
+                       (connect without TLS, or configure [tls.client])";
+            return Err(refuse(
+                client,
+                resp.seq.wrapping_add(1),
+                CR_SSL_CONNECTION_ERROR,
+                "HY000",
+                msg,
+            )
+            .await);
+        };
+        client
+            .accept_tls(acceptor)
+            .await
+            .map_err(SessionError::client)?;
+        // The real response follows inside TLS, numbered after the SSL request.
+        resp = client.read_some().await.map_err(SessionError::client)?;
+        parsed = parse_response(client, &resp).await?;
+        if parsed.ssl_request {
+            return Err(SessionError::Protocol("a second SSL request".into()));
+        }
+    }
+    let client_tls = client.is_tls();
+    if !client_tls && tls.is_some_and(|t| t.require_client) {
+        let msg = "Connections using insecure transport are prohibited while \
+                   --require_secure_transport=ON.";
+        return Err(refuse(
+            client,
+            resp.seq.wrapping_add(1),
+            ER_SECURE_TRANSPORT_REQUIRED,
+            "08004",
+            msg,
+        )
+        .await);
+    }
+    if parsed.capabilities & (cap::COMPRESS | cap::ZSTD_COMPRESSION) != 0 {
+        let msg = "qcache: protocol compression was not offered";
+        return Err(refuse(
+            client,
+            resp.seq.wrapping_add(1),
+            ER_NOT_SUPPORTED_AUTH_MODE,
+            "08004",
+            msg,
+        )
+        .await);
+    }
+
+    let mode = tls.map_or(UpstreamTlsMode::Disabled, |t| t.upstream_mode);
+    let connector = tls.and_then(|t| t.connector.as_ref());
+    let upstream_tls = match (mode, connector) {
+        (UpstreamTlsMode::Disabled, _) | (_, None) => false,
+        (UpstreamTlsMode::Preferred, Some(_)) => server_offers_ssl,
+        (_, Some(_)) if !server_offers_ssl => {
+            let msg = format!(
+                "qcache: the server at '{upstream_addr}' does not offer TLS, and \
+                 tls.upstream.mode is {mode:?}"
+            );
+            return Err(refuse(
+                client,
+                resp.seq.wrapping_add(1),
+                CR_SSL_CONNECTION_ERROR,
+                "HY000",
+                &msg,
+            )
+            .await);
+        }
+        (_, Some(_)) => true,
+    };
+    let mut up_seq = 1u8;
+    if let (true, Some(connector)) = (upstream_tls, connector) {
+        // The SSL request carries the client's own capabilities, as its response will.
+        let req = handshake::with_response_caps(&resp.payload[..32], cap::SSL, 0)
+            .ok_or_else(|| SessionError::Protocol("short handshake response".into()))?;
+        up_seq = upstream
+            .send(up_seq, &req)
+            .await
+            .map_err(SessionError::upstream)?;
+        if let Err(e) = upstream
+            .connect_tls(connector, crate::tls::upstream_name(upstream_addr))
+            .await
+        {
+            let msg = format!("qcache: TLS to the server at '{upstream_addr}' failed: {e}");
+            return Err(refuse(
+                client,
+                resp.seq.wrapping_add(1),
+                CR_SSL_CONNECTION_ERROR,
+                "HY000",
+                &msg,
+            )
+            .await);
+        }
+    }
+    let mut legs = AuthLegs {
+        delta: resp.seq.wrapping_sub(up_seq),
+        plugin: parsed
+            .auth_plugin
+            .clone()
+            .unwrap_or_else(|| greeting.auth_plugin.clone()),
+        scramble,
+        client_tls,
+        upstream_tls,
+    };
+    if legs.leaks_cleartext() {
+        return Err(refuse_cleartext(client, resp.seq.wrapping_add(1), &legs).await);
+    }
+    // The server sees CLIENT_SSL exactly when its own leg is TLS.
+    let (set, clear) = if upstream_tls {
+        (cap::SSL, 0)
+    } else {
+        (0, cap::SSL)
+    };
+    let fwd = handshake::with_response_caps(&resp.payload, set, clear)
+        .ok_or_else(|| SessionError::Protocol("short handshake response".into()))?;
+    upstream
+        .send(up_seq, &fwd)
+        .await
+        .map_err(SessionError::upstream)?;
+
+    let caps = parsed.capabilities & (greeting.capabilities | cap::MARIADB_CLIENT_MYSQL);
+    match auth_rounds(client, upstream, &mut legs).await? {
+        Some(status) => {
+            debug!(user = %parsed.user, client_tls, upstream_tls, "authenticated");
+            Ok(Negotiated {
+                greeting,
+                response: parsed,
+                caps,
+                status,
+                legs,
+            })
+        }
+        None => Err(SessionError::AuthFailed),
+    }
+}
+
+async fn parse_response(
+    client: &mut PacketConn,
+    resp: &crate::protocol::codec::Packet,
+) -> Result<HandshakeResponse, SessionError> {
+    match handshake::parse_handshake_response(&resp.payload) {
+        Ok(r) => Ok(r),
         Err(e) => {
             let _ = client
                 .send(
@@ -119,67 +313,125 @@ pub async fn relay(
                     &packets::err_payload(ER_HANDSHAKE_ERROR, "08S01", "Bad handshake"),
                 )
                 .await;
-            return Err(SessionError::Protocol(e.to_string()));
+            Err(SessionError::Protocol(e.to_string()))
         }
-    };
-    if parsed.ssl_request {
-        let msg = "qcache: TLS was requested but qcache has no TLS configured \
-                   (connect without TLS, or configure [tls.client])";
-        let _ = client
-            .send(
-                resp.seq.wrapping_add(1),
-                &packets::err_payload(CR_SSL_CONNECTION_ERROR, "HY000", msg),
-            )
-            .await;
-        return Err(SessionError::Refused);
     }
-    if parsed.capabilities & (cap::COMPRESS | cap::ZSTD_COMPRESSION) != 0 {
-        let _ = client
-            .send(
-                resp.seq.wrapping_add(1),
-                &packets::err_payload(
-                    ER_NOT_SUPPORTED_AUTH_MODE,
-                    "08004",
-                    "qcache: protocol compression was not offered",
-                ),
-            )
-            .await;
-        return Err(SessionError::Refused);
-    }
-    upstream
-        .send(resp.seq, &resp.payload)
-        .await
-        .map_err(SessionError::upstream)?;
+}
 
-    let caps = parsed.capabilities & (greeting.capabilities | cap::MARIADB_CLIENT_MYSQL);
-    // Authentication rounds: the server speaks, and the client answers unless the server
-    // said OK, ERR, or caching_sha2_password's "fast auth succeeded" (an OK follows it).
+async fn refuse_cleartext(client: &mut PacketConn, seq: u8, legs: &AuthLegs) -> SessionError {
+    let msg = format!(
+        "qcache: authentication plugin '{}' sends the password in the clear, and the \
+         upstream leg is not encrypted (set tls.upstream.mode)",
+        legs.plugin
+    );
+    refuse(client, seq, ER_NOT_SUPPORTED_AUTH_MODE, "08004", &msg).await
+}
+
+/// Authentication rounds after the response (or COM_CHANGE_USER) went upstream: the server
+/// speaks, and the client answers unless the server said OK, ERR, or caching_sha2_password's
+/// "fast auth succeeded" (an OK follows it). Returns the OK's status, None on the server's
+/// ERR (already relayed).
+pub async fn auth_rounds(
+    client: &mut PacketConn,
+    upstream: &mut PacketConn,
+    legs: &mut AuthLegs,
+) -> Result<Option<u16>, SessionError> {
     loop {
         let p = upstream.read_some().await.map_err(SessionError::upstream)?;
+        let to_client = p.seq.wrapping_add(legs.delta);
+        if let Some((plugin, data)) = handshake::parse_auth_switch(&p.payload) {
+            legs.plugin = plugin;
+            legs.scramble = data;
+            if legs.leaks_cleartext() {
+                return Err(refuse_cleartext(client, to_client, legs).await);
+            }
+        }
+        let full_auth = p.payload[..] == [0x01, 0x04]
+            && (legs.plugin == CACHING_SHA2 || legs.plugin.is_empty());
         client
-            .send(p.seq, &p.payload)
+            .send(to_client, &p.payload)
             .await
             .map_err(SessionError::client)?;
         match p.first() {
             Some(0x00) => {
-                let status = packets::parse_ok(&p.payload).map(|o| o.status).unwrap_or(0);
-                debug!(user = %parsed.user, "authenticated");
-                return Ok(Negotiated {
-                    greeting,
-                    response: parsed,
-                    caps,
-                    status,
-                });
+                return Ok(Some(
+                    packets::parse_ok(&p.payload).map(|o| o.status).unwrap_or(0),
+                ))
             }
-            Some(0xff) => return Err(SessionError::AuthFailed),
+            Some(0xff) => return Ok(None),
             Some(0x01) if p.payload.len() == 2 && p.payload[1] == 0x03 => continue,
-            _ => {
-                let answer = client.read_some().await.map_err(SessionError::client)?;
-                upstream
-                    .send(answer.seq, &answer.payload)
+            _ => {}
+        }
+        let answer = client.read_some().await.map_err(SessionError::client)?;
+        let to_upstream = answer.seq.wrapping_sub(legs.delta);
+        if full_auth && legs.client_tls && !legs.upstream_tls {
+            // The client sent its password in the clear, as it may inside TLS; the plain
+            // upstream gets it RSA-encrypted under its own public key, fetched now.
+            let mut seq = upstream
+                .send(to_upstream, &[0x02])
+                .await
+                .map_err(SessionError::upstream)?;
+            let key = upstream.read_some().await.map_err(SessionError::upstream)?;
+            if key.first() != Some(0x01) {
+                // An ERR (or anything else) ends it; the client hears it in its numbering.
+                client
+                    .send(answer.seq.wrapping_add(1), &key.payload)
                     .await
-                    .map_err(SessionError::upstream)?;
+                    .map_err(SessionError::client)?;
+                return Ok(None);
             }
+            seq = seq.wrapping_add(1);
+            let enc = sha2::encrypt_password(&key.payload[1..], &answer.payload, &legs.scramble)
+                .map_err(|e| SessionError::Protocol(e.to_string()))?;
+            upstream
+                .send(seq, &enc)
+                .await
+                .map_err(SessionError::upstream)?;
+            // Two more packets went upstream than the client sent.
+            legs.delta = legs.delta.wrapping_sub(2);
+        } else if full_auth && !legs.client_tls && legs.upstream_tls {
+            // A plain client must encrypt; over TLS the server takes only the cleartext.
+            // qcache plays the server's RSA side with a key of its own, then forwards the
+            // password inside TLS.
+            let key = sha2::proxy_key()
+                .await
+                .map_err(|e| SessionError::Protocol(e.to_string()))?;
+            let mut enc = answer;
+            if enc.payload[..] == [0x02] {
+                let mut pem = vec![0x01];
+                pem.extend_from_slice(key.pem.as_bytes());
+                client
+                    .send(enc.seq.wrapping_add(1), &pem)
+                    .await
+                    .map_err(SessionError::client)?;
+                enc = client.read_some().await.map_err(SessionError::client)?;
+            }
+            let password = match key.decrypt_password(&enc.payload, &legs.scramble) {
+                Ok(p) => p,
+                Err(_) => {
+                    let msg = "qcache: the password was not encrypted with the key qcache \
+                               sent (request the server's public key, do not preset it)";
+                    return Err(refuse(
+                        client,
+                        enc.seq.wrapping_add(1),
+                        ER_NOT_SUPPORTED_AUTH_MODE,
+                        "28000",
+                        msg,
+                    )
+                    .await);
+                }
+            };
+            upstream
+                .send(to_upstream, &password)
+                .await
+                .map_err(SessionError::upstream)?;
+            // The server's next packet answers `to_upstream`; the client waits after `enc`.
+            legs.delta = enc.seq.wrapping_sub(to_upstream);
+        } else {
+            upstream
+                .send(to_upstream, &answer.payload)
+                .await
+                .map_err(SessionError::upstream)?;
         }
     }
 }
@@ -189,28 +441,15 @@ pub async fn relay(
 pub async fn relay_auth_rounds(
     client: &mut PacketConn,
     upstream: &mut PacketConn,
+    legs: &AuthLegs,
 ) -> Result<Option<u16>, SessionError> {
-    loop {
-        let p = upstream.read_some().await.map_err(SessionError::upstream)?;
-        client.push(p.seq, &p.payload);
-        client.flush().await.map_err(SessionError::client)?;
-        match p.first() {
-            Some(0x00) => {
-                return Ok(Some(
-                    packets::parse_ok(&p.payload).map(|o| o.status).unwrap_or(0),
-                ))
-            }
-            Some(0xff) => return Ok(None),
-            Some(0x01) if p.payload.len() == 2 && p.payload[1] == 0x03 => continue,
-            _ => {
-                let answer = client.read_some().await.map_err(SessionError::client)?;
-                upstream
-                    .send(answer.seq, &answer.payload)
-                    .await
-                    .map_err(SessionError::upstream)?;
-            }
-        }
-    }
+    // Both legs number the command phase from 0; the plugin is what the server names.
+    let mut legs = AuthLegs {
+        delta: 0,
+        plugin: String::new(),
+        ..legs.clone()
+    };
+    auth_rounds(client, upstream, &mut legs).await
 }
 
 impl SessionError {

@@ -6,6 +6,7 @@ pub mod conn;
 pub mod handshake;
 mod query;
 mod relay;
+pub(crate) mod sha2;
 pub mod state;
 
 use std::sync::Arc;
@@ -55,6 +56,8 @@ pub struct Session {
     pub(crate) client: PacketConn,
     pub(crate) upstream: PacketConn,
     pub(crate) st: SessionState,
+    /// TLS on each leg and the connection's nonce, for COM_CHANGE_USER's authentication.
+    pub(crate) legs: handshake::AuthLegs,
 }
 
 /// Runs one client from accept to close.
@@ -89,10 +92,19 @@ async fn start(tcp: TcpStream, shared: Arc<Shared>) -> Result<Session, SessionEr
     let auth_timeout = cfg.server.auth_timeout;
     let connect_timeout = cfg.server.connect_timeout;
     let upstream_addr = cfg.server.upstream.clone();
+    // Validated when the config was loaded; a file that vanished since fails here.
+    let tls = crate::tls::contexts(&cfg.tls).map_err(|e| SessionError::Protocol(e.to_string()))?;
     let connected = async {
         let mut upstream =
             handshake::connect_upstream(&mut client, &upstream_addr, connect_timeout).await?;
-        let negotiated = handshake::relay(&mut client, &mut upstream, connect_timeout).await?;
+        let negotiated = handshake::relay(
+            &mut client,
+            &mut upstream,
+            connect_timeout,
+            tls.as_deref(),
+            &upstream_addr,
+        )
+        .await?;
         Ok::<_, SessionError>((upstream, negotiated))
     };
     let (upstream, negotiated) = tokio::time::timeout(auth_timeout, connected)
@@ -105,6 +117,7 @@ async fn start(tcp: TcpStream, shared: Arc<Shared>) -> Result<Session, SessionEr
         client,
         upstream,
         st,
+        legs: negotiated.legs,
     })
 }
 
@@ -223,7 +236,8 @@ impl Session {
             .send(pkt.seq, &pkt.payload)
             .await
             .map_err(SessionError::upstream)?;
-        match handshake::relay_auth_rounds(&mut self.client, &mut self.upstream).await? {
+        match handshake::relay_auth_rounds(&mut self.client, &mut self.upstream, &self.legs).await?
+        {
             Some(st) => {
                 self.st.status = st;
                 if let Some(cu) = parsed {

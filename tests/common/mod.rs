@@ -122,7 +122,7 @@ pub fn db() -> &'static TestDb {
             Ok(run) if std::env::var("QCACHE_TEST_SHARED").as_deref() != Ok("0") => {
                 shared_under_nextest(&run)
             }
-            _ => start_private(std::process::id(), None, None),
+            _ => start_private(std::process::id(), None, None, &[]),
         },
     }) {
         Ok(db) => db,
@@ -183,13 +183,18 @@ pub fn free_port() -> u16 {
 /// kill or reconfigure its server without disturbing the others. It lives until this test
 /// process ends (or [`TestDb::kill`]).
 pub fn own_server() -> TestDb {
-    start_private(std::process::id(), None, None).unwrap_or_else(|e| panic!("{e}"))
+    own_server_with(&[])
 }
 
 /// A fresh [`own_server`] on a given port: how the fault tests "restart" an upstream that was
 /// killed (the old datadir is removed by its watchdog once the old server is gone).
 pub fn own_server_on(port: u16) -> TestDb {
-    start_private(std::process::id(), None, Some(port)).unwrap_or_else(|e| panic!("{e}"))
+    start_private(std::process::id(), None, Some(port), &[]).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// [`own_server`] with extra `mariadbd` options (e.g. `--ssl-cert=…`).
+pub fn own_server_with(args: &[String]) -> TestDb {
+    start_private(std::process::id(), None, None, args).unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// Under nextest every test is a process of its own, so a per-process server would mean one
@@ -253,7 +258,7 @@ fn shared_under_nextest(run_id: &str) -> Result<TestDb, String> {
 
     let owner = std::os::unix::process::parent_id();
     let cleanup = [state_path.clone(), lock_path.clone()];
-    let db = start_private(owner, Some(&cleanup), None)?;
+    let db = start_private(owner, Some(&cleanup), None, &[])?;
     let state = format!(
         "{}\n{}\n{}\n",
         db.port,
@@ -285,6 +290,7 @@ fn start_private(
     owner_pid: u32,
     extra_cleanup: Option<&[PathBuf]>,
     port: Option<u16>,
+    server_args: &[String],
 ) -> Result<TestDb, String> {
     let mariadbd = binary(&["mariadbd", "mysqld"])?;
     let install = binary(&["mariadb-install-db", "mysql_install_db"])?;
@@ -296,6 +302,7 @@ fn start_private(
             owner_pid,
             extra_cleanup.unwrap_or(&[]),
             port,
+            server_args,
         ) {
             Ok(db) => return Ok(db),
             // Most likely a port taken between free_port() and mariadbd's bind: try again.
@@ -311,6 +318,7 @@ fn start_once(
     owner_pid: u32,
     extra_cleanup: &[PathBuf],
     port: Option<u16>,
+    server_args: &[String],
 ) -> Result<TestDb, String> {
     // Kept (not deleted on drop): the watchdog below removes it once this process is gone,
     // because a static's destructor never runs.
@@ -373,6 +381,7 @@ fn start_once(
         .arg("--skip-innodb-doublewrite")
         .arg("--sync-binlog=0")
         .args(&sizing)
+        .args(server_args)
         // Never inherit the test's stdout/stderr: a test runner that reads them through pipes
         // (nextest) would wait for a server that outlives the test to close them.
         .stdin(Stdio::null())
