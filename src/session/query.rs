@@ -67,19 +67,7 @@ impl Session {
                 self.relay_command(&pkt, Expect::Results).await.map(drop)
             }
             Kind::Flush | Kind::Reset => self.flush_or_reset(pkt, &sql, scan.kind).await,
-            Kind::Write => {
-                let digest = analysis::digest(&sql);
-                let an = self.shared.analyzer.analyze(&sql, digest);
-                match &*an {
-                    Analysis::Write(w) => self.plan_write(w),
-                    _ => self.plan_unknown_write(),
-                }
-                let resp = self.relay_command(&pkt, Expect::Results).await?;
-                if let Analysis::Write(w) = &*an {
-                    self.after_write(w, &resp);
-                }
-                Ok(())
-            }
+            Kind::Write => self.write(&pkt, &sql).await,
             Kind::Call | Kind::Execute => {
                 // A procedure or a SQL-level prepared statement may write any table and
                 // SET any variable: invalidate as configured and stop trusting the context.
@@ -475,6 +463,22 @@ impl Session {
 
     // ----- writes ------------------------------------------------------------------------
 
+    /// A write, text or prepared: what it changes is planned before it goes upstream and
+    /// bumped before its OK reaches the client (in `observe`).
+    async fn write(&mut self, pkt: &Packet, sql: &[u8]) -> Result<(), SessionError> {
+        let digest = analysis::digest(sql);
+        let an = self.shared.analyzer.analyze(sql, digest);
+        match &*an {
+            Analysis::Write(w) => self.plan_write(w),
+            _ => self.plan_unknown_write(),
+        }
+        let resp = self.relay_command(pkt, Expect::Results).await?;
+        if let Analysis::Write(w) = &*an {
+            self.after_write(w, &resp);
+        }
+        Ok(())
+    }
+
     fn plan_write(&mut self, w: &WriteInfo) {
         match &w.targets {
             WriteTargets::Tables(list) => {
@@ -768,19 +772,7 @@ impl Session {
             Packet::new(pkt.seq, self.execute_for_upstream(id, &pkt))
         };
         match stmt.kind {
-            Kind::Write => {
-                let digest = analysis::digest(&stmt.sql);
-                let an = self.shared.analyzer.analyze(&stmt.sql, digest);
-                match &*an {
-                    Analysis::Write(w) => self.plan_write(w),
-                    _ => self.plan_unknown_write(),
-                }
-                let resp = self.relay_command(&pkt, Expect::Results).await?;
-                if let Analysis::Write(w) = &*an {
-                    self.after_write(w, &resp);
-                }
-                Ok(())
-            }
+            Kind::Write => self.write(&pkt, &stmt.sql).await,
             Kind::Call | Kind::Execute => {
                 self.plan_call();
                 self.relay_command(&pkt, Expect::Results).await.map(drop)
