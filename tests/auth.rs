@@ -9,9 +9,10 @@ use std::sync::{Arc, Mutex};
 
 use bytes::BytesMut;
 use mysql_async::prelude::*;
-use qcache::protocol::codec::{self, Packet};
+use qcache::protocol::codec::Packet;
 use qcache::protocol::packets::{self, cap, com};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use rawclient::Peer;
+use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 
 const SCRAMBLE: &[u8; 20] = b"0123456789abcdefghij";
@@ -26,29 +27,6 @@ enum Script {
 
 /// What the scripted server received, in order, for comparison with what the client sent.
 type Log = Arc<Mutex<Vec<Packet>>>;
-
-struct Peer {
-    tcp: TcpStream,
-    buf: BytesMut,
-}
-
-impl Peer {
-    async fn read(&mut self) -> Option<Packet> {
-        loop {
-            if let Some(p) = codec::decode(&mut self.buf, 1 << 24).ok()? {
-                return Some(p);
-            }
-            if self.tcp.read_buf(&mut self.buf).await.ok()? == 0 {
-                return None;
-            }
-        }
-    }
-    async fn send(&mut self, seq: u8, payload: &[u8]) {
-        let mut out = BytesMut::new();
-        codec::encode(seq, payload, &mut out);
-        let _ = self.tcp.write_all(&out).await;
-    }
-}
 
 fn greeting(plugin: &str) -> Vec<u8> {
     let caps: u32 = cap::LONG_PASSWORD
@@ -82,10 +60,7 @@ fn greeting(plugin: &str) -> Vec<u8> {
 
 /// One scripted MySQL 8 connection; answers every query with one row holding 4194304.
 async fn serve(tcp: TcpStream, script: Script, log: Log) {
-    let mut peer = Peer {
-        tcp,
-        buf: BytesMut::new(),
-    };
+    let mut peer = Peer::new(tcp);
     let plugin = if script == Script::Switch {
         "mysql_native_password"
     } else {
@@ -142,7 +117,7 @@ async fn serve(tcp: TcpStream, script: Script, log: Log) {
                     2,
                     true,
                 );
-                let _ = peer.tcp.write_all(&wire).await;
+                let _ = peer.io.write_all(&wire).await;
             }
             _ => peer.send(1, &packets::ok_payload(0, 0, 2, 0)).await,
         }
@@ -164,10 +139,7 @@ async fn scripted(script: Script) -> (String, Log) {
 
 /// A raw client through the proxy playing the client side; returns what it sent.
 async fn raw_client(proxy: &str, script: Script) -> Vec<Packet> {
-    let mut peer = Peer {
-        tcp: TcpStream::connect(proxy).await.unwrap(),
-        buf: BytesMut::new(),
-    };
+    let mut peer = Peer::new(TcpStream::connect(proxy).await.unwrap());
     let g = peer.read().await.unwrap();
     let parsed = qcache::protocol::handshake::parse_greeting(&g.payload).unwrap();
     assert_eq!(

@@ -4,6 +4,7 @@
 //! and the RSA public-key exchange.
 
 mod common;
+mod rawclient;
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -14,9 +15,10 @@ use mysql_async::{OptsBuilder, SslOpts};
 use qcache::config::{Config, UpstreamTlsMode};
 use qcache::protocol::codec::{self, Packet};
 use qcache::protocol::packets::{self, cap, com};
+use rawclient::Peer;
 use rsa::pkcs8::{EncodePublicKey, LineEnding};
 use rsa::{Oaep, RsaPrivateKey};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::rustls;
 use tokio_rustls::TlsAcceptor;
@@ -299,33 +301,6 @@ async fn the_cli_with_and_without_tls_in_each_upstream_mode() {
 const SCRAMBLE: &[u8; 20] = b"0123456789abcdefghij";
 const PASSWORD: &str = "s3cret pass";
 
-trait Io: AsyncRead + AsyncWrite + Unpin + Send {}
-impl<T: AsyncRead + AsyncWrite + Unpin + Send> Io for T {}
-
-struct Peer {
-    io: Box<dyn Io>,
-    buf: BytesMut,
-}
-
-impl Peer {
-    async fn read(&mut self) -> Option<Packet> {
-        loop {
-            if let Some(p) = codec::decode(&mut self.buf, 1 << 24).ok()? {
-                return Some(p);
-            }
-            if self.io.read_buf(&mut self.buf).await.ok()? == 0 {
-                return None;
-            }
-        }
-    }
-    async fn send(&mut self, seq: u8, payload: &[u8]) {
-        let mut out = BytesMut::new();
-        codec::encode(seq, payload, &mut out);
-        let _ = self.io.write_all(&out).await;
-        let _ = self.io.flush().await;
-    }
-}
-
 fn greeting(ssl: bool) -> Vec<u8> {
     let mut caps: u32 = cap::LONG_PASSWORD
         | cap::CONNECT_WITH_DB
@@ -399,20 +374,14 @@ async fn serve_mysql8(
         assert!(ssl, "an SSL request to a server that did not offer it");
         let stream = acceptor.accept(tcp).await.expect("server-side TLS");
         tls = true;
-        let mut peer = Peer {
-            io: Box::new(stream),
-            buf: BytesMut::new(),
-        };
+        let mut peer = Peer::new(stream);
         let Some(r) = peer.read().await else { return };
         resp = r;
         assert_eq!(resp.seq, 2, "the response after an SSL request is packet 2");
         peer
     } else {
         assert_eq!(resp.seq, 1);
-        Peer {
-            io: Box::new(tcp),
-            buf: BytesMut::new(),
-        }
+        Peer::new(tcp)
     };
     let caps = u32::from_le_bytes(resp.payload[0..4].try_into().unwrap());
     assert_eq!(caps & cap::SSL != 0, tls, "CLIENT_SSL says what the leg is");

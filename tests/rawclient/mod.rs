@@ -7,7 +7,7 @@ use bytes::{BufMut, BytesMut};
 use qcache::protocol::codec::{self, Packet};
 use qcache::protocol::packets::{cap, com};
 use qcache::protocol::response::{Expect, Response, Step};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 pub struct Raw {
@@ -151,5 +151,43 @@ impl Raw {
             codec::encode(p.seq, &p.payload, &mut out);
         }
         out.to_vec()
+    }
+}
+
+/// Any byte stream a scripted peer can talk over: plain TCP or TLS.
+pub trait Io: AsyncRead + AsyncWrite + Unpin + Send {}
+impl<T: AsyncRead + AsyncWrite + Unpin + Send> Io for T {}
+
+/// One end of a scripted exchange (a fake server or client) speaking whole packets.
+pub struct Peer {
+    pub io: Box<dyn Io>,
+    pub buf: BytesMut,
+}
+
+impl Peer {
+    pub fn new(io: impl Io + 'static) -> Peer {
+        Peer {
+            io: Box::new(io),
+            buf: BytesMut::new(),
+        }
+    }
+
+    /// The next packet, or None when the other side closed or sent garbage.
+    pub async fn read(&mut self) -> Option<Packet> {
+        loop {
+            if let Some(p) = codec::decode(&mut self.buf, 1 << 24).ok()? {
+                return Some(p);
+            }
+            if self.io.read_buf(&mut self.buf).await.ok()? == 0 {
+                return None;
+            }
+        }
+    }
+
+    pub async fn send(&mut self, seq: u8, payload: &[u8]) {
+        let mut out = BytesMut::new();
+        codec::encode(seq, payload, &mut out);
+        let _ = self.io.write_all(&out).await;
+        let _ = self.io.flush().await;
     }
 }
