@@ -54,6 +54,9 @@ pub struct Cli {
     /// PEM private key of --tls-cert.
     #[arg(long, env = "QCACHE_TLS_KEY")]
     pub tls_key: Option<String>,
+    /// Protocol compression toward the server: off, zlib, zstd or auto.
+    #[arg(long, env = "QCACHE_COMPRESS_UPSTREAM")]
+    pub compress_upstream: Option<crate::config::UpstreamCompression>,
     #[command(subcommand)]
     pub command: Option<Command>,
 }
@@ -185,6 +188,9 @@ impl Cli {
         }
         if let Some(v) = &self.tls_key {
             c.tls.client.key = v.clone();
+        }
+        if let Some(v) = self.compress_upstream {
+            c.compression.upstream = v;
         }
     }
 }

@@ -35,6 +35,7 @@ pub struct Config {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub rules: Vec<crate::admin::rules::Rule>,
     pub tls: TlsConfig,
+    pub compression: CompressionConfig,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -274,6 +275,60 @@ impl InvalidationConfig {
     }
 }
 
+/// Protocol compression on the two legs, each independent of the other. The cache always
+/// holds plain packets, so compressed and plain clients share entries.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, Hash)]
+#[serde(deny_unknown_fields, default)]
+pub struct CompressionConfig {
+    /// Algorithms offered to clients; a client compresses only if it asks.
+    pub client: Vec<crate::protocol::compress::Algorithm>,
+    /// Compression toward the server.
+    pub upstream: UpstreamCompression,
+    /// zlib level (0–9) for frames qcache compresses with zlib, on either leg.
+    pub zlib_level: u32,
+    /// zstd level (1–22) toward the server; toward a client, the level it asked for.
+    pub zstd_level: i32,
+}
+
+impl Default for CompressionConfig {
+    fn default() -> Self {
+        use crate::protocol::compress::Algorithm;
+        CompressionConfig {
+            client: vec![Algorithm::Zlib, Algorithm::Zstd],
+            upstream: UpstreamCompression::Off,
+            zlib_level: 6,
+            zstd_level: 3,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Hash, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum UpstreamCompression {
+    /// Never (the default: on loopback or a sidecar, compression only costs CPU).
+    #[default]
+    Off,
+    /// zlib when the server offers it, else none.
+    Zlib,
+    /// zstd when the server offers it, else none.
+    Zstd,
+    /// zstd when offered, else zlib when offered, else none.
+    Auto,
+}
+
+impl std::str::FromStr for UpstreamCompression {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "off" => Ok(UpstreamCompression::Off),
+            "zlib" => Ok(UpstreamCompression::Zlib),
+            "zstd" => Ok(UpstreamCompression::Zstd),
+            "auto" => Ok(UpstreamCompression::Auto),
+            _ => Err(format!("expected off, zlib, zstd or auto, got {s:?}")),
+        }
+    }
+}
+
 /// TLS on the two legs, each independent of the other.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq, Hash)]
 #[serde(deny_unknown_fields, default)]
@@ -352,6 +407,12 @@ impl Config {
     /// Checks what serde cannot: addresses resolve, sizes are sane.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let bad = |m: String| Err(ConfigError::Invalid(m));
+        if self.compression.zlib_level > 9 {
+            return bad("compression.zlib_level must be 0 to 9".into());
+        }
+        if !(1..=22).contains(&self.compression.zstd_level) {
+            return bad("compression.zstd_level must be 1 to 22".into());
+        }
         if self.server.listen.parse::<SocketAddr>().is_err() {
             return bad(format!(
                 "server.listen {:?} is not an IP:port address",

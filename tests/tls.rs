@@ -100,6 +100,16 @@ async fn connect(
     pass: &str,
     tls: bool,
 ) -> mysql_async::Result<mysql_async::Conn> {
+    connect_compressed(addr, user, pass, tls, false).await
+}
+
+async fn connect_compressed(
+    addr: &str,
+    user: &str,
+    pass: &str,
+    tls: bool,
+    compress: bool,
+) -> mysql_async::Result<mysql_async::Conn> {
     let (host, port) = addr.rsplit_once(':').unwrap();
     let mut b = OptsBuilder::default()
         .ip_or_hostname(host.to_string())
@@ -109,6 +119,9 @@ async fn connect(
         .prefer_socket(false);
     if tls {
         b = b.ssl_opts(ssl_opts());
+    }
+    if compress {
+        b = b.compression(mysql_async::Compression::default());
     }
     tokio::time::timeout(common::CONNECT_TIMEOUT, mysql_async::Conn::new(b))
         .await
@@ -164,17 +177,34 @@ async fn every_combination_of_client_and_upstream_tls_with_mysql_async() {
     }
 }
 
+/// Over 16 MiB each way inside TLS on both legs, plain and then with zlib compression
+/// inside the TLS on both legs too.
 #[tokio::test]
 async fn large_results_through_tls_on_both_legs() {
+    for compress in [false, true] {
+        large_result_through_tls(compress).await;
+    }
+}
+
+async fn large_result_through_tls(compress: bool) {
     let db = tls_server();
     let proxy = common::proxy_to(&db.addr(), |c| {
         client_tls(c);
         upstream_tls(c, UpstreamTlsMode::VerifyIdentity);
+        if compress {
+            c.compression.upstream = qcache::config::UpstreamCompression::Zlib;
+        }
     })
     .await;
-    let mut c = connect(&proxy.addr_string(), &db.user, &db.password, true)
+    let mut c = connect_compressed(&proxy.addr_string(), &db.user, &db.password, true, compress)
         .await
         .unwrap();
+    let row: Option<(String, String)> = c
+        .query_first("SHOW SESSION STATUS LIKE 'Compression'")
+        .await
+        .unwrap();
+    assert_eq!(row.unwrap().1, if compress { "ON" } else { "OFF" });
+    assert!(!server_cipher(&mut c).await.is_empty());
     // 20 MiB in one row: crosses the 16 MiB packet boundary, inside TLS records both ways.
     let n = 20 * 1024 * 1024;
     let v: Option<Vec<u8>> = c

@@ -170,6 +170,9 @@ pub struct HandshakeResponse {
     pub auth_plugin: Option<String>,
     /// A 32-byte packet with CLIENT_SSL: the client wants TLS before it says anything else.
     pub ssl_request: bool,
+    /// With CLIENT_ZSTD_COMPRESSION_ALGORITHM: the zstd level the client asked for, and the
+    /// offset of that byte (the packet's last), which a leg without zstd must not carry.
+    pub zstd_level: Option<(u8, usize)>,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -235,6 +238,17 @@ pub fn parse_handshake_response(p: &[u8]) -> Result<HandshakeResponse, Handshake
         let rest = &p[at..];
         let end = rest.iter().position(|&b| b == 0).unwrap_or(rest.len());
         r.auth_plugin = Some(String::from_utf8_lossy(&rest[..end]).into_owned());
+        at += (end + 1).min(rest.len());
+    }
+    if capabilities & cap::CONNECT_ATTRS != 0 && at < p.len() {
+        if let Some((len, n)) = read_lenenc(&p[at..]) {
+            at = at
+                .saturating_add(n)
+                .saturating_add(usize::try_from(len).unwrap_or(usize::MAX));
+        }
+    }
+    if capabilities & cap::ZSTD_COMPRESSION != 0 && at + 1 == p.len() {
+        r.zstd_level = Some((p[at], at));
     }
     Ok(r)
 }
@@ -386,6 +400,24 @@ mod tests {
         for n in 0..full.len() {
             let _ = parse_handshake_response(&full[..n]);
         }
+    }
+
+    #[test]
+    fn zstd_level_after_connect_attributes() {
+        let caps = cap::PROTOCOL_41
+            | cap::SECURE_CONNECTION
+            | cap::PLUGIN_AUTH
+            | cap::CONNECT_WITH_DB
+            | cap::CONNECT_ATTRS
+            | cap::ZSTD_COMPRESSION;
+        let mut p = response(caps, "app", Some("shop"));
+        p.extend_from_slice(b"\x07\x02_a\x03xyz");
+        p.push(11);
+        let r = parse_handshake_response(&p).unwrap();
+        assert_eq!(r.zstd_level, Some((11, p.len() - 1)));
+        // Without the bit the same byte is not a level.
+        p[3] &= !((cap::ZSTD_COMPRESSION >> 24) as u8);
+        assert_eq!(parse_handshake_response(&p).unwrap().zstd_level, None);
     }
 
     #[test]

@@ -123,6 +123,7 @@ impl Session {
         let mut payload = Vec::with_capacity(RELOAD_QUERY.len() + 1);
         payload.push(com::QUERY);
         payload.extend_from_slice(RELOAD_QUERY.as_bytes());
+        self.upstream.start_command();
         self.upstream
             .send(0, &payload)
             .await

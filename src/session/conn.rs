@@ -1,19 +1,21 @@
 //! A buffered packet connection over one stream (plain TCP, or TLS toward the client or the
 //! server): reads whole packets, queues writes, and flushes only when the caller would
-//! otherwise wait, so a result relays in few syscalls.
+//! otherwise wait, so a result relays in few syscalls. With protocol compression on, the
+//! frames are (de)compressed here, so everything above sees plain packets.
 
 use std::io;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use bytes::{Buf, Bytes, BytesMut};
+use bytes::{Buf, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpStream;
 use tokio_rustls::rustls::pki_types::ServerName;
 use tokio_rustls::{client, server, TlsAcceptor, TlsConnector};
 
 use crate::protocol::codec::{self, CodecError, Packet};
+use crate::protocol::compress::{Codec, CompressError};
 
 /// The byte stream under a [`PacketConn`]. An enum rather than a boxed trait object: plain
 /// TCP is the hot path, and a match on a local variant costs less than a virtual call and
@@ -148,8 +150,10 @@ const FLUSH_AT: usize = 256 * 1024;
 
 pub struct PacketConn {
     io: Stream,
+    /// Plain packets read and not yet decoded.
     rbuf: BytesMut,
     wbuf: BytesMut,
+    compressed: Option<Box<Compressed>>,
     /// Largest logical packet accepted from the peer.
     pub max_payload: usize,
     /// A flush that makes no progress for this long fails.
@@ -165,7 +169,26 @@ pub enum ConnError {
     #[error("write timed out")]
     WriteTimeout,
     #[error(transparent)]
+    Compress(#[from] CompressError),
+    #[error(transparent)]
     Io(#[from] io::Error),
+}
+
+/// A leg in the compressed protocol. Two sequences run on it: the frames' own, and the plain
+/// packets' inside them. Servers re-sync the inner one to the frame count at every flush
+/// (`net_flush` in MySQL and MariaDB), so inner ids read off a compressed leg jump; qcache
+/// renumbers them as a plain stream would carry them, so the rest of the session (and the
+/// other leg, compressed or not) sees one canonical numbering.
+struct Compressed {
+    codec: Codec,
+    /// Bytes off the socket that are not yet a whole frame.
+    raw: BytesMut,
+    /// Frames built at flush time.
+    out: BytesMut,
+    /// The next frame's sequence id: one past the last frame either side sent.
+    frame_seq: u8,
+    /// The sequence id the next plain packet read carries in a plain stream.
+    inner_seq: u8,
 }
 
 impl PacketConn {
@@ -175,14 +198,56 @@ impl PacketConn {
             io: Stream::Plain(io),
             rbuf: BytesMut::with_capacity(16 * 1024),
             wbuf: BytesMut::with_capacity(16 * 1024),
+            compressed: None,
             max_payload,
             write_timeout: None,
         }
     }
 
+    /// Switches this leg to the compressed protocol, as both ends do right after the OK
+    /// that ends authentication.
+    pub fn enable_compression(&mut self, codec: Codec) {
+        // Anything read ahead is already the peer's first frame.
+        let raw = self.rbuf.split();
+        self.compressed = Some(Box::new(Compressed {
+            codec,
+            raw,
+            out: BytesMut::new(),
+            frame_seq: 0,
+            inner_seq: 0,
+        }));
+    }
+
+    pub fn compression(&self) -> Option<&Codec> {
+        self.compressed.as_ref().map(|c| &c.codec)
+    }
+
+    /// A command starts both sequences again at 0 (MySQL's `net_new_transaction`). Call it
+    /// before reading a client's command and before sending one upstream; without
+    /// compression the ids travel in the packets and nothing needs resetting.
+    pub fn start_command(&mut self) {
+        if let Some(c) = &mut self.compressed {
+            c.frame_seq = 0;
+            c.inner_seq = 0;
+        }
+    }
+
     /// A packet already in the read buffer, without touching the socket.
     pub fn try_decode(&mut self) -> Result<Option<Packet>, ConnError> {
-        Ok(codec::decode(&mut self.rbuf, self.max_payload)?)
+        let Some(c) = &mut self.compressed else {
+            return Ok(codec::decode(&mut self.rbuf, self.max_payload)?);
+        };
+        loop {
+            if let Some(mut p) = codec::decode(&mut self.rbuf, self.max_payload)? {
+                p.seq = c.inner_seq;
+                c.inner_seq = p.next_seq();
+                return Ok(Some(p));
+            }
+            match c.codec.decode_frame(&mut c.raw, &mut self.rbuf)? {
+                Some(seq) => c.frame_seq = seq.wrapping_add(1),
+                None => return Ok(None),
+            }
+        }
     }
 
     /// The next packet; `Ok(None)` when the peer closed cleanly between packets.
@@ -191,12 +256,17 @@ impl PacketConn {
             if let Some(p) = self.try_decode()? {
                 return Ok(Some(p));
             }
-            if self.rbuf.capacity() - self.rbuf.len() < 4096 {
-                self.rbuf.reserve(16 * 1024);
+            let buf = match &mut self.compressed {
+                Some(c) => &mut c.raw,
+                None => &mut self.rbuf,
+            };
+            if buf.capacity() - buf.len() < 4096 {
+                buf.reserve(16 * 1024);
             }
-            let n = self.io.read_buf(&mut self.rbuf).await?;
+            let n = self.io.read_buf(buf).await?;
             if n == 0 {
-                return if self.rbuf.is_empty() {
+                let raw_empty = self.compressed.as_ref().is_none_or(|c| c.raw.is_empty());
+                return if self.rbuf.is_empty() && raw_empty {
                     Ok(None)
                 } else {
                     Err(ConnError::Closed)
@@ -240,6 +310,26 @@ impl PacketConn {
         if self.wbuf.is_empty() {
             return Ok(());
         }
+        if let Some(c) = &mut self.compressed {
+            if let Some(last) = last_seq(&self.wbuf) {
+                c.inner_seq = last.wrapping_add(1);
+            }
+            c.out.clear();
+            c.frame_seq = c.codec.encode(&self.wbuf, c.frame_seq, &mut c.out);
+            self.wbuf.clear();
+            let fut = self.io.write_all(&c.out);
+            match self.write_timeout {
+                Some(t) => tokio::time::timeout(t, fut)
+                    .await
+                    .map_err(|_| ConnError::WriteTimeout)??,
+                None => fut.await?,
+            }
+            if c.out.capacity() > 4 * FLUSH_AT {
+                // A large result passed; do not keep its buffer for an idle session.
+                c.out = BytesMut::new();
+            }
+            return Ok(());
+        }
         let fut = self.io.write_all(&self.wbuf);
         match self.write_timeout {
             Some(t) => tokio::time::timeout(t, fut)
@@ -248,21 +338,6 @@ impl PacketConn {
             None => fut.await?,
         }
         self.wbuf.clear();
-        Ok(())
-    }
-
-    /// Writes large framed bytes without copying them into the queue.
-    pub async fn write_bytes(&mut self, parts: &[&Bytes]) -> Result<(), ConnError> {
-        self.flush().await?;
-        for part in parts {
-            let fut = self.io.write_all(part);
-            match self.write_timeout {
-                Some(t) => tokio::time::timeout(t, fut)
-                    .await
-                    .map_err(|_| ConnError::WriteTimeout)??,
-                None => fut.await?,
-            }
-        }
         Ok(())
     }
 
@@ -333,4 +408,16 @@ impl PacketConn {
         self.io = Stream::ClientTls(Box::new(tls));
         Ok(())
     }
+}
+
+/// The sequence id of the last frame in `buf`, which holds whole frames only.
+fn last_seq(buf: &[u8]) -> Option<u8> {
+    let mut at = 0;
+    let mut last = None;
+    while at + 4 <= buf.len() {
+        let len = u32::from_le_bytes([buf[at], buf[at + 1], buf[at + 2], 0]) as usize;
+        last = Some(buf[at + 3]);
+        at += 4 + len;
+    }
+    last
 }

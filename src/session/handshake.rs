@@ -8,7 +8,8 @@ use tracing::debug;
 
 use super::conn::{ConnError, PacketConn};
 use super::{sha2, SessionError};
-use crate::config::UpstreamTlsMode;
+use crate::config::{CompressionConfig, UpstreamCompression, UpstreamTlsMode};
+use crate::protocol::compress::{Algorithm, Codec};
 use crate::protocol::handshake::{
     self, Greeting, HandshakeResponse, CLEARED_CAPS, CLEARED_MARIADB_CAPS,
 };
@@ -110,6 +111,7 @@ pub async fn relay(
     upstream: &mut PacketConn,
     greeting_timeout: Duration,
     tls: Option<&Contexts>,
+    compression: &CompressionConfig,
     upstream_addr: &str,
 ) -> Result<Negotiated, SessionError> {
     let greet = match tokio::time::timeout(greeting_timeout, upstream.read_some()).await {
@@ -150,12 +152,18 @@ pub async fn relay(
         return Err(SessionError::Refused);
     }
     let acceptor = tls.and_then(|t| t.acceptor.as_ref());
-    let offer = if acceptor.is_some() { cap::SSL } else { 0 };
+    let mut offer = if acceptor.is_some() { cap::SSL } else { 0 };
+    for alg in &compression.client {
+        offer |= match alg {
+            Algorithm::Zlib => cap::COMPRESS,
+            Algorithm::Zstd => cap::ZSTD_COMPRESSION,
+        };
+    }
     let (payload, greeting) =
         handshake::rewrite_greeting_caps(&greet.payload, CLEARED_CAPS, offer, CLEARED_MARIADB_CAPS)
             .ok_or_else(|| SessionError::Protocol("malformed server greeting".into()))?;
-    let server_offers_ssl =
-        handshake::parse_greeting(&greet.payload).is_some_and(|g| g.capabilities & cap::SSL != 0);
+    let server_caps = handshake::parse_greeting(&greet.payload).map_or(0, |g| g.capabilities);
+    let server_offers_ssl = server_caps & cap::SSL != 0;
     let scramble = handshake::greeting_scramble(&greet.payload).unwrap_or_default();
     client
         .send(greet.seq, &payload)
@@ -201,8 +209,10 @@ pub async fn relay(
         )
         .await);
     }
-    if parsed.capabilities & (cap::COMPRESS | cap::ZSTD_COMPRESSION) != 0 {
-        let msg = "qcache: protocol compression was not offered";
+    let client_codec = client_compression(&parsed, offer, compression);
+    if client_codec.is_none() && parsed.capabilities & (cap::COMPRESS | cap::ZSTD_COMPRESSION) != 0
+    {
+        let msg = "qcache: protocol compression was not offered (see compression.client)";
         return Err(refuse(
             client,
             resp.seq.wrapping_add(1),
@@ -234,11 +244,23 @@ pub async fn relay(
         }
         (_, Some(_)) => true,
     };
+    let upstream_codec = upstream_compression(server_caps, compression);
+    // The server sees the compression bits of qcache's choice for its leg, not the client's.
+    let compress_bit = match upstream_codec.as_ref().map(Codec::algorithm) {
+        Some(Algorithm::Zlib) => cap::COMPRESS,
+        Some(Algorithm::Zstd) => cap::ZSTD_COMPRESSION,
+        None => 0,
+    };
+    let compress_clear = (cap::COMPRESS | cap::ZSTD_COMPRESSION) & !compress_bit;
     let mut up_seq = 1u8;
     if let (true, Some(connector)) = (upstream_tls, connector) {
-        // The SSL request carries the client's own capabilities, as its response will.
-        let req = handshake::with_response_caps(&resp.payload[..32], cap::SSL, 0)
-            .ok_or_else(|| SessionError::Protocol("short handshake response".into()))?;
+        // The SSL request carries the capabilities the response will.
+        let req = handshake::with_response_caps(
+            &resp.payload[..32],
+            cap::SSL | compress_bit,
+            compress_clear,
+        )
+        .ok_or_else(|| SessionError::Protocol("short handshake response".into()))?;
         up_seq = upstream
             .send(up_seq, &req)
             .await
@@ -277,8 +299,19 @@ pub async fn relay(
     } else {
         (0, cap::SSL)
     };
-    let fwd = handshake::with_response_caps(&resp.payload, set, clear)
-        .ok_or_else(|| SessionError::Protocol("short handshake response".into()))?;
+    let mut fwd =
+        handshake::with_response_caps(&resp.payload, set | compress_bit, clear | compress_clear)
+            .ok_or_else(|| SessionError::Protocol("short handshake response".into()))?;
+    // The zstd level byte ends the response only when the zstd bit is set.
+    if let Some((_, at)) = parsed.zstd_level {
+        fwd.truncate(at);
+    }
+    if let Some(c) = upstream_codec
+        .as_ref()
+        .filter(|c| c.algorithm() == Algorithm::Zstd)
+    {
+        fwd.extend_from_slice(&[c.level() as u8]);
+    }
     upstream
         .send(up_seq, &fwd)
         .await
@@ -287,7 +320,21 @@ pub async fn relay(
     let caps = parsed.capabilities & (greeting.capabilities | cap::MARIADB_CLIENT_MYSQL);
     match auth_rounds(client, upstream, &mut legs).await? {
         Some(status) => {
-            debug!(user = %parsed.user, client_tls, upstream_tls, "authenticated");
+            debug!(
+                user = %parsed.user,
+                client_tls,
+                upstream_tls,
+                client_compression = ?client_codec,
+                upstream_compression = ?upstream_codec,
+                "authenticated"
+            );
+            // Both ends switch right after the OK, which itself went uncompressed.
+            if let Some(c) = client_codec {
+                client.enable_compression(c);
+            }
+            if let Some(c) = upstream_codec {
+                upstream.enable_compression(c);
+            }
             Ok(Negotiated {
                 greeting,
                 response: parsed,
@@ -298,6 +345,43 @@ pub async fn relay(
         }
         None => Err(SessionError::AuthFailed),
     }
+}
+
+/// What the client leg compresses with: the client's pick among what qcache offered. A
+/// client that sets both bits gets zlib, as MySQL's server decides.
+fn client_compression(
+    parsed: &HandshakeResponse,
+    offer: u32,
+    config: &CompressionConfig,
+) -> Option<Codec> {
+    let asked = parsed.capabilities & offer;
+    if asked & cap::COMPRESS != 0 {
+        Some(Codec::new(Algorithm::Zlib, config.zlib_level as i32))
+    } else if asked & cap::ZSTD_COMPRESSION != 0 {
+        // MySQL's client default level when it sends none.
+        let level = parsed.zstd_level.map_or(3, |(l, _)| l as i32);
+        Some(Codec::new(Algorithm::Zstd, level))
+    } else {
+        None
+    }
+}
+
+/// What the upstream leg compresses with, out of what the server offers.
+fn upstream_compression(server_caps: u32, config: &CompressionConfig) -> Option<Codec> {
+    let zlib = server_caps & cap::COMPRESS != 0;
+    let zstd = server_caps & cap::ZSTD_COMPRESSION != 0;
+    let alg = match config.upstream {
+        UpstreamCompression::Off => None,
+        UpstreamCompression::Zlib => zlib.then_some(Algorithm::Zlib),
+        UpstreamCompression::Zstd => zstd.then_some(Algorithm::Zstd),
+        UpstreamCompression::Auto if zstd => Some(Algorithm::Zstd),
+        UpstreamCompression::Auto => zlib.then_some(Algorithm::Zlib),
+    }?;
+    let level = match alg {
+        Algorithm::Zlib => config.zlib_level as i32,
+        Algorithm::Zstd => config.zstd_level,
+    };
+    Some(Codec::new(alg, level))
 }
 
 async fn parse_response(

@@ -102,6 +102,7 @@ async fn start(tcp: TcpStream, shared: Arc<Shared>) -> Result<Session, SessionEr
             &mut upstream,
             connect_timeout,
             tls.as_deref(),
+            &cfg.compression,
             &upstream_addr,
         )
         .await?;
@@ -125,6 +126,7 @@ impl Session {
     async fn command_loop(&mut self, mut shutdown: ShutdownSignal) -> Result<(), SessionError> {
         loop {
             self.client.flush().await.map_err(SessionError::client)?;
+            self.client.start_command();
             // Between commands is the one place a graceful shutdown may end a session,
             // and only outside a transaction.
             let pkt = tokio::select! {
@@ -151,6 +153,7 @@ impl Session {
         };
         match cmd {
             com::QUIT => {
+                self.upstream.start_command();
                 let _ = self.upstream.send(pkt.seq, &pkt.payload).await;
                 return Ok(false);
             }
@@ -172,6 +175,7 @@ impl Session {
                 if let Some(id) = stmt_id(&pkt.payload) {
                     self.st.stmts.remove(&id);
                 }
+                self.upstream.start_command();
                 self.upstream
                     .send(pkt.seq, &pkt.payload)
                     .await
@@ -181,6 +185,7 @@ impl Session {
                 if let Some(id) = stmt_id(&pkt.payload) {
                     self.st.long_data(id);
                 }
+                self.upstream.start_command();
                 self.upstream
                     .send(pkt.seq, &pkt.payload)
                     .await
@@ -232,6 +237,7 @@ impl Session {
     async fn change_user(&mut self, pkt: Packet) -> Result<bool, SessionError> {
         let parsed = crate::protocol::handshake::parse_change_user(&pkt.payload, self.st.caps);
         self.end_transaction_for_reset();
+        self.upstream.start_command();
         self.upstream
             .send(pkt.seq, &pkt.payload)
             .await

@@ -65,6 +65,7 @@ impl Session {
         expect: Expect,
         mut fill: Option<&mut Fill>,
     ) -> Result<Response, SessionError> {
+        self.upstream.start_command();
         self.upstream.push(seq, payload);
         self.upstream
             .flush()
@@ -153,6 +154,7 @@ impl Session {
 
     /// COM_BINLOG_DUMP: the server streams events until it ends or either side closes.
     pub(crate) async fn relay_stream(&mut self, pkt: &Packet) -> Result<(), SessionError> {
+        self.upstream.start_command();
         self.upstream
             .send(pkt.seq, &pkt.payload)
             .await

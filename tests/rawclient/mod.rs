@@ -5,6 +5,7 @@
 
 use bytes::{BufMut, BytesMut};
 use qcache::protocol::codec::{self, Packet};
+use qcache::protocol::compress::{Algorithm, Codec};
 use qcache::protocol::packets::{cap, com};
 use qcache::protocol::response::{Expect, Response, Step};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -16,6 +17,9 @@ pub struct Raw {
     pub caps: u32,
     pub server_caps: u32,
     pub greeting: Packet,
+    /// After login with compression: the codec, bytes not yet a whole frame, and the next
+    /// frame's sequence id.
+    comp: Option<(Codec, BytesMut, u8)>,
 }
 
 /// Capabilities a modern client asks for; `deprecate_eof` picks the result-set ending.
@@ -52,6 +56,18 @@ pub async fn read_greeting(tcp: &mut TcpStream) -> Packet {
 impl Raw {
     /// Connects and logs in as `user` with an empty password (the test server's root).
     pub async fn connect(addr: &str, user: &str, db: &str, deprecate_eof: bool) -> Raw {
+        Raw::connect_compressed(addr, user, db, deprecate_eof, None).await
+    }
+
+    /// Like [`connect`](Self::connect), asking for protocol compression with `alg` (the
+    /// server must offer it), which then carries every command after the login.
+    pub async fn connect_compressed(
+        addr: &str,
+        user: &str,
+        db: &str,
+        deprecate_eof: bool,
+        alg: Option<Algorithm>,
+    ) -> Raw {
         let tcp = TcpStream::connect(addr).await.expect("connect");
         let mut raw = Raw {
             tcp,
@@ -59,11 +75,18 @@ impl Raw {
             caps: 0,
             server_caps: 0,
             greeting: Packet::new(0, Vec::new()),
+            comp: None,
         };
         let g = raw.read().await.expect("greeting");
         let parsed = qcache::protocol::handshake::parse_greeting(&g.payload).expect("greeting");
         raw.server_caps = parsed.capabilities;
-        raw.caps = client_caps(deprecate_eof) & parsed.capabilities;
+        let want = match alg {
+            Some(Algorithm::Zlib) => cap::COMPRESS,
+            Some(Algorithm::Zstd) => cap::ZSTD_COMPRESSION,
+            None => 0,
+        };
+        assert_eq!(parsed.capabilities & want, want, "compression not offered");
+        raw.caps = (client_caps(deprecate_eof) | want) & parsed.capabilities;
         raw.greeting = g;
         let mut p = BytesMut::new();
         p.put_u32_le(raw.caps);
@@ -76,11 +99,19 @@ impl Raw {
         p.put_slice(db.as_bytes());
         p.put_u8(0);
         p.put_slice(b"mysql_native_password\0");
+        if want == cap::ZSTD_COMPRESSION {
+            p.put_u8(3); // zstd level
+        }
         raw.send(1, &p).await;
         loop {
             let r = raw.read().await.expect("auth reply");
             match r.payload.first() {
-                Some(0x00) => break,
+                Some(0x00) => {
+                    if let Some(a) = alg {
+                        raw.comp = Some((Codec::new(a, 3), raw.buf.split(), 0));
+                    }
+                    break;
+                }
                 Some(0xfe) => raw.send(r.seq.wrapping_add(1), &[]).await,
                 other => panic!(
                     "login failed: {other:?} {:?}",
@@ -98,7 +129,20 @@ impl Raw {
     pub async fn send(&mut self, seq: u8, payload: &[u8]) {
         let mut out = BytesMut::new();
         codec::encode(seq, payload, &mut out);
+        if let Some((c, _, frame_seq)) = &mut self.comp {
+            if seq == 0 {
+                *frame_seq = 0;
+            }
+            let mut framed = BytesMut::new();
+            *frame_seq = c.encode(&out, *frame_seq, &mut framed);
+            out = framed;
+        }
         self.tcp.write_all(&out).await.expect("write");
+    }
+
+    /// Sends bytes as they are, below any compression (for malformed-frame tests).
+    pub async fn send_wire(&mut self, bytes: &[u8]) {
+        self.tcp.write_all(bytes).await.expect("write");
     }
 
     /// The next packet, or None when the server closed.
@@ -106,6 +150,17 @@ impl Raw {
         loop {
             if let Some(p) = codec::decode(&mut self.buf, 1 << 30).expect("framing") {
                 return Some(p);
+            }
+            if let Some((c, raw, frame_seq)) = &mut self.comp {
+                if let Some(seq) = c.decode_frame(raw, &mut self.buf).expect("frame") {
+                    *frame_seq = seq.wrapping_add(1);
+                    continue;
+                }
+                let n = self.tcp.read_buf(raw).await.ok()?;
+                if n == 0 {
+                    return None;
+                }
+                continue;
             }
             let n = self.tcp.read_buf(&mut self.buf).await.ok()?;
             if n == 0 {
