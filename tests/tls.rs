@@ -279,6 +279,60 @@ async fn upstream_tls_required_against_a_server_without_it_is_a_clear_error() {
     proxy.shutdown().await;
 }
 
+/// The server reached under a name its certificate does not carry (127.0.0.2, forwarded to
+/// the TLS server): verify_identity refuses it with an error naming the failure, while
+/// verify_ca (chain only) and required accept it; a CA that did not sign the certificate
+/// fails verify_ca too.
+#[tokio::test]
+async fn verify_identity_refuses_a_certificate_for_another_name() {
+    let db = tls_server();
+    let fwd = tokio::net::TcpListener::bind("127.0.0.2:0").await.unwrap();
+    let fwd_addr = fwd.local_addr().unwrap().to_string();
+    let target = db.addr();
+    tokio::spawn(async move {
+        while let Ok((mut inbound, _)) = fwd.accept().await {
+            let target = target.clone();
+            tokio::spawn(async move {
+                if let Ok(mut out) = TcpStream::connect(&target).await {
+                    let _ = tokio::io::copy_bidirectional(&mut inbound, &mut out).await;
+                }
+            });
+        }
+    });
+    let other_ca = rcgen::generate_simple_self_signed(vec!["127.0.0.1".into()]).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let other = dir.path().join("other-ca.pem");
+    std::fs::write(&other, other_ca.cert.pem()).unwrap();
+    for (mode, ca, ok) in [
+        (UpstreamTlsMode::VerifyIdentity, path(&pki().cert), false),
+        (UpstreamTlsMode::VerifyCa, path(&pki().cert), true),
+        (UpstreamTlsMode::Required, path(&pki().cert), true),
+        (UpstreamTlsMode::VerifyCa, path(&other), false),
+    ] {
+        let proxy = common::proxy_to(&fwd_addr, |c| {
+            c.tls.upstream.mode = mode;
+            c.tls.upstream.ca = ca.clone();
+        })
+        .await;
+        let what = format!("{mode:?} with CA {ca}");
+        let res = connect(&proxy.addr_string(), &db.user, &db.password, false).await;
+        match (res, ok) {
+            (Ok(mut c), true) => {
+                assert!(!server_cipher(&mut c).await.is_empty(), "{what}");
+                c.disconnect().await.unwrap();
+            }
+            (Err(e), false) => {
+                let msg = e.to_string();
+                assert!(msg.contains("TLS to the server"), "{what}: {msg}");
+                assert!(msg.contains(&fwd_addr), "{what}: {msg}");
+            }
+            (Ok(_), false) => panic!("{what}: accepted"),
+            (Err(e), true) => panic!("{what}: {e}"),
+        }
+        proxy.shutdown().await;
+    }
+}
+
 #[tokio::test]
 async fn the_cli_with_and_without_tls_in_each_upstream_mode() {
     let db = tls_server();
