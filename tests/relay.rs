@@ -248,6 +248,59 @@ async fn wrong_password_reaches_the_client() {
     proxy.shutdown().await;
 }
 
+/// ed25519 (MariaDB's auth_ed25519 plugin) is relayed like any plugin: the server asks for
+/// it by auth switch and the `mariadb` CLI answers; a wrong password is the server's 1045.
+#[tokio::test]
+async fn ed25519_accounts_log_in_through_the_proxy() {
+    let mut admin = common::direct().await;
+    admin
+        .query_drop("INSTALL PLUGIN IF NOT EXISTS ed25519 SONAME 'auth_ed25519'")
+        .await
+        .expect("the server's auth_ed25519 plugin (Debian package mariadb-server)");
+    let user = common::unique_name("ed");
+    admin
+        .query_drop(format!(
+            "CREATE USER '{user}'@'%' IDENTIFIED VIA ed25519 USING PASSWORD('s3cret-ed')"
+        ))
+        .await
+        .unwrap();
+    let proxy = common::proxy(|_| {}).await;
+    let pass = "--password=s3cret-ed".to_string();
+    let u = format!("--user={user}");
+    let out = cli(
+        &proxy.addr_string(),
+        &[&u, &pass, "-N", "-B", "-e", "SELECT CURRENT_USER(), 6 * 7"],
+        "",
+    )
+    .await;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        format!("{user}@%\t42\n")
+    );
+    let out = cli(
+        &proxy.addr_string(),
+        &[&u, "--password=wrong", "-e", "SELECT 1"],
+        "",
+    )
+    .await;
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("1045") && err.contains("Access denied"),
+        "{err}"
+    );
+    admin
+        .query_drop(format!("DROP USER '{user}'@'%'"))
+        .await
+        .unwrap();
+    proxy.shutdown().await;
+}
+
 #[tokio::test]
 async fn upstream_down_gives_a_clear_error_naming_qcache() {
     let port = common::free_port();
