@@ -6,8 +6,6 @@
 //! under 50 bytes, where compressing costs more than it saves). A frame carries any run of
 //! plain packets, whole or in pieces, so frames and packets are cut independently.
 
-use std::io::{Read, Write};
-
 use bytes::{Buf, BufMut, BytesMut};
 use serde::{Deserialize, Serialize};
 
@@ -34,13 +32,17 @@ pub enum CompressError {
     Length { got: usize, want: usize },
 }
 
-/// One direction-independent compression context for a connection leg. zstd contexts are
-/// kept and reused: creating one per frame would cost more than small frames save.
+/// The compression contexts of one connection leg, created on first use and reset per
+/// frame: a fresh zlib deflate state is a few hundred kilobytes to allocate and clear, which
+/// would cost more than a point select's frame saves.
 pub struct Codec {
     algorithm: Algorithm,
     level: i32,
+    zlib_c: Option<flate2::Compress>,
+    zlib_d: Option<flate2::Decompress>,
     zstd_c: Option<zstd::bulk::Compressor<'static>>,
     zstd_d: Option<zstd::bulk::Decompressor<'static>>,
+    scratch: Vec<u8>,
 }
 
 impl std::fmt::Debug for Codec {
@@ -62,8 +64,11 @@ impl Codec {
         Codec {
             algorithm,
             level,
+            zlib_c: None,
+            zlib_d: None,
             zstd_c: None,
             zstd_d: None,
+            scratch: Vec::new(),
         }
     }
 
@@ -103,31 +108,23 @@ impl Codec {
         dst.resize(start + plain_len, 0);
         let got = match self.algorithm {
             Algorithm::Zlib => {
-                let mut z = flate2::read::ZlibDecoder::new(&body[..]);
-                let out = &mut dst[start..];
-                let mut n = 0;
-                loop {
-                    match z.read(&mut out[n..]) {
-                        Ok(0) => break,
-                        Ok(k) => n += k,
-                        Err(e) => return Err(CompressError::Corrupt(e.to_string())),
-                    }
-                    if n == out.len() {
-                        // A stream that claims more than the header said is corrupt too.
-                        let mut extra = [0u8; 1];
-                        match z.read(&mut extra) {
-                            Ok(0) => break,
-                            Ok(_) => {
-                                return Err(CompressError::Length {
-                                    got: n + 1,
-                                    want: plain_len,
-                                })
-                            }
-                            Err(e) => return Err(CompressError::Corrupt(e.to_string())),
-                        }
-                    }
+                let d = self
+                    .zlib_d
+                    .get_or_insert_with(|| flate2::Decompress::new(true));
+                d.reset(true);
+                let status = d
+                    .decompress(&body, &mut dst[start..], flate2::FlushDecompress::Finish)
+                    .map_err(|e| CompressError::Corrupt(e.to_string()))?;
+                let got = d.total_out() as usize;
+                if status != flate2::Status::StreamEnd && got == plain_len {
+                    // The output is full and the stream goes on: more than the header said.
+                    dst.truncate(start);
+                    return Err(CompressError::Length {
+                        got: got + 1,
+                        want: plain_len,
+                    });
                 }
-                n
+                got
             }
             Algorithm::Zstd => {
                 let d = match &mut self.zstd_d {
@@ -156,12 +153,12 @@ impl Codec {
         let mut seq = seq;
         for chunk in plain.chunks(MAX_FRAME_PLAIN) {
             let compressed = if chunk.len() >= MIN_COMPRESS_LENGTH {
-                self.compress(chunk).filter(|c| c.len() < chunk.len())
+                self.compress(chunk)
             } else {
                 None
             };
             match compressed {
-                Some(c) => put_frame(dst, seq, &c, chunk.len()),
+                Some(c) => put_frame(dst, seq, c, chunk.len()),
                 None => put_frame(dst, seq, chunk, 0),
             }
             seq = seq.wrapping_add(1);
@@ -169,16 +166,25 @@ impl Codec {
         seq
     }
 
-    /// None when the library fails, which sends the chunk uncompressed instead.
-    fn compress(&mut self, chunk: &[u8]) -> Option<Vec<u8>> {
+    /// The chunk compressed, or None when that would not make it smaller (or the library
+    /// fails): the chunk then goes as it is.
+    fn compress(&mut self, chunk: &[u8]) -> Option<&[u8]> {
         match self.algorithm {
             Algorithm::Zlib => {
-                let mut z = flate2::write::ZlibEncoder::new(
-                    Vec::with_capacity(chunk.len() / 2 + 64),
-                    flate2::Compression::new(self.level as u32),
-                );
-                z.write_all(chunk).ok()?;
-                z.finish().ok()
+                let level = flate2::Compression::new(self.level as u32);
+                let c = self
+                    .zlib_c
+                    .get_or_insert_with(|| flate2::Compress::new(level, true));
+                c.reset();
+                self.scratch.clear();
+                // Room for no more than the chunk itself: a stream that does not end
+                // within it is not worth sending compressed.
+                self.scratch.reserve(chunk.len());
+                let status = c
+                    .compress_vec(chunk, &mut self.scratch, flate2::FlushCompress::Finish)
+                    .ok()?;
+                (status == flate2::Status::StreamEnd && self.scratch.len() < chunk.len())
+                    .then_some(&self.scratch[..])
             }
             Algorithm::Zstd => {
                 let level = self.level;
@@ -186,7 +192,11 @@ impl Codec {
                     Some(c) => c,
                     None => self.zstd_c.insert(zstd::bulk::Compressor::new(level).ok()?),
                 };
-                c.compress(chunk).ok()
+                self.scratch.clear();
+                self.scratch
+                    .reserve(zstd::zstd_safe::compress_bound(chunk.len()));
+                c.compress_to_buffer(chunk, &mut self.scratch).ok()?;
+                (self.scratch.len() < chunk.len()).then_some(&self.scratch[..])
             }
         }
     }
