@@ -286,3 +286,74 @@ async fn types_sent_only_in_a_hit_reach_the_server_on_the_next_miss() {
     }
     proxy.shutdown().await;
 }
+
+/// The same through stampede protection: a session whose typed execute waited for another
+/// session's identical miss and was served its result never sent the types either, so its
+/// next untyped execute must carry them (sysbench at 64 threads hit ER 1210 here).
+#[tokio::test]
+async fn types_of_an_execute_served_by_another_sessions_fill_reach_the_server() {
+    let schema = common::fresh_schema("ps_follow").await;
+    let mut d = common::direct_to(&schema).await;
+    d.query_drop("CREATE TABLE big (id INT PRIMARY KEY)")
+        .await
+        .unwrap();
+    d.query_drop("INSERT INTO big SELECT seq FROM seq_1_to_3000")
+        .await
+        .unwrap();
+    let proxy = common::proxy(|c| {
+        c.cache.stampede_timeout = std::time::Duration::from_secs(60);
+    })
+    .await;
+    // Slow enough (a 9M-row join) that the second session arrives while the first fills.
+    let sql = "SELECT COUNT(*) FROM big a JOIN big b WHERE a.id > ? AND b.id > 0";
+    let mut a = Raw::connect(&proxy.addr_string(), "root", &schema, true).await;
+    let (aid, _) = prepare(&mut a, sql).await;
+    let mut b = Raw::connect(&proxy.addr_string(), "root", &schema, true).await;
+    let (bid, _) = prepare(&mut b, sql).await;
+    let leader = tokio::spawn(async move {
+        let (_, resp) = a
+            .command(&execute(aid, 0, &[Some(0)]), Expect::Results)
+            .await;
+        assert!(!resp.error);
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(150)).await;
+    let waits = proxy
+        .running
+        .shared
+        .cache
+        .stats()
+        .stampede_waits
+        .load(std::sync::atomic::Ordering::Relaxed);
+    let (_, resp) = b
+        .command(&execute(bid, 0, &[Some(0)]), Expect::Results)
+        .await;
+    assert!(!resp.error);
+    leader.await.unwrap();
+    assert_eq!(
+        proxy
+            .running
+            .shared
+            .cache
+            .stats()
+            .stampede_waits
+            .load(std::sync::atomic::Ordering::Relaxed),
+        waits + 1,
+        "the second execute did not wait for the first (the join was too fast?)"
+    );
+    // Untyped execute with another value: a miss that must reach the server with types.
+    let mut e = vec![com::STMT_EXECUTE];
+    e.extend_from_slice(&bid.to_le_bytes());
+    e.push(0);
+    e.extend_from_slice(&1u32.to_le_bytes());
+    e.push(0);
+    e.push(0);
+    e.extend_from_slice(&2990i64.to_le_bytes());
+    let (pk, resp) = b.command(&e, Expect::Results).await;
+    assert!(
+        !resp.error,
+        "{:?}",
+        qcache::protocol::packets::parse_err(&pk[0].payload)
+    );
+    assert_eq!(resp.rows, 1);
+    proxy.shutdown().await;
+}

@@ -196,7 +196,7 @@ impl Session {
                 return self.forward_read(pkt.seq, &payload, None).await.map(drop);
             }
         };
-        self.miss(pkt.seq, &payload, plan, mode).await
+        self.miss(pkt.seq, &payload, plan, mode).await.map(drop)
     }
 
     /// The snapshot rules that apply to a read now; None when the cache cannot be used at
@@ -348,16 +348,18 @@ impl Session {
     }
 
     /// Forwards a read and stores its result when it qualifies.
+    /// Returns whether `payload` went upstream: a session that waited for another's fill
+    /// and was served from it sent nothing.
     async fn miss(
         &mut self,
         seq: u8,
         payload: &Bytes,
         plan: ReadPlan,
         mode: Option<ReadMode>,
-    ) -> Result<(), SessionError> {
+    ) -> Result<bool, SessionError> {
         let Some(mode) = mode else {
             self.note_not_cached("hits_suspended");
-            return self.forward_read(seq, payload, None).await.map(drop);
+            return self.forward_read(seq, payload, None).await.map(|_| true);
         };
         let cache = self.shared.cache.clone();
         // Stampede protection: one session fills, the others wait for its result.
@@ -367,7 +369,7 @@ impl Session {
                 w.wait(self.shared.config().cache.stampede_timeout).await;
                 let started = Instant::now();
                 if let Some(e) = self.lookup(plan.key, &mode) {
-                    return self.serve_hit(&e, started).await;
+                    return self.serve_hit(&e, started).await.map(|_| false);
                 }
                 None
             }
@@ -397,14 +399,14 @@ impl Session {
         let reason = store_verdict(&resp, &fill, storable);
         if let Some(reason) = reason {
             self.note_not_cached(reason);
-            return Ok(());
+            return Ok(true);
         }
         let (meta, last) = match fill.status_offsets.as_slice() {
             [last] => (None, *last),
             [meta, last] => (Some(*meta), *last),
             _ => {
                 self.note_not_cached("unexpected_shape");
-                return Ok(());
+                return Ok(true);
             }
         };
         let mut entry = Entry::new(fill.buf.freeze(), last, stamps, plan.digest)
@@ -423,7 +425,7 @@ impl Session {
             (None, Some(s)) => cache.insert_in(plan.key, entry, &s),
             (None, None) => cache.insert(plan.key, entry),
         };
-        Ok(())
+        Ok(true)
     }
 
     /// Sends a read upstream. A read is where InnoDB takes a transaction's snapshot, so the
@@ -769,7 +771,10 @@ impl Session {
         let pkt = if bulk {
             pkt
         } else {
-            Packet::new(pkt.seq, self.execute_for_upstream(id, &pkt))
+            // Every path below sends it.
+            let (up, typed) = self.execute_for_upstream(id, &pkt);
+            self.types_sent(id, typed);
+            Packet::new(pkt.seq, up)
         };
         match stmt.kind {
             Kind::Write => self.write(&pkt, &stmt.sql).await,
@@ -824,7 +829,8 @@ impl Session {
         };
         if let Some(reason) = reason {
             self.note_not_cached(reason);
-            let up = self.execute_for_upstream(id, &pkt);
+            let (up, typed) = self.execute_for_upstream(id, &pkt);
+            self.types_sent(id, typed);
             self.forward_read(pkt.seq, &up, None).await?;
             return Ok(());
         }
@@ -852,46 +858,61 @@ impl Session {
         }
         let digest = analysis::digest(&stmt.sql);
         let an = self.shared.analyzer.analyze(&stmt.sql, digest);
-        let up = self.execute_for_upstream(id, &pkt);
+        let (up, typed) = self.execute_for_upstream(id, &pkt);
         match self.plan_read(&an, key, digest, &stmt.sql).await {
-            Ok(plan) => self.miss(pkt.seq, &up, plan, mode).await,
+            Ok(plan) => {
+                // Only an execute that reached the server taught it the types; one served
+                // from another session's fill did not.
+                let sent = self.miss(pkt.seq, &up, plan, mode).await?;
+                self.types_sent(id, typed && sent);
+                Ok(())
+            }
             Err(reason) => {
                 self.note_not_cached(reason);
                 self.plan_side_effects(&an);
+                self.types_sent(id, typed);
                 self.forward_read(pkt.seq, &up, None).await.map(drop)
             }
         }
     }
 
-    /// The execute packet as the server must receive it. A client sends parameter types
-    /// once (new-params-bound = 1) and then executes with the flag 0; when that first
-    /// execute was served from the cache the server never saw the types, so they are put
-    /// back in. Re-sending types is always allowed, so the answer is the same.
-    fn execute_for_upstream(&mut self, id: u32, pkt: &Packet) -> Bytes {
-        let Some(stmt) = self.st.stmts.get_mut(&id) else {
-            return pkt.payload.clone();
+    /// Records that the server has parameter types for statement `id` once an execute
+    /// carrying them was sent.
+    fn types_sent(&mut self, id: u32, typed: bool) {
+        if typed {
+            if let Some(s) = self.st.stmts.get_mut(&id) {
+                s.server_has_types = true;
+            }
+        }
+    }
+
+    /// The execute packet as the server must receive it, and whether it carries parameter
+    /// types. A client sends types once (new-params-bound = 1) and then executes with the
+    /// flag 0; when the server never received that first execute (it was a cache hit, or
+    /// was served from another session's fill) the types are put back in. Re-sending types
+    /// is always allowed, so the answer is the same. The caller marks the types as known
+    /// to the server ([`types_sent`](Self::types_sent)) only once the packet went upstream.
+    fn execute_for_upstream(&self, id: u32, pkt: &Packet) -> (Bytes, bool) {
+        let Some(stmt) = self.st.stmts.get(&id) else {
+            return (pkt.payload.clone(), false);
         };
         let n = stmt.params as usize;
         let nb = n.div_ceil(8);
         let p = &pkt.payload;
         if n == 0 || p.len() < 11 + nb {
-            return pkt.payload.clone();
+            return (pkt.payload.clone(), false);
         }
         match (p[10 + nb], &stmt.types) {
-            (1, _) => {
-                stmt.server_has_types = true;
-                pkt.payload.clone()
-            }
+            (1, _) => (pkt.payload.clone(), true),
             (0, Some(types)) if !stmt.server_has_types => {
                 let mut out = BytesMut::with_capacity(p.len() + types.len());
                 out.put_slice(&p[..10 + nb]);
                 out.put_u8(1);
                 out.put_slice(types);
                 out.put_slice(&p[11 + nb..]);
-                stmt.server_has_types = true;
-                out.freeze()
+                (out.freeze(), true)
             }
-            _ => pkt.payload.clone(),
+            _ => (pkt.payload.clone(), false),
         }
     }
 }
