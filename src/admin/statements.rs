@@ -84,6 +84,41 @@ pub fn parse(sql: &[u8]) -> Option<Result<AdminStatement, String>> {
     }
 }
 
+/// The pattern of `SHOW [GLOBAL|SESSION|LOCAL] STATUS LIKE 'qcache…'`, lowercased, which
+/// qcache answers from its own counters as MySQL's query cache did; None for any other
+/// statement (relayed).
+pub fn status_like_pattern(sql: &[u8]) -> Option<String> {
+    let text = String::from_utf8_lossy(sql).to_ascii_lowercase();
+    let words: Vec<&str> = text
+        .trim()
+        .trim_end_matches(';')
+        .split_whitespace()
+        .collect();
+    let rest = match words.as_slice() {
+        ["show", "status", rest @ ..] => rest,
+        ["show", "global" | "session" | "local", "status", rest @ ..] => rest,
+        _ => return None,
+    };
+    let pattern = match rest {
+        ["like", p] => p.trim_matches(|c| c == '\'' || c == '"'),
+        _ => return None,
+    };
+    pattern.starts_with("qcache").then(|| pattern.to_string())
+}
+
+/// SQL LIKE with % and _ (no escapes), for SHOW STATUS patterns.
+pub fn like_match(pattern: &str, s: &str) -> bool {
+    fn go(p: &[u8], s: &[u8]) -> bool {
+        match p.split_first() {
+            None => s.is_empty(),
+            Some((b'%', rest)) => (0..=s.len()).any(|i| go(rest, &s[i..])),
+            Some((b'_', rest)) => !s.is_empty() && go(rest, &s[1..]),
+            Some((c, rest)) => s.first() == Some(c) && go(rest, &s[1..]),
+        }
+    }
+    go(pattern.as_bytes(), s.as_bytes())
+}
+
 /// A result to send: column names with types, and rows of text values.
 pub struct Rows {
     pub columns: Vec<(&'static str, u8)>,
@@ -245,5 +280,27 @@ mod tests {
         assert_eq!(parse(b"SHOW TABLES"), None);
         assert_eq!(parse(b"SHOW STATUS LIKE 'Qcache%'"), None);
         assert_eq!(parse(b"SELECT 1"), None);
+    }
+
+    #[test]
+    fn status_patterns() {
+        assert_eq!(
+            status_like_pattern(b"SHOW STATUS LIKE 'Qcache%'").as_deref(),
+            Some("qcache%")
+        );
+        assert_eq!(
+            status_like_pattern(b" show global status like \"qcache_hits\" ;").as_deref(),
+            Some("qcache_hits")
+        );
+        assert_eq!(status_like_pattern(b"SHOW STATUS LIKE 'Com%'"), None);
+        assert_eq!(status_like_pattern(b"SHOW STATUS"), None);
+        assert!(like_match("qcache%", "qcache_hits"));
+        assert!(like_match("qcache_hit_", "qcache_hits"));
+        assert!(!like_match("qcache_i%", "qcache_hits"));
+        assert!(like_match("%", ""));
+        assert!(like_match("q%h%s", "qcache_hits"));
+        assert!(!like_match("q%x%", "qcache_hits"));
+        assert!(!like_match("_", ""));
+        assert!(like_match("%_", "a"));
     }
 }
