@@ -1,6 +1,6 @@
 //! Fuzz target: the connection-phase parsers, which see bytes before anyone authenticated:
 //! the server greeting (parse and capability rewrite), the client's handshake response,
-//! COM_CHANGE_USER, and the OK/ERR/EOF readers.
+//! the auth switch request, COM_CHANGE_USER, and the OK/ERR/EOF readers.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -12,6 +12,9 @@ fuzz_target!(|data: &[u8]| {
         // A rewritten greeting must still parse.
         assert!(handshake::parse_greeting(&rewritten).is_some());
     }
+    let _ = handshake::greeting_scramble(data);
+    let _ = handshake::parse_auth_switch(data);
+    let _ = handshake::with_response_caps(data, 0x0000_0200, 0x0000_0820);
     let _ = handshake::parse_handshake_response(data);
     let caps = data
         .get(..4)

@@ -297,6 +297,35 @@ impl Collector for SharedCollector {
                 "Binlog events read, heartbeats included.",
                 b.events(),
             )?;
+            counter(
+                &mut e,
+                "qcache_binlog_commits",
+                "Commit events (XID, COMMIT, DDL) whose tables were bumped.",
+                b.commits(),
+            )?;
+            {
+                let (buckets, sum) = b.commit_lag_histogram();
+                let count = buckets.iter().map(|(_, n)| n).sum();
+                let buckets: Vec<(f64, u64)> = buckets
+                    .into_iter()
+                    .map(|(bound, n)| {
+                        let le = if bound == Duration::MAX {
+                            f64::INFINITY
+                        } else {
+                            bound.as_secs_f64()
+                        };
+                        (le, n)
+                    })
+                    .collect();
+                let mut me = e.encode_descriptor(
+                    "qcache_binlog_commit_lag_seconds",
+                    "Commit event header timestamp (whole seconds) to its arrival: how late \
+                     external writes are seen, overstated by up to 1 s.",
+                    None,
+                    MetricType::Histogram,
+                )?;
+                me.encode_histogram::<NoLabelSet>(sum.as_secs_f64(), count, &buckets, None)?;
+            }
             let mut sum = 0.0;
             let mut count = 0;
             let buckets: Vec<(f64, u64)> = b

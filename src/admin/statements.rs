@@ -84,6 +84,64 @@ pub fn parse(sql: &[u8]) -> Option<Result<AdminStatement, String>> {
     }
 }
 
+/// The pattern of `SHOW [GLOBAL|SESSION|LOCAL] STATUS LIKE 'qcache…'`, lowercased, which
+/// qcache answers from its own counters as MySQL's query cache did; None for any other
+/// statement (relayed).
+pub fn status_like_pattern(sql: &[u8]) -> Option<String> {
+    let text = String::from_utf8_lossy(sql).to_ascii_lowercase();
+    let words: Vec<&str> = text
+        .trim()
+        .trim_end_matches(';')
+        .split_whitespace()
+        .collect();
+    let rest = match words.as_slice() {
+        ["show", "status", rest @ ..] => rest,
+        ["show", "global" | "session" | "local", "status", rest @ ..] => rest,
+        _ => return None,
+    };
+    let pattern = match rest {
+        ["like", p] => p.trim_matches(|c| c == '\'' || c == '"'),
+        _ => return None,
+    };
+    pattern.starts_with("qcache").then(|| pattern.to_string())
+}
+
+/// SQL LIKE with % and _ (no escapes), for SHOW STATUS patterns.
+///
+/// The pattern comes from the client, so this must stay cheap whatever it holds: on a
+/// mismatch only the most recent % is retried one byte further, which is enough for
+/// LIKE (a later % can absorb whatever an earlier one would have) and keeps the work
+/// within pattern length × name length. Trying every split at every % instead takes
+/// exponential time in the number of %s: `LIKE 'qcache%%%…%x'` held a runtime worker
+/// for good (found by the `commands` fuzz target).
+pub fn like_match(pattern: &str, s: &str) -> bool {
+    let (p, s) = (pattern.as_bytes(), s.as_bytes());
+    let (mut pi, mut si) = (0, 0);
+    // Where to resume after the last %: (pattern index after it, name index it took up to).
+    let mut retry: Option<(usize, usize)> = None;
+    while si < s.len() {
+        match p.get(pi) {
+            Some(b'%') => {
+                pi += 1;
+                retry = Some((pi, si));
+            }
+            Some(&c) if c == b'_' || c == s[si] => {
+                pi += 1;
+                si += 1;
+            }
+            _ => match retry {
+                Some((rp, rs)) => {
+                    pi = rp;
+                    si = rs + 1;
+                    retry = Some((rp, rs + 1));
+                }
+                None => return false,
+            },
+        }
+    }
+    p[pi..].iter().all(|&c| c == b'%')
+}
+
 /// A result to send: column names with types, and rows of text values.
 pub struct Rows {
     pub columns: Vec<(&'static str, u8)>,
@@ -245,5 +303,61 @@ mod tests {
         assert_eq!(parse(b"SHOW TABLES"), None);
         assert_eq!(parse(b"SHOW STATUS LIKE 'Qcache%'"), None);
         assert_eq!(parse(b"SELECT 1"), None);
+    }
+
+    #[test]
+    fn status_patterns() {
+        assert_eq!(
+            status_like_pattern(b"SHOW STATUS LIKE 'Qcache%'").as_deref(),
+            Some("qcache%")
+        );
+        assert_eq!(
+            status_like_pattern(b" show global status like \"qcache_hits\" ;").as_deref(),
+            Some("qcache_hits")
+        );
+        assert_eq!(status_like_pattern(b"SHOW STATUS LIKE 'Com%'"), None);
+        assert_eq!(status_like_pattern(b"SHOW STATUS"), None);
+        assert!(like_match("qcache%", "qcache_hits"));
+        assert!(like_match("qcache_hit_", "qcache_hits"));
+        assert!(!like_match("qcache_i%", "qcache_hits"));
+        assert!(like_match("%", ""));
+        assert!(like_match("q%h%s", "qcache_hits"));
+        assert!(!like_match("q%x%", "qcache_hits"));
+        assert!(!like_match("_", ""));
+        assert!(like_match("%_", "a"));
+        assert!(like_match("%%a%", "xay"));
+        assert!(!like_match("a%", ""));
+        assert!(like_match("a%%", "a"));
+    }
+
+    /// The shape of the input the `commands` fuzz target found (`SHOW STATUS LIKE
+    /// Qcache%%…%S`, 72 %s; 31 already took over 5 s): the recursive matcher took time
+    /// exponential in the number of %s.
+    #[test]
+    fn many_percent_signs_stay_fast() {
+        let sql = format!("SHOW STATUS LIKE 'qcache{}x'", "%".repeat(200));
+        let pattern = status_like_pattern(sql.as_bytes()).unwrap();
+        let started = std::time::Instant::now();
+        assert!(!like_match(&pattern, "qcache_queries_in_cache"));
+        assert!(like_match(&pattern, "qcache_x"));
+        assert!(started.elapsed() < std::time::Duration::from_secs(1));
+    }
+
+    proptest::proptest! {
+        /// The same answers as a regex translation of the pattern, on a small alphabet where
+        /// %, _ and literal bytes collide often.
+        #[test]
+        fn like_agrees_with_a_regex(p in "[ab%_]{0,8}", s in "[ab]{0,8}") {
+            let re: String = p
+                .chars()
+                .map(|c| match c {
+                    '%' => ".*".to_string(),
+                    '_' => ".".to_string(),
+                    c => c.to_string(),
+                })
+                .collect();
+            let re = regex::Regex::new(&format!("^(?s:{re})$")).unwrap();
+            proptest::prop_assert_eq!(like_match(&p, &s), re.is_match(&s));
+        }
     }
 }

@@ -70,6 +70,13 @@ const BACKOFF_MAX: Duration = Duration::from_secs(5);
 /// Histogram buckets of commit-event-arrival → bump-done, in µs: bucket i counts
 /// durations < 2^i µs (the last one catches the rest).
 const HIST_BUCKETS: usize = 24;
+/// Upper bounds, in ms, of the commit-lag histogram (commit event header timestamp vs its
+/// arrival). The header has whole seconds, so a measured lag overstates the true one by up
+/// to a second: the finer bounds only say "well under a second".
+pub const COMMIT_LAG_BOUNDS_MS: [u64; 9] = [
+    250, 500, 1_000, 2_000, 5_000, 10_000, 30_000, 60_000, 300_000,
+];
+const COMMIT_LAG_BUCKETS: usize = COMMIT_LAG_BOUNDS_MS.len() + 1;
 
 /// Shared between the task and the handle.
 struct Shared {
@@ -83,6 +90,10 @@ struct Shared {
     /// u64::MAX = none yet.
     last_event_lag_ms: AtomicU64,
     hist: [AtomicU64; HIST_BUCKETS],
+    /// Commit events by header-timestamp lag (see [`COMMIT_LAG_BOUNDS_MS`]); the last is the
+    /// overflow bucket.
+    commit_lag: [AtomicU64; COMMIT_LAG_BUCKETS],
+    commit_lag_sum_ms: AtomicU64,
     conn_id: AtomicU32,
 }
 
@@ -138,6 +149,8 @@ pub fn spawn(
         reconnects: AtomicU64::new(0),
         last_event_lag_ms: AtomicU64::new(u64::MAX),
         hist: std::array::from_fn(|_| AtomicU64::new(0)),
+        commit_lag: std::array::from_fn(|_| AtomicU64::new(0)),
+        commit_lag_sum_ms: AtomicU64::new(0),
         conn_id: AtomicU32::new(0),
     });
     let task = (!off).then(|| {
@@ -152,6 +165,7 @@ pub fn spawn(
             txn: Txn::default(),
             warned_format: false,
             refreshing: Vec::new(),
+            event_lag_ms: None,
         };
         tokio::spawn(tail.run()).abort_handle()
     });
@@ -225,6 +239,27 @@ impl BinlogHandle {
                 (n > 0).then(|| (Duration::from_micros(1u64 << i), n))
             })
             .collect()
+    }
+
+    /// Commit events by how far their header timestamp lies behind their arrival:
+    /// (upper bound, count) for every bucket of [`COMMIT_LAG_BOUNDS_MS`] then the overflow
+    /// (`Duration::MAX`), and the sum of the measured lags. This is the lag external
+    /// writes are seen with, to the second: the header has whole seconds.
+    pub fn commit_lag_histogram(&self) -> (Vec<(Duration, u64)>, Duration) {
+        let buckets = self
+            .shared
+            .commit_lag
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                let bound = COMMIT_LAG_BOUNDS_MS
+                    .get(i)
+                    .map_or(Duration::MAX, |&ms| Duration::from_millis(ms));
+                (bound, c.load(Ordering::Relaxed))
+            })
+            .collect();
+        let sum = Duration::from_millis(self.shared.commit_lag_sum_ms.load(Ordering::Relaxed));
+        (buckets, sum)
     }
 
     /// The server-side id of the streaming connection (for KILL in tests and admin).
@@ -319,6 +354,8 @@ struct Tail {
     warned_format: bool,
     /// Catalog reloads started by DDL and not yet finished.
     refreshing: Vec<tokio::task::JoinHandle<()>>,
+    /// Header timestamp vs arrival of the event being handled, when it has a timestamp.
+    event_lag_ms: Option<u64>,
 }
 
 impl Tail {
@@ -481,6 +518,7 @@ impl Tail {
     ) -> Option<Ddl> {
         self.shared.events.fetch_add(1, Ordering::Relaxed);
         let ts = event.header().timestamp();
+        self.event_lag_ms = None;
         if ts != 0 {
             // Artificial events (the fake ROTATE, heartbeats) carry 0.
             let now = SystemTime::now()
@@ -489,6 +527,7 @@ impl Tail {
                 .unwrap_or(0);
             let lag = now.saturating_sub(u64::from(ts) * 1000);
             self.shared.last_event_lag_ms.store(lag, Ordering::Relaxed);
+            self.event_lag_ms = Some(lag);
         }
         let data = match event.read_data() {
             Ok(d) => d,
@@ -631,6 +670,12 @@ impl Tail {
         let us = arrived.elapsed().as_micros() as u64;
         let bucket = (64 - us.leading_zeros() as usize).min(HIST_BUCKETS - 1);
         self.shared.hist[bucket].fetch_add(1, Ordering::Relaxed);
+        if let Some(lag) = self.event_lag_ms {
+            self.shared.commit_lag[commit_lag_bucket(lag)].fetch_add(1, Ordering::Relaxed);
+            self.shared
+                .commit_lag_sum_ms
+                .fetch_add(lag, Ordering::Relaxed);
+        }
         self.shared.commits.send_modify(|c| *c += 1);
     }
 
@@ -766,6 +811,14 @@ fn conservative(versions: &Versions, policy: Conservative, schema: &str) -> u64 
     }
 }
 
+/// The commit-lag bucket of a lag in ms: the first bound it does not exceed, else overflow.
+fn commit_lag_bucket(lag_ms: u64) -> usize {
+    COMMIT_LAG_BOUNDS_MS
+        .iter()
+        .position(|&b| lag_ms <= b)
+        .unwrap_or(COMMIT_LAG_BOUNDS_MS.len())
+}
+
 fn lower_all(t: Vec<(String, String)>) -> Vec<TableName> {
     t.into_iter()
         .map(|(s, n)| (s.to_lowercase(), n.to_lowercase()))
@@ -842,6 +895,16 @@ fn database_name(sql: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn commit_lag_buckets() {
+        assert_eq!(commit_lag_bucket(0), 0);
+        assert_eq!(commit_lag_bucket(250), 0);
+        assert_eq!(commit_lag_bucket(251), 1);
+        assert_eq!(commit_lag_bucket(999), 2);
+        assert_eq!(commit_lag_bucket(300_000), COMMIT_LAG_BOUNDS_MS.len() - 1);
+        assert_eq!(commit_lag_bucket(u64::MAX), COMMIT_LAG_BOUNDS_MS.len());
+    }
 
     #[test]
     fn words_skip_comments() {

@@ -216,7 +216,11 @@ pub fn parse_handshake_response(p: &[u8]) -> Result<HandshakeResponse, Handshake
     if capabilities & cap::PLUGIN_AUTH_LENENC_DATA != 0 {
         let (len, n) = read_lenenc(p.get(at..).ok_or(Malformed)?).ok_or(Malformed)?;
         let len = usize::try_from(len).map_err(|_| Malformed)?;
-        at = at.checked_add(n + len).ok_or(Malformed)?;
+        // A length near u64::MAX must not wrap the sum (found by the handshake fuzz target).
+        at = at
+            .checked_add(n)
+            .and_then(|a| a.checked_add(len))
+            .ok_or(Malformed)?;
     } else if capabilities & cap::SECURE_CONNECTION != 0 {
         let len = *p.get(at).ok_or(Malformed)? as usize;
         at += 1 + len;
@@ -434,5 +438,35 @@ mod tests {
             parse_handshake_response(&p),
             Err(HandshakeError::OldProtocol)
         );
+    }
+
+    /// The fuzzer's input: an auth-response length of 2^64 - 1 overflowed the offset sum
+    /// (a panic in debug builds, a wrapped offset in release) before authentication.
+    #[test]
+    fn huge_lenenc_auth_response_is_malformed() {
+        let found: [u8; 47] = [
+            0xa3, 0x63, 0x61, 0x63, 0x68, 0x69, 0x97, 0xff, 0xff, 0xff, 0xff, 0x97, 0x97, 0xb7,
+            0x17, 0x6e, 0x00, 0x00, 0x73, 0x68, 0x61, 0x32, 0xe8, 0x03, 0x00, 0x00, 0x0a, 0x35,
+            0x2e, 0x00, 0x01, 0x00, 0x00, 0xfe, 0xfe, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+            0xff, 0xf7, 0x08, 0x72, 0x64,
+        ];
+        assert!(matches!(
+            parse_handshake_response(&found),
+            Err(HandshakeError::Malformed)
+        ));
+        // The same, spelled out: protocol 41 with length-encoded auth data, user "u", and an
+        // auth response claiming u64::MAX bytes.
+        let mut p = Vec::new();
+        p.put_u32_le(cap::PROTOCOL_41 | cap::PLUGIN_AUTH_LENENC_DATA);
+        p.put_u32_le(1 << 24);
+        p.put_u8(33);
+        p.put_slice(&[0; 23]);
+        p.put_slice(b"u\0");
+        p.put_u8(0xfe);
+        p.put_u64_le(u64::MAX);
+        assert!(matches!(
+            parse_handshake_response(&p),
+            Err(HandshakeError::Malformed)
+        ));
     }
 }

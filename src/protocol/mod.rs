@@ -2,6 +2,7 @@
 //! response state machine. Nothing here knows about sockets or caching.
 
 pub mod codec;
+pub mod commands;
 pub mod compress;
 pub mod handshake;
 pub mod packets;

@@ -9,12 +9,13 @@ use bytes::{BufMut, Bytes, BytesMut};
 use super::relay::Fill;
 use super::state::Prepared;
 use super::{Session, SessionError};
-use crate::admin::rules;
+use crate::admin::{rules, statements};
 use crate::analysis::{self, Analysis, Hint, Kind, QcAssign, WriteInfo, WriteTargets};
 use crate::cache::{key, Claim, Entry, Key, Snapshot, Stamps, TableHandle};
 use crate::config::{Conservative, QueryCacheType};
 use crate::invalidation::catalog::ReadResolution;
 use crate::protocol::codec::Packet;
+use crate::protocol::commands;
 use crate::protocol::packets::{self, com, status};
 use crate::protocol::response::{Expect, Response};
 use tracing::info;
@@ -634,30 +635,13 @@ impl Session {
 
     /// `SHOW [GLOBAL|SESSION] STATUS LIKE 'Qcache%'`: rows qcache answers from its state.
     fn qcache_status_rows(&self, sql: &[u8]) -> Option<Vec<(String, String)>> {
-        let text = String::from_utf8_lossy(sql).to_ascii_lowercase();
-        let words: Vec<&str> = text
-            .trim()
-            .trim_end_matches(';')
-            .split_whitespace()
-            .collect();
-        let rest = match words.as_slice() {
-            ["show", "status", rest @ ..] => rest,
-            ["show", "global" | "session" | "local", "status", rest @ ..] => rest,
-            _ => return None,
-        };
-        let pattern = match rest {
-            ["like", p] => p.trim_matches(|c| c == '\'' || c == '"').to_string(),
-            _ => return None,
-        };
-        if !pattern.starts_with("qcache") {
-            return None;
-        }
+        let pattern = statements::status_like_pattern(sql)?;
         let rows = self
             .shared
             .cache
             .status_rows()
             .into_iter()
-            .filter(|(name, _)| like_match(&pattern, &name.to_ascii_lowercase()))
+            .filter(|(name, _)| statements::like_match(&pattern, &name.to_ascii_lowercase()))
             .map(|(n, v)| (n.to_string(), v.to_string()))
             .collect();
         Some(rows)
@@ -806,7 +790,7 @@ impl Session {
             (QueryCacheType::Demand, h) => h == Hint::SqlCache,
             (QueryCacheType::On, _) => true,
         };
-        let parts = execute_parts(&pkt.payload, stmt.params, stmt.types.as_ref());
+        let parts = commands::execute_params(&pkt.payload, stmt.params, stmt.types.as_ref());
         if let Some((Some(types), _, _)) = &parts {
             if let Some(s) = self.st.stmts.get_mut(&id) {
                 s.types = Some(types.clone());
@@ -917,39 +901,6 @@ impl Session {
     }
 }
 
-/// A COM_STMT_EXECUTE's parameter parts: the types in force (sent now, or remembered from
-/// an earlier execute), the null bitmap and the values. None when the packet is too short
-/// or no types are known for its parameters.
-fn execute_parts<'a>(
-    p: &'a [u8],
-    params: u16,
-    remembered: Option<&Bytes>,
-) -> Option<(Option<Bytes>, &'a [u8], &'a [u8])> {
-    // [0x17][id:4][flags:1][iterations:4] then, with parameters, the null bitmap, the
-    // new-params-bound flag, the types when bound, and the values.
-    if p.len() < 10 {
-        return None;
-    }
-    if params == 0 {
-        return Some((None, &[], &p[10..]));
-    }
-    let n = params as usize;
-    let nb = n.div_ceil(8);
-    let bitmap = p.get(10..10 + nb)?;
-    match p.get(10 + nb)? {
-        1 => {
-            let types = p.get(11 + nb..11 + nb + 2 * n)?;
-            Some((
-                Some(Bytes::copy_from_slice(types)),
-                bitmap,
-                &p[11 + nb + 2 * n..],
-            ))
-        }
-        0 => Some((Some(remembered?.clone()), bitmap, &p[11 + nb..])),
-        _ => None,
-    }
-}
-
 /// Why a relayed result is not stored, if it is not.
 fn store_verdict(resp: &Response, fill: &Fill, storable: bool) -> Option<&'static str> {
     if resp.error {
@@ -980,30 +931,4 @@ fn store_verdict(resp: &Response, fill: &Fill, storable: bool) -> Option<&'stati
 fn contains_ci(hay: &[u8], needle: &[u8]) -> bool {
     hay.windows(needle.len())
         .any(|w| w.eq_ignore_ascii_case(needle))
-}
-
-/// SQL LIKE with % and _ (no escapes), for SHOW STATUS patterns.
-fn like_match(pattern: &str, s: &str) -> bool {
-    fn go(p: &[u8], s: &[u8]) -> bool {
-        match p.split_first() {
-            None => s.is_empty(),
-            Some((b'%', rest)) => (0..=s.len()).any(|i| go(rest, &s[i..])),
-            Some((b'_', rest)) => !s.is_empty() && go(rest, &s[1..]),
-            Some((c, rest)) => s.first() == Some(c) && go(rest, &s[1..]),
-        }
-    }
-    go(pattern.as_bytes(), s.as_bytes())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn like_patterns() {
-        assert!(like_match("qcache%", "qcache_hits"));
-        assert!(like_match("qcache_hit_", "qcache_hits"));
-        assert!(!like_match("qcache_i%", "qcache_hits"));
-        assert!(like_match("%", ""));
-    }
 }
