@@ -15,6 +15,7 @@
 //! - [`invalidation`] sees writes that bypass qcache (binlog) and widens writes through views,
 //!   triggers and foreign keys (schema catalog).
 //! - [`admin`] exposes metrics, health and the admin statements.
+//! - [`workers`] holds the per-core runtimes sessions run on.
 //! - [`tls`] builds the rustls contexts of both legs from `[tls]`.
 //! - [`config`] and [`cli`] describe how it is run.
 //! - [`check`] is `qcache check-consistency`: the stale-read checker users run against it.
@@ -30,3 +31,4 @@ pub mod protocol;
 pub mod server;
 pub mod session;
 pub mod tls;
+pub mod workers;

@@ -360,12 +360,26 @@ async fn accept_loop(
         let id = shared.next_session.fetch_add(1, Ordering::Relaxed);
         let shared2 = shared.clone();
         let signal = ShutdownSignal(drain.clone());
-        sessions.spawn(async move {
-            shared2.connections.fetch_add(1, Ordering::Relaxed);
-            crate::session::serve(id, tcp, shared2.clone(), signal).await;
-            shared2.connections.fetch_sub(1, Ordering::Relaxed);
-            drop(permit);
-        });
+        // The socket leaves this runtime's reactor for the session runtime's.
+        let tcp = match tcp.into_std() {
+            Ok(s) => s,
+            Err(e) => {
+                warn!(error = %e, "cannot hand a connection to a session runtime");
+                continue;
+            }
+        };
+        sessions.spawn_on(
+            async move {
+                let Ok(tcp) = TcpStream::from_std(tcp) else {
+                    return;
+                };
+                shared2.connections.fetch_add(1, Ordering::Relaxed);
+                crate::session::serve(id, tcp, shared2.clone(), signal).await;
+                shared2.connections.fetch_sub(1, Ordering::Relaxed);
+                drop(permit);
+            },
+            crate::workers::next(),
+        );
     }
     drop(listener);
     let deadline = shared.config().server.shutdown_timeout;

@@ -1,6 +1,6 @@
 //! Cache counters, and the `SHOW STATUS LIKE 'Qcache%'` rows built from them.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
@@ -59,6 +59,24 @@ const STRIPES: usize = 16;
 #[repr(align(128))]
 struct Stripe(AtomicU64);
 
+/// This thread's stripe, fixed for its life.
+#[inline]
+fn stripe() -> usize {
+    thread_local! {
+        static STRIPE: usize = {
+            static NEXT: AtomicU64 = AtomicU64::new(0);
+            NEXT.fetch_add(1, Ordering::Relaxed) as usize % STRIPES
+        };
+    }
+    STRIPE.with(|s| *s)
+}
+
+/// Not-cached counts by reason for the threads of one stripe. A short list, not a map:
+/// reasons are a few static names and a session repeats one, so a scan beats hashing.
+#[derive(Debug, Default)]
+#[repr(align(128))]
+struct ReasonStripe(Mutex<Vec<(&'static str, u64)>>);
+
 /// A counter incremented on every hit from every worker thread. A single atomic would be the
 /// one contended write on the hit path; each thread adds to its own stripe and readers sum.
 #[derive(Debug, Default)]
@@ -69,14 +87,7 @@ pub struct StripedCounter {
 impl StripedCounter {
     #[inline]
     pub fn incr(&self) {
-        thread_local! {
-            static STRIPE: usize = {
-                static NEXT: AtomicU64 = AtomicU64::new(0);
-                NEXT.fetch_add(1, Ordering::Relaxed) as usize % STRIPES
-            };
-        }
-        let i = STRIPE.with(|s| *s);
-        self.stripes[i].0.fetch_add(1, Ordering::Relaxed);
+        self.stripes[stripe()].0.fetch_add(1, Ordering::Relaxed);
     }
 
     pub fn get(&self) -> u64 {
@@ -97,7 +108,7 @@ pub struct CacheStats {
     pub inserts: AtomicU64,
     /// Statements not served from and not stored in the cache, every reason together (MySQL's
     /// Qcache_not_cached).
-    pub not_cached: AtomicU64,
+    pub not_cached: StripedCounter,
     /// Entries evicted to make room (MySQL's Qcache_lowmem_prunes).
     pub lowmem_prunes: AtomicU64,
     /// One count per invalidation event (a table bump, a schema, a flush), by source.
@@ -110,9 +121,9 @@ pub struct CacheStats {
     pub expired: AtomicU64,
     /// Results refused because they exceed `max_result_bytes` (or a cache shard).
     pub too_large: AtomicU64,
-    /// Not-cached counts by reason. A mutex is fine: this is off the hit path, and reasons are
-    /// a small fixed set of static strings.
-    reasons: Mutex<HashMap<&'static str, u64>>,
+    /// Not-cached counts by reason. Striped like the hit counter: with the cache off every
+    /// relayed SELECT counts here, from every worker thread.
+    reasons: [ReasonStripe; STRIPES],
 }
 
 /// Reasons the store itself gives to `not_cached`.
@@ -129,8 +140,6 @@ impl CacheStats {
         CacheStats::default()
     }
 
-    /// Counts one statement that was not cached, and why (a short static name such as
-    /// `"non_deterministic"`, `"in_txn_written_table"`, `"warnings"`).
     /// Qcache_hits so far.
     pub fn hits(&self) -> u64 {
         self.hits.get()
@@ -141,10 +150,15 @@ impl CacheStats {
         self.inserts.load(Ordering::Relaxed)
     }
 
+    /// Counts one statement that was not cached, and why (a short static name such as
+    /// `"non_deterministic"`, `"in_txn_written_table"`, `"warnings"`).
     pub fn not_cached(&self, reason: &'static str) {
-        self.not_cached.fetch_add(1, Ordering::Relaxed);
-        if let Ok(mut m) = self.reasons.lock() {
-            *m.entry(reason).or_insert(0) += 1;
+        self.not_cached.incr();
+        if let Ok(mut list) = self.reasons[stripe()].0.lock() {
+            match list.iter_mut().find(|(r, _)| *r == reason) {
+                Some((_, n)) => *n += 1,
+                None => list.push((reason, 1)),
+            }
         }
     }
 
@@ -167,12 +181,15 @@ impl CacheStats {
 
     /// Not-cached counts by reason, sorted by name for stable output.
     pub fn not_cached_reasons(&self) -> Vec<(&'static str, u64)> {
-        let mut v: Vec<(&'static str, u64)> = match self.reasons.lock() {
-            Ok(m) => m.iter().map(|(k, v)| (*k, *v)).collect(),
-            Err(_) => Vec::new(),
-        };
-        v.sort_unstable();
-        v
+        let mut sum: BTreeMap<&'static str, u64> = BTreeMap::new();
+        for stripe in &self.reasons {
+            if let Ok(list) = stripe.0.lock() {
+                for (r, n) in list.iter() {
+                    *sum.entry(*r).or_insert(0) += n;
+                }
+            }
+        }
+        sum.into_iter().collect()
     }
 
     pub(crate) fn incr(c: &AtomicU64) {
@@ -196,7 +213,7 @@ impl CacheStats {
             ("Qcache_hits", self.hits.get()),
             ("Qcache_inserts", load(&self.inserts)),
             ("Qcache_lowmem_prunes", load(&self.lowmem_prunes)),
-            ("Qcache_not_cached", load(&self.not_cached)),
+            ("Qcache_not_cached", self.not_cached.get()),
             ("Qcache_queries_in_cache", entries),
             ("Qcache_total_blocks", entries * 2),
             ("Qcache_invalidations", self.invalidations_total()),
@@ -224,7 +241,7 @@ mod tests {
         s.not_cached("warnings");
         s.not_cached("non_deterministic");
         s.not_cached("warnings");
-        assert_eq!(s.not_cached.load(Ordering::Relaxed), 3);
+        assert_eq!(s.not_cached.get(), 3);
         assert_eq!(
             s.not_cached_reasons(),
             vec![("non_deterministic", 1), ("warnings", 2)]

@@ -763,7 +763,7 @@ mod tests {
         assert!(!c.insert(k, entry(&c, &[], 5000)));
         assert!(c.get(k).is_none());
         assert_eq!(load(&c.stats().too_large), 1);
-        assert_eq!(load(&c.stats().not_cached), 1);
+        assert_eq!(c.stats().not_cached.get(), 1);
         assert!(c.insert(k, entry(&c, &[], 3000)));
 
         // A tiny cache cannot hold even a permitted result: refused, not evicting everything.

@@ -250,6 +250,27 @@ impl PacketConn {
         }
     }
 
+    /// The length of the next packet's frame (header included) when it is whole in the read
+    /// buffer and takes one frame; see [`frame`](Self::frame) and [`consume`](Self::consume).
+    /// Lets a relay copy a packet straight from one buffer to the other, without splitting
+    /// it off into its own `Bytes` and framing it again.
+    pub fn next_frame_len(&self) -> Option<usize> {
+        let h = self.rbuf.get(..4)?;
+        let len = u32::from_le_bytes([h[0], h[1], h[2], 0]) as usize;
+        (len < codec::MAX_FRAME && len <= self.max_payload && self.rbuf.len() >= 4 + len)
+            .then_some(4 + len)
+    }
+
+    /// The first `len` buffered bytes (a frame measured by `next_frame_len`).
+    pub fn frame(&self, len: usize) -> &[u8] {
+        &self.rbuf[..len]
+    }
+
+    /// Drops the first `len` buffered bytes.
+    pub fn consume(&mut self, len: usize) {
+        self.rbuf.advance(len);
+    }
+
     /// The next packet; `Ok(None)` when the peer closed cleanly between packets.
     pub async fn read(&mut self) -> Result<Option<Packet>, ConnError> {
         loop {

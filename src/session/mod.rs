@@ -124,6 +124,10 @@ async fn start(tcp: TcpStream, shared: Arc<Shared>) -> Result<Session, SessionEr
 
 impl Session {
     async fn command_loop(&mut self, mut shutdown: ShutdownSignal) -> Result<(), SessionError> {
+        // One wait for the whole session: made anew per command, it registered and removed a
+        // waiter under the channel's lock on every query.
+        let draining = shutdown.draining();
+        tokio::pin!(draining);
         loop {
             self.client.flush().await.map_err(SessionError::client)?;
             self.client.start_command();
@@ -132,7 +136,7 @@ impl Session {
             let pkt = tokio::select! {
                 biased;
                 p = self.client.read() => p.map_err(SessionError::client)?,
-                _ = shutdown.draining(), if !self.st.in_transaction() => {
+                _ = &mut draining, if !self.st.in_transaction() => {
                     debug!("closing idle session for shutdown");
                     return Ok(());
                 }

@@ -598,7 +598,9 @@ impl Session {
 
     /// `SELECT @@query_cache_type` (and its session-scoped spelling) is qcache's to answer.
     fn session_variable_answer(&self, stmt: &[u8]) -> Option<(String, String)> {
-        if stmt.len() > 64 || !contains_ci(stmt, b"query_cache_type") {
+        // Every form answered here reads `@@`: one byte search rules out nearly every
+        // statement before the case-insensitive scan, which ran on every relayed SELECT.
+        if stmt.len() > 64 || !stmt.contains(&b'@') || !contains_ci(stmt, b"query_cache_type") {
             return None;
         }
         let norm: String = String::from_utf8_lossy(stmt)

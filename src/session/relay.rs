@@ -76,6 +76,37 @@ impl Session {
             return Ok(resp);
         }
         loop {
+            // The common case: a packet of one frame, already buffered, copied as it is.
+            if let Some(len) = self.upstream.next_frame_len() {
+                let frame = self.upstream.frame(len);
+                let (seq, payload) = (frame[3], &frame[4..]);
+                tracing::trace!(seq, len = payload.len(), head = ?&payload[..payload.len().min(40)], "server packet");
+                let step = resp.feed(payload);
+                // Queued, not sent: `observe` below still runs before the client sees it.
+                self.client.push_raw(frame);
+                if step.is_ok() {
+                    if let Some(f) = fill.as_deref_mut() {
+                        f.add(seq, payload, resp.status_here.map(|s| s.offset));
+                    }
+                }
+                self.upstream.consume(len);
+                let step = match step {
+                    Ok(s) => s,
+                    Err(e) => {
+                        let _ = self.client.flush().await;
+                        return Err(SessionError::Protocol(e.to_string()));
+                    }
+                };
+                if let Some(at) = resp.status_here {
+                    self.observe(Some(at.status)).await;
+                } else if resp.error && step == Step::Done {
+                    self.observe(None).await;
+                }
+                match self.after_packet(step, &mut fill).await? {
+                    true => continue,
+                    false => break,
+                }
+            }
             let p = match self.upstream.try_decode().map_err(SessionError::upstream)? {
                 Some(p) => p,
                 None => {
@@ -108,24 +139,36 @@ impl Session {
             if let Some(f) = fill.as_deref_mut() {
                 f.add(p.seq, &p.payload, resp.status_here.map(|s| s.offset));
             }
-            match step {
-                Step::More => self
-                    .client
-                    .flush_if_large()
-                    .await
-                    .map_err(SessionError::client)?,
-                Step::LocalInfile => {
-                    if let Some(f) = fill.as_deref_mut() {
-                        f.overflow = true;
-                    }
-                    self.client.flush().await.map_err(SessionError::client)?;
-                    self.relay_infile().await?;
-                }
-                Step::Done => break,
+            if !self.after_packet(step, &mut fill).await? {
+                break;
             }
         }
         self.end_of_response();
         Ok(resp)
+    }
+
+    /// What follows a relayed packet; false once the response is complete.
+    async fn after_packet(
+        &mut self,
+        step: Step,
+        fill: &mut Option<&mut Fill>,
+    ) -> Result<bool, SessionError> {
+        match step {
+            Step::More => self
+                .client
+                .flush_if_large()
+                .await
+                .map_err(SessionError::client)?,
+            Step::LocalInfile => {
+                if let Some(f) = fill.as_deref_mut() {
+                    f.overflow = true;
+                }
+                self.client.flush().await.map_err(SessionError::client)?;
+                self.relay_infile().await?;
+            }
+            Step::Done => return Ok(false),
+        }
+        Ok(true)
     }
 
     /// LOCAL INFILE: the client's file packets go upstream until the empty one.
