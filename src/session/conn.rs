@@ -255,6 +255,11 @@ impl PacketConn {
     /// Lets a relay copy a packet straight from one buffer to the other, without splitting
     /// it off into its own `Bytes` and framing it again.
     pub fn next_frame_len(&self) -> Option<usize> {
+        if self.compressed.is_some() {
+            // Packets read off a compressed leg are renumbered as they are decoded
+            // (see `Compressed`), so they must go through `try_decode`.
+            return None;
+        }
         let h = self.rbuf.get(..4)?;
         let len = u32::from_le_bytes([h[0], h[1], h[2], 0]) as usize;
         (len < codec::MAX_FRAME && len <= self.max_payload && self.rbuf.len() >= 4 + len)
