@@ -410,6 +410,14 @@ async fn query_cache_type_off_on_demand_and_hints() {
     first_i64(&mut c, "SELECT SQL_CACHE id FROM t").await;
     first_i64(&mut c, "SELECT SQL_CACHE id FROM t").await;
     assert_eq!(stats().inserts(), i + 1);
+    // An entry stored by an ON session under these exact bytes is still no hit for DEMAND
+    // without SQL_CACHE (the hit path tried before scanning must not apply here).
+    let mut on = proxy.conn(&schema).await;
+    first_i64(&mut on, "SELECT id FROM t WHERE id > 0").await;
+    first_i64(&mut on, "SELECT id FROM t WHERE id > 0").await;
+    let h = stats().hits();
+    first_i64(&mut c, "SELECT id FROM t WHERE id > 0").await;
+    assert_eq!(stats().hits(), h, "DEMAND served a query without SQL_CACHE");
     c.query_drop("SET @@session.query_cache_type = 0")
         .await
         .unwrap();

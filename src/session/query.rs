@@ -50,6 +50,11 @@ struct ReadPlan {
 impl Session {
     pub(crate) async fn query(&mut self, pkt: Packet) -> Result<(), SessionError> {
         let sql = pkt.payload.slice(1..);
+        let looked_up = match self.hit_before_scan(&sql).await? {
+            Some(true) => return Ok(()),
+            Some(false) => true,
+            None => false,
+        };
         let scan = analysis::scan(&sql);
         if scan.multi {
             return self.multi_statement(pkt, &sql).await;
@@ -59,7 +64,7 @@ impl Session {
             return Ok(());
         }
         match scan.kind {
-            Kind::Select => self.select(pkt, &sql, &scan).await,
+            Kind::Select => self.select(pkt, &sql, &scan, looked_up).await,
             Kind::Set => self.set_statement(pkt, &sql).await,
             Kind::Show => {
                 if let Some(rows) = self.qcache_status_rows(&sql) {
@@ -135,11 +140,36 @@ impl Session {
 
     // ----- reads -------------------------------------------------------------------------
 
+    /// A hit served before the statement is scanned, the lexer being a seventh of a hit's
+    /// cost. Only in a session with query_cache_type ON whose context is tracked, and only
+    /// under the statement's own bytes: entries are stored under the hint-free text of one
+    /// cacheable SELECT, and equal bytes scan alike, so bytes that find an entry are that
+    /// SELECT, without hints, in a session that wants it. Anything else (a hint, a write, a
+    /// multi-statement, a DEMAND session) finds nothing or is not tried, and is scanned.
+    /// None when not tried, Some(served) when looked up.
+    async fn hit_before_scan(&mut self, sql: &Bytes) -> Result<Option<bool>, SessionError> {
+        if self.st.qct != QueryCacheType::On || self.st.lost_track {
+            return Ok(None);
+        }
+        let Some(mode) = self.read_mode() else {
+            return Ok(None);
+        };
+        let started = Instant::now();
+        let Some(e) = self.lookup(key(self.st.fingerprint, TAG_TEXT, sql), &mode) else {
+            return Ok(Some(false));
+        };
+        self.serve_hit(&e, started).await?;
+        Ok(Some(true))
+    }
+
+    /// `looked_up`: [`hit_before_scan`](Self::hit_before_scan) already tried the
+    /// statement's bytes as they are.
     async fn select(
         &mut self,
         pkt: Packet,
         sql: &Bytes,
         scan: &analysis::Scan,
+        looked_up: bool,
     ) -> Result<(), SessionError> {
         // MySQL 8.0 rejects SQL_CACHE and warns on SQL_NO_CACHE: the server never sees them.
         let stmt: Bytes = if scan.hint_spans.is_empty() {
@@ -175,7 +205,8 @@ impl Session {
         }
         let mode = self.read_mode();
         let key = key(self.st.fingerprint, TAG_TEXT, &stmt);
-        if let Some(mode) = &mode {
+        let tried = looked_up && scan.hint_spans.is_empty();
+        if let (Some(mode), false) = (&mode, tried) {
             let started = Instant::now();
             if let Some(e) = self.lookup(key, mode) {
                 return self.serve_hit(&e, started).await;
