@@ -40,22 +40,7 @@ fn greeting(plugin: &str) -> Vec<u8> {
         | cap::DEPRECATE_EOF
         | cap::MARIADB_CLIENT_MYSQL
         | cap::SSL;
-    let mut p = vec![10u8];
-    p.extend_from_slice(b"8.0.36\0");
-    p.extend_from_slice(&7u32.to_le_bytes());
-    p.extend_from_slice(&SCRAMBLE[..8]);
-    p.push(0);
-    p.extend_from_slice(&(caps as u16).to_le_bytes());
-    p.push(255);
-    p.extend_from_slice(&2u16.to_le_bytes());
-    p.extend_from_slice(&((caps >> 16) as u16).to_le_bytes());
-    p.push(21);
-    p.extend_from_slice(&[0; 10]);
-    p.extend_from_slice(&SCRAMBLE[8..]);
-    p.push(0);
-    p.extend_from_slice(plugin.as_bytes());
-    p.push(0);
-    p
+    rawclient::mysql8_greeting(caps, SCRAMBLE, plugin)
 }
 
 /// One scripted MySQL 8 connection; answers every query with one row holding 4194304.

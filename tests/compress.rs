@@ -355,7 +355,11 @@ async fn serve_zstd(tcp: tokio::net::TcpStream, queries: Arc<AtomicUsize>) {
         | cap::ZSTD_COMPRESSION
         | cap::CONNECT_ATTRS
         | cap::SSL;
-    peer.send(0, &greeting(caps)).await;
+    peer.send(
+        0,
+        &rawclient::mysql8_greeting(caps, b"abcdefghijklmnopqrst", "mysql_native_password"),
+    )
+    .await;
     let Some(resp) = peer.read().await else {
         return;
     };
@@ -430,23 +434,6 @@ async fn serve_zstd(tcp: tokio::net::TcpStream, queries: Arc<AtomicUsize>) {
         }
         peer.io.write_all(&out).await.unwrap();
     }
-}
-
-/// A MySQL 8-style greeting offering `caps`, with mysql_native_password.
-fn greeting(caps: u32) -> Vec<u8> {
-    let mut g = vec![10];
-    g.extend_from_slice(b"8.0.36-scripted\0");
-    g.extend_from_slice(&7u32.to_le_bytes());
-    g.extend_from_slice(b"abcdefgh\0");
-    g.extend_from_slice(&(caps as u16).to_le_bytes());
-    g.push(45);
-    g.extend_from_slice(&2u16.to_le_bytes());
-    g.extend_from_slice(&((caps >> 16) as u16).to_le_bytes());
-    g.push(21);
-    g.extend_from_slice(&[0; 10]);
-    g.extend_from_slice(b"ijklmnopqrst\0");
-    g.extend_from_slice(b"mysql_native_password\0");
-    g
 }
 
 /// The first packet boundary in `wire` at or after `at`.

@@ -45,6 +45,19 @@ fn execute(id: u32, flags: u8, params: &[Option<i64>]) -> Vec<u8> {
     e
 }
 
+/// COM_STMT_EXECUTE of a one-parameter statement with new-params-bound 0: the types are
+/// not re-sent. [id][flags][iterations][bitmap][bound=0][value]
+fn execute_untyped(id: u32, value: i64) -> Vec<u8> {
+    let mut e = vec![com::STMT_EXECUTE];
+    e.extend_from_slice(&id.to_le_bytes());
+    e.push(0);
+    e.extend_from_slice(&1u32.to_le_bytes());
+    e.push(0);
+    e.push(0);
+    e.extend_from_slice(&value.to_le_bytes());
+    e
+}
+
 async fn setup(schema: &str) {
     let mut d = common::direct_to(schema).await;
     d.query_drop("CREATE TABLE t (id INT PRIMARY KEY, s VARCHAR(20), d DECIMAL(8,2), f DOUBLE, dt DATETIME(3), n INT NULL)")
@@ -267,14 +280,7 @@ async fn types_sent_only_in_a_hit_reach_the_server_on_the_next_miss() {
         .await;
     assert!(!resp.error);
     assert_eq!(proxy.running.shared.cache.stats().hits(), hits + 1);
-    // types not re-sent: [id][flags][iterations][bitmap][bound=0][value]
-    let mut e = vec![com::STMT_EXECUTE];
-    e.extend_from_slice(&bid.to_le_bytes());
-    e.push(0);
-    e.extend_from_slice(&1u32.to_le_bytes());
-    e.push(0);
-    e.push(0);
-    e.extend_from_slice(&2i64.to_le_bytes());
+    let e = execute_untyped(bid, 2);
     for _ in 0..2 {
         let (pk, resp) = b.command(&e, Expect::Results).await;
         assert!(
@@ -341,14 +347,9 @@ async fn types_of_an_execute_served_by_another_sessions_fill_reach_the_server() 
         "the second execute did not wait for the first (the join was too fast?)"
     );
     // Untyped execute with another value: a miss that must reach the server with types.
-    let mut e = vec![com::STMT_EXECUTE];
-    e.extend_from_slice(&bid.to_le_bytes());
-    e.push(0);
-    e.extend_from_slice(&1u32.to_le_bytes());
-    e.push(0);
-    e.push(0);
-    e.extend_from_slice(&2990i64.to_le_bytes());
-    let (pk, resp) = b.command(&e, Expect::Results).await;
+    let (pk, resp) = b
+        .command(&execute_untyped(bid, 2990), Expect::Results)
+        .await;
     assert!(
         !resp.error,
         "{:?}",

@@ -399,21 +399,7 @@ fn greeting(ssl: bool) -> Vec<u8> {
     if ssl {
         caps |= cap::SSL;
     }
-    let mut p = vec![10u8];
-    p.extend_from_slice(b"8.0.36\0");
-    p.extend_from_slice(&7u32.to_le_bytes());
-    p.extend_from_slice(&SCRAMBLE[..8]);
-    p.push(0);
-    p.extend_from_slice(&(caps as u16).to_le_bytes());
-    p.push(255);
-    p.extend_from_slice(&2u16.to_le_bytes());
-    p.extend_from_slice(&((caps >> 16) as u16).to_le_bytes());
-    p.push(21);
-    p.extend_from_slice(&[0; 10]);
-    p.extend_from_slice(&SCRAMBLE[8..]);
-    p.push(0);
-    p.extend_from_slice(b"caching_sha2_password\0");
-    p
+    rawclient::mysql8_greeting(caps, SCRAMBLE, "caching_sha2_password")
 }
 
 /// The scripted server's RSA key: 1024 bits keeps its generation quick in a debug build.

@@ -84,16 +84,25 @@ pub fn parse(sql: &[u8]) -> Option<Result<AdminStatement, String>> {
     }
 }
 
+/// A statement's text lowercased, for [`words`].
+pub fn lowercase(sql: &[u8]) -> String {
+    String::from_utf8_lossy(sql).to_ascii_lowercase()
+}
+
+/// The words of a short statement qcache answers itself, without a trailing `;`.
+pub fn words(text: &str) -> Vec<&str> {
+    text.trim()
+        .trim_end_matches(';')
+        .split_whitespace()
+        .collect()
+}
+
 /// The pattern of `SHOW [GLOBAL|SESSION|LOCAL] STATUS LIKE 'qcache…'`, lowercased, which
 /// qcache answers from its own counters as MySQL's query cache did; None for any other
 /// statement (relayed).
 pub fn status_like_pattern(sql: &[u8]) -> Option<String> {
-    let text = String::from_utf8_lossy(sql).to_ascii_lowercase();
-    let words: Vec<&str> = text
-        .trim()
-        .trim_end_matches(';')
-        .split_whitespace()
-        .collect();
+    let text = lowercase(sql);
+    let words = words(&text);
     let rest = match words.as_slice() {
         ["show", "status", rest @ ..] => rest,
         ["show", "global" | "session" | "local", "status", rest @ ..] => rest,

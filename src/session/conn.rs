@@ -343,26 +343,14 @@ impl PacketConn {
             c.out.clear();
             c.frame_seq = c.codec.encode(&self.wbuf, c.frame_seq, &mut c.out);
             self.wbuf.clear();
-            let fut = self.io.write_all(&c.out);
-            match self.write_timeout {
-                Some(t) => tokio::time::timeout(t, fut)
-                    .await
-                    .map_err(|_| ConnError::WriteTimeout)??,
-                None => fut.await?,
-            }
+            write_all(&mut self.io, &c.out, self.write_timeout).await?;
             if c.out.capacity() > 4 * FLUSH_AT {
                 // A large result passed; do not keep its buffer for an idle session.
                 c.out = BytesMut::new();
             }
             return Ok(());
         }
-        let fut = self.io.write_all(&self.wbuf);
-        match self.write_timeout {
-            Some(t) => tokio::time::timeout(t, fut)
-                .await
-                .map_err(|_| ConnError::WriteTimeout)??,
-            None => fut.await?,
-        }
+        write_all(&mut self.io, &self.wbuf, self.write_timeout).await?;
         self.wbuf.clear();
         Ok(())
     }
@@ -434,6 +422,22 @@ impl PacketConn {
         self.io = Stream::ClientTls(Box::new(tls));
         Ok(())
     }
+}
+
+/// Writes all of `buf`; a write that makes no progress for `timeout` fails.
+async fn write_all(
+    io: &mut Stream,
+    buf: &[u8],
+    timeout: Option<Duration>,
+) -> Result<(), ConnError> {
+    let fut = io.write_all(buf);
+    match timeout {
+        Some(t) => tokio::time::timeout(t, fut)
+            .await
+            .map_err(|_| ConnError::WriteTimeout)??,
+        None => fut.await?,
+    }
+    Ok(())
 }
 
 /// The sequence id of the last frame in `buf`, which holds whole frames only.

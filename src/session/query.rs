@@ -148,7 +148,11 @@ impl Session {
     /// multi-statement, a DEMAND session) finds nothing or is not tried, and is scanned.
     /// None when not tried, Some(served) when looked up.
     async fn hit_before_scan(&mut self, sql: &Bytes) -> Result<Option<bool>, SessionError> {
-        if self.st.qct != QueryCacheType::On || self.st.lost_track {
+        // Writes and everything else not starting with SELECT skip the hashing.
+        let select = sql
+            .get(..6)
+            .is_some_and(|w| w.eq_ignore_ascii_case(b"select"));
+        if !select || self.st.qct != QueryCacheType::On || self.st.lost_track {
             return Ok(None);
         }
         let Some(mode) = self.read_mode() else {
@@ -709,12 +713,8 @@ impl Session {
         sql: &[u8],
         kind: Kind,
     ) -> Result<(), SessionError> {
-        let text = String::from_utf8_lossy(sql).to_ascii_lowercase();
-        let words: Vec<&str> = text
-            .trim()
-            .trim_end_matches(';')
-            .split_whitespace()
-            .collect();
+        let text = statements::lowercase(sql);
+        let words = statements::words(&text);
         if words.len() == 3 && words[1] == "query" && words[2] == "cache" {
             if !self.may_administer().await? {
                 return self.deny(pkt.seq.wrapping_add(1)).await;

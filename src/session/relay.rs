@@ -97,11 +97,7 @@ impl Session {
                         return Err(SessionError::Protocol(e.to_string()));
                     }
                 };
-                if let Some(at) = resp.status_here {
-                    self.observe(Some(at.status)).await;
-                } else if resp.error && step == Step::Done {
-                    self.observe(None).await;
-                }
+                self.observe_packet(&resp, step).await;
                 match self.after_packet(step, &mut fill).await? {
                     true => continue,
                     false => break,
@@ -130,11 +126,7 @@ impl Session {
                     return Err(SessionError::Protocol(e.to_string()));
                 }
             };
-            if let Some(at) = resp.status_here {
-                self.observe(Some(at.status)).await;
-            } else if resp.error && step == Step::Done {
-                self.observe(None).await;
-            }
+            self.observe_packet(&resp, step).await;
             self.client.push(p.seq, &p.payload);
             if let Some(f) = fill.as_deref_mut() {
                 f.add(p.seq, &p.payload, resp.status_here.map(|s| s.offset));
@@ -145,6 +137,16 @@ impl Session {
         }
         self.end_of_response();
         Ok(resp)
+    }
+
+    /// Runs [`observe`](Self::observe) when the packet just fed to `resp` carried a status
+    /// (an OK or EOF) or ended the response with an ERR.
+    async fn observe_packet(&mut self, resp: &Response, step: Step) {
+        if let Some(at) = resp.status_here {
+            self.observe(Some(at.status)).await;
+        } else if resp.error && step == Step::Done {
+            self.observe(None).await;
+        }
     }
 
     /// What follows a relayed packet; false once the response is complete.

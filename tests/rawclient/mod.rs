@@ -209,6 +209,27 @@ impl Raw {
     }
 }
 
+/// A MySQL 8 greeting, as a scripted server sends it: `caps` offered, the 20-byte
+/// `scramble` as the nonce, `plugin` as the default authentication plugin.
+pub fn mysql8_greeting(caps: u32, scramble: &[u8; 20], plugin: &str) -> Vec<u8> {
+    let mut p = vec![10u8];
+    p.extend_from_slice(b"8.0.36\0");
+    p.extend_from_slice(&7u32.to_le_bytes());
+    p.extend_from_slice(&scramble[..8]);
+    p.push(0);
+    p.extend_from_slice(&(caps as u16).to_le_bytes());
+    p.push(255);
+    p.extend_from_slice(&2u16.to_le_bytes());
+    p.extend_from_slice(&((caps >> 16) as u16).to_le_bytes());
+    p.push(21);
+    p.extend_from_slice(&[0; 10]);
+    p.extend_from_slice(&scramble[8..]);
+    p.push(0);
+    p.extend_from_slice(plugin.as_bytes());
+    p.push(0);
+    p
+}
+
 /// Any byte stream a scripted peer can talk over: plain TCP or TLS.
 pub trait Io: AsyncRead + AsyncWrite + Unpin + Send {}
 impl<T: AsyncRead + AsyncWrite + Unpin + Send> Io for T {}
