@@ -9,7 +9,7 @@
 //! invalidated before the tail reports itself connected again.
 
 use std::collections::HashSet;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -81,6 +81,9 @@ const COMMIT_LAG_BUCKETS: usize = COMMIT_LAG_BOUNDS_MS.len() + 1;
 /// Shared between the task and the handle.
 struct Shared {
     state: Mutex<State>,
+    /// True while `state` has no `disconnected_since`: lets every cache lookup ask
+    /// [`BinlogHandle::disconnected_for`] without taking the lock both workers would share.
+    healthy: AtomicBool,
     connected: watch::Sender<bool>,
     commits: watch::Sender<u64>,
     events: AtomicU64,
@@ -142,6 +145,7 @@ pub fn spawn(
             },
             disconnected_since: (!off).then(Instant::now),
         }),
+        healthy: AtomicBool::new(off),
         connected: watch::Sender::new(false),
         commits: watch::Sender::new(0),
         events: AtomicU64::new(0),
@@ -195,6 +199,9 @@ impl BinlogHandle {
     /// (then there is no binlog bound to keep and hits are served as without a tail).
     /// The session stops serving hits while this exceeds `invalidation.max_lag`.
     pub fn disconnected_for(&self) -> Option<Duration> {
+        if self.shared.healthy.load(Ordering::Acquire) {
+            return None;
+        }
         let st = self.shared.lock();
         match st.status {
             BinlogStatus::Off(_) | BinlogStatus::Connected => None,
@@ -304,6 +311,7 @@ impl Shared {
             let mut st = self.lock();
             st.status = BinlogStatus::Connected;
             st.disconnected_since = None;
+            self.healthy.store(true, Ordering::Release);
         }
         self.connected.send_replace(true);
     }
@@ -313,6 +321,7 @@ impl Shared {
             let mut st = self.lock();
             st.status = BinlogStatus::Reconnecting(why);
             st.disconnected_since.get_or_insert_with(Instant::now);
+            self.healthy.store(false, Ordering::Release);
         }
         self.conn_id.store(0, Ordering::Relaxed);
         self.connected.send_replace(false);
@@ -323,6 +332,7 @@ impl Shared {
             let mut st = self.lock();
             st.status = BinlogStatus::Off(why);
             st.disconnected_since = None;
+            self.healthy.store(true, Ordering::Release);
         }
         self.conn_id.store(0, Ordering::Relaxed);
         self.connected.send_replace(false);

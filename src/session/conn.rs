@@ -301,6 +301,23 @@ impl PacketConn {
         }
     }
 
+    /// Reads more bytes into the buffer without decoding them: on a plain leg, a relay then
+    /// copies the packets with [`next_frame_len`](Self::next_frame_len) and
+    /// [`frame`](Self::frame), the first of a response included. False on a compressed leg
+    /// (nothing was read; use [`read`](Self::read)). A close is an error.
+    pub async fn fill_plain(&mut self) -> Result<bool, ConnError> {
+        if self.compressed.is_some() {
+            return Ok(false);
+        }
+        if self.rbuf.capacity() - self.rbuf.len() < 4096 {
+            self.rbuf.reserve(16 * 1024);
+        }
+        match self.io.read_buf(&mut self.rbuf).await? {
+            0 => Err(ConnError::Closed),
+            _ => Ok(true),
+        }
+    }
+
     /// Like [`read`](Self::read), but a clean close is an error too.
     pub async fn read_some(&mut self) -> Result<Packet, ConnError> {
         self.read().await?.ok_or(ConnError::Closed)
@@ -430,7 +447,26 @@ async fn write_all(
     buf: &[u8],
     timeout: Option<Duration>,
 ) -> Result<(), ConnError> {
-    let fut = io.write_all(buf);
+    // Nearly every flush fits the socket buffer in one write: try that before arming a
+    // timer, which costs a clock read and a timer entry per flush on the hit path.
+    let mut done = 0;
+    std::future::poll_fn(|cx| {
+        while done < buf.len() {
+            match Pin::new(&mut *io).poll_write(cx, &buf[done..]) {
+                Poll::Ready(Ok(0)) => return Poll::Ready(Err(io::ErrorKind::WriteZero.into())),
+                Poll::Ready(Ok(n)) => done += n,
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                // The socket pushes back: the timed write below takes over.
+                Poll::Pending => break,
+            }
+        }
+        Poll::Ready(Ok(()))
+    })
+    .await?;
+    if done == buf.len() {
+        return Ok(());
+    }
+    let fut = io.write_all(&buf[done..]);
     match timeout {
         Some(t) => tokio::time::timeout(t, fut)
             .await

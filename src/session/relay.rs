@@ -109,6 +109,14 @@ impl Session {
                     // Nothing more buffered from the server: let the client have what we
                     // hold before waiting.
                     self.client.flush().await.map_err(SessionError::client)?;
+                    if self
+                        .upstream
+                        .fill_plain()
+                        .await
+                        .map_err(SessionError::upstream)?
+                    {
+                        continue;
+                    }
                     self.upstream
                         .read_some()
                         .await
