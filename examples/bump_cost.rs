@@ -1,0 +1,106 @@
+//! Interleaved measurement of one table invalidation (`Versions::bump`) with no entries cached
+//! and with 1,000,000: both caches live in one process and the rounds alternate, so machine
+//! noise lands on both alike (criterion's `invalidation` group runs them one after the other).
+//!
+//! ```sh
+//! cargo run --release --example bump_cost            # 15 rounds of 5,000,000 bumps per cache
+//! cargo run --release --example bump_cost -- 21 2000000
+//! ```
+//!
+//! Prints each round, then the medians and their ratio (full / empty).
+
+use std::hint::black_box;
+use std::time::Instant;
+
+use bytes::{BufMut, Bytes, BytesMut};
+
+use qcache::cache::{key, Cache, Entry, Stamps, TableHandle};
+use qcache::config::CacheConfig;
+use qcache::protocol::packets::status;
+
+fn response() -> (Bytes, usize) {
+    let mut b = BytesMut::with_capacity(64);
+    b.put_uint_le(51, 3);
+    b.put_u8(1);
+    b.put_bytes(b'x', 51);
+    b.put_slice(&[5, 0, 0, 2, 0xfe, 0, 0]);
+    let at = b.len();
+    b.put_u16_le(status::AUTOCOMMIT);
+    (b.freeze(), at)
+}
+
+fn build(n: u64) -> (Cache, TableHandle) {
+    let cache = Cache::new(&CacheConfig {
+        max_bytes: 1 << 30,
+        max_result_bytes: 1 << 20,
+        ..CacheConfig::default()
+    });
+    let t = cache.versions().table("shop", "orders");
+    let (bytes, at) = response();
+    for i in 0..n {
+        let stamps = Stamps::capture(cache.versions(), std::slice::from_ref(&t));
+        let e = Entry::new(bytes.clone(), at, stamps, i);
+        assert!(cache.insert(key(1, 0, &i.to_le_bytes()), e));
+    }
+    assert_eq!(cache.len() as u64, n, "every entry must be resident");
+    (cache, t)
+}
+
+/// Nanoseconds per invalidation over `n` of them: by handle (what a session holding the
+/// analysed tables does), then by name (what the binlog tail and admin commands do).
+#[inline(never)]
+fn bumps(cache: &Cache, t: &TableHandle, n: u64) -> (f64, f64) {
+    let start = Instant::now();
+    for _ in 0..n {
+        cache.versions().bump(black_box(t));
+    }
+    let handle = start.elapsed().as_nanos() as f64 / n as f64;
+    let start = Instant::now();
+    for _ in 0..n / 10 {
+        cache
+            .versions()
+            .bump_name(black_box("shop"), black_box("orders"));
+    }
+    let name = start.elapsed().as_nanos() as f64 / (n / 10) as f64;
+    (handle, name)
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let rounds: usize = args.next().map_or(15, |a| a.parse().expect("rounds"));
+    let per_round: u64 = args.next().map_or(5_000_000, |a| a.parse().expect("bumps"));
+    let empty = build(0);
+    let full = build(1_000_000);
+    let (mut e, mut f, mut en, mut fname) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for r in 0..rounds {
+        // Alternate which goes first, so neither always follows the other.
+        let (a, b) = if r % 2 == 0 {
+            let a = bumps(&empty.0, &empty.1, per_round);
+            (a, bumps(&full.0, &full.1, per_round))
+        } else {
+            let b = bumps(&full.0, &full.1, per_round);
+            (bumps(&empty.0, &empty.1, per_round), b)
+        };
+        println!(
+            "round {r:2}: bump   0 entries {:6.2} ns, 1000000 entries {:6.2} ns | \
+             bump_name   0 entries {:6.2} ns, 1000000 entries {:6.2} ns",
+            a.0, b.0, a.1, b.1
+        );
+        e.push(a.0);
+        f.push(b.0);
+        en.push(a.1);
+        fname.push(b.1);
+    }
+    for (what, e, f) in [("bump", &mut e, &mut f), ("bump_name", &mut en, &mut fname)] {
+        let (me, mf) = (median(e), median(f));
+        println!(
+            "median {what}: 0 entries {me:.2} ns, 1000000 entries {mf:.2} ns, ratio {:.3}",
+            mf / me
+        );
+    }
+}
