@@ -58,6 +58,8 @@ pub struct Session {
     pub(crate) st: SessionState,
     /// TLS on each leg and the connection's nonce, for COM_CHANGE_USER's authentication.
     pub(crate) legs: handshake::AuthLegs,
+    /// The fill buffer of the last miss, kept for the next one (see `Fill`).
+    pub(crate) fill_scratch: bytes::BytesMut,
 }
 
 /// Runs one client from accept to close.
@@ -119,6 +121,7 @@ async fn start(tcp: TcpStream, shared: Arc<Shared>) -> Result<Session, SessionEr
         upstream,
         st,
         legs: negotiated.legs,
+        fill_scratch: bytes::BytesMut::new(),
     })
 }
 

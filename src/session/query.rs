@@ -420,7 +420,10 @@ impl Session {
         };
         let storable = snap.is_none_or(|s| stamps.valid_in(versions, &s));
         let cfg = self.shared.config();
-        let mut fill = Fill::new(cfg.cache.max_result_bytes);
+        let mut fill = Fill::new(
+            cfg.cache.max_result_bytes,
+            std::mem::take(&mut self.fill_scratch),
+        );
         let sent = Instant::now();
         let resp = self.forward_read(seq, payload, Some(&mut fill)).await?;
         let took = sent.elapsed();
@@ -432,20 +435,22 @@ impl Session {
                 "slow miss"
             );
         }
-        let reason = store_verdict(&resp, &fill, storable);
-        if let Some(reason) = reason {
-            self.note_not_cached(reason);
-            return Ok(true);
-        }
-        let (meta, last) = match fill.status_offsets.as_slice() {
-            [last] => (None, *last),
-            [meta, last] => (Some(*meta), *last),
-            _ => {
-                self.note_not_cached("unexpected_shape");
+        let shape = match *fill.status_offsets.as_slice() {
+            [last] => Some((None, last)),
+            [meta, last] => Some((Some(meta), last)),
+            _ => None,
+        };
+        let (meta, last) = match (store_verdict(&resp, &fill, storable), shape) {
+            (None, Some(shape)) => shape,
+            (reason, _) => {
+                self.fill_scratch = fill.into_scratch();
+                self.note_not_cached(reason.unwrap_or("unexpected_shape"));
                 return Ok(true);
             }
         };
-        let mut entry = Entry::new(fill.buf.freeze(), last, stamps, plan.digest)
+        let (bytes, scratch) = fill.take();
+        self.fill_scratch = scratch;
+        let mut entry = Entry::new(bytes, last, stamps, plan.digest)
             .with_meta_status_at(meta)
             .with_sql(&String::from_utf8_lossy(
                 &payload[1..payload.len().min(257)],

@@ -20,13 +20,37 @@ pub(crate) struct Fill {
     pub status_offsets: Vec<usize>,
 }
 
+/// A recycled fill buffer larger than this is dropped rather than kept by an idle session.
+const KEEP_SCRATCH: usize = 64 * 1024;
+
 impl Fill {
-    pub fn new(limit: usize) -> Fill {
+    /// `scratch`: a buffer to reuse (emptied here), so that a miss does not allocate one.
+    pub fn new(limit: usize, mut scratch: BytesMut) -> Fill {
+        scratch.clear();
+        scratch.reserve(limit.min(4096));
         Fill {
-            buf: BytesMut::with_capacity(limit.min(4096)),
+            buf: scratch,
             limit,
             overflow: false,
             status_offsets: Vec::new(),
+        }
+    }
+
+    /// The copy as an entry's bytes, in an allocation of exactly its size: the fill buffer
+    /// has room to spare (4 KiB for a 200-byte result), which an entry would otherwise keep
+    /// for its whole life while its weight counts only the bytes. The buffer comes back for
+    /// the next fill.
+    pub fn take(self) -> (bytes::Bytes, BytesMut) {
+        let bytes = bytes::Bytes::copy_from_slice(&self.buf);
+        (bytes, self.into_scratch())
+    }
+
+    /// The buffer, for the next fill.
+    pub fn into_scratch(self) -> BytesMut {
+        if self.buf.capacity() > KEEP_SCRATCH {
+            BytesMut::new()
+        } else {
+            self.buf
         }
     }
 
