@@ -47,6 +47,10 @@ pub struct ServerConfig {
     pub upstream: String,
     /// Client connections accepted at once; one more gets ERR 1040.
     pub max_connections: usize,
+    /// Connections the kernel queues for accept. MySQL's server speaks first, so a client
+    /// whose connect overflowed a full queue (with SYN cookies it still sees the connection
+    /// established) waits for a greeting that never comes: a burst of connects needs room.
+    pub listen_backlog: u32,
     /// Largest packet a client may send before it has authenticated.
     pub pre_auth_max_packet: usize,
     /// Time a client has to complete the handshake and authentication.
@@ -70,6 +74,7 @@ impl Default for ServerConfig {
             listen: "127.0.0.1:3307".into(),
             upstream: "127.0.0.1:3306".into(),
             max_connections: 4096,
+            listen_backlog: 1024,
             pre_auth_max_packet: 64 * 1024,
             auth_timeout: Duration::from_secs(10),
             connect_timeout: Duration::from_secs(5),
@@ -430,6 +435,9 @@ impl Config {
         }
         if self.server.max_connections == 0 {
             return bad("server.max_connections must be at least 1".into());
+        }
+        if self.server.listen_backlog == 0 {
+            return bad("server.listen_backlog must be at least 1".into());
         }
         if self.server.pre_auth_max_packet < 1024 {
             return bad("server.pre_auth_max_packet must be at least 1024".into());

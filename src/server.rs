@@ -146,6 +146,10 @@ impl Shared {
             "server.max_connections",
         );
         restart(
+            new.server.listen_backlog != old.server.listen_backlog,
+            "server.listen_backlog",
+        );
+        restart(
             new.cache.max_bytes != old.cache.max_bytes,
             "cache.max_bytes",
         );
@@ -299,10 +303,35 @@ impl Running {
     }
 }
 
+/// Binds `addr` (host:port; every address it resolves to is tried in turn) with an explicit
+/// accept backlog: the standard bind's 128 overflowed when 512 clients connected at once,
+/// and an overflowed client of a server-speaks-first protocol hangs.
+async fn bind(addr: &str, backlog: u32) -> std::io::Result<TcpListener> {
+    let mut last = None;
+    for a in tokio::net::lookup_host(addr).await? {
+        let socket = match a {
+            std::net::SocketAddr::V4(_) => tokio::net::TcpSocket::new_v4()?,
+            std::net::SocketAddr::V6(_) => tokio::net::TcpSocket::new_v6()?,
+        };
+        // A restart must not wait for the old sockets' TIME_WAIT.
+        socket.set_reuseaddr(true)?;
+        match socket.bind(a).and_then(|()| socket.listen(backlog)) {
+            Ok(l) => return Ok(l),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("{addr} resolves to no address"),
+        )
+    }))
+}
+
 /// Binds the listeners and starts serving in the background of the current runtime.
 pub async fn start(config: Config) -> anyhow::Result<Running> {
     config.validate()?;
-    let listener = TcpListener::bind(&config.server.listen).await?;
+    let listener = bind(&config.server.listen, config.server.listen_backlog).await?;
     let addr = listener.local_addr()?;
     let admin_listen = config.admin.listen.clone();
     let shared = Arc::new(Shared::new(config));
