@@ -3,7 +3,7 @@
 //!
 //! How the session uses it (signatures in each file; docs/cache-store.md explains choices):
 //!
-//! ```ignore
+//! ```text
 //! // when session state changes (user, db, SET, caps, charset):
 //! let fp = Fingerprint::new().user(u).db(d).capabilities(c).charset(cs).vars(v).finish();
 //! // every cacheable statement:
