@@ -282,15 +282,7 @@ impl PacketConn {
             if let Some(p) = self.try_decode()? {
                 return Ok(Some(p));
             }
-            let buf = match &mut self.compressed {
-                Some(c) => &mut c.raw,
-                None => &mut self.rbuf,
-            };
-            if buf.capacity() - buf.len() < 4096 {
-                buf.reserve(16 * 1024);
-            }
-            let n = self.io.read_buf(buf).await?;
-            if n == 0 {
+            if self.read_more().await? == 0 {
                 let raw_empty = self.compressed.as_ref().is_none_or(|c| c.raw.is_empty());
                 return if self.rbuf.is_empty() && raw_empty {
                     Ok(None)
@@ -301,21 +293,27 @@ impl PacketConn {
         }
     }
 
-    /// Reads more bytes into the buffer without decoding them: on a plain leg, a relay then
-    /// copies the packets with [`next_frame_len`](Self::next_frame_len) and
-    /// [`frame`](Self::frame), the first of a response included. False on a compressed leg
-    /// (nothing was read; use [`read`](Self::read)). A close is an error.
-    pub async fn fill_plain(&mut self) -> Result<bool, ConnError> {
-        if self.compressed.is_some() {
-            return Ok(false);
-        }
-        if self.rbuf.capacity() - self.rbuf.len() < 4096 {
-            self.rbuf.reserve(16 * 1024);
-        }
-        match self.io.read_buf(&mut self.rbuf).await? {
+    /// Reads more bytes off the socket without decoding them, for a caller that takes
+    /// packets with [`try_decode`](Self::try_decode) or, on a plain leg, copies them with
+    /// [`next_frame_len`](Self::next_frame_len) and [`frame`](Self::frame). A close is an
+    /// error.
+    pub async fn fill(&mut self) -> Result<(), ConnError> {
+        match self.read_more().await? {
             0 => Err(ConnError::Closed),
-            _ => Ok(true),
+            _ => Ok(()),
         }
+    }
+
+    /// One read into the buffer the next bytes belong to; 0 when the peer closed.
+    async fn read_more(&mut self) -> Result<usize, ConnError> {
+        let buf = match &mut self.compressed {
+            Some(c) => &mut c.raw,
+            None => &mut self.rbuf,
+        };
+        if buf.capacity() - buf.len() < 4096 {
+            buf.reserve(16 * 1024);
+        }
+        Ok(self.io.read_buf(buf).await?)
     }
 
     /// Like [`read`](Self::read), but a clean close is an error too.

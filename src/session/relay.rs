@@ -100,109 +100,68 @@ impl Session {
             return Ok(resp);
         }
         loop {
-            // The common case: a packet of one frame, already buffered, copied as it is.
-            if let Some(len) = self.upstream.next_frame_len() {
+            // The common case: a packet of one frame, already buffered, copied as it is
+            // (queued, not sent: the bookkeeping below still runs before the client sees
+            // it). Otherwise a packet decoded on its own: a compressed leg, or a payload of
+            // 16 MiB or more.
+            let step = if let Some(len) = self.upstream.next_frame_len() {
                 let frame = self.upstream.frame(len);
                 let (seq, payload) = (frame[3], &frame[4..]);
                 tracing::trace!(seq, len = payload.len(), head = ?&payload[..payload.len().min(40)], "server packet");
                 let step = resp.feed(payload);
-                // Queued, not sent: `observe` below still runs before the client sees it.
                 self.client.push_raw(frame);
-                if step.is_ok() {
-                    if let Some(f) = fill.as_deref_mut() {
-                        f.add(seq, payload, resp.status_here.map(|s| s.offset));
-                    }
+                if let (Ok(_), Some(f)) = (&step, fill.as_deref_mut()) {
+                    f.add(seq, payload, resp.status_here.map(|s| s.offset));
                 }
                 self.upstream.consume(len);
-                let step = match step {
-                    Ok(s) => s,
-                    Err(e) => {
-                        let _ = self.client.flush().await;
-                        return Err(SessionError::Protocol(e.to_string()));
-                    }
-                };
-                self.observe_packet(&resp, step).await;
-                match self.after_packet(step, &mut fill).await? {
-                    true => continue,
-                    false => break,
+                step
+            } else if let Some(p) = self.upstream.try_decode().map_err(SessionError::upstream)? {
+                tracing::trace!(seq = p.seq, len = p.payload.len(), head = ?&p.payload[..p.payload.len().min(40)], "server packet");
+                let step = resp.feed(&p.payload);
+                self.client.push(p.seq, &p.payload);
+                if let (Ok(_), Some(f)) = (&step, fill.as_deref_mut()) {
+                    f.add(p.seq, &p.payload, resp.status_here.map(|s| s.offset));
                 }
-            }
-            let p = match self.upstream.try_decode().map_err(SessionError::upstream)? {
-                Some(p) => p,
-                None => {
-                    // Nothing more buffered from the server: let the client have what we
-                    // hold before waiting.
-                    self.client.flush().await.map_err(SessionError::client)?;
-                    if self
-                        .upstream
-                        .fill_plain()
-                        .await
-                        .map_err(SessionError::upstream)?
-                    {
-                        continue;
-                    }
-                    self.upstream
-                        .read_some()
-                        .await
-                        .map_err(SessionError::upstream)?
-                }
+                step
+            } else {
+                // Nothing more buffered from the server: let the client have what we hold
+                // before waiting.
+                self.client.flush().await.map_err(SessionError::client)?;
+                self.upstream.fill().await.map_err(SessionError::upstream)?;
+                continue;
             };
-            tracing::trace!(seq = p.seq, len = p.payload.len(), head = ?&p.payload[..p.payload.len().min(40)], "server packet");
-            let step = match resp.feed(&p.payload) {
+            let step = match step {
                 Ok(s) => s,
                 Err(e) => {
                     // The client gets what the server sent; the session cannot continue
                     // because qcache no longer knows where responses end.
-                    self.client.push(p.seq, &p.payload);
                     let _ = self.client.flush().await;
                     return Err(SessionError::Protocol(e.to_string()));
                 }
             };
-            self.observe_packet(&resp, step).await;
-            self.client.push(p.seq, &p.payload);
-            if let Some(f) = fill.as_deref_mut() {
-                f.add(p.seq, &p.payload, resp.status_here.map(|s| s.offset));
+            if let Some(at) = resp.status_here {
+                self.observe(Some(at.status)).await;
+            } else if resp.error && step == Step::Done {
+                self.observe(None).await;
             }
-            if !self.after_packet(step, &mut fill).await? {
-                break;
+            match step {
+                Step::More => self
+                    .client
+                    .flush_if_large()
+                    .await
+                    .map_err(SessionError::client)?,
+                Step::LocalInfile => {
+                    if let Some(f) = fill.as_deref_mut() {
+                        f.overflow = true;
+                    }
+                    self.client.flush().await.map_err(SessionError::client)?;
+                    self.relay_infile().await?;
+                }
+                Step::Done => break,
             }
         }
         self.end_of_response();
         Ok(resp)
-    }
-
-    /// Runs [`observe`](Self::observe) when the packet just fed to `resp` carried a status
-    /// (an OK or EOF) or ended the response with an ERR.
-    async fn observe_packet(&mut self, resp: &Response, step: Step) {
-        if let Some(at) = resp.status_here {
-            self.observe(Some(at.status)).await;
-        } else if resp.error && step == Step::Done {
-            self.observe(None).await;
-        }
-    }
-
-    /// What follows a relayed packet; false once the response is complete.
-    async fn after_packet(
-        &mut self,
-        step: Step,
-        fill: &mut Option<&mut Fill>,
-    ) -> Result<bool, SessionError> {
-        match step {
-            Step::More => self
-                .client
-                .flush_if_large()
-                .await
-                .map_err(SessionError::client)?,
-            Step::LocalInfile => {
-                if let Some(f) = fill.as_deref_mut() {
-                    f.overflow = true;
-                }
-                self.client.flush().await.map_err(SessionError::client)?;
-                self.relay_infile().await?;
-            }
-            Step::Done => return Ok(false),
-        }
-        Ok(true)
     }
 
     /// LOCAL INFILE: the client's file packets go upstream until the empty one.
