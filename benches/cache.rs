@@ -4,26 +4,16 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::{Bytes, BytesMut};
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
+
+#[path = "support/mod.rs"]
+mod support;
 
 use qcache::cache::{key, Cache, Entry, Stamps};
 use qcache::config::CacheConfig;
 use qcache::protocol::packets::status;
-
-/// A framed response of `len` bytes ending in an EOF whose status flags sit at the returned
-/// offset. The content is filler: the store never looks inside.
-fn response(len: usize) -> (Bytes, usize) {
-    let mut b = BytesMut::with_capacity(len);
-    let body = len.saturating_sub(4 + 9);
-    b.put_uint_le(body as u64, 3);
-    b.put_u8(1);
-    b.put_bytes(b'x', body);
-    b.put_slice(&[5, 0, 0, 2, 0xfe, 0, 0]);
-    let at = b.len();
-    b.put_u16_le(status::AUTOCOMMIT);
-    (b.freeze(), at)
-}
+use support::{cache_with_entries, response};
 
 fn hit_path(c: &mut Criterion) {
     let cache = Cache::new(&CacheConfig::default());
@@ -64,24 +54,8 @@ fn invalidation(c: &mut Criterion) {
     // Both caches exist for the whole group, so the two cases run with the same memory
     // footprint and only the number of entries stamped with the bumped table differs. The
     // empty case runs again last to show the spread that is noise on this machine.
-    let build = |n: u64| {
-        let cache = Cache::new(&CacheConfig {
-            max_bytes: 1 << 30,
-            max_result_bytes: 1 << 20,
-            ..CacheConfig::default()
-        });
-        let t = cache.versions().table("shop", "orders");
-        let (bytes, at) = response(64);
-        for i in 0..n {
-            let stamps = Stamps::capture(cache.versions(), std::slice::from_ref(&t));
-            let e = Entry::new(bytes.clone(), at, stamps, i);
-            assert!(cache.insert(key(1, 0, &i.to_le_bytes()), e));
-        }
-        assert_eq!(cache.len() as u64, n, "every entry must be resident");
-        (cache, t)
-    };
-    let empty = build(0);
-    let full = build(1_000_000);
+    let empty = cache_with_entries(0);
+    let full = cache_with_entries(1_000_000);
     let mut g = c.benchmark_group("invalidation");
     g.throughput(Throughput::Elements(1));
     for (name, (cache, t)) in [

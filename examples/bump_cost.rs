@@ -12,39 +12,11 @@
 use std::hint::black_box;
 use std::time::Instant;
 
-use bytes::{BufMut, Bytes, BytesMut};
+#[path = "../benches/support/mod.rs"]
+mod support;
 
-use qcache::cache::{key, Cache, Entry, Stamps, TableHandle};
-use qcache::config::CacheConfig;
-use qcache::protocol::packets::status;
-
-fn response() -> (Bytes, usize) {
-    let mut b = BytesMut::with_capacity(64);
-    b.put_uint_le(51, 3);
-    b.put_u8(1);
-    b.put_bytes(b'x', 51);
-    b.put_slice(&[5, 0, 0, 2, 0xfe, 0, 0]);
-    let at = b.len();
-    b.put_u16_le(status::AUTOCOMMIT);
-    (b.freeze(), at)
-}
-
-fn build(n: u64) -> (Cache, TableHandle) {
-    let cache = Cache::new(&CacheConfig {
-        max_bytes: 1 << 30,
-        max_result_bytes: 1 << 20,
-        ..CacheConfig::default()
-    });
-    let t = cache.versions().table("shop", "orders");
-    let (bytes, at) = response();
-    for i in 0..n {
-        let stamps = Stamps::capture(cache.versions(), std::slice::from_ref(&t));
-        let e = Entry::new(bytes.clone(), at, stamps, i);
-        assert!(cache.insert(key(1, 0, &i.to_le_bytes()), e));
-    }
-    assert_eq!(cache.len() as u64, n, "every entry must be resident");
-    (cache, t)
-}
+use qcache::cache::{Cache, TableHandle};
+use support::cache_with_entries;
 
 /// Nanoseconds per invalidation over `n` of them: by handle (what a session holding the
 /// analysed tables does), then by name (what the binlog tail and admin commands do).
@@ -74,8 +46,8 @@ fn main() {
     let mut args = std::env::args().skip(1);
     let rounds: usize = args.next().map_or(15, |a| a.parse().expect("rounds"));
     let per_round: u64 = args.next().map_or(5_000_000, |a| a.parse().expect("bumps"));
-    let empty = build(0);
-    let full = build(1_000_000);
+    let empty = cache_with_entries(0);
+    let full = cache_with_entries(1_000_000);
     let (mut e, mut f, mut en, mut fname) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for r in 0..rounds {
         // Alternate which goes first, so neither always follows the other.

@@ -282,15 +282,20 @@ async fn types_sent_only_in_a_hit_reach_the_server_on_the_next_miss() {
     assert_eq!(proxy.running.shared.cache.stats().hits(), hits + 1);
     let e = execute_untyped(bid, 2);
     for _ in 0..2 {
-        let (pk, resp) = b.command(&e, Expect::Results).await;
-        assert!(
-            !resp.error,
-            "{:?}",
-            qcache::protocol::packets::parse_err(&pk[0].payload)
-        );
-        assert_eq!(resp.rows, 1);
+        expect_one_row(&mut b, &e).await;
     }
     proxy.shutdown().await;
+}
+
+/// Runs `execute` and requires one row, showing the server's error if there was one.
+async fn expect_one_row(c: &mut Raw, execute: &[u8]) {
+    let (pk, resp) = c.command(execute, Expect::Results).await;
+    assert!(
+        !resp.error,
+        "{:?}",
+        qcache::protocol::packets::parse_err(&pk[0].payload)
+    );
+    assert_eq!(resp.rows, 1);
 }
 
 /// The same through stampede protection: a session whose typed execute waited for another
@@ -347,14 +352,6 @@ async fn types_of_an_execute_served_by_another_sessions_fill_reach_the_server() 
         "the second execute did not wait for the first (the join was too fast?)"
     );
     // Untyped execute with another value: a miss that must reach the server with types.
-    let (pk, resp) = b
-        .command(&execute_untyped(bid, 2990), Expect::Results)
-        .await;
-    assert!(
-        !resp.error,
-        "{:?}",
-        qcache::protocol::packets::parse_err(&pk[0].payload)
-    );
-    assert_eq!(resp.rows, 1);
+    expect_one_row(&mut b, &execute_untyped(bid, 2990)).await;
     proxy.shutdown().await;
 }
