@@ -140,8 +140,20 @@ fn histogram(
     h: &LatencyHistogram,
 ) -> std::fmt::Result {
     let (sum, count, buckets) = h.snapshot();
+    histogram_of(e, name, help, sum, count, &buckets)
+}
+
+/// A histogram from its (upper bound, count) buckets, the last bound being +Inf.
+fn histogram_of(
+    e: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    sum: f64,
+    count: u64,
+    buckets: &[(f64, u64)],
+) -> std::fmt::Result {
     let mut me = e.encode_descriptor(name, help, None, MetricType::Histogram)?;
-    me.encode_histogram::<NoLabelSet>(sum, count, &buckets, None)
+    me.encode_histogram::<NoLabelSet>(sum, count, buckets, None)
 }
 
 /// The label value of an invalidation source in `qcache_invalidations_total{source=…}`.
@@ -317,14 +329,15 @@ impl Collector for SharedCollector {
                         (le, n)
                     })
                     .collect();
-                let mut me = e.encode_descriptor(
+                histogram_of(
+                    &mut e,
                     "qcache_binlog_commit_lag_seconds",
                     "Commit event header timestamp (whole seconds) to its arrival: how late \
                      external writes are seen, overstated by up to 1 s.",
-                    None,
-                    MetricType::Histogram,
+                    sum.as_secs_f64(),
+                    count,
+                    &buckets,
                 )?;
-                me.encode_histogram::<NoLabelSet>(sum.as_secs_f64(), count, &buckets, None)?;
             }
             let mut sum = 0.0;
             let mut count = 0;
@@ -339,13 +352,14 @@ impl Collector for SharedCollector {
                 })
                 .chain(std::iter::once((f64::INFINITY, 0)))
                 .collect();
-            let mut me = e.encode_descriptor(
+            histogram_of(
+                &mut e,
                 "qcache_binlog_apply_seconds",
                 "Time from a commit event's arrival to its tables being bumped.",
-                None,
-                MetricType::Histogram,
+                sum,
+                count,
+                &buckets,
             )?;
-            me.encode_histogram::<NoLabelSet>(sum, count, &buckets, None)?;
         }
         Ok(())
     }
