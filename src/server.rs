@@ -20,6 +20,7 @@ use crate::invalidation::binlog::{self, BinlogHandle, WriteAnalyser};
 use crate::invalidation::catalog::Catalog;
 use crate::protocol::codec;
 use crate::protocol::packets;
+use crate::session::plans::ReadPlans;
 use crate::session::state::{Pending, Txn};
 
 /// State shared by every session.
@@ -29,6 +30,8 @@ pub struct Shared {
     pub cache: Cache,
     /// Statement analyses memoised by digest.
     pub analyzer: Analyzer,
+    /// The tables each read shape depends on, per default database.
+    pub plans: ReadPlans,
     /// Views, triggers and cascading foreign keys of the upstream's schemas.
     pub catalog: Arc<Catalog>,
     /// The binlog tail, when it runs.
@@ -49,6 +52,7 @@ impl Shared {
     pub fn new(config: Config) -> Shared {
         let cache = Cache::new(&config.cache);
         let analyzer = Analyzer::new(config.cache.analysis_memo_entries);
+        let plans = ReadPlans::new(config.cache.analysis_memo_entries);
         let upstream = config.server.upstream.clone();
         let catalog = Catalog::new(upstream.clone(), &config.invalidation);
         let c2 = catalog.clone();
@@ -72,6 +76,7 @@ impl Shared {
             config: ArcSwap::from_pointee(config),
             cache,
             analyzer,
+            plans,
             catalog,
             binlog,
             connections: AtomicU64::new(0),

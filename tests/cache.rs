@@ -298,6 +298,58 @@ async fn assert_not_cached(c: &mut Conn, proxy: &common::TestProxy, q: &str) {
     assert_eq!(stats.hits(), hits, "{q} was served from the cache");
 }
 
+/// A read shape's tables are remembered per default database and catalog generation: a
+/// table replaced by a view, and the same statement under another database, are resolved
+/// again, so writes to what they now read still invalidate them.
+#[tokio::test]
+async fn remembered_tables_follow_the_catalog_and_the_database() {
+    let a = common::fresh_schema("qc_plan_a").await;
+    let b = common::fresh_schema("qc_plan_b").await;
+    for schema in [&a, &b] {
+        setup(
+            schema,
+            &[
+                "CREATE TABLE t (id INT PRIMARY KEY, v INT)",
+                "CREATE TABLE u (id INT PRIMARY KEY, v INT)",
+                "INSERT INTO t VALUES (1, 10)",
+                "INSERT INTO u VALUES (1, 20)",
+            ],
+        )
+        .await;
+    }
+    let proxy = common::proxy(|_| {}).await;
+    let mut c = proxy.conn(&a).await;
+    let q = "SELECT v FROM t WHERE id = 1";
+    assert_eq!(first_i64(&mut c, q).await, Some(10));
+    assert_eq!(first_i64(&mut c, q).await, Some(10));
+
+    // The same shape in another database depends on that database's table.
+    c.query_drop(format!("USE {b}")).await.unwrap();
+    assert_eq!(first_i64(&mut c, q).await, Some(10));
+    c.query_drop("UPDATE t SET v = 11 WHERE id = 1")
+        .await
+        .unwrap();
+    assert_eq!(first_i64(&mut c, q).await, Some(11));
+
+    // Replaced by a view over u: the shape now depends on u.
+    c.query_drop(format!("USE {a}")).await.unwrap();
+    c.query_drop("DROP TABLE t").await.unwrap();
+    c.query_drop("CREATE VIEW t AS SELECT id, v FROM u")
+        .await
+        .unwrap();
+    assert_eq!(first_i64(&mut c, q).await, Some(20));
+    assert_eq!(first_i64(&mut c, q).await, Some(20));
+    c.query_drop("UPDATE u SET v = 21 WHERE id = 1")
+        .await
+        .unwrap();
+    assert_eq!(
+        first_i64(&mut c, q).await,
+        Some(21),
+        "served from before the write"
+    );
+    proxy.shutdown().await;
+}
+
 #[tokio::test]
 async fn what_must_not_be_cached_is_not() {
     let schema = common::fresh_schema("qc_never").await;

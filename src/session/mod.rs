@@ -4,6 +4,7 @@
 mod admin;
 pub mod conn;
 pub mod handshake;
+pub mod plans;
 mod query;
 mod relay;
 pub(crate) mod sha2;
@@ -60,6 +61,8 @@ pub struct Session {
     pub(crate) legs: handshake::AuthLegs,
     /// The fill buffer of the last miss, kept for the next one (see `Fill`).
     pub(crate) fill_scratch: bytes::BytesMut,
+    /// Where a prepared execute's key material is assembled, reused across executes.
+    pub(crate) key_scratch: Vec<u8>,
 }
 
 /// Runs one client from accept to close.
@@ -122,6 +125,7 @@ async fn start(tcp: TcpStream, shared: Arc<Shared>) -> Result<Session, SessionEr
         st,
         legs: negotiated.legs,
         fill_scratch: bytes::BytesMut::new(),
+        key_scratch: Vec::new(),
     })
 }
 

@@ -6,16 +6,17 @@ use std::time::{Duration, Instant};
 
 use bytes::{BufMut, Bytes, BytesMut};
 
+use super::plans::Outcome;
 use super::relay::Fill;
 use super::state::Prepared;
 use super::{Session, SessionError};
 use crate::admin::{rules, statements};
-use crate::analysis::{self, Analysis, Hint, Kind, QcAssign, WriteInfo, WriteTargets};
+use crate::analysis::{self, Analysis, Hint, Kind, QcAssign, ReadInfo, WriteInfo, WriteTargets};
 use crate::cache::{key, Claim, Entry, Key, Snapshot, Stamps, TableHandle};
 use crate::config::{Conservative, QueryCacheType};
-use crate::invalidation::catalog::ReadResolution;
+use crate::invalidation::catalog::{ReadResolution, TableName};
 use crate::protocol::codec::Packet;
-use crate::protocol::commands;
+use crate::protocol::commands::{self, ExecuteParams};
 use crate::protocol::packets::{self, com, status};
 use crate::protocol::response::{Expect, Response};
 use tracing::info;
@@ -41,7 +42,7 @@ enum ReadMode {
 /// A cacheable read on a miss: its key, the tables it depends on, the payload to send.
 struct ReadPlan {
     key: Key,
-    tables: Vec<TableHandle>,
+    tables: Arc<[TableHandle]>,
     digest: u64,
     /// From a `cache` rule with a TTL: the entry expires this long after it is stored.
     ttl: Option<Duration>,
@@ -73,7 +74,7 @@ impl Session {
                 self.relay_command(&pkt, Expect::Results).await.map(drop)
             }
             Kind::Flush | Kind::Reset => self.flush_or_reset(pkt, &sql, scan.kind).await,
-            Kind::Write => self.write(&pkt, &sql).await,
+            Kind::Write => self.write(&pkt, &sql, analysis::digest(&sql)).await,
             Kind::Call | Kind::Execute => {
                 // A procedure or a SQL-level prepared statement may write any table and
                 // SET any variable: invalidate as configured and stop trusting the context.
@@ -310,6 +311,63 @@ impl Session {
         let Analysis::Read(info) = an else {
             return Err("not_a_read");
         };
+        // Operator rules, evaluated on misses only; the config is the swapped one, so a
+        // reload applies to the next miss.
+        let cfg = self.shared.config();
+        // What resolving gives depends on the session only through its default database,
+        // unless its temporary tables shadow names or rules look at the statement.
+        let shared_answer = self.st.temp_tables.is_empty() && cfg.rules.is_empty();
+        let generation = self.shared.catalog.generation();
+        let db = self.st.db.as_deref();
+        let remembered = shared_answer
+            .then(|| self.shared.plans.get(digest, db, generation))
+            .flatten();
+        let mut ttl = None;
+        let tables = match remembered {
+            Some(outcome) => outcome?,
+            None => {
+                let resolved = self.resolve_tables(info).await;
+                let outcome: Outcome = resolved.as_ref().map_err(|r| *r).map(|(_, bases)| {
+                    let versions = self.shared.cache.versions();
+                    bases.iter().map(|(s, n)| versions.table(s, n)).collect()
+                });
+                // An unknown table may appear with the next catalog refresh, which is
+                // rate-limited: asking again is what triggers it.
+                if shared_answer && resolved.as_ref().err() != Some(&"unknown_table") {
+                    let db = self.st.db.as_deref();
+                    self.shared
+                        .plans
+                        .insert(digest, db, generation, outcome.clone());
+                }
+                let (named, bases) = resolved?;
+                if !cfg.rules.is_empty() {
+                    ttl = self.evaluate_rules(&cfg.rules, named, bases, digest, sql)?;
+                }
+                outcome?
+            }
+        };
+        if self.st.dirty_reads {
+            return Err("read_uncommitted");
+        }
+        if let Some(txn) = &self.st.txn {
+            if tables.iter().any(|t| txn.wrote(t)) {
+                return Err("written_in_transaction");
+            }
+        }
+        Ok(ReadPlan {
+            key,
+            tables,
+            digest,
+            ttl,
+        })
+    }
+
+    /// The tables a read names, qualified, and the base tables it depends on (views
+    /// expanded), or why it cannot be cached.
+    async fn resolve_tables(
+        &self,
+        info: &ReadInfo,
+    ) -> Result<(Vec<TableName>, Vec<TableName>), &'static str> {
         if let Err(reason) = &info.verdict {
             return Err(reason.as_str());
         }
@@ -339,48 +397,36 @@ impl Session {
             let _ = catalog.refresh_if_older(Duration::from_millis(100)).await;
             resolved = catalog.resolve_read(&named);
         }
-        let bases = match resolved {
-            ReadResolution::Tables(t) => t,
-            ReadResolution::Opaque(_) => return Err("opaque_view"),
-            ReadResolution::Unknown(_) => return Err("unknown_table"),
-        };
-        if self.st.dirty_reads {
-            return Err("read_uncommitted");
+        match resolved {
+            ReadResolution::Tables(bases) => Ok((named, bases)),
+            ReadResolution::Opaque(_) => Err("opaque_view"),
+            ReadResolution::Unknown(_) => Err("unknown_table"),
         }
-        // Operator rules, evaluated on misses only; the config is the swapped one, so a
-        // reload applies to the next miss.
-        let cfg = self.shared.config();
-        let mut ttl = None;
-        if !cfg.rules.is_empty() {
-            let text = String::from_utf8_lossy(sql);
-            // A rule may name a view as the statement does, or a table under it.
-            let mut tables = named.clone();
-            tables.extend(bases.iter().cloned());
-            let subject = rules::Subject {
-                tables: &tables,
-                user: &self.st.user,
-                digest,
-                sql: &text,
-            };
-            match rules::evaluate(&cfg.rules, &subject) {
-                rules::Verdict::Never => return Err("rule"),
-                rules::Verdict::Cache { ttl: t } => ttl = t,
-                rules::Verdict::Default => {}
-            }
-        }
-        let versions = self.shared.cache.versions();
-        let tables: Vec<TableHandle> = bases.iter().map(|(s, n)| versions.table(s, n)).collect();
-        if let Some(txn) = &self.st.txn {
-            if tables.iter().any(|t| txn.wrote(t)) {
-                return Err("written_in_transaction");
-            }
-        }
-        Ok(ReadPlan {
-            key,
-            tables,
+    }
+
+    /// The operator rules' verdict on a read: Err to leave it uncached, else its TTL.
+    fn evaluate_rules(
+        &self,
+        rules: &[rules::Rule],
+        mut named: Vec<TableName>,
+        bases: Vec<TableName>,
+        digest: u64,
+        sql: &[u8],
+    ) -> Result<Option<Duration>, &'static str> {
+        let text = String::from_utf8_lossy(sql);
+        // A rule may name a view as the statement does, or a table under it.
+        named.extend(bases);
+        let subject = rules::Subject {
+            tables: &named,
+            user: &self.st.user,
             digest,
-            ttl,
-        })
+            sql: &text,
+        };
+        match rules::evaluate(rules, &subject) {
+            rules::Verdict::Never => Err("rule"),
+            rules::Verdict::Cache { ttl } => Ok(ttl),
+            rules::Verdict::Default => Ok(None),
+        }
     }
 
     /// Forwards a read and stores its result when it qualifies.
@@ -398,6 +444,22 @@ impl Session {
             return self.forward_read(seq, payload, None).await.map(|_| true);
         };
         let cache = self.shared.cache.clone();
+        let versions = cache.versions();
+        let snap = match mode {
+            ReadMode::Snapshot(snap) => Some(snap),
+            _ => None,
+        };
+        // Stamps are read before the query goes upstream: a write that lands while the
+        // query runs makes them stale, so the result can never outlive it.
+        let stamps = Stamps::capture(versions, &plan.tables);
+        if snap.is_some_and(|s| !stamps.valid_in(versions, &s)) {
+            // A table changed since this transaction's snapshot: the server answers from the
+            // snapshot, which no other session sees, so the result can never be stored.
+            // Decided before claiming, so no other session waits on a fill that cannot land,
+            // and the result is relayed without a copy.
+            self.note_not_cached("changed_since_snapshot");
+            return self.forward_read(seq, payload, None).await.map(|_| true);
+        }
         // Stampede protection: one session fills, the others wait for its result.
         let guard = match cache.claim(plan.key) {
             Claim::Leader(g) => Some(g),
@@ -409,14 +471,6 @@ impl Session {
                 }
                 None
             }
-        };
-        let versions = cache.versions();
-        // Stamps are read before the query goes upstream: a write that lands while the
-        // query runs makes them stale, so the result can never outlive it.
-        let stamps = Stamps::capture(versions, &plan.tables);
-        let snap = match mode {
-            ReadMode::Snapshot(snap) => Some(snap),
-            _ => None,
         };
         let storable = snap.is_none_or(|s| stamps.valid_in(versions, &s));
         let cfg = self.shared.config();
@@ -508,8 +562,7 @@ impl Session {
 
     /// A write, text or prepared: what it changes is planned before it goes upstream and
     /// bumped before its OK reaches the client (in `observe`).
-    async fn write(&mut self, pkt: &Packet, sql: &[u8]) -> Result<(), SessionError> {
-        let digest = analysis::digest(sql);
+    async fn write(&mut self, pkt: &Packet, sql: &[u8], digest: u64) -> Result<(), SessionError> {
         let an = self.shared.analyzer.analyze(sql, digest);
         match &*an {
             Analysis::Write(w) => self.plan_write(w),
@@ -756,6 +809,7 @@ impl Session {
             self.st.stmts.insert(
                 id,
                 Prepared {
+                    digest: analysis::digest(&sql),
                     sql,
                     kind: scan.kind,
                     hint: scan.hint,
@@ -779,16 +833,15 @@ impl Session {
             // MariaDB's "the statement prepared last" (pipelined prepare + execute).
             id = self.st.last_stmt.unwrap_or(id);
         }
-        let Some(stmt) = self.st.stmts.get(&id).cloned() else {
+        let Some(stmt) = self.st.stmts.get_mut(&id) else {
             // Unknown id: the server answers with its own error.
             return self.relay_command(&pkt, Expect::Results).await.map(drop);
         };
-        if let Some(s) = self.st.stmts.get_mut(&id) {
-            s.long_data = false;
-        }
+        let long_data = std::mem::take(&mut stmt.long_data);
+        let kind = stmt.kind;
         let bulk = pkt.first() == Some(com::STMT_BULK_EXECUTE);
-        if stmt.kind == Kind::Select && !bulk {
-            return self.execute_select(pkt, id, &stmt).await;
+        if kind == Kind::Select && !bulk {
+            return self.execute_select(pkt, id, long_data).await;
         }
         let pkt = if bulk {
             pkt
@@ -798,8 +851,14 @@ impl Session {
             self.types_sent(id, typed);
             Packet::new(pkt.seq, up)
         };
-        match stmt.kind {
-            Kind::Write => self.write(&pkt, &stmt.sql).await,
+        match kind {
+            Kind::Write => {
+                // Looked up above; a miss here would only mean "relay it as it is".
+                match self.st.stmts.get(&id).map(|s| (s.sql.clone(), s.digest)) {
+                    Some((sql, digest)) => self.write(&pkt, &sql, digest).await,
+                    None => self.relay_command(&pkt, Expect::Results).await.map(drop),
+                }
+            }
             Kind::Call | Kind::Execute => {
                 self.plan_call();
                 self.relay_command(&pkt, Expect::Results).await.map(drop)
@@ -817,71 +876,86 @@ impl Session {
         }
     }
 
+    /// An execute of a prepared SELECT. The hit path borrows the statement and builds its key
+    /// in the session's scratch buffer: no clone, no allocation.
     async fn execute_select(
         &mut self,
         pkt: Packet,
         id: u32,
-        stmt: &Prepared,
+        long_data: bool,
     ) -> Result<(), SessionError> {
+        let Some(stmt) = self.st.stmts.get(&id) else {
+            return self.relay_command(&pkt, Expect::Results).await.map(drop);
+        };
         let wanted = match (self.st.qct, stmt.hint) {
             (QueryCacheType::Off, _) | (_, Hint::SqlNoCache) => false,
             (QueryCacheType::Demand, h) => h == Hint::SqlCache,
             (QueryCacheType::On, _) => true,
         };
-        let parts = commands::execute_params(&pkt.payload, stmt.params, stmt.types.as_ref());
-        if let Some((Some(types), _, _)) = &parts {
-            if let Some(s) = self.st.stmts.get_mut(&id) {
-                s.types = Some(types.clone());
-            }
-        }
+        let parts = commands::execute_params(&pkt.payload, stmt.params, stmt.types.as_deref());
+        // Types the client sent that differ from the remembered ones are learned; a driver
+        // that re-sends the same types on every execute costs no copy.
+        let learned = match &parts {
+            Some(ExecuteParams {
+                types: Some(types), ..
+            }) if stmt.types.as_deref() != Some(*types) => Some(Bytes::copy_from_slice(types)),
+            _ => None,
+        };
         let cursor = pkt.payload.get(5).map(|f| f & 0x07 != 0).unwrap_or(true);
-        let key_material = parts.as_ref().map(|(t, b, v)| (t.clone(), *b, *v));
         let reason = if !wanted {
             Some("not_requested")
         } else if self.st.lost_track {
             Some("session_untracked")
         } else if cursor {
             Some("cursor")
-        } else if stmt.long_data {
+        } else if long_data {
             Some("long_data")
-        } else if key_material.is_none() {
+        } else if parts.is_none() {
             Some("malformed_execute")
         } else {
             None
         };
-        if let Some(reason) = reason {
-            self.note_not_cached(reason);
+        // The same execution keys the same whether or not the client re-sent the types.
+        let key = match (&parts, reason) {
+            (Some(params), None) => {
+                let m = &mut self.key_scratch;
+                m.clear();
+                m.extend_from_slice(&(stmt.sql.len() as u32).to_le_bytes());
+                m.extend_from_slice(&stmt.sql);
+                m.extend_from_slice(params.types.unwrap_or_default());
+                m.push(0xff);
+                m.extend_from_slice(params.null_bitmap);
+                m.push(0xff);
+                m.extend_from_slice(params.values);
+                Some(key(self.st.fingerprint, TAG_BINARY, m))
+            }
+            _ => None,
+        };
+        if let Some(types) = learned {
+            if let Some(s) = self.st.stmts.get_mut(&id) {
+                s.types = Some(types);
+            }
+        }
+        let Some(key) = key else {
+            self.note_not_cached(reason.unwrap_or("malformed_execute"));
             let (up, typed) = self.execute_for_upstream(id, &pkt);
             self.types_sent(id, typed);
             self.forward_read(pkt.seq, &up, None).await?;
             return Ok(());
-        }
-        let Some((types, bitmap, values)) = key_material else {
-            return Ok(());
         };
-        // The same execution keys the same whether or not the client re-sent the types.
-        let mut material = BytesMut::with_capacity(stmt.sql.len() + values.len() + 64);
-        material.put_u32_le(stmt.sql.len() as u32);
-        material.put_slice(&stmt.sql);
-        if let Some(t) = &types {
-            material.put_slice(t);
-        }
-        material.put_u8(0xff);
-        material.put_slice(bitmap);
-        material.put_u8(0xff);
-        material.put_slice(values);
         let mode = self.read_mode();
-        let key = key(self.st.fingerprint, TAG_BINARY, &material);
         if let Some(mode) = &mode {
             let started = Instant::now();
             if let Some(e) = self.lookup(key, mode) {
                 return self.serve_hit(&e, started).await;
             }
         }
-        let digest = analysis::digest(&stmt.sql);
-        let an = self.shared.analyzer.analyze(&stmt.sql, digest);
+        let Some((sql, digest)) = self.st.stmts.get(&id).map(|s| (s.sql.clone(), s.digest)) else {
+            return self.relay_command(&pkt, Expect::Results).await.map(drop);
+        };
+        let an = self.shared.analyzer.analyze(&sql, digest);
         let (up, typed) = self.execute_for_upstream(id, &pkt);
-        match self.plan_read(&an, key, digest, &stmt.sql).await {
+        match self.plan_read(&an, key, digest, &sql).await {
             Ok(plan) => {
                 // Only an execute that reached the server taught it the types; one served
                 // from another session's fill did not.

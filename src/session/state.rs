@@ -58,6 +58,8 @@ impl Pending {
 #[derive(Debug, Clone)]
 pub struct Prepared {
     pub sql: Bytes,
+    /// The statement's digest, computed once at prepare: every miss of every execute needs it.
+    pub digest: u64,
     pub kind: Kind,
     /// SQL_CACHE / SQL_NO_CACHE, stripped from the SQL before it was prepared upstream.
     pub hint: Hint,
