@@ -129,6 +129,15 @@ pub struct Snapshot {
     pub epoch: u64,
 }
 
+impl Snapshot {
+    /// True when no bump_all happened and none of `tables` changed since the snapshot: only
+    /// then can a result computed now be valid in it. What `Stamps::valid_in` would say of
+    /// stamps captured now, without capturing them.
+    pub fn unchanged(&self, v: &Versions, tables: &[TableHandle]) -> bool {
+        v.epoch() == self.epoch && tables.iter().all(|t| t.version() <= self.seq)
+    }
+}
+
 /// The generations an entry was computed under, read before its query went upstream.
 #[derive(Debug, Clone)]
 pub struct Stamps {
@@ -236,6 +245,29 @@ mod tests {
         v.bump_all();
         let s2 = Stamps::capture(&v, std::slice::from_ref(&a));
         assert!(!s2.valid_in(&v, &snap));
+    }
+
+    #[test]
+    fn unchanged_agrees_with_stamps_captured_now() {
+        let v = Versions::new();
+        let a = v.table("db", "a");
+        let b = v.table("db", "b");
+        let both = [a.clone(), b.clone()];
+        let snap = v.snapshot();
+        let agree = |v: &Versions| {
+            let now = Stamps::capture(v, &both).valid_in(v, &snap);
+            assert_eq!(snap.unchanged(v, &both), now);
+            now
+        };
+        assert!(agree(&v));
+        v.bump(&v.table("db", "other"));
+        assert!(agree(&v), "another table's write changes nothing here");
+        v.bump(&b);
+        assert!(!agree(&v));
+        let snap2 = v.snapshot();
+        assert!(snap2.unchanged(&v, &both));
+        v.bump_all();
+        assert!(!snap2.unchanged(&v, &both));
     }
 
     #[test]

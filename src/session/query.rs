@@ -449,10 +449,7 @@ impl Session {
             ReadMode::Snapshot(snap) => Some(snap),
             _ => None,
         };
-        // Stamps are read before the query goes upstream: a write that lands while the
-        // query runs makes them stale, so the result can never outlive it.
-        let stamps = Stamps::capture(versions, &plan.tables);
-        if snap.is_some_and(|s| !stamps.valid_in(versions, &s)) {
+        if snap.is_some_and(|s| !s.unchanged(versions, &plan.tables)) {
             // A table changed since this transaction's snapshot: the server answers from the
             // snapshot, which no other session sees, so the result can never be stored.
             // Decided before claiming, so no other session waits on a fill that cannot land,
@@ -460,6 +457,9 @@ impl Session {
             self.note_not_cached("changed_since_snapshot");
             return self.forward_read(seq, payload, None).await.map(|_| true);
         }
+        // Stamps are read before the query goes upstream: a write that lands while the
+        // query runs makes them stale, so the result can never outlive it.
+        let stamps = Stamps::capture(versions, &plan.tables);
         // Stampede protection: one session fills, the others wait for its result.
         let guard = match cache.claim(plan.key) {
             Claim::Leader(g) => Some(g),

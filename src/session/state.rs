@@ -99,7 +99,9 @@ pub struct SessionState {
     pub dirty_reads: bool,
     pub temp_tables: HashSet<(String, String)>,
     pub txn: Option<Txn>,
-    pub stmts: HashMap<u32, Prepared>,
+    /// Keyed by ids the server assigned, so a client cannot aim them at one bucket: hashed
+    /// with foldhash rather than SipHash, two lookups per execute.
+    pub stmts: HashMap<u32, Prepared, foldhash::fast::FixedState>,
     pub last_stmt: Option<u32>,
     pub pending: Pending,
     /// The statement in flight begins or ends a transaction whatever the status flags say
@@ -131,7 +133,7 @@ impl SessionState {
             dirty_reads: false,
             temp_tables: HashSet::new(),
             txn: None,
-            stmts: HashMap::new(),
+            stmts: HashMap::default(),
             last_stmt: None,
             pending: Pending::default(),
             txn_boundary: false,
