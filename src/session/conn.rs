@@ -439,7 +439,13 @@ impl PacketConn {
     }
 }
 
-/// Writes all of `buf`; a write that makes no progress for `timeout` fails.
+/// Writes all of `buf` and flushes the stream; a write that makes no progress for `timeout`
+/// fails.
+///
+/// The flush matters for TLS: rustls accepts plaintext into its buffer and reports it
+/// written even when the socket took only part of the records. Without a flush the tail of
+/// a response can stay in that buffer while qcache waits for the client's next command and
+/// the client waits for the rest of the response. For plain TCP the flush is a no-op.
 async fn write_all(
     io: &mut Stream,
     buf: &[u8],
@@ -448,23 +454,30 @@ async fn write_all(
     // Nearly every flush fits the socket buffer in one write: try that before arming a
     // timer, which costs a clock read and a timer entry per flush on the hit path.
     let mut done = 0;
-    std::future::poll_fn(|cx| {
+    let flushed = std::future::poll_fn(|cx| {
         while done < buf.len() {
             match Pin::new(&mut *io).poll_write(cx, &buf[done..]) {
                 Poll::Ready(Ok(0)) => return Poll::Ready(Err(io::ErrorKind::WriteZero.into())),
                 Poll::Ready(Ok(n)) => done += n,
                 Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
                 // The socket pushes back: the timed write below takes over.
-                Poll::Pending => break,
+                Poll::Pending => return Poll::Ready(Ok(false)),
             }
         }
-        Poll::Ready(Ok(()))
+        match Pin::new(&mut *io).poll_flush(cx) {
+            Poll::Ready(Ok(())) => Poll::Ready(Ok(true)),
+            Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
+            Poll::Pending => Poll::Ready(Ok(false)),
+        }
     })
     .await?;
-    if done == buf.len() {
+    if flushed {
         return Ok(());
     }
-    let fut = io.write_all(&buf[done..]);
+    let fut = async {
+        io.write_all(&buf[done..]).await?;
+        io.flush().await
+    };
     match timeout {
         Some(t) => tokio::time::timeout(t, fut)
             .await
