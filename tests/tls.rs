@@ -1,7 +1,7 @@
 //! TLS on both legs: a private MariaDB with TLS driven through qcache by mysql_async and the
 //! `mariadb` CLI in each combination of client/upstream TLS, and caching_sha2_password full
 //! authentication in every combination against a scripted MySQL 8 upstream that plays TLS
-//! and the RSA public-key exchange.
+//! and the RSA public-key exchange; and a response written into a full TLS socket.
 
 mod common;
 mod rawclient;
@@ -179,6 +179,58 @@ async fn every_combination_of_client_and_upstream_tls_with_mysql_async() {
 
 /// Over 16 MiB each way inside TLS on both legs, plain and then with zlib compression
 /// inside the TLS on both legs too.
+/// A response written while the client's socket is full reaches the client whole. rustls
+/// takes plaintext into its buffer and reports it written before its records reach the
+/// socket; until 27ef109 nothing flushed them, so the tail of a response could wait in that
+/// buffer for a next write that never came. A slow reader and 16 KiB socket buffers keep
+/// the socket full for the whole write, so the last write finds it full.
+#[tokio::test]
+async fn a_response_written_into_a_full_tls_socket_arrives_whole() {
+    const LEN: usize = 8 << 20;
+    let mut cfg = Config::default();
+    client_tls(&mut cfg);
+    upstream_tls(&mut cfg, UpstreamTlsMode::VerifyIdentity);
+    let tls = qcache::tls::Contexts::build(&cfg.tls).unwrap();
+    let acceptor = tls.acceptor.clone().unwrap();
+    let connector = tls.connector.clone().unwrap();
+    // Small buffers on both ends (accepted sockets inherit the listener's): the kernel
+    // cannot absorb what rustls holds back.
+    let lsock = tokio::net::TcpSocket::new_v4().unwrap();
+    lsock.set_send_buffer_size(16 * 1024).unwrap();
+    lsock.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let listener = lsock.listen(8).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let reader = tokio::spawn(async move {
+        let sock = tokio::net::TcpSocket::new_v4().unwrap();
+        sock.set_recv_buffer_size(16 * 1024).unwrap();
+        let tcp = sock.connect(addr).await.unwrap();
+        let name = rustls::pki_types::ServerName::try_from("127.0.0.1").unwrap();
+        let mut s = connector.connect(name, tcp).await.unwrap();
+        let mut buf = vec![0u8; 64 * 1024];
+        let mut got = 0;
+        let read_all = async {
+            while got < LEN {
+                match s.read(&mut buf).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => got += n,
+                }
+                tokio::time::sleep(std::time::Duration::from_micros(500)).await;
+            }
+        };
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(10), read_all).await;
+        got
+    });
+    let (tcp, _) = listener.accept().await.unwrap();
+    let mut conn = qcache::session::conn::PacketConn::new(tcp, 1 << 30);
+    conn.accept_tls(&acceptor).await.unwrap();
+    conn.wbuf().extend_from_slice(&vec![b'x'; LEN]);
+    conn.flush().await.unwrap();
+    // The connection stays open and silent, as a session waiting for the next command.
+    let got = reader.await.unwrap();
+    assert_eq!(got, LEN, "the tail of the response never left qcache");
+    drop(conn);
+}
+
 #[tokio::test]
 async fn large_results_through_tls_on_both_legs() {
     for compress in [false, true] {
