@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use bytes::{BufMut, Bytes, BytesMut};
 
 use super::plans::Outcome;
-use super::relay::Fill;
+use super::relay::{Fill, KEEP_SCRATCH};
 use super::state::Prepared;
 use super::{Session, SessionError};
 use crate::admin::{rules, statements};
@@ -927,7 +927,12 @@ impl Session {
                 m.extend_from_slice(params.null_bitmap);
                 m.push(0xff);
                 m.extend_from_slice(params.values);
-                Some(key(self.st.fingerprint, TAG_BINARY, m))
+                let k = key(self.st.fingerprint, TAG_BINARY, m);
+                if m.capacity() > KEEP_SCRATCH {
+                    // A large parameter passed; an idle session should not keep its copy.
+                    *m = Vec::new();
+                }
+                Some(k)
             }
             _ => None,
         };

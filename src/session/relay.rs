@@ -20,8 +20,9 @@ pub(crate) struct Fill {
     pub status_offsets: Vec<usize>,
 }
 
-/// A recycled fill buffer larger than this is dropped rather than kept by an idle session.
-const KEEP_SCRATCH: usize = 64 * 1024;
+/// A recycled buffer (fill, prepared key material) larger than this is dropped rather than
+/// kept by an idle session.
+pub(crate) const KEEP_SCRATCH: usize = 64 * 1024;
 
 impl Fill {
     /// `scratch`: a buffer to reuse (emptied here), so that a miss does not allocate one.
