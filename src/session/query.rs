@@ -190,11 +190,7 @@ impl Session {
             p.put_slice(&stmt);
             p.freeze()
         };
-        let wanted = match (self.st.qct, scan.hint) {
-            (QueryCacheType::Off, _) | (_, Hint::SqlNoCache) => false,
-            (QueryCacheType::Demand, h) => h == Hint::SqlCache,
-            (QueryCacheType::On, _) => true,
-        };
+        let wanted = wants_cache(self.st.qct, scan.hint);
         if !wanted || self.st.lost_track {
             if let Some(v) = self.session_variable_answer(&stmt) {
                 return self
@@ -334,7 +330,6 @@ impl Session {
                 // An unknown table may appear with the next catalog refresh, which is
                 // rate-limited: asking again is what triggers it.
                 if shared_answer && resolved.as_ref().err() != Some(&"unknown_table") {
-                    let db = self.st.db.as_deref();
                     self.shared
                         .plans
                         .insert(digest, db, generation, outcome.clone());
@@ -887,11 +882,7 @@ impl Session {
         let Some(stmt) = self.st.stmts.get(&id) else {
             return self.relay_command(&pkt, Expect::Results).await.map(drop);
         };
-        let wanted = match (self.st.qct, stmt.hint) {
-            (QueryCacheType::Off, _) | (_, Hint::SqlNoCache) => false,
-            (QueryCacheType::Demand, h) => h == Hint::SqlCache,
-            (QueryCacheType::On, _) => true,
-        };
+        let wanted = wants_cache(self.st.qct, stmt.hint);
         let parts = commands::execute_params(&pkt.payload, stmt.params, stmt.types.as_deref());
         // Types the client sent that differ from the remembered ones are learned; a driver
         // that re-sends the same types on every execute costs no copy.
@@ -1015,6 +1006,16 @@ impl Session {
             }
             _ => (pkt.payload.clone(), false),
         }
+    }
+}
+
+/// Whether a SELECT asks for the cache: `query_cache_type` with the statement's hint, as
+/// MySQL's query cache decided it (text and prepared alike).
+fn wants_cache(qct: QueryCacheType, hint: Hint) -> bool {
+    match (qct, hint) {
+        (QueryCacheType::Off, _) | (_, Hint::SqlNoCache) => false,
+        (QueryCacheType::Demand, h) => h == Hint::SqlCache,
+        (QueryCacheType::On, _) => true,
     }
 }
 

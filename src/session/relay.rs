@@ -8,7 +8,7 @@ use super::state::Txn;
 use super::{Session, SessionError};
 use crate::protocol::codec::{self, Packet};
 use crate::protocol::packets::status;
-use crate::protocol::response::{Expect, Response, Step};
+use crate::protocol::response::{Expect, Response, ResponseError, Step};
 
 /// A copy of the response being relayed, for the cache.
 pub(crate) struct Fill {
@@ -72,6 +72,22 @@ impl Fill {
     }
 }
 
+/// Feeds one server packet to the response tracker and, when it parses, to the fill: the
+/// same for a frame copied as it is and for a packet decoded on its own.
+fn feed(
+    resp: &mut Response,
+    fill: &mut Option<&mut Fill>,
+    seq: u8,
+    payload: &[u8],
+) -> Result<Step, ResponseError> {
+    tracing::trace!(seq, len = payload.len(), head = ?&payload[..payload.len().min(40)], "server packet");
+    let step = resp.feed(payload);
+    if let (Ok(_), Some(f)) = (&step, fill.as_deref_mut()) {
+        f.add(seq, payload, resp.status_here.map(|s| s.offset));
+    }
+    step
+}
+
 impl Session {
     /// Forwards a client packet unchanged and relays the whole response.
     pub(crate) async fn relay_command(
@@ -107,22 +123,13 @@ impl Session {
             // 16 MiB or more.
             let step = if let Some(len) = self.upstream.next_frame_len() {
                 let frame = self.upstream.frame(len);
-                let (seq, payload) = (frame[3], &frame[4..]);
-                tracing::trace!(seq, len = payload.len(), head = ?&payload[..payload.len().min(40)], "server packet");
-                let step = resp.feed(payload);
+                let step = feed(&mut resp, &mut fill, frame[3], &frame[4..]);
                 self.client.push_raw(frame);
-                if let (Ok(_), Some(f)) = (&step, fill.as_deref_mut()) {
-                    f.add(seq, payload, resp.status_here.map(|s| s.offset));
-                }
                 self.upstream.consume(len);
                 step
             } else if let Some(p) = self.upstream.try_decode().map_err(SessionError::upstream)? {
-                tracing::trace!(seq = p.seq, len = p.payload.len(), head = ?&p.payload[..p.payload.len().min(40)], "server packet");
-                let step = resp.feed(&p.payload);
+                let step = feed(&mut resp, &mut fill, p.seq, &p.payload);
                 self.client.push(p.seq, &p.payload);
-                if let (Ok(_), Some(f)) = (&step, fill.as_deref_mut()) {
-                    f.add(p.seq, &p.payload, resp.status_here.map(|s| s.offset));
-                }
                 step
             } else {
                 // Nothing more buffered from the server: let the client have what we hold
