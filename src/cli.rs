@@ -29,6 +29,9 @@ pub struct Cli {
     /// Client connections accepted at once.
     #[arg(long, env = "QCACHE_MAX_CONNECTIONS")]
     pub max_connections: Option<usize>,
+    /// Threads that run sessions (0: one per usable core).
+    #[arg(long, env = "QCACHE_WORKERS")]
+    pub workers: Option<usize>,
     /// Cache memory in bytes.
     #[arg(long, env = "QCACHE_MAX_BYTES")]
     pub max_bytes: Option<u64>,
@@ -164,6 +167,9 @@ impl Cli {
         }
         if let Some(v) = self.max_connections {
             c.server.max_connections = v;
+        }
+        if let Some(v) = self.workers {
+            c.server.workers = v;
         }
         if let Some(v) = self.max_bytes {
             c.cache.max_bytes = v;

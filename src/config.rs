@@ -51,6 +51,9 @@ pub struct ServerConfig {
     /// whose connect overflowed a full queue (with SYN cookies it still sees the connection
     /// established) waits for a greeting that never comes: a burst of connects needs room.
     pub listen_backlog: u32,
+    /// Threads that run sessions; 0 means one per core this process may use (affinity and
+    /// cgroup CPU quota respected). A sidecar sharing its pod's cores may want fewer.
+    pub workers: usize,
     /// Largest packet a client may send before it has authenticated.
     pub pre_auth_max_packet: usize,
     /// Time a client has to complete the handshake and authentication.
@@ -75,6 +78,7 @@ impl Default for ServerConfig {
             upstream: "127.0.0.1:3306".into(),
             max_connections: 4096,
             listen_backlog: 1024,
+            workers: 0,
             pre_auth_max_packet: 64 * 1024,
             auth_timeout: Duration::from_secs(10),
             connect_timeout: Duration::from_secs(5),
@@ -440,6 +444,14 @@ impl Config {
         if self.server.listen_backlog == 0 {
             return bad("server.listen_backlog must be at least 1".into());
         }
+        // Each is an OS thread with its own event loop; beyond the cores they only add
+        // wake-ups, and a typo such as 10000 should not start ten thousand threads.
+        if self.server.workers > 1024 {
+            return bad(format!(
+                "server.workers = {} is more than 1024",
+                self.server.workers
+            ));
+        }
         if self.server.pre_auth_max_packet < 1024 {
             return bad("server.pre_auth_max_packet must be at least 1024".into());
         }
@@ -491,6 +503,16 @@ mod tests {
         assert_eq!(c.cache.ttl, Some(Duration::from_secs(60)));
         assert_eq!(c.cache.query_cache_type, QueryCacheType::Demand);
         assert_eq!(c.invalidation.binlog, BinlogMode::Off);
+    }
+
+    #[test]
+    fn workers_parse_and_are_bounded() {
+        let c = Config::from_toml("[server]\nworkers = 1\n", "x.toml").unwrap();
+        assert_eq!(c.server.workers, 1);
+        c.validate().unwrap();
+        let c = Config::from_toml("[server]\nworkers = 5000\n", "x.toml").unwrap();
+        let err = c.validate().unwrap_err().to_string();
+        assert!(err.contains("server.workers"), "{err}");
     }
 
     #[test]

@@ -154,6 +154,7 @@ impl Shared {
             new.server.listen_backlog != old.server.listen_backlog,
             "server.listen_backlog",
         );
+        restart(new.server.workers != old.server.workers, "server.workers");
         restart(
             new.cache.max_bytes != old.cache.max_bytes,
             "cache.max_bytes",
@@ -336,6 +337,7 @@ async fn bind(addr: &str, backlog: u32) -> std::io::Result<TcpListener> {
 /// Binds the listeners and starts serving in the background of the current runtime.
 pub async fn start(config: Config) -> anyhow::Result<Running> {
     config.validate()?;
+    crate::workers::start(config.server.workers);
     let listener = bind(&config.server.listen, config.server.listen_backlog).await?;
     let addr = listener.local_addr()?;
     let admin_listen = config.admin.listen.clone();

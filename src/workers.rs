@@ -1,4 +1,5 @@
-//! The session runtimes: one single-threaded tokio runtime per core, each running the
+//! The session runtimes: single-threaded tokio runtimes (one per core, or `server.workers`),
+//! each running the
 //! sessions handed to it whole, so that a session's client and upstream sockets are polled by
 //! the thread that runs it.
 //!
@@ -18,17 +19,31 @@ struct Workers {
     next: AtomicUsize,
 }
 
-/// Started on first use and kept for the life of the process: every proxy started in this
-/// process (tests start many) shares them, as they share the cores.
-fn workers() -> &'static Workers {
-    static WORKERS: OnceLock<Workers> = OnceLock::new();
-    WORKERS.get_or_init(|| {
-        let n = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let handles = (0..n).map(start_worker).collect();
-        Workers {
-            handles,
-            next: AtomicUsize::new(0),
-        }
+static WORKERS: OnceLock<Workers> = OnceLock::new();
+
+/// Starts `n` session threads (0: one per usable core) unless they are already running.
+/// They live as long as the process: every proxy started in it (tests start many) shares
+/// them, as they share the cores, so only the first start's count counts.
+pub fn start(n: usize) {
+    let want = if n == 0 { per_core() } else { n };
+    let have = workers_with(want).handles.len();
+    if have != want {
+        tracing::warn!(
+            running = have,
+            configured = want,
+            "session threads were already started; server.workers applies after a restart"
+        );
+    }
+}
+
+fn per_core() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+fn workers_with(n: usize) -> &'static Workers {
+    WORKERS.get_or_init(|| Workers {
+        handles: (0..n).map(start_worker).collect(),
+        next: AtomicUsize::new(0),
     })
 }
 
@@ -51,7 +66,7 @@ fn start_worker(i: usize) -> Handle {
 
 /// The runtime the next session goes to.
 pub fn next() -> &'static Handle {
-    let w = workers();
+    let w = workers_with(per_core());
     let i = w.next.fetch_add(1, Ordering::Relaxed) % w.handles.len();
     &w.handles[i]
 }

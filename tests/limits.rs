@@ -27,6 +27,15 @@ impl Drop for Qcache {
 
 impl Qcache {
     fn start(upstream: &str, max_bytes: u64, max_connections: usize) -> Qcache {
+        Qcache::start_with(upstream, max_bytes, max_connections, &[])
+    }
+
+    fn start_with(
+        upstream: &str,
+        max_bytes: u64,
+        max_connections: usize,
+        extra: &[&str],
+    ) -> Qcache {
         let d = common::db();
         let mut config = tempfile::NamedTempFile::new().unwrap();
         // The binlog tail and the catalog are left as in production (auto), except that a
@@ -56,6 +65,7 @@ impl Qcache {
             .args(["--max-bytes", &max_bytes.to_string()])
             .args(["--max-connections", &max_connections.to_string()])
             .args(["--log-level", "warn"])
+            .args(extra)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
@@ -72,6 +82,15 @@ impl Qcache {
             std::thread::sleep(Duration::from_millis(20));
         }
         q
+    }
+
+    /// Names of the process's session threads, from /proc.
+    fn session_threads(&self) -> usize {
+        std::fs::read_dir(format!("/proc/{}/task", self.child.id()))
+            .unwrap()
+            .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+            .filter(|name| name.starts_with("qcache-worker-"))
+            .count()
     }
 
     /// Resident set size in bytes, from /proc.
@@ -288,4 +307,23 @@ async fn rawclient_greeting(tcp: &mut tokio::net::TcpStream) -> u8 {
     let mut head = [0u8; 5];
     tcp.read_exact(&mut head).await.expect("read greeting");
     head[4]
+}
+
+/// `--workers N` starts exactly N session threads, and sessions are served by them.
+#[tokio::test]
+async fn workers_sets_the_number_of_session_threads() {
+    let d = common::db();
+    for n in [1usize, 3] {
+        let q = Qcache::start_with(&d.addr(), 1 << 20, 100, &["--workers", &n.to_string()]);
+        assert_eq!(q.session_threads(), n, "--workers {n}");
+        let mut conns = Vec::new();
+        for _ in 0..4 {
+            conns.push(q.conn("test", &d.user, &d.password).await);
+        }
+        for c in &mut conns {
+            let one: Option<i64> = c.query_first("SELECT 1").await.unwrap();
+            assert_eq!(one, Some(1));
+        }
+        assert_eq!(q.session_threads(), n, "sessions must not start threads");
+    }
 }
