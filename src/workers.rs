@@ -1,7 +1,6 @@
 //! The session runtimes: single-threaded tokio runtimes (one per core, or `server.workers`),
-//! each running the
-//! sessions handed to it whole, so that a session's client and upstream sockets are polled by
-//! the thread that runs it.
+//! each running the sessions handed to it whole, so that a session's client and upstream
+//! sockets are polled by the thread that runs it.
 //!
 //! Why not the multi-threaded runtime: a relayed query is two reads and two writes, and on
 //! that runtime most of them woke a task that another worker then stole, one futex wake and
