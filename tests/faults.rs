@@ -380,3 +380,59 @@ async fn silent_upstream_gives_a_clear_timeout_error() {
     })
     .await
 }
+
+/// The server ends a session while it is idle (KILL, `wait_timeout`): the client's
+/// connection closes too, as a direct one would, so that a pool's liveness check sees it and
+/// a dead session is not kept alive on cache hits. Found by the mysql_async and node-mysql2
+/// test suites run through qcache (`should_reconnect`, `test-pool-disconnect`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_the_server_ends_while_idle_is_closed() {
+    bounded("test", TEST_LIMIT, async {
+        let schema = common::fresh_schema("fault_idle").await;
+        let mut d = common::direct_to(&schema).await;
+        d.query_drop("CREATE TABLE t (id INT PRIMARY KEY)")
+            .await
+            .unwrap();
+        d.query_drop("INSERT INTO t VALUES (1)").await.unwrap();
+        let proxy = common::proxy(|_| {}).await;
+        let user = common::db().user.clone();
+
+        // KILL from another connection, after the session has a cached entry to be hit.
+        let mut raw = Raw::connect(&proxy.addr_string(), &user, &schema, true).await;
+        for _ in 0..2 {
+            let (_, resp) = raw.query("SELECT id FROM t").await;
+            assert!(!resp.error);
+        }
+        let id = qcache::protocol::handshake::parse_greeting(&raw.greeting.payload)
+            .expect("greeting")
+            .connection_id;
+        d.query_drop(format!("KILL {id}")).await.unwrap();
+        expect_close(&mut raw, "after KILL").await;
+
+        // The server's own idle timeout.
+        let mut raw = Raw::connect(&proxy.addr_string(), &user, &schema, true).await;
+        let (_, resp) = raw.query("SET SESSION wait_timeout = 1").await;
+        assert!(!resp.error);
+        expect_close(&mut raw, "after wait_timeout").await;
+
+        // Others are unaffected.
+        let mut c = proxy.conn(&schema).await;
+        let v: Option<i64> = c.query_first("SELECT id FROM t").await.unwrap();
+        assert_eq!(v, Some(1));
+        drop(c);
+        proxy.shutdown().await;
+    })
+    .await
+}
+
+/// The client connection closes within a few seconds; anything before the close must be an
+/// error packet (MySQL 8 sends one before closing an idle session).
+async fn expect_close(raw: &mut Raw, when: &str) {
+    let closed = tokio::time::timeout(Duration::from_secs(10), async {
+        while let Some(p) = raw.read().await {
+            assert_eq!(p.payload.first(), Some(&0xff), "{when}: unexpected packet");
+        }
+    })
+    .await;
+    assert!(closed.is_ok(), "{when}: the client connection stayed open");
+}

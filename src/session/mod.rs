@@ -147,6 +147,23 @@ impl Session {
                     debug!("closing idle session for shutdown");
                     return Ok(());
                 }
+                // The server owes nothing between commands, so bytes or a close here mean
+                // it ended the session (KILL, wait_timeout, a restart; MySQL 8 says why in
+                // an error packet first). Pass that on and close the client as the server
+                // closed us, or a pool would keep a dead connection alive on cache hits.
+                r = self.upstream.fill() => {
+                    let mut said = false;
+                    while let Ok(Some(p)) = self.upstream.try_decode() {
+                        self.client.push(p.seq, &p.payload);
+                        said = true;
+                    }
+                    if r.is_ok() && !said {
+                        continue; // part of a packet: read the rest
+                    }
+                    let _ = self.client.flush().await;
+                    debug!(closed = r.is_err(), "the server ended the session between commands");
+                    return Ok(());
+                }
             };
             let Some(pkt) = pkt else { return Ok(()) };
             if !self.command(pkt).await? {
