@@ -457,3 +457,59 @@ fn renumber(wire: &[u8], mut seq: u8) -> Vec<u8> {
     }
     out
 }
+
+/// Several results in one response over a zlib client leg: the server re-numbers its
+/// packets to the frame count at the end of each result, and a client checks that
+/// (mysql_async's `sync_seq_id`), so qcache must end a frame there and number as the server
+/// does. Found by mysql_async's own test suite through qcache (`PacketsOutOfSync`).
+#[tokio::test]
+async fn multi_results_over_a_zlib_client() {
+    let schema = common::fresh_schema("cm").await;
+    let mut direct = common::direct_to(&schema).await;
+    direct
+        .query_drop("CREATE PROCEDURE two() BEGIN SELECT 1 AS a; SELECT 'x' AS b, 2 AS c; END")
+        .await
+        .unwrap();
+    for upstream in [UpstreamCompression::Off, UpstreamCompression::Zlib] {
+        let p = common::proxy(|c| c.compression.upstream = upstream).await;
+        let mut c = compressed_conn(&p.url(&schema)).await;
+        for _ in 0..3 {
+            let mut r = c
+                .query_iter("SELECT 1; SELECT 2, 3; SELECT 'four'")
+                .await
+                .unwrap();
+            let a: Vec<i64> = r.collect().await.unwrap();
+            let b: Vec<(i64, i64)> = r.collect().await.unwrap();
+            let d: Vec<String> = r.collect().await.unwrap();
+            drop(r);
+            assert_eq!((a, b, d), (vec![1], vec![(2, 3)], vec!["four".to_string()]));
+
+            // A procedure's results, then its final OK, by text and prepared statement.
+            let mut r = c.query_iter("CALL two()").await.unwrap();
+            let a: Vec<i64> = r.collect().await.unwrap();
+            let b: Vec<(String, i64)> = r.collect().await.unwrap();
+            drop(r);
+            assert_eq!((a, b), (vec![1], vec![("x".to_string(), 2)]));
+            let mut r = c.exec_iter("CALL two()", ()).await.unwrap();
+            let a: Vec<i64> = r.collect().await.unwrap();
+            let b: Vec<(String, i64)> = r.collect().await.unwrap();
+            drop(r);
+            assert_eq!((a, b), (vec![1], vec![("x".to_string(), 2)]));
+
+            // An error after a result ends the response; the session goes on.
+            let mut r = c
+                .query_iter("SELECT 5; SELECT * FROM no_such_t")
+                .await
+                .unwrap();
+            let a: Vec<i64> = r.collect().await.unwrap();
+            assert_eq!(a, vec![5]);
+            let err = r.collect::<Row>().await.unwrap_err();
+            drop(r);
+            assert!(err.to_string().contains("no_such_t"), "{err}");
+            let one: Option<i64> = c.query_first("SELECT 1").await.unwrap();
+            assert_eq!(one, Some(1));
+        }
+        drop(c);
+        p.shutdown().await;
+    }
+}

@@ -110,6 +110,11 @@ impl Response {
         }
     }
 
+    /// True right after a result of a multi-result ended (the next packet starts another).
+    pub fn between_results(&self) -> bool {
+        self.state == State::Start && self.last_status.is_some()
+    }
+
     pub fn is_done(&self) -> bool {
         self.state == State::Done
     }

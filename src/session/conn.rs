@@ -189,6 +189,9 @@ struct Compressed {
     frame_seq: u8,
     /// The sequence id the next plain packet read carries in a plain stream.
     inner_seq: u8,
+    /// Added to the ids of packets written: the server re-syncs its plain ids to the frame
+    /// count at each net_flush, which is at least at the end of every result.
+    shift: u8,
 }
 
 impl PacketConn {
@@ -215,6 +218,7 @@ impl PacketConn {
             out: BytesMut::new(),
             frame_seq: 0,
             inner_seq: 0,
+            shift: 0,
         }));
     }
 
@@ -229,7 +233,22 @@ impl PacketConn {
         if let Some(c) = &mut self.compressed {
             c.frame_seq = 0;
             c.inner_seq = 0;
+            c.shift = 0;
         }
+    }
+
+    /// Ends a frame where a server's net_flush would (the end of a result that more results
+    /// follow): the packets after it are numbered from the next frame's id, as the server does.
+    /// `next` is the canonical id of the packet that follows.
+    pub async fn sync_at_result_end(&mut self, next: u8) -> Result<(), ConnError> {
+        if self.compressed.is_none() {
+            return Ok(());
+        }
+        self.flush().await?;
+        if let Some(c) = &mut self.compressed {
+            c.shift = c.frame_seq.wrapping_sub(next);
+        }
+        Ok(())
     }
 
     /// A packet already in the read buffer, without touching the socket.
@@ -354,6 +373,9 @@ impl PacketConn {
         if let Some(c) = &mut self.compressed {
             if let Some(last) = last_seq(&self.wbuf) {
                 c.inner_seq = last.wrapping_add(1);
+            }
+            if c.shift != 0 {
+                shift_seq(&mut self.wbuf, c.shift);
             }
             c.out.clear();
             c.frame_seq = c.codec.encode(&self.wbuf, c.frame_seq, &mut c.out);
@@ -497,4 +519,13 @@ fn last_seq(buf: &[u8]) -> Option<u8> {
         at += 4 + len;
     }
     last
+}
+
+fn shift_seq(buf: &mut [u8], by: u8) {
+    let mut at = 0;
+    while at + 4 <= buf.len() {
+        let len = u32::from_le_bytes([buf[at], buf[at + 1], buf[at + 2], 0]) as usize;
+        buf[at + 3] = buf[at + 3].wrapping_add(by);
+        at += 4 + len;
+    }
 }

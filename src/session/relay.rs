@@ -121,16 +121,17 @@ impl Session {
             // (queued, not sent: the bookkeeping below still runs before the client sees
             // it). Otherwise a packet decoded on its own: a compressed leg, or a payload of
             // 16 MiB or more.
-            let step = if let Some(len) = self.upstream.next_frame_len() {
+            let (step, seq) = if let Some(len) = self.upstream.next_frame_len() {
                 let frame = self.upstream.frame(len);
-                let step = feed(&mut resp, &mut fill, frame[3], &frame[4..]);
+                let seq = frame[3];
+                let step = feed(&mut resp, &mut fill, seq, &frame[4..]);
                 self.client.push_raw(frame);
                 self.upstream.consume(len);
-                step
+                (step, seq)
             } else if let Some(p) = self.upstream.try_decode().map_err(SessionError::upstream)? {
                 let step = feed(&mut resp, &mut fill, p.seq, &p.payload);
                 self.client.push(p.seq, &p.payload);
-                step
+                (step, p.seq)
             } else {
                 // Nothing more buffered from the server: let the client have what we hold
                 // before waiting.
@@ -153,6 +154,13 @@ impl Session {
                 self.observe(None).await;
             }
             match step {
+                // A result ended and another follows: where a server flushes, and where a
+                // compressed client expects the numbering to restart from the frame count.
+                Step::More if resp.between_results() => self
+                    .client
+                    .sync_at_result_end(seq.wrapping_add(1))
+                    .await
+                    .map_err(SessionError::client)?,
                 Step::More => self
                     .client
                     .flush_if_large()
