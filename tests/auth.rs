@@ -15,6 +15,12 @@ use rawclient::Peer;
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 
+/// The scripted servers here negotiate CLIENT_DEPRECATE_EOF and no MariaDB extensions.
+const EOF_AS_OK: packets::ResultFormat = packets::ResultFormat {
+    deprecate_eof: true,
+    extended_types: false,
+};
+
 const SCRAMBLE: &[u8; 20] = b"0123456789abcdefghij";
 const PEM: &[u8] = b"-----BEGIN PUBLIC KEY-----\nMIIBIjANBgkqhkiG9w0BAQEFAAOCAQ8AMIIBCgKCAQEA\n-----END PUBLIC KEY-----\n";
 
@@ -100,7 +106,7 @@ async fn serve(tcp: TcpStream, script: Script, log: Log) {
                     &[("v", packets::TYPE_LONGLONG)],
                     &[vec![Some("4194304".into())]],
                     2,
-                    true,
+                    EOF_AS_OK,
                 );
                 let _ = peer.io.write_all(&wire).await;
             }

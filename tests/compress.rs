@@ -21,6 +21,12 @@ use rawclient::{Peer, Raw};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
+/// The scripted servers here negotiate CLIENT_DEPRECATE_EOF and no MariaDB extensions.
+const EOF_AS_OK: packets::ResultFormat = packets::ResultFormat {
+    deprecate_eof: true,
+    extended_types: false,
+};
+
 async fn compressed_conn(url: &str) -> mysql_async::Conn {
     let opts = OptsBuilder::from_opts(Opts::from_url(url).expect("url"))
         .compression(Compression::default());
@@ -375,12 +381,12 @@ async fn serve_zstd(tcp: tokio::net::TcpStream, queries: Arc<AtomicUsize>) {
                     let wire = if sql.contains("information_schema.TABLES") {
                         let row = ["test", "scripted", "BASE TABLE"].map(|v| Some(v.into()));
                         let cols = [("s", 253), ("t", 253), ("k", 253)];
-                        packets::text_result(&cols, &[row.to_vec()], 2, true)
+                        packets::text_result(&cols, &[row.to_vec()], 2, EOF_AS_OK)
                     } else if sql.contains("information_schema") {
-                        packets::text_result(&[("x", 253)], &[], 2, true)
+                        packets::text_result(&[("x", 253)], &[], 2, EOF_AS_OK)
                     } else {
                         let row = vec![Some("4194304".into())];
-                        packets::text_result(&[("v", packets::TYPE_LONGLONG)], &[row], 2, true)
+                        packets::text_result(&[("v", packets::TYPE_LONGLONG)], &[row], 2, EOF_AS_OK)
                     };
                     let _ = peer.io.write_all(&wire).await;
                 }
@@ -419,7 +425,7 @@ async fn serve_zstd(tcp: tokio::net::TcpStream, queries: Arc<AtomicUsize>) {
                 let rows: Vec<Vec<Option<String>>> = (0..50)
                     .map(|i| vec![Some(format!("value {i:04}"))])
                     .collect();
-                let wire = packets::text_result(&[(name, 253)], &rows, 2, true);
+                let wire = packets::text_result(&[(name, 253)], &rows, 2, EOF_AS_OK);
                 // Two flushes, as a server does when its buffer fills: the second frame's
                 // inner ids restart at the frame count (MySQL's net_flush re-sync).
                 let cut = boundary_near(&wire, wire.len() / 2);

@@ -23,6 +23,12 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::rustls;
 use tokio_rustls::TlsAcceptor;
 
+/// The scripted servers here negotiate CLIENT_DEPRECATE_EOF and no MariaDB extensions.
+const EOF_AS_OK: packets::ResultFormat = packets::ResultFormat {
+    deprecate_eof: true,
+    extended_types: false,
+};
+
 /// A self-signed certificate for 127.0.0.1 and localhost, written to files once per test
 /// binary; used by qcache (client leg), by the private MariaDB, and as the CA of both.
 struct Pki {
@@ -566,7 +572,7 @@ async fn serve_mysql8(
                     &[("v", packets::TYPE_LONGLONG)],
                     &[vec![Some("42".into())]],
                     2,
-                    true,
+                    EOF_AS_OK,
                 );
                 let _ = peer.io.write_all(&wire).await;
                 let _ = peer.io.flush().await;

@@ -125,10 +125,11 @@ pub fn with_response_caps(p: &[u8], set: u32, clear: u32) -> Option<BytesMut> {
 /// server omit column definitions that a cached result needs.
 pub const CLEARED_CAPS: u32 =
     cap::SSL | cap::COMPRESS | cap::ZSTD_COMPRESSION | cap::OPTIONAL_RESULTSET_METADATA;
-/// MariaDB's extended type info adds a field to every column definition; results qcache
-/// builds itself (status rows, `@@query_cache_type`) have none, and entries must not be
-/// shared between clients that differ in it, so it is not offered.
-pub const CLEARED_MARIADB_CAPS: u32 = mariadb_cap::CACHE_METADATA | mariadb_cap::EXTENDED_TYPE_INFO;
+/// MariaDB's metadata cache lets a server omit column definitions, which a cached result
+/// needs. Extended type info is relayed: the negotiated MariaDB capabilities are part of the
+/// key, and the result sets qcache builds itself carry the field when it was negotiated
+/// (drivers such as node-mysql2 learn from it that a LONGTEXT column holds JSON).
+pub const CLEARED_MARIADB_CAPS: u32 = mariadb_cap::CACHE_METADATA;
 
 /// The greeting with `clear` removed from the advertised capabilities.
 pub fn rewrite_greeting(p: &[u8], clear: u32, clear_mariadb: u32) -> Option<(Bytes, Greeting)> {

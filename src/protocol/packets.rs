@@ -319,7 +319,9 @@ pub const TYPE_LONGLONG: u8 = 0x08;
 pub const TYPE_VAR_STRING: u8 = 0xfd;
 
 /// A column definition (protocol 4.1) for a result set qcache answers itself.
-pub fn column_def(name: &str, col_type: u8, length: u32) -> Bytes {
+/// `extended_types`: the session negotiated MariaDB's extended type info, which puts a
+/// (here empty) block of type details before the fixed fields.
+pub fn column_def(name: &str, col_type: u8, length: u32, extended_types: bool) -> Bytes {
     let mut out = BytesMut::with_capacity(32 + name.len());
     put_lenenc_str(&mut out, b"def");
     put_lenenc_str(&mut out, b"");
@@ -327,6 +329,9 @@ pub fn column_def(name: &str, col_type: u8, length: u32) -> Bytes {
     put_lenenc_str(&mut out, b"");
     put_lenenc_str(&mut out, name.as_bytes());
     put_lenenc_str(&mut out, b"");
+    if extended_types {
+        put_lenenc(&mut out, 0);
+    }
     out.put_u8(0x0c);
     // utf8mb4_general_ci for strings, binary for numbers
     out.put_u16_le(if col_type == TYPE_LONGLONG { 63 } else { 45 });
@@ -338,21 +343,32 @@ pub fn column_def(name: &str, col_type: u8, length: u32) -> Bytes {
     out.freeze()
 }
 
+/// How a session wants the result sets qcache builds itself, from what it negotiated.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ResultFormat {
+    /// CLIENT_DEPRECATE_EOF: an OK ends the rows, and no EOF follows the columns.
+    pub deprecate_eof: bool,
+    /// MariaDB's extended type info in column definitions.
+    pub extended_types: bool,
+}
+
 /// A text-protocol result set qcache answers itself: the packets in order, sequence ids
 /// starting at 1, ended with EOF or OK per the negotiated flags.
 pub fn text_result(
     columns: &[(&str, u8)],
     rows: &[Vec<Option<String>>],
     status: u16,
-    deprecate_eof: bool,
+    format: ResultFormat,
 ) -> BytesMut {
+    let deprecate_eof = format.deprecate_eof;
     let mut wire = BytesMut::new();
     let mut seq = 1u8;
     let mut count = BytesMut::new();
     put_lenenc(&mut count, columns.len() as u64);
     seq = super::codec::encode(seq, &count, &mut wire);
     for (name, ty) in columns {
-        seq = super::codec::encode(seq, &column_def(name, *ty, 1024), &mut wire);
+        let def = column_def(name, *ty, 1024, format.extended_types);
+        seq = super::codec::encode(seq, &def, &mut wire);
     }
     if !deprecate_eof {
         seq = super::codec::encode(seq, &eof_payload(status, false), &mut wire);

@@ -331,7 +331,7 @@ mod tests {
     }
 
     fn coldef() -> Vec<u8> {
-        crate::protocol::packets::column_def("c", 0xfd, 10).to_vec()
+        crate::protocol::packets::column_def("c", 0xfd, 10, false).to_vec()
     }
 
     #[test]

@@ -64,8 +64,21 @@ impl Session {
     }
 
     async fn send_rows(&mut self, r: Rows) -> Result<(), SessionError> {
+        self.send_text_result(&r.columns, &r.rows).await
+    }
+
+    /// Answers the current command with a result set qcache built, in the session's format.
+    pub(crate) async fn send_text_result(
+        &mut self,
+        columns: &[(&str, u8)],
+        rows: &[Vec<Option<String>>],
+    ) -> Result<(), SessionError> {
         let st = self.st.status & status::PER_SESSION;
-        let wire = packets::text_result(&r.columns, &r.rows, st, self.st.deprecate_eof);
+        let format = packets::ResultFormat {
+            deprecate_eof: self.st.deprecate_eof,
+            extended_types: self.st.mariadb_caps & packets::mariadb_cap::EXTENDED_TYPE_INFO != 0,
+        };
+        let wire = packets::text_result(columns, rows, st, format);
         self.client.push_raw(&wire);
         self.client.flush().await.map_err(SessionError::client)
     }

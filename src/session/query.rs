@@ -711,16 +711,12 @@ impl Session {
         seq: u8,
         (name, value): (String, String),
     ) -> Result<(), SessionError> {
-        let st = self.st.status & status::PER_SESSION;
-        let wire = packets::text_result(
+        let _ = seq;
+        self.send_text_result(
             &[(name.as_str(), packets::TYPE_VAR_STRING)],
             &[vec![Some(value)]],
-            st,
-            self.st.deprecate_eof,
-        );
-        let _ = seq;
-        self.client.push_raw(&wire);
-        self.client.flush().await.map_err(SessionError::client)
+        )
+        .await
     }
 
     /// `SHOW [GLOBAL|SESSION] STATUS LIKE 'Qcache%'`: rows qcache answers from its state.
@@ -742,22 +738,15 @@ impl Session {
         _seq: u8,
         rows: Vec<(String, String)>,
     ) -> Result<(), SessionError> {
-        let st = self.st.status & status::PER_SESSION;
         let rows: Vec<Vec<Option<String>>> = rows
             .into_iter()
             .map(|(n, v)| vec![Some(n), Some(v)])
             .collect();
-        let wire = packets::text_result(
-            &[
-                ("Variable_name", packets::TYPE_VAR_STRING),
-                ("Value", packets::TYPE_VAR_STRING),
-            ],
-            &rows,
-            st,
-            self.st.deprecate_eof,
-        );
-        self.client.push_raw(&wire);
-        self.client.flush().await.map_err(SessionError::client)
+        let columns = [
+            ("Variable_name", packets::TYPE_VAR_STRING),
+            ("Value", packets::TYPE_VAR_STRING),
+        ];
+        self.send_text_result(&columns, &rows).await
     }
 
     async fn flush_or_reset(

@@ -68,6 +68,30 @@ impl Raw {
         deprecate_eof: bool,
         alg: Option<Algorithm>,
     ) -> Raw {
+        Raw::login(addr, user, db, deprecate_eof, alg, 0).await
+    }
+
+    /// Like [`connect`](Self::connect), asking for MariaDB's extended capabilities
+    /// `mariadb_caps` (those the server offers), as MariaDB's own connectors do.
+    #[allow(dead_code)]
+    pub async fn connect_mariadb(
+        addr: &str,
+        user: &str,
+        db: &str,
+        deprecate_eof: bool,
+        mariadb_caps: u32,
+    ) -> Raw {
+        Raw::login(addr, user, db, deprecate_eof, None, mariadb_caps).await
+    }
+
+    async fn login(
+        addr: &str,
+        user: &str,
+        db: &str,
+        deprecate_eof: bool,
+        alg: Option<Algorithm>,
+        mariadb_caps: u32,
+    ) -> Raw {
         let tcp = TcpStream::connect(addr).await.expect("connect");
         let mut raw = Raw {
             tcp,
@@ -87,12 +111,18 @@ impl Raw {
         };
         assert_eq!(parsed.capabilities & want, want, "compression not offered");
         raw.caps = (client_caps(deprecate_eof) | want) & parsed.capabilities;
+        let mariadb_caps = mariadb_caps & parsed.mariadb_caps;
+        if mariadb_caps != 0 {
+            // A MariaDB client says so by not claiming CLIENT_MYSQL (bit 0).
+            raw.caps &= !cap::LONG_PASSWORD;
+        }
         raw.greeting = g;
         let mut p = BytesMut::new();
         p.put_u32_le(raw.caps);
         p.put_u32_le(1 << 30);
         p.put_u8(45);
-        p.put_slice(&[0; 23]);
+        p.put_slice(&[0; 19]);
+        p.put_u32_le(mariadb_caps);
         p.put_slice(user.as_bytes());
         p.put_u8(0);
         p.put_u8(0); // empty auth response
