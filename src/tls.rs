@@ -195,8 +195,26 @@ pub fn upstream_name(addr: &str) -> ServerName<'static> {
 /// what those MySQL ssl-modes mean (the server's certificate is typically self-signed by
 /// `mysql_ssl_rsa_setup` and never checked). The handshake signature is still verified, so
 /// the peer holds the key of the certificate it showed; only the chain and name are not.
+/// One exception: a certificate webpki cannot read at all (X.509 version 1, as MariaDB's
+/// and many test CAs issue) is accepted unchecked, as MySQL clients accept it in these
+/// modes. Nothing is lost by it: the mode authenticates no server, so an impostor could as
+/// well show a certificate of its own.
 #[derive(Debug)]
 struct AnyCert(Arc<CryptoProvider>);
+
+impl AnyCert {
+    fn signature(
+        checked: Result<HandshakeSignatureValid, rustls::Error>,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        match checked {
+            Err(rustls::Error::InvalidCertificate(CertificateError::Other(_)))
+            | Err(rustls::Error::InvalidCertificate(CertificateError::BadEncoding)) => {
+                Ok(HandshakeSignatureValid::assertion())
+            }
+            r => r,
+        }
+    }
+}
 
 impl ServerCertVerifier for AnyCert {
     fn verify_server_cert(
@@ -216,12 +234,12 @@ impl ServerCertVerifier for AnyCert {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(
+        AnyCert::signature(rustls::crypto::verify_tls12_signature(
             message,
             cert,
             dss,
             &self.0.signature_verification_algorithms,
-        )
+        ))
     }
 
     fn verify_tls13_signature(
@@ -230,12 +248,12 @@ impl ServerCertVerifier for AnyCert {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(
+        AnyCert::signature(rustls::crypto::verify_tls13_signature(
             message,
             cert,
             dss,
             &self.0.signature_verification_algorithms,
-        )
+        ))
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {

@@ -682,3 +682,72 @@ async fn a_cleartext_plugin_from_a_tls_client_to_a_plain_server_is_refused() {
     assert!(leaked.is_empty(), "the server received {leaked:?}");
     proxy.shutdown().await;
 }
+
+/// `preferred` and `required` authenticate no server, so they accept a certificate webpki
+/// cannot read: X.509 version 1, which `openssl x509 -req` issues without extensions and
+/// which mariadb-connector-nodejs's CI certificates are. Before, every session was refused
+/// with "UnsupportedCertVersion". `verify_ca` still refuses it, saying why.
+#[tokio::test]
+async fn an_x509_v1_server_certificate_is_accepted_where_nothing_is_verified() {
+    let dir = tempfile::tempdir().unwrap();
+    let (key, csr, cert) = (
+        dir.path().join("key.pem"),
+        dir.path().join("req.csr"),
+        dir.path().join("cert.pem"),
+    );
+    let openssl = |args: &[&str]| {
+        let out = std::process::Command::new("openssl")
+            .args(args)
+            .output()
+            .expect("openssl (Debian's openssl package) runs");
+        assert!(out.status.success(), "openssl {args:?}: {out:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let p = |p: &PathBuf| path(p);
+    openssl(
+        &["req", "-newkey", "rsa:2048", "-nodes", "-keyout", &p(&key)]
+            .into_iter()
+            .chain(["-subj", "/CN=v1", "-out", &p(&csr)])
+            .collect::<Vec<_>>(),
+    );
+    openssl(&[
+        "x509",
+        "-req",
+        "-in",
+        &p(&csr),
+        "-signkey",
+        &p(&key),
+        "-days",
+        "2",
+        "-out",
+        &p(&cert),
+    ]);
+    let text = openssl(&["x509", "-in", &p(&cert), "-noout", "-text"]);
+    assert!(text.contains("Version: 1 "), "not a v1 certificate: {text}");
+    let db = common::own_server_with(&[
+        format!("--ssl-cert={}", p(&cert)),
+        format!("--ssl-key={}", p(&key)),
+    ]);
+    for mode in [UpstreamTlsMode::Preferred, UpstreamTlsMode::Required] {
+        let proxy = common::proxy_to(&db.addr(), |c| c.tls.upstream.mode = mode).await;
+        let mut c = connect(&proxy.addr_string(), &db.user, &db.password, false)
+            .await
+            .unwrap_or_else(|e| panic!("{mode:?}: {e}"));
+        assert!(
+            !server_cipher(&mut c).await.is_empty(),
+            "{mode:?}: leg not encrypted"
+        );
+        drop(c);
+        proxy.shutdown().await;
+    }
+    let proxy = common::proxy_to(&db.addr(), |c| {
+        c.tls.upstream.mode = UpstreamTlsMode::VerifyCa;
+        c.tls.upstream.ca = p(&cert);
+    })
+    .await;
+    let err = connect(&proxy.addr_string(), &db.user, &db.password, false)
+        .await
+        .expect_err("verify_ca cannot check a v1 certificate");
+    assert!(err.to_string().contains("[2026]"), "{err}");
+    proxy.shutdown().await;
+}

@@ -16,10 +16,11 @@ use crate::protocol::handshake::{
 use crate::protocol::packets::{self, cap};
 use crate::tls::Contexts;
 
-/// MySQL client error numbers qcache uses for its own failures.
-/// "Can't connect to MySQL server": MySQL's client code for an unreachable server, which
-/// libmariadb-based clients refuse to read from the wire (they report 2027), so the wire
-/// carries ER_UNKNOWN_ERROR with 2003's message text instead.
+/// MySQL client error numbers qcache uses for its own failures: 2003 "Can't connect to MySQL
+/// server" and 2026 "SSL connection error". They are client codes, which libmariadb-based
+/// clients (the `mariadb` CLI) refuse to read from the wire (they report 2027 "Malformed
+/// packet" and lose the text), so the wire carries ER_UNKNOWN_ERROR with the client code in
+/// the message instead.
 pub const CR_CONN_HOST_ERROR: u16 = 2003;
 pub const ER_UNKNOWN_ERROR: u16 = 1105;
 pub const CR_SSL_CONNECTION_ERROR: u16 = 2026;
@@ -174,14 +175,16 @@ pub async fn relay(
     let mut parsed = parse_response(client, &resp).await?;
     if parsed.ssl_request {
         let Some(acceptor) = acceptor else {
-            let msg = "qcache: TLS was requested but qcache has no TLS configured \
-                       (connect without TLS, or configure [tls.client])";
+            let msg = format!(
+                "qcache: TLS was requested but qcache has no TLS configured \
+                 (connect without TLS, or configure [tls.client]) [{CR_SSL_CONNECTION_ERROR}]"
+            );
             return Err(refuse(
                 client,
                 resp.seq.wrapping_add(1),
-                CR_SSL_CONNECTION_ERROR,
+                ER_UNKNOWN_ERROR,
                 "HY000",
-                msg,
+                &msg,
             )
             .await);
         };
@@ -231,12 +234,12 @@ pub async fn relay(
         (_, Some(_)) if !server_offers_ssl => {
             let msg = format!(
                 "qcache: the server at '{upstream_addr}' does not offer TLS, and \
-                 tls.upstream.mode is {mode:?}"
+                 tls.upstream.mode is {mode:?} [{CR_SSL_CONNECTION_ERROR}]"
             );
             return Err(refuse(
                 client,
                 resp.seq.wrapping_add(1),
-                CR_SSL_CONNECTION_ERROR,
+                ER_UNKNOWN_ERROR,
                 "HY000",
                 &msg,
             )
@@ -269,11 +272,15 @@ pub async fn relay(
             .connect_tls(connector, crate::tls::upstream_name(upstream_addr))
             .await
         {
-            let msg = format!("qcache: TLS to the server at '{upstream_addr}' failed: {e}");
+            let msg = format!(
+                "qcache: TLS to the server at '{upstream_addr}' failed: {e} \
+                 [{CR_SSL_CONNECTION_ERROR}]"
+            );
+            tracing::warn!(upstream = upstream_addr, error = %e, "TLS to the server failed");
             return Err(refuse(
                 client,
                 resp.seq.wrapping_add(1),
-                CR_SSL_CONNECTION_ERROR,
+                ER_UNKNOWN_ERROR,
                 "HY000",
                 &msg,
             )
