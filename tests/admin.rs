@@ -382,6 +382,16 @@ async fn admin_statements_for_a_privileged_user() {
     c.query_drop("FLUSH QUERY CACHE").await.unwrap();
     c.query_drop("RESET QUERY CACHE").await.unwrap();
     assert_eq!(qstatus(&mut c, "Qcache_entries").await, 0);
+
+    // A prepared statement's entry shows its SQL, not the execute packet's bytes.
+    let _: Option<i64> = c
+        .exec_first("SELECT id FROM t WHERE id = ?", (1,))
+        .await
+        .unwrap();
+    let rows: Vec<(String, String, u64, u64, u64, u8, String)> =
+        c.query("SHOW QCACHE ENTRIES LIMIT 5").await.unwrap();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0].6, "SELECT id FROM t WHERE id = ?");
     drop(c);
     proxy.shutdown().await;
 }

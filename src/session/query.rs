@@ -229,7 +229,9 @@ impl Session {
                 return self.forward_read(pkt.seq, &payload, None).await.map(drop);
             }
         };
-        self.miss(pkt.seq, &payload, plan, mode).await.map(drop)
+        self.miss(pkt.seq, &payload, &payload[1..], plan, mode)
+            .await
+            .map(drop)
     }
 
     /// The snapshot rules that apply to a read now; None when the cache cannot be used at
@@ -427,10 +429,13 @@ impl Session {
     /// Forwards a read and stores its result when it qualifies.
     /// Returns whether `payload` went upstream: a session that waited for another's fill
     /// and was served from it sent nothing.
+    /// `sql` is the statement's text, for `SHOW QCACHE ENTRIES` (an execute's payload holds
+    /// only the statement id and parameters).
     async fn miss(
         &mut self,
         seq: u8,
         payload: &Bytes,
+        sql: &[u8],
         plan: ReadPlan,
         mode: Option<ReadMode>,
     ) -> Result<bool, SessionError> {
@@ -501,9 +506,7 @@ impl Session {
         self.fill_scratch = scratch;
         let mut entry = Entry::new(bytes, last, stamps, plan.digest)
             .with_meta_status_at(meta)
-            .with_sql(&String::from_utf8_lossy(
-                &payload[1..payload.len().min(257)],
-            ));
+            .with_sql(&String::from_utf8_lossy(&sql[..sql.len().min(256)]));
         if let Some(ttl) = plan.ttl {
             // The store still applies the global TTL when it is shorter.
             entry.expires = entry.created.checked_add(ttl);
@@ -944,7 +947,7 @@ impl Session {
             Ok(plan) => {
                 // Only an execute that reached the server taught it the types; one served
                 // from another session's fill did not.
-                let sent = self.miss(pkt.seq, &up, plan, mode).await?;
+                let sent = self.miss(pkt.seq, &up, &sql, plan, mode).await?;
                 self.types_sent(id, typed && sent);
                 Ok(())
             }
