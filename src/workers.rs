@@ -25,7 +25,7 @@ static WORKERS: OnceLock<Workers> = OnceLock::new();
 /// them, as they share the cores, so only the first start's count counts.
 pub fn start(n: usize) {
     let want = if n == 0 { per_core() } else { n };
-    let have = workers_with(want).handles.len();
+    let have = workers_with(|| want).handles.len();
     if have != want {
         tracing::warn!(
             running = have,
@@ -39,9 +39,11 @@ fn per_core() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
-fn workers_with(n: usize) -> &'static Workers {
+/// `n` is asked only when the threads are first started: `available_parallelism` reads
+/// cgroup files, which `next` must not do for every accepted connection.
+fn workers_with(n: impl FnOnce() -> usize) -> &'static Workers {
     WORKERS.get_or_init(|| Workers {
-        handles: (0..n).map(start_worker).collect(),
+        handles: (0..n()).map(start_worker).collect(),
         next: AtomicUsize::new(0),
     })
 }
@@ -65,7 +67,7 @@ fn start_worker(i: usize) -> Handle {
 
 /// The runtime the next session goes to.
 pub fn next() -> &'static Handle {
-    let w = workers_with(per_core());
+    let w = workers_with(per_core);
     let i = w.next.fetch_add(1, Ordering::Relaxed) % w.handles.len();
     &w.handles[i]
 }

@@ -371,11 +371,9 @@ impl PacketConn {
             return Ok(());
         }
         if let Some(c) = &mut self.compressed {
-            if let Some(last) = last_seq(&self.wbuf) {
+            // Reads go on in the canonical numbering; the client sees the shifted one.
+            if let Some(last) = last_seq_then_shift(&mut self.wbuf, c.shift) {
                 c.inner_seq = last.wrapping_add(1);
-            }
-            if c.shift != 0 {
-                shift_seq(&mut self.wbuf, c.shift);
             }
             c.out.clear();
             c.frame_seq = c.codec.encode(&self.wbuf, c.frame_seq, &mut c.out);
@@ -509,23 +507,16 @@ async fn write_all(
     Ok(())
 }
 
-/// The sequence id of the last frame in `buf`, which holds whole frames only.
-fn last_seq(buf: &[u8]) -> Option<u8> {
+/// The sequence id of the last frame in `buf`, which holds whole frames only, as queued;
+/// then `shift` is added to every frame's id (0 leaves them).
+fn last_seq_then_shift(buf: &mut [u8], shift: u8) -> Option<u8> {
     let mut at = 0;
     let mut last = None;
     while at + 4 <= buf.len() {
         let len = u32::from_le_bytes([buf[at], buf[at + 1], buf[at + 2], 0]) as usize;
         last = Some(buf[at + 3]);
+        buf[at + 3] = buf[at + 3].wrapping_add(shift);
         at += 4 + len;
     }
     last
-}
-
-fn shift_seq(buf: &mut [u8], by: u8) {
-    let mut at = 0;
-    while at + 4 <= buf.len() {
-        let len = u32::from_le_bytes([buf[at], buf[at + 1], buf[at + 2], 0]) as usize;
-        buf[at + 3] = buf[at + 3].wrapping_add(by);
-        at += 4 + len;
-    }
 }
