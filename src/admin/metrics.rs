@@ -208,7 +208,7 @@ impl Collector for SharedCollector {
         counter(
             &mut e,
             "qcache_evictions",
-            "Entries evicted to make room (MySQL's Qcache_lowmem_prunes).",
+            "Servable entries evicted to make room (MySQL's Qcache_lowmem_prunes).",
             load(&stats.lowmem_prunes),
         )?;
         {
@@ -226,13 +226,13 @@ impl Collector for SharedCollector {
         counter(
             &mut e,
             "qcache_stale_dropped",
-            "Entries found outdated on lookup and dropped.",
+            "Outdated entries dropped (on lookup, replacement or eviction).",
             load(&stats.stale_dropped),
         )?;
         counter(
             &mut e,
             "qcache_expired",
-            "Entries found past their TTL on lookup and dropped.",
+            "Expired entries dropped (on lookup, replacement or eviction).",
             load(&stats.expired),
         )?;
         counter(

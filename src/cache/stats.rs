@@ -109,15 +109,17 @@ pub struct CacheStats {
     /// Statements not served from and not stored in the cache, every reason together (MySQL's
     /// Qcache_not_cached).
     pub not_cached: StripedCounter,
-    /// Entries evicted to make room (MySQL's Qcache_lowmem_prunes).
+    /// Servable entries (current, unexpired) evicted to make room (MySQL's
+    /// Qcache_lowmem_prunes).
     pub lowmem_prunes: AtomicU64,
     /// One count per invalidation event (a table bump, a schema, a flush), by source.
     invalidations: [AtomicU64; 6],
     /// Followers that waited for another session's fill of the same key.
     pub stampede_waits: AtomicU64,
-    /// Entries found with outdated table versions and dropped on lookup.
+    /// Entries with outdated table versions dropped: found on lookup, replaced by a new fill,
+    /// or evicted to make room.
     pub stale_dropped: AtomicU64,
-    /// Entries found past their TTL and dropped on lookup.
+    /// Entries past their TTL dropped: on lookup, replaced, or evicted to make room.
     pub expired: AtomicU64,
     /// Results refused because they exceed `max_result_bytes` (or a cache shard).
     pub too_large: AtomicU64,

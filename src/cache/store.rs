@@ -88,18 +88,32 @@ impl Weighter<Key, Arc<Entry>> for EntryWeighter {
     }
 }
 
-/// Counts evictions (Qcache_lowmem_prunes) and defers dropping up to two evicted entries until
-/// the shard lock is released.
+/// Counts what quick_cache drops and defers dropping up to two entries until the shard lock is
+/// released.
+///
+/// quick_cache reports an entry replaced under its key (a new fill over a stale entry) the
+/// same way as one evicted for room. Only the loss of a servable entry is a
+/// Qcache_lowmem_prune, as in MySQL, where invalidation had already freed stale results: a
+/// stale entry counts as dropped, an expired one as expired. (A current entry replaced by a
+/// racing fill of the same key still counts as a prune; that race is rare.)
 #[derive(Clone, Debug)]
 pub struct Evictions {
     stats: Arc<CacheStats>,
+    versions: Arc<Versions>,
 }
 
 impl Lifecycle<Key, Arc<Entry>> for Evictions {
     type RequestState = [Option<Arc<Entry>>; 2];
 
     fn on_evict(&self, state: &mut Self::RequestState, _key: Key, val: Arc<Entry>) {
-        CacheStats::incr(&self.stats.lowmem_prunes);
+        let counter = if !val.stamps.is_current(&self.versions) {
+            &self.stats.stale_dropped
+        } else if val.expires.is_some() && val.is_expired(Instant::now()) {
+            &self.stats.expired
+        } else {
+            &self.stats.lowmem_prunes
+        };
+        CacheStats::incr(counter);
         if let Some(slot) = state.iter_mut().find(|s| s.is_none()) {
             *slot = Some(val);
         }
@@ -311,6 +325,7 @@ impl Cache {
             .weight_capacity(capacity)
             .hot_allocation(HOT_ALLOCATION)
             .build();
+        let versions = Arc::new(Versions::new());
         let map = match options {
             Ok(o) => Map::with_options(
                 o,
@@ -318,6 +333,7 @@ impl Cache {
                 KeyHashBuilder::default(),
                 Evictions {
                     stats: stats.clone(),
+                    versions: versions.clone(),
                 },
             ),
             // build() fails only when a capacity is unset, and both are set above.
@@ -327,7 +343,7 @@ impl Cache {
         Cache {
             inner: Arc::new(Inner {
                 map,
-                versions: Arc::new(Versions::new()),
+                versions,
                 stats,
                 fills: DashMap::new(),
                 next_fill: AtomicU64::new(0),
@@ -649,6 +665,60 @@ mod tests {
         assert!(c.get_current(k2).is_some());
         c.invalidate_all(InvalidationSource::Binlog);
         assert!(c.get_current(k2).is_none());
+    }
+
+    #[test]
+    fn replacing_or_evicting_a_stale_entry_is_no_lowmem_prune() {
+        // Found by a read_write run: 15k "prunes" with 263 MB of the cache free, because
+        // quick_cache reports a replaced entry like an evicted one.
+        let c = Cache::new(&CacheConfig::default());
+        let t = c.versions().table("db", "t");
+        let k = key(1, 0, b"q");
+        assert!(c.insert(k, entry(&c, std::slice::from_ref(&t), 10)));
+        c.invalidate_table(&t, InvalidationSource::Write);
+        assert!(c.insert(k, entry(&c, std::slice::from_ref(&t), 10)));
+        assert_eq!(load(&c.stats().lowmem_prunes), 0);
+        assert_eq!(load(&c.stats().stale_dropped), 1);
+        assert_eq!(c.len(), 1);
+
+        // Under memory pressure, stale entries that make room are dropped, not pruned;
+        // only servable ones count as prunes.
+        let one = entry(&c, &[], 1000).weight();
+        let max = one * 64;
+        let c = Cache::new(&cfg(max, 4096));
+        let t = c.versions().table("db", "t");
+        let n = 64u64;
+        for i in 0..n {
+            assert!(c.insert(
+                key(1, 0, &i.to_le_bytes()),
+                entry(&c, std::slice::from_ref(&t), 1000)
+            ));
+        }
+        c.invalidate_table(&t, InvalidationSource::Write);
+        let held = c.len() as u64;
+        let dropped_before = load(&c.stats().stale_dropped);
+        // Entries on `t` evicted while they were still current were real prunes.
+        let pruned_before = load(&c.stats().lowmem_prunes);
+        assert_eq!(pruned_before + held, n);
+        let u = c.versions().table("db", "u");
+        for i in 0..n {
+            assert!(c.insert(
+                key(2, 0, &i.to_le_bytes()),
+                entry(&c, std::slice::from_ref(&u), 1000)
+            ));
+        }
+        let pruned = load(&c.stats().lowmem_prunes) - pruned_before;
+        let dropped = load(&c.stats().stale_dropped) - dropped_before;
+        assert!(dropped > 0, "stale entries made room");
+        // Every entry on `t` was stale; any prune was of a current entry on `u`.
+        let left_on_t = (0..n)
+            .filter(|i| c.get(key(1, 0, &i.to_le_bytes())).is_some())
+            .count() as u64;
+        assert_eq!(dropped + left_on_t, held);
+        let left_on_u = (0..n)
+            .filter(|i| c.get(key(2, 0, &i.to_le_bytes())).is_some())
+            .count() as u64;
+        assert_eq!(pruned + left_on_u, n);
     }
 
     #[test]
