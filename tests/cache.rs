@@ -650,6 +650,51 @@ async fn users_with_different_grants_never_share_entries() {
     proxy.shutdown().await;
 }
 
+/// The read that opens a transaction's snapshot must reach the server even when its result
+/// is cached; when it is, nothing is copied or stored again, and the entry held is kept (a
+/// replacement used to be counted as a Qcache_lowmem_prune, one per read-only transaction).
+#[tokio::test]
+async fn a_snapshot_opening_read_of_a_cached_result_stores_nothing() {
+    let schema = common::fresh_schema("qc_establish").await;
+    setup(
+        &schema,
+        &[
+            "CREATE TABLE t (id INT PRIMARY KEY, v INT) ENGINE=InnoDB",
+            "INSERT INTO t VALUES (1, 1), (2, 2)",
+        ],
+    )
+    .await;
+    let proxy = common::proxy(|_| {}).await;
+    let mut c = proxy.conn(&schema).await;
+    let q = "SELECT v FROM t WHERE id = 1";
+    assert_eq!(first_i64(&mut c, q).await, Some(1));
+    assert_eq!(first_i64(&mut c, q).await, Some(1));
+    assert_eq!(status(&mut c, "Qcache_inserts").await, 1);
+    assert_eq!(status(&mut c, "Qcache_hits").await, 1);
+    for _ in 0..3 {
+        c.query_drop("BEGIN").await.unwrap();
+        // Opens the snapshot: forwarded, not a hit, not stored again.
+        assert_eq!(first_i64(&mut c, q).await, Some(1));
+        // The snapshot is open: this one may hit.
+        assert_eq!(first_i64(&mut c, q).await, Some(1));
+        c.query_drop("COMMIT").await.unwrap();
+    }
+    assert_eq!(status(&mut c, "Qcache_inserts").await, 1);
+    assert_eq!(status(&mut c, "Qcache_hits").await, 4);
+    assert_eq!(status(&mut c, "Qcache_lowmem_prunes").await, 0);
+    assert_eq!(status(&mut c, "Qcache_queries_in_cache").await, 1);
+    // A snapshot-opening read of a result not cached yet still fills.
+    c.query_drop("BEGIN").await.unwrap();
+    assert_eq!(
+        first_i64(&mut c, "SELECT v FROM t WHERE id = 2").await,
+        Some(2)
+    );
+    c.query_drop("COMMIT").await.unwrap();
+    assert_eq!(status(&mut c, "Qcache_inserts").await, 2);
+    drop(c);
+    proxy.shutdown().await;
+}
+
 #[tokio::test]
 async fn transactions_read_your_writes_and_isolate_others() {
     let schema = common::fresh_schema("qc_txn").await;

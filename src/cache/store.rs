@@ -94,8 +94,8 @@ impl Weighter<Key, Arc<Entry>> for EntryWeighter {
 /// quick_cache reports an entry replaced under its key (a new fill over a stale entry) the
 /// same way as one evicted for room. Only the loss of a servable entry is a
 /// Qcache_lowmem_prune, as in MySQL, where invalidation had already freed stale results: a
-/// stale entry counts as dropped, an expired one as expired. (A current entry replaced by a
-/// racing fill of the same key still counts as a prune; that race is rare.)
+/// stale entry counts as dropped, an expired one as expired. A fill never replaces a
+/// servable entry (`insert_checked`), except when two fills of one key race past that check.
 #[derive(Clone, Debug)]
 pub struct Evictions {
     stats: Arc<CacheStats>,
@@ -417,6 +417,15 @@ impl Cache {
         Some(e)
     }
 
+    /// Whether `key` holds an entry that is current and unexpired, without counting a hit or
+    /// marking it recently used.
+    pub fn holds_servable(&self, key: Key) -> bool {
+        self.inner.map.peek(&key).is_some_and(|e| {
+            e.stamps.is_current(&self.inner.versions)
+                && !(e.expires.is_some() && e.is_expired(Instant::now()))
+        })
+    }
+
     /// Counts `e` as served (Qcache_hits and the entry's own count). `get_current` and
     /// `get_in` do this themselves; call it after `get` when validating some other way.
     pub fn hit(&self, e: &Entry) {
@@ -506,6 +515,12 @@ impl Cache {
         };
         if let Some(by_ttl) = ttl.and_then(|ttl| entry.created.checked_add(ttl)) {
             entry.expires = Some(entry.expires.map_or(by_ttl, |e| e.min(by_ttl)));
+        }
+        if self.holds_servable(key) {
+            // An equal result is already held (a read that had to go to the server anyway,
+            // such as the one that opens a transaction's snapshot): keeping it saves
+            // quick_cache a replacement, which it would report as an eviction.
+            return true;
         }
         inner.map.insert(key, Arc::new(entry));
         CacheStats::incr(&inner.stats.inserts);
@@ -680,6 +695,13 @@ mod tests {
         assert_eq!(load(&c.stats().lowmem_prunes), 0);
         assert_eq!(load(&c.stats().stale_dropped), 1);
         assert_eq!(c.len(), 1);
+        // A second fill of a servable entry keeps the one held: no replacement, no prune.
+        let held = c.get(k).expect("held");
+        assert!(c.holds_servable(k));
+        assert!(c.insert(k, entry(&c, std::slice::from_ref(&t), 10)));
+        assert!(Arc::ptr_eq(&held, &c.get(k).expect("still held")));
+        assert_eq!(load(&c.stats().lowmem_prunes), 0);
+        assert_eq!(load(&c.stats().inserts), 2);
 
         // Under memory pressure, stale entries that make room are dropped, not pruned;
         // only servable ones count as prunes.
@@ -868,10 +890,11 @@ mod tests {
 
         let mut old = entry(&c, &[], 10);
         old.created = Instant::now() - Duration::from_secs(11);
-        assert!(c.insert(k, old));
-        assert!(c.get(k).is_none());
-        assert!(c.get_current(k).is_none());
-        assert_eq!(c.len(), 0, "expired entry removed on lookup");
+        let k2 = key(1, 0, b"q2");
+        assert!(c.insert(k2, old));
+        assert!(c.get(k2).is_none());
+        assert!(c.get_current(k2).is_none());
+        assert_eq!(c.len(), 1, "expired entry removed on lookup");
         assert_eq!(load(&c.stats().expired), 1);
     }
 
