@@ -216,7 +216,7 @@ impl FillGuard {
     }
 
     /// Stores `entry` under the claimed key (same rules as `Cache::insert`) and wakes the
-    /// followers. Returns whether it was stored.
+    /// followers. Returns whether the key holds the result now.
     pub fn insert(self, entry: Entry) -> bool {
         self.finish(entry, None)
     }
@@ -471,8 +471,9 @@ impl Cache {
 
     /// Stores `entry` under `key` unless it is larger than `max_result_bytes` (or than a cache
     /// shard can hold), its status offset is out of range, or a table changed since its
-    /// stamps were taken. Applies the TTL. Returns whether it was stored; a refusal is
-    /// counted in Qcache_not_cached with its reason.
+    /// stamps were taken. Applies the TTL. Returns whether the key now holds the result:
+    /// true also when an equal, servable entry was already held and is kept (not counted as
+    /// an insert). A refusal is counted in Qcache_not_cached with its reason.
     ///
     /// A bump between the stamp check and the store leaves a stale entry, which every
     /// lookup's stamp check hides; the check here only avoids storing known garbage.
