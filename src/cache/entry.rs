@@ -93,6 +93,12 @@ impl Entry {
         self.expires.is_some_and(|e| now >= e)
     }
 
+    /// `is_expired` now. Reading the clock costs as much as the rest of a lookup, so only
+    /// entries with an expiry read it.
+    pub fn expired_now(&self) -> bool {
+        self.expires.is_some() && self.is_expired(Instant::now())
+    }
+
     /// What the entry costs the cache: its bytes plus a realistic estimate of bookkeeping, so
     /// that `max_bytes` bounds memory even when results are tiny.
     pub fn weight(&self) -> u64 {

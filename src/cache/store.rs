@@ -108,7 +108,7 @@ impl Lifecycle<Key, Arc<Entry>> for Evictions {
     fn on_evict(&self, state: &mut Self::RequestState, _key: Key, val: Arc<Entry>) {
         let counter = if !val.stamps.is_current(&self.versions) {
             &self.stats.stale_dropped
-        } else if val.expires.is_some() && val.is_expired(Instant::now()) {
+        } else if val.expired_now() {
             &self.stats.expired
         } else {
             &self.stats.lowmem_prunes
@@ -373,9 +373,7 @@ impl Cache {
     /// inside one, check `stamps.unchanged_since(snapshot)` and call `hit` when serving.
     pub fn get(&self, key: Key) -> Option<Arc<Entry>> {
         let e = self.inner.map.get(&key)?;
-        // Reading the clock costs as much as the rest of a lookup; only entries with an
-        // expiry need it.
-        if e.expires.is_some() && e.is_expired(Instant::now()) {
+        if e.expired_now() {
             if self.remove_exact(key, &e) {
                 CacheStats::incr(&self.inner.stats.expired);
             }
@@ -420,10 +418,10 @@ impl Cache {
     /// Whether `key` holds an entry that is current and unexpired, without counting a hit or
     /// marking it recently used.
     pub fn holds_servable(&self, key: Key) -> bool {
-        self.inner.map.peek(&key).is_some_and(|e| {
-            e.stamps.is_current(&self.inner.versions)
-                && !(e.expires.is_some() && e.is_expired(Instant::now()))
-        })
+        self.inner
+            .map
+            .peek(&key)
+            .is_some_and(|e| e.stamps.is_current(&self.inner.versions) && !e.expired_now())
     }
 
     /// Counts `e` as served (Qcache_hits and the entry's own count). `get_current` and

@@ -69,7 +69,7 @@ impl Session {
             Kind::Set => self.set_statement(pkt, &sql).await,
             Kind::Show => {
                 if let Some(rows) = self.qcache_status_rows(&sql) {
-                    return self.send_status_rows(pkt.seq.wrapping_add(1), rows).await;
+                    return self.send_status_rows(rows).await;
                 }
                 self.relay_command(&pkt, Expect::Results).await.map(drop)
             }
@@ -193,9 +193,7 @@ impl Session {
         let wanted = wants_cache(self.st.qct, scan.hint);
         if !wanted || self.st.lost_track {
             if let Some(v) = self.session_variable_answer(&stmt) {
-                return self
-                    .send_status_rows_named(pkt.seq.wrapping_add(1), v)
-                    .await;
+                return self.send_status_rows_named(v).await;
             }
             self.note_not_cached(if self.st.lost_track {
                 "session_untracked"
@@ -215,9 +213,7 @@ impl Session {
         }
         // Miss: from here on parsing is allowed.
         if let Some(v) = self.session_variable_answer(&stmt) {
-            return self
-                .send_status_rows_named(pkt.seq.wrapping_add(1), v)
-                .await;
+            return self.send_status_rows_named(v).await;
         }
         let digest = analysis::digest(&stmt);
         let an = self.shared.analyzer.analyze(&stmt, digest);
@@ -457,10 +453,10 @@ impl Session {
             self.note_not_cached("changed_since_snapshot");
             return self.forward_read(seq, payload, None).await.map(|_| true);
         }
-        if matches!(mode, ReadMode::Establishing) && cache.holds_servable(plan.key) {
-            // The server must answer this read (its answer opens the transaction's snapshot),
-            // but the cache already holds the result: nothing to copy or store. Once per
-            // read-only transaction in sysbench's oltp_read_only.
+        if cache.holds_servable(plan.key) {
+            // A read that reached the server though its result is cached, because it could
+            // not be served from it: the one that opens a transaction's snapshot, once per
+            // read-only transaction. Nothing to copy or store.
             return self.forward_read(seq, payload, None).await.map(|_| true);
         }
         // Stamps are read before the query goes upstream: a write that lands while the
@@ -717,10 +713,8 @@ impl Session {
 
     async fn send_status_rows_named(
         &mut self,
-        seq: u8,
         (name, value): (String, String),
     ) -> Result<(), SessionError> {
-        let _ = seq;
         self.send_text_result(
             &[(name.as_str(), packets::TYPE_VAR_STRING)],
             &[vec![Some(value)]],
@@ -742,11 +736,7 @@ impl Session {
         Some(rows)
     }
 
-    async fn send_status_rows(
-        &mut self,
-        _seq: u8,
-        rows: Vec<(String, String)>,
-    ) -> Result<(), SessionError> {
+    async fn send_status_rows(&mut self, rows: Vec<(String, String)>) -> Result<(), SessionError> {
         let rows: Vec<Vec<Option<String>>> = rows
             .into_iter()
             .map(|(n, v)| vec![Some(n), Some(v)])
