@@ -105,6 +105,57 @@ async fn binary_hits_are_byte_identical_and_keyed_by_values() {
     proxy.shutdown().await;
 }
 
+/// Every column type MariaDB has, a row of edge values and a row of NULLs, through both
+/// protocols: miss and hit are the server's bytes, with and without DEPRECATE_EOF and with
+/// MariaDB's extended type info (which changes the column definitions of JSON, INET6, UUID
+/// and the geometries).
+#[tokio::test]
+async fn every_column_type_from_a_hit_is_byte_identical() {
+    use qcache::protocol::packets::mariadb_cap::EXTENDED_TYPE_INFO;
+    let schema = common::fresh_schema("ps_types").await;
+    common::setup_types(&schema).await;
+    let proxy = common::proxy(|_| {}).await;
+    let hits = || proxy.running.shared.cache.stats().hits();
+    let before = hits();
+    for (deprecate_eof, ext) in [(false, 0), (true, 0), (true, EXTENDED_TYPE_INFO)] {
+        let case = format!("deprecate_eof={deprecate_eof} ext={ext}");
+        let addr = proxy.addr_string();
+        let mut c = Raw::connect_mariadb(&addr, "root", &schema, deprecate_eof, ext).await;
+        let mut d =
+            Raw::connect_mariadb(&common::db().addr(), "root", &schema, deprecate_eof, ext).await;
+
+        let q = "SELECT * FROM types ORDER BY id";
+        let (server, resp) = d.query(q).await;
+        assert!(!resp.error, "{case}: the server refused the text query");
+        let (miss, _) = c.query(q).await;
+        let (hit, _) = c.query(q).await;
+        assert_eq!(Raw::wire(&miss), Raw::wire(&server), "text miss, {case}");
+        assert_eq!(Raw::wire(&hit), Raw::wire(&server), "text hit, {case}");
+
+        let sql = "SELECT * FROM types WHERE id = ?";
+        let (cid, _) = prepare(&mut c, sql).await;
+        let (did, _) = prepare(&mut d, sql).await;
+        for id in [1, 2] {
+            let (server, resp) = d
+                .command(&execute(did, 0, &[Some(id)]), Expect::Results)
+                .await;
+            assert!(!resp.error, "{case}: the server refused execute {id}");
+            let (miss, _) = c
+                .command(&execute(cid, 0, &[Some(id)]), Expect::Results)
+                .await;
+            let (hit, _) = c
+                .command(&execute(cid, 0, &[Some(id)]), Expect::Results)
+                .await;
+            let what = format!("binary row {id}, {case}");
+            assert_eq!(Raw::wire(&miss), Raw::wire(&server), "miss, {what}");
+            assert_eq!(Raw::wire(&hit), Raw::wire(&server), "hit, {what}");
+        }
+    }
+    // At least the text hit and the two binary hits of each case came from the cache.
+    assert!(hits() >= before + 9, "hits {} -> {}", before, hits());
+    proxy.shutdown().await;
+}
+
 #[tokio::test]
 async fn same_sql_on_two_connections_shares_entries_and_survives_reprepare() {
     let schema = common::fresh_schema("ps_share").await;

@@ -25,34 +25,10 @@ async fn cli(addr: &str, args: &[&str], stdin: &str) -> std::process::Output {
     .unwrap()
 }
 
-const TYPES_DDL: &str = "CREATE TABLE types (
-    id INT PRIMARY KEY,
-    ti TINYINT, si SMALLINT, mi MEDIUMINT, bi BIGINT, ub BIGINT UNSIGNED,
-    fl FLOAT, db DOUBLE, de DECIMAL(20,6), bt BIT(12),
-    ch CHAR(5), vc VARCHAR(100), bn BINARY(4), vb VARBINARY(10),
-    tx TEXT, bl BLOB, en ENUM('a','b'), st SET('x','y'), js JSON,
-    dt DATE, tm TIME(3), dtt DATETIME(6), ts TIMESTAMP NULL, yr YEAR, ge GEOMETRY)";
-
-const TYPES_ROW: &str = "INSERT INTO types VALUES (1,
-    -128, -32768, -8388608, -9223372036854775808, 18446744073709551615,
-    1.5, 2.25, 12345678901234.123456, b'101010101010',
-    'abc', 'héllo wörld', x'00ff10ab', x'0102', REPEAT('t', 300), x'deadbeef', 'b', 'x,y',
-    '{\"k\": [1, 2]}', '2024-02-29', '-838:59:59.000', '2024-01-02 03:04:05.123456',
-    '2024-01-02 03:04:05', 2024, ST_GeomFromText('POINT(1 2)'))";
-
-async fn setup_types(schema: &str) {
-    let mut c = common::direct_to(schema).await;
-    c.query_drop(TYPES_DDL).await.unwrap();
-    c.query_drop(TYPES_ROW).await.unwrap();
-    c.query_drop("INSERT INTO types (id) VALUES (2)")
-        .await
-        .unwrap();
-}
-
 #[tokio::test]
 async fn every_type_and_null_match_direct_in_both_protocols() {
     let schema = common::fresh_schema("relay_types").await;
-    setup_types(&schema).await;
+    common::setup_types(&schema).await;
     let proxy =
         common::proxy(|c| c.cache.query_cache_type = qcache::config::QueryCacheType::Off).await;
     let mut via = proxy.conn(&schema).await;
@@ -89,7 +65,7 @@ async fn every_type_and_null_match_direct_in_both_protocols() {
 #[tokio::test]
 async fn raw_bytes_identical_to_direct() {
     let schema = common::fresh_schema("relay_bytes").await;
-    setup_types(&schema).await;
+    common::setup_types(&schema).await;
     let proxy =
         common::proxy(|c| c.cache.query_cache_type = qcache::config::QueryCacheType::Off).await;
     for deprecate_eof in [false, true] {

@@ -578,6 +578,52 @@ pub async fn fresh_schema(prefix: &str) -> String {
     name
 }
 
+/// A table with a column of every type MariaDB has (the test server is MariaDB; INET4, INET6
+/// and UUID are its own), for the tests that compare qcache's bytes with the server's.
+pub const TYPES_DDL: &str = "CREATE TABLE types (
+    id INT PRIMARY KEY,
+    ti TINYINT, tu TINYINT UNSIGNED, bo BOOLEAN, si SMALLINT, su SMALLINT UNSIGNED,
+    mi MEDIUMINT, mu MEDIUMINT UNSIGNED, i INT, iu INT UNSIGNED,
+    bi BIGINT, ub BIGINT UNSIGNED,
+    fl FLOAT, db DOUBLE, de DECIMAL(20,6), dn DECIMAL(65,30), bt BIT(12), b64 BIT(64),
+    ch CHAR(5), vc VARCHAR(100), bn BINARY(4), vb VARBINARY(10),
+    tt TINYTEXT, tx TEXT, mt MEDIUMTEXT, lt LONGTEXT CHARACTER SET utf8mb4,
+    tb TINYBLOB, bl BLOB, mb MEDIUMBLOB, lb LONGBLOB,
+    en ENUM('a','b'), st SET('x','y'), js JSON,
+    dt DATE, tm TIME(3), t0 TIME, dtt DATETIME(6), d0 DATETIME, ts TIMESTAMP NULL,
+    ts3 TIMESTAMP(3) NULL, yr YEAR,
+    ge GEOMETRY, pt POINT, ls LINESTRING, pg POLYGON,
+    i4 INET4, i6 INET6, uu UUID)";
+
+/// Row 1 of [`TYPES_DDL`]: the edges of each type (minimums, maximums, negative TIME,
+/// fractional seconds, multi-byte text). Row 2 is all NULL but its id.
+pub const TYPES_ROW: &str = "INSERT INTO types VALUES (1,
+    -128, 255, TRUE, -32768, 65535,
+    -8388608, 16777215, -2147483648, 4294967295,
+    -9223372036854775808, 18446744073709551615,
+    1.5, 2.25, 12345678901234.123456, -12345678901234567890123456789012345.123456789012345678901234567891,
+    b'101010101010', b'1111111111111111111111111111111111111111111111111111111111111111',
+    'abc', 'héllo wörld', x'00ff10ab', x'0102',
+    'tiny', REPEAT('t', 300), REPEAT('m', 70000), 'long ✓',
+    x'00', x'deadbeef', REPEAT(x'ab', 70000), x'',
+    'b', 'x,y', '{\"k\": [1, 2]}',
+    '2024-02-29', '-838:59:59.000', '838:59:59', '2024-01-02 03:04:05.123456',
+    '9999-12-31 23:59:59', '2024-01-02 03:04:05', '2030-01-19 03:14:07.999', 2024,
+    ST_GeomFromText('POINT(1 2)'), ST_GeomFromText('POINT(-1.5 20000000000.25)'),
+    ST_GeomFromText('LINESTRING(0 0, 1 1, 2 0)'),
+    ST_GeomFromText('POLYGON((0 0, 4 0, 4 4, 0 4, 0 0))'),
+    '192.168.0.1', '2001:db8::ff00:42:8329', '123e4567-e89b-12d3-a456-426614174000')";
+
+/// Creates and fills [`TYPES_DDL`] in `schema`, directly.
+pub async fn setup_types(schema: &str) {
+    let mut c = direct_to(schema).await;
+    c.query_drop(TYPES_DDL).await.unwrap();
+    c.query_drop(TYPES_ROW).await.unwrap();
+    c.query_drop("INSERT INTO types (id) VALUES (2)")
+        .await
+        .unwrap();
+}
+
 /// Logs from the proxy appear in a failing test's output (the test writer is captured like
 /// `println!`). `RUST_LOG` sets the filter; the default shows qcache's info and above.
 pub fn init_tracing() {
