@@ -1,6 +1,7 @@
 //! Authentication exchanges MariaDB cannot serve, played by a scripted upstream that speaks
 //! MySQL 8's side of caching_sha2_password byte for byte: fast auth, full auth with the RSA
-//! public-key request, and an auth switch. The proxy must relay every round unchanged.
+//! public-key request, and an auth switch. The proxy must relay every round unchanged, and
+//! keep from the client the capabilities it cannot cache through (query attributes).
 
 mod common;
 mod rawclient;
@@ -45,6 +46,7 @@ fn greeting(plugin: &str) -> Vec<u8> {
         | cap::PLUGIN_AUTH_LENENC_DATA
         | cap::DEPRECATE_EOF
         | cap::MARIADB_CLIENT_MYSQL
+        | cap::QUERY_ATTRIBUTES
         | cap::SSL;
     rawclient::mysql8_greeting(caps, SCRAMBLE, plugin)
 }
@@ -128,8 +130,9 @@ async fn scripted(script: Script) -> (String, Log) {
     (addr, log)
 }
 
-/// A raw client through the proxy playing the client side; returns what it sent.
-async fn raw_client(proxy: &str, script: Script) -> Vec<Packet> {
+/// A raw client through the proxy playing the client side, asking for `unoffered`
+/// capabilities on top of those offered; returns what it sent.
+async fn raw_client(proxy: &str, script: Script, unoffered: u32) -> Vec<Packet> {
     let mut peer = Peer::new(TcpStream::connect(proxy).await.unwrap());
     let g = peer.read().await.unwrap();
     let parsed = qcache::protocol::handshake::parse_greeting(&g.payload).unwrap();
@@ -138,7 +141,12 @@ async fn raw_client(proxy: &str, script: Script) -> Vec<Packet> {
         0,
         "qcache must not offer TLS it cannot do"
     );
-    let caps = rawclient::client_caps(true) & parsed.capabilities;
+    assert_eq!(
+        parsed.capabilities & cap::QUERY_ATTRIBUTES,
+        0,
+        "the server's offer of query attributes must not reach the client"
+    );
+    let caps = rawclient::client_caps(true) & parsed.capabilities | unoffered;
     let mut r = BytesMut::new();
     r.extend_from_slice(&caps.to_le_bytes());
     r.extend_from_slice(&(1u32 << 24).to_le_bytes());
@@ -191,7 +199,7 @@ async fn caching_sha2_fast_full_and_switch_are_relayed_byte_for_byte() {
     for script in [Script::Fast, Script::Full, Script::Switch] {
         let (upstream, log) = scripted(script).await;
         let proxy = common::proxy_to(&upstream, |_| {}).await;
-        let sent = raw_client(&proxy.addr_string(), script).await;
+        let sent = raw_client(&proxy.addr_string(), script, 0).await;
         let got = log.lock().unwrap().clone();
         // the handshake response loses nothing but capability bits qcache cleared
         assert_eq!(got.len(), sent.len(), "{script:?}");
@@ -203,6 +211,22 @@ async fn caching_sha2_fast_full_and_switch_are_relayed_byte_for_byte() {
         }
         proxy.shutdown().await;
     }
+}
+
+/// Query attributes would put name/value pairs before the statement qcache reads (a write
+/// behind them would invalidate nothing), so a client that asks for them though qcache did
+/// not offer them is not heard by the server, which did.
+#[tokio::test]
+async fn query_attributes_are_never_negotiated() {
+    let (upstream, log) = scripted(Script::Fast).await;
+    let proxy = common::proxy_to(&upstream, |_| {}).await;
+    let sent = raw_client(&proxy.addr_string(), Script::Fast, cap::QUERY_ATTRIBUTES).await;
+    let got = log.lock().unwrap().clone();
+    let caps = |p: &Packet| u32::from_le_bytes(p.payload[0..4].try_into().unwrap());
+    assert_ne!(caps(&sent[0]) & cap::QUERY_ATTRIBUTES, 0);
+    assert_eq!(caps(&got[0]), caps(&sent[0]) & !cap::QUERY_ATTRIBUTES);
+    assert_eq!(got[0].payload[4..], sent[0].payload[4..]);
+    proxy.shutdown().await;
 }
 
 #[tokio::test]

@@ -112,19 +112,31 @@ pub fn parse_auth_switch(p: &[u8]) -> Option<(String, Vec<u8>)> {
 }
 
 /// The capability word of a handshake response (or SSL request) with `set` added and
-/// `clear` removed.
+/// `clear` removed. What qcache never offers ([`UNOFFERED_CAPS`], [`CLEARED_MARIADB_CAPS`])
+/// is removed too: a client that sets it anyway would otherwise have the server take it at
+/// its word, since the server did offer it to qcache.
 pub fn with_response_caps(p: &[u8], set: u32, clear: u32) -> Option<BytesMut> {
     let caps = u32::from_le_bytes(p.get(0..4)?.try_into().ok()?);
+    let caps = (caps | set) & !clear & !UNOFFERED_CAPS;
     let mut out = BytesMut::from(p);
-    out[0..4].copy_from_slice(&((caps | set) & !clear).to_le_bytes());
+    out[0..4].copy_from_slice(&caps.to_le_bytes());
+    if caps & cap::MARIADB_CLIENT_MYSQL == 0 {
+        if let Some(ext) = out.get_mut(28..32) {
+            let m = u32::from_le_bytes(ext.try_into().ok()?) & !CLEARED_MARIADB_CAPS;
+            ext.copy_from_slice(&m.to_le_bytes());
+        }
+    }
     Some(out)
 }
 
 /// Capabilities qcache cannot relay as they are: TLS and compression change the framing
-/// (terminated later by qcache itself), optional metadata and MariaDB's metadata cache let a
-/// server omit column definitions that a cached result needs.
-pub const CLEARED_CAPS: u32 =
-    cap::SSL | cap::COMPRESS | cap::ZSTD_COMPRESSION | cap::OPTIONAL_RESULTSET_METADATA;
+/// (terminated later by qcache itself); the rest are [`UNOFFERED_CAPS`].
+pub const CLEARED_CAPS: u32 = cap::SSL | cap::COMPRESS | cap::ZSTD_COMPRESSION | UNOFFERED_CAPS;
+/// Capabilities no client gets through qcache. Optional metadata lets a server omit column
+/// definitions that a cached result needs. Query attributes put name/value pairs before
+/// COM_QUERY's text and COM_STMT_EXECUTE's parameters, where qcache reads the statement and
+/// the key: a write behind them would not be recognised, and invalidate nothing.
+pub const UNOFFERED_CAPS: u32 = cap::OPTIONAL_RESULTSET_METADATA | cap::QUERY_ATTRIBUTES;
 /// MariaDB's metadata cache lets a server omit column definitions, which a cached result
 /// needs. Extended type info is relayed: the negotiated MariaDB capabilities are part of the
 /// key, and the result sets qcache builds itself carry the field when it was negotiated
@@ -358,6 +370,36 @@ mod tests {
             parse_auth_switch(&sw).unwrap(),
             ("caching_sha2_password".to_string(), b"nonce".to_vec())
         );
+    }
+
+    #[test]
+    fn responses_lose_what_qcache_never_offers() {
+        // A MariaDB client (CLIENT_MYSQL clear) asking for the metadata cache, and a MySQL 8
+        // one asking for query attributes and optional metadata, neither offered.
+        let mut maria = vec![0u8; 32];
+        let caps = cap::PROTOCOL_41 | cap::SECURE_CONNECTION;
+        maria[0..4].copy_from_slice(&caps.to_le_bytes());
+        let ext = mariadb_cap::CACHE_METADATA | mariadb_cap::PROGRESS;
+        maria[28..32].copy_from_slice(&ext.to_le_bytes());
+        maria.extend_from_slice(b"app\0\0");
+        let out = with_response_caps(&maria, 0, 0).unwrap();
+        let r = parse_handshake_response(&out).unwrap();
+        assert_eq!(r.capabilities, caps);
+        assert_eq!(r.mariadb_caps, mariadb_cap::PROGRESS);
+        assert_eq!(r.user, "app");
+
+        let mut mysql = maria.clone();
+        let asked = caps
+            | cap::MARIADB_CLIENT_MYSQL
+            | cap::QUERY_ATTRIBUTES
+            | cap::OPTIONAL_RESULTSET_METADATA;
+        mysql[0..4].copy_from_slice(&asked.to_le_bytes());
+        mysql[28..32].fill(0);
+        let out = with_response_caps(&mysql, cap::SSL, 0).unwrap();
+        let r = parse_handshake_response(&out).unwrap();
+        assert_eq!(r.capabilities, caps | cap::MARIADB_CLIENT_MYSQL | cap::SSL);
+        assert_eq!(&out[4..], &mysql[4..], "only the capability word changes");
+        assert!(with_response_caps(&mysql[..3], 0, 0).is_none());
     }
 
     #[test]

@@ -23,6 +23,9 @@ pub mod cap {
     pub const DEPRECATE_EOF: u32 = 1 << 24;
     pub const OPTIONAL_RESULTSET_METADATA: u32 = 1 << 25;
     pub const ZSTD_COMPRESSION: u32 = 1 << 26;
+    /// MySQL 8.0.23+: COM_QUERY and COM_STMT_EXECUTE carry name/value attributes before the
+    /// statement text or parameters. MariaDB does not have it.
+    pub const QUERY_ATTRIBUTES: u32 = 1 << 27;
     /// Set by MariaDB clients and servers that use the extended capability bytes.
     pub const MARIADB_CLIENT_MYSQL: u32 = 1;
 }
