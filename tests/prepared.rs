@@ -185,6 +185,52 @@ async fn same_sql_on_two_connections_shares_entries_and_survives_reprepare() {
     proxy.shutdown().await;
 }
 
+/// COM_RESET_CONNECTION makes the server forget the session's statements: an execute of an
+/// old id gets the server's error, never the result cached under it, and the statement
+/// prepared next answers for its own SQL.
+#[tokio::test]
+async fn statements_forgotten_by_a_reset_are_never_served() {
+    let schema = common::fresh_schema("ps_reset").await;
+    setup(&schema).await;
+    let proxy = common::proxy(|_| {}).await;
+    let stats = || proxy.running.shared.cache.stats();
+    let mut c = Raw::connect(&proxy.addr_string(), "root", &schema, true).await;
+    let mut d = Raw::connect(&common::db().addr(), "root", &schema, true).await;
+    let (old, _) = prepare(&mut c, "SELECT s FROM t WHERE id = ?").await;
+    for _ in 0..2 {
+        let (_, resp) = c
+            .command(&execute(old, 0, &[Some(2)]), Expect::Results)
+            .await;
+        assert!(!resp.error);
+    }
+    let (_, resp) = c.command(&[com::RESET_CONNECTION], Expect::OnePacket).await;
+    assert!(!resp.error, "reset refused");
+
+    let hits = stats().hits();
+    let (_, resp) = c
+        .command(&execute(old, 0, &[Some(2)]), Expect::Results)
+        .await;
+    assert!(
+        resp.error,
+        "the server forgot statement {old}; so must qcache"
+    );
+    assert_eq!(stats().hits(), hits);
+
+    let sql = "SELECT n FROM t WHERE id = ?";
+    let (new, _) = prepare(&mut c, sql).await;
+    let (did, _) = prepare(&mut d, sql).await;
+    let (server, _) = d
+        .command(&execute(did, 0, &[Some(2)]), Expect::Results)
+        .await;
+    for _ in 0..2 {
+        let (got, _) = c
+            .command(&execute(new, 0, &[Some(2)]), Expect::Results)
+            .await;
+        assert_eq!(Raw::wire(&got), Raw::wire(&server), "statement {new}");
+    }
+    proxy.shutdown().await;
+}
+
 #[tokio::test]
 async fn cursors_and_long_data_are_never_cached_and_still_correct() {
     let schema = common::fresh_schema("ps_cursor").await;
