@@ -32,6 +32,10 @@ pub struct Cli {
     /// Threads that run sessions (0: one per usable core).
     #[arg(long, env = "QCACHE_WORKERS")]
     pub workers: Option<usize>,
+    /// Answer a plain BEGIN in qcache and send it with the transaction's first statement:
+    /// true or false.
+    #[arg(long, env = "QCACHE_DEFER_BEGIN")]
+    pub defer_begin: Option<bool>,
     /// Cache memory in bytes.
     #[arg(long, env = "QCACHE_MAX_BYTES")]
     pub max_bytes: Option<u64>,
@@ -170,6 +174,9 @@ impl Cli {
         }
         if let Some(v) = self.workers {
             c.server.workers = v;
+        }
+        if let Some(v) = self.defer_begin {
+            c.server.defer_begin = v;
         }
         if let Some(v) = self.max_bytes {
             c.cache.max_bytes = v;

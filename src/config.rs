@@ -69,6 +69,9 @@ pub struct ServerConfig {
     /// On SIGTERM, how long sessions may finish their current command or transaction.
     #[serde(with = "humantime_serde")]
     pub shutdown_timeout: Duration,
+    /// Answer a plain BEGIN outside a transaction in qcache and send it upstream with the
+    /// transaction's first statement (`session/begin.rs`).
+    pub defer_begin: bool,
 }
 
 impl Default for ServerConfig {
@@ -84,6 +87,7 @@ impl Default for ServerConfig {
             connect_timeout: Duration::from_secs(5),
             client_write_timeout: Duration::from_secs(60),
             shutdown_timeout: Duration::from_secs(30),
+            defer_begin: true,
         }
     }
 }

@@ -51,7 +51,8 @@ fn greeting(plugin: &str) -> Vec<u8> {
     rawclient::mysql8_greeting(caps, SCRAMBLE, plugin)
 }
 
-/// One scripted MySQL 8 connection; answers every query with one row holding 4194304.
+/// One scripted MySQL 8 connection; answers every query with one row holding 4194304, but
+/// BEGIN with an error. Logs the client's queries after its handshake.
 async fn serve(tcp: TcpStream, script: Script, log: Log) {
     let mut peer = Peer::new(tcp);
     let plugin = if script == Script::Switch {
@@ -103,7 +104,40 @@ async fn serve(tcp: TcpStream, script: Script, log: Log) {
     while let Some(cmd) = peer.read().await {
         match cmd.payload.first() {
             Some(&com::QUIT) | None => return,
+            // The schema catalog's queries: one table, test.t, so that reads of it can be
+            // cached; no views, triggers or foreign keys.
+            Some(&com::QUERY) if cmd.payload.windows(18).any(|w| w == b"information_schema") => {
+                let tables = cmd
+                    .payload
+                    .windows(22)
+                    .any(|w| w == b"information_schema.TAB");
+                let names = ["a", "b", "c", "d", "e", "f"];
+                let (cols, rows): (&[&str], Vec<Vec<Option<String>>>) = if tables {
+                    (
+                        &names[..3],
+                        vec![vec![
+                            Some("test".into()),
+                            Some("t".into()),
+                            Some("BASE TABLE".into()),
+                        ]],
+                    )
+                } else {
+                    (&names[..], Vec::new())
+                };
+                let cols: Vec<(&str, u8)> = cols
+                    .iter()
+                    .map(|c| (*c, packets::TYPE_VAR_STRING))
+                    .collect();
+                let wire = packets::text_result(&cols, &rows, 2, EOF_AS_OK);
+                let _ = peer.io.write_all(&wire).await;
+            }
+            Some(&com::QUERY) if cmd.payload[1..] == *b"BEGIN" => {
+                log.lock().unwrap().push(cmd.clone());
+                let err = packets::err_payload(1399, "XAE07", "XAER_RMFAIL: scripted refusal");
+                peer.send(1, &err).await;
+            }
             Some(&com::QUERY) => {
+                log.lock().unwrap().push(cmd.clone());
                 let wire = packets::text_result(
                     &[("v", packets::TYPE_LONGLONG)],
                     &[vec![Some("4194304".into())]],
@@ -226,6 +260,40 @@ async fn query_attributes_are_never_negotiated() {
     assert_ne!(caps(&sent[0]) & cap::QUERY_ATTRIBUTES, 0);
     assert_eq!(caps(&got[0]), caps(&sent[0]) & !cap::QUERY_ATTRIBUTES);
     assert_eq!(got[0].payload[4..], sent[0].payload[4..]);
+    proxy.shutdown().await;
+}
+
+/// A deferred BEGIN the server refuses: the statement that carried it along (a cacheable
+/// read) or waited for it (anything else) gets the server's error, a write never runs, and
+/// the session goes on outside a transaction.
+#[tokio::test]
+async fn a_refused_deferred_begin_fails_the_next_statement_cleanly() {
+    let (upstream, log) = scripted(Script::Fast).await;
+    let proxy = common::proxy_to(&upstream, |_| {}).await;
+    let url = format!(
+        "mysql://app:secret@{}/test?prefer_socket=false&max_allowed_packet=4194304&wait_timeout=28800",
+        proxy.addr
+    );
+    let mut c = mysql_async::Conn::from_url(url).await.unwrap();
+    for next in ["SELECT a FROM t", "SELECT NOW()", "UPDATE t SET a = 1"] {
+        c.query_drop("BEGIN").await.unwrap();
+        let e = c.query_drop(next).await.unwrap_err();
+        assert!(e.to_string().contains("scripted refusal"), "{next}: {e}");
+        let v: Option<u64> = c.query_first("SELECT 2").await.unwrap();
+        assert_eq!(v, Some(4194304), "after {next}");
+    }
+    let queries: Vec<String> = log
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|p| p.first() == Some(com::QUERY))
+        .map(|p| String::from_utf8_lossy(&p.payload[1..]).into_owned())
+        .collect();
+    assert_eq!(queries.iter().filter(|q| *q == "BEGIN").count(), 3);
+    assert!(
+        !queries.iter().any(|q| q.starts_with("UPDATE")),
+        "the write ran outside the transaction its client opened: {queries:?}"
+    );
     proxy.shutdown().await;
 }
 

@@ -802,6 +802,125 @@ async fn repeatable_read_snapshot_is_respected() {
     proxy.shutdown().await;
 }
 
+/// A plain BEGIN answered by qcache (`server.defer_begin`, on by default) opens the same
+/// transaction as one the server answered: the same OK bytes, a snapshot taken at the first
+/// read (which travels with BEGIN), writes inside it rolled back, and an empty BEGIN/COMMIT
+/// that never reaches the server. Run with the setting on and off.
+#[tokio::test]
+async fn deferred_begin_opens_the_same_transaction() {
+    let schema = common::fresh_schema("qc_begin").await;
+    setup(
+        &schema,
+        &[
+            "CREATE TABLE t (id INT PRIMARY KEY, v INT) ENGINE=InnoDB",
+            "INSERT INTO t VALUES (1, 1)",
+        ],
+    )
+    .await;
+    let q = "SELECT v FROM t WHERE id = 1";
+    for defer in [true, false] {
+        let proxy = common::proxy(|c| c.server.defer_begin = defer).await;
+        for extra in [0, qcache::protocol::packets::cap::SESSION_TRACK] {
+            let addr = proxy.addr_string();
+            let mut raw = Raw::connect_with_caps(&addr, "root", &schema, extra).await;
+            let mut direct_raw =
+                Raw::connect_with_caps(&common::db().addr(), "root", &schema, extra).await;
+            let mut statements = vec![
+                "BEGIN",
+                "SELECT 1",
+                "COMMIT",
+                "START TRANSACTION",
+                "ROLLBACK",
+            ];
+            if extra != 0 {
+                // With transaction state tracked, BEGIN's OK says so: the server's to give.
+                statements.extend([
+                    "SET SESSION session_track_transaction_info = 'STATE'",
+                    "BEGIN",
+                    "SELECT 1",
+                    "COMMIT",
+                ]);
+            } else {
+                // A read-only transaction's OK carries IN_TRANS_READONLY.
+                statements.extend([
+                    "SET SESSION TRANSACTION READ ONLY",
+                    "BEGIN",
+                    "SELECT 1",
+                    "COMMIT",
+                ]);
+            }
+            for sql in statements {
+                let (via, _) = raw.query(sql).await;
+                let (server, _) = direct_raw.query(sql).await;
+                assert_eq!(
+                    Raw::wire(&via),
+                    Raw::wire(&server),
+                    "{sql} (defer={defer}, caps +{extra:#x})"
+                );
+            }
+        }
+
+        let mut a = proxy.conn(&schema).await;
+        // Writes from another session go through qcache, so that they invalidate at their
+        // OK rather than at the binlog's pace; `d` reads the server itself.
+        let mut w = proxy.conn(&schema).await;
+        let mut d = common::direct_to(&schema).await;
+        // An empty transaction: with BEGIN deferred the server never sees it.
+        let begins = status(&mut a, "Com_begin").await;
+        a.query_drop("BEGIN").await.unwrap();
+        a.query_drop("COMMIT").await.unwrap();
+        let want = if defer { begins } else { begins + 1 };
+        assert_eq!(status(&mut a, "Com_begin").await, want, "defer={defer}");
+
+        // The snapshot opens at the first read, which carries BEGIN along, whether it is
+        // cached (it is, from the read before) or not.
+        let _ = first_i64(&mut a, q).await;
+        for first in ["SELECT COUNT(*) FROM t", q] {
+            a.query_drop("BEGIN").await.unwrap();
+            let before = first_i64(&mut a, q).await;
+            let _ = first_i64(&mut a, first).await;
+            w.query_drop("UPDATE t SET v = v + 1 WHERE id = 1")
+                .await
+                .unwrap();
+            assert_eq!(
+                first_i64(&mut a, q).await,
+                before,
+                "the transaction's snapshot moved (defer={defer}, first={first})"
+            );
+            let in_txn: Option<i64> = a.query_first("SELECT @@in_transaction").await.unwrap();
+            assert_eq!(in_txn, Some(1));
+            a.query_drop("COMMIT").await.unwrap();
+            assert_eq!(first_i64(&mut a, q).await, before.map(|v| v + 1));
+        }
+
+        // A write after a deferred BEGIN runs inside the transaction: ROLLBACK undoes it.
+        let v = first_i64(&mut a, q).await;
+        a.query_drop("BEGIN").await.unwrap();
+        a.query_drop("UPDATE t SET v = 100 WHERE id = 1")
+            .await
+            .unwrap();
+        assert_eq!(first_i64(&mut a, q).await, Some(100));
+        a.query_drop("ROLLBACK").await.unwrap();
+        assert_eq!(first_i64(&mut a, q).await, v, "the write outlived ROLLBACK");
+        assert_eq!(first_i64(&mut d, q).await, v);
+
+        // A prepared read as the first statement.
+        a.query_drop("START TRANSACTION").await.unwrap();
+        let p: Option<i64> = a.exec_first(q, ()).await.unwrap();
+        w.query_drop("UPDATE t SET v = v + 1 WHERE id = 1")
+            .await
+            .unwrap();
+        let again: Option<i64> = a.exec_first(q, ()).await.unwrap();
+        assert_eq!(
+            again, p,
+            "prepared read: the snapshot moved (defer={defer})"
+        );
+        a.query_drop("COMMIT").await.unwrap();
+        drop((a, w, d));
+        proxy.shutdown().await;
+    }
+}
+
 #[tokio::test]
 async fn eviction_keeps_memory_under_max_bytes() {
     let schema = common::fresh_schema("qc_evict").await;

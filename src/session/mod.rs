@@ -2,6 +2,7 @@
 //! loop that sends reads through the cache, bumps versions for writes, relays the rest.
 
 mod admin;
+mod begin;
 pub mod conn;
 pub mod handshake;
 pub mod plans;

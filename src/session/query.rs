@@ -83,6 +83,12 @@ impl Session {
                 Ok(())
             }
             Kind::Begin | Kind::Commit | Kind::Rollback => {
+                if self
+                    .answer_transaction_locally(pkt.seq, &sql, scan.kind)
+                    .await?
+                {
+                    return Ok(());
+                }
                 self.st.txn_boundary = true;
                 if scan.kind == Kind::Begin && contains_ci(&sql, b"consistent snapshot") {
                     self.st.snapshot_candidate = Some(self.shared.cache.versions().snapshot());
@@ -437,7 +443,10 @@ impl Session {
     ) -> Result<bool, SessionError> {
         let Some(mode) = mode else {
             self.note_not_cached("hits_suspended");
-            return self.forward_read(seq, payload, None).await.map(|_| true);
+            return self
+                .forward_planned_read(seq, payload, None)
+                .await
+                .map(|_| true);
         };
         let cache = self.shared.cache.clone();
         let versions = cache.versions();
@@ -451,13 +460,19 @@ impl Session {
             // Decided before claiming, so no other session waits on a fill that cannot land,
             // and the result is relayed without a copy.
             self.note_not_cached("changed_since_snapshot");
-            return self.forward_read(seq, payload, None).await.map(|_| true);
+            return self
+                .forward_planned_read(seq, payload, None)
+                .await
+                .map(|_| true);
         }
         if cache.holds_servable(plan.key) {
             // A read that reached the server though its result is cached, because it could
             // not be served from it: the one that opens a transaction's snapshot, once per
             // read-only transaction. Nothing to copy or store.
-            return self.forward_read(seq, payload, None).await.map(|_| true);
+            return self
+                .forward_planned_read(seq, payload, None)
+                .await
+                .map(|_| true);
         }
         // Stamps are read before the query goes upstream: a write that lands while the
         // query runs makes them stale, so the result can never outlive it.
@@ -481,7 +496,9 @@ impl Session {
             std::mem::take(&mut self.fill_scratch),
         );
         let sent = Instant::now();
-        let resp = self.forward_read(seq, payload, Some(&mut fill)).await?;
+        let resp = self
+            .forward_planned_read(seq, payload, Some(&mut fill))
+            .await?;
         let took = sent.elapsed();
         self.shared.latencies.miss.observe(took);
         if cfg.log.slow_miss.is_some_and(|t| took > t) {
@@ -533,6 +550,19 @@ impl Session {
     ) -> Result<Response, SessionError> {
         self.prepare_read_snapshot();
         self.exchange(seq, payload, Expect::Results, fill).await
+    }
+
+    /// [`forward_read`](Self::forward_read) of a read the cache could hold: planned, so it
+    /// calls nothing that writes, and may go up in one write with a deferred BEGIN.
+    async fn forward_planned_read(
+        &mut self,
+        seq: u8,
+        payload: &[u8],
+        fill: Option<&mut Fill>,
+    ) -> Result<Response, SessionError> {
+        self.prepare_read_snapshot();
+        self.exchange_as(seq, payload, Expect::Results, fill, true)
+            .await
     }
 
     fn prepare_read_snapshot(&mut self) {
@@ -667,6 +697,15 @@ impl Session {
         let resp = self.relay_command(&pkt, Expect::Results).await?;
         if resp.error {
             return Ok(());
+        }
+        if info.as_ref().is_none_or(|i| {
+            i.assignments.iter().any(|(k, _)| {
+                k.starts_with("session_track") || k.contains("transaction") || k.contains("tx_")
+            })
+        }) {
+            // The server's answer to BEGIN may now say more than qcache's would: the
+            // transaction state a tracking client asked for, or that it is read-only.
+            self.st.defer_begin = false;
         }
         match info {
             Some(i) if i.global || i.user_vars_only => {}

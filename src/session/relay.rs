@@ -104,14 +104,39 @@ impl Session {
         seq: u8,
         payload: &[u8],
         expect: Expect,
-        mut fill: Option<&mut Fill>,
+        fill: Option<&mut Fill>,
     ) -> Result<Response, SessionError> {
+        self.exchange_as(seq, payload, expect, fill, false).await
+    }
+
+    /// [`exchange`](Self::exchange); `pure_read`: the command is a cacheable read, which
+    /// changes nothing and so may share its write with a deferred BEGIN.
+    pub(crate) async fn exchange_as(
+        &mut self,
+        seq: u8,
+        payload: &[u8],
+        expect: Expect,
+        mut fill: Option<&mut Fill>,
+        pure_read: bool,
+    ) -> Result<Response, SessionError> {
+        let begin_along = pure_read && self.begin_rides_along();
+        if !begin_along && !self.open_deferred_begin(seq).await? {
+            let mut failed = Response::new(expect, self.st.deprecate_eof);
+            failed.error = true;
+            return Ok(failed);
+        }
         self.upstream.start_command();
+        if begin_along {
+            self.push_deferred_begin();
+        }
         self.upstream.push(seq, payload);
         self.upstream
             .flush()
             .await
             .map_err(SessionError::upstream)?;
+        if begin_along && !self.begin_answered(seq).await? {
+            return self.drop_answer(expect, fill).await;
+        }
         let mut resp = Response::new(expect, self.st.deprecate_eof);
         if expect == Expect::Nothing {
             return Ok(resp);
@@ -275,7 +300,7 @@ impl Session {
         self.st.status = st;
     }
 
-    fn end_of_response(&mut self) {
+    pub(crate) fn end_of_response(&mut self) {
         self.st.pending = Default::default();
         self.st.txn_boundary = false;
         self.st.snapshot_candidate = None;

@@ -113,6 +113,11 @@ pub struct SessionState {
     /// Whether the user may run admin statements that change the cache; asked of the server
     /// at the first such statement, forgotten when the user changes.
     pub admin_allowed: Option<bool>,
+    /// A plain BEGIN qcache answered that has not gone to the server yet (`begin.rs`).
+    pub begin_pending: bool,
+    /// BEGIN may be deferred in this session: `server.defer_begin`, until the server shows
+    /// it reports transaction state to this client.
+    pub defer_begin: bool,
 }
 
 impl SessionState {
@@ -139,6 +144,8 @@ impl SessionState {
             txn_boundary: false,
             snapshot_candidate: None,
             admin_allowed: None,
+            begin_pending: false,
+            defer_begin: shared.config().server.defer_begin,
         };
         s.refresh_fingerprint(shared);
         s
@@ -203,6 +210,7 @@ impl SessionState {
         self.dirty_reads = false;
         self.temp_tables.clear();
         self.txn = None;
+        self.begin_pending = false;
         self.stmts.clear();
         self.last_stmt = None;
         self.admin_allowed = None;

@@ -68,7 +68,14 @@ impl Raw {
         deprecate_eof: bool,
         alg: Option<Algorithm>,
     ) -> Raw {
-        Raw::login(addr, user, db, deprecate_eof, alg, 0).await
+        Raw::login(addr, user, db, deprecate_eof, alg, 0, 0).await
+    }
+
+    /// Like [`connect`](Self::connect) with DEPRECATE_EOF, asking for `extra` capabilities
+    /// too (those the server offers), such as CLIENT_SESSION_TRACK.
+    #[allow(dead_code)]
+    pub async fn connect_with_caps(addr: &str, user: &str, db: &str, extra: u32) -> Raw {
+        Raw::login(addr, user, db, true, None, 0, extra).await
     }
 
     /// Like [`connect`](Self::connect), asking for MariaDB's extended capabilities
@@ -81,7 +88,7 @@ impl Raw {
         deprecate_eof: bool,
         mariadb_caps: u32,
     ) -> Raw {
-        Raw::login(addr, user, db, deprecate_eof, None, mariadb_caps).await
+        Raw::login(addr, user, db, deprecate_eof, None, mariadb_caps, 0).await
     }
 
     async fn login(
@@ -91,6 +98,7 @@ impl Raw {
         deprecate_eof: bool,
         alg: Option<Algorithm>,
         mariadb_caps: u32,
+        extra: u32,
     ) -> Raw {
         let tcp = TcpStream::connect(addr).await.expect("connect");
         let mut raw = Raw {
@@ -110,7 +118,7 @@ impl Raw {
             None => 0,
         };
         assert_eq!(parsed.capabilities & want, want, "compression not offered");
-        raw.caps = (client_caps(deprecate_eof) | want) & parsed.capabilities;
+        raw.caps = (client_caps(deprecate_eof) | want | extra) & parsed.capabilities;
         let mariadb_caps = mariadb_caps & parsed.mariadb_caps;
         if mariadb_caps != 0 {
             // A MariaDB client says so by not claiming CLIENT_MYSQL (bit 0).
