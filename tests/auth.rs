@@ -164,6 +164,16 @@ async fn scripted(script: Script) -> (String, Log) {
     (addr, log)
 }
 
+/// mysql_async as user `app` through `proxy`, with the settings it would otherwise ask the
+/// scripted server for.
+async fn app_conn(proxy: &common::TestProxy) -> mysql_async::Conn {
+    let url = format!(
+        "mysql://app:secret@{}/test?prefer_socket=false&max_allowed_packet=4194304&wait_timeout=28800",
+        proxy.addr
+    );
+    mysql_async::Conn::from_url(url).await.unwrap()
+}
+
 /// A raw client through the proxy playing the client side, asking for `unoffered`
 /// capabilities on top of those offered; returns what it sent.
 async fn raw_client(proxy: &str, script: Script, unoffered: u32) -> Vec<Packet> {
@@ -270,11 +280,7 @@ async fn query_attributes_are_never_negotiated() {
 async fn a_refused_deferred_begin_fails_the_next_statement_cleanly() {
     let (upstream, log) = scripted(Script::Fast).await;
     let proxy = common::proxy_to(&upstream, |_| {}).await;
-    let url = format!(
-        "mysql://app:secret@{}/test?prefer_socket=false&max_allowed_packet=4194304&wait_timeout=28800",
-        proxy.addr
-    );
-    let mut c = mysql_async::Conn::from_url(url).await.unwrap();
+    let mut c = app_conn(&proxy).await;
     for next in ["SELECT a FROM t", "SELECT NOW()", "UPDATE t SET a = 1"] {
         c.query_drop("BEGIN").await.unwrap();
         let e = c.query_drop(next).await.unwrap_err();
@@ -301,11 +307,7 @@ async fn a_refused_deferred_begin_fails_the_next_statement_cleanly() {
 async fn mysql_async_fast_auth_against_a_mysql8_upstream() {
     let (upstream, _log) = scripted(Script::Fast).await;
     let proxy = common::proxy_to(&upstream, |_| {}).await;
-    let url = format!(
-        "mysql://app:secret@{}/test?prefer_socket=false&max_allowed_packet=4194304&wait_timeout=28800",
-        proxy.addr
-    );
-    let mut c = mysql_async::Conn::from_url(url).await.unwrap();
+    let mut c = app_conn(&proxy).await;
     let v: Option<u64> = c.query_first("SELECT 1").await.unwrap();
     assert_eq!(v, Some(4194304));
     c.ping().await.unwrap();

@@ -802,6 +802,22 @@ async fn repeatable_read_snapshot_is_respected() {
     proxy.shutdown().await;
 }
 
+/// Prepares `sql` on `r` and returns the bytes of its execution's answer.
+async fn prepared_answer(r: &mut Raw, sql: &str) -> Vec<u8> {
+    use qcache::protocol::packets::com;
+    use qcache::protocol::response::Expect;
+    let mut p = vec![com::STMT_PREPARE];
+    p.extend_from_slice(sql.as_bytes());
+    let (_, resp) = r.command(&p, Expect::Prepare).await;
+    let (id, _, _) = resp.prepared.expect("prepared");
+    let mut e = vec![com::STMT_EXECUTE];
+    e.extend_from_slice(&id.to_le_bytes());
+    e.push(0);
+    e.extend_from_slice(&1u32.to_le_bytes());
+    let (answer, _) = r.command(&e, Expect::Results).await;
+    Raw::wire(&answer)
+}
+
 /// A plain BEGIN answered by qcache (`server.defer_begin`, on by default) opens the same
 /// transaction as one the server answered: the same OK bytes, a snapshot taken at the first
 /// read (which travels with BEGIN), writes inside it rolled back, and an empty BEGIN/COMMIT
@@ -820,6 +836,16 @@ async fn deferred_begin_opens_the_same_transaction() {
     let q = "SELECT v FROM t WHERE id = 1";
     for defer in [true, false] {
         let proxy = common::proxy(|c| c.server.defer_begin = defer).await;
+        // BEGIN and COMMIT as prepared statements (sysbench's way): the same answers.
+        let mut raw = Raw::connect(&proxy.addr_string(), "root", &schema, true).await;
+        let mut direct_raw = Raw::connect(&common::db().addr(), "root", &schema, true).await;
+        for sql in ["BEGIN", "COMMIT", "BEGIN", "ROLLBACK"] {
+            assert_eq!(
+                prepared_answer(&mut raw, sql).await,
+                prepared_answer(&mut direct_raw, sql).await,
+                "prepared {sql} (defer={defer})"
+            );
+        }
         for extra in [0, qcache::protocol::packets::cap::SESSION_TRACK] {
             let addr = proxy.addr_string();
             let mut raw = Raw::connect_with_caps(&addr, "root", &schema, extra).await;
@@ -875,21 +901,27 @@ async fn deferred_begin_opens_the_same_transaction() {
         // The snapshot opens at the first read, which carries BEGIN along, whether it is
         // cached (it is, from the read before) or not.
         let _ = first_i64(&mut a, q).await;
-        for first in ["SELECT COUNT(*) FROM t", q] {
-            a.query_drop("BEGIN").await.unwrap();
-            let before = first_i64(&mut a, q).await;
+        for (first, prepared) in [("SELECT COUNT(*) FROM t", false), (q, false), (q, true)] {
+            let what = format!("defer={defer}, first={first}, prepared BEGIN={prepared}");
+            if prepared {
+                a.exec_drop("BEGIN", ()).await.unwrap();
+            } else {
+                a.query_drop("BEGIN").await.unwrap();
+            }
             let _ = first_i64(&mut a, first).await;
+            let before = first_i64(&mut a, q).await;
             w.query_drop("UPDATE t SET v = v + 1 WHERE id = 1")
                 .await
                 .unwrap();
-            assert_eq!(
-                first_i64(&mut a, q).await,
-                before,
-                "the transaction's snapshot moved (defer={defer}, first={first})"
-            );
+            let during = first_i64(&mut a, q).await;
+            assert_eq!(during, before, "the transaction's snapshot moved ({what})");
             let in_txn: Option<i64> = a.query_first("SELECT @@in_transaction").await.unwrap();
-            assert_eq!(in_txn, Some(1));
-            a.query_drop("COMMIT").await.unwrap();
+            assert_eq!(in_txn, Some(1), "{what}");
+            if prepared {
+                a.exec_drop("COMMIT", ()).await.unwrap();
+            } else {
+                a.query_drop("COMMIT").await.unwrap();
+            }
             assert_eq!(first_i64(&mut a, q).await, before.map(|v| v + 1));
         }
 

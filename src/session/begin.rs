@@ -13,9 +13,11 @@
 //! which changes nothing, travels in the same write as BEGIN; should BEGIN then fail, the
 //! client gets BEGIN's error in place of the read's result.
 
+use super::conn::ConnError;
 use super::relay::Fill;
 use super::{Session, SessionError};
 use crate::analysis::Kind;
+use crate::protocol::codec::Packet;
 use crate::protocol::packets::{self, com, status};
 use crate::protocol::response::{Expect, Response, Step};
 
@@ -113,12 +115,7 @@ impl Session {
     /// Reads the server's answer to the deferred BEGIN. On an error, `seq`'s command gets it
     /// as its answer and the transaction the client believes open is closed.
     pub(crate) async fn begin_answered(&mut self, seq: u8) -> Result<bool, SessionError> {
-        let p = self
-            .upstream
-            .read()
-            .await
-            .map_err(SessionError::upstream)?
-            .ok_or_else(|| SessionError::upstream(super::conn::ConnError::Closed))?;
+        let p = self.next_upstream_packet().await?;
         match p.first() {
             Some(0x00) => {
                 let differs = status::SESSION_STATE_CHANGED | status::IN_TRANS_READONLY;
@@ -160,12 +157,7 @@ impl Session {
         }
         let mut resp = Response::new(expect, self.st.deprecate_eof);
         loop {
-            let p = self
-                .upstream
-                .read()
-                .await
-                .map_err(SessionError::upstream)?
-                .ok_or_else(|| SessionError::upstream(super::conn::ConnError::Closed))?;
+            let p = self.next_upstream_packet().await?;
             match resp
                 .feed(&p.payload)
                 .map_err(|e| SessionError::Protocol(e.to_string()))?
@@ -181,6 +173,17 @@ impl Session {
         }
         resp.error = true;
         Ok(resp)
+    }
+}
+
+impl Session {
+    /// The server's next packet; its close here is an error, since an answer is owed.
+    async fn next_upstream_packet(&mut self) -> Result<Packet, SessionError> {
+        self.upstream
+            .read()
+            .await
+            .map_err(SessionError::upstream)?
+            .ok_or(SessionError::Upstream(ConnError::Closed))
     }
 }
 

@@ -548,8 +548,7 @@ impl Session {
         payload: &[u8],
         fill: Option<&mut Fill>,
     ) -> Result<Response, SessionError> {
-        self.prepare_read_snapshot();
-        self.exchange(seq, payload, Expect::Results, fill).await
+        self.forward(seq, payload, fill, false).await
     }
 
     /// [`forward_read`](Self::forward_read) of a read the cache could hold: planned, so it
@@ -560,8 +559,18 @@ impl Session {
         payload: &[u8],
         fill: Option<&mut Fill>,
     ) -> Result<Response, SessionError> {
+        self.forward(seq, payload, fill, true).await
+    }
+
+    async fn forward(
+        &mut self,
+        seq: u8,
+        payload: &[u8],
+        fill: Option<&mut Fill>,
+        planned: bool,
+    ) -> Result<Response, SessionError> {
         self.prepare_read_snapshot();
-        self.exchange_as(seq, payload, Expect::Results, fill, true)
+        self.exchange_as(seq, payload, Expect::Results, fill, planned)
             .await
     }
 
@@ -864,6 +873,13 @@ impl Session {
         let bulk = pkt.first() == Some(com::STMT_BULK_EXECUTE);
         if kind == Kind::Select && !bulk {
             return self.execute_select(pkt, id, long_data).await;
+        }
+        if matches!(kind, Kind::Begin | Kind::Commit | Kind::Rollback) && !bulk {
+            // Drivers (sysbench among them) prepare BEGIN and COMMIT once and execute them.
+            let sql = stmt.sql.clone();
+            if self.answer_transaction_locally(pkt.seq, &sql, kind).await? {
+                return Ok(());
+            }
         }
         let pkt = if bulk {
             pkt
