@@ -174,9 +174,7 @@ impl Session {
         resp.error = true;
         Ok(resp)
     }
-}
 
-impl Session {
     /// The server's next packet; its close here is an error, since an answer is owed.
     async fn next_upstream_packet(&mut self) -> Result<Packet, SessionError> {
         self.upstream
