@@ -30,18 +30,22 @@ fn plain(sql: &[u8], kind: Kind) -> bool {
         Ok(t) => t.trim().trim_end_matches(';').trim_end(),
         Err(_) => return false,
     };
-    let mut words = text.split_ascii_whitespace().map(str::to_ascii_lowercase);
-    let (a, b, c) = (words.next(), words.next(), words.next());
-    if c.is_some() {
+    let mut words = text.split_ascii_whitespace();
+    let (first, second) = (words.next().unwrap_or(""), words.next());
+    if words.next().is_some() {
         return false;
     }
-    matches!(
-        (kind, a.as_deref(), b.as_deref()),
-        (Kind::Begin, Some("begin"), None | Some("work"))
-            | (Kind::Begin, Some("start"), Some("transaction"))
-            | (Kind::Commit, Some("commit"), None | Some("work"))
-            | (Kind::Rollback, Some("rollback"), None | Some("work"))
-    )
+    let is = |w: &str, want: &str| w.eq_ignore_ascii_case(want);
+    let work = second.is_none_or(|w| is(w, "work"));
+    match kind {
+        Kind::Begin => {
+            (is(first, "begin") && work)
+                || (is(first, "start") && second.is_some_and(|w| is(w, "transaction")))
+        }
+        Kind::Commit => is(first, "commit") && work,
+        Kind::Rollback => is(first, "rollback") && work,
+        _ => false,
+    }
 }
 
 impl Session {
@@ -90,9 +94,8 @@ impl Session {
         if !self.st.begin_pending {
             return Ok(true);
         }
-        self.st.begin_pending = false;
         self.upstream.start_command();
-        self.upstream.push(0, BEGIN);
+        self.push_deferred_begin();
         self.upstream
             .flush()
             .await

@@ -206,7 +206,10 @@ impl Session {
             } else {
                 "not_requested"
             });
-            return self.forward_read(pkt.seq, &payload, None).await.map(drop);
+            return self
+                .forward_read(pkt.seq, &payload, None, false)
+                .await
+                .map(drop);
         }
         let mode = self.read_mode();
         let key = key(self.st.fingerprint, TAG_TEXT, &stmt);
@@ -228,7 +231,10 @@ impl Session {
             Err(reason) => {
                 self.note_not_cached(reason);
                 self.plan_side_effects(&an);
-                return self.forward_read(pkt.seq, &payload, None).await.map(drop);
+                return self
+                    .forward_read(pkt.seq, &payload, None, false)
+                    .await
+                    .map(drop);
             }
         };
         self.miss(pkt.seq, &payload, &payload[1..], plan, mode)
@@ -444,7 +450,7 @@ impl Session {
         let Some(mode) = mode else {
             self.note_not_cached("hits_suspended");
             return self
-                .forward_planned_read(seq, payload, None)
+                .forward_read(seq, payload, None, true)
                 .await
                 .map(|_| true);
         };
@@ -461,7 +467,7 @@ impl Session {
             // and the result is relayed without a copy.
             self.note_not_cached("changed_since_snapshot");
             return self
-                .forward_planned_read(seq, payload, None)
+                .forward_read(seq, payload, None, true)
                 .await
                 .map(|_| true);
         }
@@ -470,7 +476,7 @@ impl Session {
             // not be served from it: the one that opens a transaction's snapshot, once per
             // read-only transaction. Nothing to copy or store.
             return self
-                .forward_planned_read(seq, payload, None)
+                .forward_read(seq, payload, None, true)
                 .await
                 .map(|_| true);
         }
@@ -497,7 +503,7 @@ impl Session {
         );
         let sent = Instant::now();
         let resp = self
-            .forward_planned_read(seq, payload, Some(&mut fill))
+            .forward_read(seq, payload, Some(&mut fill), true)
             .await?;
         let took = sent.elapsed();
         self.shared.latencies.miss.observe(took);
@@ -541,28 +547,9 @@ impl Session {
     }
 
     /// Sends a read upstream. A read is where InnoDB takes a transaction's snapshot, so the
-    /// version sequence is noted first.
+    /// version sequence is noted first. `planned`: a read the cache could hold, so it calls
+    /// nothing that writes and may go up in one write with a deferred BEGIN.
     async fn forward_read(
-        &mut self,
-        seq: u8,
-        payload: &[u8],
-        fill: Option<&mut Fill>,
-    ) -> Result<Response, SessionError> {
-        self.forward(seq, payload, fill, false).await
-    }
-
-    /// [`forward_read`](Self::forward_read) of a read the cache could hold: planned, so it
-    /// calls nothing that writes, and may go up in one write with a deferred BEGIN.
-    async fn forward_planned_read(
-        &mut self,
-        seq: u8,
-        payload: &[u8],
-        fill: Option<&mut Fill>,
-    ) -> Result<Response, SessionError> {
-        self.forward(seq, payload, fill, true).await
-    }
-
-    async fn forward(
         &mut self,
         seq: u8,
         payload: &[u8],
@@ -979,7 +966,7 @@ impl Session {
             self.note_not_cached(reason.unwrap_or("malformed_execute"));
             let (up, typed) = self.execute_for_upstream(id, &pkt);
             self.types_sent(id, typed);
-            self.forward_read(pkt.seq, &up, None).await?;
+            self.forward_read(pkt.seq, &up, None, false).await?;
             return Ok(());
         };
         let mode = self.read_mode();
@@ -1006,7 +993,7 @@ impl Session {
                 self.note_not_cached(reason);
                 self.plan_side_effects(&an);
                 self.types_sent(id, typed);
-                self.forward_read(pkt.seq, &up, None).await.map(drop)
+                self.forward_read(pkt.seq, &up, None, false).await.map(drop)
             }
         }
     }

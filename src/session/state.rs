@@ -115,8 +115,9 @@ pub struct SessionState {
     pub admin_allowed: Option<bool>,
     /// A plain BEGIN qcache answered that has not gone to the server yet (`begin.rs`).
     pub begin_pending: bool,
-    /// BEGIN may be deferred in this session: `server.defer_begin`, until the server shows
-    /// it reports transaction state to this client.
+    /// BEGIN may be deferred in this session: `server.defer_begin`, until the server's answer
+    /// to BEGIN could say more than qcache's (tracked transaction state, a read-only
+    /// transaction).
     pub defer_begin: bool,
 }
 
