@@ -17,6 +17,7 @@
 //! - [`admin`] exposes metrics, health and the admin statements.
 //! - [`workers`] holds the per-core runtimes sessions run on.
 //! - [`tls`] builds the rustls contexts of both legs from `[tls]`.
+//! - [`policy`] decides, without I/O, what may be cached, stored and served, and why not.
 //! - [`config`] and [`cli`] describe how it is run.
 //! - [`check`] is `qcache check-consistency`: the stale-read checker users run against it.
 
@@ -28,6 +29,7 @@ pub mod cli;
 pub mod config;
 pub mod invalidation;
 pub mod protocol;
+pub mod policy;
 pub mod server;
 pub mod session;
 pub mod tls;

@@ -1,0 +1,12 @@
+//! The cache policy, sans-IO: which statements are cacheable reads, what a statement may
+//! write, whether a result may be stored and whether a session may be served. The session
+//! asks these functions and does the I/O; each rule has a table-driven unit test here.
+//!
+//! The rule every function follows (docs/design.md, "Fail closed"): unknown means harmful,
+//! and what the server reported beats what qcache parsed.
+
+pub mod classify;
+pub mod context;
+pub mod diagnostics;
+pub mod privileges;
+pub mod snapshot;
