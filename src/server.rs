@@ -68,6 +68,7 @@ impl Shared {
                 upstream,
                 inv,
                 cache.versions_arc(),
+                cache.stats_arc(),
                 catalog.clone(),
                 binlog_analyser(catalog.clone()),
             )

@@ -176,6 +176,8 @@ async fn cache_summary(State(s): State<AppState>) -> Response {
                 "connected": b.connected(),
                 "lag_seconds": b.last_event_lag().map(|d| d.as_secs_f64()),
                 "reconnects": b.reconnects(),
+                "resumes": b.resumes(),
+                "gaps": b.gaps(),
                 "events": b.events(),
             })
         }

@@ -300,8 +300,33 @@ impl Collector for SharedCollector {
             counter(
                 &mut e,
                 "qcache_binlog_reconnects",
-                "Times the binlog stream was lost and started over.",
+                "Times the binlog stream ended (or could not be opened) and the tail started over.",
                 b.reconnects(),
+            )?;
+            {
+                let mut me = e.encode_descriptor(
+                    "qcache_binlog_stream_ends",
+                    "Binlog stream ends (and failed attempts to open one), by cause.",
+                    None,
+                    MetricType::Counter,
+                )?;
+                for (cause, n) in b.ends() {
+                    ConstCounter::new(n).encode(me.encode_family(&[("cause", cause.label())])?)?;
+                }
+            }
+            counter(
+                &mut e,
+                "qcache_binlog_resumes",
+                "Reconnects that resumed where the stream left off: nothing lost, nothing \
+                 invalidated.",
+                b.resumes(),
+            )?;
+            counter(
+                &mut e,
+                "qcache_binlog_gaps",
+                "Times the tail could not resume (binlog purged or reset, another server) and \
+                 started afresh, invalidating everything.",
+                b.gaps(),
             )?;
             counter(
                 &mut e,

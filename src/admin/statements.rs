@@ -194,6 +194,8 @@ pub fn status(shared: &Shared) -> Rows {
             "Qcache_binlog_reconnects".into(),
             b.reconnects().to_string(),
         ));
+        rows.push(("Qcache_binlog_resumes".into(), b.resumes().to_string()));
+        rows.push(("Qcache_binlog_gaps".into(), b.gaps().to_string()));
     }
     Rows {
         columns: vec![

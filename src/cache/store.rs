@@ -368,6 +368,12 @@ impl Cache {
         &self.inner.stats
     }
 
+    /// The counters shared with the binlog tail, which counts its invalidations from another
+    /// task.
+    pub fn stats_arc(&self) -> Arc<CacheStats> {
+        self.inner.stats.clone()
+    }
+
     /// The entry under `key` if present and unexpired. It does not check the stamps, because
     /// what is valid depends on the caller's transaction: outside one, use `get_current`;
     /// inside one, check `stamps.unchanged_since(snapshot)` and call `hit` when serving.
