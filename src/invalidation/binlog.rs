@@ -132,14 +132,6 @@ impl BinlogError {
             BinlogError::Ended => EndCause::Ended,
         }
     }
-
-    /// The server refused or broke off the dump with an error packet.
-    fn is_server_error(&self) -> bool {
-        matches!(
-            self,
-            BinlogError::Upstream(mysql_async::Error::Server(_)) | BinlogError::Unavailable(_)
-        )
-    }
 }
 
 /// Where the tail stands, for logs, admin and tests.
@@ -169,9 +161,9 @@ const BACKOFF_MAX: Duration = Duration::from_secs(5);
 /// A stream that lasted this long (and caught up) was healthy: the next loss retries at
 /// [`BACKOFF_MIN`] again. Shorter lives keep doubling the wait, so a flapping stream backs off.
 const STABLE: Duration = Duration::from_secs(10);
-/// Resumes in a row that broke off with a server error before catching up, without moving
-/// forward, after which the tail gives up the position and starts afresh (invalidating all):
-/// an event the server cannot send would otherwise keep the tail replaying forever.
+/// Resumes in a row that broke off before catching up, without moving forward, after which
+/// the tail gives up the position and starts afresh (invalidating all): an event the server
+/// cannot send, or the parser cannot read, would otherwise keep the tail replaying forever.
 const MAX_FAILED_RESUMES: u32 = 2;
 /// Prepared XA transactions whose tables are remembered until their XA COMMIT/ROLLBACK; past
 /// this many the memory is dropped and such an end invalidates everything.
@@ -206,6 +198,10 @@ mod event_type {
     /// WRITE/UPDATE/DELETE_ROWS_COMPRESSED_EVENT_V1 (166–168) and v2 (169–171).
     pub const MARIA_ROWS_COMPRESSED: std::ops::RangeInclusive<u8> = 166..=171;
 }
+
+/// The server's error for a binlog it cannot read from the position asked for (purged,
+/// missing, shorter) — and for events it cannot send.
+const ER_MASTER_FATAL_ERROR_READING_BINLOG: u16 = 1236;
 
 /// MariaDB GTID event flags (the byte after sequence number and domain id).
 const FL_STANDALONE: u8 = 1;
@@ -718,16 +714,12 @@ impl Tail {
             self.shared.set_disconnected(err.to_string());
             self.shared.reconnects.fetch_add(1, Ordering::Relaxed);
             self.shared.ends[cause.index()].fetch_add(1, Ordering::Relaxed);
-            let next = self.after_end(&err, &life);
+            let (next, gap) = self.after_end(&err, &life);
             if life.caught_up && started.elapsed() >= STABLE {
                 backoff = BACKOFF_MIN;
             }
-            // A gap is decided: start afresh at once.
-            let wait = if self.anchor.is_none() && matches!(err, BinlogError::Gap(_)) {
-                Duration::ZERO
-            } else {
-                backoff
-            };
+            // A gap is decided (and invalidated): start afresh at once.
+            let wait = if gap { Duration::ZERO } else { backoff };
             tracing::warn!(upstream = %self.addr, cause = cause.label(), error = %err, retry_in = ?wait, "binlog stream ended; {next}");
             tokio::time::sleep(wait).await;
             if !wait.is_zero() {
@@ -737,45 +729,26 @@ impl Tail {
     }
 
     /// Decides where the next stream starts after one ended; invalidates everything when
-    /// the events since the anchor cannot be had. Returns what happens next, for the log.
-    fn after_end(&mut self, err: &BinlogError, life: &Life) -> String {
-        if life.advanced || life.caught_up {
-            self.failed_resumes = 0;
-        }
-        let gap = match err {
-            BinlogError::Gap(why) => Some(why.clone()),
-            // The server refused to send from the anchor (purged, reset, position past the
-            // end of the file): those events are gone.
-            _ if life.resuming && !life.verified && err.is_server_error() => {
-                Some("the server refused the resume position".to_string())
-            }
-            _ if life.resuming && !life.caught_up && !life.advanced && err.is_server_error() => {
-                self.failed_resumes += 1;
-                (self.failed_resumes >= MAX_FAILED_RESUMES).then(|| {
-                    format!(
-                        "{} resumes in a row broke off at the same place",
-                        self.failed_resumes
-                    )
-                })
-            }
-            _ => None,
-        };
-        if let Some(why) = gap {
+    /// the events since the anchor cannot be had. Returns what happens next, for the log,
+    /// and whether it was such a gap.
+    fn after_end(&mut self, err: &BinlogError, life: &Life) -> (String, bool) {
+        if let Some(why) = gap_after(err, life, &mut self.failed_resumes) {
             if self.anchor.take().is_some() {
                 // Entries may be stale from here on: do not wait for the fresh start.
                 self.inv.all();
                 self.shared.bumps.fetch_add(1, Ordering::Relaxed);
             }
-            self.failed_resumes = 0;
-            return format!("cannot resume ({why}): everything invalidated, starting afresh");
+            let next = format!("cannot resume ({why}): everything invalidated, starting afresh");
+            return (next, true);
         }
-        match &self.anchor {
+        let next = match &self.anchor {
             Some(a) => format!("resuming from {}:{}", a.file, a.offset),
             None if self.ever_streamed => {
                 "no position to resume from: starting afresh, invalidating everything".into()
             }
             None => "retrying".into(),
-        }
+        };
+        (next, false)
     }
 
     /// One connection's life: returns why it ended.
@@ -1503,6 +1476,42 @@ fn commit_lag_bucket(lag_ms: u64) -> usize {
         .unwrap_or(COMMIT_LAG_BOUNDS_MS.len())
 }
 
+/// Whether the events since the anchor are lost after a stream ended as `err`: the reason,
+/// or `None` to resume from the anchor. `failed` counts resumes in a row that got nowhere.
+fn gap_after(err: &BinlogError, life: &Life, failed: &mut u32) -> Option<String> {
+    if life.advanced || life.caught_up {
+        *failed = 0;
+    }
+    let gap = match err {
+        BinlogError::Gap(why) => Some(why.clone()),
+        // The server refused to send from the anchor (purged, reset, position past the end
+        // of the file): those events are gone.
+        BinlogError::Upstream(mysql_async::Error::Server(e))
+            if life.resuming
+                && !life.verified
+                && e.code == ER_MASTER_FATAL_ERROR_READING_BINLOG =>
+        {
+            Some(format!(
+                "the server refused the position: {} ({})",
+                e.message, e.code
+            ))
+        }
+        // Broke off again before getting anywhere: an event the server cannot send, or that
+        // the parser cannot read, would otherwise keep the tail replaying forever (and hits
+        // suspended). A server that is simply down never gets this far.
+        _ if life.opened && life.resuming && !life.caught_up && !life.advanced => {
+            *failed += 1;
+            (*failed >= MAX_FAILED_RESUMES)
+                .then(|| format!("{failed} resumes in a row broke off before getting anywhere"))
+        }
+        _ => None,
+    };
+    if gap.is_some() {
+        *failed = 0;
+    }
+    gap
+}
+
 /// An event with a place in the server's binlog file: not made up for the stream (the fake
 /// ROTATE, heartbeats, a format description sent past the file's start).
 fn is_real(e: &Event) -> bool {
@@ -1748,6 +1757,75 @@ mod tests {
         assert_eq!(BinlogError::Timeout(STALL).cause(false), EndCause::Timeout);
         assert_eq!(BinlogError::Gap("x".into()).cause(false), EndCause::Gap);
         assert_eq!(BinlogError::Stalled(STALL).cause(true), EndCause::Stalled);
+    }
+
+    #[test]
+    fn when_a_resume_becomes_a_gap() {
+        let server = |code: u16| {
+            BinlogError::Upstream(mysql_async::Error::Server(mysql_async::ServerError {
+                code,
+                message: "m".into(),
+                state: "HY000".into(),
+            }))
+        };
+        let life = |opened, resuming, verified, caught_up, advanced| Life {
+            opened,
+            streamed: opened,
+            resuming,
+            verified,
+            caught_up,
+            advanced,
+        };
+        let io = || BinlogError::Ended;
+        // (error, life, failed before, gap?, failed after)
+        let cases: Vec<(BinlogError, Life, u32, bool, u32)> = vec![
+            // A stream that caught up and then broke: resume.
+            (io(), life(true, true, true, true, true), 1, false, 0),
+            (
+                server(1236),
+                life(true, true, true, true, false),
+                0,
+                false,
+                0,
+            ),
+            // The server refuses the anchor: gone.
+            (
+                server(1236),
+                life(true, true, false, false, false),
+                0,
+                true,
+                0,
+            ),
+            // Another refusal before the anchor came back: retry, counted.
+            (
+                server(1053),
+                life(true, true, false, false, false),
+                0,
+                false,
+                1,
+            ),
+            // The second resume in a row that got nowhere: give up the position.
+            (io(), life(true, true, true, false, false), 1, true, 0),
+            // Got past the anchor: the count starts over.
+            (io(), life(true, true, true, false, true), 1, false, 0),
+            // Could not even connect (server down): not counted.
+            (io(), life(false, true, false, false, false), 1, false, 1),
+            // Not resuming (a fresh start): nothing to lose.
+            (io(), life(true, false, false, false, false), 0, false, 0),
+            (
+                BinlogError::Gap("x".into()),
+                life(false, true, false, false, false),
+                1,
+                true,
+                0,
+            ),
+        ];
+        for (i, (err, life, before, gap, after)) in cases.into_iter().enumerate() {
+            let mut failed = before;
+            let got = gap_after(&err, &life, &mut failed);
+            assert_eq!(got.is_some(), gap, "case {i}: {err} {life:?} → {got:?}");
+            assert_eq!(failed, after, "case {i}: failed count");
+        }
     }
 
     #[test]
