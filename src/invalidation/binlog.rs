@@ -867,8 +867,10 @@ impl Tail {
         }
     }
 
+    /// After the anchor came back: the stream stands at the anchor's end.
     fn check_caught_up(&mut self, event: &Event, target: &(String, u64), life: &mut Life) {
-        if !life.caught_up && reached(event, &self.pos.file.clone(), target) {
+        let at = position_reached(&self.pos.file, self.pos.end, target);
+        if !life.caught_up && (at || reached(event, &self.pos.file.clone(), target)) {
             self.caught_up(life);
         }
     }
@@ -1528,11 +1530,13 @@ fn reached(e: &Event, file: &str, target: &(String, u64)) -> bool {
     if e.header().event_type_raw() == event_type::HEARTBEAT {
         return true;
     }
-    if !is_real(e) {
-        return false;
-    }
+    is_real(e) && position_reached(file, u64::from(e.header().log_pos()), target)
+}
+
+/// True when offset `end` of `file` is at or past `target`.
+fn position_reached(file: &str, end: u64, target: &(String, u64)) -> bool {
     if file == target.0 {
-        return u64::from(e.header().log_pos()) >= target.1;
+        return end >= target.1;
     }
     match (file_index(file), file_index(&target.0)) {
         (Some(a), Some(b)) => a > b,
@@ -1743,6 +1747,12 @@ mod tests {
         assert_eq!(file_index("binlog.000042"), Some(42));
         assert_eq!(file_index("mysql-bin.1000000"), Some(1_000_000));
         assert_eq!(file_index("nodot"), None);
+        let target = ("binlog.000009".to_string(), 500);
+        assert!(position_reached("binlog.000009", 500, &target));
+        assert!(!position_reached("binlog.000009", 499, &target));
+        assert!(position_reached("binlog.000010", 4, &target));
+        assert!(!position_reached("binlog.000008", 9999, &target));
+        assert!(!position_reached("other", 9999, &target));
     }
 
     #[test]
