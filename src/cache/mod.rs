@@ -23,9 +23,11 @@
 
 pub mod entry;
 pub mod key;
+pub mod plans;
 pub mod stats;
 pub mod store;
 pub mod versions;
+pub mod writes;
 
 pub use entry::Entry;
 pub use key::{key, Fingerprint, Key};
