@@ -9,10 +9,6 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-/// The `[tls]` section is defined beside the contexts built from it, so that `tls` needs
-/// nothing from here and `validate` can build them (one arrow, config → tls).
-pub use crate::tls::{ClientTlsConfig, TlsConfig, UpstreamTlsConfig, UpstreamTlsMode};
-
 /// Why a configuration could not be used.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -346,6 +342,10 @@ impl std::str::FromStr for UpstreamCompression {
         }
     }
 }
+
+/// The `[tls]` section is defined beside the contexts built from it, so that `tls` needs
+/// nothing from here and `validate` can build them (one arrow, config → tls).
+pub use crate::tls::{ClientTlsConfig, TlsConfig, UpstreamTlsConfig, UpstreamTlsMode};
 
 impl Config {
     /// Parses TOML text; unknown keys are reported with their name.

@@ -8,7 +8,7 @@
 pub mod latency;
 pub mod reload;
 
-pub use reload::{reload_log_level, set_log_reloader};
+pub use reload::set_log_reloader;
 
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
@@ -44,7 +44,7 @@ pub struct Shared {
     pub latencies: latency::Latencies,
     /// The command line the config came from, for SIGHUP and POST /reload; None when started
     /// from a bare `Config` (then there is nothing to re-read).
-    pub(crate) reload_source: std::sync::Mutex<Option<Cli>>,
+    reload_source: std::sync::Mutex<Option<Cli>>,
     /// The id the next session gets (the listener hands them out).
     pub(crate) next_session: AtomicU64,
 }
