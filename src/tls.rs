@@ -1,5 +1,6 @@
-//! TLS for both legs: the rustls contexts built from `[tls]` (certificates loaded once per
-//! configuration, not per connection) and the certificate checks of each upstream mode.
+//! TLS for both legs: the `[tls]` section, the rustls contexts built from it (certificates
+//! loaded once per configuration, not per connection), the certificate checks of each
+//! upstream mode, and (`sha2`) the RSA password exchange where the legs differ.
 
 use std::fs::File;
 use std::io::BufReader;

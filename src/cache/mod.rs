@@ -1,5 +1,6 @@
 //! The result cache: keys, the bounded store, entries stamped with table versions, the fill
-//! guard, stampede protection and the table-version registry.
+//! guard, stampede protection, the table-version registry, the read plans (tables per
+//! statement shape) and the writes a session owes it ([`writes`]).
 //!
 //! How the session uses it (signatures in each file; docs/cache-store.md explains choices):
 //!
