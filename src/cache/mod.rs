@@ -24,6 +24,7 @@
 
 pub mod entry;
 pub mod key;
+pub mod latency;
 pub mod plans;
 pub mod stats;
 pub mod store;

@@ -2,10 +2,8 @@
 //! read plans, the schema catalog, the binlog tail and the counters /metrics reads. The
 //! listener (`server`) builds it once; sessions and the admin surfaces hold an `Arc` of it.
 //!
-//! - [`reload`]: SIGHUP and POST /reload re-read the config (and the log filter).
-//! - [`latency`]: the hit and miss histograms sessions record.
+//! [`reload`]: SIGHUP and POST /reload re-read the config (and the log filter).
 
-pub mod latency;
 pub mod reload;
 
 pub use reload::set_log_reloader;
@@ -17,6 +15,7 @@ use arc_swap::ArcSwap;
 use tracing::warn;
 
 use crate::analysis::{self, Analysis, Analyzer, WriteTargets};
+use crate::cache::latency::Latencies;
 use crate::cache::plans::ReadPlans;
 use crate::cache::writes::{Pending, Txn};
 use crate::cache::{Cache, InvalidationSource};
@@ -41,7 +40,7 @@ pub struct Shared {
     /// Client connections open now.
     pub connections: AtomicU64,
     /// Hit and miss timings for /metrics.
-    pub latencies: latency::Latencies,
+    pub latencies: Latencies,
     /// The command line the config came from, for SIGHUP and POST /reload; None when started
     /// from a bare `Config` (then there is nothing to re-read).
     reload_source: std::sync::Mutex<Option<Cli>>,

@@ -1,5 +1,5 @@
-//! Hit and miss latency histograms: recorded by sessions on the hot path, read by /metrics
-//! and `SHOW QCACHE STATUS` when asked.
+//! Latency histograms: the hit and miss timings sessions record on the hot path, read by
+//! /metrics and `SHOW QCACHE STATUS` when asked.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
