@@ -11,7 +11,9 @@
 //! session                                one client: handshake relay, command loop
 //! admin                                  operator surfaces over the shared state
 //! shared                                 what every session shares
-//! cache · analysis · invalidation · policy
+//! cache · invalidation                   results and versions; what changed elsewhere
+//! policy                                 the cache's decisions, sans-IO
+//! analysis                               what a statement is, reads and writes
 //! cli                                    where a config comes from
 //! config · check
 //! tls · rules
@@ -22,6 +24,9 @@
 //! - `admin` is below `session` because a session answers `SHOW QCACHE …` through
 //!   `admin::statements`, and above `shared` because every admin surface reads the shared
 //!   state; the listener starts its HTTP endpoint.
+//! - `policy` is plain functions over plain data: the cache and invalidation may ask it, and
+//!   it may ask `analysis` what a statement is, but it reads no cache or catalog state
+//!   itself (the caller passes what a rule needs), so it sits under them.
 //! - `cli` is the description of a config's sources (flags, environment, file), and `shared`
 //!   re-reads it on SIGHUP and POST /reload, so it sits under `shared`, just above `config`;
 //!   the binary, which parses it, is the top.
@@ -47,17 +52,17 @@ const LAYERS: &[(&str, u32)] = &[
     ("admin", 3),
     ("shared", 4),
     ("cache", 5),
-    ("analysis", 5),
     ("invalidation", 5),
-    ("policy", 5),
-    ("cli", 6),
-    ("config", 7),
-    ("check", 7),
-    ("tls", 8),
-    ("rules", 8),
-    ("protocol", 9),
-    ("shutdown", 9),
-    ("workers", 9),
+    ("policy", 6),
+    ("analysis", 7),
+    ("cli", 8),
+    ("config", 9),
+    ("check", 9),
+    ("tls", 10),
+    ("rules", 10),
+    ("protocol", 11),
+    ("shutdown", 11),
+    ("workers", 11),
 ];
 
 /// The files of `cache/` and their layer: `writes` applies invalidation through the store;
