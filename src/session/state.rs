@@ -12,6 +12,7 @@ use super::handshake::Negotiated;
 use crate::analysis::{Hint, Kind};
 use crate::cache::versions::{Snapshot, TableHandle};
 use crate::config::QueryCacheType;
+use crate::invalidation::Changed;
 use crate::protocol::packets::{cap, status};
 use crate::server::Shared;
 
@@ -46,6 +47,8 @@ pub struct Pending {
     pub all: bool,
     /// The statement changed the schema: reload the catalog before the client sees the OK.
     pub ddl: bool,
+    /// What it changed there (what the reload covers).
+    pub ddl_changed: Changed,
 }
 
 impl Pending {
