@@ -32,6 +32,33 @@ impl Txn {
     }
 }
 
+/// What a DDL statement may have changed in the catalog, as far as the statement says: what
+/// `Catalog::refresh_changed` reloads. Names are lower-cased.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Changed {
+    /// Relations the statement names: created, altered, renamed from or to, dropped.
+    pub objects: Vec<(String, String)>,
+    /// Schemas created, altered or dropped as a whole.
+    pub schemas: Vec<String>,
+    /// The statement could not be read (or names nothing, as `DROP TRIGGER t` does): anything
+    /// may have changed.
+    pub everything: bool,
+}
+
+impl Changed {
+    /// Adds what another statement changed.
+    pub fn extend(&mut self, other: &Changed) {
+        self.objects.extend(other.objects.iter().cloned());
+        self.schemas.extend(other.schemas.iter().cloned());
+        self.everything |= other.everything;
+    }
+
+    pub(crate) fn covers(&self, schema: &str, name: &str) -> bool {
+        self.schemas.iter().any(|s| s == schema)
+            || self.objects.iter().any(|(s, n)| s == schema && n == name)
+    }
+}
+
 /// Invalidation owed by the statement in flight, applied before its OK reaches the client.
 #[derive(Debug, Default)]
 pub struct Pending {
@@ -40,6 +67,8 @@ pub struct Pending {
     pub all: bool,
     /// The statement changed the schema: reload the catalog before the client sees the OK.
     pub ddl: bool,
+    /// What it changed there (what the reload covers).
+    pub ddl_changed: Changed,
 }
 
 impl Pending {

@@ -627,6 +627,20 @@ impl Session {
         }
         if w.ddl {
             self.st.pending.ddl = true;
+            match &w.targets {
+                WriteTargets::Tables(list) if !list.is_empty() => {
+                    let named: Vec<_> = list
+                        .iter()
+                        .filter_map(|t| self.st.qualify(t.schema.as_deref(), &t.name))
+                        .collect();
+                    self.st.pending.ddl_changed.objects.extend(named);
+                }
+                WriteTargets::Schema(s) => {
+                    self.st.pending.ddl_changed.schemas.push(s.to_lowercase());
+                }
+                // DDL naming nothing (DROP TRIGGER t, routines) or unreadable.
+                _ => self.st.pending.ddl_changed.everything = true,
+            }
         }
     }
 

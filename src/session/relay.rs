@@ -271,7 +271,7 @@ impl Session {
             let pending = std::mem::take(&mut self.st.pending);
             self.shared.apply_writes(&pending);
             if pending.ddl {
-                self.shared.refresh_catalog().await;
+                self.shared.refresh_catalog(&pending.ddl_changed).await;
             }
             if now_in.unwrap_or(self.st.txn.is_some()) {
                 let txn = self.st.txn.get_or_insert_with(Txn::default);
