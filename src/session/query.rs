@@ -108,7 +108,12 @@ impl Session {
                 Kind::Write => {
                     let an = analysis::analyze(&String::from_utf8_lossy(part));
                     match &an {
-                        Analysis::Write(w) => self.plan_write(w),
+                        Analysis::Write(w) => {
+                            self.plan_write(w);
+                            // Whether or not it ran: forgetting the database is only
+                            // conservative.
+                            self.forget_dropped_db(w);
+                        }
                         _ => self.plan_unknown_write(),
                     }
                 }
@@ -636,6 +641,7 @@ impl Session {
         if resp.error {
             return;
         }
+        self.forget_dropped_db(w);
         for t in &w.temp_created {
             if let Some(q) = self.st.qualify(t.schema.as_deref(), &t.name) {
                 self.st.temp_tables.insert(q);
@@ -644,6 +650,15 @@ impl Session {
         for t in &w.temp_dropped {
             if let Some(q) = self.st.qualify(t.schema.as_deref(), &t.name) {
                 self.st.temp_tables.remove(&q);
+            }
+        }
+    }
+
+    /// After DROP DATABASE of the session's current database the server has none.
+    fn forget_dropped_db(&mut self, w: &WriteInfo) {
+        if let WriteTargets::Schema(s) = &w.targets {
+            if crate::policy::context::drop_forgets_db(self.st.db.as_deref(), s) {
+                self.st.set_db(None);
             }
         }
     }
@@ -683,24 +698,80 @@ impl Session {
             // transaction state a tracking client asked for, or that it is read-only.
             self.st.defer_begin = false;
         }
-        match info {
-            Some(i) if i.global || i.user_vars_only => {}
-            Some(i) => {
-                for (k, v) in i.assignments {
-                    if k.contains("isolation") || k == "transaction" {
-                        self.st.dirty_reads = v.to_ascii_lowercase().contains("uncommitted");
-                    }
-                    self.st.vars.insert(k, v);
+        self.follow_set(info, resp.warnings).await
+    }
+
+    /// Brings the key up to what a successful SET left the session with
+    /// (`policy::context`): literal values by their text, other values as the server reports
+    /// them, GLOBAL assignments and user variables not at all.
+    async fn follow_set(
+        &mut self,
+        info: Option<analysis::SetInfo>,
+        warnings: u32,
+    ) -> Result<(), SessionError> {
+        use crate::policy::context::{self, Assignment};
+        let Some(i) = info else {
+            // qcache can tell neither what changed nor what to read back.
+            self.st.lost_track = true;
+            return Ok(());
+        };
+        let mut read_back: Vec<String> = Vec::new();
+        let mut lost = false;
+        for ((k, v), global) in i.assignments.iter().zip(&i.globals) {
+            match context::assignment(k, v, *global) {
+                Assignment::Ignore => continue,
+                Assignment::Literal => {}
+                Assignment::ReadBack(names) => {
+                    read_back.extend(names.iter().map(|n| n.to_string()));
+                    continue;
                 }
-                self.st.refresh_fingerprint(&self.shared);
+                Assignment::ReadBackNamed => {
+                    read_back.push(k.clone());
+                    continue;
+                }
+                Assignment::Lost => {
+                    lost = true;
+                    continue;
+                }
             }
-            None => {
-                // qcache cannot tell what changed: the statement's text stands for it.
-                let n = self.st.vars.len();
-                self.st.vars.insert(format!("\u{1}raw{n}"), text);
-                self.st.refresh_fingerprint(&self.shared);
+            if k == "transaction" && v.to_ascii_uppercase().contains("ISOLATION") {
+                let ru = context::reads_uncommitted(v);
+                if i.next_transaction_only {
+                    self.st.next_txn_ru |= ru;
+                } else {
+                    self.st.isolation_ru = ru;
+                }
+            }
+            if context::is_isolation(k) {
+                self.st.isolation_ru = context::reads_uncommitted(v);
+            }
+            self.st.vars.insert(k.clone(), v.clone());
+        }
+        if !read_back.is_empty() {
+            let names: Vec<&str> = read_back.iter().map(String::as_str).collect();
+            // The read-back would clear the SET's warnings, which the client may ask for.
+            let values = if warnings == 0 {
+                self.read_back(&names).await?
+            } else {
+                None
+            };
+            match values {
+                Some(values) => {
+                    for (n, v) in names.iter().zip(values) {
+                        let v = v.unwrap_or_else(|| "\u{0}NULL".to_string());
+                        if context::is_isolation(n) {
+                            self.st.isolation_ru = context::reads_uncommitted(&v);
+                        }
+                        self.st.vars.insert(n.to_string(), v);
+                    }
+                }
+                None => lost = true,
             }
         }
+        if lost {
+            self.st.lost_track = true;
+        }
+        self.st.refresh_fingerprint(&self.shared);
         Ok(())
     }
 
