@@ -16,7 +16,8 @@ use crate::cache::{key, Claim, Entry, Key, Stamps, TableHandle};
 use crate::config::{Conservative, QueryCacheType};
 use crate::invalidation::catalog::{ReadResolution, TableName};
 // Why a read may use the cache, and under which snapshot rules.
-use crate::policy::snapshot::{self, ReadView as ReadMode};
+use crate::policy::snapshot::{self, ReadView};
+type ReadMode = ReadView<crate::cache::Snapshot>;
 use crate::protocol::codec::Packet;
 use crate::protocol::commands::{self, ExecuteParams};
 use crate::protocol::packets::{self, com, status};
