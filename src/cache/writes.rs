@@ -12,10 +12,12 @@ use crate::config::Conservative;
 /// A transaction as qcache sees it.
 #[derive(Debug, Default)]
 pub struct Txn {
-    /// Global version sequence and epoch read just before the statement that established
-    /// the server's snapshot (InnoDB takes it at the first read). None until then: before it
-    /// the cache cannot know which data the transaction will see.
+    /// Global version sequence and epoch read just before the transaction's first statement
+    /// reached the server, whatever it was: the server's read view is no older
+    /// (`policy::snapshot`). None while nothing of it was sent (a deferred BEGIN).
     pub snapshot: Option<Snapshot>,
+    /// A forwarded cacheable read certainly opened the read view: hits are served from then.
+    pub view_open: bool,
     /// Tables written in this transaction: never served from or stored to the cache
     /// by this session, and bumped again when it ends.
     pub written: Vec<TableHandle>,
@@ -25,6 +27,13 @@ pub struct Txn {
 }
 
 impl Txn {
+    pub fn view(&self) -> crate::policy::snapshot::TxnView<Snapshot> {
+        crate::policy::snapshot::TxnView {
+            point: self.snapshot,
+            view_open: self.view_open,
+        }
+    }
+
     pub fn wrote(&self, t: &TableHandle) -> bool {
         self.written_unknown
             || self.written.iter().any(|w| Arc::ptr_eq(w, t))

@@ -4,6 +4,7 @@
 mod admin;
 mod begin;
 pub mod conn;
+mod context;
 pub mod handshake;
 pub mod plans;
 mod query;
@@ -120,7 +121,7 @@ async fn start(tcp: TcpStream, shared: Arc<Shared>) -> Result<Session, SessionEr
         .map_err(|_| SessionError::AuthTimeout)??;
     client.max_payload = 1 << 30;
     let st = SessionState::new(&shared, &negotiated);
-    Ok(Session {
+    let mut s = Session {
         shared,
         client,
         upstream,
@@ -128,7 +129,13 @@ async fn start(tcp: TcpStream, shared: Arc<Shared>) -> Result<Session, SessionEr
         legs: negotiated.legs,
         fill_scratch: bytes::BytesMut::new(),
         key_scratch: Vec::new(),
-    })
+    };
+    // The session's settings as it inherited them from the globals: part of the key.
+    s.client.flush().await.map_err(SessionError::client)?;
+    tokio::time::timeout(auth_timeout, s.read_server_context())
+        .await
+        .map_err(|_| SessionError::AuthTimeout)??;
+    Ok(s)
 }
 
 impl Session {
@@ -242,14 +249,21 @@ impl Session {
             }
             com::DROP_DB => {
                 let schema = String::from_utf8_lossy(&pkt.payload[1..]).to_lowercase();
-                self.st.pending.schemas.push(schema);
-                self.relay_command(&pkt, Expect::OnePacket).await?;
+                self.st.pending.schemas.push(schema.clone());
+                let resp = self.relay_command(&pkt, Expect::OnePacket).await?;
+                if !resp.error
+                    && crate::policy::context::drop_forgets_db(self.st.db.as_deref(), &schema)
+                {
+                    self.st.set_db(None);
+                }
             }
             com::CHANGE_USER => return self.change_user(pkt).await,
             com::RESET_CONNECTION => {
                 let resp = self.relay_command(&pkt, Expect::OnePacket).await?;
                 if resp.oks > 0 {
                     self.st.reset(&self.shared, None);
+                    self.client.flush().await.map_err(SessionError::client)?;
+                    self.read_server_context().await?;
                 }
             }
             com::BINLOG_DUMP | com::BINLOG_DUMP_GTID => {
@@ -288,6 +302,8 @@ impl Session {
                     self.st.reset(&self.shared, None);
                     self.st.lost_track = true;
                 }
+                self.client.flush().await.map_err(SessionError::client)?;
+                self.read_server_context().await?;
                 Ok(true)
             }
             // The server refused: MySQL closes the connection after a failed change-user.
