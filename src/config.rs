@@ -9,16 +9,22 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-/// Why a configuration could not be used.
+/// Why a configuration could not be used. Each message is one line that says what is wrong,
+/// where, and how to fix it: the binary prints it as is.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    #[error("cannot read config file {path}: {source}")]
+    #[error("cannot read config file {path}: {source} (check the path given by --config or QCACHE_CONFIG)")]
     Read {
         path: String,
         source: std::io::Error,
     },
-    #[error("invalid config file {path}: {message}")]
-    Parse { path: String, message: String },
+    #[error("config file {path}{at}: {message} (every key is documented in config/qcache.toml)")]
+    Parse {
+        path: String,
+        /// `, line L, column C` when the parser knows where; empty otherwise.
+        at: String,
+        message: String,
+    },
     #[error("invalid configuration: {0}")]
     Invalid(String),
 }
@@ -405,7 +411,16 @@ impl Config {
     pub fn from_toml(text: &str, path: &str) -> Result<Config, ConfigError> {
         let config: Config = toml::from_str(text).map_err(|e| ConfigError::Parse {
             path: path.to_string(),
-            message: e.to_string(),
+            at: e
+                .span()
+                .map(|s| {
+                    let (line, column) = line_column(text, s.start);
+                    format!(", line {line}, column {column}")
+                })
+                .unwrap_or_default(),
+            // The parser's own rendering quotes the line with a caret under it over several
+            // lines; the operator gets one line, and the position above.
+            message: one_line(e.message()),
         })?;
         Ok(config)
     }
@@ -482,6 +497,24 @@ impl Config {
     }
 }
 
+/// 1-based line and column (in characters) of byte `offset` in `text`.
+fn line_column(text: &str, offset: usize) -> (usize, usize) {
+    let before = &text[..text.floor_char_boundary(offset)];
+    let line = before.matches('\n').count() + 1;
+    let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    (line, column)
+}
+
+/// Joins a message's lines with "; " so that it prints as one line.
+fn one_line(message: &str) -> String {
+    message
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -495,6 +528,30 @@ mod tests {
     fn unknown_key_is_named() {
         let err = Config::from_toml("[cache]\nmax_bytez = 1\n", "x.toml").unwrap_err();
         assert!(err.to_string().contains("max_bytez"), "{err}");
+    }
+
+    /// What, where and how to fix, on one line.
+    #[test]
+    fn parse_errors_are_one_line_with_a_position() {
+        let cases = [
+            (
+                "[cache]\nmax_bytez = 1\n",
+                ", line 2, column 1: unknown field `max_bytez`",
+            ),
+            (
+                "[server]\nlisten = 3307\n",
+                ", line 2, column 10: invalid type",
+            ),
+            ("[server\n", ", line 1, column 8"),
+            ("# é\n[cache]\nttl = \"soon\"\n", ", line 3, column 7"),
+        ];
+        for (text, want) in cases {
+            let err = Config::from_toml(text, "x.toml").unwrap_err().to_string();
+            assert!(!err.contains('\n'), "{err}");
+            assert!(err.starts_with("config file x.toml, line"), "{err}");
+            assert!(err.contains(want), "{text:?}: {err}");
+            assert!(err.ends_with("config/qcache.toml)"), "{err}");
+        }
     }
 
     #[test]

@@ -334,12 +334,37 @@ async fn bind(addr: &str, backlog: u32) -> std::io::Result<TcpListener> {
     }))
 }
 
+/// Why qcache could not start; each message names the setting to change.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
+    #[error(
+        "cannot listen on {addr}: {source} (server.listen, --listen or QCACHE_LISTEN: \
+         choose a free address, or stop what holds this one)"
+    )]
+    Listen {
+        addr: String,
+        source: std::io::Error,
+    },
+    #[error("{0} (admin.listen, --admin-listen or QCACHE_ADMIN_LISTEN: choose a free address, or \"\" to turn the endpoint off)")]
+    Admin(#[from] crate::admin::AdminError),
+    #[error("cannot start: {0}")]
+    Runtime(std::io::Error),
+}
+
 /// Binds the listeners and starts serving in the background of the current runtime.
-pub async fn start(config: Config) -> anyhow::Result<Running> {
+pub async fn start(config: Config) -> Result<Running, StartError> {
     config.validate()?;
     crate::workers::start(config.server.workers);
-    let listener = bind(&config.server.listen, config.server.listen_backlog).await?;
-    let addr = listener.local_addr()?;
+    let listen_err = |source| StartError::Listen {
+        addr: config.server.listen.clone(),
+        source,
+    };
+    let listener = bind(&config.server.listen, config.server.listen_backlog)
+        .await
+        .map_err(listen_err)?;
+    let addr = listener.local_addr().map_err(listen_err)?;
     let admin_listen = config.admin.listen.clone();
     let shared = Arc::new(Shared::new(config));
     let (drain, drain_rx) = watch::channel(false);
@@ -448,13 +473,13 @@ async fn refuse(tcp: TcpStream) {
 }
 
 /// Runs until SIGTERM (graceful), SIGINT (fast); SIGHUP reloads the config.
-pub async fn run_until_signalled(config: Config, cli: Cli) -> anyhow::Result<()> {
+pub async fn run_until_signalled(config: Config, cli: Cli) -> Result<(), StartError> {
     use tokio::signal::unix::{signal, SignalKind};
     let running = start(config).await?;
     running.shared.set_reload_source(cli);
-    let mut term = signal(SignalKind::terminate())?;
-    let mut int = signal(SignalKind::interrupt())?;
-    let mut hup = signal(SignalKind::hangup())?;
+    let mut term = signal(SignalKind::terminate()).map_err(StartError::Runtime)?;
+    let mut int = signal(SignalKind::interrupt()).map_err(StartError::Runtime)?;
+    let mut hup = signal(SignalKind::hangup()).map_err(StartError::Runtime)?;
     loop {
         tokio::select! {
             _ = term.recv() => {
