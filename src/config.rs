@@ -235,7 +235,8 @@ impl Default for InvalidationConfig {
 pub struct AdminConfig {
     /// HTTP endpoint for /metrics, /healthz, /readyz, /cache; empty disables it.
     pub listen: String,
-    /// Users allowed to run the admin statements that change state.
+    /// Users allowed to run the privileged admin statements (all but `SHOW QCACHE STATUS`)
+    /// besides those holding RELOAD.
     pub users: Vec<String>,
 }
 
@@ -415,7 +416,10 @@ impl Config {
                 .span()
                 .map(|s| {
                     let (line, column) = line_column(text, s.start);
-                    format!(", line {line}, column {column}")
+                    // The line itself names the key, which a type error's message does not.
+                    let quoted = text.lines().nth(line - 1).unwrap_or("").trim();
+                    let quoted: String = quoted.chars().take(80).collect();
+                    format!(", line {line}, column {column} ({quoted})")
                 })
                 .unwrap_or_default(),
             // The parser's own rendering quotes the line with a caret under it over several
@@ -536,14 +540,17 @@ mod tests {
         let cases = [
             (
                 "[cache]\nmax_bytez = 1\n",
-                ", line 2, column 1: unknown field `max_bytez`",
+                ", line 2, column 1 (max_bytez = 1): unknown field `max_bytez`",
             ),
             (
                 "[server]\nlisten = 3307\n",
-                ", line 2, column 10: invalid type",
+                ", line 2, column 10 (listen = 3307): invalid type",
             ),
-            ("[server\n", ", line 1, column 8"),
-            ("# é\n[cache]\nttl = \"soon\"\n", ", line 3, column 7"),
+            ("[server\n", ", line 1, column 8 ([server)"),
+            (
+                "# é\n[cache]\nttl = \"soon\"\n",
+                ", line 3, column 7 (ttl = \"soon\")",
+            ),
         ];
         for (text, want) in cases {
             let err = Config::from_toml(text, "x.toml").unwrap_err().to_string();

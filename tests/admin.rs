@@ -431,7 +431,7 @@ async fn state_changing_statements_need_reload_or_admin_users() {
             other => panic!("{sql}: {other:?}"),
         }
     }
-    // Reading is for everyone, and the session still works.
+    // The counters are for everyone, and the session still works.
     let st = status_rows(&mut c, "SHOW QCACHE STATUS").await;
     assert!(st.contains_key("Qcache_hits"));
     let _: Option<i64> = c.query_first("SELECT id FROM t").await.unwrap();
@@ -450,6 +450,89 @@ async fn state_changing_statements_need_reload_or_admin_users() {
     d.query_drop(format!("DROP USER '{user}'@'%'"))
         .await
         .unwrap();
+}
+
+/// Cached statement text carries literals (here an email and a token) and other users' rows:
+/// a user without RELOAD gets error 1227 for every admin statement that lists cached data,
+/// each asked on a fresh connection so that no earlier answer (the per-session RELOAD
+/// memo) decides for it. A user with RELOAD (not in `admin.users`) is answered, with the
+/// other user's statement in it.
+#[tokio::test]
+async fn listing_cached_data_needs_reload_or_admin_users() {
+    let schema = common::fresh_schema("adm_list").await;
+    let plain = common::unique_name("qcpl");
+    let reloader = common::unique_name("qcrl");
+    setup(
+        &schema,
+        &[
+            "CREATE TABLE accounts (email VARCHAR(64) PRIMARY KEY, token VARCHAR(64))",
+            "INSERT INTO accounts VALUES ('alice@example.com', 's3cr3t-token')",
+            &format!("CREATE USER '{plain}'@'%' IDENTIFIED BY 'pw'"),
+            &format!("GRANT SELECT ON `{schema}`.* TO '{plain}'@'%'"),
+            &format!("CREATE USER '{reloader}'@'%' IDENTIFIED BY 'pw'"),
+            &format!("GRANT SELECT ON `{schema}`.* TO '{reloader}'@'%'"),
+            &format!("GRANT RELOAD ON *.* TO '{reloader}'@'%'"),
+        ],
+    )
+    .await;
+    let proxy = common::proxy(|_| {}).await;
+    let url = |user: &str| {
+        format!(
+            "mysql://{user}:pw@{}/{schema}?prefer_socket=false",
+            proxy.addr
+        )
+    };
+    // root caches a statement whose text holds the secret.
+    let mut root = proxy.conn(&schema).await;
+    let secret_sql = "SELECT token FROM accounts WHERE email = 'alice@example.com'";
+    for _ in 0..2 {
+        let _: Option<String> = root.query_first(secret_sql).await.unwrap();
+    }
+    assert_eq!(qstatus(&mut root, "Qcache_hits").await, 1);
+
+    let listings = [
+        "SHOW QCACHE ENTRIES",
+        "SHOW QCACHE ENTRIES LIMIT 10",
+        "show qcache tables",
+        "SHOW QCACHE TABLES;",
+    ];
+    for sql in listings {
+        let mut c = Conn::from_url(url(&plain))
+            .await
+            .expect("plain user connects");
+        match c.query_iter(sql).await.map(drop) {
+            Err(mysql_async::Error::Server(e)) => {
+                assert_eq!((e.code, e.state.as_str()), (1227, "42000"), "{sql}");
+                assert!(e.message.contains("RELOAD"), "{sql}: {}", e.message);
+                assert!(!e.message.contains("alice"), "{sql}: {}", e.message);
+            }
+            other => panic!("{sql}: a user without RELOAD was answered: {other:?}"),
+        }
+        // Denied, not disconnected.
+        let n: Option<i64> = c
+            .query_first("SELECT COUNT(*) FROM accounts")
+            .await
+            .unwrap();
+        assert_eq!(n, Some(1), "{sql}");
+    }
+
+    let mut r = Conn::from_url(url(&reloader))
+        .await
+        .expect("RELOAD user connects");
+    let rows: Vec<(String, String, u64, u64, u64, u8, String)> =
+        r.query("SHOW QCACHE ENTRIES").await.unwrap();
+    assert!(rows.iter().any(|row| row.6 == secret_sql), "{rows:?}");
+    let tables: Vec<(String, u64, u64)> = r.query("SHOW QCACHE TABLES").await.unwrap();
+    assert!(
+        tables.iter().any(|t| t.0 == format!("{schema}.accounts")),
+        "{tables:?}"
+    );
+    drop((root, r));
+    proxy.shutdown().await;
+    let mut d = common::direct().await;
+    for u in [&plain, &reloader] {
+        d.query_drop(format!("DROP USER '{u}'@'%'")).await.unwrap();
+    }
 }
 
 /// Runs `sql` three times; returns (hits, inserts) added.

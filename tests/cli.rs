@@ -50,7 +50,7 @@ fn check_config_on_a_typo_names_the_key_line_and_file_without_a_backtrace() {
     let line = one_line_failure(&qcache(&["check-config", path], &[]), 1);
     for want in [
         path,
-        "line 5, column 1",
+        "line 5, column 1 (max_bytez = 1)",
         "unknown field `max_bytez`",
         "max_bytes",
         "config/qcache.toml",
