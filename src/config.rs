@@ -47,8 +47,11 @@ pub struct Config {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct ServerConfig {
-    /// Where clients connect.
+    /// Where clients connect over TCP; empty: no TCP listener (then `socket` is required).
     pub listen: String,
+    /// A Unix socket clients on the same host connect to, alongside TCP or instead of it
+    /// (as mysqld's `--socket`); empty: none.
+    pub socket: String,
     /// The MySQL/MariaDB server every session is relayed to.
     pub upstream: String,
     /// Client connections accepted at once; one more gets ERR 1040.
@@ -84,6 +87,7 @@ impl Default for ServerConfig {
     fn default() -> Self {
         ServerConfig {
             listen: "127.0.0.1:3307".into(),
+            socket: String::new(),
             upstream: "127.0.0.1:3306".into(),
             max_connections: 4096,
             listen_backlog: 1024,
@@ -446,10 +450,25 @@ impl Config {
         if !(1..=22).contains(&self.compression.zstd_level) {
             return bad("compression.zstd_level must be 1 to 22".into());
         }
-        if self.server.listen.parse::<SocketAddr>().is_err() {
+        if !self.server.listen.is_empty() && self.server.listen.parse::<SocketAddr>().is_err() {
             return bad(format!(
                 "server.listen {:?} is not an IP:port address",
                 self.server.listen
+            ));
+        }
+        if self.server.listen.is_empty() && self.server.socket.is_empty() {
+            return bad(
+                "server.listen and server.socket are both empty: set at least one, or clients \
+                 have nowhere to connect"
+                    .into(),
+            );
+        }
+        if self.server.socket.len() > crate::listener::MAX_SOCKET_PATH {
+            return bad(format!(
+                "server.socket {:?} is {} bytes long; a Unix socket path may have at most {}",
+                self.server.socket,
+                self.server.socket.len(),
+                crate::listener::MAX_SOCKET_PATH
             ));
         }
         if self.server.upstream.is_empty() {
@@ -581,6 +600,22 @@ mod tests {
         let c = Config::from_toml("[server]\nworkers = 5000\n", "x.toml").unwrap();
         let err = c.validate().unwrap_err().to_string();
         assert!(err.contains("server.workers"), "{err}");
+    }
+
+    #[test]
+    fn a_socket_may_replace_tcp_but_something_must_listen() {
+        let c =
+            Config::from_toml("[server]\nlisten = \"\"\nsocket = \"/run/q.sock\"\n", "x").unwrap();
+        c.validate().unwrap();
+        let c = Config::from_toml("[server]\nlisten = \"\"\n", "x").unwrap();
+        let err = c.validate().unwrap_err().to_string();
+        assert!(err.contains("server.socket"), "{err}");
+        let long = format!("[server]\nsocket = \"/{}\"\n", "s".repeat(120));
+        let err = Config::from_toml(&long, "x")
+            .unwrap()
+            .validate()
+            .unwrap_err();
+        assert!(err.to_string().contains("at most 107"), "{err}");
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! How a packet travels, module by module:
 //!
 //! - [`server`] accepts clients (connection limit, signals, graceful shutdown) and starts one
-//!   [`session`] per client.
+//!   [`session`] per client; [`listener`] is where they connect (TCP, the Unix socket).
 //! - [`session`] owns one client and its upstream connection: it relays the handshake, then
 //!   runs the command loop. SELECTs go through the cache; writes bump table versions before
 //!   their OK is forwarded; everything else is relayed untouched.
@@ -28,6 +28,7 @@ pub mod check;
 pub mod cli;
 pub mod config;
 pub mod invalidation;
+pub mod listener;
 pub mod policy;
 pub mod protocol;
 pub mod server;
