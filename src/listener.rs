@@ -11,9 +11,6 @@ use tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
 
 use crate::session::conn::Stream;
 
-/// Longest path a `sockaddr_un` holds on Linux, without its terminating NUL.
-pub const MAX_SOCKET_PATH: usize = 107;
-
 /// The listeners qcache accepts on: at least one of the two is present.
 pub struct Listeners {
     pub tcp: Option<TcpListener>,
