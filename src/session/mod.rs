@@ -14,7 +14,6 @@ pub mod state;
 
 use std::sync::Arc;
 
-use tokio::net::TcpStream;
 use tracing::{debug, info, Instrument};
 
 use crate::protocol::codec::Packet;
@@ -69,11 +68,11 @@ pub struct Session {
 }
 
 /// Runs one client from accept to close.
-pub async fn serve(id: u64, tcp: TcpStream, shared: Arc<Shared>, shutdown: ShutdownSignal) {
-    let peer = tcp.peer_addr().map(|a| a.to_string()).unwrap_or_default();
+pub async fn serve(id: u64, client: conn::Stream, shared: Arc<Shared>, shutdown: ShutdownSignal) {
+    let peer = client.peer();
     let span = tracing::info_span!("session", id, client = %peer, user = tracing::field::Empty);
     async move {
-        match start(tcp, shared.clone()).await {
+        match start(client, shared.clone()).await {
             Ok(mut s) => {
                 tracing::Span::current().record("user", s.st.user.as_str());
                 info!(db = s.st.db.as_deref().unwrap_or(""), "session started");
@@ -93,9 +92,9 @@ pub async fn serve(id: u64, tcp: TcpStream, shared: Arc<Shared>, shutdown: Shutd
     .await
 }
 
-async fn start(tcp: TcpStream, shared: Arc<Shared>) -> Result<Session, SessionError> {
+async fn start(client: conn::Stream, shared: Arc<Shared>) -> Result<Session, SessionError> {
     let cfg = shared.config();
-    let mut client = PacketConn::new(tcp, cfg.server.pre_auth_max_packet);
+    let mut client = PacketConn::new(client, cfg.server.pre_auth_max_packet);
     client.write_timeout = Some(cfg.server.client_write_timeout);
     let auth_timeout = cfg.server.auth_timeout;
     let connect_timeout = cfg.server.connect_timeout;
