@@ -4,7 +4,8 @@
 //! ones below it; `tests/module_graph.rs` checks that):
 //!
 //! - [`server`] accepts clients (connection limit, signals) and starts one [`session`] per
-//!   client on a [`workers`] runtime; [`shutdown`] drains or stops them.
+//!   client on a [`workers`] runtime; [`shutdown`] drains or stops them; [`listener`] is
+//!   where clients connect (TCP, the Unix socket).
 //! - [`session`] owns one client and its upstream connection: it relays the handshake, then
 //!   runs the command loop. SELECTs go through the cache; writes bump table versions before
 //!   their OK is forwarded; everything else is relayed untouched.
@@ -33,6 +34,7 @@ pub mod check;
 pub mod cli;
 pub mod config;
 pub mod invalidation;
+pub mod listener;
 pub mod policy;
 pub mod protocol;
 pub mod rules;

@@ -7,13 +7,14 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use tokio::sync::{watch, Semaphore};
 use tokio::task::JoinSet;
 use tracing::{info, warn};
 
 use crate::cli::Cli;
 use crate::config::Config;
+use crate::listener::{Accepted, Listeners, UnixSocketListener};
 use crate::protocol::codec;
 use crate::protocol::packets;
 use crate::shutdown::{self, Shutdown, ShutdownSignal};
@@ -23,8 +24,11 @@ pub use crate::shared::Shared;
 
 /// A proxy started by [`start`]: where it listens, and the handle that stops it.
 pub struct Running {
-    /// Address clients connect to (the real port when the config said port 0).
+    /// Address clients connect to over TCP (the real port when the config said port 0);
+    /// the unspecified `0.0.0.0:0` when `server.listen` is empty.
     pub addr: SocketAddr,
+    /// The Unix socket clients may connect to, when `server.socket` is set.
+    pub socket: Option<std::path::PathBuf>,
     /// Address of the HTTP admin endpoint, when enabled.
     pub admin_addr: Option<SocketAddr>,
     pub shared: Arc<Shared>,
@@ -72,12 +76,64 @@ async fn bind(addr: &str, backlog: u32) -> std::io::Result<TcpListener> {
     }))
 }
 
+/// Why qcache could not start; each message names the setting to change.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
+    #[error(
+        "cannot listen on {addr}: {source} (server.listen, --listen or QCACHE_LISTEN: \
+         choose a free address, or stop what holds this one)"
+    )]
+    Listen {
+        addr: String,
+        source: std::io::Error,
+    },
+    #[error(
+        "cannot listen on the Unix socket {path}: {source} (server.socket, --socket or \
+         QCACHE_SOCKET: a path in a directory qcache may write, or \"\" for none)"
+    )]
+    Socket {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("{0} (admin.listen, --admin-listen or QCACHE_ADMIN_LISTEN: choose a free address, or \"\" to turn the endpoint off)")]
+    Admin(#[from] crate::admin::AdminError),
+    #[error("cannot start: {0}")]
+    Runtime(std::io::Error),
+}
+
 /// Binds the listeners and starts serving in the background of the current runtime.
-pub async fn start(config: Config) -> anyhow::Result<Running> {
+pub async fn start(config: Config) -> Result<Running, StartError> {
     config.validate()?;
     crate::workers::start(config.server.workers);
-    let listener = bind(&config.server.listen, config.server.listen_backlog).await?;
-    let addr = listener.local_addr()?;
+    let listen_err = |source| StartError::Listen {
+        addr: config.server.listen.clone(),
+        source,
+    };
+    let (tcp, addr) = if config.server.listen.is_empty() {
+        (None, SocketAddr::from(([0, 0, 0, 0], 0)))
+    } else {
+        let l = bind(&config.server.listen, config.server.listen_backlog)
+            .await
+            .map_err(listen_err)?;
+        let addr = l.local_addr().map_err(listen_err)?;
+        (Some(l), addr)
+    };
+    let unix = if config.server.socket.is_empty() {
+        None
+    } else {
+        let path = std::path::Path::new(&config.server.socket);
+        let l = UnixSocketListener::bind(path, config.server.listen_backlog)
+            .await
+            .map_err(|source| StartError::Socket {
+                path: config.server.socket.clone(),
+                source,
+            })?;
+        Some(l)
+    };
+    let socket = unix.as_ref().map(|u| u.path().to_path_buf());
+    let listeners = Listeners { tcp, unix };
     let admin_listen = config.admin.listen.clone();
     let shared = Arc::new(Shared::new(config));
     let shutdown = Shutdown::new();
@@ -87,10 +143,20 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
     } else {
         Some(crate::admin::http::spawn(&admin_listen, shared.clone(), drain_rx.clone()).await?)
     };
-    let task = tokio::spawn(accept_loop(listener, shared.clone(), drain_rx, stop_rx));
-    info!(%addr, upstream = %shared.config().server.upstream, "qcache listening");
+    let task = tokio::spawn(accept_loop(listeners, shared.clone(), drain_rx, stop_rx));
+    let tcp = if shared.config().server.listen.is_empty() {
+        String::new()
+    } else {
+        addr.to_string()
+    };
+    let unix = socket
+        .as_ref()
+        .map(|p| p.display().to_string())
+        .unwrap_or_default();
+    info!(addr = %tcp, socket = %unix, upstream = %shared.config().server.upstream, "qcache listening");
     Ok(Running {
         addr,
+        socket,
         admin_addr,
         shared,
         shutdown,
@@ -99,7 +165,7 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
 }
 
 async fn accept_loop(
-    listener: TcpListener,
+    listeners: Listeners,
     shared: Arc<Shared>,
     mut drain: watch::Receiver<bool>,
     stop: watch::Receiver<bool>,
@@ -109,11 +175,11 @@ async fn accept_loop(
     let mut backoff = Duration::from_millis(5);
     loop {
         let accepted = tokio::select! {
-            a = listener.accept() => a,
+            a = listeners.accept() => a,
             _ = drain.wait_for(|d| *d) => break,
             Some(_) = sessions.join_next(), if !sessions.is_empty() => continue,
         };
-        let (tcp, _) = match accepted {
+        let client = match accepted {
             Ok(a) => {
                 backoff = Duration::from_millis(5);
                 a
@@ -127,14 +193,14 @@ async fn accept_loop(
             }
         };
         let Ok(permit) = limit.clone().try_acquire_owned() else {
-            sessions.spawn(refuse(tcp));
+            sessions.spawn(refuse(client));
             continue;
         };
         let id = shared.next_session.fetch_add(1, Ordering::Relaxed);
         let shared2 = shared.clone();
         let signal = ShutdownSignal::new(drain.clone());
         // The socket leaves this runtime's reactor for the session runtime's.
-        let tcp = match tcp.into_std() {
+        let client = match Accepted::from_stream(client) {
             Ok(s) => s,
             Err(e) => {
                 warn!(error = %e, "cannot hand a connection to a session runtime");
@@ -143,29 +209,31 @@ async fn accept_loop(
         };
         sessions.spawn_on(
             async move {
-                let Ok(tcp) = TcpStream::from_std(tcp) else {
+                let Ok(client) = client.into_stream() else {
                     return;
                 };
                 shared2.connections.fetch_add(1, Ordering::Relaxed);
-                crate::session::serve(id, tcp, shared2.clone(), signal).await;
+                crate::session::serve(id, client, shared2.clone(), signal).await;
                 shared2.connections.fetch_sub(1, Ordering::Relaxed);
                 drop(permit);
             },
             crate::workers::next(),
         );
     }
-    drop(listener);
+    // Closing the Unix listener removes its file: new clients get "no such file" at once
+    // rather than a connection nobody accepts.
+    drop(listeners);
     let deadline = shared.config().server.shutdown_timeout;
     shutdown::finish(sessions, deadline, stop).await;
     info!("qcache stopped");
 }
 
 /// Over the connection limit: MySQL's own answer, sent in place of the greeting.
-async fn refuse(tcp: TcpStream) {
+async fn refuse(client: crate::session::conn::Stream) {
     use tokio::io::AsyncWriteExt;
-    let peer = tcp.peer_addr().map(|a| a.to_string()).unwrap_or_default();
+    let peer = client.peer();
     info!(code = 1040, client = %peer, "refused a client: too many connections");
-    let mut tcp = tcp;
+    let mut tcp = client;
     let mut out = bytes::BytesMut::new();
     codec::encode(
         0,
@@ -177,13 +245,13 @@ async fn refuse(tcp: TcpStream) {
 }
 
 /// Runs until SIGTERM (graceful), SIGINT (fast); SIGHUP reloads the config.
-pub async fn run_until_signalled(config: Config, cli: Cli) -> anyhow::Result<()> {
+pub async fn run_until_signalled(config: Config, cli: Cli) -> Result<(), StartError> {
     use tokio::signal::unix::{signal, SignalKind};
     let running = start(config).await?;
     running.shared.set_reload_source(cli);
-    let mut term = signal(SignalKind::terminate())?;
-    let mut int = signal(SignalKind::interrupt())?;
-    let mut hup = signal(SignalKind::hangup())?;
+    let mut term = signal(SignalKind::terminate()).map_err(StartError::Runtime)?;
+    let mut int = signal(SignalKind::interrupt()).map_err(StartError::Runtime)?;
+    let mut hup = signal(SignalKind::hangup()).map_err(StartError::Runtime)?;
     loop {
         tokio::select! {
             _ = term.recv() => {

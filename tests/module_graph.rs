@@ -7,7 +7,7 @@
 //!
 //! ```text
 //! main                                   the binary
-//! server                                 listen, accept, signals
+//! server · listener                      listen, accept, signals; TCP and the Unix socket
 //! session                                one client: handshake relay, command loop
 //! admin                                  operator surfaces over the shared state
 //! shared                                 what every session shares
@@ -48,6 +48,7 @@ use std::path::{Path, PathBuf};
 const LAYERS: &[(&str, u32)] = &[
     ("main", 0),
     ("server", 1),
+    ("listener", 1),
     ("session", 2),
     ("admin", 3),
     ("shared", 4),

@@ -12,10 +12,12 @@ use crate::config::Conservative;
 /// A transaction as qcache sees it.
 #[derive(Debug, Default)]
 pub struct Txn {
-    /// Global version sequence and epoch read just before the statement that established
-    /// the server's snapshot (InnoDB takes it at the first read). None until then: before it
-    /// the cache cannot know which data the transaction will see.
+    /// Global version sequence and epoch read just before the transaction's first statement
+    /// reached the server, whatever it was: the server's read view is no older
+    /// (`policy::snapshot`). None while nothing of it was sent (a deferred BEGIN).
     pub snapshot: Option<Snapshot>,
+    /// A forwarded cacheable read certainly opened the read view: hits are served from then.
+    pub view_open: bool,
     /// Tables written in this transaction: never served from or stored to the cache
     /// by this session, and bumped again when it ends.
     pub written: Vec<TableHandle>,
@@ -25,10 +27,44 @@ pub struct Txn {
 }
 
 impl Txn {
+    pub fn view(&self) -> crate::policy::snapshot::TxnView<Snapshot> {
+        crate::policy::snapshot::TxnView {
+            point: self.snapshot,
+            view_open: self.view_open,
+        }
+    }
+
     pub fn wrote(&self, t: &TableHandle) -> bool {
         self.written_unknown
             || self.written.iter().any(|w| Arc::ptr_eq(w, t))
             || self.written_schemas.iter().any(|s| *s == t.schema)
+    }
+}
+
+/// What a DDL statement may have changed in the catalog, as far as the statement says: what
+/// `Catalog::refresh_changed` reloads. Names are lower-cased.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Changed {
+    /// Relations the statement names: created, altered, renamed from or to, dropped.
+    pub objects: Vec<(String, String)>,
+    /// Schemas created, altered or dropped as a whole.
+    pub schemas: Vec<String>,
+    /// The statement could not be read (or names nothing, as `DROP TRIGGER t` does): anything
+    /// may have changed.
+    pub everything: bool,
+}
+
+impl Changed {
+    /// Adds what another statement changed.
+    pub fn extend(&mut self, other: &Changed) {
+        self.objects.extend(other.objects.iter().cloned());
+        self.schemas.extend(other.schemas.iter().cloned());
+        self.everything |= other.everything;
+    }
+
+    pub(crate) fn covers(&self, schema: &str, name: &str) -> bool {
+        self.schemas.iter().any(|s| s == schema)
+            || self.objects.iter().any(|(s, n)| s == schema && n == name)
     }
 }
 
@@ -40,6 +76,8 @@ pub struct Pending {
     pub all: bool,
     /// The statement changed the schema: reload the catalog before the client sees the OK.
     pub ddl: bool,
+    /// What it changed there (what the reload covers).
+    pub ddl_changed: Changed,
 }
 
 impl Pending {

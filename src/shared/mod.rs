@@ -22,7 +22,7 @@ use crate::cache::{Cache, InvalidationSource};
 use crate::cli::Cli;
 use crate::config::{BinlogMode, Config, Conservative};
 use crate::invalidation::binlog::{self, BinlogHandle, WriteAnalyser};
-use crate::invalidation::catalog::Catalog;
+use crate::invalidation::catalog::{Catalog, Changed};
 
 /// State shared by every session.
 pub struct Shared {
@@ -118,10 +118,10 @@ impl Shared {
         self.cache.invalidate_written(txn);
     }
 
-    /// Reloads the schema catalog after DDL, before the DDL's OK reaches the client, so that
-    /// a view created a moment ago is known to the next read.
-    pub async fn refresh_catalog(&self) {
-        if let Err(e) = self.catalog.refresh().await {
+    /// Reloads what a DDL changed in the schema catalog, before the DDL's OK reaches the
+    /// client, so that a view created a moment ago is known to the next read.
+    pub async fn refresh_catalog(&self, changed: &Changed) {
+        if let Err(e) = self.catalog.refresh_changed(changed).await {
             warn!(error = %e, "schema catalog reload failed");
             // Without a current catalog, widening may miss views and triggers.
             self.cache.invalidate_all(InvalidationSource::Catalog);

@@ -79,6 +79,7 @@ impl Shared {
             }
         };
         restart(new.server.listen != old.server.listen, "server.listen");
+        restart(new.server.socket != old.server.socket, "server.socket");
         restart(new.admin.listen != old.admin.listen, "admin.listen");
         restart(
             new.server.max_connections != old.server.max_connections,
