@@ -198,6 +198,9 @@ impl Shared {
         if p.all {
             self.cache.invalidate_all(InvalidationSource::Conservative);
         }
+        if let Some(c) = &p.privileges {
+            self.cache.versions().privileges.apply(c);
+        }
     }
 
     /// Invalidation when qcache cannot tell exactly what changed.

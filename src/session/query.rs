@@ -15,6 +15,7 @@ use crate::analysis::{self, Analysis, Hint, Kind, QcAssign, ReadInfo, WriteInfo,
 use crate::cache::{key, Claim, Entry, Key, Snapshot, Stamps, TableHandle};
 use crate::config::{Conservative, QueryCacheType};
 use crate::invalidation::catalog::{ReadResolution, TableName};
+use crate::policy::privileges::{self, PrivilegeChange};
 use crate::protocol::codec::Packet;
 use crate::protocol::commands::{self, ExecuteParams};
 use crate::protocol::packets::{self, com, status};
@@ -113,6 +114,7 @@ impl Session {
     async fn multi_statement(&mut self, pkt: Packet, sql: &Bytes) -> Result<(), SessionError> {
         let mut lost = false;
         for part in analysis::split_statements(sql) {
+            self.plan_privileges(part);
             let scan = analysis::scan(part);
             match scan.kind {
                 Kind::Write => {
@@ -165,6 +167,9 @@ impl Session {
         let Some(mode) = self.read_mode() else {
             return Ok(None);
         };
+        if !self.privileges_current() && !self.refresh_privileges().await? {
+            return Ok(None);
+        }
         let started = Instant::now();
         let Some(e) = self.lookup(key(self.st.fingerprint, TAG_TEXT, sql), &mode) else {
             return Ok(Some(false));
@@ -211,7 +216,9 @@ impl Session {
                 .await
                 .map(drop);
         }
-        let mode = self.read_mode();
+        // The key holds the account, role and privilege generation the server reports.
+        let identified = self.privileges_current() || self.refresh_privileges().await?;
+        let mode = self.read_mode().filter(|_| identified);
         let key = key(self.st.fingerprint, TAG_TEXT, &stmt);
         let tried = looked_up && scan.hint_spans.is_empty();
         if let (Some(mode), false) = (&mode, tried) {
@@ -227,6 +234,13 @@ impl Session {
         let digest = analysis::digest(&stmt);
         let an = self.shared.analyzer.analyze(&stmt, digest);
         let plan = match self.plan_read(&an, key, digest, &stmt).await {
+            Ok(_) if !identified => {
+                self.note_not_cached("identity_unknown");
+                return self
+                    .forward_read(pkt.seq, &payload, None, true)
+                    .await
+                    .map(drop);
+            }
             Ok(plan) => plan,
             Err(reason) => {
                 self.note_not_cached(reason);
@@ -589,6 +603,7 @@ impl Session {
     /// A write, text or prepared: what it changes is planned before it goes upstream and
     /// bumped before its OK reaches the client (in `observe`).
     async fn write(&mut self, pkt: &Packet, sql: &[u8], digest: u64) -> Result<(), SessionError> {
+        self.plan_privileges(sql);
         let an = self.shared.analyzer.analyze(sql, digest);
         match &*an {
             Analysis::Write(w) => self.plan_write(w),
@@ -611,6 +626,12 @@ impl Session {
                         // No default database: the server will refuse it; nothing changes.
                         None => continue,
                     }
+                }
+                if named
+                    .iter()
+                    .any(|(s, n)| privileges::is_privilege_table(s, n))
+                {
+                    self.plan_privilege_change(PrivilegeChange::privilege_table());
                 }
                 match self.shared.catalog.expand_write(&named) {
                     Some(all) => {
@@ -690,7 +711,20 @@ impl Session {
                 }
             }
         }
+        // SET DEFAULT ROLE, SET PASSWORD; and SET ROLE, after which the server recomputes the
+        // session's privileges and role.
+        self.plan_privileges(sql);
+        let role = privileges::sets_role(sql);
+        let epoch_before = self.shared.cache.versions().privileges.epoch();
         let resp = self.relay_command(&pkt, Expect::Results).await?;
+        if role {
+            // Even a failed SET ROLE is asked about again: qcache does not guess.
+            self.role_set(if resp.error {
+                self.st.priv_baseline
+            } else {
+                epoch_before
+            });
+        }
         if resp.error {
             return Ok(());
         }
@@ -802,7 +836,9 @@ impl Session {
             // defragment, so it only answers.
             return self.send_ok(pkt.seq.wrapping_add(1)).await;
         }
-        // FLUSH TABLES and friends: relay; they change no data.
+        // FLUSH TABLES and friends change no data; FLUSH PRIVILEGES makes grant-table edits
+        // effective.
+        self.plan_privileges(sql);
         self.relay_command(&pkt, Expect::Results).await.map(drop)
     }
 
@@ -909,6 +945,10 @@ impl Session {
         id: u32,
         long_data: bool,
     ) -> Result<(), SessionError> {
+        let identified = self.privileges_current()
+            || (self.st.qct != QueryCacheType::Off
+                && !self.st.lost_track
+                && self.refresh_privileges().await?);
         let Some(stmt) = self.st.stmts.get(&id) else {
             return self.relay_command(&pkt, Expect::Results).await.map(drop);
         };
@@ -927,6 +967,8 @@ impl Session {
             Some("not_requested")
         } else if self.st.lost_track {
             Some("session_untracked")
+        } else if !identified {
+            Some("identity_unknown")
         } else if cursor {
             Some("cursor")
         } else if long_data {
