@@ -4,6 +4,7 @@
 mod admin;
 mod begin;
 pub mod conn;
+mod diagnostics;
 pub mod handshake;
 pub mod plans;
 mod privileges;
@@ -271,6 +272,7 @@ impl Session {
     async fn change_user(&mut self, pkt: Packet) -> Result<bool, SessionError> {
         let parsed = crate::protocol::handshake::parse_change_user(&pkt.payload, self.st.caps);
         let priv_baseline = self.shared.cache.versions().privileges.epoch();
+        self.st.after_hit = None;
         self.end_transaction_for_reset();
         self.upstream.start_command();
         self.upstream

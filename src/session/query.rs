@@ -15,6 +15,7 @@ use crate::analysis::{self, Analysis, Hint, Kind, QcAssign, ReadInfo, WriteInfo,
 use crate::cache::{key, Claim, Entry, Key, Snapshot, Stamps, TableHandle};
 use crate::config::{Conservative, QueryCacheType};
 use crate::invalidation::catalog::{ReadResolution, TableName};
+use crate::policy::diagnostics;
 use crate::policy::privileges::{self, PrivilegeChange};
 use crate::protocol::codec::Packet;
 use crate::protocol::commands::{self, ExecuteParams};
@@ -312,6 +313,7 @@ impl Session {
     async fn serve_hit(&mut self, e: &Entry, started: Instant) -> Result<(), SessionError> {
         let st = self.st.status;
         e.write_patched(st, self.client.wbuf());
+        self.st.after_hit = Some(e.found_rows);
         self.client
             .flush_if_large()
             .await
@@ -533,7 +535,11 @@ impl Session {
             [meta, last] => Some((Some(meta), last)),
             _ => None,
         };
-        let (meta, last) = match (store_verdict(&resp, &fill, storable), shape) {
+        // What the server's FOUND_ROWS() says now, which a later hit must reproduce.
+        let found_rows = diagnostics::found_rows(sql, resp.rows);
+        let verdict = store_verdict(&resp, &fill, storable)
+            .or_else(|| found_rows.is_none().then_some("found_rows_unknown"));
+        let (meta, last) = match (verdict, shape) {
             (None, Some(shape)) => shape,
             (reason, _) => {
                 self.fill_scratch = fill.into_scratch();
@@ -544,6 +550,7 @@ impl Session {
         let (bytes, scratch) = fill.take();
         self.fill_scratch = scratch;
         let mut entry = Entry::new(bytes, last, stamps, plan.digest)
+            .with_found_rows(found_rows.unwrap_or(0))
             .with_meta_status_at(meta)
             .with_sql(&String::from_utf8_lossy(&sql[..sql.len().min(256)]));
         if let Some(ttl) = plan.ttl {

@@ -124,6 +124,12 @@ pub struct SessionState {
     pub admin_allowed: Option<bool>,
     /// A plain BEGIN qcache answered that has not gone to the server yet (`begin.rs`).
     pub begin_pending: bool,
+    /// The last statement was a hit whose SELECT would have left `FOUND_ROWS()` at this:
+    /// the server's diagnostics are put right before the next statement reaches it
+    /// (`policy::diagnostics`).
+    pub after_hit: Option<u64>,
+    /// The upstream is MariaDB (from the greeting's version).
+    pub mariadb: bool,
     /// The account and role the server says the session has; part of the key. None until
     /// asked, before the session's first lookup (`privileges.rs`).
     pub identity: Option<Identity>,
@@ -171,6 +177,8 @@ impl SessionState {
             snapshot_candidate: None,
             admin_allowed: None,
             begin_pending: false,
+            after_hit: None,
+            mariadb: n.greeting.server_version.contains("MariaDB"),
             identity: None,
             identity_unusable: false,
             priv_epoch: u64::MAX,
@@ -266,6 +274,8 @@ impl SessionState {
         self.stmts.clear();
         self.last_stmt = None;
         self.admin_allowed = None;
+        // The server starts the session's diagnostics afresh.
+        self.after_hit = None;
         // The role may have changed (and the account, for COM_CHANGE_USER): ask again.
         self.identity = None;
         self.identity_unusable = false;
