@@ -189,3 +189,107 @@ async fn found_rows_and_row_count_after_a_hit_are_the_selects() {
     ]);
     differential("dg_found", &s, |_| {}).await;
 }
+
+/// `SELECT @@query_cache_type` and every `SHOW … VARIABLES` spelling agree, for the
+/// session's value and the configured (global) one, and the SELECT's column metadata is
+/// the server's.
+#[tokio::test]
+async fn query_cache_type_reads_the_same_everywhere() {
+    let proxy =
+        common::proxy(|c| c.cache.query_cache_type = qcache::config::QueryCacheType::On).await;
+    let mut c = proxy.conn("").await;
+    let mut d = common::direct().await;
+    let shown = |rows: Vec<(String, String)>| {
+        rows.into_iter()
+            .find(|r| r.0 == "query_cache_type")
+            .map(|r| r.1)
+    };
+    c.query_drop("SET SESSION query_cache_type = DEMAND")
+        .await
+        .unwrap();
+    for (sql, want) in [
+        ("SELECT @@query_cache_type", "DEMAND"),
+        ("SELECT @@session.query_cache_type", "DEMAND"),
+        ("SELECT @@global.query_cache_type", "ON"),
+    ] {
+        let v: Option<String> = c.query_first(sql).await.unwrap();
+        assert_eq!(v.as_deref(), Some(want), "{sql}");
+    }
+    for (sql, want) in [
+        ("SHOW VARIABLES LIKE 'query_cache_type'", "DEMAND"),
+        ("SHOW SESSION VARIABLES LIKE 'query_cache_type'", "DEMAND"),
+        ("SHOW LOCAL VARIABLES LIKE 'query_cache%'", "DEMAND"),
+        (
+            "SHOW VARIABLES WHERE Variable_name = 'query_cache_type'",
+            "DEMAND",
+        ),
+        ("SHOW VARIABLES", "DEMAND"),
+        ("SHOW GLOBAL VARIABLES LIKE 'query_cache_type'", "ON"),
+    ] {
+        let rows: Vec<(String, String)> = c.query(sql).await.unwrap();
+        assert_eq!(shown(rows).as_deref(), Some(want), "{sql}");
+    }
+    // The same columns as the server's own answer.
+    let ours = c
+        .query_iter("SELECT @@query_cache_type")
+        .await
+        .unwrap()
+        .columns();
+    let theirs = d
+        .query_iter("SELECT @@query_cache_type")
+        .await
+        .unwrap()
+        .columns();
+    let meta = |cols: Option<std::sync::Arc<[mysql_async::Column]>>| {
+        cols.unwrap()
+            .iter()
+            .map(|c| {
+                format!(
+                    "{:?} {:?} {} {:?}",
+                    c.name_str(),
+                    c.column_type(),
+                    c.column_length(),
+                    c.flags()
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(meta(ours), meta(theirs));
+    proxy.shutdown().await;
+}
+
+/// `Compression` in session status is the client leg's: a compressed client behind an
+/// uncompressed upstream leg sees ON, an uncompressed one behind a compressed leg OFF.
+#[tokio::test]
+async fn compression_status_describes_the_clients_leg() {
+    use qcache::config::UpstreamCompression;
+    for (client, upstream) in [
+        (true, UpstreamCompression::Off),
+        (false, UpstreamCompression::Zlib),
+    ] {
+        let proxy = common::proxy(|c| c.compression.upstream = upstream).await;
+        let d = common::db();
+        let mut b = mysql_async::OptsBuilder::default()
+            .ip_or_hostname(proxy.addr.ip().to_string())
+            .tcp_port(proxy.addr.port())
+            .user(Some(d.user.clone()))
+            .pass(Some(d.password.clone()))
+            .prefer_socket(false);
+        if client {
+            b = b.compression(mysql_async::Compression::default());
+        }
+        let mut c = Conn::new(b).await.unwrap();
+        let row: Option<(String, String)> = c
+            .query_first("SHOW SESSION STATUS LIKE 'Compression'")
+            .await
+            .unwrap();
+        let want = if client { "ON" } else { "OFF" };
+        assert_eq!(
+            row.map(|r| r.1).as_deref(),
+            Some(want),
+            "client compressed: {client}"
+        );
+        c.disconnect().await.unwrap();
+        proxy.shutdown().await;
+    }
+}

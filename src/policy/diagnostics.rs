@@ -85,6 +85,107 @@ pub fn resetter(found_rows: u64, mariadb: bool) -> String {
     }
 }
 
+/// The client's own leg, which qcache terminates: what session status describing the
+/// connection must report (the server describes its leg to qcache).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ClientLeg {
+    pub compressed: bool,
+    /// TLS version and cipher (server spelling), None for plain TCP.
+    pub tls: Option<(String, String)>,
+    /// The upstream leg is TLS too: for the values qcache cannot compute on a TLS client
+    /// leg (the cipher list, verify settings), the server's describe a TLS connection.
+    pub upstream_tls: bool,
+}
+
+/// The value of session status `name` (any case) for the client's leg, or None when the
+/// server's value stands (global counters, and what qcache cannot know).
+pub fn client_leg_status(name: &str, leg: &ClientLeg) -> Option<String> {
+    let name = name.to_ascii_lowercase();
+    if name == "compression" {
+        return Some(if leg.compressed { "ON" } else { "OFF" }.to_string());
+    }
+    match (&leg.tls, name.as_str()) {
+        // A plain leg: what the server reports for a plain connection.
+        (
+            None,
+            "ssl_cipher"
+            | "ssl_cipher_list"
+            | "ssl_version"
+            | "ssl_server_not_after"
+            | "ssl_server_not_before",
+        ) => Some(String::new()),
+        (
+            None,
+            "ssl_default_timeout" | "ssl_verify_depth" | "ssl_verify_mode" | "ssl_sessions_reused",
+        ) => Some("0".to_string()),
+        (Some((version, _)), "ssl_version") => Some(version.clone()),
+        (Some((_, cipher)), "ssl_cipher") => Some(cipher.clone()),
+        (Some(_), "ssl_sessions_reused") => Some("0".to_string()),
+        _ => None,
+    }
+}
+
+/// rustls' name of a cipher suite as OpenSSL (and so the server) spells it.
+pub fn openssl_cipher_name(rustls_name: &str) -> String {
+    let known = [
+        ("TLS13_AES_128_GCM_SHA256", "TLS_AES_128_GCM_SHA256"),
+        ("TLS13_AES_256_GCM_SHA384", "TLS_AES_256_GCM_SHA384"),
+        (
+            "TLS13_CHACHA20_POLY1305_SHA256",
+            "TLS_CHACHA20_POLY1305_SHA256",
+        ),
+        (
+            "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256",
+            "ECDHE-ECDSA-AES128-GCM-SHA256",
+        ),
+        (
+            "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384",
+            "ECDHE-ECDSA-AES256-GCM-SHA384",
+        ),
+        (
+            "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256",
+            "ECDHE-ECDSA-CHACHA20-POLY1305",
+        ),
+        (
+            "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
+            "ECDHE-RSA-AES128-GCM-SHA256",
+        ),
+        (
+            "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384",
+            "ECDHE-RSA-AES256-GCM-SHA384",
+        ),
+        (
+            "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256",
+            "ECDHE-RSA-CHACHA20-POLY1305",
+        ),
+    ];
+    known
+        .iter()
+        .find(|(r, _)| *r == rustls_name)
+        .map_or_else(|| rustls_name.to_string(), |(_, o)| o.to_string())
+}
+
+/// Whether `words` (lower-case) are `SHOW [GLOBAL|SESSION|LOCAL] VARIABLES …`, and of which
+/// scope (true: GLOBAL): its `query_cache_type` row must be qcache's value of that scope, as
+/// `SELECT @@[global.]query_cache_type` is.
+pub fn show_variables_scope(words: &[&str]) -> Option<bool> {
+    match words {
+        ["show", "variables", ..] => Some(false),
+        ["show", "session" | "local", "variables", ..] => Some(false),
+        ["show", "global", "variables", ..] => Some(true),
+        _ => None,
+    }
+}
+
+/// Whether `words` (lower-case) are `SHOW [SESSION|LOCAL] STATUS …`, which describes this
+/// connection (plain `SHOW STATUS` is session status).
+pub fn is_session_status(words: &[&str]) -> bool {
+    matches!(
+        words,
+        ["show", "status", ..] | ["show", "session" | "local", "status", ..]
+    )
+}
+
 fn find_ci(hay: &[u8], needle: &[u8], from: usize) -> Option<usize> {
     hay.get(from..)?
         .windows(needle.len())
@@ -130,6 +231,56 @@ mod tests {
         for &(sql, n, want) in rows {
             assert_eq!(found_rows(sql.as_bytes(), n), want, "{sql} ({n} rows)");
         }
+    }
+
+    #[test]
+    fn session_status_describes_the_clients_leg() {
+        let plain = ClientLeg::default();
+        let tls = ClientLeg {
+            compressed: true,
+            tls: Some(("TLSv1.3".into(), "TLS_AES_256_GCM_SHA384".into())),
+            upstream_tls: false,
+        };
+        let rows: &[(&str, &ClientLeg, Option<&str>)] = &[
+            ("Compression", &plain, Some("OFF")),
+            ("compression", &tls, Some("ON")),
+            ("Ssl_version", &plain, Some("")),
+            ("Ssl_cipher", &plain, Some("")),
+            ("Ssl_verify_mode", &plain, Some("0")),
+            ("Ssl_version", &tls, Some("TLSv1.3")),
+            ("Ssl_cipher", &tls, Some("TLS_AES_256_GCM_SHA384")),
+            // Global counters: the server's.
+            ("Ssl_accepts", &plain, None),
+            ("Ssl_session_cache_mode", &tls, None),
+            ("Uptime", &plain, None),
+        ];
+        for &(name, leg, want) in rows {
+            assert_eq!(client_leg_status(name, leg).as_deref(), want, "{name}");
+        }
+        assert_eq!(
+            openssl_cipher_name("TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384"),
+            "ECDHE-RSA-AES256-GCM-SHA384"
+        );
+    }
+
+    #[test]
+    fn show_statements_scopes() {
+        assert_eq!(
+            show_variables_scope(&["show", "variables", "like", "'q%'"]),
+            Some(false)
+        );
+        assert_eq!(
+            show_variables_scope(&["show", "session", "variables"]),
+            Some(false)
+        );
+        assert_eq!(
+            show_variables_scope(&["show", "global", "variables"]),
+            Some(true)
+        );
+        assert_eq!(show_variables_scope(&["show", "status"]), None);
+        assert!(is_session_status(&["show", "status", "like", "'ssl%'"]));
+        assert!(is_session_status(&["show", "session", "status"]));
+        assert!(!is_session_status(&["show", "global", "status"]));
     }
 
     #[test]

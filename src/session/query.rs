@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use bytes::{BufMut, Bytes, BytesMut};
 
+use super::diagnostics::{Rewrite, CLIENT_LEG_STATUS};
 use super::plans::Outcome;
 use super::relay::{Fill, KEEP_SCRATCH};
 use super::state::Prepared;
@@ -72,6 +73,9 @@ impl Session {
             Kind::Show => {
                 if let Some(rows) = self.qcache_status_rows(&sql) {
                     return self.send_status_rows(rows).await;
+                }
+                if let Some(rw) = self.own_show_values(&sql) {
+                    return self.relay_rewriting(&pkt, rw).await;
                 }
                 self.relay_command(&pkt, Expect::Results).await.map(drop)
             }
@@ -205,7 +209,7 @@ impl Session {
         let wanted = wants_cache(self.st.qct, scan.hint);
         if !wanted || self.st.lost_track {
             if let Some(v) = self.session_variable_answer(&stmt) {
-                return self.send_status_rows_named(v).await;
+                return self.answer_variable(&pkt, v).await;
             }
             self.note_not_cached(if self.st.lost_track {
                 "session_untracked"
@@ -230,7 +234,7 @@ impl Session {
         }
         // Miss: from here on parsing is allowed.
         if let Some(v) = self.session_variable_answer(&stmt) {
-            return self.send_status_rows_named(v).await;
+            return self.answer_variable(&pkt, v).await;
         }
         let digest = analysis::digest(&stmt);
         let an = self.shared.analyzer.analyze(&stmt, digest);
@@ -778,13 +782,58 @@ impl Session {
             .join(" ")
             .to_ascii_lowercase();
         let norm = norm.trim_end_matches(';').trim();
-        let name = match norm {
-            "select @@query_cache_type" => "@@query_cache_type",
-            "select @@session.query_cache_type" => "@@session.query_cache_type",
-            "select @@local.query_cache_type" => "@@local.query_cache_type",
+        let (name, value) = match norm {
+            "select @@query_cache_type" => ("@@query_cache_type", self.st.qct),
+            "select @@session.query_cache_type" => ("@@session.query_cache_type", self.st.qct),
+            "select @@local.query_cache_type" => ("@@local.query_cache_type", self.st.qct),
+            "select @@global.query_cache_type" => (
+                "@@global.query_cache_type",
+                self.shared.config().cache.query_cache_type,
+            ),
             _ => return None,
         };
-        Some((name.to_string(), self.st.qct.as_str().to_string()))
+        Some((name.to_string(), value.as_str().to_string()))
+    }
+
+    /// `SELECT @@query_cache_type`: MariaDB has the variable, so its answer (column
+    /// metadata and all) is relayed with qcache's value; MySQL 8.0 has none, so qcache
+    /// answers alone.
+    async fn answer_variable(
+        &mut self,
+        pkt: &Packet,
+        v: (String, String),
+    ) -> Result<(), SessionError> {
+        if self.st.mariadb {
+            return self.relay_rewriting(pkt, Rewrite::Single(v.1)).await;
+        }
+        self.send_status_rows_named(v).await
+    }
+
+    /// `SHOW … VARIABLES` (qcache's `query_cache_type`) and `SHOW [SESSION] STATUS` (the
+    /// client leg's TLS and compression): the rows whose values are qcache's.
+    fn own_show_values(&self, sql: &[u8]) -> Option<Rewrite> {
+        let text = statements::lowercase(sql);
+        let words = statements::words(&text);
+        if let Some(global) = diagnostics::show_variables_scope(&words) {
+            let qct = if global {
+                self.shared.config().cache.query_cache_type
+            } else {
+                self.st.qct
+            };
+            return Some(Rewrite::Named(vec![(
+                "query_cache_type",
+                qct.as_str().to_string(),
+            )]));
+        }
+        if diagnostics::is_session_status(&words) {
+            let leg = self.client_leg();
+            let values = CLIENT_LEG_STATUS
+                .iter()
+                .filter_map(|n| diagnostics::client_leg_status(n, &leg).map(|v| (*n, v)))
+                .collect();
+            return Some(Rewrite::Named(values));
+        }
+        None
     }
 
     async fn send_status_rows_named(
