@@ -31,9 +31,9 @@ pub struct Config {
     pub invalidation: InvalidationConfig,
     pub admin: AdminConfig,
     pub log: LogConfig,
-    /// Operator rules, first match wins (see `admin::rules`); none by default.
+    /// Operator rules, first match wins (see `rules`); none by default.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub rules: Vec<crate::admin::rules::Rule>,
+    pub rules: Vec<crate::rules::Rule>,
     pub tls: TlsConfig,
     pub compression: CompressionConfig,
 }
@@ -343,62 +343,9 @@ impl std::str::FromStr for UpstreamCompression {
     }
 }
 
-/// TLS on the two legs, each independent of the other.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq, Hash)]
-#[serde(deny_unknown_fields, default)]
-pub struct TlsConfig {
-    pub client: ClientTlsConfig,
-    pub upstream: UpstreamTlsConfig,
-}
-
-/// TLS termination toward clients: qcache presents this certificate.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq, Hash)]
-#[serde(deny_unknown_fields, default)]
-pub struct ClientTlsConfig {
-    /// PEM certificate chain; empty (the default) leaves client TLS off.
-    pub cert: String,
-    /// PEM private key of `cert`.
-    pub key: String,
-    /// Refuse clients that do not upgrade, as MySQL's `require_secure_transport` does.
-    pub require: bool,
-}
-
-/// How qcache speaks TLS to the server, in the MySQL client's `--ssl-mode` vocabulary.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Hash, Default)]
-#[serde(rename_all = "snake_case")]
-pub enum UpstreamTlsMode {
-    /// Never.
-    #[default]
-    Disabled,
-    /// When the server offers it; the certificate is not checked.
-    Preferred,
-    /// Always (a server without TLS is an error); the certificate is not checked.
-    Required,
-    /// Always, with the certificate chained to `ca`.
-    VerifyCa,
-    /// Always, with the certificate chained to `ca` and naming the upstream host.
-    VerifyIdentity,
-}
-
-impl UpstreamTlsMode {
-    pub fn verifies(self) -> bool {
-        matches!(
-            self,
-            UpstreamTlsMode::VerifyCa | UpstreamTlsMode::VerifyIdentity
-        )
-    }
-}
-
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq, Hash)]
-#[serde(deny_unknown_fields, default)]
-pub struct UpstreamTlsConfig {
-    pub mode: UpstreamTlsMode,
-    /// PEM CA certificates the server's certificate must chain to (verify_* modes).
-    pub ca: String,
-    /// Optional PEM client certificate and key, for servers that require X509 users.
-    pub cert: String,
-    pub key: String,
-}
+/// The `[tls]` section is defined beside the contexts built from it, so that `tls` needs
+/// nothing from here and `validate` can build them (one arrow, config → tls).
+pub use crate::tls::{ClientTlsConfig, TlsConfig, UpstreamTlsConfig, UpstreamTlsMode};
 
 impl Config {
     /// Parses TOML text; unknown keys are reported with their name.

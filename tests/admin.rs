@@ -465,7 +465,7 @@ async fn thrice(c: &mut Conn, sql: &str) -> (u64, u64) {
     )
 }
 
-fn rules(text: &str) -> Vec<qcache::admin::rules::Rule> {
+fn rules(text: &str) -> Vec<qcache::rules::Rule> {
     qcache::config::Config::from_toml(text, "rules")
         .expect("rules parse")
         .rules

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 
 use crate::protocol::packets::{TYPE_LONGLONG, TYPE_VAR_STRING};
-use crate::server::Shared;
+use crate::shared::Shared;
 
 /// MySQL's ER_SPECIFIC_ACCESS_DENIED_ERROR, as the query cache's FLUSH/RESET gave it.
 pub const ACCESS_DENIED_CODE: u16 = 1227;

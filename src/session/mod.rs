@@ -21,7 +21,8 @@ use tracing::{debug, info, Instrument};
 use crate::protocol::codec::Packet;
 use crate::protocol::packets::{self, com, status};
 use crate::protocol::response::Expect;
-use crate::server::{Shared, ShutdownSignal};
+use crate::shared::Shared;
+use crate::shutdown::ShutdownSignal;
 use conn::{ConnError, PacketConn};
 use state::SessionState;
 

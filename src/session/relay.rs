@@ -4,8 +4,8 @@
 
 use bytes::BytesMut;
 
-use super::state::Txn;
 use super::{Session, SessionError};
+use crate::cache::writes::Txn;
 use crate::protocol::codec::{self, Packet};
 use crate::protocol::packets::status;
 use crate::protocol::response::{Expect, Response, ResponseError, Step};

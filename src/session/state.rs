@@ -3,7 +3,6 @@
 //! statements, and the writes waiting for their OK.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::Arc;
 
 use bytes::Bytes;
 use xxhash_rust::xxh3::Xxh3;
@@ -11,57 +10,14 @@ use xxhash_rust::xxh3::Xxh3;
 use super::handshake::Negotiated;
 use super::privileges::Identity;
 use crate::analysis::{Hint, Kind};
-use crate::cache::versions::{Snapshot, TableHandle};
+use crate::cache::versions::Snapshot;
 use crate::config::QueryCacheType;
-use crate::policy::privileges::PrivilegeChange;
 use crate::protocol::packets::{cap, status};
 use crate::server::Shared;
 
-/// A transaction as qcache sees it.
-#[derive(Debug, Default)]
-pub struct Txn {
-    /// Global version sequence and epoch read just before the statement that established
-    /// the server's snapshot (InnoDB takes it at the first read). None until then: before it
-    /// the cache cannot know which data the transaction will see.
-    pub snapshot: Option<Snapshot>,
-    /// Tables written in this transaction: never served from or stored to the cache
-    /// by this session, and bumped again when it ends.
-    pub written: Vec<TableHandle>,
-    pub written_schemas: Vec<String>,
-    /// A write in this transaction could not be analysed.
-    pub written_unknown: bool,
-}
-
-impl Txn {
-    pub fn wrote(&self, t: &TableHandle) -> bool {
-        self.written_unknown
-            || self.written.iter().any(|w| Arc::ptr_eq(w, t))
-            || self.written_schemas.iter().any(|s| *s == t.schema)
-    }
-}
-
-/// Invalidation owed by the statement in flight, applied before its OK reaches the client.
-#[derive(Debug, Default)]
-pub struct Pending {
-    pub tables: Vec<TableHandle>,
-    pub schemas: Vec<String>,
-    pub all: bool,
-    /// The statement changed the schema: reload the catalog before the client sees the OK.
-    pub ddl: bool,
-    /// The statement changes privileges: these users' (or every user's) entries stop being
-    /// served before the client sees the OK.
-    pub privileges: Option<PrivilegeChange>,
-}
-
-impl Pending {
-    pub fn is_empty(&self) -> bool {
-        self.tables.is_empty()
-            && self.schemas.is_empty()
-            && !self.all
-            && !self.ddl
-            && self.privileges.is_none()
-    }
-}
+/// Moved to `cache::writes`, beside the invalidation they feed; re-exported while the branches
+/// that edit this file merge.
+pub use crate::cache::writes::{Pending, Txn};
 
 /// A prepared statement as qcache remembers it.
 #[derive(Debug, Clone)]

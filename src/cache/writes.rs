@@ -1,0 +1,100 @@
+//! What a session owes the cache: the writes of the statement in flight ([`Pending`]) and of
+//! the open transaction ([`Txn`]), and how they are applied as invalidation once the server
+//! has acknowledged them.
+
+use std::sync::Arc;
+
+use super::stats::InvalidationSource;
+use super::store::Cache;
+use super::versions::{Snapshot, TableHandle};
+use crate::config::Conservative;
+use crate::policy::privileges::PrivilegeChange;
+
+/// A transaction as qcache sees it.
+#[derive(Debug, Default)]
+pub struct Txn {
+    /// Global version sequence and epoch read just before the statement that established
+    /// the server's snapshot (InnoDB takes it at the first read). None until then: before it
+    /// the cache cannot know which data the transaction will see.
+    pub snapshot: Option<Snapshot>,
+    /// Tables written in this transaction: never served from or stored to the cache
+    /// by this session, and bumped again when it ends.
+    pub written: Vec<TableHandle>,
+    pub written_schemas: Vec<String>,
+    /// A write in this transaction could not be analysed.
+    pub written_unknown: bool,
+}
+
+impl Txn {
+    pub fn wrote(&self, t: &TableHandle) -> bool {
+        self.written_unknown
+            || self.written.iter().any(|w| Arc::ptr_eq(w, t))
+            || self.written_schemas.iter().any(|s| *s == t.schema)
+    }
+}
+
+/// Invalidation owed by the statement in flight, applied before its OK reaches the client.
+#[derive(Debug, Default)]
+pub struct Pending {
+    pub tables: Vec<TableHandle>,
+    pub schemas: Vec<String>,
+    pub all: bool,
+    /// The statement changed the schema: reload the catalog before the client sees the OK.
+    pub ddl: bool,
+    /// The statement changes privileges: these users' (or every user's) entries stop being
+    /// served before the client sees the OK.
+    pub privileges: Option<PrivilegeChange>,
+}
+
+impl Pending {
+    pub fn is_empty(&self) -> bool {
+        self.tables.is_empty()
+            && self.schemas.is_empty()
+            && !self.all
+            && !self.ddl
+            && self.privileges.is_none()
+    }
+}
+
+impl Cache {
+    /// Bumps what a statement wrote.
+    pub fn apply_writes(&self, p: &Pending) {
+        let source = InvalidationSource::Write;
+        for t in &p.tables {
+            self.invalidate_table(t, source);
+        }
+        for s in &p.schemas {
+            self.invalidate_schema(s, source);
+        }
+        if p.all {
+            self.invalidate_all(InvalidationSource::Conservative);
+        }
+        if let Some(c) = &p.privileges {
+            self.versions().privileges.apply(c);
+        }
+    }
+
+    /// Invalidation when qcache cannot tell exactly what changed.
+    pub fn conservative(&self, scope: Conservative, db: Option<&str>) {
+        match (scope, db) {
+            (Conservative::Schema, Some(db)) => {
+                self.invalidate_schema(&db.to_lowercase(), InvalidationSource::Conservative);
+            }
+            _ => self.invalidate_all(InvalidationSource::Conservative),
+        }
+    }
+
+    /// A transaction ended: what it wrote changes for everyone now.
+    pub fn invalidate_written(&self, txn: &Txn) {
+        let source = InvalidationSource::TxnEnd;
+        for t in &txn.written {
+            self.invalidate_table(t, source);
+        }
+        for s in &txn.written_schemas {
+            self.invalidate_schema(s, source);
+        }
+        if txn.written_unknown {
+            self.invalidate_all(source);
+        }
+    }
+}
