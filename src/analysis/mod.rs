@@ -29,7 +29,7 @@
 mod digest;
 mod fallback;
 mod functions;
-mod lexer;
+pub(crate) mod lexer;
 mod memo;
 mod parse;
 mod scan;

@@ -1231,6 +1231,12 @@ impl Tail {
     }
 
     async fn on_query(&mut self, sql: &str, schema: &str, arrived: Instant) -> Option<Ddl> {
+        // GRANT, REVOKE, account and role statements, FLUSH PRIVILEGES: logged as statements
+        // even under ROW format. Whose session logged it is unknown here, so CURRENT_USER
+        // and the FOR-less forms reach everyone.
+        if let Some(c) = crate::policy::privileges::statement_change(sql.as_bytes(), None) {
+            self.inv.versions.privileges.apply(&c);
+        }
         let words = leading_words(sql, 3);
         let w = |i: usize| words.get(i).map(String::as_str).unwrap_or("");
         match w(0) {

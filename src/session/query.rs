@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use bytes::{BufMut, Bytes, BytesMut};
 
+use super::diagnostics::{Rewrite, CLIENT_LEG_STATUS};
 use super::plans::Outcome;
 use super::relay::{Fill, KEEP_SCRATCH};
 use super::state::Prepared;
@@ -18,6 +19,8 @@ use crate::invalidation::catalog::{ReadResolution, TableName};
 // Why a read may use the cache, and under which snapshot rules.
 use crate::policy::snapshot::{self, ReadView};
 type ReadMode = ReadView<crate::cache::Snapshot>;
+use crate::policy::diagnostics;
+use crate::policy::privileges::{self, PrivilegeChange};
 use crate::protocol::codec::Packet;
 use crate::protocol::commands::{self, ExecuteParams};
 use crate::protocol::packets::{self, com, status};
@@ -63,6 +66,9 @@ impl Session {
                 if let Some(rows) = self.qcache_status_rows(&sql) {
                     return self.send_status_rows(rows).await;
                 }
+                if let Some(rw) = self.own_show_values(&sql) {
+                    return self.relay_rewriting(&pkt, rw).await;
+                }
                 self.relay_command(&pkt, Expect::Results).await.map(drop)
             }
             Kind::Flush | Kind::Reset => self.flush_or_reset(pkt, &sql, scan.kind).await,
@@ -104,6 +110,7 @@ impl Session {
     async fn multi_statement(&mut self, pkt: Packet, sql: &Bytes) -> Result<(), SessionError> {
         let mut lost = false;
         for part in analysis::split_statements(sql) {
+            self.plan_privileges(part);
             let scan = analysis::scan(part);
             match scan.kind {
                 Kind::Write => {
@@ -160,6 +167,9 @@ impl Session {
         let Some(mode) = self.read_mode() else {
             return Ok(None);
         };
+        if !self.privileges_current() && !self.refresh_privileges().await? {
+            return Ok(None);
+        }
         let started = Instant::now();
         let Some(e) = self.lookup(key(self.st.fingerprint, TAG_TEXT, sql), &mode) else {
             return Ok(Some(false));
@@ -194,7 +204,7 @@ impl Session {
         let wanted = wants_cache(self.st.qct, scan.hint);
         if !wanted || self.st.lost_track {
             if let Some(v) = self.session_variable_answer(&stmt) {
-                return self.send_status_rows_named(v).await;
+                return self.answer_variable(&pkt, v).await;
             }
             self.note_not_cached(if self.st.lost_track {
                 "session_untracked"
@@ -206,7 +216,9 @@ impl Session {
                 .await
                 .map(drop);
         }
-        let mode = self.read_mode();
+        // The key holds the account, role and privilege generation the server reports.
+        let identified = self.privileges_current() || self.refresh_privileges().await?;
+        let mode = self.read_mode().filter(|_| identified);
         let key = key(self.st.fingerprint, TAG_TEXT, &stmt);
         let tried = looked_up && scan.hint_spans.is_empty();
         if let (Some(mode), false) = (&mode, tried) {
@@ -217,11 +229,18 @@ impl Session {
         }
         // Miss: from here on parsing is allowed.
         if let Some(v) = self.session_variable_answer(&stmt) {
-            return self.send_status_rows_named(v).await;
+            return self.answer_variable(&pkt, v).await;
         }
         let digest = analysis::digest(&stmt);
         let an = self.shared.analyzer.analyze(&stmt, digest);
         let plan = match self.plan_read(&an, key, digest, &stmt).await {
+            Ok(_) if !identified => {
+                self.note_not_cached("identity_unknown");
+                return self
+                    .forward_read(pkt.seq, &payload, None, true)
+                    .await
+                    .map(drop);
+            }
             Ok(plan) => plan,
             Err(reason) => {
                 self.note_not_cached(reason);
@@ -289,6 +308,7 @@ impl Session {
     async fn serve_hit(&mut self, e: &Entry, started: Instant) -> Result<(), SessionError> {
         let st = self.st.status;
         e.write_patched(st, self.client.wbuf());
+        self.st.after_hit = Some(e.found_rows);
         self.client
             .flush_if_large()
             .await
@@ -508,7 +528,11 @@ impl Session {
             [meta, last] => Some((Some(meta), last)),
             _ => None,
         };
-        let (meta, last) = match (store_verdict(&resp, &fill, storable), shape) {
+        // What the server's FOUND_ROWS() says now, which a later hit must reproduce.
+        let found_rows = diagnostics::found_rows(sql, resp.rows);
+        let verdict = store_verdict(&resp, &fill, storable)
+            .or_else(|| found_rows.is_none().then_some("found_rows_unknown"));
+        let (meta, last) = match (verdict, shape) {
             (None, Some(shape)) => shape,
             (reason, _) => {
                 self.fill_scratch = fill.into_scratch();
@@ -519,6 +543,7 @@ impl Session {
         let (bytes, scratch) = fill.take();
         self.fill_scratch = scratch;
         let mut entry = Entry::new(bytes, last, stamps, plan.digest)
+            .with_found_rows(found_rows.unwrap_or(0))
             .with_meta_status_at(meta)
             .with_sql(&String::from_utf8_lossy(&sql[..sql.len().min(256)]));
         if let Some(ttl) = plan.ttl {
@@ -575,6 +600,7 @@ impl Session {
     /// A write, text or prepared: what it changes is planned before it goes upstream and
     /// bumped before its OK reaches the client (in `observe`).
     async fn write(&mut self, pkt: &Packet, sql: &[u8], digest: u64) -> Result<(), SessionError> {
+        self.plan_privileges(sql);
         let an = self.shared.analyzer.analyze(sql, digest);
         match &*an {
             Analysis::Write(w) => self.plan_write(w),
@@ -597,6 +623,12 @@ impl Session {
                         // No default database: the server will refuse it; nothing changes.
                         None => continue,
                     }
+                }
+                if named
+                    .iter()
+                    .any(|(s, n)| privileges::is_privilege_table(s, n))
+                {
+                    self.plan_privilege_change(PrivilegeChange::privilege_table());
                 }
                 match self.shared.catalog.expand_write(&named) {
                     Some(all) => {
@@ -700,7 +732,20 @@ impl Session {
                 }
             }
         }
+        // SET DEFAULT ROLE, SET PASSWORD; and SET ROLE, after which the server recomputes the
+        // session's privileges and role.
+        self.plan_privileges(sql);
+        let role = privileges::sets_role(sql);
+        let epoch_before = self.shared.cache.versions().privileges.epoch();
         let resp = self.relay_command(&pkt, Expect::Results).await?;
+        if role {
+            // Even a failed SET ROLE is asked about again: qcache does not guess.
+            self.role_set(if resp.error {
+                self.st.priv_baseline
+            } else {
+                epoch_before
+            });
+        }
         if resp.error {
             return Ok(());
         }
@@ -803,13 +848,58 @@ impl Session {
             .join(" ")
             .to_ascii_lowercase();
         let norm = norm.trim_end_matches(';').trim();
-        let name = match norm {
-            "select @@query_cache_type" => "@@query_cache_type",
-            "select @@session.query_cache_type" => "@@session.query_cache_type",
-            "select @@local.query_cache_type" => "@@local.query_cache_type",
+        let (name, value) = match norm {
+            "select @@query_cache_type" => ("@@query_cache_type", self.st.qct),
+            "select @@session.query_cache_type" => ("@@session.query_cache_type", self.st.qct),
+            "select @@local.query_cache_type" => ("@@local.query_cache_type", self.st.qct),
+            "select @@global.query_cache_type" => (
+                "@@global.query_cache_type",
+                self.shared.config().cache.query_cache_type,
+            ),
             _ => return None,
         };
-        Some((name.to_string(), self.st.qct.as_str().to_string()))
+        Some((name.to_string(), value.as_str().to_string()))
+    }
+
+    /// `SELECT @@query_cache_type`: MariaDB has the variable, so its answer (column
+    /// metadata and all) is relayed with qcache's value; MySQL 8.0 has none, so qcache
+    /// answers alone.
+    async fn answer_variable(
+        &mut self,
+        pkt: &Packet,
+        v: (String, String),
+    ) -> Result<(), SessionError> {
+        if self.st.mariadb {
+            return self.relay_rewriting(pkt, Rewrite::Single(v.1)).await;
+        }
+        self.send_status_rows_named(v).await
+    }
+
+    /// `SHOW … VARIABLES` (qcache's `query_cache_type`) and `SHOW [SESSION] STATUS` (the
+    /// client leg's TLS and compression): the rows whose values are qcache's.
+    fn own_show_values(&self, sql: &[u8]) -> Option<Rewrite> {
+        let text = statements::lowercase(sql);
+        let words = statements::words(&text);
+        if let Some(global) = diagnostics::show_variables_scope(&words) {
+            let qct = if global {
+                self.shared.config().cache.query_cache_type
+            } else {
+                self.st.qct
+            };
+            return Some(Rewrite::Named(vec![(
+                "query_cache_type",
+                qct.as_str().to_string(),
+            )]));
+        }
+        if diagnostics::is_session_status(&words) {
+            let leg = self.client_leg();
+            let values = CLIENT_LEG_STATUS
+                .iter()
+                .filter_map(|n| diagnostics::client_leg_status(n, &leg).map(|v| (*n, v)))
+                .collect();
+            return Some(Rewrite::Named(values));
+        }
+        None
     }
 
     async fn send_status_rows_named(
@@ -868,7 +958,9 @@ impl Session {
             // defragment, so it only answers.
             return self.send_ok(pkt.seq.wrapping_add(1)).await;
         }
-        // FLUSH TABLES and friends: relay; they change no data.
+        // FLUSH TABLES and friends change no data; FLUSH PRIVILEGES makes grant-table edits
+        // effective.
+        self.plan_privileges(sql);
         self.relay_command(&pkt, Expect::Results).await.map(drop)
     }
 
@@ -975,6 +1067,10 @@ impl Session {
         id: u32,
         long_data: bool,
     ) -> Result<(), SessionError> {
+        let identified = self.privileges_current()
+            || (self.st.qct != QueryCacheType::Off
+                && !self.st.lost_track
+                && self.refresh_privileges().await?);
         let Some(stmt) = self.st.stmts.get(&id) else {
             return self.relay_command(&pkt, Expect::Results).await.map(drop);
         };
@@ -993,6 +1089,8 @@ impl Session {
             Some("not_requested")
         } else if self.st.lost_track {
             Some("session_untracked")
+        } else if !identified {
+            Some("identity_unknown")
         } else if cursor {
             Some("cursor")
         } else if long_data {

@@ -127,6 +127,12 @@ impl Session {
             failed.error = true;
             return Ok(failed);
         }
+        if let Some(found_rows) = self.st.after_hit.take() {
+            // A cacheable read sets every diagnostic itself; anything else may read them.
+            if !pure_read {
+                self.reset_diagnostics(found_rows).await?;
+            }
+        }
         self.upstream.start_command();
         if begin_along {
             self.push_deferred_begin();
