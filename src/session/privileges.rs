@@ -114,10 +114,10 @@ impl Session {
     async fn ask_identity(&mut self) -> Result<Option<Identity>, SessionError> {
         if let Some(row) = self.ask_first_row(IDENTITY_QUERY).await? {
             let mut it = row.into_iter();
-            if let (Some(Some(account)), Some(role)) = (it.next(), it.next()) {
-                return Ok(Some(Identity { account, role }));
-            }
-            return Ok(None);
+            return Ok(it.next().flatten().map(|account| Identity {
+                account,
+                role: it.next().flatten(),
+            }));
         }
         Ok(self
             .ask_first_row(ACCOUNT_QUERY)

@@ -8,7 +8,7 @@ use super::{Session, SessionError};
 use crate::cache::writes::Txn;
 use crate::policy::snapshot;
 use crate::protocol::codec::{self, Packet};
-use crate::protocol::packets::status;
+use crate::protocol::packets::{com, status};
 use crate::protocol::response::{Expect, Response, ResponseError, Step};
 
 /// A copy of the response being relayed, for the cache.
@@ -127,10 +127,14 @@ impl Session {
             failed.error = true;
             return Ok(failed);
         }
-        if let Some(found_rows) = self.st.after_hit.take() {
-            // A cacheable read sets every diagnostic itself; anything else may read them.
-            if !pure_read {
-                self.reset_diagnostics(found_rows).await?;
+        // A cacheable read sets every diagnostic itself; anything else may read them, except
+        // a ping (a pool's check between statements), which leaves them for the next one.
+        let keeps_diagnostics = matches!(payload.first(), Some(&com::PING | &com::STATISTICS));
+        if !keeps_diagnostics {
+            if let Some(found_rows) = self.st.after_hit.take() {
+                if !pure_read {
+                    self.reset_diagnostics(found_rows).await?;
+                }
             }
         }
         self.upstream.start_command();
