@@ -26,6 +26,7 @@
 //! - [`use_schema`] keeps the database name's case (it is part of the cache key); table
 //!   qualification should lower-case it like [`TableRef`] does.
 
+mod comments;
 mod digest;
 mod fallback;
 mod functions;
@@ -35,10 +36,12 @@ mod parse;
 mod scan;
 mod set;
 
+pub use comments::{server_str, server_text, ServerVersion};
 pub use digest::digest;
+pub use fallback::calls_unknown_code;
 pub use memo::Analyzer;
 pub use parse::analyze;
-pub use scan::{scan, split_statements, strip_hints, Hint, Kind, Scan};
+pub use scan::{first_keyword_is, scan, split_statements, strip_hints, Hint, Kind, Scan};
 pub use set::{analyze_set, use_schema, QcAssign, SetInfo};
 
 /// A table, lower-cased. `schema` is None when the statement did not qualify the name: the

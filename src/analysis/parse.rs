@@ -1145,6 +1145,50 @@ mod tests {
     }
 
     #[test]
+    fn alter_table_writes_every_table_it_names() {
+        for (sql, want) in [
+            (
+                "ALTER TABLE t EXCHANGE PARTITION p WITH TABLE e",
+                vec![t("e"), t("t")],
+            ),
+            (
+                "alter table db.t exchange partition p with table db2.e without validation",
+                vec![t("db.t"), t("db2.e")],
+            ),
+            (
+                "ALTER TABLE t CONVERT PARTITION p TO TABLE x",
+                vec![t("t"), t("x")],
+            ),
+            (
+                "ALTER TABLE t CONVERT TABLE x TO PARTITION p VALUES LESS THAN (10)",
+                vec![t("t"), t("x")],
+            ),
+            (
+                "ALTER TABLE t RENAME COLUMN a TO b, EXCHANGE PARTITION p WITH TABLE e",
+                vec![t("e"), t("t")],
+            ),
+        ] {
+            let w = write(sql);
+            assert!(w.ddl && w.implicit_commit, "{sql}");
+            assert_eq!(w.targets, WriteTargets::Tables(want), "{sql}");
+        }
+    }
+
+    #[test]
+    fn analyze_runs_the_statement_it_explains() {
+        assert_eq!(
+            targets("ANALYZE FORMAT=JSON UPDATE t SET a = 1"),
+            vec![t("t")]
+        );
+        assert_eq!(targets("ANALYZE DELETE FROM db.t"), vec![t("db.t")]);
+        assert_eq!(
+            targets("EXPLAIN ANALYZE INSERT INTO t VALUES (1)"),
+            vec![t("t")]
+        );
+        assert_eq!(targets("ANALYZE TABLE t"), vec![t("t")]);
+    }
+
+    #[test]
     fn mysql_specific_write_syntax_keeps_precise_targets() {
         for (sql, want) in [
             ("INSERT LOW_PRIORITY INTO t VALUES (1)", vec![t("t")]),

@@ -20,6 +20,7 @@ use mysql_async::{BinlogStream, BinlogStreamRequest, Conn, Opts, Row};
 use tokio::sync::watch;
 
 use super::catalog::{upstream_opts, Catalog, TableName};
+use crate::analysis::ServerVersion;
 use crate::cache::versions::Versions;
 use crate::config::{BinlogMode, Conservative, InvalidationConfig};
 
@@ -170,6 +171,7 @@ pub fn spawn(
             warned_format: false,
             refreshing: Vec::new(),
             event_lag_ms: None,
+            server: ServerVersion::DEFAULT,
         };
         tokio::spawn(tail.run()).abort_handle()
     });
@@ -366,6 +368,8 @@ struct Tail {
     refreshing: Vec<tokio::task::JoinHandle<()>>,
     /// Header timestamp vs arrival of the event being handled, when it has a timestamp.
     event_lag_ms: Option<u64>,
+    /// The server streamed from: which executable comments in its statements it ran.
+    server: ServerVersion,
 }
 
 impl Tail {
@@ -455,17 +459,22 @@ impl Tail {
     async fn open(&mut self) -> Result<BinlogStream, BinlogError> {
         let mut conn = Conn::new(self.opts.clone()).await?;
         let row: Option<Row> = conn
-            .query_first("SELECT @@GLOBAL.log_bin, @@GLOBAL.binlog_format")
+            .query_first("SELECT @@GLOBAL.log_bin, @@GLOBAL.binlog_format, VERSION()")
             .await?;
         let (log_bin, format) = match row {
-            Some(mut r) => (
-                r.take_opt::<Option<i64>, _>(0)
-                    .and_then(|v| v.ok())
-                    .flatten(),
-                r.take_opt::<Option<String>, _>(1)
-                    .and_then(|v| v.ok())
-                    .flatten(),
-            ),
+            Some(mut r) => {
+                if let Some(Ok(Some(v))) = r.take_opt::<Option<String>, _>(2) {
+                    self.server = ServerVersion::from_greeting(&v);
+                }
+                (
+                    r.take_opt::<Option<i64>, _>(0)
+                        .and_then(|v| v.ok())
+                        .flatten(),
+                    r.take_opt::<Option<String>, _>(1)
+                        .and_then(|v| v.ok())
+                        .flatten(),
+                )
+            }
             None => (None, None),
         };
         if log_bin != Some(1) {
@@ -580,6 +589,9 @@ impl Tail {
     }
 
     async fn on_query(&mut self, sql: &str, schema: &str, arrived: Instant) -> Option<Ddl> {
+        // As the server ran it: a versioned comment it skipped is a comment.
+        let text = crate::analysis::server_str(sql, self.server);
+        let sql: &str = &text;
         let words = leading_words(sql, 3);
         let w = |i: usize| words.get(i).map(String::as_str).unwrap_or("");
         match w(0) {
@@ -853,8 +865,9 @@ fn leading_words(sql: &str, n: usize) -> Vec<String> {
     let mut s = sql.trim_start();
     loop {
         if let Some(rest) = s.strip_prefix("/*") {
-            // MySQL's executable comments (/*!…*/) hold real SQL; treat their body as text.
-            if let Some(body) = rest.strip_prefix('!') {
+            // Executable comments (/*!…*/, MariaDB's /*M!…*/) hold real SQL; treat their body
+            // as text. (Those the server skipped are plain comments by now: `server_str`.)
+            if let Some(body) = rest.strip_prefix('!').or_else(|| rest.strip_prefix("M!")) {
                 let body = body.trim_start_matches(|c: char| c.is_ascii_digit());
                 s = body.trim_start();
                 continue;
