@@ -451,7 +451,8 @@ pub(crate) fn unparsed_write(sql: &str) -> Option<WriteInfo> {
             return None;
         }
         let (t, mut k) = toks.table_name(table + 1)?;
-        let mut written = vec![t];
+        let mut written = vec![t.clone()];
+        let mut renamed = Vec::new();
         // Every other table the statement names is written too: `EXCHANGE PARTITION p WITH
         // TABLE e` swaps rows with e, MariaDB's `CONVERT PARTITION p TO TABLE x` and
         // `CONVERT TABLE x TO PARTITION p` move them, `RENAME [TO|AS] n` renames.
@@ -473,6 +474,7 @@ pub(crate) fn unparsed_write(sql: &str) -> Option<WriteInfo> {
                     j += 1;
                 }
                 let (n, next) = toks.table_name(j)?;
+                renamed.push((t.clone(), n.clone()));
                 written.push(n);
                 k = next;
             } else {
@@ -481,7 +483,10 @@ pub(crate) fn unparsed_write(sql: &str) -> Option<WriteInfo> {
         }
         written.sort();
         written.dedup();
-        return Some(ddl(written));
+        return Some(WriteInfo {
+            renamed,
+            ..ddl(written)
+        });
     }
     None
 }

@@ -142,6 +142,9 @@ pub struct WriteInfo {
     pub temp_created: Vec<TableRef>,
     /// DROP [TEMPORARY] TABLE names: a plain DROP TABLE may drop a temporary table too.
     pub temp_dropped: Vec<TableRef>,
+    /// (old, new) names of `ALTER TABLE … RENAME` and `RENAME TABLE`, in order: a
+    /// temporary table keeps being one under its new name.
+    pub renamed: Vec<(TableRef, TableRef)>,
 }
 
 impl WriteInfo {
@@ -152,6 +155,7 @@ impl WriteInfo {
             implicit_commit: false,
             temp_created: Vec::new(),
             temp_dropped: Vec::new(),
+            renamed: Vec::new(),
         }
     }
 

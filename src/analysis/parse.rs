@@ -246,12 +246,15 @@ fn merge_writes(a: WriteInfo, b: WriteInfo) -> WriteInfo {
     temp_created.extend(b.temp_created);
     let mut temp_dropped = a.temp_dropped;
     temp_dropped.extend(b.temp_dropped);
+    let mut renamed = a.renamed;
+    renamed.extend(b.renamed);
     WriteInfo {
         targets,
         ddl: a.ddl || b.ddl,
         implicit_commit: a.implicit_commit || b.implicit_commit,
         temp_created,
         temp_dropped,
+        renamed,
     }
 }
 
@@ -523,6 +526,7 @@ fn ddl(targets: WriteTargets) -> WriteInfo {
         implicit_commit: true,
         temp_created: Vec::new(),
         temp_dropped: Vec::new(),
+        renamed: Vec::new(),
     }
 }
 
@@ -627,20 +631,34 @@ fn write_info(stmt: &Statement) -> Option<WriteInfo> {
         }
         Statement::AlterTable(at) => {
             let mut t = vec![table_ref(&at.name)];
+            let mut renamed = Vec::new();
             for op in &at.operations {
                 if let AlterTableOperation::RenameTable { table_name } = op {
                     let (RenameTableNameKind::As(n) | RenameTableNameKind::To(n)) = table_name;
                     t.push(table_ref(n));
+                    if let (Some(from), Some(to)) = (table_ref(&at.name), table_ref(n)) {
+                        renamed.push((from, to));
+                    }
                 }
             }
-            ddl(tables_or_unknown(t.into_iter().collect()))
+            WriteInfo {
+                renamed,
+                ..ddl(tables_or_unknown(t.into_iter().collect()))
+            }
         }
         Statement::RenameTable(list) => {
             let t: Option<Vec<TableRef>> = list
                 .iter()
                 .flat_map(|r| [table_ref(&r.old_name), table_ref(&r.new_name)])
                 .collect();
-            ddl(tables_or_unknown(t))
+            let renamed = list
+                .iter()
+                .filter_map(|r| Some((table_ref(&r.old_name)?, table_ref(&r.new_name)?)))
+                .collect();
+            WriteInfo {
+                renamed,
+                ..ddl(tables_or_unknown(t))
+            }
         }
         Statement::Drop {
             object_type,

@@ -9,8 +9,9 @@
 //! it runs code qcache cannot see into.
 
 use std::borrow::Cow;
+use std::collections::HashSet;
 
-use crate::analysis::{self, Kind, SetInfo};
+use crate::analysis::{self, Kind, SetInfo, TableRef, WriteInfo};
 
 /// Why a statement qcache relays without analysing it as a write still counts as a write to
 /// tables it cannot name.
@@ -64,6 +65,56 @@ pub fn set_writes(info: Option<&SetInfo>, sql: &str) -> Option<UnknownWrite> {
         None => analysis::calls_unknown_code(sql),
     };
     writes.then_some(UnknownWrite::StoredCode)
+}
+
+/// How much qcache knows of a write's outcome, for following temporary tables.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// The server answered OK.
+    Done,
+    /// The server refused it: nothing changed.
+    Failed,
+    /// One statement of several in a query, which may or may not have run.
+    Maybe,
+}
+
+/// Follows the session's temporary tables (qualified, lower-cased names, as `qualify`
+/// gives them) through one write. Errs on the side of "still temporary": a name that may
+/// be a temporary table is never cached, so it is added when it may have been created or
+/// renamed to, and removed only when the drop or rename surely ran.
+pub fn track_temporary(
+    temps: &mut HashSet<(String, String)>,
+    w: &WriteInfo,
+    outcome: Outcome,
+    qualify: impl Fn(&TableRef) -> Option<(String, String)>,
+) {
+    if outcome == Outcome::Failed {
+        return;
+    }
+    for t in &w.temp_created {
+        if let Some(q) = qualify(t) {
+            temps.insert(q);
+        }
+    }
+    // In statement order: `RENAME TABLE tmp TO x, x TO y` moves it twice.
+    for (from, to) in &w.renamed {
+        let (Some(f), Some(t)) = (qualify(from), qualify(to)) else {
+            continue;
+        };
+        if temps.contains(&f) {
+            if outcome == Outcome::Done {
+                temps.remove(&f);
+            }
+            temps.insert(t);
+        }
+    }
+    if outcome == Outcome::Done {
+        for t in &w.temp_dropped {
+            if let Some(q) = qualify(t) {
+                temps.remove(&q);
+            }
+        }
+    }
 }
 
 fn runs_stored_code(sql: &[u8]) -> bool {
@@ -237,6 +288,114 @@ mod tests {
             }
         }
         assert!(wrong.is_empty(), "\n{}", wrong.join("\n"));
+    }
+
+    /// One row per way a temporary table comes to exist or gets its name.
+    #[test]
+    fn temporary_tables_are_followed_however_they_are_named() {
+        use Outcome::*;
+        let q = |t: &TableRef| Some((t.schema.clone().unwrap_or("d".into()), t.name.clone()));
+        let name = |n: &str| ("d".to_string(), n.to_string());
+        let write = |sql: &str| match analyze(sql) {
+            Analysis::Write(w) => w,
+            other => panic!("{sql}: {other:?}"),
+        };
+        // (statements in order with their outcome, temporary names after)
+        let rows: &[(&[(&str, Outcome)], &[&str])] = &[
+            (&[("CREATE TEMPORARY TABLE tmp (a INT)", Done)], &["tmp"]),
+            (
+                &[("CREATE TEMPORARY TABLE tmp SELECT * FROM t", Done)],
+                &["tmp"],
+            ),
+            (
+                &[("CREATE TEMPORARY TABLE tmp AS SELECT * FROM t", Done)],
+                &["tmp"],
+            ),
+            (
+                &[("CREATE TEMPORARY TABLE IF NOT EXISTS tmp LIKE t", Done)],
+                &["tmp"],
+            ),
+            (
+                &[("create or replace temporary table tmp (a int)", Done)],
+                &["tmp"],
+            ),
+            (&[("CREATE TEMPORARY TABLE tmp (a INT)", Failed)], &[]),
+            (&[("CREATE TEMPORARY TABLE tmp (a INT)", Maybe)], &["tmp"]),
+            (
+                &[
+                    ("CREATE TEMPORARY TABLE tmp (a INT)", Done),
+                    ("ALTER TABLE tmp RENAME TO t", Done),
+                ],
+                &["t"],
+            ),
+            (
+                &[
+                    ("CREATE TEMPORARY TABLE tmp (a INT)", Done),
+                    ("ALTER TABLE tmp RENAME t", Done),
+                ],
+                &["t"],
+            ),
+            (
+                &[
+                    ("CREATE TEMPORARY TABLE tmp (a INT)", Done),
+                    ("RENAME TABLE tmp TO t", Done),
+                ],
+                &["t"],
+            ),
+            (
+                &[
+                    ("CREATE TEMPORARY TABLE tmp (a INT)", Done),
+                    ("RENAME TABLE tmp TO x, x TO t", Done),
+                ],
+                &["t"],
+            ),
+            (
+                &[
+                    ("CREATE TEMPORARY TABLE tmp (a INT)", Done),
+                    ("RENAME TABLE tmp TO t", Maybe),
+                ],
+                &["t", "tmp"],
+            ),
+            (
+                &[
+                    ("CREATE TEMPORARY TABLE tmp (a INT)", Done),
+                    ("RENAME TABLE tmp TO t", Failed),
+                ],
+                &["tmp"],
+            ),
+            (&[("RENAME TABLE a TO b", Done)], &[]),
+            (
+                &[
+                    ("CREATE TEMPORARY TABLE tmp (a INT)", Done),
+                    ("DROP TABLE tmp", Done),
+                ],
+                &[],
+            ),
+            (
+                &[
+                    ("CREATE TEMPORARY TABLE tmp (a INT)", Done),
+                    ("DROP TABLE tmp", Maybe),
+                ],
+                &["tmp"],
+            ),
+            (
+                &[
+                    ("CREATE TEMPORARY TABLE tmp (a INT)", Done),
+                    ("ALTER TABLE tmp ADD b INT, RENAME TO t", Done),
+                ],
+                &["t"],
+            ),
+        ];
+        for (steps, want) in rows {
+            let mut temps = HashSet::new();
+            for (sql, outcome) in *steps {
+                track_temporary(&mut temps, &write(sql), *outcome, q);
+            }
+            let mut got: Vec<_> = temps.into_iter().collect();
+            got.sort();
+            let want: Vec<_> = want.iter().map(|n| name(n)).collect();
+            assert_eq!(got, want, "{steps:?}");
+        }
     }
 
     #[test]

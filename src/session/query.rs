@@ -120,13 +120,17 @@ impl Session {
     /// `sql` is the statement as the server reads it ([`analysis::server_text`]).
     async fn multi_statement(&mut self, pkt: Packet, sql: &[u8]) -> Result<(), SessionError> {
         let mut lost = false;
+        let mut writes = Vec::new();
         for part in analysis::split_statements(sql) {
             let scan = analysis::scan(part);
             match scan.kind {
                 Kind::Write => {
                     let an = analysis::analyze(&String::from_utf8_lossy(part));
-                    match &an {
-                        Analysis::Write(w) => self.plan_write(w),
+                    match an {
+                        Analysis::Write(w) => {
+                            self.plan_write(&w);
+                            writes.push(w);
+                        }
                         _ => self.plan_unknown_write(),
                     }
                 }
@@ -160,6 +164,11 @@ impl Session {
         self.note_not_cached("multi_statement");
         self.prepare_read_snapshot();
         self.relay_command(&pkt, Expect::Results).await?;
+        // Which statements ran is not followed: a temporary table any of them may have
+        // created or renamed is one from now on.
+        for w in &writes {
+            self.track_temporary(w, classify::Outcome::Maybe);
+        }
         if lost {
             // Session state changed in ways qcache does not replay statement by statement.
             self.st.lost_track = true;
@@ -685,19 +694,21 @@ impl Session {
     }
 
     fn after_write(&mut self, w: &WriteInfo, resp: &Response) {
-        if resp.error {
-            return;
-        }
-        for t in &w.temp_created {
-            if let Some(q) = self.st.qualify(t.schema.as_deref(), &t.name) {
-                self.st.temp_tables.insert(q);
-            }
-        }
-        for t in &w.temp_dropped {
-            if let Some(q) = self.st.qualify(t.schema.as_deref(), &t.name) {
-                self.st.temp_tables.remove(&q);
-            }
-        }
+        let outcome = if resp.error {
+            classify::Outcome::Failed
+        } else {
+            classify::Outcome::Done
+        };
+        self.track_temporary(w, outcome);
+    }
+
+    fn track_temporary(&mut self, w: &WriteInfo, outcome: classify::Outcome) {
+        let st = &mut self.st;
+        let db = st.db.clone();
+        classify::track_temporary(&mut st.temp_tables, w, outcome, |t| {
+            let schema = t.schema.clone().or_else(|| db.clone())?;
+            Some((schema.to_lowercase(), t.name.to_lowercase()))
+        });
     }
 
     // ----- session statements ------------------------------------------------------------
