@@ -1,0 +1,625 @@
+//! The differential harness: multi-session SQL scenarios (`tests/scenarios/<topic>/*.test`)
+//! run directly against a private server and through qcache, every answer compared.
+//!
+//! Each topic is one test with a private `mariadbd` of its own (ROW binlog), so a scenario
+//! may change global settings without disturbing another binary's tests. Every scenario file
+//! runs three times, each in a fresh schema:
+//!
+//! 1. every connection straight to the server: the reference;
+//! 2. through a qcache with its binlog tail on;
+//! 3. through a qcache whose sessions first say `SET SESSION sql_log_bin=0`, so that what
+//!    qcache does for its own writes cannot lean on the binlog.
+//!
+//! Connections marked `via=direct` are "somebody else": they go straight to the server in
+//! every run and stay binlogged, and after each of their statements a proxied run waits until
+//! qcache's binlog tail has read past it (a marker commit), so a scenario never races the tail.
+//!
+//! A run's outcome per statement holds, for each result set, the column metadata and rows,
+//! then affected rows, last insert id, warning count and info; or the error's code, state
+//! and message. The run's schema and user suffix are written back as `{db}` and `{u}`.
+//!
+//! The file format is described in `tests/scenarios/README.md`.
+
+mod common;
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use mysql_async::prelude::Queryable;
+use mysql_async::{Conn, Row, Value};
+use qcache::config::BinlogMode;
+
+/// One line-numbered step of a scenario.
+#[derive(Debug, Clone)]
+enum Step {
+    Connection(ConnSpec),
+    Prepared,
+    /// The next statement runs, but its outcome is not compared (timings in its output).
+    Ignore,
+    Sleep(u64),
+    Disconnect(String),
+    Sql(String),
+}
+
+#[derive(Debug, Clone)]
+struct ConnSpec {
+    name: String,
+    user: String,
+    password: String,
+    /// `None`: no default database (`db=none`).
+    db: Option<String>,
+    direct: bool,
+}
+
+impl ConnSpec {
+    fn default_conn() -> ConnSpec {
+        ConnSpec {
+            name: "default".into(),
+            user: "root".into(),
+            password: String::new(),
+            db: Some("{db}".into()),
+            direct: false,
+        }
+    }
+}
+
+fn parse(text: &str) -> Result<Vec<(usize, Step)>, String> {
+    let mut steps = Vec::new();
+    let mut lines = text.lines().enumerate().peekable();
+    while let Some((i, line)) = lines.next() {
+        let n = i + 1;
+        let t = line.trim();
+        if t.is_empty() || t.starts_with('#') {
+            continue;
+        }
+        if let Some(d) = t.strip_prefix('@') {
+            let mut words = d.split_whitespace();
+            let step = match words.next() {
+                Some("connection") => {
+                    let mut spec = ConnSpec::default_conn();
+                    spec.name = words
+                        .next()
+                        .ok_or(format!("line {n}: @connection needs a name"))?
+                        .to_string();
+                    for w in words {
+                        match w.split_once('=') {
+                            Some(("user", v)) => spec.user = v.into(),
+                            Some(("password", v)) => spec.password = v.into(),
+                            Some(("db", "none")) => spec.db = None,
+                            Some(("db", v)) => spec.db = Some(v.into()),
+                            Some(("via", "direct")) => spec.direct = true,
+                            Some(("via", "proxy")) => spec.direct = false,
+                            _ => return Err(format!("line {n}: unknown option {w}")),
+                        }
+                    }
+                    Step::Connection(spec)
+                }
+                Some("prepared") => Step::Prepared,
+                Some("ignore") => Step::Ignore,
+                Some("sleep") => Step::Sleep(
+                    words
+                        .next()
+                        .and_then(|w| w.parse().ok())
+                        .ok_or(format!("line {n}: @sleep needs milliseconds"))?,
+                ),
+                Some("disconnect") => Step::Disconnect(
+                    words
+                        .next()
+                        .ok_or(format!("line {n}: @disconnect needs a name"))?
+                        .into(),
+                ),
+                other => return Err(format!("line {n}: unknown directive {other:?}")),
+            };
+            steps.push((n, step));
+            continue;
+        }
+        let mut sql = String::new();
+        let mut cur = line;
+        loop {
+            if cur.trim_end().ends_with(';') {
+                let c = cur.trim_end();
+                sql.push_str(&c[..c.len() - 1]);
+                break;
+            }
+            sql.push_str(cur);
+            sql.push('\n');
+            match lines.next() {
+                Some((_, l)) => cur = l,
+                None => return Err(format!("line {n}: statement without a closing ';'")),
+            }
+        }
+        steps.push((n, Step::Sql(sql.trim_end().to_string())));
+    }
+    Ok(steps)
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Mode {
+    Direct,
+    Binlog,
+    NoLogBin,
+}
+
+struct Run<'a> {
+    mode: Mode,
+    server: &'a common::TestDb,
+    proxy: Option<&'a common::TestProxy>,
+    schema: String,
+    suffix: String,
+    conns: HashMap<String, (ConnSpec, Option<Conn>)>,
+}
+
+fn pct(s: &str) -> String {
+    s.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
+}
+
+impl Run<'_> {
+    fn subst(&self, s: &str) -> String {
+        s.replace("{db}", &self.schema).replace("{u}", &self.suffix)
+    }
+
+    fn unsubst(&self, s: &str) -> String {
+        s.replace(&self.schema, "{db}").replace(&self.suffix, "{u}")
+    }
+
+    async fn open(&self, spec: &ConnSpec) -> Result<Conn, String> {
+        let addr = match (spec.direct, self.proxy) {
+            (false, Some(p)) => p.addr_string(),
+            _ => self.server.addr(),
+        };
+        let user = self.subst(&spec.user);
+        let pw = if spec.password.is_empty() {
+            String::new()
+        } else {
+            format!(":{}", pct(&self.subst(&spec.password)))
+        };
+        let db = spec
+            .db
+            .as_deref()
+            .map(|d| self.subst(d))
+            .unwrap_or_default();
+        // No statement cache: `@prepared` closes what it prepared, as a one-shot client does.
+        let url = format!(
+            "mysql://{}{pw}@{addr}/{db}?prefer_socket=false&stmt_cache_size=0",
+            pct(&user)
+        );
+        let opts = mysql_async::Opts::from_url(&url).map_err(|e| e.to_string())?;
+        let mut c = tokio::time::timeout(common::CONNECT_TIMEOUT, Conn::new(opts))
+            .await
+            .map_err(|_| format!("connect to {addr} timed out"))?
+            .map_err(|e| self.unsubst(&error_text(&e)))?;
+        if self.mode == Mode::NoLogBin && !spec.direct {
+            // Only a privileged user may; the others' writes are logged as they would be.
+            match c.query_drop("SET SESSION sql_log_bin=0").await {
+                Err(mysql_async::Error::Server(e)) if e.code == 1227 => {}
+                r => r.map_err(|e| format!("SET sql_log_bin=0: {e}"))?,
+            }
+        }
+        Ok(c)
+    }
+
+    /// Waits until the proxy's binlog tail has applied everything committed so far: a marker
+    /// write is the last commit, so once the tail has counted one more commit than before
+    /// it, every earlier event has been applied.
+    async fn sync_tail(&self) {
+        let Some(p) = self.proxy else { return };
+        let Some(b) = p.running.shared.binlog.clone() else {
+            return;
+        };
+        let before = b.commits();
+        let mut c = Conn::new(
+            mysql_async::Opts::from_url(&format!(
+                "mysql://root@{}/?prefer_socket=false",
+                self.server.addr()
+            ))
+            .unwrap(),
+        )
+        .await
+        .expect("marker connection");
+        c.query_drop("INSERT INTO qcache_sync.marker VALUES ()")
+            .await
+            .expect("marker write");
+        let _ = c.disconnect().await;
+        let start = Instant::now();
+        while b.commits() <= before {
+            assert!(
+                start.elapsed() < Duration::from_secs(20),
+                "the binlog tail did not read the marker commit within 20 s ({:?})",
+                b.status()
+            );
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    }
+
+    async fn exec(&mut self, name: &str, sql: &str, prepared: bool) -> String {
+        let sql = self.subst(sql);
+        let (spec, conn) = self.conns.get_mut(name).expect("current connection");
+        let direct = spec.direct;
+        let Some(conn) = conn.as_mut() else {
+            return "connection not open".into();
+        };
+        let out = if prepared {
+            run_prepared(conn, &sql).await
+        } else {
+            run_text(conn, &sql).await
+        };
+        let out = self.unsubst(&out);
+        if direct && self.proxy.is_some() {
+            self.sync_tail().await;
+        }
+        out
+    }
+
+    /// Runs every step; returns (line, outcome) for each statement and connection attempt.
+    async fn play(&mut self, steps: &[(usize, Step)]) -> Vec<(usize, String)> {
+        let mut out = Vec::new();
+        let mut current = "default".to_string();
+        let mut prepared = false;
+        let mut ignore = false;
+        let first = ConnSpec::default_conn();
+        let c = self.open(&first).await;
+        out.push((0, outcome_of_connect(&c)));
+        self.conns.insert(current.clone(), (first, c.ok()));
+        for (line, step) in steps {
+            match step {
+                Step::Connection(spec) => {
+                    current = spec.name.clone();
+                    if !self.conns.contains_key(&current) {
+                        let c = self.open(spec).await;
+                        out.push((*line, outcome_of_connect(&c)));
+                        self.conns.insert(current.clone(), (spec.clone(), c.ok()));
+                    }
+                }
+                Step::Prepared => prepared = true,
+                Step::Ignore => ignore = true,
+                Step::Sleep(ms) => tokio::time::sleep(Duration::from_millis(*ms)).await,
+                Step::Disconnect(name) => {
+                    if let Some((_, Some(c))) = self.conns.remove(name) {
+                        let _ = c.disconnect().await;
+                    }
+                }
+                Step::Sql(sql) => {
+                    let o = self.exec(&current, sql, prepared).await;
+                    prepared = false;
+                    if !std::mem::take(&mut ignore) {
+                        out.push((*line, o));
+                    }
+                }
+            }
+        }
+        for (_, (_, c)) in self.conns.drain() {
+            if let Some(c) = c {
+                let _ = c.disconnect().await;
+            }
+        }
+        out
+    }
+}
+
+fn outcome_of_connect(c: &Result<Conn, String>) -> String {
+    match c {
+        Ok(_) => "connected".into(),
+        Err(e) => format!("connect failed: {e}"),
+    }
+}
+
+fn error_text(e: &mysql_async::Error) -> String {
+    match e {
+        mysql_async::Error::Server(s) => {
+            format!("ERROR {} ({}): {}", s.code, s.state, s.message)
+        }
+        other => format!("CLIENT ERROR: {other}"),
+    }
+}
+
+fn value_text(v: &Option<Value>) -> String {
+    match v {
+        None | Some(Value::NULL) => "NULL".into(),
+        Some(Value::Bytes(b)) => match std::str::from_utf8(b) {
+            Ok(s) => format!("{s:?}"),
+            Err(_) => format!(
+                "0x{}",
+                b.iter().map(|x| format!("{x:02x}")).collect::<String>()
+            ),
+        },
+        Some(other) => format!("{other:?}"),
+    }
+}
+
+fn columns_text(cols: &[mysql_async::Column]) -> String {
+    let mut s = String::new();
+    for c in cols {
+        let _ = write!(
+            s,
+            "[{} org={} table={} org_table={} schema={} type={:?} flags={:?} cs={} dec={} len={}] ",
+            c.name_str(),
+            c.org_name_str(),
+            c.table_str(),
+            c.org_table_str(),
+            c.schema_str(),
+            c.column_type(),
+            c.flags(),
+            c.character_set(),
+            c.decimals(),
+            c.column_length()
+        );
+    }
+    s
+}
+
+fn rows_text(rows: Vec<Row>) -> String {
+    let mut s = String::new();
+    for r in rows {
+        let vals: Vec<String> = r.unwrap_raw().iter().map(value_text).collect();
+        let _ = writeln!(s, "  ({})", vals.join(", "));
+    }
+    s
+}
+
+async fn run_text(conn: &mut Conn, sql: &str) -> String {
+    let mut out = String::new();
+    let mut res = match conn.query_iter(sql).await {
+        Ok(r) => r,
+        Err(e) => return error_text(&e),
+    };
+    loop {
+        let cols = res.columns();
+        let rows: Vec<Row> = match res.collect().await {
+            Ok(rows) => rows,
+            Err(e) => {
+                out.push_str(&error_text(&e));
+                return out;
+            }
+        };
+        if let Some(cols) = cols.filter(|c| !c.is_empty()) {
+            let _ = writeln!(out, "columns: {}", columns_text(&cols));
+            out.push_str(&rows_text(rows));
+        }
+        let _ = writeln!(
+            out,
+            "ok: affected={} insert_id={:?} warnings={} info={:?}",
+            res.affected_rows(),
+            res.last_insert_id(),
+            res.warnings(),
+            res.info()
+        );
+        if res.is_empty() {
+            break;
+        }
+    }
+    out
+}
+
+async fn run_prepared(conn: &mut Conn, sql: &str) -> String {
+    let stmt = match conn.prep(sql).await {
+        Ok(s) => s,
+        Err(e) => return format!("prepare: {}", error_text(&e)),
+    };
+    let mut out = String::new();
+    match conn.exec_iter(&stmt, ()).await {
+        Err(e) => out = error_text(&e),
+        Ok(mut res) => loop {
+            let cols = res.columns();
+            let rows: Vec<Row> = match res.collect().await {
+                Ok(rows) => rows,
+                Err(e) => {
+                    out.push_str(&error_text(&e));
+                    break;
+                }
+            };
+            if let Some(cols) = cols.filter(|c| !c.is_empty()) {
+                let _ = writeln!(out, "columns: {}", columns_text(&cols));
+                out.push_str(&rows_text(rows));
+            }
+            let _ = writeln!(
+                out,
+                "ok: affected={} insert_id={:?} warnings={} info={:?}",
+                res.affected_rows(),
+                res.last_insert_id(),
+                res.warnings(),
+                res.info()
+            );
+            if res.is_empty() {
+                break;
+            }
+        },
+    }
+    let _ = conn.close(stmt).await;
+    out
+}
+
+fn scenario_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/scenarios")
+}
+
+fn scenario_files(topic: &str) -> Vec<PathBuf> {
+    let dir = scenario_dir().join(topic);
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "test"))
+        .collect();
+    files.sort();
+    assert!(!files.is_empty(), "no scenarios in {}", dir.display());
+    files
+}
+
+async fn create_schema(server: &common::TestDb, name: &str) {
+    let mut c = Conn::new(
+        mysql_async::Opts::from_url(&format!(
+            "mysql://root@{}/?prefer_socket=false",
+            server.addr()
+        ))
+        .unwrap(),
+    )
+    .await
+    .expect("setup connection");
+    c.query_drop(format!("DROP DATABASE IF EXISTS `{name}`"))
+        .await
+        .unwrap();
+    c.query_drop(format!("CREATE DATABASE `{name}`"))
+        .await
+        .unwrap();
+    let _ = c.disconnect().await;
+}
+
+async fn start_proxy(server: &common::TestDb, server_id: u32) -> common::TestProxy {
+    common::init_tracing();
+    let mut config = qcache::config::Config::default();
+    config.server.listen = "127.0.0.1:0".into();
+    config.server.upstream = server.addr();
+    config.admin.listen = String::new();
+    config.invalidation.user = server.user.clone();
+    config.invalidation.password = server.password.clone();
+    config.invalidation.binlog = BinlogMode::On;
+    config.invalidation.server_id = server_id;
+    let running = qcache::server::start(config)
+        .await
+        .unwrap_or_else(|e| panic!("qcache::server::start failed: {e:#}"));
+    let b = running.shared.binlog.clone().expect("binlog tail running");
+    assert!(
+        b.wait_until_connected(Duration::from_secs(20)).await,
+        "binlog stream did not connect: {:?}",
+        b.status()
+    );
+    let addr = running.addr;
+    common::TestProxy { running, addr }
+}
+
+/// Runs every scenario of `tests/scenarios/<topic>/` in the three modes; panics with every
+/// difference found.
+async fn run_topic(topic: &str) {
+    let server = common::own_server();
+    {
+        let mut c = Conn::new(
+            mysql_async::Opts::from_url(&format!(
+                "mysql://root@{}/?prefer_socket=false",
+                server.addr()
+            ))
+            .unwrap(),
+        )
+        .await
+        .expect("setup connection");
+        c.query_drop("CREATE DATABASE IF NOT EXISTS qcache_sync")
+            .await
+            .unwrap();
+        c.query_drop(
+            "CREATE TABLE IF NOT EXISTS qcache_sync.marker (id INT AUTO_INCREMENT PRIMARY KEY)",
+        )
+        .await
+        .unwrap();
+        let _ = c.disconnect().await;
+    }
+    let mut failures = String::new();
+    let mut n_runs = 0u32;
+    for (i, file) in scenario_files(topic).iter().enumerate() {
+        let name = file.file_name().unwrap().to_string_lossy().to_string();
+        let text = std::fs::read_to_string(file).unwrap();
+        let steps = parse(&text).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let mut outcomes = Vec::new();
+        for mode in [Mode::Direct, Mode::Binlog, Mode::NoLogBin] {
+            n_runs += 1;
+            let schema = format!("d_{topic}_{i}_{mode:?}").to_lowercase();
+            create_schema(&server, &schema).await;
+            let proxy = match mode {
+                Mode::Direct => None,
+                _ => Some(start_proxy(&server, 4000 + n_runs).await),
+            };
+            let mut run = Run {
+                mode,
+                server: &server,
+                proxy: proxy.as_ref(),
+                schema,
+                suffix: format!("_{}{}", i, n_runs),
+                conns: HashMap::new(),
+            };
+            let o = tokio::time::timeout(Duration::from_secs(60), run.play(&steps))
+                .await
+                .unwrap_or_else(|_| panic!("{name} ({mode:?}) did not finish within 60 s"));
+            drop(run);
+            if let Some(p) = proxy {
+                p.shutdown().await;
+            }
+            outcomes.push((mode, o));
+        }
+        let (_, reference) = &outcomes[0];
+        for (mode, got) in &outcomes[1..] {
+            for ((line, want), (_, have)) in reference.iter().zip(got) {
+                if want != have {
+                    let _ = writeln!(
+                        failures,
+                        "\n{topic}/{name}:{line} ({mode:?} differs from Direct)\n-- directly:\n{want}\n-- through qcache:\n{have}"
+                    );
+                    break;
+                }
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "qcache answered differently:{failures}"
+    );
+}
+
+macro_rules! topics {
+    ($($t:ident),* $(,)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $t() {
+                run_topic(stringify!($t)).await;
+            }
+        )*
+
+        const TOPICS: &[&str] = &[$(stringify!($t)),*];
+    };
+}
+
+topics!(
+    basics,
+    catalog,
+    classification,
+    context,
+    diagnostics,
+    privileges,
+    snapshot,
+);
+
+/// A topic directory without a test above would never run.
+#[test]
+fn every_scenario_directory_runs() {
+    for e in std::fs::read_dir(scenario_dir()).unwrap() {
+        let e = e.unwrap();
+        if e.path().is_dir() {
+            let name = e.file_name().to_string_lossy().to_string();
+            assert!(
+                TOPICS.contains(&name.as_str()),
+                "tests/scenarios/{name}/ has no test: add it to topics!(…) in tests/differential.rs"
+            );
+        }
+    }
+}
+
+#[test]
+fn the_format_parses() {
+    let steps = parse(
+        "# c\n@connection a user=x{u} password=p db=none via=direct\nSELECT 1;\n@prepared\nSELECT\n  2;\n@sleep 5\n@disconnect a\n",
+    )
+    .unwrap();
+    assert_eq!(steps.len(), 6);
+    assert!(
+        matches!(&steps[0].1, Step::Connection(s) if s.direct && s.db.is_none() && s.user == "x{u}")
+    );
+    assert!(matches!(&steps[3].1, Step::Sql(s) if s == "SELECT\n  2"));
+    assert!(parse("SELECT 1").is_err());
+    assert!(parse("@bogus").is_err());
+}
