@@ -301,7 +301,8 @@ mod tests {
             other => panic!("{sql}: {other:?}"),
         };
         // (statements in order with their outcome, temporary names after)
-        let rows: &[(&[(&str, Outcome)], &[&str])] = &[
+        type Steps<'a> = &'a [(&'a str, Outcome)];
+        let rows: &[(Steps, &[&str])] = &[
             (&[("CREATE TEMPORARY TABLE tmp (a INT)", Done)], &["tmp"]),
             (
                 &[("CREATE TEMPORARY TABLE tmp SELECT * FROM t", Done)],
