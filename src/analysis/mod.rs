@@ -9,7 +9,13 @@
 //!   which tables a write changes. [`Analyzer`] memoises it by digest.
 //! - [`analyze_set`] and [`use_schema`]: the session state changes qcache follows.
 //!
+//! - [`server_text`]: the statement as the upstream reads it (versioned executable comments
+//!   it skips turned into plain comments, same length). Every analysis below is given this
+//!   text; the original bytes are what is keyed and forwarded.
+//!
 //! Decisions the session code relies on:
+//! - Fail closed: [`Kind`] is anything but `Write` only for a closed list of statement
+//!   shapes; an unrecognised statement is a `Write` to tables the analysis may not name.
 //! - `TABLE t` and `VALUES …` are [`Kind::Select`]; `WITH …` is `Select` or `Write` by its
 //!   main statement (unrecognised → `Write`); MariaDB `SET STATEMENT … FOR s` has the kind
 //!   of `s`, and [`analyze`] analyses `s`.
