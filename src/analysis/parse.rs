@@ -289,7 +289,9 @@ fn classify_statement(stmt: &Statement, kind: Kind) -> Analysis {
                 }
                 Analysis::Write(w)
             }
-            None if kind == Kind::Write || kind == Kind::Call => {
+            // A statement the scan took for a read or a write that parses as something
+            // else qcache does not know to be harmless: fail closed.
+            None if matches!(kind, Kind::Write | Kind::Call | Kind::Select) => {
                 Analysis::Write(WriteInfo::unknown())
             }
             None => Analysis::Other,

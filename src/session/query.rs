@@ -936,6 +936,7 @@ impl Session {
             Kind::Set | Kind::Use => {
                 // A prepared SET changes the session in ways the packet does not show.
                 self.st.lost_track = true;
+                self.relayed_write_of(id);
                 self.relay_command(&pkt, Expect::Results).await.map(drop)
             }
             Kind::Begin | Kind::Commit | Kind::Rollback => {
@@ -956,7 +957,13 @@ impl Session {
             return;
         };
         let text = analysis::server_text(&sql, self.st.server);
-        if let Some(why) = classify::relayed_write(kind, &text) {
+        let why = if kind == Kind::Set {
+            let text = String::from_utf8_lossy(&text);
+            classify::set_writes(analysis::analyze_set(&text).as_ref(), &text)
+        } else {
+            classify::relayed_write(kind, &text)
+        };
+        if let Some(why) = why {
             self.plan_unknown_write_for(why);
         }
     }
