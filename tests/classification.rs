@@ -31,6 +31,14 @@ async fn rows(conn: &mut mysql_async::Conn, sql: &str) -> Vec<Vec<Option<String>
         .collect()
 }
 
+async fn hits(conn: &mut mysql_async::Conn) -> u64 {
+    let r: Option<(String, u64)> = conn
+        .query_first("SHOW STATUS LIKE 'Qcache_hits'")
+        .await
+        .unwrap();
+    r.map(|(_, n)| n).unwrap_or(0)
+}
+
 struct Case {
     name: &'static str,
     /// Run directly before anything is cached.
@@ -177,6 +185,13 @@ async fn xa_commit_of_a_detached_transaction_invalidates() {
     for s in SETUP {
         direct.query_drop(*s).await.unwrap();
     }
+    // Through qcache first, so that its catalog knows t before the prepared transaction
+    // holds t's metadata lock.
+    let mut conn = proxy.conn(&schema).await;
+    conn.query_drop("SET SESSION sql_log_bin = 0")
+        .await
+        .unwrap();
+    rows(&mut conn, "SELECT COUNT(*) FROM t").await;
     let xid = common::unique_name("x");
     let mut a = common::direct_to(&schema).await;
     a.query_drop(format!("XA START '{xid}'")).await.unwrap();
@@ -184,13 +199,20 @@ async fn xa_commit_of_a_detached_transaction_invalidates() {
     a.query_drop(format!("XA END '{xid}'")).await.unwrap();
     a.query_drop(format!("XA PREPARE '{xid}'")).await.unwrap();
     drop(a);
-    let mut conn = proxy.conn(&schema).await;
-    conn.query_drop("SET SESSION sql_log_bin = 0")
-        .await
-        .unwrap();
     let read = "SELECT id, v FROM t ORDER BY id";
     rows(&mut conn, read).await;
+    let before = hits(&mut conn).await;
     rows(&mut conn, read).await;
+    let why: Vec<(String, String)> = conn.query("SHOW QCACHE STATUS").await.unwrap();
+    let why: Vec<_> = why
+        .into_iter()
+        .filter(|(k, _)| k.contains("not_cached"))
+        .collect();
+    assert_eq!(
+        hits(&mut conn).await,
+        before + 1,
+        "the read was not cached: {why:?}"
+    );
     // The detached transaction may take a moment to be listed after its session ended.
     let mut done = false;
     for _ in 0..50 {
