@@ -191,7 +191,19 @@ async fn xa_commit_of_a_detached_transaction_invalidates() {
     conn.query_drop("SET SESSION sql_log_bin = 0")
         .await
         .unwrap();
-    rows(&mut conn, "SELECT COUNT(*) FROM t").await;
+    // A catalog refresh is rate-limited (100 ms): wait until reads of t are cached.
+    let mut known = false;
+    for _ in 0..50 {
+        rows(&mut conn, "SELECT COUNT(*) FROM t").await;
+        let before = hits(&mut conn).await;
+        rows(&mut conn, "SELECT COUNT(*) FROM t").await;
+        if hits(&mut conn).await > before {
+            known = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(known, "reads of t never became cacheable");
     let xid = common::unique_name("x");
     let mut a = common::direct_to(&schema).await;
     a.query_drop(format!("XA START '{xid}'")).await.unwrap();
