@@ -13,7 +13,7 @@ use mysql_async::prelude::Queryable;
 use qcache::cache::versions::{TableHandle, Versions};
 use qcache::config::{BinlogMode, InvalidationConfig};
 use qcache::invalidation::binlog::{self, BinlogHandle, BinlogStatus, WriteAnalyser};
-use qcache::invalidation::{Catalog, ReadResolution};
+use qcache::invalidation::{Catalog, Changed, ReadResolution};
 
 /// How long a direct write may take to show up as a bump. The measured lag is milliseconds;
 /// the margin is for a machine busy compiling.
@@ -222,6 +222,114 @@ async fn catalog_refresh_sees_new_view_and_coalesces() {
     // A recent enough load is reused by refresh_if_older.
     cat.refresh_if_older(Duration::from_secs(60)).await.unwrap();
     assert_eq!(cat.counters().0, after);
+}
+
+/// A catalog's answers about `schemas` only: the server is shared with tests running in
+/// parallel, whose schemas a partial refresh rightly does not follow.
+fn answers_about(cat: &Catalog, schemas: &[&str]) -> Vec<String> {
+    cat.answers()
+        .into_iter()
+        .filter(|l| {
+            schemas
+                .iter()
+                .any(|s| l.starts_with(&format!("{s}.")) || l.starts_with(&format!("schema {s}:")))
+        })
+        .collect()
+}
+
+/// After each kind of DDL, reloading only what the statement names gives the answers a full
+/// reload gives: views (nested, across schemas, turned opaque by a drop), triggers, foreign
+/// keys (added, dropped, following a renamed parent from another schema), mixed-case names
+/// on a server that compares names by case, and whole schemas.
+#[tokio::test]
+async fn partial_refresh_answers_like_a_full_reload() {
+    let s = common::fresh_schema("catpart").await;
+    let s2 = common::fresh_schema("catpart_x").await;
+    let mut c = common::direct_to(&s).await;
+    for sql in [
+        "CREATE TABLE parent (id INT PRIMARY KEY)",
+        "CREATE TABLE child (id INT PRIMARY KEY, pid INT, \
+         CONSTRAINT fk_c FOREIGN KEY (pid) REFERENCES parent (id) ON DELETE CASCADE)",
+        "CREATE TABLE a (id INT)",
+        "CREATE TABLE b (id INT)",
+        "CREATE TABLE audit (id INT)",
+    ] {
+        exec(&mut c, sql).await;
+    }
+    let cat = loaded_catalog().await;
+    let here = |names: &[&str]| Changed {
+        objects: names.iter().map(|n| t(&s, &n.to_lowercase())).collect(),
+        ..Changed::default()
+    };
+    let there = |names: &[&str]| Changed {
+        objects: names.iter().map(|n| t(&s2, n)).collect(),
+        ..Changed::default()
+    };
+    let whole = |schema: &str| Changed {
+        schemas: vec![schema.to_string()],
+        ..Changed::default()
+    };
+    let steps: Vec<(String, Changed)> =
+        vec![
+        ("CREATE VIEW v AS SELECT a.id FROM a JOIN b USING (id)".into(), here(&["v"])),
+        (format!("CREATE VIEW `{s2}`.vv AS SELECT id FROM `{s}`.v"), there(&["vv"])),
+        ("CREATE OR REPLACE VIEW v AS SELECT id FROM a".into(), here(&["v"])),
+        ("ALTER VIEW v AS SELECT id FROM b".into(), here(&["v"])),
+        (
+            "CREATE TRIGGER trg AFTER INSERT ON a FOR EACH ROW INSERT INTO audit VALUES (NEW.id)"
+                .into(),
+            here(&["a"]),
+        ),
+        ("ALTER TABLE child ADD COLUMN x INT".into(), here(&["child"])),
+        (
+            "CREATE TABLE grand (id INT, cid INT, \
+             CONSTRAINT fk_g FOREIGN KEY (cid) REFERENCES child (id) ON DELETE SET NULL)"
+                .into(),
+            here(&["grand"]),
+        ),
+        ("ALTER TABLE grand DROP FOREIGN KEY fk_g".into(), here(&["grand"])),
+        (
+            "ALTER TABLE grand ADD CONSTRAINT fk_g2 FOREIGN KEY (cid) REFERENCES child (id) \
+             ON UPDATE CASCADE"
+                .into(),
+            here(&["grand"]),
+        ),
+        // The parent renamed: grand's foreign key follows it (InnoDB rewrites the child).
+        ("RENAME TABLE child TO kid".into(), here(&["child", "kid"])),
+        // The trigger moves with its table; v still reads b.
+        ("RENAME TABLE a TO a2".into(), here(&["a", "a2"])),
+        ("CREATE TABLE `MixedCase` (id INT)".into(), here(&["MixedCase"])),
+        ("CREATE VIEW `ViewCase` AS SELECT id FROM `MixedCase`".into(), here(&["ViewCase"])),
+        (
+            format!(
+                "CREATE TABLE `{s2}`.xchild (id INT, pid INT, \
+                 FOREIGN KEY (pid) REFERENCES `{s}`.parent (id) ON DELETE CASCADE)"
+            ),
+            there(&["xchild"]),
+        ),
+        // A child in another schema follows the renamed parent too.
+        ("RENAME TABLE parent TO parent2".into(), here(&["parent", "parent2"])),
+        // vv (in the other schema) reads v: it turns opaque.
+        ("DROP VIEW v".into(), here(&["v"])),
+        ("DROP TABLE b, `MixedCase`".into(), here(&["b", "MixedCase"])),
+        (format!("DROP DATABASE `{s2}`"), whole(&s2)),
+        (format!("CREATE DATABASE `{s2}`"), whole(&s2)),
+        (format!("CREATE TABLE `{s2}`.late (id INT)"), there(&["late"])),
+    ];
+    for (sql, changed) in steps {
+        exec(&mut c, &sql).await;
+        cat.refresh_changed(&changed)
+            .await
+            .expect("partial refresh");
+        let full = loaded_catalog().await;
+        let (partial, reloaded) = (
+            answers_about(&cat, &[&s, &s2]),
+            answers_about(&full, &[&s, &s2]),
+        );
+        assert!(!reloaded.is_empty());
+        assert_eq!(partial, reloaded, "after {sql}");
+    }
+    exec(&mut c, &format!("DROP DATABASE `{s2}`")).await;
 }
 
 #[tokio::test]

@@ -16,7 +16,7 @@ use tracing::{info, warn};
 
 use super::AdminError;
 use crate::invalidation::binlog::BinlogStatus;
-use crate::server::Shared;
+use crate::shared::Shared;
 
 /// A readiness answer is reused this long, so a busy prober does not open a connection to
 /// the upstream per request.

@@ -612,7 +612,8 @@ impl Cache {
 
     /// The `SHOW STATUS LIKE 'Qcache%'` rows.
     pub fn status_rows(&self) -> Vec<(&'static str, u64)> {
-        self.inner.stats.status_rows(self)
+        let free = self.max_bytes().saturating_sub(self.weight());
+        self.inner.stats.status_rows(self.len() as u64, free)
     }
 }
 

@@ -19,7 +19,7 @@ use mysql_async::prelude::Queryable;
 use mysql_async::{BinlogStream, BinlogStreamRequest, Conn, Opts, Row};
 use tokio::sync::watch;
 
-use super::catalog::{upstream_opts, Catalog, TableName};
+use super::catalog::{upstream_opts, Catalog, Changed, TableName};
 use crate::analysis::ServerVersion;
 use crate::cache::versions::Versions;
 use crate::config::{BinlogMode, Conservative, InvalidationConfig};
@@ -737,7 +737,7 @@ impl Tail {
         let policy = self.cfg.unknown_write;
         self.refreshing.push(tokio::spawn(async move {
             let started = Instant::now();
-            let r = catalog.refresh().await;
+            let r = catalog.refresh_changed(&ddl.changed()).await;
             tracing::debug!(took = ?started.elapsed(), ?ddl, "binlog: catalog refreshed after DDL");
             if let Err(e) = r {
                 tracing::warn!(error = %e, "binlog: catalog refresh after DDL failed; keeping the old one");
@@ -776,6 +776,26 @@ enum Ddl {
     Database(Option<String>),
     /// The analyser could not read it: conservative for this default schema.
     Unknown(String),
+}
+
+impl Ddl {
+    /// What it changed in the schema catalog.
+    fn changed(&self) -> Changed {
+        match self {
+            Ddl::Tables(t) if !t.is_empty() => Changed {
+                objects: t.clone(),
+                ..Changed::default()
+            },
+            Ddl::Database(Some(name)) => Changed {
+                schemas: vec![name.to_lowercase()],
+                ..Changed::default()
+            },
+            _ => Changed {
+                everything: true,
+                ..Changed::default()
+            },
+        }
+    }
 }
 
 /// Bumps what a DDL statement invalidates; returns the number of bumps.

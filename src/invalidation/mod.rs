@@ -16,4 +16,4 @@ pub mod binlog;
 pub mod catalog;
 
 pub use binlog::{BinlogError, BinlogHandle, BinlogStatus, WriteAnalyser};
-pub use catalog::{Catalog, CatalogError, ReadResolution, TableName};
+pub use catalog::{Catalog, CatalogError, Changed, ReadResolution, TableName};
