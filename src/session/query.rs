@@ -16,6 +16,7 @@ use crate::analysis::{self, Analysis, Hint, Kind, QcAssign, ReadInfo, WriteInfo,
 use crate::cache::{key, Claim, Entry, Key, Stamps, TableHandle};
 use crate::config::{Conservative, QueryCacheType};
 use crate::invalidation::catalog::{ReadResolution, TableName};
+use crate::policy::classify;
 // Why a read may use the cache, and under which snapshot rules.
 use crate::policy::snapshot::{self, ReadView};
 type ReadMode = ReadView<crate::cache::Snapshot>;
@@ -51,13 +52,19 @@ impl Session {
             Some(false) => true,
             None => false,
         };
-        let scan = analysis::scan(&sql);
+        // The statement as the server reads it: versioned comments it skips are comments.
+        // Same length as `sql`, so the scan's hint spans apply to `sql` too.
+        let text = analysis::server_text(&sql, self.st.server);
+        let scan = analysis::scan(&text);
         if scan.multi {
-            return self.multi_statement(pkt, &sql).await;
+            return self.multi_statement(pkt, &text).await;
         }
         if matches!(scan.kind, Kind::Show | Kind::Other) && self.admin_statement(&pkt, &sql).await?
         {
             return Ok(());
+        }
+        if let Some(why) = classify::relayed_write(scan.kind, &text) {
+            self.plan_unknown_write_for(why);
         }
         match scan.kind {
             Kind::Select => self.select(pkt, &sql, &scan, looked_up).await,
@@ -72,7 +79,7 @@ impl Session {
                 self.relay_command(&pkt, Expect::Results).await.map(drop)
             }
             Kind::Flush | Kind::Reset => self.flush_or_reset(pkt, &sql, scan.kind).await,
-            Kind::Write => self.write(&pkt, &sql, analysis::digest(&sql)).await,
+            Kind::Write => self.write(&pkt, &sql, analysis::digest(&text)).await,
             Kind::Call | Kind::Execute => {
                 // A procedure or a SQL-level prepared statement may write any table and
                 // SET any variable: invalidate as configured and stop trusting the context.
@@ -107,27 +114,37 @@ impl Session {
 
     /// Several statements in one COM_QUERY: each is looked at for what it changes; nothing
     /// of it is cached.
-    async fn multi_statement(&mut self, pkt: Packet, sql: &Bytes) -> Result<(), SessionError> {
+    /// `sql` is the statement as the server reads it ([`analysis::server_text`]).
+    async fn multi_statement(&mut self, pkt: Packet, sql: &[u8]) -> Result<(), SessionError> {
         let mut lost = false;
+        let mut writes = Vec::new();
         for part in analysis::split_statements(sql) {
             self.plan_privileges(part);
             let scan = analysis::scan(part);
             match scan.kind {
                 Kind::Write => {
                     let an = analysis::analyze(&String::from_utf8_lossy(part));
-                    match &an {
+                    match an {
                         Analysis::Write(w) => {
-                            self.plan_write(w);
+                            self.plan_write(&w);
                             // Whether or not it ran: forgetting the database is only
                             // conservative.
-                            self.forget_dropped_db(w);
+                            self.forget_dropped_db(&w);
+                            writes.push(w);
                         }
                         _ => self.plan_unknown_write(),
                     }
                 }
                 Kind::Call | Kind::Execute => self.plan_call(),
-                Kind::Set | Kind::Use => lost = true,
-                Kind::Begin | Kind::Commit | Kind::Rollback => self.st.txn_boundary = true,
+                Kind::Set => {
+                    lost = true;
+                    let text = String::from_utf8_lossy(part);
+                    let info = analysis::analyze_set(&text);
+                    if let Some(why) = classify::set_writes(info.as_ref(), &text) {
+                        self.plan_unknown_write_for(why);
+                    }
+                }
+                Kind::Use => lost = true,
                 Kind::Select => {
                     if let Analysis::Read(r) = analysis::analyze(&String::from_utf8_lossy(part)) {
                         if r.may_write {
@@ -135,11 +152,23 @@ impl Session {
                         }
                     }
                 }
-                _ => {}
+                k => {
+                    if matches!(k, Kind::Begin | Kind::Commit | Kind::Rollback) {
+                        self.st.txn_boundary = true;
+                    }
+                    if let Some(why) = classify::relayed_write(k, part) {
+                        self.plan_unknown_write_for(why);
+                    }
+                }
             }
         }
         self.note_not_cached("multi_statement");
         self.relay_command(&pkt, Expect::Results).await?;
+        // Which statements ran is not followed: a temporary table any of them may have
+        // created or renamed is one from now on.
+        for w in &writes {
+            self.track_temporary(w, classify::Outcome::Maybe);
+        }
         if lost {
             // Session state changed in ways qcache does not replay statement by statement.
             self.st.lost_track = true;
@@ -231,8 +260,9 @@ impl Session {
         if let Some(v) = self.session_variable_answer(&stmt) {
             return self.answer_variable(&pkt, v).await;
         }
-        let digest = analysis::digest(&stmt);
-        let an = self.shared.analyzer.analyze(&stmt, digest);
+        let text = analysis::server_text(&stmt, self.st.server);
+        let digest = analysis::digest(&text);
+        let an = self.shared.analyzer.analyze(&text, digest);
         let plan = match self.plan_read(&an, key, digest, &stmt).await {
             Ok(_) if !identified => {
                 self.note_not_cached("identity_unknown");
@@ -599,9 +629,11 @@ impl Session {
 
     /// A write, text or prepared: what it changes is planned before it goes upstream and
     /// bumped before its OK reaches the client (in `observe`).
+    /// `digest` is that of the statement as the server reads it ([`analysis::server_text`]).
     async fn write(&mut self, pkt: &Packet, sql: &[u8], digest: u64) -> Result<(), SessionError> {
-        self.plan_privileges(sql);
-        let an = self.shared.analyzer.analyze(sql, digest);
+        let text = analysis::server_text(sql, self.st.server);
+        self.plan_privileges(&text);
+        let an = self.shared.analyzer.analyze(&text, digest);
         match &*an {
             Analysis::Write(w) => self.plan_write(w),
             _ => self.plan_unknown_write(),
@@ -677,6 +709,13 @@ impl Session {
         self.plan_scope(scope);
     }
 
+    /// A statement of a shape that writes nothing by itself still runs code, or ends a
+    /// transaction, whose writes qcache cannot name (`policy::classify`).
+    fn plan_unknown_write_for(&mut self, why: classify::UnknownWrite) {
+        tracing::debug!(reason = why.as_str(), "statement may write unknown tables");
+        self.plan_unknown_write();
+    }
+
     fn plan_call(&mut self) {
         let scope = self.shared.config().invalidation.call;
         self.plan_scope(scope);
@@ -685,20 +724,22 @@ impl Session {
     }
 
     fn after_write(&mut self, w: &WriteInfo, resp: &Response) {
-        if resp.error {
-            return;
-        }
-        self.forget_dropped_db(w);
-        for t in &w.temp_created {
-            if let Some(q) = self.st.qualify(t.schema.as_deref(), &t.name) {
-                self.st.temp_tables.insert(q);
-            }
-        }
-        for t in &w.temp_dropped {
-            if let Some(q) = self.st.qualify(t.schema.as_deref(), &t.name) {
-                self.st.temp_tables.remove(&q);
-            }
-        }
+        let outcome = if resp.error {
+            classify::Outcome::Failed
+        } else {
+            self.forget_dropped_db(w);
+            classify::Outcome::Done
+        };
+        self.track_temporary(w, outcome);
+    }
+
+    fn track_temporary(&mut self, w: &WriteInfo, outcome: classify::Outcome) {
+        let st = &mut self.st;
+        let db = st.db.clone();
+        classify::track_temporary(&mut st.temp_tables, w, outcome, |t| {
+            let schema = t.schema.clone().or_else(|| db.clone())?;
+            Some((schema.to_lowercase(), t.name.to_lowercase()))
+        });
     }
 
     /// After DROP DATABASE of the session's current database the server has none.
@@ -715,9 +756,9 @@ impl Session {
     async fn set_statement(&mut self, pkt: Packet, sql: &Bytes) -> Result<(), SessionError> {
         let text = String::from_utf8_lossy(sql).into_owned();
         let info = analysis::analyze_set(&text);
-        if info.as_ref().is_some_and(|i| i.may_write) {
+        if let Some(why) = classify::set_writes(info.as_ref(), &text) {
             // `SET @x = f()` runs a function that may write anything.
-            self.plan_unknown_write();
+            self.plan_unknown_write_for(why);
         }
         if let Some(i) = &info {
             if let Some(q) = i.query_cache_type {
@@ -968,7 +1009,9 @@ impl Session {
 
     pub(crate) async fn stmt_prepare(&mut self, pkt: Packet) -> Result<(), SessionError> {
         let sql = pkt.payload.slice(1..);
-        let scan = analysis::scan(&sql);
+        let text = analysis::server_text(&sql, self.st.server);
+        let scan = analysis::scan(&text);
+        drop(text);
         let (sql, payload) = if scan.hint_spans.is_empty() {
             (sql, pkt.payload.clone())
         } else {
@@ -985,7 +1028,7 @@ impl Session {
             self.st.stmts.insert(
                 id,
                 Prepared {
-                    digest: analysis::digest(&sql),
+                    digest: analysis::digest(&analysis::server_text(&sql, self.st.server)),
                     sql,
                     kind: scan.kind,
                     hint: scan.hint,
@@ -1049,13 +1092,35 @@ impl Session {
             Kind::Set | Kind::Use => {
                 // A prepared SET changes the session in ways the packet does not show.
                 self.st.lost_track = true;
+                self.relayed_write_of(id);
                 self.relay_command(&pkt, Expect::Results).await.map(drop)
             }
             Kind::Begin | Kind::Commit | Kind::Rollback => {
                 self.st.txn_boundary = true;
+                self.relayed_write_of(id);
                 self.relay_command(&pkt, Expect::Results).await.map(drop)
             }
-            _ => self.relay_command(&pkt, Expect::Results).await.map(drop),
+            _ => {
+                self.relayed_write_of(id);
+                self.relay_command(&pkt, Expect::Results).await.map(drop)
+            }
+        }
+    }
+
+    /// [`classify::relayed_write`] for prepared statement `id`.
+    fn relayed_write_of(&mut self, id: u32) {
+        let Some((kind, sql)) = self.st.stmts.get(&id).map(|s| (s.kind, s.sql.clone())) else {
+            return;
+        };
+        let text = analysis::server_text(&sql, self.st.server);
+        let why = if kind == Kind::Set {
+            let text = String::from_utf8_lossy(&text);
+            classify::set_writes(analysis::analyze_set(&text).as_ref(), &text)
+        } else {
+            classify::relayed_write(kind, &text)
+        };
+        if let Some(why) = why {
+            self.plan_unknown_write_for(why);
         }
     }
 
@@ -1143,7 +1208,10 @@ impl Session {
         let Some((sql, digest)) = self.st.stmts.get(&id).map(|s| (s.sql.clone(), s.digest)) else {
             return self.relay_command(&pkt, Expect::Results).await.map(drop);
         };
-        let an = self.shared.analyzer.analyze(&sql, digest);
+        let an = self
+            .shared
+            .analyzer
+            .analyze(&analysis::server_text(&sql, self.st.server), digest);
         let (up, typed) = self.execute_for_upstream(id, &pkt);
         match self.plan_read(&an, key, digest, &sql).await {
             Ok(plan) => {

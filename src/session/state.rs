@@ -9,7 +9,7 @@ use xxhash_rust::xxh3::Xxh3;
 
 use super::handshake::Negotiated;
 use super::privileges::Identity;
-use crate::analysis::{Hint, Kind};
+use crate::analysis::{Hint, Kind, ServerVersion};
 use crate::cache::versions::Snapshot;
 use crate::config::QueryCacheType;
 use crate::protocol::packets::{cap, status};
@@ -41,6 +41,8 @@ pub struct Prepared {
 }
 
 pub struct SessionState {
+    /// The upstream's version from its greeting: which executable comments it runs.
+    pub server: ServerVersion,
     pub user: String,
     pub db: Option<String>,
     pub charset: u8,
@@ -121,6 +123,7 @@ pub struct SessionState {
 impl SessionState {
     pub fn new(shared: &Shared, n: &Negotiated) -> SessionState {
         let mut s = SessionState {
+            server: ServerVersion::from_greeting(&n.greeting.server_version),
             user: n.response.user.clone(),
             db: n.response.database.clone(),
             charset: n.response.charset,
