@@ -64,6 +64,30 @@ pub struct Cli {
     /// Protocol compression toward the server: off, zlib, zstd or auto.
     #[arg(long, env = "QCACHE_COMPRESS_UPSTREAM")]
     pub compress_upstream: Option<crate::config::UpstreamCompression>,
+    /// Second-level cache in Redis/Valkey: off or on.
+    #[arg(long, env = "QCACHE_L2_MODE")]
+    pub l2_mode: Option<crate::config::L2Mode>,
+    /// Redis URL (redis:// or rediss://, credentials inside); commas list cluster nodes.
+    #[arg(long, env = "QCACHE_L2_URL", hide_env_values = true)]
+    pub l2_url: Option<String>,
+    /// local or remote: whether every hit first checks its tables' versions in L2.
+    #[arg(long, env = "QCACHE_L2_VALIDATE_HITS")]
+    pub l2_validate_hits: Option<crate::config::ValidateHits>,
+    /// Longest wait for an L2 round trip, e.g. 50ms.
+    #[arg(long, env = "QCACHE_L2_TIMEOUT", value_parser = crate::check::parse_duration)]
+    pub l2_timeout: Option<std::time::Duration>,
+    /// Upper bound on an entry's life in Redis, e.g. 10m.
+    #[arg(long, env = "QCACHE_L2_TTL", value_parser = crate::check::parse_duration)]
+    pub l2_ttl: Option<std::time::Duration>,
+    /// Largest result stored in L2, in bytes.
+    #[arg(long, env = "QCACHE_L2_MAX_ENTRY_BYTES")]
+    pub l2_max_entry_bytes: Option<usize>,
+    /// Prefix of qcache's keys and channel in Redis.
+    #[arg(long, env = "QCACHE_L2_KEY_PREFIX")]
+    pub l2_key_prefix: Option<String>,
+    /// Cross-instance fill lease, e.g. 200ms (0 turns it off).
+    #[arg(long, env = "QCACHE_L2_LEASE", value_parser = crate::check::parse_duration)]
+    pub l2_lease: Option<std::time::Duration>,
     #[command(subcommand)]
     pub command: Option<Command>,
 }
@@ -204,6 +228,34 @@ impl Cli {
         }
         if let Some(v) = self.compress_upstream {
             c.compression.upstream = v;
+        }
+        self.overlay_l2(&mut c.l2);
+    }
+
+    fn overlay_l2(&self, c: &mut crate::config::L2Config) {
+        if let Some(v) = self.l2_mode {
+            c.mode = v;
+        }
+        if let Some(v) = &self.l2_url {
+            c.url = crate::config::L2Url::parse_flag(v);
+        }
+        if let Some(v) = self.l2_validate_hits {
+            c.validate_hits = v;
+        }
+        if let Some(v) = self.l2_timeout {
+            c.timeout = v;
+        }
+        if let Some(v) = self.l2_ttl {
+            c.ttl = v;
+        }
+        if let Some(v) = self.l2_max_entry_bytes {
+            c.max_entry_bytes = v;
+        }
+        if let Some(v) = &self.l2_key_prefix {
+            c.key_prefix = v.clone();
+        }
+        if let Some(v) = self.l2_lease {
+            c.lease = v;
         }
     }
 }

@@ -36,6 +36,10 @@ pub struct Shared {
     pub catalog: Arc<Catalog>,
     /// The binlog tail, when it runs.
     pub binlog: Option<Arc<BinlogHandle>>,
+    /// The shared second level (`l2.mode = "on"`); its settings need a restart.
+    pub l2: Option<Arc<crate::cache::l2::L2>>,
+    /// `l2.validate_hits = "remote"` with L2 on: the one flag an L1 hit reads.
+    pub l2_remote: bool,
     /// Client connections open now.
     pub connections: AtomicU64,
     /// Hit and miss timings for /metrics.
@@ -72,7 +76,14 @@ impl Shared {
                 binlog_analyser(catalog.clone()),
             )
         });
+        let l2 = config
+            .l2
+            .enabled()
+            .then(|| crate::cache::l2::L2::start(config.l2.clone(), cache.versions_arc()));
+        let l2_remote = l2.as_ref().is_some_and(|l| l.remote_validation());
         Shared {
+            l2,
+            l2_remote,
             config: ArcSwap::from_pointee(config),
             cache,
             analyzer,
@@ -170,6 +181,7 @@ impl Shared {
             "invalidation.binlog/server_id/user/password",
         );
         restart(new.log.format != old.log.format, "log.format");
+        restart(new.l2 != old.l2, "l2");
         if new.server.upstream != old.server.upstream {
             notes.push(
                 "server.upstream changed: new sessions use it; the binlog tail and catalog \

@@ -41,6 +41,9 @@ pub struct Entry {
     pub expires: Option<Instant>,
     /// Times served, for admin listings. Relaxed: a statistic, not a synchroniser.
     pub hits: AtomicU64,
+    /// The L2 versions this result was computed under, when L2 vouched for it: what strict
+    /// mode (`l2.validate_hits = "remote"`) checks before serving it.
+    pub l2: Option<super::l2::L2Stamps>,
 }
 
 impl Entry {
@@ -56,7 +59,14 @@ impl Entry {
             created: Instant::now(),
             expires: None,
             hits: AtomicU64::new(0),
+            l2: None,
         }
+    }
+
+    /// Records the L2 versions the result was computed under.
+    pub fn with_l2(mut self, stamps: Option<super::l2::L2Stamps>) -> Entry {
+        self.l2 = stamps;
+        self
     }
 
     /// Keeps the first `SQL_PREVIEW_BYTES` of `sql` (cut at a char boundary) for listings.
@@ -104,7 +114,12 @@ impl Entry {
     pub fn weight(&self) -> u64 {
         let stamps = self.stamps.tables.len() * std::mem::size_of::<(TableHandle, u64)>();
         let sql = self.sql.as_ref().map_or(0, |s| s.len());
-        (self.bytes.len() + std::mem::size_of::<Entry>() + stamps + sql) as u64 + OVERHEAD_BYTES
+        let l2: usize = self
+            .l2
+            .as_ref()
+            .map_or(0, |s| s.iter().map(|(d, _)| d.len() + 32).sum());
+        (self.bytes.len() + std::mem::size_of::<Entry>() + stamps + sql + l2) as u64
+            + OVERHEAD_BYTES
     }
 
     /// The stored status flags with the per-session bits taken from the session.

@@ -23,6 +23,7 @@
 
 pub mod entry;
 pub mod key;
+pub mod l2;
 pub mod stats;
 pub mod store;
 pub mod versions;

@@ -8,6 +8,14 @@ use std::sync::Arc;
 
 use dashmap::DashMap;
 
+/// Told of every local bump, so that a shared second level (`cache::l2`) raises the same
+/// versions fleet-wide. Called synchronously from `bump*`: it must only queue.
+pub trait BumpSink: Send + Sync {
+    fn table(&self, schema: &str, name: &str);
+    fn schema(&self, schema: &str);
+    fn all(&self);
+}
+
 /// One table's generation.
 #[derive(Debug)]
 pub struct TableVersion {
@@ -38,6 +46,14 @@ pub struct Versions {
     seq: AtomicU64,
     /// Bumping the epoch invalidates every entry at once (FLUSH, unknown writes, binlog gaps).
     epoch: AtomicU64,
+    /// Set once when an L2 runs; bumps learned from L2 itself use the `_quiet` forms.
+    sink: std::sync::OnceLock<Arc<dyn BumpSink>>,
+}
+
+impl std::fmt::Debug for dyn BumpSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("BumpSink")
+    }
 }
 
 impl Versions {
@@ -64,8 +80,21 @@ impl Versions {
 
     /// Gives the table a new generation; every entry stamped with an older one is now stale.
     pub fn bump(&self, t: &TableVersion) {
+        self.bump_quiet(t);
+        if let Some(s) = self.sink.get() {
+            s.table(&t.schema, &t.name);
+        }
+    }
+
+    /// `bump` without telling the sink: for bumps that came from the sink's side.
+    pub fn bump_quiet(&self, t: &TableVersion) {
         let v = self.seq.fetch_add(1, Ordering::AcqRel) + 1;
         t.version.fetch_max(v, Ordering::AcqRel);
+    }
+
+    /// Installs the sink told of every later bump; false when one is already set.
+    pub fn set_sink(&self, sink: Arc<dyn BumpSink>) -> bool {
+        self.sink.set(sink).is_ok()
     }
 
     pub fn bump_name(&self, schema: &str, name: &str) {
@@ -83,7 +112,11 @@ impl Versions {
             .map(|e| e.value().clone())
             .collect();
         for t in &handles {
-            self.bump(t);
+            self.bump_quiet(t);
+        }
+        // Others may hold entries on tables of this schema that this registry never saw.
+        if let Some(s) = self.sink.get() {
+            s.schema(schema);
         }
         handles.len()
     }
@@ -91,6 +124,14 @@ impl Versions {
     /// Invalidates everything. The sequence moves too, so open transactions' snapshots
     /// see every table as changed.
     pub fn bump_all(&self) {
+        self.bump_all_quiet();
+        if let Some(s) = self.sink.get() {
+            s.all();
+        }
+    }
+
+    /// `bump_all` without telling the sink.
+    pub fn bump_all_quiet(&self) {
         self.seq.fetch_add(1, Ordering::AcqRel);
         self.epoch.fetch_add(1, Ordering::AcqRel);
     }

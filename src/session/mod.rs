@@ -5,6 +5,7 @@ mod admin;
 mod begin;
 pub mod conn;
 pub mod handshake;
+mod l2;
 pub mod plans;
 mod query;
 mod relay;
