@@ -109,9 +109,19 @@ pub enum Command {
 /// Flags of `check-consistency`; they map onto [`crate::check::CheckOptions`].
 #[derive(Debug, clap::Args)]
 pub struct CheckArgs {
-    /// The qcache to check (host:port).
-    #[arg(long, env = "QCACHE_CHECK_TARGET")]
-    pub target: String,
+    /// The qcache to check (host:port). Several (repeated, or separated by commas) check a
+    /// fleet sharing an L2: work is spread over them and stale reads across them reported.
+    #[arg(
+        long,
+        env = "QCACHE_CHECK_TARGET",
+        value_delimiter = ',',
+        required = true
+    )]
+    pub target: Vec<String>,
+    /// With several targets: how long a write acknowledged through one may take to show
+    /// through another (0 for l2.validate_hits = "remote").
+    #[arg(long, default_value = "50ms", value_parser = crate::check::parse_duration)]
+    pub cross_lag: std::time::Duration,
     /// The server itself (host:port), for --direct-writes.
     #[arg(long, env = "QCACHE_CHECK_DIRECT")]
     pub direct: Option<String>,
@@ -145,7 +155,9 @@ pub struct CheckArgs {
 impl CheckArgs {
     pub fn options(&self) -> crate::check::CheckOptions {
         crate::check::CheckOptions {
-            target: self.target.clone(),
+            target: self.target.first().cloned().unwrap_or_default(),
+            more_targets: self.target.iter().skip(1).cloned().collect(),
+            cross_lag: self.cross_lag,
             direct: self.direct.clone(),
             user: self.user.clone(),
             password: self.password.clone(),

@@ -560,3 +560,93 @@ async fn cluster_remote_validation_never_stale() {
     assert_eq!(n, m);
     assert!(stat(&a, "Qcache_l2_hits") >= 1);
 }
+
+/// `check-consistency` across a fleet: options for a short run over `targets`.
+fn fleet_check(
+    targets: &[&TestProxy],
+    schema: &str,
+    cross_lag: Duration,
+) -> qcache::check::CheckOptions {
+    let d = common::db();
+    qcache::check::CheckOptions {
+        target: targets[0].addr_string(),
+        more_targets: targets[1..].iter().map(|p| p.addr_string()).collect(),
+        cross_lag,
+        user: d.user.clone(),
+        password: d.password.clone(),
+        database: schema.to_string(),
+        duration: Duration::from_secs(3),
+        writers: 2,
+        readers: 6,
+        ..Default::default()
+    }
+}
+
+async fn run_check(o: &qcache::check::CheckOptions) -> qcache::check::Report {
+    let r = tokio::time::timeout(Duration::from_secs(90), qcache::check::run(o))
+        .await
+        .expect("check run hung")
+        .expect("check run could not start");
+    println!("{r}");
+    r
+}
+
+/// Strict mode: no stale read across instances, with no allowance at all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fleet_check_passes_with_remote_validation() {
+    let redis = Redis::start();
+    let schema = common::fresh_schema("l2_chk_remote").await;
+    let strict = |c: &mut Config| c.l2.validate_hits = ValidateHits::Remote;
+    let a = proxy(&redis.url(), strict).await;
+    let b = proxy(&redis.url(), strict).await;
+    let r = run_check(&fleet_check(&[&a, &b], &schema, Duration::ZERO)).await;
+    assert!(r.passed(), "{r}");
+    assert_eq!(r.errors, 0, "{r}");
+    // The run must have been served from the caches, or it proves nothing about them.
+    let served: u64 = [&a, &b]
+        .iter()
+        .map(|p| p.running.shared.cache.stats().hits() + stat(p, "Qcache_l2_hits"))
+        .sum();
+    assert!(served > 0, "nothing served from L1 or L2");
+}
+
+/// Default mode: across instances within the notification lag (generous for a loaded
+/// machine; the measured lag is in docs/fleet.md).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fleet_check_passes_with_local_validation_within_the_lag() {
+    let redis = Redis::start();
+    let schema = common::fresh_schema("l2_chk_local").await;
+    let a = proxy(&redis.url(), |_| {}).await;
+    let b = proxy(&redis.url(), |_| {}).await;
+    let r = run_check(&fleet_check(&[&a, &b], &schema, Duration::from_secs(1))).await;
+    assert!(r.passed(), "{r}");
+    assert_eq!(r.errors, 0, "{r}");
+}
+
+/// The checker catches a broken fleet: L2 entries served without their version check.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fleet_check_fails_when_versions_are_not_checked() {
+    let redis = Redis::start();
+    let schema = common::fresh_schema("l2_chk_broken").await;
+    let broken = |c: &mut Config| c.l2.unsafe_skip_version_check = true;
+    let a = proxy(&redis.url(), broken).await;
+    let b = proxy(&redis.url(), broken).await;
+    let r = run_check(&fleet_check(&[&a, &b], &schema, Duration::from_secs(1))).await;
+    assert!(
+        r.stale_reads > 0,
+        "a fleet serving unchecked L2 entries passed:\n{r}"
+    );
+}
+
+/// And two isolated instances (no L2, no binlog) serve each other's writes stale.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fleet_check_fails_for_isolated_instances() {
+    let schema = common::fresh_schema("l2_chk_isolated").await;
+    let a = common::proxy(|_| {}).await;
+    let b = common::proxy(|_| {}).await;
+    // One writer (through A), so B's own writes never refresh its stale entries.
+    let mut o = fleet_check(&[&a, &b], &schema, Duration::ZERO);
+    o.writers = 1;
+    let r = run_check(&o).await;
+    assert!(r.stale_reads > 0, "isolated instances passed:\n{r}");
+}
