@@ -76,10 +76,12 @@ impl Shared {
                 binlog_analyser(catalog.clone()),
             )
         });
-        let l2 = config
-            .l2
-            .enabled()
-            .then(|| crate::cache::l2::L2::start(config.l2.clone(), cache.versions_arc()));
+        let l2 = config.l2.enabled().then(|| {
+            let tail = binlog
+                .clone()
+                .filter(|_| !config.l2.unsafe_skip_version_check);
+            crate::cache::l2::L2::start(config.l2.clone(), cache.versions_arc(), tail)
+        });
         let l2_remote = l2.as_ref().is_some_and(|l| l.remote_validation());
         Shared {
             l2,

@@ -46,10 +46,19 @@ fn stat(p: &TestProxy, name: &str) -> u64 {
         .unwrap_or_else(|| panic!("no status row {name}"))
 }
 
-/// Until L2 is usable and its notification channel subscribed.
+/// Until L2 is usable, its notification channel subscribed and the binlog tail (if any)
+/// streaming.
 async fn wait_up(p: &TestProxy) {
     let deadline = Instant::now() + Duration::from_secs(20);
-    while !(l2(p).healthy() && l2(p).notifications_up()) {
+    // A binlog tail's first event opens a gap that must be decided before L2 is read.
+    let tail_up = || {
+        p.running
+            .shared
+            .binlog
+            .as_ref()
+            .is_none_or(|b| b.connected())
+    };
+    while !(tail_up() && l2(p).usable() && l2(p).notifications_up()) {
         assert!(Instant::now() < deadline, "L2 never came up");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
@@ -142,11 +151,18 @@ async fn remote_validation_never_stale_after_the_writers_ok() {
     let stale = write_then_read(&schema, &a, &[&b, &c], 30).await;
     assert_eq!(stale, 0, "stale reads through B or C after A's OK");
     assert!(stat(&b, "Qcache_l2_remote_checks") > 0);
-    assert!(
-        stat(&b, "Qcache_l2_remote_rejects") > 0,
-        "A's writes made B's entries stale"
-    );
     assert_eq!(stat(&b, "Qcache_l2_downs"), 0);
+    // A version raised in Redis that B was never told of (no notification): B's L1 hit is
+    // still refused, and the read answered fresh.
+    let mut cb = b.conn(&schema).await;
+    assert_eq!(read_v(&mut cb, 1).await, 30);
+    assert_eq!(read_v(&mut cb, 1).await, 30);
+    let rejects = stat(&b, "Qcache_l2_remote_rejects");
+    for k in redis.keys("qcache:v:t:*") {
+        redis.cli(&["INCR", &k]);
+    }
+    assert_eq!(read_v(&mut cb, 1).await, 30);
+    assert_eq!(stat(&b, "Qcache_l2_remote_rejects"), rejects + 1);
 }
 
 /// Default mode: a write through A is seen through B within the lag (B learns it from the
@@ -541,7 +557,7 @@ async fn cluster_remote_validation_never_stale() {
     let a = proxy("redis://unused", cfg).await;
     let b = proxy("redis://unused", cfg).await;
     assert_eq!(write_then_read(&schema, &a, &[&b], 10).await, 0);
-    assert!(stat(&b, "Qcache_l2_remote_rejects") > 0);
+    assert!(stat(&b, "Qcache_l2_remote_checks") > 0);
     // L2 shared: a read filled by B is a hit for A.
     let mut cb = b.conn(&schema).await;
     let n: i64 = cb
@@ -649,4 +665,48 @@ async fn fleet_check_fails_for_isolated_instances() {
     o.writers = 1;
     let r = run_check(&o).await;
     assert!(r.stale_reads > 0, "isolated instances passed:\n{r}");
+}
+
+/// A binlog tail starting while another instance's tail watches keeps the fleet's L2
+/// entries; one starting alone (every tail was down) invalidates them all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tail_restart_invalidates_l2_only_when_nobody_watched() {
+    let redis = Redis::start();
+    let schema = setup("l2_gap", 1).await;
+    let binlog = |c: &mut Config| c.invalidation.binlog = BinlogMode::On;
+    let a = proxy(&redis.url(), binlog).await;
+    assert_eq!(
+        stat(&a, "Qcache_l2_gaps_uncovered"),
+        1,
+        "the first tail watched alone"
+    );
+    let mut ca = a.conn(&schema).await;
+    read_v(&mut ca, 1).await;
+    wait_for("A's entry", LAG_BOUND, || {
+        !redis.keys("qcache:e:*").is_empty()
+    })
+    .await;
+    // B joins while A's tail watches: the entry stays good.
+    let b = proxy(&redis.url(), binlog).await;
+    assert_eq!(
+        stat(&b, "Qcache_l2_gaps_covered"),
+        1,
+        "tails: {:?}, b uncovered {}",
+        redis.cli(&["ZRANGE", "qcache:tails:", "0", "-1", "WITHSCORES"]),
+        stat(&b, "Qcache_l2_gaps_uncovered")
+    );
+    let mut cb = b.conn(&schema).await;
+    assert_eq!(read_v(&mut cb, 1).await, 0);
+    assert_eq!(stat(&b, "Qcache_l2_hits"), 1);
+    // Both gone: nobody watches. A newcomer must not trust what is in L2.
+    drop(cb);
+    drop(ca);
+    a.shutdown().await;
+    b.shutdown().await;
+    let c = proxy(&redis.url(), binlog).await;
+    assert_eq!(stat(&c, "Qcache_l2_gaps_uncovered"), 1);
+    let mut cc = c.conn(&schema).await;
+    assert_eq!(read_v(&mut cc, 1).await, 0);
+    assert_eq!(stat(&c, "Qcache_l2_hits"), 0);
+    assert_eq!(stat(&c, "Qcache_l2_stale"), 1);
 }

@@ -9,7 +9,10 @@
 //!   when the key was lost and is created again;
 //! - `e:<hex key>` an entry (`encode`), with a PX expiry of `l2.ttl`;
 //! - `l:<hex key>` a fill lease (SET NX PX);
-//! - channel `bumps`: `<instance id> <dep>` for every bump, published by the bump script.
+//! - channel `bumps`: `<instance id> <dep>` for every bump, published by the bump script;
+//! - `tails`: a sorted set of the binlog tails watching now (`<id>:<connection>` scored by
+//!   the Redis time of its last heartbeat), so that a tail (re)starting invalidates the
+//!   fleet's entries only when no other tail was watching (see [`L2::resolve_gap`]).
 
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -29,6 +32,7 @@ use super::key::Key;
 use super::versions::{BumpSink, TableHandle, Versions};
 use crate::admin::metrics::LatencyHistogram;
 use crate::config::{L2Config, L2Url, ValidateHits};
+use crate::invalidation::binlog::BinlogHandle;
 use crate::policy::l2::{judge, next_backoff, L2Verdict, BACKOFF_MIN};
 
 /// Why an L2 operation gave nothing; every kind means "bypass L2 for this one".
@@ -228,6 +232,30 @@ if ARGV[1] ~= '' then redis.call('PUBLISH', ARGV[1], ARGV[2]) end
 return s
 ";
 
+/// Refreshes this tail's heartbeat (ARGV[1], empty for none), drops its previous one
+/// (ARGV[2]) and heartbeats older than a minute; returns Redis time in µs.
+const TAILS_LUA: &str = r"
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+if ARGV[2] ~= '' then redis.call('ZREM', KEYS[1], ARGV[2]) end
+if ARGV[1] ~= '' then redis.call('ZADD', KEYS[1], now, ARGV[1]) end
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - 60000000)
+return string.format('%.0f', now)
+";
+
+/// 1 when a tail other than ARGV[2] (an id prefix) heartbeated at or after ARGV[1] (µs).
+const OTHER_TAIL_LUA: &str = r"
+local m = redis.call('ZRANGEBYSCORE', KEYS[1], ARGV[1], '+inf')
+for _, x in ipairs(m) do
+  if string.sub(x, 1, #ARGV[2]) ~= ARGV[2] then return 1 end
+end
+return 0
+";
+
+/// How long a tail that (re)started waits for another tail's heartbeat before it
+/// invalidates every L2 entry: several heartbeat periods.
+const GAP_WAIT: Duration = Duration::from_millis(1500);
+
 /// Reads versions; one that is missing is created at Redis time, which is above any value it
 /// had, so entries stamped before it was lost stay stale.
 const READ_LUA: &str = r"
@@ -310,6 +338,10 @@ pub struct L2Stats {
     pub recoveries: AtomicU64,
     /// Times the notification channel was lost (each drops every L1 entry).
     pub notify_losses: AtomicU64,
+    /// Binlog gaps of this instance's tail another tail watched through, and those nobody
+    /// did (each invalidated every L2 entry).
+    pub gaps_covered: AtomicU64,
+    pub gaps_uncovered: AtomicU64,
     /// Every L2 round trip.
     pub latency: LatencyHistogram,
 }
@@ -380,6 +412,15 @@ pub struct L2 {
     down_gen: watch::Sender<u64>,
     bump: Script,
     read: Script,
+    tails: Script,
+    other_tail: Script,
+    /// This instance's binlog tail, whose heartbeat tells others it watches.
+    tail: Option<Arc<BinlogHandle>>,
+    /// Set when the tail lost or (re)started its stream, until [`L2::resolve_gap`] decided
+    /// whether the fleet's entries must go; L2 is not read meanwhile.
+    gap_pending: AtomicBool,
+    /// The heartbeat member last written, to replace it.
+    heartbeat: Mutex<Option<String>>,
     pub stats: L2Stats,
     tasks: Mutex<Vec<tokio::task::AbortHandle>>,
 }
@@ -422,12 +463,22 @@ impl BumpSink for Sink {
             l2.enqueue("e".into());
         }
     }
+    fn gap(&self) {
+        if let Some(l2) = self.0.upgrade() {
+            l2.gap_pending.store(true, Ordering::Release);
+            l2.wake_health.notify_one();
+        }
+    }
 }
 
 impl L2 {
     /// Starts the L2 client in the background of the current runtime: it is down until the
     /// first connection succeeds, and never blocks the caller.
-    pub fn start(cfg: L2Config, versions: Arc<Versions>) -> Arc<L2> {
+    pub fn start(
+        cfg: L2Config,
+        versions: Arc<Versions>,
+        tail: Option<Arc<BinlogHandle>>,
+    ) -> Arc<L2> {
         let id = format!("{:016x}", {
             use std::hash::{BuildHasher, Hasher};
             let mut h = std::collections::hash_map::RandomState::new().build_hasher();
@@ -449,6 +500,11 @@ impl L2 {
             down_gen: watch::Sender::new(0),
             bump: Script::new(BUMP_LUA),
             read: Script::new(READ_LUA),
+            tails: Script::new(TAILS_LUA),
+            other_tail: Script::new(OTHER_TAIL_LUA),
+            tail,
+            gap_pending: AtomicBool::new(false),
+            heartbeat: Mutex::new(None),
             stats: L2Stats::default(),
             tasks: Mutex::new(Vec::new()),
         });
@@ -522,12 +578,26 @@ impl L2 {
         }
     }
 
-    /// Current connection, if L2 is usable.
+    /// Current connection, if L2 may be read and filled.
     fn usable_conn(&self) -> Option<Conn> {
+        if !self.usable() {
+            return None;
+        }
+        self.conn.load_full().map(|c| (*c).clone())
+    }
+
+    /// Connection for raising versions: they are raised even while a binlog gap is being
+    /// decided.
+    fn bump_conn(&self) -> Option<Conn> {
         if !self.healthy() {
             return None;
         }
         self.conn.load_full().map(|c| (*c).clone())
+    }
+
+    /// Whether reads may use L2 now: healthy, and no binlog gap undecided.
+    pub fn usable(&self) -> bool {
+        self.healthy() && !self.gap_pending.load(Ordering::Acquire)
     }
 
     /// Runs `f` with the timeout, recording latency and errors; a failure marks L2 down.
@@ -841,6 +911,79 @@ impl L2 {
         }
     }
 
+    /// After this instance's binlog tail lost or (re)started its stream: if another
+    /// instance's tail heartbeated after this point, it was watching through the gap and
+    /// every commit in it raised its versions; otherwise nobody was, and every L2 entry is
+    /// invalidated (`e`). Only then is L2 read again.
+    async fn resolve_gap(&self, conn: &mut Conn) -> Result<(), L2Error> {
+        let key = self.key("tails", "");
+        let now: String = self
+            .timed("tails", async {
+                let mut inv = self.tails.prepare_invoke();
+                inv.key(&key).arg("").arg("");
+                inv.invoke_async(conn).await.map_err(L2Error::from)
+            })
+            .await?;
+        let since: u64 = now.parse().map_err(|_| L2Error::Malformed("time"))?;
+        let deadline = Instant::now() + GAP_WAIT;
+        let covered = loop {
+            let n: i64 = self
+                .timed("tails", async {
+                    let mut inv = self.other_tail.prepare_invoke();
+                    inv.key(&key).arg(since).arg(format!("{}:", self.id));
+                    inv.invoke_async(conn).await.map_err(L2Error::from)
+                })
+                .await?;
+            if n == 1 {
+                break true;
+            }
+            if Instant::now() >= deadline {
+                break false;
+            }
+            tokio::time::sleep(PING_EVERY / 2).await;
+        };
+        if covered {
+            CacheStatsExt::incr(&self.stats.gaps_covered);
+            info!("binlog gap covered by another instance's tail; L2 entries kept");
+        } else {
+            CacheStatsExt::incr(&self.stats.gaps_uncovered);
+            warn!("binlog gap with no other tail watching: every L2 entry invalidated");
+            self.raise(conn, &["e".to_string()]).await?;
+        }
+        self.gap_pending.store(false, Ordering::Release);
+        Ok(())
+    }
+
+    /// While this instance's tail streams (and its own gap is decided), says so in `tails`.
+    async fn heartbeat(&self, conn: &mut Conn) -> Result<(), L2Error> {
+        let Some(tail) = &self.tail else {
+            return Ok(());
+        };
+        let watching = tail.connected() && !self.gap_pending.load(Ordering::Acquire);
+        let member = watching.then(|| format!("{}:{}", self.id, tail.reconnects()));
+        let prev = self.heartbeat.lock().ok().and_then(|g| g.clone());
+        if member.is_none() && prev.is_none() {
+            return Ok(());
+        }
+        let old = prev.filter(|p| Some(p) != member.as_ref());
+        let key = self.key("tails", "");
+        self.timed("tails", async {
+            let mut inv = self.tails.prepare_invoke();
+            inv.key(&key)
+                .arg(member.as_deref().unwrap_or(""))
+                .arg(old.as_deref().unwrap_or(""));
+            inv.invoke_async::<String>(conn)
+                .await
+                .map(drop)
+                .map_err(L2Error::from)
+        })
+        .await?;
+        if let Ok(mut g) = self.heartbeat.lock() {
+            *g = member;
+        }
+        Ok(())
+    }
+
     /// `Qcache_l2_*` rows.
     pub fn status_rows(&self) -> Vec<(&'static str, u64)> {
         let s = &self.stats;
@@ -869,6 +1012,8 @@ impl L2 {
             ("Qcache_l2_downs", l(&s.downs)),
             ("Qcache_l2_recoveries", l(&s.recoveries)),
             ("Qcache_l2_notify_losses", l(&s.notify_losses)),
+            ("Qcache_l2_gaps_covered", l(&s.gaps_covered)),
+            ("Qcache_l2_gaps_uncovered", l(&s.gaps_uncovered)),
         ]
     }
 
@@ -928,14 +1073,22 @@ async fn health_task(l2: Weak<L2>, wake_health: Arc<Notify>) {
                     continue;
                 }
             };
-            let ping = me
+            let mut ping = me
                 .timed("ping", async {
                     redis::cmd("PING")
                         .query_async::<Value>(&mut conn)
                         .await
                         .map_err(L2Error::from)
                 })
-                .await;
+                .await
+                .map(drop);
+            let tail_up = me.tail.as_ref().is_some_and(|t| t.connected());
+            if ping.is_ok() && tail_up && me.gap_pending.load(Ordering::Acquire) {
+                ping = me.resolve_gap(&mut conn).await;
+            }
+            if ping.is_ok() {
+                ping = me.heartbeat(&mut conn).await;
+            }
             let wake = wake_health.notified();
             drop(me);
             if ping.is_ok() {
@@ -1014,7 +1167,7 @@ async fn bump_task(l2: Weak<L2>, wake_bumper: Arc<Notify>) {
             let Some(me) = l2.upgrade() else { return };
             let (seq, deps) = me.queue.lock().map(|mut q| q.take()).unwrap_or_default();
             if !deps.is_empty() {
-                let done = match me.usable_conn() {
+                let done = match me.bump_conn() {
                     Some(mut conn) => match me.raise(&mut conn, &deps).await {
                         Ok(()) => true,
                         Err(e) => {
@@ -1059,6 +1212,8 @@ async fn bump_task(l2: Weak<L2>, wake_bumper: Arc<Notify>) {
 /// dropped: bumps may have gone by unseen.
 async fn subscribe_task(l2: Weak<L2>) {
     let mut backoff = BACKOFF_MIN;
+    // In a cluster any node delivers every message; a node that fails is passed over.
+    let mut node = 0usize;
     loop {
         let (url, channel, mut down, id, gen) = {
             let Some(me) = l2.upgrade() else { return };
@@ -1068,7 +1223,8 @@ async fn subscribe_task(l2: Weak<L2>) {
                 backoff = next_backoff(backoff);
                 continue;
             }
-            let url = me.cfg.url.nodes().first().map(|s| s.to_string());
+            let nodes = me.cfg.url.nodes();
+            let url = nodes.get(node % nodes.len().max(1)).map(|s| s.to_string());
             let down = me.down_gen.subscribe();
             let gen = *down.borrow();
             (url, me.channel(), down, me.id.clone(), gen)
@@ -1083,6 +1239,7 @@ async fn subscribe_task(l2: Weak<L2>) {
         let ps = match tokio::time::timeout(Duration::from_secs(2), sub).await {
             Ok(Ok(ps)) => ps,
             _ => {
+                node = node.wrapping_add(1);
                 tokio::time::sleep(backoff).await;
                 backoff = next_backoff(backoff);
                 continue;
@@ -1130,6 +1287,7 @@ async fn subscribe_task(l2: Weak<L2>) {
             }
         }
         let Some(me) = l2.upgrade() else { return };
+        node = node.wrapping_add(1);
         me.notify_up.store(false, Ordering::Release);
         me.versions.bump_all_quiet();
         CacheStatsExt::incr(&me.stats.notify_losses);

@@ -14,6 +14,12 @@ pub trait BumpSink: Send + Sync {
     fn table(&self, schema: &str, name: &str);
     fn schema(&self, schema: &str);
     fn all(&self);
+    /// This instance's binlog tail may have missed events (it lost or started its stream).
+    /// What others hold need not be invalidated if another tail was watching; by default it
+    /// is.
+    fn gap(&self) {
+        self.all();
+    }
 }
 
 /// One table's generation.
@@ -127,6 +133,14 @@ impl Versions {
         self.bump_all_quiet();
         if let Some(s) = self.sink.get() {
             s.all();
+        }
+    }
+
+    /// `bump_all` for a binlog gap: local entries all go; the sink decides about shared ones.
+    pub fn bump_all_gap(&self) {
+        self.bump_all_quiet();
+        if let Some(s) = self.sink.get() {
+            s.gap();
         }
     }
 

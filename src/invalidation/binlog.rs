@@ -382,7 +382,7 @@ impl Tail {
             let was_connected = self.shared.connected.send_replace(false);
             if was_connected || streamed {
                 // Events may be lost from here until the next stream starts.
-                self.versions.bump_all();
+                self.versions.bump_all_gap();
                 self.shared.bumps.fetch_add(1, Ordering::Relaxed);
             }
             if streamed {
@@ -440,7 +440,7 @@ impl Tail {
                 *streamed = true;
                 // Everything before the position we start from happened while no tail was
                 // watching: invalidate it all before anyone is told we are connected.
-                self.versions.bump_all();
+                self.versions.bump_all_gap();
                 self.shared.bumps.fetch_add(1, Ordering::Relaxed);
                 self.shared.set_connected();
                 tracing::info!(upstream = %self.addr, server_id = self.cfg.server_id, "binlog stream connected");

@@ -40,7 +40,7 @@ impl Session {
         let Some(l2) = &self.shared.l2 else {
             return true;
         };
-        if !l2.healthy() {
+        if !l2.usable() {
             return true;
         }
         let ok = match &e.l2 {
@@ -60,7 +60,7 @@ impl Session {
         let Some(l2) = &self.shared.l2 else {
             return NO_FILL;
         };
-        if !l2.healthy() {
+        if !l2.usable() {
             return NO_FILL;
         }
         let deps = deps_of(tables);
@@ -149,6 +149,6 @@ impl Session {
 
     /// Whether `l2` is on and usable for a plain read right now.
     pub(super) fn l2_usable(&self) -> bool {
-        self.shared.l2.as_ref().is_some_and(|l| l.healthy())
+        self.shared.l2.as_ref().is_some_and(|l| l.usable())
     }
 }
