@@ -584,6 +584,8 @@ pub struct L2Config {
     pub key_prefix: String,
     /// `local` (default) or `remote`: see [`ValidateHits`].
     pub validate_hits: ValidateHits,
+    /// PEM CA certificates that `rediss://` servers must chain to; empty: the system's roots.
+    pub tls_ca: String,
     /// Cross-instance single flight: how long a fill lease lasts, and so how long another
     /// instance waits for its result before filling itself. 0 turns leases off.
     #[serde(with = "humantime_serde")]
@@ -604,6 +606,7 @@ impl Default for L2Config {
             timeout: Duration::from_millis(50),
             key_prefix: "qcache:".into(),
             validate_hits: ValidateHits::Local,
+            tls_ca: String::new(),
             lease: Duration::from_millis(200),
             unsafe_skip_version_check: false,
         }
@@ -636,6 +639,9 @@ impl L2Config {
         }
         if self.ttl < Duration::from_secs(1) {
             return bad("l2.ttl must be at least 1s".into());
+        }
+        if !self.tls_ca.is_empty() && std::fs::metadata(&self.tls_ca).is_err() {
+            return bad(format!("l2.tls_ca {:?} cannot be read", self.tls_ca));
         }
         if self.max_entry_bytes == 0 {
             return bad("l2.max_entry_bytes must be at least 1".into());

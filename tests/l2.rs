@@ -710,3 +710,78 @@ async fn tail_restart_invalidates_l2_only_when_nobody_watched() {
     assert_eq!(stat(&c, "Qcache_l2_hits"), 0);
     assert_eq!(stat(&c, "Qcache_l2_stale"), 1);
 }
+
+/// AUTH and ACL in the URL: a user limited to qcache's keys and channel is enough; a wrong
+/// password leaves L2 down and clients unaffected.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acl_user_in_the_url() {
+    let redis = Redis::start_with(common::free_port(), &["--requirepass", "admin-pw"]);
+    let out = redis.cli(&[
+        "-a",
+        "admin-pw",
+        "--no-auth-warning",
+        "ACL",
+        "SETUSER",
+        "qc",
+        "on",
+        ">qc-pw",
+        "~qcache:*",
+        "&qcache:*",
+        "+@all",
+    ]);
+    assert!(out.contains("OK"), "{out}");
+    let url = format!("redis://qc:qc-pw@127.0.0.1:{}", redis.port);
+    let schema = setup("l2_acl", 1).await;
+    let a = proxy(&url, |_| {}).await;
+    let b = proxy(&url, |_| {}).await;
+    let mut cb = b.conn(&schema).await;
+    assert_eq!(read_v(&mut cb, 1).await, 0);
+    let stored = || {
+        !redis
+            .cli(&[
+                "-a",
+                "admin-pw",
+                "--no-auth-warning",
+                "--scan",
+                "--pattern",
+                "qcache:e:*",
+            ])
+            .trim()
+            .is_empty()
+    };
+    wait_for("B's entry", LAG_BOUND, stored).await;
+    let mut ca = a.conn(&schema).await;
+    assert_eq!(read_v(&mut ca, 1).await, 0);
+    assert_eq!(stat(&a, "Qcache_l2_hits"), 1);
+    let bad = format!("redis://qc:wrong@127.0.0.1:{}", redis.port);
+    let c = common::proxy(|cfg| l2_on(cfg, &bad)).await;
+    let mut cc = c.conn(&schema).await;
+    cc.query_drop("UPDATE t SET v = 2 WHERE id = 1")
+        .await
+        .unwrap();
+    assert_eq!(read_v(&mut cc, 1).await, 2);
+    assert!(!l2(&c).healthy());
+}
+
+/// rediss://: L2 over TLS, the server's certificate verified against `l2.tls_ca`; a client
+/// without that CA (the system's roots) refuses the server, and L2 stays down.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_to_redis() {
+    let (redis, ca) = Redis::start_tls();
+    let url = format!("rediss://127.0.0.1:{}", redis.port);
+    let schema = setup("l2_tls", 1).await;
+    let with_ca = |c: &mut Config| c.l2.tls_ca = ca.clone();
+    let a = proxy(&url, with_ca).await;
+    let b = proxy(&url, with_ca).await;
+    let mut cb = b.conn(&schema).await;
+    assert_eq!(read_v(&mut cb, 1).await, 0);
+    wait_for("B's store", LAG_BOUND, || stat(&b, "Qcache_l2_stores") == 1).await;
+    let mut ca = a.conn(&schema).await;
+    assert_eq!(read_v(&mut ca, 1).await, 0);
+    assert_eq!(stat(&a, "Qcache_l2_hits"), 1);
+    let c = common::proxy(|cfg| l2_on(cfg, &url)).await;
+    let mut cc = c.conn(&schema).await;
+    assert_eq!(read_v(&mut cc, 1).await, 0);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!l2(&c).healthy(), "an unverified server was trusted");
+}

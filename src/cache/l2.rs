@@ -1017,20 +1017,45 @@ impl L2 {
         ]
     }
 
+    /// The configured CA, for `rediss://` (None: the system's roots).
+    fn tls_certs(&self) -> Result<Option<redis::TlsCertificates>, L2Error> {
+        if self.cfg.tls_ca.is_empty() {
+            return Ok(None);
+        }
+        let pem = std::fs::read(&self.cfg.tls_ca)
+            .map_err(|_| L2Error::Malformed("l2.tls_ca cannot be read"))?;
+        Ok(Some(redis::TlsCertificates {
+            client_tls: None,
+            root_cert: Some(pem),
+        }))
+    }
+
+    fn client(&self, url: &str) -> Result<redis::Client, L2Error> {
+        Ok(match self.tls_certs()? {
+            Some(certs) if url.starts_with("rediss://") => {
+                redis::Client::build_with_tls(url, certs)?
+            }
+            _ => redis::Client::open(url)?,
+        })
+    }
+
     async fn connect(&self) -> Result<Conn, L2Error> {
         let t = self.cfg.timeout.max(Duration::from_millis(500));
         let fut = async {
             Ok::<_, L2Error>(match &self.cfg.url {
                 L2Url::One(u) => {
-                    let c = redis::Client::open(u.as_str())?;
+                    let c = self.client(u)?;
                     Conn::One(c.get_multiplexed_async_connection().await?)
                 }
                 L2Url::Cluster(nodes) => {
-                    let c = redis::cluster::ClusterClientBuilder::new(nodes.clone())
+                    let mut b = redis::cluster::ClusterClientBuilder::new(nodes.clone())
                         .connection_timeout(t)
                         .response_timeout(self.cfg.timeout)
-                        .retries(0)
-                        .build()?;
+                        .retries(0);
+                    if let Some(certs) = self.tls_certs()? {
+                        b = b.certs(certs);
+                    }
+                    let c = b.build()?;
                     Conn::Cluster(c.get_async_connection().await?)
                 }
             })
@@ -1215,7 +1240,7 @@ async fn subscribe_task(l2: Weak<L2>) {
     // In a cluster any node delivers every message; a node that fails is passed over.
     let mut node = 0usize;
     loop {
-        let (url, channel, mut down, id, gen) = {
+        let (client, channel, mut down, id, gen) = {
             let Some(me) = l2.upgrade() else { return };
             if !me.healthy() {
                 drop(me);
@@ -1225,14 +1250,15 @@ async fn subscribe_task(l2: Weak<L2>) {
             }
             let nodes = me.cfg.url.nodes();
             let url = nodes.get(node % nodes.len().max(1)).map(|s| s.to_string());
+            let Some(client) = url.and_then(|u| me.client(&u).ok()) else {
+                return;
+            };
             let down = me.down_gen.subscribe();
             let gen = *down.borrow();
-            (url, me.channel(), down, me.id.clone(), gen)
+            (client, me.channel(), down, me.id.clone(), gen)
         };
-        let Some(url) = url else { return };
         let sub = async {
-            let c = redis::Client::open(url.as_str())?;
-            let mut ps = c.get_async_pubsub().await?;
+            let mut ps = client.get_async_pubsub().await?;
             ps.subscribe(&channel).await?;
             Ok::<_, redis::RedisError>(ps)
         };

@@ -16,6 +16,8 @@ pub struct Redis {
     pub port: u16,
     child: Option<Child>,
     extra: Vec<String>,
+    /// Listening with TLS only: readiness is a TCP connect, not a plain PING.
+    tls: bool,
 }
 
 impl Redis {
@@ -30,9 +32,107 @@ impl Redis {
             port,
             child: None,
             extra: extra.iter().map(|s| s.to_string()).collect(),
+            tls: false,
         };
         r.spawn();
         r
+    }
+
+    /// A server that speaks TLS only, with a self-signed certificate made by `openssl`;
+    /// returns the certificate's path too, to trust it.
+    pub fn start_tls() -> (Redis, String) {
+        let port = super::free_port();
+        let dir =
+            std::env::temp_dir().join(format!("qcache-redis-tls-{}-{port}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("tls dir");
+        let (ca, cert, key) = (
+            dir.join("ca.pem"),
+            dir.join("cert.pem"),
+            dir.join("key.pem"),
+        );
+        std::fs::write(dir.join("ext.cnf"), "subjectAltName=IP:127.0.0.1\n").expect("ext");
+        // A CA, and a server certificate it signs (webpki refuses a CA as the server's own).
+        let steps: [&[&str]; 3] = [
+            &[
+                "req",
+                "-x509",
+                "-newkey",
+                "rsa:2048",
+                "-nodes",
+                "-days",
+                "1",
+                "-subj",
+                "/CN=qcache-test-ca",
+                "-keyout",
+                "ca.key",
+                "-out",
+                "ca.pem",
+            ],
+            &[
+                "req",
+                "-newkey",
+                "rsa:2048",
+                "-nodes",
+                "-subj",
+                "/CN=127.0.0.1",
+                "-keyout",
+                "key.pem",
+                "-out",
+                "req.csr",
+            ],
+            &[
+                "x509",
+                "-req",
+                "-in",
+                "req.csr",
+                "-CA",
+                "ca.pem",
+                "-CAkey",
+                "ca.key",
+                "-CAcreateserial",
+                "-days",
+                "1",
+                "-extfile",
+                "ext.cnf",
+                "-out",
+                "cert.pem",
+            ],
+        ];
+        for args in steps {
+            let ok = Command::new("openssl")
+                .args(args)
+                .current_dir(&dir)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .expect("openssl runs");
+            assert!(ok.success(), "openssl {args:?} failed");
+        }
+        let (c, k) = (
+            cert.to_string_lossy().into_owned(),
+            key.to_string_lossy().into_owned(),
+        );
+        let mut r = Redis {
+            port,
+            child: None,
+            extra: vec![
+                "--port".into(),
+                "0".into(),
+                "--tls-port".into(),
+                port.to_string(),
+                "--tls-cert-file".into(),
+                c.clone(),
+                "--tls-key-file".into(),
+                k,
+                "--tls-ca-cert-file".into(),
+                ca.to_string_lossy().into_owned(),
+                "--tls-auth-clients".into(),
+                "no".into(),
+            ],
+            tls: true,
+        };
+        r.spawn();
+        (r, ca.to_string_lossy().into_owned())
     }
 
     fn spawn(&mut self) {
@@ -74,17 +174,21 @@ impl Redis {
         self.child.as_ref().map(|c| c.id()).expect("redis running")
     }
 
-    /// True when the server answers PING within 200 ms.
+    /// True when the server answers PING (or asks for AUTH) within 200 ms.
     pub fn ping(&self) -> bool {
         let Ok(mut s) = TcpStream::connect(("127.0.0.1", self.port)) else {
             return false;
         };
+        if self.tls {
+            return true;
+        }
         let _ = s.set_read_timeout(Some(Duration::from_millis(200)));
         if s.write_all(b"PING\r\n").is_err() {
             return false;
         }
         let mut buf = [0u8; 16];
-        matches!(s.read(&mut buf), Ok(n) if buf[..n].starts_with(b"+PONG"))
+        // A server with a password answers, too: it is up.
+        matches!(s.read(&mut buf), Ok(n) if buf[..n].starts_with(b"+PONG") || buf[..n].starts_with(b"-NOAUTH"))
     }
 
     /// SIGKILL, and waits for it to be gone.
