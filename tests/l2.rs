@@ -229,6 +229,27 @@ async fn a_fill_by_one_instance_is_a_hit_for_another() {
     assert_eq!(via_a, direct);
     assert_eq!(stat(&a, "Qcache_l2_hits"), 1);
     assert!(a.running.shared.cache.stats().hits() >= 1);
+    // The same figures through SHOW STATUS and /metrics.
+    let rows: Vec<(String, String)> = ca.query("SHOW STATUS LIKE 'Qcache_l2%'").await.unwrap();
+    assert!(
+        rows.contains(&("Qcache_l2_hits".into(), "1".into())),
+        "{rows:?}"
+    );
+    assert!(
+        rows.contains(&("Qcache_l2_up".into(), "1".into())),
+        "{rows:?}"
+    );
+    let (metrics, _) = qcache::admin::metrics::render(&a.running.shared).unwrap();
+    for name in [
+        "qcache_l2_hits_total 1",
+        "qcache_l2_up 1",
+        "qcache_l2_stale_rejections_total",
+        "qcache_l2_errors_total",
+        "qcache_l2_store_bytes_total",
+        "qcache_l2_latency_seconds_bucket",
+    ] {
+        assert!(metrics.contains(name), "/metrics lacks {name}:\n{metrics}");
+    }
 }
 
 /// A write from elsewhere (directly to the server) is seen through A and B within the binlog
