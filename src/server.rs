@@ -77,10 +77,7 @@ impl Shared {
             )
         });
         let l2 = config.l2.enabled().then(|| {
-            let tail = binlog
-                .clone()
-                .filter(|_| !config.l2.unsafe_skip_version_check);
-            crate::cache::l2::L2::start(config.l2.clone(), cache.versions_arc(), tail)
+            crate::cache::l2::L2::start(config.l2.clone(), cache.versions_arc(), binlog.clone())
         });
         let l2_remote = l2.as_ref().is_some_and(|l| l.remote_validation());
         Shared {
