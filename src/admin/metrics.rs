@@ -376,7 +376,7 @@ fn encode_l2(e: &mut DescriptorEncoder, l2: &crate::cache::l2::L2) -> std::fmt::
         e,
         "qcache_l2_up",
         "1 while L2 is usable (connected, bumps resynced).",
-        u64::from(l2.healthy()),
+        u64::from(l2.usable()),
     )?;
     gauge(
         e,

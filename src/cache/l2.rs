@@ -989,7 +989,7 @@ impl L2 {
         let s = &self.stats;
         let l = |c: &AtomicU64| c.load(Ordering::Relaxed);
         vec![
-            ("Qcache_l2_up", u64::from(self.healthy())),
+            ("Qcache_l2_up", u64::from(self.usable())),
             (
                 "Qcache_l2_notifications_up",
                 u64::from(self.notifications_up()),
