@@ -19,7 +19,10 @@ FROM debian:bookworm-slim
 RUN apt-get update \
     && apt-get install -y --no-install-recommends ca-certificates curl \
     && rm -rf /var/lib/apt/lists/* \
-    && useradd --system --uid 10001 --no-create-home --shell /usr/sbin/nologin qcache
+    && useradd --system --uid 10001 --no-create-home --shell /usr/sbin/nologin qcache \
+    && mkdir -p /run/qcache && chown 10001 /run/qcache
+# /run/qcache: where the Unix socket goes (server.socket); a volume mounted there starts
+# with this owner, so qcache may create its socket in it.
 COPY --from=build /src/target/release/qcache /usr/local/bin/qcache
 COPY config/qcache.toml /etc/qcache/qcache.toml
 USER 10001

@@ -17,9 +17,12 @@ pub struct Cli {
     /// TOML config file; without it the defaults apply.
     #[arg(long, short = 'c', env = "QCACHE_CONFIG", global = true)]
     pub config: Option<PathBuf>,
-    /// Address clients connect to.
+    /// Address clients connect to over TCP ("" for none: then --socket is needed).
     #[arg(long, env = "QCACHE_LISTEN")]
     pub listen: Option<String>,
+    /// Unix socket path clients may connect to, besides TCP (with --listen "": instead).
+    #[arg(long, env = "QCACHE_SOCKET")]
+    pub socket: Option<String>,
     /// MySQL/MariaDB server address (host:port).
     #[arg(long, env = "QCACHE_UPSTREAM")]
     pub upstream: Option<String>,
@@ -162,6 +165,9 @@ impl Cli {
     pub fn overlay(&self, c: &mut Config) {
         if let Some(v) = &self.listen {
             c.server.listen = v.clone();
+        }
+        if let Some(v) = &self.socket {
+            c.server.socket = v.clone();
         }
         if let Some(v) = &self.upstream {
             c.server.upstream = v.clone();

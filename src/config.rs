@@ -9,16 +9,26 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-/// Why a configuration could not be used.
+/// Longest path a `sockaddr_un` holds on Linux, without its terminating NUL: the limit of
+/// `server.socket`.
+pub const MAX_SOCKET_PATH: usize = 107;
+
+/// Why a configuration could not be used. Each message is one line that says what is wrong,
+/// where, and how to fix it: the binary prints it as is.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    #[error("cannot read config file {path}: {source}")]
+    #[error("cannot read config file {path}: {source} (check the path given by --config or QCACHE_CONFIG)")]
     Read {
         path: String,
         source: std::io::Error,
     },
-    #[error("invalid config file {path}: {message}")]
-    Parse { path: String, message: String },
+    #[error("config file {path}{at}: {message} (every key is documented in config/qcache.toml)")]
+    Parse {
+        path: String,
+        /// `, line L, column C` when the parser knows where; empty otherwise.
+        at: String,
+        message: String,
+    },
     #[error("invalid configuration: {0}")]
     Invalid(String),
 }
@@ -31,9 +41,9 @@ pub struct Config {
     pub invalidation: InvalidationConfig,
     pub admin: AdminConfig,
     pub log: LogConfig,
-    /// Operator rules, first match wins (see `admin::rules`); none by default.
+    /// Operator rules, first match wins (see `rules`); none by default.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub rules: Vec<crate::admin::rules::Rule>,
+    pub rules: Vec<crate::rules::Rule>,
     pub tls: TlsConfig,
     pub compression: CompressionConfig,
 }
@@ -41,8 +51,11 @@ pub struct Config {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct ServerConfig {
-    /// Where clients connect.
+    /// Where clients connect over TCP; empty: no TCP listener (then `socket` is required).
     pub listen: String,
+    /// A Unix socket clients on the same host connect to, alongside TCP or instead of it
+    /// (as mysqld's `--socket`); empty: none.
+    pub socket: String,
     /// The MySQL/MariaDB server every session is relayed to.
     pub upstream: String,
     /// Client connections accepted at once; one more gets ERR 1040.
@@ -78,6 +91,7 @@ impl Default for ServerConfig {
     fn default() -> Self {
         ServerConfig {
             listen: "127.0.0.1:3307".into(),
+            socket: String::new(),
             upstream: "127.0.0.1:3306".into(),
             max_connections: 4096,
             listen_backlog: 1024,
@@ -229,7 +243,8 @@ impl Default for InvalidationConfig {
 pub struct AdminConfig {
     /// HTTP endpoint for /metrics, /healthz, /readyz, /cache; empty disables it.
     pub listen: String,
-    /// Users allowed to run the admin statements that change state.
+    /// Users allowed to run the privileged admin statements (all but `SHOW QCACHE STATUS`)
+    /// besides those holding RELOAD.
     pub users: Vec<String>,
 }
 
@@ -343,69 +358,28 @@ impl std::str::FromStr for UpstreamCompression {
     }
 }
 
-/// TLS on the two legs, each independent of the other.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq, Hash)]
-#[serde(deny_unknown_fields, default)]
-pub struct TlsConfig {
-    pub client: ClientTlsConfig,
-    pub upstream: UpstreamTlsConfig,
-}
-
-/// TLS termination toward clients: qcache presents this certificate.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq, Hash)]
-#[serde(deny_unknown_fields, default)]
-pub struct ClientTlsConfig {
-    /// PEM certificate chain; empty (the default) leaves client TLS off.
-    pub cert: String,
-    /// PEM private key of `cert`.
-    pub key: String,
-    /// Refuse clients that do not upgrade, as MySQL's `require_secure_transport` does.
-    pub require: bool,
-}
-
-/// How qcache speaks TLS to the server, in the MySQL client's `--ssl-mode` vocabulary.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Hash, Default)]
-#[serde(rename_all = "snake_case")]
-pub enum UpstreamTlsMode {
-    /// Never.
-    #[default]
-    Disabled,
-    /// When the server offers it; the certificate is not checked.
-    Preferred,
-    /// Always (a server without TLS is an error); the certificate is not checked.
-    Required,
-    /// Always, with the certificate chained to `ca`.
-    VerifyCa,
-    /// Always, with the certificate chained to `ca` and naming the upstream host.
-    VerifyIdentity,
-}
-
-impl UpstreamTlsMode {
-    pub fn verifies(self) -> bool {
-        matches!(
-            self,
-            UpstreamTlsMode::VerifyCa | UpstreamTlsMode::VerifyIdentity
-        )
-    }
-}
-
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq, Hash)]
-#[serde(deny_unknown_fields, default)]
-pub struct UpstreamTlsConfig {
-    pub mode: UpstreamTlsMode,
-    /// PEM CA certificates the server's certificate must chain to (verify_* modes).
-    pub ca: String,
-    /// Optional PEM client certificate and key, for servers that require X509 users.
-    pub cert: String,
-    pub key: String,
-}
+/// The `[tls]` section is defined beside the contexts built from it, so that `tls` needs
+/// nothing from here and `validate` can build them (one arrow, config → tls).
+pub use crate::tls::{ClientTlsConfig, TlsConfig, UpstreamTlsConfig, UpstreamTlsMode};
 
 impl Config {
     /// Parses TOML text; unknown keys are reported with their name.
     pub fn from_toml(text: &str, path: &str) -> Result<Config, ConfigError> {
         let config: Config = toml::from_str(text).map_err(|e| ConfigError::Parse {
             path: path.to_string(),
-            message: e.to_string(),
+            at: e
+                .span()
+                .map(|s| {
+                    let (line, column) = line_column(text, s.start);
+                    // The line itself names the key, which a type error's message does not.
+                    let quoted = text.lines().nth(line - 1).unwrap_or("").trim();
+                    let quoted: String = quoted.chars().take(80).collect();
+                    format!(", line {line}, column {column} ({quoted})")
+                })
+                .unwrap_or_default(),
+            // The parser's own rendering quotes the line with a caret under it over several
+            // lines; the operator gets one line, and the position above.
+            message: one_line(e.message()),
         })?;
         Ok(config)
     }
@@ -427,10 +401,25 @@ impl Config {
         if !(1..=22).contains(&self.compression.zstd_level) {
             return bad("compression.zstd_level must be 1 to 22".into());
         }
-        if self.server.listen.parse::<SocketAddr>().is_err() {
+        if !self.server.listen.is_empty() && self.server.listen.parse::<SocketAddr>().is_err() {
             return bad(format!(
                 "server.listen {:?} is not an IP:port address",
                 self.server.listen
+            ));
+        }
+        if self.server.listen.is_empty() && self.server.socket.is_empty() {
+            return bad(
+                "server.listen and server.socket are both empty: set at least one, or clients \
+                 have nowhere to connect"
+                    .into(),
+            );
+        }
+        if self.server.socket.len() > MAX_SOCKET_PATH {
+            return bad(format!(
+                "server.socket {:?} is {} bytes long; a Unix socket path may have at most {}",
+                self.server.socket,
+                self.server.socket.len(),
+                MAX_SOCKET_PATH
             ));
         }
         if self.server.upstream.is_empty() {
@@ -482,6 +471,24 @@ impl Config {
     }
 }
 
+/// 1-based line and column (in characters) of byte `offset` in `text`.
+fn line_column(text: &str, offset: usize) -> (usize, usize) {
+    let before = &text[..text.floor_char_boundary(offset)];
+    let line = before.matches('\n').count() + 1;
+    let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    (line, column)
+}
+
+/// Joins a message's lines with "; " so that it prints as one line.
+fn one_line(message: &str) -> String {
+    message
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -495,6 +502,33 @@ mod tests {
     fn unknown_key_is_named() {
         let err = Config::from_toml("[cache]\nmax_bytez = 1\n", "x.toml").unwrap_err();
         assert!(err.to_string().contains("max_bytez"), "{err}");
+    }
+
+    /// What, where and how to fix, on one line.
+    #[test]
+    fn parse_errors_are_one_line_with_a_position() {
+        let cases = [
+            (
+                "[cache]\nmax_bytez = 1\n",
+                ", line 2, column 1 (max_bytez = 1): unknown field `max_bytez`",
+            ),
+            (
+                "[server]\nlisten = 3307\n",
+                ", line 2, column 10 (listen = 3307): invalid type",
+            ),
+            ("[server\n", ", line 1, column 8 ([server)"),
+            (
+                "# é\n[cache]\nttl = \"soon\"\n",
+                ", line 3, column 7 (ttl = \"soon\")",
+            ),
+        ];
+        for (text, want) in cases {
+            let err = Config::from_toml(text, "x.toml").unwrap_err().to_string();
+            assert!(!err.contains('\n'), "{err}");
+            assert!(err.starts_with("config file x.toml, line"), "{err}");
+            assert!(err.contains(want), "{text:?}: {err}");
+            assert!(err.ends_with("config/qcache.toml)"), "{err}");
+        }
     }
 
     #[test]
@@ -517,6 +551,22 @@ mod tests {
         let c = Config::from_toml("[server]\nworkers = 5000\n", "x.toml").unwrap();
         let err = c.validate().unwrap_err().to_string();
         assert!(err.contains("server.workers"), "{err}");
+    }
+
+    #[test]
+    fn a_socket_may_replace_tcp_but_something_must_listen() {
+        let c =
+            Config::from_toml("[server]\nlisten = \"\"\nsocket = \"/run/q.sock\"\n", "x").unwrap();
+        c.validate().unwrap();
+        let c = Config::from_toml("[server]\nlisten = \"\"\n", "x").unwrap();
+        let err = c.validate().unwrap_err().to_string();
+        assert!(err.contains("server.socket"), "{err}");
+        let long = format!("[server]\nsocket = \"/{}\"\n", "s".repeat(120));
+        let err = Config::from_toml(&long, "x")
+            .unwrap()
+            .validate()
+            .unwrap_err();
+        assert!(err.to_string().contains("at most 107"), "{err}");
     }
 
     #[test]

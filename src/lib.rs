@@ -1,24 +1,30 @@
 //! qcache: a MySQL wire-protocol caching proxy.
 //!
-//! How a packet travels, module by module:
+//! How a packet travels, module by module (top to bottom: a module imports only from the
+//! ones below it; `tests/module_graph.rs` checks that):
 //!
-//! - [`server`] accepts clients (connection limit, signals, graceful shutdown) and starts one
-//!   [`session`] per client.
+//! - [`server`] accepts clients (connection limit, signals) and starts one [`session`] per
+//!   client on a [`workers`] runtime; [`shutdown`] drains or stops them; [`listener`] is
+//!   where clients connect (TCP, the Unix socket).
 //! - [`session`] owns one client and its upstream connection: it relays the handshake, then
 //!   runs the command loop. SELECTs go through the cache; writes bump table versions before
 //!   their OK is forwarded; everything else is relayed untouched.
-//! - [`protocol`] is sans-IO: packet framing, OK/ERR/EOF, the handshake packets, commands and
-//!   the response state machine that knows where every response ends.
+//! - [`admin`] exposes metrics, health and the admin statements, all read from the shared
+//!   state.
+//! - [`shared`] is what every session shares: config (and its reload), cache, analysis memo,
+//!   read plans, catalog, binlog tail, latency histograms (`cache::latency`).
+//! - [`policy`] decides, without I/O, what may be cached, stored and served, and why not.
+//! - [`cache`] holds results: keys, the bounded store, table versions, fill guards, read
+//!   plans, latency histograms, and the writes a session owes it (`cache::writes`).
 //! - [`analysis`] classifies statements, computes digests and asks sqlparser which tables a
 //!   statement reads or writes (memoised by digest).
-//! - [`cache`] holds results: keys, the bounded store, table versions, fill guards.
 //! - [`invalidation`] sees writes that bypass qcache (binlog) and widens writes through views,
 //!   triggers and foreign keys (schema catalog).
-//! - [`admin`] exposes metrics, health and the admin statements.
-//! - [`workers`] holds the per-core runtimes sessions run on.
-//! - [`tls`] builds the rustls contexts of both legs from `[tls]`.
-//! - [`policy`] decides, without I/O, what may be cached, stored and served, and why not.
-//! - [`config`] and [`cli`] describe how it is run.
+//! - [`cli`] and [`config`] describe how it is run; [`rules`] are the operator's `[[rules]]`.
+//! - [`tls`] builds the rustls contexts of both legs from `[tls]`, and the RSA password
+//!   exchange where the legs differ (`tls::sha2`).
+//! - [`protocol`] is sans-IO: packet framing, OK/ERR/EOF, the handshake packets, commands and
+//!   the response state machine that knows where every response ends.
 //! - [`check`] is `qcache check-consistency`: the stale-read checker users run against it.
 
 pub mod admin;
@@ -28,9 +34,13 @@ pub mod check;
 pub mod cli;
 pub mod config;
 pub mod invalidation;
+pub mod listener;
 pub mod policy;
 pub mod protocol;
+pub mod rules;
 pub mod server;
 pub mod session;
+pub mod shared;
+pub mod shutdown;
 pub mod tls;
 pub mod workers;

@@ -1,295 +1,38 @@
-//! The listener and what all sessions share: connection limit, signals, graceful shutdown,
-//! and the state (config, cache, analysis memo, catalog) that sessions consult.
+//! The listener: binds, accepts under the connection limit, hands each client to a session
+//! on a worker runtime, and turns signals into a reload, a drain or a stop. What sessions
+//! share lives in `shared`, how they are stopped in `shutdown`.
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use arc_swap::ArcSwap;
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use tokio::sync::{watch, Semaphore};
 use tokio::task::JoinSet;
 use tracing::{info, warn};
 
-use crate::analysis::{self, Analysis, Analyzer, WriteTargets};
-use crate::cache::{Cache, InvalidationSource};
 use crate::cli::Cli;
-use crate::config::{BinlogMode, Config, Conservative};
-use crate::invalidation::binlog::{self, BinlogHandle, WriteAnalyser};
-use crate::invalidation::catalog::{Catalog, Changed};
+use crate::config::Config;
+use crate::listener::{Accepted, Listeners, UnixSocketListener};
 use crate::protocol::codec;
 use crate::protocol::packets;
-use crate::session::plans::ReadPlans;
-use crate::session::state::{Pending, Txn};
+use crate::shutdown::{self, Shutdown, ShutdownSignal};
 
-/// State shared by every session.
-pub struct Shared {
-    config: ArcSwap<Config>,
-    /// Results, table versions and the counters behind Qcache_*.
-    pub cache: Cache,
-    /// Statement analyses memoised by digest.
-    pub analyzer: Analyzer,
-    /// The tables each read shape depends on, per default database.
-    pub plans: ReadPlans,
-    /// Views, triggers and cascading foreign keys of the upstream's schemas.
-    pub catalog: Arc<Catalog>,
-    /// The binlog tail, when it runs.
-    pub binlog: Option<Arc<BinlogHandle>>,
-    /// Client connections open now.
-    pub connections: AtomicU64,
-    /// Hit and miss timings for /metrics.
-    pub latencies: crate::admin::metrics::Latencies,
-    /// The command line the config came from, for SIGHUP and POST /reload; None when started
-    /// from a bare `Config` (then there is nothing to re-read).
-    reload_source: std::sync::Mutex<Option<Cli>>,
-    next_session: AtomicU64,
-}
-
-impl Shared {
-    /// Builds the shared state; the binlog tail and the first catalog load start in the
-    /// background of the current runtime.
-    pub fn new(config: Config) -> Shared {
-        let cache = Cache::new(&config.cache);
-        let analyzer = Analyzer::new(config.cache.analysis_memo_entries);
-        let plans = ReadPlans::new(config.cache.analysis_memo_entries);
-        let upstream = config.server.upstream.clone();
-        let catalog = Catalog::new(upstream.clone(), &config.invalidation);
-        let c2 = catalog.clone();
-        tokio::spawn(async move {
-            if let Err(e) = c2.refresh().await {
-                warn!(error = %e, "schema catalog not loaded yet; reads stay uncached until it is");
-            }
-        });
-        let binlog = (config.invalidation.binlog != BinlogMode::Off).then(|| {
-            let mut inv = config.invalidation.clone();
-            inv.server_id = inv.effective_server_id();
-            binlog::spawn(
-                upstream,
-                inv,
-                cache.versions_arc(),
-                catalog.clone(),
-                binlog_analyser(catalog.clone()),
-            )
-        });
-        Shared {
-            config: ArcSwap::from_pointee(config),
-            cache,
-            analyzer,
-            plans,
-            catalog,
-            binlog,
-            connections: AtomicU64::new(0),
-            latencies: Default::default(),
-            reload_source: std::sync::Mutex::new(None),
-            next_session: AtomicU64::new(1),
-        }
-    }
-
-    /// While the binlog stream has been down longer than `max_lag`, writes that bypass
-    /// qcache may be missed: no hits until it is back.
-    pub fn hits_suspended(&self) -> bool {
-        match &self.binlog {
-            Some(b) => b
-                .disconnected_for()
-                .is_some_and(|d| d > self.config.load().invalidation.max_lag),
-            None => false,
-        }
-    }
-
-    pub fn config(&self) -> Arc<Config> {
-        self.config.load_full()
-    }
-
-    pub fn swap_config(&self, c: Config) {
-        self.config.store(Arc::new(c));
-        // Certificates may have been replaced in place: read them again.
-        crate::tls::forget();
-    }
-
-    /// Where [`Shared::reload`] re-reads the config from.
-    pub fn set_reload_source(&self, cli: Cli) {
-        if let Ok(mut g) = self.reload_source.lock() {
-            *g = Some(cli);
-        }
-    }
-
-    /// Re-reads the config (file, then flags and environment), validates it and swaps it in.
-    /// Returns notes about settings that need a restart; an invalid file keeps the running
-    /// config and returns why.
-    pub fn reload(&self) -> Result<Vec<String>, String> {
-        let r = self.try_reload();
-        if let Err(e) = &r {
-            warn!(error = %e, "reload refused; keeping the running configuration");
-        }
-        r
-    }
-
-    fn try_reload(&self) -> Result<Vec<String>, String> {
-        let new = {
-            let g = self
-                .reload_source
-                .lock()
-                .map_err(|_| "reload state poisoned")?;
-            let cli = g
-                .as_ref()
-                .ok_or("started without a config source; nothing to re-read")?;
-            cli.effective_config().map_err(|e| e.to_string())?
-        };
-        let old = self.config();
-        crate::admin::reload_log_level(&new.log.level).map_err(|e| e.to_string())?;
-        let mut notes = Vec::new();
-        let mut restart = |changed: bool, key: &str| {
-            if changed {
-                notes.push(format!("{key} changed: takes effect after a restart"));
-            }
-        };
-        restart(new.server.listen != old.server.listen, "server.listen");
-        restart(new.admin.listen != old.admin.listen, "admin.listen");
-        restart(
-            new.server.max_connections != old.server.max_connections,
-            "server.max_connections",
-        );
-        restart(
-            new.server.listen_backlog != old.server.listen_backlog,
-            "server.listen_backlog",
-        );
-        restart(new.server.workers != old.server.workers, "server.workers");
-        restart(
-            new.cache.max_bytes != old.cache.max_bytes,
-            "cache.max_bytes",
-        );
-        restart(
-            new.cache.analysis_memo_entries != old.cache.analysis_memo_entries,
-            "cache.analysis_memo_entries",
-        );
-        let (ni, oi) = (&new.invalidation, &old.invalidation);
-        restart(
-            (ni.binlog, ni.server_id, &ni.user, &ni.password)
-                != (oi.binlog, oi.server_id, &oi.user, &oi.password),
-            "invalidation.binlog/server_id/user/password",
-        );
-        restart(new.log.format != old.log.format, "log.format");
-        if new.server.upstream != old.server.upstream {
-            notes.push(
-                "server.upstream changed: new sessions use it; the binlog tail and catalog \
-                 keep the old one until a restart"
-                    .into(),
-            );
-        }
-        for n in &notes {
-            warn!("{n}");
-        }
-        self.cache.reconfigure(&new.cache);
-        self.swap_config(new);
-        info!("configuration reloaded");
-        Ok(notes)
-    }
-
-    /// Bumps what a statement wrote.
-    pub fn apply_writes(&self, p: &Pending) {
-        let source = InvalidationSource::Write;
-        for t in &p.tables {
-            self.cache.invalidate_table(t, source);
-        }
-        for s in &p.schemas {
-            self.cache.invalidate_schema(s, source);
-        }
-        if p.all {
-            self.cache.invalidate_all(InvalidationSource::Conservative);
-        }
-    }
-
-    /// Invalidation when qcache cannot tell exactly what changed.
-    pub fn conservative(&self, scope: Conservative, db: Option<&str>) {
-        match (scope, db) {
-            (Conservative::Schema, Some(db)) => {
-                self.cache
-                    .invalidate_schema(&db.to_lowercase(), InvalidationSource::Conservative);
-            }
-            _ => self.cache.invalidate_all(InvalidationSource::Conservative),
-        }
-    }
-
-    /// A transaction ended: what it wrote changes for everyone now.
-    pub fn invalidate_written(&self, txn: &Txn) {
-        let source = InvalidationSource::TxnEnd;
-        for t in &txn.written {
-            self.cache.invalidate_table(t, source);
-        }
-        for s in &txn.written_schemas {
-            self.cache.invalidate_schema(s, source);
-        }
-        if txn.written_unknown {
-            self.cache.invalidate_all(source);
-        }
-    }
-
-    /// Reloads what a DDL changed in the schema catalog, before the DDL's OK reaches the
-    /// client, so that a view created a moment ago is known to the next read.
-    pub async fn refresh_catalog(&self, changed: &Changed) {
-        if let Err(e) = self.catalog.refresh_changed(changed).await {
-            warn!(error = %e, "schema catalog reload failed");
-            // Without a current catalog, widening may miss views and triggers.
-            self.cache.invalidate_all(InvalidationSource::Catalog);
-        }
-    }
-}
-
-/// What the binlog tail uses for statement events: the same analysis as proxied writes.
-fn binlog_analyser(catalog: Arc<Catalog>) -> WriteAnalyser {
-    Arc::new(move |sql: &str, default_schema: &str| {
-        let qualify = |schema: &Option<String>, name: &str| {
-            let s = schema
-                .clone()
-                .unwrap_or_else(|| default_schema.to_lowercase());
-            (s, name.to_lowercase())
-        };
-        match analysis::analyze(sql) {
-            Analysis::Write(w) => match w.targets {
-                WriteTargets::Tables(list) => {
-                    Some(list.iter().map(|t| qualify(&t.schema, &t.name)).collect())
-                }
-                WriteTargets::Schema(s) => {
-                    let s = s.to_lowercase();
-                    Some(
-                        catalog
-                            .schema_tables(&s)
-                            .into_iter()
-                            .map(|n| (s.clone(), n))
-                            .collect(),
-                    )
-                }
-                WriteTargets::Unknown => None,
-            },
-            Analysis::Read(r) if r.may_write => None,
-            _ => Some(Vec::new()),
-        }
-    })
-}
-
-/// Lets sessions learn that a graceful shutdown started.
-#[derive(Clone)]
-pub struct ShutdownSignal(watch::Receiver<bool>);
-
-impl ShutdownSignal {
-    /// Resolves once draining has begun (never, if the sender is gone without draining).
-    pub async fn draining(&mut self) {
-        if self.0.wait_for(|d| *d).await.is_err() {
-            std::future::pending::<()>().await;
-        }
-    }
-}
+/// Moved to `shared`; re-exported while branches that import it from here merge.
+pub use crate::shared::Shared;
 
 /// A proxy started by [`start`]: where it listens, and the handle that stops it.
 pub struct Running {
-    /// Address clients connect to (the real port when the config said port 0).
+    /// Address clients connect to over TCP (the real port when the config said port 0);
+    /// the unspecified `0.0.0.0:0` when `server.listen` is empty.
     pub addr: SocketAddr,
+    /// The Unix socket clients may connect to, when `server.socket` is set.
+    pub socket: Option<std::path::PathBuf>,
     /// Address of the HTTP admin endpoint, when enabled.
     pub admin_addr: Option<SocketAddr>,
     pub shared: Arc<Shared>,
-    drain: watch::Sender<bool>,
-    stop: watch::Sender<bool>,
+    shutdown: Shutdown,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -297,14 +40,13 @@ impl Running {
     /// Graceful stop: stop accepting, let sessions finish their command and transaction, up
     /// to `server.shutdown_timeout`, then close what is left.
     pub async fn shutdown(self) {
-        let _ = self.drain.send(true);
+        self.shutdown.drain();
         let _ = self.task.await;
     }
 
     /// Fast stop: every session is closed now.
     pub async fn abort(self) {
-        let _ = self.stop.send(true);
-        let _ = self.drain.send(true);
+        self.shutdown.stop();
         let _ = self.task.await;
     }
 }
@@ -334,49 +76,110 @@ async fn bind(addr: &str, backlog: u32) -> std::io::Result<TcpListener> {
     }))
 }
 
+/// Why qcache could not start; each message names the setting to change.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
+    #[error(
+        "cannot listen on {addr}: {source} (server.listen, --listen or QCACHE_LISTEN: \
+         choose a free address, or stop what holds this one)"
+    )]
+    Listen {
+        addr: String,
+        source: std::io::Error,
+    },
+    #[error(
+        "cannot listen on the Unix socket {path}: {source} (server.socket, --socket or \
+         QCACHE_SOCKET: a path in a directory qcache may write, or \"\" for none)"
+    )]
+    Socket {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("{0} (admin.listen, --admin-listen or QCACHE_ADMIN_LISTEN: choose a free address, or \"\" to turn the endpoint off)")]
+    Admin(#[from] crate::admin::AdminError),
+    #[error("cannot start: {0}")]
+    Runtime(std::io::Error),
+}
+
 /// Binds the listeners and starts serving in the background of the current runtime.
-pub async fn start(config: Config) -> anyhow::Result<Running> {
+pub async fn start(config: Config) -> Result<Running, StartError> {
     config.validate()?;
     crate::workers::start(config.server.workers);
-    let listener = bind(&config.server.listen, config.server.listen_backlog).await?;
-    let addr = listener.local_addr()?;
+    let listen_err = |source| StartError::Listen {
+        addr: config.server.listen.clone(),
+        source,
+    };
+    let (tcp, addr) = if config.server.listen.is_empty() {
+        (None, SocketAddr::from(([0, 0, 0, 0], 0)))
+    } else {
+        let l = bind(&config.server.listen, config.server.listen_backlog)
+            .await
+            .map_err(listen_err)?;
+        let addr = l.local_addr().map_err(listen_err)?;
+        (Some(l), addr)
+    };
+    let unix = if config.server.socket.is_empty() {
+        None
+    } else {
+        let path = std::path::Path::new(&config.server.socket);
+        let l = UnixSocketListener::bind(path, config.server.listen_backlog)
+            .await
+            .map_err(|source| StartError::Socket {
+                path: config.server.socket.clone(),
+                source,
+            })?;
+        Some(l)
+    };
+    let socket = unix.as_ref().map(|u| u.path().to_path_buf());
+    let listeners = Listeners { tcp, unix };
     let admin_listen = config.admin.listen.clone();
     let shared = Arc::new(Shared::new(config));
-    let (drain, drain_rx) = watch::channel(false);
-    let (stop, stop_rx) = watch::channel(false);
+    let shutdown = Shutdown::new();
+    let (drain_rx, stop_rx) = (shutdown.draining(), shutdown.stopping());
     let admin_addr = if admin_listen.is_empty() {
         None
     } else {
         Some(crate::admin::http::spawn(&admin_listen, shared.clone(), drain_rx.clone()).await?)
     };
-    let task = tokio::spawn(accept_loop(listener, shared.clone(), drain_rx, stop_rx));
-    info!(%addr, upstream = %shared.config().server.upstream, "qcache listening");
+    let task = tokio::spawn(accept_loop(listeners, shared.clone(), drain_rx, stop_rx));
+    let tcp = if shared.config().server.listen.is_empty() {
+        String::new()
+    } else {
+        addr.to_string()
+    };
+    let unix = socket
+        .as_ref()
+        .map(|p| p.display().to_string())
+        .unwrap_or_default();
+    info!(addr = %tcp, socket = %unix, upstream = %shared.config().server.upstream, "qcache listening");
     Ok(Running {
         addr,
+        socket,
         admin_addr,
         shared,
-        drain,
-        stop,
+        shutdown,
         task,
     })
 }
 
 async fn accept_loop(
-    listener: TcpListener,
+    listeners: Listeners,
     shared: Arc<Shared>,
     mut drain: watch::Receiver<bool>,
-    mut stop: watch::Receiver<bool>,
+    stop: watch::Receiver<bool>,
 ) {
     let limit = Arc::new(Semaphore::new(shared.config().server.max_connections));
     let mut sessions = JoinSet::new();
     let mut backoff = Duration::from_millis(5);
     loop {
         let accepted = tokio::select! {
-            a = listener.accept() => a,
+            a = listeners.accept() => a,
             _ = drain.wait_for(|d| *d) => break,
             Some(_) = sessions.join_next(), if !sessions.is_empty() => continue,
         };
-        let (tcp, _) = match accepted {
+        let client = match accepted {
             Ok(a) => {
                 backoff = Duration::from_millis(5);
                 a
@@ -390,14 +193,14 @@ async fn accept_loop(
             }
         };
         let Ok(permit) = limit.clone().try_acquire_owned() else {
-            sessions.spawn(refuse(tcp));
+            sessions.spawn(refuse(client));
             continue;
         };
         let id = shared.next_session.fetch_add(1, Ordering::Relaxed);
         let shared2 = shared.clone();
-        let signal = ShutdownSignal(drain.clone());
+        let signal = ShutdownSignal::new(drain.clone());
         // The socket leaves this runtime's reactor for the session runtime's.
-        let tcp = match tcp.into_std() {
+        let client = match Accepted::from_stream(client) {
             Ok(s) => s,
             Err(e) => {
                 warn!(error = %e, "cannot hand a connection to a session runtime");
@@ -406,37 +209,31 @@ async fn accept_loop(
         };
         sessions.spawn_on(
             async move {
-                let Ok(tcp) = TcpStream::from_std(tcp) else {
+                let Ok(client) = client.into_stream() else {
                     return;
                 };
                 shared2.connections.fetch_add(1, Ordering::Relaxed);
-                crate::session::serve(id, tcp, shared2.clone(), signal).await;
+                crate::session::serve(id, client, shared2.clone(), signal).await;
                 shared2.connections.fetch_sub(1, Ordering::Relaxed);
                 drop(permit);
             },
             crate::workers::next(),
         );
     }
-    drop(listener);
+    // Closing the Unix listener removes its file: new clients get "no such file" at once
+    // rather than a connection nobody accepts.
+    drop(listeners);
     let deadline = shared.config().server.shutdown_timeout;
-    info!(sessions = sessions.len(), ?deadline, "draining sessions");
-    let all_done = async { while sessions.join_next().await.is_some() {} };
-    tokio::select! {
-        _ = all_done => {}
-        _ = tokio::time::sleep(deadline) => warn!("shutdown deadline passed; closing sessions"),
-        _ = stop.wait_for(|s| *s) => {}
-    }
-    sessions.abort_all();
-    while sessions.join_next().await.is_some() {}
+    shutdown::finish(sessions, deadline, stop).await;
     info!("qcache stopped");
 }
 
 /// Over the connection limit: MySQL's own answer, sent in place of the greeting.
-async fn refuse(tcp: TcpStream) {
+async fn refuse(client: crate::session::conn::Stream) {
     use tokio::io::AsyncWriteExt;
-    let peer = tcp.peer_addr().map(|a| a.to_string()).unwrap_or_default();
+    let peer = client.peer();
     info!(code = 1040, client = %peer, "refused a client: too many connections");
-    let mut tcp = tcp;
+    let mut tcp = client;
     let mut out = bytes::BytesMut::new();
     codec::encode(
         0,
@@ -448,13 +245,13 @@ async fn refuse(tcp: TcpStream) {
 }
 
 /// Runs until SIGTERM (graceful), SIGINT (fast); SIGHUP reloads the config.
-pub async fn run_until_signalled(config: Config, cli: Cli) -> anyhow::Result<()> {
+pub async fn run_until_signalled(config: Config, cli: Cli) -> Result<(), StartError> {
     use tokio::signal::unix::{signal, SignalKind};
     let running = start(config).await?;
     running.shared.set_reload_source(cli);
-    let mut term = signal(SignalKind::terminate())?;
-    let mut int = signal(SignalKind::interrupt())?;
-    let mut hup = signal(SignalKind::hangup())?;
+    let mut term = signal(SignalKind::terminate()).map_err(StartError::Runtime)?;
+    let mut int = signal(SignalKind::interrupt()).map_err(StartError::Runtime)?;
+    let mut hup = signal(SignalKind::hangup()).map_err(StartError::Runtime)?;
     loop {
         tokio::select! {
             _ = term.recv() => {

@@ -1,5 +1,6 @@
-//! TLS for both legs: the rustls contexts built from `[tls]` (certificates loaded once per
-//! configuration, not per connection) and the certificate checks of each upstream mode.
+//! TLS for both legs: the `[tls]` section, the rustls contexts built from it (certificates
+//! loaded once per configuration, not per connection), the certificate checks of each
+//! upstream mode, and (`sha2`) the RSA password exchange where the legs differ.
 
 use std::fs::File;
 use std::io::BufReader;
@@ -17,7 +18,66 @@ use tokio_rustls::rustls::{
 };
 use tokio_rustls::{TlsAcceptor, TlsConnector};
 
-use crate::config::{TlsConfig, UpstreamTlsMode};
+pub(crate) mod sha2;
+
+use serde::{Deserialize, Serialize};
+
+/// TLS on the two legs, each independent of the other.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq, Hash)]
+#[serde(deny_unknown_fields, default)]
+pub struct TlsConfig {
+    pub client: ClientTlsConfig,
+    pub upstream: UpstreamTlsConfig,
+}
+
+/// TLS termination toward clients: qcache presents this certificate.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq, Hash)]
+#[serde(deny_unknown_fields, default)]
+pub struct ClientTlsConfig {
+    /// PEM certificate chain; empty (the default) leaves client TLS off.
+    pub cert: String,
+    /// PEM private key of `cert`.
+    pub key: String,
+    /// Refuse clients that do not upgrade, as MySQL's `require_secure_transport` does.
+    pub require: bool,
+}
+
+/// How qcache speaks TLS to the server, in the MySQL client's `--ssl-mode` vocabulary.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Hash, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum UpstreamTlsMode {
+    /// Never.
+    #[default]
+    Disabled,
+    /// When the server offers it; the certificate is not checked.
+    Preferred,
+    /// Always (a server without TLS is an error); the certificate is not checked.
+    Required,
+    /// Always, with the certificate chained to `ca`.
+    VerifyCa,
+    /// Always, with the certificate chained to `ca` and naming the upstream host.
+    VerifyIdentity,
+}
+
+impl UpstreamTlsMode {
+    pub fn verifies(self) -> bool {
+        matches!(
+            self,
+            UpstreamTlsMode::VerifyCa | UpstreamTlsMode::VerifyIdentity
+        )
+    }
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq, Hash)]
+#[serde(deny_unknown_fields, default)]
+pub struct UpstreamTlsConfig {
+    pub mode: UpstreamTlsMode,
+    /// PEM CA certificates the server's certificate must chain to (verify_* modes).
+    pub ca: String,
+    /// Optional PEM client certificate and key, for servers that require X509 users.
+    pub cert: String,
+    pub key: String,
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum TlsError {
@@ -111,7 +171,7 @@ impl Contexts {
                 )?
             };
             // Plain clients of a TLS upstream need qcache's RSA key; make it before they do.
-            crate::session::sha2::prepare();
+            sha2::prepare();
             Some(TlsConnector::from(Arc::new(cc)))
         };
         Ok(Contexts {

@@ -431,7 +431,7 @@ async fn state_changing_statements_need_reload_or_admin_users() {
             other => panic!("{sql}: {other:?}"),
         }
     }
-    // Reading is for everyone, and the session still works.
+    // The counters are for everyone, and the session still works.
     let st = status_rows(&mut c, "SHOW QCACHE STATUS").await;
     assert!(st.contains_key("Qcache_hits"));
     let _: Option<i64> = c.query_first("SELECT id FROM t").await.unwrap();
@@ -452,6 +452,186 @@ async fn state_changing_statements_need_reload_or_admin_users() {
         .unwrap();
 }
 
+/// Every `expr` and template query in the dashboard, with where it is.
+fn dashboard_queries(d: &serde_json::Value) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for p in d["panels"].as_array().expect("panels") {
+        if p["type"] == "row" {
+            continue;
+        }
+        let title = p["title"].as_str().expect("every panel has a title");
+        assert_eq!(
+            p["datasource"]["uid"], "prometheus",
+            "{title}: the provisioned datasource's uid"
+        );
+        let targets = p["targets"].as_array().expect("targets");
+        assert!(!targets.is_empty(), "{title}: no query");
+        for t in targets {
+            let expr = t["expr"].as_str().expect("expr");
+            assert!(!expr.trim().is_empty(), "{title}: empty query");
+            out.push((title.to_string(), expr.to_string()));
+        }
+    }
+    for v in d["templating"]["list"].as_array().expect("templating") {
+        let q = v["definition"].as_str().expect("definition").to_string();
+        out.push((format!("variable {}", v["name"]), q));
+    }
+    out
+}
+
+/// The dashboard shipped in deploy/grafana queries only metrics qcache exports: the JSON is
+/// parsed, every metric name in its queries is looked up among the samples of a running
+/// qcache's `/metrics` (binlog tail on, after a hit, a miss, a read not cached, a write and a
+/// commit that bypassed qcache), so a renamed metric breaks this test, not the dashboard.
+#[tokio::test]
+async fn dashboard_queries_only_metrics_qcache_exports() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/grafana");
+    let text = std::fs::read_to_string(dir.join("dashboards/qcache.json")).unwrap();
+    let dashboard: serde_json::Value = serde_json::from_str(&text).expect("dashboard is JSON");
+    let provisioned =
+        std::fs::read_to_string(dir.join("provisioning/datasources/prometheus.yml")).unwrap();
+    assert!(provisioned.contains("uid: prometheus"), "{provisioned}");
+    let queries = dashboard_queries(&dashboard);
+    let name = regex::Regex::new(r"\bqcache_[a-z0-9_]+").unwrap();
+    let mut wanted: Vec<(String, String)> = Vec::new();
+    for (title, expr) in &queries {
+        let names: Vec<&str> = name.find_iter(expr).map(|m| m.as_str()).collect();
+        assert!(!names.is_empty(), "{title}: no qcache metric in {expr}");
+        wanted.extend(names.into_iter().map(|n| (n.to_string(), title.clone())));
+    }
+    let mut ids: Vec<u64> = dashboard["panels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["id"].as_u64().expect("panel id"))
+        .collect();
+    let n = ids.len();
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), n, "panel ids are unique");
+
+    let schema = common::fresh_schema("adm_dash").await;
+    setup(&schema, &["CREATE TABLE t (id INT PRIMARY KEY)"]).await;
+    let proxy = admin_proxy(|c| c.invalidation.binlog = qcache::config::BinlogMode::On).await;
+    let b = proxy.running.shared.binlog.clone().expect("binlog tail on");
+    assert!(b.wait_until_connected(Duration::from_secs(20)).await);
+    let mut c = proxy.conn(&schema).await;
+    for _ in 0..2 {
+        let _: Option<i64> = c.query_first("SELECT id FROM t").await.unwrap();
+    }
+    let _: Option<i64> = c.query_first("SELECT 1").await.unwrap();
+    c.query_drop("INSERT INTO t VALUES (1)").await.unwrap();
+    let mut direct = common::direct_to(&schema).await;
+    direct.query_drop("INSERT INTO t VALUES (2)").await.unwrap();
+    let a = admin(&proxy);
+    let mut m = scrape(a).await;
+    for _ in 0..100 {
+        if m.get("qcache_binlog_commits_total").copied().unwrap_or(0.0) > 0.0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        m = scrape(a).await;
+    }
+    let exported: std::collections::BTreeSet<&str> = m
+        .keys()
+        .map(|k| k.split_once('{').map_or(k.as_str(), |(n, _)| n))
+        .collect();
+    let missing: Vec<String> = wanted
+        .iter()
+        .filter(|(n, _)| !exported.contains(n.as_str()))
+        .map(|(n, title)| format!("{n} (panel {title:?})"))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "the dashboard queries metrics qcache does not export: {missing:?}; exported: {exported:?}"
+    );
+    drop(c);
+    proxy.shutdown().await;
+}
+
+/// Cached statement text carries literals (here an email and a token) and other users' rows:
+/// a user without RELOAD gets error 1227 for every admin statement that lists cached data,
+/// each asked on a fresh connection so that no earlier answer (the per-session RELOAD
+/// memo) decides for it. A user with RELOAD (not in `admin.users`) is answered, with the
+/// other user's statement in it.
+#[tokio::test]
+async fn listing_cached_data_needs_reload_or_admin_users() {
+    let schema = common::fresh_schema("adm_list").await;
+    let plain = common::unique_name("qcpl");
+    let reloader = common::unique_name("qcrl");
+    setup(
+        &schema,
+        &[
+            "CREATE TABLE accounts (email VARCHAR(64) PRIMARY KEY, token VARCHAR(64))",
+            "INSERT INTO accounts VALUES ('alice@example.com', 's3cr3t-token')",
+            &format!("CREATE USER '{plain}'@'%' IDENTIFIED BY 'pw'"),
+            &format!("GRANT SELECT ON `{schema}`.* TO '{plain}'@'%'"),
+            &format!("CREATE USER '{reloader}'@'%' IDENTIFIED BY 'pw'"),
+            &format!("GRANT SELECT ON `{schema}`.* TO '{reloader}'@'%'"),
+            &format!("GRANT RELOAD ON *.* TO '{reloader}'@'%'"),
+        ],
+    )
+    .await;
+    let proxy = common::proxy(|_| {}).await;
+    let url = |user: &str| {
+        format!(
+            "mysql://{user}:pw@{}/{schema}?prefer_socket=false",
+            proxy.addr
+        )
+    };
+    // root caches a statement whose text holds the secret.
+    let mut root = proxy.conn(&schema).await;
+    let secret_sql = "SELECT token FROM accounts WHERE email = 'alice@example.com'";
+    for _ in 0..2 {
+        let _: Option<String> = root.query_first(secret_sql).await.unwrap();
+    }
+    assert_eq!(qstatus(&mut root, "Qcache_hits").await, 1);
+
+    let listings = [
+        "SHOW QCACHE ENTRIES",
+        "SHOW QCACHE ENTRIES LIMIT 10",
+        "show qcache tables",
+        "SHOW QCACHE TABLES;",
+    ];
+    for sql in listings {
+        let mut c = Conn::from_url(url(&plain))
+            .await
+            .expect("plain user connects");
+        match c.query_iter(sql).await.map(drop) {
+            Err(mysql_async::Error::Server(e)) => {
+                assert_eq!((e.code, e.state.as_str()), (1227, "42000"), "{sql}");
+                assert!(e.message.contains("RELOAD"), "{sql}: {}", e.message);
+                assert!(!e.message.contains("alice"), "{sql}: {}", e.message);
+            }
+            other => panic!("{sql}: a user without RELOAD was answered: {other:?}"),
+        }
+        // Denied, not disconnected.
+        let n: Option<i64> = c
+            .query_first("SELECT COUNT(*) FROM accounts")
+            .await
+            .unwrap();
+        assert_eq!(n, Some(1), "{sql}");
+    }
+
+    let mut r = Conn::from_url(url(&reloader))
+        .await
+        .expect("RELOAD user connects");
+    let rows: Vec<(String, String, u64, u64, u64, u8, String)> =
+        r.query("SHOW QCACHE ENTRIES").await.unwrap();
+    assert!(rows.iter().any(|row| row.6 == secret_sql), "{rows:?}");
+    let tables: Vec<(String, u64, u64)> = r.query("SHOW QCACHE TABLES").await.unwrap();
+    assert!(
+        tables.iter().any(|t| t.0 == format!("{schema}.accounts")),
+        "{tables:?}"
+    );
+    drop((root, r));
+    proxy.shutdown().await;
+    let mut d = common::direct().await;
+    for u in [&plain, &reloader] {
+        d.query_drop(format!("DROP USER '{u}'@'%'")).await.unwrap();
+    }
+}
+
 /// Runs `sql` three times; returns (hits, inserts) added.
 async fn thrice(c: &mut Conn, sql: &str) -> (u64, u64) {
     let h0 = qstatus(c, "Qcache_hits").await;
@@ -465,7 +645,7 @@ async fn thrice(c: &mut Conn, sql: &str) -> (u64, u64) {
     )
 }
 
-fn rules(text: &str) -> Vec<qcache::admin::rules::Rule> {
+fn rules(text: &str) -> Vec<qcache::rules::Rule> {
     qcache::config::Config::from_toml(text, "rules")
         .expect("rules parse")
         .rules

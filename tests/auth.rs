@@ -131,6 +131,12 @@ async fn serve(tcp: TcpStream, script: Script, log: Log) {
                 let wire = packets::text_result(&cols, &rows, 2, EOF_AS_OK);
                 let _ = peer.io.write_all(&wire).await;
             }
+            Some(&com::QUERY)
+                if rawclient::session_settings_answer(&cmd.payload[1..], EOF_AS_OK).is_some() =>
+            {
+                let wire = rawclient::session_settings_answer(&cmd.payload[1..], EOF_AS_OK);
+                let _ = peer.io.write_all(&wire.unwrap_or_default()).await;
+            }
             Some(&com::QUERY) if cmd.payload[1..] == *b"BEGIN" => {
                 log.lock().unwrap().push(cmd.clone());
                 let err = packets::err_payload(1399, "XAE07", "XAER_RMFAIL: scripted refusal");

@@ -645,6 +645,50 @@ async fn caching_sha2_full_auth_in_every_tls_combination() {
     }
 }
 
+/// Over the Unix socket a client sends its caching_sha2 password in the clear (mysql_async
+/// and libmysqlclient count a socket as secure): qcache must RSA-encrypt it for a plain
+/// upstream, never relay it in the clear, and pass it inside TLS to a TLS upstream.
+#[tokio::test]
+async fn caching_sha2_full_auth_over_the_unix_socket() {
+    let _ = server_key();
+    for utls in [false, true] {
+        let (upstream, seen) = mysql8(utls).await;
+        let dir = tempfile::Builder::new()
+            .prefix("qct")
+            .tempdir_in("/tmp")
+            .unwrap();
+        let socket = dir.path().join("q.sock");
+        let s2 = socket.display().to_string();
+        let proxy = common::proxy_to(&upstream, |c| {
+            c.server.socket = s2;
+            c.tls.upstream.mode = if utls {
+                UpstreamTlsMode::Required
+            } else {
+                UpstreamTlsMode::Disabled
+            };
+        })
+        .await;
+        let opts = mysql_async::OptsBuilder::default()
+            .socket(Some(socket.display().to_string()))
+            .user(Some("app"))
+            .pass(Some(PASSWORD));
+        let mut c = tokio::time::timeout(common::CONNECT_TIMEOUT, mysql_async::Conn::new(opts))
+            .await
+            .expect("in time")
+            .unwrap_or_else(|e| panic!("upstream tls {utls}: {e}"));
+        let v: Option<i64> = c.query_first("SELECT 42").await.unwrap();
+        assert_eq!(v, Some(42));
+        drop(c);
+        let seen = seen.lock().unwrap().clone();
+        assert_eq!(
+            seen,
+            vec![(utls, PASSWORD.to_string())],
+            "upstream tls {utls}"
+        );
+        proxy.shutdown().await;
+    }
+}
+
 #[tokio::test]
 async fn a_wrong_password_through_the_rsa_exchange_is_the_servers_error() {
     let (upstream, seen) = mysql8(false).await;

@@ -16,7 +16,7 @@ use tracing::{info, warn};
 
 use super::AdminError;
 use crate::invalidation::binlog::BinlogStatus;
-use crate::server::Shared;
+use crate::shared::Shared;
 
 /// A readiness answer is reused this long, so a busy prober does not open a connection to
 /// the upstream per request.
@@ -176,6 +176,8 @@ async fn cache_summary(State(s): State<AppState>) -> Response {
                 "connected": b.connected(),
                 "lag_seconds": b.last_event_lag().map(|d| d.as_secs_f64()),
                 "reconnects": b.reconnects(),
+                "resumes": b.resumes(),
+                "gaps": b.gaps(),
                 "events": b.events(),
             })
         }

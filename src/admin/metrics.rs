@@ -1,5 +1,5 @@
-//! Prometheus metrics: latency histograms recorded on the hit and miss paths, and a collector
-//! that reads every other figure from the counters the cache and server already keep.
+//! Prometheus metrics: a collector that reads, on each scrape, the latency histograms the
+//! sessions record (`cache::latency`) and the counters the cache and server already keep.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -12,103 +12,11 @@ use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 
+/// Moved to `cache::latency` (the cache records into it too); this path stays only until the
+/// `l2` branch, whose `cache/l2.rs` imports it from here, has merged.
+pub use crate::cache::latency::LatencyHistogram;
 use crate::cache::InvalidationSource;
-use crate::server::Shared;
-
-/// Upper bounds of the latency buckets, in nanoseconds: a hit takes microseconds, a miss
-/// a round trip or more, so the range spans both.
-const BOUNDS_NS: [u64; 17] = [
-    25_000,
-    50_000,
-    100_000,
-    250_000,
-    500_000,
-    1_000_000,
-    2_500_000,
-    5_000_000,
-    10_000_000,
-    25_000_000,
-    50_000_000,
-    100_000_000,
-    250_000_000,
-    500_000_000,
-    1_000_000_000,
-    2_500_000_000,
-    10_000_000_000,
-];
-const BUCKETS: usize = BOUNDS_NS.len() + 1;
-const STRIPES: usize = 8;
-
-/// One thread's share of a histogram, on its own cache lines.
-#[derive(Debug, Default)]
-#[repr(align(128))]
-struct Stripe {
-    /// Per-bucket counts (not cumulative); the last is +Inf.
-    buckets: [AtomicU64; BUCKETS],
-    sum_ns: AtomicU64,
-}
-
-/// A fixed-bucket latency histogram observed with two relaxed atomic adds on a per-thread
-/// stripe. prometheus-client's own `Histogram` takes a mutex per observation, which would be
-/// the one contended lock on the hit path; this one is summed only when scraped.
-#[derive(Debug, Default)]
-pub struct LatencyHistogram {
-    stripes: [Stripe; STRIPES],
-}
-
-impl LatencyHistogram {
-    #[inline]
-    pub fn observe(&self, d: Duration) {
-        thread_local! {
-            static STRIPE: usize = {
-                static NEXT: AtomicU64 = AtomicU64::new(0);
-                NEXT.fetch_add(1, Ordering::Relaxed) as usize % STRIPES
-            };
-        }
-        let ns = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
-        let i = BOUNDS_NS
-            .iter()
-            .position(|&b| ns <= b)
-            .unwrap_or(BUCKETS - 1);
-        let s = &self.stripes[STRIPE.with(|s| *s)];
-        s.buckets[i].fetch_add(1, Ordering::Relaxed);
-        s.sum_ns.fetch_add(ns, Ordering::Relaxed);
-    }
-
-    /// (sum in seconds, count, per-bucket counts with upper bounds in seconds).
-    pub fn snapshot(&self) -> (f64, u64, Vec<(f64, u64)>) {
-        let mut counts = [0u64; BUCKETS];
-        let mut sum = 0u64;
-        for s in &self.stripes {
-            for (c, b) in counts.iter_mut().zip(&s.buckets) {
-                *c += b.load(Ordering::Relaxed);
-            }
-            sum = sum.wrapping_add(s.sum_ns.load(Ordering::Relaxed));
-        }
-        let buckets: Vec<(f64, u64)> = counts
-            .iter()
-            .enumerate()
-            .map(|(i, &c)| {
-                let bound = BOUNDS_NS.get(i).map_or(f64::INFINITY, |&b| b as f64 / 1e9);
-                (bound, c)
-            })
-            .collect();
-        (sum as f64 / 1e9, counts.iter().sum(), buckets)
-    }
-
-    pub fn count(&self) -> u64 {
-        self.snapshot().1
-    }
-}
-
-/// Timings the session records; everything else is read from existing counters at scrape.
-#[derive(Debug, Default)]
-pub struct Latencies {
-    /// From lookup to the cached bytes queued for the client.
-    pub hit: LatencyHistogram,
-    /// From sending a cacheable read upstream to its last packet relayed.
-    pub miss: LatencyHistogram,
-}
+use crate::shared::Shared;
 
 /// Reads the shared state on each scrape, so nothing is counted twice on the hot path.
 struct SharedCollector(Arc<Shared>);
@@ -300,8 +208,33 @@ impl Collector for SharedCollector {
             counter(
                 &mut e,
                 "qcache_binlog_reconnects",
-                "Times the binlog stream was lost and started over.",
+                "Times the binlog stream ended (or could not be opened) and the tail started over.",
                 b.reconnects(),
+            )?;
+            {
+                let mut me = e.encode_descriptor(
+                    "qcache_binlog_stream_ends",
+                    "Binlog stream ends (and failed attempts to open one), by cause.",
+                    None,
+                    MetricType::Counter,
+                )?;
+                for (cause, n) in b.ends() {
+                    ConstCounter::new(n).encode(me.encode_family(&[("cause", cause.label())])?)?;
+                }
+            }
+            counter(
+                &mut e,
+                "qcache_binlog_resumes",
+                "Reconnects that resumed where the stream left off: nothing lost, nothing \
+                 invalidated.",
+                b.resumes(),
+            )?;
+            counter(
+                &mut e,
+                "qcache_binlog_gaps",
+                "Times the tail could not resume (binlog purged or reset, another server) and \
+                 started afresh, invalidating everything.",
+                b.gaps(),
             )?;
             counter(
                 &mut e,
@@ -375,23 +308,4 @@ pub fn render(shared: &Arc<Shared>) -> Result<(String, &'static str), std::fmt::
         out,
         prometheus_client::encoding::prometheus_text::CONTENT_TYPE,
     ))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn histogram_buckets_and_sum() {
-        let h = LatencyHistogram::default();
-        h.observe(Duration::from_micros(10));
-        h.observe(Duration::from_millis(3));
-        h.observe(Duration::from_secs(60));
-        let (sum, count, buckets) = h.snapshot();
-        assert_eq!(count, 3);
-        assert!((sum - 60.00301).abs() < 1e-6, "{sum}");
-        assert_eq!(buckets[0], (25e-6, 1));
-        assert_eq!(buckets.last(), Some(&(f64::INFINITY, 1)));
-        assert_eq!(buckets.iter().map(|b| b.1).sum::<u64>(), 3);
-    }
 }

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 
 use crate::protocol::packets::{TYPE_LONGLONG, TYPE_VAR_STRING};
-use crate::server::Shared;
+use crate::shared::Shared;
 
 /// MySQL's ER_SPECIFIC_ACCESS_DENIED_ERROR, as the query cache's FLUSH/RESET gave it.
 pub const ACCESS_DENIED_CODE: u16 = 1227;
@@ -31,10 +31,13 @@ pub enum AdminStatement {
 }
 
 impl AdminStatement {
-    /// Statements that change what other sessions see need the RELOAD privilege (or
-    /// `admin.users`), like FLUSH QUERY CACHE did in MySQL.
-    pub fn changes_state(&self) -> bool {
-        matches!(self, AdminStatement::InvalidateTable { .. })
+    /// Whether the RELOAD privilege (or `admin.users`) is needed, as FLUSH QUERY CACHE needed
+    /// it in MySQL. Not only for statements that change state: cached statement text carries
+    /// literals (emails, password hashes, tokens) and cached results carry rows of tables the
+    /// asking user may not read, so every listing needs it too. Only the counters are public,
+    /// as `SHOW STATUS` is. Fail closed: a statement is privileged unless named here.
+    pub fn needs_privilege(&self) -> bool {
+        !matches!(self, AdminStatement::Status)
     }
 }
 
@@ -194,6 +197,8 @@ pub fn status(shared: &Shared) -> Rows {
             "Qcache_binlog_reconnects".into(),
             b.reconnects().to_string(),
         ));
+        rows.push(("Qcache_binlog_resumes".into(), b.resumes().to_string()));
+        rows.push(("Qcache_binlog_gaps".into(), b.gaps().to_string()));
     }
     Rows {
         columns: vec![
@@ -312,6 +317,23 @@ mod tests {
         assert_eq!(parse(b"SHOW TABLES"), None);
         assert_eq!(parse(b"SHOW STATUS LIKE 'Qcache%'"), None);
         assert_eq!(parse(b"SELECT 1"), None);
+    }
+
+    /// Every admin statement that shows or changes cached data needs the privilege; only the
+    /// counters do not.
+    #[test]
+    fn privilege_by_statement() {
+        let cases = [
+            ("SHOW QCACHE STATUS", false),
+            ("SHOW QCACHE ENTRIES", true),
+            ("SHOW QCACHE ENTRIES LIMIT 1", true),
+            ("SHOW QCACHE TABLES", true),
+            ("QCACHE INVALIDATE TABLE t", true),
+        ];
+        for (sql, want) in cases {
+            let stmt = parse(sql.as_bytes()).unwrap().unwrap();
+            assert_eq!(stmt.needs_privilege(), want, "{sql}");
+        }
     }
 
     #[test]

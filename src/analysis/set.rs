@@ -30,6 +30,11 @@ pub struct SetInfo {
     /// Any GLOBAL / PERSIST / `@@global.` assignment. A scope keyword carries over to the
     /// following unmarked assignments, as MariaDB reads `SET GLOBAL a = 1, b = 2`.
     pub global: bool,
+    /// Per assignment (same order as `assignments`): at GLOBAL / PERSIST scope. A SET may
+    /// mix scopes (`SET GLOBAL a = 1, SESSION b = 2`): only the session ones change it.
+    pub globals: Vec<bool>,
+    /// `SET TRANSACTION …` with no scope keyword: for the next transaction only.
+    pub next_transaction_only: bool,
     /// Only `@x = …` assignments: the session's settings are untouched.
     pub user_vars_only: bool,
     /// A value calls a stored function, a UDF or a sequence (`SET @x = f()`), which may
@@ -71,6 +76,8 @@ pub fn analyze_set(sql: &str) -> Option<SetInfo> {
         assignments: Vec::new(),
         query_cache_type: None,
         global: false,
+        globals: Vec::new(),
+        next_transaction_only: false,
         user_vars_only: true,
         may_write: super::fallback::calls_unknown_code(sql),
     };
@@ -86,16 +93,19 @@ pub fn analyze_set(sql: &str) -> Option<SetInfo> {
     }
     if kw(j, "TRANSACTION") {
         info.global = kw(1, "GLOBAL");
+        info.next_transaction_only = j == 1;
         info.user_vars_only = false;
         let from = toks.get(j + 1).map_or(end, |t| t.start);
         info.assignments
             .push(("transaction".into(), text(sql, from, end)));
+        info.globals.push(info.global);
         return Some(info);
     }
     let single = |name: &str, from: usize, info: &mut SetInfo| {
         let from = toks.get(from).map_or(end, |t| t.start);
         info.user_vars_only = false;
         info.assignments.push((name.into(), text(sql, from, end)));
+        info.globals.push(false);
     };
     if kw(1, "NAMES") {
         single("names", 2, &mut info);
@@ -215,6 +225,7 @@ pub fn analyze_set(sql: &str) -> Option<SetInfo> {
             info.query_cache_type = Some(qc_value(&value)?);
         }
         info.assignments.push((name, value));
+        info.globals.push(this_scope == Scope::Global);
         k = v + 1;
     }
     if info.assignments.is_empty() {
@@ -334,6 +345,9 @@ mod tests {
         let s = set("SET GLOBAL a = 1, SESSION b = 2");
         assert!(s.global);
         assert_eq!(s.assignments, vec![p("a", "1"), p("b", "2")]);
+        assert_eq!(s.globals, vec![true, false]);
+        let s = set("SET @@global.a = 1, b = 2, GLOBAL c = 3, d = 4, @@session.e = 5");
+        assert_eq!(s.globals, vec![true, false, true, true, false]);
     }
 
     #[test]
@@ -357,7 +371,8 @@ mod tests {
         );
         let s = set("SET SESSION TRANSACTION READ ONLY");
         assert_eq!(s.assignments, vec![p("transaction", "READ ONLY")]);
-        assert!(!s.global);
+        assert!(!s.global && !s.next_transaction_only);
+        assert!(set("SET TRANSACTION ISOLATION LEVEL READ UNCOMMITTED").next_transaction_only);
         assert!(set("SET GLOBAL TRANSACTION ISOLATION LEVEL SERIALIZABLE").global);
     }
 

@@ -1,5 +1,6 @@
 //! The result cache: keys, the bounded store, entries stamped with table versions, the fill
-//! guard, stampede protection and the table-version registry.
+//! guard, stampede protection, the table-version registry, the read plans (tables per
+//! statement shape) and the writes a session owes it ([`writes`]).
 //!
 //! How the session uses it (signatures in each file; docs/cache-store.md explains choices):
 //!
@@ -23,9 +24,12 @@
 
 pub mod entry;
 pub mod key;
+pub mod latency;
+pub mod plans;
 pub mod stats;
 pub mod store;
 pub mod versions;
+pub mod writes;
 
 pub use entry::Entry;
 pub use key::{key, Fingerprint, Key};

@@ -4,8 +4,6 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
-use super::store::Cache;
-
 /// Why a set of entries was invalidated, so operators can see which source dominates.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum InvalidationSource {
@@ -205,10 +203,10 @@ impl CacheStats {
     /// for the query and at least one for its result, and monitoring that derives a
     /// fragmentation ratio from it expects that shape. Qcache_free_blocks is 1 when there is
     /// free room and 0 when full: qcache has no fragmentation to report.
-    pub fn status_rows(&self, cache: &Cache) -> Vec<(&'static str, u64)> {
+    ///
+    /// `entries` and `free` (bytes) come from the store, which owns these counters.
+    pub fn status_rows(&self, entries: u64, free: u64) -> Vec<(&'static str, u64)> {
         let load = |c: &AtomicU64| c.load(Ordering::Relaxed);
-        let entries = cache.len() as u64;
-        let free = cache.max_bytes().saturating_sub(cache.weight());
         let mut rows = vec![
             ("Qcache_free_blocks", u64::from(free > 0)),
             ("Qcache_free_memory", free),

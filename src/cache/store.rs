@@ -368,6 +368,12 @@ impl Cache {
         &self.inner.stats
     }
 
+    /// The counters shared with the binlog tail, which counts its invalidations from another
+    /// task.
+    pub fn stats_arc(&self) -> Arc<CacheStats> {
+        self.inner.stats.clone()
+    }
+
     /// The entry under `key` if present and unexpired. It does not check the stamps, because
     /// what is valid depends on the caller's transaction: outside one, use `get_current`;
     /// inside one, check `stamps.unchanged_since(snapshot)` and call `hit` when serving.
@@ -612,7 +618,8 @@ impl Cache {
 
     /// The `SHOW STATUS LIKE 'Qcache%'` rows.
     pub fn status_rows(&self) -> Vec<(&'static str, u64)> {
-        self.inner.stats.status_rows(self)
+        let free = self.max_bytes().saturating_sub(self.weight());
+        self.inner.stats.status_rows(self.len() as u64, free)
     }
 }
 

@@ -5,21 +5,34 @@
 //! Tables are collected from ROW events (through TABLE_MAP) and statement events (through the
 //! same analyser as proxied writes), widened through the catalog (FK cascades are not in the
 //! binlog), and bumped at the commit event — never before, or a reader could cache the old
-//! rows under the new version. A broken stream may have lost events, so everything is
-//! invalidated before the tail reports itself connected again.
+//! rows under the new version.
+//!
+//! On MariaDB the tail declares the GTID capability, so the server sends its own events (GTID,
+//! GTID list, checkpoints, annotations) instead of rewriting them into old forms, a rewrite
+//! that fails for some transactions (XA with long xids) and ends the dump.
+//!
+//! A lost stream is resumed from the last event after which nothing was pending (its file,
+//! offset and identity): the server replays what came after it, and the tail checks that the
+//! first events it gets back are the file's format description and that very event. Only when
+//! the server cannot give them (purged or reset binlog, another server) is everything
+//! invalidated. Until the replay has caught up with the server's position at reconnect, the
+//! tail counts as disconnected (so hits stop once that lasts longer than `max_lag`).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
+use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use mysql_async::binlog::events::{Event, EventData};
+use mysql_async::binlog::EventFlags;
 use mysql_async::prelude::Queryable;
 use mysql_async::{BinlogStream, BinlogStreamRequest, Conn, Opts, Row};
 use tokio::sync::watch;
 
 use super::catalog::{upstream_opts, Catalog, Changed, TableName};
+use crate::cache::stats::{CacheStats, InvalidationSource};
 use crate::cache::versions::Versions;
 use crate::config::{BinlogMode, Conservative, InvalidationConfig};
 
@@ -42,6 +55,83 @@ pub enum BinlogError {
     Timeout(Duration),
     #[error("binlog: the server ended the stream")]
     Ended,
+    /// The binlog parser panicked on a packet (mysql_common unwraps some reads).
+    #[error("binlog: the event parser failed: {0}")]
+    Panic(String),
+    /// The events since the resume position cannot be had: the tail starts afresh.
+    #[error("binlog: cannot resume: {0}")]
+    Gap(String),
+}
+
+/// How a stream ended, for the log line and `qcache_binlog_stream_ends_total{cause}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EndCause {
+    /// Connecting, the checks or the dump request failed (server down, access denied).
+    Connect,
+    /// The server sent an error on the stream (its code and text are in the log line).
+    ServerError,
+    /// The connection broke (reset, closed mid-packet).
+    Io,
+    /// The server ended the stream cleanly.
+    Ended,
+    /// No event or heartbeat for a while: the connection is taken for dead.
+    Stalled,
+    /// Connecting and requesting the stream took too long.
+    Timeout,
+    /// A packet the binlog parser could not read.
+    Unreadable,
+    /// The resume position is gone (purged or reset binlog, another server).
+    Gap,
+}
+
+impl EndCause {
+    pub const ALL: [EndCause; 8] = [
+        EndCause::Connect,
+        EndCause::ServerError,
+        EndCause::Io,
+        EndCause::Ended,
+        EndCause::Stalled,
+        EndCause::Timeout,
+        EndCause::Unreadable,
+        EndCause::Gap,
+    ];
+
+    /// The label value on /metrics.
+    pub fn label(self) -> &'static str {
+        match self {
+            EndCause::Connect => "connect",
+            EndCause::ServerError => "server_error",
+            EndCause::Io => "io",
+            EndCause::Ended => "ended",
+            EndCause::Stalled => "stalled",
+            EndCause::Timeout => "timeout",
+            EndCause::Unreadable => "unreadable",
+            EndCause::Gap => "gap",
+        }
+    }
+
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+impl BinlogError {
+    /// `opened`: the dump request had been sent, so the failure is the stream's, not the
+    /// connection attempt's.
+    pub fn cause(&self, opened: bool) -> EndCause {
+        match self {
+            BinlogError::Timeout(_) => EndCause::Timeout,
+            BinlogError::Gap(_) => EndCause::Gap,
+            _ if !opened => EndCause::Connect,
+            BinlogError::Upstream(mysql_async::Error::Server(_)) | BinlogError::Unavailable(_) => {
+                EndCause::ServerError
+            }
+            BinlogError::Upstream(mysql_async::Error::Io(_)) => EndCause::Io,
+            BinlogError::Upstream(_) | BinlogError::Panic(_) => EndCause::Unreadable,
+            BinlogError::Stalled(_) => EndCause::Stalled,
+            BinlogError::Ended => EndCause::Ended,
+        }
+    }
 }
 
 /// Where the tail stands, for logs, admin and tests.
@@ -50,7 +140,8 @@ pub enum BinlogStatus {
     /// Not connected yet.
     Starting,
     Connected,
-    /// Lost the stream (or never got it in `on` mode); the last error.
+    /// Lost the stream (or never got it in `on` mode), or replaying what it missed; the last
+    /// error.
     Reconnecting(String),
     /// Disabled: by config, or by `auto` because the server cannot stream (the reason).
     Off(String),
@@ -67,6 +158,19 @@ const OPEN_TIMEOUT: Duration = Duration::from_secs(10);
 const SETTLE_MAX: Duration = Duration::from_millis(100);
 const BACKOFF_MIN: Duration = Duration::from_millis(100);
 const BACKOFF_MAX: Duration = Duration::from_secs(5);
+/// A stream that lasted this long (and caught up) was healthy: the next loss retries at
+/// [`BACKOFF_MIN`] again. Shorter lives keep doubling the wait, so a flapping stream backs off.
+const STABLE: Duration = Duration::from_secs(10);
+/// Resumes in a row that broke off before catching up, without moving forward, after which
+/// the tail gives up the position and starts afresh (invalidating all): an event the server
+/// cannot send, or the parser cannot read, would otherwise keep the tail replaying forever.
+const MAX_FAILED_RESUMES: u32 = 2;
+/// Prepared XA transactions whose tables are remembered until their XA COMMIT/ROLLBACK; past
+/// this many the memory is dropped and such an end invalidates everything.
+const MAX_PREPARED_XA: usize = 10_000;
+/// `@mariadb_slave_capability`: MARIA_SLAVE_CAPABILITY_GTID (MariaDB 10.0+, still the newest
+/// in 11.x). The server then sends GTID events as they are instead of rewriting them.
+const MARIADB_CAPABILITY_GTID: u32 = 4;
 /// Histogram buckets of commit-event-arrival → bump-done, in µs: bucket i counts
 /// durations < 2^i µs (the last one catches the rest).
 const HIST_BUCKETS: usize = 24;
@@ -77,6 +181,30 @@ pub const COMMIT_LAG_BOUNDS_MS: [u64; 9] = [
     250, 500, 1_000, 2_000, 5_000, 10_000, 30_000, 60_000, 300_000,
 ];
 const COMMIT_LAG_BUCKETS: usize = COMMIT_LAG_BOUNDS_MS.len() + 1;
+
+/// Event types the tail reads by number: mysql_common knows MySQL's, not MariaDB's own.
+mod event_type {
+    pub const ROTATE: u8 = 4;
+    pub const FORMAT_DESCRIPTION: u8 = 15;
+    pub const INCIDENT: u8 = 26;
+    pub const HEARTBEAT: u8 = 27;
+    pub const TRANSACTION_PAYLOAD: u8 = 40;
+    pub const MARIA_ANNOTATE_ROWS: u8 = 160;
+    pub const MARIA_BINLOG_CHECKPOINT: u8 = 161;
+    pub const MARIA_GTID: u8 = 162;
+    pub const MARIA_GTID_LIST: u8 = 163;
+    pub const MARIA_START_ENCRYPTION: u8 = 164;
+    pub const MARIA_QUERY_COMPRESSED: u8 = 165;
+    /// WRITE/UPDATE/DELETE_ROWS_COMPRESSED_EVENT_V1 (166–168) and v2 (169–171).
+    pub const MARIA_ROWS_COMPRESSED: std::ops::RangeInclusive<u8> = 166..=171;
+}
+
+/// The server's error for a binlog it cannot read from the position asked for (purged,
+/// missing, shorter) — and for events it cannot send.
+const ER_MASTER_FATAL_ERROR_READING_BINLOG: u16 = 1236;
+
+/// MariaDB GTID event flags (the byte after sequence number and domain id).
+const FL_STANDALONE: u8 = 1;
 
 /// Shared between the task and the handle.
 struct Shared {
@@ -89,6 +217,14 @@ struct Shared {
     events: AtomicU64,
     bumps: AtomicU64,
     reconnects: AtomicU64,
+    /// Stream ends by [`EndCause`].
+    ends: [AtomicU64; EndCause::ALL.len()],
+    /// Reconnects that picked up where the last stream left off: nothing lost, nothing
+    /// invalidated.
+    resumes: AtomicU64,
+    /// Fresh starts after a stream had run (position gone, another server, no position
+    /// yet): each invalidated everything.
+    gaps: AtomicU64,
     /// Milliseconds between an event's header timestamp (whole seconds) and its arrival;
     /// u64::MAX = none yet.
     last_event_lag_ms: AtomicU64,
@@ -128,10 +264,12 @@ impl Drop for BinlogHandle {
 }
 
 /// Starts the tail (unless `cfg.binlog` is `off`). Must be called inside a tokio runtime.
+/// Its invalidations are counted in `stats` under [`InvalidationSource::Binlog`].
 pub fn spawn(
     upstream_addr: String,
     cfg: InvalidationConfig,
     versions: Arc<Versions>,
+    stats: Arc<CacheStats>,
     catalog: Arc<Catalog>,
     analyse: WriteAnalyser,
 ) -> Arc<BinlogHandle> {
@@ -151,6 +289,9 @@ pub fn spawn(
         events: AtomicU64::new(0),
         bumps: AtomicU64::new(0),
         reconnects: AtomicU64::new(0),
+        ends: std::array::from_fn(|_| AtomicU64::new(0)),
+        resumes: AtomicU64::new(0),
+        gaps: AtomicU64::new(0),
         last_event_lag_ms: AtomicU64::new(u64::MAX),
         hist: std::array::from_fn(|_| AtomicU64::new(0)),
         commit_lag: std::array::from_fn(|_| AtomicU64::new(0)),
@@ -163,13 +304,19 @@ pub fn spawn(
             opts: upstream_opts(&upstream_addr, &cfg),
             addr: upstream_addr,
             cfg,
-            versions,
+            inv: Inv { versions, stats },
             catalog,
             analyse,
             txn: Txn::default(),
             warned_format: false,
             refreshing: Vec::new(),
             event_lag_ms: None,
+            anchor: None,
+            pos: Position::default(),
+            ever_streamed: false,
+            failed_resumes: 0,
+            prepared: HashMap::new(),
+            warned_types: HashSet::new(),
         };
         tokio::spawn(tail.run()).abort_handle()
     });
@@ -195,8 +342,9 @@ impl BinlogHandle {
         }
     }
 
-    /// How long the stream has been down; `None` while connected, and when the tail is off
-    /// (then there is no binlog bound to keep and hits are served as without a tail).
+    /// How long the stream has been down (or replaying what it missed); `None` while
+    /// connected and caught up, and when the tail is off (then there is no binlog bound to
+    /// keep and hits are served as without a tail).
     /// The session stops serving hits while this exceeds `invalidation.max_lag`.
     pub fn disconnected_for(&self) -> Option<Duration> {
         if self.shared.healthy.load(Ordering::Acquire) {
@@ -219,9 +367,27 @@ impl BinlogHandle {
         self.shared.bumps.load(Ordering::Relaxed)
     }
 
-    /// Times the stream was lost and the tail started over.
+    /// Times the stream ended (or could not be opened) and the tail started over.
     pub fn reconnects(&self) -> u64 {
         self.shared.reconnects.load(Ordering::Relaxed)
+    }
+
+    /// Stream ends by cause, every cause listed.
+    pub fn ends(&self) -> Vec<(EndCause, u64)> {
+        EndCause::ALL
+            .iter()
+            .map(|&c| (c, self.shared.ends[c.index()].load(Ordering::Relaxed)))
+            .collect()
+    }
+
+    /// Reconnects that resumed where the last stream left off (nothing invalidated).
+    pub fn resumes(&self) -> u64 {
+        self.shared.resumes.load(Ordering::Relaxed)
+    }
+
+    /// Times the tail had to start afresh after having streamed, invalidating everything.
+    pub fn gaps(&self) -> u64 {
+        self.shared.gaps.load(Ordering::Relaxed)
     }
 
     /// Commit events processed (their tables are bumped when this moves).
@@ -277,7 +443,7 @@ impl BinlogHandle {
         }
     }
 
-    /// Waits until the stream is up; false on timeout or when the tail is off.
+    /// Waits until the stream is up and caught up; false on timeout or when the tail is off.
     pub async fn wait_until_connected(&self, timeout: Duration) -> bool {
         let mut rx = self.shared.connected.subscribe();
         tokio::time::timeout(timeout, rx.wait_for(|c| *c))
@@ -339,6 +505,33 @@ impl Shared {
     }
 }
 
+/// Bumps versions for the tail and counts each invalidation event under
+/// [`InvalidationSource::Binlog`], as the store's own helpers do for proxied writes.
+#[derive(Clone)]
+struct Inv {
+    versions: Arc<Versions>,
+    stats: Arc<CacheStats>,
+}
+
+impl Inv {
+    fn table(&self, schema: &str, name: &str) {
+        self.versions.bump_name(schema, name);
+        self.stats.invalidation(InvalidationSource::Binlog);
+    }
+
+    /// Returns how many tables the registry knew in `schema`.
+    fn schema(&self, schema: &str) -> u64 {
+        let n = self.versions.bump_schema(schema);
+        self.stats.invalidation(InvalidationSource::Binlog);
+        n as u64
+    }
+
+    fn all(&self) {
+        self.versions.bump_all();
+        self.stats.invalidation(InvalidationSource::Binlog);
+    }
+}
+
 /// What the current transaction changed so far.
 #[derive(Default)]
 struct Txn {
@@ -347,8 +540,119 @@ struct Txn {
     unknown_schemas: HashSet<String>,
     /// A row event whose table map was missing, or an unreadable event.
     unknown_all: bool,
-    /// Inside BEGIN … COMMIT/XID (or XA START … PREPARE).
+    /// Inside an event group: BEGIN or a MariaDB GTID event (not standalone) up to its
+    /// XID / COMMIT / XA PREPARE.
     open: bool,
+}
+
+/// The identity of one event, to recognise it when the server sends it again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct EventId {
+    kind: u8,
+    timestamp: u32,
+    server_id: u32,
+    log_pos: u32,
+    size: u32,
+    /// xxh3 of the event body (checksum excluded).
+    body: u64,
+}
+
+impl EventId {
+    fn of(e: &Event) -> EventId {
+        let h = e.header();
+        EventId {
+            kind: h.event_type_raw(),
+            timestamp: h.timestamp(),
+            server_id: h.server_id(),
+            log_pos: h.log_pos(),
+            size: h.event_size(),
+            body: xxhash_rust::xxh3::xxh3_64(e.data()),
+        }
+    }
+
+    /// A binlog file's format description: what it says and when it was written, without
+    /// the parts the server changes when it sends it (position, in-use flag, and the
+    /// "created" field it zeroes when a dump starts past the file's first event).
+    fn of_fde(e: &Event) -> EventId {
+        let h = e.header();
+        let mut body = e.data().to_vec();
+        // binlog version (2) + server version (50), then created (4).
+        if let Some(created) = body.get_mut(52..56) {
+            created.fill(0);
+        }
+        EventId {
+            kind: h.event_type_raw(),
+            timestamp: h.timestamp(),
+            server_id: h.server_id(),
+            log_pos: 0,
+            size: 0,
+            body: xxhash_rust::xxh3::xxh3_64(&body),
+        }
+    }
+}
+
+/// The server the tail streams from, as far as it tells: a position means nothing on another.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct ServerId {
+    server_id: u64,
+    /// MySQL's @@server_uuid; MariaDB has none.
+    uuid: Option<String>,
+}
+
+/// Where a lost stream resumes: just before an event after which nothing was pending, or at
+/// the position a stream was started from (then only the file's format description is
+/// checked).
+#[derive(Debug, Clone)]
+struct Anchor {
+    file: String,
+    /// The offset to ask for.
+    offset: u64,
+    /// The format description of `file`, which the server sends first.
+    fde: EventId,
+    /// The event at `offset`, already applied: the first real event the server sends back
+    /// must be this one (then it is skipped).
+    last: Option<EventId>,
+    server: ServerId,
+}
+
+/// The stream's place in the server's binlog.
+#[derive(Debug, Default)]
+struct Position {
+    /// The file the stream is reading (from ROTATE events).
+    file: String,
+    /// End offset of the last event read in `file`, to tell real positions from events
+    /// that carry none (artificial ones, those inside a compressed transaction payload).
+    end: u64,
+    /// The format description of `file`, once seen.
+    fde: Option<EventId>,
+    /// The offset this dump was asked for, until the stream moves to the next file.
+    requested: Option<u64>,
+    server: Option<ServerId>,
+}
+
+/// What became of one connection, for the decision after it ends.
+#[derive(Debug, Default)]
+struct Life {
+    /// The dump request was sent.
+    opened: bool,
+    /// An event arrived.
+    streamed: bool,
+    /// It was asked to resume from the anchor.
+    resuming: bool,
+    /// The server sent the anchor back: nothing was lost.
+    verified: bool,
+    /// The replay reached the server's position at reconnect.
+    caught_up: bool,
+    /// The anchor moved during this stream.
+    advanced: bool,
+}
+
+/// The dump the server accepted.
+struct Opened {
+    stream: BinlogStream,
+    /// SHOW MASTER STATUS when the stream was asked for: once the stream reaches it, the
+    /// tail has seen everything committed before it reconnected.
+    target: (String, u64),
 }
 
 /// The task's state.
@@ -357,7 +661,7 @@ struct Tail {
     opts: Opts,
     addr: String,
     cfg: InvalidationConfig,
-    versions: Arc<Versions>,
+    inv: Inv,
     catalog: Arc<Catalog>,
     analyse: WriteAnalyser,
     txn: Txn,
@@ -366,6 +670,17 @@ struct Tail {
     refreshing: Vec<tokio::task::JoinHandle<()>>,
     /// Header timestamp vs arrival of the event being handled, when it has a timestamp.
     event_lag_ms: Option<u64>,
+    /// Where the next stream resumes; `None` = start afresh at the server's end.
+    anchor: Option<Anchor>,
+    pos: Position,
+    /// A stream has run before: a fresh start from now on is a gap.
+    ever_streamed: bool,
+    /// See [`MAX_FAILED_RESUMES`].
+    failed_resumes: u32,
+    /// Tables of XA transactions prepared and not yet committed or rolled back, by xid.
+    prepared: HashMap<String, HashSet<TableName>>,
+    /// Unknown event types already warned about.
+    warned_types: HashSet<u8>,
 }
 
 impl Tail {
@@ -375,19 +690,14 @@ impl Tail {
         // off. Once it has streamed, losing it is a failure to retry, as in `on` mode.
         let mut decided = self.cfg.binlog == BinlogMode::On;
         loop {
-            let mut streamed = false;
-            let err = self.stream(&mut streamed).await;
-            // A half-read transaction is covered by the bump_all below.
+            let mut life = Life::default();
+            let started = Instant::now();
+            let err = self.stream(&mut life).await;
+            // A half-read transaction is replayed on resume, or covered by the fresh start's
+            // bump_all.
             self.txn = Txn::default();
-            let was_connected = self.shared.connected.send_replace(false);
-            if was_connected || streamed {
-                // Events may be lost from here until the next stream starts.
-                self.versions.bump_all();
-                self.shared.bumps.fetch_add(1, Ordering::Relaxed);
-            }
-            if streamed {
+            if life.streamed {
                 decided = true;
-                backoff = BACKOFF_MIN;
             }
             if !decided {
                 if let BinlogError::Unavailable(why) = &err {
@@ -400,31 +710,75 @@ impl Tail {
                     return;
                 }
             }
+            let cause = err.cause(life.opened);
             self.shared.set_disconnected(err.to_string());
             self.shared.reconnects.fetch_add(1, Ordering::Relaxed);
-            tracing::warn!(upstream = %self.addr, error = %err, retry_in = ?backoff, "binlog stream lost; everything invalidated, reconnecting");
-            tokio::time::sleep(backoff).await;
-            backoff = (backoff * 2).min(BACKOFF_MAX);
+            self.shared.ends[cause.index()].fetch_add(1, Ordering::Relaxed);
+            let (next, gap) = self.after_end(&err, &life);
+            if life.caught_up && started.elapsed() >= STABLE {
+                backoff = BACKOFF_MIN;
+            }
+            // A gap is decided (and invalidated): start afresh at once.
+            let wait = if gap { Duration::ZERO } else { backoff };
+            tracing::warn!(upstream = %self.addr, cause = cause.label(), error = %err, retry_in = ?wait, "binlog stream ended; {next}");
+            tokio::time::sleep(wait).await;
+            if !wait.is_zero() {
+                backoff = (backoff * 2).min(BACKOFF_MAX);
+            }
         }
     }
 
-    /// One connection's life: returns why it ended. `streamed` is set once events flow.
-    async fn stream(&mut self, streamed: &mut bool) -> BinlogError {
-        // A server that accepts the connection but never answers must not park the tail.
-        let mut stream = match tokio::time::timeout(OPEN_TIMEOUT, self.open()).await {
-            Ok(Ok(s)) => s,
-            Ok(Err(e)) => return e,
-            Err(_) => return BinlogError::Timeout(OPEN_TIMEOUT),
+    /// Decides where the next stream starts after one ended; invalidates everything when
+    /// the events since the anchor cannot be had. Returns what happens next, for the log,
+    /// and whether it was such a gap.
+    fn after_end(&mut self, err: &BinlogError, life: &Life) -> (String, bool) {
+        if let Some(why) = gap_after(err, life, &mut self.failed_resumes) {
+            if self.anchor.take().is_some() {
+                // Entries may be stale from here on: do not wait for the fresh start.
+                self.inv.all();
+                self.shared.bumps.fetch_add(1, Ordering::Relaxed);
+            }
+            let next = format!("cannot resume ({why}): everything invalidated, starting afresh");
+            return (next, true);
+        }
+        let next = match &self.anchor {
+            Some(a) => format!("resuming from {}:{}", a.file, a.offset),
+            None if self.ever_streamed => {
+                "no position to resume from: starting afresh, invalidating everything".into()
+            }
+            None => "retrying".into(),
         };
-        // The server sends a (fake) ROTATE and the FORMAT_DESCRIPTION at once: the first event
-        // proves the dump was accepted (a missing privilege shows up here).
+        (next, false)
+    }
+
+    /// One connection's life: returns why it ended.
+    async fn stream(&mut self, life: &mut Life) -> BinlogError {
+        // A server that accepts the connection but never answers must not park the tail.
+        let Opened { mut stream, target } =
+            match tokio::time::timeout(OPEN_TIMEOUT, self.open(life)).await {
+                Ok(Ok(s)) => s,
+                Ok(Err(e)) => return e,
+                Err(_) => return BinlogError::Timeout(OPEN_TIMEOUT),
+            };
+        life.opened = true;
+        let resume = if life.resuming {
+            self.anchor.clone()
+        } else {
+            None
+        };
+        // Before the anchor is confirmed, events only prove the position.
+        let mut fde_seen = false;
         loop {
-            let next = tokio::time::timeout(STALL, stream.next()).await;
+            // mysql_common unwraps some reads of event bytes: a panic there must end this
+            // stream, not the task (which would leave the tail "connected" forever).
+            let next =
+                tokio::time::timeout(STALL, AssertUnwindSafe(stream.next()).catch_unwind()).await;
             let event = match next {
                 Err(_) => return BinlogError::Stalled(STALL),
-                Ok(None) => return BinlogError::Ended,
-                Ok(Some(Err(e))) => {
-                    return if !*streamed {
+                Ok(Err(panic)) => return BinlogError::Panic(panic_text(&panic)),
+                Ok(Ok(None)) => return BinlogError::Ended,
+                Ok(Ok(Some(Err(e)))) => {
+                    return if !self.ever_streamed {
                         unavailable_if_denied(
                             e,
                             "the user cannot read the binlog (needs REPLICATION SLAVE)",
@@ -433,31 +787,187 @@ impl Tail {
                         e.into()
                     }
                 }
-                Ok(Some(Ok(ev))) => ev,
+                Ok(Ok(Some(Ok(ev)))) => ev,
             };
             let arrived = Instant::now();
-            if !*streamed {
-                *streamed = true;
-                // Everything before the position we start from happened while no tail was
-                // watching: invalidate it all before anyone is told we are connected.
-                self.versions.bump_all();
-                self.shared.bumps.fetch_add(1, Ordering::Relaxed);
-                self.shared.set_connected();
-                tracing::info!(upstream = %self.addr, server_id = self.cfg.server_id, "binlog stream connected");
+            self.shared.events.fetch_add(1, Ordering::Relaxed);
+            if !life.streamed {
+                life.streamed = true;
+                if resume.is_none() {
+                    // Everything before the position we start from happened while no tail was
+                    // watching: invalidate it all before anyone is told we are connected.
+                    self.inv.all();
+                    self.shared.bumps.fetch_add(1, Ordering::Relaxed);
+                    if self.ever_streamed {
+                        self.shared.gaps.fetch_add(1, Ordering::Relaxed);
+                    }
+                    self.ever_streamed = true;
+                    life.caught_up = true;
+                    self.shared.set_connected();
+                    tracing::info!(upstream = %self.addr, server_id = self.cfg.server_id, file = %target.0, offset = target.1, "binlog stream connected");
+                }
             }
+            let h = event.header();
+            let kind = h.event_type_raw();
+            if let (Some(anchor), false) = (&resume, life.verified) {
+                // The server first sends a fake ROTATE naming the file, then the file's
+                // format description, then the events from the offset asked for.
+                match kind {
+                    event_type::ROTATE => {
+                        self.track_rotate(&event);
+                        continue;
+                    }
+                    event_type::FORMAT_DESCRIPTION if !fde_seen => {
+                        fde_seen = true;
+                        let id = EventId::of_fde(&event);
+                        if self.pos.file != anchor.file || id != anchor.fde {
+                            return BinlogError::Gap(format!(
+                                "{}:{} holds other events now (the binlog was reset, or this is another server)",
+                                anchor.file, anchor.offset
+                            ));
+                        }
+                        self.pos.fde = Some(id);
+                        if anchor.last.is_some() {
+                            continue;
+                        }
+                        // Resuming at a stream's starting point: the file is the same one.
+                    }
+                    _ if !fde_seen || !is_real(&event) => continue,
+                    _ => {
+                        if Some(EventId::of(&event)) != anchor.last {
+                            return BinlogError::Gap(format!(
+                                "the event at {}:{} is not the one last applied (the binlog was \
+                                 reset, or this is another server)",
+                                anchor.file, anchor.offset
+                            ));
+                        }
+                        self.pos.end = u64::from(h.log_pos());
+                    }
+                }
+                life.verified = true;
+                self.ever_streamed = true;
+                self.shared.resumes.fetch_add(1, Ordering::Relaxed);
+                tracing::info!(upstream = %self.addr, file = %anchor.file, offset = anchor.offset, "binlog stream resumed where it left off; replaying what came after");
+                self.check_caught_up(&event, &target, life);
+                // The anchor itself was applied before the loss.
+                continue;
+            }
+            let file_before = (!life.caught_up).then(|| self.pos.file.clone());
             if let Some(ddl) = self.on_event(&event, &stream, arrived).await {
                 self.after_ddl(ddl);
+            }
+            if self.after_event(&event) {
+                life.advanced = true;
+            }
+            if let Some(file) = file_before {
+                if reached(&event, &file, &target) {
+                    self.caught_up(life);
+                }
             }
         }
     }
 
-    /// Connects, checks the server can stream, and asks for the binlog from its current end.
-    async fn open(&mut self) -> Result<BinlogStream, BinlogError> {
+    /// After the anchor came back: the stream stands at the anchor's end.
+    fn check_caught_up(&mut self, event: &Event, target: &(String, u64), life: &mut Life) {
+        let at = position_reached(&self.pos.file, self.pos.end, target);
+        if !life.caught_up && (at || reached(event, &self.pos.file.clone(), target)) {
+            self.caught_up(life);
+        }
+    }
+
+    fn caught_up(&mut self, life: &mut Life) {
+        life.caught_up = true;
+        self.shared.set_connected();
+        tracing::info!(upstream = %self.addr, "binlog stream caught up");
+    }
+
+    /// Keeps the stream's file name: a real ROTATE names the file the next events come from.
+    /// The fake one at the start of a dump names the file asked for, which we know; its name
+    /// is not used, because it arrives before the format description says events carry a
+    /// checksum, so mysql_common leaves the checksum's 4 bytes on the end of the name.
+    fn track_rotate(&mut self, event: &Event) {
+        if !is_real(event) {
+            return;
+        }
+        if let Ok(Some(EventData::RotateEvent(r))) = event.read_data() {
+            self.pos.fde = None;
+            self.pos.file = r.name().into_owned();
+            self.pos.end = r.position();
+            self.pos.requested = None;
+        }
+    }
+
+    /// Tracks the position after an event was applied, and moves the anchor to it when
+    /// nothing is pending. True when the anchor moved.
+    fn after_event(&mut self, event: &Event) -> bool {
+        let h = event.header();
+        let kind = h.event_type_raw();
+        if kind == event_type::ROTATE {
+            // The rotate itself was applied; the next file's format description comes next
+            // and becomes the anchor.
+            self.track_rotate(event);
+            return false;
+        }
+        if kind == event_type::FORMAT_DESCRIPTION {
+            let id = EventId::of_fde(event);
+            self.pos.fde = Some(id);
+            // Resuming here sends this description, then the events after it.
+            let offset = match self.pos.requested {
+                Some(o) if !is_real(event) => o,
+                _ => 4,
+            };
+            if self.txn.open {
+                return false;
+            }
+            return self.set_anchor(offset, None);
+        }
+        if !is_real(event) || kind == event_type::TRANSACTION_PAYLOAD {
+            return false;
+        }
+        let end = u64::from(h.log_pos());
+        let size = u64::from(h.event_size());
+        let Some(start) = end.checked_sub(size) else {
+            return false;
+        };
+        // Events inside a compressed transaction payload, or out of order, carry no position
+        // of their own.
+        if start < self.pos.end {
+            return false;
+        }
+        self.pos.end = end;
+        if self.txn.open {
+            return false;
+        }
+        self.set_anchor(start, Some(EventId::of(event)))
+    }
+
+    fn set_anchor(&mut self, offset: u64, last: Option<EventId>) -> bool {
+        let (Some(fde), Some(server)) = (self.pos.fde, self.pos.server.clone()) else {
+            return false;
+        };
+        if self.pos.file.is_empty() {
+            return false;
+        }
+        self.anchor = Some(Anchor {
+            file: self.pos.file.clone(),
+            offset,
+            fde,
+            last,
+            server,
+        });
+        true
+    }
+
+    /// Connects, checks the server can stream, and asks for the binlog: from the anchor when
+    /// there is one (and the server is the same), else from the server's current end.
+    async fn open(&mut self, life: &mut Life) -> Result<Opened, BinlogError> {
         let mut conn = Conn::new(self.opts.clone()).await?;
         let row: Option<Row> = conn
-            .query_first("SELECT @@GLOBAL.log_bin, @@GLOBAL.binlog_format")
+            .query_first(
+                "SELECT @@GLOBAL.log_bin, @@GLOBAL.binlog_format, @@GLOBAL.server_id, @@version",
+            )
             .await?;
-        let (log_bin, format) = match row {
+        let (log_bin, format, server_id, version) = match row {
             Some(mut r) => (
                 r.take_opt::<Option<i64>, _>(0)
                     .and_then(|v| v.ok())
@@ -465,8 +975,14 @@ impl Tail {
                 r.take_opt::<Option<String>, _>(1)
                     .and_then(|v| v.ok())
                     .flatten(),
+                r.take_opt::<Option<u64>, _>(2)
+                    .and_then(|v| v.ok())
+                    .flatten(),
+                r.take_opt::<Option<String>, _>(3)
+                    .and_then(|v| v.ok())
+                    .flatten(),
             ),
-            None => (None, None),
+            None => (None, None, None, None),
         };
         if log_bin != Some(1) {
             return Err(BinlogError::Unavailable(
@@ -478,6 +994,20 @@ impl Tail {
             self.warned_format = true;
             tracing::warn!(upstream = %self.addr, binlog_format = %format, "binlog_format is not ROW: statement events are analysed like proxied writes, and unanalysable ones invalidate conservatively");
         }
+        let mariadb = version.as_deref().unwrap_or("").contains("MariaDB");
+        let uuid = if mariadb {
+            None
+        } else {
+            conn.query_first::<Option<String>, _>("SELECT @@GLOBAL.server_uuid")
+                .await
+                .ok()
+                .flatten()
+                .flatten()
+        };
+        let server = ServerId {
+            server_id: server_id.unwrap_or(0),
+            uuid,
+        };
         let status: Option<Row> = match conn.query_first("SHOW MASTER STATUS").await {
             Ok(s) => s,
             Err(e) => {
@@ -500,22 +1030,58 @@ impl Tail {
             .take_opt::<u64, _>(1)
             .and_then(|v| v.ok())
             .unwrap_or(4);
+        let target = (String::from_utf8_lossy(&file).into_owned(), pos);
+        if let Some(a) = &self.anchor {
+            if a.server != server {
+                return Err(BinlogError::Gap(format!(
+                    "the server changed (server_id {} → {}, server_uuid {:?} → {:?})",
+                    a.server.server_id, server.server_id, a.server.uuid, server.uuid
+                )));
+            }
+        }
         // Heartbeats on an idle stream let a dead connection be told from a quiet server.
         conn.query_drop(format!(
             "SET @master_heartbeat_period = {}",
             HEARTBEAT.as_nanos()
         ))
         .await?;
+        if mariadb {
+            // Without it MariaDB rewrites each GTID event into an old form for us, and ends
+            // the dump when it cannot (XA transactions with long xids).
+            conn.query_drop(format!(
+                "SET @mariadb_slave_capability = {MARIADB_CAPABILITY_GTID}"
+            ))
+            .await?;
+        }
         self.shared.conn_id.store(conn.id(), Ordering::Relaxed);
+        let (from_file, from_pos) = match &self.anchor {
+            Some(a) => {
+                life.resuming = true;
+                (a.file.clone(), a.offset)
+            }
+            None => target.clone(),
+        };
+        self.pos = Position {
+            file: from_file.clone(),
+            end: from_pos,
+            fde: None,
+            requested: Some(from_pos),
+            server: Some(server),
+        };
         let request = BinlogStreamRequest::new(self.cfg.server_id)
-            .with_filename(&file)
-            .with_pos(pos);
-        conn.get_binlog_stream(request).await.map_err(|e| {
-            unavailable_if_denied(
-                e,
-                "the user cannot register as a replica (needs REPLICATION SLAVE)",
-            )
-        })
+            .with_filename(from_file.as_bytes())
+            .with_pos(from_pos);
+        let stream = conn.get_binlog_stream(request).await.map_err(|e| {
+            if self.ever_streamed {
+                e.into()
+            } else {
+                unavailable_if_denied(
+                    e,
+                    "the user cannot register as a replica (needs REPLICATION SLAVE)",
+                )
+            }
+        })?;
+        Ok(Opened { stream, target })
     }
 
     /// Folds one event into the transaction; bumps at commits. Returns the tables of a DDL
@@ -526,7 +1092,6 @@ impl Tail {
         stream: &BinlogStream,
         arrived: Instant,
     ) -> Option<Ddl> {
-        self.shared.events.fetch_add(1, Ordering::Relaxed);
         let ts = event.header().timestamp();
         self.event_lag_ms = None;
         if ts != 0 {
@@ -539,25 +1104,50 @@ impl Tail {
             self.shared.last_event_lag_ms.store(lag, Ordering::Relaxed);
             self.event_lag_ms = Some(lag);
         }
+        let kind = event.header().event_type_raw();
+        match kind {
+            event_type::MARIA_GTID => {
+                self.on_mariadb_gtid(event.data(), arrived).await;
+                return None;
+            }
+            // Annotations (the statement text of row events), the GTID list and checkpoint at
+            // the head of each file, and the encryption marker change no table.
+            event_type::MARIA_ANNOTATE_ROWS
+            | event_type::MARIA_BINLOG_CHECKPOINT
+            | event_type::MARIA_GTID_LIST
+            | event_type::MARIA_START_ENCRYPTION => return None,
+            // log_bin_compress: the rows' table id is readable, the statement is not.
+            k if event_type::MARIA_ROWS_COMPRESSED.contains(&k) => {
+                self.on_rows(rows_table_id(event.data()), stream);
+                return None;
+            }
+            event_type::MARIA_QUERY_COMPRESSED => {
+                self.txn.unknown_all = true;
+                if !self.txn.open {
+                    self.commit(arrived).await;
+                }
+                return None;
+            }
+            event_type::INCIDENT => {
+                // The server says its binlog misses changes here.
+                tracing::warn!(upstream = %self.addr, "binlog: incident event (the server lost changes); invalidating everything");
+                self.txn.unknown_all = true;
+                self.commit(arrived).await;
+                return None;
+            }
+            _ => {}
+        }
         let data = match event.read_data() {
             Ok(d) => d,
             Err(e) => {
                 // We cannot tell what it changed: the whole transaction goes conservative.
-                tracing::warn!(error = %e, event_type = event.header().event_type_raw(), "binlog: unreadable event; invalidating everything at its commit");
+                tracing::warn!(error = %e, event_type = kind, "binlog: unreadable event; invalidating everything at its commit");
                 self.txn.unknown_all = true;
                 return None;
             }
         };
         match data {
-            Some(EventData::RowsEvent(rows)) => match stream.get_tme(rows.table_id()) {
-                Some(tme) => {
-                    self.txn.tables.insert((
-                        tme.database_name().to_lowercase(),
-                        tme.table_name().to_lowercase(),
-                    ));
-                }
-                None => self.txn.unknown_all = true,
-            },
+            Some(EventData::RowsEvent(rows)) => self.on_rows(Some(rows.table_id()), stream),
             Some(EventData::XidEvent(_)) => self.commit(arrived).await,
             Some(EventData::QueryEvent(q)) => {
                 let sql = q.query();
@@ -571,12 +1161,73 @@ impl Tail {
                 let schema = q.schema().to_lowercase();
                 return self.on_query(&sql, &schema, arrived).await;
             }
-            Some(EventData::XaPrepareLogEvent(_)) => self.commit(arrived).await,
+            Some(EventData::XaPrepareLogEvent(x)) => self.on_xa_prepare(&x, arrived).await,
+            // A type this mysql_common does not know (MariaDB's beyond those above, or a
+            // newer server's). One the server marks ignorable carries nothing a replica must
+            // apply; any other may change data we cannot see: invalidate everything at the
+            // end of its group, and go on.
+            None => {
+                let ignorable = event
+                    .header()
+                    .flags()
+                    .contains(EventFlags::LOG_EVENT_IGNORABLE_F);
+                if !ignorable {
+                    if self.warned_types.insert(kind) {
+                        tracing::warn!(upstream = %self.addr, event_type = kind, "binlog: unknown event type; its transaction invalidates everything");
+                    }
+                    self.txn.unknown_all = true;
+                    if !self.txn.open {
+                        self.commit(arrived).await;
+                    }
+                }
+            }
             // TABLE_MAP is kept by the stream itself; ROTATE, FORMAT_DESCRIPTION, heartbeats,
-            // GTIDs and the MariaDB-only events we do not ask for change no table.
+            // MySQL's GTIDs and the like change no table.
             _ => {}
         }
         None
+    }
+
+    fn on_rows(&mut self, table_id: Option<u64>, stream: &BinlogStream) {
+        match table_id.and_then(|id| stream.get_tme(id)) {
+            Some(tme) => {
+                self.txn.tables.insert((
+                    tme.database_name().to_lowercase(),
+                    tme.table_name().to_lowercase(),
+                ));
+            }
+            None => self.txn.unknown_all = true,
+        }
+    }
+
+    /// A MariaDB GTID event starts an event group; a standalone one (DDL, XA COMMIT/ROLLBACK
+    /// of a prepared transaction) is followed by the single statement that ends it.
+    async fn on_mariadb_gtid(&mut self, data: &[u8], arrived: Instant) {
+        if self.txn.open {
+            // The server never leaves a group unended; if it did, bump what it changed.
+            self.commit(arrived).await;
+        }
+        let flags = data.get(12).copied().unwrap_or(FL_STANDALONE);
+        self.txn = Txn {
+            open: flags & FL_STANDALONE == 0,
+            ..Txn::default()
+        };
+    }
+
+    /// XA PREPARE ends the first half of an XA transaction: its changes are bumped now, and
+    /// remembered until its XA COMMIT/ROLLBACK (a reader may cache the old rows meanwhile).
+    async fn on_xa_prepare(&mut self, body: &[u8], arrived: Instant) {
+        let one_phase = body.first().copied().unwrap_or(0) != 0;
+        let known = !self.txn.unknown_all && self.txn.unknown_schemas.is_empty();
+        if !one_phase && known {
+            if let Some(xid) = xa_prepare_xid(body) {
+                if self.prepared.len() >= MAX_PREPARED_XA {
+                    self.prepared.clear();
+                }
+                self.prepared.insert(xid, self.txn.tables.clone());
+            }
+        }
+        self.commit(arrived).await;
     }
 
     async fn on_query(&mut self, sql: &str, schema: &str, arrived: Instant) -> Option<Ddl> {
@@ -592,9 +1243,15 @@ impl Tail {
             "ROLLBACK" | "SAVEPOINT" | "RELEASE" => {}
             "XA" => match w(1) {
                 // Bumped at PREPARE already, but a reader may have cached the old rows between
-                // PREPARE and COMMIT: XA is rare, so its end invalidates everything.
+                // PREPARE and COMMIT: bump its tables again. A prepared transaction the tail
+                // did not see (prepared before it started) invalidates everything.
                 "COMMIT" | "ROLLBACK" => {
-                    self.txn.unknown_all = true;
+                    match xa_query_xid(sql).and_then(|x| self.prepared.remove(&x)) {
+                        Some(tables) => self.txn.tables.extend(tables),
+                        // XA COMMIT … ONE PHASE is logged as a plain transaction; this is a
+                        // second phase whose first the tail did not see.
+                        None => self.txn.unknown_all = true,
+                    }
                     self.commit(arrived).await;
                 }
                 "PREPARE" => self.commit(arrived).await,
@@ -622,10 +1279,12 @@ impl Tail {
                         None => Ddl::Unknown(schema.to_string()),
                     }
                 };
-                // DDL commits implicitly and is its own event group.
-                self.txn = Txn::default();
                 self.apply_ddl(&ddl);
-                self.commit_done(arrived);
+                // DDL is its own event group, except CREATE … SELECT and temporary tables,
+                // which sit inside a transaction whose rows and commit follow.
+                if !self.txn.open {
+                    self.commit(arrived).await;
+                }
                 return Some(ddl);
             }
             // Statement-based DML (INSERT, UPDATE, DELETE, REPLACE, LOAD DATA …).
@@ -655,7 +1314,7 @@ impl Tail {
         let stale_catalog = !txn.tables.is_empty() && !self.settle().await;
         let mut bumps = 0u64;
         if txn.unknown_all {
-            self.versions.bump_all();
+            self.inv.all();
             bumps += 1;
         } else {
             for s in &txn.unknown_schemas {
@@ -690,20 +1349,15 @@ impl Tail {
     }
 
     fn bump_tables(&self, tables: &[TableName]) -> u64 {
-        bump_tables(
-            &self.versions,
-            &self.catalog,
-            self.cfg.unknown_write,
-            tables,
-        )
+        bump_tables(&self.inv, &self.catalog, self.cfg.unknown_write, tables)
     }
 
     fn conservative(&self, schema: &str) -> u64 {
-        conservative(&self.versions, self.cfg.unknown_write, schema)
+        conservative(&self.inv, self.cfg.unknown_write, schema)
     }
 
     fn apply_ddl(&self, ddl: &Ddl) -> u64 {
-        let n = apply_ddl(&self.versions, &self.catalog, self.cfg.unknown_write, ddl);
+        let n = apply_ddl(&self.inv, &self.catalog, self.cfg.unknown_write, ddl);
         self.shared.bumps.fetch_add(n, Ordering::Relaxed);
         n
     }
@@ -720,7 +1374,7 @@ impl Tail {
     fn after_ddl(&mut self, ddl: Ddl) {
         self.refreshing.retain(|t| !t.is_finished());
         let catalog = self.catalog.clone();
-        let versions = self.versions.clone();
+        let inv = self.inv.clone();
         let shared = self.shared.clone();
         let policy = self.cfg.unknown_write;
         self.refreshing.push(tokio::spawn(async move {
@@ -730,7 +1384,7 @@ impl Tail {
             if let Err(e) = r {
                 tracing::warn!(error = %e, "binlog: catalog refresh after DDL failed; keeping the old one");
             }
-            let n = apply_ddl(&versions, &catalog, policy, &ddl);
+            let n = apply_ddl(&inv, &catalog, policy, &ddl);
             shared.bumps.fetch_add(n, Ordering::Relaxed);
         }));
     }
@@ -787,31 +1441,26 @@ impl Ddl {
 }
 
 /// Bumps what a DDL statement invalidates; returns the number of bumps.
-fn apply_ddl(versions: &Versions, catalog: &Catalog, policy: Conservative, ddl: &Ddl) -> u64 {
+fn apply_ddl(inv: &Inv, catalog: &Catalog, policy: Conservative, ddl: &Ddl) -> u64 {
     match ddl {
-        Ddl::Tables(t) => bump_tables(versions, catalog, policy, t),
+        Ddl::Tables(t) => bump_tables(inv, catalog, policy, t),
         // Tables the registry does not know have no entries to invalidate.
-        Ddl::Database(Some(name)) => versions.bump_schema(name) as u64,
+        Ddl::Database(Some(name)) => inv.schema(name),
         Ddl::Database(None) => {
-            versions.bump_all();
+            inv.all();
             1
         }
-        Ddl::Unknown(schema) => conservative(versions, policy, schema),
+        Ddl::Unknown(schema) => conservative(inv, policy, schema),
     }
 }
 
 /// Bumps `tables` widened through triggers and cascades; conservative when the catalog
 /// cannot widen them.
-fn bump_tables(
-    versions: &Versions,
-    catalog: &Catalog,
-    policy: Conservative,
-    tables: &[TableName],
-) -> u64 {
+fn bump_tables(inv: &Inv, catalog: &Catalog, policy: Conservative, tables: &[TableName]) -> u64 {
     match catalog.expand_write(tables) {
         Some(all) => {
             for (s, n) in &all {
-                versions.bump_name(s, n);
+                inv.table(s, n);
             }
             all.len() as u64
         }
@@ -819,11 +1468,11 @@ fn bump_tables(
             let schemas: HashSet<&str> = tables.iter().map(|(s, _)| s.as_str()).collect();
             let mut n = 0;
             for (s, t) in tables {
-                versions.bump_name(s, t);
+                inv.table(s, t);
                 n += 1;
             }
             for s in schemas {
-                n += conservative(versions, policy, s);
+                n += conservative(inv, policy, s);
             }
             n
         }
@@ -831,11 +1480,11 @@ fn bump_tables(
 }
 
 /// Invalidates for a write we could not analyse, per `invalidation.unknown_write`.
-fn conservative(versions: &Versions, policy: Conservative, schema: &str) -> u64 {
+fn conservative(inv: &Inv, policy: Conservative, schema: &str) -> u64 {
     match policy {
-        Conservative::Schema if !schema.is_empty() => versions.bump_schema(schema) as u64,
+        Conservative::Schema if !schema.is_empty() => inv.schema(schema),
         _ => {
-            versions.bump_all();
+            inv.all();
             1
         }
     }
@@ -847,6 +1496,137 @@ fn commit_lag_bucket(lag_ms: u64) -> usize {
         .iter()
         .position(|&b| lag_ms <= b)
         .unwrap_or(COMMIT_LAG_BOUNDS_MS.len())
+}
+
+/// Whether the events since the anchor are lost after a stream ended as `err`: the reason,
+/// or `None` to resume from the anchor. `failed` counts resumes in a row that got nowhere.
+fn gap_after(err: &BinlogError, life: &Life, failed: &mut u32) -> Option<String> {
+    if life.advanced || life.caught_up {
+        *failed = 0;
+    }
+    let gap = match err {
+        BinlogError::Gap(why) => Some(why.clone()),
+        // The server refused to send from the anchor (purged, reset, position past the end
+        // of the file): those events are gone.
+        BinlogError::Upstream(mysql_async::Error::Server(e))
+            if life.resuming
+                && !life.verified
+                && e.code == ER_MASTER_FATAL_ERROR_READING_BINLOG =>
+        {
+            Some(format!(
+                "the server refused the position: {} ({})",
+                e.message, e.code
+            ))
+        }
+        // Broke off again before getting anywhere: an event the server cannot send, or that
+        // the parser cannot read, would otherwise keep the tail replaying forever (and hits
+        // suspended). A server that is simply down never gets this far.
+        _ if life.opened && life.resuming && !life.caught_up && !life.advanced => {
+            *failed += 1;
+            (*failed >= MAX_FAILED_RESUMES)
+                .then(|| format!("{failed} resumes in a row broke off before getting anywhere"))
+        }
+        _ => None,
+    };
+    if gap.is_some() {
+        *failed = 0;
+    }
+    gap
+}
+
+/// An event with a place in the server's binlog file: not made up for the stream (the fake
+/// ROTATE, heartbeats, a format description sent past the file's start).
+fn is_real(e: &Event) -> bool {
+    let h = e.header();
+    h.log_pos() != 0
+        && h.event_type_raw() != event_type::HEARTBEAT
+        && !h.flags().contains(EventFlags::LOG_EVENT_ARTIFICIAL_F)
+}
+
+/// True once the stream, now reading `file`, has reached `target` (the server's position when
+/// it was asked for): everything committed before the reconnect has been seen. A heartbeat
+/// means the server has nothing more to send.
+fn reached(e: &Event, file: &str, target: &(String, u64)) -> bool {
+    if e.header().event_type_raw() == event_type::HEARTBEAT {
+        return true;
+    }
+    is_real(e) && position_reached(file, u64::from(e.header().log_pos()), target)
+}
+
+/// True when offset `end` of `file` is at or past `target`.
+fn position_reached(file: &str, end: u64, target: &(String, u64)) -> bool {
+    if file == target.0 {
+        return end >= target.1;
+    }
+    match (file_index(file), file_index(&target.0)) {
+        (Some(a), Some(b)) => a > b,
+        _ => false,
+    }
+}
+
+/// The sequence number of a binlog file name (`binlog.000042` → 42).
+fn file_index(name: &str) -> Option<u64> {
+    name.rsplit_once('.')?.1.parse().ok()
+}
+
+/// The table id at the head of a rows event's body (6 bytes, little-endian).
+fn rows_table_id(body: &[u8]) -> Option<u64> {
+    let b = body.get(..6)?;
+    Some(b.iter().rev().fold(0u64, |n, &x| (n << 8) | u64::from(x)))
+}
+
+/// The xid of an XA_PREPARE_LOG_EVENT body (one_phase 1, format_id 4, gtrid_length 4,
+/// bqual_length 4, data), spelled as [`xa_query_xid`] spells it.
+fn xa_prepare_xid(body: &[u8]) -> Option<String> {
+    let u32_at = |i: usize| -> Option<u32> {
+        Some(u32::from_le_bytes(body.get(i..i + 4)?.try_into().ok()?))
+    };
+    let format = u32_at(1)?;
+    let g = u32_at(5)? as usize;
+    let b = u32_at(9)? as usize;
+    let data = body.get(13..13usize.checked_add(g)?.checked_add(b)?)?;
+    Some(xid_key(&data[..g], &data[g..], u64::from(format)))
+}
+
+/// The xid of a logged `XA COMMIT|ROLLBACK X'gtrid',X'bqual',format` (the server logs this
+/// canonical form whatever the client wrote).
+fn xa_query_xid(sql: &str) -> Option<String> {
+    let rest = sql.trim_start();
+    let rest = rest.get(2..)?.trim_start();
+    let verb_end = rest.find(char::is_whitespace)?;
+    let args = rest[verb_end..].trim();
+    let mut parts = args.splitn(3, ',');
+    let hex = |p: &str| -> Option<Vec<u8>> {
+        let p = p.trim();
+        let inner = p
+            .strip_prefix("X'")
+            .or_else(|| p.strip_prefix("x'"))?
+            .strip_suffix('\'')?;
+        if inner.len() % 2 != 0 {
+            return None;
+        }
+        (0..inner.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(inner.get(i..i + 2)?, 16).ok())
+            .collect()
+    };
+    let gtrid = hex(parts.next()?)?;
+    let bqual = hex(parts.next()?)?;
+    let format: u64 = parts.next()?.trim().parse().ok()?;
+    Some(xid_key(&gtrid, &bqual, format))
+}
+
+fn xid_key(gtrid: &[u8], bqual: &[u8], format: u64) -> String {
+    let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
+    format!("{format}:{}:{}", hex(gtrid), hex(bqual))
+}
+
+/// What a caught panic said.
+fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
+    p.downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| p.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "panic".into())
 }
 
 fn lower_all(t: Vec<(String, String)>) -> Vec<TableName> {
@@ -948,6 +1728,134 @@ mod tests {
             vec!["ALTER", "TABLE"]
         );
         assert!(leading_words("/* unterminated", 1).is_empty());
+    }
+
+    #[test]
+    fn xids_from_the_prepare_event_and_the_commit_statement_agree() {
+        // XA_PREPARE_LOG_EVENT body as MariaDB 10.11 wrote it for a 37-byte gtrid.
+        let mut body = vec![0u8];
+        body.extend_from_slice(&1u32.to_le_bytes());
+        body.extend_from_slice(&37u32.to_le_bytes());
+        body.extend_from_slice(&0u32.to_le_bytes());
+        let gtrid: Vec<u8> = (0..37u8).collect();
+        body.extend_from_slice(&gtrid);
+        let hex: String = gtrid.iter().map(|b| format!("{b:02X}")).collect();
+        let from_event = xa_prepare_xid(&body).expect("prepare xid");
+        let from_query = xa_query_xid(&format!("XA COMMIT X'{hex}',X'',1")).expect("query xid");
+        assert_eq!(from_event, from_query);
+        assert_eq!(
+            xa_query_xid(&format!("XA ROLLBACK X'{hex}',X'',1")),
+            Some(from_event)
+        );
+        assert_ne!(
+            xa_query_xid("XA COMMIT X'01',X'',1"),
+            xa_query_xid("XA COMMIT X'01',X'02',1")
+        );
+        // Truncated or odd bodies and texts give no xid (the end then invalidates all).
+        assert_eq!(xa_prepare_xid(&body[..20]), None);
+        assert_eq!(xa_prepare_xid(&[]), None);
+        assert_eq!(xa_query_xid("XA COMMIT 'abc'"), None);
+        assert_eq!(xa_query_xid("XA COMMIT X'0',X'',1"), None);
+        assert_eq!(xa_query_xid("XA"), None);
+    }
+
+    #[test]
+    fn rows_table_ids_and_file_indexes() {
+        assert_eq!(rows_table_id(&[18, 0, 0, 0, 0, 0, 1, 0]), Some(18));
+        assert_eq!(rows_table_id(&[1, 2, 0, 0, 0, 1]), Some(0x0100_0000_0201));
+        assert_eq!(rows_table_id(&[1, 2]), None);
+        assert_eq!(file_index("binlog.000042"), Some(42));
+        assert_eq!(file_index("mysql-bin.1000000"), Some(1_000_000));
+        assert_eq!(file_index("nodot"), None);
+        let target = ("binlog.000009".to_string(), 500);
+        assert!(position_reached("binlog.000009", 500, &target));
+        assert!(!position_reached("binlog.000009", 499, &target));
+        assert!(position_reached("binlog.000010", 4, &target));
+        assert!(!position_reached("binlog.000008", 9999, &target));
+        assert!(!position_reached("other", 9999, &target));
+    }
+
+    #[test]
+    fn end_causes_have_distinct_labels_and_slots() {
+        let labels: HashSet<&str> = EndCause::ALL.iter().map(|c| c.label()).collect();
+        assert_eq!(labels.len(), EndCause::ALL.len());
+        for (i, c) in EndCause::ALL.iter().enumerate() {
+            assert_eq!(c.index(), i);
+        }
+        assert_eq!(BinlogError::Ended.cause(false), EndCause::Connect);
+        assert_eq!(BinlogError::Ended.cause(true), EndCause::Ended);
+        assert_eq!(BinlogError::Timeout(STALL).cause(false), EndCause::Timeout);
+        assert_eq!(BinlogError::Gap("x".into()).cause(false), EndCause::Gap);
+        assert_eq!(BinlogError::Stalled(STALL).cause(true), EndCause::Stalled);
+    }
+
+    #[test]
+    fn when_a_resume_becomes_a_gap() {
+        let server = |code: u16| {
+            BinlogError::Upstream(mysql_async::Error::Server(mysql_async::ServerError {
+                code,
+                message: "m".into(),
+                state: "HY000".into(),
+            }))
+        };
+        let life = |opened, resuming, verified, caught_up, advanced| Life {
+            opened,
+            streamed: opened,
+            resuming,
+            verified,
+            caught_up,
+            advanced,
+        };
+        let io = || BinlogError::Ended;
+        // (error, life, failed before, gap?, failed after)
+        let cases: Vec<(BinlogError, Life, u32, bool, u32)> = vec![
+            // A stream that caught up and then broke: resume.
+            (io(), life(true, true, true, true, true), 1, false, 0),
+            (
+                server(1236),
+                life(true, true, true, true, false),
+                0,
+                false,
+                0,
+            ),
+            // The server refuses the anchor: gone.
+            (
+                server(1236),
+                life(true, true, false, false, false),
+                0,
+                true,
+                0,
+            ),
+            // Another refusal before the anchor came back: retry, counted.
+            (
+                server(1053),
+                life(true, true, false, false, false),
+                0,
+                false,
+                1,
+            ),
+            // The second resume in a row that got nowhere: give up the position.
+            (io(), life(true, true, true, false, false), 1, true, 0),
+            // Got past the anchor: the count starts over.
+            (io(), life(true, true, true, false, true), 1, false, 0),
+            // Could not even connect (server down): not counted.
+            (io(), life(false, true, false, false, false), 1, false, 1),
+            // Not resuming (a fresh start): nothing to lose.
+            (io(), life(true, false, false, false, false), 0, false, 0),
+            (
+                BinlogError::Gap("x".into()),
+                life(false, true, false, false, false),
+                1,
+                true,
+                0,
+            ),
+        ];
+        for (i, (err, life, before, gap, after)) in cases.into_iter().enumerate() {
+            let mut failed = before;
+            let got = gap_after(&err, &life, &mut failed);
+            assert_eq!(got.is_some(), gap, "case {i}: {err} {life:?} → {got:?}");
+            assert_eq!(failed, after, "case {i}: failed count");
+        }
     }
 
     #[test]

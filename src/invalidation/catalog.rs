@@ -49,32 +49,7 @@ pub enum ReadResolution {
     Unknown(String),
 }
 
-/// What a DDL statement may have changed in the catalog, as far as the statement says: what
-/// [`Catalog::refresh_changed`] reloads. Names are lower-cased.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Changed {
-    /// Relations the statement names: created, altered, renamed from or to, dropped.
-    pub objects: Vec<TableName>,
-    /// Schemas created, altered or dropped as a whole.
-    pub schemas: Vec<String>,
-    /// The statement could not be read (or names nothing, as `DROP TRIGGER t` does): anything
-    /// may have changed.
-    pub everything: bool,
-}
-
-impl Changed {
-    /// Adds what another statement changed.
-    pub fn extend(&mut self, other: &Changed) {
-        self.objects.extend(other.objects.iter().cloned());
-        self.schemas.extend(other.schemas.iter().cloned());
-        self.everything |= other.everything;
-    }
-
-    fn covers(&self, schema: &str, name: &str) -> bool {
-        self.schemas.iter().any(|s| s == schema)
-            || self.objects.iter().any(|(s, n)| s == schema && n == name)
-    }
-}
+pub use crate::cache::writes::Changed;
 
 /// How long a refresh may take before the caller gets an error (and the old snapshot stays).
 const LOAD_TIMEOUT: Duration = Duration::from_secs(10);

@@ -1,2 +1,379 @@
 //! Policy: which session state the cache key must hold, and when qcache must ask the server
 //! for the effective values instead of trusting a SET's text.
+//!
+//! The key holds what the server has, not what a SET said:
+//! - at connect, after COM_RESET_CONNECTION and after COM_CHANGE_USER the session's effective
+//!   values of [`key_variables`] are read on its own upstream connection (one round trip,
+//!   pipelined with a `DO 0` that puts ROW_COUNT() back where a fresh session has it), so
+//!   sessions that inherited different globals never share entries;
+//! - a session SET whose value is a literal is keyed by that literal (the literal decides
+//!   the value whatever the globals); any other value (`@tz`, `CONCAT(@@sql_mode, …)`,
+//!   `DEFAULT`, an expression) is read back from the server after the SET succeeded;
+//! - GLOBAL / PERSIST assignments change other sessions (from their connect on), not this one;
+//! - READ UNCOMMITTED, however it came (SET, SET TRANSACTION for the next transaction only,
+//!   the global default at connect), means the session never stores a result and is never
+//!   served one: it could see another session's uncommitted rows, which no binlog reports,
+//!   so even a committed cached result may be one the server would not give it now. The
+//!   session's fingerprint carries a mark for it, and since no such session stores, no
+//!   entry exists under such a fingerprint: the hit path needs no extra test.
+//!
+//! Why not session state tracking on the upstream leg: it needs CLIENT_SESSION_TRACK
+//! negotiated upstream for every client, and then every OK packet of a client that did not
+//! ask for it must be rewritten (its info string changes form, the tracking data and the
+//! SESSION_STATE_CHANGED flag must go), and `session_track_system_variables` would have to
+//! be changed on the server in a way `SELECT @@session_track_system_variables` would show.
+//! A read-back costs one round trip where a SET cannot be evaluated (rare) and one per
+//! connect, and nothing per hit.
+
+/// Session variables whose value can change a cacheable result's bytes or meaning, read at
+/// connect. `mariadb`: the server's flavour (from its greeting), which decides which names
+/// exist; [`COMMON_KEY_VARIABLES`] is the fallback should a name be unknown to the server.
+pub fn key_variables(mariadb: bool) -> &'static [&'static str] {
+    if mariadb {
+        MARIADB_KEY_VARIABLES
+    } else {
+        MYSQL_KEY_VARIABLES
+    }
+}
+
+/// Names every supported server knows.
+pub const COMMON_KEY_VARIABLES: &[&str] = &[
+    "character_set_client",
+    "character_set_connection",
+    "character_set_results",
+    "collation_connection",
+    "sql_mode",
+    "time_zone",
+    "div_precision_increment",
+    "lc_time_names",
+    "group_concat_max_len",
+    "max_sort_length",
+    "default_week_format",
+    "sql_select_limit",
+    "sql_auto_is_null",
+    "max_join_size",
+    "sql_big_selects",
+    "sql_notes",
+];
+
+const MARIADB_KEY_VARIABLES: &[&str] = &[
+    "character_set_client",
+    "character_set_connection",
+    "character_set_results",
+    "collation_connection",
+    "sql_mode",
+    "time_zone",
+    "div_precision_increment",
+    "lc_time_names",
+    "group_concat_max_len",
+    "max_sort_length",
+    "default_week_format",
+    "sql_select_limit",
+    "sql_auto_is_null",
+    "max_join_size",
+    "sql_big_selects",
+    "sql_notes",
+    "tx_isolation",
+    "old_mode",
+    "max_recursive_iterations",
+    "system_versioning_asof",
+];
+
+const MYSQL_KEY_VARIABLES: &[&str] = &[
+    "character_set_client",
+    "character_set_connection",
+    "character_set_results",
+    "collation_connection",
+    "sql_mode",
+    "time_zone",
+    "div_precision_increment",
+    "lc_time_names",
+    "group_concat_max_len",
+    "max_sort_length",
+    "default_week_format",
+    "sql_select_limit",
+    "sql_auto_is_null",
+    "max_join_size",
+    "sql_big_selects",
+    "sql_notes",
+    "transaction_isolation",
+    "cte_max_recursion_depth",
+    "block_encryption_mode",
+];
+
+/// Whether the server is MariaDB, from its greeting's version string.
+pub fn is_mariadb(server_version: &str) -> bool {
+    server_version.contains("MariaDB")
+}
+
+/// The statement that reads `names` as the session has them: one row, one column each.
+/// None when a name is not a plain identifier (it came from a SET qcache parsed; a name
+/// that could break out of the statement is never sent).
+pub fn read_back_sql(names: &[&str]) -> Option<String> {
+    if names.is_empty() {
+        return None;
+    }
+    let mut sql = String::from("SELECT ");
+    for (i, n) in names.iter().enumerate() {
+        let plain = !n.is_empty()
+            && n.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'.');
+        if !plain || n.starts_with('.') || n.ends_with('.') {
+            return None;
+        }
+        if i > 0 {
+            sql.push_str(", ");
+        }
+        sql.push_str("@@session.");
+        sql.push_str(n);
+    }
+    Some(sql)
+}
+
+/// What one assignment of a SET that succeeded means for the key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Assignment {
+    /// Changes nothing this session's results depend on: a user variable (statements that
+    /// read one are never cached), or a GLOBAL / PERSIST assignment (other sessions get it
+    /// at their connect, and read it then).
+    Ignore,
+    /// The literal decides the value: keyed by its text.
+    Literal,
+    /// The value depends on state qcache does not follow (`@v`, `@@x`, a function,
+    /// `DEFAULT` = the global value now): read the effective values of these variables
+    /// back from the server.
+    ReadBack(Vec<&'static str>),
+    /// Read back the variable of this name.
+    ReadBackNamed,
+    /// qcache cannot tell what changed nor read it back: stop caching for the session.
+    Lost,
+}
+
+/// The variables behind the special SET forms, read back when their value is no literal.
+const CHARSET_VARIABLES: &[&str] = &[
+    "character_set_client",
+    "character_set_connection",
+    "character_set_results",
+    "collation_connection",
+];
+
+/// The rule for `name = value` at `global` scope (names as `analysis::analyze_set` gives
+/// them: lower case, `@u` for user variables, `names`, `character set`, `transaction`,
+/// `role`).
+pub fn assignment(name: &str, value: &str, global: bool) -> Assignment {
+    if global || (name.starts_with('@') && !name.starts_with("@@")) {
+        return Assignment::Ignore;
+    }
+    match name {
+        // Keyed by text as before (the privileges policy owns roles); `SET TRANSACTION`'s
+        // value is keywords only.
+        "role" | "transaction" => Assignment::Literal,
+        "names" | "character set" => {
+            if names_value_is_literal(value) {
+                Assignment::Literal
+            } else {
+                Assignment::ReadBack(CHARSET_VARIABLES.to_vec())
+            }
+        }
+        _ if is_literal(value) => Assignment::Literal,
+        _ if read_back_sql(&[name]).is_some() => Assignment::ReadBackNamed,
+        _ => Assignment::Lost,
+    }
+}
+
+/// A value whose text alone decides the variable's value: a quoted string, a number, or a
+/// bare word (`ON`, `utf8mb4`, `SYSTEM`) other than `DEFAULT`.
+pub fn is_literal(value: &str) -> bool {
+    let v = value.trim();
+    let b = v.as_bytes();
+    match b.first() {
+        None => false,
+        Some(&q @ (b'\'' | b'"')) => {
+            if b.len() < 2 || b[b.len() - 1] != q {
+                return false;
+            }
+            // No backslash escapes and no lone quote inside (`'a' 'b'` is two strings).
+            let inner = &b[1..b.len() - 1];
+            if inner.contains(&b'\\') {
+                return false;
+            }
+            let mut i = 0;
+            while i < inner.len() {
+                if inner[i] == q {
+                    if inner.get(i + 1) != Some(&q) {
+                        return false;
+                    }
+                    i += 1;
+                }
+                i += 1;
+            }
+            true
+        }
+        Some(_) => {
+            let body = v.strip_prefix(['-', '+']).unwrap_or(v);
+            let number = !body.is_empty()
+                && body.bytes().all(|c| c.is_ascii_digit() || c == b'.')
+                && body.bytes().filter(|&c| c == b'.').count() <= 1;
+            let word = !v.is_empty()
+                && v.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'_')
+                && !v.as_bytes()[0].is_ascii_digit()
+                && !v.eq_ignore_ascii_case("default");
+            number || word
+        }
+    }
+}
+
+/// `SET NAMES x [COLLATE y]` / `SET CHARACTER SET x` with literal names only.
+fn names_value_is_literal(value: &str) -> bool {
+    let words: Vec<&str> = value.split_ascii_whitespace().collect();
+    let lit = |w: &str| is_literal(w) || (w.starts_with('`') && w.ends_with('`') && w.len() > 2);
+    match words.as_slice() {
+        [cs] => lit(cs),
+        [cs, collate, coll] => lit(cs) && collate.eq_ignore_ascii_case("collate") && lit(coll),
+        _ => false,
+    }
+}
+
+/// Whether an isolation level's text (`READ-UNCOMMITTED` from the server,
+/// `ISOLATION LEVEL READ UNCOMMITTED` from a SET TRANSACTION) lets the session read
+/// uncommitted rows.
+pub fn reads_uncommitted(value: &str) -> bool {
+    let v = value.to_ascii_uppercase();
+    v.contains("UNCOMMITTED")
+}
+
+/// Whether an assignment names the session's isolation level.
+pub fn is_isolation(name: &str) -> bool {
+    matches!(name, "tx_isolation" | "transaction_isolation")
+}
+
+/// Whether the session has no default database any more after it dropped `dropped`
+/// (lower-cased by the parser): when it may have been the current one. Compared without case, because with
+/// `lower_case_table_names=0` `RT` and `rt` differ but qcache does not know which setting the
+/// server has; forgetting the database only stops unqualified reads from being cached.
+pub fn drop_forgets_db(current: Option<&str>, dropped: &str) -> bool {
+    current.is_some_and(|cur| cur.eq_ignore_ascii_case(dropped))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn literals() {
+        for v in [
+            "'+00:00'", "\"ANSI\"", "'it''s'", "0", "-1", "4.5", "ON", "utf8mb4", "SYSTEM", "NULL",
+            "''",
+        ] {
+            assert!(is_literal(v), "{v}");
+        }
+        for v in [
+            "@tz",
+            "@@global.sql_mode",
+            "CONCAT(@@sql_mode, ',ANSI')",
+            "DEFAULT",
+            "default",
+            "1024*1024",
+            "'a' 'b'",
+            "'a\\'b'",
+            "'unterminated",
+            "(SELECT 1)",
+            "",
+            "1e3",
+            "x'41'",
+        ] {
+            assert!(!is_literal(v), "{v}");
+        }
+    }
+
+    #[test]
+    fn assignment_rules() {
+        use Assignment::*;
+        for (name, value, global, want) in [
+            ("time_zone", "'+00:00'", false, Literal),
+            ("time_zone", "@tz", false, ReadBackNamed),
+            (
+                "sql_mode",
+                "CONCAT(@@sql_mode, ',ANSI')",
+                false,
+                ReadBackNamed,
+            ),
+            ("sql_mode", "DEFAULT", false, ReadBackNamed),
+            ("sql_mode", "@x", true, Ignore),
+            ("div_precision_increment", "4", true, Ignore),
+            ("@u", "1", false, Ignore),
+            ("names", "utf8mb4", false, Literal),
+            ("names", "'utf8mb4' COLLATE 'utf8mb4_bin'", false, Literal),
+            (
+                "names",
+                "DEFAULT",
+                false,
+                ReadBack(CHARSET_VARIABLES.to_vec()),
+            ),
+            ("character set", "latin1", false, Literal),
+            (
+                "transaction",
+                "ISOLATION LEVEL READ UNCOMMITTED",
+                false,
+                Literal,
+            ),
+            ("role", "r1", false, Literal),
+            ("keycache.key_buffer_size", "@v", false, ReadBackNamed),
+            ("we`ird", "@v", false, Lost),
+        ] {
+            assert_eq!(assignment(name, value, global), want, "{name} = {value}");
+        }
+    }
+
+    #[test]
+    fn read_back_statements() {
+        assert_eq!(
+            read_back_sql(&["time_zone", "sql_mode"]).as_deref(),
+            Some("SELECT @@session.time_zone, @@session.sql_mode")
+        );
+        assert_eq!(read_back_sql(&[]), None);
+        assert_eq!(read_back_sql(&["a; DROP TABLE t"]), None);
+        assert_eq!(read_back_sql(&["a`"]), None);
+        assert_eq!(read_back_sql(&[".a"]), None);
+    }
+
+    #[test]
+    fn isolation() {
+        for (v, dirty) in [
+            ("READ-UNCOMMITTED", true),
+            ("ISOLATION LEVEL READ UNCOMMITTED", true),
+            ("'read-uncommitted'", true),
+            ("REPEATABLE-READ", false),
+            ("ISOLATION LEVEL READ COMMITTED", false),
+            ("SERIALIZABLE", false),
+        ] {
+            assert_eq!(reads_uncommitted(v), dirty, "{v}");
+        }
+        assert!(is_isolation("tx_isolation") && is_isolation("transaction_isolation"));
+        assert!(!is_isolation("transaction"));
+    }
+
+    #[test]
+    fn dropping_the_current_database() {
+        for (cur, dropped, want) in [
+            (Some("shop"), "shop", true),
+            (Some("Shop"), "shop", true),
+            (Some("shop"), "other", false),
+            (None, "shop", false),
+        ] {
+            assert_eq!(drop_forgets_db(cur, dropped), want, "{cur:?} {dropped}");
+        }
+    }
+
+    #[test]
+    fn flavours() {
+        assert!(is_mariadb("5.5.5-10.11.19-MariaDB-0+deb12u1"));
+        assert!(!is_mariadb("8.0.36"));
+        for list in [key_variables(true), key_variables(false)] {
+            for v in COMMON_KEY_VARIABLES {
+                assert!(list.contains(v), "{v}");
+            }
+            assert!(read_back_sql(list).is_some());
+        }
+    }
+}

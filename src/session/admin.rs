@@ -1,5 +1,6 @@
 //! The session side of the admin statements: answering them, and asking the server once
-//! per session whether its user holds RELOAD before running one that changes state.
+//! per session whether its user holds RELOAD before running one that shows or changes
+//! cached data.
 
 use tracing::info;
 
@@ -36,7 +37,7 @@ impl Session {
                 return Ok(true);
             }
         };
-        if stmt.changes_state() && !self.may_administer().await? {
+        if stmt.needs_privilege() && !self.may_administer().await? {
             self.deny(seq).await?;
             return Ok(true);
         }
@@ -116,8 +117,9 @@ impl Session {
         Ok(())
     }
 
-    /// Whether this session's user may run statements that change the cache: listed in
-    /// `admin.users`, or holding RELOAD (asked once per session and user).
+    /// Whether this session's user may run the privileged admin statements (those that show
+    /// or change cached data): listed in `admin.users`, or holding RELOAD (asked once per
+    /// session and user).
     pub(crate) async fn may_administer(&mut self) -> Result<bool, SessionError> {
         if self.shared.config().admin.users.contains(&self.st.user) {
             return Ok(true);

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use bytes::{Buf, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
-use tokio::net::TcpStream;
+use tokio::net::{TcpStream, UnixStream};
 use tokio_rustls::rustls::pki_types::ServerName;
 use tokio_rustls::{client, server, TlsAcceptor, TlsConnector};
 
@@ -23,6 +23,8 @@ use crate::protocol::compress::{Codec, CompressError};
 /// that a plain connection does not carry their size.
 pub enum Stream {
     Plain(TcpStream),
+    /// A client on the Unix socket; never upgraded to TLS (see `session::handshake`).
+    Unix(UnixStream),
     /// qcache is the TLS server: the client's leg.
     ServerTls(Box<server::TlsStream<Prefixed>>),
     /// qcache is the TLS client: the upstream leg.
@@ -86,6 +88,7 @@ impl AsyncRead for Stream {
     ) -> Poll<io::Result<()>> {
         match self.get_mut() {
             Stream::Plain(s) => Pin::new(s).poll_read(cx, buf),
+            Stream::Unix(s) => Pin::new(s).poll_read(cx, buf),
             Stream::ServerTls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
             Stream::ClientTls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
             Stream::Upgrading => Poll::Ready(Err(upgrading())),
@@ -101,6 +104,7 @@ impl AsyncWrite for Stream {
     ) -> Poll<io::Result<usize>> {
         match self.get_mut() {
             Stream::Plain(s) => Pin::new(s).poll_write(cx, buf),
+            Stream::Unix(s) => Pin::new(s).poll_write(cx, buf),
             Stream::ServerTls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
             Stream::ClientTls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
             Stream::Upgrading => Poll::Ready(Err(upgrading())),
@@ -113,6 +117,7 @@ impl AsyncWrite for Stream {
     ) -> Poll<io::Result<usize>> {
         match self.get_mut() {
             Stream::Plain(s) => Pin::new(s).poll_write_vectored(cx, bufs),
+            Stream::Unix(s) => Pin::new(s).poll_write_vectored(cx, bufs),
             Stream::ServerTls(s) => Pin::new(s.as_mut()).poll_write_vectored(cx, bufs),
             Stream::ClientTls(s) => Pin::new(s.as_mut()).poll_write_vectored(cx, bufs),
             Stream::Upgrading => Poll::Ready(Err(upgrading())),
@@ -121,6 +126,7 @@ impl AsyncWrite for Stream {
     fn is_write_vectored(&self) -> bool {
         match self {
             Stream::Plain(s) => s.is_write_vectored(),
+            Stream::Unix(s) => s.is_write_vectored(),
             Stream::ServerTls(s) => s.is_write_vectored(),
             Stream::ClientTls(s) => s.is_write_vectored(),
             Stream::Upgrading => false,
@@ -129,6 +135,7 @@ impl AsyncWrite for Stream {
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match self.get_mut() {
             Stream::Plain(s) => Pin::new(s).poll_flush(cx),
+            Stream::Unix(s) => Pin::new(s).poll_flush(cx),
             Stream::ServerTls(s) => Pin::new(s.as_mut()).poll_flush(cx),
             Stream::ClientTls(s) => Pin::new(s.as_mut()).poll_flush(cx),
             Stream::Upgrading => Poll::Ready(Err(upgrading())),
@@ -137,6 +144,7 @@ impl AsyncWrite for Stream {
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match self.get_mut() {
             Stream::Plain(s) => Pin::new(s).poll_shutdown(cx),
+            Stream::Unix(s) => Pin::new(s).poll_shutdown(cx),
             Stream::ServerTls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
             Stream::ClientTls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
             Stream::Upgrading => Poll::Ready(Ok(())),
@@ -194,11 +202,48 @@ struct Compressed {
     shift: u8,
 }
 
+impl From<TcpStream> for Stream {
+    fn from(s: TcpStream) -> Stream {
+        Stream::Plain(s)
+    }
+}
+
+impl Stream {
+    /// Who is on the other end, for logs: `ip:port`, or `unix:<socket path>`.
+    pub fn peer(&self) -> String {
+        match self {
+            Stream::Plain(s) => s.peer_addr().map(|a| a.to_string()).unwrap_or_default(),
+            Stream::Unix(s) => s
+                .local_addr()
+                .ok()
+                .and_then(|a| a.as_pathname().map(|p| format!("unix:{}", p.display())))
+                .unwrap_or_else(|| "unix".into()),
+            Stream::ServerTls(s) => s
+                .get_ref()
+                .0
+                .inner
+                .peer_addr()
+                .map(|a| a.to_string())
+                .unwrap_or_default(),
+            Stream::ClientTls(s) => s
+                .get_ref()
+                .0
+                .peer_addr()
+                .map(|a| a.to_string())
+                .unwrap_or_default(),
+            Stream::Upgrading => String::new(),
+        }
+    }
+}
+
 impl PacketConn {
-    pub fn new(io: TcpStream, max_payload: usize) -> PacketConn {
-        let _ = io.set_nodelay(true);
+    pub fn new(io: impl Into<Stream>, max_payload: usize) -> PacketConn {
+        let io = io.into();
+        if let Stream::Plain(s) = &io {
+            let _ = s.set_nodelay(true);
+        }
         PacketConn {
-            io: Stream::Plain(io),
+            io,
             rbuf: BytesMut::with_capacity(16 * 1024),
             wbuf: BytesMut::with_capacity(16 * 1024),
             compressed: None,
@@ -404,10 +449,16 @@ impl PacketConn {
     pub fn peer(&self) -> Option<std::net::SocketAddr> {
         match &self.io {
             Stream::Plain(s) => s.peer_addr().ok(),
+            Stream::Unix(_) => None,
             Stream::ServerTls(s) => s.get_ref().0.inner.peer_addr().ok(),
             Stream::ClientTls(s) => s.get_ref().0.peer_addr().ok(),
             Stream::Upgrading => None,
         }
+    }
+
+    /// True for a client on the Unix socket.
+    pub fn is_local(&self) -> bool {
+        matches!(self.io, Stream::Unix(_))
     }
 
     /// True once the stream is encrypted, in either direction.

@@ -83,6 +83,8 @@ pub struct AuthLegs {
     pub plugin: String,
     /// The nonce the password exchange uses: the greeting's, or an auth switch's.
     pub scramble: Vec<u8>,
+    /// The client's leg is TLS or the Unix socket: its client may send passwords in the
+    /// clear.
     pub client_tls: bool,
     pub upstream_tls: bool,
 }
@@ -152,7 +154,13 @@ pub async fn relay(
             .map_err(SessionError::client)?;
         return Err(SessionError::Refused);
     }
-    let acceptor = tls.and_then(|t| t.acceptor.as_ref());
+    // A Unix socket is local: encryption there protects nothing the kernel does not already
+    // (whoever could read the bytes could read either process's memory) and would cost CPU
+    // on every hit, the cost the socket exists to save. So TLS is not offered on it, and
+    // tls.client.require is met by it, as MySQL's require_secure_transport counts a socket as
+    // secure.
+    let local = client.is_local();
+    let acceptor = tls.and_then(|t| t.acceptor.as_ref()).filter(|_| !local);
     let mut offer = if acceptor.is_some() { cap::SSL } else { 0 };
     for alg in &compression.client {
         offer |= match alg {
@@ -175,10 +183,17 @@ pub async fn relay(
     let mut parsed = parse_response(client, &resp).await?;
     if parsed.ssl_request {
         let Some(acceptor) = acceptor else {
-            let msg = format!(
-                "qcache: TLS was requested but qcache has no TLS configured \
-                 (connect without TLS, or configure [tls.client]) [{CR_SSL_CONNECTION_ERROR}]"
-            );
+            let msg = if local {
+                format!(
+                    "qcache: TLS is not offered on the Unix socket, which is local \
+                     (connect without TLS, or over TCP) [{CR_SSL_CONNECTION_ERROR}]"
+                )
+            } else {
+                format!(
+                    "qcache: TLS was requested but qcache has no TLS configured \
+                     (connect without TLS, or configure [tls.client]) [{CR_SSL_CONNECTION_ERROR}]"
+                )
+            };
             return Err(refuse(
                 client,
                 resp.seq.wrapping_add(1),
@@ -200,7 +215,7 @@ pub async fn relay(
         }
     }
     let client_tls = client.is_tls();
-    if !client_tls && tls.is_some_and(|t| t.require_client) {
+    if !client_tls && !local && tls.is_some_and(|t| t.require_client) {
         let msg = "Connections using insecure transport are prohibited while \
                    --require_secure_transport=ON.";
         return Err(refuse(
@@ -294,7 +309,10 @@ pub async fn relay(
             .clone()
             .unwrap_or_else(|| greeting.auth_plugin.clone()),
         scramble,
-        client_tls,
+        // A socket client counts as secure, as MySQL's own clients count it: they send a
+        // caching_sha2 password in the clear over it, which qcache must encrypt for a plain
+        // upstream exactly as it does for a TLS client.
+        client_tls: client_tls || local,
         upstream_tls,
     };
     if legs.leaks_cleartext() {
@@ -455,7 +473,9 @@ pub async fn auth_rounds(
         }
         let answer = client.read_some().await.map_err(SessionError::client)?;
         let to_upstream = answer.seq.wrapping_sub(legs.delta);
-        if full_auth && legs.client_tls && !legs.upstream_tls {
+        // A client on a secure leg may still ask for the server's key (0x02) rather than send
+        // the password in the clear; then the plain exchange is relayed as it is.
+        if full_auth && legs.client_tls && !legs.upstream_tls && answer.payload[..] != [0x02] {
             // The client sent its password in the clear, as it may inside TLS; the plain
             // upstream gets it RSA-encrypted under its own public key, fetched now.
             let mut seq = upstream

@@ -4,6 +4,7 @@
 mod admin;
 mod begin;
 pub mod conn;
+mod context;
 pub mod handshake;
 pub mod plans;
 mod query;
@@ -13,13 +14,13 @@ pub mod state;
 
 use std::sync::Arc;
 
-use tokio::net::TcpStream;
 use tracing::{debug, info, Instrument};
 
 use crate::protocol::codec::Packet;
 use crate::protocol::packets::{self, com, status};
 use crate::protocol::response::Expect;
-use crate::server::{Shared, ShutdownSignal};
+use crate::shared::Shared;
+use crate::shutdown::ShutdownSignal;
 use conn::{ConnError, PacketConn};
 use state::SessionState;
 
@@ -67,11 +68,11 @@ pub struct Session {
 }
 
 /// Runs one client from accept to close.
-pub async fn serve(id: u64, tcp: TcpStream, shared: Arc<Shared>, shutdown: ShutdownSignal) {
-    let peer = tcp.peer_addr().map(|a| a.to_string()).unwrap_or_default();
+pub async fn serve(id: u64, client: conn::Stream, shared: Arc<Shared>, shutdown: ShutdownSignal) {
+    let peer = client.peer();
     let span = tracing::info_span!("session", id, client = %peer, user = tracing::field::Empty);
     async move {
-        match start(tcp, shared.clone()).await {
+        match start(client, shared.clone()).await {
             Ok(mut s) => {
                 tracing::Span::current().record("user", s.st.user.as_str());
                 info!(db = s.st.db.as_deref().unwrap_or(""), "session started");
@@ -91,9 +92,9 @@ pub async fn serve(id: u64, tcp: TcpStream, shared: Arc<Shared>, shutdown: Shutd
     .await
 }
 
-async fn start(tcp: TcpStream, shared: Arc<Shared>) -> Result<Session, SessionError> {
+async fn start(client: conn::Stream, shared: Arc<Shared>) -> Result<Session, SessionError> {
     let cfg = shared.config();
-    let mut client = PacketConn::new(tcp, cfg.server.pre_auth_max_packet);
+    let mut client = PacketConn::new(client, cfg.server.pre_auth_max_packet);
     client.write_timeout = Some(cfg.server.client_write_timeout);
     let auth_timeout = cfg.server.auth_timeout;
     let connect_timeout = cfg.server.connect_timeout;
@@ -119,7 +120,7 @@ async fn start(tcp: TcpStream, shared: Arc<Shared>) -> Result<Session, SessionEr
         .map_err(|_| SessionError::AuthTimeout)??;
     client.max_payload = 1 << 30;
     let st = SessionState::new(&shared, &negotiated);
-    Ok(Session {
+    let mut s = Session {
         shared,
         client,
         upstream,
@@ -127,7 +128,13 @@ async fn start(tcp: TcpStream, shared: Arc<Shared>) -> Result<Session, SessionEr
         legs: negotiated.legs,
         fill_scratch: bytes::BytesMut::new(),
         key_scratch: Vec::new(),
-    })
+    };
+    // The session's settings as it inherited them from the globals: part of the key.
+    s.client.flush().await.map_err(SessionError::client)?;
+    tokio::time::timeout(auth_timeout, s.read_server_context())
+        .await
+        .map_err(|_| SessionError::AuthTimeout)??;
+    Ok(s)
 }
 
 impl Session {
@@ -241,14 +248,21 @@ impl Session {
             }
             com::DROP_DB => {
                 let schema = String::from_utf8_lossy(&pkt.payload[1..]).to_lowercase();
-                self.st.pending.schemas.push(schema);
-                self.relay_command(&pkt, Expect::OnePacket).await?;
+                self.st.pending.schemas.push(schema.clone());
+                let resp = self.relay_command(&pkt, Expect::OnePacket).await?;
+                if !resp.error
+                    && crate::policy::context::drop_forgets_db(self.st.db.as_deref(), &schema)
+                {
+                    self.st.set_db(None);
+                }
             }
             com::CHANGE_USER => return self.change_user(pkt).await,
             com::RESET_CONNECTION => {
                 let resp = self.relay_command(&pkt, Expect::OnePacket).await?;
                 if resp.oks > 0 {
                     self.st.reset(&self.shared, None);
+                    self.client.flush().await.map_err(SessionError::client)?;
+                    self.read_server_context().await?;
                 }
             }
             com::BINLOG_DUMP | com::BINLOG_DUMP_GTID => {
@@ -287,6 +301,8 @@ impl Session {
                     self.st.reset(&self.shared, None);
                     self.st.lost_track = true;
                 }
+                self.client.flush().await.map_err(SessionError::client)?;
+                self.read_server_context().await?;
                 Ok(true)
             }
             // The server refused: MySQL closes the connection after a failed change-user.

@@ -12,9 +12,12 @@ use super::state::Prepared;
 use super::{Session, SessionError};
 use crate::admin::{rules, statements};
 use crate::analysis::{self, Analysis, Hint, Kind, QcAssign, ReadInfo, WriteInfo, WriteTargets};
-use crate::cache::{key, Claim, Entry, Key, Snapshot, Stamps, TableHandle};
+use crate::cache::{key, Claim, Entry, Key, Stamps, TableHandle};
 use crate::config::{Conservative, QueryCacheType};
 use crate::invalidation::catalog::{ReadResolution, TableName};
+// Why a read may use the cache, and under which snapshot rules.
+use crate::policy::snapshot::{self, ReadView};
+type ReadMode = ReadView<crate::cache::Snapshot>;
 use crate::protocol::codec::Packet;
 use crate::protocol::commands::{self, ExecuteParams};
 use crate::protocol::packets::{self, com, status};
@@ -27,17 +30,6 @@ const TAG_BINARY: u8 = 2;
 
 /// Schemas whose contents change without writes qcache could see.
 const SYSTEM_SCHEMAS: [&str; 4] = ["mysql", "information_schema", "performance_schema", "sys"];
-
-/// Why a read may use the cache, and under which snapshot rules.
-enum ReadMode {
-    /// Outside any transaction, autocommit on: entries valid now are valid.
-    Plain,
-    /// Inside a transaction whose snapshot is known.
-    Snapshot(Snapshot),
-    /// The statement establishes the snapshot (first read of a transaction, or a read that
-    /// opens one under autocommit=0): no hit, but its result may be stored.
-    Establishing,
-}
 
 /// A cacheable read on a miss: its key, the tables it depends on, the payload to send.
 struct ReadPlan {
@@ -89,10 +81,9 @@ impl Session {
                 {
                     return Ok(());
                 }
+                // Its snapshot point, however it is spelled (WITH CONSISTENT SNAPSHOT, XA
+                // START), is taken as it is sent, like every statement's (`exchange_as`).
                 self.st.txn_boundary = true;
-                if scan.kind == Kind::Begin && contains_ci(&sql, b"consistent snapshot") {
-                    self.st.snapshot_candidate = Some(self.shared.cache.versions().snapshot());
-                }
                 self.relay_command(&pkt, Expect::Results).await.map(drop)
             }
             Kind::Use => {
@@ -118,7 +109,12 @@ impl Session {
                 Kind::Write => {
                     let an = analysis::analyze(&String::from_utf8_lossy(part));
                     match &an {
-                        Analysis::Write(w) => self.plan_write(w),
+                        Analysis::Write(w) => {
+                            self.plan_write(w);
+                            // Whether or not it ran: forgetting the database is only
+                            // conservative.
+                            self.forget_dropped_db(w);
+                        }
                         _ => self.plan_unknown_write(),
                     }
                 }
@@ -136,7 +132,6 @@ impl Session {
             }
         }
         self.note_not_cached("multi_statement");
-        self.prepare_read_snapshot();
         self.relay_command(&pkt, Expect::Results).await?;
         if lost {
             // Session state changed in ways qcache does not replay statement by statement.
@@ -248,21 +243,17 @@ impl Session {
         if self.shared.hits_suspended() {
             return None;
         }
-        match &self.st.txn {
-            Some(txn) => Some(match txn.snapshot {
-                Some(snap) => ReadMode::Snapshot(snap),
-                None => ReadMode::Establishing,
-            }),
-            None if self.st.status & status::AUTOCOMMIT == 0 => Some(ReadMode::Establishing),
-            None => Some(ReadMode::Plain),
-        }
+        Some(snapshot::read_view(
+            self.st.txn.as_ref().map(|t| t.view()),
+            self.st.status & status::AUTOCOMMIT != 0,
+        ))
     }
 
     /// A cached entry this session may be served, if any (counted as a hit).
     fn lookup(&self, key: Key, mode: &ReadMode) -> Option<Arc<Entry>> {
         let cache = &self.shared.cache;
         let snap = match mode {
-            ReadMode::Establishing => return None,
+            ReadMode::Establishing(_) => return None,
             // The common case: one map lookup and the stamp check, nothing else.
             ReadMode::Plain if self.st.temp_tables.is_empty() => return cache.get_current(key),
             ReadMode::Plain => None,
@@ -456,16 +447,14 @@ impl Session {
         };
         let cache = self.shared.cache.clone();
         let versions = cache.versions();
-        let snap = match mode {
-            ReadMode::Snapshot(snap) => Some(snap),
-            _ => None,
-        };
-        if snap.is_some_and(|s| !s.unchanged(versions, &plan.tables)) {
+        let snap = mode.store_point();
+        let unchanged = snap.is_none_or(|s| s.unchanged(versions, &plan.tables));
+        if let Err(reason) = snapshot::may_store(mode, unchanged) {
             // A table changed since this transaction's snapshot: the server answers from the
             // snapshot, which no other session sees, so the result can never be stored.
             // Decided before claiming, so no other session waits on a fill that cannot land,
             // and the result is relayed without a copy.
-            self.note_not_cached("changed_since_snapshot");
+            self.note_not_cached(reason.as_str());
             return self
                 .forward_read(seq, payload, None, true)
                 .await
@@ -546,9 +535,9 @@ impl Session {
         Ok(true)
     }
 
-    /// Sends a read upstream. A read is where InnoDB takes a transaction's snapshot, so the
-    /// version sequence is noted first. `planned`: a read the cache could hold, so it calls
-    /// nothing that writes and may go up in one write with a deferred BEGIN.
+    /// Sends a read upstream (its snapshot point is taken as it is sent, `exchange_as`).
+    /// `planned`: a read the cache could hold, so it calls nothing that writes and may go
+    /// up in one write with a deferred BEGIN.
     async fn forward_read(
         &mut self,
         seq: u8,
@@ -556,18 +545,15 @@ impl Session {
         fill: Option<&mut Fill>,
         planned: bool,
     ) -> Result<Response, SessionError> {
-        self.prepare_read_snapshot();
-        self.exchange_as(seq, payload, Expect::Results, fill, planned)
-            .await
-    }
-
-    fn prepare_read_snapshot(&mut self) {
-        let now = self.shared.cache.versions().snapshot();
-        match &mut self.st.txn {
-            Some(txn) if txn.snapshot.is_none() => txn.snapshot = Some(now),
-            Some(_) => {}
-            None => self.st.snapshot_candidate = Some(now),
+        let resp = self
+            .exchange_as(seq, payload, Expect::Results, fill, planned)
+            .await?;
+        if snapshot::opens_view(planned) {
+            if let Some(txn) = &mut self.st.txn {
+                txn.view_open = true;
+            }
         }
+        Ok(resp)
     }
 
     /// A statement that reads may still write: a stored function can change any table, and
@@ -670,6 +656,7 @@ impl Session {
         if resp.error {
             return;
         }
+        self.forget_dropped_db(w);
         for t in &w.temp_created {
             if let Some(q) = self.st.qualify(t.schema.as_deref(), &t.name) {
                 self.st.temp_tables.insert(q);
@@ -678,6 +665,15 @@ impl Session {
         for t in &w.temp_dropped {
             if let Some(q) = self.st.qualify(t.schema.as_deref(), &t.name) {
                 self.st.temp_tables.remove(&q);
+            }
+        }
+    }
+
+    /// After DROP DATABASE of the session's current database the server has none.
+    fn forget_dropped_db(&mut self, w: &WriteInfo) {
+        if let WriteTargets::Schema(s) = &w.targets {
+            if crate::policy::context::drop_forgets_db(self.st.db.as_deref(), s) {
+                self.st.set_db(None);
             }
         }
     }
@@ -717,24 +713,80 @@ impl Session {
             // transaction state a tracking client asked for, or that it is read-only.
             self.st.defer_begin = false;
         }
-        match info {
-            Some(i) if i.global || i.user_vars_only => {}
-            Some(i) => {
-                for (k, v) in i.assignments {
-                    if k.contains("isolation") || k == "transaction" {
-                        self.st.dirty_reads = v.to_ascii_lowercase().contains("uncommitted");
-                    }
-                    self.st.vars.insert(k, v);
+        self.follow_set(info, resp.warnings).await
+    }
+
+    /// Brings the key up to what a successful SET left the session with
+    /// (`policy::context`): literal values by their text, other values as the server reports
+    /// them, GLOBAL assignments and user variables not at all.
+    async fn follow_set(
+        &mut self,
+        info: Option<analysis::SetInfo>,
+        warnings: u32,
+    ) -> Result<(), SessionError> {
+        use crate::policy::context::{self, Assignment};
+        let Some(i) = info else {
+            // qcache can tell neither what changed nor what to read back.
+            self.st.lost_track = true;
+            return Ok(());
+        };
+        let mut read_back: Vec<String> = Vec::new();
+        let mut lost = false;
+        for ((k, v), global) in i.assignments.iter().zip(&i.globals) {
+            match context::assignment(k, v, *global) {
+                Assignment::Ignore => continue,
+                Assignment::Literal => {}
+                Assignment::ReadBack(names) => {
+                    read_back.extend(names.iter().map(|n| n.to_string()));
+                    continue;
                 }
-                self.st.refresh_fingerprint(&self.shared);
+                Assignment::ReadBackNamed => {
+                    read_back.push(k.clone());
+                    continue;
+                }
+                Assignment::Lost => {
+                    lost = true;
+                    continue;
+                }
             }
-            None => {
-                // qcache cannot tell what changed: the statement's text stands for it.
-                let n = self.st.vars.len();
-                self.st.vars.insert(format!("\u{1}raw{n}"), text);
-                self.st.refresh_fingerprint(&self.shared);
+            if k == "transaction" && v.to_ascii_uppercase().contains("ISOLATION") {
+                let ru = context::reads_uncommitted(v);
+                if i.next_transaction_only {
+                    self.st.next_txn_ru |= ru;
+                } else {
+                    self.st.isolation_ru = ru;
+                }
+            }
+            if context::is_isolation(k) {
+                self.st.isolation_ru = context::reads_uncommitted(v);
+            }
+            self.st.vars.insert(k.clone(), v.clone());
+        }
+        if !read_back.is_empty() {
+            let names: Vec<&str> = read_back.iter().map(String::as_str).collect();
+            // The read-back would clear the SET's warnings, which the client may ask for.
+            let values = if warnings == 0 {
+                self.read_back(&names).await?
+            } else {
+                None
+            };
+            match values {
+                Some(values) => {
+                    for (n, v) in names.iter().zip(values) {
+                        let v = v.unwrap_or_else(|| "\u{0}NULL".to_string());
+                        if context::is_isolation(n) {
+                            self.st.isolation_ru = context::reads_uncommitted(&v);
+                        }
+                        self.st.vars.insert(n.to_string(), v);
+                    }
+                }
+                None => lost = true,
             }
         }
+        if lost {
+            self.st.lost_track = true;
+        }
+        self.st.refresh_fingerprint(&self.shared);
         Ok(())
     }
 

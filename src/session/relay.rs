@@ -4,8 +4,9 @@
 
 use bytes::BytesMut;
 
-use super::state::Txn;
 use super::{Session, SessionError};
+use crate::cache::writes::Txn;
+use crate::policy::snapshot;
 use crate::protocol::codec::{self, Packet};
 use crate::protocol::packets::status;
 use crate::protocol::response::{Expect, Response, ResponseError, Step};
@@ -119,6 +120,7 @@ impl Session {
         mut fill: Option<&mut Fill>,
         pure_read: bool,
     ) -> Result<Response, SessionError> {
+        self.note_send_point();
         let begin_along = pure_read && self.begin_rides_along();
         if !begin_along && !self.open_deferred_begin(seq).await? {
             let mut failed = Response::new(expect, self.st.deprecate_eof);
@@ -274,7 +276,11 @@ impl Session {
                 self.shared.refresh_catalog(&pending.ddl_changed).await;
             }
             if now_in.unwrap_or(self.st.txn.is_some()) {
-                let txn = self.st.txn.get_or_insert_with(Txn::default);
+                let candidate = self.st.snapshot_candidate;
+                let txn = self.st.txn.get_or_insert_with(|| Txn {
+                    snapshot: snapshot::opened_transaction(candidate),
+                    ..Txn::default()
+                });
                 txn.written.extend(pending.tables.iter().cloned());
                 txn.written_schemas.extend(pending.schemas.iter().cloned());
                 txn.written_unknown |= pending.all;
@@ -293,11 +299,28 @@ impl Session {
         }
         if st & status::IN_TRANS != 0 && self.st.txn.is_none() {
             self.st.txn = Some(Txn {
-                snapshot: self.st.snapshot_candidate,
+                snapshot: snapshot::opened_transaction(self.st.snapshot_candidate),
                 ..Txn::default()
             });
         }
         self.st.status = st;
+    }
+
+    /// Any statement about to reach the server may open the transaction's read view
+    /// (`policy::snapshot`): the version point is read before it goes.
+    pub(crate) fn note_send_point(&mut self) {
+        let now = self.shared.cache.versions().snapshot();
+        let points = snapshot::before_send(
+            snapshot::Points {
+                txn: self.st.txn.as_ref().map(|t| t.snapshot),
+                candidate: self.st.snapshot_candidate,
+            },
+            now,
+        );
+        if let (Some(txn), Some(s)) = (&mut self.st.txn, points.txn) {
+            txn.snapshot = s;
+        }
+        self.st.snapshot_candidate = points.candidate;
     }
 
     pub(crate) fn end_of_response(&mut self) {

@@ -3,59 +3,20 @@
 //! statements, and the writes waiting for their OK.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::Arc;
 
 use bytes::Bytes;
 use xxhash_rust::xxh3::Xxh3;
 
 use super::handshake::Negotiated;
 use crate::analysis::{Hint, Kind};
-use crate::cache::versions::{Snapshot, TableHandle};
+use crate::cache::versions::Snapshot;
 use crate::config::QueryCacheType;
-use crate::invalidation::Changed;
 use crate::protocol::packets::{cap, status};
 use crate::server::Shared;
 
-/// A transaction as qcache sees it.
-#[derive(Debug, Default)]
-pub struct Txn {
-    /// Global version sequence and epoch read just before the statement that established
-    /// the server's snapshot (InnoDB takes it at the first read). None until then: before it
-    /// the cache cannot know which data the transaction will see.
-    pub snapshot: Option<Snapshot>,
-    /// Tables written in this transaction: never served from or stored to the cache
-    /// by this session, and bumped again when it ends.
-    pub written: Vec<TableHandle>,
-    pub written_schemas: Vec<String>,
-    /// A write in this transaction could not be analysed.
-    pub written_unknown: bool,
-}
-
-impl Txn {
-    pub fn wrote(&self, t: &TableHandle) -> bool {
-        self.written_unknown
-            || self.written.iter().any(|w| Arc::ptr_eq(w, t))
-            || self.written_schemas.iter().any(|s| *s == t.schema)
-    }
-}
-
-/// Invalidation owed by the statement in flight, applied before its OK reaches the client.
-#[derive(Debug, Default)]
-pub struct Pending {
-    pub tables: Vec<TableHandle>,
-    pub schemas: Vec<String>,
-    pub all: bool,
-    /// The statement changed the schema: reload the catalog before the client sees the OK.
-    pub ddl: bool,
-    /// What it changed there (what the reload covers).
-    pub ddl_changed: Changed,
-}
-
-impl Pending {
-    pub fn is_empty(&self) -> bool {
-        self.tables.is_empty() && self.schemas.is_empty() && !self.all && !self.ddl
-    }
-}
+/// Moved to `cache::writes`, beside the invalidation they feed; re-exported while the branches
+/// that edit this file merge.
+pub use crate::cache::writes::{Pending, Txn};
 
 /// A prepared statement as qcache remembers it.
 #[derive(Debug, Clone)]
@@ -98,8 +59,20 @@ pub struct SessionState {
     /// qcache can no longer tell what the session's settings are (SET inside a procedure,
     /// a prepared SET): no cache until a reset.
     pub lost_track: bool,
-    /// Session settings under which results must never be stored (READ UNCOMMITTED).
+    /// Session settings under which results must never be stored nor served (READ
+    /// UNCOMMITTED): `isolation_ru || next_txn_ru`, kept by `refresh_fingerprint`.
     pub dirty_reads: bool,
+    /// The session's isolation level is READ UNCOMMITTED (read from the server at connect,
+    /// or set since).
+    pub isolation_ru: bool,
+    /// `SET TRANSACTION ISOLATION LEVEL READ UNCOMMITTED` for the next transaction: kept
+    /// until a reset, since qcache does not follow which statement consumes it.
+    pub next_txn_ru: bool,
+    /// Hash of the key variables' effective values as the server reported them at connect,
+    /// reset or change-user (`policy::context`); 0 until read.
+    pub server_ctx: u64,
+    /// The upstream is MariaDB (from its greeting): which variable names exist.
+    pub mariadb: bool,
     pub temp_tables: HashSet<(String, String)>,
     pub txn: Option<Txn>,
     /// Keyed by ids the server assigned, so a client cannot aim them at one bucket: hashed
@@ -140,6 +113,10 @@ impl SessionState {
             shared_users: false,
             lost_track: false,
             dirty_reads: false,
+            isolation_ru: false,
+            next_txn_ru: false,
+            server_ctx: 0,
+            mariadb: crate::policy::context::is_mariadb(&n.greeting.server_version),
             temp_tables: HashSet::new(),
             txn: None,
             stmts: HashMap::default(),
@@ -168,6 +145,7 @@ impl SessionState {
     /// `shared_between_users` is re-read, so a reload applies from the next change on).
     pub fn refresh_fingerprint(&mut self, shared: &Shared) {
         self.shared_users = shared.config().cache.shared_between_users;
+        self.dirty_reads = self.isolation_ru || self.next_txn_ru;
         self.fingerprint = self.compute_fingerprint();
     }
 
@@ -194,6 +172,12 @@ impl SessionState {
         h.update(&caps.to_le_bytes());
         h.update(&self.mariadb_caps.to_le_bytes());
         h.update(&[self.charset]);
+        h.update(&self.server_ctx.to_le_bytes());
+        if self.dirty_reads {
+            // No session under this mark stores, so nothing is ever found under it: READ
+            // UNCOMMITTED sessions are never served, at no cost to the hit path.
+            h.update(b"\0read-uncommitted");
+        }
         for (k, v) in &self.vars {
             h.update(k.as_bytes());
             h.update(&[0]);
@@ -211,7 +195,10 @@ impl SessionState {
         }
         self.vars.clear();
         self.lost_track = false;
-        self.dirty_reads = false;
+        self.isolation_ru = false;
+        self.next_txn_ru = false;
+        // Read again by the caller (`Session::read_server_context`).
+        self.server_ctx = 0;
         self.temp_tables.clear();
         self.txn = None;
         self.begin_pending = false;

@@ -305,3 +305,32 @@ impl Peer {
         let _ = self.io.flush().await;
     }
 }
+
+/// A scripted server's answer to what qcache asks at connect, reset and change-user (its
+/// session's settings, `SELECT @@session.…`, then `DO 0`): framed packets from seq 1, or
+/// None for any other statement.
+pub fn session_settings_answer(
+    sql: &[u8],
+    format: qcache::protocol::packets::ResultFormat,
+) -> Option<Vec<u8>> {
+    use qcache::protocol::packets;
+    if sql == b"DO 0" {
+        let mut ok = BytesMut::new();
+        codec::encode(1, &packets::ok_payload(0, 0, 2, 0), &mut ok);
+        return Some(ok.to_vec());
+    }
+    let text = std::str::from_utf8(sql).ok()?;
+    if !text.starts_with("SELECT @@session.") {
+        return None;
+    }
+    let names: Vec<String> = text["SELECT ".len()..]
+        .split(", ")
+        .map(str::to_string)
+        .collect();
+    let cols: Vec<(&str, u8)> = names
+        .iter()
+        .map(|n| (n.as_str(), packets::TYPE_VAR_STRING))
+        .collect();
+    let row = names.iter().map(|_| Some("scripted".to_string())).collect();
+    Some(packets::text_result(&cols, &[row], 2, format).to_vec())
+}

@@ -237,7 +237,7 @@ mod tests {
     /// The commented examples in config/qcache.toml stay valid.
     #[test]
     fn example_file_rules_parse() {
-        let text = include_str!("../../config/qcache.toml");
+        let text = include_str!("../config/qcache.toml");
         let start = text
             .find("# [[rules]]")
             .expect("rule examples in the example file");

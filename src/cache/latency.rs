@@ -1,0 +1,119 @@
+//! Latency histograms: the hit and miss timings sessions record on the hot path, read by
+//! /metrics and `SHOW QCACHE STATUS` when asked.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+/// Upper bounds of the latency buckets, in nanoseconds: a hit takes microseconds, a miss
+/// a round trip or more, so the range spans both.
+const BOUNDS_NS: [u64; 17] = [
+    25_000,
+    50_000,
+    100_000,
+    250_000,
+    500_000,
+    1_000_000,
+    2_500_000,
+    5_000_000,
+    10_000_000,
+    25_000_000,
+    50_000_000,
+    100_000_000,
+    250_000_000,
+    500_000_000,
+    1_000_000_000,
+    2_500_000_000,
+    10_000_000_000,
+];
+const BUCKETS: usize = BOUNDS_NS.len() + 1;
+const STRIPES: usize = 8;
+
+/// One thread's share of a histogram, on its own cache lines.
+#[derive(Debug, Default)]
+#[repr(align(128))]
+struct Stripe {
+    /// Per-bucket counts (not cumulative); the last is +Inf.
+    buckets: [AtomicU64; BUCKETS],
+    sum_ns: AtomicU64,
+}
+
+/// A fixed-bucket latency histogram observed with two relaxed atomic adds on a per-thread
+/// stripe. prometheus-client's own `Histogram` takes a mutex per observation, which would be
+/// the one contended lock on the hit path; this one is summed only when scraped.
+#[derive(Debug, Default)]
+pub struct LatencyHistogram {
+    stripes: [Stripe; STRIPES],
+}
+
+impl LatencyHistogram {
+    #[inline]
+    pub fn observe(&self, d: Duration) {
+        thread_local! {
+            static STRIPE: usize = {
+                static NEXT: AtomicU64 = AtomicU64::new(0);
+                NEXT.fetch_add(1, Ordering::Relaxed) as usize % STRIPES
+            };
+        }
+        let ns = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+        let i = BOUNDS_NS
+            .iter()
+            .position(|&b| ns <= b)
+            .unwrap_or(BUCKETS - 1);
+        let s = &self.stripes[STRIPE.with(|s| *s)];
+        s.buckets[i].fetch_add(1, Ordering::Relaxed);
+        s.sum_ns.fetch_add(ns, Ordering::Relaxed);
+    }
+
+    /// (sum in seconds, count, per-bucket counts with upper bounds in seconds).
+    pub fn snapshot(&self) -> (f64, u64, Vec<(f64, u64)>) {
+        let mut counts = [0u64; BUCKETS];
+        let mut sum = 0u64;
+        for s in &self.stripes {
+            for (c, b) in counts.iter_mut().zip(&s.buckets) {
+                *c += b.load(Ordering::Relaxed);
+            }
+            sum = sum.wrapping_add(s.sum_ns.load(Ordering::Relaxed));
+        }
+        let buckets: Vec<(f64, u64)> = counts
+            .iter()
+            .enumerate()
+            .map(|(i, &c)| {
+                let bound = BOUNDS_NS.get(i).map_or(f64::INFINITY, |&b| b as f64 / 1e9);
+                (bound, c)
+            })
+            .collect();
+        (sum as f64 / 1e9, counts.iter().sum(), buckets)
+    }
+
+    pub fn count(&self) -> u64 {
+        self.snapshot().1
+    }
+}
+
+/// Timings the session records; everything else is read from existing counters at scrape.
+#[derive(Debug, Default)]
+pub struct Latencies {
+    /// From lookup to the cached bytes queued for the client.
+    pub hit: LatencyHistogram,
+    /// From sending a cacheable read upstream to its last packet relayed.
+    pub miss: LatencyHistogram,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn histogram_buckets_and_sum() {
+        let h = LatencyHistogram::default();
+        h.observe(Duration::from_micros(10));
+        h.observe(Duration::from_millis(3));
+        h.observe(Duration::from_secs(60));
+        let (sum, count, buckets) = h.snapshot();
+        assert_eq!(count, 3);
+        assert!((sum - 60.00301).abs() < 1e-6, "{sum}");
+        assert_eq!(buckets[0], (25e-6, 1));
+        assert_eq!(buckets.last(), Some(&(f64::INFINITY, 1)));
+        assert_eq!(buckets.iter().map(|b| b.1).sum::<u64>(), 3);
+    }
+}

@@ -1,0 +1,127 @@
+//! What a session owes the cache: the writes of the statement in flight ([`Pending`]) and of
+//! the open transaction ([`Txn`]), and how they are applied as invalidation once the server
+//! has acknowledged them.
+
+use std::sync::Arc;
+
+use super::stats::InvalidationSource;
+use super::store::Cache;
+use super::versions::{Snapshot, TableHandle};
+use crate::config::Conservative;
+
+/// A transaction as qcache sees it.
+#[derive(Debug, Default)]
+pub struct Txn {
+    /// Global version sequence and epoch read just before the transaction's first statement
+    /// reached the server, whatever it was: the server's read view is no older
+    /// (`policy::snapshot`). None while nothing of it was sent (a deferred BEGIN).
+    pub snapshot: Option<Snapshot>,
+    /// A forwarded cacheable read certainly opened the read view: hits are served from then.
+    pub view_open: bool,
+    /// Tables written in this transaction: never served from or stored to the cache
+    /// by this session, and bumped again when it ends.
+    pub written: Vec<TableHandle>,
+    pub written_schemas: Vec<String>,
+    /// A write in this transaction could not be analysed.
+    pub written_unknown: bool,
+}
+
+impl Txn {
+    pub fn view(&self) -> crate::policy::snapshot::TxnView<Snapshot> {
+        crate::policy::snapshot::TxnView {
+            point: self.snapshot,
+            view_open: self.view_open,
+        }
+    }
+
+    pub fn wrote(&self, t: &TableHandle) -> bool {
+        self.written_unknown
+            || self.written.iter().any(|w| Arc::ptr_eq(w, t))
+            || self.written_schemas.iter().any(|s| *s == t.schema)
+    }
+}
+
+/// What a DDL statement may have changed in the catalog, as far as the statement says: what
+/// `Catalog::refresh_changed` reloads. Names are lower-cased.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Changed {
+    /// Relations the statement names: created, altered, renamed from or to, dropped.
+    pub objects: Vec<(String, String)>,
+    /// Schemas created, altered or dropped as a whole.
+    pub schemas: Vec<String>,
+    /// The statement could not be read (or names nothing, as `DROP TRIGGER t` does): anything
+    /// may have changed.
+    pub everything: bool,
+}
+
+impl Changed {
+    /// Adds what another statement changed.
+    pub fn extend(&mut self, other: &Changed) {
+        self.objects.extend(other.objects.iter().cloned());
+        self.schemas.extend(other.schemas.iter().cloned());
+        self.everything |= other.everything;
+    }
+
+    pub(crate) fn covers(&self, schema: &str, name: &str) -> bool {
+        self.schemas.iter().any(|s| s == schema)
+            || self.objects.iter().any(|(s, n)| s == schema && n == name)
+    }
+}
+
+/// Invalidation owed by the statement in flight, applied before its OK reaches the client.
+#[derive(Debug, Default)]
+pub struct Pending {
+    pub tables: Vec<TableHandle>,
+    pub schemas: Vec<String>,
+    pub all: bool,
+    /// The statement changed the schema: reload the catalog before the client sees the OK.
+    pub ddl: bool,
+    /// What it changed there (what the reload covers).
+    pub ddl_changed: Changed,
+}
+
+impl Pending {
+    pub fn is_empty(&self) -> bool {
+        self.tables.is_empty() && self.schemas.is_empty() && !self.all && !self.ddl
+    }
+}
+
+impl Cache {
+    /// Bumps what a statement wrote.
+    pub fn apply_writes(&self, p: &Pending) {
+        let source = InvalidationSource::Write;
+        for t in &p.tables {
+            self.invalidate_table(t, source);
+        }
+        for s in &p.schemas {
+            self.invalidate_schema(s, source);
+        }
+        if p.all {
+            self.invalidate_all(InvalidationSource::Conservative);
+        }
+    }
+
+    /// Invalidation when qcache cannot tell exactly what changed.
+    pub fn conservative(&self, scope: Conservative, db: Option<&str>) {
+        match (scope, db) {
+            (Conservative::Schema, Some(db)) => {
+                self.invalidate_schema(&db.to_lowercase(), InvalidationSource::Conservative);
+            }
+            _ => self.invalidate_all(InvalidationSource::Conservative),
+        }
+    }
+
+    /// A transaction ended: what it wrote changes for everyone now.
+    pub fn invalidate_written(&self, txn: &Txn) {
+        let source = InvalidationSource::TxnEnd;
+        for t in &txn.written {
+            self.invalidate_table(t, source);
+        }
+        for s in &txn.written_schemas {
+            self.invalidate_schema(s, source);
+        }
+        if txn.written_unknown {
+            self.invalidate_all(source);
+        }
+    }
+}

@@ -1,0 +1,162 @@
+//! The state every session shares: the running config, the cache, the analysis memo, the
+//! read plans, the schema catalog, the binlog tail and the counters /metrics reads. The
+//! listener (`server`) builds it once; sessions and the admin surfaces hold an `Arc` of it.
+//!
+//! [`reload`]: SIGHUP and POST /reload re-read the config (and the log filter).
+
+pub mod reload;
+
+pub use reload::set_log_reloader;
+
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+use tracing::warn;
+
+use crate::analysis::{self, Analysis, Analyzer, WriteTargets};
+use crate::cache::latency::Latencies;
+use crate::cache::plans::ReadPlans;
+use crate::cache::writes::{Pending, Txn};
+use crate::cache::{Cache, InvalidationSource};
+use crate::cli::Cli;
+use crate::config::{BinlogMode, Config, Conservative};
+use crate::invalidation::binlog::{self, BinlogHandle, WriteAnalyser};
+use crate::invalidation::catalog::{Catalog, Changed};
+
+/// State shared by every session.
+pub struct Shared {
+    config: ArcSwap<Config>,
+    /// Results, table versions and the counters behind Qcache_*.
+    pub cache: Cache,
+    /// Statement analyses memoised by digest.
+    pub analyzer: Analyzer,
+    /// The tables each read shape depends on, per default database.
+    pub plans: ReadPlans,
+    /// Views, triggers and cascading foreign keys of the upstream's schemas.
+    pub catalog: Arc<Catalog>,
+    /// The binlog tail, when it runs.
+    pub binlog: Option<Arc<BinlogHandle>>,
+    /// Client connections open now.
+    pub connections: AtomicU64,
+    /// Hit and miss timings for /metrics.
+    pub latencies: Latencies,
+    /// The command line the config came from, for SIGHUP and POST /reload; None when started
+    /// from a bare `Config` (then there is nothing to re-read).
+    reload_source: std::sync::Mutex<Option<Cli>>,
+    /// The id the next session gets (the listener hands them out).
+    pub(crate) next_session: AtomicU64,
+}
+
+impl Shared {
+    /// Builds the shared state; the binlog tail and the first catalog load start in the
+    /// background of the current runtime.
+    pub fn new(config: Config) -> Shared {
+        let cache = Cache::new(&config.cache);
+        let analyzer = Analyzer::new(config.cache.analysis_memo_entries);
+        let plans = ReadPlans::new(config.cache.analysis_memo_entries);
+        let upstream = config.server.upstream.clone();
+        let catalog = Catalog::new(upstream.clone(), &config.invalidation);
+        let c2 = catalog.clone();
+        tokio::spawn(async move {
+            if let Err(e) = c2.refresh().await {
+                warn!(error = %e, "schema catalog not loaded yet; reads stay uncached until it is");
+            }
+        });
+        let binlog = (config.invalidation.binlog != BinlogMode::Off).then(|| {
+            let mut inv = config.invalidation.clone();
+            inv.server_id = inv.effective_server_id();
+            binlog::spawn(
+                upstream,
+                inv,
+                cache.versions_arc(),
+                cache.stats_arc(),
+                catalog.clone(),
+                binlog_analyser(catalog.clone()),
+            )
+        });
+        Shared {
+            config: ArcSwap::from_pointee(config),
+            cache,
+            analyzer,
+            plans,
+            catalog,
+            binlog,
+            connections: AtomicU64::new(0),
+            latencies: Default::default(),
+            reload_source: std::sync::Mutex::new(None),
+            next_session: AtomicU64::new(1),
+        }
+    }
+
+    /// While the binlog stream has been down longer than `max_lag`, writes that bypass
+    /// qcache may be missed: no hits until it is back.
+    pub fn hits_suspended(&self) -> bool {
+        match &self.binlog {
+            Some(b) => b
+                .disconnected_for()
+                .is_some_and(|d| d > self.config.load().invalidation.max_lag),
+            None => false,
+        }
+    }
+
+    pub fn config(&self) -> Arc<Config> {
+        self.config.load_full()
+    }
+    /// Bumps what a statement wrote.
+    pub fn apply_writes(&self, p: &Pending) {
+        self.cache.apply_writes(p);
+    }
+
+    /// Invalidation when qcache cannot tell exactly what changed.
+    pub fn conservative(&self, scope: Conservative, db: Option<&str>) {
+        self.cache.conservative(scope, db);
+    }
+
+    /// A transaction ended: what it wrote changes for everyone now.
+    pub fn invalidate_written(&self, txn: &Txn) {
+        self.cache.invalidate_written(txn);
+    }
+
+    /// Reloads what a DDL changed in the schema catalog, before the DDL's OK reaches the
+    /// client, so that a view created a moment ago is known to the next read.
+    pub async fn refresh_catalog(&self, changed: &Changed) {
+        if let Err(e) = self.catalog.refresh_changed(changed).await {
+            warn!(error = %e, "schema catalog reload failed");
+            // Without a current catalog, widening may miss views and triggers.
+            self.cache.invalidate_all(InvalidationSource::Catalog);
+        }
+    }
+}
+
+/// What the binlog tail uses for statement events: the same analysis as proxied writes.
+fn binlog_analyser(catalog: Arc<Catalog>) -> WriteAnalyser {
+    Arc::new(move |sql: &str, default_schema: &str| {
+        let qualify = |schema: &Option<String>, name: &str| {
+            let s = schema
+                .clone()
+                .unwrap_or_else(|| default_schema.to_lowercase());
+            (s, name.to_lowercase())
+        };
+        match analysis::analyze(sql) {
+            Analysis::Write(w) => match w.targets {
+                WriteTargets::Tables(list) => {
+                    Some(list.iter().map(|t| qualify(&t.schema, &t.name)).collect())
+                }
+                WriteTargets::Schema(s) => {
+                    let s = s.to_lowercase();
+                    Some(
+                        catalog
+                            .schema_tables(&s)
+                            .into_iter()
+                            .map(|n| (s.clone(), n))
+                            .collect(),
+                    )
+                }
+                WriteTargets::Unknown => None,
+            },
+            Analysis::Read(r) if r.may_write => None,
+            _ => Some(Vec::new()),
+        }
+    })
+}

@@ -1,0 +1,123 @@
+//! Configuration reload (SIGHUP, POST /reload): re-read the file, flags and environment,
+//! validate, say which changes need a restart, and swap the new config in; and the
+//! process-wide log filter a reload may change.
+
+use std::sync::{Arc, OnceLock};
+
+use tracing::{info, warn};
+
+use super::Shared;
+use crate::cli::Cli;
+use crate::config::Config;
+
+/// Why the log filter could not be changed.
+#[derive(Debug, thiserror::Error)]
+#[error("log.level {0:?}: {1}")]
+pub struct LogLevelError(String, String);
+
+type LogReloader = Box<dyn Fn(&str) -> Result<(), String> + Send + Sync>;
+
+/// The tracing subscriber is process-global, so the handle that changes its filter is too.
+static LOG_RELOADER: OnceLock<LogReloader> = OnceLock::new();
+
+/// Called once by the binary after it installs its subscriber with a reloadable filter.
+pub fn set_log_reloader(f: impl Fn(&str) -> Result<(), String> + Send + Sync + 'static) {
+    let _ = LOG_RELOADER.set(Box::new(f));
+}
+
+/// Applies a new `log.level` filter; without a reloadable subscriber (tests, library use)
+/// there is nothing to change.
+pub fn reload_log_level(level: &str) -> Result<(), LogLevelError> {
+    match LOG_RELOADER.get() {
+        Some(f) => f(level).map_err(|e| LogLevelError(level.to_string(), e)),
+        None => Ok(()),
+    }
+}
+
+impl Shared {
+    pub fn swap_config(&self, c: Config) {
+        self.config.store(Arc::new(c));
+        // Certificates may have been replaced in place: read them again.
+        crate::tls::forget();
+    }
+
+    /// Where [`Shared::reload`] re-reads the config from.
+    pub fn set_reload_source(&self, cli: Cli) {
+        if let Ok(mut g) = self.reload_source.lock() {
+            *g = Some(cli);
+        }
+    }
+
+    /// Re-reads the config (file, then flags and environment), validates it and swaps it in.
+    /// Returns notes about settings that need a restart; an invalid file keeps the running
+    /// config and returns why.
+    pub fn reload(&self) -> Result<Vec<String>, String> {
+        let r = self.try_reload();
+        if let Err(e) = &r {
+            warn!(error = %e, "reload refused; keeping the running configuration");
+        }
+        r
+    }
+
+    fn try_reload(&self) -> Result<Vec<String>, String> {
+        let new = {
+            let g = self
+                .reload_source
+                .lock()
+                .map_err(|_| "reload state poisoned")?;
+            let cli = g
+                .as_ref()
+                .ok_or("started without a config source; nothing to re-read")?;
+            cli.effective_config().map_err(|e| e.to_string())?
+        };
+        let old = self.config();
+        reload_log_level(&new.log.level).map_err(|e| e.to_string())?;
+        let mut notes = Vec::new();
+        let mut restart = |changed: bool, key: &str| {
+            if changed {
+                notes.push(format!("{key} changed: takes effect after a restart"));
+            }
+        };
+        restart(new.server.listen != old.server.listen, "server.listen");
+        restart(new.server.socket != old.server.socket, "server.socket");
+        restart(new.admin.listen != old.admin.listen, "admin.listen");
+        restart(
+            new.server.max_connections != old.server.max_connections,
+            "server.max_connections",
+        );
+        restart(
+            new.server.listen_backlog != old.server.listen_backlog,
+            "server.listen_backlog",
+        );
+        restart(new.server.workers != old.server.workers, "server.workers");
+        restart(
+            new.cache.max_bytes != old.cache.max_bytes,
+            "cache.max_bytes",
+        );
+        restart(
+            new.cache.analysis_memo_entries != old.cache.analysis_memo_entries,
+            "cache.analysis_memo_entries",
+        );
+        let (ni, oi) = (&new.invalidation, &old.invalidation);
+        restart(
+            (ni.binlog, ni.server_id, &ni.user, &ni.password)
+                != (oi.binlog, oi.server_id, &oi.user, &oi.password),
+            "invalidation.binlog/server_id/user/password",
+        );
+        restart(new.log.format != old.log.format, "log.format");
+        if new.server.upstream != old.server.upstream {
+            notes.push(
+                "server.upstream changed: new sessions use it; the binlog tail and catalog \
+                 keep the old one until a restart"
+                    .into(),
+            );
+        }
+        for n in &notes {
+            warn!("{n}");
+        }
+        self.cache.reconfigure(&new.cache);
+        self.swap_config(new);
+        info!("configuration reloaded");
+        Ok(notes)
+    }
+}
