@@ -74,6 +74,7 @@ const CACHE_LAYERS: &[(&str, u32)] = &[
     ("store", 1),
     ("entry", 2),
     ("plans", 2),
+    ("l2", 2),
     ("key", 3),
     ("latency", 3),
     ("stats", 3),

@@ -29,10 +29,9 @@ use tokio::sync::{watch, Notify};
 use tracing::{info, warn};
 
 use super::key::Key;
+use super::latency::LatencyHistogram;
 use super::versions::{BumpSink, TableHandle, Versions};
-use crate::admin::metrics::LatencyHistogram;
 use crate::config::{L2Config, L2Url, ValidateHits};
-use crate::invalidation::binlog::BinlogHandle;
 use crate::policy::l2::{judge, next_backoff, L2Verdict, BACKOFF_MIN};
 
 /// Why an L2 operation gave nothing; every kind means "bypass L2 for this one".
@@ -232,6 +231,15 @@ if ARGV[1] ~= '' then redis.call('PUBLISH', ARGV[1], ARGV[2]) end
 return s
 ";
 
+/// What L2 needs to know of this instance's binlog tail (implemented by
+/// `invalidation::binlog::BinlogHandle`; a trait so that the cache does not import the tail).
+pub trait TailStatus: Send + Sync {
+    /// The stream is up and applied.
+    fn connected(&self) -> bool;
+    /// How many times the stream ended: a new value names a new watch.
+    fn reconnects(&self) -> u64;
+}
+
 /// Refreshes this tail's heartbeat (ARGV[1], empty for none), drops its previous one
 /// (ARGV[2]) and heartbeats older than a minute; returns Redis time in µs.
 const TAILS_LUA: &str = r"
@@ -415,7 +423,7 @@ pub struct L2 {
     tails: Script,
     other_tail: Script,
     /// This instance's binlog tail, whose heartbeat tells others it watches.
-    tail: Option<Arc<BinlogHandle>>,
+    tail: Option<Arc<dyn TailStatus>>,
     /// Set when the tail lost or (re)started its stream, until [`L2::resolve_gap`] decided
     /// whether the fleet's entries must go; L2 is not read meanwhile.
     gap_pending: AtomicBool,
@@ -477,7 +485,7 @@ impl L2 {
     pub fn start(
         cfg: L2Config,
         versions: Arc<Versions>,
-        tail: Option<Arc<BinlogHandle>>,
+        tail: Option<Arc<dyn TailStatus>>,
     ) -> Arc<L2> {
         let id = format!("{:016x}", {
             use std::hash::{BuildHasher, Hasher};

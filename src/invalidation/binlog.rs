@@ -1726,6 +1726,16 @@ fn database_name(sql: &str) -> Option<String> {
     None
 }
 
+impl crate::cache::l2::TailStatus for BinlogHandle {
+    fn connected(&self) -> bool {
+        BinlogHandle::connected(self)
+    }
+
+    fn reconnects(&self) -> u64 {
+        BinlogHandle::reconnects(self)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -80,7 +80,10 @@ impl Shared {
             )
         });
         let l2 = config.l2.enabled().then(|| {
-            crate::cache::l2::L2::start(config.l2.clone(), cache.versions_arc(), binlog.clone())
+            let tail = binlog
+                .clone()
+                .map(|b| b as Arc<dyn crate::cache::l2::TailStatus>);
+            crate::cache::l2::L2::start(config.l2.clone(), cache.versions_arc(), tail)
         });
         let l2_remote = l2.as_ref().is_some_and(|l| l.remote_validation());
         Shared {
