@@ -78,6 +78,7 @@ const CACHE_LAYERS: &[(&str, u32)] = &[
     ("latency", 3),
     ("stats", 3),
     ("versions", 3),
+    ("privileges", 4),
 ];
 
 /// Upward arrows tolerated for now: (file, module it imports from, why). Each is an import

@@ -134,10 +134,23 @@ async fn connect_compressed(
         .expect("connect timed out")
 }
 
-/// The server's view of the session's cipher: empty when its leg is plain.
+/// The server's view of the session's cipher: empty when its leg is plain. Read from
+/// information_schema: `SHOW SESSION STATUS` describes the client's own leg through qcache.
 async fn server_cipher(c: &mut mysql_async::Conn) -> String {
+    let row: Option<String> = c
+        .query_first(
+            "SELECT VARIABLE_VALUE FROM information_schema.SESSION_STATUS \
+             WHERE VARIABLE_NAME = 'SSL_CIPHER'",
+        )
+        .await
+        .unwrap();
+    row.unwrap_or_default()
+}
+
+/// `SHOW SESSION STATUS LIKE name` as the client sees it.
+async fn shown_status(c: &mut mysql_async::Conn, name: &str) -> String {
     let row: Option<(String, String)> = c
-        .query_first("SHOW SESSION STATUS LIKE 'Ssl_cipher'")
+        .query_first(format!("SHOW SESSION STATUS LIKE '{name}'"))
         .await
         .unwrap();
     row.map(|r| r.1).unwrap_or_default()
@@ -169,6 +182,15 @@ async fn every_combination_of_client_and_upstream_tls_with_mysql_async() {
             !cipher.is_empty(),
             mode != UpstreamTlsMode::Disabled,
             "{what}: server cipher {cipher:?}"
+        );
+        // Session status describes the client's leg, as it would directly.
+        let cipher = shown_status(&mut c, "Ssl_cipher").await;
+        let version = shown_status(&mut c, "Ssl_version").await;
+        assert_eq!(!cipher.is_empty(), ctls, "{what}: shown cipher {cipher:?}");
+        assert_eq!(
+            version.starts_with("TLSv1."),
+            ctls,
+            "{what}: shown version {version:?}"
         );
         let v: Option<i64> = c.query_first("SELECT 6 * 7").await.unwrap();
         assert_eq!(v, Some(42), "{what}");
@@ -427,11 +449,11 @@ async fn the_cli_with_and_without_tls_in_each_upstream_mode() {
             String::from_utf8_lossy(&out.stderr)
         );
         assert!(stdout.contains("ok"), "{stdout}");
-        // The server's Ssl_cipher row has a value exactly when the upstream leg is TLS.
+        // Session status describes the client's own leg, whatever the upstream leg is.
         let line = stdout.lines().next().unwrap_or_default();
         assert_eq!(
             line.split('\t').nth(1).is_some_and(|v| !v.is_empty()),
-            mode != UpstreamTlsMode::Disabled,
+            ctls,
             "{mode:?}: {stdout}"
         );
         proxy.shutdown().await;

@@ -90,17 +90,48 @@ impl<'a> Toks<'a> {
     }
 }
 
-/// For MariaDB `SET STATEMENT … FOR <statement>`, the statement that runs; else `sql`.
+/// The statement that runs: for MariaDB `SET STATEMENT … FOR <statement>`, MariaDB
+/// `ANALYZE [FORMAT=…] <statement>` and MySQL `EXPLAIN ANALYZE <statement>`, the inner
+/// statement (prefixes nest); else `sql`.
 pub(crate) fn inner_statement(sql: &str) -> &str {
-    let toks = Toks::new(sql);
-    if toks.kw(0, "SET") && toks.kw(1, "STATEMENT") {
-        if let Some(k) = toks.find_top(2, &["FOR"]) {
-            if let Some(t) = toks.t.get(k) {
-                return sql.get(t.end..).unwrap_or("");
-            }
+    let mut body = sql;
+    // Each round strips one prefix; hostile nesting is bounded like the scan's.
+    for _ in 0..8 {
+        match strip_prefix(body) {
+            Some(inner) => body = inner,
+            None => break,
         }
     }
-    sql
+    body
+}
+
+fn strip_prefix(sql: &str) -> Option<&str> {
+    let toks = Toks::new(sql);
+    let rest = |k: usize| toks.t.get(k).and_then(|t| sql.get(t.start..));
+    if toks.kw(0, "SET") && toks.kw(1, "STATEMENT") {
+        let k = toks.find_top(2, &["FOR"])?;
+        return toks.t.get(k).map(|t| sql.get(t.end..).unwrap_or(""));
+    }
+    let analyze = if toks.kw(0, "ANALYZE") {
+        1
+    } else if (toks.kw(0, "EXPLAIN") || toks.kw(0, "DESCRIBE") || toks.kw(0, "DESC"))
+        && toks.kw(1, "ANALYZE")
+    {
+        2
+    } else {
+        return None;
+    };
+    let mut k = analyze;
+    if toks.kw(k, "FORMAT") {
+        k += if toks.punct(k + 1, b'=') { 3 } else { 2 };
+    }
+    if ["TABLE", "TABLES", "LOCAL", "NO_WRITE_TO_BINLOG"]
+        .iter()
+        .any(|w| toks.kw(k, w))
+    {
+        return None;
+    }
+    rest(k)
 }
 
 /// The target of an INSERT/REPLACE too long to parse (bulk loads, extended inserts), read
@@ -248,6 +279,7 @@ const PAREN_KEYWORDS: &[&str] = &[
     "ROW",
     "SELECT",
     "SOME",
+    "THAN",
     "THEN",
     "UNION",
     "USE",
@@ -292,7 +324,7 @@ fn worst_call(toks: &Toks) -> Option<FnClass> {
 
 /// Whether the statement calls something that is not a known built-in (a stored function or
 /// UDF) or advances a sequence: either may write tables nobody named.
-pub(crate) fn calls_unknown_code(sql: &str) -> bool {
+pub fn calls_unknown_code(sql: &str) -> bool {
     matches!(
         worst_call(&Toks::new(sql)),
         Some(FnClass::Unknown) | Some(FnClass::Sequence)
@@ -415,12 +447,46 @@ pub(crate) fn unparsed_write(sql: &str) -> Option<WriteInfo> {
     }
     if toks.kw(0, "ALTER") {
         let table = toks.find_top(1, &["TABLE"])?;
-        // A rename names a second table we would have to find: leave it to the default.
-        if toks.find_top(table, &["RENAME"]).is_some() || table > 3 {
+        if table > 3 {
             return None;
         }
-        let (t, _) = toks.table_name(table + 1)?;
-        return Some(ddl(vec![t]));
+        let (t, mut k) = toks.table_name(table + 1)?;
+        let mut written = vec![t.clone()];
+        let mut renamed = Vec::new();
+        // Every other table the statement names is written too: `EXCHANGE PARTITION p WITH
+        // TABLE e` swaps rows with e, MariaDB's `CONVERT PARTITION p TO TABLE x` and
+        // `CONVERT TABLE x TO PARTITION p` move them, `RENAME [TO|AS] n` renames.
+        while k < toks.t.len() {
+            if toks.kw(k, "TABLE") {
+                let (n, next) = toks.table_name(k + 1)?;
+                written.push(n);
+                k = next;
+            } else if toks.kw(k, "RENAME") {
+                let mut j = k + 1;
+                if ["COLUMN", "INDEX", "KEY", "CONSTRAINT"]
+                    .iter()
+                    .any(|w| toks.kw(j, w))
+                {
+                    k = j + 1;
+                    continue;
+                }
+                if toks.kw(j, "TO") || toks.kw(j, "AS") {
+                    j += 1;
+                }
+                let (n, next) = toks.table_name(j)?;
+                renamed.push((t.clone(), n.clone()));
+                written.push(n);
+                k = next;
+            } else {
+                k += 1;
+            }
+        }
+        written.sort();
+        written.dedup();
+        return Some(WriteInfo {
+            renamed,
+            ..ddl(written)
+        });
     }
     None
 }

@@ -5,6 +5,8 @@
 //! skipped, except executable ones (`/*! … */`, `/*!40001 … */`, MariaDB `/*M! … */`), whose
 //! content the server runs as code, so it is lexed as code here too.
 
+use super::comments::ServerVersion;
+
 /// What a token is; its bytes are `sql[start..end]`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Tok {
@@ -52,6 +54,7 @@ pub(crate) fn is_ident_byte(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b == b'_' || b == b'$' || b >= 0x80
 }
 
+#[derive(Clone)]
 pub(crate) struct Lexer<'a> {
     sql: &'a [u8],
     pos: usize,
@@ -62,6 +65,12 @@ pub(crate) struct Lexer<'a> {
     marks: Option<Vec<std::ops::Range<usize>>>,
     /// Lex as under sql_mode NO_BACKSLASH_ESCAPES, where `\` does not escape a quote.
     no_backslash_escapes: bool,
+    /// The server whose rules decide which versioned executable comments run. None: every
+    /// executable comment is code (the text was already made the server's by
+    /// [`super::comments::server_text`], or the caller wants the widest reading).
+    server: Option<ServerVersion>,
+    /// Byte ranges of the versioned comments `server` skips, when recording.
+    skipped: Option<Vec<std::ops::Range<usize>>>,
 }
 
 impl<'a> Lexer<'a> {
@@ -72,7 +81,23 @@ impl<'a> Lexer<'a> {
             in_exec: false,
             marks: None,
             no_backslash_escapes: false,
+            server: None,
+            skipped: None,
         }
+    }
+
+    /// Lexes as `server` does: a versioned executable comment it skips is a comment, and its
+    /// range is recorded for [`Lexer::take_skipped`].
+    pub fn for_server(sql: &'a [u8], server: ServerVersion) -> Self {
+        Lexer {
+            server: Some(server),
+            skipped: Some(Vec::new()),
+            ..Lexer::new(sql)
+        }
+    }
+
+    pub fn take_skipped(&mut self) -> Vec<std::ops::Range<usize>> {
+        self.skipped.take().unwrap_or_default()
     }
 
     /// The same statement as a server in NO_BACKSLASH_ESCAPES mode would split it.
@@ -128,19 +153,51 @@ impl<'a> Lexer<'a> {
                     } else {
                         None
                     };
+                    let plain_for_server =
+                        exec_len == Some(4) && self.server.is_some_and(|s| !s.mariadb);
                     match exec_len {
-                        Some(len) if !self.in_exec => {
+                        Some(len) if !self.in_exec && !plain_for_server => {
                             self.pos += len;
-                            // The optional server version: 5 or 6 digits.
-                            let mut d = 0;
-                            while d < 6 && self.at(self.pos).is_ascii_digit() {
-                                self.pos += 1;
-                                d += 1;
+                            // The optional server version: exactly 5 digits, or 6. Fewer
+                            // digits are no version: they are code, as the server reads them.
+                            let digits = (0..6)
+                                .take_while(|&d| self.at(self.pos + d).is_ascii_digit())
+                                .count();
+                            let (version, d) = if digits >= 5 {
+                                let mut v = 0u32;
+                                for k in 0..digits {
+                                    v = v * 10 + u32::from(self.at(self.pos + k) - b'0');
+                                }
+                                (Some(v), digits)
+                            } else {
+                                (None, 0)
+                            };
+                            let runs = match (self.server, version) {
+                                (Some(s), Some(v)) => s.runs(v, len == 4),
+                                _ => true,
+                            };
+                            if runs {
+                                self.pos += d;
+                                self.in_exec = true;
+                                self.mark(start, self.pos);
+                            } else {
+                                self.pos = start;
+                                self.skip_versioned();
+                                let end = self.pos;
+                                if let Some(s) = self.skipped.as_mut() {
+                                    s.push(start..end);
+                                }
                             }
-                            self.in_exec = true;
-                            self.mark(start, self.pos);
                         }
-                        _ => self.skip_block(),
+                        _ => {
+                            self.skip_block();
+                            if plain_for_server && !self.in_exec {
+                                let end = self.pos;
+                                if let Some(s) = self.skipped.as_mut() {
+                                    s.push(start..end);
+                                }
+                            }
+                        }
                     }
                 }
                 b'*' if self.in_exec && self.at(self.pos + 1) == b'/' => {
@@ -161,6 +218,30 @@ impl<'a> Lexer<'a> {
             Some(off) => self.pos += off + 1,
             None => self.pos = self.sql.len(),
         }
+    }
+
+    /// Skips a versioned comment the server does not run. The server allows one level of
+    /// `/* … */` nested inside such a comment (unlike a plain comment).
+    fn skip_versioned(&mut self) {
+        let n = self.sql.len();
+        let mut i = self.pos + 2;
+        let mut depth = 0u8;
+        while i + 1 < n {
+            if self.at(i) == b'/' && self.at(i + 1) == b'*' && depth == 0 {
+                depth = 1;
+                i += 2;
+            } else if self.at(i) == b'*' && self.at(i + 1) == b'/' {
+                i += 2;
+                if depth == 0 {
+                    self.pos = i;
+                    return;
+                }
+                depth -= 1;
+            } else {
+                i += 1;
+            }
+        }
+        self.pos = n;
     }
 
     fn skip_block(&mut self) {

@@ -9,7 +9,13 @@
 //!   which tables a write changes. [`Analyzer`] memoises it by digest.
 //! - [`analyze_set`] and [`use_schema`]: the session state changes qcache follows.
 //!
+//! - [`server_text`]: the statement as the upstream reads it (versioned executable comments
+//!   it skips turned into plain comments, same length). Every analysis below is given this
+//!   text; the original bytes are what is keyed and forwarded.
+//!
 //! Decisions the session code relies on:
+//! - Fail closed: [`Kind`] is anything but `Write` only for a closed list of statement
+//!   shapes; an unrecognised statement is a `Write` to tables the analysis may not name.
 //! - `TABLE t` and `VALUES …` are [`Kind::Select`]; `WITH …` is `Select` or `Write` by its
 //!   main statement (unrecognised → `Write`); MariaDB `SET STATEMENT … FOR s` has the kind
 //!   of `s`, and [`analyze`] analyses `s`.
@@ -26,19 +32,22 @@
 //! - [`use_schema`] keeps the database name's case (it is part of the cache key); table
 //!   qualification should lower-case it like [`TableRef`] does.
 
+mod comments;
 mod digest;
 mod fallback;
 mod functions;
-mod lexer;
+pub(crate) mod lexer;
 mod memo;
 mod parse;
 mod scan;
 mod set;
 
+pub use comments::{server_str, server_text, ServerVersion};
 pub use digest::digest;
+pub use fallback::calls_unknown_code;
 pub use memo::Analyzer;
 pub use parse::analyze;
-pub use scan::{scan, split_statements, strip_hints, Hint, Kind, Scan};
+pub use scan::{first_keyword_is, scan, split_statements, strip_hints, Hint, Kind, Scan};
 pub use set::{analyze_set, use_schema, QcAssign, SetInfo};
 
 /// A table, lower-cased. `schema` is None when the statement did not qualify the name: the
@@ -139,6 +148,9 @@ pub struct WriteInfo {
     pub temp_created: Vec<TableRef>,
     /// DROP [TEMPORARY] TABLE names: a plain DROP TABLE may drop a temporary table too.
     pub temp_dropped: Vec<TableRef>,
+    /// (old, new) names of `ALTER TABLE … RENAME` and `RENAME TABLE`, in order: a
+    /// temporary table keeps being one under its new name.
+    pub renamed: Vec<(TableRef, TableRef)>,
 }
 
 impl WriteInfo {
@@ -149,6 +161,7 @@ impl WriteInfo {
             implicit_commit: false,
             temp_created: Vec::new(),
             temp_dropped: Vec::new(),
+            renamed: Vec::new(),
         }
     }
 

@@ -246,12 +246,15 @@ fn merge_writes(a: WriteInfo, b: WriteInfo) -> WriteInfo {
     temp_created.extend(b.temp_created);
     let mut temp_dropped = a.temp_dropped;
     temp_dropped.extend(b.temp_dropped);
+    let mut renamed = a.renamed;
+    renamed.extend(b.renamed);
     WriteInfo {
         targets,
         ddl: a.ddl || b.ddl,
         implicit_commit: a.implicit_commit || b.implicit_commit,
         temp_created,
         temp_dropped,
+        renamed,
     }
 }
 
@@ -286,7 +289,9 @@ fn classify_statement(stmt: &Statement, kind: Kind) -> Analysis {
                 }
                 Analysis::Write(w)
             }
-            None if kind == Kind::Write || kind == Kind::Call => {
+            // A statement the scan took for a read or a write that parses as something
+            // else qcache does not know to be harmless: fail closed.
+            None if matches!(kind, Kind::Write | Kind::Call | Kind::Select) => {
                 Analysis::Write(WriteInfo::unknown())
             }
             None => Analysis::Other,
@@ -523,6 +528,7 @@ fn ddl(targets: WriteTargets) -> WriteInfo {
         implicit_commit: true,
         temp_created: Vec::new(),
         temp_dropped: Vec::new(),
+        renamed: Vec::new(),
     }
 }
 
@@ -627,20 +633,34 @@ fn write_info(stmt: &Statement) -> Option<WriteInfo> {
         }
         Statement::AlterTable(at) => {
             let mut t = vec![table_ref(&at.name)];
+            let mut renamed = Vec::new();
             for op in &at.operations {
                 if let AlterTableOperation::RenameTable { table_name } = op {
                     let (RenameTableNameKind::As(n) | RenameTableNameKind::To(n)) = table_name;
                     t.push(table_ref(n));
+                    if let (Some(from), Some(to)) = (table_ref(&at.name), table_ref(n)) {
+                        renamed.push((from, to));
+                    }
                 }
             }
-            ddl(tables_or_unknown(t.into_iter().collect()))
+            WriteInfo {
+                renamed,
+                ..ddl(tables_or_unknown(t.into_iter().collect()))
+            }
         }
         Statement::RenameTable(list) => {
             let t: Option<Vec<TableRef>> = list
                 .iter()
                 .flat_map(|r| [table_ref(&r.old_name), table_ref(&r.new_name)])
                 .collect();
-            ddl(tables_or_unknown(t))
+            let renamed = list
+                .iter()
+                .filter_map(|r| Some((table_ref(&r.old_name)?, table_ref(&r.new_name)?)))
+                .collect();
+            WriteInfo {
+                renamed,
+                ..ddl(tables_or_unknown(t))
+            }
         }
         Statement::Drop {
             object_type,
@@ -1142,6 +1162,50 @@ mod tests {
         let w = write("CREATE DATABASE d");
         assert_eq!(w.targets, WriteTargets::Tables(vec![]));
         assert!(w.ddl);
+    }
+
+    #[test]
+    fn alter_table_writes_every_table_it_names() {
+        for (sql, want) in [
+            (
+                "ALTER TABLE t EXCHANGE PARTITION p WITH TABLE e",
+                vec![t("e"), t("t")],
+            ),
+            (
+                "alter table db.t exchange partition p with table db2.e without validation",
+                vec![t("db.t"), t("db2.e")],
+            ),
+            (
+                "ALTER TABLE t CONVERT PARTITION p TO TABLE x",
+                vec![t("t"), t("x")],
+            ),
+            (
+                "ALTER TABLE t CONVERT TABLE x TO PARTITION p VALUES LESS THAN (10)",
+                vec![t("t"), t("x")],
+            ),
+            (
+                "ALTER TABLE t RENAME COLUMN a TO b, EXCHANGE PARTITION p WITH TABLE e",
+                vec![t("e"), t("t")],
+            ),
+        ] {
+            let w = write(sql);
+            assert!(w.ddl && w.implicit_commit, "{sql}");
+            assert_eq!(w.targets, WriteTargets::Tables(want), "{sql}");
+        }
+    }
+
+    #[test]
+    fn analyze_runs_the_statement_it_explains() {
+        assert_eq!(
+            targets("ANALYZE FORMAT=JSON UPDATE t SET a = 1"),
+            vec![t("t")]
+        );
+        assert_eq!(targets("ANALYZE DELETE FROM db.t"), vec![t("db.t")]);
+        assert_eq!(
+            targets("EXPLAIN ANALYZE INSERT INTO t VALUES (1)"),
+            vec![t("t")]
+        );
+        assert_eq!(targets("ANALYZE TABLE t"), vec![t("t")]);
     }
 
     #[test]

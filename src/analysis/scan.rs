@@ -11,6 +11,10 @@ use super::lexer::{Lexer, Tok, Token};
 
 /// What a statement is, from its first keyword(s).
 ///
+/// Fail closed: a statement is anything but [`Kind::Write`] only when its first keywords are
+/// on a closed list of known shapes. Every unrecognised statement is a `Write` (of tables
+/// the analysis may not be able to name), so it invalidates rather than hides a change.
+///
 /// `TABLE t` and `VALUES …` are `Select`: they are reads (MySQL 8.0.19+), and the analysis
 /// decides whether they can be cached. `WITH …` is `Select` when its main statement is a
 /// SELECT (or a parenthesised query), `Write` when it is UPDATE/DELETE/INSERT/REPLACE or
@@ -20,8 +24,10 @@ use super::lexer::{Lexer, Tok, Token};
 pub enum Kind {
     Select,
     /// INSERT, UPDATE, DELETE, REPLACE, LOAD, TRUNCATE, CREATE, ALTER, DROP, RENAME, GRANT,
-    /// REVOKE, OPTIMIZE, REPAIR, ANALYZE (of tables, or MariaDB's ANALYZE of a write), IMPORT,
-    /// DO, BINLOG, MariaDB `BEGIN NOT ATOMIC` compound statements.
+    /// REVOKE, OPTIMIZE, REPAIR, ANALYZE (of tables, or MariaDB's `ANALYZE [FORMAT=…]` of
+    /// anything but a read, which runs it), MySQL's `EXPLAIN ANALYZE` of a non-read, IMPORT,
+    /// DO, BINLOG, MariaDB `BEGIN NOT ATOMIC` and other compound statements — and every
+    /// statement whose first keywords are not recognised.
     Write,
     /// BEGIN [WORK], START TRANSACTION, XA START / XA BEGIN.
     Begin,
@@ -31,13 +37,18 @@ pub enum Kind {
     Rollback,
     Set,
     Use,
-    /// SHOW, DESCRIBE, DESC, EXPLAIN, HELP, MariaDB `ANALYZE SELECT`.
+    /// SHOW, DESCRIBE, DESC, EXPLAIN (not run, unless `EXPLAIN ANALYZE`), HELP, MariaDB
+    /// `ANALYZE [FORMAT=…] SELECT` (run, but only a read).
     Show,
     Flush,
     Reset,
     Call,
     /// SQL-level EXECUTE (PREPARE and DEALLOCATE / DROP PREPARE are `Other`).
     Execute,
+    /// Known statements that change no table: PREPARE, DEALLOCATE / DROP PREPARE,
+    /// SAVEPOINT, RELEASE SAVEPOINT, ROLLBACK TO, XA END / PREPARE / RECOVER, LOCK, UNLOCK,
+    /// HANDLER, CHECK, CHECKSUM, KILL, GET DIAGNOSTICS, qcache's own `QCACHE …`. (A call of
+    /// a stored function inside one still writes: see `policy::classify`.)
     Other,
     /// Only whitespace and comments.
     Empty,
@@ -145,24 +156,34 @@ pub(crate) fn classify(sql: &[u8], lx: &mut Lexer, depth: u32) -> (Kind, bool) {
             Some(u) if u.get() == b"PREPARE" => Kind::Other,
             _ => Kind::Write,
         },
-        b"ANALYZE" => match next_upper(lx) {
-            Some(u) if u.get() == b"SELECT" || u.get() == b"FORMAT" => Kind::Show,
-            _ => Kind::Write,
-        },
+        // MariaDB's ANALYZE runs the statement it explains; ANALYZE TABLE changes statistics.
+        b"ANALYZE" => return classify_analyzed(sql, lx, depth),
+        b"EXPLAIN" | b"DESCRIBE" | b"DESC" => {
+            let mut ahead = lx.clone();
+            match next_upper(&mut ahead) {
+                // MySQL's EXPLAIN ANALYZE runs the statement too.
+                Some(u) if u.get() == b"ANALYZE" => {
+                    *lx = ahead;
+                    return classify_analyzed(sql, lx, depth);
+                }
+                _ => Kind::Show,
+            }
+        }
         b"BEGIN" => match next_upper(lx) {
             Some(u) if u.get() == b"NOT" => Kind::Write,
             _ => Kind::Begin,
         },
         b"START" => match next_upper(lx) {
             Some(u) if u.get() == b"TRANSACTION" => Kind::Begin,
-            _ => Kind::Other,
+            _ => Kind::Write,
         },
         b"XA" => match next_upper(lx) {
             Some(u) => match u.get() {
                 b"START" | b"BEGIN" => Kind::Begin,
                 b"COMMIT" => Kind::Commit,
                 b"ROLLBACK" => Kind::Rollback,
-                _ => Kind::Other,
+                b"END" | b"PREPARE" | b"RECOVER" => Kind::Other,
+                _ => Kind::Write,
             },
             None => Kind::Other,
         },
@@ -182,14 +203,65 @@ pub(crate) fn classify(sql: &[u8], lx: &mut Lexer, depth: u32) -> (Kind, bool) {
             _ => Kind::Set,
         },
         b"USE" => Kind::Use,
-        b"SHOW" | b"DESCRIBE" | b"DESC" | b"EXPLAIN" | b"HELP" => Kind::Show,
+        b"SHOW" | b"HELP" => Kind::Show,
         b"FLUSH" => Kind::Flush,
         b"RESET" => Kind::Reset,
         b"CALL" => Kind::Call,
         b"EXECUTE" => Kind::Execute,
-        _ => Kind::Other,
+        b"PREPARE" | b"DEALLOCATE" | b"SAVEPOINT" | b"RELEASE" | b"LOCK" | b"UNLOCK"
+        | b"HANDLER" | b"CHECK" | b"CHECKSUM" | b"KILL" | b"QCACHE" => Kind::Other,
+        b"GET" => match next_upper(lx) {
+            Some(u) if u.get() == b"DIAGNOSTICS" => Kind::Other,
+            _ => Kind::Write,
+        },
+        // Not a recognised shape: it may write.
+        _ => Kind::Write,
     };
     (kind, false)
+}
+
+/// After MariaDB's `ANALYZE` (or MySQL's `EXPLAIN ANALYZE`): `[FORMAT = name]` and the
+/// statement that runs. A read is `Show` (run, never cached); ANALYZE TABLE and anything
+/// else is a `Write`.
+fn classify_analyzed(sql: &[u8], lx: &mut Lexer, depth: u32) -> (Kind, bool) {
+    skip_format_option(sql, lx);
+    let mut ahead = lx.clone();
+    match ahead.next_token().map(|t| Upper::of(sql, &t)) {
+        Some(u)
+            if matches!(
+                u.get(),
+                b"TABLE" | b"TABLES" | b"LOCAL" | b"NO_WRITE_TO_BINLOG"
+            ) =>
+        {
+            (Kind::Write, false)
+        }
+        _ => match classify(sql, lx, depth + 1) {
+            (Kind::Select | Kind::Empty, _) => (Kind::Show, false),
+            _ => (Kind::Write, false),
+        },
+    }
+}
+
+/// Skips `FORMAT = name` (or `FORMAT name`) where the lexer stands, if it is there.
+fn skip_format_option(sql: &[u8], lx: &mut Lexer) {
+    let mut ahead = lx.clone();
+    if !ahead.next_token().is_some_and(|t| t.is_kw(sql, "FORMAT")) {
+        return;
+    }
+    let mut after = ahead.clone();
+    if after.next_token().is_some_and(|t| t.is_punct(b'=')) {
+        ahead = after;
+    }
+    let _ = ahead.next_token();
+    *lx = ahead;
+}
+
+/// Whether the statement's first keyword (after comments and opening parentheses) is `kw`
+/// (upper-case ASCII).
+pub fn first_keyword_is(sql: &[u8], kw: &str) -> bool {
+    Lexer::new(sql)
+        .find(|t| !t.is_punct(b'('))
+        .is_some_and(|t| t.is_kw(sql, kw))
 }
 
 /// `WITH [RECURSIVE] name [(cols)] AS (…) [, …] <main statement>`: the main statement's first
@@ -377,7 +449,7 @@ mod tests {
             ("begin work", Kind::Begin),
             ("BEGIN NOT ATOMIC UPDATE t SET a = 1; END", Kind::Write),
             ("START TRANSACTION READ ONLY", Kind::Begin),
-            ("START SLAVE", Kind::Other),
+            ("START SLAVE", Kind::Write),
             ("XA START 'x'", Kind::Begin),
             ("XA BEGIN 'x'", Kind::Begin),
             ("XA COMMIT 'x'", Kind::Commit),
@@ -418,7 +490,20 @@ mod tests {
             ("   \n\t", Kind::Empty),
             ("/* only */ -- a comment\n# another", Kind::Empty),
             ("(", Kind::Other),
-            ("42", Kind::Other),
+            ("42", Kind::Write),
+            ("FROBNICATE t", Kind::Write),
+            ("ANALYZE FORMAT=JSON UPDATE t SET a = 1", Kind::Write),
+            ("ANALYZE FORMAT JSON SELECT 1", Kind::Show),
+            ("EXPLAIN ANALYZE DELETE FROM t", Kind::Write),
+            ("EXPLAIN ANALYZE SELECT 1", Kind::Show),
+            ("EXPLAIN UPDATE t SET a = 1", Kind::Show),
+            ("XA RECOVER", Kind::Other),
+            ("XA FOO", Kind::Write),
+            ("HANDLER t READ FIRST", Kind::Other),
+            ("CHECKSUM TABLE t", Kind::Other),
+            ("GET DIAGNOSTICS @n = NUMBER", Kind::Other),
+            ("GET x", Kind::Write),
+            ("QCACHE INVALIDATE TABLE t", Kind::Other),
         ];
         for (sql, want) in cases {
             assert_eq!(kind(sql), *want, "{sql}");

@@ -41,6 +41,9 @@ pub struct Entry {
     pub expires: Option<Instant>,
     /// Times served, for admin listings. Relaxed: a statistic, not a synchroniser.
     pub hits: AtomicU64,
+    /// `FOUND_ROWS()` after the statement ran: what the server's diagnostics must say after
+    /// a hit (`policy::diagnostics`).
+    pub found_rows: u64,
 }
 
 impl Entry {
@@ -56,7 +59,13 @@ impl Entry {
             created: Instant::now(),
             expires: None,
             hits: AtomicU64::new(0),
+            found_rows: 0,
         }
+    }
+
+    pub fn with_found_rows(mut self, n: u64) -> Entry {
+        self.found_rows = n;
+        self
     }
 
     /// Keeps the first `SQL_PREVIEW_BYTES` of `sql` (cut at a char boundary) for listings.

@@ -26,6 +26,7 @@ pub mod entry;
 pub mod key;
 pub mod latency;
 pub mod plans;
+pub mod privileges;
 pub mod stats;
 pub mod store;
 pub mod versions;

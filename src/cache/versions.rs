@@ -8,12 +8,16 @@ use std::sync::Arc;
 
 use dashmap::DashMap;
 
+use super::privileges::Privileges;
+
 /// One table's generation.
 #[derive(Debug)]
 pub struct TableVersion {
     pub schema: String,
     pub name: String,
     version: AtomicU64,
+    /// A `mysql` privilege table: a write to it is a privilege change too.
+    privileges: bool,
 }
 
 impl TableVersion {
@@ -38,6 +42,8 @@ pub struct Versions {
     seq: AtomicU64,
     /// Bumping the epoch invalidates every entry at once (FLUSH, unknown writes, binlog gaps).
     epoch: AtomicU64,
+    /// Users' privilege generations, part of every key's fingerprint.
+    pub privileges: Privileges,
 }
 
 impl Versions {
@@ -57,6 +63,7 @@ impl Versions {
                     schema: schema.to_string(),
                     name: name.to_string(),
                     version: AtomicU64::new(0),
+                    privileges: crate::policy::privileges::is_privilege_table(schema, name),
                 })
             })
             .clone()
@@ -66,6 +73,11 @@ impl Versions {
     pub fn bump(&self, t: &TableVersion) {
         let v = self.seq.fetch_add(1, Ordering::AcqRel) + 1;
         t.version.fetch_max(v, Ordering::AcqRel);
+        if t.privileges {
+            // Through qcache or a ROW event of the binlog: every user, sticky.
+            self.privileges
+                .apply(&crate::policy::privileges::PrivilegeChange::privilege_table());
+        }
     }
 
     pub fn bump_name(&self, schema: &str, name: &str) {

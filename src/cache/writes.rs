@@ -8,6 +8,7 @@ use super::stats::InvalidationSource;
 use super::store::Cache;
 use super::versions::{Snapshot, TableHandle};
 use crate::config::Conservative;
+use crate::policy::privileges::PrivilegeChange;
 
 /// A transaction as qcache sees it.
 #[derive(Debug, Default)]
@@ -78,11 +79,18 @@ pub struct Pending {
     pub ddl: bool,
     /// What it changed there (what the reload covers).
     pub ddl_changed: Changed,
+    /// The statement changes privileges: these users' (or every user's) entries stop being
+    /// served before the client sees the OK.
+    pub privileges: Option<PrivilegeChange>,
 }
 
 impl Pending {
     pub fn is_empty(&self) -> bool {
-        self.tables.is_empty() && self.schemas.is_empty() && !self.all && !self.ddl
+        self.tables.is_empty()
+            && self.schemas.is_empty()
+            && !self.all
+            && !self.ddl
+            && self.privileges.is_none()
     }
 }
 
@@ -98,6 +106,9 @@ impl Cache {
         }
         if p.all {
             self.invalidate_all(InvalidationSource::Conservative);
+        }
+        if let Some(c) = &p.privileges {
+            self.versions().privileges.apply(c);
         }
     }
 

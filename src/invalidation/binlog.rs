@@ -32,6 +32,7 @@ use mysql_async::{BinlogStream, BinlogStreamRequest, Conn, Opts, Row};
 use tokio::sync::watch;
 
 use super::catalog::{upstream_opts, Catalog, Changed, TableName};
+use crate::analysis::ServerVersion;
 use crate::cache::stats::{CacheStats, InvalidationSource};
 use crate::cache::versions::Versions;
 use crate::config::{BinlogMode, Conservative, InvalidationConfig};
@@ -317,6 +318,7 @@ pub fn spawn(
             failed_resumes: 0,
             prepared: HashMap::new(),
             warned_types: HashSet::new(),
+            server: ServerVersion::DEFAULT,
         };
         tokio::spawn(tail.run()).abort_handle()
     });
@@ -681,6 +683,8 @@ struct Tail {
     prepared: HashMap<String, HashSet<TableName>>,
     /// Unknown event types already warned about.
     warned_types: HashSet<u8>,
+    /// The server streamed from: which executable comments in its statements it ran.
+    server: ServerVersion,
 }
 
 impl Tail {
@@ -994,6 +998,9 @@ impl Tail {
             self.warned_format = true;
             tracing::warn!(upstream = %self.addr, binlog_format = %format, "binlog_format is not ROW: statement events are analysed like proxied writes, and unanalysable ones invalidate conservatively");
         }
+        if let Some(v) = &version {
+            self.server = ServerVersion::from_greeting(v);
+        }
         let mariadb = version.as_deref().unwrap_or("").contains("MariaDB");
         let uuid = if mariadb {
             None
@@ -1231,6 +1238,15 @@ impl Tail {
     }
 
     async fn on_query(&mut self, sql: &str, schema: &str, arrived: Instant) -> Option<Ddl> {
+        // As the server ran it: a versioned comment it skipped is a comment.
+        let text = crate::analysis::server_str(sql, self.server);
+        let sql: &str = &text;
+        // GRANT, REVOKE, account and role statements, FLUSH PRIVILEGES: logged as statements
+        // even under ROW format. Whose session logged it is unknown here, so CURRENT_USER
+        // and the FOR-less forms reach everyone.
+        if let Some(c) = crate::policy::privileges::statement_change(sql.as_bytes(), None) {
+            self.inv.versions.privileges.apply(&c);
+        }
         let words = leading_words(sql, 3);
         let w = |i: usize| words.get(i).map(String::as_str).unwrap_or("");
         match w(0) {
@@ -1653,8 +1669,9 @@ fn leading_words(sql: &str, n: usize) -> Vec<String> {
     let mut s = sql.trim_start();
     loop {
         if let Some(rest) = s.strip_prefix("/*") {
-            // MySQL's executable comments (/*!…*/) hold real SQL; treat their body as text.
-            if let Some(body) = rest.strip_prefix('!') {
+            // Executable comments (/*!…*/, MariaDB's /*M!…*/) hold real SQL; treat their body
+            // as text. (Those the server skipped are plain comments by now: `server_str`.)
+            if let Some(body) = rest.strip_prefix('!').or_else(|| rest.strip_prefix("M!")) {
                 let body = body.trim_start_matches(|c: char| c.is_ascii_digit());
                 s = body.trim_start();
                 continue;

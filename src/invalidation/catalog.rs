@@ -70,6 +70,17 @@ pub struct Snapshot {
     unknown_writes: HashMap<TableName, String>,
     /// Relation names by schema, sorted.
     by_schema: HashMap<String, Vec<String>>,
+    /// Views whose reads must not be cached although they expand: their definition (or a
+    /// nested view's) calls a function that is not cacheable inline (non-deterministic,
+    /// session-dependent, a stored function or UDF, a sequence, a system variable).
+    uncacheable: HashMap<TableName, String>,
+    /// Lower-cased names that stand for more than one relation: a server with
+    /// `lower_case_table_names = 0` holds `v1` and `V1`, or schemas `RT` and `rt`, as
+    /// different objects. qcache's table identity is lower-case (merging them costs only
+    /// extra invalidations), but a view's expansion or a trigger's edges under such a name
+    /// could be another object's: reads of it are not cached and writes to it invalidate
+    /// conservatively.
+    ambiguous: HashSet<TableName>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -142,8 +153,15 @@ impl Snapshot {
     /// Analyses the raw rows: view expansion, trigger bodies and cascade edges.
     pub fn build(raw: &RawCatalog) -> Snapshot {
         let mut snap = Snapshot::default();
+        let mut exact: HashMap<TableName, (&str, &str)> = HashMap::new();
         for (schema, name, kind) in &raw.tables {
             let key = lower(schema, name);
+            if exact
+                .insert(key.clone(), (schema.as_str(), name.as_str()))
+                .is_some_and(|(s, n)| s != schema || n != name)
+            {
+                snap.ambiguous.insert(key.clone());
+            }
             // SYSTEM VIEW only occurs in the skipped schemas; anything else that is not a view
             // (BASE TABLE, SYSTEM VERSIONED, SEQUENCE) holds data of its own.
             let kind = if kind.eq_ignore_ascii_case("VIEW") {
@@ -155,7 +173,14 @@ impl Snapshot {
         }
         let mut definitions: HashMap<TableName, &str> = HashMap::new();
         for (schema, name, def) in &raw.views {
-            definitions.insert(lower(schema, name), def.as_str());
+            let key = lower(schema, name);
+            if definitions.insert(key.clone(), def.as_str()).is_some() {
+                snap.ambiguous.insert(key.clone());
+            }
+            if let Err(why) = view_cacheable(def) {
+                snap.uncacheable
+                    .insert(key, format!("view {schema}.{name}: {why}"));
+            }
         }
         let view_keys: Vec<TableName> = snap
             .relations
@@ -172,7 +197,13 @@ impl Snapshot {
 
         for (trigger_schema, schema, table, body) in &raw.triggers {
             let key = lower(schema, table);
-            match trigger_writes(body, &trigger_schema.to_lowercase()) {
+            // A function the body calls may write tables nobody named.
+            let analysed = if crate::analysis::calls_unknown_code(body) {
+                Err("the trigger calls a stored function or a sequence".to_string())
+            } else {
+                trigger_writes(body, &trigger_schema.to_lowercase())
+            };
+            match analysed {
                 Ok(written) => snap.writes.entry(key).or_default().extend(written),
                 Err(why) => {
                     snap.unknown_writes.insert(key, why);
@@ -212,10 +243,30 @@ impl Snapshot {
         let mut out = Vec::new();
         let mut unknown = None;
         for t in tables {
+            if self.ambiguous.contains(t) {
+                return ReadResolution::Opaque(format!(
+                    "{}.{} names several objects differing in case (lower_case_table_names = 0)",
+                    t.0, t.1
+                ));
+            }
             match self.relations.get(t) {
                 Some(Kind::Base) => out.push(t.clone()),
                 Some(Kind::View) => match self.views.get(t) {
                     Some(Ok(bases)) => {
+                        // The view, or a view nested in it, calls what cannot be cached; or
+                        // a name it reads is ambiguous.
+                        let inner = std::iter::once(t).chain(bases.iter());
+                        for v in inner {
+                            if let Some(why) = self.uncacheable.get(v) {
+                                return ReadResolution::Opaque(why.clone());
+                            }
+                            if self.ambiguous.contains(v) {
+                                return ReadResolution::Opaque(format!(
+                                    "view {}.{} reads {}.{}, a name of several objects",
+                                    t.0, t.1, v.0, v.1
+                                ));
+                            }
+                        }
                         out.push(t.clone());
                         out.extend(bases.iter().cloned());
                     }
@@ -246,8 +297,19 @@ impl Snapshot {
             if !seen.insert(t.clone()) {
                 continue;
             }
-            if self.unknown_writes.contains_key(&t) {
+            if self.unknown_writes.contains_key(&t) || self.ambiguous.contains(&t) {
                 return None;
+            }
+            if self.relations.get(&t) == Some(&Kind::View) {
+                // A write through an updatable view writes its base tables (those of nested
+                // views too: the expansion lists them). A view qcache cannot expand may
+                // write anything.
+                match self.views.get(&t) {
+                    Some(Ok(bases)) => {
+                        queue.extend(bases.iter().filter(|n| !seen.contains(*n)).cloned())
+                    }
+                    _ => return None,
+                }
             }
             if let Some(next) = self.writes.get(&t) {
                 queue.extend(next.iter().filter(|n| !seen.contains(*n)).cloned());
@@ -256,6 +318,30 @@ impl Snapshot {
         let mut out: Vec<TableName> = seen.into_iter().collect();
         out.sort();
         Some(out)
+    }
+}
+
+/// Whether reading a view with this definition may be cached, as far as its own text goes:
+/// the same rules as a statement's ([`crate::analysis::analyze`]), except that a
+/// definition reading no table is fine (the view itself is stamped).
+fn view_cacheable(def: &str) -> Result<(), String> {
+    use crate::analysis::{Analysis, NotCached};
+    if def.trim().is_empty() {
+        // Not visible: the expansion reports it.
+        return Ok(());
+    }
+    match crate::analysis::analyze(def) {
+        Analysis::Read(r) if r.may_write => Err("it calls a stored function".into()),
+        Analysis::Read(r) => match r.verdict {
+            Ok(()) | Err(NotCached::NoTable) => Ok(()),
+            // The catalog skips those schemas; the expansion reports such a view opaque.
+            Err(NotCached::SystemSchema) => Ok(()),
+            Err(why) => Err(format!(
+                "its definition is not cacheable ({})",
+                why.as_str()
+            )),
+        },
+        _ => Err("its definition is not a query".into()),
     }
 }
 
@@ -1139,6 +1225,125 @@ mod tests {
             s.expand_write(&[t("db", "nope")]),
             Some(vec![t("db", "nope")])
         );
+    }
+
+    /// Section 5 of issue #17, one row per rule.
+    fn raw_exact() -> RawCatalog {
+        let s = |x: &str| x.to_string();
+        let mut r = raw();
+        for (schema, name, kind) in [
+            ("db", "v_now", "VIEW"),
+            ("db", "v_fn", "VIEW"),
+            ("db", "v_over_now", "VIEW"),
+            ("db", "v_var", "VIEW"),
+            ("db", "v_up", "VIEW"),
+            ("db", "v_up2", "VIEW"),
+            ("db", "cs", "VIEW"),
+            ("db", "CS", "VIEW"),
+            ("RT", "x", "BASE TABLE"),
+            ("rt", "x", "BASE TABLE"),
+            ("db", "T1", "BASE TABLE"),
+        ] {
+            r.tables.push((s(schema), s(name), s(kind)));
+        }
+        for (schema, name, def) in [
+            (
+                "db",
+                "v_now",
+                "select now() AS `n`,`db`.`a`.`id` AS `id` from `db`.`a`",
+            ),
+            (
+                "db",
+                "v_fn",
+                "select `db`.`f`(`db`.`a`.`id`) AS `x` from `db`.`a`",
+            ),
+            (
+                "db",
+                "v_over_now",
+                "select `db`.`v_now`.`id` AS `id` from `db`.`v_now`",
+            ),
+            (
+                "db",
+                "v_var",
+                "select @@sql_mode AS `m`,`db`.`a`.`id` AS `id` from `db`.`a`",
+            ),
+            ("db", "v_up", "select `db`.`b`.`id` AS `id` from `db`.`b`"),
+            (
+                "db",
+                "v_up2",
+                "select `db`.`v_up`.`id` AS `id` from `db`.`v_up`",
+            ),
+            ("db", "cs", "select `db`.`a`.`id` AS `id` from `db`.`a`"),
+            ("db", "CS", "select `db`.`b`.`id` AS `id` from `db`.`b`"),
+        ] {
+            r.views.push((s(schema), s(name), s(def)));
+        }
+        r
+    }
+
+    #[test]
+    fn writes_through_views_write_their_base_tables() {
+        let s = Snapshot::build(&raw_exact());
+        assert_eq!(
+            s.expand_write(&[t("db", "v_up2")]),
+            Some(vec![t("db", "b"), t("db", "v_up"), t("db", "v_up2")])
+        );
+        // Through a view onto `a`, whose trigger and cascades follow.
+        assert_eq!(
+            s.expand_write(&[t("db", "v_ab")])
+                .map(|v| v.contains(&t("db", "audit"))),
+            Some(true)
+        );
+        // A view qcache cannot expand may write anything.
+        assert_eq!(s.expand_write(&[t("db", "v_hidden")]), None);
+    }
+
+    #[test]
+    fn views_calling_uncacheable_functions_are_not_cacheable() {
+        let s = Snapshot::build(&raw_exact());
+        for v in ["v_now", "v_fn", "v_over_now", "v_var"] {
+            assert!(
+                matches!(s.resolve_read(&[t("db", v)]), ReadResolution::Opaque(_)),
+                "{v}"
+            );
+        }
+        assert!(matches!(
+            s.resolve_read(&[t("db", "v_up2")]),
+            ReadResolution::Tables(_)
+        ));
+    }
+
+    #[test]
+    fn names_differing_only_in_case_are_never_merged() {
+        let s = Snapshot::build(&raw_exact());
+        for (schema, name) in [("db", "cs"), ("rt", "x")] {
+            assert!(
+                matches!(
+                    s.resolve_read(&[t(schema, name)]),
+                    ReadResolution::Opaque(_)
+                ),
+                "{schema}.{name}"
+            );
+            assert_eq!(s.expand_write(&[t(schema, name)]), None, "{schema}.{name}");
+        }
+        // One object whose name has capitals is just that object.
+        assert_eq!(
+            s.resolve_read(&[t("db", "t1")]),
+            ReadResolution::Tables(vec![t("db", "t1")])
+        );
+    }
+
+    #[test]
+    fn triggers_calling_functions_write_unknown_tables() {
+        let mut r = raw();
+        r.triggers.push((
+            "db".into(),
+            "db".into(),
+            "b".into(),
+            "SET NEW.x = f(NEW.id)".into(),
+        ));
+        let s = Snapshot::build(&r);
+        assert_eq!(s.expand_write(&[t("db", "b")]), None);
     }
 
     #[test]

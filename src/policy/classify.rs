@@ -1,2 +1,408 @@
 //! Policy: what a statement is for the cache (a cacheable read, a writer of named tables, or
 //! an unknown that must be treated as a writer).
+//!
+//! The rule is an allow-list: the scan ([`Kind`]) names a statement anything but a write only
+//! when its first keywords are a known shape, and every unrecognised statement is a
+//! [`Kind::Write`] whose tables the analysis names or cannot name (then it invalidates as
+//! `invalidation.unknown_write` says, counted as a conservative invalidation). This module
+//! decides the rest: whether a statement of a known non-writing shape still writes, because
+//! it runs code qcache cannot see into.
+
+use std::borrow::Cow;
+use std::collections::HashSet;
+
+use crate::analysis::{self, Kind, SetInfo, TableRef, WriteInfo};
+
+/// Why a statement qcache relays without analysing it as a write still counts as a write to
+/// tables it cannot name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum UnknownWrite {
+    /// Calls a stored function or UDF, or advances a sequence: `SHOW TABLES WHERE f(…)`,
+    /// `EXPLAIN` of a subquery the optimizer evaluates, MariaDB `ANALYZE SELECT f()`,
+    /// `HANDLER … READ … (f())`, `SET x = f()`.
+    StoredCode,
+    /// `XA COMMIT` / `XA ROLLBACK`: may end a prepared XA transaction another session (or a
+    /// session that is gone) wrote in, whose tables this session never saw.
+    ForeignTransaction,
+}
+
+impl UnknownWrite {
+    /// A stable label for metrics and logs.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            UnknownWrite::StoredCode => "stored_code",
+            UnknownWrite::ForeignTransaction => "xa_end",
+        }
+    }
+}
+
+/// Whether a statement of `kind` that qcache relays as it is (not a read it plans, not a
+/// write it analyses, not CALL/EXECUTE, which invalidate by `invalidation.call`) still
+/// writes tables it cannot name. `sql` is the statement as the server reads it
+/// ([`analysis::server_text`]).
+///
+/// Not on the hit path: only statements of these kinds, which are never served from the
+/// cache, pay for the token scan.
+pub fn relayed_write(kind: Kind, sql: &[u8]) -> Option<UnknownWrite> {
+    match kind {
+        Kind::Show | Kind::Other | Kind::Use | Kind::Flush | Kind::Reset | Kind::Begin => {
+            runs_stored_code(sql).then_some(UnknownWrite::StoredCode)
+        }
+        Kind::Commit | Kind::Rollback => {
+            analysis::first_keyword_is(sql, "XA").then_some(UnknownWrite::ForeignTransaction)
+        }
+        // Set: see [`set_writes`]. Select, Write, Call, Execute: planned by their own paths.
+        // Empty: the server runs nothing.
+        Kind::Set | Kind::Select | Kind::Write | Kind::Call | Kind::Execute | Kind::Empty => None,
+    }
+}
+
+/// Whether a SET runs code that may write: a stored function, UDF or sequence in a value.
+/// When qcache could not read the SET at all (`info` None), the statement's calls decide.
+pub fn set_writes(info: Option<&SetInfo>, sql: &str) -> Option<UnknownWrite> {
+    let writes = match info {
+        Some(i) => i.may_write,
+        None => analysis::calls_unknown_code(sql),
+    };
+    writes.then_some(UnknownWrite::StoredCode)
+}
+
+/// How much qcache knows of a write's outcome, for following temporary tables.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// The server answered OK.
+    Done,
+    /// The server refused it: nothing changed.
+    Failed,
+    /// One statement of several in a query, which may or may not have run.
+    Maybe,
+}
+
+/// Follows the session's temporary tables (qualified, lower-cased names, as `qualify`
+/// gives them) through one write. Errs on the side of "still temporary": a name that may
+/// be a temporary table is never cached, so it is added when it may have been created or
+/// renamed to, and removed only when the drop or rename surely ran.
+pub fn track_temporary(
+    temps: &mut HashSet<(String, String)>,
+    w: &WriteInfo,
+    outcome: Outcome,
+    qualify: impl Fn(&TableRef) -> Option<(String, String)>,
+) {
+    if outcome == Outcome::Failed {
+        return;
+    }
+    for t in &w.temp_created {
+        if let Some(q) = qualify(t) {
+            temps.insert(q);
+        }
+    }
+    // In statement order: `RENAME TABLE tmp TO x, x TO y` moves it twice.
+    for (from, to) in &w.renamed {
+        let (Some(f), Some(t)) = (qualify(from), qualify(to)) else {
+            continue;
+        };
+        if temps.contains(&f) {
+            if outcome == Outcome::Done {
+                temps.remove(&f);
+            }
+            temps.insert(t);
+        }
+    }
+    if outcome == Outcome::Done {
+        for t in &w.temp_dropped {
+            if let Some(q) = qualify(t) {
+                temps.remove(&q);
+            }
+        }
+    }
+}
+
+fn runs_stored_code(sql: &[u8]) -> bool {
+    // Only a statement with a parenthesis can call anything.
+    if !sql.contains(&b'(') {
+        return false;
+    }
+    let text: Cow<'_, str> = String::from_utf8_lossy(sql);
+    analysis::calls_unknown_code(&text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analysis::{analyze, scan, server_text, Analysis, ServerVersion, WriteTargets};
+
+    /// What the session does with a statement, as far as tables go.
+    #[derive(Debug, PartialEq, Eq)]
+    enum Effect {
+        /// A read: planned for the cache (whether it is cacheable is the analysis' verdict).
+        Read,
+        /// Writes tables the analysis names (possibly none).
+        Named,
+        /// Writes tables nobody can name: conservative invalidation.
+        Unknown,
+        /// Changes no table.
+        Nothing,
+        /// CALL / EXECUTE: `invalidation.call`.
+        Routine,
+    }
+
+    const MARIA: ServerVersion = ServerVersion {
+        id: 101119,
+        mariadb: true,
+    };
+
+    fn effect(sql: &str) -> Effect {
+        let text = server_text(sql.as_bytes(), MARIA);
+        let kind = scan(&text).kind;
+        let text = String::from_utf8_lossy(&text).into_owned();
+        match kind {
+            Kind::Select => match analyze(&text) {
+                Analysis::Read(r) if r.may_write => Effect::Unknown,
+                Analysis::Read(_) => Effect::Read,
+                Analysis::Write(w) if w.targets == WriteTargets::Unknown => Effect::Unknown,
+                Analysis::Write(_) => Effect::Named,
+                Analysis::Other => Effect::Unknown,
+            },
+            Kind::Write => match analyze(&text) {
+                Analysis::Write(w) if w.targets == WriteTargets::Unknown => Effect::Unknown,
+                Analysis::Write(_) => Effect::Named,
+                // The session plans an unknown write for anything else.
+                _ => Effect::Unknown,
+            },
+            Kind::Call | Kind::Execute => Effect::Routine,
+            Kind::Set => match set_writes(analysis::analyze_set(&text).as_ref(), &text) {
+                Some(_) => Effect::Unknown,
+                None => Effect::Nothing,
+            },
+            k => match relayed_write(k, text.as_bytes()) {
+                Some(_) => Effect::Unknown,
+                None => Effect::Nothing,
+            },
+        }
+    }
+
+    /// One row per rule: a statement reaches the server as a read only when recognised as
+    /// one; everything else names its tables, or is an unknown writer, or is on the closed
+    /// list of shapes that change nothing.
+    #[test]
+    fn every_statement_is_a_read_a_writer_or_known_harmless() {
+        use Effect::*;
+        let rows: &[(&str, Effect)] = &[
+            // Reads.
+            ("SELECT a FROM t", Read),
+            ("  (select a from t)", Read),
+            ("/* c */ -- x\n SELECT a FROM t", Read),
+            ("WITH c AS (SELECT 1) SELECT * FROM c, t", Read),
+            ("SELECT f(a) FROM t", Unknown),
+            ("SELECT NEXTVAL(s)", Unknown),
+            ("SELECT SETVAL(s, 10)", Unknown),
+            ("SELECT NEXT VALUE FOR s", Unknown),
+            // Versioned comments, as MariaDB 10.11 reads them.
+            ("/*!999999 SELECT */ UPDATE t SET a = 1", Named),
+            ("/*M!999999 SELECT */ DELETE FROM t", Named),
+            ("/*!50700 SELECT */ INSERT INTO t VALUES (1)", Named),
+            ("/*!100000 SELECT a FROM t */", Read),
+            ("/*!999999 UPDATE t SET a = 1 */", Nothing),
+            // MariaDB ANALYZE runs the statement; EXPLAIN does not, MySQL's EXPLAIN ANALYZE does.
+            ("ANALYZE FORMAT=JSON UPDATE t SET a = 1", Named),
+            ("analyze format = json delete from t", Named),
+            ("ANALYZE INSERT INTO t VALUES (1)", Named),
+            ("ANALYZE SELECT a FROM t", Nothing),
+            ("ANALYZE SELECT f(a) FROM t", Unknown),
+            ("ANALYZE TABLE t", Named),
+            ("EXPLAIN UPDATE t SET a = 1", Nothing),
+            ("EXPLAIN SELECT a FROM t WHERE b = (SELECT f())", Unknown),
+            ("EXPLAIN ANALYZE UPDATE t SET a = 1", Named),
+            ("EXPLAIN FORMAT=JSON SELECT a FROM t", Nothing),
+            ("DESCRIBE t", Nothing),
+            ("SHOW TABLES", Nothing),
+            ("SHOW TABLES WHERE f(Tables_in_db)", Unknown),
+            ("HELP 'select'", Nothing),
+            // Writes with named tables.
+            ("insert into t values (1) returning a", Named),
+            ("DELETE FROM t WHERE a = 1 RETURNING a", Named),
+            ("REPLACE INTO t SELECT * FROM s", Named),
+            ("CREATE TABLE n AS SELECT * FROM t", Named),
+            ("CREATE OR REPLACE TABLE n (a INT)", Named),
+            ("WITH c AS (SELECT 1) DELETE FROM t", Named),
+            (
+                "SET STATEMENT max_statement_time = 1 FOR UPDATE t SET a = 1",
+                Named,
+            ),
+            ("LOAD XML INFILE 'x' INTO TABLE t", Named),
+            ("OPTIMIZE TABLE t", Named),
+            ("TRUNCATE t", Named),
+            ("RENAME TABLE a TO b, c TO a", Named),
+            ("ALTER TABLE t RENAME TO u", Named),
+            ("ALTER TABLE t EXCHANGE PARTITION p WITH TABLE e", Named),
+            ("DROP DATABASE d", Named),
+            ("DROP SCHEMA d", Named),
+            (
+                "CREATE TRIGGER tr BEFORE INSERT ON t FOR EACH ROW SET NEW.a = 1",
+                Named,
+            ),
+            ("DO 1", Named),
+            // Writes nobody can name.
+            ("DO f()", Unknown),
+            ("BEGIN NOT ATOMIC UPDATE t SET a = 1; END", Unknown),
+            ("XA COMMIT 'x'", Unknown),
+            ("XA ROLLBACK 'x'", Unknown),
+            ("START SLAVE", Unknown),
+            ("INSTALL SONAME 'ha_x'", Unknown),
+            ("IF 1 THEN UPDATE t SET a = 1; END IF", Unknown),
+            ("SET @x = f()", Unknown),
+            ("HANDLER t READ a = (f())", Unknown),
+            ("FROBNICATE t", Unknown),
+            ("CALL p()", Routine),
+            ("EXECUTE s", Routine),
+            // Known shapes that change no table.
+            ("PREPARE s FROM 'UPDATE t SET a = 1'", Nothing),
+            ("DEALLOCATE PREPARE s", Nothing),
+            ("LOCK TABLES t WRITE", Nothing),
+            ("UNLOCK TABLES", Nothing),
+            ("HANDLER t OPEN", Nothing),
+            ("HANDLER t READ FIRST", Nothing),
+            ("CHECKSUM TABLE t", Nothing),
+            ("CHECK TABLE t", Nothing),
+            ("SAVEPOINT s", Nothing),
+            ("RELEASE SAVEPOINT s", Nothing),
+            ("ROLLBACK TO SAVEPOINT s", Nothing),
+            ("XA END 'x'", Nothing),
+            ("XA PREPARE 'x'", Nothing),
+            ("XA START 'x'", Nothing),
+            ("BEGIN", Nothing),
+            ("COMMIT", Nothing),
+            ("ROLLBACK", Nothing),
+            ("USE d", Nothing),
+            ("SET NAMES utf8mb4", Nothing),
+            ("FLUSH TABLES", Nothing),
+            ("KILL QUERY 5", Nothing),
+            ("GET DIAGNOSTICS @n = NUMBER", Nothing),
+            ("", Nothing),
+        ];
+        let mut wrong = Vec::new();
+        for (sql, want) in rows {
+            let got = effect(sql);
+            if got != *want {
+                wrong.push(format!("{sql:?}: want {want:?}, got {got:?}"));
+            }
+        }
+        assert!(wrong.is_empty(), "\n{}", wrong.join("\n"));
+    }
+
+    /// One row per way a temporary table comes to exist or gets its name.
+    #[test]
+    fn temporary_tables_are_followed_however_they_are_named() {
+        use Outcome::*;
+        let q = |t: &TableRef| Some((t.schema.clone().unwrap_or("d".into()), t.name.clone()));
+        let name = |n: &str| ("d".to_string(), n.to_string());
+        let write = |sql: &str| match analyze(sql) {
+            Analysis::Write(w) => w,
+            other => panic!("{sql}: {other:?}"),
+        };
+        // (statements in order with their outcome, temporary names after)
+        type Steps<'a> = &'a [(&'a str, Outcome)];
+        let rows: &[(Steps, &[&str])] = &[
+            (&[("CREATE TEMPORARY TABLE tmp (a INT)", Done)], &["tmp"]),
+            (
+                &[("CREATE TEMPORARY TABLE tmp SELECT * FROM t", Done)],
+                &["tmp"],
+            ),
+            (
+                &[("CREATE TEMPORARY TABLE tmp AS SELECT * FROM t", Done)],
+                &["tmp"],
+            ),
+            (
+                &[("CREATE TEMPORARY TABLE IF NOT EXISTS tmp LIKE t", Done)],
+                &["tmp"],
+            ),
+            (
+                &[("create or replace temporary table tmp (a int)", Done)],
+                &["tmp"],
+            ),
+            (&[("CREATE TEMPORARY TABLE tmp (a INT)", Failed)], &[]),
+            (&[("CREATE TEMPORARY TABLE tmp (a INT)", Maybe)], &["tmp"]),
+            (
+                &[
+                    ("CREATE TEMPORARY TABLE tmp (a INT)", Done),
+                    ("ALTER TABLE tmp RENAME TO t", Done),
+                ],
+                &["t"],
+            ),
+            (
+                &[
+                    ("CREATE TEMPORARY TABLE tmp (a INT)", Done),
+                    ("ALTER TABLE tmp RENAME t", Done),
+                ],
+                &["t"],
+            ),
+            (
+                &[
+                    ("CREATE TEMPORARY TABLE tmp (a INT)", Done),
+                    ("RENAME TABLE tmp TO t", Done),
+                ],
+                &["t"],
+            ),
+            (
+                &[
+                    ("CREATE TEMPORARY TABLE tmp (a INT)", Done),
+                    ("RENAME TABLE tmp TO x, x TO t", Done),
+                ],
+                &["t"],
+            ),
+            (
+                &[
+                    ("CREATE TEMPORARY TABLE tmp (a INT)", Done),
+                    ("RENAME TABLE tmp TO t", Maybe),
+                ],
+                &["t", "tmp"],
+            ),
+            (
+                &[
+                    ("CREATE TEMPORARY TABLE tmp (a INT)", Done),
+                    ("RENAME TABLE tmp TO t", Failed),
+                ],
+                &["tmp"],
+            ),
+            (&[("RENAME TABLE a TO b", Done)], &[]),
+            (
+                &[
+                    ("CREATE TEMPORARY TABLE tmp (a INT)", Done),
+                    ("DROP TABLE tmp", Done),
+                ],
+                &[],
+            ),
+            (
+                &[
+                    ("CREATE TEMPORARY TABLE tmp (a INT)", Done),
+                    ("DROP TABLE tmp", Maybe),
+                ],
+                &["tmp"],
+            ),
+            (
+                &[
+                    ("CREATE TEMPORARY TABLE tmp (a INT)", Done),
+                    ("ALTER TABLE tmp ADD b INT, RENAME TO t", Done),
+                ],
+                &["t"],
+            ),
+        ];
+        for (steps, want) in rows {
+            let mut temps = HashSet::new();
+            for (sql, outcome) in *steps {
+                track_temporary(&mut temps, &write(sql), *outcome, q);
+            }
+            let mut got: Vec<_> = temps.into_iter().collect();
+            got.sort();
+            let want: Vec<_> = want.iter().map(|n| name(n)).collect();
+            assert_eq!(got, want, "{steps:?}");
+        }
+    }
+
+    #[test]
+    fn labels() {
+        for w in [UnknownWrite::StoredCode, UnknownWrite::ForeignTransaction] {
+            assert!(!w.as_str().is_empty());
+        }
+    }
+}

@@ -1,2 +1,296 @@
 //! Policy: what the statements after a hit (SHOW WARNINGS, FOUND_ROWS(), ROW_COUNT(), …)
 //! must answer, since the server did not run the SELECT that was served.
+//!
+//! After a hit the server's diagnostics still describe the statement before it. A cached
+//! SELECT read tables and raised no warning (results with warnings are never stored), so
+//! the server, had it run it, would now hold: no warnings or errors, `ROW_COUNT()` -1, and
+//! `FOUND_ROWS()` = the rows it counted. Rather than answer every possible reader of those
+//! (`SHOW WARNINGS`, `@@warning_count`, `GET DIAGNOSTICS`, `FOUND_ROWS()` inside any
+//! statement, a procedure…), qcache puts the server in that state: before the next statement
+//! that reaches the server, unless that statement is itself a cacheable read (which sets all
+//! of them again), it sends [`resetter`] and drops its answer. The hit itself records only
+//! the count, in a field: no allocation, no lock.
+//!
+//! `FOUND_ROWS()` after a SELECT without `SQL_CALC_FOUND_ROWS` counts the rows the server
+//! sent plus those a LIMIT offset skipped. Rows of a cached result are known; an offset is
+//! known only when it is a literal, and not at all for the rows skipped by an offset past
+//! the end, so a result whose count does not follow from its rows is not stored
+//! ([`found_rows`] is None). `SQL_CALC_FOUND_ROWS` results are never cached.
+
+/// `FOUND_ROWS()` after `stmt` sent `rows` rows, when that follows from the text and the
+/// count alone; None when not. Conservative: any `OFFSET`, `LIMIT a, b` or `ROWS EXAMINED`
+/// anywhere after the first `LIMIT` (a subquery's included) gives None unless it is read as
+/// a literal offset of the statement's last LIMIT clause.
+pub fn found_rows(stmt: &[u8], rows: u64) -> Option<u64> {
+    let Some(first) = find_ci(stmt, b"limit", 0) else {
+        return Some(rows);
+    };
+    let tail = &stmt[first..];
+    let tricky = tail.contains(&b',')
+        || find_ci(tail, b"offset", 0).is_some()
+        || find_ci(tail, b"examined", 0).is_some();
+    if !tricky {
+        return Some(rows);
+    }
+    // One LIMIT with a literal offset, at the end: `LIMIT o, n` or `LIMIT n OFFSET o`.
+    if find_ci(stmt, b"limit", first + 5).is_some() {
+        return None;
+    }
+    let words: Vec<&[u8]> = tail[5..]
+        .split(|b| b.is_ascii_whitespace() || *b == b',' || *b == b';')
+        .filter(|w| !w.is_empty())
+        .collect();
+    let num = |w: &[u8]| -> Option<u64> {
+        (!w.is_empty() && w.iter().all(u8::is_ascii_digit))
+            .then(|| std::str::from_utf8(w).ok()?.parse().ok())
+            .flatten()
+    };
+    let offset = match words.as_slice() {
+        [o, _n] if tail[5..].contains(&b',') => num(o)?.min(u64::MAX / 2),
+        [_n, kw, o] if kw.eq_ignore_ascii_case(b"offset") => num(o)?.min(u64::MAX / 2),
+        _ => return None,
+    };
+    let rest_ok = words
+        .iter()
+        .all(|w| num(w).is_some() || w.eq_ignore_ascii_case(b"offset"));
+    if !rest_ok {
+        return None;
+    }
+    match (offset, rows) {
+        (0, r) => Some(r),
+        // Past the end: the server counted the rows it skipped, which only it knows.
+        (_, 0) => None,
+        (o, r) => Some(o + r),
+    }
+}
+
+/// The statement that leaves the server's diagnostics as a SELECT that read tables, raised
+/// nothing and counted `found_rows` rows would: warnings cleared (a statement over a derived
+/// table counts as reading tables), `ROW_COUNT()` -1, `FOUND_ROWS()` = `found_rows`. It reads
+/// no real table, so it takes no lock and opens no snapshot. On MariaDB it sends no row; on
+/// MySQL (where `SQL_CALC_FOUND_ROWS` warns) it sends the rows, which are dropped.
+pub fn resetter(found_rows: u64, mariadb: bool) -> String {
+    match found_rows {
+        0 => "SELECT 1 FROM (SELECT 1) AS qcache_diag WHERE 0".to_string(),
+        1 => "SELECT 1 FROM (SELECT 1) AS qcache_diag".to_string(),
+        n if mariadb => format!(
+            "SET STATEMENT max_recursive_iterations = {n} FOR \
+             WITH RECURSIVE qcache_diag(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM qcache_diag \
+             WHERE n < {n}) SELECT SQL_CALC_FOUND_ROWS n FROM qcache_diag LIMIT 0"
+        ),
+        n => format!(
+            "WITH RECURSIVE qcache_diag(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM qcache_diag \
+             WHERE n < {n}) SELECT /*+ SET_VAR(cte_max_recursion_depth = {n}) */ n FROM qcache_diag"
+        ),
+    }
+}
+
+/// The client's own leg, which qcache terminates: what session status describing the
+/// connection must report (the server describes its leg to qcache).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ClientLeg {
+    pub compressed: bool,
+    /// TLS version and cipher (server spelling), None for plain TCP.
+    pub tls: Option<(String, String)>,
+    /// The upstream leg is TLS too: for the values qcache cannot compute on a TLS client
+    /// leg (the cipher list, verify settings), the server's describe a TLS connection.
+    pub upstream_tls: bool,
+}
+
+/// The value of session status `name` (any case) for the client's leg, or None when the
+/// server's value stands (global counters, and what qcache cannot know).
+pub fn client_leg_status(name: &str, leg: &ClientLeg) -> Option<String> {
+    let name = name.to_ascii_lowercase();
+    if name == "compression" {
+        return Some(if leg.compressed { "ON" } else { "OFF" }.to_string());
+    }
+    match (&leg.tls, name.as_str()) {
+        // A plain leg: what the server reports for a plain connection.
+        (
+            None,
+            "ssl_cipher"
+            | "ssl_cipher_list"
+            | "ssl_version"
+            | "ssl_server_not_after"
+            | "ssl_server_not_before",
+        ) => Some(String::new()),
+        (
+            None,
+            "ssl_default_timeout" | "ssl_verify_depth" | "ssl_verify_mode" | "ssl_sessions_reused",
+        ) => Some("0".to_string()),
+        (Some((version, _)), "ssl_version") => Some(version.clone()),
+        (Some((_, cipher)), "ssl_cipher") => Some(cipher.clone()),
+        (Some(_), "ssl_sessions_reused") => Some("0".to_string()),
+        _ => None,
+    }
+}
+
+/// rustls' name of a cipher suite as OpenSSL (and so the server) spells it.
+pub fn openssl_cipher_name(rustls_name: &str) -> String {
+    let known = [
+        ("TLS13_AES_128_GCM_SHA256", "TLS_AES_128_GCM_SHA256"),
+        ("TLS13_AES_256_GCM_SHA384", "TLS_AES_256_GCM_SHA384"),
+        (
+            "TLS13_CHACHA20_POLY1305_SHA256",
+            "TLS_CHACHA20_POLY1305_SHA256",
+        ),
+        (
+            "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256",
+            "ECDHE-ECDSA-AES128-GCM-SHA256",
+        ),
+        (
+            "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384",
+            "ECDHE-ECDSA-AES256-GCM-SHA384",
+        ),
+        (
+            "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256",
+            "ECDHE-ECDSA-CHACHA20-POLY1305",
+        ),
+        (
+            "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
+            "ECDHE-RSA-AES128-GCM-SHA256",
+        ),
+        (
+            "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384",
+            "ECDHE-RSA-AES256-GCM-SHA384",
+        ),
+        (
+            "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256",
+            "ECDHE-RSA-CHACHA20-POLY1305",
+        ),
+    ];
+    known
+        .iter()
+        .find(|(r, _)| *r == rustls_name)
+        .map_or_else(|| rustls_name.to_string(), |(_, o)| o.to_string())
+}
+
+/// Whether `words` (lower-case) are `SHOW [GLOBAL|SESSION|LOCAL] VARIABLES …`, and of which
+/// scope (true: GLOBAL): its `query_cache_type` row must be qcache's value of that scope, as
+/// `SELECT @@[global.]query_cache_type` is.
+pub fn show_variables_scope(words: &[&str]) -> Option<bool> {
+    match words {
+        ["show", "variables", ..] => Some(false),
+        ["show", "session" | "local", "variables", ..] => Some(false),
+        ["show", "global", "variables", ..] => Some(true),
+        _ => None,
+    }
+}
+
+/// Whether `words` (lower-case) are `SHOW [SESSION|LOCAL] STATUS …`, which describes this
+/// connection (plain `SHOW STATUS` is session status).
+pub fn is_session_status(words: &[&str]) -> bool {
+    matches!(
+        words,
+        ["show", "status", ..] | ["show", "session" | "local", "status", ..]
+    )
+}
+
+fn find_ci(hay: &[u8], needle: &[u8], from: usize) -> Option<usize> {
+    hay.get(from..)?
+        .windows(needle.len())
+        .position(|w| w.eq_ignore_ascii_case(needle))
+        .map(|p| p + from)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn found_rows_follows_from_rows_and_literal_offsets() {
+        let rows: &[(&str, u64, Option<u64>)] = &[
+            ("SELECT a FROM t", 5, Some(5)),
+            ("SELECT a, b FROM t WHERE x IN (1, 2)", 2, Some(2)),
+            ("SELECT a FROM t LIMIT 3", 3, Some(3)),
+            ("SELECT a FROM t LIMIT ?", 2, Some(2)),
+            ("SELECT a FROM t ORDER BY a LIMIT 2", 0, Some(0)),
+            // An offset counts the rows it skipped.
+            ("SELECT a FROM t LIMIT 3, 1", 1, Some(4)),
+            ("SELECT a FROM t LIMIT 3,5", 2, Some(5)),
+            ("select a from t limit 1 offset 2", 1, Some(3)),
+            ("SELECT a FROM t LIMIT 0, 10", 4, Some(4)),
+            // Past the end: only the server knows how many it skipped.
+            ("SELECT a FROM t LIMIT 10, 1", 0, None),
+            // Placeholders, several LIMITs, ROWS EXAMINED: unknown.
+            ("SELECT a FROM t LIMIT ?, ?", 1, None),
+            ("SELECT a FROM t LIMIT 1 OFFSET ?", 1, None),
+            (
+                "SELECT * FROM (SELECT a FROM t LIMIT 2, 1) d LIMIT 1",
+                1,
+                None,
+            ),
+            (
+                "SELECT * FROM t WHERE a IN (SELECT a FROM u LIMIT 2) AND b IN (1, 2)",
+                1,
+                None,
+            ),
+            ("SELECT a FROM t LIMIT ROWS EXAMINED 10", 1, None),
+            ("SELECT a FROM t LIMIT 1, 2 /* limit */", 1, None),
+        ];
+        for &(sql, n, want) in rows {
+            assert_eq!(found_rows(sql.as_bytes(), n), want, "{sql} ({n} rows)");
+        }
+    }
+
+    #[test]
+    fn session_status_describes_the_clients_leg() {
+        let plain = ClientLeg::default();
+        let tls = ClientLeg {
+            compressed: true,
+            tls: Some(("TLSv1.3".into(), "TLS_AES_256_GCM_SHA384".into())),
+            upstream_tls: false,
+        };
+        let rows: &[(&str, &ClientLeg, Option<&str>)] = &[
+            ("Compression", &plain, Some("OFF")),
+            ("compression", &tls, Some("ON")),
+            ("Ssl_version", &plain, Some("")),
+            ("Ssl_cipher", &plain, Some("")),
+            ("Ssl_verify_mode", &plain, Some("0")),
+            ("Ssl_version", &tls, Some("TLSv1.3")),
+            ("Ssl_cipher", &tls, Some("TLS_AES_256_GCM_SHA384")),
+            // Global counters: the server's.
+            ("Ssl_accepts", &plain, None),
+            ("Ssl_session_cache_mode", &tls, None),
+            ("Uptime", &plain, None),
+        ];
+        for &(name, leg, want) in rows {
+            assert_eq!(client_leg_status(name, leg).as_deref(), want, "{name}");
+        }
+        assert_eq!(
+            openssl_cipher_name("TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384"),
+            "ECDHE-RSA-AES256-GCM-SHA384"
+        );
+    }
+
+    #[test]
+    fn show_statements_scopes() {
+        assert_eq!(
+            show_variables_scope(&["show", "variables", "like", "'q%'"]),
+            Some(false)
+        );
+        assert_eq!(
+            show_variables_scope(&["show", "session", "variables"]),
+            Some(false)
+        );
+        assert_eq!(
+            show_variables_scope(&["show", "global", "variables"]),
+            Some(true)
+        );
+        assert_eq!(show_variables_scope(&["show", "status"]), None);
+        assert!(is_session_status(&["show", "status", "like", "'ssl%'"]));
+        assert!(is_session_status(&["show", "session", "status"]));
+        assert!(!is_session_status(&["show", "global", "status"]));
+    }
+
+    #[test]
+    fn resetters_are_one_statement_per_count() {
+        assert!(resetter(0, true).ends_with("WHERE 0"));
+        assert!(!resetter(1, true).contains("WHERE"));
+        let r = resetter(7, true);
+        assert!(r.starts_with("SET STATEMENT max_recursive_iterations = 7 FOR"));
+        assert!(r.contains("n < 7") && r.contains("SQL_CALC_FOUND_ROWS"));
+        let m = resetter(7, false);
+        assert!(!m.contains("SQL_CALC_FOUND_ROWS") && m.contains("cte_max_recursion_depth = 7"));
+    }
+}

@@ -11,6 +11,7 @@ use std::time::Duration;
 use bytes::{Buf, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::{TcpStream, UnixStream};
+use tokio_rustls::rustls;
 use tokio_rustls::rustls::pki_types::ServerName;
 use tokio_rustls::{client, server, TlsAcceptor, TlsConnector};
 
@@ -459,6 +460,26 @@ impl PacketConn {
     /// True for a client on the Unix socket.
     pub fn is_local(&self) -> bool {
         matches!(self.io, Stream::Unix(_))
+    }
+
+    /// The TLS version and cipher suite of a leg qcache terminates (the client's), as the
+    /// server names them in `Ssl_version` and `Ssl_cipher`; None when the leg is plain.
+    pub fn tls_session(&self) -> Option<(String, String)> {
+        let Stream::ServerTls(s) = &self.io else {
+            return None;
+        };
+        let conn = s.get_ref().1;
+        let version = match conn.protocol_version()? {
+            rustls::ProtocolVersion::TLSv1_3 => "TLSv1.3".to_string(),
+            rustls::ProtocolVersion::TLSv1_2 => "TLSv1.2".to_string(),
+            v => format!("{v:?}"),
+        };
+        let suite = conn.negotiated_cipher_suite()?.suite();
+        let name = suite.as_str().map(str::to_string).unwrap_or_default();
+        Some((
+            version,
+            crate::policy::diagnostics::openssl_cipher_name(&name),
+        ))
     }
 
     /// True once the stream is encrypted, in either direction.

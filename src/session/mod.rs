@@ -5,8 +5,10 @@ mod admin;
 mod begin;
 pub mod conn;
 mod context;
+mod diagnostics;
 pub mod handshake;
 pub mod plans;
+mod privileges;
 mod query;
 mod relay;
 pub(crate) mod sha2;
@@ -99,6 +101,9 @@ async fn start(client: conn::Stream, shared: Arc<Shared>) -> Result<Session, Ses
     let auth_timeout = cfg.server.auth_timeout;
     let connect_timeout = cfg.server.connect_timeout;
     let upstream_addr = cfg.server.upstream.clone();
+    // Read before the server authenticates: a privilege change after this point may or may
+    // not be in the privileges the server gives the session, so it counts as after.
+    let priv_baseline = shared.cache.versions().privileges.epoch();
     // Validated when the config was loaded; a file that vanished since fails here.
     let tls = crate::tls::contexts(&cfg.tls).map_err(|e| SessionError::Protocol(e.to_string()))?;
     let connected = async {
@@ -119,7 +124,8 @@ async fn start(client: conn::Stream, shared: Arc<Shared>) -> Result<Session, Ses
         .await
         .map_err(|_| SessionError::AuthTimeout)??;
     client.max_payload = 1 << 30;
-    let st = SessionState::new(&shared, &negotiated);
+    let mut st = SessionState::new(&shared, &negotiated);
+    st.priv_baseline = priv_baseline;
     let mut s = Session {
         shared,
         client,
@@ -279,6 +285,8 @@ impl Session {
 
     async fn change_user(&mut self, pkt: Packet) -> Result<bool, SessionError> {
         let parsed = crate::protocol::handshake::parse_change_user(&pkt.payload, self.st.caps);
+        let priv_baseline = self.shared.cache.versions().privileges.epoch();
+        self.st.after_hit = None;
         self.end_transaction_for_reset();
         self.upstream.start_command();
         self.upstream
@@ -289,6 +297,9 @@ impl Session {
         {
             Some(st) => {
                 self.st.status = st;
+                // The server computed the new user's privileges afresh.
+                self.st.priv_baseline = priv_baseline;
+                self.st.priv_private = 0;
                 if let Some(cu) = parsed {
                     tracing::Span::current().record("user", cu.user.as_str());
                     self.st.user = cu.user;

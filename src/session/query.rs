@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use bytes::{BufMut, Bytes, BytesMut};
 
+use super::diagnostics::{Rewrite, CLIENT_LEG_STATUS};
 use super::plans::Outcome;
 use super::relay::{Fill, KEEP_SCRATCH};
 use super::state::Prepared;
@@ -15,9 +16,12 @@ use crate::analysis::{self, Analysis, Hint, Kind, QcAssign, ReadInfo, WriteInfo,
 use crate::cache::{key, Claim, Entry, Key, Stamps, TableHandle};
 use crate::config::{Conservative, QueryCacheType};
 use crate::invalidation::catalog::{ReadResolution, TableName};
+use crate::policy::classify;
 // Why a read may use the cache, and under which snapshot rules.
 use crate::policy::snapshot::{self, ReadView};
 type ReadMode = ReadView<crate::cache::Snapshot>;
+use crate::policy::diagnostics;
+use crate::policy::privileges::{self, PrivilegeChange};
 use crate::protocol::codec::Packet;
 use crate::protocol::commands::{self, ExecuteParams};
 use crate::protocol::packets::{self, com, status};
@@ -48,13 +52,19 @@ impl Session {
             Some(false) => true,
             None => false,
         };
-        let scan = analysis::scan(&sql);
+        // The statement as the server reads it: versioned comments it skips are comments.
+        // Same length as `sql`, so the scan's hint spans apply to `sql` too.
+        let text = analysis::server_text(&sql, self.st.server);
+        let scan = analysis::scan(&text);
         if scan.multi {
-            return self.multi_statement(pkt, &sql).await;
+            return self.multi_statement(pkt, &text).await;
         }
         if matches!(scan.kind, Kind::Show | Kind::Other) && self.admin_statement(&pkt, &sql).await?
         {
             return Ok(());
+        }
+        if let Some(why) = classify::relayed_write(scan.kind, &text) {
+            self.plan_unknown_write_for(why);
         }
         match scan.kind {
             Kind::Select => self.select(pkt, &sql, &scan, looked_up).await,
@@ -63,10 +73,13 @@ impl Session {
                 if let Some(rows) = self.qcache_status_rows(&sql) {
                     return self.send_status_rows(rows).await;
                 }
+                if let Some(rw) = self.own_show_values(&sql) {
+                    return self.relay_rewriting(&pkt, rw).await;
+                }
                 self.relay_command(&pkt, Expect::Results).await.map(drop)
             }
             Kind::Flush | Kind::Reset => self.flush_or_reset(pkt, &sql, scan.kind).await,
-            Kind::Write => self.write(&pkt, &sql, analysis::digest(&sql)).await,
+            Kind::Write => self.write(&pkt, &sql, analysis::digest(&text)).await,
             Kind::Call | Kind::Execute => {
                 // A procedure or a SQL-level prepared statement may write any table and
                 // SET any variable: invalidate as configured and stop trusting the context.
@@ -101,26 +114,37 @@ impl Session {
 
     /// Several statements in one COM_QUERY: each is looked at for what it changes; nothing
     /// of it is cached.
-    async fn multi_statement(&mut self, pkt: Packet, sql: &Bytes) -> Result<(), SessionError> {
+    /// `sql` is the statement as the server reads it ([`analysis::server_text`]).
+    async fn multi_statement(&mut self, pkt: Packet, sql: &[u8]) -> Result<(), SessionError> {
         let mut lost = false;
+        let mut writes = Vec::new();
         for part in analysis::split_statements(sql) {
+            self.plan_privileges(part);
             let scan = analysis::scan(part);
             match scan.kind {
                 Kind::Write => {
                     let an = analysis::analyze(&String::from_utf8_lossy(part));
-                    match &an {
+                    match an {
                         Analysis::Write(w) => {
-                            self.plan_write(w);
+                            self.plan_write(&w);
                             // Whether or not it ran: forgetting the database is only
                             // conservative.
-                            self.forget_dropped_db(w);
+                            self.forget_dropped_db(&w);
+                            writes.push(w);
                         }
                         _ => self.plan_unknown_write(),
                     }
                 }
                 Kind::Call | Kind::Execute => self.plan_call(),
-                Kind::Set | Kind::Use => lost = true,
-                Kind::Begin | Kind::Commit | Kind::Rollback => self.st.txn_boundary = true,
+                Kind::Set => {
+                    lost = true;
+                    let text = String::from_utf8_lossy(part);
+                    let info = analysis::analyze_set(&text);
+                    if let Some(why) = classify::set_writes(info.as_ref(), &text) {
+                        self.plan_unknown_write_for(why);
+                    }
+                }
+                Kind::Use => lost = true,
                 Kind::Select => {
                     if let Analysis::Read(r) = analysis::analyze(&String::from_utf8_lossy(part)) {
                         if r.may_write {
@@ -128,11 +152,23 @@ impl Session {
                         }
                     }
                 }
-                _ => {}
+                k => {
+                    if matches!(k, Kind::Begin | Kind::Commit | Kind::Rollback) {
+                        self.st.txn_boundary = true;
+                    }
+                    if let Some(why) = classify::relayed_write(k, part) {
+                        self.plan_unknown_write_for(why);
+                    }
+                }
             }
         }
         self.note_not_cached("multi_statement");
         self.relay_command(&pkt, Expect::Results).await?;
+        // Which statements ran is not followed: a temporary table any of them may have
+        // created or renamed is one from now on.
+        for w in &writes {
+            self.track_temporary(w, classify::Outcome::Maybe);
+        }
         if lost {
             // Session state changed in ways qcache does not replay statement by statement.
             self.st.lost_track = true;
@@ -160,6 +196,9 @@ impl Session {
         let Some(mode) = self.read_mode() else {
             return Ok(None);
         };
+        if !self.privileges_current() && !self.refresh_privileges().await? {
+            return Ok(None);
+        }
         let started = Instant::now();
         let Some(e) = self.lookup(key(self.st.fingerprint, TAG_TEXT, sql), &mode) else {
             return Ok(Some(false));
@@ -194,7 +233,7 @@ impl Session {
         let wanted = wants_cache(self.st.qct, scan.hint);
         if !wanted || self.st.lost_track {
             if let Some(v) = self.session_variable_answer(&stmt) {
-                return self.send_status_rows_named(v).await;
+                return self.answer_variable(&pkt, v).await;
             }
             self.note_not_cached(if self.st.lost_track {
                 "session_untracked"
@@ -206,7 +245,9 @@ impl Session {
                 .await
                 .map(drop);
         }
-        let mode = self.read_mode();
+        // The key holds the account, role and privilege generation the server reports.
+        let identified = self.privileges_current() || self.refresh_privileges().await?;
+        let mode = self.read_mode().filter(|_| identified);
         let key = key(self.st.fingerprint, TAG_TEXT, &stmt);
         let tried = looked_up && scan.hint_spans.is_empty();
         if let (Some(mode), false) = (&mode, tried) {
@@ -217,11 +258,19 @@ impl Session {
         }
         // Miss: from here on parsing is allowed.
         if let Some(v) = self.session_variable_answer(&stmt) {
-            return self.send_status_rows_named(v).await;
+            return self.answer_variable(&pkt, v).await;
         }
-        let digest = analysis::digest(&stmt);
-        let an = self.shared.analyzer.analyze(&stmt, digest);
+        let text = analysis::server_text(&stmt, self.st.server);
+        let digest = analysis::digest(&text);
+        let an = self.shared.analyzer.analyze(&text, digest);
         let plan = match self.plan_read(&an, key, digest, &stmt).await {
+            Ok(_) if !identified => {
+                self.note_not_cached("identity_unknown");
+                return self
+                    .forward_read(pkt.seq, &payload, None, true)
+                    .await
+                    .map(drop);
+            }
             Ok(plan) => plan,
             Err(reason) => {
                 self.note_not_cached(reason);
@@ -289,6 +338,7 @@ impl Session {
     async fn serve_hit(&mut self, e: &Entry, started: Instant) -> Result<(), SessionError> {
         let st = self.st.status;
         e.write_patched(st, self.client.wbuf());
+        self.st.after_hit = Some(e.found_rows);
         self.client
             .flush_if_large()
             .await
@@ -508,7 +558,11 @@ impl Session {
             [meta, last] => Some((Some(meta), last)),
             _ => None,
         };
-        let (meta, last) = match (store_verdict(&resp, &fill, storable), shape) {
+        // What the server's FOUND_ROWS() says now, which a later hit must reproduce.
+        let found_rows = diagnostics::found_rows(sql, resp.rows);
+        let verdict = store_verdict(&resp, &fill, storable)
+            .or_else(|| found_rows.is_none().then_some("found_rows_unknown"));
+        let (meta, last) = match (verdict, shape) {
             (None, Some(shape)) => shape,
             (reason, _) => {
                 self.fill_scratch = fill.into_scratch();
@@ -519,6 +573,7 @@ impl Session {
         let (bytes, scratch) = fill.take();
         self.fill_scratch = scratch;
         let mut entry = Entry::new(bytes, last, stamps, plan.digest)
+            .with_found_rows(found_rows.unwrap_or(0))
             .with_meta_status_at(meta)
             .with_sql(&String::from_utf8_lossy(&sql[..sql.len().min(256)]));
         if let Some(ttl) = plan.ttl {
@@ -574,8 +629,11 @@ impl Session {
 
     /// A write, text or prepared: what it changes is planned before it goes upstream and
     /// bumped before its OK reaches the client (in `observe`).
+    /// `digest` is that of the statement as the server reads it ([`analysis::server_text`]).
     async fn write(&mut self, pkt: &Packet, sql: &[u8], digest: u64) -> Result<(), SessionError> {
-        let an = self.shared.analyzer.analyze(sql, digest);
+        let text = analysis::server_text(sql, self.st.server);
+        self.plan_privileges(&text);
+        let an = self.shared.analyzer.analyze(&text, digest);
         match &*an {
             Analysis::Write(w) => self.plan_write(w),
             _ => self.plan_unknown_write(),
@@ -597,6 +655,12 @@ impl Session {
                         // No default database: the server will refuse it; nothing changes.
                         None => continue,
                     }
+                }
+                if named
+                    .iter()
+                    .any(|(s, n)| privileges::is_privilege_table(s, n))
+                {
+                    self.plan_privilege_change(PrivilegeChange::privilege_table());
                 }
                 match self.shared.catalog.expand_write(&named) {
                     Some(all) => {
@@ -645,6 +709,13 @@ impl Session {
         self.plan_scope(scope);
     }
 
+    /// A statement of a shape that writes nothing by itself still runs code, or ends a
+    /// transaction, whose writes qcache cannot name (`policy::classify`).
+    fn plan_unknown_write_for(&mut self, why: classify::UnknownWrite) {
+        tracing::debug!(reason = why.as_str(), "statement may write unknown tables");
+        self.plan_unknown_write();
+    }
+
     fn plan_call(&mut self) {
         let scope = self.shared.config().invalidation.call;
         self.plan_scope(scope);
@@ -653,20 +724,22 @@ impl Session {
     }
 
     fn after_write(&mut self, w: &WriteInfo, resp: &Response) {
-        if resp.error {
-            return;
-        }
-        self.forget_dropped_db(w);
-        for t in &w.temp_created {
-            if let Some(q) = self.st.qualify(t.schema.as_deref(), &t.name) {
-                self.st.temp_tables.insert(q);
-            }
-        }
-        for t in &w.temp_dropped {
-            if let Some(q) = self.st.qualify(t.schema.as_deref(), &t.name) {
-                self.st.temp_tables.remove(&q);
-            }
-        }
+        let outcome = if resp.error {
+            classify::Outcome::Failed
+        } else {
+            self.forget_dropped_db(w);
+            classify::Outcome::Done
+        };
+        self.track_temporary(w, outcome);
+    }
+
+    fn track_temporary(&mut self, w: &WriteInfo, outcome: classify::Outcome) {
+        let st = &mut self.st;
+        let db = st.db.clone();
+        classify::track_temporary(&mut st.temp_tables, w, outcome, |t| {
+            let schema = t.schema.clone().or_else(|| db.clone())?;
+            Some((schema.to_lowercase(), t.name.to_lowercase()))
+        });
     }
 
     /// After DROP DATABASE of the session's current database the server has none.
@@ -683,9 +756,9 @@ impl Session {
     async fn set_statement(&mut self, pkt: Packet, sql: &Bytes) -> Result<(), SessionError> {
         let text = String::from_utf8_lossy(sql).into_owned();
         let info = analysis::analyze_set(&text);
-        if info.as_ref().is_some_and(|i| i.may_write) {
+        if let Some(why) = classify::set_writes(info.as_ref(), &text) {
             // `SET @x = f()` runs a function that may write anything.
-            self.plan_unknown_write();
+            self.plan_unknown_write_for(why);
         }
         if let Some(i) = &info {
             if let Some(q) = i.query_cache_type {
@@ -700,7 +773,20 @@ impl Session {
                 }
             }
         }
+        // SET DEFAULT ROLE, SET PASSWORD; and SET ROLE, after which the server recomputes the
+        // session's privileges and role.
+        self.plan_privileges(sql);
+        let role = privileges::sets_role(sql);
+        let epoch_before = self.shared.cache.versions().privileges.epoch();
         let resp = self.relay_command(&pkt, Expect::Results).await?;
+        if role {
+            // Even a failed SET ROLE is asked about again: qcache does not guess.
+            self.role_set(if resp.error {
+                self.st.priv_baseline
+            } else {
+                epoch_before
+            });
+        }
         if resp.error {
             return Ok(());
         }
@@ -803,13 +889,58 @@ impl Session {
             .join(" ")
             .to_ascii_lowercase();
         let norm = norm.trim_end_matches(';').trim();
-        let name = match norm {
-            "select @@query_cache_type" => "@@query_cache_type",
-            "select @@session.query_cache_type" => "@@session.query_cache_type",
-            "select @@local.query_cache_type" => "@@local.query_cache_type",
+        let (name, value) = match norm {
+            "select @@query_cache_type" => ("@@query_cache_type", self.st.qct),
+            "select @@session.query_cache_type" => ("@@session.query_cache_type", self.st.qct),
+            "select @@local.query_cache_type" => ("@@local.query_cache_type", self.st.qct),
+            "select @@global.query_cache_type" => (
+                "@@global.query_cache_type",
+                self.shared.config().cache.query_cache_type,
+            ),
             _ => return None,
         };
-        Some((name.to_string(), self.st.qct.as_str().to_string()))
+        Some((name.to_string(), value.as_str().to_string()))
+    }
+
+    /// `SELECT @@query_cache_type`: MariaDB has the variable, so its answer (column
+    /// metadata and all) is relayed with qcache's value; MySQL 8.0 has none, so qcache
+    /// answers alone.
+    async fn answer_variable(
+        &mut self,
+        pkt: &Packet,
+        v: (String, String),
+    ) -> Result<(), SessionError> {
+        if self.st.mariadb {
+            return self.relay_rewriting(pkt, Rewrite::Single(v.1)).await;
+        }
+        self.send_status_rows_named(v).await
+    }
+
+    /// `SHOW … VARIABLES` (qcache's `query_cache_type`) and `SHOW [SESSION] STATUS` (the
+    /// client leg's TLS and compression): the rows whose values are qcache's.
+    fn own_show_values(&self, sql: &[u8]) -> Option<Rewrite> {
+        let text = statements::lowercase(sql);
+        let words = statements::words(&text);
+        if let Some(global) = diagnostics::show_variables_scope(&words) {
+            let qct = if global {
+                self.shared.config().cache.query_cache_type
+            } else {
+                self.st.qct
+            };
+            return Some(Rewrite::Named(vec![(
+                "query_cache_type",
+                qct.as_str().to_string(),
+            )]));
+        }
+        if diagnostics::is_session_status(&words) {
+            let leg = self.client_leg();
+            let values = CLIENT_LEG_STATUS
+                .iter()
+                .filter_map(|n| diagnostics::client_leg_status(n, &leg).map(|v| (*n, v)))
+                .collect();
+            return Some(Rewrite::Named(values));
+        }
+        None
     }
 
     async fn send_status_rows_named(
@@ -868,7 +999,9 @@ impl Session {
             // defragment, so it only answers.
             return self.send_ok(pkt.seq.wrapping_add(1)).await;
         }
-        // FLUSH TABLES and friends: relay; they change no data.
+        // FLUSH TABLES and friends change no data; FLUSH PRIVILEGES makes grant-table edits
+        // effective.
+        self.plan_privileges(sql);
         self.relay_command(&pkt, Expect::Results).await.map(drop)
     }
 
@@ -876,7 +1009,9 @@ impl Session {
 
     pub(crate) async fn stmt_prepare(&mut self, pkt: Packet) -> Result<(), SessionError> {
         let sql = pkt.payload.slice(1..);
-        let scan = analysis::scan(&sql);
+        let text = analysis::server_text(&sql, self.st.server);
+        let scan = analysis::scan(&text);
+        drop(text);
         let (sql, payload) = if scan.hint_spans.is_empty() {
             (sql, pkt.payload.clone())
         } else {
@@ -893,7 +1028,7 @@ impl Session {
             self.st.stmts.insert(
                 id,
                 Prepared {
-                    digest: analysis::digest(&sql),
+                    digest: analysis::digest(&analysis::server_text(&sql, self.st.server)),
                     sql,
                     kind: scan.kind,
                     hint: scan.hint,
@@ -957,13 +1092,35 @@ impl Session {
             Kind::Set | Kind::Use => {
                 // A prepared SET changes the session in ways the packet does not show.
                 self.st.lost_track = true;
+                self.relayed_write_of(id);
                 self.relay_command(&pkt, Expect::Results).await.map(drop)
             }
             Kind::Begin | Kind::Commit | Kind::Rollback => {
                 self.st.txn_boundary = true;
+                self.relayed_write_of(id);
                 self.relay_command(&pkt, Expect::Results).await.map(drop)
             }
-            _ => self.relay_command(&pkt, Expect::Results).await.map(drop),
+            _ => {
+                self.relayed_write_of(id);
+                self.relay_command(&pkt, Expect::Results).await.map(drop)
+            }
+        }
+    }
+
+    /// [`classify::relayed_write`] for prepared statement `id`.
+    fn relayed_write_of(&mut self, id: u32) {
+        let Some((kind, sql)) = self.st.stmts.get(&id).map(|s| (s.kind, s.sql.clone())) else {
+            return;
+        };
+        let text = analysis::server_text(&sql, self.st.server);
+        let why = if kind == Kind::Set {
+            let text = String::from_utf8_lossy(&text);
+            classify::set_writes(analysis::analyze_set(&text).as_ref(), &text)
+        } else {
+            classify::relayed_write(kind, &text)
+        };
+        if let Some(why) = why {
+            self.plan_unknown_write_for(why);
         }
     }
 
@@ -975,6 +1132,10 @@ impl Session {
         id: u32,
         long_data: bool,
     ) -> Result<(), SessionError> {
+        let identified = self.privileges_current()
+            || (self.st.qct != QueryCacheType::Off
+                && !self.st.lost_track
+                && self.refresh_privileges().await?);
         let Some(stmt) = self.st.stmts.get(&id) else {
             return self.relay_command(&pkt, Expect::Results).await.map(drop);
         };
@@ -993,6 +1154,8 @@ impl Session {
             Some("not_requested")
         } else if self.st.lost_track {
             Some("session_untracked")
+        } else if !identified {
+            Some("identity_unknown")
         } else if cursor {
             Some("cursor")
         } else if long_data {
@@ -1045,7 +1208,10 @@ impl Session {
         let Some((sql, digest)) = self.st.stmts.get(&id).map(|s| (s.sql.clone(), s.digest)) else {
             return self.relay_command(&pkt, Expect::Results).await.map(drop);
         };
-        let an = self.shared.analyzer.analyze(&sql, digest);
+        let an = self
+            .shared
+            .analyzer
+            .analyze(&analysis::server_text(&sql, self.st.server), digest);
         let (up, typed) = self.execute_for_upstream(id, &pkt);
         match self.plan_read(&an, key, digest, &sql).await {
             Ok(plan) => {

@@ -8,7 +8,7 @@ use super::{Session, SessionError};
 use crate::cache::writes::Txn;
 use crate::policy::snapshot;
 use crate::protocol::codec::{self, Packet};
-use crate::protocol::packets::status;
+use crate::protocol::packets::{com, status};
 use crate::protocol::response::{Expect, Response, ResponseError, Step};
 
 /// A copy of the response being relayed, for the cache.
@@ -126,6 +126,16 @@ impl Session {
             let mut failed = Response::new(expect, self.st.deprecate_eof);
             failed.error = true;
             return Ok(failed);
+        }
+        // A cacheable read sets every diagnostic itself; anything else may read them, except
+        // a ping (a pool's check between statements), which leaves them for the next one.
+        let keeps_diagnostics = matches!(payload.first(), Some(&com::PING | &com::STATISTICS));
+        if !keeps_diagnostics {
+            if let Some(found_rows) = self.st.after_hit.take() {
+                if !pure_read {
+                    self.reset_diagnostics(found_rows).await?;
+                }
+            }
         }
         self.upstream.start_command();
         if begin_along {

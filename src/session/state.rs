@@ -8,7 +8,8 @@ use bytes::Bytes;
 use xxhash_rust::xxh3::Xxh3;
 
 use super::handshake::Negotiated;
-use crate::analysis::{Hint, Kind};
+use super::privileges::Identity;
+use crate::analysis::{Hint, Kind, ServerVersion};
 use crate::cache::versions::Snapshot;
 use crate::config::QueryCacheType;
 use crate::protocol::packets::{cap, status};
@@ -40,6 +41,8 @@ pub struct Prepared {
 }
 
 pub struct SessionState {
+    /// The upstream's version from its greeting: which executable comments it runs.
+    pub server: ServerVersion,
     pub user: String,
     pub db: Option<String>,
     pub charset: u8,
@@ -91,6 +94,26 @@ pub struct SessionState {
     pub admin_allowed: Option<bool>,
     /// A plain BEGIN qcache answered that has not gone to the server yet (`begin.rs`).
     pub begin_pending: bool,
+    /// The last statement was a hit whose SELECT would have left `FOUND_ROWS()` at this:
+    /// the server's diagnostics are put right before the next statement reaches it
+    /// (`policy::diagnostics`).
+    pub after_hit: Option<u64>,
+    /// The account and role the server says the session has; part of the key. None until
+    /// asked, before the session's first lookup (`privileges.rs`).
+    pub identity: Option<Identity>,
+    /// The server would not say: no cache for this session.
+    pub identity_unusable: bool,
+    /// The privilege epoch the fingerprint was computed under (u64::MAX: not yet).
+    pub priv_epoch: u64,
+    /// The user's privilege generation, part of the key.
+    pub priv_generation: u64,
+    /// The epoch read before the server last computed this session's privileges (connect,
+    /// COM_CHANGE_USER, SET ROLE): a sticky change after it leaves the session with privileges
+    /// a new session would not get.
+    pub priv_baseline: u64,
+    /// Non-zero once the session's privileges may differ from a new session's: a token that
+    /// keeps its entries its own.
+    pub priv_private: u64,
     /// BEGIN may be deferred in this session: `server.defer_begin`, until the server's answer
     /// to BEGIN could say more than qcache's (tracked transaction state, a read-only
     /// transaction).
@@ -100,6 +123,7 @@ pub struct SessionState {
 impl SessionState {
     pub fn new(shared: &Shared, n: &Negotiated) -> SessionState {
         let mut s = SessionState {
+            server: ServerVersion::from_greeting(&n.greeting.server_version),
             user: n.response.user.clone(),
             db: n.response.database.clone(),
             charset: n.response.charset,
@@ -126,6 +150,13 @@ impl SessionState {
             snapshot_candidate: None,
             admin_allowed: None,
             begin_pending: false,
+            after_hit: None,
+            identity: None,
+            identity_unusable: false,
+            priv_epoch: u64::MAX,
+            priv_generation: 0,
+            priv_baseline: 0,
+            priv_private: 0,
             defer_begin: shared.config().server.defer_begin,
         };
         s.refresh_fingerprint(shared);
@@ -138,6 +169,11 @@ impl SessionState {
 
     pub fn set_db(&mut self, db: Option<String>) {
         self.db = db;
+        if self.priv_private != 0 {
+            // The server re-reads the privileges of the database a session USEs: a session
+            // that kept old ones may have new ones now, unlike its entries.
+            self.make_private();
+        }
         self.fingerprint = self.compute_fingerprint();
     }
 
@@ -156,6 +192,21 @@ impl SessionState {
             h.update(self.user.as_bytes());
             h.update(&[0]);
         }
+        if let Some(id) = &self.identity {
+            if !self.shared_users {
+                h.update(b"a");
+                h.update(id.account.as_bytes());
+                h.update(&[0]);
+                h.update(b"r");
+                if let Some(r) = &id.role {
+                    h.update(r.as_bytes());
+                }
+                h.update(&[0]);
+            }
+        }
+        h.update(b"p");
+        h.update(&self.priv_generation.to_le_bytes());
+        h.update(&self.priv_private.to_le_bytes());
         h.update(b"d");
         if let Some(db) = &self.db {
             h.update(db.as_bytes());
@@ -205,8 +256,21 @@ impl SessionState {
         self.stmts.clear();
         self.last_stmt = None;
         self.admin_allowed = None;
+        // The server starts the session's diagnostics afresh.
+        self.after_hit = None;
+        // The role may have changed (and the account, for COM_CHANGE_USER): ask again.
+        self.identity = None;
+        self.identity_unusable = false;
+        self.priv_epoch = u64::MAX;
         self.qct = shared.config().cache.query_cache_type;
         self.refresh_fingerprint(shared);
+    }
+
+    /// Gives the session a key space of its own (see [`priv_private`](Self::priv_private)).
+    pub fn make_private(&mut self) {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        self.priv_private = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.fingerprint = self.compute_fingerprint();
     }
 
     pub fn long_data(&mut self, id: u32) {

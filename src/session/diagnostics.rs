@@ -1,0 +1,195 @@
+//! Putting the server's diagnostics right after a hit (`policy::diagnostics` says what and
+//! why): the resetter statement, sent on the session's upstream connection and dropped.
+
+use bytes::BytesMut;
+
+use super::{Session, SessionError};
+use crate::policy::diagnostics;
+use crate::protocol::codec::Packet;
+use crate::protocol::packets::{self, com};
+use crate::protocol::response::{Expect, Response, Step};
+
+impl Session {
+    /// Leaves the server's warnings, errors, `ROW_COUNT()` and `FOUND_ROWS()` as the SELECT
+    /// served from the cache would have, before the next statement reaches the server.
+    pub(crate) async fn reset_diagnostics(&mut self, found_rows: u64) -> Result<(), SessionError> {
+        let sql = diagnostics::resetter(found_rows, self.st.mariadb);
+        let mut payload = Vec::with_capacity(sql.len() + 1);
+        payload.push(com::QUERY);
+        payload.extend_from_slice(sql.as_bytes());
+        self.upstream.start_command();
+        self.upstream
+            .send(0, &payload)
+            .await
+            .map_err(SessionError::upstream)?;
+        let mut resp = Response::new(Expect::Results, self.st.deprecate_eof);
+        loop {
+            let p = self
+                .upstream
+                .read_some()
+                .await
+                .map_err(SessionError::upstream)?;
+            match resp
+                .feed(&p.payload)
+                .map_err(|e| SessionError::Protocol(e.to_string()))?
+            {
+                Step::Done => break,
+                Step::More => {}
+                Step::LocalInfile => {
+                    return Err(SessionError::Protocol(
+                        "the diagnostics resetter asked for a local file".into(),
+                    ))
+                }
+            }
+        }
+        if resp.error {
+            // A server that refuses it (a SELECT is not allowed in this state): the next
+            // statement's own answer stands, as before.
+            tracing::debug!("the diagnostics resetter failed");
+        }
+        Ok(())
+    }
+}
+
+/// How [`Session::relay_rewriting`] changes a relayed result's rows.
+pub(crate) enum Rewrite {
+    /// `(Variable_name, Value)` rows: the value of each listed name (lower-case) replaced.
+    Named(Vec<(&'static str, String)>),
+    /// The one column of each row replaced (`SELECT @@query_cache_type`).
+    Single(String),
+}
+
+impl Session {
+    /// Relays a statement whose result holds values qcache owns (its `query_cache_type`,
+    /// the client leg's TLS and compression): the server's column metadata and every other
+    /// row stand, those values are qcache's.
+    pub(crate) async fn relay_rewriting(
+        &mut self,
+        pkt: &Packet,
+        rw: Rewrite,
+    ) -> Result<(), SessionError> {
+        if !self.open_deferred_begin(pkt.seq).await? {
+            return Ok(());
+        }
+        if let Some(n) = self.st.after_hit.take() {
+            self.reset_diagnostics(n).await?;
+        }
+        self.upstream.start_command();
+        self.upstream
+            .send(pkt.seq, &pkt.payload)
+            .await
+            .map_err(SessionError::upstream)?;
+        let mut resp = Response::new(Expect::Results, self.st.deprecate_eof);
+        loop {
+            let p = self
+                .upstream
+                .read_some()
+                .await
+                .map_err(SessionError::upstream)?;
+            let rows = resp.rows;
+            let step = resp
+                .feed(&p.payload)
+                .map_err(|e| SessionError::Protocol(e.to_string()))?;
+            let new = (resp.rows == rows + 1)
+                .then(|| rewrite_row(&p.payload, &rw))
+                .flatten();
+            if let Some(at) = resp.status_here {
+                self.observe(Some(at.status)).await;
+            } else if resp.error && step == Step::Done {
+                self.observe(None).await;
+            }
+            self.client
+                .push(p.seq, new.as_deref().unwrap_or(&p.payload));
+            match step {
+                Step::Done => break,
+                Step::More => {}
+                Step::LocalInfile => {
+                    return Err(SessionError::Protocol(
+                        "a SHOW asked for a local file".into(),
+                    ))
+                }
+            }
+        }
+        self.end_of_response();
+        self.client.flush().await.map_err(SessionError::client)
+    }
+}
+
+/// The row with qcache's values, or None to keep it as it is.
+fn rewrite_row(row: &[u8], rw: &Rewrite) -> Option<Vec<u8>> {
+    let mut out = BytesMut::new();
+    match rw {
+        Rewrite::Named(values) => {
+            let (name, n) = packets::read_lenenc_str(row)?;
+            let (_, v) = packets::read_lenenc_str(&row[n..])?;
+            if n + v != row.len() {
+                return None;
+            }
+            let lower = String::from_utf8_lossy(name).to_ascii_lowercase();
+            let (_, value) = values.iter().find(|(k, _)| *k == lower)?;
+            packets::put_lenenc(&mut out, name.len() as u64);
+            out.extend_from_slice(name);
+            packets::put_lenenc(&mut out, value.len() as u64);
+            out.extend_from_slice(value.as_bytes());
+        }
+        Rewrite::Single(value) => {
+            let used = match row.first() {
+                Some(0xfb) => 1,
+                _ => packets::read_lenenc_str(row)?.1,
+            };
+            if used != row.len() {
+                return None;
+            }
+            packets::put_lenenc(&mut out, value.len() as u64);
+            out.extend_from_slice(value.as_bytes());
+        }
+    }
+    Some(out.to_vec())
+}
+
+/// The session status rows that describe the connection itself.
+pub(crate) const CLIENT_LEG_STATUS: [&str; 10] = [
+    "compression",
+    "ssl_cipher",
+    "ssl_cipher_list",
+    "ssl_version",
+    "ssl_server_not_after",
+    "ssl_server_not_before",
+    "ssl_default_timeout",
+    "ssl_verify_depth",
+    "ssl_verify_mode",
+    "ssl_sessions_reused",
+];
+
+impl Session {
+    /// What the client's leg looks like, for session status.
+    pub(crate) fn client_leg(&self) -> diagnostics::ClientLeg {
+        diagnostics::ClientLeg {
+            compressed: self.client.compression().is_some(),
+            tls: self.client.tls_session(),
+            upstream_tls: self.legs.upstream_tls,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_are_rewritten_by_name() {
+        let rw = Rewrite::Named(vec![("query_cache_type", "ON".into())]);
+        assert_eq!(
+            rewrite_row(b"\x10query_cache_type\x03OFF", &rw).unwrap(),
+            b"\x10query_cache_type\x02ON".to_vec()
+        );
+        assert_eq!(rewrite_row(b"\x10query_cache_size\x010", &rw), None);
+        // Not a two-column row: left alone.
+        assert_eq!(rewrite_row(b"\x10query_cache_type\x03OFF\x00", &rw), None);
+        let one = Rewrite::Single("DEMAND".into());
+        assert_eq!(
+            rewrite_row(b"\x03OFF", &one).unwrap(),
+            b"\x06DEMAND".to_vec()
+        );
+    }
+}

@@ -1,0 +1,205 @@
+//! The session's identity for the cache: the account and active role the server matched
+//! (asked of the server, never read off the handshake or a SET ROLE's text), and the
+//! privilege generation its key is computed under. Privilege changes seen through this
+//! session are planned here and applied with the statement's OK.
+
+use super::{Session, SessionError};
+use crate::policy::privileges::{self, PrivilegeChange};
+use crate::protocol::packets::{self, com};
+use crate::protocol::response::{Expect, Response, Step};
+
+/// Asked once per session (again after SET ROLE, COM_CHANGE_USER, COM_RESET_CONNECTION).
+/// MySQL before 8.0 has no CURRENT_ROLE(): then roles do not exist.
+const IDENTITY_QUERY: &str = "SELECT CURRENT_USER(), CURRENT_ROLE()";
+const ACCOUNT_QUERY: &str = "SELECT CURRENT_USER()";
+
+/// Who the server says the session is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Identity {
+    /// `CURRENT_USER()`: the account whose privileges apply (`user@host`), which for a proxy
+    /// user or an anonymous match differs from the login name.
+    pub account: String,
+    /// `CURRENT_ROLE()`; None where roles do not exist.
+    pub role: Option<String>,
+}
+
+impl Session {
+    /// Whether the key may be computed now: the identity is known and no privilege change
+    /// happened since the fingerprint was computed. One atomic load on the hit path.
+    #[inline]
+    pub(crate) fn privileges_current(&self) -> bool {
+        self.st.identity.is_some()
+            && self.shared.cache.versions().privileges.epoch() == self.st.priv_epoch
+    }
+
+    /// Learns what [`privileges_current`](Self::privileges_current) found missing and
+    /// recomputes the fingerprint. False: the session cannot use the cache (the server would
+    /// not say who it is).
+    pub(crate) async fn refresh_privileges(&mut self) -> Result<bool, SessionError> {
+        if self.st.identity_unusable {
+            return Ok(false);
+        }
+        if self.st.identity.is_none() {
+            match self.ask_identity().await? {
+                Some(id) => self.st.identity = Some(id),
+                None => {
+                    self.st.identity_unusable = true;
+                    return Ok(false);
+                }
+            }
+        }
+        let user = self
+            .st
+            .identity
+            .as_ref()
+            .map(|id| privileges::account_user(&id.account).to_string());
+        self.st.refresh_fingerprint(&self.shared);
+        let shared = self.st.shared_users;
+        let view = self.shared.cache.versions().privileges.view(if shared {
+            None
+        } else {
+            user.as_deref()
+        });
+        if self.st.priv_epoch != u64::MAX && self.st.priv_epoch != view.epoch {
+            // A privilege change: RELOAD may have come or gone too.
+            self.st.admin_allowed = None;
+        }
+        self.st.priv_epoch = view.epoch;
+        self.st.priv_generation = view.generation;
+        if privileges::session_diverged(self.st.priv_baseline, view.sticky)
+            && self.st.priv_private == 0
+        {
+            // The server keeps this session's global and database privileges as they were
+            // when it connected: what it is answered may differ from what a session
+            // connecting now is, so its entries are its own from here on.
+            self.st.make_private();
+        }
+        self.st.refresh_fingerprint(&self.shared);
+        Ok(true)
+    }
+
+    /// The user part of the session's account, when known.
+    pub(crate) fn current_user(&self) -> Option<String> {
+        self.st
+            .identity
+            .as_ref()
+            .map(|id| privileges::account_user(&id.account).to_string())
+    }
+
+    /// Plans the privilege change `sql` makes, if any: applied before its OK reaches the
+    /// client, with the statement's other invalidation.
+    pub(crate) fn plan_privileges(&mut self, sql: &[u8]) {
+        let me = self.current_user();
+        if let Some(c) = privileges::statement_change(sql, me.as_deref()) {
+            self.plan_privilege_change(c);
+        }
+    }
+
+    pub(crate) fn plan_privilege_change(&mut self, c: PrivilegeChange) {
+        match &mut self.st.pending.privileges {
+            Some(p) => p.merge(c),
+            None => self.st.pending.privileges = Some(c),
+        }
+    }
+
+    /// A successful `SET ROLE`: the server recomputed the session's privileges from the
+    /// grants as of `epoch_before` (read before the statement was sent) and changed its role.
+    pub(crate) fn role_set(&mut self, epoch_before: u64) {
+        self.st.identity = None;
+        self.st.priv_baseline = epoch_before;
+        self.st.priv_private = 0;
+        self.st.priv_epoch = u64::MAX;
+    }
+
+    async fn ask_identity(&mut self) -> Result<Option<Identity>, SessionError> {
+        if let Some(row) = self.ask_first_row(IDENTITY_QUERY).await? {
+            let mut it = row.into_iter();
+            return Ok(it.next().flatten().map(|account| Identity {
+                account,
+                role: it.next().flatten(),
+            }));
+        }
+        Ok(self
+            .ask_first_row(ACCOUNT_QUERY)
+            .await?
+            .and_then(|row| row.into_iter().next().flatten())
+            .map(|account| Identity {
+                account,
+                role: None,
+            }))
+    }
+
+    /// Runs `sql` on the session's upstream connection without relaying it and returns its
+    /// first row (None: an error, or no row). Touches no table, so it opens no snapshot.
+    async fn ask_first_row(
+        &mut self,
+        sql: &str,
+    ) -> Result<Option<Vec<Option<String>>>, SessionError> {
+        let mut payload = Vec::with_capacity(sql.len() + 1);
+        payload.push(com::QUERY);
+        payload.extend_from_slice(sql.as_bytes());
+        self.upstream.start_command();
+        self.upstream
+            .send(0, &payload)
+            .await
+            .map_err(SessionError::upstream)?;
+        let mut resp = Response::new(Expect::Results, self.st.deprecate_eof);
+        let mut row = None;
+        loop {
+            let p = self
+                .upstream
+                .read_some()
+                .await
+                .map_err(SessionError::upstream)?;
+            let before = resp.rows;
+            let step = resp
+                .feed(&p.payload)
+                .map_err(|e| SessionError::Protocol(e.to_string()))?;
+            if before == 0 && resp.rows == 1 {
+                row = Some(text_row(&p.payload));
+            }
+            if step == Step::Done {
+                break;
+            }
+        }
+        Ok(if resp.error { None } else { row })
+    }
+}
+
+/// The columns of a text-protocol row (NULL as None).
+fn text_row(mut p: &[u8]) -> Vec<Option<String>> {
+    let mut out = Vec::new();
+    while let Some(&b) = p.first() {
+        if b == 0xfb {
+            out.push(None);
+            p = &p[1..];
+            continue;
+        }
+        match packets::read_lenenc_str(p) {
+            Some((v, used)) => {
+                out.push(Some(String::from_utf8_lossy(v).into_owned()));
+                p = &p[used..];
+            }
+            None => break,
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_parse() {
+        assert_eq!(
+            text_row(b"\x07alice@%\xfb"),
+            vec![Some("alice@%".to_string()), None]
+        );
+        assert_eq!(
+            text_row(b"\x01a\x02r1"),
+            vec![Some("a".into()), Some("r1".into())]
+        );
+        assert_eq!(text_row(b"\x05ab"), Vec::<Option<String>>::new());
+    }
+}

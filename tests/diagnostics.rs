@@ -1,0 +1,295 @@
+//! The statements after a hit see what they would have seen (issue #17, section 6): the
+//! server's diagnostics (warnings, errors, FOUND_ROWS(), ROW_COUNT()) after a SELECT served
+//! from the cache, and qcache's own variables, compared with the server directly.
+
+mod common;
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use mysql_async::prelude::*;
+use mysql_async::{Conn, Row};
+
+/// One step: the connection (`root`, or `name:user` opened as `user{u}` with password `pw`;
+/// a `!` prefix opens it straight to the server in every run) and the statement.
+/// `sleep N` pauses N ms.
+type Step = (&'static str, &'static str);
+
+type Outcome = Result<Vec<Vec<String>>, String>;
+
+struct Run<'a> {
+    schema: &'a str,
+    suffix: String,
+    proxy: Option<&'a common::TestProxy>,
+    conns: HashMap<String, Conn>,
+}
+
+impl Run<'_> {
+    fn fill(&self, s: &str) -> String {
+        s.replace("{db}", self.schema).replace("{u}", &self.suffix)
+    }
+
+    async fn conn(&mut self, spec: &str) -> &mut Conn {
+        if !self.conns.contains_key(spec) {
+            let direct = spec.starts_with('!');
+            let spec_t = spec.trim_start_matches('!');
+            let (user, pw) = match spec_t.split_once(':') {
+                Some((_, u)) => (self.fill(u), "pw".to_string()),
+                None => ("root".to_string(), String::new()),
+            };
+            let d = common::db();
+            let addr = match (self.proxy, direct) {
+                (Some(p), false) => p.addr.to_string(),
+                _ => d.addr(),
+            };
+            let auth = if pw.is_empty() {
+                user
+            } else {
+                format!("{user}:{pw}")
+            };
+            // No default database: a user without privileges on it could not connect at all.
+            let url = format!("mysql://{auth}@{addr}/?prefer_socket=false");
+            let c = Conn::from_url(url)
+                .await
+                .unwrap_or_else(|e| panic!("connect {spec}: {e}"));
+            self.conns.insert(spec.to_string(), c);
+        }
+        self.conns.get_mut(spec).unwrap()
+    }
+
+    async fn step(&mut self, who: &str, sql: &str) -> Outcome {
+        if let Some(ms) = sql.strip_prefix("sleep ") {
+            tokio::time::sleep(Duration::from_millis(ms.parse().unwrap())).await;
+            return Ok(Vec::new());
+        }
+        let sql = self.fill(sql);
+        let c = self.conn(who).await;
+        // `P …`: through the binary protocol.
+        let res = match sql.strip_prefix("P ") {
+            Some(sql) => c.exec::<Row, _, _>(sql, ()).await,
+            None => c.query::<Row, _>(sql).await,
+        };
+        match res {
+            Ok(rows) => Ok(rows
+                .into_iter()
+                .map(|r| r.unwrap().into_iter().map(|v| format!("{v:?}")).collect())
+                .collect()),
+            Err(mysql_async::Error::Server(e)) => Err(format!("{} {}", e.code, e.message)),
+            Err(e) => panic!("{who}: {e}"),
+        }
+    }
+}
+
+async fn run(schema: &str, steps: &[Step], proxy: Option<&common::TestProxy>) -> Vec<Outcome> {
+    let mut r = Run {
+        schema,
+        suffix: common::unique_name("u"),
+        proxy,
+        conns: HashMap::new(),
+    };
+    let mut out = Vec::new();
+    for (who, sql) in steps {
+        // Names are the run's own; errors are compared with them put back.
+        let o = r.step(who, sql).await;
+        out.push(o.map_err(|e| e.replace(&r.suffix, "{u}").replace(schema, "{db}")));
+    }
+    for (_, c) in r.conns.drain() {
+        let _ = c.disconnect().await;
+    }
+    out
+}
+
+/// Runs `steps` directly and through a fresh qcache (tweaked), and compares step by step.
+async fn differential(
+    prefix: &str,
+    steps: &[Step],
+    tweak: impl FnOnce(&mut qcache::config::Config),
+) {
+    let schema = common::fresh_schema(prefix).await;
+    let mut d = common::direct_to(&schema).await;
+    d.query_drop("CREATE TABLE t (a INT, b INT)").await.unwrap();
+    d.query_drop("INSERT INTO t VALUES (1, 10), (2, 20), (3, 30)")
+        .await
+        .unwrap();
+    d.query_drop("CREATE TABLE u (a INT)").await.unwrap();
+    let want = run(&schema, steps, None).await;
+    let proxy = common::proxy(tweak).await;
+    let got = run(&schema, steps, Some(&proxy)).await;
+    for (i, ((who, sql), (w, g))) in steps.iter().zip(want.iter().zip(&got)).enumerate() {
+        assert_eq!(
+            g, w,
+            "step {i} ({who}: {sql}): through qcache (left) differs from the server (right)"
+        );
+    }
+    proxy.shutdown().await;
+}
+
+fn steps(body: &[Step]) -> Vec<Step> {
+    body.to_vec()
+}
+
+#[tokio::test]
+async fn warnings_and_errors_after_a_hit_are_the_selects() {
+    let s = steps(&[
+        ("c", "SELECT a FROM {db}.t ORDER BY a"),
+        ("c", "SELECT CAST('x' AS INT)"),
+        ("c", "SELECT a FROM {db}.t ORDER BY a"),
+        ("c", "SHOW WARNINGS"),
+        ("c", "SELECT CAST('x' AS INT)"),
+        ("c", "SELECT a FROM {db}.t ORDER BY a"),
+        ("c", "SHOW COUNT(*) WARNINGS"),
+        ("c", "SELECT CAST('x' AS INT)"),
+        ("c", "SELECT a FROM {db}.t ORDER BY a"),
+        ("c", "SELECT @@warning_count, @@error_count"),
+        ("c", "SELECT * FROM {db}.no_such_table"),
+        ("c", "SELECT a FROM {db}.t ORDER BY a"),
+        ("c", "SHOW ERRORS"),
+        ("c", "SELECT * FROM {db}.no_such_table"),
+        ("c", "SELECT a FROM {db}.t ORDER BY a"),
+        ("c", "SHOW COUNT(*) ERRORS"),
+        ("c", "SELECT * FROM {db}.no_such_table"),
+        ("c", "P SELECT a FROM {db}.t ORDER BY a"),
+        ("c", "P SELECT a FROM {db}.t ORDER BY a"),
+        ("c", "SELECT @@error_count"),
+    ]);
+    differential("dg_warn", &s, |_| {}).await;
+}
+
+#[tokio::test]
+async fn found_rows_and_row_count_after_a_hit_are_the_selects() {
+    let s = steps(&[
+        ("c", "SELECT a FROM {db}.t ORDER BY a"),
+        ("c", "INSERT INTO {db}.u VALUES (1), (2), (3)"),
+        ("c", "SELECT a FROM {db}.t ORDER BY a"),
+        ("c", "SELECT FOUND_ROWS(), ROW_COUNT()"),
+        ("c", "SELECT a FROM {db}.t ORDER BY a LIMIT 1"),
+        ("c", "SELECT a FROM {db}.t ORDER BY a LIMIT 1"),
+        ("c", "SELECT FOUND_ROWS()"),
+        // An offset counts the rows it skipped.
+        ("c", "SELECT a FROM {db}.t ORDER BY a LIMIT 1, 1"),
+        ("c", "SELECT 1"),
+        ("c", "SELECT a FROM {db}.t ORDER BY a LIMIT 1, 1"),
+        ("c", "SELECT FOUND_ROWS()"),
+        ("c", "SELECT a FROM {db}.t ORDER BY a LIMIT 1 OFFSET 1"),
+        ("c", "SELECT a FROM {db}.t ORDER BY a LIMIT 1 OFFSET 1"),
+        ("c", "SELECT FOUND_ROWS()"),
+        ("c", "SELECT a FROM {db}.t ORDER BY a LIMIT 5, 1"),
+        ("c", "SELECT a FROM {db}.t ORDER BY a LIMIT 5, 1"),
+        ("c", "SELECT FOUND_ROWS()"),
+        // A write after a hit: its own ROW_COUNT(), the hit's FOUND_ROWS().
+        ("c", "SELECT a FROM {db}.t ORDER BY a"),
+        ("c", "SELECT a FROM {db}.t ORDER BY a"),
+        ("c", "INSERT INTO {db}.u VALUES (4)"),
+        ("c", "SELECT FOUND_ROWS(), ROW_COUNT()"),
+        // Prepared.
+        ("c", "P SELECT a FROM {db}.t WHERE a > 0 ORDER BY a"),
+        ("c", "INSERT INTO {db}.u VALUES (1), (2), (3)"),
+        ("c", "P SELECT a FROM {db}.t WHERE a > 0 ORDER BY a"),
+        ("c", "P SELECT FOUND_ROWS(), ROW_COUNT()"),
+    ]);
+    differential("dg_found", &s, |_| {}).await;
+}
+
+/// `SELECT @@query_cache_type` and every `SHOW … VARIABLES` spelling agree, for the
+/// session's value and the configured (global) one, and the SELECT's column metadata is
+/// the server's.
+#[tokio::test]
+async fn query_cache_type_reads_the_same_everywhere() {
+    let proxy =
+        common::proxy(|c| c.cache.query_cache_type = qcache::config::QueryCacheType::On).await;
+    let mut c = proxy.conn("").await;
+    let mut d = common::direct().await;
+    let shown = |rows: Vec<(String, String)>| {
+        rows.into_iter()
+            .find(|r| r.0 == "query_cache_type")
+            .map(|r| r.1)
+    };
+    c.query_drop("SET SESSION query_cache_type = DEMAND")
+        .await
+        .unwrap();
+    for (sql, want) in [
+        ("SELECT @@query_cache_type", "DEMAND"),
+        ("SELECT @@session.query_cache_type", "DEMAND"),
+        ("SELECT @@global.query_cache_type", "ON"),
+    ] {
+        let v: Option<String> = c.query_first(sql).await.unwrap();
+        assert_eq!(v.as_deref(), Some(want), "{sql}");
+    }
+    for (sql, want) in [
+        ("SHOW VARIABLES LIKE 'query_cache_type'", "DEMAND"),
+        ("SHOW SESSION VARIABLES LIKE 'query_cache_type'", "DEMAND"),
+        ("SHOW LOCAL VARIABLES LIKE 'query_cache%'", "DEMAND"),
+        (
+            "SHOW VARIABLES WHERE Variable_name = 'query_cache_type'",
+            "DEMAND",
+        ),
+        ("SHOW VARIABLES", "DEMAND"),
+        ("SHOW GLOBAL VARIABLES LIKE 'query_cache_type'", "ON"),
+    ] {
+        let rows: Vec<(String, String)> = c.query(sql).await.unwrap();
+        assert_eq!(shown(rows).as_deref(), Some(want), "{sql}");
+    }
+    // The same columns as the server's own answer.
+    let ours = c
+        .query_iter("SELECT @@query_cache_type")
+        .await
+        .unwrap()
+        .columns();
+    let theirs = d
+        .query_iter("SELECT @@query_cache_type")
+        .await
+        .unwrap()
+        .columns();
+    let meta = |cols: Option<std::sync::Arc<[mysql_async::Column]>>| {
+        cols.unwrap()
+            .iter()
+            .map(|c| {
+                format!(
+                    "{:?} {:?} {} {:?}",
+                    c.name_str(),
+                    c.column_type(),
+                    c.column_length(),
+                    c.flags()
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(meta(ours), meta(theirs));
+    proxy.shutdown().await;
+}
+
+/// `Compression` in session status is the client leg's: a compressed client behind an
+/// uncompressed upstream leg sees ON, an uncompressed one behind a compressed leg OFF.
+#[tokio::test]
+async fn compression_status_describes_the_clients_leg() {
+    use qcache::config::UpstreamCompression;
+    for (client, upstream) in [
+        (true, UpstreamCompression::Off),
+        (false, UpstreamCompression::Zlib),
+    ] {
+        let proxy = common::proxy(|c| c.compression.upstream = upstream).await;
+        let d = common::db();
+        let mut b = mysql_async::OptsBuilder::default()
+            .ip_or_hostname(proxy.addr.ip().to_string())
+            .tcp_port(proxy.addr.port())
+            .user(Some(d.user.clone()))
+            .pass(Some(d.password.clone()))
+            .prefer_socket(false);
+        if client {
+            b = b.compression(mysql_async::Compression::default());
+        }
+        let mut c = Conn::new(b).await.unwrap();
+        let row: Option<(String, String)> = c
+            .query_first("SHOW SESSION STATUS LIKE 'Compression'")
+            .await
+            .unwrap();
+        let want = if client { "ON" } else { "OFF" };
+        assert_eq!(
+            row.map(|r| r.1).as_deref(),
+            Some(want),
+            "client compressed: {client}"
+        );
+        c.disconnect().await.unwrap();
+        proxy.shutdown().await;
+    }
+}
