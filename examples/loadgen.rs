@@ -13,7 +13,8 @@
 //! Arguments: protocol, address, user, database, connections, seconds, keys. MySQL requests
 //! are `SELECT c FROM sbtest1 WHERE id=K` (sysbench's point select, table sbtest1 prepared
 //! by sysbench), Redis requests `GET key:K` (`redis-fill` SETs the keys first, outside the
-//! measured runs); K is uniform over 1..=keys. Prints `requests seconds rate`.
+//! measured runs); K is uniform over 1..=keys. Every connection logs in before the measured
+//! seconds start. Prints `requests seconds rate`.
 
 #[path = "../tests/rawclient/mod.rs"]
 mod rawclient;
@@ -25,6 +26,7 @@ use std::time::{Duration, Instant};
 use bytes::BytesMut;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+use tokio::sync::watch;
 
 use qcache::protocol::packets::com;
 use qcache::protocol::response::{Expect, Response, Step};
@@ -38,16 +40,30 @@ fn next(state: &mut u64) -> u64 {
     z ^ (z >> 31)
 }
 
+/// Connections count themselves in, then wait for the measured window to open: with
+/// hundreds of connections, logging in takes seconds that must not count as load.
+async fn start(ready: &Cell<u64>, go: &mut watch::Receiver<Option<Instant>>) -> Instant {
+    ready.set(ready.get() + 1);
+    let until = go
+        .wait_for(Option::is_some)
+        .await
+        .expect("the run was abandoned");
+    until.expect("checked")
+}
+
+#[allow(clippy::too_many_arguments)]
 async fn mysql_conn(
     addr: String,
     user: String,
     db: String,
     keys: u64,
     seed: u64,
-    until: Instant,
+    ready: Rc<Cell<u64>>,
+    mut go: watch::Receiver<Option<Instant>>,
     done: Rc<Cell<u64>>,
 ) {
     let mut c = rawclient::Raw::connect(&addr, &user, &db, true).await;
+    let until = start(&ready, &mut go).await;
     let mut state = seed;
     let mut sql = Vec::with_capacity(64);
     while Instant::now() < until {
@@ -92,9 +108,17 @@ async fn redis_reply(tcp: &mut TcpStream, buf: &mut BytesMut) {
     }
 }
 
-async fn redis_conn(addr: String, keys: u64, seed: u64, until: Instant, done: Rc<Cell<u64>>) {
+async fn redis_conn(
+    addr: String,
+    keys: u64,
+    seed: u64,
+    ready: Rc<Cell<u64>>,
+    mut go: watch::Receiver<Option<Instant>>,
+    done: Rc<Cell<u64>>,
+) {
     let mut tcp = TcpStream::connect(&addr).await.expect("connect to redis");
     tcp.set_nodelay(true).unwrap();
+    let until = start(&ready, &mut go).await;
     let mut buf = BytesMut::with_capacity(4096);
     let mut state = seed;
     while Instant::now() < until {
@@ -143,11 +167,11 @@ fn main() {
         return;
     }
     let started = local.block_on(&rt, async {
-        let started = Instant::now();
-        let until = started + Duration::from_secs(secs);
+        let ready = Rc::new(Cell::new(0u64));
+        let (go_tx, go) = watch::channel(None);
         let mut tasks = Vec::new();
         for i in 0..conns {
-            let (addr, done) = (addr.clone(), done.clone());
+            let (addr, done, ready, go) = (addr.clone(), done.clone(), ready.clone(), go.clone());
             let seed = 0x5eed ^ (i << 32);
             tasks.push(match proto.as_str() {
                 "mysql" => tokio::task::spawn_local(mysql_conn(
@@ -156,13 +180,20 @@ fn main() {
                     db.clone(),
                     keys,
                     seed,
-                    until,
+                    ready,
+                    go,
                     done,
                 )),
-                "redis" => tokio::task::spawn_local(redis_conn(addr, keys, seed, until, done)),
+                "redis" => tokio::task::spawn_local(redis_conn(addr, keys, seed, ready, go, done)),
                 other => panic!("unknown protocol {other}"),
             });
         }
+        // Every connection logged in: the measured window opens.
+        while ready.get() < conns {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        let started = Instant::now();
+        let _ = go_tx.send(Some(started + Duration::from_secs(secs)));
         for t in tasks {
             t.await.expect("a connection failed");
         }

@@ -12,6 +12,11 @@
 //!
 //! Because values only grow, "less than the floor" is a proof of staleness with no false
 //! positives from races: a write acknowledged after the read started can only raise a value.
+//!
+//! With several targets (instances of one fleet sharing an L2), writers and readers are spread
+//! over them; a write acknowledged through one target counts for reads through another after
+//! `cross_lag` (0 when every hit is validated against L2), so stale reads *across* instances
+//! are reported too, naming the reading target.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -26,6 +31,10 @@ use mysql_async::{Conn, Opts, OptsBuilder};
 pub struct CheckOptions {
     /// The qcache (or any MySQL endpoint) under test, `host:port`.
     pub target: String,
+    /// Further instances of the same fleet, driven at once (see the module doc).
+    pub more_targets: Vec<String>,
+    /// How long a write acknowledged through one target may take to show through another.
+    pub cross_lag: Duration,
     /// The server itself, for `direct_writes`.
     pub direct: Option<String>,
     pub user: String,
@@ -50,6 +59,8 @@ impl Default for CheckOptions {
     fn default() -> Self {
         CheckOptions {
             target: "127.0.0.1:3307".into(),
+            more_targets: Vec::new(),
+            cross_lag: Duration::from_millis(50),
             direct: None,
             user: "root".into(),
             password: String::new(),
@@ -228,6 +239,8 @@ struct Ack {
     at: Instant,
     value: i64,
     direct: bool,
+    /// The target it went through (ignored when `direct`).
+    via: usize,
 }
 
 /// Acknowledged writes of one (table, key), oldest first.
@@ -243,6 +256,7 @@ struct Ledger {
     /// Indexed `[table][key]`.
     keys: [Vec<Mutex<History>>; 2],
     allowed_lag: Duration,
+    cross_lag: Duration,
 }
 
 /// How long an acknowledgement stays in `recent` before it is folded into `settled`: long
@@ -250,11 +264,12 @@ struct Ledger {
 const FOLD_AFTER: Duration = Duration::from_secs(5);
 
 impl Ledger {
-    fn new(nkeys: usize, allowed_lag: Duration) -> Ledger {
+    fn new(nkeys: usize, allowed_lag: Duration, cross_lag: Duration) -> Ledger {
         let mk = || (0..nkeys).map(|_| Mutex::new(History::default())).collect();
         Ledger {
             keys: [mk(), mk()],
             allowed_lag,
+            cross_lag,
         }
     }
 
@@ -264,7 +279,9 @@ impl Ledger {
         };
         let mut h = h.lock().unwrap_or_else(|p| p.into_inner());
         h.recent.push_back(ack);
-        let fold_before = ack.at.checked_sub(FOLD_AFTER + self.allowed_lag);
+        let fold_before = ack
+            .at
+            .checked_sub(FOLD_AFTER + self.allowed_lag.max(self.cross_lag));
         while let Some(first) = h.recent.front().copied() {
             if fold_before.is_some_and(|t| first.at < t) {
                 h.settled = h.settled.max(first.value);
@@ -275,8 +292,9 @@ impl Ledger {
         }
     }
 
-    /// The lowest value a read of (table, key) that starts at `start` may return.
-    fn floor(&self, table: Table, key: usize, start: Instant) -> i64 {
+    /// The lowest value a read of (table, key) through target `via` that starts at `start`
+    /// may return.
+    fn floor(&self, table: Table, key: usize, start: Instant, via: usize) -> i64 {
         let Some(h) = self.keys[table as usize].get(key) else {
             return 0;
         };
@@ -285,6 +303,8 @@ impl Ledger {
         for a in &h.recent {
             let lag = if a.direct {
                 self.allowed_lag
+            } else if a.via != via {
+                self.cross_lag
             } else {
                 Duration::ZERO
             };
@@ -410,7 +430,16 @@ pub async fn run(o: &CheckOptions) -> Result<Report, CheckError> {
         .map_err(CheckError::Setup)?;
     let hits_before = qcache_hits(&mut admin).await;
 
-    let ledger = Arc::new(Ledger::new(nkeys, o.allowed_lag));
+    let ledger = Arc::new(Ledger::new(nkeys, o.allowed_lag, o.cross_lag));
+    let targets: Vec<String> = std::iter::once(o.target.clone())
+        .chain(o.more_targets.iter().cloned())
+        .collect();
+    let mut hits_before = vec![hits_before];
+    for t in &targets[1..] {
+        let mut c = connect("a target", t, o).await?;
+        hits_before.push(qcache_hits(&mut c).await);
+        let _ = c.disconnect().await;
+    }
     let tally = Arc::new(Tally::default());
     let stop = Arc::new(AtomicBool::new(false));
     let started = Instant::now();
@@ -425,6 +454,8 @@ pub async fn run(o: &CheckOptions) -> Result<Report, CheckError> {
             stop: stop.clone(),
             rng: Rng(o.seed ^ (w as u64 + 1).wrapping_mul(0x1000_0001)),
             nkeys,
+            via: w % targets.len(),
+            targets: targets.clone(),
         };
         tasks.spawn(ctx.write_loop(keys));
     }
@@ -437,6 +468,9 @@ pub async fn run(o: &CheckOptions) -> Result<Report, CheckError> {
             stop: stop.clone(),
             rng: Rng(o.seed ^ (r as u64 + 1).wrapping_mul(0x7000_0003)),
             nkeys,
+            // Readers start on another target than the writer of the same index.
+            via: (r + 1) % targets.len(),
+            targets: targets.clone(),
         };
         tasks.spawn(ctx.read_loop());
     }
@@ -452,7 +486,16 @@ pub async fn run(o: &CheckOptions) -> Result<Report, CheckError> {
         tasks.abort_all();
     }
     let elapsed = started.elapsed();
-    let hits_after = qcache_hits(&mut admin).await;
+    let mut hits_after = vec![qcache_hits(&mut admin).await];
+    for t in &targets[1..] {
+        match connect("a target", t, o).await {
+            Ok(mut c) => {
+                hits_after.push(qcache_hits(&mut c).await);
+                let _ = c.disconnect().await;
+            }
+            Err(_) => hits_after.push(None),
+        }
+    }
     if let Err(e) = teardown(&mut admin, &names).await {
         tally.error("dropping the check tables", e);
     }
@@ -470,10 +513,11 @@ pub async fn run(o: &CheckOptions) -> Result<Report, CheckError> {
         error_examples,
         stale_reads: tally.stale.load(Ordering::Relaxed),
         stale_examples,
-        hits: match (hits_before, hits_after) {
-            (Some(b), Some(a)) => Some(a.saturating_sub(b)),
-            _ => None,
-        },
+        hits: hits_before
+            .iter()
+            .zip(&hits_after)
+            .map(|(b, a)| Some(a.as_ref()?.saturating_sub(*b.as_ref()?)))
+            .sum(),
         elapsed,
     })
 }
@@ -522,6 +566,9 @@ struct Worker {
     stop: Arc<AtomicBool>,
     rng: Rng,
     nkeys: usize,
+    /// Index in `targets` of the one this worker talks to.
+    via: usize,
+    targets: Vec<String>,
 }
 
 /// A connection that is reopened after an error, so that one failure does not end a worker.
@@ -558,7 +605,7 @@ impl Worker {
         let mut next = vec![0i64; self.nkeys];
         let mut target = Link {
             what: "the target",
-            addr: self.o.target.clone(),
+            addr: self.targets[self.via].clone(),
             conn: None,
         };
         let mut direct = self.o.direct.clone().map(|addr| Link {
@@ -635,6 +682,7 @@ impl Worker {
                         at: Instant::now(),
                         value,
                         direct: go_direct,
+                        via: self.via,
                     };
                     for t in tables {
                         self.ledger.ack(t, key, ack);
@@ -660,9 +708,15 @@ impl Worker {
     async fn read_loop(mut self) {
         let mut link = Link {
             what: "the target",
-            addr: self.o.target.clone(),
+            addr: self.targets[self.via].clone(),
             conn: None,
         };
+        let at = if self.targets.len() > 1 {
+            format!("@{}", self.targets[self.via])
+        } else {
+            String::new()
+        };
+        let via = self.via;
         while !self.stop.load(Ordering::Relaxed) {
             let Some(conn) = link.get(&self.o, &self.tally).await else {
                 continue;
@@ -689,13 +743,19 @@ impl Worker {
                     "point",
                     format!("SELECT v, v FROM `{}` WHERE id = ", n.c),
                     vec![key as i64],
-                    vec![l.floor(Table::C, key, start), l.floor(Table::C, key, start)],
+                    vec![
+                        l.floor(Table::C, key, start, via),
+                        l.floor(Table::C, key, start, via),
+                    ],
                 ),
                 2 => (
                     "point(j)",
                     format!("SELECT w, w FROM `{}` WHERE id = ", n.j),
                     vec![key as i64],
-                    vec![l.floor(Table::J, key, start), l.floor(Table::J, key, start)],
+                    vec![
+                        l.floor(Table::J, key, start, via),
+                        l.floor(Table::J, key, start, via),
+                    ],
                 ),
                 3 => (
                     "join",
@@ -704,18 +764,24 @@ impl Worker {
                         n.c, n.j
                     ),
                     vec![key as i64],
-                    vec![l.floor(Table::C, key, start), l.floor(Table::J, key, start)],
+                    vec![
+                        l.floor(Table::C, key, start, via),
+                        l.floor(Table::J, key, start, via),
+                    ],
                 ),
                 4 => (
                     "view",
                     format!("SELECT v, w FROM `{}` WHERE id = ", n.v),
                     vec![key as i64],
-                    vec![l.floor(Table::C, key, start), l.floor(Table::J, key, start)],
+                    vec![
+                        l.floor(Table::C, key, start, via),
+                        l.floor(Table::J, key, start, via),
+                    ],
                 ),
                 5 => {
                     let (mut sum, mut max) = (0i64, 0i64);
                     for k in lo..=hi {
-                        let f = l.floor(Table::C, k, start);
+                        let f = l.floor(Table::C, k, start, via);
                         sum += f;
                         max = max.max(f);
                     }
@@ -731,9 +797,9 @@ impl Worker {
                 }
                 _ => {
                     // SUM over one table, MAX over the other, through a join.
-                    let sum = (lo..=hi).map(|k| l.floor(Table::J, k, start)).sum();
+                    let sum = (lo..=hi).map(|k| l.floor(Table::J, k, start, via)).sum();
                     let max = (lo..=hi)
-                        .map(|k| l.floor(Table::C, k, start))
+                        .map(|k| l.floor(Table::C, k, start, via))
                         .max()
                         .unwrap_or(0);
                     (
@@ -785,7 +851,7 @@ impl Worker {
                     for (got, floor) in [(a, floors[0]), (b, floors[1])] {
                         if got < floor {
                             self.tally.stale(StaleRead {
-                                kind: format!("{what}/{proto}"),
+                                kind: format!("{what}/{proto}{at}"),
                                 keys: keys.clone(),
                                 got,
                                 floor,
@@ -829,7 +895,7 @@ mod tests {
 
     #[test]
     fn floor_respects_lag_for_direct_writes_only() {
-        let l = Ledger::new(1, Duration::from_millis(100));
+        let l = Ledger::new(1, Duration::from_millis(100), Duration::from_millis(30));
         let t0 = Instant::now();
         l.ack(
             Table::C,
@@ -838,6 +904,7 @@ mod tests {
                 at: t0,
                 value: 1,
                 direct: false,
+                via: 0,
             },
         );
         l.ack(
@@ -847,13 +914,29 @@ mod tests {
                 at: t0,
                 value: 2,
                 direct: true,
+                via: 0,
             },
         );
         // A read starting right after both: the proxied write counts, the direct one not yet.
-        assert_eq!(l.floor(Table::C, 0, t0 + Duration::from_millis(1)), 1);
-        assert_eq!(l.floor(Table::C, 0, t0 + Duration::from_millis(101)), 2);
+        assert_eq!(l.floor(Table::C, 0, t0 + Duration::from_millis(1), 0), 1);
+        assert_eq!(l.floor(Table::C, 0, t0 + Duration::from_millis(101), 0), 2);
         // A read that started before the acknowledgement owes it nothing.
-        assert_eq!(l.floor(Table::C, 0, t0), 0);
-        assert_eq!(l.floor(Table::J, 0, t0 + Duration::from_secs(1)), 0);
+        assert_eq!(l.floor(Table::C, 0, t0, 0), 0);
+        assert_eq!(l.floor(Table::J, 0, t0 + Duration::from_secs(1), 0), 0);
+        // Through another target of the fleet, a proxied write counts after the cross lag.
+        let ms = Duration::from_millis;
+        l.ack(
+            Table::J,
+            0,
+            Ack {
+                at: t0,
+                value: 5,
+                direct: false,
+                via: 1,
+            },
+        );
+        assert_eq!(l.floor(Table::J, 0, t0 + ms(1), 1), 5);
+        assert_eq!(l.floor(Table::J, 0, t0 + ms(1), 0), 0);
+        assert_eq!(l.floor(Table::J, 0, t0 + ms(31), 0), 5);
     }
 }

@@ -67,6 +67,30 @@ pub struct Cli {
     /// Protocol compression toward the server: off, zlib, zstd or auto.
     #[arg(long, env = "QCACHE_COMPRESS_UPSTREAM")]
     pub compress_upstream: Option<crate::config::UpstreamCompression>,
+    /// Second-level cache in Redis/Valkey: off or on.
+    #[arg(long, env = "QCACHE_L2_MODE")]
+    pub l2_mode: Option<crate::config::L2Mode>,
+    /// Redis URL (redis:// or rediss://, credentials inside); commas list cluster nodes.
+    #[arg(long, env = "QCACHE_L2_URL", hide_env_values = true)]
+    pub l2_url: Option<String>,
+    /// local or remote: whether every hit first checks its tables' versions in L2.
+    #[arg(long, env = "QCACHE_L2_VALIDATE_HITS")]
+    pub l2_validate_hits: Option<crate::config::ValidateHits>,
+    /// Longest wait for an L2 round trip, e.g. 50ms.
+    #[arg(long, env = "QCACHE_L2_TIMEOUT", value_parser = crate::check::parse_duration)]
+    pub l2_timeout: Option<std::time::Duration>,
+    /// Upper bound on an entry's life in Redis, e.g. 10m.
+    #[arg(long, env = "QCACHE_L2_TTL", value_parser = crate::check::parse_duration)]
+    pub l2_ttl: Option<std::time::Duration>,
+    /// Largest result stored in L2, in bytes.
+    #[arg(long, env = "QCACHE_L2_MAX_ENTRY_BYTES")]
+    pub l2_max_entry_bytes: Option<usize>,
+    /// Prefix of qcache's keys and channel in Redis.
+    #[arg(long, env = "QCACHE_L2_KEY_PREFIX")]
+    pub l2_key_prefix: Option<String>,
+    /// Cross-instance fill lease, e.g. 200ms (0 turns it off).
+    #[arg(long, env = "QCACHE_L2_LEASE", value_parser = crate::check::parse_duration)]
+    pub l2_lease: Option<std::time::Duration>,
     #[command(subcommand)]
     pub command: Option<Command>,
 }
@@ -88,9 +112,19 @@ pub enum Command {
 /// Flags of `check-consistency`; they map onto [`crate::check::CheckOptions`].
 #[derive(Debug, clap::Args)]
 pub struct CheckArgs {
-    /// The qcache to check (host:port).
-    #[arg(long, env = "QCACHE_CHECK_TARGET")]
-    pub target: String,
+    /// The qcache to check (host:port). Several (repeated, or separated by commas) check a
+    /// fleet sharing an L2: work is spread over them and stale reads across them reported.
+    #[arg(
+        long,
+        env = "QCACHE_CHECK_TARGET",
+        value_delimiter = ',',
+        required = true
+    )]
+    pub target: Vec<String>,
+    /// With several targets: how long a write acknowledged through one may take to show
+    /// through another (0 for l2.validate_hits = "remote").
+    #[arg(long, default_value = "50ms", value_parser = crate::check::parse_duration)]
+    pub cross_lag: std::time::Duration,
     /// The server itself (host:port), for --direct-writes.
     #[arg(long, env = "QCACHE_CHECK_DIRECT")]
     pub direct: Option<String>,
@@ -124,7 +158,9 @@ pub struct CheckArgs {
 impl CheckArgs {
     pub fn options(&self) -> crate::check::CheckOptions {
         crate::check::CheckOptions {
-            target: self.target.clone(),
+            target: self.target.first().cloned().unwrap_or_default(),
+            more_targets: self.target.iter().skip(1).cloned().collect(),
+            cross_lag: self.cross_lag,
             direct: self.direct.clone(),
             user: self.user.clone(),
             password: self.password.clone(),
@@ -210,6 +246,34 @@ impl Cli {
         }
         if let Some(v) = self.compress_upstream {
             c.compression.upstream = v;
+        }
+        self.overlay_l2(&mut c.l2);
+    }
+
+    fn overlay_l2(&self, c: &mut crate::config::L2Config) {
+        if let Some(v) = self.l2_mode {
+            c.mode = v;
+        }
+        if let Some(v) = &self.l2_url {
+            c.url = crate::config::L2Url::parse_flag(v);
+        }
+        if let Some(v) = self.l2_validate_hits {
+            c.validate_hits = v;
+        }
+        if let Some(v) = self.l2_timeout {
+            c.timeout = v;
+        }
+        if let Some(v) = self.l2_ttl {
+            c.ttl = v;
+        }
+        if let Some(v) = self.l2_max_entry_bytes {
+            c.max_entry_bytes = v;
+        }
+        if let Some(v) = &self.l2_key_prefix {
+            c.key_prefix = v.clone();
+        }
+        if let Some(v) = self.l2_lease {
+            c.lease = v;
         }
     }
 }

@@ -46,6 +46,8 @@ pub struct Config {
     pub rules: Vec<crate::rules::Rule>,
     pub tls: TlsConfig,
     pub compression: CompressionConfig,
+    /// The shared second-level cache in Redis/Valkey (docs/fleet.md); off by default.
+    pub l2: L2Config,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -457,6 +459,7 @@ impl Config {
         if let Err(e) = crate::tls::Contexts::build(&self.tls) {
             return bad(e.to_string());
         }
+        self.l2.validate()?;
         if tracing_subscriber::EnvFilter::try_new(&self.log.level).is_err() {
             return bad(format!(
                 "log.level {:?} is not a valid filter",
@@ -489,9 +492,200 @@ fn one_line(message: &str) -> String {
         .join("; ")
 }
 
+/// Whether the second-level cache is used.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum L2Mode {
+    #[default]
+    Off,
+    On,
+}
+
+/// How much a hit trusts local knowledge of table versions.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum ValidateHits {
+    /// Hits are judged by this instance's versions (its writes, its binlog tail, and the
+    /// bumps other instances publish): no round trip on an L1 hit.
+    #[default]
+    Local,
+    /// Every hit first reads its tables' versions from L2 (one round trip).
+    Remote,
+}
+
+impl std::str::FromStr for L2Mode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "off" => Ok(L2Mode::Off),
+            "on" => Ok(L2Mode::On),
+            _ => Err(format!("expected off or on, got {s:?}")),
+        }
+    }
+}
+
+impl std::str::FromStr for ValidateHits {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "local" => Ok(ValidateHits::Local),
+            "remote" => Ok(ValidateHits::Remote),
+            _ => Err(format!("expected local or remote, got {s:?}")),
+        }
+    }
+}
+
+/// `url`: one address (standalone) or a list (cluster seed nodes).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(untagged)]
+pub enum L2Url {
+    One(String),
+    Cluster(Vec<String>),
+}
+
+impl Default for L2Url {
+    fn default() -> Self {
+        L2Url::One("redis://127.0.0.1:6379".into())
+    }
+}
+
+impl L2Url {
+    /// From a flag or environment variable: commas separate cluster nodes.
+    pub fn parse_flag(s: &str) -> L2Url {
+        let parts: Vec<String> = s
+            .split(',')
+            .map(|p| p.trim().to_string())
+            .filter(|p| !p.is_empty())
+            .collect();
+        match parts.as_slice() {
+            [one] if !s.contains(',') => L2Url::One(one.clone()),
+            _ => L2Url::Cluster(parts),
+        }
+    }
+
+    pub fn nodes(&self) -> Vec<&str> {
+        match self {
+            L2Url::One(u) => vec![u.as_str()],
+            L2Url::Cluster(v) => v.iter().map(String::as_str).collect(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct L2Config {
+    /// `off` (default) or `on`.
+    pub mode: L2Mode,
+    /// `redis://[user:password@]host:port[/db]` or `rediss://…` (TLS); a list means a cluster.
+    pub url: L2Url,
+    /// Results larger than this are kept in L1 only.
+    pub max_entry_bytes: usize,
+    /// Upper bound on an entry's life in Redis, so abandoned entries go.
+    #[serde(with = "humantime_serde")]
+    pub ttl: Duration,
+    /// Longest wait for any L2 round trip; a slower L2 is skipped (and marked down).
+    #[serde(with = "humantime_serde")]
+    pub timeout: Duration,
+    /// Prefix of every key and of the notification channel; fleets sharing one Redis
+    /// for different databases need different prefixes.
+    pub key_prefix: String,
+    /// `local` (default) or `remote`: see [`ValidateHits`].
+    pub validate_hits: ValidateHits,
+    /// PEM CA certificates that `rediss://` servers must chain to; empty: the system's roots.
+    pub tls_ca: String,
+    /// Cross-instance single flight: how long a fill lease lasts, and so how long another
+    /// instance waits for its result before filling itself. 0 turns leases off.
+    #[serde(with = "humantime_serde")]
+    pub lease: Duration,
+    /// Test-only: serve L2 entries without checking their versions (a deliberately broken
+    /// setup that `check-consistency` must catch). Not settable from a file.
+    #[serde(skip)]
+    pub unsafe_skip_version_check: bool,
+}
+
+impl Default for L2Config {
+    fn default() -> Self {
+        L2Config {
+            mode: L2Mode::Off,
+            url: L2Url::default(),
+            max_entry_bytes: 1024 * 1024,
+            ttl: Duration::from_secs(600),
+            timeout: Duration::from_millis(50),
+            key_prefix: "qcache:".into(),
+            validate_hits: ValidateHits::Local,
+            tls_ca: String::new(),
+            lease: Duration::from_millis(200),
+            unsafe_skip_version_check: false,
+        }
+    }
+}
+
+impl L2Config {
+    pub fn enabled(&self) -> bool {
+        self.mode == L2Mode::On
+    }
+
+    fn validate(&self) -> Result<(), ConfigError> {
+        let bad = |m: String| Err(ConfigError::Invalid(m));
+        let nodes = self.url.nodes();
+        if nodes.is_empty() {
+            return bad("l2.url names no node".into());
+        }
+        for n in nodes {
+            if !(n.starts_with("redis://") || n.starts_with("rediss://")) {
+                return bad(format!(
+                    "l2.url {n:?} must start with redis:// or rediss://"
+                ));
+            }
+            if redis::Client::open(n).is_err() {
+                return bad(format!("l2.url {n:?} is not a valid Redis URL"));
+            }
+        }
+        if self.timeout.is_zero() {
+            return bad("l2.timeout must be more than 0".into());
+        }
+        if self.ttl < Duration::from_secs(1) {
+            return bad("l2.ttl must be at least 1s".into());
+        }
+        if !self.tls_ca.is_empty() && std::fs::metadata(&self.tls_ca).is_err() {
+            return bad(format!("l2.tls_ca {:?} cannot be read", self.tls_ca));
+        }
+        if self.max_entry_bytes == 0 {
+            return bad("l2.max_entry_bytes must be at least 1".into());
+        }
+        if self.key_prefix.is_empty() || self.key_prefix.len() > 64 {
+            return bad("l2.key_prefix must be 1 to 64 bytes".into());
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn l2_url_forms() {
+        let c = Config::from_toml(
+            "[l2]\nmode = \"on\"\nurl = [\"redis://a:1\", \"redis://b:2\"]\nvalidate_hits = \"remote\"\n",
+            "x",
+        )
+        .unwrap();
+        assert_eq!(c.l2.url.nodes(), vec!["redis://a:1", "redis://b:2"]);
+        assert_eq!(c.l2.validate_hits, ValidateHits::Remote);
+        c.validate().unwrap();
+        assert_eq!(
+            L2Url::parse_flag("redis://x:1"),
+            L2Url::One("redis://x:1".into())
+        );
+        assert_eq!(
+            L2Url::parse_flag("redis://x:1,redis://y:2").nodes().len(),
+            2
+        );
+        let mut c = Config::default();
+        c.l2.url = L2Url::One("http://x".into());
+        assert!(c.validate().unwrap_err().to_string().contains("l2.url"));
+    }
 
     #[test]
     fn defaults_are_valid() {

@@ -294,8 +294,111 @@ impl Collector for SharedCollector {
                 &buckets,
             )?;
         }
+        if let Some(l2) = &sh.l2 {
+            encode_l2(&mut e, l2)?;
+        }
         Ok(())
     }
+}
+
+/// The second level's figures (`Qcache_l2_*` as Prometheus metrics).
+fn encode_l2(e: &mut DescriptorEncoder, l2: &crate::cache::l2::L2) -> std::fmt::Result {
+    let s = &l2.stats;
+    let load = |c: &AtomicU64| c.load(Ordering::Relaxed);
+    gauge(
+        e,
+        "qcache_l2_up",
+        "1 while L2 is usable (connected, bumps resynced).",
+        u64::from(l2.usable()),
+    )?;
+    gauge(
+        e,
+        "qcache_l2_notifications_up",
+        "1 while the L2 bump channel is subscribed.",
+        u64::from(l2.notifications_up()),
+    )?;
+    let counters: [(&str, &str, &AtomicU64); 17] = [
+        ("qcache_l2_hits", "Misses of L1 served from L2.", &s.hits),
+        (
+            "qcache_l2_misses",
+            "L2 lookups that found no entry.",
+            &s.misses,
+        ),
+        (
+            "qcache_l2_stale_rejections",
+            "L2 entries refused because a version moved.",
+            &s.stale,
+        ),
+        (
+            "qcache_l2_malformed",
+            "L2 values refused as malformed or mismatched.",
+            &s.malformed,
+        ),
+        (
+            "qcache_l2_errors",
+            "L2 operations that failed or timed out.",
+            &s.errors,
+        ),
+        ("qcache_l2_stores", "Entries written to L2.", &s.stores),
+        (
+            "qcache_l2_store_bytes",
+            "Bytes written to L2 as entries.",
+            &s.store_bytes,
+        ),
+        ("qcache_l2_hit_bytes", "Bytes served from L2.", &s.hit_bytes),
+        (
+            "qcache_l2_too_large",
+            "Results over l2.max_entry_bytes, kept in L1 only.",
+            &s.too_large,
+        ),
+        ("qcache_l2_bumps", "Versions raised in L2.", &s.bumps),
+        (
+            "qcache_l2_notifications",
+            "Bumps learned from other instances.",
+            &s.notifications,
+        ),
+        (
+            "qcache_l2_remote_checks",
+            "Strict mode: hits checked against L2.",
+            &s.remote_checks,
+        ),
+        (
+            "qcache_l2_remote_rejects",
+            "Strict mode: hits refused by L2.",
+            &s.remote_rejects,
+        ),
+        (
+            "qcache_l2_lease_waits",
+            "Misses that waited for another instance's fill.",
+            &s.lease_waits,
+        ),
+        (
+            "qcache_l2_lease_served",
+            "Lease waits served from the other instance's fill.",
+            &s.lease_served,
+        ),
+        ("qcache_l2_downs", "Times L2 was marked down.", &s.downs),
+        (
+            "qcache_l2_recoveries",
+            "Times L2 came back after being down.",
+            &s.recoveries,
+        ),
+    ];
+    for (name, help, c) in counters {
+        counter(e, name, help, load(c))?;
+    }
+    counter(
+        e,
+        "qcache_l2_notify_losses",
+        "Times the bump channel was lost (every L1 entry dropped).",
+        load(&s.notify_losses),
+    )?;
+    histogram(
+        e,
+        "qcache_l2_latency_seconds",
+        "Every L2 round trip (lookups, checks, stores, bumps, pings).",
+        &s.latency,
+    )
 }
 
 /// The `/metrics` body in the Prometheus text format, and its content type.

@@ -188,6 +188,9 @@ pub fn status(shared: &Shared) -> Rows {
         Some(b) => format!("{:?}", b.status()),
     };
     rows.push(("Qcache_binlog".into(), binlog));
+    for (n, v) in shared.l2.iter().flat_map(|l| l.status_rows()) {
+        rows.push((n.to_string(), v.to_string()));
+    }
     if let Some(b) = &shared.binlog {
         let lag = b
             .last_event_lag()

@@ -44,6 +44,9 @@ pub struct Entry {
     /// `FOUND_ROWS()` after the statement ran: what the server's diagnostics must say after
     /// a hit (`policy::diagnostics`).
     pub found_rows: u64,
+    /// The L2 versions this result was computed under, when L2 vouched for it: what strict
+    /// mode (`l2.validate_hits = "remote"`) checks before serving it.
+    pub l2: Option<super::l2::L2Stamps>,
 }
 
 impl Entry {
@@ -60,11 +63,18 @@ impl Entry {
             expires: None,
             hits: AtomicU64::new(0),
             found_rows: 0,
+            l2: None,
         }
     }
 
     pub fn with_found_rows(mut self, n: u64) -> Entry {
         self.found_rows = n;
+        self
+    }
+
+    /// Records the L2 versions the result was computed under.
+    pub fn with_l2(mut self, stamps: Option<super::l2::L2Stamps>) -> Entry {
+        self.l2 = stamps;
         self
     }
 
@@ -113,7 +123,12 @@ impl Entry {
     pub fn weight(&self) -> u64 {
         let stamps = self.stamps.tables.len() * std::mem::size_of::<(TableHandle, u64)>();
         let sql = self.sql.as_ref().map_or(0, |s| s.len());
-        (self.bytes.len() + std::mem::size_of::<Entry>() + stamps + sql) as u64 + OVERHEAD_BYTES
+        let l2: usize = self
+            .l2
+            .as_ref()
+            .map_or(0, |s| s.iter().map(|(d, _)| d.len() + 32).sum());
+        (self.bytes.len() + std::mem::size_of::<Entry>() + stamps + sql + l2) as u64
+            + OVERHEAD_BYTES
     }
 
     /// The stored status flags with the per-session bits taken from the session.

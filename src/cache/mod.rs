@@ -24,6 +24,7 @@
 
 pub mod entry;
 pub mod key;
+pub mod l2;
 pub mod latency;
 pub mod plans;
 pub mod privileges;

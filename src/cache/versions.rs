@@ -9,6 +9,19 @@ use std::sync::Arc;
 use dashmap::DashMap;
 
 use super::privileges::Privileges;
+/// Told of every local bump, so that a shared second level (`cache::l2`) raises the same
+/// versions fleet-wide. Called synchronously from `bump*`: it must only queue.
+pub trait BumpSink: Send + Sync {
+    fn table(&self, schema: &str, name: &str);
+    fn schema(&self, schema: &str);
+    fn all(&self);
+    /// This instance's binlog tail may have missed events (it lost or started its stream).
+    /// What others hold need not be invalidated if another tail was watching; by default it
+    /// is.
+    fn gap(&self) {
+        self.all();
+    }
+}
 
 /// One table's generation.
 #[derive(Debug)]
@@ -44,6 +57,14 @@ pub struct Versions {
     epoch: AtomicU64,
     /// Users' privilege generations, part of every key's fingerprint.
     pub privileges: Privileges,
+    /// Set once when an L2 runs; bumps learned from L2 itself use the `_quiet` forms.
+    sink: std::sync::OnceLock<Arc<dyn BumpSink>>,
+}
+
+impl std::fmt::Debug for dyn BumpSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("BumpSink")
+    }
 }
 
 impl Versions {
@@ -71,6 +92,14 @@ impl Versions {
 
     /// Gives the table a new generation; every entry stamped with an older one is now stale.
     pub fn bump(&self, t: &TableVersion) {
+        self.bump_quiet(t);
+        if let Some(s) = self.sink.get() {
+            s.table(&t.schema, &t.name);
+        }
+    }
+
+    /// `bump` without telling the sink: for bumps that came from the sink's side.
+    pub fn bump_quiet(&self, t: &TableVersion) {
         let v = self.seq.fetch_add(1, Ordering::AcqRel) + 1;
         t.version.fetch_max(v, Ordering::AcqRel);
         if t.privileges {
@@ -78,6 +107,11 @@ impl Versions {
             self.privileges
                 .apply(&crate::policy::privileges::PrivilegeChange::privilege_table());
         }
+    }
+
+    /// Installs the sink told of every later bump; false when one is already set.
+    pub fn set_sink(&self, sink: Arc<dyn BumpSink>) -> bool {
+        self.sink.set(sink).is_ok()
     }
 
     pub fn bump_name(&self, schema: &str, name: &str) {
@@ -95,7 +129,11 @@ impl Versions {
             .map(|e| e.value().clone())
             .collect();
         for t in &handles {
-            self.bump(t);
+            self.bump_quiet(t);
+        }
+        // Others may hold entries on tables of this schema that this registry never saw.
+        if let Some(s) = self.sink.get() {
+            s.schema(schema);
         }
         handles.len()
     }
@@ -103,6 +141,22 @@ impl Versions {
     /// Invalidates everything. The sequence moves too, so open transactions' snapshots
     /// see every table as changed.
     pub fn bump_all(&self) {
+        self.bump_all_quiet();
+        if let Some(s) = self.sink.get() {
+            s.all();
+        }
+    }
+
+    /// `bump_all` for a binlog gap: local entries all go; the sink decides about shared ones.
+    pub fn bump_all_gap(&self) {
+        self.bump_all_quiet();
+        if let Some(s) = self.sink.get() {
+            s.gap();
+        }
+    }
+
+    /// `bump_all` without telling the sink.
+    pub fn bump_all_quiet(&self) {
         self.seq.fetch_add(1, Ordering::AcqRel);
         self.epoch.fetch_add(1, Ordering::AcqRel);
     }

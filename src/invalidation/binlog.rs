@@ -532,6 +532,13 @@ impl Inv {
         self.versions.bump_all();
         self.stats.invalidation(InvalidationSource::Binlog);
     }
+
+    /// `all` for a gap in the stream: a shared L2 is invalidated only if no other
+    /// instance's tail was watching meanwhile (`cache::l2`).
+    fn all_gap(&self) {
+        self.versions.bump_all_gap();
+        self.stats.invalidation(InvalidationSource::Binlog);
+    }
 }
 
 /// What the current transaction changed so far.
@@ -800,7 +807,7 @@ impl Tail {
                 if resume.is_none() {
                     // Everything before the position we start from happened while no tail was
                     // watching: invalidate it all before anyone is told we are connected.
-                    self.inv.all();
+                    self.inv.all_gap();
                     self.shared.bumps.fetch_add(1, Ordering::Relaxed);
                     if self.ever_streamed {
                         self.shared.gaps.fetch_add(1, Ordering::Relaxed);

@@ -30,6 +30,8 @@ pub enum CatalogError {
     Upstream(#[from] mysql_async::Error),
     #[error("catalog: loading information_schema took longer than {0:?}")]
     Timeout(Duration),
+    #[error("catalog: the name {0} cannot be looked up exactly")]
+    Unreadable(String),
 }
 
 /// What a read of some tables depends on.
@@ -744,9 +746,11 @@ impl Catalog {
         .await;
         match partial {
             Ok(Ok(fresh)) => {
+                let loaded = needed.elapsed();
                 let mut raw = base;
                 raw.replace(changed, &children, fresh);
                 self.install(&mut st, raw);
+                tracing::debug!(?loaded, took = ?needed.elapsed(), ?changed, "catalog: partial refresh");
                 Ok(())
             }
             _ => {
@@ -953,24 +957,41 @@ async fn load_changed(
                 continue;
             }
             let whole = changed.schemas.contains(&lower_schema);
-            let filter = if whole {
-                String::new()
+            let select =
+                "SELECT TABLE_SCHEMA, TABLE_NAME, TABLE_TYPE FROM information_schema.TABLES";
+            let mut rows: Vec<Row> = Vec::new();
+            if whole {
+                let sql = format!("{select} WHERE TABLE_SCHEMA = {}", lit(&schema));
+                rows = conn.query(sql).await?;
             } else {
+                // The names alone come from the schema's directory listing; TABLE_TYPE would
+                // make the server read every table's definition in the schema. Then each
+                // relation found is read by its exact name.
                 let names: Vec<String> = changed
                     .objects
                     .iter()
                     .filter(|(s, _)| *s == lower_schema)
                     .map(|(_, n)| lit(n))
                     .collect();
-                format!(" AND LOWER(TABLE_NAME) IN ({})", names.join(", "))
-            };
-            let rows: Vec<Row> = conn
-                .query(format!(
-                    "SELECT TABLE_SCHEMA, TABLE_NAME, TABLE_TYPE FROM information_schema.TABLES \
-                     WHERE TABLE_SCHEMA = {}{filter}",
-                    lit(&schema)
-                ))
-                .await?;
+                let spelled: Vec<Row> = conn
+                    .query(format!(
+                        "SELECT TABLE_NAME FROM information_schema.TABLES \
+                         WHERE TABLE_SCHEMA = {} AND LOWER(TABLE_NAME) IN ({})",
+                        lit(&schema),
+                        names.join(", ")
+                    ))
+                    .await?;
+                for mut r in spelled {
+                    // Lower-cased, it is one of the names checked in refresh_changed.
+                    let name = text(&mut r, 0);
+                    let sql = format!(
+                        "{select} WHERE TABLE_SCHEMA = {} AND TABLE_NAME = {}",
+                        lit(&schema),
+                        lit(&name)
+                    );
+                    rows.extend(conn.query::<Row, _>(sql).await?);
+                }
+            }
             let mut found = Vec::new();
             for mut r in rows {
                 found.push((text(&mut r, 0), text(&mut r, 1), text(&mut r, 2)));
@@ -1028,6 +1049,9 @@ async fn load_changed(
         }
     }
     for (s, t) in children {
+        if s.contains('\\') || t.contains('\\') {
+            return Err(CatalogError::Unreadable(format!("{s}.{t}")));
+        }
         let lower_schema = s.to_lowercase();
         if !skipped(&lower_schema) {
             foreign_keys_of(conn, s, Some(t), &mut raw).await?;

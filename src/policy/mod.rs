@@ -8,5 +8,6 @@
 pub mod classify;
 pub mod context;
 pub mod diagnostics;
+pub mod l2;
 pub mod privileges;
 pub mod snapshot;

@@ -7,6 +7,7 @@ pub mod conn;
 mod context;
 mod diagnostics;
 pub mod handshake;
+mod l2;
 pub mod plans;
 mod privileges;
 mod query;

@@ -7,12 +7,14 @@ use std::time::{Duration, Instant};
 use bytes::{BufMut, Bytes, BytesMut};
 
 use super::diagnostics::{Rewrite, CLIENT_LEG_STATUS};
+use super::l2::L2Step;
 use super::plans::Outcome;
 use super::relay::{Fill, KEEP_SCRATCH};
 use super::state::Prepared;
 use super::{Session, SessionError};
 use crate::admin::{rules, statements};
 use crate::analysis::{self, Analysis, Hint, Kind, QcAssign, ReadInfo, WriteInfo, WriteTargets};
+use crate::cache::l2::{now_ms, L2Entry};
 use crate::cache::{key, Claim, Entry, Key, Stamps, TableHandle};
 use crate::config::{Conservative, QueryCacheType};
 use crate::invalidation::catalog::{ReadResolution, TableName};
@@ -200,9 +202,13 @@ impl Session {
             return Ok(None);
         }
         let started = Instant::now();
-        let Some(e) = self.lookup(key(self.st.fingerprint, TAG_TEXT, sql), &mode) else {
+        let k = key(self.st.fingerprint, TAG_TEXT, sql);
+        let Some(e) = self.lookup(k, &mode) else {
             return Ok(Some(false));
         };
+        if self.shared.l2_remote && !self.l2_confirm(k, &e).await {
+            return Ok(Some(false));
+        }
         self.serve_hit(&e, started).await?;
         Ok(Some(true))
     }
@@ -253,7 +259,9 @@ impl Session {
         if let (Some(mode), false) = (&mode, tried) {
             let started = Instant::now();
             if let Some(e) = self.lookup(key, mode) {
-                return self.serve_hit(&e, started).await;
+                if !self.shared.l2_remote || self.l2_confirm(key, &e).await {
+                    return self.serve_hit(&e, started).await;
+                }
             }
         }
         // Miss: from here on parsing is allowed.
@@ -335,7 +343,11 @@ impl Session {
 
     /// `started` is when the lookup began: the hit-latency histogram covers lookup and
     /// write, one clock pair per hit.
-    async fn serve_hit(&mut self, e: &Entry, started: Instant) -> Result<(), SessionError> {
+    pub(super) async fn serve_hit(
+        &mut self,
+        e: &Entry,
+        started: Instant,
+    ) -> Result<(), SessionError> {
         let st = self.st.status;
         e.write_patched(st, self.client.wbuf());
         self.st.after_hit = Some(e.found_rows);
@@ -529,11 +541,33 @@ impl Session {
                 w.wait(self.shared.config().cache.stampede_timeout).await;
                 let started = Instant::now();
                 if let Some(e) = self.lookup(plan.key, &mode) {
-                    return self.serve_hit(&e, started).await.map(|_| false);
+                    if !self.shared.l2_remote || self.l2_confirm(plan.key, &e).await {
+                        return self.serve_hit(&e, started).await.map(|_| false);
+                    }
                 }
                 None
             }
         };
+        // L2 between L1 and the server, for plain reads (not inside transactions, whose
+        // snapshot L2 knows nothing of).
+        let mut guard = guard;
+        let mut l2_fill = None;
+        if guard.is_some()
+            && matches!(mode, ReadMode::Plain)
+            && self.st.temp_tables.is_empty()
+            && self.l2_usable()
+        {
+            match self.l2_before_forward(plan.key, &plan.tables).await {
+                L2Step::Hit(hit, l2_stamps) => {
+                    if let Some(g) = guard.take() {
+                        self.serve_l2_hit(g, hit, l2_stamps, stamps.clone(), sql)
+                            .await?;
+                        return Ok(false);
+                    }
+                }
+                L2Step::Fill { stamps, leased } => l2_fill = Some((stamps, leased)),
+            }
+        }
         let storable = snap.is_none_or(|s| stamps.valid_in(versions, &s));
         let cfg = self.shared.config();
         let mut fill = Fill::new(
@@ -567,18 +601,33 @@ impl Session {
             (reason, _) => {
                 self.fill_scratch = fill.into_scratch();
                 self.note_not_cached(reason.unwrap_or("unexpected_shape"));
+                if let Some((_, leased)) = l2_fill {
+                    self.l2_after_fill(plan.key, None, leased, None);
+                }
                 return Ok(true);
             }
         };
         let (bytes, scratch) = fill.take();
         self.fill_scratch = scratch;
+        let l2_copy = l2_fill.as_ref().map(|(_, _)| L2Entry {
+            stamps: Vec::new(),
+            bytes: bytes.clone(),
+            status_at: last,
+            meta_status_at: meta,
+            digest: plan.digest,
+            expires_at_ms: plan.ttl.map_or(0, |t| now_ms() + t.as_millis() as u64),
+        });
         let mut entry = Entry::new(bytes, last, stamps, plan.digest)
             .with_found_rows(found_rows.unwrap_or(0))
             .with_meta_status_at(meta)
-            .with_sql(&String::from_utf8_lossy(&sql[..sql.len().min(256)]));
+            .with_sql(&String::from_utf8_lossy(&sql[..sql.len().min(256)]))
+            .with_l2(l2_fill.as_ref().and_then(|(s, _)| s.clone()));
         if let Some(ttl) = plan.ttl {
             // The store still applies the global TTL when it is shorter.
             entry.expires = entry.created.checked_add(ttl);
+        }
+        if let Some((l2_stamps, leased)) = l2_fill {
+            self.l2_after_fill(plan.key, l2_stamps, leased, l2_copy);
         }
         // The store counts its own refusals (too large, stale fill).
         let _ = match (guard, snap) {
@@ -962,6 +1011,7 @@ impl Session {
             .cache
             .status_rows()
             .into_iter()
+            .chain(self.shared.l2.iter().flat_map(|l| l.status_rows()))
             .filter(|(name, _)| statements::like_match(&pattern, &name.to_ascii_lowercase()))
             .map(|(n, v)| (n.to_string(), v.to_string()))
             .collect();
@@ -1202,7 +1252,9 @@ impl Session {
         if let Some(mode) = &mode {
             let started = Instant::now();
             if let Some(e) = self.lookup(key, mode) {
-                return self.serve_hit(&e, started).await;
+                if !self.shared.l2_remote || self.l2_confirm(key, &e).await {
+                    return self.serve_hit(&e, started).await;
+                }
             }
         }
         let Some((sql, digest)) = self.st.stmts.get(&id).map(|s| (s.sql.clone(), s.digest)) else {

@@ -297,6 +297,8 @@ impl Session {
             }
             // Keep the bookkeeping so that later OKs of the same response bump again.
             self.st.pending = pending;
+            // Fleet-wide too, before the client can act on the OK.
+            self.l2_flush().await;
         }
         let Some(st) = new_status else { return };
         let was_in = self.st.status & status::IN_TRANS != 0;
@@ -305,6 +307,7 @@ impl Session {
             self.st.txn_boundary = false;
             if let Some(txn) = self.st.txn.take() {
                 self.shared.invalidate_written(&txn);
+                self.l2_flush().await;
             }
         }
         if st & status::IN_TRANS != 0 && self.st.txn.is_none() {

@@ -37,6 +37,10 @@ pub struct Shared {
     pub catalog: Arc<Catalog>,
     /// The binlog tail, when it runs.
     pub binlog: Option<Arc<BinlogHandle>>,
+    /// The shared second level (`l2.mode = "on"`); its settings need a restart.
+    pub l2: Option<Arc<crate::cache::l2::L2>>,
+    /// `l2.validate_hits = "remote"` with L2 on: the one flag an L1 hit reads.
+    pub l2_remote: bool,
     /// Client connections open now.
     pub connections: AtomicU64,
     /// Hit and miss timings for /metrics.
@@ -75,7 +79,13 @@ impl Shared {
                 binlog_analyser(catalog.clone()),
             )
         });
+        let l2 = config.l2.enabled().then(|| {
+            crate::cache::l2::L2::start(config.l2.clone(), cache.versions_arc(), binlog.clone())
+        });
+        let l2_remote = l2.as_ref().is_some_and(|l| l.remote_validation());
         Shared {
+            l2,
+            l2_remote,
             config: ArcSwap::from_pointee(config),
             cache,
             analyzer,

@@ -105,6 +105,7 @@ impl Shared {
             "invalidation.binlog/server_id/user/password",
         );
         restart(new.log.format != old.log.format, "log.format");
+        restart(new.l2 != old.l2, "l2");
         if new.server.upstream != old.server.upstream {
             notes.push(
                 "server.upstream changed: new sessions use it; the binlog tail and catalog \

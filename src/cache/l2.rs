@@ -1,0 +1,1378 @@
+//! The shared second-level cache in Redis/Valkey: table versions that only grow, entries
+//! stamped with them, the bump queue every local invalidation feeds, the notification channel
+//! other instances learn bumps from, fill leases, and the health state that keeps a down,
+//! slow or lying Redis out of the way (docs/fleet.md).
+//!
+//! Keys (all under `l2.key_prefix`):
+//! - `v:<dep>` a version: `e` (everything), `s:<schema>`, `t:<len>:<schema>.<table>`;
+//!   raised by a Lua script to `max(current + 1, Redis time in µs)`, so it only grows, even
+//!   when the key was lost and is created again;
+//! - `e:<hex key>` an entry (`encode`), with a PX expiry of `l2.ttl`;
+//! - `l:<hex key>` a fill lease (SET NX PX);
+//! - channel `bumps`: `<instance id> <dep>` for every bump, published by the bump script;
+//! - `tails`: a sorted set of the binlog tails watching now (`<id>:<connection>` scored by
+//!   the Redis time of its last heartbeat), so that a tail (re)starting invalidates the
+//!   fleet's entries only when no other tail was watching (see [`L2::resolve_gap`]).
+
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use arc_swap::ArcSwapOption;
+use bytes::{BufMut, Bytes, BytesMut};
+use futures::StreamExt;
+use redis::aio::{ConnectionLike, MultiplexedConnection};
+use redis::cluster_async::ClusterConnection;
+use redis::{Cmd, Pipeline, RedisFuture, Script, Value};
+use tokio::sync::{watch, Notify};
+use tracing::{info, warn};
+
+use super::key::Key;
+use super::versions::{BumpSink, TableHandle, Versions};
+use crate::admin::metrics::LatencyHistogram;
+use crate::config::{L2Config, L2Url, ValidateHits};
+use crate::invalidation::binlog::BinlogHandle;
+use crate::policy::l2::{judge, next_backoff, L2Verdict, BACKOFF_MIN};
+
+/// Why an L2 operation gave nothing; every kind means "bypass L2 for this one".
+#[derive(Debug, thiserror::Error)]
+pub enum L2Error {
+    #[error("L2 is down")]
+    Down,
+    #[error("L2 did not answer within {0:?}")]
+    Timeout(Duration),
+    #[error("L2: {0}")]
+    Redis(#[from] redis::RedisError),
+    #[error("L2 answered something malformed: {0}")]
+    Malformed(&'static str),
+}
+
+/// Bumps waiting to be raised in L2 before this many are queued are kept one by one; past it
+/// (a burst of DDL, a flood while L2 is down) the whole set is replaced by one `e` bump.
+const MAX_QUEUED_DEPS: usize = 4096;
+/// How often a healthy L2 is pinged, so a stalled Redis is noticed without traffic.
+const PING_EVERY: Duration = Duration::from_millis(250);
+const MAGIC: &[u8; 4] = b"QC2E";
+
+/// The L2 versions an entry was computed under: dependency names and values, in the order
+/// [`deps_of`] gives.
+pub type L2Stamps = Arc<[(String, u64)]>;
+
+/// The dependency names of a read on `tables`: everything, each schema, each table. Sorted
+/// and unique, so every instance names the same read the same way.
+pub fn deps_of(tables: &[TableHandle]) -> Vec<String> {
+    let mut set = BTreeSet::new();
+    set.insert("e".to_string());
+    for t in tables {
+        set.insert(schema_dep(&t.schema));
+        set.insert(table_dep(&t.schema, &t.name));
+    }
+    set.into_iter().collect()
+}
+
+fn schema_dep(schema: &str) -> String {
+    format!("s:{schema}")
+}
+
+/// The schema's length makes the name unambiguous whatever the identifiers contain.
+fn table_dep(schema: &str, name: &str) -> String {
+    format!("t:{}:{schema}.{name}", schema.len())
+}
+
+/// What a dependency name means, for bumps learned from the channel.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Dep<'a> {
+    All,
+    Schema(&'a str),
+    Table(&'a str, &'a str),
+}
+
+pub fn parse_dep(d: &str) -> Option<Dep<'_>> {
+    if d == "e" {
+        return Some(Dep::All);
+    }
+    if let Some(s) = d.strip_prefix("s:") {
+        return Some(Dep::Schema(s));
+    }
+    let rest = d.strip_prefix("t:")?;
+    let (len, rest) = rest.split_once(':')?;
+    let len: usize = len.parse().ok()?;
+    let schema = rest.get(..len)?;
+    let name = rest.get(len..)?.strip_prefix('.')?;
+    Some(Dep::Table(schema, name))
+}
+
+/// A result as L2 stores it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct L2Entry {
+    pub stamps: Vec<(String, u64)>,
+    pub bytes: Bytes,
+    pub status_at: usize,
+    pub meta_status_at: Option<usize>,
+    pub digest: u64,
+    /// Unix time in ms after which the entry must not be served (a rule's TTL); 0 for none.
+    pub expires_at_ms: u64,
+}
+
+/// `QC2E`, dependency count, each (name, version), offsets, digest, expiry, bytes, then an
+/// xxh3 checksum of everything before it: a value that is not ours, or was cut, is refused.
+pub fn encode(e: &L2Entry) -> Vec<u8> {
+    let mut b = BytesMut::with_capacity(e.bytes.len() + 64 + e.stamps.len() * 40);
+    b.put_slice(MAGIC);
+    b.put_u16_le(e.stamps.len() as u16);
+    for (n, v) in &e.stamps {
+        b.put_u16_le(n.len() as u16);
+        b.put_slice(n.as_bytes());
+        b.put_u64_le(*v);
+    }
+    b.put_u32_le(e.status_at as u32);
+    b.put_u32_le(e.meta_status_at.map_or(u32::MAX, |m| m as u32));
+    b.put_u64_le(e.digest);
+    b.put_u64_le(e.expires_at_ms);
+    b.put_u32_le(e.bytes.len() as u32);
+    b.put_slice(&e.bytes);
+    let sum = xxhash_rust::xxh3::xxh3_64(&b);
+    b.put_u64_le(sum);
+    b.to_vec()
+}
+
+pub fn decode(raw: &[u8]) -> Result<L2Entry, L2Error> {
+    let bad = L2Error::Malformed;
+    if raw.len() < 8 {
+        return Err(bad("short entry"));
+    }
+    let (body, sum) = raw.split_at(raw.len() - 8);
+    let sum = u64::from_le_bytes(sum.try_into().map_err(|_| bad("checksum"))?);
+    if xxhash_rust::xxh3::xxh3_64(body) != sum {
+        return Err(bad("checksum mismatch"));
+    }
+    let mut r = Reader(body);
+    if r.take(4)? != MAGIC {
+        return Err(bad("not a qcache entry"));
+    }
+    let n = r.u16()? as usize;
+    let mut stamps = Vec::with_capacity(n.min(64));
+    for _ in 0..n {
+        let len = r.u16()? as usize;
+        let name = std::str::from_utf8(r.take(len)?).map_err(|_| bad("dependency name"))?;
+        stamps.push((name.to_string(), r.u64()?));
+    }
+    let status_at = r.u32()? as usize;
+    let meta = r.u32()?;
+    let digest = r.u64()?;
+    let expires_at_ms = r.u64()?;
+    let len = r.u32()? as usize;
+    let bytes = Bytes::copy_from_slice(r.take(len)?);
+    if !r.0.is_empty() {
+        return Err(bad("trailing bytes"));
+    }
+    // The offsets a hit patches must lie inside the bytes (as `Entry::is_well_formed`).
+    let fits = |at: usize| at.checked_add(2).is_some_and(|end| end <= bytes.len());
+    if !fits(status_at)
+        || (meta != u32::MAX && !(fits(meta as usize) && (meta as usize) < status_at))
+    {
+        return Err(bad("status offsets"));
+    }
+    Ok(L2Entry {
+        stamps,
+        bytes,
+        status_at,
+        meta_status_at: (meta != u32::MAX).then_some(meta as usize),
+        digest,
+        expires_at_ms,
+    })
+}
+
+struct Reader<'a>(&'a [u8]);
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], L2Error> {
+        if self.0.len() < n {
+            return Err(L2Error::Malformed("truncated entry"));
+        }
+        let (a, b) = self.0.split_at(n);
+        self.0 = b;
+        Ok(a)
+    }
+    fn u16(&mut self) -> Result<u16, L2Error> {
+        Ok(u16::from_le_bytes(
+            self.take(2)?.try_into().unwrap_or([0; 2]),
+        ))
+    }
+    fn u32(&mut self) -> Result<u32, L2Error> {
+        Ok(u32::from_le_bytes(
+            self.take(4)?.try_into().unwrap_or([0; 4]),
+        ))
+    }
+    fn u64(&mut self) -> Result<u64, L2Error> {
+        Ok(u64::from_le_bytes(
+            self.take(8)?.try_into().unwrap_or([0; 8]),
+        ))
+    }
+}
+
+pub fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// Raises one version to `max(current + 1, Redis time in µs)` and publishes the bump. Time
+/// keeps a version that was lost (eviction, FLUSHALL) from coming back lower than before.
+const BUMP_LUA: &str = r"
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local cur = tonumber(redis.call('GET', KEYS[1]) or '0') or 0
+local v = cur + 1
+if now > v then v = now end
+local s = string.format('%.0f', v)
+redis.call('SET', KEYS[1], s)
+if ARGV[1] ~= '' then redis.call('PUBLISH', ARGV[1], ARGV[2]) end
+return s
+";
+
+/// Refreshes this tail's heartbeat (ARGV[1], empty for none), drops its previous one
+/// (ARGV[2]) and heartbeats older than a minute; returns Redis time in µs.
+const TAILS_LUA: &str = r"
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+if ARGV[2] ~= '' then redis.call('ZREM', KEYS[1], ARGV[2]) end
+if ARGV[1] ~= '' then redis.call('ZADD', KEYS[1], now, ARGV[1]) end
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - 60000000)
+return string.format('%.0f', now)
+";
+
+/// 1 when a tail other than ARGV[2] (an id prefix) heartbeated at or after ARGV[1] (µs).
+const OTHER_TAIL_LUA: &str = r"
+local m = redis.call('ZRANGEBYSCORE', KEYS[1], ARGV[1], '+inf')
+for _, x in ipairs(m) do
+  if string.sub(x, 1, #ARGV[2]) ~= ARGV[2] then return 1 end
+end
+return 0
+";
+
+/// How long a tail that (re)started waits for another tail's heartbeat before it
+/// invalidates every L2 entry: several heartbeat periods.
+const GAP_WAIT: Duration = Duration::from_millis(1500);
+
+/// Reads versions; one that is missing is created at Redis time, which is above any value it
+/// had, so entries stamped before it was lost stay stale.
+const READ_LUA: &str = r"
+local t = redis.call('TIME')
+local now = string.format('%.0f', tonumber(t[1]) * 1000000 + tonumber(t[2]))
+local out = {}
+for i, k in ipairs(KEYS) do
+  local v = redis.call('GET', k)
+  if not v then
+    redis.call('SET', k, now)
+    v = now
+  end
+  out[i] = v
+end
+return out
+";
+
+/// One connection to a standalone Redis or to a cluster.
+#[derive(Clone)]
+enum Conn {
+    One(MultiplexedConnection),
+    Cluster(ClusterConnection),
+}
+
+impl ConnectionLike for Conn {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        match self {
+            Conn::One(c) => c.req_packed_command(cmd),
+            Conn::Cluster(c) => c.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        cmd: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        match self {
+            Conn::One(c) => c.req_packed_commands(cmd, offset, count),
+            Conn::Cluster(c) => c.req_packed_commands(cmd, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            Conn::One(c) => c.get_db(),
+            Conn::Cluster(c) => c.get_db(),
+        }
+    }
+}
+
+/// Counters behind `Qcache_l2_*` and `/metrics`.
+#[derive(Debug, Default)]
+pub struct L2Stats {
+    pub hits: AtomicU64,
+    pub misses: AtomicU64,
+    /// Entries found whose versions had moved (the fill race and ordinary staleness).
+    pub stale: AtomicU64,
+    /// Values that were not a well-formed entry, or version lists that did not match.
+    pub malformed: AtomicU64,
+    /// Operations that failed or timed out.
+    pub errors: AtomicU64,
+    pub stores: AtomicU64,
+    pub store_bytes: AtomicU64,
+    pub hit_bytes: AtomicU64,
+    pub too_large: AtomicU64,
+    /// Versions raised in L2 (one per dependency).
+    pub bumps: AtomicU64,
+    /// Bumps learned from other instances over the channel.
+    pub notifications: AtomicU64,
+    /// Strict mode: hits checked against L2, and those refused.
+    pub remote_checks: AtomicU64,
+    pub remote_rejects: AtomicU64,
+    /// Misses that waited for another instance's fill lease, and of those, served from it.
+    pub lease_waits: AtomicU64,
+    pub lease_served: AtomicU64,
+    /// Healthy → down transitions, and down → healthy ones.
+    pub downs: AtomicU64,
+    pub recoveries: AtomicU64,
+    /// Times the notification channel was lost (each drops every L1 entry).
+    pub notify_losses: AtomicU64,
+    /// Binlog gaps of this instance's tail another tail watched through, and those nobody
+    /// did (each invalidated every L2 entry).
+    pub gaps_covered: AtomicU64,
+    pub gaps_uncovered: AtomicU64,
+    /// Every L2 round trip.
+    pub latency: LatencyHistogram,
+}
+
+#[derive(Default)]
+struct Queue {
+    /// Sequence of the last dependency queued.
+    seq: u64,
+    deps: BTreeSet<String>,
+    /// Too many to keep one by one: raise `e` instead.
+    overflow: bool,
+}
+
+impl Queue {
+    fn push(&mut self, d: String) {
+        self.seq += 1;
+        if self.overflow {
+            return;
+        }
+        if self.deps.len() >= MAX_QUEUED_DEPS {
+            self.overflow = true;
+            self.deps.clear();
+            return;
+        }
+        self.deps.insert(d);
+    }
+
+    fn take(&mut self) -> (u64, Vec<String>) {
+        let overflow = std::mem::take(&mut self.overflow);
+        let mut deps: Vec<String> = std::mem::take(&mut self.deps).into_iter().collect();
+        if overflow {
+            deps = vec!["e".to_string()];
+        }
+        (self.seq, deps)
+    }
+}
+
+/// What [`L2::lookup`] found.
+#[derive(Debug)]
+pub enum Lookup {
+    /// A current entry, with the versions that vouch for it.
+    Hit(L2Entry, L2Stamps),
+    /// Nothing servable; the versions read now are the stamps for this read's fill.
+    Miss(L2Stamps),
+    /// L2 cannot be used for this read.
+    Unavailable,
+}
+
+/// The second level. One per qcache instance (`Shared::l2`).
+pub struct L2 {
+    cfg: L2Config,
+    /// Random per process: the channel's own messages are recognised and skipped.
+    id: String,
+    conn: ArcSwapOption<Conn>,
+    healthy: AtomicBool,
+    /// Set while the notification channel is subscribed.
+    notify_up: AtomicBool,
+    versions: Arc<Versions>,
+    queue: Mutex<Queue>,
+    /// Bumps that could not be raised while L2 was down: raised before it is used again.
+    resync: Mutex<Queue>,
+    /// Shared with the tasks, which hold the L2 itself only weakly.
+    wake_bumper: Arc<Notify>,
+    wake_health: Arc<Notify>,
+    /// Sequence of the last queued bump that has been raised (or given up on).
+    done: watch::Sender<u64>,
+    /// Moves on every healthy → down transition, so the subscriber restarts.
+    down_gen: watch::Sender<u64>,
+    bump: Script,
+    read: Script,
+    tails: Script,
+    other_tail: Script,
+    /// This instance's binlog tail, whose heartbeat tells others it watches.
+    tail: Option<Arc<BinlogHandle>>,
+    /// Set when the tail lost or (re)started its stream, until [`L2::resolve_gap`] decided
+    /// whether the fleet's entries must go; L2 is not read meanwhile.
+    gap_pending: AtomicBool,
+    /// The heartbeat member last written, to replace it.
+    heartbeat: Mutex<Option<String>>,
+    pub stats: L2Stats,
+    tasks: Mutex<Vec<tokio::task::AbortHandle>>,
+}
+
+impl std::fmt::Debug for L2 {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("L2")
+            .field("healthy", &self.healthy())
+            .field("id", &self.id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for L2 {
+    fn drop(&mut self) {
+        if let Ok(t) = self.tasks.lock() {
+            for h in t.iter() {
+                h.abort();
+            }
+        }
+    }
+}
+
+/// Queues every local bump for L2; holds the L2 weakly, as L2 holds the versions.
+struct Sink(Weak<L2>);
+
+impl BumpSink for Sink {
+    fn table(&self, schema: &str, name: &str) {
+        if let Some(l2) = self.0.upgrade() {
+            l2.enqueue(table_dep(schema, name));
+        }
+    }
+    fn schema(&self, schema: &str) {
+        if let Some(l2) = self.0.upgrade() {
+            l2.enqueue(schema_dep(schema));
+        }
+    }
+    fn all(&self) {
+        if let Some(l2) = self.0.upgrade() {
+            l2.enqueue("e".into());
+        }
+    }
+    fn gap(&self) {
+        if let Some(l2) = self.0.upgrade() {
+            l2.gap_pending.store(true, Ordering::Release);
+            l2.wake_health.notify_one();
+        }
+    }
+}
+
+impl L2 {
+    /// Starts the L2 client in the background of the current runtime: it is down until the
+    /// first connection succeeds, and never blocks the caller.
+    pub fn start(
+        cfg: L2Config,
+        versions: Arc<Versions>,
+        tail: Option<Arc<BinlogHandle>>,
+    ) -> Arc<L2> {
+        let id = format!("{:016x}", {
+            use std::hash::{BuildHasher, Hasher};
+            let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+            h.write_u128(std::process::id() as u128 ^ now_ms() as u128);
+            h.finish()
+        });
+        let l2 = Arc::new(L2 {
+            cfg,
+            id,
+            conn: ArcSwapOption::empty(),
+            healthy: AtomicBool::new(false),
+            notify_up: AtomicBool::new(false),
+            versions: versions.clone(),
+            queue: Mutex::new(Queue::default()),
+            resync: Mutex::new(Queue::default()),
+            wake_bumper: Arc::new(Notify::new()),
+            wake_health: Arc::new(Notify::new()),
+            done: watch::Sender::new(0),
+            down_gen: watch::Sender::new(0),
+            bump: Script::new(BUMP_LUA),
+            read: Script::new(READ_LUA),
+            tails: Script::new(TAILS_LUA),
+            other_tail: Script::new(OTHER_TAIL_LUA),
+            tail,
+            gap_pending: AtomicBool::new(false),
+            heartbeat: Mutex::new(None),
+            stats: L2Stats::default(),
+            tasks: Mutex::new(Vec::new()),
+        });
+        versions.set_sink(Arc::new(Sink(Arc::downgrade(&l2))));
+        let handles = vec![
+            tokio::spawn(health_task(Arc::downgrade(&l2), l2.wake_health.clone())).abort_handle(),
+            tokio::spawn(bump_task(Arc::downgrade(&l2), l2.wake_bumper.clone())).abort_handle(),
+            tokio::spawn(subscribe_task(Arc::downgrade(&l2))).abort_handle(),
+        ];
+        if let Ok(mut t) = l2.tasks.lock() {
+            *t = handles;
+        }
+        l2
+    }
+
+    pub fn config(&self) -> &L2Config {
+        &self.cfg
+    }
+
+    /// Whether L2 may be used now: connected, and every bump it missed raised since.
+    pub fn healthy(&self) -> bool {
+        self.healthy.load(Ordering::Acquire)
+    }
+
+    pub fn remote_validation(&self) -> bool {
+        self.cfg.validate_hits == ValidateHits::Remote
+    }
+
+    pub fn notifications_up(&self) -> bool {
+        self.notify_up.load(Ordering::Acquire)
+    }
+
+    fn key(&self, kind: &str, rest: &str) -> String {
+        format!("{}{kind}:{rest}", self.cfg.key_prefix)
+    }
+
+    fn entry_key(&self, k: Key) -> String {
+        self.key("e", &format!("{k:032x}"))
+    }
+
+    fn version_key(&self, dep: &str) -> String {
+        self.key("v", dep)
+    }
+
+    fn channel(&self) -> String {
+        format!("{}bumps", self.cfg.key_prefix)
+    }
+
+    fn enqueue(&self, dep: String) {
+        if let Ok(mut q) = self.queue.lock() {
+            q.push(dep);
+        }
+        self.wake_bumper.notify_one();
+    }
+
+    /// Waits (at most `l2.timeout`) until every bump queued so far is raised in L2: a write's
+    /// OK goes to its client only after this. A down or slow L2 is not waited for: what could
+    /// not be raised is raised before L2 is used again (and L2 is not used until then).
+    pub async fn flush(&self) {
+        let target = match self.queue.lock() {
+            Ok(q) => q.seq,
+            Err(_) => return,
+        };
+        let mut rx = self.done.subscribe();
+        if *rx.borrow() >= target || !self.healthy() {
+            return;
+        }
+        let wait = rx.wait_for(|d| *d >= target);
+        if tokio::time::timeout(self.cfg.timeout, wait).await.is_err() {
+            self.mark_down("a write's version bumps timed out");
+        }
+    }
+
+    /// Current connection, if L2 may be read and filled.
+    fn usable_conn(&self) -> Option<Conn> {
+        if !self.usable() {
+            return None;
+        }
+        self.conn.load_full().map(|c| (*c).clone())
+    }
+
+    /// Connection for raising versions: they are raised even while a binlog gap is being
+    /// decided.
+    fn bump_conn(&self) -> Option<Conn> {
+        if !self.healthy() {
+            return None;
+        }
+        self.conn.load_full().map(|c| (*c).clone())
+    }
+
+    /// Whether reads may use L2 now: healthy, and no binlog gap undecided.
+    pub fn usable(&self) -> bool {
+        self.healthy() && !self.gap_pending.load(Ordering::Acquire)
+    }
+
+    /// Runs `f` with the timeout, recording latency and errors; a failure marks L2 down.
+    async fn timed<T, F>(&self, what: &'static str, f: F) -> Result<T, L2Error>
+    where
+        F: std::future::Future<Output = Result<T, L2Error>>,
+    {
+        let started = Instant::now();
+        let r = match tokio::time::timeout(self.cfg.timeout, f).await {
+            Ok(r) => r,
+            Err(_) => Err(L2Error::Timeout(self.cfg.timeout)),
+        };
+        self.stats.latency.observe(started.elapsed());
+        if let Err(e) = &r {
+            CacheStatsExt::incr(&self.stats.errors);
+            if !matches!(e, L2Error::Malformed(_)) {
+                self.mark_down(what);
+            }
+        }
+        r
+    }
+
+    /// Reads the current versions of `deps` (creating missing ones).
+    async fn read_versions(
+        conn: &mut Conn,
+        read: &Script,
+        keys: &[String],
+    ) -> Result<Vec<u64>, L2Error> {
+        let raw: Vec<Value> = match conn {
+            Conn::One(_) => {
+                let mut inv = read.prepare_invoke();
+                for k in keys {
+                    inv.key(k);
+                }
+                inv.invoke_async(conn).await?
+            }
+            // Keys of different tables live in different slots: one call per key.
+            Conn::Cluster(_) => {
+                let futs = keys.iter().map(|k| {
+                    let mut c = conn.clone();
+                    let mut inv = read.prepare_invoke();
+                    inv.key(k);
+                    async move { inv.invoke_async::<Vec<Value>>(&mut c).await }
+                });
+                let mut out = Vec::with_capacity(keys.len());
+                for r in futures::future::join_all(futs).await {
+                    let mut v = r?;
+                    if v.len() != 1 {
+                        return Err(L2Error::Malformed("version reply"));
+                    }
+                    out.push(v.remove(0));
+                }
+                out
+            }
+        };
+        if raw.len() != keys.len() {
+            return Err(L2Error::Malformed("version count"));
+        }
+        raw.into_iter()
+            .map(|v| match v {
+                Value::BulkString(b) => std::str::from_utf8(&b)
+                    .ok()
+                    .and_then(|s| s.parse::<u64>().ok())
+                    .ok_or(L2Error::Malformed("version value")),
+                Value::Int(i) if i >= 0 => Ok(i as u64),
+                _ => Err(L2Error::Malformed("version value")),
+            })
+            .collect()
+    }
+
+    /// Looks `key` up for a read depending on `deps`: one round trip reads the entry and the
+    /// current versions together.
+    pub async fn lookup(&self, key: Key, deps: &[String]) -> Lookup {
+        let Some(mut conn) = self.usable_conn() else {
+            return Lookup::Unavailable;
+        };
+        let vkeys: Vec<String> = deps.iter().map(|d| self.version_key(d)).collect();
+        let ekey = self.entry_key(key);
+        let read = &self.read;
+        let r = self
+            .timed("lookup", async {
+                let mut c2 = conn.clone();
+                let get = async move {
+                    let mut cmd = redis::cmd("GET");
+                    cmd.arg(&ekey);
+                    cmd.query_async::<Option<Vec<u8>>>(&mut c2)
+                        .await
+                        .map_err(L2Error::from)
+                };
+                let (vers, raw) = futures::join!(Self::read_versions(&mut conn, read, &vkeys), get);
+                Ok((vers?, raw?))
+            })
+            .await;
+        let (current, raw) = match r {
+            Ok(x) => x,
+            Err(_) => return Lookup::Unavailable,
+        };
+        let stamps: L2Stamps = deps.iter().cloned().zip(current.iter().copied()).collect();
+        let Some(raw) = raw else {
+            CacheStatsExt::incr(&self.stats.misses);
+            return Lookup::Miss(stamps);
+        };
+        let entry = match decode(&raw) {
+            Ok(e) => e,
+            Err(e) => {
+                CacheStatsExt::incr(&self.stats.malformed);
+                warn_once(&self.stats.malformed, &e);
+                return Lookup::Miss(stamps);
+            }
+        };
+        let cur: Vec<(&str, Option<u64>)> = deps
+            .iter()
+            .map(String::as_str)
+            .zip(current.iter().map(|v| Some(*v)))
+            .collect();
+        let verdict = if self.cfg.unsafe_skip_version_check {
+            L2Verdict::Serve
+        } else {
+            judge(&entry.stamps, &cur)
+        };
+        let expired = entry.expires_at_ms != 0 && now_ms() >= entry.expires_at_ms;
+        match verdict {
+            L2Verdict::Serve if !expired => {
+                CacheStatsExt::incr(&self.stats.hits);
+                self.stats
+                    .hit_bytes
+                    .fetch_add(entry.bytes.len() as u64, Ordering::Relaxed);
+                let stamps: L2Stamps = entry.stamps.clone().into();
+                Lookup::Hit(entry, stamps)
+            }
+            L2Verdict::Serve | L2Verdict::Stale => {
+                CacheStatsExt::incr(&self.stats.stale);
+                Lookup::Miss(stamps)
+            }
+            L2Verdict::Mismatch | L2Verdict::MissingVersion => {
+                CacheStatsExt::incr(&self.stats.malformed);
+                Lookup::Miss(stamps)
+            }
+        }
+    }
+
+    /// Strict mode: whether an entry with these L2 stamps is still current. None when L2
+    /// cannot say (down or slow): the caller falls back to the local rule.
+    pub async fn confirm(&self, stamps: &[(String, u64)]) -> Option<bool> {
+        let mut conn = self.usable_conn()?;
+        CacheStatsExt::incr(&self.stats.remote_checks);
+        let vkeys: Vec<String> = stamps.iter().map(|(d, _)| self.version_key(d)).collect();
+        let current = self
+            .timed(
+                "remote check",
+                Self::read_versions(&mut conn, &self.read, &vkeys),
+            )
+            .await
+            .ok()?;
+        let cur: Vec<(&str, Option<u64>)> = stamps
+            .iter()
+            .map(|(d, _)| d.as_str())
+            .zip(current.iter().map(|v| Some(*v)))
+            .collect();
+        let ok = judge(stamps, &cur) == L2Verdict::Serve;
+        if !ok {
+            CacheStatsExt::incr(&self.stats.remote_rejects);
+        }
+        Some(ok)
+    }
+
+    /// Stores a filled entry in the background (the client already has its answer), and
+    /// releases the fill lease when `leased`.
+    pub fn store(self: &Arc<Self>, key: Key, entry: L2Entry, leased: bool) {
+        if entry.bytes.len() > self.cfg.max_entry_bytes {
+            CacheStatsExt::incr(&self.stats.too_large);
+            if leased {
+                self.release(key);
+            }
+            return;
+        }
+        let Some(mut conn) = self.usable_conn() else {
+            return;
+        };
+        let me = self.clone();
+        let ttl = match entry.expires_at_ms {
+            0 => self.cfg.ttl,
+            at => Duration::from_millis(at.saturating_sub(now_ms())).min(self.cfg.ttl),
+        };
+        tokio::spawn(async move {
+            let value = encode(&entry);
+            let n = value.len() as u64;
+            let ekey = me.entry_key(key);
+            let lkey = me.key("l", &format!("{key:032x}"));
+            let r = me
+                .timed("store", async {
+                    let mut p = redis::pipe();
+                    p.cmd("SET")
+                        .arg(&ekey)
+                        .arg(value)
+                        .arg("PX")
+                        .arg(ttl.as_millis().max(1) as u64)
+                        .ignore();
+                    if leased {
+                        p.cmd("DEL").arg(&lkey).ignore();
+                    }
+                    match &mut conn {
+                        // A cluster pipeline must stay within one slot; the lease and entry
+                        // keys differ, so send them one by one there.
+                        Conn::Cluster(_) => {
+                            for c in p.cmd_iter() {
+                                c.query_async::<Value>(&mut conn).await?;
+                            }
+                            Ok(())
+                        }
+                        Conn::One(_) => p.query_async::<()>(&mut conn).await.map_err(Into::into),
+                    }
+                })
+                .await;
+            if r.is_ok() {
+                CacheStatsExt::incr(&me.stats.stores);
+                me.stats.store_bytes.fetch_add(n, Ordering::Relaxed);
+            }
+        });
+    }
+
+    /// Tries to take the fill lease of `key`: true when this instance should fill (it holds
+    /// the lease, leases are off, or L2 cannot say).
+    pub async fn lease(&self, key: Key) -> bool {
+        if self.cfg.lease.is_zero() {
+            return true;
+        }
+        let Some(mut conn) = self.usable_conn() else {
+            return true;
+        };
+        let lkey = self.key("l", &format!("{key:032x}"));
+        let ms = self.cfg.lease.as_millis().max(1) as u64;
+        let r = self
+            .timed("lease", async {
+                let mut cmd = redis::cmd("SET");
+                cmd.arg(&lkey).arg(&self.id).arg("NX").arg("PX").arg(ms);
+                cmd.query_async::<Option<String>>(&mut conn)
+                    .await
+                    .map_err(L2Error::from)
+            })
+            .await;
+        !matches!(r, Ok(None))
+    }
+
+    fn release(self: &Arc<Self>, key: Key) {
+        let Some(mut conn) = self.usable_conn() else {
+            return;
+        };
+        let me = self.clone();
+        tokio::spawn(async move {
+            let lkey = me.key("l", &format!("{key:032x}"));
+            let _ = me
+                .timed("release", async {
+                    let mut cmd = redis::cmd("DEL");
+                    cmd.arg(&lkey);
+                    cmd.query_async::<Value>(&mut conn)
+                        .await
+                        .map(drop)
+                        .map_err(L2Error::from)
+                })
+                .await;
+        });
+    }
+
+    /// Lets go of a lease whose fill will not be stored.
+    pub fn abandon(self: &Arc<Self>, key: Key) {
+        if !self.cfg.lease.is_zero() {
+            self.release(key);
+        }
+    }
+
+    /// Marks L2 down (once per outage: logged and counted) and wakes the reconnector.
+    pub fn mark_down(&self, why: &str) {
+        if self.healthy.swap(false, Ordering::AcqRel) {
+            CacheStatsExt::incr(&self.stats.downs);
+            warn!(
+                reason = why,
+                "L2 down: bypassed until it answers again and bumps are resynced"
+            );
+            self.down_gen.send_modify(|g| *g += 1);
+        }
+        self.wake_health.notify_one();
+    }
+
+    /// Raises `deps` in L2, all at once. Err leaves L2 down.
+    async fn raise(&self, conn: &mut Conn, deps: &[String]) -> Result<(), L2Error> {
+        let channel = self.channel();
+        let futs = deps.iter().map(|d| {
+            let mut c = conn.clone();
+            let mut inv = self.bump.prepare_invoke();
+            inv.key(self.version_key(d))
+                .arg(&channel)
+                .arg(format!("{} {d}", self.id));
+            async move { inv.invoke_async::<Value>(&mut c).await }
+        });
+        let started = Instant::now();
+        let all = futures::future::join_all(futs);
+        let r = tokio::time::timeout(self.cfg.timeout, all).await;
+        self.stats.latency.observe(started.elapsed());
+        match r {
+            Err(_) => Err(L2Error::Timeout(self.cfg.timeout)),
+            Ok(rs) => {
+                for r in rs {
+                    r?;
+                }
+                self.stats
+                    .bumps
+                    .fetch_add(deps.len() as u64, Ordering::Relaxed);
+                Ok(())
+            }
+        }
+    }
+
+    /// After this instance's binlog tail lost or (re)started its stream: if another
+    /// instance's tail heartbeated after this point, it was watching through the gap and
+    /// every commit in it raised its versions; otherwise nobody was, and every L2 entry is
+    /// invalidated (`e`). Only then is L2 read again.
+    async fn resolve_gap(&self, conn: &mut Conn) -> Result<(), L2Error> {
+        let key = self.key("tails", "");
+        let now: String = self
+            .timed("tails", async {
+                let mut inv = self.tails.prepare_invoke();
+                inv.key(&key).arg("").arg("");
+                inv.invoke_async(conn).await.map_err(L2Error::from)
+            })
+            .await?;
+        let since: u64 = now.parse().map_err(|_| L2Error::Malformed("time"))?;
+        let deadline = Instant::now() + GAP_WAIT;
+        let covered = loop {
+            let n: i64 = self
+                .timed("tails", async {
+                    let mut inv = self.other_tail.prepare_invoke();
+                    inv.key(&key).arg(since).arg(format!("{}:", self.id));
+                    inv.invoke_async(conn).await.map_err(L2Error::from)
+                })
+                .await?;
+            if n == 1 {
+                break true;
+            }
+            if Instant::now() >= deadline {
+                break false;
+            }
+            tokio::time::sleep(PING_EVERY / 2).await;
+        };
+        if covered {
+            CacheStatsExt::incr(&self.stats.gaps_covered);
+            info!("binlog gap covered by another instance's tail; L2 entries kept");
+        } else {
+            CacheStatsExt::incr(&self.stats.gaps_uncovered);
+            warn!("binlog gap with no other tail watching: every L2 entry invalidated");
+            self.raise(conn, &["e".to_string()]).await?;
+        }
+        self.gap_pending.store(false, Ordering::Release);
+        Ok(())
+    }
+
+    /// While this instance's tail streams (and its own gap is decided), says so in `tails`.
+    async fn heartbeat(&self, conn: &mut Conn) -> Result<(), L2Error> {
+        let Some(tail) = &self.tail else {
+            return Ok(());
+        };
+        let watching = tail.connected() && !self.gap_pending.load(Ordering::Acquire);
+        let member = watching.then(|| format!("{}:{}", self.id, tail.reconnects()));
+        let prev = self.heartbeat.lock().ok().and_then(|g| g.clone());
+        if member.is_none() && prev.is_none() {
+            return Ok(());
+        }
+        let old = prev.filter(|p| Some(p) != member.as_ref());
+        let key = self.key("tails", "");
+        self.timed("tails", async {
+            let mut inv = self.tails.prepare_invoke();
+            inv.key(&key)
+                .arg(member.as_deref().unwrap_or(""))
+                .arg(old.as_deref().unwrap_or(""));
+            inv.invoke_async::<String>(conn)
+                .await
+                .map(drop)
+                .map_err(L2Error::from)
+        })
+        .await?;
+        if let Ok(mut g) = self.heartbeat.lock() {
+            *g = member;
+        }
+        Ok(())
+    }
+
+    /// `Qcache_l2_*` rows.
+    pub fn status_rows(&self) -> Vec<(&'static str, u64)> {
+        let s = &self.stats;
+        let l = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        vec![
+            ("Qcache_l2_up", u64::from(self.usable())),
+            (
+                "Qcache_l2_notifications_up",
+                u64::from(self.notifications_up()),
+            ),
+            ("Qcache_l2_hits", l(&s.hits)),
+            ("Qcache_l2_misses", l(&s.misses)),
+            ("Qcache_l2_stale", l(&s.stale)),
+            ("Qcache_l2_malformed", l(&s.malformed)),
+            ("Qcache_l2_errors", l(&s.errors)),
+            ("Qcache_l2_stores", l(&s.stores)),
+            ("Qcache_l2_store_bytes", l(&s.store_bytes)),
+            ("Qcache_l2_hit_bytes", l(&s.hit_bytes)),
+            ("Qcache_l2_too_large", l(&s.too_large)),
+            ("Qcache_l2_bumps", l(&s.bumps)),
+            ("Qcache_l2_notifications", l(&s.notifications)),
+            ("Qcache_l2_remote_checks", l(&s.remote_checks)),
+            ("Qcache_l2_remote_rejects", l(&s.remote_rejects)),
+            ("Qcache_l2_lease_waits", l(&s.lease_waits)),
+            ("Qcache_l2_lease_served", l(&s.lease_served)),
+            ("Qcache_l2_downs", l(&s.downs)),
+            ("Qcache_l2_recoveries", l(&s.recoveries)),
+            ("Qcache_l2_notify_losses", l(&s.notify_losses)),
+            ("Qcache_l2_gaps_covered", l(&s.gaps_covered)),
+            ("Qcache_l2_gaps_uncovered", l(&s.gaps_uncovered)),
+        ]
+    }
+
+    /// The configured CA, for `rediss://` (None: the system's roots).
+    fn tls_certs(&self) -> Result<Option<redis::TlsCertificates>, L2Error> {
+        if self.cfg.tls_ca.is_empty() {
+            return Ok(None);
+        }
+        let pem = std::fs::read(&self.cfg.tls_ca)
+            .map_err(|_| L2Error::Malformed("l2.tls_ca cannot be read"))?;
+        Ok(Some(redis::TlsCertificates {
+            client_tls: None,
+            root_cert: Some(pem),
+        }))
+    }
+
+    fn client(&self, url: &str) -> Result<redis::Client, L2Error> {
+        Ok(match self.tls_certs()? {
+            Some(certs) if url.starts_with("rediss://") => {
+                redis::Client::build_with_tls(url, certs)?
+            }
+            _ => redis::Client::open(url)?,
+        })
+    }
+
+    async fn connect(&self) -> Result<Conn, L2Error> {
+        let t = self.cfg.timeout.max(Duration::from_millis(500));
+        let fut = async {
+            Ok::<_, L2Error>(match &self.cfg.url {
+                L2Url::One(u) => {
+                    let c = self.client(u)?;
+                    Conn::One(c.get_multiplexed_async_connection().await?)
+                }
+                L2Url::Cluster(nodes) => {
+                    let mut b = redis::cluster::ClusterClientBuilder::new(nodes.clone())
+                        .connection_timeout(t)
+                        .response_timeout(self.cfg.timeout)
+                        .retries(0);
+                    if let Some(certs) = self.tls_certs()? {
+                        b = b.certs(certs);
+                    }
+                    let c = b.build()?;
+                    Conn::Cluster(c.get_async_connection().await?)
+                }
+            })
+        };
+        match tokio::time::timeout(t, fut).await {
+            Ok(r) => r,
+            Err(_) => Err(L2Error::Timeout(t)),
+        }
+    }
+}
+
+/// Tiny helper so counters read alike everywhere.
+struct CacheStatsExt;
+impl CacheStatsExt {
+    fn incr(c: &AtomicU64) {
+        c.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Logs a malformed value the first time, and then every 1000th, not on every lookup.
+fn warn_once(count: &AtomicU64, e: &L2Error) {
+    let n = count.load(Ordering::Relaxed);
+    if n == 1 || n.is_multiple_of(1000) {
+        warn!(error = %e, count = n, "L2 held a value that is not a valid entry; treated as a miss");
+    }
+}
+
+/// Keeps a connection while healthy (pinging it) and, while down, reconnects with back-off,
+/// raises what was missed, and only then declares L2 usable again.
+async fn health_task(l2: Weak<L2>, wake_health: Arc<Notify>) {
+    let mut backoff = BACKOFF_MIN;
+    let mut first = true;
+    loop {
+        let Some(me) = l2.upgrade() else { return };
+        if me.healthy() {
+            let mut conn = match me.conn.load_full() {
+                Some(c) => (*c).clone(),
+                None => {
+                    me.mark_down("no connection");
+                    continue;
+                }
+            };
+            let mut ping = me
+                .timed("ping", async {
+                    redis::cmd("PING")
+                        .query_async::<Value>(&mut conn)
+                        .await
+                        .map_err(L2Error::from)
+                })
+                .await
+                .map(drop);
+            let tail_up = me.tail.as_ref().is_some_and(|t| t.connected());
+            if ping.is_ok() && tail_up && me.gap_pending.load(Ordering::Acquire) {
+                ping = me.resolve_gap(&mut conn).await;
+            }
+            if ping.is_ok() {
+                ping = me.heartbeat(&mut conn).await;
+            }
+            let wake = wake_health.notified();
+            drop(me);
+            if ping.is_ok() {
+                tokio::select! {
+                    _ = tokio::time::sleep(PING_EVERY) => {}
+                    _ = wake => {}
+                }
+            }
+            continue;
+        }
+        me.conn.store(None);
+        match me.connect().await {
+            Ok(mut conn) => {
+                // Everything this instance bumped while L2 was out of reach is raised first:
+                // until then, other instances may hold entries those writes made stale.
+                let (_, mut deps) = me.resync.lock().map(|mut q| q.take()).unwrap_or_default();
+                let (seq, queued) = me.queue.lock().map(|mut q| q.take()).unwrap_or_default();
+                deps.extend(queued);
+                deps.sort();
+                deps.dedup();
+                match me.raise(&mut conn, &deps).await {
+                    Ok(()) => {
+                        me.conn.store(Some(Arc::new(conn)));
+                        me.healthy.store(true, Ordering::Release);
+                        me.done.send_modify(|d| *d = (*d).max(seq));
+                        if first {
+                            info!("L2 connected");
+                        } else {
+                            CacheStatsExt::incr(&me.stats.recoveries);
+                            info!(
+                                resynced = deps.len(),
+                                "L2 back: missed bumps raised, serving from it again"
+                            );
+                        }
+                        first = false;
+                        backoff = BACKOFF_MIN;
+                        continue;
+                    }
+                    Err(e) => {
+                        if let Ok(mut q) = me.resync.lock() {
+                            for d in deps {
+                                q.push(d);
+                            }
+                        }
+                        me.done.send_modify(|d| *d = (*d).max(seq));
+                        tracing::debug!(error = %e, "L2 resync failed");
+                    }
+                }
+            }
+            Err(e) => {
+                // The queued bumps cannot be raised now: keep them for the resync, and let
+                // writers stop waiting for them.
+                let (seq, deps) = me.queue.lock().map(|mut q| q.take()).unwrap_or_default();
+                if let Ok(mut q) = me.resync.lock() {
+                    for d in deps {
+                        q.push(d);
+                    }
+                }
+                me.done.send_modify(|d| *d = (*d).max(seq));
+                if first {
+                    warn!(error = %e, "L2 not reachable yet; bypassed until it is");
+                    first = false;
+                }
+            }
+        }
+        drop(me);
+        tokio::time::sleep(backoff).await;
+        backoff = next_backoff(backoff);
+    }
+}
+
+/// Raises queued bumps in L2 as they come, in batches.
+async fn bump_task(l2: Weak<L2>, wake_bumper: Arc<Notify>) {
+    loop {
+        let wake = {
+            let Some(me) = l2.upgrade() else { return };
+            let (seq, deps) = me.queue.lock().map(|mut q| q.take()).unwrap_or_default();
+            if !deps.is_empty() {
+                let done = match me.bump_conn() {
+                    Some(mut conn) => match me.raise(&mut conn, &deps).await {
+                        Ok(()) => true,
+                        Err(e) => {
+                            CacheStatsExt::incr(&me.stats.errors);
+                            me.mark_down(&format!("bump failed: {e}"));
+                            false
+                        }
+                    },
+                    None => false,
+                };
+                if !done {
+                    // A timed-out script may or may not have run; raising it again is
+                    // harmless (versions only grow), so it is kept for the resync.
+                    if let Ok(mut q) = me.resync.lock() {
+                        for d in deps {
+                            q.push(d);
+                        }
+                    }
+                }
+                me.done.send_modify(|d| *d = (*d).max(seq));
+                continue;
+            }
+            me.done.send_modify(|d| *d = (*d).max(seq));
+            let n = wake_bumper.notified();
+            let pending = me
+                .queue
+                .lock()
+                .map(|q| !q.deps.is_empty() || q.overflow)
+                .unwrap_or(false);
+            drop(me);
+            if pending {
+                continue;
+            }
+            n
+        };
+        wake.await;
+    }
+}
+
+/// Subscribes to the bump channel while L2 is healthy and applies other instances' bumps to
+/// the local versions. Whenever the subscription is (re)made or lost, every local entry is
+/// dropped: bumps may have gone by unseen.
+async fn subscribe_task(l2: Weak<L2>) {
+    let mut backoff = BACKOFF_MIN;
+    // In a cluster any node delivers every message; a node that fails is passed over.
+    let mut node = 0usize;
+    loop {
+        let (client, channel, mut down, id, gen) = {
+            let Some(me) = l2.upgrade() else { return };
+            if !me.healthy() {
+                drop(me);
+                tokio::time::sleep(backoff).await;
+                backoff = next_backoff(backoff);
+                continue;
+            }
+            let nodes = me.cfg.url.nodes();
+            let url = nodes.get(node % nodes.len().max(1)).map(|s| s.to_string());
+            let Some(client) = url.and_then(|u| me.client(&u).ok()) else {
+                return;
+            };
+            let down = me.down_gen.subscribe();
+            let gen = *down.borrow();
+            (client, me.channel(), down, me.id.clone(), gen)
+        };
+        let sub = async {
+            let mut ps = client.get_async_pubsub().await?;
+            ps.subscribe(&channel).await?;
+            Ok::<_, redis::RedisError>(ps)
+        };
+        let ps = match tokio::time::timeout(Duration::from_secs(2), sub).await {
+            Ok(Ok(ps)) => ps,
+            _ => {
+                node = node.wrapping_add(1);
+                tokio::time::sleep(backoff).await;
+                backoff = next_backoff(backoff);
+                continue;
+            }
+        };
+        backoff = BACKOFF_MIN;
+        {
+            let Some(me) = l2.upgrade() else { return };
+            if *down.borrow() != gen {
+                continue;
+            }
+            // Subscribed: from here every bump is seen; what went before may not have been.
+            me.versions.bump_all_quiet();
+            me.notify_up.store(true, Ordering::Release);
+        }
+        let mut stream = ps.into_on_message();
+        loop {
+            tokio::select! {
+                m = stream.next() => {
+                    let Some(me) = l2.upgrade() else { return };
+                    let Some(m) = m else { break };
+                    let payload = m.get_payload_bytes();
+                    let Ok(text) = std::str::from_utf8(payload) else { continue };
+                    let Some((from, dep)) = text.split_once(' ') else { continue };
+                    if from == id {
+                        continue;
+                    }
+                    CacheStatsExt::incr(&me.stats.notifications);
+                    match parse_dep(dep) {
+                        Some(Dep::All) => me.versions.bump_all_quiet(),
+                        Some(Dep::Schema(s)) => {
+                            for t in me.versions.tables().iter().filter(|t| t.schema == s) {
+                                me.versions.bump_quiet(t);
+                            }
+                        }
+                        Some(Dep::Table(s, n)) => {
+                            let t = me.versions.table(s, n);
+                            me.versions.bump_quiet(&t);
+                        }
+                        // Unknown names from a newer or foreign writer: assume the worst.
+                        None => me.versions.bump_all_quiet(),
+                    }
+                }
+                _ = down.changed() => break,
+            }
+        }
+        let Some(me) = l2.upgrade() else { return };
+        node = node.wrapping_add(1);
+        me.notify_up.store(false, Ordering::Release);
+        me.versions.bump_all_quiet();
+        CacheStatsExt::incr(&me.stats.notify_losses);
+        warn!("L2 notification channel lost: every local entry dropped");
+        if me.healthy() {
+            // The channel died but commands still work: the channel alone is not trusted,
+            // so L2 resyncs through a reconnect as well.
+            me.mark_down("notification channel lost");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entry_round_trip_and_corruption() {
+        let e = L2Entry {
+            stamps: vec![("e".into(), 5), ("t:2:db.t".into(), 1 << 50)],
+            bytes: Bytes::from_static(b"\x01\x00\x00\x01\x01abcdef"),
+            status_at: 3,
+            meta_status_at: None,
+            digest: 42,
+            expires_at_ms: 7,
+        };
+        let raw = encode(&e);
+        assert_eq!(decode(&raw).unwrap(), e);
+        for cut in [0, 3, 8, raw.len() - 1] {
+            assert!(decode(&raw[..cut]).is_err(), "cut at {cut}");
+        }
+        let mut flipped = raw.clone();
+        flipped[10] ^= 1;
+        assert!(decode(&flipped).is_err());
+        assert!(decode(b"garbage that is long enough").is_err());
+    }
+
+    #[test]
+    fn dep_names_parse_back() {
+        assert_eq!(parse_dep("e"), Some(Dep::All));
+        assert_eq!(parse_dep(&schema_dep("a.b")), Some(Dep::Schema("a.b")));
+        assert_eq!(
+            parse_dep(&table_dep("a.b", "c.d")),
+            Some(Dep::Table("a.b", "c.d"))
+        );
+        assert_eq!(parse_dep("t:99:x.y"), None);
+        assert_eq!(parse_dep("t:x"), None);
+        assert_eq!(parse_dep("zz"), None);
+    }
+
+    #[test]
+    fn queue_overflows_to_everything() {
+        let mut q = Queue::default();
+        for i in 0..MAX_QUEUED_DEPS + 5 {
+            q.push(format!("t:1:a.{i}"));
+        }
+        let (seq, deps) = q.take();
+        assert_eq!(seq, (MAX_QUEUED_DEPS + 5) as u64);
+        assert_eq!(deps, vec!["e".to_string()]);
+        assert!(q.take().1.is_empty());
+    }
+}

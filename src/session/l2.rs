@@ -1,0 +1,154 @@
+//! The session's side of the second level: strict-mode checks of L1 hits, the L2 lookup (and
+//! lease wait) a plain miss makes before going upstream, and an L2 hit copied into L1. The
+//! decisions are `policy::l2`'s; the protocol with Redis is `cache::l2`'s.
+
+use std::time::{Duration, Instant};
+
+use super::{Session, SessionError};
+use crate::cache::l2::{deps_of, now_ms, L2Entry, L2Stamps, Lookup};
+use crate::cache::{Entry, FillGuard, Key, Stamps, TableHandle};
+
+/// What a miss does after asking L2.
+pub(super) enum L2Step {
+    /// L2 had a current entry: serve it.
+    Hit(L2Entry, L2Stamps),
+    /// Go upstream; `stamps` (the L2 versions read before the query) go with the result
+    /// into L2 when it is stored, `leased` when this instance holds the fill lease.
+    Fill {
+        stamps: Option<L2Stamps>,
+        leased: bool,
+    },
+}
+
+const NO_FILL: L2Step = L2Step::Fill {
+    stamps: None,
+    leased: false,
+};
+
+impl Session {
+    /// Waits until the versions this session's write bumped are raised in L2 too.
+    pub(super) async fn l2_flush(&self) {
+        if let Some(l2) = &self.shared.l2 {
+            l2.flush().await;
+        }
+    }
+
+    /// Strict mode: whether an L1 hit may be served. An entry L2 no longer vouches for (or
+    /// never did) is removed, and the read goes on as a miss through L2. When L2 cannot
+    /// answer, the local rule stands (docs/fleet.md, "When Redis fails").
+    pub(super) async fn l2_confirm(&self, key: Key, e: &Entry) -> bool {
+        let Some(l2) = &self.shared.l2 else {
+            return true;
+        };
+        if !l2.usable() {
+            return true;
+        }
+        let ok = match &e.l2 {
+            Some(stamps) => l2.confirm(stamps).await.unwrap_or(true),
+            None => false,
+        };
+        if !ok {
+            self.shared.cache.remove(key);
+        }
+        ok
+    }
+
+    /// Before a plain miss goes upstream: L2's entry if it is current, else the versions to
+    /// stamp the fill with. When another instance holds the fill lease, waits for its result
+    /// (at most `l2.lease`), then fills itself.
+    pub(super) async fn l2_before_forward(&self, key: Key, tables: &[TableHandle]) -> L2Step {
+        let Some(l2) = &self.shared.l2 else {
+            return NO_FILL;
+        };
+        if !l2.usable() {
+            return NO_FILL;
+        }
+        let deps = deps_of(tables);
+        let stamps = match l2.lookup(key, &deps).await {
+            Lookup::Hit(e, s) => return L2Step::Hit(e, s),
+            Lookup::Unavailable => return NO_FILL,
+            Lookup::Miss(s) => s,
+        };
+        if l2.lease(key).await {
+            let leased = !l2.config().lease.is_zero();
+            return L2Step::Fill {
+                stamps: Some(stamps),
+                leased,
+            };
+        }
+        l2.stats
+            .lease_waits
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let deadline = Instant::now() + l2.config().lease;
+        let mut pause = Duration::from_millis(1);
+        loop {
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_millis(10));
+            match l2.lookup(key, &deps).await {
+                Lookup::Hit(e, s) => {
+                    l2.stats
+                        .lease_served
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    return L2Step::Hit(e, s);
+                }
+                Lookup::Unavailable => return NO_FILL,
+                // The versions just read are the newest, so they stamp the local fill.
+                Lookup::Miss(s) if Instant::now() >= deadline => {
+                    return L2Step::Fill {
+                        stamps: Some(s),
+                        leased: false,
+                    }
+                }
+                Lookup::Miss(_) => {}
+            }
+        }
+    }
+
+    /// Serves an L2 hit and copies it into L1 under `local` (the local versions read before
+    /// L2 was asked, so a local bump meanwhile leaves the copy stale).
+    pub(super) async fn serve_l2_hit(
+        &mut self,
+        guard: FillGuard,
+        hit: L2Entry,
+        l2_stamps: L2Stamps,
+        local: Stamps,
+        sql: &[u8],
+    ) -> Result<(), SessionError> {
+        let started = Instant::now();
+        let mut entry = Entry::new(hit.bytes, hit.status_at, local, hit.digest)
+            .with_meta_status_at(hit.meta_status_at)
+            .with_sql(&String::from_utf8_lossy(&sql[..sql.len().min(256)]))
+            .with_l2(Some(l2_stamps));
+        if hit.expires_at_ms != 0 {
+            let left = Duration::from_millis(hit.expires_at_ms.saturating_sub(now_ms()));
+            entry.expires = entry.created.checked_add(left);
+        }
+        self.serve_hit(&entry, started).await?;
+        let _ = guard.insert(entry);
+        Ok(())
+    }
+
+    /// Stores a fill in L2 (in the background) or lets its lease go.
+    pub(super) fn l2_after_fill(
+        &self,
+        key: Key,
+        stamps: Option<L2Stamps>,
+        leased: bool,
+        filled: Option<L2Entry>,
+    ) {
+        let Some(l2) = &self.shared.l2 else { return };
+        match (stamps, filled) {
+            (Some(stamps), Some(mut e)) => {
+                e.stamps = stamps.to_vec();
+                l2.store(key, e, leased);
+            }
+            _ if leased => l2.abandon(key),
+            _ => {}
+        }
+    }
+
+    /// Whether `l2` is on and usable for a plain read right now.
+    pub(super) fn l2_usable(&self) -> bool {
+        self.shared.l2.as_ref().is_some_and(|l| l.usable())
+    }
+}

@@ -1,0 +1,808 @@
+//! The shared second level (L2) in Redis: several qcache instances on one private MariaDB and
+//! one private redis-server per test. Writes through one instance, direct writes, the fill
+//! race, and Redis killed, restarted, stalled, flushed or answering garbage.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::redis::Redis;
+use common::TestProxy;
+use mysql_async::prelude::Queryable;
+use qcache::cache::l2::L2;
+use qcache::config::{BinlogMode, Config, L2Mode, L2Url, ValidateHits};
+
+/// How long a write from elsewhere may take to show through another instance in these tests.
+/// Measured lags are below a few milliseconds; the margin is for a machine busy compiling.
+const LAG_BOUND: Duration = Duration::from_secs(2);
+
+fn l2_on(c: &mut Config, url: &str) {
+    c.l2.mode = L2Mode::On;
+    c.l2.url = L2Url::One(url.to_string());
+    // Generous: the test machine is loaded, and a slow round trip marks L2 down.
+    c.l2.timeout = Duration::from_millis(500);
+}
+
+async fn proxy(url: &str, tweak: impl FnOnce(&mut Config)) -> TestProxy {
+    let p = common::proxy(|c| {
+        l2_on(c, url);
+        tweak(c);
+    })
+    .await;
+    wait_up(&p).await;
+    p
+}
+
+fn l2(p: &TestProxy) -> &L2 {
+    p.running.shared.l2.as_deref().expect("l2 on")
+}
+
+fn stat(p: &TestProxy, name: &str) -> u64 {
+    l2(p)
+        .status_rows()
+        .into_iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, v)| v)
+        .unwrap_or_else(|| panic!("no status row {name}"))
+}
+
+/// Until L2 is usable, its notification channel subscribed and the binlog tail (if any)
+/// streaming.
+async fn wait_up(p: &TestProxy) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    // A binlog tail's first event opens a gap that must be decided before L2 is read.
+    let tail_up = || {
+        p.running
+            .shared
+            .binlog
+            .as_ref()
+            .is_none_or(|b| b.connected())
+    };
+    while !(tail_up() && l2(p).usable() && l2(p).notifications_up()) {
+        assert!(Instant::now() < deadline, "L2 never came up");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+async fn wait_for(what: &str, within: Duration, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + within;
+    while !f() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+async fn setup(prefix: &str, rows: i64) -> String {
+    let schema = common::fresh_schema(prefix).await;
+    let mut c = common::direct_to(&schema).await;
+    c.query_drop("CREATE TABLE t (id INT PRIMARY KEY, v INT NOT NULL)")
+        .await
+        .unwrap();
+    let values: Vec<String> = (1..=rows).map(|i| format!("({i}, 0)")).collect();
+    c.query_drop(format!("INSERT INTO t VALUES {}", values.join(",")))
+        .await
+        .unwrap();
+    schema
+}
+
+async fn read_v(c: &mut mysql_async::Conn, id: i64) -> i64 {
+    c.query_first::<i64, _>(format!("SELECT v FROM t WHERE id = {id}"))
+        .await
+        .expect("read through qcache")
+        .expect("a row")
+}
+
+/// Writes through `a` and reads through each of `readers` right after each OK; returns how
+/// many reads were stale.
+async fn write_then_read(
+    schema: &str,
+    a: &TestProxy,
+    readers: &[&TestProxy],
+    rounds: i64,
+) -> usize {
+    let mut ca = a.conn(schema).await;
+    let mut cs = Vec::new();
+    for r in readers {
+        cs.push(r.conn(schema).await);
+    }
+    for c in cs.iter_mut() {
+        read_v(c, 1).await;
+    }
+    let mut stale = 0;
+    for i in 1..=rounds {
+        ca.query_drop(format!("UPDATE t SET v = {i} WHERE id = 1"))
+            .await
+            .unwrap();
+        for c in cs.iter_mut() {
+            // Twice: the first may fill, the second is a hit.
+            for _ in 0..2 {
+                if read_v(c, 1).await != i {
+                    stale += 1;
+                }
+            }
+        }
+    }
+    stale
+}
+
+/// The check above catches staleness: two instances with neither L2 nor a binlog tail serve
+/// the old row through B after A's write.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_l2_or_binlog_b_serves_stale_rows() {
+    let schema = setup("l2_control", 1).await;
+    let a = common::proxy(|_| {}).await;
+    let b = common::proxy(|_| {}).await;
+    let stale = write_then_read(&schema, &a, &[&b], 10).await;
+    assert!(
+        stale > 0,
+        "the control setup was expected to serve stale rows"
+    );
+}
+
+/// Strict mode: once A's OK is received, no read through B or C is stale.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn remote_validation_never_stale_after_the_writers_ok() {
+    let redis = Redis::start();
+    let schema = setup("l2_remote", 1).await;
+    let strict = |c: &mut Config| c.l2.validate_hits = ValidateHits::Remote;
+    let a = proxy(&redis.url(), strict).await;
+    let b = proxy(&redis.url(), strict).await;
+    let c = proxy(&redis.url(), strict).await;
+    let stale = write_then_read(&schema, &a, &[&b, &c], 30).await;
+    assert_eq!(stale, 0, "stale reads through B or C after A's OK");
+    assert!(stat(&b, "Qcache_l2_remote_checks") > 0);
+    assert_eq!(stat(&b, "Qcache_l2_downs"), 0);
+    // A version raised in Redis that B was never told of (no notification): B's L1 hit is
+    // still refused, and the read answered fresh.
+    let mut cb = b.conn(&schema).await;
+    assert_eq!(read_v(&mut cb, 1).await, 30);
+    assert_eq!(read_v(&mut cb, 1).await, 30);
+    let rejects = stat(&b, "Qcache_l2_remote_rejects");
+    for k in redis.keys("qcache:v:t:*") {
+        redis.cli(&["INCR", &k]);
+    }
+    assert_eq!(read_v(&mut cb, 1).await, 30);
+    assert_eq!(stat(&b, "Qcache_l2_remote_rejects"), rejects + 1);
+}
+
+/// Default mode: a write through A is seen through B within the lag (B learns it from the
+/// bump channel); the lag is printed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn local_validation_fresh_within_the_lag() {
+    let redis = Redis::start();
+    let schema = setup("l2_local", 1).await;
+    let a = proxy(&redis.url(), |_| {}).await;
+    let b = proxy(&redis.url(), |_| {}).await;
+    let mut ca = a.conn(&schema).await;
+    let mut cb = b.conn(&schema).await;
+    let mut lags = Vec::new();
+    for i in 1..=20 {
+        // B holds the current row in L1.
+        read_v(&mut cb, 1).await;
+        read_v(&mut cb, 1).await;
+        ca.query_drop(format!("UPDATE t SET v = {i} WHERE id = 1"))
+            .await
+            .unwrap();
+        let ok = Instant::now();
+        while read_v(&mut cb, 1).await != i {
+            assert!(
+                ok.elapsed() < LAG_BOUND,
+                "B still stale after {LAG_BOUND:?}"
+            );
+        }
+        lags.push(ok.elapsed());
+    }
+    lags.sort();
+    println!(
+        "write through A -> fresh through B: p50 {:?} max {:?}",
+        lags[lags.len() / 2],
+        lags[lags.len() - 1]
+    );
+    assert!(stat(&b, "Qcache_l2_notifications") > 0);
+}
+
+/// A result filled by B is served to A from L2, and copied into A's L1.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fill_by_one_instance_is_a_hit_for_another() {
+    let redis = Redis::start();
+    let schema = setup("l2_share", 3).await;
+    let a = proxy(&redis.url(), |_| {}).await;
+    let b = proxy(&redis.url(), |_| {}).await;
+    let mut cb = b.conn(&schema).await;
+    let direct: Vec<(i64, i64)> = common::direct_to(&schema)
+        .await
+        .query("SELECT id, v FROM t ORDER BY id")
+        .await
+        .unwrap();
+    let via_b: Vec<(i64, i64)> = cb.query("SELECT id, v FROM t ORDER BY id").await.unwrap();
+    assert_eq!(via_b, direct);
+    wait_for("B's entry in Redis", LAG_BOUND, || {
+        !redis.keys("qcache:e:*").is_empty()
+    })
+    .await;
+    let mut ca = a.conn(&schema).await;
+    let via_a: Vec<(i64, i64)> = ca.query("SELECT id, v FROM t ORDER BY id").await.unwrap();
+    assert_eq!(via_a, direct);
+    assert_eq!(stat(&a, "Qcache_l2_hits"), 1);
+    // Now in A's L1: the next read does not go to L2.
+    let via_a: Vec<(i64, i64)> = ca.query("SELECT id, v FROM t ORDER BY id").await.unwrap();
+    assert_eq!(via_a, direct);
+    assert_eq!(stat(&a, "Qcache_l2_hits"), 1);
+    assert!(a.running.shared.cache.stats().hits() >= 1);
+    // The same figures through SHOW STATUS and /metrics.
+    let rows: Vec<(String, String)> = ca.query("SHOW STATUS LIKE 'Qcache_l2%'").await.unwrap();
+    assert!(
+        rows.contains(&("Qcache_l2_hits".into(), "1".into())),
+        "{rows:?}"
+    );
+    assert!(
+        rows.contains(&("Qcache_l2_up".into(), "1".into())),
+        "{rows:?}"
+    );
+    let (metrics, _) = qcache::admin::metrics::render(&a.running.shared).unwrap();
+    for name in [
+        "qcache_l2_hits_total 1",
+        "qcache_l2_up 1",
+        "qcache_l2_stale_rejections_total",
+        "qcache_l2_errors_total",
+        "qcache_l2_store_bytes_total",
+        "qcache_l2_latency_seconds_bucket",
+    ] {
+        assert!(metrics.contains(name), "/metrics lacks {name}:\n{metrics}");
+    }
+}
+
+/// A write from elsewhere (directly to the server) is seen through A and B within the binlog
+/// lag, L2 entries included.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn direct_write_fresh_through_every_instance() {
+    let redis = Redis::start();
+    let schema = setup("l2_direct", 1).await;
+    let binlog = |c: &mut Config| c.invalidation.binlog = BinlogMode::On;
+    let a = proxy(&redis.url(), binlog).await;
+    let b = proxy(&redis.url(), binlog).await;
+    for p in [&a, &b] {
+        let h = p.running.shared.binlog.clone().unwrap();
+        wait_for("binlog tail", Duration::from_secs(20), || h.connected()).await;
+    }
+    let mut ca = a.conn(&schema).await;
+    let mut cb = b.conn(&schema).await;
+    let mut direct = common::direct_to(&schema).await;
+    for i in 1..=5 {
+        read_v(&mut ca, 1).await;
+        read_v(&mut cb, 1).await;
+        direct
+            .query_drop(format!("UPDATE t SET v = {i} WHERE id = 1"))
+            .await
+            .unwrap();
+        let ok = Instant::now();
+        for c in [&mut ca, &mut cb] {
+            while read_v(c, 1).await != i {
+                assert!(ok.elapsed() < LAG_BOUND, "stale after a direct write");
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        }
+    }
+}
+
+/// The fill race across instances: an entry computed before A's write but stored in L2 after
+/// it (as B's slow fill would be) carries the versions read before the write and is never
+/// served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn late_fill_from_before_a_write_is_never_served() {
+    let redis = Redis::start();
+    let schema = setup("l2_race", 1).await;
+    let a = proxy(&redis.url(), |_| {}).await;
+    let b = proxy(&redis.url(), |_| {}).await;
+    let mut cb = b.conn(&schema).await;
+    assert_eq!(read_v(&mut cb, 1).await, 0);
+    wait_for("B's entry", LAG_BOUND, || {
+        !redis.keys("qcache:e:*").is_empty()
+    })
+    .await;
+    let key = redis.keys("qcache:e:*").remove(0);
+    let client = redis::Client::open(redis.url()).unwrap();
+    let mut rc = client.get_multiplexed_async_connection().await.unwrap();
+    let old: Vec<u8> = redis::cmd("GET")
+        .arg(&key)
+        .query_async(&mut rc)
+        .await
+        .unwrap();
+    let mut ca = a.conn(&schema).await;
+    ca.query_drop("UPDATE t SET v = 1 WHERE id = 1")
+        .await
+        .unwrap();
+    // B's fill lands now, after the write's OK.
+    let _: () = redis::cmd("SET")
+        .arg(&key)
+        .arg(&old)
+        .query_async(&mut rc)
+        .await
+        .unwrap();
+    // A fresh instance has nothing in L1: only L2 could serve the old row, and must not.
+    let c = proxy(&redis.url(), |_| {}).await;
+    let mut cc = c.conn(&schema).await;
+    assert_eq!(read_v(&mut cc, 1).await, 1);
+    assert_eq!(stat(&c, "Qcache_l2_hits"), 0);
+    assert_eq!(stat(&c, "Qcache_l2_stale"), 1);
+}
+
+/// Versions lost from Redis (evicted, deleted) come back higher than before: entries stamped
+/// with the old ones are refused, not served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lost_versions_never_revive_old_entries() {
+    let redis = Redis::start();
+    let schema = setup("l2_lostv", 1).await;
+    let a = proxy(&redis.url(), |_| {}).await;
+    let mut ca = a.conn(&schema).await;
+    read_v(&mut ca, 1).await;
+    wait_for("A's entry", LAG_BOUND, || {
+        !redis.keys("qcache:e:*").is_empty()
+    })
+    .await;
+    for k in redis.keys("qcache:v:*") {
+        redis.cli(&["DEL", &k]);
+    }
+    let b = proxy(&redis.url(), |_| {}).await;
+    let mut cb = b.conn(&schema).await;
+    assert_eq!(read_v(&mut cb, 1).await, 0);
+    assert_eq!(stat(&b, "Qcache_l2_hits"), 0);
+    assert_eq!(stat(&b, "Qcache_l2_stale"), 1);
+}
+
+/// Values in Redis that are not qcache entries (a lying or corrupted store) are misses.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn garbage_entries_are_refused() {
+    let redis = Redis::start();
+    let schema = setup("l2_garbage", 1).await;
+    let a = proxy(&redis.url(), |_| {}).await;
+    let mut ca = a.conn(&schema).await;
+    read_v(&mut ca, 1).await;
+    wait_for("A's entry", LAG_BOUND, || {
+        !redis.keys("qcache:e:*").is_empty()
+    })
+    .await;
+    for k in redis.keys("qcache:e:*") {
+        redis.cli(&["SET", &k, "QC2E but not really an entry"]);
+    }
+    let b = proxy(&redis.url(), |_| {}).await;
+    let mut cb = b.conn(&schema).await;
+    assert_eq!(read_v(&mut cb, 1).await, 0);
+    assert_eq!(stat(&b, "Qcache_l2_hits"), 0);
+    assert!(stat(&b, "Qcache_l2_malformed") >= 1);
+    assert_eq!(
+        stat(&b, "Qcache_l2_downs"),
+        0,
+        "a bad value is not an outage"
+    );
+}
+
+/// Redis killed: no client error, no stale read through the writer, L1 keeps serving and the
+/// binlog keeps the other instance fresh; Redis back: the outage and the recovery counted,
+/// L2 used again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_killed_and_restarted() {
+    let mut redis = Redis::start();
+    let schema = setup("l2_kill", 1).await;
+    let binlog = |c: &mut Config| c.invalidation.binlog = BinlogMode::On;
+    let a = proxy(&redis.url(), binlog).await;
+    let b = proxy(&redis.url(), binlog).await;
+    let mut ca = a.conn(&schema).await;
+    let mut cb = b.conn(&schema).await;
+    read_v(&mut ca, 1).await;
+    read_v(&mut cb, 1).await;
+    redis.kill();
+    let hits_before = a.running.shared.cache.stats().hits();
+    for i in 1..=5 {
+        ca.query_drop(format!("UPDATE t SET v = {i} WHERE id = 1"))
+            .await
+            .expect("writes go on without Redis");
+        assert_eq!(read_v(&mut ca, 1).await, i, "stale through the writer");
+        assert_eq!(read_v(&mut ca, 1).await, i);
+        let ok = Instant::now();
+        while read_v(&mut cb, 1).await != i {
+            assert!(ok.elapsed() < LAG_BOUND, "B stale beyond the binlog lag");
+        }
+    }
+    assert!(
+        a.running.shared.cache.stats().hits() > hits_before,
+        "L1 kept serving"
+    );
+    wait_for("A to see L2 down", LAG_BOUND, || !l2(&a).healthy()).await;
+    assert!(stat(&a, "Qcache_l2_downs") >= 1);
+    redis.restart();
+    wait_up(&a).await;
+    wait_up(&b).await;
+    assert!(stat(&a, "Qcache_l2_recoveries") >= 1);
+    // L2 in use again: B's fill is A's hit.
+    let mut cb2 = b.conn(&schema).await;
+    let n: i64 = cb2
+        .query_first("SELECT COUNT(*) FROM t")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(n, 1);
+    wait_for("B's entry", LAG_BOUND, || {
+        !redis.keys("qcache:e:*").is_empty()
+    })
+    .await;
+    let n: i64 = ca
+        .query_first("SELECT COUNT(*) FROM t")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(n, 1);
+    assert!(stat(&a, "Qcache_l2_hits") >= 1);
+}
+
+/// Redis stalled (SIGSTOP): an L1 hit does not wait for it, a miss and a write wait at most
+/// the timeout once, then L2 is bypassed; resumed: recovery counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_stalled_is_skipped_not_waited_on() {
+    let redis = Redis::start();
+    let schema = setup("l2_stall", 3).await;
+    let timeout = Duration::from_millis(100);
+    let a = proxy(&redis.url(), |c| c.l2.timeout = timeout).await;
+    let mut ca = a.conn(&schema).await;
+    read_v(&mut ca, 1).await;
+    redis.stall();
+    let t = Instant::now();
+    assert_eq!(read_v(&mut ca, 1).await, 0);
+    let hit = t.elapsed();
+    let t = Instant::now();
+    assert_eq!(read_v(&mut ca, 2).await, 0);
+    let miss = t.elapsed();
+    let t = Instant::now();
+    ca.query_drop("UPDATE t SET v = 7 WHERE id = 1")
+        .await
+        .unwrap();
+    let write = t.elapsed();
+    assert_eq!(read_v(&mut ca, 1).await, 7);
+    let t = Instant::now();
+    assert_eq!(read_v(&mut ca, 3).await, 0);
+    let later_miss = t.elapsed();
+    println!(
+        "stalled Redis: hit {hit:?}, miss {miss:?}, write {write:?}, later miss {later_miss:?}"
+    );
+    // Generous bounds for a loaded machine; the point is "not the stall's length".
+    assert!(
+        hit < Duration::from_millis(100),
+        "L1 hit waited on Redis: {hit:?}"
+    );
+    assert!(miss < timeout * 10, "miss waited {miss:?}");
+    assert!(write < timeout * 10, "write waited {write:?}");
+    assert!(!l2(&a).healthy());
+    redis.resume();
+    wait_up(&a).await;
+    assert!(stat(&a, "Qcache_l2_recoveries") >= 1);
+    assert_eq!(read_v(&mut ca, 1).await, 7);
+}
+
+/// FLUSHALL (every version and entry gone): nothing stale, nothing failing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_flushed_is_harmless() {
+    let redis = Redis::start();
+    let schema = setup("l2_flush", 1).await;
+    let strict = |c: &mut Config| c.l2.validate_hits = ValidateHits::Remote;
+    let a = proxy(&redis.url(), strict).await;
+    let b = proxy(&redis.url(), strict).await;
+    assert_eq!(write_then_read(&schema, &a, &[&b], 3).await, 0);
+    redis.cli(&["FLUSHALL"]);
+    assert_eq!(write_then_read(&schema, &a, &[&b], 5).await, 0);
+    assert_eq!(stat(&a, "Qcache_l2_downs"), 0);
+}
+
+/// A server that speaks no RESP at all: L2 stays down, clients never see it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_answering_garbage_is_bypassed() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        while let Ok((mut s, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut buf = [0u8; 1024];
+                while let Ok(n) = s.read(&mut buf).await {
+                    if n == 0
+                        || s.write_all(b"\x00\xffnot redis at all\r\n:x\r\n$-7\r\n")
+                            .await
+                            .is_err()
+                    {
+                        break;
+                    }
+                }
+            });
+        }
+    });
+    let schema = setup("l2_fake", 1).await;
+    let a = common::proxy(|c| l2_on(c, &format!("redis://127.0.0.1:{port}"))).await;
+    let mut ca = a.conn(&schema).await;
+    for i in 1..=3 {
+        ca.query_drop(format!("UPDATE t SET v = {i} WHERE id = 1"))
+            .await
+            .unwrap();
+        assert_eq!(read_v(&mut ca, 1).await, i);
+        assert_eq!(read_v(&mut ca, 1).await, i);
+    }
+    assert!(!l2(&a).healthy());
+    assert!(
+        a.running.shared.cache.stats().hits() >= 3,
+        "L1 serves on its own"
+    );
+}
+
+/// Cross-instance single flight: three instances missing the same slow query at once send
+/// it upstream once; the others are served the lease holder's result from L2.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_upstream_query_for_a_fleet_wide_miss() {
+    let redis = Redis::start();
+    let schema = setup("l2_lease", 1500).await;
+    let lease = |c: &mut Config| c.l2.lease = Duration::from_secs(10);
+    let ps = [
+        proxy(&redis.url(), lease).await,
+        proxy(&redis.url(), lease).await,
+        proxy(&redis.url(), lease).await,
+    ];
+    let slow = "SELECT COUNT(*) FROM t a, t b WHERE a.id + b.id > a.v";
+    let mut conns = Vec::new();
+    for p in &ps {
+        conns.push(p.conn(&schema).await);
+    }
+    let reads = conns
+        .iter_mut()
+        .map(|c| async move { c.query_first::<i64, _>(slow).await.unwrap().unwrap() });
+    let counts = futures::future::join_all(reads).await;
+    assert!(counts.iter().all(|&n| n == 1500 * 1500), "{counts:?}");
+    let upstream: u64 = ps
+        .iter()
+        .map(|p| p.running.shared.latencies.miss.count())
+        .sum();
+    let served: u64 = ps.iter().map(|p| stat(p, "Qcache_l2_lease_served")).sum();
+    assert_eq!(
+        upstream, 1,
+        "the fleet sent the query upstream {upstream} times"
+    );
+    assert_eq!(served, 2);
+}
+
+/// The same guarantees on a 3-node Redis Cluster.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_remote_validation_never_stale() {
+    let nodes = common::redis::cluster().unwrap_or_else(|e| panic!("cluster did not start: {e}"));
+    let urls: Vec<String> = nodes.iter().map(|n| n.url()).collect();
+    let schema = setup("l2_cluster", 1).await;
+    let cfg = |c: &mut Config| {
+        c.l2.url = L2Url::Cluster(urls.clone());
+        c.l2.validate_hits = ValidateHits::Remote;
+    };
+    let a = proxy("redis://unused", cfg).await;
+    let b = proxy("redis://unused", cfg).await;
+    assert_eq!(write_then_read(&schema, &a, &[&b], 10).await, 0);
+    assert!(stat(&b, "Qcache_l2_remote_checks") > 0);
+    // L2 shared: a read filled by B is a hit for A.
+    let mut cb = b.conn(&schema).await;
+    let n: i64 = cb
+        .query_first("SELECT COUNT(*) FROM t")
+        .await
+        .unwrap()
+        .unwrap();
+    let stored = || nodes.iter().any(|n| !n.keys("qcache:e:*").is_empty());
+    wait_for("an entry in the cluster", LAG_BOUND, stored).await;
+    let mut ca = a.conn(&schema).await;
+    let m: i64 = ca
+        .query_first("SELECT COUNT(*) FROM t")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(n, m);
+    assert!(stat(&a, "Qcache_l2_hits") >= 1);
+}
+
+/// `check-consistency` across a fleet: options for a short run over `targets`.
+fn fleet_check(
+    targets: &[&TestProxy],
+    schema: &str,
+    cross_lag: Duration,
+) -> qcache::check::CheckOptions {
+    let d = common::db();
+    qcache::check::CheckOptions {
+        target: targets[0].addr_string(),
+        more_targets: targets[1..].iter().map(|p| p.addr_string()).collect(),
+        cross_lag,
+        user: d.user.clone(),
+        password: d.password.clone(),
+        database: schema.to_string(),
+        duration: Duration::from_secs(3),
+        writers: 2,
+        readers: 6,
+        ..Default::default()
+    }
+}
+
+async fn run_check(o: &qcache::check::CheckOptions) -> qcache::check::Report {
+    let r = tokio::time::timeout(Duration::from_secs(90), qcache::check::run(o))
+        .await
+        .expect("check run hung")
+        .expect("check run could not start");
+    println!("{r}");
+    r
+}
+
+/// Strict mode: no stale read across instances, with no allowance at all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fleet_check_passes_with_remote_validation() {
+    let redis = Redis::start();
+    let schema = common::fresh_schema("l2_chk_remote").await;
+    let strict = |c: &mut Config| c.l2.validate_hits = ValidateHits::Remote;
+    let a = proxy(&redis.url(), strict).await;
+    let b = proxy(&redis.url(), strict).await;
+    let r = run_check(&fleet_check(&[&a, &b], &schema, Duration::ZERO)).await;
+    assert!(r.passed(), "{r}");
+    assert_eq!(r.errors, 0, "{r}");
+    // The run must have been served from the caches, or it proves nothing about them.
+    let served: u64 = [&a, &b]
+        .iter()
+        .map(|p| p.running.shared.cache.stats().hits() + stat(p, "Qcache_l2_hits"))
+        .sum();
+    assert!(served > 0, "nothing served from L1 or L2");
+}
+
+/// Default mode: across instances within the notification lag (generous for a loaded
+/// machine; the measured lag is in docs/fleet.md).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fleet_check_passes_with_local_validation_within_the_lag() {
+    let redis = Redis::start();
+    let schema = common::fresh_schema("l2_chk_local").await;
+    let a = proxy(&redis.url(), |_| {}).await;
+    let b = proxy(&redis.url(), |_| {}).await;
+    let r = run_check(&fleet_check(&[&a, &b], &schema, Duration::from_secs(1))).await;
+    assert!(r.passed(), "{r}");
+    assert_eq!(r.errors, 0, "{r}");
+}
+
+/// The checker catches a broken fleet: L2 entries served without their version check.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fleet_check_fails_when_versions_are_not_checked() {
+    let redis = Redis::start();
+    let schema = common::fresh_schema("l2_chk_broken").await;
+    let broken = |c: &mut Config| c.l2.unsafe_skip_version_check = true;
+    let a = proxy(&redis.url(), broken).await;
+    let b = proxy(&redis.url(), broken).await;
+    let r = run_check(&fleet_check(&[&a, &b], &schema, Duration::from_secs(1))).await;
+    assert!(
+        r.stale_reads > 0,
+        "a fleet serving unchecked L2 entries passed:\n{r}"
+    );
+}
+
+/// And two isolated instances (no L2, no binlog) serve each other's writes stale.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fleet_check_fails_for_isolated_instances() {
+    let schema = common::fresh_schema("l2_chk_isolated").await;
+    let a = common::proxy(|_| {}).await;
+    let b = common::proxy(|_| {}).await;
+    // One writer (through A), so B's own writes never refresh its stale entries.
+    let mut o = fleet_check(&[&a, &b], &schema, Duration::ZERO);
+    o.writers = 1;
+    let r = run_check(&o).await;
+    assert!(r.stale_reads > 0, "isolated instances passed:\n{r}");
+}
+
+/// A binlog tail starting while another instance's tail watches keeps the fleet's L2
+/// entries; one starting alone (every tail was down) invalidates them all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tail_restart_invalidates_l2_only_when_nobody_watched() {
+    let redis = Redis::start();
+    let schema = setup("l2_gap", 1).await;
+    let binlog = |c: &mut Config| c.invalidation.binlog = BinlogMode::On;
+    let a = proxy(&redis.url(), binlog).await;
+    assert_eq!(
+        stat(&a, "Qcache_l2_gaps_uncovered"),
+        1,
+        "the first tail watched alone"
+    );
+    let mut ca = a.conn(&schema).await;
+    read_v(&mut ca, 1).await;
+    wait_for("A's entry", LAG_BOUND, || {
+        !redis.keys("qcache:e:*").is_empty()
+    })
+    .await;
+    // B joins while A's tail watches: the entry stays good.
+    let b = proxy(&redis.url(), binlog).await;
+    assert_eq!(
+        stat(&b, "Qcache_l2_gaps_covered"),
+        1,
+        "tails: {:?}, b uncovered {}",
+        redis.cli(&["ZRANGE", "qcache:tails:", "0", "-1", "WITHSCORES"]),
+        stat(&b, "Qcache_l2_gaps_uncovered")
+    );
+    let mut cb = b.conn(&schema).await;
+    assert_eq!(read_v(&mut cb, 1).await, 0);
+    assert_eq!(stat(&b, "Qcache_l2_hits"), 1);
+    // Both gone: nobody watches. A newcomer must not trust what is in L2.
+    drop(cb);
+    drop(ca);
+    a.shutdown().await;
+    b.shutdown().await;
+    let c = proxy(&redis.url(), binlog).await;
+    assert_eq!(stat(&c, "Qcache_l2_gaps_uncovered"), 1);
+    let mut cc = c.conn(&schema).await;
+    assert_eq!(read_v(&mut cc, 1).await, 0);
+    assert_eq!(stat(&c, "Qcache_l2_hits"), 0);
+    assert_eq!(stat(&c, "Qcache_l2_stale"), 1);
+}
+
+/// AUTH and ACL in the URL: a user limited to qcache's keys and channel is enough; a wrong
+/// password leaves L2 down and clients unaffected.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acl_user_in_the_url() {
+    let redis = Redis::start_with(common::free_port(), &["--requirepass", "admin-pw"]);
+    let out = redis.cli(&[
+        "-a",
+        "admin-pw",
+        "--no-auth-warning",
+        "ACL",
+        "SETUSER",
+        "qc",
+        "on",
+        ">qc-pw",
+        "~qcache:*",
+        "&qcache:*",
+        "+@all",
+    ]);
+    assert!(out.contains("OK"), "{out}");
+    let url = format!("redis://qc:qc-pw@127.0.0.1:{}", redis.port);
+    let schema = setup("l2_acl", 1).await;
+    let a = proxy(&url, |_| {}).await;
+    let b = proxy(&url, |_| {}).await;
+    let mut cb = b.conn(&schema).await;
+    assert_eq!(read_v(&mut cb, 1).await, 0);
+    let stored = || {
+        !redis
+            .cli(&[
+                "-a",
+                "admin-pw",
+                "--no-auth-warning",
+                "--scan",
+                "--pattern",
+                "qcache:e:*",
+            ])
+            .trim()
+            .is_empty()
+    };
+    wait_for("B's entry", LAG_BOUND, stored).await;
+    let mut ca = a.conn(&schema).await;
+    assert_eq!(read_v(&mut ca, 1).await, 0);
+    assert_eq!(stat(&a, "Qcache_l2_hits"), 1);
+    let bad = format!("redis://qc:wrong@127.0.0.1:{}", redis.port);
+    let c = common::proxy(|cfg| l2_on(cfg, &bad)).await;
+    let mut cc = c.conn(&schema).await;
+    cc.query_drop("UPDATE t SET v = 2 WHERE id = 1")
+        .await
+        .unwrap();
+    assert_eq!(read_v(&mut cc, 1).await, 2);
+    assert!(!l2(&c).healthy());
+}
+
+/// rediss://: L2 over TLS, the server's certificate verified against `l2.tls_ca`; a client
+/// without that CA (the system's roots) refuses the server, and L2 stays down.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_to_redis() {
+    let (redis, ca) = Redis::start_tls();
+    let url = format!("rediss://127.0.0.1:{}", redis.port);
+    let schema = setup("l2_tls", 1).await;
+    let with_ca = |c: &mut Config| c.l2.tls_ca = ca.clone();
+    let a = proxy(&url, with_ca).await;
+    let b = proxy(&url, with_ca).await;
+    let mut cb = b.conn(&schema).await;
+    assert_eq!(read_v(&mut cb, 1).await, 0);
+    wait_for("B's store", LAG_BOUND, || stat(&b, "Qcache_l2_stores") == 1).await;
+    let mut ca = a.conn(&schema).await;
+    assert_eq!(read_v(&mut ca, 1).await, 0);
+    assert_eq!(stat(&a, "Qcache_l2_hits"), 1);
+    let c = common::proxy(|cfg| l2_on(cfg, &url)).await;
+    let mut cc = c.conn(&schema).await;
+    assert_eq!(read_v(&mut cc, 1).await, 0);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!l2(&c).healthy(), "an unverified server was trusted");
+}
