@@ -585,6 +585,7 @@ macro_rules! topics {
 }
 
 topics!(
+    adversary,
     basics,
     catalog,
     classification,
