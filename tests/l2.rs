@@ -709,6 +709,11 @@ async fn tail_restart_invalidates_l2_only_when_nobody_watched() {
     .await;
     // B joins while A's tail watches: the entry stays good.
     let b = proxy(&redis.url(), binlog).await;
+    // B's start is decided after its tail looks for another's heartbeat: wait for the verdict.
+    wait_for("B's gap verdict", LAG_BOUND, || {
+        stat(&b, "Qcache_l2_gaps_covered") + stat(&b, "Qcache_l2_gaps_uncovered") > 0
+    })
+    .await;
     assert_eq!(
         stat(&b, "Qcache_l2_gaps_covered"),
         1,

@@ -77,6 +77,8 @@ const MARIADB_KEY_VARIABLES: &[&str] = &[
     "old_mode",
     "max_recursive_iterations",
     "system_versioning_asof",
+    // REGEXP's default flags: inherited from the global at connect.
+    "default_regex_flags",
 ];
 
 const MYSQL_KEY_VARIABLES: &[&str] = &[

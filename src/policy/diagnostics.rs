@@ -25,6 +25,15 @@ pub fn found_rows(stmt: &[u8], rows: u64) -> Option<u64> {
     let Some(first) = find_ci(stmt, b"limit", 0) else {
         return Some(rows);
     };
+    // A set operation with a LIMIT: the server counts the combined rows before the LIMIT
+    // (`(SELECT …) UNION (SELECT …) LIMIT 1` leaves FOUND_ROWS() at 2), which the rows sent
+    // do not tell.
+    if [&b"union"[..], b"except", b"intersect"]
+        .iter()
+        .any(|w| find_ci(stmt, w, 0).is_some())
+    {
+        return None;
+    }
     let tail = &stmt[first..];
     let tricky = tail.contains(&b',')
         || find_ci(tail, b"offset", 0).is_some()
