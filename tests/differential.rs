@@ -366,12 +366,11 @@ fn rows_text(rows: Vec<Row>) -> String {
     s
 }
 
-async fn run_text(conn: &mut Conn, sql: &str) -> String {
+/// Every result set of a response, then its OK's counters; an error ends the text.
+async fn results_text<P: mysql_async::prelude::Protocol>(
+    mut res: mysql_async::QueryResult<'_, '_, P>,
+) -> String {
     let mut out = String::new();
-    let mut res = match conn.query_iter(sql).await {
-        Ok(r) => r,
-        Err(e) => return error_text(&e),
-    };
     loop {
         let cols = res.columns();
         let rows: Vec<Row> = match res.collect().await {
@@ -394,10 +393,16 @@ async fn run_text(conn: &mut Conn, sql: &str) -> String {
             res.info()
         );
         if res.is_empty() {
-            break;
+            return out;
         }
     }
-    out
+}
+
+async fn run_text(conn: &mut Conn, sql: &str) -> String {
+    match conn.query_iter(sql).await {
+        Ok(res) => results_text(res).await,
+        Err(e) => error_text(&e),
+    }
 }
 
 async fn run_prepared(conn: &mut Conn, sql: &str) -> String {
@@ -405,35 +410,10 @@ async fn run_prepared(conn: &mut Conn, sql: &str) -> String {
         Ok(s) => s,
         Err(e) => return format!("prepare: {}", error_text(&e)),
     };
-    let mut out = String::new();
-    match conn.exec_iter(&stmt, ()).await {
-        Err(e) => out = error_text(&e),
-        Ok(mut res) => loop {
-            let cols = res.columns();
-            let rows: Vec<Row> = match res.collect().await {
-                Ok(rows) => rows,
-                Err(e) => {
-                    out.push_str(&error_text(&e));
-                    break;
-                }
-            };
-            if let Some(cols) = cols.filter(|c| !c.is_empty()) {
-                let _ = writeln!(out, "columns: {}", columns_text(&cols));
-                out.push_str(&rows_text(rows));
-            }
-            let _ = writeln!(
-                out,
-                "ok: affected={} insert_id={:?} warnings={} info={:?}",
-                res.affected_rows(),
-                res.last_insert_id(),
-                res.warnings(),
-                res.info()
-            );
-            if res.is_empty() {
-                break;
-            }
-        },
-    }
+    let out = match conn.exec_iter(&stmt, ()).await {
+        Ok(res) => results_text(res).await,
+        Err(e) => error_text(&e),
+    };
     let _ = conn.close(stmt).await;
     out
 }
