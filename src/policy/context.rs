@@ -25,14 +25,16 @@
 //! A read-back costs one round trip where a SET cannot be evaluated (rare) and one per
 //! connect, and nothing per hit.
 
+use std::sync::LazyLock;
+
 /// Session variables whose value can change a cacheable result's bytes or meaning, read at
 /// connect. `mariadb`: the server's flavour (from its greeting), which decides which names
 /// exist; [`COMMON_KEY_VARIABLES`] is the fallback should a name be unknown to the server.
 pub fn key_variables(mariadb: bool) -> &'static [&'static str] {
     if mariadb {
-        MARIADB_KEY_VARIABLES
+        &MARIADB_KEY_VARIABLES
     } else {
-        MYSQL_KEY_VARIABLES
+        &MYSQL_KEY_VARIABLES
     }
 }
 
@@ -56,23 +58,8 @@ pub const COMMON_KEY_VARIABLES: &[&str] = &[
     "sql_notes",
 ];
 
-const MARIADB_KEY_VARIABLES: &[&str] = &[
-    "character_set_client",
-    "character_set_connection",
-    "character_set_results",
-    "collation_connection",
-    "sql_mode",
-    "time_zone",
-    "div_precision_increment",
-    "lc_time_names",
-    "group_concat_max_len",
-    "max_sort_length",
-    "default_week_format",
-    "sql_select_limit",
-    "sql_auto_is_null",
-    "max_join_size",
-    "sql_big_selects",
-    "sql_notes",
+/// MariaDB's own names, read after the common ones.
+const MARIADB_EXTRA: &[&str] = &[
     "tx_isolation",
     "old_mode",
     "max_recursive_iterations",
@@ -81,27 +68,19 @@ const MARIADB_KEY_VARIABLES: &[&str] = &[
     "default_regex_flags",
 ];
 
-const MYSQL_KEY_VARIABLES: &[&str] = &[
-    "character_set_client",
-    "character_set_connection",
-    "character_set_results",
-    "collation_connection",
-    "sql_mode",
-    "time_zone",
-    "div_precision_increment",
-    "lc_time_names",
-    "group_concat_max_len",
-    "max_sort_length",
-    "default_week_format",
-    "sql_select_limit",
-    "sql_auto_is_null",
-    "max_join_size",
-    "sql_big_selects",
-    "sql_notes",
+/// MySQL's own names, read after the common ones.
+const MYSQL_EXTRA: &[&str] = &[
     "transaction_isolation",
     "cte_max_recursion_depth",
     "block_encryption_mode",
 ];
+
+/// The common names followed by one flavour's: built once, so each flavour's list is the
+/// common one by construction.
+static MARIADB_KEY_VARIABLES: LazyLock<Vec<&'static str>> =
+    LazyLock::new(|| [COMMON_KEY_VARIABLES, MARIADB_EXTRA].concat());
+static MYSQL_KEY_VARIABLES: LazyLock<Vec<&'static str>> =
+    LazyLock::new(|| [COMMON_KEY_VARIABLES, MYSQL_EXTRA].concat());
 
 /// Whether the server is MariaDB, from its greeting's version string.
 pub fn is_mariadb(server_version: &str) -> bool {
