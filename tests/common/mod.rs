@@ -11,6 +11,7 @@
 #![allow(dead_code)]
 
 pub mod redis;
+pub mod steps;
 
 use std::fs::File;
 use std::io::Write;
