@@ -10,7 +10,8 @@
 //! cargo run --release --example loadgen -- redis 127.0.0.1:6379 - - 50 10 10000
 //! ```
 //!
-//! Arguments: protocol, address, user, database, connections, seconds, keys. MySQL requests
+//! Arguments: protocol, address, user, database, connections, seconds, keys. A MySQL address
+//! that starts with `/` is a Unix socket path (qcache's `server.socket`). MySQL requests
 //! are `SELECT c FROM sbtest1 WHERE id=K` (sysbench's point select, table sbtest1 prepared
 //! by sysbench), Redis requests `GET key:K` (`redis-fill` SETs the keys first, outside the
 //! measured runs); K is uniform over 1..=keys. Every connection logs in before the measured

@@ -9,10 +9,11 @@ use qcache::protocol::compress::{Algorithm, Codec};
 use qcache::protocol::packets::{cap, com};
 use qcache::protocol::response::{Expect, Response, Step};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tokio::net::TcpStream;
+use tokio::net::{TcpStream, UnixStream};
 
 pub struct Raw {
-    pub tcp: TcpStream,
+    /// The connection: TCP, or a Unix socket when the address is a path (starts with `/`).
+    pub tcp: Box<dyn Io>,
     buf: BytesMut,
     pub caps: u32,
     pub server_caps: u32,
@@ -100,7 +101,11 @@ impl Raw {
         mariadb_caps: u32,
         extra: u32,
     ) -> Raw {
-        let tcp = TcpStream::connect(addr).await.expect("connect");
+        let tcp: Box<dyn Io> = if addr.starts_with('/') {
+            Box::new(UnixStream::connect(addr).await.expect("connect"))
+        } else {
+            Box::new(TcpStream::connect(addr).await.expect("connect"))
+        };
         let mut raw = Raw {
             tcp,
             buf: BytesMut::new(),
