@@ -18,7 +18,7 @@ use crate::cache::l2::{now_ms, L2Entry};
 use crate::cache::{key, Claim, Entry, Key, Stamps, TableHandle};
 use crate::config::{Conservative, QueryCacheType};
 use crate::invalidation::catalog::{ReadResolution, TableName};
-use crate::policy::classify;
+use crate::policy::{classify, Reason};
 // Why a read may use the cache, and under which snapshot rules.
 use crate::policy::snapshot::{self, ReadView};
 type ReadMode = ReadView<crate::cache::Snapshot>;
@@ -164,7 +164,7 @@ impl Session {
                 }
             }
         }
-        self.note_not_cached("multi_statement");
+        self.note_not_cached(Reason::MultiStatement);
         self.relay_command(&pkt, Expect::Results).await?;
         // Which statements ran is not followed: a temporary table any of them may have
         // created or renamed is one from now on.
@@ -242,9 +242,9 @@ impl Session {
                 return self.answer_variable(&pkt, v).await;
             }
             self.note_not_cached(if self.st.lost_track {
-                "session_untracked"
+                Reason::SessionUntracked
             } else {
-                "not_requested"
+                Reason::NotRequested
             });
             return self
                 .forward_read(pkt.seq, &payload, None, false)
@@ -273,7 +273,7 @@ impl Session {
         let an = self.shared.analyzer.analyze(&text, digest);
         let plan = match self.plan_read(&an, key, digest, &stmt).await {
             Ok(_) if !identified => {
-                self.note_not_cached("identity_unknown");
+                self.note_not_cached(Reason::IdentityUnknown);
                 return self
                     .forward_read(pkt.seq, &payload, None, true)
                     .await
@@ -366,9 +366,9 @@ impl Session {
         key: Key,
         digest: u64,
         sql: &[u8],
-    ) -> Result<ReadPlan, &'static str> {
+    ) -> Result<ReadPlan, Reason> {
         let Analysis::Read(info) = an else {
-            return Err("not_a_read");
+            return Err(Reason::NotARead);
         };
         // Operator rules, evaluated on misses only; the config is the swapped one, so a
         // reload applies to the next miss.
@@ -392,7 +392,7 @@ impl Session {
                 });
                 // An unknown table may appear with the next catalog refresh, which is
                 // rate-limited: asking again is what triggers it.
-                if shared_answer && resolved.as_ref().err() != Some(&"unknown_table") {
+                if shared_answer && resolved.as_ref().err() != Some(&Reason::UnknownTable) {
                     self.shared
                         .plans
                         .insert(digest, db, generation, outcome.clone());
@@ -405,11 +405,11 @@ impl Session {
             }
         };
         if self.st.dirty_reads {
-            return Err("read_uncommitted");
+            return Err(Reason::ReadUncommitted);
         }
         if let Some(txn) = &self.st.txn {
             if tables.iter().any(|t| txn.wrote(t)) {
-                return Err("written_in_transaction");
+                return Err(Reason::WrittenInTransaction);
             }
         }
         Ok(ReadPlan {
@@ -425,24 +425,24 @@ impl Session {
     async fn resolve_tables(
         &self,
         info: &ReadInfo,
-    ) -> Result<(Vec<TableName>, Vec<TableName>), &'static str> {
-        if let Err(reason) = &info.verdict {
-            return Err(reason.as_str());
+    ) -> Result<(Vec<TableName>, Vec<TableName>), Reason> {
+        if let Err(reason) = info.verdict {
+            return Err(reason.into());
         }
         if info.tables.is_empty() {
-            return Err("no_table");
+            return Err(Reason::NoTable);
         }
         let mut named = Vec::with_capacity(info.tables.len());
         for t in &info.tables {
             let q = self
                 .st
                 .qualify(t.schema.as_deref(), &t.name)
-                .ok_or("no_database")?;
+                .ok_or(Reason::NoDatabase)?;
             if SYSTEM_SCHEMAS.contains(&q.0.as_str()) {
-                return Err("system_schema");
+                return Err(Reason::SystemSchema);
             }
             if self.st.temp_tables.contains(&q) {
-                return Err("temporary_table");
+                return Err(Reason::TemporaryTable);
             }
             named.push(q);
         }
@@ -457,8 +457,8 @@ impl Session {
         }
         match resolved {
             ReadResolution::Tables(bases) => Ok((named, bases)),
-            ReadResolution::Opaque(_) => Err("opaque_view"),
-            ReadResolution::Unknown(_) => Err("unknown_table"),
+            ReadResolution::Opaque(_) => Err(Reason::OpaqueView),
+            ReadResolution::Unknown(_) => Err(Reason::UnknownTable),
         }
     }
 
@@ -470,7 +470,7 @@ impl Session {
         bases: Vec<TableName>,
         digest: u64,
         sql: &[u8],
-    ) -> Result<Option<Duration>, &'static str> {
+    ) -> Result<Option<Duration>, Reason> {
         let text = String::from_utf8_lossy(sql);
         // A rule may name a view as the statement does, or a table under it.
         named.extend(bases);
@@ -481,7 +481,7 @@ impl Session {
             sql: &text,
         };
         match rules::evaluate(rules, &subject) {
-            rules::Verdict::Never => Err("rule"),
+            rules::Verdict::Never => Err(Reason::Rule),
             rules::Verdict::Cache { ttl } => Ok(ttl),
             rules::Verdict::Default => Ok(None),
         }
@@ -501,7 +501,7 @@ impl Session {
         mode: Option<ReadMode>,
     ) -> Result<bool, SessionError> {
         let Some(mode) = mode else {
-            self.note_not_cached("hits_suspended");
+            self.note_not_cached(Reason::HitsSuspended);
             return self
                 .forward_read(seq, payload, None, true)
                 .await
@@ -516,7 +516,7 @@ impl Session {
             // snapshot, which no other session sees, so the result can never be stored.
             // Decided before claiming, so no other session waits on a fill that cannot land,
             // and the result is relayed without a copy.
-            self.note_not_cached(reason.as_str());
+            self.note_not_cached(reason);
             return self
                 .forward_read(seq, payload, None, true)
                 .await
@@ -595,12 +595,12 @@ impl Session {
         // What the server's FOUND_ROWS() says now, which a later hit must reproduce.
         let found_rows = diagnostics::found_rows(sql, resp.rows);
         let verdict = store_verdict(&resp, &fill, storable)
-            .or_else(|| found_rows.is_none().then_some("found_rows_unknown"));
+            .or_else(|| found_rows.is_none().then_some(Reason::FoundRowsUnknown));
         let (meta, last) = match (verdict, shape) {
             (None, Some(shape)) => shape,
             (reason, _) => {
                 self.fill_scratch = fill.into_scratch();
-                self.note_not_cached(reason.unwrap_or("unexpected_shape"));
+                self.note_not_cached(reason.unwrap_or(Reason::UnexpectedShape));
                 if let Some((_, leased)) = l2_fill {
                     self.l2_after_fill(plan.key, None, leased, None);
                 }
@@ -670,7 +670,7 @@ impl Session {
         }
     }
 
-    fn note_not_cached(&self, reason: &'static str) {
+    fn note_not_cached(&self, reason: Reason) {
         self.shared.cache.stats().not_cached(reason);
     }
 
@@ -1201,17 +1201,17 @@ impl Session {
         };
         let cursor = pkt.payload.get(5).map(|f| f & 0x07 != 0).unwrap_or(true);
         let reason = if !wanted {
-            Some("not_requested")
+            Some(Reason::NotRequested)
         } else if self.st.lost_track {
-            Some("session_untracked")
+            Some(Reason::SessionUntracked)
         } else if !identified {
-            Some("identity_unknown")
+            Some(Reason::IdentityUnknown)
         } else if cursor {
-            Some("cursor")
+            Some(Reason::Cursor)
         } else if long_data {
-            Some("long_data")
+            Some(Reason::LongData)
         } else if parts.is_none() {
-            Some("malformed_execute")
+            Some(Reason::MalformedExecute)
         } else {
             None
         };
@@ -1242,7 +1242,7 @@ impl Session {
             }
         }
         let Some(key) = key else {
-            self.note_not_cached(reason.unwrap_or("malformed_execute"));
+            self.note_not_cached(reason.unwrap_or(Reason::MalformedExecute));
             let (up, typed) = self.execute_for_upstream(id, &pkt);
             self.types_sent(id, typed);
             self.forward_read(pkt.seq, &up, None, false).await?;
@@ -1334,28 +1334,28 @@ fn wants_cache(qct: QueryCacheType, hint: Hint) -> bool {
 }
 
 /// Why a relayed result is not stored, if it is not.
-fn store_verdict(resp: &Response, fill: &Fill, storable: bool) -> Option<&'static str> {
+fn store_verdict(resp: &Response, fill: &Fill, storable: bool) -> Option<Reason> {
     if resp.error {
-        return Some("error");
+        return Some(Reason::Error);
     }
     if fill.overflow {
-        return Some("too_large");
+        return Some(Reason::TooLarge);
     }
     if resp.result_sets != 1 || resp.oks != 0 {
-        return Some("multi_result");
+        return Some(Reason::MultiResult);
     }
     if resp.warnings != 0 {
-        return Some("warnings");
+        return Some(Reason::Warnings);
     }
     if resp.cursor {
-        return Some("cursor");
+        return Some(Reason::Cursor);
     }
     let last = resp.last_status.unwrap_or(0);
     if last & (status::MORE_RESULTS | status::SESSION_STATE_CHANGED) != 0 {
-        return Some("session_state_changed");
+        return Some(Reason::SessionStateChanged);
     }
     if !storable {
-        return Some("changed_since_snapshot");
+        return Some(Reason::ChangedSinceSnapshot);
     }
     None
 }
