@@ -110,7 +110,7 @@ impl Collector for SharedCollector {
                 MetricType::Counter,
             )?;
             for (reason, n) in stats.not_cached_reasons() {
-                ConstCounter::new(n).encode(me.encode_family(&[("reason", reason)])?)?;
+                ConstCounter::new(n).encode(me.encode_family(&[("reason", reason.as_str())])?)?;
             }
         }
         counter(

@@ -67,7 +67,8 @@ impl TableRef {
     }
 }
 
-/// Why a read is not cached. Each reason is counted separately in the metrics.
+/// Why the analysis refuses a read. Counted as the `policy::Reason` each converts into,
+/// which owns the labels.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum NotCached {
     /// sqlparser could not parse it (or it is not a plain query).
@@ -94,26 +95,6 @@ pub enum NotCached {
     CalcFoundRows,
     /// Uses a sequence (`NEXTVAL`, `NEXT VALUE FOR`, …): it advances on every call.
     Sequence,
-}
-
-impl NotCached {
-    /// A stable label for metrics.
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            NotCached::Unparsable => "unparsable",
-            NotCached::NonDeterministic(_) => "non_deterministic",
-            NotCached::StoredFunction => "stored_function",
-            NotCached::UserVariable => "user_variable",
-            NotCached::SystemVariable => "system_variable",
-            NotCached::Locking => "locking",
-            NotCached::Into => "into",
-            NotCached::SystemSchema => "system_schema",
-            NotCached::NoTable => "no_table",
-            NotCached::MultiStatement => "multi_statement",
-            NotCached::CalcFoundRows => "calc_found_rows",
-            NotCached::Sequence => "sequence",
-        }
-    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

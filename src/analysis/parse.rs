@@ -988,22 +988,6 @@ mod tests {
         assert_eq!(r.verdict, Err(NotCached::Sequence));
         assert!(r.may_write);
         assert_eq!(refused("SELECT PREVIOUS VALUE FOR s"), NotCached::Sequence);
-        for why in [
-            NotCached::Unparsable,
-            NotCached::NonDeterministic("now"),
-            NotCached::StoredFunction,
-            NotCached::UserVariable,
-            NotCached::SystemVariable,
-            NotCached::Locking,
-            NotCached::Into,
-            NotCached::SystemSchema,
-            NotCached::NoTable,
-            NotCached::MultiStatement,
-            NotCached::CalcFoundRows,
-            NotCached::Sequence,
-        ] {
-            assert!(!why.as_str().is_empty());
-        }
     }
 
     #[test]

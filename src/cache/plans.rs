@@ -13,10 +13,11 @@ use quick_cache::sync::Cache;
 use xxhash_rust::xxh3::xxh3_64;
 
 use crate::cache::versions::TableHandle;
+use crate::policy::Reason;
 
 /// What resolving a shape gave: the tables, or why it can never be cached under this
 /// database and catalog.
-pub type Outcome = Result<Arc<[TableHandle]>, &'static str>;
+pub type Outcome = Result<Arc<[TableHandle]>, Reason>;
 
 struct Resolved {
     /// The database the shape was resolved under, compared on lookup so that two databases
@@ -95,8 +96,8 @@ mod tests {
         assert!(p.get(7, None, 1).is_none());
         assert!(p.get(8, Some("a"), 1).is_none());
         assert!(p.get(7, Some("a"), 2).is_none());
-        p.insert(7, None, 1, Err("no_database"));
-        assert!(matches!(p.get(7, None, 1), Some(Err("no_database"))));
+        p.insert(7, None, 1, Err(Reason::NoDatabase));
+        assert!(matches!(p.get(7, None, 1), Some(Err(Reason::NoDatabase))));
         assert!(p.get(7, Some(""), 1).is_none());
     }
 
@@ -104,7 +105,7 @@ mod tests {
     fn bounded() {
         let p = ReadPlans::new(4);
         for i in 0..100 {
-            p.insert(i, None, 0, Err("x"));
+            p.insert(i, None, 0, Err(Reason::Rule));
         }
         assert!(p.len() <= 8, "{}", p.len());
     }

@@ -4,6 +4,8 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
+use crate::policy::Reason;
+
 /// Why a set of entries was invalidated, so operators can see which source dominates.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum InvalidationSource {
@@ -70,10 +72,10 @@ fn stripe() -> usize {
 }
 
 /// Not-cached counts by reason for the threads of one stripe. A short list, not a map:
-/// reasons are a few static names and a session repeats one, so a scan beats hashing.
+/// a session repeats one reason, so a scan beats hashing.
 #[derive(Debug, Default)]
 #[repr(align(128))]
-struct ReasonStripe(Mutex<Vec<(&'static str, u64)>>);
+struct ReasonStripe(Mutex<Vec<(Reason, u64)>>);
 
 /// A counter incremented on every hit from every worker thread. A single atomic would be the
 /// one contended write on the hit path; each thread adds to its own stripe and readers sum.
@@ -126,15 +128,6 @@ pub struct CacheStats {
     reasons: [ReasonStripe; STRIPES],
 }
 
-/// Reasons the store itself gives to `not_cached`.
-pub mod reason {
-    pub const TOO_LARGE: &str = "too_large";
-    /// A table changed while the result was being computed (the fill race).
-    pub const STALE_FILL: &str = "stale_fill";
-    /// The status-flag offset does not point into the bytes (a session bug, never served).
-    pub const MALFORMED: &str = "malformed";
-}
-
 impl CacheStats {
     pub fn new() -> CacheStats {
         CacheStats::default()
@@ -150,9 +143,8 @@ impl CacheStats {
         self.inserts.load(Ordering::Relaxed)
     }
 
-    /// Counts one statement that was not cached, and why (a short static name such as
-    /// `"non_deterministic"`, `"in_txn_written_table"`, `"warnings"`).
-    pub fn not_cached(&self, reason: &'static str) {
+    /// Counts one statement that was not cached, and why.
+    pub fn not_cached(&self, reason: Reason) {
         self.not_cached.incr();
         if let Ok(mut list) = self.reasons[stripe()].0.lock() {
             match list.iter_mut().find(|(r, _)| *r == reason) {
@@ -179,17 +171,18 @@ impl CacheStats {
             .sum()
     }
 
-    /// Not-cached counts by reason, sorted by name for stable output.
-    pub fn not_cached_reasons(&self) -> Vec<(&'static str, u64)> {
-        let mut sum: BTreeMap<&'static str, u64> = BTreeMap::new();
+    /// Not-cached counts by reason (those counted at least once), sorted by label for
+    /// stable output.
+    pub fn not_cached_reasons(&self) -> Vec<(Reason, u64)> {
+        let mut sum: BTreeMap<&'static str, (Reason, u64)> = BTreeMap::new();
         for stripe in &self.reasons {
             if let Ok(list) = stripe.0.lock() {
                 for (r, n) in list.iter() {
-                    *sum.entry(*r).or_insert(0) += n;
+                    sum.entry(r.as_str()).or_insert((*r, 0)).1 += n;
                 }
             }
         }
-        sum.into_iter().collect()
+        sum.into_values().collect()
     }
 
     pub(crate) fn incr(c: &AtomicU64) {
@@ -238,14 +231,34 @@ mod tests {
     #[test]
     fn reasons_are_counted_and_sorted() {
         let s = CacheStats::new();
-        s.not_cached("warnings");
-        s.not_cached("non_deterministic");
-        s.not_cached("warnings");
+        s.not_cached(Reason::Warnings);
+        s.not_cached(Reason::NonDeterministic);
+        s.not_cached(Reason::Warnings);
         assert_eq!(s.not_cached.get(), 3);
         assert_eq!(
             s.not_cached_reasons(),
-            vec![("non_deterministic", 1), ("warnings", 2)]
+            vec![(Reason::NonDeterministic, 1), (Reason::Warnings, 2)]
         );
+    }
+
+    #[test]
+    fn every_reason_has_a_status_row() {
+        let s = CacheStats::new();
+        for r in Reason::ALL {
+            s.not_cached(*r);
+        }
+        let rows: std::collections::HashSet<String> = s
+            .not_cached_reasons()
+            .into_iter()
+            .map(|(r, n)| {
+                assert_eq!(n, 1, "{r}");
+                r.status_name()
+            })
+            .collect();
+        assert_eq!(rows.len(), Reason::ALL.len());
+        for r in Reason::ALL {
+            assert!(rows.contains(&r.status_name()), "{r} has no status row");
+        }
     }
 
     #[test]

@@ -13,9 +13,10 @@ use tokio::sync::watch;
 
 use super::entry::Entry;
 use super::key::Key;
-use super::stats::{reason, CacheStats, InvalidationSource};
+use super::stats::{CacheStats, InvalidationSource};
 use super::versions::{Snapshot, TableHandle, Versions};
 use crate::config::CacheConfig;
+use crate::policy::Reason;
 
 /// quick_cache's share of a shard for "hot" entries; an entry heavier than this share of one
 /// shard is rejected by quick_cache, so the store checks the same bound first and counts it.
@@ -498,11 +499,11 @@ impl Cache {
             || entry.weight() > inner.max_weight
         {
             CacheStats::incr(&inner.stats.too_large);
-            inner.stats.not_cached(reason::TOO_LARGE);
+            inner.stats.not_cached(Reason::TooLarge);
             return false;
         }
         if !entry.is_well_formed() {
-            inner.stats.not_cached(reason::MALFORMED);
+            inner.stats.not_cached(Reason::Malformed);
             return false;
         }
         let valid = match snap {
@@ -510,7 +511,7 @@ impl Cache {
             Some(snap) => entry.stamps.valid_in(&inner.versions, snap),
         };
         if !valid {
-            inner.stats.not_cached(reason::STALE_FILL);
+            inner.stats.not_cached(Reason::StaleFill);
             return false;
         }
         // A TTL too large to add to an Instant means "never" rather than a panic.
@@ -759,10 +760,7 @@ mod tests {
         c.versions().bump(&t);
         assert!(!c.insert(k, e));
         assert!(c.get(k).is_none());
-        assert_eq!(
-            c.stats().not_cached_reasons(),
-            vec![(reason::STALE_FILL, 1)]
-        );
+        assert_eq!(c.stats().not_cached_reasons(), vec![(Reason::StaleFill, 1)]);
 
         // The bump lands after the insert check: the entry is stored but never served.
         let e = entry(&c, std::slice::from_ref(&t), 10);
@@ -877,7 +875,7 @@ mod tests {
         let mut e = entry(&c, &[], 10);
         e.status_at = e.bytes.len();
         assert!(!c.insert(key(1, 0, b"m"), e));
-        assert_eq!(c.stats().not_cached_reasons(), vec![(reason::MALFORMED, 1)]);
+        assert_eq!(c.stats().not_cached_reasons(), vec![(Reason::Malformed, 1)]);
     }
 
     #[test]

@@ -340,7 +340,7 @@ fn view_cacheable(def: &str) -> Result<(), String> {
             Err(NotCached::SystemSchema) => Ok(()),
             Err(why) => Err(format!(
                 "its definition is not cacheable ({})",
-                why.as_str()
+                crate::policy::Reason::from(why)
             )),
         },
         _ => Err("its definition is not a query".into()),

@@ -10,4 +10,7 @@ pub mod context;
 pub mod diagnostics;
 pub mod l2;
 pub mod privileges;
+pub mod reason;
 pub mod snapshot;
+
+pub use reason::Reason;

@@ -16,6 +16,8 @@
 //! transaction qcache opened itself (the deferred BEGIN) has sent nothing yet, so its point
 //! is still to come.
 
+use super::reason::Reason;
+
 /// The version points a session holds when a statement is about to reach the server.
 /// `Snapshot` is the cache's version point (`cache::Snapshot`); the rules only move it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -103,22 +105,6 @@ pub fn read_view<Snapshot>(txn: Option<TxnView<Snapshot>>, autocommit: bool) -> 
     }
 }
 
-/// Why a result computed in a view may not be stored.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum NotStored {
-    /// A table it read changed after the earliest point the transaction's view may have been
-    /// opened at: the server may have answered from a view no other session has.
-    ChangedSinceSnapshot,
-}
-
-impl NotStored {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            NotStored::ChangedSinceSnapshot => "changed_since_snapshot",
-        }
-    }
-}
-
 /// Whether a read's result may be stored, before it is sent: `unchanged_since_point` is
 /// `Snapshot::unchanged` for the read's tables at the view's [`ReadView::store_point`]
 /// (ignored when it has none). The stamps' own check at insert (`valid_in`) catches a write
@@ -126,9 +112,9 @@ impl NotStored {
 pub fn may_store<Snapshot: Copy>(
     view: ReadView<Snapshot>,
     unchanged_since_point: bool,
-) -> Result<(), NotStored> {
+) -> Result<(), Reason> {
     match view.store_point() {
-        Some(_) if !unchanged_since_point => Err(NotStored::ChangedSinceSnapshot),
+        Some(_) if !unchanged_since_point => Err(Reason::ChangedSinceSnapshot),
         _ => Ok(()),
     }
 }
@@ -233,13 +219,13 @@ mod tests {
             (
                 ReadView::Establishing(Some(S0)),
                 false,
-                Err(NotStored::ChangedSinceSnapshot),
+                Err(Reason::ChangedSinceSnapshot),
             ),
             (ReadView::Snapshot(S0), true, Ok(())),
             (
                 ReadView::Snapshot(S0),
                 false,
-                Err(NotStored::ChangedSinceSnapshot),
+                Err(Reason::ChangedSinceSnapshot),
             ),
         ] {
             assert_eq!(may_store(view, unchanged), want, "{view:?} {unchanged}");

@@ -9,12 +9,14 @@ use tracing::debug;
 use super::conn::{ConnError, PacketConn};
 use super::{sha2, SessionError};
 use crate::config::{CompressionConfig, UpstreamCompression, UpstreamTlsMode};
+use crate::protocol::codec::Packet;
 use crate::protocol::compress::{Algorithm, Codec};
 use crate::protocol::handshake::{
     self, Greeting, HandshakeResponse, CLEARED_CAPS, CLEARED_MARIADB_CAPS,
 };
 use crate::protocol::packets::{self, cap};
 use crate::tls::Contexts;
+use tokio_rustls::TlsAcceptor;
 
 /// MySQL client error numbers qcache uses for its own failures: 2003 "Can't connect to MySQL
 /// server" and 2026 "SSL connection error". They are client codes, which libmariadb-based
@@ -109,6 +111,12 @@ async fn refuse(
 }
 
 /// Relays the connection phase. On success the session may start its command loop.
+///
+/// The phases, in order: the server's greeting ([`read_greeting`]), relayed with qcache's
+/// capabilities ([`greet_client`]); the client's response, through TLS if it asks
+/// ([`read_client_response`]); the client leg's requirements ([`client_leg`]); the upstream
+/// leg's TLS and compression ([`upstream_leg`]); the response forwarded with the upstream
+/// leg's capabilities ([`forward_response`]); then the authentication rounds.
 pub async fn relay(
     client: &mut PacketConn,
     upstream: &mut PacketConn,
@@ -117,6 +125,84 @@ pub async fn relay(
     compression: &CompressionConfig,
     upstream_addr: &str,
 ) -> Result<Negotiated, SessionError> {
+    let greet = read_greeting(client, upstream, greeting_timeout).await?;
+    // A Unix socket is local: encryption there protects nothing the kernel does not already
+    // (whoever could read the bytes could read either process's memory) and would cost CPU
+    // on every hit, the cost the socket exists to save. So TLS is not offered on it, and
+    // tls.client.require is met by it, as MySQL's require_secure_transport counts a socket as
+    // secure.
+    let local = client.is_local();
+    let acceptor = tls.and_then(|t| t.acceptor.as_ref()).filter(|_| !local);
+    let greeted = greet_client(client, &greet, acceptor.is_some(), compression).await?;
+    let (resp, parsed) = read_client_response(client, acceptor, local).await?;
+    let client_tls = client.is_tls();
+    let client_codec = client_leg(client, &resp, &parsed, greeted.offer, tls, compression).await?;
+    let leg = upstream_leg(
+        client,
+        upstream,
+        &resp,
+        tls,
+        greeted.server_caps,
+        compression,
+        upstream_addr,
+    )
+    .await?;
+    let mut legs = AuthLegs {
+        delta: resp.seq.wrapping_sub(leg.seq),
+        plugin: parsed
+            .auth_plugin
+            .clone()
+            .unwrap_or_else(|| greeted.greeting.auth_plugin.clone()),
+        scramble: greeted.scramble,
+        // A socket client counts as secure, as MySQL's own clients count it: they send a
+        // caching_sha2 password in the clear over it, which qcache must encrypt for a plain
+        // upstream exactly as it does for a TLS client.
+        client_tls: client_tls || local,
+        upstream_tls: leg.tls,
+    };
+    if legs.leaks_cleartext() {
+        return Err(refuse_cleartext(client, resp.seq.wrapping_add(1), &legs).await);
+    }
+    forward_response(upstream, &resp, &parsed, &leg).await?;
+
+    let greeting = greeted.greeting;
+    let caps = parsed.capabilities & (greeting.capabilities | cap::MARIADB_CLIENT_MYSQL);
+    match auth_rounds(client, upstream, &mut legs).await? {
+        Some(status) => {
+            debug!(
+                user = %parsed.user,
+                client_tls,
+                upstream_tls = leg.tls,
+                client_compression = ?client_codec,
+                upstream_compression = ?leg.codec,
+                "authenticated"
+            );
+            // Both ends switch right after the OK, which itself went uncompressed.
+            if let Some(c) = client_codec {
+                client.enable_compression(c);
+            }
+            if let Some(c) = leg.codec {
+                upstream.enable_compression(c);
+            }
+            Ok(Negotiated {
+                greeting,
+                response: parsed,
+                caps,
+                status,
+                legs,
+            })
+        }
+        None => Err(SessionError::AuthFailed),
+    }
+}
+
+/// The server's greeting, within `greeting_timeout`. A server that closes or stays silent,
+/// or greets with an ERR, is reported to the client as such.
+async fn read_greeting(
+    client: &mut PacketConn,
+    upstream: &mut PacketConn,
+    greeting_timeout: Duration,
+) -> Result<Packet, SessionError> {
     let greet = match tokio::time::timeout(greeting_timeout, upstream.read_some()).await {
         Ok(Ok(g)) => g,
         // Without an ERR the client would only see its connection drop, with no hint that
@@ -154,14 +240,27 @@ pub async fn relay(
             .map_err(SessionError::client)?;
         return Err(SessionError::Refused);
     }
-    // A Unix socket is local: encryption there protects nothing the kernel does not already
-    // (whoever could read the bytes could read either process's memory) and would cost CPU
-    // on every hit, the cost the socket exists to save. So TLS is not offered on it, and
-    // tls.client.require is met by it, as MySQL's require_secure_transport counts a socket as
-    // secure.
-    let local = client.is_local();
-    let acceptor = tls.and_then(|t| t.acceptor.as_ref()).filter(|_| !local);
-    let mut offer = if acceptor.is_some() { cap::SSL } else { 0 };
+    Ok(greet)
+}
+
+/// The greeting as relayed, and what of the server's qcache keeps for later phases.
+struct Greeted {
+    /// The capability bits qcache offers the client (TLS, compression).
+    offer: u32,
+    greeting: Greeting,
+    server_caps: u32,
+    scramble: Vec<u8>,
+}
+
+/// Relays the greeting with the capabilities qcache cannot pass through cleared and its own
+/// offers (TLS when `tls_offered`, the configured client compression) set.
+async fn greet_client(
+    client: &mut PacketConn,
+    greet: &Packet,
+    tls_offered: bool,
+    compression: &CompressionConfig,
+) -> Result<Greeted, SessionError> {
+    let mut offer = if tls_offered { cap::SSL } else { 0 };
     for alg in &compression.client {
         offer |= match alg {
             Algorithm::Zlib => cap::COMPRESS,
@@ -172,50 +271,76 @@ pub async fn relay(
         handshake::rewrite_greeting_caps(&greet.payload, CLEARED_CAPS, offer, CLEARED_MARIADB_CAPS)
             .ok_or_else(|| SessionError::Protocol("malformed server greeting".into()))?;
     let server_caps = handshake::parse_greeting(&greet.payload).map_or(0, |g| g.capabilities);
-    let server_offers_ssl = server_caps & cap::SSL != 0;
     let scramble = handshake::greeting_scramble(&greet.payload).unwrap_or_default();
     client
         .send(greet.seq, &payload)
         .await
         .map_err(SessionError::client)?;
+    Ok(Greeted {
+        offer,
+        greeting,
+        server_caps,
+        scramble,
+    })
+}
 
-    let mut resp = client.read_some().await.map_err(SessionError::client)?;
-    let mut parsed = parse_response(client, &resp).await?;
-    if parsed.ssl_request {
-        let Some(acceptor) = acceptor else {
-            let msg = if local {
-                format!(
-                    "qcache: TLS is not offered on the Unix socket, which is local \
-                     (connect without TLS, or over TCP) [{CR_SSL_CONNECTION_ERROR}]"
-                )
-            } else {
-                format!(
-                    "qcache: TLS was requested but qcache has no TLS configured \
-                     (connect without TLS, or configure [tls.client]) [{CR_SSL_CONNECTION_ERROR}]"
-                )
-            };
-            return Err(refuse(
-                client,
-                resp.seq.wrapping_add(1),
-                ER_UNKNOWN_ERROR,
-                "HY000",
-                &msg,
-            )
-            .await);
-        };
-        client
-            .accept_tls(acceptor)
-            .await
-            .map_err(SessionError::client)?;
-        // The real response follows inside TLS, numbered after the SSL request.
-        resp = client.read_some().await.map_err(SessionError::client)?;
-        parsed = parse_response(client, &resp).await?;
-        if parsed.ssl_request {
-            return Err(SessionError::Protocol("a second SSL request".into()));
-        }
+/// The client's handshake response; after an SSL request, the one that follows inside TLS
+/// (refused when qcache offers no TLS on this connection).
+async fn read_client_response(
+    client: &mut PacketConn,
+    acceptor: Option<&TlsAcceptor>,
+    local: bool,
+) -> Result<(Packet, HandshakeResponse), SessionError> {
+    let resp = client.read_some().await.map_err(SessionError::client)?;
+    let parsed = parse_response(client, &resp).await?;
+    if !parsed.ssl_request {
+        return Ok((resp, parsed));
     }
-    let client_tls = client.is_tls();
-    if !client_tls && !local && tls.is_some_and(|t| t.require_client) {
+    let Some(acceptor) = acceptor else {
+        let msg = if local {
+            format!(
+                "qcache: TLS is not offered on the Unix socket, which is local \
+                 (connect without TLS, or over TCP) [{CR_SSL_CONNECTION_ERROR}]"
+            )
+        } else {
+            format!(
+                "qcache: TLS was requested but qcache has no TLS configured \
+                 (connect without TLS, or configure [tls.client]) [{CR_SSL_CONNECTION_ERROR}]"
+            )
+        };
+        return Err(refuse(
+            client,
+            resp.seq.wrapping_add(1),
+            ER_UNKNOWN_ERROR,
+            "HY000",
+            &msg,
+        )
+        .await);
+    };
+    client
+        .accept_tls(acceptor)
+        .await
+        .map_err(SessionError::client)?;
+    // The real response follows inside TLS, numbered after the SSL request.
+    let resp = client.read_some().await.map_err(SessionError::client)?;
+    let parsed = parse_response(client, &resp).await?;
+    if parsed.ssl_request {
+        return Err(SessionError::Protocol("a second SSL request".into()));
+    }
+    Ok((resp, parsed))
+}
+
+/// Refuses a client leg that breaks `tls.client.require` or asks for compression qcache
+/// did not offer; else the client leg's compression, if any.
+async fn client_leg(
+    client: &mut PacketConn,
+    resp: &Packet,
+    parsed: &HandshakeResponse,
+    offer: u32,
+    tls: Option<&Contexts>,
+    compression: &CompressionConfig,
+) -> Result<Option<Codec>, SessionError> {
+    if !client.is_tls() && !client.is_local() && tls.is_some_and(|t| t.require_client) {
         let msg = "Connections using insecure transport are prohibited while \
                    --require_secure_transport=ON.";
         return Err(refuse(
@@ -227,7 +352,7 @@ pub async fn relay(
         )
         .await);
     }
-    let client_codec = client_compression(&parsed, offer, compression);
+    let client_codec = client_compression(parsed, offer, compression);
     if client_codec.is_none() && parsed.capabilities & (cap::COMPRESS | cap::ZSTD_COMPRESSION) != 0
     {
         let msg = "qcache: protocol compression was not offered (see compression.client)";
@@ -240,7 +365,32 @@ pub async fn relay(
         )
         .await);
     }
+    Ok(client_codec)
+}
 
+/// The upstream leg as negotiated: TLS, compression, and the sequence id the response goes
+/// up with.
+struct UpstreamLeg {
+    tls: bool,
+    codec: Option<Codec>,
+    /// The compression bit the server sees (qcache's choice for its leg, not the client's).
+    compress_bit: u32,
+    compress_clear: u32,
+    seq: u8,
+}
+
+/// Decides the upstream leg's TLS (`tls.upstream.mode` against what the server offers) and
+/// compression, and starts TLS with the server when chosen.
+async fn upstream_leg(
+    client: &mut PacketConn,
+    upstream: &mut PacketConn,
+    resp: &Packet,
+    tls: Option<&Contexts>,
+    server_caps: u32,
+    compression: &CompressionConfig,
+    upstream_addr: &str,
+) -> Result<UpstreamLeg, SessionError> {
+    let server_offers_ssl = server_caps & cap::SSL != 0;
     let mode = tls.map_or(UpstreamTlsMode::Disabled, |t| t.upstream_mode);
     let connector = tls.and_then(|t| t.connector.as_ref());
     let upstream_tls = match (mode, connector) {
@@ -262,15 +412,14 @@ pub async fn relay(
         }
         (_, Some(_)) => true,
     };
-    let upstream_codec = upstream_compression(server_caps, compression);
-    // The server sees the compression bits of qcache's choice for its leg, not the client's.
-    let compress_bit = match upstream_codec.as_ref().map(Codec::algorithm) {
+    let codec = upstream_compression(server_caps, compression);
+    let compress_bit = match codec.as_ref().map(Codec::algorithm) {
         Some(Algorithm::Zlib) => cap::COMPRESS,
         Some(Algorithm::Zstd) => cap::ZSTD_COMPRESSION,
         None => 0,
     };
     let compress_clear = (cap::COMPRESS | cap::ZSTD_COMPRESSION) & !compress_bit;
-    let mut up_seq = 1u8;
+    let mut seq = 1u8;
     if let (true, Some(connector)) = (upstream_tls, connector) {
         // The SSL request carries the capabilities the response will.
         let req = handshake::with_response_caps(
@@ -279,8 +428,8 @@ pub async fn relay(
             compress_clear,
         )
         .ok_or_else(|| SessionError::Protocol("short handshake response".into()))?;
-        up_seq = upstream
-            .send(up_seq, &req)
+        seq = upstream
+            .send(seq, &req)
             .await
             .map_err(SessionError::upstream)?;
         if let Err(e) = upstream
@@ -302,74 +451,50 @@ pub async fn relay(
             .await);
         }
     }
-    let mut legs = AuthLegs {
-        delta: resp.seq.wrapping_sub(up_seq),
-        plugin: parsed
-            .auth_plugin
-            .clone()
-            .unwrap_or_else(|| greeting.auth_plugin.clone()),
-        scramble,
-        // A socket client counts as secure, as MySQL's own clients count it: they send a
-        // caching_sha2 password in the clear over it, which qcache must encrypt for a plain
-        // upstream exactly as it does for a TLS client.
-        client_tls: client_tls || local,
-        upstream_tls,
-    };
-    if legs.leaks_cleartext() {
-        return Err(refuse_cleartext(client, resp.seq.wrapping_add(1), &legs).await);
-    }
-    // The server sees CLIENT_SSL exactly when its own leg is TLS.
-    let (set, clear) = if upstream_tls {
+    Ok(UpstreamLeg {
+        tls: upstream_tls,
+        codec,
+        compress_bit,
+        compress_clear,
+        seq,
+    })
+}
+
+/// Sends the client's response upstream with the upstream leg's capabilities: CLIENT_SSL
+/// exactly when that leg is TLS, and its own compression (zstd level byte included).
+async fn forward_response(
+    upstream: &mut PacketConn,
+    resp: &Packet,
+    parsed: &HandshakeResponse,
+    leg: &UpstreamLeg,
+) -> Result<(), SessionError> {
+    let (set, clear) = if leg.tls {
         (cap::SSL, 0)
     } else {
         (0, cap::SSL)
     };
-    let mut fwd =
-        handshake::with_response_caps(&resp.payload, set | compress_bit, clear | compress_clear)
-            .ok_or_else(|| SessionError::Protocol("short handshake response".into()))?;
+    let mut fwd = handshake::with_response_caps(
+        &resp.payload,
+        set | leg.compress_bit,
+        clear | leg.compress_clear,
+    )
+    .ok_or_else(|| SessionError::Protocol("short handshake response".into()))?;
     // The zstd level byte ends the response only when the zstd bit is set.
     if let Some((_, at)) = parsed.zstd_level {
         fwd.truncate(at);
     }
-    if let Some(c) = upstream_codec
+    if let Some(c) = leg
+        .codec
         .as_ref()
         .filter(|c| c.algorithm() == Algorithm::Zstd)
     {
         fwd.extend_from_slice(&[c.level() as u8]);
     }
     upstream
-        .send(up_seq, &fwd)
+        .send(leg.seq, &fwd)
         .await
         .map_err(SessionError::upstream)?;
-
-    let caps = parsed.capabilities & (greeting.capabilities | cap::MARIADB_CLIENT_MYSQL);
-    match auth_rounds(client, upstream, &mut legs).await? {
-        Some(status) => {
-            debug!(
-                user = %parsed.user,
-                client_tls,
-                upstream_tls,
-                client_compression = ?client_codec,
-                upstream_compression = ?upstream_codec,
-                "authenticated"
-            );
-            // Both ends switch right after the OK, which itself went uncompressed.
-            if let Some(c) = client_codec {
-                client.enable_compression(c);
-            }
-            if let Some(c) = upstream_codec {
-                upstream.enable_compression(c);
-            }
-            Ok(Negotiated {
-                greeting,
-                response: parsed,
-                caps,
-                status,
-                legs,
-            })
-        }
-        None => Err(SessionError::AuthFailed),
-    }
+    Ok(())
 }
 
 /// What the client leg compresses with: the client's pick among what qcache offered. A
@@ -501,43 +626,7 @@ pub async fn auth_rounds(
             // Two more packets went upstream than the client sent.
             legs.delta = legs.delta.wrapping_sub(2);
         } else if full_auth && !legs.client_tls && legs.upstream_tls {
-            // A plain client must encrypt; over TLS the server takes only the cleartext.
-            // qcache plays the server's RSA side with a key of its own, then forwards the
-            // password inside TLS.
-            let key = sha2::proxy_key()
-                .await
-                .map_err(|e| SessionError::Protocol(e.to_string()))?;
-            let mut enc = answer;
-            if enc.payload[..] == [0x02] {
-                let mut pem = vec![0x01];
-                pem.extend_from_slice(key.pem.as_bytes());
-                client
-                    .send(enc.seq.wrapping_add(1), &pem)
-                    .await
-                    .map_err(SessionError::client)?;
-                enc = client.read_some().await.map_err(SessionError::client)?;
-            }
-            let password = match key.decrypt_password(&enc.payload, &legs.scramble) {
-                Ok(p) => p,
-                Err(_) => {
-                    let msg = "qcache: the password was not encrypted with the key qcache \
-                               sent (request the server's public key, do not preset it)";
-                    return Err(refuse(
-                        client,
-                        enc.seq.wrapping_add(1),
-                        ER_NOT_SUPPORTED_AUTH_MODE,
-                        "28000",
-                        msg,
-                    )
-                    .await);
-                }
-            };
-            upstream
-                .send(to_upstream, &password)
-                .await
-                .map_err(SessionError::upstream)?;
-            // The server's next packet answers `to_upstream`; the client waits after `enc`.
-            legs.delta = enc.seq.wrapping_sub(to_upstream);
+            decrypt_for_tls_upstream(client, upstream, legs, answer, to_upstream).await?;
         } else {
             upstream
                 .send(to_upstream, &answer.payload)
@@ -545,6 +634,56 @@ pub async fn auth_rounds(
                 .map_err(SessionError::upstream)?;
         }
     }
+}
+
+/// A plain client must encrypt its password; over TLS the server takes only the cleartext.
+/// qcache plays the server's RSA side with a key of its own (sending it when the client asks
+/// with 0x02), then forwards the password inside TLS as `to_upstream`.
+async fn decrypt_for_tls_upstream(
+    client: &mut PacketConn,
+    upstream: &mut PacketConn,
+    legs: &mut AuthLegs,
+    answer: Packet,
+    to_upstream: u8,
+) -> Result<(), SessionError> {
+    // A plain client must encrypt; over TLS the server takes only the cleartext.
+    // qcache plays the server's RSA side with a key of its own, then forwards the
+    // password inside TLS.
+    let key = sha2::proxy_key()
+        .await
+        .map_err(|e| SessionError::Protocol(e.to_string()))?;
+    let mut enc = answer;
+    if enc.payload[..] == [0x02] {
+        let mut pem = vec![0x01];
+        pem.extend_from_slice(key.pem.as_bytes());
+        client
+            .send(enc.seq.wrapping_add(1), &pem)
+            .await
+            .map_err(SessionError::client)?;
+        enc = client.read_some().await.map_err(SessionError::client)?;
+    }
+    let password = match key.decrypt_password(&enc.payload, &legs.scramble) {
+        Ok(p) => p,
+        Err(_) => {
+            let msg = "qcache: the password was not encrypted with the key qcache \
+                       sent (request the server's public key, do not preset it)";
+            return Err(refuse(
+                client,
+                enc.seq.wrapping_add(1),
+                ER_NOT_SUPPORTED_AUTH_MODE,
+                "28000",
+                msg,
+            )
+            .await);
+        }
+    };
+    upstream
+        .send(to_upstream, &password)
+        .await
+        .map_err(SessionError::upstream)?;
+    // The server's next packet answers `to_upstream`; the client waits after `enc`.
+    legs.delta = enc.seq.wrapping_sub(to_upstream);
+    Ok(())
 }
 
 /// The authentication rounds of COM_CHANGE_USER, after its packet went upstream. Returns

@@ -9,11 +9,15 @@ mod diagnostics;
 pub mod handshake;
 mod l2;
 pub mod plans;
+mod prepared;
 mod privileges;
 mod query;
+mod read;
 mod relay;
 pub(crate) mod sha2;
 pub mod state;
+mod statements;
+mod write;
 
 use std::sync::Arc;
 

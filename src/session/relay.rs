@@ -127,16 +127,7 @@ impl Session {
             failed.error = true;
             return Ok(failed);
         }
-        // A cacheable read sets every diagnostic itself; anything else may read them, except
-        // a ping (a pool's check between statements), which leaves them for the next one.
-        let keeps_diagnostics = matches!(payload.first(), Some(&com::PING | &com::STATISTICS));
-        if !keeps_diagnostics {
-            if let Some(found_rows) = self.st.after_hit.take() {
-                if !pure_read {
-                    self.reset_diagnostics(found_rows).await?;
-                }
-            }
-        }
+        self.diagnostics_before(payload, pure_read).await?;
         self.upstream.start_command();
         if begin_along {
             self.push_deferred_begin();
@@ -215,6 +206,25 @@ impl Session {
         }
         self.end_of_response();
         Ok(resp)
+    }
+
+    /// After a hit, puts the server's diagnostics where the served SELECT would have left
+    /// them before a command that may read them. A cacheable read sets every diagnostic
+    /// itself; a ping (a pool's check between statements) leaves them for the next one.
+    async fn diagnostics_before(
+        &mut self,
+        payload: &[u8],
+        pure_read: bool,
+    ) -> Result<(), SessionError> {
+        let keeps_diagnostics = matches!(payload.first(), Some(&com::PING | &com::STATISTICS));
+        if !keeps_diagnostics {
+            if let Some(found_rows) = self.st.after_hit.take() {
+                if !pure_read {
+                    self.reset_diagnostics(found_rows).await?;
+                }
+            }
+        }
+        Ok(())
     }
 
     /// LOCAL INFILE: the client's file packets go upstream until the empty one.

@@ -1,0 +1,266 @@
+//! Policy: every reason a statement is neither served from nor stored in the cache, as one
+//! typed enum. Its label ([`Reason::as_str`]) is the suffix of `Qcache_not_cached_<label>`,
+//! the `reason` label of `qcache_not_cached` on `/metrics`, and the word logs use: a public
+//! surface, so a label never changes once shipped.
+//!
+//! The analysis names its own refusals ([`NotCached`]), being below this module; each
+//! converts into one reason here.
+
+use crate::analysis::NotCached;
+
+/// Why a statement was not served from or stored in the cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Reason {
+    // ----- the statement's text (analysis) ---------------------------------------------
+    /// sqlparser could not parse it, or it is not a plain query.
+    Unparsable,
+    /// Calls a non-deterministic or session-dependent built-in (`NOW()`, `RAND()`, …).
+    NonDeterministic,
+    /// Calls a function that is not a known built-in: a stored function or a UDF.
+    StoredFunction,
+    /// Reads a user variable (`@x`).
+    UserVariable,
+    /// Reads a system variable (`@@x`).
+    SystemVariable,
+    /// `FOR UPDATE`, `FOR SHARE`, `LOCK IN SHARE MODE`.
+    Locking,
+    /// `SELECT … INTO` a file or variables.
+    Into,
+    /// Reads mysql, information_schema, performance_schema or sys.
+    SystemSchema,
+    /// Reads no table at all (`SELECT 1`): nothing would ever invalidate it.
+    NoTable,
+    /// More than one statement in one COM_QUERY.
+    MultiStatement,
+    /// `SQL_CALC_FOUND_ROWS`: a later `FOUND_ROWS()` would see the cached query's count.
+    CalcFoundRows,
+    /// Uses a sequence (`NEXTVAL`, `NEXT VALUE FOR`, …): it advances on every call.
+    Sequence,
+    /// The statement analysed as something other than a read (a write spelled like one).
+    NotARead,
+
+    // ----- the session -------------------------------------------------------------------
+    /// `query_cache_type` OFF, DEMAND without SQL_CACHE, or SQL_NO_CACHE.
+    NotRequested,
+    /// The session's state is no longer followed (until a reset or change-user).
+    SessionUntracked,
+    /// The account, role or privilege generation the key needs could not be read.
+    IdentityUnknown,
+    /// Hits are suspended (the binlog tail lost its place, or an operator asked).
+    HitsSuspended,
+    /// The session reads uncommitted data: it never stores and is never served.
+    ReadUncommitted,
+    /// Its transaction wrote one of the tables it reads.
+    WrittenInTransaction,
+    /// A table it read changed since its transaction's snapshot point.
+    ChangedSinceSnapshot,
+
+    // ----- prepared statements -----------------------------------------------------------
+    /// An execute that opens a cursor, or a result the server sent through one.
+    Cursor,
+    /// An execute whose parameters came with COM_STMT_SEND_LONG_DATA.
+    LongData,
+    /// An execute whose parameters qcache could not read (the server answers it).
+    MalformedExecute,
+
+    // ----- the catalog and the operator's rules ----------------------------------------
+    /// Names a table without a schema in a session with no default database.
+    NoDatabase,
+    /// Reads a temporary table of this session.
+    TemporaryTable,
+    /// Reads a view whose definition cannot be expanded into cacheable base tables.
+    OpaqueView,
+    /// Reads a table the catalog does not know (even after a refresh).
+    UnknownTable,
+    /// An operator rule says never to cache it.
+    Rule,
+
+    // ----- the result (store verdict) ---------------------------------------------------
+    /// The server answered with an error.
+    Error,
+    /// The result exceeds `max_result_bytes` (or a cache shard).
+    TooLarge,
+    /// More than one result set, or OK packets beside it.
+    MultiResult,
+    /// The result came with warnings, which a hit could not reproduce.
+    Warnings,
+    /// The server flagged more results or a session-state change in the last status.
+    SessionStateChanged,
+    /// What `FOUND_ROWS()` would say after it could not be worked out.
+    FoundRowsUnknown,
+    /// The result's packets did not have the shape the store keeps.
+    UnexpectedShape,
+
+    // ----- the store ---------------------------------------------------------------------
+    /// A table changed while the result was being computed (the fill race).
+    StaleFill,
+    /// The status-flag offset does not point into the bytes (a session bug, never served).
+    Malformed,
+}
+
+impl Reason {
+    /// Every reason, in declaration order.
+    pub const ALL: &'static [Reason] = &[
+        Reason::Unparsable,
+        Reason::NonDeterministic,
+        Reason::StoredFunction,
+        Reason::UserVariable,
+        Reason::SystemVariable,
+        Reason::Locking,
+        Reason::Into,
+        Reason::SystemSchema,
+        Reason::NoTable,
+        Reason::MultiStatement,
+        Reason::CalcFoundRows,
+        Reason::Sequence,
+        Reason::NotARead,
+        Reason::NotRequested,
+        Reason::SessionUntracked,
+        Reason::IdentityUnknown,
+        Reason::HitsSuspended,
+        Reason::ReadUncommitted,
+        Reason::WrittenInTransaction,
+        Reason::ChangedSinceSnapshot,
+        Reason::Cursor,
+        Reason::LongData,
+        Reason::MalformedExecute,
+        Reason::NoDatabase,
+        Reason::TemporaryTable,
+        Reason::OpaqueView,
+        Reason::UnknownTable,
+        Reason::Rule,
+        Reason::Error,
+        Reason::TooLarge,
+        Reason::MultiResult,
+        Reason::Warnings,
+        Reason::SessionStateChanged,
+        Reason::FoundRowsUnknown,
+        Reason::UnexpectedShape,
+        Reason::StaleFill,
+        Reason::Malformed,
+    ];
+
+    /// The stable label: `Qcache_not_cached_<label>`, `/metrics` `reason="<label>"`, logs.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Reason::Unparsable => "unparsable",
+            Reason::NonDeterministic => "non_deterministic",
+            Reason::StoredFunction => "stored_function",
+            Reason::UserVariable => "user_variable",
+            Reason::SystemVariable => "system_variable",
+            Reason::Locking => "locking",
+            Reason::Into => "into",
+            Reason::SystemSchema => "system_schema",
+            Reason::NoTable => "no_table",
+            Reason::MultiStatement => "multi_statement",
+            Reason::CalcFoundRows => "calc_found_rows",
+            Reason::Sequence => "sequence",
+            Reason::NotARead => "not_a_read",
+            Reason::NotRequested => "not_requested",
+            Reason::SessionUntracked => "session_untracked",
+            Reason::IdentityUnknown => "identity_unknown",
+            Reason::HitsSuspended => "hits_suspended",
+            Reason::ReadUncommitted => "read_uncommitted",
+            Reason::WrittenInTransaction => "written_in_transaction",
+            Reason::ChangedSinceSnapshot => "changed_since_snapshot",
+            Reason::Cursor => "cursor",
+            Reason::LongData => "long_data",
+            Reason::MalformedExecute => "malformed_execute",
+            Reason::NoDatabase => "no_database",
+            Reason::TemporaryTable => "temporary_table",
+            Reason::OpaqueView => "opaque_view",
+            Reason::UnknownTable => "unknown_table",
+            Reason::Rule => "rule",
+            Reason::Error => "error",
+            Reason::TooLarge => "too_large",
+            Reason::MultiResult => "multi_result",
+            Reason::Warnings => "warnings",
+            Reason::SessionStateChanged => "session_state_changed",
+            Reason::FoundRowsUnknown => "found_rows_unknown",
+            Reason::UnexpectedShape => "unexpected_shape",
+            Reason::StaleFill => "stale_fill",
+            Reason::Malformed => "malformed",
+        }
+    }
+
+    /// Its position in [`Reason::ALL`], for counters kept in an array.
+    pub const fn index(self) -> usize {
+        self as usize
+    }
+
+    /// The `SHOW STATUS` row that counts it.
+    pub fn status_name(self) -> String {
+        format!("Qcache_not_cached_{}", self.as_str())
+    }
+}
+
+impl std::fmt::Display for Reason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl From<NotCached> for Reason {
+    fn from(n: NotCached) -> Reason {
+        match n {
+            NotCached::Unparsable => Reason::Unparsable,
+            NotCached::NonDeterministic(_) => Reason::NonDeterministic,
+            NotCached::StoredFunction => Reason::StoredFunction,
+            NotCached::UserVariable => Reason::UserVariable,
+            NotCached::SystemVariable => Reason::SystemVariable,
+            NotCached::Locking => Reason::Locking,
+            NotCached::Into => Reason::Into,
+            NotCached::SystemSchema => Reason::SystemSchema,
+            NotCached::NoTable => Reason::NoTable,
+            NotCached::MultiStatement => Reason::MultiStatement,
+            NotCached::CalcFoundRows => Reason::CalcFoundRows,
+            NotCached::Sequence => Reason::Sequence,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+
+    #[test]
+    fn labels_are_unique_snake_case_and_listed() {
+        let mut seen = HashSet::new();
+        for (i, r) in Reason::ALL.iter().enumerate() {
+            let s = r.as_str();
+            assert!(seen.insert(s), "{s} twice");
+            assert!(
+                !s.is_empty()
+                    && !s.starts_with('_')
+                    && !s.ends_with('_')
+                    && !s.contains("__")
+                    && s.bytes().all(|b| b.is_ascii_lowercase() || b == b'_'),
+                "{s} is not snake_case"
+            );
+            assert_eq!(r.index(), i, "ALL out of declaration order at {s}");
+            assert_eq!(r.status_name(), format!("Qcache_not_cached_{s}"));
+        }
+    }
+
+    #[test]
+    fn analysis_refusals_keep_their_labels() {
+        let cases = [
+            (NotCached::Unparsable, "unparsable"),
+            (NotCached::NonDeterministic("now"), "non_deterministic"),
+            (NotCached::StoredFunction, "stored_function"),
+            (NotCached::UserVariable, "user_variable"),
+            (NotCached::SystemVariable, "system_variable"),
+            (NotCached::Locking, "locking"),
+            (NotCached::Into, "into"),
+            (NotCached::SystemSchema, "system_schema"),
+            (NotCached::NoTable, "no_table"),
+            (NotCached::MultiStatement, "multi_statement"),
+            (NotCached::CalcFoundRows, "calc_found_rows"),
+            (NotCached::Sequence, "sequence"),
+        ];
+        for (n, label) in cases {
+            assert_eq!(Reason::from(n).as_str(), label, "{n:?}");
+        }
+    }
+}

@@ -1,0 +1,637 @@
+//! Reads through the cache: the hit (before and after the scan), the plan of a miss (the
+//! policy's verdict, the tables it depends on, operator rules), and the fill that stores a
+//! clean result. Counts every reason not to cache.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::{BufMut, Bytes, BytesMut};
+
+use super::l2::L2Step;
+use super::plans::Outcome;
+use super::relay::Fill;
+use super::{Session, SessionError};
+use crate::admin::rules;
+use crate::analysis::{self, Analysis, Hint, ReadInfo};
+use crate::cache::l2::{now_ms, L2Entry, L2Stamps};
+use crate::cache::{key, Claim, Entry, FillGuard, Key, Snapshot, Stamps, TableHandle};
+use crate::config::QueryCacheType;
+use crate::invalidation::catalog::{ReadResolution, TableName};
+use crate::policy::diagnostics;
+use crate::policy::snapshot::{self, ReadView};
+use crate::policy::Reason;
+use crate::protocol::codec::Packet;
+use crate::protocol::packets::{com, status};
+use crate::protocol::response::{Expect, Response};
+use tracing::info;
+
+/// Key tags: the same SQL answered in the text and the binary protocol has different bytes.
+pub(super) const TAG_TEXT: u8 = 1;
+pub(super) const TAG_BINARY: u8 = 2;
+
+/// Schemas whose contents change without writes qcache could see.
+const SYSTEM_SCHEMAS: [&str; 4] = ["mysql", "information_schema", "performance_schema", "sys"];
+
+/// Why a read may use the cache, and under which snapshot rules.
+pub(super) type ReadMode = ReadView<crate::cache::Snapshot>;
+
+/// Where a miss's result goes once relayed, decided before it was sent.
+struct FillTarget {
+    /// The versions of its tables read before the query went upstream.
+    stamps: Stamps,
+    /// Whether it may be stored at all (its tables unchanged since the view's point).
+    storable: bool,
+    /// This session's claim on the key; None when it waited for another's fill in vain.
+    guard: Option<FillGuard>,
+    /// The transaction's store point, if the read runs in one.
+    snap: Option<Snapshot>,
+    /// L2's versions read before the query, and whether this instance holds the fill lease.
+    l2_fill: Option<(Option<L2Stamps>, bool)>,
+}
+
+/// A cacheable read on a miss: its key, the tables it depends on, the payload to send.
+pub(super) struct ReadPlan {
+    key: Key,
+    tables: Arc<[TableHandle]>,
+    digest: u64,
+    /// From a `cache` rule with a TTL: the entry expires this long after it is stored.
+    ttl: Option<Duration>,
+}
+
+impl Session {
+    /// A hit served before the statement is scanned, the lexer being a seventh of a hit's
+    /// cost. Only in a session with query_cache_type ON whose context is tracked, and only
+    /// under the statement's own bytes: entries are stored under the hint-free text of one
+    /// cacheable SELECT, and equal bytes scan alike, so bytes that find an entry are that
+    /// SELECT, without hints, in a session that wants it. Anything else (a hint, a write, a
+    /// multi-statement, a DEMAND session) finds nothing or is not tried, and is scanned.
+    /// None when not tried, Some(served) when looked up.
+    pub(super) async fn hit_before_scan(
+        &mut self,
+        sql: &Bytes,
+    ) -> Result<Option<bool>, SessionError> {
+        // Writes and everything else not starting with SELECT skip the hashing.
+        let select = sql
+            .get(..6)
+            .is_some_and(|w| w.eq_ignore_ascii_case(b"select"));
+        if !select || self.st.qct != QueryCacheType::On || self.st.lost_track {
+            return Ok(None);
+        }
+        let Some(mode) = self.read_mode() else {
+            return Ok(None);
+        };
+        if !self.privileges_current() && !self.refresh_privileges().await? {
+            return Ok(None);
+        }
+        let started = Instant::now();
+        let k = key(self.st.fingerprint, TAG_TEXT, sql);
+        let Some(e) = self.lookup(k, &mode) else {
+            return Ok(Some(false));
+        };
+        if self.shared.l2_remote && !self.l2_confirm(k, &e).await {
+            return Ok(Some(false));
+        }
+        self.serve_hit(&e, started).await?;
+        Ok(Some(true))
+    }
+
+    /// `looked_up`: [`hit_before_scan`](Self::hit_before_scan) already tried the
+    /// statement's bytes as they are.
+    pub(super) async fn select(
+        &mut self,
+        pkt: Packet,
+        sql: &Bytes,
+        scan: &analysis::Scan,
+        looked_up: bool,
+    ) -> Result<(), SessionError> {
+        // MySQL 8.0 rejects SQL_CACHE and warns on SQL_NO_CACHE: the server never sees them.
+        let stmt: Bytes = if scan.hint_spans.is_empty() {
+            sql.clone()
+        } else {
+            Bytes::from(analysis::strip_hints(sql, scan).into_owned())
+        };
+        let payload = if scan.hint_spans.is_empty() {
+            pkt.payload.clone()
+        } else {
+            let mut p = BytesMut::with_capacity(stmt.len() + 1);
+            p.put_u8(com::QUERY);
+            p.put_slice(&stmt);
+            p.freeze()
+        };
+        let wanted = wants_cache(self.st.qct, scan.hint);
+        if !wanted || self.st.lost_track {
+            if let Some(v) = self.session_variable_answer(&stmt) {
+                return self.answer_variable(&pkt, v).await;
+            }
+            self.note_not_cached(if self.st.lost_track {
+                Reason::SessionUntracked
+            } else {
+                Reason::NotRequested
+            });
+            return self
+                .forward_read(pkt.seq, &payload, None, false)
+                .await
+                .map(drop);
+        }
+        // The key holds the account, role and privilege generation the server reports.
+        let identified = self.privileges_current() || self.refresh_privileges().await?;
+        let mode = self.read_mode().filter(|_| identified);
+        let key = key(self.st.fingerprint, TAG_TEXT, &stmt);
+        let tried = looked_up && scan.hint_spans.is_empty();
+        if let (Some(mode), false) = (&mode, tried) {
+            let started = Instant::now();
+            if let Some(e) = self.lookup(key, mode) {
+                if !self.shared.l2_remote || self.l2_confirm(key, &e).await {
+                    return self.serve_hit(&e, started).await;
+                }
+            }
+        }
+        // Miss: from here on parsing is allowed.
+        if let Some(v) = self.session_variable_answer(&stmt) {
+            return self.answer_variable(&pkt, v).await;
+        }
+        let text = analysis::server_text(&stmt, self.st.server);
+        let digest = analysis::digest(&text);
+        let an = self.shared.analyzer.analyze(&text, digest);
+        let plan = match self.plan_read(&an, key, digest, &stmt).await {
+            Ok(_) if !identified => {
+                self.note_not_cached(Reason::IdentityUnknown);
+                return self
+                    .forward_read(pkt.seq, &payload, None, true)
+                    .await
+                    .map(drop);
+            }
+            Ok(plan) => plan,
+            Err(reason) => {
+                self.note_not_cached(reason);
+                self.plan_side_effects(&an);
+                return self
+                    .forward_read(pkt.seq, &payload, None, false)
+                    .await
+                    .map(drop);
+            }
+        };
+        self.miss(pkt.seq, &payload, &payload[1..], plan, mode)
+            .await
+            .map(drop)
+    }
+
+    /// The snapshot rules that apply to a read now; None when the cache cannot be used at
+    /// all for this read.
+    pub(super) fn read_mode(&self) -> Option<ReadMode> {
+        if self.shared.hits_suspended() {
+            return None;
+        }
+        Some(snapshot::read_view(
+            self.st.txn.as_ref().map(|t| t.view()),
+            self.st.status & status::AUTOCOMMIT != 0,
+        ))
+    }
+
+    /// A cached entry this session may be served, if any (counted as a hit).
+    pub(super) fn lookup(&self, key: Key, mode: &ReadMode) -> Option<Arc<Entry>> {
+        let cache = &self.shared.cache;
+        let snap = match mode {
+            ReadMode::Establishing(_) => return None,
+            // The common case: one map lookup and the stamp check, nothing else.
+            ReadMode::Plain if self.st.temp_tables.is_empty() => return cache.get_current(key),
+            ReadMode::Plain => None,
+            ReadMode::Snapshot(snap) => Some(snap),
+        };
+        let e = cache.get(key)?;
+        let versions = cache.versions();
+        let usable = match snap {
+            None => e.stamps.is_current(versions),
+            Some(snap) => {
+                e.stamps.valid_in(versions, snap)
+                    && !self
+                        .st
+                        .txn
+                        .as_ref()
+                        .is_some_and(|txn| e.tables().any(|t| txn.wrote(t)))
+            }
+        };
+        let shadowed = e.tables().any(|t| {
+            self.st
+                .temp_tables
+                .contains(&(t.schema.clone(), t.name.clone()))
+        });
+        if !usable || shadowed {
+            return None;
+        }
+        cache.hit(&e);
+        Some(e)
+    }
+
+    /// `started` is when the lookup began: the hit-latency histogram covers lookup and
+    /// write, one clock pair per hit.
+    pub(super) async fn serve_hit(
+        &mut self,
+        e: &Entry,
+        started: Instant,
+    ) -> Result<(), SessionError> {
+        let st = self.st.status;
+        e.write_patched(st, self.client.wbuf());
+        self.st.after_hit = Some(e.found_rows);
+        self.client
+            .flush_if_large()
+            .await
+            .map_err(SessionError::client)?;
+        self.shared.latencies.hit.observe(started.elapsed());
+        Ok(())
+    }
+
+    /// Decides whether a read can be cached and on which tables it depends.
+    pub(super) async fn plan_read(
+        &mut self,
+        an: &Analysis,
+        key: Key,
+        digest: u64,
+        sql: &[u8],
+    ) -> Result<ReadPlan, Reason> {
+        let Analysis::Read(info) = an else {
+            return Err(Reason::NotARead);
+        };
+        // Operator rules, evaluated on misses only; the config is the swapped one, so a
+        // reload applies to the next miss.
+        let cfg = self.shared.config();
+        // What resolving gives depends on the session only through its default database,
+        // unless its temporary tables shadow names or rules look at the statement.
+        let shared_answer = self.st.temp_tables.is_empty() && cfg.rules.is_empty();
+        let generation = self.shared.catalog.generation();
+        let db = self.st.db.as_deref();
+        let remembered = shared_answer
+            .then(|| self.shared.plans.get(digest, db, generation))
+            .flatten();
+        let mut ttl = None;
+        let tables = match remembered {
+            Some(outcome) => outcome?,
+            None => {
+                let resolved = self.resolve_tables(info).await;
+                let outcome: Outcome = resolved.as_ref().map_err(|r| *r).map(|(_, bases)| {
+                    let versions = self.shared.cache.versions();
+                    bases.iter().map(|(s, n)| versions.table(s, n)).collect()
+                });
+                // An unknown table may appear with the next catalog refresh, which is
+                // rate-limited: asking again is what triggers it.
+                if shared_answer && resolved.as_ref().err() != Some(&Reason::UnknownTable) {
+                    self.shared
+                        .plans
+                        .insert(digest, db, generation, outcome.clone());
+                }
+                let (named, bases) = resolved?;
+                if !cfg.rules.is_empty() {
+                    ttl = self.evaluate_rules(&cfg.rules, named, bases, digest, sql)?;
+                }
+                outcome?
+            }
+        };
+        if self.st.dirty_reads {
+            return Err(Reason::ReadUncommitted);
+        }
+        if let Some(txn) = &self.st.txn {
+            if tables.iter().any(|t| txn.wrote(t)) {
+                return Err(Reason::WrittenInTransaction);
+            }
+        }
+        Ok(ReadPlan {
+            key,
+            tables,
+            digest,
+            ttl,
+        })
+    }
+
+    /// The tables a read names, qualified, and the base tables it depends on (views
+    /// expanded), or why it cannot be cached.
+    pub(super) async fn resolve_tables(
+        &self,
+        info: &ReadInfo,
+    ) -> Result<(Vec<TableName>, Vec<TableName>), Reason> {
+        if let Err(reason) = info.verdict {
+            return Err(reason.into());
+        }
+        if info.tables.is_empty() {
+            return Err(Reason::NoTable);
+        }
+        let mut named = Vec::with_capacity(info.tables.len());
+        for t in &info.tables {
+            let q = self
+                .st
+                .qualify(t.schema.as_deref(), &t.name)
+                .ok_or(Reason::NoDatabase)?;
+            if SYSTEM_SCHEMAS.contains(&q.0.as_str()) {
+                return Err(Reason::SystemSchema);
+            }
+            if self.st.temp_tables.contains(&q) {
+                return Err(Reason::TemporaryTable);
+            }
+            named.push(q);
+        }
+        let catalog = &self.shared.catalog;
+        let mut resolved = catalog.resolve_read(&named);
+        if matches!(resolved, ReadResolution::Unknown(_)) {
+            // A table created since the catalog was loaded, by someone qcache did not see.
+            // Rate-limited: a name that stays unknown (a temporary table of another
+            // session, a typo) must not reload the catalog on every query.
+            let _ = catalog.refresh_if_older(Duration::from_millis(100)).await;
+            resolved = catalog.resolve_read(&named);
+        }
+        match resolved {
+            ReadResolution::Tables(bases) => Ok((named, bases)),
+            ReadResolution::Opaque(_) => Err(Reason::OpaqueView),
+            ReadResolution::Unknown(_) => Err(Reason::UnknownTable),
+        }
+    }
+
+    /// The operator rules' verdict on a read: Err to leave it uncached, else its TTL.
+    pub(super) fn evaluate_rules(
+        &self,
+        rules: &[rules::Rule],
+        mut named: Vec<TableName>,
+        bases: Vec<TableName>,
+        digest: u64,
+        sql: &[u8],
+    ) -> Result<Option<Duration>, Reason> {
+        let text = String::from_utf8_lossy(sql);
+        // A rule may name a view as the statement does, or a table under it.
+        named.extend(bases);
+        let subject = rules::Subject {
+            tables: &named,
+            user: &self.st.user,
+            digest,
+            sql: &text,
+        };
+        match rules::evaluate(rules, &subject) {
+            rules::Verdict::Never => Err(Reason::Rule),
+            rules::Verdict::Cache { ttl } => Ok(ttl),
+            rules::Verdict::Default => Ok(None),
+        }
+    }
+
+    /// Forwards a read and stores its result when it qualifies.
+    /// Returns whether `payload` went upstream: a session that waited for another's fill
+    /// and was served from it sent nothing.
+    /// `sql` is the statement's text, for `SHOW QCACHE ENTRIES` (an execute's payload holds
+    /// only the statement id and parameters).
+    pub(super) async fn miss(
+        &mut self,
+        seq: u8,
+        payload: &Bytes,
+        sql: &[u8],
+        plan: ReadPlan,
+        mode: Option<ReadMode>,
+    ) -> Result<bool, SessionError> {
+        let mode = match self.fill_view(&plan, mode) {
+            Ok(mode) => mode,
+            Err(reason) => {
+                if let Some(reason) = reason {
+                    self.note_not_cached(reason);
+                }
+                return self
+                    .forward_read(seq, payload, None, true)
+                    .await
+                    .map(|_| true);
+            }
+        };
+        let cache = self.shared.cache.clone();
+        let versions = cache.versions();
+        let snap = mode.store_point();
+        // Stamps are read before the query goes upstream: a write that lands while the
+        // query runs makes them stale, so the result can never outlive it.
+        let stamps = Stamps::capture(versions, &plan.tables);
+        // Stampede protection: one session fills, the others wait for its result.
+        let guard = match cache.claim(plan.key) {
+            Claim::Leader(g) => Some(g),
+            Claim::Follower(w) => {
+                w.wait(self.shared.config().cache.stampede_timeout).await;
+                let started = Instant::now();
+                if let Some(e) = self.lookup(plan.key, &mode) {
+                    if !self.shared.l2_remote || self.l2_confirm(plan.key, &e).await {
+                        return self.serve_hit(&e, started).await.map(|_| false);
+                    }
+                }
+                None
+            }
+        };
+        // L2 between L1 and the server, for plain reads (not inside transactions, whose
+        // snapshot L2 knows nothing of).
+        let mut guard = guard;
+        let mut l2_fill = None;
+        if guard.is_some()
+            && matches!(mode, ReadMode::Plain)
+            && self.st.temp_tables.is_empty()
+            && self.l2_usable()
+        {
+            match self.l2_before_forward(plan.key, &plan.tables).await {
+                L2Step::Hit(hit, l2_stamps) => {
+                    if let Some(g) = guard.take() {
+                        self.serve_l2_hit(g, hit, l2_stamps, stamps.clone(), sql)
+                            .await?;
+                        return Ok(false);
+                    }
+                }
+                L2Step::Fill { stamps, leased } => l2_fill = Some((stamps, leased)),
+            }
+        }
+        let storable = snap.is_none_or(|s| stamps.valid_in(versions, &s));
+        let cfg = self.shared.config();
+        let mut fill = Fill::new(
+            cfg.cache.max_result_bytes,
+            std::mem::take(&mut self.fill_scratch),
+        );
+        let sent = Instant::now();
+        let resp = self
+            .forward_read(seq, payload, Some(&mut fill), true)
+            .await?;
+        let took = sent.elapsed();
+        self.shared.latencies.miss.observe(took);
+        if cfg.log.slow_miss.is_some_and(|t| took > t) {
+            info!(
+                digest = %format!("{:016x}", plan.digest),
+                ms = took.as_secs_f64() * 1e3,
+                "slow miss"
+            );
+        }
+        self.store_fill(
+            &plan,
+            sql,
+            &resp,
+            fill,
+            FillTarget {
+                stamps,
+                storable,
+                guard,
+                snap,
+                l2_fill,
+            },
+        );
+        Ok(true)
+    }
+
+    /// The read view a miss may fill the cache in; else why its result is relayed without
+    /// a copy: a reason not to cache, or None when the result is already cached and only this
+    /// read could not be served from it.
+    fn fill_view(
+        &self,
+        plan: &ReadPlan,
+        mode: Option<ReadMode>,
+    ) -> Result<ReadMode, Option<Reason>> {
+        let Some(mode) = mode else {
+            return Err(Some(Reason::HitsSuspended));
+        };
+        let cache = &self.shared.cache;
+        let unchanged = mode
+            .store_point()
+            .is_none_or(|s| s.unchanged(cache.versions(), &plan.tables));
+        if let Err(reason) = snapshot::may_store(mode, unchanged) {
+            // A table changed since this transaction's snapshot: the server answers from the
+            // snapshot, which no other session sees, so the result can never be stored.
+            // Decided before claiming, so no other session waits on a fill that cannot land,
+            // and the result is relayed without a copy.
+            return Err(Some(reason));
+        }
+        if cache.holds_servable(plan.key) {
+            // A read that reached the server though its result is cached, because it could
+            // not be served from it: the one that opens a transaction's snapshot, once per
+            // read-only transaction. Nothing to copy or store.
+            return Err(None);
+        }
+        Ok(mode)
+    }
+
+    /// Stores a relayed result when it qualifies ([`store_verdict`]), in L1 through the
+    /// claim (or directly when this session waited in vain for another's fill), and in L2
+    /// when this instance fills it; else counts why not and lets an L2 lease go.
+    fn store_fill(
+        &mut self,
+        plan: &ReadPlan,
+        sql: &[u8],
+        resp: &Response,
+        fill: Fill,
+        target: FillTarget,
+    ) {
+        let shape = match *fill.status_offsets.as_slice() {
+            [last] => Some((None, last)),
+            [meta, last] => Some((Some(meta), last)),
+            _ => None,
+        };
+        // What the server's FOUND_ROWS() says now, which a later hit must reproduce.
+        let found_rows = diagnostics::found_rows(sql, resp.rows);
+        let verdict = store_verdict(resp, &fill, target.storable)
+            .or_else(|| found_rows.is_none().then_some(Reason::FoundRowsUnknown));
+        let (meta, last) = match (verdict, shape) {
+            (None, Some(shape)) => shape,
+            (reason, _) => {
+                self.fill_scratch = fill.into_scratch();
+                self.note_not_cached(reason.unwrap_or(Reason::UnexpectedShape));
+                if let Some((_, leased)) = target.l2_fill {
+                    self.l2_after_fill(plan.key, None, leased, None);
+                }
+                return;
+            }
+        };
+        let (bytes, scratch) = fill.take();
+        self.fill_scratch = scratch;
+        let l2_copy = target.l2_fill.as_ref().map(|(_, _)| L2Entry {
+            stamps: Vec::new(),
+            bytes: bytes.clone(),
+            status_at: last,
+            meta_status_at: meta,
+            digest: plan.digest,
+            expires_at_ms: plan.ttl.map_or(0, |t| now_ms() + t.as_millis() as u64),
+        });
+        let mut entry = Entry::new(bytes, last, target.stamps, plan.digest)
+            .with_found_rows(found_rows.unwrap_or(0))
+            .with_meta_status_at(meta)
+            .with_sql(&String::from_utf8_lossy(&sql[..sql.len().min(256)]))
+            .with_l2(target.l2_fill.as_ref().and_then(|(s, _)| s.clone()));
+        if let Some(ttl) = plan.ttl {
+            // The store still applies the global TTL when it is shorter.
+            entry.expires = entry.created.checked_add(ttl);
+        }
+        if let Some((l2_stamps, leased)) = target.l2_fill {
+            self.l2_after_fill(plan.key, l2_stamps, leased, l2_copy);
+        }
+        // The store counts its own refusals (too large, stale fill).
+        let cache = &self.shared.cache;
+        let _ = match (target.guard, target.snap) {
+            (Some(g), Some(s)) => g.insert_in(entry, &s),
+            (Some(g), None) => g.insert(entry),
+            (None, Some(s)) => cache.insert_in(plan.key, entry, &s),
+            (None, None) => cache.insert(plan.key, entry),
+        };
+    }
+
+    /// Sends a read upstream (its snapshot point is taken as it is sent, `exchange_as`).
+    /// `planned`: a read the cache could hold, so it calls nothing that writes and may go
+    /// up in one write with a deferred BEGIN.
+    pub(super) async fn forward_read(
+        &mut self,
+        seq: u8,
+        payload: &[u8],
+        fill: Option<&mut Fill>,
+        planned: bool,
+    ) -> Result<Response, SessionError> {
+        let resp = self
+            .exchange_as(seq, payload, Expect::Results, fill, planned)
+            .await?;
+        if snapshot::opens_view(planned) {
+            if let Some(txn) = &mut self.st.txn {
+                txn.view_open = true;
+            }
+        }
+        Ok(resp)
+    }
+
+    /// A statement that reads may still write: a stored function can change any table, and
+    /// a shape the scan took for a read may parse as a write (`WITH … UPDATE`).
+    pub(super) fn plan_side_effects(&mut self, an: &Analysis) {
+        match an {
+            Analysis::Read(r) if r.may_write => self.plan_unknown_write(),
+            Analysis::Write(w) => self.plan_write(w),
+            _ => {}
+        }
+    }
+
+    pub(super) fn note_not_cached(&self, reason: Reason) {
+        self.shared.cache.stats().not_cached(reason);
+    }
+}
+
+/// Whether a SELECT asks for the cache: `query_cache_type` with the statement's hint, as
+/// MySQL's query cache decided it (text and prepared alike).
+pub(super) fn wants_cache(qct: QueryCacheType, hint: Hint) -> bool {
+    match (qct, hint) {
+        (QueryCacheType::Off, _) | (_, Hint::SqlNoCache) => false,
+        (QueryCacheType::Demand, h) => h == Hint::SqlCache,
+        (QueryCacheType::On, _) => true,
+    }
+}
+
+/// Why a relayed result is not stored, if it is not.
+pub(super) fn store_verdict(resp: &Response, fill: &Fill, storable: bool) -> Option<Reason> {
+    if resp.error {
+        return Some(Reason::Error);
+    }
+    if fill.overflow {
+        return Some(Reason::TooLarge);
+    }
+    if resp.result_sets != 1 || resp.oks != 0 {
+        return Some(Reason::MultiResult);
+    }
+    if resp.warnings != 0 {
+        return Some(Reason::Warnings);
+    }
+    if resp.cursor {
+        return Some(Reason::Cursor);
+    }
+    let last = resp.last_status.unwrap_or(0);
+    if last & (status::MORE_RESULTS | status::SESSION_STATE_CHANGED) != 0 {
+        return Some(Reason::SessionStateChanged);
+    }
+    if !storable {
+        return Some(Reason::ChangedSinceSnapshot);
+    }
+    None
+}

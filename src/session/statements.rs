@@ -1,0 +1,283 @@
+//! Session statements: SET (followed into the key, or qcache's own `query_cache_type`),
+//! `SELECT @@query_cache_type`, the SHOW rows whose values are qcache's (`Qcache%` status,
+//! `query_cache_type`, the client leg's TLS and compression), FLUSH/RESET QUERY CACHE.
+
+use bytes::Bytes;
+
+use super::diagnostics::{Rewrite, CLIENT_LEG_STATUS};
+use super::{Session, SessionError};
+use crate::admin::statements;
+use crate::analysis::{self, Kind, QcAssign};
+use crate::policy::classify;
+use crate::policy::diagnostics;
+use crate::policy::privileges::{self};
+use crate::protocol::codec::Packet;
+use crate::protocol::packets::{self};
+use crate::protocol::response::Expect;
+
+impl Session {
+    pub(super) async fn set_statement(
+        &mut self,
+        pkt: Packet,
+        sql: &Bytes,
+    ) -> Result<(), SessionError> {
+        let text = String::from_utf8_lossy(sql).into_owned();
+        let info = analysis::analyze_set(&text);
+        if let Some(why) = classify::set_writes(info.as_ref(), &text) {
+            // `SET @x = f()` runs a function that may write anything.
+            self.plan_unknown_write_for(why);
+        }
+        if let Some(i) = &info {
+            if let Some(q) = i.query_cache_type {
+                self.st.qct = match q {
+                    QcAssign::Value(v) => v,
+                    QcAssign::Default => self.shared.config().cache.query_cache_type,
+                };
+                let only_ours = i.assignments.iter().all(|(k, _)| k == "query_cache_type");
+                if only_ours {
+                    // qcache's own variable: MySQL 8.0 would reject it, so it never goes up.
+                    return self.send_ok(pkt.seq.wrapping_add(1)).await;
+                }
+            }
+        }
+        // SET DEFAULT ROLE, SET PASSWORD; and SET ROLE, after which the server recomputes the
+        // session's privileges and role.
+        self.plan_privileges(sql);
+        let role = privileges::sets_role(sql);
+        let epoch_before = self.shared.cache.versions().privileges.epoch();
+        let resp = self.relay_command(&pkt, Expect::Results).await?;
+        if role {
+            // Even a failed SET ROLE is asked about again: qcache does not guess.
+            self.role_set(if resp.error {
+                self.st.priv_baseline
+            } else {
+                epoch_before
+            });
+        }
+        if resp.error {
+            return Ok(());
+        }
+        if info.as_ref().is_none_or(|i| {
+            i.assignments.iter().any(|(k, _)| {
+                k.starts_with("session_track") || k.contains("transaction") || k.contains("tx_")
+            })
+        }) {
+            // The server's answer to BEGIN may now say more than qcache's would: the
+            // transaction state a tracking client asked for, or that it is read-only.
+            self.st.defer_begin = false;
+        }
+        self.follow_set(info, resp.warnings).await
+    }
+
+    /// Brings the key up to what a successful SET left the session with
+    /// (`policy::context`): literal values by their text, other values as the server reports
+    /// them, GLOBAL assignments and user variables not at all.
+    pub(super) async fn follow_set(
+        &mut self,
+        info: Option<analysis::SetInfo>,
+        warnings: u32,
+    ) -> Result<(), SessionError> {
+        use crate::policy::context::{self, Assignment};
+        let Some(i) = info else {
+            // qcache can tell neither what changed nor what to read back.
+            self.st.lost_track = true;
+            return Ok(());
+        };
+        let mut read_back: Vec<String> = Vec::new();
+        let mut lost = false;
+        for ((k, v), global) in i.assignments.iter().zip(&i.globals) {
+            match context::assignment(k, v, *global) {
+                Assignment::Ignore => continue,
+                Assignment::Literal => {}
+                Assignment::ReadBack(names) => {
+                    read_back.extend(names.iter().map(|n| n.to_string()));
+                    continue;
+                }
+                Assignment::ReadBackNamed => {
+                    read_back.push(k.clone());
+                    continue;
+                }
+                Assignment::Lost => {
+                    lost = true;
+                    continue;
+                }
+            }
+            if k == "transaction" && v.to_ascii_uppercase().contains("ISOLATION") {
+                let ru = context::reads_uncommitted(v);
+                if i.next_transaction_only {
+                    self.st.next_txn_ru |= ru;
+                } else {
+                    self.st.isolation_ru = ru;
+                }
+            }
+            if context::is_isolation(k) {
+                self.st.isolation_ru = context::reads_uncommitted(v);
+            }
+            self.st.vars.insert(k.clone(), v.clone());
+        }
+        if !read_back.is_empty() {
+            let names: Vec<&str> = read_back.iter().map(String::as_str).collect();
+            // The read-back would clear the SET's warnings, which the client may ask for.
+            let values = if warnings == 0 {
+                self.read_back(&names).await?
+            } else {
+                None
+            };
+            match values {
+                Some(values) => {
+                    for (n, v) in names.iter().zip(values) {
+                        let v = v.unwrap_or_else(|| "\u{0}NULL".to_string());
+                        if context::is_isolation(n) {
+                            self.st.isolation_ru = context::reads_uncommitted(&v);
+                        }
+                        self.st.vars.insert(n.to_string(), v);
+                    }
+                }
+                None => lost = true,
+            }
+        }
+        if lost {
+            self.st.lost_track = true;
+        }
+        self.st.refresh_fingerprint(&self.shared);
+        Ok(())
+    }
+
+    /// `SELECT @@query_cache_type` (and its session-scoped spelling) is qcache's to answer.
+    pub(super) fn session_variable_answer(&self, stmt: &[u8]) -> Option<(String, String)> {
+        // Every form answered here reads `@@`: one byte search rules out nearly every
+        // statement before the case-insensitive scan, which ran on every relayed SELECT.
+        if stmt.len() > 64 || !stmt.contains(&b'@') || !contains_ci(stmt, b"query_cache_type") {
+            return None;
+        }
+        let norm: String = String::from_utf8_lossy(stmt)
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+            .to_ascii_lowercase();
+        let norm = norm.trim_end_matches(';').trim();
+        let (name, value) = match norm {
+            "select @@query_cache_type" => ("@@query_cache_type", self.st.qct),
+            "select @@session.query_cache_type" => ("@@session.query_cache_type", self.st.qct),
+            "select @@local.query_cache_type" => ("@@local.query_cache_type", self.st.qct),
+            "select @@global.query_cache_type" => (
+                "@@global.query_cache_type",
+                self.shared.config().cache.query_cache_type,
+            ),
+            _ => return None,
+        };
+        Some((name.to_string(), value.as_str().to_string()))
+    }
+
+    /// `SELECT @@query_cache_type`: MariaDB has the variable, so its answer (column
+    /// metadata and all) is relayed with qcache's value; MySQL 8.0 has none, so qcache
+    /// answers alone.
+    pub(super) async fn answer_variable(
+        &mut self,
+        pkt: &Packet,
+        v: (String, String),
+    ) -> Result<(), SessionError> {
+        if self.st.mariadb {
+            return self.relay_rewriting(pkt, Rewrite::Single(v.1)).await;
+        }
+        self.send_status_rows_named(v).await
+    }
+
+    /// `SHOW … VARIABLES` (qcache's `query_cache_type`) and `SHOW [SESSION] STATUS` (the
+    /// client leg's TLS and compression): the rows whose values are qcache's.
+    pub(super) fn own_show_values(&self, sql: &[u8]) -> Option<Rewrite> {
+        let text = statements::lowercase(sql);
+        let words = statements::words(&text);
+        if let Some(global) = diagnostics::show_variables_scope(&words) {
+            let qct = if global {
+                self.shared.config().cache.query_cache_type
+            } else {
+                self.st.qct
+            };
+            return Some(Rewrite::Named(vec![(
+                "query_cache_type",
+                qct.as_str().to_string(),
+            )]));
+        }
+        if diagnostics::is_session_status(&words) {
+            let leg = self.client_leg();
+            let values = CLIENT_LEG_STATUS
+                .iter()
+                .filter_map(|n| diagnostics::client_leg_status(n, &leg).map(|v| (*n, v)))
+                .collect();
+            return Some(Rewrite::Named(values));
+        }
+        None
+    }
+
+    pub(super) async fn send_status_rows_named(
+        &mut self,
+        (name, value): (String, String),
+    ) -> Result<(), SessionError> {
+        self.send_text_result(
+            &[(name.as_str(), packets::TYPE_VAR_STRING)],
+            &[vec![Some(value)]],
+        )
+        .await
+    }
+
+    /// `SHOW [GLOBAL|SESSION] STATUS LIKE 'Qcache%'`: rows qcache answers from its state.
+    pub(super) fn qcache_status_rows(&self, sql: &[u8]) -> Option<Vec<(String, String)>> {
+        let pattern = statements::status_like_pattern(sql)?;
+        let rows = self
+            .shared
+            .cache
+            .status_rows()
+            .into_iter()
+            .chain(self.shared.l2.iter().flat_map(|l| l.status_rows()))
+            .filter(|(name, _)| statements::like_match(&pattern, &name.to_ascii_lowercase()))
+            .map(|(n, v)| (n.to_string(), v.to_string()))
+            .collect();
+        Some(rows)
+    }
+
+    pub(super) async fn send_status_rows(
+        &mut self,
+        rows: Vec<(String, String)>,
+    ) -> Result<(), SessionError> {
+        let rows: Vec<Vec<Option<String>>> = rows
+            .into_iter()
+            .map(|(n, v)| vec![Some(n), Some(v)])
+            .collect();
+        let columns = [
+            ("Variable_name", packets::TYPE_VAR_STRING),
+            ("Value", packets::TYPE_VAR_STRING),
+        ];
+        self.send_text_result(&columns, &rows).await
+    }
+
+    pub(super) async fn flush_or_reset(
+        &mut self,
+        pkt: Packet,
+        sql: &[u8],
+        kind: Kind,
+    ) -> Result<(), SessionError> {
+        let text = statements::lowercase(sql);
+        let words = statements::words(&text);
+        if words.len() == 3 && words[1] == "query" && words[2] == "cache" {
+            if !self.may_administer().await? {
+                return self.deny(pkt.seq.wrapping_add(1)).await;
+            }
+            if kind == Kind::Reset {
+                self.shared.cache.clear();
+            }
+            // FLUSH QUERY CACHE defragmented MySQL's cache; qcache's store has nothing to
+            // defragment, so it only answers.
+            return self.send_ok(pkt.seq.wrapping_add(1)).await;
+        }
+        // FLUSH TABLES and friends change no data; FLUSH PRIVILEGES makes grant-table edits
+        // effective.
+        self.plan_privileges(sql);
+        self.relay_command(&pkt, Expect::Results).await.map(drop)
+    }
+}
+
+pub(super) fn contains_ci(hay: &[u8], needle: &[u8]) -> bool {
+    hay.windows(needle.len())
+        .any(|w| w.eq_ignore_ascii_case(needle))
+}

@@ -1,0 +1,143 @@
+//! Writes, text or prepared: what a statement changes is planned before it goes upstream
+//! (named tables through the catalog, or a conservative scope) and applied before its OK
+//! reaches the client (`observe`); temporary tables and a dropped default database are
+//! followed after it.
+
+use super::{Session, SessionError};
+use crate::analysis::{self, Analysis, WriteInfo, WriteTargets};
+use crate::config::Conservative;
+use crate::policy::classify;
+use crate::policy::privileges::{self, PrivilegeChange};
+use crate::protocol::codec::Packet;
+use crate::protocol::response::{Expect, Response};
+
+impl Session {
+    /// A write, text or prepared: what it changes is planned before it goes upstream and
+    /// bumped before its OK reaches the client (in `observe`).
+    /// `digest` is that of the statement as the server reads it ([`analysis::server_text`]).
+    pub(super) async fn write(
+        &mut self,
+        pkt: &Packet,
+        sql: &[u8],
+        digest: u64,
+    ) -> Result<(), SessionError> {
+        let text = analysis::server_text(sql, self.st.server);
+        self.plan_privileges(&text);
+        let an = self.shared.analyzer.analyze(&text, digest);
+        match &*an {
+            Analysis::Write(w) => self.plan_write(w),
+            _ => self.plan_unknown_write(),
+        }
+        let resp = self.relay_command(pkt, Expect::Results).await?;
+        if let Analysis::Write(w) = &*an {
+            self.after_write(w, &resp);
+        }
+        Ok(())
+    }
+
+    pub(super) fn plan_write(&mut self, w: &WriteInfo) {
+        match &w.targets {
+            WriteTargets::Tables(list) => {
+                let mut named = Vec::with_capacity(list.len());
+                for t in list {
+                    match self.st.qualify(t.schema.as_deref(), &t.name) {
+                        Some(q) => named.push(q),
+                        // No default database: the server will refuse it; nothing changes.
+                        None => continue,
+                    }
+                }
+                if named
+                    .iter()
+                    .any(|(s, n)| privileges::is_privilege_table(s, n))
+                {
+                    self.plan_privilege_change(PrivilegeChange::privilege_table());
+                }
+                match self.shared.catalog.expand_write(&named) {
+                    Some(all) => {
+                        let v = self.shared.cache.versions();
+                        for (s, n) in all {
+                            self.st.pending.tables.push(v.table(&s, &n));
+                        }
+                    }
+                    None => self.plan_unknown_write(),
+                }
+            }
+            WriteTargets::Schema(s) => self.st.pending.schemas.push(s.to_lowercase()),
+            WriteTargets::Unknown => self.plan_unknown_write(),
+        }
+        if w.ddl {
+            self.st.pending.ddl = true;
+            match &w.targets {
+                WriteTargets::Tables(list) if !list.is_empty() => {
+                    let named: Vec<_> = list
+                        .iter()
+                        .filter_map(|t| self.st.qualify(t.schema.as_deref(), &t.name))
+                        .collect();
+                    self.st.pending.ddl_changed.objects.extend(named);
+                }
+                WriteTargets::Schema(s) => {
+                    self.st.pending.ddl_changed.schemas.push(s.to_lowercase());
+                }
+                // DDL naming nothing (DROP TRIGGER t, routines) or unreadable.
+                _ => self.st.pending.ddl_changed.everything = true,
+            }
+        }
+    }
+
+    pub(super) fn plan_scope(&mut self, scope: Conservative) {
+        match (scope, &self.st.db) {
+            (Conservative::Schema, Some(db)) => {
+                let db = db.to_lowercase();
+                self.st.pending.schemas.push(db);
+            }
+            _ => self.st.pending.all = true,
+        }
+    }
+
+    pub(super) fn plan_unknown_write(&mut self) {
+        let scope = self.shared.config().invalidation.unknown_write;
+        self.plan_scope(scope);
+    }
+
+    /// A statement of a shape that writes nothing by itself still runs code, or ends a
+    /// transaction, whose writes qcache cannot name (`policy::classify`).
+    pub(super) fn plan_unknown_write_for(&mut self, why: classify::UnknownWrite) {
+        tracing::debug!(reason = why.as_str(), "statement may write unknown tables");
+        self.plan_unknown_write();
+    }
+
+    pub(super) fn plan_call(&mut self) {
+        let scope = self.shared.config().invalidation.call;
+        self.plan_scope(scope);
+        self.st.pending.ddl = false;
+        self.st.lost_track = true;
+    }
+
+    pub(super) fn after_write(&mut self, w: &WriteInfo, resp: &Response) {
+        let outcome = if resp.error {
+            classify::Outcome::Failed
+        } else {
+            self.forget_dropped_db(w);
+            classify::Outcome::Done
+        };
+        self.track_temporary(w, outcome);
+    }
+
+    pub(super) fn track_temporary(&mut self, w: &WriteInfo, outcome: classify::Outcome) {
+        let st = &mut self.st;
+        let db = st.db.clone();
+        classify::track_temporary(&mut st.temp_tables, w, outcome, |t| {
+            let schema = t.schema.clone().or_else(|| db.clone())?;
+            Some((schema.to_lowercase(), t.name.to_lowercase()))
+        });
+    }
+
+    /// After DROP DATABASE of the session's current database the server has none.
+    pub(super) fn forget_dropped_db(&mut self, w: &WriteInfo) {
+        if let WriteTargets::Schema(s) = &w.targets {
+            if crate::policy::context::drop_forgets_db(self.st.db.as_deref(), s) {
+                self.st.set_db(None);
+            }
+        }
+    }
+}
