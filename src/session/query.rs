@@ -472,8 +472,9 @@ impl Session {
         sql: &[u8],
     ) -> Result<Option<Duration>, &'static str> {
         let text = String::from_utf8_lossy(sql);
-        // A rule may name a view as the statement does, or a table under it.
-        named.extend(bases);
+        // A rule may name a view as the statement does, or a table under it (not the
+        // privilege stamps of DEFINER views, which are no tables).
+        named.extend(bases.into_iter().filter(|(s, _)| !s.is_empty()));
         let subject = rules::Subject {
             tables: &named,
             user: &self.st.user,
@@ -711,7 +712,13 @@ impl Session {
                 {
                     self.plan_privilege_change(PrivilegeChange::privilege_table());
                 }
-                match self.shared.catalog.expand_write(&named) {
+                let catalog = &self.shared.catalog;
+                let expanded = if w.ddl {
+                    catalog.expand_write(&named)
+                } else {
+                    catalog.expand_data_write(&named)
+                };
+                match expanded {
                     Some(all) => {
                         let v = self.shared.cache.versions();
                         for (s, n) in all {
