@@ -431,6 +431,14 @@ fn scenario_files(topic: &str) -> Vec<PathBuf> {
         .collect();
     files.sort();
     assert!(!files.is_empty(), "no scenarios in {}", dir.display());
+    // QCACHE_SCENARIOS=a,b runs only the files whose names contain one of the words.
+    if let Ok(only) = std::env::var("QCACHE_SCENARIOS") {
+        let words: Vec<&str> = only.split(',').filter(|w| !w.is_empty()).collect();
+        files.retain(|p| {
+            let name = p.file_name().unwrap_or_default().to_string_lossy();
+            words.iter().any(|w| name.contains(w))
+        });
+    }
     files
 }
 

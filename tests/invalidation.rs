@@ -38,6 +38,17 @@ fn t(s: &str, n: &str) -> (String, String) {
     (s.to_string(), n.to_string())
 }
 
+/// A resolution without the privilege stamps a DEFINER view's read carries (schema "",
+/// checked in `definer_views_carry_privilege_stamps`): the relations only.
+fn relations(r: ReadResolution) -> ReadResolution {
+    match r {
+        ReadResolution::Tables(ts) => {
+            ReadResolution::Tables(ts.into_iter().filter(|(s, _)| !s.is_empty()).collect())
+        }
+        other => other,
+    }
+}
+
 /// A stand-in for the real write analyser (another module): the table after INSERT INTO,
 /// REPLACE INTO, UPDATE, DELETE FROM, ALTER/DROP/TRUNCATE/CREATE TABLE, VIEW, and both names
 /// of RENAME TABLE. Anything else is "unknown" (the tail then invalidates everything, which
@@ -158,11 +169,11 @@ async fn catalog_resolves_views_triggers_and_cascades() {
     let cat = loaded_catalog().await;
 
     assert_eq!(
-        cat.resolve_read(&[t(&s, "v_ab")]),
+        relations(cat.resolve_read(&[t(&s, "v_ab")])),
         ReadResolution::Tables(vec![t(&s, "a"), t(&s, "b"), t(&s, "v_ab")])
     );
     assert_eq!(
-        cat.resolve_read(&[t(&s, "v_v")]),
+        relations(cat.resolve_read(&[t(&s, "v_v")])),
         ReadResolution::Tables(vec![t(&s, "a"), t(&s, "b"), t(&s, "v_ab"), t(&s, "v_v")])
     );
     assert!(matches!(
@@ -188,6 +199,47 @@ async fn catalog_resolves_views_triggers_and_cascades() {
     );
 }
 
+/// A DEFINER view's read carries its definer's privilege stamps, read from the server; an
+/// INVOKER view's does not. Column DEFAULTs that advance a sequence widen writes to the table.
+#[tokio::test]
+async fn definer_views_carry_privilege_stamps() {
+    let s = common::fresh_schema("catdef").await;
+    let mut c = common::direct_to(&s).await;
+    for sql in [
+        "CREATE TABLE base (id INT)",
+        "CREATE SEQUENCE seq NOCACHE",
+        "CREATE TABLE filled (id INT DEFAULT NEXTVAL(seq), v INT)",
+        "CREATE DEFINER = CURRENT_USER SQL SECURITY DEFINER VIEW vd AS SELECT id FROM base",
+        "CREATE SQL SECURITY INVOKER VIEW vi AS SELECT id FROM vd",
+        "CREATE SQL SECURITY INVOKER VIEW vj AS SELECT id FROM base",
+    ] {
+        exec(&mut c, sql).await;
+    }
+    let me: String = c
+        .query_first("SELECT CURRENT_USER()")
+        .await
+        .unwrap()
+        .unwrap();
+    let cat = loaded_catalog().await;
+    let stamps = qcache::policy::privileges::definer_stamps(&me);
+    for v in ["vd", "vi"] {
+        let ReadResolution::Tables(ts) = cat.resolve_read(&[t(&s, v)]) else {
+            panic!("{v} not resolved");
+        };
+        for st in &stamps {
+            assert!(ts.contains(st), "{v}: {ts:?}");
+        }
+    }
+    let ReadResolution::Tables(ts) = cat.resolve_read(&[t(&s, "vj")]) else {
+        panic!("vj not resolved");
+    };
+    assert_eq!(ts, vec![t(&s, "base"), t(&s, "vj")]);
+    assert_eq!(
+        cat.expand_write(&[t(&s, "filled")]),
+        Some(vec![t(&s, "filled"), t(&s, "seq")])
+    );
+}
+
 #[tokio::test]
 async fn catalog_refresh_sees_new_view_and_coalesces() {
     let s = common::fresh_schema("catref").await;
@@ -201,7 +253,7 @@ async fn catalog_refresh_sees_new_view_and_coalesces() {
     exec(&mut c, "CREATE VIEW later AS SELECT id FROM base").await;
     cat.refresh().await.unwrap();
     assert_eq!(
-        cat.resolve_read(&[t(&s, "later")]),
+        relations(cat.resolve_read(&[t(&s, "later")])),
         ReadResolution::Tables(vec![t(&s, "base"), t(&s, "later")])
     );
 
@@ -431,7 +483,7 @@ async fn outside_ddl_bumps_and_refreshes_the_catalog() {
     exec(&mut c, "CREATE VIEW vw AS SELECT id FROM base").await;
     let deadline = Instant::now() + BUMP_WITHIN;
     loop {
-        if let ReadResolution::Tables(ts) = cat.resolve_read(&[t(&s, "vw")]) {
+        if let ReadResolution::Tables(ts) = relations(cat.resolve_read(&[t(&s, "vw")])) {
             assert_eq!(ts, vec![t(&s, "base"), t(&s, "vw")]);
             break;
         }

@@ -73,6 +73,7 @@ pub fn source_label(s: InvalidationSource) -> &'static str {
         InvalidationSource::Catalog => "catalog",
         InvalidationSource::Flush => "flush",
         InvalidationSource::Conservative => "conservative",
+        InvalidationSource::Privileges => "privileges",
     }
 }
 

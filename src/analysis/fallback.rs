@@ -331,6 +331,48 @@ pub fn calls_unknown_code(sql: &str) -> bool {
     )
 }
 
+/// The sequences a column's DEFAULT (or generation) expression advances each time the server
+/// uses it to fill a row, read from the expression as information_schema shows it
+/// (`nextval(`db`.`s`)`, `setval(`s`,5,1,0)`; MariaDB shows `NEXT VALUE FOR s` as `nextval`).
+/// None when qcache cannot name everything it may write: a call of anything that is not a
+/// known built-in (a qualified or quoted name is a stored function), or a sequence named by
+/// other than a plain identifier.
+pub fn sequences_written(expr: &str) -> Option<Vec<TableRef>> {
+    let toks = Toks::new(expr);
+    let mut out = Vec::new();
+    for (k, t) in toks.t.iter().enumerate() {
+        if toks.kw(k, "NEXT") && toks.kw(k + 1, "VALUE") && toks.kw(k + 2, "FOR") {
+            let (seq, _) = toks.table_name(k + 3)?;
+            out.push(seq);
+            continue;
+        }
+        if !toks.punct(k + 1, b'(') {
+            continue;
+        }
+        let quoted = matches!(t.tok, Tok::Backquoted | Tok::DoubleQuoted);
+        if quoted || t.tok == Tok::Word && k > 0 && toks.punct(k - 1, b'.') {
+            return None;
+        }
+        if t.tok != Tok::Word || PAREN_KEYWORDS.iter().any(|kw| t.is_kw(toks.sql, kw)) {
+            continue;
+        }
+        let name = String::from_utf8_lossy(t.bytes(toks.sql)).to_ascii_lowercase();
+        match functions::classify(&name, toks.punct(k + 2, b')')) {
+            FnClass::Deterministic | FnClass::NonDeterministic(_) => {}
+            FnClass::Unknown => return None,
+            FnClass::Sequence if name == "lastval" => {}
+            FnClass::Sequence => {
+                let (seq, after) = toks.table_name(k + 2)?;
+                if !(toks.punct(after, b')') || toks.punct(after, b',')) {
+                    return None;
+                }
+                out.push(seq);
+            }
+        }
+    }
+    Some(out)
+}
+
 /// A SELECT sqlparser could not parse: never cached; the reason is named when the tokens
 /// show it, and a call to an unknown function still marks it as a possible write.
 pub(crate) fn unparsed_read(sql: &str) -> ReadInfo {

@@ -24,7 +24,8 @@
 //!   statement containing a backslash verbatim (its string boundaries depend on sql_mode).
 //! - [`SetInfo::query_cache_type`] is an `Option<`[`QcAssign`]`>` rather than the
 //!   contract's `Option<QueryCacheType>`, because `= DEFAULT` must be representable.
-//! - [`NotCached::Sequence`] is an extra reason (NEXTVAL, NEXT VALUE FOR, …).
+//! - [`NotCached::Sequence`] is an extra reason (NEXTVAL, NEXT VALUE FOR, …), and so is
+//!   [`NotCached::FullText`] (MATCH … AGAINST).
 //! - [`SetInfo::may_write`] is an addition: `SET @x = stored_func()` runs code that may write.
 //! - A read with [`ReadInfo::may_write`] must also be handled as a write to unknown tables.
 //!   A multi-statement query that writes comes back as [`Analysis::Write`] (all statements'
@@ -44,7 +45,7 @@ mod set;
 
 pub use comments::{server_str, server_text, ServerVersion};
 pub use digest::digest;
-pub use fallback::calls_unknown_code;
+pub use fallback::{calls_unknown_code, sequences_written};
 pub use memo::Analyzer;
 pub use parse::analyze;
 pub use scan::{first_keyword_is, scan, split_statements, strip_hints, Hint, Kind, Scan};
@@ -95,6 +96,10 @@ pub enum NotCached {
     CalcFoundRows,
     /// Uses a sequence (`NEXTVAL`, `NEXT VALUE FOR`, …): it advances on every call.
     Sequence,
+    /// A full-text search (`MATCH … AGAINST`): its result depends on global-only settings
+    /// (`ft_boolean_syntax`) that any client may change at once for every session with a
+    /// `SET GLOBAL` no binlog records (`policy::context::GLOBAL_ONLY_RESULT_VARIABLES`).
+    FullText,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -460,6 +460,7 @@ impl Visitor for ReadVisitor {
     fn pre_visit_expr(&mut self, e: &Expr) -> ControlFlow<()> {
         match e {
             Expr::Function(f) => self.check_function(f),
+            Expr::MatchAgainst { .. } => self.refuse(NotCached::FullText),
             Expr::Identifier(i) => self.check_identifier(&i.value, i.quote_style.is_some()),
             Expr::CompoundIdentifier(parts) => {
                 if let Some(first) = parts.first() {
@@ -866,7 +867,6 @@ mod tests {
         tables("SELECT CAST(a AS CHAR), CONVERT(a, CHAR), EXTRACT(YEAR FROM d), TRIM(a), SUBSTRING(a, 1), DATE_ADD(d, INTERVAL 1 DAY) FROM t");
         tables("SELECT COUNT(*), SUM(a), GROUP_CONCAT(a ORDER BY a SEPARATOR ','), ROW_NUMBER() OVER (ORDER BY a) FROM t GROUP BY b");
         tables("SELECT JSON_EXTRACT(j, '$.a'), JSON_OBJECT('a', 1), UNIX_TIMESTAMP(d), CASE WHEN a THEN 1 ELSE 2 END FROM t");
-        tables("SELECT MATCH (a) AGAINST ('x') FROM t");
     }
 
     #[test]
@@ -988,6 +988,14 @@ mod tests {
         assert_eq!(r.verdict, Err(NotCached::Sequence));
         assert!(r.may_write);
         assert_eq!(refused("SELECT PREVIOUS VALUE FOR s"), NotCached::Sequence);
+        for sql in [
+            "SELECT id FROM t WHERE MATCH (s) AGAINST ('+a -b' IN BOOLEAN MODE)",
+            "SELECT id, MATCH (s) AGAINST ('a') AS r FROM t ORDER BY r",
+            "SELECT id FROM t WHERE id IN (SELECT id FROM u WHERE MATCH (s, x) AGAINST ('a' WITH QUERY EXPANSION))",
+            "SELECT id FROM t HAVING MATCH (s) AGAINST ('a' IN NATURAL LANGUAGE MODE) > 0",
+        ] {
+            assert_eq!(refused(sql), NotCached::FullText, "{sql}");
+        }
     }
 
     #[test]

@@ -21,16 +21,20 @@ pub enum InvalidationSource {
     Flush,
     /// A write qcache could not analyse precisely, invalidated by schema or wholesale.
     Conservative,
+    /// A privilege change (through qcache or in the binlog): reads through DEFINER views
+    /// whose definer it may reach.
+    Privileges,
 }
 
 impl InvalidationSource {
-    pub const ALL: [InvalidationSource; 6] = [
+    pub const ALL: [InvalidationSource; 7] = [
         InvalidationSource::Write,
         InvalidationSource::TxnEnd,
         InvalidationSource::Binlog,
         InvalidationSource::Catalog,
         InvalidationSource::Flush,
         InvalidationSource::Conservative,
+        InvalidationSource::Privileges,
     ];
 
     /// The status variable counting this source.
@@ -42,6 +46,7 @@ impl InvalidationSource {
             InvalidationSource::Catalog => "Qcache_invalidations_catalog",
             InvalidationSource::Flush => "Qcache_invalidations_flush",
             InvalidationSource::Conservative => "Qcache_invalidations_conservative",
+            InvalidationSource::Privileges => "Qcache_invalidations_privileges",
         }
     }
 
@@ -113,7 +118,7 @@ pub struct CacheStats {
     /// Qcache_lowmem_prunes).
     pub lowmem_prunes: AtomicU64,
     /// One count per invalidation event (a table bump, a schema, a flush), by source.
-    invalidations: [AtomicU64; 6],
+    invalidations: [AtomicU64; InvalidationSource::ALL.len()],
     /// Followers that waited for another session's fill of the same key.
     pub stampede_waits: AtomicU64,
     /// Entries with outdated table versions dropped: found on lookup, replaced by a new fill,

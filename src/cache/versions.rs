@@ -103,10 +103,28 @@ impl Versions {
         let v = self.seq.fetch_add(1, Ordering::AcqRel) + 1;
         t.version.fetch_max(v, Ordering::AcqRel);
         if t.privileges {
-            // Through qcache or a ROW event of the binlog: every user, sticky.
-            self.privileges
-                .apply(&crate::policy::privileges::PrivilegeChange::privilege_table());
+            // Through qcache or a ROW event of the binlog: every user, sticky. Quiet like
+            // the bump that caused it: whoever learns of that bump does the same.
+            let c = crate::policy::privileges::PrivilegeChange::privilege_table();
+            self.privileges.apply(&c);
+            for (s, n) in crate::policy::privileges::change_stamps(&c) {
+                let stamp = self.table(&s, &n);
+                self.bump_quiet(&stamp);
+            }
         }
+    }
+
+    /// Records a privilege change: the users it reaches get a new privilege generation (their
+    /// keys change), and the privilege stamps it covers are bumped, so that reads through
+    /// DEFINER views owned by those users stop being served (`policy::privileges`). Returns
+    /// how many stamps were bumped.
+    pub fn apply_privileges(&self, c: &crate::policy::privileges::PrivilegeChange) -> usize {
+        self.privileges.apply(c);
+        let stamps = crate::policy::privileges::change_stamps(c);
+        for (s, n) in &stamps {
+            self.bump_name(s, n);
+        }
+        stamps.len()
     }
 
     /// Installs the sink told of every later bump; false when one is already set.

@@ -108,7 +108,9 @@ impl Cache {
             self.invalidate_all(InvalidationSource::Conservative);
         }
         if let Some(c) = &p.privileges {
-            self.versions().privileges.apply(c);
+            if self.versions().apply_privileges(c) > 0 {
+                self.stats().invalidation(InvalidationSource::Privileges);
+            }
         }
     }
 

@@ -1252,7 +1252,9 @@ impl Tail {
         // even under ROW format. Whose session logged it is unknown here, so CURRENT_USER
         // and the FOR-less forms reach everyone.
         if let Some(c) = crate::policy::privileges::statement_change(sql.as_bytes(), None) {
-            self.inv.versions.privileges.apply(&c);
+            if self.inv.versions.apply_privileges(&c) > 0 {
+                self.inv.stats.invalidation(InvalidationSource::Privileges);
+            }
         }
         let words = leading_words(sql, 3);
         let w = |i: usize| words.get(i).map(String::as_str).unwrap_or("");

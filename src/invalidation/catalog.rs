@@ -83,6 +83,9 @@ pub struct Snapshot {
     /// could be another object's: reads of it are not cached and writes to it invalidate
     /// conservatively.
     ambiguous: HashSet<TableName>,
+    /// SQL SECURITY DEFINER views, with the privilege stamps a read through them carries
+    /// (`policy::privileges::definer_stamps`).
+    definers: HashMap<TableName, [TableName; 2]>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -103,6 +106,12 @@ pub struct RawCatalog {
     pub triggers: Vec<(String, String, String, String)>,
     /// (child schema, child table, parent schema, parent table, UPDATE_RULE, DELETE_RULE)
     pub foreign_keys: Vec<(String, String, String, String, String, String)>,
+    /// (schema, view, DEFINER) of the `SQL SECURITY DEFINER` views: a read through one runs
+    /// with its definer's privileges.
+    pub definers: Vec<(String, String, String)>,
+    /// (schema, table, expression) of the column DEFAULT and generation expressions that
+    /// call something: a write to the table runs them (`DEFAULT NEXTVAL(s)` writes `s`).
+    pub column_code: Vec<(String, String, String)>,
 }
 
 impl RawCatalog {
@@ -144,10 +153,14 @@ impl RawCatalog {
         self.views.retain(|(s, n, _)| !covered(s, n));
         self.triggers.retain(|(_, s, t, _)| !covered(s, t));
         self.foreign_keys.retain(|(cs, ct, ..)| !child(cs, ct));
+        self.definers.retain(|(s, n, _)| !covered(s, n));
+        self.column_code.retain(|(s, n, _)| !covered(s, n));
         self.tables.extend(fresh.tables);
         self.views.extend(fresh.views);
         self.triggers.extend(fresh.triggers);
         self.foreign_keys.extend(fresh.foreign_keys);
+        self.definers.extend(fresh.definers);
+        self.column_code.extend(fresh.column_code);
     }
 }
 
@@ -225,6 +238,28 @@ impl Snapshot {
                     .push(lower(cs, ct));
             }
         }
+        for (schema, table, expr) in &raw.column_code {
+            let key = lower(schema, table);
+            match crate::analysis::sequences_written(expr) {
+                Some(seqs) => {
+                    let written: Vec<TableName> = seqs
+                        .into_iter()
+                        .map(|r| (r.schema.unwrap_or_else(|| key.0.clone()), r.name))
+                        .collect();
+                    snap.writes.entry(key).or_default().extend(written);
+                }
+                None => {
+                    snap.unknown_writes.insert(
+                        key,
+                        format!("a column of {schema}.{table} computes `{expr}`"),
+                    );
+                }
+            }
+        }
+        for (schema, view, definer) in &raw.definers {
+            let stamps = crate::policy::privileges::definer_stamps(definer);
+            snap.definers.insert(lower(schema, view), stamps);
+        }
         for edges in snap.writes.values_mut() {
             edges.sort();
             edges.dedup();
@@ -271,6 +306,13 @@ impl Snapshot {
                         }
                         out.push(t.clone());
                         out.extend(bases.iter().cloned());
+                        // The view, and any view nested in it, may run with its definer's
+                        // privileges, which a change to the definer's account moves.
+                        for v in std::iter::once(t).chain(bases.iter()) {
+                            if let Some(stamps) = self.definers.get(v) {
+                                out.extend(stamps.iter().cloned());
+                            }
+                        }
                     }
                     Some(Err(why)) => return ReadResolution::Opaque(why.clone()),
                     None => return ReadResolution::Opaque(format!("view {}.{}", t.0, t.1)),
@@ -611,6 +653,25 @@ pub struct Catalog {
     generation: AtomicU64,
     refreshes: AtomicU64,
     failures: AtomicU64,
+    /// Reloads after a DDL under way or waiting: a table the snapshot does not know may
+    /// have just been created with triggers or column defaults that write other tables.
+    ddl_reloads: AtomicU64,
+}
+
+/// Counts one DDL reload for as long as it lives.
+struct DdlReload<'a>(&'a AtomicU64);
+
+impl<'a> DdlReload<'a> {
+    fn new(n: &'a AtomicU64) -> Self {
+        n.fetch_add(1, Ordering::AcqRel);
+        DdlReload(n)
+    }
+}
+
+impl Drop for DdlReload<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 impl std::fmt::Debug for Catalog {
@@ -637,6 +698,7 @@ impl Catalog {
             generation: AtomicU64::new(0),
             refreshes: AtomicU64::new(0),
             failures: AtomicU64::new(0),
+            ddl_reloads: AtomicU64::new(0),
         })
     }
 
@@ -652,6 +714,7 @@ impl Catalog {
     ///
     /// On error the previous snapshot stays in place.
     pub async fn refresh(&self) -> Result<(), CatalogError> {
+        let _counted = DdlReload::new(&self.ddl_reloads);
         self.refresh_since(Instant::now()).await
     }
 
@@ -725,6 +788,7 @@ impl Catalog {
     /// backslash or beyond ASCII, whose lower-casing may differ from the server's), or when
     /// the partial load fails.
     pub async fn refresh_changed(&self, changed: &Changed) -> Result<(), CatalogError> {
+        let _counted = DdlReload::new(&self.ddl_reloads);
         let needed = Instant::now();
         let exact = |s: &str| s.is_ascii() && !s.contains('\\');
         let readable = !changed.everything
@@ -810,13 +874,21 @@ impl Catalog {
         }
         let rows: Vec<Row> = conn
             .query(format!(
-                "SELECT TABLE_SCHEMA, TABLE_NAME, VIEW_DEFINITION FROM information_schema.VIEWS \
+                "SELECT {VIEW_COLUMNS} FROM information_schema.VIEWS \
                  WHERE TABLE_SCHEMA NOT IN {SKIPPED_SCHEMAS}"
             ))
             .await?;
-        for mut r in rows {
-            raw.views
-                .push((text(&mut r, 0), text(&mut r, 1), text(&mut r, 2)));
+        for r in rows {
+            push_view(&mut raw, r);
+        }
+        let rows: Vec<Row> = conn
+            .query(format!(
+                "SELECT {COLUMN_CODE_COLUMNS} FROM information_schema.COLUMNS \
+                 WHERE TABLE_SCHEMA NOT IN {SKIPPED_SCHEMAS} AND {COLUMN_CODE_FILTER}"
+            ))
+            .await?;
+        for r in rows {
+            push_column_code(&mut raw, r);
         }
         let rows: Vec<Row> = conn
             .query(
@@ -890,6 +962,25 @@ impl Catalog {
             return None;
         }
         self.snapshot.load().expand_write(tables)
+    }
+
+    /// [`Catalog::expand_write`] for a data change a session is about to send, which may race
+    /// a DDL from elsewhere: while a reload after a DDL is under way, a table the snapshot
+    /// does not know counts as unknown writes, since it may be one that DDL just created with
+    /// a trigger or a column default that writes other tables. (A temporary table or one
+    /// that does not exist costs an extra invalidation in that window, no more. A DDL's own
+    /// tables are expanded again once its reload is done.)
+    pub fn expand_data_write(&self, tables: &[TableName]) -> Option<Vec<TableName>> {
+        if !self.is_loaded() {
+            return None;
+        }
+        let snap = self.snapshot.load();
+        if self.ddl_reloads.load(Ordering::Acquire) > 0
+            && tables.iter().any(|t| !snap.relations.contains_key(t))
+        {
+            return None;
+        }
+        snap.expand_write(tables)
     }
 
     /// Every base table and view of `schema` (lower-cased), sorted.
@@ -1014,15 +1105,14 @@ async fn load_changed(
                 if name.is_none() || is_view {
                     let rows: Vec<Row> = conn
                         .query(format!(
-                            "SELECT TABLE_SCHEMA, TABLE_NAME, VIEW_DEFINITION \
-                             FROM information_schema.VIEWS WHERE TABLE_SCHEMA = {}{}",
+                            "SELECT {VIEW_COLUMNS} FROM information_schema.VIEWS \
+                             WHERE TABLE_SCHEMA = {}{}",
                             lit(&s),
                             and("TABLE_NAME")
                         ))
                         .await?;
-                    for mut r in rows {
-                        raw.views
-                            .push((text(&mut r, 0), text(&mut r, 1), text(&mut r, 2)));
+                    for r in rows {
+                        push_view(&mut raw, r);
                     }
                 }
                 if name.is_none() || !is_view {
@@ -1044,6 +1134,17 @@ async fn load_changed(
                         ));
                     }
                     foreign_keys_of(conn, &s, name.as_deref(), &mut raw).await?;
+                    let rows: Vec<Row> = conn
+                        .query(format!(
+                            "SELECT {COLUMN_CODE_COLUMNS} FROM information_schema.COLUMNS \
+                             WHERE TABLE_SCHEMA = {}{} AND {COLUMN_CODE_FILTER}",
+                            lit(&s),
+                            and("TABLE_NAME")
+                        ))
+                        .await?;
+                    for r in rows {
+                        push_column_code(&mut raw, r);
+                    }
                 }
             }
         }
@@ -1088,6 +1189,35 @@ async fn foreign_keys_of(
         ));
     }
     Ok(())
+}
+
+/// What the catalog reads of a view: its definition, and whose privileges it runs with.
+const VIEW_COLUMNS: &str = "TABLE_SCHEMA, TABLE_NAME, VIEW_DEFINITION, SECURITY_TYPE, DEFINER";
+
+fn push_view(raw: &mut RawCatalog, mut r: Row) {
+    let (schema, name) = (text(&mut r, 0), text(&mut r, 1));
+    raw.views
+        .push((schema.clone(), name.clone(), text(&mut r, 2)));
+    if text(&mut r, 3).eq_ignore_ascii_case("DEFINER") {
+        raw.definers.push((schema, name, text(&mut r, 4)));
+    }
+}
+
+/// The expressions of a table's columns that the server evaluates on a write. Only those
+/// with a parenthesis can call anything (a literal default is shown quoted, so a parenthesis
+/// inside it costs a parse that finds no call).
+const COLUMN_CODE_COLUMNS: &str = "TABLE_SCHEMA, TABLE_NAME, COLUMN_DEFAULT, GENERATION_EXPRESSION";
+const COLUMN_CODE_FILTER: &str =
+    "(COLUMN_DEFAULT LIKE '%(%' OR GENERATION_EXPRESSION LIKE '%(%' OR COLUMN_DEFAULT LIKE '%value%for%')";
+
+fn push_column_code(raw: &mut RawCatalog, mut r: Row) {
+    let (schema, table) = (text(&mut r, 0), text(&mut r, 1));
+    for i in [2, 3] {
+        let expr = text(&mut r, i);
+        if !expr.is_empty() {
+            raw.column_code.push((schema.clone(), table.clone(), expr));
+        }
+    }
 }
 
 /// A column as text; NULL and non-UTF-8 bytes must not panic (the data is the server's).
@@ -1182,6 +1312,7 @@ mod tests {
                 // A cycle must not loop.
                 (s("db"), s("a"), s("db"), s("grandchild"), s("CASCADE"), s("CASCADE")),
             ],
+            ..RawCatalog::default()
         }
     }
 
@@ -1397,6 +1528,7 @@ mod tests {
                 s("RESTRICT"),
                 s("CASCADE"),
             )],
+            ..RawCatalog::default()
         };
         r.replace(&changed, &children, fresh);
         let snap = Snapshot::build(&r);
@@ -1416,6 +1548,107 @@ mod tests {
         );
         // Rows outside the change stay: audit's trigger, weird's opaque body.
         assert_eq!(snap.expand_write(&[t("db", "weird")]), None);
+    }
+
+    /// One row per way a table's own definition makes a write to it run code: the column
+    /// expressions as information_schema shows them. (DEFAULT, written tables or None.)
+    #[test]
+    fn column_expressions_widen_writes_to_what_they_advance() {
+        let s = |x: &str| x.to_string();
+        type Written<'a> = Option<&'a [(&'a str, &'a str)]>;
+        let rows: &[(&str, Written)] = &[
+            ("nextval(`db`.`s`)", Some(&[("db", "s")])),
+            ("nextval(`s`)", Some(&[("db", "s")])),
+            ("nextval(`other`.`s2`)", Some(&[("other", "s2")])),
+            ("NEXT VALUE FOR s", Some(&[("db", "s")])),
+            ("setval(`db`.`s`,5,1,0)", Some(&[("db", "s")])),
+            (
+                "nextval(`db`.`s`) + nextval(`db`.`q`)",
+                Some(&[("db", "q"), ("db", "s")]),
+            ),
+            // Reads a sequence, computes, or is a literal: writes nothing more.
+            ("lastval(`db`.`s`)", Some(&[])),
+            ("current_timestamp()", Some(&[])),
+            ("concat('a(', 'b')", Some(&[])),
+            ("'nextval(s)'", Some(&[])),
+            ("`v` + 1", Some(&[])),
+            // Anything qcache cannot name: writes may reach anything.
+            ("f(1)", None),
+            ("`db`.`f`(1)", None),
+            ("db.f(1)", None),
+            ("`nextval`(`s`)", None),
+            ("nextval(concat('s'))", None),
+            ("nextval((select 1))", None),
+        ];
+        for (expr, want) in rows {
+            let mut r = raw();
+            r.column_code.push((s("db"), s("b"), s(expr)));
+            let snap = Snapshot::build(&r);
+            let got = snap.expand_write(&[t("db", "b")]);
+            let want = want.map(|w| {
+                let mut v: Vec<TableName> = w.iter().map(|(a, b)| t(a, b)).collect();
+                v.push(t("db", "b"));
+                v.sort();
+                v
+            });
+            assert_eq!(got, want, "DEFAULT {expr}");
+        }
+        // Rows of a table the change covers go with it; the rest stay.
+        let mut r = raw();
+        r.column_code
+            .push((s("db"), s("b"), s("nextval(`db`.`s`)")));
+        r.column_code.push((s("db"), s("a"), s("f()")));
+        let changed = Changed {
+            objects: vec![t("db", "b")],
+            ..Changed::default()
+        };
+        r.replace(&changed, &[], RawCatalog::default());
+        let snap = Snapshot::build(&r);
+        assert_eq!(snap.expand_write(&[t("db", "b")]), Some(vec![t("db", "b")]));
+        assert_eq!(snap.expand_write(&[t("db", "a")]), None);
+    }
+
+    /// A read through a DEFINER view (directly or nested in another view) carries its
+    /// definer's privilege stamps; an INVOKER view's read does not.
+    #[test]
+    fn definer_views_carry_their_definers_privilege_stamps() {
+        use crate::policy::privileges::definer_stamps;
+        let s = |x: &str| x.to_string();
+        let mut r = raw();
+        r.definers.push((s("db"), s("v_ab"), s("lee@%")));
+        let snap = Snapshot::build(&r);
+        let stamps = definer_stamps("lee@%");
+        for view in ["v_ab", "v_v"] {
+            let ReadResolution::Tables(got) = snap.resolve_read(&[t("db", view)]) else {
+                panic!("{view}");
+            };
+            for st in &stamps {
+                assert!(got.contains(st), "{view}: {got:?}");
+            }
+        }
+        let ReadResolution::Tables(got) = snap.resolve_read(&[t("db", "v_cte")]) else {
+            panic!("v_cte");
+        };
+        assert!(got.iter().all(|(schema, _)| !schema.is_empty()), "{got:?}");
+        // Redefined as INVOKER: the partial rows hold no definer any more.
+        let changed = Changed {
+            objects: vec![t("db", "v_ab")],
+            ..Changed::default()
+        };
+        r.replace(
+            &changed,
+            &[],
+            RawCatalog {
+                tables: vec![(s("db"), s("v_ab"), s("VIEW"))],
+                views: vec![(s("db"), s("v_ab"), s("select id from a"))],
+                ..RawCatalog::default()
+            },
+        );
+        let snap = Snapshot::build(&r);
+        assert_eq!(
+            snap.resolve_read(&[t("db", "v_ab")]),
+            ReadResolution::Tables(vec![t("db", "a"), t("db", "v_ab")])
+        );
     }
 
     #[test]

@@ -82,6 +82,42 @@ static MARIADB_KEY_VARIABLES: LazyLock<Vec<&'static str>> =
 static MYSQL_KEY_VARIABLES: LazyLock<Vec<&'static str>> =
     LazyLock::new(|| [COMMON_KEY_VARIABLES, MYSQL_EXTRA].concat());
 
+/// Global-only variables (no session value to read at connect) that change what a read
+/// returns, at once and for every session, with a `SET GLOBAL` that no binlog records: a
+/// client anywhere may change them under qcache's feet. Keying by the value read at connect
+/// would not do (it changes under open sessions), nor would invalidating on a SET GLOBAL seen
+/// through qcache (one from elsewhere is never seen). So every read that depends on one is
+/// never cached: each entry names the variable and a read shape that depends on it, which the
+/// analysis must refuse (a unit test checks).
+///
+/// Of MariaDB's dynamic global-only variables (`information_schema.SYSTEM_VARIABLES`), only
+/// full-text settings reach a cacheable read's result, and a full-text search
+/// (`MATCH … AGAINST`, any mode, in a statement or a view's definition) is never cached
+/// (`NotCached::FullText`): `ft_boolean_syntax` changes boolean mode's operators at once;
+/// the InnoDB stopword, auxiliary-table and result-cache settings act on indexes built later,
+/// on information_schema or by raising errors (none of which is cached), but the same rule
+/// covers them. The other `ft_*` / `innodb_ft_*` variables are read-only or per session. The
+/// rest change plans, durability, logging, replication, authentication or what a new session
+/// starts with (read at its connect: [`key_variables`], the identity).
+pub const GLOBAL_ONLY_RESULT_VARIABLES: &[(&str, &str)] = &[
+    (
+        "ft_boolean_syntax",
+        "SELECT id FROM t WHERE MATCH (s) AGAINST ('+a -b' IN BOOLEAN MODE)",
+    ),
+    (
+        "innodb_ft_server_stopword_table",
+        "SELECT id FROM t WHERE MATCH (s) AGAINST ('a')",
+    ),
+    (
+        "innodb_ft_aux_table",
+        "SELECT id, MATCH (s) AGAINST ('a b' IN NATURAL LANGUAGE MODE) AS r FROM t",
+    ),
+    (
+        "innodb_ft_result_cache_limit",
+        "SELECT id FROM t WHERE MATCH (s) AGAINST ('a' WITH QUERY EXPANSION)",
+    ),
+];
+
 /// Whether the server is MariaDB, from its greeting's version string.
 pub fn is_mariadb(server_version: &str) -> bool {
     server_version.contains("MariaDB")
@@ -343,6 +379,19 @@ mod tests {
             (None, "shop", false),
         ] {
             assert_eq!(drop_forgets_db(cur, dropped), want, "{cur:?} {dropped}");
+        }
+    }
+
+    #[test]
+    fn reads_depending_on_global_only_variables_are_never_cached() {
+        use crate::analysis::{analyze, Analysis, NotCached};
+        for (var, sql) in GLOBAL_ONLY_RESULT_VARIABLES {
+            match analyze(sql) {
+                Analysis::Read(r) => assert_eq!(r.verdict, Err(NotCached::FullText), "{var}"),
+                other => panic!("{var}: {sql}: {other:?}"),
+            }
+            // Not a variable a session could be keyed by: it has no session value.
+            assert!(!key_variables(true).contains(var) && !key_variables(false).contains(var));
         }
     }
 

@@ -35,6 +35,45 @@ pub fn is_privilege_table(schema: &str, name: &str) -> bool {
     schema == "mysql" && PRIVILEGE_TABLES.contains(&name)
 }
 
+/// The schema of the pseudo-tables that stand for an account's privileges in an entry's
+/// stamps. No real schema has an empty name, so no write or DDL ever names one.
+///
+/// A read through a `SQL SECURITY DEFINER` view runs with the definer's privileges as the
+/// server holds them at that moment: a REVOKE from the definer (or dropping it) changes what
+/// every reader of the view gets, though no reader's own privileges changed. So the catalog
+/// stamps such a read with [`definer_stamps`] of the view's definer, and every privilege
+/// change bumps [`change_stamps`]: the named users' stamps, or the stamp every definer view
+/// carries when the change may reach anyone (a role, PUBLIC, FLUSH PRIVILEGES, a grant-table
+/// write, an unreadable statement).
+pub const STAMP_SCHEMA: &str = "";
+
+/// The stamp every definer view's read carries, bumped by a change that may reach any user.
+const ANY_USER_STAMP: &str = "*";
+
+fn user_stamp(user: &str) -> String {
+    format!("user {user}")
+}
+
+/// The stamps of a read through a view whose definer is `definer` (`user@host` as
+/// information_schema spells it, or a role's name).
+pub fn definer_stamps(definer: &str) -> [(String, String); 2] {
+    [
+        (STAMP_SCHEMA.to_string(), ANY_USER_STAMP.to_string()),
+        (STAMP_SCHEMA.to_string(), user_stamp(account_user(definer))),
+    ]
+}
+
+/// The stamps a privilege change bumps.
+pub fn change_stamps(c: &PrivilegeChange) -> Vec<(String, String)> {
+    if c.all {
+        return vec![(STAMP_SCHEMA.to_string(), ANY_USER_STAMP.to_string())];
+    }
+    c.users
+        .iter()
+        .map(|u| (STAMP_SCHEMA.to_string(), user_stamp(u)))
+        .collect()
+}
+
 /// Why a statement changes privileges, for logs and tests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Reason {
@@ -684,6 +723,59 @@ mod tests {
         ] {
             let c = statement_change(sql.as_bytes(), None).unwrap();
             assert!(c.all, "{sql}");
+        }
+    }
+
+    /// One row per kind of change a definer's privileges may go through, as seen on the
+    /// binlog (no session user): whether readers of a DEFINER view owned by `definer` stop
+    /// being served (the change's stamps meet the view's).
+    #[test]
+    fn privilege_changes_reach_readers_of_definer_views() {
+        let reaches = |c: &PrivilegeChange, definer: &str| {
+            let bumped = change_stamps(c);
+            definer_stamps(definer).iter().any(|s| bumped.contains(s))
+        };
+        for (sql, definer, want) in [
+            ("REVOKE SELECT ON db.t FROM lee@'%'", "lee@%", true),
+            (
+                "REVOKE SELECT ON db.t FROM 'lee'@'localhost'",
+                "lee@%",
+                true,
+            ),
+            ("REVOKE SELECT ON db.t FROM lee@'%'", "mia@%", false),
+            ("GRANT SELECT ON db.t TO lee@'%'", "lee@%", true),
+            ("REVOKE SELECT (a) ON db.t FROM lee@'%'", "lee@%", true),
+            (
+                "REVOKE ALL PRIVILEGES, GRANT OPTION FROM lee@'%'",
+                "lee@%",
+                true,
+            ),
+            ("REVOKE SELECT ON db.* FROM lee@'%'", "lee@%", true),
+            ("DROP USER lee@'%'", "lee@%", true),
+            ("DROP USER IF EXISTS mia@'%', lee@'%'", "lee@%", true),
+            ("RENAME USER lee@'%' TO ann@'%'", "lee@%", true),
+            ("RENAME USER ann@'%' TO lee@'%'", "lee@%", true),
+            ("ALTER USER lee@'%' ACCOUNT LOCK", "lee@%", true),
+            ("CREATE USER lee@'%'", "lee@%", true),
+            ("REVOKE r1 FROM lee@'%'", "lee@%", true),
+            ("SET DEFAULT ROLE r1 FOR lee@'%'", "lee@%", true),
+            // A role's holders are unknown here: every definer view.
+            ("REVOKE SELECT ON db.t FROM r1", "lee@%", true),
+            ("REVOKE SELECT ON db.t FROM r1", "r1", true),
+            ("DROP ROLE r1", "lee@%", true),
+            ("GRANT SELECT ON db.t TO PUBLIC", "lee@%", true),
+            ("REVOKE SELECT ON db.t FROM PUBLIC", "lee@%", true),
+            ("FLUSH PRIVILEGES", "lee@%", true),
+            ("SET DEFAULT ROLE r1", "lee@%", true),
+            ("REVOKE SELECT ON db.t FROM CURRENT_USER", "lee@%", true),
+        ] {
+            let c = statement_change(sql.as_bytes(), None).expect(sql);
+            assert_eq!(reaches(&c, definer), want, "{sql} / definer {definer}");
+        }
+        assert!(reaches(&PrivilegeChange::privilege_table(), "lee@%"));
+        // The stamps live where no table does.
+        for (schema, _) in definer_stamps("lee@%") {
+            assert!(schema.is_empty());
         }
     }
 

@@ -36,6 +36,9 @@ pub enum Reason {
     CalcFoundRows,
     /// Uses a sequence (`NEXTVAL`, `NEXT VALUE FOR`, …): it advances on every call.
     Sequence,
+    /// A full-text search (`MATCH … AGAINST`): global-only settings no binlog records
+    /// (`ft_boolean_syntax`) change its result for every session at once.
+    FullText,
     /// The statement analysed as something other than a read (a write spelled like one).
     NotARead,
 
@@ -113,6 +116,7 @@ impl Reason {
         Reason::MultiStatement,
         Reason::CalcFoundRows,
         Reason::Sequence,
+        Reason::FullText,
         Reason::NotARead,
         Reason::NotRequested,
         Reason::SessionUntracked,
@@ -155,6 +159,7 @@ impl Reason {
             Reason::MultiStatement => "multi_statement",
             Reason::CalcFoundRows => "calc_found_rows",
             Reason::Sequence => "sequence",
+            Reason::FullText => "fulltext",
             Reason::NotARead => "not_a_read",
             Reason::NotRequested => "not_requested",
             Reason::SessionUntracked => "session_untracked",
@@ -215,6 +220,7 @@ impl From<NotCached> for Reason {
             NotCached::MultiStatement => Reason::MultiStatement,
             NotCached::CalcFoundRows => Reason::CalcFoundRows,
             NotCached::Sequence => Reason::Sequence,
+            NotCached::FullText => Reason::FullText,
         }
     }
 }
@@ -258,6 +264,7 @@ mod tests {
             (NotCached::MultiStatement, "multi_statement"),
             (NotCached::CalcFoundRows, "calc_found_rows"),
             (NotCached::Sequence, "sequence"),
+            (NotCached::FullText, "fulltext"),
         ];
         for (n, label) in cases {
             assert_eq!(Reason::from(n).as_str(), label, "{n:?}");

@@ -354,8 +354,9 @@ impl Session {
         sql: &[u8],
     ) -> Result<Option<Duration>, Reason> {
         let text = String::from_utf8_lossy(sql);
-        // A rule may name a view as the statement does, or a table under it.
-        named.extend(bases);
+        // A rule may name a view as the statement does, or a table under it (not the
+        // privilege stamps of DEFINER views, which are no tables).
+        named.extend(bases.into_iter().filter(|(s, _)| !s.is_empty()));
         let subject = rules::Subject {
             tables: &named,
             user: &self.st.user,

@@ -52,7 +52,13 @@ impl Session {
                 {
                     self.plan_privilege_change(PrivilegeChange::privilege_table());
                 }
-                match self.shared.catalog.expand_write(&named) {
+                let catalog = &self.shared.catalog;
+                let expanded = if w.ddl {
+                    catalog.expand_write(&named)
+                } else {
+                    catalog.expand_data_write(&named)
+                };
+                match expanded {
                     Some(all) => {
                         let v = self.shared.cache.versions();
                         for (s, n) in all {

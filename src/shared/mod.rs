@@ -133,11 +133,30 @@ impl Shared {
 
     /// Reloads what a DDL changed in the schema catalog, before the DDL's OK reaches the
     /// client, so that a view created a moment ago is known to the next read.
+    ///
+    /// Then the DDL's tables are widened again with the reloaded catalog and bumped: a DDL
+    /// may run what it just defined (`CREATE TABLE t (id INT DEFAULT NEXTVAL(s)) SELECT …`,
+    /// `ALTER TABLE t ADD c INT DEFAULT NEXTVAL(s)` fill rows with the default), which the
+    /// catalog could not know when the statement was planned.
     pub async fn refresh_catalog(&self, changed: &Changed) {
         if let Err(e) = self.catalog.refresh_changed(changed).await {
             warn!(error = %e, "schema catalog reload failed");
             // Without a current catalog, widening may miss views and triggers.
             self.cache.invalidate_all(InvalidationSource::Catalog);
+            return;
+        }
+        if changed.objects.is_empty() {
+            return;
+        }
+        match self.catalog.expand_write(&changed.objects) {
+            Some(tables) => {
+                let v = self.cache.versions();
+                for (s, n) in tables.iter().filter(|t| !changed.objects.contains(t)) {
+                    self.cache
+                        .invalidate_table(&v.table(s, n), InvalidationSource::Catalog);
+                }
+            }
+            None => self.cache.invalidate_all(InvalidationSource::Conservative),
         }
     }
 }
