@@ -27,7 +27,7 @@ fn init_tracing(config: &Config) {
             .init(),
         LogFormat::Text => registry.with(fmt::layer()).init(),
     }
-    qcache::admin::set_log_reloader(move |level| {
+    qcache::shared::set_log_reloader(move |level| {
         let f = EnvFilter::try_new(level).map_err(|e| e.to_string())?;
         handle.reload(f).map_err(|e| e.to_string())
     });

@@ -20,7 +20,7 @@ use crate::protocol::packets;
 use crate::shutdown::{self, Shutdown, ShutdownSignal};
 
 /// Moved to `shared`; re-exported while branches that import it from here merge.
-pub use crate::shared::Shared;
+use crate::shared::Shared;
 
 /// A proxy started by [`start`]: where it listens, and the handle that stops it.
 pub struct Running {

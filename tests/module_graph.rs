@@ -85,43 +85,13 @@ const CACHE_LAYERS: &[(&str, u32)] = &[
 /// Upward arrows tolerated for now: (file, module it imports from, why). Each is an import
 /// through a re-export kept for a branch still in flight; the test fails when an entry is no
 /// longer needed, so that the list only shrinks.
-const ALLOWED_UPWARD: &[(&str, &str, &str)] = &[(
-    "src/session/state.rs",
-    "server",
-    "`use crate::server::Shared`: the classify and privs branches edit state.rs; removed once \
-     they merge and it imports crate::shared::Shared",
-)];
+const ALLOWED_UPWARD: &[(&str, &str, &str)] = &[];
 
 /// Re-exports left at old paths so that branches written against them still compile: (file,
 /// the re-export line). Removed once branches classify, context, privs, binlog and ops have
 /// merged and nothing imports the old path; the test fails when a listed line is gone, so
 /// delete it here in the same change.
-const TRANSITIONAL_REEXPORTS: &[(&str, &str)] = &[
-    // Shared moved to shared/; state.rs (and the binlog, privs, ops branches) say server::Shared.
-    ("src/server.rs", "pub use crate::shared::Shared;"),
-    // Pending and Txn moved to cache/writes.rs; query.rs, begin.rs and privs use the old path.
-    (
-        "src/session/state.rs",
-        "pub use crate::cache::writes::{Pending, Txn};",
-    ),
-    // ReadPlans moved to cache/plans.rs; query.rs imports super::plans::Outcome.
-    ("src/session/plans.rs", "pub use crate::cache::plans::*;"),
-    // sha2 moved under tls (which starts the RSA key); handshake.rs imports super::sha2.
-    ("src/session/sha2.rs", "pub(crate) use crate::tls::sha2::*;"),
-    // Rules moved below config; query.rs imports crate::admin::rules.
-    ("src/admin/mod.rs", "pub use crate::rules;"),
-    // The log filter hook moved to shared::reload; main.rs (edited by ops) calls it here.
-    (
-        "src/admin/mod.rs",
-        "pub use crate::shared::set_log_reloader;",
-    ),
-    // The histogram moved to cache::latency; the l2 branch's cache/l2.rs imports it from
-    // here (an upward arrow once merged: point it at super::latency).
-    (
-        "src/admin/metrics.rs",
-        "pub use crate::cache::latency::LatencyHistogram;",
-    ),
-];
+const TRANSITIONAL_REEXPORTS: &[(&str, &str)] = &[];
 
 /// One import: `from` (a file) uses `to` (a module or a cache file) on `line`.
 #[derive(Debug, Clone)]

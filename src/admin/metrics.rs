@@ -14,7 +14,7 @@ use prometheus_client::registry::Registry;
 
 /// Moved to `cache::latency` (the cache records into it too); this path stays only until the
 /// `l2` branch, whose `cache/l2.rs` imports it from here, has merged.
-pub use crate::cache::latency::LatencyHistogram;
+use crate::cache::latency::LatencyHistogram;
 use crate::cache::InvalidationSource;
 use crate::shared::Shared;
 

@@ -8,14 +8,6 @@ pub mod http;
 pub mod metrics;
 pub mod statements;
 
-/// Moved to `crate::rules` (the config holds the rules, so they sit below it); kept here for
-/// `session/query.rs`, removed once the branches editing it have merged.
-pub use crate::rules;
-
-/// Moved to `shared::reload` (the shared state reloads the config); kept here for
-/// `main.rs`, removed once the `ops` branch has merged and main.rs imports it from there.
-pub use crate::shared::set_log_reloader;
-
 /// Why an admin surface could not start or act.
 #[derive(Debug, thiserror::Error)]
 pub enum AdminError {

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use quick_cache::sync::Cache;
 
 use super::parse::analyze;
-use super::scan::{scan, Kind};
+use super::scan::{scan, StatementKind};
 use super::Analysis;
 
 /// A bounded memo (quick_cache) from digest to analysis. Only reads and writes are
@@ -32,7 +32,7 @@ impl Analyzer {
         }
         let text = String::from_utf8_lossy(sql);
         let analysis = Arc::new(analyze(&text));
-        let memoisable = matches!(scan(sql).kind, Kind::Select | Kind::Write)
+        let memoisable = matches!(scan(sql).kind, StatementKind::Select | StatementKind::Write)
             && matches!(*analysis, Analysis::Read(_) | Analysis::Write(_));
         if memoisable {
             self.memo.insert(digest, analysis.clone());

@@ -1,7 +1,7 @@
 //! Statement analysis: the fast scan used on every query, the digest, and the sqlparser
 //! analysis of a statement shape, memoised by digest.
 //!
-//! - [`scan`] (hit path, no allocation): the statement's [`Kind`], its SQL_CACHE /
+//! - [`scan`] (hit path, no allocation): the statement's [`StatementKind`], its SQL_CACHE /
 //!   SQL_NO_CACHE [`Hint`] and whether it holds several statements; [`strip_hints`] cuts the
 //!   hints before the statement is keyed and forwarded.
 //! - [`digest`]: one hash per query shape (literals replaced), the memo key.
@@ -14,9 +14,9 @@
 //!   text; the original bytes are what is keyed and forwarded.
 //!
 //! Decisions the session code relies on:
-//! - Fail closed: [`Kind`] is anything but `Write` only for a closed list of statement
+//! - Fail closed: [`StatementKind`] is anything but `Write` only for a closed list of statement
 //!   shapes; an unrecognised statement is a `Write` to tables the analysis may not name.
-//! - `TABLE t` and `VALUES …` are [`Kind::Select`]; `WITH …` is `Select` or `Write` by its
+//! - `TABLE t` and `VALUES …` are [`StatementKind::Select`]; `WITH …` is `Select` or `Write` by its
 //!   main statement (unrecognised → `Write`); MariaDB `SET STATEMENT … FOR s` has the kind
 //!   of `s`, and [`analyze`] analyses `s`.
 //! - Only the leading SELECT's options carry the hint (not UNION arms or subqueries).
@@ -48,7 +48,7 @@ pub use digest::digest;
 pub use fallback::{calls_unknown_code, sequences_written};
 pub use memo::Analyzer;
 pub use parse::analyze;
-pub use scan::{first_keyword_is, scan, split_statements, strip_hints, Hint, Kind, Scan};
+pub use scan::{first_keyword_is, scan, split_statements, strip_hints, Hint, Scan, StatementKind};
 pub use set::{analyze_set, use_schema, QcAssign, SetInfo};
 
 /// A table, lower-cased. `schema` is None when the statement did not qualify the name: the

@@ -17,7 +17,7 @@ use sqlparser::parser::Parser;
 use super::fallback;
 use super::functions::{self, FnClass};
 use super::lexer::Lexer;
-use super::scan::{scan, strip_hints, Kind};
+use super::scan::{scan, strip_hints, StatementKind};
 use super::{Analysis, NotCached, ReadInfo, TableRef, WriteInfo, WriteTargets};
 
 /// Longer statements are not parsed: sqlparser's cost grows with them, and a statement this
@@ -34,7 +34,7 @@ pub fn analyze(sql: &str) -> Analysis {
     let body = fallback::inner_statement(&text);
     let kind = sc.kind;
     if text.len() > MAX_PARSE_BYTES {
-        if kind == Kind::Write && !sc.multi {
+        if kind == StatementKind::Write && !sc.multi {
             if let Some(w) = fallback::bulk_insert_target(body) {
                 return Analysis::Write(w);
             }
@@ -42,14 +42,14 @@ pub fn analyze(sql: &str) -> Analysis {
         return not_parsed(kind, body, sc.multi);
     }
     // The token fallbacks see one statement; with more behind it they would miss writes.
-    if kind == Kind::Write && !sc.multi {
+    if kind == StatementKind::Write && !sc.multi {
         if let Some(w) = fallback::write_without_parser(body) {
             return Analysis::Write(w);
         }
     }
     // sqlparser reads `UPDATE IGNORE t` as table `ignore` aliased `t`: the modifiers go
     // before it sees them. `TABLE t` becomes the SELECT it means.
-    let rewritten = if kind == Kind::Write {
+    let rewritten = if kind == StatementKind::Write {
         fallback::without_modifiers(body)
     } else {
         fallback::table_statement_as_select(body)
@@ -149,9 +149,9 @@ fn prepare(sql: &str, sc: &super::Scan) -> String {
 }
 
 /// `multi`: more statements may follow, and we cannot see what they do.
-fn not_parsed(kind: Kind, body: &str, multi: bool) -> Analysis {
+fn not_parsed(kind: StatementKind, body: &str, multi: bool) -> Analysis {
     match kind {
-        Kind::Select => {
+        StatementKind::Select => {
             let mut r = fallback::unparsed_read(body);
             if multi {
                 r.verdict = Err(NotCached::MultiStatement);
@@ -159,7 +159,7 @@ fn not_parsed(kind: Kind, body: &str, multi: bool) -> Analysis {
             }
             Analysis::Read(r)
         }
-        Kind::Write => {
+        StatementKind::Write => {
             let known = if multi {
                 None
             } else {
@@ -175,12 +175,12 @@ fn not_parsed(kind: Kind, body: &str, multi: bool) -> Analysis {
                 }
             }))
         }
-        Kind::Call => Analysis::Write(WriteInfo::unknown()),
+        StatementKind::Call => Analysis::Write(WriteInfo::unknown()),
         _ => Analysis::Other,
     }
 }
 
-fn classify_statements(stmts: &[Statement], kind: Kind) -> Analysis {
+fn classify_statements(stmts: &[Statement], kind: StatementKind) -> Analysis {
     let mut read: Option<ReadInfo> = None;
     let mut write: Option<WriteInfo> = None;
     for stmt in stmts {
@@ -208,7 +208,7 @@ fn classify_statements(stmts: &[Statement], kind: Kind) -> Analysis {
     let multi = stmts.len() > 1;
     match (read, write) {
         (_, Some(mut w)) => {
-            if multi && kind == Kind::Call {
+            if multi && kind == StatementKind::Call {
                 w.targets = WriteTargets::Unknown;
             }
             Analysis::Write(w)
@@ -271,7 +271,7 @@ pub(crate) fn table_ref(name: &ObjectName) -> Option<TableRef> {
     }
 }
 
-fn classify_statement(stmt: &Statement, kind: Kind) -> Analysis {
+fn classify_statement(stmt: &Statement, kind: StatementKind) -> Analysis {
     match stmt {
         Statement::Query(q) => match &*q.body {
             SetExpr::Insert(s) | SetExpr::Update(s) | SetExpr::Delete(s) => {
@@ -291,7 +291,11 @@ fn classify_statement(stmt: &Statement, kind: Kind) -> Analysis {
             }
             // A statement the scan took for a read or a write that parses as something
             // else qcache does not know to be harmless: fail closed.
-            None if matches!(kind, Kind::Write | Kind::Call | Kind::Select) => {
+            None if matches!(
+                kind,
+                StatementKind::Write | StatementKind::Call | StatementKind::Select
+            ) =>
+            {
                 Analysis::Write(WriteInfo::unknown())
             }
             None => Analysis::Other,

@@ -11,8 +11,8 @@ use super::lexer::{Lexer, Tok, Token};
 
 /// What a statement is, from its first keyword(s).
 ///
-/// Fail closed: a statement is anything but [`Kind::Write`] only when its first keywords are
-/// on a closed list of known shapes. Every unrecognised statement is a `Write` (of tables
+/// Fail closed: a statement is anything but [`StatementKind::Write`] only when its first
+/// keywords are on a closed list of known shapes. Every unrecognised statement is a `Write` (of tables
 /// the analysis may not be able to name), so it invalidates rather than hides a change.
 ///
 /// `TABLE t` and `VALUES …` are `Select`: they are reads (MySQL 8.0.19+), and the analysis
@@ -21,7 +21,7 @@ use super::lexer::{Lexer, Tok, Token};
 /// cannot be recognised (so an unknown shape is invalidated rather than ignored). MariaDB
 /// `SET STATEMENT … FOR <stmt>` takes the kind of `<stmt>`, since that is what runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Kind {
+pub enum StatementKind {
     Select,
     /// INSERT, UPDATE, DELETE, REPLACE, LOAD, TRUNCATE, CREATE, ALTER, DROP, RENAME, GRANT,
     /// REVOKE, OPTIMIZE, REPAIR, ANALYZE (of tables, or MariaDB's `ANALYZE [FORMAT=…]` of
@@ -66,7 +66,7 @@ pub enum Hint {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Scan {
-    pub kind: Kind,
+    pub kind: StatementKind,
     pub hint: Hint,
     /// Byte ranges of SQL_CACHE / SQL_NO_CACHE keywords to cut before forwarding (inside
     /// `/*! */` comments too). Empty, and so not allocated, when there is no hint.
@@ -110,7 +110,7 @@ impl Upper {
 pub fn scan(sql: &[u8]) -> Scan {
     let mut lx = Lexer::new(sql);
     let mut out = Scan {
-        kind: Kind::Empty,
+        kind: StatementKind::Empty,
         hint: Hint::None,
         hint_spans: Vec::new(),
         multi: false,
@@ -129,16 +129,25 @@ pub fn scan(sql: &[u8]) -> Scan {
 
 /// Classifies from the lexer's position. Returns the kind and whether the lexer stands just
 /// after the SELECT keyword of a read, where the select options begin.
-pub(crate) fn classify(sql: &[u8], lx: &mut Lexer, depth: u32) -> (Kind, bool) {
+pub(crate) fn classify(sql: &[u8], lx: &mut Lexer, depth: u32) -> (StatementKind, bool) {
     // Nested WITH / SET STATEMENT prefixes recurse; hostile input must not exhaust the stack,
     // and an unrecognised shape is treated as a write so it invalidates rather than hides.
     if depth > MAX_PREFIX_DEPTH {
-        return (Kind::Write, false);
+        return (StatementKind::Write, false);
     }
     let mut parens = false;
     let first = loop {
         match lx.next_token() {
-            None => return (if parens { Kind::Other } else { Kind::Empty }, false),
+            None => {
+                return (
+                    if parens {
+                        StatementKind::Other
+                    } else {
+                        StatementKind::Empty
+                    },
+                    false,
+                )
+            }
             Some(t) if t.is_punct(b'(') => parens = true,
             Some(t) => break t,
         }
@@ -146,15 +155,15 @@ pub(crate) fn classify(sql: &[u8], lx: &mut Lexer, depth: u32) -> (Kind, bool) {
     let next_upper = |lx: &mut Lexer| lx.next_token().map(|t| Upper::of(sql, &t));
     let w = Upper::of(sql, &first);
     let kind = match w.get() {
-        b"SELECT" => return (Kind::Select, true),
+        b"SELECT" => return (StatementKind::Select, true),
         b"WITH" => return classify_with(sql, lx, depth),
-        b"TABLE" | b"VALUES" => Kind::Select,
+        b"TABLE" | b"VALUES" => StatementKind::Select,
         b"INSERT" | b"UPDATE" | b"DELETE" | b"REPLACE" | b"LOAD" | b"TRUNCATE" | b"CREATE"
         | b"ALTER" | b"RENAME" | b"GRANT" | b"REVOKE" | b"OPTIMIZE" | b"REPAIR" | b"IMPORT"
-        | b"DO" | b"BINLOG" => Kind::Write,
+        | b"DO" | b"BINLOG" => StatementKind::Write,
         b"DROP" => match next_upper(lx) {
-            Some(u) if u.get() == b"PREPARE" => Kind::Other,
-            _ => Kind::Write,
+            Some(u) if u.get() == b"PREPARE" => StatementKind::Other,
+            _ => StatementKind::Write,
         },
         // MariaDB's ANALYZE runs the statement it explains; ANALYZE TABLE changes statistics.
         b"ANALYZE" => return classify_analyzed(sql, lx, depth),
@@ -166,56 +175,56 @@ pub(crate) fn classify(sql: &[u8], lx: &mut Lexer, depth: u32) -> (Kind, bool) {
                     *lx = ahead;
                     return classify_analyzed(sql, lx, depth);
                 }
-                _ => Kind::Show,
+                _ => StatementKind::Show,
             }
         }
         b"BEGIN" => match next_upper(lx) {
-            Some(u) if u.get() == b"NOT" => Kind::Write,
-            _ => Kind::Begin,
+            Some(u) if u.get() == b"NOT" => StatementKind::Write,
+            _ => StatementKind::Begin,
         },
         b"START" => match next_upper(lx) {
-            Some(u) if u.get() == b"TRANSACTION" => Kind::Begin,
-            _ => Kind::Write,
+            Some(u) if u.get() == b"TRANSACTION" => StatementKind::Begin,
+            _ => StatementKind::Write,
         },
         b"XA" => match next_upper(lx) {
             Some(u) => match u.get() {
-                b"START" | b"BEGIN" => Kind::Begin,
-                b"COMMIT" => Kind::Commit,
-                b"ROLLBACK" => Kind::Rollback,
-                b"END" | b"PREPARE" | b"RECOVER" => Kind::Other,
-                _ => Kind::Write,
+                b"START" | b"BEGIN" => StatementKind::Begin,
+                b"COMMIT" => StatementKind::Commit,
+                b"ROLLBACK" => StatementKind::Rollback,
+                b"END" | b"PREPARE" | b"RECOVER" => StatementKind::Other,
+                _ => StatementKind::Write,
             },
-            None => Kind::Other,
+            None => StatementKind::Other,
         },
-        b"COMMIT" => Kind::Commit,
+        b"COMMIT" => StatementKind::Commit,
         b"ROLLBACK" => {
             let mut u = next_upper(lx);
             if u.as_ref().is_some_and(|u| u.get() == b"WORK") {
                 u = next_upper(lx);
             }
             match u {
-                Some(u) if u.get() == b"TO" => Kind::Other,
-                _ => Kind::Rollback,
+                Some(u) if u.get() == b"TO" => StatementKind::Other,
+                _ => StatementKind::Rollback,
             }
         }
         b"SET" => match next_upper(lx) {
             Some(u) if u.get() == b"STATEMENT" => return classify_set_statement(sql, lx, depth),
-            _ => Kind::Set,
+            _ => StatementKind::Set,
         },
-        b"USE" => Kind::Use,
-        b"SHOW" | b"HELP" => Kind::Show,
-        b"FLUSH" => Kind::Flush,
-        b"RESET" => Kind::Reset,
-        b"CALL" => Kind::Call,
-        b"EXECUTE" => Kind::Execute,
+        b"USE" => StatementKind::Use,
+        b"SHOW" | b"HELP" => StatementKind::Show,
+        b"FLUSH" => StatementKind::Flush,
+        b"RESET" => StatementKind::Reset,
+        b"CALL" => StatementKind::Call,
+        b"EXECUTE" => StatementKind::Execute,
         b"PREPARE" | b"DEALLOCATE" | b"SAVEPOINT" | b"RELEASE" | b"LOCK" | b"UNLOCK"
-        | b"HANDLER" | b"CHECK" | b"CHECKSUM" | b"KILL" | b"QCACHE" => Kind::Other,
+        | b"HANDLER" | b"CHECK" | b"CHECKSUM" | b"KILL" | b"QCACHE" => StatementKind::Other,
         b"GET" => match next_upper(lx) {
-            Some(u) if u.get() == b"DIAGNOSTICS" => Kind::Other,
-            _ => Kind::Write,
+            Some(u) if u.get() == b"DIAGNOSTICS" => StatementKind::Other,
+            _ => StatementKind::Write,
         },
         // Not a recognised shape: it may write.
-        _ => Kind::Write,
+        _ => StatementKind::Write,
     };
     (kind, false)
 }
@@ -223,7 +232,7 @@ pub(crate) fn classify(sql: &[u8], lx: &mut Lexer, depth: u32) -> (Kind, bool) {
 /// After MariaDB's `ANALYZE` (or MySQL's `EXPLAIN ANALYZE`): `[FORMAT = name]` and the
 /// statement that runs. A read is `Show` (run, never cached); ANALYZE TABLE and anything
 /// else is a `Write`.
-fn classify_analyzed(sql: &[u8], lx: &mut Lexer, depth: u32) -> (Kind, bool) {
+fn classify_analyzed(sql: &[u8], lx: &mut Lexer, depth: u32) -> (StatementKind, bool) {
     skip_format_option(sql, lx);
     let mut ahead = lx.clone();
     match ahead.next_token().map(|t| Upper::of(sql, &t)) {
@@ -233,11 +242,11 @@ fn classify_analyzed(sql: &[u8], lx: &mut Lexer, depth: u32) -> (Kind, bool) {
                 b"TABLE" | b"TABLES" | b"LOCAL" | b"NO_WRITE_TO_BINLOG"
             ) =>
         {
-            (Kind::Write, false)
+            (StatementKind::Write, false)
         }
         _ => match classify(sql, lx, depth + 1) {
-            (Kind::Select | Kind::Empty, _) => (Kind::Show, false),
-            _ => (Kind::Write, false),
+            (StatementKind::Select | StatementKind::Empty, _) => (StatementKind::Show, false),
+            _ => (StatementKind::Write, false),
         },
     }
 }
@@ -266,7 +275,7 @@ pub fn first_keyword_is(sql: &[u8], kw: &str) -> bool {
 
 /// `WITH [RECURSIVE] name [(cols)] AS (…) [, …] <main statement>`: the main statement's first
 /// keyword at parenthesis depth 0 decides.
-fn classify_with(sql: &[u8], lx: &mut Lexer, depth: u32) -> (Kind, bool) {
+fn classify_with(sql: &[u8], lx: &mut Lexer, depth: u32) -> (StatementKind, bool) {
     let mut parens: u32 = 0;
     let mut prev: Option<Token> = None;
     while let Some(t) = lx.next_token() {
@@ -280,20 +289,22 @@ fn classify_with(sql: &[u8], lx: &mut Lexer, depth: u32) -> (Kind, bool) {
             }
             Tok::Punct(b')') => parens = parens.saturating_sub(1),
             Tok::Word if parens == 0 => match Upper::of(sql, &t).get() {
-                b"SELECT" => return (Kind::Select, true),
-                b"TABLE" | b"VALUES" => return (Kind::Select, false),
-                b"UPDATE" | b"DELETE" | b"INSERT" | b"REPLACE" => return (Kind::Write, false),
+                b"SELECT" => return (StatementKind::Select, true),
+                b"TABLE" | b"VALUES" => return (StatementKind::Select, false),
+                b"UPDATE" | b"DELETE" | b"INSERT" | b"REPLACE" => {
+                    return (StatementKind::Write, false)
+                }
                 _ => {}
             },
             _ => {}
         }
         prev = Some(t);
     }
-    (Kind::Write, false)
+    (StatementKind::Write, false)
 }
 
 /// MariaDB `SET STATEMENT var = value [, …] FOR <statement>`.
-fn classify_set_statement(sql: &[u8], lx: &mut Lexer, depth: u32) -> (Kind, bool) {
+fn classify_set_statement(sql: &[u8], lx: &mut Lexer, depth: u32) -> (StatementKind, bool) {
     let mut parens: u32 = 0;
     while let Some(t) = lx.next_token() {
         match t.tok {
@@ -303,7 +314,7 @@ fn classify_set_statement(sql: &[u8], lx: &mut Lexer, depth: u32) -> (Kind, bool
             _ => {}
         }
     }
-    (Kind::Other, false)
+    (StatementKind::Other, false)
 }
 
 /// Reads the select options after SELECT, recording the query cache hints.
@@ -350,7 +361,7 @@ pub fn split_statements(sql: &[u8]) -> Vec<&[u8]> {
     if let Some(piece) = sql.get(start..) {
         out.push(piece);
     }
-    out.retain(|p| scan(p).kind != Kind::Empty);
+    out.retain(|p| scan(p).kind != StatementKind::Empty);
     out
 }
 
@@ -397,113 +408,125 @@ pub fn strip_hints<'a>(sql: &'a [u8], scan: &Scan) -> Cow<'a, [u8]> {
 mod tests {
     use super::*;
 
-    fn kind(sql: &str) -> Kind {
+    fn kind(sql: &str) -> StatementKind {
         scan(sql.as_bytes()).kind
     }
 
     #[test]
     fn every_kind() {
-        let cases: &[(&str, Kind)] = &[
-            ("SELECT 1", Kind::Select),
-            ("  select c from t", Kind::Select),
-            ("(SELECT 1) UNION (SELECT 2)", Kind::Select),
-            ("((select 1))", Kind::Select),
-            ("WITH a AS (SELECT 1) SELECT * FROM a", Kind::Select),
+        let cases: &[(&str, StatementKind)] = &[
+            ("SELECT 1", StatementKind::Select),
+            ("  select c from t", StatementKind::Select),
+            ("(SELECT 1) UNION (SELECT 2)", StatementKind::Select),
+            ("((select 1))", StatementKind::Select),
+            (
+                "WITH a AS (SELECT 1) SELECT * FROM a",
+                StatementKind::Select,
+            ),
             (
                 "WITH RECURSIVE a (n) AS (SELECT 1 UNION SELECT n+1 FROM a) SELECT * FROM a",
-                Kind::Select,
+                StatementKind::Select,
             ),
-            ("WITH a AS (SELECT 1) (SELECT * FROM a)", Kind::Select),
+            (
+                "WITH a AS (SELECT 1) (SELECT * FROM a)",
+                StatementKind::Select,
+            ),
             (
                 "WITH a AS (SELECT id FROM s) UPDATE t, a SET t.x = 1",
-                Kind::Write,
+                StatementKind::Write,
             ),
             (
                 "WITH a AS (SELECT id FROM s) DELETE FROM t WHERE id IN (SELECT id FROM a)",
-                Kind::Write,
+                StatementKind::Write,
             ),
-            ("WITH a AS (SELECT 1)", Kind::Write),
-            ("TABLE t", Kind::Select),
-            ("VALUES ROW(1, 2)", Kind::Select),
-            ("INSERT INTO t VALUES (1)", Kind::Write),
-            ("update t set a = 1", Kind::Write),
-            ("DELETE FROM t", Kind::Write),
-            ("REPLACE INTO t VALUES (1)", Kind::Write),
-            ("LOAD DATA INFILE 'f' INTO TABLE t", Kind::Write),
-            ("TRUNCATE t", Kind::Write),
-            ("CREATE TABLE t (a int)", Kind::Write),
-            ("ALTER TABLE t ADD b int", Kind::Write),
-            ("DROP TABLE t", Kind::Write),
-            ("DROP PREPARE s", Kind::Other),
-            ("RENAME TABLE a TO b", Kind::Write),
-            ("GRANT SELECT ON *.* TO u", Kind::Write),
-            ("REVOKE SELECT ON *.* FROM u", Kind::Write),
-            ("OPTIMIZE TABLE t", Kind::Write),
-            ("REPAIR TABLE t", Kind::Write),
-            ("ANALYZE TABLE t", Kind::Write),
-            ("ANALYZE SELECT * FROM t", Kind::Show),
-            ("ANALYZE UPDATE t SET a = 1", Kind::Write),
-            ("IMPORT TABLE FROM 'x.sdi'", Kind::Write),
-            ("DO 1", Kind::Write),
-            ("BEGIN", Kind::Begin),
-            ("begin work", Kind::Begin),
-            ("BEGIN NOT ATOMIC UPDATE t SET a = 1; END", Kind::Write),
-            ("START TRANSACTION READ ONLY", Kind::Begin),
-            ("START SLAVE", Kind::Write),
-            ("XA START 'x'", Kind::Begin),
-            ("XA BEGIN 'x'", Kind::Begin),
-            ("XA COMMIT 'x'", Kind::Commit),
-            ("XA ROLLBACK 'x'", Kind::Rollback),
-            ("XA END 'x'", Kind::Other),
-            ("XA PREPARE 'x'", Kind::Other),
-            ("COMMIT", Kind::Commit),
-            ("commit work", Kind::Commit),
-            ("ROLLBACK", Kind::Rollback),
-            ("ROLLBACK WORK", Kind::Rollback),
-            ("ROLLBACK TO SAVEPOINT s", Kind::Other),
-            ("ROLLBACK WORK TO s", Kind::Other),
-            ("SAVEPOINT s", Kind::Other),
-            ("SET NAMES utf8mb4", Kind::Set),
+            ("WITH a AS (SELECT 1)", StatementKind::Write),
+            ("TABLE t", StatementKind::Select),
+            ("VALUES ROW(1, 2)", StatementKind::Select),
+            ("INSERT INTO t VALUES (1)", StatementKind::Write),
+            ("update t set a = 1", StatementKind::Write),
+            ("DELETE FROM t", StatementKind::Write),
+            ("REPLACE INTO t VALUES (1)", StatementKind::Write),
+            ("LOAD DATA INFILE 'f' INTO TABLE t", StatementKind::Write),
+            ("TRUNCATE t", StatementKind::Write),
+            ("CREATE TABLE t (a int)", StatementKind::Write),
+            ("ALTER TABLE t ADD b int", StatementKind::Write),
+            ("DROP TABLE t", StatementKind::Write),
+            ("DROP PREPARE s", StatementKind::Other),
+            ("RENAME TABLE a TO b", StatementKind::Write),
+            ("GRANT SELECT ON *.* TO u", StatementKind::Write),
+            ("REVOKE SELECT ON *.* FROM u", StatementKind::Write),
+            ("OPTIMIZE TABLE t", StatementKind::Write),
+            ("REPAIR TABLE t", StatementKind::Write),
+            ("ANALYZE TABLE t", StatementKind::Write),
+            ("ANALYZE SELECT * FROM t", StatementKind::Show),
+            ("ANALYZE UPDATE t SET a = 1", StatementKind::Write),
+            ("IMPORT TABLE FROM 'x.sdi'", StatementKind::Write),
+            ("DO 1", StatementKind::Write),
+            ("BEGIN", StatementKind::Begin),
+            ("begin work", StatementKind::Begin),
+            (
+                "BEGIN NOT ATOMIC UPDATE t SET a = 1; END",
+                StatementKind::Write,
+            ),
+            ("START TRANSACTION READ ONLY", StatementKind::Begin),
+            ("START SLAVE", StatementKind::Write),
+            ("XA START 'x'", StatementKind::Begin),
+            ("XA BEGIN 'x'", StatementKind::Begin),
+            ("XA COMMIT 'x'", StatementKind::Commit),
+            ("XA ROLLBACK 'x'", StatementKind::Rollback),
+            ("XA END 'x'", StatementKind::Other),
+            ("XA PREPARE 'x'", StatementKind::Other),
+            ("COMMIT", StatementKind::Commit),
+            ("commit work", StatementKind::Commit),
+            ("ROLLBACK", StatementKind::Rollback),
+            ("ROLLBACK WORK", StatementKind::Rollback),
+            ("ROLLBACK TO SAVEPOINT s", StatementKind::Other),
+            ("ROLLBACK WORK TO s", StatementKind::Other),
+            ("SAVEPOINT s", StatementKind::Other),
+            ("SET NAMES utf8mb4", StatementKind::Set),
             (
                 "SET STATEMENT max_statement_time=1 FOR SELECT * FROM t",
-                Kind::Select,
+                StatementKind::Select,
             ),
             (
                 "SET STATEMENT max_statement_time=1 FOR UPDATE t SET a = 1",
-                Kind::Write,
+                StatementKind::Write,
             ),
-            ("USE db", Kind::Use),
-            ("SHOW TABLES", Kind::Show),
-            ("DESCRIBE t", Kind::Show),
-            ("DESC t", Kind::Show),
-            ("EXPLAIN SELECT 1", Kind::Show),
-            ("HELP 'x'", Kind::Show),
-            ("FLUSH QUERY CACHE", Kind::Flush),
-            ("RESET QUERY CACHE", Kind::Reset),
-            ("CALL p()", Kind::Call),
-            ("EXECUTE s USING @a", Kind::Execute),
-            ("PREPARE s FROM 'SELECT 1'", Kind::Other),
-            ("DEALLOCATE PREPARE s", Kind::Other),
-            ("LOCK TABLES t READ", Kind::Other),
-            ("KILL 3", Kind::Other),
-            ("", Kind::Empty),
-            ("   \n\t", Kind::Empty),
-            ("/* only */ -- a comment\n# another", Kind::Empty),
-            ("(", Kind::Other),
-            ("42", Kind::Write),
-            ("FROBNICATE t", Kind::Write),
-            ("ANALYZE FORMAT=JSON UPDATE t SET a = 1", Kind::Write),
-            ("ANALYZE FORMAT JSON SELECT 1", Kind::Show),
-            ("EXPLAIN ANALYZE DELETE FROM t", Kind::Write),
-            ("EXPLAIN ANALYZE SELECT 1", Kind::Show),
-            ("EXPLAIN UPDATE t SET a = 1", Kind::Show),
-            ("XA RECOVER", Kind::Other),
-            ("XA FOO", Kind::Write),
-            ("HANDLER t READ FIRST", Kind::Other),
-            ("CHECKSUM TABLE t", Kind::Other),
-            ("GET DIAGNOSTICS @n = NUMBER", Kind::Other),
-            ("GET x", Kind::Write),
-            ("QCACHE INVALIDATE TABLE t", Kind::Other),
+            ("USE db", StatementKind::Use),
+            ("SHOW TABLES", StatementKind::Show),
+            ("DESCRIBE t", StatementKind::Show),
+            ("DESC t", StatementKind::Show),
+            ("EXPLAIN SELECT 1", StatementKind::Show),
+            ("HELP 'x'", StatementKind::Show),
+            ("FLUSH QUERY CACHE", StatementKind::Flush),
+            ("RESET QUERY CACHE", StatementKind::Reset),
+            ("CALL p()", StatementKind::Call),
+            ("EXECUTE s USING @a", StatementKind::Execute),
+            ("PREPARE s FROM 'SELECT 1'", StatementKind::Other),
+            ("DEALLOCATE PREPARE s", StatementKind::Other),
+            ("LOCK TABLES t READ", StatementKind::Other),
+            ("KILL 3", StatementKind::Other),
+            ("", StatementKind::Empty),
+            ("   \n\t", StatementKind::Empty),
+            ("/* only */ -- a comment\n# another", StatementKind::Empty),
+            ("(", StatementKind::Other),
+            ("42", StatementKind::Write),
+            ("FROBNICATE t", StatementKind::Write),
+            (
+                "ANALYZE FORMAT=JSON UPDATE t SET a = 1",
+                StatementKind::Write,
+            ),
+            ("ANALYZE FORMAT JSON SELECT 1", StatementKind::Show),
+            ("EXPLAIN ANALYZE DELETE FROM t", StatementKind::Write),
+            ("EXPLAIN ANALYZE SELECT 1", StatementKind::Show),
+            ("EXPLAIN UPDATE t SET a = 1", StatementKind::Show),
+            ("XA RECOVER", StatementKind::Other),
+            ("XA FOO", StatementKind::Write),
+            ("HANDLER t READ FIRST", StatementKind::Other),
+            ("CHECKSUM TABLE t", StatementKind::Other),
+            ("GET DIAGNOSTICS @n = NUMBER", StatementKind::Other),
+            ("GET x", StatementKind::Write),
+            ("QCACHE INVALIDATE TABLE t", StatementKind::Other),
         ];
         for (sql, want) in cases {
             assert_eq!(kind(sql), *want, "{sql}");
@@ -512,12 +535,12 @@ mod tests {
 
     #[test]
     fn leading_comments_are_skipped() {
-        assert_eq!(kind("/* a */ -- b\n# c\n SELECT 1"), Kind::Select);
-        assert_eq!(kind("--\tx\nSELECT 1"), Kind::Select);
-        assert_eq!(kind("/*! SELECT */ 1"), Kind::Select);
-        assert_eq!(kind("/*!50000 UPDATE */ t SET a=1"), Kind::Write);
-        assert_eq!(kind("/*M!100100 DELETE */ FROM t"), Kind::Write);
-        assert_eq!(kind("/*+ hint */ SELECT 1"), Kind::Select);
+        assert_eq!(kind("/* a */ -- b\n# c\n SELECT 1"), StatementKind::Select);
+        assert_eq!(kind("--\tx\nSELECT 1"), StatementKind::Select);
+        assert_eq!(kind("/*! SELECT */ 1"), StatementKind::Select);
+        assert_eq!(kind("/*!50000 UPDATE */ t SET a=1"), StatementKind::Write);
+        assert_eq!(kind("/*M!100100 DELETE */ FROM t"), StatementKind::Write);
+        assert_eq!(kind("/*+ hint */ SELECT 1"), StatementKind::Select);
     }
 
     fn hint(sql: &str) -> (Hint, String) {
@@ -583,8 +606,8 @@ mod tests {
     fn split_keeps_semicolons_in_strings() {
         let parts = split_statements(b"SELECT ';' FROM t; UPDATE t SET a = 1 -- x;\n;  ");
         assert_eq!(parts.len(), 2);
-        assert_eq!(scan(parts[0]).kind, Kind::Select);
-        assert_eq!(scan(parts[1]).kind, Kind::Write);
+        assert_eq!(scan(parts[0]).kind, StatementKind::Select);
+        assert_eq!(scan(parts[1]).kind, StatementKind::Write);
     }
 
     #[test]
@@ -609,7 +632,7 @@ mod tests {
     #[test]
     fn strip_ignores_foreign_spans() {
         let bad = Scan {
-            kind: Kind::Select,
+            kind: StatementKind::Select,
             hint: Hint::SqlCache,
             hint_spans: vec![Range { start: 5, end: 100 }],
             multi: false,

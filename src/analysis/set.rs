@@ -55,7 +55,7 @@ fn text(sql: &str, from: usize, to: usize) -> String {
 
 /// The assignments of a SET statement; None when qcache cannot follow it (MariaDB
 /// `SET STATEMENT … FOR`, which changes nothing after its statement anyway and is not
-/// `Kind::Set`; a second statement; a `query_cache_type` value it cannot read; malformed
+/// `StatementKind::Set`; a second statement; a `query_cache_type` value it cannot read; malformed
 /// text).
 pub fn analyze_set(sql: &str) -> Option<SetInfo> {
     let b = sql.as_bytes();

@@ -207,8 +207,8 @@ const ER_MASTER_FATAL_ERROR_READING_BINLOG: u16 = 1236;
 /// MariaDB GTID event flags (the byte after sequence number and domain id).
 const FL_STANDALONE: u8 = 1;
 
-/// Shared between the task and the handle.
-struct Shared {
+/// What the tail task and its handle share.
+struct TailShared {
     state: Mutex<State>,
     /// True while `state` has no `disconnected_since`: lets every cache lookup ask
     /// [`BinlogHandle::disconnected_for`] without taking the lock both workers would share.
@@ -244,7 +244,7 @@ struct State {
 
 /// The running tail. Dropping the last handle stops the task.
 pub struct BinlogHandle {
-    shared: Arc<Shared>,
+    shared: Arc<TailShared>,
     task: Option<tokio::task::AbortHandle>,
 }
 
@@ -275,7 +275,7 @@ pub fn spawn(
     analyse: WriteAnalyser,
 ) -> Arc<BinlogHandle> {
     let off = cfg.binlog == BinlogMode::Off;
-    let shared = Arc::new(Shared {
+    let shared = Arc::new(TailShared {
         state: Mutex::new(State {
             status: if off {
                 BinlogStatus::Off("invalidation.binlog = off".into())
@@ -308,7 +308,7 @@ pub fn spawn(
             inv: Inv { versions, stats },
             catalog,
             analyse,
-            txn: Txn::default(),
+            txn: BinlogTxn::default(),
             warned_format: false,
             refreshing: Vec::new(),
             event_lag_ms: None,
@@ -468,7 +468,7 @@ impl BinlogHandle {
     }
 }
 
-impl Shared {
+impl TailShared {
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         // A panic while holding this lock leaves plain data behind: keep using it.
         self.state.lock().unwrap_or_else(|e| e.into_inner())
@@ -543,7 +543,7 @@ impl Inv {
 
 /// What the current transaction changed so far.
 #[derive(Default)]
-struct Txn {
+struct BinlogTxn {
     tables: HashSet<TableName>,
     /// Statements the analyser could not read, by default schema.
     unknown_schemas: HashSet<String>,
@@ -666,14 +666,14 @@ struct Opened {
 
 /// The task's state.
 struct Tail {
-    shared: Arc<Shared>,
+    shared: Arc<TailShared>,
     opts: Opts,
     addr: String,
     cfg: InvalidationConfig,
     inv: Inv,
     catalog: Arc<Catalog>,
     analyse: WriteAnalyser,
-    txn: Txn,
+    txn: BinlogTxn,
     warned_format: bool,
     /// Catalog reloads started by DDL and not yet finished.
     refreshing: Vec<tokio::task::JoinHandle<()>>,
@@ -706,7 +706,7 @@ impl Tail {
             let err = self.stream(&mut life).await;
             // A half-read transaction is replayed on resume, or covered by the fresh start's
             // bump_all.
-            self.txn = Txn::default();
+            self.txn = BinlogTxn::default();
             if life.streamed {
                 decided = true;
             }
@@ -1222,9 +1222,9 @@ impl Tail {
             self.commit(arrived).await;
         }
         let flags = data.get(12).copied().unwrap_or(FL_STANDALONE);
-        self.txn = Txn {
+        self.txn = BinlogTxn {
             open: flags & FL_STANDALONE == 0,
-            ..Txn::default()
+            ..BinlogTxn::default()
         };
     }
 

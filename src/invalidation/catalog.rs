@@ -61,7 +61,7 @@ const SKIPPED_SCHEMAS: &str = "('information_schema', 'performance_schema', 'mys
 
 /// One loaded state of the server's schema. Immutable once built.
 #[derive(Debug, Default)]
-pub struct Snapshot {
+pub struct SchemaSnapshot {
     /// Every base table and view.
     relations: HashMap<TableName, Kind>,
     /// Views, resolved to the base tables they read (Err: why the view is opaque).
@@ -164,10 +164,10 @@ impl RawCatalog {
     }
 }
 
-impl Snapshot {
+impl SchemaSnapshot {
     /// Analyses the raw rows: view expansion, trigger bodies and cascade edges.
-    pub fn build(raw: &RawCatalog) -> Snapshot {
-        let mut snap = Snapshot::default();
+    pub fn build(raw: &RawCatalog) -> SchemaSnapshot {
+        let mut snap = SchemaSnapshot::default();
         let mut exact: HashMap<TableName, (&str, &str)> = HashMap::new();
         for (schema, name, kind) in &raw.tables {
             let key = lower(schema, name);
@@ -645,7 +645,7 @@ struct RefreshState {
 /// The schema catalog of one upstream server.
 pub struct Catalog {
     opts: Opts,
-    snapshot: ArcSwap<Snapshot>,
+    snapshot: ArcSwap<SchemaSnapshot>,
     loaded: AtomicBool,
     /// Serialises refreshes; waiters coalesce onto the next load (see [`Catalog::refresh`]).
     refresh: tokio::sync::Mutex<RefreshState>,
@@ -688,7 +688,7 @@ impl Catalog {
     pub fn new(upstream_addr: String, cfg: &InvalidationConfig) -> Arc<Catalog> {
         Arc::new(Catalog {
             opts: upstream_opts(&upstream_addr, cfg),
-            snapshot: ArcSwap::from_pointee(Snapshot::default()),
+            snapshot: ArcSwap::from_pointee(SchemaSnapshot::default()),
             loaded: AtomicBool::new(false),
             refresh: tokio::sync::Mutex::new(RefreshState {
                 conn: None,
@@ -765,7 +765,7 @@ impl Catalog {
 
     /// Builds the snapshot of `raw` and swaps it in.
     fn install(&self, st: &mut RefreshState, raw: RawCatalog) {
-        let snap = Snapshot::build(&raw);
+        let snap = SchemaSnapshot::build(&raw);
         for (t, why) in &snap.unknown_writes {
             tracing::debug!(table = %format!("{}.{}", t.0, t.1), %why, "catalog: trigger not analysed; writes to this table invalidate conservatively");
         }
@@ -1318,7 +1318,7 @@ mod tests {
 
     #[test]
     fn views_resolve_to_base_tables_through_nesting() {
-        let s = Snapshot::build(&raw());
+        let s = SchemaSnapshot::build(&raw());
         assert_eq!(
             s.resolve_read(&[t("db", "v_ab")]),
             ReadResolution::Tables(vec![t("db", "a"), t("db", "b"), t("db", "v_ab")])
@@ -1341,7 +1341,7 @@ mod tests {
 
     #[test]
     fn opaque_and_unknown() {
-        let s = Snapshot::build(&raw());
+        let s = SchemaSnapshot::build(&raw());
         assert!(matches!(
             s.resolve_read(&[t("db", "v_hidden")]),
             ReadResolution::Opaque(_)
@@ -1362,7 +1362,7 @@ mod tests {
 
     #[test]
     fn writes_expand_through_triggers_and_cascades() {
-        let s = Snapshot::build(&raw());
+        let s = SchemaSnapshot::build(&raw());
         // a → audit (trigger) → other.c (trigger in a block); a → child → grandchild → a.
         assert_eq!(
             s.expand_write(&[t("db", "a")]),
@@ -1438,7 +1438,7 @@ mod tests {
 
     #[test]
     fn writes_through_views_write_their_base_tables() {
-        let s = Snapshot::build(&raw_exact());
+        let s = SchemaSnapshot::build(&raw_exact());
         assert_eq!(
             s.expand_write(&[t("db", "v_up2")]),
             Some(vec![t("db", "b"), t("db", "v_up"), t("db", "v_up2")])
@@ -1455,7 +1455,7 @@ mod tests {
 
     #[test]
     fn views_calling_uncacheable_functions_are_not_cacheable() {
-        let s = Snapshot::build(&raw_exact());
+        let s = SchemaSnapshot::build(&raw_exact());
         for v in ["v_now", "v_fn", "v_over_now", "v_var"] {
             assert!(
                 matches!(s.resolve_read(&[t("db", v)]), ReadResolution::Opaque(_)),
@@ -1470,7 +1470,7 @@ mod tests {
 
     #[test]
     fn names_differing_only_in_case_are_never_merged() {
-        let s = Snapshot::build(&raw_exact());
+        let s = SchemaSnapshot::build(&raw_exact());
         for (schema, name) in [("db", "cs"), ("rt", "x")] {
             assert!(
                 matches!(
@@ -1497,7 +1497,7 @@ mod tests {
             "b".into(),
             "SET NEW.x = f(NEW.id)".into(),
         ));
-        let s = Snapshot::build(&r);
+        let s = SchemaSnapshot::build(&r);
         assert_eq!(s.expand_write(&[t("db", "b")]), None);
     }
 
@@ -1531,7 +1531,7 @@ mod tests {
             ..RawCatalog::default()
         };
         r.replace(&changed, &children, fresh);
-        let snap = Snapshot::build(&r);
+        let snap = SchemaSnapshot::build(&r);
         assert_eq!(
             snap.resolve_read(&[t("db", "v_ab")]),
             ReadResolution::Tables(vec![t("db", "b"), t("db", "v_ab")])
@@ -1653,7 +1653,7 @@ mod tests {
 
     #[test]
     fn schema_listing() {
-        let s = Snapshot::build(&raw());
+        let s = SchemaSnapshot::build(&raw());
         assert_eq!(s.by_schema.get("other"), Some(&vec!["c".to_string()]));
     }
 

@@ -1,9 +1,9 @@
 //! Policy: what a statement is for the cache (a cacheable read, a writer of named tables, or
 //! an unknown that must be treated as a writer).
 //!
-//! The rule is an allow-list: the scan ([`Kind`]) names a statement anything but a write only
-//! when its first keywords are a known shape, and every unrecognised statement is a
-//! [`Kind::Write`] whose tables the analysis names or cannot name (then it invalidates as
+//! The rule is an allow-list: the scan ([`StatementKind`]) names a statement anything but a
+//! write only when its first keywords are a known shape, and every unrecognised statement is a
+//! [`StatementKind::Write`] whose tables the analysis names or cannot name (then it invalidates as
 //! `invalidation.unknown_write` says, counted as a conservative invalidation). This module
 //! decides the rest: whether a statement of a known non-writing shape still writes, because
 //! it runs code qcache cannot see into.
@@ -11,7 +11,7 @@
 use std::borrow::Cow;
 use std::collections::HashSet;
 
-use crate::analysis::{self, Kind, SetInfo, TableRef, WriteInfo};
+use crate::analysis::{self, SetInfo, StatementKind, TableRef, WriteInfo};
 
 /// Why a statement qcache relays without analysing it as a write still counts as a write to
 /// tables it cannot name.
@@ -43,17 +43,25 @@ impl UnknownWrite {
 ///
 /// Not on the hit path: only statements of these kinds, which are never served from the
 /// cache, pay for the token scan.
-pub fn relayed_write(kind: Kind, sql: &[u8]) -> Option<UnknownWrite> {
+pub fn relayed_write(kind: StatementKind, sql: &[u8]) -> Option<UnknownWrite> {
     match kind {
-        Kind::Show | Kind::Other | Kind::Use | Kind::Flush | Kind::Reset | Kind::Begin => {
-            runs_stored_code(sql).then_some(UnknownWrite::StoredCode)
-        }
-        Kind::Commit | Kind::Rollback => {
+        StatementKind::Show
+        | StatementKind::Other
+        | StatementKind::Use
+        | StatementKind::Flush
+        | StatementKind::Reset
+        | StatementKind::Begin => runs_stored_code(sql).then_some(UnknownWrite::StoredCode),
+        StatementKind::Commit | StatementKind::Rollback => {
             analysis::first_keyword_is(sql, "XA").then_some(UnknownWrite::ForeignTransaction)
         }
         // Set: see [`set_writes`]. Select, Write, Call, Execute: planned by their own paths.
         // Empty: the server runs nothing.
-        Kind::Set | Kind::Select | Kind::Write | Kind::Call | Kind::Execute | Kind::Empty => None,
+        StatementKind::Set
+        | StatementKind::Select
+        | StatementKind::Write
+        | StatementKind::Call
+        | StatementKind::Execute
+        | StatementKind::Empty => None,
     }
 }
 
@@ -156,21 +164,21 @@ mod tests {
         let kind = scan(&text).kind;
         let text = String::from_utf8_lossy(&text).into_owned();
         match kind {
-            Kind::Select => match analyze(&text) {
+            StatementKind::Select => match analyze(&text) {
                 Analysis::Read(r) if r.may_write => Effect::Unknown,
                 Analysis::Read(_) => Effect::Read,
                 Analysis::Write(w) if w.targets == WriteTargets::Unknown => Effect::Unknown,
                 Analysis::Write(_) => Effect::Named,
                 Analysis::Other => Effect::Unknown,
             },
-            Kind::Write => match analyze(&text) {
+            StatementKind::Write => match analyze(&text) {
                 Analysis::Write(w) if w.targets == WriteTargets::Unknown => Effect::Unknown,
                 Analysis::Write(_) => Effect::Named,
                 // The session plans an unknown write for anything else.
                 _ => Effect::Unknown,
             },
-            Kind::Call | Kind::Execute => Effect::Routine,
-            Kind::Set => match set_writes(analysis::analyze_set(&text).as_ref(), &text) {
+            StatementKind::Call | StatementKind::Execute => Effect::Routine,
+            StatementKind::Set => match set_writes(analysis::analyze_set(&text).as_ref(), &text) {
                 Some(_) => Effect::Unknown,
                 None => Effect::Nothing,
             },

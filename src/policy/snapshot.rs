@@ -120,10 +120,10 @@ pub fn may_store<Snapshot: Copy>(
 }
 
 /// Whether a statement sent in a transaction certainly opened its read view: a forwarded
-/// cacheable read (`planned`: a plain SELECT of tables, no locking clause). Anything else
+/// cacheable read (`cacheable_read`: a plain SELECT of tables, no locking clause). Anything else
 /// may or may not have (a `SELECT 1`, a locking read, a write) and leaves the view unknown.
-pub fn opens_view(planned: bool) -> bool {
-    planned
+pub fn opens_view(cacheable_read: bool) -> bool {
+    cacheable_read
 }
 
 #[cfg(test)]

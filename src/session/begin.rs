@@ -16,7 +16,7 @@
 use super::conn::ConnError;
 use super::relay::Fill;
 use super::{Session, SessionError};
-use crate::analysis::Kind;
+use crate::analysis::StatementKind;
 use crate::protocol::codec::Packet;
 use crate::protocol::packets::{self, com, status};
 use crate::protocol::response::{Expect, Response, Step};
@@ -25,7 +25,7 @@ const BEGIN: &[u8] = b"\x03BEGIN";
 
 /// `BEGIN`, `BEGIN WORK`, `START TRANSACTION`, `COMMIT [WORK]`, `ROLLBACK [WORK]` with
 /// nothing else: no characteristics, no chaining, no comment that might be a hint.
-fn plain(sql: &[u8], kind: Kind) -> bool {
+fn plain(sql: &[u8], kind: StatementKind) -> bool {
     let text = match std::str::from_utf8(sql) {
         Ok(t) => t.trim().trim_end_matches(';').trim_end(),
         Err(_) => return false,
@@ -38,12 +38,12 @@ fn plain(sql: &[u8], kind: Kind) -> bool {
     let is = |w: &str, want: &str| w.eq_ignore_ascii_case(want);
     let work = second.is_none_or(|w| is(w, "work"));
     match kind {
-        Kind::Begin => {
+        StatementKind::Begin => {
             (is(first, "begin") && work)
                 || (is(first, "start") && second.is_some_and(|w| is(w, "transaction")))
         }
-        Kind::Commit => is(first, "commit") && work,
-        Kind::Rollback => is(first, "rollback") && work,
+        StatementKind::Commit => is(first, "commit") && work,
+        StatementKind::Rollback => is(first, "rollback") && work,
         _ => false,
     }
 }
@@ -56,14 +56,14 @@ impl Session {
         &mut self,
         seq: u8,
         sql: &[u8],
-        kind: Kind,
+        kind: StatementKind,
     ) -> Result<bool, SessionError> {
         if !plain(sql, kind) {
             return Ok(false);
         }
         let st = self.st.status;
         let new_status = match kind {
-            Kind::Begin
+            StatementKind::Begin
                 if self.st.defer_begin
                     && !self.st.begin_pending
                     && !self.st.in_transaction()
@@ -72,7 +72,7 @@ impl Session {
                 self.st.begin_pending = true;
                 st | status::IN_TRANS
             }
-            Kind::Commit | Kind::Rollback if self.st.begin_pending => {
+            StatementKind::Commit | StatementKind::Rollback if self.st.begin_pending => {
                 self.st.begin_pending = false;
                 self.st.txn_boundary = true;
                 st & !status::IN_TRANS
@@ -81,7 +81,7 @@ impl Session {
         };
         // The same bookkeeping as the server's OK would get: a transaction opens (its
         // snapshot still to come from its first read) or ends.
-        self.observe(Some(new_status)).await;
+        self.apply_status(Some(new_status)).await;
         self.end_of_response();
         self.send_ok(seq.wrapping_add(1)).await?;
         Ok(true)
@@ -198,25 +198,28 @@ mod tests {
     #[test]
     fn only_plain_statements_qualify() {
         for (sql, kind) in [
-            ("BEGIN", Kind::Begin),
-            ("begin work", Kind::Begin),
-            ("  Start  Transaction ; ", Kind::Begin),
-            ("COMMIT", Kind::Commit),
-            ("commit work;", Kind::Commit),
-            ("ROLLBACK", Kind::Rollback),
+            ("BEGIN", StatementKind::Begin),
+            ("begin work", StatementKind::Begin),
+            ("  Start  Transaction ; ", StatementKind::Begin),
+            ("COMMIT", StatementKind::Commit),
+            ("commit work;", StatementKind::Commit),
+            ("ROLLBACK", StatementKind::Rollback),
         ] {
             assert!(plain(sql.as_bytes(), kind), "{sql}");
         }
         for (sql, kind) in [
-            ("START TRANSACTION READ ONLY", Kind::Begin),
-            ("START TRANSACTION WITH CONSISTENT SNAPSHOT", Kind::Begin),
-            ("/* x */ BEGIN", Kind::Begin),
-            ("XA START 'x'", Kind::Begin),
-            ("COMMIT AND CHAIN", Kind::Commit),
-            ("COMMIT RELEASE", Kind::Commit),
-            ("ROLLBACK WORK AND NO CHAIN", Kind::Rollback),
-            ("BEGIN", Kind::Commit),
-            ("BEGIN\u{0}", Kind::Begin),
+            ("START TRANSACTION READ ONLY", StatementKind::Begin),
+            (
+                "START TRANSACTION WITH CONSISTENT SNAPSHOT",
+                StatementKind::Begin,
+            ),
+            ("/* x */ BEGIN", StatementKind::Begin),
+            ("XA START 'x'", StatementKind::Begin),
+            ("COMMIT AND CHAIN", StatementKind::Commit),
+            ("COMMIT RELEASE", StatementKind::Commit),
+            ("ROLLBACK WORK AND NO CHAIN", StatementKind::Rollback),
+            ("BEGIN", StatementKind::Commit),
+            ("BEGIN\u{0}", StatementKind::Begin),
         ] {
             assert!(!plain(sql.as_bytes(), kind), "{sql}");
         }

@@ -94,9 +94,9 @@ impl Session {
                 .then(|| rewrite_row(&p.payload, &rw))
                 .flatten();
             if let Some(at) = resp.status_here {
-                self.observe(Some(at.status)).await;
+                self.apply_status(Some(at.status)).await;
             } else if resp.error && step == Step::Done {
-                self.observe(None).await;
+                self.apply_status(None).await;
             }
             self.client
                 .push(p.seq, new.as_deref().unwrap_or(&p.payload));

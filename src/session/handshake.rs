@@ -7,7 +7,7 @@ use tokio::net::TcpStream;
 use tracing::debug;
 
 use super::conn::{ConnError, PacketConn};
-use super::{sha2, SessionError};
+use super::SessionError;
 use crate::config::{CompressionConfig, UpstreamCompression, UpstreamTlsMode};
 use crate::protocol::codec::Packet;
 use crate::protocol::compress::{Algorithm, Codec};
@@ -15,6 +15,7 @@ use crate::protocol::handshake::{
     self, Greeting, HandshakeResponse, CLEARED_CAPS, CLEARED_MARIADB_CAPS,
 };
 use crate::protocol::packets::{self, cap};
+use crate::tls::sha2;
 use crate::tls::Contexts;
 use tokio_rustls::TlsAcceptor;
 

@@ -10,7 +10,7 @@ use super::read::{wants_cache, TAG_BINARY};
 use super::relay::KEEP_SCRATCH;
 use super::state::Prepared;
 use super::{Session, SessionError};
-use crate::analysis::{self, Kind};
+use crate::analysis::{self, StatementKind};
 use crate::cache::{key, Key};
 use crate::config::QueryCacheType;
 use crate::policy::{classify, Reason};
@@ -72,10 +72,14 @@ impl Session {
         let long_data = std::mem::take(&mut stmt.long_data);
         let kind = stmt.kind;
         let bulk = pkt.first() == Some(com::STMT_BULK_EXECUTE);
-        if kind == Kind::Select && !bulk {
+        if kind == StatementKind::Select && !bulk {
             return self.execute_select(pkt, id, long_data).await;
         }
-        if matches!(kind, Kind::Begin | Kind::Commit | Kind::Rollback) && !bulk {
+        if matches!(
+            kind,
+            StatementKind::Begin | StatementKind::Commit | StatementKind::Rollback
+        ) && !bulk
+        {
             // Drivers (sysbench among them) prepare BEGIN and COMMIT once and execute them.
             let sql = stmt.sql.clone();
             if self.answer_transaction_locally(pkt.seq, &sql, kind).await? {
@@ -91,24 +95,24 @@ impl Session {
             Packet::new(pkt.seq, up)
         };
         match kind {
-            Kind::Write => {
+            StatementKind::Write => {
                 // Looked up above; a miss here would only mean "relay it as it is".
                 match self.st.stmts.get(&id).map(|s| (s.sql.clone(), s.digest)) {
                     Some((sql, digest)) => self.write(&pkt, &sql, digest).await,
                     None => self.relay_command(&pkt, Expect::Results).await.map(drop),
                 }
             }
-            Kind::Call | Kind::Execute => {
+            StatementKind::Call | StatementKind::Execute => {
                 self.plan_call();
                 self.relay_command(&pkt, Expect::Results).await.map(drop)
             }
-            Kind::Set | Kind::Use => {
+            StatementKind::Set | StatementKind::Use => {
                 // A prepared SET changes the session in ways the packet does not show.
                 self.st.lost_track = true;
                 self.relayed_write_of(id);
                 self.relay_command(&pkt, Expect::Results).await.map(drop)
             }
-            Kind::Begin | Kind::Commit | Kind::Rollback => {
+            StatementKind::Begin | StatementKind::Commit | StatementKind::Rollback => {
                 self.st.txn_boundary = true;
                 self.relayed_write_of(id);
                 self.relay_command(&pkt, Expect::Results).await.map(drop)
@@ -126,7 +130,7 @@ impl Session {
             return;
         };
         let text = analysis::server_text(&sql, self.st.server);
-        let why = if kind == Kind::Set {
+        let why = if kind == StatementKind::Set {
             let text = String::from_utf8_lossy(&text);
             classify::set_writes(analysis::analyze_set(&text).as_ref(), &text)
         } else {

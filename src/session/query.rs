@@ -3,7 +3,7 @@
 //! followed for what they change and never cached.
 
 use super::{Session, SessionError};
-use crate::analysis::{self, Analysis, Kind};
+use crate::analysis::{self, Analysis, StatementKind};
 use crate::policy::{classify, Reason};
 use crate::protocol::codec::Packet;
 use crate::protocol::response::Expect;
@@ -23,7 +23,8 @@ impl Session {
         if scan.multi {
             return self.multi_statement(pkt, &text).await;
         }
-        if matches!(scan.kind, Kind::Show | Kind::Other) && self.admin_statement(&pkt, &sql).await?
+        if matches!(scan.kind, StatementKind::Show | StatementKind::Other)
+            && self.admin_statement(&pkt, &sql).await?
         {
             return Ok(());
         }
@@ -31,9 +32,9 @@ impl Session {
             self.plan_unknown_write_for(why);
         }
         match scan.kind {
-            Kind::Select => self.select(pkt, &sql, &scan, looked_up).await,
-            Kind::Set => self.set_statement(pkt, &sql).await,
-            Kind::Show => {
+            StatementKind::Select => self.select(pkt, &sql, &scan, looked_up).await,
+            StatementKind::Set => self.set_statement(pkt, &sql).await,
+            StatementKind::Show => {
                 if let Some(rows) = self.qcache_status_rows(&sql) {
                     return self.send_status_rows(rows).await;
                 }
@@ -42,16 +43,18 @@ impl Session {
                 }
                 self.relay_command(&pkt, Expect::Results).await.map(drop)
             }
-            Kind::Flush | Kind::Reset => self.flush_or_reset(pkt, &sql, scan.kind).await,
-            Kind::Write => self.write(&pkt, &sql, analysis::digest(&text)).await,
-            Kind::Call | Kind::Execute => {
+            StatementKind::Flush | StatementKind::Reset => {
+                self.flush_or_reset(pkt, &sql, scan.kind).await
+            }
+            StatementKind::Write => self.write(&pkt, &sql, analysis::digest(&text)).await,
+            StatementKind::Call | StatementKind::Execute => {
                 // A procedure or a SQL-level prepared statement may write any table and
                 // SET any variable: invalidate as configured and stop trusting the context.
                 self.plan_call();
                 self.relay_command(&pkt, Expect::Results).await?;
                 Ok(())
             }
-            Kind::Begin | Kind::Commit | Kind::Rollback => {
+            StatementKind::Begin | StatementKind::Commit | StatementKind::Rollback => {
                 if self
                     .answer_transaction_locally(pkt.seq, &sql, scan.kind)
                     .await?
@@ -63,7 +66,7 @@ impl Session {
                 self.st.txn_boundary = true;
                 self.relay_command(&pkt, Expect::Results).await.map(drop)
             }
-            Kind::Use => {
+            StatementKind::Use => {
                 let resp = self.relay_command(&pkt, Expect::Results).await?;
                 if resp.oks > 0 && !resp.error {
                     if let Some(db) = analysis::use_schema(&String::from_utf8_lossy(&sql)) {
@@ -90,7 +93,7 @@ impl Session {
             self.plan_privileges(part);
             let scan = analysis::scan(part);
             match scan.kind {
-                Kind::Write => {
+                StatementKind::Write => {
                     let an = analysis::analyze(&String::from_utf8_lossy(part));
                     match an {
                         Analysis::Write(w) => {
@@ -103,8 +106,8 @@ impl Session {
                         _ => self.plan_unknown_write(),
                     }
                 }
-                Kind::Call | Kind::Execute => self.plan_call(),
-                Kind::Set => {
+                StatementKind::Call | StatementKind::Execute => self.plan_call(),
+                StatementKind::Set => {
                     lost = true;
                     let text = String::from_utf8_lossy(part);
                     let info = analysis::analyze_set(&text);
@@ -112,8 +115,8 @@ impl Session {
                         self.plan_unknown_write_for(why);
                     }
                 }
-                Kind::Use => lost = true,
-                Kind::Select => {
+                StatementKind::Use => lost = true,
+                StatementKind::Select => {
                     if let Analysis::Read(r) = analysis::analyze(&String::from_utf8_lossy(part)) {
                         if r.may_write {
                             self.plan_unknown_write();
@@ -121,7 +124,10 @@ impl Session {
                     }
                 }
                 k => {
-                    if matches!(k, Kind::Begin | Kind::Commit | Kind::Rollback) {
+                    if matches!(
+                        k,
+                        StatementKind::Begin | StatementKind::Commit | StatementKind::Rollback
+                    ) {
                         self.st.txn_boundary = true;
                     }
                     if let Some(why) = classify::relayed_write(k, part) {

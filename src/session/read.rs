@@ -8,12 +8,11 @@ use std::time::{Duration, Instant};
 use bytes::{BufMut, Bytes, BytesMut};
 
 use super::l2::L2Step;
-use super::plans::Outcome;
 use super::relay::Fill;
 use super::{Session, SessionError};
-use crate::admin::rules;
 use crate::analysis::{self, Analysis, Hint, ReadInfo};
 use crate::cache::l2::{now_ms, L2Entry, L2Stamps};
+use crate::cache::plans::Outcome;
 use crate::cache::{key, Claim, Entry, FillGuard, Key, Snapshot, Stamps, TableHandle};
 use crate::config::QueryCacheType;
 use crate::invalidation::catalog::{ReadResolution, TableName};
@@ -23,6 +22,7 @@ use crate::policy::Reason;
 use crate::protocol::codec::Packet;
 use crate::protocol::packets::{com, status};
 use crate::protocol::response::{Expect, Response};
+use crate::rules;
 use tracing::info;
 
 /// Key tags: the same SQL answered in the text and the binary protocol has different bytes.
@@ -565,19 +565,19 @@ impl Session {
     }
 
     /// Sends a read upstream (its snapshot point is taken as it is sent, `exchange_as`).
-    /// `planned`: a read the cache could hold, so it calls nothing that writes and may go
+    /// `cacheable_read`: a read the cache could hold, so it calls nothing that writes and may go
     /// up in one write with a deferred BEGIN.
     pub(super) async fn forward_read(
         &mut self,
         seq: u8,
         payload: &[u8],
         fill: Option<&mut Fill>,
-        planned: bool,
+        cacheable_read: bool,
     ) -> Result<Response, SessionError> {
         let resp = self
-            .exchange_as(seq, payload, Expect::Results, fill, planned)
+            .exchange_as(seq, payload, Expect::Results, fill, cacheable_read)
             .await?;
-        if snapshot::opens_view(planned) {
+        if snapshot::opens_view(cacheable_read) {
             if let Some(txn) = &mut self.st.txn {
                 txn.view_open = true;
             }

@@ -110,7 +110,7 @@ impl Session {
         self.exchange_as(seq, payload, expect, fill, false).await
     }
 
-    /// [`exchange`](Self::exchange); `pure_read`: the command is a cacheable read, which
+    /// [`exchange`](Self::exchange); `cacheable_read`: the command is a cacheable read, which
     /// changes nothing and so may share its write with a deferred BEGIN.
     pub(crate) async fn exchange_as(
         &mut self,
@@ -118,16 +118,16 @@ impl Session {
         payload: &[u8],
         expect: Expect,
         mut fill: Option<&mut Fill>,
-        pure_read: bool,
+        cacheable_read: bool,
     ) -> Result<Response, SessionError> {
         self.note_send_point();
-        let begin_along = pure_read && self.begin_rides_along();
+        let begin_along = cacheable_read && self.begin_rides_along();
         if !begin_along && !self.open_deferred_begin(seq).await? {
             let mut failed = Response::new(expect, self.st.deprecate_eof);
             failed.error = true;
             return Ok(failed);
         }
-        self.diagnostics_before(payload, pure_read).await?;
+        self.diagnostics_before(payload, cacheable_read).await?;
         self.upstream.start_command();
         if begin_along {
             self.push_deferred_begin();
@@ -177,9 +177,9 @@ impl Session {
                 }
             };
             if let Some(at) = resp.status_here {
-                self.observe(Some(at.status)).await;
+                self.apply_status(Some(at.status)).await;
             } else if resp.error && step == Step::Done {
-                self.observe(None).await;
+                self.apply_status(None).await;
             }
             match step {
                 // A result ended and another follows: where a server flushes, and where a
@@ -214,12 +214,12 @@ impl Session {
     async fn diagnostics_before(
         &mut self,
         payload: &[u8],
-        pure_read: bool,
+        cacheable_read: bool,
     ) -> Result<(), SessionError> {
         let keeps_diagnostics = matches!(payload.first(), Some(&com::PING | &com::STATISTICS));
         if !keeps_diagnostics {
             if let Some(found_rows) = self.st.after_hit.take() {
-                if !pure_read {
+                if !cacheable_read {
                     self.reset_diagnostics(found_rows).await?;
                 }
             }
@@ -285,7 +285,7 @@ impl Session {
 
     /// Runs before an OK/EOF (with its status) or a final ERR (None) reaches the client:
     /// writes are invalidated and transactions tracked before the client can act on it.
-    pub(crate) async fn observe(&mut self, new_status: Option<u16>) {
+    pub(crate) async fn apply_status(&mut self, new_status: Option<u16>) {
         let now_in = new_status.map(|s| s & status::IN_TRANS != 0);
         // Writes are bumped at their OK, inside a transaction too (non-transactional
         // tables change at once), and again when the transaction ends.

@@ -9,15 +9,15 @@ use xxhash_rust::xxh3::Xxh3;
 
 use super::handshake::Negotiated;
 use super::privileges::Identity;
-use crate::analysis::{Hint, Kind, ServerVersion};
+use crate::analysis::{Hint, ServerVersion, StatementKind};
 use crate::cache::versions::Snapshot;
 use crate::config::QueryCacheType;
 use crate::protocol::packets::{cap, status};
-use crate::server::Shared;
+use crate::shared::Shared;
 
 /// Moved to `cache::writes`, beside the invalidation they feed; re-exported while the branches
 /// that edit this file merge.
-pub use crate::cache::writes::{Pending, Txn};
+use crate::cache::writes::{Pending, Txn};
 
 /// A prepared statement as qcache remembers it.
 #[derive(Debug, Clone)]
@@ -25,7 +25,7 @@ pub struct Prepared {
     pub sql: Bytes,
     /// The statement's digest, computed once at prepare: every miss of every execute needs it.
     pub digest: u64,
-    pub kind: Kind,
+    pub kind: StatementKind,
     /// SQL_CACHE / SQL_NO_CACHE, stripped from the SQL before it was prepared upstream.
     pub hint: Hint,
     pub params: u16,

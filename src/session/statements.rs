@@ -7,7 +7,7 @@ use bytes::Bytes;
 use super::diagnostics::{Rewrite, CLIENT_LEG_STATUS};
 use super::{Session, SessionError};
 use crate::admin::statements;
-use crate::analysis::{self, Kind, QcAssign};
+use crate::analysis::{self, QcAssign, StatementKind};
 use crate::policy::classify;
 use crate::policy::diagnostics;
 use crate::policy::privileges::{self};
@@ -255,7 +255,7 @@ impl Session {
         &mut self,
         pkt: Packet,
         sql: &[u8],
-        kind: Kind,
+        kind: StatementKind,
     ) -> Result<(), SessionError> {
         let text = statements::lowercase(sql);
         let words = statements::words(&text);
@@ -263,7 +263,7 @@ impl Session {
             if !self.may_administer().await? {
                 return self.deny(pkt.seq.wrapping_add(1)).await;
             }
-            if kind == Kind::Reset {
+            if kind == StatementKind::Reset {
                 self.shared.cache.clear();
             }
             // FLUSH QUERY CACHE defragmented MySQL's cache; qcache's store has nothing to

@@ -1,6 +1,6 @@
 //! Writes, text or prepared: what a statement changes is planned before it goes upstream
 //! (named tables through the catalog, or a conservative scope) and applied before its OK
-//! reaches the client (`observe`); temporary tables and a dropped default database are
+//! reaches the client (`apply_status`); temporary tables and a dropped default database are
 //! followed after it.
 
 use super::{Session, SessionError};
@@ -13,7 +13,7 @@ use crate::protocol::response::{Expect, Response};
 
 impl Session {
     /// A write, text or prepared: what it changes is planned before it goes upstream and
-    /// bumped before its OK reaches the client (in `observe`).
+    /// bumped before its OK reaches the client (in `apply_status`).
     /// `digest` is that of the statement as the server reads it ([`analysis::server_text`]).
     pub(super) async fn write(
         &mut self,

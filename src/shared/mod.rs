@@ -20,7 +20,7 @@ use crate::cache::plans::ReadPlans;
 use crate::cache::writes::{Pending, Txn};
 use crate::cache::{Cache, InvalidationSource};
 use crate::cli::Cli;
-use crate::config::{BinlogMode, Config, Conservative};
+use crate::config::{BinlogMode, Config};
 use crate::invalidation::binlog::{self, BinlogHandle, WriteAnalyser};
 use crate::invalidation::catalog::{Catalog, Changed};
 
@@ -119,11 +119,6 @@ impl Shared {
     /// Bumps what a statement wrote.
     pub fn apply_writes(&self, p: &Pending) {
         self.cache.apply_writes(p);
-    }
-
-    /// Invalidation when qcache cannot tell exactly what changed.
-    pub fn conservative(&self, scope: Conservative, db: Option<&str>) {
-        self.cache.conservative(scope, db);
     }
 
     /// A transaction ended: what it wrote changes for everyone now.
