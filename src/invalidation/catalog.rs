@@ -1583,7 +1583,7 @@ mod tests {
         for (expr, want) in rows {
             let mut r = raw();
             r.column_code.push((s("db"), s("b"), s(expr)));
-            let snap = Snapshot::build(&r);
+            let snap = SchemaSnapshot::build(&r);
             let got = snap.expand_write(&[t("db", "b")]);
             let want = want.map(|w| {
                 let mut v: Vec<TableName> = w.iter().map(|(a, b)| t(a, b)).collect();
@@ -1603,7 +1603,7 @@ mod tests {
             ..Changed::default()
         };
         r.replace(&changed, &[], RawCatalog::default());
-        let snap = Snapshot::build(&r);
+        let snap = SchemaSnapshot::build(&r);
         assert_eq!(snap.expand_write(&[t("db", "b")]), Some(vec![t("db", "b")]));
         assert_eq!(snap.expand_write(&[t("db", "a")]), None);
     }
@@ -1616,7 +1616,7 @@ mod tests {
         let s = |x: &str| x.to_string();
         let mut r = raw();
         r.definers.push((s("db"), s("v_ab"), s("lee@%")));
-        let snap = Snapshot::build(&r);
+        let snap = SchemaSnapshot::build(&r);
         let stamps = definer_stamps("lee@%");
         for view in ["v_ab", "v_v"] {
             let ReadResolution::Tables(got) = snap.resolve_read(&[t("db", view)]) else {
@@ -1644,7 +1644,7 @@ mod tests {
                 ..RawCatalog::default()
             },
         );
-        let snap = Snapshot::build(&r);
+        let snap = SchemaSnapshot::build(&r);
         assert_eq!(
             snap.resolve_read(&[t("db", "v_ab")]),
             ReadResolution::Tables(vec![t("db", "a"), t("db", "v_ab")])
