@@ -664,6 +664,41 @@ async fn explain_store_then_hit_views_rules_and_warnings() {
     // Writes are relayed, never cached.
     let ex = fields(&mut c, "QCACHE EXPLAIN UPDATE t SET v = 1").await;
     assert_eq!(field(&ex, "decision"), "relay");
+
+    // A transaction whose tables changed since its snapshot: known before running.
+    let mut a = proxy.conn(&schema).await;
+    a.query_drop("BEGIN").await.unwrap();
+    a.query_drop("SELECT v FROM t WHERE id = 1").await.unwrap();
+    c.query_drop("UPDATE t SET v = 12 WHERE id = 1")
+        .await
+        .unwrap();
+    let ex = fields(&mut a, "QCACHE EXPLAIN SELECT id FROM t").await;
+    assert_eq!(field(&ex, "in_transaction"), "yes");
+    assert_eq!(
+        (field(&ex, "decision"), field(&ex, "reason")),
+        ("send".to_string(), "changed_since_snapshot".to_string()),
+        "{ex:?}"
+    );
+    let before = counter(&mut a, "Qcache_not_cached_changed_since_snapshot").await;
+    a.query_drop("SELECT id FROM t").await.unwrap();
+    assert_eq!(
+        counter(&mut a, "Qcache_not_cached_changed_since_snapshot").await,
+        before + 1
+    );
+    a.query_drop("COMMIT").await.unwrap();
+    drop((a, c));
+    proxy.shutdown().await;
+
+    // Too large: like warnings, known once the result is in.
+    let proxy = common::proxy(|c| c.cache.max_result_bytes = 16).await;
+    let mut c = proxy.conn(&schema).await;
+    let ex = fields(&mut c, "QCACHE EXPLAIN SELECT id, v FROM t").await;
+    assert_eq!(field(&ex, "decision"), "store");
+    assert!(field(&ex, "reason").contains("max_result_bytes"), "{ex:?}");
+    c.query_drop("SELECT id, v FROM t").await.unwrap();
+    assert_eq!(counter(&mut c, "Qcache_not_cached_too_large").await, 1);
+    let last = fields(&mut c, "SHOW QCACHE LAST").await;
+    assert_eq!(field(&last, "reason"), "too_large");
     proxy.shutdown().await;
 }
 
