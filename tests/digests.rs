@@ -607,8 +607,13 @@ async fn explain_store_then_hit_views_rules_and_warnings() {
     assert_eq!(field(&ex, "decision"), "store", "{ex:?}");
     assert_eq!(field(&ex, "entry_present"), "no");
     assert_eq!(field(&ex, "tables"), format!("{schema}.vt"));
-    // The view itself too: redefining it changes what the read returns.
+    // The view itself too: redefining it changes what the read returns (and, since the
+    // catalog follows definers, the privileges the view runs with).
     assert_eq!(field(&ex, "base_tables"), format!("{schema}.t,{schema}.vt"));
+    assert!(
+        field(&ex, "definer_privileges").contains("user root"),
+        "{ex:?}"
+    );
     assert_eq!(field(&ex, "rule"), "none");
     assert_eq!(field(&ex, "digest_text"), "SELECT v FROM vt WHERE id = ?");
     assert_eq!(field(&ex, "key.database"), schema);

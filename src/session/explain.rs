@@ -16,6 +16,7 @@ use crate::admin::statements::Rows;
 use crate::analysis::{self, Analysis, StatementKind};
 use crate::cache::key;
 use crate::config::QueryCacheType;
+use crate::policy::privileges;
 use crate::policy::snapshot;
 use crate::policy::Reason;
 use crate::protocol::packets::TYPE_VAR_STRING;
@@ -242,8 +243,17 @@ impl Session {
         }
         match self.resolve_tables(info).await {
             Ok((named, bases)) => {
-                let list: Vec<String> = bases.iter().map(|(s, n)| format!("{s}.{n}")).collect();
+                // A read through a definer view also depends on the definer's privileges:
+                // stamps in no schema (`policy::privileges::definer_stamps`).
+                let (stamps, tables): (Vec<_>, Vec<_>) = bases
+                    .iter()
+                    .partition(|(s, _)| s == privileges::STAMP_SCHEMA);
+                let list: Vec<String> = tables.iter().map(|(s, n)| format!("{s}.{n}")).collect();
                 f.push(("base_tables", Some(list.join(","))));
+                if !stamps.is_empty() {
+                    let list: Vec<&str> = stamps.iter().map(|(_, n)| n.as_str()).collect();
+                    f.push(("definer_privileges", Some(list.join(","))));
+                }
                 let cfg = self.shared.config();
                 let mut subject_tables = named;
                 subject_tables.extend(bases);
