@@ -42,6 +42,9 @@ pub struct Cli {
     /// Cache memory in bytes.
     #[arg(long, env = "QCACHE_MAX_BYTES")]
     pub max_bytes: Option<u64>,
+    /// Statement shapes with their own row in SHOW QCACHE DIGESTS (0: off).
+    #[arg(long, env = "QCACHE_STATS_DIGESTS")]
+    pub stats_digests: Option<usize>,
     /// HTTP admin address ("" disables).
     #[arg(long, env = "QCACHE_ADMIN_LISTEN")]
     pub admin_listen: Option<String>,
@@ -222,6 +225,9 @@ impl Cli {
         }
         if let Some(v) = self.max_bytes {
             c.cache.max_bytes = v;
+        }
+        if let Some(v) = self.stats_digests {
+            c.stats.digests = v;
         }
         if let Some(v) = &self.admin_listen {
             c.admin.listen = v.clone();

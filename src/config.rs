@@ -48,6 +48,27 @@ pub struct Config {
     pub compression: CompressionConfig,
     /// The shared second-level cache in Redis/Valkey (docs/fleet.md); off by default.
     pub l2: L2Config,
+    /// Statistics beyond the global counters.
+    pub stats: StatsConfig,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct StatsConfig {
+    /// Statement shapes (digest and schema) with their own row in `SHOW QCACHE DIGESTS` and
+    /// `/digests`, the most-called kept, the rest counted together as "other"; 0 turns
+    /// per-digest counting off. A reload applies a new value.
+    pub digests: usize,
+}
+
+/// Beyond this many rows a digest table is no longer something an operator reads, and each
+/// session thread may hold twice as many.
+pub const MAX_DIGESTS: usize = 100_000;
+
+impl Default for StatsConfig {
+    fn default() -> Self {
+        StatsConfig { digests: 1000 }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -452,6 +473,12 @@ impl Config {
         }
         if self.cache.max_result_bytes as u64 > self.cache.max_bytes {
             return bad("cache.max_result_bytes is larger than cache.max_bytes".into());
+        }
+        if self.stats.digests > MAX_DIGESTS {
+            return bad(format!(
+                "stats.digests = {} is more than {MAX_DIGESTS}",
+                self.stats.digests
+            ));
         }
         if self.cache.analysis_memo_entries == 0 {
             return bad("cache.analysis_memo_entries must be at least 1".into());

@@ -15,7 +15,8 @@
 //!   read plans, catalog, binlog tail, latency histograms (`cache::latency`).
 //! - [`policy`] decides, without I/O, what may be cached, stored and served, and why not.
 //! - [`cache`] holds results: keys, the bounded store, table versions, fill guards, read
-//!   plans, latency histograms, and the writes a session owes it (`cache::writes`).
+//!   plans, latency histograms, per-digest statistics (`cache::digests`), and the writes a
+//!   session owes it (`cache::writes`).
 //! - [`analysis`] classifies statements, computes digests and asks sqlparser which tables a
 //!   statement reads or writes (memoised by digest).
 //! - [`invalidation`] sees writes that bypass qcache (binlog) and widens writes through views,

@@ -68,11 +68,12 @@ const LAYERS: &[(&str, u32)] = &[
 
 /// The files of `cache/` and their layer: `writes` applies invalidation through the store;
 /// the store holds entries under keys and counts in stats; entries and read plans hold
-/// version handles.
+/// version handles; per-digest statistics count in the stripes of stats.
 const CACHE_LAYERS: &[(&str, u32)] = &[
     ("writes", 0),
     ("store", 1),
     ("entry", 2),
+    ("digests", 2),
     ("plans", 2),
     ("l2", 2),
     ("key", 3),

@@ -1,5 +1,5 @@
-//! The HTTP admin endpoint on `admin.listen`: `/metrics`, `/healthz`, `/readyz`, `/cache` and
-//! `POST /reload`.
+//! The HTTP admin endpoint on `admin.listen`: `/metrics`, `/healthz`, `/readyz`, `/cache`,
+//! `/digests` and `POST /reload`.
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -55,6 +55,7 @@ pub async fn spawn(
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(readyz))
         .route("/cache", get(cache_summary))
+        .route("/digests", get(digests))
         .route("/reload", post(reload))
         .with_state(state);
     tokio::spawn(async move {
@@ -197,6 +198,12 @@ async fn cache_summary(State(s): State<AppState>) -> Response {
         "binlog": binlog,
     });
     axum::Json(body).into_response()
+}
+
+/// Per-digest statistics: statement shapes with literals as `?`, so no literal a client
+/// sent is ever shown here.
+async fn digests(State(s): State<AppState>) -> Response {
+    axum::Json(super::statements::digests_json(&s.shared)).into_response()
 }
 
 async fn reload(State(s): State<AppState>) -> Response {

@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 
+use crate::cache::digests::{format_utc, wall_time, Counts, DigestRow};
 use crate::protocol::packets::{TYPE_LONGLONG, TYPE_VAR_STRING};
 use crate::shared::Shared;
 
@@ -28,6 +29,101 @@ pub enum AdminStatement {
         schema: Option<String>,
         table: String,
     },
+    /// `SHOW QCACHE DIGESTS [LIKE '…'] [ORDER BY column [ASC|DESC]] [LIMIT n]`
+    Digests(DigestQuery),
+    /// `FLUSH QCACHE DIGESTS`
+    FlushDigests,
+    /// `SHOW QCACHE LAST`: how this session's previous statement went.
+    Last,
+    /// `QCACHE EXPLAIN <statement>`: what this session would do with it, without running it.
+    Explain { sql: Vec<u8> },
+}
+
+/// What `SHOW QCACHE DIGESTS` lists.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DigestQuery {
+    /// Matched against the normalised text, case-insensitively (SQL LIKE, `%` and `_`).
+    pub like: Option<String>,
+    pub order_by: DigestColumn,
+    pub descending: bool,
+    pub limit: Option<usize>,
+}
+
+impl Default for DigestQuery {
+    fn default() -> Self {
+        DigestQuery {
+            like: None,
+            order_by: DigestColumn::Calls,
+            descending: true,
+            limit: None,
+        }
+    }
+}
+
+/// The columns of `SHOW QCACHE DIGESTS` (and the fields of `/digests`), in order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DigestColumn {
+    Digest,
+    Schema,
+    DigestText,
+    Calls,
+    Hits,
+    Misses,
+    Stores,
+    NotCached,
+    RowsSent,
+    BytesSent,
+    UpstreamMsTotal,
+    UpstreamMsMax,
+    TimeSavedMs,
+    FirstSeen,
+    LastSeen,
+}
+
+impl DigestColumn {
+    pub const ALL: [DigestColumn; 15] = [
+        DigestColumn::Digest,
+        DigestColumn::Schema,
+        DigestColumn::DigestText,
+        DigestColumn::Calls,
+        DigestColumn::Hits,
+        DigestColumn::Misses,
+        DigestColumn::Stores,
+        DigestColumn::NotCached,
+        DigestColumn::RowsSent,
+        DigestColumn::BytesSent,
+        DigestColumn::UpstreamMsTotal,
+        DigestColumn::UpstreamMsMax,
+        DigestColumn::TimeSavedMs,
+        DigestColumn::FirstSeen,
+        DigestColumn::LastSeen,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            DigestColumn::Digest => "digest",
+            DigestColumn::Schema => "schema",
+            DigestColumn::DigestText => "digest_text",
+            DigestColumn::Calls => "calls",
+            DigestColumn::Hits => "hits",
+            DigestColumn::Misses => "misses",
+            DigestColumn::Stores => "stores",
+            DigestColumn::NotCached => "not_cached",
+            DigestColumn::RowsSent => "rows_sent",
+            DigestColumn::BytesSent => "bytes_sent",
+            DigestColumn::UpstreamMsTotal => "upstream_ms_total",
+            DigestColumn::UpstreamMsMax => "upstream_ms_max",
+            DigestColumn::TimeSavedMs => "time_saved_ms",
+            DigestColumn::FirstSeen => "first_seen",
+            DigestColumn::LastSeen => "last_seen",
+        }
+    }
+
+    fn from_name(s: &str) -> Option<DigestColumn> {
+        DigestColumn::ALL
+            .into_iter()
+            .find(|c| c.name().eq_ignore_ascii_case(s))
+    }
 }
 
 impl AdminStatement {
@@ -36,8 +132,14 @@ impl AdminStatement {
     /// literals (emails, password hashes, tokens) and cached results carry rows of tables the
     /// asking user may not read, so every listing needs it too. Only the counters are public,
     /// as `SHOW STATUS` is. Fail closed: a statement is privileged unless named here.
+    /// `SHOW QCACHE LAST` and `QCACHE EXPLAIN` speak of the session's own statements; what
+    /// EXPLAIN would reveal of other sessions (whether an entry is present, the rule, the
+    /// tables under views) it shows only to users who hold the privilege.
     pub fn needs_privilege(&self) -> bool {
-        !matches!(self, AdminStatement::Status)
+        !matches!(
+            self,
+            AdminStatement::Status | AdminStatement::Last | AdminStatement::Explain { .. }
+        )
     }
 }
 
@@ -51,8 +153,11 @@ pub fn parse(sql: &[u8]) -> Option<Result<AdminStatement, String>> {
         .take(12)
         .map(|b| b.to_ascii_lowercase())
         .collect();
-    if !(head.starts_with(b"show") || head.starts_with(b"qcache")) {
+    if !(head.starts_with(b"show") || head.starts_with(b"qcache") || head.starts_with(b"flush")) {
         return None;
+    }
+    if let Some(stmt) = explained(sql) {
+        return Some(Ok(AdminStatement::Explain { sql: stmt.to_vec() }));
     }
     let text = String::from_utf8_lossy(sql);
     let text = text.trim().trim_end_matches(';').trim();
@@ -69,6 +174,17 @@ pub fn parse(sql: &[u8]) -> Option<Result<AdminStatement, String>> {
                 Ok(n) => Some(Ok(AdminStatement::Entries { limit: Some(n) })),
                 Err(_) => bad("SHOW QCACHE"),
             },
+            ["last"] => Some(Ok(AdminStatement::Last)),
+            ["digests", ..] => {
+                // After `show qcache digests`, from the text itself: a LIKE pattern keeps
+                // its spaces and case.
+                let at = nth_word_end(text, 3);
+                Some(
+                    digest_query(&text[at..])
+                        .map(AdminStatement::Digests)
+                        .map_err(|e| format!("SHOW QCACHE DIGESTS: {e}: {text}")),
+                )
+            }
             _ => bad("SHOW QCACHE"),
         },
         ["qcache", "invalidate", "table", _] => {
@@ -82,8 +198,124 @@ pub fn parse(sql: &[u8]) -> Option<Result<AdminStatement, String>> {
             }
             Some(Ok(AdminStatement::InvalidateTable { schema, table }))
         }
+        ["flush", "qcache", "digests"] => Some(Ok(AdminStatement::FlushDigests)),
+        ["flush", "qcache", ..] => bad("FLUSH QCACHE"),
         ["qcache", ..] => bad("QCACHE"),
         _ => None,
+    }
+}
+
+/// The statement of `QCACHE EXPLAIN <statement>`, its bytes as the client sent them (its
+/// key is of those bytes).
+fn explained(sql: &[u8]) -> Option<&[u8]> {
+    let mut rest = sql;
+    for word in [&b"qcache"[..], b"explain"] {
+        let start = rest.iter().position(|b| !b.is_ascii_whitespace())?;
+        rest = &rest[start..];
+        let head = rest.get(..word.len())?;
+        if !head.eq_ignore_ascii_case(word) {
+            return None;
+        }
+        rest = &rest[word.len()..];
+        // `QCACHE EXPLAINED` is not `QCACHE EXPLAIN`.
+        if !rest.first().is_some_and(u8::is_ascii_whitespace) {
+            return None;
+        }
+    }
+    let start = rest.iter().position(|b| !b.is_ascii_whitespace())?;
+    Some(&rest[start..])
+}
+
+/// Byte offset in `text` just after its `n`th whitespace-separated word.
+fn nth_word_end(text: &str, n: usize) -> usize {
+    let mut at = 0;
+    for _ in 0..n {
+        let rest = &text[at..];
+        let start = rest.len() - rest.trim_start().len();
+        let word = rest[start..]
+            .find(char::is_whitespace)
+            .unwrap_or(rest.len() - start);
+        at += start + word;
+    }
+    at
+}
+
+/// `[LIKE '…'] [ORDER BY column [ASC|DESC]] [LIMIT n]`, each optional, in this order.
+fn digest_query(rest: &str) -> Result<DigestQuery, String> {
+    let mut q = DigestQuery::default();
+    let mut rest = rest.trim();
+    let take_word = |rest: &mut &str| -> Option<String> {
+        let r = rest.trim_start();
+        let end = r.find(char::is_whitespace).unwrap_or(r.len());
+        if end == 0 {
+            return None;
+        }
+        let w = r[..end].to_string();
+        *rest = &r[end..];
+        Some(w)
+    };
+    let mut next = take_word(&mut rest);
+    if next
+        .as_deref()
+        .is_some_and(|w| w.eq_ignore_ascii_case("like"))
+    {
+        let r = rest.trim_start();
+        let quote = r.chars().next().filter(|c| *c == '\'' || *c == '"');
+        let Some(quote) = quote else {
+            return Err("LIKE needs a quoted pattern".into());
+        };
+        let body = &r[1..];
+        let Some(end) = body.find(quote) else {
+            return Err("unterminated LIKE pattern".into());
+        };
+        q.like = Some(body[..end].to_lowercase());
+        rest = &body[end + 1..];
+        next = take_word(&mut rest);
+    }
+    if next
+        .as_deref()
+        .is_some_and(|w| w.eq_ignore_ascii_case("order"))
+    {
+        if !take_word(&mut rest).is_some_and(|w| w.eq_ignore_ascii_case("by")) {
+            return Err("ORDER needs BY".into());
+        }
+        let col = take_word(&mut rest).ok_or("ORDER BY needs a column")?;
+        q.order_by = DigestColumn::from_name(&col).ok_or_else(|| {
+            let names: Vec<_> = DigestColumn::ALL.iter().map(|c| c.name()).collect();
+            format!("no column {col:?} (one of {})", names.join(", "))
+        })?;
+        // Numbers read best most first, names alphabetically.
+        q.descending = !matches!(
+            q.order_by,
+            DigestColumn::Digest | DigestColumn::Schema | DigestColumn::DigestText
+        );
+        next = take_word(&mut rest);
+        match next.as_deref().map(str::to_ascii_lowercase).as_deref() {
+            Some("asc") => {
+                q.descending = false;
+                next = take_word(&mut rest);
+            }
+            Some("desc") => {
+                q.descending = true;
+                next = take_word(&mut rest);
+            }
+            _ => {}
+        }
+    }
+    if next
+        .as_deref()
+        .is_some_and(|w| w.eq_ignore_ascii_case("limit"))
+    {
+        let n = take_word(&mut rest).ok_or("LIMIT needs a number")?;
+        q.limit = Some(
+            n.parse()
+                .map_err(|_| format!("LIMIT {n:?} is not a number"))?,
+        );
+        next = take_word(&mut rest);
+    }
+    match next {
+        None => Ok(q),
+        Some(w) => Err(format!("unexpected {w:?}")),
     }
 }
 
@@ -247,6 +479,165 @@ pub fn entries(shared: &Shared, limit: Option<usize>) -> Rows {
     }
 }
 
+/// The rows of `SHOW QCACHE DIGESTS` as `q` asks: filtered by LIKE on the normalised text,
+/// ordered, limited; then "other" (shapes beyond `stats.digests`) unless a LIKE filtered.
+pub fn digest_rows(shared: &Shared, q: &DigestQuery) -> Vec<DigestRow> {
+    let all = shared.digests.rows();
+    let (mut list, other): (Vec<DigestRow>, Vec<DigestRow>) =
+        all.into_iter().partition(|r| r.digest.is_some());
+    if let Some(p) = &q.like {
+        list.retain(|r| {
+            r.text
+                .as_deref()
+                .is_some_and(|t| like_match(p, &t.to_lowercase()))
+        });
+    }
+    list.sort_by(|a, b| {
+        let o = compare(a, b, q.order_by);
+        let o = if q.descending { o.reverse() } else { o };
+        o.then(a.digest.cmp(&b.digest))
+    });
+    list.truncate(q.limit.unwrap_or(usize::MAX));
+    if q.like.is_none() {
+        list.extend(other);
+    }
+    list
+}
+
+fn compare(a: &DigestRow, b: &DigestRow, by: DigestColumn) -> std::cmp::Ordering {
+    let (x, y) = (&a.counts, &b.counts);
+    match by {
+        DigestColumn::Digest => a.digest.cmp(&b.digest),
+        DigestColumn::Schema => a.schema.cmp(&b.schema),
+        DigestColumn::DigestText => a.text.cmp(&b.text),
+        DigestColumn::Calls => x.calls.cmp(&y.calls),
+        DigestColumn::Hits => x.hits.cmp(&y.hits),
+        DigestColumn::Misses => x.misses.cmp(&y.misses),
+        DigestColumn::Stores => x.stores.cmp(&y.stores),
+        DigestColumn::NotCached => x.not_cached_total().cmp(&y.not_cached_total()),
+        DigestColumn::RowsSent => x.rows.cmp(&y.rows),
+        DigestColumn::BytesSent => x.bytes.cmp(&y.bytes),
+        DigestColumn::UpstreamMsTotal => x.upstream_ns.cmp(&y.upstream_ns),
+        DigestColumn::UpstreamMsMax => x.upstream_max_ns.cmp(&y.upstream_max_ns),
+        DigestColumn::TimeSavedMs => x.time_saved_ns().cmp(&y.time_saved_ns()),
+        DigestColumn::FirstSeen => x.first_seen.cmp(&y.first_seen),
+        DigestColumn::LastSeen => x.last_seen.cmp(&y.last_seen),
+    }
+}
+
+/// One value of a digest row: a count, or text (NULL when None).
+pub enum DigestValue {
+    Count(u64),
+    Text(Option<String>),
+}
+
+/// `reason:n,…`, most frequent first: the not-cached counts of a row as one cell.
+pub fn reasons_cell(c: &Counts) -> String {
+    let mut r = c.not_cached.clone();
+    r.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.as_str().cmp(b.0.as_str())));
+    r.iter()
+        .map(|(reason, n)| format!("{}:{n}", reason.as_str()))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+fn ms(ns: u64) -> String {
+    format!("{:.3}", ns as f64 / 1e6)
+}
+
+/// Column `c` of row `r`, as SHOW QCACHE DIGESTS and /digests show it.
+pub fn digest_value(r: &DigestRow, c: DigestColumn) -> DigestValue {
+    let n = &r.counts;
+    let when = |t: Option<std::time::Instant>| t.map(|t| format_utc(wall_time(t)));
+    match c {
+        DigestColumn::Digest => DigestValue::Text(Some(
+            r.digest
+                .map_or_else(|| "other".to_string(), |d| format!("{d:016x}")),
+        )),
+        DigestColumn::Schema => DigestValue::Text(r.schema.as_deref().map(str::to_string)),
+        DigestColumn::DigestText => DigestValue::Text(r.text.as_deref().map(str::to_string)),
+        DigestColumn::Calls => DigestValue::Count(n.calls),
+        DigestColumn::Hits => DigestValue::Count(n.hits),
+        DigestColumn::Misses => DigestValue::Count(n.misses),
+        DigestColumn::Stores => DigestValue::Count(n.stores),
+        DigestColumn::NotCached => DigestValue::Text(Some(reasons_cell(n))),
+        DigestColumn::RowsSent => DigestValue::Count(n.rows),
+        DigestColumn::BytesSent => DigestValue::Count(n.bytes),
+        DigestColumn::UpstreamMsTotal => DigestValue::Text(Some(ms(n.upstream_ns))),
+        DigestColumn::UpstreamMsMax => DigestValue::Text(Some(ms(n.upstream_max_ns))),
+        DigestColumn::TimeSavedMs => DigestValue::Text(Some(ms(n.time_saved_ns()))),
+        DigestColumn::FirstSeen => DigestValue::Text(when(n.first_seen)),
+        DigestColumn::LastSeen => DigestValue::Text(when(n.last_seen)),
+    }
+}
+
+/// `SHOW QCACHE DIGESTS`.
+pub fn digests(shared: &Shared, q: &DigestQuery) -> Rows {
+    let rows = digest_rows(shared, q);
+    Rows {
+        columns: DigestColumn::ALL
+            .iter()
+            .map(|c| {
+                let t = match digest_value(&DigestRow::empty(), *c) {
+                    DigestValue::Count(_) => TYPE_LONGLONG,
+                    DigestValue::Text(_) => TYPE_VAR_STRING,
+                };
+                (c.name(), t)
+            })
+            .collect(),
+        rows: rows
+            .iter()
+            .map(|r| {
+                DigestColumn::ALL
+                    .iter()
+                    .map(|c| match digest_value(r, *c) {
+                        DigestValue::Count(n) => Some(n.to_string()),
+                        DigestValue::Text(t) => t,
+                    })
+                    .collect()
+            })
+            .collect(),
+    }
+}
+
+/// `/digests`: every row as a JSON object (not-cached reasons as an object of counts,
+/// times in milliseconds as numbers), "other" apart.
+pub fn digests_json(shared: &Shared) -> serde_json::Value {
+    use serde_json::{json, Map, Value};
+    let rows = digest_rows(shared, &DigestQuery::default());
+    let object = |r: &DigestRow| -> Value {
+        let mut m = Map::new();
+        for c in DigestColumn::ALL {
+            let v = match (c, digest_value(r, c)) {
+                (DigestColumn::NotCached, _) => Value::Object(
+                    r.counts
+                        .not_cached
+                        .iter()
+                        .map(|(k, n)| (k.as_str().to_string(), json!(n)))
+                        .collect(),
+                ),
+                (
+                    DigestColumn::UpstreamMsTotal
+                    | DigestColumn::UpstreamMsMax
+                    | DigestColumn::TimeSavedMs,
+                    DigestValue::Text(Some(t)),
+                ) => t.parse::<f64>().map_or(Value::Null, |f| json!(f)),
+                (_, DigestValue::Count(n)) => json!(n),
+                (_, DigestValue::Text(t)) => json!(t),
+            };
+            m.insert(c.name().to_string(), v);
+        }
+        Value::Object(m)
+    };
+    let (list, other): (Vec<&DigestRow>, Vec<&DigestRow>) =
+        rows.iter().partition(|r| r.digest.is_some());
+    json!({
+        "capacity": shared.digests.capacity(),
+        "digests": list.into_iter().map(object).collect::<Vec<_>>(),
+        "other": other.first().map(|r| object(r)),
+    })
+}
+
 /// `SHOW QCACHE TABLES`: every table qcache has a version for, with its entries held now.
 pub fn tables(shared: &Shared) -> Rows {
     let mut per_table: HashMap<String, u64> = HashMap::new();
@@ -322,6 +713,61 @@ mod tests {
         assert_eq!(parse(b"SELECT 1"), None);
     }
 
+    #[test]
+    fn parses_digests_last_and_explain() {
+        let q = |sql: &str| match parse(sql.as_bytes()) {
+            Some(Ok(AdminStatement::Digests(q))) => q,
+            other => panic!("{sql}: {other:?}"),
+        };
+        assert_eq!(q("SHOW QCACHE DIGESTS"), DigestQuery::default());
+        assert_eq!(
+            q("show qcache digests like 'SELECT % FROM t%' order by upstream_ms_total asc limit 3;"),
+            DigestQuery {
+                like: Some("select % from t%".into()),
+                order_by: DigestColumn::UpstreamMsTotal,
+                descending: false,
+                limit: Some(3),
+            }
+        );
+        let by_text = q("SHOW QCACHE DIGESTS ORDER BY digest_text");
+        assert_eq!(by_text.order_by, DigestColumn::DigestText);
+        assert!(!by_text.descending);
+        assert!(q("SHOW QCACHE DIGESTS ORDER BY hits DESC").descending);
+        assert_eq!(q("SHOW QCACHE DIGESTS LIMIT 0").limit, Some(0));
+        for bad in [
+            "SHOW QCACHE DIGESTS LIKE",
+            "SHOW QCACHE DIGESTS LIKE 'x",
+            "SHOW QCACHE DIGESTS ORDER hits",
+            "SHOW QCACHE DIGESTS ORDER BY nothing",
+            "SHOW QCACHE DIGESTS LIMIT many",
+            "SHOW QCACHE DIGESTS LIMIT 1 LIKE 'x'",
+            "SHOW QCACHE DIGESTS extra",
+        ] {
+            assert!(matches!(parse(bad.as_bytes()), Some(Err(_))), "{bad}");
+        }
+        assert_eq!(
+            parse(b"FLUSH QCACHE DIGESTS"),
+            Some(Ok(AdminStatement::FlushDigests))
+        );
+        assert!(matches!(parse(b"FLUSH QCACHE"), Some(Err(_))));
+        assert_eq!(parse(b"FLUSH TABLES"), None);
+        assert_eq!(parse(b"show qcache last"), Some(Ok(AdminStatement::Last)));
+        assert_eq!(
+            parse(b"QCACHE EXPLAIN  SELECT c FROM t WHERE id = 1"),
+            Some(Ok(AdminStatement::Explain {
+                sql: b"SELECT c FROM t WHERE id = 1".to_vec()
+            }))
+        );
+        assert_eq!(
+            parse(b"qcache explain\nSELECT 'a  b'"),
+            Some(Ok(AdminStatement::Explain {
+                sql: b"SELECT 'a  b'".to_vec()
+            }))
+        );
+        assert!(matches!(parse(b"QCACHE EXPLAIN"), Some(Err(_))));
+        assert!(matches!(parse(b"QCACHE EXPLAINED x"), Some(Err(_))));
+    }
+
     /// Every admin statement that shows or changes cached data needs the privilege; only the
     /// counters do not.
     #[test]
@@ -332,6 +778,12 @@ mod tests {
             ("SHOW QCACHE ENTRIES LIMIT 1", true),
             ("SHOW QCACHE TABLES", true),
             ("QCACHE INVALIDATE TABLE t", true),
+            ("SHOW QCACHE DIGESTS", true),
+            ("SHOW QCACHE DIGESTS LIKE '%' LIMIT 1", true),
+            ("FLUSH QCACHE DIGESTS", true),
+            // The session's own statements; EXPLAIN hides what is not (session::explain).
+            ("SHOW QCACHE LAST", false),
+            ("QCACHE EXPLAIN SELECT 1", false),
         ];
         for (sql, want) in cases {
             let stmt = parse(sql.as_bytes()).unwrap().unwrap();

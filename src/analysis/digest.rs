@@ -90,6 +90,86 @@ fn sign_is_unary_after(sql: &[u8], p: &Token) -> bool {
     }
 }
 
+/// Where the digest's walk puts the normalised tokens: the hashing [`Sink`] on every
+/// statement, a readable string ([`normalised_text`]) only on a miss.
+trait Out {
+    fn token(&mut self, t: &Token, sql: &[u8]);
+}
+
+impl Out for Sink {
+    fn token(&mut self, t: &Token, sql: &[u8]) {
+        match t.tok {
+            Tok::Number | Tok::Str | Tok::HexBin => self.push(b"?"),
+            Tok::Word | Tok::Var => self.push_lower(t.bytes(sql)),
+            Tok::DoubleQuoted | Tok::Backquoted | Tok::Punct(_) => self.push(t.bytes(sql)),
+        }
+        // The separator keeps `a b` and `ab` apart.
+        self.push(b" ");
+    }
+}
+
+/// The statement as an operator reads it: literals as `?`, one space between tokens
+/// except around `.`, `,` and parentheses, words as first written. Bounded by `max`.
+struct Text {
+    out: Vec<u8>,
+    max: usize,
+    /// The previous token wants no space after it (`(`, `.`, or the start).
+    glue_next: bool,
+    /// The previous token is a name a `(` belongs to (`count(`), not a keyword (`in (`).
+    call_before: bool,
+}
+
+/// Keywords a `(` after which opens a list or subquery, not a call's arguments.
+const SPACED_BEFORE_PAREN: &[&str] = &[
+    "ALL", "AND", "ANY", "AS", "EXISTS", "FROM", "IN", "JOIN", "NOT", "ON", "OR", "SELECT", "SOME",
+    "UNION", "USING", "VALUES", "WHERE", "XOR",
+];
+
+impl Out for Text {
+    fn token(&mut self, t: &Token, sql: &[u8]) {
+        if self.out.len() >= self.max {
+            return;
+        }
+        let bytes: &[u8] = match t.tok {
+            Tok::Number | Tok::Str | Tok::HexBin => b"?",
+            _ => t.bytes(sql),
+        };
+        let glue_before = matches!(t.tok, Tok::Punct(b'.' | b',' | b')' | b';'))
+            || (t.is_punct(b'(') && self.call_before);
+        if !self.glue_next && !glue_before {
+            self.out.push(b' ');
+        }
+        self.out.extend_from_slice(bytes);
+        self.glue_next = matches!(t.tok, Tok::Punct(b'(' | b'.'));
+        self.call_before = match t.tok {
+            Tok::Word => !SPACED_BEFORE_PAREN.iter().any(|k| t.is_kw(sql, k)),
+            Tok::Backquoted => true,
+            _ => false,
+        };
+    }
+}
+
+/// Walks `sql`'s tokens as the digest sees them: a sign in front of a number is part of
+/// the literal wherever no operand precedes it (`id = -1` is `id = 1`'s shape); after an
+/// operand it is subtraction and stays.
+fn walk(sql: &[u8], out: &mut impl Out) {
+    let mut lx = Lexer::new(sql).peekable();
+    let mut prev: Option<Token> = None;
+    while let Some(t) = lx.next() {
+        if (t.is_punct(b'-') || t.is_punct(b'+'))
+            && lx
+                .peek()
+                .is_some_and(|n| matches!(n.tok, Tok::Number | Tok::HexBin))
+            && prev.is_none_or(|p| sign_is_unary_after(sql, &p))
+        {
+            prev = Some(t);
+            continue;
+        }
+        out.token(&t, sql);
+        prev = Some(t);
+    }
+}
+
 /// xxh3 digest of the statement's shape (see the module doc). Never panics, whatever the bytes.
 pub fn digest(sql: &[u8]) -> u64 {
     if sql.contains(&b'\\') {
@@ -100,30 +180,33 @@ pub fn digest(sql: &[u8]) -> u64 {
         len: 0,
         spill: None,
     };
-    let mut lx = Lexer::new(sql).peekable();
-    let mut prev: Option<Token> = None;
-    while let Some(t) = lx.next() {
-        // A sign in front of a number is part of the literal (`id = -1` is `id = 1`'s shape)
-        // wherever no operand precedes it; after an operand it is subtraction and stays.
-        if (t.is_punct(b'-') || t.is_punct(b'+'))
-            && lx
-                .peek()
-                .is_some_and(|n| matches!(n.tok, Tok::Number | Tok::HexBin))
-            && prev.is_none_or(|p| sign_is_unary_after(sql, &p))
-        {
-            prev = Some(t);
-            continue;
-        }
-        match t.tok {
-            Tok::Number | Tok::Str | Tok::HexBin => sink.push(b"?"),
-            Tok::Word | Tok::Var => sink.push_lower(t.bytes(sql)),
-            Tok::DoubleQuoted | Tok::Backquoted | Tok::Punct(_) => sink.push(t.bytes(sql)),
-        }
-        // The separator keeps `a b` and `ab` apart.
-        sink.push(b" ");
-        prev = Some(t);
-    }
+    walk(sql, &mut sink);
     sink.finish()
+}
+
+/// The shape [`digest`] hashes, as text for operators (per-digest statistics): literals are
+/// `?`, comments and extra whitespace gone, at most `max` bytes (then `…`). None for a
+/// statement with a backslash, whose digest is of its verbatim bytes: where its strings
+/// end depends on NO_BACKSLASH_ESCAPES, so a literal could show through a misread
+/// boundary, and literals (emails, hashes) must never reach a statistics table.
+pub fn normalised_text(sql: &[u8], max: usize) -> Option<String> {
+    if sql.contains(&b'\\') {
+        return None;
+    }
+    let mut text = Text {
+        out: Vec::with_capacity(sql.len().min(max) + 8),
+        max,
+        glue_next: true,
+        call_before: false,
+    };
+    walk(sql, &mut text);
+    let mut s = String::from_utf8_lossy(&text.out).into_owned();
+    if s.len() > max {
+        let cut = s.floor_char_boundary(max);
+        s.truncate(cut);
+        s.push('…');
+    }
+    Some(s)
 }
 
 #[cfg(test)]
@@ -223,6 +306,47 @@ mod tests {
     }
 
     #[test]
+    fn normalised_text_reads_like_sql() {
+        let t = |s: &str| normalised_text(s.as_bytes(), 200).unwrap();
+        assert_eq!(
+            t("SELECT c, d FROM t  WHERE id=42 AND s = 'x@y.z' -- note"),
+            "SELECT c, d FROM t WHERE id = ? AND s = ?"
+        );
+        assert_eq!(
+            t("select count(*) from db.t where a in (1, -2) and b = x'41'"),
+            "select count(*) from db.t where a in (?, ?) and b = ?"
+        );
+        assert_eq!(t("SELECT a - 1 FROM `T`"), "SELECT a - ? FROM `T`");
+        // No literal survives, whatever its kind.
+        let secret = "SELECT * FROM u WHERE e = 'alice@example.com' AND h = 0xdeadbeef                       AND n = 123456789 AND f = 1.5e3 AND b = b'0101'";
+        let shown = t(secret);
+        for lit in ["alice", "dead", "123456789", "1.5", "0101"] {
+            assert!(!shown.contains(lit), "{shown}");
+        }
+        // A backslash: the digest is verbatim and the text is not shown.
+        assert_eq!(normalised_text(b"SELECT 'a\\'' FROM t", 200), None);
+        // Bounded.
+        let long = format!("SELECT {} FROM t", vec!["col"; 400].join(", "));
+        let cut = normalised_text(long.as_bytes(), 64).unwrap();
+        assert!(
+            cut.len() <= 64 + '…'.len_utf8() && cut.ends_with('…'),
+            "{cut}"
+        );
+    }
+
+    proptest::proptest! {
+        /// Statements with one text have one digest: the text never merges shapes the
+        /// digest separates by more than letter case.
+        #[test]
+        fn equal_digests_for_equal_literal_free_shapes(a in 0u32..1000, b in 0u32..1000) {
+            let x = format!("SELECT c FROM t WHERE id = {a} AND s = 'v{b}'");
+            let y = format!("SELECT c FROM t WHERE id = {b} AND s = 'w{a}'");
+            proptest::prop_assert_eq!(normalised_text(x.as_bytes(), 200), normalised_text(y.as_bytes(), 200));
+            proptest::prop_assert_eq!(digest(x.as_bytes()), digest(y.as_bytes()));
+        }
+    }
+
+    #[test]
     fn garbage_never_panics() {
         for s in [
             &b"\xff\xfe\x00'"[..],
@@ -234,6 +358,7 @@ mod tests {
             b"--",
         ] {
             let _ = digest(s);
+            let _ = normalised_text(s, 8);
         }
     }
 }

@@ -44,7 +44,7 @@ mod scan;
 mod set;
 
 pub use comments::{server_str, server_text, ServerVersion};
-pub use digest::digest;
+pub use digest::{digest, normalised_text};
 pub use fallback::{calls_unknown_code, sequences_written};
 pub use memo::Analyzer;
 pub use parse::analyze;

@@ -47,6 +47,11 @@ pub struct Entry {
     /// The L2 versions this result was computed under, when L2 vouched for it: what strict
     /// mode (`l2.validate_hits = "remote"`) checks before serving it.
     pub l2: Option<super::l2::L2Stamps>,
+    /// Rows in the result, and the statement's normalised text (literals as `?`, shared by
+    /// every entry of the shape): what a hit adds to its digest's statistics without
+    /// looking at the statement.
+    pub rows: u64,
+    pub shape: Option<std::sync::Arc<str>>,
 }
 
 impl Entry {
@@ -64,7 +69,16 @@ impl Entry {
             hits: AtomicU64::new(0),
             found_rows: 0,
             l2: None,
+            rows: 0,
+            shape: None,
         }
+    }
+
+    /// Rows in the result and the shape's text, for per-digest statistics.
+    pub fn with_shape(mut self, rows: u64, shape: Option<std::sync::Arc<str>>) -> Entry {
+        self.rows = rows;
+        self.shape = shape;
+        self
     }
 
     pub fn with_found_rows(mut self, n: u64) -> Entry {

@@ -22,6 +22,7 @@
 //! // writes: cache.invalidate_table(&t, InvalidationSource::Write) before forwarding the OK.
 //! ```
 
+pub mod digests;
 pub mod entry;
 pub mod key;
 pub mod l2;

@@ -56,7 +56,7 @@ impl InvalidationSource {
 }
 
 /// Stripes of the hit counter; more than the cores qcache is likely to run on is pointless.
-const STRIPES: usize = 16;
+pub(crate) const STRIPES: usize = 16;
 
 /// One stripe per cache line (128 bytes covers adjacent-line prefetch), so threads counting
 /// hits do not bounce one line between cores.
@@ -66,7 +66,7 @@ struct Stripe(AtomicU64);
 
 /// This thread's stripe, fixed for its life.
 #[inline]
-fn stripe() -> usize {
+pub(crate) fn stripe() -> usize {
     thread_local! {
         static STRIPE: usize = {
             static NEXT: AtomicU64 = AtomicU64::new(0);

@@ -84,6 +84,9 @@ pub struct Response {
     pub prepared: Option<(u32, u16, u16)>,
     /// MariaDB progress reports seen (never part of a cached result).
     pub progress: u32,
+    /// Bytes of the packets fed, with their 4-byte headers (as the client receives them
+    /// on an uncompressed leg).
+    pub bytes: u64,
 }
 
 impl Response {
@@ -107,6 +110,7 @@ impl Response {
             cursor: false,
             prepared: None,
             progress: 0,
+            bytes: 0,
         }
     }
 
@@ -145,6 +149,7 @@ impl Response {
     /// Feeds the next server packet's payload.
     pub fn feed(&mut self, p: &[u8]) -> Result<Step, ResponseError> {
         self.status_here = None;
+        self.bytes += p.len() as u64 + 4;
         let first = *p.first().ok_or(ResponseError("empty packet"))?;
         if first == 0xff && p.len() >= 3 && p[1] == 0xff && p[2] == 0xff {
             // MariaDB's progress report (error code 0xFFFF) for clients with

@@ -29,6 +29,8 @@ impl Session {
             return Ok(false);
         };
         let seq = pkt.seq.wrapping_add(1);
+        // `SHOW QCACHE LAST` after this one still speaks of the statement before.
+        self.cur.admin = true;
         let stmt = match parsed {
             Ok(s) => s,
             Err(msg) => {
@@ -45,6 +47,15 @@ impl Session {
             AdminStatement::Status => statements::status(&self.shared),
             AdminStatement::Entries { limit } => statements::entries(&self.shared, limit),
             AdminStatement::Tables => statements::tables(&self.shared),
+            AdminStatement::Digests(q) => statements::digests(&self.shared, &q),
+            AdminStatement::FlushDigests => {
+                self.shared.digests.reset();
+                info!("FLUSH QCACHE DIGESTS");
+                self.send_ok(seq).await?;
+                return Ok(true);
+            }
+            AdminStatement::Last => self.last_rows(),
+            AdminStatement::Explain { sql } => self.explain(&sql).await?,
             AdminStatement::InvalidateTable { schema, table } => {
                 let Some((s, t)) = self.st.qualify(schema.as_deref(), &table) else {
                     self.send_own_error(seq, 1046, "3D000", "No database selected")

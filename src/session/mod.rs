@@ -6,6 +6,8 @@ mod begin;
 pub mod conn;
 mod context;
 mod diagnostics;
+mod digests;
+mod explain;
 pub mod handshake;
 mod l2;
 mod prepared;
@@ -70,6 +72,10 @@ pub struct Session {
     pub(crate) fill_scratch: bytes::BytesMut,
     /// Where a prepared execute's key material is assembled, reused across executes.
     pub(crate) key_scratch: Vec<u8>,
+    /// What happened to the statement being answered, and to the one before it
+    /// (per-digest statistics, `SHOW QCACHE LAST`).
+    pub(crate) cur: digests::Current,
+    pub(crate) last: digests::Last,
 }
 
 /// Runs one client from accept to close.
@@ -137,6 +143,11 @@ async fn start(client: conn::Stream, shared: Arc<Shared>) -> Result<Session, Ses
         legs: negotiated.legs,
         fill_scratch: bytes::BytesMut::new(),
         key_scratch: Vec::new(),
+        cur: Default::default(),
+        last: digests::Last {
+            none: true,
+            ..Default::default()
+        },
     };
     // The session's settings as it inherited them from the globals: part of the key.
     s.client.flush().await.map_err(SessionError::client)?;
@@ -202,7 +213,12 @@ impl Session {
                 let _ = self.upstream.send(pkt.seq, &pkt.payload).await;
                 return Ok(false);
             }
-            com::QUERY => self.query(pkt).await?,
+            com::QUERY => {
+                let sql = pkt.payload.slice(1..);
+                self.statement_start();
+                self.query(pkt).await?;
+                self.statement_end(digests::Statement::Text(&sql));
+            }
             com::INIT_DB => {
                 let resp = self.relay_command(&pkt, Expect::OnePacket).await?;
                 if resp.oks > 0 {
@@ -211,7 +227,17 @@ impl Session {
                 }
             }
             com::STMT_PREPARE => self.stmt_prepare(pkt).await?,
-            com::STMT_EXECUTE => self.stmt_execute(pkt).await?,
+            com::STMT_EXECUTE => {
+                let id = stmt_id(&pkt.payload).map(|id| match id {
+                    u32::MAX => self.st.last_stmt.unwrap_or(id),
+                    id => id,
+                });
+                self.statement_start();
+                self.stmt_execute(pkt).await?;
+                if let Some(id) = id {
+                    self.statement_end(digests::Statement::Prepared(id));
+                }
+            }
             com::STMT_BULK_EXECUTE => self.stmt_execute(pkt).await?,
             com::STMT_FETCH => {
                 self.relay_command(&pkt, Expect::Rows).await?;

@@ -20,13 +20,17 @@ impl Session {
         // Same length as `sql`, so the scan's hint spans apply to `sql` too.
         let text = analysis::server_text(&sql, self.st.server);
         let scan = analysis::scan(&text);
-        if scan.multi {
-            return self.multi_statement(pkt, &text).await;
-        }
-        if matches!(scan.kind, StatementKind::Show | StatementKind::Other)
-            && self.admin_statement(&pkt, &sql).await?
+        // Before the multi-statement split: `QCACHE EXPLAIN a; b` is qcache's, and any
+        // other statement qcache owns followed by more is refused whole, never relayed.
+        if matches!(
+            scan.kind,
+            StatementKind::Show | StatementKind::Other | StatementKind::Flush
+        ) && self.admin_statement(&pkt, &sql).await?
         {
             return Ok(());
+        }
+        if scan.multi {
+            return self.multi_statement(pkt, &text).await;
         }
         if let Some(why) = classify::relayed_write(scan.kind, &text) {
             self.plan_unknown_write_for(why);

@@ -51,11 +51,11 @@ struct FillTarget {
 
 /// A cacheable read on a miss: its key, the tables it depends on, the payload to send.
 pub(super) struct ReadPlan {
-    key: Key,
-    tables: Arc<[TableHandle]>,
+    pub(super) key: Key,
+    pub(super) tables: Arc<[TableHandle]>,
     digest: u64,
     /// From a `cache` rule with a TTL: the entry expires this long after it is stored.
-    ttl: Option<Duration>,
+    pub(super) ttl: Option<Duration>,
 }
 
 impl Session {
@@ -152,6 +152,7 @@ impl Session {
         }
         let text = analysis::server_text(&stmt, self.st.server);
         let digest = analysis::digest(&text);
+        self.note_digest(digest);
         let an = self.shared.analyzer.analyze(&text, digest);
         let plan = match self.plan_read(&an, key, digest, &stmt).await {
             Ok(_) if !identified => {
@@ -190,11 +191,21 @@ impl Session {
 
     /// A cached entry this session may be served, if any (counted as a hit).
     pub(super) fn lookup(&self, key: Key, mode: &ReadMode) -> Option<Arc<Entry>> {
+        // The common case: one map lookup and the stamp check, nothing else.
+        if matches!(mode, ReadMode::Plain) && self.st.temp_tables.is_empty() {
+            return self.shared.cache.get_current(key);
+        }
+        let e = self.servable(key, mode)?;
+        self.shared.cache.hit(&e);
+        Some(e)
+    }
+
+    /// The entry [`lookup`](Self::lookup) would serve, without counting it as served
+    /// (`QCACHE EXPLAIN` asks this too).
+    pub(super) fn servable(&self, key: Key, mode: &ReadMode) -> Option<Arc<Entry>> {
         let cache = &self.shared.cache;
         let snap = match mode {
             ReadMode::Establishing(_) => return None,
-            // The common case: one map lookup and the stamp check, nothing else.
-            ReadMode::Plain if self.st.temp_tables.is_empty() => return cache.get_current(key),
             ReadMode::Plain => None,
             ReadMode::Snapshot(snap) => Some(snap),
         };
@@ -219,7 +230,6 @@ impl Session {
         if !usable || shadowed {
             return None;
         }
-        cache.hit(&e);
         Some(e)
     }
 
@@ -233,6 +243,7 @@ impl Session {
         let st = self.st.status;
         e.write_patched(st, self.client.wbuf());
         self.st.after_hit = Some(e.found_rows);
+        self.note_hit(e, started);
         self.client
             .flush_if_large()
             .await
@@ -542,8 +553,10 @@ impl Session {
             digest: plan.digest,
             expires_at_ms: plan.ttl.map_or(0, |t| now_ms() + t.as_millis() as u64),
         });
+        let shape = self.shape_text(plan.digest, sql);
         let mut entry = Entry::new(bytes, last, target.stamps, plan.digest)
             .with_found_rows(found_rows.unwrap_or(0))
+            .with_shape(resp.rows, shape)
             .with_meta_status_at(meta)
             .with_sql(&String::from_utf8_lossy(&sql[..sql.len().min(256)]))
             .with_l2(target.l2_fill.as_ref().and_then(|(s, _)| s.clone()));
@@ -556,7 +569,7 @@ impl Session {
         }
         // The store counts its own refusals (too large, stale fill).
         let cache = &self.shared.cache;
-        let _ = match (target.guard, target.snap) {
+        self.cur.stored = match (target.guard, target.snap) {
             (Some(g), Some(s)) => g.insert_in(entry, &s),
             (Some(g), None) => g.insert(entry),
             (None, Some(s)) => cache.insert_in(plan.key, entry, &s),
@@ -574,9 +587,11 @@ impl Session {
         fill: Option<&mut Fill>,
         cacheable_read: bool,
     ) -> Result<Response, SessionError> {
+        let sent = Instant::now();
         let resp = self
             .exchange_as(seq, payload, Expect::Results, fill, cacheable_read)
             .await?;
+        self.note_sent(&resp, sent, sent.elapsed());
         if snapshot::opens_view(cacheable_read) {
             if let Some(txn) = &mut self.st.txn {
                 txn.view_open = true;
@@ -595,8 +610,10 @@ impl Session {
         }
     }
 
-    pub(super) fn note_not_cached(&self, reason: Reason) {
+    pub(super) fn note_not_cached(&mut self, reason: Reason) {
         self.shared.cache.stats().not_cached(reason);
+        self.cur.read = true;
+        self.cur.reason.get_or_insert(reason);
     }
 }
 

@@ -15,6 +15,7 @@ use arc_swap::ArcSwap;
 use tracing::warn;
 
 use crate::analysis::{self, Analysis, Analyzer, WriteTargets};
+use crate::cache::digests::Digests;
 use crate::cache::latency::Latencies;
 use crate::cache::plans::ReadPlans;
 use crate::cache::writes::{Pending, Txn};
@@ -45,6 +46,8 @@ pub struct Shared {
     pub connections: AtomicU64,
     /// Hit and miss timings for /metrics.
     pub latencies: Latencies,
+    /// Per-digest statistics (`SHOW QCACHE DIGESTS`, `/digests`).
+    pub digests: Digests,
     /// The command line the config came from, for SIGHUP and POST /reload; None when started
     /// from a bare `Config` (then there is nothing to re-read).
     reload_source: std::sync::Mutex<Option<Cli>>,
@@ -86,7 +89,9 @@ impl Shared {
             crate::cache::l2::L2::start(config.l2.clone(), cache.versions_arc(), tail)
         });
         let l2_remote = l2.as_ref().is_some_and(|l| l.remote_validation());
+        let digests = Digests::new(config.stats.digests);
         Shared {
+            digests,
             l2,
             l2_remote,
             config: ArcSwap::from_pointee(config),

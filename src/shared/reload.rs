@@ -36,6 +36,7 @@ pub fn reload_log_level(level: &str) -> Result<(), LogLevelError> {
 
 impl Shared {
     pub fn swap_config(&self, c: Config) {
+        self.digests.set_capacity(c.stats.digests);
         self.config.store(Arc::new(c));
         // Certificates may have been replaced in place: read them again.
         crate::tls::forget();

@@ -1,0 +1,536 @@
+//! Per-digest statistics: for each statement shape (digest) and default schema, how often
+//! it ran, hit, missed and was stored, why it was not cached, what it sent and what it cost
+//! the server — bounded to the top N shapes by calls, the rest folded into one "other" row.
+//!
+//! Counting is on the hit path, so nothing here is shared by all sessions: each session
+//! thread adds to its own stripe (a mutex only readers and that thread take), and readers
+//! merge the stripes. A stripe holds at most 2·N rows; when it fills, its N most-called
+//! rows stay and the rest fold into its "other". A read merges the stripes, keeps the N
+//! most-called shapes and folds the rest, so counts are exact whatever the concurrency:
+//! every call lands in exactly one row or in "other".
+//!
+//! Nothing here parses: the caller hands in the digest the hit path already has (it is
+//! stored in the cache entry) and, on a miss, the normalised text.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use xxhash_rust::xxh3::xxh3_64;
+
+use super::stats::{stripe, STRIPES};
+use crate::policy::Reason;
+
+/// How one statement went, as far as the cache is concerned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Served from the cache.
+    Hit,
+    /// Sent to the server and its result stored.
+    Stored,
+    /// Sent to the server, nothing stored; the reason when one was counted as
+    /// `Qcache_not_cached_<reason>`.
+    Sent(Option<Reason>),
+}
+
+/// One statement's figures, handed to [`Digests::record`].
+#[derive(Debug, Clone, Copy)]
+pub struct Observation<'a> {
+    pub digest: u64,
+    /// The session's default schema.
+    pub schema: Option<&'a str>,
+    /// The normalised text, when the caller has it (a miss computes it; a hit passes the
+    /// entry's). Only read when the row is new or has none yet.
+    pub text: Option<&'a Arc<str>>,
+    pub outcome: Outcome,
+    pub rows: u64,
+    pub bytes: u64,
+    /// Time from sending to the end of the server's answer; zero for a hit.
+    pub upstream: Duration,
+    /// When it happened (the hit path's own clock reading, no extra one).
+    pub at: Instant,
+}
+
+/// The counts of one row (or of "other").
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Counts {
+    pub calls: u64,
+    pub hits: u64,
+    /// Statements sent to the server: calls − hits.
+    pub misses: u64,
+    pub stores: u64,
+    /// Not cached, by reason (the names of `Qcache_not_cached_<reason>`).
+    pub not_cached: Vec<(Reason, u64)>,
+    pub rows: u64,
+    pub bytes: u64,
+    pub upstream_ns: u64,
+    pub upstream_max_ns: u64,
+    pub first_seen: Option<Instant>,
+    pub last_seen: Option<Instant>,
+}
+
+impl Counts {
+    fn add(&mut self, o: &Observation<'_>) {
+        self.calls += 1;
+        self.rows += o.rows;
+        self.bytes += o.bytes;
+        match o.outcome {
+            Outcome::Hit => self.hits += 1,
+            Outcome::Stored => self.stores += 1,
+            Outcome::Sent(Some(reason)) => self.count_reason(reason, 1),
+            Outcome::Sent(None) => {}
+        }
+        if o.outcome != Outcome::Hit {
+            self.misses += 1;
+            let ns = u64::try_from(o.upstream.as_nanos()).unwrap_or(u64::MAX);
+            self.upstream_ns = self.upstream_ns.saturating_add(ns);
+            self.upstream_max_ns = self.upstream_max_ns.max(ns);
+        }
+        if self.first_seen.is_none() {
+            self.first_seen = Some(o.at);
+        }
+        self.last_seen = self.last_seen.max(Some(o.at));
+    }
+
+    fn count_reason(&mut self, reason: Reason, n: u64) {
+        // A short list: a shape has one or two reasons, and a scan beats hashing.
+        match self.not_cached.iter_mut().find(|(r, _)| *r == reason) {
+            Some((_, c)) => *c += n,
+            None => self.not_cached.push((reason, n)),
+        }
+    }
+
+    fn merge(&mut self, o: &Counts) {
+        self.calls += o.calls;
+        self.hits += o.hits;
+        self.misses += o.misses;
+        self.stores += o.stores;
+        for (r, n) in &o.not_cached {
+            self.count_reason(*r, *n);
+        }
+        self.rows += o.rows;
+        self.bytes += o.bytes;
+        self.upstream_ns = self.upstream_ns.saturating_add(o.upstream_ns);
+        self.upstream_max_ns = self.upstream_max_ns.max(o.upstream_max_ns);
+        self.first_seen = match (self.first_seen, o.first_seen) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        self.last_seen = self.last_seen.max(o.last_seen);
+    }
+
+    /// Statements not cached, every reason together.
+    pub fn not_cached_total(&self) -> u64 {
+        self.not_cached.iter().map(|(_, n)| n).sum()
+    }
+
+    /// What the hits would have cost the server at this shape's mean upstream time.
+    pub fn time_saved_ns(&self) -> u64 {
+        if self.misses == 0 {
+            return 0;
+        }
+        let mean = self.upstream_ns as u128 / self.misses as u128;
+        u64::try_from(mean * self.hits as u128).unwrap_or(u64::MAX)
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Row {
+    schema: Option<Arc<str>>,
+    text: Option<Arc<str>>,
+    counts: Counts,
+}
+
+/// (digest, schema hash): the map key of a row.
+type RowKey = (u64, u64);
+
+#[derive(Debug, Default)]
+struct StripeData {
+    rows: HashMap<RowKey, Row, foldhash::fast::FixedState>,
+    other: Counts,
+}
+
+#[derive(Debug, Default)]
+#[repr(align(128))]
+struct Stripe(Mutex<StripeData>);
+
+/// One row of a read: a shape under one schema, or (digest None) "other".
+#[derive(Debug, Clone)]
+pub struct DigestRow {
+    /// None for the "other" row.
+    pub digest: Option<u64>,
+    pub schema: Option<Arc<str>>,
+    pub text: Option<Arc<str>>,
+    pub counts: Counts,
+}
+
+impl DigestRow {
+    /// A row with nothing in it (for column types).
+    pub fn empty() -> DigestRow {
+        DigestRow {
+            digest: None,
+            schema: None,
+            text: None,
+            counts: Counts::default(),
+        }
+    }
+}
+
+/// The per-digest statistics of one qcache, shared by every session.
+#[derive(Debug)]
+pub struct Digests {
+    /// N: rows kept; 0 turns counting off.
+    cap: AtomicUsize,
+    stripes: [Stripe; STRIPES],
+    /// Normalised texts by digest, computed once per shape on a miss and shared by its
+    /// rows and cache entries.
+    texts: quick_cache::sync::Cache<u64, Arc<str>>,
+}
+
+/// Longest normalised text kept (then cut, with `…`).
+pub const TEXT_MAX: usize = 1024;
+
+impl Digests {
+    pub fn new(cap: usize) -> Digests {
+        Digests {
+            cap: AtomicUsize::new(cap),
+            stripes: Default::default(),
+            texts: quick_cache::sync::Cache::new(cap.saturating_mul(4).max(4096)),
+        }
+    }
+
+    /// The normalised text of shape `digest`: remembered, or made by `make` (a miss's
+    /// work, never a hit's) and remembered.
+    pub fn text(&self, digest: u64, make: impl FnOnce() -> Option<String>) -> Option<Arc<str>> {
+        if let Some(t) = self.texts.get(&digest) {
+            return Some(t);
+        }
+        let t: Arc<str> = Arc::from(make()?);
+        self.texts.insert(digest, t.clone());
+        Some(t)
+    }
+
+    /// The remembered text of `digest`, if any.
+    fn known_text(&self, digest: u64, given: Option<&Arc<str>>) -> Option<Arc<str>> {
+        given.cloned().or_else(|| self.texts.get(&digest))
+    }
+
+    /// Whether counting is on (`stats.digests` > 0): callers skip the work of an
+    /// observation when it is not.
+    #[inline]
+    pub fn enabled(&self) -> bool {
+        self.cap.load(Ordering::Relaxed) > 0
+    }
+
+    /// A reload may change N; stripes shrink at their next fill, reads at once.
+    pub fn set_capacity(&self, cap: usize) {
+        self.cap.store(cap, Ordering::Relaxed);
+    }
+
+    pub fn capacity(&self) -> usize {
+        self.cap.load(Ordering::Relaxed)
+    }
+
+    /// Counts one statement.
+    pub fn record(&self, o: &Observation<'_>) {
+        let cap = self.capacity();
+        if cap == 0 {
+            return;
+        }
+        let key = (o.digest, schema_hash(o.schema));
+        let Ok(mut s) = self.stripes[stripe()].0.lock() else {
+            return;
+        };
+        if let Some(row) = s.rows.get_mut(&key) {
+            // Two schemas whose names hash alike never share a row: the later one counts
+            // as "other".
+            if row.schema.as_deref() == o.schema {
+                if row.text.is_none() {
+                    row.text = self.known_text(o.digest, o.text);
+                }
+                row.counts.add(o);
+            } else {
+                s.other.add(o);
+            }
+            return;
+        }
+        if s.rows.len() >= cap.saturating_mul(2) {
+            keep_top(&mut s, cap);
+        }
+        let mut counts = Counts::default();
+        counts.add(o);
+        s.rows.insert(
+            key,
+            Row {
+                schema: o.schema.map(Arc::from),
+                text: self.known_text(o.digest, o.text),
+                counts,
+            },
+        );
+    }
+
+    /// Every stripe merged: at most N rows, most-called first, then "other" when anything
+    /// was folded into it.
+    pub fn rows(&self) -> Vec<DigestRow> {
+        let cap = self.capacity();
+        let mut merged: HashMap<RowKey, Row, foldhash::fast::FixedState> = HashMap::default();
+        let mut other = Counts::default();
+        for st in &self.stripes {
+            let Ok(s) = st.0.lock() else { continue };
+            other.merge(&s.other);
+            for (k, r) in &s.rows {
+                match merged.get_mut(k) {
+                    Some(m) if m.schema == r.schema => {
+                        m.counts.merge(&r.counts);
+                        if m.text.is_none() {
+                            m.text = r.text.clone();
+                        }
+                    }
+                    Some(_) => other.merge(&r.counts),
+                    None => {
+                        merged.insert(*k, r.clone());
+                    }
+                }
+            }
+        }
+        let mut list: Vec<(RowKey, Row)> = merged.into_iter().collect();
+        // Most calls first; ties by digest so that a read is stable.
+        list.sort_by(|a, b| b.1.counts.calls.cmp(&a.1.counts.calls).then(a.0.cmp(&b.0)));
+        for (_, r) in list.iter().skip(cap) {
+            other.merge(&r.counts);
+        }
+        list.truncate(cap);
+        let mut out: Vec<DigestRow> = list
+            .into_iter()
+            .map(|((digest, _), r)| DigestRow {
+                digest: Some(digest),
+                schema: r.schema,
+                text: r.text,
+                counts: r.counts,
+            })
+            .collect();
+        if other.calls > 0 {
+            out.push(DigestRow {
+                digest: None,
+                schema: None,
+                text: None,
+                counts: other,
+            });
+        }
+        out
+    }
+
+    /// `FLUSH QCACHE DIGESTS`: every row and "other" start again from zero.
+    pub fn reset(&self) {
+        for st in &self.stripes {
+            if let Ok(mut s) = st.0.lock() {
+                *s = StripeData::default();
+            }
+        }
+    }
+}
+
+/// Keeps a full stripe's `cap` most-called rows and folds the rest into its "other".
+fn keep_top(s: &mut StripeData, cap: usize) {
+    let mut list: Vec<(RowKey, Row)> = s.rows.drain().collect();
+    if list.len() > cap {
+        list.select_nth_unstable_by(cap, |a, b| b.1.counts.calls.cmp(&a.1.counts.calls));
+        for (_, r) in list.drain(cap..) {
+            s.other.merge(&r.counts);
+        }
+    }
+    s.rows.extend(list);
+}
+
+/// No schema and an empty name differ.
+fn schema_hash(schema: Option<&str>) -> u64 {
+    match schema {
+        None => 0,
+        Some(s) => xxh3_64(s.as_bytes()) | 1,
+    }
+}
+
+/// The wall-clock time of `at`, an instant in the past (statistics keep instants so the
+/// hit path reads no second clock).
+pub fn wall_time(at: Instant) -> SystemTime {
+    SystemTime::now()
+        .checked_sub(at.elapsed())
+        .unwrap_or(SystemTime::UNIX_EPOCH)
+}
+
+/// `YYYY-MM-DD HH:MM:SS` in UTC, as MySQL shows a DATETIME.
+pub fn format_utc(t: SystemTime) -> String {
+    let secs = t
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    // Civil date from days since 1970-01-01 (H. Hinnant's algorithm).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn obs(digest: u64, outcome: Outcome) -> Observation<'static> {
+        Observation {
+            digest,
+            schema: Some("shop"),
+            text: None,
+            outcome,
+            rows: 2,
+            bytes: 100,
+            upstream: if outcome == Outcome::Hit {
+                Duration::ZERO
+            } else {
+                Duration::from_millis(4)
+            },
+            at: Instant::now(),
+        }
+    }
+
+    #[test]
+    fn counts_each_outcome() {
+        let d = Digests::new(10);
+        let text: Arc<str> = Arc::from("SELECT c FROM t WHERE id = ?");
+        let mut first = obs(7, Outcome::Stored);
+        first.text = Some(&text);
+        d.record(&first);
+        d.record(&obs(7, Outcome::Hit));
+        d.record(&obs(7, Outcome::Hit));
+        d.record(&obs(7, Outcome::Hit));
+        d.record(&obs(7, Outcome::Sent(Some(Reason::Warnings))));
+        d.record(&obs(7, Outcome::Sent(Some(Reason::Warnings))));
+        d.record(&obs(7, Outcome::Sent(None)));
+        let rows = d.rows();
+        assert_eq!(rows.len(), 1);
+        let r = &rows[0];
+        assert_eq!(r.digest, Some(7));
+        assert_eq!(r.schema.as_deref(), Some("shop"));
+        assert_eq!(r.text.as_deref(), Some("SELECT c FROM t WHERE id = ?"));
+        let c = &r.counts;
+        assert_eq!((c.calls, c.hits, c.misses, c.stores), (7, 3, 4, 1));
+        assert_eq!(c.not_cached, vec![(Reason::Warnings, 2)]);
+        assert_eq!((c.rows, c.bytes), (14, 700));
+        assert_eq!(c.upstream_ns, 16_000_000);
+        assert_eq!(c.upstream_max_ns, 4_000_000);
+        // Three hits at the mean of 4 ms.
+        assert_eq!(c.time_saved_ns(), 12_000_000);
+        assert!(c.first_seen <= c.last_seen);
+    }
+
+    #[test]
+    fn schemas_are_rows_of_their_own() {
+        let d = Digests::new(10);
+        let mut a = obs(1, Outcome::Hit);
+        a.schema = Some("a");
+        let mut b = obs(1, Outcome::Hit);
+        b.schema = None;
+        d.record(&a);
+        d.record(&b);
+        d.record(&b);
+        let rows = d.rows();
+        assert_eq!(rows.len(), 2);
+        assert_eq!(rows[0].schema, None);
+        assert_eq!(rows[0].counts.calls, 2);
+        assert_eq!(rows[1].schema.as_deref(), Some("a"));
+    }
+
+    /// N + 1000 shapes: N rows and "other", with every call counted once.
+    #[test]
+    fn bounded_with_other() {
+        let n = 50;
+        let d = Digests::new(n);
+        // Shapes 0..n are called three times, the rest once.
+        for round in 0..3 {
+            for i in 0..(n as u64 + 1000) {
+                if round == 0 || i < n as u64 {
+                    d.record(&obs(i, Outcome::Hit));
+                }
+            }
+        }
+        for st in &d.stripes {
+            assert!(st.0.lock().unwrap().rows.len() <= 2 * n);
+        }
+        let rows = d.rows();
+        assert_eq!(rows.len(), n + 1);
+        let other = rows.last().unwrap();
+        assert_eq!(other.digest, None);
+        let total: u64 = rows.iter().map(|r| r.counts.calls).sum();
+        assert_eq!(total, 3 * n as u64 + 1000);
+        // The frequent shapes hold the rows. A call made while a shape was one of many
+        // (before the stripe last filled) may have been folded into "other".
+        assert!(rows[..n]
+            .iter()
+            .all(|r| r.digest.is_some_and(|d| d < n as u64) && r.counts.calls >= 2));
+        assert!(other.counts.calls >= 1000);
+    }
+
+    #[test]
+    fn exact_across_threads() {
+        let d = Arc::new(Digests::new(100));
+        let threads: Vec<_> = (0..8)
+            .map(|t| {
+                let d = d.clone();
+                std::thread::spawn(move || {
+                    for i in 0..1000u64 {
+                        let outcome = match (i + t) % 3 {
+                            0 => Outcome::Hit,
+                            1 => Outcome::Stored,
+                            _ => Outcome::Sent(Some(Reason::NoTable)),
+                        };
+                        d.record(&obs(i % 10, outcome));
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        let rows = d.rows();
+        assert_eq!(rows.len(), 10);
+        let sum = |f: fn(&Counts) -> u64| rows.iter().map(|r| f(&r.counts)).sum::<u64>();
+        assert_eq!(sum(|c| c.calls), 8000);
+        assert_eq!(
+            sum(|c| c.hits) + sum(|c| c.stores) + sum(|c| c.not_cached_total()),
+            8000
+        );
+        assert_eq!(sum(|c| c.hits) + sum(|c| c.misses), 8000);
+    }
+
+    #[test]
+    fn reset_and_off() {
+        let d = Digests::new(10);
+        d.record(&obs(1, Outcome::Hit));
+        d.reset();
+        assert!(d.rows().is_empty());
+        d.set_capacity(0);
+        assert!(!d.enabled());
+        d.record(&obs(1, Outcome::Hit));
+        assert!(d.rows().is_empty());
+    }
+
+    #[test]
+    fn utc_format() {
+        let t = SystemTime::UNIX_EPOCH + Duration::from_secs(1_764_600_000);
+        assert_eq!(format_utc(t), "2025-12-01 14:40:00");
+        assert_eq!(format_utc(SystemTime::UNIX_EPOCH), "1970-01-01 00:00:00");
+        let leap = SystemTime::UNIX_EPOCH + Duration::from_secs(951_782_400);
+        assert_eq!(format_utc(leap), "2000-02-29 00:00:00");
+    }
+}

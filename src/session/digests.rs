@@ -1,0 +1,162 @@
+//! The session's part in per-digest statistics (`cache::digests`) and `SHOW QCACHE LAST`:
+//! what happened to the statement being answered is gathered as it goes (served, sent,
+//! stored, the reason not) and recorded once when the command is done. A hit is recorded
+//! where it is served, from the entry (digest, rows, bytes): no statement text is looked at.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::Session;
+use crate::analysis;
+use crate::cache::digests::{Observation, Outcome, TEXT_MAX};
+use crate::cache::Entry;
+use crate::policy::Reason;
+use crate::protocol::response::Response;
+
+/// The statement being answered.
+#[derive(Debug, Default)]
+pub(crate) struct Current {
+    /// Answered by qcache as an admin statement: `SHOW QCACHE LAST` keeps the one before.
+    pub admin: bool,
+    /// A read that consulted the cache: served, or sent with or without storing.
+    pub read: bool,
+    pub digest: Option<u64>,
+    pub hit: bool,
+    pub stored: bool,
+    /// The first reason counted as `Qcache_not_cached_<reason>`.
+    pub reason: Option<Reason>,
+    pub rows: u64,
+    pub bytes: u64,
+    pub upstream: Duration,
+    pub at: Option<Instant>,
+}
+
+/// The session's previous statement, for `SHOW QCACHE LAST`.
+#[derive(Debug, Default)]
+pub(crate) struct Last {
+    /// Its text (a prepared statement's SQL), cut at [`LAST_SQL_MAX`]; the buffer is
+    /// reused from statement to statement.
+    pub sql: String,
+    pub prepared: bool,
+    pub what: Current,
+    /// No statement yet.
+    pub none: bool,
+}
+
+/// Longest statement text `SHOW QCACHE LAST` repeats.
+const LAST_SQL_MAX: usize = 1024;
+
+/// Which statement a command ran, for [`Session::statement_end`].
+pub(crate) enum Statement<'a> {
+    Text(&'a [u8]),
+    Prepared(u32),
+}
+
+impl Session {
+    /// A new COM_QUERY or execute begins.
+    pub(crate) fn statement_start(&mut self) {
+        self.cur = Current::default();
+    }
+
+    /// The command is done: a read that was not served from the cache is counted under its
+    /// digest, and the statement becomes `SHOW QCACHE LAST`'s.
+    pub(crate) fn statement_end(&mut self, stmt: Statement<'_>) {
+        if self.cur.admin {
+            return;
+        }
+        let (sql, prepared) = match stmt {
+            Statement::Text(sql) => (sql, false),
+            Statement::Prepared(id) => match self.st.stmts.get(&id) {
+                Some(s) => {
+                    if self.cur.digest.is_none() {
+                        self.cur.digest = Some(s.digest);
+                    }
+                    // Borrowed from the map below through a clone of the handle.
+                    let sql = s.sql.clone();
+                    return self.finish_statement(&sql, true);
+                }
+                None => (&[][..], true),
+            },
+        };
+        self.finish_statement(sql, prepared)
+    }
+
+    fn finish_statement(&mut self, sql: &[u8], prepared: bool) {
+        let digests = &self.shared.digests;
+        if self.cur.read && !self.cur.hit && digests.enabled() {
+            let text = analysis::server_text(sql, self.st.server);
+            let digest = *self
+                .cur
+                .digest
+                .get_or_insert_with(|| analysis::digest(&text));
+            let shape = digests.text(digest, || analysis::normalised_text(&text, TEXT_MAX));
+            digests.record(&Observation {
+                digest,
+                schema: self.st.db.as_deref(),
+                text: shape.as_ref(),
+                outcome: if self.cur.stored {
+                    Outcome::Stored
+                } else {
+                    Outcome::Sent(self.cur.reason)
+                },
+                rows: self.cur.rows,
+                bytes: self.cur.bytes,
+                upstream: self.cur.upstream,
+                at: self.cur.at.unwrap_or_else(Instant::now),
+            });
+        }
+        let last = &mut self.last;
+        last.sql.clear();
+        let cut = sql.len().min(LAST_SQL_MAX);
+        last.sql.push_str(&String::from_utf8_lossy(&sql[..cut]));
+        last.prepared = prepared;
+        last.none = false;
+        std::mem::swap(&mut last.what, &mut self.cur);
+    }
+
+    /// A hit, counted at once from the entry: its digest, rows and bytes.
+    pub(crate) fn note_hit(&mut self, e: &Entry, at: Instant) {
+        self.cur.read = true;
+        self.cur.hit = true;
+        self.cur.digest = Some(e.digest);
+        self.cur.rows = e.rows;
+        self.cur.bytes = e.bytes.len() as u64;
+        if self.shared.digests.enabled() {
+            self.shared.digests.record(&Observation {
+                digest: e.digest,
+                schema: self.st.db.as_deref(),
+                text: e.shape.as_ref(),
+                outcome: Outcome::Hit,
+                rows: e.rows,
+                bytes: e.bytes.len() as u64,
+                upstream: Duration::ZERO,
+                at,
+            });
+        }
+    }
+
+    /// A read went to the server and its answer was relayed.
+    pub(crate) fn note_sent(&mut self, resp: &Response, sent: Instant, took: Duration) {
+        self.cur.read = true;
+        self.cur.rows += resp.rows;
+        self.cur.bytes += resp.bytes;
+        self.cur.upstream += took;
+        self.cur.at.get_or_insert(sent);
+    }
+
+    /// The read's digest, where the miss path has computed it anyway.
+    pub(crate) fn note_digest(&mut self, digest: u64) {
+        self.cur.digest = Some(digest);
+    }
+
+    /// The normalised text a miss stores with its entry, so hits can name their row.
+    pub(crate) fn shape_text(&self, digest: u64, sql: &[u8]) -> Option<Arc<str>> {
+        let digests = &self.shared.digests;
+        if !digests.enabled() {
+            return None;
+        }
+        digests.text(digest, || {
+            analysis::normalised_text(&analysis::server_text(sql, self.st.server), TEXT_MAX)
+        })
+    }
+}

@@ -1,0 +1,321 @@
+//! `QCACHE EXPLAIN <statement>` and `SHOW QCACHE LAST`: what this session would do with a
+//! statement, asked of the same functions a real statement goes through (without sending
+//! it), and how its previous statement went.
+//!
+//! Who sees what: both speak of the session's own statements, so any user may run them.
+//! What EXPLAIN would otherwise reveal of other sessions — whether an entry is present (and
+//! so whether its verdict is "hit") when users share entries (`cache.shared_between_users`),
+//! the tables under views, the operator's rules — is shown only to users with the admin
+//! privilege (RELOAD or `admin.users`). With per-user keys (the default) an entry under
+//! this session's key was stored by its own account, so its presence is no one else's.
+
+use super::digests::Current;
+use super::read::{wants_cache, TAG_TEXT};
+use super::{Session, SessionError};
+use crate::admin::statements::Rows;
+use crate::analysis::{self, Analysis, StatementKind};
+use crate::cache::key;
+use crate::config::QueryCacheType;
+use crate::policy::privileges;
+use crate::policy::snapshot;
+use crate::policy::Reason;
+use crate::protocol::packets::TYPE_VAR_STRING;
+use crate::rules;
+
+/// What the privileged fields say to a user without the privilege.
+const HIDDEN: &str = "(needs RELOAD or admin.users)";
+
+/// The verdict of EXPLAIN.
+struct Verdict {
+    decision: &'static str,
+    reason: Option<String>,
+}
+
+impl Verdict {
+    fn send(reason: Reason) -> Verdict {
+        Verdict {
+            decision: "send",
+            reason: Some(reason.as_str().to_string()),
+        }
+    }
+}
+
+fn rows(fields: Vec<(&'static str, Option<String>)>) -> Rows {
+    Rows {
+        columns: vec![("field", TYPE_VAR_STRING), ("value", TYPE_VAR_STRING)],
+        rows: fields
+            .into_iter()
+            .map(|(f, v)| vec![Some(f.to_string()), v])
+            .collect(),
+    }
+}
+
+fn yes_no(b: bool) -> String {
+    if b { "yes" } else { "no" }.to_string()
+}
+
+impl Session {
+    /// `SHOW QCACHE LAST`.
+    pub(crate) fn last_rows(&self) -> Rows {
+        let l = &self.last;
+        if l.none {
+            return rows(vec![("outcome", Some("no statement yet".into()))]);
+        }
+        let w: &Current = &l.what;
+        let outcome = if !w.read {
+            "relayed (not a read: the cache was not consulted)"
+        } else if w.hit {
+            "hit"
+        } else if w.stored {
+            "miss-stored"
+        } else {
+            "miss-not-stored"
+        };
+        rows(vec![
+            ("statement", Some(l.sql.clone())),
+            ("prepared", Some(yes_no(l.prepared))),
+            ("digest", w.digest.map(|d| format!("{d:016x}"))),
+            ("outcome", Some(outcome.to_string())),
+            ("reason", w.reason.map(|r| r.as_str().to_string())),
+            ("rows_sent", Some(w.rows.to_string())),
+            ("bytes_sent", Some(w.bytes.to_string())),
+            (
+                "upstream_ms",
+                Some(format!("{:.3}", w.upstream.as_secs_f64() * 1e3)),
+            ),
+        ])
+    }
+
+    /// `QCACHE EXPLAIN <sql>`: the path `query` would take, step by step, stopping before
+    /// anything is sent. It may ask the server who the session is (as the statement's own
+    /// first lookup would) and reload the catalog for an unknown table; it never runs `sql`.
+    pub(crate) async fn explain(&mut self, sql: &[u8]) -> Result<Rows, SessionError> {
+        let privileged = self.may_administer().await?;
+        let text = analysis::server_text(sql, self.st.server).into_owned();
+        let scan = analysis::scan(&text);
+        let mut f: Vec<(&'static str, Option<String>)> = vec![
+            ("statement", Some(String::from_utf8_lossy(sql).into_owned())),
+            ("digest", Some(format!("{:016x}", analysis::digest(&text)))),
+            (
+                "digest_text",
+                analysis::normalised_text(&text, crate::cache::digests::TEXT_MAX),
+            ),
+        ];
+        let verdict = self.explain_verdict(sql, &scan, privileged, &mut f).await?;
+        f.insert(3, ("decision", Some(verdict.decision.to_string())));
+        f.insert(4, ("reason", verdict.reason));
+        f.extend(self.key_context());
+        Ok(rows(f))
+    }
+
+    async fn explain_verdict(
+        &mut self,
+        sql: &[u8],
+        scan: &analysis::Scan,
+        privileged: bool,
+        f: &mut Vec<(&'static str, Option<String>)>,
+    ) -> Result<Verdict, SessionError> {
+        if scan.multi {
+            return Ok(Verdict::send(Reason::MultiStatement));
+        }
+        if scan.kind != StatementKind::Select {
+            return Ok(Verdict {
+                decision: "relay",
+                reason: Some(format!(
+                    "not a read ({:?}): relayed; a statement that may write invalidates what it writes",
+                    scan.kind
+                )),
+            });
+        }
+        let stmt: Vec<u8> = if scan.hint_spans.is_empty() {
+            sql.to_vec()
+        } else {
+            analysis::strip_hints(sql, scan).into_owned()
+        };
+        if self.session_variable_answer(&stmt).is_some() {
+            return Ok(Verdict {
+                decision: "answer",
+                reason: Some("qcache answers it with its own value".into()),
+            });
+        }
+        if !wants_cache(self.st.qct, scan.hint) {
+            return Ok(Verdict::send(Reason::NotRequested));
+        }
+        if self.st.lost_track {
+            return Ok(Verdict::send(Reason::SessionUntracked));
+        }
+        let identified = self.privileges_current() || self.refresh_privileges().await?;
+        let mode = self.read_mode().filter(|_| identified);
+        let k = key(self.st.fingerprint, TAG_TEXT, &stmt);
+        let present = mode.as_ref().and_then(|m| self.servable(k, m)).is_some();
+        // A present entry is this account's own unless users share entries.
+        let may_see_entry = privileged || !self.st.shared_users;
+        let text = analysis::server_text(&stmt, self.st.server).into_owned();
+        let digest = analysis::digest(&text);
+        let an = self.shared.analyzer.analyze(&text, digest);
+        self.explain_tables(&an, digest, &stmt, privileged, f).await;
+        f.push((
+            "entry_present",
+            Some(if may_see_entry {
+                yes_no(present || self.shared.cache.holds_servable(k))
+            } else {
+                HIDDEN.to_string()
+            }),
+        ));
+        if present {
+            return Ok(if may_see_entry {
+                Verdict {
+                    decision: "hit",
+                    reason: None,
+                }
+            } else {
+                Verdict {
+                    decision: "hit or store",
+                    reason: Some(format!("which one: {HIDDEN}")),
+                }
+            });
+        }
+        let plan = match self.plan_read(&an, k, digest, &stmt).await {
+            Ok(_) if !identified => return Ok(Verdict::send(Reason::IdentityUnknown)),
+            Ok(plan) => plan,
+            Err(reason) => return Ok(Verdict::send(reason)),
+        };
+        let Some(mode) = mode else {
+            return Ok(Verdict::send(Reason::HitsSuspended));
+        };
+        let cache = &self.shared.cache;
+        let unchanged = mode
+            .store_point()
+            .is_none_or(|s| s.unchanged(cache.versions(), &plan.tables));
+        if let Err(r) = snapshot::may_store(mode, unchanged) {
+            return Ok(Verdict::send(r));
+        }
+        if cache.holds_servable(k) {
+            return Ok(Verdict {
+                decision: "send",
+                reason: Some(
+                    "an entry is present, but this transaction's first read must reach the \
+                     server to open its snapshot"
+                        .into(),
+                ),
+            });
+        }
+        if let Some(ttl) = plan.ttl {
+            f.push(("ttl", Some(format!("{ttl:?}"))));
+        }
+        Ok(Verdict {
+            decision: "store",
+            reason: Some(
+                "stored unless the result has warnings, is larger than \
+                 cache.max_result_bytes, is not one result set, or a table changes while it \
+                 runs"
+                    .into(),
+            ),
+        })
+    }
+
+    /// The tables a read names and, for the privileged, those under its views and the
+    /// rule that matches.
+    async fn explain_tables(
+        &self,
+        an: &Analysis,
+        digest: u64,
+        stmt: &[u8],
+        privileged: bool,
+        f: &mut Vec<(&'static str, Option<String>)>,
+    ) {
+        let Analysis::Read(info) = an else {
+            return;
+        };
+        let named: Vec<String> = info
+            .tables
+            .iter()
+            .map(|t| match self.st.qualify(t.schema.as_deref(), &t.name) {
+                Some((s, n)) => format!("{s}.{n}"),
+                None => t.name.clone(),
+            })
+            .collect();
+        f.push(("tables", Some(named.join(","))));
+        if !privileged {
+            f.push(("base_tables", Some(HIDDEN.into())));
+            f.push(("rule", Some(HIDDEN.into())));
+            return;
+        }
+        match self.resolve_tables(info).await {
+            Ok((named, bases)) => {
+                // A read through a definer view also depends on the definer's privileges:
+                // stamps in no schema (`policy::privileges::definer_stamps`).
+                let (stamps, tables): (Vec<_>, Vec<_>) = bases
+                    .iter()
+                    .partition(|(s, _)| s == privileges::STAMP_SCHEMA);
+                let list: Vec<String> = tables.iter().map(|(s, n)| format!("{s}.{n}")).collect();
+                f.push(("base_tables", Some(list.join(","))));
+                if !stamps.is_empty() {
+                    let list: Vec<&str> = stamps.iter().map(|(_, n)| n.as_str()).collect();
+                    f.push(("definer_privileges", Some(list.join(","))));
+                }
+                let cfg = self.shared.config();
+                let mut subject_tables = named;
+                subject_tables.extend(bases);
+                let text = String::from_utf8_lossy(stmt);
+                let subject = rules::Subject {
+                    tables: &subject_tables,
+                    user: &self.st.user,
+                    digest,
+                    sql: &text,
+                };
+                let rule = cfg.rules.iter().position(|r| r.matches(&subject)).map_or(
+                    "none".to_string(),
+                    |i| {
+                        let body = serde_json::to_string(&cfg.rules[i]).unwrap_or_default();
+                        format!("rules[{i}] {body}")
+                    },
+                );
+                f.push(("rule", Some(rule)));
+            }
+            Err(reason) => {
+                f.push((
+                    "base_tables",
+                    Some(format!("(not resolved: {})", reason.as_str())),
+                ));
+                f.push(("rule", Some("(not consulted)".into())));
+            }
+        }
+    }
+
+    /// What of the session the key holds (`cache::key`, `policy::context`).
+    fn key_context(&self) -> Vec<(&'static str, Option<String>)> {
+        let st = &self.st;
+        let (account, role) = match &st.identity {
+            Some(id) => (id.account.clone(), id.role.clone()),
+            None => ("(not asked yet)".to_string(), None),
+        };
+        let vars: Vec<String> = st.vars.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let qct = match st.qct {
+            QueryCacheType::On => "ON",
+            QueryCacheType::Off => "OFF",
+            QueryCacheType::Demand => "DEMAND",
+        };
+        vec![
+            (
+                "key.account",
+                Some(if st.shared_users {
+                    "(shared between users)".to_string()
+                } else {
+                    account
+                }),
+            ),
+            ("key.role", role),
+            ("key.database", st.db.clone()),
+            ("key.variables_set", Some(vars.join(", "))),
+            (
+                "key.server_context",
+                Some(format!("{:016x}", st.server_ctx)),
+            ),
+            ("key.fingerprint", Some(format!("{:016x}", st.fingerprint))),
+            ("query_cache_type", Some(qct.to_string())),
+            ("in_transaction", Some(yes_no(st.txn.is_some()))),
+            ("context_tracked", Some(yes_no(!st.lost_track))),
+        ]
+    }
+}
