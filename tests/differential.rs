@@ -574,6 +574,7 @@ macro_rules! topics {
 
 topics!(
     adversary,
+    adversary2,
     basics,
     catalog,
     classification,

@@ -297,6 +297,16 @@ const PAREN_KEYWORDS: &[&str] = &[
 fn worst_call(toks: &Toks) -> Option<FnClass> {
     let mut worst: Option<FnClass> = None;
     for (k, t) in toks.t.iter().enumerate() {
+        // sql_mode=ORACLE's `s.nextval`: no parenthesis, yet it advances sequence `s`.
+        if k > 0 && toks.punct(k - 1, b'.') && oracle_sequence_word(t.bytes(toks.sql)) {
+            if worst
+                .as_ref()
+                .is_none_or(|w| !matches!(w, FnClass::Unknown))
+            {
+                worst = Some(FnClass::Sequence);
+            }
+            continue;
+        }
         if t.tok != Tok::Word
             || !toks.punct(k + 1, b'(')
             || toks.punct(k.wrapping_sub(1), b'.') && k > 0
@@ -320,6 +330,16 @@ fn worst_call(toks: &Toks) -> Option<FnClass> {
         }
     }
     worst
+}
+
+/// `nextval` / `currval` after a dot, quoted or not: a sequence's value under
+/// sql_mode=ORACLE (qcache does not know the mode, so it always counts).
+fn oracle_sequence_word(bytes: &[u8]) -> bool {
+    let w = bytes
+        .strip_prefix(b"`")
+        .and_then(|b| b.strip_suffix(b"`"))
+        .unwrap_or(bytes);
+    w.eq_ignore_ascii_case(b"nextval") || w.eq_ignore_ascii_case(b"currval")
 }
 
 /// Whether the statement calls something that is not a known built-in (a stored function or

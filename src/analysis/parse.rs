@@ -10,7 +10,7 @@ use sqlparser::ast::{
     RenameTableNameKind, Select, SetExpr, Statement, TableFactor, TableObject, TableWithJoins,
     UpdateTableFromKind, Visit, Visitor,
 };
-use sqlparser::ast::{Expr, Function};
+use sqlparser::ast::{Expr, Function, Ident};
 use sqlparser::dialect::MySqlDialect;
 use sqlparser::parser::Parser;
 
@@ -354,6 +354,23 @@ impl ReadVisitor {
         }
     }
 
+    /// Under sql_mode=ORACLE `s.nextval` advances sequence `s` and `s.currval` reads the
+    /// session's last value, though both look like a column of a table `s`. The analysis
+    /// does not know the sql_mode, so any qualified `nextval` / `currval` (quoted or not:
+    /// the server resolves the name, not its spelling) is taken as one: at worst a column
+    /// of that name is not cached.
+    fn check_sequence_column(&mut self, parts: &[Ident]) {
+        let [_, .., last] = parts else {
+            return;
+        };
+        if last.value.eq_ignore_ascii_case("nextval") {
+            self.refuse(NotCached::Sequence);
+            self.may_write = true;
+        } else if last.value.eq_ignore_ascii_case("currval") {
+            self.refuse(NotCached::Sequence);
+        }
+    }
+
     fn check_identifier(&mut self, value: &str, quoted: bool) {
         if quoted {
             return;
@@ -470,6 +487,7 @@ impl Visitor for ReadVisitor {
                 if let Some(first) = parts.first() {
                     self.check_identifier(&first.value, first.quote_style.is_some());
                 }
+                self.check_sequence_column(parts);
             }
             _ => {}
         }
@@ -992,6 +1010,17 @@ mod tests {
         assert_eq!(r.verdict, Err(NotCached::Sequence));
         assert!(r.may_write);
         assert_eq!(refused("SELECT PREVIOUS VALUE FOR s"), NotCached::Sequence);
+        // sql_mode=ORACLE's spellings, which look like columns.
+        for sql in [
+            "SELECT s.nextval FROM u",
+            "SELECT v FROM u WHERE `s`.NEXTVAL > 0",
+            "SELECT db.s.nextval AS n, v FROM u",
+        ] {
+            let r = read(sql);
+            assert_eq!(r.verdict, Err(NotCached::Sequence), "{sql}");
+            assert!(r.may_write, "{sql}");
+        }
+        assert_eq!(refused("SELECT s.currval FROM u"), NotCached::Sequence);
         for sql in [
             "SELECT id FROM t WHERE MATCH (s) AGAINST ('+a -b' IN BOOLEAN MODE)",
             "SELECT id, MATCH (s) AGAINST ('a') AS r FROM t ORDER BY r",

@@ -428,6 +428,10 @@ mod tests {
     fn stored_functions_in_values_may_write() {
         assert!(set("SET @x = my_func(1)").may_write);
         assert!(set("SET @x = (SELECT NEXTVAL(s))").may_write);
+        // sql_mode=ORACLE spellings.
+        assert!(set("SET @x = s.nextval").may_write);
+        assert!(set("SET @x = db.`s`.`NEXTVAL` + 1").may_write);
+        assert!(!set("SET @x = 'a.nextval'").may_write);
         assert!(!set("SET sql_mode = CONCAT(@@sql_mode, ',ANSI')").may_write);
         assert!(!set("SET NAMES utf8mb4").may_write);
     }

@@ -72,9 +72,11 @@ pub struct SchemaSnapshot {
     unknown_writes: HashMap<TableName, String>,
     /// Relation names by schema, sorted.
     by_schema: HashMap<String, Vec<String>>,
-    /// Views whose reads must not be cached although they expand: their definition (or a
-    /// nested view's) calls a function that is not cacheable inline (non-deterministic,
-    /// session-dependent, a stored function or UDF, a sequence, a system variable).
+    /// Relations whose reads must not be cached although they resolve: a view whose
+    /// definition (or a nested view's) calls a function that is not cacheable inline
+    /// (non-deterministic, session-dependent, a stored function or UDF, a sequence, a
+    /// system variable), or a table with a generated column that does (MariaDB computes a
+    /// VIRTUAL column at each read, and allows `CONNECTION_ID()`, `RAND()` or `@@x` in one).
     uncacheable: HashMap<TableName, String>,
     /// Lower-cased names that stand for more than one relation: a server with
     /// `lower_case_table_names = 0` holds `v1` and `V1`, or schemas `RT` and `rt`, as
@@ -112,6 +114,9 @@ pub struct RawCatalog {
     /// (schema, table, expression) of the column DEFAULT and generation expressions that
     /// call something: a write to the table runs them (`DEFAULT NEXTVAL(s)` writes `s`).
     pub column_code: Vec<(String, String, String)>,
+    /// (schema, table, GENERATION_EXPRESSION) of the generated columns among those: a
+    /// VIRTUAL one is computed at each read, in the reader's session.
+    pub generated: Vec<(String, String, String)>,
 }
 
 impl RawCatalog {
@@ -155,12 +160,14 @@ impl RawCatalog {
         self.foreign_keys.retain(|(cs, ct, ..)| !child(cs, ct));
         self.definers.retain(|(s, n, _)| !covered(s, n));
         self.column_code.retain(|(s, n, _)| !covered(s, n));
+        self.generated.retain(|(s, n, _)| !covered(s, n));
         self.tables.extend(fresh.tables);
         self.views.extend(fresh.views);
         self.triggers.extend(fresh.triggers);
         self.foreign_keys.extend(fresh.foreign_keys);
         self.definers.extend(fresh.definers);
         self.column_code.extend(fresh.column_code);
+        self.generated.extend(fresh.generated);
     }
 }
 
@@ -256,6 +263,14 @@ impl SchemaSnapshot {
                 }
             }
         }
+        for (schema, table, expr) in &raw.generated {
+            if let Err(why) = view_cacheable(&format!("SELECT {expr} FROM t")) {
+                snap.uncacheable.insert(
+                    lower(schema, table),
+                    format!("a column of {schema}.{table} computes `{expr}` at read: {why}"),
+                );
+            }
+        }
         for (schema, view, definer) in &raw.definers {
             let stamps = crate::policy::privileges::definer_stamps(definer);
             snap.definers.insert(lower(schema, view), stamps);
@@ -287,7 +302,12 @@ impl SchemaSnapshot {
                 ));
             }
             match self.relations.get(t) {
-                Some(Kind::Base) => out.push(t.clone()),
+                Some(Kind::Base) => {
+                    if let Some(why) = self.uncacheable.get(t) {
+                        return ReadResolution::Opaque(why.clone());
+                    }
+                    out.push(t.clone());
+                }
                 Some(Kind::View) => match self.views.get(t) {
                     Some(Ok(bases)) => {
                         // The view, or a view nested in it, calls what cannot be cached; or
@@ -1203,18 +1223,23 @@ fn push_view(raw: &mut RawCatalog, mut r: Row) {
     }
 }
 
-/// The expressions of a table's columns that the server evaluates on a write. Only those
-/// with a parenthesis can call anything (a literal default is shown quoted, so a parenthesis
-/// inside it costs a parse that finds no call).
+/// The expressions of a table's columns that the server evaluates on a write (and, for a
+/// VIRTUAL column, on a read). Only those with a parenthesis can call anything (a literal
+/// default is shown quoted, so a parenthesis inside it costs a parse that finds no call);
+/// a generation expression may also read a variable (`@@max_error_count`).
 const COLUMN_CODE_COLUMNS: &str = "TABLE_SCHEMA, TABLE_NAME, COLUMN_DEFAULT, GENERATION_EXPRESSION";
-const COLUMN_CODE_FILTER: &str =
-    "(COLUMN_DEFAULT LIKE '%(%' OR GENERATION_EXPRESSION LIKE '%(%' OR COLUMN_DEFAULT LIKE '%value%for%')";
+const COLUMN_CODE_FILTER: &str = "(COLUMN_DEFAULT LIKE '%(%' OR GENERATION_EXPRESSION LIKE '%(%' \
+     OR GENERATION_EXPRESSION LIKE '%@%' OR COLUMN_DEFAULT LIKE '%value%for%')";
 
 fn push_column_code(raw: &mut RawCatalog, mut r: Row) {
     let (schema, table) = (text(&mut r, 0), text(&mut r, 1));
     for i in [2, 3] {
         let expr = text(&mut r, i);
         if !expr.is_empty() {
+            if i == 3 {
+                raw.generated
+                    .push((schema.clone(), table.clone(), expr.clone()));
+            }
             raw.column_code.push((schema.clone(), table.clone(), expr));
         }
     }
@@ -1466,6 +1491,34 @@ mod tests {
             s.resolve_read(&[t("db", "v_up2")]),
             ReadResolution::Tables(_)
         ));
+    }
+
+    /// A table whose generated column calls a session-dependent or non-deterministic
+    /// function (or reads a variable) is never cached, nor is a view over it; a
+    /// deterministic one is.
+    #[test]
+    fn generated_columns_computed_per_session_are_not_cacheable() {
+        let s = |x: &str| x.to_string();
+        for (expr, cacheable) in [
+            ("connection_id()", false),
+            ("rand()", false),
+            ("@@max_error_count", false),
+            ("`a` + 1", true),
+            ("concat(`a`,'x')", true),
+        ] {
+            let mut r = raw();
+            r.generated.push((s("db"), s("b"), s(expr)));
+            r.column_code.push((s("db"), s("b"), s(expr)));
+            let snap = SchemaSnapshot::build(&r);
+            for rel in ["b", "v_ab"] {
+                let got = snap.resolve_read(&[t("db", rel)]);
+                assert_eq!(
+                    matches!(got, ReadResolution::Tables(_)),
+                    cacheable,
+                    "{rel}: {expr}: {got:?}"
+                );
+            }
+        }
     }
 
     #[test]

@@ -166,13 +166,47 @@ pub enum Assignment {
     Lost,
 }
 
-/// The variables behind the special SET forms, read back when their value is no literal.
+/// The variables behind the special SET forms (`SET NAMES`, `SET CHARACTER SET`).
 const CHARSET_VARIABLES: &[&str] = &[
     "character_set_client",
     "character_set_connection",
     "character_set_results",
     "collation_connection",
 ];
+
+/// Key variables a SET of one of which also changes others, so that the text of each SET
+/// cannot say what the session has: `character_set_connection` resets
+/// `collation_connection` to the charset's default and `collation_connection` sets the
+/// charset; `SET NAMES` sets three and `SET CHARACTER SET` takes the current database's
+/// charset for the connection; `max_join_size` other than DEFAULT clears `sql_big_selects`.
+/// The same SETs in another order (or in another database) would give another session the
+/// same key with other values, so an assignment to any name of a group reads the group's
+/// effective values back.
+const COUPLED: &[(&[&str], &[&str])] = &[
+    (
+        &[
+            "names",
+            "character set",
+            "character_set_client",
+            "character_set_connection",
+            "character_set_results",
+            "collation_connection",
+        ],
+        CHARSET_VARIABLES,
+    ),
+    (
+        &["max_join_size", "sql_max_join_size", "sql_big_selects"],
+        &["max_join_size", "sql_big_selects"],
+    ),
+];
+
+/// The key variables to read back after an assignment to `name`, when it is coupled.
+fn coupled(name: &str) -> Option<&'static [&'static str]> {
+    COUPLED
+        .iter()
+        .find(|(names, _)| names.contains(&name))
+        .map(|(_, read)| *read)
+}
 
 /// The rule for `name = value` at `global` scope (names as `analysis::analyze_set` gives
 /// them: lower case, `@u` for user variables, `names`, `character set`, `transaction`,
@@ -181,17 +215,13 @@ pub fn assignment(name: &str, value: &str, global: bool) -> Assignment {
     if global || (name.starts_with('@') && !name.starts_with("@@")) {
         return Assignment::Ignore;
     }
+    if let Some(group) = coupled(name) {
+        return Assignment::ReadBack(group.to_vec());
+    }
     match name {
         // Keyed by text as before (the privileges policy owns roles); `SET TRANSACTION`'s
         // value is keywords only.
         "role" | "transaction" => Assignment::Literal,
-        "names" | "character set" => {
-            if names_value_is_literal(value) {
-                Assignment::Literal
-            } else {
-                Assignment::ReadBack(CHARSET_VARIABLES.to_vec())
-            }
-        }
         _ if is_literal(value) => Assignment::Literal,
         _ if read_back_sql(&[name]).is_some() => Assignment::ReadBackNamed,
         _ => Assignment::Lost,
@@ -237,17 +267,6 @@ pub fn is_literal(value: &str) -> bool {
                 && !v.eq_ignore_ascii_case("default");
             number || word
         }
-    }
-}
-
-/// `SET NAMES x [COLLATE y]` / `SET CHARACTER SET x` with literal names only.
-fn names_value_is_literal(value: &str) -> bool {
-    let words: Vec<&str> = value.split_ascii_whitespace().collect();
-    let lit = |w: &str| is_literal(w) || (w.starts_with('`') && w.ends_with('`') && w.len() > 2);
-    match words.as_slice() {
-        [cs] => lit(cs),
-        [cs, collate, coll] => lit(cs) && collate.eq_ignore_ascii_case("collate") && lit(coll),
-        _ => false,
     }
 }
 
@@ -319,15 +338,13 @@ mod tests {
             ("sql_mode", "@x", true, Ignore),
             ("div_precision_increment", "4", true, Ignore),
             ("@u", "1", false, Ignore),
-            ("names", "utf8mb4", false, Literal),
-            ("names", "'utf8mb4' COLLATE 'utf8mb4_bin'", false, Literal),
             (
                 "names",
                 "DEFAULT",
                 false,
                 ReadBack(CHARSET_VARIABLES.to_vec()),
             ),
-            ("character set", "latin1", false, Literal),
+            ("names", "utf8mb4", true, Ignore),
             (
                 "transaction",
                 "ISOLATION LEVEL READ UNCOMMITTED",
@@ -339,6 +356,34 @@ mod tests {
             ("we`ird", "@v", false, Lost),
         ] {
             assert_eq!(assignment(name, value, global), want, "{name} = {value}");
+        }
+    }
+
+    /// A SET of one variable that also changes others is read back whatever its value: the
+    /// same literal SETs in another order (or another database) leave other values.
+    #[test]
+    fn coupled_variables_are_read_back() {
+        let charset = Assignment::ReadBack(CHARSET_VARIABLES.to_vec());
+        for (name, value) in [
+            ("names", "utf8mb4"),
+            ("names", "'utf8mb4' COLLATE 'utf8mb4_bin'"),
+            ("character set", "latin1"),
+            ("character_set_connection", "utf8mb4"),
+            ("collation_connection", "utf8mb4_bin"),
+            ("character_set_client", "latin1"),
+            ("character_set_results", "NULL"),
+        ] {
+            assert_eq!(assignment(name, value, false), charset, "{name} = {value}");
+        }
+        let joins = Assignment::ReadBack(vec!["max_join_size", "sql_big_selects"]);
+        for name in ["max_join_size", "sql_max_join_size", "sql_big_selects"] {
+            assert_eq!(assignment(name, "2", false), joins, "{name}");
+        }
+        // Every variable read back is one the key holds from connect on.
+        for (_, read) in COUPLED {
+            for v in *read {
+                assert!(COMMON_KEY_VARIABLES.contains(v), "{v}");
+            }
         }
     }
 
