@@ -291,10 +291,11 @@ fn answers_about(cat: &Catalog, schemas: &[&str]) -> Vec<String> {
         .collect()
 }
 
-/// After each kind of DDL, reloading only what the statement names gives the answers a full
-/// reload gives: views (nested, across schemas, turned opaque by a drop), triggers, foreign
-/// keys (added, dropped, following a renamed parent from another schema), mixed-case names
-/// on a server that compares names by case, and whole schemas.
+/// After each kind of DDL, reloading only what the statement names and patching the snapshot
+/// gives the answers a full reload gives: views (nested, across schemas, turned opaque by a
+/// drop, DEFINER and INVOKER), triggers, column defaults advancing a sequence, foreign keys
+/// (added, dropped, following a renamed parent from another schema), mixed-case names on a
+/// server that compares names by case, and whole schemas.
 #[tokio::test]
 async fn partial_refresh_answers_like_a_full_reload() {
     let s = common::fresh_schema("catpart").await;
@@ -329,6 +330,24 @@ async fn partial_refresh_answers_like_a_full_reload() {
         (format!("CREATE VIEW `{s2}`.vv AS SELECT id FROM `{s}`.v"), there(&["vv"])),
         ("CREATE OR REPLACE VIEW v AS SELECT id FROM a".into(), here(&["v"])),
         ("ALTER VIEW v AS SELECT id FROM b".into(), here(&["v"])),
+        ("CREATE SEQUENCE seq NOCACHE".into(), here(&["seq"])),
+        (
+            "CREATE TABLE filled (id INT DEFAULT NEXTVAL(seq), v INT)".into(),
+            here(&["filled"]),
+        ),
+        (
+            "ALTER TABLE b ALTER COLUMN id SET DEFAULT NEXTVAL(seq)".into(),
+            here(&["b"]),
+        ),
+        (
+            "CREATE DEFINER = CURRENT_USER SQL SECURITY DEFINER VIEW vdef AS SELECT id FROM b"
+                .into(),
+            here(&["vdef"]),
+        ),
+        (
+            "ALTER SQL SECURITY INVOKER VIEW vdef AS SELECT id FROM filled".into(),
+            here(&["vdef"]),
+        ),
         (
             "CREATE TRIGGER trg AFTER INSERT ON a FOR EACH ROW INSERT INTO audit VALUES (NEW.id)"
                 .into(),

@@ -62,11 +62,6 @@ impl Changed {
         self.schemas.extend(other.schemas.iter().cloned());
         self.everything |= other.everything;
     }
-
-    pub(crate) fn covers(&self, schema: &str, name: &str) -> bool {
-        self.schemas.iter().any(|s| s == schema)
-            || self.objects.iter().any(|(s, n)| s == schema && n == name)
-    }
 }
 
 /// Invalidation owed by the statement in flight, applied before its OK reaches the client.
