@@ -18,6 +18,7 @@ use sqlparser::ast::{ObjectName, ObjectNamePart, Query, Statement, Visit, Visito
 use sqlparser::dialect::MySqlDialect;
 use sqlparser::parser::Parser;
 
+use crate::analysis::slices::{ColType, ColumnInfo};
 use crate::config::InvalidationConfig;
 
 /// A lower-cased `(schema, name)` pair, the table identity used everywhere in qcache.
@@ -72,6 +73,11 @@ pub struct SchemaSnapshot {
     unknown_writes: HashMap<TableName, String>,
     /// Relation names by schema, sorted.
     by_schema: HashMap<String, Vec<String>>,
+    /// Base tables' columns.
+    columns: HashMap<TableName, TableColumns>,
+    /// Tables with a trigger (analysed or not): a trigger may change the row being written,
+    /// so a write's statement does not name its rows.
+    triggered: HashSet<TableName>,
     /// Views whose reads must not be cached although they expand: their definition (or a
     /// nested view's) calls a function that is not cacheable inline (non-deterministic,
     /// session-dependent, a stored function or UDF, a sequence, a system variable).
@@ -112,6 +118,34 @@ pub struct RawCatalog {
     /// (schema, table, expression) of the column DEFAULT and generation expressions that
     /// call something: a write to the table runs them (`DEFAULT NEXTVAL(s)` writes `s`).
     pub column_code: Vec<(String, String, String)>,
+    /// Columns of tables and views, for row slices.
+    pub columns: Vec<RawColumn>,
+}
+
+/// One row of information_schema.COLUMNS.
+#[derive(Debug, Default, Clone)]
+pub struct RawColumn {
+    pub schema: String,
+    pub table: String,
+    pub name: String,
+    pub ordinal: u64,
+    pub data_type: String,
+    pub column_type: String,
+    pub collation: String,
+    pub max_chars: Option<u64>,
+    pub nullable: bool,
+    pub extra: String,
+}
+
+/// A base table's columns, for row slices.
+#[derive(Debug, Default)]
+struct TableColumns {
+    by_name: HashMap<String, ColumnInfo>,
+    /// In ordinal order; None when an INSERT without a column list does not fill them in
+    /// this order (invisible columns).
+    order: Option<Vec<String>>,
+    /// Every column in ordinal order (as row images carry them).
+    all: Arc<[(String, ColumnInfo)]>,
 }
 
 impl RawCatalog {
@@ -155,6 +189,8 @@ impl RawCatalog {
         self.foreign_keys.retain(|(cs, ct, ..)| !child(cs, ct));
         self.definers.retain(|(s, n, _)| !covered(s, n));
         self.column_code.retain(|(s, n, _)| !covered(s, n));
+        self.columns.retain(|c| !covered(&c.schema, &c.table));
+        self.columns.extend(fresh.columns);
         self.tables.extend(fresh.tables);
         self.views.extend(fresh.views);
         self.triggers.extend(fresh.triggers);
@@ -212,6 +248,7 @@ impl SchemaSnapshot {
 
         for (trigger_schema, schema, table, body) in &raw.triggers {
             let key = lower(schema, table);
+            snap.triggered.insert(key.clone());
             // A function the body calls may write tables nobody named.
             let analysed = if crate::analysis::calls_unknown_code(body) {
                 Err("the trigger calls a stored function or a sequence".to_string())
@@ -273,7 +310,75 @@ impl SchemaSnapshot {
         for names in snap.by_schema.values_mut() {
             names.sort();
         }
+        let mut cols: HashMap<TableName, Vec<&RawColumn>> = HashMap::new();
+        for c in &raw.columns {
+            cols.entry(lower(&c.schema, &c.table)).or_default().push(c);
+        }
+        for (t, mut list) in cols {
+            if snap.relations.get(&t) != Some(&Kind::Base) || snap.ambiguous.contains(&t) {
+                continue;
+            }
+            list.sort_by_key(|c| c.ordinal);
+            let mut tc = TableColumns::default();
+            let extra = |c: &RawColumn| c.extra.to_ascii_lowercase();
+            let invisible = list.iter().any(|c| extra(c).contains("invisible"));
+            tc.order = (!invisible).then(|| list.iter().map(|c| c.name.to_lowercase()).collect());
+            let mut all = Vec::with_capacity(list.len());
+            for c in list {
+                let e = extra(c);
+                // A generated column's value is not the statement's; invisible columns are
+                // left out of column-less INSERTs. Neither is sliced.
+                let ty = if e.contains("generated")
+                    || e.contains("virtual")
+                    || e.contains("persistent")
+                    || e.contains("stored")
+                    || e.contains("invisible")
+                {
+                    ColType::Other
+                } else {
+                    ColType::from_catalog(&c.data_type, &c.column_type, &c.collation, c.max_chars)
+                };
+                let info = ColumnInfo {
+                    ty,
+                    nullable: c.nullable,
+                    auto_increment: e.contains("auto_increment"),
+                };
+                all.push((c.name.to_lowercase(), info.clone()));
+                if tc.by_name.insert(c.name.to_lowercase(), info).is_some() {
+                    // Two columns one name apart in case: not a name qcache can resolve.
+                    tc.order = None;
+                    tc.by_name.clear();
+                    all.clear();
+                    break;
+                }
+            }
+            tc.all = all.into();
+            snap.columns.insert(t, tc);
+        }
         snap
+    }
+
+    /// Whether a write's statement names the rows it changes in `t`: a base table with no
+    /// trigger (which may change the row written) that no cascade leads back to.
+    fn rows_knowable(&self, t: &TableName) -> bool {
+        if self.relations.get(t) != Some(&Kind::Base)
+            || self.ambiguous.contains(t)
+            || self.triggered.contains(t)
+            || self.unknown_writes.contains_key(t)
+        {
+            return false;
+        }
+        let mut seen: HashSet<&TableName> = HashSet::new();
+        let mut queue: Vec<&TableName> = self.writes.get(t).into_iter().flatten().collect();
+        while let Some(n) = queue.pop() {
+            if n == t {
+                return false;
+            }
+            if seen.insert(n) {
+                queue.extend(self.writes.get(n).into_iter().flatten());
+            }
+        }
+        true
     }
 
     fn resolve_read(&self, tables: &[TableName]) -> ReadResolution {
@@ -923,6 +1028,12 @@ impl Catalog {
                 text(&mut r, 5),
             ));
         }
+        columns_where(
+            conn,
+            &format!("TABLE_SCHEMA NOT IN {SKIPPED_SCHEMAS}"),
+            &mut raw,
+        )
+        .await?;
         Ok(raw)
     }
 
@@ -981,6 +1092,65 @@ impl Catalog {
             return None;
         }
         snap.expand_write(tables)
+    }
+
+    /// A base table's column (lower-cased names), for row slices. None when unknown.
+    pub fn column(&self, t: &TableName, column: &str) -> Option<ColumnInfo> {
+        if !self.is_loaded() {
+            return None;
+        }
+        self.snapshot
+            .load()
+            .columns
+            .get(t)?
+            .by_name
+            .get(column)
+            .cloned()
+    }
+
+    /// A base table's columns in the order a column-less INSERT fills them.
+    pub fn column_order(&self, t: &TableName) -> Option<Vec<String>> {
+        if !self.is_loaded() {
+            return None;
+        }
+        self.snapshot.load().columns.get(t)?.order.clone()
+    }
+
+    /// Whether a write's own statement (or row image) names the rows it changes in `t`
+    /// (no trigger on it, no cascade back to it). False when the catalog is not loaded.
+    pub fn rows_knowable(&self, t: &TableName) -> bool {
+        // While a DDL's reload is under way, the table may just have gained a trigger.
+        self.is_loaded()
+            && self.ddl_reloads.load(Ordering::Acquire) == 0
+            && self.snapshot.load().rows_knowable(t)
+    }
+
+    /// A base table's columns in ordinal order, as row images carry them.
+    pub fn columns_by_ordinal(&self, t: &TableName) -> Option<Arc<[(String, ColumnInfo)]>> {
+        if !self.is_loaded() {
+            return None;
+        }
+        let snap = self.snapshot.load();
+        let all = &snap.columns.get(t)?.all;
+        (!all.is_empty()).then(|| all.clone())
+    }
+
+    /// Tables a write to `tables` reaches through triggers and cascades (not the tables
+    /// themselves unless an edge leads back to them): their rows are not in any statement
+    /// or row image qcache saw.
+    pub fn reached_by_edges(&self, tables: &[TableName]) -> HashSet<TableName> {
+        let snap = self.snapshot.load();
+        let mut seen: HashSet<TableName> = HashSet::new();
+        let mut queue: Vec<&TableName> = tables
+            .iter()
+            .flat_map(|t| snap.writes.get(t).into_iter().flatten())
+            .collect();
+        while let Some(n) = queue.pop() {
+            if seen.insert(n.clone()) {
+                queue.extend(snap.writes.get(n).into_iter().flatten());
+            }
+        }
+        seen
     }
 
     /// Every base table and view of `schema` (lower-cased), sorted.
@@ -1115,6 +1285,12 @@ async fn load_changed(
                         push_view(&mut raw, r);
                     }
                 }
+                columns_where(
+                    conn,
+                    &format!("TABLE_SCHEMA = {}{}", lit(&s), and("TABLE_NAME")),
+                    &mut raw,
+                )
+                .await?;
                 if name.is_none() || !is_view {
                     let rows: Vec<Row> = conn
                         .query(format!(
@@ -1220,6 +1396,37 @@ fn push_column_code(raw: &mut RawCatalog, mut r: Row) {
     }
 }
 
+/// The rows of information_schema.COLUMNS matching `filter`.
+async fn columns_where(
+    conn: &mut Conn,
+    filter: &str,
+    raw: &mut RawCatalog,
+) -> Result<(), CatalogError> {
+    let rows: Vec<Row> = conn
+        .query(format!(
+            "SELECT TABLE_SCHEMA, TABLE_NAME, COLUMN_NAME, ORDINAL_POSITION, DATA_TYPE, \
+             COLUMN_TYPE, IFNULL(COLLATION_NAME, ''), CHARACTER_MAXIMUM_LENGTH, IS_NULLABLE, \
+             EXTRA FROM information_schema.COLUMNS WHERE {filter}"
+        ))
+        .await?;
+    for mut r in rows {
+        let num = |r: &mut Row, i: usize| text(r, i).parse::<u64>().ok();
+        raw.columns.push(RawColumn {
+            schema: text(&mut r, 0),
+            table: text(&mut r, 1),
+            name: text(&mut r, 2),
+            ordinal: num(&mut r, 3).unwrap_or(0),
+            data_type: text(&mut r, 4),
+            column_type: text(&mut r, 5),
+            collation: text(&mut r, 6),
+            max_chars: num(&mut r, 7),
+            nullable: text(&mut r, 8).eq_ignore_ascii_case("YES"),
+            extra: text(&mut r, 9),
+        });
+    }
+    Ok(())
+}
+
 /// A column as text; NULL and non-UTF-8 bytes must not panic (the data is the server's).
 fn text(row: &mut Row, i: usize) -> String {
     match row.take_opt::<Option<Vec<u8>>, _>(i) {
@@ -1262,6 +1469,7 @@ mod tests {
     fn raw() -> RawCatalog {
         let s = |x: &str| x.to_string();
         RawCatalog {
+            columns: Vec::new(),
             tables: vec![
                 (s("db"), s("a"), s("BASE TABLE")),
                 (s("db"), s("b"), s("BASE TABLE")),
@@ -1517,6 +1725,7 @@ mod tests {
         let children = r.children_of(&changed);
         // The server now has: a renamed away (gone), v_ab reading b only, child following a.
         let fresh = RawCatalog {
+            columns: Vec::new(),
             tables: vec![(s("db"), s("v_ab"), s("VIEW"))],
             views: vec![(s("db"), s("v_ab"), s("select id from b"))],
             triggers: Vec::new(),
