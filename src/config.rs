@@ -203,9 +203,9 @@ pub enum Conservative {
 pub enum Granularity {
     /// Entries that read only rows where a column equals constants depend on those row
     /// slices; writes whose rows qcache can name bump only their slices.
+    #[default]
     Row,
     /// Every write invalidates every entry of its tables.
-    #[default]
     Table,
 }
 

@@ -580,6 +580,7 @@ topics!(
     context,
     diagnostics,
     privileges,
+    slices,
     snapshot,
 );
 

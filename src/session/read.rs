@@ -400,7 +400,9 @@ impl Session {
         let snap = mode.store_point();
         // Stamps are read before the query goes upstream: a write that lands while the
         // query runs makes them stale, so the result can never outlive it.
-        let stamps = Stamps::capture(versions, &plan.tables);
+        // Slice columns are registered here, before the stamps are read (`cache::versions`).
+        let (whole, sliced) = self.plan_slices(&plan.tables, sql, payload);
+        let stamps = Stamps::capture_sliced(versions, &whole, &sliced);
         // Stampede protection: one session fills, the others wait for its result.
         let guard = match cache.claim(plan.key) {
             Claim::Leader(g) => Some(g),
@@ -422,6 +424,8 @@ impl Session {
         if guard.is_some()
             && matches!(mode, ReadMode::Plain)
             && self.st.temp_tables.is_empty()
+            // Slice versions do not travel to L2: sliced entries stay local.
+            && sliced.is_empty()
             && self.l2_usable()
         {
             match self.l2_before_forward(plan.key, &plan.tables).await {
