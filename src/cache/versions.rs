@@ -221,9 +221,12 @@ impl Versions {
         if let Some(c) = cols.iter().find(|c| &*c.name == column) {
             return c.clone();
         }
+        // Writes before now bumped no slice of this column: to a transaction's snapshot
+        // ("unchanged since S") they count as writes with unknown rows. Read under the write
+        // lock, which `bump_rows` holds across its all-writes bump.
         let c = Arc::new(SliceColumn {
             name: column.into(),
-            unknown: AtomicU64::new(0),
+            unknown: AtomicU64::new(t.version()),
         });
         cols.push(c.clone());
         c
@@ -278,8 +281,9 @@ impl Versions {
                     }
                 }
             }
+            // Still under the lock: a column registered after this point starts at `v`.
+            t.version.fetch_max(v, Ordering::AcqRel);
         }
-        t.version.fetch_max(v, Ordering::AcqRel);
         // Other instances get a table bump: coarser, never staler.
         if let Some(s) = self.sink.get() {
             s.table(&t.schema, &t.name);
@@ -638,6 +642,19 @@ mod tests {
         // Unknown rows: everything of the table.
         v.bump(&t);
         assert!(!six.is_current(&v));
+    }
+
+    #[test]
+    fn writes_before_registration_count_for_snapshots() {
+        let v = Versions::new();
+        let t = v.table("db", "t");
+        let snap = v.snapshot();
+        // A write after the snapshot, before any entry sliced on `id`.
+        v.bump_rows(&t, &[("id".to_string(), vec!["i1".to_string()])]);
+        let s = sliced(&v, &t, "id", &["i1"]);
+        assert!(s.is_current(&v));
+        assert!(!s.valid_in(&v, &snap), "the row changed after the snapshot");
+        assert!(s.valid_in(&v, &v.snapshot()));
     }
 
     #[test]

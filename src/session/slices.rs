@@ -40,7 +40,9 @@ impl Session {
         payload: &[u8],
     ) -> (Arc<[TableHandle]>, Vec<SlicePlan>) {
         let whole = || (tables.clone(), Vec::new());
-        if !self.slices_on() || !self.st.temp_tables.is_empty() {
+        // Slice versions do not travel to L2 (its entries carry table versions only): with an
+        // L2, reads stay table-granular so that they can be shared.
+        if !self.slices_on() || !self.st.temp_tables.is_empty() || self.shared.l2.is_some() {
             return whole();
         }
         let catalog = &self.shared.catalog;
