@@ -401,8 +401,13 @@ impl Session {
         // Stamps are read before the query goes upstream: a write that lands while the
         // query runs makes them stale, so the result can never outlive it.
         // Slice columns are registered here, before the stamps are read (`cache::versions`).
-        let (whole, sliced) = self.plan_slices(&plan.tables, sql, payload);
-        let stamps = Stamps::capture_sliced(versions, &whole, &sliced);
+        let (whole, sliced, generation) = self.plan_slices(&plan.tables, sql, payload);
+        let mut stamps = Stamps::capture_sliced(versions, &whole, &sliced);
+        if !sliced.is_empty() && self.shared.catalog.generation() != generation {
+            // A reload raced the slicing: the column types used may predate a DDL whose
+            // after-reload bump these stamps already include. Depend on the tables whole.
+            stamps = Stamps::capture(versions, &plan.tables);
+        }
         // Stampede protection: one session fills, the others wait for its result.
         let guard = match cache.claim(plan.key) {
             Claim::Leader(g) => Some(g),

@@ -31,15 +31,19 @@ impl Session {
     }
 
     /// Splits a read's tables into those it reads whole and those it reads by slices, and
-    /// registers each slice column (before the caller reads the stamps). `sql` is the
+    /// registers each slice column (before the caller reads the stamps). Returns the catalog
+    /// generation the column types were read under. `sql` is the
     /// statement's text (the prepared SQL for an execute), `payload` what goes upstream.
     pub(super) fn plan_slices(
         &self,
         tables: &Arc<[TableHandle]>,
         sql: &[u8],
         payload: &[u8],
-    ) -> (Arc<[TableHandle]>, Vec<SlicePlan>) {
-        let whole = || (tables.clone(), Vec::new());
+    ) -> (Arc<[TableHandle]>, Vec<SlicePlan>, u64) {
+        // Column types come from this catalog generation; the caller checks, after reading
+        // the stamps, that no reload (a DDL that may have changed them) came in between.
+        let generation = self.shared.catalog.generation();
+        let whole = || (tables.clone(), Vec::new(), generation);
         // Slice versions do not travel to L2 (its entries carry table versions only): with an
         // L2, reads stay table-granular so that they can be shared.
         if !self.slices_on() || !self.st.temp_tables.is_empty() || self.shared.l2.is_some() {
@@ -97,7 +101,7 @@ impl Session {
                 None => rest.push(t.clone()),
             }
         }
-        (rest.into(), sliced)
+        (rest.into(), sliced, generation)
     }
 
     /// After `plan_write`: when the statement names the rows it changes in its one target
