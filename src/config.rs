@@ -218,6 +218,18 @@ pub enum Conservative {
     All,
 }
 
+/// How finely writes invalidate (`invalidation.granularity`).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Granularity {
+    /// Entries that read only rows where a column equals constants depend on those row
+    /// slices; writes whose rows qcache can name bump only their slices.
+    #[default]
+    Row,
+    /// Every write invalidates every entry of its tables.
+    Table,
+}
+
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
 #[serde(rename_all = "lowercase")]
 pub enum BinlogMode {
@@ -234,6 +246,8 @@ pub struct InvalidationConfig {
     pub unknown_write: Conservative,
     /// `CALL` (and SQL-level `EXECUTE`) invalidate this much.
     pub call: Conservative,
+    /// Row-slice or table invalidation.
+    pub granularity: Granularity,
     /// Tail the server's binlog to see writes that bypass qcache.
     pub binlog: BinlogMode,
     /// server_id qcache uses when it registers as a replica; 0 picks a random one at start,
@@ -252,6 +266,7 @@ impl Default for InvalidationConfig {
         InvalidationConfig {
             unknown_write: Conservative::All,
             call: Conservative::All,
+            granularity: Granularity::default(),
             binlog: BinlogMode::Auto,
             server_id: 0,
             user: "root".into(),

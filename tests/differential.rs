@@ -581,6 +581,7 @@ topics!(
     context,
     diagnostics,
     privileges,
+    slices,
     snapshot,
 );
 

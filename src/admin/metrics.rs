@@ -134,6 +134,12 @@ impl Collector for SharedCollector {
         }
         counter(
             &mut e,
+            "qcache_invalidations_slice",
+            "Row-slice counters bumped by writes whose rows qcache could name.",
+            load(&stats.slice_invalidations),
+        )?;
+        counter(
+            &mut e,
             "qcache_stale_dropped",
             "Outdated entries dropped (on lookup, replacement or eviction).",
             load(&stats.stale_dropped),

@@ -42,6 +42,7 @@ mod memo;
 mod parse;
 mod scan;
 mod set;
+pub mod slices;
 
 pub use comments::{server_str, server_text, ServerVersion};
 pub use digest::{digest, normalised_text};

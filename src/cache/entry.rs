@@ -119,7 +119,7 @@ impl Entry {
     }
 
     pub fn tables(&self) -> impl Iterator<Item = &TableHandle> {
-        self.stamps.tables.iter().map(|(t, _)| t)
+        self.stamps.all_tables()
     }
 
     pub fn is_expired(&self, now: Instant) -> bool {
@@ -135,7 +135,13 @@ impl Entry {
     /// What the entry costs the cache: its bytes plus a realistic estimate of bookkeeping, so
     /// that `max_bytes` bounds memory even when results are tiny.
     pub fn weight(&self) -> u64 {
-        let stamps = self.stamps.tables.len() * std::mem::size_of::<(TableHandle, u64)>();
+        let stamps = self.stamps.tables.len() * std::mem::size_of::<(TableHandle, u64)>()
+            + self
+                .stamps
+                .sliced
+                .iter()
+                .map(|s| 64 + s.slices_len() * 16)
+                .sum::<usize>();
         let sql = self.sql.as_ref().map_or(0, |s| s.len());
         let l2: usize = self
             .l2

@@ -119,6 +119,8 @@ pub struct CacheStats {
     pub lowmem_prunes: AtomicU64,
     /// One count per invalidation event (a table bump, a schema, a flush), by source.
     invalidations: [AtomicU64; InvalidationSource::ALL.len()],
+    /// Row-slice counters bumped (writes with known rows, granularity row).
+    pub slice_invalidations: AtomicU64,
     /// Followers that waited for another session's fill of the same key.
     pub stampede_waits: AtomicU64,
     /// Entries with outdated table versions dropped: found on lookup, replaced by a new fill,
@@ -163,6 +165,10 @@ impl CacheStats {
     /// that bump `Versions` directly should call it themselves.
     pub fn invalidation(&self, source: InvalidationSource) {
         self.invalidations[source.index()].fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn slice_invalidations(&self, n: u64) {
+        self.slice_invalidations.fetch_add(n, Ordering::Relaxed);
     }
 
     pub fn invalidations(&self, source: InvalidationSource) -> u64 {
@@ -220,6 +226,10 @@ impl CacheStats {
             rows.push((s.status_name(), self.invalidations(s)));
         }
         rows.extend([
+            (
+                "Qcache_invalidations_slice",
+                load(&self.slice_invalidations),
+            ),
             ("Qcache_stale_dropped", load(&self.stale_dropped)),
             ("Qcache_expired", load(&self.expired)),
             ("Qcache_stampede_waits", load(&self.stampede_waits)),

@@ -1,10 +1,32 @@
-//! Table versions: one generation counter per table, a global sequence and an epoch.
+//! Table versions: per table a generation every write moves and one only writes with
+//! unknown rows move, per registered slice column one more, a bounded array of row-slice
+//! counters, a global sequence and an epoch.
 //!
 //! Entries hold `Arc`s to the counters they depend on, so validating an entry is a few atomic
 //! loads and invalidating a table is one store, independent of how many entries exist.
+//!
+//! Row slices (`analysis::slices`): an entry that reads only the rows where column `c` of
+//! table `t` holds given values stamps `t`'s unknown-rows version, `c`'s own unknown version
+//! and the slice counters of those values. A write whose rows qcache can name bumps, for
+//! every column registered on `t`, the counters of the values its rows hold there before and
+//! after (or the column's unknown version when it cannot name them), then `t`'s all-writes
+//! version; any other write bumps `t` as a whole (both versions). Counters are indexed by a
+//! hash of (table, column, value): a collision costs an invalidation, never a stale read.
+//!
+//! Why a write acknowledged after an entry's stamps were read always moves one of them:
+//! the entry registers its column ([`Versions::register`], under `t`'s column lock) before
+//! it reads its stamps, and the write reads `t`'s registered columns ([`Versions::bump_rows`],
+//! same lock) only after the server acknowledged it. Either the write's read of the column
+//! list comes after the registration — then it bumps the counters of every value its rows
+//! hold in that column, which include the entry's value if it touched any row the entry
+//! reads (values equal under the column's collation have one key), or the column's unknown
+//! version — or it comes before, and then the write was acknowledged before the entry's
+//! stamps were read and before its query was sent, so the server's answer includes it.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
+
+use xxhash_rust::xxh3::xxh3_64;
 
 use dashmap::DashMap;
 
@@ -28,14 +50,69 @@ pub trait BumpSink: Send + Sync {
 pub struct TableVersion {
     pub schema: String,
     pub name: String,
+    /// Moved by every write: what entries reading the whole table stamp.
     version: AtomicU64,
+    /// Moved only by writes whose rows qcache cannot name: what sliced entries stamp.
+    unknown: AtomicU64,
+    /// The columns entries slice on; a write with known rows bumps the values of each.
+    columns: RwLock<Vec<Arc<SliceColumn>>>,
     /// A `mysql` privilege table: a write to it is a privilege change too.
     privileges: bool,
 }
 
+/// A column some entry slices on, with the version writes move when they cannot name their
+/// rows' values in it.
+#[derive(Debug)]
+pub struct SliceColumn {
+    pub name: Box<str>,
+    unknown: AtomicU64,
+}
+
+impl SliceColumn {
+    pub fn version(&self) -> u64 {
+        self.unknown.load(Ordering::Acquire)
+    }
+}
+
+/// Number of row-slice counters (a power of two).
+const SLICE_COUNTERS: usize = 1 << 16;
+
+/// The bounded array of row-slice counters.
+struct SliceCounters(Box<[AtomicU64]>);
+
+impl Default for SliceCounters {
+    fn default() -> Self {
+        SliceCounters((0..SLICE_COUNTERS).map(|_| AtomicU64::new(0)).collect())
+    }
+}
+
+impl std::fmt::Debug for SliceCounters {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "SliceCounters({})", self.0.len())
+    }
+}
+
+/// What a write with known rows says of one table: per column, the keys of the values its
+/// rows hold there before and after (`analysis::slices::RowWrite::known`). Registered columns
+/// not listed are unknown.
+pub type KnownRows = [(String, Vec<String>)];
+
 impl TableVersion {
     pub fn version(&self) -> u64 {
         self.version.load(Ordering::Acquire)
+    }
+
+    /// The unknown-rows version.
+    pub fn unknown_version(&self) -> u64 {
+        self.unknown.load(Ordering::Acquire)
+    }
+
+    /// The registered slice columns' names.
+    pub fn slice_columns(&self) -> Vec<String> {
+        self.columns
+            .read()
+            .map(|c| c.iter().map(|c| c.name.to_string()).collect())
+            .unwrap_or_default()
     }
 
     /// `schema.name`, for logs and admin listings.
@@ -57,6 +134,7 @@ pub struct Versions {
     epoch: AtomicU64,
     /// Users' privilege generations, part of every key's fingerprint.
     pub privileges: Privileges,
+    slices: SliceCounters,
     /// Set once when an L2 runs; bumps learned from L2 itself use the `_quiet` forms.
     sink: std::sync::OnceLock<Arc<dyn BumpSink>>,
 }
@@ -84,6 +162,8 @@ impl Versions {
                     schema: schema.to_string(),
                     name: name.to_string(),
                     version: AtomicU64::new(0),
+                    unknown: AtomicU64::new(0),
+                    columns: RwLock::new(Vec::new()),
                     privileges: crate::policy::privileges::is_privilege_table(schema, name),
                 })
             })
@@ -101,6 +181,7 @@ impl Versions {
     /// `bump` without telling the sink: for bumps that came from the sink's side.
     pub fn bump_quiet(&self, t: &TableVersion) {
         let v = self.seq.fetch_add(1, Ordering::AcqRel) + 1;
+        t.unknown.fetch_max(v, Ordering::AcqRel);
         t.version.fetch_max(v, Ordering::AcqRel);
         if t.privileges {
             // Through qcache or a ROW event of the binlog: every user, sticky. Quiet like
@@ -125,6 +206,89 @@ impl Versions {
             self.bump_name(s, n);
         }
         stamps.len()
+    }
+
+    /// Registers `column` (lower-cased) of `t` as a slice column, if it is not yet, and returns
+    /// it. Call before reading the stamps of an entry that slices on it (module docs).
+    pub fn register(&self, t: &TableVersion, column: &str) -> Arc<SliceColumn> {
+        if let Ok(cols) = t.columns.read() {
+            if let Some(c) = cols.iter().find(|c| &*c.name == column) {
+                return c.clone();
+            }
+        }
+        // A poisoned lock only means a panic elsewhere while holding it; the list is whole.
+        let mut cols = t.columns.write().unwrap_or_else(|e| e.into_inner());
+        if let Some(c) = cols.iter().find(|c| &*c.name == column) {
+            return c.clone();
+        }
+        // Writes before now bumped no slice of this column: to a transaction's snapshot
+        // ("unchanged since S") they count as writes with unknown rows. Read under the write
+        // lock, which `bump_rows` holds across its all-writes bump.
+        let c = Arc::new(SliceColumn {
+            name: column.into(),
+            unknown: AtomicU64::new(t.version()),
+        });
+        cols.push(c.clone());
+        c
+    }
+
+    /// The counter index of a slice.
+    pub fn slice_index(t: &TableVersion, column: &str, key: &str) -> u32 {
+        let mut buf =
+            Vec::with_capacity(t.schema.len() + t.name.len() + column.len() + key.len() + 3);
+        for part in [
+            t.schema.as_bytes(),
+            t.name.as_bytes(),
+            column.as_bytes(),
+            key.as_bytes(),
+        ] {
+            buf.extend_from_slice(part);
+            buf.push(0);
+        }
+        (xxh3_64(&buf) as usize & (SLICE_COUNTERS - 1)) as u32
+    }
+
+    pub fn slice_version(&self, index: u32) -> u64 {
+        self.slices.0[index as usize].load(Ordering::Acquire)
+    }
+
+    /// A write with known rows to `t`, acknowledged by the server: bumps, per registered
+    /// column, the slices of the values `known` lists (else the column's unknown version),
+    /// then the all-writes version. The unknown-rows version stays. Returns the number of
+    /// slice counters bumped.
+    pub fn bump_rows(&self, t: &TableVersion, known: &KnownRows) -> u64 {
+        if t.privileges {
+            // A privilege table: the whole privilege change, as any write to it.
+            self.bump(t);
+            return 0;
+        }
+        let v = self.seq.fetch_add(1, Ordering::AcqRel) + 1;
+        let mut n = 0;
+        {
+            // Read after the acknowledgement; see the module docs for why that suffices.
+            let cols = t.columns.read().unwrap_or_else(|e| e.into_inner());
+            for c in cols.iter() {
+                match known.iter().find(|(k, _)| **k == *c.name) {
+                    Some((_, keys)) => {
+                        for key in keys {
+                            let i = Versions::slice_index(t, &c.name, key);
+                            self.slices.0[i as usize].fetch_max(v, Ordering::AcqRel);
+                            n += 1;
+                        }
+                    }
+                    None => {
+                        c.unknown.fetch_max(v, Ordering::AcqRel);
+                    }
+                }
+            }
+            // Still under the lock: a column registered after this point starts at `v`.
+            t.version.fetch_max(v, Ordering::AcqRel);
+        }
+        // Other instances get a table bump: coarser, never staler.
+        if let Some(s) = self.sink.get() {
+            s.table(&t.schema, &t.name);
+        }
+        n
     }
 
     /// Installs the sink told of every later bump; false when one is already set.
@@ -225,10 +389,46 @@ impl Snapshot {
 /// The generations an entry was computed under, read before its query went upstream.
 #[derive(Debug, Clone)]
 pub struct Stamps {
+    /// Tables read whole: their all-writes versions.
     pub tables: Vec<(TableHandle, u64)>,
+    /// Tables read by slices.
+    pub sliced: Vec<SliceStamp>,
     pub epoch: u64,
     /// Global sequence at capture time.
     pub seq: u64,
+}
+
+/// What an entry reading only some slices of a table depends on.
+#[derive(Debug, Clone)]
+pub struct SliceStamp {
+    pub table: TableHandle,
+    unknown: u64,
+    column: Arc<SliceColumn>,
+    column_version: u64,
+    slices: Vec<(u32, u64)>,
+}
+
+impl SliceStamp {
+    pub fn slices_len(&self) -> usize {
+        self.slices.len()
+    }
+
+    fn all_versions<'a>(&'a self, v: &'a Versions) -> impl Iterator<Item = (u64, u64)> + 'a {
+        [
+            (self.table.unknown_version(), self.unknown),
+            (self.column.version(), self.column_version),
+        ]
+        .into_iter()
+        .chain(self.slices.iter().map(|(i, s)| (v.slice_version(*i), *s)))
+    }
+}
+
+/// A table an entry reads by slices: the column (registered) and the counter indexes.
+#[derive(Debug, Clone)]
+pub struct SlicePlan {
+    pub table: TableHandle,
+    pub column: Arc<SliceColumn>,
+    pub slices: Vec<u32>,
 }
 
 impl Stamps {
@@ -239,19 +439,54 @@ impl Stamps {
         let seq = v.seq();
         Stamps {
             tables: tables.iter().map(|t| (t.clone(), t.version())).collect(),
+            sliced: Vec::new(),
             epoch,
             seq,
         }
     }
 
+    /// [`capture`](Self::capture) for a read of `whole` tables and of `sliced` ones by slices.
+    /// Every column of `sliced` must have been registered before this call.
+    pub fn capture_sliced(v: &Versions, whole: &[TableHandle], sliced: &[SlicePlan]) -> Stamps {
+        let mut s = Stamps::capture(v, whole);
+        s.sliced = sliced
+            .iter()
+            .map(|p| SliceStamp {
+                table: p.table.clone(),
+                unknown: p.table.unknown_version(),
+                column: p.column.clone(),
+                column_version: p.column.version(),
+                slices: p.slices.iter().map(|i| (*i, v.slice_version(*i))).collect(),
+            })
+            .collect();
+        s
+    }
+
+    /// Every table these stamps depend on, whole or by slices.
+    pub fn all_tables(&self) -> impl Iterator<Item = &TableHandle> {
+        self.tables
+            .iter()
+            .map(|(t, _)| t)
+            .chain(self.sliced.iter().map(|s| &s.table))
+    }
+
     pub fn is_current(&self, v: &Versions) -> bool {
-        self.epoch == v.epoch() && self.tables.iter().all(|(t, ver)| t.version() == *ver)
+        self.epoch == v.epoch()
+            && self.tables.iter().all(|(t, ver)| t.version() == *ver)
+            && self
+                .sliced
+                .iter()
+                .all(|s| s.all_versions(v).all(|(cur, ver)| cur == ver))
     }
 
     /// True when no table of these stamps changed after the global sequence `seq`, and no
     /// bump_all happened after it either (the caller compares epochs).
-    pub fn unchanged_since(&self, seq: u64) -> bool {
+    pub fn unchanged_since(&self, v: &Versions, seq: u64) -> bool {
         self.tables.iter().all(|(t, _)| t.version() <= seq)
+            && self
+                .sliced
+                .iter()
+                .all(|s| s.all_versions(v).all(|(cur, _)| cur <= seq))
     }
 
     /// Valid inside a transaction that began at `snap`: current (so the entry reflects every
@@ -264,6 +499,10 @@ impl Stamps {
             && self.tables.iter().all(|(t, ver)| {
                 let cur = t.version();
                 cur == *ver && cur <= snap.seq
+            })
+            && self.sliced.iter().all(|s| {
+                s.all_versions(v)
+                    .all(|(cur, ver)| cur == ver && cur <= snap.seq)
             })
     }
 }
@@ -299,10 +538,10 @@ mod tests {
         let a = v.table("db", "a");
         let snap = v.seq();
         let s = Stamps::capture(&v, std::slice::from_ref(&a));
-        assert!(s.unchanged_since(snap));
+        assert!(s.unchanged_since(&v, snap));
         v.bump(&a);
-        assert!(!s.unchanged_since(snap));
-        assert!(s.unchanged_since(v.seq()));
+        assert!(!s.unchanged_since(&v, snap));
+        assert!(s.unchanged_since(&v, v.seq()));
     }
 
     #[test]
@@ -315,7 +554,10 @@ mod tests {
         let old = Stamps::capture(&v, std::slice::from_ref(&a));
         v.bump(&a);
         let snap = v.snapshot();
-        assert!(old.unchanged_since(snap.seq), "the trap valid_in avoids");
+        assert!(
+            old.unchanged_since(&v, snap.seq),
+            "the trap valid_in avoids"
+        );
         assert!(!old.valid_in(&v, &snap));
         // Stamped after the write: valid until a table changes after the snapshot.
         let fresh = Stamps::capture(&v, &[a.clone(), b.clone()]);
@@ -352,6 +594,85 @@ mod tests {
         assert!(snap2.unchanged(&v, &both));
         v.bump_all();
         assert!(!snap2.unchanged(&v, &both));
+    }
+
+    fn sliced(v: &Versions, t: &TableHandle, col: &str, keys: &[&str]) -> Stamps {
+        let column = v.register(t, col);
+        let slices = keys
+            .iter()
+            .map(|k| Versions::slice_index(t, col, k))
+            .collect();
+        Stamps::capture_sliced(
+            v,
+            &[],
+            &[SlicePlan {
+                table: t.clone(),
+                column,
+                slices,
+            }],
+        )
+    }
+
+    #[test]
+    fn known_rows_bump_only_their_slices() {
+        let v = Versions::new();
+        let t = v.table("db", "orders");
+        let five = sliced(&v, &t, "customer_id", &["i5"]);
+        let six = sliced(&v, &t, "customer_id", &["i6"]);
+        let whole = Stamps::capture(&v, std::slice::from_ref(&t));
+        let known = |vals: &[&str]| {
+            vec![(
+                "customer_id".to_string(),
+                vals.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
+            )]
+        };
+        assert_eq!(v.bump_rows(&t, &known(&["i5"])), 1);
+        assert!(!five.is_current(&v));
+        assert!(six.is_current(&v), "another slice's entry stays");
+        assert!(!whole.is_current(&v), "whole-table entries see every write");
+        // Rows whose column value is not named: every slice of that column.
+        v.bump_rows(&t, &[]);
+        assert!(!six.is_current(&v));
+        // A column registered later: earlier writes did not bump it, later ones do.
+        let by_id = sliced(&v, &t, "id", &["i1"]);
+        let six = sliced(&v, &t, "customer_id", &["i6"]);
+        v.bump_rows(&t, &known(&["i7"]));
+        assert!(!by_id.is_current(&v), "id unknown for that write");
+        assert!(six.is_current(&v));
+        // Unknown rows: everything of the table.
+        v.bump(&t);
+        assert!(!six.is_current(&v));
+    }
+
+    #[test]
+    fn writes_before_registration_count_for_snapshots() {
+        let v = Versions::new();
+        let t = v.table("db", "t");
+        let snap = v.snapshot();
+        // A write after the snapshot, before any entry sliced on `id`.
+        v.bump_rows(&t, &[("id".to_string(), vec!["i1".to_string()])]);
+        let s = sliced(&v, &t, "id", &["i1"]);
+        assert!(s.is_current(&v));
+        assert!(!s.valid_in(&v, &snap), "the row changed after the snapshot");
+        assert!(s.valid_in(&v, &v.snapshot()));
+    }
+
+    #[test]
+    fn sliced_stamps_in_snapshots() {
+        let v = Versions::new();
+        let t = v.table("db", "orders");
+        let snap = v.snapshot();
+        let s = sliced(&v, &t, "c", &["i1"]);
+        assert!(s.valid_in(&v, &snap));
+        v.bump_rows(&t, &[("c".to_string(), vec!["i2".to_string()])]);
+        assert!(s.valid_in(&v, &snap), "another slice changed");
+        assert!(
+            !snap.unchanged(&v, std::slice::from_ref(&t)),
+            "table-level check stays coarse"
+        );
+        v.bump_rows(&t, &[("c".to_string(), vec!["i1".to_string()])]);
+        assert!(!s.valid_in(&v, &snap));
+        assert!(!s.unchanged_since(&v, snap.seq));
     }
 
     #[test]

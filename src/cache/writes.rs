@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use super::stats::InvalidationSource;
 use super::store::Cache;
-use super::versions::{Snapshot, TableHandle};
+use super::versions::{KnownRows, Snapshot, TableHandle};
 use crate::config::Conservative;
 use crate::policy::privileges::PrivilegeChange;
 
@@ -68,6 +68,9 @@ impl Changed {
 #[derive(Debug, Default)]
 pub struct Pending {
     pub tables: Vec<TableHandle>,
+    /// Tables whose changed rows the statement names (granularity row): only their slices
+    /// are bumped (`Versions::bump_rows`). Inside a transaction they count as written.
+    pub rows: Vec<(TableHandle, Arc<KnownRows>)>,
     pub schemas: Vec<String>,
     pub all: bool,
     /// The statement changed the schema: reload the catalog before the client sees the OK.
@@ -82,6 +85,7 @@ pub struct Pending {
 impl Pending {
     pub fn is_empty(&self) -> bool {
         self.tables.is_empty()
+            && self.rows.is_empty()
             && self.schemas.is_empty()
             && !self.all
             && !self.ddl
@@ -95,6 +99,11 @@ impl Cache {
         let source = InvalidationSource::Write;
         for t in &p.tables {
             self.invalidate_table(t, source);
+        }
+        for (t, known) in &p.rows {
+            let n = self.versions().bump_rows(t, known);
+            self.stats().invalidation(source);
+            self.stats().slice_invalidations(n);
         }
         for s in &p.schemas {
             self.invalidate_schema(s, source);

@@ -32,10 +32,11 @@ use mysql_async::{BinlogStream, BinlogStreamRequest, Conn, Opts, Row};
 use tokio::sync::watch;
 
 use super::catalog::{upstream_opts, Catalog, Changed, TableName};
+use crate::analysis::slices::{normalize, ColType, ColumnInfo, Lit};
 use crate::analysis::ServerVersion;
 use crate::cache::stats::{CacheStats, InvalidationSource};
-use crate::cache::versions::Versions;
-use crate::config::{BinlogMode, Conservative, InvalidationConfig};
+use crate::cache::versions::{KnownRows, Versions};
+use crate::config::{BinlogMode, Conservative, Granularity, InvalidationConfig};
 
 /// The tables a statement writes, given its text and default schema; `None` = cannot tell
 /// (the tail then invalidates per `invalidation.unknown_write`). The same analyser proxied
@@ -516,6 +517,14 @@ struct Inv {
 }
 
 impl Inv {
+    /// A table whose changed rows the images name: only their slices (`Versions::bump_rows`).
+    fn rows(&self, schema: &str, name: &str, known: &KnownRows) {
+        let t = self.versions.table(schema, name);
+        let n = self.versions.bump_rows(&t, known);
+        self.stats.invalidation(InvalidationSource::Binlog);
+        self.stats.slice_invalidations(n);
+    }
+
     fn table(&self, schema: &str, name: &str) {
         self.versions.bump_name(schema, name);
         self.stats.invalidation(InvalidationSource::Binlog);
@@ -545,6 +554,8 @@ impl Inv {
 #[derive(Default)]
 struct BinlogTxn {
     tables: HashSet<TableName>,
+    /// What the row images say of each table's rows (granularity row).
+    rows: HashMap<TableName, RowsSeen>,
     /// Statements the analyser could not read, by default schema.
     unknown_schemas: HashSet<String>,
     /// A row event whose table map was missing, or an unreadable event.
@@ -552,6 +563,156 @@ struct BinlogTxn {
     /// Inside an event group: BEGIN or a MariaDB GTID event (not standalone) up to its
     /// XID / COMMIT / XA PREPARE.
     open: bool,
+}
+
+/// The row images of one table in a transaction, per column: the keys of the values they
+/// hold (`analysis::slices::normalize`), or that some image lacked or could not map it.
+#[derive(Default)]
+struct RowsSeen {
+    keys: HashMap<String, Vec<String>>,
+    unknown_columns: HashSet<String>,
+    /// Nothing is known of the rows (an image qcache could not read, too many rows, a
+    /// table the catalog does not describe like the image does).
+    unknown: bool,
+    images: usize,
+}
+
+/// Beyond this many row images per table and transaction, the table is bumped whole.
+const MAX_IMAGES: usize = 10_000;
+
+impl RowsSeen {
+    fn give_up(&mut self) {
+        self.unknown = true;
+        self.keys = HashMap::new();
+        self.unknown_columns = HashSet::new();
+    }
+
+    /// The columns whose every image named the value.
+    fn known(&self) -> Option<Vec<(String, Vec<String>)>> {
+        if self.unknown {
+            return None;
+        }
+        Some(
+            self.keys
+                .iter()
+                .filter(|(c, _)| !self.unknown_columns.contains(*c))
+                .map(|(c, k)| {
+                    let mut k = k.clone();
+                    k.sort();
+                    k.dedup();
+                    (c.clone(), k)
+                })
+                .collect(),
+        )
+    }
+}
+
+/// Folds the row images of `rows` into `seen`, for the sliceable columns of `cols`.
+fn fold_images(
+    seen: &mut RowsSeen,
+    rows: &mysql_async::binlog::events::RowsEventData<'_>,
+    tme: &mysql_async::binlog::events::TableMapEvent<'_>,
+    cols: &[(String, ColumnInfo)],
+) {
+    use mysql_async::binlog::value::BinlogValue;
+    use mysql_async::consts::ColumnType as T;
+    if cols.len() as u64 != tme.columns_count() {
+        // The catalog and the server disagree on the table's shape (a DDL in flight).
+        seen.give_up();
+        return;
+    }
+    // The image's type must be the family the catalog says, or the key would be wrong.
+    let family_ok = |i: usize, ty: &ColType| {
+        let Ok(Some(t)) = tme.get_column_type(i) else {
+            return false;
+        };
+        match ty {
+            ColType::Int { .. } => matches!(
+                t,
+                T::MYSQL_TYPE_TINY
+                    | T::MYSQL_TYPE_SHORT
+                    | T::MYSQL_TYPE_INT24
+                    | T::MYSQL_TYPE_LONG
+                    | T::MYSQL_TYPE_LONGLONG
+            ),
+            ColType::Str { .. } => matches!(
+                t,
+                T::MYSQL_TYPE_VARCHAR | T::MYSQL_TYPE_VAR_STRING | T::MYSQL_TYPE_STRING
+            ),
+            ColType::Other => false,
+        }
+    };
+    for row in rows.rows(tme) {
+        let Ok((before, after)) = row else {
+            seen.give_up();
+            return;
+        };
+        for img in [before, after].into_iter().flatten() {
+            seen.images += 1;
+            if seen.images > MAX_IMAGES {
+                seen.give_up();
+                return;
+            }
+            // Ordinal of each value the image carries: `@i` names, or the real names when
+            // the server logs them (binlog_row_metadata = FULL).
+            let mut at: HashMap<usize, usize> = HashMap::new();
+            for (k, c) in img.columns_ref().iter().enumerate() {
+                let name = c.name_str();
+                let i = match name.strip_prefix('@').and_then(|n| n.parse::<usize>().ok()) {
+                    Some(i) => Some(i),
+                    None => cols.iter().position(|(n, _)| *n == name.to_lowercase()),
+                };
+                if let Some(i) = i {
+                    at.insert(i, k);
+                }
+            }
+            for (i, (name, info)) in cols.iter().enumerate() {
+                if info.ty == ColType::Other {
+                    continue;
+                }
+                let key = at
+                    .get(&i)
+                    .filter(|_| family_ok(i, &info.ty))
+                    .and_then(|k| img.as_ref(*k))
+                    .and_then(|v| match v {
+                        BinlogValue::Value(v) => image_key(&info.ty, v),
+                        _ => None,
+                    });
+                match key {
+                    Some(Some(k)) => seen.keys.entry(name.clone()).or_default().push(k),
+                    // NULL: in no slice.
+                    Some(None) => {
+                        seen.keys.entry(name.clone()).or_default();
+                    }
+                    None => {
+                        seen.unknown_columns.insert(name.clone());
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The slice key of a value in a row image: Some(None) for NULL, None when unmappable.
+fn image_key(ty: &ColType, v: &mysql_async::Value) -> Option<Option<String>> {
+    use mysql_async::Value as V;
+    let lit = match v {
+        V::NULL => return Some(None),
+        V::Int(n) => {
+            let mut n = i128::from(*n);
+            // Without signedness metadata an unsigned column's high values arrive negative.
+            if let ColType::Int { min: 0, max } = ty {
+                if n < 0 {
+                    n += max + 1;
+                }
+            }
+            Lit::Int(n.to_string())
+        }
+        V::UInt(n) => Lit::Int(n.to_string()),
+        V::Bytes(b) => Lit::Str(String::from_utf8(b.clone()).ok()?),
+        _ => return None,
+    };
+    normalize(ty, &lit).map(Some)
 }
 
 /// The identity of one event, to recognise it when the server sends it again.
@@ -1161,7 +1322,10 @@ impl Tail {
             }
         };
         match data {
-            Some(EventData::RowsEvent(rows)) => self.on_rows(Some(rows.table_id()), stream),
+            Some(EventData::RowsEvent(rows)) => {
+                self.on_rows(Some(rows.table_id()), stream);
+                self.on_images(&rows, stream);
+            }
             Some(EventData::XidEvent(_)) => self.commit(arrived).await,
             Some(EventData::QueryEvent(q)) => {
                 let sql = q.query();
@@ -1211,6 +1375,44 @@ impl Tail {
                 ));
             }
             None => self.txn.unknown_all = true,
+        }
+    }
+
+    /// Granularity row: what the images of a rows event say of its table's rows. Rows events
+    /// whose images are not read here (compressed ones) leave the table unknown.
+    fn on_images(
+        &mut self,
+        rows: &mysql_async::binlog::events::RowsEventData<'_>,
+        stream: &BinlogStream,
+    ) {
+        if self.cfg.granularity != Granularity::Row {
+            return;
+        }
+        let Some(tme) = stream.get_tme(rows.table_id()) else {
+            return;
+        };
+        let t = (
+            tme.database_name().to_lowercase(),
+            tme.table_name().to_lowercase(),
+        );
+        let cols = self.catalog.columns_by_ordinal(&t);
+        let seen = self.txn.rows.entry(t).or_default();
+        if seen.unknown {
+            return;
+        }
+        let Some(cols) = cols else {
+            seen.give_up();
+            return;
+        };
+        // mysql_common unwraps some reads: a panic here must cost only precision.
+        let folded = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            let mut s = std::mem::take(seen);
+            fold_images(&mut s, rows, tme, &cols);
+            s
+        }));
+        match folded {
+            Ok(s) => *seen = s,
+            Err(_) => seen.give_up(),
         }
     }
 
@@ -1347,7 +1549,7 @@ impl Tail {
             }
             if !txn.tables.is_empty() {
                 let tables: Vec<TableName> = txn.tables.into_iter().collect();
-                bumps += self.bump_tables(&tables);
+                bumps += self.bump_tables_rows(&tables, &txn.rows);
                 if stale_catalog {
                     let schemas: HashSet<&str> = tables.iter().map(|(s, _)| s.as_str()).collect();
                     for s in schemas {
@@ -1375,6 +1577,30 @@ impl Tail {
 
     fn bump_tables(&self, tables: &[TableName]) -> u64 {
         bump_tables(&self.inv, &self.catalog, self.cfg.unknown_write, tables)
+    }
+
+    /// `bump_tables` where the row images name a table's rows: its slices only. A table
+    /// also reached through a trigger or cascade (whose rows no image shows, before MySQL
+    /// 9.6) or carrying a trigger is bumped whole.
+    fn bump_tables_rows(&self, tables: &[TableName], rows: &HashMap<TableName, RowsSeen>) -> u64 {
+        if rows.is_empty() {
+            return self.bump_tables(tables);
+        }
+        let Some(all) = self.catalog.expand_write(tables) else {
+            return self.bump_tables(tables);
+        };
+        let reached = self.catalog.reached_by_edges(tables);
+        for t in &all {
+            let known = rows
+                .get(t)
+                .filter(|_| !reached.contains(t) && self.catalog.rows_knowable(t))
+                .and_then(RowsSeen::known);
+            match known {
+                Some(k) => self.inv.rows(&t.0, &t.1, &k),
+                None => self.inv.table(&t.0, &t.1),
+            }
+        }
+        all.len() as u64
     }
 
     fn conservative(&self, schema: &str) -> u64 {
@@ -1741,6 +1967,29 @@ impl crate::cache::l2::TailStatus for BinlogHandle {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn image_keys_match_statement_keys() {
+        use mysql_async::Value as V;
+        let uint = ColType::from_catalog("int", "int(10) unsigned", "", None);
+        let int = ColType::from_catalog("int", "int(11)", "", None);
+        let ci = ColType::from_catalog("varchar", "varchar(8)", "utf8mb4_general_ci", Some(8));
+        // An unsigned value read without signedness metadata arrives negative.
+        assert_eq!(
+            image_key(&uint, &V::Int(-1)),
+            Some(normalize(&uint, &Lit::Int("4294967295".into())))
+        );
+        assert_eq!(image_key(&int, &V::Int(-1)), Some(Some("i-1".into())));
+        assert_eq!(image_key(&int, &V::NULL), Some(None));
+        assert_eq!(
+            image_key(&ci, &V::Bytes(b"AbC".to_vec())),
+            Some(normalize(&ci, &Lit::Str("abc".into())))
+        );
+        // Not mappable: the column is unknown for that write.
+        assert_eq!(image_key(&ci, &V::Bytes("é".as_bytes().to_vec())), None);
+        assert_eq!(image_key(&ci, &V::Bytes(b"a ".to_vec())), None);
+        assert_eq!(image_key(&int, &V::Double(1.0)), None);
+    }
 
     #[test]
     fn commit_lag_buckets() {

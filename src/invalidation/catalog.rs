@@ -18,6 +18,7 @@ use sqlparser::ast::{ObjectName, ObjectNamePart, Query, Statement, Visit, Visito
 use sqlparser::dialect::MySqlDialect;
 use sqlparser::parser::Parser;
 
+use crate::analysis::slices::{ColType, ColumnInfo};
 use crate::config::InvalidationConfig;
 
 /// A lower-cased `(schema, name)` pair, the table identity used everywhere in qcache.
@@ -87,6 +88,11 @@ struct SchemaPart {
     writes: HashMap<String, Vec<TableName>>,
     /// Tables with a trigger or column expression that could not be analysed, with why.
     unknown_writes: HashMap<String, String>,
+    /// Base tables' columns, for row slices.
+    columns: HashMap<String, TableColumns>,
+    /// Tables with a trigger (analysed or not): a trigger may change the row being written,
+    /// so a write's statement does not name its rows.
+    triggered: HashSet<String>,
     /// Views whose reads must not be cached although they expand: their definition calls a
     /// function that is not cacheable inline (non-deterministic, session-dependent, a
     /// stored function or UDF, a sequence, a system variable) or searches full text.
@@ -140,6 +146,34 @@ pub struct RawCatalog {
     /// (schema, table, GENERATION_EXPRESSION) of the generated columns among those: a
     /// VIRTUAL one is computed at each read, in the reader's session.
     pub generated: Vec<(String, String, String)>,
+    /// Columns of tables and views, for row slices.
+    pub columns: Vec<RawColumn>,
+}
+
+/// One row of information_schema.COLUMNS.
+#[derive(Debug, Default, Clone)]
+pub struct RawColumn {
+    pub schema: String,
+    pub table: String,
+    pub name: String,
+    pub ordinal: u64,
+    pub data_type: String,
+    pub column_type: String,
+    pub collation: String,
+    pub max_chars: Option<u64>,
+    pub nullable: bool,
+    pub extra: String,
+}
+
+/// A base table's columns, for row slices.
+#[derive(Debug, Default)]
+struct TableColumns {
+    by_name: HashMap<String, ColumnInfo>,
+    /// In ordinal order; None when an INSERT without a column list does not fill them in
+    /// this order (invisible columns).
+    order: Option<Vec<String>>,
+    /// Every column in ordinal order (as row images carry them).
+    all: Arc<[(String, ColumnInfo)]>,
 }
 
 impl RawCatalog {
@@ -183,6 +217,8 @@ impl RawCatalog {
         self.definers.retain(|(s, n, _)| !covered(s, n));
         self.column_code.retain(|(s, n, _)| !covered(s, n));
         self.generated.retain(|(s, n, _)| !covered(s, n));
+        self.columns.retain(|c| !covered(&c.schema, &c.table));
+        self.columns.extend(fresh.columns);
         self.tables.extend(fresh.tables);
         self.views.extend(fresh.views);
         self.triggers.extend(fresh.triggers);
@@ -271,6 +307,7 @@ impl SchemaPart {
         }
         for (trigger_schema, _, table, body) in raw.triggers.iter().filter(|r| mine(&r.1)) {
             let key = table.to_lowercase();
+            part.triggered.insert(key.clone());
             // A function the body calls may write tables nobody named.
             let analysed = if crate::analysis::calls_unknown_code(body) {
                 Err("the trigger calls a stored function or a sequence".to_string())
@@ -333,8 +370,64 @@ impl SchemaPart {
         }
         part.names = part.relations.keys().cloned().collect();
         part.names.sort();
+        part.columns = table_columns(&part, raw.columns.iter().filter(|c| mine(&c.schema)));
         part
     }
+}
+
+/// The columns of a schema part's base tables, by lower-cased table name. A table whose
+/// names collide in case, or that is no base table of the part, gets none.
+fn table_columns<'a>(
+    part: &SchemaPart,
+    rows: impl Iterator<Item = &'a RawColumn>,
+) -> HashMap<String, TableColumns> {
+    let mut cols: HashMap<String, Vec<&RawColumn>> = HashMap::new();
+    for c in rows {
+        cols.entry(c.table.to_lowercase()).or_default().push(c);
+    }
+    let mut out = HashMap::new();
+    for (t, mut list) in cols {
+        if part.relations.get(&t) != Some(&Kind::Base) || part.ambiguous.contains(&t) {
+            continue;
+        }
+        list.sort_by_key(|c| c.ordinal);
+        let mut tc = TableColumns::default();
+        let extra = |c: &RawColumn| c.extra.to_ascii_lowercase();
+        let invisible = list.iter().any(|c| extra(c).contains("invisible"));
+        tc.order = (!invisible).then(|| list.iter().map(|c| c.name.to_lowercase()).collect());
+        let mut all = Vec::with_capacity(list.len());
+        for c in list {
+            let e = extra(c);
+            // A generated column's value is not the statement's; invisible columns are
+            // left out of column-less INSERTs. Neither is sliced.
+            let ty = if e.contains("generated")
+                || e.contains("virtual")
+                || e.contains("persistent")
+                || e.contains("stored")
+                || e.contains("invisible")
+            {
+                ColType::Other
+            } else {
+                ColType::from_catalog(&c.data_type, &c.column_type, &c.collation, c.max_chars)
+            };
+            let info = ColumnInfo {
+                ty,
+                nullable: c.nullable,
+                auto_increment: e.contains("auto_increment"),
+            };
+            all.push((c.name.to_lowercase(), info.clone()));
+            if tc.by_name.insert(c.name.to_lowercase(), info).is_some() {
+                // Two columns one name apart in case: not a name qcache can resolve.
+                tc.order = None;
+                tc.by_name.clear();
+                all.clear();
+                break;
+            }
+        }
+        tc.all = all.into();
+        out.insert(t, tc);
+    }
+    out
 }
 
 impl SchemaSnapshot {
@@ -453,6 +546,40 @@ impl SchemaSnapshot {
 
     fn unknown_write(&self, t: &TableName) -> Option<&String> {
         self.part(t).and_then(|p| p.unknown_writes.get(&t.1))
+    }
+
+    /// Direct write edges of `t` (triggers, cascades).
+    fn edges(&self, t: &TableName) -> &[TableName] {
+        self.part(t)
+            .and_then(|p| p.writes.get(&t.1))
+            .map_or(&[], Vec::as_slice)
+    }
+
+    fn columns(&self, t: &TableName) -> Option<&TableColumns> {
+        self.part(t).and_then(|p| p.columns.get(&t.1))
+    }
+
+    /// Whether a write's statement names the rows it changes in `t`: a base table with no
+    /// trigger (which may change the row written) that no cascade leads back to.
+    fn rows_knowable(&self, t: &TableName) -> bool {
+        if self.kind(t) != Some(Kind::Base)
+            || self.is_ambiguous(t)
+            || self.part(t).is_some_and(|p| p.triggered.contains(&t.1))
+            || self.unknown_write(t).is_some()
+        {
+            return false;
+        }
+        let mut seen: HashSet<&TableName> = HashSet::new();
+        let mut queue: Vec<&TableName> = self.edges(t).iter().collect();
+        while let Some(n) = queue.pop() {
+            if n == t {
+                return false;
+            }
+            if seen.insert(n) {
+                queue.extend(self.edges(n));
+            }
+        }
+        true
     }
 
     /// Every relation, with its kind (for listings and tests).
@@ -1072,6 +1199,15 @@ impl Catalog {
             push_column_code(&mut raw, r);
         }
         let rows: Vec<Row> = conn
+            .query(format!(
+                "SELECT {COLUMNS_COLUMNS} FROM information_schema.COLUMNS \
+                 WHERE TABLE_SCHEMA NOT IN {SKIPPED_SCHEMAS}"
+            ))
+            .await?;
+        for r in rows {
+            push_column(&mut raw, r);
+        }
+        let rows: Vec<Row> = conn
             .query(
                 format!(
                 "SELECT TRIGGER_SCHEMA, EVENT_OBJECT_SCHEMA, EVENT_OBJECT_TABLE, ACTION_STATEMENT \
@@ -1162,6 +1298,61 @@ impl Catalog {
             return None;
         }
         snap.expand_write(tables)
+    }
+
+    /// A base table's column (lower-cased names), for row slices. None when unknown.
+    pub fn column(&self, t: &TableName, column: &str) -> Option<ColumnInfo> {
+        if !self.is_loaded() {
+            return None;
+        }
+        self.snapshot
+            .load()
+            .columns(t)?
+            .by_name
+            .get(column)
+            .cloned()
+    }
+
+    /// A base table's columns in the order a column-less INSERT fills them.
+    pub fn column_order(&self, t: &TableName) -> Option<Vec<String>> {
+        if !self.is_loaded() {
+            return None;
+        }
+        self.snapshot.load().columns(t)?.order.clone()
+    }
+
+    /// Whether a write's own statement (or row image) names the rows it changes in `t`
+    /// (no trigger on it, no cascade back to it). False when the catalog is not loaded.
+    pub fn rows_knowable(&self, t: &TableName) -> bool {
+        // While a DDL's reload is under way, the table may just have gained a trigger.
+        self.is_loaded()
+            && self.ddl_reloads.load(Ordering::Acquire) == 0
+            && self.snapshot.load().rows_knowable(t)
+    }
+
+    /// A base table's columns in ordinal order, as row images carry them.
+    pub fn columns_by_ordinal(&self, t: &TableName) -> Option<Arc<[(String, ColumnInfo)]>> {
+        if !self.is_loaded() {
+            return None;
+        }
+        let snap = self.snapshot.load();
+        let all = &snap.columns(t)?.all;
+        (!all.is_empty()).then(|| all.clone())
+    }
+
+    /// Tables a write to `tables` reaches through triggers and cascades (not the tables
+    /// themselves unless an edge leads back to them): their rows are not in any statement
+    /// or row image qcache saw.
+    pub fn reached_by_edges(&self, tables: &[TableName]) -> HashSet<TableName> {
+        let snap = self.snapshot.load();
+        let mut seen: HashSet<TableName> = HashSet::new();
+        let mut queue: Vec<&TableName> = tables.iter().flat_map(|t| snap.edges(t)).collect();
+        while let Some(n) = queue.pop() {
+            if seen.insert(n.clone()) {
+                queue.extend(snap.edges(n));
+            }
+        }
+        seen
     }
 
     /// Every base table and view of `schema` (lower-cased), sorted.
@@ -1281,6 +1472,7 @@ enum Sink {
     Triggers,
     ForeignKeys,
     ColumnCode,
+    Columns,
 }
 
 /// Statements sent as one multi-statement: one round trip for all of them.
@@ -1334,6 +1526,7 @@ impl Batch {
                         text(&mut r, 5),
                     )),
                     Sink::ColumnCode => push_column_code(raw, r),
+                    Sink::Columns => push_column(raw, r),
                 }
             }
         }
@@ -1377,6 +1570,14 @@ fn relation_queries(batch: &mut Batch, schema: &str, name: Option<&str>) {
         format!(
             "SELECT {COLUMN_CODE_COLUMNS} FROM information_schema.COLUMNS \
              WHERE TABLE_SCHEMA = {schema_lit}{} AND {COLUMN_CODE_FILTER}",
+            and("TABLE_NAME")
+        ),
+    );
+    batch.push(
+        Sink::Columns,
+        format!(
+            "SELECT {COLUMNS_COLUMNS} FROM information_schema.COLUMNS \
+             WHERE TABLE_SCHEMA = {schema_lit}{}",
             and("TABLE_NAME")
         ),
     );
@@ -1426,6 +1627,27 @@ fn push_column_code(raw: &mut RawCatalog, mut r: Row) {
             raw.column_code.push((schema.clone(), table.clone(), expr));
         }
     }
+}
+
+/// What row slices need of information_schema.COLUMNS ([`push_column`] reads them).
+const COLUMNS_COLUMNS: &str = "TABLE_SCHEMA, TABLE_NAME, COLUMN_NAME, ORDINAL_POSITION, \
+     DATA_TYPE, COLUMN_TYPE, IFNULL(COLLATION_NAME, ''), CHARACTER_MAXIMUM_LENGTH, \
+     IS_NULLABLE, EXTRA";
+
+fn push_column(raw: &mut RawCatalog, mut r: Row) {
+    let num = |r: &mut Row, i: usize| text(r, i).parse::<u64>().ok();
+    raw.columns.push(RawColumn {
+        schema: text(&mut r, 0),
+        table: text(&mut r, 1),
+        name: text(&mut r, 2),
+        ordinal: num(&mut r, 3).unwrap_or(0),
+        data_type: text(&mut r, 4),
+        column_type: text(&mut r, 5),
+        collation: text(&mut r, 6),
+        max_chars: num(&mut r, 7),
+        nullable: text(&mut r, 8).eq_ignore_ascii_case("YES"),
+        extra: text(&mut r, 9),
+    });
 }
 
 /// A column as text; NULL and non-UTF-8 bytes must not panic (the data is the server's).

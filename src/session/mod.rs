@@ -15,6 +15,7 @@ mod privileges;
 mod query;
 mod read;
 mod relay;
+mod slices;
 pub mod state;
 mod statements;
 mod write;

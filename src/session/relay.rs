@@ -302,6 +302,8 @@ impl Session {
                     ..Txn::default()
                 });
                 txn.written.extend(pending.tables.iter().cloned());
+                txn.written
+                    .extend(pending.rows.iter().map(|(t, _)| t.clone()));
                 txn.written_schemas.extend(pending.schemas.iter().cloned());
                 txn.written_unknown |= pending.all;
             }

@@ -25,7 +25,10 @@ impl Session {
         self.plan_privileges(&text);
         let an = self.shared.analyzer.analyze(&text, digest);
         match &*an {
-            Analysis::Write(w) => self.plan_write(w),
+            Analysis::Write(w) => {
+                self.plan_write(w);
+                self.plan_write_rows(w, &text, &pkt.payload);
+            }
             _ => self.plan_unknown_write(),
         }
         let resp = self.relay_command(pkt, Expect::Results).await?;

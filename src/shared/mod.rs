@@ -151,7 +151,10 @@ impl Shared {
         match self.catalog.expand_write(&changed.objects) {
             Some(tables) => {
                 let v = self.cache.versions();
-                for (s, n) in tables.iter().filter(|t| !changed.objects.contains(t)) {
+                // The DDL's own tables again too: an entry sliced by column types read from
+                // the old catalog, stamped after the first bump, must not outlive the swap
+                // (`session/slices.rs` checks the generation after reading its stamps).
+                for (s, n) in &tables {
                     self.cache
                         .invalidate_table(&v.table(s, n), InvalidationSource::Catalog);
                 }

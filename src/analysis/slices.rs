@@ -1,0 +1,1219 @@
+//! Row slices: which rows of each table a cacheable read depends on, and which rows a write
+//! changes, as far as the statement alone proves it (sans-IO; column types come from the
+//! caller).
+//!
+//! A *slice* is `(table, column, value)`: the rows whose column equals the value under the
+//! column's own comparison. A read depends on slices when the top-level AND of its WHERE (and
+//! of its inner joins' ON) pins a column to constants by `=` or `IN`, directly or through a
+//! chain of column equalities. A write names its rows' values for the columns it pins, sets
+//! or inserts. Everything doubtful gives no slice: the read depends on the whole table, the
+//! write's rows are unknown for that column.
+//!
+//! Values are normalised so that two values the column compares equal always map to the same
+//! key ([`normalize`]); a value that cannot be mapped soundly is not a slice. That is the one
+//! property the whole scheme rests on: a write bumps the key of each value it touches, and a
+//! read stamps the key of each value it pins, so equal-under-the-column must mean equal keys.
+
+use std::collections::HashMap;
+
+use sqlparser::ast::{
+    BinaryOperator, Expr, Ident, InTarget, JoinConstraint, JoinOperator, ObjectName, SetExpr,
+    Statement, TableFactor, TableObject, TableWithJoins, UnaryOperator, Value, Visit,
+};
+use sqlparser::dialect::MySqlDialect;
+use sqlparser::parser::Parser;
+
+use super::parse::table_ref;
+use super::TableRef;
+
+/// How a column compares, as far as slices care (from the catalog).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ColType {
+    /// An integer column holding values in `min..=max`.
+    Int { min: i128, max: i128 },
+    /// A CHAR/VARCHAR column whose collation qcache knows: `fold` says how its equal values
+    /// are made identical; `collation` tells two string columns apart in a join chain.
+    Str {
+        fold: Fold,
+        max_chars: u64,
+        collation: String,
+    },
+    /// Anything else: never a slice.
+    Other,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fold {
+    /// Binary collation: equal means the same bytes.
+    Exact,
+    /// A case-insensitive collation whose equalities among printable ASCII strings are exactly
+    /// ASCII case-folding.
+    AsciiLower,
+}
+
+/// One column of a table, as the catalog reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ColumnInfo {
+    pub ty: ColType,
+    pub nullable: bool,
+    /// AUTO_INCREMENT: NULL or 0 written to it stores a generated value.
+    pub auto_increment: bool,
+}
+
+impl ColType {
+    /// From information_schema.COLUMNS: DATA_TYPE, COLUMN_TYPE, COLLATION_NAME,
+    /// CHARACTER_MAXIMUM_LENGTH. Unknown or doubtful → Other.
+    pub fn from_catalog(
+        data_type: &str,
+        column_type: &str,
+        collation: &str,
+        max_chars: Option<u64>,
+    ) -> ColType {
+        let unsigned = column_type.to_ascii_lowercase().contains("unsigned");
+        let bits = match data_type.to_ascii_lowercase().as_str() {
+            "tinyint" => 8,
+            "smallint" => 16,
+            "mediumint" => 24,
+            "int" | "integer" => 32,
+            "bigint" => 64,
+            "char" | "varchar" => {
+                let Some(fold) = collation_fold(collation) else {
+                    return ColType::Other;
+                };
+                let Some(max_chars) = max_chars else {
+                    return ColType::Other;
+                };
+                return ColType::Str {
+                    fold,
+                    max_chars,
+                    collation: collation.to_ascii_lowercase(),
+                };
+            }
+            _ => return ColType::Other,
+        };
+        if unsigned {
+            ColType::Int {
+                min: 0,
+                max: (1i128 << bits) - 1,
+            }
+        } else {
+            ColType::Int {
+                min: -(1i128 << (bits - 1)),
+                max: (1i128 << (bits - 1)) - 1,
+            }
+        }
+    }
+}
+
+/// The collations whose equality over printable ASCII qcache can reproduce. Language-specific
+/// collations (contractions such as Danish `aa`, Turkish dotless i), accent- or
+/// case-sensitive variants, and anything unrecognised are left out: their columns are never
+/// sliced.
+fn collation_fold(collation: &str) -> Option<Fold> {
+    let c = collation.to_ascii_lowercase();
+    let (charset, rest) = c.split_once('_')?;
+    if !matches!(charset, "utf8mb4" | "utf8mb3" | "utf8" | "latin1" | "ascii") {
+        return None;
+    }
+    match rest {
+        "bin" | "nopad_bin" => Some(Fold::Exact),
+        "general_ci"
+        | "unicode_ci"
+        | "unicode_520_ci"
+        | "swedish_ci"
+        | "general_nopad_ci"
+        | "unicode_nopad_ci"
+        | "unicode_520_nopad_ci"
+        | "swedish_nopad_ci"
+        | "0900_ai_ci"
+        | "uca1400_ai_ci"
+        | "uca1400_nopad_ai_ci" => Some(Fold::AsciiLower),
+        _ => None,
+    }
+}
+
+/// A constant as written in a statement.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Lit {
+    /// An unsigned-or-negated decimal integer literal, as written (`-12`, `0`).
+    Int(String),
+    /// A plain single-quoted string.
+    Str(String),
+    Null,
+    /// The n-th `?` of a prepared statement (0-based, in text order).
+    Param(usize),
+}
+
+/// The key of a value in a column, or None when the value cannot be mapped soundly.
+/// Integers: the value itself (`'123'` and `123` are one slice; only canonical spellings of
+/// strings, and only below 2^53 where MySQL compares strings with integers as doubles).
+/// Strings: printable ASCII without trailing spaces (PAD SPACE collations ignore them),
+/// within the column's length (longer values would be truncated), case-folded as the
+/// collation folds.
+pub fn normalize(ty: &ColType, lit: &Lit) -> Option<String> {
+    match (ty, lit) {
+        (ColType::Int { min, max }, Lit::Int(s)) => {
+            let n = canonical_int(s)?;
+            (n >= *min && n <= *max).then(|| format!("i{n}"))
+        }
+        (ColType::Int { min, max }, Lit::Str(s)) => {
+            let n = canonical_int(s)?;
+            (n.abs() < (1i128 << 53) && n >= *min && n <= *max).then(|| format!("i{n}"))
+        }
+        (
+            ColType::Str {
+                fold, max_chars, ..
+            },
+            Lit::Str(s),
+        ) => {
+            let printable = s.bytes().all(|b| (0x20..0x7f).contains(&b));
+            if !printable || s.ends_with(' ') || s.len() as u64 > *max_chars {
+                return None;
+            }
+            Some(match fold {
+                Fold::Exact => format!("s{s}"),
+                Fold::AsciiLower => format!("s{}", s.to_ascii_lowercase()),
+            })
+        }
+        _ => None,
+    }
+}
+
+/// `-?(0|[1-9][0-9]*)`, at most 20 digits, as an integer.
+fn canonical_int(s: &str) -> Option<i128> {
+    let digits = s.strip_prefix('-').unwrap_or(s);
+    let ok = !digits.is_empty()
+        && digits.len() <= 20
+        && digits.bytes().all(|b| b.is_ascii_digit())
+        && (digits == "0" || !digits.starts_with('0'));
+    if !ok {
+        return None;
+    }
+    let n: i128 = digits.parse().ok()?;
+    Some(if s.starts_with('-') { -n } else { n })
+}
+
+/// Parses one statement for slice analysis. None when anything about the text makes the AST
+/// doubtful: a backslash (its meaning depends on sql_mode), an executable comment the server
+/// runs but sqlparser skips, several statements, or a parse error.
+pub fn parse_one(sql: &str) -> Option<Statement> {
+    if sql.len() > super::parse::MAX_PARSE_BYTES
+        || sql.contains('\\')
+        || sql.contains("/*")
+        || sql.contains('#')
+        || sql.contains("--")
+    {
+        return None;
+    }
+    let mut stmts = Parser::parse_sql(&MySqlDialect {}, sql).ok()?;
+    if stmts.len() != 1 {
+        return None;
+    }
+    stmts.pop()
+}
+
+/// The slices a read depends on, per table as written: (column, literals). A table not in
+/// the map depends on all its rows. `columns(table, column)` is the catalog's answer for the
+/// table as written (the caller qualifies it).
+pub type ReadPins = HashMap<TableRef, (String, Vec<String>)>;
+
+/// Slice extraction for a cacheable SELECT; `?` must have been numbered.
+fn read_slices_inner(
+    stmt: &Statement,
+    columns: &dyn Fn(&TableRef, &str) -> Option<ColumnInfo>,
+    params: &dyn Fn(usize) -> Option<Lit>,
+) -> ReadPins {
+    let mut out = ReadPins::new();
+    let Statement::Query(q) = stmt else {
+        return out;
+    };
+    if q.with.is_some() {
+        return out;
+    }
+    let SetExpr::Select(sel) = &*q.body else {
+        return out;
+    };
+    // The references of the top-level FROM, and whether each may be pinned.
+    let mut refs: Vec<Ref> = Vec::new();
+    let mut conds: Vec<&Expr> = Vec::new();
+    for twj in &sel.from {
+        from_item(twj, &mut refs, &mut conds);
+    }
+    if let Some(w) = &sel.selection {
+        conds.push(w);
+    }
+    let mut conjuncts = Vec::new();
+    for c in conds {
+        split_and(c, &mut conjuncts);
+    }
+    // Column nodes: (ref index, column) with their type; classes joined by equalities.
+    let mut nodes: Vec<(usize, String, ColumnInfo)> = Vec::new();
+    let mut parent: Vec<usize> = Vec::new();
+    let mut consts: Vec<Option<Vec<String>>> = Vec::new();
+    let node_of = |r: usize, col: String, nodes: &mut Vec<(usize, String, ColumnInfo)>| {
+        if let Some(i) = nodes.iter().position(|(nr, nc, _)| *nr == r && *nc == col) {
+            return Some(i);
+        }
+        let info = columns(&refs[r].table, &col)?;
+        if info.ty == ColType::Other {
+            return None;
+        }
+        nodes.push((r, col, info));
+        Some(nodes.len() - 1)
+    };
+    let mut pins: Vec<(usize, Vec<String>)> = Vec::new();
+    let mut edges: Vec<(usize, usize)> = Vec::new();
+    for c in conjuncts {
+        match c {
+            Expr::BinaryOp {
+                left,
+                op: BinaryOperator::Eq,
+                right,
+            } => {
+                let l = column_ref(left, &refs);
+                let r = column_ref(right, &refs);
+                match (l, r) {
+                    (Some(a), Some(b)) => {
+                        let (Some(a), Some(b)) =
+                            (node_of(a.0, a.1, &mut nodes), node_of(b.0, b.1, &mut nodes))
+                        else {
+                            continue;
+                        };
+                        edges.push((a, b));
+                    }
+                    (Some(a), None) | (None, Some(a)) => {
+                        let other = if column_ref(left, &refs).is_some() {
+                            right
+                        } else {
+                            left
+                        };
+                        let Some(lit) = literal(other, params) else {
+                            continue;
+                        };
+                        let Some(n) = node_of(a.0, a.1, &mut nodes) else {
+                            continue;
+                        };
+                        if let Some(v) = normalize(&nodes[n].2.ty, &lit) {
+                            pins.push((n, vec![v]));
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            Expr::In {
+                expr,
+                target: InTarget::List(list),
+                negated: false,
+                ..
+            } => {
+                let Some(a) = column_ref(expr, &refs) else {
+                    continue;
+                };
+                let Some(n) = node_of(a.0, a.1, &mut nodes) else {
+                    continue;
+                };
+                let vals: Option<Vec<String>> = list
+                    .iter()
+                    .map(|e| literal(e, params).and_then(|l| normalize(&nodes[n].2.ty, &l)))
+                    .collect();
+                if let Some(mut vals) = vals.filter(|v| !v.is_empty()) {
+                    vals.sort();
+                    vals.dedup();
+                    pins.push((n, vals));
+                }
+            }
+            _ => {}
+        }
+    }
+    parent.extend(0..nodes.len());
+    consts.resize(nodes.len(), None);
+    fn find(p: &mut [usize], mut i: usize) -> usize {
+        while p[i] != i {
+            p[i] = p[p[i]];
+            i = p[i];
+        }
+        i
+    }
+    for (a, b) in edges {
+        // Only columns that compare alike: both integers, or strings of one collation.
+        let same = match (&nodes[a].2.ty, &nodes[b].2.ty) {
+            (ColType::Int { .. }, ColType::Int { .. }) => true,
+            (ColType::Str { collation: x, .. }, ColType::Str { collation: y, .. }) => x == y,
+            _ => false,
+        };
+        if same {
+            let (ra, rb) = (find(&mut parent, a), find(&mut parent, b));
+            parent[ra] = rb;
+        }
+    }
+    for (n, vals) in pins {
+        let root = find(&mut parent, n);
+        // Any one of the class's constant sets bounds it; the smallest is the tightest.
+        if consts[root].as_ref().is_none_or(|c| vals.len() < c.len()) {
+            consts[root] = Some(vals);
+        }
+    }
+    // Per reference: its pinned column with the fewest values.
+    let mut per_ref: Vec<Option<(String, Vec<String>)>> = vec![None; refs.len()];
+    for (i, (r, col, _)) in nodes.iter().enumerate() {
+        if !refs[*r].pinnable {
+            continue;
+        }
+        let root = find(&mut parent, i);
+        if let Some(vals) = &consts[root] {
+            if per_ref[*r]
+                .as_ref()
+                .is_none_or(|(_, v)| vals.len() < v.len())
+            {
+                per_ref[*r] = Some((col.clone(), vals.clone()));
+            }
+        }
+    }
+    // A table read anywhere else (a subquery, a derived table, an outer side) or by two
+    // references pinned differently depends on all its rows.
+    let mut everywhere: HashMap<TableRef, usize> = HashMap::new();
+    let _ = stmt.visit(&mut RelationCounter(&mut everywhere));
+    // Per table: references, the pin so far, whether every reference is pinned alike.
+    type Seen = (usize, Option<(String, Vec<String>)>, bool);
+    let mut by_table: HashMap<TableRef, Seen> = HashMap::new();
+    for (r, pin) in refs.iter().zip(per_ref) {
+        let e = by_table.entry(r.table.clone()).or_insert((0, None, true));
+        e.0 += 1;
+        match (pin, &mut e.1) {
+            (None, _) => e.2 = false,
+            (Some(p), slot @ None) => *slot = Some(p),
+            (Some((c, v)), Some((c0, v0))) => {
+                if c == *c0 {
+                    v0.extend(v);
+                    v0.sort();
+                    v0.dedup();
+                } else {
+                    e.2 = false;
+                }
+            }
+        }
+    }
+    for (t, (count, pin, ok)) in by_table {
+        if !ok || everywhere.get(&t).copied().unwrap_or(0) != count {
+            continue;
+        }
+        if let Some(p) = pin {
+            out.insert(t, p);
+        }
+    }
+    out
+}
+
+struct RelationCounter<'a>(&'a mut HashMap<TableRef, usize>);
+
+impl sqlparser::ast::Visitor for RelationCounter<'_> {
+    type Break = ();
+    fn pre_visit_relation(&mut self, relation: &ObjectName) -> std::ops::ControlFlow<()> {
+        match table_ref(relation) {
+            Some(t) => *self.0.entry(t).or_default() += 1,
+            // A name that is not plain: count it under a name nothing matches.
+            None => *self.0.entry(TableRef::new(None, "")).or_default() += 1,
+        }
+        std::ops::ControlFlow::Continue(())
+    }
+}
+
+/// A table reference of the top-level FROM.
+struct Ref {
+    table: TableRef,
+    /// What the statement calls it: its alias, else its name.
+    alias: String,
+    /// False on the nullable side of an outer join and inside nested joins.
+    pinnable: bool,
+}
+
+fn from_item<'a>(twj: &'a TableWithJoins, refs: &mut Vec<Ref>, conds: &mut Vec<&'a Expr>) {
+    let start = refs.len();
+    factor(&twj.relation, refs, true);
+    for j in &twj.joins {
+        match &j.join_operator {
+            JoinOperator::Join(c) | JoinOperator::Inner(c) | JoinOperator::CrossJoin(c) => {
+                factor(&j.relation, refs, true);
+                if let JoinConstraint::On(e) = c {
+                    conds.push(e);
+                }
+            }
+            JoinOperator::Left(_) | JoinOperator::LeftOuter(_) => {
+                // The right side is null-extended: all its rows matter. Its ON is no filter.
+                factor(&j.relation, refs, false);
+            }
+            JoinOperator::Right(_) | JoinOperator::RightOuter(_) => {
+                for r in &mut refs[start..] {
+                    r.pinnable = false;
+                }
+                factor(&j.relation, refs, true);
+            }
+            _ => {
+                for r in &mut refs[start..] {
+                    r.pinnable = false;
+                }
+                factor(&j.relation, refs, false);
+            }
+        }
+    }
+}
+
+fn factor(tf: &TableFactor, refs: &mut Vec<Ref>, pinnable: bool) {
+    match tf {
+        TableFactor::Table {
+            name,
+            alias,
+            args,
+            version,
+            ..
+        } => {
+            let Some(t) = table_ref(name) else { return };
+            let plain = args.is_none() && version.is_none();
+            let alias = match alias {
+                Some(a) => a.name.value.to_lowercase(),
+                None => t.name.clone(),
+            };
+            refs.push(Ref {
+                table: t,
+                alias,
+                pinnable: pinnable && plain,
+            });
+        }
+        TableFactor::NestedJoin {
+            table_with_joins, ..
+        } => {
+            let mut ignored = Vec::new();
+            let start = refs.len();
+            from_item(table_with_joins, refs, &mut ignored);
+            for r in &mut refs[start..] {
+                r.pinnable = false;
+            }
+        }
+        // Derived tables, table functions: their tables are counted elsewhere and stay whole.
+        _ => {}
+    }
+}
+
+fn split_and<'a>(e: &'a Expr, out: &mut Vec<&'a Expr>) {
+    match e {
+        Expr::BinaryOp {
+            left,
+            op: BinaryOperator::And,
+            right,
+        } => {
+            split_and(left, out);
+            split_and(right, out);
+        }
+        Expr::Nested(inner) => split_and(inner, out),
+        e => out.push(e),
+    }
+}
+
+/// The (reference, column) a column expression names, if it names exactly one.
+fn column_ref(e: &Expr, refs: &[Ref]) -> Option<(usize, String)> {
+    let (qual, col): (Option<(Option<&Ident>, &Ident)>, &Ident) = match e {
+        Expr::Identifier(c) => (None, c),
+        Expr::CompoundIdentifier(p) => match p.as_slice() {
+            [t, c] => (Some((None, t)), c),
+            [s, t, c] => (Some((Some(s), t)), c),
+            _ => return None,
+        },
+        Expr::Nested(inner) => return column_ref(inner, refs),
+        _ => return None,
+    };
+    let col = col.value.to_lowercase();
+    let found: Vec<usize> = match qual {
+        None => {
+            // Unqualified: only when the FROM has one reference (no name resolution here).
+            if refs.len() == 1 {
+                vec![0]
+            } else {
+                return None;
+            }
+        }
+        Some((schema, t)) => {
+            let t = t.value.to_lowercase();
+            refs.iter()
+                .enumerate()
+                .filter(|(_, r)| match schema {
+                    None => r.alias == t,
+                    Some(s) => {
+                        r.alias == r.table.name
+                            && r.table.name == t
+                            && r.table.schema.as_deref() == Some(&s.value.to_lowercase())
+                    }
+                })
+                .map(|(i, _)| i)
+                .collect()
+        }
+    };
+    match found.as_slice() {
+        [i] => Some((*i, col)),
+        _ => None,
+    }
+}
+
+/// A constant expression qcache can read: integers (possibly negated), plain single-quoted
+/// strings, NULL, `?`.
+fn literal(e: &Expr, params: &dyn Fn(usize) -> Option<Lit>) -> Option<Lit> {
+    match e {
+        Expr::Value(v) => match &v.value {
+            Value::Number(s, false) => Some(Lit::Int(s.clone())),
+            Value::SingleQuotedString(s) => Some(Lit::Str(s.clone())),
+            Value::Null => Some(Lit::Null),
+            Value::Placeholder(p) if p == "?" => {
+                let n = placeholder_index(v);
+                params(n?)
+            }
+            _ => None,
+        },
+        Expr::UnaryOp {
+            op: UnaryOperator::Minus,
+            expr,
+        } => match &**expr {
+            Expr::Value(v) => match &v.value {
+                Value::Number(s, false) if !s.starts_with('-') => Some(Lit::Int(format!("-{s}"))),
+                _ => None,
+            },
+            _ => None,
+        },
+        Expr::Nested(inner) => literal(inner, params),
+        _ => None,
+    }
+}
+
+thread_local! {
+    /// Positions of the `?` placeholders of the statement being analysed, in text order.
+    static PLACEHOLDERS: std::cell::RefCell<Vec<(u64, u64)>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// A `?`'s index: its rank among the statement's placeholders by source position.
+fn placeholder_index(v: &sqlparser::ast::ValueWithSpan) -> Option<usize> {
+    let at = (v.span.start.line, v.span.start.column);
+    PLACEHOLDERS.with(|p| p.borrow().iter().position(|x| *x == at))
+}
+
+/// Records every `?` of `stmt` by position, so that [`literal`] can number them.
+fn number_placeholders(stmt: &Statement) -> bool {
+    struct Collect(Vec<(u64, u64)>);
+    impl sqlparser::ast::Visitor for Collect {
+        type Break = ();
+        fn pre_visit_expr(&mut self, e: &Expr) -> std::ops::ControlFlow<()> {
+            if let Expr::Value(v) = e {
+                if matches!(&v.value, Value::Placeholder(p) if p == "?") {
+                    self.0.push((v.span.start.line, v.span.start.column));
+                }
+            }
+            std::ops::ControlFlow::Continue(())
+        }
+    }
+    let mut c = Collect(Vec::new());
+    let _ = stmt.visit(&mut c);
+    c.0.sort();
+    let distinct = c.0.windows(2).all(|w| w[0] != w[1]);
+    // A span sqlparser did not fill in (0:0) cannot be told apart.
+    let known = c.0.iter().all(|(l, _)| *l > 0);
+    PLACEHOLDERS.with(|p| *p.borrow_mut() = c.0);
+    distinct && known
+}
+
+/// The slices a cacheable SELECT depends on. `params(n)` is the n-th `?`'s value (None:
+/// unknown, no slice from it).
+pub fn read_slices(
+    stmt: &Statement,
+    columns: &dyn Fn(&TableRef, &str) -> Option<ColumnInfo>,
+    params: &dyn Fn(usize) -> Option<Lit>,
+) -> ReadPins {
+    if !number_placeholders(stmt) {
+        return read_slices_inner(stmt, columns, &|_| None);
+    }
+    read_slices_inner(stmt, columns, params)
+}
+
+/// What a write's statement says of the rows it changes in its one target table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RowWrite {
+    pub table: TableRef,
+    /// Columns whose every changed row's values (before and after) are named: the keys
+    /// ([`normalize`]) of those values; rows holding NULL there add no key. A column not
+    /// listed is unknown.
+    pub known: Vec<(String, Vec<String>)>,
+}
+
+/// The rows a single-table INSERT … VALUES / UPDATE / DELETE changes, per column, or None
+/// when the statement is not of that shape (then every column is unknown: the caller
+/// invalidates the table). `all_columns(table)`: the table's columns in order, for an INSERT
+/// without a column list.
+pub fn write_rows(
+    stmt: &Statement,
+    columns: &dyn Fn(&TableRef, &str) -> Option<ColumnInfo>,
+    all_columns: &dyn Fn(&TableRef) -> Option<Vec<String>>,
+    params: &dyn Fn(usize) -> Option<Lit>,
+) -> Option<RowWrite> {
+    if !number_placeholders(stmt) {
+        return None;
+    }
+    match stmt {
+        Statement::Insert(ins) => {
+            if ins.replace_into
+                || ins.on.is_some()
+                || !ins.assignments.is_empty()
+                || ins.returning.is_some()
+            {
+                return None;
+            }
+            let TableObject::TableName(name) = &ins.table else {
+                return None;
+            };
+            let table = table_ref(name)?;
+            let src = ins.source.as_ref()?;
+            if src.with.is_some() {
+                return None;
+            }
+            let SetExpr::Values(values) = &*src.body else {
+                return None;
+            };
+            let cols: Vec<String> = if ins.columns.is_empty() {
+                all_columns(&table)?
+            } else {
+                ins.columns
+                    .iter()
+                    .map(|c| {
+                        c.0.last()
+                            .and_then(|p| p.as_ident())
+                            .map(|i| i.value.to_lowercase())
+                    })
+                    .collect::<Option<_>>()?
+            };
+            let mut known: Vec<(String, Option<Vec<String>>)> =
+                cols.iter().map(|c| (c.clone(), Some(Vec::new()))).collect();
+            for row in &values.rows {
+                if row.content.len() != cols.len() {
+                    return None;
+                }
+                for (slot, e) in known.iter_mut().zip(&row.content) {
+                    let Some(vals) = &mut slot.1 else { continue };
+                    let key = columns(&table, &slot.0).and_then(|info| {
+                        let lit = literal(e, params)?;
+                        write_key(&info, &lit)
+                    });
+                    match key {
+                        Some(Some(k)) => vals.push(k),
+                        Some(None) => {}
+                        None => slot.1 = None,
+                    }
+                }
+            }
+            Some(RowWrite {
+                table,
+                known: finish(known),
+            })
+        }
+        Statement::Update(u) => {
+            if !u.table.joins.is_empty() || u.from.is_some() || u.returning.is_some() {
+                return None;
+            }
+            let TableFactor::Table { name, .. } = &u.table.relation else {
+                return None;
+            };
+            let table = table_ref(name)?;
+            let pins = where_pins(u.selection.as_ref()?, &table, columns, params);
+            let mut known = Vec::new();
+            let mut set: HashMap<String, Option<Option<String>>> = HashMap::new();
+            for a in &u.assignments {
+                let sqlparser::ast::AssignmentTarget::ColumnName(n) = &a.target else {
+                    return None;
+                };
+                let col = n.0.last()?.as_ident()?.value.to_lowercase();
+                let key = columns(&table, &col).and_then(|info| {
+                    let lit = literal(&a.value, params)?;
+                    write_key(&info, &lit)
+                });
+                // Assigned twice: the second wins; keep it simple and call it unknown.
+                let prev = set.insert(col, key);
+                if prev.is_some() {
+                    return None;
+                }
+            }
+            for (col, before) in pins {
+                match set.get(&col) {
+                    None => known.push((col, before)),
+                    Some(Some(after)) => {
+                        let mut v = before;
+                        v.extend(after.clone());
+                        known.push((col, v));
+                    }
+                    Some(None) => {}
+                }
+            }
+            Some(RowWrite {
+                table,
+                known: finish(known.into_iter().map(|(c, v)| (c, Some(v))).collect()),
+            })
+        }
+        Statement::Delete(d) => {
+            if !d.tables.is_empty() || d.using.is_some() || d.returning.is_some() {
+                return None;
+            }
+            let (sqlparser::ast::FromTable::WithFromKeyword(from)
+            | sqlparser::ast::FromTable::WithoutKeyword(from)) = &d.from;
+            let [twj] = from.as_slice() else {
+                return None;
+            };
+            if !twj.joins.is_empty() {
+                return None;
+            }
+            let TableFactor::Table { name, .. } = &twj.relation else {
+                return None;
+            };
+            let table = table_ref(name)?;
+            let pins = where_pins(d.selection.as_ref()?, &table, columns, params);
+            Some(RowWrite {
+                table,
+                known: finish(pins.into_iter().map(|(c, v)| (c, Some(v))).collect()),
+            })
+        }
+        _ => None,
+    }
+}
+
+fn finish(known: Vec<(String, Option<Vec<String>>)>) -> Vec<(String, Vec<String>)> {
+    let mut out: Vec<(String, Vec<String>)> = known
+        .into_iter()
+        .filter_map(|(c, v)| {
+            v.map(|mut v| {
+                v.sort();
+                v.dedup();
+                (c, v)
+            })
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// The key a written value gets: Some(Some(key)), Some(None) for a NULL stored as NULL (in
+/// no slice), None when what the server stores is not certain (NULL or 0 into an
+/// AUTO_INCREMENT column, NULL into a NOT NULL one, anything [`normalize`] refuses).
+fn write_key(info: &ColumnInfo, lit: &Lit) -> Option<Option<String>> {
+    match lit {
+        Lit::Null => (info.nullable && !info.auto_increment).then_some(None),
+        Lit::Int(s) if info.auto_increment && s.trim_start_matches('-') == "0" => None,
+        l => normalize(&info.ty, l).map(Some),
+    }
+}
+
+/// The columns a write's WHERE pins (top-level AND, `=` / `IN` with constants, columns of
+/// its single table), with their keys.
+fn where_pins(
+    w: &Expr,
+    table: &TableRef,
+    columns: &dyn Fn(&TableRef, &str) -> Option<ColumnInfo>,
+    params: &dyn Fn(usize) -> Option<Lit>,
+) -> Vec<(String, Vec<String>)> {
+    let refs = [Ref {
+        table: table.clone(),
+        alias: table.name.clone(),
+        pinnable: true,
+    }];
+    let mut conj = Vec::new();
+    split_and(w, &mut conj);
+    let mut out: Vec<(String, Vec<String>)> = Vec::new();
+    for c in conj {
+        let (col, lits): (String, Vec<Lit>) = match c {
+            Expr::BinaryOp {
+                left,
+                op: BinaryOperator::Eq,
+                right,
+            } => match (column_ref(left, &refs), column_ref(right, &refs)) {
+                (Some((_, c)), None) => match literal(right, params) {
+                    Some(l) => (c, vec![l]),
+                    None => continue,
+                },
+                (None, Some((_, c))) => match literal(left, params) {
+                    Some(l) => (c, vec![l]),
+                    None => continue,
+                },
+                _ => continue,
+            },
+            Expr::In {
+                expr,
+                target: InTarget::List(list),
+                negated: false,
+                ..
+            } => {
+                let Some((_, c)) = column_ref(expr, &refs) else {
+                    continue;
+                };
+                let Some(l) = list.iter().map(|e| literal(e, params)).collect() else {
+                    continue;
+                };
+                (c, l)
+            }
+            _ => continue,
+        };
+        let Some(info) = columns(table, &col) else {
+            continue;
+        };
+        let keys: Option<Vec<String>> = lits.iter().map(|l| normalize(&info.ty, l)).collect();
+        if let Some(keys) = keys.filter(|k| !k.is_empty()) {
+            if !out.iter().any(|(c, _)| *c == col) {
+                out.push((col, keys));
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn int() -> ColumnInfo {
+        ColumnInfo {
+            ty: ColType::from_catalog("int", "int(11)", "", None),
+            nullable: false,
+            auto_increment: false,
+        }
+    }
+
+    fn text(collation: &str) -> ColumnInfo {
+        ColumnInfo {
+            ty: ColType::from_catalog("varchar", "varchar(20)", collation, Some(20)),
+            nullable: true,
+            auto_increment: false,
+        }
+    }
+
+    /// orders(id auto_increment, customer_id, status ci, code bin, note null text);
+    /// customers(id, email ci); products(id, name); nothing else.
+    fn cols(t: &TableRef, c: &str) -> Option<ColumnInfo> {
+        match (t.name.as_str(), c) {
+            ("orders", "id") => Some(ColumnInfo {
+                auto_increment: true,
+                ..int()
+            }),
+            ("orders", "customer_id") | ("orders", "product_id") => Some(int()),
+            ("orders", "status") => Some(text("utf8mb4_general_ci")),
+            ("orders", "code") => Some(text("utf8mb4_bin")),
+            ("orders", "danish") => Some(text("utf8mb4_danish_ci")),
+            ("orders", "total") => Some(ColumnInfo {
+                ty: ColType::from_catalog("decimal", "decimal(10,2)", "", None),
+                nullable: false,
+                auto_increment: false,
+            }),
+            ("customers", "id") | ("products", "id") | ("products", "category_id") => Some(int()),
+            ("customers", "email") => Some(text("utf8mb4_general_ci")),
+            ("customers", "code") => Some(text("utf8mb4_bin")),
+            _ => None,
+        }
+    }
+
+    fn all(t: &TableRef) -> Option<Vec<String>> {
+        (t.name == "orders").then(|| {
+            ["id", "customer_id", "product_id", "status", "code", "total"]
+                .iter()
+                .map(|s| s.to_string())
+                .collect()
+        })
+    }
+
+    fn read(sql: &str) -> Vec<(String, String, Vec<String>)> {
+        read_p(sql, &[])
+    }
+
+    fn read_p(sql: &str, params: &[Lit]) -> Vec<(String, String, Vec<String>)> {
+        let stmt = parse_one(sql).expect("parses");
+        let p = |i: usize| params.get(i).cloned();
+        let mut v: Vec<_> = read_slices(&stmt, &cols, &p)
+            .into_iter()
+            .map(|(t, (c, vals))| (t.name, c, vals))
+            .collect();
+        v.sort();
+        v
+    }
+
+    fn pin(t: &str, c: &str, vals: &[&str]) -> (String, String, Vec<String>) {
+        (
+            t.to_string(),
+            c.to_string(),
+            vals.iter().map(|s| s.to_string()).collect(),
+        )
+    }
+
+    #[test]
+    fn equality_and_in() {
+        assert_eq!(
+            read("SELECT * FROM orders WHERE customer_id = 5"),
+            vec![pin("orders", "customer_id", &["i5"])]
+        );
+        assert_eq!(
+            read("SELECT * FROM orders WHERE 5 = customer_id AND total > 3"),
+            vec![pin("orders", "customer_id", &["i5"])]
+        );
+        assert_eq!(
+            read("SELECT * FROM orders WHERE customer_id IN (3, 1, 3) ORDER BY id LIMIT 5"),
+            vec![pin("orders", "customer_id", &["i1", "i3"])]
+        );
+        // The column with fewer values wins; both would be sound.
+        assert_eq!(
+            read("SELECT * FROM orders o WHERE o.customer_id IN (1,2) AND (o.id = 9)"),
+            vec![pin("orders", "id", &["i9"])]
+        );
+    }
+
+    #[test]
+    fn doubtful_falls_back() {
+        for sql in [
+            "SELECT * FROM orders WHERE customer_id = 5 OR customer_id = 6",
+            "SELECT * FROM orders WHERE ABS(customer_id) = 5",
+            "SELECT * FROM orders WHERE customer_id + 0 = 5",
+            "SELECT * FROM orders WHERE customer_id = NULL",
+            "SELECT * FROM orders WHERE customer_id IN (1, NULL)",
+            "SELECT * FROM orders WHERE customer_id NOT IN (1)",
+            "SELECT * FROM orders WHERE customer_id IN (SELECT id FROM customers)",
+            "SELECT * FROM orders WHERE customer_id = (SELECT 5)",
+            "SELECT * FROM orders WHERE customer_id = 5.0",
+            "SELECT * FROM orders WHERE customer_id = '5.0'",
+            "SELECT * FROM orders WHERE customer_id = '05'",
+            "SELECT * FROM orders WHERE customer_id = ' 5'",
+            "SELECT * FROM orders WHERE customer_id = '1e1'",
+            "SELECT * FROM orders WHERE customer_id = 99999999999",
+            "SELECT * FROM orders WHERE customer_id = TRUE",
+            "SELECT * FROM orders WHERE customer_id = x'05'",
+            "SELECT * FROM orders WHERE customer_id <=> 5",
+            "SELECT * FROM orders WHERE total = 5",
+            "SELECT * FROM orders WHERE nosuch = 5",
+            "SELECT * FROM orders WHERE status = 5",
+            "SELECT * FROM orders WHERE status = 'é'",
+            "SELECT * FROM orders WHERE status = 'new '",
+            "SELECT * FROM orders WHERE danish = 'aa'",
+            "SELECT * FROM orders o JOIN customers c ON c.id = o.customer_id WHERE id = 5",
+            "SELECT * FROM orders WHERE customer_id = 5 UNION SELECT * FROM orders",
+            "WITH x AS (SELECT 1) SELECT * FROM orders WHERE customer_id = 5",
+            "SELECT * FROM orders WHERE customer_id = 5 AND id IN (SELECT id FROM orders)",
+            "SELECT * FROM (SELECT * FROM orders) o WHERE o.customer_id = 5",
+        ] {
+            assert_eq!(read(sql), vec![], "{sql}");
+        }
+        // Backslashes, executable comments: not analysed at all.
+        assert!(parse_one("SELECT * FROM orders WHERE status = 'a\\'b'").is_none());
+        assert!(parse_one("SELECT * FROM orders WHERE /*!50000 customer_id = 5 */ 1").is_none());
+    }
+
+    #[test]
+    fn integer_strings_are_the_same_slice() {
+        assert_eq!(
+            read("SELECT * FROM orders WHERE customer_id = '123'"),
+            read("SELECT * FROM orders WHERE customer_id = 123")
+        );
+        assert_eq!(
+            read("SELECT * FROM orders WHERE customer_id = -7"),
+            vec![pin("orders", "customer_id", &["i-7"])]
+        );
+        assert_eq!(
+            read("SELECT * FROM orders WHERE customer_id = '9007199254740993'"),
+            vec![]
+        );
+    }
+
+    #[test]
+    fn collations() {
+        // Case-insensitive: 'a' and 'A' are one slice.
+        assert_eq!(
+            read("SELECT * FROM orders WHERE status = 'NeW'"),
+            vec![pin("orders", "status", &["snew"])]
+        );
+        assert_eq!(
+            read("SELECT * FROM orders WHERE status = 'new'"),
+            read("SELECT * FROM orders WHERE status = 'NEW'")
+        );
+        // Binary: exact bytes.
+        assert_eq!(
+            read("SELECT * FROM orders WHERE code = 'AbC'"),
+            vec![pin("orders", "code", &["sAbC"])]
+        );
+    }
+
+    #[test]
+    fn join_chains() {
+        assert_eq!(
+            read(
+                "SELECT * FROM orders o JOIN customers c ON o.customer_id = c.id \
+                 WHERE c.id = 5"
+            ),
+            vec![
+                pin("customers", "id", &["i5"]),
+                pin("orders", "customer_id", &["i5"])
+            ]
+        );
+        assert_eq!(
+            read("SELECT * FROM orders o, products p WHERE o.product_id = p.id AND p.id IN (1,2)"),
+            vec![
+                pin("orders", "product_id", &["i1", "i2"]),
+                pin("products", "id", &["i1", "i2"])
+            ]
+        );
+        // Different collations: no propagation.
+        assert_eq!(
+            read("SELECT * FROM orders o JOIN customers c ON o.code = c.email WHERE c.email = 'x'"),
+            vec![pin("customers", "email", &["sx"])]
+        );
+        // Left join: the preserved side may be pinned by WHERE; the other side never.
+        assert_eq!(
+            read(
+                "SELECT * FROM products p LEFT JOIN orders o ON o.product_id = p.id \
+                 AND o.customer_id = 3 WHERE p.category_id = 7"
+            ),
+            vec![pin("products", "category_id", &["i7"])]
+        );
+        assert_eq!(
+            read(
+                "SELECT * FROM orders o RIGHT JOIN products p ON o.product_id = p.id \
+                 WHERE p.id = 7"
+            ),
+            vec![pin("products", "id", &["i7"])]
+        );
+        // Self-join: each reference must be pinned on the same column.
+        assert_eq!(
+            read(
+                "SELECT * FROM orders a JOIN orders b ON a.customer_id = b.customer_id \
+                 WHERE a.customer_id = 4"
+            ),
+            vec![pin("orders", "customer_id", &["i4"])]
+        );
+        assert_eq!(
+            read("SELECT * FROM orders a JOIN orders b ON b.id = 1 WHERE a.customer_id = 4"),
+            vec![]
+        );
+    }
+
+    #[test]
+    fn parameters() {
+        assert_eq!(
+            read_p(
+                "SELECT * FROM orders WHERE customer_id = ? AND status = ?",
+                &[Lit::Int("8".into()), Lit::Str("X".into())]
+            ),
+            vec![pin("orders", "customer_id", &["i8"])]
+        );
+        assert_eq!(
+            read_p("SELECT * FROM orders WHERE customer_id = ?", &[Lit::Null]),
+            vec![]
+        );
+    }
+
+    fn write(sql: &str, params: &[Lit]) -> Option<Vec<(String, Vec<String>)>> {
+        let stmt = parse_one(sql).expect("parses");
+        let p = |i: usize| params.get(i).cloned();
+        write_rows(&stmt, &cols, &all, &p).map(|w| w.known)
+    }
+
+    fn known(list: &[(&str, &[&str])]) -> Option<Vec<(String, Vec<String>)>> {
+        Some(
+            list.iter()
+                .map(|(c, v)| (c.to_string(), v.iter().map(|s| s.to_string()).collect()))
+                .collect(),
+        )
+    }
+
+    #[test]
+    fn inserts() {
+        assert_eq!(
+            write(
+                "INSERT INTO orders (customer_id, status, total) VALUES (5, 'New', 1.5), ('6', 'x', 2)",
+                &[]
+            ),
+            known(&[("customer_id", &["i5", "i6"]), ("status", &["snew", "sx"])])
+        );
+        assert_eq!(
+            write(
+                "INSERT INTO orders (id, customer_id, code) VALUES (?, ?, ?)",
+                &[Lit::Int("3".into()), Lit::Int("4".into()), Lit::Null]
+            ),
+            known(&[("code", &[]), ("customer_id", &["i4"]), ("id", &["i3"])])
+        );
+        // Auto-increment given NULL: the stored id is the server's.
+        assert_eq!(
+            write("INSERT INTO orders (id, customer_id) VALUES (NULL, 1)", &[]),
+            known(&[("customer_id", &["i1"])])
+        );
+        // Without a column list: the catalog's order.
+        assert_eq!(
+            write("INSERT INTO orders VALUES (1, 2, 3, 'a', 'b', 4.0)", &[]),
+            known(&[
+                ("code", &["sb"]),
+                ("customer_id", &["i2"]),
+                ("id", &["i1"]),
+                ("product_id", &["i3"]),
+                ("status", &["sa"])
+            ])
+        );
+        for sql in [
+            "REPLACE INTO orders (id, customer_id) VALUES (1, 2)",
+            "INSERT INTO orders (id, customer_id) VALUES (1, 2) ON DUPLICATE KEY UPDATE customer_id = 3",
+            "INSERT INTO orders (id, customer_id) SELECT id, 1 FROM customers",
+            "INSERT INTO orders SET customer_id = 1",
+        ] {
+            assert_eq!(write(sql, &[]), None, "{sql}");
+        }
+        // A computed value: that column is unknown, the others known.
+        assert_eq!(
+            write(
+                "INSERT INTO orders (customer_id, status) VALUES (1 + 1, 'a')",
+                &[]
+            ),
+            known(&[("status", &["sa"])])
+        );
+    }
+
+    #[test]
+    fn updates_and_deletes() {
+        assert_eq!(
+            write(
+                "UPDATE orders SET total = total + 1 WHERE customer_id = 5",
+                &[]
+            ),
+            known(&[("customer_id", &["i5"])])
+        );
+        // Moving rows: before and after images.
+        assert_eq!(
+            write(
+                "UPDATE orders SET customer_id = 7 WHERE customer_id IN (5, 6)",
+                &[]
+            ),
+            known(&[("customer_id", &["i5", "i6", "i7"])])
+        );
+        assert_eq!(
+            write(
+                "UPDATE orders SET customer_id = customer_id + 1 WHERE customer_id = 5",
+                &[]
+            ),
+            known(&[])
+        );
+        assert_eq!(
+            write("UPDATE orders SET status = 'x' WHERE id = 5", &[]),
+            known(&[("id", &["i5"])])
+        );
+        assert_eq!(
+            write(
+                "DELETE FROM orders WHERE customer_id = ? AND total > 3",
+                &[Lit::Str("9".into())]
+            ),
+            known(&[("customer_id", &["i9"])])
+        );
+        assert_eq!(
+            write("DELETE FROM orders WHERE customer_id > 3", &[]),
+            known(&[])
+        );
+        assert_eq!(write("DELETE FROM orders", &[]), None);
+        assert_eq!(
+            write("UPDATE orders o JOIN customers c ON c.id = o.customer_id SET o.total = 1 WHERE c.id = 1", &[]),
+            None
+        );
+        assert_eq!(
+            write("DELETE o FROM orders o WHERE o.customer_id = 1", &[]),
+            None
+        );
+    }
+}

@@ -1,0 +1,316 @@
+//! Row slices on the session's paths (`invalidation.granularity = "row"`): which slices a
+//! read's entry stamps, and which rows a write names, from the statement, the catalog and an
+//! execute's parameters (`analysis::slices` decides; this file only gathers its inputs).
+
+use std::sync::Arc;
+
+use super::Session;
+use crate::analysis::slices::{self, Lit};
+use crate::analysis::{TableRef, WriteInfo, WriteTargets};
+use crate::cache::versions::{SlicePlan, Versions};
+use crate::cache::TableHandle;
+use crate::config::Granularity;
+use crate::protocol::commands::{self, ExecuteParams};
+use crate::protocol::packets::com;
+
+impl Session {
+    fn slices_on(&self) -> bool {
+        self.shared.config().invalidation.granularity == Granularity::Row
+    }
+
+    /// The execute's parameter values when `payload` is a COM_STMT_EXECUTE of a known
+    /// statement; None for a text query (no parameters) or when they cannot be read.
+    fn execute_literals(&self, payload: &[u8]) -> Option<Vec<Option<Lit>>> {
+        if payload.first() != Some(&com::STMT_EXECUTE) {
+            return None;
+        }
+        let id = super::stmt_id(payload)?;
+        let stmt = self.st.stmts.get(&id)?;
+        let p = commands::execute_params(payload, stmt.params, stmt.types.as_deref())?;
+        Some(param_literals(&p, stmt.params as usize))
+    }
+
+    /// Splits a read's tables into those it reads whole and those it reads by slices, and
+    /// registers each slice column (before the caller reads the stamps). Returns the catalog
+    /// generation the column types were read under. `sql` is the
+    /// statement's text (the prepared SQL for an execute), `payload` what goes upstream.
+    pub(super) fn plan_slices(
+        &self,
+        tables: &Arc<[TableHandle]>,
+        sql: &[u8],
+        payload: &[u8],
+    ) -> (Arc<[TableHandle]>, Vec<SlicePlan>, u64) {
+        // Column types come from this catalog generation; the caller checks, after reading
+        // the stamps, that no reload (a DDL that may have changed them) came in between.
+        let generation = self.shared.catalog.generation();
+        let whole = || (tables.clone(), Vec::new(), generation);
+        // Slice versions do not travel to L2 (its entries carry table versions only): with an
+        // L2, reads stay table-granular so that they can be shared.
+        if !self.slices_on() || !self.st.temp_tables.is_empty() || self.shared.l2.is_some() {
+            return whole();
+        }
+        let catalog = &self.shared.catalog;
+        // A view among them reads its tables in ways the statement does not show.
+        if tables.iter().any(|t| {
+            catalog
+                .columns_by_ordinal(&(t.schema.clone(), t.name.clone()))
+                .is_none()
+        }) {
+            return whole();
+        }
+        let Ok(text) = std::str::from_utf8(sql) else {
+            return whole();
+        };
+        let Some(stmt) = slices::parse_one(text) else {
+            return whole();
+        };
+        let lits = self.execute_literals(payload);
+        if payload.first() == Some(&com::STMT_EXECUTE) && lits.is_none() {
+            return whole();
+        }
+        let params = |i: usize| lits.as_ref()?.get(i).cloned().flatten();
+        let columns = |t: &TableRef, c: &str| {
+            let q = self.st.qualify(t.schema.as_deref(), &t.name)?;
+            catalog.column(&q, c)
+        };
+        let pins = slices::read_slices(&stmt, &columns, &params);
+        if pins.is_empty() {
+            return whole();
+        }
+        let versions = self.shared.cache.versions();
+        let mut sliced = Vec::new();
+        let mut rest: Vec<TableHandle> = Vec::new();
+        for t in tables.iter() {
+            let pin = pins.iter().find(|(r, _)| {
+                self.st.qualify(r.schema.as_deref(), &r.name)
+                    == Some((t.schema.clone(), t.name.clone()))
+            });
+            match pin {
+                Some((_, (col, keys))) => {
+                    let column = versions.register(t, col);
+                    let slices = keys
+                        .iter()
+                        .map(|k| Versions::slice_index(t, col, k))
+                        .collect();
+                    sliced.push(SlicePlan {
+                        table: t.clone(),
+                        column,
+                        slices,
+                    });
+                }
+                None => rest.push(t.clone()),
+            }
+        }
+        (rest.into(), sliced, generation)
+    }
+
+    /// After `plan_write`: when the statement names the rows it changes in its one target
+    /// table, that table's bump becomes a bump of those rows' slices. Not for what the
+    /// write reaches through triggers or cascades (still whole tables).
+    pub(super) fn plan_write_rows(&mut self, w: &WriteInfo, text: &[u8], payload: &[u8]) {
+        if !self.slices_on() || w.ddl {
+            return;
+        }
+        let WriteTargets::Tables(list) = &w.targets else {
+            return;
+        };
+        let [target] = list.as_slice() else { return };
+        let Some(q) = self.st.qualify(target.schema.as_deref(), &target.name) else {
+            return;
+        };
+        let catalog = self.shared.catalog.clone();
+        if q.0 == "mysql" || !catalog.rows_knowable(&q) {
+            return;
+        }
+        let Some(pos) = self
+            .st
+            .pending
+            .tables
+            .iter()
+            .position(|t| t.schema == q.0 && t.name == q.1)
+        else {
+            return;
+        };
+        let Ok(text) = std::str::from_utf8(text) else {
+            return;
+        };
+        let Some(stmt) = slices::parse_one(text) else {
+            return;
+        };
+        let lits = self.execute_literals(payload);
+        if payload.first() == Some(&com::STMT_EXECUTE) && lits.is_none() {
+            return;
+        }
+        let params = |i: usize| lits.as_ref()?.get(i).cloned().flatten();
+        let columns = |t: &TableRef, c: &str| {
+            let q = self.st.qualify(t.schema.as_deref(), &t.name)?;
+            catalog.column(&q, c)
+        };
+        let order = |t: &TableRef| {
+            let q = self.st.qualify(t.schema.as_deref(), &t.name)?;
+            catalog.column_order(&q)
+        };
+        let Some(rw) = slices::write_rows(&stmt, &columns, &order, &params) else {
+            return;
+        };
+        if self.st.qualify(rw.table.schema.as_deref(), &rw.table.name) != Some(q) {
+            return;
+        }
+        let t = self.st.pending.tables.remove(pos);
+        self.st.pending.rows.push((t, Arc::from(rw.known)));
+    }
+}
+
+/// The values of an execute's parameters that slices can use: integers and strings; None
+/// for any other type, and for every parameter after one whose length cannot be read.
+pub(super) fn param_literals(p: &ExecuteParams<'_>, n: usize) -> Vec<Option<Lit>> {
+    let mut out = vec![None; n];
+    let Some(types) = p.types else {
+        return out;
+    };
+    let mut v = p.values;
+    for (i, slot) in out.iter_mut().enumerate() {
+        let null = p
+            .null_bitmap
+            .get(i / 8)
+            .is_some_and(|b| b & (1 << (i % 8)) != 0);
+        if null {
+            *slot = Some(Lit::Null);
+            continue;
+        }
+        let (Some(&ty), Some(&flags)) = (types.get(2 * i), types.get(2 * i + 1)) else {
+            break;
+        };
+        let unsigned = flags & 0x80 != 0;
+        let fixed = |len: usize, v: &mut &[u8]| -> Option<u64> {
+            let b = v.get(..len)?;
+            let mut x = [0u8; 8];
+            x[..len].copy_from_slice(b);
+            *v = &v[len..];
+            Some(u64::from_le_bytes(x))
+        };
+        let int = |raw: u64, bits: u32| -> i128 {
+            if unsigned {
+                i128::from(raw)
+            } else {
+                let shift = 64 - bits;
+                i128::from(((raw << shift) as i64) >> shift)
+            }
+        };
+        match ty {
+            0x01 | 0x02 | 0x03 | 0x08 | 0x09 | 0x0d => {
+                let (len, bits) = match ty {
+                    0x01 => (1, 8),
+                    0x02 | 0x0d => (2, 16),
+                    0x08 => (8, 64),
+                    _ => (4, 32),
+                };
+                let Some(raw) = fixed(len, &mut v) else { break };
+                *slot = Some(Lit::Int(int(raw, bits).to_string()));
+            }
+            0x04 => {
+                if fixed(4, &mut v).is_none() {
+                    break;
+                }
+            }
+            0x05 => {
+                if fixed(8, &mut v).is_none() {
+                    break;
+                }
+            }
+            0x06 => *slot = Some(Lit::Null),
+            0x07 | 0x0a | 0x0b | 0x0c => {
+                let Some(&len) = v.first() else { break };
+                let Some(rest) = v.get(1 + len as usize..) else {
+                    break;
+                };
+                v = rest;
+            }
+            0x0f | 0xfd | 0xfe | 0xfc | 0xf9 | 0xfa | 0xfb | 0x00 | 0xf6 | 0xf5 | 0xf7 | 0xf8
+            | 0xff | 0x10 => {
+                let Some((body, rest)) = lenenc_bytes(v) else {
+                    break;
+                };
+                v = rest;
+                if matches!(ty, 0x0f | 0xfd | 0xfe) {
+                    if let Ok(s) = std::str::from_utf8(body) {
+                        *slot = Some(Lit::Str(s.to_string()));
+                    }
+                }
+            }
+            _ => break,
+        }
+    }
+    out
+}
+
+/// A length-encoded string and what follows it.
+fn lenenc_bytes(v: &[u8]) -> Option<(&[u8], &[u8])> {
+    let (&first, rest) = v.split_first()?;
+    let (len, rest) = match first {
+        0..=0xfa => (u64::from(first), rest),
+        0xfc => (
+            u64::from(u16::from_le_bytes(rest.get(..2)?.try_into().ok()?)),
+            &rest[2..],
+        ),
+        0xfd => {
+            let b = rest.get(..3)?;
+            (
+                u64::from(b[0]) | u64::from(b[1]) << 8 | u64::from(b[2]) << 16,
+                &rest[3..],
+            )
+        }
+        0xfe => (
+            u64::from_le_bytes(rest.get(..8)?.try_into().ok()?),
+            &rest[8..],
+        ),
+        _ => return None,
+    };
+    let len = usize::try_from(len).ok()?;
+    Some((rest.get(..len)?, rest.get(len..)?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parameters_decode() {
+        // ints (signed tiny -1, unsigned long 4000000000), a NULL, a varchar, a double, then
+        // a string after it.
+        let types = [
+            0x01, 0x00, 0x03, 0x80, 0x08, 0x00, 0xfd, 0x00, 0x05, 0x00, 0xfe, 0x00,
+        ];
+        let mut values = vec![0xff];
+        values.extend_from_slice(&4_000_000_000u32.to_le_bytes());
+        values.extend_from_slice(&[3, b'a', b'B', b'c']);
+        values.extend_from_slice(&1.5f64.to_le_bytes());
+        values.extend_from_slice(&[1, b'7']);
+        let p = ExecuteParams {
+            types: Some(&types),
+            null_bitmap: &[0b0000_0100],
+            values: &values,
+        };
+        assert_eq!(
+            param_literals(&p, 6),
+            vec![
+                Some(Lit::Int("-1".into())),
+                Some(Lit::Int("4000000000".into())),
+                Some(Lit::Null),
+                Some(Lit::Str("aBc".into())),
+                None,
+                Some(Lit::Str("7".into())),
+            ]
+        );
+        // Truncated: what cannot be read stays unknown.
+        let p = ExecuteParams {
+            types: Some(&types[..4]),
+            null_bitmap: &[0],
+            values: &[0x05],
+        };
+        assert_eq!(
+            param_literals(&p, 2),
+            vec![Some(Lit::Int("5".into())), None]
+        );
+    }
+}

@@ -1,0 +1,299 @@
+//! Row-slice invalidation through the real proxy: a write into one slice leaves other
+//! slices' entries served (counted as hits) and never serves the written slice stale, for
+//! text and prepared statements, writes through qcache and from elsewhere (binlog), and
+//! under concurrency.
+
+mod common;
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use mysql_async::prelude::*;
+use mysql_async::Conn;
+use qcache::config::Granularity;
+
+async fn status(c: &mut Conn, name: &str) -> u64 {
+    let rows: Vec<(String, String)> = c.query(format!("SHOW STATUS LIKE '{name}'")).await.unwrap();
+    rows.first()
+        .unwrap_or_else(|| panic!("{name} not reported"))
+        .1
+        .parse()
+        .unwrap()
+}
+
+async fn setup(schema: &str, sql: &[&str]) {
+    let mut d = common::direct_to(schema).await;
+    for s in sql {
+        d.query_drop(*s)
+            .await
+            .unwrap_or_else(|e| panic!("{s}: {e}"));
+    }
+}
+
+async fn ids(c: &mut Conn, q: &str) -> Vec<i64> {
+    c.query(q).await.unwrap_or_else(|e| panic!("{q}: {e}"))
+}
+
+const ORDERS: &[&str] = &[
+    "CREATE TABLE orders (id INT AUTO_INCREMENT PRIMARY KEY, customer_id INT NOT NULL, \
+     status VARCHAR(10) COLLATE utf8mb4_general_ci NOT NULL, total INT NOT NULL, \
+     KEY c (customer_id))",
+    "INSERT INTO orders (customer_id, status, total) VALUES (1, 'new', 1), (2, 'new', 2), \
+     (3, 'paid', 3)",
+];
+
+/// Reads `q` twice more and returns how many of those were hits.
+async fn hits_of(c: &mut Conn, q: &str) -> u64 {
+    let before = status(c, "Qcache_hits").await;
+    ids(c, q).await;
+    status(c, "Qcache_hits").await - before
+}
+
+#[tokio::test]
+async fn other_slices_stay_served() {
+    let schema = common::fresh_schema("sl_other").await;
+    setup(&schema, ORDERS).await;
+    let proxy = common::proxy(|c| c.invalidation.granularity = Granularity::Row).await;
+    let mut c = proxy.conn(&schema).await;
+    let one = "SELECT id FROM orders WHERE customer_id = 1 ORDER BY id";
+    let two = "SELECT id FROM orders WHERE customer_id = 2 ORDER BY id";
+    let whole = "SELECT COUNT(*) FROM orders";
+    for q in [one, two, whole] {
+        ids(&mut c, q).await;
+        assert_eq!(hits_of(&mut c, q).await, 1, "{q} cached");
+    }
+    c.query_drop("INSERT INTO orders (customer_id, status, total) VALUES (1, 'x', 9)")
+        .await
+        .unwrap();
+    assert!(status(&mut c, "Qcache_invalidations_slice").await >= 1);
+    assert_eq!(
+        hits_of(&mut c, two).await,
+        1,
+        "another customer's entry served"
+    );
+    assert_eq!(
+        hits_of(&mut c, one).await,
+        0,
+        "the written slice is read again"
+    );
+    assert_eq!(ids(&mut c, one).await, vec![1, 4]);
+    assert_eq!(
+        hits_of(&mut c, whole).await,
+        0,
+        "whole-table entries see every write"
+    );
+    // UPDATE and DELETE pinned by the slice column.
+    ids(&mut c, one).await;
+    c.query_drop("UPDATE orders SET total = 5 WHERE customer_id = 2")
+        .await
+        .unwrap();
+    assert_eq!(hits_of(&mut c, one).await, 1);
+    assert_eq!(hits_of(&mut c, two).await, 0);
+    c.query_drop("DELETE FROM orders WHERE customer_id IN (2)")
+        .await
+        .unwrap();
+    assert_eq!(ids(&mut c, two).await, Vec::<i64>::new());
+    assert_eq!(hits_of(&mut c, one).await, 1);
+    // '1' and 1 are one slice of an INT column.
+    let quoted = "SELECT id FROM orders WHERE customer_id = '1' ORDER BY id";
+    ids(&mut c, quoted).await;
+    c.query_drop("INSERT INTO orders (customer_id, status, total) VALUES ('1', 'y', 1)")
+        .await
+        .unwrap();
+    assert_eq!(ids(&mut c, quoted).await, vec![1, 4, 5]);
+    assert_eq!(ids(&mut c, one).await, vec![1, 4, 5]);
+    // A write pinning another column (id): every slice of customer_id goes.
+    ids(&mut c, two).await;
+    ids(&mut c, one).await;
+    c.query_drop("UPDATE orders SET total = 0 WHERE id = 3")
+        .await
+        .unwrap();
+    assert_eq!(hits_of(&mut c, one).await, 0);
+    // A write with unknown rows: everything of the table.
+    ids(&mut c, one).await;
+    c.query_drop("UPDATE orders SET total = 1 WHERE total > 100")
+        .await
+        .unwrap();
+    assert_eq!(hits_of(&mut c, one).await, 0);
+    // Case-insensitive column: 'NEW' and 'new' are one slice.
+    let new = "SELECT id FROM orders WHERE status = 'new' ORDER BY id";
+    ids(&mut c, new).await;
+    assert_eq!(hits_of(&mut c, new).await, 1);
+    c.query_drop("INSERT INTO orders (customer_id, status, total) VALUES (9, 'NEW', 1)")
+        .await
+        .unwrap();
+    assert_eq!(ids(&mut c, new).await, vec![1, 6]);
+    proxy.shutdown().await;
+}
+
+#[tokio::test]
+async fn table_granularity_invalidates_every_entry() {
+    let schema = common::fresh_schema("sl_table").await;
+    setup(&schema, ORDERS).await;
+    let proxy = common::proxy(|c| c.invalidation.granularity = Granularity::Table).await;
+    let mut c = proxy.conn(&schema).await;
+    let two = "SELECT id FROM orders WHERE customer_id = 2 ORDER BY id";
+    ids(&mut c, two).await;
+    assert_eq!(hits_of(&mut c, two).await, 1);
+    c.query_drop("INSERT INTO orders (customer_id, status, total) VALUES (1, 'x', 9)")
+        .await
+        .unwrap();
+    assert_eq!(hits_of(&mut c, two).await, 0);
+    assert_eq!(status(&mut c, "Qcache_invalidations_slice").await, 0);
+    proxy.shutdown().await;
+}
+
+async fn read(c: &mut Conn, k: i64) -> Vec<i64> {
+    c.exec(
+        "SELECT id FROM orders WHERE customer_id = ? ORDER BY id",
+        (k,),
+    )
+    .await
+    .unwrap()
+}
+
+#[tokio::test]
+async fn prepared_reads_and_writes() {
+    let schema = common::fresh_schema("sl_prep").await;
+    setup(&schema, ORDERS).await;
+    let proxy = common::proxy(|c| c.invalidation.granularity = Granularity::Row).await;
+    let mut c = proxy.conn(&schema).await;
+    assert_eq!(read(&mut c, 1).await, vec![1]);
+    assert_eq!(read(&mut c, 2).await, vec![2]);
+    let h0 = status(&mut c, "Qcache_hits").await;
+    assert_eq!(read(&mut c, 2).await, vec![2]);
+    assert_eq!(status(&mut c, "Qcache_hits").await - h0, 1);
+    c.exec_drop(
+        "INSERT INTO orders (customer_id, status, total) VALUES (?, ?, ?)",
+        (1, "new", 4),
+    )
+    .await
+    .unwrap();
+    let h0 = status(&mut c, "Qcache_hits").await;
+    assert_eq!(read(&mut c, 2).await, vec![2]);
+    assert_eq!(status(&mut c, "Qcache_hits").await - h0, 1, "slice 2 kept");
+    assert_eq!(read(&mut c, 1).await, vec![1, 4], "slice 1 read again");
+    // A string parameter against the INT column is the same slice.
+    c.exec_drop("UPDATE orders SET total = 7 WHERE customer_id = ?", ("2",))
+        .await
+        .unwrap();
+    let totals: Vec<i64> = c
+        .exec("SELECT total FROM orders WHERE customer_id = ?", (2,))
+        .await
+        .unwrap();
+    assert_eq!(totals, vec![7]);
+    proxy.shutdown().await;
+}
+
+#[tokio::test]
+async fn writes_from_elsewhere_through_the_binlog() {
+    let schema = common::fresh_schema("sl_binlog").await;
+    setup(&schema, ORDERS).await;
+    let proxy = common::proxy(|c| {
+        c.invalidation.granularity = Granularity::Row;
+        c.invalidation.binlog = qcache::config::BinlogMode::On;
+    })
+    .await;
+    let b = proxy.running.shared.binlog.clone().expect("binlog tail");
+    assert!(b.wait_until_connected(Duration::from_secs(20)).await);
+    let mut c = proxy.conn(&schema).await;
+    let mut d = common::direct_to(&schema).await;
+    let one = "SELECT id FROM orders WHERE customer_id = 1 ORDER BY id";
+    let three = "SELECT id FROM orders WHERE customer_id = 3 ORDER BY id";
+    ids(&mut c, one).await;
+    ids(&mut c, three).await;
+    let commits = b.commits();
+    d.query_drop("INSERT INTO orders (customer_id, status, total) VALUES (1, 'd', 1)")
+        .await
+        .unwrap();
+    d.query_drop("UPDATE orders SET customer_id = 3 WHERE id = 2")
+        .await
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while b.commits() < commits + 2 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(ids(&mut c, one).await, vec![1, 4]);
+    assert_eq!(ids(&mut c, three).await, vec![2, 3]);
+    assert!(status(&mut c, "Qcache_invalidations_slice").await >= 1);
+    proxy.shutdown().await;
+}
+
+/// Readers of one customer's rows while writers insert for that customer and others: every
+/// read returns at least every row whose insert was acknowledged before the read began.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_writers_never_leave_a_stale_slice() {
+    let schema = common::fresh_schema("sl_conc").await;
+    setup(&schema, ORDERS).await;
+    let proxy = Arc::new(common::proxy(|c| c.invalidation.granularity = Granularity::Row).await);
+    // Per customer 1..=4, the number of rows acknowledged so far (3 customers start with 1,
+    // customer 4 with 0).
+    let acked: Arc<Vec<AtomicU64>> = Arc::new(
+        [1, 1, 1, 0]
+            .into_iter()
+            .map(AtomicU64::new)
+            .collect::<Vec<_>>(),
+    );
+    let stop = Arc::new(AtomicBool::new(false));
+    let stale = Arc::new(AtomicU64::new(0));
+    let reads = Arc::new(AtomicU64::new(0));
+    let mut tasks = Vec::new();
+    for w in 0..2u64 {
+        let (proxy, schema, acked, stop) =
+            (proxy.clone(), schema.clone(), acked.clone(), stop.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut c = proxy.conn(&schema).await;
+            let mut i = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                // Writer 0 writes for customer 1 (the one read) and 4; writer 1 for 2 and 3.
+                let cust = if w == 0 { [1, 4][(i % 2) as usize] } else { [2, 3][(i % 2) as usize] };
+                i += 1;
+                let sql = if i.is_multiple_of(3) {
+                    format!("INSERT INTO orders (customer_id, status, total) VALUES ('{cust}', 'w', {i})")
+                } else {
+                    format!("INSERT INTO orders (customer_id, status, total) VALUES ({cust}, 'w', {i})")
+                };
+                c.query_drop(sql).await.unwrap();
+                acked[cust as usize - 1].fetch_add(1, Ordering::SeqCst);
+            }
+        }));
+    }
+    for r in 0..3u64 {
+        let (proxy, schema, acked, stop, stale, reads) = (
+            proxy.clone(),
+            schema.clone(),
+            acked.clone(),
+            stop.clone(),
+            stale.clone(),
+            reads.clone(),
+        );
+        tasks.push(tokio::spawn(async move {
+            let mut c = proxy.conn(&schema).await;
+            while !stop.load(Ordering::Relaxed) {
+                let cust = 1 + r % 2; // readers of customers 1 and 2
+                let want = acked[cust as usize - 1].load(Ordering::SeqCst);
+                let q = format!("SELECT COUNT(*) FROM orders WHERE customer_id = {cust}");
+                let n: Option<u64> = c.query_first(q).await.unwrap();
+                if n.unwrap_or(0) < want {
+                    stale.fetch_add(1, Ordering::Relaxed);
+                }
+                reads.fetch_add(1, Ordering::Relaxed);
+            }
+        }));
+    }
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    stop.store(true, Ordering::Relaxed);
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let mut c = proxy.conn(&schema).await;
+    let hits = status(&mut c, "Qcache_hits").await;
+    assert_eq!(stale.load(Ordering::Relaxed), 0, "stale reads");
+    assert!(reads.load(Ordering::Relaxed) > 100, "readers ran");
+    assert!(hits > 0, "some reads were served from the cache");
+    drop(c);
+    if let Ok(p) = Arc::try_unwrap(proxy) {
+        p.shutdown().await;
+    }
+}
