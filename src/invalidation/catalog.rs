@@ -1373,11 +1373,11 @@ fn lit(s: &str) -> String {
 }
 
 /// The server's current rows for what `changed` covers, plus the foreign keys of
-/// `children`, in three steps whatever the change names (two for whole schemas): the
-/// schemas' spellings; the named relations' spellings from each schema's name listing
+/// `children`, in three round trips whatever the change names (two for whole schemas):
+/// the schemas' spellings; the named relations' spellings from each schema's name listing
 /// (which opens no table), with whole schemas' rows; then every named relation's rows by
 /// exact name (`TABLE_SCHEMA = … AND TABLE_NAME = …` lets the server open just that table),
-/// each step a [`Batch`]. Names compare by case on most servers, and qcache's
+/// each round trip one multi-statement. Names compare by case on most servers, and qcache's
 /// are lower-cased, hence the listings.
 async fn load_changed(
     slot: &mut Option<Conn>,
@@ -1475,20 +1475,20 @@ enum Sink {
     Columns,
 }
 
-/// Statements read one after another on the catalog connection, each result read to its end.
-///
-/// Not one multi-statement: MariaDB 10.11 was seen to crash (signal 11 freeing the Aria
-/// temporary table of an information_schema query) when a client went away in the middle of
-/// such a batch, as a stopping qcache's catalog connection does. A round trip per statement
-/// costs a DDL's refresh little next to the crash of the server it protects.
+/// Statements sent as one multi-statement: one round trip for all of them.
 #[derive(Default)]
 struct Batch {
-    statements: Vec<(Sink, String)>,
+    sinks: Vec<Sink>,
+    sql: String,
 }
 
 impl Batch {
     fn push(&mut self, sink: Sink, sql: String) {
-        self.statements.push((sink, sql));
+        if !self.sql.is_empty() {
+            self.sql.push_str(";\n");
+        }
+        self.sql.push_str(&sql);
+        self.sinks.push(sink);
     }
 
     async fn run(
@@ -1497,8 +1497,12 @@ impl Batch {
         raw: &mut RawCatalog,
         names: &mut Vec<(String, String)>,
     ) -> Result<(), CatalogError> {
-        for (sink, sql) in self.statements {
-            let rows: Vec<Row> = conn.query(sql).await?;
+        if self.sinks.is_empty() {
+            return Ok(());
+        }
+        let mut result = conn.query_iter(self.sql).await?;
+        for sink in self.sinks {
+            let rows: Vec<Row> = result.collect().await?;
             for mut r in rows {
                 match &sink {
                     Sink::Names(schema) => names.push((schema.clone(), text(&mut r, 0))),
@@ -1526,6 +1530,7 @@ impl Batch {
                 }
             }
         }
+        result.drop_result().await?;
         Ok(())
     }
 }

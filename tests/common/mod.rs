@@ -369,6 +369,8 @@ fn start_once(
         .arg(format!("--socket={d}/sock"))
         .arg(format!("--pid-file={d}/mariadbd.pid"))
         .arg(format!("--log-error={d}/error.log"))
+        // Its own directory for on-disk temporary tables: several test servers run at once.
+        .arg(format!("--tmpdir={d}"))
         .arg(format!("--port={port}"))
         .arg("--bind-address=127.0.0.1")
         .arg("--user=root")
