@@ -1191,15 +1191,6 @@ impl Catalog {
         }
         let rows: Vec<Row> = conn
             .query(format!(
-                "SELECT {COLUMN_CODE_COLUMNS} FROM information_schema.COLUMNS \
-                 WHERE TABLE_SCHEMA NOT IN {SKIPPED_SCHEMAS} AND {COLUMN_CODE_FILTER}"
-            ))
-            .await?;
-        for r in rows {
-            push_column_code(&mut raw, r);
-        }
-        let rows: Vec<Row> = conn
-            .query(format!(
                 "SELECT {COLUMNS_COLUMNS} FROM information_schema.COLUMNS \
                  WHERE TABLE_SCHEMA NOT IN {SKIPPED_SCHEMAS}"
             ))
@@ -1471,7 +1462,6 @@ enum Sink {
     Views,
     Triggers,
     ForeignKeys,
-    ColumnCode,
     Columns,
 }
 
@@ -1525,7 +1515,6 @@ impl Batch {
                         text(&mut r, 4),
                         text(&mut r, 5),
                     )),
-                    Sink::ColumnCode => push_column_code(raw, r),
                     Sink::Columns => push_column(raw, r),
                 }
             }
@@ -1566,14 +1555,6 @@ fn relation_queries(batch: &mut Batch, schema: &str, name: Option<&str>) {
     );
     batch.push(Sink::ForeignKeys, foreign_keys_sql(schema, name));
     batch.push(
-        Sink::ColumnCode,
-        format!(
-            "SELECT {COLUMN_CODE_COLUMNS} FROM information_schema.COLUMNS \
-             WHERE TABLE_SCHEMA = {schema_lit}{} AND {COLUMN_CODE_FILTER}",
-            and("TABLE_NAME")
-        ),
-    );
-    batch.push(
         Sink::Columns,
         format!(
             "SELECT {COLUMNS_COLUMNS} FROM information_schema.COLUMNS \
@@ -1607,36 +1588,16 @@ fn push_view(raw: &mut RawCatalog, mut r: Row) {
     }
 }
 
-/// The expressions of a table's columns that the server evaluates on a write (and, for a
-/// VIRTUAL column, on a read). Only those with a parenthesis can call anything (a literal
-/// default is shown quoted, so a parenthesis inside it costs a parse that finds no call);
-/// a generation expression may also read a variable (`@@max_error_count`).
-const COLUMN_CODE_COLUMNS: &str = "TABLE_SCHEMA, TABLE_NAME, COLUMN_DEFAULT, GENERATION_EXPRESSION";
-const COLUMN_CODE_FILTER: &str = "(COLUMN_DEFAULT LIKE '%(%' OR GENERATION_EXPRESSION LIKE '%(%' \
-     OR GENERATION_EXPRESSION LIKE '%@%' OR COLUMN_DEFAULT LIKE '%value%for%')";
-
-fn push_column_code(raw: &mut RawCatalog, mut r: Row) {
-    let (schema, table) = (text(&mut r, 0), text(&mut r, 1));
-    for i in [2, 3] {
-        let expr = text(&mut r, i);
-        if !expr.is_empty() {
-            if i == 3 {
-                raw.generated
-                    .push((schema.clone(), table.clone(), expr.clone()));
-            }
-            raw.column_code.push((schema.clone(), table.clone(), expr));
-        }
-    }
-}
-
-/// What row slices need of information_schema.COLUMNS ([`push_column`] reads them).
+/// What the catalog needs of information_schema.COLUMNS, read once per table for both its
+/// uses ([`push_column`]): the columns' types for row slices, and the DEFAULT and generation
+/// expressions the server evaluates on a write (and, for a VIRTUAL column, on a read).
 const COLUMNS_COLUMNS: &str = "TABLE_SCHEMA, TABLE_NAME, COLUMN_NAME, ORDINAL_POSITION, \
      DATA_TYPE, COLUMN_TYPE, IFNULL(COLLATION_NAME, ''), CHARACTER_MAXIMUM_LENGTH, \
-     IS_NULLABLE, EXTRA";
+     IS_NULLABLE, EXTRA, COLUMN_DEFAULT, GENERATION_EXPRESSION";
 
 fn push_column(raw: &mut RawCatalog, mut r: Row) {
     let num = |r: &mut Row, i: usize| text(r, i).parse::<u64>().ok();
-    raw.columns.push(RawColumn {
+    let column = RawColumn {
         schema: text(&mut r, 0),
         table: text(&mut r, 1),
         name: text(&mut r, 2),
@@ -1647,7 +1608,34 @@ fn push_column(raw: &mut RawCatalog, mut r: Row) {
         max_chars: num(&mut r, 7),
         nullable: text(&mut r, 8).eq_ignore_ascii_case("YES"),
         extra: text(&mut r, 9),
-    });
+    };
+    let (default, generation) = (text(&mut r, 10), text(&mut r, 11));
+    if runs_code(&default, &generation) {
+        let key = || (column.schema.clone(), column.table.clone());
+        if !default.is_empty() {
+            let (s, t) = key();
+            raw.column_code.push((s, t, default));
+        }
+        if !generation.is_empty() {
+            let (s, t) = key();
+            raw.generated
+                .push((s.clone(), t.clone(), generation.clone()));
+            raw.column_code.push((s, t, generation));
+        }
+    }
+    raw.columns.push(column);
+}
+
+/// Whether a column's expressions can run anything. Only those with a parenthesis can call
+/// (a literal default is shown quoted, so a parenthesis inside it costs a parse that finds
+/// no call); a generation expression may also read a variable (`@@max_error_count`); and
+/// `NEXT VALUE FOR s` calls without one. As case-insensitive as the LIKE it replaces.
+fn runs_code(default: &str, generation: &str) -> bool {
+    let d = default.to_ascii_lowercase();
+    d.contains('(')
+        || generation.contains('(')
+        || generation.contains('@')
+        || d.find("value").is_some_and(|i| d[i + 5..].contains("for"))
 }
 
 /// A column as text; NULL and non-UTF-8 bytes must not panic (the data is the server's).
@@ -1923,6 +1911,28 @@ mod tests {
                     "{rel}: {expr}: {got:?}"
                 );
             }
+        }
+    }
+
+    /// The filter the one COLUMNS read applies answers as the LIKE filter it replaced.
+    #[test]
+    fn column_expressions_that_run_code() {
+        for (default, generation, runs) in [
+            ("nextval(`db`.`s`)", "", true),
+            ("NEXT VALUE FOR s", "", true),
+            ("", "`a` + 1", false),
+            ("", "concat(`a`,'x')", true),
+            ("", "@@max_error_count", true),
+            ("'abc'", "", false),
+            ("0", "", false),
+            ("'value' ", "", false),
+            ("", "", false),
+        ] {
+            assert_eq!(
+                runs_code(default, generation),
+                runs,
+                "{default:?} {generation:?}"
+            );
         }
     }
 
