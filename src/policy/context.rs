@@ -75,6 +75,92 @@ const MYSQL_EXTRA: &[&str] = &[
     "block_encryption_mode",
 ];
 
+/// Key variables only some versions of MariaDB have, read at connect where the server has
+/// them (an unknown name in the one `SELECT @@…` would fail it whole, and the fallback
+/// lists would then lose the flavour's other names). Which of them a server has is asked
+/// once per server version, with [`probe_sql`] (no error for a missing name), in the same
+/// pipelined batch as the first connect's read; later connects read the ones it has with the
+/// others, at no extra cost.
+const MARIADB_OPTIONAL: &[&str] = &[
+    // 10.6.16 / 10.11.6 / 11.0.4 on: which notes a read gets (a hit must not hide the
+    // "Cannot use key" note, nor invent it); inherited from the global at connect.
+    "note_verbosity",
+    // 11.1 on: the standard name of `tx_isolation`, which stays (read under both).
+    "transaction_isolation",
+    // 11.2 on: each charset's default collation, which `SET NAMES`, casts and literals take.
+    "character_set_collations",
+];
+
+/// The flavour's optional key variables ([`MARIADB_OPTIONAL`]; none for MySQL, whose
+/// supported versions all have its list).
+pub fn optional_key_variables(mariadb: bool) -> &'static [&'static str] {
+    if mariadb {
+        MARIADB_OPTIONAL
+    } else {
+        &[]
+    }
+}
+
+/// The statement that says which of `names` the server has and their session values, one
+/// row `(VARIABLE_NAME, VARIABLE_VALUE)` each, without an error for the names it lacks (the
+/// names are qcache's constants, never a client's). None for no names.
+pub fn probe_sql(names: &[&str]) -> Option<String> {
+    if names.is_empty() || read_back_sql(names).is_none() {
+        return None;
+    }
+    let list: Vec<String> = names
+        .iter()
+        .map(|n| format!("'{}'", n.to_ascii_uppercase()))
+        .collect();
+    Some(format!(
+        "SELECT VARIABLE_NAME, VARIABLE_VALUE FROM information_schema.SESSION_VARIABLES \
+         WHERE VARIABLE_NAME IN ({})",
+        list.join(", ")
+    ))
+}
+
+/// Of `names`, those the probe's rows name (any case), in `names`' order, with their values.
+pub fn probed<'a>(
+    names: &[&'a str],
+    rows: &[Vec<Option<String>>],
+) -> Vec<(&'a str, Option<String>)> {
+    names
+        .iter()
+        .filter_map(|n| {
+            rows.iter()
+                .find(|r| {
+                    r.first()
+                        .and_then(|c| c.as_deref())
+                        .is_some_and(|c| c.eq_ignore_ascii_case(n))
+                })
+                .map(|r| (*n, r.get(1).cloned().flatten()))
+        })
+        .collect()
+}
+
+/// The session context the server reported at connect, as the key holds it: a hash of each
+/// name and value in order (never 0, which means "not read"), and whether an isolation
+/// variable says READ UNCOMMITTED.
+pub fn server_context(pairs: &[(&str, Option<&str>)]) -> (u64, bool) {
+    let mut h = xxhash_rust::xxh3::Xxh3::new();
+    let mut ru = false;
+    for (n, v) in pairs {
+        h.update(n.as_bytes());
+        h.update(&[0]);
+        match v {
+            Some(v) => {
+                if is_isolation(n) && reads_uncommitted(v) {
+                    ru = true;
+                }
+                h.update(v.as_bytes());
+                h.update(&[0]);
+            }
+            None => h.update(&[1]),
+        }
+    }
+    (h.digest() | 1, ru)
+}
+
 /// The common names followed by one flavour's: built once, so each flavour's list is the
 /// common one by construction.
 static MARIADB_KEY_VARIABLES: LazyLock<Vec<&'static str>> =
@@ -154,8 +240,16 @@ pub enum Assignment {
     /// read one are never cached), or a GLOBAL / PERSIST assignment (other sessions get it
     /// at their connect, and read it then).
     Ignore,
-    /// The literal decides the value: keyed by its text.
+    /// The literal decides the value: keyed by its text, under [`key_name`].
     Literal,
+    /// The isolation level, whichever name or spelling set it: keyed under one name with the
+    /// server's spelling of the level, so that the last assignment decides the key (`SET
+    /// tx_isolation = …` then `SET transaction_isolation = …` and the other order leave
+    /// different levels, and must not share a key).
+    Keyed {
+        name: &'static str,
+        value: &'static str,
+    },
     /// The value depends on state qcache does not follow (`@v`, `@@x`, a function,
     /// `DEFAULT` = the global value now): read the effective values of these variables
     /// back from the server.
@@ -218,14 +312,50 @@ pub fn assignment(name: &str, value: &str, global: bool) -> Assignment {
     if let Some(group) = coupled(name) {
         return Assignment::ReadBack(group.to_vec());
     }
+    if is_isolation(name) {
+        return match isolation_level(value) {
+            Some(level) => Assignment::Keyed {
+                name: ISOLATION_KEY,
+                value: level,
+            },
+            None if read_back_sql(&[name]).is_some() => Assignment::ReadBackNamed,
+            None => Assignment::Lost,
+        };
+    }
     match name {
         // Keyed by text as before (the privileges policy owns roles); `SET TRANSACTION`'s
-        // value is keywords only.
+        // value is keywords only (its isolation level: [`transaction_isolation_level`]).
         "role" | "transaction" => Assignment::Literal,
         _ if is_literal(value) => Assignment::Literal,
         _ if read_back_sql(&[name]).is_some() => Assignment::ReadBackNamed,
         _ => Assignment::Lost,
     }
+}
+
+/// The key's entries for a session-scope assignment that [`assignment`] found `Literal` or
+/// `Keyed`, to record in order (an entry replaces the one of its name): the value under
+/// [`key_name`], and for `SET SESSION TRANSACTION ISOLATION LEVEL …` also the level under
+/// [`ISOLATION_KEY`], as `SET tx_isolation` records it. None when that level must be read
+/// back from the server instead.
+pub fn key_entries(
+    name: &str,
+    value: &str,
+    next_transaction_only: bool,
+) -> Option<Vec<(String, String)>> {
+    if let Assignment::Keyed { name, value } = assignment(name, value, false) {
+        return Some(vec![(name.to_string(), value.to_string())]);
+    }
+    let mut out = vec![(key_name(name).to_string(), value.to_string())];
+    if name == "transaction"
+        && !next_transaction_only
+        && value.to_ascii_uppercase().contains("ISOLATION")
+    {
+        out.push((
+            ISOLATION_KEY.to_string(),
+            transaction_isolation_level(value)?.to_string(),
+        ));
+    }
+    Some(out)
 }
 
 /// A value whose text alone decides the variable's value: a quoted string, a number, or a
@@ -281,6 +411,77 @@ pub fn reads_uncommitted(value: &str) -> bool {
 /// Whether an assignment names the session's isolation level.
 pub fn is_isolation(name: &str) -> bool {
     matches!(name, "tx_isolation" | "transaction_isolation")
+}
+
+/// The name the key holds the session's isolation level under, set by any of its names or
+/// by `SET SESSION TRANSACTION ISOLATION LEVEL …`.
+pub const ISOLATION_KEY: &str = "tx_isolation";
+
+/// The isolation variable every version of the flavour has (MySQL 8 dropped `tx_isolation`),
+/// for reading the level back.
+pub fn isolation_variable(mariadb: bool) -> &'static str {
+    if mariadb {
+        "tx_isolation"
+    } else {
+        "transaction_isolation"
+    }
+}
+
+/// The name the key holds an assignment to `name` under: names of one variable share one
+/// (MariaDB 11.1 and MySQL call `tx_isolation` `transaction_isolation` and `tx_read_only`
+/// `transaction_read_only`, and keep both), so that whichever name a session used last
+/// decides its key.
+pub fn key_name(name: &str) -> &str {
+    match name {
+        "transaction_isolation" => ISOLATION_KEY,
+        "transaction_read_only" => "tx_read_only",
+        n => n,
+    }
+}
+
+/// The server's spelling of the isolation level a literal value sets (the dashed name in
+/// any case, quoted or not, or the enum's index); None for a value qcache does not
+/// recognise (read back from the server instead).
+pub fn isolation_level(value: &str) -> Option<&'static str> {
+    let v = value.trim();
+    let v = v
+        .strip_prefix('\'')
+        .and_then(|v| v.strip_suffix('\''))
+        .or_else(|| v.strip_prefix('"').and_then(|v| v.strip_suffix('"')))
+        .unwrap_or(v);
+    const LEVELS: [&str; 4] = [
+        "READ-UNCOMMITTED",
+        "READ-COMMITTED",
+        "REPEATABLE-READ",
+        "SERIALIZABLE",
+    ];
+    if let Ok(i) = v.parse::<usize>() {
+        return LEVELS.get(i).copied();
+    }
+    LEVELS.iter().copied().find(|l| l.eq_ignore_ascii_case(v))
+}
+
+/// The isolation level a session-scope `SET [SESSION] TRANSACTION …` sets (its text after
+/// `TRANSACTION`: `ISOLATION LEVEL READ COMMITTED, READ ONLY`); None when it sets none or
+/// qcache cannot read it.
+pub fn transaction_isolation_level(value: &str) -> Option<&'static str> {
+    let words: Vec<String> = value
+        .split(|c: char| c.is_ascii_whitespace() || c == ',')
+        .filter(|w| !w.is_empty())
+        .map(str::to_ascii_uppercase)
+        .collect();
+    let at = words
+        .windows(2)
+        .position(|w| w[0] == "ISOLATION" && w[1] == "LEVEL")?;
+    let level = match words.get(at + 2..)? {
+        [a, b, ..] if a == "READ" && (b == "UNCOMMITTED" || b == "COMMITTED") => {
+            format!("READ-{b}")
+        }
+        [a, b, ..] if a == "REPEATABLE" && b == "READ" => "REPEATABLE-READ".to_string(),
+        [a, ..] if a == "SERIALIZABLE" => "SERIALIZABLE".to_string(),
+        _ => return None,
+    };
+    isolation_level(&level)
 }
 
 /// Whether the session has no default database any more after it dropped `dropped`
@@ -438,6 +639,161 @@ mod tests {
             // Not a variable a session could be keyed by: it has no session value.
             assert!(!key_variables(true).contains(var) && !key_variables(false).contains(var));
         }
+    }
+
+    /// Folds session-scope SETs into the key's entries as `session::statements::follow_set`
+    /// does for literal values.
+    fn keyed(sets: &[(&str, &str, bool)]) -> std::collections::BTreeMap<String, String> {
+        let mut vars = std::collections::BTreeMap::new();
+        for (name, value, next_only) in sets {
+            match assignment(name, value, false) {
+                Assignment::Literal | Assignment::Keyed { .. } => {
+                    vars.extend(key_entries(name, value, *next_only).expect(name))
+                }
+                other => panic!("{name} = {value}: {other:?}"),
+            }
+        }
+        vars
+    }
+
+    /// MariaDB 11.1 on (and MySQL) have `transaction_isolation` beside `tx_isolation`, and
+    /// `SET SESSION TRANSACTION ISOLATION LEVEL` sets the same level: whichever comes last
+    /// decides it, so the key must hold the level, not each name's last text.
+    #[test]
+    fn isolation_names_set_in_different_orders() {
+        let rc = ("tx_isolation", "'READ-COMMITTED'", false);
+        let ser = ("transaction_isolation", "'serializable'", false);
+        let sess_rr = ("transaction", "ISOLATION LEVEL REPEATABLE READ", false);
+        let next_ru = ("transaction", "ISOLATION LEVEL READ UNCOMMITTED", true);
+        let level = |sets: &[(&str, &str, bool)]| keyed(sets).get(ISOLATION_KEY).cloned();
+        assert_eq!(level(&[rc, ser]).as_deref(), Some("SERIALIZABLE"));
+        assert_eq!(level(&[ser, rc]).as_deref(), Some("READ-COMMITTED"));
+        assert_ne!(keyed(&[rc, ser]), keyed(&[ser, rc]));
+        assert_eq!(level(&[rc, sess_rr]).as_deref(), Some("REPEATABLE-READ"));
+        assert_eq!(level(&[sess_rr, rc]).as_deref(), Some("READ-COMMITTED"));
+        assert_ne!(keyed(&[rc, sess_rr]), keyed(&[sess_rr, rc]));
+        // The next transaction's level is not the session's.
+        assert_eq!(level(&[rc, next_ru]).as_deref(), Some("READ-COMMITTED"));
+        // The same level by any name and spelling is one key.
+        assert_eq!(
+            keyed(&[("tx_isolation", "1", false)]),
+            keyed(&[("transaction_isolation", "read-committed", false)])
+        );
+        // So are the read-only flag's two names.
+        assert_eq!(
+            keyed(&[("tx_read_only", "0", false), ("transaction_read_only", "1", false)]),
+            keyed(&[("transaction_read_only", "1", false)])
+        );
+        // A level qcache cannot read is read back, under the one name.
+        assert_eq!(
+            assignment("transaction_isolation", "@lvl", false),
+            Assignment::ReadBackNamed
+        );
+        assert_eq!(key_name("transaction_isolation"), ISOLATION_KEY);
+        assert_eq!(
+            key_entries("transaction", "ISOLATION LEVEL SNAPSHOT", false),
+            None,
+            "unknown level: read back"
+        );
+        assert_eq!(isolation_variable(false), "transaction_isolation");
+        for (v, want) in [
+            ("'READ-UNCOMMITTED'", Some("READ-UNCOMMITTED")),
+            ("\"repeatable-read\"", Some("REPEATABLE-READ")),
+            ("3", Some("SERIALIZABLE")),
+            ("4", None),
+            ("READ COMMITTED", None),
+            ("@x", None),
+        ] {
+            assert_eq!(isolation_level(v), want, "{v}");
+        }
+        for (v, want) in [
+            ("ISOLATION LEVEL READ COMMITTED", Some("READ-COMMITTED")),
+            ("ISOLATION LEVEL SERIALIZABLE", Some("SERIALIZABLE")),
+            ("READ ONLY, ISOLATION LEVEL read uncommitted", Some("READ-UNCOMMITTED")),
+            ("ISOLATION LEVEL REPEATABLE READ, READ WRITE", Some("REPEATABLE-READ")),
+            ("READ ONLY", None),
+        ] {
+            assert_eq!(transaction_isolation_level(v), want, "{v}");
+        }
+    }
+
+    /// A session that inherited READ UNCOMMITTED is seen whichever isolation name the server
+    /// reports it under, and the optional names are part of the context.
+    #[test]
+    fn server_context_at_connect() {
+        let (a, ru) = server_context(&[("sql_mode", Some("")), ("tx_isolation", Some("READ-COMMITTED"))]);
+        assert!(!ru && a != 0);
+        let (_, ru) = server_context(&[
+            ("tx_isolation", Some("REPEATABLE-READ")),
+            ("transaction_isolation", Some("READ-UNCOMMITTED")),
+        ]);
+        assert!(ru);
+        // note_verbosity (and character_set_collations) inherited differently: other keys.
+        let nv = |v| {
+            server_context(&[("sql_mode", Some("")), ("note_verbosity", Some(v))]).0
+        };
+        assert_ne!(nv("basic,explain"), nv("basic,explain,unusable_keys"));
+        let cc = |v| server_context(&[("character_set_collations", Some(v))]).0;
+        assert_ne!(cc(""), cc("utf8mb4=uca1400_ai_ci"));
+        // A NULL is not an empty string.
+        assert_ne!(
+            server_context(&[("time_zone", None)]).0,
+            server_context(&[("time_zone", Some(""))]).0
+        );
+    }
+
+    /// The optional tier: asked without an error, read back in the list's order whatever
+    /// order and case the server answers in; a server without a name simply lacks its row.
+    #[test]
+    fn optional_variables() {
+        let opt = optional_key_variables(true);
+        for v in ["note_verbosity", "transaction_isolation", "character_set_collations"] {
+            assert!(opt.contains(&v), "{v}");
+            assert!(!key_variables(true).contains(&v), "{v} would fail old servers' read");
+        }
+        assert!(optional_key_variables(false).is_empty());
+        assert_eq!(
+            probe_sql(&["note_verbosity", "character_set_collations"]).as_deref(),
+            Some(
+                "SELECT VARIABLE_NAME, VARIABLE_VALUE FROM information_schema.SESSION_VARIABLES \
+                 WHERE VARIABLE_NAME IN ('NOTE_VERBOSITY', 'CHARACTER_SET_COLLATIONS')"
+            )
+        );
+        assert_eq!(probe_sql(&[]), None);
+        assert_eq!(probe_sql(&["x'; DROP"]), None);
+        let row = |n: &str, v: Option<&str>| vec![Some(n.to_string()), v.map(str::to_string)];
+        // A 10.11 server: note_verbosity only.
+        assert_eq!(
+            probed(opt, &[row("NOTE_VERBOSITY", Some("basic,explain"))]),
+            vec![("note_verbosity", Some("basic,explain".to_string()))]
+        );
+        // An 11.2 server, rows in another order.
+        let all = probed(
+            opt,
+            &[
+                row("CHARACTER_SET_COLLATIONS", Some("")),
+                row("TRANSACTION_ISOLATION", Some("REPEATABLE-READ")),
+                row("NOTE_VERBOSITY", None),
+            ],
+        );
+        let names: Vec<&str> = all.iter().map(|(n, _)| *n).collect();
+        assert_eq!(names, opt);
+        assert_eq!(all[0].1, None);
+        // A 10.6.15 server: none.
+        assert!(probed(opt, &[]).is_empty());
+        // character_set_collations is keyed by its literal, read back otherwise.
+        assert_eq!(
+            assignment("character_set_collations", "'utf8mb4=uca1400_ai_ci'", false),
+            Assignment::Literal
+        );
+        assert_eq!(
+            assignment("character_set_collations", "DEFAULT", false),
+            Assignment::ReadBackNamed
+        );
+        assert_eq!(
+            assignment("note_verbosity", "DEFAULT", false),
+            Assignment::ReadBackNamed
+        );
     }
 
     #[test]

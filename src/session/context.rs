@@ -3,52 +3,96 @@
 //! and after a SET whose value qcache cannot evaluate.
 
 use tracing::{debug, warn};
-use xxhash_rust::xxh3::Xxh3;
-
 use super::{Session, SessionError};
-use crate::policy::context;
+use crate::policy::{context, diagnostics};
 use crate::protocol::packets::{self, com};
 use crate::protocol::response::{Expect, Response, Step};
 
-/// Sent after each read-back, in the same write: a fresh session and a SET both leave
-/// ROW_COUNT() at 0 and no warnings, which the read-back's SELECT would change.
-const RESTORE: &[u8] = b"\x03DO 0";
+/// After each read-back: `ROW_COUNT()` back to 0 and no warnings, as a fresh session and a SET
+/// both leave them (the read-back's SELECT, and the FOUND_ROWS() restorer, change them).
+const RESTORE: &str = "DO 0";
+
+/// The most `FOUND_ROWS()` a read-back puts back: the server can only be made to count rows
+/// by producing them, which takes about 0.2 s per 100,000 (`policy::diagnostics::resetter`);
+/// above this the session reads 1 after a read-back (docs/reliability.md).
+const MAX_RESTORED_FOUND_ROWS: u64 = 100_000;
 
 /// One row of text values (None for SQL NULL).
 type Values = Vec<Option<String>>;
 
+/// Each statement's answer in a batch: its rows, or None for an error.
+type Answers = Vec<Option<Vec<Values>>>;
+
 impl Session {
     /// Reads the key variables as the session has them now into `server_ctx`, and the
-    /// isolation level into `isolation_ru`. A server that knows none of the flavour's
-    /// names is asked for the common ones; one that refuses both leaves the session
-    /// uncached (fail closed).
+    /// isolation level into `isolation_ru`: the flavour's list with the optional names this
+    /// server version has (asked once per version, in the first connect's batch); a server
+    /// that refuses it is asked for the flavour's list alone, then the common one; one that
+    /// refuses all leaves the session uncached (fail closed). One round trip.
     pub(crate) async fn read_server_context(&mut self) -> Result<(), SessionError> {
-        let lists = [
-            context::key_variables(self.st.mariadb),
-            context::COMMON_KEY_VARIABLES,
-        ];
-        for names in lists {
-            let Some(values) = self.read_back(names).await? else {
-                continue;
-            };
-            let mut h = Xxh3::new();
-            self.st.isolation_ru = false;
-            for (n, v) in names.iter().zip(&values) {
-                h.update(n.as_bytes());
-                h.update(&[0]);
-                match v {
-                    Some(v) => {
-                        if context::is_isolation(n) {
-                            self.st.isolation_ru = context::reads_uncommitted(v);
-                        }
-                        h.update(v.as_bytes());
-                        h.update(&[0]);
+        let mariadb = self.st.mariadb;
+        let version = (self.st.server.id, self.st.server.mariadb);
+        let optional = context::optional_key_variables(mariadb);
+        let known: Option<Vec<&'static str>> = if optional.is_empty() {
+            Some(Vec::new())
+        } else {
+            self.shared
+                .optional_vars
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .iter()
+                .find(|(v, _)| *v == version)
+                .map(|(_, names)| names.clone())
+        };
+        let mandatory = context::key_variables(mariadb);
+        let mut first: Vec<&'static str> = mandatory.to_vec();
+        first.extend(known.iter().flatten());
+        let probe = match &known {
+            Some(_) => None,
+            None => context::probe_sql(optional),
+        };
+        let tiers: [&[&'static str]; 3] = [&first, mandatory, context::COMMON_KEY_VARIABLES];
+        for (i, names) in tiers.into_iter().enumerate() {
+            let probe = if i == 0 { probe.as_deref() } else { None };
+            let (values, probed) = match self.read_values(names, probe).await? {
+                Some(v) => v,
+                None => {
+                    if i == 0 && known.as_ref().is_some_and(|k| !k.is_empty()) {
+                        // The server lost a name it had (another server behind the same
+                        // address and version?): ask again at the next connect.
+                        self.shared
+                            .optional_vars
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .retain(|(v, _)| *v != version);
                     }
-                    None => h.update(&[1]),
+                    continue;
+                }
+            };
+            let mut found: Vec<(&str, Option<String>)> = Vec::new();
+            if let Some(rows) = probed {
+                // The probe's error (no such table) means none of them, for this version.
+                found = context::probed(optional, rows.as_deref().unwrap_or(&[]));
+                let present: Vec<&'static str> = found.iter().map(|(n, _)| *n).collect();
+                debug!(?present, "the server's optional key variables");
+                let mut memo = self
+                    .shared
+                    .optional_vars
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner());
+                if !memo.iter().any(|(v, _)| *v == version) {
+                    memo.push((version, present));
                 }
             }
-            // Never 0, which means "not read".
-            self.st.server_ctx = h.digest() | 1;
+            // Names and values in the order a later connect reads them in one SELECT, so
+            // that sessions of the two kinds share entries.
+            let pairs: Vec<(&str, Option<&str>)> = names
+                .iter()
+                .copied()
+                .zip(values.iter().map(|v| v.as_deref()))
+                .chain(found.iter().map(|(n, v)| (*n, v.as_deref())))
+                .collect();
+            (self.st.server_ctx, self.st.isolation_ru) = context::server_context(&pairs);
             self.st.refresh_fingerprint(&self.shared);
             return Ok(());
         }
@@ -59,90 +103,136 @@ impl Session {
 
     /// `SELECT @@session.<name>, …` on the upstream connection, its answer not relayed; the
     /// values in order, or None when the server answered with an error (or the names could
-    /// not be asked for).
+    /// not be asked for). The session's diagnostics are left as they were.
     pub(crate) async fn read_back(
         &mut self,
         names: &[&str],
     ) -> Result<Option<Values>, SessionError> {
+        Ok(self.read_values(names, None).await?.map(|(v, _)| v))
+    }
+
+    /// Reads `names` (and runs `probe`, when given, in the same batch) and puts back what the
+    /// read changed: `FOUND_ROWS()`, read in the same SELECT, then `ROW_COUNT()` and the
+    /// warnings (`RESTORE`). One round trip when `FOUND_ROWS()` was 0 (at connect, and after
+    /// anything but a read), two otherwise. The values, and the probe's rows or None for
+    /// its error; None when the SELECT failed.
+    async fn read_values(
+        &mut self,
+        names: &[&str],
+        probe: Option<&str>,
+    ) -> Result<Option<(Values, Option<Option<Vec<Values>>>)>, SessionError> {
         let Some(sql) = context::read_back_sql(names) else {
             return Ok(None);
         };
+        // FOUND_ROWS() first: evaluated before this SELECT counts its own row.
+        let sql = sql.replacen("SELECT ", "SELECT FOUND_ROWS(), ", 1);
         // Like any statement sent in a transaction, the read may count as its first.
         self.note_send_point();
-        let mut payload = Vec::with_capacity(sql.len() + 1);
-        payload.push(com::QUERY);
-        payload.extend_from_slice(sql.as_bytes());
-        // A compressed leg numbers each command's frames from zero: one command per write.
-        let pipelined = self.upstream.compression().is_none();
-        self.upstream.start_command();
-        self.upstream.push(0, &payload);
-        if pipelined {
-            self.upstream.push(0, RESTORE);
+        let guess = 0;
+        let mut batch: Vec<&str> = vec![&sql];
+        batch.extend(probe);
+        let reset = diagnostics::resetter(guess, self.st.mariadb);
+        batch.push(&reset);
+        batch.push(RESTORE);
+        let mut answers = self.batch(&batch).await?;
+        let probed = probe.map(|_| answers.get_mut(1).and_then(Option::take));
+        let row = answers
+            .first_mut()
+            .and_then(Option::take)
+            .and_then(|rows| rows.into_iter().next())
+            .filter(|r| r.len() == names.len() + 1);
+        let Some(mut row) = row else {
+            debug!(?names, "the server refused the read-back");
+            return Ok(None);
+        };
+        let found_rows = row
+            .remove(0)
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(guess);
+        if found_rows != guess {
+            if found_rows <= MAX_RESTORED_FOUND_ROWS {
+                let reset = diagnostics::resetter(found_rows, self.st.mariadb);
+                self.batch(&[&reset, RESTORE]).await?;
+            } else {
+                debug!(found_rows, "FOUND_ROWS() too large to put back after a read-back");
+            }
         }
-        self.upstream
-            .flush()
-            .await
-            .map_err(SessionError::upstream)?;
-        let values = self.read_row_answer().await?;
-        if !pipelined {
+        debug!(?names, values = ?row, "read the session's settings back");
+        Ok(Some((row, probed)))
+    }
+
+    /// Sends `sqls` as text queries, pipelined in one write (one command per write on a
+    /// compressed leg, which numbers each command's frames from zero), none relayed; each
+    /// one's rows, or None for an error.
+    async fn batch(&mut self, sqls: &[&str]) -> Result<Answers, SessionError> {
+        let pipelined = self.upstream.compression().is_none();
+        let mut out = Vec::with_capacity(sqls.len());
+        if pipelined {
             self.upstream.start_command();
-            self.upstream.push(0, RESTORE);
+            for sql in sqls {
+                self.upstream.push(0, &query_payload(sql));
+            }
             self.upstream
                 .flush()
                 .await
                 .map_err(SessionError::upstream)?;
+            for _ in sqls {
+                out.push(self.read_rows_answer().await?);
+            }
+        } else {
+            for sql in sqls {
+                self.upstream.start_command();
+                self.upstream.push(0, &query_payload(sql));
+                self.upstream
+                    .flush()
+                    .await
+                    .map_err(SessionError::upstream)?;
+                out.push(self.read_rows_answer().await?);
+            }
         }
-        let mut restore = Response::new(Expect::Results, self.st.deprecate_eof);
-        self.drain(&mut restore).await?;
-        debug!(?names, ?values, "read the session's settings back");
-        Ok(values.filter(|v| v.len() == names.len()))
+        Ok(out)
     }
 
-    /// Reads one text result set's first row; None on an error.
-    async fn read_row_answer(&mut self) -> Result<Option<Values>, SessionError> {
+    /// Reads one text answer: its rows (the first [`MAX_ROWS`] of them); None on an error.
+    async fn read_rows_answer(&mut self) -> Result<Option<Vec<Values>>, SessionError> {
+        /// More than any read-back or probe asks for.
+        const MAX_ROWS: usize = 64;
         let mut resp = Response::new(Expect::Results, self.st.deprecate_eof);
-        let mut columns: Option<u64> = None;
-        let mut row: Option<Values> = None;
-        let mut n: u64 = 0;
+        let mut rows: Vec<Values> = Vec::new();
         loop {
             let p = self
                 .upstream
                 .read_some()
                 .await
                 .map_err(SessionError::upstream)?;
+            let before = resp.rows;
             let step = resp
                 .feed(&p.payload)
                 .map_err(|e| SessionError::Protocol(e.to_string()))?;
-            if n == 0 && !resp.error {
-                columns = packets::read_lenenc(&p.payload).map(|(c, _)| c);
+            if resp.rows > before && rows.len() < MAX_ROWS {
+                if let Some(r) = parse_text_row(&p.payload) {
+                    rows.push(r);
+                }
             }
-            let first_row = columns.map(|c| 1 + c + u64::from(!self.st.deprecate_eof));
-            if Some(n) == first_row && resp.status_here.is_none() && !resp.error {
-                row = parse_text_row(&p.payload);
-            }
-            n += 1;
-            if step == Step::Done {
-                break;
+            match step {
+                Step::Done => break,
+                Step::More => {}
+                Step::LocalInfile => {
+                    return Err(SessionError::Protocol(
+                        "a read-back asked for a local file".into(),
+                    ))
+                }
             }
         }
-        Ok(if resp.error { None } else { row })
+        Ok(if resp.error { None } else { Some(rows) })
     }
+}
 
-    async fn drain(&mut self, resp: &mut Response) -> Result<(), SessionError> {
-        loop {
-            let p = self
-                .upstream
-                .read_some()
-                .await
-                .map_err(SessionError::upstream)?;
-            let step = resp
-                .feed(&p.payload)
-                .map_err(|e| SessionError::Protocol(e.to_string()))?;
-            if step == Step::Done {
-                return Ok(());
-            }
-        }
-    }
+fn query_payload(sql: &str) -> Vec<u8> {
+    let mut payload = Vec::with_capacity(sql.len() + 1);
+    payload.push(com::QUERY);
+    payload.extend_from_slice(sql.as_bytes());
+    payload
 }
 
 /// A text-protocol row: length-encoded strings, 0xfb for NULL.

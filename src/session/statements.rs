@@ -89,6 +89,9 @@ impl Session {
             match context::assignment(k, v, *global) {
                 Assignment::Ignore => continue,
                 Assignment::Literal => {}
+                Assignment::Keyed { value, .. } => {
+                    self.st.isolation_ru = context::reads_uncommitted(value);
+                }
                 Assignment::ReadBack(names) => {
                     read_back.extend(names.iter().map(|n| n.to_string()));
                     continue;
@@ -110,10 +113,13 @@ impl Session {
                     self.st.isolation_ru = ru;
                 }
             }
-            if context::is_isolation(k) {
-                self.st.isolation_ru = context::reads_uncommitted(v);
+            match context::key_entries(k, v, i.next_transaction_only) {
+                Some(entries) => self.st.vars.extend(entries),
+                None => {
+                    self.st.vars.insert(k.clone(), v.clone());
+                    read_back.push(context::isolation_variable(self.st.mariadb).to_string());
+                }
             }
-            self.st.vars.insert(k.clone(), v.clone());
         }
         if !read_back.is_empty() {
             let names: Vec<&str> = read_back.iter().map(String::as_str).collect();
@@ -130,7 +136,7 @@ impl Session {
                         if context::is_isolation(n) {
                             self.st.isolation_ru = context::reads_uncommitted(&v);
                         }
-                        self.st.vars.insert(n.to_string(), v);
+                        self.st.vars.insert(context::key_name(n).to_string(), v);
                     }
                 }
                 None => lost = true,

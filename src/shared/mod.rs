@@ -53,6 +53,10 @@ pub struct Shared {
     reload_source: std::sync::Mutex<Option<Cli>>,
     /// The id the next session gets (the listener hands them out).
     pub(crate) next_session: AtomicU64,
+    /// Per server version (its id and flavour), which of the optional key variables
+    /// (`policy::context::optional_key_variables`) the server has: asked at the first connect
+    /// to that version, then read with the others (`session::context`).
+    pub(crate) optional_vars: std::sync::Mutex<Vec<((u32, bool), Vec<&'static str>)>>,
 }
 
 impl Shared {
@@ -104,6 +108,7 @@ impl Shared {
             latencies: Default::default(),
             reload_source: std::sync::Mutex::new(None),
             next_session: AtomicU64::new(1),
+            optional_vars: std::sync::Mutex::new(Vec::new()),
         }
     }
 
