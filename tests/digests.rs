@@ -742,3 +742,146 @@ async fn prepared_executes_count_under_their_shape() {
     );
     proxy.shutdown().await;
 }
+
+/// `QCACHE EXPLAIN STATEMENT <id>`: a binary-protocol prepared statement explained with the
+/// parameters its last execute bound, under the session as it is now, and each verdict
+/// checked against what the next execute then does.
+#[tokio::test]
+async fn explain_prepared_statements_agrees_with_the_execute() {
+    let schema = common::fresh_schema("dg_expst").await;
+    setup(
+        &schema,
+        &[
+            "CREATE TABLE t (id INT PRIMARY KEY, v INT)",
+            "INSERT INTO t VALUES (1, 10), (2, 20)",
+        ],
+    )
+    .await;
+    let proxy = common::proxy(|_| {}).await;
+    let mut c = proxy.conn(&schema).await;
+    let explain = |id: u32| format!("QCACHE EXPLAIN STATEMENT {id}");
+
+    // With a parameter: unknown until an execute binds one.
+    let st = c.prep("SELECT v FROM t WHERE id = ?").await.unwrap();
+    let ex = fields(&mut c, &explain(st.id())).await;
+    assert_eq!(field(&ex, "decision"), "unknown until executed", "{ex:?}");
+    assert!(field(&ex, "parameters").contains("not bound yet"), "{ex:?}");
+    assert!(field(&ex, "entry_present").contains("unknown"), "{ex:?}");
+    assert_eq!(field(&ex, "tables"), format!("{schema}.t"));
+    assert_eq!(field(&ex, "digest_text"), "SELECT v FROM t WHERE id = ?");
+    // LAST is the statement prepared last.
+    let last_ex = fields(&mut c, "QCACHE EXPLAIN STATEMENT LAST").await;
+    assert_eq!(field(&last_ex, "statement_id"), st.id().to_string());
+
+    let v: Option<i64> = c.exec_first(&st, (1,)).await.unwrap();
+    assert_eq!(v, Some(10));
+    assert_eq!(
+        field(&fields(&mut c, "SHOW QCACHE LAST").await, "outcome"),
+        "miss-stored"
+    );
+    let ex = fields(&mut c, &explain(st.id())).await;
+    assert_eq!(field(&ex, "decision"), "hit", "{ex:?}");
+    assert_eq!(field(&ex, "entry_present"), "yes");
+    assert!(field(&ex, "parameters").contains("last execute"), "{ex:?}");
+    let hits = counter(&mut c, "Qcache_hits").await;
+    let _: Option<i64> = c.exec_first(&st, (1,)).await.unwrap();
+    assert_eq!(counter(&mut c, "Qcache_hits").await, hits + 1);
+
+    // Other values: their own key.
+    let _: Option<i64> = c.exec_first(&st, (2,)).await.unwrap();
+    let ex = fields(&mut c, &explain(st.id())).await;
+    assert_eq!(field(&ex, "decision"), "hit", "{ex:?}");
+    // A write: the entry is gone, the next execute stores.
+    c.query_drop("UPDATE t SET v = 21 WHERE id = 2").await.unwrap();
+    let ex = fields(&mut c, &explain(st.id())).await;
+    assert_eq!(field(&ex, "decision"), "store", "{ex:?}");
+    assert_eq!(field(&ex, "entry_present"), "no");
+    let v: Option<i64> = c.exec_first(&st, (2,)).await.unwrap();
+    assert_eq!(v, Some(21));
+    assert_eq!(
+        field(&fields(&mut c, "SHOW QCACHE LAST").await, "outcome"),
+        "miss-stored"
+    );
+    // The session's context changed since the last execute: keyed as it is now.
+    c.query_drop("SET div_precision_increment = 7").await.unwrap();
+    let ex = fields(&mut c, &explain(st.id())).await;
+    assert_eq!(field(&ex, "decision"), "store", "{ex:?}");
+    let _: Option<i64> = c.exec_first(&st, (2,)).await.unwrap();
+    assert_eq!(
+        field(&fields(&mut c, "SHOW QCACHE LAST").await, "outcome"),
+        "miss-stored"
+    );
+
+    // Without parameters: known before the first execute.
+    let all = c.prep("SELECT id, v FROM t").await.unwrap();
+    let ex = fields(&mut c, &explain(all.id())).await;
+    assert_eq!(field(&ex, "decision"), "store", "{ex:?}");
+    assert_eq!(field(&ex, "parameters"), "none");
+    let _: Vec<(i64, i64)> = c.exec(&all, ()).await.unwrap();
+    assert_eq!(
+        field(&fields(&mut c, "SHOW QCACHE LAST").await, "outcome"),
+        "miss-stored"
+    );
+    let ex = fields(&mut c, &explain(all.id())).await;
+    assert_eq!(field(&ex, "decision"), "hit", "{ex:?}");
+    let _: Vec<(i64, i64)> = c.exec(&all, ()).await.unwrap();
+    assert_eq!(
+        field(&fields(&mut c, "SHOW QCACHE LAST").await, "outcome"),
+        "hit"
+    );
+
+    // Not cacheable by its shape: the typed reason, and the execute counts it.
+    let now = c.prep("SELECT v, NOW() FROM t WHERE id = ?").await.unwrap();
+    let ex = fields(&mut c, &explain(now.id())).await;
+    assert_eq!(
+        (field(&ex, "decision"), field(&ex, "reason")),
+        ("send".to_string(), "non_deterministic".to_string()),
+        "{ex:?}"
+    );
+    let before = counter(&mut c, "Qcache_not_cached_non_deterministic").await;
+    let _: Option<Row> = c.exec_first(&now, (1,)).await.unwrap();
+    assert_eq!(
+        counter(&mut c, "Qcache_not_cached_non_deterministic").await,
+        before + 1
+    );
+    let last = fields(&mut c, "SHOW QCACHE LAST").await;
+    assert_eq!(field(&last, "reason"), "non_deterministic");
+
+    // A prepared write is relayed.
+    let upd = c.prep("UPDATE t SET v = ? WHERE id = ?").await.unwrap();
+    let ex = fields(&mut c, &explain(upd.id())).await;
+    assert_eq!(field(&ex, "decision"), "relay", "{ex:?}");
+
+    let ex = fields(&mut c, "QCACHE EXPLAIN STATEMENT 99999").await;
+    assert!(field(&ex, "decision").contains("no such"), "{ex:?}");
+
+    // SQL-level EXECUTE: never cached, and it stops the session's caching, as EXPLAIN says.
+    c.query_drop("PREPARE s FROM 'SELECT v FROM t WHERE id = 1'")
+        .await
+        .unwrap();
+    let ex = fields(&mut c, "QCACHE EXPLAIN EXECUTE s").await;
+    assert_eq!(
+        (field(&ex, "decision"), field(&ex, "reason")),
+        ("relay".to_string(), "not_a_read".to_string()),
+        "{ex:?}"
+    );
+    assert!(field(&ex, "effect").contains("stops caching"), "{ex:?}");
+    c.query_drop("EXECUTE s").await.unwrap();
+    let ex = fields(&mut c, &explain(all.id())).await;
+    assert_eq!(
+        (field(&ex, "decision"), field(&ex, "reason")),
+        ("send".to_string(), "session_untracked".to_string()),
+        "{ex:?}"
+    );
+    let _: Vec<(i64, i64)> = c.exec(&all, ()).await.unwrap();
+    let last = fields(&mut c, "SHOW QCACHE LAST").await;
+    assert_eq!(
+        (field(&last, "outcome"), field(&last, "reason")),
+        (
+            "miss-not-stored".to_string(),
+            "session_untracked".to_string()
+        )
+    );
+    drop(c);
+    proxy.shutdown().await;
+}

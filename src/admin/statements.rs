@@ -37,6 +37,9 @@ pub enum AdminStatement {
     Last,
     /// `QCACHE EXPLAIN <statement>`: what this session would do with it, without running it.
     Explain { sql: Vec<u8> },
+    /// `QCACHE EXPLAIN STATEMENT <id>` / `… STATEMENT LAST` (None): the same for an execute of
+    /// this session's binary-protocol prepared statement, with its last bound parameters.
+    ExplainStatement { id: Option<u32> },
 }
 
 /// What `SHOW QCACHE DIGESTS` lists.
@@ -138,7 +141,10 @@ impl AdminStatement {
     pub fn needs_privilege(&self) -> bool {
         !matches!(
             self,
-            AdminStatement::Status | AdminStatement::Last | AdminStatement::Explain { .. }
+            AdminStatement::Status
+                | AdminStatement::Last
+                | AdminStatement::Explain { .. }
+                | AdminStatement::ExplainStatement { .. }
         )
     }
 }
@@ -157,6 +163,24 @@ pub fn parse(sql: &[u8]) -> Option<Result<AdminStatement, String>> {
         return None;
     }
     if let Some(stmt) = explained(sql) {
+        // No SQL statement starts with STATEMENT (MariaDB's `SET STATEMENT` starts with SET).
+        let text = String::from_utf8_lossy(stmt);
+        let words: Vec<&str> = text.trim().trim_end_matches(';').split_whitespace().collect();
+        if words
+            .first()
+            .is_some_and(|w| w.eq_ignore_ascii_case("statement"))
+        {
+            return Some(match words.as_slice() {
+                [_, last] if last.eq_ignore_ascii_case("last") => {
+                    Ok(AdminStatement::ExplainStatement { id: None })
+                }
+                [_, n] => n
+                    .parse()
+                    .map(|id| AdminStatement::ExplainStatement { id: Some(id) })
+                    .map_err(|_| format!("QCACHE EXPLAIN STATEMENT takes an id or LAST: {text}")),
+                _ => Err(format!("QCACHE EXPLAIN STATEMENT takes an id or LAST: {text}")),
+            });
+        }
         return Some(Ok(AdminStatement::Explain { sql: stmt.to_vec() }));
     }
     let text = String::from_utf8_lossy(sql);
@@ -765,6 +789,29 @@ mod tests {
             }))
         );
         assert!(matches!(parse(b"QCACHE EXPLAIN"), Some(Err(_))));
+        assert_eq!(
+            parse(b"qcache explain statement 7;"),
+            Some(Ok(AdminStatement::ExplainStatement { id: Some(7) }))
+        );
+        assert_eq!(
+            parse(b"QCACHE EXPLAIN STATEMENT  last"),
+            Some(Ok(AdminStatement::ExplainStatement { id: None }))
+        );
+        for bad in [
+            &b"QCACHE EXPLAIN STATEMENT"[..],
+            b"QCACHE EXPLAIN STATEMENT x",
+            b"QCACHE EXPLAIN STATEMENT 1 2",
+            b"QCACHE EXPLAIN STATEMENT -1",
+        ] {
+            assert!(matches!(parse(bad), Some(Err(_))), "{bad:?}");
+        }
+        // EXECUTE of a SQL-level prepared statement is a statement like any other.
+        assert_eq!(
+            parse(b"QCACHE EXPLAIN EXECUTE s USING @a"),
+            Some(Ok(AdminStatement::Explain {
+                sql: b"EXECUTE s USING @a".to_vec()
+            }))
+        );
         assert!(matches!(parse(b"QCACHE EXPLAINED x"), Some(Err(_))));
     }
 
@@ -784,6 +831,7 @@ mod tests {
             // The session's own statements; EXPLAIN hides what is not (session::explain).
             ("SHOW QCACHE LAST", false),
             ("QCACHE EXPLAIN SELECT 1", false),
+            ("QCACHE EXPLAIN STATEMENT 1", false),
         ];
         for (sql, want) in cases {
             let stmt = parse(sql.as_bytes()).unwrap().unwrap();

@@ -56,6 +56,7 @@ impl Session {
             }
             AdminStatement::Last => self.last_rows(),
             AdminStatement::Explain { sql } => self.explain(&sql).await?,
+            AdminStatement::ExplainStatement { id } => self.explain_statement(id).await?,
             AdminStatement::InvalidateTable { schema, table } => {
                 let Some((s, t)) = self.st.qualify(schema.as_deref(), &table) else {
                     self.send_own_error(seq, 1046, "3D000", "No database selected")

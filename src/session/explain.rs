@@ -1,6 +1,7 @@
-//! `QCACHE EXPLAIN <statement>` and `SHOW QCACHE LAST`: what this session would do with a
-//! statement, asked of the same functions a real statement goes through (without sending
-//! it), and how its previous statement went.
+//! `QCACHE EXPLAIN <statement>`, `QCACHE EXPLAIN STATEMENT <id>` (a binary-protocol prepared
+//! statement, keyed with its last bound parameters) and `SHOW QCACHE LAST`: what this session
+//! would do with a statement, asked of the same functions a real statement goes through
+//! (without sending it), and how its previous statement went.
 //!
 //! Who sees what: both speak of the session's own statements, so any user may run them.
 //! What EXPLAIN would otherwise reveal of other sessions — whether an entry is present (and
@@ -10,7 +11,8 @@
 //! this session's key was stored by its own account, so its presence is no one else's.
 
 use super::digests::Current;
-use super::read::{wants_cache, TAG_TEXT};
+use super::read::{wants_cache, TAG_BINARY, TAG_TEXT};
+use super::state::LastExecute;
 use super::{Session, SessionError};
 use crate::admin::statements::Rows;
 use crate::analysis::{self, Analysis, StatementKind};
@@ -19,11 +21,15 @@ use crate::config::QueryCacheType;
 use crate::policy::privileges;
 use crate::policy::snapshot;
 use crate::policy::Reason;
+use crate::protocol::commands::ExecuteParams;
 use crate::protocol::packets::TYPE_VAR_STRING;
 use crate::rules;
 
 /// What the privileged fields say to a user without the privilege.
 const HIDDEN: &str = "(needs RELOAD or admin.users)";
+
+/// What depends on the key of a prepared statement whose parameters are not bound yet.
+const UNBOUND: &str = "(unknown until its parameters are bound)";
 
 /// The verdict of EXPLAIN.
 struct Verdict {
@@ -108,6 +114,105 @@ impl Session {
         Ok(rows(f))
     }
 
+    /// `QCACHE EXPLAIN STATEMENT <id>` (`LAST`: the one prepared last): what an execute of
+    /// the session's binary-protocol prepared statement would do, keyed with the parameters
+    /// its last execute bound, under the session as it is now. Never executes it.
+    pub(crate) async fn explain_statement(
+        &mut self,
+        id: Option<u32>,
+    ) -> Result<Rows, SessionError> {
+        let privileged = self.may_administer().await?;
+        let Some(id) = id.or(self.st.last_stmt) else {
+            return Ok(rows(vec![(
+                "decision",
+                Some("no statement prepared in this session".into()),
+            )]));
+        };
+        let Some(p) = self.st.stmts.get(&id) else {
+            return Ok(rows(vec![
+                ("statement_id", Some(id.to_string())),
+                (
+                    "decision",
+                    Some("no such prepared statement in this session".into()),
+                ),
+            ]));
+        };
+        let (sql, kind, hint, params) = (p.sql.clone(), p.kind, p.hint, p.params);
+        let last = p.last_execute.clone();
+        let text = analysis::server_text(&sql, self.st.server).into_owned();
+        let mut f: Vec<(&'static str, Option<String>)> = vec![
+            ("statement", Some(String::from_utf8_lossy(&sql).into_owned())),
+            ("statement_id", Some(id.to_string())),
+            ("digest", Some(format!("{:016x}", analysis::digest(&text)))),
+            (
+                "digest_text",
+                analysis::normalised_text(&text, crate::cache::digests::TEXT_MAX),
+            ),
+        ];
+        // The key of an execute: the bound parameters (none to bind, or the last execute's).
+        let material = match (&last, params) {
+            (LastExecute::Keyed(m), _) => Some(m.clone()),
+            (_, 0) => {
+                let mut m = Vec::new();
+                super::prepared::execute_material(
+                    &mut m,
+                    &sql,
+                    &ExecuteParams {
+                        types: None,
+                        null_bitmap: &[],
+                        values: &[],
+                    },
+                );
+                Some(m)
+            }
+            _ => None,
+        };
+        f.push((
+            "parameters",
+            Some(match (&last, params) {
+                (_, 0) => "none".to_string(),
+                (LastExecute::Keyed(_), n) => format!("{n}, as the last execute bound them"),
+                (LastExecute::NotKeyed(_), n) => {
+                    format!("{n}, last execute not keyed: unknown until bound again")
+                }
+                (LastExecute::None, n) => format!("{n}, not bound yet"),
+            }),
+        ));
+        let verdict = if kind != StatementKind::Select {
+            Verdict {
+                decision: "relay",
+                reason: Some(format!(
+                    "not a read ({kind:?}): relayed; a statement that may write invalidates \
+                     what it writes"
+                )),
+            }
+        } else if !wants_cache(self.st.qct, hint) {
+            Verdict::send(Reason::NotRequested)
+        } else if let LastExecute::NotKeyed(
+            r @ (Reason::Cursor | Reason::LongData | Reason::MalformedExecute),
+        ) = last
+        {
+            // How the client executes it, not the session: the next execute like it.
+            f.push((
+                "note",
+                Some("as its last execute was sent; an execute sent otherwise may differ".into()),
+            ));
+            Verdict::send(r)
+        } else {
+            self.explain_read(
+                &sql,
+                material.as_deref().map(|m| (TAG_BINARY, m)),
+                privileged,
+                &mut f,
+            )
+            .await?
+        };
+        f.insert(4, ("decision", Some(verdict.decision.to_string())));
+        f.insert(5, ("reason", verdict.reason));
+        f.extend(self.key_context());
+        Ok(rows(f))
+    }
+
     async fn explain_verdict(
         &mut self,
         sql: &[u8],
@@ -117,6 +222,23 @@ impl Session {
     ) -> Result<Verdict, SessionError> {
         if scan.multi {
             return Ok(Verdict::send(Reason::MultiStatement));
+        }
+        if matches!(scan.kind, StatementKind::Execute | StatementKind::Call) {
+            f.push((
+                "effect",
+                Some(
+                    "a SQL-level prepared statement or a procedure may read user variables, \
+                     write any table and SET anything: never served nor stored; its writes \
+                     invalidate as invalidation.call says, and the session stops caching \
+                     until COM_RESET_CONNECTION or COM_CHANGE_USER (a binary-protocol \
+                     prepared statement is cached: QCACHE EXPLAIN STATEMENT <id>)"
+                        .into(),
+                ),
+            ));
+            return Ok(Verdict {
+                decision: "relay",
+                reason: Some(Reason::NotARead.as_str().to_string()),
+            });
         }
         if scan.kind != StatementKind::Select {
             return Ok(Verdict {
@@ -141,25 +263,45 @@ impl Session {
         if !wants_cache(self.st.qct, scan.hint) {
             return Ok(Verdict::send(Reason::NotRequested));
         }
+        let material = stmt.clone();
+        self.explain_read(&stmt, Some((TAG_TEXT, &material)), privileged, f)
+            .await
+    }
+
+    /// The read path from the session's state on, for a text statement or a prepared one
+    /// (`stmt`: its text, hints stripped): `keyed` is the key's tag and material, None for
+    /// a prepared statement whose parameters are not bound yet (its key is not known).
+    async fn explain_read(
+        &mut self,
+        stmt: &[u8],
+        keyed: Option<(u8, &[u8])>,
+        privileged: bool,
+        f: &mut Vec<(&'static str, Option<String>)>,
+    ) -> Result<Verdict, SessionError> {
         if self.st.lost_track {
             return Ok(Verdict::send(Reason::SessionUntracked));
         }
         let identified = self.privileges_current() || self.refresh_privileges().await?;
         let mode = self.read_mode().filter(|_| identified);
-        let k = key(self.st.fingerprint, TAG_TEXT, &stmt);
-        let present = mode.as_ref().and_then(|m| self.servable(k, m)).is_some();
+        let k = keyed.map(|(tag, m)| key(self.st.fingerprint, tag, m));
+        let present = k
+            .zip(mode.as_ref())
+            .and_then(|(k, m)| self.servable(k, m))
+            .is_some();
         // A present entry is this account's own unless users share entries.
         let may_see_entry = privileged || !self.st.shared_users;
-        let text = analysis::server_text(&stmt, self.st.server).into_owned();
+        let text = analysis::server_text(stmt, self.st.server).into_owned();
         let digest = analysis::digest(&text);
         let an = self.shared.analyzer.analyze(&text, digest);
-        self.explain_tables(&an, digest, &stmt, privileged, f).await;
+        self.explain_tables(&an, digest, stmt, privileged, f).await;
         f.push((
             "entry_present",
-            Some(if may_see_entry {
-                yes_no(present || self.shared.cache.holds_servable(k))
-            } else {
-                HIDDEN.to_string()
+            Some(match k {
+                None => UNBOUND.to_string(),
+                Some(k) if may_see_entry => {
+                    yes_no(present || self.shared.cache.holds_servable(k))
+                }
+                Some(_) => HIDDEN.to_string(),
             }),
         ));
         if present {
@@ -175,7 +317,9 @@ impl Session {
                 }
             });
         }
-        let plan = match self.plan_read(&an, k, digest, &stmt).await {
+        // The plan does not depend on the key (only the store does): any key will do.
+        let plan_key = k.unwrap_or_else(|| key(self.st.fingerprint, 0, &[]));
+        let plan = match self.plan_read(&an, plan_key, digest, stmt).await {
             Ok(_) if !identified => return Ok(Verdict::send(Reason::IdentityUnknown)),
             Ok(plan) => plan,
             Err(reason) => return Ok(Verdict::send(reason)),
@@ -190,6 +334,18 @@ impl Session {
         if let Err(r) = snapshot::may_store(mode, unchanged) {
             return Ok(Verdict::send(r));
         }
+        let Some(k) = k else {
+            return Ok(Verdict {
+                decision: "unknown until executed",
+                reason: Some(
+                    "the key holds the parameter values, which this session has not bound \
+                     yet: an execute is served if an entry for its values is present, and \
+                     otherwise stored unless the result has warnings, is larger than \
+                     cache.max_result_bytes, or a table changes while it runs"
+                        .into(),
+                ),
+            });
+        };
         if cache.holds_servable(k) {
             return Ok(Verdict {
                 decision: "send",

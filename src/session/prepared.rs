@@ -8,7 +8,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 
 use super::read::{wants_cache, TAG_BINARY};
 use super::relay::KEEP_SCRATCH;
-use super::state::Prepared;
+use super::state::{LastExecute, Prepared};
 use super::{Session, SessionError};
 use crate::analysis::{self, StatementKind};
 use crate::cache::{key, Key};
@@ -50,6 +50,7 @@ impl Session {
                     types: None,
                     long_data: false,
                     server_has_types: false,
+                    last_execute: LastExecute::None,
                 },
             );
             self.st.last_stmt = Some(id);
@@ -153,7 +154,7 @@ impl Session {
             || (self.st.qct != QueryCacheType::Off
                 && !self.st.lost_track
                 && self.refresh_privileges().await?);
-        let Some(stmt) = self.st.stmts.get(&id) else {
+        let Some(stmt) = self.st.stmts.get_mut(&id) else {
             return self.relay_command(&pkt, Expect::Results).await.map(drop);
         };
         let wanted = wants_cache(self.st.qct, stmt.hint);
@@ -193,10 +194,26 @@ impl Session {
             _ => None,
         };
         if let Some(types) = learned {
-            if let Some(s) = self.st.stmts.get_mut(&id) {
-                s.types = Some(types);
-            }
+            stmt.types = Some(types);
         }
+        // What the key was built of stays with the statement, for EXPLAIN: the buffers are
+        // swapped, not copied.
+        stmt.last_execute = match (key, std::mem::take(&mut stmt.last_execute)) {
+            (Some(_), last) => {
+                let mut kept = match last {
+                    LastExecute::Keyed(v) => v,
+                    _ => Vec::new(),
+                };
+                std::mem::swap(&mut kept, &mut self.key_scratch);
+                // Empty when `execute_key` dropped an oversized buffer.
+                if kept.is_empty() {
+                    LastExecute::None
+                } else {
+                    LastExecute::Keyed(kept)
+                }
+            }
+            (None, _) => LastExecute::NotKeyed(reason.unwrap_or(Reason::MalformedExecute)),
+        };
         let Some(key) = key else {
             self.note_not_cached(reason.unwrap_or(Reason::MalformedExecute));
             let (up, typed) = self.execute_for_upstream(id, &pkt);
@@ -284,6 +301,17 @@ impl Session {
 /// execution keys the same whether or not the client re-sent the types.
 fn execute_key(scratch: &mut Vec<u8>, fingerprint: u64, sql: &[u8], params: &ExecuteParams) -> Key {
     let m = scratch;
+    execute_material(m, sql, params);
+    let k = key(fingerprint, TAG_BINARY, m);
+    if m.capacity() > KEEP_SCRATCH {
+        // A large parameter passed; an idle session should not keep its copy.
+        *m = Vec::new();
+    }
+    k
+}
+
+/// What an execute's key hashes with the session's fingerprint, written into `m`.
+pub(super) fn execute_material(m: &mut Vec<u8>, sql: &[u8], params: &ExecuteParams) {
     m.clear();
     m.extend_from_slice(&(sql.len() as u32).to_le_bytes());
     m.extend_from_slice(sql);
@@ -292,10 +320,4 @@ fn execute_key(scratch: &mut Vec<u8>, fingerprint: u64, sql: &[u8], params: &Exe
     m.extend_from_slice(params.null_bitmap);
     m.push(0xff);
     m.extend_from_slice(params.values);
-    let k = key(fingerprint, TAG_BINARY, m);
-    if m.capacity() > KEEP_SCRATCH {
-        // A large parameter passed; an idle session should not keep its copy.
-        *m = Vec::new();
-    }
-    k
 }

@@ -38,6 +38,23 @@ pub struct Prepared {
     /// The server has received this statement's parameter types. False while every
     /// execute that carried them was answered from the cache.
     pub server_has_types: bool,
+    /// How its last execute was keyed, for `QCACHE EXPLAIN STATEMENT` (`session::explain`).
+    pub last_execute: LastExecute,
+}
+
+/// A prepared statement's last execute, as its key saw it.
+#[derive(Debug, Clone, Default)]
+pub enum LastExecute {
+    /// Not executed yet (or its parameters were too large to keep).
+    #[default]
+    None,
+    /// Keyed: the key's material (statement, parameter types, null bitmap, values) without
+    /// the session's fingerprint, so that it keys under the session as it is now. The
+    /// buffer the key was built in, swapped in (no copy on the hit path).
+    Keyed(Vec<u8>),
+    /// Not keyed, for this reason (a cursor, long data, a malformed packet, or one the
+    /// session had then).
+    NotKeyed(crate::policy::Reason),
 }
 
 pub struct SessionState {
