@@ -792,7 +792,9 @@ async fn explain_prepared_statements_agrees_with_the_execute() {
     let ex = fields(&mut c, &explain(st.id())).await;
     assert_eq!(field(&ex, "decision"), "hit", "{ex:?}");
     // A write: the entry is gone, the next execute stores.
-    c.query_drop("UPDATE t SET v = 21 WHERE id = 2").await.unwrap();
+    c.query_drop("UPDATE t SET v = 21 WHERE id = 2")
+        .await
+        .unwrap();
     let ex = fields(&mut c, &explain(st.id())).await;
     assert_eq!(field(&ex, "decision"), "store", "{ex:?}");
     assert_eq!(field(&ex, "entry_present"), "no");
@@ -803,7 +805,9 @@ async fn explain_prepared_statements_agrees_with_the_execute() {
         "miss-stored"
     );
     // The session's context changed since the last execute: keyed as it is now.
-    c.query_drop("SET div_precision_increment = 7").await.unwrap();
+    c.query_drop("SET div_precision_increment = 7")
+        .await
+        .unwrap();
     let ex = fields(&mut c, &explain(st.id())).await;
     assert_eq!(field(&ex, "decision"), "store", "{ex:?}");
     let _: Option<i64> = c.exec_first(&st, (2,)).await.unwrap();

@@ -165,7 +165,11 @@ pub fn parse(sql: &[u8]) -> Option<Result<AdminStatement, String>> {
     if let Some(stmt) = explained(sql) {
         // No SQL statement starts with STATEMENT (MariaDB's `SET STATEMENT` starts with SET).
         let text = String::from_utf8_lossy(stmt);
-        let words: Vec<&str> = text.trim().trim_end_matches(';').split_whitespace().collect();
+        let words: Vec<&str> = text
+            .trim()
+            .trim_end_matches(';')
+            .split_whitespace()
+            .collect();
         if words
             .first()
             .is_some_and(|w| w.eq_ignore_ascii_case("statement"))
@@ -178,7 +182,9 @@ pub fn parse(sql: &[u8]) -> Option<Result<AdminStatement, String>> {
                     .parse()
                     .map(|id| AdminStatement::ExplainStatement { id: Some(id) })
                     .map_err(|_| format!("QCACHE EXPLAIN STATEMENT takes an id or LAST: {text}")),
-                _ => Err(format!("QCACHE EXPLAIN STATEMENT takes an id or LAST: {text}")),
+                _ => Err(format!(
+                    "QCACHE EXPLAIN STATEMENT takes an id or LAST: {text}"
+                )),
             });
         }
         return Some(Ok(AdminStatement::Explain { sql: stmt.to_vec() }));

@@ -681,7 +681,10 @@ mod tests {
         );
         // So are the read-only flag's two names.
         assert_eq!(
-            keyed(&[("tx_read_only", "0", false), ("transaction_read_only", "1", false)]),
+            keyed(&[
+                ("tx_read_only", "0", false),
+                ("transaction_read_only", "1", false)
+            ]),
             keyed(&[("transaction_read_only", "1", false)])
         );
         // A level qcache cannot read is read back, under the one name.
@@ -709,8 +712,14 @@ mod tests {
         for (v, want) in [
             ("ISOLATION LEVEL READ COMMITTED", Some("READ-COMMITTED")),
             ("ISOLATION LEVEL SERIALIZABLE", Some("SERIALIZABLE")),
-            ("READ ONLY, ISOLATION LEVEL read uncommitted", Some("READ-UNCOMMITTED")),
-            ("ISOLATION LEVEL REPEATABLE READ, READ WRITE", Some("REPEATABLE-READ")),
+            (
+                "READ ONLY, ISOLATION LEVEL read uncommitted",
+                Some("READ-UNCOMMITTED"),
+            ),
+            (
+                "ISOLATION LEVEL REPEATABLE READ, READ WRITE",
+                Some("REPEATABLE-READ"),
+            ),
             ("READ ONLY", None),
         ] {
             assert_eq!(transaction_isolation_level(v), want, "{v}");
@@ -721,7 +730,10 @@ mod tests {
     /// reports it under, and the optional names are part of the context.
     #[test]
     fn server_context_at_connect() {
-        let (a, ru) = server_context(&[("sql_mode", Some("")), ("tx_isolation", Some("READ-COMMITTED"))]);
+        let (a, ru) = server_context(&[
+            ("sql_mode", Some("")),
+            ("tx_isolation", Some("READ-COMMITTED")),
+        ]);
         assert!(!ru && a != 0);
         let (_, ru) = server_context(&[
             ("tx_isolation", Some("REPEATABLE-READ")),
@@ -729,9 +741,7 @@ mod tests {
         ]);
         assert!(ru);
         // note_verbosity (and character_set_collations) inherited differently: other keys.
-        let nv = |v| {
-            server_context(&[("sql_mode", Some("")), ("note_verbosity", Some(v))]).0
-        };
+        let nv = |v| server_context(&[("sql_mode", Some("")), ("note_verbosity", Some(v))]).0;
         assert_ne!(nv("basic,explain"), nv("basic,explain,unusable_keys"));
         let cc = |v| server_context(&[("character_set_collations", Some(v))]).0;
         assert_ne!(cc(""), cc("utf8mb4=uca1400_ai_ci"));
@@ -747,9 +757,16 @@ mod tests {
     #[test]
     fn optional_variables() {
         let opt = optional_key_variables(true);
-        for v in ["note_verbosity", "transaction_isolation", "character_set_collations"] {
+        for v in [
+            "note_verbosity",
+            "transaction_isolation",
+            "character_set_collations",
+        ] {
             assert!(opt.contains(&v), "{v}");
-            assert!(!key_variables(true).contains(&v), "{v} would fail old servers' read");
+            assert!(
+                !key_variables(true).contains(&v),
+                "{v} would fail old servers' read"
+            );
         }
         assert!(optional_key_variables(false).is_empty());
         assert_eq!(

@@ -2,11 +2,11 @@
 //! connection, for the key (`policy::context`): at connect, after a reset or change-user,
 //! and after a SET whose value qcache cannot evaluate.
 
-use tracing::{debug, warn};
 use super::{Session, SessionError};
 use crate::policy::{context, diagnostics};
 use crate::protocol::packets::{self, com};
 use crate::protocol::response::{Expect, Response, Step};
+use tracing::{debug, warn};
 
 /// After each read-back: `ROW_COUNT()` back to 0 and no warnings, as a fresh session and a SET
 /// both leave them (the read-back's SELECT, and the FOUND_ROWS() restorer, change them).
@@ -154,7 +154,10 @@ impl Session {
                 let reset = diagnostics::resetter(found_rows, self.st.mariadb);
                 self.batch(&[&reset, RESTORE]).await?;
             } else {
-                debug!(found_rows, "FOUND_ROWS() too large to put back after a read-back");
+                debug!(
+                    found_rows,
+                    "FOUND_ROWS() too large to put back after a read-back"
+                );
             }
         }
         debug!(?names, values = ?row, "read the session's settings back");

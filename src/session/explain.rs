@@ -141,7 +141,10 @@ impl Session {
         let last = p.last_execute.clone();
         let text = analysis::server_text(&sql, self.st.server).into_owned();
         let mut f: Vec<(&'static str, Option<String>)> = vec![
-            ("statement", Some(String::from_utf8_lossy(&sql).into_owned())),
+            (
+                "statement",
+                Some(String::from_utf8_lossy(&sql).into_owned()),
+            ),
             ("statement_id", Some(id.to_string())),
             ("digest", Some(format!("{:016x}", analysis::digest(&text)))),
             (
@@ -298,9 +301,7 @@ impl Session {
             "entry_present",
             Some(match k {
                 None => UNBOUND.to_string(),
-                Some(k) if may_see_entry => {
-                    yes_no(present || self.shared.cache.holds_servable(k))
-                }
+                Some(k) if may_see_entry => yes_no(present || self.shared.cache.holds_servable(k)),
                 Some(_) => HIDDEN.to_string(),
             }),
         ));

@@ -56,8 +56,11 @@ pub struct Shared {
     /// Per server version (its id and flavour), which of the optional key variables
     /// (`policy::context::optional_key_variables`) the server has: asked at the first connect
     /// to that version, then read with the others (`session::context`).
-    pub(crate) optional_vars: std::sync::Mutex<Vec<((u32, bool), Vec<&'static str>)>>,
+    pub(crate) optional_vars: std::sync::Mutex<Vec<OptionalVars>>,
 }
+
+/// A server version (its id and flavour) and the optional key variables it has.
+pub(crate) type OptionalVars = ((u32, bool), Vec<&'static str>);
 
 impl Shared {
     /// Builds the shared state; the binlog tail and the first catalog load start in the
