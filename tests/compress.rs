@@ -434,10 +434,7 @@ async fn serve_zstd(tcp: tokio::net::TcpStream, queries: Arc<AtomicUsize>) {
         let mut out = BytesMut::new();
         match pkt.payload[0] {
             com::QUIT => return,
-            com::QUERY
-                if pkt.payload[1..].starts_with(b"SELECT @@session.")
-                    || pkt.payload[1..] == *b"DO 0" =>
-            {
+            com::QUERY if rawclient::is_session_settings(&pkt.payload[1..]) => {
                 let wire = rawclient::session_settings_answer(&pkt.payload[1..], EOF_AS_OK);
                 zstd.encode(&wire.unwrap_or_default(), 1, &mut out);
             }

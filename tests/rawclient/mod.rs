@@ -311,31 +311,52 @@ impl Peer {
     }
 }
 
+/// Whether `sql` is one of what qcache asks at connect, reset and change-user.
+pub fn is_session_settings(sql: &[u8]) -> bool {
+    sql == b"DO 0"
+        || sql.starts_with(b"SELECT FOUND_ROWS(), @@session.")
+        || sql.starts_with(b"SELECT 1 FROM (SELECT 1) AS qcache_diag")
+        || sql.starts_with(
+            b"SELECT VARIABLE_NAME, VARIABLE_VALUE FROM information_schema.SESSION_VARIABLES",
+        )
+}
+
 /// A scripted server's answer to what qcache asks at connect, reset and change-user (its
-/// session's settings, `SELECT @@session.…`, then `DO 0`): framed packets from seq 1, or
-/// None for any other statement.
+/// session's settings and `FOUND_ROWS()`, `SELECT FOUND_ROWS(), @@session.…`; which optional
+/// variables it has, none here; then the restorers, an empty SELECT and `DO 0`): framed
+/// packets from seq 1, or None for any other statement.
 pub fn session_settings_answer(
     sql: &[u8],
     format: qcache::protocol::packets::ResultFormat,
 ) -> Option<Vec<u8>> {
     use qcache::protocol::packets;
+    if !is_session_settings(sql) {
+        return None;
+    }
     if sql == b"DO 0" {
         let mut ok = BytesMut::new();
         codec::encode(1, &packets::ok_payload(0, 0, 2, 0), &mut ok);
         return Some(ok.to_vec());
     }
-    let text = std::str::from_utf8(sql).ok()?;
-    if !text.starts_with("SELECT @@session.") {
-        return None;
+    let s = packets::TYPE_VAR_STRING;
+    if sql.starts_with(b"SELECT 1 FROM") {
+        return Some(
+            packets::text_result(&[("1", packets::TYPE_LONGLONG)], &[], 2, format).to_vec(),
+        );
     }
+    if sql.starts_with(b"SELECT VARIABLE_NAME") {
+        let cols = [("VARIABLE_NAME", s), ("VARIABLE_VALUE", s)];
+        return Some(packets::text_result(&cols, &[], 2, format).to_vec());
+    }
+    let text = std::str::from_utf8(sql).ok()?;
     let names: Vec<String> = text["SELECT ".len()..]
         .split(", ")
         .map(str::to_string)
         .collect();
-    let cols: Vec<(&str, u8)> = names
+    let cols: Vec<(&str, u8)> = names.iter().map(|n| (n.as_str(), s)).collect();
+    let row = names
         .iter()
-        .map(|n| (n.as_str(), packets::TYPE_VAR_STRING))
+        .map(|n| Some(if n == "FOUND_ROWS()" { "0" } else { "scripted" }.to_string()))
         .collect();
-    let row = names.iter().map(|_| Some("scripted".to_string())).collect();
     Some(packets::text_result(&cols, &[row], 2, format).to_vec())
 }
