@@ -4,14 +4,15 @@
 //!
 //! ```sh
 //! cargo run --release --example l2bench -- load  HOST:PORT[,HOST:PORT…] DB CONNS SECS KEYS point|range
-//! cargo run --release --example l2bench -- curve HOST:PORT DB CONNS SECS KEYS point|range
+//! cargo run --release --example l2bench -- curve HOST:PORT DB CONNS SECS KEYS point|range [STEP_MS]
 //! cargo run --release --example l2bench -- lag   HOST:PORT HOST:PORT DB ROUNDS
 //! ```
 //!
 //! `point` reads `SELECT c FROM sbtest1 WHERE id=K`, `range` reads a 100-row aggregate
 //! starting at K; K is uniform over 1..=KEYS. `load` prints
 //! `requests seconds qps l1_hits l2_hits hit_ratio`; `curve` prints one
-//! `second hit_ratio` line per second and `time_to_90 S` (or `time_to_90 never`); `lag`
+//! `seconds hit_ratio` line per STEP_MS (default 1000) and `time_to_90 S plateau R` (S is
+//! `never` when no step reached 0.9; R is the ratio over the last quarter of the run); `lag`
 //! writes through the first instance and reads through the second until it sees the write,
 //! and prints `p50_ms p99_ms max_ms`.
 
@@ -119,10 +120,18 @@ async fn load(targets: Vec<String>, db: String, conns: usize, secs: f64, keys: u
     );
 }
 
-async fn curve(target: String, db: String, conns: usize, secs: u64, keys: u64, kind: String) {
+async fn curve(
+    target: String,
+    db: String,
+    conns: usize,
+    secs: f64,
+    keys: u64,
+    kind: String,
+    step: Duration,
+) {
     let done = Rc::new(Cell::new(0u64));
     let start = Instant::now();
-    let until = start + Duration::from_secs(secs);
+    let until = start + Duration::from_secs_f64(secs);
     let tasks = (0..conns).map(|i| {
         reader(
             target.clone(),
@@ -140,21 +149,29 @@ async fn curve(target: String, db: String, conns: usize, secs: u64, keys: u64, k
         async move {
             let mut prev = (hits(&target).await, done.get());
             let mut reached = None;
-            for s in 1..=secs {
-                tokio::time::sleep_until((start + Duration::from_secs(s)).into()).await;
+            let mut last = Vec::new();
+            let steps = (secs / step.as_secs_f64()).round() as u32;
+            for s in 1..=steps {
+                tokio::time::sleep_until((start + step * s).into()).await;
                 let now = (hits(&target).await, done.get());
                 let reqs = now.1 - prev.1;
                 let h = (now.0 .0 - prev.0 .0) + (now.0 .1 - prev.0 .1);
                 let ratio = h as f64 / reqs.max(1) as f64;
-                println!("{s} {ratio:.3}");
+                let at = (step * s).as_secs_f64();
+                println!("{at:.2} {ratio:.3}");
                 if ratio >= 0.9 && reached.is_none() {
-                    reached = Some(s);
+                    reached = Some(at);
                 }
+                last.push((reqs, h));
                 prev = now;
             }
+            // The plateau: the hit ratio over the last quarter of the run.
+            let tail = &last[last.len() - (last.len() / 4).max(1)..];
+            let (r, h) = tail.iter().fold((0, 0), |a, x| (a.0 + x.0, a.1 + x.1));
+            let plateau = h as f64 / r.max(1) as f64;
             match reached {
-                Some(s) => println!("time_to_90 {s}"),
-                None => println!("time_to_90 never"),
+                Some(s) => println!("time_to_90 {s:.2} plateau {plateau:.3}"),
+                None => println!("time_to_90 never plateau {plateau:.3}"),
             }
         }
     };
@@ -233,9 +250,10 @@ fn main() {
             arg(1),
             arg(2),
             num(3) as usize,
-            num(4),
+            arg(4).parse().expect("seconds"),
             num(5),
             arg(6),
+            Duration::from_millis(a.get(7).map_or(1000, |s| s.parse().expect("step ms"))),
         )),
         "lag" => rt.block_on(lag(arg(1), arg(2), arg(3), num(4))),
         m => panic!("unknown mode {m}"),
