@@ -94,6 +94,15 @@ pub struct Cli {
     /// Cross-instance fill lease, e.g. 200ms (0 turns it off).
     #[arg(long, env = "QCACHE_L2_LEASE", value_parser = crate::check::parse_duration)]
     pub l2_lease: Option<std::time::Duration>,
+    /// PEM CA certificates a rediss:// server must chain to (default: the system's roots).
+    #[arg(long, env = "QCACHE_L2_TLS_CA")]
+    pub l2_tls_ca: Option<String>,
+    /// PEM client certificate shown to Redis (mutual TLS); with --l2-tls-key.
+    #[arg(long, env = "QCACHE_L2_TLS_CERT")]
+    pub l2_tls_cert: Option<String>,
+    /// PEM private key of --l2-tls-cert.
+    #[arg(long, env = "QCACHE_L2_TLS_KEY")]
+    pub l2_tls_key: Option<String>,
     #[command(subcommand)]
     pub command: Option<Command>,
 }
@@ -280,6 +289,15 @@ impl Cli {
         }
         if let Some(v) = self.l2_lease {
             c.lease = v;
+        }
+        if let Some(v) = &self.l2_tls_ca {
+            c.tls_ca = v.clone();
+        }
+        if let Some(v) = &self.l2_tls_cert {
+            c.tls_cert = v.clone();
+        }
+        if let Some(v) = &self.l2_tls_key {
+            c.tls_key = v.clone();
         }
     }
 }

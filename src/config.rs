@@ -635,6 +635,11 @@ pub struct L2Config {
     pub validate_hits: ValidateHits,
     /// PEM CA certificates that `rediss://` servers must chain to; empty: the system's roots.
     pub tls_ca: String,
+    /// PEM client certificate (chain) shown to a `rediss://` server that asks for one
+    /// (`tls-auth-clients yes`); with `tls_key`. Empty: none.
+    pub tls_cert: String,
+    /// PEM private key of `tls_cert`.
+    pub tls_key: String,
     /// Cross-instance single flight: how long a fill lease lasts, and so how long another
     /// instance waits for its result before filling itself. 0 turns leases off.
     #[serde(with = "humantime_serde")]
@@ -656,6 +661,8 @@ impl Default for L2Config {
             key_prefix: "qcache:".into(),
             validate_hits: ValidateHits::Local,
             tls_ca: String::new(),
+            tls_cert: String::new(),
+            tls_key: String::new(),
             lease: Duration::from_millis(200),
             unsafe_skip_version_check: false,
         }
@@ -689,8 +696,23 @@ impl L2Config {
         if self.ttl < Duration::from_secs(1) {
             return bad("l2.ttl must be at least 1s".into());
         }
-        if !self.tls_ca.is_empty() && std::fs::metadata(&self.tls_ca).is_err() {
-            return bad(format!("l2.tls_ca {:?} cannot be read", self.tls_ca));
+        for (key, path) in [
+            ("tls_ca", &self.tls_ca),
+            ("tls_cert", &self.tls_cert),
+            ("tls_key", &self.tls_key),
+        ] {
+            if !path.is_empty() && std::fs::metadata(path).is_err() {
+                return bad(format!("l2.{key} {path:?} cannot be read"));
+            }
+        }
+        if self.tls_cert.is_empty() != self.tls_key.is_empty() {
+            return bad("l2.tls_cert and l2.tls_key go together".into());
+        }
+        // A client certificate is only ever shown over TLS: a plain URL beside one is a
+        // mistake that would otherwise go unnoticed until Redis refused the connection.
+        if !self.tls_cert.is_empty() && self.url.nodes().iter().any(|n| !n.starts_with("rediss://"))
+        {
+            return bad("l2.tls_cert needs rediss:// in every l2.url".into());
         }
         if self.max_entry_bytes == 0 {
             return bad("l2.max_entry_bytes must be at least 1".into());
@@ -727,6 +749,25 @@ mod tests {
         let mut c = Config::default();
         c.l2.url = L2Url::One("http://x".into());
         assert!(c.validate().unwrap_err().to_string().contains("l2.url"));
+        // A client certificate needs its key, files that exist, and TLS.
+        let pem = std::env::temp_dir().join(format!("qcache-l2-cfg-{}.pem", std::process::id()));
+        std::fs::write(&pem, "x").unwrap();
+        let pem = pem.to_string_lossy().into_owned();
+        c.l2.url = L2Url::One("rediss://x:1".into());
+        c.l2.tls_cert = pem.clone();
+        assert!(c
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("go together"));
+        c.l2.tls_key = pem.clone();
+        assert!(c.validate().is_ok());
+        c.l2.url = L2Url::One("redis://x:1".into());
+        assert!(c.validate().unwrap_err().to_string().contains("rediss://"));
+        c.l2.url = L2Url::One("rediss://x:1".into());
+        c.l2.tls_key = "/nonexistent/key.pem".into();
+        assert!(c.validate().unwrap_err().to_string().contains("l2.tls_key"));
+        let _ = std::fs::remove_file(&pem);
     }
 
     #[test]

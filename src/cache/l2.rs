@@ -1025,16 +1025,30 @@ impl L2 {
         ]
     }
 
-    /// The configured CA, for `rediss://` (None: the system's roots).
+    /// The configured CA and client certificate, for `rediss://` (None: the system's roots
+    /// and no client certificate). Read at each connection, so renewed files are picked up
+    /// on the next reconnect.
     fn tls_certs(&self) -> Result<Option<redis::TlsCertificates>, L2Error> {
-        if self.cfg.tls_ca.is_empty() {
+        let read = |path: &str, what: &'static str| {
+            std::fs::read(path).map_err(|_| L2Error::Malformed(what))
+        };
+        let root_cert = match self.cfg.tls_ca.as_str() {
+            "" => None,
+            p => Some(read(p, "l2.tls_ca cannot be read")?),
+        };
+        let client_tls = match (self.cfg.tls_cert.as_str(), self.cfg.tls_key.as_str()) {
+            ("", _) | (_, "") => None,
+            (c, k) => Some(redis::ClientTlsConfig {
+                client_cert: read(c, "l2.tls_cert cannot be read")?,
+                client_key: read(k, "l2.tls_key cannot be read")?,
+            }),
+        };
+        if root_cert.is_none() && client_tls.is_none() {
             return Ok(None);
         }
-        let pem = std::fs::read(&self.cfg.tls_ca)
-            .map_err(|_| L2Error::Malformed("l2.tls_ca cannot be read"))?;
         Ok(Some(redis::TlsCertificates {
-            client_tls: None,
-            root_cert: Some(pem),
+            client_tls,
+            root_cert,
         }))
     }
 

@@ -38,9 +38,21 @@ impl Redis {
         r
     }
 
-    /// A server that speaks TLS only, with a self-signed certificate made by `openssl`;
-    /// returns the certificate's path too, to trust it.
+    /// A server that speaks TLS only, with a certificate signed by a CA made by `openssl`;
+    /// returns the CA's path too, to trust it.
     pub fn start_tls() -> (Redis, String) {
+        let (r, files) = Redis::start_tls_with(false);
+        (r, files.ca)
+    }
+
+    /// A TLS-only server that requires a client certificate signed by its CA
+    /// (`--tls-auth-clients yes`); returns the CA and such a client certificate and key, and a
+    /// second client certificate and key from another CA, which the server must refuse.
+    pub fn start_mtls() -> (Redis, TlsFiles) {
+        Redis::start_tls_with(true)
+    }
+
+    fn start_tls_with(auth_clients: bool) -> (Redis, TlsFiles) {
         let port = super::free_port();
         let dir =
             std::env::temp_dir().join(format!("qcache-redis-tls-{}-{port}", std::process::id()));
@@ -51,6 +63,8 @@ impl Redis {
             dir.join("key.pem"),
         );
         std::fs::write(dir.join("ext.cnf"), "subjectAltName=IP:127.0.0.1\n").expect("ext");
+        // With an extension, so the certificate is X.509 v3 (webpki refuses v1 ones).
+        std::fs::write(dir.join("client.cnf"), "extendedKeyUsage=clientAuth\n").expect("ext");
         // A CA, and a server certificate it signs (webpki refuses a CA as the server's own).
         let steps: [&[&str]; 3] = [
             &[
@@ -98,9 +112,57 @@ impl Redis {
                 "cert.pem",
             ],
         ];
-        for args in steps {
+        // A client certificate from the same CA, and one from a CA the server does not know.
+        let client: [&[&str]; 3] = [
+            &[
+                "req",
+                "-newkey",
+                "rsa:2048",
+                "-nodes",
+                "-subj",
+                "/CN=qcache-test-client",
+                "-keyout",
+                "client-key.pem",
+                "-out",
+                "client.csr",
+            ],
+            &[
+                "x509",
+                "-req",
+                "-in",
+                "client.csr",
+                "-CA",
+                "ca.pem",
+                "-CAkey",
+                "ca.key",
+                "-CAcreateserial",
+                "-days",
+                "1",
+                "-extfile",
+                "client.cnf",
+                "-out",
+                "client-cert.pem",
+            ],
+            &[
+                "req",
+                "-x509",
+                "-newkey",
+                "rsa:2048",
+                "-nodes",
+                "-days",
+                "1",
+                "-subj",
+                "/CN=qcache-test-rogue",
+                "-keyout",
+                "rogue-key.pem",
+                "-out",
+                "rogue-cert.pem",
+            ],
+        ];
+        let extra: &[&[&str]] = if auth_clients { &client } else { &[] };
+        for args in steps.iter().chain(extra) {
             let ok = Command::new("openssl")
-                .args(args)
+                .args(*args)
                 .current_dir(&dir)
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
@@ -127,12 +189,20 @@ impl Redis {
                 "--tls-ca-cert-file".into(),
                 ca.to_string_lossy().into_owned(),
                 "--tls-auth-clients".into(),
-                "no".into(),
+                if auth_clients { "yes" } else { "no" }.into(),
             ],
             tls: true,
         };
         r.spawn();
-        (r, ca.to_string_lossy().into_owned())
+        let path = |f: &str| dir.join(f).to_string_lossy().into_owned();
+        let files = TlsFiles {
+            ca: ca.to_string_lossy().into_owned(),
+            client_cert: path("client-cert.pem"),
+            client_key: path("client-key.pem"),
+            rogue_cert: path("rogue-cert.pem"),
+            rogue_key: path("rogue-key.pem"),
+        };
+        (r, files)
     }
 
     fn spawn(&mut self) {
@@ -235,6 +305,17 @@ impl Redis {
             .filter(|l| !l.is_empty())
             .collect()
     }
+}
+
+/// The PEM files of a TLS test server ([`Redis::start_mtls`]; only `ca` for
+/// [`Redis::start_tls`]).
+pub struct TlsFiles {
+    pub ca: String,
+    pub client_cert: String,
+    pub client_key: String,
+    /// Self-signed: a client certificate the server must refuse.
+    pub rogue_cert: String,
+    pub rogue_key: String,
 }
 
 impl Drop for Redis {
