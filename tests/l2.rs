@@ -10,7 +10,7 @@ use common::redis::Redis;
 use common::TestProxy;
 use mysql_async::prelude::Queryable;
 use qcache::cache::l2::L2;
-use qcache::config::{BinlogMode, Config, L2Mode, L2Url, ValidateHits};
+use qcache::config::{BinlogMode, Config, Granularity, L2Mode, L2Url, ValidateHits};
 
 /// How long a write from elsewhere may take to show through another instance in these tests.
 /// Measured lags are below a few milliseconds; the margin is for a machine busy compiling.
@@ -158,7 +158,9 @@ async fn remote_validation_never_stale_after_the_writers_ok() {
     assert_eq!(read_v(&mut cb, 1).await, 30);
     assert_eq!(read_v(&mut cb, 1).await, 30);
     let rejects = stat(&b, "Qcache_l2_remote_rejects");
-    for k in redis.keys("qcache:v:t:*") {
+    // The read is of one row slice: its table's and its slices' versions (not the hash of
+    // the unknown-rows version, which INCR cannot raise; the others are enough).
+    for k in redis.keys("qcache:v:[tck]:*") {
         redis.cli(&["INCR", &k]);
     }
     assert_eq!(read_v(&mut cb, 1).await, 30);
@@ -810,4 +812,193 @@ async fn tls_to_redis() {
     assert_eq!(read_v(&mut cc, 1).await, 0);
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(!l2(&c).healthy(), "an unverified server was trusted");
+}
+
+/// Mutual TLS: a server started with `--tls-auth-clients yes` serves instances that show a
+/// client certificate its CA signed (`l2.tls_cert`/`l2.tls_key`), together with an ACL user
+/// and password in the URL; an instance without a client certificate, or with one from
+/// another CA, is refused, stays down, and its clients are served without L2.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mutual_tls_to_redis() {
+    let (redis, files) = Redis::start_mtls();
+    let schema = setup("l2_mtls", 1).await;
+    // The ACL user is made over a TLS connection too: the server has no plain port.
+    let out = std::process::Command::new("redis-cli")
+        .args(["--tls", "--cacert", &files.ca])
+        .args(["--cert", &files.client_cert, "--key", &files.client_key])
+        .args(["-h", "127.0.0.1", "-p", &redis.port.to_string()])
+        .args([
+            "ACL",
+            "SETUSER",
+            "qc",
+            "on",
+            ">qc-pw",
+            "~qcache:*",
+            "&qcache:*",
+            "+@all",
+        ])
+        .output()
+        .expect("redis-cli runs");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("OK"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let url = format!("rediss://qc:qc-pw@127.0.0.1:{}", redis.port);
+    let certs = |cert: &str, key: &str| {
+        let (ca, cert, key) = (files.ca.clone(), cert.to_string(), key.to_string());
+        move |c: &mut Config| {
+            c.l2.tls_ca = ca;
+            c.l2.tls_cert = cert;
+            c.l2.tls_key = key;
+        }
+    };
+    let a = proxy(&url, certs(&files.client_cert, &files.client_key)).await;
+    let b = proxy(&url, certs(&files.client_cert, &files.client_key)).await;
+    let mut cb = b.conn(&schema).await;
+    assert_eq!(read_v(&mut cb, 1).await, 0);
+    wait_for("B's store", LAG_BOUND, || stat(&b, "Qcache_l2_stores") == 1).await;
+    let mut ca = a.conn(&schema).await;
+    assert_eq!(read_v(&mut ca, 1).await, 0);
+    assert_eq!(stat(&a, "Qcache_l2_hits"), 1);
+    // A write through A reaches B over the channel of the same mutual-TLS server.
+    ca.query_drop("UPDATE t SET v = 3 WHERE id = 1")
+        .await
+        .unwrap();
+    let mut fresh = false;
+    let deadline = std::time::Instant::now() + LAG_BOUND;
+    while std::time::Instant::now() < deadline {
+        if read_v(&mut cb, 1).await == 3 {
+            fresh = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert!(fresh, "B never saw A's write");
+    // No client certificate, and one the server's CA did not sign: refused, L2 down, the
+    // clients still answered (from the server).
+    let ca_only = files.ca.clone();
+    let none = common::proxy(|c| {
+        l2_on(c, &url);
+        c.l2.tls_ca = ca_only;
+    })
+    .await;
+    let rogue = common::proxy(|c| {
+        l2_on(c, &url);
+        certs(&files.rogue_cert, &files.rogue_key)(c);
+    })
+    .await;
+    for p in [&none, &rogue] {
+        let mut c = p.conn(&schema).await;
+        assert_eq!(read_v(&mut c, 1).await, 3);
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(!l2(&none).healthy(), "served without a client certificate");
+    assert!(
+        !l2(&rogue).healthy(),
+        "served with a certificate of another CA"
+    );
+    assert_eq!(
+        stat(&none, "Qcache_l2_hits") + stat(&rogue, "Qcache_l2_hits"),
+        0
+    );
+}
+
+async fn local_hits(c: &mut mysql_async::Conn) -> u64 {
+    let row: Option<(String, u64)> = c
+        .query_first("SHOW STATUS LIKE 'Qcache_hits'")
+        .await
+        .expect("status");
+    row.expect("Qcache_hits").1
+}
+
+/// Row slices travel through L2 (#22): entries that read one slice carry its versions, a
+/// write through one instance raises only the slices it names (before its OK), so the
+/// entries of other slices stay served fleet-wide — from L2 and from other instances' L1 —
+/// while the touched slice's entries are never served stale.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn row_slices_travel_through_l2() {
+    let redis = Redis::start();
+    let schema = setup("l2_slices", 3).await;
+    let row = |c: &mut Config| c.invalidation.granularity = Granularity::Row;
+    let a = proxy(&redis.url(), row).await;
+    let b = proxy(&redis.url(), |c| {
+        row(c);
+        c.l2.validate_hits = ValidateHits::Remote;
+    })
+    .await;
+    let mut cb = b.conn(&schema).await;
+    assert_eq!(read_v(&mut cb, 1).await, 0);
+    assert_eq!(read_v(&mut cb, 2).await, 0);
+    assert_eq!(read_v(&mut cb, 3).await, 0);
+    wait_for("B's stores", LAG_BOUND, || {
+        stat(&b, "Qcache_l2_stores") == 3
+    })
+    .await;
+    // Sliced entries: they stamp slice versions, and the column is registered in Redis.
+    assert!(
+        !redis.keys("qcache:v:k:*").is_empty(),
+        "no slice versions in L2"
+    );
+    let mut ca = a.conn(&schema).await;
+    assert_eq!(read_v(&mut ca, 1).await, 0);
+    assert_eq!(read_v(&mut ca, 2).await, 0);
+    assert_eq!(stat(&a, "Qcache_l2_hits"), 2, "B's sliced entries shared");
+    ca.query_drop("UPDATE t SET v = 5 WHERE id = 1")
+        .await
+        .unwrap();
+    // A fresh instance: the untouched slice is served from L2, the touched one is not.
+    let c = proxy(&redis.url(), row).await;
+    let mut cc = c.conn(&schema).await;
+    assert_eq!(read_v(&mut cc, 2).await, 0);
+    assert_eq!(stat(&c, "Qcache_l2_hits"), 1, "slice 2 kept in L2");
+    assert_eq!(read_v(&mut cc, 1).await, 5, "slice 1 served stale from L2");
+    assert_eq!(stat(&c, "Qcache_l2_hits"), 1);
+    assert_eq!(stat(&c, "Qcache_l2_stale"), 1);
+    // B, strict: its L1 entry of slice 2 is still vouched for by L2; slice 1's is not.
+    let rejects = stat(&b, "Qcache_l2_remote_rejects");
+    let h = local_hits(&mut cb).await;
+    assert_eq!(read_v(&mut cb, 2).await, 0);
+    assert_eq!(
+        local_hits(&mut cb).await,
+        h + 1,
+        "B's slice 2 entry dropped"
+    );
+    assert_eq!(stat(&b, "Qcache_l2_remote_rejects"), rejects);
+    assert_eq!(read_v(&mut cb, 1).await, 5, "B served slice 1 stale");
+    // Local validation: A learns C's write to slice 2 from the channel, precisely: its L1
+    // entry of slice 1 stays a hit, slice 2 is fresh within the lag.
+    assert_eq!(read_v(&mut ca, 1).await, 5);
+    let h = local_hits(&mut ca).await;
+    assert_eq!(read_v(&mut ca, 1).await, 5);
+    assert_eq!(local_hits(&mut ca).await, h + 1);
+    cc.query_drop("UPDATE t SET v = 7 WHERE id = 2")
+        .await
+        .unwrap();
+    let deadline = Instant::now() + LAG_BOUND;
+    while read_v(&mut ca, 2).await != 7 {
+        assert!(
+            Instant::now() < deadline,
+            "A never saw C's write to slice 2"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let h = local_hits(&mut ca).await;
+    assert_eq!(read_v(&mut ca, 1).await, 5);
+    assert_eq!(
+        local_hits(&mut ca).await,
+        h + 1,
+        "C's write to slice 2 dropped slice 1"
+    );
+    // A write whose rows are unknown (no slice named): every slice, everywhere.
+    cc.query_drop("UPDATE t SET v = v + 1").await.unwrap();
+    assert_eq!(read_v(&mut cb, 3).await, 1, "B served slice 3 stale");
+    let deadline = Instant::now() + LAG_BOUND;
+    while read_v(&mut ca, 1).await != 6 {
+        assert!(
+            Instant::now() < deadline,
+            "A never saw C's write to every row"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
 }

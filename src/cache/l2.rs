@@ -4,9 +4,14 @@
 //! slow or lying Redis out of the way (docs/fleet.md).
 //!
 //! Keys (all under `l2.key_prefix`):
-//! - `v:<dep>` a version: `e` (everything), `s:<schema>`, `t:<len>:<schema>.<table>`;
-//!   raised by a Lua script to `max(current + 1, Redis time in µs)`, so it only grows, even
-//!   when the key was lost and is created again;
+//! - `v:<dep>` a version: `e` (everything), `s:<schema>`, and per table `T` =
+//!   `<len>:<schema>.<table>` its all-writes version `t:{T}`, its unknown-rows version
+//!   `u:{T}` (a hash: field `v`, and one field `r:<column id>` per column some instance
+//!   slices on), per such column its unknown version `c:<column id>:{T}` and its slices'
+//!   versions `k:<column id>:<index>:{T}` (row slices, `cache::versions`); raised by Lua
+//!   scripts to `max(current + 1, Redis time in µs)`, so they only grow, even when a key was
+//!   lost and is created again. `{T}` is a hash tag: a table's keys share a cluster slot, so
+//!   one script reads or raises them together;
 //! - `e:<hex key>` an entry (`encode`), with a PX expiry of `l2.ttl`;
 //! - `l:<hex key>` a fill lease (SET NX PX);
 //! - channel `bumps`: `<instance id> <dep>` for every bump, published by the bump script;
@@ -30,7 +35,7 @@ use tracing::{info, warn};
 
 use super::key::Key;
 use super::latency::LatencyHistogram;
-use super::versions::{BumpSink, TableHandle, Versions};
+use super::versions::{BumpSink, SlicePlan, TableHandle, Versions};
 use crate::config::{L2Config, L2Url, ValidateHits};
 use crate::policy::l2::{judge, next_backoff, L2Verdict, BACKOFF_MIN};
 
@@ -55,28 +60,112 @@ const PING_EVERY: Duration = Duration::from_millis(250);
 const MAGIC: &[u8; 4] = b"QC2E";
 
 /// The L2 versions an entry was computed under: dependency names and values, in the order
-/// [`deps_of`] gives.
+/// [`L2Deps::deps`] gives.
 pub type L2Stamps = Arc<[(String, u64)]>;
 
-/// The dependency names of a read on `tables`: everything, each schema, each table. Sorted
-/// and unique, so every instance names the same read the same way.
-pub fn deps_of(tables: &[TableHandle]) -> Vec<String> {
+/// A column's identity in L2: its name and everything the catalog says of how it compares
+/// (`ColumnInfo`), hashed. Two instances whose catalogs disagree on a column's type give it
+/// different ids, so a write through one never claims to name the values of a slice the
+/// other keyed differently: it raises that column's unknown version instead.
+pub type ColumnIds = Arc<dyn Fn(&str, &str, &str) -> Option<u64> + Send + Sync>;
+
+/// The id [`ColumnIds`] gives a column (schema, table, column) of this catalog description.
+pub fn column_id(column: &str, info: &impl std::fmt::Debug) -> u64 {
+    xxhash_rust::xxh3::xxh3_64(format!("{column}\0{info:?}").as_bytes())
+}
+
+/// What a read depends on in L2: dependency names (sorted, unique, so every instance names
+/// the same read the same way) and the slice columns it registers (table id, column id).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct L2Deps {
+    pub deps: Vec<String>,
+    pub registers: Vec<(String, u64)>,
+}
+
+/// The dependencies of a read of `tables` whole: everything, each schema, each table.
+pub fn deps_of(tables: &[TableHandle]) -> L2Deps {
+    deps_with_slices(tables, &[], &|_, _, _| None)
+}
+
+/// The dependencies of a read of `whole` tables and of `sliced` ones by slices: for a sliced
+/// table, its unknown-rows version, its column's unknown version and the versions of the
+/// slices read, and the column is registered. A column `ids` cannot name is read whole.
+pub fn deps_with_slices(
+    whole: &[TableHandle],
+    sliced: &[SlicePlan],
+    ids: &dyn Fn(&str, &str, &str) -> Option<u64>,
+) -> L2Deps {
     let mut set = BTreeSet::new();
+    let mut registers = Vec::new();
     set.insert("e".to_string());
-    for t in tables {
+    for t in whole {
         set.insert(schema_dep(&t.schema));
         set.insert(table_dep(&t.schema, &t.name));
     }
-    set.into_iter().collect()
+    for p in sliced {
+        let t = &p.table;
+        set.insert(schema_dep(&t.schema));
+        let tid = table_id(&t.schema, &t.name);
+        match ids(&t.schema, &t.name, &p.column.name) {
+            Some(col) => {
+                set.insert(format!("u:{tid}"));
+                set.insert(format!("c:{col:016x}:{tid}"));
+                for i in &p.slices {
+                    set.insert(format!("k:{col:016x}:{i}:{tid}"));
+                }
+                registers.push((tid, col));
+            }
+            None => {
+                set.insert(format!("t:{tid}"));
+            }
+        }
+    }
+    registers.sort();
+    registers.dedup();
+    L2Deps {
+        deps: set.into_iter().collect(),
+        registers,
+    }
 }
 
 fn schema_dep(schema: &str) -> String {
     format!("s:{schema}")
 }
 
-/// The schema's length makes the name unambiguous whatever the identifiers contain.
+/// A table's id: the schema's length makes it unambiguous whatever the identifiers contain.
+fn table_id(schema: &str, name: &str) -> String {
+    format!("{}:{schema}.{name}", schema.len())
+}
+
 fn table_dep(schema: &str, name: &str) -> String {
-    format!("t:{}:{schema}.{name}", schema.len())
+    format!("t:{}", table_id(schema, name))
+}
+
+/// A dependency on a table's versions split into the part before its table id and the id:
+/// `t:T`, `u:T`, `c:<16 hex>:T`, `k:<16 hex>:<index>:T`. None for `e` and `s:`.
+fn split_table_dep(d: &str) -> Option<(&str, &str)> {
+    let at = match d.get(..2)? {
+        "t:" | "u:" => 2,
+        "c:" => 2 + 17,
+        "k:" => {
+            let rest = d.get(2 + 17..)?;
+            2 + 17 + rest.find(':')? + 1
+        }
+        _ => return None,
+    };
+    Some((d.get(..at)?, d.get(at..)?))
+}
+
+/// What Redis Cluster hashes to place `key`: the first non-empty `{…}`, else all of it.
+fn slot_tag(key: &str) -> &str {
+    if let Some(open) = key.find('{') {
+        if let Some(len) = key[open + 1..].find('}') {
+            if len > 0 {
+                return &key[open + 1..open + 1 + len];
+            }
+        }
+    }
+    key
 }
 
 /// What a dependency name means, for bumps learned from the channel.
@@ -217,18 +306,61 @@ pub fn now_ms() -> u64 {
         .map_or(0, |d| d.as_millis() as u64)
 }
 
-/// Raises one version to `max(current + 1, Redis time in µs)` and publishes the bump. Time
-/// keeps a version that was lost (eviction, FLUSHALL) from coming back lower than before.
+/// Raises each version of KEYS to `max(current + 1, Redis time in µs)` and publishes the
+/// bump (ARGV[1] channel, ARGV[2] message); ARGV[2 + i] is `h` when KEYS[i] is a hash whose
+/// field `v` holds the version. Time keeps a version that was lost (eviction, FLUSHALL) from
+/// coming back lower than before.
 const BUMP_LUA: &str = r"
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local cur = tonumber(redis.call('GET', KEYS[1]) or '0') or 0
-local v = cur + 1
-if now > v then v = now end
-local s = string.format('%.0f', v)
-redis.call('SET', KEYS[1], s)
+local s = '0'
+for i, k in ipairs(KEYS) do
+  local h = ARGV[2 + i] == 'h'
+  local cur
+  if h then cur = redis.call('HGET', k, 'v') else cur = redis.call('GET', k) end
+  local v = (tonumber(cur or '0') or 0) + 1
+  if now > v then v = now end
+  s = string.format('%.0f', v)
+  if h then redis.call('HSET', k, 'v', s) else redis.call('SET', k, s) end
+end
 if ARGV[1] ~= '' then redis.call('PUBLISH', ARGV[1], ARGV[2]) end
 return s
+";
+
+/// A write with known rows to one table: for every column registered in the table's
+/// unknown-rows hash (KEYS[2], fields `r:<id>`), raises the versions of the slices the write
+/// names in it (ARGV pairs from 6 on: column id, comma-separated indexes), or the column's
+/// unknown version when it names none; then the table's all-writes version (KEYS[1]), and
+/// publishes (ARGV[1], ARGV[2]). ARGV[3] and ARGV[4] begin the keys of column and slice
+/// versions, ARGV[5] ends them (the table's hash tag). Atomic with the registrations a read
+/// makes before reading its versions: a write either sees a read's column or is older than
+/// the read's versions.
+const ROWS_LUA: &str = r"
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local function raise(k)
+  local v = (tonumber(redis.call('GET', k) or '0') or 0) + 1
+  if now > v then v = now end
+  redis.call('SET', k, string.format('%.0f', v))
+end
+local known = {}
+for i = 6, #ARGV, 2 do known[ARGV[i]] = ARGV[i + 1] end
+for _, f in ipairs(redis.call('HKEYS', KEYS[2])) do
+  if string.sub(f, 1, 2) == 'r:' then
+    local id = string.sub(f, 3)
+    local list = known[id]
+    if list then
+      for idx in string.gmatch(list, '[^,]+') do
+        raise(ARGV[4] .. id .. ':' .. idx .. ':' .. ARGV[5])
+      end
+    else
+      raise(ARGV[3] .. id .. ':' .. ARGV[5])
+    end
+  end
+end
+raise(KEYS[1])
+if ARGV[1] ~= '' then redis.call('PUBLISH', ARGV[1], ARGV[2]) end
+return 1
 ";
 
 /// What L2 needs to know of this instance's binlog tail (implemented by
@@ -264,17 +396,30 @@ return 0
 /// invalidates every L2 entry: several heartbeat periods.
 const GAP_WAIT: Duration = Duration::from_millis(1500);
 
-/// Reads versions; one that is missing is created at Redis time, which is above any value it
-/// had, so entries stamped before it was lost stay stale.
+/// Registers slice columns, then reads versions. KEYS[1..n] are versions (n = ARGV[1];
+/// ARGV[1 + i] is `h` for a hash whose field `v` holds it), KEYS[n + 1..] unknown-rows hashes
+/// to register the column ARGV[1 + j] in (field `r:<id>`). A missing version is created at
+/// Redis time, which is above any value it had, so entries stamped before it was lost stay
+/// stale; so is a hash that registrations create (its registrations are lost with it, and
+/// with them the version every sliced entry of the table stamps).
 const READ_LUA: &str = r"
 local t = redis.call('TIME')
 local now = string.format('%.0f', tonumber(t[1]) * 1000000 + tonumber(t[2]))
+local n = tonumber(ARGV[1])
+for j = n + 1, #KEYS do
+  redis.call('HSETNX', KEYS[j], 'v', now)
+  redis.call('HSET', KEYS[j], 'r:' .. ARGV[1 + j], '1')
+end
 local out = {}
-for i, k in ipairs(KEYS) do
-  local v = redis.call('GET', k)
-  if not v then
-    redis.call('SET', k, now)
-    v = now
+for i = 1, n do
+  local k = KEYS[i]
+  local v
+  if ARGV[1 + i] == 'h' then
+    v = redis.call('HGET', k, 'v')
+    if not v then redis.call('HSET', k, 'v', now); v = now end
+  else
+    v = redis.call('GET', k)
+    if not v then redis.call('SET', k, now); v = now end
   end
   out[i] = v
 end
@@ -354,36 +499,121 @@ pub struct L2Stats {
     pub latency: LatencyHistogram,
 }
 
+/// A write with known rows to one table, to raise in L2 (`ROWS_LUA`): the table's id, and
+/// per column it names (by column id) the slice indexes of its values.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct RowsBump {
+    tid: String,
+    known: Vec<(u64, Vec<u32>)>,
+}
+
+impl RowsBump {
+    /// The channel message: `r:<id>=<i>,<i>;<id>=…` then a space and the table id (last, as
+    /// it may hold spaces).
+    fn message(&self) -> String {
+        let list: Vec<String> = self
+            .known
+            .iter()
+            .map(|(id, idx)| {
+                let idx: Vec<String> = idx.iter().map(u32::to_string).collect();
+                format!("{id:016x}={}", idx.join(","))
+            })
+            .collect();
+        format!("r:{} {}", list.join(";"), self.tid)
+    }
+
+    /// `message` back (without the `r:`), None when it is not one.
+    fn parse(body: &str) -> Option<RowsBump> {
+        let (list, tid) = body.split_once(' ')?;
+        let mut known = Vec::new();
+        for col in list.split(';').filter(|c| !c.is_empty()) {
+            let (id, idx) = col.split_once('=')?;
+            let id = u64::from_str_radix(id, 16).ok()?;
+            let idx = idx
+                .split(',')
+                .filter(|i| !i.is_empty())
+                .map(|i| i.parse().ok())
+                .collect::<Option<Vec<u32>>>()?;
+            known.push((id, idx));
+        }
+        Some(RowsBump {
+            tid: tid.to_string(),
+            known,
+        })
+    }
+}
+
+/// What is waiting to be raised: whole dependencies, and writes with known rows.
+#[derive(Debug, Default)]
+struct Raises {
+    deps: Vec<String>,
+    rows: Vec<RowsBump>,
+}
+
+impl Raises {
+    fn len(&self) -> usize {
+        self.deps.len() + self.rows.len()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// For the resync after a failure: writes with known rows become their tables' whole
+    /// bumps (coarser, never staler; the precise ones may or may not have landed).
+    fn coarse(self) -> Vec<String> {
+        let mut deps = self.deps;
+        deps.extend(self.rows.into_iter().map(|r| format!("t:{}", r.tid)));
+        deps
+    }
+}
+
 #[derive(Default)]
 struct Queue {
     /// Sequence of the last dependency queued.
     seq: u64,
     deps: BTreeSet<String>,
+    rows: Vec<RowsBump>,
     /// Too many to keep one by one: raise `e` instead.
     overflow: bool,
 }
 
 impl Queue {
-    fn push(&mut self, d: String) {
+    fn full(&mut self) -> bool {
         self.seq += 1;
         if self.overflow {
-            return;
+            return true;
         }
-        if self.deps.len() >= MAX_QUEUED_DEPS {
+        if self.deps.len() + self.rows.len() >= MAX_QUEUED_DEPS {
             self.overflow = true;
             self.deps.clear();
-            return;
+            self.rows.clear();
+            return true;
         }
-        self.deps.insert(d);
+        false
     }
 
-    fn take(&mut self) -> (u64, Vec<String>) {
+    fn push(&mut self, d: String) {
+        if !self.full() {
+            self.deps.insert(d);
+        }
+    }
+
+    fn push_rows(&mut self, r: RowsBump) {
+        if !self.full() {
+            self.rows.push(r);
+        }
+    }
+
+    fn take(&mut self) -> (u64, Raises) {
         let overflow = std::mem::take(&mut self.overflow);
         let mut deps: Vec<String> = std::mem::take(&mut self.deps).into_iter().collect();
+        let mut rows = std::mem::take(&mut self.rows);
         if overflow {
             deps = vec!["e".to_string()];
+            rows.clear();
         }
-        (self.seq, deps)
+        (self.seq, Raises { deps, rows })
     }
 }
 
@@ -419,6 +649,10 @@ pub struct L2 {
     /// Moves on every healthy → down transition, so the subscriber restarts.
     down_gen: watch::Sender<u64>,
     bump: Script,
+    rows: Script,
+    /// Column ids from this instance's catalog; None: writes with known rows are raised as
+    /// whole-table bumps and no read slices in L2.
+    columns: Option<ColumnIds>,
     read: Script,
     tails: Script,
     other_tail: Script,
@@ -461,6 +695,26 @@ impl BumpSink for Sink {
             l2.enqueue(table_dep(schema, name));
         }
     }
+    fn rows(&self, schema: &str, name: &str, known: &[(String, Vec<u32>)]) {
+        let Some(l2) = self.0.upgrade() else { return };
+        let Some(ids) = &l2.columns else {
+            l2.enqueue(table_dep(schema, name));
+            return;
+        };
+        // A column this catalog cannot name is left out: unknown to the script, which then
+        // raises that column's unknown version wherever it is registered.
+        let known = known
+            .iter()
+            .filter_map(|(c, idx)| Some((ids(schema, name, c)?, idx.clone())))
+            .collect();
+        if let Ok(mut q) = l2.queue.lock() {
+            q.push_rows(RowsBump {
+                tid: table_id(schema, name),
+                known,
+            });
+        }
+        l2.wake_bumper.notify_one();
+    }
     fn schema(&self, schema: &str) {
         if let Some(l2) = self.0.upgrade() {
             l2.enqueue(schema_dep(schema));
@@ -486,6 +740,7 @@ impl L2 {
         cfg: L2Config,
         versions: Arc<Versions>,
         tail: Option<Arc<dyn TailStatus>>,
+        columns: Option<ColumnIds>,
     ) -> Arc<L2> {
         let id = format!("{:016x}", {
             use std::hash::{BuildHasher, Hasher};
@@ -507,6 +762,8 @@ impl L2 {
             done: watch::Sender::new(0),
             down_gen: watch::Sender::new(0),
             bump: Script::new(BUMP_LUA),
+            rows: Script::new(ROWS_LUA),
+            columns,
             read: Script::new(READ_LUA),
             tails: Script::new(TAILS_LUA),
             other_tail: Script::new(OTHER_TAIL_LUA),
@@ -532,6 +789,22 @@ impl L2 {
         &self.cfg
     }
 
+    /// What a read of `whole` tables and `sliced` ones depends on in L2 (slices only with
+    /// column ids from the catalog).
+    pub fn deps(&self, whole: &[TableHandle], sliced: &[SlicePlan]) -> L2Deps {
+        match &self.columns {
+            Some(ids) => deps_with_slices(whole, sliced, ids.as_ref()),
+            None => {
+                let all: Vec<TableHandle> = whole
+                    .iter()
+                    .cloned()
+                    .chain(sliced.iter().map(|p| p.table.clone()))
+                    .collect();
+                deps_of(&all)
+            }
+        }
+    }
+
     /// Whether L2 may be used now: connected, and every bump it missed raised since.
     pub fn healthy(&self) -> bool {
         self.healthy.load(Ordering::Acquire)
@@ -553,8 +826,21 @@ impl L2 {
         self.key("e", &format!("{k:032x}"))
     }
 
-    fn version_key(&self, dep: &str) -> String {
-        self.key("v", dep)
+    /// A version's key, and whether it is a hash (`u:`, whose field `v` holds it).
+    fn version_key(&self, dep: &str) -> (String, bool) {
+        match split_table_dep(dep) {
+            // The table id as hash tag: every version of one table in one cluster slot.
+            Some((head, tid)) => (
+                format!("{}v:{head}{{{tid}}}", self.cfg.key_prefix),
+                head == "u:",
+            ),
+            None => (self.key("v", dep), false),
+        }
+    }
+
+    /// The hash holding `tid`'s unknown-rows version and its registered slice columns.
+    fn unknown_key(&self, tid: &str) -> String {
+        format!("{}v:u:{{{tid}}}", self.cfg.key_prefix)
     }
 
     fn channel(&self) -> String {
@@ -628,35 +914,64 @@ impl L2 {
         r
     }
 
-    /// Reads the current versions of `deps` (creating missing ones).
+    /// Registers `regs` (unknown-rows hash, column id) and reads the current versions of
+    /// `keys` (key, is a hash), creating missing ones.
     async fn read_versions(
         conn: &mut Conn,
         read: &Script,
-        keys: &[String],
+        keys: &[(String, bool)],
+        regs: &[(String, String)],
     ) -> Result<Vec<u64>, L2Error> {
+        let invoke = |keys: &[&(String, bool)], regs: &[&(String, String)]| {
+            let mut inv = read.prepare_invoke();
+            inv.arg(keys.len());
+            for (k, hash) in keys {
+                inv.key(k).arg(if *hash { "h" } else { "s" });
+            }
+            for (k, id) in regs {
+                inv.key(k).arg(id);
+            }
+            inv
+        };
         let raw: Vec<Value> = match conn {
             Conn::One(_) => {
-                let mut inv = read.prepare_invoke();
-                for k in keys {
-                    inv.key(k);
-                }
-                inv.invoke_async(conn).await?
+                let keys: Vec<&(String, bool)> = keys.iter().collect();
+                let regs: Vec<&(String, String)> = regs.iter().collect();
+                invoke(&keys, &regs).invoke_async(conn).await?
             }
-            // Keys of different tables live in different slots: one call per key.
+            // A script's keys must share a slot: one call per hash tag (a table's versions
+            // and registrations together), concurrently.
             Conn::Cluster(_) => {
-                let futs = keys.iter().map(|k| {
+                let mut groups: Vec<(&str, Vec<usize>, Vec<&(String, String)>)> = Vec::new();
+                for (i, (k, _)) in keys.iter().enumerate() {
+                    let tag = slot_tag(k);
+                    match groups.iter_mut().find(|g| g.0 == tag) {
+                        Some(g) => g.1.push(i),
+                        None => groups.push((tag, vec![i], Vec::new())),
+                    }
+                }
+                for r in regs {
+                    let tag = slot_tag(&r.0);
+                    match groups.iter_mut().find(|g| g.0 == tag) {
+                        Some(g) => g.2.push(r),
+                        None => groups.push((tag, Vec::new(), vec![r])),
+                    }
+                }
+                let futs = groups.iter().map(|(_, idx, regs)| {
                     let mut c = conn.clone();
-                    let mut inv = read.prepare_invoke();
-                    inv.key(k);
+                    let ks: Vec<&(String, bool)> = idx.iter().map(|i| &keys[*i]).collect();
+                    let inv = invoke(&ks, regs);
                     async move { inv.invoke_async::<Vec<Value>>(&mut c).await }
                 });
-                let mut out = Vec::with_capacity(keys.len());
-                for r in futures::future::join_all(futs).await {
-                    let mut v = r?;
-                    if v.len() != 1 {
+                let mut out = vec![Value::Nil; keys.len()];
+                for ((_, idx, _), r) in groups.iter().zip(futures::future::join_all(futs).await) {
+                    let v = r?;
+                    if v.len() != idx.len() {
                         return Err(L2Error::Malformed("version reply"));
                     }
-                    out.push(v.remove(0));
+                    for (i, v) in idx.iter().zip(v) {
+                        out[*i] = v;
+                    }
                 }
                 out
             }
@@ -676,13 +991,19 @@ impl L2 {
             .collect()
     }
 
-    /// Looks `key` up for a read depending on `deps`: one round trip reads the entry and the
-    /// current versions together.
-    pub async fn lookup(&self, key: Key, deps: &[String]) -> Lookup {
+    /// Looks `key` up for a read depending on `read`: one round trip reads the entry and the
+    /// current versions together (registering its slice columns first).
+    pub async fn lookup(&self, key: Key, read: &L2Deps) -> Lookup {
         let Some(mut conn) = self.usable_conn() else {
             return Lookup::Unavailable;
         };
-        let vkeys: Vec<String> = deps.iter().map(|d| self.version_key(d)).collect();
+        let deps = &read.deps;
+        let vkeys: Vec<(String, bool)> = deps.iter().map(|d| self.version_key(d)).collect();
+        let regs: Vec<(String, String)> = read
+            .registers
+            .iter()
+            .map(|(tid, col)| (self.unknown_key(tid), format!("{col:016x}")))
+            .collect();
         let ekey = self.entry_key(key);
         let read = &self.read;
         let r = self
@@ -695,7 +1016,8 @@ impl L2 {
                         .await
                         .map_err(L2Error::from)
                 };
-                let (vers, raw) = futures::join!(Self::read_versions(&mut conn, read, &vkeys), get);
+                let (vers, raw) =
+                    futures::join!(Self::read_versions(&mut conn, read, &vkeys, &regs), get);
                 Ok((vers?, raw?))
             })
             .await;
@@ -752,11 +1074,11 @@ impl L2 {
     pub async fn confirm(&self, stamps: &[(String, u64)]) -> Option<bool> {
         let mut conn = self.usable_conn()?;
         CacheStatsExt::incr(&self.stats.remote_checks);
-        let vkeys: Vec<String> = stamps.iter().map(|(d, _)| self.version_key(d)).collect();
+        let vkeys: Vec<(String, bool)> = stamps.iter().map(|(d, _)| self.version_key(d)).collect();
         let current = self
             .timed(
                 "remote check",
-                Self::read_versions(&mut conn, &self.read, &vkeys),
+                Self::read_versions(&mut conn, &self.read, &vkeys, &[]),
             )
             .await
             .ok()?;
@@ -877,6 +1199,31 @@ impl L2 {
         }
     }
 
+    /// Another instance's write with known rows, from the channel: the local slices of the
+    /// values it names, per column this instance slices on and whose id (from this catalog)
+    /// matches the writer's; every other registered column's unknown version.
+    fn apply_rows(&self, body: &str) {
+        let parsed = RowsBump::parse(body).and_then(|r| match parse_dep(&format!("t:{}", r.tid)) {
+            Some(Dep::Table(s, n)) => Some((s.to_string(), n.to_string(), r.known)),
+            _ => None,
+        });
+        let Some((schema, name, known)) = parsed else {
+            // Not understood: assume the worst.
+            self.versions.bump_all_quiet();
+            return;
+        };
+        let t = self.versions.table(&schema, &name);
+        match &self.columns {
+            Some(ids) => {
+                self.versions.bump_rows_quiet(&t, |col| {
+                    let id = ids(&schema, &name, col)?;
+                    known.iter().find(|(k, _)| *k == id).map(|(_, i)| i.clone())
+                });
+            }
+            None => self.versions.bump_quiet(&t),
+        }
+    }
+
     /// Marks L2 down (once per outage: logged and counted) and wakes the reconnector.
     pub fn mark_down(&self, why: &str) {
         if self.healthy.swap(false, Ordering::AcqRel) {
@@ -890,30 +1237,57 @@ impl L2 {
         self.wake_health.notify_one();
     }
 
-    /// Raises `deps` in L2, all at once. Err leaves L2 down.
-    async fn raise(&self, conn: &mut Conn, deps: &[String]) -> Result<(), L2Error> {
+    /// Raises `r` in L2, all at once. Err leaves L2 down.
+    async fn raise(&self, conn: &mut Conn, r: &Raises) -> Result<(), L2Error> {
         let channel = self.channel();
-        let futs = deps.iter().map(|d| {
+        let whole = r.deps.iter().map(|d| {
             let mut c = conn.clone();
             let mut inv = self.bump.prepare_invoke();
-            inv.key(self.version_key(d))
+            inv.arg(&channel).arg(format!("{} {d}", self.id));
+            let mut keys = vec![self.version_key(d)];
+            // A table's whole bump moves its unknown-rows version too: sliced entries stamp
+            // that one, not the all-writes version.
+            if let Some(tid) = d.strip_prefix("t:") {
+                keys.push(self.version_key(&format!("u:{tid}")));
+            }
+            for (k, hash) in keys {
+                inv.key(k).arg(if hash { "h" } else { "s" });
+            }
+            async move { inv.invoke_async::<Value>(&mut c).await }
+        });
+        let rows = r.rows.iter().map(|b| {
+            let mut c = conn.clone();
+            let mut inv = self.rows.prepare_invoke();
+            let p = &self.cfg.key_prefix;
+            inv.key(self.version_key(&format!("t:{}", b.tid)).0)
+                .key(self.unknown_key(&b.tid))
                 .arg(&channel)
-                .arg(format!("{} {d}", self.id));
+                .arg(format!("{} {}", self.id, b.message()))
+                .arg(format!("{p}v:c:"))
+                .arg(format!("{p}v:k:"))
+                .arg(format!("{{{}}}", b.tid));
+            for (id, idx) in &b.known {
+                let idx: Vec<String> = idx.iter().map(u32::to_string).collect();
+                inv.arg(format!("{id:016x}")).arg(idx.join(","));
+            }
             async move { inv.invoke_async::<Value>(&mut c).await }
         });
         let started = Instant::now();
-        let all = futures::future::join_all(futs);
-        let r = tokio::time::timeout(self.cfg.timeout, all).await;
+        let all = futures::future::join(
+            futures::future::join_all(whole),
+            futures::future::join_all(rows),
+        );
+        let out = tokio::time::timeout(self.cfg.timeout, all).await;
         self.stats.latency.observe(started.elapsed());
-        match r {
+        match out {
             Err(_) => Err(L2Error::Timeout(self.cfg.timeout)),
-            Ok(rs) => {
-                for r in rs {
-                    r?;
+            Ok((a, b)) => {
+                for x in a.into_iter().chain(b) {
+                    x?;
                 }
                 self.stats
                     .bumps
-                    .fetch_add(deps.len() as u64, Ordering::Relaxed);
+                    .fetch_add(r.len() as u64, Ordering::Relaxed);
                 Ok(())
             }
         }
@@ -956,7 +1330,11 @@ impl L2 {
         } else {
             CacheStatsExt::incr(&self.stats.gaps_uncovered);
             warn!("binlog gap with no other tail watching: every L2 entry invalidated");
-            self.raise(conn, &["e".to_string()]).await?;
+            let e = Raises {
+                deps: vec!["e".to_string()],
+                rows: Vec::new(),
+            };
+            self.raise(conn, &e).await?;
         }
         self.gap_pending.store(false, Ordering::Release);
         Ok(())
@@ -1151,11 +1529,11 @@ async fn health_task(l2: Weak<L2>, wake_health: Arc<Notify>) {
             Ok(mut conn) => {
                 // Everything this instance bumped while L2 was out of reach is raised first:
                 // until then, other instances may hold entries those writes made stale.
-                let (_, mut deps) = me.resync.lock().map(|mut q| q.take()).unwrap_or_default();
-                let (seq, queued) = me.queue.lock().map(|mut q| q.take()).unwrap_or_default();
-                deps.extend(queued);
-                deps.sort();
-                deps.dedup();
+                let (_, missed) = me.resync.lock().map(|mut q| q.take()).unwrap_or_default();
+                let (seq, mut deps) = me.queue.lock().map(|mut q| q.take()).unwrap_or_default();
+                deps.deps.extend(missed.coarse());
+                deps.deps.sort();
+                deps.deps.dedup();
                 match me.raise(&mut conn, &deps).await {
                     Ok(()) => {
                         me.conn.store(Some(Arc::new(conn)));
@@ -1176,7 +1554,7 @@ async fn health_task(l2: Weak<L2>, wake_health: Arc<Notify>) {
                     }
                     Err(e) => {
                         if let Ok(mut q) = me.resync.lock() {
-                            for d in deps {
+                            for d in deps.coarse() {
                                 q.push(d);
                             }
                         }
@@ -1190,7 +1568,7 @@ async fn health_task(l2: Weak<L2>, wake_health: Arc<Notify>) {
                 // writers stop waiting for them.
                 let (seq, deps) = me.queue.lock().map(|mut q| q.take()).unwrap_or_default();
                 if let Ok(mut q) = me.resync.lock() {
-                    for d in deps {
+                    for d in deps.coarse() {
                         q.push(d);
                     }
                 }
@@ -1229,7 +1607,7 @@ async fn bump_task(l2: Weak<L2>, wake_bumper: Arc<Notify>) {
                     // A timed-out script may or may not have run; raising it again is
                     // harmless (versions only grow), so it is kept for the resync.
                     if let Ok(mut q) = me.resync.lock() {
-                        for d in deps {
+                        for d in deps.coarse() {
                             q.push(d);
                         }
                     }
@@ -1242,7 +1620,7 @@ async fn bump_task(l2: Weak<L2>, wake_bumper: Arc<Notify>) {
             let pending = me
                 .queue
                 .lock()
-                .map(|q| !q.deps.is_empty() || q.overflow)
+                .map(|q| !q.deps.is_empty() || !q.rows.is_empty() || q.overflow)
                 .unwrap_or(false);
             drop(me);
             if pending {
@@ -1316,6 +1694,10 @@ async fn subscribe_task(l2: Weak<L2>) {
                         continue;
                     }
                     CacheStatsExt::incr(&me.stats.notifications);
+                    if let Some(body) = dep.strip_prefix("r:") {
+                        me.apply_rows(body);
+                        continue;
+                    }
                     match parse_dep(dep) {
                         Some(Dep::All) => me.versions.bump_all_quiet(),
                         Some(Dep::Schema(s)) => {
@@ -1392,9 +1774,96 @@ mod tests {
         for i in 0..MAX_QUEUED_DEPS + 5 {
             q.push(format!("t:1:a.{i}"));
         }
+        q.push_rows(RowsBump {
+            tid: "1:a.b".into(),
+            known: Vec::new(),
+        });
         let (seq, deps) = q.take();
-        assert_eq!(seq, (MAX_QUEUED_DEPS + 5) as u64);
-        assert_eq!(deps, vec!["e".to_string()]);
+        assert_eq!(seq, (MAX_QUEUED_DEPS + 6) as u64);
+        assert_eq!(deps.deps, vec!["e".to_string()]);
+        assert!(deps.rows.is_empty());
         assert!(q.take().1.is_empty());
+    }
+
+    #[test]
+    fn rows_messages_round_trip() {
+        let r = RowsBump {
+            tid: table_id("my db", "t;x y"),
+            known: vec![(0xabc, vec![1, 65535]), (7, vec![])],
+        };
+        let m = r.message();
+        assert_eq!(
+            RowsBump::parse(m.strip_prefix("r:").unwrap()),
+            Some(r.clone())
+        );
+        assert_eq!(
+            Raises {
+                deps: vec!["e".into()],
+                rows: vec![r],
+            }
+            .coarse(),
+            vec!["e".to_string(), "t:5:my db.t;x y".to_string()]
+        );
+        assert_eq!(RowsBump::parse("zz=1 1:a.b"), None);
+        assert_eq!(RowsBump::parse("no-table"), None);
+    }
+
+    #[test]
+    fn a_tables_versions_share_a_slot() {
+        let tid = table_id("d{b", "t}");
+        let deps = [
+            format!("t:{tid}"),
+            format!("u:{tid}"),
+            format!("c:{:016x}:{tid}", 5u64),
+            format!("k:{:016x}:{}:{tid}", 5u64, 123u32),
+        ];
+        let mut tags = Vec::new();
+        for d in &deps {
+            let (head, t) = split_table_dep(d).unwrap();
+            assert_eq!(t, tid, "{d}");
+            let key = format!("qcache:v:{head}{{{t}}}");
+            tags.push(slot_tag(&key).to_string());
+        }
+        assert!(tags.windows(2).all(|w| w[0] == w[1]), "{tags:?}");
+        assert_eq!(split_table_dep("e"), None);
+        assert_eq!(split_table_dep("s:db"), None);
+        assert_eq!(slot_tag("a{}b"), "a{}b");
+        assert_eq!(slot_tag("a{x}b{y}"), "x");
+    }
+
+    #[test]
+    fn sliced_reads_depend_on_their_slices() {
+        let v = Versions::new();
+        let t = v.table("db", "orders");
+        let w = v.table("db", "items");
+        let column = v.register(&t, "customer_id");
+        let plan = SlicePlan {
+            table: t.clone(),
+            column,
+            slices: vec![3, 9],
+        };
+        let ids = |_: &str, _: &str, c: &str| (c == "customer_id").then_some(0x11u64);
+        let d = deps_with_slices(std::slice::from_ref(&w), std::slice::from_ref(&plan), &ids);
+        let tid = table_id("db", "orders");
+        assert_eq!(
+            d.deps,
+            vec![
+                format!("c:{:016x}:{tid}", 0x11),
+                "e".to_string(),
+                format!("k:{:016x}:3:{tid}", 0x11),
+                format!("k:{:016x}:9:{tid}", 0x11),
+                "s:db".to_string(),
+                "t:2:db.items".to_string(),
+                format!("u:{tid}"),
+            ]
+        );
+        assert_eq!(d.registers, vec![(tid.clone(), 0x11)]);
+        // A column without an id: the table is read whole.
+        let none = deps_with_slices(&[], &[plan], &|_, _, _| None);
+        assert_eq!(
+            none.deps,
+            vec!["e".to_string(), "s:db".into(), format!("t:{tid}")]
+        );
+        assert!(none.registers.is_empty());
     }
 }

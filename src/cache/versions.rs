@@ -35,6 +35,13 @@ use super::privileges::Privileges;
 /// versions fleet-wide. Called synchronously from `bump*`: it must only queue.
 pub trait BumpSink: Send + Sync {
     fn table(&self, schema: &str, name: &str);
+    /// A write with known rows ([`Versions::bump_rows`]): per column whose values it names,
+    /// the slice counter indexes of those values (every column it names, registered here or
+    /// not: other instances may slice on others). By default a whole-table bump.
+    fn rows(&self, schema: &str, name: &str, known: &[(String, Vec<u32>)]) {
+        let _ = known;
+        self.table(schema, name);
+    }
     fn schema(&self, schema: &str);
     fn all(&self);
     /// This instance's binlog tail may have missed events (it lost or started its stream).
@@ -262,17 +269,53 @@ impl Versions {
             self.bump(t);
             return 0;
         }
+        let indexes = |column: &str| {
+            known.iter().find(|(k, _)| k == column).map(|(_, keys)| {
+                keys.iter()
+                    .map(|key| Versions::slice_index(t, column, key))
+                    .collect::<Vec<u32>>()
+            })
+        };
+        let n = self.bump_indexes(t, indexes);
+        // Other instances slice on their own columns: they get every column named.
+        if let Some(s) = self.sink.get() {
+            let all: Vec<(String, Vec<u32>)> = known
+                .iter()
+                .filter_map(|(c, _)| Some((c.clone(), indexes(c)?)))
+                .collect();
+            s.rows(&t.schema, &t.name, &all);
+        }
+        n
+    }
+
+    /// [`bump_rows`](Self::bump_rows) of a write another instance made, learned from the
+    /// shared second level: `indexes(column)` gives the slice counter indexes of the values
+    /// the write names in a registered column, None when it does not name them. Does not
+    /// tell the sink.
+    pub fn bump_rows_quiet(
+        &self,
+        t: &TableVersion,
+        indexes: impl Fn(&str) -> Option<Vec<u32>>,
+    ) -> u64 {
+        if t.privileges {
+            self.bump_quiet(t);
+            return 0;
+        }
+        self.bump_indexes(t, indexes)
+    }
+
+    fn bump_indexes(&self, t: &TableVersion, indexes: impl Fn(&str) -> Option<Vec<u32>>) -> u64 {
         let v = self.seq.fetch_add(1, Ordering::AcqRel) + 1;
         let mut n = 0;
         {
             // Read after the acknowledgement; see the module docs for why that suffices.
             let cols = t.columns.read().unwrap_or_else(|e| e.into_inner());
             for c in cols.iter() {
-                match known.iter().find(|(k, _)| **k == *c.name) {
-                    Some((_, keys)) => {
-                        for key in keys {
-                            let i = Versions::slice_index(t, &c.name, key);
-                            self.slices.0[i as usize].fetch_max(v, Ordering::AcqRel);
+                match indexes(&c.name) {
+                    Some(list) => {
+                        for i in list {
+                            self.slices.0[i as usize & (SLICE_COUNTERS - 1)]
+                                .fetch_max(v, Ordering::AcqRel);
                             n += 1;
                         }
                     }
@@ -283,10 +326,6 @@ impl Versions {
             }
             // Still under the lock: a column registered after this point starts at `v`.
             t.version.fetch_max(v, Ordering::AcqRel);
-        }
-        // Other instances get a table bump: coarser, never staler.
-        if let Some(s) = self.sink.get() {
-            s.table(&t.schema, &t.name);
         }
         n
     }

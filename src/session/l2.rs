@@ -5,7 +5,8 @@
 use std::time::{Duration, Instant};
 
 use super::{Session, SessionError};
-use crate::cache::l2::{deps_of, now_ms, L2Entry, L2Stamps, Lookup};
+use crate::cache::l2::{now_ms, L2Entry, L2Stamps, Lookup};
+use crate::cache::versions::SlicePlan;
 use crate::cache::{Entry, FillGuard, Key, Stamps, TableHandle};
 
 /// What a miss does after asking L2.
@@ -55,15 +56,33 @@ impl Session {
 
     /// Before a plain miss goes upstream: L2's entry if it is current, else the versions to
     /// stamp the fill with. When another instance holds the fill lease, waits for its result
-    /// (at most `l2.lease`), then fills itself.
-    pub(super) async fn l2_before_forward(&self, key: Key, tables: &[TableHandle]) -> L2Step {
+    /// (at most `l2.lease`), then fills itself. `whole` and `sliced` are the read's tables as
+    /// its local stamps depend on them, `generation` the catalog generation the slices were
+    /// planned under.
+    pub(super) async fn l2_before_forward(
+        &self,
+        key: Key,
+        whole: &[TableHandle],
+        sliced: &[SlicePlan],
+        generation: u64,
+    ) -> L2Step {
         let Some(l2) = &self.shared.l2 else {
             return NO_FILL;
         };
         if !l2.usable() {
             return NO_FILL;
         }
-        let deps = deps_of(tables);
+        let mut deps = l2.deps(whole, sliced);
+        if !sliced.is_empty() && self.shared.catalog.generation() != generation {
+            // The column ids come from a catalog newer than the slices' keys: depend on the
+            // tables whole in L2 (the local stamps were checked against `generation` already).
+            let all: Vec<TableHandle> = whole
+                .iter()
+                .cloned()
+                .chain(sliced.iter().map(|p| p.table.clone()))
+                .collect();
+            deps = l2.deps(&all, &[]);
+        }
         let stamps = match l2.lookup(key, &deps).await {
             Lookup::Hit(e, s) => return L2Step::Hit(e, s),
             Lookup::Unavailable => return NO_FILL,

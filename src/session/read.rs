@@ -412,12 +412,14 @@ impl Session {
         // Stamps are read before the query goes upstream: a write that lands while the
         // query runs makes them stale, so the result can never outlive it.
         // Slice columns are registered here, before the stamps are read (`cache::versions`).
-        let (whole, sliced, generation) = self.plan_slices(&plan.tables, sql, payload);
+        let (mut whole, mut sliced, generation) = self.plan_slices(&plan.tables, sql, payload);
         let mut stamps = Stamps::capture_sliced(versions, &whole, &sliced);
         if !sliced.is_empty() && self.shared.catalog.generation() != generation {
             // A reload raced the slicing: the column types used may predate a DDL whose
             // after-reload bump these stamps already include. Depend on the tables whole.
             stamps = Stamps::capture(versions, &plan.tables);
+            whole = plan.tables.clone();
+            sliced.clear();
         }
         // Stampede protection: one session fills, the others wait for its result.
         let guard = match cache.claim(plan.key) {
@@ -440,11 +442,12 @@ impl Session {
         if guard.is_some()
             && matches!(mode, ReadMode::Plain)
             && self.st.temp_tables.is_empty()
-            // Slice versions do not travel to L2: sliced entries stay local.
-            && sliced.is_empty()
             && self.l2_usable()
         {
-            match self.l2_before_forward(plan.key, &plan.tables).await {
+            match self
+                .l2_before_forward(plan.key, &whole, &sliced, generation)
+                .await
+            {
                 L2Step::Hit(hit, l2_stamps) => {
                     if let Some(g) = guard.take() {
                         self.serve_l2_hit(g, hit, l2_stamps, stamps.clone(), sql)

@@ -44,9 +44,8 @@ impl Session {
         // the stamps, that no reload (a DDL that may have changed them) came in between.
         let generation = self.shared.catalog.generation();
         let whole = || (tables.clone(), Vec::new(), generation);
-        // Slice versions do not travel to L2 (its entries carry table versions only): with an
-        // L2, reads stay table-granular so that they can be shared.
-        if !self.slices_on() || !self.st.temp_tables.is_empty() || self.shared.l2.is_some() {
+        // With an L2, slice versions travel there too (`cache::l2`, docs/fleet.md).
+        if !self.slices_on() || !self.st.temp_tables.is_empty() {
             return whole();
         }
         let catalog = &self.shared.catalog;

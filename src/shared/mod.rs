@@ -93,7 +93,13 @@ impl Shared {
             let tail = binlog
                 .clone()
                 .map(|b| b as Arc<dyn crate::cache::l2::TailStatus>);
-            crate::cache::l2::L2::start(config.l2.clone(), cache.versions_arc(), tail)
+            // Column ids for row slices in L2, from the catalog this instance keys slices by.
+            let cat = catalog.clone();
+            let ids: crate::cache::l2::ColumnIds = Arc::new(move |schema, table, column| {
+                let info = cat.column(&(schema.to_string(), table.to_string()), column)?;
+                Some(crate::cache::l2::column_id(column, &info))
+            });
+            crate::cache::l2::L2::start(config.l2.clone(), cache.versions_arc(), tail, Some(ids))
         });
         let l2_remote = l2.as_ref().is_some_and(|l| l.remote_validation());
         let digests = Digests::new(config.stats.digests);
