@@ -156,6 +156,30 @@ fn split_table_dep(d: &str) -> Option<(&str, &str)> {
     Some((d.get(..at)?, d.get(at..)?))
 }
 
+/// The version keys (positions) and registrations of one cluster slot: one script call.
+struct SlotGroup<'a> {
+    tag: &'a str,
+    keys: Vec<usize>,
+    regs: Vec<&'a (String, String)>,
+}
+
+impl<'a> SlotGroup<'a> {
+    fn of<'g>(groups: &'g mut Vec<SlotGroup<'a>>, tag: &'a str) -> &'g mut SlotGroup<'a> {
+        let at = match groups.iter().position(|g| g.tag == tag) {
+            Some(at) => at,
+            None => {
+                groups.push(SlotGroup {
+                    tag,
+                    keys: Vec::new(),
+                    regs: Vec::new(),
+                });
+                groups.len() - 1
+            }
+        };
+        &mut groups[at]
+    }
+}
+
 /// What Redis Cluster hashes to place `key`: the first non-empty `{…}`, else all of it.
 fn slot_tag(key: &str) -> &str {
     if let Some(open) = key.find('{') {
@@ -942,34 +966,26 @@ impl L2 {
             // A script's keys must share a slot: one call per hash tag (a table's versions
             // and registrations together), concurrently.
             Conn::Cluster(_) => {
-                let mut groups: Vec<(&str, Vec<usize>, Vec<&(String, String)>)> = Vec::new();
+                let mut groups: Vec<SlotGroup> = Vec::new();
                 for (i, (k, _)) in keys.iter().enumerate() {
-                    let tag = slot_tag(k);
-                    match groups.iter_mut().find(|g| g.0 == tag) {
-                        Some(g) => g.1.push(i),
-                        None => groups.push((tag, vec![i], Vec::new())),
-                    }
+                    SlotGroup::of(&mut groups, slot_tag(k)).keys.push(i);
                 }
                 for r in regs {
-                    let tag = slot_tag(&r.0);
-                    match groups.iter_mut().find(|g| g.0 == tag) {
-                        Some(g) => g.2.push(r),
-                        None => groups.push((tag, Vec::new(), vec![r])),
-                    }
+                    SlotGroup::of(&mut groups, slot_tag(&r.0)).regs.push(r);
                 }
-                let futs = groups.iter().map(|(_, idx, regs)| {
+                let futs = groups.iter().map(|g| {
                     let mut c = conn.clone();
-                    let ks: Vec<&(String, bool)> = idx.iter().map(|i| &keys[*i]).collect();
-                    let inv = invoke(&ks, regs);
+                    let ks: Vec<&(String, bool)> = g.keys.iter().map(|i| &keys[*i]).collect();
+                    let inv = invoke(&ks, &g.regs);
                     async move { inv.invoke_async::<Vec<Value>>(&mut c).await }
                 });
                 let mut out = vec![Value::Nil; keys.len()];
-                for ((_, idx, _), r) in groups.iter().zip(futures::future::join_all(futs).await) {
+                for (g, r) in groups.iter().zip(futures::future::join_all(futs).await) {
                     let v = r?;
-                    if v.len() != idx.len() {
+                    if v.len() != g.keys.len() {
                         return Err(L2Error::Malformed("version reply"));
                     }
-                    for (i, v) in idx.iter().zip(v) {
+                    for (i, v) in g.keys.iter().zip(v) {
                         out[*i] = v;
                     }
                 }
