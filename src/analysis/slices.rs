@@ -27,7 +27,7 @@ use super::parse::table_ref;
 use super::TableRef;
 
 /// How a column compares, as far as slices care (from the catalog).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum ColType {
     /// An integer column holding values in `min..=max`.
     Int { min: i128, max: i128 },
@@ -42,7 +42,7 @@ pub enum ColType {
     Other,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Fold {
     /// Binary collation: equal means the same bytes.
     Exact,
@@ -52,7 +52,7 @@ pub enum Fold {
 }
 
 /// One column of a table, as the catalog reports it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ColumnInfo {
     pub ty: ColType,
     pub nullable: bool,

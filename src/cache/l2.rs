@@ -70,8 +70,22 @@ pub type L2Stamps = Arc<[(String, u64)]>;
 pub type ColumnIds = Arc<dyn Fn(&str, &str, &str) -> Option<u64> + Send + Sync>;
 
 /// The id [`ColumnIds`] gives a column (schema, table, column) of this catalog description.
-pub fn column_id(column: &str, info: &impl std::fmt::Debug) -> u64 {
-    xxhash_rust::xxh3::xxh3_64(format!("{column}\0{info:?}").as_bytes())
+/// Hashed, not formatted: it is computed on every sliced lookup.
+pub fn column_id(column: &str, info: &impl std::hash::Hash) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = xxhash_rust::xxh3::Xxh3::new();
+    column.hash(&mut h);
+    info.hash(&mut h);
+    h.finish()
+}
+
+/// Appends `v` as `digits` lower-case hex digits (`format!("{v:0N$x}")` without the
+/// formatting machinery, which showed up in the lookup's profile).
+fn push_hex(out: &mut String, v: u128, digits: u32) {
+    for i in (0..digits).rev() {
+        let d = ((v >> (i * 4)) & 0xf) as u8;
+        out.push(char::from(if d < 10 { b'0' + d } else { b'a' + d - 10 }));
+    }
 }
 
 /// What a read depends on in L2: dependency names (sorted, unique, so every instance names
@@ -108,10 +122,22 @@ pub fn deps_with_slices(
         let tid = table_id(&t.schema, &t.name);
         match ids(&t.schema, &t.name, &p.column.name) {
             Some(col) => {
+                let dep = |kind: &str, idx: Option<u32>| {
+                    let mut d = String::with_capacity(tid.len() + 32);
+                    d.push_str(kind);
+                    push_hex(&mut d, u128::from(col), 16);
+                    d.push(':');
+                    if let Some(i) = idx {
+                        d.push_str(&i.to_string());
+                        d.push(':');
+                    }
+                    d.push_str(&tid);
+                    d
+                };
                 set.insert(format!("u:{tid}"));
-                set.insert(format!("c:{col:016x}:{tid}"));
+                set.insert(dep("c:", None));
                 for i in &p.slices {
-                    set.insert(format!("k:{col:016x}:{i}:{tid}"));
+                    set.insert(dep("k:", Some(*i)));
                 }
                 registers.push((tid, col));
             }
@@ -847,18 +873,31 @@ impl L2 {
     }
 
     fn entry_key(&self, k: Key) -> String {
-        self.key("e", &format!("{k:032x}"))
+        let mut s = String::with_capacity(self.cfg.key_prefix.len() + 34);
+        s.push_str(&self.cfg.key_prefix);
+        s.push_str("e:");
+        push_hex(&mut s, k, 32);
+        s
     }
 
     /// A version's key, and whether it is a hash (`u:`, whose field `v` holds it).
     fn version_key(&self, dep: &str) -> (String, bool) {
+        let mut k = String::with_capacity(self.cfg.key_prefix.len() + dep.len() + 4);
+        k.push_str(&self.cfg.key_prefix);
+        k.push_str("v:");
         match split_table_dep(dep) {
             // The table id as hash tag: every version of one table in one cluster slot.
-            Some((head, tid)) => (
-                format!("{}v:{head}{{{tid}}}", self.cfg.key_prefix),
-                head == "u:",
-            ),
-            None => (self.key("v", dep), false),
+            Some((head, tid)) => {
+                k.push_str(head);
+                k.push('{');
+                k.push_str(tid);
+                k.push('}');
+                (k, head == "u:")
+            }
+            None => {
+                k.push_str(dep);
+                (k, false)
+            }
         }
     }
 
@@ -1799,6 +1838,33 @@ mod tests {
         assert_eq!(deps.deps, vec!["e".to_string()]);
         assert!(deps.rows.is_empty());
         assert!(q.take().1.is_empty());
+    }
+
+    #[test]
+    fn hex_and_column_ids() {
+        for (v, n) in [
+            (0u128, 16),
+            (0xabcdefu128, 16),
+            (u128::MAX, 32),
+            (0x1234u128, 32),
+        ] {
+            let mut s = String::new();
+            push_hex(&mut s, v, n);
+            assert_eq!(s, format!("{v:0w$x}", w = n as usize));
+        }
+        // The type takes part: the same column under another collation is another column.
+        let ci = |c: &str| crate::analysis::slices::ColumnInfo {
+            ty: crate::analysis::slices::ColType::Str {
+                fold: crate::analysis::slices::Fold::AsciiLower,
+                max_chars: 10,
+                collation: c.into(),
+            },
+            nullable: false,
+            auto_increment: false,
+        };
+        assert_eq!(column_id("a", &ci("x")), column_id("a", &ci("x")));
+        assert_ne!(column_id("a", &ci("x")), column_id("a", &ci("y")));
+        assert_ne!(column_id("a", &ci("x")), column_id("b", &ci("x")));
     }
 
     #[test]
