@@ -13,9 +13,16 @@
 //! Arguments: protocol, address, user, database, connections, seconds, keys. A MySQL address
 //! that starts with `/` is a Unix socket path (qcache's `server.socket`). MySQL requests
 //! are `SELECT c FROM sbtest1 WHERE id=K` (sysbench's point select, table sbtest1 prepared
-//! by sysbench), Redis requests `GET key:K` (`redis-fill` SETs the keys first, outside the
-//! measured runs); K is uniform over 1..=keys. Every connection logs in before the measured
-//! seconds start. Prints `requests seconds rate`.
+//! by sysbench); `mysql-ps` prepares `SELECT c FROM sbtest1 WHERE id=?` once per connection
+//! and executes it with K (types sent with the first execute only, as libmysqlclient does).
+//! Redis requests are `GET key:K` (`redis-fill` SETs the keys first, outside the measured
+//! runs); K is uniform over 1..=keys. Every connection logs in before the measured seconds
+//! start. Prints `requests seconds rate`.
+//!
+//! `LOADGEN_REQUESTS=N` (MySQL only) ends the run after exactly N requests over all
+//! connections instead of after the seconds (`scripts/bench-callgrind` counts instructions
+//! per request that way); `LOADGEN_SEQ=1` asks keys 1, 2, … in turn instead of at random
+//! (with one connection and N = keys, each key once: a cache fill).
 
 #[path = "../tests/rawclient/mod.rs"]
 mod rawclient;
@@ -52,26 +59,92 @@ async fn start(ready: &Cell<u64>, go: &mut watch::Receiver<Option<Instant>>) -> 
     until.expect("checked")
 }
 
+/// What ends a run and which keys it asks, shared by its connections (one thread).
+struct Plan {
+    keys: u64,
+    /// Requests still to send when the run is bounded by count (`LOADGEN_REQUESTS`).
+    left: Option<Cell<u64>>,
+    /// Keys in turn (`LOADGEN_SEQ`): the next one.
+    seq: Option<Cell<u64>>,
+}
+
+impl Plan {
+    /// Whether to send another request, taking it from the count.
+    fn more(&self, until: Instant) -> bool {
+        match &self.left {
+            Some(left) if left.get() == 0 => false,
+            Some(left) => {
+                left.set(left.get() - 1);
+                true
+            }
+            None => Instant::now() < until,
+        }
+    }
+
+    fn key(&self, state: &mut u64) -> u64 {
+        match &self.seq {
+            Some(seq) => {
+                let k = seq.get();
+                seq.set(k % self.keys + 1);
+                k
+            }
+            None => next(state) % self.keys + 1,
+        }
+    }
+}
+
+/// COM_STMT_EXECUTE of a one-parameter statement with a BIGINT value; `types` sends the
+/// parameter's type (new-params-bound = 1).
+fn execute_packet(out: &mut Vec<u8>, id: u32, k: u64, types: bool) {
+    out.clear();
+    out.push(com::STMT_EXECUTE);
+    out.extend_from_slice(&id.to_le_bytes());
+    out.push(0); // no cursor
+    out.extend_from_slice(&1u32.to_le_bytes()); // iteration count
+    out.push(0); // null bitmap: one parameter, not NULL
+    out.push(u8::from(types));
+    if types {
+        out.extend_from_slice(&[0x08, 0x00]); // MYSQL_TYPE_LONGLONG, signed
+    }
+    out.extend_from_slice(&k.to_le_bytes());
+}
+
 #[allow(clippy::too_many_arguments)]
 async fn mysql_conn(
     addr: String,
     user: String,
     db: String,
-    keys: u64,
+    prepared: bool,
+    plan: Rc<Plan>,
     seed: u64,
     ready: Rc<Cell<u64>>,
     mut go: watch::Receiver<Option<Instant>>,
     done: Rc<Cell<u64>>,
 ) {
     let mut c = rawclient::Raw::connect(&addr, &user, &db, true).await;
+    let stmt = if prepared {
+        let mut p = vec![com::STMT_PREPARE];
+        p.extend_from_slice(b"SELECT c FROM sbtest1 WHERE id=?");
+        let (_, r) = c.command(&p, Expect::Prepare).await;
+        let (id, _, _) = r.prepared.expect("the point select prepares");
+        Some(id)
+    } else {
+        None
+    };
     let until = start(&ready, &mut go).await;
     let mut state = seed;
     let mut sql = Vec::with_capacity(64);
-    while Instant::now() < until {
-        let k = next(&mut state) % keys + 1;
-        sql.clear();
-        sql.push(com::QUERY);
-        sql.extend_from_slice(format!("SELECT c FROM sbtest1 WHERE id={k}").as_bytes());
+    let mut first = true;
+    while plan.more(until) {
+        let k = plan.key(&mut state);
+        match stmt {
+            Some(id) => execute_packet(&mut sql, id, k, std::mem::take(&mut first)),
+            None => {
+                sql.clear();
+                sql.push(com::QUERY);
+                sql.extend_from_slice(format!("SELECT c FROM sbtest1 WHERE id={k}").as_bytes());
+            }
+        }
         c.send(0, &sql).await;
         let mut r = Response::new(Expect::Results, c.deprecate_eof());
         loop {
@@ -150,13 +223,23 @@ async fn redis_fill(addr: &str, keys: u64) {
 fn main() {
     let a: Vec<String> = std::env::args().skip(1).collect();
     if a.len() != 7 {
-        eprintln!("usage: loadgen mysql|redis|redis-fill ADDR USER DB CONNECTIONS SECONDS KEYS");
+        eprintln!(
+            "usage: loadgen mysql|mysql-ps|redis|redis-fill ADDR USER DB CONNECTIONS SECONDS KEYS"
+        );
         std::process::exit(2);
     }
     let (proto, addr, user, db) = (a[0].clone(), a[1].clone(), a[2].clone(), a[3].clone());
     let conns: u64 = a[4].parse().expect("connections");
     let secs: u64 = a[5].parse().expect("seconds");
     let keys: u64 = a[6].parse().expect("keys");
+    let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+    let plan = Rc::new(Plan {
+        keys,
+        left: env("LOADGEN_REQUESTS").map(|n| Cell::new(n.parse().expect("LOADGEN_REQUESTS"))),
+        seq: env("LOADGEN_SEQ")
+            .filter(|v| v != "0")
+            .map(|_| Cell::new(1)),
+    });
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -175,11 +258,12 @@ fn main() {
             let (addr, done, ready, go) = (addr.clone(), done.clone(), ready.clone(), go.clone());
             let seed = 0x5eed ^ (i << 32);
             tasks.push(match proto.as_str() {
-                "mysql" => tokio::task::spawn_local(mysql_conn(
+                "mysql" | "mysql-ps" => tokio::task::spawn_local(mysql_conn(
                     addr,
                     user.clone(),
                     db.clone(),
-                    keys,
+                    proto == "mysql-ps",
+                    plan.clone(),
                     seed,
                     ready,
                     go,

@@ -40,6 +40,9 @@ pub struct Observation<'a> {
     pub digest: u64,
     /// The session's default schema.
     pub schema: Option<&'a str>,
+    /// [`schema_key`]`(schema)`, which the session keeps from one `USE` to the next rather
+    /// than hashing the name on every statement.
+    pub schema_key: u64,
     /// The normalised text, when the caller has it (a miss computes it; a hit passes the
     /// entry's). Only read when the row is new or has none yet.
     pub text: Option<&'a Arc<str>>,
@@ -71,26 +74,36 @@ pub struct Counts {
 }
 
 impl Counts {
+    /// Inlined into [`Digests::record`]: a hit takes only the straight path.
+    #[inline]
     fn add(&mut self, o: &Observation<'_>) {
         self.calls += 1;
         self.rows += o.rows;
         self.bytes += o.bytes;
-        match o.outcome {
-            Outcome::Hit => self.hits += 1,
-            Outcome::Stored => self.stores += 1,
-            Outcome::Sent(Some(reason)) => self.count_reason(reason, 1),
-            Outcome::Sent(None) => {}
-        }
-        if o.outcome != Outcome::Hit {
-            self.misses += 1;
-            let ns = u64::try_from(o.upstream.as_nanos()).unwrap_or(u64::MAX);
-            self.upstream_ns = self.upstream_ns.saturating_add(ns);
-            self.upstream_max_ns = self.upstream_max_ns.max(ns);
+        if o.outcome == Outcome::Hit {
+            self.hits += 1;
+        } else {
+            self.add_sent(o);
         }
         if self.first_seen.is_none() {
             self.first_seen = Some(o.at);
         }
-        self.last_seen = self.last_seen.max(Some(o.at));
+        if self.last_seen < Some(o.at) {
+            self.last_seen = Some(o.at);
+        }
+    }
+
+    /// What a statement sent to the server adds besides its call.
+    fn add_sent(&mut self, o: &Observation<'_>) {
+        match o.outcome {
+            Outcome::Stored => self.stores += 1,
+            Outcome::Sent(Some(reason)) => self.count_reason(reason, 1),
+            Outcome::Sent(None) | Outcome::Hit => {}
+        }
+        self.misses += 1;
+        let ns = u64::try_from(o.upstream.as_nanos()).unwrap_or(u64::MAX);
+        self.upstream_ns = self.upstream_ns.saturating_add(ns);
+        self.upstream_max_ns = self.upstream_max_ns.max(ns);
     }
 
     fn count_reason(&mut self, reason: Reason, n: u64) {
@@ -147,8 +160,27 @@ type RowKey = (u64, u64);
 
 #[derive(Debug, Default)]
 struct StripeData {
-    rows: HashMap<RowKey, Row, foldhash::fast::FixedState>,
+    /// Rows in slots, found by key through `index`; a slot keeps its row until the stripe's
+    /// `layout` changes (a fill that folds rows, a reset).
+    rows: Vec<(RowKey, Row)>,
+    index: HashMap<RowKey, u32, foldhash::fast::FixedState>,
     other: Counts,
+    /// Moves whenever rows change slots, so a [`RowHint`] from before no longer matches.
+    layout: u64,
+}
+
+/// Where a session's last statement was counted: its thread's stripe, the row's slot and
+/// key, and the stripe's layout then. A session repeating a shape (the common case: a hit
+/// path serving one query shape) finds its row without hashing or comparing the schema
+/// name. The session clears it when its default schema changes, since the name was compared
+/// only when the hint was made.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RowHint {
+    /// 0: no hint (layouts start at 1).
+    layout: u64,
+    stripe: u32,
+    slot: u32,
+    key: RowKey,
 }
 
 #[derive(Debug, Default)]
@@ -232,17 +264,30 @@ impl Digests {
         self.cap.load(Ordering::Relaxed)
     }
 
-    /// Counts one statement.
-    pub fn record(&self, o: &Observation<'_>) {
+    /// Counts one statement. `hint` is the session's (see [`RowHint`]); it is updated.
+    pub fn record(&self, o: &Observation<'_>, hint: &mut RowHint) {
         let cap = self.capacity();
         if cap == 0 {
             return;
         }
-        let key = (o.digest, schema_hash(o.schema));
-        let Ok(mut s) = self.stripes[stripe()].0.lock() else {
+        debug_assert_eq!(o.schema_key, schema_key(o.schema), "a stale schema key");
+        let key = (o.digest, o.schema_key);
+        let at = stripe();
+        let Ok(mut guard) = self.stripes[at].0.lock() else {
             return;
         };
-        if let Some(row) = s.rows.get_mut(&key) {
+        let s = &mut *guard;
+        if hint.layout == s.layout && hint.stripe as usize == at && hint.key == key {
+            if let Some((_, row)) = s.rows.get_mut(hint.slot as usize) {
+                if row.text.is_none() {
+                    row.text = self.known_text(o.digest, o.text);
+                }
+                row.counts.add(o);
+                return;
+            }
+        }
+        if let Some(&slot) = s.index.get(&key) {
+            let row = &mut s.rows[slot as usize].1;
             // Two schemas whose names hash alike never share a row: the later one counts
             // as "other".
             if row.schema.as_deref() == o.schema {
@@ -250,24 +295,41 @@ impl Digests {
                     row.text = self.known_text(o.digest, o.text);
                 }
                 row.counts.add(o);
+                *hint = RowHint {
+                    layout: s.layout,
+                    stripe: at as u32,
+                    slot,
+                    key,
+                };
             } else {
                 s.other.add(o);
             }
             return;
         }
         if s.rows.len() >= cap.saturating_mul(2) {
-            keep_top(&mut s, cap);
+            keep_top(s, cap);
+        }
+        if s.layout == 0 {
+            s.layout = 1;
         }
         let mut counts = Counts::default();
         counts.add(o);
-        s.rows.insert(
+        let slot = s.rows.len() as u32;
+        s.rows.push((
             key,
             Row {
                 schema: o.schema.map(Arc::from),
                 text: self.known_text(o.digest, o.text),
                 counts,
             },
-        );
+        ));
+        s.index.insert(key, slot);
+        *hint = RowHint {
+            layout: s.layout,
+            stripe: at as u32,
+            slot,
+            key,
+        };
     }
 
     /// Every stripe merged: at most N rows, most-called first, then "other" when anything
@@ -325,7 +387,11 @@ impl Digests {
     pub fn reset(&self) {
         for st in &self.stripes {
             if let Ok(mut s) = st.0.lock() {
-                *s = StripeData::default();
+                let layout = s.layout + 1;
+                *s = StripeData {
+                    layout,
+                    ..StripeData::default()
+                };
             }
         }
     }
@@ -333,18 +399,22 @@ impl Digests {
 
 /// Keeps a full stripe's `cap` most-called rows and folds the rest into its "other".
 fn keep_top(s: &mut StripeData, cap: usize) {
-    let mut list: Vec<(RowKey, Row)> = s.rows.drain().collect();
+    let list = &mut s.rows;
     if list.len() > cap {
         list.select_nth_unstable_by(cap, |a, b| b.1.counts.calls.cmp(&a.1.counts.calls));
         for (_, r) in list.drain(cap..) {
             s.other.merge(&r.counts);
         }
     }
-    s.rows.extend(list);
+    s.index.clear();
+    s.index
+        .extend(list.iter().enumerate().map(|(i, (k, _))| (*k, i as u32)));
+    s.layout += 1;
 }
 
-/// No schema and an empty name differ.
-fn schema_hash(schema: Option<&str>) -> u64 {
+/// The hash of a default schema that keys digest rows with the digest. No schema and an
+/// empty name differ.
+pub fn schema_key(schema: Option<&str>) -> u64 {
     match schema {
         None => 0,
         Some(s) => xxh3_64(s.as_bytes()) | 1,
@@ -391,6 +461,7 @@ mod tests {
         Observation {
             digest,
             schema: Some("shop"),
+            schema_key: schema_key(Some("shop")),
             text: None,
             outcome,
             rows: 2,
@@ -407,16 +478,17 @@ mod tests {
     #[test]
     fn counts_each_outcome() {
         let d = Digests::new(10);
+        let mut h = RowHint::default();
         let text: Arc<str> = Arc::from("SELECT c FROM t WHERE id = ?");
         let mut first = obs(7, Outcome::Stored);
         first.text = Some(&text);
-        d.record(&first);
-        d.record(&obs(7, Outcome::Hit));
-        d.record(&obs(7, Outcome::Hit));
-        d.record(&obs(7, Outcome::Hit));
-        d.record(&obs(7, Outcome::Sent(Some(Reason::Warnings))));
-        d.record(&obs(7, Outcome::Sent(Some(Reason::Warnings))));
-        d.record(&obs(7, Outcome::Sent(None)));
+        d.record(&first, &mut h);
+        d.record(&obs(7, Outcome::Hit), &mut h);
+        d.record(&obs(7, Outcome::Hit), &mut h);
+        d.record(&obs(7, Outcome::Hit), &mut h);
+        d.record(&obs(7, Outcome::Sent(Some(Reason::Warnings))), &mut h);
+        d.record(&obs(7, Outcome::Sent(Some(Reason::Warnings))), &mut h);
+        d.record(&obs(7, Outcome::Sent(None)), &mut h);
         let rows = d.rows();
         assert_eq!(rows.len(), 1);
         let r = &rows[0];
@@ -437,13 +509,16 @@ mod tests {
     #[test]
     fn schemas_are_rows_of_their_own() {
         let d = Digests::new(10);
+        let mut h = RowHint::default();
         let mut a = obs(1, Outcome::Hit);
         a.schema = Some("a");
+        a.schema_key = schema_key(a.schema);
         let mut b = obs(1, Outcome::Hit);
         b.schema = None;
-        d.record(&a);
-        d.record(&b);
-        d.record(&b);
+        b.schema_key = schema_key(None);
+        d.record(&a, &mut h);
+        d.record(&b, &mut h);
+        d.record(&b, &mut h);
         let rows = d.rows();
         assert_eq!(rows.len(), 2);
         assert_eq!(rows[0].schema, None);
@@ -456,11 +531,12 @@ mod tests {
     fn bounded_with_other() {
         let n = 50;
         let d = Digests::new(n);
+        let mut h = RowHint::default();
         // Shapes 0..n are called three times, the rest once.
         for round in 0..3 {
             for i in 0..(n as u64 + 1000) {
                 if round == 0 || i < n as u64 {
-                    d.record(&obs(i, Outcome::Hit));
+                    d.record(&obs(i, Outcome::Hit), &mut h);
                 }
             }
         }
@@ -488,13 +564,14 @@ mod tests {
             .map(|t| {
                 let d = d.clone();
                 std::thread::spawn(move || {
+                    let mut h = RowHint::default();
                     for i in 0..1000u64 {
                         let outcome = match (i + t) % 3 {
                             0 => Outcome::Hit,
                             1 => Outcome::Stored,
                             _ => Outcome::Sent(Some(Reason::NoTable)),
                         };
-                        d.record(&obs(i % 10, outcome));
+                        d.record(&obs(i % 10, outcome), &mut h);
                     }
                 })
             })
@@ -513,15 +590,47 @@ mod tests {
         assert_eq!(sum(|c| c.hits) + sum(|c| c.misses), 8000);
     }
 
+    /// A session's hint stays exact across a fill that moves rows, a reset, and shapes
+    /// that alternate (each record then misses the hint and makes a new one).
+    #[test]
+    fn hints_follow_the_layout() {
+        let d = Digests::new(2);
+        let mut h = RowHint::default();
+        let mut other = RowHint::default();
+        for _ in 0..5 {
+            d.record(&obs(1, Outcome::Hit), &mut h);
+        }
+        // Shapes 2..=4 fill the stripe (2·N = 4 rows) and fold the least called.
+        for i in 2..=4 {
+            d.record(&obs(i, Outcome::Hit), &mut other);
+            d.record(&obs(i, Outcome::Hit), &mut other);
+        }
+        d.record(&obs(5, Outcome::Hit), &mut other);
+        for _ in 0..3 {
+            d.record(&obs(1, Outcome::Hit), &mut h);
+        }
+        let rows = d.rows();
+        assert_eq!(rows[0].digest, Some(1));
+        assert_eq!(rows[0].counts.calls, 8);
+        let total: u64 = rows.iter().map(|r| r.counts.calls).sum();
+        assert_eq!(total, 8 + 6 + 1);
+        d.reset();
+        d.record(&obs(1, Outcome::Hit), &mut h);
+        let rows = d.rows();
+        assert_eq!(rows.len(), 1);
+        assert_eq!(rows[0].counts.calls, 1);
+    }
+
     #[test]
     fn reset_and_off() {
         let d = Digests::new(10);
-        d.record(&obs(1, Outcome::Hit));
+        let mut h = RowHint::default();
+        d.record(&obs(1, Outcome::Hit), &mut h);
         d.reset();
         assert!(d.rows().is_empty());
         d.set_capacity(0);
         assert!(!d.enabled());
-        d.record(&obs(1, Outcome::Hit));
+        d.record(&obs(1, Outcome::Hit), &mut h);
         assert!(d.rows().is_empty());
     }
 

@@ -509,13 +509,28 @@ impl Stamps {
             .chain(self.sliced.iter().map(|s| &s.table))
     }
 
+    /// Every hit asks this: plain loops, no chained iterators (`all_versions` in the other
+    /// checks), so a sliced entry costs a table-granular one's check plus its loads.
     pub fn is_current(&self, v: &Versions) -> bool {
-        self.epoch == v.epoch()
-            && self.tables.iter().all(|(t, ver)| t.version() == *ver)
-            && self
-                .sliced
-                .iter()
-                .all(|s| s.all_versions(v).all(|(cur, ver)| cur == ver))
+        if self.epoch != v.epoch() {
+            return false;
+        }
+        for (t, ver) in &self.tables {
+            if t.version() != *ver {
+                return false;
+            }
+        }
+        for s in &self.sliced {
+            if s.table.unknown_version() != s.unknown || s.column.version() != s.column_version {
+                return false;
+            }
+            for &(i, ver) in &s.slices {
+                if v.slice_version(i) != ver {
+                    return false;
+                }
+            }
+        }
+        true
     }
 
     /// True when no table of these stamps changed after the global sequence `seq`, and no

@@ -78,7 +78,10 @@ impl Session {
             "miss-not-stored"
         };
         rows(vec![
-            ("statement", Some(l.sql.clone())),
+            (
+                "statement",
+                Some(String::from_utf8_lossy(&l.sql).into_owned()),
+            ),
             ("prepared", Some(yes_no(l.prepared))),
             ("digest", w.digest.map(|d| format!("{d:016x}"))),
             ("outcome", Some(outcome.to_string())),

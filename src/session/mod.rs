@@ -215,9 +215,10 @@ impl Session {
                 return Ok(false);
             }
             com::QUERY => {
+                // One view of the statement serves the command and `SHOW QCACHE LAST`.
                 let sql = pkt.payload.slice(1..);
                 self.statement_start();
-                self.query(pkt).await?;
+                self.query(pkt, &sql).await?;
                 self.statement_end(digests::Statement::Text(&sql));
             }
             com::INIT_DB => {

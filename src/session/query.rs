@@ -2,6 +2,8 @@
 //! (reads, writes, session statements, transactions); several statements in one packet are
 //! followed for what they change and never cached.
 
+use bytes::Bytes;
+
 use super::{Session, SessionError};
 use crate::analysis::{self, Analysis, StatementKind};
 use crate::policy::{classify, Reason};
@@ -9,23 +11,23 @@ use crate::protocol::codec::Packet;
 use crate::protocol::response::Expect;
 
 impl Session {
-    pub(crate) async fn query(&mut self, pkt: Packet) -> Result<(), SessionError> {
-        let sql = pkt.payload.slice(1..);
-        let looked_up = match self.hit_before_scan(&sql).await? {
+    /// `sql` is the packet's payload after the command byte.
+    pub(crate) async fn query(&mut self, pkt: Packet, sql: &Bytes) -> Result<(), SessionError> {
+        let looked_up = match self.hit_before_scan(sql).await? {
             Some(true) => return Ok(()),
             Some(false) => true,
             None => false,
         };
         // The statement as the server reads it: versioned comments it skips are comments.
         // Same length as `sql`, so the scan's hint spans apply to `sql` too.
-        let text = analysis::server_text(&sql, self.st.server);
+        let text = analysis::server_text(sql, self.st.server);
         let scan = analysis::scan(&text);
         // Before the multi-statement split: `QCACHE EXPLAIN a; b` is qcache's, and any
         // other statement qcache owns followed by more is refused whole, never relayed.
         if matches!(
             scan.kind,
             StatementKind::Show | StatementKind::Other | StatementKind::Flush
-        ) && self.admin_statement(&pkt, &sql).await?
+        ) && self.admin_statement(&pkt, sql).await?
         {
             return Ok(());
         }
@@ -36,21 +38,21 @@ impl Session {
             self.plan_unknown_write_for(why);
         }
         match scan.kind {
-            StatementKind::Select => self.select(pkt, &sql, &scan, looked_up).await,
-            StatementKind::Set => self.set_statement(pkt, &sql).await,
+            StatementKind::Select => self.select(pkt, sql, &scan, looked_up).await,
+            StatementKind::Set => self.set_statement(pkt, sql).await,
             StatementKind::Show => {
-                if let Some(rows) = self.qcache_status_rows(&sql) {
+                if let Some(rows) = self.qcache_status_rows(sql) {
                     return self.send_status_rows(rows).await;
                 }
-                if let Some(rw) = self.own_show_values(&sql) {
+                if let Some(rw) = self.own_show_values(sql) {
                     return self.relay_rewriting(&pkt, rw).await;
                 }
                 self.relay_command(&pkt, Expect::Results).await.map(drop)
             }
             StatementKind::Flush | StatementKind::Reset => {
-                self.flush_or_reset(pkt, &sql, scan.kind).await
+                self.flush_or_reset(pkt, sql, scan.kind).await
             }
-            StatementKind::Write => self.write(&pkt, &sql, analysis::digest(&text)).await,
+            StatementKind::Write => self.write(&pkt, sql, analysis::digest(&text)).await,
             StatementKind::Call | StatementKind::Execute => {
                 // A procedure or a SQL-level prepared statement may write any table and
                 // SET any variable: invalidate as configured and stop trusting the context.
@@ -60,7 +62,7 @@ impl Session {
             }
             StatementKind::Begin | StatementKind::Commit | StatementKind::Rollback => {
                 if self
-                    .answer_transaction_locally(pkt.seq, &sql, scan.kind)
+                    .answer_transaction_locally(pkt.seq, sql, scan.kind)
                     .await?
                 {
                     return Ok(());
@@ -73,7 +75,7 @@ impl Session {
             StatementKind::Use => {
                 let resp = self.relay_command(&pkt, Expect::Results).await?;
                 if resp.oks > 0 && !resp.error {
-                    if let Some(db) = analysis::use_schema(&String::from_utf8_lossy(&sql)) {
+                    if let Some(db) = analysis::use_schema(&String::from_utf8_lossy(sql)) {
                         self.st.set_db(Some(db));
                     }
                 }

@@ -10,6 +10,7 @@ use xxhash_rust::xxh3::Xxh3;
 use super::handshake::Negotiated;
 use super::privileges::Identity;
 use crate::analysis::{Hint, ServerVersion, StatementKind};
+use crate::cache::digests::{schema_key, RowHint};
 use crate::cache::versions::Snapshot;
 use crate::config::QueryCacheType;
 use crate::protocol::packets::{cap, status};
@@ -62,6 +63,12 @@ pub struct SessionState {
     pub server: ServerVersion,
     pub user: String,
     pub db: Option<String>,
+    /// `cache::digests::schema_key(db)`, kept with `db` (per-digest statistics key their
+    /// rows by it on every statement).
+    pub db_key: u64,
+    /// Where this session's statements were last counted; made with `db`'s name compared,
+    /// so cleared whenever `db` changes.
+    pub digest_hint: RowHint,
     pub charset: u8,
     pub caps: u32,
     /// MariaDB's extended capabilities both ends agreed on; part of the key.
@@ -151,6 +158,8 @@ impl SessionState {
             qct: shared.config().cache.query_cache_type,
             vars: BTreeMap::new(),
             fingerprint: 0,
+            db_key: 0,
+            digest_hint: RowHint::default(),
             shared_users: false,
             lost_track: false,
             dirty_reads: false,
@@ -186,6 +195,8 @@ impl SessionState {
 
     pub fn set_db(&mut self, db: Option<String>) {
         self.db = db;
+        self.db_key = schema_key(self.db.as_deref());
+        self.digest_hint = RowHint::default();
         if self.priv_private != 0 {
             // The server re-reads the privileges of the database a session USEs: a session
             // that kept old ones may have new ones now, unlike its entries.
@@ -199,6 +210,8 @@ impl SessionState {
     pub fn refresh_fingerprint(&mut self, shared: &Shared) {
         self.shared_users = shared.config().cache.shared_between_users;
         self.dirty_reads = self.isolation_ru || self.next_txn_ru;
+        self.db_key = schema_key(self.db.as_deref());
+        self.digest_hint = RowHint::default();
         self.fingerprint = self.compute_fingerprint();
     }
 
