@@ -40,6 +40,11 @@ enum Step {
     Ignore,
     Sleep(u64),
     Disconnect(String),
+    /// Resets the current connection's session (COM_RESET_CONNECTION, as a pool does when
+    /// it hands a connection back out; COM_CHANGE_USER where the server lacks it).
+    Reset,
+    /// COM_CHANGE_USER to the same account: the session is reset as at a new connect.
+    ChangeUser,
     Sql(String),
 }
 
@@ -98,6 +103,8 @@ fn parse(text: &str) -> Result<Vec<(usize, Step)>, String> {
                 }
                 Some("prepared") => Step::Prepared,
                 Some("ignore") => Step::Ignore,
+                Some("reset") => Step::Reset,
+                Some("change_user") => Step::ChangeUser,
                 Some("sleep") => Step::Sleep(
                     words
                         .next()
@@ -286,6 +293,24 @@ impl Run<'_> {
                 Step::Disconnect(name) => {
                     if let Some((_, Some(c))) = self.conns.remove(name) {
                         let _ = c.disconnect().await;
+                    }
+                }
+                Step::Reset | Step::ChangeUser => {
+                    let nolog = self.mode == Mode::NoLogBin;
+                    if let Some((spec, Some(c))) = self.conns.get_mut(&current) {
+                        let r = match step {
+                            Step::Reset => c.reset().await.map(drop),
+                            _ => c.change_user(mysql_async::ChangeUserOpts::default()).await,
+                        };
+                        let o = match r {
+                            Ok(()) => "reset".to_string(),
+                            Err(e) => format!("reset failed: {}", error_text(&e)),
+                        };
+                        // The reset gave sql_log_bin its global value back.
+                        if nolog && !spec.direct {
+                            let _ = c.query_drop("SET SESSION sql_log_bin=0").await;
+                        }
+                        out.push((*line, o));
                     }
                 }
                 Step::Sql(sql) => {
@@ -585,6 +610,7 @@ macro_rules! topics {
 
 topics!(
     adversary2,
+    adversary3,
     basics,
     catalog,
     classification,

@@ -962,6 +962,71 @@ mod tests {
         );
     }
 
+    /// Literal spellings whose value the server reads differently from a naive token: a
+    /// pin, if any, must carry the server's value.
+    #[test]
+    fn literal_spellings_pin_the_servers_value() {
+        for (sql, ok) in [
+            // Adjacent strings are one string to the server.
+            (
+                "SELECT * FROM orders WHERE status = 'ne' 'w'",
+                &["snew"][..],
+            ),
+            (
+                "SELECT * FROM orders WHERE customer_id = '1' '2'",
+                &["i12"][..],
+            ),
+            ("SELECT * FROM orders WHERE customer_id = 0b1100", &[][..]),
+            ("SELECT * FROM orders WHERE customer_id = 1e1", &[][..]),
+            ("SELECT * FROM orders WHERE customer_id = 0x0C", &[][..]),
+            ("SELECT * FROM orders WHERE customer_id = 12.", &[][..]),
+            ("SELECT * FROM orders WHERE customer_id = .12e2", &[][..]),
+            ("SELECT * FROM orders WHERE customer_id = 1_2", &[][..]),
+            (
+                "SELECT * FROM orders WHERE customer_id = 12 IS TRUE",
+                &[][..],
+            ),
+            ("SELECT * FROM orders WHERE customer_id = 12 = 1", &[][..]),
+            ("SELECT * FROM orders WHERE 1 = customer_id = 0", &[][..]),
+            ("SELECT * FROM orders WHERE customer_id = 12 || 1", &[][..]),
+            ("SELECT * FROM orders WHERE customer_id = 12 XOR 1", &[][..]),
+            (
+                "SELECT * FROM orders WHERE customer_id = 12 IN (0)",
+                &[][..],
+            ),
+            (
+                "SELECT * FROM orders WHERE customer_id = _utf8mb4'12'",
+                &[][..],
+            ),
+            ("SELECT * FROM orders WHERE customer_id = N'12'", &[][..]),
+            ("SELECT * FROM orders WHERE status = \"new\"", &[][..]),
+            (
+                "SELECT * FROM orders WHERE status = 'new' COLLATE utf8mb4_bin",
+                &[][..],
+            ),
+            ("SELECT * FROM orders WHERE BINARY status = 'new'", &[][..]),
+            (
+                "SELECT * FROM orders WHERE customer_id = DATE '2020-01-01'",
+                &[][..],
+            ),
+            (
+                "SELECT * FROM orders WHERE customer_id = {d '2020-01-01'}",
+                &[][..],
+            ),
+        ] {
+            let Some(stmt) = parse_one(sql) else { continue };
+            let p = |_: usize| None;
+            let got: Vec<String> = read_slices(&stmt, &cols, &p)
+                .into_values()
+                .flat_map(|(_, v)| v)
+                .collect();
+            assert!(
+                got.is_empty() || got == ok,
+                "{sql}: pinned {got:?}, the server's value is {ok:?}"
+            );
+        }
+    }
+
     #[test]
     fn doubtful_falls_back() {
         for sql in [
