@@ -408,6 +408,13 @@ pub fn reads_uncommitted(value: &str) -> bool {
     v.contains("UNCOMMITTED")
 }
 
+/// Whether an isolation level's value (any spelling the server or a SET uses) is
+/// SERIALIZABLE, under which InnoDB turns a transaction's plain SELECTs into locking reads.
+pub fn serializable(value: &str) -> bool {
+    let v = value.to_ascii_uppercase();
+    v.contains("SERIALIZABLE") || v.trim().trim_matches(|c| c == '\'' || c == '"') == "3"
+}
+
 /// Whether an assignment names the session's isolation level.
 pub fn is_isolation(name: &str) -> bool {
     matches!(name, "tx_isolation" | "transaction_isolation")

@@ -94,6 +94,17 @@ pub fn resetter(found_rows: u64, mariadb: bool) -> String {
     }
 }
 
+/// Whether the server's diagnostics area may still hold warnings or errors that a later
+/// `SHOW WARNINGS`, `SHOW ERRORS` or `@@warning_count` reads, after a statement's response.
+/// The server clears it only for a statement that uses tables: a SET, `SELECT @@x` or `DO`
+/// leave the previous statement's. So after a statement that raised something, or one that
+/// may use none (`used_tables` false: anything but a read or write of named tables) after
+/// such a one, it may: a read-back there (its resetter reads a derived table) would clear
+/// what the client can still ask for, and is not sent (`session::statements::follow_set`).
+pub fn may_persist(before: bool, raised: bool, used_tables: bool) -> bool {
+    raised || (before && !used_tables)
+}
+
 /// The client's own leg, which qcache terminates: what session status describing the
 /// connection must report (the server describes its leg to qcache).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -205,6 +216,37 @@ fn find_ci(hay: &[u8], needle: &[u8], from: usize) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn what_the_diagnostics_area_may_still_hold() {
+        for (before, raised, used_tables, may, why) in [
+            (
+                false,
+                false,
+                false,
+                false,
+                "nothing raised since the last clear",
+            ),
+            (false, true, true, true, "the statement raised a warning"),
+            (
+                true,
+                false,
+                false,
+                true,
+                "a SET keeps the previous statement's warnings",
+            ),
+            (
+                true,
+                false,
+                true,
+                false,
+                "a statement over tables cleared them",
+            ),
+            (true, true, false, true, "raised, and kept"),
+        ] {
+            assert_eq!(may_persist(before, raised, used_tables), may, "{why}");
+        }
+    }
 
     #[test]
     fn found_rows_follows_from_rows_and_literal_offsets() {

@@ -53,6 +53,8 @@ pub enum Reason {
     HitsSuspended,
     /// The session reads uncommitted data: it never stores and is never served.
     ReadUncommitted,
+    /// A SERIALIZABLE transaction's read: the server locks what it reads.
+    LockingRead,
     /// Its transaction wrote one of the tables it reads.
     WrittenInTransaction,
     /// A table it read changed since its transaction's snapshot point.
@@ -123,6 +125,7 @@ impl Reason {
         Reason::IdentityUnknown,
         Reason::HitsSuspended,
         Reason::ReadUncommitted,
+        Reason::LockingRead,
         Reason::WrittenInTransaction,
         Reason::ChangedSinceSnapshot,
         Reason::Cursor,
@@ -166,6 +169,7 @@ impl Reason {
             Reason::IdentityUnknown => "identity_unknown",
             Reason::HitsSuspended => "hits_suspended",
             Reason::ReadUncommitted => "read_uncommitted",
+            Reason::LockingRead => "locking_read",
             Reason::WrittenInTransaction => "written_in_transaction",
             Reason::ChangedSinceSnapshot => "changed_since_snapshot",
             Reason::Cursor => "cursor",

@@ -119,6 +119,16 @@ pub fn may_store<Snapshot: Copy>(
     }
 }
 
+/// Whether a plain SELECT is a locking read: InnoDB runs every plain SELECT of a transaction
+/// under SERIALIZABLE as `… LOCK IN SHARE MODE` (an autocommit SELECT stays a consistent
+/// read). A locking read waits for rows other transactions locked (or times out) and makes
+/// their writes wait for its own shared locks, and it reads the latest committed rows rather
+/// than the snapshot: a cached answer does none of that, so it is neither served nor stored.
+/// `in_transaction` counts a read under autocommit=0, which opens one.
+pub fn locking_read(in_transaction: bool, serializable: bool) -> bool {
+    in_transaction && serializable
+}
+
 /// Whether a statement sent in a transaction certainly opened its read view: a forwarded
 /// cacheable read (`cacheable_read`: a plain SELECT of tables, no locking clause). Anything else
 /// may or may not have (a `SELECT 1`, a locking read, a write) and leaves the view unknown.
@@ -134,6 +144,18 @@ mod tests {
     type Snapshot = u64;
     const S0: Snapshot = 3;
     const NOW: Snapshot = 9;
+
+    #[test]
+    fn serializable_transactions_read_with_locks() {
+        for (in_txn, ser, locking) in [
+            (false, false, false),
+            (false, true, false),
+            (true, false, false),
+            (true, true, true),
+        ] {
+            assert_eq!(locking_read(in_txn, ser), locking, "{in_txn} {ser}");
+        }
+    }
 
     #[test]
     fn before_send_rules() {

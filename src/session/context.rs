@@ -93,6 +93,9 @@ impl Session {
                 .chain(found.iter().map(|(n, v)| (*n, v.as_deref())))
                 .collect();
             (self.st.server_ctx, self.st.isolation_ru) = context::server_context(&pairs);
+            self.st.isolation_ser = pairs
+                .iter()
+                .any(|(n, v)| context::is_isolation(n) && v.is_some_and(context::serializable));
             self.st.refresh_fingerprint(&self.shared);
             return Ok(());
         }
@@ -135,6 +138,8 @@ impl Session {
         batch.push(&reset);
         batch.push(RESTORE);
         let mut answers = self.batch(&batch).await?;
+        // The resetter read a derived table: the server cleared its diagnostics.
+        self.st.diag_may_persist = false;
         let probed = probe.map(|_| answers.get_mut(1).and_then(Option::take));
         let row = answers
             .first_mut()

@@ -42,6 +42,8 @@ impl Session {
                 }
             }
         }
+        // Over a derived table: the server cleared its warnings.
+        self.st.diag_may_persist = resp.error;
         if resp.error {
             // A server that refuses it (a SELECT is not allowed in this state): the next
             // statement's own answer stands, as before.

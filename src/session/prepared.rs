@@ -72,6 +72,9 @@ impl Session {
         };
         let long_data = std::mem::take(&mut stmt.long_data);
         let kind = stmt.kind;
+        // The values sent as long data are not in this packet: the ones after them would be
+        // read in their place (`Session::execute_literals`).
+        self.st.execute_long_data = long_data;
         let bulk = pkt.first() == Some(com::STMT_BULK_EXECUTE);
         if kind == StatementKind::Select && !bulk {
             return self.execute_select(pkt, id, long_data).await;

@@ -180,13 +180,23 @@ impl Session {
     /// The snapshot rules that apply to a read now; None when the cache cannot be used at
     /// all for this read.
     pub(super) fn read_mode(&self) -> Option<ReadMode> {
-        if self.shared.hits_suspended() {
+        if self.shared.hits_suspended() || self.locking_reads() {
             return None;
         }
         Some(snapshot::read_view(
             self.st.txn.as_ref().map(|t| t.view()),
             self.st.status & status::AUTOCOMMIT != 0,
         ))
+    }
+
+    /// Whether a plain SELECT sent now is a locking read (`policy::snapshot::locking_read`):
+    /// a transaction is open or autocommit=0 opens one, and its isolation level is (or, for
+    /// `SET TRANSACTION` of the next one, may be) SERIALIZABLE.
+    fn locking_reads(&self) -> bool {
+        let in_txn = self.st.txn.is_some()
+            || self.st.status & (status::IN_TRANS) != 0
+            || self.st.status & status::AUTOCOMMIT == 0;
+        snapshot::locking_read(in_txn, self.st.isolation_ser || self.st.next_txn_ser)
     }
 
     /// A cached entry this session may be served, if any (counted as a hit).
@@ -299,6 +309,9 @@ impl Session {
         };
         if self.st.dirty_reads {
             return Err(Reason::ReadUncommitted);
+        }
+        if self.locking_reads() {
+            return Err(Reason::LockingRead);
         }
         if let Some(txn) = &self.st.txn {
             if tables.iter().any(|t| txn.wrote(t)) {

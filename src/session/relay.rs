@@ -204,6 +204,15 @@ impl Session {
                 Step::Done => break,
             }
         }
+        // Reads and writes of named tables make the server clear its diagnostics.
+        let used_tables = cacheable_read
+            || !self.st.pending.tables.is_empty()
+            || !self.st.pending.rows.is_empty();
+        self.st.diag_may_persist = crate::policy::diagnostics::may_persist(
+            self.st.diag_may_persist,
+            resp.error || resp.warnings > 0,
+            used_tables,
+        );
         self.end_of_response();
         Ok(resp)
     }

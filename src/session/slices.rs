@@ -24,6 +24,9 @@ impl Session {
         if payload.first() != Some(&com::STMT_EXECUTE) {
             return None;
         }
+        if self.st.execute_long_data {
+            return None;
+        }
         let id = super::stmt_id(payload)?;
         let stmt = self.st.stmts.get(&id)?;
         let p = commands::execute_params(payload, stmt.params, stmt.types.as_deref())?;

@@ -92,6 +92,18 @@ pub struct SessionState {
     /// The session's isolation level is READ UNCOMMITTED (read from the server at connect,
     /// or set since).
     pub isolation_ru: bool,
+    /// The server's diagnostics area may hold warnings or errors of an earlier statement
+    /// (`policy::diagnostics::may_persist`): a read-back would clear them.
+    pub diag_may_persist: bool,
+    /// The execute in progress had parameters sent with COM_STMT_SEND_LONG_DATA: its packet
+    /// lacks their values, so no parameter of it can be read from the packet.
+    pub execute_long_data: bool,
+    /// The session's isolation level is SERIALIZABLE (at connect, or set since): reads in a
+    /// transaction are locking reads (`policy::snapshot::locking_read`).
+    pub isolation_ser: bool,
+    /// `SET TRANSACTION ISOLATION LEVEL SERIALIZABLE` for the next transaction: kept until a
+    /// reset, like `next_txn_ru`.
+    pub next_txn_ser: bool,
     /// `SET TRANSACTION ISOLATION LEVEL READ UNCOMMITTED` for the next transaction: kept
     /// until a reset, since qcache does not follow which statement consumes it.
     pub next_txn_ru: bool,
@@ -165,6 +177,10 @@ impl SessionState {
             dirty_reads: false,
             isolation_ru: false,
             next_txn_ru: false,
+            isolation_ser: false,
+            next_txn_ser: false,
+            execute_long_data: false,
+            diag_may_persist: false,
             server_ctx: 0,
             mariadb: crate::policy::context::is_mariadb(&n.greeting.server_version),
             temp_tables: HashSet::new(),
@@ -278,6 +294,8 @@ impl SessionState {
         self.lost_track = false;
         self.isolation_ru = false;
         self.next_txn_ru = false;
+        self.isolation_ser = false;
+        self.next_txn_ser = false;
         // Read again by the caller (`Session::read_server_context`).
         self.server_ctx = 0;
         self.temp_tables.clear();

@@ -91,6 +91,7 @@ impl Session {
                 Assignment::Literal => {}
                 Assignment::Keyed { value, .. } => {
                     self.st.isolation_ru = context::reads_uncommitted(value);
+                    self.st.isolation_ser = context::serializable(value);
                 }
                 Assignment::ReadBack(names) => {
                     read_back.extend(names.iter().map(|n| n.to_string()));
@@ -107,10 +108,13 @@ impl Session {
             }
             if k == "transaction" && v.to_ascii_uppercase().contains("ISOLATION") {
                 let ru = context::reads_uncommitted(v);
+                let ser = context::serializable(v);
                 if i.next_transaction_only {
                     self.st.next_txn_ru |= ru;
+                    self.st.next_txn_ser |= ser;
                 } else {
                     self.st.isolation_ru = ru;
+                    self.st.isolation_ser = ser;
                 }
             }
             match context::key_entries(k, v, i.next_transaction_only) {
@@ -123,8 +127,9 @@ impl Session {
         }
         if !read_back.is_empty() {
             let names: Vec<&str> = read_back.iter().map(String::as_str).collect();
-            // The read-back would clear the SET's warnings, which the client may ask for.
-            let values = if warnings == 0 {
+            // The read-back would clear the SET's warnings, or those of an earlier statement
+            // that the SET left in place, which the client may ask for.
+            let values = if warnings == 0 && !self.st.diag_may_persist {
                 self.read_back(&names).await?
             } else {
                 None
@@ -135,6 +140,7 @@ impl Session {
                         let v = v.unwrap_or_else(|| "\u{0}NULL".to_string());
                         if context::is_isolation(n) {
                             self.st.isolation_ru = context::reads_uncommitted(&v);
+                            self.st.isolation_ser = context::serializable(&v);
                         }
                         self.st.vars.insert(context::key_name(n).to_string(), v);
                     }
