@@ -156,6 +156,12 @@ impl Session {
         let identified = self.privileges_current()
             || (self.st.qct != QueryCacheType::Off
                 && !self.st.lost_track
+                && self
+                    .st
+                    .stmts
+                    .get(&id)
+                    .map(|s| s.sql.clone())
+                    .is_some_and(|sql| self.may_ask_identity(&sql))
                 && self.refresh_privileges().await?);
         let Some(stmt) = self.st.stmts.get_mut(&id) else {
             return self.relay_command(&pkt, Expect::Results).await.map(drop);

@@ -80,6 +80,10 @@ impl Session {
         let Some(mode) = self.read_mode() else {
             return Ok(None);
         };
+        // Who the session is must be asked first (`may_ask_identity`): the full path decides.
+        if self.st.identity.is_none() {
+            return Ok(None);
+        }
         if !self.privileges_current() && !self.refresh_privileges().await? {
             return Ok(None);
         }
@@ -134,7 +138,8 @@ impl Session {
                 .map(drop);
         }
         // The key holds the account, role and privilege generation the server reports.
-        let identified = self.privileges_current() || self.refresh_privileges().await?;
+        let identified = self.privileges_current()
+            || (self.may_ask_identity(&stmt) && self.refresh_privileges().await?);
         let mode = self.read_mode().filter(|_| identified);
         let key = key(self.st.fingerprint, TAG_TEXT, &stmt);
         let tried = looked_up && scan.hint_spans.is_empty();
@@ -175,6 +180,24 @@ impl Session {
         self.miss(pkt.seq, &payload, &payload[1..], plan, mode)
             .await
             .map(drop)
+    }
+
+    /// Whether the session's identity may be asked before `stmt` (when it is not known
+    /// yet: after connect, reset, change-user, SET ROLE). The ask is a SELECT of its own,
+    /// which leaves `FOUND_ROWS()` 1 and `ROW_COUNT()` -1: harmless before a read of tables,
+    /// which sets both (and clears the warnings) itself, but not before `SELECT FOUND_ROWS()`,
+    /// `SELECT ROW_COUNT()`, `SELECT @@warning_count`, which read them. Such a statement is
+    /// never cached, so it does without: only statements that name tables ask.
+    pub(super) fn may_ask_identity(&self, stmt: &[u8]) -> bool {
+        if self.st.identity.is_some() {
+            return true;
+        }
+        let text = analysis::server_text(stmt, self.st.server);
+        let digest = analysis::digest(&text);
+        match &*self.shared.analyzer.analyze(&text, digest) {
+            Analysis::Read(info) => info.verdict.is_ok() && !info.tables.is_empty(),
+            _ => false,
+        }
     }
 
     /// The snapshot rules that apply to a read now; None when the cache cannot be used at
