@@ -503,5 +503,47 @@ async fn a_long_data_write_names_no_rows() {
         vec![id_value],
         "the long-data row was not seen through qcache"
     );
+
+/// Row slices with a client that sends parameter types only on the first execute (as
+/// libmariadb does): the later, untyped executes of a write still name their rows, so
+/// another customer's entry stays served.
+#[tokio::test]
+async fn untyped_executes_of_a_write_name_their_rows() {
+    let schema = common::fresh_schema("ps_rows").await;
+    let mut d = common::direct_to(&schema).await;
+    d.query_drop(
+        "CREATE TABLE o (id INT AUTO_INCREMENT PRIMARY KEY, customer_id INT NOT NULL, \
+         KEY (customer_id))",
+    )
+    .await
+    .unwrap();
+    d.query_drop("INSERT INTO o (customer_id) VALUES (1), (2)")
+        .await
+        .unwrap();
+    let proxy = common::proxy(|c| {
+        c.invalidation.granularity = qcache::config::Granularity::Row;
+    })
+    .await;
+    let mut c = proxy.conn(&schema).await;
+    let two = "SELECT id FROM o WHERE customer_id = 2";
+    let mut w = Raw::connect(&proxy.addr_string(), "root", &schema, true).await;
+    let (id, _) = prepare(&mut w, "INSERT INTO o (customer_id) VALUES (?)").await;
+    let hits = || proxy.running.shared.cache.stats().hits();
+    for (i, e) in [execute(id, 0, &[Some(1)]), execute_untyped(id, 1)]
+        .iter()
+        .enumerate()
+    {
+        let _: Vec<i64> = c.query(two).await.unwrap();
+        let (pk, resp) = w.command(e, Expect::Results).await;
+        assert!(
+            !resp.error,
+            "{:?}",
+            qcache::protocol::packets::parse_err(&pk[0].payload)
+        );
+        let h = hits();
+        let got: Vec<i64> = c.query(two).await.unwrap();
+        assert_eq!(got, vec![2]);
+        assert_eq!(hits(), h + 1, "customer 2's entry served after execute {i}");
+    }
     proxy.shutdown().await;
 }

@@ -90,6 +90,11 @@ impl Session {
                 return Ok(());
             }
         }
+        if kind == StatementKind::Write && !bulk {
+            // Later executes may come without types (new-params-bound = 0): remember them,
+            // or those writes' rows could not be read and would bump whole tables.
+            self.learn_types(id, &pkt.payload);
+        }
         let pkt = if bulk {
             pkt
         } else {
@@ -260,6 +265,22 @@ impl Session {
                 self.plan_side_effects(&an);
                 self.types_sent(id, typed);
                 self.forward_read(pkt.seq, &up, None, false).await.map(drop)
+            }
+        }
+    }
+
+    /// Remembers the parameter types an execute of statement `id` carries, if they differ
+    /// from those remembered.
+    fn learn_types(&mut self, id: u32, payload: &[u8]) {
+        let Some(s) = self.st.stmts.get_mut(&id) else {
+            return;
+        };
+        if let Some(ExecuteParams {
+            types: Some(types), ..
+        }) = commands::execute_params(payload, s.params, None)
+        {
+            if s.types.as_deref() != Some(types) {
+                s.types = Some(Bytes::copy_from_slice(types));
             }
         }
     }
