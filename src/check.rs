@@ -13,6 +13,14 @@
 //! Because values only grow, "less than the floor" is a proof of staleness with no false
 //! positives from races: a write acknowledged after the read started can only raise a value.
 //!
+//! Row slices (`invalidation.granularity = "row"`) get reads and writes of their own shape: an
+//! orders-like table whose rows belong to customers, read per customer (`WHERE customer_id =
+//! ?`, `IN` lists, a join chain from a customers table), while writers insert rows for their
+//! customers (one or two per statement), delete a customer's oldest row and move a row from
+//! one customer to another (an UPDATE of the slice column). Each customer's MIN(v) and MAX(v)
+//! only grow: inserts and moves bring a value above every other of the customer, deletes and
+//! moves take away its lowest, and every customer keeps at least two rows.
+//!
 //! With several targets (instances of one fleet sharing an L2), writers and readers are spread
 //! over them; a write acknowledged through one target counts for reads through another after
 //! `cross_lag` (0 when every hit is validated against L2), so stale reads *across* instances
@@ -51,8 +59,10 @@ pub struct CheckOptions {
     pub allowed_lag: Duration,
     /// Seed of the statement mix, so that a failing run can be repeated.
     pub seed: u64,
-    /// Keys each writer owns.
+    /// Keys each writer owns (and customers of the slice table).
     pub keys_per_writer: usize,
+    /// Only the slice-shaped reads and writes (module doc).
+    pub slices_only: bool,
 }
 
 impl Default for CheckOptions {
@@ -73,6 +83,7 @@ impl Default for CheckOptions {
             allowed_lag: Duration::from_millis(50),
             seed: 1,
             keys_per_writer: 4,
+            slices_only: false,
         }
     }
 }
@@ -226,11 +237,14 @@ impl Rng {
     }
 }
 
-/// The two tables a write may touch.
+/// What the ledger keeps values of: the two one-row-per-key tables, and per customer the
+/// lowest and highest `v` of its rows in the slice table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Table {
     C = 0,
     J = 1,
+    SliceMin = 2,
+    SliceMax = 3,
 }
 
 /// One acknowledged write: the value and when its OK arrived.
@@ -253,8 +267,8 @@ struct History {
 
 /// The shared record of acknowledged writes.
 struct Ledger {
-    /// Indexed `[table][key]`.
-    keys: [Vec<Mutex<History>>; 2],
+    /// Indexed `[table][key]` (customers are keys too).
+    keys: [Vec<Mutex<History>>; 4],
     allowed_lag: Duration,
     cross_lag: Duration,
 }
@@ -267,7 +281,7 @@ impl Ledger {
     fn new(nkeys: usize, allowed_lag: Duration, cross_lag: Duration) -> Ledger {
         let mk = || (0..nkeys).map(|_| Mutex::new(History::default())).collect();
         Ledger {
-            keys: [mk(), mk()],
+            keys: [mk(), mk(), mk(), mk()],
             allowed_lag,
             cross_lag,
         }
@@ -351,6 +365,10 @@ struct Names {
     c: String,
     j: String,
     v: String,
+    /// The slice table: (id, customer_id, v), read per customer.
+    s: String,
+    /// Customers, the head of the join chain to `s`.
+    cu: String,
 }
 
 impl Names {
@@ -366,6 +384,8 @@ impl Names {
             c: format!("{base}_c"),
             j: format!("{base}_j"),
             v: format!("{base}_v"),
+            s: format!("{base}_s"),
+            cu: format!("{base}_cu"),
         }
     }
 }
@@ -525,8 +545,11 @@ pub async fn run(o: &CheckOptions) -> Result<Report, CheckError> {
 async fn setup(c: &mut Conn, n: &Names, nkeys: usize) -> Result<(), mysql_async::Error> {
     c.query_drop(format!("DROP VIEW IF EXISTS `{}`", n.v))
         .await?;
-    c.query_drop(format!("DROP TABLE IF EXISTS `{}`, `{}`", n.c, n.j))
-        .await?;
+    c.query_drop(format!(
+        "DROP TABLE IF EXISTS `{}`, `{}`, `{}`, `{}`",
+        n.c, n.j, n.s, n.cu
+    ))
+    .await?;
     c.query_drop(format!(
         "CREATE TABLE `{}` (id INT PRIMARY KEY, v BIGINT NOT NULL) ENGINE=InnoDB",
         n.c
@@ -548,14 +571,108 @@ async fn setup(c: &mut Conn, n: &Names, nkeys: usize) -> Result<(), mysql_async:
         .await?;
     c.query_drop(format!("INSERT INTO `{}` VALUES {rows}", n.j))
         .await?;
+    c.query_drop(format!(
+        "CREATE TABLE `{}` (id INT PRIMARY KEY, name VARCHAR(20) NOT NULL) ENGINE=InnoDB",
+        n.cu
+    ))
+    .await?;
+    c.query_drop(format!(
+        "CREATE TABLE `{}` (id INT AUTO_INCREMENT PRIMARY KEY, customer_id INT NOT NULL, \
+         v BIGINT NOT NULL, KEY (customer_id)) ENGINE=InnoDB",
+        n.s
+    ))
+    .await?;
+    let names: Vec<String> = (0..nkeys).map(|k| format!("({k}, 'c{k}')")).collect();
+    c.query_drop(format!(
+        "INSERT INTO `{}` VALUES {}",
+        n.cu,
+        names.join(", ")
+    ))
+    .await?;
+    // Every customer starts with `v` = 1..=SLICE_START.
+    let rows: Vec<String> = (0..nkeys)
+        .flat_map(|k| (1..=SLICE_START).map(move |v| format!("({k}, {v})")))
+        .collect();
+    c.query_drop(format!(
+        "INSERT INTO `{}` (customer_id, v) VALUES {}",
+        n.s,
+        rows.join(", ")
+    ))
+    .await?;
     Ok(())
 }
+
+/// Rows each customer starts with (`v` = 1..=SLICE_START).
+const SLICE_START: i64 = 3;
 
 async fn teardown(c: &mut Conn, n: &Names) -> Result<(), mysql_async::Error> {
     c.query_drop(format!("DROP VIEW IF EXISTS `{}`", n.v))
         .await?;
-    c.query_drop(format!("DROP TABLE IF EXISTS `{}`, `{}`", n.c, n.j))
-        .await
+    c.query_drop(format!(
+        "DROP TABLE IF EXISTS `{}`, `{}`, `{}`, `{}`",
+        n.c, n.j, n.s, n.cu
+    ))
+    .await
+}
+
+/// A writer's view of its customers' rows in the slice table: their `v`s, lowest first, and
+/// the next value to write. Only the owning writer changes a customer's rows.
+struct Customers {
+    keys: Vec<usize>,
+    rows: Vec<VecDeque<i64>>,
+    next: Vec<i64>,
+    /// A slice write failed without an answer: whether it happened is unknown, so this
+    /// writer's view may be wrong and it stops writing slices (reads stay checked against
+    /// what was acknowledged).
+    lost: bool,
+}
+
+impl Customers {
+    fn new(keys: Vec<usize>) -> Customers {
+        let n = keys.len();
+        Customers {
+            keys,
+            rows: vec![(1..=SLICE_START).collect(); n],
+            next: vec![SLICE_START + 1; n],
+            lost: false,
+        }
+    }
+
+    fn take_next(&mut self, i: usize) -> i64 {
+        let v = self.next[i];
+        self.next[i] += 1;
+        v
+    }
+}
+
+/// One slice write: the statement (text with literals, or prepared with parameters), then
+/// what it does to the writer's view once acknowledged.
+struct SliceWrite {
+    text: String,
+    prepared: String,
+    params: Vec<i64>,
+    /// (customer index in `Customers`, value appended) and (customer index) whose lowest
+    /// row goes.
+    appends: Vec<(usize, i64)>,
+    removes_lowest: Option<usize>,
+}
+
+impl SliceWrite {
+    /// Applies an acknowledged write to the view; returns the ledger entries it proves.
+    fn apply(&self, cs: &mut Customers) -> Vec<(Table, usize, i64)> {
+        let mut out = Vec::new();
+        if let Some(i) = self.removes_lowest {
+            cs.rows[i].pop_front();
+            if let Some(&lowest) = cs.rows[i].front() {
+                out.push((Table::SliceMin, cs.keys[i], lowest));
+            }
+        }
+        for &(i, v) in &self.appends {
+            cs.rows[i].push_back(v);
+            out.push((Table::SliceMax, cs.keys[i], v));
+        }
+        out
+    }
 }
 
 struct Worker {
@@ -603,6 +720,8 @@ impl Link {
 impl Worker {
     async fn write_loop(mut self, keys: Vec<usize>) {
         let mut next = vec![0i64; self.nkeys];
+        // The customers of the slice table are numbered like the keys, and owned alike.
+        let mut cs = Customers::new(keys.clone());
         let mut target = Link {
             what: "the target",
             addr: self.targets[self.via].clone(),
@@ -618,7 +737,13 @@ impl Worker {
             next[key] += 1;
             let value = next[key];
             let go_direct = self.o.direct_writes && self.rng.chance(self.o.direct_share);
-            let mix = self.rng.below(4);
+            let mix = match (cs.lost, self.o.slices_only) {
+                (true, _) => self.rng.below(4),
+                (false, true) => 4 + self.rng.below(3),
+                (false, false) => self.rng.below(7),
+            };
+            let slice = (mix >= 4).then(|| self.slice_write(mix, &mut cs));
+            let prepared = self.rng.chance(0.5);
             let link = match (go_direct, direct.as_mut()) {
                 (true, Some(d)) => d,
                 _ => &mut target,
@@ -627,7 +752,18 @@ impl Worker {
                 continue;
             };
             let n = &self.names;
-            let res: Result<Vec<Table>, mysql_async::Error> = async {
+            let res: Result<Vec<(Table, usize, i64)>, mysql_async::Error> = async {
+                if let Some(w) = &slice {
+                    // Autocommit only: a transaction's writes may bump whole tables, which
+                    // would hide what slices do (transactions are in the mix above).
+                    if prepared {
+                        conn.exec_drop(w.prepared.as_str(), w.params.clone())
+                            .await?;
+                    } else {
+                        conn.query_drop(w.text.as_str()).await?;
+                    }
+                    return Ok(w.apply(&mut cs));
+                }
                 match mix {
                     0 => {
                         conn.query_drop(format!(
@@ -635,7 +771,7 @@ impl Worker {
                             n.c
                         ))
                         .await?;
-                        Ok(vec![Table::C])
+                        Ok(vec![(Table::C, key, value)])
                     }
                     1 => {
                         conn.exec_drop(
@@ -643,7 +779,7 @@ impl Worker {
                             (value, key as i64),
                         )
                         .await?;
-                        Ok(vec![Table::J])
+                        Ok(vec![(Table::J, key, value)])
                     }
                     2 => {
                         // Both tables in one transaction: acknowledged by the COMMIT's OK.
@@ -659,7 +795,7 @@ impl Worker {
                         ))
                         .await?;
                         conn.query_drop("COMMIT").await?;
-                        Ok(vec![Table::C, Table::J])
+                        Ok(vec![(Table::C, key, value), (Table::J, key, value)])
                     }
                     _ => {
                         // autocommit=0 style: the write is only acknowledged by COMMIT.
@@ -671,21 +807,22 @@ impl Worker {
                         .await?;
                         conn.query_drop("COMMIT").await?;
                         conn.query_drop("SET autocommit = 1").await?;
-                        Ok(vec![Table::C])
+                        Ok(vec![(Table::C, key, value)])
                     }
                 }
             }
             .await;
             match res {
-                Ok(tables) => {
-                    let ack = Ack {
-                        at: Instant::now(),
-                        value,
-                        direct: go_direct,
-                        via: self.via,
-                    };
-                    for t in tables {
-                        self.ledger.ack(t, key, ack);
+                Ok(acked) => {
+                    let at = Instant::now();
+                    for (t, k, value) in acked {
+                        let ack = Ack {
+                            at,
+                            value,
+                            direct: go_direct,
+                            via: self.via,
+                        };
+                        self.ledger.ack(t, k, ack);
                     }
                     self.tally.writes.fetch_add(1, Ordering::Relaxed);
                     if go_direct {
@@ -695,12 +832,84 @@ impl Worker {
                 Err(e) => {
                     self.tally.error("write", e);
                     link.fail();
+                    if slice.is_some() {
+                        cs.lost = true;
+                    }
                 }
             }
         }
         for link in std::iter::once(&mut target).chain(direct.as_mut()) {
             if let Some(c) = link.conn.take() {
                 let _ = c.disconnect().await;
+            }
+        }
+    }
+
+    /// Plans one write to the slice table (`mix` 4: insert one or two rows, 5: delete a
+    /// customer's lowest row, 6: move it to another customer with a new highest value). A
+    /// customer never drops below two rows, so its MIN and MAX both stay defined and
+    /// growing; what cannot be done keeps to an insert.
+    fn slice_write(&mut self, mix: usize, cs: &mut Customers) -> SliceWrite {
+        let s = &self.names.s;
+        let n = cs.keys.len();
+        let i = self.rng.below(n);
+        let other = (n > 1).then(|| (i + 1 + self.rng.below(n - 1)) % n);
+        let removable = cs.rows[i].len() > 2;
+        match (mix, other) {
+            (5, _) if removable => {
+                let low = cs.rows[i][0];
+                let x = cs.keys[i] as i64;
+                SliceWrite {
+                    text: format!("DELETE FROM `{s}` WHERE customer_id = {x} AND v = {low}"),
+                    prepared: format!("DELETE FROM `{s}` WHERE customer_id = ? AND v = ?"),
+                    params: vec![x, low],
+                    appends: Vec::new(),
+                    removes_lowest: Some(i),
+                }
+            }
+            (6, Some(j)) if removable => {
+                let low = cs.rows[i][0];
+                let (x, y) = (cs.keys[i] as i64, cs.keys[j] as i64);
+                let v = cs.take_next(j);
+                SliceWrite {
+                    text: format!(
+                        "UPDATE `{s}` SET customer_id = {y}, v = {v} \
+                         WHERE customer_id = {x} AND v = {low}"
+                    ),
+                    prepared: format!(
+                        "UPDATE `{s}` SET customer_id = ?, v = ? WHERE customer_id = ? AND v = ?"
+                    ),
+                    params: vec![y, v, x, low],
+                    appends: vec![(j, v)],
+                    removes_lowest: Some(i),
+                }
+            }
+            _ => {
+                // One row, or one for this customer and one for another.
+                let mut targets = vec![i];
+                if let Some(j) = other.filter(|_| self.rng.chance(0.3)) {
+                    targets.push(j);
+                }
+                let appends: Vec<(usize, i64)> =
+                    targets.iter().map(|&t| (t, cs.take_next(t))).collect();
+                let lits: Vec<String> = appends
+                    .iter()
+                    .map(|&(t, v)| format!("({}, {v})", cs.keys[t]))
+                    .collect();
+                let marks = vec!["(?, ?)"; appends.len()].join(", ");
+                SliceWrite {
+                    text: format!(
+                        "INSERT INTO `{s}` (customer_id, v) VALUES {}",
+                        lits.join(", ")
+                    ),
+                    prepared: format!("INSERT INTO `{s}` (customer_id, v) VALUES {marks}"),
+                    params: appends
+                        .iter()
+                        .flat_map(|&(t, v)| [cs.keys[t] as i64, v])
+                        .collect(),
+                    appends,
+                    removes_lowest: None,
+                }
             }
         }
     }
@@ -722,7 +931,11 @@ impl Worker {
                 continue;
             };
             let key = self.rng.below(self.nkeys);
-            let kind = self.rng.below(7);
+            let kind = if self.o.slices_only {
+                7 + self.rng.below(4)
+            } else {
+                self.rng.below(11)
+            };
             let prepared = self.rng.chance(0.5);
             let in_txn = self.rng.chance(0.2);
             let proto = match (in_txn, prepared) {
@@ -731,6 +944,14 @@ impl Worker {
                 (false, true) => "prepared",
                 (false, false) => "text",
             };
+            if kind >= 7 {
+                let label = format!("{proto}{at}");
+                if let Err(e) = self.slice_read(conn, kind, prepared, in_txn, &label).await {
+                    self.tally.error("read", e);
+                    link.fail();
+                }
+                continue;
+            }
             // A range of up to 4 keys for the aggregates.
             let lo = key.min(self.nkeys.saturating_sub(4));
             let hi = (lo + 3).min(self.nkeys - 1);
@@ -876,6 +1097,124 @@ impl Worker {
         if let Some(c) = link.conn.take() {
             let _ = c.disconnect().await;
         }
+    }
+}
+
+impl Worker {
+    /// One read of the slice table (`kind` 7: one customer, 8: an IN list of two, 9: through
+    /// the join chain from customers, 10: the customer's rows themselves), checked per
+    /// customer against the floors of its MIN(v) and MAX(v).
+    async fn slice_read(
+        &mut self,
+        conn: &mut Conn,
+        kind: usize,
+        prepared: bool,
+        in_txn: bool,
+        label: &str,
+    ) -> Result<(), mysql_async::Error> {
+        let (s, cu) = (self.names.s.clone(), self.names.cu.clone());
+        let x = self.rng.below(self.nkeys);
+        let y = if self.nkeys > 1 {
+            (x + 1 + self.rng.below(self.nkeys - 1)) % self.nkeys
+        } else {
+            x
+        };
+        let (what, custs, text): (&str, Vec<usize>, String) = match kind {
+            7 => (
+                "slice",
+                vec![x],
+                format!(
+                    "SELECT customer_id, MIN(v), MAX(v) FROM `{s}` WHERE customer_id = {{}} \
+                     GROUP BY customer_id"
+                ),
+            ),
+            8 => (
+                "slice(in)",
+                vec![x, y],
+                format!(
+                    "SELECT customer_id, MIN(v), MAX(v) FROM `{s}` \
+                     WHERE customer_id IN ({{}}) GROUP BY customer_id"
+                ),
+            ),
+            9 => (
+                "slice(join)",
+                vec![x],
+                format!(
+                    "SELECT c.id, MIN(o.v), MAX(o.v) FROM `{cu}` c \
+                     JOIN `{s}` o ON o.customer_id = c.id WHERE c.id = {{}} GROUP BY c.id"
+                ),
+            ),
+            _ => (
+                "slice(rows)",
+                vec![x],
+                format!("SELECT customer_id, v FROM `{s}` WHERE customer_id = {{}} ORDER BY v"),
+            ),
+        };
+        let lits: Vec<String> = custs.iter().map(|c| c.to_string()).collect();
+        let qs = vec!["?"; custs.len()].join(", ");
+        let sql = if prepared {
+            text.replace("{}", &qs)
+        } else {
+            text.replace("{}", &lits.join(", "))
+        };
+        let params: Vec<i64> = custs.iter().map(|&c| c as i64).collect();
+        // Floors before the read is sent.
+        let start = Instant::now();
+        let floors: Vec<(i64, i64)> = custs
+            .iter()
+            .map(|&c| {
+                (
+                    self.ledger.floor(Table::SliceMin, c, start, self.via),
+                    self.ledger.floor(Table::SliceMax, c, start, self.via),
+                )
+            })
+            .collect();
+        if in_txn {
+            conn.query_drop("START TRANSACTION").await?;
+        }
+        // Per customer: (MIN, MAX) as read.
+        let got: Vec<(i64, i64, i64)> = if kind == 10 {
+            let rows: Vec<(i64, i64)> = if prepared {
+                conn.exec(sql.as_str(), params).await?
+            } else {
+                conn.query(sql.as_str()).await?
+            };
+            let lo = rows.iter().map(|r| r.1).min();
+            let hi = rows.iter().map(|r| r.1).max();
+            match (rows.first(), lo, hi) {
+                (Some(r), Some(lo), Some(hi)) => vec![(r.0, lo, hi)],
+                _ => Vec::new(),
+            }
+        } else if prepared {
+            conn.exec(sql.as_str(), params).await?
+        } else {
+            conn.query(sql.as_str()).await?
+        };
+        if in_txn {
+            conn.query_drop("COMMIT").await?;
+        }
+        self.tally.reads.fetch_add(1, Ordering::Relaxed);
+        for (&c, &(fmin, fmax)) in custs.iter().zip(&floors) {
+            let Some(&(_, lo, hi)) = got.iter().find(|r| r.0 == c as i64) else {
+                self.tally.error(
+                    "read",
+                    format!("{sql}: no rows for customer {c} (each keeps at least two)"),
+                );
+                continue;
+            };
+            for (part, got, floor) in [("MIN(v)", lo, fmin), ("MAX(v)", hi, fmax)] {
+                if got < floor {
+                    self.tally.stale(StaleRead {
+                        kind: format!("{what}/{label}"),
+                        keys: format!("{part} of customer {c}"),
+                        got,
+                        floor,
+                    });
+                    break;
+                }
+            }
+        }
+        Ok(())
     }
 }
 

@@ -165,6 +165,10 @@ pub struct CheckArgs {
     /// Seed of the statement mix, to repeat a run.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Only the row-slice reads and writes (a customer's rows by `=`, IN and a join chain;
+    /// inserts, deletes, rows moved between customers), without the point/aggregate mix.
+    #[arg(long)]
+    pub slices_only: bool,
 }
 
 impl CheckArgs {
@@ -184,6 +188,7 @@ impl CheckArgs {
             direct_share: self.direct_share,
             allowed_lag: self.allowed_lag,
             seed: self.seed,
+            slices_only: self.slices_only,
             ..Default::default()
         }
     }

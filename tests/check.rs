@@ -175,3 +175,55 @@ async fn check_consistency_command_fails_on_stale_reads() {
     assert!(stdout.contains("FAIL (stale reads)"), "{stdout}");
     proxy.shutdown().await;
 }
+
+/// Row slices: the slice-shaped mix (a customer's rows by `=`, IN and a join chain, while
+/// rows are inserted, deleted and moved between customers, through qcache and directly
+/// through the binlog) finds nothing stale on a correct qcache, and finds stale reads on one
+/// whose writes skip their slice bumps (a debug-build switch; there is no such switch in a
+/// release build). Both runs are one scenario, so the pass means something.
+#[cfg(debug_assertions)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn checker_slice_mix_passes_and_fails_without_slice_bumps() {
+    for broken in [false, true] {
+        let schema = common::fresh_schema(if broken { "chk_sl_bad" } else { "chk_sl_ok" }).await;
+        let proxy = common::proxy(|c| c.invalidation.binlog = qcache::config::BinlogMode::On).await;
+        assert_eq!(
+            proxy.running.shared.config().invalidation.granularity,
+            qcache::config::Granularity::Row
+        );
+        binlog_connected(&proxy).await;
+        proxy
+            .running
+            .shared
+            .cache
+            .versions()
+            .break_slice_bumps(broken);
+        let mut o = options(&proxy.addr_string(), &schema, 3);
+        o.slices_only = true;
+        o.direct_writes = true;
+        o.direct_share = 0.3;
+        o.allowed_lag = Duration::from_secs(1);
+        let report = tokio::time::timeout(Duration::from_secs(60), check::run(&o))
+            .await
+            .expect("check run hung")
+            .expect("check run could not start");
+        println!("slice bumps broken: {broken}\n{report}");
+        assert!(report.reads > 100 && report.writes > 20, "{report}");
+        assert!(report.direct_writes > 0, "{report}");
+        assert!(report.hits.unwrap_or(0) > 0, "{report}");
+        if broken {
+            assert!(report.stale_reads > 0, "{report}");
+            assert!(
+                report
+                    .stale_examples
+                    .iter()
+                    .all(|s| s.kind.starts_with("slice")),
+                "{report}"
+            );
+        } else {
+            assert!(report.passed(), "{report}");
+            assert_eq!(report.errors, 0, "{report}");
+        }
+        proxy.shutdown().await;
+    }
+}

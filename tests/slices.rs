@@ -153,6 +153,39 @@ async fn read(c: &mut Conn, k: i64) -> Vec<i64> {
     .unwrap()
 }
 
+/// A driver sends a prepared statement's parameter types with its first execute only
+/// (mysql_async does): later executes of a write must still name their rows, not bump the
+/// whole table.
+#[tokio::test]
+async fn prepared_writes_executed_again_name_their_rows() {
+    let schema = common::fresh_schema("sl_prep_again").await;
+    setup(&schema, ORDERS).await;
+    let proxy = common::proxy(|c| c.invalidation.granularity = Granularity::Row).await;
+    let mut c = proxy.conn(&schema).await;
+    for i in 0..3 {
+        assert_eq!(read(&mut c, 2).await, vec![2]);
+        c.exec_drop(
+            "INSERT INTO orders (customer_id, status, total) VALUES (?, ?, ?)",
+            (1, "new", i),
+        )
+        .await
+        .unwrap();
+        let h0 = status(&mut c, "Qcache_hits").await;
+        assert_eq!(read(&mut c, 2).await, vec![2]);
+        assert_eq!(
+            status(&mut c, "Qcache_hits").await - h0,
+            1,
+            "slice 2 kept after execute {i}"
+        );
+        assert_eq!(
+            read(&mut c, 1).await.len(),
+            2 + i as usize,
+            "slice 1 read again"
+        );
+    }
+    proxy.shutdown().await;
+}
+
 #[tokio::test]
 async fn prepared_reads_and_writes() {
     let schema = common::fresh_schema("sl_prep").await;
@@ -296,4 +329,126 @@ async fn concurrent_writers_never_leave_a_stale_slice() {
     if let Ok(p) = Arc::try_unwrap(proxy) {
         p.shutdown().await;
     }
+}
+
+/// The checker's slice statements (`qcache check-consistency`), on tables created through
+/// the proxy: reads by `=`, IN and the join chain stay served while another customer's rows
+/// are inserted, deleted and moved, and are read again after their own change.
+#[tokio::test]
+async fn checker_shapes_are_sliced_on_tables_created_through_the_proxy() {
+    let schema = common::fresh_schema("sl_checker").await;
+    let proxy = common::proxy(|c| c.invalidation.granularity = Granularity::Row).await;
+    let mut c = proxy.conn(&schema).await;
+    for s in [
+        "CREATE TABLE cu (id INT PRIMARY KEY, name VARCHAR(20) NOT NULL) ENGINE=InnoDB",
+        "CREATE TABLE s (id INT AUTO_INCREMENT PRIMARY KEY, customer_id INT NOT NULL, \
+         v BIGINT NOT NULL, KEY (customer_id)) ENGINE=InnoDB",
+        "INSERT INTO cu VALUES (1, 'a'), (2, 'b'), (3, 'c')",
+        "INSERT INTO s (customer_id, v) VALUES (1, 1), (1, 2), (2, 1), (2, 2), (3, 1), (3, 2)",
+    ] {
+        c.query_drop(s).await.unwrap_or_else(|e| panic!("{s}: {e}"));
+    }
+    let reads = [
+        "SELECT customer_id, MIN(v), MAX(v) FROM s WHERE customer_id = 1 GROUP BY customer_id",
+        "SELECT customer_id, MIN(v), MAX(v) FROM s WHERE customer_id IN (1, 3) \
+         GROUP BY customer_id",
+        "SELECT c.id, MIN(o.v), MAX(o.v) FROM cu c JOIN s o ON o.customer_id = c.id \
+         WHERE c.id = 1 GROUP BY c.id",
+        "SELECT customer_id, v FROM s WHERE customer_id = 1 ORDER BY v",
+    ];
+    for q in reads {
+        let _: Vec<mysql_async::Row> = c.query(q).await.unwrap();
+    }
+    for w in [
+        "INSERT INTO s (customer_id, v) VALUES (2, 3)",
+        "DELETE FROM s WHERE customer_id = 2 AND v = 1",
+        "UPDATE s SET customer_id = 2, v = 4 WHERE customer_id = 2 AND v = 2",
+    ] {
+        c.query_drop(w).await.unwrap();
+        for q in reads {
+            let before = status(&mut c, "Qcache_hits").await;
+            let _: Vec<mysql_async::Row> = c.query(q).await.unwrap();
+            assert_eq!(
+                status(&mut c, "Qcache_hits").await - before,
+                1,
+                "{q} served after {w}"
+            );
+        }
+    }
+    // A move into customer 1: its entries are read again.
+    c.query_drop("UPDATE s SET customer_id = 1, v = 5 WHERE customer_id = 2 AND v = 3")
+        .await
+        .unwrap();
+    for q in reads {
+        let before = status(&mut c, "Qcache_hits").await;
+        let _: Vec<mysql_async::Row> = c.query(q).await.unwrap();
+        assert_eq!(
+            status(&mut c, "Qcache_hits").await - before,
+            0,
+            "{q} read again"
+        );
+    }
+    proxy.shutdown().await;
+}
+
+/// Row images name the slices of writes from elsewhere: another customer's entries stay
+/// served once the binlog has delivered them (tables created through the proxy).
+#[tokio::test]
+async fn binlog_writes_to_other_slices_leave_entries_served() {
+    let schema = common::fresh_schema("sl_checker_bl").await;
+    let proxy = common::proxy(|c| {
+        c.invalidation.granularity = Granularity::Row;
+        c.invalidation.binlog = qcache::config::BinlogMode::On;
+    })
+    .await;
+    let b = proxy.running.shared.binlog.clone().expect("binlog tail");
+    assert!(b.wait_until_connected(Duration::from_secs(20)).await);
+    let mut c = proxy.conn(&schema).await;
+    let mut d = common::direct_to(&schema).await;
+    for s in [
+        "CREATE TABLE s (id INT AUTO_INCREMENT PRIMARY KEY, customer_id INT NOT NULL, \
+         v BIGINT NOT NULL, KEY (customer_id)) ENGINE=InnoDB",
+        "INSERT INTO s (customer_id, v) VALUES (1, 1), (1, 2), (2, 1), (2, 2)",
+    ] {
+        c.query_drop(s).await.unwrap_or_else(|e| panic!("{s}: {e}"));
+    }
+    let one =
+        "SELECT customer_id, MIN(v), MAX(v) FROM s WHERE customer_id = 1 GROUP BY customer_id";
+    let wait = |n: u64| {
+        let b = b.clone();
+        async move {
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while b.commits() < n && Instant::now() < deadline {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            assert!(b.commits() >= n, "binlog delivered the write");
+        }
+    };
+    // Let the tail pass the setup's own events first.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let _: Vec<mysql_async::Row> = c.query(one).await.unwrap();
+    for w in [
+        "INSERT INTO s (customer_id, v) VALUES (2, 3)",
+        "DELETE FROM s WHERE customer_id = 2 AND v = 1",
+        "UPDATE s SET customer_id = 2, v = 4 WHERE customer_id = 2 AND v = 2",
+    ] {
+        let commits = b.commits();
+        d.query_drop(w).await.unwrap();
+        wait(commits + 1).await;
+        let before = status(&mut c, "Qcache_hits").await;
+        let _: Vec<mysql_async::Row> = c.query(one).await.unwrap();
+        assert_eq!(
+            status(&mut c, "Qcache_hits").await - before,
+            1,
+            "served after {w}"
+        );
+    }
+    let commits = b.commits();
+    d.query_drop("INSERT INTO s (customer_id, v) VALUES (1, 9)")
+        .await
+        .unwrap();
+    wait(commits + 1).await;
+    let got: Vec<(i64, i64, i64)> = c.query(one).await.unwrap();
+    assert_eq!(got, vec![(1, 1, 9)]);
+    proxy.shutdown().await;
 }

@@ -144,6 +144,10 @@ pub struct Versions {
     slices: SliceCounters,
     /// Set once when an L2 runs; bumps learned from L2 itself use the `_quiet` forms.
     sink: std::sync::OnceLock<Arc<dyn BumpSink>>,
+    /// Debug builds only: a write with known rows moves no slice and no column version,
+    /// the bug `qcache check-consistency` must catch ([`Versions::break_slice_bumps`]).
+    #[cfg(debug_assertions)]
+    broken_slice_bumps: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for dyn BumpSink {
@@ -154,7 +158,34 @@ impl std::fmt::Debug for dyn BumpSink {
 
 impl Versions {
     pub fn new() -> Versions {
-        Versions::default()
+        let v = Versions::default();
+        #[cfg(debug_assertions)]
+        if std::env::var_os("QCACHE_DEBUG_BREAK_SLICE_BUMPS").is_some_and(|x| x == "1") {
+            tracing::warn!(
+                "QCACHE_DEBUG_BREAK_SLICE_BUMPS=1: writes with known rows bump no slices; \
+                 this instance serves stale reads on purpose (checker self-test)"
+            );
+            v.break_slice_bumps(true);
+        }
+        v
+    }
+
+    /// Debug builds only (the method does not exist in release builds): makes every write
+    /// with known rows skip its slice and column bumps, so that entries reading slices are
+    /// served stale. It exists so that the stale-read checker can be shown to fail against
+    /// such a build (docs/reliability.md); also set by `QCACHE_DEBUG_BREAK_SLICE_BUMPS=1`.
+    #[cfg(debug_assertions)]
+    #[doc(hidden)]
+    pub fn break_slice_bumps(&self, on: bool) {
+        self.broken_slice_bumps.store(on, Ordering::Relaxed);
+    }
+
+    /// Whether [`Versions::break_slice_bumps`] is on (never in a release build).
+    fn slice_bumps_broken(&self) -> bool {
+        #[cfg(debug_assertions)]
+        return self.broken_slice_bumps.load(Ordering::Relaxed);
+        #[cfg(not(debug_assertions))]
+        false
     }
 
     /// The counter of `schema.name` (lower-cased by the caller), created at version 0.
@@ -310,7 +341,8 @@ impl Versions {
         {
             // Read after the acknowledgement; see the module docs for why that suffices.
             let cols = t.columns.read().unwrap_or_else(|e| e.into_inner());
-            for c in cols.iter() {
+            let skip = self.slice_bumps_broken();
+            for c in cols.iter().filter(|_| !skip) {
                 match indexes(&c.name) {
                     Some(list) => {
                         for i in list {
