@@ -94,6 +94,8 @@ fn sign_is_unary_after(sql: &[u8], p: &Token) -> bool {
 /// statement, a readable string ([`normalised_text`]) only on a miss.
 trait Out {
     fn token(&mut self, t: &Token, sql: &[u8]);
+    /// A sign the walk folds into the number that follows.
+    fn sign(&mut self, _t: &Token) {}
 }
 
 impl Out for Sink {
@@ -162,12 +164,73 @@ fn walk(sql: &[u8], out: &mut impl Out) {
                 .is_some_and(|n| matches!(n.tok, Tok::Number | Tok::HexBin))
             && prev.is_none_or(|p| sign_is_unary_after(sql, &p))
         {
+            out.sign(&t);
             prev = Some(t);
             continue;
         }
         out.token(&t, sql);
         prev = Some(t);
     }
+}
+
+/// One literal of a statement as the digest sees it: the `k`-th `?` of its shape.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct LitTok {
+    /// Number, Str or HexBin.
+    pub tok: Tok,
+    pub start: usize,
+    pub end: usize,
+    /// `-` or `+` folded into it.
+    pub sign: Option<u8>,
+    /// Its position among all tokens of the walk (adjacent literals differ by one).
+    pub index: usize,
+}
+
+struct Literals {
+    out: Vec<LitTok>,
+    sign: Option<u8>,
+    index: usize,
+    /// `L` for a literal, `P` for a `?`, in order: the digest writes both as `?`.
+    kinds: Vec<u8>,
+}
+
+impl Out for Literals {
+    fn token(&mut self, t: &Token, _sql: &[u8]) {
+        let sign = self.sign.take();
+        if t.is_punct(b'?') {
+            self.kinds.push(b'P');
+        }
+        if matches!(t.tok, Tok::Number | Tok::Str | Tok::HexBin) {
+            self.kinds.push(b'L');
+            self.out.push(LitTok {
+                tok: t.tok,
+                start: t.start,
+                end: t.end,
+                sign,
+                index: self.index,
+            });
+        }
+        self.index += 1;
+    }
+
+    fn sign(&mut self, t: &Token) {
+        self.sign = Some(if t.is_punct(b'-') { b'-' } else { b'+' });
+    }
+}
+
+/// The literals of `sql` in the order [`digest`] replaces them by `?`, and a hash of which
+/// of the `?`s of its digest are literals and which placeholders (the digest writes both
+/// as `?`: `VALUES (?, 1)` and `VALUES (1, ?)` have one). Two statements with one digest
+/// (and no backslash) and one such hash have as many literals, at the same places.
+pub(crate) fn literal_tokens(sql: &[u8]) -> (Vec<LitTok>, u64) {
+    let mut l = Literals {
+        out: Vec::new(),
+        sign: None,
+        index: 0,
+        kinds: Vec::new(),
+    };
+    walk(sql, &mut l);
+    (l.out, xxh3_64(&l.kinds))
 }
 
 /// xxh3 digest of the statement's shape (see the module doc). Never panics, whatever the bytes.

@@ -1,4 +1,6 @@
-//! The analysis memo: one sqlparser run per statement shape, remembered by digest.
+//! The analysis memo: one sqlparser run per statement shape, remembered by digest; and the
+//! row-slice shapes (`slices::Shape`), one more parse per shape, so that a miss or a write
+//! reads its slice values from its tokens instead of parsing again.
 
 use std::sync::Arc;
 
@@ -6,6 +8,7 @@ use quick_cache::sync::Cache;
 
 use super::parse::analyze;
 use super::scan::{scan, StatementKind};
+use super::slices::Shape;
 use super::Analysis;
 
 /// A bounded memo (quick_cache) from digest to analysis. Only reads and writes are
@@ -13,6 +16,8 @@ use super::Analysis;
 /// either cheap or literal-dependent.
 pub struct Analyzer {
     memo: Cache<u64, Arc<Analysis>>,
+    /// Slice shapes by digest and placeholder places (`Shape::key`).
+    shapes: Cache<u64, Arc<Shape>>,
 }
 
 impl Analyzer {
@@ -20,7 +25,24 @@ impl Analyzer {
     pub fn new(capacity: usize) -> Self {
         Analyzer {
             memo: Cache::new(capacity.max(1)),
+            shapes: Cache::new(capacity.max(1)),
         }
+    }
+
+    /// The row-slice shape of `sql`'s digest (and placeholder places, `Shape::key`), built
+    /// from `sql` on first sight. None when `sql` itself is doubtful for slices (a comment,
+    /// a backslash): such a text is not remembered, so it cannot stand for the other
+    /// statements of its digest. Every statement of one key has its literals at the same
+    /// places of the shape, which is what `Shape::read_slices` and `Shape::write_rows` rely
+    /// on (and check: literal count and placeholder places).
+    pub fn slice_shape(&self, sql: &str) -> Option<Arc<Shape>> {
+        let d = Shape::key(sql);
+        if let Some(hit) = self.shapes.get(&d) {
+            return Some(hit);
+        }
+        let shape = Arc::new(Shape::build(sql)?);
+        self.shapes.insert(d, shape.clone());
+        Some(shape)
     }
 
     /// The analysis of `sql`, whose [`digest`](super::digest) is `digest`. Statements that are
@@ -105,5 +127,18 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    /// A prepared text and a text with literals share a digest (both are `?` in it), but
+    /// not a slice shape: which constant is a placeholder decides where values come from.
+    #[test]
+    fn placeholders_and_literals_get_their_own_shapes() {
+        let a = Analyzer::new(16);
+        let p = a.slice_shape("INSERT INTO t (a, b) VALUES (?, 5)").unwrap();
+        let q = a.slice_shape("INSERT INTO t (a, b) VALUES (5, ?)").unwrap();
+        let r = a.slice_shape("INSERT INTO t (a, b) VALUES (6, ?)").unwrap();
+        assert!(!Arc::ptr_eq(&p, &q));
+        assert!(Arc::ptr_eq(&q, &r));
+        assert!(a.slice_shape("SELECT 1 /* c */").is_none());
     }
 }

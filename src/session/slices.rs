@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use super::Session;
-use crate::analysis::slices::{self, Lit};
+use crate::analysis::slices::Lit;
 use crate::analysis::{TableRef, WriteInfo, WriteTargets};
 use crate::cache::versions::{SlicePlan, Versions};
 use crate::cache::TableHandle;
@@ -63,7 +63,13 @@ impl Session {
         let Ok(text) = std::str::from_utf8(sql) else {
             return whole();
         };
-        let Some(stmt) = slices::parse_one(text) else {
+        // The shape comes from the memo: no parse here once the digest has been seen.
+        let Some(shape) = self
+            .shared
+            .analyzer
+            .slice_shape(text)
+            .filter(|s| s.is_read())
+        else {
             return whole();
         };
         let lits = self.execute_literals(payload);
@@ -75,7 +81,7 @@ impl Session {
             let q = self.st.qualify(t.schema.as_deref(), &t.name)?;
             catalog.column(&q, c)
         };
-        let pins = slices::read_slices(&stmt, &columns, &params);
+        let pins = shape.read_slices(text, &columns, &params);
         if pins.is_empty() {
             return whole();
         }
@@ -136,7 +142,12 @@ impl Session {
         let Ok(text) = std::str::from_utf8(text) else {
             return;
         };
-        let Some(stmt) = slices::parse_one(text) else {
+        let Some(shape) = self
+            .shared
+            .analyzer
+            .slice_shape(text)
+            .filter(|s| s.is_write())
+        else {
             return;
         };
         let lits = self.execute_literals(payload);
@@ -152,7 +163,7 @@ impl Session {
             let q = self.st.qualify(t.schema.as_deref(), &t.name)?;
             catalog.column_order(&q)
         };
-        let Some(rw) = slices::write_rows(&stmt, &columns, &order, &params) else {
+        let Some(rw) = shape.write_rows(text, &columns, &order, &params) else {
             return;
         };
         if self.st.qualify(rw.table.schema.as_deref(), &rw.table.name) != Some(q) {
