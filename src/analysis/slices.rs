@@ -369,12 +369,10 @@ fn token_lit(sql: &str, t: &LitTok) -> Option<Lit> {
             let inner = body.strip_prefix('\'')?.strip_suffix('\'')?;
             // `''` is a quote; a lone quote inside would mean the token is not one string.
             let mut out = String::with_capacity(inner.len());
-            let mut it = inner.chars().peekable();
+            let mut it = inner.chars();
             while let Some(c) = it.next() {
-                if c == '\'' {
-                    if it.next() != Some('\'') {
-                        return None;
-                    }
+                if c == '\'' && it.next() != Some('\'') {
+                    return None;
                 }
                 out.push(c);
             }
