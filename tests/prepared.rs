@@ -503,6 +503,8 @@ async fn a_long_data_write_names_no_rows() {
         vec![id_value],
         "the long-data row was not seen through qcache"
     );
+    proxy.shutdown().await;
+}
 
 /// Row slices with a client that sends parameter types only on the first execute (as
 /// libmariadb does): the later, untyped executes of a write still name their rows, so
