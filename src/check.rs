@@ -112,6 +112,9 @@ pub struct StaleRead {
     pub got: i64,
     /// The lowest value the read was allowed to return.
     pub floor: i64,
+    /// Where the write that set `floor` went and how long before the read it was
+    /// acknowledged, where the ledger still holds it (for diagnosis).
+    pub by: Option<String>,
 }
 
 impl std::fmt::Display for StaleRead {
@@ -120,7 +123,11 @@ impl std::fmt::Display for StaleRead {
             f,
             "{} of {} returned {}, but {} had been acknowledged before the read began",
             self.kind, self.keys, self.got, self.floor
-        )
+        )?;
+        match &self.by {
+            Some(by) => write!(f, " ({by})"),
+            None => Ok(()),
+        }
     }
 }
 
@@ -304,6 +311,32 @@ impl Ledger {
                 break;
             }
         }
+    }
+
+    /// How the acknowledged write of `value` to (table, key) reached the ledger, relative to
+    /// a read through `via` that started at `start`: for a stale read's report.
+    fn provenance(
+        &self,
+        table: Table,
+        key: usize,
+        value: i64,
+        start: Instant,
+        via: usize,
+    ) -> Option<String> {
+        let h = self.keys[table as usize].get(key)?;
+        let h = h.lock().unwrap_or_else(|p| p.into_inner());
+        let a = h.recent.iter().find(|a| a.value == value)?;
+        let path = if a.direct {
+            "written directly".to_string()
+        } else if a.via == via {
+            "written through the same target".to_string()
+        } else {
+            format!("written through target {}", a.via)
+        };
+        let before = start.saturating_duration_since(a.at);
+        Some(format!(
+            "{path}, acknowledged {before:?} before the read began"
+        ))
     }
 
     /// The lowest value a read of (table, key) through target `via` that starts at `start`
@@ -1076,6 +1109,7 @@ impl Worker {
                                 keys: keys.clone(),
                                 got,
                                 floor,
+                                by: None,
                             });
                             break;
                         }
@@ -1202,13 +1236,17 @@ impl Worker {
                 );
                 continue;
             };
-            for (part, got, floor) in [("MIN(v)", lo, fmin), ("MAX(v)", hi, fmax)] {
+            for (part, table, got, floor) in [
+                ("MIN(v)", Table::SliceMin, lo, fmin),
+                ("MAX(v)", Table::SliceMax, hi, fmax),
+            ] {
                 if got < floor {
                     self.tally.stale(StaleRead {
                         kind: format!("{what}/{label}"),
                         keys: format!("{part} of customer {c}"),
                         got,
                         floor,
+                        by: self.ledger.provenance(table, c, floor, start, self.via),
                     });
                     break;
                 }
