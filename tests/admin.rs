@@ -2,6 +2,7 @@
 //! the admin statements with and without privilege, rules, reload mid-session, JSON logs.
 
 mod common;
+use common::setup;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -72,15 +73,6 @@ async fn admin_proxy(tweak: impl FnOnce(&mut qcache::config::Config)) -> common:
         tweak(c)
     })
     .await
-}
-
-async fn setup(schema: &str, sql: &[&str]) {
-    let mut d = common::direct_to(schema).await;
-    for s in sql {
-        d.query_drop(*s)
-            .await
-            .unwrap_or_else(|e| panic!("{s}: {e}"));
-    }
 }
 
 async fn status_rows(c: &mut Conn, sql: &str) -> HashMap<String, String> {

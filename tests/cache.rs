@@ -3,6 +3,7 @@
 //! eviction, stampedes, and a concurrent stale-read check.
 
 mod common;
+use common::{setup, status};
 mod rawclient;
 
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
@@ -13,25 +14,6 @@ use mysql_async::prelude::*;
 use mysql_async::Conn;
 use qcache::config::QueryCacheType;
 use rawclient::Raw;
-
-/// A `Qcache_*` status value as the proxy reports it over the protocol.
-async fn status(c: &mut Conn, name: &str) -> u64 {
-    let rows: Vec<(String, String)> = c.query(format!("SHOW STATUS LIKE '{name}'")).await.unwrap();
-    rows.first()
-        .unwrap_or_else(|| panic!("{name} not reported"))
-        .1
-        .parse()
-        .unwrap()
-}
-
-async fn setup(schema: &str, sql: &[&str]) {
-    let mut d = common::direct_to(schema).await;
-    for s in sql {
-        d.query_drop(*s)
-            .await
-            .unwrap_or_else(|e| panic!("{s}: {e}"));
-    }
-}
 
 async fn first_i64(c: &mut Conn, q: &str) -> Option<i64> {
     c.query_first(q)

@@ -3,6 +3,7 @@
 //! against what the statements then actually do.
 
 mod common;
+use common::setup;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -12,15 +13,6 @@ use mysql_async::prelude::*;
 use mysql_async::{Conn, Row, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-
-async fn setup(schema: &str, sql: &[&str]) {
-    let mut d = common::direct_to(schema).await;
-    for s in sql {
-        d.query_drop(*s)
-            .await
-            .unwrap_or_else(|e| panic!("{s}: {e}"));
-    }
-}
 
 fn text(v: &Value) -> Option<String> {
     match v {

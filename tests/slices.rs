@@ -4,6 +4,7 @@
 //! under concurrency.
 
 mod common;
+use common::{setup, status};
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -12,24 +13,6 @@ use std::time::{Duration, Instant};
 use mysql_async::prelude::*;
 use mysql_async::Conn;
 use qcache::config::Granularity;
-
-async fn status(c: &mut Conn, name: &str) -> u64 {
-    let rows: Vec<(String, String)> = c.query(format!("SHOW STATUS LIKE '{name}'")).await.unwrap();
-    rows.first()
-        .unwrap_or_else(|| panic!("{name} not reported"))
-        .1
-        .parse()
-        .unwrap()
-}
-
-async fn setup(schema: &str, sql: &[&str]) {
-    let mut d = common::direct_to(schema).await;
-    for s in sql {
-        d.query_drop(*s)
-            .await
-            .unwrap_or_else(|e| panic!("{s}: {e}"));
-    }
-}
 
 async fn ids(c: &mut Conn, q: &str) -> Vec<i64> {
     c.query(q).await.unwrap_or_else(|e| panic!("{q}: {e}"))

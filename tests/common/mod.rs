@@ -755,3 +755,26 @@ pub fn mariadb_cli(addr: &str, args: &[&str], stdin: &str) -> Output {
     let _ = feeder.join();
     out
 }
+
+/// Runs `sql` directly on the server in `schema`, one statement at a time; a failure names
+/// its statement.
+pub async fn setup(schema: &str, sql: &[&str]) {
+    use mysql_async::prelude::Queryable;
+    let mut d = direct_to(schema).await;
+    for s in sql {
+        d.query_drop(*s)
+            .await
+            .unwrap_or_else(|e| panic!("{s}: {e}"));
+    }
+}
+
+/// A `Qcache_*` status value as the proxy reports it over the protocol.
+pub async fn status(c: &mut mysql_async::Conn, name: &str) -> u64 {
+    use mysql_async::prelude::Queryable;
+    let rows: Vec<(String, String)> = c.query(format!("SHOW STATUS LIKE '{name}'")).await.unwrap();
+    rows.first()
+        .unwrap_or_else(|| panic!("{name} not reported"))
+        .1
+        .parse()
+        .unwrap()
+}
