@@ -324,7 +324,7 @@ fn encode_l2(e: &mut DescriptorEncoder, l2: &crate::cache::l2::L2) -> std::fmt::
         "1 while the L2 bump channel is subscribed.",
         u64::from(l2.notifications_up()),
     )?;
-    let counters: [(&str, &str, &AtomicU64); 17] = [
+    let counters: [(&str, &str, &AtomicU64); 18] = [
         ("qcache_l2_hits", "Misses of L1 served from L2.", &s.hits),
         (
             "qcache_l2_misses",
@@ -389,6 +389,11 @@ fn encode_l2(e: &mut DescriptorEncoder, l2: &crate::cache::l2::L2) -> std::fmt::
             "qcache_l2_recoveries",
             "Times L2 came back after being down.",
             &s.recoveries,
+        ),
+        (
+            "qcache_l2_script_reads",
+            "Version reads that ran the script (a version to create, a column to register).",
+            &s.script_reads,
         ),
     ];
     for (name, help, c) in counters {

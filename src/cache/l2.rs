@@ -545,6 +545,9 @@ pub struct L2Stats {
     /// did (each invalidated every L2 entry).
     pub gaps_covered: AtomicU64,
     pub gaps_uncovered: AtomicU64,
+    /// Version reads that needed the script (a version to create, a column to register):
+    /// the rest were plain MGET/HMGET.
+    pub script_reads: AtomicU64,
     /// Every L2 round trip.
     pub latency: LatencyHistogram,
 }
@@ -977,6 +980,129 @@ impl L2 {
         r
     }
 
+    /// Reads the current versions of `keys` (key, is a hash) and checks that every column
+    /// of `regs` (unknown-rows hash, column id) is registered, with plain commands and no
+    /// script: one pipeline (GET of `ekey` too, when given) on a standalone Redis, one
+    /// command per slot at once in a cluster. The versions are None when one is missing or
+    /// a column is not registered yet: the caller then runs the script, which creates and
+    /// registers. Sound without atomicity: a registration, once present, is seen by every
+    /// later write (it goes only with its hash, and then the hash's `v` comes back higher
+    /// than any entry's stamp), and a write that did not see it ran before this read ended,
+    /// so before the query goes upstream; the versions are read before it too.
+    async fn read_plain(
+        conn: &mut Conn,
+        ekey: Option<&str>,
+        keys: &[(String, bool)],
+        regs: &[(String, String)],
+    ) -> Result<(Option<Vec<u64>>, Option<Vec<u8>>), L2Error> {
+        let cluster = matches!(conn, Conn::Cluster(_));
+        // Plain version keys: one MGET (per slot in a cluster: MGET must stay in one).
+        let mut plain: Vec<(&str, Vec<usize>)> = Vec::new();
+        // Hashes: HMGET of `v` (the version at that position, if it is one) and the
+        // registration fields.
+        let mut hashes: Vec<(&str, Option<usize>, Vec<&str>)> = Vec::new();
+        for (i, (k, hash)) in keys.iter().enumerate() {
+            if *hash {
+                hashes.push((k, Some(i), Vec::new()));
+            } else {
+                let tag = if cluster { slot_tag(k) } else { "" };
+                match plain.iter_mut().find(|(t, _)| *t == tag) {
+                    Some((_, at)) => at.push(i),
+                    None => plain.push((tag, vec![i])),
+                }
+            }
+        }
+        for (h, id) in regs {
+            match hashes.iter_mut().find(|(k, _, _)| *k == h.as_str()) {
+                Some((_, _, f)) => f.push(id),
+                None => hashes.push((h, None, vec![id])),
+            }
+        }
+        let mut cmds: Vec<Cmd> = Vec::with_capacity(1 + plain.len() + hashes.len());
+        if let Some(e) = ekey {
+            let mut c = redis::cmd("GET");
+            c.arg(e);
+            cmds.push(c);
+        }
+        for (_, at) in &plain {
+            let mut c = redis::cmd("MGET");
+            for i in at {
+                c.arg(&keys[*i].0);
+            }
+            cmds.push(c);
+        }
+        let mut field = String::with_capacity(18);
+        for (h, _, ids) in &hashes {
+            let mut c = redis::cmd("HMGET");
+            c.arg(*h).arg("v");
+            for id in ids {
+                field.clear();
+                field.push_str("r:");
+                field.push_str(id);
+                c.arg(&field);
+            }
+            cmds.push(c);
+        }
+        let replies: Vec<Value> = match conn {
+            Conn::One(_) => {
+                let mut p = redis::pipe();
+                for c in cmds {
+                    p.add_command(c);
+                }
+                p.query_async(conn).await?
+            }
+            Conn::Cluster(_) => {
+                let futs = cmds.iter().map(|c| {
+                    let mut conn = conn.clone();
+                    async move { c.query_async::<Value>(&mut conn).await }
+                });
+                futures::future::join_all(futs)
+                    .await
+                    .into_iter()
+                    .collect::<Result<_, _>>()?
+            }
+        };
+        let mut replies = replies.into_iter();
+        let raw = match ekey {
+            None => None,
+            Some(_) => match replies.next() {
+                Some(Value::Nil) => None,
+                Some(Value::BulkString(b)) => Some(b),
+                _ => return Err(L2Error::Malformed("entry reply")),
+            },
+        };
+        let mut out: Vec<Option<u64>> = vec![None; keys.len()];
+        let mut complete = true;
+        for (_, at) in &plain {
+            let Some(Value::Array(vs)) = replies.next() else {
+                return Err(L2Error::Malformed("version reply"));
+            };
+            if vs.len() != at.len() {
+                return Err(L2Error::Malformed("version reply"));
+            }
+            for (i, v) in at.iter().zip(vs) {
+                out[*i] = version_value(v)?;
+            }
+        }
+        for (_, at, ids) in &hashes {
+            let Some(Value::Array(vs)) = replies.next() else {
+                return Err(L2Error::Malformed("version reply"));
+            };
+            if vs.len() != 1 + ids.len() {
+                return Err(L2Error::Malformed("version reply"));
+            }
+            let mut vs = vs.into_iter();
+            let v = version_value(vs.next().unwrap_or(Value::Nil))?;
+            if let Some(i) = at {
+                out[*i] = v;
+            }
+            // A column not registered yet (or a hash that went): the script's job.
+            complete &= vs.all(|r| !matches!(r, Value::Nil));
+        }
+        let versions = out.into_iter().collect::<Option<Vec<u64>>>();
+        Ok((versions.filter(|_| complete), raw))
+    }
+
     /// Registers `regs` (unknown-rows hash, column id) and reads the current versions of
     /// `keys` (key, is a hash), creating missing ones.
     async fn read_versions(
@@ -1035,14 +1161,7 @@ impl L2 {
             return Err(L2Error::Malformed("version count"));
         }
         raw.into_iter()
-            .map(|v| match v {
-                Value::BulkString(b) => std::str::from_utf8(&b)
-                    .ok()
-                    .and_then(|s| s.parse::<u64>().ok())
-                    .ok_or(L2Error::Malformed("version value")),
-                Value::Int(i) if i >= 0 => Ok(i as u64),
-                _ => Err(L2Error::Malformed("version value")),
-            })
+            .map(|v| version_value(v)?.ok_or(L2Error::Malformed("version value")))
             .collect()
     }
 
@@ -1060,20 +1179,19 @@ impl L2 {
             .map(|(tid, col)| (self.unknown_key(tid), format!("{col:016x}")))
             .collect();
         let ekey = self.entry_key(key);
-        let read = &self.read;
         let r = self
             .timed("lookup", async {
-                let mut c2 = conn.clone();
-                let get = async move {
-                    let mut cmd = redis::cmd("GET");
-                    cmd.arg(&ekey);
-                    cmd.query_async::<Option<Vec<u8>>>(&mut c2)
-                        .await
-                        .map_err(L2Error::from)
+                // Plain commands first; the script only for a version to create or a column
+                // to register (once per column and table, until the hash is lost).
+                let (vers, raw) = Self::read_plain(&mut conn, Some(&ekey), &vkeys, &regs).await?;
+                let vers = match vers {
+                    Some(v) => v,
+                    None => {
+                        CacheStatsExt::incr(&self.stats.script_reads);
+                        Self::read_versions(&mut conn, &self.read, &vkeys, &regs).await?
+                    }
                 };
-                let (vers, raw) =
-                    futures::join!(Self::read_versions(&mut conn, read, &vkeys, &regs), get);
-                Ok((vers?, raw?))
+                Ok((vers, raw))
             })
             .await;
         let (current, raw) = match r {
@@ -1131,10 +1249,15 @@ impl L2 {
         CacheStatsExt::incr(&self.stats.remote_checks);
         let vkeys: Vec<(String, bool)> = stamps.iter().map(|(d, _)| self.version_key(d)).collect();
         let current = self
-            .timed(
-                "remote check",
-                Self::read_versions(&mut conn, &self.read, &vkeys, &[]),
-            )
+            .timed("remote check", async {
+                match Self::read_plain(&mut conn, None, &vkeys, &[]).await?.0 {
+                    Some(v) => Ok(v),
+                    None => {
+                        CacheStatsExt::incr(&self.stats.script_reads);
+                        Self::read_versions(&mut conn, &self.read, &vkeys, &[]).await
+                    }
+                }
+            })
             .await
             .ok()?;
         let cur: Vec<(&str, Option<u64>)> = stamps
@@ -1455,6 +1578,7 @@ impl L2 {
             ("Qcache_l2_notify_losses", l(&s.notify_losses)),
             ("Qcache_l2_gaps_covered", l(&s.gaps_covered)),
             ("Qcache_l2_gaps_uncovered", l(&s.gaps_uncovered)),
+            ("Qcache_l2_script_reads", l(&s.script_reads)),
         ]
     }
 
@@ -1535,6 +1659,21 @@ fn warn_once(count: &AtomicU64, e: &L2Error) {
     let n = count.load(Ordering::Relaxed);
     if n == 1 || n.is_multiple_of(1000) {
         warn!(error = %e, count = n, "L2 held a value that is not a valid entry; treated as a miss");
+    }
+}
+
+/// A version as Redis returns it: None for a missing key or field; anything but a number
+/// is an error (L2 is lying).
+fn version_value(v: Value) -> Result<Option<u64>, L2Error> {
+    match v {
+        Value::Nil => Ok(None),
+        Value::BulkString(b) => std::str::from_utf8(&b)
+            .ok()
+            .and_then(|s| s.parse::<u64>().ok())
+            .map(Some)
+            .ok_or(L2Error::Malformed("version value")),
+        Value::Int(i) if i >= 0 => Ok(Some(i as u64)),
+        _ => Err(L2Error::Malformed("version value")),
     }
 }
 
