@@ -1082,3 +1082,107 @@ async fn lookups_read_versions_without_the_script() {
     assert_eq!(stat(&d, "Qcache_l2_hits"), 1, "slice 1 kept in L2");
     assert_eq!(stat(&d, "Qcache_l2_script_reads"), 0);
 }
+
+/// A TCP forwarder to Redis that, once frozen, stops delivering what Redis sends to the
+/// connections that subscribed: a half-open pub/sub connection (a NAT or a balancer that
+/// dropped it silently), where nothing is closed and nothing arrives.
+struct Forwarder {
+    url: String,
+    freeze: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+async fn forwarder(to: String) -> Forwarder {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("redis://{}", listener.local_addr().unwrap());
+    let to = to.trim_start_matches("redis://").to_string();
+    let freeze = Arc::new(AtomicBool::new(false));
+    let frozen = freeze.clone();
+    tokio::spawn(async move {
+        while let Ok((client, _)) = listener.accept().await {
+            let Ok(server) = tokio::net::TcpStream::connect(&to).await else {
+                continue;
+            };
+            let (mut cr, mut cw) = client.into_split();
+            let (mut sr, mut sw) = server.into_split();
+            let subscribed = Arc::new(AtomicBool::new(false));
+            let sub = subscribed.clone();
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 16 * 1024];
+                while let Ok(n @ 1..) = cr.read(&mut buf).await {
+                    if buf[..n]
+                        .windows(9)
+                        .any(|w| w.eq_ignore_ascii_case(b"SUBSCRIBE"))
+                    {
+                        sub.store(true, Ordering::Release);
+                    }
+                    if sw.write_all(&buf[..n]).await.is_err() {
+                        break;
+                    }
+                }
+            });
+            let frozen = frozen.clone();
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 16 * 1024];
+                while let Ok(n @ 1..) = sr.read(&mut buf).await {
+                    if subscribed.load(Ordering::Acquire) && frozen.load(Ordering::Acquire) {
+                        continue;
+                    }
+                    if cw.write_all(&buf[..n]).await.is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+    });
+    Forwarder { url, freeze }
+}
+
+/// The bump channel stops delivering without closing (half-open): the instance notices
+/// within the channel's silence bound (its own heartbeats stop arriving), drops its L1 and
+/// subscribes again, so another instance's write is seen within the lag all the same.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_bump_channel_is_noticed() {
+    let redis = Redis::start();
+    let schema = setup("l2_silent", 1).await;
+    let fwd = forwarder(redis.url()).await;
+    let a = proxy(&redis.url(), |_| {}).await;
+    let b = proxy(&fwd.url, |_| {}).await;
+    let mut ca = a.conn(&schema).await;
+    let mut cb = b.conn(&schema).await;
+    assert_eq!(read_v(&mut cb, 1).await, 0);
+    assert_eq!(read_v(&mut cb, 1).await, 0);
+    fwd.freeze.store(true, std::sync::atomic::Ordering::Release);
+    ca.query_drop("UPDATE t SET v = 1 WHERE id = 1")
+        .await
+        .unwrap();
+    let ok = Instant::now();
+    while read_v(&mut cb, 1).await != 1 {
+        assert!(
+            ok.elapsed() < LAG_BOUND,
+            "B served a stale L1 entry while its bump channel delivered nothing"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    println!("B fresh {:?} after A's OK", ok.elapsed());
+    assert!(stat(&b, "Qcache_l2_notify_losses") >= 1);
+    // Delivering again: B subscribes anew and learns A's writes from the channel.
+    fwd.freeze
+        .store(false, std::sync::atomic::Ordering::Release);
+    // A subscription attempt made while frozen waits out its 2 s timeout first.
+    wait_for("B's channel", Duration::from_secs(8), || {
+        l2(&b).notifications_up()
+    })
+    .await;
+    assert_eq!(read_v(&mut cb, 1).await, 1);
+    ca.query_drop("UPDATE t SET v = 2 WHERE id = 1")
+        .await
+        .unwrap();
+    let ok = Instant::now();
+    while read_v(&mut cb, 1).await != 2 {
+        assert!(ok.elapsed() < LAG_BOUND, "B never saw A's second write");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}

@@ -57,6 +57,11 @@ pub enum L2Error {
 const MAX_QUEUED_DEPS: usize = 4096;
 /// How often a healthy L2 is pinged, so a stalled Redis is noticed without traffic.
 const PING_EVERY: Duration = Duration::from_millis(250);
+/// The ping is a PUBLISH to this instance's own heartbeat channel, which its subscriber
+/// listens to on the same connection as the bumps: when none has arrived for this long, the
+/// subscription delivers nothing (a half-open connection nothing closes) and is treated as
+/// lost. It bounds how long another instance's bump can go unseen.
+const CHANNEL_SILENCE: Duration = Duration::from_millis(1000);
 const MAGIC: &[u8; 4] = b"QC2E";
 
 /// The L2 versions an entry was computed under: dependency names and values, in the order
@@ -913,6 +918,11 @@ impl L2 {
         format!("{}bumps", self.cfg.key_prefix)
     }
 
+    /// This instance's own heartbeat channel (`hb:<id>`), which only it subscribes to.
+    fn heartbeat_channel(&self) -> String {
+        format!("{}hb:{}", self.cfg.key_prefix, self.id)
+    }
+
     fn enqueue(&self, dep: String) {
         if let Ok(mut q) = self.queue.lock() {
             q.push(dep);
@@ -1692,9 +1702,14 @@ async fn health_task(l2: Weak<L2>, wake_health: Arc<Notify>) {
                     continue;
                 }
             };
+            // A PUBLISH to the own heartbeat channel: a ping of this connection, and proof
+            // for the subscriber that its connection still delivers.
+            let hb = me.heartbeat_channel();
             let mut ping = me
                 .timed("ping", async {
-                    redis::cmd("PING")
+                    redis::cmd("PUBLISH")
+                        .arg(&hb)
+                        .arg("hb")
                         .query_async::<Value>(&mut conn)
                         .await
                         .map_err(L2Error::from)
@@ -1834,7 +1849,7 @@ async fn subscribe_task(l2: Weak<L2>) {
     // In a cluster any node delivers every message; a node that fails is passed over.
     let mut node = 0usize;
     loop {
-        let (client, channel, mut down, id, gen) = {
+        let (client, channel, hb, mut down, id, gen) = {
             let Some(me) = l2.upgrade() else { return };
             if !me.healthy() {
                 drop(me);
@@ -1849,11 +1864,18 @@ async fn subscribe_task(l2: Weak<L2>) {
             };
             let down = me.down_gen.subscribe();
             let gen = *down.borrow();
-            (client, me.channel(), down, me.id.clone(), gen)
+            (
+                client,
+                me.channel(),
+                me.heartbeat_channel(),
+                down,
+                me.id.clone(),
+                gen,
+            )
         };
         let sub = async {
             let mut ps = client.get_async_pubsub().await?;
-            ps.subscribe(&channel).await?;
+            ps.subscribe(&[&channel, &hb]).await?;
             Ok::<_, redis::RedisError>(ps)
         };
         let ps = match tokio::time::timeout(Duration::from_secs(2), sub).await {
@@ -1876,11 +1898,18 @@ async fn subscribe_task(l2: Weak<L2>) {
             me.notify_up.store(true, Ordering::Release);
         }
         let mut stream = ps.into_on_message();
+        let mut heard = Instant::now();
+        let mut silent = false;
         loop {
+            let deadline = tokio::time::Instant::from_std(heard + CHANNEL_SILENCE);
             tokio::select! {
                 m = stream.next() => {
                     let Some(me) = l2.upgrade() else { return };
                     let Some(m) = m else { break };
+                    if m.get_channel_name() == hb {
+                        heard = Instant::now();
+                        continue;
+                    }
                     let payload = m.get_payload_bytes();
                     let Ok(text) = std::str::from_utf8(payload) else { continue };
                     let Some((from, dep)) = text.split_once(' ') else { continue };
@@ -1908,6 +1937,10 @@ async fn subscribe_task(l2: Weak<L2>) {
                     }
                 }
                 _ = down.changed() => break,
+                _ = tokio::time::sleep_until(deadline) => {
+                    silent = true;
+                    break;
+                }
             }
         }
         let Some(me) = l2.upgrade() else { return };
@@ -1915,6 +1948,15 @@ async fn subscribe_task(l2: Weak<L2>) {
         me.notify_up.store(false, Ordering::Release);
         me.versions.bump_all_quiet();
         CacheStatsExt::incr(&me.stats.notify_losses);
+        if silent {
+            // Commands still work (the heartbeats are published): only this subscription
+            // is dropped and made again; L2's entries are checked in Redis anyway.
+            warn!(
+                silence_ms = CHANNEL_SILENCE.as_millis() as u64,
+                "L2 notification channel silent: every local entry dropped, subscribing again"
+            );
+            continue;
+        }
         warn!("L2 notification channel lost: every local entry dropped");
         if me.healthy() {
             // The channel died but commands still work: the channel alone is not trusted,
