@@ -72,7 +72,11 @@ async fn other_slices_stay_served() {
         .await
         .unwrap();
     assert_eq!(hits_of(&mut c, one).await, 1);
-    assert_eq!(hits_of(&mut c, two).await, 0);
+    assert_eq!(
+        hits_of(&mut c, two).await,
+        1,
+        "its rows' ids did not change"
+    );
     c.query_drop("DELETE FROM orders WHERE customer_id IN (2)")
         .await
         .unwrap();
@@ -86,16 +90,21 @@ async fn other_slices_stay_served() {
         .unwrap();
     assert_eq!(ids(&mut c, quoted).await, vec![1, 4, 5]);
     assert_eq!(ids(&mut c, one).await, vec![1, 4, 5]);
-    // A write pinning another column (id): every slice of customer_id goes.
+    // A write pinning another column (id): every slice of customer_id whose entries read
+    // what it changes goes; those reading none of it stay (column-aware).
+    let totals = "SELECT total FROM orders WHERE customer_id = 1 ORDER BY id";
     ids(&mut c, two).await;
     ids(&mut c, one).await;
+    ids(&mut c, totals).await;
     c.query_drop("UPDATE orders SET total = 0 WHERE id = 3")
         .await
         .unwrap();
-    assert_eq!(hits_of(&mut c, one).await, 0);
-    // A write with unknown rows: everything of the table.
+    assert_eq!(hits_of(&mut c, totals).await, 0);
+    assert_eq!(hits_of(&mut c, one).await, 1, "reads no total");
+    // A write with unknown rows: everything of the table (an UPDATE of `total` would spare
+    // the entries reading none of it).
     ids(&mut c, one).await;
-    c.query_drop("UPDATE orders SET total = 1 WHERE total > 100")
+    c.query_drop("DELETE FROM orders WHERE total > 100")
         .await
         .unwrap();
     assert_eq!(hits_of(&mut c, one).await, 0);
@@ -434,4 +443,179 @@ async fn binlog_writes_to_other_slices_leave_entries_served() {
     let got: Vec<(i64, i64, i64)> = c.query(one).await.unwrap();
     assert_eq!(got, vec![(1, 1, 9)]);
     proxy.shutdown().await;
+}
+
+const PRODUCTS: &[&str] = &[
+    "CREATE TABLE products (id INT PRIMARY KEY, category_id INT NOT NULL, \
+     name VARCHAR(20) NOT NULL, stock INT NOT NULL, KEY c (category_id)) ENGINE=InnoDB",
+    "INSERT INTO products VALUES (1, 1, 'a', 5), (2, 1, 'b', 5), (3, 2, 'c', 5)",
+];
+
+/// An UPDATE of `stock` (through qcache, then from elsewhere through the binlog's row
+/// images) leaves entries that read no `stock` served, and those that do see the new value.
+#[tokio::test]
+async fn column_updates_leave_other_columns_served() {
+    let schema = common::fresh_schema("sl_cols").await;
+    setup(&schema, PRODUCTS).await;
+    let proxy = common::proxy(|c| {
+        c.invalidation.granularity = Granularity::Row;
+        c.invalidation.binlog = qcache::config::BinlogMode::On;
+    })
+    .await;
+    let b = proxy.running.shared.binlog.clone().expect("binlog tail");
+    assert!(b.wait_until_connected(Duration::from_secs(20)).await);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let mut c = proxy.conn(&schema).await;
+    let mut d = common::direct_to(&schema).await;
+    let category = "SELECT id FROM products WHERE category_id = 1 ORDER BY name, id";
+    let search = "SELECT id FROM products WHERE name LIKE 'b%' ORDER BY id";
+    let count = "SELECT COUNT(*) FROM products";
+    let page = "SELECT stock FROM products WHERE id = 1";
+    let all_stock = "SELECT SUM(stock) FROM products";
+    for q in [category, search, count, page, all_stock] {
+        ids(&mut c, q).await;
+    }
+    let column_writes = status(&mut c, "Qcache_invalidations_column").await;
+    c.query_drop("UPDATE products SET stock = IF(stock > 0, stock - 1, 100) WHERE id = 1")
+        .await
+        .unwrap();
+    // Once at its OK, maybe once more when the binlog tail sees it.
+    assert!(status(&mut c, "Qcache_invalidations_column").await > column_writes);
+    for q in [category, search, count] {
+        assert_eq!(hits_of(&mut c, q).await, 1, "{q} reads no stock: served");
+    }
+    assert_eq!(ids(&mut c, page).await, vec![4]);
+    assert_eq!(ids(&mut c, all_stock).await, vec![14]);
+    // From elsewhere: the row image shows only `stock` changed.
+    let commits = b.commits();
+    d.query_drop("UPDATE products SET stock = 0 WHERE category_id = 1")
+        .await
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while b.commits() <= commits && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(ids(&mut c, page).await, vec![0]);
+    assert_eq!(ids(&mut c, all_stock).await, vec![5]);
+    for q in [category, search, count] {
+        assert_eq!(
+            hits_of(&mut c, q).await,
+            1,
+            "{q}: binlog update of stock only"
+        );
+    }
+    // A column they read: through qcache and from elsewhere.
+    c.query_drop("UPDATE products SET name = 'z' WHERE id = 1")
+        .await
+        .unwrap();
+    assert_eq!(ids(&mut c, category).await, vec![2, 1]);
+    let commits = b.commits();
+    d.query_drop("UPDATE products SET name = 'bb' WHERE id = 3")
+        .await
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while b.commits() <= commits && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(ids(&mut c, search).await, vec![2, 3]);
+    proxy.shutdown().await;
+}
+
+/// Writers update `stock` of every product while others move products between categories
+/// and rename them; readers of one category's names never see fewer or other rows than the
+/// acknowledged writes leave, and the stock readers never an old stock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_column_updates_never_serve_an_old_value() {
+    let schema = common::fresh_schema("sl_cols_conc").await;
+    setup(&schema, PRODUCTS).await;
+    let proxy = Arc::new(common::proxy(|c| c.invalidation.granularity = Granularity::Row).await);
+    // The stock of product 1 and the name generation of product 2, as acknowledged.
+    let stock = Arc::new(AtomicU64::new(5));
+    let named = Arc::new(AtomicU64::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let stale = Arc::new(AtomicU64::new(0));
+    let reads = Arc::new(AtomicU64::new(0));
+    let mut tasks = Vec::new();
+    {
+        let (proxy, schema, stock, stop) =
+            (proxy.clone(), schema.clone(), stock.clone(), stop.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut c = proxy.conn(&schema).await;
+            while !stop.load(Ordering::Relaxed) {
+                c.query_drop("UPDATE products SET stock = stock + 1 WHERE id = 1")
+                    .await
+                    .unwrap();
+                stock.fetch_add(1, Ordering::SeqCst);
+            }
+        }));
+    }
+    {
+        let (proxy, schema, named, stop) =
+            (proxy.clone(), schema.clone(), named.clone(), stop.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut c = proxy.conn(&schema).await;
+            let mut i = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                i += 1;
+                c.query_drop(format!("UPDATE products SET name = 'n{i}' WHERE id = 2"))
+                    .await
+                    .unwrap();
+                named.store(i, Ordering::SeqCst);
+            }
+        }));
+    }
+    for r in 0..3u64 {
+        let (proxy, schema, stock, named, stop, stale, reads) = (
+            proxy.clone(),
+            schema.clone(),
+            stock.clone(),
+            named.clone(),
+            stop.clone(),
+            stale.clone(),
+            reads.clone(),
+        );
+        tasks.push(tokio::spawn(async move {
+            let mut c = proxy.conn(&schema).await;
+            while !stop.load(Ordering::Relaxed) {
+                if r == 0 {
+                    let want = stock.load(Ordering::SeqCst);
+                    let n: Option<u64> = c
+                        .query_first("SELECT stock FROM products WHERE id = 1")
+                        .await
+                        .unwrap();
+                    if n.unwrap_or(0) < want {
+                        stale.fetch_add(1, Ordering::Relaxed);
+                    }
+                } else {
+                    let want = named.load(Ordering::SeqCst);
+                    let n: Option<String> = c
+                        .query_first("SELECT name FROM products WHERE category_id = 1 AND id = 2")
+                        .await
+                        .unwrap();
+                    let got: u64 = n
+                        .as_deref()
+                        .and_then(|s| s.strip_prefix('n'))
+                        .and_then(|s| s.parse().ok())
+                        .unwrap_or(0);
+                    if got < want {
+                        stale.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+                reads.fetch_add(1, Ordering::Relaxed);
+            }
+        }));
+    }
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    stop.store(true, Ordering::Relaxed);
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let mut c = proxy.conn(&schema).await;
+    assert_eq!(stale.load(Ordering::Relaxed), 0, "stale reads");
+    assert!(reads.load(Ordering::Relaxed) > 100, "readers ran");
+    assert!(status(&mut c, "Qcache_invalidations_column").await > 10);
+    drop(c);
+    if let Ok(p) = Arc::try_unwrap(proxy) {
+        p.shutdown().await;
+    }
 }

@@ -140,6 +140,12 @@ impl Collector for SharedCollector {
         )?;
         counter(
             &mut e,
+            "qcache_invalidations_column",
+            "Writes (UPDATEs, row images) invalidated by their changed columns only.",
+            load(&stats.column_writes),
+        )?;
+        counter(
+            &mut e,
             "qcache_stale_dropped",
             "Outdated entries dropped (on lookup, replacement or eviction).",
             load(&stats.stale_dropped),

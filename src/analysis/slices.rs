@@ -257,6 +257,9 @@ struct ReadShape {
     facts: Vec<Fact>,
     /// References per table anywhere in the statement (subqueries, derived tables…).
     everywhere: HashMap<TableRef, usize>,
+    /// Every name the statement spells ([`read_words`]): a superset of the columns it reads
+    /// of any table. None when it may read columns it does not name.
+    words: Option<Vec<String>>,
 }
 
 /// What a statement's shape says of slices, built once per digest ([`Shape::build`]) and
@@ -473,6 +476,33 @@ impl Shape {
         eval_read(shape, columns, &value)
     }
 
+    /// Every name `sql` (a read of this shape's digest) spells, lower-cased and sorted: the
+    /// columns it reads of each of its tables are among them. None when it may read columns
+    /// it does not name (`*`, NATURAL joins, partitions, system time) or is doubtful. The
+    /// names are the digest's (they are never literals), so the building statement's serve.
+    pub fn read_columns(&self, sql: &str) -> Option<&[String]> {
+        let Body::Read(r) = &self.body else {
+            return None;
+        };
+        if doubtful_text(sql) {
+            return None;
+        }
+        r.words.as_deref()
+    }
+
+    /// The columns `sql` (a single-table `UPDATE` of this shape's digest) assigns,
+    /// lower-cased: the only ones it changes itself (the caller knows whether anything else
+    /// changes implicitly). None when not such an UPDATE, or doubtful.
+    pub fn update_columns(&self, sql: &str) -> Option<(&TableRef, Vec<String>)> {
+        let Body::Write(WriteShape::Update { table, set, .. }) = &self.body else {
+            return None;
+        };
+        if doubtful_text(sql) || set.iter().any(|(c, _)| !c.is_ascii()) {
+            return None;
+        }
+        Some((table, set.iter().map(|(c, _)| c.clone()).collect()))
+    }
+
     /// The rows `sql` (a single-table INSERT … VALUES / UPDATE / DELETE of this shape's
     /// digest) changes, per column, or None when it is not of that shape (then every column
     /// is unknown: the caller invalidates the table). `all_columns(table)`: the table's
@@ -558,11 +588,86 @@ fn read_shape(stmt: &Statement, b: &mut Builder<'_>) -> Option<ReadShape> {
     }
     let mut everywhere: HashMap<TableRef, usize> = HashMap::new();
     let _ = stmt.visit(&mut RelationCounter(&mut everywhere));
+    let words = read_words(b.sql, stmt);
     Some(ReadShape {
         refs,
         facts,
         everywhere,
+        words,
     })
+}
+
+/// Every name a read spells, lower-cased, sorted: words, backquoted and double-quoted
+/// identifiers (a double-quoted string too: harmless, names are only intersected with a
+/// table's columns). A column is always read by a name it spells, except through `*` (a
+/// select-list or `t.*` wildcard; `COUNT(*)` reads no column), NATURAL joins (they compare
+/// the columns two tables share), `PARTITION` (rows of a partition: its key decides; also
+/// window functions, left out with it) and `FOR SYSTEM_TIME` (history rows, which any
+/// update adds): then None. Names are compared as MySQL compares column names only for
+/// ASCII (it folds accents too): a non-ASCII name gives None. Every `*` token must be
+/// accounted for as `COUNT(*)` or a multiplication the parser saw, or it may be a wildcard.
+fn read_words(sql: &str, stmt: &Statement) -> Option<Vec<String>> {
+    use super::lexer::Lexer;
+    let bytes = sql.as_bytes();
+    let mut lx = Lexer::new(bytes);
+    let toks: Vec<_> = std::iter::from_fn(|| lx.next_token()).collect();
+    let mut words = Vec::new();
+    let (mut stars, mut counted) = (0usize, 0usize);
+    for (i, t) in toks.iter().enumerate() {
+        match t.tok {
+            Tok::Word | Tok::Backquoted | Tok::DoubleQuoted => {
+                let raw = t.bytes(bytes);
+                let w = match t.tok {
+                    Tok::Word => raw,
+                    _ => raw.get(1..raw.len().checked_sub(1)?)?,
+                };
+                let w = std::str::from_utf8(w).ok()?;
+                if !w.is_ascii() || (t.tok == Tok::Backquoted && w.contains('`')) {
+                    return None;
+                }
+                let w = w.to_ascii_lowercase();
+                if t.tok == Tok::Word
+                    && matches!(w.as_str(), "natural" | "partition" | "system_time")
+                {
+                    return None;
+                }
+                words.push(w);
+            }
+            Tok::Punct(b'*') => {
+                stars += 1;
+                let count = i >= 2
+                    && toks[i - 1].is_punct(b'(')
+                    && toks[i - 2].is_kw(bytes, "COUNT")
+                    && toks.get(i + 1).is_some_and(|n| n.is_punct(b')'));
+                if count {
+                    counted += 1;
+                }
+            }
+            _ => {}
+        }
+    }
+    struct Products(usize);
+    impl sqlparser::ast::Visitor for Products {
+        type Break = ();
+        fn pre_visit_expr(&mut self, e: &Expr) -> std::ops::ControlFlow<()> {
+            if let Expr::BinaryOp {
+                op: BinaryOperator::Multiply,
+                ..
+            } = e
+            {
+                self.0 += 1;
+            }
+            std::ops::ControlFlow::Continue(())
+        }
+    }
+    let mut products = Products(0);
+    let _ = stmt.visit(&mut products);
+    if stars != counted + products.0 {
+        return None;
+    }
+    words.sort();
+    words.dedup();
+    Some(words)
 }
 
 /// Slice extraction for a cacheable SELECT from its shape and its constants.
@@ -1750,6 +1855,104 @@ mod tests {
     /// which tables each read depends on by slices and which whole, and what each write
     /// names. What stays whole is not provable from the statement (docs/benchmarks.md, L):
     /// a join on an unpinned column, a range, a LIKE.
+    #[test]
+    fn read_columns_name_every_column_read() {
+        let cols = |sql: &str| -> Option<Vec<String>> {
+            Shape::build(sql)
+                .expect("not doubtful")
+                .read_columns(sql)
+                .map(<[String]>::to_vec)
+        };
+        let has = |sql: &str, want: &[&str], not: &[&str]| {
+            let w = cols(sql).unwrap_or_else(|| panic!("no columns for {sql}"));
+            for c in want {
+                assert!(w.iter().any(|x| x == c), "{c} missing from {w:?} ({sql})");
+            }
+            for c in not {
+                assert!(!w.iter().any(|x| x == c), "{c} in {w:?} ({sql})");
+            }
+        };
+        // Select list, WHERE, JOIN ON, GROUP BY, HAVING, ORDER BY, subqueries, USING,
+        // backquoted names (case folded), MATCH's column list.
+        has(
+            "SELECT p.id, `Name` FROM products p JOIN categories c ON c.id = p.category_id              WHERE p.price > 3 AND p.id IN (SELECT product_id FROM order_items WHERE qty > 1)              GROUP BY p.id HAVING SUM(p.weight) > 0 ORDER BY p.rank",
+            &[
+                "id",
+                "name",
+                "category_id",
+                "price",
+                "product_id",
+                "qty",
+                "weight",
+                "rank",
+            ],
+            &["stock"],
+        );
+        has("SELECT a FROM t JOIN u USING (k)", &["a", "k"], &[]);
+        has(
+            "SELECT id FROM t WHERE MATCH (body, title) AGAINST ('x')",
+            &["body", "title"],
+            &[],
+        );
+        // COUNT(*) reads no column; a product is not a wildcard.
+        has(
+            "SELECT COUNT(*), price * qty FROM t WHERE a = 1",
+            &["price", "qty", "a"],
+            &["stock"],
+        );
+        has("SELECT COUNT( * ) FROM t", &[], &["stock"]);
+        // What may read unnamed columns: no column list.
+        for sql in [
+            "SELECT * FROM t WHERE id = 1",
+            "SELECT t.*, u.a FROM t JOIN u ON u.id = t.id",
+            "SELECT a FROM (SELECT * FROM t) x",
+            "SELECT COUNT(t.*) FROM t",
+            "SELECT a FROM t NATURAL JOIN u",
+            "SELECT a FROM t PARTITION (p0)",
+            "SELECT a, ROW_NUMBER() OVER (PARTITION BY b) FROM t",
+            "SELECT a FROM t FOR SYSTEM_TIME ALL",
+            "SELECT `prïce` FROM t",
+            "SELECT a FROM t WHERE EXISTS (SELECT * FROM u WHERE u.id = t.id)",
+        ] {
+            assert_eq!(cols(sql), None, "{sql}");
+        }
+        // A statement of the same shape gets the building statement's names; a doubtful
+        // text none.
+        let shape = Shape::build("SELECT a FROM t WHERE b = 1").unwrap();
+        assert_eq!(
+            shape.read_columns("SELECT a FROM t WHERE b = 2"),
+            Some(
+                &[
+                    "a".to_string(),
+                    "b".into(),
+                    "from".into(),
+                    "select".into(),
+                    "t".into(),
+                    "where".into()
+                ][..]
+            )
+        );
+        assert_eq!(shape.read_columns("SELECT a FROM t WHERE b = 2 -- c"), None);
+        // Writes have none; an UPDATE says what it assigns.
+        assert_eq!(
+            Shape::build("UPDATE t SET a = 1 WHERE id = 2")
+                .unwrap()
+                .read_columns("UPDATE t SET a = 1 WHERE id = 2"),
+            None
+        );
+        let up =
+            "UPDATE products SET stock = IF(stock > 0, stock - 1, 100), Price = ? WHERE id = ?";
+        assert_eq!(
+            Shape::build(up).unwrap().update_columns(up).map(|(_, c)| c),
+            Some(vec!["stock".to_string(), "price".to_string()])
+        );
+        let ins = "INSERT INTO t (a) VALUES (1)";
+        assert_eq!(Shape::build(ins).unwrap().update_columns(ins), None);
+        // Multi-table updates are not understood: no column list.
+        let multi = "UPDATE t JOIN u ON u.id = t.id SET t.a = 1 WHERE u.b = 2";
+        assert_eq!(Shape::build(multi).unwrap().update_columns(multi), None);
+    }
+
     #[test]
     fn shop_workload() {
         fn shop(t: &TableRef, c: &str) -> Option<ColumnInfo> {

@@ -2104,6 +2104,8 @@ mod tests {
             table: t.clone(),
             column,
             slices: vec![3, 9],
+            by_columns: false,
+            slice_columns: Vec::new(),
         };
         let ids = |_: &str, _: &str, c: &str| (c == "customer_id").then_some(0x11u64);
         let d = deps_with_slices(std::slice::from_ref(&w), std::slice::from_ref(&plan), &ids);

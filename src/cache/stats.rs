@@ -121,6 +121,9 @@ pub struct CacheStats {
     invalidations: [AtomicU64; InvalidationSource::ALL.len()],
     /// Row-slice counters bumped (writes with known rows, granularity row).
     pub slice_invalidations: AtomicU64,
+    /// Writes bumped by their changed columns only (`Versions::bump_columns`): entries
+    /// reading none of those columns stay served.
+    pub column_writes: AtomicU64,
     /// Followers that waited for another session's fill of the same key.
     pub stampede_waits: AtomicU64,
     /// Entries with outdated table versions dropped: found on lookup, replaced by a new fill,
@@ -169,6 +172,10 @@ impl CacheStats {
 
     pub fn slice_invalidations(&self, n: u64) {
         self.slice_invalidations.fetch_add(n, Ordering::Relaxed);
+    }
+
+    pub fn column_write(&self) {
+        self.column_writes.fetch_add(1, Ordering::Relaxed);
     }
 
     pub fn invalidations(&self, source: InvalidationSource) -> u64 {
@@ -230,6 +237,7 @@ impl CacheStats {
                 "Qcache_invalidations_slice",
                 load(&self.slice_invalidations),
             ),
+            ("Qcache_invalidations_column", load(&self.column_writes)),
             ("Qcache_stale_dropped", load(&self.stale_dropped)),
             ("Qcache_expired", load(&self.expired)),
             ("Qcache_stampede_waits", load(&self.stampede_waits)),

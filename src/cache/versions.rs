@@ -13,6 +13,23 @@
 //! version; any other write bumps `t` as a whole (both versions). Counters are indexed by a
 //! hash of (table, column, value): a collision costs an invalidation, never a stale read.
 //!
+//! Columns (`analysis::slices::Shape::read_columns`): an entry whose columns read in each
+//! table are known depends on them instead of the table's every column. Each world has its
+//! own table-level versions: an `UPDATE` whose changed columns are known (its `SET` list on
+//! a table where nothing else changes implicitly, or the columns a row image shows changed:
+//! [`Versions::bump_columns`]) bumps the column counters of those columns, and the versions
+//! that entries with unknown columns stamp (`version`, `unknown`, the columns' `unknown`),
+//! but not their column-aware twins (`rows`, `unknown_rows`, `unknown_rows` of each slice
+//! column), which every other write bumps as well. A column-aware entry stamps the twins and
+//! the counters of the columns it reads: an update changing none of them changes neither the
+//! rows it reads nor any value it shows. For an entry slicing on column `c` those counters
+//! are per (`c`, column read) ([`Versions::column_slice_index`]), and a column-known update
+//! bumps them only where it cannot name its rows' values in `c`; where it can, it bumps
+//! those values' slices as any write with known rows does, so other slices' entries stay
+//! even when they read the changed columns. Column counters are a bounded array indexed by a
+//! hash of (table, column), always bumped (no registration, so no registration race); a
+//! collision costs an invalidation, never a stale read.
+//!
 //! Why a write acknowledged after an entry's stamps were read always moves one of them:
 //! the entry registers its column ([`Versions::register`], under `t`'s column lock) before
 //! it reads its stamps, and the write reads `t`'s registered columns ([`Versions::bump_rows`],
@@ -61,6 +78,10 @@ pub struct TableVersion {
     version: AtomicU64,
     /// Moved only by writes whose rows qcache cannot name: what sliced entries stamp.
     unknown: AtomicU64,
+    /// `version` for entries whose columns are known: every write but a column-known update.
+    rows: AtomicU64,
+    /// `unknown` for entries whose columns are known: not moved by column-known updates.
+    unknown_rows: AtomicU64,
     /// The columns entries slice on; a write with known rows bumps the values of each.
     columns: RwLock<Vec<Arc<SliceColumn>>>,
     /// A `mysql` privilege table: a write to it is a privilege change too.
@@ -73,13 +94,26 @@ pub struct TableVersion {
 pub struct SliceColumn {
     pub name: Box<str>,
     unknown: AtomicU64,
+    /// `unknown` for entries whose columns are known: not moved by column-known updates.
+    unknown_rows: AtomicU64,
 }
 
 impl SliceColumn {
     pub fn version(&self) -> u64 {
         self.unknown.load(Ordering::Acquire)
     }
+
+    pub fn rows_version(&self) -> u64 {
+        self.unknown_rows.load(Ordering::Acquire)
+    }
 }
+
+/// What [`Versions::slice_column_index`] is given for the entries of a slice whose columns
+/// read are unknown: every column-known update naming rows of the slice bumps it.
+pub const ANY_COLUMN: &str = "*";
+
+/// Number of column counters (a power of two).
+const COLUMN_COUNTERS: usize = 1 << 12;
 
 /// Number of row-slice counters (a power of two).
 const SLICE_COUNTERS: usize = 1 << 16;
@@ -90,6 +124,21 @@ struct SliceCounters(Box<[AtomicU64]>);
 impl Default for SliceCounters {
     fn default() -> Self {
         SliceCounters((0..SLICE_COUNTERS).map(|_| AtomicU64::new(0)).collect())
+    }
+}
+
+/// The bounded array of column counters.
+struct ColumnCounters(Box<[AtomicU64]>);
+
+impl Default for ColumnCounters {
+    fn default() -> Self {
+        ColumnCounters((0..COLUMN_COUNTERS).map(|_| AtomicU64::new(0)).collect())
+    }
+}
+
+impl std::fmt::Debug for ColumnCounters {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ColumnCounters({})", self.0.len())
     }
 }
 
@@ -112,6 +161,16 @@ impl TableVersion {
     /// The unknown-rows version.
     pub fn unknown_version(&self) -> u64 {
         self.unknown.load(Ordering::Acquire)
+    }
+
+    /// The all-writes version as entries whose columns are known see it.
+    pub fn rows_version(&self) -> u64 {
+        self.rows.load(Ordering::Acquire)
+    }
+
+    /// The unknown-rows version as entries whose columns are known see it.
+    pub fn unknown_rows_version(&self) -> u64 {
+        self.unknown_rows.load(Ordering::Acquire)
     }
 
     /// The registered slice columns' names.
@@ -142,6 +201,8 @@ pub struct Versions {
     /// Users' privilege generations, part of every key's fingerprint.
     pub privileges: Privileges,
     slices: SliceCounters,
+    /// Column counters ([`Versions::column_index`]), moved by column-known updates.
+    columns: ColumnCounters,
     /// Set once when an L2 runs; bumps learned from L2 itself use the `_quiet` forms.
     sink: std::sync::OnceLock<Arc<dyn BumpSink>>,
     /// Debug builds only: a write with known rows moves no slice and no column version,
@@ -201,6 +262,8 @@ impl Versions {
                     name: name.to_string(),
                     version: AtomicU64::new(0),
                     unknown: AtomicU64::new(0),
+                    rows: AtomicU64::new(0),
+                    unknown_rows: AtomicU64::new(0),
                     columns: RwLock::new(Vec::new()),
                     privileges: crate::policy::privileges::is_privilege_table(schema, name),
                 })
@@ -219,7 +282,9 @@ impl Versions {
     /// `bump` without telling the sink: for bumps that came from the sink's side.
     pub fn bump_quiet(&self, t: &TableVersion) {
         let v = self.seq.fetch_add(1, Ordering::AcqRel) + 1;
+        t.unknown_rows.fetch_max(v, Ordering::AcqRel);
         t.unknown.fetch_max(v, Ordering::AcqRel);
+        t.rows.fetch_max(v, Ordering::AcqRel);
         t.version.fetch_max(v, Ordering::AcqRel);
         if t.privileges {
             // Through qcache or a ROW event of the binlog: every user, sticky. Quiet like
@@ -265,6 +330,7 @@ impl Versions {
         let c = Arc::new(SliceColumn {
             name: column.into(),
             unknown: AtomicU64::new(t.version()),
+            unknown_rows: AtomicU64::new(t.version()),
         });
         cols.push(c.clone());
         c
@@ -290,6 +356,111 @@ impl Versions {
         self.slices.0[index as usize].load(Ordering::Acquire)
     }
 
+    /// The counter index of a column (lower-cased) of `t`.
+    pub fn column_index(t: &TableVersion, column: &str) -> u32 {
+        let mut buf = Vec::with_capacity(t.schema.len() + t.name.len() + column.len() + 3);
+        for part in [t.schema.as_bytes(), t.name.as_bytes(), column.as_bytes()] {
+            buf.extend_from_slice(part);
+            buf.push(0);
+        }
+        (xxh3_64(&buf) as usize & (COLUMN_COUNTERS - 1)) as u32
+    }
+
+    pub fn column_version(&self, index: u32) -> u64 {
+        self.columns.0[index as usize & (COLUMN_COUNTERS - 1)].load(Ordering::Acquire)
+    }
+
+    /// An `UPDATE` of `t` acknowledged by the server that changed only the columns `set`
+    /// (lower-cased): bumps their column counters, and for entries whose columns are unknown
+    /// what [`bump_rows`](Self::bump_rows) (rows named by `known`) or [`bump`](Self::bump)
+    /// (None) would, without the column-aware twins (module docs). The sink is told of it as
+    /// of any write with those rows: other instances invalidate it as such. Returns the
+    /// number of slice counters bumped.
+    pub fn bump_columns(&self, t: &TableVersion, set: &[String], known: Option<&KnownRows>) -> u64 {
+        if t.privileges {
+            self.bump(t);
+            return 0;
+        }
+        let v = self.seq.fetch_add(1, Ordering::AcqRel) + 1;
+        if !self.slice_bumps_broken() {
+            for c in set {
+                self.columns.0[Versions::column_index(t, c) as usize]
+                    .fetch_max(v, Ordering::AcqRel);
+            }
+        }
+        match known {
+            None => {
+                t.unknown.fetch_max(v, Ordering::AcqRel);
+                // Every slice column's values unknown: its entries reading `set` go.
+                self.bump_indexes_at(t, v, |_| None, Some(set));
+                if let Some(s) = self.sink.get() {
+                    s.table(&t.schema, &t.name);
+                }
+                0
+            }
+            Some(known) => {
+                let indexes = |column: &str| Self::known_indexes(t, known, column);
+                let n = self.bump_indexes_at(t, v, indexes, Some(set));
+                if let Some(s) = self.sink.get() {
+                    s.rows(&t.schema, &t.name, &Self::all_indexes(t, known));
+                }
+                n
+            }
+        }
+    }
+
+    /// The slice counter index of column `read` (lower-cased) of the rows of one slice (its
+    /// counter index `slice`) of `column`: what a column-known update naming its rows'
+    /// values in `column`, and not changing `column`, bumps for each column it changes.
+    pub fn slice_column_index(t: &TableVersion, column: &str, slice: u32, read: &str) -> u32 {
+        let mut buf =
+            Vec::with_capacity(t.schema.len() + t.name.len() + column.len() + read.len() + 10);
+        for part in [
+            t.schema.as_bytes(),
+            t.name.as_bytes(),
+            column.as_bytes(),
+            &slice.to_le_bytes()[..],
+            read.as_bytes(),
+        ] {
+            buf.extend_from_slice(part);
+            buf.push(0);
+        }
+        (xxh3_64(&buf) as usize & (SLICE_COUNTERS - 1)) as u32
+    }
+
+    /// The counter index of column `read` (lower-cased) for entries that slice `t` on
+    /// `column`: what a column-known update that cannot name its rows' values in `column`
+    /// bumps for each column it changes.
+    pub fn column_slice_index(t: &TableVersion, column: &str, read: &str) -> u32 {
+        let mut buf =
+            Vec::with_capacity(t.schema.len() + t.name.len() + column.len() + read.len() + 4);
+        for part in [
+            t.schema.as_bytes(),
+            t.name.as_bytes(),
+            column.as_bytes(),
+            read.as_bytes(),
+        ] {
+            buf.extend_from_slice(part);
+            buf.push(0);
+        }
+        (xxh3_64(&buf) as usize & (COLUMN_COUNTERS - 1)) as u32
+    }
+
+    fn known_indexes(t: &TableVersion, known: &KnownRows, column: &str) -> Option<Vec<u32>> {
+        known.iter().find(|(k, _)| k == column).map(|(_, keys)| {
+            keys.iter()
+                .map(|key| Versions::slice_index(t, column, key))
+                .collect::<Vec<u32>>()
+        })
+    }
+
+    fn all_indexes(t: &TableVersion, known: &KnownRows) -> Vec<(String, Vec<u32>)> {
+        known
+            .iter()
+            .filter_map(|(c, _)| Some((c.clone(), Self::known_indexes(t, known, c)?)))
+            .collect()
+    }
+
     /// A write with known rows to `t`, acknowledged by the server: bumps, per registered
     /// column, the slices of the values `known` lists (else the column's unknown version),
     /// then the all-writes version. The unknown-rows version stays. Returns the number of
@@ -300,21 +471,11 @@ impl Versions {
             self.bump(t);
             return 0;
         }
-        let indexes = |column: &str| {
-            known.iter().find(|(k, _)| k == column).map(|(_, keys)| {
-                keys.iter()
-                    .map(|key| Versions::slice_index(t, column, key))
-                    .collect::<Vec<u32>>()
-            })
-        };
+        let indexes = |column: &str| Self::known_indexes(t, known, column);
         let n = self.bump_indexes(t, indexes);
         // Other instances slice on their own columns: they get every column named.
         if let Some(s) = self.sink.get() {
-            let all: Vec<(String, Vec<u32>)> = known
-                .iter()
-                .filter_map(|(c, _)| Some((c.clone(), indexes(c)?)))
-                .collect();
-            s.rows(&t.schema, &t.name, &all);
+            s.rows(&t.schema, &t.name, &Self::all_indexes(t, known));
         }
         n
     }
@@ -337,6 +498,21 @@ impl Versions {
 
     fn bump_indexes(&self, t: &TableVersion, indexes: impl Fn(&str) -> Option<Vec<u32>>) -> u64 {
         let v = self.seq.fetch_add(1, Ordering::AcqRel) + 1;
+        self.bump_indexes_at(t, v, indexes, None)
+    }
+
+    /// `set`: a column-known update changing only those columns, which leaves the
+    /// column-aware twins alone; where it cannot name a slice column's values, it bumps
+    /// that column's counters of the columns it changes instead
+    /// ([`column_slice_index`](Self::column_slice_index)).
+    fn bump_indexes_at(
+        &self,
+        t: &TableVersion,
+        v: u64,
+        indexes: impl Fn(&str) -> Option<Vec<u32>>,
+        set: Option<&[String]>,
+    ) -> u64 {
+        let columns_only = set.is_some();
         let mut n = 0;
         {
             // Read after the acknowledgement; see the module docs for why that suffices.
@@ -344,6 +520,21 @@ impl Versions {
             let skip = self.slice_bumps_broken();
             for c in cols.iter().filter(|_| !skip) {
                 match indexes(&c.name) {
+                    // A column-known update that leaves this column as it is: its rows stay in
+                    // their slices and change only in `set`, which those slices' entries read
+                    // through their per-slice column counters.
+                    Some(list) if set.is_some_and(|s| !s.iter().any(|x| **x == *c.name)) => {
+                        for i in list {
+                            // Entries of the slice whose columns are unknown stamp "*".
+                            let all = Versions::slice_column_index(t, &c.name, i, ANY_COLUMN);
+                            self.slices.0[all as usize].fetch_max(v, Ordering::AcqRel);
+                            for r in set.unwrap_or_default() {
+                                let k = Versions::slice_column_index(t, &c.name, i, r);
+                                self.slices.0[k as usize].fetch_max(v, Ordering::AcqRel);
+                                n += 1;
+                            }
+                        }
+                    }
                     Some(list) => {
                         for i in list {
                             self.slices.0[i as usize & (SLICE_COUNTERS - 1)]
@@ -352,11 +543,25 @@ impl Versions {
                         }
                     }
                     None => {
+                        match set {
+                            Some(set) => {
+                                for s in set {
+                                    let i = Versions::column_slice_index(t, &c.name, s);
+                                    self.columns.0[i as usize].fetch_max(v, Ordering::AcqRel);
+                                }
+                            }
+                            None => {
+                                c.unknown_rows.fetch_max(v, Ordering::AcqRel);
+                            }
+                        }
                         c.unknown.fetch_max(v, Ordering::AcqRel);
                     }
                 }
             }
             // Still under the lock: a column registered after this point starts at `v`.
+            if !columns_only {
+                t.rows.fetch_max(v, Ordering::AcqRel);
+            }
             t.version.fetch_max(v, Ordering::AcqRel);
         }
         n
@@ -464,6 +669,10 @@ pub struct Stamps {
     pub tables: Vec<(TableHandle, u64)>,
     /// Tables read by slices.
     pub sliced: Vec<SliceStamp>,
+    /// Tables read whole whose columns read are known: their `rows` versions.
+    pub rows: Vec<(TableHandle, u64)>,
+    /// The column counters of the columns read of column-aware tables (whole or sliced).
+    pub columns: Vec<(u32, u64)>,
     pub epoch: u64,
     /// Global sequence at capture time.
     pub seq: u64,
@@ -477,6 +686,9 @@ pub struct SliceStamp {
     column: Arc<SliceColumn>,
     column_version: u64,
     slices: Vec<(u32, u64)>,
+    /// The columns read are known: `unknown` and `column_version` are the column-aware
+    /// twins (`unknown_rows`), and the stamps' column counters cover the columns read.
+    by_columns: bool,
 }
 
 impl SliceStamp {
@@ -484,10 +696,26 @@ impl SliceStamp {
         self.slices.len()
     }
 
+    fn unknown_now(&self) -> u64 {
+        if self.by_columns {
+            self.table.unknown_rows_version()
+        } else {
+            self.table.unknown_version()
+        }
+    }
+
+    fn column_now(&self) -> u64 {
+        if self.by_columns {
+            self.column.rows_version()
+        } else {
+            self.column.version()
+        }
+    }
+
     fn all_versions<'a>(&'a self, v: &'a Versions) -> impl Iterator<Item = (u64, u64)> + 'a {
         [
-            (self.table.unknown_version(), self.unknown),
-            (self.column.version(), self.column_version),
+            (self.unknown_now(), self.unknown),
+            (self.column_now(), self.column_version),
         ]
         .into_iter()
         .chain(self.slices.iter().map(|(i, s)| (v.slice_version(*i), *s)))
@@ -500,6 +728,23 @@ pub struct SlicePlan {
     pub table: TableHandle,
     pub column: Arc<SliceColumn>,
     pub slices: Vec<u32>,
+    /// The columns the read reads of this table are in the [`ColumnReads`] given with it.
+    pub by_columns: bool,
+    /// The per-slice column counters of the columns read ([`Versions::slice_column_index`];
+    /// without `by_columns`, of [`ANY_COLUMN`]), stamped like slices (not an L2 dependency:
+    /// L2 is told of column-known updates as of plain writes with known rows).
+    pub slice_columns: Vec<u32>,
+}
+
+/// What a read reads by column ([`Stamps::capture_sliced`]): the tables read whole whose
+/// columns read are known (their `rows` version replaces `version`), and the column
+/// counter indexes of every column read of those tables ([`Versions::column_index`]) and of
+/// the sliced tables whose plan says `by_columns` ([`Versions::column_slice_index`] with
+/// their slice column).
+#[derive(Debug, Clone, Default)]
+pub struct ColumnReads {
+    pub tables: Vec<TableHandle>,
+    pub indexes: Vec<u32>,
 }
 
 impl Stamps {
@@ -511,23 +756,58 @@ impl Stamps {
         Stamps {
             tables: tables.iter().map(|t| (t.clone(), t.version())).collect(),
             sliced: Vec::new(),
+            rows: Vec::new(),
+            columns: Vec::new(),
             epoch,
             seq,
         }
     }
 
     /// [`capture`](Self::capture) for a read of `whole` tables and of `sliced` ones by slices.
-    /// Every column of `sliced` must have been registered before this call.
-    pub fn capture_sliced(v: &Versions, whole: &[TableHandle], sliced: &[SlicePlan]) -> Stamps {
-        let mut s = Stamps::capture(v, whole);
+    /// Every column of `sliced` must have been registered before this call. The tables of
+    /// `cols` are among `whole`.
+    pub fn capture_sliced(
+        v: &Versions,
+        whole: &[TableHandle],
+        sliced: &[SlicePlan],
+        cols: &ColumnReads,
+    ) -> Stamps {
+        let (by_cols, plain): (Vec<TableHandle>, Vec<TableHandle>) = whole
+            .iter()
+            .cloned()
+            .partition(|t| cols.tables.iter().any(|c| Arc::ptr_eq(c, t)));
+        let mut s = Stamps::capture(v, &plain);
+        s.rows = by_cols
+            .into_iter()
+            .map(|t| {
+                let ver = t.rows_version();
+                (t, ver)
+            })
+            .collect();
+        s.columns = cols
+            .indexes
+            .iter()
+            .map(|i| (*i, v.column_version(*i)))
+            .collect();
         s.sliced = sliced
             .iter()
-            .map(|p| SliceStamp {
-                table: p.table.clone(),
-                unknown: p.table.unknown_version(),
-                column: p.column.clone(),
-                column_version: p.column.version(),
-                slices: p.slices.iter().map(|i| (*i, v.slice_version(*i))).collect(),
+            .map(|p| {
+                let mut st = SliceStamp {
+                    table: p.table.clone(),
+                    unknown: 0,
+                    column: p.column.clone(),
+                    column_version: 0,
+                    slices: p
+                        .slices
+                        .iter()
+                        .chain(&p.slice_columns)
+                        .map(|i| (*i, v.slice_version(*i)))
+                        .collect(),
+                    by_columns: p.by_columns,
+                };
+                st.unknown = st.unknown_now();
+                st.column_version = st.column_now();
+                st
             })
             .collect();
         s
@@ -538,6 +818,7 @@ impl Stamps {
         self.tables
             .iter()
             .map(|(t, _)| t)
+            .chain(self.rows.iter().map(|(t, _)| t))
             .chain(self.sliced.iter().map(|s| &s.table))
     }
 
@@ -552,8 +833,18 @@ impl Stamps {
                 return false;
             }
         }
+        for (t, ver) in &self.rows {
+            if t.rows_version() != *ver {
+                return false;
+            }
+        }
+        for &(i, ver) in &self.columns {
+            if v.column_version(i) != ver {
+                return false;
+            }
+        }
         for s in &self.sliced {
-            if s.table.unknown_version() != s.unknown || s.column.version() != s.column_version {
+            if s.unknown_now() != s.unknown || s.column_now() != s.column_version {
                 return false;
             }
             for &(i, ver) in &s.slices {
@@ -569,6 +860,11 @@ impl Stamps {
     /// bump_all happened after it either (the caller compares epochs).
     pub fn unchanged_since(&self, v: &Versions, seq: u64) -> bool {
         self.tables.iter().all(|(t, _)| t.version() <= seq)
+            && self.rows.iter().all(|(t, _)| t.rows_version() <= seq)
+            && self
+                .columns
+                .iter()
+                .all(|(i, _)| v.column_version(*i) <= seq)
             && self
                 .sliced
                 .iter()
@@ -584,6 +880,14 @@ impl Stamps {
             && v.epoch() == self.epoch
             && self.tables.iter().all(|(t, ver)| {
                 let cur = t.version();
+                cur == *ver && cur <= snap.seq
+            })
+            && self.rows.iter().all(|(t, ver)| {
+                let cur = t.rows_version();
+                cur == *ver && cur <= snap.seq
+            })
+            && self.columns.iter().all(|(i, ver)| {
+                let cur = v.column_version(*i);
                 cur == *ver && cur <= snap.seq
             })
             && self.sliced.iter().all(|s| {
@@ -684,7 +988,7 @@ mod tests {
 
     fn sliced(v: &Versions, t: &TableHandle, col: &str, keys: &[&str]) -> Stamps {
         let column = v.register(t, col);
-        let slices = keys
+        let slices: Vec<u32> = keys
             .iter()
             .map(|k| Versions::slice_index(t, col, k))
             .collect();
@@ -694,8 +998,14 @@ mod tests {
             &[SlicePlan {
                 table: t.clone(),
                 column,
+                slice_columns: slices
+                    .iter()
+                    .map(|&i| Versions::slice_column_index(t, col, i, ANY_COLUMN))
+                    .collect(),
                 slices,
+                by_columns: false,
             }],
+            &ColumnReads::default(),
         )
     }
 
@@ -759,6 +1069,173 @@ mod tests {
         v.bump_rows(&t, &[("c".to_string(), vec!["i1".to_string()])]);
         assert!(!s.valid_in(&v, &snap));
         assert!(!s.unchanged_since(&v, snap.seq));
+    }
+
+    /// Stamps of a read of `t` whose columns read are `cols`, whole or sliced on `col = key`.
+    fn by_columns(
+        v: &Versions,
+        t: &TableHandle,
+        cols: &[&str],
+        slice: Option<(&str, &str)>,
+    ) -> Stamps {
+        let reads = ColumnReads {
+            tables: if slice.is_none() {
+                vec![t.clone()]
+            } else {
+                Vec::new()
+            },
+            indexes: cols
+                .iter()
+                .map(|c| match slice {
+                    None => Versions::column_index(t, c),
+                    Some((col, _)) => Versions::column_slice_index(t, col, c),
+                })
+                .collect(),
+        };
+        match slice {
+            None => Stamps::capture_sliced(v, std::slice::from_ref(t), &[], &reads),
+            Some((col, key)) => {
+                let column = v.register(t, col);
+                let slice = Versions::slice_index(t, col, key);
+                let plan = SlicePlan {
+                    table: t.clone(),
+                    column,
+                    slices: vec![slice],
+                    by_columns: true,
+                    slice_columns: cols
+                        .iter()
+                        .map(|c| Versions::slice_column_index(t, col, slice, c))
+                        .collect(),
+                };
+                Stamps::capture_sliced(v, &[], std::slice::from_ref(&plan), &reads)
+            }
+        }
+    }
+
+    #[test]
+    fn column_known_updates_spare_other_columns() {
+        let v = Versions::new();
+        let t = v.table("db", "products");
+        let s = |c: &[&str]| c.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        let search = by_columns(&v, &t, &["id", "name", "price"], None);
+        let page = by_columns(&v, &t, &["id", "name", "stock"], Some(("id", "i5")));
+        let category = by_columns(
+            &v,
+            &t,
+            &["id", "name", "category_id"],
+            Some(("category_id", "i3")),
+        );
+        let unknown_cols = Stamps::capture(&v, std::slice::from_ref(&t));
+        let unknown_sliced = sliced(&v, &t, "category_id", &["i3"]);
+        let snap = v.snapshot();
+        // UPDATE products SET stock = … WHERE id = 5: id named, category_id not.
+        let known = vec![("id".to_string(), vec!["i5".to_string()])];
+        v.bump_columns(&t, &s(&["stock"]), Some(&known));
+        assert!(search.is_current(&v), "reads no stock");
+        assert!(
+            category.is_current(&v),
+            "reads no stock, its slice column unknown"
+        );
+        assert!(category.valid_in(&v, &snap));
+        assert!(!page.is_current(&v), "reads stock");
+        let other_page = by_columns(&v, &t, &["id", "stock"], Some(("id", "i6")));
+        v.bump_columns(&t, &s(&["stock"]), Some(&known));
+        assert!(other_page.is_current(&v), "reads stock, but of another row");
+        // Named in the slice column it leaves alone (a row image names every column): that
+        // slice's entries reading the column go, the others' stay.
+        let in_three = vec![
+            ("id".to_string(), vec!["i7".to_string()]),
+            ("category_id".to_string(), vec!["i3".to_string()]),
+        ];
+        let cat_stock = by_columns(
+            &v,
+            &t,
+            &["category_id", "stock"],
+            Some(("category_id", "i3")),
+        );
+        let cat4_stock = by_columns(
+            &v,
+            &t,
+            &["category_id", "stock"],
+            Some(("category_id", "i4")),
+        );
+        v.bump_columns(&t, &s(&["stock"]), Some(&in_three));
+        assert!(category.is_current(&v), "reads no stock");
+        assert!(!cat_stock.is_current(&v));
+        assert!(cat4_stock.is_current(&v), "another category");
+        // Moved out of category 3 into 4, named: both slices.
+        let moved = vec![(
+            "category_id".to_string(),
+            vec!["i3".to_string(), "i4".to_string()],
+        )];
+        let cat3 = by_columns(&v, &t, &["id", "category_id"], Some(("category_id", "i3")));
+        let cat4 = by_columns(&v, &t, &["id", "category_id"], Some(("category_id", "i4")));
+        let cat5 = by_columns(&v, &t, &["id", "category_id"], Some(("category_id", "i5")));
+        v.bump_columns(&t, &s(&["category_id"]), Some(&moved));
+        assert!(!cat3.is_current(&v) && !cat4.is_current(&v));
+        assert!(cat5.is_current(&v), "neither before nor after");
+        assert!(!unknown_cols.is_current(&v), "columns unknown: every write");
+        assert!(
+            !unknown_sliced.is_current(&v),
+            "columns unknown: as a bump_rows"
+        );
+        let unknown_page = sliced(&v, &t, "id", &["i5"]);
+        v.bump_columns(&t, &s(&["stock"]), Some(&known));
+        assert!(
+            !unknown_page.is_current(&v),
+            "columns unknown, its slice named"
+        );
+        // The same with rows unknown.
+        let category = by_columns(
+            &v,
+            &t,
+            &["id", "name", "category_id"],
+            Some(("category_id", "i3")),
+        );
+        let page = by_columns(&v, &t, &["id", "name", "stock"], Some(("id", "i6")));
+        v.bump_columns(&t, &s(&["stock"]), None);
+        assert!(search.is_current(&v) && category.is_current(&v));
+        assert!(!page.is_current(&v));
+        // A column read: gone, whatever its rows.
+        v.bump_columns(&t, &s(&["price"]), None);
+        assert!(!search.is_current(&v));
+        // Moving a row to another category: the slice column is read by its entries.
+        v.bump_columns(&t, &s(&["category_id"]), Some(&known));
+        assert!(!category.is_current(&v));
+        // Any other write reaches column-aware entries: inserts (rows), unknown writes.
+        let search = by_columns(&v, &t, &["id", "name", "price"], None);
+        let category = by_columns(&v, &t, &["id", "category_id"], Some(("category_id", "i3")));
+        v.bump_rows(&t, &[("id".to_string(), vec!["i9".to_string()])]);
+        assert!(!search.is_current(&v), "a new row");
+        assert!(!category.is_current(&v), "category_id not named");
+        let category = by_columns(&v, &t, &["id", "category_id"], Some(("category_id", "i3")));
+        v.bump(&t);
+        assert!(!category.is_current(&v));
+        // Counting no columns (COUNT(*)): only row changes matter.
+        let count = by_columns(&v, &t, &[], None);
+        v.bump_columns(&t, &s(&["stock", "price"]), None);
+        assert!(count.is_current(&v));
+        let snap = v.snapshot();
+        v.bump_columns(&t, &s(&["stock"]), None);
+        assert!(count.valid_in(&v, &snap));
+        assert!(
+            !snap.unchanged(&v, std::slice::from_ref(&t)),
+            "table-level stays coarse"
+        );
+    }
+
+    #[test]
+    fn column_bumps_in_snapshots() {
+        let v = Versions::new();
+        let t = v.table("db", "t");
+        let snap = v.snapshot();
+        let e = by_columns(&v, &t, &["a"], None);
+        assert!(e.valid_in(&v, &snap));
+        v.bump_columns(&t, &["a".to_string()], None);
+        let e2 = by_columns(&v, &t, &["a"], None);
+        assert!(e2.is_current(&v));
+        assert!(!e2.valid_in(&v, &snap), "a changed after the snapshot");
+        assert!(!e2.unchanged_since(&v, snap.seq));
     }
 
     #[test]

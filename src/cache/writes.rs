@@ -71,6 +71,9 @@ pub struct Pending {
     /// Tables whose changed rows the statement names (granularity row): only their slices
     /// are bumped (`Versions::bump_rows`). Inside a transaction they count as written.
     pub rows: Vec<(TableHandle, Arc<KnownRows>)>,
+    /// Tables of `tables` or `rows` that an UPDATE changes only in these columns (granularity
+    /// row, `Catalog::update_changes_only_set`): their bump is `Versions::bump_columns`.
+    pub columns: Vec<(TableHandle, Arc<[String]>)>,
     pub schemas: Vec<String>,
     pub all: bool,
     /// The statement changed the schema: reload the catalog before the client sees the OK.
@@ -97,11 +100,30 @@ impl Cache {
     /// Bumps what a statement wrote.
     pub fn apply_writes(&self, p: &Pending) {
         let source = InvalidationSource::Write;
+        let set_of = |t: &TableHandle| {
+            p.columns
+                .iter()
+                .find(|(c, _)| Arc::ptr_eq(c, t))
+                .map(|(_, s)| s)
+        };
         for t in &p.tables {
-            self.invalidate_table(t, source);
+            match set_of(t) {
+                Some(set) => {
+                    self.versions().bump_columns(t, set, None);
+                    self.stats().invalidation(source);
+                    self.stats().column_write();
+                }
+                None => self.invalidate_table(t, source),
+            }
         }
         for (t, known) in &p.rows {
-            let n = self.versions().bump_rows(t, known);
+            let n = match set_of(t) {
+                Some(set) => {
+                    self.stats().column_write();
+                    self.versions().bump_columns(t, set, Some(known))
+                }
+                None => self.versions().bump_rows(t, known),
+            };
             self.stats().invalidation(source);
             self.stats().slice_invalidations(n);
         }

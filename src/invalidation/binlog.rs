@@ -517,6 +517,16 @@ struct Inv {
 }
 
 impl Inv {
+    /// A table whose row images were all updates changing only `set`, with the rows they
+    /// name: `Versions::bump_columns`.
+    fn columns(&self, schema: &str, name: &str, set: &[String], known: &KnownRows) {
+        let t = self.versions.table(schema, name);
+        let n = self.versions.bump_columns(&t, set, Some(known));
+        self.stats.invalidation(InvalidationSource::Binlog);
+        self.stats.slice_invalidations(n);
+        self.stats.column_write();
+    }
+
     /// A table whose changed rows the images name: only their slices (`Versions::bump_rows`).
     fn rows(&self, schema: &str, name: &str, known: &KnownRows) {
         let t = self.versions.table(schema, name);
@@ -575,6 +585,12 @@ struct RowsSeen {
     /// table the catalog does not describe like the image does).
     unknown: bool,
     images: usize,
+    /// Columns some UPDATE row changed: its before and after images differ there, or one
+    /// of them lacks it.
+    changed: HashSet<String>,
+    /// A row inserted or deleted (or not read as an update): the changes are not only
+    /// `changed`'s columns.
+    not_update: bool,
 }
 
 /// Beyond this many row images per table and transaction, the table is bumped whole.
@@ -585,6 +601,17 @@ impl RowsSeen {
         self.unknown = true;
         self.keys = HashMap::new();
         self.unknown_columns = HashSet::new();
+        self.not_update = true;
+    }
+
+    /// When every row was an update and the images were read: the columns that changed.
+    fn changed_columns(&self) -> Option<Vec<String>> {
+        if self.unknown || self.not_update {
+            return None;
+        }
+        let mut c: Vec<String> = self.changed.iter().cloned().collect();
+        c.sort();
+        Some(c)
     }
 
     /// The columns whose every image named the value.
@@ -642,11 +669,47 @@ fn fold_images(
             ColType::Other => false,
         }
     };
+    // Ordinal of each value an image carries: `@i` names, or the real names when the
+    // server logs them (binlog_row_metadata = FULL).
+    let positions = |img: &mysql_async::binlog::row::BinlogRow| {
+        let mut at: HashMap<usize, usize> = HashMap::new();
+        for (k, c) in img.columns_ref().iter().enumerate() {
+            let name = c.name_str();
+            let i = match name.strip_prefix('@').and_then(|n| n.parse::<usize>().ok()) {
+                Some(i) => Some(i),
+                None => cols.iter().position(|(n, _)| *n == name.to_lowercase()),
+            };
+            if let Some(i) = i {
+                at.insert(i, k);
+            }
+        }
+        at
+    };
     for row in rows.rows(tme) {
         let Ok((before, after)) = row else {
             seen.give_up();
             return;
         };
+        match (&before, &after) {
+            (Some(b), Some(a)) => {
+                let (pb, pa) = (positions(b), positions(a));
+                for (i, (name, _)) in cols.iter().enumerate() {
+                    let vb = pb.get(&i).and_then(|k| b.as_ref(*k));
+                    let va = pa.get(&i).and_then(|k| a.as_ref(*k));
+                    let same = match (vb, va) {
+                        (Some(BinlogValue::Value(x)), Some(BinlogValue::Value(y))) => {
+                            same_value(x, y)
+                        }
+                        // Missing (MINIMAL / NOBLOB images), JSON diffs: unknown, changed.
+                        _ => false,
+                    };
+                    if !same {
+                        seen.changed.insert(name.clone());
+                    }
+                }
+            }
+            _ => seen.not_update = true,
+        }
         for img in [before, after].into_iter().flatten() {
             seen.images += 1;
             if seen.images > MAX_IMAGES {
@@ -690,6 +753,18 @@ fn fold_images(
                 }
             }
         }
+    }
+}
+
+/// Whether two values of one column in a before and an after image are the same stored
+/// value: byte for byte (floats by their bits: -0 and 0 differ to a reader).
+fn same_value(a: &mysql_async::Value, b: &mysql_async::Value) -> bool {
+    use mysql_async::Value as V;
+    match (a, b) {
+        (V::Float(x), V::Float(y)) => x.to_bits() == y.to_bits(),
+        (V::Double(x), V::Double(y)) => x.to_bits() == y.to_bits(),
+        (V::Float(_) | V::Double(_), _) | (_, V::Float(_) | V::Double(_)) => false,
+        _ => a == b,
     }
 }
 
@@ -1293,7 +1368,16 @@ impl Tail {
             | event_type::MARIA_START_ENCRYPTION => return None,
             // log_bin_compress: the rows' table id is readable, the statement is not.
             k if event_type::MARIA_ROWS_COMPRESSED.contains(&k) => {
-                self.on_rows(rows_table_id(event.data()), stream);
+                let id = rows_table_id(event.data());
+                self.on_rows(id, stream);
+                // Its images are not read: nothing is known of the table's rows.
+                if let Some(tme) = id.and_then(|id| stream.get_tme(id)) {
+                    let t = (
+                        tme.database_name().to_lowercase(),
+                        tme.table_name().to_lowercase(),
+                    );
+                    self.txn.rows.entry(t).or_default().give_up();
+                }
                 return None;
             }
             event_type::MARIA_QUERY_COMPRESSED => {
@@ -1517,7 +1601,14 @@ impl Tail {
             // Statement-based DML (INSERT, UPDATE, DELETE, REPLACE, LOAD DATA …).
             _ => {
                 match (self.analyse)(sql, schema) {
-                    Some(t) => self.txn.tables.extend(lower_all(t)),
+                    Some(t) => {
+                        // Rows this statement changed are in no image: whatever row events
+                        // of the same transaction said of these tables is not all.
+                        for t in lower_all(t) {
+                            self.txn.rows.entry(t.clone()).or_default().give_up();
+                            self.txn.tables.insert(t);
+                        }
+                    }
                     None => {
                         self.txn.unknown_schemas.insert(schema.to_string());
                     }
@@ -1591,13 +1682,18 @@ impl Tail {
         };
         let reached = self.catalog.reached_by_edges(tables);
         for t in &all {
-            let known = rows
+            let seen = rows
                 .get(t)
-                .filter(|_| !reached.contains(t) && self.catalog.rows_knowable(t))
-                .and_then(RowsSeen::known);
-            match known {
-                Some(k) => self.inv.rows(&t.0, &t.1, &k),
-                None => self.inv.table(&t.0, &t.1),
+                .filter(|_| !reached.contains(t) && self.catalog.rows_knowable(t));
+            let known = seen.and_then(RowsSeen::known);
+            // Only updates, whose images show every column that changed.
+            let changed = seen
+                .filter(|_| self.catalog.images_show_changes(t))
+                .and_then(RowsSeen::changed_columns);
+            match (known, changed) {
+                (Some(k), Some(c)) => self.inv.columns(&t.0, &t.1, &c, &k),
+                (Some(k), None) => self.inv.rows(&t.0, &t.1, &k),
+                (None, _) => self.inv.table(&t.0, &t.1),
             }
         }
         all.len() as u64

@@ -93,6 +93,9 @@ struct SchemaPart {
     /// Tables with a trigger (analysed or not): a trigger may change the row being written,
     /// so a write's statement does not name its rows.
     triggered: HashSet<String>,
+    /// Base relations whose TABLE_TYPE is not BASE TABLE (SYSTEM VERSIONED: an UPDATE adds
+    /// a history row; SEQUENCE): never column-known writes.
+    special: HashSet<String>,
     /// Views whose reads must not be cached although they expand: their definition calls a
     /// function that is not cacheable inline (non-deterministic, session-dependent, a
     /// stored function or UDF, a sequence, a system variable) or searches full text.
@@ -174,6 +177,13 @@ struct TableColumns {
     order: Option<Vec<String>>,
     /// Every column in ordinal order (as row images carry them).
     all: Arc<[(String, ColumnInfo)]>,
+    /// A column whose value the server sets itself on UPDATE (`ON UPDATE
+    /// CURRENT_TIMESTAMP`): an UPDATE changes more than it assigns.
+    on_update: bool,
+    /// A column with anything else in EXTRA but AUTO_INCREMENT (generated, invisible, system
+    /// versioning, what a later server adds): what an UPDATE changes is not its SET list, and
+    /// a row image may not show it.
+    implicit: bool,
 }
 
 impl RawCatalog {
@@ -282,6 +292,9 @@ impl SchemaPart {
             let kind = if kind.eq_ignore_ascii_case("VIEW") {
                 Kind::View
             } else {
+                if !kind.eq_ignore_ascii_case("BASE TABLE") {
+                    part.special.insert(key.clone());
+                }
                 Kind::Base
             };
             part.relations.insert(key, kind);
@@ -398,6 +411,11 @@ fn table_columns<'a>(
         let mut all = Vec::with_capacity(list.len());
         for c in list {
             let e = extra(c);
+            match e.trim() {
+                "" | "auto_increment" => {}
+                x if x.starts_with("on update") => tc.on_update = true,
+                _ => tc.implicit = true,
+            }
             // A generated column's value is not the statement's; invisible columns are
             // left out of column-less INSERTs. Neither is sliced.
             let ty = if e.contains("generated")
@@ -1319,6 +1337,30 @@ impl Catalog {
         self.is_loaded()
             && self.ddl_reloads.load(Ordering::Acquire) == 0
             && self.snapshot.load().rows_knowable(t)
+    }
+
+    /// Whether an UPDATE of `t` through qcache changes only the columns it assigns: its rows
+    /// are knowable ([`rows_knowable`](Self::rows_knowable): no trigger, no cascade back),
+    /// it is a plain BASE TABLE whose columns the catalog knows, none of which the server
+    /// sets itself (ON UPDATE, generated, invisible, system versioning).
+    pub fn update_changes_only_set(&self, t: &TableName) -> bool {
+        self.rows_knowable(t) && self.columns_plain(t, false)
+    }
+
+    /// Whether an UPDATE row image of `t` shows every column that changed (ON UPDATE
+    /// columns are in the image; generated and invisible ones may not be): the caller
+    /// still treats a column missing from an image as changed.
+    pub fn images_show_changes(&self, t: &TableName) -> bool {
+        self.rows_knowable(t) && self.columns_plain(t, true)
+    }
+
+    fn columns_plain(&self, t: &TableName, on_update_ok: bool) -> bool {
+        let snap = self.snapshot.load();
+        if snap.part(t).is_none_or(|p| p.special.contains(&t.1)) {
+            return false;
+        }
+        snap.columns(t)
+            .is_some_and(|c| !c.all.is_empty() && !c.implicit && (on_update_ok || !c.on_update))
     }
 
     /// A base table's columns in ordinal order, as row images carry them.

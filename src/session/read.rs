@@ -448,11 +448,14 @@ impl Session {
         // Stamps are read before the query goes upstream: a write that lands while the
         // query runs makes them stale, so the result can never outlive it.
         // Slice columns are registered here, before the stamps are read (`cache::versions`).
-        let (mut whole, mut sliced, generation) = self.plan_slices(&plan.tables, sql, payload);
-        let mut stamps = Stamps::capture_sliced(versions, &whole, &sliced);
-        if !sliced.is_empty() && self.shared.catalog.generation() != generation {
-            // A reload raced the slicing: the column types used may predate a DDL whose
-            // after-reload bump these stamps already include. Depend on the tables whole.
+        let (mut whole, mut sliced, cols, generation) =
+            self.plan_slices(&plan.tables, sql, payload);
+        let mut stamps = Stamps::capture_sliced(versions, &whole, &sliced, &cols);
+        let by_columns = !cols.tables.is_empty() || !cols.indexes.is_empty();
+        if (!sliced.is_empty() || by_columns) && self.shared.catalog.generation() != generation {
+            // A reload raced the slicing: the column types (or lists) used may predate a DDL
+            // whose after-reload bump these stamps already include. Depend on the tables
+            // whole.
             stamps = Stamps::capture(versions, &plan.tables);
             whole = plan.tables.clone();
             sliced.clear();

@@ -7,11 +7,15 @@ use std::sync::Arc;
 use super::Session;
 use crate::analysis::slices::Lit;
 use crate::analysis::{TableRef, WriteInfo, WriteTargets};
-use crate::cache::versions::{SlicePlan, Versions};
+use crate::cache::versions::{ColumnReads, SlicePlan, Versions, ANY_COLUMN};
 use crate::cache::TableHandle;
 use crate::config::Granularity;
 use crate::protocol::commands::{self, ExecuteParams};
 use crate::protocol::packets::com;
+
+/// Beyond this many (slice, column read) pairs, a sliced table's entry depends on all its
+/// columns: each pair is one more counter a hit checks.
+const MAX_SLICE_COLUMNS: usize = 64;
 
 impl Session {
     fn slices_on(&self) -> bool {
@@ -34,19 +38,27 @@ impl Session {
     }
 
     /// Splits a read's tables into those it reads whole and those it reads by slices, and
-    /// registers each slice column (before the caller reads the stamps). Returns the catalog
-    /// generation the column types were read under. `sql` is the
-    /// statement's text (the prepared SQL for an execute), `payload` what goes upstream.
+    /// registers each slice column (before the caller reads the stamps); says which tables'
+    /// columns read are known, and which (`ColumnReads`). Returns the catalog generation the
+    /// column types were read under. `sql` is the statement's text (the prepared SQL for an
+    /// execute), `payload` what goes upstream.
     pub(super) fn plan_slices(
         &self,
         tables: &Arc<[TableHandle]>,
         sql: &[u8],
         payload: &[u8],
-    ) -> (Arc<[TableHandle]>, Vec<SlicePlan>, u64) {
+    ) -> (Arc<[TableHandle]>, Vec<SlicePlan>, ColumnReads, u64) {
         // Column types come from this catalog generation; the caller checks, after reading
         // the stamps, that no reload (a DDL that may have changed them) came in between.
         let generation = self.shared.catalog.generation();
-        let whole = || (tables.clone(), Vec::new(), generation);
+        let whole = || {
+            (
+                tables.clone(),
+                Vec::new(),
+                ColumnReads::default(),
+                generation,
+            )
+        };
         // With an L2, slice versions travel there too (`cache::l2`, docs/fleet.md).
         if !self.slices_on() || !self.st.temp_tables.is_empty() {
             return whole();
@@ -82,7 +94,25 @@ impl Session {
             catalog.column(&q, c)
         };
         let pins = shape.read_slices(text, &columns, &params);
-        if pins.is_empty() {
+        // The columns read of each table: the names the statement spells that are its
+        // columns (every table here has its column list: views were ruled out above).
+        let mut cols = ColumnReads::default();
+        let words = shape.read_columns(text);
+        let read_of = |t: &TableHandle| -> Option<Vec<String>> {
+            let words = words?;
+            let all = catalog.columns_by_ordinal(&(t.schema.clone(), t.name.clone()))?;
+            // MySQL folds accents in column names: only ASCII names compare as spelled.
+            if all.iter().any(|(n, _)| !n.is_ascii()) {
+                return None;
+            }
+            Some(
+                all.iter()
+                    .filter(|(n, _)| words.binary_search(n).is_ok())
+                    .map(|(n, _)| n.clone())
+                    .collect(),
+            )
+        };
+        if pins.is_empty() && words.is_none() {
             return whole();
         }
         let versions = self.shared.cache.versions();
@@ -93,23 +123,63 @@ impl Session {
                 self.st.qualify(r.schema.as_deref(), &r.name)
                     == Some((t.schema.clone(), t.name.clone()))
             });
+            let mut read = read_of(t);
+            if let Some((_, (_, keys))) = pin {
+                // Bounded: per slice and column read one more counter to check at each hit.
+                if read
+                    .as_ref()
+                    .is_some_and(|r| r.len() * keys.len() > MAX_SLICE_COLUMNS)
+                {
+                    read = None;
+                }
+            }
+            let by_columns = read.is_some();
+            if let Some(read) = &read {
+                // Per slice column for a sliced table (`Versions::column_slice_index`).
+                let col = pin.map(|(_, (c, _))| c.as_str());
+                cols.indexes.extend(read.iter().map(|r| match col {
+                    Some(c) => Versions::column_slice_index(t, c, r),
+                    None => Versions::column_index(t, r),
+                }));
+            }
             match pin {
                 Some((_, (col, keys))) => {
                     let column = versions.register(t, col);
-                    let slices = keys
+                    let slices: Vec<u32> = keys
                         .iter()
                         .map(|k| Versions::slice_index(t, col, k))
+                        .collect();
+                    // Columns unknown: the slices' "any column" counters.
+                    let any = [ANY_COLUMN.to_string()];
+                    let slice_columns = read
+                        .as_deref()
+                        .unwrap_or(&any)
+                        .iter()
+                        .flat_map(|r| {
+                            slices
+                                .iter()
+                                .map(move |&i| Versions::slice_column_index(t, col, i, r))
+                        })
                         .collect();
                     sliced.push(SlicePlan {
                         table: t.clone(),
                         column,
                         slices,
+                        by_columns,
+                        slice_columns,
                     });
                 }
-                None => rest.push(t.clone()),
+                None => {
+                    if by_columns {
+                        cols.tables.push(t.clone());
+                    }
+                    rest.push(t.clone())
+                }
             }
         }
-        (rest.into(), sliced, generation)
+        cols.indexes.sort_unstable();
+        cols.indexes.dedup();
+        (rest.into(), sliced, cols, generation)
     }
 
     /// After `plan_write`: when the statement names the rows it changes in its one target
@@ -163,7 +233,21 @@ impl Session {
             let q = self.st.qualify(t.schema.as_deref(), &t.name)?;
             catalog.column_order(&q)
         };
-        let Some(rw) = shape.write_rows(text, &columns, &order, &params) else {
+        // An UPDATE that assigns a known list of columns of a table where nothing else
+        // changes implicitly changes only those: entries reading none of them stay.
+        let mut column_set = None;
+        if let Some((table, set)) = shape.update_columns(text) {
+            let same = self.st.qualify(table.schema.as_deref(), &table.name) == Some(q.clone());
+            if same && catalog.update_changes_only_set(&q) {
+                column_set = Some(set);
+            }
+        }
+        let rw = shape.write_rows(text, &columns, &order, &params);
+        if let Some(set) = column_set {
+            let t = self.st.pending.tables[pos].clone();
+            self.st.pending.columns.push((t, Arc::from(set)));
+        }
+        let Some(rw) = rw else {
             return;
         };
         if self.st.qualify(rw.table.schema.as_deref(), &rw.table.name) != Some(q) {
