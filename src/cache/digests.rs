@@ -2,18 +2,21 @@
 //! it ran, hit, missed and was stored, why it was not cached, what it sent and what it cost
 //! the server — bounded to the top N shapes by calls, the rest folded into one "other" row.
 //!
-//! Counting is on the hit path, so nothing here is shared by all sessions: each session
-//! thread adds to its own stripe (a mutex only readers and that thread take), and readers
-//! merge the stripes. A stripe holds at most 2·N rows; when it fills, its N most-called
-//! rows stay and the rest fold into its "other". A read merges the stripes, keeps the N
-//! most-called shapes and folds the rest, so counts are exact whatever the concurrency:
-//! every call lands in exactly one row or in "other".
+//! Counting is on the hit path, so nothing here is shared by all sessions. A hit on the row
+//! a session counted last (the common case) goes to that session's own cell, without a lock
+//! or a locked instruction; everything else goes to the session thread's stripe under a
+//! mutex only readers and that thread take, and the cell's hits are moved into their row
+//! whenever its stripe is locked for a read, a fill or the session moving to another row.
+//! A stripe holds at most 2·N rows; when it fills, its N most-called rows stay and the rest
+//! fold into its "other". A read merges the stripes, keeps the N most-called shapes and
+//! folds the rest, so counts are exact whatever the concurrency: every call lands in
+//! exactly one row or in "other". Memory: 2·N rows per stripe and one cell per session.
 //!
 //! Nothing here parses: the caller hands in the digest the hit path already has (it is
 //! stored in the cache entry) and, on a miss, the normalised text.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -165,27 +168,167 @@ struct StripeData {
     rows: Vec<(RowKey, Row)>,
     index: HashMap<RowKey, u32, foldhash::fast::FixedState>,
     other: Counts,
-    /// Moves whenever rows change slots, so a [`RowHint`] from before no longer matches.
-    layout: u64,
+    /// The hit cells of the sessions counting here (see [`Cell`]), dead ones (whose session
+    /// dropped its hint) pruned when a cell is added and on reads.
+    cells: Vec<Arc<Cell>>,
 }
 
-/// Where a session's last statement was counted: its thread's stripe, the row's slot and
-/// key, and the stripe's layout then. A session repeating a shape (the common case: a hit
-/// path serving one query shape) finds its row without hashing or comparing the schema
-/// name. The session clears it when its default schema changes, since the name was compared
-/// only when the hint was made.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct RowHint {
-    /// 0: no hint (layouts start at 1).
-    layout: u64,
+/// A session's hits on the row it last counted, added without a lock: the session's
+/// [`RowHint`] owns the cell and is the only writer of its counters (a load and a store each,
+/// no read-modify-write: nothing else writes them), and whoever holds the cell's stripe lock
+/// moves what the counters gained since into the row ("settles" them) — a read, a fill that
+/// folds rows, the session moving the cell to another row. Every hit is in the row or still
+/// in the cell, never in both and never lost, so counts stay exact under any concurrency.
+#[derive(Debug)]
+#[repr(align(64))]
+struct Cell {
+    /// The stripe the cell is registered in, fixed for its life.
     stripe: u32,
-    slot: u32,
+    // Written by the owning session only.
+    hits: AtomicU64,
+    rows: AtomicU64,
+    bytes: AtomicU64,
+    /// The latest hit's time, in nanoseconds after [`Digests::epoch`].
+    last_ns: AtomicU64,
+    // Under the stripe's lock: the row the counters belong to (its key), and how much of
+    // them was already settled into it.
+    digest: AtomicU64,
+    schema: AtomicU64,
+    settled_hits: AtomicU64,
+    settled_rows: AtomicU64,
+    settled_bytes: AtomicU64,
+}
+
+/// Adds to a counter only one thread writes: no locked instruction.
+#[inline(always)]
+fn bump(c: &AtomicU64, n: u64) {
+    c.store(c.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
+}
+
+impl Cell {
+    fn new(stripe: usize) -> Cell {
+        let z = || AtomicU64::new(0);
+        Cell {
+            stripe: stripe as u32,
+            hits: z(),
+            rows: z(),
+            bytes: z(),
+            last_ns: z(),
+            digest: z(),
+            schema: z(),
+            settled_hits: z(),
+            settled_rows: z(),
+            settled_bytes: z(),
+        }
+    }
+
+    fn key(&self) -> RowKey {
+        (
+            self.digest.load(Ordering::Relaxed),
+            self.schema.load(Ordering::Relaxed),
+        )
+    }
+
+    /// What the counters gained since they were last settled, marked settled: (hits, rows,
+    /// bytes, latest hit). Under the stripe's lock.
+    fn take(&self) -> Option<(u64, u64, u64, u64)> {
+        let r = Ordering::Relaxed;
+        let hits = self.hits.load(r);
+        let dh = hits.wrapping_sub(self.settled_hits.swap(hits, r));
+        if dh == 0 {
+            return None;
+        }
+        let rows = self.rows.load(r);
+        let bytes = self.bytes.load(r);
+        let dr = rows.wrapping_sub(self.settled_rows.swap(rows, r));
+        let db = bytes.wrapping_sub(self.settled_bytes.swap(bytes, r));
+        Some((dh, dr, db, self.last_ns.load(r)))
+    }
+
+    /// Forgets what the counters gained (a reset): they were hits before it.
+    fn discard(&self) {
+        let r = Ordering::Relaxed;
+        self.settled_hits.store(self.hits.load(r), r);
+        self.settled_rows.store(self.rows.load(r), r);
+        self.settled_bytes.store(self.bytes.load(r), r);
+    }
+}
+
+impl StripeData {
+    /// Moves cell `c`'s unsettled hits into its row, or into "other" when the row was folded
+    /// away since.
+    fn settle(&mut self, c: &Cell, epoch: Instant) {
+        let Some((hits, rows, bytes, last_ns)) = c.take() else {
+            return;
+        };
+        let at = epoch + Duration::from_nanos(last_ns);
+        let counts = match self.index.get(&c.key()) {
+            Some(&slot) => &mut self.rows[slot as usize].1.counts,
+            None => &mut self.other,
+        };
+        counts.calls += hits;
+        counts.hits += hits;
+        counts.rows += rows;
+        counts.bytes += bytes;
+        if counts.first_seen.is_none() {
+            counts.first_seen = Some(at);
+        }
+        counts.last_seen = counts.last_seen.max(Some(at));
+    }
+
+    /// Settles every cell, dropping (after settling) those no session holds any more.
+    fn settle_all(&mut self, epoch: Instant) {
+        let cells = std::mem::take(&mut self.cells);
+        let mut live = Vec::with_capacity(cells.len());
+        for c in cells {
+            self.settle(&c, epoch);
+            if !is_dead(&c) {
+                live.push(c);
+            }
+        }
+        self.cells = live;
+    }
+}
+
+/// Whether `c`'s session dropped its hint: then nothing writes the cell any more (the
+/// stripe's list holds the only reference, and only the lock holder may clone it).
+fn is_dead(c: &Arc<Cell>) -> bool {
+    if Arc::strong_count(c) != 1 {
+        return false;
+    }
+    // Pairs with the release of the session's drop: its last writes are visible.
+    std::sync::atomic::fence(Ordering::Acquire);
+    true
+}
+
+/// Where a session's statements are counted: its [`Cell`] (made on its first statement), and
+/// the row the cell points at with the stripe's layout then. A session repeating a shape
+/// (the common case: a hit path serving one query shape) adds a hit to its cell without a
+/// lock, hashing or comparing the schema name. The session calls [`forget`](Self::forget)
+/// when its default schema changes, since the name was compared only when the hint was made.
+#[derive(Debug, Default)]
+pub struct RowHint {
+    cell: Option<Arc<Cell>>,
+    /// 0: hits take the locked path (layouts start at 1).
+    layout: u64,
     key: RowKey,
+}
+
+impl RowHint {
+    /// The next statement finds its row again (the cell is kept).
+    pub fn forget(&mut self) {
+        self.layout = 0;
+    }
 }
 
 #[derive(Debug, Default)]
 #[repr(align(128))]
-struct Stripe(Mutex<StripeData>);
+struct Stripe {
+    data: Mutex<StripeData>,
+    /// Moves (under the lock) whenever rows change slots, so a [`RowHint`] from before no
+    /// longer matches. Outside the lock: a hit reads it without taking it.
+    layout: AtomicU64,
+}
 
 /// One row of a read: a shape under one schema, or (digest None) "other".
 #[derive(Debug, Clone)]
@@ -218,6 +361,8 @@ pub struct Digests {
     /// Normalised texts by digest, computed once per shape on a miss and shared by its
     /// rows and cache entries.
     texts: quick_cache::sync::Cache<u64, Arc<str>>,
+    /// What cells' hit times count from (an `Instant` does not fit an atomic).
+    epoch: Instant,
 }
 
 /// Longest normalised text kept (then cut, with `…`).
@@ -229,6 +374,7 @@ impl Digests {
             cap: AtomicUsize::new(cap),
             stripes: Default::default(),
             texts: quick_cache::sync::Cache::new(cap.saturating_mul(4).max(4096)),
+            epoch: Instant::now(),
         }
     }
 
@@ -265,70 +411,108 @@ impl Digests {
     }
 
     /// Counts one statement. `hint` is the session's (see [`RowHint`]); it is updated.
+    /// A hit on the row the hint points at goes to the session's cell, without a lock;
+    /// everything else takes its stripe's lock.
+    #[inline]
     pub fn record(&self, o: &Observation<'_>, hint: &mut RowHint) {
+        if o.outcome == Outcome::Hit
+            && hint.layout != 0
+            && hint.key == (o.digest, o.schema_key)
+            && self.enabled()
+        {
+            if let Some(c) = &hint.cell {
+                if self.stripes[c.stripe as usize]
+                    .layout
+                    .load(Ordering::Relaxed)
+                    == hint.layout
+                {
+                    let ns = o.at.saturating_duration_since(self.epoch).as_nanos() as u64;
+                    bump(&c.hits, 1);
+                    bump(&c.rows, o.rows);
+                    bump(&c.bytes, o.bytes);
+                    c.last_ns.store(ns, Ordering::Relaxed);
+                    return;
+                }
+            }
+        }
+        self.record_locked(o, hint);
+    }
+
+    #[inline(never)]
+    fn record_locked(&self, o: &Observation<'_>, hint: &mut RowHint) {
         let cap = self.capacity();
         if cap == 0 {
             return;
         }
         debug_assert_eq!(o.schema_key, schema_key(o.schema), "a stale schema key");
         let key = (o.digest, o.schema_key);
-        let at = stripe();
-        let Ok(mut guard) = self.stripes[at].0.lock() else {
+        let at = hint
+            .cell
+            .as_ref()
+            .map_or_else(stripe, |c| c.stripe as usize);
+        let stripe = &self.stripes[at];
+        let Ok(mut guard) = stripe.data.lock() else {
             return;
         };
         let s = &mut *guard;
-        if hint.layout == s.layout && hint.stripe as usize == at && hint.key == key {
-            if let Some((_, row)) = s.rows.get_mut(hint.slot as usize) {
-                if row.text.is_none() {
-                    row.text = self.known_text(o.digest, o.text);
-                }
-                row.counts.add(o);
-                return;
-            }
+        if stripe.layout.load(Ordering::Relaxed) == 0 {
+            stripe.layout.store(1, Ordering::Relaxed);
         }
-        if let Some(&slot) = s.index.get(&key) {
-            let row = &mut s.rows[slot as usize].1;
-            // Two schemas whose names hash alike never share a row: the later one counts
-            // as "other".
-            if row.schema.as_deref() == o.schema {
+        let cell = hint.cell.get_or_insert_with(|| {
+            // Sessions that ended since the last one began are let go here.
+            s.settle_all(self.epoch);
+            let c = Arc::new(Cell::new(at));
+            s.cells.push(c.clone());
+            c
+        });
+        let slot = match s.index.get(&key) {
+            Some(&slot) => {
+                let row = &mut s.rows[slot as usize].1;
+                // Two schemas whose names hash alike never share a row: the later one counts
+                // as "other".
+                if row.schema.as_deref() != o.schema {
+                    s.other.add(o);
+                    hint.layout = 0;
+                    return;
+                }
                 if row.text.is_none() {
                     row.text = self.known_text(o.digest, o.text);
                 }
                 row.counts.add(o);
-                *hint = RowHint {
-                    layout: s.layout,
-                    stripe: at as u32,
-                    slot,
+                slot
+            }
+            None => {
+                if s.rows.len() >= cap.saturating_mul(2) {
+                    keep_top(s, &stripe.layout, cap, self.epoch);
+                }
+                let mut counts = Counts::default();
+                counts.add(o);
+                let slot = s.rows.len() as u32;
+                s.rows.push((
                     key,
-                };
-            } else {
-                s.other.add(o);
+                    Row {
+                        schema: o.schema.map(Arc::from),
+                        text: self.known_text(o.digest, o.text),
+                        counts,
+                    },
+                ));
+                s.index.insert(key, slot);
+                slot
             }
-            return;
+        };
+        // The cell now counts for this row: what it holds for the one before goes there.
+        if cell.key() != key {
+            s.settle(cell, self.epoch);
+            cell.digest.store(key.0, Ordering::Relaxed);
+            cell.schema.store(key.1, Ordering::Relaxed);
         }
-        if s.rows.len() >= cap.saturating_mul(2) {
-            keep_top(s, cap);
-        }
-        if s.layout == 0 {
-            s.layout = 1;
-        }
-        let mut counts = Counts::default();
-        counts.add(o);
-        let slot = s.rows.len() as u32;
-        s.rows.push((
-            key,
-            Row {
-                schema: o.schema.map(Arc::from),
-                text: self.known_text(o.digest, o.text),
-                counts,
-            },
-        ));
-        s.index.insert(key, slot);
-        *hint = RowHint {
-            layout: s.layout,
-            stripe: at as u32,
-            slot,
-            key,
+        // A row without its text yet keeps hits on this path, which fills it in.
+        let named = s.rows[slot as usize].1.text.is_some();
+        hint.key = key;
+        hint.layout = if named {
+            stripe.layout.load(Ordering::Relaxed)
+        } else {
+            0
         };
     }
 
@@ -339,7 +523,8 @@ impl Digests {
         let mut merged: HashMap<RowKey, Row, foldhash::fast::FixedState> = HashMap::default();
         let mut other = Counts::default();
         for st in &self.stripes {
-            let Ok(s) = st.0.lock() else { continue };
+            let Ok(mut s) = st.data.lock() else { continue };
+            s.settle_all(self.epoch);
             other.merge(&s.other);
             for (k, r) in &s.rows {
                 match merged.get_mut(k) {
@@ -383,22 +568,29 @@ impl Digests {
         out
     }
 
-    /// `FLUSH QCACHE DIGESTS`: every row and "other" start again from zero.
+    /// `FLUSH QCACHE DIGESTS`: every row and "other" start again from zero. Hits still in
+    /// sessions' cells were made before, so they go too.
     pub fn reset(&self) {
         for st in &self.stripes {
-            if let Ok(mut s) = st.0.lock() {
-                let layout = s.layout + 1;
+            if let Ok(mut s) = st.data.lock() {
+                let cells = std::mem::take(&mut s.cells);
+                for c in &cells {
+                    c.discard();
+                }
                 *s = StripeData {
-                    layout,
+                    cells: cells.into_iter().filter(|c| !is_dead(c)).collect(),
                     ..StripeData::default()
                 };
+                st.layout.fetch_add(1, Ordering::Relaxed);
             }
         }
     }
 }
 
-/// Keeps a full stripe's `cap` most-called rows and folds the rest into its "other".
-fn keep_top(s: &mut StripeData, cap: usize) {
+/// Keeps a full stripe's `cap` most-called rows and folds the rest into its "other". The
+/// cells are settled first, so that their hits count for the rows they were made on.
+fn keep_top(s: &mut StripeData, layout: &AtomicU64, cap: usize, epoch: Instant) {
+    s.settle_all(epoch);
     let list = &mut s.rows;
     if list.len() > cap {
         list.select_nth_unstable_by(cap, |a, b| b.1.counts.calls.cmp(&a.1.counts.calls));
@@ -409,7 +601,7 @@ fn keep_top(s: &mut StripeData, cap: usize) {
     s.index.clear();
     s.index
         .extend(list.iter().enumerate().map(|(i, (k, _))| (*k, i as u32)));
-    s.layout += 1;
+    layout.fetch_add(1, Ordering::Relaxed);
 }
 
 /// The hash of a default schema that keys digest rows with the digest. No schema and an
@@ -457,12 +649,15 @@ pub fn format_utc(t: SystemTime) -> String {
 mod tests {
     use super::*;
 
+    /// A text for every shape, so that hits take the cell path once a row has it.
+    static TEXT: std::sync::LazyLock<Arc<str>> = std::sync::LazyLock::new(|| Arc::from("SELECT ?"));
+
     fn obs(digest: u64, outcome: Outcome) -> Observation<'static> {
         Observation {
             digest,
             schema: Some("shop"),
             schema_key: schema_key(Some("shop")),
-            text: None,
+            text: Some(&TEXT),
             outcome,
             rows: 2,
             bytes: 100,
@@ -541,7 +736,7 @@ mod tests {
             }
         }
         for st in &d.stripes {
-            assert!(st.0.lock().unwrap().rows.len() <= 2 * n);
+            assert!(st.data.lock().unwrap().rows.len() <= 2 * n);
         }
         let rows = d.rows();
         assert_eq!(rows.len(), n + 1);
@@ -619,6 +814,105 @@ mod tests {
         let rows = d.rows();
         assert_eq!(rows.len(), 1);
         assert_eq!(rows[0].counts.calls, 1);
+    }
+
+    /// Hits counted in a session's cell show in a read while the session lives and stay
+    /// counted once it has gone; its pending hits move with it to another row.
+    #[test]
+    fn cell_hits_are_read_and_outlive_the_session() {
+        let d = Digests::new(10);
+        let mut h = RowHint::default();
+        let text: Arc<str> = Arc::from("SELECT 1");
+        let mut first = obs(3, Outcome::Stored);
+        first.text = Some(&text);
+        d.record(&first, &mut h);
+        for _ in 0..4 {
+            d.record(&obs(3, Outcome::Hit), &mut h);
+        }
+        let rows = d.rows();
+        assert_eq!((rows[0].counts.calls, rows[0].counts.hits), (5, 4));
+        assert_eq!(rows[0].counts.rows, 10);
+        // Unsettled hits, then another shape: they stay with shape 3.
+        d.record(&obs(3, Outcome::Hit), &mut h);
+        d.record(&obs(4, Outcome::Hit), &mut h);
+        d.record(&obs(4, Outcome::Hit), &mut h);
+        drop(h);
+        let rows = d.rows();
+        let calls = |dg| {
+            rows.iter()
+                .find(|r| r.digest == Some(dg))
+                .unwrap()
+                .counts
+                .calls
+        };
+        assert_eq!((calls(3), calls(4)), (6, 2));
+        assert!(d
+            .stripes
+            .iter()
+            .all(|s| s.data.lock().unwrap().cells.is_empty()));
+    }
+
+    /// Hits in cells racing reads, folds (many shapes, a small N) and nothing else: every
+    /// call lands exactly once.
+    #[test]
+    fn cells_exact_under_reads_and_folds() {
+        let d = Arc::new(Digests::new(4));
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let reader = {
+            let (d, stop) = (d.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut last = 0;
+                while !stop.load(Ordering::Relaxed) {
+                    let total: u64 = d.rows().iter().map(|r| r.counts.calls).sum();
+                    assert!(total >= last, "a read went backwards: {total} < {last}");
+                    last = total;
+                }
+            })
+        };
+        let threads: Vec<_> = (0..4u64)
+            .map(|t| {
+                let d = d.clone();
+                std::thread::spawn(move || {
+                    let mut h = RowHint::default();
+                    for i in 0..20_000u64 {
+                        // Mostly one hot shape per thread; now and then a new one.
+                        let digest = if i % 97 == 0 { 1000 + i } else { t };
+                        let mut o = obs(digest, Outcome::Hit);
+                        o.rows = 1;
+                        d.record(&o, &mut h);
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        stop.store(true, Ordering::Relaxed);
+        reader.join().unwrap();
+        let rows = d.rows();
+        assert!(rows.len() <= 5);
+        let sum = |f: fn(&Counts) -> u64| rows.iter().map(|r| f(&r.counts)).sum::<u64>();
+        assert_eq!(sum(|c| c.calls), 80_000);
+        assert_eq!(sum(|c| c.hits), 80_000);
+        assert_eq!(sum(|c| c.rows), 80_000);
+    }
+
+    /// A reset forgets hits still in cells; the cells count again from zero after it.
+    #[test]
+    fn reset_empties_cells() {
+        let d = Digests::new(10);
+        let mut h = RowHint::default();
+        for _ in 0..5 {
+            d.record(&obs(1, Outcome::Hit), &mut h);
+        }
+        d.reset();
+        assert!(d.rows().is_empty());
+        for _ in 0..3 {
+            d.record(&obs(1, Outcome::Hit), &mut h);
+        }
+        let rows = d.rows();
+        assert_eq!(rows.len(), 1);
+        assert_eq!((rows[0].counts.calls, rows[0].counts.hits), (3, 3));
     }
 
     #[test]

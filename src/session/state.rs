@@ -212,7 +212,7 @@ impl SessionState {
     pub fn set_db(&mut self, db: Option<String>) {
         self.db = db;
         self.db_key = schema_key(self.db.as_deref());
-        self.digest_hint = RowHint::default();
+        self.digest_hint.forget();
         if self.priv_private != 0 {
             // The server re-reads the privileges of the database a session USEs: a session
             // that kept old ones may have new ones now, unlike its entries.
@@ -227,7 +227,7 @@ impl SessionState {
         self.shared_users = shared.config().cache.shared_between_users;
         self.dirty_reads = self.isolation_ru || self.next_txn_ru;
         self.db_key = schema_key(self.db.as_deref());
-        self.digest_hint = RowHint::default();
+        self.digest_hint.forget();
         self.fingerprint = self.compute_fingerprint();
     }
 
