@@ -30,6 +30,7 @@ use xxhash_rust::xxh3::xxh3_64;
 
 use dashmap::DashMap;
 
+use super::fkmap::ParentMaps;
 use super::privileges::Privileges;
 /// Told of every local bump, so that a shared second level (`cache::l2`) raises the same
 /// versions fleet-wide. Called synchronously from `bump*`: it must only queue.
@@ -141,6 +142,8 @@ pub struct Versions {
     epoch: AtomicU64,
     /// Users' privilege generations, part of every key's fingerprint.
     pub privileges: Privileges,
+    /// What qcache knows of parent rows, for foreign-key-derived slices (`cache::fkmap`).
+    pub parents: Arc<ParentMaps>,
     slices: SliceCounters,
     /// Set once when an L2 runs; bumps learned from L2 itself use the `_quiet` forms.
     sink: std::sync::OnceLock<Arc<dyn BumpSink>>,
@@ -218,6 +221,9 @@ impl Versions {
 
     /// `bump` without telling the sink: for bumps that came from the sink's side.
     pub fn bump_quiet(&self, t: &TableVersion) {
+        // A write whose rows are unknown may have moved parent rows: their mappings go
+        // first (through qcache such a write is a move as well, `cache::fkmap`).
+        self.parents.drop_table(&t.schema, &t.name);
         let v = self.seq.fetch_add(1, Ordering::AcqRel) + 1;
         t.unknown.fetch_max(v, Ordering::AcqRel);
         t.version.fetch_max(v, Ordering::AcqRel);
@@ -332,6 +338,8 @@ impl Versions {
             self.bump_quiet(t);
             return 0;
         }
+        // Another instance's write: an insert or a move, qcache cannot tell here.
+        self.parents.drop_table(&t.schema, &t.name);
         self.bump_indexes(t, indexes)
     }
 
@@ -410,6 +418,7 @@ impl Versions {
 
     /// `bump_all` without telling the sink.
     pub fn bump_all_quiet(&self) {
+        self.parents.drop_all();
         self.seq.fetch_add(1, Ordering::AcqRel);
         self.epoch.fetch_add(1, Ordering::AcqRel);
     }

@@ -163,6 +163,9 @@ pub struct RawColumn {
     pub max_chars: Option<u64>,
     pub nullable: bool,
     pub extra: String,
+    /// COLUMN_KEY is `PRI`: the column is (part of) the primary key, or of the unique NOT
+    /// NULL key the server shows in its place.
+    pub primary: bool,
 }
 
 /// A base table's columns, for row slices.
@@ -174,6 +177,8 @@ struct TableColumns {
     order: Option<Vec<String>>,
     /// Every column in ordinal order (as row images carry them).
     all: Arc<[(String, ColumnInfo)]>,
+    /// The primary key when it is one column (derived slices join on it).
+    pk: Option<String>,
 }
 
 impl RawCatalog {
@@ -395,6 +400,14 @@ fn table_columns<'a>(
         let extra = |c: &RawColumn| c.extra.to_ascii_lowercase();
         let invisible = list.iter().any(|c| extra(c).contains("invisible"));
         tc.order = (!invisible).then(|| list.iter().map(|c| c.name.to_lowercase()).collect());
+        if let [pk] = list
+            .iter()
+            .filter(|c| c.primary)
+            .collect::<Vec<_>>()
+            .as_slice()
+        {
+            tc.pk = Some(pk.name.to_lowercase());
+        }
         let mut all = Vec::with_capacity(list.len());
         for c in list {
             let e = extra(c);
@@ -420,6 +433,7 @@ fn table_columns<'a>(
                 // Two columns one name apart in case: not a name qcache can resolve.
                 tc.order = None;
                 tc.by_name.clear();
+                tc.pk = None;
                 all.clear();
                 break;
             }
@@ -1304,6 +1318,14 @@ impl Catalog {
             .cloned()
     }
 
+    /// A base table's primary key when it is a single column (lower-cased).
+    pub fn primary_key(&self, t: &TableName) -> Option<String> {
+        if !self.is_loaded() {
+            return None;
+        }
+        self.snapshot.load().columns(t)?.pk.clone()
+    }
+
     /// A base table's columns in the order a column-less INSERT fills them.
     pub fn column_order(&self, t: &TableName) -> Option<Vec<String>> {
         if !self.is_loaded() {
@@ -1593,7 +1615,7 @@ fn push_view(raw: &mut RawCatalog, mut r: Row) {
 /// expressions the server evaluates on a write (and, for a VIRTUAL column, on a read).
 const COLUMNS_COLUMNS: &str = "TABLE_SCHEMA, TABLE_NAME, COLUMN_NAME, ORDINAL_POSITION, \
      DATA_TYPE, COLUMN_TYPE, IFNULL(COLLATION_NAME, ''), CHARACTER_MAXIMUM_LENGTH, \
-     IS_NULLABLE, EXTRA, COLUMN_DEFAULT, GENERATION_EXPRESSION";
+     IS_NULLABLE, EXTRA, COLUMN_DEFAULT, GENERATION_EXPRESSION, COLUMN_KEY";
 
 fn push_column(raw: &mut RawCatalog, mut r: Row) {
     let num = |r: &mut Row, i: usize| text(r, i).parse::<u64>().ok();
@@ -1608,6 +1630,7 @@ fn push_column(raw: &mut RawCatalog, mut r: Row) {
         max_chars: num(&mut r, 7),
         nullable: text(&mut r, 8).eq_ignore_ascii_case("YES"),
         extra: text(&mut r, 9),
+        primary: text(&mut r, 12).eq_ignore_ascii_case("PRI"),
     };
     let (default, generation) = (text(&mut r, 10), text(&mut r, 11));
     if runs_code(&default, &generation) {

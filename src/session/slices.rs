@@ -109,6 +109,7 @@ impl Session {
                 None => rest.push(t.clone()),
             }
         }
+        self.plan_derived(&shape, text, &columns, &params, &mut rest, &mut sliced);
         (rest.into(), sliced, generation)
     }
 
@@ -163,12 +164,15 @@ impl Session {
             let q = self.st.qualify(t.schema.as_deref(), &t.name)?;
             catalog.column_order(&q)
         };
-        let Some(rw) = shape.write_rows(text, &columns, &order, &params) else {
+        let rw = shape
+            .write_rows(text, &columns, &order, &params)
+            .filter(|rw| {
+                self.st.qualify(rw.table.schema.as_deref(), &rw.table.name) == Some(q.clone())
+            });
+        self.plan_fk_write(&shape, &q, rw.as_ref().map(|r| r.known.as_slice()));
+        let Some(rw) = rw else {
             return;
         };
-        if self.st.qualify(rw.table.schema.as_deref(), &rw.table.name) != Some(q) {
-            return;
-        }
         let t = self.st.pending.tables.remove(pos);
         self.st.pending.rows.push((t, Arc::from(rw.known)));
     }
