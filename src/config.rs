@@ -255,6 +255,9 @@ pub struct InvalidationConfig {
     /// Most parent-row mappings (pk → pinned column's value) held for derived slices; 0
     /// learns none (child writes then bump every derived slice of their table).
     pub parent_map_entries: u64,
+    /// A child write whose parents' values qcache does not hold asks the server for them
+    /// (`SELECT pk, col … WHERE pk IN (…)` on qcache's own connection) before its OK.
+    pub derived_lookups: bool,
     /// Tail the server's binlog to see writes that bypass qcache.
     pub binlog: BinlogMode,
     /// server_id qcache uses when it registers as a replica; 0 picks a random one at start,
@@ -276,6 +279,7 @@ impl Default for InvalidationConfig {
             granularity: Granularity::default(),
             derived_slices: true,
             parent_map_entries: crate::cache::fkmap::DEFAULT_MAX_ENTRIES,
+            derived_lookups: true,
             binlog: BinlogMode::Auto,
             server_id: 0,
             user: "root".into(),

@@ -104,6 +104,8 @@ pub struct ParentStats {
     pub drops: AtomicU64,
     /// Mappings forgotten to stay within `max_entries`.
     pub evicted: AtomicU64,
+    /// Parent lookups asked of the server for child writes.
+    pub lookups: AtomicU64,
 }
 
 #[derive(Debug, Default)]
@@ -256,7 +258,7 @@ impl ParentMaps {
     }
 
     /// The `Qcache_*` rows of the parent maps (derived slices).
-    pub fn status_rows(&self) -> [(&'static str, u64); 6] {
+    pub fn status_rows(&self) -> [(&'static str, u64); 7] {
         let load = |c: &AtomicU64| c.load(Ordering::Relaxed);
         let s = &self.stats;
         [
@@ -266,6 +268,7 @@ impl ParentMaps {
             ("Qcache_derived_slice_fallbacks", load(&s.fallbacks)),
             ("Qcache_parent_map_drops", load(&s.drops)),
             ("Qcache_parent_map_evicted", load(&s.evicted)),
+            ("Qcache_parent_lookups", load(&s.lookups)),
         ]
     }
 
@@ -420,6 +423,24 @@ impl ParentMaps {
                 out.push(v.clone());
             }
         }
+        out.sort();
+        out.dedup();
+        Some(out)
+    }
+
+    /// The values of `xs` `key`'s map does not hold, when the window rule allows learning
+    /// them now (None otherwise): what a lookup should ask.
+    pub fn missing(&self, w: &Window, key: &MapKey, xs: &[i128]) -> Option<Vec<i128>> {
+        let st = self.lock();
+        if !st.window_ok(w) {
+            return None;
+        }
+        let m = st.ready_in(key, w)?;
+        let mut out: Vec<i128> = xs
+            .iter()
+            .filter(|x| !m.values.contains_key(x))
+            .copied()
+            .collect();
         out.sort();
         out.dedup();
         Some(out)

@@ -992,6 +992,9 @@ pub struct Catalog {
     /// Reloads after a DDL under way or waiting: a table the snapshot does not know may
     /// have just been created with triggers or column defaults that write other tables.
     ddl_reloads: AtomicU64,
+    /// Connections for derived slices' parent lookups ([`Catalog::parent_values`]), opened
+    /// at the first one.
+    lookups: std::sync::OnceLock<mysql_async::Pool>,
 }
 
 /// Counts one DDL reload for as long as it lives.
@@ -1035,6 +1038,7 @@ impl Catalog {
             refreshes: AtomicU64::new(0),
             failures: AtomicU64::new(0),
             ddl_reloads: AtomicU64::new(0),
+            lookups: std::sync::OnceLock::new(),
         })
     }
 
@@ -1316,6 +1320,61 @@ impl Catalog {
             .by_name
             .get(column)
             .cloned()
+    }
+
+    /// Asks the server, on qcache's own connection, which value `col` holds in the rows of
+    /// `table` whose single-column primary key `pk` is one of `xs`: per row found, its pk and
+    /// the slice key of its value (None for NULL). None on any error or doubt (a value the
+    /// column's type cannot key). For derived slices (`cache::fkmap`): the caller judges the
+    /// answer by a window read before it asked.
+    pub async fn parent_values(
+        &self,
+        table: &TableName,
+        pk: &str,
+        col: &str,
+        xs: &[i128],
+    ) -> Option<Vec<(i128, Option<String>)>> {
+        let info = self.column(table, col)?;
+        if xs.is_empty() || info.ty == ColType::Other {
+            return None;
+        }
+        let q = |s: &str| format!("`{}`", s.replace('`', "``"));
+        let list: Vec<String> = xs.iter().map(|x| x.to_string()).collect();
+        let sql = format!(
+            "SELECT {pk}, {col} FROM {}.{} WHERE {pk} IN ({})",
+            q(&table.0),
+            q(&table.1),
+            list.join(","),
+            pk = q(pk),
+            col = q(col),
+        );
+        let pool = self
+            .lookups
+            .get_or_init(|| mysql_async::Pool::new(self.opts.clone()));
+        let ask = async {
+            let mut conn = pool.get_conn().await.ok()?;
+            let rows: Vec<(i64, Option<Vec<u8>>)> = conn.query(sql).await.ok()?;
+            Some(rows)
+        };
+        let rows = tokio::time::timeout(Duration::from_secs(1), ask)
+            .await
+            .ok()??;
+        let mut out = Vec::with_capacity(rows.len());
+        for (x, v) in rows {
+            let key = match v {
+                None => None,
+                Some(b) => {
+                    let s = String::from_utf8(b).ok()?;
+                    let lit = match info.ty {
+                        ColType::Int { .. } => crate::analysis::slices::Lit::Int(s),
+                        _ => crate::analysis::slices::Lit::Str(s),
+                    };
+                    Some(crate::analysis::slices::normalize(&info.ty, &lit)?)
+                }
+            };
+            out.push((i128::from(x), key));
+        }
+        Some(out)
     }
 
     /// A base table's primary key when it is a single column (lower-cased).

@@ -124,7 +124,9 @@ impl Session {
         let (Some(known), 1) = (known, rows) else {
             return;
         };
-        if self.st.in_transaction() {
+        // Inside a transaction the row may never commit; a temporary table may shadow the
+        // parent's name.
+        if self.st.in_transaction() || !self.st.temp_tables.is_empty() {
             return;
         }
         let parents = &self.shared.cache.versions().parents;
@@ -142,9 +144,7 @@ impl Session {
             Some(Some(x)) => Some(x),
             Some(None) => return,
             None => {
-                let omitted = columns
-                    .as_ref()
-                    .is_some_and(|c| !c.contains(&first.pk));
+                let omitted = columns.as_ref().is_some_and(|c| !c.contains(&first.pk));
                 let ai = self
                     .shared
                     .catalog
@@ -196,6 +196,62 @@ impl Session {
         }
         let everything = p.all || !p.schemas.is_empty() || p.ddl;
         self.st.fk.tokens.extend(parents.begin(&tables, everything));
+    }
+
+    /// At a child write's OK outside a transaction, before its invalidation: asks the server
+    /// for the parent values of fk values the maps do not hold (`Catalog::parent_values`)
+    /// and learns them under the write's own window, read before the write was sent: the
+    /// server answers after the write committed, and a move through qcache since the window
+    /// opened voids the answer (`cache::fkmap`).
+    pub(super) async fn fk_lookup(&mut self, in_transaction: bool) {
+        let Some(w) = self.st.fk.window else { return };
+        if in_transaction || self.st.pending.rows.is_empty() {
+            return;
+        }
+        let cfg = self.shared.config();
+        if !cfg.invalidation.derived_lookups || cfg.invalidation.parent_map_entries == 0 {
+            return;
+        }
+        let parents = self.shared.cache.versions().parents.clone();
+        let mut asks: Vec<(MapKey, Vec<i128>)> = Vec::new();
+        for (t, known) in &self.st.pending.rows {
+            for name in t.slice_columns() {
+                let Some((fk, key)) = fkmap::parse_derived(&name) else {
+                    continue;
+                };
+                let Some((_, fks)) = known.iter().find(|(c, _)| c == fk) else {
+                    continue;
+                };
+                let xs: Option<Vec<i128>> = fks
+                    .iter()
+                    .map(|k| k.strip_prefix('i')?.parse::<i128>().ok())
+                    .collect();
+                let Some(missing) = xs.and_then(|xs| parents.missing(&w, &key, &xs)) else {
+                    continue;
+                };
+                if !missing.is_empty() && missing.len() <= 64 {
+                    asks.push((key, missing));
+                }
+            }
+        }
+        for (key, xs) in asks {
+            let t = (key.schema.clone(), key.table.clone());
+            let Some(found) = self
+                .shared
+                .catalog
+                .parent_values(&t, &key.pk, &key.col, &xs)
+                .await
+            else {
+                continue;
+            };
+            parents
+                .stats
+                .lookups
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            for (x, v) in found {
+                parents.learn(&w, &key, x, v);
+            }
+        }
     }
 
     /// At the write's OK, before its invalidation is applied: the derived slices of each

@@ -301,6 +301,8 @@ impl Session {
         // Writes are bumped at their OK, inside a transaction too (non-transactional
         // tables change at once), and again when the transaction ends.
         if !self.st.pending.is_empty() {
+            self.fk_lookup(now_in.unwrap_or(self.st.txn.is_some()))
+                .await;
             self.fk_child_rows();
             let pending = std::mem::take(&mut self.st.pending);
             self.shared.apply_writes(&pending);
