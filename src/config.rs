@@ -248,6 +248,16 @@ pub struct InvalidationConfig {
     pub call: Conservative,
     /// Row-slice or table invalidation.
     pub granularity: Granularity,
+    /// With row granularity: a read joining a child table on a parent's primary key, the
+    /// parent pinned by constants, depends on the derived slices of the child
+    /// (`cache::fkmap`).
+    pub derived_slices: bool,
+    /// Most parent-row mappings (pk → pinned column's value) held for derived slices; 0
+    /// learns none (child writes then bump every derived slice of their table).
+    pub parent_map_entries: u64,
+    /// A child write whose parents' values qcache does not hold asks the server for them
+    /// (`SELECT pk, col … WHERE pk IN (…)` on qcache's own connection) before its OK.
+    pub derived_lookups: bool,
     /// Tail the server's binlog to see writes that bypass qcache.
     pub binlog: BinlogMode,
     /// server_id qcache uses when it registers as a replica; 0 picks a random one at start,
@@ -267,6 +277,9 @@ impl Default for InvalidationConfig {
             unknown_write: Conservative::All,
             call: Conservative::All,
             granularity: Granularity::default(),
+            derived_slices: true,
+            parent_map_entries: crate::cache::fkmap::DEFAULT_MAX_ENTRIES,
+            derived_lookups: true,
             binlog: BinlogMode::Auto,
             server_id: 0,
             user: "root".into(),

@@ -168,6 +168,44 @@ impl Collector for SharedCollector {
             "Entries held now.",
             cache.len() as u64,
         )?;
+        let parents = &cache.versions().parents;
+        let ps = &parents.stats;
+        gauge(
+            &mut e,
+            "qcache_parent_map_entries",
+            "Parent-row mappings held for derived slices.",
+            parents.entries() as u64,
+        )?;
+        counter(
+            &mut e,
+            "qcache_parent_map_learned",
+            "Parent-row mappings learned from inserts through qcache.",
+            load(&ps.learned),
+        )?;
+        counter(
+            &mut e,
+            "qcache_derived_slice_rows",
+            "Child-row foreign-key values a write bumped by their parent's value.",
+            load(&ps.mapped),
+        )?;
+        counter(
+            &mut e,
+            "qcache_derived_slice_fallbacks",
+            "Child writes that bumped every derived slice of their table (a parent value not known, a move in flight).",
+            load(&ps.fallbacks),
+        )?;
+        counter(
+            &mut e,
+            "qcache_parent_map_drops",
+            "Times a parent table's mappings were dropped (a write that may move its rows).",
+            load(&ps.drops),
+        )?;
+        counter(
+            &mut e,
+            "qcache_parent_map_evicted",
+            "Parent-row mappings forgotten to stay within invalidation.parent_map_entries.",
+            load(&ps.evicted),
+        )?;
         gauge(
             &mut e,
             "qcache_bytes",

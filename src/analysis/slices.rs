@@ -260,6 +260,10 @@ struct ReadShape {
     /// Every name the statement spells ([`read_words`]): a superset of the columns it reads
     /// of any table. None when it may read columns it does not name.
     words: Option<Vec<String>>,
+    /// Column equalities of a LEFT JOIN's ON (top-level AND), with the index of the
+    /// reference the join null-extends: no filter on the result, but every row of that
+    /// reference the result holds satisfies them (derived slices).
+    outer: Vec<(usize, Col, Col)>,
 }
 
 /// What a statement's shape says of slices, built once per digest ([`Shape::build`]) and
@@ -435,6 +439,33 @@ impl Shape {
         matches!(self.body, Body::Write(_))
     }
 
+    /// How a single-table write of this shape touches its table, for the parent maps
+    /// (`cache::fkmap`): a plain INSERT … VALUES (with its column list and row count), an
+    /// UPDATE (with the columns it assigns), or None for anything else.
+    pub fn write_kind(&self) -> Option<WriteKind> {
+        let Body::Write(w) = &self.body else {
+            return None;
+        };
+        Some(match w {
+            WriteShape::Insert {
+                table,
+                columns,
+                rows,
+            } => WriteKind::Insert {
+                table: table.clone(),
+                columns: columns.clone(),
+                rows: rows.len(),
+            },
+            WriteShape::Update { table, set, .. } => WriteKind::Update {
+                table: table.clone(),
+                set: set.iter().map(|(c, _)| c.clone()).collect(),
+            },
+            WriteShape::Delete { table, .. } => WriteKind::Delete {
+                table: table.clone(),
+            },
+        })
+    }
+
     /// The memo key of `sql`'s shape: its digest, with which of the digest's `?`s are
     /// placeholders (a prepared text and a text with literals share a digest).
     pub fn key(sql: &str) -> u64 {
@@ -503,6 +534,30 @@ impl Shape {
         Some((table, set.iter().map(|(c, _)| c.clone()).collect()))
     }
 
+    /// The derived slices of `sql` (a statement of this shape's digest): per child table
+    /// the read does not pin itself, the slice of the parent value its join names
+    /// ([`Derived`]). `primary_key(table)`: the table's single-column primary key.
+    pub fn derived_slices(
+        &self,
+        sql: &str,
+        columns: &dyn Fn(&TableRef, &str) -> Option<ColumnInfo>,
+        params: &dyn Fn(usize) -> Option<Lit>,
+        primary_key: &dyn Fn(&TableRef) -> Option<String>,
+    ) -> Vec<Derived> {
+        let Body::Read(shape) = &self.body else {
+            return Vec::new();
+        };
+        let Some(lits) = self.literals(sql) else {
+            return Vec::new();
+        };
+        let value = |s: &Slot| match s {
+            Slot::Lit(k) => lits.get(*k).cloned().flatten(),
+            Slot::Param(n) => params(*n),
+            Slot::Null => Some(Lit::Null),
+        };
+        eval_derived(shape, columns, &value, primary_key)
+    }
+
     /// The rows `sql` (a single-table INSERT … VALUES / UPDATE / DELETE of this shape's
     /// digest) changes, per column, or None when it is not of that shape (then every column
     /// is unknown: the caller invalidates the table). `all_columns(table)`: the table's
@@ -541,8 +596,26 @@ fn read_shape(stmt: &Statement, b: &mut Builder<'_>) -> Option<ReadShape> {
     };
     let mut refs: Vec<Ref> = Vec::new();
     let mut conds: Vec<&Expr> = Vec::new();
+    let mut outer_on: Vec<(usize, &Expr)> = Vec::new();
     for twj in &sel.from {
-        from_item(twj, &mut refs, &mut conds);
+        from_item(twj, &mut refs, &mut conds, &mut outer_on);
+    }
+    let mut outer = Vec::new();
+    for (r, on) in outer_on {
+        let mut conj = Vec::new();
+        split_and(on, &mut conj);
+        for c in conj {
+            if let Expr::BinaryOp {
+                left,
+                op: BinaryOperator::Eq,
+                right,
+            } = c
+            {
+                if let (Some(a), Some(b)) = (column_ref(left, &refs), column_ref(right, &refs)) {
+                    outer.push((r, a, b));
+                }
+            }
+        }
     }
     if let Some(w) = &sel.selection {
         conds.push(w);
@@ -594,6 +667,7 @@ fn read_shape(stmt: &Statement, b: &mut Builder<'_>) -> Option<ReadShape> {
         facts,
         everywhere,
         words,
+        outer,
     })
 }
 
@@ -670,6 +744,35 @@ fn read_words(sql: &str, stmt: &Statement) -> Option<Vec<String>> {
     Some(words)
 }
 
+/// What the equalities of a read say: its column nodes with their types, the classes the
+/// column equalities join them into, and per reference its pinned column with the fewest
+/// values.
+struct Classes {
+    nodes: Vec<(usize, String, ColumnInfo)>,
+    parent: Vec<usize>,
+    per_ref: Vec<Option<(String, Vec<String>)>>,
+}
+
+impl Classes {
+    fn node(&self, c: &Col) -> Option<usize> {
+        self.nodes
+            .iter()
+            .position(|(r, col, _)| *r == c.0 && *col == c.1)
+    }
+
+    fn root(&mut self, i: usize) -> usize {
+        find(&mut self.parent, i)
+    }
+}
+
+fn find(p: &mut [usize], mut i: usize) -> usize {
+    while p[i] != i {
+        p[i] = p[p[i]];
+        i = p[i];
+    }
+    i
+}
+
 /// Slice extraction for a cacheable SELECT from its shape and its constants.
 fn eval_read(
     shape: &ReadShape,
@@ -677,6 +780,16 @@ fn eval_read(
     value: &dyn Fn(&Slot) -> Option<Lit>,
 ) -> ReadPins {
     let mut out = ReadPins::new();
+    let per_ref = classes(shape, columns, value).per_ref;
+    per_table(shape, per_ref, &mut out);
+    out
+}
+
+fn classes(
+    shape: &ReadShape,
+    columns: &dyn Fn(&TableRef, &str) -> Option<ColumnInfo>,
+    value: &dyn Fn(&Slot) -> Option<Lit>,
+) -> Classes {
     let refs = &shape.refs;
     // Column nodes: (ref index, column) with their type; classes joined by equalities.
     let mut nodes: Vec<(usize, String, ColumnInfo)> = Vec::new();
@@ -738,13 +851,6 @@ fn eval_read(
     }
     parent.extend(0..nodes.len());
     consts.resize(nodes.len(), None);
-    fn find(p: &mut [usize], mut i: usize) -> usize {
-        while p[i] != i {
-            p[i] = p[p[i]];
-            i = p[i];
-        }
-        i
-    }
     for (a, b) in edges {
         // Only columns that compare alike: both integers, or strings of one collation.
         let same = match (&nodes[a].2.ty, &nodes[b].2.ty) {
@@ -780,6 +886,17 @@ fn eval_read(
             }
         }
     }
+    Classes {
+        nodes,
+        parent,
+        per_ref,
+    }
+}
+
+/// The pins per table: a reference's pin counts only when every reference of its table is
+/// pinned alike and the table is read nowhere else.
+fn per_table(shape: &ReadShape, per_ref: Vec<Option<(String, Vec<String>)>>, out: &mut ReadPins) {
+    let refs = &shape.refs;
     // A table read anywhere else (a subquery, a derived table, an outer side) or by two
     // references pinned differently depends on all its rows.
     // Per table: references, the pin so far, whether every reference is pinned alike.
@@ -810,6 +927,103 @@ fn eval_read(
             out.insert(t, p);
         }
     }
+}
+
+/// A derived slice: the read depends only on the rows of `child` whose `fk` names a row of
+/// `parent` (by its single-column primary key `pk`) holding one of `values` in `col`. The
+/// read's result holds a child row only joined to such a parent row, by an equality the
+/// statement proves (the WHERE's or an inner join's top-level AND, or the child's own LEFT
+/// JOIN ON), and it stamps the parent's own slices (or the parent whole), so a write that
+/// moves a parent row between values invalidates it by itself (`cache::fkmap`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Derived {
+    pub child: TableRef,
+    pub fk: String,
+    pub parent: TableRef,
+    pub pk: String,
+    pub col: String,
+    pub values: Vec<String>,
+}
+
+fn eval_derived(
+    shape: &ReadShape,
+    columns: &dyn Fn(&TableRef, &str) -> Option<ColumnInfo>,
+    value: &dyn Fn(&Slot) -> Option<Lit>,
+    primary_key: &dyn Fn(&TableRef) -> Option<String>,
+) -> Vec<Derived> {
+    let refs = &shape.refs;
+    let mut cl = classes(shape, columns, value);
+    let is_int =
+        |t: &TableRef, c: &str| columns(t, c).is_some_and(|i| matches!(i.ty, ColType::Int { .. }));
+    let mut out: Vec<Derived> = Vec::new();
+    for (ci, child) in refs.iter().enumerate() {
+        // The child is read once, by this reference, and nowhere else.
+        let once = refs.iter().filter(|r| r.table == child.table).count() == 1
+            && shape.everywhere.get(&child.table).copied() == Some(1);
+        if !once || !(child.pinnable || child.left_outer) {
+            continue;
+        }
+        let mut best: Option<Derived> = None;
+        for (pi, parent) in refs.iter().enumerate() {
+            if pi == ci || !parent.pinnable || parent.table == child.table {
+                continue;
+            }
+            let Some((col, vals)) = cl.per_ref[pi].clone() else {
+                continue;
+            };
+            let Some(pk) = primary_key(&parent.table) else {
+                continue;
+            };
+            if col == pk || !is_int(&parent.table, &pk) {
+                continue;
+            }
+            let pk_col: Col = (pi, pk.clone());
+            let pk_root = cl.node(&pk_col).map(|n| cl.root(n));
+            // The child's columns equal to the parent's pk in every row the result holds.
+            let mut fks: Vec<String> = Vec::new();
+            if child.pinnable {
+                if let Some(root) = pk_root {
+                    for n in 0..cl.nodes.len() {
+                        if cl.nodes[n].0 == ci && cl.root(n) == root {
+                            fks.push(cl.nodes[n].1.clone());
+                        }
+                    }
+                }
+            } else {
+                for (r, a, b) in &shape.outer {
+                    if *r != ci {
+                        continue;
+                    }
+                    for (mine, other) in [(a, b), (b, a)] {
+                        if mine.0 != ci {
+                            continue;
+                        }
+                        let same = *other == pk_col
+                            || (pk_root.is_some() && cl.node(other).map(|n| cl.root(n)) == pk_root);
+                        if same {
+                            fks.push(mine.1.clone());
+                        }
+                    }
+                }
+            }
+            fks.retain(|fk| is_int(&child.table, fk));
+            fks.sort();
+            let Some(fk) = fks.into_iter().next() else {
+                continue;
+            };
+            if best.as_ref().is_none_or(|b| vals.len() < b.values.len()) {
+                best = Some(Derived {
+                    child: child.table.clone(),
+                    fk,
+                    parent: parent.table.clone(),
+                    pk,
+                    col,
+                    values: vals,
+                });
+            }
+        }
+        out.extend(best);
+    }
     out
 }
 
@@ -835,9 +1049,17 @@ struct Ref {
     alias: String,
     /// False on the nullable side of an outer join and inside nested joins.
     pinnable: bool,
+    /// The plain table a LEFT JOIN null-extends, directly (not inside a nested join): its
+    /// ON's equalities hold for its rows in the result.
+    left_outer: bool,
 }
 
-fn from_item<'a>(twj: &'a TableWithJoins, refs: &mut Vec<Ref>, conds: &mut Vec<&'a Expr>) {
+fn from_item<'a>(
+    twj: &'a TableWithJoins,
+    refs: &mut Vec<Ref>,
+    conds: &mut Vec<&'a Expr>,
+    outer_on: &mut Vec<(usize, &'a Expr)>,
+) {
     let start = refs.len();
     factor(&twj.relation, refs, true);
     for j in &twj.joins {
@@ -848,9 +1070,24 @@ fn from_item<'a>(twj: &'a TableWithJoins, refs: &mut Vec<Ref>, conds: &mut Vec<&
                     conds.push(e);
                 }
             }
-            JoinOperator::Left(_) | JoinOperator::LeftOuter(_) => {
+            JoinOperator::Left(c) | JoinOperator::LeftOuter(c) => {
                 // The right side is null-extended: all its rows matter. Its ON is no filter.
+                let at = refs.len();
                 factor(&j.relation, refs, false);
+                let plain = matches!(
+                    j.relation,
+                    TableFactor::Table {
+                        args: None,
+                        version: None,
+                        ..
+                    }
+                );
+                if refs.len() == at + 1 && plain {
+                    if let JoinConstraint::On(e) = c {
+                        refs[at].left_outer = true;
+                        outer_on.push((at, e));
+                    }
+                }
             }
             JoinOperator::Right(_) | JoinOperator::RightOuter(_) => {
                 for r in &mut refs[start..] {
@@ -887,14 +1124,15 @@ fn factor(tf: &TableFactor, refs: &mut Vec<Ref>, pinnable: bool) {
                 table: t,
                 alias,
                 pinnable: pinnable && plain,
+                left_outer: false,
             });
         }
         TableFactor::NestedJoin {
             table_with_joins, ..
         } => {
-            let mut ignored = Vec::new();
+            let (mut ignored, mut ignored_on) = (Vec::new(), Vec::new());
             let start = refs.len();
-            from_item(table_with_joins, refs, &mut ignored);
+            from_item(table_with_joins, refs, &mut ignored, &mut ignored_on);
             for r in &mut refs[start..] {
                 r.pinnable = false;
             }
@@ -1037,6 +1275,24 @@ pub struct RowWrite {
     pub known: Vec<(String, Vec<String>)>,
 }
 
+/// What [`Shape::write_kind`] says of a write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WriteKind {
+    Insert {
+        table: TableRef,
+        /// The column list; None for every column in order.
+        columns: Option<Vec<String>>,
+        rows: usize,
+    },
+    Update {
+        table: TableRef,
+        set: Vec<String>,
+    },
+    Delete {
+        table: TableRef,
+    },
+}
+
 /// A single-table write's slice structure without its constants.
 #[derive(Debug)]
 enum WriteShape {
@@ -1158,6 +1414,7 @@ fn where_shape(w: &Expr, table: &TableRef, b: &mut Builder<'_>) -> Vec<(String, 
         table: table.clone(),
         alias: table.name.clone(),
         pinnable: true,
+        left_outer: false,
     }];
     let mut conj = Vec::new();
     split_and(w, &mut conj);
@@ -2025,6 +2282,90 @@ mod tests {
                  ORDER BY sold DESC, p.id LIMIT 24"
             ),
             vec![pin("products", "category_id", &["i7"])]
+        );
+        // Derived slices (`cache::fkmap`): history's order_items by its orders' customer,
+        // the category page's order_items by its products' category.
+        let pk = |t: &TableRef| match t.name.as_str() {
+            "orders" | "products" | "categories" | "customers" => Some("id".to_string()),
+            _ => None,
+        };
+        let derived = |sql: &str| {
+            Shape::build(sql)
+                .unwrap()
+                .derived_slices(sql, &shop, &p, &pk)
+                .into_iter()
+                .map(|d| (d.child.name, d.fk, d.parent.name, d.pk, d.col, d.values))
+                .collect::<Vec<_>>()
+        };
+        let d = |c: &str, fk: &str, p: &str, col: &str| {
+            (
+                c.to_string(),
+                fk.to_string(),
+                p.to_string(),
+                "id".to_string(),
+                col.to_string(),
+                vec!["i7".to_string()],
+            )
+        };
+        assert_eq!(
+            derived(
+                "SELECT o.id, o.created_at, o.status, o.total, COUNT(*) AS items \
+                 FROM orders o JOIN order_items i ON i.order_id = o.id WHERE o.customer_id = ? \
+                 GROUP BY o.id, o.created_at, o.status, o.total \
+                 ORDER BY o.created_at DESC, o.id DESC LIMIT 10"
+            ),
+            vec![d("order_items", "order_id", "orders", "customer_id")]
+        );
+        assert_eq!(
+            derived(
+                "SELECT p.id, p.name, p.price, COUNT(i.order_id) AS sold \
+                 FROM products p LEFT JOIN order_items i ON i.product_id = p.id \
+                 WHERE p.category_id = ? GROUP BY p.id, p.name, p.price \
+                 ORDER BY sold DESC, p.id LIMIT 24"
+            ),
+            vec![d("order_items", "product_id", "products", "category_id")]
+        );
+        // The product page's categories: joined on p.category_id, not on a parent's pk.
+        assert_eq!(
+            derived(
+                "SELECT p.id, c.name FROM products p JOIN categories c ON c.id = p.category_id \
+                 WHERE p.id = ?"
+            ),
+            vec![]
+        );
+        // Doubtful: the child read twice, the parent on the outer side, the join through a
+        // non-key column, an OR, the equality in the WHERE of a LEFT JOIN's child (a filter,
+        // still provable), a join on the pk of a table without a single-column pk.
+        for sql in [
+            "SELECT * FROM orders o JOIN order_items i ON i.order_id = o.id \
+             WHERE o.customer_id = 7 AND i.product_id IN (SELECT product_id FROM order_items)",
+            "SELECT * FROM order_items i LEFT JOIN orders o ON i.order_id = o.id \
+             WHERE o.customer_id = 7",
+            "SELECT * FROM orders o JOIN order_items i ON i.qty = o.customer_id \
+             WHERE o.customer_id = 7",
+            "SELECT * FROM orders o JOIN order_items i ON i.order_id = o.id OR i.qty = 1 \
+             WHERE o.customer_id = 7",
+            "SELECT * FROM orders o JOIN order_items i ON i.order_id + 0 = o.id \
+             WHERE o.customer_id = 7",
+            "SELECT * FROM order_items i JOIN order_items j ON j.order_id = i.product_id \
+             WHERE i.order_id = 7",
+        ] {
+            assert_eq!(derived(sql), vec![], "{sql}");
+        }
+        // The equality through a chain, and with literals.
+        assert_eq!(
+            derived(
+                "SELECT * FROM orders o, order_items i WHERE o.customer_id = 7 \
+                 AND i.order_id = o.id"
+            ),
+            vec![d("order_items", "order_id", "orders", "customer_id")]
+        );
+        assert_eq!(
+            derived(
+                "SELECT * FROM orders o LEFT JOIN order_items i ON o.id = i.order_id \
+                 AND i.qty > 1 WHERE o.customer_id IN (7)"
+            ),
+            vec![d("order_items", "order_id", "orders", "customer_id")]
         );
         // dashboard (a range) and search (a prefix): whole tables.
         assert_eq!(

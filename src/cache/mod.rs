@@ -24,6 +24,7 @@
 
 pub mod digests;
 pub mod entry;
+pub mod fkmap;
 pub mod key;
 pub mod l2;
 pub mod latency;

@@ -620,7 +620,9 @@ impl Cache {
     /// The `SHOW STATUS LIKE 'Qcache%'` rows.
     pub fn status_rows(&self) -> Vec<(&'static str, u64)> {
         let free = self.max_bytes().saturating_sub(self.weight());
-        self.inner.stats.status_rows(self.len() as u64, free)
+        let mut rows = self.inner.stats.status_rows(self.len() as u64, free);
+        rows.extend(self.versions().parents.status_rows());
+        rows
     }
 }
 

@@ -47,6 +47,7 @@ use xxhash_rust::xxh3::xxh3_64;
 
 use dashmap::DashMap;
 
+use super::fkmap::ParentMaps;
 use super::privileges::Privileges;
 /// Told of every local bump, so that a shared second level (`cache::l2`) raises the same
 /// versions fleet-wide. Called synchronously from `bump*`: it must only queue.
@@ -200,6 +201,8 @@ pub struct Versions {
     epoch: AtomicU64,
     /// Users' privilege generations, part of every key's fingerprint.
     pub privileges: Privileges,
+    /// What qcache knows of parent rows, for foreign-key-derived slices (`cache::fkmap`).
+    pub parents: Arc<ParentMaps>,
     slices: SliceCounters,
     /// Column counters ([`Versions::column_index`]), moved by column-known updates.
     columns: ColumnCounters,
@@ -281,6 +284,9 @@ impl Versions {
 
     /// `bump` without telling the sink: for bumps that came from the sink's side.
     pub fn bump_quiet(&self, t: &TableVersion) {
+        // A write whose rows are unknown may have moved parent rows: their mappings go
+        // first (through qcache such a write is a move as well, `cache::fkmap`).
+        self.parents.drop_table(&t.schema, &t.name);
         let v = self.seq.fetch_add(1, Ordering::AcqRel) + 1;
         t.unknown_rows.fetch_max(v, Ordering::AcqRel);
         t.unknown.fetch_max(v, Ordering::AcqRel);
@@ -493,6 +499,8 @@ impl Versions {
             self.bump_quiet(t);
             return 0;
         }
+        // Another instance's write: an insert or a move, qcache cannot tell here.
+        self.parents.drop_table(&t.schema, &t.name);
         self.bump_indexes(t, indexes)
     }
 
@@ -615,6 +623,7 @@ impl Versions {
 
     /// `bump_all` without telling the sink.
     pub fn bump_all_quiet(&self) {
+        self.parents.drop_all();
         self.seq.fetch_add(1, Ordering::AcqRel);
         self.epoch.fetch_add(1, Ordering::AcqRel);
     }

@@ -25,6 +25,9 @@ pub struct Txn {
     pub written_schemas: Vec<String>,
     /// A write in this transaction could not be analysed.
     pub written_unknown: bool,
+    /// Its writes' standing with the parent maps: finished when the transaction ends and
+    /// this is dropped (`cache::fkmap`).
+    pub fk_tokens: Vec<super::fkmap::Token>,
 }
 
 impl Txn {

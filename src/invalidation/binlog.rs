@@ -570,6 +570,9 @@ struct BinlogTxn {
     unknown_schemas: HashSet<String>,
     /// A row event whose table map was missing, or an unreadable event.
     unknown_all: bool,
+    /// Tables with update or delete row events: rows that may have moved, whose parent
+    /// mappings (`cache::fkmap`) go before anything is bumped.
+    moved: HashSet<TableName>,
     /// Inside an event group: BEGIN or a MariaDB GTID event (not standalone) up to its
     /// XID / COMMIT / XA PREPARE.
     open: bool,
@@ -1408,6 +1411,7 @@ impl Tail {
         match data {
             Some(EventData::RowsEvent(rows)) => {
                 self.on_rows(Some(rows.table_id()), stream);
+                self.on_moves(&rows, stream);
                 self.on_images(&rows, stream);
             }
             Some(EventData::XidEvent(_)) => self.commit(arrived).await,
@@ -1459,6 +1463,24 @@ impl Tail {
                 ));
             }
             None => self.txn.unknown_all = true,
+        }
+    }
+
+    /// An update or delete rows event: its table's rows may have moved.
+    fn on_moves(
+        &mut self,
+        rows: &mysql_async::binlog::events::RowsEventData<'_>,
+        stream: &BinlogStream,
+    ) {
+        use mysql_async::binlog::events::RowsEventData as R;
+        if matches!(rows, R::WriteRowsEvent(_) | R::WriteRowsEventV1(_)) {
+            return;
+        }
+        if let Some(tme) = stream.get_tme(rows.table_id()) {
+            self.txn.moved.insert((
+                tme.database_name().to_lowercase(),
+                tme.table_name().to_lowercase(),
+            ));
         }
     }
 
@@ -1627,6 +1649,11 @@ impl Tail {
     /// Bumps what the finished transaction changed.
     async fn commit(&mut self, arrived: Instant) {
         let txn = std::mem::take(&mut self.txn);
+        // Parent rows that may have moved lose their mappings before their slices are bumped
+        // (`cache::fkmap`); whole-table bumps drop them on their own.
+        for (s, t) in &txn.moved {
+            self.inv.versions.parents.drop_table(s, t);
+        }
         // Widen through the catalog as of the DDL that preceded this transaction; if its reload
         // is slow, do not hold every later commit behind it: invalidate conservatively.
         let stale_catalog = !txn.tables.is_empty() && !self.settle().await;
@@ -1685,7 +1712,27 @@ impl Tail {
             let seen = rows
                 .get(t)
                 .filter(|_| !reached.contains(t) && self.catalog.rows_knowable(t));
-            let known = seen.and_then(RowsSeen::known);
+            let known = seen.and_then(RowsSeen::known).map(|mut k| {
+                // Derived slices of a child table: by the parents' values qcache knows,
+                // as of now (no move through qcache in flight).
+                let tv = self.inv.versions.table(&t.0, &t.1);
+                let registered: Vec<String> = tv
+                    .slice_columns()
+                    .into_iter()
+                    .filter(|c| c.starts_with('\0'))
+                    .collect();
+                if !registered.is_empty() {
+                    let parents = &self.inv.versions.parents;
+                    let w = parents.window();
+                    k.extend(crate::cache::fkmap::derived_known(
+                        parents,
+                        &w,
+                        &registered,
+                        &k,
+                    ));
+                }
+                k
+            });
             // Only updates, whose images show every column that changed.
             let changed = seen
                 .filter(|_| self.catalog.images_show_changes(t))

@@ -166,6 +166,9 @@ pub struct RawColumn {
     pub max_chars: Option<u64>,
     pub nullable: bool,
     pub extra: String,
+    /// COLUMN_KEY is `PRI`: the column is (part of) the primary key, or of the unique NOT
+    /// NULL key the server shows in its place.
+    pub primary: bool,
 }
 
 /// A base table's columns, for row slices.
@@ -184,6 +187,8 @@ struct TableColumns {
     /// versioning, what a later server adds): what an UPDATE changes is not its SET list, and
     /// a row image may not show it.
     implicit: bool,
+    /// The primary key when it is one column (derived slices join on it).
+    pk: Option<String>,
 }
 
 impl RawCatalog {
@@ -408,6 +413,14 @@ fn table_columns<'a>(
         let extra = |c: &RawColumn| c.extra.to_ascii_lowercase();
         let invisible = list.iter().any(|c| extra(c).contains("invisible"));
         tc.order = (!invisible).then(|| list.iter().map(|c| c.name.to_lowercase()).collect());
+        if let [pk] = list
+            .iter()
+            .filter(|c| c.primary)
+            .collect::<Vec<_>>()
+            .as_slice()
+        {
+            tc.pk = Some(pk.name.to_lowercase());
+        }
         let mut all = Vec::with_capacity(list.len());
         for c in list {
             let e = extra(c);
@@ -438,6 +451,7 @@ fn table_columns<'a>(
                 // Two columns one name apart in case: not a name qcache can resolve.
                 tc.order = None;
                 tc.by_name.clear();
+                tc.pk = None;
                 all.clear();
                 break;
             }
@@ -996,6 +1010,9 @@ pub struct Catalog {
     /// Reloads after a DDL under way or waiting: a table the snapshot does not know may
     /// have just been created with triggers or column defaults that write other tables.
     ddl_reloads: AtomicU64,
+    /// Connections for derived slices' parent lookups ([`Catalog::parent_values`]), opened
+    /// at the first one.
+    lookups: std::sync::OnceLock<mysql_async::Pool>,
 }
 
 /// Counts one DDL reload for as long as it lives.
@@ -1039,6 +1056,7 @@ impl Catalog {
             refreshes: AtomicU64::new(0),
             failures: AtomicU64::new(0),
             ddl_reloads: AtomicU64::new(0),
+            lookups: std::sync::OnceLock::new(),
         })
     }
 
@@ -1320,6 +1338,69 @@ impl Catalog {
             .by_name
             .get(column)
             .cloned()
+    }
+
+    /// Asks the server, on qcache's own connection, which value `col` holds in the rows of
+    /// `table` whose single-column primary key `pk` is one of `xs`: per row found, its pk and
+    /// the slice key of its value (None for NULL). None on any error or doubt (a value the
+    /// column's type cannot key). For derived slices (`cache::fkmap`): the caller judges the
+    /// answer by a window read before it asked.
+    pub async fn parent_values(
+        &self,
+        table: &TableName,
+        pk: &str,
+        col: &str,
+        xs: &[i128],
+    ) -> Option<Vec<(i128, Option<String>)>> {
+        let info = self.column(table, col)?;
+        if xs.is_empty() || info.ty == ColType::Other {
+            return None;
+        }
+        let q = |s: &str| format!("`{}`", s.replace('`', "``"));
+        let list: Vec<String> = xs.iter().map(|x| x.to_string()).collect();
+        let sql = format!(
+            "SELECT {pk}, {col} FROM {}.{} WHERE {pk} IN ({})",
+            q(&table.0),
+            q(&table.1),
+            list.join(","),
+            pk = q(pk),
+            col = q(col),
+        );
+        let pool = self
+            .lookups
+            .get_or_init(|| mysql_async::Pool::new(self.opts.clone()));
+        let ask = async {
+            let mut conn = pool.get_conn().await.ok()?;
+            let rows: Vec<(i64, Option<Vec<u8>>)> = conn.query(sql).await.ok()?;
+            Some(rows)
+        };
+        let rows = tokio::time::timeout(Duration::from_secs(1), ask)
+            .await
+            .ok()??;
+        let mut out = Vec::with_capacity(rows.len());
+        for (x, v) in rows {
+            let key = match v {
+                None => None,
+                Some(b) => {
+                    let s = String::from_utf8(b).ok()?;
+                    let lit = match info.ty {
+                        ColType::Int { .. } => crate::analysis::slices::Lit::Int(s),
+                        _ => crate::analysis::slices::Lit::Str(s),
+                    };
+                    Some(crate::analysis::slices::normalize(&info.ty, &lit)?)
+                }
+            };
+            out.push((i128::from(x), key));
+        }
+        Some(out)
+    }
+
+    /// A base table's primary key when it is a single column (lower-cased).
+    pub fn primary_key(&self, t: &TableName) -> Option<String> {
+        if !self.is_loaded() {
+            return None;
+        }
+        self.snapshot.load().columns(t)?.pk.clone()
     }
 
     /// A base table's columns in the order a column-less INSERT fills them.
@@ -1635,7 +1716,7 @@ fn push_view(raw: &mut RawCatalog, mut r: Row) {
 /// expressions the server evaluates on a write (and, for a VIRTUAL column, on a read).
 const COLUMNS_COLUMNS: &str = "TABLE_SCHEMA, TABLE_NAME, COLUMN_NAME, ORDINAL_POSITION, \
      DATA_TYPE, COLUMN_TYPE, IFNULL(COLLATION_NAME, ''), CHARACTER_MAXIMUM_LENGTH, \
-     IS_NULLABLE, EXTRA, COLUMN_DEFAULT, GENERATION_EXPRESSION";
+     IS_NULLABLE, EXTRA, COLUMN_DEFAULT, GENERATION_EXPRESSION, COLUMN_KEY";
 
 fn push_column(raw: &mut RawCatalog, mut r: Row) {
     let num = |r: &mut Row, i: usize| text(r, i).parse::<u64>().ok();
@@ -1650,6 +1731,7 @@ fn push_column(raw: &mut RawCatalog, mut r: Row) {
         max_chars: num(&mut r, 7),
         nullable: text(&mut r, 8).eq_ignore_ascii_case("YES"),
         extra: text(&mut r, 9),
+        primary: text(&mut r, 12).eq_ignore_ascii_case("PRI"),
     };
     let (default, generation) = (text(&mut r, 10), text(&mut r, 11));
     if runs_code(&default, &generation) {

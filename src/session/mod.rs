@@ -8,6 +8,7 @@ mod context;
 mod diagnostics;
 mod digests;
 mod explain;
+pub mod fkslices;
 pub mod handshake;
 mod l2;
 mod prepared;

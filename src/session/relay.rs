@@ -153,11 +153,13 @@ impl Session {
                 let frame = self.upstream.frame(len);
                 let seq = frame[3];
                 let step = feed(&mut resp, &mut fill, seq, &frame[4..]);
+                super::fkslices::note_ok(&mut self.st.fk, &resp, &frame[4..]);
                 self.client.push_raw(frame);
                 self.upstream.consume(len);
                 (step, seq)
             } else if let Some(p) = self.upstream.try_decode().map_err(SessionError::upstream)? {
                 let step = feed(&mut resp, &mut fill, p.seq, &p.payload);
+                super::fkslices::note_ok(&mut self.st.fk, &resp, &p.payload);
                 self.client.push(p.seq, &p.payload);
                 (step, p.seq)
             } else {
@@ -299,8 +301,12 @@ impl Session {
         // Writes are bumped at their OK, inside a transaction too (non-transactional
         // tables change at once), and again when the transaction ends.
         if !self.st.pending.is_empty() {
+            self.fk_lookup(now_in.unwrap_or(self.st.txn.is_some()))
+                .await;
+            self.fk_child_rows();
             let pending = std::mem::take(&mut self.st.pending);
             self.shared.apply_writes(&pending);
+            self.fk_learn(now_in.unwrap_or(self.st.txn.is_some()));
             if pending.ddl {
                 self.shared.refresh_catalog(&pending.ddl_changed).await;
             }
@@ -343,6 +349,7 @@ impl Session {
     /// Any statement about to reach the server may open the transaction's read view
     /// (`policy::snapshot`): the version point is read before it goes.
     pub(crate) fn note_send_point(&mut self) {
+        self.fk_begin();
         let now = self.shared.cache.versions().snapshot();
         let points = snapshot::before_send(
             snapshot::Points {
@@ -358,6 +365,7 @@ impl Session {
     }
 
     pub(crate) fn end_of_response(&mut self) {
+        self.fk_end();
         self.st.pending = Default::default();
         self.st.txn_boundary = false;
         self.st.snapshot_candidate = None;

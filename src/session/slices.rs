@@ -177,6 +177,12 @@ impl Session {
                 }
             }
         }
+        let before = sliced.len();
+        self.plan_derived(&shape, text, &columns, &params, &mut rest, &mut sliced);
+        // A table that became a derived slice is stamped by its slices, not as read whole.
+        for p in &sliced[before..] {
+            cols.tables.retain(|t| !Arc::ptr_eq(t, &p.table));
+        }
         cols.indexes.sort_unstable();
         cols.indexes.dedup();
         (rest.into(), sliced, cols, generation)
@@ -242,7 +248,12 @@ impl Session {
                 column_set = Some(set);
             }
         }
-        let rw = shape.write_rows(text, &columns, &order, &params);
+        let rw = shape
+            .write_rows(text, &columns, &order, &params)
+            .filter(|rw| {
+                self.st.qualify(rw.table.schema.as_deref(), &rw.table.name) == Some(q.clone())
+            });
+        self.plan_fk_write(&shape, &q, rw.as_ref().map(|r| r.known.as_slice()));
         if let Some(set) = column_set {
             let t = self.st.pending.tables[pos].clone();
             self.st.pending.columns.push((t, Arc::from(set)));
@@ -250,9 +261,6 @@ impl Session {
         let Some(rw) = rw else {
             return;
         };
-        if self.st.qualify(rw.table.schema.as_deref(), &rw.table.name) != Some(q) {
-            return;
-        }
         let t = self.st.pending.tables.remove(pos);
         self.st.pending.rows.push((t, Arc::from(rw.known)));
     }

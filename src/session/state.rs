@@ -119,6 +119,8 @@ pub struct SessionState {
     pub stmts: HashMap<u32, Prepared, foldhash::fast::FixedState>,
     pub last_stmt: Option<u32>,
     pub pending: Pending,
+    /// The statement in flight's standing with the parent maps (derived slices).
+    pub fk: super::fkslices::FkState,
     /// The statement in flight begins or ends a transaction whatever the status flags say
     /// (BEGIN inside a transaction commits it; COMMIT AND CHAIN keeps IN_TRANS set).
     pub txn_boundary: bool,
@@ -188,6 +190,7 @@ impl SessionState {
             stmts: HashMap::default(),
             last_stmt: None,
             pending: Pending::default(),
+            fk: Default::default(),
             txn_boundary: false,
             snapshot_candidate: None,
             admin_allowed: None,

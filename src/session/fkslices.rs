@@ -1,0 +1,337 @@
+//! Foreign-key-derived slices on the session's paths (`cache::fkmap` has the rules and the
+//! races): a read's derived slices, a write's standing with the parent maps (taken before it
+//! is sent, finished after its invalidation or its transaction), the mappings a parent
+//! insert teaches, and the derived slices a child write bumps.
+
+use std::sync::Arc;
+
+use super::Session;
+use crate::analysis::slices::{ColumnInfo, Lit, Shape, WriteKind};
+use crate::analysis::TableRef;
+use crate::cache::fkmap::{self, MapKey, Token, Touch, Window};
+use crate::cache::versions::{SlicePlan, Versions, ANY_COLUMN};
+use crate::cache::TableHandle;
+use crate::protocol::packets::OkInfo;
+
+/// What the statement in flight owes or may teach the parent maps.
+#[derive(Debug, Default)]
+pub struct FkState {
+    /// Read before the statement was sent: the window its learning and its child bumps are
+    /// judged by.
+    pub window: Option<Window>,
+    /// How its single-table write touches its table, from its shape.
+    pub how: Option<((String, String), Touch)>,
+    /// Its standing while it may change rows (finished when dropped).
+    pub tokens: Vec<Token>,
+    /// What it may teach once acknowledged.
+    pub learn: Option<Learn>,
+    /// The OK packet of a statement with `learn`.
+    pub ok: Option<OkInfo>,
+}
+
+/// A single-row plain INSERT into a parent: per map of that table, the row's value there.
+#[derive(Debug)]
+pub struct Learn {
+    /// The pk's value from the statement; None: the OK's last_insert_id (an omitted
+    /// AUTO_INCREMENT pk).
+    pk: Option<i128>,
+    values: Vec<(MapKey, Option<String>)>,
+}
+
+impl Session {
+    /// The derived slices of a read, for the tables it would read whole (`rest`): each one
+    /// the statement proves it reads only through a parent's pinned rows becomes a sliced
+    /// table of its derived column. Registers maps and columns before the caller reads the
+    /// stamps.
+    pub(super) fn plan_derived(
+        &self,
+        shape: &Shape,
+        text: &str,
+        columns: &dyn Fn(&TableRef, &str) -> Option<ColumnInfo>,
+        params: &dyn Fn(usize) -> Option<Lit>,
+        rest: &mut Vec<TableHandle>,
+        sliced: &mut Vec<SlicePlan>,
+    ) {
+        if rest.is_empty() || !self.shared.config().invalidation.derived_slices {
+            return;
+        }
+        let catalog = &self.shared.catalog;
+        let pk = |t: &TableRef| {
+            let q = self.st.qualify(t.schema.as_deref(), &t.name)?;
+            catalog.primary_key(&q)
+        };
+        let derived = shape.derived_slices(text, columns, params, &pk);
+        if derived.is_empty() {
+            return;
+        }
+        let versions = self.shared.cache.versions();
+        for d in derived {
+            let (Some(child), Some(parent)) = (
+                self.st.qualify(d.child.schema.as_deref(), &d.child.name),
+                self.st.qualify(d.parent.schema.as_deref(), &d.parent.name),
+            ) else {
+                continue;
+            };
+            let Some(pos) = rest
+                .iter()
+                .position(|t| t.schema == child.0 && t.name == child.1)
+            else {
+                continue;
+            };
+            let key = MapKey {
+                schema: parent.0,
+                table: parent.1,
+                pk: d.pk,
+                col: d.col,
+            };
+            versions.parents.register(&key);
+            let t = rest.remove(pos);
+            let name = fkmap::derived_column(&d.fk, &key);
+            let column = versions.register(&t, &name);
+            let slices: Vec<u32> = d
+                .values
+                .iter()
+                .map(|k| Versions::slice_index(&t, &name, k))
+                .collect();
+            // Columns read are not tracked for derived slices: the slices' "any column"
+            // counters, which every column-known update of their rows bumps.
+            let slice_columns = slices
+                .iter()
+                .map(|&i| Versions::slice_column_index(&t, &name, i, ANY_COLUMN))
+                .collect();
+            sliced.push(SlicePlan {
+                table: t,
+                column,
+                slices,
+                by_columns: false,
+                slice_columns,
+            });
+        }
+    }
+
+    /// After the write's shape is known (`plan_write_rows`): how it touches its table, and
+    /// what a single-row insert into a parent may teach.
+    pub(super) fn plan_fk_write(
+        &mut self,
+        shape: &Shape,
+        target: &(String, String),
+        known: Option<&[(String, Vec<String>)]>,
+    ) {
+        let Some(kind) = shape.write_kind() else {
+            return;
+        };
+        let touch = match &kind {
+            WriteKind::Insert { .. } => Touch::Insert,
+            WriteKind::Update { set, .. } => Touch::Update(set.clone()),
+            WriteKind::Delete { .. } => Touch::Other,
+        };
+        self.st.fk.how = Some((target.clone(), touch));
+        let WriteKind::Insert { columns, rows, .. } = kind else {
+            return;
+        };
+        let (Some(known), 1) = (known, rows) else {
+            return;
+        };
+        // Inside a transaction the row may never commit; a temporary table may shadow the
+        // parent's name.
+        if self.st.in_transaction() || !self.st.temp_tables.is_empty() {
+            return;
+        }
+        let parents = &self.shared.cache.versions().parents;
+        let maps = parents.maps_of(&target.0, &target.1);
+        let Some(first) = maps.first() else { return };
+        let int_of = |c: &str| -> Option<Option<i128>> {
+            let (_, keys) = known.iter().find(|(k, _)| k == c)?;
+            Some(match keys.as_slice() {
+                [k] => k.strip_prefix('i').and_then(|n| n.parse().ok()),
+                _ => None,
+            })
+        };
+        // The pk: the statement's own value, or an omitted AUTO_INCREMENT one.
+        let pk = match int_of(&first.pk) {
+            Some(Some(x)) => Some(x),
+            Some(None) => return,
+            None => {
+                let omitted = columns.as_ref().is_some_and(|c| !c.contains(&first.pk));
+                let ai = self
+                    .shared
+                    .catalog
+                    .column(target, &first.pk)
+                    .is_some_and(|c| c.auto_increment);
+                if !omitted || !ai {
+                    return;
+                }
+                None
+            }
+        };
+        let values: Vec<(MapKey, Option<String>)> = maps
+            .iter()
+            .filter(|m| m.pk == first.pk)
+            .filter_map(|m| {
+                let (_, keys) = known.iter().find(|(k, _)| *k == m.col)?;
+                match keys.as_slice() {
+                    [] => Some((m.clone(), None)),
+                    [k] => Some((m.clone(), Some(k.clone()))),
+                    _ => None,
+                }
+            })
+            .collect();
+        if !values.is_empty() {
+            self.st.fk.learn = Some(Learn { pk, values });
+        }
+    }
+
+    /// Just before a statement with writes is sent: its window, and its standing with the
+    /// parent maps.
+    pub(super) fn fk_begin(&mut self) {
+        let p = &self.st.pending;
+        if p.is_empty() || !self.shared.config().invalidation.derived_slices {
+            self.st.fk.how = None;
+            return;
+        }
+        let parents = &self.shared.cache.versions().parents;
+        // The window first: this statement's own move must break it.
+        self.st.fk.window = Some(parents.window());
+        let how = self.st.fk.how.take();
+        let mut tables: Vec<((String, String), Touch)> = Vec::new();
+        for t in p.tables.iter().chain(p.rows.iter().map(|(t, _)| t)) {
+            let name = (t.schema.clone(), t.name.clone());
+            let touch = match &how {
+                Some((n, touch)) if *n == name => touch.clone(),
+                _ => Touch::Other,
+            };
+            tables.push((name, touch));
+        }
+        let everything = p.all || !p.schemas.is_empty() || p.ddl;
+        self.st.fk.tokens.extend(parents.begin(&tables, everything));
+    }
+
+    /// At a child write's OK outside a transaction, before its invalidation: asks the server
+    /// for the parent values of fk values the maps do not hold (`Catalog::parent_values`)
+    /// and learns them under the write's own window, read before the write was sent: the
+    /// server answers after the write committed, and a move through qcache since the window
+    /// opened voids the answer (`cache::fkmap`).
+    pub(super) async fn fk_lookup(&mut self, in_transaction: bool) {
+        let Some(w) = self.st.fk.window else { return };
+        if in_transaction || self.st.pending.rows.is_empty() {
+            return;
+        }
+        let cfg = self.shared.config();
+        if !cfg.invalidation.derived_lookups || cfg.invalidation.parent_map_entries == 0 {
+            return;
+        }
+        let parents = self.shared.cache.versions().parents.clone();
+        let mut asks: Vec<(MapKey, Vec<i128>)> = Vec::new();
+        for (t, known) in &self.st.pending.rows {
+            for name in t.slice_columns() {
+                let Some((fk, key)) = fkmap::parse_derived(&name) else {
+                    continue;
+                };
+                let Some((_, fks)) = known.iter().find(|(c, _)| c == fk) else {
+                    continue;
+                };
+                let xs: Option<Vec<i128>> = fks
+                    .iter()
+                    .map(|k| k.strip_prefix('i')?.parse::<i128>().ok())
+                    .collect();
+                let Some(missing) = xs.and_then(|xs| parents.missing(&w, &key, &xs)) else {
+                    continue;
+                };
+                if !missing.is_empty() && missing.len() <= 64 {
+                    asks.push((key, missing));
+                }
+            }
+        }
+        for (key, xs) in asks {
+            let t = (key.schema.clone(), key.table.clone());
+            let Some(found) = self
+                .shared
+                .catalog
+                .parent_values(&t, &key.pk, &key.col, &xs)
+                .await
+            else {
+                continue;
+            };
+            parents
+                .stats
+                .lookups
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            for (x, v) in found {
+                parents.learn(&w, &key, x, v);
+            }
+        }
+    }
+
+    /// At the write's OK, before its invalidation is applied: the derived slices of each
+    /// child table with known rows. A derived column left out is bumped as unknown.
+    pub(super) fn fk_child_rows(&mut self) {
+        let Some(w) = self.st.fk.window else { return };
+        if self.st.pending.rows.is_empty() {
+            return;
+        }
+        let parents = self.shared.cache.versions().parents.clone();
+        for (t, known) in self.st.pending.rows.iter_mut() {
+            let registered: Vec<String> = t
+                .slice_columns()
+                .into_iter()
+                .filter(|c| c.starts_with('\0'))
+                .collect();
+            if registered.is_empty() || known.iter().any(|(c, _)| c.starts_with('\0')) {
+                continue;
+            }
+            let extra = fkmap::derived_known(&parents, &w, &registered, known);
+            if !extra.is_empty() {
+                let mut all: Vec<(String, Vec<String>)> = known.to_vec();
+                all.extend(extra);
+                *known = Arc::from(all);
+            }
+        }
+    }
+
+    /// After the write's invalidation was applied: what a parent insert teaches.
+    pub(super) fn fk_learn(&mut self, in_transaction: bool) {
+        let (Some(learn), ok) = (self.st.fk.learn.take(), self.st.fk.ok.take()) else {
+            return;
+        };
+        let (Some(w), Some(ok)) = (self.st.fk.window, ok) else {
+            return;
+        };
+        if in_transaction
+            || ok.affected_rows != 1
+            || ok.status & crate::protocol::packets::status::IN_TRANS != 0
+        {
+            return;
+        }
+        let x = match learn.pk {
+            Some(x) => x,
+            None if ok.last_insert_id > 0 => i128::from(ok.last_insert_id),
+            None => return,
+        };
+        let parents = &self.shared.cache.versions().parents;
+        parents.set_max_entries(self.shared.config().invalidation.parent_map_entries);
+        for (key, value) in learn.values {
+            parents.learn(&w, &key, x, value);
+        }
+    }
+
+    /// The response ended: a write outside a transaction is finished; inside one, its
+    /// standing lasts until the transaction ends.
+    pub(super) fn fk_end(&mut self) {
+        let tokens = std::mem::take(&mut self.st.fk.tokens);
+        match self.st.txn.as_mut() {
+            Some(txn) => txn.fk_tokens.extend(tokens),
+            None => drop(tokens),
+        }
+        self.st.fk.window = None;
+        self.st.fk.how = None;
+        self.st.fk.learn = None;
+        self.st.fk.ok = None;
+    }
+}
+
+/// A packet of the response: the OK of a statement that may teach the parent maps.
+pub(super) fn note_ok(fk: &mut FkState, resp: &crate::protocol::response::Response, p: &[u8]) {
+    if fk.learn.is_some() && resp.status_here.is_some() && p.first() == Some(&0) {
+        fk.ok = crate::protocol::packets::parse_ok(p);
+    }
+}

@@ -1,0 +1,385 @@
+//! Foreign-key-derived slices through the real proxy (`cache::fkmap`): a read joining a
+//! child table on its parent's primary key, the parent pinned by a constant, stays served
+//! while children of other parents' rows are written, and is never served stale — new
+//! parents learned from their insert, children of parents qcache never saw (fallback),
+//! parents moved to another value, deletes, LEFT JOINs, prepared statements, writes from
+//! elsewhere (binlog) and concurrent movers.
+
+mod common;
+use common::{setup, status};
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use mysql_async::prelude::*;
+use mysql_async::Conn;
+
+const SHOP: &[&str] = &[
+    "CREATE TABLE orders (id INT AUTO_INCREMENT PRIMARY KEY, customer_id INT NOT NULL, \
+     KEY c (customer_id)) ENGINE=InnoDB",
+    "CREATE TABLE products (id INT PRIMARY KEY, category_id INT NOT NULL, KEY c (category_id)) \
+     ENGINE=InnoDB",
+    "CREATE TABLE order_items (order_id INT NOT NULL, product_id INT NOT NULL, qty INT NOT NULL, \
+     PRIMARY KEY (order_id, product_id), KEY p (product_id), \
+     FOREIGN KEY (order_id) REFERENCES orders (id)) ENGINE=InnoDB",
+    "INSERT INTO orders (id, customer_id) VALUES (1, 1), (2, 2), (3, 1)",
+    "INSERT INTO products VALUES (1, 10), (2, 10), (3, 20)",
+    "INSERT INTO order_items VALUES (1, 1, 1), (2, 1, 1), (3, 2, 2)",
+];
+
+fn history(c: i64) -> String {
+    format!(
+        "SELECT o.id, COUNT(*), MAX(i.qty) FROM orders o JOIN order_items i ON i.order_id = o.id \
+         WHERE o.customer_id = {c} GROUP BY o.id ORDER BY o.id"
+    )
+}
+
+fn category(c: i64) -> String {
+    format!(
+        "SELECT p.id, COUNT(i.order_id) FROM products p LEFT JOIN order_items i \
+         ON i.product_id = p.id WHERE p.category_id = {c} GROUP BY p.id ORDER BY p.id"
+    )
+}
+
+type Row = (i64, i64, Option<i64>);
+
+async fn read(c: &mut Conn, k: i64) -> Vec<Row> {
+    c.exec(
+        "SELECT o.id, COUNT(*), MAX(i.qty) FROM orders o JOIN order_items i \
+         ON i.order_id = o.id WHERE o.customer_id = ? GROUP BY o.id ORDER BY o.id",
+        (k,),
+    )
+    .await
+    .unwrap()
+}
+
+async fn rows(c: &mut Conn, q: &str) -> Vec<Row> {
+    c.query(q).await.unwrap_or_else(|e| panic!("{q}: {e}"))
+}
+
+async fn pairs(c: &mut Conn, q: &str) -> Vec<(i64, i64)> {
+    c.query(q).await.unwrap_or_else(|e| panic!("{q}: {e}"))
+}
+
+/// Reads `q` once and returns whether it was a hit.
+async fn hit(c: &mut Conn, q: &str) -> bool {
+    let before = status(c, "Qcache_hits").await;
+    c.query_drop(q).await.unwrap();
+    status(c, "Qcache_hits").await - before == 1
+}
+
+/// Reads every query once (a miss fills it) and checks that it is then served.
+async fn warm(c: &mut Conn, qs: &[&str]) {
+    for q in qs {
+        c.query_drop(*q).await.unwrap();
+        assert!(hit(c, q).await, "{q} cached");
+    }
+}
+
+/// A new order through qcache: its insert teaches the parent map, its items bump only
+/// their customer's history.
+async fn new_order(c: &mut Conn, customer: i64, product: i64) -> i64 {
+    c.query_drop(format!(
+        "INSERT INTO orders (customer_id) VALUES ({customer})"
+    ))
+    .await
+    .unwrap();
+    let id = c.last_insert_id().unwrap() as i64;
+    c.query_drop(format!(
+        "INSERT INTO order_items (order_id, product_id, qty) VALUES ({id}, {product}, 1)"
+    ))
+    .await
+    .unwrap();
+    id
+}
+
+#[tokio::test]
+async fn history_of_other_customers_survives_new_orders() {
+    let schema = common::fresh_schema("fk_hist").await;
+    setup(&schema, SHOP).await;
+    // What inserts teach alone; lookups are tested below.
+    let proxy = common::proxy(|c| c.invalidation.derived_lookups = false).await;
+    let mut c = proxy.conn(&schema).await;
+    let mut d = common::direct_to(&schema).await;
+    let (h1, h2) = (history(1), history(2));
+    warm(&mut c, &[&h1, &h2]).await;
+
+    // A new order for customer 1: customer 2's history stays served, 1's is fresh.
+    let id = new_order(&mut c, 1, 3).await;
+    assert!(hit(&mut c, &h2).await, "another customer's history served");
+    assert!(
+        !hit(&mut c, &h1).await,
+        "the customer's own history read again"
+    );
+    assert_eq!(rows(&mut c, &h1).await, rows(&mut d, &h1).await);
+    assert!(status(&mut c, "Qcache_parent_map_learned").await >= 1);
+    assert!(status(&mut c, "Qcache_derived_slice_rows").await >= 1);
+
+    // Items for an order qcache never saw inserted (order 2): its customer is unknown, so
+    // every history goes (the fallback), and both are fresh.
+    warm(&mut c, &[&h1, &h2]).await;
+    let fallbacks = status(&mut c, "Qcache_derived_slice_fallbacks").await;
+    c.query_drop("INSERT INTO order_items VALUES (2, 2, 5)")
+        .await
+        .unwrap();
+    assert!(status(&mut c, "Qcache_derived_slice_fallbacks").await > fallbacks);
+    assert!(!hit(&mut c, &h1).await);
+    assert!(!hit(&mut c, &h2).await);
+    assert_eq!(rows(&mut c, &h2).await, rows(&mut d, &h2).await);
+
+    // The new order moves to customer 2, then gets items: both histories are right.
+    warm(&mut c, &[&h1, &h2]).await;
+    c.query_drop(format!("UPDATE orders SET customer_id = 2 WHERE id = {id}"))
+        .await
+        .unwrap();
+    c.query_drop(format!("INSERT INTO order_items VALUES ({id}, 1, 4)"))
+        .await
+        .unwrap();
+    for h in [&h1, &h2] {
+        assert_eq!(rows(&mut c, h).await, rows(&mut d, h).await, "{h}");
+    }
+
+    // Deletes pinned by the child's fk name their parent when it is known.
+    let id2 = new_order(&mut c, 1, 2).await;
+    warm(&mut c, &[&h1, &h2]).await;
+    c.query_drop(format!("DELETE FROM order_items WHERE order_id = {id2}"))
+        .await
+        .unwrap();
+    assert!(hit(&mut c, &h2).await, "customer 2 untouched by 1's delete");
+    assert_eq!(rows(&mut c, &h1).await, rows(&mut d, &h1).await);
+
+    // Prepared: the same, through the binary protocol.
+    read(&mut c, 1).await;
+    read(&mut c, 2).await;
+    c.exec_drop("INSERT INTO orders (customer_id) VALUES (?)", (1,))
+        .await
+        .unwrap();
+    let id3 = c.last_insert_id().unwrap() as i64;
+    c.exec_drop(
+        "INSERT INTO order_items (order_id, product_id, qty) VALUES (?, ?, ?)",
+        (id3, 1, 2),
+    )
+    .await
+    .unwrap();
+    let h0 = status(&mut c, "Qcache_hits").await;
+    let two = read(&mut c, 2).await;
+    assert_eq!(
+        status(&mut c, "Qcache_hits").await - h0,
+        1,
+        "prepared: 2 served"
+    );
+    assert_eq!(two, rows(&mut d, &h2).await);
+    assert_eq!(read(&mut c, 1).await, rows(&mut d, &h1).await);
+    proxy.shutdown().await;
+}
+
+#[tokio::test]
+async fn left_join_pages_and_parents_without_children() {
+    let schema = common::fresh_schema("fk_left").await;
+    setup(&schema, SHOP).await;
+    let proxy = common::proxy(|_| {}).await;
+    let mut c = proxy.conn(&schema).await;
+    let mut d = common::direct_to(&schema).await;
+    let (c10, c20) = (category(10), category(20));
+    // Product 3 (category 20) has no items: the LEFT JOIN's null-extended row.
+    warm(&mut c, &[&c10, &c20]).await;
+    assert_eq!(pairs(&mut c, &c20).await, vec![(3, 0)]);
+    // A product insert through qcache teaches product → category.
+    c.query_drop("INSERT INTO products VALUES (4, 20)")
+        .await
+        .unwrap();
+    assert!(
+        hit(&mut c, &c10).await,
+        "category 10 untouched by a product of 20"
+    );
+    warm(&mut c, &[&c20]).await;
+    c.query_drop("INSERT INTO orders (id, customer_id) VALUES (50, 3)")
+        .await
+        .unwrap();
+    c.query_drop("INSERT INTO order_items VALUES (50, 4, 1)")
+        .await
+        .unwrap();
+    assert!(
+        hit(&mut c, &c10).await,
+        "category 10 served after 20's sale"
+    );
+    assert_eq!(pairs(&mut c, &c20).await, pairs(&mut d, &c20).await);
+    // Items of a product qcache never saw inserted: its category is asked of the server
+    // before the write's OK, and only that category's page goes.
+    warm(&mut c, &[&c10, &c20]).await;
+    let lookups = status(&mut c, "Qcache_parent_lookups").await;
+    c.query_drop("INSERT INTO order_items VALUES (50, 1, 1)")
+        .await
+        .unwrap();
+    assert_eq!(status(&mut c, "Qcache_parent_lookups").await, lookups + 1);
+    assert!(
+        hit(&mut c, &c20).await,
+        "category 20 served after 10's sale"
+    );
+    assert_eq!(pairs(&mut c, &c10).await, pairs(&mut d, &c10).await);
+    // Learned: the next sale of product 1 asks nothing.
+    warm(&mut c, &[&c10, &c20]).await;
+    c.query_drop("INSERT INTO order_items VALUES (3, 1, 1)")
+        .await
+        .unwrap();
+    assert_eq!(status(&mut c, "Qcache_parent_lookups").await, lookups + 1);
+    assert!(hit(&mut c, &c20).await);
+    assert_eq!(pairs(&mut c, &c10).await, pairs(&mut d, &c10).await);
+    // A product moved to another category, then sold: both pages are right.
+    warm(&mut c, &[&c10, &c20]).await;
+    c.query_drop("UPDATE products SET category_id = 10 WHERE id = 4")
+        .await
+        .unwrap();
+    c.query_drop("INSERT INTO order_items VALUES (1, 4, 1)")
+        .await
+        .unwrap();
+    for q in [&c10, &c20] {
+        assert_eq!(pairs(&mut c, q).await, pairs(&mut d, q).await, "{q}");
+    }
+    proxy.shutdown().await;
+}
+
+#[tokio::test]
+async fn child_writes_from_elsewhere_use_what_qcache_learned() {
+    let schema = common::fresh_schema("fk_binlog").await;
+    setup(&schema, SHOP).await;
+    let proxy = common::proxy(|c| c.invalidation.binlog = qcache::config::BinlogMode::On).await;
+    let b = proxy.running.shared.binlog.clone().expect("binlog tail");
+    assert!(b.wait_until_connected(Duration::from_secs(20)).await);
+    let mut c = proxy.conn(&schema).await;
+    let mut d = common::direct_to(&schema).await;
+    let (h1, h2) = (history(1), history(2));
+    let wait = |n: u64| {
+        let b = b.clone();
+        async move {
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while b.commits() < n && Instant::now() < deadline {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+    };
+    // Learned through qcache (once a read registered the map), then items inserted
+    // directly: only customer 1's history.
+    warm(&mut c, &[&h1, &h2]).await;
+    let id = new_order(&mut c, 1, 3).await;
+    wait(b.commits() + 1).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    warm(&mut c, &[&h1, &h2]).await;
+    let n = b.commits();
+    d.query_drop(format!("INSERT INTO order_items VALUES ({id}, 1, 7)"))
+        .await
+        .unwrap();
+    wait(n + 1).await;
+    assert!(hit(&mut c, &h2).await, "customer 2 untouched");
+    assert_eq!(rows(&mut c, &h1).await, rows(&mut d, &h1).await);
+    // The order moved directly: its mapping goes, the items after it fall back.
+    warm(&mut c, &[&h1, &h2]).await;
+    let n = b.commits();
+    d.query_drop(format!("UPDATE orders SET customer_id = 2 WHERE id = {id}"))
+        .await
+        .unwrap();
+    wait(n + 1).await;
+    c.query_drop(format!("INSERT INTO order_items VALUES ({id}, 2, 1)"))
+        .await
+        .unwrap();
+    for h in [&h1, &h2] {
+        assert_eq!(rows(&mut c, h).await, rows(&mut d, h).await, "{h}");
+    }
+    // Items for an order qcache never saw, from elsewhere: every history.
+    warm(&mut c, &[&h1, &h2]).await;
+    let n = b.commits();
+    d.query_drop("INSERT INTO order_items VALUES (3, 3, 1)")
+        .await
+        .unwrap();
+    wait(n + 1).await;
+    assert_eq!(rows(&mut c, &h1).await, rows(&mut d, &h1).await);
+    proxy.shutdown().await;
+}
+
+/// Readers of customer 1's history while a mover creates orders for customer 3, moves them
+/// to customer 1 and then adds items, and writers add orders for customers 1 and 2: every
+/// read holds at least every item acknowledged for customer 1 before the read began. A
+/// mapping that outlived its move would bump customer 3's derived slice for the items
+/// added after it, and leave customer 1's history stale.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn moved_parents_never_leave_a_stale_history() {
+    let schema = common::fresh_schema("fk_conc").await;
+    setup(&schema, SHOP).await;
+    let proxy = Arc::new(common::proxy(|_| {}).await);
+    // Items of customer 1 acknowledged so far (orders 1 and 3 have one each).
+    let acked = Arc::new(AtomicU64::new(2));
+    let stop = Arc::new(AtomicBool::new(false));
+    let stale = Arc::new(AtomicU64::new(0));
+    let reads = Arc::new(AtomicU64::new(0));
+    let mut tasks = Vec::new();
+    {
+        let (proxy, schema, acked, stop) =
+            (proxy.clone(), schema.clone(), acked.clone(), stop.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut c = proxy.conn(&schema).await;
+            while !stop.load(Ordering::Relaxed) {
+                let id = new_order(&mut c, 3, 1).await;
+                c.query_drop(format!("UPDATE orders SET customer_id = 1 WHERE id = {id}"))
+                    .await
+                    .unwrap();
+                acked.fetch_add(1, Ordering::SeqCst);
+                c.query_drop(format!("INSERT INTO order_items VALUES ({id}, 2, 1)"))
+                    .await
+                    .unwrap();
+                acked.fetch_add(1, Ordering::SeqCst);
+            }
+        }));
+    }
+    for w in 0..2i64 {
+        let (proxy, schema, acked, stop) =
+            (proxy.clone(), schema.clone(), acked.clone(), stop.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut c = proxy.conn(&schema).await;
+            while !stop.load(Ordering::Relaxed) {
+                new_order(&mut c, 1 + w, 3).await;
+                if w == 0 {
+                    acked.fetch_add(1, Ordering::SeqCst);
+                }
+            }
+        }));
+    }
+    for _ in 0..3 {
+        let (proxy, schema, acked, stop, stale, reads) = (
+            proxy.clone(),
+            schema.clone(),
+            acked.clone(),
+            stop.clone(),
+            stale.clone(),
+            reads.clone(),
+        );
+        tasks.push(tokio::spawn(async move {
+            let mut c = proxy.conn(&schema).await;
+            let q = "SELECT COUNT(*) FROM orders o JOIN order_items i ON i.order_id = o.id \
+                     WHERE o.customer_id = 1";
+            while !stop.load(Ordering::Relaxed) {
+                let want = acked.load(Ordering::SeqCst);
+                let n: Option<u64> = c.query_first(q).await.unwrap();
+                if n.unwrap_or(0) < want {
+                    stale.fetch_add(1, Ordering::Relaxed);
+                }
+                reads.fetch_add(1, Ordering::Relaxed);
+            }
+        }));
+    }
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    stop.store(true, Ordering::Relaxed);
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let mut c = proxy.conn(&schema).await;
+    let hits = status(&mut c, "Qcache_hits").await;
+    let learned = status(&mut c, "Qcache_parent_map_learned").await;
+    assert_eq!(stale.load(Ordering::Relaxed), 0, "stale reads");
+    assert!(reads.load(Ordering::Relaxed) > 100, "readers ran");
+    assert!(hits > 0 && learned > 0, "hits {hits}, learned {learned}");
+    drop(c);
+    if let Ok(p) = Arc::try_unwrap(proxy) {
+        p.shutdown().await;
+    }
+}
