@@ -271,6 +271,9 @@ pub struct InvalidationConfig {
     pub max_lag: Duration,
 }
 
+/// `invalidation.parent_map_entries` by default: parent rows remembered for derived slices.
+pub const DEFAULT_PARENT_MAP_ENTRIES: u64 = 200_000;
+
 impl Default for InvalidationConfig {
     fn default() -> Self {
         InvalidationConfig {
@@ -278,7 +281,7 @@ impl Default for InvalidationConfig {
             call: Conservative::All,
             granularity: Granularity::default(),
             derived_slices: true,
-            parent_map_entries: crate::cache::fkmap::DEFAULT_MAX_ENTRIES,
+            parent_map_entries: DEFAULT_PARENT_MAP_ENTRIES,
             derived_lookups: true,
             binlog: BinlogMode::Auto,
             server_id: 0,

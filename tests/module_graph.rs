@@ -68,7 +68,8 @@ const LAYERS: &[(&str, u32)] = &[
 
 /// The files of `cache/` and their layer: `writes` applies invalidation through the store;
 /// the store holds entries under keys and counts in stats; entries and read plans hold
-/// version handles; per-digest statistics count in the stripes of stats.
+/// version handles; per-digest statistics count in the stripes of stats; versions hold
+/// what is known of parent rows (fkmap).
 const CACHE_LAYERS: &[(&str, u32)] = &[
     ("writes", 0),
     ("store", 1),
@@ -81,6 +82,7 @@ const CACHE_LAYERS: &[(&str, u32)] = &[
     ("stats", 3),
     ("versions", 3),
     ("privileges", 4),
+    ("fkmap", 4),
 ];
 
 /// Upward arrows tolerated for now: (file, module it imports from, why). Each is an import

@@ -210,7 +210,7 @@ impl Default for ParentMaps {
 }
 
 /// `invalidation.parent_map_entries`' default.
-pub const DEFAULT_MAX_ENTRIES: u64 = 200_000;
+pub const DEFAULT_MAX_ENTRIES: u64 = crate::config::DEFAULT_PARENT_MAP_ENTRIES;
 
 /// A write's standing with the parent maps while it may still change rows: a move or a
 /// quiet write in flight. Dropping it finishes it (after its invalidation was applied, and
