@@ -252,11 +252,12 @@ pub struct InvalidationConfig {
     /// parent pinned by constants, depends on the derived slices of the child
     /// (`cache::fkmap`).
     pub derived_slices: bool,
-    /// Most parent-row mappings (pk → pinned column's value) held for derived slices; 0
-    /// learns none (child writes then bump every derived slice of their table).
+    /// Most parent-row mappings (pk → pinned column's value) held for the binlog's child row
+    /// events; 0 learns none (those then bump every derived slice of their table).
     pub parent_map_entries: u64,
-    /// A child write whose parents' values qcache does not hold asks the server for them
-    /// (`SELECT pk, col … WHERE pk IN (…)` on qcache's own connection) before its OK.
+    /// A child write through qcache asks the server for its rows' parent values (`SELECT
+    /// pk, col … WHERE pk IN (…)` on qcache's own connection) before its OK; false: it bumps
+    /// every derived slice of its table.
     pub derived_lookups: bool,
     /// Tail the server's binlog to see writes that bypass qcache.
     pub binlog: BinlogMode,

@@ -15,7 +15,8 @@
 //! **Where `M(X)` comes from.** A plain single-row `INSERT` into `P` through qcache, outside
 //! a transaction, names the new row's `col` value and its pk (the statement's literal, or the
 //! OK packet's last_insert_id for an omitted AUTO_INCREMENT pk); it is recorded after the
-//! server acknowledged the insert ([`ParentMaps::learn`]).
+//! server acknowledged the insert ([`ParentMaps::learn`]). A child write's lookup of its
+//! parents through qcache is recorded the same way.
 //!
 //! **What makes `M(X)` wrong**: a write that changes an existing `P` row's `col` or pk, or
 //! removes a row (a later insert could reuse its pk): an UPDATE setting `col` or the pk, a
@@ -37,10 +38,13 @@
 //! window saw no move, so after it: `c'`, a contradiction — or it started before and
 //! finished after the window opened (`drops` moved, or it is in flight), or it started
 //! after (`started` moved): `W` falls back. The learner's case is the same argument with its
-//! read of the row in place of `W`'s commit. A move from elsewhere is seen only when the
-//! binlog (or L2) delivers it; until then a child write through qcache may bump the row's old
-//! derived slice, so entries of the slice a row moved to from elsewhere may miss a concurrent
-//! child write of that row for as long as the binlog lag (docs/reliability.md).
+//! read of the row in place of `W`'s commit.
+//!
+//! **Who uses `M(X)`**: the binlog's child row events only. A move from elsewhere is seen
+//! only when the binlog (or L2) delivers it, so a mapping may still name a row's old value
+//! while a child write of it goes through qcache; such writes ask the server instead
+//! (`session::fkslices`), whose answer comes after they committed. On the binlog, a move
+//! from elsewhere is delivered before any later child event of its row, in commit order.
 //!
 //! **Registration.** A map `(P, pk, col)` is registered when the first entry deriving a slice
 //! from it is planned. A write to `P` planned before that was classified without knowing

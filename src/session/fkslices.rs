@@ -29,6 +29,10 @@ pub struct FkState {
     pub ok: Option<OkInfo>,
 }
 
+/// Per derived column of a child table (its name, as `fkmap::derived_column` makes it), the
+/// slice keys of the parent values its written rows name.
+pub type Answers = Vec<(String, Vec<String>)>;
+
 /// A single-row plain INSERT into a parent: per map of that table, the row's value there.
 #[derive(Debug)]
 pub struct Learn {
@@ -206,23 +210,35 @@ impl Session {
         self.st.fk.tokens.extend(parents.begin(&tables, everything));
     }
 
-    /// At a child write's OK outside a transaction, before its invalidation: asks the server
-    /// for the parent values of fk values the maps do not hold (`Catalog::parent_values`)
-    /// and learns them under the write's own window, read before the write was sent: the
-    /// server answers after the write committed, and a move through qcache since the window
-    /// opened voids the answer (`cache::fkmap`).
-    pub(super) async fn fk_lookup(&mut self, in_transaction: bool) {
-        let Some(w) = self.st.fk.window else { return };
+    /// At a child write's OK outside a transaction, before its invalidation: the parent
+    /// values of its rows' fk values, asked of the server (`Catalog::parent_values`), per
+    /// child table with known rows (indexed as `pending.rows`): each derived column whose
+    /// every fk value the server answered, with the slice keys of the answers.
+    ///
+    /// Why the server and not the maps: a parent row moved from elsewhere is seen only when
+    /// the binlog delivers it, and until then a mapping learned earlier still names the old
+    /// value; a child write bumping that would leave the entries of the row's new slice
+    /// stale after its own OK. The server answers after the write committed, so its answer
+    /// is the parent's value at a time after the commit: an entry whose slice the row was in
+    /// then is bumped, and one whose slice the row moves to later is invalidated by that
+    /// move's own write to the parent (which the entry stamps). The answers are also learned
+    /// (under the write's window, `cache::fkmap`) for the binlog's child events.
+    pub(super) async fn fk_lookup(&mut self, in_transaction: bool) -> Vec<Answers> {
+        let Some(w) = self.st.fk.window else {
+            return Vec::new();
+        };
         if in_transaction || self.st.pending.rows.is_empty() {
-            return;
+            return Vec::new();
         }
         let cfg = self.shared.config();
-        if !cfg.invalidation.derived_lookups || cfg.invalidation.parent_map_entries == 0 {
-            return;
+        if !cfg.invalidation.derived_lookups {
+            return Vec::new();
         }
+        let learn = cfg.invalidation.parent_map_entries > 0;
         let parents = self.shared.cache.versions().parents.clone();
-        let mut asks: Vec<(MapKey, Vec<i128>)> = Vec::new();
+        let mut out = Vec::with_capacity(self.st.pending.rows.len());
         for (t, known) in &self.st.pending.rows {
+            let mut answers = Answers::new();
             for name in t.slice_columns() {
                 let Some((fk, key)) = fkmap::parse_derived(&name) else {
                     continue;
@@ -230,61 +246,88 @@ impl Session {
                 let Some((_, fks)) = known.iter().find(|(c, _)| c == fk) else {
                     continue;
                 };
-                let xs: Option<Vec<i128>> = fks
+                let Some(mut xs) = fks
                     .iter()
                     .map(|k| k.strip_prefix('i')?.parse::<i128>().ok())
-                    .collect();
-                let Some(missing) = xs.and_then(|xs| parents.missing(&w, &key, &xs)) else {
+                    .collect::<Option<Vec<i128>>>()
+                else {
                     continue;
                 };
-                if !missing.is_empty() && missing.len() <= 64 {
-                    asks.push((key, missing));
+                xs.sort_unstable();
+                xs.dedup();
+                if xs.is_empty() || xs.len() > 64 {
+                    continue;
+                }
+                let parent = (key.schema.clone(), key.table.clone());
+                let Some(found) = self
+                    .shared
+                    .catalog
+                    .parent_values(&parent, &key.pk, &key.col, &xs)
+                    .await
+                else {
+                    continue;
+                };
+                parents
+                    .stats
+                    .lookups
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                // A child row whose parent the server does not hold (foreign key checks
+                // off) is left to the fallback.
+                let all = xs.iter().all(|x| found.iter().any(|(y, _)| y == x));
+                let mut keys: Vec<String> = found.iter().filter_map(|(_, v)| v.clone()).collect();
+                keys.sort();
+                keys.dedup();
+                if learn {
+                    for (x, v) in found {
+                        parents.learn(&w, &key, x, v);
+                    }
+                }
+                if all {
+                    answers.push((name, keys));
                 }
             }
+            out.push(answers);
         }
-        for (key, xs) in asks {
-            let t = (key.schema.clone(), key.table.clone());
-            let Some(found) = self
-                .shared
-                .catalog
-                .parent_values(&t, &key.pk, &key.col, &xs)
-                .await
-            else {
-                continue;
-            };
-            parents
-                .stats
-                .lookups
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            for (x, v) in found {
-                parents.learn(&w, &key, x, v);
-            }
-        }
+        out
     }
 
     /// At the write's OK, before its invalidation is applied: the derived slices of each
-    /// child table with known rows. A derived column left out is bumped as unknown.
-    pub(super) fn fk_child_rows(&mut self) {
-        let Some(w) = self.st.fk.window else { return };
-        if self.st.pending.rows.is_empty() {
+    /// child table with known rows, from the server's answers (`fk_lookup`). A derived
+    /// column left out is bumped as unknown (every derived slice of the table).
+    pub(super) fn fk_child_rows(&mut self, answers: Vec<Answers>) {
+        if self.st.fk.window.is_none() || self.st.pending.rows.is_empty() {
             return;
         }
         let parents = self.shared.cache.versions().parents.clone();
+        let mut answers = answers.into_iter();
         for (t, known) in self.st.pending.rows.iter_mut() {
-            let registered: Vec<String> = t
+            let answered = answers.next().unwrap_or_default();
+            let registered = t
                 .slice_columns()
                 .into_iter()
                 .filter(|c| c.starts_with('\0'))
-                .collect();
-            if registered.is_empty() || known.iter().any(|(c, _)| c.starts_with('\0')) {
+                .count();
+            if registered == 0 || known.iter().any(|(c, _)| c.starts_with('\0')) {
                 continue;
             }
-            let extra = fkmap::derived_known(&parents, &w, &registered, known);
-            if !extra.is_empty() {
-                let mut all: Vec<(String, Vec<String>)> = known.to_vec();
-                all.extend(extra);
-                *known = Arc::from(all);
+            let n = answered.len();
+            let stats = &parents.stats;
+            let relaxed = std::sync::atomic::Ordering::Relaxed;
+            stats.fallbacks.fetch_add((registered - n) as u64, relaxed);
+            if n == 0 {
+                continue;
             }
+            let rows: usize = answered
+                .iter()
+                .filter_map(|(name, _)| {
+                    let (fk, _) = fkmap::parse_derived(name)?;
+                    Some(known.iter().find(|(c, _)| c == fk)?.1.len())
+                })
+                .sum();
+            stats.mapped.fetch_add(rows as u64, relaxed);
+            let mut all: Vec<(String, Vec<String>)> = known.to_vec();
+            all.extend(answered);
+            *known = Arc::from(all);
         }
     }
 

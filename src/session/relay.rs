@@ -301,9 +301,10 @@ impl Session {
         // Writes are bumped at their OK, inside a transaction too (non-transactional
         // tables change at once), and again when the transaction ends.
         if !self.st.pending.is_empty() {
-            self.fk_lookup(now_in.unwrap_or(self.st.txn.is_some()))
+            let answers = self
+                .fk_lookup(now_in.unwrap_or(self.st.txn.is_some()))
                 .await;
-            self.fk_child_rows();
+            self.fk_child_rows(answers);
             let pending = std::mem::take(&mut self.st.pending);
             self.shared.apply_writes(&pending);
             self.fk_learn(now_in.unwrap_or(self.st.txn.is_some()));
