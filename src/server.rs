@@ -17,7 +17,7 @@ use crate::config::Config;
 use crate::listener::{Accepted, Listeners, UnixSocketListener};
 use crate::protocol::codec;
 use crate::protocol::packets;
-use crate::shutdown::{self, Shutdown, ShutdownSignal};
+use crate::shutdown::{self, Shutdown};
 
 /// Moved to `shared`; re-exported while branches that import it from here merge.
 use crate::shared::Shared;
@@ -143,7 +143,12 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
     } else {
         Some(crate::admin::http::spawn(&admin_listen, shared.clone(), drain_rx.clone()).await?)
     };
-    let task = tokio::spawn(accept_loop(listeners, shared.clone(), drain_rx, stop_rx));
+    let task = tokio::spawn(accept_loop(
+        listeners,
+        shared.clone(),
+        (drain_rx, shutdown.signals()),
+        stop_rx,
+    ));
     let tcp = if shared.config().server.listen.is_empty() {
         String::new()
     } else {
@@ -167,7 +172,7 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
 async fn accept_loop(
     listeners: Listeners,
     shared: Arc<Shared>,
-    mut drain: watch::Receiver<bool>,
+    (mut drain, signals): (watch::Receiver<bool>, shutdown::Signals),
     stop: watch::Receiver<bool>,
 ) {
     let limit = Arc::new(Semaphore::new(shared.config().server.max_connections));
@@ -198,7 +203,7 @@ async fn accept_loop(
         };
         let id = shared.next_session.fetch_add(1, Ordering::Relaxed);
         let shared2 = shared.clone();
-        let signal = ShutdownSignal::new(drain.clone());
+        let signal = signals.session();
         // The socket leaves this runtime's reactor for the session runtime's.
         let client = match Accepted::from_stream(client) {
             Ok(s) => s,

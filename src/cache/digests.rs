@@ -416,26 +416,44 @@ impl Digests {
     #[inline]
     pub fn record(&self, o: &Observation<'_>, hint: &mut RowHint) {
         if o.outcome == Outcome::Hit
-            && hint.layout != 0
-            && hint.key == (o.digest, o.schema_key)
-            && self.enabled()
+            && self.record_hit(o.digest, o.schema_key, o.rows, o.bytes, o.at, hint)
         {
-            if let Some(c) = &hint.cell {
-                if self.stripes[c.stripe as usize]
-                    .layout
-                    .load(Ordering::Relaxed)
-                    == hint.layout
-                {
-                    let ns = o.at.saturating_duration_since(self.epoch).as_nanos() as u64;
-                    bump(&c.hits, 1);
-                    bump(&c.rows, o.rows);
-                    bump(&c.bytes, o.bytes);
-                    c.last_ns.store(ns, Ordering::Relaxed);
-                    return;
-                }
-            }
+            return;
         }
         self.record_locked(o, hint);
+    }
+
+    /// A hit on the row `hint` points at, counted in the session's cell: true when done,
+    /// false when it needs [`record`](Self::record) (no hint yet, another row, the stripe's
+    /// rows moved). The hit path calls this first and builds an [`Observation`] only when
+    /// it returns false.
+    #[inline]
+    pub fn record_hit(
+        &self,
+        digest: u64,
+        schema_key: u64,
+        rows: u64,
+        bytes: u64,
+        at: Instant,
+        hint: &RowHint,
+    ) -> bool {
+        if hint.layout == 0 || hint.key != (digest, schema_key) || !self.enabled() {
+            return false;
+        }
+        let Some(c) = &hint.cell else { return false };
+        if self.stripes[c.stripe as usize]
+            .layout
+            .load(Ordering::Relaxed)
+            != hint.layout
+        {
+            return false;
+        }
+        let ns = at.saturating_duration_since(self.epoch).as_nanos() as u64;
+        bump(&c.hits, 1);
+        bump(&c.rows, rows);
+        bump(&c.bytes, bytes);
+        c.last_ns.store(ns, Ordering::Relaxed);
+        true
     }
 
     #[inline(never)]

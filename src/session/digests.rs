@@ -79,7 +79,10 @@ impl Session {
         }
         match stmt {
             Statement::Text(sql) => {
-                self.count_unserved(sql);
+                // Checked here so that a hit makes no call.
+                if self.unserved_counted() {
+                    self.count_unserved(sql);
+                }
                 remember(&mut self.last, &mut self.cur, sql, false);
             }
             Statement::Prepared(id) => {
@@ -103,12 +106,14 @@ impl Session {
     }
 
     /// Whether [`count_unserved`](Self::count_unserved) counts anything for this statement.
+    #[inline]
     fn unserved_counted(&self) -> bool {
         self.cur.read && !self.cur.hit && self.shared.digests.enabled()
     }
 
     /// A read that was not served from the cache, counted under its digest (a hit was
     /// counted where it was served).
+    #[inline(never)]
     fn count_unserved(&mut self, sql: &[u8]) {
         if !self.unserved_counted() {
             return;
@@ -147,8 +152,20 @@ impl Session {
         self.cur.digest = Some(e.digest);
         self.cur.rows = e.rows;
         self.cur.bytes = e.bytes.len() as u64;
-        if self.shared.digests.enabled() {
-            self.shared.digests.record(
+        let digests = &self.shared.digests;
+        let bytes = e.bytes.len() as u64;
+        if digests.record_hit(
+            e.digest,
+            self.st.db_key,
+            e.rows,
+            bytes,
+            at,
+            &self.st.digest_hint,
+        ) {
+            return;
+        }
+        if digests.enabled() {
+            digests.record(
                 &Observation {
                     digest: e.digest,
                     schema: self.st.db.as_deref(),
@@ -156,7 +173,7 @@ impl Session {
                     text: e.shape.as_ref(),
                     outcome: Outcome::Hit,
                     rows: e.rows,
-                    bytes: e.bytes.len() as u64,
+                    bytes,
                     upstream: Duration::ZERO,
                     at,
                 },

@@ -161,8 +161,8 @@ async fn start(client: conn::Stream, shared: Arc<Shared>) -> Result<Session, Ses
 
 impl Session {
     async fn command_loop(&mut self, mut shutdown: ShutdownSignal) -> Result<(), SessionError> {
-        // One wait for the whole session: made anew per command, it registered and removed a
-        // waiter under the channel's lock on every query.
+        // One wait for the whole session, polled while it waits for each command (an atomic
+        // load: `ShutdownSignal`).
         let draining = shutdown.draining();
         tokio::pin!(draining);
         loop {

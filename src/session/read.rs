@@ -255,11 +255,12 @@ impl Session {
                         .is_some_and(|txn| e.tables().any(|t| txn.wrote(t)))
             }
         };
-        let shadowed = e.tables().any(|t| {
-            self.st
-                .temp_tables
-                .contains(&(t.schema.clone(), t.name.clone()))
-        });
+        // The set is keyed by owned names: look only when the session has temporary
+        // tables, or every hit would copy its tables' names.
+        let temp = &self.st.temp_tables;
+        let shadowed = !temp.is_empty()
+            && e.tables()
+                .any(|t| temp.contains(&(t.schema.clone(), t.name.clone())));
         if !usable || shadowed {
             return None;
         }
