@@ -160,7 +160,7 @@ impl Session {
             e.rows,
             bytes,
             at,
-            &self.st.digest_hint,
+            &mut self.st.digest_hint,
         ) {
             return;
         }
