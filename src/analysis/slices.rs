@@ -1562,12 +1562,17 @@ fn finish(known: Vec<(String, Option<Vec<String>>)>) -> Vec<(String, Vec<String>
 
 /// The key a written value gets: Some(Some(key)), Some(None) for a NULL stored as NULL (in
 /// no slice), None when what the server stores is not certain (NULL or 0 into an
-/// AUTO_INCREMENT column, NULL into a NOT NULL one, anything [`normalize`] refuses).
+/// AUTO_INCREMENT column, however 0 is spelled — `0`, `-0`, `'0'` —, NULL into a NOT NULL
+/// one, anything [`normalize`] refuses).
 fn write_key(info: &ColumnInfo, lit: &Lit) -> Option<Option<String>> {
     match lit {
         Lit::Null => (info.nullable && !info.auto_increment).then_some(None),
-        Lit::Int(s) if info.auto_increment && s.trim_start_matches('-') == "0" => None,
-        l => normalize(&info.ty, l).map(Some),
+        l => {
+            let key = normalize(&info.ty, l)?;
+            // The key, not the spelling: every value the column stores as 0 makes the
+            // server generate the next id instead.
+            (!(info.auto_increment && key == "i0")).then_some(Some(key))
+        }
     }
 }
 
@@ -1914,6 +1919,32 @@ mod tests {
             write("INSERT INTO orders (id, customer_id) VALUES (NULL, 1)", &[]),
             known(&[("customer_id", &["i1"])])
         );
+        // Auto-increment given 0 in any spelling (a string, a signed zero, a parameter):
+        // the server generates the id.
+        for (sql, params) in [
+            (
+                "INSERT INTO orders (id, customer_id) VALUES ('0', 1)",
+                vec![],
+            ),
+            (
+                "INSERT INTO orders (id, customer_id) VALUES ('-0', 1)",
+                vec![],
+            ),
+            (
+                "INSERT INTO orders (id, customer_id) VALUES (-0, 1)",
+                vec![],
+            ),
+            (
+                "INSERT INTO orders (id, customer_id) VALUES (?, 1)",
+                vec![Lit::Str("0".into())],
+            ),
+        ] {
+            assert_eq!(
+                write(sql, &params),
+                known(&[("customer_id", &["i1"])]),
+                "{sql}"
+            );
+        }
         // Without a column list: the catalog's order.
         assert_eq!(
             write("INSERT INTO orders VALUES (1, 2, 3, 'a', 'b', 4.0)", &[]),
