@@ -528,7 +528,8 @@ impl Shape {
         let Body::Write(WriteShape::Update { table, set, .. }) = &self.body else {
             return None;
         };
-        if doubtful_text(sql) || set.iter().any(|(c, _)| !c.is_ascii()) {
+        // `_rowid` assigns the primary key by another name.
+        if doubtful_text(sql) || set.iter().any(|(c, _)| !c.is_ascii() || c == "_rowid") {
             return None;
         }
         Some((table, set.iter().map(|(c, _)| c.clone()).collect()))
@@ -703,6 +704,11 @@ fn read_words(sql: &str, stmt: &Statement) -> Option<Vec<String>> {
                 if t.tok == Tok::Word
                     && matches!(w.as_str(), "natural" | "partition" | "system_time")
                 {
+                    return None;
+                }
+                // `_rowid` reads the single-column integer primary key by a name no
+                // column has (also quoted).
+                if w == "_rowid" {
                     return None;
                 }
                 words.push(w);
@@ -2201,6 +2207,8 @@ mod tests {
             "SELECT a FROM t FOR SYSTEM_TIME ALL",
             "SELECT `prïce` FROM t",
             "SELECT a FROM t WHERE EXISTS (SELECT * FROM u WHERE u.id = t.id)",
+            "SELECT _rowid, a FROM t WHERE b = 1",
+            "SELECT a FROM t WHERE b = 1 ORDER BY `_ROWID`",
         ] {
             assert_eq!(cols(sql), None, "{sql}");
         }
@@ -2236,6 +2244,9 @@ mod tests {
         );
         let ins = "INSERT INTO t (a) VALUES (1)";
         assert_eq!(Shape::build(ins).unwrap().update_columns(ins), None);
+        // `_rowid` is the primary key by another name.
+        let rowid = "UPDATE t SET _rowid = 5 WHERE id = 1";
+        assert_eq!(Shape::build(rowid).unwrap().update_columns(rowid), None);
         // Multi-table updates are not understood: no column list.
         let multi = "UPDATE t JOIN u ON u.id = t.id SET t.a = 1 WHERE u.b = 2";
         assert_eq!(Shape::build(multi).unwrap().update_columns(multi), None);
