@@ -1371,7 +1371,9 @@ impl Catalog {
             .get_or_init(|| mysql_async::Pool::new(self.opts.clone()));
         let ask = async {
             let mut conn = pool.get_conn().await.ok()?;
-            let rows: Vec<(i64, Option<Vec<u8>>)> = conn.query(sql).await.ok()?;
+            // Both as text: a typed conversion panics on a value it cannot hold (a BIGINT
+            // UNSIGNED key past i64::MAX).
+            let rows: Vec<(Vec<u8>, Option<Vec<u8>>)> = conn.query(sql).await.ok()?;
             Some(rows)
         };
         let rows = tokio::time::timeout(Duration::from_secs(1), ask)
@@ -1379,6 +1381,7 @@ impl Catalog {
             .ok()??;
         let mut out = Vec::with_capacity(rows.len());
         for (x, v) in rows {
+            let x: i128 = std::str::from_utf8(&x).ok()?.parse().ok()?;
             let key = match v {
                 None => None,
                 Some(b) => {
@@ -1390,7 +1393,7 @@ impl Catalog {
                     Some(crate::analysis::slices::normalize(&info.ty, &lit)?)
                 }
             };
-            out.push((i128::from(x), key));
+            out.push((x, key));
         }
         Some(out)
     }
