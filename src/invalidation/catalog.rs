@@ -60,6 +60,14 @@ const LOAD_TIMEOUT: Duration = Duration::from_secs(10);
 /// them is opaque, as it must be.
 const SKIPPED_SCHEMAS: &str = "('information_schema', 'performance_schema', 'mysql', 'sys')";
 
+/// The kind column of a relation's row in `RawCatalog::tables`: its TABLE_TYPE, or for a
+/// table whose engine holds no rows of its own — MERGE (the rows of the MyISAM tables it
+/// unions), FEDERATED / CONNECT / SPIDER (another server's or a file's), OQGRAPH (a backing
+/// table's) — `ENGINE <name>`: a write elsewhere changes what it reads, and a write to it
+/// changes rows elsewhere, so its reads are not cached and its writes are unknown.
+const TABLE_KIND: &str = "IF(UPPER(ENGINE) IN ('MRG_MYISAM', 'MRG_MARIA', 'FEDERATED', \
+     'CONNECT', 'SPIDER', 'OQGRAPH'), CONCAT('ENGINE ', ENGINE), TABLE_TYPE)";
+
 /// One loaded state of the server's schema. Immutable once built.
 ///
 /// What a schema's own rows say lives in one [`SchemaPart`] per (lower-cased) schema, shared
@@ -294,6 +302,11 @@ impl SchemaPart {
             }
             // SYSTEM VIEW only occurs in the skipped schemas; anything else that is not a view
             // (BASE TABLE, SYSTEM VERSIONED, SEQUENCE) holds data of its own.
+            if let Some(engine) = kind.strip_prefix("ENGINE ") {
+                let why = format!("{sch}.{name}: ENGINE={engine} holds rows stored elsewhere");
+                part.uncacheable.insert(key.clone(), why.clone());
+                part.unknown_writes.insert(key.clone(), why);
+            }
             let kind = if kind.eq_ignore_ascii_case("VIEW") {
                 Kind::View
             } else {
@@ -1208,7 +1221,7 @@ impl Catalog {
         // Name columns are case-insensitive in information_schema: compare as the server does.
         let rows: Vec<Row> = conn
             .query(format!(
-                "SELECT TABLE_SCHEMA, TABLE_NAME, TABLE_TYPE FROM information_schema.TABLES \
+                "SELECT TABLE_SCHEMA, TABLE_NAME, {TABLE_KIND} FROM information_schema.TABLES \
                  WHERE TABLE_SCHEMA NOT IN {SKIPPED_SCHEMAS}"
             ))
             .await?;
@@ -1658,7 +1671,7 @@ fn relation_queries(batch: &mut Batch, schema: &str, name: Option<&str>) {
     batch.push(
         Sink::Tables,
         format!(
-            "SELECT TABLE_SCHEMA, TABLE_NAME, TABLE_TYPE FROM information_schema.TABLES \
+            "SELECT TABLE_SCHEMA, TABLE_NAME, {TABLE_KIND} FROM information_schema.TABLES \
              WHERE TABLE_SCHEMA = {schema_lit}{}",
             and("TABLE_NAME")
         ),
@@ -2009,6 +2022,28 @@ mod tests {
         }
         assert!(matches!(
             s.resolve_read(&[t("db", "v_up2")]),
+            ReadResolution::Tables(_)
+        ));
+    }
+
+    /// A table whose engine holds rows stored elsewhere (MERGE over MyISAM tables,
+    /// FEDERATED…): its reads are not cached, its writes invalidate conservatively.
+    #[test]
+    fn tables_of_rows_stored_elsewhere() {
+        let mut raw = RawCatalog::default();
+        raw.tables
+            .push(("db".into(), "t1".into(), "BASE TABLE".into()));
+        raw.tables
+            .push(("db".into(), "m".into(), "ENGINE MRG_MyISAM".into()));
+        let s = SchemaSnapshot::build(&raw);
+        assert!(matches!(
+            s.resolve_read(&[t("db", "m")]),
+            ReadResolution::Opaque(_)
+        ));
+        assert_eq!(s.expand_write(&[t("db", "m")]), None);
+        assert!(!s.rows_knowable(&t("db", "m")));
+        assert!(matches!(
+            s.resolve_read(&[t("db", "t1")]),
             ReadResolution::Tables(_)
         ));
     }
