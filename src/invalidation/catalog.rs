@@ -1386,7 +1386,7 @@ impl Catalog {
             let mut conn = pool.get_conn().await.ok()?;
             // Both as text: a typed conversion panics on a value it cannot hold (a BIGINT
             // UNSIGNED key past i64::MAX).
-            let rows: Vec<(Vec<u8>, Option<Vec<u8>>)> = conn.query(sql).await.ok()?;
+            let rows: Vec<(Option<Vec<u8>>, Option<Vec<u8>>)> = conn.query(sql).await.ok()?;
             Some(rows)
         };
         let rows = tokio::time::timeout(Duration::from_secs(1), ask)
@@ -1394,7 +1394,7 @@ impl Catalog {
             .ok()??;
         let mut out = Vec::with_capacity(rows.len());
         for (x, v) in rows {
-            let x: i128 = std::str::from_utf8(&x).ok()?.parse().ok()?;
+            let x: i128 = std::str::from_utf8(&x?).ok()?.parse().ok()?;
             let key = match v {
                 None => None,
                 Some(b) => {
