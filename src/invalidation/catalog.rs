@@ -1386,7 +1386,8 @@ impl Catalog {
             let mut conn = pool.get_conn().await.ok()?;
             // Both as text: a typed conversion panics on a value it cannot hold (a BIGINT
             // UNSIGNED key past i64::MAX).
-            let rows: Vec<(Option<Vec<u8>>, Option<Vec<u8>>)> = conn.query(sql).await.ok()?;
+            type Text = Option<Vec<u8>>;
+            let rows: Vec<(Text, Text)> = conn.query(sql).await.ok()?;
             Some(rows)
         };
         let rows = tokio::time::timeout(Duration::from_secs(1), ask)
