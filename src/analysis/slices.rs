@@ -528,7 +528,8 @@ impl Shape {
         let Body::Write(WriteShape::Update { table, set, .. }) = &self.body else {
             return None;
         };
-        if doubtful_text(sql) || set.iter().any(|(c, _)| !c.is_ascii()) {
+        // `_rowid` assigns the primary key by another name.
+        if doubtful_text(sql) || set.iter().any(|(c, _)| !c.is_ascii() || c == "_rowid") {
             return None;
         }
         Some((table, set.iter().map(|(c, _)| c.clone()).collect()))
@@ -703,6 +704,11 @@ fn read_words(sql: &str, stmt: &Statement) -> Option<Vec<String>> {
                 if t.tok == Tok::Word
                     && matches!(w.as_str(), "natural" | "partition" | "system_time")
                 {
+                    return None;
+                }
+                // `_rowid` reads the single-column integer primary key by a name no
+                // column has (also quoted).
+                if w == "_rowid" {
                     return None;
                 }
                 words.push(w);
@@ -1562,12 +1568,17 @@ fn finish(known: Vec<(String, Option<Vec<String>>)>) -> Vec<(String, Vec<String>
 
 /// The key a written value gets: Some(Some(key)), Some(None) for a NULL stored as NULL (in
 /// no slice), None when what the server stores is not certain (NULL or 0 into an
-/// AUTO_INCREMENT column, NULL into a NOT NULL one, anything [`normalize`] refuses).
+/// AUTO_INCREMENT column, however 0 is spelled — `0`, `-0`, `'0'` —, NULL into a NOT NULL
+/// one, anything [`normalize`] refuses).
 fn write_key(info: &ColumnInfo, lit: &Lit) -> Option<Option<String>> {
     match lit {
         Lit::Null => (info.nullable && !info.auto_increment).then_some(None),
-        Lit::Int(s) if info.auto_increment && s.trim_start_matches('-') == "0" => None,
-        l => normalize(&info.ty, l).map(Some),
+        l => {
+            let key = normalize(&info.ty, l)?;
+            // The key, not the spelling: every value the column stores as 0 makes the
+            // server generate the next id instead.
+            (!(info.auto_increment && key == "i0")).then_some(Some(key))
+        }
     }
 }
 
@@ -1914,6 +1925,32 @@ mod tests {
             write("INSERT INTO orders (id, customer_id) VALUES (NULL, 1)", &[]),
             known(&[("customer_id", &["i1"])])
         );
+        // Auto-increment given 0 in any spelling (a string, a signed zero, a parameter):
+        // the server generates the id.
+        for (sql, params) in [
+            (
+                "INSERT INTO orders (id, customer_id) VALUES ('0', 1)",
+                vec![],
+            ),
+            (
+                "INSERT INTO orders (id, customer_id) VALUES ('-0', 1)",
+                vec![],
+            ),
+            (
+                "INSERT INTO orders (id, customer_id) VALUES (-0, 1)",
+                vec![],
+            ),
+            (
+                "INSERT INTO orders (id, customer_id) VALUES (?, 1)",
+                vec![Lit::Str("0".into())],
+            ),
+        ] {
+            assert_eq!(
+                write(sql, &params),
+                known(&[("customer_id", &["i1"])]),
+                "{sql}"
+            );
+        }
         // Without a column list: the catalog's order.
         assert_eq!(
             write("INSERT INTO orders VALUES (1, 2, 3, 'a', 'b', 4.0)", &[]),
@@ -2170,6 +2207,8 @@ mod tests {
             "SELECT a FROM t FOR SYSTEM_TIME ALL",
             "SELECT `prïce` FROM t",
             "SELECT a FROM t WHERE EXISTS (SELECT * FROM u WHERE u.id = t.id)",
+            "SELECT _rowid, a FROM t WHERE b = 1",
+            "SELECT a FROM t WHERE b = 1 ORDER BY `_ROWID`",
         ] {
             assert_eq!(cols(sql), None, "{sql}");
         }
@@ -2205,6 +2244,9 @@ mod tests {
         );
         let ins = "INSERT INTO t (a) VALUES (1)";
         assert_eq!(Shape::build(ins).unwrap().update_columns(ins), None);
+        // `_rowid` is the primary key by another name.
+        let rowid = "UPDATE t SET _rowid = 5 WHERE id = 1";
+        assert_eq!(Shape::build(rowid).unwrap().update_columns(rowid), None);
         // Multi-table updates are not understood: no column list.
         let multi = "UPDATE t JOIN u ON u.id = t.id SET t.a = 1 WHERE u.b = 2";
         assert_eq!(Shape::build(multi).unwrap().update_columns(multi), None);

@@ -60,6 +60,14 @@ const LOAD_TIMEOUT: Duration = Duration::from_secs(10);
 /// them is opaque, as it must be.
 const SKIPPED_SCHEMAS: &str = "('information_schema', 'performance_schema', 'mysql', 'sys')";
 
+/// The kind column of a relation's row in `RawCatalog::tables`: its TABLE_TYPE, or for a
+/// table whose engine holds no rows of its own — MERGE (the rows of the MyISAM tables it
+/// unions), FEDERATED / CONNECT / SPIDER (another server's or a file's), OQGRAPH (a backing
+/// table's) — `ENGINE <name>`: a write elsewhere changes what it reads, and a write to it
+/// changes rows elsewhere, so its reads are not cached and its writes are unknown.
+const TABLE_KIND: &str = "IF(UPPER(ENGINE) IN ('MRG_MYISAM', 'MRG_MARIA', 'FEDERATED', \
+     'CONNECT', 'SPIDER', 'OQGRAPH'), CONCAT('ENGINE ', ENGINE), TABLE_TYPE)";
+
 /// One loaded state of the server's schema. Immutable once built.
 ///
 /// What a schema's own rows say lives in one [`SchemaPart`] per (lower-cased) schema, shared
@@ -294,6 +302,11 @@ impl SchemaPart {
             }
             // SYSTEM VIEW only occurs in the skipped schemas; anything else that is not a view
             // (BASE TABLE, SYSTEM VERSIONED, SEQUENCE) holds data of its own.
+            if let Some(engine) = kind.strip_prefix("ENGINE ") {
+                let why = format!("{sch}.{name}: ENGINE={engine} holds rows stored elsewhere");
+                part.uncacheable.insert(key.clone(), why.clone());
+                part.unknown_writes.insert(key.clone(), why);
+            }
             let kind = if kind.eq_ignore_ascii_case("VIEW") {
                 Kind::View
             } else {
@@ -1208,7 +1221,7 @@ impl Catalog {
         // Name columns are case-insensitive in information_schema: compare as the server does.
         let rows: Vec<Row> = conn
             .query(format!(
-                "SELECT TABLE_SCHEMA, TABLE_NAME, TABLE_TYPE FROM information_schema.TABLES \
+                "SELECT TABLE_SCHEMA, TABLE_NAME, {TABLE_KIND} FROM information_schema.TABLES \
                  WHERE TABLE_SCHEMA NOT IN {SKIPPED_SCHEMAS}"
             ))
             .await?;
@@ -1371,7 +1384,10 @@ impl Catalog {
             .get_or_init(|| mysql_async::Pool::new(self.opts.clone()));
         let ask = async {
             let mut conn = pool.get_conn().await.ok()?;
-            let rows: Vec<(i64, Option<Vec<u8>>)> = conn.query(sql).await.ok()?;
+            // Both as text: a typed conversion panics on a value it cannot hold (a BIGINT
+            // UNSIGNED key past i64::MAX).
+            type Text = Option<Vec<u8>>;
+            let rows: Vec<(Text, Text)> = conn.query(sql).await.ok()?;
             Some(rows)
         };
         let rows = tokio::time::timeout(Duration::from_secs(1), ask)
@@ -1379,6 +1395,7 @@ impl Catalog {
             .ok()??;
         let mut out = Vec::with_capacity(rows.len());
         for (x, v) in rows {
+            let x: i128 = std::str::from_utf8(&x?).ok()?.parse().ok()?;
             let key = match v {
                 None => None,
                 Some(b) => {
@@ -1390,7 +1407,7 @@ impl Catalog {
                     Some(crate::analysis::slices::normalize(&info.ty, &lit)?)
                 }
             };
-            out.push((i128::from(x), key));
+            out.push((x, key));
         }
         Some(out)
     }
@@ -1655,7 +1672,7 @@ fn relation_queries(batch: &mut Batch, schema: &str, name: Option<&str>) {
     batch.push(
         Sink::Tables,
         format!(
-            "SELECT TABLE_SCHEMA, TABLE_NAME, TABLE_TYPE FROM information_schema.TABLES \
+            "SELECT TABLE_SCHEMA, TABLE_NAME, {TABLE_KIND} FROM information_schema.TABLES \
              WHERE TABLE_SCHEMA = {schema_lit}{}",
             and("TABLE_NAME")
         ),
@@ -2006,6 +2023,28 @@ mod tests {
         }
         assert!(matches!(
             s.resolve_read(&[t("db", "v_up2")]),
+            ReadResolution::Tables(_)
+        ));
+    }
+
+    /// A table whose engine holds rows stored elsewhere (MERGE over MyISAM tables,
+    /// FEDERATED…): its reads are not cached, its writes invalidate conservatively.
+    #[test]
+    fn tables_of_rows_stored_elsewhere() {
+        let mut raw = RawCatalog::default();
+        raw.tables
+            .push(("db".into(), "t1".into(), "BASE TABLE".into()));
+        raw.tables
+            .push(("db".into(), "m".into(), "ENGINE MRG_MyISAM".into()));
+        let s = SchemaSnapshot::build(&raw);
+        assert!(matches!(
+            s.resolve_read(&[t("db", "m")]),
+            ReadResolution::Opaque(_)
+        ));
+        assert_eq!(s.expand_write(&[t("db", "m")]), None);
+        assert!(!s.rows_knowable(&t("db", "m")));
+        assert!(matches!(
+            s.resolve_read(&[t("db", "t1")]),
             ReadResolution::Tables(_)
         ));
     }
