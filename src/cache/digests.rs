@@ -312,14 +312,7 @@ pub struct RowHint {
     /// 0: hits take the locked path (layouts start at 1).
     layout: u64,
     key: RowKey,
-    /// Hits before this time leave the cell's last-seen time as it is ([`LAST_SEEN_STEP`]).
-    next_stamp: Option<Instant>,
 }
-
-/// How stale a digest's last-seen time may be. Converting a hit's time for the cell costs
-/// about a hundredth of the hit; a session's hits within one step of the last one it stamped
-/// do without.
-pub const LAST_SEEN_STEP: Duration = Duration::from_millis(1);
 
 impl RowHint {
     /// The next statement finds its row again (the cell is kept).
@@ -442,7 +435,7 @@ impl Digests {
         rows: u64,
         bytes: u64,
         at: Instant,
-        hint: &mut RowHint,
+        hint: &RowHint,
     ) -> bool {
         if hint.layout == 0 || hint.key != (digest, schema_key) || !self.enabled() {
             return false;
@@ -455,14 +448,11 @@ impl Digests {
         {
             return false;
         }
+        let ns = at.saturating_duration_since(self.epoch).as_nanos() as u64;
         bump(&c.hits, 1);
         bump(&c.rows, rows);
         bump(&c.bytes, bytes);
-        if hint.next_stamp.is_none_or(|t| at >= t) {
-            let ns = at.saturating_duration_since(self.epoch).as_nanos() as u64;
-            c.last_ns.store(ns, Ordering::Relaxed);
-            hint.next_stamp = Some(at + LAST_SEEN_STEP);
-        }
+        c.last_ns.store(ns, Ordering::Relaxed);
         true
     }
 

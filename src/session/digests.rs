@@ -160,7 +160,7 @@ impl Session {
             e.rows,
             bytes,
             at,
-            &mut self.st.digest_hint,
+            &self.st.digest_hint,
         ) {
             return;
         }
