@@ -134,9 +134,6 @@ async fn upstream_killed_mid_transaction_errors_and_invalidates() {
         d.query_drop("INSERT INTO t VALUES (1, 1)").await.unwrap();
         let proxy = common::proxy_to(&server.addr(), |_| {}).await;
         let shared = proxy.running.shared.clone();
-        // Until the tail is connected, hits wait (writes elsewhere could be missed).
-        let tail = shared.binlog.clone().expect("binlog tail");
-        assert!(tail.wait_until_connected(Duration::from_secs(20)).await);
         let mut c = proxy.conn("test").await;
         for _ in 0..2 {
             let v: Option<i64> = c.query_first("SELECT v FROM t WHERE id = 1").await.unwrap();
@@ -200,6 +197,9 @@ async fn upstream_restarted_new_sessions_work_and_old_entries_are_gone() {
         })
         .await;
         let shared = proxy.running.shared.clone();
+        // Until the tail is connected, hits wait (writes elsewhere could be missed).
+        let tail = shared.binlog.clone().expect("binlog tail");
+        assert!(tail.wait_until_connected(Duration::from_secs(20)).await);
         let mut c = proxy.conn("test").await;
         for _ in 0..2 {
             let v: Option<i64> = c.query_first("SELECT v FROM t WHERE id = 1").await.unwrap();
