@@ -146,7 +146,8 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
     let task = tokio::spawn(accept_loop(
         listeners,
         shared.clone(),
-        (drain_rx, shutdown.signals()),
+        drain_rx,
+        shutdown.signals(),
         stop_rx,
     ));
     let tcp = if shared.config().server.listen.is_empty() {
@@ -172,7 +173,8 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
 async fn accept_loop(
     listeners: Listeners,
     shared: Arc<Shared>,
-    (mut drain, signals): (watch::Receiver<bool>, shutdown::Signals),
+    mut drain: watch::Receiver<bool>,
+    signals: shutdown::Signals,
     stop: watch::Receiver<bool>,
 ) {
     let limit = Arc::new(Semaphore::new(shared.config().server.max_connections));

@@ -44,6 +44,20 @@ fn category(c: i64) -> String {
 
 type Row = (i64, i64, Option<i64>);
 
+/// A fresh shop schema, a proxy configured by `tweak`, a connection through it and one
+/// directly to the server.
+async fn shop(
+    name: &str,
+    tweak: impl FnOnce(&mut qcache::config::Config),
+) -> (common::TestProxy, Conn, Conn) {
+    let schema = common::fresh_schema(name).await;
+    setup(&schema, SHOP).await;
+    let proxy = common::proxy(tweak).await;
+    let c = proxy.conn(&schema).await;
+    let d = common::direct_to(&schema).await;
+    (proxy, c, d)
+}
+
 async fn read(c: &mut Conn, k: i64) -> Vec<Row> {
     c.exec(
         "SELECT o.id, COUNT(*), MAX(i.qty) FROM orders o JOIN order_items i \
@@ -96,11 +110,7 @@ async fn new_order(c: &mut Conn, customer: i64, product: i64) -> i64 {
 
 #[tokio::test]
 async fn history_of_other_customers_survives_new_orders() {
-    let schema = common::fresh_schema("fk_hist").await;
-    setup(&schema, SHOP).await;
-    let proxy = common::proxy(|_| {}).await;
-    let mut c = proxy.conn(&schema).await;
-    let mut d = common::direct_to(&schema).await;
+    let (proxy, mut c, mut d) = shop("fk_hist", |_| {}).await;
     let (h1, h2) = (history(1), history(2));
     warm(&mut c, &[&h1, &h2]).await;
 
@@ -175,11 +185,7 @@ async fn history_of_other_customers_survives_new_orders() {
 
 #[tokio::test]
 async fn left_join_pages_and_parents_without_children() {
-    let schema = common::fresh_schema("fk_left").await;
-    setup(&schema, SHOP).await;
-    let proxy = common::proxy(|_| {}).await;
-    let mut c = proxy.conn(&schema).await;
-    let mut d = common::direct_to(&schema).await;
+    let (proxy, mut c, mut d) = shop("fk_left", |_| {}).await;
     let (c10, c20) = (category(10), category(20));
     // Product 3 (category 20) has no items: the LEFT JOIN's null-extended row.
     warm(&mut c, &[&c10, &c20]).await;
@@ -313,11 +319,8 @@ async fn child_writes_from_elsewhere_use_what_qcache_learned() {
 /// of its table goes (the fallback), and every history is fresh.
 #[tokio::test]
 async fn without_lookups_child_writes_bump_every_derived_slice() {
-    let schema = common::fresh_schema("fk_nolookup").await;
-    setup(&schema, SHOP).await;
-    let proxy = common::proxy(|c| c.invalidation.derived_lookups = false).await;
-    let mut c = proxy.conn(&schema).await;
-    let mut d = common::direct_to(&schema).await;
+    let (proxy, mut c, mut d) =
+        shop("fk_nolookup", |c| c.invalidation.derived_lookups = false).await;
     let (h1, h2) = (history(1), history(2));
     warm(&mut c, &[&h1, &h2]).await;
     let fallbacks = status(&mut c, "Qcache_derived_slice_fallbacks").await;
@@ -337,11 +340,7 @@ async fn without_lookups_child_writes_bump_every_derived_slice() {
 /// learned would bump the old slice and leave this one stale.
 #[tokio::test]
 async fn a_parent_moved_elsewhere_then_a_child_written_through_qcache() {
-    let schema = common::fresh_schema("fk_moved_direct").await;
-    setup(&schema, SHOP).await;
-    let proxy = common::proxy(|_| {}).await;
-    let mut c = proxy.conn(&schema).await;
-    let mut d = common::direct_to(&schema).await;
+    let (proxy, mut c, mut d) = shop("fk_moved_direct", |_| {}).await;
     let (c10, c20) = (category(10), category(20));
     warm(&mut c, &[&c20]).await;
     // Learned through qcache: product 4 is in category 20.

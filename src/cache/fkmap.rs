@@ -468,6 +468,18 @@ impl ParentMaps {
     }
 }
 
+/// The integer fk values of a column's slice keys (`i<n>`), sorted and without repeats;
+/// None when one is not an integer key.
+pub fn fk_values(keys: &[String]) -> Option<Vec<i128>> {
+    let mut xs = keys
+        .iter()
+        .map(|k| k.strip_prefix('i')?.parse::<i128>().ok())
+        .collect::<Option<Vec<i128>>>()?;
+    xs.sort_unstable();
+    xs.dedup();
+    Some(xs)
+}
+
 /// The slice keys of the derived columns registered on a child table for a write with
 /// known rows: per derived column (`registered`, names as [`derived_column`] makes them)
 /// whose fk values `known` names, the keys of their parents' values when every one is
@@ -487,11 +499,7 @@ pub fn derived_known(
             maps.stats.fallbacks.fetch_add(1, Ordering::Relaxed);
             continue;
         };
-        let xs: Option<Vec<i128>> = fks
-            .iter()
-            .map(|k| k.strip_prefix('i')?.parse::<i128>().ok())
-            .collect();
-        match xs.and_then(|xs| Some((maps.lookup(w, &key, &xs)?, xs.len()))) {
+        match fk_values(fks).and_then(|xs| Some((maps.lookup(w, &key, &xs)?, fks.len()))) {
             Some((keys, n)) => {
                 maps.stats.mapped.fetch_add(n as u64, Ordering::Relaxed);
                 out.push((name.clone(), keys));

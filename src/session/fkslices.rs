@@ -246,15 +246,9 @@ impl Session {
                 let Some((_, fks)) = known.iter().find(|(c, _)| c == fk) else {
                     continue;
                 };
-                let Some(mut xs) = fks
-                    .iter()
-                    .map(|k| k.strip_prefix('i')?.parse::<i128>().ok())
-                    .collect::<Option<Vec<i128>>>()
-                else {
+                let Some(xs) = fkmap::fk_values(fks) else {
                     continue;
                 };
-                xs.sort_unstable();
-                xs.dedup();
                 if xs.is_empty() || xs.len() > 64 {
                     continue;
                 }
