@@ -619,3 +619,180 @@ async fn concurrent_column_updates_never_serve_an_old_value() {
         p.shutdown().await;
     }
 }
+
+const EVENTS: &[&str] = &[
+    "CREATE TABLE ev (id INT AUTO_INCREMENT PRIMARY KEY, at DATETIME NOT NULL, \
+     status VARCHAR(10) NOT NULL, total INT NOT NULL, KEY (at)) ENGINE=InnoDB",
+    "INSERT INTO ev (at, status, total) VALUES ('2026-11-02 10:00:00', 'new', 1), \
+     ('2026-11-09 10:00:00', 'new', 2), ('2026-10-20 10:00:00', 'paid', 3)",
+];
+
+type Dash = Vec<(String, i64, i64)>;
+
+async fn dash(c: &mut Conn, q: String) -> Dash {
+    c.query(&q).await.unwrap_or_else(|e| panic!("{q}: {e}"))
+}
+
+/// Reads a dashboard once more and returns whether it was a hit.
+async fn dash_hits(c: &mut Conn, q: &str) -> u64 {
+    let before = status(c, "Qcache_hits").await;
+    dash(c, q.to_string()).await;
+    status(c, "Qcache_hits").await - before
+}
+
+/// The first week of November 2026 by a prepared read, its bounds as strings or as
+/// DATETIME-typed parameters.
+async fn prepared(c: &mut Conn, typed: bool) -> Vec<(i64, i64)> {
+    let sql = "SELECT COUNT(*), SUM(total) FROM ev WHERE at >= ? AND at < ?";
+    let as_dt = |y, m, d| mysql_async::Value::Date(y, m, d, 0, 0, 0, 0);
+    let params: Vec<mysql_async::Value> = if typed {
+        vec![as_dt(2026, 11, 1), as_dt(2026, 11, 8)]
+    } else {
+        vec!["2026-11-01".into(), "2026-11-08".into()]
+    };
+    c.exec(sql, params).await.unwrap()
+}
+
+/// A dashboard-shaped read bounded by a date range depends on the days (months, years) it
+/// covers: an order inserted on another day leaves it served, one on its days is seen, for
+/// text and prepared reads (string and DATETIME-typed parameters), through qcache and from
+/// elsewhere (the binlog's row images).
+#[tokio::test]
+async fn date_ranges_of_other_weeks_stay_served() {
+    let schema = common::fresh_schema("sl_dates").await;
+    setup(&schema, EVENTS).await;
+    let proxy = common::proxy(|c| {
+        c.invalidation.granularity = Granularity::Row;
+        c.invalidation.binlog = qcache::config::BinlogMode::On;
+    })
+    .await;
+    let b = proxy.running.shared.binlog.clone().expect("binlog tail");
+    assert!(b.wait_until_connected(Duration::from_secs(20)).await);
+    let mut c = proxy.conn(&schema).await;
+    let mut d = common::direct_to(&schema).await;
+    let week = |from: &str, to: &str| {
+        format!(
+            "SELECT status, COUNT(*), SUM(total) FROM ev WHERE at >= '{from}' AND at < '{to}' \
+             GROUP BY status ORDER BY status"
+        )
+    };
+    let first = week("2026-11-01", "2026-11-08");
+    let second = week("2026-11-08", "2026-11-15");
+    let october = week("2026-10-01", "2026-11-01");
+    for q in [&first, &second, &october] {
+        dash(&mut c, q.clone()).await;
+        assert_eq!(dash_hits(&mut c, q).await, 1, "{q} cached");
+    }
+    // Through qcache: an order in the second week.
+    c.query_drop("INSERT INTO ev (at, status, total) VALUES ('2026-11-10 12:00:00', 'new', 5)")
+        .await
+        .unwrap();
+    assert_eq!(
+        dash_hits(&mut c, &first).await,
+        1,
+        "another week's entry served"
+    );
+    assert_eq!(
+        dash_hits(&mut c, &october).await,
+        1,
+        "another month's entry served"
+    );
+    assert_eq!(
+        dash(&mut c, second.clone()).await,
+        vec![("new".to_string(), 2, 7)],
+        "the written week is read again"
+    );
+    // The last second of the first week is in it; midnight after is not.
+    c.query_drop("INSERT INTO ev (at, status, total) VALUES ('2026-11-08 00:00:00', 'new', 6)")
+        .await
+        .unwrap();
+    assert_eq!(
+        dash_hits(&mut c, &first).await,
+        1,
+        "midnight is the next week's"
+    );
+    c.query_drop("INSERT INTO ev (at, status, total) VALUES ('2026-11-07 23:59:59', 'new', 7)")
+        .await
+        .unwrap();
+    assert_eq!(
+        dash(&mut c, first.clone()).await,
+        vec![("new".to_string(), 2, 8)]
+    );
+    // A write whose day qcache cannot read: every range entry of the table goes.
+    dash(&mut c, october.clone()).await;
+    c.query_drop("UPDATE ev SET total = total + 1 WHERE id = 3")
+        .await
+        .unwrap();
+    assert_eq!(
+        dash(&mut c, october.clone()).await,
+        vec![("paid".to_string(), 1, 4)]
+    );
+    // Prepared, with the bounds as strings and as DATETIME-typed parameters.
+    for typed in [false, true] {
+        assert_eq!(prepared(&mut c, typed).await, vec![(2, 8)]);
+        let h0 = status(&mut c, "Qcache_hits").await;
+        assert_eq!(prepared(&mut c, typed).await, vec![(2, 8)]);
+        assert_eq!(status(&mut c, "Qcache_hits").await - h0, 1, "typed {typed}");
+    }
+    c.exec_drop(
+        "INSERT INTO ev (at, status, total) VALUES (?, 'new', ?)",
+        ("2026-11-12 08:00:00", 10),
+    )
+    .await
+    .unwrap();
+    for typed in [false, true] {
+        let h0 = status(&mut c, "Qcache_hits").await;
+        assert_eq!(prepared(&mut c, typed).await, vec![(2, 8)]);
+        assert_eq!(
+            status(&mut c, "Qcache_hits").await - h0,
+            1,
+            "prepared insert in another week (typed {typed})"
+        );
+    }
+    // From elsewhere: the binlog's row images name their days. Wait for the write by
+    // reading the week it lands in until it shows (other tests' commits share the tail).
+    dash(&mut c, first.clone()).await;
+    dash(&mut c, october.clone()).await;
+    d.query_drop("INSERT INTO ev (at, status, total) VALUES ('2026-11-13 09:00:00', 'late', 20)")
+        .await
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let got = dash(&mut c, second.clone()).await;
+        if got.iter().any(|(s, _, _)| s == "late") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the binlog's insert was never seen"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        dash_hits(&mut c, &first).await,
+        1,
+        "served after a direct insert elsewhere"
+    );
+    assert_eq!(dash_hits(&mut c, &october).await, 1);
+    // A direct update moving a row from the second week into the first.
+    d.query_drop("UPDATE ev SET at = '2026-11-03 00:00:00' WHERE status = 'late'")
+        .await
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let got = dash(&mut c, first.clone()).await;
+        if got.iter().any(|(s, _, _)| s == "late") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the binlog's update was never seen"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(!dash(&mut c, second.clone())
+        .await
+        .iter()
+        .any(|(s, _, _)| s == "late"));
+    proxy.shutdown().await;
+}

@@ -40,6 +40,10 @@ pub enum ColType {
         max_chars: u64,
         collation: String,
     },
+    /// A DATE (`date_only`) or DATETIME column with `fsp` fractional digits: never an
+    /// equality slice, but ranges on it are sliced by calendar buckets ([`range_keys`]).
+    /// TIMESTAMP is not here: its comparisons depend on the session's time zone.
+    Temporal { date_only: bool, fsp: u8 },
     /// Anything else: never a slice.
     Other,
 }
@@ -78,6 +82,32 @@ impl ColType {
             "mediumint" => 24,
             "int" | "integer" => 32,
             "bigint" => 64,
+            "date" => {
+                return ColType::Temporal {
+                    date_only: true,
+                    fsp: 0,
+                }
+            }
+            "datetime" => {
+                // `datetime` or `datetime(N)`.
+                let ct = column_type.to_ascii_lowercase();
+                let fsp = match ct.strip_prefix("datetime") {
+                    Some("") => 0,
+                    Some(rest) => match rest
+                        .strip_prefix('(')
+                        .and_then(|r| r.strip_suffix(')'))
+                        .and_then(|n| n.parse::<u8>().ok())
+                    {
+                        Some(n) if n <= 6 => n,
+                        _ => return ColType::Other,
+                    },
+                    None => return ColType::Other,
+                };
+                return ColType::Temporal {
+                    date_only: false,
+                    fsp,
+                };
+            }
             "char" | "varchar" => {
                 let Some(fold) = collation_fold(collation) else {
                     return ColType::Other;
@@ -144,6 +174,9 @@ pub enum Lit {
     Null,
     /// The n-th `?` of a prepared statement (0-based, in text order).
     Param(usize),
+    /// A DATE / DATETIME / TIMESTAMP-typed parameter of an execute, as
+    /// `YYYY-MM-DD HH:MM:SS.ffffff`: a temporal value, never compared as a string.
+    Time(String),
 }
 
 /// The key of a value in a column, or None when the value cannot be mapped soundly.
@@ -193,6 +226,190 @@ fn canonical_int(s: &str) -> Option<i128> {
     }
     let n: i128 = digits.parse().ok()?;
     Some(if s.starts_with('-') { -n } else { n })
+}
+
+/// A DATE / DATETIME value spelled strictly: `YYYY-MM-DD`, optionally followed by
+/// ` HH:MM:SS` and `.` with 1 to 6 digits. Returns (days since 1970-01-01, seconds into the
+/// day, the fraction's digits). Any other spelling (MySQL takes many: `2026-1-5`,
+/// `20260105`, `T` separators, out-of-range parts it may warn about or clip) is refused: a
+/// value qcache reads differently from the server must not pick a bucket.
+fn parse_temporal(s: &str) -> Option<(i64, u32, &str)> {
+    let b = s.as_bytes();
+    let digits = |r: std::ops::Range<usize>| -> Option<u32> {
+        let part = b.get(r)?;
+        if !part.iter().all(u8::is_ascii_digit) {
+            return None;
+        }
+        std::str::from_utf8(part).ok()?.parse().ok()
+    };
+    if b.len() < 10 || b[4] != b'-' || b[7] != b'-' {
+        return None;
+    }
+    let (y, m, d) = (digits(0..4)?, digits(5..7)?, digits(8..10)?);
+    if !(1000..=9999).contains(&y) || !(1..=12).contains(&m) || d < 1 || d > month_days(y, m) {
+        return None;
+    }
+    let days = days_from_civil(i64::from(y), m, d);
+    if b.len() == 10 {
+        return Some((days, 0, ""));
+    }
+    if b.len() < 19 || b[10] != b' ' || b[13] != b':' || b[16] != b':' {
+        return None;
+    }
+    let (h, mi, se) = (digits(11..13)?, digits(14..16)?, digits(17..19)?);
+    if h > 23 || mi > 59 || se > 59 {
+        return None;
+    }
+    let frac = match &s[19..] {
+        "" => "",
+        f => {
+            let f = f.strip_prefix('.')?;
+            if f.is_empty() || f.len() > 6 || !f.bytes().all(|c| c.is_ascii_digit()) {
+                return None;
+            }
+            f
+        }
+    };
+    Some((days, h * 3600 + mi * 60 + se, frac))
+}
+
+fn leap(y: u32) -> bool {
+    (y.is_multiple_of(4) && !y.is_multiple_of(100)) || y.is_multiple_of(400)
+}
+
+fn month_days(y: u32, m: u32) -> u32 {
+    match m {
+        2 if leap(y) => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        _ => 31,
+    }
+}
+
+/// Days from 1970-01-01 to a proleptic Gregorian date (the era arithmetic of the civil
+/// calendar: 400-year eras of 146,097 days, years starting in March).
+fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = i64::from((m + 9) % 12);
+    let doy = (153 * mp + 2) / 5 + i64::from(d) - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// The (year, month, day) of a day number of [`days_from_civil`].
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    (y, m, d)
+}
+
+/// The day number of a stored date's parts (a row image's), or None for a zero date, a
+/// zero month or day (which `ALLOW_INVALID_DATES` and zero-date modes may store), or a date
+/// outside 1000..=9999.
+pub fn temporal_day(y: u16, m: u8, d: u8) -> Option<i64> {
+    let (y, m, d) = (u32::from(y), u32::from(m), u32::from(d));
+    let ok = (1000..=9999).contains(&y) && (1..=12).contains(&m) && d >= 1 && d <= month_days(y, m);
+    ok.then(|| days_from_civil(i64::from(y), m, d))
+}
+
+/// The calendar buckets a stored temporal value is in: its day, its month and its year. A
+/// write bumps all three; a range read stamps the coarsest buckets that tile it
+/// ([`range_keys`]), so whichever bucket the read stamped for a day, a write on that day
+/// bumped it.
+pub fn temporal_keys(days: i64) -> Vec<String> {
+    let (y, m, _) = civil_from_days(days);
+    vec![format!("d{days}"), format!("m{y}-{m}"), format!("y{y}")]
+}
+
+/// The buckets a write of `lit` into a temporal column stores in, or None when what the
+/// server stores is not certain: a spelling [`parse_temporal`] refuses, a time of day into a
+/// DATE (truncated, or refused under a strict sql_mode), more fractional digits than the
+/// column keeps (the server rounds, which may carry into the next day).
+fn temporal_write_keys(date_only: bool, fsp: u8, lit: &Lit) -> Option<Vec<String>> {
+    let (Lit::Str(s) | Lit::Time(s)) = lit else {
+        return None;
+    };
+    let (days, secs, frac) = parse_temporal(s)?;
+    let excess = frac.get(usize::from(fsp)..).unwrap_or("");
+    let fraction = frac.bytes().any(|c| c != b'0');
+    if excess.bytes().any(|c| c != b'0') || (date_only && (secs != 0 || fraction)) {
+        return None;
+    }
+    Some(temporal_keys(days))
+}
+
+/// Beyond this many buckets a range read depends on its whole table.
+const MAX_RANGE_KEYS: usize = 40;
+
+/// The buckets that tile the days `lo..=hi`: whole years as year buckets, whole months as
+/// month buckets, the rest as days; None when that takes more than [`MAX_RANGE_KEYS`] or the
+/// range is empty.
+pub fn range_keys(lo: i64, hi: i64) -> Option<Vec<String>> {
+    if lo > hi {
+        return None;
+    }
+    let mut out = Vec::new();
+    let mut d = lo;
+    while d <= hi {
+        let (y, m, day) = civil_from_days(d);
+        let next_year = days_from_civil(y + 1, 1, 1);
+        let next_month = if m == 12 {
+            next_year
+        } else {
+            days_from_civil(y, m + 1, 1)
+        };
+        if m == 1 && day == 1 && next_year - 1 <= hi {
+            out.push(format!("y{y}"));
+            d = next_year;
+        } else if day == 1 && next_month - 1 <= hi {
+            out.push(format!("m{y}-{m}"));
+            d = next_month;
+        } else {
+            out.push(format!("d{d}"));
+            d += 1;
+        }
+        if out.len() > MAX_RANGE_KEYS {
+            return None;
+        }
+    }
+    Some(out)
+}
+
+/// One bound of a range on a temporal column: `col > v` / `>=` (lower) or `<` / `<=`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Bound {
+    Lower,
+    /// `strict`: `<`.
+    Upper {
+        strict: bool,
+    },
+}
+
+/// The day a bound puts on the column's values, conservatively: every stored value that
+/// satisfies the bound is on that day or after it (lower), or on it or before (upper). The
+/// server converts the constant to the column's temporal type and may round a fraction, so
+/// a fraction moves an upper bound one day on; only `< 'D 00:00:00'` (or `< 'D'`) excludes D.
+fn bound_day(bound: Bound, lit: &Lit) -> Option<i64> {
+    let (Lit::Str(s) | Lit::Time(s)) = lit else {
+        return None;
+    };
+    let (days, secs, frac) = parse_temporal(s)?;
+    let zero_frac = frac.bytes().all(|c| c == b'0');
+    Some(match bound {
+        Bound::Lower => days,
+        Bound::Upper { .. } if !zero_frac => days + 1,
+        Bound::Upper { strict: true } if secs == 0 => days - 1,
+        Bound::Upper { .. } => days,
+    })
 }
 
 /// Parses one statement for slice analysis. None when anything about the text makes the AST
@@ -248,6 +465,8 @@ enum Fact {
     Const(Col, Slot),
     /// `a IN (constants)`; None for an item that is not a constant.
     In(Col, Vec<Option<Slot>>),
+    /// `a > constant`, `>=`, `<`, `<=`, or one side of `a BETWEEN x AND y`.
+    Range(Col, Bound, Slot),
 }
 
 /// A cacheable SELECT's slice structure without its constants.
@@ -657,6 +876,43 @@ fn read_shape(stmt: &Statement, b: &mut Builder<'_>) -> Option<ReadShape> {
                     facts.push(Fact::In(a, slots));
                 }
             }
+            Expr::BinaryOp { left, op, right } => {
+                // `col OP constant`, or `constant OP col` read the other way round.
+                let (lower, upper) = match op {
+                    BinaryOperator::Gt | BinaryOperator::GtEq => (true, false),
+                    BinaryOperator::Lt | BinaryOperator::LtEq => (false, true),
+                    _ => continue,
+                };
+                let strict = matches!(op, BinaryOperator::Lt | BinaryOperator::Gt);
+                let (col, val, flipped) = match (column_ref(left, &refs), column_ref(right, &refs))
+                {
+                    (Some(a), None) => (a, &**right, false),
+                    (None, Some(a)) => (a, &**left, true),
+                    _ => continue,
+                };
+                let bound = if lower != flipped {
+                    Bound::Lower
+                } else {
+                    debug_assert!(upper != flipped);
+                    Bound::Upper { strict }
+                };
+                if let Some(s) = b.slot(val) {
+                    facts.push(Fact::Range(col, bound, s));
+                }
+            }
+            Expr::Between {
+                expr,
+                negated: false,
+                low,
+                high,
+            } => {
+                if let Some(a) = column_ref(expr, &refs) {
+                    if let (Some(lo), Some(hi)) = (b.slot(low), b.slot(high)) {
+                        facts.push(Fact::Range(a.clone(), Bound::Lower, lo));
+                        facts.push(Fact::Range(a, Bound::Upper { strict: false }, hi));
+                    }
+                }
+            }
             _ => {}
         }
     }
@@ -786,9 +1042,65 @@ fn eval_read(
     value: &dyn Fn(&Slot) -> Option<Lit>,
 ) -> ReadPins {
     let mut out = ReadPins::new();
-    let per_ref = classes(shape, columns, value).per_ref;
+    let mut per_ref = classes(shape, columns, value).per_ref;
+    ranges(shape, columns, value, &mut per_ref);
     per_table(shape, per_ref, &mut out);
     out
+}
+
+/// Range pins: per reference, each temporal column bounded above and below by constants
+/// gives the calendar buckets that tile its days ([`range_keys`]); it becomes the
+/// reference's pin when it has fewer keys than its equality pin. Not for derived slices:
+/// parent mappings key values by equality.
+fn ranges(
+    shape: &ReadShape,
+    columns: &dyn Fn(&TableRef, &str) -> Option<ColumnInfo>,
+    value: &dyn Fn(&Slot) -> Option<Lit>,
+    per_ref: &mut [Option<(String, Vec<String>)>],
+) {
+    // Per (reference, column): the tightest lower and upper day.
+    let mut bounds: Vec<(&Col, Option<i64>, Option<i64>)> = Vec::new();
+    for f in &shape.facts {
+        let Fact::Range(c, bound, slot) = f else {
+            continue;
+        };
+        if !shape.refs[c.0].pinnable {
+            continue;
+        }
+        // A bound whose value is unknown is left out: fewer bounds, more rows, still sound.
+        let Some(day) = value(slot).and_then(|lit| bound_day(*bound, &lit)) else {
+            continue;
+        };
+        let i = match bounds.iter().position(|(x, _, _)| *x == c) {
+            Some(i) => i,
+            None => {
+                bounds.push((c, None, None));
+                bounds.len() - 1
+            }
+        };
+        let e = &mut bounds[i];
+        match bound {
+            Bound::Lower => e.1 = Some(e.1.map_or(day, |d| d.max(day))),
+            Bound::Upper { .. } => e.2 = Some(e.2.map_or(day, |d| d.min(day))),
+        }
+    }
+    for (c, lo, hi) in bounds {
+        let (Some(lo), Some(hi)) = (lo, hi) else {
+            continue;
+        };
+        let temporal = columns(&shape.refs[c.0].table, &c.1)
+            .is_some_and(|i| matches!(i.ty, ColType::Temporal { .. }));
+        if !temporal {
+            continue;
+        }
+        let Some(keys) = range_keys(lo, hi) else {
+            continue;
+        };
+        let pin = &mut per_ref[c.0];
+        if pin.as_ref().is_none_or(|(_, v)| keys.len() < v.len()) {
+            *pin = Some((c.1.clone(), keys));
+        }
+    }
 }
 
 fn classes(
@@ -853,6 +1165,8 @@ fn classes(
                     pins.push((n, vals));
                 }
             }
+            // Ranges pin by calendar buckets, after the classes ([`ranges`]).
+            Fact::Range(..) => {}
         }
     }
     parent.extend(0..nodes.len());
@@ -1506,8 +1820,7 @@ fn eval_write(
                         write_key(&info, &lit)
                     });
                     match key {
-                        Some(Some(k)) => vals.push(k),
-                        Some(None) => {}
+                        Some(k) => vals.extend(k),
                         None => slot.1 = None,
                     }
                 }
@@ -1566,18 +1879,21 @@ fn finish(known: Vec<(String, Option<Vec<String>>)>) -> Vec<(String, Vec<String>
     out
 }
 
-/// The key a written value gets: Some(Some(key)), Some(None) for a NULL stored as NULL (in
-/// no slice), None when what the server stores is not certain (NULL or 0 into an
+/// The keys a written value gets: one per value (a temporal value's calendar buckets:
+/// [`temporal_keys`]), none for a NULL stored as NULL (in no slice), None when what the server stores is not certain (NULL or 0 into an
 /// AUTO_INCREMENT column, however 0 is spelled — `0`, `-0`, `'0'` —, NULL into a NOT NULL
 /// one, anything [`normalize`] refuses).
-fn write_key(info: &ColumnInfo, lit: &Lit) -> Option<Option<String>> {
+fn write_key(info: &ColumnInfo, lit: &Lit) -> Option<Vec<String>> {
     match lit {
-        Lit::Null => (info.nullable && !info.auto_increment).then_some(None),
+        Lit::Null => (info.nullable && !info.auto_increment).then(Vec::new),
         l => {
+            if let ColType::Temporal { date_only, fsp } = info.ty {
+                return temporal_write_keys(date_only, fsp, l);
+            }
             let key = normalize(&info.ty, l)?;
             // The key, not the spelling: every value the column stores as 0 makes the
             // server generate the next id instead.
-            (!(info.auto_increment && key == "i0")).then_some(Some(key))
+            (!(info.auto_increment && key == "i0")).then(|| vec![key])
         }
     }
 }
@@ -1619,6 +1935,21 @@ mod tests {
                 nullable: false,
                 auto_increment: false,
             }),
+            ("orders", "created_at") => Some(ColumnInfo {
+                ty: ColType::from_catalog("datetime", "datetime", "", None),
+                nullable: true,
+                auto_increment: false,
+            }),
+            ("orders", "at3") => Some(ColumnInfo {
+                ty: ColType::from_catalog("datetime", "datetime(3)", "", None),
+                nullable: false,
+                auto_increment: false,
+            }),
+            ("orders", "day") => Some(ColumnInfo {
+                ty: ColType::from_catalog("date", "date", "", None),
+                nullable: false,
+                auto_increment: false,
+            }),
             ("customers", "id") | ("products", "id") | ("products", "category_id") => Some(int()),
             ("customers", "email") => Some(text("utf8mb4_general_ci")),
             ("customers", "code") => Some(text("utf8mb4_bin")),
@@ -1651,12 +1982,310 @@ mod tests {
         v
     }
 
+    fn pin_owned(t: &str, c: &str, vals: Vec<String>) -> (String, String, Vec<String>) {
+        (t.to_string(), c.to_string(), vals)
+    }
+
     fn pin(t: &str, c: &str, vals: &[&str]) -> (String, String, Vec<String>) {
         (
             t.to_string(),
             c.to_string(),
             vals.iter().map(|s| s.to_string()).collect(),
         )
+    }
+
+    fn day(s: &str) -> i64 {
+        parse_temporal(s).unwrap().0
+    }
+
+    fn days(from: &str, n: i64) -> Vec<String> {
+        let d = day(from);
+        let mut v: Vec<String> = (d..d + n).map(|d| format!("d{d}")).collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn calendar_arithmetic() {
+        assert_eq!(day("1970-01-01"), 0);
+        assert_eq!(day("2000-03-01"), 11_017);
+        assert_eq!(day("1000-01-01"), -354_285);
+        for d in [-354_285i64, -1, 0, 59, 60, 11_016, 20_000, 2_932_896] {
+            let (y, m, dd) = civil_from_days(d);
+            assert_eq!(days_from_civil(y, m, dd), d);
+        }
+        assert_eq!(civil_from_days(day("2024-02-29")), (2024, 2, 29));
+        for bad in [
+            "2026-02-29",
+            "2026-13-01",
+            "2026-00-10",
+            "0000-00-00",
+            "999-01-01",
+            "2026-1-05",
+            "20261105",
+            "2026-11-05T10:00:00",
+            "2026-11-05 24:00:00",
+            "2026-11-05 10:00",
+            "2026-11-05 10:00:00.",
+            "2026-11-05 10:00:00.1234567",
+            " 2026-11-05",
+            "2026-11-05 ",
+        ] {
+            assert!(parse_temporal(bad).is_none(), "{bad}");
+        }
+        assert_eq!(parse_temporal("2026-11-05 10:00:01.25").unwrap().1, 36_001);
+    }
+
+    #[test]
+    fn ranges_tile_with_the_coarsest_buckets() {
+        let r = |a: &str, b: &str| range_keys(day(a), day(b)).unwrap();
+        assert_eq!(r("2026-11-01", "2026-11-07").len(), 7);
+        assert_eq!(r("2026-11-01", "2026-11-30"), vec!["m2026-11"]);
+        assert_eq!(r("2026-01-01", "2026-12-31"), vec!["y2026"]);
+        assert_eq!(
+            r("2025-12-30", "2026-02-02"),
+            vec![
+                format!("d{}", day("2025-12-30")),
+                format!("d{}", day("2025-12-31")),
+                "m2026-1".to_string(),
+                format!("d{}", day("2026-02-01")),
+                format!("d{}", day("2026-02-02")),
+            ]
+        );
+        assert_eq!(r("2000-01-01", "2029-12-31").len(), 30);
+        assert!(range_keys(day("2020-01-15"), day("2026-11-20")).is_none());
+        assert!(range_keys(5, 4).is_none());
+        // The one property: a stored day is in a range exactly when one of its buckets is
+        // among the range's.
+        let mut st = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = |n: u64| {
+            st ^= st << 13;
+            st ^= st >> 7;
+            st ^= st << 17;
+            (st % n) as i64
+        };
+        let base = day("2023-06-15");
+        for _ in 0..20_000 {
+            let lo = base + next(900);
+            let hi = lo + next(500);
+            let v = base - 30 + next(1500);
+            let Some(keys) = range_keys(lo, hi) else {
+                continue;
+            };
+            let hit = temporal_keys(v).iter().any(|k| keys.contains(k));
+            assert_eq!(hit, (lo..=hi).contains(&v), "{lo} {hi} {v}");
+        }
+    }
+
+    #[test]
+    fn temporal_ranges_pin_buckets() {
+        let q = |w: &str| read(&format!("SELECT status, total FROM orders WHERE {w}"));
+        let week = vec![pin_owned("orders", "created_at", days("2026-11-01", 7))];
+        let eight = vec![pin_owned("orders", "created_at", days("2026-11-01", 8))];
+        assert_eq!(
+            q("created_at >= '2026-11-01' AND created_at < '2026-11-08'"),
+            week
+        );
+        assert_eq!(
+            q("created_at >= '2026-11-01 00:00:00' AND created_at < '2026-11-08 00:00:00.000'"),
+            week
+        );
+        // Only `< midnight` excludes the day; a fraction may round up into the next.
+        assert_eq!(
+            q("created_at >= '2026-11-01' AND created_at <= '2026-11-08'"),
+            eight
+        );
+        assert_eq!(
+            q("created_at > '2026-11-01' AND created_at < '2026-11-08 00:00:01'"),
+            eight
+        );
+        assert_eq!(
+            q("created_at >= '2026-11-01' AND created_at <= '2026-11-07 23:59:59.5'"),
+            eight
+        );
+        assert_eq!(
+            q("created_at BETWEEN '2026-11-01' AND '2026-11-07 23:59:59'"),
+            week
+        );
+        assert_eq!(
+            q("'2026-11-08' > created_at AND '2026-11-01' <= created_at AND total > 3"),
+            week
+        );
+        // The tightest bounds of several.
+        assert_eq!(
+            q("created_at >= '2026-10-01' AND created_at >= '2026-11-01' \
+               AND created_at < '2026-11-08' AND created_at < '2026-12-01'"),
+            week
+        );
+        assert_eq!(
+            q("created_at >= '2026-11-01' AND created_at < '2026-12-01'"),
+            vec![pin("orders", "created_at", &["m2026-11"])]
+        );
+        // A DATE column and a DATETIME(3) one bucket alike.
+        assert_eq!(
+            q("day >= '2026-11-01' AND day < '2026-11-08'"),
+            vec![pin_owned("orders", "day", days("2026-11-01", 7))]
+        );
+        assert_eq!(
+            q("at3 BETWEEN '2026-11-01 00:00:00.000' AND '2026-11-07 12:00:00'"),
+            vec![pin_owned("orders", "at3", days("2026-11-01", 7))]
+        );
+        // An equality pin with fewer values wins.
+        assert_eq!(
+            q("customer_id = 4 AND created_at >= '2026-11-01' AND created_at < '2026-11-08'"),
+            vec![pin("orders", "customer_id", &["i4"])]
+        );
+        // Prepared: strings and temporal parameters; an unknown one leaves its bound out.
+        let sql = "SELECT status FROM orders WHERE created_at >= ? AND created_at < ?";
+        assert_eq!(
+            read_p(
+                sql,
+                &[
+                    Lit::Str("2026-11-01".into()),
+                    Lit::Time("2026-11-08 00:00:00.000000".into())
+                ]
+            ),
+            week
+        );
+        assert_eq!(
+            read_p(sql, &[Lit::Str("2026-11-01".into()), Lit::Int("5".into())]),
+            vec![]
+        );
+        for w in [
+            // One side only, or too wide.
+            "created_at >= '2026-11-01'",
+            "created_at < '2026-11-01'",
+            "created_at >= '2000-01-15' AND created_at < '2026-11-20'",
+            // Empty, or not a bound of the column.
+            "created_at >= '2026-11-08' AND created_at < '2026-11-01'",
+            "created_at = '2026-11-01 10:00:00'",
+            "created_at IN ('2026-11-01')",
+            "created_at NOT BETWEEN '2026-11-01' AND '2026-11-07'",
+            "NOT created_at >= '2026-11-01' AND created_at < '2026-11-08'",
+            "(created_at >= '2026-11-01' OR customer_id = 1) AND created_at < '2026-11-08'",
+            "created_at >= '2026-11-01' XOR 1 AND created_at < '2026-11-08'",
+            "created_at >= '2026-11-01' = 1 AND created_at < '2026-11-08'",
+            "created_at >= '2026-11-01' IS TRUE AND created_at < '2026-11-08'",
+            "DATE(created_at) >= '2026-11-01' AND created_at < '2026-11-08'",
+            "created_at >= created_at AND created_at < '2026-11-08'",
+            // Spellings the server reads but qcache does not, and non-strings.
+            "created_at >= '2026-11-1' AND created_at < '2026-11-08'",
+            "created_at >= 20261101 AND created_at < '2026-11-08'",
+            "created_at >= DATE '2026-11-01' AND created_at < '2026-11-08'",
+            "created_at >= _latin1'2026-11-01' AND created_at < '2026-11-08'",
+            "created_at >= '2026-11-01' COLLATE utf8mb4_bin AND created_at < '2026-11-08'",
+            "created_at >= '2026-11-01' + INTERVAL 0 DAY AND created_at < '2026-11-08'",
+            "created_at >= NULL AND created_at < '2026-11-08'",
+            // Ranges on a column that is not DATE / DATETIME.
+            "customer_id >= 1 AND customer_id < 3",
+            "status >= '2026-11-01' AND status < '2026-11-08'",
+        ] {
+            assert_eq!(q(w), vec![], "{w}");
+        }
+        // The outer side of a LEFT JOIN is not filtered by its WHERE bounds' ON.
+        assert_eq!(
+            read(
+                "SELECT c.id, o.total FROM customers c LEFT JOIN orders o \
+                 ON o.customer_id = c.id AND o.created_at >= '2026-11-01' \
+                 AND o.created_at < '2026-11-08'"
+            ),
+            vec![]
+        );
+    }
+
+    #[test]
+    fn temporal_writes_name_their_buckets() {
+        let keys = |s: &str| {
+            let mut k = temporal_keys(day(s));
+            k.sort();
+            k
+        };
+        assert_eq!(
+            write(
+                "INSERT INTO orders (customer_id, created_at, day) \
+                 VALUES (1, '2026-11-05 10:00:00', '2026-11-05'), (2, NULL, '2026-12-01')",
+                &[]
+            ),
+            known(&[("customer_id", &["i1", "i2"])]).map(|mut k| {
+                let mut c = keys("2026-11-05");
+                c.sort();
+                k.push(("created_at".into(), c));
+                let mut d = keys("2026-11-05");
+                d.extend(keys("2026-12-01"));
+                d.sort();
+                d.dedup();
+                k.push(("day".into(), d));
+                k.sort();
+                k
+            })
+        );
+        // What the server rounds, truncates or refuses is unknown; parameters alike.
+        let created = |sql: &str, p: &[Lit]| {
+            write(sql, p)
+                .unwrap()
+                .into_iter()
+                .find(|(c, _)| c == "created_at" || c == "day" || c == "at3")
+                .map(|(_, k)| k)
+        };
+        for v in [
+            "'2026-11-05 23:59:59.5'",
+            "'2026-11-5 10:00:00'",
+            "20261105",
+            "NOW()",
+            "DEFAULT",
+        ] {
+            assert_eq!(
+                created(
+                    &format!("INSERT INTO orders (created_at) VALUES ({v})"),
+                    &[]
+                ),
+                None,
+                "{v}"
+            );
+        }
+        assert_eq!(
+            created(
+                "INSERT INTO orders (day) VALUES ('2026-11-05 10:00:00')",
+                &[]
+            ),
+            None
+        );
+        assert_eq!(
+            created(
+                "INSERT INTO orders (at3) VALUES ('2026-11-05 10:00:00.1235')",
+                &[]
+            ),
+            None
+        );
+        assert_eq!(
+            created(
+                "INSERT INTO orders (at3) VALUES ('2026-11-05 23:59:59.1230')",
+                &[]
+            ),
+            Some(keys("2026-11-05"))
+        );
+        assert_eq!(
+            created(
+                "INSERT INTO orders (day) VALUES (?)",
+                &[Lit::Time("2026-11-05 00:00:00.000000".into())]
+            ),
+            Some(keys("2026-11-05"))
+        );
+        // An UPDATE that sets the column without pinning it: its old value is unknown.
+        assert_eq!(
+            created(
+                "UPDATE orders SET created_at = '2026-11-05' WHERE id = 3",
+                &[]
+            ),
+            None
+        );
+        assert_eq!(
+            created(
+                "DELETE FROM orders WHERE created_at = '2026-11-05 10:00:00'",
+                &[]
+            ),
+            None
+        );
     }
 
     #[test]
@@ -2272,7 +2901,12 @@ mod tests {
                 | ("orders", "customer_id")
                 | ("order_items", "order_id" | "product_id" | "qty") => int(),
                 ("categories" | "products" | "customers", "name") | ("orders", "status") => name,
-                ("orders", "created_at" | "total")
+                ("orders", "created_at") => ColumnInfo {
+                    ty: ColType::from_catalog("datetime", "datetime", "", None),
+                    nullable: false,
+                    auto_increment: false,
+                },
+                ("orders", "total")
                 | ("order_items" | "products", "price")
                 | ("products", "description") => other,
                 _ => return None,
@@ -2285,6 +2919,12 @@ mod tests {
                 1 => Lit::Str("2026-01-01".into()),
                 _ => Lit::Str("12.50".into()),
             })
+        };
+        // The dashboard's window: from the second parameter to a week on.
+        let dash = |i: usize| {
+            Some(Lit::Str(
+                if i == 0 { "2026-01-01" } else { "2026-01-08" }.into(),
+            ))
         };
         let read = |sql: &str| {
             let mut v: Vec<(String, String, Vec<String>)> = Shape::build(sql)
@@ -2409,14 +3049,21 @@ mod tests {
             ),
             vec![d("order_items", "order_id", "orders", "customer_id")]
         );
-        // dashboard (a range) and search (a prefix): whole tables.
+        // dashboard (a range): orders by the days of its week.
+        let sql = "SELECT o.status, COUNT(*) AS orders, SUM(o.total) AS revenue FROM orders o \
+                   WHERE o.created_at >= ? AND o.created_at < ? GROUP BY o.status \
+                   ORDER BY o.status";
+        let pins: Vec<_> = Shape::build(sql)
+            .unwrap()
+            .read_slices(sql, &shop, &dash)
+            .into_iter()
+            .map(|(t, (c, v))| (t.name, c, v))
+            .collect();
         assert_eq!(
-            read(
-                "SELECT o.status, COUNT(*) AS orders, SUM(o.total) AS revenue FROM orders o \
-                 WHERE o.created_at >= ? AND o.created_at < ? GROUP BY o.status ORDER BY o.status"
-            ),
-            vec![]
+            pins,
+            vec![pin_owned("orders", "created_at", days("2026-01-01", 7))]
         );
+        // search (a prefix): the whole table.
         assert_eq!(
             read("SELECT id, name, price FROM products WHERE name LIKE ? ORDER BY name LIMIT 20"),
             vec![]
@@ -2427,13 +3074,21 @@ mod tests {
                 .write_rows(sql, &shop, &no_order, &p)
                 .map(|w| w.known)
         };
-        // A new order names its customer (and status); its id is the server's.
+        // A new order names its customer, its day (month and year) and status; its id is
+        // the server's.
+        let mut buckets = temporal_keys(day("2026-01-01"));
+        buckets.sort();
+        let b: Vec<&str> = buckets.iter().map(String::as_str).collect();
         assert_eq!(
             write(
                 "INSERT INTO orders (customer_id, created_at, status, total) \
                  VALUES (?, ?, 'new', ?)"
             ),
-            known(&[("customer_id", &["i7"]), ("status", &["snew"])])
+            known(&[
+                ("created_at", &b),
+                ("customer_id", &["i7"]),
+                ("status", &["snew"])
+            ])
         );
         let ints = |i: usize| Some(Lit::Int((i + 3).to_string()));
         assert_eq!(

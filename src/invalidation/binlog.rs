@@ -32,7 +32,7 @@ use mysql_async::{BinlogStream, BinlogStreamRequest, Conn, Opts, Row};
 use tokio::sync::watch;
 
 use super::catalog::{upstream_opts, Catalog, Changed, TableName};
-use crate::analysis::slices::{normalize, ColType, ColumnInfo, Lit};
+use crate::analysis::slices::{normalize, temporal_day, temporal_keys, ColType, ColumnInfo, Lit};
 use crate::analysis::ServerVersion;
 use crate::cache::stats::{CacheStats, InvalidationSource};
 use crate::cache::versions::{KnownRows, Versions};
@@ -669,6 +669,12 @@ fn fold_images(
                 t,
                 T::MYSQL_TYPE_VARCHAR | T::MYSQL_TYPE_VAR_STRING | T::MYSQL_TYPE_STRING
             ),
+            ColType::Temporal {
+                date_only: true, ..
+            } => matches!(t, T::MYSQL_TYPE_DATE | T::MYSQL_TYPE_NEWDATE),
+            ColType::Temporal {
+                date_only: false, ..
+            } => matches!(t, T::MYSQL_TYPE_DATETIME | T::MYSQL_TYPE_DATETIME2),
             ColType::Other => false,
         }
     };
@@ -745,11 +751,8 @@ fn fold_images(
                         _ => None,
                     });
                 match key {
-                    Some(Some(k)) => seen.keys.entry(name.clone()).or_default().push(k),
-                    // NULL: in no slice.
-                    Some(None) => {
-                        seen.keys.entry(name.clone()).or_default();
-                    }
+                    // None for NULL: in no slice.
+                    Some(k) => seen.keys.entry(name.clone()).or_default().extend(k),
                     None => {
                         seen.unknown_columns.insert(name.clone());
                     }
@@ -771,11 +774,17 @@ fn same_value(a: &mysql_async::Value, b: &mysql_async::Value) -> bool {
     }
 }
 
-/// The slice key of a value in a row image: Some(None) for NULL, None when unmappable.
-fn image_key(ty: &ColType, v: &mysql_async::Value) -> Option<Option<String>> {
+/// The slice keys of a value in a row image (one, or a temporal value's calendar buckets):
+/// none for NULL, None when unmappable.
+fn image_key(ty: &ColType, v: &mysql_async::Value) -> Option<Vec<String>> {
     use mysql_async::Value as V;
     let lit = match v {
-        V::NULL => return Some(None),
+        V::NULL => return Some(Vec::new()),
+        // A DATE or DATETIME image: its calendar buckets, as a statement writing it names
+        // them (`analysis::slices::temporal_keys`). Zero dates and zero parts are in none.
+        V::Date(y, m, d, ..) if matches!(ty, ColType::Temporal { .. }) => {
+            return temporal_day(*y, *m, *d).map(temporal_keys);
+        }
         V::Int(n) => {
             let mut n = i128::from(*n);
             // Without signedness metadata an unsigned column's high values arrive negative.
@@ -787,10 +796,12 @@ fn image_key(ty: &ColType, v: &mysql_async::Value) -> Option<Option<String>> {
             Lit::Int(n.to_string())
         }
         V::UInt(n) => Lit::Int(n.to_string()),
-        V::Bytes(b) => Lit::Str(String::from_utf8(b.clone()).ok()?),
+        V::Bytes(b) if !matches!(ty, ColType::Temporal { .. }) => {
+            Lit::Str(String::from_utf8(b.clone()).ok()?)
+        }
         _ => return None,
     };
-    normalize(ty, &lit).map(Some)
+    normalize(ty, &lit).map(|k| vec![k])
 }
 
 /// The identity of one event, to recognise it when the server sends it again.
@@ -2120,17 +2131,35 @@ mod tests {
         // An unsigned value read without signedness metadata arrives negative.
         assert_eq!(
             image_key(&uint, &V::Int(-1)),
-            Some(normalize(&uint, &Lit::Int("4294967295".into())))
+            normalize(&uint, &Lit::Int("4294967295".into())).map(|k| vec![k])
         );
-        assert_eq!(image_key(&int, &V::Int(-1)), Some(Some("i-1".into())));
-        assert_eq!(image_key(&int, &V::NULL), Some(None));
+        assert_eq!(image_key(&int, &V::Int(-1)), Some(vec!["i-1".into()]));
+        assert_eq!(image_key(&int, &V::NULL), Some(vec![]));
         assert_eq!(
             image_key(&ci, &V::Bytes(b"AbC".to_vec())),
-            Some(normalize(&ci, &Lit::Str("abc".into())))
+            normalize(&ci, &Lit::Str("abc".into())).map(|k| vec![k])
         );
         // Not mappable: the column is unknown for that write.
         assert_eq!(image_key(&ci, &V::Bytes("é".as_bytes().to_vec())), None);
         assert_eq!(image_key(&ci, &V::Bytes(b"a ".to_vec())), None);
+        // A DATE / DATETIME image names the buckets a statement writing it names; a zero
+        // date, or a value of another kind, names none.
+        let dt = ColType::from_catalog("datetime", "datetime(6)", "", None);
+        let date = ColType::from_catalog("date", "date", "", None);
+        let day = crate::analysis::slices::temporal_day(2026, 11, 5).unwrap();
+        assert_eq!(
+            image_key(&dt, &V::Date(2026, 11, 5, 23, 59, 59, 999_999)),
+            Some(temporal_keys(day))
+        );
+        assert_eq!(
+            image_key(&date, &V::Date(2026, 11, 5, 0, 0, 0, 0)),
+            Some(temporal_keys(day))
+        );
+        assert_eq!(image_key(&dt, &V::Date(0, 0, 0, 0, 0, 0, 0)), None);
+        assert_eq!(image_key(&dt, &V::Date(2026, 2, 30, 0, 0, 0, 0)), None);
+        assert_eq!(image_key(&dt, &V::Bytes(b"2026-11-05".to_vec())), None);
+        assert_eq!(image_key(&dt, &V::Int(20261105)), None);
+        assert_eq!(image_key(&date, &V::NULL), Some(vec![]));
         assert_eq!(image_key(&int, &V::Double(1.0)), None);
     }
 

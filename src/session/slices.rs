@@ -326,10 +326,16 @@ pub(super) fn param_literals(p: &ExecuteParams<'_>, n: usize) -> Vec<Option<Lit>
             0x06 => *slot = Some(Lit::Null),
             0x07 | 0x0a | 0x0b | 0x0c => {
                 let Some(&len) = v.first() else { break };
-                let Some(rest) = v.get(1 + len as usize..) else {
+                let (Some(body), Some(rest)) =
+                    (v.get(1..1 + len as usize), v.get(1 + len as usize..))
+                else {
                     break;
                 };
                 v = rest;
+                // TIMESTAMP, DATE, DATETIME: a temporal value (TIME, 0x0b, is not).
+                if ty != 0x0b {
+                    *slot = binary_temporal(body).map(Lit::Time);
+                }
             }
             0x0f | 0xfd | 0xfe | 0xfc | 0xf9 | 0xfa | 0xfb | 0x00 | 0xf6 | 0xf5 | 0xf7 | 0xf8
             | 0xff | 0x10 => {
@@ -347,6 +353,30 @@ pub(super) fn param_literals(p: &ExecuteParams<'_>, n: usize) -> Vec<Option<Lit>
         }
     }
     out
+}
+
+/// A binary DATE / DATETIME / TIMESTAMP value (0, 4, 7 or 11 bytes: year, month, day,
+/// hour, minute, second, microseconds) as `YYYY-MM-DD HH:MM:SS.ffffff`; None for a zero
+/// date or another length.
+fn binary_temporal(b: &[u8]) -> Option<String> {
+    if !matches!(b.len(), 4 | 7 | 11) {
+        return None;
+    }
+    let y = u16::from_le_bytes([b[0], b[1]]);
+    let (h, mi, s) = if b.len() >= 7 {
+        (b[4], b[5], b[6])
+    } else {
+        (0, 0, 0)
+    };
+    let us = if b.len() == 11 {
+        u32::from_le_bytes([b[7], b[8], b[9], b[10]])
+    } else {
+        0
+    };
+    Some(format!(
+        "{y:04}-{:02}-{:02} {h:02}:{mi:02}:{s:02}.{us:06}",
+        b[2], b[3]
+    ))
 }
 
 /// A length-encoded string and what follows it.
