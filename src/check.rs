@@ -19,7 +19,9 @@
 //! customers (one or two per statement), delete a customer's oldest row and move a row from
 //! one customer to another (an UPDATE of the slice column). Each customer's MIN(v) and MAX(v)
 //! only grow: inserts and moves bring a value above every other of the customer, deletes and
-//! moves take away its lowest, and every customer keeps at least two rows.
+//! moves take away its lowest, and every customer keeps at least two rows. Each row also
+//! carries its customer's own day (`at`, a DATETIME, moved with the row), so a read bounded by
+//! that day's range reads exactly the customer's rows: the date-range slices of the design.
 //!
 //! With several targets (instances of one fleet sharing an L2), writers and readers are spread
 //! over them; a write acknowledged through one target counts for reads through another after
@@ -611,7 +613,7 @@ async fn setup(c: &mut Conn, n: &Names, nkeys: usize) -> Result<(), mysql_async:
     .await?;
     c.query_drop(format!(
         "CREATE TABLE `{}` (id INT AUTO_INCREMENT PRIMARY KEY, customer_id INT NOT NULL, \
-         v BIGINT NOT NULL, KEY (customer_id)) ENGINE=InnoDB",
+         v BIGINT NOT NULL, at DATETIME NOT NULL, KEY (customer_id), KEY (at)) ENGINE=InnoDB",
         n.s
     ))
     .await?;
@@ -624,10 +626,12 @@ async fn setup(c: &mut Conn, n: &Names, nkeys: usize) -> Result<(), mysql_async:
     .await?;
     // Every customer starts with `v` = 1..=SLICE_START.
     let rows: Vec<String> = (0..nkeys)
-        .flat_map(|k| (1..=SLICE_START).map(move |v| format!("({k}, {v})")))
+        .flat_map(|k| {
+            (1..=SLICE_START).map(move |v| format!("({k}, {v}, '{} 0{v}:00:00')", day_of(k)))
+        })
         .collect();
     c.query_drop(format!(
-        "INSERT INTO `{}` (customer_id, v) VALUES {}",
+        "INSERT INTO `{}` (customer_id, v, at) VALUES {}",
         n.s,
         rows.join(", ")
     ))
@@ -637,6 +641,13 @@ async fn setup(c: &mut Conn, n: &Names, nkeys: usize) -> Result<(), mysql_async:
 
 /// Rows each customer starts with (`v` = 1..=SLICE_START).
 const SLICE_START: i64 = 3;
+
+/// Customer `k`'s day in the slice table, `YYYY-MM-DD`: 2026-01-01 and `k` days on.
+fn day_of(k: usize) -> String {
+    crate::analysis::slices::date_string(
+        crate::analysis::slices::temporal_day(2026, 1, 1).unwrap_or(0) + k as i64,
+    )
+}
 
 async fn teardown(c: &mut Conn, n: &Names) -> Result<(), mysql_async::Error> {
     c.query_drop(format!("DROP VIEW IF EXISTS `{}`", n.v))
@@ -683,7 +694,7 @@ impl Customers {
 struct SliceWrite {
     text: String,
     prepared: String,
-    params: Vec<i64>,
+    params: Vec<mysql_async::Value>,
     /// (customer index in `Customers`, value appended) and (customer index) whose lowest
     /// row goes.
     appends: Vec<(usize, i64)>,
@@ -895,7 +906,7 @@ impl Worker {
                 SliceWrite {
                     text: format!("DELETE FROM `{s}` WHERE customer_id = {x} AND v = {low}"),
                     prepared: format!("DELETE FROM `{s}` WHERE customer_id = ? AND v = ?"),
-                    params: vec![x, low],
+                    params: vec![x.into(), low.into()],
                     appends: Vec::new(),
                     removes_lowest: Some(i),
                 }
@@ -904,15 +915,17 @@ impl Worker {
                 let low = cs.rows[i][0];
                 let (x, y) = (cs.keys[i] as i64, cs.keys[j] as i64);
                 let v = cs.take_next(j);
+                let at = format!("{} 23:00:00", day_of(cs.keys[j]));
                 SliceWrite {
                     text: format!(
-                        "UPDATE `{s}` SET customer_id = {y}, v = {v} \
+                        "UPDATE `{s}` SET customer_id = {y}, v = {v}, at = '{at}' \
                          WHERE customer_id = {x} AND v = {low}"
                     ),
                     prepared: format!(
-                        "UPDATE `{s}` SET customer_id = ?, v = ? WHERE customer_id = ? AND v = ?"
+                        "UPDATE `{s}` SET customer_id = ?, v = ?, at = ? \
+                         WHERE customer_id = ? AND v = ?"
                     ),
-                    params: vec![y, v, x, low],
+                    params: vec![y.into(), v.into(), at.into(), x.into(), low.into()],
                     appends: vec![(j, v)],
                     removes_lowest: Some(i),
                 }
@@ -925,20 +938,30 @@ impl Worker {
                 }
                 let appends: Vec<(usize, i64)> =
                     targets.iter().map(|&t| (t, cs.take_next(t))).collect();
+                // Each row at a time of its customer's day (`v` seconds past noon).
+                let at = |t: usize, v: i64| {
+                    let secs = v.rem_euclid(3600);
+                    format!(
+                        "{} 12:{:02}:{:02}",
+                        day_of(cs.keys[t]),
+                        secs / 60,
+                        secs % 60
+                    )
+                };
                 let lits: Vec<String> = appends
                     .iter()
-                    .map(|&(t, v)| format!("({}, {v})", cs.keys[t]))
+                    .map(|&(t, v)| format!("({}, {v}, '{}')", cs.keys[t], at(t, v)))
                     .collect();
-                let marks = vec!["(?, ?)"; appends.len()].join(", ");
+                let marks = vec!["(?, ?, ?)"; appends.len()].join(", ");
                 SliceWrite {
                     text: format!(
-                        "INSERT INTO `{s}` (customer_id, v) VALUES {}",
+                        "INSERT INTO `{s}` (customer_id, v, at) VALUES {}",
                         lits.join(", ")
                     ),
-                    prepared: format!("INSERT INTO `{s}` (customer_id, v) VALUES {marks}"),
+                    prepared: format!("INSERT INTO `{s}` (customer_id, v, at) VALUES {marks}"),
                     params: appends
                         .iter()
-                        .flat_map(|&(t, v)| [cs.keys[t] as i64, v])
+                        .flat_map(|&(t, v)| [(cs.keys[t] as i64).into(), v.into(), at(t, v).into()])
                         .collect(),
                     appends,
                     removes_lowest: None,
@@ -965,9 +988,9 @@ impl Worker {
             };
             let key = self.rng.below(self.nkeys);
             let kind = if self.o.slices_only {
-                7 + self.rng.below(4)
+                7 + self.rng.below(5)
             } else {
-                self.rng.below(11)
+                self.rng.below(12)
             };
             let prepared = self.rng.chance(0.5);
             let in_txn = self.rng.chance(0.2);
@@ -1136,8 +1159,8 @@ impl Worker {
 
 impl Worker {
     /// One read of the slice table (`kind` 7: one customer, 8: an IN list of two, 9: through
-    /// the join chain from customers, 10: the customer's rows themselves), checked per
-    /// customer against the floors of its MIN(v) and MAX(v).
+    /// the join chain from customers, 10: the customer's rows themselves, 11: the customer's
+    /// day by a date range), checked per customer against the floors of its MIN(v) and MAX(v).
     async fn slice_read(
         &mut self,
         conn: &mut Conn,
@@ -1178,20 +1201,37 @@ impl Worker {
                      JOIN `{s}` o ON o.customer_id = c.id WHERE c.id = {{}} GROUP BY c.id"
                 ),
             ),
-            _ => (
+            10 => (
                 "slice(rows)",
                 vec![x],
                 format!("SELECT customer_id, v FROM `{s}` WHERE customer_id = {{}} ORDER BY v"),
             ),
+            _ => (
+                "slice(dates)",
+                vec![x],
+                format!(
+                    "SELECT customer_id, MIN(v), MAX(v) FROM `{s}` WHERE at >= {{}} \
+                     AND at < {{}} GROUP BY customer_id"
+                ),
+            ),
         };
-        let lits: Vec<String> = custs.iter().map(|c| c.to_string()).collect();
-        let qs = vec!["?"; custs.len()].join(", ");
-        let sql = if prepared {
-            text.replace("{}", &qs)
+        // The values of the `{}`s: customers, or the customer's day and the next.
+        let values: Vec<mysql_async::Value> = if kind == 11 {
+            vec![day_of(x).into(), day_of(x + 1).into()]
         } else {
+            custs.iter().map(|&c| (c as i64).into()).collect()
+        };
+        let sql = if prepared {
+            let qs = vec!["?"; custs.len()].join(", ");
+            text.replace("{}", &qs)
+        } else if kind == 11 {
+            text.replacen("{}", &format!("'{}'", day_of(x)), 1)
+                .replacen("{}", &format!("'{}'", day_of(x + 1)), 1)
+        } else {
+            let lits: Vec<String> = custs.iter().map(|c| c.to_string()).collect();
             text.replace("{}", &lits.join(", "))
         };
-        let params: Vec<i64> = custs.iter().map(|&c| c as i64).collect();
+        let params = values;
         // Floors before the read is sent.
         let start = Instant::now();
         let floors: Vec<(i64, i64)> = custs
