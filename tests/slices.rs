@@ -796,3 +796,100 @@ async fn date_ranges_of_other_weeks_stay_served() {
         .any(|(s, _, _)| s == "late"));
     proxy.shutdown().await;
 }
+
+/// DATETIME-typed parameters (what mysql_async sends for `Value::Date`) at the edges of a
+/// day: 23:59:59.999999 into DATETIME(0) under TIME_ROUND_FRACTIONAL (the server rounds it
+/// into the next day), a time of day into a DATE, typed bounds with a time of day on a DATE
+/// column. Every prepared read through qcache answers what the server answers directly.
+#[tokio::test]
+async fn typed_date_parameters_at_day_edges_are_never_stale() {
+    use mysql_async::Value as V;
+    let schema = common::fresh_schema("sl_dates_typed").await;
+    setup(
+        &schema,
+        &[
+            "CREATE TABLE ed (id INT AUTO_INCREMENT PRIMARY KEY, a0 DATETIME NULL, \
+           a3 DATETIME(3) NULL, d DATE NULL, v INT NOT NULL, KEY (a0), KEY (d)) ENGINE=InnoDB",
+        ],
+    )
+    .await;
+    let proxy = common::proxy(|c| c.invalidation.granularity = Granularity::Row).await;
+    let mut c = proxy.conn(&schema).await;
+    let mut d = common::direct_to(&schema).await;
+    let mode = "SET SESSION sql_mode = CONCAT(@@sql_mode, ',TIME_ROUND_FRACTIONAL')";
+    c.query_drop(mode).await.unwrap();
+    d.query_drop(mode).await.unwrap();
+    let dt = |day: u8, h: u8, mi: u8, s: u8, us: u32| V::Date(2026, 11, day, h, mi, s, us);
+    let reads: Vec<(&str, Vec<V>)> = vec![
+        (
+            "SELECT COUNT(*), SUM(v) FROM ed WHERE a0 >= ? AND a0 < ?",
+            vec![dt(8, 0, 0, 0, 0), dt(9, 0, 0, 0, 0)],
+        ),
+        (
+            "SELECT COUNT(*), SUM(v) FROM ed WHERE a3 >= ? AND a3 < ?",
+            vec![dt(8, 0, 0, 0, 0), dt(9, 0, 0, 0, 0)],
+        ),
+        (
+            "SELECT COUNT(*), SUM(v) FROM ed WHERE d >= ? AND d < ?",
+            vec![dt(8, 0, 0, 0, 0), dt(9, 0, 0, 0, 0)],
+        ),
+        (
+            "SELECT COUNT(*), SUM(v) FROM ed WHERE d >= ? AND d < ?",
+            vec![dt(7, 0, 0, 0, 0), dt(8, 0, 0, 0, 0)],
+        ),
+        (
+            "SELECT COUNT(*), SUM(v) FROM ed WHERE d > ? AND d <= ?",
+            vec![dt(7, 12, 0, 0, 0), dt(8, 12, 0, 0, 0)],
+        ),
+        (
+            "SELECT COUNT(*), SUM(v) FROM ed WHERE a0 > ? AND a0 <= ?",
+            vec![dt(7, 23, 59, 59, 500_000), dt(8, 0, 0, 0, 500_000)],
+        ),
+    ];
+    async fn all(conn: &mut Conn, reads: &[(&str, Vec<V>)]) -> Vec<Vec<(i64, Option<i64>)>> {
+        let mut out = Vec::new();
+        for (sql, p) in reads {
+            out.push(conn.exec(*sql, p.clone()).await.unwrap());
+        }
+        out
+    }
+    let writes: Vec<Vec<V>> = vec![
+        // Rounds into 2026-11-08 in a0, a3 (and, rounding, in d).
+        vec![
+            dt(7, 23, 59, 59, 999_999),
+            dt(7, 23, 59, 59, 999_900),
+            dt(7, 23, 59, 59, 999_999),
+            V::Int(1),
+        ],
+        // A time of day into a DATE: truncated (or rounded) to a day.
+        vec![
+            dt(8, 12, 0, 0, 0),
+            dt(8, 12, 0, 0, 0),
+            dt(7, 12, 0, 0, 0),
+            V::Int(2),
+        ],
+        vec![
+            dt(7, 10, 0, 0, 0),
+            dt(7, 10, 0, 0, 0),
+            dt(8, 0, 0, 0, 0),
+            V::Int(4),
+        ],
+    ];
+    for w in writes {
+        // Warm every read through qcache, then write, then compare.
+        all(&mut c, &reads).await;
+        let h0 = status(&mut c, "Qcache_hits").await;
+        all(&mut c, &reads).await;
+        let hits = status(&mut c, "Qcache_hits").await - h0;
+        assert_eq!(hits, reads.len() as u64, "every read cached");
+        c.exec_drop(
+            "INSERT INTO ed (a0, a3, d, v) VALUES (?, ?, ?, ?)",
+            w.clone(),
+        )
+        .await
+        .unwrap();
+        let (got, want) = (all(&mut c, &reads).await, all(&mut d, &reads).await);
+        assert_eq!(got, want, "after writing {w:?}");
+    }
+    proxy.shutdown().await;
+}

@@ -420,16 +420,43 @@ fn bound_day(bound: Bound, lit: &Lit) -> Option<i64> {
 
 /// Parses one statement for slice analysis. None when anything about the text makes the AST
 /// doubtful: a backslash (its meaning depends on sql_mode), an executable comment the server
-/// runs but sqlparser skips, several statements, or a parse error.
+/// runs but sqlparser skips, several statements, a parse error, or an operator sqlparser
+/// binds differently from the server ([`misparsed_operators`]).
 pub fn parse_one(sql: &str) -> Option<Statement> {
     if doubtful_text(sql) {
         return None;
     }
     let mut stmts = Parser::parse_sql(&MySqlDialect {}, sql).ok()?;
-    if stmts.len() != 1 {
+    if stmts.len() != 1 || misparsed_operators(&stmts[0]) {
         return None;
     }
     stmts.pop()
+}
+
+/// Whether `stmt` holds an operator whose precedence sqlparser's MySQL dialect gets wrong, so
+/// that the tree's top-level AND is not the server's: `XOR` (the server binds it looser than
+/// AND, sqlparser tighter than `=`) and `||` (the server's OR unless PIPES_AS_CONCAT;
+/// sqlparser's concatenation, as tight as `*`). `a = 1 AND b = 2 XOR 1` is all rows but
+/// those to the server, `a = 1 AND b = (2 XOR 1)` to the tree.
+fn misparsed_operators(stmt: &Statement) -> bool {
+    struct Find(bool);
+    impl sqlparser::ast::Visitor for Find {
+        type Break = ();
+        fn pre_visit_expr(&mut self, e: &Expr) -> std::ops::ControlFlow<()> {
+            if let Expr::BinaryOp {
+                op: BinaryOperator::Xor | BinaryOperator::StringConcat,
+                ..
+            } = e
+            {
+                self.0 = true;
+                return std::ops::ControlFlow::Break(());
+            }
+            std::ops::ControlFlow::Continue(())
+        }
+    }
+    let mut f = Find(false);
+    let _ = stmt.visit(&mut f);
+    f.0
 }
 
 /// The slices a read depends on, per table as written: (column, literals). A table not in
@@ -2421,6 +2448,19 @@ mod tests {
         // Backslashes, executable comments: not analysed at all.
         assert!(parse_one("SELECT * FROM orders WHERE status = 'a\\'b'").is_none());
         assert!(parse_one("SELECT * FROM orders WHERE /*!50000 customer_id = 5 */ 1").is_none());
+        // `XOR` and `||` bind looser than AND to the server, tighter than `=` to sqlparser:
+        // its top-level AND is not the server's filter.
+        for sql in [
+            "SELECT * FROM orders WHERE customer_id = 5 AND total = 1 XOR 1",
+            "SELECT * FROM orders WHERE customer_id = 5 AND total = 1 || 1",
+            "SELECT * FROM orders WHERE created_at >= '2026-11-01' \
+             AND created_at < '2026-11-08' AND total = 1 XOR 1",
+            "UPDATE orders SET total = 1 WHERE customer_id = 5 AND total = 2 || 1",
+            "DELETE FROM orders WHERE customer_id = 5 AND total = 2 XOR 1",
+        ] {
+            assert!(parse_one(sql).is_none(), "{sql}");
+            assert_eq!(read(sql), vec![], "{sql}");
+        }
     }
 
     #[test]
