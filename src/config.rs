@@ -188,8 +188,8 @@ pub struct CacheConfig {
     /// How long a session waits for another session already filling the same key.
     #[serde(with = "humantime_serde")]
     pub stampede_timeout: Duration,
-    /// Distinct statement shapes whose analysis is remembered, and (shape, database) pairs
-    /// whose resolved tables are.
+    /// Distinct statement shapes whose analysis is remembered, (shape, database) pairs
+    /// whose resolved tables are, and statements whose slice plans are.
     pub analysis_memo_entries: usize,
 }
 

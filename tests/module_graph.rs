@@ -73,6 +73,7 @@ const LAYERS: &[(&str, u32)] = &[
 const CACHE_LAYERS: &[(&str, u32)] = &[
     ("writes", 0),
     ("store", 1),
+    ("sliceplans", 1),
     ("entry", 2),
     ("digests", 2),
     ("plans", 2),
@@ -83,6 +84,7 @@ const CACHE_LAYERS: &[(&str, u32)] = &[
     ("versions", 3),
     ("privileges", 4),
     ("fkmap", 4),
+    ("resp", 4),
 ];
 
 /// Upward arrows tolerated for now: (file, module it imports from, why). Each is an import

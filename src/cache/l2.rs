@@ -35,6 +35,7 @@ use tracing::{info, warn};
 
 use super::key::Key;
 use super::latency::LatencyHistogram;
+use super::resp::{self, Reply};
 use super::versions::{BumpSink, SlicePlan, TableHandle, Versions};
 use crate::config::{L2Config, L2Url, ValidateHits};
 use crate::policy::l2::{judge, next_backoff, L2Verdict, BACKOFF_MIN};
@@ -50,6 +51,10 @@ pub enum L2Error {
     Redis(#[from] redis::RedisError),
     #[error("L2 answered something malformed: {0}")]
     Malformed(&'static str),
+    #[error("L2 connection: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("L2 answered an error: {0}")]
+    ErrorReply(String),
 }
 
 /// Bumps waiting to be raised in L2 before this many are queued are kept one by one; past it
@@ -87,10 +92,14 @@ pub fn column_id(column: &str, info: &impl std::hash::Hash) -> u64 {
 /// Appends `v` as `digits` lower-case hex digits (`format!("{v:0N$x}")` without the
 /// formatting machinery, which showed up in the lookup's profile).
 fn push_hex(out: &mut String, v: u128, digits: u32) {
-    for i in (0..digits).rev() {
-        let d = ((v >> (i * 4)) & 0xf) as u8;
-        out.push(char::from(if d < 10 { b'0' + d } else { b'a' + d - 10 }));
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let n = digits.min(32) as usize;
+    let mut buf = [0u8; 32];
+    for (i, b) in buf[..n].iter_mut().enumerate() {
+        *b = HEX[((v >> ((n - 1 - i) * 4)) & 0xf) as usize];
     }
+    // Hex digits only: always UTF-8.
+    out.push_str(std::str::from_utf8(&buf[..n]).unwrap_or_default());
 }
 
 /// What a read depends on in L2: dependency names (sorted, unique, so every instance names
@@ -675,6 +684,270 @@ impl Queue {
     }
 }
 
+/// A read's dependencies and the Redis keys a lookup of them reads ([`L2::read_of`]):
+/// version keys (and whether each is a hash) and registrations (unknown-rows hash, column
+/// id in hex).
+#[derive(Debug)]
+pub struct L2Read {
+    pub deps: L2Deps,
+    vkeys: Vec<(String, bool)>,
+    regs: Vec<(String, String)>,
+    /// The version commands on a lookup connection of our own, when L2 has them.
+    raw: Option<RawPlan>,
+}
+
+/// A lookup's version commands for a standalone Redis, encoded once (`cache::resp`), and
+/// how their replies map to the read's versions: one MGET of the plain keys (their
+/// positions), then per hash an HMGET of `v` (at that position, if it is one) and of as
+/// many registration fields.
+#[derive(Debug)]
+struct RawPlan {
+    request: Vec<u8>,
+    plain: Vec<usize>,
+    hashes: Vec<(Option<usize>, usize)>,
+}
+
+impl RawPlan {
+    /// As [`L2::read_plain`] groups them on a standalone Redis.
+    fn new(keys: &[(String, bool)], regs: &[(String, String)]) -> RawPlan {
+        let mut plain = Vec::new();
+        let mut hashes: Vec<(&str, Option<usize>, Vec<&str>)> = Vec::new();
+        for (i, (k, hash)) in keys.iter().enumerate() {
+            if *hash {
+                hashes.push((k, Some(i), Vec::new()));
+            } else {
+                plain.push(i);
+            }
+        }
+        for (h, id) in regs {
+            match hashes.iter_mut().find(|(k, _, _)| *k == h.as_str()) {
+                Some((_, _, f)) => f.push(id),
+                None => hashes.push((h, None, vec![id])),
+            }
+        }
+        let mut request = Vec::new();
+        if !plain.is_empty() {
+            let mut args: Vec<&[u8]> = vec![b"MGET"];
+            args.extend(plain.iter().map(|i| keys[*i].0.as_bytes()));
+            resp::command(&mut request, &args);
+        }
+        for (h, _, ids) in &hashes {
+            let fields: Vec<String> = ids.iter().map(|id| format!("r:{id}")).collect();
+            let mut args: Vec<&[u8]> = vec![b"HMGET", h.as_bytes(), b"v"];
+            args.extend(fields.iter().map(|f| f.as_bytes()));
+            resp::command(&mut request, &args);
+        }
+        RawPlan {
+            request,
+            plain,
+            hashes: hashes.iter().map(|(_, at, ids)| (*at, ids.len())).collect(),
+        }
+    }
+
+    /// The replies to `GET <entry>` then [`request`](Self::request), read from `buf`: the
+    /// versions (None when one is missing or a column is not registered: the script's job,
+    /// as in `read_plain`) and the entry. Ok(None) while incomplete; Err for anything but
+    /// exactly these replies (the connection is then dropped, the lookup a miss).
+    fn replies(&self, buf: &[u8], max_bulk: usize) -> Result<Option<RawReplies>, L2Error> {
+        let mut at = 0;
+        macro_rules! next {
+            () => {
+                match resp::next(buf, at, max_bulk).map_err(L2Error::Malformed)? {
+                    None => return Ok(None),
+                    Some((Reply::Error(e), _)) => {
+                        return Err(L2Error::ErrorReply(String::from_utf8_lossy(e).into()))
+                    }
+                    Some((r, n)) => {
+                        at = n;
+                        r
+                    }
+                }
+            };
+        }
+        let entry = match next!() {
+            Reply::Nil => None,
+            Reply::Bulk(b) => Some(b),
+            _ => return Err(L2Error::Malformed("entry reply")),
+        };
+        let mut out: Vec<Option<u64>> = vec![None; self.len()];
+        if !self.plain.is_empty() {
+            if next!() != Reply::Array(self.plain.len()) {
+                return Err(L2Error::Malformed("version reply"));
+            }
+            for i in &self.plain {
+                out[*i] = resp::version(next!()).map_err(L2Error::Malformed)?;
+            }
+        }
+        let mut complete = true;
+        for (pos, regs) in &self.hashes {
+            if next!() != Reply::Array(1 + regs) {
+                return Err(L2Error::Malformed("version reply"));
+            }
+            let v = resp::version(next!()).map_err(L2Error::Malformed)?;
+            if let Some(i) = pos {
+                out[*i] = v;
+            }
+            for _ in 0..*regs {
+                // A column not registered yet (or a hash that went): the script's job.
+                match next!() {
+                    Reply::Nil => complete = false,
+                    Reply::Bulk(_) => {}
+                    _ => return Err(L2Error::Malformed("registration reply")),
+                }
+            }
+        }
+        if at != buf.len() {
+            return Err(L2Error::Malformed("more replies than commands"));
+        }
+        let versions = out.into_iter().collect::<Option<Vec<u64>>>();
+        Ok(Some((
+            versions.filter(|_| complete),
+            entry.map(<[u8]>::to_vec),
+        )))
+    }
+
+    /// How many versions the read has.
+    fn len(&self) -> usize {
+        self.plain.len() + self.hashes.iter().filter(|(at, _)| at.is_some()).count()
+    }
+}
+
+/// The versions read (None: the script must run) and the entry, if any.
+type RawReplies = (Option<Vec<u64>>, Option<Vec<u8>>);
+
+/// Where the lookup connections of our own go: a standalone Redis over plain TCP (TLS, a
+/// Unix socket or a cluster: lookups go through redis-rs like everything else).
+#[derive(Debug)]
+struct RawTarget {
+    host: String,
+    port: u16,
+    db: i64,
+    username: Option<String>,
+    password: Option<String>,
+}
+
+impl RawTarget {
+    fn of(cfg: &L2Config) -> Option<RawTarget> {
+        let L2Url::One(url) = &cfg.url else {
+            return None;
+        };
+        if !url.starts_with("redis://") {
+            return None;
+        }
+        let client = redis::Client::open(url.as_str()).ok()?;
+        let info = client.get_connection_info();
+        let redis::ConnectionAddr::Tcp(host, port) = info.addr() else {
+            return None;
+        };
+        let r = info.redis_settings();
+        Some(RawTarget {
+            host: host.clone(),
+            port: *port,
+            db: r.db(),
+            username: r.username().map(str::to_string),
+            password: r.password().map(str::to_string),
+        })
+    }
+}
+
+/// Lookup connections of our own open at most per instance; past it, lookups share the
+/// redis-rs connection.
+const RAW_MAX: usize = 16;
+
+/// A lookup connection of our own: RESP2 (no HELLO), taken from the pool for one exchange
+/// and put back only after a complete, well-formed one, so a pooled connection is never in
+/// the middle of a reply. Counted in `open` while it lives.
+struct RawConn {
+    stream: tokio::net::TcpStream,
+    rbuf: Vec<u8>,
+    wbuf: Vec<u8>,
+    open: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl Drop for RawConn {
+    fn drop(&mut self) {
+        self.open.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+impl RawConn {
+    async fn connect(
+        t: &RawTarget,
+        open: &Arc<std::sync::atomic::AtomicUsize>,
+    ) -> Result<RawConn, L2Error> {
+        let stream = tokio::net::TcpStream::connect((t.host.as_str(), t.port)).await?;
+        stream.set_nodelay(true)?;
+        open.fetch_add(1, Ordering::AcqRel);
+        let mut c = RawConn {
+            stream,
+            rbuf: Vec::with_capacity(16 * 1024),
+            wbuf: Vec::with_capacity(1024),
+            open: open.clone(),
+        };
+        let mut expect = 0;
+        if let Some(p) = &t.password {
+            match &t.username {
+                Some(u) => resp::command(&mut c.wbuf, &[b"AUTH", u.as_bytes(), p.as_bytes()]),
+                None => resp::command(&mut c.wbuf, &[b"AUTH", p.as_bytes()]),
+            }
+            expect += 1;
+        }
+        if t.db != 0 {
+            let db = t.db.to_string();
+            resp::command(&mut c.wbuf, &[b"SELECT", db.as_bytes()]);
+            expect += 1;
+        }
+        if expect > 0 {
+            c.send().await?;
+            loop {
+                let mut at = 0;
+                let mut got = 0;
+                while got < expect {
+                    match resp::next(&c.rbuf, at, 0).map_err(L2Error::Malformed)? {
+                        None => break,
+                        Some((Reply::Status(_), n)) => {
+                            at = n;
+                            got += 1;
+                        }
+                        Some((Reply::Error(e), _)) => {
+                            return Err(L2Error::ErrorReply(String::from_utf8_lossy(e).into()))
+                        }
+                        Some(_) => return Err(L2Error::Malformed("handshake reply")),
+                    }
+                }
+                if got == expect {
+                    if at != c.rbuf.len() {
+                        return Err(L2Error::Malformed("more replies than commands"));
+                    }
+                    break;
+                }
+                c.fill().await?;
+            }
+        }
+        Ok(c)
+    }
+
+    /// Writes `wbuf` and clears the read buffer for the replies.
+    async fn send(&mut self) -> Result<(), L2Error> {
+        use tokio::io::AsyncWriteExt;
+        self.stream.write_all(&self.wbuf).await?;
+        self.rbuf.clear();
+        Ok(())
+    }
+
+    /// Reads more reply bytes.
+    async fn fill(&mut self) -> Result<(), L2Error> {
+        use tokio::io::AsyncReadExt;
+        if self.rbuf.capacity() - self.rbuf.len() < 4096 {
+            self.rbuf.reserve(16 * 1024);
+        }
+        if self.stream.read_buf(&mut self.rbuf).await? == 0 {
+            return Err(L2Error::Io(std::io::ErrorKind::UnexpectedEof.into()));
+        }
+        Ok(())
+    }
+}
+
 /// What [`L2::lookup`] found.
 #[derive(Debug)]
 pub enum Lookup {
@@ -723,6 +996,11 @@ pub struct L2 {
     heartbeat: Mutex<Option<String>>,
     pub stats: L2Stats,
     tasks: Mutex<Vec<tokio::task::AbortHandle>>,
+    /// Lookups' own connections (`RawConn`): where they go, the idle ones, how many are
+    /// open.
+    raw: Option<RawTarget>,
+    raw_pool: Mutex<Vec<RawConn>>,
+    raw_open: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl std::fmt::Debug for L2 {
@@ -806,6 +1084,7 @@ impl L2 {
             h.write_u128(std::process::id() as u128 ^ now_ms() as u128);
             h.finish()
         });
+        let raw = RawTarget::of(&cfg);
         let l2 = Arc::new(L2 {
             cfg,
             id,
@@ -830,6 +1109,9 @@ impl L2 {
             heartbeat: Mutex::new(None),
             stats: L2Stats::default(),
             tasks: Mutex::new(Vec::new()),
+            raw,
+            raw_pool: Mutex::new(Vec::new()),
+            raw_open: Arc::default(),
         });
         versions.set_sink(Arc::new(Sink(Arc::downgrade(&l2))));
         let handles = vec![
@@ -860,6 +1142,28 @@ impl L2 {
                     .collect();
                 deps_of(&all)
             }
+        }
+    }
+
+    /// `deps` with the keys a lookup of them reads (`L2::lookup`): made once per slice plan
+    /// (`cache::sliceplans`), not per lookup.
+    pub fn read_of(&self, deps: L2Deps) -> L2Read {
+        let vkeys: Vec<(String, bool)> = deps.deps.iter().map(|d| self.version_key(d)).collect();
+        let regs: Vec<(String, String)> = deps
+            .registers
+            .iter()
+            .map(|(tid, col)| {
+                let mut id = String::with_capacity(16);
+                push_hex(&mut id, u128::from(*col), 16);
+                (self.unknown_key(tid), id)
+            })
+            .collect();
+        let raw = self.raw.as_ref().map(|_| RawPlan::new(&vkeys, &regs));
+        L2Read {
+            deps,
+            vkeys,
+            regs,
+            raw,
         }
     }
 
@@ -1175,30 +1479,71 @@ impl L2 {
             .collect()
     }
 
+    /// A lookup connection of our own: an idle one, or a new one while fewer than
+    /// [`RAW_MAX`] are open; None: use the shared redis-rs connection.
+    async fn raw_conn(&self, t: &RawTarget) -> Result<Option<RawConn>, L2Error> {
+        if let Some(c) = self.raw_pool.lock().ok().and_then(|mut p| p.pop()) {
+            return Ok(Some(c));
+        }
+        if self.raw_open.load(Ordering::Acquire) >= RAW_MAX {
+            return Ok(None);
+        }
+        RawConn::connect(t, &self.raw_open).await.map(Some)
+    }
+
+    /// `read_plain` on a connection of our own: `GET` of the entry and the read's version
+    /// commands written at once, the replies read in place (`cache::resp`).
+    async fn read_raw(
+        &self,
+        mut c: RawConn,
+        ekey: &str,
+        plan: &RawPlan,
+    ) -> Result<RawReplies, L2Error> {
+        c.wbuf.clear();
+        resp::command(&mut c.wbuf, &[b"GET", ekey.as_bytes()]);
+        c.wbuf.extend_from_slice(&plan.request);
+        c.send().await?;
+        // An entry is at most `max_entry_bytes` of result and its header.
+        let max_bulk = self.cfg.max_entry_bytes.saturating_add(64 * 1024);
+        loop {
+            if let Some(r) = plan.replies(&c.rbuf, max_bulk)? {
+                if let Ok(mut p) = self.raw_pool.lock() {
+                    if self.healthy() {
+                        p.push(c);
+                    }
+                }
+                return Ok(r);
+            }
+            c.fill().await?;
+        }
+    }
+
     /// Looks `key` up for a read depending on `read`: one round trip reads the entry and the
     /// current versions together (registering its slice columns first).
-    pub async fn lookup(&self, key: Key, read: &L2Deps) -> Lookup {
+    pub async fn lookup(&self, key: Key, read: &L2Read) -> Lookup {
         let Some(mut conn) = self.usable_conn() else {
             return Lookup::Unavailable;
         };
-        let deps = &read.deps;
-        let vkeys: Vec<(String, bool)> = deps.iter().map(|d| self.version_key(d)).collect();
-        let regs: Vec<(String, String)> = read
-            .registers
-            .iter()
-            .map(|(tid, col)| (self.unknown_key(tid), format!("{col:016x}")))
-            .collect();
+        let deps = &read.deps.deps;
+        let (vkeys, regs) = (&read.vkeys, &read.regs);
         let ekey = self.entry_key(key);
         let r = self
             .timed("lookup", async {
                 // Plain commands first; the script only for a version to create or a column
                 // to register (once per column and table, until the hash is lost).
-                let (vers, raw) = Self::read_plain(&mut conn, Some(&ekey), &vkeys, &regs).await?;
+                let raw_conn = match (&self.raw, &read.raw) {
+                    (Some(t), Some(_)) => self.raw_conn(t).await?,
+                    _ => None,
+                };
+                let (vers, raw) = match (raw_conn, &read.raw) {
+                    (Some(c), Some(plan)) => self.read_raw(c, &ekey, plan).await?,
+                    _ => Self::read_plain(&mut conn, Some(&ekey), vkeys, regs).await?,
+                };
                 let vers = match vers {
                     Some(v) => v,
                     None => {
                         CacheStatsExt::incr(&self.stats.script_reads);
-                        Self::read_versions(&mut conn, &self.read, &vkeys, &regs).await?
+                        Self::read_versions(&mut conn, &self.read, vkeys, regs).await?
                     }
                 };
                 Ok((vers, raw))
@@ -1208,28 +1553,28 @@ impl L2 {
             Ok(x) => x,
             Err(_) => return Lookup::Unavailable,
         };
-        let stamps: L2Stamps = deps.iter().cloned().zip(current.iter().copied()).collect();
+        // The fill's stamps, made only when it comes to a fill.
+        let miss = || -> L2Stamps { deps.iter().cloned().zip(current.iter().copied()).collect() };
         let Some(raw) = raw else {
             CacheStatsExt::incr(&self.stats.misses);
-            return Lookup::Miss(stamps);
+            return Lookup::Miss(miss());
         };
-        let entry = match decode(&raw) {
+        let mut entry = match decode(&raw) {
             Ok(e) => e,
             Err(e) => {
                 CacheStatsExt::incr(&self.stats.malformed);
                 warn_once(&self.stats.malformed, &e);
-                return Lookup::Miss(stamps);
+                return Lookup::Miss(miss());
             }
         };
-        let cur: Vec<(&str, Option<u64>)> = deps
+        let cur = deps
             .iter()
             .map(String::as_str)
-            .zip(current.iter().map(|v| Some(*v)))
-            .collect();
+            .zip(current.iter().map(|v| Some(*v)));
         let verdict = if self.cfg.unsafe_skip_version_check {
             L2Verdict::Serve
         } else {
-            judge(&entry.stamps, &cur)
+            judge(&entry.stamps, cur)
         };
         let expired = entry.expires_at_ms != 0 && now_ms() >= entry.expires_at_ms;
         match verdict {
@@ -1238,16 +1583,17 @@ impl L2 {
                 self.stats
                     .hit_bytes
                     .fetch_add(entry.bytes.len() as u64, Ordering::Relaxed);
-                let stamps: L2Stamps = entry.stamps.clone().into();
+                // The entry's own list moves to the stamps: nothing reads it after this.
+                let stamps: L2Stamps = std::mem::take(&mut entry.stamps).into();
                 Lookup::Hit(entry, stamps)
             }
             L2Verdict::Serve | L2Verdict::Stale => {
                 CacheStatsExt::incr(&self.stats.stale);
-                Lookup::Miss(stamps)
+                Lookup::Miss(miss())
             }
             L2Verdict::Mismatch | L2Verdict::MissingVersion => {
                 CacheStatsExt::incr(&self.stats.malformed);
-                Lookup::Miss(stamps)
+                Lookup::Miss(miss())
             }
         }
     }
@@ -1270,12 +1616,11 @@ impl L2 {
             })
             .await
             .ok()?;
-        let cur: Vec<(&str, Option<u64>)> = stamps
+        let cur = stamps
             .iter()
             .map(|(d, _)| d.as_str())
-            .zip(current.iter().map(|v| Some(*v)))
-            .collect();
-        let ok = judge(stamps, &cur) == L2Verdict::Serve;
+            .zip(current.iter().map(|v| Some(*v)));
+        let ok = judge(stamps, cur) == L2Verdict::Serve;
         if !ok {
             CacheStatsExt::incr(&self.stats.remote_rejects);
         }
@@ -1421,6 +1766,9 @@ impl L2 {
                 "L2 down: bypassed until it answers again and bumps are resynced"
             );
             self.down_gen.send_modify(|g| *g += 1);
+        }
+        if let Ok(mut p) = self.raw_pool.lock() {
+            p.clear();
         }
         self.wake_health.notify_one();
     }
@@ -2069,6 +2417,69 @@ mod tests {
         );
         assert_eq!(RowsBump::parse("zz=1 1:a.b"), None);
         assert_eq!(RowsBump::parse("no-table"), None);
+    }
+
+    /// A sliced read's lookup on a connection of our own: the commands as `read_plain`
+    /// groups them, the versions from well-formed replies, and a miss (an error, the
+    /// connection dropped) for anything else.
+    #[test]
+    fn raw_lookup_replies() {
+        let keys = vec![
+            ("v:e".to_string(), false),
+            ("v:u:{T}".to_string(), true),
+            ("v:s:db".to_string(), false),
+        ];
+        let regs = vec![("v:u:{T}".to_string(), "00000000000000aa".to_string())];
+        let plan = RawPlan::new(&keys, &regs);
+        let mut want = Vec::new();
+        resp::command(&mut want, &[b"MGET", b"v:e", b"v:s:db"]);
+        resp::command(
+            &mut want,
+            &[b"HMGET", b"v:u:{T}", b"v", b"r:00000000000000aa"],
+        );
+        assert_eq!(plan.request, want);
+        let ok =
+            |entry: &str| format!("{entry}*2\r\n$1\r\n7\r\n:9\r\n*2\r\n$2\r\n11\r\n$1\r\n1\r\n");
+        let r = plan.replies(ok("$3\r\nabc\r\n").as_bytes(), 1024).unwrap();
+        assert_eq!(r, Some((Some(vec![7, 11, 9]), Some(b"abc".to_vec()))));
+        let r = plan.replies(ok("$-1\r\n").as_bytes(), 1024).unwrap();
+        assert_eq!(r, Some((Some(vec![7, 11, 9]), None)));
+        // Cut anywhere: more bytes are needed, nothing is decided.
+        let whole = ok("$3\r\nabc\r\n");
+        for cut in 0..whole.len() {
+            assert!(plan
+                .replies(&whole.as_bytes()[..cut], 1024)
+                .unwrap()
+                .is_none());
+        }
+        // A missing version or registration: the script's job (no versions), not a miss.
+        let unregistered = "$-1\r\n*2\r\n$1\r\n7\r\n:9\r\n*2\r\n$2\r\n11\r\n$-1\r\n";
+        let r = plan.replies(unregistered.as_bytes(), 1024).unwrap();
+        assert_eq!(r, Some((None, None)));
+        let missing = "$-1\r\n*2\r\n$-1\r\n:9\r\n*2\r\n$2\r\n11\r\n$1\r\n1\r\n";
+        assert_eq!(
+            plan.replies(missing.as_bytes(), 1024).unwrap(),
+            Some((None, None))
+        );
+        // Malformed: refused, whatever the part that lies.
+        for bad in [
+            // A version that is no number, a negative one, an array for a version.
+            "$-1\r\n*2\r\n$1\r\nx\r\n:9\r\n*2\r\n$2\r\n11\r\n$1\r\n1\r\n",
+            "$-1\r\n*2\r\n$1\r\n7\r\n:-9\r\n*2\r\n$2\r\n11\r\n$1\r\n1\r\n",
+            "$-1\r\n*2\r\n*0\r\n:9\r\n*2\r\n$2\r\n11\r\n$1\r\n1\r\n",
+            // Too few or too many values, an integer for the entry, an entry too long.
+            "$-1\r\n*1\r\n$1\r\n7\r\n*2\r\n$2\r\n11\r\n$1\r\n1\r\n",
+            "$-1\r\n*2\r\n$1\r\n7\r\n:9\r\n*3\r\n$2\r\n11\r\n$1\r\n1\r\n$1\r\n1\r\n",
+            ":1\r\n*2\r\n$1\r\n7\r\n:9\r\n*2\r\n$2\r\n11\r\n$1\r\n1\r\n",
+            "$2000\r\n",
+            // An error reply, a registration field that is an array, trailing bytes, no RESP.
+            "-ERR wrong\r\n",
+            "$-1\r\n*2\r\n$1\r\n7\r\n:9\r\n*2\r\n$2\r\n11\r\n*0\r\n",
+            "$-1\r\n*2\r\n$1\r\n7\r\n:9\r\n*2\r\n$2\r\n11\r\n$1\r\n1\r\n+OK\r\n",
+            "\u{0}\u{ff}not redis at all\r\n:x\r\n$-7\r\n",
+        ] {
+            assert!(plan.replies(bad.as_bytes(), 1024).is_err(), "{bad:?}");
+        }
     }
 
     #[test]

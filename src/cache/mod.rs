@@ -30,6 +30,8 @@ pub mod l2;
 pub mod latency;
 pub mod plans;
 pub mod privileges;
+pub mod resp;
+pub mod sliceplans;
 pub mod stats;
 pub mod store;
 pub mod versions;

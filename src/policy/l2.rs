@@ -23,7 +23,10 @@ pub enum L2Verdict {
 
 /// Judges an entry's stamps (`entry`: dependency name and version, as stored) against the
 /// current versions read from L2 for the names this read depends on, in the same order.
-pub fn judge(entry: &[(String, u64)], current: &[(&str, Option<u64>)]) -> L2Verdict {
+pub fn judge<'a>(
+    entry: &[(String, u64)],
+    current: impl ExactSizeIterator<Item = (&'a str, Option<u64>)>,
+) -> L2Verdict {
     if entry.len() != current.len() || entry.is_empty() {
         return L2Verdict::Mismatch;
     }
@@ -34,7 +37,7 @@ pub fn judge(entry: &[(String, u64)], current: &[(&str, Option<u64>)]) -> L2Verd
         }
         match cur {
             None => return L2Verdict::MissingVersion,
-            Some(c) if c != v => stale = true,
+            Some(c) if c != *v => stale = true,
             Some(_) => {}
         }
     }
@@ -107,7 +110,11 @@ mod tests {
             ),
         ];
         for (entry, cur, want) in cases {
-            assert_eq!(judge(&e(entry), cur), *want, "{entry:?} vs {cur:?}");
+            assert_eq!(
+                judge(&e(entry), cur.iter().copied()),
+                *want,
+                "{entry:?} vs {cur:?}"
+            );
         }
     }
 

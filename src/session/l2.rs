@@ -2,11 +2,12 @@
 //! lease wait) a plain miss makes before going upstream, and an L2 hit copied into L1. The
 //! decisions are `policy::l2`'s; the protocol with Redis is `cache::l2`'s.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::{Session, SessionError};
-use crate::cache::l2::{now_ms, L2Entry, L2Stamps, Lookup};
-use crate::cache::versions::SlicePlan;
+use crate::cache::l2::{now_ms, L2Entry, L2Read, L2Stamps, Lookup, L2};
+use crate::cache::sliceplans::PlannedSlices;
 use crate::cache::{Entry, FillGuard, Key, Stamps, TableHandle};
 
 /// What a miss does after asking L2.
@@ -56,14 +57,14 @@ impl Session {
 
     /// Before a plain miss goes upstream: L2's entry if it is current, else the versions to
     /// stamp the fill with. When another instance holds the fill lease, waits for its result
-    /// (at most `l2.lease`), then fills itself. `whole` and `sliced` are the read's tables as
-    /// its local stamps depend on them, `generation` the catalog generation the slices were
-    /// planned under.
+    /// (at most `l2.lease`), then fills itself. `slicing` is the read's slice plan as its
+    /// local stamps depend on it (None: they depend on `tables` whole), `generation` the
+    /// catalog generation the slices were planned under.
     pub(super) async fn l2_before_forward(
         &self,
         key: Key,
-        whole: &[TableHandle],
-        sliced: &[SlicePlan],
+        tables: &[TableHandle],
+        slicing: Option<&PlannedSlices>,
         generation: u64,
     ) -> L2Step {
         let Some(l2) = &self.shared.l2 else {
@@ -72,18 +73,9 @@ impl Session {
         if !l2.usable() {
             return NO_FILL;
         }
-        let mut deps = l2.deps(whole, sliced);
-        if !sliced.is_empty() && self.shared.catalog.generation() != generation {
-            // The column ids come from a catalog newer than the slices' keys: depend on the
-            // tables whole in L2 (the local stamps were checked against `generation` already).
-            let all: Vec<TableHandle> = whole
-                .iter()
-                .cloned()
-                .chain(sliced.iter().map(|p| p.table.clone()))
-                .collect();
-            deps = l2.deps(&all, &[]);
-        }
-        let stamps = match l2.lookup(key, &deps).await {
+        let read = self.l2_read(l2, tables, slicing, generation);
+        let deps = &*read;
+        let stamps = match l2.lookup(key, deps).await {
             Lookup::Hit(e, s) => return L2Step::Hit(e, s),
             Lookup::Unavailable => return NO_FILL,
             Lookup::Miss(s) => s,
@@ -103,7 +95,7 @@ impl Session {
         loop {
             tokio::time::sleep(pause).await;
             pause = (pause * 2).min(Duration::from_millis(10));
-            match l2.lookup(key, &deps).await {
+            match l2.lookup(key, deps).await {
                 Lookup::Hit(e, s) => {
                     l2.stats
                         .lease_served
@@ -121,6 +113,40 @@ impl Session {
                 Lookup::Miss(_) => {}
             }
         }
+    }
+
+    /// What the read depends on in L2, with its keys: the plan's, made once per plan.
+    fn l2_read(
+        &self,
+        l2: &L2,
+        tables: &[TableHandle],
+        slicing: Option<&PlannedSlices>,
+        generation: u64,
+    ) -> Arc<L2Read> {
+        let Some(p) = slicing else {
+            return Arc::new(l2.read_of(l2.deps(tables, &[])));
+        };
+        let current = || p.sliced.is_empty() || self.shared.catalog.generation() == generation;
+        if let Some(r) = p.l2.get() {
+            if current() {
+                return r.clone();
+            }
+        }
+        let deps = l2.deps(&p.whole, &p.sliced);
+        if !current() {
+            // The column ids come from a catalog newer than the slices' keys: depend on the
+            // tables whole in L2 (the local stamps were checked against `generation` already).
+            let all: Vec<TableHandle> = p
+                .whole
+                .iter()
+                .cloned()
+                .chain(p.sliced.iter().map(|s| s.table.clone()))
+                .collect();
+            return Arc::new(l2.read_of(l2.deps(&all, &[])));
+        }
+        let r = Arc::new(l2.read_of(deps));
+        let _ = p.l2.set(r.clone());
+        r
     }
 
     /// Serves an L2 hit and copies it into L1 under `local` (the local versions read before

@@ -16,6 +16,7 @@ mod privileges;
 mod query;
 mod read;
 mod relay;
+mod sliceplan;
 mod slices;
 pub mod state;
 mod statements;

@@ -449,17 +449,20 @@ impl Session {
         // Stamps are read before the query goes upstream: a write that lands while the
         // query runs makes them stale, so the result can never outlive it.
         // Slice columns are registered here, before the stamps are read (`cache::versions`).
-        let (mut whole, mut sliced, cols, generation) =
-            self.plan_slices(&plan.tables, sql, payload);
-        let mut stamps = Stamps::capture_sliced(versions, &whole, &sliced, &cols);
+        let planned = self.planned_slices(&plan.tables, sql, payload);
+        let generation = planned.generation;
+        let cols = &planned.cols;
+        let mut stamps = Stamps::capture_sliced(versions, &planned.whole, &planned.sliced, cols);
         let by_columns = !cols.tables.is_empty() || !cols.indexes.is_empty();
-        if (!sliced.is_empty() || by_columns) && self.shared.catalog.generation() != generation {
+        let mut slicing = Some(&*planned);
+        if (!planned.sliced.is_empty() || by_columns)
+            && self.shared.catalog.generation() != generation
+        {
             // A reload raced the slicing: the column types (or lists) used may predate a DDL
             // whose after-reload bump these stamps already include. Depend on the tables
             // whole.
             stamps = Stamps::capture(versions, &plan.tables);
-            whole = plan.tables.clone();
-            sliced.clear();
+            slicing = None;
         }
         // Stampede protection: one session fills, the others wait for its result.
         let guard = match cache.claim(plan.key) {
@@ -485,7 +488,7 @@ impl Session {
             && self.l2_usable()
         {
             match self
-                .l2_before_forward(plan.key, &whole, &sliced, generation)
+                .l2_before_forward(plan.key, &plan.tables, slicing, generation)
                 .await
             {
                 L2Step::Hit(hit, l2_stamps) => {

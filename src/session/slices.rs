@@ -24,7 +24,7 @@ impl Session {
 
     /// The execute's parameter values when `payload` is a COM_STMT_EXECUTE of a known
     /// statement; None for a text query (no parameters) or when they cannot be read.
-    fn execute_literals(&self, payload: &[u8]) -> Option<Vec<Option<Lit>>> {
+    pub(super) fn execute_literals(&self, payload: &[u8]) -> Option<Vec<Option<Lit>>> {
         if payload.first() != Some(&com::STMT_EXECUTE) {
             return None;
         }

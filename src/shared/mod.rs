@@ -18,6 +18,7 @@ use crate::analysis::{self, Analysis, Analyzer, WriteTargets};
 use crate::cache::digests::Digests;
 use crate::cache::latency::Latencies;
 use crate::cache::plans::ReadPlans;
+use crate::cache::sliceplans::SlicePlans;
 use crate::cache::writes::{Pending, Txn};
 use crate::cache::{Cache, InvalidationSource};
 use crate::cli::Cli;
@@ -34,6 +35,8 @@ pub struct Shared {
     pub analyzer: Analyzer,
     /// The tables each read shape depends on, per default database.
     pub plans: ReadPlans,
+    /// The slice plan of each statement a miss planned, per database and parameter values.
+    pub slice_plans: SlicePlans,
     /// Views, triggers and cascading foreign keys of the upstream's schemas.
     pub catalog: Arc<Catalog>,
     /// The binlog tail, when it runs.
@@ -69,6 +72,7 @@ impl Shared {
         let cache = Cache::new(&config.cache);
         let analyzer = Analyzer::new(config.cache.analysis_memo_entries);
         let plans = ReadPlans::new(config.cache.analysis_memo_entries);
+        let slice_plans = SlicePlans::new(config.cache.analysis_memo_entries);
         let upstream = config.server.upstream.clone();
         let catalog = Catalog::new(upstream.clone(), &config.invalidation);
         let c2 = catalog.clone();
@@ -111,6 +115,7 @@ impl Shared {
             cache,
             analyzer,
             plans,
+            slice_plans,
             catalog,
             binlog,
             connections: AtomicU64::new(0),
