@@ -642,11 +642,28 @@ async fn setup(c: &mut Conn, n: &Names, nkeys: usize) -> Result<(), mysql_async:
 /// Rows each customer starts with (`v` = 1..=SLICE_START).
 const SLICE_START: i64 = 3;
 
-/// Customer `k`'s day in the slice table, `YYYY-MM-DD`: 2026-01-01 and `k` days on.
+/// Customer `k`'s day in the slice table, `YYYY-MM-DD`: 2026-01-01 and `k` days on. (The
+/// checker keeps its own calendar: it is a client and imports nothing of the proxy's.)
 fn day_of(k: usize) -> String {
-    crate::analysis::slices::date_string(
-        crate::analysis::slices::temporal_day(2026, 1, 1).unwrap_or(0) + k as i64,
-    )
+    let (mut y, mut m, mut d) = (2026u32, 1u32, 1 + k as u64);
+    loop {
+        let leap = (y.is_multiple_of(4) && !y.is_multiple_of(100)) || y.is_multiple_of(400);
+        let len = match m {
+            2 if leap => 29,
+            2 => 28,
+            4 | 6 | 9 | 11 => 30,
+            _ => 31,
+        };
+        if d <= len {
+            return format!("{y:04}-{m:02}-{d:02}");
+        }
+        d -= len;
+        m += 1;
+        if m > 12 {
+            m = 1;
+            y += 1;
+        }
+    }
 }
 
 async fn teardown(c: &mut Conn, n: &Names) -> Result<(), mysql_async::Error> {
@@ -1299,6 +1316,14 @@ impl Worker {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn customer_days() {
+        assert_eq!(day_of(0), "2026-01-01");
+        assert_eq!(day_of(31), "2026-02-01");
+        assert_eq!(day_of(364), "2026-12-31");
+        assert_eq!(day_of(365 + 59), "2027-03-01");
+    }
 
     #[test]
     fn durations_parse() {

@@ -321,12 +321,6 @@ pub fn temporal_day(y: u16, m: u8, d: u8) -> Option<i64> {
     ok.then(|| days_from_civil(i64::from(y), m, d))
 }
 
-/// A day number as `YYYY-MM-DD` (for tools that write dates, such as the checker).
-pub fn date_string(days: i64) -> String {
-    let (y, m, d) = civil_from_days(days);
-    format!("{y:04}-{m:02}-{d:02}")
-}
-
 /// The calendar buckets a stored temporal value is in: its day, its month and its year. A
 /// write bumps all three; a range read stamps the coarsest buckets that tile it
 /// ([`range_keys`]), so whichever bucket the read stamped for a day, a write on that day

@@ -89,6 +89,9 @@ impl PlanInput<'_> {
                     Some(Lit::Int(s)) => (2, s),
                     Some(Lit::Str(s)) => (3, s),
                     Some(Lit::Param(_)) => (4, ""),
+                    // A temporal parameter is not the string it is spelled as (a string
+                    // pins a VARCHAR column; a DATETIME value does not).
+                    Some(Lit::Time(s)) => (5, s),
                 };
                 h.update(&[tag]);
                 h.update(&(s.len() as u64).to_le_bytes());
