@@ -633,6 +633,23 @@ async fn dash(c: &mut Conn, q: String) -> Dash {
     c.query(&q).await.unwrap_or_else(|e| panic!("{q}: {e}"))
 }
 
+/// Reads dashboard `q` until it shows the row written elsewhere (status `late`): the binlog
+/// delivered the direct `what`. Other tests' commits share the tail, so no commit count.
+async fn until_late(c: &mut Conn, q: &str, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !dash(c, q.to_string())
+        .await
+        .iter()
+        .any(|(s, _, _)| s == "late")
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the binlog's {what} was never seen"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 /// Reads a dashboard once more and returns whether it was a hit.
 async fn dash_hits(c: &mut Conn, q: &str) -> u64 {
     let before = status(c, "Qcache_hits").await;
@@ -756,18 +773,7 @@ async fn date_ranges_of_other_weeks_stay_served() {
     d.query_drop("INSERT INTO ev (at, status, total) VALUES ('2026-11-13 09:00:00', 'late', 20)")
         .await
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let got = dash(&mut c, second.clone()).await;
-        if got.iter().any(|(s, _, _)| s == "late") {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the binlog's insert was never seen"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    until_late(&mut c, &second, "insert").await;
     assert_eq!(
         dash_hits(&mut c, &first).await,
         1,
@@ -778,18 +784,7 @@ async fn date_ranges_of_other_weeks_stay_served() {
     d.query_drop("UPDATE ev SET at = '2026-11-03 00:00:00' WHERE status = 'late'")
         .await
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let got = dash(&mut c, first.clone()).await;
-        if got.iter().any(|(s, _, _)| s == "late") {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the binlog's update was never seen"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    until_late(&mut c, &first, "update").await;
     assert!(!dash(&mut c, second.clone())
         .await
         .iter()
