@@ -7,6 +7,8 @@
 //! ```sh
 //! # once per server (directly, not through a proxy): the schema and its rows
 //! cargo run --release --example shopload -- prepare --addr 127.0.0.1:3306
+//! # after runs, back to that size (the orders they added deleted), also directly
+//! cargo run --release --example shopload -- reset --addr 127.0.0.1:3306
 //! # 32 connections, 5 s warm-up then 10 s measured, 1% writes, prepared statements
 //! cargo run --release --example shopload -- run --addr 127.0.0.1:3307 --write-pct 1 \
 //!     --ps prepared --warmup 5 --secs 10 --server-pid $(pidof qcache)
@@ -81,6 +83,19 @@ enum Cmd {
         user: String,
         #[arg(long, default_value = "shop")]
         db: String,
+        #[command(flatten)]
+        size: Size,
+    },
+    /// Put the shop back to what `prepare` made: delete the orders (and their items) that
+    /// `run` added since (send it to the server directly). Stock levels are left as they are.
+    Reset {
+        #[arg(long)]
+        addr: String,
+        #[arg(long, default_value = "root")]
+        user: String,
+        #[arg(long, default_value = "shop")]
+        db: String,
+        /// The sizes `prepare` used.
         #[command(flatten)]
         size: Size,
     },
@@ -660,21 +675,36 @@ fn line(name: &str, lat: &mut [u32], errors: u64, secs: f64) {
     );
 }
 
-async fn prepare(addr: &str, user: &str, db: &str, size: &Size) {
+/// What `reset` sends: every order is a new order past `prepare`'s ids (AUTO_INCREMENT), so
+/// deleting by id restores the stated size; the statistics are taken again as `prepare` took
+/// them, so that the optimizer plans as it did on the fresh shop.
+fn reset_sql(s: &Size, db: &str) -> Vec<String> {
+    vec![
+        format!(
+            "DELETE FROM `{db}`.order_items WHERE order_id > {}",
+            s.orders
+        ),
+        format!("DELETE FROM `{db}`.orders WHERE id > {}", s.orders),
+        format!("ANALYZE TABLE `{db}`.orders, `{db}`.order_items"),
+    ]
+}
+
+/// Sends `sqls` one by one, printing each one's time; any error ends the process.
+async fn send_all(what: &str, addr: &str, user: &str, sqls: Vec<String>) {
     let mut raw = Raw::connect(addr, user, "information_schema", true).await;
-    for sql in prepare_sql(size, db) {
+    for sql in sqls {
         let t = Instant::now();
         let (packets, r) = raw.query(&sql).await;
         if r.error {
             let msg = packets.last().map(|p| {
                 String::from_utf8_lossy(p.payload.get(3..).unwrap_or_default()).into_owned()
             });
-            eprintln!("shopload prepare: {sql}\n  failed: {msg:?}");
+            eprintln!("shopload {what}: {sql}\n  failed: {msg:?}");
             std::process::exit(1);
         }
         let head: String = sql.chars().take(50).collect();
         eprintln!(
-            "shopload prepare: {:>6.2} s  {head}…",
+            "shopload {what}: {:>6.2} s  {head}…",
             t.elapsed().as_secs_f64()
         );
     }
@@ -693,7 +723,16 @@ fn main() {
             user,
             db,
             size,
-        } => local.block_on(&rt, prepare(&addr, &user, &db, &size)),
+        } => local.block_on(
+            &rt,
+            send_all("prepare", &addr, &user, prepare_sql(&size, &db)),
+        ),
+        Cmd::Reset {
+            addr,
+            user,
+            db,
+            size,
+        } => local.block_on(&rt, send_all("reset", &addr, &user, reset_sql(&size, &db))),
         Cmd::Run {
             addr,
             user,
