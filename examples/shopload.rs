@@ -73,32 +73,26 @@ struct Size {
     categories: u64,
 }
 
+/// Where the shop is and how big `prepare` made it: what `prepare` and `reset` take.
+#[derive(clap::Args)]
+struct Shop {
+    #[arg(long)]
+    addr: String,
+    #[arg(long, default_value = "root")]
+    user: String,
+    #[arg(long, default_value = "shop")]
+    db: String,
+    #[command(flatten)]
+    size: Size,
+}
+
 #[derive(Subcommand)]
 enum Cmd {
     /// Drop and create the database, its tables and rows (send it to the server directly).
-    Prepare {
-        #[arg(long)]
-        addr: String,
-        #[arg(long, default_value = "root")]
-        user: String,
-        #[arg(long, default_value = "shop")]
-        db: String,
-        #[command(flatten)]
-        size: Size,
-    },
+    Prepare(Shop),
     /// Put the shop back to what `prepare` made: delete the orders (and their items) that
     /// `run` added since (send it to the server directly). Stock levels are left as they are.
-    Reset {
-        #[arg(long)]
-        addr: String,
-        #[arg(long, default_value = "root")]
-        user: String,
-        #[arg(long, default_value = "shop")]
-        db: String,
-        /// The sizes `prepare` used.
-        #[command(flatten)]
-        size: Size,
-    },
+    Reset(Shop),
     /// Send the workload and report.
     Run {
         #[arg(long)]
@@ -718,21 +712,14 @@ fn main() {
         .unwrap();
     let local = tokio::task::LocalSet::new();
     match cli.cmd {
-        Cmd::Prepare {
-            addr,
-            user,
-            db,
-            size,
-        } => local.block_on(
+        Cmd::Prepare(s) => local.block_on(
             &rt,
-            send_all("prepare", &addr, &user, prepare_sql(&size, &db)),
+            send_all("prepare", &s.addr, &s.user, prepare_sql(&s.size, &s.db)),
         ),
-        Cmd::Reset {
-            addr,
-            user,
-            db,
-            size,
-        } => local.block_on(&rt, send_all("reset", &addr, &user, reset_sql(&size, &db))),
+        Cmd::Reset(s) => local.block_on(
+            &rt,
+            send_all("reset", &s.addr, &s.user, reset_sql(&s.size, &s.db)),
+        ),
         Cmd::Run {
             addr,
             user,
