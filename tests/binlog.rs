@@ -504,6 +504,7 @@ async fn killed_dump_thread_resumes_without_emptying_the_cache() {
     ] {
         exec(&mut d, sql).await;
     }
+    common::wait_until_up(&mut d, 3).await;
     let p = proxy(&db, "root").await;
     let tail = p.tail();
     let mut c = p.conn("test").await;
@@ -620,4 +621,86 @@ async fn a_real_gap_still_invalidates_everything() {
     assert_eq!(tail.resumes(), 0);
     assert_eq!(p.status("Qcache_binlog_gaps").as_deref(), Some("1"));
     p.running.abort().await;
+}
+
+/// The server crashes and comes back on the same datadir, binlog included: the tail resumes
+/// in the old file (it predates the new process, so it is the file it read), an entry of an
+/// untouched table is still served, and a write made after the restart invalidates.
+/// `applied` puts a commit after the tail's start, so that the resume checks an applied
+/// event as well as the file's format description.
+async fn restart_keeping_the_binlog(applied: bool) {
+    let mut db = server(&[]);
+    let mut d = direct(&db, "test").await;
+    // Not `test`: the harness creates that one (IF NOT EXISTS) when a server starts, a DDL
+    // that invalidates the schema.
+    exec(&mut d, "CREATE DATABASE keep").await;
+    let mut d = direct(&db, "keep").await;
+    for sql in [
+        "CREATE TABLE a (id INT PRIMARY KEY, v INT)",
+        "CREATE TABLE b (id INT PRIMARY KEY, v INT)",
+        "INSERT INTO a VALUES (1, 1)",
+        "INSERT INTO b VALUES (1, 1)",
+    ] {
+        exec(&mut d, sql).await;
+    }
+    let p = proxy(&db, "root").await;
+    let tail = p.tail();
+    let mut c = p.conn("keep").await;
+    let (qa, qb) = (
+        "SELECT v FROM a WHERE id = 1",
+        "SELECT v FROM b WHERE id = 1",
+    );
+    let mut b = "1";
+    if applied {
+        step(
+            &mut c,
+            &mut d,
+            "before the restart",
+            &["UPDATE b SET v = 2 WHERE id = 1"],
+            qb,
+            "2",
+        )
+        .await;
+        b = "2";
+    }
+    assert_eq!(warm(&mut c, qa).await.as_deref(), Some("1"));
+    assert_eq!(warm(&mut c, qb).await.as_deref(), Some(b));
+    // The binlog file was written at the server's start; the restarted process must start
+    // seconds later for its uptime to prove the file is older than it.
+    common::wait_until_up(&mut d, 5).await;
+    drop((c, d));
+    db.restart_with_data(&[]);
+    let mut d = direct(&db, "keep").await;
+    // Made before the tail is back (it waits before reconnecting), in the restart's new file.
+    exec(&mut d, "UPDATE b SET v = 3 WHERE id = 1").await;
+    until("the tail to resume", || {
+        tail.resumes() >= 1 && tail.connected()
+    })
+    .await;
+    assert_eq!(
+        tail.gaps(),
+        0,
+        "the tail started afresh after a restart that kept the binlog: {:?}",
+        tail.status()
+    );
+    let mut c = p.conn("keep").await;
+    let hits = p.hits();
+    assert_eq!(first(&mut c, qa).await.as_deref(), Some("1"));
+    assert_eq!(
+        p.hits(),
+        hits + 1,
+        "the entry of an untouched table was not served after the restart"
+    );
+    fresh(&mut c, qb, "3", "a write made after the restart").await;
+    p.running.abort().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restart_keeping_the_binlog_resumes_after_an_applied_event() {
+    restart_keeping_the_binlog(true).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restart_keeping_the_binlog_resumes_at_the_starting_point() {
+    restart_keeping_the_binlog(false).await;
 }

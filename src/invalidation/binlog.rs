@@ -13,9 +13,10 @@
 //!
 //! A lost stream is resumed from the last event after which nothing was pending (its file,
 //! offset and identity): the server replays what came after it, and the tail checks that the
-//! first events it gets back are the file's format description and that very event. Only when
-//! the server cannot give them (purged or reset binlog, another server) is everything
-//! invalidated. Until the replay has caught up with the server's position at reconnect, the
+//! first events it gets back are the file's format description and that very event, and first
+//! that the server answering can only hold the file it read (`resume_allowed`: a fresh
+//! server on the same address writes a file of the same name). Only when the server cannot
+//! give them (purged or reset binlog, another server) is everything invalidated. Until the replay has caught up with the server's position at reconnect, the
 //! tail counts as disconnected (so hits stop once that lasts longer than `max_lag`).
 
 use std::collections::{HashMap, HashSet};
@@ -804,6 +805,81 @@ fn image_key(ty: &ColType, v: &mysql_async::Value) -> Option<Vec<String>> {
     normalize(ty, &lit).map(|k| vec![k])
 }
 
+/// What the server says of its own clock, to tell whether the process answering now is the
+/// one a position was read from. Both are whole seconds of the server's wall clock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct ServerClock {
+    /// `UNIX_TIMESTAMP()`, read after `uptime`.
+    now: u64,
+    /// `Uptime`: seconds since the process started.
+    uptime: u64,
+}
+
+/// Reads [`ServerClock`]; `None` when the server does not say, or when the two reads were so
+/// far apart that the bounds in [`resume_allowed`] would not hold.
+async fn server_clock(conn: &mut Conn) -> Option<ServerClock> {
+    let started = Instant::now();
+    let uptime: Option<(String, String)> = conn
+        .query_first("SHOW GLOBAL STATUS LIKE 'Uptime'")
+        .await
+        .ok()
+        .flatten();
+    let uptime = uptime?.1.trim().parse::<u64>().ok()?;
+    let now: Option<u64> = conn
+        .query_first("SELECT UNIX_TIMESTAMP()")
+        .await
+        .ok()
+        .flatten();
+    (started.elapsed() < Duration::from_millis(500)).then_some(ServerClock { now: now?, uptime })
+}
+
+/// Whether a binlog position read from one server process may be resumed on the process
+/// answering now. Same server id, file name and format description are not enough: a fresh
+/// server on the same address (a new container, a re-created datadir) writes a file of the
+/// same name, and when its first second is the old file's, the same description, and the
+/// same statements give it the same offsets. Any one of three facts proves the file is the
+/// one we read (a process never appends to a file it did not create: it opens a new one at
+/// start, so a file is written by one process only, and any other copy is a prefix of it,
+/// which the server refuses to resume past its end):
+///
+/// - the process answering now was already running when the old one answered at
+///   `alive_at`: it is the same process;
+/// - the old process was alive at `alive_at`, a second after the file was written: a process
+///   started after it cannot have written a file in that second;
+/// - the file was written before the process answering now started, so by another one.
+///
+/// `alive_at` is [`Anchor::alive_at`], `fde_written` the header timestamp of the file's
+/// format description. Uptime is whole seconds and was read before `now`, at most 0.5 s
+/// apart, so the process started within 1.5 s of `now - uptime`; the margins make each test
+/// hold for every start in that range (a process that started after `alive_at` always reads
+/// `now - uptime >= alive_at`). What is left is a server younger than about 3 s when the
+/// stream was opened: its stream's position is given up (everything invalidated).
+fn resume_allowed(
+    alive_at: Option<u64>,
+    fde_written: u32,
+    clock: Option<ServerClock>,
+) -> Result<(), String> {
+    let fde_written = u64::from(fde_written);
+    if alive_at.is_some_and(|a| a > fde_written) {
+        return Ok(());
+    }
+    let Some(ServerClock { now, uptime }) = clock else {
+        return Err(
+            "the server's uptime is unknown, so it cannot be told from a fresh server \
+                    on the same address"
+                .into(),
+        );
+    };
+    let started = now.saturating_sub(uptime);
+    if alive_at.is_some_and(|a| started + 2 <= a) || fde_written + 3 <= started {
+        return Ok(());
+    }
+    Err(format!(
+        "the server restarted (up {uptime} s) and its binlog file, written at {fde_written}, may \
+         be its own"
+    ))
+}
+
 /// The identity of one event, to recognise it when the server sends it again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct EventId {
@@ -872,6 +948,9 @@ struct Anchor {
     /// must be this one (then it is skipped).
     last: Option<EventId>,
     server: ServerId,
+    /// The server's clock (UNIX seconds) when the process that sent this position answered
+    /// the stream's opening queries: that process was alive then. `None` = not known.
+    alive_at: Option<u64>,
 }
 
 /// The stream's place in the server's binlog.
@@ -887,6 +966,8 @@ struct Position {
     /// The offset this dump was asked for, until the stream moves to the next file.
     requested: Option<u64>,
     server: Option<ServerId>,
+    /// See [`Anchor::alive_at`].
+    alive_at: Option<u64>,
 }
 
 /// What became of one connection, for the decision after it ends.
@@ -1215,6 +1296,7 @@ impl Tail {
             fde,
             last,
             server,
+            alive_at: self.pos.alive_at,
         });
         true
     }
@@ -1295,6 +1377,7 @@ impl Tail {
             .and_then(|v| v.ok())
             .unwrap_or(4);
         let target = (String::from_utf8_lossy(&file).into_owned(), pos);
+        let clock = server_clock(&mut conn).await;
         if let Some(a) = &self.anchor {
             if a.server != server {
                 return Err(BinlogError::Gap(format!(
@@ -1302,6 +1385,7 @@ impl Tail {
                     a.server.server_id, server.server_id, a.server.uuid, server.uuid
                 )));
             }
+            resume_allowed(a.alive_at, a.fde.timestamp, clock).map_err(BinlogError::Gap)?;
         }
         // Heartbeats on an idle stream let a dead connection be told from a quiet server.
         conn.query_drop(format!(
@@ -1331,6 +1415,7 @@ impl Tail {
             fde: None,
             requested: Some(from_pos),
             server: Some(server),
+            alive_at: clock.map(|c| c.now),
         };
         let request = BinlogStreamRequest::new(self.cfg.server_id)
             .with_filename(from_file.as_bytes())
@@ -2244,6 +2329,54 @@ mod tests {
         assert_eq!(BinlogError::Timeout(STALL).cause(false), EndCause::Timeout);
         assert_eq!(BinlogError::Gap("x".into()).cause(false), EndCause::Gap);
         assert_eq!(BinlogError::Stalled(STALL).cause(true), EndCause::Stalled);
+    }
+
+    #[test]
+    fn a_restarted_server_resumes_only_a_file_older_than_itself() {
+        let clock = |now, uptime| Some(ServerClock { now, uptime });
+        // The same process, up long before the position was read (its file is as old).
+        assert!(resume_allowed(Some(1_000), 1_000, clock(1_060, 700)).is_ok());
+        // The old process answered a second after its file was written.
+        assert!(resume_allowed(Some(1_001), 1_000, None).is_ok());
+        // The CI failure: the old server's file was written at 16 and the position read at
+        // 16; a fresh server on the same port started at 16.9 and wrote a file of the same
+        // name in the same second, with the same statements (so the same offsets).
+        assert!(resume_allowed(Some(16), 16, clock(17, 0)).is_err());
+        assert!(resume_allowed(Some(16), 16, clock(17, 1)).is_err());
+        assert!(resume_allowed(Some(16), 16, clock(18, 1)).is_err());
+        // Restarted with its binlog kept: the file predates the new process.
+        assert!(resume_allowed(Some(1_000), 1_000, clock(1_200, 10)).is_ok());
+        // Restarted, and the file may be the new process's own.
+        assert!(resume_allowed(Some(1_000), 1_189, clock(1_200, 10)).is_err());
+        // Too close to call either way: refused.
+        assert!(resume_allowed(Some(1_000), 1_000, clock(1_003, 2)).is_err());
+        assert!(resume_allowed(None, 999, clock(1_000, 10)).is_err());
+        // The server does not say, and the file is as young as the position: refused.
+        assert!(resume_allowed(Some(1_000), 1_000, None).is_err());
+        // Every start a process can have after the position was read, against every reading
+        // it can give: never taken for the old process unless its file is older than it.
+        for alive_at in 100..110u64 {
+            for fde in 90..=alive_at {
+                // The old process was alive at some instant of second `alive_at`; the new
+                // one starts after it (in tenths of a second) ...
+                for start10 in alive_at * 10 + 1..alive_at * 10 + 40 {
+                    // ... and is asked its uptime at t1, its clock at t2 < t1 + 0.5 s.
+                    for t1_10 in start10..start10 + 40 {
+                        for d in 0..5 {
+                            let uptime = (t1_10 - start10) / 10;
+                            let now = (t1_10 + d) / 10;
+                            let ok = resume_allowed(Some(alive_at), fde as u32, clock(now, uptime));
+                            // It created its own file in its first second or later.
+                            let own_file_possible = fde >= start10 / 10;
+                            assert!(
+                                !(ok.is_ok() && own_file_possible),
+                                "alive_at {alive_at} fde {fde} start {start10} t1 {t1_10} d {d}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
     }
 
     #[test]

@@ -77,6 +77,25 @@ impl TestDb {
         std::fs::read_to_string(dir.join("error.log")).ok()
     }
 
+    /// Kills the private server (SIGKILL, a crash) and starts it again on the same datadir
+    /// and port, with the same extra options: what a server restart with its data, binlog
+    /// included, looks like to qcache. Use it on an [`own_server_with`] only.
+    pub fn restart_with_data(&mut self, server_args: &[String]) {
+        let pid = self.pid.expect("only a private server can be restarted");
+        let dir = self
+            .datadir
+            .clone()
+            .expect("a private server has a datadir");
+        std::fs::write(dir.join(format!("handed-over.{pid}")), "")
+            .unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+        self.kill();
+        let mariadbd = binary(&["mariadbd", "mysqld"]).unwrap_or_else(|e| panic!("{e}"));
+        let restarted = spawn_mariadbd(&mariadbd, &dir, self.port, server_args)
+            .and_then(|child| supervise(child, std::process::id(), &dir, &[], self.port))
+            .unwrap_or_else(|e| panic!("restarting the server on {}: {e}", dir.display()));
+        self.pid = restarted.pid;
+    }
+
     /// Kills the private server at once (SIGKILL), for upstream-dies tests; use it on an
     /// [`own_server`], not on the shared [`db`]. Its watchdog still removes the datadir.
     pub fn kill(&self) {
@@ -180,6 +199,28 @@ pub fn free_port() -> u16 {
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
         .expect("cannot bind 127.0.0.1:0 to find a free port")
+}
+
+/// Waits until the server behind `c` has been up `secs` seconds. The binlog tail gives up a
+/// position read from a server younger than about 3 s (it cannot tell it from a fresh server
+/// on the same address), so a test that expects a stream to resume starts its tail after
+/// this, as a restart test does before it restarts.
+pub async fn wait_until_up(c: &mut mysql_async::Conn, secs: u64) {
+    let deadline = Instant::now() + Duration::from_secs(secs + 20);
+    loop {
+        let up: Option<(String, u64)> = c
+            .query_first("SHOW GLOBAL STATUS LIKE 'Uptime'")
+            .await
+            .unwrap_or_else(|e| panic!("SHOW GLOBAL STATUS LIKE 'Uptime': {e}"));
+        if up.is_some_and(|(_, s)| s >= secs) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the server's uptime does not reach {secs} s"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 /// A server of the caller's own, apart from the one [`db`] shares: for a test that must stop,
@@ -315,6 +356,12 @@ fn start_private(
     Err(last)
 }
 
+/// Small redo log and buffer pool: dozens of these may exist at once on a small machine.
+const SIZING: [&str; 2] = [
+    "--innodb-log-file-size=16M",
+    "--innodb-buffer-pool-size=64M",
+];
+
 fn start_once(
     mariadbd: &Path,
     install: &Path,
@@ -336,17 +383,12 @@ fn start_once(
     };
     let d = dir.display().to_string();
 
-    // Small redo log and buffer pool: dozens of these may exist at once on a small machine.
-    let sizing = [
-        "--innodb-log-file-size=16M".to_string(),
-        "--innodb-buffer-pool-size=64M".to_string(),
-    ];
     let out = Command::new(install)
         .arg("--no-defaults")
         .arg(format!("--datadir={d}"))
         .arg("--auth-root-authentication-method=normal")
         .arg("--skip-test-db")
-        .args(&sizing)
+        .args(SIZING)
         .stdin(Stdio::null())
         .output()
         .map_err(|e| remove(format!("cannot run {}: {e}", install.display())))?;
@@ -361,9 +403,25 @@ fn start_once(
     }
 
     let port = port.unwrap_or_else(free_port);
-    let log = File::create(dir.join("mariadbd.out")).map_err(|e| remove(e.to_string()))?;
-    let log2 = log.try_clone().map_err(|e| remove(e.to_string()))?;
-    let mut child: Child = Command::new(mariadbd)
+    let child = spawn_mariadbd(mariadbd, &dir, port, server_args).map_err(remove)?;
+    supervise(child, owner_pid, &dir, extra_cleanup, port).map_err(remove)
+}
+
+/// Starts `mariadbd` on an installed datadir.
+fn spawn_mariadbd(
+    mariadbd: &Path,
+    dir: &Path,
+    port: u16,
+    server_args: &[String],
+) -> Result<Child, String> {
+    let d = dir.display().to_string();
+    let log = File::options()
+        .create(true)
+        .append(true)
+        .open(dir.join("mariadbd.out"))
+        .map_err(|e| e.to_string())?;
+    let log2 = log.try_clone().map_err(|e| e.to_string())?;
+    Command::new(mariadbd)
         .arg("--no-defaults")
         .arg(format!("--datadir={d}"))
         .arg(format!("--socket={d}/sock"))
@@ -385,7 +443,7 @@ fn start_once(
         .arg("--innodb-flush-log-at-trx-commit=2")
         .arg("--skip-innodb-doublewrite")
         .arg("--sync-binlog=0")
-        .args(&sizing)
+        .args(SIZING)
         .args(server_args)
         // Never inherit the test's stdout/stderr: a test runner that reads them through pipes
         // (nextest) would wait for a server that outlives the test to close them.
@@ -396,12 +454,21 @@ fn start_once(
         // not take the server down in a way that skips the watchdog's cleanup.
         .process_group(0)
         .spawn()
-        .map_err(|e| remove(format!("cannot start {}: {e}", mariadbd.display())))?;
+        .map_err(|e| format!("cannot start {}: {e}", mariadbd.display()))
+}
+
+/// Hands a started server to a watchdog and waits until it answers.
+fn supervise(
+    mut child: Child,
+    owner_pid: u32,
+    dir: &Path,
+    extra_cleanup: &[PathBuf],
+    port: u16,
+) -> Result<TestDb, String> {
     let pid = child.id();
-    spawn_watchdog(owner_pid, pid, &dir, extra_cleanup).map_err(|e| {
+    spawn_watchdog(owner_pid, pid, dir, extra_cleanup).inspect_err(|_| {
         let _ = child.kill();
         let _ = child.wait();
-        remove(e)
     })?;
 
     let db = TestDb {
@@ -409,7 +476,7 @@ fn start_once(
         port,
         user: "root".into(),
         password: String::new(),
-        datadir: Some(dir.clone()),
+        datadir: Some(dir.to_path_buf()),
         pid: Some(pid),
     };
     let mut exited = || match child.try_wait() {
@@ -420,9 +487,9 @@ fn start_once(
         let log = db.error_log().unwrap_or_default();
         let _ = child.kill();
         let _ = child.wait();
-        return Err(remove(format!(
+        return Err(format!(
             "private mariadbd on port {port} did not become ready: {e}\n--- error log ---\n{log}"
-        )));
+        ));
     }
     // The child handle is dropped without killing: the server must live as long as the test
     // process does, and the watchdog stops it afterwards.
@@ -443,6 +510,8 @@ fn spawn_watchdog(
     const SCRIPT: &str = r#"
 test_pid=$1; db_pid=$2; dir=$3; shift 3
 while kill -0 "$test_pid" 2>/dev/null && kill -0 "$db_pid" 2>/dev/null; do sleep 1; done
+# Restarted on the same datadir: the new server's watchdog cleans up.
+[ -e "$dir/handed-over.$db_pid" ] && exit 0
 kill -TERM "$db_pid" 2>/dev/null
 i=0
 while kill -0 "$db_pid" 2>/dev/null && [ "$i" -lt 150 ]; do sleep 0.1; i=$((i+1)); done
