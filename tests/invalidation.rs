@@ -543,7 +543,6 @@ async fn killed_stream_resumes_and_reconnects() {
     let s = common::fresh_schema("kill").await;
     let mut c = common::direct_to(&s).await;
     exec(&mut c, "CREATE TABLE t (id INT PRIMARY KEY)").await;
-    common::wait_until_up(&mut c, 3).await;
     let (versions, _cat, h) = tail().await;
     // A commit after the start gives the tail a position to resume from.
     let tv = versions.table(&s, "t");

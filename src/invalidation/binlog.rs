@@ -14,9 +14,10 @@
 //! A lost stream is resumed from the last event after which nothing was pending (its file,
 //! offset and identity): the server replays what came after it, and the tail checks that the
 //! first events it gets back are the file's format description and that very event, and first
-//! that the server answering can only hold the file it read (`resume_allowed`: a fresh
-//! server on the same address writes a file of the same name). Only when the server cannot
-//! give them (purged or reset binlog, another server) is everything invalidated. Until the replay has caught up with the server's position at reconnect, the
+//! that the server answering is the process it read them from, with no RESET since (`Proof`:
+//! a fresh server on the same address writes a file of the same name). Only when the server
+//! cannot give them (purged or reset binlog, a restart, another server) is everything
+//! invalidated. Until the replay has caught up with the server's position at reconnect, the
 //! tail counts as disconnected (so hits stop once that lasts longer than `max_lag`).
 
 use std::collections::{HashMap, HashSet};
@@ -156,6 +157,8 @@ const HEARTBEAT: Duration = Duration::from_secs(1);
 const STALL: Duration = Duration::from_secs(5);
 /// Connecting, the checks and the dump request together.
 const OPEN_TIMEOUT: Duration = Duration::from_secs(10);
+/// How often the idle witness connection is pinged, well within any sane `wait_timeout`.
+const WITNESS_PING: Duration = Duration::from_secs(30);
 /// How long a commit waits for the catalog reload after a DDL before it invalidates
 /// conservatively instead: a reload takes tens of ms, but seconds on a busy server.
 const SETTLE_MAX: Duration = Duration::from_millis(100);
@@ -321,6 +324,7 @@ pub fn spawn(
             prepared: HashMap::new(),
             warned_types: HashSet::new(),
             server: ServerVersion::DEFAULT,
+            witness: None,
         };
         tokio::spawn(tail.run()).abort_handle()
     });
@@ -805,79 +809,134 @@ fn image_key(ty: &ColType, v: &mysql_async::Value) -> Option<Vec<String>> {
     normalize(ty, &lit).map(|k| vec![k])
 }
 
-/// What the server says of its own clock, to tell whether the process answering now is the
-/// one a position was read from. Both are whole seconds of the server's wall clock.
+/// What proves that a position read from the server still means the same history there:
+/// taken when a stream is opened, kept with each anchor it gives, checked at reconnect.
+///
+/// File name, offset and format description are not enough. A fresh server on the same
+/// address (a new container, a re-created datadir) or a `RESET MASTER` while the tail is away
+/// writes a file of the same name, and the same statements give it the same offsets; the
+/// format description's timestamp is a whole second, and the session's (`SET TIMESTAMP`
+/// moves it), so it can match too. What cannot be forged is a connection: the tail keeps a
+/// second one open, the *witness*, holding a user lock with a random name, and a reconnect
+/// resumes only when the server answering says that this very connection holds it (the same
+/// process, whatever the clocks say) and that no `RESET` ran since (`Com_reset`, which only
+/// grows in one process). A restart, even one that kept its binlog, therefore invalidates
+/// everything, as a server restart empties MariaDB's own query cache.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Proof {
+    /// The witness's user lock, and the connection id that holds it.
+    lock: String,
+    holder: u32,
+    /// The server's counters when the stream was opened.
+    counters: Counters,
+}
+
+/// The server's global counters that move when its binlog history may have been replaced.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct ServerClock {
-    /// `UNIX_TIMESTAMP()`, read after `uptime`.
-    now: u64,
-    /// `Uptime`: seconds since the process started.
-    uptime: u64,
+struct Counters {
+    /// `Com_reset`: RESET statements run (RESET MASTER among them).
+    resets: u64,
+    /// `Uptime - Uptime_since_flush_status`: when FLUSH STATUS last ran (seconds after the
+    /// start). A FLUSH STATUS may zero counters on some servers, so it makes `resets`
+    /// unknown.
+    flushed_at: u64,
 }
 
-/// Reads [`ServerClock`]; `None` when the server does not say, or when the two reads were so
-/// far apart that the bounds in [`resume_allowed`] would not hold.
-async fn server_clock(conn: &mut Conn) -> Option<ServerClock> {
-    let started = Instant::now();
-    let uptime: Option<(String, String)> = conn
-        .query_first("SHOW GLOBAL STATUS LIKE 'Uptime'")
+/// Reads [`Counters`]; `None` when the server does not give them.
+async fn counters(conn: &mut Conn) -> Option<Counters> {
+    let rows: Vec<(String, String)> = conn
+        .query(
+            "SHOW GLOBAL STATUS WHERE Variable_name IN \
+             ('Com_reset', 'Uptime', 'Uptime_since_flush_status')",
+        )
         .await
-        .ok()
-        .flatten();
-    let uptime = uptime?.1.trim().parse::<u64>().ok()?;
-    let now: Option<u64> = conn
-        .query_first("SELECT UNIX_TIMESTAMP()")
-        .await
-        .ok()
-        .flatten();
-    (started.elapsed() < Duration::from_millis(500)).then_some(ServerClock { now: now?, uptime })
+        .ok()?;
+    let get = |name: &str| {
+        rows.iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .and_then(|(_, v)| v.trim().parse::<u64>().ok())
+    };
+    Some(Counters {
+        resets: get("Com_reset")?,
+        flushed_at: get("Uptime")?.checked_sub(get("Uptime_since_flush_status")?)?,
+    })
 }
 
-/// Whether a binlog position read from one server process may be resumed on the process
-/// answering now. Same server id, file name and format description are not enough: a fresh
-/// server on the same address (a new container, a re-created datadir) writes a file of the
-/// same name, and when its first second is the old file's, the same description, and the
-/// same statements give it the same offsets. Any one of three facts proves the file is the
-/// one we read (a process never appends to a file it did not create: it opens a new one at
-/// start, so a file is written by one process only, and any other copy is a prefix of it,
-/// which the server refuses to resume past its end):
-///
-/// - the process answering now was already running when the old one answered at
-///   `alive_at`: it is the same process;
-/// - the old process was alive at `alive_at`, a second after the file was written: a process
-///   started after it cannot have written a file in that second;
-/// - the file was written before the process answering now started, so by another one.
-///
-/// `alive_at` is [`Anchor::alive_at`], `fde_written` the header timestamp of the file's
-/// format description. Uptime is whole seconds and was read before `now`, at most 0.5 s
-/// apart, so the process started within 1.5 s of `now - uptime`; the margins make each test
-/// hold for every start in that range (a process that started after `alive_at` always reads
-/// `now - uptime >= alive_at`). What is left is a server younger than about 3 s when the
-/// stream was opened: its stream's position is given up (everything invalidated).
-fn resume_allowed(
-    alive_at: Option<u64>,
-    fde_written: u32,
-    clock: Option<ServerClock>,
-) -> Result<(), String> {
-    let fde_written = u64::from(fde_written);
-    if alive_at.is_some_and(|a| a > fde_written) {
-        return Ok(());
+/// The connection id holding `lock` on the server behind `conn`, if any.
+async fn lock_holder(conn: &mut Conn, lock: &str) -> Option<u32> {
+    conn.exec_first::<Option<u32>, _, _>("SELECT IS_USED_LOCK(?)", (lock,))
+        .await
+        .ok()
+        .flatten()
+        .flatten()
+}
+
+/// The witness connection of [`Proof`]: idle, holding its lock, pinged now and then so that
+/// `wait_timeout` does not close it.
+struct Witness {
+    conn: Conn,
+    lock: String,
+    pinged: Instant,
+}
+
+impl Witness {
+    async fn open(opts: &Opts) -> Result<Witness, String> {
+        let mut conn = Conn::new(opts.clone()).await.map_err(|e| e.to_string())?;
+        let lock = format!("qcache-binlog-witness-{:016x}{:016x}", random(), random());
+        let got: Option<Option<i64>> = conn
+            .exec_first("SELECT GET_LOCK(?, 0)", (&lock,))
+            .await
+            .map_err(|e| e.to_string())?;
+        if got.flatten() != Some(1) {
+            return Err(format!("GET_LOCK('{lock}', 0) did not return 1"));
+        }
+        Ok(Witness {
+            conn,
+            lock,
+            pinged: Instant::now(),
+        })
     }
-    let Some(ServerClock { now, uptime }) = clock else {
+
+    fn id(&self) -> u32 {
+        self.conn.id()
+    }
+}
+
+/// 64 random bits, from the standard library's randomly keyed hasher.
+fn random() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0),
+    );
+    h.write_u32(std::process::id());
+    h.finish()
+}
+
+/// Whether the history an anchor was read from is the one the server answering now holds:
+/// `held_by` is who holds the anchor's witness lock there, `now` its counters.
+fn same_history(anchor: &Proof, held_by: Option<u32>, now: Option<Counters>) -> Result<(), String> {
+    if held_by != Some(anchor.holder) {
         return Err(
-            "the server's uptime is unknown, so it cannot be told from a fresh server \
-                    on the same address"
+            "the server process the position was read from is gone (it restarted, or another \
+             server answers on the address)"
                 .into(),
         );
-    };
-    let started = now.saturating_sub(uptime);
-    if alive_at.is_some_and(|a| started + 2 <= a) || fde_written + 3 <= started {
-        return Ok(());
     }
-    Err(format!(
-        "the server restarted (up {uptime} s) and its binlog file, written at {fde_written}, may \
-         be its own"
-    ))
+    match now {
+        Some(c) if c == anchor.counters => Ok(()),
+        Some(c) if c.resets != anchor.counters.resets => Err(format!(
+            "RESET ran on the server since (Com_reset {} → {}): the binlog may have been reset",
+            anchor.counters.resets, c.resets
+        )),
+        Some(_) => Err(
+            "FLUSH STATUS ran on the server since, so whether RESET MASTER ran is not known".into(),
+        ),
+        None => Err("the server does not give its RESET count".into()),
+    }
 }
 
 /// The identity of one event, to recognise it when the server sends it again.
@@ -948,9 +1007,8 @@ struct Anchor {
     /// must be this one (then it is skipped).
     last: Option<EventId>,
     server: ServerId,
-    /// The server's clock (UNIX seconds) when the process that sent this position answered
-    /// the stream's opening queries: that process was alive then. `None` = not known.
-    alive_at: Option<u64>,
+    /// `None` when the stream had no witness: the anchor cannot be resumed.
+    proof: Option<Proof>,
 }
 
 /// The stream's place in the server's binlog.
@@ -966,8 +1024,7 @@ struct Position {
     /// The offset this dump was asked for, until the stream moves to the next file.
     requested: Option<u64>,
     server: Option<ServerId>,
-    /// See [`Anchor::alive_at`].
-    alive_at: Option<u64>,
+    proof: Option<Proof>,
 }
 
 /// What became of one connection, for the decision after it ends.
@@ -1023,6 +1080,8 @@ struct Tail {
     warned_types: HashSet<u8>,
     /// The server streamed from: which executable comments in its statements it ran.
     server: ServerVersion,
+    /// See [`Proof`]: kept across streams while the server says it still holds its lock.
+    witness: Option<Witness>,
 }
 
 impl Tail {
@@ -1133,6 +1192,7 @@ impl Tail {
             };
             let arrived = Instant::now();
             self.shared.events.fetch_add(1, Ordering::Relaxed);
+            self.ping_witness().await;
             if !life.streamed {
                 life.streamed = true;
                 if resume.is_none() {
@@ -1184,6 +1244,17 @@ impl Tail {
                             ));
                         }
                         self.pos.end = u64::from(h.log_pos());
+                    }
+                }
+                // A RESET between the check at reconnect and the dump request would not have
+                // been seen there; the witness is in the same process, so ask again.
+                let counters_now = match &mut self.witness {
+                    Some(w) => counters(&mut w.conn).await,
+                    None => None,
+                };
+                if let Some(proof) = &anchor.proof {
+                    if let Err(why) = same_history(proof, Some(proof.holder), counters_now) {
+                        return BinlogError::Gap(why);
                     }
                 }
                 life.verified = true;
@@ -1296,7 +1367,7 @@ impl Tail {
             fde,
             last,
             server,
-            alive_at: self.pos.alive_at,
+            proof: self.pos.proof.clone(),
         });
         true
     }
@@ -1377,7 +1448,7 @@ impl Tail {
             .and_then(|v| v.ok())
             .unwrap_or(4);
         let target = (String::from_utf8_lossy(&file).into_owned(), pos);
-        let clock = server_clock(&mut conn).await;
+        let now = counters(&mut conn).await;
         if let Some(a) = &self.anchor {
             if a.server != server {
                 return Err(BinlogError::Gap(format!(
@@ -1385,8 +1456,18 @@ impl Tail {
                     a.server.server_id, server.server_id, a.server.uuid, server.uuid
                 )));
             }
-            resume_allowed(a.alive_at, a.fde.timestamp, clock).map_err(BinlogError::Gap)?;
+            let Some(proof) = &a.proof else {
+                return Err(BinlogError::Gap(
+                    "the stream that gave the position had no witness connection".into(),
+                ));
+            };
+            let held_by = lock_holder(&mut conn, &proof.lock).await;
+            same_history(proof, held_by, now).map_err(BinlogError::Gap)?;
         }
+        let proof = match now {
+            Some(counters) => self.witness_for(&mut conn, counters).await,
+            None => None,
+        };
         // Heartbeats on an idle stream let a dead connection be told from a quiet server.
         conn.query_drop(format!(
             "SET @master_heartbeat_period = {}",
@@ -1415,7 +1496,7 @@ impl Tail {
             fde: None,
             requested: Some(from_pos),
             server: Some(server),
-            alive_at: clock.map(|c| c.now),
+            proof,
         };
         let request = BinlogStreamRequest::new(self.cfg.server_id)
             .with_filename(from_file.as_bytes())
@@ -1431,6 +1512,56 @@ impl Tail {
             }
         })?;
         Ok(Opened { stream, target })
+    }
+
+    /// The [`Proof`] for a stream opened on `conn`, with the server's `counters` then: the
+    /// witness kept from before when the server behind `conn` says it still holds its lock,
+    /// else a new one. `None` when none can be had; the tail then streams all the same, but
+    /// losing that stream invalidates everything.
+    async fn witness_for(&mut self, conn: &mut Conn, counters: Counters) -> Option<Proof> {
+        if let Some(w) = &self.witness {
+            if lock_holder(conn, &w.lock).await != Some(w.id()) {
+                self.witness = None;
+            }
+        }
+        if self.witness.is_none() {
+            match Witness::open(&self.opts).await {
+                // A relay in front of several servers could have sent it to another.
+                Ok(w) if lock_holder(conn, &w.lock).await == Some(w.id()) => {
+                    self.witness = Some(w);
+                }
+                Ok(_) => {
+                    tracing::warn!(upstream = %self.addr, "binlog: the witness connection reached another server process than the stream: a lost stream will invalidate everything")
+                }
+                Err(e) => {
+                    tracing::warn!(upstream = %self.addr, error = %e, "binlog: cannot open the witness connection: a lost stream will invalidate everything")
+                }
+            }
+        }
+        self.witness.as_ref().map(|w| Proof {
+            lock: w.lock.clone(),
+            holder: w.id(),
+            counters,
+        })
+    }
+
+    /// Keeps the witness from being closed as idle; one that fails is dropped (the anchors it
+    /// proves then cannot be resumed, which the lock check at reconnect finds).
+    async fn ping_witness(&mut self) {
+        let Some(w) = &mut self.witness else {
+            return;
+        };
+        if w.pinged.elapsed() < WITNESS_PING {
+            return;
+        }
+        w.pinged = Instant::now();
+        if !matches!(
+            tokio::time::timeout(Duration::from_secs(2), w.conn.ping()).await,
+            Ok(Ok(()))
+        ) {
+            tracing::warn!(upstream = %self.addr, "binlog: the witness connection was lost: the next lost stream will invalidate everything");
+            self.witness = None;
+        }
     }
 
     /// Folds one event into the transaction; bumps at commits. Returns the tables of a DDL
@@ -2332,51 +2463,25 @@ mod tests {
     }
 
     #[test]
-    fn a_restarted_server_resumes_only_a_file_older_than_itself() {
-        let clock = |now, uptime| Some(ServerClock { now, uptime });
-        // The same process, up long before the position was read (its file is as old).
-        assert!(resume_allowed(Some(1_000), 1_000, clock(1_060, 700)).is_ok());
-        // The old process answered a second after its file was written.
-        assert!(resume_allowed(Some(1_001), 1_000, None).is_ok());
-        // The CI failure: the old server's file was written at 16 and the position read at
-        // 16; a fresh server on the same port started at 16.9 and wrote a file of the same
-        // name in the same second, with the same statements (so the same offsets).
-        assert!(resume_allowed(Some(16), 16, clock(17, 0)).is_err());
-        assert!(resume_allowed(Some(16), 16, clock(17, 1)).is_err());
-        assert!(resume_allowed(Some(16), 16, clock(18, 1)).is_err());
-        // Restarted with its binlog kept: the file predates the new process.
-        assert!(resume_allowed(Some(1_000), 1_000, clock(1_200, 10)).is_ok());
-        // Restarted, and the file may be the new process's own.
-        assert!(resume_allowed(Some(1_000), 1_189, clock(1_200, 10)).is_err());
-        // Too close to call either way: refused.
-        assert!(resume_allowed(Some(1_000), 1_000, clock(1_003, 2)).is_err());
-        assert!(resume_allowed(None, 999, clock(1_000, 10)).is_err());
-        // The server does not say, and the file is as young as the position: refused.
-        assert!(resume_allowed(Some(1_000), 1_000, None).is_err());
-        // Every start a process can have after the position was read, against every reading
-        // it can give: never taken for the old process unless its file is older than it.
-        for alive_at in 100..110u64 {
-            for fde in 90..=alive_at {
-                // The old process was alive at some instant of second `alive_at`; the new
-                // one starts after it (in tenths of a second) ...
-                for start10 in alive_at * 10 + 1..alive_at * 10 + 40 {
-                    // ... and is asked its uptime at t1, its clock at t2 < t1 + 0.5 s.
-                    for t1_10 in start10..start10 + 40 {
-                        for d in 0..5 {
-                            let uptime = (t1_10 - start10) / 10;
-                            let now = (t1_10 + d) / 10;
-                            let ok = resume_allowed(Some(alive_at), fde as u32, clock(now, uptime));
-                            // It created its own file in its first second or later.
-                            let own_file_possible = fde >= start10 / 10;
-                            assert!(
-                                !(ok.is_ok() && own_file_possible),
-                                "alive_at {alive_at} fde {fde} start {start10} t1 {t1_10} d {d}"
-                            );
-                        }
-                    }
-                }
-            }
-        }
+    fn a_position_resumes_only_in_the_process_and_history_it_came_from() {
+        let counters = |resets, flushed_at| Counters { resets, flushed_at };
+        let proof = Proof {
+            lock: "qcache-binlog-witness-1".into(),
+            holder: 42,
+            counters: counters(3, 0),
+        };
+        // The witness still holds its lock there and no RESET ran: the same history.
+        assert!(same_history(&proof, Some(42), Some(counters(3, 0))).is_ok());
+        // The CI failure and its kin: a fresh server on the same address (whatever its
+        // clock, its file's second and its offsets) holds no such lock.
+        assert!(same_history(&proof, None, Some(counters(3, 0))).is_err());
+        // Another connection holds a lock of that name: not ours.
+        assert!(same_history(&proof, Some(7), Some(counters(3, 0))).is_err());
+        // RESET MASTER in the same process, with a forged timestamp or in the same second.
+        assert!(same_history(&proof, Some(42), Some(counters(4, 0))).is_err());
+        // FLUSH STATUS may have zeroed Com_reset: unknown.
+        assert!(same_history(&proof, Some(42), Some(counters(3, 120))).is_err());
+        assert!(same_history(&proof, Some(42), None).is_err());
     }
 
     #[test]

@@ -201,28 +201,6 @@ pub fn free_port() -> u16 {
         .expect("cannot bind 127.0.0.1:0 to find a free port")
 }
 
-/// Waits until the server behind `c` has been up `secs` seconds. The binlog tail gives up a
-/// position read from a server younger than about 3 s (it cannot tell it from a fresh server
-/// on the same address), so a test that expects a stream to resume starts its tail after
-/// this, as a restart test does before it restarts.
-pub async fn wait_until_up(c: &mut mysql_async::Conn, secs: u64) {
-    let deadline = Instant::now() + Duration::from_secs(secs + 20);
-    loop {
-        let up: Option<(String, u64)> = c
-            .query_first("SHOW GLOBAL STATUS LIKE 'Uptime'")
-            .await
-            .unwrap_or_else(|e| panic!("SHOW GLOBAL STATUS LIKE 'Uptime': {e}"));
-        if up.is_some_and(|(_, s)| s >= secs) {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the server's uptime does not reach {secs} s"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
 /// A server of the caller's own, apart from the one [`db`] shares: for a test that must stop,
 /// kill or reconfigure its server without disturbing the others. It lives until this test
 /// process ends (or [`TestDb::kill`]).
