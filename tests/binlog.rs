@@ -10,6 +10,7 @@
 mod common;
 
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use mysql_async::prelude::*;
@@ -87,11 +88,16 @@ impl Proxy {
 /// qcache in front of `db` with the binlog tail on, registered under its own server id,
 /// and connected.
 async fn proxy(db: &common::TestDb, user: &str) -> Proxy {
+    proxy_at(db.addr(), user).await
+}
+
+/// [`proxy`] with the upstream at `addr` (a relay in front of the server).
+async fn proxy_at(addr: String, user: &str) -> Proxy {
     common::init_tracing();
     static NEXT: AtomicU32 = AtomicU32::new(0);
     let mut config = qcache::config::Config::default();
     config.server.listen = "127.0.0.1:0".into();
-    config.server.upstream = db.addr();
+    config.server.upstream = addr;
     config.admin.listen = String::new();
     config.invalidation.user = user.into();
     config.invalidation.password = String::new();
@@ -868,5 +874,145 @@ async fn same_second_reset_master_under_an_identical_ddl() {
         "the first history's row was served after RESET MASTER: {:?}",
         p.tail().status()
     );
+    p.running.abort().await;
+}
+
+/// `RESET MASTER` while the tail reads the first file: the new first file has the old one's
+/// name, so the server leaves the dump waiting on the deleted file, heartbeats flowing, while
+/// the writes go to the new one. At daa13f9 qcache served the row from before for as long
+/// as the new file stayed shorter than the old offset, and said it was connected (found by
+/// an adversarial run); now the counters asked on the witness every second end the stream.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reset_master_under_an_attached_stream_is_seen() {
+    let db = server(&[]);
+    let mut d = direct(&db, "test").await;
+    with_tail_user(&mut d).await;
+    let p = proxy(&db, "root").await;
+    let mut c = p.conn("test").await;
+    let q = "SELECT v FROM a WHERE id = 1";
+    step(
+        &mut c,
+        &mut d,
+        "before the reset",
+        &["UPDATE a SET v = 2 WHERE id = 1"],
+        q,
+        "2",
+    )
+    .await;
+    assert_eq!(warm(&mut c, q).await.as_deref(), Some("2"));
+    exec(&mut d, "RESET MASTER").await;
+    exec(&mut d, "UPDATE a SET v = 3 WHERE id = 1").await;
+    fresh(
+        &mut c,
+        q,
+        "3",
+        "a write after RESET MASTER under the stream",
+    )
+    .await;
+    let tail = p.tail();
+    until("the gap to be counted", || tail.gaps() >= 1).await;
+    p.running.abort().await;
+}
+
+/// A TCP relay in front of `upstream` that stops passing the bytes of the connection whose
+/// greeting carried the id in `frozen` (the socket stays open): a peer that vanished without
+/// a reset, as a dead host behind a firewall looks.
+async fn freezing_relay(upstream: String, frozen: Arc<AtomicU32>) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    tokio::spawn(async move {
+        while let Ok((client, _)) = listener.accept().await {
+            let Ok(server) = tokio::net::TcpStream::connect(&upstream).await else {
+                continue;
+            };
+            let (frozen, id) = (frozen.clone(), Arc::new(AtomicU32::new(0)));
+            let stuck = {
+                let (frozen, id) = (frozen.clone(), id.clone());
+                move || {
+                    let id = id.load(Ordering::Relaxed);
+                    id != 0 && frozen.load(Ordering::Relaxed) == id
+                }
+            };
+            let (mut cr, mut cw) = client.into_split();
+            let (mut sr, mut sw) = server.into_split();
+            let down = stuck.clone();
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 65536];
+                let mut greeting = true;
+                while let Ok(n @ 1..) = sr.read(&mut buf).await {
+                    if std::mem::take(&mut greeting) {
+                        // Header (4), protocol version (1), server version up to NUL, then the
+                        // connection id.
+                        if let Some(nul) = buf[5..n].iter().position(|&b| b == 0) {
+                            if let Some(b) = buf.get(6 + nul..10 + nul) {
+                                id.store(
+                                    u32::from_le_bytes(b.try_into().unwrap()),
+                                    Ordering::Relaxed,
+                                );
+                            }
+                        }
+                    }
+                    while down() {
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                    }
+                    if cw.write_all(&buf[..n]).await.is_err() {
+                        break;
+                    }
+                }
+            });
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 65536];
+                while let Ok(n @ 1..) = cr.read(&mut buf).await {
+                    while stuck() {
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                    }
+                    if sw.write_all(&buf[..n]).await.is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+    });
+    addr
+}
+
+/// The witness stops answering (its bytes black-holed, its socket open) and then the stream
+/// is lost: the tail must neither hang on the witness nor resume without it. At daa13f9 the
+/// check on the witness after the anchor came back had no timeout, and the tail stayed
+/// disconnected (hits suspended) until the kernel gave up on the socket.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_witness_that_stops_answering_neither_hangs_nor_proves() {
+    let db = server(&[]);
+    let mut d = direct(&db, "test").await;
+    with_tail_user(&mut d).await;
+    let frozen = Arc::new(AtomicU32::new(0));
+    let p = proxy_at(freezing_relay(db.addr(), frozen.clone()).await, "qtail").await;
+    let mut c = p.conn("test").await;
+    let q = "SELECT v FROM a WHERE id = 1";
+    step(
+        &mut c,
+        &mut d,
+        "before",
+        &["UPDATE a SET v = 2 WHERE id = 1"],
+        q,
+        "2",
+    )
+    .await;
+    let witness = p
+        .tail()
+        .witness_connection_id()
+        .expect("a witness connection");
+    frozen.store(witness, Ordering::Relaxed);
+    let tail = p.tail();
+    let gaps = tail.gaps();
+    let id = dump_thread(&mut d).await;
+    exec(&mut d, &format!("KILL {id}")).await;
+    exec(&mut d, "UPDATE a SET v = 3 WHERE id = 1").await;
+    until("the tail to start afresh without its witness", || {
+        tail.gaps() > gaps && tail.connected()
+    })
+    .await;
+    fresh(&mut c, q, "3", "a write made while the witness was frozen").await;
     p.running.abort().await;
 }

@@ -157,8 +157,15 @@ const HEARTBEAT: Duration = Duration::from_secs(1);
 const STALL: Duration = Duration::from_secs(5);
 /// Connecting, the checks and the dump request together.
 const OPEN_TIMEOUT: Duration = Duration::from_secs(10);
-/// How often the idle witness connection is pinged, well within any sane `wait_timeout`.
-const WITNESS_PING: Duration = Duration::from_secs(30);
+/// How often, while a stream runs, the server's counters are asked on the witness: a
+/// `RESET MASTER` under a stream that reads the first file leaves it waiting on the deleted
+/// file with heartbeats flowing, so only this notices. It also keeps the witness from being
+/// closed as idle (`wait_timeout`).
+const WITNESS_CHECK: Duration = Duration::from_secs(1);
+/// How often a lost witness is opened again while a stream runs.
+const WITNESS_RETRY: Duration = Duration::from_secs(10);
+/// How long one question to the witness may take.
+const WITNESS_TIMEOUT: Duration = Duration::from_secs(2);
 /// How long a commit waits for the catalog reload after a DDL before it invalidates
 /// conservatively instead: a reload takes tens of ms, but seconds on a busy server.
 const SETTLE_MAX: Duration = Duration::from_millis(100);
@@ -240,6 +247,8 @@ struct TailShared {
     commit_lag: [AtomicU64; COMMIT_LAG_BUCKETS],
     commit_lag_sum_ms: AtomicU64,
     conn_id: AtomicU32,
+    /// The witness connection's id, 0 while there is none (see [`Proof`]).
+    witness_id: AtomicU32,
 }
 
 struct State {
@@ -303,6 +312,7 @@ pub fn spawn(
         commit_lag: std::array::from_fn(|_| AtomicU64::new(0)),
         commit_lag_sum_ms: AtomicU64::new(0),
         conn_id: AtomicU32::new(0),
+        witness_id: AtomicU32::new(0),
     });
     let task = (!off).then(|| {
         let tail = Tail {
@@ -325,6 +335,7 @@ pub fn spawn(
             warned_types: HashSet::new(),
             server: ServerVersion::DEFAULT,
             witness: None,
+            witness_tried: None,
         };
         tokio::spawn(tail.run()).abort_handle()
     });
@@ -446,6 +457,14 @@ impl BinlogHandle {
     /// The server-side id of the streaming connection (for KILL in tests and admin).
     pub fn connection_id(&self) -> Option<u32> {
         match self.shared.conn_id.load(Ordering::Relaxed) {
+            0 => None,
+            id => Some(id),
+        }
+    }
+
+    /// The server's connection id of the tail's witness connection, while it has one.
+    pub fn witness_connection_id(&self) -> Option<u32> {
+        match self.shared.witness_id.load(Ordering::Relaxed) {
             0 => None,
             id => Some(id),
         }
@@ -871,12 +890,12 @@ async fn lock_holder(conn: &mut Conn, lock: &str) -> Option<u32> {
         .flatten()
 }
 
-/// The witness connection of [`Proof`]: idle, holding its lock, pinged now and then so that
-/// `wait_timeout` does not close it.
+/// The witness connection of [`Proof`]: holding its lock, asked the server's counters every
+/// [`WITNESS_CHECK`] while a stream runs.
 struct Witness {
     conn: Conn,
     lock: String,
-    pinged: Instant,
+    checked: Instant,
 }
 
 impl Witness {
@@ -893,7 +912,7 @@ impl Witness {
         Ok(Witness {
             conn,
             lock,
-            pinged: Instant::now(),
+            checked: Instant::now(),
         })
     }
 
@@ -1025,6 +1044,8 @@ struct Position {
     requested: Option<u64>,
     server: Option<ServerId>,
     proof: Option<Proof>,
+    /// The server's counters when this stream was opened, for [`Tail::check_witness`].
+    counters: Option<Counters>,
 }
 
 /// What became of one connection, for the decision after it ends.
@@ -1082,6 +1103,8 @@ struct Tail {
     server: ServerVersion,
     /// See [`Proof`]: kept across streams while the server says it still holds its lock.
     witness: Option<Witness>,
+    /// When a lost witness was last opened again, see [`Tail::check_witness`].
+    witness_tried: Option<Instant>,
 }
 
 impl Tail {
@@ -1192,7 +1215,9 @@ impl Tail {
             };
             let arrived = Instant::now();
             self.shared.events.fetch_add(1, Ordering::Relaxed);
-            self.ping_witness().await;
+            if let Some(why) = self.check_witness().await {
+                return BinlogError::Gap(why);
+            }
             if !life.streamed {
                 life.streamed = true;
                 if resume.is_none() {
@@ -1249,7 +1274,10 @@ impl Tail {
                 // A RESET between the check at reconnect and the dump request would not have
                 // been seen there; the witness is in the same process, so ask again.
                 let counters_now = match &mut self.witness {
-                    Some(w) => counters(&mut w.conn).await,
+                    Some(w) => tokio::time::timeout(WITNESS_TIMEOUT, counters(&mut w.conn))
+                        .await
+                        .ok()
+                        .flatten(),
                     None => None,
                 };
                 if let Some(proof) = &anchor.proof {
@@ -1497,6 +1525,7 @@ impl Tail {
             requested: Some(from_pos),
             server: Some(server),
             proof,
+            counters: now,
         };
         let request = BinlogStreamRequest::new(self.cfg.server_id)
             .with_filename(from_file.as_bytes())
@@ -1514,6 +1543,12 @@ impl Tail {
         Ok(Opened { stream, target })
     }
 
+    fn set_witness(&mut self, w: Option<Witness>) {
+        let id = w.as_ref().map_or(0, Witness::id);
+        self.shared.witness_id.store(id, Ordering::Relaxed);
+        self.witness = w;
+    }
+
     /// The [`Proof`] for a stream opened on `conn`, with the server's `counters` then: the
     /// witness kept from before when the server behind `conn` says it still holds its lock,
     /// else a new one. `None` when none can be had; the tail then streams all the same, but
@@ -1521,14 +1556,14 @@ impl Tail {
     async fn witness_for(&mut self, conn: &mut Conn, counters: Counters) -> Option<Proof> {
         if let Some(w) = &self.witness {
             if lock_holder(conn, &w.lock).await != Some(w.id()) {
-                self.witness = None;
+                self.set_witness(None);
             }
         }
         if self.witness.is_none() {
             match Witness::open(&self.opts).await {
                 // A relay in front of several servers could have sent it to another.
                 Ok(w) if lock_holder(conn, &w.lock).await == Some(w.id()) => {
-                    self.witness = Some(w);
+                    self.set_witness(Some(w));
                 }
                 Ok(_) => {
                     tracing::warn!(upstream = %self.addr, "binlog: the witness connection reached another server process than the stream: a lost stream will invalidate everything")
@@ -1545,22 +1580,50 @@ impl Tail {
         })
     }
 
-    /// Keeps the witness from being closed as idle; one that fails is dropped (the anchors it
-    /// proves then cannot be resumed, which the lock check at reconnect finds).
-    async fn ping_witness(&mut self) {
-        let Some(w) = &mut self.witness else {
-            return;
-        };
-        if w.pinged.elapsed() < WITNESS_PING {
-            return;
+    /// Every [`WITNESS_CHECK`]: asks the witness the server's counters, and returns why the
+    /// stream must end when a RESET (or FLUSH STATUS) ran since it was opened. A witness that
+    /// does not answer is dropped: the anchors it proves then cannot be resumed (the check
+    /// at reconnect finds its lock gone). Without one, a new one is tried every
+    /// [`WITNESS_RETRY`], only to go on checking the counters (one in another process gives
+    /// other counters, which ends the stream: safe).
+    async fn check_witness(&mut self) -> Option<String> {
+        let opened = self.pos.counters?;
+        if self.witness.is_none() {
+            if self
+                .witness_tried
+                .is_some_and(|t| t.elapsed() < WITNESS_RETRY)
+            {
+                return None;
+            }
+            self.witness_tried = Some(Instant::now());
+            if let Ok(Ok(w)) =
+                tokio::time::timeout(WITNESS_TIMEOUT, Witness::open(&self.opts)).await
+            {
+                self.set_witness(Some(w));
+            }
         }
-        w.pinged = Instant::now();
-        if !matches!(
-            tokio::time::timeout(Duration::from_secs(2), w.conn.ping()).await,
-            Ok(Ok(()))
-        ) {
-            tracing::warn!(upstream = %self.addr, "binlog: the witness connection was lost: the next lost stream will invalidate everything");
-            self.witness = None;
+        let w = self.witness.as_mut()?;
+        if w.checked.elapsed() < WITNESS_CHECK {
+            return None;
+        }
+        w.checked = Instant::now();
+        match tokio::time::timeout(WITNESS_TIMEOUT, counters(&mut w.conn)).await {
+            Ok(Some(now)) if now == opened => None,
+            Ok(Some(now)) if now.resets != opened.resets => Some(format!(
+                "RESET ran on the server while streaming (Com_reset {} → {}): the binlog may \
+                 have been reset under the stream",
+                opened.resets, now.resets
+            )),
+            Ok(Some(_)) => Some(
+                "FLUSH STATUS ran on the server while streaming, so whether RESET MASTER ran is \
+                 not known"
+                    .into(),
+            ),
+            _ => {
+                tracing::warn!(upstream = %self.addr, "binlog: the witness connection does not answer: the next lost stream will invalidate everything");
+                self.set_witness(None);
+                None
+            }
         }
     }
 
