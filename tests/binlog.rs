@@ -1016,3 +1016,31 @@ async fn a_witness_that_stops_answering_neither_hangs_nor_proves() {
     fresh(&mut c, q, "3", "a write made while the witness was frozen").await;
     p.running.abort().await;
 }
+
+/// FLUSH STATUS, as monitoring scripts run it, leaves `Com_reset` alone: neither the check
+/// every second nor the next reconnect takes it for a RESET, so the cache survives both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn flush_status_is_not_taken_for_a_reset() {
+    let db = server(&[]);
+    let mut d = direct(&db, "test").await;
+    with_tail_user(&mut d).await;
+    let p = proxy(&db, "root").await;
+    let tail = p.tail();
+    let mut c = p.conn("test").await;
+    let q = "SELECT v FROM a WHERE id = 1";
+    assert_eq!(warm(&mut c, q).await.as_deref(), Some("1"));
+    exec(&mut d, "FLUSH STATUS").await;
+    // Two checks on the witness go by.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let id = dump_thread(&mut d).await;
+    exec(&mut d, &format!("KILL {id}")).await;
+    until("the tail to resume", || {
+        tail.resumes() >= 1 && tail.connected()
+    })
+    .await;
+    assert_eq!(tail.gaps(), 0, "{:?}", tail.status());
+    let hits = p.hits();
+    assert_eq!(first(&mut c, q).await.as_deref(), Some("1"));
+    assert_eq!(p.hits(), hits + 1, "the entry did not survive FLUSH STATUS");
+    p.running.abort().await;
+}

@@ -853,31 +853,20 @@ struct Proof {
 /// The server's global counters that move when its binlog history may have been replaced.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Counters {
-    /// `Com_reset`: RESET statements run (RESET MASTER among them).
+    /// `Com_reset`: RESET statements run (RESET MASTER among them, however issued: prepared,
+    /// EXECUTE IMMEDIATE, in a procedure or an event). It only grows in one process: FLUSH
+    /// STATUS leaves it (checked on MariaDB 10.11).
     resets: u64,
-    /// `Uptime - Uptime_since_flush_status`: when FLUSH STATUS last ran (seconds after the
-    /// start). A FLUSH STATUS may zero counters on some servers, so it makes `resets`
-    /// unknown.
-    flushed_at: u64,
 }
 
 /// Reads [`Counters`]; `None` when the server does not give them.
 async fn counters(conn: &mut Conn) -> Option<Counters> {
-    let rows: Vec<(String, String)> = conn
-        .query(
-            "SHOW GLOBAL STATUS WHERE Variable_name IN \
-             ('Com_reset', 'Uptime', 'Uptime_since_flush_status')",
-        )
+    let row: Option<(String, String)> = conn
+        .query_first("SHOW GLOBAL STATUS LIKE 'Com_reset'")
         .await
         .ok()?;
-    let get = |name: &str| {
-        rows.iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case(name))
-            .and_then(|(_, v)| v.trim().parse::<u64>().ok())
-    };
     Some(Counters {
-        resets: get("Com_reset")?,
-        flushed_at: get("Uptime")?.checked_sub(get("Uptime_since_flush_status")?)?,
+        resets: row?.1.trim().parse::<u64>().ok()?,
     })
 }
 
@@ -947,13 +936,10 @@ fn same_history(anchor: &Proof, held_by: Option<u32>, now: Option<Counters>) -> 
     }
     match now {
         Some(c) if c == anchor.counters => Ok(()),
-        Some(c) if c.resets != anchor.counters.resets => Err(format!(
+        Some(c) => Err(format!(
             "RESET ran on the server since (Com_reset {} → {}): the binlog may have been reset",
             anchor.counters.resets, c.resets
         )),
-        Some(_) => Err(
-            "FLUSH STATUS ran on the server since, so whether RESET MASTER ran is not known".into(),
-        ),
         None => Err("the server does not give its RESET count".into()),
     }
 }
@@ -1581,7 +1567,7 @@ impl Tail {
     }
 
     /// Every [`WITNESS_CHECK`]: asks the witness the server's counters, and returns why the
-    /// stream must end when a RESET (or FLUSH STATUS) ran since it was opened. A witness that
+    /// stream must end when a RESET ran since it was opened. A witness that
     /// does not answer is dropped: the anchors it proves then cannot be resumed (the check
     /// at reconnect finds its lock gone). Without one, a new one is tried every
     /// [`WITNESS_RETRY`], only to go on checking the counters (one in another process gives
@@ -1609,16 +1595,11 @@ impl Tail {
         w.checked = Instant::now();
         match tokio::time::timeout(WITNESS_TIMEOUT, counters(&mut w.conn)).await {
             Ok(Some(now)) if now == opened => None,
-            Ok(Some(now)) if now.resets != opened.resets => Some(format!(
+            Ok(Some(now)) => Some(format!(
                 "RESET ran on the server while streaming (Com_reset {} → {}): the binlog may \
                  have been reset under the stream",
                 opened.resets, now.resets
             )),
-            Ok(Some(_)) => Some(
-                "FLUSH STATUS ran on the server while streaming, so whether RESET MASTER ran is \
-                 not known"
-                    .into(),
-            ),
             _ => {
                 tracing::warn!(upstream = %self.addr, "binlog: the witness connection does not answer: the next lost stream will invalidate everything");
                 self.set_witness(None);
@@ -2527,23 +2508,21 @@ mod tests {
 
     #[test]
     fn a_position_resumes_only_in_the_process_and_history_it_came_from() {
-        let counters = |resets, flushed_at| Counters { resets, flushed_at };
+        let counters = |resets| Counters { resets };
         let proof = Proof {
             lock: "qcache-binlog-witness-1".into(),
             holder: 42,
-            counters: counters(3, 0),
+            counters: counters(3),
         };
         // The witness still holds its lock there and no RESET ran: the same history.
-        assert!(same_history(&proof, Some(42), Some(counters(3, 0))).is_ok());
+        assert!(same_history(&proof, Some(42), Some(counters(3))).is_ok());
         // The CI failure and its kin: a fresh server on the same address (whatever its
         // clock, its file's second and its offsets) holds no such lock.
-        assert!(same_history(&proof, None, Some(counters(3, 0))).is_err());
+        assert!(same_history(&proof, None, Some(counters(3))).is_err());
         // Another connection holds a lock of that name: not ours.
-        assert!(same_history(&proof, Some(7), Some(counters(3, 0))).is_err());
+        assert!(same_history(&proof, Some(7), Some(counters(3))).is_err());
         // RESET MASTER in the same process, with a forged timestamp or in the same second.
-        assert!(same_history(&proof, Some(42), Some(counters(4, 0))).is_err());
-        // FLUSH STATUS may have zeroed Com_reset: unknown.
-        assert!(same_history(&proof, Some(42), Some(counters(3, 120))).is_err());
+        assert!(same_history(&proof, Some(42), Some(counters(4))).is_err());
         assert!(same_history(&proof, Some(42), None).is_err());
     }
 
