@@ -1252,6 +1252,19 @@ impl L2 {
         }
     }
 
+    /// How many bumps have been queued so far. Every bump tells the sink before it moves a
+    /// local version (`cache::versions`), so bumps included in stamps read before this call
+    /// are counted: once [`raised`](Self::raised) reaches it, L2 holds them all.
+    pub fn queued(&self) -> u64 {
+        self.queue.lock().map(|q| q.seq).unwrap_or(u64::MAX)
+    }
+
+    /// How many of the queued bumps have been raised in L2 (or given up on, which marks it
+    /// down).
+    pub fn raised(&self) -> u64 {
+        *self.done.borrow()
+    }
+
     /// Current connection, if L2 may be read and filled.
     fn usable_conn(&self) -> Option<Conn> {
         if !self.usable() {

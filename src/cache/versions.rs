@@ -276,10 +276,12 @@ impl Versions {
 
     /// Gives the table a new generation; every entry stamped with an older one is now stale.
     pub fn bump(&self, t: &TableVersion) {
-        self.bump_quiet(t);
+        // The sink first, in every bump: a reader whose stamps include a bump can then tell
+        // from the sink whether it has reached the shared level (`L2::queued`).
         if let Some(s) = self.sink.get() {
             s.table(&t.schema, &t.name);
         }
+        self.bump_quiet(t);
     }
 
     /// `bump` without telling the sink: for bumps that came from the sink's side.
@@ -387,6 +389,12 @@ impl Versions {
             self.bump(t);
             return 0;
         }
+        if let Some(s) = self.sink.get() {
+            match known {
+                None => s.table(&t.schema, &t.name),
+                Some(known) => s.rows(&t.schema, &t.name, &Self::all_indexes(t, known)),
+            }
+        }
         let v = self.seq.fetch_add(1, Ordering::AcqRel) + 1;
         if !self.slice_bumps_broken() {
             for c in set {
@@ -399,18 +407,11 @@ impl Versions {
                 t.unknown.fetch_max(v, Ordering::AcqRel);
                 // Every slice column's values unknown: its entries reading `set` go.
                 self.bump_indexes_at(t, v, |_| None, Some(set));
-                if let Some(s) = self.sink.get() {
-                    s.table(&t.schema, &t.name);
-                }
                 0
             }
             Some(known) => {
                 let indexes = |column: &str| Self::known_indexes(t, known, column);
-                let n = self.bump_indexes_at(t, v, indexes, Some(set));
-                if let Some(s) = self.sink.get() {
-                    s.rows(&t.schema, &t.name, &Self::all_indexes(t, known));
-                }
-                n
+                self.bump_indexes_at(t, v, indexes, Some(set))
             }
         }
     }
@@ -477,13 +478,12 @@ impl Versions {
             self.bump(t);
             return 0;
         }
-        let indexes = |column: &str| Self::known_indexes(t, known, column);
-        let n = self.bump_indexes(t, indexes);
         // Other instances slice on their own columns: they get every column named.
         if let Some(s) = self.sink.get() {
             s.rows(&t.schema, &t.name, &Self::all_indexes(t, known));
         }
-        n
+        let indexes = |column: &str| Self::known_indexes(t, known, column);
+        self.bump_indexes(t, indexes)
     }
 
     /// [`bump_rows`](Self::bump_rows) of a write another instance made, learned from the
@@ -594,12 +594,12 @@ impl Versions {
             .filter(|e| e.key().0 == schema)
             .map(|e| e.value().clone())
             .collect();
-        for t in &handles {
-            self.bump_quiet(t);
-        }
         // Others may hold entries on tables of this schema that this registry never saw.
         if let Some(s) = self.sink.get() {
             s.schema(schema);
+        }
+        for t in &handles {
+            self.bump_quiet(t);
         }
         handles.len()
     }
@@ -607,18 +607,18 @@ impl Versions {
     /// Invalidates everything. The sequence moves too, so open transactions' snapshots
     /// see every table as changed.
     pub fn bump_all(&self) {
-        self.bump_all_quiet();
         if let Some(s) = self.sink.get() {
             s.all();
         }
+        self.bump_all_quiet();
     }
 
     /// `bump_all` for a binlog gap: local entries all go; the sink decides about shared ones.
     pub fn bump_all_gap(&self) {
-        self.bump_all_quiet();
         if let Some(s) = self.sink.get() {
             s.gap();
         }
+        self.bump_all_quiet();
     }
 
     /// `bump_all` without telling the sink.
@@ -923,6 +923,77 @@ mod tests {
         assert!(s2.is_current(&v));
         v.bump_all();
         assert!(!s2.is_current(&v));
+    }
+
+    /// Every bump reaches the sink before it moves a local version: a reader whose stamps
+    /// already include a bump then finds it counted in L2's queue (`L2::queued`), or it
+    /// could copy an L2 entry that predates the bump into L1 under stamps that include it.
+    #[test]
+    fn the_sink_hears_of_every_bump_before_a_local_version_moves() {
+        struct Probe {
+            versions: std::sync::OnceLock<Arc<Versions>>,
+            seen: std::sync::Mutex<Vec<u64>>,
+        }
+        impl Probe {
+            fn note(&self) {
+                let v = self.versions.get().expect("set").seq();
+                self.seen.lock().unwrap().push(v);
+            }
+        }
+        impl BumpSink for Arc<Probe> {
+            fn table(&self, _: &str, _: &str) {
+                self.note();
+            }
+            fn rows(&self, _: &str, _: &str, _: &[(String, Vec<u32>)]) {
+                self.note();
+            }
+            fn schema(&self, _: &str) {
+                self.note();
+            }
+            fn all(&self) {
+                self.note();
+            }
+            fn gap(&self) {
+                self.note();
+            }
+        }
+        let v = Arc::new(Versions::new());
+        let probe = Arc::new(Probe {
+            versions: std::sync::OnceLock::new(),
+            seen: std::sync::Mutex::new(Vec::new()),
+        });
+        let _ = probe.versions.set(v.clone());
+        assert!(v.set_sink(Arc::new(probe.clone())));
+        let t = v.table("db", "t");
+        let known: Vec<(String, Vec<String>)> = vec![("id".to_string(), vec!["1".to_string()])];
+        let bumps: Vec<Box<dyn Fn()>> = vec![
+            Box::new(|| v.bump(&t)),
+            Box::new(|| {
+                v.bump_rows(&t, &known);
+            }),
+            Box::new(|| {
+                v.bump_columns(&t, &["v".to_string()], Some(&known));
+            }),
+            Box::new(|| {
+                v.bump_columns(&t, &["v".to_string()], None);
+            }),
+            Box::new(|| {
+                v.bump_schema("db");
+            }),
+            Box::new(|| v.bump_all()),
+            Box::new(|| v.bump_all_gap()),
+        ];
+        for (i, bump) in bumps.iter().enumerate() {
+            let before = v.seq();
+            bump();
+            let seen = probe.seen.lock().unwrap().pop();
+            assert_eq!(
+                seen,
+                Some(before),
+                "bump {i}: the sink heard of it after it moved"
+            );
+            assert!(v.seq() > before, "bump {i} moved nothing");
+        }
     }
 
     #[test]

@@ -12,8 +12,11 @@ use crate::cache::{Entry, FillGuard, Key, Stamps, TableHandle};
 
 /// What a miss does after asking L2.
 pub(super) enum L2Step {
-    /// L2 had a current entry: serve it.
-    Hit(L2Entry, L2Stamps),
+    /// L2 had a current entry: serve it. `settled` when every local bump the read's local
+    /// stamps include had reached L2 before it was asked; else the hit is served but not
+    /// copied into L1, since L2 may have vouched for rows those stamps already see as
+    /// changed (a write between its local bump and its raise).
+    Hit(L2Entry, L2Stamps, bool),
     /// Go upstream; `stamps` (the L2 versions read before the query) go with the result
     /// into L2 when it is stored, `leased` when this instance holds the fill lease.
     Fill {
@@ -66,6 +69,7 @@ impl Session {
         tables: &[TableHandle],
         slicing: Option<&PlannedSlices>,
         generation: u64,
+        queued: u64,
     ) -> L2Step {
         let Some(l2) = &self.shared.l2 else {
             return NO_FILL;
@@ -75,8 +79,9 @@ impl Session {
         }
         let read = self.l2_read(l2, tables, slicing, generation);
         let deps = &*read;
+        let settled = l2.raised() >= queued;
         let stamps = match l2.lookup(key, deps).await {
-            Lookup::Hit(e, s) => return L2Step::Hit(e, s),
+            Lookup::Hit(e, s) => return L2Step::Hit(e, s, settled),
             Lookup::Unavailable => return NO_FILL,
             Lookup::Miss(s) => s,
         };
@@ -95,12 +100,13 @@ impl Session {
         loop {
             tokio::time::sleep(pause).await;
             pause = (pause * 2).min(Duration::from_millis(10));
+            let settled = l2.raised() >= queued;
             match l2.lookup(key, deps).await {
                 Lookup::Hit(e, s) => {
                     l2.stats
                         .lease_served
                         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    return L2Step::Hit(e, s);
+                    return L2Step::Hit(e, s, settled);
                 }
                 Lookup::Unavailable => return NO_FILL,
                 // The versions just read are the newest, so they stamp the local fill.
@@ -149,14 +155,16 @@ impl Session {
         r
     }
 
-    /// Serves an L2 hit and copies it into L1 under `local` (the local versions read before
-    /// L2 was asked, so a local bump meanwhile leaves the copy stale).
+    /// Serves an L2 hit and, when `settled` ([`L2Step::Hit`]), copies it into L1 under
+    /// `local` (the local versions read before L2 was asked, so a local bump meanwhile
+    /// leaves the copy stale).
     pub(super) async fn serve_l2_hit(
         &mut self,
         guard: FillGuard,
         hit: L2Entry,
         l2_stamps: L2Stamps,
         local: Stamps,
+        settled: bool,
         sql: &[u8],
     ) -> Result<(), SessionError> {
         let started = Instant::now();
@@ -169,7 +177,9 @@ impl Session {
             entry.expires = entry.created.checked_add(left);
         }
         self.serve_hit(&entry, started).await?;
-        let _ = guard.insert(entry);
+        if settled {
+            let _ = guard.insert(entry);
+        }
         Ok(())
     }
 

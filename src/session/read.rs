@@ -464,6 +464,10 @@ impl Session {
             stamps = Stamps::capture(versions, &plan.tables);
             slicing = None;
         }
+        // The bumps these stamps include, as L2 counts them (after the stamps: every bump
+        // is queued before it moves a local version, and the fence orders the reads).
+        std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
+        let l2_queued = self.shared.l2.as_ref().map_or(0, |l| l.queued());
         // Stampede protection: one session fills, the others wait for its result.
         let guard = match cache.claim(plan.key) {
             Claim::Leader(g) => Some(g),
@@ -488,12 +492,12 @@ impl Session {
             && self.l2_usable()
         {
             match self
-                .l2_before_forward(plan.key, &plan.tables, slicing, generation)
+                .l2_before_forward(plan.key, &plan.tables, slicing, generation, l2_queued)
                 .await
             {
-                L2Step::Hit(hit, l2_stamps) => {
+                L2Step::Hit(hit, l2_stamps, settled) => {
                     if let Some(g) = guard.take() {
-                        self.serve_l2_hit(g, hit, l2_stamps, stamps.clone(), sql)
+                        self.serve_l2_hit(g, hit, l2_stamps, stamps.clone(), settled, sql)
                             .await?;
                         return Ok(false);
                     }
