@@ -1186,3 +1186,44 @@ async fn a_silent_bump_channel_is_noticed() {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
 }
+
+/// Redis's writes stall (`CLIENT PAUSE … WRITE`, as in a failover) while a write through A
+/// has its raise in flight: the health ping times out, L2 is marked down and reconnects at
+/// once. That resync must raise the batch the bump task holds, or it marks it raised while
+/// its script still waits in Redis, the write's OK goes out, and A serves the old row from
+/// L2 (and copies it into L1). Found by an adversarial run on b1c84c8: every read stale.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reconnect_never_marks_an_in_flight_raise_done() {
+    let redis = Redis::start();
+    for round in 0..3 {
+        let schema = setup("l2_inflight", 2).await;
+        let a = proxy(&redis.url(), |_| {}).await;
+        let mut ca = a.conn(&schema).await;
+        let mut cr = a.conn(&schema).await;
+        let q = "SELECT v FROM t WHERE id = 1";
+        let _: Option<i64> = ca.query_first(q).await.unwrap();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while redis.keys("qcache:e:*").is_empty() {
+            assert!(Instant::now() < deadline, "no L2 entry");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let out = redis.cli(&["CLIENT", "PAUSE", "1500", "WRITE"]);
+        assert!(out.contains("OK"), "CLIENT PAUSE: {out}");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        ca.query_drop("UPDATE t SET v = 1 WHERE id = 1")
+            .await
+            .unwrap();
+        for i in 0..5 {
+            let got: Option<i64> = cr.query_first(q).await.unwrap();
+            assert_eq!(
+                got,
+                Some(1),
+                "round {round}, read {i} after the write's OK: the old row (downs {})",
+                stat(&a, "Qcache_l2_downs")
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(1300)).await;
+        drop((ca, cr));
+        a.shutdown().await;
+    }
+}

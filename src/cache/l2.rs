@@ -611,7 +611,7 @@ impl RowsBump {
 }
 
 /// What is waiting to be raised: whole dependencies, and writes with known rows.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 struct Raises {
     deps: Vec<String>,
     rows: Vec<RowsBump>,
@@ -643,6 +643,10 @@ struct Queue {
     rows: Vec<RowsBump>,
     /// Too many to keep one by one: raise `e` instead.
     overflow: bool,
+    /// The batch the bump task took and is raising (its sequence, coarse): a resync after a
+    /// reconnect raises it too, since it moves `done` past it while the batch's own script
+    /// may still be waiting in a stalled Redis (never run, or run after the resync).
+    in_flight: Option<(u64, Vec<String>)>,
 }
 
 impl Queue {
@@ -2100,8 +2104,17 @@ async fn health_task(l2: Weak<L2>, wake_health: Arc<Notify>) {
                 // Everything this instance bumped while L2 was out of reach is raised first:
                 // until then, other instances may hold entries those writes made stale.
                 let (_, missed) = me.resync.lock().map(|mut q| q.take()).unwrap_or_default();
-                let (seq, mut deps) = me.queue.lock().map(|mut q| q.take()).unwrap_or_default();
+                let (seq, mut deps, in_flight) = me
+                    .queue
+                    .lock()
+                    .map(|mut q| {
+                        let (seq, deps) = q.take();
+                        (seq, deps, q.in_flight.take())
+                    })
+                    .unwrap_or_default();
                 deps.deps.extend(missed.coarse());
+                deps.deps
+                    .extend(in_flight.map(|(_, d)| d).unwrap_or_default());
                 deps.deps.sort();
                 deps.deps.dedup();
                 match me.raise(&mut conn, &deps).await {
@@ -2160,7 +2173,17 @@ async fn bump_task(l2: Weak<L2>, wake_bumper: Arc<Notify>) {
     loop {
         let wake = {
             let Some(me) = l2.upgrade() else { return };
-            let (seq, deps) = me.queue.lock().map(|mut q| q.take()).unwrap_or_default();
+            let (seq, deps) = me
+                .queue
+                .lock()
+                .map(|mut q| {
+                    let (seq, deps) = q.take();
+                    if !deps.is_empty() {
+                        q.in_flight = Some((seq, deps.clone().coarse()));
+                    }
+                    (seq, deps)
+                })
+                .unwrap_or_default();
             if !deps.is_empty() {
                 let done = match me.bump_conn() {
                     Some(mut conn) => match me.raise(&mut conn, &deps).await {
@@ -2180,6 +2203,11 @@ async fn bump_task(l2: Weak<L2>, wake_bumper: Arc<Notify>) {
                         for d in deps.coarse() {
                             q.push(d);
                         }
+                    }
+                }
+                if let Ok(mut q) = me.queue.lock() {
+                    if q.in_flight.as_ref().is_some_and(|(s, _)| *s == seq) {
+                        q.in_flight = None;
                     }
                 }
                 me.done.send_modify(|d| *d = (*d).max(seq));
