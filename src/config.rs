@@ -347,16 +347,24 @@ impl InvalidationConfig {
         if self.server_id != 0 {
             return self.server_id;
         }
-        let nanos = std::time::SystemTime::now()
+        (1 << 30) | (random_id() as u32 & 0x3fff_ffff)
+    }
+}
+
+/// 64 random bits for what qcache names at start (a random server_id, the L2 instance id,
+/// the binlog tail's witness lock): the standard library's randomly keyed hasher over the
+/// time and the process id.
+pub fn random_id() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(
+        std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_nanos())
-            .unwrap_or(0);
-        let mut seed = [0u8; 20];
-        seed[..16].copy_from_slice(&nanos.to_le_bytes());
-        seed[16..].copy_from_slice(&std::process::id().to_le_bytes());
-        let h = xxhash_rust::xxh3::xxh3_64(&seed);
-        (1 << 30) | (h as u32 & 0x3fff_ffff)
-    }
+            .unwrap_or(0),
+    );
+    h.write_u32(std::process::id());
+    h.finish()
 }
 
 /// Protocol compression on the two legs, each independent of the other. The cache always

@@ -495,6 +495,21 @@ async fn until(what: &str, mut f: impl FnMut() -> bool) {
     }
 }
 
+/// Tables `a` and `b`, one row each (`v = 1`), read by [`QA`] and [`QB`].
+async fn tables_a_and_b(d: &mut Conn) {
+    for sql in [
+        "CREATE TABLE a (id INT PRIMARY KEY, v INT)",
+        "CREATE TABLE b (id INT PRIMARY KEY, v INT)",
+        "INSERT INTO a VALUES (1, 1)",
+        "INSERT INTO b VALUES (1, 1)",
+    ] {
+        exec(d, sql).await;
+    }
+}
+
+const QA: &str = "SELECT v FROM a WHERE id = 1";
+const QB: &str = "SELECT v FROM b WHERE id = 1";
+
 /// Kill the server's dump thread: the tail resumes where it left off, so a cached entry of a
 /// table nobody touched is still served, while a write made during the gap still
 /// invalidates.
@@ -502,21 +517,11 @@ async fn until(what: &str, mut f: impl FnMut() -> bool) {
 async fn killed_dump_thread_resumes_without_emptying_the_cache() {
     let db = server(&[]);
     let mut d = direct(&db, "test").await;
-    for sql in [
-        "CREATE TABLE a (id INT PRIMARY KEY, v INT)",
-        "CREATE TABLE b (id INT PRIMARY KEY, v INT)",
-        "INSERT INTO a VALUES (1, 1)",
-        "INSERT INTO b VALUES (1, 1)",
-    ] {
-        exec(&mut d, sql).await;
-    }
+    tables_a_and_b(&mut d).await;
     let p = proxy(&db, "root").await;
     let tail = p.tail();
     let mut c = p.conn("test").await;
-    let (qa, qb) = (
-        "SELECT v FROM a WHERE id = 1",
-        "SELECT v FROM b WHERE id = 1",
-    );
+    let (qa, qb) = (QA, QB);
     // A commit after the start, so the tail has applied something to resume after.
     step(
         &mut c,
@@ -641,21 +646,11 @@ async fn restart_keeping_the_binlog(applied: bool) {
     // that invalidates the schema.
     exec(&mut d, "CREATE DATABASE keep").await;
     let mut d = direct(&db, "keep").await;
-    for sql in [
-        "CREATE TABLE a (id INT PRIMARY KEY, v INT)",
-        "CREATE TABLE b (id INT PRIMARY KEY, v INT)",
-        "INSERT INTO a VALUES (1, 1)",
-        "INSERT INTO b VALUES (1, 1)",
-    ] {
-        exec(&mut d, sql).await;
-    }
+    tables_a_and_b(&mut d).await;
     let p = proxy(&db, "root").await;
     let tail = p.tail();
     let mut c = p.conn("keep").await;
-    let (qa, qb) = (
-        "SELECT v FROM a WHERE id = 1",
-        "SELECT v FROM b WHERE id = 1",
-    );
+    let (qa, qb) = (QA, QB);
     let mut b = "1";
     if applied {
         step(

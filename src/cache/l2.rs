@@ -1082,12 +1082,7 @@ impl L2 {
         tail: Option<Arc<dyn TailStatus>>,
         columns: Option<ColumnIds>,
     ) -> Arc<L2> {
-        let id = format!("{:016x}", {
-            use std::hash::{BuildHasher, Hasher};
-            let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-            h.write_u128(std::process::id() as u128 ^ now_ms() as u128);
-            h.finish()
-        });
+        let id = format!("{:016x}", crate::config::random_id());
         let raw = RawTarget::of(&cfg);
         let l2 = Arc::new(L2 {
             cfg,

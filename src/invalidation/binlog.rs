@@ -38,7 +38,7 @@ use crate::analysis::slices::{normalize, temporal_day, temporal_keys, ColType, C
 use crate::analysis::ServerVersion;
 use crate::cache::stats::{CacheStats, InvalidationSource};
 use crate::cache::versions::{KnownRows, Versions};
-use crate::config::{BinlogMode, Conservative, Granularity, InvalidationConfig};
+use crate::config::{random_id, BinlogMode, Conservative, Granularity, InvalidationConfig};
 
 /// The tables a statement writes, given its text and default schema; `None` = cannot tell
 /// (the tail then invalidates per `invalidation.unknown_write`). The same analyser proxied
@@ -890,7 +890,11 @@ struct Witness {
 impl Witness {
     async fn open(opts: &Opts) -> Result<Witness, String> {
         let mut conn = Conn::new(opts.clone()).await.map_err(|e| e.to_string())?;
-        let lock = format!("qcache-binlog-witness-{:016x}{:016x}", random(), random());
+        let lock = format!(
+            "qcache-binlog-witness-{:016x}{:016x}",
+            random_id(),
+            random_id()
+        );
         let got: Option<Option<i64>> = conn
             .exec_first("SELECT GET_LOCK(?, 0)", (&lock,))
             .await
@@ -910,20 +914,6 @@ impl Witness {
     }
 }
 
-/// 64 random bits, from the standard library's randomly keyed hasher.
-fn random() -> u64 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u128(
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or(0),
-    );
-    h.write_u32(std::process::id());
-    h.finish()
-}
-
 /// Whether the history an anchor was read from is the one the server answering now holds:
 /// `held_by` is who holds the anchor's witness lock there, `now` its counters.
 fn same_history(anchor: &Proof, held_by: Option<u32>, now: Option<Counters>) -> Result<(), String> {
@@ -934,11 +924,16 @@ fn same_history(anchor: &Proof, held_by: Option<u32>, now: Option<Counters>) -> 
                 .into(),
         );
     }
+    no_reset_since(anchor.counters, now)
+}
+
+/// Whether the server's counters say no RESET ran between `then` and `now` (None: unknown).
+fn no_reset_since(then: Counters, now: Option<Counters>) -> Result<(), String> {
     match now {
-        Some(c) if c == anchor.counters => Ok(()),
+        Some(c) if c == then => Ok(()),
         Some(c) => Err(format!(
             "RESET ran on the server since (Com_reset {} → {}): the binlog may have been reset",
-            anchor.counters.resets, c.resets
+            then.resets, c.resets
         )),
         None => Err("the server does not give its RESET count".into()),
     }
@@ -1259,15 +1254,9 @@ impl Tail {
                 }
                 // A RESET between the check at reconnect and the dump request would not have
                 // been seen there; the witness is in the same process, so ask again.
-                let counters_now = match &mut self.witness {
-                    Some(w) => tokio::time::timeout(WITNESS_TIMEOUT, counters(&mut w.conn))
-                        .await
-                        .ok()
-                        .flatten(),
-                    None => None,
-                };
                 if let Some(proof) = &anchor.proof {
-                    if let Err(why) = same_history(proof, Some(proof.holder), counters_now) {
+                    let now = self.witness_counters().await.ok().flatten();
+                    if let Err(why) = no_reset_since(proof.counters, now) {
                         return BinlogError::Gap(why);
                     }
                 }
@@ -1593,18 +1582,22 @@ impl Tail {
             return None;
         }
         w.checked = Instant::now();
-        match tokio::time::timeout(WITNESS_TIMEOUT, counters(&mut w.conn)).await {
-            Ok(Some(now)) if now == opened => None,
-            Ok(Some(now)) => Some(format!(
-                "RESET ran on the server while streaming (Com_reset {} → {}): the binlog may \
-                 have been reset under the stream",
-                opened.resets, now.resets
-            )),
+        match self.witness_counters().await {
+            Ok(Some(now)) => no_reset_since(opened, Some(now)).err(),
             _ => {
                 tracing::warn!(upstream = %self.addr, "binlog: the witness connection does not answer: the next lost stream will invalidate everything");
                 self.set_witness(None);
                 None
             }
+        }
+    }
+
+    /// The server's counters asked on the witness, within [`WITNESS_TIMEOUT`]; `Err` when
+    /// it did not answer in time, `Ok(None)` when there is no witness or it gave none.
+    async fn witness_counters(&mut self) -> Result<Option<Counters>, tokio::time::error::Elapsed> {
+        match &mut self.witness {
+            Some(w) => tokio::time::timeout(WITNESS_TIMEOUT, counters(&mut w.conn)).await,
+            None => Ok(None),
         }
     }
 
