@@ -3,6 +3,7 @@
 //! privilege generation its key is computed under. Privilege changes seen through this
 //! session are planned here and applied with the statement's OK.
 
+use super::state::Identity;
 use super::{Session, SessionError};
 use crate::policy::privileges::{self, PrivilegeChange};
 use crate::protocol::packets::{self, com};
@@ -12,16 +13,6 @@ use crate::protocol::response::{Expect, Response, Step};
 /// MySQL before 8.0 has no CURRENT_ROLE(): then roles do not exist.
 const IDENTITY_QUERY: &str = "SELECT CURRENT_USER(), CURRENT_ROLE()";
 const ACCOUNT_QUERY: &str = "SELECT CURRENT_USER()";
-
-/// Who the server says the session is.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Identity {
-    /// `CURRENT_USER()`: the account whose privileges apply (`user@host`), which for a proxy
-    /// user or an anonymous match differs from the login name.
-    pub account: String,
-    /// `CURRENT_ROLE()`; None where roles do not exist.
-    pub role: Option<String>,
-}
 
 impl Session {
     /// Whether the key may be computed now: the identity is known and no privilege change

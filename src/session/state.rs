@@ -8,7 +8,6 @@ use bytes::Bytes;
 use xxhash_rust::xxh3::Xxh3;
 
 use super::handshake::Negotiated;
-use super::privileges::Identity;
 use crate::analysis::{Hint, ServerVersion, StatementKind};
 use crate::cache::digests::{schema_key, RowHint};
 use crate::cache::versions::Snapshot;
@@ -19,6 +18,16 @@ use crate::shared::Shared;
 /// Moved to `cache::writes`, beside the invalidation they feed; re-exported while the branches
 /// that edit this file merge.
 use crate::cache::writes::{Pending, Txn};
+
+/// Who the server says the session is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Identity {
+    /// `CURRENT_USER()`: the account whose privileges apply (`user@host`), which for a proxy
+    /// user or an anonymous match differs from the login name.
+    pub account: String,
+    /// `CURRENT_ROLE()`; None where roles do not exist.
+    pub role: Option<String>,
+}
 
 /// A prepared statement as qcache remembers it.
 #[derive(Debug, Clone)]
