@@ -1,5 +1,5 @@
 //! Prometheus metrics: a collector that reads, on each scrape, the latency histograms the
-//! sessions record (`cache::latency`) and the counters the cache and server already keep.
+//! sessions record (`observe::latency`) and the counters the cache and server already keep.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -12,10 +12,10 @@ use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 
-/// Moved to `cache::latency` (the cache records into it too); this path stays only until the
+/// Moved to `observe::latency` (the cache records into it too); this path stays only until the
 /// `l2` branch, whose `cache/l2.rs` imports it from here, has merged.
-use crate::cache::latency::LatencyHistogram;
-use crate::cache::InvalidationSource;
+use crate::observe::latency::LatencyHistogram;
+use crate::observe::stats::InvalidationSource;
 use crate::shared::Shared;
 
 /// Reads the shared state on each scrape, so nothing is counted twice on the hot path.
@@ -353,7 +353,7 @@ impl Collector for SharedCollector {
 }
 
 /// The second level's figures (`Qcache_l2_*` as Prometheus metrics).
-fn encode_l2(e: &mut DescriptorEncoder, l2: &crate::cache::l2::L2) -> std::fmt::Result {
+fn encode_l2(e: &mut DescriptorEncoder, l2: &crate::l2::L2) -> std::fmt::Result {
     let s = &l2.stats;
     let load = |c: &AtomicU64| c.load(Ordering::Relaxed);
     gauge(

@@ -36,9 +36,9 @@ use tokio::sync::watch;
 use super::catalog::{upstream_opts, Catalog, Changed, TableName};
 use crate::analysis::slices::{normalize, temporal_day, temporal_keys, ColType, ColumnInfo, Lit};
 use crate::analysis::ServerVersion;
-use crate::cache::stats::{CacheStats, InvalidationSource};
 use crate::cache::versions::{KnownRows, Versions};
 use crate::config::{random_id, BinlogMode, Conservative, Granularity, InvalidationConfig};
+use crate::observe::stats::{CacheStats, InvalidationSource};
 
 /// The tables a statement writes, given its text and default schema; `None` = cannot tell
 /// (the tail then invalidates per `invalidation.unknown_write`). The same analyser proxied
@@ -577,7 +577,7 @@ impl Inv {
     }
 
     /// `all` for a gap in the stream: a shared L2 is invalidated only if no other
-    /// instance's tail was watching meanwhile (`cache::l2`).
+    /// instance's tail was watching meanwhile (`l2`).
     fn all_gap(&self) {
         self.versions.bump_all_gap();
         self.stats.invalidation(InvalidationSource::Binlog);
@@ -2361,7 +2361,7 @@ fn database_name(sql: &str) -> Option<String> {
     None
 }
 
-impl crate::cache::l2::TailStatus for BinlogHandle {
+impl crate::l2::TailStatus for BinlogHandle {
     fn connected(&self) -> bool {
         BinlogHandle::connected(self)
     }

@@ -6,7 +6,7 @@ use tracing::info;
 
 use super::{Session, SessionError};
 use crate::admin::statements::{self, AdminStatement, Rows};
-use crate::cache::InvalidationSource;
+use crate::observe::stats::InvalidationSource;
 use crate::protocol::codec::Packet;
 use crate::protocol::packets::{self, com, status};
 use crate::protocol::response::{Expect, Response, Step};

@@ -59,7 +59,7 @@ impl Session {
                 generation,
             )
         };
-        // With an L2, slice versions travel there too (`cache::l2`, docs/fleet.md).
+        // With an L2, slice versions travel there too (`l2`, docs/fleet.md).
         if !self.slices_on() || !self.st.temp_tables.is_empty() {
             return whole();
         }

@@ -9,9 +9,9 @@ use xxhash_rust::xxh3::Xxh3;
 
 use super::handshake::Negotiated;
 use crate::analysis::{Hint, ServerVersion, StatementKind};
-use crate::cache::digests::{schema_key, RowHint};
 use crate::cache::versions::Snapshot;
 use crate::config::QueryCacheType;
+use crate::observe::digests::{schema_key, RowHint};
 use crate::protocol::packets::{cap, status};
 use crate::shared::Shared;
 
@@ -72,7 +72,7 @@ pub struct SessionState {
     pub server: ServerVersion,
     pub user: String,
     pub db: Option<String>,
-    /// `cache::digests::schema_key(db)`, kept with `db` (per-digest statistics key their
+    /// `observe::digests::schema_key(db)`, kept with `db` (per-digest statistics key their
     /// rows by it on every statement).
     pub db_key: u64,
     /// Where this session's statements were last counted; made with `db`'s name compared,

@@ -1,4 +1,4 @@
-//! RESP2, sans-IO, for the L2 lookup's own connections (`cache::l2`): commands encoded into
+//! RESP2, sans-IO, for the L2 lookup's own connections (`l2`): commands encoded into
 //! a buffer, and replies read in place from the bytes received, one head at a time, without
 //! building values. Only what a lookup is answered with is accepted: bulk strings (or nil),
 //! integers, status and error lines, arrays of them. Anything else (a RESP3 type, a length
