@@ -1375,10 +1375,9 @@ impl Tail {
         true
     }
 
-    /// Connects, checks the server can stream, and asks for the binlog: from the anchor when
-    /// there is one (and the server is the same), else from the server's current end.
-    async fn open(&mut self, life: &mut Life) -> Result<Opened, BinlogError> {
-        let mut conn = Conn::new(self.opts.clone()).await?;
+    /// Checks the server can stream (binary logging on; a warning unless it is in ROW
+    /// format) and reads who it is: its ids, and whether it is MariaDB.
+    async fn server_of(&mut self, conn: &mut Conn) -> Result<(ServerId, bool), BinlogError> {
         let row: Option<Row> = conn
             .query_first(
                 "SELECT @@GLOBAL.log_bin, @@GLOBAL.binlog_format, @@GLOBAL.server_id, @@version",
@@ -1428,6 +1427,14 @@ impl Tail {
             server_id: server_id.unwrap_or(0),
             uuid,
         };
+        Ok((server, mariadb))
+    }
+
+    /// Connects, checks the server can stream, and asks for the binlog: from the anchor when
+    /// there is one (and the server is the same), else from the server's current end.
+    async fn open(&mut self, life: &mut Life) -> Result<Opened, BinlogError> {
+        let mut conn = Conn::new(self.opts.clone()).await?;
+        let (server, mariadb) = self.server_of(&mut conn).await?;
         let status: Option<Row> = match conn.query_first("SHOW MASTER STATUS").await {
             Ok(s) => s,
             Err(e) => {
