@@ -483,4 +483,23 @@ mod tests {
         assert_eq!(use_schema("SELECT 1"), None);
         assert_eq!(use_schema("USE ``"), None);
     }
+
+    /// Where a value ends: at the first comma outside parentheses, or at the end.
+    #[test]
+    fn value_ends_at_a_top_level_comma() {
+        #[rustfmt::skip]
+        let rows: &[(&str, &str)] = &[
+            // (statement, the first assignment's value)
+            ("SET a = 1, b = 2", "1"),
+            ("SET a = f(1, 2), b = 2", "f(1, 2)"),
+            ("SET a = ((1, 2)), b = 3", "((1, 2))"),
+            ("SET a = 'x,y', b = 2", "'x,y'"),
+            ("SET a = 1 + 2", "1 + 2"),
+            ("SET a = (1))", "(1))"), // an unbalanced `)` does not end it
+        ];
+        for (sql, want) in rows {
+            let info = analyze_set(sql).unwrap_or_else(|| panic!("{sql}: not followed"));
+            assert_eq!(info.assignments[0].1, *want, "{sql}");
+        }
+    }
 }

@@ -280,4 +280,34 @@ mod tests {
             assert!(version(bad).is_err(), "{bad:?}");
         }
     }
+
+    /// RESP integers: an optional minus then 1..=19 digits, within i64; nothing else.
+    #[test]
+    fn numbers() {
+        #[rustfmt::skip]
+        let rows: &[(&[u8], Option<i64>)] = &[
+            (b"0", Some(0)),
+            (b"-0", Some(0)),
+            (b"17", Some(17)),
+            (b"-1", Some(-1)),
+            (b"9223372036854775807", Some(i64::MAX)),
+            (b"-9223372036854775807", Some(-i64::MAX)),
+            (b"9223372036854775808", None), // over i64
+            (b"10000000000000000000", None), // 20 digits
+            (b"", None),
+            (b"-", None),
+            (b"+1", None),
+            (b" 1", None),
+            (b"1 ", None),
+            (b"--1", None),
+        ];
+        for (raw, want) in rows {
+            assert_eq!(
+                number(raw).ok(),
+                *want,
+                "{:?}",
+                String::from_utf8_lossy(raw)
+            );
+        }
+    }
 }
