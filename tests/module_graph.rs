@@ -161,6 +161,7 @@ const FOLDERS: &[(&str, &[Layer])] = &[
         ("statements", 3, "statements qcache answers or rewrites itself"),
         ("write", 3, "writes and the invalidation they owe"),
         ("relay", 4, "forwards a response and fills the cache from it"),
+        ("private", 4, "a statement qcache sends for itself, its answer read, not relayed"),
         ("state", 5, "what a session holds between commands"),
         ("fkslices", 6, "what a statement in flight owes the parent maps (state holds it)"),
         ("handshake", 6, "the login relay, whose outcome state starts from"),
