@@ -778,6 +778,53 @@ impl Link {
     }
 }
 
+/// A plain write (`mix` 0..=3) of `value` to `key`: the rows it changed once acknowledged.
+async fn plain_write(
+    conn: &mut Conn,
+    n: &Names,
+    mix: usize,
+    key: usize,
+    value: i64,
+) -> Result<Vec<(Table, usize, i64)>, mysql_async::Error> {
+    match mix {
+        0 => {
+            conn.query_drop(format!("UPDATE `{}` SET v = {value} WHERE id = {key}", n.c))
+                .await?;
+            Ok(vec![(Table::C, key, value)])
+        }
+        1 => {
+            conn.exec_drop(
+                format!("UPDATE `{}` SET w = ? WHERE id = ?", n.j),
+                (value, key as i64),
+            )
+            .await?;
+            Ok(vec![(Table::J, key, value)])
+        }
+        2 => {
+            // Both tables in one transaction: acknowledged by the COMMIT's OK.
+            conn.query_drop("START TRANSACTION").await?;
+            conn.exec_drop(
+                format!("UPDATE `{}` SET v = ? WHERE id = ?", n.c),
+                (value, key as i64),
+            )
+            .await?;
+            conn.query_drop(format!("UPDATE `{}` SET w = {value} WHERE id = {key}", n.j))
+                .await?;
+            conn.query_drop("COMMIT").await?;
+            Ok(vec![(Table::C, key, value), (Table::J, key, value)])
+        }
+        _ => {
+            // autocommit=0 style: the write is only acknowledged by COMMIT.
+            conn.query_drop("SET autocommit = 0").await?;
+            conn.query_drop(format!("UPDATE `{}` SET v = {value} WHERE id = {key}", n.c))
+                .await?;
+            conn.query_drop("COMMIT").await?;
+            conn.query_drop("SET autocommit = 1").await?;
+            Ok(vec![(Table::C, key, value)])
+        }
+    }
+}
+
 impl Worker {
     async fn write_loop(mut self, keys: Vec<usize>) {
         let mut next = vec![0i64; self.nkeys];
@@ -825,52 +872,7 @@ impl Worker {
                     }
                     return Ok(w.apply(&mut cs));
                 }
-                match mix {
-                    0 => {
-                        conn.query_drop(format!(
-                            "UPDATE `{}` SET v = {value} WHERE id = {key}",
-                            n.c
-                        ))
-                        .await?;
-                        Ok(vec![(Table::C, key, value)])
-                    }
-                    1 => {
-                        conn.exec_drop(
-                            format!("UPDATE `{}` SET w = ? WHERE id = ?", n.j),
-                            (value, key as i64),
-                        )
-                        .await?;
-                        Ok(vec![(Table::J, key, value)])
-                    }
-                    2 => {
-                        // Both tables in one transaction: acknowledged by the COMMIT's OK.
-                        conn.query_drop("START TRANSACTION").await?;
-                        conn.exec_drop(
-                            format!("UPDATE `{}` SET v = ? WHERE id = ?", n.c),
-                            (value, key as i64),
-                        )
-                        .await?;
-                        conn.query_drop(format!(
-                            "UPDATE `{}` SET w = {value} WHERE id = {key}",
-                            n.j
-                        ))
-                        .await?;
-                        conn.query_drop("COMMIT").await?;
-                        Ok(vec![(Table::C, key, value), (Table::J, key, value)])
-                    }
-                    _ => {
-                        // autocommit=0 style: the write is only acknowledged by COMMIT.
-                        conn.query_drop("SET autocommit = 0").await?;
-                        conn.query_drop(format!(
-                            "UPDATE `{}` SET v = {value} WHERE id = {key}",
-                            n.c
-                        ))
-                        .await?;
-                        conn.query_drop("COMMIT").await?;
-                        conn.query_drop("SET autocommit = 1").await?;
-                        Ok(vec![(Table::C, key, value)])
-                    }
-                }
+                plain_write(conn, n, mix, key, value).await
             }
             .await;
             match res {
@@ -998,7 +1000,6 @@ impl Worker {
         } else {
             String::new()
         };
-        let via = self.via;
         while !self.stop.load(Ordering::Relaxed) {
             let Some(conn) = link.get(&self.o, &self.tally).await else {
                 continue;
@@ -1025,100 +1026,8 @@ impl Worker {
                 }
                 continue;
             }
-            // A range of up to 4 keys for the aggregates.
-            let lo = key.min(self.nkeys.saturating_sub(4));
-            let hi = (lo + 3).min(self.nkeys - 1);
-            let n = &self.names;
             let start = Instant::now();
-            let l = &self.ledger;
-            // (what, keys, column floors) — taken before the read is sent.
-            let (what, sql, params, floors): (&str, String, Vec<i64>, Vec<i64>) = match kind {
-                0 | 1 => (
-                    "point",
-                    format!("SELECT v, v FROM `{}` WHERE id = ", n.c),
-                    vec![key as i64],
-                    vec![
-                        l.floor(Table::C, key, start, via),
-                        l.floor(Table::C, key, start, via),
-                    ],
-                ),
-                2 => (
-                    "point(j)",
-                    format!("SELECT w, w FROM `{}` WHERE id = ", n.j),
-                    vec![key as i64],
-                    vec![
-                        l.floor(Table::J, key, start, via),
-                        l.floor(Table::J, key, start, via),
-                    ],
-                ),
-                3 => (
-                    "join",
-                    format!(
-                        "SELECT c.v, j.w FROM `{}` c JOIN `{}` j ON j.id = c.id WHERE c.id = ",
-                        n.c, n.j
-                    ),
-                    vec![key as i64],
-                    vec![
-                        l.floor(Table::C, key, start, via),
-                        l.floor(Table::J, key, start, via),
-                    ],
-                ),
-                4 => (
-                    "view",
-                    format!("SELECT v, w FROM `{}` WHERE id = ", n.v),
-                    vec![key as i64],
-                    vec![
-                        l.floor(Table::C, key, start, via),
-                        l.floor(Table::J, key, start, via),
-                    ],
-                ),
-                5 => {
-                    let (mut sum, mut max) = (0i64, 0i64);
-                    for k in lo..=hi {
-                        let f = l.floor(Table::C, k, start, via);
-                        sum += f;
-                        max = max.max(f);
-                    }
-                    (
-                        "sum+max",
-                        format!(
-                            "SELECT CAST(SUM(v) AS SIGNED), MAX(v) FROM `{}` WHERE id BETWEEN ",
-                            n.c
-                        ),
-                        vec![lo as i64, hi as i64],
-                        vec![sum, max],
-                    )
-                }
-                _ => {
-                    // SUM over one table, MAX over the other, through a join.
-                    let sum = (lo..=hi).map(|k| l.floor(Table::J, k, start, via)).sum();
-                    let max = (lo..=hi)
-                        .map(|k| l.floor(Table::C, k, start, via))
-                        .max()
-                        .unwrap_or(0);
-                    (
-                        "sum+max(join)",
-                        format!(
-                            "SELECT CAST(SUM(j.w) AS SIGNED), MAX(c.v) FROM `{}` c \
-                             JOIN `{}` j ON j.id = c.id WHERE c.id BETWEEN ",
-                            n.c, n.j
-                        ),
-                        vec![lo as i64, hi as i64],
-                        vec![sum, max],
-                    )
-                }
-            };
-            let sql = if params.len() == 2 {
-                if prepared {
-                    format!("{sql}? AND ?")
-                } else {
-                    format!("{sql}{} AND {}", params[0], params[1])
-                }
-            } else if prepared {
-                format!("{sql}?")
-            } else {
-                format!("{sql}{}", params[0])
-            };
+            let (what, sql, params, floors) = self.plain_read(kind, key, prepared, start);
             let res: Result<Option<(i64, i64)>, mysql_async::Error> = async {
                 if in_txn {
                     conn.query_drop("START TRANSACTION").await?;
@@ -1134,44 +1043,237 @@ impl Worker {
                 Ok(row)
             }
             .await;
-            match res {
-                Ok(Some((a, b))) => {
-                    self.tally.reads.fetch_add(1, Ordering::Relaxed);
-                    let keys = if params.len() == 2 {
-                        format!("keys {}..={}", params[0], params[1])
-                    } else {
-                        format!("key {}", params[0])
-                    };
-                    for (got, floor) in [(a, floors[0]), (b, floors[1])] {
-                        if got < floor {
-                            self.tally.stale(StaleRead {
-                                kind: format!("{what}/{proto}{at}"),
-                                keys: keys.clone(),
-                                got,
-                                floor,
-                                by: None,
-                            });
-                            break;
-                        }
-                    }
-                }
-                Ok(None) => {
-                    self.tally.reads.fetch_add(1, Ordering::Relaxed);
-                    self.tally.error(
-                        "read",
-                        format!("{sql}: no row (the check rows are never deleted)"),
-                    );
-                }
-                Err(e) => {
-                    self.tally.error("read", e);
-                    link.fail();
-                }
+            if !self.judge_plain(res, what, &format!("{proto}{at}"), &sql, &params, &floors) {
+                link.fail();
             }
         }
         if let Some(c) = link.conn.take() {
             let _ = c.disconnect().await;
         }
     }
+
+    /// A plain read (`kind` 0..=6) of `key`, or of a range of up to 4 keys from it for the
+    /// aggregates: (what, its SQL, its keys, the floors of its two columns, taken now, before
+    /// it is sent).
+    fn plain_read(
+        &self,
+        kind: usize,
+        key: usize,
+        prepared: bool,
+        start: Instant,
+    ) -> (&'static str, String, Vec<i64>, Vec<i64>) {
+        let via = self.via;
+        // A range of up to 4 keys for the aggregates.
+        let lo = key.min(self.nkeys.saturating_sub(4));
+        let hi = (lo + 3).min(self.nkeys - 1);
+        let n = &self.names;
+        let l = &self.ledger;
+        // (what, keys, column floors) — taken before the read is sent.
+        let (what, sql, params, floors): (&str, String, Vec<i64>, Vec<i64>) = match kind {
+            0 | 1 => (
+                "point",
+                format!("SELECT v, v FROM `{}` WHERE id = ", n.c),
+                vec![key as i64],
+                vec![
+                    l.floor(Table::C, key, start, via),
+                    l.floor(Table::C, key, start, via),
+                ],
+            ),
+            2 => (
+                "point(j)",
+                format!("SELECT w, w FROM `{}` WHERE id = ", n.j),
+                vec![key as i64],
+                vec![
+                    l.floor(Table::J, key, start, via),
+                    l.floor(Table::J, key, start, via),
+                ],
+            ),
+            3 => (
+                "join",
+                format!(
+                    "SELECT c.v, j.w FROM `{}` c JOIN `{}` j ON j.id = c.id WHERE c.id = ",
+                    n.c, n.j
+                ),
+                vec![key as i64],
+                vec![
+                    l.floor(Table::C, key, start, via),
+                    l.floor(Table::J, key, start, via),
+                ],
+            ),
+            4 => (
+                "view",
+                format!("SELECT v, w FROM `{}` WHERE id = ", n.v),
+                vec![key as i64],
+                vec![
+                    l.floor(Table::C, key, start, via),
+                    l.floor(Table::J, key, start, via),
+                ],
+            ),
+            5 => {
+                let (mut sum, mut max) = (0i64, 0i64);
+                for k in lo..=hi {
+                    let f = l.floor(Table::C, k, start, via);
+                    sum += f;
+                    max = max.max(f);
+                }
+                (
+                    "sum+max",
+                    format!(
+                        "SELECT CAST(SUM(v) AS SIGNED), MAX(v) FROM `{}` WHERE id BETWEEN ",
+                        n.c
+                    ),
+                    vec![lo as i64, hi as i64],
+                    vec![sum, max],
+                )
+            }
+            _ => {
+                // SUM over one table, MAX over the other, through a join.
+                let sum = (lo..=hi).map(|k| l.floor(Table::J, k, start, via)).sum();
+                let max = (lo..=hi)
+                    .map(|k| l.floor(Table::C, k, start, via))
+                    .max()
+                    .unwrap_or(0);
+                (
+                    "sum+max(join)",
+                    format!(
+                        "SELECT CAST(SUM(j.w) AS SIGNED), MAX(c.v) FROM `{}` c \
+                         JOIN `{}` j ON j.id = c.id WHERE c.id BETWEEN ",
+                        n.c, n.j
+                    ),
+                    vec![lo as i64, hi as i64],
+                    vec![sum, max],
+                )
+            }
+        };
+        let sql = if params.len() == 2 {
+            if prepared {
+                format!("{sql}? AND ?")
+            } else {
+                format!("{sql}{} AND {}", params[0], params[1])
+            }
+        } else if prepared {
+            format!("{sql}?")
+        } else {
+            format!("{sql}{}", params[0])
+        };
+        (what, sql, params, floors)
+    }
+
+    /// Checks a plain read's row against its floors and counts it. False: the connection
+    /// failed.
+    fn judge_plain(
+        &self,
+        res: Result<Option<(i64, i64)>, mysql_async::Error>,
+        what: &str,
+        proto_at: &str,
+        sql: &str,
+        params: &[i64],
+        floors: &[i64],
+    ) -> bool {
+        match res {
+            Ok(Some((a, b))) => {
+                self.tally.reads.fetch_add(1, Ordering::Relaxed);
+                let keys = if params.len() == 2 {
+                    format!("keys {}..={}", params[0], params[1])
+                } else {
+                    format!("key {}", params[0])
+                };
+                for (got, floor) in [(a, floors[0]), (b, floors[1])] {
+                    if got < floor {
+                        self.tally.stale(StaleRead {
+                            kind: format!("{what}/{proto_at}"),
+                            keys: keys.clone(),
+                            got,
+                            floor,
+                            by: None,
+                        });
+                        break;
+                    }
+                }
+            }
+            Ok(None) => {
+                self.tally.reads.fetch_add(1, Ordering::Relaxed);
+                self.tally.error(
+                    "read",
+                    format!("{sql}: no row (the check rows are never deleted)"),
+                );
+            }
+            Err(e) => {
+                self.tally.error("read", e);
+                return false;
+            }
+        }
+        true
+    }
+}
+
+/// The statement of a slice read `kind` (7..=11, as [`Worker::slice_read`] lists them) of
+/// customers `x` and `y` of slice table `s` (customers `cu`): (what, the customers it reads,
+/// its SQL, its parameters when prepared).
+fn slice_statement(
+    s: &str,
+    cu: &str,
+    kind: usize,
+    x: usize,
+    y: usize,
+    prepared: bool,
+) -> (&'static str, Vec<usize>, String, Vec<mysql_async::Value>) {
+    let (what, custs, text): (&str, Vec<usize>, String) = match kind {
+        7 => (
+            "slice",
+            vec![x],
+            format!(
+                "SELECT customer_id, MIN(v), MAX(v) FROM `{s}` WHERE customer_id = {{}} \
+                 GROUP BY customer_id"
+            ),
+        ),
+        8 => (
+            "slice(in)",
+            vec![x, y],
+            format!(
+                "SELECT customer_id, MIN(v), MAX(v) FROM `{s}` \
+                 WHERE customer_id IN ({{}}) GROUP BY customer_id"
+            ),
+        ),
+        9 => (
+            "slice(join)",
+            vec![x],
+            format!(
+                "SELECT c.id, MIN(o.v), MAX(o.v) FROM `{cu}` c \
+                 JOIN `{s}` o ON o.customer_id = c.id WHERE c.id = {{}} GROUP BY c.id"
+            ),
+        ),
+        10 => (
+            "slice(rows)",
+            vec![x],
+            format!("SELECT customer_id, v FROM `{s}` WHERE customer_id = {{}} ORDER BY v"),
+        ),
+        _ => (
+            "slice(dates)",
+            vec![x],
+            format!(
+                "SELECT customer_id, MIN(v), MAX(v) FROM `{s}` WHERE at >= {{}} \
+                 AND at < {{}} GROUP BY customer_id"
+            ),
+        ),
+    };
+    // The values of the `{}`s: customers, or the customer's day and the next.
+    let values: Vec<mysql_async::Value> = if kind == 11 {
+        vec![day_of(x).into(), day_of(x + 1).into()]
+    } else {
+        custs.iter().map(|&c| (c as i64).into()).collect()
+    };
+    let sql = if prepared {
+        let qs = vec!["?"; custs.len()].join(", ");
+        text.replace("{}", &qs)
+    } else if kind == 11 {
+        text.replacen("{}", &format!("'{}'", day_of(x)), 1)
+            .replacen("{}", &format!("'{}'", day_of(x + 1)), 1)
+    } else {
+        let lits: Vec<String> = custs.iter().map(|c| c.to_string()).collect();
+        text.replace("{}", &lits.join(", "))
+    };
+    (what, custs, sql, values)
 }
 
 impl Worker {
@@ -1193,62 +1295,7 @@ impl Worker {
         } else {
             x
         };
-        let (what, custs, text): (&str, Vec<usize>, String) = match kind {
-            7 => (
-                "slice",
-                vec![x],
-                format!(
-                    "SELECT customer_id, MIN(v), MAX(v) FROM `{s}` WHERE customer_id = {{}} \
-                     GROUP BY customer_id"
-                ),
-            ),
-            8 => (
-                "slice(in)",
-                vec![x, y],
-                format!(
-                    "SELECT customer_id, MIN(v), MAX(v) FROM `{s}` \
-                     WHERE customer_id IN ({{}}) GROUP BY customer_id"
-                ),
-            ),
-            9 => (
-                "slice(join)",
-                vec![x],
-                format!(
-                    "SELECT c.id, MIN(o.v), MAX(o.v) FROM `{cu}` c \
-                     JOIN `{s}` o ON o.customer_id = c.id WHERE c.id = {{}} GROUP BY c.id"
-                ),
-            ),
-            10 => (
-                "slice(rows)",
-                vec![x],
-                format!("SELECT customer_id, v FROM `{s}` WHERE customer_id = {{}} ORDER BY v"),
-            ),
-            _ => (
-                "slice(dates)",
-                vec![x],
-                format!(
-                    "SELECT customer_id, MIN(v), MAX(v) FROM `{s}` WHERE at >= {{}} \
-                     AND at < {{}} GROUP BY customer_id"
-                ),
-            ),
-        };
-        // The values of the `{}`s: customers, or the customer's day and the next.
-        let values: Vec<mysql_async::Value> = if kind == 11 {
-            vec![day_of(x).into(), day_of(x + 1).into()]
-        } else {
-            custs.iter().map(|&c| (c as i64).into()).collect()
-        };
-        let sql = if prepared {
-            let qs = vec!["?"; custs.len()].join(", ");
-            text.replace("{}", &qs)
-        } else if kind == 11 {
-            text.replacen("{}", &format!("'{}'", day_of(x)), 1)
-                .replacen("{}", &format!("'{}'", day_of(x + 1)), 1)
-        } else {
-            let lits: Vec<String> = custs.iter().map(|c| c.to_string()).collect();
-            text.replace("{}", &lits.join(", "))
-        };
-        let params = values;
+        let (what, custs, sql, params) = slice_statement(&s, &cu, kind, x, y, prepared);
         // Floors before the read is sent.
         let start = Instant::now();
         let floors: Vec<(i64, i64)> = custs

@@ -5,6 +5,10 @@
 //! through `Result`'s `Termination`, which would print a backtrace under the message when
 //! `RUST_BACKTRACE` is set (as it often is in images).
 
+// No function outside tests longer than clippy.toml's too-many-lines-threshold: a long
+// function is split into named steps (CI runs clippy with -D warnings).
+#![cfg_attr(not(test), warn(clippy::too_many_lines))]
+
 use std::process::ExitCode;
 
 use clap::Parser;

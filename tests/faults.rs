@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use mysql_async::prelude::*;
 use mysql_async::Conn;
-use qcache::cache::InvalidationSource;
+use qcache::observe::stats::InvalidationSource;
 use qcache::protocol::packets::com;
 use rawclient::Raw;
 use tokio::io::AsyncReadExt;

@@ -10,11 +10,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use mysql_async::prelude::Queryable;
-use qcache::cache::stats::CacheStats;
 use qcache::cache::versions::{TableHandle, Versions};
 use qcache::config::{BinlogMode, InvalidationConfig};
 use qcache::invalidation::binlog::{self, BinlogHandle, BinlogStatus, WriteAnalyser};
 use qcache::invalidation::{Catalog, Changed, ReadResolution};
+use qcache::observe::stats::CacheStats;
 
 /// How long a direct write may take to show up as a bump. The measured lag is milliseconds;
 /// the margin is for a machine busy compiling.

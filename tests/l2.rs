@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 use common::redis::Redis;
 use common::TestProxy;
 use mysql_async::prelude::Queryable;
-use qcache::cache::l2::L2;
 use qcache::config::{BinlogMode, Config, Granularity, L2Mode, L2Url, ValidateHits};
+use qcache::l2::L2;
 
 /// How long a write from elsewhere may take to show through another instance in these tests.
 /// Measured lags are below a few milliseconds; the margin is for a machine busy compiling.

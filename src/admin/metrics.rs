@@ -1,5 +1,5 @@
 //! Prometheus metrics: a collector that reads, on each scrape, the latency histograms the
-//! sessions record (`cache::latency`) and the counters the cache and server already keep.
+//! sessions record (`observe::latency`) and the counters the cache and server already keep.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -12,10 +12,10 @@ use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 
-/// Moved to `cache::latency` (the cache records into it too); this path stays only until the
+/// Moved to `observe::latency` (the cache records into it too); this path stays only until the
 /// `l2` branch, whose `cache/l2.rs` imports it from here, has merged.
-use crate::cache::latency::LatencyHistogram;
-use crate::cache::InvalidationSource;
+use crate::observe::latency::LatencyHistogram;
+use crate::observe::stats::InvalidationSource;
 use crate::shared::Shared;
 
 /// Reads the shared state on each scrape, so nothing is counted twice on the hot path.
@@ -80,270 +80,11 @@ pub fn source_label(s: InvalidationSource) -> &'static str {
 impl Collector for SharedCollector {
     fn encode(&self, mut e: DescriptorEncoder) -> std::fmt::Result {
         let sh = &self.0;
-        let cache = &sh.cache;
-        let stats = cache.stats();
-        let load = |c: &AtomicU64| c.load(Ordering::Relaxed);
-        counter(
-            &mut e,
-            "qcache_hits",
-            "Results served from the cache.",
-            stats.hits(),
-        )?;
-        // Every cacheable read that went upstream was a miss; not-cached reads are counted
-        // apart, by reason.
-        counter(
-            &mut e,
-            "qcache_misses",
-            "Cacheable reads sent upstream because no valid entry was found.",
-            sh.latencies.miss.count(),
-        )?;
-        counter(
-            &mut e,
-            "qcache_inserts",
-            "Results stored in the cache.",
-            stats.inserts(),
-        )?;
-        {
-            let mut me = e.encode_descriptor(
-                "qcache_not_cached",
-                "Statements neither served from nor stored in the cache, by reason.",
-                None,
-                MetricType::Counter,
-            )?;
-            for (reason, n) in stats.not_cached_reasons() {
-                ConstCounter::new(n).encode(me.encode_family(&[("reason", reason.as_str())])?)?;
-            }
-        }
-        counter(
-            &mut e,
-            "qcache_evictions",
-            "Servable entries evicted to make room (MySQL's Qcache_lowmem_prunes).",
-            load(&stats.lowmem_prunes),
-        )?;
-        {
-            let mut me = e.encode_descriptor(
-                "qcache_invalidations",
-                "Invalidation events (a table, a schema or the whole cache), by source.",
-                None,
-                MetricType::Counter,
-            )?;
-            for s in InvalidationSource::ALL {
-                ConstCounter::new(stats.invalidations(s))
-                    .encode(me.encode_family(&[("source", source_label(s))])?)?;
-            }
-        }
-        counter(
-            &mut e,
-            "qcache_invalidations_slice",
-            "Row-slice counters bumped by writes whose rows qcache could name.",
-            load(&stats.slice_invalidations),
-        )?;
-        counter(
-            &mut e,
-            "qcache_invalidations_column",
-            "Writes (UPDATEs, row images) invalidated by their changed columns only.",
-            load(&stats.column_writes),
-        )?;
-        counter(
-            &mut e,
-            "qcache_stale_dropped",
-            "Outdated entries dropped (on lookup, replacement or eviction).",
-            load(&stats.stale_dropped),
-        )?;
-        counter(
-            &mut e,
-            "qcache_expired",
-            "Expired entries dropped (on lookup, replacement or eviction).",
-            load(&stats.expired),
-        )?;
-        counter(
-            &mut e,
-            "qcache_stampede_waits",
-            "Sessions that waited for another session filling the same key.",
-            load(&stats.stampede_waits),
-        )?;
-        gauge(
-            &mut e,
-            "qcache_entries",
-            "Entries held now.",
-            cache.len() as u64,
-        )?;
-        let parents = &cache.versions().parents;
-        let ps = &parents.stats;
-        gauge(
-            &mut e,
-            "qcache_parent_map_entries",
-            "Parent-row mappings held for derived slices.",
-            parents.entries() as u64,
-        )?;
-        counter(
-            &mut e,
-            "qcache_parent_map_learned",
-            "Parent-row mappings learned from inserts through qcache.",
-            load(&ps.learned),
-        )?;
-        counter(
-            &mut e,
-            "qcache_derived_slice_rows",
-            "Child-row foreign-key values a write bumped by their parent's value.",
-            load(&ps.mapped),
-        )?;
-        counter(
-            &mut e,
-            "qcache_derived_slice_fallbacks",
-            "Child writes that bumped every derived slice of their table (a parent value not known, a move in flight).",
-            load(&ps.fallbacks),
-        )?;
-        counter(
-            &mut e,
-            "qcache_parent_map_drops",
-            "Times a parent table's mappings were dropped (a write that may move its rows).",
-            load(&ps.drops),
-        )?;
-        counter(
-            &mut e,
-            "qcache_parent_map_evicted",
-            "Parent-row mappings forgotten to stay within invalidation.parent_map_entries.",
-            load(&ps.evicted),
-        )?;
-        gauge(
-            &mut e,
-            "qcache_bytes",
-            "Bytes held by entries, bookkeeping included.",
-            cache.weight(),
-        )?;
-        gauge(
-            &mut e,
-            "qcache_max_bytes",
-            "Configured cache.max_bytes.",
-            cache.max_bytes(),
-        )?;
-        let conns = sh.connections.load(Ordering::Relaxed);
-        gauge(
-            &mut e,
-            "qcache_client_connections",
-            "Client connections open now.",
-            conns,
-        )?;
-        gauge(
-            &mut e,
-            "qcache_upstream_connections",
-            "Upstream connections open now (one per client session).",
-            conns,
-        )?;
-        histogram(
-            &mut e,
-            "qcache_hit_latency_seconds",
-            "Time to serve a hit: lookup to bytes queued for the client.",
-            &sh.latencies.hit,
-        )?;
-        histogram(
-            &mut e,
-            "qcache_upstream_latency_seconds",
-            "Time a cacheable read spent upstream on a miss, result relayed.",
-            &sh.latencies.miss,
-        )?;
+        encode_cache(&mut e, sh)?;
+        encode_parent_maps(&mut e, &sh.cache)?;
+        encode_sessions(&mut e, sh)?;
         if let Some(b) = &sh.binlog {
-            gauge(
-                &mut e,
-                "qcache_binlog_connected",
-                "1 while the binlog stream is connected.",
-                u64::from(b.connected()),
-            )?;
-            gauge(
-                &mut e,
-                "qcache_binlog_lag_seconds",
-                "Event timestamp vs arrival for the last binlog event (1 s resolution).",
-                b.last_event_lag().map_or(0.0, |d| d.as_secs_f64()),
-            )?;
-            counter(
-                &mut e,
-                "qcache_binlog_reconnects",
-                "Times the binlog stream ended (or could not be opened) and the tail started over.",
-                b.reconnects(),
-            )?;
-            {
-                let mut me = e.encode_descriptor(
-                    "qcache_binlog_stream_ends",
-                    "Binlog stream ends (and failed attempts to open one), by cause.",
-                    None,
-                    MetricType::Counter,
-                )?;
-                for (cause, n) in b.ends() {
-                    ConstCounter::new(n).encode(me.encode_family(&[("cause", cause.label())])?)?;
-                }
-            }
-            counter(
-                &mut e,
-                "qcache_binlog_resumes",
-                "Reconnects that resumed where the stream left off: nothing lost, nothing \
-                 invalidated.",
-                b.resumes(),
-            )?;
-            counter(
-                &mut e,
-                "qcache_binlog_gaps",
-                "Times the tail could not resume (binlog purged or reset, another server) and \
-                 started afresh, invalidating everything.",
-                b.gaps(),
-            )?;
-            counter(
-                &mut e,
-                "qcache_binlog_events",
-                "Binlog events read, heartbeats included.",
-                b.events(),
-            )?;
-            counter(
-                &mut e,
-                "qcache_binlog_commits",
-                "Commit events (XID, COMMIT, DDL) whose tables were bumped.",
-                b.commits(),
-            )?;
-            {
-                let (buckets, sum) = b.commit_lag_histogram();
-                let count = buckets.iter().map(|(_, n)| n).sum();
-                let buckets: Vec<(f64, u64)> = buckets
-                    .into_iter()
-                    .map(|(bound, n)| {
-                        let le = if bound == Duration::MAX {
-                            f64::INFINITY
-                        } else {
-                            bound.as_secs_f64()
-                        };
-                        (le, n)
-                    })
-                    .collect();
-                histogram_of(
-                    &mut e,
-                    "qcache_binlog_commit_lag_seconds",
-                    "Commit event header timestamp (whole seconds) to its arrival: how late \
-                     external writes are seen, overstated by up to 1 s.",
-                    sum.as_secs_f64(),
-                    count,
-                    &buckets,
-                )?;
-            }
-            let mut sum = 0.0;
-            let mut count = 0;
-            let buckets: Vec<(f64, u64)> = b
-                .lag_histogram()
-                .into_iter()
-                .map(|(bound, n)| {
-                    // The midpoint stands in for the unknown exact values in the sum.
-                    sum += bound.as_secs_f64() * 0.75 * n as f64;
-                    count += n;
-                    (bound.as_secs_f64(), n)
-                })
-                .chain(std::iter::once((f64::INFINITY, 0)))
-                .collect();
-            histogram_of(
-                &mut e,
-                "qcache_binlog_apply_seconds",
-                "Time from a commit event's arrival to its tables being bumped.",
-                sum,
-                count,
-                &buckets,
-            )?;
+            encode_binlog(&mut e, b)?;
         }
         if let Some(l2) = &sh.l2 {
             encode_l2(&mut e, l2)?;
@@ -352,8 +93,291 @@ impl Collector for SharedCollector {
     }
 }
 
+/// The cache's own counters: hits, misses, stores, reasons, evictions, invalidations.
+fn encode_cache(e: &mut DescriptorEncoder, sh: &Shared) -> std::fmt::Result {
+    let cache = &sh.cache;
+    let stats = cache.stats();
+    let load = |c: &AtomicU64| c.load(Ordering::Relaxed);
+    counter(
+        e,
+        "qcache_hits",
+        "Results served from the cache.",
+        stats.hits(),
+    )?;
+    // Every cacheable read that went upstream was a miss; not-cached reads are counted
+    // apart, by reason.
+    counter(
+        e,
+        "qcache_misses",
+        "Cacheable reads sent upstream because no valid entry was found.",
+        sh.latencies.miss.count(),
+    )?;
+    counter(
+        e,
+        "qcache_inserts",
+        "Results stored in the cache.",
+        stats.inserts(),
+    )?;
+    {
+        let mut me = e.encode_descriptor(
+            "qcache_not_cached",
+            "Statements neither served from nor stored in the cache, by reason.",
+            None,
+            MetricType::Counter,
+        )?;
+        for (reason, n) in stats.not_cached_reasons() {
+            ConstCounter::new(n).encode(me.encode_family(&[("reason", reason.as_str())])?)?;
+        }
+    }
+    counter(
+        e,
+        "qcache_evictions",
+        "Servable entries evicted to make room (MySQL's Qcache_lowmem_prunes).",
+        load(&stats.lowmem_prunes),
+    )?;
+    {
+        let mut me = e.encode_descriptor(
+            "qcache_invalidations",
+            "Invalidation events (a table, a schema or the whole cache), by source.",
+            None,
+            MetricType::Counter,
+        )?;
+        for s in InvalidationSource::ALL {
+            ConstCounter::new(stats.invalidations(s))
+                .encode(me.encode_family(&[("source", source_label(s))])?)?;
+        }
+    }
+    counter(
+        e,
+        "qcache_invalidations_slice",
+        "Row-slice counters bumped by writes whose rows qcache could name.",
+        load(&stats.slice_invalidations),
+    )?;
+    counter(
+        e,
+        "qcache_invalidations_column",
+        "Writes (UPDATEs, row images) invalidated by their changed columns only.",
+        load(&stats.column_writes),
+    )?;
+    counter(
+        e,
+        "qcache_stale_dropped",
+        "Outdated entries dropped (on lookup, replacement or eviction).",
+        load(&stats.stale_dropped),
+    )?;
+    counter(
+        e,
+        "qcache_expired",
+        "Expired entries dropped (on lookup, replacement or eviction).",
+        load(&stats.expired),
+    )?;
+    counter(
+        e,
+        "qcache_stampede_waits",
+        "Sessions that waited for another session filling the same key.",
+        load(&stats.stampede_waits),
+    )?;
+    gauge(e, "qcache_entries", "Entries held now.", cache.len() as u64)?;
+    Ok(())
+}
+
+/// What the parent maps of derived slices hold and did.
+fn encode_parent_maps(e: &mut DescriptorEncoder, cache: &crate::cache::Cache) -> std::fmt::Result {
+    let load = |c: &AtomicU64| c.load(Ordering::Relaxed);
+    let parents = &cache.versions().parents;
+    let ps = &parents.stats;
+    gauge(
+        e,
+        "qcache_parent_map_entries",
+        "Parent-row mappings held for derived slices.",
+        parents.entries() as u64,
+    )?;
+    counter(
+        e,
+        "qcache_parent_map_learned",
+        "Parent-row mappings learned from inserts through qcache.",
+        load(&ps.learned),
+    )?;
+    counter(
+        e,
+        "qcache_derived_slice_rows",
+        "Child-row foreign-key values a write bumped by their parent's value.",
+        load(&ps.mapped),
+    )?;
+    counter(
+        e,
+        "qcache_derived_slice_fallbacks",
+        "Child writes that bumped every derived slice of their table (a parent value not known, a move in flight).",
+        load(&ps.fallbacks),
+    )?;
+    counter(
+        e,
+        "qcache_parent_map_drops",
+        "Times a parent table's mappings were dropped (a write that may move its rows).",
+        load(&ps.drops),
+    )?;
+    counter(
+        e,
+        "qcache_parent_map_evicted",
+        "Parent-row mappings forgotten to stay within invalidation.parent_map_entries.",
+        load(&ps.evicted),
+    )?;
+    Ok(())
+}
+
+/// Memory, connections and the latencies of hits and misses.
+fn encode_sessions(e: &mut DescriptorEncoder, sh: &Shared) -> std::fmt::Result {
+    let cache = &sh.cache;
+    gauge(
+        e,
+        "qcache_bytes",
+        "Bytes held by entries, bookkeeping included.",
+        cache.weight(),
+    )?;
+    gauge(
+        e,
+        "qcache_max_bytes",
+        "Configured cache.max_bytes.",
+        cache.max_bytes(),
+    )?;
+    let conns = sh.connections.load(Ordering::Relaxed);
+    gauge(
+        e,
+        "qcache_client_connections",
+        "Client connections open now.",
+        conns,
+    )?;
+    gauge(
+        e,
+        "qcache_upstream_connections",
+        "Upstream connections open now (one per client session).",
+        conns,
+    )?;
+    histogram(
+        e,
+        "qcache_hit_latency_seconds",
+        "Time to serve a hit: lookup to bytes queued for the client.",
+        &sh.latencies.hit,
+    )?;
+    histogram(
+        e,
+        "qcache_upstream_latency_seconds",
+        "Time a cacheable read spent upstream on a miss, result relayed.",
+        &sh.latencies.miss,
+    )?;
+    Ok(())
+}
+
+/// The binlog tail's figures, when it runs.
+fn encode_binlog(
+    e: &mut DescriptorEncoder,
+    b: &crate::invalidation::binlog::BinlogHandle,
+) -> std::fmt::Result {
+    gauge(
+        e,
+        "qcache_binlog_connected",
+        "1 while the binlog stream is connected.",
+        u64::from(b.connected()),
+    )?;
+    gauge(
+        e,
+        "qcache_binlog_lag_seconds",
+        "Event timestamp vs arrival for the last binlog event (1 s resolution).",
+        b.last_event_lag().map_or(0.0, |d| d.as_secs_f64()),
+    )?;
+    counter(
+        e,
+        "qcache_binlog_reconnects",
+        "Times the binlog stream ended (or could not be opened) and the tail started over.",
+        b.reconnects(),
+    )?;
+    {
+        let mut me = e.encode_descriptor(
+            "qcache_binlog_stream_ends",
+            "Binlog stream ends (and failed attempts to open one), by cause.",
+            None,
+            MetricType::Counter,
+        )?;
+        for (cause, n) in b.ends() {
+            ConstCounter::new(n).encode(me.encode_family(&[("cause", cause.label())])?)?;
+        }
+    }
+    counter(
+        e,
+        "qcache_binlog_resumes",
+        "Reconnects that resumed where the stream left off: nothing lost, nothing \
+         invalidated.",
+        b.resumes(),
+    )?;
+    counter(
+        e,
+        "qcache_binlog_gaps",
+        "Times the tail could not resume (binlog purged or reset, another server) and \
+         started afresh, invalidating everything.",
+        b.gaps(),
+    )?;
+    counter(
+        e,
+        "qcache_binlog_events",
+        "Binlog events read, heartbeats included.",
+        b.events(),
+    )?;
+    counter(
+        e,
+        "qcache_binlog_commits",
+        "Commit events (XID, COMMIT, DDL) whose tables were bumped.",
+        b.commits(),
+    )?;
+    {
+        let (buckets, sum) = b.commit_lag_histogram();
+        let count = buckets.iter().map(|(_, n)| n).sum();
+        let buckets: Vec<(f64, u64)> = buckets
+            .into_iter()
+            .map(|(bound, n)| {
+                let le = if bound == Duration::MAX {
+                    f64::INFINITY
+                } else {
+                    bound.as_secs_f64()
+                };
+                (le, n)
+            })
+            .collect();
+        histogram_of(
+            e,
+            "qcache_binlog_commit_lag_seconds",
+            "Commit event header timestamp (whole seconds) to its arrival: how late \
+             external writes are seen, overstated by up to 1 s.",
+            sum.as_secs_f64(),
+            count,
+            &buckets,
+        )?;
+    }
+    let mut sum = 0.0;
+    let mut count = 0;
+    let buckets: Vec<(f64, u64)> = b
+        .lag_histogram()
+        .into_iter()
+        .map(|(bound, n)| {
+            // The midpoint stands in for the unknown exact values in the sum.
+            sum += bound.as_secs_f64() * 0.75 * n as f64;
+            count += n;
+            (bound.as_secs_f64(), n)
+        })
+        .chain(std::iter::once((f64::INFINITY, 0)))
+        .collect();
+    histogram_of(
+        e,
+        "qcache_binlog_apply_seconds",
+        "Time from a commit event's arrival to its tables being bumped.",
+        sum,
+        count,
+        &buckets,
+    )?;
+    Ok(())
+}
+
 /// The second level's figures (`Qcache_l2_*` as Prometheus metrics).
-fn encode_l2(e: &mut DescriptorEncoder, l2: &crate::cache::l2::L2) -> std::fmt::Result {
+fn encode_l2(e: &mut DescriptorEncoder, l2: &crate::l2::L2) -> std::fmt::Result {
     let s = &l2.stats;
     let load = |c: &AtomicU64| c.load(Ordering::Relaxed);
     gauge(

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 
-use crate::cache::digests::{format_utc, wall_time, Counts, DigestRow};
+use crate::observe::digests::{format_utc, wall_time, Counts, DigestRow};
 use crate::protocol::packets::{TYPE_LONGLONG, TYPE_VAR_STRING};
 use crate::shared::Shared;
 

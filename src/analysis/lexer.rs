@@ -5,7 +5,7 @@
 //! skipped, except executable ones (`/*! … */`, `/*!40001 … */`, MariaDB `/*M! … */`), whose
 //! content the server runs as code, so it is lexed as code here too.
 
-use super::comments::ServerVersion;
+use super::version::ServerVersion;
 
 /// What a token is; its bytes are `sql[start..end]`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -43,14 +43,16 @@ mod parse;
 mod scan;
 mod set;
 pub mod slices;
+mod version;
 
-pub use comments::{server_str, server_text, ServerVersion};
+pub use comments::{server_str, server_text};
 pub use digest::{digest, normalised_text};
 pub use fallback::{calls_unknown_code, sequences_written};
 pub use memo::Analyzer;
 pub use parse::analyze;
 pub use scan::{first_keyword_is, scan, split_statements, strip_hints, Hint, Scan, StatementKind};
 pub use set::{analyze_set, use_schema, QcAssign, SetInfo};
+pub use version::ServerVersion;
 
 /// A table, lower-cased. `schema` is None when the statement did not qualify the name: the
 /// session qualifies it with its default database.

@@ -10,6 +10,7 @@ use sqlparser::ast::{
     RenameTableNameKind, Select, SetExpr, Statement, TableFactor, TableObject, TableWithJoins,
     UpdateTableFromKind, Visit, Visitor,
 };
+use sqlparser::ast::{Delete, Update};
 use sqlparser::ast::{Expr, Function, Ident};
 use sqlparser::dialect::MySqlDialect;
 use sqlparser::parser::Parser;
@@ -572,66 +573,8 @@ fn write_info(stmt: &Statement) -> Option<WriteInfo> {
             },
             _ => WriteInfo::unknown(),
         },
-        Statement::Update(u) => {
-            let mut found = Vec::new();
-            join_tables(&u.table, &mut found);
-            if let Some(from) = &u.from {
-                let (UpdateTableFromKind::BeforeSet(list) | UpdateTableFromKind::AfterSet(list)) =
-                    from;
-                for twj in list {
-                    join_tables(twj, &mut found);
-                }
-            }
-            let mut t: Vec<TableRef> = found.into_iter().map(|(t, _)| t).collect();
-            t.sort();
-            t.dedup();
-            if t.is_empty() {
-                WriteInfo::unknown()
-            } else {
-                WriteInfo::tables(t)
-            }
-        }
-        Statement::Delete(d) => {
-            let mut listed = Vec::new();
-            let (FromTable::WithFromKeyword(from) | FromTable::WithoutKeyword(from)) = &d.from;
-            for twj in from {
-                join_tables(twj, &mut listed);
-            }
-            if let Some(using) = &d.using {
-                for twj in using {
-                    join_tables(twj, &mut listed);
-                }
-            }
-            let mut t = if d.tables.is_empty() {
-                // `DELETE FROM t …` and `DELETE FROM t1, t2 USING …`: the FROM list.
-                let mut v = Vec::new();
-                let (FromTable::WithFromKeyword(from) | FromTable::WithoutKeyword(from)) = &d.from;
-                for twj in from {
-                    join_tables(twj, &mut v);
-                }
-                v.into_iter().map(|(t, _)| t).collect::<Vec<_>>()
-            } else {
-                // `DELETE a, b FROM …`: each name is an alias or a table of the list.
-                let mut v = Vec::new();
-                for n in &d.tables {
-                    let Some(r) = table_ref(n) else {
-                        return Some(WriteInfo::unknown());
-                    };
-                    let by_alias = listed.iter().find(|(_, alias)| {
-                        r.schema.is_none() && alias.as_deref() == Some(r.name.as_str())
-                    });
-                    v.push(by_alias.map(|(t, _)| t.clone()).unwrap_or(r));
-                }
-                v
-            };
-            t.sort();
-            t.dedup();
-            if t.is_empty() {
-                WriteInfo::unknown()
-            } else {
-                WriteInfo::tables(t)
-            }
-        }
+        Statement::Update(u) => update_write(u),
+        Statement::Delete(d) => delete_write(d),
         Statement::Truncate(tr) => {
             let t: Option<Vec<TableRef>> =
                 tr.table_names.iter().map(|x| table_ref(&x.name)).collect();
@@ -691,30 +634,7 @@ fn write_info(stmt: &Statement) -> Option<WriteInfo> {
             temporary,
             table,
             ..
-        } => match object_type {
-            ObjectType::Table => {
-                let t = names(dropped);
-                let mut w = ddl(tables_or_unknown(t.clone()));
-                w.temp_dropped = t.unwrap_or_default();
-                if *temporary {
-                    w.ddl = false;
-                    w.implicit_commit = false;
-                }
-                w
-            }
-            ObjectType::View | ObjectType::Sequence => ddl(tables_or_unknown(names(dropped))),
-            ObjectType::Index => ddl(tables_or_unknown(
-                table.as_ref().and_then(table_ref).map(|t| vec![t]),
-            )),
-            ObjectType::Schema | ObjectType::Database => match dropped.as_slice() {
-                [n] => match n.0.last().and_then(|p| p.as_ident()) {
-                    Some(i) => ddl(WriteTargets::Schema(i.value.to_lowercase())),
-                    None => ddl(WriteTargets::Unknown),
-                },
-                _ => ddl(WriteTargets::Unknown),
-            },
-            _ => ddl(WriteTargets::Tables(Vec::new())),
-        },
+        } => drop_write(object_type, dropped, *temporary, table.as_ref()),
         Statement::CreateView(cv) => ddl(tables_or_unknown(table_ref(&cv.name).map(|t| vec![t]))),
         Statement::AlterView(av) => ddl(tables_or_unknown(table_ref(&av.name).map(|t| vec![t]))),
         Statement::CreateIndex(ci) => ddl(tables_or_unknown(
@@ -755,6 +675,103 @@ fn write_info(stmt: &Statement) -> Option<WriteInfo> {
         _ => return None,
     };
     Some(w)
+}
+
+/// The tables an UPDATE writes: its target list and the tables of its FROM.
+fn update_write(u: &Update) -> WriteInfo {
+    let mut found = Vec::new();
+    join_tables(&u.table, &mut found);
+    if let Some(from) = &u.from {
+        let (UpdateTableFromKind::BeforeSet(list) | UpdateTableFromKind::AfterSet(list)) = from;
+        for twj in list {
+            join_tables(twj, &mut found);
+        }
+    }
+    let mut t: Vec<TableRef> = found.into_iter().map(|(t, _)| t).collect();
+    t.sort();
+    t.dedup();
+    if t.is_empty() {
+        WriteInfo::unknown()
+    } else {
+        WriteInfo::tables(t)
+    }
+}
+
+/// The tables a DELETE writes: the FROM list, or the names before FROM (each an alias or a
+/// table of the list).
+fn delete_write(d: &Delete) -> WriteInfo {
+    let mut listed = Vec::new();
+    let (FromTable::WithFromKeyword(from) | FromTable::WithoutKeyword(from)) = &d.from;
+    for twj in from {
+        join_tables(twj, &mut listed);
+    }
+    if let Some(using) = &d.using {
+        for twj in using {
+            join_tables(twj, &mut listed);
+        }
+    }
+    let mut t = if d.tables.is_empty() {
+        // `DELETE FROM t …` and `DELETE FROM t1, t2 USING …`: the FROM list.
+        let mut v = Vec::new();
+        let (FromTable::WithFromKeyword(from) | FromTable::WithoutKeyword(from)) = &d.from;
+        for twj in from {
+            join_tables(twj, &mut v);
+        }
+        v.into_iter().map(|(t, _)| t).collect::<Vec<_>>()
+    } else {
+        // `DELETE a, b FROM …`: each name is an alias or a table of the list.
+        let mut v = Vec::new();
+        for n in &d.tables {
+            let Some(r) = table_ref(n) else {
+                return WriteInfo::unknown();
+            };
+            let by_alias = listed
+                .iter()
+                .find(|(_, alias)| r.schema.is_none() && alias.as_deref() == Some(r.name.as_str()));
+            v.push(by_alias.map(|(t, _)| t.clone()).unwrap_or(r));
+        }
+        v
+    };
+    t.sort();
+    t.dedup();
+    if t.is_empty() {
+        WriteInfo::unknown()
+    } else {
+        WriteInfo::tables(t)
+    }
+}
+
+/// What a DROP writes, by the kind of object it drops.
+fn drop_write(
+    object_type: &ObjectType,
+    dropped: &[ObjectName],
+    temporary: bool,
+    table: Option<&ObjectName>,
+) -> WriteInfo {
+    match object_type {
+        ObjectType::Table => {
+            let t = names(dropped);
+            let mut w = ddl(tables_or_unknown(t.clone()));
+            w.temp_dropped = t.unwrap_or_default();
+            if temporary {
+                w.ddl = false;
+                w.implicit_commit = false;
+            }
+            w
+        }
+        ObjectType::View | ObjectType::Sequence => ddl(tables_or_unknown(names(dropped))),
+        ObjectType::Index => ddl(tables_or_unknown(
+            table.and_then(table_ref).map(|t| vec![t]),
+        )),
+        ObjectType::Schema | ObjectType::Database => match dropped {
+            [n] => match n.0.last().and_then(|p| p.as_ident()) {
+                Some(i) => ddl(WriteTargets::Schema(i.value.to_lowercase())),
+                None => ddl(WriteTargets::Unknown),
+            },
+            _ => ddl(WriteTargets::Unknown),
+        },
+        _ => ddl(WriteTargets::Tables(Vec::new())),
+    }
 }
 
 #[cfg(test)]

@@ -146,47 +146,7 @@ pub fn analyze_set(sql: &str) -> Option<SetInfo> {
             scope = Scope::Session;
             k += 1;
         }
-        let t = toks.get(k)?;
-        let (name, this_scope, user, next) = match t.tok {
-            Tok::Var => {
-                let v = t.bytes(b);
-                if v.starts_with(b"@@") {
-                    let first = String::from_utf8_lossy(&v[2..]).to_ascii_lowercase();
-                    if toks.get(k + 1).is_some_and(|x| x.is_punct(b'.')) {
-                        let second = toks.get(k + 2).filter(|x| x.tok == Tok::Word)?;
-                        let second = String::from_utf8_lossy(second.bytes(b)).to_ascii_lowercase();
-                        match first.as_str() {
-                            "global" | "persist" | "persist_only" => {
-                                (second, Scope::Global, false, k + 3)
-                            }
-                            "session" | "local" => (second, Scope::Session, false, k + 3),
-                            // A structured name (`keycache.key_buffer_size`).
-                            _ => (format!("{first}.{second}"), scope, false, k + 3),
-                        }
-                    } else {
-                        (first, Scope::Session, false, k + 1)
-                    }
-                } else {
-                    let name = String::from_utf8_lossy(v).to_ascii_lowercase();
-                    (name, Scope::Session, true, k + 1)
-                }
-            }
-            Tok::Word | Tok::Backquoted => {
-                let raw = String::from_utf8_lossy(t.bytes(b)).to_ascii_lowercase();
-                let mut name = raw.trim_matches('`').to_string();
-                let mut next = k + 1;
-                if toks.get(next).is_some_and(|x| x.is_punct(b'.')) {
-                    let second = toks.get(next + 1).filter(|x| x.tok == Tok::Word)?;
-                    name = format!(
-                        "{name}.{}",
-                        String::from_utf8_lossy(second.bytes(b)).to_ascii_lowercase()
-                    );
-                    next += 2;
-                }
-                (name, scope, false, next)
-            }
-            _ => return None,
-        };
+        let (name, this_scope, user, next) = assignment_name(b, &toks, k, scope)?;
         // `=` or `:=`
         let mut v = next;
         if toks.get(v).is_some_and(|x| x.is_punct(b':')) {
@@ -196,19 +156,8 @@ pub fn analyze_set(sql: &str) -> Option<SetInfo> {
             return None;
         }
         v += 1;
-        // The value runs to the next top-level comma.
         let start = v;
-        let mut depth = 0usize;
-        while let Some(x) = toks.get(v) {
-            if x.is_punct(b'(') {
-                depth += 1;
-            } else if x.is_punct(b')') {
-                depth = depth.saturating_sub(1);
-            } else if x.is_punct(b',') && depth == 0 {
-                break;
-            }
-            v += 1;
-        }
+        v = value_end(&toks, start);
         if v == start {
             return None;
         }
@@ -232,6 +181,75 @@ pub fn analyze_set(sql: &str) -> Option<SetInfo> {
         return None;
     }
     Some(info)
+}
+
+/// The name of the assignment at token `k`, its scope (`scope` unless the name says one), whether
+/// it is a user variable, and the token after the name.
+fn assignment_name(
+    b: &[u8],
+    toks: &[Token],
+    k: usize,
+    scope: Scope,
+) -> Option<(String, Scope, bool, usize)> {
+    let t = toks.get(k)?;
+    let named = match t.tok {
+        Tok::Var => {
+            let v = t.bytes(b);
+            if v.starts_with(b"@@") {
+                let first = String::from_utf8_lossy(&v[2..]).to_ascii_lowercase();
+                if toks.get(k + 1).is_some_and(|x| x.is_punct(b'.')) {
+                    let second = toks.get(k + 2).filter(|x| x.tok == Tok::Word)?;
+                    let second = String::from_utf8_lossy(second.bytes(b)).to_ascii_lowercase();
+                    match first.as_str() {
+                        "global" | "persist" | "persist_only" => {
+                            (second, Scope::Global, false, k + 3)
+                        }
+                        "session" | "local" => (second, Scope::Session, false, k + 3),
+                        // A structured name (`keycache.key_buffer_size`).
+                        _ => (format!("{first}.{second}"), scope, false, k + 3),
+                    }
+                } else {
+                    (first, Scope::Session, false, k + 1)
+                }
+            } else {
+                let name = String::from_utf8_lossy(v).to_ascii_lowercase();
+                (name, Scope::Session, true, k + 1)
+            }
+        }
+        Tok::Word | Tok::Backquoted => {
+            let raw = String::from_utf8_lossy(t.bytes(b)).to_ascii_lowercase();
+            let mut name = raw.trim_matches('`').to_string();
+            let mut next = k + 1;
+            if toks.get(next).is_some_and(|x| x.is_punct(b'.')) {
+                let second = toks.get(next + 1).filter(|x| x.tok == Tok::Word)?;
+                name = format!(
+                    "{name}.{}",
+                    String::from_utf8_lossy(second.bytes(b)).to_ascii_lowercase()
+                );
+                next += 2;
+            }
+            (name, scope, false, next)
+        }
+        _ => return None,
+    };
+    Some(named)
+}
+
+/// The token after a value starting at `start`: the value runs to the next top-level comma.
+fn value_end(toks: &[Token], start: usize) -> usize {
+    let mut v = start;
+    let mut depth = 0usize;
+    while let Some(x) = toks.get(v) {
+        if x.is_punct(b'(') {
+            depth += 1;
+        } else if x.is_punct(b')') {
+            depth = depth.saturating_sub(1);
+        } else if x.is_punct(b',') && depth == 0 {
+            break;
+        }
+        v += 1;
+    }
+    v
 }
 
 fn qc_value(v: &str) -> Option<QcAssign> {
@@ -464,5 +482,24 @@ mod tests {
         assert_eq!(use_schema("USE a; SELECT 1"), None);
         assert_eq!(use_schema("SELECT 1"), None);
         assert_eq!(use_schema("USE ``"), None);
+    }
+
+    /// Where a value ends: at the first comma outside parentheses, or at the end.
+    #[test]
+    fn value_ends_at_a_top_level_comma() {
+        #[rustfmt::skip]
+        let rows: &[(&str, &str)] = &[
+            // (statement, the first assignment's value)
+            ("SET a = 1, b = 2", "1"),
+            ("SET a = f(1, 2), b = 2", "f(1, 2)"),
+            ("SET a = ((1, 2)), b = 3", "((1, 2))"),
+            ("SET a = 'x,y', b = 2", "'x,y'"),
+            ("SET a = 1 + 2", "1 + 2"),
+            ("SET a = (1))", "(1))"), // an unbalanced `)` does not end it
+        ];
+        for (sql, want) in rows {
+            let info = analyze_set(sql).unwrap_or_else(|| panic!("{sql}: not followed"));
+            assert_eq!(info.assignments[0].1, *want, "{sql}");
+        }
     }
 }

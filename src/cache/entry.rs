@@ -2,12 +2,18 @@
 //! it was computed under, and how to write it for a session (status flags patched).
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::{BufMut, Bytes, BytesMut};
 
 use super::versions::{Stamps, TableHandle};
 use crate::protocol::packets::status::PER_SESSION;
+
+/// The L2 versions an entry was computed under: dependency names and values, in the order
+/// `l2::L2Deps::deps` gives (kept here, under the entry that holds them, so that the cache
+/// does not import the L2 client).
+pub type L2Stamps = Arc<[(String, u64)]>;
 
 /// Longest SQL preview kept for admin listings; longer statements are cut at a char boundary.
 pub const SQL_PREVIEW_BYTES: usize = 200;
@@ -46,7 +52,7 @@ pub struct Entry {
     pub found_rows: u64,
     /// The L2 versions this result was computed under, when L2 vouched for it: what strict
     /// mode (`l2.validate_hits = "remote"`) checks before serving it.
-    pub l2: Option<super::l2::L2Stamps>,
+    pub l2: Option<L2Stamps>,
     /// Rows in the result, and the statement's normalised text (literals as `?`, shared by
     /// every entry of the shape): what a hit adds to its digest's statistics without
     /// looking at the statement.
@@ -87,7 +93,7 @@ impl Entry {
     }
 
     /// Records the L2 versions the result was computed under.
-    pub fn with_l2(mut self, stamps: Option<super::l2::L2Stamps>) -> Entry {
+    pub fn with_l2(mut self, stamps: Option<L2Stamps>) -> Entry {
         self.l2 = stamps;
         self
     }

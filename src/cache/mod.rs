@@ -22,23 +22,23 @@
 //! // writes: cache.invalidate_table(&t, InvalidationSource::Write) before forwarding the OK.
 //! ```
 
-pub mod digests;
 pub mod entry;
 pub mod fkmap;
 pub mod key;
-pub mod l2;
-pub mod latency;
 pub mod plans;
 pub mod privileges;
-pub mod resp;
 pub mod sliceplans;
-pub mod stats;
 pub mod store;
 pub mod versions;
 pub mod writes;
 
 pub use entry::Entry;
 pub use key::{key, Fingerprint, Key};
-pub use stats::{CacheStats, InvalidationSource};
 pub use store::{Cache, Claim, EntryInfo, FillGuard, WaitOutcome, Waiter};
 pub use versions::{Snapshot, Stamps, TableHandle, TableVersion, Versions};
+
+// Old paths of the files moved to `l2` and `observe`, for branches written against them.
+pub use crate::l2;
+pub use crate::l2::resp;
+pub use crate::observe::stats::{CacheStats, InvalidationSource};
+pub use crate::observe::{digests, latency, stats};

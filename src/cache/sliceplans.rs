@@ -23,8 +23,8 @@ use quick_cache::sync::Cache;
 use xxhash_rust::xxh3::Xxh3;
 
 use crate::analysis::slices::Lit;
-use crate::cache::l2::L2Read;
 use crate::cache::versions::{ColumnReads, SlicePlan, TableHandle};
+use crate::l2::L2Read;
 
 /// A read's slice plan: the tables it depends on whole, those it reads by slices, which
 /// columns it reads, and the catalog generation the column types were read under.

@@ -13,9 +13,9 @@ use tokio::sync::watch;
 
 use super::entry::Entry;
 use super::key::Key;
-use super::stats::{CacheStats, InvalidationSource};
 use super::versions::{Snapshot, TableHandle, Versions};
 use crate::config::CacheConfig;
+use crate::observe::stats::{CacheStats, InvalidationSource};
 use crate::policy::Reason;
 
 /// quick_cache's share of a shard for "hot" entries; an entry heavier than this share of one

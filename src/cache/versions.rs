@@ -49,7 +49,7 @@ use dashmap::DashMap;
 
 use super::fkmap::ParentMaps;
 use super::privileges::Privileges;
-/// Told of every local bump, so that a shared second level (`cache::l2`) raises the same
+/// Told of every local bump, so that a shared second level (`l2`) raises the same
 /// versions fleet-wide. Called synchronously from `bump*`: it must only queue.
 pub trait BumpSink: Send + Sync {
     fn table(&self, schema: &str, name: &str);

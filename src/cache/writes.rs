@@ -4,10 +4,10 @@
 
 use std::sync::Arc;
 
-use super::stats::InvalidationSource;
 use super::store::Cache;
 use super::versions::{KnownRows, Snapshot, TableHandle};
 use crate::config::Conservative;
+use crate::observe::stats::InvalidationSource;
 use crate::policy::privileges::PrivilegeChange;
 
 /// A transaction as qcache sees it.

@@ -36,9 +36,9 @@ use tokio::sync::watch;
 use super::catalog::{upstream_opts, Catalog, Changed, TableName};
 use crate::analysis::slices::{normalize, temporal_day, temporal_keys, ColType, ColumnInfo, Lit};
 use crate::analysis::ServerVersion;
-use crate::cache::stats::{CacheStats, InvalidationSource};
 use crate::cache::versions::{KnownRows, Versions};
 use crate::config::{random_id, BinlogMode, Conservative, Granularity, InvalidationConfig};
+use crate::observe::stats::{CacheStats, InvalidationSource};
 
 /// The tables a statement writes, given its text and default schema; `None` = cannot tell
 /// (the tail then invalidates per `invalidation.unknown_write`). The same analyser proxied
@@ -577,7 +577,7 @@ impl Inv {
     }
 
     /// `all` for a gap in the stream: a shared L2 is invalidated only if no other
-    /// instance's tail was watching meanwhile (`cache::l2`).
+    /// instance's tail was watching meanwhile (`l2`).
     fn all_gap(&self) {
         self.versions.bump_all_gap();
         self.stats.invalidation(InvalidationSource::Binlog);
@@ -1375,10 +1375,9 @@ impl Tail {
         true
     }
 
-    /// Connects, checks the server can stream, and asks for the binlog: from the anchor when
-    /// there is one (and the server is the same), else from the server's current end.
-    async fn open(&mut self, life: &mut Life) -> Result<Opened, BinlogError> {
-        let mut conn = Conn::new(self.opts.clone()).await?;
+    /// Checks the server can stream (binary logging on; a warning unless it is in ROW
+    /// format) and reads who it is: its ids, and whether it is MariaDB.
+    async fn server_of(&mut self, conn: &mut Conn) -> Result<(ServerId, bool), BinlogError> {
         let row: Option<Row> = conn
             .query_first(
                 "SELECT @@GLOBAL.log_bin, @@GLOBAL.binlog_format, @@GLOBAL.server_id, @@version",
@@ -1428,6 +1427,14 @@ impl Tail {
             server_id: server_id.unwrap_or(0),
             uuid,
         };
+        Ok((server, mariadb))
+    }
+
+    /// Connects, checks the server can stream, and asks for the binlog: from the anchor when
+    /// there is one (and the server is the same), else from the server's current end.
+    async fn open(&mut self, life: &mut Life) -> Result<Opened, BinlogError> {
+        let mut conn = Conn::new(self.opts.clone()).await?;
+        let (server, mariadb) = self.server_of(&mut conn).await?;
         let status: Option<Row> = match conn.query_first("SHOW MASTER STATUS").await {
             Ok(s) => s,
             Err(e) => {
@@ -2361,7 +2368,7 @@ fn database_name(sql: &str) -> Option<String> {
     None
 }
 
-impl crate::cache::l2::TailStatus for BinlogHandle {
+impl crate::l2::TailStatus for BinlogHandle {
     fn connected(&self) -> bool {
         BinlogHandle::connected(self)
     }

@@ -455,4 +455,103 @@ mod tests {
         assert_eq!(info.message, "Too many connections");
         assert!(parse_err(&[0xff]).is_none());
     }
+
+    /// One row per packet shape: whether it ends a result set (EOF, or its OK replacement).
+    #[test]
+    fn is_eof_by_header_and_length() {
+        let big = |n: usize| {
+            let mut v = vec![0u8; n];
+            v[0] = 0xfe;
+            v
+        };
+        #[rustfmt::skip]
+        let rows: &[(&[u8], bool, bool)] = &[
+            // (payload, deprecate_eof, is_eof)
+            (&[0xfe, 0, 0, 2, 0], false, true),       // classic EOF
+            (&[0xfe, 0, 0, 2, 0, 0, 0, 0, 0], false, false), // 9 bytes: a row, not an EOF
+            (&[0xfe, 0, 0, 2, 0, 0, 0], true, true),  // OK-as-EOF
+            (&[0x00, 0, 0, 2, 0], false, false),      // OK header
+            (&[0xff, 0x15, 0x04], true, false),       // ERR
+            (&[], false, false),                      // empty
+            (&[], true, false),
+        ];
+        for (i, (p, dep, want)) in rows.iter().enumerate() {
+            assert_eq!(is_eof(p, *dep), *want, "row {i}");
+        }
+        // Under DEPRECATE_EOF only a 16 MiB row can start with 0xFE.
+        assert!(is_eof(&big(0xFF_FFFE), true));
+        assert!(!is_eof(&big(0xFF_FFFF), true));
+    }
+
+    #[test]
+    fn status_offset_by_form() {
+        #[rustfmt::skip]
+        let rows: &[(&[u8], bool, Option<usize>)] = &[
+            (&[0xfe, 1, 0, 2, 0], true, Some(3)),               // EOF: warnings then status
+            (&[0xfe, 1, 0, 2], true, None),                     // EOF cut short
+            (&[0x00, 0, 0, 2, 0], false, Some(3)),              // OK, small lenencs
+            (&[0x00, 0xfc, 1, 1, 5, 2, 0], false, Some(5)),     // affected rows on 3 bytes
+            (&[0x00, 0, 0xfc, 1, 1, 2, 0], false, Some(5)),     // insert id on 3 bytes
+            (&[0x00, 0, 0, 2], false, None),                    // status cut short
+            (&[0x00, 0xfc, 1], false, None),                    // lenenc cut short
+            (&[0x00], false, None),
+        ];
+        for (i, (p, eof_form, want)) in rows.iter().enumerate() {
+            assert_eq!(status_offset(p, *eof_form), *want, "row {i}");
+        }
+    }
+
+    #[test]
+    fn nul_strings() {
+        #[rustfmt::skip]
+        type Row<'a> = (&'a [u8], Option<(&'a [u8], usize)>);
+        let rows: &[Row] = &[
+            (b"abc\0rest", Some((b"abc", 4))),
+            (b"\0", Some((b"", 1))),
+            (b"abc", None), // no terminator: not a string
+            (b"", None),
+        ];
+        for (i, (buf, want)) in rows.iter().enumerate() {
+            assert_eq!(read_nul_str(buf), *want, "row {i}");
+        }
+    }
+
+    /// An ERR without the `#` marker (pre-4.1 or before the handshake) has no SQL state: it
+    /// reads as HY000 with the whole rest as its message.
+    #[test]
+    fn err_forms() {
+        let pre = err_payload_pre_handshake(1040, "Too many connections");
+        let info = parse_err(&pre).unwrap();
+        assert_eq!((info.code, info.state.as_str()), (1040, "HY000"));
+        assert_eq!(info.message, "Too many connections");
+        // A short state is padded from HY000, a long one cut to five bytes.
+        assert_eq!(
+            parse_err(&err_payload(1, "42", "m")).unwrap().state,
+            "42000"
+        );
+        assert_eq!(
+            parse_err(&err_payload(1, "42S02X", "m")).unwrap().state,
+            "42S02"
+        );
+        assert!(parse_err(&[0xff, 1]).is_none());
+        assert!(parse_err(&[0x00, 1, 0]).is_none());
+        // `#` with fewer than five state bytes: no state, the rest is the message.
+        assert_eq!(parse_err(&[0xff, 1, 0, b'#', b'4']).unwrap().message, "#4");
+    }
+
+    #[test]
+    fn ok_without_warnings_reads_zero() {
+        // Pre-4.1 OK packets end after the status flags.
+        let info = parse_ok(&[0x00, 1, 2, 0x02, 0x00]).unwrap();
+        assert_eq!(
+            (
+                info.affected_rows,
+                info.last_insert_id,
+                info.status,
+                info.warnings
+            ),
+            (1, 2, 2, 0)
+        );
+        assert!(parse_ok(&[0x00, 1, 2, 0x02]).is_none());
+    }
 }

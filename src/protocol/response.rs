@@ -159,73 +159,7 @@ impl Response {
         }
         match self.state {
             State::Done => Err(ResponseError("packet after the end of the response")),
-            State::Start => match self.expect {
-                Expect::OnePacket => {
-                    if first == 0x00 && p.len() >= 7 {
-                        if self.terminator(p, false).is_ok() {
-                            self.oks += 1;
-                        }
-                    } else if first == 0xff {
-                        self.error = true;
-                    } else if packets::is_eof(p, false) {
-                        let _ = self.terminator(p, true);
-                    }
-                    self.state = State::Done;
-                    Ok(Step::Done)
-                }
-                Expect::Prepare => match first {
-                    0xff => {
-                        self.error = true;
-                        self.state = State::Done;
-                        Ok(Step::Done)
-                    }
-                    0x00 => {
-                        if p.len() < 12 {
-                            return Err(ResponseError("short prepare OK"));
-                        }
-                        let id = u32::from_le_bytes([p[1], p[2], p[3], p[4]]);
-                        let columns = u16::from_le_bytes([p[5], p[6]]);
-                        let params = u16::from_le_bytes([p[7], p[8]]);
-                        self.warnings = self
-                            .warnings
-                            .saturating_add(u16::from_le_bytes([p[10], p[11]]) as u32);
-                        self.prepared = Some((id, columns, params));
-                        self.state = State::PrepareParams {
-                            params: params as u64,
-                            columns: columns as u64,
-                        };
-                        Ok(self.prepare_next())
-                    }
-                    _ => Err(ResponseError("unexpected prepare response")),
-                },
-                _ => match first {
-                    0x00 => {
-                        self.oks += 1;
-                        let st = self.terminator(p, false)?;
-                        Ok(self.after_status(st))
-                    }
-                    0xff => {
-                        self.error = true;
-                        self.state = State::Done;
-                        Ok(Step::Done)
-                    }
-                    0xfb => Ok(Step::LocalInfile),
-                    0xfe if p.len() < 9 => {
-                        let st = self.terminator(p, true)?;
-                        Ok(self.after_status(st))
-                    }
-                    _ => {
-                        let (n, used) =
-                            packets::read_lenenc(p).ok_or(ResponseError("bad column count"))?;
-                        if used != p.len() || n == 0 {
-                            return Err(ResponseError("bad column count"));
-                        }
-                        self.result_sets += 1;
-                        self.state = State::Columns(n);
-                        Ok(Step::More)
-                    }
-                },
-            },
+            State::Start => self.start(first, p),
             State::Columns(n) => {
                 let left = n - 1;
                 self.state = if left > 0 {
@@ -306,6 +240,78 @@ impl Response {
                 self.state = State::Done;
                 Ok(Step::Done)
             }
+        }
+    }
+
+    /// The first packet of a response: what it is depends on what the command expects.
+    #[inline]
+    fn start(&mut self, first: u8, p: &[u8]) -> Result<Step, ResponseError> {
+        match self.expect {
+            Expect::OnePacket => {
+                if first == 0x00 && p.len() >= 7 {
+                    if self.terminator(p, false).is_ok() {
+                        self.oks += 1;
+                    }
+                } else if first == 0xff {
+                    self.error = true;
+                } else if packets::is_eof(p, false) {
+                    let _ = self.terminator(p, true);
+                }
+                self.state = State::Done;
+                Ok(Step::Done)
+            }
+            Expect::Prepare => match first {
+                0xff => {
+                    self.error = true;
+                    self.state = State::Done;
+                    Ok(Step::Done)
+                }
+                0x00 => {
+                    if p.len() < 12 {
+                        return Err(ResponseError("short prepare OK"));
+                    }
+                    let id = u32::from_le_bytes([p[1], p[2], p[3], p[4]]);
+                    let columns = u16::from_le_bytes([p[5], p[6]]);
+                    let params = u16::from_le_bytes([p[7], p[8]]);
+                    self.warnings = self
+                        .warnings
+                        .saturating_add(u16::from_le_bytes([p[10], p[11]]) as u32);
+                    self.prepared = Some((id, columns, params));
+                    self.state = State::PrepareParams {
+                        params: params as u64,
+                        columns: columns as u64,
+                    };
+                    Ok(self.prepare_next())
+                }
+                _ => Err(ResponseError("unexpected prepare response")),
+            },
+            _ => match first {
+                0x00 => {
+                    self.oks += 1;
+                    let st = self.terminator(p, false)?;
+                    Ok(self.after_status(st))
+                }
+                0xff => {
+                    self.error = true;
+                    self.state = State::Done;
+                    Ok(Step::Done)
+                }
+                0xfb => Ok(Step::LocalInfile),
+                0xfe if p.len() < 9 => {
+                    let st = self.terminator(p, true)?;
+                    Ok(self.after_status(st))
+                }
+                _ => {
+                    let (n, used) =
+                        packets::read_lenenc(p).ok_or(ResponseError("bad column count"))?;
+                    if used != p.len() || n == 0 {
+                        return Err(ResponseError("bad column count"));
+                    }
+                    self.result_sets += 1;
+                    self.state = State::Columns(n);
+                    Ok(Step::More)
+                }
+            },
         }
     }
 

@@ -6,10 +6,9 @@ use tracing::info;
 
 use super::{Session, SessionError};
 use crate::admin::statements::{self, AdminStatement, Rows};
-use crate::cache::InvalidationSource;
+use crate::observe::stats::InvalidationSource;
 use crate::protocol::codec::Packet;
-use crate::protocol::packets::{self, com, status};
-use crate::protocol::response::{Expect, Response, Step};
+use crate::protocol::packets::{self, status};
 
 /// One row, one column: 1 when the current account holds RELOAD globally. CURRENT_USER() is
 /// the account the server matched, which is how GRANTEE is spelled.
@@ -147,37 +146,20 @@ impl Session {
     /// Runs [`RELOAD_QUERY`] on the session's own upstream connection (the server knows the
     /// account; qcache does not) and reads the answer without relaying it.
     async fn ask_reload_privilege(&mut self) -> Result<bool, SessionError> {
-        let mut payload = Vec::with_capacity(RELOAD_QUERY.len() + 1);
-        payload.push(com::QUERY);
-        payload.extend_from_slice(RELOAD_QUERY.as_bytes());
-        self.upstream.start_command();
-        self.upstream
-            .send(0, &payload)
-            .await
-            .map_err(SessionError::upstream)?;
-        let mut resp = Response::new(Expect::Results, self.st.deprecate_eof);
+        self.send_private(RELOAD_QUERY).await?;
         // Packet 0 is the column count, 1 the column; then (classic protocol) an EOF; the
         // first row follows.
         let row_at = if self.st.deprecate_eof { 2 } else { 3 };
         let mut allowed = false;
         let mut n = 0;
-        loop {
-            let p = self
-                .upstream
-                .read_some()
-                .await
-                .map_err(SessionError::upstream)?;
-            let step = resp
-                .feed(&p.payload)
-                .map_err(|e| SessionError::Protocol(e.to_string()))?;
-            if n == row_at && !resp.error {
-                allowed = packets::read_lenenc_str(&p.payload).is_some_and(|(v, _)| v == b"1");
-            }
-            n += 1;
-            if step == Step::Done {
-                break;
-            }
-        }
+        let resp = self
+            .read_private("the RELOAD privilege query", |resp, _, p| {
+                if n == row_at && !resp.error {
+                    allowed = packets::read_lenenc_str(p).is_some_and(|(v, _)| v == b"1");
+                }
+                n += 1;
+            })
+            .await?;
         Ok(allowed && !resp.error)
     }
 }

@@ -5,7 +5,6 @@
 use super::{Session, SessionError};
 use crate::policy::{context, diagnostics};
 use crate::protocol::packets::{self, com};
-use crate::protocol::response::{Expect, Response, Step};
 use tracing::{debug, warn};
 
 /// After each read-back: `ROW_COUNT()` back to 0 and no warnings, as a fresh session and a SET
@@ -205,33 +204,16 @@ impl Session {
     async fn read_rows_answer(&mut self) -> Result<Option<Vec<Values>>, SessionError> {
         /// More than any read-back or probe asks for.
         const MAX_ROWS: usize = 64;
-        let mut resp = Response::new(Expect::Results, self.st.deprecate_eof);
         let mut rows: Vec<Values> = Vec::new();
-        loop {
-            let p = self
-                .upstream
-                .read_some()
-                .await
-                .map_err(SessionError::upstream)?;
-            let before = resp.rows;
-            let step = resp
-                .feed(&p.payload)
-                .map_err(|e| SessionError::Protocol(e.to_string()))?;
-            if resp.rows > before && rows.len() < MAX_ROWS {
-                if let Some(r) = parse_text_row(&p.payload) {
-                    rows.push(r);
+        let resp = self
+            .read_private("a read-back", |resp, before, p| {
+                if resp.rows > before && rows.len() < MAX_ROWS {
+                    if let Some(r) = parse_text_row(p) {
+                        rows.push(r);
+                    }
                 }
-            }
-            match step {
-                Step::Done => break,
-                Step::More => {}
-                Step::LocalInfile => {
-                    return Err(SessionError::Protocol(
-                        "a read-back asked for a local file".into(),
-                    ))
-                }
-            }
-        }
+            })
+            .await?;
         Ok(if resp.error { None } else { Some(rows) })
     }
 }

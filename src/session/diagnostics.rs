@@ -6,7 +6,7 @@ use bytes::BytesMut;
 use super::{Session, SessionError};
 use crate::policy::diagnostics;
 use crate::protocol::codec::Packet;
-use crate::protocol::packets::{self, com};
+use crate::protocol::packets;
 use crate::protocol::response::{Expect, Response, Step};
 
 impl Session {
@@ -14,34 +14,10 @@ impl Session {
     /// served from the cache would have, before the next statement reaches the server.
     pub(crate) async fn reset_diagnostics(&mut self, found_rows: u64) -> Result<(), SessionError> {
         let sql = diagnostics::resetter(found_rows, self.st.mariadb);
-        let mut payload = Vec::with_capacity(sql.len() + 1);
-        payload.push(com::QUERY);
-        payload.extend_from_slice(sql.as_bytes());
-        self.upstream.start_command();
-        self.upstream
-            .send(0, &payload)
-            .await
-            .map_err(SessionError::upstream)?;
-        let mut resp = Response::new(Expect::Results, self.st.deprecate_eof);
-        loop {
-            let p = self
-                .upstream
-                .read_some()
-                .await
-                .map_err(SessionError::upstream)?;
-            match resp
-                .feed(&p.payload)
-                .map_err(|e| SessionError::Protocol(e.to_string()))?
-            {
-                Step::Done => break,
-                Step::More => {}
-                Step::LocalInfile => {
-                    return Err(SessionError::Protocol(
-                        "the diagnostics resetter asked for a local file".into(),
-                    ))
-                }
-            }
-        }
+        self.send_private(&sql).await?;
+        let resp = self
+            .read_private("the diagnostics resetter", |_, _, _| {})
+            .await?;
         // Over a derived table: the server cleared its warnings.
         self.st.diag_may_persist = resp.error;
         if resp.error {

@@ -1,4 +1,4 @@
-//! The session's part in per-digest statistics (`cache::digests`) and `SHOW QCACHE LAST`:
+//! The session's part in per-digest statistics (`observe::digests`) and `SHOW QCACHE LAST`:
 //! what happened to the statement being answered is gathered as it goes (served, sent,
 //! stored, the reason not) and recorded once when the command is done. A hit is recorded
 //! where it is served, from the entry (digest, rows, bytes): no statement text is looked at.
@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 
 use super::Session;
 use crate::analysis;
-use crate::cache::digests::{Observation, Outcome, TEXT_MAX};
 use crate::cache::Entry;
+use crate::observe::digests::{Observation, Outcome, TEXT_MAX};
 use crate::policy::Reason;
 use crate::protocol::response::Response;
 

@@ -107,7 +107,7 @@ impl Session {
             ("digest", Some(format!("{:016x}", analysis::digest(&text)))),
             (
                 "digest_text",
-                analysis::normalised_text(&text, crate::cache::digests::TEXT_MAX),
+                analysis::normalised_text(&text, crate::observe::digests::TEXT_MAX),
             ),
         ];
         let verdict = self.explain_verdict(sql, &scan, privileged, &mut f).await?;
@@ -152,7 +152,7 @@ impl Session {
             ("digest", Some(format!("{:016x}", analysis::digest(&text)))),
             (
                 "digest_text",
-                analysis::normalised_text(&text, crate::cache::digests::TEXT_MAX),
+                analysis::normalised_text(&text, crate::observe::digests::TEXT_MAX),
             ),
         ];
         // The key of an execute: the bound parameters (none to bind, or the last execute's).

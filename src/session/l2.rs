@@ -1,14 +1,15 @@
 //! The session's side of the second level: strict-mode checks of L1 hits, the L2 lookup (and
 //! lease wait) a plain miss makes before going upstream, and an L2 hit copied into L1. The
-//! decisions are `policy::l2`'s; the protocol with Redis is `cache::l2`'s.
+//! decisions are `policy::l2`'s; the protocol with Redis is `l2`'s.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::{Session, SessionError};
-use crate::cache::l2::{now_ms, L2Entry, L2Read, L2Stamps, Lookup, L2};
+use crate::cache::entry::L2Stamps;
 use crate::cache::sliceplans::PlannedSlices;
 use crate::cache::{Entry, FillGuard, Key, Stamps, TableHandle};
+use crate::l2::{now_ms, L2Entry, L2Read, Lookup, L2};
 
 /// What a miss does after asking L2.
 pub(super) enum L2Step {

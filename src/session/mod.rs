@@ -12,6 +12,7 @@ pub mod fkslices;
 pub mod handshake;
 mod l2;
 mod prepared;
+mod private;
 mod privileges;
 mod query;
 mod read;

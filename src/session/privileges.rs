@@ -3,25 +3,15 @@
 //! privilege generation its key is computed under. Privilege changes seen through this
 //! session are planned here and applied with the statement's OK.
 
+use super::state::Identity;
 use super::{Session, SessionError};
 use crate::policy::privileges::{self, PrivilegeChange};
-use crate::protocol::packets::{self, com};
-use crate::protocol::response::{Expect, Response, Step};
+use crate::protocol::packets;
 
 /// Asked once per session (again after SET ROLE, COM_CHANGE_USER, COM_RESET_CONNECTION).
 /// MySQL before 8.0 has no CURRENT_ROLE(): then roles do not exist.
 const IDENTITY_QUERY: &str = "SELECT CURRENT_USER(), CURRENT_ROLE()";
 const ACCOUNT_QUERY: &str = "SELECT CURRENT_USER()";
-
-/// Who the server says the session is.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Identity {
-    /// `CURRENT_USER()`: the account whose privileges apply (`user@host`), which for a proxy
-    /// user or an anonymous match differs from the login name.
-    pub account: String,
-    /// `CURRENT_ROLE()`; None where roles do not exist.
-    pub role: Option<String>,
-}
 
 impl Session {
     /// Whether the key may be computed now: the identity is known and no privilege change
@@ -135,33 +125,15 @@ impl Session {
         &mut self,
         sql: &str,
     ) -> Result<Option<Vec<Option<String>>>, SessionError> {
-        let mut payload = Vec::with_capacity(sql.len() + 1);
-        payload.push(com::QUERY);
-        payload.extend_from_slice(sql.as_bytes());
-        self.upstream.start_command();
-        self.upstream
-            .send(0, &payload)
-            .await
-            .map_err(SessionError::upstream)?;
-        let mut resp = Response::new(Expect::Results, self.st.deprecate_eof);
+        self.send_private(sql).await?;
         let mut row = None;
-        loop {
-            let p = self
-                .upstream
-                .read_some()
-                .await
-                .map_err(SessionError::upstream)?;
-            let before = resp.rows;
-            let step = resp
-                .feed(&p.payload)
-                .map_err(|e| SessionError::Protocol(e.to_string()))?;
-            if before == 0 && resp.rows == 1 {
-                row = Some(text_row(&p.payload));
-            }
-            if step == Step::Done {
-                break;
-            }
-        }
+        let resp = self
+            .read_private("the identity query", |resp, before, p| {
+                if before == 0 && resp.rows == 1 {
+                    row = Some(text_row(p));
+                }
+            })
+            .await?;
         Ok(if resp.error { None } else { row })
     }
 }

@@ -59,7 +59,7 @@ impl Session {
                 generation,
             )
         };
-        // With an L2, slice versions travel there too (`cache::l2`, docs/fleet.md).
+        // With an L2, slice versions travel there too (`l2`, docs/fleet.md).
         if !self.slices_on() || !self.st.temp_tables.is_empty() {
             return whole();
         }
@@ -144,30 +144,7 @@ impl Session {
             }
             match pin {
                 Some((_, (col, keys))) => {
-                    let column = versions.register(t, col);
-                    let slices: Vec<u32> = keys
-                        .iter()
-                        .map(|k| Versions::slice_index(t, col, k))
-                        .collect();
-                    // Columns unknown: the slices' "any column" counters.
-                    let any = [ANY_COLUMN.to_string()];
-                    let slice_columns = read
-                        .as_deref()
-                        .unwrap_or(&any)
-                        .iter()
-                        .flat_map(|r| {
-                            slices
-                                .iter()
-                                .map(move |&i| Versions::slice_column_index(t, col, i, r))
-                        })
-                        .collect();
-                    sliced.push(SlicePlan {
-                        table: t.clone(),
-                        column,
-                        slices,
-                        by_columns,
-                        slice_columns,
-                    });
+                    sliced.push(slice_plan(versions, t, col, keys, read.as_deref()));
                 }
                 None => {
                     if by_columns {
@@ -403,6 +380,40 @@ fn lenenc_bytes(v: &[u8]) -> Option<(&[u8], &[u8])> {
     };
     let len = usize::try_from(len).ok()?;
     Some((rest.get(..len)?, rest.get(len..)?))
+}
+
+/// The plan of a table read by slices: column `col` pinned to `keys`, with the slice-column
+/// counters of the columns `read` (None: unknown, the slices' "any column" counters).
+fn slice_plan(
+    versions: &Versions,
+    t: &TableHandle,
+    col: &str,
+    keys: &[String],
+    read: Option<&[String]>,
+) -> SlicePlan {
+    let column = versions.register(t, col);
+    let slices: Vec<u32> = keys
+        .iter()
+        .map(|k| Versions::slice_index(t, col, k))
+        .collect();
+    // Columns unknown: the slices' "any column" counters.
+    let any = [ANY_COLUMN.to_string()];
+    let slice_columns = read
+        .unwrap_or(&any)
+        .iter()
+        .flat_map(|r| {
+            slices
+                .iter()
+                .map(move |&i| Versions::slice_column_index(t, col, i, r))
+        })
+        .collect();
+    SlicePlan {
+        table: t.clone(),
+        column,
+        slices,
+        by_columns: read.is_some(),
+        slice_columns,
+    }
 }
 
 #[cfg(test)]

@@ -8,17 +8,26 @@ use bytes::Bytes;
 use xxhash_rust::xxh3::Xxh3;
 
 use super::handshake::Negotiated;
-use super::privileges::Identity;
 use crate::analysis::{Hint, ServerVersion, StatementKind};
-use crate::cache::digests::{schema_key, RowHint};
 use crate::cache::versions::Snapshot;
 use crate::config::QueryCacheType;
+use crate::observe::digests::{schema_key, RowHint};
 use crate::protocol::packets::{cap, status};
 use crate::shared::Shared;
 
 /// Moved to `cache::writes`, beside the invalidation they feed; re-exported while the branches
 /// that edit this file merge.
 use crate::cache::writes::{Pending, Txn};
+
+/// Who the server says the session is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Identity {
+    /// `CURRENT_USER()`: the account whose privileges apply (`user@host`), which for a proxy
+    /// user or an anonymous match differs from the login name.
+    pub account: String,
+    /// `CURRENT_ROLE()`; None where roles do not exist.
+    pub role: Option<String>,
+}
 
 /// A prepared statement as qcache remembers it.
 #[derive(Debug, Clone)]
@@ -63,7 +72,7 @@ pub struct SessionState {
     pub server: ServerVersion,
     pub user: String,
     pub db: Option<String>,
-    /// `cache::digests::schema_key(db)`, kept with `db` (per-digest statistics key their
+    /// `observe::digests::schema_key(db)`, kept with `db` (per-digest statistics key their
     /// rows by it on every statement).
     pub db_key: u64,
     /// Where this session's statements were last counted; made with `db`'s name compared,

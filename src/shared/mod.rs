@@ -15,16 +15,17 @@ use arc_swap::ArcSwap;
 use tracing::warn;
 
 use crate::analysis::{self, Analysis, Analyzer, WriteTargets};
-use crate::cache::digests::Digests;
-use crate::cache::latency::Latencies;
 use crate::cache::plans::ReadPlans;
 use crate::cache::sliceplans::SlicePlans;
 use crate::cache::writes::{Pending, Txn};
-use crate::cache::{Cache, InvalidationSource};
+use crate::cache::Cache;
 use crate::cli::Cli;
 use crate::config::{BinlogMode, Config};
 use crate::invalidation::binlog::{self, BinlogHandle, WriteAnalyser};
 use crate::invalidation::catalog::{Catalog, Changed};
+use crate::observe::digests::Digests;
+use crate::observe::latency::Latencies;
+use crate::observe::stats::InvalidationSource;
 
 /// State shared by every session.
 pub struct Shared {
@@ -42,7 +43,7 @@ pub struct Shared {
     /// The binlog tail, when it runs.
     pub binlog: Option<Arc<BinlogHandle>>,
     /// The shared second level (`l2.mode = "on"`); its settings need a restart.
-    pub l2: Option<Arc<crate::cache::l2::L2>>,
+    pub l2: Option<Arc<crate::l2::L2>>,
     /// `l2.validate_hits = "remote"` with L2 on: the one flag an L1 hit reads.
     pub l2_remote: bool,
     /// Client connections open now.
@@ -94,16 +95,14 @@ impl Shared {
             )
         });
         let l2 = config.l2.enabled().then(|| {
-            let tail = binlog
-                .clone()
-                .map(|b| b as Arc<dyn crate::cache::l2::TailStatus>);
+            let tail = binlog.clone().map(|b| b as Arc<dyn crate::l2::TailStatus>);
             // Column ids for row slices in L2, from the catalog this instance keys slices by.
             let cat = catalog.clone();
-            let ids: crate::cache::l2::ColumnIds = Arc::new(move |schema, table, column| {
+            let ids: crate::l2::ColumnIds = Arc::new(move |schema, table, column| {
                 let info = cat.column(&(schema.to_string(), table.to_string()), column)?;
-                Some(crate::cache::l2::column_id(column, &info))
+                Some(crate::l2::column_id(column, &info))
             });
-            crate::cache::l2::L2::start(config.l2.clone(), cache.versions_arc(), tail, Some(ids))
+            crate::l2::L2::start(config.l2.clone(), cache.versions_arc(), tail, Some(ids))
         });
         let l2_remote = l2.as_ref().is_some_and(|l| l.remote_validation());
         let digests = Digests::new(config.stats.digests);

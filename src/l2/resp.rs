@@ -1,4 +1,4 @@
-//! RESP2, sans-IO, for the L2 lookup's own connections (`cache::l2`): commands encoded into
+//! RESP2, sans-IO, for the L2 lookup's own connections (`l2`): commands encoded into
 //! a buffer, and replies read in place from the bytes received, one head at a time, without
 //! building values. Only what a lookup is answered with is accepted: bulk strings (or nil),
 //! integers, status and error lines, arrays of them. Anything else (a RESP3 type, a length
@@ -278,6 +278,36 @@ mod tests {
             Reply::Array(1),
         ] {
             assert!(version(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    /// RESP integers: an optional minus then 1..=19 digits, within i64; nothing else.
+    #[test]
+    fn numbers() {
+        #[rustfmt::skip]
+        let rows: &[(&[u8], Option<i64>)] = &[
+            (b"0", Some(0)),
+            (b"-0", Some(0)),
+            (b"17", Some(17)),
+            (b"-1", Some(-1)),
+            (b"9223372036854775807", Some(i64::MAX)),
+            (b"-9223372036854775807", Some(-i64::MAX)),
+            (b"9223372036854775808", None), // over i64
+            (b"10000000000000000000", None), // 20 digits
+            (b"", None),
+            (b"-", None),
+            (b"+1", None),
+            (b" 1", None),
+            (b"1 ", None),
+            (b"--1", None),
+        ];
+        for (raw, want) in rows {
+            assert_eq!(
+                number(raw).ok(),
+                *want,
+                "{:?}",
+                String::from_utf8_lossy(raw)
+            );
         }
     }
 }

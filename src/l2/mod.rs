@@ -19,6 +19,8 @@
 //!   the Redis time of its last heartbeat), so that a tail (re)starting invalidates the
 //!   fleet's entries only when no other tail was watching (see [`L2::resolve_gap`]).
 
+pub mod resp;
+
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
@@ -33,12 +35,13 @@ use redis::{Cmd, Pipeline, RedisFuture, Script, Value};
 use tokio::sync::{watch, Notify};
 use tracing::{info, warn};
 
-use super::key::Key;
-use super::latency::LatencyHistogram;
-use super::resp::{self, Reply};
-use super::versions::{BumpSink, SlicePlan, TableHandle, Versions};
+pub use crate::cache::entry::L2Stamps;
+use crate::cache::key::Key;
+use crate::cache::versions::{BumpSink, SlicePlan, TableHandle, Versions};
 use crate::config::{L2Config, L2Url, ValidateHits};
+use crate::observe::latency::LatencyHistogram;
 use crate::policy::l2::{judge, next_backoff, L2Verdict, BACKOFF_MIN};
+use resp::Reply;
 
 /// Why an L2 operation gave nothing; every kind means "bypass L2 for this one".
 #[derive(Debug, thiserror::Error)]
@@ -68,10 +71,6 @@ const PING_EVERY: Duration = Duration::from_millis(250);
 /// lost. It bounds how long another instance's bump can go unseen.
 const CHANNEL_SILENCE: Duration = Duration::from_millis(1000);
 const MAGIC: &[u8; 4] = b"QC2E";
-
-/// The L2 versions an entry was computed under: dependency names and values, in the order
-/// [`L2Deps::deps`] gives.
-pub type L2Stamps = Arc<[(String, u64)]>;
 
 /// A column's identity in L2: its name and everything the catalog says of how it compares
 /// (`ColumnInfo`), hashed. Two instances whose catalogs disagree on a column's type give it
@@ -700,7 +699,7 @@ pub struct L2Read {
     raw: Option<RawPlan>,
 }
 
-/// A lookup's version commands for a standalone Redis, encoded once (`cache::resp`), and
+/// A lookup's version commands for a standalone Redis, encoded once (`l2::resp`), and
 /// how their replies map to the read's versions: one MGET of the plain keys (their
 /// positions), then per hash an HMGET of `v` (at that position, if it is one) and of as
 /// many registration fields.
@@ -1504,7 +1503,7 @@ impl L2 {
     }
 
     /// `read_plain` on a connection of our own: `GET` of the entry and the read's version
-    /// commands written at once, the replies read in place (`cache::resp`).
+    /// commands written at once, the replies read in place (`l2::resp`).
     async fn read_raw(
         &self,
         mut c: RawConn,

@@ -1,0 +1,57 @@
+//! Private round trips: a statement qcache sends for itself on the session's upstream
+//! connection (identity, privileges, context read-back, the diagnostics resetter), whose
+//! answer it reads to the end without relaying any of it to the client.
+
+use super::{Session, SessionError};
+use crate::protocol::packets::com;
+use crate::protocol::response::{Expect, Response, Step};
+
+impl Session {
+    /// Sends `sql` as a COM_QUERY of qcache's own (sequence 0, a new command).
+    pub(super) async fn send_private(&mut self, sql: &str) -> Result<(), SessionError> {
+        let mut payload = Vec::with_capacity(sql.len() + 1);
+        payload.push(com::QUERY);
+        payload.extend_from_slice(sql.as_bytes());
+        self.upstream.start_command();
+        self.upstream
+            .send(0, &payload)
+            .await
+            .map_err(SessionError::upstream)?;
+        Ok(())
+    }
+
+    /// Reads the answer to a private statement to its end. `seen` is told of each packet
+    /// after the response machine has read it: (the response so far, its row count before
+    /// this packet, the packet's payload). A request for a local file is an error (`what`
+    /// names the statement in it): no private statement reads one, and answering it would
+    /// leave both sides waiting.
+    pub(super) async fn read_private(
+        &mut self,
+        what: &str,
+        mut seen: impl FnMut(&Response, u64, &[u8]),
+    ) -> Result<Response, SessionError> {
+        let mut resp = Response::new(Expect::Results, self.st.deprecate_eof);
+        loop {
+            let p = self
+                .upstream
+                .read_some()
+                .await
+                .map_err(SessionError::upstream)?;
+            let before = resp.rows;
+            let step = resp
+                .feed(&p.payload)
+                .map_err(|e| SessionError::Protocol(e.to_string()))?;
+            seen(&resp, before, &p.payload);
+            match step {
+                Step::Done => break,
+                Step::More => {}
+                Step::LocalInfile => {
+                    return Err(SessionError::Protocol(format!(
+                        "{what} asked for a local file"
+                    )))
+                }
+            }
+        }
+        Ok(resp)
+    }
+}
