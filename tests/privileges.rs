@@ -25,6 +25,10 @@ async fn differential(
     let proxy = common::proxy(tweak).await;
     let got = run(&schema, steps, Some(&proxy)).await;
     assert_same(steps, &want, &got);
+    // The same answers prove nothing if none came from the cache.
+    let hits = proxy.running.shared.cache.stats().hits();
+    println!("{prefix}: {hits} hits");
+    assert!(hits > 0, "{prefix}: no step was served from the cache");
     proxy.shutdown().await;
 }
 
