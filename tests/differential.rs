@@ -348,7 +348,10 @@ impl Run<'_> {
                     let before = self.hits();
                     let o = self.exec(&current, sql, prepared).await;
                     prepared = false;
-                    if let Some(hit) = expect.take().filter(|_| self.proxy.is_some()) {
+                    // Checked where the binlog carries no echo of qcache's own writes, whose
+                    // arrival invalidates again at a time the scenario cannot control.
+                    let counted = self.mode == Mode::NoLogBin;
+                    if let Some(hit) = expect.take().filter(|_| counted) {
                         let n = self.hits() - before;
                         if hit != (n > 0) {
                             let want = if hit { "a hit" } else { "a miss" };
@@ -578,12 +581,14 @@ async fn run_file(
         if let Some(p) = proxy {
             p.shutdown().await;
             // The cache must have been used, or the run compared the server with itself.
+            // Required in the run without the binlog's echo of qcache's own writes (see
+            // `play`); no hit at all, when a file says so, in every run.
             if rule == Some(false) && hits > 0 {
                 let _ = writeln!(
                     failures,
                     "\n{topic}/{name} ({mode:?}): declares `@hits none` but {hits} statements were served from the cache"
                 );
-            } else if rule == Some(true) && hits == 0 {
+            } else if rule == Some(true) && hits == 0 && mode == Mode::NoLogBin {
                 let _ = writeln!(
                     failures,
                     "\n{topic}/{name} ({mode:?}): no statement was served from the cache (a file that expects none says `@hits none`, and why)"
@@ -727,7 +732,7 @@ fn a_filter_selecting_nothing_fails() {
 async fn fault_is_caught(fault: Fault, topic: &str, file: &str) {
     let server = scenario_server().await;
     let path = scenario_dir().join(topic).join(file);
-    let modes = [Mode::Direct, Mode::Binlog];
+    let modes = [Mode::Direct, Mode::NoLogBin];
     let mut n = 0;
     let clean = run_file(&server, topic, 0, &path, &modes, None, &mut n).await;
     assert!(

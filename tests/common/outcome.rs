@@ -6,8 +6,8 @@
 //! OK's affected rows, last insert id, warning count and info; when the server reported
 //! warnings, the rows of a `SHOW WARNINGS` sent right after it on the same connection (a
 //! diagnostic statement: it leaves the diagnostics area as it was, so the next statement sees
-//! what it would have seen); or the error's code, state and message. Status flags are not in
-//! it: mysql_async 0.37 keeps `Conn::status()` to itself.
+//! what it would have seen); the status flags of the response's last OK packet a client can
+//! act on ([`status_text`]); or the error's code, state and message.
 
 use std::fmt::Write as _;
 
@@ -71,10 +71,10 @@ fn rows_text(rows: Vec<Row>) -> String {
 }
 
 /// Every result set of a response, then its OK's counters; an error ends the text. Also
-/// returns whether any OK reported warnings.
+/// returns whether any OK reported warnings, and whether the response ended in an OK.
 async fn results_text<P: mysql_async::prelude::Protocol>(
     mut res: mysql_async::QueryResult<'_, '_, P>,
-) -> (String, bool) {
+) -> (String, bool, bool) {
     let mut out = String::new();
     let mut warned = false;
     loop {
@@ -83,7 +83,7 @@ async fn results_text<P: mysql_async::prelude::Protocol>(
             Ok(rows) => rows,
             Err(e) => {
                 out.push_str(&error_text(&e));
-                return (out, warned);
+                return (out, warned, false);
             }
         };
         if let Some(cols) = cols.filter(|c| !c.is_empty()) {
@@ -100,7 +100,7 @@ async fn results_text<P: mysql_async::prelude::Protocol>(
             res.info()
         );
         if res.is_empty() {
-            return (out, warned);
+            return (out, warned, true);
         }
     }
 }
@@ -117,13 +117,38 @@ async fn warnings_text(conn: &mut Conn, warned: bool) -> String {
     }
 }
 
+/// The status flags a client can act on from the response's last OK packet: transaction
+/// state, autocommit, read-only transaction, a dropped current database, cursors, out
+/// parameters, metadata changes, session state changes and the sql_mode flags. Left out:
+/// the framing flag (more results), "query was slow" (a timing) and the index-use flags,
+/// which follow the optimizer's plan of the moment (a hit replays its fill's, and the two
+/// runs' schemas may get different plans: seen in slices/date_ranges.test).
+fn status_text(conn: &Conn, ok: bool) -> String {
+    use mysql_async::consts::StatusFlags as F;
+    let shown = F::SERVER_STATUS_IN_TRANS
+        | F::SERVER_STATUS_AUTOCOMMIT
+        | F::SERVER_STATUS_IN_TRANS_READONLY
+        | F::SERVER_STATUS_DB_DROPPED
+        | F::SERVER_STATUS_CURSOR_EXISTS
+        | F::SERVER_STATUS_LAST_ROW_SENT
+        | F::SERVER_STATUS_METADATA_CHANGED
+        | F::SERVER_PS_OUT_PARAMS
+        | F::SERVER_STATUS_NO_BACKSLASH_ESCAPES
+        | F::SERVER_STATUS_ANSI_QUOTES
+        | F::SERVER_SESSION_STATE_CHANGED;
+    match conn.last_ok_packet().filter(|_| ok) {
+        Some(p) => format!("status: {:?}\n", p.status_flags() & shown),
+        None => String::new(),
+    }
+}
+
 /// A statement through the text protocol (COM_QUERY), as an [`Outcome`].
 pub async fn run_text(conn: &mut Conn, sql: &str) -> Outcome {
-    let (out, warned) = match conn.query_iter(sql).await {
+    let (out, warned, ok) = match conn.query_iter(sql).await {
         Ok(res) => results_text(res).await,
         Err(e) => return error_text(&e),
     };
-    out + &warnings_text(conn, warned).await
+    out + &status_text(conn, ok) + &warnings_text(conn, warned).await
 }
 
 /// A statement through the binary protocol (prepare, execute with no parameters, close), as
@@ -133,11 +158,11 @@ pub async fn run_prepared(conn: &mut Conn, sql: &str) -> Outcome {
         Ok(s) => s,
         Err(e) => return format!("prepare: {}", error_text(&e)),
     };
-    let (out, warned) = match conn.exec_iter(&stmt, ()).await {
+    let (out, warned, ok) = match conn.exec_iter(&stmt, ()).await {
         Ok(res) => results_text(res).await,
-        Err(e) => (error_text(&e), false),
+        Err(e) => (error_text(&e), false, false),
     };
-    let out = out + &warnings_text(conn, warned).await;
+    let out = out + &status_text(conn, ok) + &warnings_text(conn, warned).await;
     let _ = conn.close(stmt).await;
     out
 }
