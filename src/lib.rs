@@ -28,6 +28,8 @@
 //! - [`protocol`] is sans-IO: packet framing, OK/ERR/EOF, the handshake packets, commands and
 //!   the response state machine that knows where every response ends.
 //! - [`check`] is `qcache check-consistency`: the stale-read checker users run against it.
+//! - [`faults`] holds the debug-build switches that break one invariant on purpose, so tests
+//!   can show their checkers fail.
 
 // No function outside tests longer than clippy.toml's too-many-lines-threshold: a long
 // function is split into named steps (CI runs clippy with -D warnings).
@@ -39,6 +41,7 @@ pub mod cache;
 pub mod check;
 pub mod cli;
 pub mod config;
+pub mod faults;
 pub mod invalidation;
 pub mod l2;
 pub mod listener;

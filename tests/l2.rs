@@ -108,6 +108,13 @@ async fn write_then_read(
     for c in cs.iter_mut() {
         read_v(c, 1).await;
     }
+    let hits = || -> u64 {
+        readers
+            .iter()
+            .map(|r| r.running.shared.cache.stats().hits())
+            .sum()
+    };
+    let hits_before = hits();
     let mut stale = 0;
     for i in 1..=rounds {
         ca.query_drop(format!("UPDATE t SET v = {i} WHERE id = 1"))
@@ -122,6 +129,11 @@ async fn write_then_read(
             }
         }
     }
+    // Fresh reads prove nothing if none was served from a cache.
+    assert!(
+        hits() > hits_before,
+        "no read was served from the cache: the freshness check compared the server with itself"
+    );
     stale
 }
 

@@ -21,7 +21,7 @@
 //! cli                                    where a config comes from
 //! config · check
 //! tls · rules
-//! protocol · shutdown · workers
+//! protocol · shutdown · workers · faults
 //! ```
 //!
 //! Why the ones the issue left open sit where they do:
@@ -45,7 +45,8 @@
 //!   holds; the sections of `tls` (which validation builds) and `rules` live in those modules,
 //!   which import nothing from above them.
 //! - `protocol` (sans-IO packets), `shutdown` (the stop switches) and `workers` (the session
-//!   runtimes) depend on no other module.
+//!   runtimes) depend on no other module; nor does `faults` (the debug-build switches that
+//!   `cache` holds per instance).
 //!
 //! Run with `cargo test --test module_graph`; it needs no server. `MODULE_GRAPH_SRC=dir`
 //! checks another checkout's `src/` instead.
@@ -75,6 +76,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("protocol", 14),
     ("shutdown", 14),
     ("workers", 14),
+    ("faults", 14),
 ];
 
 /// Every folder of `src/` and the layer of each of its files (a sub-folder counts as a file;

@@ -49,6 +49,7 @@ use dashmap::DashMap;
 
 use super::fkmap::ParentMaps;
 use super::privileges::Privileges;
+use crate::faults::{Fault, Faults};
 /// Told of every local bump, so that a shared second level (`l2`) raises the same
 /// versions fleet-wide. Called synchronously from `bump*`: it must only queue.
 pub trait BumpSink: Send + Sync {
@@ -208,10 +209,8 @@ pub struct Versions {
     columns: ColumnCounters,
     /// Set once when an L2 runs; bumps learned from L2 itself use the `_quiet` forms.
     sink: std::sync::OnceLock<Arc<dyn BumpSink>>,
-    /// Debug builds only: a write with known rows moves no slice and no column version,
-    /// the bug `qcache check-consistency` must catch ([`Versions::break_slice_bumps`]).
-    #[cfg(debug_assertions)]
-    broken_slice_bumps: std::sync::atomic::AtomicBool,
+    /// This instance's debug-build fault switches (`crate::faults`); all off otherwise.
+    pub faults: Faults,
 }
 
 impl std::fmt::Debug for dyn BumpSink {
@@ -238,18 +237,16 @@ impl Versions {
     /// with known rows skip its slice and column bumps, so that entries reading slices are
     /// served stale. It exists so that the stale-read checker can be shown to fail against
     /// such a build (docs/reliability.md); also set by `QCACHE_DEBUG_BREAK_SLICE_BUMPS=1`.
+    /// [`Fault::RowSlices`] under its first name.
     #[cfg(debug_assertions)]
     #[doc(hidden)]
     pub fn break_slice_bumps(&self, on: bool) {
-        self.broken_slice_bumps.store(on, Ordering::Relaxed);
+        self.faults.set(Fault::RowSlices, on);
     }
 
-    /// Whether [`Versions::break_slice_bumps`] is on (never in a release build).
+    /// Whether [`Fault::RowSlices`] is on (never in a release build).
     fn slice_bumps_broken(&self) -> bool {
-        #[cfg(debug_assertions)]
-        return self.broken_slice_bumps.load(Ordering::Relaxed);
-        #[cfg(not(debug_assertions))]
-        false
+        self.faults.on(Fault::RowSlices)
     }
 
     /// The counter of `schema.name` (lower-cased by the caller), created at version 0.
@@ -294,7 +291,7 @@ impl Versions {
         t.unknown.fetch_max(v, Ordering::AcqRel);
         t.rows.fetch_max(v, Ordering::AcqRel);
         t.version.fetch_max(v, Ordering::AcqRel);
-        if t.privileges {
+        if t.privileges && !self.faults.on(Fault::PrivilegeStamps) {
             // Through qcache or a ROW event of the binlog: every user, sticky. Quiet like
             // the bump that caused it: whoever learns of that bump does the same.
             let c = crate::policy::privileges::PrivilegeChange::privilege_table();
@@ -311,6 +308,9 @@ impl Versions {
     /// DEFINER views owned by those users stop being served (`policy::privileges`). Returns
     /// how many stamps were bumped.
     pub fn apply_privileges(&self, c: &crate::policy::privileges::PrivilegeChange) -> usize {
+        if self.faults.on(Fault::PrivilegeStamps) {
+            return 0;
+        }
         self.privileges.apply(c);
         let stamps = crate::policy::privileges::change_stamps(c);
         for (s, n) in &stamps {
@@ -526,7 +526,10 @@ impl Versions {
             // Read after the acknowledgement; see the module docs for why that suffices.
             let cols = t.columns.read().unwrap_or_else(|e| e.into_inner());
             let skip = self.slice_bumps_broken();
-            for c in cols.iter().filter(|_| !skip) {
+            let skip_derived = self.faults.on(Fault::DerivedSlices);
+            let derived = |c: &SliceColumn| super::fkmap::parse_derived(&c.name).is_some();
+            let kept = |c: &&Arc<SliceColumn>| !(skip || skip_derived && derived(c));
+            for c in cols.iter().filter(kept) {
                 match indexes(&c.name) {
                     // A column-known update that leaves this column as it is: its rows stay in
                     // their slices and change only in `set`, which those slices' entries read
@@ -615,6 +618,9 @@ impl Versions {
 
     /// `bump_all` for a binlog gap: local entries all go; the sink decides about shared ones.
     pub fn bump_all_gap(&self) {
+        if self.faults.on(Fault::BinlogGaps) {
+            return;
+        }
         if let Some(s) = self.sink.get() {
             s.gap();
         }
@@ -667,6 +673,9 @@ impl Snapshot {
     /// then can a result computed now be valid in it. What `Stamps::valid_in` would say of
     /// stamps captured now, without capturing them.
     pub fn unchanged(&self, v: &Versions, tables: &[TableHandle]) -> bool {
+        if v.faults.on(Fault::Snapshot) {
+            return true;
+        }
         v.epoch() == self.epoch && tables.iter().all(|t| t.version() <= self.seq)
     }
 }
@@ -885,6 +894,9 @@ impl Stamps {
     /// sees). `unchanged_since` alone is not enough: an entry stamped before a write that
     /// committed before the snapshot has old versions that are still `<= seq`.
     pub fn valid_in(&self, v: &Versions, snap: &Snapshot) -> bool {
+        if v.faults.on(Fault::Snapshot) {
+            return self.is_current(v);
+        }
         snap.epoch == self.epoch
             && v.epoch() == self.epoch
             && self.tables.iter().all(|(t, ver)| {

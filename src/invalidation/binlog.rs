@@ -1138,7 +1138,12 @@ impl Tail {
     /// and whether it was such a gap.
     fn after_end(&mut self, err: &BinlogError, life: &Life) -> (String, bool) {
         if let Some(why) = gap_after(err, life, &mut self.failed_resumes) {
-            if self.anchor.take().is_some() {
+            let broken = self
+                .inv
+                .versions
+                .faults
+                .on(crate::faults::Fault::BinlogGaps);
+            if self.anchor.take().is_some() && !broken {
                 // Entries may be stale from here on: do not wait for the fresh start.
                 self.inv.all();
                 self.shared.bumps.fetch_add(1, Ordering::Relaxed);

@@ -92,6 +92,9 @@ pub struct SessionState {
     pub fingerprint: u64,
     /// The user is left out of the fingerprint (`cache.shared_between_users`).
     pub shared_users: bool,
+    /// The session variables are left out of the fingerprint: only under the debug-build
+    /// `Fault::ContextKeys` switch (`crate::faults`), read by `refresh_fingerprint`.
+    vars_unkeyed: bool,
     /// qcache can no longer tell what the session's settings are (SET inside a procedure,
     /// a prepared SET): no cache until a reset.
     pub lost_track: bool,
@@ -184,6 +187,7 @@ impl SessionState {
             db_key: 0,
             digest_hint: RowHint::default(),
             shared_users: false,
+            vars_unkeyed: false,
             lost_track: false,
             dirty_reads: false,
             isolation_ru: false,
@@ -240,6 +244,11 @@ impl SessionState {
         self.dirty_reads = self.isolation_ru || self.next_txn_ru;
         self.db_key = schema_key(self.db.as_deref());
         self.digest_hint.forget();
+        self.vars_unkeyed = shared
+            .cache
+            .versions()
+            .faults
+            .on(crate::faults::Fault::ContextKeys);
         self.fingerprint = self.compute_fingerprint();
     }
 
@@ -287,7 +296,7 @@ impl SessionState {
             // UNCOMMITTED sessions are never served, at no cost to the hit path.
             h.update(b"\0read-uncommitted");
         }
-        for (k, v) in &self.vars {
+        for (k, v) in self.vars.iter().filter(|_| !self.vars_unkeyed) {
             h.update(k.as_bytes());
             h.update(&[0]);
             h.update(v.as_bytes());

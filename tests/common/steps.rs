@@ -1,19 +1,21 @@
 //! Step lists run directly and through qcache by the Rust differential tests
 //! (`tests/privileges.rs`, `tests/diagnostics.rs`): each step names its connection and
-//! statement, and a run returns every step's rows or error with the run's names put back.
+//! statement, and a run returns every step's outcome (`outcome::Outcome`, compared as the
+//! scenario files' are) with the run's names put back.
 
 use std::collections::HashMap;
 use std::time::Duration;
 
-use mysql_async::prelude::*;
-use mysql_async::{Conn, Row};
+use mysql_async::Conn;
+
+use super::outcome;
 
 /// One step: the connection (`root`, or `name:user` opened as `user{u}` with password `pw`;
 /// a `!` prefix opens it straight to the server in every run) and the statement.
 /// `sleep N` pauses N ms.
 pub type Step = (&'static str, &'static str);
 
-pub type Outcome = Result<Vec<Vec<String>>, String>;
+pub use super::outcome::Outcome;
 
 struct Run<'a> {
     schema: &'a str,
@@ -58,26 +60,20 @@ impl Run<'_> {
     async fn step(&mut self, who: &str, sql: &str) -> Outcome {
         if let Some(ms) = sql.strip_prefix("sleep ") {
             tokio::time::sleep(Duration::from_millis(ms.parse().unwrap())).await;
-            return Ok(Vec::new());
+            return Outcome::new();
         }
         let sql = self.fill(sql);
         let c = self.conn(who).await;
         // `P …`: through the binary protocol.
-        let res = match sql.strip_prefix("P ") {
-            Some(sql) => c.exec::<Row, _, _>(sql, ()).await,
-            None => c.query::<Row, _>(sql).await,
-        };
-        match res {
-            Ok(rows) => Ok(rows
-                .into_iter()
-                .map(|r| r.unwrap().into_iter().map(|v| format!("{v:?}")).collect())
-                .collect()),
-            Err(mysql_async::Error::Server(e)) => Err(format!("{} {}", e.code, e.message)),
-            Err(e) => panic!("{who}: {e}"),
+        match sql.strip_prefix("P ") {
+            Some(sql) => outcome::run_prepared(c, sql).await,
+            None => outcome::run_text(c, &sql).await,
         }
     }
 }
 
+/// Runs `steps` (directly when `proxy` is None); every step's [`Outcome`], with the run's
+/// names put back as `{u}` and `{db}`.
 pub async fn run(schema: &str, steps: &[Step], proxy: Option<&super::TestProxy>) -> Vec<Outcome> {
     let mut r = Run {
         schema,
@@ -87,12 +83,29 @@ pub async fn run(schema: &str, steps: &[Step], proxy: Option<&super::TestProxy>)
     };
     let mut out = Vec::new();
     for (who, sql) in steps {
-        // Names are the run's own; errors are compared with them put back.
         let o = r.step(who, sql).await;
-        out.push(o.map_err(|e| e.replace(&r.suffix, "{u}").replace(schema, "{db}")));
+        out.push(o.replace(&r.suffix, "{u}").replace(schema, "{db}"));
     }
     for (_, c) in r.conns.drain() {
         let _ = c.disconnect().await;
     }
     out
+}
+
+/// Panics with the first step whose outcome through qcache (`got`) differs from the
+/// server's (`want`), or when the runs produced different numbers of outcomes
+/// (`outcome::compare`, the scenario files' comparison).
+pub fn assert_same(steps: &[Step], want: &[Outcome], got: &[Outcome]) {
+    let label = |o: &[Outcome]| -> Vec<(String, Outcome)> {
+        o.iter()
+            .enumerate()
+            .map(|(i, o)| {
+                let (who, sql) = steps.get(i).copied().unwrap_or(("?", "?"));
+                (format!("step {i} ({who}: {sql})"), o.clone())
+            })
+            .collect()
+    };
+    if let Err(e) = outcome::compare(&label(want), &label(got)) {
+        panic!("qcache answered differently: {e}");
+    }
 }
