@@ -615,6 +615,7 @@ topics!(
     classification,
     context,
     diagnostics,
+    order,
     privileges,
     slices,
     snapshot,
