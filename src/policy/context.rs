@@ -248,8 +248,11 @@ static MYSQL_KEY_VARIABLES: LazyLock<Vec<&'static str>> =
 /// the InnoDB stopword, auxiliary-table and result-cache settings act on indexes built later,
 /// on information_schema or by raising errors (none of which is cached), but the same rule
 /// covers them. The other `ft_*` / `innodb_ft_*` variables are read-only or per session. The
-/// rest change plans, durability, logging, replication, authentication or what a new session
-/// starts with (read at its connect: [`key_variables`], the identity).
+/// rest change durability, logging, replication, authentication or what a new session
+/// starts with (read at its connect: [`key_variables`], the identity), or plans: the
+/// InnoDB statistics settings (`innodb_stats_*`) change the statistics the optimizer reads,
+/// and so the order of an unordered result, as ANALYZE TABLE and the server's own
+/// statistics recalculation do. That gap is not closed here: no key can hold statistics.
 pub const GLOBAL_ONLY_RESULT_VARIABLES: &[(&str, &str)] = &[
     (
         "ft_boolean_syntax",
