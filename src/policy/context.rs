@@ -62,7 +62,6 @@ pub const COMMON_KEY_VARIABLES: &[&str] = &[
     "optimizer_switch",
     "optimizer_search_depth",
     "optimizer_prune_level",
-    "eq_range_index_dive_limit",
     "join_buffer_size",
     "sort_buffer_size",
     "max_seeks_for_key",
@@ -95,7 +94,6 @@ const MARIADB_EXTRA: &[&str] = &[
     "use_stat_tables",
     "histogram_size",
     "histogram_type",
-    "in_predicate_conversion_threshold",
     "expensive_subquery_limit",
     "rowid_merge_buff_size",
     "max_length_for_sort_data",
@@ -111,6 +109,7 @@ const MYSQL_EXTRA: &[&str] = &[
     "max_execution_time",
     "range_optimizer_max_mem_size",
     "big_tables",
+    "eq_range_index_dive_limit",
 ];
 
 /// Key variables only some versions of MariaDB have, read at connect where the server has
@@ -130,8 +129,13 @@ const MARIADB_OPTIONAL: &[&str] = &[
     // Optimizer settings and limits some versions have (see the common list): deprecated
     // (`big_tables`), or added by later releases (10.4 `max_rowid_filter_size`, the 10.6
     // and 10.11 maintenance releases' `optimizer_*` limits, 11.0's cost model, 11.5's
-    // temporary-space limit, which fails a read that exceeds it).
+    // temporary-space limit, which fails a read that exceeds it), or whose first MariaDB
+    // release is later than the oldest qcache may meet (`eq_range_index_dive_limit`,
+    // `in_predicate_conversion_threshold`): a name missing from the fixed list would send
+    // every connect to the fallback list.
     "big_tables",
+    "eq_range_index_dive_limit",
+    "in_predicate_conversion_threshold",
     "tmp_memory_table_size",
     "max_rowid_filter_size",
     "optimizer_max_sel_arg_weight",
