@@ -116,8 +116,9 @@ const MYSQL_EXTRA: &[&str] = &[
 /// them (an unknown name in the one `SELECT @@…` would fail it whole, and the fallback
 /// lists would then lose the flavour's other names). Which of them a server has is asked
 /// once per server version, with [`probe_sql`] (no error for a missing name), in the same
-/// pipelined batch as the first connect's read; later connects read the ones it has with the
-/// others, at no extra cost.
+/// pipelined batch as the first connect's read, which then reads the ones it has as
+/// `@@session.` spells them (one more round trip: information_schema writes `OFF` for 0);
+/// later connects read them with the others, at no extra cost.
 const MARIADB_OPTIONAL: &[&str] = &[
     // 10.6.16 / 10.11.6 / 11.0.4 on: which notes a read gets (a hit must not hide the
     // "Cannot use key" note, nor invent it); inherited from the global at connect.
