@@ -629,6 +629,7 @@ topics!(
     classification,
     context,
     diagnostics,
+    order,
     privileges,
     slices,
     snapshot,

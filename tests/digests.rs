@@ -881,3 +881,54 @@ async fn explain_prepared_statements_agrees_with_the_execute() {
     drop(c);
     proxy.shutdown().await;
 }
+
+/// QCACHE EXPLAIN says what the key holds of the optimizer's settings: after a SET of
+/// optimizer_switch (which changes only the flags it names) it shows the effective value
+/// read back from the server, and a session whose value differs finds no entry where a
+/// session with the same SET text but another effective value stored one (row order is
+/// data: the flag decides a join's order).
+#[tokio::test]
+async fn explain_shows_the_effective_optimizer_switch() {
+    let schema = common::fresh_schema("dg_optsw").await;
+    setup(
+        &schema,
+        &[
+            "CREATE TABLE t1 (a INT NOT NULL)",
+            "CREATE TABLE t2 (b INT NOT NULL)",
+            "INSERT INTO t1 VALUES (1), (2), (3)",
+            "INSERT INTO t2 VALUES (1), (2), (3)",
+        ],
+    )
+    .await;
+    let proxy = common::proxy(|_| {}).await;
+    let join = "SELECT t1.a, t2.b FROM t1 LEFT JOIN t2 ON t2.b >= t1.a";
+    let mut a = proxy.conn(&schema).await;
+    a.query_drop("SET optimizer_switch = 'outer_join_with_cache=off'")
+        .await
+        .unwrap();
+    a.query_drop("SET optimizer_switch = 'mrr=off'")
+        .await
+        .unwrap();
+    let _: Vec<(i64, Option<i64>)> = a.query(join).await.unwrap();
+    let ex_a = fields(&mut a, &format!("QCACHE EXPLAIN {join}")).await;
+    assert_eq!(field(&ex_a, "entry_present"), "yes", "{ex_a:?}");
+    assert!(
+        field(&ex_a, "key.variables_set").contains("outer_join_with_cache=off"),
+        "{ex_a:?}"
+    );
+    let mut b = proxy.conn(&schema).await;
+    b.query_drop("SET optimizer_switch = 'mrr=off'")
+        .await
+        .unwrap();
+    let ex_b = fields(&mut b, &format!("QCACHE EXPLAIN {join}")).await;
+    assert!(
+        field(&ex_b, "key.variables_set").contains("outer_join_with_cache=on"),
+        "{ex_b:?}"
+    );
+    assert_ne!(
+        field(&ex_a, "key.fingerprint"),
+        field(&ex_b, "key.fingerprint")
+    );
+    assert_eq!(field(&ex_b, "entry_present"), "no", "{ex_b:?}");
+    proxy.shutdown().await;
+}

@@ -1239,3 +1239,71 @@ async fn a_reconnect_never_marks_an_in_flight_raise_done() {
         a.shutdown().await;
     }
 }
+
+/// Row order is data, in L2 too: an entry one instance stored under one session's optimizer
+/// settings is not served by another instance to a session whose effective settings differ
+/// (the same `SET optimizer_switch` text over other inherited flags), and an UPDATE of the
+/// primary key through one instance stops both instances serving the old order of a read
+/// that never names it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn l2_entries_keep_row_order_and_plan_settings() {
+    let redis = Redis::start();
+    let schema = common::fresh_schema("l2_order").await;
+    let mut d = common::direct_to(&schema).await;
+    for sql in [
+        "CREATE TABLE p (id INT PRIMARY KEY, a VARCHAR(10) NOT NULL)",
+        "INSERT INTO p VALUES (1, 'one'), (2, 'two'), (3, 'three')",
+        "CREATE TABLE t1 (a INT NOT NULL)",
+        "CREATE TABLE t2 (b INT NOT NULL)",
+        "INSERT INTO t1 VALUES (1), (2), (3)",
+        "INSERT INTO t2 VALUES (1), (2), (3)",
+    ] {
+        d.query_drop(sql).await.unwrap();
+    }
+    // Remote validation: B judges its hits by L2's versions, so A's UPDATE is seen at once.
+    let remote = |c: &mut Config| c.l2.validate_hits = ValidateHits::Remote;
+    let a = proxy(&redis.url(), remote).await;
+    let b = proxy(&redis.url(), remote).await;
+    let entries = || redis.keys("qcache:e:*").len();
+    let join = "SELECT t1.a, t2.b FROM t1 LEFT JOIN t2 ON t2.b >= t1.a";
+    let mut ca = a.conn(&schema).await;
+    ca.query_drop("SET optimizer_switch = 'outer_join_with_cache=off'")
+        .await
+        .unwrap();
+    ca.query_drop("SET optimizer_switch = 'mrr=off'")
+        .await
+        .unwrap();
+    let before = entries();
+    let _: Vec<(i64, Option<i64>)> = ca.query(join).await.unwrap();
+    wait_for("A's join entry in Redis", LAG_BOUND, || entries() > before).await;
+    let mut cb = b.conn(&schema).await;
+    cb.query_drop("SET optimizer_switch = 'mrr=off'")
+        .await
+        .unwrap();
+    d.query_drop("SET optimizer_switch = 'mrr=off'")
+        .await
+        .unwrap();
+    let want: Vec<(i64, Option<i64>)> = d.query(join).await.unwrap();
+    let got: Vec<(i64, Option<i64>)> = cb.query(join).await.unwrap();
+    assert_eq!(got, want, "B served A's plan's order");
+
+    let full = "SELECT a FROM p";
+    let before = entries();
+    let _: Vec<String> = ca.query(full).await.unwrap();
+    let _: Vec<String> = cb.query(full).await.unwrap();
+    wait_for("the full read's entry in Redis", LAG_BOUND, || {
+        entries() > before
+    })
+    .await;
+    ca.query_drop("UPDATE p SET id = 10 WHERE id = 1")
+        .await
+        .unwrap();
+    let want: Vec<String> = d.query(full).await.unwrap();
+    assert_eq!(want, ["two", "three", "one"]);
+    for (name, c) in [("A", &mut ca), ("B", &mut cb)] {
+        for _ in 0..2 {
+            let got: Vec<String> = c.query(full).await.unwrap();
+            assert_eq!(got, want, "{name} served the old order");
+        }
+    }
+}

@@ -2009,10 +2009,12 @@ impl Tail {
                 }
                 k
             });
-            // Only updates, whose images show every column that changed.
+            // Only updates, whose images show every column that changed, and that moved no
+            // row in an unordered read (`policy::order`).
             let changed = seen
                 .filter(|_| self.catalog.images_show_changes(t))
-                .and_then(RowsSeen::changed_columns);
+                .and_then(RowsSeen::changed_columns)
+                .filter(|c| self.catalog.update_keeps_order(t, c));
             match (known, changed) {
                 (Some(k), Some(c)) => self.inv.columns(&t.0, &t.1, &c, &k),
                 (Some(k), None) => self.inv.rows(&t.0, &t.1, &k),

@@ -159,6 +159,10 @@ pub struct RawCatalog {
     pub generated: Vec<(String, String, String)>,
     /// Columns of tables and views, for row slices.
     pub columns: Vec<RawColumn>,
+    /// (schema, table, kind, text) of what decides the order rows can come back in: kind
+    /// `I` an index's column (information_schema.STATISTICS; empty for an expression), `P`
+    /// the partitioning and subpartitioning expressions (PARTITIONS): [`order_sources_sql`].
+    pub order_sources: Vec<(String, String, String, String)>,
 }
 
 /// One row of information_schema.COLUMNS.
@@ -197,6 +201,10 @@ struct TableColumns {
     implicit: bool,
     /// The primary key when it is one column (derived slices join on it).
     pk: Option<String>,
+    /// Columns of any index or of the partitioning, lower-cased: an UPDATE changing one may
+    /// move rows in an unordered read (`policy::order`). None: not known (an index on an
+    /// expression, a partitioning expression naming no column).
+    order_columns: Option<HashSet<String>>,
 }
 
 impl RawCatalog {
@@ -241,6 +249,8 @@ impl RawCatalog {
         self.column_code.retain(|(s, n, _)| !covered(s, n));
         self.generated.retain(|(s, n, _)| !covered(s, n));
         self.columns.retain(|c| !covered(&c.schema, &c.table));
+        self.order_sources.retain(|(s, n, ..)| !covered(s, n));
+        self.order_sources.extend(fresh.order_sources);
         self.columns.extend(fresh.columns);
         self.tables.extend(fresh.tables);
         self.views.extend(fresh.views);
@@ -402,6 +412,23 @@ impl SchemaPart {
         part.names = part.relations.keys().cloned().collect();
         part.names.sort();
         part.columns = table_columns(&part, raw.columns.iter().filter(|c| mine(&c.schema)));
+        for (_, table, kind, text) in raw.order_sources.iter().filter(|r| mine(&r.0)) {
+            let Some(tc) = part.columns.get_mut(&table.to_lowercase()) else {
+                continue;
+            };
+            let found = match kind.as_str() {
+                "I" if !text.is_empty() => Some(vec![text.to_lowercase()]),
+                "P" => {
+                    let names: HashSet<String> = tc.by_name.keys().cloned().collect();
+                    crate::policy::order::partition_columns(text, &names)
+                }
+                _ => None,
+            };
+            match (found, tc.order_columns.as_mut()) {
+                (Some(cols), Some(set)) => set.extend(cols),
+                _ => tc.order_columns = None,
+            }
+        }
         part
     }
 }
@@ -422,7 +449,10 @@ fn table_columns<'a>(
             continue;
         }
         list.sort_by_key(|c| c.ordinal);
-        let mut tc = TableColumns::default();
+        let mut tc = TableColumns {
+            order_columns: Some(HashSet::new()),
+            ..TableColumns::default()
+        };
         let extra = |c: &RawColumn| c.extra.to_ascii_lowercase();
         let invisible = list.iter().any(|c| extra(c).contains("invisible"));
         tc.order = (!invisible).then(|| list.iter().map(|c| c.name.to_lowercase()).collect());
@@ -1248,6 +1278,14 @@ impl Catalog {
             push_column(&mut raw, r);
         }
         let rows: Vec<Row> = conn
+            .query(order_sources_sql(&format!(
+                "TABLE_SCHEMA NOT IN {SKIPPED_SCHEMAS}"
+            )))
+            .await?;
+        for r in rows {
+            push_order_source(&mut raw, r);
+        }
+        let rows: Vec<Row> = conn
             .query(
                 format!(
                 "SELECT TRIGGER_SCHEMA, EVENT_OBJECT_SCHEMA, EVENT_OBJECT_TABLE, ACTION_STATEMENT \
@@ -1452,6 +1490,19 @@ impl Catalog {
         self.rows_knowable(t) && self.columns_plain(t, true)
     }
 
+    /// Whether an UPDATE of `t` that changes exactly `changed` leaves its rows where they
+    /// were in every order the server can return them (`policy::order`): false when it
+    /// changes a column of an index or of the partitioning, or when the catalog does not
+    /// know them. Asked by every path that would bump an UPDATE by its columns.
+    pub fn update_keeps_order(&self, t: &TableName, changed: &[String]) -> bool {
+        if !self.is_loaded() {
+            return false;
+        }
+        let snap = self.snapshot.load();
+        let order = snap.columns(t).and_then(|c| c.order_columns.as_ref());
+        crate::policy::order::update_keeps_order(changed, order)
+    }
+
     fn columns_plain(&self, t: &TableName, on_update_ok: bool) -> bool {
         let snap = self.snapshot.load();
         if snap.part(t).is_none_or(|p| p.special.contains(&t.1)) {
@@ -1603,6 +1654,7 @@ enum Sink {
     Triggers,
     ForeignKeys,
     Columns,
+    OrderSources,
 }
 
 /// Statements sent as one multi-statement: one round trip for all of them.
@@ -1656,6 +1708,7 @@ impl Batch {
                         text(&mut r, 5),
                     )),
                     Sink::Columns => push_column(raw, r),
+                    Sink::OrderSources => push_order_source(raw, r),
                 }
             }
         }
@@ -1702,6 +1755,34 @@ fn relation_queries(batch: &mut Batch, schema: &str, name: Option<&str>) {
             and("TABLE_NAME")
         ),
     );
+    batch.push(
+        Sink::OrderSources,
+        order_sources_sql(&format!("TABLE_SCHEMA = {schema_lit}{}", and("TABLE_NAME"))),
+    );
+}
+
+/// What decides the order rows can come back in, of the tables `filter` (a condition on
+/// TABLE_SCHEMA / TABLE_NAME) selects: every index's columns (`I`; an expression's part has
+/// no COLUMN_NAME) and each partitioned table's partitioning and subpartitioning
+/// expressions (`P`), as [`RawCatalog::order_sources`] holds them.
+fn order_sources_sql(filter: &str) -> String {
+    format!(
+        "SELECT TABLE_SCHEMA, TABLE_NAME, 'I', COLUMN_NAME FROM information_schema.STATISTICS \
+         WHERE {filter} \
+         UNION ALL \
+         SELECT DISTINCT TABLE_SCHEMA, TABLE_NAME, 'P', \
+         CONCAT(IFNULL(PARTITION_EXPRESSION, ''), ' ', IFNULL(SUBPARTITION_EXPRESSION, '')) \
+         FROM information_schema.PARTITIONS WHERE PARTITION_METHOD IS NOT NULL AND {filter}"
+    )
+}
+
+fn push_order_source(raw: &mut RawCatalog, mut r: Row) {
+    raw.order_sources.push((
+        text(&mut r, 0),
+        text(&mut r, 1),
+        text(&mut r, 2),
+        text(&mut r, 3),
+    ));
 }
 
 /// The foreign keys of table `name` of `schema` (all of the schema's when None), as children.
@@ -2412,6 +2493,78 @@ mod tests {
                 full.answers(),
                 "after step {i}: {changed:?}"
             );
+        }
+    }
+
+    /// Index and partitioning columns from information_schema's rows, per table: what
+    /// `Catalog::update_keeps_order` hands to `policy::order`. (table, its order columns or
+    /// None when unknown.)
+    #[test]
+    fn order_columns_from_indexes_and_partitioning() {
+        let s = |x: &str| x.to_string();
+        let col = |t: &str, n: &str, ordinal: u64| RawColumn {
+            schema: s("db"),
+            table: s(t),
+            name: s(n),
+            ordinal,
+            data_type: s("int"),
+            column_type: s("int(11)"),
+            ..RawColumn::default()
+        };
+        let src = |t: &str, kind: &str, text: &str| (s("db"), s(t), s(kind), s(text));
+        let tables = ["plain", "keyed", "parted", "expr", "keyless", "Mixed"];
+        let raw = RawCatalog {
+            tables: tables
+                .iter()
+                .map(|t| (s("db"), s(t), s("BASE TABLE")))
+                .collect(),
+            columns: tables
+                .iter()
+                .flat_map(|t| {
+                    [
+                        col(t, "id", 1),
+                        col(t, "B", 2),
+                        col(t, "k", 3),
+                        col(t, "c", 4),
+                    ]
+                })
+                .collect(),
+            order_sources: vec![
+                src("keyed", "I", "id"),
+                src("keyed", "I", "B"),
+                src("keyed", "I", "id"),
+                src("parted", "P", "`k` "),
+                src("parted", "P", "year(`c`) `id`"),
+                src("expr", "I", "id"),
+                src("expr", "I", ""),
+                src("keyless", "P", " "),
+                src("Mixed", "I", "K"),
+            ],
+            ..RawCatalog::default()
+        };
+        let snap = SchemaSnapshot::build(&raw);
+        let order = |t: &str| {
+            snap.columns(&(s("db"), s(t)))
+                .unwrap()
+                .order_columns
+                .clone()
+                .map(|c| {
+                    let mut v: Vec<String> = c.into_iter().collect();
+                    v.sort();
+                    v
+                })
+        };
+        let cases: &[(&str, Option<&[&str]>)] = &[
+            ("plain", Some(&[])),
+            ("keyed", Some(&["b", "id"])),
+            ("parted", Some(&["c", "id", "k"])),
+            ("expr", None),
+            ("keyless", None),
+            ("mixed", Some(&["k"])),
+        ];
+        for (t, want) in cases {
+            let want = want.map(|w| w.iter().map(|c| c.to_string()).collect::<Vec<_>>());
+            assert_eq!(order(t), want, "{t}");
         }
     }
 

@@ -56,6 +56,20 @@ pub const COMMON_KEY_VARIABLES: &[&str] = &[
     "max_join_size",
     "sql_big_selects",
     "sql_notes",
+    // The optimizer's settings: they choose the plan, and the plan decides the order of a
+    // result the query does not order (a join's, a LIMIT's, a GROUP_CONCAT's) and whether a
+    // statement runs out of a buffer. Row order is data.
+    "optimizer_switch",
+    "optimizer_search_depth",
+    "optimizer_prune_level",
+    "join_buffer_size",
+    "sort_buffer_size",
+    "max_seeks_for_key",
+    // Where an implicit temporary table lives (memory or disk: the order of an unordered
+    // GROUP BY / DISTINCT), and whether a result row fits the session's packet.
+    "tmp_table_size",
+    "max_heap_table_size",
+    "max_allowed_packet",
 ];
 
 /// MariaDB's own names, read after the common ones.
@@ -66,6 +80,23 @@ const MARIADB_EXTRA: &[&str] = &[
     "system_versioning_asof",
     // REGEXP's default flags: inherited from the global at connect.
     "default_regex_flags",
+    // Whether a read fails: killed after this long, a disk temporary table or the
+    // session's memory over its limit.
+    "max_statement_time",
+    "tmp_disk_table_size",
+    "max_session_mem_used",
+    // MariaDB's optimizer settings (see the common list).
+    "join_cache_level",
+    "join_buffer_space_limit",
+    "mrr_buffer_size",
+    "optimizer_use_condition_selectivity",
+    "optimizer_selectivity_sampling_limit",
+    "use_stat_tables",
+    "histogram_size",
+    "histogram_type",
+    "expensive_subquery_limit",
+    "rowid_merge_buff_size",
+    "max_length_for_sort_data",
 ];
 
 /// MySQL's own names, read after the common ones.
@@ -73,14 +104,21 @@ const MYSQL_EXTRA: &[&str] = &[
     "transaction_isolation",
     "cte_max_recursion_depth",
     "block_encryption_mode",
+    // Whether a read fails (a SELECT killed after this many milliseconds), and the
+    // optimizer's settings MySQL has beside the common ones.
+    "max_execution_time",
+    "range_optimizer_max_mem_size",
+    "big_tables",
+    "eq_range_index_dive_limit",
 ];
 
 /// Key variables only some versions of MariaDB have, read at connect where the server has
 /// them (an unknown name in the one `SELECT @@…` would fail it whole, and the fallback
 /// lists would then lose the flavour's other names). Which of them a server has is asked
 /// once per server version, with [`probe_sql`] (no error for a missing name), in the same
-/// pipelined batch as the first connect's read; later connects read the ones it has with the
-/// others, at no extra cost.
+/// pipelined batch as the first connect's read, which then reads the ones it has as
+/// `@@session.` spells them (one more round trip: information_schema writes `OFF` for 0);
+/// later connects read them with the others, at no extra cost.
 const MARIADB_OPTIONAL: &[&str] = &[
     // 10.6.16 / 10.11.6 / 11.0.4 on: which notes a read gets (a hit must not hide the
     // "Cannot use key" note, nor invent it); inherited from the global at connect.
@@ -89,6 +127,38 @@ const MARIADB_OPTIONAL: &[&str] = &[
     "transaction_isolation",
     // 11.2 on: each charset's default collation, which `SET NAMES`, casts and literals take.
     "character_set_collations",
+    // Optimizer settings and limits some versions have (see the common list): deprecated
+    // (`big_tables`), or added by later releases (10.4 `max_rowid_filter_size`, the 10.6
+    // and 10.11 maintenance releases' `optimizer_*` limits, 11.0's cost model, 11.5's
+    // temporary-space limit, which fails a read that exceeds it), or whose first MariaDB
+    // release is later than the oldest qcache may meet (`eq_range_index_dive_limit`,
+    // `in_predicate_conversion_threshold`): a name missing from the fixed list would send
+    // every connect to the fallback list.
+    "big_tables",
+    "eq_range_index_dive_limit",
+    "in_predicate_conversion_threshold",
+    "tmp_memory_table_size",
+    "max_rowid_filter_size",
+    "optimizer_max_sel_arg_weight",
+    "optimizer_max_sel_args",
+    "optimizer_adjust_secondary_key_costs",
+    "optimizer_extra_pruning_depth",
+    "optimizer_join_limit_pref_ratio",
+    "optimizer_disk_read_cost",
+    "optimizer_disk_read_ratio",
+    "optimizer_index_block_copy_cost",
+    "optimizer_key_compare_cost",
+    "optimizer_key_copy_cost",
+    "optimizer_key_lookup_cost",
+    "optimizer_key_next_find_cost",
+    "optimizer_row_copy_cost",
+    "optimizer_row_lookup_cost",
+    "optimizer_row_next_find_cost",
+    "optimizer_rowid_compare_cost",
+    "optimizer_rowid_copy_cost",
+    "optimizer_scan_setup_cost",
+    "optimizer_where_cost",
+    "max_tmp_session_space_usage",
 ];
 
 /// The flavour's optional key variables ([`MARIADB_OPTIONAL`]; none for MySQL, whose
@@ -183,8 +253,11 @@ static MYSQL_KEY_VARIABLES: LazyLock<Vec<&'static str>> =
 /// the InnoDB stopword, auxiliary-table and result-cache settings act on indexes built later,
 /// on information_schema or by raising errors (none of which is cached), but the same rule
 /// covers them. The other `ft_*` / `innodb_ft_*` variables are read-only or per session. The
-/// rest change plans, durability, logging, replication, authentication or what a new session
-/// starts with (read at its connect: [`key_variables`], the identity).
+/// rest change durability, logging, replication, authentication or what a new session
+/// starts with (read at its connect: [`key_variables`], the identity), or plans: the
+/// InnoDB statistics settings (`innodb_stats_*`) change the statistics the optimizer reads,
+/// and so the order of an unordered result, as ANALYZE TABLE and the server's own
+/// statistics recalculation do. That gap is not closed here: no key can hold statistics.
 pub const GLOBAL_ONLY_RESULT_VARIABLES: &[(&str, &str)] = &[
     (
         "ft_boolean_syntax",
@@ -294,6 +367,11 @@ const COUPLED: &[(&[&str], &[&str])] = &[
     ),
 ];
 
+/// Variables a SET of which changes only the parts its value names: `SET optimizer_switch =
+/// 'mrr=off'` leaves every other flag as the session had it (from its own SETs or the global
+/// it inherited), so the text is not the value and the value is read back.
+const PARTIAL_SETS: &[&str] = &["optimizer_switch"];
+
 /// The key variables to read back after an assignment to `name`, when it is coupled.
 fn coupled(name: &str) -> Option<&'static [&'static str]> {
     COUPLED
@@ -311,6 +389,9 @@ pub fn assignment(name: &str, value: &str, global: bool) -> Assignment {
     }
     if let Some(group) = coupled(name) {
         return Assignment::ReadBack(group.to_vec());
+    }
+    if PARTIAL_SETS.contains(&name) {
+        return Assignment::ReadBackNamed;
     }
     if is_isolation(name) {
         return match isolation_level(value) {
@@ -442,6 +523,8 @@ pub fn key_name(name: &str) -> &str {
     match name {
         "transaction_isolation" => ISOLATION_KEY,
         "transaction_read_only" => "tx_read_only",
+        // MariaDB's other name of `tmp_table_size`.
+        "tmp_memory_table_size" => "tmp_table_size",
         n => n,
     }
 }
@@ -801,7 +884,7 @@ mod tests {
             ],
         );
         let names: Vec<&str> = all.iter().map(|(n, _)| *n).collect();
-        assert_eq!(names, opt);
+        assert_eq!(names, opt[..3]);
         assert_eq!(all[0].1, None);
         // A 10.6.15 server: none.
         assert!(probed(opt, &[]).is_empty());
@@ -816,6 +899,96 @@ mod tests {
         );
         assert_eq!(
             assignment("note_verbosity", "DEFAULT", false),
+            Assignment::ReadBackNamed
+        );
+    }
+
+    /// One row per setting that decides the order of an unordered result (row order is
+    /// data) or whether a read fails: (name, MariaDB reads it at connect, MySQL does), in the
+    /// fixed list or the optional tier.
+    #[test]
+    fn plan_and_outcome_variables_are_context() {
+        let has = |mariadb: bool, n: &str| {
+            key_variables(mariadb).contains(&n) || optional_key_variables(mariadb).contains(&n)
+        };
+        for (name, mariadb, mysql) in [
+            ("optimizer_switch", true, true),
+            ("optimizer_search_depth", true, true),
+            ("optimizer_prune_level", true, true),
+            ("eq_range_index_dive_limit", true, true),
+            ("join_buffer_size", true, true),
+            ("sort_buffer_size", true, true),
+            ("max_seeks_for_key", true, true),
+            ("tmp_table_size", true, true),
+            ("max_heap_table_size", true, true),
+            ("max_allowed_packet", true, true),
+            ("max_join_size", true, true),
+            ("sql_big_selects", true, true),
+            ("sql_select_limit", true, true),
+            ("big_tables", true, true),
+            ("join_cache_level", true, false),
+            ("join_buffer_space_limit", true, false),
+            ("mrr_buffer_size", true, false),
+            ("optimizer_use_condition_selectivity", true, false),
+            ("optimizer_selectivity_sampling_limit", true, false),
+            ("use_stat_tables", true, false),
+            ("histogram_size", true, false),
+            ("histogram_type", true, false),
+            ("in_predicate_conversion_threshold", true, false),
+            ("expensive_subquery_limit", true, false),
+            ("rowid_merge_buff_size", true, false),
+            ("max_length_for_sort_data", true, false),
+            ("max_rowid_filter_size", true, false),
+            ("optimizer_max_sel_arg_weight", true, false),
+            ("optimizer_where_cost", true, false),
+            ("max_statement_time", true, false),
+            ("tmp_disk_table_size", true, false),
+            ("max_session_mem_used", true, false),
+            ("max_tmp_session_space_usage", true, false),
+            ("max_execution_time", false, true),
+            ("range_optimizer_max_mem_size", false, true),
+        ] {
+            assert_eq!(has(true, name), mariadb, "MariaDB: {name}");
+            assert_eq!(has(false, name), mysql, "MySQL: {name}");
+        }
+        // No name in both tiers (the optional tier is read only where the fixed one is not).
+        for m in [true, false] {
+            for n in optional_key_variables(m) {
+                assert!(!key_variables(m).contains(n), "{n}");
+            }
+            assert!(probe_sql(optional_key_variables(m)).is_some() || !m);
+        }
+    }
+
+    /// A SET of optimizer_switch changes only the flags it names: never keyed by its text.
+    /// Two names of one variable share one key entry.
+    #[test]
+    fn partial_and_aliased_sets() {
+        for v in ["'mrr=off'", "'index_merge=on,mrr=off'", "DEFAULT", "@s"] {
+            assert_eq!(
+                assignment("optimizer_switch", v, false),
+                Assignment::ReadBackNamed,
+                "{v}"
+            );
+        }
+        assert_eq!(
+            assignment("optimizer_switch", "'mrr=off'", true),
+            Assignment::Ignore
+        );
+        assert_eq!(key_name("tmp_memory_table_size"), "tmp_table_size");
+        assert_eq!(
+            keyed(&[
+                ("tmp_table_size", "1048576", false),
+                ("tmp_memory_table_size", "2097152", false)
+            ]),
+            keyed(&[("tmp_table_size", "2097152", false)])
+        );
+        assert_eq!(
+            assignment("join_cache_level", "0", false),
+            Assignment::Literal
+        );
+        assert_eq!(
+            assignment("max_statement_time", "@t", false),
             Assignment::ReadBackNamed
         );
     }

@@ -74,13 +74,25 @@ impl Session {
                 found = context::probed(optional, rows.as_deref().unwrap_or(&[]));
                 let present: Vec<&'static str> = found.iter().map(|(n, _)| *n).collect();
                 debug!(?present, "the server's optional key variables");
-                let mut memo = self
-                    .shared
-                    .optional_vars
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner());
-                if !memo.iter().any(|(v, _)| *v == version) {
-                    memo.push((version, present));
+                {
+                    let mut memo = self
+                        .shared
+                        .optional_vars
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner());
+                    if !memo.iter().any(|(v, _)| *v == version) {
+                        memo.push((version, present.clone()));
+                    }
+                }
+                // information_schema spells some values otherwise than `@@session.` does
+                // (`OFF` for 0, doubles with other digits): read the present ones as later
+                // connects read them, or this session's key would differ from theirs. Once
+                // per server version.
+                if !present.is_empty() {
+                    match self.read_values(&present, None).await? {
+                        Some((values, _)) => found = present.into_iter().zip(values).collect(),
+                        None => continue,
+                    }
                 }
             }
             // Names and values in the order a later connect reads them in one SELECT, so

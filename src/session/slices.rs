@@ -217,11 +217,12 @@ impl Session {
             catalog.column_order(&q)
         };
         // An UPDATE that assigns a known list of columns of a table where nothing else
-        // changes implicitly changes only those: entries reading none of them stay.
+        // changes implicitly changes only those: entries reading none of them stay, unless
+        // it may move rows in an unordered read (an index or partitioning column).
         let mut column_set = None;
         if let Some((table, set)) = shape.update_columns(text) {
             let same = self.st.qualify(table.schema.as_deref(), &table.name) == Some(q.clone());
-            if same && catalog.update_changes_only_set(&q) {
+            if same && catalog.update_changes_only_set(&q) && catalog.update_keeps_order(&q, &set) {
                 column_set = Some(set);
             }
         }
