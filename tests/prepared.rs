@@ -1034,12 +1034,38 @@ async fn prepared_statements_keep_the_sql_mode_they_were_prepared_under() {
         ("x", "SET SESSION sql_mode = ''"),
         ("x", "P SELECT \"v\" AS c FROM {db}.t WHERE id = 1"),
         ("y", "P SELECT \"v\" AS c FROM {db}.t WHERE id = 1"),
-        // Execute-time settings still apply at each execute.
+        // Execute-time settings apply at each execute, and stay in the key.
         ("x", "SET SESSION div_precision_increment = 2"),
         ("x", "P SELECT id / 3 AS q FROM {db}.t WHERE id = 1"),
         ("x", "SET SESSION div_precision_increment = 6"),
         ("x", "P SELECT id / 3 AS q FROM {db}.t WHERE id = 1"),
+        ("x", "P SELECT id / 3 AS q FROM {db}.t WHERE id = 1"),
+        ("y", "SET SESSION div_precision_increment = 6"),
         ("y", "P SELECT id / 3 AS q FROM {db}.t WHERE id = 1"),
+        ("x", "SET SESSION time_zone = '+05:00'"),
+        (
+            "x",
+            "P SELECT FROM_UNIXTIME(id) AS f FROM {db}.t WHERE id = 1",
+        ),
+        ("x", "SET SESSION time_zone = '+00:00'"),
+        (
+            "x",
+            "P SELECT FROM_UNIXTIME(id) AS f FROM {db}.t WHERE id = 1",
+        ),
+        (
+            "x",
+            "P SELECT FROM_UNIXTIME(id) AS f FROM {db}.t WHERE id = 1",
+        ),
+        ("y", "SET SESSION time_zone = '+00:00'"),
+        (
+            "y",
+            "P SELECT FROM_UNIXTIME(id) AS f FROM {db}.t WHERE id = 1",
+        ),
+        ("y", "SET SESSION time_zone = '+05:00'"),
+        (
+            "y",
+            "P SELECT FROM_UNIXTIME(id) AS f FROM {db}.t WHERE id = 1",
+        ),
         // SQL-level PREPARE under one mode, EXECUTE under another.
         ("w", "SET SESSION sql_mode = 'PIPES_AS_CONCAT'"),
         (

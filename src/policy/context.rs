@@ -503,9 +503,8 @@ pub fn drop_forgets_db(current: Option<&str>, dropped: &str) -> bool {
 /// in the default database and under the parsing rules in force (sql_mode's
 /// `PIPES_AS_CONCAT`, `ANSI_QUOTES`, `NO_BACKSLASH_ESCAPES`, `IGNORE_SPACE`, …, and the
 /// character set of its literals), and later executes use what it parsed whatever the
-/// session says by then. qcache does not sort settings into those baked at PREPARE and
-/// those read at EXECUTE (`time_zone`, `div_precision_increment`): every one counts here
-/// *and* in the execute's key, so a change of any of them since the prepare is seen.
+/// session says by then. Every session setting counts here, as if baked at PREPARE, except
+/// [`EXECUTE_TIME`]; all of them are in each execute's key as the session has them then.
 pub fn prepare_context(
     db: Option<&str>,
     charset: u8,
@@ -519,7 +518,10 @@ pub fn prepare_context(
     }
     h.update(&[0, charset]);
     h.update(&server_ctx.to_le_bytes());
-    for (k, v) in vars {
+    for (k, v) in vars
+        .iter()
+        .filter(|(k, _)| !EXECUTE_TIME.contains(&k.as_str()))
+    {
         h.update(k.as_bytes());
         h.update(&[0]);
         h.update(v.as_bytes());
@@ -527,6 +529,13 @@ pub fn prepare_context(
     }
     h.digest()
 }
+
+/// Session variables a prepared statement reads when it executes, not when it is prepared:
+/// seen on MariaDB 10.11, a statement prepared under one value answers as a new one would
+/// under the value at EXECUTE (decimals of `id / 3`, `FROM_UNIXTIME(0)`, `MONTHNAME`). The
+/// execute's key holds them; a change since the prepare does not stop caching. A closed
+/// list: any other variable counts as read at PREPARE.
+pub const EXECUTE_TIME: &[&str] = &["div_precision_increment", "lc_time_names", "time_zone"];
 
 /// Whether an execute of a statement prepared under context `at_prepare` (see
 /// [`prepare_context`]) may be keyed and analysed with the session as it is `now`. When the
@@ -576,8 +585,23 @@ mod tests {
                 true,
             ),
             (
-                "time_zone (execute time: counted too)",
+                "time_zone (read at execute)",
                 prepare_context(Some("a"), 45, 7, &vars(&[("time_zone", "+01:00")])),
+                false,
+            ),
+            (
+                "div_precision_increment (read at execute)",
+                prepare_context(Some("a"), 45, 7, &vars(&[("div_precision_increment", "7")])),
+                false,
+            ),
+            (
+                "lc_time_names (read at execute)",
+                prepare_context(Some("a"), 45, 7, &vars(&[("lc_time_names", "de_DE")])),
+                false,
+            ),
+            (
+                "any other variable",
+                prepare_context(Some("a"), 45, 7, &vars(&[("optimizer_switch", "x")])),
                 true,
             ),
         ];
