@@ -549,3 +549,533 @@ async fn untyped_executes_of_a_write_name_their_rows() {
     }
     proxy.shutdown().await;
 }
+
+// ----- issue #35: the server's view of a prepared statement, differential ----------------
+
+/// A raw differential step: the connection (its index) and one command's payload, in which
+/// the statement ids `LAST_ID` and `FIRST_ID` stand for the ids the connection's last and
+/// first successful prepares got (the server numbers statements across connections, so
+/// runs get different ids).
+type RawStep = (usize, Vec<u8>);
+
+/// A placeholder id, replaced by the connection's last prepared id (`raw_run`).
+const LAST_ID: u32 = 0xFFFF_FF00;
+/// A placeholder id, replaced by the connection's first prepared id.
+const FIRST_ID: u32 = 0xFFFF_FF01;
+/// MariaDB's "the statement prepared last", sent as it is.
+const MINUS_ONE: u32 = u32::MAX;
+
+/// The header of a COM_STMT_EXECUTE: id, flags, one iteration.
+fn exec_head(id: u32, flags: u8) -> Vec<u8> {
+    let mut e = vec![com::STMT_EXECUTE];
+    e.extend_from_slice(&id.to_le_bytes());
+    e.push(flags);
+    e.extend_from_slice(&1u32.to_le_bytes());
+    e
+}
+
+/// An execute of a one-parameter statement: `types` None sends new-params-bound 0.
+fn exec1(id: u32, types: Option<[u8; 2]>, value: Option<&[u8]>) -> Vec<u8> {
+    let mut e = exec_head(id, 0);
+    e.push(if value.is_none() { 1 } else { 0 });
+    match types {
+        Some(t) => {
+            e.push(1);
+            e.extend_from_slice(&t);
+        }
+        None => e.push(0),
+    }
+    if let Some(v) = value {
+        e.extend_from_slice(v);
+    }
+    e
+}
+
+fn lenenc(s: &[u8]) -> Vec<u8> {
+    assert!(s.len() < 251);
+    let mut v = vec![s.len() as u8];
+    v.extend_from_slice(s);
+    v
+}
+
+const LONGLONG: [u8; 2] = [0x08, 0];
+const ULONGLONG: [u8; 2] = [0x08, 0x80];
+const STRING: [u8; 2] = [0xfe, 0];
+const TINY: [u8; 2] = [0x01, 0];
+
+fn prep(conn: usize, sql: &str) -> RawStep {
+    let mut p = vec![com::STMT_PREPARE];
+    p.extend_from_slice(sql.as_bytes());
+    (conn, p)
+}
+
+fn query(conn: usize, sql: &str) -> RawStep {
+    let mut p = vec![com::QUERY];
+    p.extend_from_slice(sql.as_bytes());
+    (conn, p)
+}
+
+fn stmt_cmd(cmd: u8, id: u32, rest: &[u8]) -> Vec<u8> {
+    let mut p = vec![cmd];
+    p.extend_from_slice(&id.to_le_bytes());
+    p.extend_from_slice(rest);
+    p
+}
+
+/// MariaDB's extended capability for COM_STMT_BULK_EXECUTE.
+const STMT_BULK_OPERATIONS: u32 = 1 << 2;
+
+/// Runs `steps` on connections to `addr` (default database `schema`), MariaDB's bulk
+/// execute asked for: one line per step describing the
+/// answer, the schema's name written back as `{db}`.
+async fn raw_run(addr: &str, schema: &str, steps: &[RawStep]) -> Vec<String> {
+    let mut conns: Vec<(Raw, Vec<u32>)> = Vec::new();
+    let mut out = Vec::new();
+    for (c, payload) in steps {
+        while conns.len() <= *c {
+            let r = Raw::connect_mariadb(addr, "root", schema, true, STMT_BULK_OPERATIONS).await;
+            conns.push((r, Vec::new()));
+        }
+        let (conn, ids) = &mut conns[*c];
+        let mut payload = payload.clone();
+        for (placeholder, id) in [(LAST_ID, ids.last()), (FIRST_ID, ids.first())] {
+            if payload.len() >= 5 && payload[1..5] == placeholder.to_le_bytes() {
+                let id = id.copied().unwrap_or(0);
+                payload[1..5].copy_from_slice(&id.to_le_bytes());
+            }
+        }
+        let expect = match payload[0] {
+            com::STMT_PREPARE => Expect::Prepare,
+            com::STMT_CLOSE | com::STMT_SEND_LONG_DATA => Expect::Nothing,
+            com::STMT_RESET => Expect::OnePacket,
+            com::STMT_FETCH => Expect::Rows,
+            _ => Expect::Results,
+        };
+        let (mut pk, resp) = conn.command(&payload, expect).await;
+        if let Some((id, _, _)) = resp.prepared {
+            ids.push(id);
+            // The id itself differs between runs.
+            let mut ok = pk[0].payload.to_vec();
+            ok[1..5].fill(0);
+            pk[0] = Packet::new(pk[0].seq, ok);
+        }
+        let text: Vec<String> = pk
+            .iter()
+            .map(|p| String::from_utf8_lossy(&p.payload).into_owned())
+            .collect();
+        let mut text = format!("{text:?}").replace(schema, "{db}");
+        // Errors name the ids.
+        for (k, id) in ids.iter().enumerate() {
+            text = text.replace(&format!("({id})"), &format!("(#{k})"));
+        }
+        out.push(text);
+    }
+    for (mut r, _) in conns {
+        r.send(0, &[com::QUIT]).await;
+    }
+    out
+}
+
+/// Runs `steps` straight to the server, then through qcache with its binlog tail off and on,
+/// each in a fresh schema prepared by `setup`, and fails at the first answer that differs.
+async fn raw_differential(prefix: &str, setup: &[&str], steps: &[RawStep]) {
+    let mut want = None;
+    for mode in ["direct", "tail off", "tail on"] {
+        let schema = common::fresh_schema(prefix).await;
+        let mut d = common::direct_to(&schema).await;
+        for s in setup {
+            d.query_drop(*s).await.unwrap();
+        }
+        let _ = d.disconnect().await;
+        let proxy = match mode {
+            "direct" => None,
+            "tail off" => Some(common::proxy(|_| {}).await),
+            _ => Some(tail_proxy(|_| {}).await),
+        };
+        let addr = match &proxy {
+            Some(p) => p.addr_string(),
+            None => common::db().addr(),
+        };
+        let got = raw_run(&addr, &schema, steps).await;
+        if let Some(p) = proxy {
+            p.shutdown().await;
+        }
+        let Some(want) = &want else {
+            want = Some(got);
+            continue;
+        };
+        for (i, (w, g)) in want.iter().zip(&got).enumerate() {
+            assert_eq!(
+                g,
+                w,
+                "{mode}: step {i} ({:?}): through qcache (left) differs from the server (right)",
+                String::from_utf8_lossy(&steps[i].1)
+            );
+        }
+    }
+}
+
+/// A proxy with its binlog tail on (a server id of its own), connected.
+async fn tail_proxy(tweak: fn(&mut qcache::config::Config)) -> common::TestProxy {
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let p = common::proxy(|c| {
+        tweak(c);
+        c.invalidation.binlog = qcache::config::BinlogMode::On;
+        c.invalidation.server_id = 3_000_000
+            + (std::process::id() % 10_000) * 10
+            + NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    })
+    .await;
+    let b = p
+        .running
+        .shared
+        .binlog
+        .clone()
+        .expect("binlog tail running");
+    assert!(
+        b.wait_until_connected(std::time::Duration::from_secs(20))
+            .await,
+        "binlog stream did not connect: {:?}",
+        b.status()
+    );
+    p
+}
+
+const ECHO_SETUP: &[&str] = &[
+    "CREATE TABLE t (id INT PRIMARY KEY, s VARCHAR(20))",
+    "INSERT INTO t VALUES (1, 'one')",
+];
+const ECHO: &str = "SELECT ? AS v FROM t WHERE id = 1";
+
+/// Class 2: an execute that sends new parameter types and is answered from the cache must
+/// still leave the server with those types, so that the next execute without types is
+/// decoded as the client meant it, and its result is not stored for other sessions under a
+/// key naming types the server did not use.
+#[tokio::test]
+async fn parameter_types_changed_by_a_hit_reach_the_server() {
+    let s8 = lenenc(b"12345678");
+    let s7 = lenenc(b"abcdefg");
+    let steps = vec![
+        prep(0, ECHO),
+        (0, exec1(LAST_ID, Some(STRING), Some(&s8))),
+        prep(1, ECHO),
+        (1, exec1(LAST_ID, Some(LONGLONG), Some(&5i64.to_le_bytes()))),
+        // A hit of connection 0's fill: the server still holds LONGLONG for connection 1.
+        (1, exec1(LAST_ID, Some(STRING), Some(&s8))),
+        // Without types: the server must read a STRING, as the client last said.
+        (1, exec1(LAST_ID, None, Some(&s7))),
+        (0, exec1(LAST_ID, None, Some(&s7))),
+        // Signed and unsigned: only the flag changes.
+        (
+            1,
+            exec1(LAST_ID, Some(LONGLONG), Some(&(-1i64).to_le_bytes())),
+        ),
+        (
+            0,
+            exec1(LAST_ID, Some(ULONGLONG), Some(&(-1i64).to_le_bytes())),
+        ),
+        (
+            1,
+            exec1(LAST_ID, Some(ULONGLONG), Some(&(-1i64).to_le_bytes())),
+        ),
+        (1, exec1(LAST_ID, None, Some(&(-2i64).to_le_bytes()))),
+        (0, exec1(LAST_ID, None, Some(&(-2i64).to_le_bytes()))),
+        // A narrower type after a hit: too few bytes for the old one (error 1210 if the
+        // server kept LONGLONG).
+        (0, exec1(LAST_ID, Some(TINY), Some(&[7]))),
+        (1, exec1(LAST_ID, Some(LONGLONG), Some(&9i64.to_le_bytes()))),
+        (1, exec1(LAST_ID, Some(TINY), Some(&[7]))),
+        (1, exec1(LAST_ID, None, Some(&[8]))),
+        (0, exec1(LAST_ID, None, Some(&[8]))),
+        // NULL with and without types.
+        (1, exec1(LAST_ID, Some(STRING), None)),
+        (1, exec1(LAST_ID, None, None)),
+        (0, exec1(LAST_ID, None, None)),
+    ];
+    raw_differential("ps35_types", ECHO_SETUP, &steps).await;
+}
+
+/// Class 2, siblings: COM_STMT_RESET, long data, a re-prepare and MariaDB's bulk execute
+/// after types changed in a hit.
+#[tokio::test]
+async fn parameter_types_survive_reset_long_data_reprepare_and_bulk() {
+    let s8 = lenenc(b"12345678");
+    let s7 = lenenc(b"abcdefg");
+    let mut long = stmt_cmd(com::STMT_SEND_LONG_DATA, LAST_ID, &0u16.to_le_bytes());
+    long.extend_from_slice(b"hijklmn");
+    // [id][flags][types if flags & 128][per row: indicator, value]
+    let mut bulk = stmt_cmd(com::STMT_BULK_EXECUTE, LAST_ID, &0u16.to_le_bytes());
+    bulk.push(0);
+    bulk.extend_from_slice(&s7);
+    let mut bulk_typed = stmt_cmd(com::STMT_BULK_EXECUTE, LAST_ID, &128u16.to_le_bytes());
+    bulk_typed.extend_from_slice(&STRING);
+    bulk_typed.push(0);
+    bulk_typed.extend_from_slice(&s7);
+    let steps = vec![
+        prep(0, ECHO),
+        (0, exec1(LAST_ID, Some(STRING), Some(&s8))),
+        prep(1, ECHO),
+        (1, exec1(LAST_ID, Some(LONGLONG), Some(&5i64.to_le_bytes()))),
+        (1, exec1(LAST_ID, Some(STRING), Some(&s8))),
+        // A reset keeps the types the server holds (or not): the same either way.
+        (1, stmt_cmd(com::STMT_RESET, LAST_ID, &[])),
+        (1, exec1(LAST_ID, None, Some(&s7))),
+        (1, exec1(LAST_ID, Some(LONGLONG), Some(&5i64.to_le_bytes()))),
+        (1, exec1(LAST_ID, Some(STRING), Some(&s8))),
+        // Long data for the parameter, then an execute without types.
+        (1, long.clone()),
+        (1, exec1(LAST_ID, None, Some(&[]))),
+        (1, exec1(LAST_ID, Some(LONGLONG), Some(&5i64.to_le_bytes()))),
+        (1, exec1(LAST_ID, Some(STRING), Some(&s8))),
+        // Bulk execute without types (the server refuses a bulk SELECT, after taking the
+        // types it holds).
+        (1, bulk.clone()),
+        (1, exec1(LAST_ID, None, Some(&s7))),
+        // A bulk with types: refused too, but the server holds them from then on.
+        (1, exec1(LAST_ID, Some(LONGLONG), Some(&5i64.to_le_bytes()))),
+        (1, bulk_typed.clone()),
+        (1, exec1(LAST_ID, None, Some(&s7))),
+        // Another session asking for the LONGLONG those bytes make must not get that string.
+        prep(2, ECHO),
+        (2, exec1(LAST_ID, Some(LONGLONG), Some(&s7))),
+        // A statement prepared again starts with no types.
+        prep(1, ECHO),
+        (1, exec1(LAST_ID, None, Some(&s7))),
+        (1, exec1(LAST_ID, Some(STRING), Some(&s8))),
+        (1, exec1(LAST_ID, None, Some(&s7))),
+    ];
+    raw_differential("ps35_siblings", ECHO_SETUP, &steps).await;
+}
+
+/// Class 4: MariaDB's statement id -1 ("the statement prepared last") after a failed
+/// prepare, after a successful one, after closing it, and with reset, long data and close
+/// sent to -1: qcache must mean the statement the server means, or none.
+#[tokio::test]
+async fn statement_id_minus_one_means_what_the_server_means() {
+    let one = 1i64.to_le_bytes();
+    let steps = vec![
+        prep(0, "SELECT s FROM t WHERE id = ?"),
+        (0, exec1(MINUS_ONE, Some(LONGLONG), Some(&one))),
+        (0, exec1(MINUS_ONE, Some(LONGLONG), Some(&one))),
+        // A prepare that fails: -1 names no statement now.
+        prep(0, "SELECT nonsense FROM nowhere WHERE id = ?"),
+        (0, exec1(MINUS_ONE, Some(LONGLONG), Some(&one))),
+        (0, exec1(FIRST_ID, Some(LONGLONG), Some(&one))),
+        // A successful prepare: -1 is that one.
+        prep(0, "SELECT id FROM t WHERE id = ?"),
+        (0, exec1(MINUS_ONE, Some(LONGLONG), Some(&one))),
+        (0, exec1(MINUS_ONE, Some(LONGLONG), Some(&one))),
+        // MariaDB refuses an execute of -1 without types (ER_MALFORMED_PACKET).
+        (0, exec1(MINUS_ONE, None, Some(&one))),
+        (0, exec1(MINUS_ONE, None, None)),
+        (0, exec1(LAST_ID, None, Some(&one))),
+        // Reset and close through -1.
+        (0, stmt_cmd(com::STMT_RESET, MINUS_ONE, &[])),
+        (0, exec1(MINUS_ONE, Some(LONGLONG), Some(&one))),
+        (0, stmt_cmd(com::STMT_CLOSE, MINUS_ONE, &[])),
+        (0, exec1(MINUS_ONE, Some(LONGLONG), Some(&one))),
+        (0, exec1(LAST_ID, Some(LONGLONG), Some(&one))),
+        (0, exec1(FIRST_ID, Some(LONGLONG), Some(&one))),
+        // Close of the last statement by its id.
+        prep(0, "SELECT s FROM t WHERE id = ? + 0"),
+        (0, exec1(MINUS_ONE, Some(LONGLONG), Some(&one))),
+        (0, stmt_cmd(com::STMT_CLOSE, LAST_ID, &[])),
+        (0, exec1(MINUS_ONE, Some(LONGLONG), Some(&one))),
+        // Close of another statement keeps -1.
+        prep(0, "SELECT s FROM t WHERE id = ? + 1"),
+        (0, stmt_cmd(com::STMT_CLOSE, FIRST_ID, &[])),
+        (
+            0,
+            exec1(MINUS_ONE, Some(LONGLONG), Some(&0i64.to_le_bytes())),
+        ),
+        (
+            0,
+            exec1(MINUS_ONE, Some(LONGLONG), Some(&0i64.to_le_bytes())),
+        ),
+        // Long data through -1, then an execute of -1.
+        (0, {
+            let mut l = stmt_cmd(com::STMT_SEND_LONG_DATA, MINUS_ONE, &0u16.to_le_bytes());
+            l.extend_from_slice(b"0");
+            l
+        }),
+        (0, exec1(MINUS_ONE, Some(STRING), Some(&[]))),
+        // SQL-level PREPARE and EXECUTE IMMEDIATE in between.
+        query(0, "PREPARE q FROM 'SELECT 42'"),
+        (
+            0,
+            exec1(MINUS_ONE, Some(LONGLONG), Some(&0i64.to_le_bytes())),
+        ),
+        query(0, "EXECUTE IMMEDIATE 'SELECT 43'"),
+        (
+            0,
+            exec1(MINUS_ONE, Some(LONGLONG), Some(&0i64.to_le_bytes())),
+        ),
+        // Another connection's -1 is its own.
+        prep(1, "SELECT nonsense FROM nowhere"),
+        (
+            1,
+            exec1(MINUS_ONE, Some(LONGLONG), Some(&0i64.to_le_bytes())),
+        ),
+    ];
+    raw_differential("ps35_last", ECHO_SETUP, &steps).await;
+}
+
+/// Runs mysql_async `steps` (`common::steps`; `P …` through the binary protocol, whose
+/// statements mysql_async keeps prepared per connection) straight to the server, then
+/// through qcache with its binlog tail off and on, and compares step by step.
+async fn steps_differential(
+    prefix: &str,
+    steps: &[common::steps::Step],
+    tweak: fn(&mut qcache::config::Config),
+) {
+    let schema = common::fresh_schema(prefix).await;
+    let want = common::steps::run(&schema, steps, None).await;
+    for tail in [false, true] {
+        let proxy = if tail {
+            tail_proxy(tweak).await
+        } else {
+            common::proxy(tweak).await
+        };
+        let got = common::steps::run(&schema, steps, Some(&proxy)).await;
+        for (i, ((who, sql), (w, g))) in steps.iter().zip(want.iter().zip(&got)).enumerate() {
+            assert_eq!(
+                g, w,
+                "tail {tail}: step {i} ({who}: {sql}): through qcache (left) differs from the \
+                 server (right)"
+            );
+        }
+        proxy.shutdown().await;
+    }
+}
+
+/// Tables `t` in `{db}` and `{db}_b` with different rows; steps that set them up again, so
+/// that every run starts alike.
+const TWO_DBS: &[common::steps::Step] = &[
+    ("root", "CREATE DATABASE IF NOT EXISTS {db}_b"),
+    (
+        "root",
+        "CREATE OR REPLACE TABLE {db}.t (id INT PRIMARY KEY, v VARCHAR(10))",
+    ),
+    ("root", "INSERT INTO {db}.t VALUES (1, 'a')"),
+    (
+        "root",
+        "CREATE OR REPLACE TABLE {db}_b.t (id INT PRIMARY KEY, v VARCHAR(10))",
+    ),
+    ("root", "INSERT INTO {db}_b.t VALUES (1, 'b')"),
+];
+
+/// Class 3: a statement prepared in one database runs there after USE another: reads are
+/// keyed, and writes invalidate, by the database it was prepared in.
+#[tokio::test]
+async fn prepared_statements_run_in_the_database_they_were_prepared_in() {
+    let mut steps = TWO_DBS.to_vec();
+    steps.extend_from_slice(&[
+        ("x", "USE {db}"),
+        ("x", "P SELECT v FROM t WHERE id = 1"),
+        ("x", "USE {db}_b"),
+        // mysql_async executes the statement prepared in {db}: the server reads {db}.t.
+        ("x", "P SELECT v FROM t WHERE id = 1"),
+        ("x", "P SELECT v FROM t WHERE id = 1"),
+        ("y", "USE {db}_b"),
+        ("y", "P SELECT v FROM t WHERE id = 1"),
+        ("y", "SELECT v FROM t WHERE id = 1"),
+        // A write prepared in {db}, executed after USE {db}_b, writes {db}.t.
+        ("x", "USE {db}"),
+        ("x", "P UPDATE t SET v = CONCAT(v, '+') WHERE id = 1"),
+        ("z", "USE {db}"),
+        ("z", "P SELECT v FROM t WHERE id = 1"),
+        ("z", "SELECT v FROM t WHERE id = 1"),
+        ("x", "USE {db}_b"),
+        ("x", "P UPDATE t SET v = CONCAT(v, '+') WHERE id = 1"),
+        ("z", "P SELECT v FROM t WHERE id = 1"),
+        ("z", "SELECT v FROM t WHERE id = 1"),
+        ("y", "P SELECT v FROM t WHERE id = 1"),
+        // SQL-level PREPARE and EXECUTE, and EXECUTE IMMEDIATE, in the same shapes.
+        ("w", "USE {db}"),
+        ("w", "PREPARE r FROM 'SELECT v FROM t WHERE id = 1'"),
+        (
+            "w",
+            "PREPARE u FROM 'UPDATE t SET v = CONCAT(v, ''!'') WHERE id = 1'",
+        ),
+        ("w", "USE {db}_b"),
+        ("w", "EXECUTE r"),
+        ("w", "EXECUTE u"),
+        ("z", "SELECT v FROM t WHERE id = 1"),
+        ("z", "P SELECT v FROM t WHERE id = 1"),
+        ("w", "EXECUTE IMMEDIATE 'SELECT v FROM t WHERE id = 1'"),
+        ("w", "EXECUTE r"),
+        ("y", "SELECT v FROM t WHERE id = 1"),
+        ("root", "DROP DATABASE {db}_b"),
+    ]);
+    steps_differential("ps35_db", &steps, |_| {}).await;
+    steps_differential("ps35_db_schema_scope", &steps, |c| {
+        c.invalidation.call = qcache::config::Conservative::Schema;
+        c.invalidation.unknown_write = qcache::config::Conservative::Schema;
+    })
+    .await;
+}
+
+/// Class 3: the parsing rules (sql_mode) in force at PREPARE decide what the statement
+/// means; the key and analysis must not take those of the EXECUTE.
+#[tokio::test]
+async fn prepared_statements_keep_the_sql_mode_they_were_prepared_under() {
+    let mut steps = TWO_DBS.to_vec();
+    steps.extend_from_slice(&[
+        ("x", "SET SESSION sql_mode = ''"),
+        ("y", "SET SESSION sql_mode = ''"),
+        ("x", "SET SESSION sql_mode = 'PIPES_AS_CONCAT'"),
+        ("x", "P SELECT 'x' || 'y' AS c FROM {db}.t WHERE id = 1"),
+        ("x", "SET SESSION sql_mode = ''"),
+        ("x", "P SELECT 'x' || 'y' AS c FROM {db}.t WHERE id = 1"),
+        ("y", "P SELECT 'x' || 'y' AS c FROM {db}.t WHERE id = 1"),
+        ("y", "SELECT 'x' || 'y' AS c FROM {db}.t WHERE id = 1"),
+        ("x", "SET SESSION sql_mode = 'ANSI_QUOTES'"),
+        ("x", "P SELECT \"v\" AS c FROM {db}.t WHERE id = 1"),
+        ("x", "SET SESSION sql_mode = ''"),
+        ("x", "P SELECT \"v\" AS c FROM {db}.t WHERE id = 1"),
+        ("y", "P SELECT \"v\" AS c FROM {db}.t WHERE id = 1"),
+        // Execute-time settings apply at each execute, and stay in the key.
+        ("x", "SET SESSION div_precision_increment = 2"),
+        ("x", "P SELECT id / 3 AS q FROM {db}.t WHERE id = 1"),
+        ("x", "SET SESSION div_precision_increment = 6"),
+        ("x", "P SELECT id / 3 AS q FROM {db}.t WHERE id = 1"),
+        ("x", "P SELECT id / 3 AS q FROM {db}.t WHERE id = 1"),
+        ("y", "SET SESSION div_precision_increment = 6"),
+        ("y", "P SELECT id / 3 AS q FROM {db}.t WHERE id = 1"),
+        ("x", "SET SESSION time_zone = '+05:00'"),
+        (
+            "x",
+            "P SELECT FROM_UNIXTIME(id) AS f FROM {db}.t WHERE id = 1",
+        ),
+        ("x", "SET SESSION time_zone = '+00:00'"),
+        (
+            "x",
+            "P SELECT FROM_UNIXTIME(id) AS f FROM {db}.t WHERE id = 1",
+        ),
+        (
+            "x",
+            "P SELECT FROM_UNIXTIME(id) AS f FROM {db}.t WHERE id = 1",
+        ),
+        ("y", "SET SESSION time_zone = '+00:00'"),
+        (
+            "y",
+            "P SELECT FROM_UNIXTIME(id) AS f FROM {db}.t WHERE id = 1",
+        ),
+        ("y", "SET SESSION time_zone = '+05:00'"),
+        (
+            "y",
+            "P SELECT FROM_UNIXTIME(id) AS f FROM {db}.t WHERE id = 1",
+        ),
+        // SQL-level PREPARE under one mode, EXECUTE under another.
+        ("w", "SET SESSION sql_mode = 'PIPES_AS_CONCAT'"),
+        (
+            "w",
+            "PREPARE p FROM 'SELECT ''x'' || ''y'' AS c FROM {db}.t WHERE id = 1'",
+        ),
+        ("w", "SET SESSION sql_mode = ''"),
+        ("w", "EXECUTE p"),
+        ("w", "SELECT 'x' || 'y' AS c FROM {db}.t WHERE id = 1"),
+        ("root", "DROP DATABASE {db}_b"),
+    ]);
+    steps_differential("ps35_mode", &steps, |_| {}).await;
+}

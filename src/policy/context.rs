@@ -582,9 +582,124 @@ pub fn drop_forgets_db(current: Option<&str>, dropped: &str) -> bool {
     current.is_some_and(|cur| cur.eq_ignore_ascii_case(dropped))
 }
 
+/// What a prepared statement carries from its COM_STMT_PREPARE: the server parses it then,
+/// in the default database and under the parsing rules in force (sql_mode's
+/// `PIPES_AS_CONCAT`, `ANSI_QUOTES`, `NO_BACKSLASH_ESCAPES`, `IGNORE_SPACE`, …, and the
+/// character set of its literals), and later executes use what it parsed whatever the
+/// session says by then. Every session setting counts here, as if baked at PREPARE, except
+/// [`EXECUTE_TIME`]; all of them are in each execute's key as the session has them then.
+pub fn prepare_context(
+    db: Option<&str>,
+    charset: u8,
+    server_ctx: u64,
+    vars: &std::collections::BTreeMap<String, String>,
+) -> u64 {
+    let mut h = xxhash_rust::xxh3::Xxh3::new();
+    h.update(b"d");
+    if let Some(db) = db {
+        h.update(db.as_bytes());
+    }
+    h.update(&[0, charset]);
+    h.update(&server_ctx.to_le_bytes());
+    for (k, v) in vars
+        .iter()
+        .filter(|(k, _)| !EXECUTE_TIME.contains(&k.as_str()))
+    {
+        h.update(k.as_bytes());
+        h.update(&[0]);
+        h.update(v.as_bytes());
+        h.update(&[0]);
+    }
+    h.digest()
+}
+
+/// Session variables a prepared statement reads when it executes, not when it is prepared:
+/// seen on MariaDB 10.11, a statement prepared under one value answers as a new one would
+/// under the value at EXECUTE (decimals of `id / 3`, `FROM_UNIXTIME(0)`, `MONTHNAME`). The
+/// execute's key holds them; a change since the prepare does not stop caching. A closed
+/// list: any other variable counts as read at PREPARE.
+pub const EXECUTE_TIME: &[&str] = &["div_precision_increment", "lc_time_names", "time_zone"];
+
+/// Whether an execute of a statement prepared under context `at_prepare` (see
+/// [`prepare_context`]) may be keyed and analysed with the session as it is `now`. When the
+/// context moved, neither the session's key nor its default database describes what the
+/// server runs: the read is not cached, and a write invalidates as an unknown write in the
+/// database it was prepared in (`Session::stmt_execute`).
+pub fn prepared_context_moved(at_prepare: u64, now: u64) -> Option<crate::policy::Reason> {
+    (at_prepare != now).then_some(crate::policy::Reason::PreparedContextMoved)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// One row per change between PREPARE and EXECUTE: whether the statement's context moved.
+    #[test]
+    fn what_moves_a_prepared_statements_context() {
+        use std::collections::BTreeMap;
+        let vars = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        };
+        let base = prepare_context(Some("a"), 45, 7, &vars(&[]));
+        let rows: &[(&str, u64, bool)] = &[
+            (
+                "nothing",
+                prepare_context(Some("a"), 45, 7, &vars(&[])),
+                false,
+            ),
+            ("USE b", prepare_context(Some("b"), 45, 7, &vars(&[])), true),
+            (
+                "no database",
+                prepare_context(None, 45, 7, &vars(&[])),
+                true,
+            ),
+            ("names", prepare_context(Some("a"), 8, 7, &vars(&[])), true),
+            (
+                "server context",
+                prepare_context(Some("a"), 45, 8, &vars(&[])),
+                true,
+            ),
+            (
+                "sql_mode (parse time)",
+                prepare_context(Some("a"), 45, 7, &vars(&[("sql_mode", "ANSI_QUOTES")])),
+                true,
+            ),
+            (
+                "time_zone (read at execute)",
+                prepare_context(Some("a"), 45, 7, &vars(&[("time_zone", "+01:00")])),
+                false,
+            ),
+            (
+                "div_precision_increment (read at execute)",
+                prepare_context(Some("a"), 45, 7, &vars(&[("div_precision_increment", "7")])),
+                false,
+            ),
+            (
+                "lc_time_names (read at execute)",
+                prepare_context(Some("a"), 45, 7, &vars(&[("lc_time_names", "de_DE")])),
+                false,
+            ),
+            (
+                "any other variable",
+                prepare_context(Some("a"), 45, 7, &vars(&[("optimizer_switch", "x")])),
+                true,
+            ),
+        ];
+        for (what, now, moved) in rows {
+            assert_eq!(
+                prepared_context_moved(base, *now).is_some(),
+                *moved,
+                "{what}"
+            );
+        }
+        assert_eq!(
+            prepared_context_moved(base, base + 1),
+            Some(crate::policy::Reason::PreparedContextMoved)
+        );
+    }
 
     #[test]
     fn literals() {

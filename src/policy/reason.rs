@@ -67,6 +67,9 @@ pub enum Reason {
     LongData,
     /// An execute whose parameters qcache could not read (the server answers it).
     MalformedExecute,
+    /// An execute in a default database or under settings other than those of its
+    /// prepare: the server runs what it parsed then (`policy::context::prepare_context`).
+    PreparedContextMoved,
 
     // ----- the catalog and the operator's rules ----------------------------------------
     /// Names a table without a schema in a session with no default database.
@@ -131,6 +134,7 @@ impl Reason {
         Reason::Cursor,
         Reason::LongData,
         Reason::MalformedExecute,
+        Reason::PreparedContextMoved,
         Reason::NoDatabase,
         Reason::TemporaryTable,
         Reason::OpaqueView,
@@ -175,6 +179,7 @@ impl Reason {
             Reason::Cursor => "cursor",
             Reason::LongData => "long_data",
             Reason::MalformedExecute => "malformed_execute",
+            Reason::PreparedContextMoved => "prepared_context_moved",
             Reason::NoDatabase => "no_database",
             Reason::TemporaryTable => "temporary_table",
             Reason::OpaqueView => "opaque_view",

@@ -141,6 +141,9 @@ impl Session {
             ]));
         };
         let (sql, kind, hint, params) = (p.sql.clone(), p.kind, p.hint, p.params);
+        // Never keyed, however sent: prepared elsewhere, or bulk-executed (`Prepared::bulk_seen`).
+        let moved = crate::policy::context::prepared_context_moved(p.context, self.st.prepare_ctx)
+            .or(p.bulk_seen.then_some(Reason::MalformedExecute));
         let last = p.last_execute.clone();
         let text = analysis::server_text(&sql, self.st.server).into_owned();
         let mut f: Vec<(&'static str, Option<String>)> = vec![
@@ -194,6 +197,9 @@ impl Session {
             }
         } else if !wants_cache(self.st.qct, hint) {
             Verdict::send(Reason::NotRequested)
+        } else if let Some(r) = moved {
+            // Every execute of it, however sent, until the session is back where it was.
+            Verdict::send(r)
         } else if let LastExecute::NotKeyed(
             r @ (Reason::Cursor | Reason::LongData | Reason::MalformedExecute),
         ) = last

@@ -233,10 +233,7 @@ impl Session {
             }
             com::STMT_PREPARE => self.stmt_prepare(pkt).await?,
             com::STMT_EXECUTE => {
-                let id = stmt_id(&pkt.payload).map(|id| match id {
-                    u32::MAX => self.st.last_stmt.unwrap_or(id),
-                    id => id,
-                });
+                let id = stmt_id(&pkt.payload).and_then(|id| self.st.resolve_stmt(id));
                 self.statement_start();
                 self.stmt_execute(pkt).await?;
                 if let Some(id) = id {
@@ -249,7 +246,7 @@ impl Session {
             }
             com::STMT_CLOSE => {
                 if let Some(id) = stmt_id(&pkt.payload) {
-                    self.st.stmts.remove(&id);
+                    self.st.close_stmt(id);
                 }
                 self.upstream.start_command();
                 self.upstream

@@ -1,6 +1,7 @@
-//! Prepared statements: COM_STMT_PREPARE (hints stripped, kind remembered) and
+//! Prepared statements: COM_STMT_PREPARE (hints stripped, kind and context remembered) and
 //! COM_STMT_EXECUTE, whose SELECTs are keyed by statement and parameters and go through the
-//! read path; parameter types are put back in when the server never saw them.
+//! read path; the server is given the parameter types the client last sent whenever an
+//! execute answered from the cache left it holding others.
 
 use std::time::Instant;
 
@@ -13,6 +14,7 @@ use super::{Session, SessionError};
 use crate::analysis::{self, StatementKind};
 use crate::cache::{key, Key};
 use crate::config::QueryCacheType;
+use crate::policy::context::prepared_context_moved;
 use crate::policy::{classify, Reason};
 use crate::protocol::codec::Packet;
 use crate::protocol::commands::{self, ExecuteParams};
@@ -49,33 +51,44 @@ impl Session {
                     columns,
                     types: None,
                     long_data: false,
-                    server_has_types: false,
+                    server_types: None,
+                    context: self.st.prepare_ctx,
+                    db: self.st.db.clone(),
+                    bulk_seen: false,
                     last_execute: LastExecute::None,
                 },
             );
             self.st.last_stmt = Some(id);
+        } else {
+            // The server's -1 names no statement after a failed prepare.
+            self.st.last_stmt = None;
         }
         Ok(())
     }
 
     pub(crate) async fn stmt_execute(&mut self, pkt: Packet) -> Result<(), SessionError> {
-        let Some(mut id) = super::stmt_id(&pkt.payload) else {
+        // MariaDB's -1 is the statement prepared last, or none (`SessionState::resolve_stmt`):
+        // an id naming none is relayed for the server's own error.
+        let Some(id) = super::stmt_id(&pkt.payload).and_then(|id| self.st.resolve_stmt(id)) else {
             return self.relay_command(&pkt, Expect::Results).await.map(drop);
         };
-        if id == u32::MAX {
-            // MariaDB's "the statement prepared last" (pipelined prepare + execute).
-            id = self.st.last_stmt.unwrap_or(id);
-        }
         let Some(stmt) = self.st.stmts.get_mut(&id) else {
             // Unknown id: the server answers with its own error.
             return self.relay_command(&pkt, Expect::Results).await.map(drop);
         };
+        if super::stmt_id(&pkt.payload) == Some(u32::MAX) && !sends_types(&pkt.payload, stmt.params)
+        {
+            // MariaDB refuses an execute of -1 that does not send its parameters' types
+            // (ER_MALFORMED_PACKET): neither served nor given the types.
+            return self.relay_command(&pkt, Expect::Results).await.map(drop);
+        }
         let long_data = std::mem::take(&mut stmt.long_data);
         let kind = stmt.kind;
         // The values sent as long data are not in this packet: the ones after them would be
         // read in their place (`Session::execute_literals`).
         self.st.execute_long_data = long_data;
         let bulk = pkt.first() == Some(com::STMT_BULK_EXECUTE);
+        stmt.bulk_seen |= bulk;
         if kind == StatementKind::Select && !bulk {
             return self.execute_select(pkt, id, long_data).await;
         }
@@ -90,19 +103,25 @@ impl Session {
                 return Ok(());
             }
         }
-        if kind == StatementKind::Write && !bulk {
+        // Prepared in another database or under other settings: what it writes is not what
+        // its text read now says. Invalidate as an unknown write where it was prepared.
+        let moved = self.st.stmts.get(&id).and_then(|s| {
+            prepared_context_moved(s.context, self.st.prepare_ctx).map(|_| s.db.clone())
+        });
+        if let Some(db) = moved {
+            self.plan_unknown_write_in(db.as_deref());
+        }
+        // Every path below sends it, with the types the client last sent.
+        let (up, sent) = if bulk {
+            self.bulk_for_upstream(id, &pkt)
+        } else {
             // Later executes may come without types (new-params-bound = 0): remember them,
             // or those writes' rows could not be read and would bump whole tables.
             self.learn_types(id, &pkt.payload);
-        }
-        let pkt = if bulk {
-            pkt
-        } else {
-            // Every path below sends it.
-            let (up, typed) = self.execute_for_upstream(id, &pkt);
-            self.types_sent(id, typed);
-            Packet::new(pkt.seq, up)
+            self.execute_for_upstream(id, &pkt)
         };
+        self.types_sent(id, sent);
+        let pkt = Packet::new(pkt.seq, up);
         match kind {
             StatementKind::Write => {
                 // Looked up above; a miss here would only mean "relay it as it is".
@@ -192,6 +211,10 @@ impl Session {
             Some(Reason::Cursor)
         } else if long_data {
             Some(Reason::LongData)
+        } else if stmt.bulk_seen {
+            Some(Reason::MalformedExecute)
+        } else if let Some(r) = prepared_context_moved(stmt.context, self.st.prepare_ctx) {
+            Some(r)
         } else if parts.is_none() {
             Some(Reason::MalformedExecute)
         } else {
@@ -230,8 +253,8 @@ impl Session {
         };
         let Some(key) = key else {
             self.note_not_cached(reason.unwrap_or(Reason::MalformedExecute));
-            let (up, typed) = self.execute_for_upstream(id, &pkt);
-            self.types_sent(id, typed);
+            let (up, sent) = self.execute_for_upstream(id, &pkt);
+            self.types_sent(id, sent);
             self.forward_read(pkt.seq, &up, None, false).await?;
             return Ok(());
         };
@@ -256,8 +279,8 @@ impl Session {
             Ok(plan) => {
                 // Only an execute that reached the server taught it the types; one served
                 // from another session's fill did not.
-                let sent = self.miss(pkt.seq, &up, &sql, plan, mode).await?;
-                self.types_sent(id, typed && sent);
+                let went = self.miss(pkt.seq, &up, &sql, plan, mode).await?;
+                self.types_sent(id, if went { typed } else { SentTypes::None });
                 Ok(())
             }
             Err(reason) => {
@@ -285,45 +308,119 @@ impl Session {
         }
     }
 
-    /// Records that the server has parameter types for statement `id` once an execute
-    /// carrying them was sent.
-    pub(super) fn types_sent(&mut self, id: u32, typed: bool) {
-        if typed {
-            if let Some(s) = self.st.stmts.get_mut(&id) {
-                s.server_has_types = true;
-            }
+    /// Records what the server holds for statement `id` once a packet carrying `sent` went
+    /// to it. The server takes the types before it reads the values, so an execute it
+    /// refuses still leaves them set.
+    pub(super) fn types_sent(&mut self, id: u32, sent: SentTypes) {
+        let Some(s) = self.st.stmts.get_mut(&id) else {
+            return;
+        };
+        match sent {
+            SentTypes::None => {}
+            SentTypes::Known(t) => s.server_types = Some(t),
+            SentTypes::Unknown => s.server_types = None,
         }
     }
 
-    /// The execute packet as the server must receive it, and whether it carries parameter
-    /// types. A client sends types once (new-params-bound = 1) and then executes with the
-    /// flag 0; when the server never received that first execute (it was a cache hit, or
-    /// was served from another session's fill) the types are put back in. Re-sending types
-    /// is always allowed, so the answer is the same. The caller marks the types as known
-    /// to the server ([`types_sent`](Self::types_sent)) only once the packet went upstream.
-    pub(super) fn execute_for_upstream(&self, id: u32, pkt: &Packet) -> (Bytes, bool) {
+    /// The execute packet as the server must receive it, and the types it carries. A client
+    /// sends types (new-params-bound = 1) when they change and then executes with the flag
+    /// 0; the server keeps the last types it received. An execute answered from the cache
+    /// (a hit, or another session's fill) never reached it, so when the types the client
+    /// last sent are not those the server holds, they are put back in. Re-sending types is
+    /// always allowed, so the answer is the same. The caller records them as the server's
+    /// ([`types_sent`](Self::types_sent)) only once the packet went upstream.
+    pub(super) fn execute_for_upstream(&self, id: u32, pkt: &Packet) -> (Bytes, SentTypes) {
         let Some(stmt) = self.st.stmts.get(&id) else {
-            return (pkt.payload.clone(), false);
+            return (pkt.payload.clone(), SentTypes::None);
         };
         let n = stmt.params as usize;
         let nb = n.div_ceil(8);
         let p = &pkt.payload;
         if n == 0 || p.len() < 11 + nb {
-            return (pkt.payload.clone(), false);
+            return (pkt.payload.clone(), SentTypes::None);
         }
         match (p[10 + nb], &stmt.types) {
-            (1, _) => (pkt.payload.clone(), true),
-            (0, Some(types)) if !stmt.server_has_types => {
+            (0, Some(types)) if stmt.server_types.as_ref() != Some(types) => {
                 let mut out = BytesMut::with_capacity(p.len() + types.len());
                 out.put_slice(&p[..10 + nb]);
                 out.put_u8(1);
                 out.put_slice(types);
                 out.put_slice(&p[11 + nb..]);
-                (out.freeze(), true)
+                (out.freeze(), SentTypes::Known(types.clone()))
             }
-            _ => (pkt.payload.clone(), false),
+            (0, _) => (pkt.payload.clone(), SentTypes::None),
+            // Any other flag makes the server read types; the packet's own, when readable
+            // (`execute_select` and `learn_types` have made them the statement's).
+            (1, Some(types)) if p.get(11 + nb..11 + nb + 2 * n) == Some(&types[..]) => {
+                (pkt.payload.clone(), SentTypes::Known(types.clone()))
+            }
+            _ => (pkt.payload.clone(), SentTypes::Unknown),
         }
     }
+
+    /// A MariaDB COM_STMT_BULK_EXECUTE as the server must receive it: `[0xfa][id:4]
+    /// [flags:2]`, then the types when flag 128 (send types) is set, then the rows. The
+    /// server takes the types even when it then refuses the command (a bulk SELECT), so
+    /// they become the statement's; a bulk without types gets the client's last ones put
+    /// in when the server holds others.
+    fn bulk_for_upstream(&mut self, id: u32, pkt: &Packet) -> (Bytes, SentTypes) {
+        const SEND_TYPES: u16 = 128;
+        let p = &pkt.payload;
+        let Some(stmt) = self.st.stmts.get_mut(&id) else {
+            return (p.clone(), SentTypes::None);
+        };
+        let n = stmt.params as usize;
+        let Some(flags) = p.get(5..7).map(|f| u16::from_le_bytes([f[0], f[1]])) else {
+            return (p.clone(), SentTypes::None);
+        };
+        if n == 0 {
+            return (p.clone(), SentTypes::None);
+        }
+        if flags & SEND_TYPES != 0 {
+            return match p.get(7..7 + 2 * n) {
+                Some(types) => {
+                    let types = Bytes::copy_from_slice(types);
+                    stmt.types = Some(types.clone());
+                    (p.clone(), SentTypes::Known(types))
+                }
+                None => (p.clone(), SentTypes::Unknown),
+            };
+        }
+        match &stmt.types {
+            Some(types) if stmt.server_types.as_ref() != Some(types) => {
+                let mut out = BytesMut::with_capacity(p.len() + types.len());
+                out.put_slice(&p[..5]);
+                out.put_u16_le(flags | SEND_TYPES);
+                out.put_slice(types);
+                out.put_slice(&p[7..]);
+                (out.freeze(), SentTypes::Known(types.clone()))
+            }
+            _ => (p.clone(), SentTypes::None),
+        }
+    }
+}
+
+/// Whether an execute (or bulk execute) packet of a statement with `params` parameters
+/// carries their types: new-params-bound = 1, or a bulk's flag 128. True without parameters.
+fn sends_types(p: &[u8], params: u16) -> bool {
+    if params == 0 {
+        return true;
+    }
+    if p.first() == Some(&com::STMT_BULK_EXECUTE) {
+        return p.get(5).is_some_and(|f| f & 128 != 0);
+    }
+    p.get(10 + (params as usize).div_ceil(8)) == Some(&1)
+}
+
+/// The parameter types an execute packet going upstream carries, for
+/// [`Session::types_sent`].
+pub(super) enum SentTypes {
+    /// None: the server keeps what it holds.
+    None,
+    /// These.
+    Known(Bytes),
+    /// Some qcache could not read (a malformed packet): the server's are unknown.
+    Unknown,
 }
 
 /// The key of an execute: the prepared SQL, parameter types, null bitmap and values, built in

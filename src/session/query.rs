@@ -81,7 +81,22 @@ impl Session {
                 }
                 Ok(())
             }
-            _ => self.relay_command(&pkt, Expect::Results).await.map(drop),
+            _ => {
+                self.note_sql_prepare(&text);
+                self.relay_command(&pkt, Expect::Results).await.map(drop)
+            }
+        }
+    }
+
+    /// A SQL-level PREPARE: its statement will run in the current database, whatever the
+    /// session's when it is EXECUTEd (`Session::plan_call`).
+    pub(super) fn note_sql_prepare(&mut self, text: &[u8]) {
+        if analysis::first_keyword_is(text, "PREPARE") {
+            if let Some(db) = self.st.db.as_ref().map(|d| d.to_lowercase()) {
+                if !self.st.sql_prepared_in.contains(&db) {
+                    self.st.sql_prepared_in.push(db);
+                }
+            }
         }
     }
 
@@ -130,6 +145,7 @@ impl Session {
                     }
                 }
                 k => {
+                    self.note_sql_prepare(part);
                     if matches!(
                         k,
                         StatementKind::Begin | StatementKind::Commit | StatementKind::Rollback

@@ -40,14 +40,25 @@ pub struct Prepared {
     pub hint: Hint,
     pub params: u16,
     pub columns: u16,
-    /// Parameter types from the last execute that sent them (new-params-bound flag 1):
-    /// later executes with the flag 0 reuse them, so they belong in the key.
+    /// Parameter types from the last execute that sent them (new-params-bound flag 1, or a
+    /// bulk execute with types): later executes with the flag 0 reuse them, so they belong
+    /// in the key, and the server must hold them when such an execute reaches it.
     pub types: Option<Bytes>,
     /// COM_STMT_SEND_LONG_DATA since the last execute: the values are not in the packet.
     pub long_data: bool,
-    /// The server has received this statement's parameter types. False while every
-    /// execute that carried them was answered from the cache.
-    pub server_has_types: bool,
+    /// The parameter types the server holds for this statement, as last sent to it; None
+    /// when it has none or qcache cannot tell (a reset, a malformed execute). An execute
+    /// answered from the cache does not change them, so they may lag behind `types`.
+    pub server_types: Option<Bytes>,
+    /// [`SessionState::prepare_ctx`] when it was prepared: the server parsed it, and runs
+    /// it, in the database and under the settings of that moment.
+    pub context: u64,
+    /// The default database when it was prepared: where its unqualified names live.
+    pub db: Option<String>,
+    /// A bulk execute of it reached the server. MariaDB refuses a bulk SELECT after taking
+    /// its types, and the next execute's column definitions then follow history that no key
+    /// holds (the types of the last execute that ran): its executes are never cached.
+    pub bulk_seen: bool,
     /// How its last execute was keyed, for `QCACHE EXPLAIN STATEMENT` (`session::explain`).
     pub last_execute: LastExecute,
 }
@@ -90,6 +101,12 @@ pub struct SessionState {
     pub vars: BTreeMap<String, String>,
     /// Hash of everything besides the statement that decides a result's bytes.
     pub fingerprint: u64,
+    /// What a statement prepared now is parsed and run under (`policy::context::
+    /// prepare_context`): kept with `fingerprint`, compared at each execute.
+    pub prepare_ctx: u64,
+    /// Default databases in force at a SQL-level PREPARE since the last reset: an EXECUTE
+    /// may run a statement prepared in any of them (`Session::plan_call`).
+    pub sql_prepared_in: Vec<String>,
     /// The user is left out of the fingerprint (`cache.shared_between_users`).
     pub shared_users: bool,
     /// The session variables are left out of the fingerprint: only under the debug-build
@@ -184,6 +201,8 @@ impl SessionState {
             qct: shared.config().cache.query_cache_type,
             vars: BTreeMap::new(),
             fingerprint: 0,
+            prepare_ctx: 0,
+            sql_prepared_in: Vec::new(),
             db_key: 0,
             digest_hint: RowHint::default(),
             shared_users: false,
@@ -235,6 +254,7 @@ impl SessionState {
             self.make_private();
         }
         self.fingerprint = self.compute_fingerprint();
+        self.prepare_ctx = self.compute_prepare_ctx();
     }
 
     /// Recomputes the context fingerprint after any change to what it covers (the config's
@@ -250,6 +270,16 @@ impl SessionState {
             .faults
             .on(crate::faults::Fault::ContextKeys);
         self.fingerprint = self.compute_fingerprint();
+        self.prepare_ctx = self.compute_prepare_ctx();
+    }
+
+    fn compute_prepare_ctx(&self) -> u64 {
+        crate::policy::context::prepare_context(
+            self.db.as_deref(),
+            self.charset,
+            self.server_ctx,
+            &self.vars,
+        )
     }
 
     fn compute_fingerprint(&self) -> u64 {
@@ -324,6 +354,7 @@ impl SessionState {
         self.begin_pending = false;
         self.stmts.clear();
         self.last_stmt = None;
+        self.sql_prepared_in.clear();
         self.admin_allowed = None;
         // The server starts the session's diagnostics afresh.
         self.after_hit = None;
@@ -342,18 +373,40 @@ impl SessionState {
         self.fingerprint = self.compute_fingerprint();
     }
 
+    /// The statement a command's id names, as the server reads it: MariaDB's -1
+    /// (0xFFFFFFFF) is the statement the last COM_STMT_PREPARE created, and none after
+    /// that prepare failed or that statement was closed. None: the server knows no such
+    /// statement either (qcache relays the command for the server's own error).
+    pub fn resolve_stmt(&self, id: u32) -> Option<u32> {
+        match id {
+            u32::MAX => self.last_stmt,
+            id => Some(id),
+        }
+    }
+
+    /// COM_STMT_CLOSE of `id` (resolved): the server forgets the statement, and -1 names
+    /// none until the next successful prepare if it was the last one.
+    pub fn close_stmt(&mut self, id: u32) {
+        if let Some(id) = self.resolve_stmt(id) {
+            self.stmts.remove(&id);
+            if self.last_stmt == Some(id) {
+                self.last_stmt = None;
+            }
+        }
+    }
+
     pub fn long_data(&mut self, id: u32) {
-        if let Some(s) = self.stmts.get_mut(&id) {
+        if let Some(s) = self.resolve_stmt(id).and_then(|id| self.stmts.get_mut(&id)) {
             s.long_data = true;
         }
     }
 
     pub fn stmt_reset(&mut self, id: u32) {
-        if let Some(s) = self.stmts.get_mut(&id) {
+        if let Some(s) = self.resolve_stmt(id).and_then(|id| self.stmts.get_mut(&id)) {
             s.long_data = false;
-            // Re-sending types after a reset costs a few bytes and needs no knowledge of
-            // what the server keeps across it.
-            s.server_has_types = false;
+            // MariaDB keeps the types across a reset; re-sending them costs a few bytes and
+            // needs no knowledge of what a server version keeps.
+            s.server_types = None;
         }
     }
 

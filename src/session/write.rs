@@ -103,6 +103,15 @@ impl Session {
         }
     }
 
+    /// An unknown write run in database `db` rather than the session's current one (a
+    /// statement prepared there): `invalidation.unknown_write` applied to it.
+    pub(super) fn plan_unknown_write_in(&mut self, db: Option<&str>) {
+        match (self.shared.config().invalidation.unknown_write, db) {
+            (Conservative::Schema, Some(db)) => self.st.pending.schemas.push(db.to_lowercase()),
+            _ => self.st.pending.all = true,
+        }
+    }
+
     pub(super) fn plan_unknown_write(&mut self) {
         let scope = self.shared.config().invalidation.unknown_write;
         self.plan_scope(scope);
@@ -118,6 +127,11 @@ impl Session {
     pub(super) fn plan_call(&mut self) {
         let scope = self.shared.config().invalidation.call;
         self.plan_scope(scope);
+        if scope == Conservative::Schema {
+            // A SQL-level EXECUTE runs its statement in the database it was prepared in.
+            let dbs = self.st.sql_prepared_in.clone();
+            self.st.pending.schemas.extend(dbs);
+        }
         self.st.pending.ddl = false;
         self.st.lost_track = true;
     }
