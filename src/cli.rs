@@ -60,7 +60,7 @@ pub struct Cli {
     pub server_id: Option<u32>,
     /// Password of invalidation.user (from a secret, rather than in the config file).
     #[arg(long, env = "QCACHE_INVALIDATION_PASSWORD", hide_env_values = true)]
-    pub invalidation_password: Option<String>,
+    pub invalidation_password: Option<crate::config::Secret>,
     /// PEM certificate qcache presents to clients (turns client TLS on).
     #[arg(long, env = "QCACHE_TLS_CERT")]
     pub tls_cert: Option<String>,
@@ -75,7 +75,7 @@ pub struct Cli {
     pub l2_mode: Option<crate::config::L2Mode>,
     /// Redis URL (redis:// or rediss://, credentials inside); commas list cluster nodes.
     #[arg(long, env = "QCACHE_L2_URL", hide_env_values = true)]
-    pub l2_url: Option<String>,
+    pub l2_url: Option<crate::config::Secret>,
     /// local or remote: whether every hit first checks its tables' versions in L2.
     #[arg(long, env = "QCACHE_L2_VALIDATE_HITS")]
     pub l2_validate_hits: Option<crate::config::ValidateHits>,
@@ -256,7 +256,7 @@ impl Cli {
             c.invalidation.server_id = v;
         }
         if let Some(v) = &self.invalidation_password {
-            c.invalidation.password = v.clone();
+            c.invalidation.password = v.0.clone();
         }
         if let Some(v) = &self.tls_cert {
             c.tls.client.cert = v.clone();
@@ -275,7 +275,7 @@ impl Cli {
             c.mode = v;
         }
         if let Some(v) = &self.l2_url {
-            c.url = crate::config::L2Url::parse_flag(v);
+            c.url = crate::config::L2Url::parse_flag(&v.0);
         }
         if let Some(v) = self.l2_validate_hits {
             c.validate_hits = v;

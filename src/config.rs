@@ -239,7 +239,7 @@ pub enum BinlogMode {
     Off,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct InvalidationConfig {
     /// Unparsable or unknown writes invalidate this much.
@@ -270,6 +270,26 @@ pub struct InvalidationConfig {
     /// While the binlog stream has been down this long, hits stop (misses still work).
     #[serde(with = "humantime_serde")]
     pub max_lag: Duration,
+}
+
+/// By hand, so that a `{:?}` of the config (a log line, a panic message) never shows the
+/// password.
+impl std::fmt::Debug for InvalidationConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("InvalidationConfig")
+            .field("unknown_write", &self.unknown_write)
+            .field("call", &self.call)
+            .field("granularity", &self.granularity)
+            .field("derived_slices", &self.derived_slices)
+            .field("parent_map_entries", &self.parent_map_entries)
+            .field("derived_lookups", &self.derived_lookups)
+            .field("binlog", &self.binlog)
+            .field("server_id", &self.server_id)
+            .field("user", &self.user)
+            .field("password", &redact_secret(&self.password))
+            .field("max_lag", &self.max_lag)
+            .finish()
+    }
 }
 
 /// `invalidation.parent_map_entries` by default: parent rows remembered for derived slices.
@@ -536,8 +556,97 @@ impl Config {
         Ok(())
     }
 
+    /// A copy safe to print or log: passwords and URL credentials replaced by
+    /// [`REDACTED`] (`print-config`).
+    pub fn redacted(&self) -> Config {
+        let mut c = self.clone();
+        c.invalidation.password = redact_secret(&c.invalidation.password).to_string();
+        c.l2.url = match &c.l2.url {
+            L2Url::One(u) => L2Url::One(redact(u)),
+            L2Url::Cluster(v) => L2Url::Cluster(v.iter().map(|u| redact(u)).collect()),
+        };
+        c
+    }
+
     pub fn to_toml(&self) -> String {
         toml::to_string_pretty(self).unwrap_or_else(|e| format!("# cannot print config: {e}\n"))
+    }
+}
+
+/// What a secret prints as.
+pub const REDACTED: &str = "<redacted>";
+
+/// A password as it may be printed: empty stays empty (that no password is set is worth
+/// seeing), anything else is [`REDACTED`].
+pub fn redact_secret(secret: &str) -> &'static str {
+    if secret.is_empty() {
+        ""
+    } else {
+        REDACTED
+    }
+}
+
+/// `text` with the credentials of every URL in it (`scheme://user:password@host…`) replaced:
+/// the password by [`REDACTED`], and a userinfo without a colon whole (Redis reads
+/// `redis://secret@host` as a password in some clients). The one redaction every printed
+/// URL and message goes through.
+pub fn redact(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(i) = rest.find("://") {
+        let (head, tail) = rest.split_at(i + 3);
+        out.push_str(head);
+        // The authority ends at the path, query, fragment, or anything that cannot be in it.
+        let end = tail
+            .find(|c: char| {
+                matches!(c, '/' | '?' | '#' | '"' | '\'' | '<' | '>') || c.is_whitespace()
+            })
+            .unwrap_or(tail.len());
+        let authority = &tail[..end];
+        match authority.rfind('@') {
+            Some(at) => {
+                let userinfo = &authority[..at];
+                match userinfo.find(':') {
+                    Some(colon) => {
+                        out.push_str(&userinfo[..=colon]);
+                        out.push_str(REDACTED);
+                    }
+                    None => out.push_str(REDACTED),
+                }
+                out.push_str(&authority[at..]);
+            }
+            None => out.push_str(authority),
+        }
+        rest = &tail[end..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// A flag's value that may hold a secret (a password, a URL with credentials): `{:?}` of
+/// the command line shows it redacted.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(pub String);
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?}", redact(redact_secret_or_url(&self.0)))
+    }
+}
+
+/// A URL keeps its shape with its credentials hidden; anything else is a bare secret.
+fn redact_secret_or_url(s: &str) -> &str {
+    if s.contains("://") {
+        s
+    } else {
+        redact_secret(s)
+    }
+}
+
+impl std::str::FromStr for Secret {
+    type Err = std::convert::Infallible;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(Secret(s.to_string()))
     }
 }
 
@@ -603,11 +712,24 @@ impl std::str::FromStr for ValidateHits {
 }
 
 /// `url`: one address (standalone) or a list (cluster seed nodes).
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Clone, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(untagged)]
 pub enum L2Url {
     One(String),
     Cluster(Vec<String>),
+}
+
+/// By hand: a URL may carry Redis credentials.
+impl std::fmt::Debug for L2Url {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            L2Url::One(u) => f.debug_tuple("One").field(&redact(u)).finish(),
+            L2Url::Cluster(v) => f
+                .debug_tuple("Cluster")
+                .field(&v.iter().map(|u| redact(u)).collect::<Vec<_>>())
+                .finish(),
+        }
+    }
 }
 
 impl Default for L2Url {
@@ -708,11 +830,12 @@ impl L2Config {
         for n in nodes {
             if !(n.starts_with("redis://") || n.starts_with("rediss://")) {
                 return bad(format!(
-                    "l2.url {n:?} must start with redis:// or rediss://"
+                    "l2.url {:?} must start with redis:// or rediss://",
+                    redact(n)
                 ));
             }
             if redis::Client::open(n).is_err() {
-                return bad(format!("l2.url {n:?} is not a valid Redis URL"));
+                return bad(format!("l2.url {:?} is not a valid Redis URL", redact(n)));
             }
         }
         if self.timeout.is_zero() {
@@ -793,6 +916,45 @@ mod tests {
         c.l2.tls_key = "/nonexistent/key.pem".into();
         assert!(c.validate().unwrap_err().to_string().contains("l2.tls_key"));
         let _ = std::fs::remove_file(&pem);
+    }
+
+    /// One row per shape: what a URL or message prints as.
+    #[test]
+    fn redaction_hides_credentials_only() {
+        let cases = [
+            ("redis://127.0.0.1:6379", "redis://127.0.0.1:6379"),
+            ("redis://u:s3cret@h:1/0", "redis://u:<redacted>@h:1/0"),
+            ("rediss://:s3cret@h:1", "rediss://:<redacted>@h:1"),
+            ("redis://s3cret@h", "redis://<redacted>@h"),
+            ("redis://u:p@ss@h:1", "redis://u:<redacted>@h:1"),
+            (
+                "l2.url \"redis://u:s3cret@h:1\" bad; and redis://:x@y too",
+                "l2.url \"redis://u:<redacted>@h:1\" bad; and redis://:<redacted>@y too",
+            ),
+            ("no url here", "no url here"),
+            ("mysql://root@h/db?x=a@b", "mysql://<redacted>@h/db?x=a@b"),
+        ];
+        for (text, want) in cases {
+            assert_eq!(redact(text), want, "{text}");
+        }
+        assert_eq!(redact_secret(""), "");
+        assert_eq!(redact_secret("pw"), REDACTED);
+    }
+
+    /// print-config and `{:?}` of the config show no secret.
+    #[test]
+    fn printed_config_and_debug_show_no_secret() {
+        let mut c = Config::default();
+        c.invalidation.password = "s3cret-pw".into();
+        c.l2.url = L2Url::Cluster(vec!["redis://u:s3cret-url@h:1".into()]);
+        for printed in [c.redacted().to_toml(), format!("{c:?}"), format!("{c:#?}")] {
+            assert!(!printed.contains("s3cret"), "{printed}");
+            assert!(printed.contains(REDACTED), "{printed}");
+        }
+        let mut bad = Config::default();
+        bad.l2.url = L2Url::One("http://u:s3cret@h".into());
+        let err = bad.validate().unwrap_err().to_string();
+        assert!(!err.contains("s3cret"), "{err}");
     }
 
     #[test]

@@ -133,3 +133,45 @@ fn a_listen_address_in_use_fails_the_start_with_the_setting_to_change() {
     assert!(line.contains(&format!("cannot listen on {addr}")), "{line}");
     assert!(line.contains("server.listen"), "{line}");
 }
+
+/// Issue #39 item 5: logs written to a pipe, a file or the journal carry no ANSI colour
+/// codes (colour is for a terminal only).
+#[test]
+fn logs_to_a_pipe_carry_no_colour_codes() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a port");
+    let upstream = closed.local_addr().unwrap().to_string();
+    drop(closed);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_qcache"))
+        .env_clear()
+        .args([
+            "--listen",
+            "127.0.0.1:0",
+            "--admin-listen",
+            "",
+            "--upstream",
+            &upstream,
+            "--log-level",
+            "info",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start qcache");
+    let stdout = child.stdout.take().unwrap();
+    let mut lines = Vec::new();
+    for line in BufReader::new(stdout).lines() {
+        let line = line.expect("read qcache's log");
+        let done = line.contains("qcache listening");
+        lines.push(line);
+        if done || lines.len() > 50 {
+            break;
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    let text = lines.join("\n");
+    assert!(text.contains("qcache listening"), "{text}");
+    assert!(!text.contains('\x1b'), "colour codes in a pipe: {text:?}");
+}
