@@ -39,8 +39,8 @@ pub struct Cli {
     /// true or false.
     #[arg(long, env = "QCACHE_DEFER_BEGIN")]
     pub defer_begin: Option<bool>,
-    /// Cache memory in bytes.
-    #[arg(long, env = "QCACHE_MAX_BYTES")]
+    /// Cache memory: bytes, or with a unit (256MB, 1GiB).
+    #[arg(long, env = "QCACHE_MAX_BYTES", value_parser = crate::config::parse_size)]
     pub max_bytes: Option<u64>,
     /// Statement shapes with their own row in SHOW QCACHE DIGESTS (0: off).
     #[arg(long, env = "QCACHE_STATS_DIGESTS")]
@@ -80,19 +80,19 @@ pub struct Cli {
     #[arg(long, env = "QCACHE_L2_VALIDATE_HITS")]
     pub l2_validate_hits: Option<crate::config::ValidateHits>,
     /// Longest wait for an L2 round trip, e.g. 50ms.
-    #[arg(long, env = "QCACHE_L2_TIMEOUT", value_parser = crate::check::parse_duration)]
+    #[arg(long, env = "QCACHE_L2_TIMEOUT", value_parser = crate::config::parse_duration)]
     pub l2_timeout: Option<std::time::Duration>,
     /// Upper bound on an entry's life in Redis, e.g. 10m.
-    #[arg(long, env = "QCACHE_L2_TTL", value_parser = crate::check::parse_duration)]
+    #[arg(long, env = "QCACHE_L2_TTL", value_parser = crate::config::parse_duration)]
     pub l2_ttl: Option<std::time::Duration>,
-    /// Largest result stored in L2, in bytes.
-    #[arg(long, env = "QCACHE_L2_MAX_ENTRY_BYTES")]
+    /// Largest result stored in L2: bytes, or with a unit (1MiB).
+    #[arg(long, env = "QCACHE_L2_MAX_ENTRY_BYTES", value_parser = parse_usize_size)]
     pub l2_max_entry_bytes: Option<usize>,
     /// Prefix of qcache's keys and channel in Redis.
     #[arg(long, env = "QCACHE_L2_KEY_PREFIX")]
     pub l2_key_prefix: Option<String>,
     /// Cross-instance fill lease, e.g. 200ms (0 turns it off).
-    #[arg(long, env = "QCACHE_L2_LEASE", value_parser = crate::check::parse_duration)]
+    #[arg(long, env = "QCACHE_L2_LEASE", value_parser = crate::config::parse_duration)]
     pub l2_lease: Option<std::time::Duration>,
     /// PEM CA certificates a rediss:// server must chain to (default: the system's roots).
     #[arg(long, env = "QCACHE_L2_TLS_CA")]
@@ -103,6 +103,12 @@ pub struct Cli {
     /// PEM private key of --l2-tls-cert.
     #[arg(long, env = "QCACHE_L2_TLS_KEY")]
     pub l2_tls_key: Option<String>,
+    /// Any config key, as `section.key=value` (repeatable), read as the file reads it:
+    /// `--set cache.ttl=1m30s --set l2.max_entry_bytes=1MiB`. Applied last, so it wins over
+    /// every other flag and variable. Each key is also the variable QCACHE_<SECTION>_<KEY>
+    /// (`QCACHE_CACHE_TTL`), which wins over the file.
+    #[arg(long = "set", value_name = "KEY=VALUE", global = true)]
+    pub set: Vec<String>,
     #[command(subcommand)]
     pub command: Option<Command>,
 }
@@ -135,7 +141,7 @@ pub struct CheckArgs {
     pub target: Vec<String>,
     /// With several targets: how long a write acknowledged through one may take to show
     /// through another (0 for l2.validate_hits = "remote").
-    #[arg(long, default_value = "50ms", value_parser = crate::check::parse_duration)]
+    #[arg(long, default_value = "50ms", value_parser = crate::config::parse_duration)]
     pub cross_lag: std::time::Duration,
     /// The server itself (host:port), for --direct-writes.
     #[arg(long, env = "QCACHE_CHECK_DIRECT")]
@@ -147,7 +153,7 @@ pub struct CheckArgs {
     /// Database where the check creates (and drops) its tables.
     #[arg(long, env = "QCACHE_CHECK_DATABASE", default_value = "test")]
     pub database: String,
-    #[arg(long, default_value = "10s", value_parser = crate::check::parse_duration)]
+    #[arg(long, default_value = "10s", value_parser = crate::config::parse_duration)]
     pub duration: std::time::Duration,
     #[arg(long, default_value_t = 4)]
     pub writers: usize,
@@ -160,7 +166,7 @@ pub struct CheckArgs {
     #[arg(long, default_value_t = 0.25)]
     pub direct_share: f64,
     /// How long a direct write may take to become visible through qcache.
-    #[arg(long, default_value = "50ms", value_parser = crate::check::parse_duration)]
+    #[arg(long, default_value = "50ms", value_parser = crate::config::parse_duration)]
     pub allowed_lag: std::time::Duration,
     /// Seed of the statement mix, to repeat a run.
     #[arg(long, default_value_t = 1)]
@@ -194,6 +200,11 @@ impl CheckArgs {
     }
 }
 
+fn parse_usize_size(s: &str) -> Result<usize, String> {
+    let n = crate::config::parse_size(s)?;
+    usize::try_from(n).map_err(|_| format!("{s:?} is too large"))
+}
+
 fn parse_log_format(s: &str) -> Result<LogFormat, String> {
     match s.to_ascii_lowercase().as_str() {
         "text" => Ok(LogFormat::Text),
@@ -204,12 +215,18 @@ fn parse_log_format(s: &str) -> Result<LogFormat, String> {
 
 impl Cli {
     /// The config file (or defaults) with the flags laid over it, validated.
+    ///
+    /// Precedence, highest first: `--set key=value`, the named flags (each with its own
+    /// variable), the `QCACHE_<SECTION>_<KEY>` variables, the file, the defaults.
     pub fn effective_config(&self) -> Result<Config, ConfigError> {
-        let mut c = match &self.config {
-            Some(p) => Config::load(p)?,
-            None => Config::default(),
-        };
+        // Variables that are not valid UTF-8 cannot name a key or hold a value of one.
+        let env = std::env::vars_os()
+            .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)));
+        let mut c = crate::config::layered(self.config.as_deref(), env, &[])?;
         self.overlay(&mut c);
+        if !self.set.is_empty() {
+            c = crate::config::layered_over(&c, &self.set)?;
+        }
         c.validate()?;
         Ok(c)
     }

@@ -9,6 +9,9 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+mod layers;
+pub use layers::{env_name, keys, layered, layered_over};
+
 /// Longest path a `sockaddr_un` holds on Linux, without its terminating NUL: the limit of
 /// `server.socket`.
 pub const MAX_SOCKET_PATH: usize = 107;
@@ -91,6 +94,7 @@ pub struct ServerConfig {
     /// cgroup CPU quota respected). A sidecar sharing its pod's cores may want fewer.
     pub workers: usize,
     /// Largest packet a client may send before it has authenticated.
+    #[serde(deserialize_with = "size::deserialize")]
     pub pre_auth_max_packet: usize,
     /// Time a client has to complete the handshake and authentication.
     #[serde(with = "humantime_serde")]
@@ -177,8 +181,10 @@ pub struct CacheConfig {
     /// Default `query_cache_type` of new sessions.
     pub query_cache_type: QueryCacheType,
     /// Total bytes of cached results (and their bookkeeping) before eviction.
+    #[serde(deserialize_with = "size::deserialize")]
     pub max_bytes: u64,
     /// Largest single result stored, like MySQL's `query_cache_limit`.
+    #[serde(deserialize_with = "size::deserialize")]
     pub max_result_bytes: usize,
     /// Optional upper bound on an entry's age, on top of invalidation.
     #[serde(with = "humantime_serde", skip_serializing_if = "Option::is_none")]
@@ -505,8 +511,11 @@ impl Config {
                 MAX_SOCKET_PATH
             ));
         }
-        if self.server.upstream.is_empty() {
-            return bad("server.upstream is empty".into());
+        if let Err(why) = check_host_port(&self.server.upstream) {
+            return bad(format!(
+                "server.upstream {:?} {why}: expected host:port, e.g. 127.0.0.1:3306",
+                self.server.upstream
+            ));
         }
         if !self.admin.listen.is_empty() && self.admin.listen.parse::<SocketAddr>().is_err() {
             return bad(format!(
@@ -570,6 +579,75 @@ impl Config {
 
     pub fn to_toml(&self) -> String {
         toml::to_string_pretty(self).unwrap_or_else(|e| format!("# cannot print config: {e}\n"))
+    }
+}
+
+/// A byte size as the file, variables and flags write it: a plain number of bytes, or a
+/// number with a unit, `KB`/`MB`/`GB`/`TB` (powers of 1000), `KiB`/`MiB`/`GiB`/`TiB` (powers of
+/// 1024), or `K`/`M`/`G`/`T` as MySQL's option files read them (powers of 1024). Units are
+/// case-insensitive; a space before one is allowed.
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("{s:?} is not a size like 268435456, 256MB or 1GiB"))?;
+    let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "kb" => 1000,
+        "mb" => 1000_u64.pow(2),
+        "gb" => 1000_u64.pow(3),
+        "tb" => 1000_u64.pow(4),
+        "k" | "kib" => 1 << 10,
+        "m" | "mib" => 1 << 20,
+        "g" | "gib" => 1 << 30,
+        "t" | "tib" => 1 << 40,
+        u => {
+            return Err(format!(
+                "unknown size unit {u:?} in {s:?} (B, KB, MB, GB, KiB, MiB, GiB)"
+            ))
+        }
+    };
+    n.checked_mul(mult)
+        .ok_or_else(|| format!("{s:?} is too large"))
+}
+
+/// A duration as the file, variables and flags write it (`50ms`, `10s`, `1m30s`, `1h`):
+/// humantime's syntax, the one `humantime_serde` reads in the file.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    humantime::parse_duration(s.trim())
+        .map_err(|e| format!("{s:?} is not a duration like 50ms, 10s or 1m30s: {e}"))
+}
+
+/// Serde for size keys: an integer of bytes, or a string [`parse_size`] reads. Written back
+/// as the integer.
+mod size {
+    use serde::de::{Deserializer, Error, Visitor};
+
+    pub fn deserialize<'de, D, T>(d: D) -> Result<T, D::Error>
+    where
+        D: Deserializer<'de>,
+        T: TryFrom<u64>,
+    {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = u64;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a size: bytes, or a string like \"256MB\" or \"1GiB\"")
+            }
+            fn visit_u64<E: Error>(self, v: u64) -> Result<u64, E> {
+                Ok(v)
+            }
+            fn visit_i64<E: Error>(self, v: i64) -> Result<u64, E> {
+                u64::try_from(v).map_err(|_| E::custom("a size cannot be negative"))
+            }
+            fn visit_str<E: Error>(self, v: &str) -> Result<u64, E> {
+                super::parse_size(v).map_err(E::custom)
+            }
+        }
+        let n = d.deserialize_any(V)?;
+        T::try_from(n).map_err(|_| D::Error::custom(format!("{n} is too large")))
     }
 }
 
@@ -647,6 +725,20 @@ impl std::str::FromStr for Secret {
     type Err = std::convert::Infallible;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         Ok(Secret(s.to_string()))
+    }
+}
+
+/// Why `addr` is not `host:port` (an IPv6 address in brackets), if it is not: caught by
+/// `check-config` rather than by every session's failed connect.
+fn check_host_port(addr: &str) -> Result<(), &'static str> {
+    let (host, port) = addr.rsplit_once(':').ok_or("has no port")?;
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    if host.is_empty() || host.contains(char::is_whitespace) {
+        return Err("has no host");
+    }
+    match port.parse::<u16>() {
+        Ok(p) if p > 0 => Ok(()),
+        _ => Err("has no valid port"),
     }
 }
 
@@ -768,6 +860,7 @@ pub struct L2Config {
     /// `redis://[user:password@]host:port[/db]` or `rediss://…` (TLS); a list means a cluster.
     pub url: L2Url,
     /// Results larger than this are kept in L1 only.
+    #[serde(deserialize_with = "size::deserialize")]
     pub max_entry_bytes: usize,
     /// Upper bound on an entry's life in Redis, so abandoned entries go.
     #[serde(with = "humantime_serde")]
@@ -955,6 +1048,57 @@ mod tests {
         bad.l2.url = L2Url::One("http://u:s3cret@h".into());
         let err = bad.validate().unwrap_err().to_string();
         assert!(!err.contains("s3cret"), "{err}");
+    }
+
+    /// `check-config` catches an upstream no session could reach.
+    #[test]
+    fn upstream_must_be_host_and_port() {
+        for (addr, ok) in [
+            ("127.0.0.1:3306", true),
+            ("db.internal:3306", true),
+            ("[::1]:3306", true),
+            ("nohostport", false),
+            ("", false),
+            (":3306", false),
+            ("db:0", false),
+            ("db:port", false),
+        ] {
+            let mut c = Config::default();
+            c.server.upstream = addr.into();
+            let r = c.validate();
+            assert_eq!(r.is_ok(), ok, "{addr:?}: {r:?}");
+            if let Err(e) = r {
+                assert!(e.to_string().contains("server.upstream"), "{e}");
+            }
+        }
+    }
+
+    /// One row per size spelling: the file, variables and flags all read sizes this way.
+    #[test]
+    fn sizes_and_durations_parse_alike_everywhere() {
+        for (text, want) in [
+            ("268435456", Some(268_435_456)),
+            ("256MB", Some(256_000_000)),
+            ("256 MiB", Some(256 << 20)),
+            ("1GiB", Some(1 << 30)),
+            ("64K", Some(64 << 10)),
+            ("1gb", Some(1_000_000_000)),
+            ("lots", None),
+            ("1.5GB", None),
+            ("-1", None),
+        ] {
+            assert_eq!(parse_size(text).ok(), want, "{text}");
+        }
+        let c = Config::from_toml(
+            "[cache]\nmax_bytes = \"1GiB\"\nttl = \"1m30s\"\n[l2]\nmax_entry_bytes = \"64KiB\"\n",
+            "x",
+        )
+        .unwrap();
+        assert_eq!(c.cache.max_bytes, 1 << 30);
+        assert_eq!(c.cache.ttl, Some(Duration::from_secs(90)));
+        assert_eq!(c.l2.max_entry_bytes, 64 << 10);
+        assert_eq!(parse_duration("1m30s"), Ok(Duration::from_secs(90)));
+        assert!(parse_duration("soon").is_err());
     }
 
     #[test]

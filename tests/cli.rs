@@ -175,3 +175,66 @@ fn logs_to_a_pipe_carry_no_colour_codes() {
     assert!(text.contains("qcache listening"), "{text}");
     assert!(!text.contains('\x1b'), "colour codes in a pipe: {text:?}");
 }
+
+/// Issue #39 item 8: flags and variables read values as the file does (`1m30s`, `256MB`),
+/// every key is reachable by `--set` and by its `QCACHE_<SECTION>_<KEY>` variable, and a flag
+/// beats a variable, which beats the file.
+#[test]
+fn flags_and_variables_speak_the_files_dialect() {
+    let file = file_with("[cache]\nmax_result_bytes = 1024\nstampede_timeout = \"5s\"\n");
+    let path = file.path().to_str().unwrap();
+    let out = qcache(
+        &[
+            "--config",
+            path,
+            "--l2-timeout",
+            "1m30s",
+            "--max-bytes",
+            "256MB",
+            "--set",
+            "cache.ttl=1m30s",
+            "--set",
+            "cache.stampede_timeout=7s",
+            "print-config",
+        ],
+        &[
+            ("QCACHE_CACHE_MAX_RESULT_BYTES", "1MiB"),
+            ("QCACHE_CACHE_STAMPEDE_TIMEOUT", "6s"),
+        ],
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for want in [
+        "timeout = \"1m 30s\"",
+        "max_bytes = 256000000",
+        "ttl = \"1m 30s\"",
+        "max_result_bytes = 1048576",
+        "stampede_timeout = \"7s\"",
+    ] {
+        assert!(text.contains(want), "{want} not in {text}");
+    }
+}
+
+/// Issue #39 item 8: an upstream without a port fails `check-config` and the start, not
+/// every session.
+#[test]
+fn an_upstream_without_a_port_is_refused_up_front() {
+    let file = file_with("[server]\nupstream = \"nohostport\"\n");
+    let line = one_line_failure(
+        &qcache(&["check-config", file.path().to_str().unwrap()], &[]),
+        1,
+    );
+    assert!(line.contains("server.upstream"), "{line}");
+    let line = one_line_failure(
+        &qcache(&["--upstream", "nohostport", "print-config"], &[]),
+        1,
+    );
+    assert!(
+        line.contains("server.upstream") && line.contains("host:port"),
+        "{line}"
+    );
+}
