@@ -1041,6 +1041,11 @@ async fn a_wrong_password_for_qcaches_own_account_is_named_where_operators_look(
         let got: Vec<i64> = c.query("SELECT id FROM t").await.unwrap();
         assert_eq!(got, vec![1]);
     }
+    // The binary protocol reaches the same rule.
+    for _ in 0..2 {
+        let got: Vec<i64> = c.exec("SELECT id FROM t WHERE id = ?", (1,)).await.unwrap();
+        assert_eq!(got, vec![1]);
+    }
     let rows = status_rows(&mut c, "SHOW QCACHE STATUS").await;
     assert_eq!(
         rows.get("Qcache_not_cached_unknown_table"),
@@ -1050,8 +1055,17 @@ async fn a_wrong_password_for_qcaches_own_account_is_named_where_operators_look(
     assert_eq!(
         rows.get("Qcache_not_cached_catalog_unavailable")
             .map(String::as_str),
-        Some("3"),
+        Some("5"),
         "{rows:?}"
+    );
+    // And QCACHE EXPLAIN says the same.
+    let ex: Vec<(String, Option<String>)> =
+        c.query("QCACHE EXPLAIN SELECT id FROM t").await.unwrap();
+    assert!(
+        ex.iter().any(|(_, v)| v
+            .as_deref()
+            .is_some_and(|v| v.contains("catalog_unavailable"))),
+        "{ex:?}"
     );
     let catalog = rows
         .get("Qcache_catalog")
