@@ -1,4 +1,5 @@
-//! Configuration: the TOML schema with its defaults, validation, and the CLI overlay.
+//! Configuration: the TOML schema with its defaults and validation; `layers` lays variables
+//! and flags over it.
 //!
 //! Every key here is documented, with its default, in `config/qcache.toml`; unknown keys are
 //! errors so that a typo never silently falls back to a default.
@@ -10,7 +11,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 mod layers;
-pub use layers::{env_name, keys, layered, layered_over};
+pub use layers::{checked, env_name, keys, layered, layered_with, Setting};
 
 /// Longest path a `sockaddr_un` holds on Linux, without its terminating NUL: the limit of
 /// `server.socket`.
@@ -326,6 +327,7 @@ pub struct AdminConfig {
     pub listen: String,
     /// Users allowed to run the privileged admin statements (all but `SHOW QCACHE STATUS`)
     /// besides those holding RELOAD.
+    #[serde(deserialize_with = "comma_list::deserialize")]
     pub users: Vec<String>,
 }
 
@@ -399,6 +401,7 @@ pub fn random_id() -> u64 {
 #[serde(deny_unknown_fields, default)]
 pub struct CompressionConfig {
     /// Algorithms offered to clients; a client compresses only if it asks.
+    #[serde(deserialize_with = "comma_list::deserialize")]
     pub client: Vec<crate::protocol::compress::Algorithm>,
     /// Compression toward the server.
     pub upstream: UpstreamCompression,
@@ -803,12 +806,72 @@ impl std::str::FromStr for ValidateHits {
     }
 }
 
-/// `url`: one address (standalone) or a list (cluster seed nodes).
-#[derive(Clone, Serialize, Deserialize, PartialEq, Eq)]
+/// `url`: one address (standalone) or a list (cluster seed nodes): a TOML list, or one
+/// string with commas between the nodes (as a variable or a flag gives it).
+#[derive(Clone, Serialize, PartialEq, Eq)]
 #[serde(untagged)]
 pub enum L2Url {
     One(String),
     Cluster(Vec<String>),
+}
+
+impl<'de> Deserialize<'de> for L2Url {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = L2Url;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a URL, a list of URLs, or URLs separated by commas")
+            }
+            fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<L2Url, E> {
+                Ok(if s.contains(',') {
+                    L2Url::parse_flag(s)
+                } else {
+                    L2Url::One(s.to_string())
+                })
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, seq: A) -> Result<L2Url, A::Error> {
+                Vec::deserialize(serde::de::value::SeqAccessDeserializer::new(seq))
+                    .map(L2Url::Cluster)
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// A list: in TOML, or one string with commas between its items (how a variable or a flag
+/// writes it), so that each source reads a list the same way.
+mod comma_list {
+    use std::marker::PhantomData;
+
+    use serde::de::{value::StrDeserializer, Deserialize, Deserializer, Error, SeqAccess, Visitor};
+
+    pub fn deserialize<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
+        d: D,
+    ) -> Result<Vec<T>, D::Error> {
+        struct V<T>(PhantomData<T>);
+        impl<'de, T: Deserialize<'de>> Visitor<'de> for V<T> {
+            type Value = Vec<T>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a list, or items separated by commas")
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<T>, A::Error> {
+                let mut out = Vec::new();
+                while let Some(item) = seq.next_element()? {
+                    out.push(item);
+                }
+                Ok(out)
+            }
+            fn visit_str<E: Error>(self, s: &str) -> Result<Vec<T>, E> {
+                s.split(',')
+                    .map(str::trim)
+                    .filter(|item| !item.is_empty())
+                    .map(|item| T::deserialize(StrDeserializer::<E>::new(item)))
+                    .collect()
+            }
+        }
+        d.deserialize_any(V(PhantomData))
+    }
 }
 
 /// By hand: a URL may carry Redis credentials.

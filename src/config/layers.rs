@@ -1,12 +1,13 @@
 //! One configuration dialect: every key of the file is also a `QCACHE_<SECTION>_<KEY>`
 //! variable and a `--set section.key=value` flag, and each value is read by the file's own
 //! parser (serde), so `1m30s`, `256MB` and `true` mean the same everywhere. Precedence:
-//! flag > variable > file > default.
+//! flag > variable > file > default. The `config` crate lays the sources over each other
+//! and reads each text as the type its key wants; here are only qcache's names for them.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use toml::{Table, Value};
+use toml::Value;
 
 use super::{redact, redact_secret, Config, ConfigError};
 
@@ -14,8 +15,6 @@ use super::{redact, redact_secret, Config, ConfigError};
 const FILE_ONLY: &[&str] = &["rules"];
 /// Keys with no default (absent unless set); each holds a duration.
 const OPTIONAL: &[&str] = &["cache.ttl", "log.slow_miss"];
-/// String keys that also take a list: from a variable or a flag, commas separate its items.
-const STRING_OR_LIST: &[&str] = &["l2.url"];
 
 /// Every key a variable or a flag can set, as `section.key` (`tls.client.cert`), sorted.
 pub fn keys() -> Vec<String> {
@@ -50,166 +49,151 @@ fn walk(v: &Value, prefix: &str, out: &mut Vec<String>) {
     }
 }
 
-/// The variable that sets `key`: `server.upstream` → `QCACHE_SERVER_UPSTREAM`.
+/// The variable that sets `key`: `server.upstream` → `QCACHE_SERVER_UPSTREAM`. Keys hold
+/// underscores too, so the name cannot be split back: [`layered`] looks it up instead.
 pub fn env_name(key: &str) -> String {
     format!("QCACHE_{}", key.replace('.', "_").to_ascii_uppercase())
 }
 
-fn default_at(key: &str) -> Option<Value> {
-    let mut v = Value::try_from(Config::default()).ok()?;
-    for part in key.split('.') {
-        v = v.as_table()?.get(part)?.clone();
-    }
-    Some(v)
-}
-
-/// A variable's or flag's text as the TOML value the file would hold, by the kind of the
-/// key's default: a string stays a string (`"0123"` too), a number or boolean is read as
-/// one when it is one (else left as text, for sizes such as `256MB` or for serde to refuse
-/// with its own message), a list is split at commas.
-fn value_for(key: &str, raw: &str) -> Value {
-    let text = || Value::String(raw.to_string());
-    let list = || {
-        Value::Array(
-            raw.split(',')
-                .map(str::trim)
-                .filter(|s| !s.is_empty())
-                .map(|s| Value::String(s.to_string()))
-                .collect(),
-        )
-    };
-    match default_at(key) {
-        Some(Value::String(_)) if STRING_OR_LIST.contains(&key) && raw.contains(',') => list(),
-        Some(Value::Integer(_)) => raw
-            .trim()
-            .parse()
-            .map(Value::Integer)
-            .unwrap_or_else(|_| text()),
-        Some(Value::Float(_)) => raw
-            .trim()
-            .parse()
-            .map(Value::Float)
-            .unwrap_or_else(|_| text()),
-        Some(Value::Boolean(_)) => raw
-            .trim()
-            .parse()
-            .map(Value::Boolean)
-            .unwrap_or_else(|_| text()),
-        Some(Value::Array(_)) => list(),
-        _ => text(),
-    }
-}
-
-fn insert(table: &mut Table, key: &str, value: Value) {
-    let mut parts: Vec<&str> = key.split('.').collect();
-    let last = parts.pop().unwrap_or(key);
-    let mut t = table;
-    for p in parts {
-        let entry = t
-            .entry(p.to_string())
-            .or_insert_with(|| Value::Table(Table::new()));
-        if !entry.is_table() {
-            *entry = Value::Table(Table::new());
-        }
-        let Value::Table(inner) = entry else { return };
-        t = inner;
-    }
-    t.insert(last.to_string(), value);
-}
-
-/// Sets `key` to `raw` in `table`, checked alone first so that an error names where the
-/// value came from (`source`), never printing a secret.
-fn apply(table: &mut Table, key: &str, raw: &str, source: &str) -> Result<(), ConfigError> {
-    if !keys().iter().any(|k| k == key) {
-        return Err(ConfigError::Invalid(format!(
-            "{source}: no key {key:?} (every key is documented in config/qcache.toml)"
-        )));
-    }
-    let value = value_for(key, raw);
-    let mut alone = Table::new();
-    insert(&mut alone, key, value.clone());
-    if let Err(e) = Value::Table(alone).try_into::<Config>() {
-        let shown = if key.ends_with("password") {
-            redact_secret(raw).to_string()
-        } else {
-            redact(raw)
-        };
-        return Err(ConfigError::Invalid(format!(
-            "{source} = {shown:?}: {} (the value is read as in the config file)",
-            super::one_line(&e.to_string())
-        )));
-    }
-    insert(table, key, value);
-    Ok(())
+/// One value laid over the file: its key, its text, and where it came from (for errors).
+#[derive(Debug, Clone)]
+pub struct Setting {
+    pub key: String,
+    pub raw: String,
+    pub source: String,
 }
 
 /// The config of `file` (or the defaults), with every `QCACHE_*` variable in `env` that
 /// names a key laid over it, then every `--set key=value` of `sets`.
-/// `sets` (`section.key=value`) laid over an already built config.
-pub fn layered_over(base: &Config, sets: &[String]) -> Result<Config, ConfigError> {
-    let mut table = match Value::try_from(base) {
-        Ok(Value::Table(t)) => t,
-        _ => return Err(ConfigError::Invalid("cannot re-read the config".into())),
-    };
-    apply_sets(&mut table, sets)?;
-    let mut c: Config = Value::Table(table)
-        .try_into()
-        .map_err(|e: toml::de::Error| ConfigError::Invalid(super::one_line(&e.to_string())))?;
-    // Not in the file format, so not carried through the table.
-    c.l2.unsafe_skip_version_check = base.l2.unsafe_skip_version_check;
-    Ok(c)
-}
-
-fn apply_sets(table: &mut Table, sets: &[String]) -> Result<(), ConfigError> {
-    for set in sets {
-        let (key, raw) = set.split_once('=').ok_or_else(|| {
-            ConfigError::Invalid(format!("--set {set:?}: expected section.key=value"))
-        })?;
-        let key = key.trim();
-        apply(table, key, raw, &format!("--set {key}"))?;
-    }
-    Ok(())
-}
-
 pub fn layered(
     file: Option<&Path>,
     env: impl IntoIterator<Item = (String, String)>,
     sets: &[String],
 ) -> Result<Config, ConfigError> {
-    let mut table = match file {
-        Some(path) => {
-            let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-                path: path.display().to_string(),
-                source,
-            })?;
-            // Parsed once as the config for its error messages (line, column, key).
-            Config::from_toml(&text, &path.display().to_string())?;
-            toml::from_str::<Table>(&text).map_err(|e| ConfigError::Parse {
-                path: path.display().to_string(),
-                at: String::new(),
-                message: super::one_line(e.message()),
-            })?
-        }
-        None => Table::new(),
-    };
-    let by_name: BTreeMap<String, String> = keys().into_iter().map(|k| (env_name(&k), k)).collect();
-    let mut env: Vec<(String, String)> = env
-        .into_iter()
-        .filter(|(n, _)| by_name.contains_key(n))
-        .collect();
-    env.sort();
-    for (name, raw) in env {
-        apply(&mut table, &by_name[&name], &raw, &name)?;
+    layered_with(file, env, Vec::new(), sets)
+}
+
+/// [`layered`] with `named` (the named flags such as `--upstream`) between the variables
+/// and `--set`.
+pub fn layered_with(
+    file: Option<&Path>,
+    env: impl IntoIterator<Item = (String, String)>,
+    named: Vec<Setting>,
+    sets: &[String],
+) -> Result<Config, ConfigError> {
+    let mut builder = config::Config::builder();
+    if let Some(path) = file {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        // Read once by itself for its error messages (line, column, key).
+        Config::from_toml(&text, &path.display().to_string())?;
+        builder = builder.add_source(config::File::from_str(&text, config::FileFormat::Toml));
     }
-    apply_sets(&mut table, sets)?;
-    Value::Table(table)
-        .try_into::<Config>()
-        .map_err(|e| ConfigError::Invalid(super::one_line(&e.to_string())))
+    let by_name: BTreeMap<String, String> = keys().into_iter().map(|k| (env_name(&k), k)).collect();
+    let variables = env
+        .into_iter()
+        .filter_map(|(name, raw)| {
+            let key = by_name.get(&name)?.clone();
+            Some(Setting {
+                key,
+                raw,
+                source: name,
+            })
+        })
+        .collect();
+    let layers = [variables, named, flags(sets)?];
+    for layer in &layers {
+        // Keys are dotted paths already; the values stay text, which the crate converts to
+        // the type each key asks for (a string key keeps `0123`).
+        let map = layer
+            .iter()
+            .map(|s| (s.key.clone(), s.raw.clone()))
+            .collect();
+        builder = builder.add_source(config::Environment::default().source(Some(map)));
+    }
+    let built = builder.build().map_err(|e| invalid(&e, &layers))?;
+    built
+        .try_deserialize::<Config>()
+        .map_err(|e| invalid(&e, &layers))
+}
+
+/// `raw` read as `key`'s value alone, returned as is: the value parser of the named flags,
+/// so that a bad value is refused with the flag's name as the command line is parsed.
+pub fn checked(key: &str, raw: &str) -> Result<String, String> {
+    let alone = Setting {
+        key: key.to_string(),
+        raw: raw.to_string(),
+        source: key.to_string(),
+    };
+    match layered_with(None, [], vec![alone], &[]) {
+        Ok(_) => Ok(raw.to_string()),
+        Err(ConfigError::Invalid(m)) => Err(m),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// `--set section.key=value` flags, each naming a key.
+fn flags(sets: &[String]) -> Result<Vec<Setting>, ConfigError> {
+    let keys = keys();
+    sets.iter()
+        .map(|set| {
+            let (key, raw) = set.split_once('=').ok_or_else(|| {
+                ConfigError::Invalid(format!("--set {set:?}: expected section.key=value"))
+            })?;
+            let key = key.trim();
+            if !keys.iter().any(|k| k == key) {
+                return Err(ConfigError::Invalid(format!(
+                    "--set {key}: no key {key:?} (every key is documented in config/qcache.toml)"
+                )));
+            }
+            Ok(Setting {
+                key: key.to_string(),
+                raw: raw.to_string(),
+                source: format!("--set {key}"),
+            })
+        })
+        .collect()
+}
+
+/// The crate's error, naming the variable or flag whose value it refused (the highest
+/// layer that set the key it names) and never printing a secret.
+fn invalid(e: &config::ConfigError, layers: &[Vec<Setting>]) -> ConfigError {
+    let message = super::one_line(&e.to_string()).replace(" in the environment", "");
+    let named = |s: &&Setting| {
+        message.contains(&format!("`{}`", s.key)) || message.contains(&format!("`{}[", s.key))
+    };
+    let Some(setting) = layers.iter().rev().find_map(|l| l.iter().rev().find(named)) else {
+        return ConfigError::Invalid(redact(&message));
+    };
+    let shown = if setting.key.ends_with("password") {
+        redact_secret(&setting.raw).to_string()
+    } else {
+        redact(&setting.raw)
+    };
+    let message = if setting.raw.is_empty() {
+        message
+    } else {
+        message.replace(&setting.raw, &shown)
+    };
+    ConfigError::Invalid(format!(
+        "{} = {shown:?}: {message} (the value is read as in the config file)",
+        setting.source
+    ))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn default_at(key: &str) -> Option<Value> {
+        let mut v = Value::try_from(Config::default()).ok()?;
+        for part in key.split('.') {
+            v = v.as_table()?.get(part)?.clone();
+        }
+        Some(v)
+    }
 
     /// Every key: a variable and a flag set it through the file's parser, and
     /// config/qcache.toml documents it under its section.
@@ -268,7 +252,7 @@ mod tests {
     fn variables_and_flags_read_values_as_the_file_does() {
         use std::time::Duration;
         type Check = fn(&Config) -> bool;
-        let rows: [(&str, &str, Check); 9] = [
+        let rows: [(&str, &str, Check); 10] = [
             ("QCACHE_CACHE_TTL", "1m30s", |c| {
                 c.cache.ttl == Some(Duration::from_secs(90))
             }),
@@ -296,6 +280,10 @@ mod tests {
             ("QCACHE_ADMIN_USERS", "ops,dba", |c| {
                 c.admin.users == ["ops", "dba"]
             }),
+            // A string key keeps text that looks like a number.
+            ("QCACHE_L2_KEY_PREFIX", "0123", |c| {
+                c.l2.key_prefix == "0123"
+            }),
         ];
         for (name, raw, check) in rows {
             let c = layered(None, [(name.to_string(), raw.to_string())], &[])
@@ -315,6 +303,27 @@ mod tests {
         if let Err(e) = err {
             assert!(!e.to_string().contains("s3cret"), "{e}");
         }
+        // Variables beat the file, which beats the defaults; a one-node list stays a list.
+        let path = std::env::temp_dir().join(format!("qcache-layers-{}.toml", std::process::id()));
+        std::fs::write(
+            &path,
+            "[server]\nupstream = \"f:1\"\nworkers = 3\n[l2]\nurl = [\"redis://a:1\"]\n",
+        )
+        .unwrap();
+        let c = layered(
+            Some(&path),
+            [("QCACHE_SERVER_UPSTREAM".to_string(), "v:2".to_string())],
+            &[],
+        );
+        std::fs::remove_file(&path).unwrap();
+        let c = c.unwrap();
+        assert_eq!(c.server.upstream, "v:2");
+        assert_eq!(c.server.workers, 3);
+        assert_eq!(
+            c.l2.url,
+            crate::config::L2Url::Cluster(vec!["redis://a:1".into()])
+        );
+        assert_eq!(c.cache, Config::default().cache);
         // Flags beat variables.
         let c = layered(
             None,
