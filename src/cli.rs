@@ -27,7 +27,7 @@ pub struct Cli {
     #[arg(long, env = "QCACHE_UPSTREAM", value_parser = key("server.upstream"))]
     pub upstream: Option<String>,
     /// Default query_cache_type of new sessions: ON, OFF or DEMAND.
-    #[arg(long, env = "QCACHE_QUERY_CACHE_TYPE", value_parser = key("cache.query_cache_type"))]
+    #[arg(long, env = "QCACHE_QUERY_CACHE_TYPE", value_parser = key_any_case("cache.query_cache_type", str::to_ascii_uppercase))]
     pub query_cache_type: Option<String>,
     /// Client connections accepted at once.
     #[arg(long, env = "QCACHE_MAX_CONNECTIONS", value_parser = key("server.max_connections"))]
@@ -49,7 +49,7 @@ pub struct Cli {
     #[arg(long, env = "QCACHE_ADMIN_LISTEN", value_parser = key("admin.listen"))]
     pub admin_listen: Option<String>,
     /// Log format: text or json.
-    #[arg(long, env = "QCACHE_LOG_FORMAT", value_parser = key("log.format"))]
+    #[arg(long, env = "QCACHE_LOG_FORMAT", value_parser = key_any_case("log.format", str::to_ascii_lowercase))]
     pub log_format: Option<String>,
     /// Log filter, e.g. info or qcache=debug.
     #[arg(long, env = "QCACHE_LOG_LEVEL", value_parser = key("log.level"))]
@@ -68,16 +68,16 @@ pub struct Cli {
     #[arg(long, env = "QCACHE_TLS_KEY", value_parser = key("tls.client.key"))]
     pub tls_key: Option<String>,
     /// Protocol compression toward the server: off, zlib, zstd or auto.
-    #[arg(long, env = "QCACHE_COMPRESS_UPSTREAM", value_parser = key("compression.upstream"))]
+    #[arg(long, env = "QCACHE_COMPRESS_UPSTREAM", value_parser = key_any_case("compression.upstream", str::to_ascii_lowercase))]
     pub compress_upstream: Option<String>,
     /// Second-level cache in Redis/Valkey: off or on.
-    #[arg(long, env = "QCACHE_L2_MODE", value_parser = key("l2.mode"))]
+    #[arg(long, env = "QCACHE_L2_MODE", value_parser = key_any_case("l2.mode", str::to_ascii_lowercase))]
     pub l2_mode: Option<String>,
     /// Redis URL (redis:// or rediss://, credentials inside); commas list cluster nodes.
     #[arg(long, env = "QCACHE_L2_URL", hide_env_values = true)]
     pub l2_url: Option<crate::config::Secret>,
     /// local or remote: whether every hit first checks its tables' versions in L2.
-    #[arg(long, env = "QCACHE_L2_VALIDATE_HITS", value_parser = key("l2.validate_hits"))]
+    #[arg(long, env = "QCACHE_L2_VALIDATE_HITS", value_parser = key_any_case("l2.validate_hits", str::to_ascii_lowercase))]
     pub l2_validate_hits: Option<String>,
     /// Longest wait for an L2 round trip, e.g. 50ms.
     #[arg(long, env = "QCACHE_L2_TIMEOUT", value_parser = key("l2.timeout"))]
@@ -119,6 +119,15 @@ fn key(
     key: &'static str,
 ) -> impl Fn(&str) -> Result<String, String> + Clone + Send + Sync + 'static {
     move |s| crate::config::checked(key, s)
+}
+
+/// [`key`] for a flag whose words were read in any case (and trimmed) before they were
+/// aliases: the text is folded to the file's spelling first.
+fn key_any_case(
+    key: &'static str,
+    fold: fn(&str) -> String,
+) -> impl Fn(&str) -> Result<String, String> + Clone + Send + Sync + 'static {
+    move |s| crate::config::checked(key, &fold(s.trim()))
 }
 
 #[derive(Debug, Subcommand)]

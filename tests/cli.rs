@@ -238,3 +238,35 @@ fn an_upstream_without_a_port_is_refused_up_front() {
         "{line}"
     );
 }
+
+/// The named flags kept their old spellings when they became aliases of their keys: words in
+/// any case, as before (`--log-format JSON`), read into the file's spelling.
+#[test]
+fn named_flags_take_their_words_in_any_case() {
+    let out = qcache(
+        &[
+            "--log-format",
+            "JSON",
+            "--query-cache-type",
+            "demand",
+            "--l2-validate-hits",
+            "Remote",
+            "print-config",
+        ],
+        &[("QCACHE_COMPRESS_UPSTREAM", "Zstd")],
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for want in [
+        "format = \"json\"",
+        "query_cache_type = \"DEMAND\"",
+        "validate_hits = \"remote\"",
+        "upstream = \"zstd\"",
+    ] {
+        assert!(text.contains(want), "{want} not in {text}");
+    }
+}
