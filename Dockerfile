@@ -24,11 +24,14 @@ RUN apt-get update \
 # /run/qcache: where the Unix socket goes (server.socket); a volume mounted there starts
 # with this owner, so qcache may create its socket in it.
 COPY --from=build /src/target/release/qcache /usr/local/bin/qcache
-COPY config/qcache.toml /etc/qcache/qcache.toml
+COPY deploy/docker/qcache.toml /etc/qcache/qcache.toml
 USER 10001
 EXPOSE 3307 9307
 # Liveness only: readiness (/readyz) belongs to the orchestrator, which knows whether an
 # unreachable database should take the instance out of service.
 HEALTHCHECK --interval=10s --timeout=2s --start-period=5s --retries=3 \
     CMD curl -fsS http://127.0.0.1:9307/healthz || exit 1
-ENTRYPOINT ["qcache", "--config", "/etc/qcache/qcache.toml", "--listen", "0.0.0.0:3307", "--admin-listen", "0.0.0.0:9307"]
+# No flags: a flag would beat both the QCACHE_* variables and a mounted config. The file says
+# where to listen (deploy/docker/qcache.toml); replace it, or override it with variables.
+ENV QCACHE_CONFIG=/etc/qcache/qcache.toml
+ENTRYPOINT ["qcache"]

@@ -200,28 +200,9 @@ impl std::fmt::Display for Report {
     }
 }
 
-/// Parses `10s`, `50ms`, `2m`, `1h`, `1.5s`, or a bare number of seconds.
+/// The config's duration syntax (`10s`, `50ms`, `1m30s`), for the checker's flags.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    let split = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    let n: f64 = num
-        .parse()
-        .map_err(|_| format!("{s:?} is not a duration like 10s or 50ms"))?;
-    let secs = match unit.trim() {
-        "" | "s" => n,
-        "ms" => n / 1000.0,
-        "us" => n / 1_000_000.0,
-        "m" | "min" => n * 60.0,
-        "h" => n * 3600.0,
-        u => return Err(format!("unknown duration unit {u:?} in {s:?}")),
-    };
-    if !secs.is_finite() || secs < 0.0 {
-        return Err(format!("{s:?} is not a valid duration"));
-    }
-    Ok(Duration::from_secs_f64(secs))
+    crate::config::parse_duration(s)
 }
 
 /// A small deterministic generator (splitmix64): the statement mix needs repeatability from
@@ -1377,7 +1358,7 @@ mod tests {
         assert_eq!(parse_duration("10s"), Ok(Duration::from_secs(10)));
         assert_eq!(parse_duration("50ms"), Ok(Duration::from_millis(50)));
         assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
-        assert_eq!(parse_duration("3"), Ok(Duration::from_secs(3)));
+        assert_eq!(parse_duration("1m30s"), Ok(Duration::from_secs(90)));
         assert!(parse_duration("ten").is_err());
         assert!(parse_duration("5 parsecs").is_err());
     }

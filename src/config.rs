@@ -1,4 +1,5 @@
-//! Configuration: the TOML schema with its defaults, validation, and the CLI overlay.
+//! Configuration: the TOML schema with its defaults and validation; `layers` lays variables
+//! and flags over it.
 //!
 //! Every key here is documented, with its default, in `config/qcache.toml`; unknown keys are
 //! errors so that a typo never silently falls back to a default.
@@ -8,6 +9,9 @@ use std::path::Path;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+
+mod layers;
+pub use layers::{checked, env_name, keys, layered, layered_with, Setting};
 
 /// Longest path a `sockaddr_un` holds on Linux, without its terminating NUL: the limit of
 /// `server.socket`.
@@ -91,6 +95,7 @@ pub struct ServerConfig {
     /// cgroup CPU quota respected). A sidecar sharing its pod's cores may want fewer.
     pub workers: usize,
     /// Largest packet a client may send before it has authenticated.
+    #[serde(deserialize_with = "size::deserialize")]
     pub pre_auth_max_packet: usize,
     /// Time a client has to complete the handshake and authentication.
     #[serde(with = "humantime_serde")]
@@ -177,8 +182,10 @@ pub struct CacheConfig {
     /// Default `query_cache_type` of new sessions.
     pub query_cache_type: QueryCacheType,
     /// Total bytes of cached results (and their bookkeeping) before eviction.
+    #[serde(deserialize_with = "size::deserialize")]
     pub max_bytes: u64,
     /// Largest single result stored, like MySQL's `query_cache_limit`.
+    #[serde(deserialize_with = "size::deserialize")]
     pub max_result_bytes: usize,
     /// Optional upper bound on an entry's age, on top of invalidation.
     #[serde(with = "humantime_serde", skip_serializing_if = "Option::is_none")]
@@ -239,7 +246,7 @@ pub enum BinlogMode {
     Off,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct InvalidationConfig {
     /// Unparsable or unknown writes invalidate this much.
@@ -272,6 +279,26 @@ pub struct InvalidationConfig {
     pub max_lag: Duration,
 }
 
+/// By hand, so that a `{:?}` of the config (a log line, a panic message) never shows the
+/// password.
+impl std::fmt::Debug for InvalidationConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("InvalidationConfig")
+            .field("unknown_write", &self.unknown_write)
+            .field("call", &self.call)
+            .field("granularity", &self.granularity)
+            .field("derived_slices", &self.derived_slices)
+            .field("parent_map_entries", &self.parent_map_entries)
+            .field("derived_lookups", &self.derived_lookups)
+            .field("binlog", &self.binlog)
+            .field("server_id", &self.server_id)
+            .field("user", &self.user)
+            .field("password", &redact_secret(&self.password))
+            .field("max_lag", &self.max_lag)
+            .finish()
+    }
+}
+
 /// `invalidation.parent_map_entries` by default: parent rows remembered for derived slices.
 pub const DEFAULT_PARENT_MAP_ENTRIES: u64 = 200_000;
 
@@ -300,6 +327,7 @@ pub struct AdminConfig {
     pub listen: String,
     /// Users allowed to run the privileged admin statements (all but `SHOW QCACHE STATUS`)
     /// besides those holding RELOAD.
+    #[serde(deserialize_with = "comma_list::deserialize")]
     pub users: Vec<String>,
 }
 
@@ -373,6 +401,7 @@ pub fn random_id() -> u64 {
 #[serde(deny_unknown_fields, default)]
 pub struct CompressionConfig {
     /// Algorithms offered to clients; a client compresses only if it asks.
+    #[serde(deserialize_with = "comma_list::deserialize")]
     pub client: Vec<crate::protocol::compress::Algorithm>,
     /// Compression toward the server.
     pub upstream: UpstreamCompression,
@@ -485,8 +514,11 @@ impl Config {
                 MAX_SOCKET_PATH
             ));
         }
-        if self.server.upstream.is_empty() {
-            return bad("server.upstream is empty".into());
+        if let Err(why) = check_host_port(&self.server.upstream) {
+            return bad(format!(
+                "server.upstream {:?} {why}: expected host:port, e.g. 127.0.0.1:3306",
+                self.server.upstream
+            ));
         }
         if !self.admin.listen.is_empty() && self.admin.listen.parse::<SocketAddr>().is_err() {
             return bad(format!(
@@ -536,8 +568,180 @@ impl Config {
         Ok(())
     }
 
+    /// A copy safe to print or log: passwords and URL credentials replaced by
+    /// [`REDACTED`] (`print-config`).
+    pub fn redacted(&self) -> Config {
+        let mut c = self.clone();
+        c.invalidation.password = redact_secret(&c.invalidation.password).to_string();
+        c.l2.url = match &c.l2.url {
+            L2Url::One(u) => L2Url::One(redact(u)),
+            L2Url::Cluster(v) => L2Url::Cluster(v.iter().map(|u| redact(u)).collect()),
+        };
+        c
+    }
+
     pub fn to_toml(&self) -> String {
         toml::to_string_pretty(self).unwrap_or_else(|e| format!("# cannot print config: {e}\n"))
+    }
+}
+
+/// A byte size as the file, variables and flags write it: a plain number of bytes, or a
+/// number with a unit, `KB`/`MB`/`GB`/`TB` (powers of 1000), `KiB`/`MiB`/`GiB`/`TiB` (powers of
+/// 1024), or `K`/`M`/`G`/`T` as MySQL's option files read them (powers of 1024). Units are
+/// case-insensitive; a space before one is allowed.
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("{s:?} is not a size like 268435456, 256MB or 1GiB"))?;
+    let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "kb" => 1000,
+        "mb" => 1000_u64.pow(2),
+        "gb" => 1000_u64.pow(3),
+        "tb" => 1000_u64.pow(4),
+        "k" | "kib" => 1 << 10,
+        "m" | "mib" => 1 << 20,
+        "g" | "gib" => 1 << 30,
+        "t" | "tib" => 1 << 40,
+        u => {
+            return Err(format!(
+                "unknown size unit {u:?} in {s:?} (B, KB, MB, GB, KiB, MiB, GiB)"
+            ))
+        }
+    };
+    n.checked_mul(mult)
+        .ok_or_else(|| format!("{s:?} is too large"))
+}
+
+/// A duration as the file, variables and flags write it (`50ms`, `10s`, `1m30s`, `1h`):
+/// humantime's syntax, the one `humantime_serde` reads in the file.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    humantime::parse_duration(s.trim())
+        .map_err(|e| format!("{s:?} is not a duration like 50ms, 10s or 1m30s: {e}"))
+}
+
+/// Serde for size keys: an integer of bytes, or a string [`parse_size`] reads. Written back
+/// as the integer.
+mod size {
+    use serde::de::{Deserializer, Error, Visitor};
+
+    pub fn deserialize<'de, D, T>(d: D) -> Result<T, D::Error>
+    where
+        D: Deserializer<'de>,
+        T: TryFrom<u64>,
+    {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = u64;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a size: bytes, or a string like \"256MB\" or \"1GiB\"")
+            }
+            fn visit_u64<E: Error>(self, v: u64) -> Result<u64, E> {
+                Ok(v)
+            }
+            fn visit_i64<E: Error>(self, v: i64) -> Result<u64, E> {
+                u64::try_from(v).map_err(|_| E::custom("a size cannot be negative"))
+            }
+            fn visit_str<E: Error>(self, v: &str) -> Result<u64, E> {
+                super::parse_size(v).map_err(E::custom)
+            }
+        }
+        let n = d.deserialize_any(V)?;
+        T::try_from(n).map_err(|_| D::Error::custom(format!("{n} is too large")))
+    }
+}
+
+/// What a secret prints as.
+pub const REDACTED: &str = "<redacted>";
+
+/// A password as it may be printed: empty stays empty (that no password is set is worth
+/// seeing), anything else is [`REDACTED`].
+pub fn redact_secret(secret: &str) -> &'static str {
+    if secret.is_empty() {
+        ""
+    } else {
+        REDACTED
+    }
+}
+
+/// `text` with the credentials of every URL in it (`scheme://user:password@host…`) replaced:
+/// the password by [`REDACTED`], and a userinfo without a colon whole (Redis reads
+/// `redis://secret@host` as a password in some clients). The one redaction every printed
+/// URL and message goes through.
+pub fn redact(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(i) = rest.find("://") {
+        let (head, tail) = rest.split_at(i + 3);
+        out.push_str(head);
+        // The authority ends at the path, query, fragment, or anything that cannot be in it.
+        let end = tail
+            .find(|c: char| {
+                matches!(c, '/' | '?' | '#' | '"' | '\'' | '<' | '>') || c.is_whitespace()
+            })
+            .unwrap_or(tail.len());
+        let authority = &tail[..end];
+        match authority.rfind('@') {
+            Some(at) => {
+                let userinfo = &authority[..at];
+                match userinfo.find(':') {
+                    Some(colon) => {
+                        out.push_str(&userinfo[..=colon]);
+                        out.push_str(REDACTED);
+                    }
+                    None => out.push_str(REDACTED),
+                }
+                out.push_str(&authority[at..]);
+            }
+            None => out.push_str(authority),
+        }
+        rest = &tail[end..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// A flag's value that may hold a secret (a password, a URL with credentials): `{:?}` of
+/// the command line shows it redacted.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(pub String);
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?}", redact(redact_secret_or_url(&self.0)))
+    }
+}
+
+/// A URL keeps its shape with its credentials hidden; anything else is a bare secret.
+fn redact_secret_or_url(s: &str) -> &str {
+    if s.contains("://") {
+        s
+    } else {
+        redact_secret(s)
+    }
+}
+
+impl std::str::FromStr for Secret {
+    type Err = std::convert::Infallible;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(Secret(s.to_string()))
+    }
+}
+
+/// Why `addr` is not `host:port` (an IPv6 address in brackets), if it is not: caught by
+/// `check-config` rather than by every session's failed connect.
+fn check_host_port(addr: &str) -> Result<(), &'static str> {
+    let (host, port) = addr.rsplit_once(':').ok_or("has no port")?;
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    if host.is_empty() || host.contains(char::is_whitespace) {
+        return Err("has no host");
+    }
+    match port.parse::<u16>() {
+        Ok(p) if p > 0 => Ok(()),
+        _ => Err("has no valid port"),
     }
 }
 
@@ -602,12 +806,85 @@ impl std::str::FromStr for ValidateHits {
     }
 }
 
-/// `url`: one address (standalone) or a list (cluster seed nodes).
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+/// `url`: one address (standalone) or a list (cluster seed nodes): a TOML list, or one
+/// string with commas between the nodes (as a variable or a flag gives it).
+#[derive(Clone, Serialize, PartialEq, Eq)]
 #[serde(untagged)]
 pub enum L2Url {
     One(String),
     Cluster(Vec<String>),
+}
+
+impl<'de> Deserialize<'de> for L2Url {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = L2Url;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a URL, a list of URLs, or URLs separated by commas")
+            }
+            fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<L2Url, E> {
+                Ok(if s.contains(',') {
+                    L2Url::parse_flag(s)
+                } else {
+                    L2Url::One(s.to_string())
+                })
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, seq: A) -> Result<L2Url, A::Error> {
+                Vec::deserialize(serde::de::value::SeqAccessDeserializer::new(seq))
+                    .map(L2Url::Cluster)
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// A list: in TOML, or one string with commas between its items (how a variable or a flag
+/// writes it), so that each source reads a list the same way.
+mod comma_list {
+    use std::marker::PhantomData;
+
+    use serde::de::{value::StrDeserializer, Deserialize, Deserializer, Error, SeqAccess, Visitor};
+
+    pub fn deserialize<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
+        d: D,
+    ) -> Result<Vec<T>, D::Error> {
+        struct V<T>(PhantomData<T>);
+        impl<'de, T: Deserialize<'de>> Visitor<'de> for V<T> {
+            type Value = Vec<T>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a list, or items separated by commas")
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<T>, A::Error> {
+                let mut out = Vec::new();
+                while let Some(item) = seq.next_element()? {
+                    out.push(item);
+                }
+                Ok(out)
+            }
+            fn visit_str<E: Error>(self, s: &str) -> Result<Vec<T>, E> {
+                s.split(',')
+                    .map(str::trim)
+                    .filter(|item| !item.is_empty())
+                    .map(|item| T::deserialize(StrDeserializer::<E>::new(item)))
+                    .collect()
+            }
+        }
+        d.deserialize_any(V(PhantomData))
+    }
+}
+
+/// By hand: a URL may carry Redis credentials.
+impl std::fmt::Debug for L2Url {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            L2Url::One(u) => f.debug_tuple("One").field(&redact(u)).finish(),
+            L2Url::Cluster(v) => f
+                .debug_tuple("Cluster")
+                .field(&v.iter().map(|u| redact(u)).collect::<Vec<_>>())
+                .finish(),
+        }
+    }
 }
 
 impl Default for L2Url {
@@ -646,6 +923,7 @@ pub struct L2Config {
     /// `redis://[user:password@]host:port[/db]` or `rediss://…` (TLS); a list means a cluster.
     pub url: L2Url,
     /// Results larger than this are kept in L1 only.
+    #[serde(deserialize_with = "size::deserialize")]
     pub max_entry_bytes: usize,
     /// Upper bound on an entry's life in Redis, so abandoned entries go.
     #[serde(with = "humantime_serde")]
@@ -708,11 +986,12 @@ impl L2Config {
         for n in nodes {
             if !(n.starts_with("redis://") || n.starts_with("rediss://")) {
                 return bad(format!(
-                    "l2.url {n:?} must start with redis:// or rediss://"
+                    "l2.url {:?} must start with redis:// or rediss://",
+                    redact(n)
                 ));
             }
             if redis::Client::open(n).is_err() {
-                return bad(format!("l2.url {n:?} is not a valid Redis URL"));
+                return bad(format!("l2.url {:?} is not a valid Redis URL", redact(n)));
             }
         }
         if self.timeout.is_zero() {
@@ -793,6 +1072,96 @@ mod tests {
         c.l2.tls_key = "/nonexistent/key.pem".into();
         assert!(c.validate().unwrap_err().to_string().contains("l2.tls_key"));
         let _ = std::fs::remove_file(&pem);
+    }
+
+    /// One row per shape: what a URL or message prints as.
+    #[test]
+    fn redaction_hides_credentials_only() {
+        let cases = [
+            ("redis://127.0.0.1:6379", "redis://127.0.0.1:6379"),
+            ("redis://u:s3cret@h:1/0", "redis://u:<redacted>@h:1/0"),
+            ("rediss://:s3cret@h:1", "rediss://:<redacted>@h:1"),
+            ("redis://s3cret@h", "redis://<redacted>@h"),
+            ("redis://u:p@ss@h:1", "redis://u:<redacted>@h:1"),
+            (
+                "l2.url \"redis://u:s3cret@h:1\" bad; and redis://:x@y too",
+                "l2.url \"redis://u:<redacted>@h:1\" bad; and redis://:<redacted>@y too",
+            ),
+            ("no url here", "no url here"),
+            ("mysql://root@h/db?x=a@b", "mysql://<redacted>@h/db?x=a@b"),
+        ];
+        for (text, want) in cases {
+            assert_eq!(redact(text), want, "{text}");
+        }
+        assert_eq!(redact_secret(""), "");
+        assert_eq!(redact_secret("pw"), REDACTED);
+    }
+
+    /// print-config and `{:?}` of the config show no secret.
+    #[test]
+    fn printed_config_and_debug_show_no_secret() {
+        let mut c = Config::default();
+        c.invalidation.password = "s3cret-pw".into();
+        c.l2.url = L2Url::Cluster(vec!["redis://u:s3cret-url@h:1".into()]);
+        for printed in [c.redacted().to_toml(), format!("{c:?}"), format!("{c:#?}")] {
+            assert!(!printed.contains("s3cret"), "{printed}");
+            assert!(printed.contains(REDACTED), "{printed}");
+        }
+        let mut bad = Config::default();
+        bad.l2.url = L2Url::One("http://u:s3cret@h".into());
+        let err = bad.validate().unwrap_err().to_string();
+        assert!(!err.contains("s3cret"), "{err}");
+    }
+
+    /// `check-config` catches an upstream no session could reach.
+    #[test]
+    fn upstream_must_be_host_and_port() {
+        for (addr, ok) in [
+            ("127.0.0.1:3306", true),
+            ("db.internal:3306", true),
+            ("[::1]:3306", true),
+            ("nohostport", false),
+            ("", false),
+            (":3306", false),
+            ("db:0", false),
+            ("db:port", false),
+        ] {
+            let mut c = Config::default();
+            c.server.upstream = addr.into();
+            let r = c.validate();
+            assert_eq!(r.is_ok(), ok, "{addr:?}: {r:?}");
+            if let Err(e) = r {
+                assert!(e.to_string().contains("server.upstream"), "{e}");
+            }
+        }
+    }
+
+    /// One row per size spelling: the file, variables and flags all read sizes this way.
+    #[test]
+    fn sizes_and_durations_parse_alike_everywhere() {
+        for (text, want) in [
+            ("268435456", Some(268_435_456)),
+            ("256MB", Some(256_000_000)),
+            ("256 MiB", Some(256 << 20)),
+            ("1GiB", Some(1 << 30)),
+            ("64K", Some(64 << 10)),
+            ("1gb", Some(1_000_000_000)),
+            ("lots", None),
+            ("1.5GB", None),
+            ("-1", None),
+        ] {
+            assert_eq!(parse_size(text).ok(), want, "{text}");
+        }
+        let c = Config::from_toml(
+            "[cache]\nmax_bytes = \"1GiB\"\nttl = \"1m30s\"\n[l2]\nmax_entry_bytes = \"64KiB\"\n",
+            "x",
+        )
+        .unwrap();
+        assert_eq!(c.cache.max_bytes, 1 << 30);
+        assert_eq!(c.cache.ttl, Some(Duration::from_secs(90)));
+        assert_eq!(c.l2.max_entry_bytes, 64 << 10);
+        assert_eq!(parse_duration("1m30s"), Ok(Duration::from_secs(90)));
+        assert!(parse_duration("soon").is_err());
     }
 
     #[test]

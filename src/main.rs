@@ -29,12 +29,19 @@ fn init_tracing(config: &Config) {
         LogFormat::Json => registry
             .with(fmt::layer().json().flatten_event(true))
             .init(),
-        LogFormat::Text => registry.with(fmt::layer()).init(),
+        LogFormat::Text => registry.with(fmt::layer().with_ansi(colour_logs())).init(),
     }
     qcache::shared::set_log_reloader(move |level| {
         let f = EnvFilter::try_new(level).map_err(|e| e.to_string())?;
         handle.reload(f).map_err(|e| e.to_string())
     });
+}
+
+/// Colour codes only for a person at a terminal: a file, a pipe or the journal would store
+/// them as escape sequences. `NO_COLOR` (any non-empty value, no-color.org) turns them off.
+fn colour_logs() -> bool {
+    use std::io::IsTerminal;
+    std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
 }
 
 fn main() -> ExitCode {
@@ -94,7 +101,8 @@ fn run(cli: Cli) -> Result<(), String> {
             return Ok(());
         }
         Some(Command::PrintConfig) => {
-            print!("{}", effective_config(&cli)?.to_toml());
+            // Shared in tickets and chat: no password or URL credential in it.
+            print!("{}", effective_config(&cli)?.redacted().to_toml());
             return Ok(());
         }
         Some(Command::CheckConsistency(args)) => return check_consistency(args),

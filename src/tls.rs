@@ -11,6 +11,7 @@ use tokio_rustls::rustls::client::danger::{
 };
 use tokio_rustls::rustls::client::WebPkiServerVerifier;
 use tokio_rustls::rustls::crypto::{ring, CryptoProvider};
+use tokio_rustls::rustls::pki_types::pem::{self, PemObject};
 use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 use tokio_rustls::rustls::{
     self, CertificateError, ClientConfig, DigitallySignedStruct, RootCertStore, ServerConfig,
@@ -219,7 +220,7 @@ fn load_certs(path: &str, what: &'static str) -> Result<Vec<CertificateDer<'stat
         message,
     };
     let f = File::open(path).map_err(|e| err(e.to_string()))?;
-    let certs = rustls_pemfile::certs(&mut BufReader::new(f))
+    let certs = CertificateDer::pem_reader_iter(BufReader::new(f))
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| err(e.to_string()))?;
     if certs.is_empty() {
@@ -235,9 +236,10 @@ fn load_key(path: &str) -> Result<PrivateKeyDer<'static>, TlsError> {
         message,
     };
     let f = File::open(path).map_err(|e| err(e.to_string()))?;
-    rustls_pemfile::private_key(&mut BufReader::new(f))
-        .map_err(|e| err(e.to_string()))?
-        .ok_or_else(|| err("no PEM private key in it".into()))
+    PrivateKeyDer::from_pem_reader(BufReader::new(f)).map_err(|e| match e {
+        pem::Error::NoItemsFound => err("no PEM private key in it".into()),
+        e => err(e.to_string()),
+    })
 }
 
 /// The name qcache expects the upstream's certificate to carry: the host of

@@ -953,3 +953,137 @@ async fn sighup_applies_a_new_log_level() {
         "{messages:?}"
     );
 }
+
+/// Issue #39 item 3: a reload that points qcache at another server must never serve the
+/// first server's entries. It is refused (a restart starts clean), and what qcache serves
+/// afterwards matches the server it relays to.
+#[tokio::test]
+async fn a_reload_to_another_upstream_never_serves_the_old_servers_entries() {
+    let other = common::own_server();
+    let schema = common::fresh_schema("adm_upstream").await;
+    setup(
+        &schema,
+        &[
+            "CREATE TABLE t (id INT PRIMARY KEY)",
+            "INSERT INTO t VALUES (1)",
+        ],
+    )
+    .await;
+    // The same schema and table on the other server, with a different row.
+    let mut o = Conn::from_url(other.url("")).await.unwrap();
+    o.query_drop(format!("CREATE DATABASE `{schema}`"))
+        .await
+        .unwrap();
+    o.query_drop(format!("CREATE TABLE `{schema}`.t (id INT PRIMARY KEY)"))
+        .await
+        .unwrap();
+    o.query_drop(format!("INSERT INTO `{schema}`.t VALUES (2)"))
+        .await
+        .unwrap();
+    drop(o);
+
+    let proxy = admin_proxy(|_| {}).await;
+    let a = admin(&proxy);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("qcache.toml");
+    let base = proxy.running.shared.config().as_ref().clone();
+    std::fs::write(&path, base.to_toml()).unwrap();
+    let cli = <qcache::cli::Cli as clap::Parser>::parse_from([
+        "qcache",
+        "--config",
+        path.to_str().unwrap(),
+    ]);
+    proxy.running.shared.set_reload_source(cli);
+
+    let mut c = proxy.conn(&schema).await;
+    assert_eq!(thrice(&mut c, "SELECT id FROM t").await, (2, 1));
+    drop(c);
+
+    let mut moved = base.clone();
+    moved.server.upstream = other.addr();
+    std::fs::write(&path, moved.to_toml()).unwrap();
+    let (code, body) = http(a, "POST", "/reload").await;
+    let upstream = proxy.running.shared.config().server.upstream.clone();
+    // Whatever the reload did, a read answers with the rows of the server qcache now relays to.
+    let want: i64 = if upstream == other.addr() { 2 } else { 1 };
+    let mut c = proxy.conn(&schema).await;
+    let got: Vec<i64> = c.query("SELECT id FROM t").await.unwrap();
+    assert_eq!(got, vec![want], "reload answered {code}: {body}");
+    // This build refuses the move, saying what changed and that a restart applies it.
+    assert_eq!(code, 400, "{body}");
+    assert!(
+        body.contains("server.upstream") && body.contains("restart"),
+        "{body}"
+    );
+    assert_eq!(upstream, base.server.upstream);
+    drop(c);
+    proxy.shutdown().await;
+}
+
+/// Issue #39 item 2: with a wrong password for qcache's own account, reads are not cached
+/// for a reason that names the cause (not `unknown_table`), and `SHOW QCACHE STATUS` and
+/// `/readyz` say which account failed and the server's message.
+#[tokio::test]
+async fn a_wrong_password_for_qcaches_own_account_is_named_where_operators_look() {
+    let schema = common::fresh_schema("adm_account").await;
+    setup(
+        &schema,
+        &[
+            "CREATE TABLE t (id INT PRIMARY KEY)",
+            "INSERT INTO t VALUES (1)",
+        ],
+    )
+    .await;
+    let proxy = admin_proxy(|c| c.invalidation.password = "not-the-password".into()).await;
+    let a = admin(&proxy);
+    let mut c = proxy.conn(&schema).await;
+    for _ in 0..3 {
+        let got: Vec<i64> = c.query("SELECT id FROM t").await.unwrap();
+        assert_eq!(got, vec![1]);
+    }
+    // The binary protocol reaches the same rule.
+    for _ in 0..2 {
+        let got: Vec<i64> = c.exec("SELECT id FROM t WHERE id = ?", (1,)).await.unwrap();
+        assert_eq!(got, vec![1]);
+    }
+    let rows = status_rows(&mut c, "SHOW QCACHE STATUS").await;
+    assert_eq!(
+        rows.get("Qcache_not_cached_unknown_table"),
+        None,
+        "{rows:?}"
+    );
+    assert_eq!(
+        rows.get("Qcache_not_cached_catalog_unavailable")
+            .map(String::as_str),
+        Some("5"),
+        "{rows:?}"
+    );
+    // And QCACHE EXPLAIN says the same.
+    let ex: Vec<(String, Option<String>)> =
+        c.query("QCACHE EXPLAIN SELECT id FROM t").await.unwrap();
+    assert!(
+        ex.iter().any(|(_, v)| v
+            .as_deref()
+            .is_some_and(|v| v.contains("catalog_unavailable"))),
+        "{ex:?}"
+    );
+    let catalog = rows
+        .get("Qcache_catalog")
+        .cloned()
+        .unwrap_or_else(|| panic!("no Qcache_catalog row in {rows:?}"));
+    let user = &common::db().user;
+    assert!(
+        catalog.contains(&format!("'{user}'")) && catalog.contains("Access denied"),
+        "{catalog}"
+    );
+    assert!(!catalog.contains("not-the-password"), "{catalog}");
+    let (code, body) = http(a, "GET", "/readyz").await;
+    assert_eq!(code, 503, "{body}");
+    assert!(
+        body.contains(&format!("'{user}'")) && body.contains("Access denied"),
+        "{body}"
+    );
+    assert!(body.contains("invalidation.password"), "{body}");
+    drop(c);
+    proxy.shutdown().await;
+}

@@ -133,3 +133,140 @@ fn a_listen_address_in_use_fails_the_start_with_the_setting_to_change() {
     assert!(line.contains(&format!("cannot listen on {addr}")), "{line}");
     assert!(line.contains("server.listen"), "{line}");
 }
+
+/// Issue #39 item 5: logs written to a pipe, a file or the journal carry no ANSI colour
+/// codes (colour is for a terminal only).
+#[test]
+fn logs_to_a_pipe_carry_no_colour_codes() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a port");
+    let upstream = closed.local_addr().unwrap().to_string();
+    drop(closed);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_qcache"))
+        .env_clear()
+        .args([
+            "--listen",
+            "127.0.0.1:0",
+            "--admin-listen",
+            "",
+            "--upstream",
+            &upstream,
+            "--log-level",
+            "info",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start qcache");
+    let stdout = child.stdout.take().unwrap();
+    let mut lines = Vec::new();
+    for line in BufReader::new(stdout).lines() {
+        let line = line.expect("read qcache's log");
+        let done = line.contains("qcache listening");
+        lines.push(line);
+        if done || lines.len() > 50 {
+            break;
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    let text = lines.join("\n");
+    assert!(text.contains("qcache listening"), "{text}");
+    assert!(!text.contains('\x1b'), "colour codes in a pipe: {text:?}");
+}
+
+/// Issue #39 item 8: flags and variables read values as the file does (`1m30s`, `256MB`),
+/// every key is reachable by `--set` and by its `QCACHE_<SECTION>_<KEY>` variable, and a flag
+/// beats a variable, which beats the file.
+#[test]
+fn flags_and_variables_speak_the_files_dialect() {
+    let file = file_with("[cache]\nmax_result_bytes = 1024\nstampede_timeout = \"5s\"\n");
+    let path = file.path().to_str().unwrap();
+    let out = qcache(
+        &[
+            "--config",
+            path,
+            "--l2-timeout",
+            "1m30s",
+            "--max-bytes",
+            "256MB",
+            "--set",
+            "cache.ttl=1m30s",
+            "--set",
+            "cache.stampede_timeout=7s",
+            "print-config",
+        ],
+        &[
+            ("QCACHE_CACHE_MAX_RESULT_BYTES", "1MiB"),
+            ("QCACHE_CACHE_STAMPEDE_TIMEOUT", "6s"),
+        ],
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for want in [
+        "timeout = \"1m 30s\"",
+        "max_bytes = 256000000",
+        "ttl = \"1m 30s\"",
+        "max_result_bytes = 1048576",
+        "stampede_timeout = \"7s\"",
+    ] {
+        assert!(text.contains(want), "{want} not in {text}");
+    }
+}
+
+/// Issue #39 item 8: an upstream without a port fails `check-config` and the start, not
+/// every session.
+#[test]
+fn an_upstream_without_a_port_is_refused_up_front() {
+    let file = file_with("[server]\nupstream = \"nohostport\"\n");
+    let line = one_line_failure(
+        &qcache(&["check-config", file.path().to_str().unwrap()], &[]),
+        1,
+    );
+    assert!(line.contains("server.upstream"), "{line}");
+    let line = one_line_failure(
+        &qcache(&["--upstream", "nohostport", "print-config"], &[]),
+        1,
+    );
+    assert!(
+        line.contains("server.upstream") && line.contains("host:port"),
+        "{line}"
+    );
+}
+
+/// The named flags kept their old spellings when they became aliases of their keys: words in
+/// any case, as before (`--log-format JSON`), read into the file's spelling.
+#[test]
+fn named_flags_take_their_words_in_any_case() {
+    let out = qcache(
+        &[
+            "--log-format",
+            "JSON",
+            "--query-cache-type",
+            "demand",
+            "--l2-validate-hits",
+            "Remote",
+            "print-config",
+        ],
+        &[("QCACHE_COMPRESS_UPSTREAM", "Zstd")],
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for want in [
+        "format = \"json\"",
+        "query_cache_type = \"DEMAND\"",
+        "validate_hits = \"remote\"",
+        "upstream = \"zstd\"",
+    ] {
+        assert!(text.contains(want), "{want} not in {text}");
+    }
+}

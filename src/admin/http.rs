@@ -114,9 +114,9 @@ async fn readyz(State(s): State<AppState>) -> Response {
 /// The probe logs in as `invalidation.user` and quits cleanly. A bare TCP connect that hangs
 /// up after the greeting would count as a handshake error, and MySQL blocks a host after
 /// `max_connect_errors` of those in a row: on an idle system the probes alone would lock
-/// qcache's host out. A refusal of the credentials still proves the server is up (the
-/// binlog tail and catalog report that problem themselves), so only errors that stop every
-/// session count against readiness.
+/// qcache's host out. Errors that stop every session count against readiness, and so does a
+/// refusal of qcache's own account (nothing would be cached, bypassing writes unseen): the
+/// body names the account and the server's message.
 async fn readiness(shared: &Shared) -> Result<(), String> {
     let cfg = shared.config();
     let upstream = &cfg.server.upstream;
@@ -138,8 +138,28 @@ async fn readiness(shared: &Shared) -> Result<(), String> {
                 e.message, e.code
             ));
         }
+        // qcache's own account refused (wrong password, no such user): sessions still
+        // relay, but nothing is cached and writes that bypass qcache go unseen. Say so.
+        Ok(Err(mysql_async::Error::Server(e))) if [1045, 1044, 1698].contains(&e.code) => {
+            return Err(format!(
+                "qcache's own account '{}' cannot log in to {upstream}: {} ({}); set \
+                 invalidation.user and invalidation.password (or QCACHE_INVALIDATION_PASSWORD)",
+                cfg.invalidation.user, e.message, e.code
+            ));
+        }
         Ok(Err(mysql_async::Error::Server(_))) => {}
         Ok(Err(e)) => return Err(format!("upstream {upstream} unreachable: {e}")),
+    }
+    // Nothing loaded means nothing cached. Try again here, rate-limited, so that an instance
+    // that started while its server was away becomes ready without waiting for a read.
+    if !shared.catalog.is_loaded() {
+        let _ = shared
+            .catalog
+            .refresh_if_older(std::time::Duration::from_secs(1))
+            .await;
+        if let Some(why) = shared.catalog.last_error() {
+            return Err(why);
+        }
     }
     if let Some(b) = &shared.binlog {
         match b.status() {

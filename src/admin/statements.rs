@@ -450,6 +450,13 @@ pub fn status(shared: &Shared) -> Rows {
         Some(b) => format!("{:?}", b.status()),
     };
     rows.push(("Qcache_binlog".into(), binlog));
+    let catalog = match (shared.catalog.is_loaded(), shared.catalog.last_error()) {
+        (true, None) => "LOADED".to_string(),
+        (true, Some(why)) => format!("LOADED (the last refresh failed: {why})"),
+        (false, None) => "LOADING".to_string(),
+        (false, Some(why)) => format!("UNAVAILABLE: {why}"),
+    };
+    rows.push(("Qcache_catalog".into(), catalog));
     for (n, v) in shared.l2.iter().flat_map(|l| l.status_rows()) {
         rows.push((n.to_string(), v.to_string()));
     }

@@ -1056,6 +1056,11 @@ pub struct Catalog {
     /// Connections for derived slices' parent lookups ([`Catalog::parent_values`]), opened
     /// at the first one.
     lookups: std::sync::OnceLock<mysql_async::Pool>,
+    /// `'user' at host:port`: qcache's own account, as messages name it.
+    account: String,
+    /// Why the last load failed, until one succeeds: logged when it starts failing (not once
+    /// per read that finds nothing loaded), shown by `SHOW QCACHE STATUS` and `/readyz`.
+    last_error: std::sync::Mutex<Option<String>>,
 }
 
 /// Counts one DDL reload for as long as it lives.
@@ -1100,7 +1105,43 @@ impl Catalog {
             failures: AtomicU64::new(0),
             ddl_reloads: AtomicU64::new(0),
             lookups: std::sync::OnceLock::new(),
+            account: format!("'{}' at {upstream_addr}", cfg.user),
+            last_error: std::sync::Mutex::new(None),
         })
+    }
+
+    /// Why the catalog cannot be loaded now, naming qcache's account and the server's
+    /// message; None once a load has succeeded.
+    pub fn last_error(&self) -> Option<String> {
+        self.last_error.lock().ok().and_then(|g| g.clone())
+    }
+
+    /// Records a failed load; logs an error only when the catalog starts failing, so that a
+    /// wrong password is one line in the log rather than one per read.
+    fn note_failure(&self, e: &CatalogError) -> bool {
+        let why = format!(
+            "qcache's own account {} cannot load the schema catalog: {e} (reads are not \
+             cached until it can; set invalidation.user and invalidation.password, or \
+             QCACHE_INVALIDATION_PASSWORD, and grant it what README.md lists)",
+            self.account
+        );
+        let first = match self.last_error.lock() {
+            Ok(mut g) => g.replace(why.clone()).is_none(),
+            Err(_) => true,
+        };
+        if first {
+            tracing::error!("{why}");
+        } else {
+            tracing::debug!("{why}");
+        }
+        first
+    }
+
+    fn note_success(&self) {
+        let was = self.last_error.lock().ok().and_then(|mut g| g.take());
+        if was.is_some() {
+            tracing::info!(account = %self.account, "schema catalog loaded; reads are cached again");
+        }
     }
 
     /// Reloads everything from `information_schema` and swaps it in atomically.
@@ -1151,14 +1192,18 @@ impl Catalog {
             Ok(Err(e)) => {
                 st.conn = None;
                 self.failures.fetch_add(1, Ordering::Relaxed);
+                let _ = self.note_failure(&e);
                 return Err(e);
             }
             Err(_) => {
                 st.conn = None;
                 self.failures.fetch_add(1, Ordering::Relaxed);
-                return Err(CatalogError::Timeout(LOAD_TIMEOUT));
+                let e = CatalogError::Timeout(LOAD_TIMEOUT);
+                let _ = self.note_failure(&e);
+                return Err(e);
             }
         };
+        self.note_success();
         self.install(st, raw);
         st.last_started = Some(started);
         Ok(())
@@ -1894,6 +1939,30 @@ fn split_host_port(addr: &str) -> (String, u16) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A catalog that cannot load says so once in the log, names qcache's account in its
+    /// error, and forgets the error when a load succeeds.
+    #[test]
+    fn a_failing_load_is_logged_once_and_names_the_account() {
+        let cfg = InvalidationConfig {
+            password: "s3cret".into(),
+            ..InvalidationConfig::default()
+        };
+        let c = Catalog::new("127.0.0.1:1".into(), &cfg);
+        assert_eq!(c.last_error(), None);
+        let e = CatalogError::Timeout(Duration::from_secs(1));
+        assert!(c.note_failure(&e), "the first failure is logged");
+        assert!(!c.note_failure(&e), "the next ones are not");
+        let why = c.last_error().unwrap();
+        assert!(why.contains("'root' at 127.0.0.1:1"), "{why}");
+        assert!(
+            why.contains("invalidation.password") && !why.contains("s3cret"),
+            "{why}"
+        );
+        c.note_success();
+        assert_eq!(c.last_error(), None);
+        assert!(c.note_failure(&e), "failing again is news again");
+    }
 
     fn t(s: &str, n: &str) -> TableName {
         (s.into(), n.into())

@@ -80,6 +80,9 @@ pub enum Reason {
     OpaqueView,
     /// Reads a table the catalog does not know (even after a refresh).
     UnknownTable,
+    /// The schema catalog could not be loaded at all (qcache's own account cannot log in
+    /// or read information_schema): no table is known, so none is cached.
+    CatalogUnavailable,
     /// An operator rule says never to cache it.
     Rule,
 
@@ -139,6 +142,7 @@ impl Reason {
         Reason::TemporaryTable,
         Reason::OpaqueView,
         Reason::UnknownTable,
+        Reason::CatalogUnavailable,
         Reason::Rule,
         Reason::Error,
         Reason::TooLarge,
@@ -184,6 +188,7 @@ impl Reason {
             Reason::TemporaryTable => "temporary_table",
             Reason::OpaqueView => "opaque_view",
             Reason::UnknownTable => "unknown_table",
+            Reason::CatalogUnavailable => "catalog_unavailable",
             Reason::Rule => "rule",
             Reason::Error => "error",
             Reason::TooLarge => "too_large",
@@ -255,6 +260,16 @@ mod tests {
             );
             assert_eq!(r.index(), i, "ALL out of declaration order at {s}");
             assert_eq!(r.status_name(), format!("Qcache_not_cached_{s}"));
+        }
+        // Labels operators have already met (dashboards and alerts name them): pinned.
+        let pinned = [
+            (Reason::UnknownTable, "unknown_table"),
+            (Reason::CatalogUnavailable, "catalog_unavailable"),
+            (Reason::NoTable, "no_table"),
+            (Reason::HitsSuspended, "hits_suspended"),
+        ];
+        for (r, label) in pinned {
+            assert_eq!(r.as_str(), label);
         }
     }
 

@@ -320,7 +320,12 @@ impl Session {
                 });
                 // An unknown table may appear with the next catalog refresh, which is
                 // rate-limited: asking again is what triggers it.
-                if shared_answer && resolved.as_ref().err() != Some(&Reason::UnknownTable) {
+                if shared_answer
+                    && !matches!(
+                        resolved,
+                        Err(Reason::UnknownTable | Reason::CatalogUnavailable)
+                    )
+                {
                     self.shared
                         .plans
                         .insert(digest, db, generation, outcome.clone());
@@ -389,6 +394,9 @@ impl Session {
         match resolved {
             ReadResolution::Tables(bases) => Ok((named, bases)),
             ReadResolution::Opaque(_) => Err(Reason::OpaqueView),
+            // Nothing loaded: the cause is qcache's own access to the server (logged once by
+            // the catalog, shown by SHOW QCACHE STATUS and /readyz), not the table.
+            ReadResolution::Unknown(_) if !catalog.is_loaded() => Err(Reason::CatalogUnavailable),
             ReadResolution::Unknown(_) => Err(Reason::UnknownTable),
         }
     }

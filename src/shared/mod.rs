@@ -78,9 +78,8 @@ impl Shared {
         let catalog = Catalog::new(upstream.clone(), &config.invalidation);
         let c2 = catalog.clone();
         tokio::spawn(async move {
-            if let Err(e) = c2.refresh().await {
-                warn!(error = %e, "schema catalog not loaded yet; reads stay uncached until it is");
-            }
+            // A failure is logged by the catalog itself, once, naming qcache's account.
+            let _ = c2.refresh().await;
         });
         let binlog = (config.invalidation.binlog != BinlogMode::Off).then(|| {
             let mut inv = config.invalidation.clone();

@@ -72,6 +72,7 @@ impl Shared {
             cli.effective_config().map_err(|e| e.to_string())?
         };
         let old = self.config();
+        refuse_other_server(&old, &new)?;
         reload_log_level(&new.log.level).map_err(|e| e.to_string())?;
         let mut notes = Vec::new();
         let mut restart = |changed: bool, key: &str| {
@@ -101,19 +102,11 @@ impl Shared {
         );
         let (ni, oi) = (&new.invalidation, &old.invalidation);
         restart(
-            (ni.binlog, ni.server_id, &ni.user, &ni.password)
-                != (oi.binlog, oi.server_id, &oi.user, &oi.password),
-            "invalidation.binlog/server_id/user/password",
+            (ni.binlog, ni.server_id) != (oi.binlog, oi.server_id),
+            "invalidation.binlog/server_id",
         );
         restart(new.log.format != old.log.format, "log.format");
         restart(new.l2 != old.l2, "l2");
-        if new.server.upstream != old.server.upstream {
-            notes.push(
-                "server.upstream changed: new sessions use it; the binlog tail and catalog \
-                 keep the old one until a restart"
-                    .into(),
-            );
-        }
         for n in &notes {
             warn!("{n}");
         }
@@ -121,5 +114,73 @@ impl Shared {
         self.swap_config(new);
         info!("configuration reloaded");
         Ok(notes)
+    }
+}
+
+/// A reload may not move qcache to another server or another account of its own: every
+/// entry, table version, the catalog and the binlog tail's position describe the server
+/// they came from, and serving them for another would be wrong answers. A restart starts
+/// clean; the running configuration is kept.
+fn refuse_other_server(old: &Config, new: &Config) -> Result<(), String> {
+    let mut changed = Vec::new();
+    if new.server.upstream != old.server.upstream {
+        changed.push(format!(
+            "server.upstream ({} -> {})",
+            old.server.upstream, new.server.upstream
+        ));
+    }
+    if new.invalidation.user != old.invalidation.user {
+        changed.push("invalidation.user".to_string());
+    }
+    if new.invalidation.password != old.invalidation.password {
+        changed.push("invalidation.password".to_string());
+    }
+    if changed.is_empty() {
+        return Ok(());
+    }
+    Err(format!(
+        "{} changed: the cache, catalog and binlog position belong to the server and account \
+         qcache started with; restart qcache to change them (the running configuration is kept)",
+        changed.join(", ")
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One row per key a reload must refuse to change, and one it may.
+    #[test]
+    fn a_reload_to_another_server_or_account_is_refused() {
+        let base = Config::default();
+        type Edit = fn(&mut Config);
+        let cases: [(&str, Edit, bool); 4] = [
+            (
+                "server.upstream",
+                |c| c.server.upstream = "10.0.0.9:3306".into(),
+                true,
+            ),
+            (
+                "invalidation.user",
+                |c| c.invalidation.user = "qc".into(),
+                true,
+            ),
+            (
+                "invalidation.password",
+                |c| c.invalidation.password = "pw".into(),
+                true,
+            ),
+            ("log.level", |c| c.log.level = "debug".into(), false),
+        ];
+        for (key, edit, refused) in cases {
+            let mut new = base.clone();
+            edit(&mut new);
+            let r = refuse_other_server(&base, &new);
+            assert_eq!(r.is_err(), refused, "{key}: {r:?}");
+            if let Err(e) = r {
+                assert!(e.contains(key) && e.contains("restart"), "{e}");
+                assert!(!e.contains("pw\""), "{e}");
+            }
+        }
     }
 }

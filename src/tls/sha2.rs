@@ -94,7 +94,12 @@ pub async fn proxy_key() -> Result<&'static ProxyKey, Sha2Error> {
 impl ProxyKey {
     /// The cleartext password (NUL-terminated) from a client's encrypted packet.
     pub fn decrypt_password(&self, packet: &[u8], scramble: &[u8]) -> Result<Vec<u8>, Sha2Error> {
-        let mut data = self.private.decrypt(Oaep::new::<sha1::Sha1>(), packet)?;
+        // Blinded with fresh randomness: the ciphertext comes from whoever reached the port,
+        // and rsa's arithmetic is not constant-time (RUSTSEC-2023-0071, docs/operations.md
+        // "Security").
+        let mut data =
+            self.private
+                .decrypt_blinded(&mut OsRng, Oaep::new::<sha1::Sha1>(), packet)?;
         xor_scramble(&mut data, scramble);
         Ok(data)
     }
