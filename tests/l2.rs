@@ -1227,3 +1227,93 @@ async fn a_reconnect_never_marks_an_in_flight_raise_done() {
         a.shutdown().await;
     }
 }
+
+/// What a diagnostics reader answers, as text (rows as debug strings), or its error.
+async fn diag_answer(c: &mut mysql_async::Conn, reader: &str) -> String {
+    match c.query::<mysql_async::Row, _>(reader).await {
+        Ok(rows) => format!(
+            "{:?}",
+            rows.into_iter()
+                .map(|r| r.unwrap().into_iter().map(|v| v.as_sql(true)).collect())
+                .collect::<Vec<Vec<String>>>()
+        ),
+        Err(e) => format!("error {e}"),
+    }
+}
+
+/// The same steps through B and directly: a statement that warns, the read (an L2 hit on B
+/// the first round, its L1 copy the second), then `reader`.
+async fn diag_steps(
+    c: &mut mysql_async::Conn,
+    read: &str,
+    param: Option<i64>,
+    reader: &str,
+) -> (Vec<(i64, i64)>, String) {
+    c.query_drop("DO CAST('1x' AS SIGNED)").await.unwrap();
+    let rows: Vec<(i64, i64)> = match param {
+        None => c.query(read).await.unwrap(),
+        Some(p) => c.exec(read, (p,)).await.unwrap(),
+    };
+    (rows, diag_answer(c, reader).await)
+}
+
+/// Issue #35, class 8: after a hit served from L2 (and after hits on its L1 copy) the
+/// session's diagnostics are what the server leaves after the SELECT, as after a local hit:
+/// FOUND_ROWS(), SHOW WARNINGS, SHOW COUNT(*) WARNINGS and ROW_COUNT() answer as directly,
+/// for text and prepared reads. Before the fix FOUND_ROWS() read 0 after an L2 hit of a
+/// 3-row result (the L2 entry did not carry it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn diagnostics_after_an_l2_hit_match_the_server() {
+    let redis = Redis::start();
+    let schema = setup("l2_diag", 3).await;
+    let a = proxy(&redis.url(), |_| {}).await;
+    let b = proxy(&redis.url(), |_| {}).await;
+    let mut ca = a.conn(&schema).await;
+    let mut cb = b.conn(&schema).await;
+    let mut direct = common::direct_to(&schema).await;
+    let readers = [
+        "SELECT FOUND_ROWS()",
+        "SHOW WARNINGS",
+        "SHOW COUNT(*) WARNINGS",
+        "SELECT ROW_COUNT()",
+    ];
+    let mut hits = 0;
+    for (i, reader) in readers.iter().enumerate() {
+        for prepared in [false, true] {
+            // A key of its own per reader and protocol, so each first read on B is an L2 hit.
+            let n = i as i64 * 2 + i64::from(prepared) + 1;
+            let (read, param) = if prepared {
+                (
+                    "SELECT id, v FROM t WHERE id > ? ORDER BY id".to_string(),
+                    Some(-n),
+                )
+            } else {
+                (
+                    format!("SELECT id, v FROM t WHERE id > -{n} ORDER BY id"),
+                    None,
+                )
+            };
+            let filled: Vec<(i64, i64)> = match param {
+                None => ca.query(&read).await.unwrap(),
+                Some(p) => ca.exec(&read, (p,)).await.unwrap(),
+            };
+            assert_eq!(filled.len(), 3);
+            let want = i * 2 + usize::from(prepared) + 1;
+            wait_for("A's entry in Redis", LAG_BOUND, || {
+                redis.keys("qcache:e:*").len() >= want
+            })
+            .await;
+            for round in ["L2 hit", "L1 copy"] {
+                let d = diag_steps(&mut direct, &read, param, reader).await;
+                let q = diag_steps(&mut cb, &read, param, reader).await;
+                assert_eq!(q, d, "{reader} after an {round} (prepared: {prepared})");
+                if round == "L2 hit" {
+                    hits += 1;
+                    assert_eq!(stat(&b, "Qcache_l2_hits"), hits, "{read}: not an L2 hit");
+                } else {
+                    assert_eq!(stat(&b, "Qcache_l2_hits"), hits, "{read}: not an L1 hit");
+                }
+            }
+        }
+    }
+}

@@ -38,6 +38,7 @@ use super::latency::LatencyHistogram;
 use super::resp::{self, Reply};
 use super::versions::{BumpSink, SlicePlan, TableHandle, Versions};
 use crate::config::{L2Config, L2Url, ValidateHits};
+use crate::policy::diagnostics::EntryDiagnostics;
 use crate::policy::l2::{judge, next_backoff, L2Verdict, BACKOFF_MIN};
 
 /// Why an L2 operation gave nothing; every kind means "bypass L2 for this one".
@@ -67,7 +68,7 @@ const PING_EVERY: Duration = Duration::from_millis(250);
 /// subscription delivers nothing (a half-open connection nothing closes) and is treated as
 /// lost. It bounds how long another instance's bump can go unseen.
 const CHANNEL_SILENCE: Duration = Duration::from_millis(1000);
-const MAGIC: &[u8; 4] = b"QC2E";
+const MAGIC: &[u8; 4] = b"QC2F";
 
 /// The L2 versions an entry was computed under: dependency names and values, in the order
 /// [`L2Deps::deps`] gives.
@@ -265,10 +266,15 @@ pub struct L2Entry {
     pub digest: u64,
     /// Unix time in ms after which the entry must not be served (a rule's TTL); 0 for none.
     pub expires_at_ms: u64,
+    /// What a hit leaves behind (`FOUND_ROWS()`, rows): the L1 entry's, carried so that a hit
+    /// served from L2, and its L1 copy, leave the session as a local hit does.
+    pub diag: EntryDiagnostics,
 }
 
-/// `QC2E`, dependency count, each (name, version), offsets, digest, expiry, bytes, then an
-/// xxh3 checksum of everything before it: a value that is not ours, or was cut, is refused.
+/// `QC2F`, dependency count, each (name, version), offsets, digest, expiry, found rows, rows,
+/// bytes, then an xxh3 checksum of everything before it: a value that is not ours, or was
+/// cut, is refused. (`QC2E`, the format before the diagnostics, is refused too: an entry
+/// without them would leave `FOUND_ROWS()` wrong after its hit.)
 pub fn encode(e: &L2Entry) -> Vec<u8> {
     let mut b = BytesMut::with_capacity(e.bytes.len() + 64 + e.stamps.len() * 40);
     b.put_slice(MAGIC);
@@ -282,6 +288,8 @@ pub fn encode(e: &L2Entry) -> Vec<u8> {
     b.put_u32_le(e.meta_status_at.map_or(u32::MAX, |m| m as u32));
     b.put_u64_le(e.digest);
     b.put_u64_le(e.expires_at_ms);
+    b.put_u64_le(e.diag.found_rows);
+    b.put_u64_le(e.diag.rows);
     b.put_u32_le(e.bytes.len() as u32);
     b.put_slice(&e.bytes);
     let sum = xxhash_rust::xxh3::xxh3_64(&b);
@@ -314,6 +322,10 @@ pub fn decode(raw: &[u8]) -> Result<L2Entry, L2Error> {
     let meta = r.u32()?;
     let digest = r.u64()?;
     let expires_at_ms = r.u64()?;
+    let diag = EntryDiagnostics {
+        found_rows: r.u64()?,
+        rows: r.u64()?,
+    };
     let len = r.u32()? as usize;
     let bytes = Bytes::copy_from_slice(r.take(len)?);
     if !r.0.is_empty() {
@@ -333,6 +345,7 @@ pub fn decode(raw: &[u8]) -> Result<L2Entry, L2Error> {
         meta_status_at: (meta != u32::MAX).then_some(meta as usize),
         digest,
         expires_at_ms,
+        diag,
     })
 }
 
@@ -2363,6 +2376,10 @@ mod tests {
             meta_status_at: None,
             digest: 42,
             expires_at_ms: 7,
+            diag: EntryDiagnostics {
+                found_rows: 9,
+                rows: 3,
+            },
         };
         let raw = encode(&e);
         assert_eq!(decode(&raw).unwrap(), e);

@@ -17,6 +17,29 @@
 //! the end, so a result whose count does not follow from its rows is not stored
 //! ([`found_rows`] is None). `SQL_CALC_FOUND_ROWS` results are never cached.
 
+/// What a hit on a stored result must leave behind besides its bytes, built once per fill by
+/// [`entry_diagnostics`] and carried by every copy of the entry (L1, and L2 through its
+/// encoding), so a hit from either level leaves the session as the server would have. The
+/// rest is the same for every stored result and needs no field: no warnings or errors and
+/// `ROW_COUNT()` -1 (results that raised anything are never stored), no info string (a result
+/// set has none), and status flags in the bytes, their per-session bits patched at the hit.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct EntryDiagnostics {
+    /// `FOUND_ROWS()` after the statement ran.
+    pub found_rows: u64,
+    /// Rows in the result: what a hit adds to its digest's statistics.
+    pub rows: u64,
+}
+
+/// The diagnostics of a result `stmt` produced with `rows` rows; None when they do not follow
+/// from the text and the count (see [`found_rows`]), and the result must not be stored.
+pub fn entry_diagnostics(stmt: &[u8], rows: u64) -> Option<EntryDiagnostics> {
+    Some(EntryDiagnostics {
+        found_rows: found_rows(stmt, rows)?,
+        rows,
+    })
+}
+
 /// `FOUND_ROWS()` after `stmt` sent `rows` rows, when that follows from the text and the
 /// count alone; None when not. Conservative: any `OFFSET`, `LIMIT a, b` or `ROWS EXAMINED`
 /// anywhere after the first `LIMIT` (a subquery's included) gives None unless it is read as
