@@ -232,6 +232,9 @@ impl Session {
                 }
             }
         }
+        if let Some(st) = resp.last_status {
+            self.private_status = Some(st);
+        }
         Ok(if resp.error { None } else { Some(rows) })
     }
 }

@@ -79,6 +79,9 @@ pub struct Session {
     /// (per-digest statistics, `SHOW QCACHE LAST`).
     pub(crate) cur: digests::Current,
     pub(crate) last: digests::Last,
+    /// Status flags of the last answer to a private statement (`context.rs`), for where no
+    /// relayed OK tells the session's state (after a refused COM_CHANGE_USER).
+    pub(crate) private_status: Option<u16>,
 }
 
 /// Runs one client from accept to close.
@@ -151,6 +154,7 @@ async fn start(client: conn::Stream, shared: Arc<Shared>) -> Result<Session, Ses
             none: true,
             ..Default::default()
         },
+        private_status: None,
     };
     // The session's settings as it inherited them from the globals: part of the key.
     s.client.flush().await.map_err(SessionError::client)?;
@@ -349,8 +353,25 @@ impl Session {
                 self.read_server_context().await?;
                 Ok(true)
             }
-            // The server refused: MySQL closes the connection after a failed change-user.
-            None => Ok(false),
+            // The server refused, and kept the connection: MariaDB and MySQL put back the old
+            // account (with the privileges it had), default database and character set, but
+            // the session was reset before the attempt (variables, temporary tables,
+            // prepared statements gone, the transaction rolled back). Follow that, and read
+            // back what the key needs; the account and role are asked again before the next
+            // lookup. A server that closed instead (MariaDB after the third failure) ends
+            // the read-back, and the session, as it ended the direct connection.
+            None => {
+                self.st.reset(&self.shared, None);
+                self.client.flush().await.map_err(SessionError::client)?;
+                self.private_status = None;
+                self.read_server_context().await?;
+                match self.private_status {
+                    Some(st) => self.st.status = st,
+                    // No answer told the session's flags: the transaction is gone at least.
+                    None => self.st.status &= !(status::IN_TRANS | status::IN_TRANS_READONLY),
+                }
+                Ok(true)
+            }
         }
     }
 
