@@ -1317,3 +1317,85 @@ async fn diagnostics_after_an_l2_hit_match_the_server() {
         }
     }
 }
+
+/// Issue #35, class 9: Redis restarted from a snapshot older than A's write (kill -9 after
+/// a SAVE made before it): the version A raised is gone, and the entry filled before the
+/// write is back with the versions that vouch for it. Neither the writer nor the other
+/// instance may serve it: they read what the server has. Before the fix both served the
+/// pre-write row from L2.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_restored_from_an_older_snapshot_serves_nothing_from_before() {
+    let mut redis = Redis::start();
+    let schema = setup("l2_rollback", 1).await;
+    let a = proxy(&redis.url(), |_| {}).await;
+    let b = proxy(&redis.url(), |_| {}).await;
+    let mut ca = a.conn(&schema).await;
+    let mut cb = b.conn(&schema).await;
+    assert_eq!(read_v(&mut cb, 1).await, 0);
+    wait_for("B's entry in Redis", LAG_BOUND, || {
+        !redis.keys("qcache:e:*").is_empty()
+    })
+    .await;
+    assert_eq!(read_v(&mut ca, 1).await, 0);
+    assert_eq!(stat(&a, "Qcache_l2_hits"), 1);
+    assert!(redis.cli(&["SAVE"]).contains("OK"));
+    ca.query_drop("UPDATE t SET v = 1 WHERE id = 1")
+        .await
+        .unwrap();
+    // kill -9 and start again on the same port and directory: the old dump is loaded.
+    redis.restart();
+    assert!(
+        !redis.keys("qcache:e:*").is_empty(),
+        "the old entry is back from the snapshot"
+    );
+    wait_for("A and B to notice", LAG_BOUND, || {
+        stat(&a, "Qcache_l2_downs") >= 1 && stat(&b, "Qcache_l2_downs") >= 1
+    })
+    .await;
+    wait_up(&a).await;
+    wait_up(&b).await;
+    // A third instance that never saw the Redis from before the restart.
+    let c = proxy(&redis.url(), |_| {}).await;
+    let mut cc = c.conn(&schema).await;
+    let direct = read_v(&mut common::direct_to(&schema).await, 1).await;
+    assert_eq!(direct, 1);
+    for (who, conn) in [("A (the writer)", &mut ca), ("B", &mut cb), ("C", &mut cc)] {
+        for _ in 0..2 {
+            assert_eq!(
+                read_v(conn, 1).await,
+                direct,
+                "{who} served the pre-write row"
+            );
+        }
+    }
+}
+
+/// The second variant: Redis replaced (kill -9) by another server on the same port that
+/// holds an older copy of the data, as a replica that missed the last raises would after a
+/// failover; the instances are started after the switch, so none saw the old server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fresh_instance_on_a_rolled_back_redis_serves_nothing_from_before() {
+    let mut redis = Redis::start();
+    let schema = setup("l2_failover", 1).await;
+    {
+        let a = proxy(&redis.url(), |_| {}).await;
+        let mut ca = a.conn(&schema).await;
+        assert_eq!(read_v(&mut ca, 1).await, 0);
+        wait_for("A's entry in Redis", LAG_BOUND, || {
+            !redis.keys("qcache:e:*").is_empty()
+        })
+        .await;
+        assert!(redis.cli(&["SAVE"]).contains("OK"));
+        ca.query_drop("UPDATE t SET v = 1 WHERE id = 1")
+            .await
+            .unwrap();
+        drop(ca);
+        a.shutdown().await;
+    }
+    redis.restart();
+    let b = proxy(&redis.url(), |_| {}).await;
+    let mut cb = b.conn(&schema).await;
+    for _ in 0..2 {
+        assert_eq!(read_v(&mut cb, 1).await, 1, "B served the pre-write row");
+    }
+}

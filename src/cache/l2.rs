@@ -39,7 +39,7 @@ use super::resp::{self, Reply};
 use super::versions::{BumpSink, SlicePlan, TableHandle, Versions};
 use crate::config::{L2Config, L2Url, ValidateHits};
 use crate::policy::diagnostics::EntryDiagnostics;
-use crate::policy::l2::{judge, next_backoff, L2Verdict, BACKOFF_MIN};
+use crate::policy::l2::{adopt, judge, next_backoff, Adoption, L2Verdict, BACKOFF_MIN};
 
 /// Why an L2 operation gave nothing; every kind means "bypass L2 for this one".
 #[derive(Debug, thiserror::Error)]
@@ -572,6 +572,9 @@ pub struct L2Stats {
     /// did (each invalidated every L2 entry).
     pub gaps_covered: AtomicU64,
     pub gaps_uncovered: AtomicU64,
+    /// Reconnections to a Redis that was not the one followed before (`policy::l2::Adoption`):
+    /// entries from before it were invalidated.
+    pub rollbacks: AtomicU64,
     /// Version reads that needed the script (a version to create, a column to register):
     /// the rest were plain MGET/HMGET.
     pub script_reads: AtomicU64,
@@ -1011,6 +1014,9 @@ pub struct L2 {
     gap_pending: AtomicBool,
     /// The heartbeat member last written, to replace it.
     heartbeat: Mutex<Option<String>>,
+    /// The identity (`run_id`) of the Redis whose data this instance last adopted
+    /// (`policy::l2::Adoption`).
+    identity: Mutex<Option<String>>,
     pub stats: L2Stats,
     tasks: Mutex<Vec<tokio::task::AbortHandle>>,
     /// Lookups' own connections (`RawConn`): where they go, the idle ones, how many are
@@ -1119,6 +1125,7 @@ impl L2 {
             tail,
             gap_pending: AtomicBool::new(false),
             heartbeat: Mutex::new(None),
+            identity: Mutex::new(None),
             stats: L2Stats::default(),
             tasks: Mutex::new(Vec::new()),
             raw,
@@ -1901,6 +1908,51 @@ impl L2 {
         Ok(())
     }
 
+    /// Whose data the server behind `conn` holds (`policy::l2::adopt`): its `run_id` (from
+    /// `INFO server`) and the `epoch` marker qcache wrote. None in cluster mode, where the
+    /// nodes have an identity each (not checked: docs/fleet.md).
+    async fn identity(&self, conn: &mut Conn) -> Result<Option<(String, Option<String>)>, L2Error> {
+        if matches!(conn, Conn::Cluster(_)) {
+            return Ok(None);
+        }
+        let marker_key = self.key("epoch", "");
+        let (info, marker): (String, Option<String>) = self
+            .timed("identity", async {
+                redis::pipe()
+                    .cmd("INFO")
+                    .arg("server")
+                    .cmd("GET")
+                    .arg(&marker_key)
+                    .query_async(conn)
+                    .await
+                    .map_err(L2Error::from)
+            })
+            .await?;
+        let run_id = info
+            .lines()
+            .find_map(|l| l.strip_prefix("run_id:"))
+            .map(|v| v.trim().to_string())
+            .filter(|v| !v.is_empty())
+            .ok_or(L2Error::Malformed("INFO server without run_id"))?;
+        Ok(Some((run_id, marker)))
+    }
+
+    /// Writes the marker naming the server this instance just adopted, after `e` was raised
+    /// on it.
+    async fn mark_adopted(&self, conn: &mut Conn, run_id: &str) -> Result<(), L2Error> {
+        let marker_key = self.key("epoch", "");
+        self.timed("identity", async {
+            redis::cmd("SET")
+                .arg(&marker_key)
+                .arg(run_id)
+                .query_async::<Value>(conn)
+                .await
+                .map(drop)
+                .map_err(L2Error::from)
+        })
+        .await
+    }
+
     /// While this instance's tail streams (and its own gap is decided), says so in `tails`.
     async fn heartbeat(&self, conn: &mut Conn) -> Result<(), L2Error> {
         let Some(tail) = &self.tail else {
@@ -1961,6 +2013,7 @@ impl L2 {
             ("Qcache_l2_notify_losses", l(&s.notify_losses)),
             ("Qcache_l2_gaps_covered", l(&s.gaps_covered)),
             ("Qcache_l2_gaps_uncovered", l(&s.gaps_uncovered)),
+            ("Qcache_l2_rollbacks", l(&s.rollbacks)),
             ("Qcache_l2_script_reads", l(&s.script_reads)),
         ]
     }
@@ -2109,6 +2162,15 @@ async fn health_task(l2: Weak<L2>, wake_health: Arc<Notify>) {
         me.conn.store(None);
         match me.connect().await {
             Ok(mut conn) => {
+                // Whose data this is, before anything of it is believed: a server that lost
+                // acknowledged raises (restarted from an old snapshot, a replica promoted in
+                // its place) vouches again for entries filled before them.
+                let identity = me.identity(&mut conn).await;
+                let known = me.identity.lock().ok().and_then(|g| g.clone());
+                let adoption = match &identity {
+                    Ok(Some((now, marker))) => adopt(known.as_deref(), marker.as_deref(), now),
+                    _ => Adoption::Keep,
+                };
                 // Everything this instance bumped while L2 was out of reach is raised first:
                 // until then, other instances may hold entries those writes made stale.
                 let (_, missed) = me.resync.lock().map(|mut q| q.take()).unwrap_or_default();
@@ -2123,9 +2185,35 @@ async fn health_task(l2: Weak<L2>, wake_health: Arc<Notify>) {
                 deps.deps.extend(missed.coarse());
                 deps.deps
                     .extend(in_flight.map(|(_, d)| d).unwrap_or_default());
+                if adoption == Adoption::InvalidateFleet {
+                    deps.deps.push("e".to_string());
+                }
+                if adoption != Adoption::Keep {
+                    // Entries this instance holds may have come from the old server's data.
+                    me.versions.bump_all_quiet();
+                    CacheStatsExt::incr(&me.stats.rollbacks);
+                    warn!(
+                        ?adoption,
+                        "L2 is a different Redis than before (restarted or replaced): its \
+                         versions may have gone back, so entries from before are not served"
+                    );
+                }
                 deps.deps.sort();
                 deps.deps.dedup();
-                match me.raise(&mut conn, &deps).await {
+                let raised = async {
+                    let id = identity?;
+                    me.raise(&mut conn, &deps).await?;
+                    if let Some((now, _)) = id {
+                        if adoption == Adoption::InvalidateFleet {
+                            me.mark_adopted(&mut conn, &now).await?;
+                        }
+                        if let Ok(mut g) = me.identity.lock() {
+                            *g = Some(now);
+                        }
+                    }
+                    Ok::<_, L2Error>(())
+                };
+                match raised.await {
                     Ok(()) => {
                         me.conn.store(Some(Arc::new(conn)));
                         me.healthy.store(true, Ordering::Release);
