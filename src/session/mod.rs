@@ -323,7 +323,13 @@ impl Session {
     async fn change_user(&mut self, pkt: Packet) -> Result<bool, SessionError> {
         let parsed = crate::protocol::handshake::parse_change_user(&pkt.payload, self.st.caps);
         let priv_baseline = self.shared.cache.versions().privileges.epoch();
-        self.st.after_hit = None;
+        // A restore still owed after qcache's own read-back is made first: FOUND_ROWS()
+        // survives a change-user on MariaDB, and the next read-back reads it.
+        if let Some(p) = self.st.after_hit.take() {
+            if crate::policy::diagnostics::pending_restore(p).1 {
+                self.reset_diagnostics(p).await?;
+            }
+        }
         self.end_transaction_for_reset();
         self.upstream.start_command();
         self.upstream
