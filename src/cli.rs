@@ -217,6 +217,9 @@ impl CheckArgs {
     }
 }
 
+/// A named flag: its name, the key it sets, its variable's suffix, the value given.
+type NamedFlag<'a> = (&'static str, &'static str, &'static str, Option<&'a str>);
+
 impl Cli {
     /// The config file (or defaults) with the variables and flags laid over it, validated;
     /// used again on reload so a SIGHUP keeps them.
@@ -235,7 +238,22 @@ impl Cli {
 
     /// The named flags given, as the keys they set.
     fn named(&self) -> Vec<Setting> {
-        let flags: [(&str, &str, &str, Option<&str>); 28] = [
+        self.core_flags()
+            .into_iter()
+            .chain(self.l2_flags())
+            .filter_map(|(flag, key, var, raw)| {
+                Some(Setting {
+                    key: key.to_string(),
+                    raw: raw?.to_string(),
+                    source: format!("--{flag} (or QCACHE_{var})"),
+                })
+            })
+            .collect()
+    }
+
+    /// The named flags outside `[l2]`: (flag, key, variable suffix, value given).
+    fn core_flags(&self) -> Vec<NamedFlag<'_>> {
+        vec![
             ("listen", "server.listen", "LISTEN", self.listen.as_deref()),
             ("socket", "server.socket", "SOCKET", self.socket.as_deref()),
             (
@@ -328,6 +346,12 @@ impl Cli {
                 "COMPRESS_UPSTREAM",
                 self.compress_upstream.as_deref(),
             ),
+        ]
+    }
+
+    /// The named flags of `[l2]`, as [`Cli::core_flags`].
+    fn l2_flags(&self) -> Vec<NamedFlag<'_>> {
+        vec![
             ("l2-mode", "l2.mode", "L2_MODE", self.l2_mode.as_deref()),
             (
                 "l2-url",
@@ -379,16 +403,6 @@ impl Cli {
                 "L2_TLS_KEY",
                 self.l2_tls_key.as_deref(),
             ),
-        ];
-        flags
-            .into_iter()
-            .filter_map(|(flag, key, var, raw)| {
-                Some(Setting {
-                    key: key.to_string(),
-                    raw: raw?.to_string(),
-                    source: format!("--{flag} (or QCACHE_{var})"),
-                })
-            })
-            .collect()
+        ]
     }
 }

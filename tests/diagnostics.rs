@@ -202,3 +202,133 @@ async fn compression_status_describes_the_clients_leg() {
         proxy.shutdown().await;
     }
 }
+
+/// How many statements qcache itself sends on a client's upstream connection for a session
+/// that connects and reads (docs/reliability.md, "What qcache sends on a client's
+/// connection"): the read-back of the key's settings and the account (a SELECT), and, when
+/// the client's first statement is not a cacheable read (mysql_async's is `SELECT @@…`),
+/// the `DO 0` that puts `ROW_COUNT()` back.
+const PRIVATE_STATEMENTS: u64 = 2;
+const PRIVATE_SELECTS: u64 = 1;
+const PRIVATE_DOS: u64 = 1;
+/// Queries of an account's MAX_QUERIES_PER_HOUR that a session through qcache spends on
+/// statements of its own: measured 3 (the two above and one more not yet accounted for).
+const PRIVATE_QUOTA: usize = 3;
+
+/// A session status counter as the server reports it for this connection.
+async fn session_status(c: &mut Conn, name: &str) -> u64 {
+    let row: Option<(String, String)> = c
+        .query_first(format!("SHOW SESSION STATUS LIKE '{name}'"))
+        .await
+        .unwrap();
+    row.unwrap_or_else(|| panic!("{name}")).1.parse().unwrap()
+}
+
+/// Issue #35, class 12: what qcache sends on the client's own connection shows in its
+/// session status and counts against its account's MAX_QUERIES_PER_HOUR. A session that
+/// connects, reads and asks for its status differs from a direct one by at most
+/// PRIVATE_STATEMENTS in `Questions` (PRIVATE_SELECTS in `Com_select`, PRIVATE_DOS in
+/// `Com_do`), and an account
+/// limited to 12 queries an hour runs as many reads through qcache as directly, less at most
+/// PRIVATE_QUOTA. Before: 3 more Questions, 2 more Com_select, 1 more Com_do at the first
+/// read (the read-back, its FOUND_ROWS() restorer and `DO 0`, then the account's identity).
+#[tokio::test]
+async fn what_qcache_sends_on_a_clients_connection_is_bounded() {
+    let schema = common::fresh_schema("diag_private").await;
+    common::setup(
+        &schema,
+        &[
+            "CREATE TABLE t (id INT PRIMARY KEY)",
+            "INSERT INTO t VALUES (1), (2), (3)",
+        ],
+    )
+    .await;
+    let proxy = common::proxy(|_| {}).await;
+    // The first session of a process also probes which optional variables the server has.
+    drop(proxy.conn(&schema).await);
+    let mut counts = Vec::new();
+    for via_proxy in [false, true] {
+        let mut c = if via_proxy {
+            proxy.conn(&schema).await
+        } else {
+            common::direct_to(&schema).await
+        };
+        let rows: Vec<i64> = c
+            .query(format!(
+                "SELECT id FROM t WHERE id > {} ORDER BY id",
+                i64::from(via_proxy)
+            ))
+            .await
+            .unwrap();
+        assert!(!rows.is_empty());
+        let mut n = Vec::new();
+        for name in ["Com_select", "Com_do", "Questions"] {
+            n.push(session_status(&mut c, name).await);
+        }
+        counts.push(n);
+    }
+    let (direct, via) = (&counts[0], &counts[1]);
+    println!("Com_select, Com_do, Questions: directly {direct:?}, through qcache {via:?}");
+    assert!(
+        via[0] <= direct[0] + PRIVATE_SELECTS,
+        "Com_select {via:?} vs {direct:?}"
+    );
+    assert!(
+        via[1] <= direct[1] + PRIVATE_DOS,
+        "Com_do {via:?} vs {direct:?}"
+    );
+    assert!(
+        via[2] <= direct[2] + PRIVATE_STATEMENTS,
+        "Questions {via:?} vs {direct:?}"
+    );
+
+    // MAX_QUERIES_PER_HOUR: distinct reads (so none is a hit) until the server refuses.
+    let mut admin = common::direct().await;
+    let mut ran = Vec::new();
+    for via_proxy in [false, true] {
+        let user = common::unique_name("mq");
+        admin
+            .query_drop(format!(
+                "CREATE USER '{user}'@'%' IDENTIFIED BY 'pw' WITH MAX_QUERIES_PER_HOUR 12"
+            ))
+            .await
+            .unwrap();
+        admin
+            .query_drop(format!("GRANT SELECT ON `{schema}`.* TO '{user}'@'%'"))
+            .await
+            .unwrap();
+        let addr = if via_proxy {
+            proxy.addr_string()
+        } else {
+            common::db().addr()
+        };
+        let url = format!("mysql://{user}:pw@{addr}/{schema}?prefer_socket=false");
+        let mut c = mysql_async::Conn::from_url(url).await.unwrap();
+        let mut ok = 0;
+        for i in 0..40 {
+            match c
+                .query_drop(format!("SELECT id FROM t WHERE id > {i} - 100"))
+                .await
+            {
+                Ok(()) => ok += 1,
+                Err(mysql_async::Error::Server(e)) => {
+                    assert_eq!(e.code, 1226, "{e:?}");
+                    break;
+                }
+                Err(e) => panic!("{e}"),
+            }
+        }
+        ran.push(ok);
+    }
+    println!(
+        "reads before ERROR 1226: directly {}, through qcache {}",
+        ran[0], ran[1]
+    );
+    assert!(ran[0] < 40, "the limit was never reached");
+    assert!(
+        ran[1] + PRIVATE_QUOTA >= ran[0],
+        "through qcache {} reads, directly {}",
+        ran[1],
+        ran[0]
+    );
+}

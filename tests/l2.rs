@@ -1307,3 +1307,175 @@ async fn l2_entries_keep_row_order_and_plan_settings() {
         }
     }
 }
+
+/// What a diagnostics reader answers, as text (rows as debug strings), or its error.
+async fn diag_answer(c: &mut mysql_async::Conn, reader: &str) -> String {
+    match c.query::<mysql_async::Row, _>(reader).await {
+        Ok(rows) => format!(
+            "{:?}",
+            rows.into_iter()
+                .map(|r| r.unwrap().into_iter().map(|v| v.as_sql(true)).collect())
+                .collect::<Vec<Vec<String>>>()
+        ),
+        Err(e) => format!("error {e}"),
+    }
+}
+
+/// The same steps through B and directly: a statement that warns, the read (an L2 hit on B
+/// the first round, its L1 copy the second), then `reader`.
+async fn diag_steps(
+    c: &mut mysql_async::Conn,
+    read: &str,
+    param: Option<i64>,
+    reader: &str,
+) -> (Vec<(i64, i64)>, String) {
+    c.query_drop("DO CAST('1x' AS SIGNED)").await.unwrap();
+    let rows: Vec<(i64, i64)> = match param {
+        None => c.query(read).await.unwrap(),
+        Some(p) => c.exec(read, (p,)).await.unwrap(),
+    };
+    (rows, diag_answer(c, reader).await)
+}
+
+/// Issue #35, class 8: after a hit served from L2 (and after hits on its L1 copy) the
+/// session's diagnostics are what the server leaves after the SELECT, as after a local hit:
+/// FOUND_ROWS(), SHOW WARNINGS, SHOW COUNT(*) WARNINGS and ROW_COUNT() answer as directly,
+/// for text and prepared reads. Before the fix FOUND_ROWS() read 0 after an L2 hit of a
+/// 3-row result (the L2 entry did not carry it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn diagnostics_after_an_l2_hit_match_the_server() {
+    let redis = Redis::start();
+    let schema = setup("l2_diag", 3).await;
+    let a = proxy(&redis.url(), |_| {}).await;
+    let b = proxy(&redis.url(), |_| {}).await;
+    let mut ca = a.conn(&schema).await;
+    let mut cb = b.conn(&schema).await;
+    let mut direct = common::direct_to(&schema).await;
+    let readers = [
+        "SELECT FOUND_ROWS()",
+        "SHOW WARNINGS",
+        "SHOW COUNT(*) WARNINGS",
+        "SELECT ROW_COUNT()",
+    ];
+    let mut hits = 0;
+    for (i, reader) in readers.iter().enumerate() {
+        for prepared in [false, true] {
+            // A key of its own per reader and protocol, so each first read on B is an L2 hit.
+            let n = i as i64 * 2 + i64::from(prepared) + 1;
+            let (read, param) = if prepared {
+                (
+                    "SELECT id, v FROM t WHERE id > ? ORDER BY id".to_string(),
+                    Some(-n),
+                )
+            } else {
+                (
+                    format!("SELECT id, v FROM t WHERE id > -{n} ORDER BY id"),
+                    None,
+                )
+            };
+            let filled: Vec<(i64, i64)> = match param {
+                None => ca.query(&read).await.unwrap(),
+                Some(p) => ca.exec(&read, (p,)).await.unwrap(),
+            };
+            assert_eq!(filled.len(), 3);
+            let want = i * 2 + usize::from(prepared) + 1;
+            wait_for("A's entry in Redis", LAG_BOUND, || {
+                redis.keys("qcache:e:*").len() >= want
+            })
+            .await;
+            for round in ["L2 hit", "L1 copy"] {
+                let d = diag_steps(&mut direct, &read, param, reader).await;
+                let q = diag_steps(&mut cb, &read, param, reader).await;
+                assert_eq!(q, d, "{reader} after an {round} (prepared: {prepared})");
+                if round == "L2 hit" {
+                    hits += 1;
+                    assert_eq!(stat(&b, "Qcache_l2_hits"), hits, "{read}: not an L2 hit");
+                } else {
+                    assert_eq!(stat(&b, "Qcache_l2_hits"), hits, "{read}: not an L1 hit");
+                }
+            }
+        }
+    }
+}
+
+/// Issue #35, class 9: Redis restarted from a snapshot older than A's write (kill -9 after
+/// a SAVE made before it): the version A raised is gone, and the entry filled before the
+/// write is back with the versions that vouch for it. Neither the writer nor the other
+/// instance may serve it: they read what the server has. Before the fix both served the
+/// pre-write row from L2.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_restored_from_an_older_snapshot_serves_nothing_from_before() {
+    let mut redis = Redis::start();
+    let schema = setup("l2_rollback", 1).await;
+    let a = proxy(&redis.url(), |_| {}).await;
+    let b = proxy(&redis.url(), |_| {}).await;
+    let mut ca = a.conn(&schema).await;
+    let mut cb = b.conn(&schema).await;
+    assert_eq!(read_v(&mut cb, 1).await, 0);
+    wait_for("B's entry in Redis", LAG_BOUND, || {
+        !redis.keys("qcache:e:*").is_empty()
+    })
+    .await;
+    assert_eq!(read_v(&mut ca, 1).await, 0);
+    assert_eq!(stat(&a, "Qcache_l2_hits"), 1);
+    assert!(redis.cli(&["SAVE"]).contains("OK"));
+    ca.query_drop("UPDATE t SET v = 1 WHERE id = 1")
+        .await
+        .unwrap();
+    // kill -9 and start again on the same port and directory: the old dump is loaded.
+    redis.restart();
+    assert!(
+        !redis.keys("qcache:e:*").is_empty(),
+        "the old entry is back from the snapshot"
+    );
+    wait_for("A and B to notice", LAG_BOUND, || {
+        stat(&a, "Qcache_l2_downs") >= 1 && stat(&b, "Qcache_l2_downs") >= 1
+    })
+    .await;
+    wait_up(&a).await;
+    wait_up(&b).await;
+    // A third instance that never saw the Redis from before the restart.
+    let c = proxy(&redis.url(), |_| {}).await;
+    let mut cc = c.conn(&schema).await;
+    let direct = read_v(&mut common::direct_to(&schema).await, 1).await;
+    assert_eq!(direct, 1);
+    for (who, conn) in [("A (the writer)", &mut ca), ("B", &mut cb), ("C", &mut cc)] {
+        for _ in 0..2 {
+            assert_eq!(
+                read_v(conn, 1).await,
+                direct,
+                "{who} served the pre-write row"
+            );
+        }
+    }
+}
+
+/// The second variant: Redis replaced (kill -9) by another server on the same port that
+/// holds an older copy of the data, as a replica that missed the last raises would after a
+/// failover; the instances are started after the switch, so none saw the old server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fresh_instance_on_a_rolled_back_redis_serves_nothing_from_before() {
+    let mut redis = Redis::start();
+    let schema = setup("l2_failover", 1).await;
+    {
+        let a = proxy(&redis.url(), |_| {}).await;
+        let mut ca = a.conn(&schema).await;
+        assert_eq!(read_v(&mut ca, 1).await, 0);
+        wait_for("A's entry in Redis", LAG_BOUND, || {
+            !redis.keys("qcache:e:*").is_empty()
+        })
+        .await;
+        assert!(redis.cli(&["SAVE"]).contains("OK"));
+        ca.query_drop("UPDATE t SET v = 1 WHERE id = 1")
+            .await
+            .unwrap();
+        drop(ca);
+        a.shutdown().await;
+    }
+    redis.restart();
+    let b = proxy(&redis.url(), |_| {}).await;
+    let mut cb = b.conn(&schema).await;
+    for _ in 0..2 {
+        assert_eq!(read_v(&mut cb, 1).await, 1, "B served the pre-write row");
+    }
+}

@@ -573,3 +573,193 @@ async fn graceful_shutdown_lets_an_open_transaction_finish() {
     let n: Option<i64> = d.query_first("SELECT COUNT(*) FROM t").await.unwrap();
     assert_eq!(n, Some(2));
 }
+
+/// The session as a client sees it: who, where, its variables, its temporary table, its
+/// SQL prepared statement, its transaction, and a read of `t` twice (a fill and a hit
+/// through qcache).
+async fn session_view(c: &mut mysql_async::Conn) -> Vec<String> {
+    let mut out = Vec::new();
+    for sql in [
+        "SELECT CURRENT_USER(), USER(), DATABASE(), @x, @@session.sql_mode, @@in_transaction",
+        "SELECT COUNT(*) FROM tt",
+        "EXECUTE s",
+        "SELECT id FROM t ORDER BY id",
+        "SELECT id FROM t ORDER BY id",
+    ] {
+        out.push(match c.query::<Row, _>(sql).await {
+            Ok(rows) => format!(
+                "{sql}: {:?}",
+                rows.into_iter()
+                    .map(|r| r.unwrap().into_iter().map(|v| v.as_sql(true)).collect())
+                    .collect::<Vec<Vec<String>>>()
+            ),
+            Err(mysql_async::Error::Server(e)) => format!("{sql}: error {}", e.code),
+            Err(e) => format!("{sql}: {e}"),
+        });
+    }
+    out
+}
+
+/// Builds a session's state, then a COM_CHANGE_USER that the server refuses: its error
+/// code, and the session as seen after it.
+async fn failed_change_user(
+    c: &mut mysql_async::Conn,
+    opts: mysql_async::ChangeUserOpts,
+) -> (String, Vec<String>) {
+    for sql in [
+        "SET @x = 42",
+        "SET SESSION sql_mode = 'ANSI_QUOTES'",
+        "CREATE TEMPORARY TABLE tt (a INT)",
+        "PREPARE s FROM 'SELECT 7'",
+        "SELECT id FROM t ORDER BY id",
+        "BEGIN",
+        "INSERT INTO t VALUES (100)",
+    ] {
+        c.query_drop(sql)
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    }
+    let err = match c.change_user(opts).await {
+        Ok(()) => "accepted".to_string(),
+        Err(mysql_async::Error::Server(e)) => format!("error {}", e.code),
+        Err(e) => format!("{e}"),
+    };
+    (err, session_view(c).await)
+}
+
+/// Issue #35, class 7: a COM_CHANGE_USER the server refuses (wrong password, unknown user,
+/// an account whose plugin the client does not speak) leaves the server's connection open
+/// and usable, as the old user, its default database kept and the rest of the session reset.
+/// Through qcache the same: the server's error relayed, the session usable, and what qcache
+/// follows of it (variables, temporary tables, prepared statements, transaction) as the
+/// server has it. Before the fix qcache closed the client's connection after the error.
+#[tokio::test]
+async fn a_failed_change_user_keeps_the_session_as_the_server_does() {
+    let schema = common::fresh_schema("relay_chfail").await;
+    common::setup(
+        &schema,
+        &[
+            "CREATE TABLE t (id INT PRIMARY KEY)",
+            "INSERT INTO t VALUES (1), (2)",
+        ],
+    )
+    .await;
+    let user = common::unique_name("cu");
+    let mut d = common::direct().await;
+    d.query_drop(format!("CREATE USER '{user}'@'%' IDENTIFIED BY 'right'"))
+        .await
+        .unwrap();
+    d.query_drop(format!("GRANT SELECT ON `{schema}`.* TO '{user}'@'%'"))
+        .await
+        .unwrap();
+    let proxy = common::proxy(|_| {}).await;
+    let kinds = [
+        ("wrong password", user.clone(), "wrong"),
+        ("unknown user", common::unique_name("nobody"), "x"),
+    ];
+    for (what, u, pw) in kinds {
+        let opts = || {
+            mysql_async::ChangeUserOpts::default()
+                .with_user(Some(u.clone()))
+                .with_pass(Some(pw.to_string()))
+                .with_db_name(Some(schema.clone()))
+        };
+        let mut direct = common::direct_to(&schema).await;
+        let want = failed_change_user(&mut direct, opts()).await;
+        let mut via = proxy.conn(&schema).await;
+        let got = failed_change_user(&mut via, opts()).await;
+        println!("{what}: directly {want:?}");
+        assert_eq!(got, want, "{what}: through qcache vs directly");
+        assert!(want.0.starts_with("error"), "{what}: {want:?}");
+    }
+    proxy.shutdown().await;
+}
+
+/// The raw COM_CHANGE_USER of class 7 with an authentication switch: the account uses
+/// ed25519, the client offers mysql_native_password, the server switches plugins and
+/// refuses the client's answer. The client's connection stays usable, as the old user.
+#[tokio::test]
+async fn a_change_user_refused_after_an_auth_switch_keeps_the_session() {
+    let schema = common::fresh_schema("relay_chsw").await;
+    common::setup(
+        &schema,
+        &[
+            "CREATE TABLE t (id INT PRIMARY KEY)",
+            "INSERT INTO t VALUES (1)",
+        ],
+    )
+    .await;
+    let mut admin = common::direct().await;
+    admin
+        .query_drop("INSTALL PLUGIN IF NOT EXISTS ed25519 SONAME 'auth_ed25519'")
+        .await
+        .expect("the server's auth_ed25519 plugin");
+    let user = common::unique_name("sw");
+    admin
+        .query_drop(format!(
+            "CREATE USER '{user}'@'%' IDENTIFIED VIA ed25519 USING PASSWORD('pw')"
+        ))
+        .await
+        .unwrap();
+    let proxy = common::proxy(|_| {}).await;
+    let mut seen = Vec::new();
+    for addr in [common::db().addr(), proxy.addr_string()] {
+        let mut c = Raw::connect(&addr, "root", &schema, true).await;
+        let (_, r) = c.query("SET @x = 5").await;
+        assert!(!r.error);
+        let (_, r) = c.query("SELECT id FROM t").await;
+        assert!(!r.error);
+        let mut p = vec![com::CHANGE_USER];
+        p.extend_from_slice(user.as_bytes());
+        p.push(0);
+        p.push(20);
+        p.extend_from_slice(&[7u8; 20]);
+        p.extend_from_slice(schema.as_bytes());
+        p.push(0);
+        p.extend_from_slice(&[33, 0]);
+        p.extend_from_slice(b"mysql_native_password\0");
+        c.send(0, &p).await;
+        let switch = c.read().await.expect("an auth switch request");
+        assert_eq!(switch.payload.first(), Some(&0xfe), "{addr}: {switch:?}");
+        assert!(
+            switch.payload.starts_with(b"\xfeclient_ed25519\0"),
+            "{addr}: {switch:?}"
+        );
+        c.send(switch.seq.wrapping_add(1), &[9u8; 64]).await;
+        let err = c.read().await.expect("the server's answer");
+        assert_eq!(err.payload.first(), Some(&0xff), "{addr}: {err:?}");
+        let code = u16::from_le_bytes([err.payload[1], err.payload[2]]);
+        let mut view = vec![code.to_string()];
+        for sql in [
+            "SELECT CURRENT_USER(), DATABASE(), @x",
+            "SELECT id FROM t",
+            "SELECT id FROM t",
+        ] {
+            view.push(raw_answer(&mut c, sql).await);
+        }
+        seen.push(view);
+    }
+    assert_eq!(seen[1], seen[0], "through qcache vs directly");
+    proxy.shutdown().await;
+}
+
+/// A text query's answer packets through a raw client, or how it ended when the connection
+/// closed instead.
+async fn raw_answer(c: &mut Raw, sql: &str) -> String {
+    use qcache::protocol::response::{Response, Step};
+    let mut p = vec![com::QUERY];
+    p.extend_from_slice(sql.as_bytes());
+    c.send(0, &p).await;
+    let mut r = Response::new(Expect::Results, c.deprecate_eof());
+    let mut out = Vec::new();
+    loop {
+        let Some(p) = c.read().await else {
+            return format!("{sql}: the connection closed after {out:?}");
+        };
+        let step = r.feed(&p.payload).expect("well-formed response");
+        out.push(p.payload.to_vec());
+        if step == Step::Done {
+            return format!("{sql}: {out:?}");
+        }
+    }
+}

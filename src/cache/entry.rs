@@ -7,7 +7,9 @@ use std::time::Instant;
 
 use bytes::{BufMut, Bytes, BytesMut};
 
+use super::l2::L2Entry;
 use super::versions::{Stamps, TableHandle};
+use crate::policy::diagnostics::EntryDiagnostics;
 use crate::protocol::packets::status::PER_SESSION;
 
 /// The L2 versions an entry was computed under: dependency names and values, in the order
@@ -92,10 +94,54 @@ impl Entry {
         self
     }
 
+    /// Sets what a hit leaves behind (`policy::diagnostics::entry_diagnostics`): the one
+    /// setter both a fill and an L2 hit's copy go through.
+    pub fn with_diagnostics(mut self, d: EntryDiagnostics) -> Entry {
+        self.found_rows = d.found_rows;
+        self.rows = d.rows;
+        self
+    }
+
+    /// What a hit leaves behind, as L2 stores it with the bytes.
+    pub fn diagnostics(&self) -> EntryDiagnostics {
+        EntryDiagnostics {
+            found_rows: self.found_rows,
+            rows: self.rows,
+        }
+    }
+
     /// Records the L2 versions the result was computed under.
     pub fn with_l2(mut self, stamps: Option<L2Stamps>) -> Entry {
         self.l2 = stamps;
         self
+    }
+
+    /// L2's copy of this entry: every field a hit needs (bytes, status offsets, digest,
+    /// diagnostics); the stamps are left for the caller (they are L2's versions, not the
+    /// local ones).
+    pub fn to_l2(&self, expires_at_ms: u64) -> L2Entry {
+        L2Entry {
+            stamps: Vec::new(),
+            bytes: self.bytes.clone(),
+            status_at: self.status_at,
+            meta_status_at: self.meta_status_at,
+            digest: self.digest,
+            expires_at_ms,
+            diag: self.diagnostics(),
+        }
+    }
+
+    /// The local entry a hit on L2's `e` serves (and copies into L1), under the local
+    /// `stamps`; `now_ms` turns L2's expiry into a local one.
+    pub fn from_l2(e: L2Entry, stamps: Stamps, now_ms: u64) -> Entry {
+        let mut out = Entry::new(e.bytes, e.status_at, stamps, e.digest)
+            .with_diagnostics(e.diag)
+            .with_meta_status_at(e.meta_status_at);
+        if e.expires_at_ms != 0 {
+            let left = std::time::Duration::from_millis(e.expires_at_ms.saturating_sub(now_ms));
+            out.expires = out.created.checked_add(left);
+        }
+        out
     }
 
     /// Keeps the first `SQL_PREVIEW_BYTES` of `sql` (cut at a char boundary) for listings.
@@ -307,6 +353,70 @@ pub(crate) mod tests {
         assert_eq!(s.len(), SQL_PREVIEW_BYTES);
         let e = entry(0).with_sql("SELECT 1");
         assert_eq!(e.sql.as_deref(), Some("SELECT 1"));
+    }
+
+    /// Every field a hit reads from a local entry survives the trip through L2: what L1
+    /// serves and what an L2 hit (and its L1 copy) serves are the same.
+    #[test]
+    fn an_entry_round_trips_through_l2() {
+        use crate::cache::l2::{decode, encode, now_ms};
+        use crate::policy::diagnostics::EntryDiagnostics;
+        use std::time::Duration;
+        let v = Versions::new();
+        let bytes = Bytes::from_static(b"\x01\x00\x00\x01\x01\x05\x00\x00\x02\xfe\x00\x00\x22\x00");
+        let local = Entry::new(bytes, 12, Stamps::capture(&v, &[]), 77)
+            .with_meta_status_at(Some(3))
+            .with_diagnostics(EntryDiagnostics {
+                found_rows: 1234,
+                rows: 17,
+            });
+        let now = now_ms();
+        let raw = encode(&local.to_l2(now + 60_000));
+        let back = Entry::from_l2(
+            decode(&raw).expect("decodes"),
+            Stamps::capture(&v, &[]),
+            now,
+        );
+        // (field, what L1 has, what the L2 copy has), one row per field a hit reads.
+        let rows: [(&str, String, String); 6] = [
+            (
+                "bytes",
+                format!("{:?}", local.bytes),
+                format!("{:?}", back.bytes),
+            ),
+            (
+                "status_at",
+                local.status_at.to_string(),
+                back.status_at.to_string(),
+            ),
+            (
+                "meta_status_at",
+                format!("{:?}", local.meta_status_at),
+                format!("{:?}", back.meta_status_at),
+            ),
+            ("digest", local.digest.to_string(), back.digest.to_string()),
+            (
+                "found_rows",
+                local.found_rows.to_string(),
+                back.found_rows.to_string(),
+            ),
+            ("rows", local.rows.to_string(), back.rows.to_string()),
+        ];
+        for (field, l1, l2) in rows {
+            assert_eq!(l1, l2, "{field} lost on the way through L2");
+        }
+        assert_eq!(back.diagnostics(), local.diagnostics());
+        let left = back
+            .expires
+            .expect("the expiry travels")
+            .duration_since(back.created);
+        assert!(left > Duration::from_secs(59) && left <= Duration::from_secs(60));
+        // The previous format, without diagnostics, is refused rather than read as zeros.
+        let mut old = raw[..raw.len() - 8].to_vec();
+        old[..4].copy_from_slice(b"QC2E");
+        let sum = xxhash_rust::xxh3::xxh3_64(&old);
+        old.extend_from_slice(&sum.to_le_bytes());
+        assert!(decode(&old).is_err());
     }
 
     #[test]

@@ -412,6 +412,14 @@ impl SchemaPart {
         part.names = part.relations.keys().cloned().collect();
         part.names.sort();
         part.columns = table_columns(&part, raw.columns.iter().filter(|c| mine(&c.schema)));
+        part.add_order_columns(raw, &mine);
+        part
+    }
+
+    /// The columns whose change moves rows in an order a read may depend on without naming
+    /// them (indexes, partitioning): `None` for a table where some cannot be named.
+    fn add_order_columns(&mut self, raw: &RawCatalog, mine: &impl Fn(&str) -> bool) {
+        let part = self;
         for (_, table, kind, text) in raw.order_sources.iter().filter(|r| mine(&r.0)) {
             let Some(tc) = part.columns.get_mut(&table.to_lowercase()) else {
                 continue;
@@ -429,7 +437,6 @@ impl SchemaPart {
                 _ => tc.order_columns = None,
             }
         }
-        part
     }
 }
 

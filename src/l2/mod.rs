@@ -40,7 +40,8 @@ use crate::cache::key::Key;
 use crate::cache::versions::{BumpSink, SlicePlan, TableHandle, Versions};
 use crate::config::{L2Config, L2Url, ValidateHits};
 use crate::observe::latency::LatencyHistogram;
-use crate::policy::l2::{judge, next_backoff, L2Verdict, BACKOFF_MIN};
+use crate::policy::diagnostics::EntryDiagnostics;
+use crate::policy::l2::{adopt, judge, next_backoff, Adoption, L2Verdict, BACKOFF_MIN};
 use resp::Reply;
 
 /// Why an L2 operation gave nothing; every kind means "bypass L2 for this one".
@@ -70,7 +71,7 @@ const PING_EVERY: Duration = Duration::from_millis(250);
 /// subscription delivers nothing (a half-open connection nothing closes) and is treated as
 /// lost. It bounds how long another instance's bump can go unseen.
 const CHANNEL_SILENCE: Duration = Duration::from_millis(1000);
-const MAGIC: &[u8; 4] = b"QC2E";
+const MAGIC: &[u8; 4] = b"QC2F";
 
 /// A column's identity in L2: its name and everything the catalog says of how it compares
 /// (`ColumnInfo`), hashed. Two instances whose catalogs disagree on a column's type give it
@@ -264,10 +265,15 @@ pub struct L2Entry {
     pub digest: u64,
     /// Unix time in ms after which the entry must not be served (a rule's TTL); 0 for none.
     pub expires_at_ms: u64,
+    /// What a hit leaves behind (`FOUND_ROWS()`, rows): the L1 entry's, carried so that a hit
+    /// served from L2, and its L1 copy, leave the session as a local hit does.
+    pub diag: EntryDiagnostics,
 }
 
-/// `QC2E`, dependency count, each (name, version), offsets, digest, expiry, bytes, then an
-/// xxh3 checksum of everything before it: a value that is not ours, or was cut, is refused.
+/// `QC2F`, dependency count, each (name, version), offsets, digest, expiry, found rows, rows,
+/// bytes, then an xxh3 checksum of everything before it: a value that is not ours, or was
+/// cut, is refused. (`QC2E`, the format before the diagnostics, is refused too: an entry
+/// without them would leave `FOUND_ROWS()` wrong after its hit.)
 pub fn encode(e: &L2Entry) -> Vec<u8> {
     let mut b = BytesMut::with_capacity(e.bytes.len() + 64 + e.stamps.len() * 40);
     b.put_slice(MAGIC);
@@ -281,6 +287,8 @@ pub fn encode(e: &L2Entry) -> Vec<u8> {
     b.put_u32_le(e.meta_status_at.map_or(u32::MAX, |m| m as u32));
     b.put_u64_le(e.digest);
     b.put_u64_le(e.expires_at_ms);
+    b.put_u64_le(e.diag.found_rows);
+    b.put_u64_le(e.diag.rows);
     b.put_u32_le(e.bytes.len() as u32);
     b.put_slice(&e.bytes);
     let sum = xxhash_rust::xxh3::xxh3_64(&b);
@@ -313,6 +321,10 @@ pub fn decode(raw: &[u8]) -> Result<L2Entry, L2Error> {
     let meta = r.u32()?;
     let digest = r.u64()?;
     let expires_at_ms = r.u64()?;
+    let diag = EntryDiagnostics {
+        found_rows: r.u64()?,
+        rows: r.u64()?,
+    };
     let len = r.u32()? as usize;
     let bytes = Bytes::copy_from_slice(r.take(len)?);
     if !r.0.is_empty() {
@@ -332,6 +344,7 @@ pub fn decode(raw: &[u8]) -> Result<L2Entry, L2Error> {
         meta_status_at: (meta != u32::MAX).then_some(meta as usize),
         digest,
         expires_at_ms,
+        diag,
     })
 }
 
@@ -558,6 +571,9 @@ pub struct L2Stats {
     /// did (each invalidated every L2 entry).
     pub gaps_covered: AtomicU64,
     pub gaps_uncovered: AtomicU64,
+    /// Reconnections to a Redis that was not the one followed before (`policy::l2::Adoption`):
+    /// entries from before it were invalidated.
+    pub rollbacks: AtomicU64,
     /// Version reads that needed the script (a version to create, a column to register):
     /// the rest were plain MGET/HMGET.
     pub script_reads: AtomicU64,
@@ -997,6 +1013,9 @@ pub struct L2 {
     gap_pending: AtomicBool,
     /// The heartbeat member last written, to replace it.
     heartbeat: Mutex<Option<String>>,
+    /// The identity (`run_id`) of the Redis whose data this instance last adopted
+    /// (`policy::l2::Adoption`).
+    identity: Mutex<Option<String>>,
     pub stats: L2Stats,
     tasks: Mutex<Vec<tokio::task::AbortHandle>>,
     /// Lookups' own connections (`RawConn`): where they go, the idle ones, how many are
@@ -1105,6 +1124,7 @@ impl L2 {
             tail,
             gap_pending: AtomicBool::new(false),
             heartbeat: Mutex::new(None),
+            identity: Mutex::new(None),
             stats: L2Stats::default(),
             tasks: Mutex::new(Vec::new()),
             raw,
@@ -1887,6 +1907,51 @@ impl L2 {
         Ok(())
     }
 
+    /// Whose data the server behind `conn` holds (`policy::l2::adopt`): its `run_id` (from
+    /// `INFO server`) and the `epoch` marker qcache wrote. None in cluster mode, where the
+    /// nodes have an identity each (not checked: docs/fleet.md).
+    async fn identity(&self, conn: &mut Conn) -> Result<Option<(String, Option<String>)>, L2Error> {
+        if matches!(conn, Conn::Cluster(_)) {
+            return Ok(None);
+        }
+        let marker_key = self.key("epoch", "");
+        let (info, marker): (String, Option<String>) = self
+            .timed("identity", async {
+                redis::pipe()
+                    .cmd("INFO")
+                    .arg("server")
+                    .cmd("GET")
+                    .arg(&marker_key)
+                    .query_async(conn)
+                    .await
+                    .map_err(L2Error::from)
+            })
+            .await?;
+        let run_id = info
+            .lines()
+            .find_map(|l| l.strip_prefix("run_id:"))
+            .map(|v| v.trim().to_string())
+            .filter(|v| !v.is_empty())
+            .ok_or(L2Error::Malformed("INFO server without run_id"))?;
+        Ok(Some((run_id, marker)))
+    }
+
+    /// Writes the marker naming the server this instance just adopted, after `e` was raised
+    /// on it.
+    async fn mark_adopted(&self, conn: &mut Conn, run_id: &str) -> Result<(), L2Error> {
+        let marker_key = self.key("epoch", "");
+        self.timed("identity", async {
+            redis::cmd("SET")
+                .arg(&marker_key)
+                .arg(run_id)
+                .query_async::<Value>(conn)
+                .await
+                .map(drop)
+                .map_err(L2Error::from)
+        })
+        .await
+    }
+
     /// While this instance's tail streams (and its own gap is decided), says so in `tails`.
     async fn heartbeat(&self, conn: &mut Conn) -> Result<(), L2Error> {
         let Some(tail) = &self.tail else {
@@ -1947,6 +2012,7 @@ impl L2 {
             ("Qcache_l2_notify_losses", l(&s.notify_losses)),
             ("Qcache_l2_gaps_covered", l(&s.gaps_covered)),
             ("Qcache_l2_gaps_uncovered", l(&s.gaps_uncovered)),
+            ("Qcache_l2_rollbacks", l(&s.rollbacks)),
             ("Qcache_l2_script_reads", l(&s.script_reads)),
         ]
     }
@@ -2046,6 +2112,91 @@ fn version_value(v: Value) -> Result<Option<u64>, L2Error> {
     }
 }
 
+/// Makes a fresh connection usable: checks whose data this Redis holds, raises what this
+/// instance bumped while L2 was out of reach, and only then declares L2 healthy. False when
+/// the resync failed (the bumps are kept for the next try).
+async fn recover(me: &Arc<L2>, mut conn: Conn, first: &mut bool) -> bool {
+    // Whose data this is, before anything of it is believed: a server that lost
+    // acknowledged raises (restarted from an old snapshot, a replica promoted in
+    // its place) vouches again for entries filled before them.
+    let identity = me.identity(&mut conn).await;
+    let known = me.identity.lock().ok().and_then(|g| g.clone());
+    let adoption = match &identity {
+        Ok(Some((now, marker))) => adopt(known.as_deref(), marker.as_deref(), now),
+        _ => Adoption::Keep,
+    };
+    // Everything this instance bumped while L2 was out of reach is raised first:
+    // until then, other instances may hold entries those writes made stale.
+    let (_, missed) = me.resync.lock().map(|mut q| q.take()).unwrap_or_default();
+    let (seq, mut deps, in_flight) = me
+        .queue
+        .lock()
+        .map(|mut q| {
+            let (seq, deps) = q.take();
+            (seq, deps, q.in_flight.take())
+        })
+        .unwrap_or_default();
+    deps.deps.extend(missed.coarse());
+    deps.deps
+        .extend(in_flight.map(|(_, d)| d).unwrap_or_default());
+    if adoption == Adoption::InvalidateFleet {
+        deps.deps.push("e".to_string());
+    }
+    if adoption != Adoption::Keep {
+        // Entries this instance holds may have come from the old server's data.
+        me.versions.bump_all_quiet();
+        CacheStatsExt::incr(&me.stats.rollbacks);
+        warn!(
+            ?adoption,
+            "L2 is a different Redis than before (restarted or replaced): its \
+                 versions may have gone back, so entries from before are not served"
+        );
+    }
+    deps.deps.sort();
+    deps.deps.dedup();
+    let raised = async {
+        let id = identity?;
+        me.raise(&mut conn, &deps).await?;
+        if let Some((now, _)) = id {
+            if adoption == Adoption::InvalidateFleet {
+                me.mark_adopted(&mut conn, &now).await?;
+            }
+            if let Ok(mut g) = me.identity.lock() {
+                *g = Some(now);
+            }
+        }
+        Ok::<_, L2Error>(())
+    };
+    match raised.await {
+        Ok(()) => {
+            me.conn.store(Some(Arc::new(conn)));
+            me.healthy.store(true, Ordering::Release);
+            me.done.send_modify(|d| *d = (*d).max(seq));
+            if *first {
+                info!("L2 connected");
+            } else {
+                CacheStatsExt::incr(&me.stats.recoveries);
+                info!(
+                    resynced = deps.len(),
+                    "L2 back: missed bumps raised, serving from it again"
+                );
+            }
+            *first = false;
+            true
+        }
+        Err(e) => {
+            if let Ok(mut q) = me.resync.lock() {
+                for d in deps.coarse() {
+                    q.push(d);
+                }
+            }
+            me.done.send_modify(|d| *d = (*d).max(seq));
+            tracing::debug!(error = %e, "L2 resync failed");
+            false
+        }
+    }
+}
+
 /// Keeps a connection while healthy (pinging it) and, while down, reconnects with back-off,
 /// raises what was missed, and only then declares L2 usable again.
 async fn health_task(l2: Weak<L2>, wake_health: Arc<Notify>) {
@@ -2094,50 +2245,10 @@ async fn health_task(l2: Weak<L2>, wake_health: Arc<Notify>) {
         }
         me.conn.store(None);
         match me.connect().await {
-            Ok(mut conn) => {
-                // Everything this instance bumped while L2 was out of reach is raised first:
-                // until then, other instances may hold entries those writes made stale.
-                let (_, missed) = me.resync.lock().map(|mut q| q.take()).unwrap_or_default();
-                let (seq, mut deps, in_flight) = me
-                    .queue
-                    .lock()
-                    .map(|mut q| {
-                        let (seq, deps) = q.take();
-                        (seq, deps, q.in_flight.take())
-                    })
-                    .unwrap_or_default();
-                deps.deps.extend(missed.coarse());
-                deps.deps
-                    .extend(in_flight.map(|(_, d)| d).unwrap_or_default());
-                deps.deps.sort();
-                deps.deps.dedup();
-                match me.raise(&mut conn, &deps).await {
-                    Ok(()) => {
-                        me.conn.store(Some(Arc::new(conn)));
-                        me.healthy.store(true, Ordering::Release);
-                        me.done.send_modify(|d| *d = (*d).max(seq));
-                        if first {
-                            info!("L2 connected");
-                        } else {
-                            CacheStatsExt::incr(&me.stats.recoveries);
-                            info!(
-                                resynced = deps.len(),
-                                "L2 back: missed bumps raised, serving from it again"
-                            );
-                        }
-                        first = false;
-                        backoff = BACKOFF_MIN;
-                        continue;
-                    }
-                    Err(e) => {
-                        if let Ok(mut q) = me.resync.lock() {
-                            for d in deps.coarse() {
-                                q.push(d);
-                            }
-                        }
-                        me.done.send_modify(|d| *d = (*d).max(seq));
-                        tracing::debug!(error = %e, "L2 resync failed");
-                    }
+            Ok(conn) => {
+                if recover(&me, conn, &mut first).await {
+                    backoff = BACKOFF_MIN;
+                    continue;
                 }
             }
             Err(e) => {
@@ -2362,6 +2473,10 @@ mod tests {
             meta_status_at: None,
             digest: 42,
             expires_at_ms: 7,
+            diag: EntryDiagnostics {
+                found_rows: 9,
+                rows: 3,
+            },
         };
         let raw = encode(&e);
         assert_eq!(decode(&raw).unwrap(), e);

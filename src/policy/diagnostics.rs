@@ -17,6 +17,29 @@
 //! the end, so a result whose count does not follow from its rows is not stored
 //! ([`found_rows`] is None). `SQL_CALC_FOUND_ROWS` results are never cached.
 
+/// What a hit on a stored result must leave behind besides its bytes, built once per fill by
+/// [`entry_diagnostics`] and carried by every copy of the entry (L1, and L2 through its
+/// encoding), so a hit from either level leaves the session as the server would have. The
+/// rest is the same for every stored result and needs no field: no warnings or errors and
+/// `ROW_COUNT()` -1 (results that raised anything are never stored), no info string (a result
+/// set has none), and status flags in the bytes, their per-session bits patched at the hit.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct EntryDiagnostics {
+    /// `FOUND_ROWS()` after the statement ran.
+    pub found_rows: u64,
+    /// Rows in the result: what a hit adds to its digest's statistics.
+    pub rows: u64,
+}
+
+/// The diagnostics of a result `stmt` produced with `rows` rows; None when they do not follow
+/// from the text and the count (see [`found_rows`]), and the result must not be stored.
+pub fn entry_diagnostics(stmt: &[u8], rows: u64) -> Option<EntryDiagnostics> {
+    Some(EntryDiagnostics {
+        found_rows: found_rows(stmt, rows)?,
+        rows,
+    })
+}
+
 /// `FOUND_ROWS()` after `stmt` sent `rows` rows, when that follows from the text and the
 /// count alone; None when not. Conservative: any `OFFSET`, `LIMIT a, b` or `ROWS EXAMINED`
 /// anywhere after the first `LIMIT` (a subquery's included) gives None unless it is read as
@@ -92,6 +115,42 @@ pub fn resetter(found_rows: u64, mariadb: bool) -> String {
              WHERE n < {n}) SELECT /*+ SET_VAR(cte_max_recursion_depth = {n}) */ n FROM qcache_diag"
         ),
     }
+}
+
+/// Marks a pending restore (`SessionState::after_hit`) as one after qcache's own read-back
+/// rather than after a hit: the server must be left as a fresh session or a SET leaves it,
+/// `ROW_COUNT()` 0 rather than a SELECT's -1. A hit overwrites the pending value, and with it
+/// this mark, so the hit path does no more than it did.
+pub const AFTER_READ_BACK: u64 = 1 << 63;
+
+/// With [`AFTER_READ_BACK`]: `FOUND_ROWS()` is already what it must be (the read-back's SELECT
+/// sent the one row it was at), so only `DO 0` is owed.
+pub const FOUND_ROWS_KEPT: u64 = 1 << 62;
+
+/// The restore owed after qcache's read-back SELECT (which leaves `FOUND_ROWS()` 1,
+/// `ROW_COUNT()` -1 and no warnings), given the values it read from before it: None when
+/// they were those already; a plain resetter when only `FOUND_ROWS()` differs; with
+/// [`AFTER_READ_BACK`] (`DO 0` after it) for any other `ROW_COUNT()` (0 after a SET, and
+/// anything unread).
+pub fn after_read_back(found_rows: u64, row_count: Option<i64>) -> Option<u64> {
+    match row_count {
+        Some(-1) if found_rows == 1 => None,
+        Some(-1) => Some(found_rows),
+        // `DO 0` leaves FOUND_ROWS() as it is (only a SELECT sets it).
+        _ if found_rows == 1 => Some(AFTER_READ_BACK | FOUND_ROWS_KEPT | 1),
+        _ => Some(AFTER_READ_BACK | found_rows),
+    }
+}
+
+/// What a pending restore `pending` (see [`AFTER_READ_BACK`]) sends before the next statement
+/// that is not a cacheable read: the `FOUND_ROWS()` for the [`resetter`] (None: no resetter),
+/// and whether `DO 0` follows it (`ROW_COUNT()` back to 0).
+pub fn pending_restore(pending: u64) -> (Option<u64>, bool) {
+    let found_rows = pending & !(AFTER_READ_BACK | FOUND_ROWS_KEPT);
+    (
+        (pending & FOUND_ROWS_KEPT == 0).then_some(found_rows),
+        pending & AFTER_READ_BACK != 0,
+    )
 }
 
 /// Whether the server's diagnostics area may still hold warnings or errors that a later
@@ -216,6 +275,64 @@ fn find_ci(hay: &[u8], needle: &[u8], from: usize) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pending_restores() {
+        const KEPT: u64 = AFTER_READ_BACK | FOUND_ROWS_KEPT;
+        for (pending, want, why) in [
+            (0, (Some(0), false), "a hit of an empty result"),
+            (7, (Some(7), false), "a hit of 7 rows"),
+            (AFTER_READ_BACK, (Some(0), true), "a read-back at connect"),
+            (
+                AFTER_READ_BACK | 5,
+                (Some(5), true),
+                "a read-back after a SET",
+            ),
+            (KEPT | 1, (None, true), "FOUND_ROWS() was 1 already"),
+        ] {
+            assert_eq!(pending_restore(pending), want, "{why}");
+        }
+        for (found, row_count, want, why) in [
+            (
+                1,
+                Some(-1),
+                None,
+                "as the read-back leaves them: nothing owed",
+            ),
+            (
+                0,
+                Some(-1),
+                Some(0),
+                "FOUND_ROWS() 0 after a SELECT: the resetter",
+            ),
+            (
+                5,
+                Some(0),
+                Some(AFTER_READ_BACK | 5),
+                "after a SET: DO 0 too",
+            ),
+            (
+                1,
+                Some(0),
+                Some(KEPT | 1),
+                "FOUND_ROWS() 1 already: DO 0 alone",
+            ),
+            (
+                2,
+                Some(3),
+                Some(AFTER_READ_BACK | 2),
+                "after a write: ROW_COUNT() 0",
+            ),
+            (
+                2,
+                None,
+                Some(AFTER_READ_BACK | 2),
+                "ROW_COUNT() unread: restore both",
+            ),
+        ] {
+            assert_eq!(after_read_back(found, row_count), want, "{why}");
+        }
+    }
 
     #[test]
     fn what_the_diagnostics_area_may_still_hold() {

@@ -58,9 +58,98 @@ pub fn next_backoff(prev: Duration) -> Duration {
     (prev * 2).clamp(BACKOFF_MIN, BACKOFF_MAX)
 }
 
+/// What a (re)connection to Redis must do before L2 is used, given whose data it holds now:
+/// `known`, the server identity (`run_id`) this instance last followed; `marker`, the identity
+/// qcache last wrote into Redis's data (its `epoch` key); `now`, the server's identity. A
+/// server that restarted (from whatever snapshot) or a replica promoted in its place has a
+/// new identity, and its data may predate raises acknowledged before: versions that went
+/// back in time, vouching again for entries filled before writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Adoption {
+    /// The same server as before, or one the fleet already adopted and this instance never
+    /// followed another: nothing to do.
+    Keep,
+    /// Another instance adopted this server first (and invalidated L2): this instance's own
+    /// entries, some perhaps copied from the old server's answers, go.
+    InvalidateLocal,
+    /// Nobody adopted this server's data yet: every L2 entry is invalidated (`e` raised past
+    /// any version it held) and every local one, then the marker names this server.
+    InvalidateFleet,
+}
+
+/// The rule of [`Adoption`]. Unknown means harmful: a missing marker (a new Redis, one that
+/// lost it, the first run of this rule on an old one) invalidates the fleet.
+pub fn adopt(known: Option<&str>, marker: Option<&str>, now: &str) -> Adoption {
+    if marker != Some(now) {
+        Adoption::InvalidateFleet
+    } else if known.is_some_and(|k| k != now) {
+        Adoption::InvalidateLocal
+    } else {
+        Adoption::Keep
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn adoption_of_a_redis() {
+        use Adoption::*;
+        for (known, marker, now, want, why) in [
+            (
+                None,
+                None,
+                "r1",
+                InvalidateFleet,
+                "a new Redis, or one that lost the marker",
+            ),
+            (
+                None,
+                Some("r0"),
+                "r1",
+                InvalidateFleet,
+                "a restart nobody adopted yet",
+            ),
+            (
+                Some("r0"),
+                Some("r0"),
+                "r1",
+                InvalidateFleet,
+                "restored from a snapshot",
+            ),
+            (
+                Some("r1"),
+                Some("r1"),
+                "r1",
+                Keep,
+                "a reconnect to the same server",
+            ),
+            (
+                None,
+                Some("r1"),
+                "r1",
+                Keep,
+                "a new instance on an adopted server",
+            ),
+            (
+                Some("r0"),
+                Some("r1"),
+                "r1",
+                InvalidateLocal,
+                "another instance adopted it",
+            ),
+            (
+                Some("r1"),
+                None,
+                "r1",
+                InvalidateFleet,
+                "the marker lost (FLUSHALL)",
+            ),
+        ] {
+            assert_eq!(adopt(known, marker, now), want, "{why}");
+        }
+    }
 
     fn e(list: &[(&str, u64)]) -> Vec<(String, u64)> {
         list.iter().map(|(n, v)| (n.to_string(), *v)).collect()

@@ -9,7 +9,7 @@ use tracing::{debug, warn};
 
 /// After each read-back: `ROW_COUNT()` back to 0 and no warnings, as a fresh session and a SET
 /// both leave them (the read-back's SELECT, and the FOUND_ROWS() restorer, change them).
-const RESTORE: &str = "DO 0";
+pub(super) const RESTORE: &str = "DO 0";
 
 /// The most `FOUND_ROWS()` a read-back puts back: the server can only be made to count rows
 /// by producing them, which takes about 0.2 s per 100,000 (`policy::diagnostics::resetter`);
@@ -53,7 +53,10 @@ impl Session {
         let tiers: [&[&'static str]; 3] = [&first, mandatory, context::COMMON_KEY_VARIABLES];
         for (i, names) in tiers.into_iter().enumerate() {
             let probe = if i == 0 { probe.as_deref() } else { None };
-            let (values, probed) = match self.read_values(names, probe).await? {
+            // MariaDB has CURRENT_ROLE(): the account and role the key needs come in the same
+            // SELECT, so the first lookup need not ask (`privileges.rs`).
+            let identity = i == 0 && mariadb;
+            let (values, probed) = match self.read_values(names, probe, identity).await? {
                 Some(v) => v,
                 None => {
                     if i == 0 && known.as_ref().is_some_and(|k| !k.is_empty()) {
@@ -89,7 +92,7 @@ impl Session {
                 // connects read them, or this session's key would differ from theirs. Once
                 // per server version.
                 if !present.is_empty() {
-                    match self.read_values(&present, None).await? {
+                    match self.read_values(&present, None, false).await? {
                         Some((values, _)) => found = present.into_iter().zip(values).collect(),
                         None => continue,
                     }
@@ -122,58 +125,73 @@ impl Session {
         &mut self,
         names: &[&str],
     ) -> Result<Option<Values>, SessionError> {
-        Ok(self.read_values(names, None).await?.map(|(v, _)| v))
+        Ok(self.read_values(names, None, false).await?.map(|(v, _)| v))
     }
 
-    /// Reads `names` (and runs `probe`, when given, in the same batch) and puts back what the
-    /// read changed: `FOUND_ROWS()`, read in the same SELECT, then `ROW_COUNT()` and the
-    /// warnings (`RESTORE`). One round trip when `FOUND_ROWS()` was 0 (at connect, and after
-    /// anything but a read), two otherwise. The values, and the probe's rows or None for
-    /// its error; None when the SELECT failed.
+    /// Reads `names` (and runs `probe`, when given, in the same batch; with `identity`, the
+    /// account and role too) in one round trip, and leaves owed what the read changed of
+    /// the diagnostics (`policy::diagnostics::after_read_back`, put back by
+    /// `reset_diagnostics` before the next statement that needs it). The values, and the
+    /// probe's rows or None for its error; None when the SELECT failed.
     async fn read_values(
         &mut self,
         names: &[&str],
         probe: Option<&str>,
+        identity: bool,
     ) -> Result<Option<(Values, Option<Option<Vec<Values>>>)>, SessionError> {
         let Some(sql) = context::read_back_sql(names) else {
             return Ok(None);
         };
-        // FOUND_ROWS() first: evaluated before this SELECT counts its own row.
-        let sql = sql.replacen("SELECT ", "SELECT FOUND_ROWS(), ", 1);
+        // FOUND_ROWS() and ROW_COUNT() first: evaluated before this SELECT sets its own.
+        let mut sql = sql.replacen("SELECT ", "SELECT FOUND_ROWS(), ROW_COUNT(), ", 1);
+        if identity {
+            sql.push_str(", CURRENT_USER(), CURRENT_ROLE()");
+        }
+        let extra = if identity { 4 } else { 2 };
         // Like any statement sent in a transaction, the read may count as its first.
         self.note_send_point();
         let guess = 0;
         let mut batch: Vec<&str> = vec![&sql];
         batch.extend(probe);
-        let reset = diagnostics::resetter(guess, self.st.mariadb);
-        batch.push(&reset);
-        batch.push(RESTORE);
         let mut answers = self.batch(&batch).await?;
-        // The resetter read a derived table: the server cleared its diagnostics.
+        // Nothing raised what a later SHOW WARNINGS could read: the read-back is sent only
+        // when nothing could persist (`statements::follow_set`), and the restore below
+        // clears what it raised itself.
         self.st.diag_may_persist = false;
         let probed = probe.map(|_| answers.get_mut(1).and_then(Option::take));
         let row = answers
             .first_mut()
             .and_then(Option::take)
             .and_then(|rows| rows.into_iter().next())
-            .filter(|r| r.len() == names.len() + 1);
+            .filter(|r| r.len() == names.len() + extra);
+        // The read changed FOUND_ROWS(), ROW_COUNT() and maybe the warnings: they are put
+        // back (`reset_diagnostics`) before the next statement that reaches the server,
+        // unless it is a cacheable read, which sets them all itself. Most sessions' next
+        // statement is one, so the restore is usually never sent (docs/reliability.md).
         let Some(mut row) = row else {
             debug!(?names, "the server refused the read-back");
+            self.st.after_hit = Some(diagnostics::AFTER_READ_BACK | guess);
             return Ok(None);
         };
-        let found_rows = row
+        let mut found_rows = row
             .remove(0)
             .and_then(|v| v.parse::<u64>().ok())
             .unwrap_or(guess);
-        if found_rows != guess {
-            if found_rows <= MAX_RESTORED_FOUND_ROWS {
-                let reset = diagnostics::resetter(found_rows, self.st.mariadb);
-                self.batch(&[&reset, RESTORE]).await?;
-            } else {
-                debug!(
-                    found_rows,
-                    "FOUND_ROWS() too large to put back after a read-back"
-                );
+        let row_count = row.remove(0).and_then(|v| v.parse::<i64>().ok());
+        if found_rows > MAX_RESTORED_FOUND_ROWS {
+            debug!(
+                found_rows,
+                "FOUND_ROWS() too large to put back after a read-back"
+            );
+            found_rows = guess;
+        }
+        // This SELECT left FOUND_ROWS() 1 and ROW_COUNT() -1: when the session had just
+        // those (a fresh MariaDB session has), nothing is owed.
+        self.st.after_hit = diagnostics::after_read_back(found_rows, row_count);
+        if identity {
+            let role = row.pop().flatten();
+            if let Some(account) = row.pop().flatten() {
+                self.st.identity = Some(super::state::Identity { account, role });
             }
         }
         debug!(?names, values = ?row, "read the session's settings back");
@@ -183,7 +201,7 @@ impl Session {
     /// Sends `sqls` as text queries, pipelined in one write (one command per write on a
     /// compressed leg, which numbers each command's frames from zero), none relayed; each
     /// one's rows, or None for an error.
-    async fn batch(&mut self, sqls: &[&str]) -> Result<Answers, SessionError> {
+    pub(super) async fn batch(&mut self, sqls: &[&str]) -> Result<Answers, SessionError> {
         let pipelined = self.upstream.compression().is_none();
         let mut out = Vec::with_capacity(sqls.len());
         if pipelined {
@@ -226,6 +244,9 @@ impl Session {
                 }
             })
             .await?;
+        if let Some(st) = resp.last_status {
+            self.private_status = Some(st);
+        }
         Ok(if resp.error { None } else { Some(rows) })
     }
 }

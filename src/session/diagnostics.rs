@@ -12,8 +12,18 @@ use crate::protocol::response::{Expect, Response, Step};
 impl Session {
     /// Leaves the server's warnings, errors, `ROW_COUNT()` and `FOUND_ROWS()` as the SELECT
     /// served from the cache would have, before the next statement reaches the server.
-    pub(crate) async fn reset_diagnostics(&mut self, found_rows: u64) -> Result<(), SessionError> {
-        let sql = diagnostics::resetter(found_rows, self.st.mariadb);
+    pub(crate) async fn reset_diagnostics(&mut self, pending: u64) -> Result<(), SessionError> {
+        let (found_rows, row_count_zero) = diagnostics::pending_restore(pending);
+        if row_count_zero {
+            // After qcache's own read-back: the FOUND_ROWS() it read (unless its SELECT left
+            // it so), then ROW_COUNT() 0.
+            let reset = found_rows.map(|n| diagnostics::resetter(n, self.st.mariadb));
+            let mut batch: Vec<&str> = reset.iter().map(String::as_str).collect();
+            batch.push(super::context::RESTORE);
+            self.batch(&batch).await?;
+            return Ok(());
+        }
+        let sql = diagnostics::resetter(found_rows.unwrap_or(0), self.st.mariadb);
         self.send_private(&sql).await?;
         let resp = self
             .read_private("the diagnostics resetter", |_, _, _| {})

@@ -169,14 +169,9 @@ impl Session {
         sql: &[u8],
     ) -> Result<(), SessionError> {
         let started = Instant::now();
-        let mut entry = Entry::new(hit.bytes, hit.status_at, local, hit.digest)
-            .with_meta_status_at(hit.meta_status_at)
+        let entry = Entry::from_l2(hit, local, now_ms())
             .with_sql(&String::from_utf8_lossy(&sql[..sql.len().min(256)]))
             .with_l2(Some(l2_stamps));
-        if hit.expires_at_ms != 0 {
-            let left = Duration::from_millis(hit.expires_at_ms.saturating_sub(now_ms()));
-            entry.expires = entry.created.checked_add(left);
-        }
         self.serve_hit(&entry, started).await?;
         if settled {
             let _ = guard.insert(entry);

@@ -80,6 +80,9 @@ pub struct Session {
     /// (per-digest statistics, `SHOW QCACHE LAST`).
     pub(crate) cur: digests::Current,
     pub(crate) last: digests::Last,
+    /// Status flags of the last answer to a private statement (`context.rs`), for where no
+    /// relayed OK tells the session's state (after a refused COM_CHANGE_USER).
+    pub(crate) private_status: Option<u16>,
 }
 
 /// Runs one client from accept to close.
@@ -152,6 +155,7 @@ async fn start(client: conn::Stream, shared: Arc<Shared>) -> Result<Session, Ses
             none: true,
             ..Default::default()
         },
+        private_status: None,
     };
     // The session's settings as it inherited them from the globals: part of the key.
     s.client.flush().await.map_err(SessionError::client)?;
@@ -317,7 +321,13 @@ impl Session {
     async fn change_user(&mut self, pkt: Packet) -> Result<bool, SessionError> {
         let parsed = crate::protocol::handshake::parse_change_user(&pkt.payload, self.st.caps);
         let priv_baseline = self.shared.cache.versions().privileges.epoch();
-        self.st.after_hit = None;
+        // A restore still owed after qcache's own read-back is made first: FOUND_ROWS()
+        // survives a change-user on MariaDB, and the next read-back reads it.
+        if let Some(p) = self.st.after_hit.take() {
+            if crate::policy::diagnostics::pending_restore(p).1 {
+                self.reset_diagnostics(p).await?;
+            }
+        }
         self.end_transaction_for_reset();
         self.upstream.start_command();
         self.upstream
@@ -347,8 +357,25 @@ impl Session {
                 self.read_server_context().await?;
                 Ok(true)
             }
-            // The server refused: MySQL closes the connection after a failed change-user.
-            None => Ok(false),
+            // The server refused, and kept the connection: MariaDB and MySQL put back the old
+            // account (with the privileges it had), default database and character set, but
+            // the session was reset before the attempt (variables, temporary tables,
+            // prepared statements gone, the transaction rolled back). Follow that, and read
+            // back what the key needs; the account and role are asked again before the next
+            // lookup. A server that closed instead (MariaDB after the third failure) ends
+            // the read-back, and the session, as it ended the direct connection.
+            None => {
+                self.st.reset(&self.shared, None);
+                self.client.flush().await.map_err(SessionError::client)?;
+                self.private_status = None;
+                self.read_server_context().await?;
+                match self.private_status {
+                    Some(st) => self.st.status = st,
+                    // No answer told the session's flags: the transaction is gone at least.
+                    None => self.st.status &= !(status::IN_TRANS | status::IN_TRANS_READONLY),
+                }
+                Ok(true)
+            }
         }
     }
 

@@ -16,7 +16,7 @@ use crate::cache::plans::Outcome;
 use crate::cache::{key, Claim, Entry, FillGuard, Key, Snapshot, Stamps, TableHandle};
 use crate::config::QueryCacheType;
 use crate::invalidation::catalog::{ReadResolution, TableName};
-use crate::l2::{now_ms, L2Entry};
+use crate::l2::now_ms;
 use crate::policy::diagnostics;
 use crate::policy::snapshot::{self, ReadView};
 use crate::policy::Reason;
@@ -597,9 +597,9 @@ impl Session {
             _ => None,
         };
         // What the server's FOUND_ROWS() says now, which a later hit must reproduce.
-        let found_rows = diagnostics::found_rows(sql, resp.rows);
+        let diag = diagnostics::entry_diagnostics(sql, resp.rows);
         let verdict = store_verdict(resp, &fill, target.storable)
-            .or_else(|| found_rows.is_none().then_some(Reason::FoundRowsUnknown));
+            .or_else(|| diag.is_none().then_some(Reason::FoundRowsUnknown));
         let (meta, last) = match (verdict, shape) {
             (None, Some(shape)) => shape,
             (reason, _) => {
@@ -611,20 +611,13 @@ impl Session {
                 return;
             }
         };
+        let diag = diag.unwrap_or_default();
         let (bytes, scratch) = fill.take();
         self.fill_scratch = scratch;
-        let l2_copy = target.l2_fill.as_ref().map(|(_, _)| L2Entry {
-            stamps: Vec::new(),
-            bytes: bytes.clone(),
-            status_at: last,
-            meta_status_at: meta,
-            digest: plan.digest,
-            expires_at_ms: plan.ttl.map_or(0, |t| now_ms() + t.as_millis() as u64),
-        });
         let shape = self.shape_text(plan.digest, sql);
         let mut entry = Entry::new(bytes, last, target.stamps, plan.digest)
-            .with_found_rows(found_rows.unwrap_or(0))
             .with_shape(resp.rows, shape)
+            .with_diagnostics(diag)
             .with_meta_status_at(meta)
             .with_sql(&String::from_utf8_lossy(&sql[..sql.len().min(256)]))
             .with_l2(target.l2_fill.as_ref().and_then(|(s, _)| s.clone()));
@@ -632,6 +625,10 @@ impl Session {
             // The store still applies the global TTL when it is shorter.
             entry.expires = entry.created.checked_add(ttl);
         }
+        let l2_copy = target
+            .l2_fill
+            .as_ref()
+            .map(|_| entry.to_l2(plan.ttl.map_or(0, |t| now_ms() + t.as_millis() as u64)));
         if let Some((l2_stamps, leased)) = target.l2_fill {
             self.l2_after_fill(plan.key, l2_stamps, leased, l2_copy);
         }

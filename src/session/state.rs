@@ -163,7 +163,8 @@ pub struct SessionState {
     pub begin_pending: bool,
     /// The last statement was a hit whose SELECT would have left `FOUND_ROWS()` at this:
     /// the server's diagnostics are put right before the next statement reaches it
-    /// (`policy::diagnostics`).
+    /// (`policy::diagnostics`). Also what qcache's own read-back owes, marked with
+    /// `policy::diagnostics::AFTER_READ_BACK`.
     pub after_hit: Option<u64>,
     /// The account and role the server says the session has; part of the key. None until
     /// asked, before the session's first lookup (`privileges.rs`).

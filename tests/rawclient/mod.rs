@@ -315,6 +315,7 @@ impl Peer {
 pub fn is_session_settings(sql: &[u8]) -> bool {
     sql == b"DO 0"
         || sql.starts_with(b"SELECT FOUND_ROWS(), @@session.")
+        || sql.starts_with(b"SELECT FOUND_ROWS(), ROW_COUNT(), @@session.")
         || sql.starts_with(b"SELECT 1 FROM (SELECT 1) AS qcache_diag")
         || sql.starts_with(
             b"SELECT VARIABLE_NAME, VARIABLE_VALUE FROM information_schema.SESSION_VARIABLES",
@@ -322,7 +323,8 @@ pub fn is_session_settings(sql: &[u8]) -> bool {
 }
 
 /// A scripted server's answer to what qcache asks at connect, reset and change-user (its
-/// session's settings and `FOUND_ROWS()`, `SELECT FOUND_ROWS(), @@session.…`; which optional
+/// session's settings, `FOUND_ROWS()` and `ROW_COUNT()`, `SELECT FOUND_ROWS(), ROW_COUNT(),
+/// @@session.…`; which optional
 /// variables it has, none here; then the restorers, an empty SELECT and `DO 0`): framed
 /// packets from seq 1, or None for any other statement.
 pub fn session_settings_answer(
@@ -356,7 +358,16 @@ pub fn session_settings_answer(
     let cols: Vec<(&str, u8)> = names.iter().map(|n| (n.as_str(), s)).collect();
     let row = names
         .iter()
-        .map(|n| Some(if n == "FOUND_ROWS()" { "0" } else { "scripted" }.to_string()))
+        .map(|n| {
+            Some(
+                match n.as_str() {
+                    "FOUND_ROWS()" => "0",
+                    "ROW_COUNT()" => "-1",
+                    _ => "scripted",
+                }
+                .to_string(),
+            )
+        })
         .collect();
     Some(packets::text_result(&cols, &[row], 2, format).to_vec())
 }
