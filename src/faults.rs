@@ -36,9 +36,9 @@ pub enum Fault {
     /// tail's `after_end` when it cannot resume): writes made while no tail watched stay
     /// invisible.
     BinlogGaps = 1 << 5,
-    /// The row-order rule: read through [`Faults::row_order_broken`] by the rule that decides
-    /// whether a write that changes no slice or column a read depends on may still change the
-    /// order of its rows (the hook for that rule; nothing reads it until the rule exists).
+    /// An UPDATE of an index or partitioning column counts as changing only its columns
+    /// (`Catalog::update_keeps_order`, read through [`Faults::row_order_broken`]): unordered
+    /// reads that never name the column keep serving the old row order.
     RowOrder = 1 << 6,
 }
 

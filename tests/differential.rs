@@ -766,4 +766,5 @@ faults_caught!(
     fault_privilege_stamps_is_caught: PrivilegeStamps in "privileges" / "revoke_elsewhere_after_a_hit.test",
     fault_context_keys_is_caught: ContextKeys in "context" / "session_settings_split_entries.test",
     fault_snapshot_is_caught: Snapshot in "snapshot" / "changed_since_snapshot_not_stored.test",
+    fault_row_order_is_caught: RowOrder in "order" / "moved_by_update.test",
 );

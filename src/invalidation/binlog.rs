@@ -2014,7 +2014,10 @@ impl Tail {
             let changed = seen
                 .filter(|_| self.catalog.images_show_changes(t))
                 .and_then(RowsSeen::changed_columns)
-                .filter(|c| self.catalog.update_keeps_order(t, c));
+                .filter(|c| {
+                    self.catalog
+                        .update_keeps_order(t, c, &self.inv.versions.faults)
+                });
             match (known, changed) {
                 (Some(k), Some(c)) => self.inv.columns(&t.0, &t.1, &c, &k),
                 (Some(k), None) => self.inv.rows(&t.0, &t.1, &k),

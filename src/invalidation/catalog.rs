@@ -1545,8 +1545,17 @@ impl Catalog {
     /// Whether an UPDATE of `t` that changes exactly `changed` leaves its rows where they
     /// were in every order the server can return them (`policy::order`): false when it
     /// changes a column of an index or of the partitioning, or when the catalog does not
-    /// know them. Asked by every path that would bump an UPDATE by its columns.
-    pub fn update_keeps_order(&self, t: &TableName, changed: &[String]) -> bool {
+    /// know them. Asked by every path that would bump an UPDATE by its columns, with the
+    /// instance's fault switches (`Fault::RowOrder` makes every such UPDATE keep the order).
+    pub fn update_keeps_order(
+        &self,
+        t: &TableName,
+        changed: &[String],
+        faults: &crate::faults::Faults,
+    ) -> bool {
+        if faults.row_order_broken() {
+            return true;
+        }
         if !self.is_loaded() {
             return false;
         }

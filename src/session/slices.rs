@@ -222,7 +222,10 @@ impl Session {
         let mut column_set = None;
         if let Some((table, set)) = shape.update_columns(text) {
             let same = self.st.qualify(table.schema.as_deref(), &table.name) == Some(q.clone());
-            if same && catalog.update_changes_only_set(&q) && catalog.update_keeps_order(&q, &set) {
+            if same
+                && catalog.update_changes_only_set(&q)
+                && catalog.update_keeps_order(&q, &set, &self.shared.cache.versions().faults)
+            {
                 column_set = Some(set);
             }
         }
