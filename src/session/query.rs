@@ -123,11 +123,10 @@ impl Session {
                 }
                 StatementKind::Use => lost = true,
                 StatementKind::Select => {
-                    if let Analysis::Read(r) = analysis::analyze(&String::from_utf8_lossy(part)) {
-                        if r.may_write {
-                            self.plan_unknown_write();
-                        }
-                    }
+                    // A read that may write, or one that is a write read another way
+                    // (NO_BACKSLASH_ESCAPES): what it changes is planned either way.
+                    let an = analysis::analyze(&String::from_utf8_lossy(part));
+                    self.plan_side_effects(&an);
                 }
                 k => {
                     if matches!(
