@@ -617,6 +617,7 @@ topics!(
     defaults,
     diagnostics,
     lexing,
+    locks,
     privileges,
     slices,
     snapshot,
