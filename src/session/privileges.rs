@@ -129,6 +129,43 @@ impl Session {
             }))
     }
 
+    /// Runs `sql` on the session's upstream connection without relaying it and returns the
+    /// server's ERR payload, if it refused it (`QCACHE EXPLAIN` asks `EXPLAIN` first, so that
+    /// it tells no user more than the server would).
+    pub(crate) async fn ask_refusal(
+        &mut self,
+        sql: &[u8],
+    ) -> Result<Option<Vec<u8>>, SessionError> {
+        let mut payload = Vec::with_capacity(sql.len() + 1);
+        payload.push(com::QUERY);
+        payload.extend_from_slice(sql);
+        self.upstream.start_command();
+        self.upstream
+            .send(0, &payload)
+            .await
+            .map_err(SessionError::upstream)?;
+        let mut resp = Response::new(Expect::Results, self.st.deprecate_eof);
+        let mut err = None;
+        loop {
+            let p = self
+                .upstream
+                .read_some()
+                .await
+                .map_err(SessionError::upstream)?;
+            // No row or column definition starts with 0xff (not a length prefix).
+            if p.payload.first() == Some(&0xff) {
+                err = Some(p.payload.to_vec());
+            }
+            let step = resp
+                .feed(&p.payload)
+                .map_err(|e| SessionError::Protocol(e.to_string()))?;
+            if step == Step::Done {
+                break;
+            }
+        }
+        Ok(if resp.error { err } else { None })
+    }
+
     /// Runs `sql` on the session's upstream connection without relaying it and returns its
     /// first row (None: an error, or no row). Touches no table, so it opens no snapshot.
     async fn ask_first_row(
