@@ -1087,3 +1087,71 @@ async fn a_wrong_password_for_qcaches_own_account_is_named_where_operators_look(
     drop(c);
     proxy.shutdown().await;
 }
+
+/// `QCACHE EXPLAIN` tells a user no more than the server would: for objects in a database
+/// the user cannot read, a table, a MERGE view, a TEMPTABLE view, a DEFINER view and a missing
+/// name all get the server's own answer to `EXPLAIN` of the same statement (1142, alike
+/// but for the name), never a verdict that tells them apart.
+#[tokio::test]
+async fn explain_reveals_nothing_the_server_would_not() {
+    let hidden = common::fresh_schema("adm_hidden").await;
+    let mine = common::fresh_schema("adm_mine").await;
+    let low = common::unique_name("qclow");
+    setup(
+        &hidden,
+        &[
+            "CREATE TABLE t (id INT PRIMARY KEY, v INT)",
+            "CREATE ALGORITHM=MERGE VIEW vm AS SELECT id, v FROM t",
+            "CREATE ALGORITHM=TEMPTABLE VIEW vt AS SELECT id, v FROM t",
+            "CREATE SQL SECURITY DEFINER VIEW vd AS SELECT id FROM t",
+            &format!("CREATE USER '{low}'@'%' IDENTIFIED BY 'pw'"),
+            &format!("GRANT SELECT ON `{mine}`.* TO '{low}'@'%'"),
+        ],
+    )
+    .await;
+    let proxy = common::proxy(|_| {}).await;
+    let mut via = Conn::from_url(format!(
+        "mysql://{low}:pw@{}/{mine}?prefer_socket=false",
+        proxy.addr
+    ))
+    .await
+    .unwrap();
+    let mut direct = Conn::from_url(format!(
+        "mysql://{low}:pw@{}/{mine}?prefer_socket=false",
+        common::db().addr()
+    ))
+    .await
+    .unwrap();
+    let mut seen = Vec::new();
+    for obj in ["t", "vm", "vt", "vd", "missing"] {
+        let stmt = format!("SELECT id FROM `{hidden}`.{obj} WHERE id = 1");
+        let answer = |r: Result<(), mysql_async::Error>| match r {
+            Err(mysql_async::Error::Server(e)) => {
+                let name = format!("`{obj}`");
+                format!(
+                    "{} {} {}",
+                    e.code,
+                    e.state,
+                    e.message.replace(&name, "`OBJ`")
+                )
+            }
+            other => format!("{other:?}"),
+        };
+        let server = answer(direct.query_drop(format!("EXPLAIN {stmt}")).await);
+        let qcache = answer(via.query_drop(format!("QCACHE EXPLAIN {stmt}")).await);
+        assert_eq!(qcache, server, "{obj}");
+        seen.push(qcache);
+    }
+    assert!(seen.windows(2).all(|w| w[0] == w[1]), "{seen:?}");
+    assert!(seen[0].starts_with("1142 "), "{seen:?}");
+    // What the user may read is still explained.
+    via.query_drop(format!("CREATE TABLE `{mine}`.own (id INT)"))
+        .await
+        .unwrap_err();
+    setup(&mine, &["CREATE TABLE own (id INT)"]).await;
+    let rows: Vec<mysql_async::Row> = via
+        .query("QCACHE EXPLAIN SELECT id FROM own")
+        .await
+        .unwrap();
+    assert!(!rows.is_empty());
+}

@@ -176,12 +176,7 @@ pub(crate) fn bulk_insert_target(sql: &str) -> Option<WriteInfo> {
             if let Some(p) = prev.filter(|p| p.tok == Tok::Word) {
                 let kw = PAREN_KEYWORDS.iter().any(|k| p.is_kw(b, k));
                 let name = String::from_utf8_lossy(p.bytes(b)).to_ascii_lowercase();
-                if !kw
-                    && matches!(
-                        functions::classify(&name, false),
-                        FnClass::Unknown | FnClass::Sequence
-                    )
-                {
+                if !kw && functions::classify(&name, false).may_write() {
                     return None;
                 }
             }
@@ -321,7 +316,7 @@ fn worst_call(toks: &Toks) -> Option<FnClass> {
         let class = functions::classify(&name, no_args);
         let rank = |c: &FnClass| match c {
             FnClass::Unknown => 3,
-            FnClass::Sequence => 2,
+            FnClass::Sequence | FnClass::ColumnDefault => 2,
             FnClass::NonDeterministic(_) => 1,
             FnClass::Deterministic => 0,
         };
@@ -344,11 +339,14 @@ fn oracle_sequence_word(bytes: &[u8]) -> bool {
 
 /// Whether the statement calls something that is not a known built-in (a stored function or
 /// UDF) or advances a sequence: either may write tables nobody named.
+///
+/// Under both readings of its strings (`super::lexer::no_backslash_escapes_reading`): the
+/// session's or the binlog event's sql_mode decides which one the server ran.
 pub fn calls_unknown_code(sql: &str) -> bool {
-    matches!(
-        worst_call(&Toks::new(sql)),
-        Some(FnClass::Unknown) | Some(FnClass::Sequence)
-    )
+    let calls = |sql: &str| worst_call(&Toks::new(sql)).is_some_and(FnClass::may_write);
+    calls(sql)
+        || super::lexer::no_backslash_escapes_reading(sql.as_bytes())
+            .is_some_and(|alt| calls(&String::from_utf8_lossy(&alt)))
 }
 
 /// The sequences a column's DEFAULT (or generation) expression advances each time the server
@@ -379,7 +377,7 @@ pub fn sequences_written(expr: &str) -> Option<Vec<TableRef>> {
         let name = String::from_utf8_lossy(t.bytes(toks.sql)).to_ascii_lowercase();
         match functions::classify(&name, toks.punct(k + 2, b')')) {
             FnClass::Deterministic | FnClass::NonDeterministic(_) => {}
-            FnClass::Unknown => return None,
+            FnClass::Unknown | FnClass::ColumnDefault => return None,
             FnClass::Sequence if name == "lastval" => {}
             FnClass::Sequence => {
                 let (seq, after) = toks.table_name(k + 2)?;
@@ -421,9 +419,8 @@ pub(crate) fn unparsed_read(sql: &str) -> ReadInfo {
             verdict = NotCached::Into;
         }
     }
-    match worst_call(&toks) {
-        Some(FnClass::Unknown) | Some(FnClass::Sequence) => may_write = true,
-        _ => {}
+    if worst_call(&toks).is_some_and(FnClass::may_write) {
+        may_write = true;
     }
     ReadInfo {
         tables: Vec::new(),
@@ -474,9 +471,10 @@ pub(crate) fn write_without_parser(sql: &str) -> Option<WriteInfo> {
         });
     }
     if toks.kw(0, "DO") {
-        return Some(match worst_call(&toks) {
-            Some(FnClass::Unknown) | Some(FnClass::Sequence) => WriteInfo::unknown(),
-            _ => WriteInfo::tables(Vec::new()),
+        return Some(if worst_call(&toks).is_some_and(FnClass::may_write) {
+            WriteInfo::unknown()
+        } else {
+            WriteInfo::tables(Vec::new())
         });
     }
     None
@@ -487,12 +485,7 @@ pub(crate) fn write_without_parser(sql: &str) -> Option<WriteInfo> {
 pub(crate) fn unparsed_write(sql: &str) -> Option<WriteInfo> {
     let toks = Toks::new(sql);
     // Statements that run expressions now: a stored function among them may write anywhere.
-    let runs_unknown_code = || {
-        matches!(
-            worst_call(&toks),
-            Some(FnClass::Unknown) | Some(FnClass::Sequence)
-        )
-    };
+    let runs_unknown_code = || worst_call(&toks).is_some_and(FnClass::may_write);
     let defines_routine = (1..toks.t.len().min(16)).any(|k| {
         ["TRIGGER", "PROCEDURE", "FUNCTION", "EVENT"]
             .iter()

@@ -13,8 +13,23 @@ pub(crate) enum FnClass {
     NonDeterministic(&'static str),
     /// Sequences: each call advances (writes) the sequence.
     Sequence,
+    /// `DEFAULT(col)`: evaluates the column's default at each call, which may be
+    /// `CURRENT_TIMESTAMP`, `RAND()`, `UUID()` or `NEXTVAL(s)` (advancing `s`). The catalog
+    /// does not hold column defaults, so such a read is never cached, and it counts as a
+    /// write nobody can name (the sequence a default may advance).
+    ColumnDefault,
     /// Not a built-in.
     Unknown,
+}
+
+impl FnClass {
+    /// Calling it may change tables the statement does not name.
+    pub(crate) fn may_write(self) -> bool {
+        matches!(
+            self,
+            FnClass::Unknown | FnClass::Sequence | FnClass::ColumnDefault
+        )
+    }
 }
 
 /// Classifies a lower-case, unqualified function name. `no_args` tells `UNIX_TIMESTAMP()`
@@ -26,6 +41,9 @@ pub(crate) fn classify(name: &str, no_args: bool) -> FnClass {
         } else {
             FnClass::Deterministic
         };
+    }
+    if name == "default" {
+        return FnClass::ColumnDefault;
     }
     if let Ok(i) = NON_DETERMINISTIC.binary_search(&name) {
         return FnClass::NonDeterministic(NON_DETERMINISTIC[i]);
@@ -180,7 +198,6 @@ const DETERMINISTIC: &[&str] = &[
     "dayofweek",
     "dayofyear",
     "decode",
-    "default",
     "degrees",
     "dense_rank",
     "elt",

@@ -436,6 +436,68 @@ impl Iterator for Lexer<'_> {
     }
 }
 
+/// The statement as a server in NO_BACKSLASH_ESCAPES mode reads it, respelled so that the
+/// default (backslash-escaping) rules read it the same way: every backslash inside a quoted
+/// string is doubled. None when both readings cut the same tokens (string values may differ,
+/// names do not), and when that reading leaves a quote open: the server rejects such a
+/// statement in that mode, so it runs nothing.
+///
+/// Why: where a string ends depends on the session's sql_mode, and analysing under both
+/// readings (then keeping every table either names) is right whichever mode the statement
+/// ran under — a session's, or a binlog event's — with no mode to get wrong.
+pub(crate) fn no_backslash_escapes_reading(sql: &[u8]) -> Option<Vec<u8>> {
+    if !sql.contains(&b'\\') {
+        return None;
+    }
+    // Same token boundaries: only string values differ, which name no table.
+    let mut std = Lexer::new(sql);
+    let mut alt = Lexer::without_backslash_escapes(sql);
+    loop {
+        let (x, y) = (std.next_token(), alt.next_token());
+        if x.map(|t| (t.start, t.end)) != y.map(|t| (t.start, t.end)) {
+            break;
+        }
+        // Both ended together: every token the same.
+        y?;
+    }
+    let mut lx = Lexer::without_backslash_escapes(sql);
+    let mut out = Vec::with_capacity(sql.len() + 8);
+    let mut copied = 0;
+    let mut changed = false;
+    while let Some(t) = lx.next_token() {
+        let b = t.bytes(sql);
+        // Where the quoted run starts: `'…'`, `"…"`, `` `…` ``, or after one byte in
+        // `X'…'`, `B'…'` and `@'…'`.
+        let q = match t.tok {
+            Tok::Str | Tok::DoubleQuoted | Tok::Backquoted => Some(0),
+            Tok::HexBin | Tok::Var => b.iter().position(|&c| c == b'\'' || c == b'"'),
+            _ => None,
+        };
+        let Some(q) = q else { continue };
+        // Only the last token can run to the end of the input unclosed.
+        if t.end == sql.len() && (b.len() < q + 2 || b.last() != b.get(q)) {
+            return None;
+        }
+        if t.tok == Tok::Backquoted || !b.contains(&b'\\') {
+            continue;
+        }
+        out.extend_from_slice(&sql[copied..t.start]);
+        for &c in b {
+            out.push(c);
+            if c == b'\\' {
+                out.push(b'\\');
+            }
+        }
+        copied = t.end;
+        changed = true;
+    }
+    if !changed {
+        return None;
+    }
+    out.extend_from_slice(&sql[copied..]);
+    Some(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

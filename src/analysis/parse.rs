@@ -29,7 +29,51 @@ pub(crate) const MAX_PARSE_BYTES: usize = 256 * 1024;
 const SYSTEM_SCHEMAS: &[&str] = &["mysql", "information_schema", "performance_schema", "sys"];
 
 /// Parses with sqlparser (MySqlDialect) and classifies. Never panics, whatever the input.
+///
+/// A statement whose strings end elsewhere under NO_BACKSLASH_ESCAPES (`'x\'` is a whole
+/// string there) is analysed under both readings and the results merged ([`either_reading`]):
+/// the tables either names, unknown code either calls. That is right under whichever
+/// sql_mode it runs (a session's, a binlog event's), so no path needs to know the mode.
 pub fn analyze(sql: &str) -> Analysis {
+    let a = analyze_reading(sql);
+    match super::lexer::no_backslash_escapes_reading(sql.as_bytes()) {
+        Some(alt) => either_reading(a, analyze_reading(&String::from_utf8_lossy(&alt))),
+        None => a,
+    }
+}
+
+/// The analysis of a statement the server may read in two ways: fail closed on each count.
+fn either_reading(a: Analysis, b: Analysis) -> Analysis {
+    match (a, b) {
+        (Analysis::Read(mut x), Analysis::Read(y)) => {
+            x.tables.extend(y.tables);
+            x.tables.sort();
+            x.tables.dedup();
+            x.may_write |= y.may_write;
+            // Which tables it reads depends on a mode the entry's key does not decide.
+            if x.verdict.is_ok() {
+                x.verdict = y.verdict.and(Err(NotCached::Unparsable));
+            }
+            Analysis::Read(x)
+        }
+        (Analysis::Write(x), Analysis::Write(y)) => Analysis::Write(merge_writes(x, y)),
+        (Analysis::Other, Analysis::Other) => Analysis::Other,
+        (Analysis::Read(r), Analysis::Other) | (Analysis::Other, Analysis::Read(r)) => {
+            Analysis::Read(ReadInfo {
+                verdict: Err(r.verdict.err().unwrap_or(NotCached::Unparsable)),
+                ..r
+            })
+        }
+        // A read one way and a write the other, or a write and something else: whatever
+        // it writes cannot be named.
+        (Analysis::Write(w), _) | (_, Analysis::Write(w)) => Analysis::Write(WriteInfo {
+            targets: WriteTargets::Unknown,
+            ..w
+        }),
+    }
+}
+
+fn analyze_reading(sql: &str) -> Analysis {
     let sc = scan(sql.as_bytes());
     let text = prepare(sql, &sc);
     let body = fallback::inner_statement(&text);
@@ -346,6 +390,10 @@ impl ReadVisitor {
             FnClass::NonDeterministic(n) => self.refuse(NotCached::NonDeterministic(n)),
             FnClass::Sequence => {
                 self.refuse(NotCached::Sequence);
+                self.may_write = true;
+            }
+            FnClass::ColumnDefault => {
+                self.refuse(NotCached::NonDeterministic("default"));
                 self.may_write = true;
             }
             FnClass::Unknown => {
@@ -820,6 +868,76 @@ mod tests {
         }
     }
 
+    /// One row per way a string that ends at `\'` under NO_BACKSLASH_ESCAPES hides what a
+    /// statement writes when read with backslash escapes. None: targets unknown.
+    #[test]
+    fn writes_under_either_backslash_reading() {
+        for (sql, want) in [
+            (
+                "LOAD DATA INFILE 'f\\' INTO TABLE t2 -- ' INTO TABLE t1",
+                Some(vec![t("t1"), t("t2")]),
+            ),
+            ("INSERT INTO t1 VALUES ('x\\'), (f(1)) -- ')", None),
+            ("UPDATE t1 SET s = 'x\\' WHERE f(2) > 0 -- '", None),
+            ("DELETE FROM t1 WHERE s = 'x\\' AND f(3) > 0 -- '", None),
+            (
+                "INSERT INTO t1 VALUES ('x\\'); INSERT INTO t2 VALUES (6); -- ')",
+                None,
+            ),
+            (
+                "REPLACE INTO t1 VALUES ('x\\'), ((SELECT a FROM t2)) -- ')",
+                Some(vec![t("t1")]),
+            ),
+            // Read without escapes, `'O\'` leaves `Brien'` open: the server would reject it
+            // in that mode, so only the default reading counts.
+            ("INSERT INTO t1 VALUES ('O\\'Brien')", Some(vec![t("t1")])),
+            (
+                "INSERT INTO t1 VALUES ('O\\'Brien', 'x')",
+                Some(vec![t("t1")]),
+            ),
+            (
+                "INSERT INTO t1 VALUES ('{\"a\":\"b\\\"c\"}')",
+                Some(vec![t("t1")]),
+            ),
+        ] {
+            let got = match write(sql).targets {
+                WriteTargets::Tables(t) => Some(t),
+                WriteTargets::Unknown => None,
+                other => panic!("{sql}: {other:?}"),
+            };
+            assert_eq!(got, want, "{sql}");
+        }
+        let r = read("SELECT 'x\\' AS s, f(4) AS r -- '");
+        assert!(r.may_write && r.verdict.is_err());
+        assert!(fallback::calls_unknown_code("DO 'x\\', f(5) -- '"));
+        assert!(!fallback::calls_unknown_code("DO 'x\\', abs(5) -- '"));
+    }
+
+    /// `DEFAULT(col)` evaluates the column's default (NEXTVAL, RAND(), CURRENT_TIMESTAMP, …):
+    /// never cached, and a write nobody can name (the sequence it may advance).
+    #[test]
+    fn column_default_reads() {
+        for sql in [
+            "SELECT DEFAULT(n) FROM t",
+            "SELECT id FROM t WHERE DEFAULT(n) > 0",
+            "SELECT a FROM t ORDER BY DEFAULT(b)",
+            "SELECT (SELECT DEFAULT(n) FROM t LIMIT 1) AS d FROM u",
+        ] {
+            let r = read(sql);
+            assert_eq!(
+                r.verdict,
+                Err(NotCached::NonDeterministic("default")),
+                "{sql}"
+            );
+            assert!(r.may_write, "{sql}");
+        }
+        assert_eq!(
+            write("INSERT INTO t (a) SELECT DEFAULT(n) FROM u").targets,
+            WriteTargets::Unknown
+        );
+        assert!(fallback::calls_unknown_code("DO DEFAULT(n)"));
+    }
+
     #[test]
     fn point_select() {
         assert_eq!(
@@ -1009,9 +1127,11 @@ mod tests {
             tables("SELECT a FROM t WHERE j = '{\"a\":\"b\\\"c\"}'"),
             vec![t("t")]
         );
-        let r = read("SELECT a FROM t WHERE s = 'x\\'; DELETE FROM u; -- '");
-        assert_eq!(r.verdict, Err(NotCached::MultiStatement));
-        assert!(r.may_write);
+        // Read without escapes it is a SELECT then a DELETE of u: a write of unknown tables.
+        assert_eq!(
+            write("SELECT a FROM t WHERE s = 'x\\'; DELETE FROM u; -- '").targets,
+            WriteTargets::Unknown
+        );
         assert_eq!(
             refused("SELECT a FROM t; SELECT b FROM u"),
             NotCached::MultiStatement

@@ -9,6 +9,7 @@ pub mod classify;
 pub mod context;
 pub mod diagnostics;
 pub mod l2;
+pub mod locks;
 pub mod order;
 pub mod privileges;
 pub mod reason;

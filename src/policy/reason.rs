@@ -55,6 +55,9 @@ pub enum Reason {
     ReadUncommitted,
     /// A SERIALIZABLE transaction's read: the server locks what it reads.
     LockingRead,
+    /// The session holds (or may hold) table locks (`policy::locks`): the server answers
+    /// ERROR 1100 for a table it did not lock.
+    TableLocks,
     /// Its transaction wrote one of the tables it reads.
     WrittenInTransaction,
     /// A table it read changed since its transaction's snapshot point.
@@ -132,6 +135,7 @@ impl Reason {
         Reason::HitsSuspended,
         Reason::ReadUncommitted,
         Reason::LockingRead,
+        Reason::TableLocks,
         Reason::WrittenInTransaction,
         Reason::ChangedSinceSnapshot,
         Reason::Cursor,
@@ -178,6 +182,7 @@ impl Reason {
             Reason::HitsSuspended => "hits_suspended",
             Reason::ReadUncommitted => "read_uncommitted",
             Reason::LockingRead => "locking_read",
+            Reason::TableLocks => "table_locks",
             Reason::WrittenInTransaction => "written_in_transaction",
             Reason::ChangedSinceSnapshot => "changed_since_snapshot",
             Reason::Cursor => "cursor",

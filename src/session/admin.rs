@@ -6,6 +6,7 @@ use tracing::info;
 
 use super::{Session, SessionError};
 use crate::admin::statements::{self, AdminStatement, Rows};
+use crate::analysis::{self, StatementKind};
 use crate::observe::stats::InvalidationSource;
 use crate::protocol::codec::Packet;
 use crate::protocol::packets::{self, status};
@@ -54,7 +55,40 @@ impl Session {
                 return Ok(true);
             }
             AdminStatement::Last => self.last_rows(),
-            AdminStatement::Explain { sql } => self.explain(&sql).await?,
+            AdminStatement::Explain { sql } => {
+                // A read's verdict tells whether a table or view of some kind exists: only
+                // where the server itself would explain it (one private round trip, outside
+                // a transaction, whose read view it could open: there only the privileged
+                // are answered).
+                if analysis::scan(&sql).kind == StatementKind::Select {
+                    let in_txn = self.st.txn.is_some()
+                        || self.st.begin_pending
+                        || self.st.status & (status::IN_TRANS | status::AUTOCOMMIT)
+                            != status::AUTOCOMMIT;
+                    if !in_txn {
+                        let mut ask = b"EXPLAIN ".to_vec();
+                        ask.extend_from_slice(&sql);
+                        // Only a denial: what the user may read (1146 for a missing table
+                        // in a database they can read, 1345 for a view over tables they
+                        // cannot) is theirs to have explained.
+                        let denied = |e: &Vec<u8>| {
+                            matches!(e.get(1..3), Some([lo, hi])
+                                if matches!(u16::from_le_bytes([*lo, *hi]), 1044 | 1142 | 1143))
+                        };
+                        if let Some(err) = self.ask_refusal(&ask).await?.filter(denied) {
+                            self.client
+                                .send(seq, &err)
+                                .await
+                                .map_err(SessionError::client)?;
+                            return Ok(true);
+                        }
+                    } else if !self.may_administer().await? {
+                        self.deny(seq).await?;
+                        return Ok(true);
+                    }
+                }
+                self.explain(&sql).await?
+            }
             AdminStatement::ExplainStatement { id } => self.explain_statement(id).await?,
             AdminStatement::InvalidateTable { schema, table } => {
                 let Some((s, t)) = self.st.qualify(schema.as_deref(), &table) else {

@@ -147,6 +147,13 @@ impl Session {
             }
             _ => {
                 self.relayed_write_of(id);
+                if matches!(kind, StatementKind::Other | StatementKind::Flush) {
+                    // A prepared LOCK / FLUSH … WITH READ LOCK takes table locks; a prepared
+                    // UNLOCK is not followed (the session stays marked: fail closed).
+                    if let Some(sql) = self.st.stmts.get(&id).map(|s| s.sql.clone()) {
+                        self.plan_table_locks(&analysis::server_text(&sql, self.st.server));
+                    }
+                }
                 self.relay_command(&pkt, Expect::Results).await.map(drop)
             }
         }

@@ -9,9 +9,15 @@ use crate::protocol::response::{Expect, Response, Step};
 impl Session {
     /// Sends `sql` as a COM_QUERY of qcache's own (sequence 0, a new command).
     pub(super) async fn send_private(&mut self, sql: &str) -> Result<(), SessionError> {
+        self.send_private_bytes(sql.as_bytes()).await
+    }
+
+    /// [`Session::send_private`] of statement bytes that may not be UTF-8 (a client's own
+    /// statement text, asked again for qcache's purposes).
+    pub(super) async fn send_private_bytes(&mut self, sql: &[u8]) -> Result<(), SessionError> {
         let mut payload = Vec::with_capacity(sql.len() + 1);
         payload.push(com::QUERY);
-        payload.extend_from_slice(sql.as_bytes());
+        payload.extend_from_slice(sql);
         self.upstream.start_command();
         self.upstream
             .send(0, &payload)

@@ -119,6 +119,26 @@ impl Session {
             }))
     }
 
+    /// Runs `sql` on the session's upstream connection without relaying it and returns the
+    /// server's ERR payload, if it refused it (`QCACHE EXPLAIN` asks `EXPLAIN` first, so that
+    /// it tells no user more than the server would).
+    pub(crate) async fn ask_refusal(
+        &mut self,
+        sql: &[u8],
+    ) -> Result<Option<Vec<u8>>, SessionError> {
+        self.send_private_bytes(sql).await?;
+        let mut err = None;
+        let resp = self
+            .read_private("the privilege check (EXPLAIN)", |_, _, p| {
+                // No row or column definition starts with 0xff (not a length prefix).
+                if p.first() == Some(&0xff) {
+                    err = Some(p.to_vec());
+                }
+            })
+            .await?;
+        Ok(if resp.error { err } else { None })
+    }
+
     /// Runs `sql` on the session's upstream connection without relaying it and returns its
     /// first row (None: an error, or no row). Touches no table, so it opens no snapshot.
     async fn ask_first_row(

@@ -5,7 +5,8 @@
 use bytes::Bytes;
 
 use super::{Session, SessionError};
-use crate::analysis::{self, Analysis, StatementKind};
+use crate::analysis::{self, Analysis, StatementKind, WriteInfo};
+use crate::policy::locks::{self, TableLocks};
 use crate::policy::{classify, Reason};
 use crate::protocol::codec::Packet;
 use crate::protocol::response::Expect;
@@ -36,6 +37,16 @@ impl Session {
         }
         if let Some(why) = classify::relayed_write(scan.kind, &text) {
             self.plan_unknown_write_for(why);
+        }
+        if matches!(scan.kind, StatementKind::Other | StatementKind::Flush)
+            && self.plan_table_locks(&text)
+        {
+            // UNLOCK TABLES: the session reads through the cache again once it succeeded.
+            let resp = self.relay_command(&pkt, Expect::Results).await?;
+            if !resp.error {
+                self.st.table_locks = false;
+            }
+            return Ok(());
         }
         match scan.kind {
             StatementKind::Select => self.select(pkt, sql, &scan, looked_up).await,
@@ -138,14 +149,17 @@ impl Session {
                 }
                 StatementKind::Use => lost = true,
                 StatementKind::Select => {
-                    if let Analysis::Read(r) = analysis::analyze(&String::from_utf8_lossy(part)) {
-                        if r.may_write {
-                            self.plan_unknown_write();
-                        }
-                    }
+                    // A read that may write, or one that is a write read another way
+                    // (NO_BACKSLASH_ESCAPES): what it changes is planned either way.
+                    let an = analysis::analyze(&String::from_utf8_lossy(part));
+                    self.plan_side_effects(&an);
                 }
                 k => {
                     self.note_sql_prepare(part);
+                    if matches!(k, StatementKind::Other | StatementKind::Flush) {
+                        // Which of them ran is not followed: an UNLOCK here releases nothing.
+                        self.plan_table_locks(part);
+                    }
                     if matches!(
                         k,
                         StatementKind::Begin | StatementKind::Commit | StatementKind::Rollback
@@ -170,5 +184,25 @@ impl Session {
             self.st.lost_track = true;
         }
         Ok(())
+    }
+
+    /// Follows a statement's table locks (`policy::locks`): one that takes them marks the
+    /// session before it is sent, and a WRITE lock is planned as a write of its tables, so
+    /// that no session is served their entries while it is held. True for `UNLOCK TABLES`,
+    /// which the caller clears once the server accepted it.
+    pub(super) fn plan_table_locks(&mut self, sql: &[u8]) -> bool {
+        match locks::table_locks(sql) {
+            TableLocks::Take { write } => {
+                self.st.table_locks = true;
+                match write {
+                    Some(t) if t.is_empty() => {}
+                    Some(t) => self.plan_write(&WriteInfo::tables(t)),
+                    None => self.plan_unknown_write(),
+                }
+                false
+            }
+            TableLocks::Release => true,
+            TableLocks::None => false,
+        }
     }
 }

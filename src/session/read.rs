@@ -204,7 +204,7 @@ impl Session {
     /// The snapshot rules that apply to a read now; None when the cache cannot be used at
     /// all for this read.
     pub(super) fn read_mode(&self) -> Option<ReadMode> {
-        if self.shared.hits_suspended() || self.locking_reads() {
+        if self.shared.hits_suspended() || self.locking_reads() || self.st.table_locks {
             return None;
         }
         Some(snapshot::read_view(
@@ -342,6 +342,9 @@ impl Session {
         }
         if self.locking_reads() {
             return Err(Reason::LockingRead);
+        }
+        if self.st.table_locks {
+            return Err(Reason::TableLocks);
         }
         if let Some(txn) = &self.st.txn {
             if tables.iter().any(|t| txn.wrote(t)) {

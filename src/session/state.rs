@@ -127,6 +127,9 @@ pub struct SessionState {
     /// The execute in progress had parameters sent with COM_STMT_SEND_LONG_DATA: its packet
     /// lacks their values, so no parameter of it can be read from the packet.
     pub execute_long_data: bool,
+    /// The session holds, or may hold, table locks (`policy::locks`): it is neither served
+    /// from the cache nor fills it until `UNLOCK TABLES` or a reset.
+    pub table_locks: bool,
     /// The session's isolation level is SERIALIZABLE (at connect, or set since): reads in a
     /// transaction are locking reads (`policy::snapshot::locking_read`).
     pub isolation_ser: bool,
@@ -212,6 +215,7 @@ impl SessionState {
             dirty_reads: false,
             isolation_ru: false,
             next_txn_ru: false,
+            table_locks: false,
             isolation_ser: false,
             next_txn_ser: false,
             execute_long_data: false,
@@ -348,6 +352,8 @@ impl SessionState {
         self.next_txn_ru = false;
         self.isolation_ser = false;
         self.next_txn_ser = false;
+        // The server released them with the session.
+        self.table_locks = false;
         // Read again by the caller (`Session::read_server_context`).
         self.server_ctx = 0;
         self.temp_tables.clear();
