@@ -122,6 +122,9 @@ const FOLDERS: &[(&str, &[Layer])] = &[
     ("l2", &[
         ("resp", 0, "the RESP codec of the lookup connections; reads nothing"),
     ]),
+    ("config", &[
+        ("layers", 0, "file, variables and flags as layers of one configuration"),
+    ]),
     ("observe", &[
         ("digests", 0, "per-digest statistics count in the stripes of stats"),
         ("latency", 1, "histograms; read nothing"),
@@ -132,6 +135,8 @@ const FOLDERS: &[(&str, &[Layer])] = &[
         ("context", 0, "which session settings are part of a key"),
         ("diagnostics", 0, "what a hit must restore of the statement's diagnostics"),
         ("l2", 0, "what may go to and come from L2"),
+        ("locks", 0, "which statements take and release table locks"),
+        ("order", 0, "which updates may move rows in an unordered read"),
         ("privileges", 0, "which statements change privileges"),
         ("snapshot", 0, "the snapshot rule, which answers with a reason"),
         ("reason", 1, "why a read was not cached: the labels every rule returns"),
