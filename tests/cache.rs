@@ -1117,3 +1117,80 @@ async fn no_read_older_than_an_acknowledged_write() {
     assert!(reads > 100);
     assert!(stats.hits() > 0, "the test must exercise hits");
 }
+
+/// Tracing tools (sqlcommenter, marginalia, Datadog DBM) put a comment that changes on every
+/// request before or after the statement: such reads share one entry, text and prepared,
+/// while a comment inside the statement (part of a column's name) and an executable comment
+/// keep their own. What is served is checked against the server in
+/// `tests/scenarios/comments/`.
+#[tokio::test]
+async fn trace_comments_share_one_entry() {
+    let schema = common::fresh_schema("qc_trace").await;
+    setup(
+        &schema,
+        &[
+            "CREATE TABLE t (id INT PRIMARY KEY, v INT)",
+            "INSERT INTO t VALUES (1, 10), (2, 20)",
+        ],
+    )
+    .await;
+    let proxy = common::proxy(|_| {}).await;
+    let mut c = proxy.conn(&schema).await;
+    let base = "SELECT v FROM t WHERE id = 1";
+    assert_eq!(first_i64(&mut c, base).await, Some(10));
+    let mut hits = status(&mut c, "Qcache_hits").await;
+    for sql in [
+        "SELECT v FROM t WHERE id = 1 /*traceparent='00-4bf92f35-00f067aa-01'*/",
+        "SELECT v FROM t WHERE id = 1 /*traceparent='00-5bf92f35-10f067aa-01'*/",
+        "/*dddbs='svc',dde='prod'*/ SELECT v FROM t WHERE id = 1",
+        "/* a */\n-- b\n# c\nSELECT v FROM t WHERE id = 1 -- d",
+        "SELECT v FROM t WHERE id = 1 # e",
+    ] {
+        assert_eq!(first_i64(&mut c, sql).await, Some(10), "{sql}");
+        hits += 1;
+        assert_eq!(
+            status(&mut c, "Qcache_hits").await,
+            hits,
+            "not a hit: {sql}"
+        );
+    }
+    for sql in [
+        "SELECT v /*x*/ FROM t WHERE id = 1",
+        "SELECT v FROM t WHERE id = 1 /*!50000 AND 1 */",
+        "SELECT v FROM t WHERE id = 1 /*+ BKA(t) */",
+    ] {
+        assert_eq!(first_i64(&mut c, sql).await, Some(10), "{sql}");
+        assert_eq!(status(&mut c, "Qcache_hits").await, hits, "shared: {sql}");
+    }
+    // Prepared: the statement's SQL is keyed without its trace comments too.
+    let v: Option<i64> = c
+        .exec_first(
+            "SELECT v FROM t WHERE id = ? /*traceparent='00-1-01'*/",
+            (2,),
+        )
+        .await
+        .unwrap();
+    assert_eq!(v, Some(20));
+    let hits = status(&mut c, "Qcache_hits").await;
+    let v: Option<i64> = c
+        .exec_first(
+            "/*traceparent='00-2-01'*/ SELECT v FROM t WHERE id = ?",
+            (2,),
+        )
+        .await
+        .unwrap();
+    assert_eq!(v, Some(20));
+    assert_eq!(status(&mut c, "Qcache_hits").await, hits + 1, "prepared");
+    // QCACHE EXPLAIN keys as the read does.
+    let list: Vec<(String, Option<String>)> = c
+        .query("QCACHE EXPLAIN /*x*/ SELECT v FROM t WHERE id = 1 /*y*/")
+        .await
+        .unwrap();
+    let present = list.iter().find(|(n, _)| n == "entry_present");
+    assert_eq!(
+        present.and_then(|(_, v)| v.as_deref()),
+        Some("yes"),
+        "{list:?}"
+    );
+    proxy.shutdown().await;
+}

@@ -613,6 +613,7 @@ topics!(
     basics,
     catalog,
     classification,
+    comments,
     context,
     diagnostics,
     privileges,

@@ -44,7 +44,7 @@ mod scan;
 mod set;
 pub mod slices;
 
-pub use comments::{server_str, server_text, ServerVersion};
+pub use comments::{key_text, server_str, server_text, ServerVersion};
 pub use digest::{digest, normalised_text};
 pub use fallback::{calls_unknown_code, sequences_written};
 pub use memo::Analyzer;
