@@ -1194,3 +1194,75 @@ async fn trace_comments_share_one_entry() {
     );
     proxy.shutdown().await;
 }
+
+/// Every spelling of reading `@@query_cache_type` that is a whole column answers the
+/// session's qcache value (the server's metadata and other columns kept); one inside an
+/// expression is the server's, never cached. `SHOW [GLOBAL|SESSION] STATUS` in every form
+/// reports qcache's `Qcache_*` counters, not MariaDB's own query cache's zeros.
+#[tokio::test]
+async fn query_cache_type_and_qcache_status_in_every_spelling() {
+    let schema = common::fresh_schema("qc_spell").await;
+    setup(
+        &schema,
+        &[
+            "CREATE TABLE t (id INT PRIMARY KEY)",
+            "INSERT INTO t VALUES (1)",
+        ],
+    )
+    .await;
+    let proxy = common::proxy(|c| c.cache.query_cache_type = QueryCacheType::On).await;
+    let mut c = proxy.conn(&schema).await;
+    c.query_drop("SET SESSION query_cache_type = DEMAND")
+        .await
+        .unwrap();
+    for sql in [
+        "SELECT @@SESSION.query_cache_type AS q",
+        "select @@local.query_cache_type `x`",
+        "SELECT /*c*/ @@query_cache_type",
+    ] {
+        let row: mysql_async::Row = c.query_first(sql).await.unwrap().unwrap();
+        let v: String = row.get(0).unwrap();
+        assert_eq!(v, "DEMAND", "{sql}");
+    }
+    let (v, one): (String, i64) = c
+        .query_first("SELECT @@query_cache_type, 1")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((v.as_str(), one), ("DEMAND", 1));
+    let (a, v, g): (i64, String, String) = c
+        .query_first("SELECT id AS a, @@session.query_cache_type, @@GLOBAL.query_cache_type FROM t")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((a, v.as_str(), g.as_str()), (1, "DEMAND", "ON"));
+    let row: mysql_async::Row = c
+        .query_first("SELECT @@SESSION.query_cache_type AS q")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(row.columns_ref()[0].name_str(), "q");
+
+    // A hit, so that qcache's counters differ from MariaDB's zeros.
+    let mut on = proxy.conn(&schema).await;
+    first_i64(&mut on, "SELECT id FROM t").await;
+    first_i64(&mut on, "SELECT id FROM t").await;
+    let hits = proxy.running.shared.cache.stats().hits();
+    assert!(hits >= 1);
+    for sql in [
+        "SHOW GLOBAL STATUS WHERE Variable_name = 'Qcache_hits'",
+        "SHOW STATUS WHERE Variable_name IN ('Qcache_hits', 'Uptime')",
+        "SHOW SESSION STATUS LIKE 'Qcache_h_ts'",
+        "SHOW GLOBAL STATUS",
+        "SHOW STATUS",
+    ] {
+        let rows: Vec<(String, String)> = c.query(sql).await.unwrap();
+        let got = rows.iter().find(|(n, _)| n == "Qcache_hits");
+        assert_eq!(
+            got.map(|(_, v)| v.as_str()),
+            Some(hits.to_string().as_str()),
+            "{sql}"
+        );
+    }
+    proxy.shutdown().await;
+}
