@@ -340,9 +340,78 @@ pub fn parse_change_user(p: &[u8], client_caps: u32) -> Option<ChangeUser> {
     })
 }
 
+/// COM_CHANGE_USER's auth plugin, and the packet with its auth data emptied and the plugin
+/// renamed `plugin` (see [`without_auth_data`]); a packet naming no plugin comes back as it
+/// is, with an empty name. None when the client has no plugin auth or it is malformed.
+pub fn change_user_without_auth_data(
+    p: &[u8],
+    client_caps: u32,
+    plugin: &str,
+) -> Option<(String, Vec<u8>)> {
+    if client_caps & cap::PLUGIN_AUTH == 0 {
+        return None;
+    }
+    let (_, n) = read_nul_str(p.get(1..)?)?;
+    let mut at = 1 + n;
+    let mut out = p.get(..at)?.to_vec();
+    if client_caps & cap::SECURE_CONNECTION != 0 {
+        at += 1 + usize::from(*p.get(at)?);
+    } else {
+        let (_, n) = read_nul_str(p.get(at..)?)?;
+        at += n;
+    }
+    out.push(0);
+    let (_, n) = read_nul_str(p.get(at..)?)?;
+    // The database, then the two charset bytes.
+    out.extend_from_slice(p.get(at..at + n + 2)?);
+    at += n + 2;
+    if at == p.len() {
+        // No plugin named (older clients): the data is for the connection's plugin.
+        return Some((String::new(), p.to_vec()));
+    }
+    let (old, n) = read_nul_str(p.get(at..)?)?;
+    let old = String::from_utf8_lossy(old).into_owned();
+    at += n;
+    out.extend_from_slice(plugin.as_bytes());
+    out.push(0);
+    out.extend_from_slice(&p[at..]);
+    Some((old, out))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn change_user_auth_data_withheld() {
+        let caps = cap::PROTOCOL_41 | cap::SECURE_CONNECTION | cap::PLUGIN_AUTH;
+        let mut p = vec![0x11];
+        p.extend_from_slice(b"app\0\x06s3cretshop\0\x21\x00mysql_clear_password\0\x03\x01a\x00");
+        let (old, out) = change_user_without_auth_data(&p, caps, "other").unwrap();
+        assert_eq!(old, "mysql_clear_password");
+        assert_eq!(
+            out,
+            b"\x11app\0\0shop\0\x21\x00other\0\x03\x01a\x00".to_vec()
+        );
+        let cu = parse_change_user(&out, caps).unwrap();
+        assert_eq!(
+            (cu.user.as_str(), cu.database.as_deref()),
+            ("app", Some("shop"))
+        );
+        for n in 0..p.len() {
+            let _ = change_user_without_auth_data(&p[..n], caps, "other");
+        }
+        assert_eq!(
+            change_user_without_auth_data(&p, caps & !cap::PLUGIN_AUTH, "other"),
+            None
+        );
+        // Ending after the charset: no plugin, left as it is.
+        let short = b"\x11app\0\x02pwshop\0\x21\x00".to_vec();
+        assert_eq!(
+            change_user_without_auth_data(&short, caps, "other"),
+            Some((String::new(), short.clone()))
+        );
+    }
     use bytes::BufMut;
 
     /// A MariaDB 10.11 greeting as seen on the wire (payload only).

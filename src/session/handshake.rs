@@ -713,6 +713,29 @@ async fn decrypt_for_tls_upstream(
 
 /// The authentication rounds of COM_CHANGE_USER, after its packet went upstream. Returns
 /// the OK's status on success, None when the server refused.
+/// What goes upstream for a COM_CHANGE_USER: the packet as it is, or, when it offers a
+/// cleartext plugin from a TLS client to a plain upstream, without its password (as in the
+/// handshake: the server switches it to the account's plugin). None when such a packet
+/// cannot be rewritten: it must not go up.
+pub fn change_user_upstream<'a>(
+    payload: &'a [u8],
+    client_caps: u32,
+    legs: &AuthLegs,
+) -> Option<std::borrow::Cow<'a, [u8]>> {
+    if !legs.client_tls || legs.upstream_tls {
+        return Some(std::borrow::Cow::Borrowed(payload));
+    }
+    match handshake::change_user_without_auth_data(payload, client_caps, WITHHELD_PLUGIN) {
+        Some((plugin, out)) if CLEARTEXT_PLUGINS.contains(&plugin.as_str()) => {
+            Some(std::borrow::Cow::Owned(out))
+        }
+        Some(_) => Some(std::borrow::Cow::Borrowed(payload)),
+        // No plugin named: the greeting's plugin, which is never a cleartext one here.
+        None if client_caps & cap::PLUGIN_AUTH == 0 => Some(std::borrow::Cow::Borrowed(payload)),
+        None => None,
+    }
+}
+
 pub async fn relay_auth_rounds(
     client: &mut PacketConn,
     upstream: &mut PacketConn,

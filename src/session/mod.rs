@@ -357,9 +357,20 @@ impl Session {
         let priv_baseline = self.shared.cache.versions().privileges.epoch();
         self.st.after_hit = None;
         self.end_transaction_for_reset();
+        // A cleartext password from a TLS client never goes to a plain upstream.
+        let Some(payload) = handshake::change_user_upstream(&pkt.payload, self.st.caps, &self.legs)
+        else {
+            let err = crate::protocol::packets::err_payload(
+                handshake::ER_NOT_SUPPORTED_AUTH_MODE,
+                "08004",
+                "qcache: a malformed COM_CHANGE_USER offering a cleartext password",
+            );
+            let _ = self.client.send(pkt.seq.wrapping_add(1), &err).await;
+            return Ok(false);
+        };
         self.upstream.start_command();
         self.upstream
-            .send(pkt.seq, &pkt.payload)
+            .send(pkt.seq, &payload)
             .await
             .map_err(SessionError::upstream)?;
         match handshake::relay_auth_rounds(&mut self.client, &mut self.upstream, &self.legs).await?
