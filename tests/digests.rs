@@ -166,8 +166,14 @@ async fn counts_exact_under_concurrent_sessions() {
     assert_eq!(field(point, "digest_text"), "SELECT v FROM t WHERE id = ?");
     let upstream: f64 = field(point, "upstream_ms_total").parse().unwrap();
     let max: f64 = field(point, "upstream_ms_max").parse().unwrap();
+    let min: f64 = field(point, "upstream_ms_min").parse().unwrap();
     let saved: f64 = field(point, "time_saved_ms").parse().unwrap();
     assert!(upstream > 0.0 && max > 0.0 && max <= upstream, "{point:?}");
+    // The shortest of 40 misses: above zero, at most their mean.
+    assert!(
+        min > 0.0 && min <= max && min <= upstream / 40.0 + 0.001,
+        "{point:?}"
+    );
     // 120 hits at the mean of 40 misses.
     assert!(
         (saved - upstream * 3.0).abs() < 0.01 + upstream * 0.001,

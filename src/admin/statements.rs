@@ -77,6 +77,7 @@ pub enum DigestColumn {
     RowsSent,
     BytesSent,
     UpstreamMsTotal,
+    UpstreamMsMin,
     UpstreamMsMax,
     TimeSavedMs,
     FirstSeen,
@@ -84,7 +85,7 @@ pub enum DigestColumn {
 }
 
 impl DigestColumn {
-    pub const ALL: [DigestColumn; 15] = [
+    pub const ALL: [DigestColumn; 16] = [
         DigestColumn::Digest,
         DigestColumn::Schema,
         DigestColumn::DigestText,
@@ -96,6 +97,7 @@ impl DigestColumn {
         DigestColumn::RowsSent,
         DigestColumn::BytesSent,
         DigestColumn::UpstreamMsTotal,
+        DigestColumn::UpstreamMsMin,
         DigestColumn::UpstreamMsMax,
         DigestColumn::TimeSavedMs,
         DigestColumn::FirstSeen,
@@ -115,6 +117,7 @@ impl DigestColumn {
             DigestColumn::RowsSent => "rows_sent",
             DigestColumn::BytesSent => "bytes_sent",
             DigestColumn::UpstreamMsTotal => "upstream_ms_total",
+            DigestColumn::UpstreamMsMin => "upstream_ms_min",
             DigestColumn::UpstreamMsMax => "upstream_ms_max",
             DigestColumn::TimeSavedMs => "time_saved_ms",
             DigestColumn::FirstSeen => "first_seen",
@@ -548,6 +551,7 @@ fn compare(a: &DigestRow, b: &DigestRow, by: DigestColumn) -> std::cmp::Ordering
         DigestColumn::RowsSent => x.rows.cmp(&y.rows),
         DigestColumn::BytesSent => x.bytes.cmp(&y.bytes),
         DigestColumn::UpstreamMsTotal => x.upstream_ns.cmp(&y.upstream_ns),
+        DigestColumn::UpstreamMsMin => x.upstream_min_ns.cmp(&y.upstream_min_ns),
         DigestColumn::UpstreamMsMax => x.upstream_max_ns.cmp(&y.upstream_max_ns),
         DigestColumn::TimeSavedMs => x.time_saved_ns().cmp(&y.time_saved_ns()),
         DigestColumn::FirstSeen => x.first_seen.cmp(&y.first_seen),
@@ -594,6 +598,7 @@ pub fn digest_value(r: &DigestRow, c: DigestColumn) -> DigestValue {
         DigestColumn::RowsSent => DigestValue::Count(n.rows),
         DigestColumn::BytesSent => DigestValue::Count(n.bytes),
         DigestColumn::UpstreamMsTotal => DigestValue::Text(Some(ms(n.upstream_ns))),
+        DigestColumn::UpstreamMsMin => DigestValue::Text(Some(ms(n.upstream_min_ns))),
         DigestColumn::UpstreamMsMax => DigestValue::Text(Some(ms(n.upstream_max_ns))),
         DigestColumn::TimeSavedMs => DigestValue::Text(Some(ms(n.time_saved_ns()))),
         DigestColumn::FirstSeen => DigestValue::Text(when(n.first_seen)),
@@ -648,6 +653,7 @@ pub fn digests_json(shared: &Shared) -> serde_json::Value {
                 ),
                 (
                     DigestColumn::UpstreamMsTotal
+                    | DigestColumn::UpstreamMsMin
                     | DigestColumn::UpstreamMsMax
                     | DigestColumn::TimeSavedMs,
                     DigestValue::Text(Some(t)),

@@ -71,6 +71,8 @@ pub struct Counts {
     pub rows: u64,
     pub bytes: u64,
     pub upstream_ns: u64,
+    /// The shortest and longest of the misses' upstream times (0 before the first).
+    pub upstream_min_ns: u64,
     pub upstream_max_ns: u64,
     pub first_seen: Option<Instant>,
     pub last_seen: Option<Instant>,
@@ -106,6 +108,11 @@ impl Counts {
         self.misses += 1;
         let ns = u64::try_from(o.upstream.as_nanos()).unwrap_or(u64::MAX);
         self.upstream_ns = self.upstream_ns.saturating_add(ns);
+        self.upstream_min_ns = if self.misses == 1 {
+            ns
+        } else {
+            self.upstream_min_ns.min(ns)
+        };
         self.upstream_max_ns = self.upstream_max_ns.max(ns);
     }
 
@@ -118,6 +125,11 @@ impl Counts {
     }
 
     fn merge(&mut self, o: &Counts) {
+        self.upstream_min_ns = match (self.misses, o.misses) {
+            (_, 0) => self.upstream_min_ns,
+            (0, _) => o.upstream_min_ns,
+            _ => self.upstream_min_ns.min(o.upstream_min_ns),
+        };
         self.calls += o.calls;
         self.hits += o.hits;
         self.misses += o.misses;
@@ -714,6 +726,7 @@ mod tests {
         assert_eq!((c.rows, c.bytes), (14, 700));
         assert_eq!(c.upstream_ns, 16_000_000);
         assert_eq!(c.upstream_max_ns, 4_000_000);
+        assert_eq!(c.upstream_min_ns, 4_000_000);
         // Three hits at the mean of 4 ms.
         assert_eq!(c.time_saved_ns(), 12_000_000);
         assert!(c.first_seen <= c.last_seen);
