@@ -574,8 +574,8 @@ async fn graceful_shutdown_lets_an_open_transaction_finish() {
     assert_eq!(n, Some(2));
 }
 
-/// A statement over the server's `max_allowed_packet`, as a query and as a prepare: the
-/// server answers 1153 (SQLSTATE 08S01) and closes while the rest is still being written;
+/// A statement over the server's `max_allowed_packet`, as a query, a prepare and a
+/// parameter's long data: the server answers 1153 (SQLSTATE 08S01) and closes while the rest is still being written;
 /// through qcache the client gets the same error and the same close, never a bare lost
 /// connection. A server of its own with a 1 MiB limit, so that a 24 MiB statement (far more
 /// than the sockets buffer) is over it: a 70 MiB one against the shared server's 64 MiB
@@ -588,8 +588,12 @@ async fn oversize_statement_gets_the_servers_error() {
     let mut sql = b"SELECT LENGTH('".to_vec();
     sql.resize(sql.len() + 24 * 1024 * 1024, b'a');
     sql.extend_from_slice(b"')");
-    for cmd in [com::QUERY, com::STMT_PREPARE] {
+    for cmd in [com::QUERY, com::STMT_PREPARE, com::STMT_SEND_LONG_DATA] {
         let mut payload = vec![cmd];
+        if cmd == com::STMT_SEND_LONG_DATA {
+            // Statement 1, parameter 0: the server reads no further than the size.
+            payload.extend_from_slice(&[1, 0, 0, 0, 0, 0]);
+        }
         payload.extend_from_slice(&sql);
         let mut seen = Vec::new();
         for addr in [db.addr(), proxy.addr_string()] {
