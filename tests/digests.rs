@@ -887,3 +887,52 @@ async fn explain_prepared_statements_agrees_with_the_execute() {
     drop(c);
     proxy.shutdown().await;
 }
+
+/// Each user's calls of a shape are a row of their own, named in the `user` column.
+#[tokio::test]
+async fn rows_per_user() {
+    let schema = common::fresh_schema("dg_user").await;
+    let user = common::unique_name("dgu");
+    setup(
+        &schema,
+        &[
+            "CREATE TABLE t (id INT PRIMARY KEY, v INT)",
+            "INSERT INTO t VALUES (1, 10)",
+            &format!("CREATE USER '{user}'@'%' IDENTIFIED BY 'pw'"),
+            &format!("GRANT SELECT ON `{schema}`.* TO '{user}'@'%'"),
+        ],
+    )
+    .await;
+    let proxy = common::proxy(|_| {}).await;
+    let mut root = proxy.conn(&schema).await;
+    root.query_drop("FLUSH QCACHE DIGESTS").await.unwrap();
+    let sql = "SELECT v FROM t WHERE id = 1";
+    for _ in 0..3 {
+        root.query_drop(sql).await.unwrap();
+    }
+    let url = format!(
+        "mysql://{user}:pw@{}/{schema}?prefer_socket=false",
+        proxy.addr
+    );
+    let mut other = Conn::from_url(url).await.unwrap();
+    for _ in 0..2 {
+        other.query_drop(sql).await.unwrap();
+    }
+    let list = rows(&mut root, "SHOW QCACHE DIGESTS").await;
+    let d = format!("{:016x}", qcache::analysis::digest(sql.as_bytes()));
+    let mut mine: Vec<(String, u64)> = list
+        .iter()
+        .filter(|r| field(r, "digest") == d && field(r, "schema") == schema)
+        .map(|r| (field(r, "user"), num(r, "calls")))
+        .collect();
+    mine.sort();
+    let mut want = vec![("root".to_string(), 3), (user.clone(), 2)];
+    want.sort();
+    assert_eq!(mine, want, "{list:?}");
+    drop(other);
+    proxy.shutdown().await;
+    let mut d = common::direct().await;
+    d.query_drop(format!("DROP USER '{user}'@'%'"))
+        .await
+        .unwrap();
+}

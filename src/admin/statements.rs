@@ -68,6 +68,7 @@ impl Default for DigestQuery {
 pub enum DigestColumn {
     Digest,
     Schema,
+    User,
     DigestText,
     Calls,
     Hits,
@@ -85,9 +86,10 @@ pub enum DigestColumn {
 }
 
 impl DigestColumn {
-    pub const ALL: [DigestColumn; 16] = [
+    pub const ALL: [DigestColumn; 17] = [
         DigestColumn::Digest,
         DigestColumn::Schema,
+        DigestColumn::User,
         DigestColumn::DigestText,
         DigestColumn::Calls,
         DigestColumn::Hits,
@@ -108,6 +110,7 @@ impl DigestColumn {
         match self {
             DigestColumn::Digest => "digest",
             DigestColumn::Schema => "schema",
+            DigestColumn::User => "user",
             DigestColumn::DigestText => "digest_text",
             DigestColumn::Calls => "calls",
             DigestColumn::Hits => "hits",
@@ -320,7 +323,10 @@ fn digest_query(rest: &str) -> Result<DigestQuery, String> {
         // Numbers read best most first, names alphabetically.
         q.descending = !matches!(
             q.order_by,
-            DigestColumn::Digest | DigestColumn::Schema | DigestColumn::DigestText
+            DigestColumn::Digest
+                | DigestColumn::Schema
+                | DigestColumn::User
+                | DigestColumn::DigestText
         );
         next = take_word(&mut rest);
         match next.as_deref().map(str::to_ascii_lowercase).as_deref() {
@@ -542,6 +548,7 @@ fn compare(a: &DigestRow, b: &DigestRow, by: DigestColumn) -> std::cmp::Ordering
     match by {
         DigestColumn::Digest => a.digest.cmp(&b.digest),
         DigestColumn::Schema => a.schema.cmp(&b.schema),
+        DigestColumn::User => a.user.cmp(&b.user),
         DigestColumn::DigestText => a.text.cmp(&b.text),
         DigestColumn::Calls => x.calls.cmp(&y.calls),
         DigestColumn::Hits => x.hits.cmp(&y.hits),
@@ -589,6 +596,7 @@ pub fn digest_value(r: &DigestRow, c: DigestColumn) -> DigestValue {
                 .map_or_else(|| "other".to_string(), |d| format!("{d:016x}")),
         )),
         DigestColumn::Schema => DigestValue::Text(r.schema.as_deref().map(str::to_string)),
+        DigestColumn::User => DigestValue::Text(r.user.as_deref().map(str::to_string)),
         DigestColumn::DigestText => DigestValue::Text(r.text.as_deref().map(str::to_string)),
         DigestColumn::Calls => DigestValue::Count(n.calls),
         DigestColumn::Hits => DigestValue::Count(n.hits),
