@@ -134,17 +134,38 @@ pub fn server_str(sql: &str, server: ServerVersion) -> Cow<'_, str> {
 /// comment (an error, which a trimmed text would not be), or an executable comment holding
 /// quotes or comment starts is returned whole.
 ///
-/// A slice of `sql`, never a copy; on the hit path one pass over the bytes decides that a
-/// statement without `/`, `-` or `#` has nothing to trim.
+/// A slice of `sql`, never a copy; on the hit path one pass over the bytes, eight at a
+/// time, decides that a statement without `/`, `-` or `#` has nothing to trim.
 pub fn key_text(sql: &[u8]) -> &[u8] {
-    // Branch-free, so the compiler vectorises it: the common statement costs this pass only.
-    let maybe = sql.iter().fold(false, |acc, &b| {
-        acc | (b == b'/') | (b == b'-') | (b == b'#')
-    });
-    if !maybe {
+    if !may_hold_comment(sql) {
         return sql;
     }
     trim_comments(sql).unwrap_or(sql)
+}
+
+/// Whether `sql` holds a `/`, `-` or `#` byte. A word at a time (SWAR): a per-byte loop cost
+/// about 15 instructions per byte of a point select on the hit path (callgrind).
+fn may_hold_comment(sql: &[u8]) -> bool {
+    const LO: u64 = 0x0101_0101_0101_0101;
+    const HI: u64 = 0x8080_8080_8080_8080;
+    // Non-zero exactly when some byte of `v` is zero.
+    let zero_byte = |v: u64| v.wrapping_sub(LO) & !v & HI;
+    let mut words = sql.chunks_exact(8);
+    for w in &mut words {
+        let mut b = [0u8; 8];
+        b.copy_from_slice(w);
+        let v = u64::from_le_bytes(b);
+        let found = zero_byte(v ^ (LO * u64::from(b'/')))
+            | zero_byte(v ^ (LO * u64::from(b'-')))
+            | zero_byte(v ^ (LO * u64::from(b'#')));
+        if found != 0 {
+            return true;
+        }
+    }
+    words
+        .remainder()
+        .iter()
+        .any(|&b| matches!(b, b'/' | b'-' | b'#'))
 }
 
 /// `sql[start..end]` without the leading and trailing plain comments; None when the
@@ -347,6 +368,22 @@ mod tests {
             text("UPDATE t /*!999999 x", MARIA),
             format!("UPDATE t /*{}", " ".repeat(9))
         );
+    }
+
+    /// Every byte value at every position of words and remainders.
+    #[test]
+    fn comment_bytes_are_found_anywhere() {
+        for len in 0..20 {
+            for at in 0..len {
+                for b in 0..=255u8 {
+                    let mut sql = vec![b'a'; len];
+                    sql[at] = b;
+                    let want = matches!(b, b'/' | b'-' | b'#');
+                    assert_eq!(may_hold_comment(&sql), want, "{len} {at} {b}");
+                }
+            }
+            assert!(!may_hold_comment(&vec![0x80; len]));
+        }
     }
 
     /// One row per rule of [`key_text`]: the statement and the text its key hashes.
