@@ -473,8 +473,9 @@ fn dashboard_queries(d: &serde_json::Value) -> Vec<(String, String)> {
 
 /// The dashboard shipped in deploy/grafana queries only metrics qcache exports: the JSON is
 /// parsed, every metric name in its queries is looked up among the samples of a running
-/// qcache's `/metrics` (binlog tail on, after a hit, a miss, a read not cached, a write and a
-/// commit that bypassed qcache), so a renamed metric breaks this test, not the dashboard.
+/// qcache's `/metrics` (binlog tail and L2 on, after a hit, a miss, a read not cached, a
+/// write and a commit that bypassed qcache), so a renamed metric breaks this test, not the
+/// dashboard. It has binlog, L2 and process panels.
 #[tokio::test]
 async fn dashboard_queries_only_metrics_qcache_exports() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/grafana");
@@ -484,12 +485,18 @@ async fn dashboard_queries_only_metrics_qcache_exports() {
         std::fs::read_to_string(dir.join("provisioning/datasources/prometheus.yml")).unwrap();
     assert!(provisioned.contains("uid: prometheus"), "{provisioned}");
     let queries = dashboard_queries(&dashboard);
-    let name = regex::Regex::new(r"\bqcache_[a-z0-9_]+").unwrap();
+    let name = regex::Regex::new(r"\b(?:qcache|process)_[a-z0-9_]+").unwrap();
     let mut wanted: Vec<(String, String)> = Vec::new();
     for (title, expr) in &queries {
         let names: Vec<&str> = name.find_iter(expr).map(|m| m.as_str()).collect();
         assert!(!names.is_empty(), "{title}: no qcache metric in {expr}");
         wanted.extend(names.into_iter().map(|n| (n.to_string(), title.clone())));
+    }
+    for family in ["qcache_binlog_", "qcache_l2_", "process_"] {
+        assert!(
+            wanted.iter().any(|(n, _)| n.starts_with(family)),
+            "no panel shows {family}* metrics"
+        );
     }
     let mut ids: Vec<u64> = dashboard["panels"]
         .as_array()
@@ -504,7 +511,14 @@ async fn dashboard_queries_only_metrics_qcache_exports() {
 
     let schema = common::fresh_schema("adm_dash").await;
     setup(&schema, &["CREATE TABLE t (id INT PRIMARY KEY)"]).await;
-    let proxy = admin_proxy(|c| c.invalidation.binlog = qcache::config::BinlogMode::On).await;
+    // L2 on too, so that its panels' metrics are exported.
+    let redis = common::redis::Redis::start();
+    let proxy = admin_proxy(|c| {
+        c.invalidation.binlog = qcache::config::BinlogMode::On;
+        c.l2.mode = qcache::config::L2Mode::On;
+        c.l2.url = qcache::config::L2Url::One(redis.url());
+    })
+    .await;
     let b = proxy.running.shared.binlog.clone().expect("binlog tail on");
     assert!(b.wait_until_connected(Duration::from_secs(20)).await);
     let mut c = proxy.conn(&schema).await;
@@ -1154,4 +1168,52 @@ async fn explain_reveals_nothing_the_server_would_not() {
         .await
         .unwrap();
     assert!(!rows.is_empty());
+}
+
+/// What a Prometheus setup expects of any process: `qcache_build_info` and the standard
+/// `process_*` metrics (resident memory, open descriptors, CPU, start time), read from /proc.
+/// And `QCACHE INVALIDATE TABLE` of a table the server does not have is its error 1146, not OK.
+#[tokio::test]
+async fn build_info_process_metrics_and_unknown_tables() {
+    let schema = common::fresh_schema("adm_proc").await;
+    setup(&schema, &["CREATE TABLE t (id INT PRIMARY KEY)"]).await;
+    let proxy = admin_proxy(|_| {}).await;
+    let m = scrape(admin(&proxy)).await;
+    let info: Vec<(&String, &f64)> = m
+        .iter()
+        .filter(|(k, _)| k.starts_with("qcache_build_info{"))
+        .collect();
+    assert_eq!(info.len(), 1, "{info:?}");
+    assert!(info[0]
+        .0
+        .contains(&format!("version=\"{}\"", env!("CARGO_PKG_VERSION"))));
+    assert_eq!(*info[0].1, 1.0);
+    let get = |n: &str| *m.get(n).unwrap_or_else(|| panic!("{n} not exported"));
+    assert!(get("process_resident_memory_bytes") > 1e6);
+    assert!(get("process_open_fds") >= 3.0);
+    assert!(get("process_cpu_seconds_total") >= 0.0);
+    let started = get("process_start_time_seconds");
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    assert!(
+        started > now - 3600.0 && started <= now + 1.0,
+        "{started} vs {now}"
+    );
+
+    let mut c = proxy.conn(&schema).await;
+    c.query_drop(format!("QCACHE INVALIDATE TABLE {schema}.t"))
+        .await
+        .unwrap();
+    for sql in [
+        format!("QCACHE INVALIDATE TABLE {schema}.nope"),
+        "QCACHE INVALIDATE TABLE nope".to_string(),
+    ] {
+        let e = c.query_drop(&sql).await.unwrap_err();
+        assert_eq!(server_code(e), 1146, "{sql}");
+    }
+    // The session goes on.
+    let _: Option<i64> = c.query_first("SELECT id FROM t").await.unwrap();
+    proxy.shutdown().await;
 }

@@ -1161,3 +1161,152 @@ async fn no_read_older_than_an_acknowledged_write() {
     assert!(reads > 100);
     assert!(stats.hits() > 0, "the test must exercise hits");
 }
+
+/// Tracing tools (sqlcommenter, marginalia, Datadog DBM) put a comment that changes on every
+/// request before or after the statement: such reads share one entry, text and prepared,
+/// while a comment inside the statement (part of a column's name) and an executable comment
+/// keep their own. What is served is checked against the server in
+/// `tests/scenarios/comments/`.
+#[tokio::test]
+async fn trace_comments_share_one_entry() {
+    let schema = common::fresh_schema("qc_trace").await;
+    setup(
+        &schema,
+        &[
+            "CREATE TABLE t (id INT PRIMARY KEY, v INT)",
+            "INSERT INTO t VALUES (1, 10), (2, 20)",
+        ],
+    )
+    .await;
+    let proxy = common::proxy(|_| {}).await;
+    let mut c = proxy.conn(&schema).await;
+    let base = "SELECT v FROM t WHERE id = 1";
+    assert_eq!(first_i64(&mut c, base).await, Some(10));
+    let mut hits = status(&mut c, "Qcache_hits").await;
+    for sql in [
+        "SELECT v FROM t WHERE id = 1 /*traceparent='00-4bf92f35-00f067aa-01'*/",
+        "SELECT v FROM t WHERE id = 1 /*traceparent='00-5bf92f35-10f067aa-01'*/",
+        "/*dddbs='svc',dde='prod'*/ SELECT v FROM t WHERE id = 1",
+        "/* a */\n-- b\n# c\nSELECT v FROM t WHERE id = 1 -- d",
+        "SELECT v FROM t WHERE id = 1 # e",
+    ] {
+        assert_eq!(first_i64(&mut c, sql).await, Some(10), "{sql}");
+        hits += 1;
+        assert_eq!(
+            status(&mut c, "Qcache_hits").await,
+            hits,
+            "not a hit: {sql}"
+        );
+    }
+    for sql in [
+        "SELECT v /*x*/ FROM t WHERE id = 1",
+        "SELECT v FROM t WHERE id = 1 /*!50000 AND 1 */",
+        "SELECT v FROM t WHERE id = 1 /*+ BKA(t) */",
+    ] {
+        assert_eq!(first_i64(&mut c, sql).await, Some(10), "{sql}");
+        assert_eq!(status(&mut c, "Qcache_hits").await, hits, "shared: {sql}");
+    }
+    // Prepared: the statement's SQL is keyed without its trace comments too.
+    let v: Option<i64> = c
+        .exec_first(
+            "SELECT v FROM t WHERE id = ? /*traceparent='00-1-01'*/",
+            (2,),
+        )
+        .await
+        .unwrap();
+    assert_eq!(v, Some(20));
+    let hits = status(&mut c, "Qcache_hits").await;
+    let v: Option<i64> = c
+        .exec_first(
+            "/*traceparent='00-2-01'*/ SELECT v FROM t WHERE id = ?",
+            (2,),
+        )
+        .await
+        .unwrap();
+    assert_eq!(v, Some(20));
+    assert_eq!(status(&mut c, "Qcache_hits").await, hits + 1, "prepared");
+    // QCACHE EXPLAIN keys as the read does.
+    let list: Vec<(String, Option<String>)> = c
+        .query("QCACHE EXPLAIN /*x*/ SELECT v FROM t WHERE id = 1 /*y*/")
+        .await
+        .unwrap();
+    let present = list.iter().find(|(n, _)| n == "entry_present");
+    assert_eq!(
+        present.and_then(|(_, v)| v.as_deref()),
+        Some("yes"),
+        "{list:?}"
+    );
+    proxy.shutdown().await;
+}
+
+/// Every spelling of reading `@@query_cache_type` that is a whole column answers the
+/// session's qcache value (the server's metadata and other columns kept); one inside an
+/// expression is the server's, never cached. `SHOW [GLOBAL|SESSION] STATUS` in every form
+/// reports qcache's `Qcache_*` counters, not MariaDB's own query cache's zeros.
+#[tokio::test]
+async fn query_cache_type_and_qcache_status_in_every_spelling() {
+    let schema = common::fresh_schema("qc_spell").await;
+    setup(
+        &schema,
+        &[
+            "CREATE TABLE t (id INT PRIMARY KEY)",
+            "INSERT INTO t VALUES (1)",
+        ],
+    )
+    .await;
+    let proxy = common::proxy(|c| c.cache.query_cache_type = QueryCacheType::On).await;
+    let mut c = proxy.conn(&schema).await;
+    c.query_drop("SET SESSION query_cache_type = DEMAND")
+        .await
+        .unwrap();
+    for sql in [
+        "SELECT @@SESSION.query_cache_type AS q",
+        "select @@local.query_cache_type `x`",
+        "SELECT /*c*/ @@query_cache_type",
+    ] {
+        let row: mysql_async::Row = c.query_first(sql).await.unwrap().unwrap();
+        let v: String = row.get(0).unwrap();
+        assert_eq!(v, "DEMAND", "{sql}");
+    }
+    let (v, one): (String, i64) = c
+        .query_first("SELECT @@query_cache_type, 1")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((v.as_str(), one), ("DEMAND", 1));
+    let (a, v, g): (i64, String, String) = c
+        .query_first("SELECT id AS a, @@session.query_cache_type, @@GLOBAL.query_cache_type FROM t")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((a, v.as_str(), g.as_str()), (1, "DEMAND", "ON"));
+    let row: mysql_async::Row = c
+        .query_first("SELECT @@SESSION.query_cache_type AS q")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(row.columns_ref()[0].name_str(), "q");
+
+    // A hit, so that qcache's counters differ from MariaDB's zeros.
+    let mut on = proxy.conn(&schema).await;
+    first_i64(&mut on, "SELECT id FROM t").await;
+    first_i64(&mut on, "SELECT id FROM t").await;
+    let hits = proxy.running.shared.cache.stats().hits();
+    assert!(hits >= 1);
+    for sql in [
+        "SHOW GLOBAL STATUS WHERE Variable_name = 'Qcache_hits'",
+        "SHOW STATUS WHERE Variable_name IN ('Qcache_hits', 'Uptime')",
+        "SHOW SESSION STATUS LIKE 'Qcache_h_ts'",
+        "SHOW GLOBAL STATUS",
+        "SHOW STATUS",
+    ] {
+        let rows: Vec<(String, String)> = c.query(sql).await.unwrap();
+        let got = rows.iter().find(|(n, _)| n == "Qcache_hits");
+        assert_eq!(
+            got.map(|(_, v)| v.as_str()),
+            Some(hits.to_string().as_str()),
+            "{sql}"
+        );
+    }
+    proxy.shutdown().await;
+}

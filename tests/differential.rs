@@ -627,6 +627,7 @@ topics!(
     basics,
     catalog,
     classification,
+    comments,
     context,
     defaults,
     diagnostics,

@@ -763,3 +763,61 @@ async fn raw_answer(c: &mut Raw, sql: &str) -> String {
         }
     }
 }
+
+/// A statement over the server's `max_allowed_packet`, as a query, a prepare and a
+/// parameter's long data: the server answers 1153 (SQLSTATE 08S01) and closes while the rest is still being written;
+/// through qcache the client gets the same error and the same close, never a bare lost
+/// connection. A server of its own with a 1 MiB limit, so that a 24 MiB statement (far more
+/// than the sockets buffer) is over it: a 70 MiB one against the shared server's 64 MiB
+/// takes a debug build half a minute to scan.
+#[tokio::test]
+async fn oversize_statement_gets_the_servers_error() {
+    let db = common::own_server_with(&["--max-allowed-packet=1M".to_string()]);
+    let schema = "test";
+    let proxy = common::proxy_to(&db.addr(), |_| {}).await;
+    let mut sql = b"SELECT LENGTH('".to_vec();
+    sql.resize(sql.len() + 24 * 1024 * 1024, b'a');
+    sql.extend_from_slice(b"')");
+    for cmd in [com::QUERY, com::STMT_PREPARE, com::STMT_SEND_LONG_DATA] {
+        let mut payload = vec![cmd];
+        if cmd == com::STMT_SEND_LONG_DATA {
+            // Statement 1, parameter 0: the server reads no further than the size.
+            payload.extend_from_slice(&[1, 0, 0, 0, 0, 0]);
+        }
+        payload.extend_from_slice(&sql);
+        let mut seen = Vec::new();
+        for addr in [db.addr(), proxy.addr_string()] {
+            let mut r = Raw::connect(&addr, "root", schema, true).await;
+            // The write may fail part way: the server stops reading at its limit.
+            let _ = r.try_send(0, &payload).await;
+            let answer = tokio::time::timeout(Duration::from_secs(30), r.read())
+                .await
+                .expect("an answer or a close, not a hang");
+            let err = answer.map(|p| {
+                let p = &p.payload;
+                assert_eq!(
+                    p.first(),
+                    Some(&0xff),
+                    "not an ERR: {:?}",
+                    &p[..p.len().min(16)]
+                );
+                let code = u16::from_le_bytes([p[1], p[2]]);
+                (code, String::from_utf8_lossy(&p[3..]).into_owned())
+            });
+            let closed = tokio::time::timeout(Duration::from_secs(30), r.read())
+                .await
+                .expect("a close, not a hang")
+                .is_none();
+            seen.push((err, closed));
+        }
+        assert_eq!(
+            seen[0], seen[1],
+            "command {cmd}: direct, then through qcache"
+        );
+        let (err, closed) = &seen[0];
+        assert_eq!(err.as_ref().map(|e| e.0), Some(1153), "{err:?}");
+        assert!(err.as_ref().unwrap().1.starts_with("#08S01"), "{err:?}");
+        assert!(closed);
+    }
+    proxy.shutdown().await;
+}

@@ -749,6 +749,51 @@ async fn a_cleartext_plugin_from_a_tls_client_to_a_plain_server_is_refused() {
     proxy.shutdown().await;
 }
 
+/// A TLS client offering `mysql_clear_password` to a `mysql_native_password` account: the
+/// server switches it to the account's plugin and it logs in (aiomysql's suite does this).
+/// Through qcache to a plain upstream it logs in the same way, the password withheld from
+/// the plain leg: the server's switch is the only way on.
+#[tokio::test]
+async fn a_cleartext_offer_is_switched_to_the_accounts_plugin() {
+    let db = tls_server();
+    let user = common::unique_name("clr");
+    let mut d = mysql_async::Conn::from_url(db.url("")).await.unwrap();
+    d.query_drop(format!(
+        "CREATE USER '{user}'@'%' IDENTIFIED VIA mysql_native_password USING PASSWORD('pw')"
+    ))
+    .await
+    .unwrap();
+    let proxy = common::proxy_to(&db.addr(), |c| {
+        client_tls(c);
+        upstream_tls(c, UpstreamTlsMode::Disabled);
+    })
+    .await;
+    for addr in [db.addr(), proxy.addr_string()] {
+        let args: Vec<String> = vec![
+            "--ssl".into(),
+            format!("--ssl-ca={}", path(&pki().cert)),
+            "--enable-cleartext-plugin".into(),
+            "--default-auth=mysql_clear_password".into(),
+            format!("--user={user}"),
+            "--password=pw".into(),
+            "-N".into(),
+            "-e".into(),
+            "SELECT CURRENT_USER()".into(),
+        ];
+        let out = cli(addr.clone(), args).await;
+        assert!(
+            out.status.success(),
+            "{addr}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(String::from_utf8_lossy(&out.stdout).contains(&user));
+    }
+    d.query_drop(format!("DROP USER '{user}'@'%'"))
+        .await
+        .unwrap();
+    proxy.shutdown().await;
+}
+
 /// `preferred` and `required` authenticate no server, so they accept a certificate webpki
 /// cannot read: X.509 version 1, which `openssl x509 -req` issues without extensions and
 /// which mariadb-connector-nodejs's CI certificates are. Before, every session was refused

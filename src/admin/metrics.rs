@@ -89,7 +89,7 @@ impl Collector for SharedCollector {
         if let Some(l2) = &sh.l2 {
             encode_l2(&mut e, l2)?;
         }
-        Ok(())
+        encode_process(&mut e)
     }
 }
 
@@ -376,6 +376,110 @@ fn encode_binlog(
     Ok(())
 }
 
+/// `qcache_build_info` and the `process_*` metrics every Prometheus client library exports,
+/// which dashboards and alerts expect by these names.
+fn encode_process(e: &mut DescriptorEncoder) -> std::fmt::Result {
+    {
+        let mut me = e.encode_descriptor(
+            "qcache_build_info",
+            "Always 1; the labels say which build runs.",
+            None,
+            MetricType::Gauge,
+        )?;
+        let profile = if cfg!(debug_assertions) {
+            "debug"
+        } else {
+            "release"
+        };
+        ConstGauge::new(1i64).encode(
+            me.encode_family(&[("version", env!("CARGO_PKG_VERSION")), ("profile", profile)])?,
+        )?;
+    }
+    let Some(p) = process_sample() else {
+        return Ok(());
+    };
+    gauge(
+        e,
+        "process_resident_memory_bytes",
+        "Resident memory size in bytes.",
+        p.rss_bytes as i64,
+    )?;
+    gauge(
+        e,
+        "process_open_fds",
+        "Number of open file descriptors.",
+        p.open_fds as i64,
+    )?;
+    let cpu = ConstCounter::new(p.cpu_seconds);
+    cpu.encode(e.encode_descriptor(
+        "process_cpu_seconds",
+        "Total user and system CPU time spent in seconds.",
+        None,
+        cpu.metric_type(),
+    )?)?;
+    gauge(
+        e,
+        "process_start_time_seconds",
+        "Start time of the process since unix epoch in seconds.",
+        p.start_time_seconds,
+    )
+}
+
+/// The process's own figures, read from /proc on each scrape (no dependency, nothing kept).
+#[derive(Debug, Clone, PartialEq)]
+struct ProcessSample {
+    rss_bytes: u64,
+    open_fds: u64,
+    cpu_seconds: f64,
+    start_time_seconds: f64,
+}
+
+/// None where /proc cannot be read (not Linux): the metrics are then left out.
+fn process_sample() -> Option<ProcessSample> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let system = std::fs::read_to_string("/proc/stat").ok()?;
+    // The directory's own descriptor, open while it is read, is not counted.
+    let fds = std::fs::read_dir("/proc/self/fd")
+        .ok()?
+        .count()
+        .saturating_sub(1);
+    parse_process(&stat, &status, &system, fds as u64)
+}
+
+/// Clock ticks per second in /proc's times: USER_HZ, fixed at 100 in Linux's user ABI.
+const USER_HZ: f64 = 100.0;
+
+fn parse_process(stat: &str, status: &str, system: &str, open_fds: u64) -> Option<ProcessSample> {
+    // The command name may hold spaces and parentheses: the fields start after the last ')',
+    // at field 3 (state), so field n is at n - 3.
+    let fields: Vec<&str> = stat
+        .get(stat.rfind(')')? + 1..)?
+        .split_whitespace()
+        .collect();
+    let field = |n: usize| fields.get(n - 3)?.parse::<u64>().ok();
+    let (utime, stime, start) = (field(14)?, field(15)?, field(22)?);
+    let rss_kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()?;
+    let boot: u64 = system
+        .lines()
+        .find_map(|l| l.strip_prefix("btime "))?
+        .trim()
+        .parse()
+        .ok()?;
+    Some(ProcessSample {
+        rss_bytes: rss_kb * 1024,
+        open_fds,
+        cpu_seconds: (utime + stime) as f64 / USER_HZ,
+        start_time_seconds: boot as f64 + start as f64 / USER_HZ,
+    })
+}
+
 /// The second level's figures (`Qcache_l2_*` as Prometheus metrics).
 fn encode_l2(e: &mut DescriptorEncoder, l2: &crate::l2::L2) -> std::fmt::Result {
     let s = &l2.stats;
@@ -491,4 +595,34 @@ pub fn render(shared: &Arc<Shared>) -> Result<(String, &'static str), std::fmt::
         out,
         prometheus_client::encoding::prometheus_text::CONTENT_TYPE,
     ))
+}
+
+#[cfg(test)]
+mod process_tests {
+    use super::*;
+
+    #[test]
+    fn proc_files_are_read_by_field() {
+        let stat = "4242 (qc (a) b) S 1 4242 4242 0 -1 4194560 900 0 0 0 250 50 0 0 20 0 9 0 \
+                    123400 1000000 2000 18446744073709551615";
+        let status = "Name:\tqcache\nVmPeak:\t  9000 kB\nVmRSS:\t  5120 kB\nThreads:\t9\n";
+        let system = "cpu  1 2 3\nbtime 1764900000\nprocesses 42\n";
+        assert_eq!(
+            parse_process(stat, status, system, 7),
+            Some(ProcessSample {
+                rss_bytes: 5120 * 1024,
+                open_fds: 7,
+                cpu_seconds: 3.0,
+                start_time_seconds: 1764900000.0 + 1234.0,
+            })
+        );
+        assert_eq!(parse_process("garbage", status, system, 7), None);
+        assert_eq!(parse_process(stat, "", system, 7), None);
+    }
+
+    #[test]
+    fn this_process_is_readable() {
+        let p = process_sample().expect("/proc/self on Linux");
+        assert!(p.rss_bytes > 0 && p.open_fds > 0 && p.start_time_seconds > 1.6e9);
+    }
 }

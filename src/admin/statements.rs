@@ -68,6 +68,7 @@ impl Default for DigestQuery {
 pub enum DigestColumn {
     Digest,
     Schema,
+    User,
     DigestText,
     Calls,
     Hits,
@@ -77,6 +78,7 @@ pub enum DigestColumn {
     RowsSent,
     BytesSent,
     UpstreamMsTotal,
+    UpstreamMsMin,
     UpstreamMsMax,
     TimeSavedMs,
     FirstSeen,
@@ -84,9 +86,10 @@ pub enum DigestColumn {
 }
 
 impl DigestColumn {
-    pub const ALL: [DigestColumn; 15] = [
+    pub const ALL: [DigestColumn; 17] = [
         DigestColumn::Digest,
         DigestColumn::Schema,
+        DigestColumn::User,
         DigestColumn::DigestText,
         DigestColumn::Calls,
         DigestColumn::Hits,
@@ -96,6 +99,7 @@ impl DigestColumn {
         DigestColumn::RowsSent,
         DigestColumn::BytesSent,
         DigestColumn::UpstreamMsTotal,
+        DigestColumn::UpstreamMsMin,
         DigestColumn::UpstreamMsMax,
         DigestColumn::TimeSavedMs,
         DigestColumn::FirstSeen,
@@ -106,6 +110,7 @@ impl DigestColumn {
         match self {
             DigestColumn::Digest => "digest",
             DigestColumn::Schema => "schema",
+            DigestColumn::User => "user",
             DigestColumn::DigestText => "digest_text",
             DigestColumn::Calls => "calls",
             DigestColumn::Hits => "hits",
@@ -115,6 +120,7 @@ impl DigestColumn {
             DigestColumn::RowsSent => "rows_sent",
             DigestColumn::BytesSent => "bytes_sent",
             DigestColumn::UpstreamMsTotal => "upstream_ms_total",
+            DigestColumn::UpstreamMsMin => "upstream_ms_min",
             DigestColumn::UpstreamMsMax => "upstream_ms_max",
             DigestColumn::TimeSavedMs => "time_saved_ms",
             DigestColumn::FirstSeen => "first_seen",
@@ -317,7 +323,10 @@ fn digest_query(rest: &str) -> Result<DigestQuery, String> {
         // Numbers read best most first, names alphabetically.
         q.descending = !matches!(
             q.order_by,
-            DigestColumn::Digest | DigestColumn::Schema | DigestColumn::DigestText
+            DigestColumn::Digest
+                | DigestColumn::Schema
+                | DigestColumn::User
+                | DigestColumn::DigestText
         );
         next = take_word(&mut rest);
         match next.as_deref().map(str::to_ascii_lowercase).as_deref() {
@@ -546,6 +555,7 @@ fn compare(a: &DigestRow, b: &DigestRow, by: DigestColumn) -> std::cmp::Ordering
     match by {
         DigestColumn::Digest => a.digest.cmp(&b.digest),
         DigestColumn::Schema => a.schema.cmp(&b.schema),
+        DigestColumn::User => a.user.cmp(&b.user),
         DigestColumn::DigestText => a.text.cmp(&b.text),
         DigestColumn::Calls => x.calls.cmp(&y.calls),
         DigestColumn::Hits => x.hits.cmp(&y.hits),
@@ -555,6 +565,7 @@ fn compare(a: &DigestRow, b: &DigestRow, by: DigestColumn) -> std::cmp::Ordering
         DigestColumn::RowsSent => x.rows.cmp(&y.rows),
         DigestColumn::BytesSent => x.bytes.cmp(&y.bytes),
         DigestColumn::UpstreamMsTotal => x.upstream_ns.cmp(&y.upstream_ns),
+        DigestColumn::UpstreamMsMin => x.upstream_min_ns.cmp(&y.upstream_min_ns),
         DigestColumn::UpstreamMsMax => x.upstream_max_ns.cmp(&y.upstream_max_ns),
         DigestColumn::TimeSavedMs => x.time_saved_ns().cmp(&y.time_saved_ns()),
         DigestColumn::FirstSeen => x.first_seen.cmp(&y.first_seen),
@@ -592,6 +603,7 @@ pub fn digest_value(r: &DigestRow, c: DigestColumn) -> DigestValue {
                 .map_or_else(|| "other".to_string(), |d| format!("{d:016x}")),
         )),
         DigestColumn::Schema => DigestValue::Text(r.schema.as_deref().map(str::to_string)),
+        DigestColumn::User => DigestValue::Text(r.user.as_deref().map(str::to_string)),
         DigestColumn::DigestText => DigestValue::Text(r.text.as_deref().map(str::to_string)),
         DigestColumn::Calls => DigestValue::Count(n.calls),
         DigestColumn::Hits => DigestValue::Count(n.hits),
@@ -601,6 +613,7 @@ pub fn digest_value(r: &DigestRow, c: DigestColumn) -> DigestValue {
         DigestColumn::RowsSent => DigestValue::Count(n.rows),
         DigestColumn::BytesSent => DigestValue::Count(n.bytes),
         DigestColumn::UpstreamMsTotal => DigestValue::Text(Some(ms(n.upstream_ns))),
+        DigestColumn::UpstreamMsMin => DigestValue::Text(Some(ms(n.upstream_min_ns))),
         DigestColumn::UpstreamMsMax => DigestValue::Text(Some(ms(n.upstream_max_ns))),
         DigestColumn::TimeSavedMs => DigestValue::Text(Some(ms(n.time_saved_ns()))),
         DigestColumn::FirstSeen => DigestValue::Text(when(n.first_seen)),
@@ -655,6 +668,7 @@ pub fn digests_json(shared: &Shared) -> serde_json::Value {
                 ),
                 (
                     DigestColumn::UpstreamMsTotal
+                    | DigestColumn::UpstreamMsMin
                     | DigestColumn::UpstreamMsMax
                     | DigestColumn::TimeSavedMs,
                     DigestValue::Text(Some(t)),

@@ -45,7 +45,7 @@ mod set;
 pub mod slices;
 mod version;
 
-pub use comments::{server_str, server_text};
+pub use comments::{key_text, server_str, server_text};
 pub use digest::{digest, normalised_text};
 pub use fallback::{calls_unknown_code, sequences_written};
 pub use memo::Analyzer;

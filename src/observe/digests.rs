@@ -43,7 +43,9 @@ pub struct Observation<'a> {
     pub digest: u64,
     /// The session's default schema.
     pub schema: Option<&'a str>,
-    /// [`schema_key`]`(schema)`, which the session keeps from one `USE` to the next rather
+    /// The session's user (rows are per shape, schema and user).
+    pub user: Option<&'a str>,
+    /// [`row_key`]`(schema, user)`, which the session keeps from one `USE` to the next rather
     /// than hashing the name on every statement.
     pub schema_key: u64,
     /// The normalised text, when the caller has it (a miss computes it; a hit passes the
@@ -71,6 +73,8 @@ pub struct Counts {
     pub rows: u64,
     pub bytes: u64,
     pub upstream_ns: u64,
+    /// The shortest and longest of the misses' upstream times (0 before the first).
+    pub upstream_min_ns: u64,
     pub upstream_max_ns: u64,
     pub first_seen: Option<Instant>,
     pub last_seen: Option<Instant>,
@@ -106,6 +110,11 @@ impl Counts {
         self.misses += 1;
         let ns = u64::try_from(o.upstream.as_nanos()).unwrap_or(u64::MAX);
         self.upstream_ns = self.upstream_ns.saturating_add(ns);
+        self.upstream_min_ns = if self.misses == 1 {
+            ns
+        } else {
+            self.upstream_min_ns.min(ns)
+        };
         self.upstream_max_ns = self.upstream_max_ns.max(ns);
     }
 
@@ -118,6 +127,11 @@ impl Counts {
     }
 
     fn merge(&mut self, o: &Counts) {
+        self.upstream_min_ns = match (self.misses, o.misses) {
+            (_, 0) => self.upstream_min_ns,
+            (0, _) => o.upstream_min_ns,
+            _ => self.upstream_min_ns.min(o.upstream_min_ns),
+        };
         self.calls += o.calls;
         self.hits += o.hits;
         self.misses += o.misses;
@@ -154,11 +168,12 @@ impl Counts {
 #[derive(Debug, Clone)]
 struct Row {
     schema: Option<Arc<str>>,
+    user: Option<Arc<str>>,
     text: Option<Arc<str>>,
     counts: Counts,
 }
 
-/// (digest, schema hash): the map key of a row.
+/// (digest, [`row_key`] of schema and user): the map key of a row.
 type RowKey = (u64, u64);
 
 #[derive(Debug, Default)]
@@ -336,6 +351,7 @@ pub struct DigestRow {
     /// None for the "other" row.
     pub digest: Option<u64>,
     pub schema: Option<Arc<str>>,
+    pub user: Option<Arc<str>>,
     pub text: Option<Arc<str>>,
     pub counts: Counts,
 }
@@ -346,6 +362,7 @@ impl DigestRow {
         DigestRow {
             digest: None,
             schema: None,
+            user: None,
             text: None,
             counts: Counts::default(),
         }
@@ -462,7 +479,11 @@ impl Digests {
         if cap == 0 {
             return;
         }
-        debug_assert_eq!(o.schema_key, schema_key(o.schema), "a stale schema key");
+        debug_assert_eq!(
+            o.schema_key,
+            row_key(o.schema, o.user.unwrap_or_default()),
+            "a stale schema key"
+        );
         let key = (o.digest, o.schema_key);
         let at = hint
             .cell
@@ -510,6 +531,7 @@ impl Digests {
                     key,
                     Row {
                         schema: o.schema.map(Arc::from),
+                        user: o.user.map(Arc::from),
                         text: self.known_text(o.digest, o.text),
                         counts,
                     },
@@ -571,6 +593,7 @@ impl Digests {
             .map(|((digest, _), r)| DigestRow {
                 digest: Some(digest),
                 schema: r.schema,
+                user: r.user,
                 text: r.text,
                 counts: r.counts,
             })
@@ -579,6 +602,7 @@ impl Digests {
             out.push(DigestRow {
                 digest: None,
                 schema: None,
+                user: None,
                 text: None,
                 counts: other,
             });
@@ -631,6 +655,14 @@ pub fn schema_key(schema: Option<&str>) -> u64 {
     }
 }
 
+/// The hash of a default schema and a user that keys digest rows with the digest: a shape
+/// gets a row per schema and user. A session computes it when either changes, so the hit
+/// path's lookup is the same one as per schema alone.
+pub fn row_key(schema: Option<&str>, user: &str) -> u64 {
+    let u = xxh3_64(user.as_bytes());
+    schema_key(schema) ^ u.rotate_left(17) ^ 0x9E37_79B9_7F4A_7C15
+}
+
 /// The wall-clock time of `at`, an instant in the past (statistics keep instants so the
 /// hit path reads no second clock).
 pub fn wall_time(at: Instant) -> SystemTime {
@@ -674,7 +706,8 @@ mod tests {
         Observation {
             digest,
             schema: Some("shop"),
-            schema_key: schema_key(Some("shop")),
+            user: Some("app"),
+            schema_key: row_key(Some("shop"), "app"),
             text: Some(&TEXT),
             outcome,
             rows: 2,
@@ -714,6 +747,7 @@ mod tests {
         assert_eq!((c.rows, c.bytes), (14, 700));
         assert_eq!(c.upstream_ns, 16_000_000);
         assert_eq!(c.upstream_max_ns, 4_000_000);
+        assert_eq!(c.upstream_min_ns, 4_000_000);
         // Three hits at the mean of 4 ms.
         assert_eq!(c.time_saved_ns(), 12_000_000);
         assert!(c.first_seen <= c.last_seen);
@@ -725,10 +759,10 @@ mod tests {
         let mut h = RowHint::default();
         let mut a = obs(1, Outcome::Hit);
         a.schema = Some("a");
-        a.schema_key = schema_key(a.schema);
+        a.schema_key = row_key(a.schema, "app");
         let mut b = obs(1, Outcome::Hit);
         b.schema = None;
-        b.schema_key = schema_key(None);
+        b.schema_key = row_key(None, "app");
         d.record(&a, &mut h);
         d.record(&b, &mut h);
         d.record(&b, &mut h);
@@ -737,6 +771,30 @@ mod tests {
         assert_eq!(rows[0].schema, None);
         assert_eq!(rows[0].counts.calls, 2);
         assert_eq!(rows[1].schema.as_deref(), Some("a"));
+    }
+
+    #[test]
+    fn users_are_rows_of_their_own() {
+        let d = Digests::new(10);
+        let mut h = RowHint::default();
+        let a = obs(1, Outcome::Hit);
+        let mut b = obs(1, Outcome::Hit);
+        b.user = Some("other");
+        b.schema_key = row_key(b.schema, "other");
+        for o in [&a, &b, &b] {
+            d.record(o, &mut h);
+        }
+        let rows = d.rows();
+        assert_eq!(rows.len(), 2);
+        assert_eq!(
+            (rows[0].user.as_deref(), rows[0].counts.calls),
+            (Some("other"), 2)
+        );
+        assert_eq!(
+            (rows[1].user.as_deref(), rows[1].counts.calls),
+            (Some("app"), 1)
+        );
+        assert_eq!(rows[0].schema, rows[1].schema);
     }
 
     /// N + 1000 shapes: N rows and "other", with every call counted once.

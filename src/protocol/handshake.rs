@@ -111,6 +111,47 @@ pub fn parse_auth_switch(p: &[u8]) -> Option<(String, Vec<u8>)> {
     Some((String::from_utf8_lossy(name).into_owned(), data))
 }
 
+/// A handshake response `p` with its auth data emptied and its plugin renamed `plugin`, the
+/// rest as it was. A server whose account uses another client plugin than the response
+/// names answers with an auth switch to that plugin and ignores the data; so a password the
+/// client sent in the clear can be withheld from a plain leg while the server still decides
+/// how the client logs in. None when `p` is malformed or names no plugin.
+pub fn without_auth_data(p: &[u8], plugin: &str) -> Option<Vec<u8>> {
+    let caps = u32::from_le_bytes(p.get(0..4)?.try_into().ok()?);
+    if caps & cap::PLUGIN_AUTH == 0 {
+        return None;
+    }
+    let mut at = 32;
+    let (_, n) = read_nul_str(p.get(at..)?)?;
+    at += n;
+    let mut out = p.get(..at)?.to_vec();
+    // The data's own encoding, empty: a 0 length, or (oldest form) an empty NUL string.
+    if caps & cap::PLUGIN_AUTH_LENENC_DATA != 0 {
+        let (len, n) = read_lenenc(p.get(at..)?)?;
+        at = at.checked_add(n)?.checked_add(usize::try_from(len).ok()?)?;
+    } else if caps & cap::SECURE_CONNECTION != 0 {
+        at += 1 + usize::from(*p.get(at)?);
+    } else {
+        let (_, n) = read_nul_str(p.get(at..)?)?;
+        at += n;
+    }
+    out.push(0);
+    if at > p.len() {
+        return None;
+    }
+    if caps & cap::CONNECT_WITH_DB != 0 && at < p.len() {
+        let (_, n) = read_nul_str(&p[at..])?;
+        out.extend_from_slice(&p[at..at + n]);
+        at += n;
+    }
+    let (_, n) = read_nul_str(p.get(at..)?)?;
+    at += n;
+    out.extend_from_slice(plugin.as_bytes());
+    out.push(0);
+    out.extend_from_slice(&p[at..]);
+    Some(out)
+}
+
 /// The capability word of a handshake response (or SSL request) with `set` added and
 /// `clear` removed. What qcache never offers ([`UNOFFERED_CAPS`], [`CLEARED_MARIADB_CAPS`])
 /// is removed too: a client that sets it anyway would otherwise have the server take it at
@@ -299,9 +340,78 @@ pub fn parse_change_user(p: &[u8], client_caps: u32) -> Option<ChangeUser> {
     })
 }
 
+/// COM_CHANGE_USER's auth plugin, and the packet with its auth data emptied and the plugin
+/// renamed `plugin` (see [`without_auth_data`]); a packet naming no plugin comes back as it
+/// is, with an empty name. None when the client has no plugin auth or it is malformed.
+pub fn change_user_without_auth_data(
+    p: &[u8],
+    client_caps: u32,
+    plugin: &str,
+) -> Option<(String, Vec<u8>)> {
+    if client_caps & cap::PLUGIN_AUTH == 0 {
+        return None;
+    }
+    let (_, n) = read_nul_str(p.get(1..)?)?;
+    let mut at = 1 + n;
+    let mut out = p.get(..at)?.to_vec();
+    if client_caps & cap::SECURE_CONNECTION != 0 {
+        at += 1 + usize::from(*p.get(at)?);
+    } else {
+        let (_, n) = read_nul_str(p.get(at..)?)?;
+        at += n;
+    }
+    out.push(0);
+    let (_, n) = read_nul_str(p.get(at..)?)?;
+    // The database, then the two charset bytes.
+    out.extend_from_slice(p.get(at..at + n + 2)?);
+    at += n + 2;
+    if at == p.len() {
+        // No plugin named (older clients): the data is for the connection's plugin.
+        return Some((String::new(), p.to_vec()));
+    }
+    let (old, n) = read_nul_str(p.get(at..)?)?;
+    let old = String::from_utf8_lossy(old).into_owned();
+    at += n;
+    out.extend_from_slice(plugin.as_bytes());
+    out.push(0);
+    out.extend_from_slice(&p[at..]);
+    Some((old, out))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn change_user_auth_data_withheld() {
+        let caps = cap::PROTOCOL_41 | cap::SECURE_CONNECTION | cap::PLUGIN_AUTH;
+        let mut p = vec![0x11];
+        p.extend_from_slice(b"app\0\x06s3cretshop\0\x21\x00mysql_clear_password\0\x03\x01a\x00");
+        let (old, out) = change_user_without_auth_data(&p, caps, "other").unwrap();
+        assert_eq!(old, "mysql_clear_password");
+        assert_eq!(
+            out,
+            b"\x11app\0\0shop\0\x21\x00other\0\x03\x01a\x00".to_vec()
+        );
+        let cu = parse_change_user(&out, caps).unwrap();
+        assert_eq!(
+            (cu.user.as_str(), cu.database.as_deref()),
+            ("app", Some("shop"))
+        );
+        for n in 0..p.len() {
+            let _ = change_user_without_auth_data(&p[..n], caps, "other");
+        }
+        assert_eq!(
+            change_user_without_auth_data(&p, caps & !cap::PLUGIN_AUTH, "other"),
+            None
+        );
+        // Ending after the charset: no plugin, left as it is.
+        let short = b"\x11app\0\x02pwshop\0\x21\x00".to_vec();
+        assert_eq!(
+            change_user_without_auth_data(&short, caps, "other"),
+            Some((String::new(), short.clone()))
+        );
+    }
     use bytes::BufMut;
 
     /// A MariaDB 10.11 greeting as seen on the wire (payload only).
@@ -465,6 +575,39 @@ mod tests {
         // Without the bit the same byte is not a level.
         p[3] &= !((cap::ZSTD_COMPRESSION >> 24) as u8);
         assert_eq!(parse_handshake_response(&p).unwrap().zstd_level, None);
+    }
+
+    /// The password goes, the plugin is renamed, the database and attributes stay, in each
+    /// encoding of the auth data.
+    #[test]
+    fn auth_data_withheld() {
+        let base = cap::PROTOCOL_41 | cap::PLUGIN_AUTH | cap::CONNECT_WITH_DB | cap::CONNECT_ATTRS;
+        for data_cap in [cap::PLUGIN_AUTH_LENENC_DATA, cap::SECURE_CONNECTION, 0] {
+            let caps = base | data_cap;
+            let mut p = vec![0u8; 32];
+            p[0..4].copy_from_slice(&caps.to_le_bytes());
+            p.extend_from_slice(b"app\0");
+            match data_cap {
+                0 => p.extend_from_slice(b"s3cret\0"),
+                _ => p.extend_from_slice(b"\x06s3cret"),
+            }
+            p.extend_from_slice(b"shop\0mysql_clear_password\0\x03\x01a\x00");
+            let out = without_auth_data(&p, "other").unwrap();
+            assert!(!out.windows(6).any(|w| w == b"s3cret"), "{caps:x}");
+            let r = parse_handshake_response(&out).unwrap();
+            assert_eq!(r.user, "app");
+            assert_eq!(r.database.as_deref(), Some("shop"));
+            assert_eq!(r.auth_plugin.as_deref(), Some("other"));
+            assert!(out.ends_with(b"other\0\x03\x01a\x00"));
+            for n in 0..p.len() {
+                let _ = without_auth_data(&p[..n], "other");
+            }
+        }
+        // No plugin named: nothing to switch from.
+        let mut p = vec![0u8; 32];
+        p[0..4].copy_from_slice(&(cap::PROTOCOL_41 | cap::SECURE_CONNECTION).to_le_bytes());
+        p.extend_from_slice(b"app\0\x00");
+        assert_eq!(without_auth_data(&p, "other"), None);
     }
 
     #[test]

@@ -11,6 +11,9 @@ use crate::observe::stats::InvalidationSource;
 use crate::protocol::codec::Packet;
 use crate::protocol::packets::{self, status};
 
+/// The server's error for a table it does not have.
+const ER_NO_SUCH_TABLE: u16 = 1146;
+
 /// One row, one column: 1 when the current account holds RELOAD globally. CURRENT_USER() is
 /// the account the server matched, which is how GRANTEE is spelled.
 const RELOAD_QUERY: &str = "SELECT COUNT(*) > 0 FROM information_schema.USER_PRIVILEGES \
@@ -96,11 +99,20 @@ impl Session {
                         .await?;
                     return Ok(true);
                 };
+                // Invalidated whether or not the server knows the name: dropping entries
+                // of a table that is not there costs nothing, and one it does not list (a
+                // temporary table) is dropped all the same.
                 let handle = self.shared.cache.versions().table(&s, &t);
                 self.shared
                     .cache
                     .invalidate_table(&handle, InvalidationSource::Flush);
                 info!(table = %format!("{s}.{t}"), "QCACHE INVALIDATE TABLE");
+                if !self.table_exists(&s, &t).await? {
+                    let msg = format!("Table '{s}.{t}' doesn't exist");
+                    self.send_own_error(seq, ER_NO_SUCH_TABLE, "42S02", &msg)
+                        .await?;
+                    return Ok(true);
+                }
                 self.send_ok(seq).await?;
                 return Ok(true);
             }
@@ -180,14 +192,34 @@ impl Session {
     /// Runs [`RELOAD_QUERY`] on the session's own upstream connection (the server knows the
     /// account; qcache does not) and reads the answer without relaying it.
     async fn ask_reload_privilege(&mut self) -> Result<bool, SessionError> {
-        self.send_private(RELOAD_QUERY).await?;
+        self.ask_yes_no(RELOAD_QUERY).await
+    }
+
+    /// Whether the server lists `schema.table` (a table or a view) to this session's user,
+    /// asked as [`RELOAD_QUERY`] is. The names go as hex, which every sql_mode reads alike.
+    async fn table_exists(&mut self, schema: &str, table: &str) -> Result<bool, SessionError> {
+        let hex = |s: &str| s.bytes().map(|b| format!("{b:02x}")).collect::<String>();
+        let sql = format!(
+            "SELECT COUNT(*) > 0 FROM information_schema.TABLES WHERE \
+             TABLE_SCHEMA = CONVERT(X'{}' USING utf8mb4) AND \
+             TABLE_NAME = CONVERT(X'{}' USING utf8mb4)",
+            hex(schema),
+            hex(table)
+        );
+        self.ask_yes_no(&sql).await
+    }
+
+    /// Runs `sql`, a one-row, one-column query answering 1 or 0, on the session's upstream
+    /// connection and reads the answer without relaying it; an error is a no.
+    async fn ask_yes_no(&mut self, sql: &str) -> Result<bool, SessionError> {
+        self.send_private(sql).await?;
         // Packet 0 is the column count, 1 the column; then (classic protocol) an EOF; the
         // first row follows.
         let row_at = if self.st.deprecate_eof { 2 } else { 3 };
         let mut allowed = false;
         let mut n = 0;
         let resp = self
-            .read_private("the RELOAD privilege query", |resp, _, p| {
+            .read_private("a yes-or-no query", |resp, _, p| {
                 if n == row_at && !resp.error {
                     allowed = packets::read_lenenc_str(p).is_some_and(|(v, _)| v == b"1");
                 }

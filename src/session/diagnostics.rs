@@ -42,9 +42,9 @@ impl Session {
 /// How [`Session::relay_rewriting`] changes a relayed result's rows.
 pub(crate) enum Rewrite {
     /// `(Variable_name, Value)` rows: the value of each listed name (lower-case) replaced.
-    Named(Vec<(&'static str, String)>),
-    /// The one column of each row replaced (`SELECT @@query_cache_type`).
-    Single(String),
+    Named(Vec<(String, String)>),
+    /// These columns of each row replaced, by index (`SELECT @@query_cache_type, …`).
+    Columns(Vec<(usize, String)>),
 }
 
 impl Session {
@@ -120,16 +120,28 @@ fn rewrite_row(row: &[u8], rw: &Rewrite) -> Option<Vec<u8>> {
             packets::put_lenenc(&mut out, value.len() as u64);
             out.extend_from_slice(value.as_bytes());
         }
-        Rewrite::Single(value) => {
-            let used = match row.first() {
-                Some(0xfb) => 1,
-                _ => packets::read_lenenc_str(row)?.1,
-            };
-            if used != row.len() {
+        Rewrite::Columns(values) => {
+            let mut at = 0;
+            let mut col = 0;
+            while at < row.len() {
+                let used = match row.get(at) {
+                    Some(0xfb) => 1,
+                    _ => packets::read_lenenc_str(&row[at..])?.1,
+                };
+                match values.iter().find(|(i, _)| *i == col) {
+                    Some((_, value)) => {
+                        packets::put_lenenc(&mut out, value.len() as u64);
+                        out.extend_from_slice(value.as_bytes());
+                    }
+                    None => out.extend_from_slice(&row[at..at + used]),
+                }
+                at += used;
+                col += 1;
+            }
+            // A row of another shape than the columns said: left alone.
+            if at != row.len() || values.iter().any(|(i, _)| *i >= col) {
                 return None;
             }
-            packets::put_lenenc(&mut out, value.len() as u64);
-            out.extend_from_slice(value.as_bytes());
         }
     }
     Some(out.to_vec())
@@ -166,7 +178,7 @@ mod tests {
 
     #[test]
     fn rows_are_rewritten_by_name() {
-        let rw = Rewrite::Named(vec![("query_cache_type", "ON".into())]);
+        let rw = Rewrite::Named(vec![("query_cache_type".into(), "ON".into())]);
         assert_eq!(
             rewrite_row(b"\x10query_cache_type\x03OFF", &rw).unwrap(),
             b"\x10query_cache_type\x02ON".to_vec()
@@ -174,10 +186,17 @@ mod tests {
         assert_eq!(rewrite_row(b"\x10query_cache_size\x010", &rw), None);
         // Not a two-column row: left alone.
         assert_eq!(rewrite_row(b"\x10query_cache_type\x03OFF\x00", &rw), None);
-        let one = Rewrite::Single("DEMAND".into());
+        let one = Rewrite::Columns(vec![(0, "DEMAND".into())]);
         assert_eq!(
             rewrite_row(b"\x03OFF", &one).unwrap(),
             b"\x06DEMAND".to_vec()
         );
+        // The second of three columns, beside a NULL; a row too short is left alone.
+        let second = Rewrite::Columns(vec![(1, "ON".into())]);
+        assert_eq!(
+            rewrite_row(b"\xfb\x03OFF\x011", &second).unwrap(),
+            b"\xfb\x02ON\x011".to_vec()
+        );
+        assert_eq!(rewrite_row(b"\x011", &second), None);
     }
 }

@@ -129,6 +129,7 @@ impl Session {
             &Observation {
                 digest,
                 schema: self.st.db.as_deref(),
+                user: Some(&self.st.user),
                 schema_key: self.st.db_key,
                 text: shape.as_ref(),
                 outcome: if self.cur.stored {
@@ -169,6 +170,7 @@ impl Session {
                 &Observation {
                     digest: e.digest,
                     schema: self.st.db.as_deref(),
+                    user: Some(&self.st.user),
                     schema_key: self.st.db_key,
                     text: e.shape.as_ref(),
                     outcome: Outcome::Hit,

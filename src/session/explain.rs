@@ -275,7 +275,7 @@ impl Session {
         if !wants_cache(self.st.qct, scan.hint) {
             return Ok(Verdict::send(Reason::NotRequested));
         }
-        let material = stmt.clone();
+        let material = analysis::key_text(&stmt).to_vec();
         self.explain_read(&stmt, Some((TAG_TEXT, &material)), privileged, f)
             .await
     }

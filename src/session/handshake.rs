@@ -74,6 +74,10 @@ const CLEARTEXT_PLUGINS: &[&str] = &["mysql_clear_password", "sha256_password", 
 
 const CACHING_SHA2: &str = "caching_sha2_password";
 
+/// The plugin a handshake response names upstream when qcache withheld a cleartext
+/// password from it: no server plugin has this client side, so the server always switches.
+const WITHHELD_PLUGIN: &str = "qcache_withheld_cleartext";
+
 /// MySQL's error for a client without TLS under require_secure_transport.
 pub const ER_SECURE_TRANSPORT_REQUIRED: u16 = 3159;
 
@@ -161,10 +165,30 @@ pub async fn relay(
         client_tls: client_tls || local,
         upstream_tls: leg.tls,
     };
+    let mut withheld = None;
     if legs.leaks_cleartext() {
-        return Err(refuse_cleartext(client, resp.seq.wrapping_add(1), &legs).await);
+        // The client offered its password in the clear. The server switches a client to
+        // its account's plugin when the response names another one, so the response goes
+        // up without the password, under a name no account's plugin has: the server's
+        // switch decides, and a switch to a cleartext plugin is refused in `auth_rounds`.
+        withheld = handshake::without_auth_data(&resp.payload, WITHHELD_PLUGIN);
+        if withheld.is_none() {
+            return Err(refuse_cleartext(client, resp.seq.wrapping_add(1), &legs).await);
+        }
+        debug!(plugin = %legs.plugin, "cleartext password withheld from the plain upstream");
     }
-    forward_response(upstream, &resp, &parsed, &leg).await?;
+    match withheld {
+        Some(payload) => {
+            let resp = Packet {
+                seq: resp.seq,
+                payload: payload.into(),
+            };
+            let parsed = handshake::parse_handshake_response(&resp.payload)
+                .map_err(|e| SessionError::Protocol(e.to_string()))?;
+            forward_response(upstream, &resp, &parsed, &leg).await?
+        }
+        None => forward_response(upstream, &resp, &parsed, &leg).await?,
+    }
 
     let greeting = greeted.greeting;
     let caps = parsed.capabilities & (greeting.capabilities | cap::MARIADB_CLIENT_MYSQL);
@@ -689,6 +713,29 @@ async fn decrypt_for_tls_upstream(
 
 /// The authentication rounds of COM_CHANGE_USER, after its packet went upstream. Returns
 /// the OK's status on success, None when the server refused.
+/// What goes upstream for a COM_CHANGE_USER: the packet as it is, or, when it offers a
+/// cleartext plugin from a TLS client to a plain upstream, without its password (as in the
+/// handshake: the server switches it to the account's plugin). None when such a packet
+/// cannot be rewritten: it must not go up.
+pub fn change_user_upstream<'a>(
+    payload: &'a [u8],
+    client_caps: u32,
+    legs: &AuthLegs,
+) -> Option<std::borrow::Cow<'a, [u8]>> {
+    if !legs.client_tls || legs.upstream_tls {
+        return Some(std::borrow::Cow::Borrowed(payload));
+    }
+    match handshake::change_user_without_auth_data(payload, client_caps, WITHHELD_PLUGIN) {
+        Some((plugin, out)) if CLEARTEXT_PLUGINS.contains(&plugin.as_str()) => {
+            Some(std::borrow::Cow::Owned(out))
+        }
+        Some(_) => Some(std::borrow::Cow::Borrowed(payload)),
+        // No plugin named: the greeting's plugin, which is never a cleartext one here.
+        None if client_caps & cap::PLUGIN_AUTH == 0 => Some(std::borrow::Cow::Borrowed(payload)),
+        None => None,
+    }
+}
+
 pub async fn relay_auth_rounds(
     client: &mut PacketConn,
     upstream: &mut PacketConn,

@@ -24,6 +24,7 @@ mod statements;
 mod write;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use tracing::{debug, info, Instrument};
 
@@ -202,9 +203,44 @@ impl Session {
                 }
             };
             let Some(pkt) = pkt else { return Ok(()) };
-            if !self.command(pkt).await? {
-                return Ok(());
+            match self.command(pkt).await {
+                Ok(true) => {}
+                Ok(false) => return Ok(()),
+                Err(e @ SessionError::Upstream(_)) => {
+                    self.relay_farewell().await;
+                    return Err(e);
+                }
+                Err(e) => return Err(e),
             }
+        }
+    }
+
+    /// The server may have said why before it closed: a packet over its
+    /// `max_allowed_packet` gets ERR 1153 and a close while qcache is still writing it, so
+    /// the write fails with the answer already on its way back. An ERR that arrives within
+    /// a second is relayed, so the client hears the server's error, not a lost connection.
+    async fn relay_farewell(&mut self) {
+        let wait = async {
+            loop {
+                match self.upstream.try_decode() {
+                    Ok(Some(p)) => return (p.payload.first() == Some(&0xff)).then_some(p),
+                    Ok(None) => {}
+                    Err(_) => return None,
+                }
+                if self.upstream.fill().await.is_err() {
+                    // What was read before the close may still hold the ERR.
+                    return self
+                        .upstream
+                        .try_decode()
+                        .ok()
+                        .flatten()
+                        .filter(|p| p.payload.first() == Some(&0xff));
+                }
+            }
+        };
+        if let Ok(Some(p)) = tokio::time::timeout(Duration::from_secs(1), wait).await {
+            self.client.push(p.seq, &p.payload);
+            let _ = self.client.flush().await;
         }
     }
 
@@ -329,9 +365,20 @@ impl Session {
             }
         }
         self.end_transaction_for_reset();
+        // A cleartext password from a TLS client never goes to a plain upstream.
+        let Some(payload) = handshake::change_user_upstream(&pkt.payload, self.st.caps, &self.legs)
+        else {
+            let err = crate::protocol::packets::err_payload(
+                handshake::ER_NOT_SUPPORTED_AUTH_MODE,
+                "08004",
+                "qcache: a malformed COM_CHANGE_USER offering a cleartext password",
+            );
+            let _ = self.client.send(pkt.seq.wrapping_add(1), &err).await;
+            return Ok(false);
+        };
         self.upstream.start_command();
         self.upstream
-            .send(pkt.seq, &pkt.payload)
+            .send(pkt.seq, &payload)
             .await
             .map_err(SessionError::upstream)?;
         match handshake::relay_auth_rounds(&mut self.client, &mut self.upstream, &self.legs).await?

@@ -446,6 +446,8 @@ fn execute_key(scratch: &mut Vec<u8>, fingerprint: u64, sql: &[u8], params: &Exe
 
 /// What an execute's key hashes with the session's fingerprint, written into `m`.
 pub(super) fn execute_material(m: &mut Vec<u8>, sql: &[u8], params: &ExecuteParams) {
+    // Without trace comments at either end, as a text read is keyed.
+    let sql = crate::analysis::key_text(sql);
     m.clear();
     m.extend_from_slice(&(sql.len() as u32).to_le_bytes());
     m.extend_from_slice(sql);

@@ -71,8 +71,10 @@ impl Session {
         &mut self,
         sql: &Bytes,
     ) -> Result<Option<bool>, SessionError> {
+        // The bytes the key hashes: without trace comments at either end.
+        let keyed = analysis::key_text(sql);
         // Writes and everything else not starting with SELECT skip the hashing.
-        let select = sql
+        let select = keyed
             .get(..6)
             .is_some_and(|w| w.eq_ignore_ascii_case(b"select"));
         if !select || self.st.qct != QueryCacheType::On || self.st.lost_track {
@@ -89,7 +91,7 @@ impl Session {
             return Ok(None);
         }
         let started = Instant::now();
-        let k = key(self.st.fingerprint, TAG_TEXT, sql);
+        let k = key(self.st.fingerprint, TAG_TEXT, keyed);
         let Some(e) = self.lookup(k, &mode) else {
             return Ok(Some(false));
         };
@@ -142,7 +144,7 @@ impl Session {
         let identified = self.privileges_current()
             || (self.may_ask_identity(&stmt) && self.refresh_privileges().await?);
         let mode = self.read_mode().filter(|_| identified);
-        let key = key(self.st.fingerprint, TAG_TEXT, &stmt);
+        let key = key(self.st.fingerprint, TAG_TEXT, analysis::key_text(&stmt));
         let tried = looked_up && scan.hint_spans.is_empty();
         if let (Some(mode), false) = (&mode, tried) {
             let started = Instant::now();

@@ -11,7 +11,7 @@ use super::handshake::Negotiated;
 use crate::analysis::{Hint, ServerVersion, StatementKind};
 use crate::cache::versions::Snapshot;
 use crate::config::QueryCacheType;
-use crate::observe::digests::{schema_key, RowHint};
+use crate::observe::digests::{row_key, RowHint};
 use crate::protocol::packets::{cap, status};
 use crate::shared::Shared;
 
@@ -83,8 +83,8 @@ pub struct SessionState {
     pub server: ServerVersion,
     pub user: String,
     pub db: Option<String>,
-    /// `observe::digests::schema_key(db)`, kept with `db` (per-digest statistics key their
-    /// rows by it on every statement).
+    /// `observe::digests::row_key(db, user)`, kept with `db` and `user` (per-digest statistics
+    /// key their rows by it on every statement).
     pub db_key: u64,
     /// Where this session's statements were last counted; made with `db`'s name compared,
     /// so cleared whenever `db` changes.
@@ -251,7 +251,7 @@ impl SessionState {
 
     pub fn set_db(&mut self, db: Option<String>) {
         self.db = db;
-        self.db_key = schema_key(self.db.as_deref());
+        self.db_key = row_key(self.db.as_deref(), &self.user);
         self.digest_hint.forget();
         if self.priv_private != 0 {
             // The server re-reads the privileges of the database a session USEs: a session
@@ -267,7 +267,7 @@ impl SessionState {
     pub fn refresh_fingerprint(&mut self, shared: &Shared) {
         self.shared_users = shared.config().cache.shared_between_users;
         self.dirty_reads = self.isolation_ru || self.next_txn_ru;
-        self.db_key = schema_key(self.db.as_deref());
+        self.db_key = row_key(self.db.as_deref(), &self.user);
         self.digest_hint.forget();
         self.vars_unkeyed = shared
             .cache

@@ -155,48 +155,66 @@ impl Session {
         Ok(())
     }
 
-    /// `SELECT @@query_cache_type` (and its session-scoped spelling) is qcache's to answer.
-    pub(super) fn session_variable_answer(&self, stmt: &[u8]) -> Option<(String, String)> {
-        // Every form answered here reads `@@`: one byte search rules out nearly every
-        // statement before the case-insensitive scan, which ran on every relayed SELECT.
-        if stmt.len() > 64 || !stmt.contains(&b'@') || !contains_ci(stmt, b"query_cache_type") {
-            return None;
+    /// A SELECT reading `@@query_cache_type`, qcache's variable: on MariaDB the server's
+    /// result (its metadata, its other columns) is relayed with qcache's value in each
+    /// column that is the bare variable, in any spelling (`@@`, `@@SESSION.`, `@@local.`,
+    /// `@@GLOBAL.` for the configured default), with or without an alias, beside other
+    /// columns. A read qcache cannot rewrite (in an expression, a WHERE) is None: relayed
+    /// like any read of a system variable, never cached, with the server's value
+    /// (docs/design.md says so). MySQL 8.0 has no such variable: qcache answers the bare
+    /// one-column form alone.
+    pub(super) fn session_variable_answer(&self, stmt: &[u8]) -> Option<VarAnswer> {
+        let cols = match qct_read(stmt)? {
+            QctRead::Columns(cols) => cols,
+            QctRead::Opaque => return None,
+        };
+        let value = |global: bool| {
+            if global {
+                self.shared.config().cache.query_cache_type
+            } else {
+                self.st.qct
+            }
+            .as_str()
+            .to_string()
+        };
+        if self.st.mariadb {
+            let values = cols.iter().map(|&(i, g)| (i, value(g))).collect();
+            return Some(VarAnswer::Relay(Rewrite::Columns(values)));
         }
         let norm: String = String::from_utf8_lossy(stmt)
             .split_whitespace()
             .collect::<Vec<_>>()
             .join(" ")
             .to_ascii_lowercase();
-        let norm = norm.trim_end_matches(';').trim();
-        let (name, value) = match norm {
-            "select @@query_cache_type" => ("@@query_cache_type", self.st.qct),
-            "select @@session.query_cache_type" => ("@@session.query_cache_type", self.st.qct),
-            "select @@local.query_cache_type" => ("@@local.query_cache_type", self.st.qct),
-            "select @@global.query_cache_type" => (
-                "@@global.query_cache_type",
-                self.shared.config().cache.query_cache_type,
-            ),
-            _ => return None,
-        };
-        Some((name.to_string(), value.as_str().to_string()))
+        let name = norm.trim_end_matches(';').trim().strip_prefix("select ")?;
+        match name {
+            "@@query_cache_type" | "@@session.query_cache_type" | "@@local.query_cache_type" => {
+                Some(VarAnswer::Own((name.to_string(), value(false))))
+            }
+            "@@global.query_cache_type" => Some(VarAnswer::Own((name.to_string(), value(true)))),
+            _ => None,
+        }
     }
 
-    /// `SELECT @@query_cache_type`: MariaDB has the variable, so its answer (column
-    /// metadata and all) is relayed with qcache's value; MySQL 8.0 has none, so qcache
-    /// answers alone.
+    /// Answers a [`session_variable_answer`](Self::session_variable_answer).
     pub(super) async fn answer_variable(
         &mut self,
         pkt: &Packet,
-        v: (String, String),
+        v: VarAnswer,
     ) -> Result<(), SessionError> {
-        if self.st.mariadb {
-            return self.relay_rewriting(pkt, Rewrite::Single(v.1)).await;
+        match v {
+            VarAnswer::Relay(rw) => self.relay_rewriting(pkt, rw).await,
+            VarAnswer::Own(row) => self.send_status_rows_named(row).await,
         }
-        self.send_status_rows_named(v).await
     }
 
-    /// `SHOW … VARIABLES` (qcache's `query_cache_type`) and `SHOW [SESSION] STATUS` (the
-    /// client leg's TLS and compression): the rows whose values are qcache's.
+    /// `SHOW … VARIABLES` (qcache's `query_cache_type`) and `SHOW [GLOBAL|SESSION] STATUS`
+    /// in any form (`LIKE`, `WHERE`, none): the rows whose values are qcache's. Status rows
+    /// named `Qcache_*` are qcache's counters (MariaDB's own query cache reports zeros,
+    /// which is what a mysqld_exporter would scrape); session status adds the client leg's
+    /// TLS and compression. Only rows the server returns are rewritten: a `WHERE` is the
+    /// server's to evaluate, so counters MariaDB has no row for appear under `LIKE 'Qcache%'`
+    /// (answered by qcache alone) and `SHOW QCACHE STATUS`.
     pub(super) fn own_show_values(&self, sql: &[u8]) -> Option<Rewrite> {
         let text = statements::lowercase(sql);
         let words = statements::words(&text);
@@ -207,19 +225,37 @@ impl Session {
                 self.st.qct
             };
             return Some(Rewrite::Named(vec![(
-                "query_cache_type",
+                "query_cache_type".into(),
                 qct.as_str().to_string(),
             )]));
         }
-        if diagnostics::is_session_status(&words) {
-            let leg = self.client_leg();
-            let values = CLIENT_LEG_STATUS
-                .iter()
-                .filter_map(|n| diagnostics::client_leg_status(n, &leg).map(|v| (*n, v)))
-                .collect();
-            return Some(Rewrite::Named(values));
+        let session = diagnostics::is_session_status(&words);
+        if !session && !matches!(words.as_slice(), ["show", "global", "status", ..]) {
+            return None;
         }
-        None
+        let mut values: Vec<(String, String)> = self
+            .own_status_rows()
+            .into_iter()
+            .map(|(n, v)| (n.to_ascii_lowercase(), v))
+            .collect();
+        if session {
+            let leg = self.client_leg();
+            values.extend(CLIENT_LEG_STATUS.iter().filter_map(|n| {
+                diagnostics::client_leg_status(n, &leg).map(|v| (n.to_string(), v))
+            }));
+        }
+        Some(Rewrite::Named(values))
+    }
+
+    /// qcache's `Qcache_*` status rows: the cache's, then L2's.
+    fn own_status_rows(&self) -> Vec<(String, String)> {
+        self.shared
+            .cache
+            .status_rows()
+            .into_iter()
+            .chain(self.shared.l2.iter().flat_map(|l| l.status_rows()))
+            .map(|(n, v)| (n.to_string(), v.to_string()))
+            .collect()
     }
 
     pub(super) async fn send_status_rows_named(
@@ -237,13 +273,9 @@ impl Session {
     pub(super) fn qcache_status_rows(&self, sql: &[u8]) -> Option<Vec<(String, String)>> {
         let pattern = statements::status_like_pattern(sql)?;
         let rows = self
-            .shared
-            .cache
-            .status_rows()
+            .own_status_rows()
             .into_iter()
-            .chain(self.shared.l2.iter().flat_map(|l| l.status_rows()))
             .filter(|(name, _)| statements::like_match(&pattern, &name.to_ascii_lowercase()))
-            .map(|(n, v)| (n.to_string(), v.to_string()))
             .collect();
         Some(rows)
     }
@@ -289,7 +321,194 @@ impl Session {
     }
 }
 
+/// How qcache answers a SELECT of its `query_cache_type`.
+pub(super) enum VarAnswer {
+    /// The server's result with qcache's values in these columns (MariaDB).
+    Relay(Rewrite),
+    /// One row of its own, named as the client spelled the variable (MySQL 8.0).
+    Own((String, String)),
+}
+
+/// How a SELECT reads `@@query_cache_type`.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum QctRead {
+    /// Every read is a whole column of the select list, maybe aliased: (column index,
+    /// whether it is `@@GLOBAL.`).
+    Columns(Vec<(usize, bool)>),
+    /// Some read is not (in an expression, a condition, a subquery, after DISTINCT).
+    Opaque,
+}
+
+/// Words that end a select list.
+const AFTER_SELECT_LIST: [&str; 13] = [
+    "FROM",
+    "WHERE",
+    "GROUP",
+    "HAVING",
+    "ORDER",
+    "LIMIT",
+    "INTO",
+    "UNION",
+    "EXCEPT",
+    "INTERSECT",
+    "FOR",
+    "LOCK",
+    "WINDOW",
+];
+
+/// Where `sql` reads `@@query_cache_type`; None when it does not (a string or a column of
+/// that name is no read). Tokens, so comments, case and spacing do not matter.
+pub(super) fn qct_read(sql: &[u8]) -> Option<QctRead> {
+    use crate::analysis::lexer::{Lexer, Tok, Token};
+    // One byte search rules out nearly every statement before the case-insensitive one.
+    if !sql.contains(&b'@') || !contains_ci(sql, b"query_cache_type") {
+        return None;
+    }
+    let toks: Vec<Token> = Lexer::new(sql).collect();
+    let word = |t: Option<&Token>, w: &str| t.is_some_and(|t| t.is_kw(sql, w));
+    // Each read: (first token, token after it, global).
+    let mut reads = Vec::new();
+    for (i, t) in toks.iter().enumerate() {
+        if t.tok != Tok::Var {
+            continue;
+        }
+        let b = t.bytes(sql);
+        if b.eq_ignore_ascii_case(b"@@query_cache_type") {
+            reads.push((i, i + 1, false));
+        } else if b.starts_with(b"@@")
+            && toks.get(i + 1).is_some_and(|d| d.is_punct(b'.'))
+            && word(toks.get(i + 2), "QUERY_CACHE_TYPE")
+        {
+            let scope = &b[2..];
+            let global = scope.eq_ignore_ascii_case(b"global");
+            if !global
+                && !scope.eq_ignore_ascii_case(b"session")
+                && !scope.eq_ignore_ascii_case(b"local")
+            {
+                // A scope the server refuses: its error stands.
+                return Some(QctRead::Opaque);
+            }
+            reads.push((i, i + 3, global));
+        }
+    }
+    if reads.is_empty() {
+        return None;
+    }
+    if !word(toks.first(), "SELECT") {
+        return Some(QctRead::Opaque);
+    }
+    // The select list's items, split at top-level commas.
+    let mut items = Vec::new();
+    let (mut depth, mut from, mut end) = (0usize, 1usize, toks.len());
+    for (i, t) in toks.iter().enumerate().skip(1) {
+        match t.tok {
+            Tok::Punct(b'(') => depth += 1,
+            Tok::Punct(b')') => depth = depth.saturating_sub(1),
+            Tok::Punct(b',') if depth == 0 => {
+                items.push((from, i));
+                from = i + 1;
+            }
+            Tok::Punct(b';') if depth == 0 => {
+                end = i;
+                break;
+            }
+            Tok::Word if depth == 0 && AFTER_SELECT_LIST.iter().any(|w| t.is_kw(sql, w)) => {
+                end = i;
+                break;
+            }
+            _ => {}
+        }
+    }
+    items.push((from, end));
+    let alias = |t: &Token| {
+        matches!(
+            t.tok,
+            Tok::Word | Tok::Backquoted | Tok::Str | Tok::DoubleQuoted
+        )
+    };
+    let mut cols = Vec::new();
+    for (n, &(a, b)) in items.iter().enumerate() {
+        let Some(&(_, after, global)) = reads.iter().find(|r| r.0 == a) else {
+            continue;
+        };
+        let whole = match toks.get(after..b).unwrap_or(&[]) {
+            [] => true,
+            [x] => alias(x),
+            [as_, x] => as_.is_kw(sql, "AS") && alias(x),
+            _ => false,
+        };
+        if whole {
+            cols.push((n, global));
+        }
+    }
+    Some(if cols.len() == reads.len() {
+        QctRead::Columns(cols)
+    } else {
+        QctRead::Opaque
+    })
+}
+
 pub(super) fn contains_ci(hay: &[u8], needle: &[u8]) -> bool {
     hay.windows(needle.len())
         .any(|w| w.eq_ignore_ascii_case(needle))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One row per spelling: which columns qcache puts its value in.
+    #[test]
+    fn reads_of_query_cache_type() {
+        use QctRead::{Columns, Opaque};
+        let cases: &[(&str, Option<QctRead>)] = &[
+            ("SELECT @@query_cache_type", Some(Columns(vec![(0, false)]))),
+            (
+                "select @@SESSION.query_cache_type AS q",
+                Some(Columns(vec![(0, false)])),
+            ),
+            (
+                "SELECT @@session . query_cache_type q",
+                Some(Columns(vec![(0, false)])),
+            ),
+            (
+                "SELECT @@local.query_cache_type `x`",
+                Some(Columns(vec![(0, false)])),
+            ),
+            (
+                "SELECT @@GLOBAL.query_cache_type",
+                Some(Columns(vec![(0, true)])),
+            ),
+            (
+                "SELECT @@query_cache_type, 1",
+                Some(Columns(vec![(0, false)])),
+            ),
+            (
+                "SELECT 1, @@query_cache_type AS a, NOW(), @@global.query_cache_type;",
+                Some(Columns(vec![(1, false), (3, true)])),
+            ),
+            (
+                "SELECT /*x*/ @@query_cache_type FROM t WHERE a = 1",
+                Some(Columns(vec![(0, false)])),
+            ),
+            ("SELECT CONCAT(@@query_cache_type, 'x')", Some(Opaque)),
+            ("SELECT @@query_cache_type = 'ON'", Some(Opaque)),
+            (
+                "SELECT 1 FROM t WHERE @@query_cache_type = 'ON'",
+                Some(Opaque),
+            ),
+            ("SELECT DISTINCT @@query_cache_type", Some(Opaque)),
+            (
+                "SELECT @@query_cache_type, @@query_cache_type + 0",
+                Some(Opaque),
+            ),
+            ("SELECT @@nope.query_cache_type", Some(Opaque)),
+            ("SELECT '@@query_cache_type'", None),
+            ("SELECT query_cache_type FROM t WHERE @a = 1", None),
+            ("SELECT @@query_cache_size", None),
+        ];
+        for (sql, want) in cases {
+            assert_eq!(&qct_read(sql.as_bytes()), want, "{sql}");
+        }
+    }
 }

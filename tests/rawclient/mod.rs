@@ -183,6 +183,14 @@ impl Raw {
         self.tcp.write_all(&out).await.expect("write");
     }
 
+    /// Sends a packet, handing back a failed write instead of panicking: a server closes
+    /// while a packet over its `max_allowed_packet` is still being written.
+    pub async fn try_send(&mut self, seq: u8, payload: &[u8]) -> std::io::Result<()> {
+        let mut out = BytesMut::new();
+        codec::encode(seq, payload, &mut out);
+        self.tcp.write_all(&out).await
+    }
+
     /// Sends bytes as they are, below any compression (for malformed-frame tests).
     pub async fn send_wire(&mut self, bytes: &[u8]) {
         self.tcp.write_all(bytes).await.expect("write");
