@@ -44,6 +44,7 @@ impl Session {
                 id,
                 Prepared {
                     digest: analysis::digest(&analysis::server_text(&sql, self.st.server)),
+                    key_sql: sql.slice_ref(analysis::key_text(&sql)),
                     sql,
                     kind: scan.kind,
                     hint: scan.hint,
@@ -232,7 +233,7 @@ impl Session {
             (Some(params), None) => Some(execute_key(
                 &mut self.key_scratch,
                 self.st.fingerprint,
-                &stmt.sql,
+                &stmt.key_sql,
                 params,
             )),
             _ => None,
@@ -430,12 +431,18 @@ pub(super) enum SentTypes {
     Unknown,
 }
 
-/// The key of an execute: the prepared SQL, parameter types, null bitmap and values, built in
-/// the session's scratch buffer (`scratch`) so that a hit allocates nothing. The same
-/// execution keys the same whether or not the client re-sent the types.
-fn execute_key(scratch: &mut Vec<u8>, fingerprint: u64, sql: &[u8], params: &ExecuteParams) -> Key {
+/// The key of an execute: the prepared SQL as keyed (`Prepared::key_sql`, without trace
+/// comments at either end), parameter types, null bitmap and values, built in the session's
+/// scratch buffer (`scratch`) so that a hit allocates nothing. The same execution keys the
+/// same whether or not the client re-sent the types.
+fn execute_key(
+    scratch: &mut Vec<u8>,
+    fingerprint: u64,
+    key_sql: &[u8],
+    params: &ExecuteParams,
+) -> Key {
     let m = scratch;
-    execute_material(m, sql, params);
+    write_material(m, key_sql, params);
     let k = key(fingerprint, TAG_BINARY, m);
     if m.capacity() > KEEP_SCRATCH {
         // A large parameter passed; an idle session should not keep its copy.
@@ -447,7 +454,12 @@ fn execute_key(scratch: &mut Vec<u8>, fingerprint: u64, sql: &[u8], params: &Exe
 /// What an execute's key hashes with the session's fingerprint, written into `m`.
 pub(super) fn execute_material(m: &mut Vec<u8>, sql: &[u8], params: &ExecuteParams) {
     // Without trace comments at either end, as a text read is keyed.
-    let sql = crate::analysis::key_text(sql);
+    write_material(m, crate::analysis::key_text(sql), params);
+}
+
+/// [`execute_material`] of SQL already keyed: what an execute's key hashes, into `m`.
+fn write_material(m: &mut Vec<u8>, key_sql: &[u8], params: &ExecuteParams) {
+    let sql = key_sql;
     m.clear();
     m.extend_from_slice(&(sql.len() as u32).to_le_bytes());
     m.extend_from_slice(sql);

@@ -71,10 +71,9 @@ impl Session {
         &mut self,
         sql: &Bytes,
     ) -> Result<Option<bool>, SessionError> {
-        // The bytes the key hashes: without trace comments at either end.
-        let keyed = analysis::key_text(sql);
-        // Writes and everything else not starting with SELECT skip the hashing.
-        let select = keyed
+        // Writes and everything else not starting with SELECT skip the hashing (a statement
+        // led by a trace comment goes the full way, which keys it without the comment).
+        let select = sql
             .get(..6)
             .is_some_and(|w| w.eq_ignore_ascii_case(b"select"));
         if !select || self.st.qct != QueryCacheType::On || self.st.lost_track {
@@ -91,9 +90,25 @@ impl Session {
             return Ok(None);
         }
         let started = Instant::now();
-        let k = key(self.st.fingerprint, TAG_TEXT, keyed);
-        let Some(e) = self.lookup(k, &mode) else {
-            return Ok(Some(false));
+        // Entries are stored under the text without trace comments at either end
+        // (`analysis::key_text`). The statement's own bytes are tried first: bytes with no
+        // such comment are their own keyed text, so a hit costs no scan for comments, and
+        // bytes equal to some statement's keyed text mean what that statement means. Only
+        // when they find nothing is the keyed text worked out and tried.
+        let mut k = key(self.st.fingerprint, TAG_TEXT, sql);
+        let e = match self.lookup(k, &mode) {
+            Some(e) => e,
+            None => {
+                let keyed = analysis::key_text(sql);
+                if keyed.len() == sql.len() {
+                    return Ok(Some(false));
+                }
+                k = key(self.st.fingerprint, TAG_TEXT, keyed);
+                let Some(e) = self.lookup(k, &mode) else {
+                    return Ok(Some(false));
+                };
+                e
+            }
         };
         if self.shared.l2_remote && !self.l2_confirm(k, &e).await {
             return Ok(Some(false));

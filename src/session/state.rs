@@ -33,6 +33,9 @@ pub struct Identity {
 #[derive(Debug, Clone)]
 pub struct Prepared {
     pub sql: Bytes,
+    /// `sql` without trace comments at either end (`analysis::key_text`): what an execute's
+    /// key hashes. A slice of `sql`, taken once at prepare, so an execute scans nothing.
+    pub key_sql: Bytes,
     /// The statement's digest, computed once at prepare: every miss of every execute needs it.
     pub digest: u64,
     pub kind: StatementKind,
