@@ -77,6 +77,8 @@ const MARIADB_EXTRA: &[&str] = &[
     "tx_isolation",
     "old_mode",
     "max_recursive_iterations",
+    // Whether a recursive CTE the standard forbids is refused (ERROR 4008) or run.
+    "standard_compliant_cte",
     "system_versioning_asof",
     // REGEXP's default flags: inherited from the global at connect.
     "default_regex_flags",
