@@ -317,8 +317,12 @@ fn classify_set_statement(sql: &[u8], lx: &mut Lexer, depth: u32) -> (StatementK
     (StatementKind::Other, false)
 }
 
-/// Reads the select options after SELECT, recording the query cache hints.
+/// Reads the select options after SELECT, recording the query cache hints. A second hint
+/// (`SQL_CACHE SQL_NO_CACHE`, or one twice) is an error on the server (1221, 1225): such a
+/// statement keeps its hints, so that the server refuses it as it would directly, and is
+/// never cached.
 fn scan_select_options(sql: &[u8], lx: &mut Lexer, out: &mut Scan) {
+    let mut seen = 0;
     while let Some(t) = lx.next_token() {
         let hint = match Upper::of(sql, &t).get() {
             b"SQL_CACHE" => Hint::SqlCache,
@@ -334,9 +338,13 @@ fn scan_select_options(sql: &[u8], lx: &mut Lexer, out: &mut Scan) {
             | b"SQL_CALC_FOUND_ROWS" => continue,
             _ => return,
         };
-        if out.hint != Hint::SqlNoCache {
-            out.hint = hint;
+        seen += 1;
+        if seen > 1 {
+            out.hint = Hint::SqlNoCache;
+            out.hint_spans.clear();
+            continue;
         }
+        out.hint = hint;
         out.hint_spans.push(t.start..t.end);
     }
 }
@@ -407,6 +415,44 @@ pub fn strip_hints<'a>(sql: &'a [u8], scan: &Scan) -> Cow<'a, [u8]> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// One row per rule: which hints are cut before forwarding, and the hint that counts.
+    #[test]
+    fn query_cache_hints_cut_once_kept_when_the_server_refuses() {
+        let rows: &[(&str, Hint, usize)] = &[
+            ("SELECT a FROM t", Hint::None, 0),
+            ("SELECT SQL_CACHE a FROM t", Hint::SqlCache, 1),
+            ("SELECT SQL_NO_CACHE a FROM t", Hint::SqlNoCache, 1),
+            ("SELECT DISTINCT SQL_CACHE a FROM t", Hint::SqlCache, 1),
+            ("SELECT /*! SQL_NO_CACHE */ a FROM t", Hint::SqlNoCache, 1),
+            // The server refuses these (1221, 1225): forwarded whole, never cached.
+            (
+                "SELECT SQL_CACHE SQL_NO_CACHE a FROM t",
+                Hint::SqlNoCache,
+                0,
+            ),
+            (
+                "SELECT SQL_NO_CACHE SQL_CACHE a FROM t",
+                Hint::SqlNoCache,
+                0,
+            ),
+            (
+                "SELECT SQL_NO_CACHE SQL_NO_CACHE a FROM t",
+                Hint::SqlNoCache,
+                0,
+            ),
+            ("SELECT SQL_CACHE SQL_CACHE a FROM t", Hint::SqlNoCache, 0),
+            (
+                "SELECT /*! SQL_NO_CACHE */ /*! SQL_CACHE */ a FROM t",
+                Hint::SqlNoCache,
+                0,
+            ),
+        ];
+        for (sql, hint, spans) in rows {
+            let s = scan(sql.as_bytes());
+            assert_eq!((s.hint, s.hint_spans.len()), (*hint, *spans), "{sql}");
+        }
+    }
 
     fn kind(sql: &str) -> StatementKind {
         scan(sql.as_bytes()).kind
