@@ -70,6 +70,10 @@ pub const COMMON_KEY_VARIABLES: &[&str] = &[
     "tmp_table_size",
     "max_heap_table_size",
     "max_allowed_packet",
+    // What the server's own COMMIT does besides committing (chain a new transaction, or
+    // close the connection): a session that sets it does not get a locally answered
+    // BEGIN/COMMIT (`begin_needs_server`).
+    "completion_type",
 ];
 
 /// MariaDB's own names, read after the common ones.
@@ -122,6 +126,11 @@ const MYSQL_EXTRA: &[&str] = &[
 /// `@@session.` spells them (one more round trip: information_schema writes `OFF` for 0);
 /// later connects read them with the others, at no extra cost.
 const MARIADB_OPTIONAL: &[&str] = &[
+    // 10.3 on: an idle transaction is ended by the server after this long, which a BEGIN
+    // that qcache answered and kept would not be (`begin_needs_server`).
+    "idle_transaction_timeout",
+    "idle_readonly_transaction_timeout",
+    "idle_write_transaction_timeout",
     // 10.6.16 / 10.11.6 / 11.0.4 on: which notes a read gets (a hit must not hide the
     // "Cannot use key" note, nor invent it); inherited from the global at connect.
     "note_verbosity",
@@ -231,6 +240,29 @@ pub fn server_context(pairs: &[(&str, Option<&str>)]) -> (u64, bool) {
         }
     }
     (h.digest() | 1, ru)
+}
+
+/// Settings under which the server's BEGIN or COMMIT does more than qcache's local answer
+/// to a plain one would (`session/begin.rs`): COMMIT chains a new transaction or closes the
+/// connection, or a timer ends a transaction left idle.
+pub const BEGIN_SENSITIVE: &[&str] = &[
+    "completion_type",
+    "idle_transaction_timeout",
+    "idle_readonly_transaction_timeout",
+    "idle_write_transaction_timeout",
+];
+
+/// Whether one of [`BEGIN_SENSITIVE`] holds anything but its default among `pairs` (names
+/// and values as read back): then BEGIN and COMMIT must reach the server. An unknown value
+/// (NULL) counts as not the default.
+pub fn begin_needs_server(pairs: &[(&str, Option<&str>)]) -> bool {
+    pairs.iter().any(|(n, v)| {
+        BEGIN_SENSITIVE.iter().any(|b| n.eq_ignore_ascii_case(b))
+            && !v.is_some_and(|v| {
+                let v = v.trim();
+                v == "0" || v.eq_ignore_ascii_case("NO_CHAIN")
+            })
+    })
 }
 
 /// The common names followed by one flavour's: built once, so each flavour's list is the
@@ -935,6 +967,30 @@ mod tests {
 
     /// A session that inherited READ UNCOMMITTED is seen whichever isolation name the server
     /// reports it under, and the optional names are part of the context.
+    #[test]
+    fn which_settings_keep_begin_and_commit_on_the_server() {
+        let rows: &[(&str, Option<&str>, bool)] = &[
+            ("completion_type", Some("NO_CHAIN"), false),
+            ("completion_type", Some("0"), false),
+            ("completion_type", Some("CHAIN"), true),
+            ("completion_type", Some("RELEASE"), true),
+            ("completion_type", Some("1"), true),
+            ("completion_type", None, true),
+            ("idle_transaction_timeout", Some("0"), false),
+            ("idle_transaction_timeout", Some("1"), true),
+            ("idle_readonly_transaction_timeout", Some("30"), true),
+            ("idle_write_transaction_timeout", Some("0"), false),
+            ("time_zone", Some("+01:00"), false),
+        ];
+        for (name, value, want) in rows {
+            assert_eq!(
+                begin_needs_server(&[(name, *value)]),
+                *want,
+                "{name}={value:?}"
+            );
+        }
+    }
+
     #[test]
     fn server_context_at_connect() {
         let (a, ru) = server_context(&[

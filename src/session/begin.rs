@@ -65,6 +65,8 @@ impl Session {
         let new_status = match kind {
             StatementKind::Begin
                 if self.st.defer_begin
+                    // The server's BEGIN releases table locks; qcache's would not.
+                    && !self.st.table_locks
                     && !self.st.begin_pending
                     && !self.st.in_transaction()
                     && st & status::AUTOCOMMIT != 0 =>

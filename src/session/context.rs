@@ -107,6 +107,11 @@ impl Session {
                 .chain(found.iter().map(|(n, v)| (*n, v.as_deref())))
                 .collect();
             (self.st.server_ctx, self.st.isolation_ru) = context::server_context(&pairs);
+            if context::begin_needs_server(&pairs) {
+                // COMMIT chains or releases, or a timer ends idle transactions: the server's
+                // BEGIN and COMMIT, not qcache's answer (`session/begin.rs`).
+                self.st.defer_begin = false;
+            }
             self.st.isolation_ser = pairs
                 .iter()
                 .any(|(n, v)| context::is_isolation(n) && v.is_some_and(context::serializable));

@@ -59,7 +59,10 @@ impl Session {
         }
         if info.as_ref().is_none_or(|i| {
             i.assignments.iter().any(|(k, _)| {
-                k.starts_with("session_track") || k.contains("transaction") || k.contains("tx_")
+                k.starts_with("session_track")
+                    || k.contains("transaction")
+                    || k.contains("tx_")
+                    || crate::policy::context::BEGIN_SENSITIVE.contains(&k.as_str())
             })
         }) {
             // The server's answer to BEGIN may now say more than qcache's would: the
