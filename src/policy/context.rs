@@ -126,11 +126,6 @@ const MYSQL_EXTRA: &[&str] = &[
 /// `@@session.` spells them (one more round trip: information_schema writes `OFF` for 0);
 /// later connects read them with the others, at no extra cost.
 const MARIADB_OPTIONAL: &[&str] = &[
-    // 10.3 on: an idle transaction is ended by the server after this long, which a BEGIN
-    // that qcache answered and kept would not be (`begin_needs_server`).
-    "idle_transaction_timeout",
-    "idle_readonly_transaction_timeout",
-    "idle_write_transaction_timeout",
     // 10.6.16 / 10.11.6 / 11.0.4 on: which notes a read gets (a hit must not hide the
     // "Cannot use key" note, nor invent it); inherited from the global at connect.
     "note_verbosity",
@@ -170,6 +165,11 @@ const MARIADB_OPTIONAL: &[&str] = &[
     "optimizer_scan_setup_cost",
     "optimizer_where_cost",
     "max_tmp_session_space_usage",
+    // 10.3 on: an idle transaction is ended by the server after this long, which a BEGIN
+    // that qcache answered and kept would not be (`begin_needs_server`).
+    "idle_transaction_timeout",
+    "idle_readonly_transaction_timeout",
+    "idle_write_transaction_timeout",
 ];
 
 /// The flavour's optional key variables ([`MARIADB_OPTIONAL`]; none for MySQL, whose

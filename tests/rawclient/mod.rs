@@ -371,6 +371,8 @@ pub fn session_settings_answer(
                 match n.as_str() {
                     "FOUND_ROWS()" => "0",
                     "ROW_COUNT()" => "-1",
+                    // The default, under which qcache may answer a plain BEGIN itself.
+                    n if n.ends_with("completion_type") => "NO_CHAIN",
                     _ => "scripted",
                 }
                 .to_string(),
