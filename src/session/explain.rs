@@ -19,7 +19,6 @@ use crate::analysis::{self, Analysis, StatementKind};
 use crate::cache::key;
 use crate::config::QueryCacheType;
 use crate::policy::privileges;
-use crate::policy::snapshot;
 use crate::policy::Reason;
 use crate::protocol::commands::ExecuteParams;
 use crate::protocol::packets::TYPE_VAR_STRING;
@@ -334,17 +333,12 @@ impl Session {
             Ok(plan) => plan,
             Err(reason) => return Ok(Verdict::send(reason)),
         };
-        let Some(mode) = mode else {
-            return Ok(Verdict::send(Reason::HitsSuspended));
-        };
-        let cache = &self.shared.cache;
-        let unchanged = mode
-            .store_point()
-            .is_none_or(|s| s.unchanged(cache.versions(), &plan.tables));
-        if let Err(r) = snapshot::may_store(mode, unchanged) {
-            return Ok(Verdict::send(r));
-        }
-        let Some(k) = k else {
+        // The same decision a miss makes (`fill_view`), so EXPLAIN cannot drift from it.
+        let view = self.fill_view(&plan, mode);
+        if k.is_none() {
+            if let Err(Some(r)) = view {
+                return Ok(Verdict::send(r));
+            }
             return Ok(Verdict {
                 decision: "unknown until executed",
                 reason: Some(
@@ -355,16 +349,20 @@ impl Session {
                         .into(),
                 ),
             });
-        };
-        if cache.holds_servable(k) {
-            return Ok(Verdict {
-                decision: "send",
-                reason: Some(
-                    "an entry is present, but this transaction's first read must reach the \
-                     server to open its snapshot"
-                        .into(),
-                ),
-            });
+        }
+        match view {
+            Err(Some(r)) => return Ok(Verdict::send(r)),
+            Err(None) => {
+                return Ok(Verdict {
+                    decision: "send",
+                    reason: Some(
+                        "an entry is present, but this transaction's first read must reach \
+                         the server to open its snapshot"
+                            .into(),
+                    ),
+                })
+            }
+            Ok(_) => {}
         }
         if let Some(ttl) = plan.ttl {
             f.push(("ttl", Some(format!("{ttl:?}"))));

@@ -572,7 +572,7 @@ impl Session {
     /// The read view a miss may fill the cache in; else why its result is relayed without
     /// a copy: a reason not to cache, or None when the result is already cached and only this
     /// read could not be served from it.
-    fn fill_view(
+    pub(super) fn fill_view(
         &self,
         plan: &ReadPlan,
         mode: Option<ReadMode>,
