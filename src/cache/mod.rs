@@ -12,7 +12,8 @@
 //! // outside a transaction:
 //! if let Some(e) = cache.get_current(k) { e.write_patched(session_status, &mut out); }
 //! // inside a transaction (snap = cache.versions().snapshot() when it began):
-//! if let Some(e) = cache.get_in(k, &snap) { ... }   // and fill with guard.insert_in(e, &snap)
+//! // (Session::servable: cache.get(k) whose stamps are valid_in(versions, &snap)), and fill
+//! // with guard.insert_in(e, &snap)
 //! // miss:
 //! match cache.claim(k) {
 //!     Claim::Leader(guard) => { stamps = Stamps::capture(cache.versions(), &tables);

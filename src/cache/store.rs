@@ -403,25 +403,6 @@ impl Cache {
         Some(e)
     }
 
-    /// The entry under `key` if it may be served inside a transaction that began at `snap`:
-    /// current, and none of its tables changed since the snapshot. A stale entry is removed;
-    /// one that is current but newer than the snapshot stays for other sessions. Counts a hit
-    /// when it returns one.
-    pub fn get_in(&self, key: Key, snap: &Snapshot) -> Option<Arc<Entry>> {
-        let e = self.get(key)?;
-        if !e.stamps.is_current(&self.inner.versions) {
-            if self.remove_exact(key, &e) {
-                CacheStats::incr(&self.inner.stats.stale_dropped);
-            }
-            return None;
-        }
-        if !e.stamps.valid_in(&self.inner.versions, snap) {
-            return None;
-        }
-        self.hit(&e);
-        Some(e)
-    }
-
     /// Whether `key` holds an entry that is current and unexpired, without counting a hit or
     /// marking it recently used.
     pub fn holds_servable(&self, key: Key) -> bool {
@@ -431,8 +412,8 @@ impl Cache {
             .is_some_and(|e| e.stamps.is_current(&self.inner.versions) && !e.expired_now())
     }
 
-    /// Counts `e` as served (Qcache_hits and the entry's own count). `get_current` and
-    /// `get_in` do this themselves; call it after `get` when validating some other way.
+    /// Counts `e` as served (Qcache_hits and the entry's own count). `get_current` does this
+    /// itself; call it after `get` when validating some other way.
     pub fn hit(&self, e: &Entry) {
         self.inner.stats.hits.incr();
         e.record_hit();
@@ -790,13 +771,15 @@ mod tests {
         assert!(c.insert(ka, entry(&c, std::slice::from_ref(&a), 10)));
         assert!(c.insert(kb, entry(&c, std::slice::from_ref(&b), 10)));
         let snap = c.versions().snapshot();
-        assert!(c.get_in(ka, &snap).is_some());
+        // What a session inside that transaction may be served (`Session::servable`).
+        let get_in = |k| c.get(k).filter(|e| e.stamps.valid_in(c.versions(), &snap));
+        assert!(get_in(ka).is_some());
         // Another session writes b after our snapshot: b's entry is gone for everyone
         // (stale), and a fresh b entry is still newer than our snapshot.
         c.invalidate_table(&b, InvalidationSource::Write);
-        assert!(c.get_in(kb, &snap).is_none());
+        assert!(get_in(kb).is_none());
         assert!(c.insert(kb, entry(&c, std::slice::from_ref(&b), 10)));
-        assert!(c.get_in(kb, &snap).is_none());
+        assert!(get_in(kb).is_none());
         assert!(
             c.get(kb).is_some(),
             "kept for sessions outside the snapshot"
@@ -810,7 +793,7 @@ mod tests {
             panic!("leads")
         };
         assert!(g.insert_in(entry(&c, std::slice::from_ref(&a), 10), &snap));
-        assert!(c.get_in(key(1, 0, b"a2"), &snap).is_some());
+        assert!(get_in(key(1, 0, b"a2")).is_some());
     }
 
     #[test]
