@@ -58,6 +58,9 @@ pub enum Reason {
     /// The session holds (or may hold) table locks (`policy::locks`): the server answers
     /// ERROR 1100 for a table it did not lock.
     TableLocks,
+    /// The session is in an XA transaction (`policy::snapshot::xa`): the server refuses or
+    /// snapshots its reads in ways no entry knows.
+    XaTransaction,
     /// Its transaction wrote one of the tables it reads.
     WrittenInTransaction,
     /// A table it read changed since its transaction's snapshot point.
@@ -136,6 +139,7 @@ impl Reason {
         Reason::ReadUncommitted,
         Reason::LockingRead,
         Reason::TableLocks,
+        Reason::XaTransaction,
         Reason::WrittenInTransaction,
         Reason::ChangedSinceSnapshot,
         Reason::Cursor,
@@ -183,6 +187,7 @@ impl Reason {
             Reason::ReadUncommitted => "read_uncommitted",
             Reason::LockingRead => "locking_read",
             Reason::TableLocks => "table_locks",
+            Reason::XaTransaction => "xa_transaction",
             Reason::WrittenInTransaction => "written_in_transaction",
             Reason::ChangedSinceSnapshot => "changed_since_snapshot",
             Reason::Cursor => "cursor",

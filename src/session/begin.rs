@@ -67,6 +67,8 @@ impl Session {
                 if self.st.defer_begin
                     // The server's BEGIN releases table locks; qcache's would not.
                     && !self.st.table_locks
+                    // In an XA transaction the server refuses BEGIN (XAER_RMFAIL).
+                    && !self.st.xa
                     && !self.st.begin_pending
                     && !self.st.in_transaction()
                     && st & status::AUTOCOMMIT != 0 =>

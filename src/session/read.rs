@@ -221,7 +221,8 @@ impl Session {
     /// The snapshot rules that apply to a read now; None when the cache cannot be used at
     /// all for this read.
     pub(super) fn read_mode(&self) -> Option<ReadMode> {
-        if self.shared.hits_suspended() || self.locking_reads() || self.st.table_locks {
+        if self.shared.hits_suspended() || self.locking_reads() || self.st.table_locks || self.st.xa
+        {
             return None;
         }
         Some(snapshot::read_view(
@@ -362,6 +363,9 @@ impl Session {
         }
         if self.st.table_locks {
             return Err(Reason::TableLocks);
+        }
+        if self.st.xa {
+            return Err(Reason::XaTransaction);
         }
         if let Some(txn) = &self.st.txn {
             if tables.iter().any(|t| txn.wrote(t)) {

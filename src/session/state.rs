@@ -133,6 +133,10 @@ pub struct SessionState {
     /// The session holds, or may hold, table locks (`policy::locks`): it is neither served
     /// from the cache nor fills it until `UNLOCK TABLES` or a reset.
     pub table_locks: bool,
+    /// The session is, or may be, in an XA transaction (`policy::snapshot::xa`): it is
+    /// neither served from the cache nor fills it, and its BEGIN goes to the server, until
+    /// `XA COMMIT` / `XA ROLLBACK` succeeds or a reset.
+    pub xa: bool,
     /// The session's isolation level is SERIALIZABLE (at connect, or set since): reads in a
     /// transaction are locking reads (`policy::snapshot::locking_read`).
     pub isolation_ser: bool,
@@ -219,6 +223,7 @@ impl SessionState {
             isolation_ru: false,
             next_txn_ru: false,
             table_locks: false,
+            xa: false,
             isolation_ser: false,
             next_txn_ser: false,
             execute_long_data: false,
@@ -357,6 +362,8 @@ impl SessionState {
         self.next_txn_ser = false;
         // The server released them with the session.
         self.table_locks = false;
+        // The server rolled back an XA transaction with the session.
+        self.xa = false;
         // Read again by the caller (`Session::read_server_context`).
         self.server_ctx = 0;
         self.temp_tables.clear();
