@@ -53,6 +53,12 @@ pub enum Reason {
     HitsSuspended,
     /// The session reads uncommitted data: it never stores and is never served.
     ReadUncommitted,
+    /// The session reads under `sql_auto_is_null = 1` (`policy::context::auto_is_null_on`):
+    /// `WHERE pk IS NULL` finds the row it inserted last, which no other session sees.
+    AutoIsNull,
+    /// A `SET STATEMENT … FOR` whose values the text does not decide (`DEFAULT`, `@v`,
+    /// `@@GLOBAL.x`, an expression: `policy::context::statement_settings`).
+    StatementSettings,
     /// A SERIALIZABLE transaction's read: the server locks what it reads.
     LockingRead,
     /// The session holds (or may hold) table locks (`policy::locks`): the server answers
@@ -137,6 +143,8 @@ impl Reason {
         Reason::IdentityUnknown,
         Reason::HitsSuspended,
         Reason::ReadUncommitted,
+        Reason::AutoIsNull,
+        Reason::StatementSettings,
         Reason::LockingRead,
         Reason::TableLocks,
         Reason::XaTransaction,
@@ -185,6 +193,8 @@ impl Reason {
             Reason::IdentityUnknown => "identity_unknown",
             Reason::HitsSuspended => "hits_suspended",
             Reason::ReadUncommitted => "read_uncommitted",
+            Reason::AutoIsNull => "auto_is_null",
+            Reason::StatementSettings => "statement_settings",
             Reason::LockingRead => "locking_read",
             Reason::TableLocks => "table_locks",
             Reason::XaTransaction => "xa_transaction",

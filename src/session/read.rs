@@ -316,6 +316,15 @@ impl Session {
         let Analysis::Read(info) = an else {
             return Err(Reason::NotARead);
         };
+        if self.st.auto_is_null {
+            return Err(Reason::AutoIsNull);
+        }
+        if analysis::first_keyword_is(sql, "SET") {
+            let text = analysis::server_text(sql, self.st.server);
+            if let Some(settings) = analysis::statement_settings(&String::from_utf8_lossy(&text)) {
+                crate::policy::context::statement_settings(settings.as_deref())?;
+            }
+        }
         // Operator rules, evaluated on misses only; the config is the swapped one, so a
         // reload applies to the next miss.
         let cfg = self.shared.config();

@@ -121,6 +121,11 @@ pub struct SessionState {
     /// Session settings under which results must never be stored nor served (READ
     /// UNCOMMITTED): `isolation_ru || next_txn_ru`, kept by `refresh_fingerprint`.
     pub dirty_reads: bool,
+    /// The session reads under `sql_auto_is_null = 1` (`policy::context::
+    /// session_auto_is_null`): kept by `refresh_fingerprint`, never stores nor is served.
+    pub auto_is_null: bool,
+    /// `sql_auto_is_null` was on when the server context was last read (at connect).
+    pub auto_is_null_inherited: bool,
     /// The session's isolation level is READ UNCOMMITTED (read from the server at connect,
     /// or set since).
     pub isolation_ru: bool,
@@ -221,6 +226,8 @@ impl SessionState {
             lost_track: false,
             dirty_reads: false,
             isolation_ru: false,
+            auto_is_null: false,
+            auto_is_null_inherited: false,
             next_txn_ru: false,
             table_locks: false,
             xa: false,
@@ -275,6 +282,12 @@ impl SessionState {
     pub fn refresh_fingerprint(&mut self, shared: &Shared) {
         self.shared_users = shared.config().cache.shared_between_users;
         self.dirty_reads = self.isolation_ru || self.next_txn_ru;
+        self.auto_is_null = crate::policy::context::session_auto_is_null(
+            self.vars
+                .get(crate::policy::context::AUTO_IS_NULL)
+                .map(String::as_str),
+            self.auto_is_null_inherited,
+        );
         self.db_key = row_key(self.db.as_deref(), &self.user);
         self.digest_hint.forget();
         self.vars_unkeyed = shared
@@ -339,6 +352,10 @@ impl SessionState {
             // UNCOMMITTED sessions are never served, at no cost to the hit path.
             h.update(b"\0read-uncommitted");
         }
+        if self.auto_is_null {
+            // The same for sql_auto_is_null: no session under it stores.
+            h.update(b"\0auto-is-null");
+        }
         for (k, v) in self.vars.iter().filter(|_| !self.vars_unkeyed) {
             h.update(k.as_bytes());
             h.update(&[0]);
@@ -357,6 +374,7 @@ impl SessionState {
         self.vars.clear();
         self.lost_track = false;
         self.isolation_ru = false;
+        self.auto_is_null_inherited = false;
         self.next_txn_ru = false;
         self.isolation_ser = false;
         self.next_txn_ser = false;
