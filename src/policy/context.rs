@@ -9,6 +9,8 @@
 //! - a session SET whose value is a literal is keyed by that literal (the literal decides
 //!   the value whatever the globals); any other value (`@tz`, `CONCAT(@@sql_mode, …)`,
 //!   `DEFAULT`, an expression) is read back from the server after the SET succeeded;
+//! - after a write that may fire a trigger (which may SET the writer's variables unseen) the
+//!   values are read again before the session's next cacheable read ([`context_stale_after`]);
 //! - GLOBAL / PERSIST assignments change other sessions (from their connect on), not this one;
 //! - READ UNCOMMITTED, however it came (SET, SET TRANSACTION for the next transaction only,
 //!   the global default at connect), means the session never stores a result and is never
@@ -570,6 +572,27 @@ pub fn statement_settings(assignments: Option<&[(String, String)]>) -> Result<()
     Ok(())
 }
 
+/// What the catalog knows of the triggers a write may fire (`Catalog::write_triggers`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WriteTriggers {
+    /// Every table it writes is known, and none has a trigger.
+    None,
+    /// A table it writes (or its triggers or cascades write) has a trigger.
+    Some,
+    /// qcache cannot tell: an unknown table or write, no catalog, a reload under way.
+    Unknown,
+}
+
+/// Whether the session's settings must be read again (before its next cacheable read)
+/// after a write, whether or not the write succeeded: a trigger runs in the writer's session
+/// and may `SET` any of its variables (`lc_time_names`, `sql_select_limit`, …), which no
+/// statement text shows, and a variable keeps the value even when the statement then
+/// fails. Fail closed: only a write the catalog vouches fires no trigger keeps the context
+/// (ordinary writes pay no round trip).
+pub fn context_stale_after(write: WriteTriggers) -> bool {
+    write != WriteTriggers::None
+}
+
 /// Whether an isolation level's text (`READ-UNCOMMITTED` from the server,
 /// `ISOLATION LEVEL READ UNCOMMITTED` from a SET TRANSACTION) lets the session read
 /// uncommitted rows.
@@ -788,6 +811,17 @@ mod tests {
             prepared_context_moved(base, base + 1),
             Some(crate::policy::Reason::PreparedContextMoved)
         );
+    }
+
+    #[test]
+    fn writes_that_leave_the_context_unknown() {
+        for (write, stale) in [
+            (WriteTriggers::None, false),
+            (WriteTriggers::Some, true),
+            (WriteTriggers::Unknown, true),
+        ] {
+            assert_eq!(context_stale_after(write), stale, "{write:?}");
+        }
     }
 
     /// One row per sql_auto_is_null value: whether reads under it may be cached.

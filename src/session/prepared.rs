@@ -193,6 +193,11 @@ impl Session {
         id: u32,
         long_data: bool,
     ) -> Result<(), SessionError> {
+        if self.st.ctx_stale {
+            if let Some(sql) = self.st.stmts.get(&id).map(|s| s.sql.clone()) {
+                self.reread_stale_context(&sql).await?;
+            }
+        }
         let identified = self.privileges_current()
             || (self.st.qct != QueryCacheType::Off
                 && !self.st.lost_track

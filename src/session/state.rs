@@ -121,6 +121,10 @@ pub struct SessionState {
     /// Session settings under which results must never be stored nor served (READ
     /// UNCOMMITTED): `isolation_ru || next_txn_ru`, kept by `refresh_fingerprint`.
     pub dirty_reads: bool,
+    /// A write may have run a trigger that SET a session variable
+    /// (`policy::context::context_stale_after`): the settings are read again before the next
+    /// cacheable read is looked up (`Session::reread_stale_context`).
+    pub ctx_stale: bool,
     /// The session reads under `sql_auto_is_null = 1` (`policy::context::
     /// session_auto_is_null`): kept by `refresh_fingerprint`, never stores nor is served.
     pub auto_is_null: bool,
@@ -227,6 +231,7 @@ impl SessionState {
             dirty_reads: false,
             isolation_ru: false,
             auto_is_null: false,
+            ctx_stale: false,
             auto_is_null_inherited: false,
             next_txn_ru: false,
             table_locks: false,
@@ -375,6 +380,8 @@ impl SessionState {
         self.lost_track = false;
         self.isolation_ru = false;
         self.auto_is_null_inherited = false;
+        // Read again by the caller, with everything else.
+        self.ctx_stale = false;
         self.next_txn_ru = false;
         self.isolation_ser = false;
         self.next_txn_ser = false;
