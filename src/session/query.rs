@@ -82,8 +82,13 @@ impl Session {
                 // Its snapshot point, however it is spelled (WITH CONSISTENT SNAPSHOT, XA
                 // START), is taken as it is sent, like every statement's (`exchange_as`).
                 self.st.txn_boundary = true;
+                let was_xa = self.st.xa;
                 let xa_end = self.plan_xa(&text);
                 let resp = self.relay_command(&pkt, Expect::Results).await?;
+                if resp.error && !was_xa {
+                    // A refused XA START (XAER_OUTSIDE in a transaction) started nothing.
+                    self.st.xa = false;
+                }
                 if xa_end && !resp.error {
                     self.st.xa = false;
                 }
