@@ -51,7 +51,7 @@ pub use fallback::{calls_unknown_code, sequences_written};
 pub use memo::Analyzer;
 pub use parse::analyze;
 pub use scan::{first_keyword_is, scan, split_statements, strip_hints, Hint, Scan, StatementKind};
-pub use set::{analyze_set, use_schema, QcAssign, SetInfo};
+pub use set::{analyze_set, statement_settings, use_schema, QcAssign, SetInfo};
 pub use version::ServerVersion;
 
 /// A table, lower-cased. `schema` is None when the statement did not qualify the name: the

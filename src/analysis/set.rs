@@ -183,6 +183,48 @@ pub fn analyze_set(sql: &str) -> Option<SetInfo> {
     Some(info)
 }
 
+/// The assignments of MariaDB's `SET STATEMENT a = x, … FOR <statement>` prefixes (nested
+/// ones too), as [`analyze_set`] names them: None when `sql` has no such prefix, Some(None)
+/// when it has one qcache cannot read.
+pub fn statement_settings(sql: &str) -> Option<Option<Vec<(String, String)>>> {
+    let mut out: Option<Vec<(String, String)>> = None;
+    let mut rest = sql;
+    // Hostile nesting is bounded like the scan's.
+    for _ in 0..8 {
+        let b = rest.as_bytes();
+        let toks: Vec<Token> = Lexer::new(b).collect();
+        let kw = |i: usize, k: &str| toks.get(i).is_some_and(|t| t.is_kw(b, k));
+        if !(kw(0, "SET") && kw(1, "STATEMENT")) {
+            return out.map(Some);
+        }
+        let mut depth = 0usize;
+        let mut at = None;
+        for (i, t) in toks.iter().enumerate().skip(2) {
+            if t.is_punct(b'(') {
+                depth += 1;
+            } else if t.is_punct(b')') {
+                depth = depth.saturating_sub(1);
+            } else if depth == 0 && t.is_kw(b, "FOR") {
+                at = Some(i);
+                break;
+            }
+        }
+        let Some(at) = at.filter(|&i| i > 2) else {
+            return Some(None);
+        };
+        let list = rest.get(toks[2].start..toks[at - 1].end).unwrap_or("");
+        let Some(info) = analyze_set(&format!("SET {list}")) else {
+            return Some(None);
+        };
+        if info.global {
+            return Some(None);
+        }
+        out.get_or_insert_with(Vec::new).extend(info.assignments);
+        rest = rest.get(toks[at].end..).unwrap_or("");
+    }
+    Some(None)
+}
+
 /// The name of the assignment at token `k`, its scope (`scope` unless the name says one), whether
 /// it is a user variable, and the token after the name.
 fn assignment_name(
@@ -310,6 +352,41 @@ mod tests {
 
     fn p(a: &str, b: &str) -> (String, String) {
         (a.into(), b.into())
+    }
+
+    #[test]
+    fn set_statement_prefixes() {
+        let pairs = |v: &[(&str, &str)]| -> Vec<(String, String)> {
+            v.iter()
+                .map(|(a, b)| (a.to_string(), b.to_string()))
+                .collect()
+        };
+        assert_eq!(statement_settings("SELECT a FROM t"), None);
+        assert_eq!(statement_settings("SET sql_mode = ''"), None);
+        assert_eq!(
+            statement_settings("SET STATEMENT sql_select_limit = DEFAULT FOR SELECT a FROM t"),
+            Some(Some(pairs(&[("sql_select_limit", "DEFAULT")])))
+        );
+        assert_eq!(
+            statement_settings(
+                "set statement a = (SELECT 1 FOR UPDATE), b = @n for \
+                 SET STATEMENT c = 'x' FOR SELECT 1"
+            ),
+            Some(Some(pairs(&[
+                ("a", "(SELECT 1 FOR UPDATE)"),
+                ("b", "@n"),
+                ("c", "'x'")
+            ])))
+        );
+        assert_eq!(statement_settings("SET STATEMENT FOR SELECT 1"), Some(None));
+        assert_eq!(
+            statement_settings("SET STATEMENT a = 1 SELECT 1"),
+            Some(None)
+        );
+        assert_eq!(
+            statement_settings("SET STATEMENT @@global.a = 1 FOR SELECT 1"),
+            Some(None)
+        );
     }
 
     #[test]

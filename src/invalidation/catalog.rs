@@ -24,6 +24,8 @@ use crate::config::InvalidationConfig;
 /// A lower-cased `(schema, name)` pair, the table identity used everywhere in qcache.
 pub type TableName = (String, String);
 
+pub use crate::policy::context::WriteTriggers;
+
 /// Why the catalog could not be (re)loaded.
 #[derive(Debug, thiserror::Error)]
 pub enum CatalogError {
@@ -662,6 +664,26 @@ impl SchemaSnapshot {
             }
         }
         true
+    }
+
+    /// What a data change to `tables` may fire: a trigger on any table it writes (through
+    /// views, triggers and cascades), or qcache cannot tell (a table or view it does not
+    /// know, a write it cannot expand).
+    fn write_triggers(&self, tables: &[TableName]) -> WriteTriggers {
+        let Some(all) = self.expand_write(tables) else {
+            return WriteTriggers::Unknown;
+        };
+        let mut out = WriteTriggers::None;
+        for t in &all {
+            match self.kind(t) {
+                None => return WriteTriggers::Unknown,
+                Some(_) if self.part(t).is_some_and(|p| p.triggered.contains(&t.1)) => {
+                    out = WriteTriggers::Some;
+                }
+                Some(_) => {}
+            }
+        }
+        out
     }
 
     /// Every relation, with its kind (for listings and tests).
@@ -1518,6 +1540,16 @@ impl Catalog {
         self.snapshot.load().columns(t)?.order.clone()
     }
 
+    /// What a data change a session is about to send to `tables` may fire (`policy::context::
+    /// context_stale_after`). Unknown when the catalog is not loaded, or while a DDL's reload
+    /// is under way (a table may just have gained a trigger).
+    pub fn write_triggers(&self, tables: &[TableName]) -> WriteTriggers {
+        if !self.is_loaded() || self.ddl_reloads.load(Ordering::Acquire) > 0 {
+            return WriteTriggers::Unknown;
+        }
+        self.snapshot.load().write_triggers(tables)
+    }
+
     /// Whether a write's own statement (or row image) names the rows it changes in `t`
     /// (no trigger on it, no cascade back to it). False when the catalog is not loaded.
     pub fn rows_knowable(&self, t: &TableName) -> bool {
@@ -2191,6 +2223,28 @@ mod tests {
             s.resolve_read(&[t("db", "v_up2")]),
             ReadResolution::Tables(_)
         ));
+    }
+
+    /// Which writes may fire a trigger: one on the table, or on a table its triggers or
+    /// cascades write, or through a view; unknown tables cannot be vouched for.
+    #[test]
+    fn writes_that_may_fire_triggers() {
+        let s = SchemaSnapshot::build(&raw());
+        for (tables, want) in [
+            (vec![t("db", "b")], WriteTriggers::None),
+            (vec![t("other", "c")], WriteTriggers::None),
+            (vec![t("db", "a")], WriteTriggers::Some),
+            (vec![t("db", "audit")], WriteTriggers::Some),
+            (vec![t("db", "child")], WriteTriggers::Some),
+            (vec![t("db", "v_ab")], WriteTriggers::Some),
+            (
+                vec![t("db", "b"), t("db", "nosuch")],
+                WriteTriggers::Unknown,
+            ),
+            (vec![t("db", "weird")], WriteTriggers::Unknown),
+        ] {
+            assert_eq!(s.write_triggers(&tables), want, "{tables:?}");
+        }
     }
 
     /// A table whose engine holds rows stored elsewhere (MERGE over MyISAM tables,

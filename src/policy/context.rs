@@ -9,6 +9,8 @@
 //! - a session SET whose value is a literal is keyed by that literal (the literal decides
 //!   the value whatever the globals); any other value (`@tz`, `CONCAT(@@sql_mode, …)`,
 //!   `DEFAULT`, an expression) is read back from the server after the SET succeeded;
+//! - after a write that may fire a trigger (which may SET the writer's variables unseen) the
+//!   values are read again before the session's next cacheable read ([`context_stale_after`]);
 //! - GLOBAL / PERSIST assignments change other sessions (from their connect on), not this one;
 //! - READ UNCOMMITTED, however it came (SET, SET TRANSACTION for the next transaction only,
 //!   the global default at connect), means the session never stores a result and is never
@@ -26,6 +28,8 @@
 //! connect, and nothing per hit.
 
 use std::sync::LazyLock;
+
+use super::Reason;
 
 /// Session variables whose value can change a cacheable result's bytes or meaning, read at
 /// connect. `mariadb`: the server's flavour (from its greeting), which decides which names
@@ -515,6 +519,80 @@ pub fn is_literal(value: &str) -> bool {
     }
 }
 
+/// The variable under which `WHERE pk IS NULL` on an AUTO_INCREMENT key finds the row the
+/// session inserted last (its own `LAST_INSERT_ID()`, once, right after the INSERT): no
+/// result read under it may be stored or served, whatever the key says.
+pub const AUTO_IS_NULL: &str = "sql_auto_is_null";
+
+/// Whether a value of [`AUTO_IS_NULL`] (the server's, or a SET's literal text) may turn it
+/// on: only a value that certainly means off is off (fail closed; None, a NULL, is on).
+pub fn auto_is_null_on(value: Option<&str>) -> bool {
+    let Some(v) = value else {
+        return true;
+    };
+    let v = v.trim();
+    let v = v
+        .strip_prefix('\'')
+        .and_then(|v| v.strip_suffix('\''))
+        .or_else(|| v.strip_prefix('"').and_then(|v| v.strip_suffix('"')))
+        .unwrap_or(v);
+    !(v == "0" || v.eq_ignore_ascii_case("off") || v.eq_ignore_ascii_case("false"))
+}
+
+/// Whether the session reads under [`AUTO_IS_NULL`]: by its own last SET of it (`set`, the
+/// value as the key holds it), else as it inherited it at connect.
+pub fn session_auto_is_null(set: Option<&str>, inherited: bool) -> bool {
+    match set {
+        Some(v) => auto_is_null_on(Some(v)),
+        None => inherited,
+    }
+}
+
+/// Whether a `SET STATEMENT a = x, … FOR <read>` may be cached, given its assignments
+/// (names as `analysis::analyze_set` gives them; None when they could not be read). The
+/// statement's text is its key, so only values its text decides may be keyed: a literal
+/// (`DEFAULT` is the global's value now, `@v` a user variable's, `@@GLOBAL.x` and any
+/// expression are read when it runs). And none may make the read one that is never cached
+/// (`sql_auto_is_null` on, READ UNCOMMITTED).
+pub fn statement_settings(assignments: Option<&[(String, String)]>) -> Result<(), Reason> {
+    let Some(assignments) = assignments else {
+        return Err(Reason::StatementSettings);
+    };
+    for (name, value) in assignments {
+        if name.starts_with('@') || !is_literal(value) {
+            return Err(Reason::StatementSettings);
+        }
+        if name == AUTO_IS_NULL && auto_is_null_on(Some(value)) {
+            return Err(Reason::AutoIsNull);
+        }
+        if is_isolation(name) && isolation_level(value).is_none_or(reads_uncommitted) {
+            return Err(Reason::ReadUncommitted);
+        }
+    }
+    Ok(())
+}
+
+/// What the catalog knows of the triggers a write may fire (`Catalog::write_triggers`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WriteTriggers {
+    /// Every table it writes is known, and none has a trigger.
+    None,
+    /// A table it writes (or its triggers or cascades write) has a trigger.
+    Some,
+    /// qcache cannot tell: an unknown table or write, no catalog, a reload under way.
+    Unknown,
+}
+
+/// Whether the session's settings must be read again (before its next cacheable read)
+/// after a write, whether or not the write succeeded: a trigger runs in the writer's session
+/// and may `SET` any of its variables (`lc_time_names`, `sql_select_limit`, …), which no
+/// statement text shows, and a variable keeps the value even when the statement then
+/// fails. Fail closed: only a write the catalog vouches fires no trigger keeps the context
+/// (ordinary writes pay no round trip).
+pub fn context_stale_after(write: WriteTriggers) -> bool {
+    write != WriteTriggers::None
+}
+
 /// Whether an isolation level's text (`READ-UNCOMMITTED` from the server,
 /// `ISOLATION LEVEL READ UNCOMMITTED` from a SET TRANSACTION) lets the session read
 /// uncommitted rows.
@@ -733,6 +811,105 @@ mod tests {
             prepared_context_moved(base, base + 1),
             Some(crate::policy::Reason::PreparedContextMoved)
         );
+    }
+
+    #[test]
+    fn writes_that_leave_the_context_unknown() {
+        for (write, stale) in [
+            (WriteTriggers::None, false),
+            (WriteTriggers::Some, true),
+            (WriteTriggers::Unknown, true),
+        ] {
+            assert_eq!(context_stale_after(write), stale, "{write:?}");
+        }
+    }
+
+    /// One row per sql_auto_is_null value: whether reads under it may be cached.
+    #[test]
+    fn auto_is_null_values() {
+        for (value, on) in [
+            (Some("1"), true),
+            (Some("ON"), true),
+            (Some("'on'"), true),
+            (Some("TRUE"), true),
+            (Some("\u{0}NULL"), true),
+            (None, true),
+            (Some("2"), true),
+            (Some("0"), false),
+            (Some("OFF"), false),
+            (Some("'off'"), false),
+            (Some(" false "), false),
+        ] {
+            assert_eq!(auto_is_null_on(value), on, "{value:?}");
+        }
+        for (set, inherited, want) in [
+            (None, false, false),
+            (None, true, true),
+            (Some("1"), false, true),
+            (Some("0"), true, false),
+        ] {
+            assert_eq!(
+                session_auto_is_null(set, inherited),
+                want,
+                "{set:?} {inherited}"
+            );
+        }
+    }
+
+    /// One row per `SET STATEMENT … FOR <read>`: may its read be cached by its text.
+    #[test]
+    fn statement_settings_rows() {
+        let a = |pairs: &[(&str, &str)]| -> Vec<(String, String)> {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        };
+        for (pairs, want) in [
+            (a(&[("sql_select_limit", "1")]), Ok(())),
+            (
+                a(&[("lc_time_names", "'de_DE'"), ("max_statement_time", "10")]),
+                Ok(()),
+            ),
+            (a(&[("sql_auto_is_null", "0")]), Ok(())),
+            (a(&[("tx_isolation", "'READ-COMMITTED'")]), Ok(())),
+            (
+                a(&[("sql_select_limit", "DEFAULT")]),
+                Err(Reason::StatementSettings),
+            ),
+            (
+                a(&[("sql_select_limit", "@n")]),
+                Err(Reason::StatementSettings),
+            ),
+            (
+                a(&[("sql_select_limit", "@@GLOBAL.sql_select_limit")]),
+                Err(Reason::StatementSettings),
+            ),
+            (
+                a(&[("sql_select_limit", "1 + 1")]),
+                Err(Reason::StatementSettings),
+            ),
+            (
+                a(&[
+                    ("lc_time_names", "'de_DE'"),
+                    ("sql_select_limit", "default"),
+                ]),
+                Err(Reason::StatementSettings),
+            ),
+            (a(&[("sql_auto_is_null", "1")]), Err(Reason::AutoIsNull)),
+            (a(&[("sql_auto_is_null", "ON")]), Err(Reason::AutoIsNull)),
+            (
+                a(&[("tx_isolation", "'READ-UNCOMMITTED'")]),
+                Err(Reason::ReadUncommitted),
+            ),
+            (
+                a(&[("tx_isolation", "'odd'")]),
+                Err(Reason::ReadUncommitted),
+            ),
+        ] {
+            assert_eq!(statement_settings(Some(&pairs)), want, "{pairs:?}");
+        }
+        assert_eq!(statement_settings(None), Err(Reason::StatementSettings));
     }
 
     #[test]

@@ -142,6 +142,24 @@ pub fn after_read_back(found_rows: u64, row_count: Option<i64>) -> Option<u64> {
     }
 }
 
+/// The restore owed after a plain BEGIN, COMMIT or ROLLBACK qcache answered itself
+/// (`session/begin.rs`), given the one owed before: on the server each sets `ROW_COUNT()` to 0
+/// and leaves `FOUND_ROWS()`, so `DO 0` is owed, after the resetter a hit still owes.
+pub fn after_local_transaction(pending: Option<u64>) -> Option<u64> {
+    Some(match pending {
+        None => AFTER_READ_BACK | FOUND_ROWS_KEPT | 1,
+        Some(p) => p | AFTER_READ_BACK,
+    })
+}
+
+/// The restore still owed once the deferred BEGIN reaches the server ahead of a statement:
+/// its own BEGIN sets `ROW_COUNT()` to 0, so a `DO 0` owed alone is dropped (no private
+/// statement where the server's BEGIN is sent anyway). A resetter owed for a hit stays,
+/// `DO 0` after it, since it is sent after BEGIN and leaves `ROW_COUNT()` -1.
+pub fn after_server_begin(pending: Option<u64>) -> Option<u64> {
+    pending.filter(|p| pending_restore(*p).0.is_some())
+}
+
 /// What a pending restore `pending` (see [`AFTER_READ_BACK`]) sends before the next statement
 /// that is not a cacheable read: the `FOUND_ROWS()` for the [`resetter`] (None: no resetter),
 /// and whether `DO 0` follows it (`ROW_COUNT()` back to 0).
@@ -275,6 +293,34 @@ fn find_ci(hay: &[u8], needle: &[u8], from: usize) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// One row per restore owed before a locally answered BEGIN / COMMIT: what is owed after
+    /// it, and after the deferred BEGIN then reached the server.
+    #[test]
+    fn local_transaction_statements() {
+        let do_0 = AFTER_READ_BACK | FOUND_ROWS_KEPT | 1;
+        for (before, local, server) in [
+            (None, Some(do_0), None),
+            (Some(do_0), Some(do_0), None),
+            (
+                Some(7),
+                Some(AFTER_READ_BACK | 7),
+                Some(AFTER_READ_BACK | 7),
+            ),
+            (Some(0), Some(AFTER_READ_BACK), Some(AFTER_READ_BACK)),
+            (
+                Some(AFTER_READ_BACK | 5),
+                Some(AFTER_READ_BACK | 5),
+                Some(AFTER_READ_BACK | 5),
+            ),
+        ] {
+            let after = after_local_transaction(before);
+            assert_eq!(after, local, "{before:?}");
+            assert_eq!(after_server_begin(after), server, "{before:?}");
+            assert!(pending_restore(after.unwrap()).1, "DO 0 owed: {before:?}");
+        }
+        assert_eq!(after_server_begin(None), None);
+    }
 
     #[test]
     fn pending_restores() {

@@ -53,11 +53,20 @@ pub enum Reason {
     HitsSuspended,
     /// The session reads uncommitted data: it never stores and is never served.
     ReadUncommitted,
+    /// The session reads under `sql_auto_is_null = 1` (`policy::context::auto_is_null_on`):
+    /// `WHERE pk IS NULL` finds the row it inserted last, which no other session sees.
+    AutoIsNull,
+    /// A `SET STATEMENT … FOR` whose values the text does not decide (`DEFAULT`, `@v`,
+    /// `@@GLOBAL.x`, an expression: `policy::context::statement_settings`).
+    StatementSettings,
     /// A SERIALIZABLE transaction's read: the server locks what it reads.
     LockingRead,
     /// The session holds (or may hold) table locks (`policy::locks`): the server answers
     /// ERROR 1100 for a table it did not lock.
     TableLocks,
+    /// The session is in an XA transaction (`policy::snapshot::xa`): the server refuses or
+    /// snapshots its reads in ways no entry knows.
+    XaTransaction,
     /// Its transaction wrote one of the tables it reads.
     WrittenInTransaction,
     /// A table it read changed since its transaction's snapshot point.
@@ -134,8 +143,11 @@ impl Reason {
         Reason::IdentityUnknown,
         Reason::HitsSuspended,
         Reason::ReadUncommitted,
+        Reason::AutoIsNull,
+        Reason::StatementSettings,
         Reason::LockingRead,
         Reason::TableLocks,
+        Reason::XaTransaction,
         Reason::WrittenInTransaction,
         Reason::ChangedSinceSnapshot,
         Reason::Cursor,
@@ -181,8 +193,11 @@ impl Reason {
             Reason::IdentityUnknown => "identity_unknown",
             Reason::HitsSuspended => "hits_suspended",
             Reason::ReadUncommitted => "read_uncommitted",
+            Reason::AutoIsNull => "auto_is_null",
+            Reason::StatementSettings => "statement_settings",
             Reason::LockingRead => "locking_read",
             Reason::TableLocks => "table_locks",
+            Reason::XaTransaction => "xa_transaction",
             Reason::WrittenInTransaction => "written_in_transaction",
             Reason::ChangedSinceSnapshot => "changed_since_snapshot",
             Reason::Cursor => "cursor",

@@ -17,6 +17,39 @@
 //! is still to come.
 
 use super::reason::Reason;
+use crate::analysis::lexer::{Lexer, Token};
+
+/// What a statement does to the session's XA transaction. From `XA START` until `XA COMMIT`
+/// or `XA ROLLBACK` succeeds the server answers the session's reads by the XA state (ACTIVE:
+/// its snapshot; IDLE after `XA END` and PREPARED: ERROR 1399 XAER_RMFAIL), which no entry
+/// knows: such a session is never served and never stores, and its BEGIN is the server's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Xa {
+    /// `XA START` / `XA BEGIN`: marks the session before it is sent, whatever the answer
+    /// (a session already in one stays in it).
+    Start,
+    /// `XA COMMIT` / `XA ROLLBACK`: the session is out of its XA transaction once the server
+    /// accepted it (it refuses one for another xid while the session has its own).
+    End,
+    /// Anything else, `XA END` and `XA PREPARE` included (the transaction goes on).
+    None,
+}
+
+/// Reads a statement's effect on the XA state from its text (as the server reads it).
+pub fn xa(sql: &[u8]) -> Xa {
+    let toks: Vec<Token> = Lexer::new(sql).take(2).collect();
+    let kw = |k: usize, w: &str| toks.get(k).is_some_and(|t| t.is_kw(sql, w));
+    if !kw(0, "XA") {
+        return Xa::None;
+    }
+    if kw(1, "START") || kw(1, "BEGIN") {
+        Xa::Start
+    } else if kw(1, "COMMIT") || kw(1, "ROLLBACK") {
+        Xa::End
+    } else {
+        Xa::None
+    }
+}
 
 /// The version points a session holds when a statement is about to reach the server.
 /// `Snapshot` is the cache's version point (`cache::Snapshot`); the rules only move it.
@@ -185,6 +218,25 @@ mod tests {
             ),
         ] {
             assert_eq!(before_send(before, NOW), after, "{why}");
+        }
+    }
+
+    #[test]
+    fn xa_states() {
+        for (sql, want) in [
+            ("XA START 'x'", Xa::Start),
+            ("xa begin 'x', 'b', 1", Xa::Start),
+            ("/* c */ XA START 'x'", Xa::Start),
+            ("XA END 'x'", Xa::None),
+            ("XA PREPARE 'x'", Xa::None),
+            ("XA RECOVER", Xa::None),
+            ("XA COMMIT 'x' ONE PHASE", Xa::End),
+            ("XA ROLLBACK 'x'", Xa::End),
+            ("BEGIN", Xa::None),
+            ("SELECT xa FROM t", Xa::None),
+            ("XA", Xa::None),
+        ] {
+            assert_eq!(xa(sql.as_bytes()), want, "{sql}");
         }
     }
 

@@ -17,6 +17,7 @@ use super::conn::ConnError;
 use super::relay::Fill;
 use super::{Session, SessionError};
 use crate::analysis::StatementKind;
+use crate::policy::diagnostics;
 use crate::protocol::codec::Packet;
 use crate::protocol::packets::{self, com, status};
 use crate::protocol::response::{Expect, Response, Step};
@@ -67,6 +68,8 @@ impl Session {
                 if self.st.defer_begin
                     // The server's BEGIN releases table locks; qcache's would not.
                     && !self.st.table_locks
+                    // In an XA transaction the server refuses BEGIN (XAER_RMFAIL).
+                    && !self.st.xa
                     && !self.st.begin_pending
                     && !self.st.in_transaction()
                     && st & status::AUTOCOMMIT != 0 =>
@@ -84,6 +87,8 @@ impl Session {
         // The same bookkeeping as the server's OK would get: a transaction opens (its
         // snapshot still to come from its first read) or ends.
         self.apply_status(Some(new_status)).await;
+        // And the same diagnostics: the server's would have left ROW_COUNT() 0.
+        self.st.after_hit = diagnostics::after_local_transaction(self.st.after_hit);
         self.end_of_response();
         self.send_ok(seq.wrapping_add(1)).await?;
         Ok(true)
@@ -114,6 +119,7 @@ impl Session {
     /// Queues the deferred BEGIN ahead of the read about to be pushed.
     pub(crate) fn push_deferred_begin(&mut self) {
         self.st.begin_pending = false;
+        self.st.after_hit = diagnostics::after_server_begin(self.st.after_hit);
         self.upstream.push(0, BEGIN);
     }
 

@@ -107,6 +107,15 @@ impl Session {
                 .chain(found.iter().map(|(n, v)| (*n, v.as_deref())))
                 .collect();
             (self.st.server_ctx, self.st.isolation_ru) = context::server_context(&pairs);
+            // What the session SET of these since the last read is in the values now: keyed
+            // twice, a stale SET text beside the value a trigger gave it, two sessions with
+            // different values could share a key.
+            self.st
+                .vars
+                .retain(|k, _| !pairs.iter().any(|(n, _)| context::key_name(n) == k));
+            self.st.auto_is_null_inherited = pairs
+                .iter()
+                .any(|(n, v)| *n == context::AUTO_IS_NULL && context::auto_is_null_on(*v));
             if context::begin_needs_server(&pairs) {
                 // COMMIT chains or releases, or a timer ends idle transactions: the server's
                 // BEGIN and COMMIT, not qcache's answer (`session/begin.rs`).
@@ -121,6 +130,19 @@ impl Session {
         warn!("the server refused to report the session's settings: this session is not cached");
         self.st.lost_track = true;
         Ok(())
+    }
+
+    /// Reads the settings again when a write may have changed them (`st.ctx_stale`: a
+    /// trigger may SET the writer's variables), before `stmt` is looked up, when `stmt` is a
+    /// read the cache may serve; any other statement is answered by the server, and one that
+    /// reads the diagnostics (`SELECT @@warning_count`) must find them untouched.
+    pub(crate) async fn reread_stale_context(&mut self, stmt: &[u8]) -> Result<(), SessionError> {
+        if !self.st.ctx_stale || !self.reads_tables(stmt) {
+            return Ok(());
+        }
+        self.st.ctx_stale = false;
+        debug!("a write may have changed the session's settings: reading them again");
+        self.read_server_context().await
     }
 
     /// `SELECT @@session.<name>, …` on the upstream connection, its answer not relayed; the

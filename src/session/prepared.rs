@@ -144,7 +144,15 @@ impl Session {
             StatementKind::Begin | StatementKind::Commit | StatementKind::Rollback => {
                 self.st.txn_boundary = true;
                 self.relayed_write_of(id);
-                self.relay_command(&pkt, Expect::Results).await.map(drop)
+                let xa_end = match self.st.stmts.get(&id).map(|s| s.sql.clone()) {
+                    Some(sql) => self.plan_xa(&analysis::server_text(&sql, self.st.server)),
+                    None => false,
+                };
+                let resp = self.relay_command(&pkt, Expect::Results).await?;
+                if xa_end && !resp.error {
+                    self.st.xa = false;
+                }
+                Ok(())
             }
             _ => {
                 self.relayed_write_of(id);
@@ -185,6 +193,11 @@ impl Session {
         id: u32,
         long_data: bool,
     ) -> Result<(), SessionError> {
+        if self.st.ctx_stale {
+            if let Some(sql) = self.st.stmts.get(&id).map(|s| s.sql.clone()) {
+                self.reread_stale_context(&sql).await?;
+            }
+        }
         let identified = self.privileges_current()
             || (self.st.qct != QueryCacheType::Off
                 && !self.st.lost_track

@@ -7,6 +7,7 @@ use bytes::Bytes;
 use super::{Session, SessionError};
 use crate::analysis::{self, Analysis, StatementKind, WriteInfo};
 use crate::policy::locks::{self, TableLocks};
+use crate::policy::snapshot::{self, Xa};
 use crate::policy::{classify, Reason};
 use crate::protocol::codec::Packet;
 use crate::protocol::response::Expect;
@@ -81,7 +82,17 @@ impl Session {
                 // Its snapshot point, however it is spelled (WITH CONSISTENT SNAPSHOT, XA
                 // START), is taken as it is sent, like every statement's (`exchange_as`).
                 self.st.txn_boundary = true;
-                self.relay_command(&pkt, Expect::Results).await.map(drop)
+                let was_xa = self.st.xa;
+                let xa_end = self.plan_xa(&text);
+                let resp = self.relay_command(&pkt, Expect::Results).await?;
+                if resp.error && !was_xa {
+                    // A refused XA START (XAER_OUTSIDE in a transaction) started nothing.
+                    self.st.xa = false;
+                }
+                if xa_end && !resp.error {
+                    self.st.xa = false;
+                }
+                Ok(())
             }
             StatementKind::Use => {
                 let resp = self.relay_command(&pkt, Expect::Results).await?;
@@ -165,6 +176,8 @@ impl Session {
                         StatementKind::Begin | StatementKind::Commit | StatementKind::Rollback
                     ) {
                         self.st.txn_boundary = true;
+                        // Which of them ran is not followed: an XA COMMIT here ends nothing.
+                        self.plan_xa(part);
                     }
                     if let Some(why) = classify::relayed_write(k, part) {
                         self.plan_unknown_write_for(why);
@@ -184,6 +197,20 @@ impl Session {
             self.st.lost_track = true;
         }
         Ok(())
+    }
+
+    /// Follows a statement's XA state (`policy::snapshot::xa`): XA START marks the session
+    /// before it is sent. True for XA COMMIT / XA ROLLBACK, which the caller clears once the
+    /// server accepted it.
+    pub(super) fn plan_xa(&mut self, sql: &[u8]) -> bool {
+        match snapshot::xa(sql) {
+            Xa::Start => {
+                self.st.xa = true;
+                false
+            }
+            Xa::End => true,
+            Xa::None => false,
+        }
     }
 
     /// Follows a statement's table locks (`policy::locks`): one that takes them marks the

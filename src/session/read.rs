@@ -76,7 +76,7 @@ impl Session {
         let select = sql
             .get(..6)
             .is_some_and(|w| w.eq_ignore_ascii_case(b"select"));
-        if !select || self.st.qct != QueryCacheType::On || self.st.lost_track {
+        if !select || self.st.qct != QueryCacheType::On || self.st.lost_track || self.st.ctx_stale {
             return Ok(None);
         }
         let Some(mode) = self.read_mode() else {
@@ -155,6 +155,8 @@ impl Session {
                 .await
                 .map(drop);
         }
+        // The key holds the settings the server has, which a trigger may have changed.
+        self.reread_stale_context(&stmt).await?;
         // The key holds the account, role and privilege generation the server reports.
         let identified = self.privileges_current()
             || (self.may_ask_identity(&stmt) && self.refresh_privileges().await?);
@@ -207,9 +209,11 @@ impl Session {
     /// `SELECT ROW_COUNT()`, `SELECT @@warning_count`, which read them. Such a statement is
     /// never cached, so it does without: only statements that name tables ask.
     pub(super) fn may_ask_identity(&self, stmt: &[u8]) -> bool {
-        if self.st.identity.is_some() {
-            return true;
-        }
+        self.st.identity.is_some() || self.reads_tables(stmt)
+    }
+
+    /// Whether `stmt` is a read of tables the analysis lets the cache serve.
+    pub(super) fn reads_tables(&self, stmt: &[u8]) -> bool {
         let text = analysis::server_text(stmt, self.st.server);
         let digest = analysis::digest(&text);
         match &*self.shared.analyzer.analyze(&text, digest) {
@@ -221,7 +225,8 @@ impl Session {
     /// The snapshot rules that apply to a read now; None when the cache cannot be used at
     /// all for this read.
     pub(super) fn read_mode(&self) -> Option<ReadMode> {
-        if self.shared.hits_suspended() || self.locking_reads() || self.st.table_locks {
+        if self.shared.hits_suspended() || self.locking_reads() || self.st.table_locks || self.st.xa
+        {
             return None;
         }
         Some(snapshot::read_view(
@@ -315,6 +320,15 @@ impl Session {
         let Analysis::Read(info) = an else {
             return Err(Reason::NotARead);
         };
+        if self.st.auto_is_null {
+            return Err(Reason::AutoIsNull);
+        }
+        if analysis::first_keyword_is(sql, "SET") {
+            let text = analysis::server_text(sql, self.st.server);
+            if let Some(settings) = analysis::statement_settings(&String::from_utf8_lossy(&text)) {
+                crate::policy::context::statement_settings(settings.as_deref())?;
+            }
+        }
         // Operator rules, evaluated on misses only; the config is the swapped one, so a
         // reload applies to the next miss.
         let cfg = self.shared.config();
@@ -362,6 +376,9 @@ impl Session {
         }
         if self.st.table_locks {
             return Err(Reason::TableLocks);
+        }
+        if self.st.xa {
+            return Err(Reason::XaTransaction);
         }
         if let Some(txn) = &self.st.txn {
             if tables.iter().any(|t| txn.wrote(t)) {

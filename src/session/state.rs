@@ -121,6 +121,15 @@ pub struct SessionState {
     /// Session settings under which results must never be stored nor served (READ
     /// UNCOMMITTED): `isolation_ru || next_txn_ru`, kept by `refresh_fingerprint`.
     pub dirty_reads: bool,
+    /// A write may have run a trigger that SET a session variable
+    /// (`policy::context::context_stale_after`): the settings are read again before the next
+    /// cacheable read is looked up (`Session::reread_stale_context`).
+    pub ctx_stale: bool,
+    /// The session reads under `sql_auto_is_null = 1` (`policy::context::
+    /// session_auto_is_null`): kept by `refresh_fingerprint`, never stores nor is served.
+    pub auto_is_null: bool,
+    /// `sql_auto_is_null` was on when the server context was last read (at connect).
+    pub auto_is_null_inherited: bool,
     /// The session's isolation level is READ UNCOMMITTED (read from the server at connect,
     /// or set since).
     pub isolation_ru: bool,
@@ -133,6 +142,10 @@ pub struct SessionState {
     /// The session holds, or may hold, table locks (`policy::locks`): it is neither served
     /// from the cache nor fills it until `UNLOCK TABLES` or a reset.
     pub table_locks: bool,
+    /// The session is, or may be, in an XA transaction (`policy::snapshot::xa`): it is
+    /// neither served from the cache nor fills it, and its BEGIN goes to the server, until
+    /// `XA COMMIT` / `XA ROLLBACK` succeeds or a reset.
+    pub xa: bool,
     /// The session's isolation level is SERIALIZABLE (at connect, or set since): reads in a
     /// transaction are locking reads (`policy::snapshot::locking_read`).
     pub isolation_ser: bool,
@@ -217,8 +230,12 @@ impl SessionState {
             lost_track: false,
             dirty_reads: false,
             isolation_ru: false,
+            auto_is_null: false,
+            ctx_stale: false,
+            auto_is_null_inherited: false,
             next_txn_ru: false,
             table_locks: false,
+            xa: false,
             isolation_ser: false,
             next_txn_ser: false,
             execute_long_data: false,
@@ -270,6 +287,12 @@ impl SessionState {
     pub fn refresh_fingerprint(&mut self, shared: &Shared) {
         self.shared_users = shared.config().cache.shared_between_users;
         self.dirty_reads = self.isolation_ru || self.next_txn_ru;
+        self.auto_is_null = crate::policy::context::session_auto_is_null(
+            self.vars
+                .get(crate::policy::context::AUTO_IS_NULL)
+                .map(String::as_str),
+            self.auto_is_null_inherited,
+        );
         self.db_key = row_key(self.db.as_deref(), &self.user);
         self.digest_hint.forget();
         self.vars_unkeyed = shared
@@ -334,6 +357,10 @@ impl SessionState {
             // UNCOMMITTED sessions are never served, at no cost to the hit path.
             h.update(b"\0read-uncommitted");
         }
+        if self.auto_is_null {
+            // The same for sql_auto_is_null: no session under it stores.
+            h.update(b"\0auto-is-null");
+        }
         for (k, v) in self.vars.iter().filter(|_| !self.vars_unkeyed) {
             h.update(k.as_bytes());
             h.update(&[0]);
@@ -352,11 +379,16 @@ impl SessionState {
         self.vars.clear();
         self.lost_track = false;
         self.isolation_ru = false;
+        self.auto_is_null_inherited = false;
+        // Read again by the caller, with everything else.
+        self.ctx_stale = false;
         self.next_txn_ru = false;
         self.isolation_ser = false;
         self.next_txn_ser = false;
         // The server released them with the session.
         self.table_locks = false;
+        // The server rolled back an XA transaction with the session.
+        self.xa = false;
         // Read again by the caller (`Session::read_server_context`).
         self.server_ctx = 0;
         self.temp_tables.clear();

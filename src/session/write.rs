@@ -6,8 +6,8 @@
 use super::{Session, SessionError};
 use crate::analysis::{self, Analysis, WriteInfo, WriteTargets};
 use crate::config::Conservative;
-use crate::policy::classify;
 use crate::policy::privileges::{self, PrivilegeChange};
+use crate::policy::{classify, context};
 use crate::protocol::codec::Packet;
 use crate::protocol::response::{Expect, Response};
 
@@ -56,6 +56,19 @@ impl Session {
                     self.plan_privilege_change(PrivilegeChange::privilege_table());
                 }
                 let catalog = &self.shared.catalog;
+                if !w.ddl {
+                    // A trigger may SET the writer's session variables.
+                    let named: Vec<_> = named
+                        .iter()
+                        .filter(|t| !self.st.temp_tables.contains(*t))
+                        .cloned()
+                        .collect();
+                    if !named.is_empty()
+                        && context::context_stale_after(catalog.write_triggers(&named))
+                    {
+                        self.st.ctx_stale = true;
+                    }
+                }
                 let expanded = if w.ddl {
                     catalog.expand_write(&named)
                 } else {
@@ -106,6 +119,7 @@ impl Session {
     /// An unknown write run in database `db` rather than the session's current one (a
     /// statement prepared there): `invalidation.unknown_write` applied to it.
     pub(super) fn plan_unknown_write_in(&mut self, db: Option<&str>) {
+        self.st.ctx_stale |= context::context_stale_after(context::WriteTriggers::Unknown);
         match (self.shared.config().invalidation.unknown_write, db) {
             (Conservative::Schema, Some(db)) => self.st.pending.schemas.push(db.to_lowercase()),
             _ => self.st.pending.all = true,
@@ -113,6 +127,8 @@ impl Session {
     }
 
     pub(super) fn plan_unknown_write(&mut self) {
+        // Whatever it writes may fire triggers that SET session variables.
+        self.st.ctx_stale |= context::context_stale_after(context::WriteTriggers::Unknown);
         let scope = self.shared.config().invalidation.unknown_write;
         self.plan_scope(scope);
     }

@@ -373,6 +373,9 @@ pub fn session_settings_answer(
                     "ROW_COUNT()" => "-1",
                     // The default, under which qcache may answer a plain BEGIN itself.
                     n if n.ends_with("completion_type") => "NO_CHAIN",
+                    // Off, as a real server's default: qcache refuses the cache to a session
+                    // whose value it cannot read as off (`policy::context::auto_is_null_on`).
+                    n if n.ends_with("sql_auto_is_null") => "0",
                     _ => "scripted",
                 }
                 .to_string(),
