@@ -98,10 +98,46 @@ pub fn found_rows(stmt: &[u8], rows: u64) -> Option<u64> {
 
 /// The statement that leaves the server's diagnostics as a SELECT that read tables, raised
 /// nothing and counted `found_rows` rows would: warnings cleared (a statement over a derived
-/// table counts as reading tables), `ROW_COUNT()` -1, `FOUND_ROWS()` = `found_rows`. It reads
-/// no real table, so it takes no lock and opens no snapshot. On MariaDB it sends no row; on
-/// MySQL (where `SQL_CALC_FOUND_ROWS` warns) it sends the rows, which are dropped.
+/// table or a table function counts as reading tables), `ROW_COUNT()` -1, `FOUND_ROWS()` =
+/// `found_rows`. It reads no real table, so it takes no lock and opens no snapshot, and needs
+/// no privilege and no default database. On MariaDB it sends no row; on MySQL (where
+/// `SQL_CALC_FOUND_ROWS` warns) it sends the rows, which are dropped.
+///
+/// On MariaDB the N rows come from two `JSON_TABLE`s of ⌈√N⌉ elements each, joined and cut
+/// to N: a table function streams its rows, so no temporary table is built and a session's
+/// small `tmp_table_size`/`max_heap_table_size` cannot make it fail (the recursive CTE did),
+/// and the text stays short. `sql_big_selects = 1`: the session's `max_join_size` judges its
+/// own statements, not this one. A server without `JSON_TABLE` (before 10.6), or one that
+/// answers it with a warning or an error (an array longer than `max_allowed_packet`), gets
+/// [`resetter_fallback`].
 pub fn resetter(found_rows: u64, mariadb: bool) -> String {
+    match found_rows {
+        0 | 1 => resetter_fallback(found_rows, mariadb),
+        n if mariadb => {
+            let r = n.isqrt();
+            let k = if r * r < n { r + 1 } else { r };
+            let rows = |alias: &str| {
+                format!(
+                    "JSON_TABLE(CONCAT('[', REPEAT('0,', {}), '0]'), '$[*]' \
+                     COLUMNS(i FOR ORDINALITY)) AS {alias}",
+                    k - 1
+                )
+            };
+            format!(
+                "SET STATEMENT sql_big_selects = 1 FOR SELECT SQL_CALC_FOUND_ROWS 1 FROM {} \
+                 JOIN {} WHERE (qcache_a.i - 1) * {k} + qcache_b.i <= {n} LIMIT 0",
+                rows("qcache_a"),
+                rows("qcache_b")
+            )
+        }
+        _ => resetter_fallback(found_rows, mariadb),
+    }
+}
+
+/// The statement sent when [`resetter`]'s answer was an error or had warnings: a recursive
+/// CTE of `found_rows` rows (a temporary table, so a session's tiny limits can still refuse
+/// it; then the next statement's own answer stands, as before).
+pub fn resetter_fallback(found_rows: u64, mariadb: bool) -> String {
     match found_rows {
         0 => "SELECT 1 FROM (SELECT 1) AS qcache_diag WHERE 0".to_string(),
         1 => "SELECT 1 FROM (SELECT 1) AS qcache_diag".to_string(),
@@ -455,10 +491,32 @@ mod tests {
     fn resetters_are_one_statement_per_count() {
         assert!(resetter(0, true).ends_with("WHERE 0"));
         assert!(!resetter(1, true).contains("WHERE"));
-        let r = resetter(7, true);
-        assert!(r.starts_with("SET STATEMENT max_recursive_iterations = 7 FOR"));
-        assert!(r.contains("n < 7") && r.contains("SQL_CALC_FOUND_ROWS"));
+        // MariaDB: two table functions of ⌈√N⌉ elements, cut to N; no temporary table.
+        for (n, k) in [
+            (2, 2),
+            (4, 2),
+            (5, 3),
+            (9, 3),
+            (2990, 55),
+            (1_000_000, 1000),
+        ] {
+            let r = resetter(n, true);
+            assert!(
+                r.starts_with("SET STATEMENT sql_big_selects = 1 FOR SELECT SQL_CALC_FOUND_ROWS"),
+                "{r}"
+            );
+            assert!(r.contains(&format!("REPEAT('0,', {})", k - 1)), "{n}: {r}");
+            assert!(
+                r.contains(&format!("* {k} + qcache_b.i <= {n} LIMIT 0")),
+                "{n}: {r}"
+            );
+            assert!(!r.contains("RECURSIVE"), "{r}");
+        }
+        let f = resetter_fallback(7, true);
+        assert!(f.starts_with("SET STATEMENT max_recursive_iterations = 7 FOR"));
+        assert!(f.contains("n < 7") && f.contains("SQL_CALC_FOUND_ROWS"));
         let m = resetter(7, false);
         assert!(!m.contains("SQL_CALC_FOUND_ROWS") && m.contains("cte_max_recursion_depth = 7"));
+        assert_eq!(resetter_fallback(1, true), resetter(1, true));
     }
 }

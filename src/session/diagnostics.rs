@@ -14,24 +14,37 @@ impl Session {
     /// served from the cache would have, before the next statement reaches the server.
     pub(crate) async fn reset_diagnostics(&mut self, pending: u64) -> Result<(), SessionError> {
         let (found_rows, row_count_zero) = diagnostics::pending_restore(pending);
-        if row_count_zero {
-            // After qcache's own read-back: the FOUND_ROWS() it read (unless its SELECT left
-            // it so), then ROW_COUNT() 0.
-            let reset = found_rows.map(|n| diagnostics::resetter(n, self.st.mariadb));
-            let mut batch: Vec<&str> = reset.iter().map(String::as_str).collect();
-            batch.push(super::context::RESTORE);
-            self.batch(&batch).await?;
-            return Ok(());
+        if let Some(n) = found_rows {
+            self.send_resetter(n).await?;
         }
-        let sql = diagnostics::resetter(found_rows.unwrap_or(0), self.st.mariadb);
-        self.send_private(&sql).await?;
-        let resp = self
-            .read_private("the diagnostics resetter", |_, _, _| {})
-            .await?;
-        // Over a derived table: the server cleared its warnings.
-        self.st.diag_may_persist = resp.error;
-        if resp.error {
-            // A server that refuses it (a SELECT is not allowed in this state): the next
+        if row_count_zero {
+            // After qcache's own read-back: ROW_COUNT() 0, as the SET before it left it.
+            self.batch(&[super::context::RESTORE]).await?;
+        }
+        Ok(())
+    }
+
+    /// Sends the resetter for `found_rows`, and its fallback when the server refused it or
+    /// warned (`policy::diagnostics::resetter` says when).
+    async fn send_resetter(&mut self, found_rows: u64) -> Result<(), SessionError> {
+        let mariadb = self.st.mariadb;
+        let first = diagnostics::resetter(found_rows, mariadb);
+        let fallback = diagnostics::resetter_fallback(found_rows, mariadb);
+        let mut failed = false;
+        for sql in std::iter::once(&first).chain((first != fallback).then_some(&fallback)) {
+            self.send_private(sql).await?;
+            let resp = self
+                .read_private("the diagnostics resetter", |_, _, _| {})
+                .await?;
+            failed = resp.error || resp.warnings > 0;
+            // Over a derived table: the server cleared its warnings, unless it raised some.
+            self.st.diag_may_persist = failed;
+            if !failed {
+                break;
+            }
+        }
+        if failed {
+            // A server that refuses both (a SELECT is not allowed in this state): the next
             // statement's own answer stands, as before.
             tracing::debug!("the diagnostics resetter failed");
         }
