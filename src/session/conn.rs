@@ -167,6 +167,11 @@ pub struct PacketConn {
     pub max_payload: usize,
     /// A flush that makes no progress for this long fails.
     pub write_timeout: Option<Duration>,
+    /// Set by [`PacketConn::reset_on_close`]: the close sends RST, not FIN.
+    reset_on_close: bool,
+    /// Bytes arrived since [`PacketConn::start_command`]: on the upstream leg, the server
+    /// began answering the command in flight.
+    read_since_command: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -181,6 +186,14 @@ pub enum ConnError {
     Compress(#[from] CompressError),
     #[error(transparent)]
     Io(#[from] io::Error),
+}
+
+impl ConnError {
+    /// Whether the peer ended the connection with a reset (RST) rather than an orderly
+    /// close (FIN, [`ConnError::Closed`]).
+    pub fn is_reset(&self) -> bool {
+        matches!(self, ConnError::Io(e) if e.kind() == io::ErrorKind::ConnectionReset)
+    }
 }
 
 /// A leg in the compressed protocol. Two sequences run on it: the frames' own, and the plain
@@ -250,6 +263,23 @@ impl PacketConn {
             compressed: None,
             max_payload,
             write_timeout: None,
+            reset_on_close: false,
+            read_since_command: false,
+        }
+    }
+
+    /// Makes this leg's close abortive (SO_LINGER 0: RST, not FIN), as the server closed the
+    /// other: a client that sees its connection reset directly must see it reset through
+    /// qcache too. A Unix socket has no reset and closes as it would.
+    pub fn reset_on_close(&mut self) {
+        let tcp = match &self.io {
+            Stream::Plain(s) => Some(s),
+            Stream::ServerTls(s) => Some(&s.get_ref().0.inner),
+            Stream::ClientTls(s) => Some(s.get_ref().0),
+            Stream::Unix(_) | Stream::Upgrading => None,
+        };
+        if let Some(tcp) = tcp {
+            self.reset_on_close = tcp.set_zero_linger().is_ok();
         }
     }
 
@@ -276,6 +306,7 @@ impl PacketConn {
     /// before reading a client's command and before sending one upstream; without
     /// compression the ids travel in the packets and nothing needs resetting.
     pub fn start_command(&mut self) {
+        self.read_since_command = false;
         if let Some(c) = &mut self.compressed {
             c.frame_seq = 0;
             c.inner_seq = 0;
@@ -378,7 +409,14 @@ impl PacketConn {
         if buf.capacity() - buf.len() < 4096 {
             buf.reserve(16 * 1024);
         }
-        Ok(self.io.read_buf(buf).await?)
+        let n = self.io.read_buf(buf).await?;
+        self.read_since_command |= n > 0;
+        Ok(n)
+    }
+
+    /// Whether the peer sent anything since [`PacketConn::start_command`].
+    pub fn read_since_command(&self) -> bool {
+        self.read_since_command
     }
 
     /// Like [`read`](Self::read), but a clean close is an error too.
@@ -444,7 +482,10 @@ impl PacketConn {
 
     pub async fn shutdown(&mut self) {
         let _ = self.flush().await;
-        let _ = self.io.shutdown().await;
+        // An abortive close sends no FIN (nor TLS close_notify) first: the drop resets.
+        if !self.reset_on_close {
+            let _ = self.io.shutdown().await;
+        }
     }
 
     pub fn peer(&self) -> Option<std::net::SocketAddr> {
