@@ -53,6 +53,9 @@ pub enum Reason {
     HitsSuspended,
     /// The session reads uncommitted data: it never stores and is never served.
     ReadUncommitted,
+    /// The session's optimizer trace is on: every read runs on the server, so the trace
+    /// shows the read and not qcache's diagnostics resetter (`policy::context`).
+    OptimizerTrace,
     /// A SERIALIZABLE transaction's read: the server locks what it reads.
     LockingRead,
     /// The session holds (or may hold) table locks (`policy::locks`): the server answers
@@ -134,6 +137,7 @@ impl Reason {
         Reason::IdentityUnknown,
         Reason::HitsSuspended,
         Reason::ReadUncommitted,
+        Reason::OptimizerTrace,
         Reason::LockingRead,
         Reason::TableLocks,
         Reason::WrittenInTransaction,
@@ -181,6 +185,7 @@ impl Reason {
             Reason::IdentityUnknown => "identity_unknown",
             Reason::HitsSuspended => "hits_suspended",
             Reason::ReadUncommitted => "read_uncommitted",
+            Reason::OptimizerTrace => "optimizer_trace",
             Reason::LockingRead => "locking_read",
             Reason::TableLocks => "table_locks",
             Reason::WrittenInTransaction => "written_in_transaction",

@@ -107,6 +107,7 @@ impl Session {
                 .chain(found.iter().map(|(n, v)| (*n, v.as_deref())))
                 .collect();
             (self.st.server_ctx, self.st.isolation_ru) = context::server_context(&pairs);
+            self.st.optimizer_traced = context::optimizer_traced(&pairs);
             if context::begin_needs_server(&pairs) {
                 // COMMIT chains or releases, or a timer ends idle transactions: the server's
                 // BEGIN and COMMIT, not qcache's answer (`session/begin.rs`).

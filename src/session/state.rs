@@ -124,6 +124,9 @@ pub struct SessionState {
     /// The session's isolation level is READ UNCOMMITTED (read from the server at connect,
     /// or set since).
     pub isolation_ru: bool,
+    /// The session's optimizer trace is on (`policy::context::traces_optimizer`, read from
+    /// the server at connect and after each SET of it): never served nor stored.
+    pub optimizer_traced: bool,
     /// The server's diagnostics area may hold warnings or errors of an earlier statement
     /// (`policy::diagnostics::may_persist`): a read-back would clear them.
     pub diag_may_persist: bool,
@@ -217,6 +220,7 @@ impl SessionState {
             lost_track: false,
             dirty_reads: false,
             isolation_ru: false,
+            optimizer_traced: false,
             next_txn_ru: false,
             table_locks: false,
             isolation_ser: false,
@@ -334,6 +338,10 @@ impl SessionState {
             // UNCOMMITTED sessions are never served, at no cost to the hit path.
             h.update(b"\0read-uncommitted");
         }
+        if self.optimizer_traced {
+            // Likewise: a session that traces the optimizer is never served.
+            h.update(b"\0optimizer-trace");
+        }
         for (k, v) in self.vars.iter().filter(|_| !self.vars_unkeyed) {
             h.update(k.as_bytes());
             h.update(&[0]);
@@ -352,6 +360,7 @@ impl SessionState {
         self.vars.clear();
         self.lost_track = false;
         self.isolation_ru = false;
+        self.optimizer_traced = false;
         self.next_txn_ru = false;
         self.isolation_ser = false;
         self.next_txn_ser = false;
