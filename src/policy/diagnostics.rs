@@ -8,8 +8,9 @@
 //! (`SHOW WARNINGS`, `@@warning_count`, `GET DIAGNOSTICS`, `FOUND_ROWS()` inside any
 //! statement, a procedure…), qcache puts the server in that state: before the next statement
 //! that reaches the server, unless that statement is itself a cacheable read (which sets all
-//! of them again), it sends [`resetter`] and drops its answer. The hit itself records only
-//! the count, in a field: no allocation, no lock.
+//! of them again), it sends [`resetter`] and drops its answer, or, before a statement that
+//! may read the SELECT's own `Last_query_cost` ([`observes_last_query`]), the SELECT itself.
+//! The hit itself records only the count, in a field: no allocation, no lock.
 //!
 //! `FOUND_ROWS()` after a SELECT without `SQL_CALC_FOUND_ROWS` counts the rows the server
 //! sent plus those a LIMIT offset skipped. Rows of a cached result are known; an offset is
@@ -151,6 +152,31 @@ pub fn resetter_fallback(found_rows: u64, mariadb: bool) -> String {
              WHERE n < {n}) SELECT /*+ SET_VAR(cte_max_recursion_depth = {n}) */ n FROM qcache_diag"
         ),
     }
+}
+
+/// Whether `stmt`, the first statement to reach the server after a hit, may read what only
+/// the served SELECT's own run leaves: `Last_query_cost`, which `SHOW STATUS` reads without
+/// compiling a query of its own (a SELECT from `information_schema.SESSION_STATUS` reports
+/// its own cost), directly or as the first statement of a procedure (`CALL`) or a prepared
+/// statement (`EXECUTE`). Before such a statement the hit's SELECT itself is sent again
+/// (rows dropped) instead of [`resetter`], so the server's state is the read's. (The
+/// optimizer trace is context instead: a session that traces is never served,
+/// `policy::context::traces_optimizer`.) Fails closed: any text that mentions `status`,
+/// `call` or `execute`, in any case, anywhere. Asked only after a hit, of a statement that
+/// is not a cacheable read.
+pub fn observes_last_query(stmt: &[u8]) -> bool {
+    [&b"status"[..], b"call", b"execute"]
+        .iter()
+        .any(|w| find_ci(stmt, w, 0).is_some())
+}
+
+/// The hit's statement text to send again before a statement that [`observes_last_query`],
+/// from the session's record of its last statement (`SHOW QCACHE LAST`'s, kept at no cost
+/// to the hit): None when it cannot be replayed as text — cut short (`cut`), or a prepared
+/// statement's that may hold placeholders, whose values are gone — and [`resetter`] stands.
+pub fn replay_text(sql: &[u8], prepared: bool, cut: bool) -> Option<&[u8]> {
+    let placeholders = prepared && sql.contains(&b'?');
+    (!sql.is_empty() && !cut && !placeholders).then_some(sql)
 }
 
 /// Marks a pending restore (`SessionState::after_hit`) as one after qcache's own read-back
@@ -485,6 +511,80 @@ mod tests {
         assert!(is_session_status(&["show", "status", "like", "'ssl%'"]));
         assert!(is_session_status(&["show", "session", "status"]));
         assert!(!is_session_status(&["show", "global", "status"]));
+    }
+
+    #[test]
+    fn statements_that_may_read_the_last_querys_cost() {
+        for (sql, observes, why) in [
+            (
+                "SHOW SESSION STATUS LIKE 'Last_query_cost'",
+                true,
+                "reads it",
+            ),
+            ("show status", true, "any case"),
+            ("SHOW GLOBAL STATUS", true, "fails closed: any STATUS"),
+            ("CALL p()", true, "a procedure may start with SHOW STATUS"),
+            ("EXECUTE s", true, "a prepared SHOW STATUS"),
+            ("INSERT INTO t VALUES (1)", false, "an ordinary write"),
+            ("UPDATE t SET a = 1", false, "an ordinary write"),
+            ("SET @x = 1", false, "a SET"),
+            ("SELECT FOUND_ROWS()", false, "the resetter answers it"),
+            (
+                "UPDATE t SET status = 1",
+                true,
+                "fails closed: the word anywhere",
+            ),
+        ] {
+            assert_eq!(
+                observes_last_query(sql.as_bytes()),
+                observes,
+                "{why}: {sql}"
+            );
+        }
+        for (sql, prepared, cut, replays, why) in [
+            (
+                "SELECT a FROM t WHERE a = 2",
+                false,
+                false,
+                true,
+                "a text hit",
+            ),
+            (
+                "SELECT a FROM t WHERE a = 2",
+                true,
+                false,
+                true,
+                "prepared, no placeholder",
+            ),
+            (
+                "SELECT a FROM t WHERE a = ?",
+                true,
+                false,
+                false,
+                "the values are gone",
+            ),
+            (
+                "SELECT a FROM t WHERE b = '?'",
+                false,
+                false,
+                true,
+                "text: a literal",
+            ),
+            (
+                "SELECT a FROM t WHERE a = 2",
+                false,
+                true,
+                false,
+                "cut short",
+            ),
+            ("", false, false, false, "nothing recorded"),
+        ] {
+            assert_eq!(
+                replay_text(sql.as_bytes(), prepared, cut).is_some(),
+                replays,
+                "{why}"
+            );
+        }
     }
 
     #[test]

@@ -12,8 +12,18 @@ use crate::protocol::response::{Expect, Response, Step};
 impl Session {
     /// Leaves the server's warnings, errors, `ROW_COUNT()` and `FOUND_ROWS()` as the SELECT
     /// served from the cache would have, before the next statement reaches the server.
-    pub(crate) async fn reset_diagnostics(&mut self, pending: u64) -> Result<(), SessionError> {
+    /// `observes`: the statement about to reach the server may read what only the SELECT's
+    /// own run leaves (`policy::diagnostics::observes_last_query`): the hit's SELECT is sent
+    /// again where it can be.
+    pub(crate) async fn reset_diagnostics(
+        &mut self,
+        pending: u64,
+        observes: bool,
+    ) -> Result<(), SessionError> {
         let (found_rows, row_count_zero) = diagnostics::pending_restore(pending);
+        if observes && !row_count_zero && self.last.what.hit && self.replay_hit().await? {
+            return Ok(());
+        }
         if let Some(n) = found_rows {
             self.send_resetter(n).await?;
         }
@@ -22,6 +32,22 @@ impl Session {
             self.batch(&[super::context::RESTORE]).await?;
         }
         Ok(())
+    }
+
+    /// Sends the hit's own statement again, its answer dropped; false when it cannot be
+    /// replayed or the server refused it or warned (then the resetter is owed).
+    async fn replay_hit(&mut self) -> Result<bool, SessionError> {
+        let last = &self.last;
+        let cut = last.sql.len() >= super::digests::LAST_SQL_MAX;
+        let Some(sql) = diagnostics::replay_text(&last.sql, last.prepared, cut) else {
+            return Ok(false);
+        };
+        let sql = sql.to_vec();
+        self.send_private_bytes(&sql).await?;
+        let resp = self.read_private("the hit's replay", |_, _, _| {}).await?;
+        let ok = !resp.error && resp.warnings == 0;
+        self.st.diag_may_persist = !ok;
+        Ok(ok)
     }
 
     /// Sends the resetter for `found_rows`, and its fallback when the server refused it or
@@ -73,7 +99,8 @@ impl Session {
             return Ok(());
         }
         if let Some(n) = self.st.after_hit.take() {
-            self.reset_diagnostics(n).await?;
+            // A SHOW of status: it reads `Last_query_cost`.
+            self.reset_diagnostics(n, true).await?;
         }
         self.upstream.start_command();
         self.upstream
