@@ -169,9 +169,6 @@ pub struct PacketConn {
     pub write_timeout: Option<Duration>,
     /// Set by [`PacketConn::reset_on_close`]: the close sends RST, not FIN.
     reset_on_close: bool,
-    /// Bytes arrived since [`PacketConn::start_command`]: on the upstream leg, the server
-    /// began answering the command in flight.
-    read_since_command: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -264,7 +261,6 @@ impl PacketConn {
             max_payload,
             write_timeout: None,
             reset_on_close: false,
-            read_since_command: false,
         }
     }
 
@@ -306,7 +302,6 @@ impl PacketConn {
     /// before reading a client's command and before sending one upstream; without
     /// compression the ids travel in the packets and nothing needs resetting.
     pub fn start_command(&mut self) {
-        self.read_since_command = false;
         if let Some(c) = &mut self.compressed {
             c.frame_seq = 0;
             c.inner_seq = 0;
@@ -409,14 +404,7 @@ impl PacketConn {
         if buf.capacity() - buf.len() < 4096 {
             buf.reserve(16 * 1024);
         }
-        let n = self.io.read_buf(buf).await?;
-        self.read_since_command |= n > 0;
-        Ok(n)
-    }
-
-    /// Whether the peer sent anything since [`PacketConn::start_command`].
-    pub fn read_since_command(&self) -> bool {
-        self.read_since_command
+        Ok(self.io.read_buf(buf).await?)
     }
 
     /// Like [`read`](Self::read), but a clean close is an error too.

@@ -211,12 +211,10 @@ impl Session {
                 Ok(true) => {}
                 Ok(false) => return Ok(()),
                 Err(SessionError::Upstream(e)) => {
-                    // The server closed with the command unanswered: directly, its kernel
-                    // resets a socket closed with the command unread (COMMIT under
-                    // completion_type=RELEASE, then the next statement). Otherwise the close
-                    // is the server's own, orderly or reset.
-                    let unanswered = !self.upstream.read_since_command();
-                    let reset = self.relay_farewell().await || e.is_reset() || unanswered;
+                    // The client's leg closes as the server closed qcache's: a server that
+                    // closes with the command unread (its kernel resets), or that resets
+                    // itself, resets; an orderly close stays orderly.
+                    let reset = self.relay_farewell().await || e.is_reset();
                     if reset {
                         self.client.reset_on_close();
                     }

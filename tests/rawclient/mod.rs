@@ -373,6 +373,8 @@ pub fn session_settings_answer(
                     "ROW_COUNT()" => "-1",
                     // The default, under which qcache may answer a plain BEGIN itself.
                     n if n.ends_with("completion_type") => "NO_CHAIN",
+                    // Off, as by default: a session that traces is not served.
+                    n if n.ends_with("optimizer_trace") => "enabled=off,one_line=off",
                     _ => "scripted",
                 }
                 .to_string(),
