@@ -120,6 +120,8 @@ const MYSQL_EXTRA: &[&str] = &[
     "range_optimizer_max_mem_size",
     "big_tables",
     "eq_range_index_dive_limit",
+    // A session that traces the optimizer is not served (`traces_optimizer`).
+    "optimizer_trace",
 ];
 
 /// Key variables only some versions of MariaDB have, read at connect where the server has
@@ -174,6 +176,8 @@ const MARIADB_OPTIONAL: &[&str] = &[
     "idle_transaction_timeout",
     "idle_readonly_transaction_timeout",
     "idle_write_transaction_timeout",
+    // 10.4 on: a session that traces the optimizer is not served (`traces_optimizer`).
+    "optimizer_trace",
 ];
 
 /// The flavour's optional key variables ([`MARIADB_OPTIONAL`]; none for MySQL, whose
@@ -408,7 +412,31 @@ const COUPLED: &[(&[&str], &[&str])] = &[
 /// Variables a SET of which changes only the parts its value names: `SET optimizer_switch =
 /// 'mrr=off'` leaves every other flag as the session had it (from its own SETs or the global
 /// it inherited), so the text is not the value and the value is read back.
-const PARTIAL_SETS: &[&str] = &["optimizer_switch"];
+const PARTIAL_SETS: &[&str] = &["optimizer_switch", "optimizer_trace"];
+
+/// Whether the session's `optimizer_trace` value (as the server reports it) may record
+/// traces. A session that traces is never served nor stores: a hit would leave the trace of
+/// the statement before it, or of qcache's diagnostics resetter, where the server shows the
+/// read's. Fails closed: anything but a value that says `enabled=off` traces.
+pub fn traces_optimizer(value: &str) -> bool {
+    !value.to_ascii_lowercase().contains("enabled=off")
+}
+
+/// Whether the session context the server reported (`(name, value)` pairs, as for
+/// [`server_context`]) has the optimizer trace on ([`traces_optimizer`]); a server without
+/// the variable traces nothing.
+pub fn optimizer_traced(pairs: &[(&str, Option<&str>)]) -> bool {
+    pairs
+        .iter()
+        .any(|(n, v)| is_optimizer_trace(n) && v.is_some_and(traces_optimizer))
+}
+
+/// Whether a variable name (any case, with or without `@@session.`) is `optimizer_trace`.
+pub fn is_optimizer_trace(name: &str) -> bool {
+    let bare = name.rsplit('.').next().unwrap_or(name);
+    bare.trim_start_matches('@')
+        .eq_ignore_ascii_case("optimizer_trace")
+}
 
 /// The key variables to read back after an assignment to `name`, when it is coupled.
 fn coupled(name: &str) -> Option<&'static [&'static str]> {
@@ -743,6 +771,43 @@ pub fn prepared_context_moved(at_prepare: u64, now: u64) -> Option<crate::policy
 
 #[cfg(test)]
 mod tests {
+    use super::{is_optimizer_trace, optimizer_traced, traces_optimizer};
+
+    #[test]
+    fn a_session_that_traces_the_optimizer_is_not_served() {
+        for (value, traces, why) in [
+            ("enabled=off", false, "MariaDB's default"),
+            ("enabled=off,one_line=off", false, "MySQL's default"),
+            ("ENABLED=OFF", false, "any case"),
+            ("enabled=on", true, "on"),
+            ("enabled=on,one_line=off", true, "MySQL, on"),
+            ("", true, "unreadable: fails closed"),
+            ("\u{0}NULL", true, "NULL: fails closed"),
+        ] {
+            assert_eq!(traces_optimizer(value), traces, "{why}: {value:?}");
+        }
+        for (pairs, traced, why) in [
+            (
+                vec![
+                    ("sql_mode", Some("")),
+                    ("optimizer_trace", Some("enabled=on")),
+                ],
+                true,
+                "inherited from the global",
+            ),
+            (vec![("optimizer_trace", Some("enabled=off"))], false, "off"),
+            (vec![("sql_mode", Some(""))], false, "a server without it"),
+            (
+                vec![("@@session.OPTIMIZER_TRACE", Some("enabled=on"))],
+                true,
+                "any spelling",
+            ),
+        ] {
+            assert_eq!(optimizer_traced(&pairs), traced, "{why}");
+        }
+        assert!(is_optimizer_trace("optimizer_trace") && !is_optimizer_trace("optimizer_switch"));
+    }
+
     use super::*;
 
     /// One row per change between PREPARE and EXECUTE: whether the statement's context moved.

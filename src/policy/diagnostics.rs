@@ -8,8 +8,9 @@
 //! (`SHOW WARNINGS`, `@@warning_count`, `GET DIAGNOSTICS`, `FOUND_ROWS()` inside any
 //! statement, a procedure…), qcache puts the server in that state: before the next statement
 //! that reaches the server, unless that statement is itself a cacheable read (which sets all
-//! of them again), it sends [`resetter`] and drops its answer. The hit itself records only
-//! the count, in a field: no allocation, no lock.
+//! of them again), it sends [`resetter`] and drops its answer, or, before a statement that
+//! may read the SELECT's own `Last_query_cost` ([`observes_last_query`]), the SELECT itself.
+//! The hit itself records only the count, in a field: no allocation, no lock.
 //!
 //! `FOUND_ROWS()` after a SELECT without `SQL_CALC_FOUND_ROWS` counts the rows the server
 //! sent plus those a LIMIT offset skipped. Rows of a cached result are known; an offset is
@@ -98,10 +99,46 @@ pub fn found_rows(stmt: &[u8], rows: u64) -> Option<u64> {
 
 /// The statement that leaves the server's diagnostics as a SELECT that read tables, raised
 /// nothing and counted `found_rows` rows would: warnings cleared (a statement over a derived
-/// table counts as reading tables), `ROW_COUNT()` -1, `FOUND_ROWS()` = `found_rows`. It reads
-/// no real table, so it takes no lock and opens no snapshot. On MariaDB it sends no row; on
-/// MySQL (where `SQL_CALC_FOUND_ROWS` warns) it sends the rows, which are dropped.
+/// table or a table function counts as reading tables), `ROW_COUNT()` -1, `FOUND_ROWS()` =
+/// `found_rows`. It reads no real table, so it takes no lock and opens no snapshot, and needs
+/// no privilege and no default database. On MariaDB it sends no row; on MySQL (where
+/// `SQL_CALC_FOUND_ROWS` warns) it sends the rows, which are dropped.
+///
+/// On MariaDB the N rows come from two `JSON_TABLE`s of ⌈√N⌉ elements each, joined and cut
+/// to N: a table function streams its rows, so no temporary table is built and a session's
+/// small `tmp_table_size`/`max_heap_table_size` cannot make it fail (the recursive CTE did),
+/// and the text stays short. `sql_big_selects = 1`: the session's `max_join_size` judges its
+/// own statements, not this one. A server without `JSON_TABLE` (before 10.6), or one that
+/// answers it with a warning or an error (an array longer than `max_allowed_packet`), gets
+/// [`resetter_fallback`].
 pub fn resetter(found_rows: u64, mariadb: bool) -> String {
+    match found_rows {
+        0 | 1 => resetter_fallback(found_rows, mariadb),
+        n if mariadb => {
+            let r = n.isqrt();
+            let k = if r * r < n { r + 1 } else { r };
+            let rows = |alias: &str| {
+                format!(
+                    "JSON_TABLE(CONCAT('[', REPEAT('0,', {}), '0]'), '$[*]' \
+                     COLUMNS(i FOR ORDINALITY)) AS {alias}",
+                    k - 1
+                )
+            };
+            format!(
+                "SET STATEMENT sql_big_selects = 1 FOR SELECT SQL_CALC_FOUND_ROWS 1 FROM {} \
+                 JOIN {} WHERE (qcache_a.i - 1) * {k} + qcache_b.i <= {n} LIMIT 0",
+                rows("qcache_a"),
+                rows("qcache_b")
+            )
+        }
+        _ => resetter_fallback(found_rows, mariadb),
+    }
+}
+
+/// The statement sent when [`resetter`]'s answer was an error or had warnings: a recursive
+/// CTE of `found_rows` rows (a temporary table, so a session's tiny limits can still refuse
+/// it; then the next statement's own answer stands, as before).
+pub fn resetter_fallback(found_rows: u64, mariadb: bool) -> String {
     match found_rows {
         0 => "SELECT 1 FROM (SELECT 1) AS qcache_diag WHERE 0".to_string(),
         1 => "SELECT 1 FROM (SELECT 1) AS qcache_diag".to_string(),
@@ -115,6 +152,51 @@ pub fn resetter(found_rows: u64, mariadb: bool) -> String {
              WHERE n < {n}) SELECT /*+ SET_VAR(cte_max_recursion_depth = {n}) */ n FROM qcache_diag"
         ),
     }
+}
+
+/// Whether `stmt`, the first statement to reach the server after a hit, may read what only
+/// the served SELECT's own run leaves: `Last_query_cost`, which `SHOW STATUS` reads without
+/// compiling a query of its own (a SELECT from `information_schema.SESSION_STATUS` reports
+/// its own cost), directly or as the first statement of a procedure (`CALL`) or a prepared
+/// statement (`EXECUTE`). Before such a statement the hit's SELECT itself is sent again
+/// (rows dropped) instead of [`resetter`], so the server's state is the read's. (The
+/// optimizer trace is context instead: a session that traces is never served,
+/// `policy::context::traces_optimizer`.) Fails closed: any text holding the words `show` and
+/// `status`, or `call`, or `execute`, in any case, anywhere (a string, a comment, the second
+/// statement of a multi-statement). Words, not letters: a write to a column named `status`
+/// after a hit would otherwise run the hit's SELECT again on the server. Asked only after a
+/// hit, of a statement that is not a cacheable read.
+pub fn observes_last_query(stmt: &[u8]) -> bool {
+    (has_word(stmt, b"show") && has_word(stmt, b"status"))
+        || has_word(stmt, b"call")
+        || has_word(stmt, b"execute")
+}
+
+/// Whether `word` occurs in `text` (any case) with no identifier character on either side:
+/// `status` in `SHOW STATUS` or `` `status` ``, not in `statuses`; a column that merely holds
+/// the letters does not make every write after a hit replay the hit.
+fn has_word(text: &[u8], word: &[u8]) -> bool {
+    let ident = |b: Option<&u8>| {
+        b.is_some_and(|&b| b.is_ascii_alphanumeric() || b == b'_' || b == b'$' || b >= 0x80)
+    };
+    let mut from = 0;
+    while let Some(at) = find_ci(text, word, from) {
+        let before = at.checked_sub(1).and_then(|i| text.get(i));
+        if !ident(before) && !ident(text.get(at + word.len())) {
+            return true;
+        }
+        from = at + 1;
+    }
+    false
+}
+
+/// The hit's statement text to send again before a statement that [`observes_last_query`],
+/// from the session's record of its last statement (`SHOW QCACHE LAST`'s, kept at no cost
+/// to the hit): None when it cannot be replayed as text — cut short (`cut`), or a prepared
+/// statement's that may hold placeholders, whose values are gone — and [`resetter`] stands.
+pub fn replay_text(sql: &[u8], prepared: bool, cut: bool) -> Option<&[u8]> {
+    let placeholders = prepared && sql.contains(&b'?');
+    (!sql.is_empty() && !cut && !placeholders).then_some(sql)
 }
 
 /// Marks a pending restore (`SessionState::after_hit`) as one after qcache's own read-back
@@ -498,13 +580,122 @@ mod tests {
     }
 
     #[test]
+    fn statements_that_may_read_the_last_querys_cost() {
+        for (sql, observes, why) in [
+            (
+                "SHOW SESSION STATUS LIKE 'Last_query_cost'",
+                true,
+                "reads it",
+            ),
+            ("show status", true, "any case"),
+            ("SHOW GLOBAL STATUS", true, "fails closed: any STATUS"),
+            ("CALL p()", true, "a procedure may start with SHOW STATUS"),
+            ("EXECUTE s", true, "a prepared SHOW STATUS"),
+            ("INSERT INTO t VALUES (1)", false, "an ordinary write"),
+            ("UPDATE t SET a = 1", false, "an ordinary write"),
+            ("SET @x = 1", false, "a SET"),
+            ("SELECT FOUND_ROWS()", false, "the resetter answers it"),
+            (
+                "UPDATE t SET status = 1",
+                false,
+                "a column named status: no SHOW",
+            ),
+            (
+                "INSERT INTO t VALUES (1); SHOW STATUS",
+                true,
+                "a later statement of a multi-statement",
+            ),
+            ("SHOW/**/`STATUS`", true, "words, however separated"),
+            (
+                "UPDATE call_log SET executed = 1",
+                false,
+                "letters, not words",
+            ),
+            ("EXECUTE IMMEDIATE 'SHOW STATUS'", true, "SQL-level execute"),
+            ("call p()", true, "any case"),
+        ] {
+            assert_eq!(
+                observes_last_query(sql.as_bytes()),
+                observes,
+                "{why}: {sql}"
+            );
+        }
+        for (sql, prepared, cut, replays, why) in [
+            (
+                "SELECT a FROM t WHERE a = 2",
+                false,
+                false,
+                true,
+                "a text hit",
+            ),
+            (
+                "SELECT a FROM t WHERE a = 2",
+                true,
+                false,
+                true,
+                "prepared, no placeholder",
+            ),
+            (
+                "SELECT a FROM t WHERE a = ?",
+                true,
+                false,
+                false,
+                "the values are gone",
+            ),
+            (
+                "SELECT a FROM t WHERE b = '?'",
+                false,
+                false,
+                true,
+                "text: a literal",
+            ),
+            (
+                "SELECT a FROM t WHERE a = 2",
+                false,
+                true,
+                false,
+                "cut short",
+            ),
+            ("", false, false, false, "nothing recorded"),
+        ] {
+            assert_eq!(
+                replay_text(sql.as_bytes(), prepared, cut).is_some(),
+                replays,
+                "{why}"
+            );
+        }
+    }
+
+    #[test]
     fn resetters_are_one_statement_per_count() {
         assert!(resetter(0, true).ends_with("WHERE 0"));
         assert!(!resetter(1, true).contains("WHERE"));
-        let r = resetter(7, true);
-        assert!(r.starts_with("SET STATEMENT max_recursive_iterations = 7 FOR"));
-        assert!(r.contains("n < 7") && r.contains("SQL_CALC_FOUND_ROWS"));
+        // MariaDB: two table functions of ⌈√N⌉ elements, cut to N; no temporary table.
+        for (n, k) in [
+            (2, 2),
+            (4, 2),
+            (5, 3),
+            (9, 3),
+            (2990, 55),
+            (1_000_000, 1000),
+        ] {
+            let r = resetter(n, true);
+            assert!(
+                r.starts_with("SET STATEMENT sql_big_selects = 1 FOR SELECT SQL_CALC_FOUND_ROWS"),
+                "{r}"
+            );
+            assert!(r.contains(&format!("REPEAT('0,', {})", k - 1)), "{n}: {r}");
+            assert!(
+                r.contains(&format!("* {k} + qcache_b.i <= {n} LIMIT 0")),
+                "{n}: {r}"
+            );
+            assert!(!r.contains("RECURSIVE"), "{r}");
+        }
+        let f = resetter_fallback(7, true);
+        assert!(f.starts_with("SET STATEMENT max_recursive_iterations = 7 FOR"));
+        assert!(f.contains("n < 7") && f.contains("SQL_CALC_FOUND_ROWS"));
         let m = resetter(7, false);
         assert!(!m.contains("SQL_CALC_FOUND_ROWS") && m.contains("cte_max_recursion_depth = 7"));
+        assert_eq!(resetter_fallback(1, true), resetter(1, true));
     }
 }

@@ -59,6 +59,9 @@ pub enum Reason {
     /// A `SET STATEMENT … FOR` whose values the text does not decide (`DEFAULT`, `@v`,
     /// `@@GLOBAL.x`, an expression: `policy::context::statement_settings`).
     StatementSettings,
+    /// The session's optimizer trace is on: every read runs on the server, so the trace
+    /// shows the read and not qcache's diagnostics resetter (`policy::context`).
+    OptimizerTrace,
     /// A SERIALIZABLE transaction's read: the server locks what it reads.
     LockingRead,
     /// The session holds (or may hold) table locks (`policy::locks`): the server answers
@@ -145,6 +148,7 @@ impl Reason {
         Reason::ReadUncommitted,
         Reason::AutoIsNull,
         Reason::StatementSettings,
+        Reason::OptimizerTrace,
         Reason::LockingRead,
         Reason::TableLocks,
         Reason::XaTransaction,
@@ -195,6 +199,7 @@ impl Reason {
             Reason::ReadUncommitted => "read_uncommitted",
             Reason::AutoIsNull => "auto_is_null",
             Reason::StatementSettings => "statement_settings",
+            Reason::OptimizerTrace => "optimizer_trace",
             Reason::LockingRead => "locking_read",
             Reason::TableLocks => "table_locks",
             Reason::XaTransaction => "xa_transaction",

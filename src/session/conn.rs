@@ -167,6 +167,8 @@ pub struct PacketConn {
     pub max_payload: usize,
     /// A flush that makes no progress for this long fails.
     pub write_timeout: Option<Duration>,
+    /// Set by [`PacketConn::reset_on_close`]: the close sends RST, not FIN.
+    reset_on_close: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -181,6 +183,14 @@ pub enum ConnError {
     Compress(#[from] CompressError),
     #[error(transparent)]
     Io(#[from] io::Error),
+}
+
+impl ConnError {
+    /// Whether the peer ended the connection with a reset (RST) rather than an orderly
+    /// close (FIN, [`ConnError::Closed`]).
+    pub fn is_reset(&self) -> bool {
+        matches!(self, ConnError::Io(e) if e.kind() == io::ErrorKind::ConnectionReset)
+    }
 }
 
 /// A leg in the compressed protocol. Two sequences run on it: the frames' own, and the plain
@@ -250,6 +260,22 @@ impl PacketConn {
             compressed: None,
             max_payload,
             write_timeout: None,
+            reset_on_close: false,
+        }
+    }
+
+    /// Makes this leg's close abortive (SO_LINGER 0: RST, not FIN), as the server closed the
+    /// other: a client that sees its connection reset directly must see it reset through
+    /// qcache too. A Unix socket has no reset and closes as it would.
+    pub fn reset_on_close(&mut self) {
+        let tcp = match &self.io {
+            Stream::Plain(s) => Some(s),
+            Stream::ServerTls(s) => Some(&s.get_ref().0.inner),
+            Stream::ClientTls(s) => Some(s.get_ref().0),
+            Stream::Unix(_) | Stream::Upgrading => None,
+        };
+        if let Some(tcp) = tcp {
+            self.reset_on_close = tcp.set_zero_linger().is_ok();
         }
     }
 
@@ -444,7 +470,10 @@ impl PacketConn {
 
     pub async fn shutdown(&mut self) {
         let _ = self.flush().await;
-        let _ = self.io.shutdown().await;
+        // An abortive close sends no FIN (nor TLS close_notify) first: the drop resets.
+        if !self.reset_on_close {
+            let _ = self.io.shutdown().await;
+        }
     }
 
     pub fn peer(&self) -> Option<std::net::SocketAddr> {

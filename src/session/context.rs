@@ -116,6 +116,7 @@ impl Session {
             self.st.auto_is_null_inherited = pairs
                 .iter()
                 .any(|(n, v)| *n == context::AUTO_IS_NULL && context::auto_is_null_on(*v));
+            self.st.optimizer_traced = context::optimizer_traced(&pairs);
             if context::begin_needs_server(&pairs) {
                 // COMMIT chains or releases, or a timer ends idle transactions: the server's
                 // BEGIN and COMMIT, not qcache's answer (`session/begin.rs`).

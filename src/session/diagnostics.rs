@@ -12,26 +12,65 @@ use crate::protocol::response::{Expect, Response, Step};
 impl Session {
     /// Leaves the server's warnings, errors, `ROW_COUNT()` and `FOUND_ROWS()` as the SELECT
     /// served from the cache would have, before the next statement reaches the server.
-    pub(crate) async fn reset_diagnostics(&mut self, pending: u64) -> Result<(), SessionError> {
+    /// `observes`: the statement about to reach the server may read what only the SELECT's
+    /// own run leaves (`policy::diagnostics::observes_last_query`): the hit's SELECT is sent
+    /// again where it can be.
+    pub(crate) async fn reset_diagnostics(
+        &mut self,
+        pending: u64,
+        observes: bool,
+    ) -> Result<(), SessionError> {
         let (found_rows, row_count_zero) = diagnostics::pending_restore(pending);
-        if row_count_zero {
-            // After qcache's own read-back: the FOUND_ROWS() it read (unless its SELECT left
-            // it so), then ROW_COUNT() 0.
-            let reset = found_rows.map(|n| diagnostics::resetter(n, self.st.mariadb));
-            let mut batch: Vec<&str> = reset.iter().map(String::as_str).collect();
-            batch.push(super::context::RESTORE);
-            self.batch(&batch).await?;
+        if observes && !row_count_zero && self.last.what.hit && self.replay_hit().await? {
             return Ok(());
         }
-        let sql = diagnostics::resetter(found_rows.unwrap_or(0), self.st.mariadb);
-        self.send_private(&sql).await?;
-        let resp = self
-            .read_private("the diagnostics resetter", |_, _, _| {})
-            .await?;
-        // Over a derived table: the server cleared its warnings.
-        self.st.diag_may_persist = resp.error;
-        if resp.error {
-            // A server that refuses it (a SELECT is not allowed in this state): the next
+        if let Some(n) = found_rows {
+            self.send_resetter(n).await?;
+        }
+        if row_count_zero {
+            // After qcache's own read-back: ROW_COUNT() 0, as the SET before it left it.
+            self.batch(&[super::context::RESTORE]).await?;
+        }
+        Ok(())
+    }
+
+    /// Sends the hit's own statement again, its answer dropped; false when it cannot be
+    /// replayed or the server refused it or warned (then the resetter is owed).
+    async fn replay_hit(&mut self) -> Result<bool, SessionError> {
+        let last = &self.last;
+        let cut = last.sql.len() >= super::digests::LAST_SQL_MAX;
+        let Some(sql) = diagnostics::replay_text(&last.sql, last.prepared, cut) else {
+            return Ok(false);
+        };
+        let sql = sql.to_vec();
+        self.send_private_bytes(&sql).await?;
+        let resp = self.read_private("the hit's replay", |_, _, _| {}).await?;
+        let ok = !resp.error && resp.warnings == 0;
+        self.st.diag_may_persist = !ok;
+        Ok(ok)
+    }
+
+    /// Sends the resetter for `found_rows`, and its fallback when the server refused it or
+    /// warned (`policy::diagnostics::resetter` says when).
+    async fn send_resetter(&mut self, found_rows: u64) -> Result<(), SessionError> {
+        let mariadb = self.st.mariadb;
+        let first = diagnostics::resetter(found_rows, mariadb);
+        let fallback = diagnostics::resetter_fallback(found_rows, mariadb);
+        let mut failed = false;
+        for sql in std::iter::once(&first).chain((first != fallback).then_some(&fallback)) {
+            self.send_private(sql).await?;
+            let resp = self
+                .read_private("the diagnostics resetter", |_, _, _| {})
+                .await?;
+            failed = resp.error || resp.warnings > 0;
+            // Over a derived table: the server cleared its warnings, unless it raised some.
+            self.st.diag_may_persist = failed;
+            if !failed {
+                break;
+            }
+        }
+        if failed {
+            // A server that refuses both (a SELECT is not allowed in this state): the next
             // statement's own answer stands, as before.
             tracing::debug!("the diagnostics resetter failed");
         }
@@ -60,7 +99,8 @@ impl Session {
             return Ok(());
         }
         if let Some(n) = self.st.after_hit.take() {
-            self.reset_diagnostics(n).await?;
+            // A SHOW of status: it reads `Last_query_cost`.
+            self.reset_diagnostics(n, true).await?;
         }
         self.upstream.start_command();
         self.upstream

@@ -46,7 +46,7 @@ pub(crate) struct Last {
 }
 
 /// Longest statement text `SHOW QCACHE LAST` repeats.
-const LAST_SQL_MAX: usize = 1024;
+pub(crate) const LAST_SQL_MAX: usize = 1024;
 
 /// Makes the statement just answered `SHOW QCACHE LAST`'s: its bytes (cut) and what
 /// happened to it.

@@ -198,7 +198,11 @@ impl Session {
                         continue; // part of a packet: read the rest
                     }
                     let _ = self.client.flush().await;
-                    debug!(closed = r.is_err(), "the server ended the session between commands");
+                    let reset = r.as_ref().is_err_and(ConnError::is_reset);
+                    if reset {
+                        self.client.reset_on_close();
+                    }
+                    debug!(closed = r.is_err(), reset, "the server ended the session between commands");
                     return Ok(());
                 }
             };
@@ -206,9 +210,15 @@ impl Session {
             match self.command(pkt).await {
                 Ok(true) => {}
                 Ok(false) => return Ok(()),
-                Err(e @ SessionError::Upstream(_)) => {
-                    self.relay_farewell().await;
-                    return Err(e);
+                Err(SessionError::Upstream(e)) => {
+                    // The client's leg closes as the server closed qcache's: a server that
+                    // closes with the command unread (its kernel resets), or that resets
+                    // itself, resets; an orderly close stays orderly.
+                    let reset = self.relay_farewell().await || e.is_reset();
+                    if reset {
+                        self.client.reset_on_close();
+                    }
+                    return Err(SessionError::Upstream(e));
                 }
                 Err(e) => return Err(e),
             }
@@ -219,7 +229,10 @@ impl Session {
     /// `max_allowed_packet` gets ERR 1153 and a close while qcache is still writing it, so
     /// the write fails with the answer already on its way back. An ERR that arrives within
     /// a second is relayed, so the client hears the server's error, not a lost connection.
-    async fn relay_farewell(&mut self) {
+    /// True when the upstream's end turned out to be a reset (the client's leg is to be
+    /// reset too).
+    async fn relay_farewell(&mut self) -> bool {
+        let mut reset = false;
         let wait = async {
             loop {
                 match self.upstream.try_decode() {
@@ -227,7 +240,8 @@ impl Session {
                     Ok(None) => {}
                     Err(_) => return None,
                 }
-                if self.upstream.fill().await.is_err() {
+                if let Err(e) = self.upstream.fill().await {
+                    reset = e.is_reset();
                     // What was read before the close may still hold the ERR.
                     return self
                         .upstream
@@ -242,6 +256,7 @@ impl Session {
             self.client.push(p.seq, &p.payload);
             let _ = self.client.flush().await;
         }
+        reset
     }
 
     /// Handles one command; false when the session is over.
@@ -361,7 +376,7 @@ impl Session {
         // survives a change-user on MariaDB, and the next read-back reads it.
         if let Some(p) = self.st.after_hit.take() {
             if crate::policy::diagnostics::pending_restore(p).1 {
-                self.reset_diagnostics(p).await?;
+                self.reset_diagnostics(p, false).await?;
             }
         }
         self.end_transaction_for_reset();

@@ -371,6 +371,9 @@ impl Session {
         if self.st.dirty_reads {
             return Err(Reason::ReadUncommitted);
         }
+        if self.st.optimizer_traced {
+            return Err(Reason::OptimizerTrace);
+        }
         if self.locking_reads() {
             return Err(Reason::LockingRead);
         }

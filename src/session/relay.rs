@@ -231,11 +231,31 @@ impl Session {
         if !keeps_diagnostics {
             if let Some(found_rows) = self.st.after_hit.take() {
                 if !cacheable_read {
-                    self.reset_diagnostics(found_rows).await?;
+                    let observes = self.observes_last_query(payload);
+                    self.reset_diagnostics(found_rows, observes).await?;
                 }
             }
         }
         Ok(())
+    }
+
+    /// Whether the command `payload` may read what only the hit's own run leaves
+    /// (`policy::diagnostics::observes_last_query`): a query's or a prepare's text, an
+    /// execute's prepared text (unknown statement: yes).
+    fn observes_last_query(&self, payload: &[u8]) -> bool {
+        use crate::policy::diagnostics::observes_last_query;
+        match payload.first() {
+            Some(&com::QUERY | &com::STMT_PREPARE) => observes_last_query(&payload[1..]),
+            Some(&com::STMT_EXECUTE) => {
+                let id = payload
+                    .get(1..5)
+                    .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
+                id.and_then(|id| self.st.resolve_stmt(id))
+                    .and_then(|id| self.st.stmts.get(&id))
+                    .is_none_or(|s| observes_last_query(&s.sql))
+            }
+            _ => false,
+        }
     }
 
     /// LOCAL INFILE: the client's file packets go upstream until the empty one.

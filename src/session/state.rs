@@ -133,6 +133,9 @@ pub struct SessionState {
     /// The session's isolation level is READ UNCOMMITTED (read from the server at connect,
     /// or set since).
     pub isolation_ru: bool,
+    /// The session's optimizer trace is on (`policy::context::traces_optimizer`, read from
+    /// the server at connect and after each SET of it): never served nor stored.
+    pub optimizer_traced: bool,
     /// The server's diagnostics area may hold warnings or errors of an earlier statement
     /// (`policy::diagnostics::may_persist`): a read-back would clear them.
     pub diag_may_persist: bool,
@@ -233,6 +236,7 @@ impl SessionState {
             auto_is_null: false,
             ctx_stale: false,
             auto_is_null_inherited: false,
+            optimizer_traced: false,
             next_txn_ru: false,
             table_locks: false,
             xa: false,
@@ -361,6 +365,10 @@ impl SessionState {
             // The same for sql_auto_is_null: no session under it stores.
             h.update(b"\0auto-is-null");
         }
+        if self.optimizer_traced {
+            // Likewise: a session that traces the optimizer is never served.
+            h.update(b"\0optimizer-trace");
+        }
         for (k, v) in self.vars.iter().filter(|_| !self.vars_unkeyed) {
             h.update(k.as_bytes());
             h.update(&[0]);
@@ -382,6 +390,7 @@ impl SessionState {
         self.auto_is_null_inherited = false;
         // Read again by the caller, with everything else.
         self.ctx_stale = false;
+        self.optimizer_traced = false;
         self.next_txn_ru = false;
         self.isolation_ser = false;
         self.next_txn_ser = false;

@@ -145,6 +145,9 @@ impl Session {
                             self.st.isolation_ru = context::reads_uncommitted(&v);
                             self.st.isolation_ser = context::serializable(&v);
                         }
+                        if context::is_optimizer_trace(n) {
+                            self.st.optimizer_traced = context::traces_optimizer(&v);
+                        }
                         self.st.vars.insert(context::key_name(n).to_string(), v);
                     }
                 }
