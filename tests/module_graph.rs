@@ -138,6 +138,7 @@ const FOLDERS: &[(&str, &[Layer])] = &[
         ("locks", 0, "which statements take and release table locks"),
         ("order", 0, "which updates may move rows in an unordered read"),
         ("privileges", 0, "which statements change privileges"),
+        ("txn", 0, "the transaction state machine, over the snapshot rule and its reasons"),
         ("snapshot", 0, "the snapshot rule, which answers with a reason"),
         ("reason", 1, "why a read was not cached: the labels every rule returns"),
     ]),

@@ -5,20 +5,14 @@
 use std::sync::Arc;
 
 use super::store::Cache;
-use super::versions::{KnownRows, Snapshot, TableHandle};
+use super::versions::{KnownRows, TableHandle};
 use crate::config::Conservative;
 use crate::observe::stats::InvalidationSource;
 use crate::policy::privileges::PrivilegeChange;
 
-/// A transaction as qcache sees it.
+/// What a transaction owes the cache; its state and read view are `policy::txn`'s.
 #[derive(Debug, Default)]
 pub struct Txn {
-    /// Global version sequence and epoch read just before the transaction's first statement
-    /// reached the server, whatever it was: the server's read view is no older
-    /// (`policy::snapshot`). None while nothing of it was sent (a deferred BEGIN).
-    pub snapshot: Option<Snapshot>,
-    /// A forwarded cacheable read certainly opened the read view: hits are served from then.
-    pub view_open: bool,
     /// Tables written in this transaction: never served from or stored to the cache
     /// by this session, and bumped again when it ends.
     pub written: Vec<TableHandle>,
@@ -31,13 +25,6 @@ pub struct Txn {
 }
 
 impl Txn {
-    pub fn view(&self) -> crate::policy::snapshot::TxnView<Snapshot> {
-        crate::policy::snapshot::TxnView {
-            point: self.snapshot,
-            view_open: self.view_open,
-        }
-    }
-
     pub fn wrote(&self, t: &TableHandle) -> bool {
         self.written_unknown
             || self.written.iter().any(|w| Arc::ptr_eq(w, t))

@@ -14,5 +14,6 @@ pub mod order;
 pub mod privileges;
 pub mod reason;
 pub mod snapshot;
+pub mod txn;
 
 pub use reason::Reason;

@@ -76,13 +76,6 @@ pub fn before_send<Snapshot: Copy>(p: Points<Snapshot>, now: Snapshot) -> Points
     }
 }
 
-/// The point of a transaction that the server reports open (IN_TRANS set) where qcache knew
-/// of none: the candidate taken before the statement that opened it. `None` only when no
-/// statement reached the server, which is the deferred BEGIN answered by qcache itself.
-pub fn opened_transaction<Snapshot>(candidate: Option<Snapshot>) -> Option<Snapshot> {
-    candidate
-}
-
 /// What a transaction qcache follows knows of its read view.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct TxnView<Snapshot> {
@@ -162,13 +155,6 @@ pub fn locking_read(in_transaction: bool, serializable: bool) -> bool {
     in_transaction && serializable
 }
 
-/// Whether a statement sent in a transaction certainly opened its read view: a forwarded
-/// cacheable read (`cacheable_read`: a plain SELECT of tables, no locking clause). Anything else
-/// may or may not have (a `SELECT 1`, a locking read, a write) and leaves the view unknown.
-pub fn opens_view(cacheable_read: bool) -> bool {
-    cacheable_read
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -241,16 +227,6 @@ mod tests {
     }
 
     #[test]
-    fn opened_transaction_takes_the_candidate() {
-        assert_eq!(opened_transaction(Some(S0)), Some(S0), "BEGIN, XA START, …");
-        assert_eq!(
-            opened_transaction::<Snapshot>(None),
-            None,
-            "deferred BEGIN: nothing sent"
-        );
-    }
-
-    #[test]
     fn read_view_rules() {
         let t = |point, view_open| Some(TxnView { point, view_open });
         for (why, txn, autocommit, want) in [
@@ -304,14 +280,5 @@ mod tests {
         ] {
             assert_eq!(may_store(view, unchanged), want, "{view:?} {unchanged}");
         }
-    }
-
-    #[test]
-    fn only_a_cacheable_read_certainly_opens_the_view() {
-        assert!(opens_view(true));
-        assert!(
-            !opens_view(false),
-            "SELECT 1, FOR UPDATE, writes, CHECKSUM …"
-        );
     }
 }

@@ -64,10 +64,7 @@ impl Session {
                 // a transaction, whose read view it could open: there only the privileged
                 // are answered).
                 if analysis::scan(&sql).kind == StatementKind::Select {
-                    let in_txn = self.st.txn.is_some()
-                        || self.st.begin_pending
-                        || self.st.status & (status::IN_TRANS | status::AUTOCOMMIT)
-                            != status::AUTOCOMMIT;
+                    let in_txn = self.st.txn.statement_runs_in_transaction();
                     if !in_txn {
                         let mut ask = b"EXPLAIN ".to_vec();
                         ask.extend_from_slice(&sql);
@@ -131,7 +128,7 @@ impl Session {
         columns: &[(&str, u8)],
         rows: &[Vec<Option<String>>],
     ) -> Result<(), SessionError> {
-        let st = self.st.status & status::PER_SESSION;
+        let st = self.st.txn.status() & status::PER_SESSION;
         let format = packets::ResultFormat {
             deprecate_eof: self.st.deprecate_eof,
             extended_types: self.st.mariadb_caps & packets::mariadb_cap::EXTENDED_TYPE_INFO != 0,

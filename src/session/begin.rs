@@ -62,27 +62,13 @@ impl Session {
         if !plain(sql, kind) {
             return Ok(false);
         }
-        let st = self.st.status;
         let new_status = match kind {
-            StatementKind::Begin
-                if self.st.defer_begin
-                    // The server's BEGIN releases table locks; qcache's would not.
-                    && !self.st.table_locks
-                    // In an XA transaction the server refuses BEGIN (XAER_RMFAIL).
-                    && !self.st.xa
-                    && !self.st.begin_pending
-                    && !self.st.in_transaction()
-                    && st & status::AUTOCOMMIT != 0 =>
-            {
-                self.st.begin_pending = true;
-                st | status::IN_TRANS
-            }
-            StatementKind::Commit | StatementKind::Rollback if self.st.begin_pending => {
-                self.st.begin_pending = false;
-                self.st.txn_boundary = true;
-                st & !status::IN_TRANS
-            }
-            _ => return Ok(false),
+            StatementKind::Begin => self.st.txn.begin_answered_locally(),
+            StatementKind::Commit | StatementKind::Rollback => self.st.txn.end_answered_locally(),
+            _ => None,
+        };
+        let Some(new_status) = new_status else {
+            return Ok(false);
         };
         // The same bookkeeping as the server's OK would get: a transaction opens (its
         // snapshot still to come from its first read) or ends.
@@ -98,7 +84,7 @@ impl Session {
     /// waits for its OK. False when BEGIN failed: the client then has the error as the
     /// answer to its command, which must not be sent.
     pub(crate) async fn open_deferred_begin(&mut self, seq: u8) -> Result<bool, SessionError> {
-        if !self.st.begin_pending {
+        if !self.st.txn.begin_pending() {
             return Ok(true);
         }
         self.upstream.start_command();
@@ -113,12 +99,12 @@ impl Session {
     /// Whether a read may travel in one write with the deferred BEGIN. A compressed leg
     /// numbers each command's frames from zero, so there BEGIN goes up on its own.
     pub(crate) fn begin_rides_along(&self) -> bool {
-        self.st.begin_pending && self.upstream.compression().is_none()
+        self.st.txn.begin_pending() && self.upstream.compression().is_none()
     }
 
     /// Queues the deferred BEGIN ahead of the read about to be pushed.
     pub(crate) fn push_deferred_begin(&mut self) {
-        self.st.begin_pending = false;
+        self.st.txn.begin_sent();
         self.st.after_hit = diagnostics::after_server_begin(self.st.after_hit);
         self.upstream.push(0, BEGIN);
     }
@@ -134,14 +120,13 @@ impl Session {
                     // The server's OK said more than qcache's did: transaction state for a
                     // client that tracks it, or a read-only transaction (the server's or the
                     // session's default). From now on BEGIN goes up as it comes.
-                    self.st.defer_begin = false;
+                    self.st.txn.begin_needs_server();
                 }
                 Ok(true)
             }
             Some(0xff) => {
                 tracing::debug!(err = ?packets::parse_err(&p.payload), "deferred BEGIN failed");
-                self.st.status &= !status::IN_TRANS;
-                self.st.txn = None;
+                self.st.txn.begin_refused();
                 self.end_of_response();
                 self.client
                     .send(seq.wrapping_add(1), &p.payload)

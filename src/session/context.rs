@@ -106,7 +106,8 @@ impl Session {
                 .zip(values.iter().map(|v| v.as_deref()))
                 .chain(found.iter().map(|(n, v)| (*n, v.as_deref())))
                 .collect();
-            (self.st.server_ctx, self.st.isolation_ru) = context::server_context(&pairs);
+            let read_uncommitted;
+            (self.st.server_ctx, read_uncommitted) = context::server_context(&pairs);
             // What the session SET of these since the last read is in the values now: keyed
             // twice, a stale SET text beside the value a trigger gave it, two sessions with
             // different values could share a key.
@@ -120,11 +121,12 @@ impl Session {
             if context::begin_needs_server(&pairs) {
                 // COMMIT chains or releases, or a timer ends idle transactions: the server's
                 // BEGIN and COMMIT, not qcache's answer (`session/begin.rs`).
-                self.st.defer_begin = false;
+                self.st.txn.begin_needs_server();
             }
-            self.st.isolation_ser = pairs
+            let serializable = pairs
                 .iter()
                 .any(|(n, v)| context::is_isolation(n) && v.is_some_and(context::serializable));
+            self.st.txn.isolation_set(read_uncommitted, serializable);
             self.st.refresh_fingerprint(&self.shared);
             return Ok(());
         }

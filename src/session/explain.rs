@@ -478,7 +478,7 @@ impl Session {
             ),
             ("key.fingerprint", Some(format!("{:016x}", st.fingerprint))),
             ("query_cache_type", Some(qct.to_string())),
-            ("in_transaction", Some(yes_no(st.txn.is_some()))),
+            ("in_transaction", Some(yes_no(st.txn.followed()))),
             ("context_tracked", Some(yes_no(!st.lost_track))),
         ]
     }

@@ -138,7 +138,7 @@ impl Session {
         };
         // Inside a transaction the row may never commit; a temporary table may shadow the
         // parent's name.
-        if self.st.in_transaction() || !self.st.temp_tables.is_empty() {
+        if self.st.txn.in_transaction() || !self.st.temp_tables.is_empty() {
             return;
         }
         let parents = &self.shared.cache.versions().parents;
@@ -355,7 +355,7 @@ impl Session {
     /// standing lasts until the transaction ends.
     pub(super) fn fk_end(&mut self) {
         let tokens = std::mem::take(&mut self.st.fk.tokens);
-        match self.st.txn.as_mut() {
+        match self.st.txn.writes_mut() {
             Some(txn) => txn.fk_tokens.extend(tokens),
             None => drop(tokens),
         }

@@ -180,7 +180,7 @@ impl Session {
             let pkt = tokio::select! {
                 biased;
                 p = self.client.read() => p.map_err(SessionError::client)?,
-                _ = &mut draining, if !self.st.in_transaction() => {
+                _ = &mut draining, if !self.st.txn.in_transaction() => {
                     debug!("closing idle session for shutdown");
                     return Ok(());
                 }
@@ -399,7 +399,7 @@ impl Session {
         match handshake::relay_auth_rounds(&mut self.client, &mut self.upstream, &self.legs).await?
         {
             Some(st) => {
-                self.st.status = st;
+                self.st.txn.status_after_reset(Some(st));
                 // The server computed the new user's privileges afresh.
                 self.st.priv_baseline = priv_baseline;
                 self.st.priv_private = 0;
@@ -431,11 +431,8 @@ impl Session {
                 self.client.flush().await.map_err(SessionError::client)?;
                 self.private_status = None;
                 self.read_server_context().await?;
-                match self.private_status {
-                    Some(st) => self.st.status = st,
-                    // No answer told the session's flags: the transaction is gone at least.
-                    None => self.st.status &= !(status::IN_TRANS | status::IN_TRANS_READONLY),
-                }
+                // No answer told the session's flags: the transaction is gone at least.
+                self.st.txn.status_after_reset(self.private_status);
                 Ok(true)
             }
         }
@@ -444,7 +441,7 @@ impl Session {
     /// COM_RESET_CONNECTION and COM_CHANGE_USER roll back an open transaction; its writes
     /// never committed, but bumping is harmless and keeps the rule simple.
     fn end_transaction_for_reset(&mut self) {
-        if let Some(txn) = self.st.txn.take() {
+        if let Some(txn) = self.st.txn.ended_by_reset() {
             self.shared.invalidate_written(&txn);
         }
     }
@@ -452,7 +449,7 @@ impl Session {
     async fn finish(&mut self) {
         // A connection that ends inside a transaction may have sent COMMIT whose OK never
         // arrived: treat what it wrote as changed.
-        if self.st.in_transaction() || self.st.status & status::IN_TRANS != 0 {
+        if self.st.txn.in_transaction() {
             self.end_transaction_for_reset();
         }
         self.client.shutdown().await;
@@ -461,7 +458,7 @@ impl Session {
 
     /// Sends qcache's own OK for a statement it answered itself.
     pub(crate) async fn send_ok(&mut self, seq: u8) -> Result<(), SessionError> {
-        let st = self.st.status & status::PER_SESSION;
+        let st = self.st.txn.status() & status::PER_SESSION;
         self.client
             .send(seq, &packets::ok_payload(0, 0, st, 0))
             .await

@@ -15,6 +15,7 @@ use crate::analysis::{self, StatementKind};
 use crate::cache::{key, Key};
 use crate::config::QueryCacheType;
 use crate::policy::context::prepared_context_moved;
+use crate::policy::snapshot::{self, Xa};
 use crate::policy::{classify, Reason};
 use crate::protocol::codec::Packet;
 use crate::protocol::commands::{self, ExecuteParams};
@@ -142,16 +143,14 @@ impl Session {
                 self.relay_command(&pkt, Expect::Results).await.map(drop)
             }
             StatementKind::Begin | StatementKind::Commit | StatementKind::Rollback => {
-                self.st.txn_boundary = true;
                 self.relayed_write_of(id);
-                let xa_end = match self.st.stmts.get(&id).map(|s| s.sql.clone()) {
-                    Some(sql) => self.plan_xa(&analysis::server_text(&sql, self.st.server)),
-                    None => false,
+                let xa = match self.st.stmts.get(&id).map(|s| s.sql.clone()) {
+                    Some(sql) => snapshot::xa(&analysis::server_text(&sql, self.st.server)),
+                    None => Xa::None,
                 };
+                let sent = self.st.txn.boundary_sent(xa);
                 let resp = self.relay_command(&pkt, Expect::Results).await?;
-                if xa_end && !resp.error {
-                    self.st.xa = false;
-                }
+                self.st.txn.execute_answered(sent, resp.error);
                 Ok(())
             }
             _ => {

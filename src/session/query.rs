@@ -7,7 +7,7 @@ use bytes::Bytes;
 use super::{Session, SessionError};
 use crate::analysis::{self, Analysis, StatementKind, WriteInfo};
 use crate::policy::locks::{self, TableLocks};
-use crate::policy::snapshot::{self, Xa};
+use crate::policy::snapshot;
 use crate::policy::{classify, Reason};
 use crate::protocol::codec::Packet;
 use crate::protocol::response::Expect;
@@ -45,7 +45,7 @@ impl Session {
             // UNLOCK TABLES: the session reads through the cache again once it succeeded.
             let resp = self.relay_command(&pkt, Expect::Results).await?;
             if !resp.error {
-                self.st.table_locks = false;
+                self.st.txn.locks_released();
             }
             return Ok(());
         }
@@ -81,17 +81,10 @@ impl Session {
                 }
                 // Its snapshot point, however it is spelled (WITH CONSISTENT SNAPSHOT, XA
                 // START), is taken as it is sent, like every statement's (`exchange_as`).
-                self.st.txn_boundary = true;
-                let was_xa = self.st.xa;
-                let xa_end = self.plan_xa(&text);
+                let sent = self.st.txn.boundary_sent(snapshot::xa(&text));
                 let resp = self.relay_command(&pkt, Expect::Results).await?;
-                if resp.error && !was_xa {
-                    // A refused XA START (XAER_OUTSIDE in a transaction) started nothing.
-                    self.st.xa = false;
-                }
-                if xa_end && !resp.error {
-                    self.st.xa = false;
-                }
+                // A refused XA START (XAER_OUTSIDE in a transaction) started nothing.
+                self.st.txn.boundary_answered(sent, resp.error);
                 Ok(())
             }
             StatementKind::Use => {
@@ -175,9 +168,8 @@ impl Session {
                         k,
                         StatementKind::Begin | StatementKind::Commit | StatementKind::Rollback
                     ) {
-                        self.st.txn_boundary = true;
                         // Which of them ran is not followed: an XA COMMIT here ends nothing.
-                        self.plan_xa(part);
+                        self.st.txn.boundary_sent(snapshot::xa(part));
                     }
                     if let Some(why) = classify::relayed_write(k, part) {
                         self.plan_unknown_write_for(why);
@@ -199,20 +191,6 @@ impl Session {
         Ok(())
     }
 
-    /// Follows a statement's XA state (`policy::snapshot::xa`): XA START marks the session
-    /// before it is sent. True for XA COMMIT / XA ROLLBACK, which the caller clears once the
-    /// server accepted it.
-    pub(super) fn plan_xa(&mut self, sql: &[u8]) -> bool {
-        match snapshot::xa(sql) {
-            Xa::Start => {
-                self.st.xa = true;
-                false
-            }
-            Xa::End => true,
-            Xa::None => false,
-        }
-    }
-
     /// Follows a statement's table locks (`policy::locks`): one that takes them marks the
     /// session before it is sent, and a WRITE lock is planned as a write of its tables, so
     /// that no session is served their entries while it is held. True for `UNLOCK TABLES`,
@@ -220,7 +198,7 @@ impl Session {
     pub(super) fn plan_table_locks(&mut self, sql: &[u8]) -> bool {
         match locks::table_locks(sql) {
             TableLocks::Take { write } => {
-                self.st.table_locks = true;
+                self.st.txn.locks_taken();
                 match write {
                     Some(t) if t.is_empty() => {}
                     Some(t) => self.plan_write(&WriteInfo::tables(t)),

@@ -225,24 +225,10 @@ impl Session {
     /// The snapshot rules that apply to a read now; None when the cache cannot be used at
     /// all for this read.
     pub(super) fn read_mode(&self) -> Option<ReadMode> {
-        if self.shared.hits_suspended() || self.locking_reads() || self.st.table_locks || self.st.xa
-        {
+        if self.shared.hits_suspended() {
             return None;
         }
-        Some(snapshot::read_view(
-            self.st.txn.as_ref().map(|t| t.view()),
-            self.st.status & status::AUTOCOMMIT != 0,
-        ))
-    }
-
-    /// Whether a plain SELECT sent now is a locking read (`policy::snapshot::locking_read`):
-    /// a transaction is open or autocommit=0 opens one, and its isolation level is (or, for
-    /// `SET TRANSACTION` of the next one, may be) SERIALIZABLE.
-    fn locking_reads(&self) -> bool {
-        let in_txn = self.st.txn.is_some()
-            || self.st.status & (status::IN_TRANS) != 0
-            || self.st.status & status::AUTOCOMMIT == 0;
-        snapshot::locking_read(in_txn, self.st.isolation_ser || self.st.next_txn_ser)
+        self.st.txn.read_view()
     }
 
     /// A cached entry this session may be served, if any (counted as a hit).
@@ -274,7 +260,7 @@ impl Session {
                     && !self
                         .st
                         .txn
-                        .as_ref()
+                        .writes()
                         .is_some_and(|txn| e.tables().any(|t| txn.wrote(t)))
             }
         };
@@ -297,7 +283,7 @@ impl Session {
         e: &Entry,
         started: Instant,
     ) -> Result<(), SessionError> {
-        let st = self.st.status;
+        let st = self.st.txn.status();
         e.write_patched(st, self.client.wbuf());
         self.st.after_hit = Some(e.found_rows);
         self.note_hit(e, started);
@@ -368,25 +354,11 @@ impl Session {
                 outcome?
             }
         };
-        if self.st.dirty_reads {
-            return Err(Reason::ReadUncommitted);
-        }
+        self.st
+            .txn
+            .read_refusal(|txn| tables.iter().any(|t| txn.wrote(t)))?;
         if self.st.optimizer_traced {
             return Err(Reason::OptimizerTrace);
-        }
-        if self.locking_reads() {
-            return Err(Reason::LockingRead);
-        }
-        if self.st.table_locks {
-            return Err(Reason::TableLocks);
-        }
-        if self.st.xa {
-            return Err(Reason::XaTransaction);
-        }
-        if let Some(txn) = &self.st.txn {
-            if tables.iter().any(|t| txn.wrote(t)) {
-                return Err(Reason::WrittenInTransaction);
-            }
         }
         Ok(ReadPlan {
             key,
@@ -697,11 +669,7 @@ impl Session {
             .exchange_as(seq, payload, Expect::Results, fill, cacheable_read)
             .await?;
         self.note_sent(&resp, sent, sent.elapsed());
-        if snapshot::opens_view(cacheable_read) {
-            if let Some(txn) = &mut self.st.txn {
-                txn.view_open = true;
-            }
-        }
+        self.st.txn.read_forwarded(cacheable_read);
         Ok(resp)
     }
 

@@ -5,10 +5,8 @@
 use bytes::BytesMut;
 
 use super::{Session, SessionError};
-use crate::cache::writes::Txn;
-use crate::policy::snapshot;
 use crate::protocol::codec::{self, Packet};
-use crate::protocol::packets::{com, status};
+use crate::protocol::packets::com;
 use crate::protocol::response::{Expect, Response, ResponseError, Step};
 
 /// A copy of the response being relayed, for the cache.
@@ -315,28 +313,23 @@ impl Session {
     }
 
     /// Runs before an OK/EOF (with its status) or a final ERR (None) reaches the client:
-    /// writes are invalidated and transactions tracked before the client can act on it.
+    /// writes are invalidated and transactions tracked (`policy::txn`) before the client can
+    /// act on it.
     pub(crate) async fn apply_status(&mut self, new_status: Option<u16>) {
-        let now_in = new_status.map(|s| s & status::IN_TRANS != 0);
         // Writes are bumped at their OK, inside a transaction too (non-transactional
         // tables change at once), and again when the transaction ends.
         if !self.st.pending.is_empty() {
-            let answers = self
-                .fk_lookup(now_in.unwrap_or(self.st.txn.is_some()))
-                .await;
+            let in_txn = self.st.txn.writes_in_transaction(new_status);
+            let answers = self.fk_lookup(in_txn).await;
             self.fk_child_rows(answers);
             let pending = std::mem::take(&mut self.st.pending);
             self.shared.apply_writes(&pending);
-            self.fk_learn(now_in.unwrap_or(self.st.txn.is_some()));
+            self.fk_learn(self.st.txn.writes_in_transaction(new_status));
             if pending.ddl {
                 self.shared.refresh_catalog(&pending.ddl_changed).await;
             }
-            if now_in.unwrap_or(self.st.txn.is_some()) {
-                let candidate = self.st.snapshot_candidate;
-                let txn = self.st.txn.get_or_insert_with(|| Txn {
-                    snapshot: snapshot::opened_transaction(candidate),
-                    ..Txn::default()
-                });
+            if self.st.txn.writes_in_transaction(new_status) {
+                let txn = self.st.txn.transaction_writes();
                 txn.written.extend(pending.tables.iter().cloned());
                 txn.written
                     .extend(pending.rows.iter().map(|(t, _)| t.clone()));
@@ -349,22 +342,10 @@ impl Session {
             self.l2_flush().await;
         }
         let Some(st) = new_status else { return };
-        let was_in = self.st.status & status::IN_TRANS != 0;
-        let ended = (was_in && st & status::IN_TRANS == 0) || self.st.txn_boundary;
-        if ended {
-            self.st.txn_boundary = false;
-            if let Some(txn) = self.st.txn.take() {
-                self.shared.invalidate_written(&txn);
-                self.l2_flush().await;
-            }
+        if let Some(ended) = self.st.txn.status_answered(st) {
+            self.shared.invalidate_written(&ended);
+            self.l2_flush().await;
         }
-        if st & status::IN_TRANS != 0 && self.st.txn.is_none() {
-            self.st.txn = Some(Txn {
-                snapshot: snapshot::opened_transaction(self.st.snapshot_candidate),
-                ..Txn::default()
-            });
-        }
-        self.st.status = st;
     }
 
     /// Any statement about to reach the server may open the transaction's read view
@@ -372,23 +353,12 @@ impl Session {
     pub(crate) fn note_send_point(&mut self) {
         self.fk_begin();
         let now = self.shared.cache.versions().snapshot();
-        let points = snapshot::before_send(
-            snapshot::Points {
-                txn: self.st.txn.as_ref().map(|t| t.snapshot),
-                candidate: self.st.snapshot_candidate,
-            },
-            now,
-        );
-        if let (Some(txn), Some(s)) = (&mut self.st.txn, points.txn) {
-            txn.snapshot = s;
-        }
-        self.st.snapshot_candidate = points.candidate;
+        self.st.txn.before_send(now);
     }
 
     pub(crate) fn end_of_response(&mut self) {
         self.fk_end();
         self.st.pending = Default::default();
-        self.st.txn_boundary = false;
-        self.st.snapshot_candidate = None;
+        self.st.txn.response_ended();
     }
 }

@@ -12,12 +12,15 @@ use crate::analysis::{Hint, ServerVersion, StatementKind};
 use crate::cache::versions::Snapshot;
 use crate::config::QueryCacheType;
 use crate::observe::digests::{row_key, RowHint};
-use crate::protocol::packets::{cap, status};
+use crate::protocol::packets::cap;
 use crate::shared::Shared;
 
 /// Moved to `cache::writes`, beside the invalidation they feed; re-exported while the branches
 /// that edit this file merge.
 use crate::cache::writes::{Pending, Txn};
+
+/// The session's transaction state machine over the cache's version points and writes.
+pub type Transaction = crate::policy::txn::Transaction<Snapshot, Txn>;
 
 /// Who the server says the session is.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -97,8 +100,6 @@ pub struct SessionState {
     /// MariaDB's extended capabilities both ends agreed on; part of the key.
     pub mariadb_caps: u32,
     pub deprecate_eof: bool,
-    /// Status flags of the last OK/EOF from the server.
-    pub status: u16,
     pub qct: QueryCacheType,
     /// Session variables the client set, by lower-case name; part of the key.
     pub vars: BTreeMap<String, String>,
@@ -118,9 +119,6 @@ pub struct SessionState {
     /// qcache can no longer tell what the session's settings are (SET inside a procedure,
     /// a prepared SET): no cache until a reset.
     pub lost_track: bool,
-    /// Session settings under which results must never be stored nor served (READ
-    /// UNCOMMITTED): `isolation_ru || next_txn_ru`, kept by `refresh_fingerprint`.
-    pub dirty_reads: bool,
     /// A write may have run a trigger that SET a session variable
     /// (`policy::context::context_stale_after`): the settings are read again before the next
     /// cacheable read is looked up (`Session::reread_stale_context`).
@@ -130,9 +128,6 @@ pub struct SessionState {
     pub auto_is_null: bool,
     /// `sql_auto_is_null` was on when the server context was last read (at connect).
     pub auto_is_null_inherited: bool,
-    /// The session's isolation level is READ UNCOMMITTED (read from the server at connect,
-    /// or set since).
-    pub isolation_ru: bool,
     /// The session's optimizer trace is on (`policy::context::traces_optimizer`, read from
     /// the server at connect and after each SET of it): never served nor stored.
     pub optimizer_traced: bool,
@@ -142,29 +137,15 @@ pub struct SessionState {
     /// The execute in progress had parameters sent with COM_STMT_SEND_LONG_DATA: its packet
     /// lacks their values, so no parameter of it can be read from the packet.
     pub execute_long_data: bool,
-    /// The session holds, or may hold, table locks (`policy::locks`): it is neither served
-    /// from the cache nor fills it until `UNLOCK TABLES` or a reset.
-    pub table_locks: bool,
-    /// The session is, or may be, in an XA transaction (`policy::snapshot::xa`): it is
-    /// neither served from the cache nor fills it, and its BEGIN goes to the server, until
-    /// `XA COMMIT` / `XA ROLLBACK` succeeds or a reset.
-    pub xa: bool,
-    /// The session's isolation level is SERIALIZABLE (at connect, or set since): reads in a
-    /// transaction are locking reads (`policy::snapshot::locking_read`).
-    pub isolation_ser: bool,
-    /// `SET TRANSACTION ISOLATION LEVEL SERIALIZABLE` for the next transaction: kept until a
-    /// reset, like `next_txn_ru`.
-    pub next_txn_ser: bool,
-    /// `SET TRANSACTION ISOLATION LEVEL READ UNCOMMITTED` for the next transaction: kept
-    /// until a reset, since qcache does not follow which statement consumes it.
-    pub next_txn_ru: bool,
     /// Hash of the key variables' effective values as the server reported them at connect,
     /// reset or change-user (`policy::context`); 0 until read.
     pub server_ctx: u64,
     /// The upstream is MariaDB (from its greeting): which variable names exist.
     pub mariadb: bool,
     pub temp_tables: HashSet<(String, String)>,
-    pub txn: Option<Txn>,
+    /// The transaction state (`policy::txn`): status flags, the transaction open, the
+    /// deferred BEGIN, table locks, XA, isolation levels.
+    pub txn: Transaction,
     /// Keyed by ids the server assigned, so a client cannot aim them at one bucket: hashed
     /// with foldhash rather than SipHash, two lookups per execute.
     pub stmts: HashMap<u32, Prepared, foldhash::fast::FixedState>,
@@ -172,17 +153,9 @@ pub struct SessionState {
     pub pending: Pending,
     /// The statement in flight's standing with the parent maps (derived slices).
     pub fk: super::fkslices::FkState,
-    /// The statement in flight begins or ends a transaction whatever the status flags say
-    /// (BEGIN inside a transaction commits it; COMMIT AND CHAIN keeps IN_TRANS set).
-    pub txn_boundary: bool,
-    /// Versions read before the statement in flight was sent; becomes the
-    /// snapshot of a transaction that this statement opens.
-    pub snapshot_candidate: Option<Snapshot>,
     /// Whether the user may run admin statements that change the cache; asked of the server
     /// at the first such statement, forgotten when the user changes.
     pub admin_allowed: Option<bool>,
-    /// A plain BEGIN qcache answered that has not gone to the server yet (`begin.rs`).
-    pub begin_pending: bool,
     /// The last statement was a hit whose SELECT would have left `FOUND_ROWS()` at this:
     /// the server's diagnostics are put right before the next statement reaches it
     /// (`policy::diagnostics`). Also what qcache's own read-back owes, marked with
@@ -204,10 +177,6 @@ pub struct SessionState {
     /// Non-zero once the session's privileges may differ from a new session's: a token that
     /// keeps its entries its own.
     pub priv_private: u64,
-    /// BEGIN may be deferred in this session: `server.defer_begin`, until the server's answer
-    /// to BEGIN could say more than qcache's (tracked transaction state, a read-only
-    /// transaction).
-    pub defer_begin: bool,
 }
 
 impl SessionState {
@@ -220,7 +189,6 @@ impl SessionState {
             caps: n.caps,
             mariadb_caps: n.response.mariadb_caps & n.greeting.mariadb_caps,
             deprecate_eof: n.caps & cap::DEPRECATE_EOF != 0,
-            status: n.status,
             qct: shared.config().cache.query_cache_type,
             vars: BTreeMap::new(),
             fingerprint: 0,
@@ -231,31 +199,21 @@ impl SessionState {
             shared_users: false,
             vars_unkeyed: false,
             lost_track: false,
-            dirty_reads: false,
-            isolation_ru: false,
             auto_is_null: false,
             ctx_stale: false,
             auto_is_null_inherited: false,
             optimizer_traced: false,
-            next_txn_ru: false,
-            table_locks: false,
-            xa: false,
-            isolation_ser: false,
-            next_txn_ser: false,
             execute_long_data: false,
             diag_may_persist: false,
             server_ctx: 0,
             mariadb: crate::policy::context::is_mariadb(&n.greeting.server_version),
             temp_tables: HashSet::new(),
-            txn: None,
+            txn: Transaction::new(n.status, shared.config().server.defer_begin),
             stmts: HashMap::default(),
             last_stmt: None,
             pending: Pending::default(),
             fk: Default::default(),
-            txn_boundary: false,
-            snapshot_candidate: None,
             admin_allowed: None,
-            begin_pending: false,
             after_hit: None,
             identity: None,
             identity_unusable: false,
@@ -263,14 +221,9 @@ impl SessionState {
             priv_generation: 0,
             priv_baseline: 0,
             priv_private: 0,
-            defer_begin: shared.config().server.defer_begin,
         };
         s.refresh_fingerprint(shared);
         s
-    }
-
-    pub fn in_transaction(&self) -> bool {
-        self.txn.is_some() || self.status & status::IN_TRANS != 0
     }
 
     pub fn set_db(&mut self, db: Option<String>) {
@@ -290,7 +243,7 @@ impl SessionState {
     /// `shared_between_users` is re-read, so a reload applies from the next change on).
     pub fn refresh_fingerprint(&mut self, shared: &Shared) {
         self.shared_users = shared.config().cache.shared_between_users;
-        self.dirty_reads = self.isolation_ru || self.next_txn_ru;
+        self.txn.refresh_dirty_reads();
         self.auto_is_null = crate::policy::context::session_auto_is_null(
             self.vars
                 .get(crate::policy::context::AUTO_IS_NULL)
@@ -356,7 +309,7 @@ impl SessionState {
         h.update(&self.mariadb_caps.to_le_bytes());
         h.update(&[self.charset]);
         h.update(&self.server_ctx.to_le_bytes());
-        if self.dirty_reads {
+        if self.txn.dirty_reads() {
             // No session under this mark stores, so nothing is ever found under it: READ
             // UNCOMMITTED sessions are never served, at no cost to the hit path.
             h.update(b"\0read-uncommitted");
@@ -386,23 +339,15 @@ impl SessionState {
         }
         self.vars.clear();
         self.lost_track = false;
-        self.isolation_ru = false;
         self.auto_is_null_inherited = false;
         // Read again by the caller, with everything else.
         self.ctx_stale = false;
         self.optimizer_traced = false;
-        self.next_txn_ru = false;
-        self.isolation_ser = false;
-        self.next_txn_ser = false;
-        // The server released them with the session.
-        self.table_locks = false;
-        // The server rolled back an XA transaction with the session.
-        self.xa = false;
+        // Isolation levels, table locks, the (XA) transaction: the server dropped them.
+        self.txn.reset();
         // Read again by the caller (`Session::read_server_context`).
         self.server_ctx = 0;
         self.temp_tables.clear();
-        self.txn = None;
-        self.begin_pending = false;
         self.stmts.clear();
         self.last_stmt = None;
         self.sql_prepared_in.clear();

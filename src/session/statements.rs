@@ -67,7 +67,7 @@ impl Session {
         }) {
             // The server's answer to BEGIN may now say more than qcache's would: the
             // transaction state a tracking client asked for, or that it is read-only.
-            self.st.defer_begin = false;
+            self.st.txn.begin_needs_server();
         }
         self.follow_set(info, resp.warnings).await
     }
@@ -93,8 +93,10 @@ impl Session {
                 Assignment::Ignore => continue,
                 Assignment::Literal => {}
                 Assignment::Keyed { value, .. } => {
-                    self.st.isolation_ru = context::reads_uncommitted(value);
-                    self.st.isolation_ser = context::serializable(value);
+                    self.st.txn.isolation_set(
+                        context::reads_uncommitted(value),
+                        context::serializable(value),
+                    );
                 }
                 Assignment::ReadBack(names) => {
                     read_back.extend(names.iter().map(|n| n.to_string()));
@@ -113,11 +115,9 @@ impl Session {
                 let ru = context::reads_uncommitted(v);
                 let ser = context::serializable(v);
                 if i.next_transaction_only {
-                    self.st.next_txn_ru |= ru;
-                    self.st.next_txn_ser |= ser;
+                    self.st.txn.next_isolation_set(ru, ser);
                 } else {
-                    self.st.isolation_ru = ru;
-                    self.st.isolation_ser = ser;
+                    self.st.txn.isolation_set(ru, ser);
                 }
             }
             match context::key_entries(k, v, i.next_transaction_only) {
@@ -142,8 +142,10 @@ impl Session {
                     for (n, v) in names.iter().zip(values) {
                         let v = v.unwrap_or_else(|| "\u{0}NULL".to_string());
                         if context::is_isolation(n) {
-                            self.st.isolation_ru = context::reads_uncommitted(&v);
-                            self.st.isolation_ser = context::serializable(&v);
+                            self.st.txn.isolation_set(
+                                context::reads_uncommitted(&v),
+                                context::serializable(&v),
+                            );
                         }
                         if context::is_optimizer_trace(n) {
                             self.st.optimizer_traced = context::traces_optimizer(&v);
