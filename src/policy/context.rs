@@ -107,6 +107,9 @@ const MARIADB_EXTRA: &[&str] = &[
     "expensive_subquery_limit",
     "rowid_merge_buff_size",
     "max_length_for_sort_data",
+    // Whether a BEGIN opens a read-only transaction (`begin_needs_server`): inherited from
+    // the global, set by init_connect, a procedure or a SET qcache did not follow.
+    "tx_read_only",
 ];
 
 /// MySQL's own names, read after the common ones.
@@ -122,6 +125,8 @@ const MYSQL_EXTRA: &[&str] = &[
     "eq_range_index_dive_limit",
     // A session that traces the optimizer is not served (`traces_optimizer`).
     "optimizer_trace",
+    // Whether a BEGIN opens a read-only transaction (`begin_needs_server`).
+    "transaction_read_only",
 ];
 
 /// Key variables only some versions of MariaDB have, read at connect where the server has
@@ -255,6 +260,9 @@ pub fn server_context(pairs: &[(&str, Option<&str>)]) -> (u64, bool) {
 /// connection, or a timer ends a transaction left idle.
 pub const BEGIN_SENSITIVE: &[&str] = &[
     "completion_type",
+    // A read-only session's BEGIN answers SERVER_STATUS_IN_TRANS_READONLY besides IN_TRANS.
+    "tx_read_only",
+    "transaction_read_only",
     "idle_transaction_timeout",
     "idle_readonly_transaction_timeout",
     "idle_write_transaction_timeout",
@@ -268,7 +276,7 @@ pub fn begin_needs_server(pairs: &[(&str, Option<&str>)]) -> bool {
         BEGIN_SENSITIVE.iter().any(|b| n.eq_ignore_ascii_case(b))
             && !v.is_some_and(|v| {
                 let v = v.trim();
-                v == "0" || v.eq_ignore_ascii_case("NO_CHAIN")
+                v == "0" || v.eq_ignore_ascii_case("NO_CHAIN") || v.eq_ignore_ascii_case("OFF")
             })
     })
 }
@@ -1223,6 +1231,10 @@ mod tests {
             ("idle_readonly_transaction_timeout", Some("30"), true),
             ("idle_write_transaction_timeout", Some("0"), false),
             ("time_zone", Some("+01:00"), false),
+            ("tx_read_only", Some("0"), false),
+            ("tx_read_only", Some("OFF"), false),
+            ("tx_read_only", Some("1"), true),
+            ("transaction_read_only", Some("ON"), true),
         ];
         for (name, value, want) in rows {
             assert_eq!(

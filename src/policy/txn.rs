@@ -224,8 +224,11 @@ impl<S: Copy, W: Default> Transaction<S, W> {
 
     /// A plain BEGIN arrived: if it may be deferred it is answered by qcache, and the
     /// status of that answer (IN_TRANS set) is returned for the session to apply.
-    pub fn begin_answered_locally(&mut self) -> Option<u16> {
-        if !self.may_defer_begin() {
+    /// `settings_known`: the settings that decide what the server's BEGIN and COMMIT do
+    /// (`policy::context::BEGIN_SENSITIVE`) are as last read; not after a CALL, an EXECUTE
+    /// or a trigger that may have changed them unseen, when the server's BEGIN decides.
+    pub fn begin_answered_locally(&mut self, settings_known: bool) -> Option<u16> {
+        if !settings_known || !self.may_defer_begin() {
             return None;
         }
         self.begin_pending = true;
@@ -477,42 +480,50 @@ mod tests {
             (
                 "plain BEGIN, idle, autocommit: answered locally with IN_TRANS",
                 idle(),
-                |t| format!("{:?}", t.begin_answered_locally()),
+                |t| format!("{:?}", t.begin_answered_locally(true)),
                 "Some(3)",
                 T { begin_pending: true, ..idle() },
             ),
             (
                 "BEGIN with deferring off goes to the server",
                 T { defer_begin: false, ..idle() },
-                |t| format!("{:?}", t.begin_answered_locally()),
+                |t| format!("{:?}", t.begin_answered_locally(true)),
                 "None",
                 T { defer_begin: false, ..idle() },
             ),
             (
+                "BEGIN after a CALL, EXECUTE or trigger that may have changed completion_type, \
+                 tx_read_only or the idle timers goes to the server",
+                idle(),
+                |t| format!("{:?}", t.begin_answered_locally(false)),
+                "None",
+                idle(),
+            ),
+            (
                 "BEGIN with table locks goes to the server (it releases them)",
                 T { table_locks: true, ..idle() },
-                |t| format!("{:?}", t.begin_answered_locally()),
+                |t| format!("{:?}", t.begin_answered_locally(true)),
                 "None",
                 T { table_locks: true, ..idle() },
             ),
             (
                 "BEGIN in XA goes to the server (it refuses it)",
                 T { xa: true, ..idle() },
-                |t| format!("{:?}", t.begin_answered_locally()),
+                |t| format!("{:?}", t.begin_answered_locally(true)),
                 "None",
                 T { xa: true, ..idle() },
             ),
             (
                 "BEGIN inside a transaction goes to the server (it commits)",
                 in_txn(),
-                |t| format!("{:?}", t.begin_answered_locally()),
+                |t| format!("{:?}", t.begin_answered_locally(true)),
                 "None",
                 in_txn(),
             ),
             (
                 "BEGIN under autocommit=0 goes to the server",
                 T { status: 0, ..idle() },
-                |t| format!("{:?}", t.begin_answered_locally()),
+                |t| format!("{:?}", t.begin_answered_locally(true)),
                 "None",
                 T { status: 0, ..idle() },
             ),

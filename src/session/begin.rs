@@ -63,7 +63,10 @@ impl Session {
             return Ok(false);
         }
         let new_status = match kind {
-            StatementKind::Begin => self.st.txn.begin_answered_locally(),
+            StatementKind::Begin => self
+                .st
+                .txn
+                .begin_answered_locally(!self.st.lost_track && !self.st.ctx_stale),
             StatementKind::Commit | StatementKind::Rollback => self.st.txn.end_answered_locally(),
             _ => None,
         };
