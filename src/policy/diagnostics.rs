@@ -47,6 +47,11 @@ pub fn entry_diagnostics(stmt: &[u8], rows: u64) -> Option<EntryDiagnostics> {
 /// a literal offset of the statement's last LIMIT clause.
 pub fn found_rows(stmt: &[u8], rows: u64) -> Option<u64> {
     let Some(first) = find_ci(stmt, b"limit", 0) else {
+        // The standard's spelling cuts rows too (`OFFSET n ROWS`, `FETCH FIRST n ROWS
+        // [ONLY | WITH TIES]`), and the server counts what it skipped or cut.
+        if has_word(stmt, b"offset") || has_word(stmt, b"fetch") {
+            return None;
+        }
         return Some(rows);
     };
     // A set operation with a LIMIT: the server counts the combined rows before the LIMIT
@@ -522,6 +527,19 @@ mod tests {
                 None,
             ),
             ("SELECT a FROM t LIMIT ROWS EXAMINED 10", 1, None),
+            // The standard's OFFSET … ROWS / FETCH FIRST … without the word LIMIT.
+            ("SELECT a FROM t ORDER BY a OFFSET 2 ROWS", 3, None),
+            (
+                "SELECT a FROM t ORDER BY a FETCH FIRST 2 ROWS ONLY",
+                2,
+                None,
+            ),
+            (
+                "SELECT a FROM t ORDER BY a FETCH FIRST 1 ROWS WITH TIES",
+                2,
+                None,
+            ),
+            ("SELECT fetched, offsets FROM t", 2, Some(2)),
             ("SELECT a FROM t LIMIT 1, 2 /* limit */", 1, None),
         ];
         for &(sql, n, want) in rows {
