@@ -78,7 +78,46 @@ pub const COMMON_KEY_VARIABLES: &[&str] = &[
     // close the connection): a session that sets it does not get a locally answered
     // BEGIN/COMMIT (`begin_needs_server`).
     "completion_type",
+    // Read, not keyed (`UNKEYED`): how long the server lets the connection idle, which hits
+    // must not let run out (`keep_alive_after`).
+    "wait_timeout",
 ];
+
+/// Names read with the key's but not part of it: they change no result.
+pub const UNKEYED: &[&str] = &["wait_timeout"];
+
+/// The server's idle timers: it ends a connection (or its transaction) that sent no command
+/// for this many seconds. A session whose reads are hits sends none.
+pub const IDLE_TIMERS: &[&str] = &[
+    "wait_timeout",
+    "idle_transaction_timeout",
+    "idle_readonly_transaction_timeout",
+    "idle_write_transaction_timeout",
+];
+
+/// How long a session may go on being served from the cache before qcache sends the server
+/// a COM_PING, so that a client the server would see as active (every hit is a command to
+/// it) is not ended as idle: half the shortest idle timer set among `pairs` (values as read
+/// back, seconds; 0 is off), at least 100 ms. An unreadable value counts as 1 s.
+pub fn keep_alive_after(pairs: &[(&str, Option<&str>)]) -> std::time::Duration {
+    let shortest = pairs
+        .iter()
+        .filter(|(n, _)| IDLE_TIMERS.iter().any(|t| n.eq_ignore_ascii_case(t)))
+        .filter_map(
+            |(_, v)| match v.and_then(|v| v.trim().parse::<f64>().ok()) {
+                Some(secs) if secs > 0.0 => Some(secs),
+                Some(_) => None,
+                None => Some(1.0),
+            },
+        )
+        .fold(f64::INFINITY, f64::min);
+    if shortest.is_infinite() {
+        // No timer at all: the server ends no idle connection (MySQL's minimum is 1 s; a
+        // value never read is treated above).
+        return std::time::Duration::from_secs(3600);
+    }
+    std::time::Duration::from_secs_f64((shortest / 2.0).max(0.1))
+}
 
 /// MariaDB's own names, read after the common ones.
 const MARIADB_EXTRA: &[&str] = &[
@@ -239,6 +278,9 @@ pub fn server_context(pairs: &[(&str, Option<&str>)]) -> (u64, bool) {
     let mut h = xxhash_rust::xxh3::Xxh3::new();
     let mut ru = false;
     for (n, v) in pairs {
+        if UNKEYED.contains(n) {
+            continue;
+        }
         h.update(n.as_bytes());
         h.update(&[0]);
         match v {
@@ -1217,6 +1259,63 @@ mod tests {
 
     /// A session that inherited READ UNCOMMITTED is seen whichever isolation name the server
     /// reports it under, and the optional names are part of the context.
+    #[test]
+    fn pings_before_the_shortest_idle_timer_runs_out() {
+        use std::time::Duration;
+        type Pairs<'a> = &'a [(&'a str, Option<&'a str>)];
+        let rows: &[(Pairs, Duration, &str)] = &[
+            (
+                &[("wait_timeout", Some("28800"))],
+                Duration::from_secs(14400),
+                "the default",
+            ),
+            (
+                &[("wait_timeout", Some("2"))],
+                Duration::from_secs(1),
+                "a pool's short timeout",
+            ),
+            (
+                &[
+                    ("wait_timeout", Some("600")),
+                    ("idle_transaction_timeout", Some("4")),
+                ],
+                Duration::from_secs(2),
+                "the shortest timer",
+            ),
+            (
+                &[
+                    ("wait_timeout", Some("10")),
+                    ("idle_write_transaction_timeout", Some("0")),
+                ],
+                Duration::from_secs(5),
+                "0 is off",
+            ),
+            (
+                &[("wait_timeout", None)],
+                Duration::from_millis(500),
+                "unreadable: 1 s",
+            ),
+            (
+                &[("wait_timeout", Some("0.1"))],
+                Duration::from_millis(100),
+                "at least 100 ms",
+            ),
+            (
+                &[("time_zone", Some("SYSTEM"))],
+                Duration::from_secs(3600),
+                "no timer read",
+            ),
+        ];
+        for (pairs, want, why) in rows {
+            assert_eq!(keep_alive_after(pairs), *want, "{why}");
+        }
+        assert_eq!(
+            server_context(&[("sql_mode", Some("")), ("wait_timeout", Some("2"))]),
+            server_context(&[("sql_mode", Some("")), ("wait_timeout", Some("28800"))]),
+            "wait_timeout is read, not keyed"
+        );
+    }
+
     #[test]
     fn which_settings_keep_begin_and_commit_on_the_server() {
         let rows: &[(&str, Option<&str>, bool)] = &[

@@ -169,6 +169,9 @@ pub struct PacketConn {
     pub write_timeout: Option<Duration>,
     /// Set by [`PacketConn::reset_on_close`]: the close sends RST, not FIN.
     reset_on_close: bool,
+    /// When bytes last went out, on a leg that asked for it ([`PacketConn::track_writes`]):
+    /// the upstream's, whose idle timers run from its last command.
+    last_flush: Option<std::time::Instant>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -261,6 +264,7 @@ impl PacketConn {
             max_payload,
             write_timeout: None,
             reset_on_close: false,
+            last_flush: None,
         }
     }
 
@@ -301,6 +305,17 @@ impl PacketConn {
     /// A command starts both sequences again at 0 (MySQL's `net_new_transaction`). Call it
     /// before reading a client's command and before sending one upstream; without
     /// compression the ids travel in the packets and nothing needs resetting.
+    /// Keeps the time of every flush from now on ([`PacketConn::last_flush`]).
+    pub fn track_writes(&mut self) {
+        self.last_flush = Some(std::time::Instant::now());
+    }
+
+    /// When bytes last went out, if [`PacketConn::track_writes`] was asked.
+    #[inline]
+    pub fn last_flush(&self) -> Option<std::time::Instant> {
+        self.last_flush
+    }
+
     pub fn start_command(&mut self) {
         if let Some(c) = &mut self.compressed {
             c.frame_seq = 0;
@@ -441,6 +456,9 @@ impl PacketConn {
     pub async fn flush(&mut self) -> Result<(), ConnError> {
         if self.wbuf.is_empty() {
             return Ok(());
+        }
+        if let Some(t) = &mut self.last_flush {
+            *t = std::time::Instant::now();
         }
         if let Some(c) = &mut self.compressed {
             // Reads go on in the canonical numbering; the client sees the shifted one.

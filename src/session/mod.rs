@@ -137,9 +137,11 @@ async fn start(client: conn::Stream, shared: Arc<Shared>) -> Result<Session, Ses
         .await?;
         Ok::<_, SessionError>((upstream, negotiated))
     };
-    let (upstream, negotiated) = tokio::time::timeout(auth_timeout, connected)
+    let (mut upstream, negotiated) = tokio::time::timeout(auth_timeout, connected)
         .await
         .map_err(|_| SessionError::AuthTimeout)??;
+    // The server's idle timers run from its last command; hits send none (`keep_alive`).
+    upstream.track_writes();
     client.max_payload = 1 << 30;
     let mut st = SessionState::new(&shared, &negotiated);
     st.priv_baseline = priv_baseline;

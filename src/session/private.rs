@@ -60,4 +60,16 @@ impl Session {
         }
         Ok(resp)
     }
+
+    /// A COM_PING on the upstream leg, its OK read and dropped: the server's idle timers
+    /// start again, nothing else changes (no statement runs, the diagnostics stay).
+    pub(super) async fn keep_upstream_alive(&mut self) -> Result<(), SessionError> {
+        self.upstream.start_command();
+        self.upstream
+            .send(0, &[com::PING])
+            .await
+            .map_err(SessionError::upstream)?;
+        self.read_private("a keep-alive ping", |_, _, _| {}).await?;
+        Ok(())
+    }
 }

@@ -287,6 +287,15 @@ impl Session {
         e.write_patched(st, self.client.wbuf());
         self.st.after_hit = Some(e.found_rows);
         self.note_hit(e, started);
+        // Every hit is a command the server would have seen: its idle timers must not run
+        // out while the client is busy.
+        if self
+            .upstream
+            .last_flush()
+            .is_some_and(|t| started.saturating_duration_since(t) > self.st.keep_alive_after)
+        {
+            self.keep_upstream_alive().await?;
+        }
         self.client
             .flush_if_large()
             .await

@@ -123,6 +123,9 @@ pub struct SessionState {
     /// (`policy::context::context_stale_after`): the settings are read again before the next
     /// cacheable read is looked up (`Session::reread_stale_context`).
     pub ctx_stale: bool,
+    /// After this long with no command sent upstream a hit sends a COM_PING first
+    /// (`policy::context::keep_alive_after`, from the idle timers read back).
+    pub keep_alive_after: std::time::Duration,
     /// The session reads under `sql_auto_is_null = 1` (`policy::context::
     /// session_auto_is_null`): kept by `refresh_fingerprint`, never stores nor is served.
     pub auto_is_null: bool,
@@ -201,6 +204,7 @@ impl SessionState {
             lost_track: false,
             auto_is_null: false,
             ctx_stale: false,
+            keep_alive_after: std::time::Duration::from_secs(1),
             auto_is_null_inherited: false,
             optimizer_traced: false,
             execute_long_data: false,

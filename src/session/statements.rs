@@ -58,6 +58,14 @@ impl Session {
             return Ok(());
         }
         if info.as_ref().is_none_or(|i| {
+            i.assignments
+                .iter()
+                .any(|(k, _)| crate::policy::context::IDLE_TIMERS.contains(&k.as_str()))
+        }) {
+            // A new idle timer: read before the next cacheable read (`keep_alive_after`).
+            self.st.ctx_stale = true;
+        }
+        if info.as_ref().is_none_or(|i| {
             i.assignments.iter().any(|(k, _)| {
                 k.starts_with("session_track")
                     || k.contains("transaction")
