@@ -376,6 +376,9 @@ pub fn session_settings_answer(
                     // Off, as a real server's default: qcache refuses the cache to a session
                     // whose value it cannot read as off (`policy::context::auto_is_null_on`).
                     n if n.ends_with("sql_auto_is_null") => "0",
+                    // Read-write and the default idle timer, as a real server's defaults.
+                    n if n.ends_with("read_only") => "0",
+                    n if n.ends_with("wait_timeout") => "28800",
                     // Off, as by default: a session that traces is not served.
                     n if n.ends_with("optimizer_trace") => "enabled=off,one_line=off",
                     _ => "scripted",
