@@ -139,8 +139,11 @@ impl Session {
         if !read_back.is_empty() {
             let names: Vec<&str> = read_back.iter().map(String::as_str).collect();
             // The read-back would clear the SET's warnings, or those of an earlier statement
-            // that the SET left in place, which the client may ask for.
-            let values = if warnings == 0 && !self.st.diag_may_persist {
+            // that the SET left in place, which the client may ask for. In an XA transaction
+            // past XA END the server refuses any read of a table (1399), so the restore of
+            // FOUND_ROWS() the read-back owes would fail where the client sees it: the
+            // session is given up instead (never served, as in XA anyway).
+            let values = if warnings == 0 && !self.st.diag_may_persist && !self.st.txn.xa() {
                 self.read_back(&names).await?
             } else {
                 None
