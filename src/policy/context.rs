@@ -83,6 +83,15 @@ pub const COMMON_KEY_VARIABLES: &[&str] = &[
     "wait_timeout",
 ];
 
+/// Whether the session's `sql_select_limit` among `pairs` (as read back) may cut results:
+/// anything but the default (the largest unsigned 64-bit value), an unreadable one too.
+pub fn select_limited(pairs: &[(&str, Option<&str>)]) -> bool {
+    pairs.iter().any(|(n, v)| {
+        n.eq_ignore_ascii_case("sql_select_limit")
+            && v.is_none_or(|v| v.trim() != "18446744073709551615")
+    })
+}
+
 /// Names read with the key's but not part of it: they change no result.
 pub const UNKEYED: &[&str] = &["wait_timeout"];
 

@@ -34,7 +34,20 @@ pub struct EntryDiagnostics {
 
 /// The diagnostics of a result `stmt` produced with `rows` rows; None when they do not follow
 /// from the text and the count (see [`found_rows`]), and the result must not be stored.
-pub fn entry_diagnostics(stmt: &[u8], rows: u64) -> Option<EntryDiagnostics> {
+///
+/// `select_limited`: the session's `sql_select_limit` is not (or may not be) the default. It
+/// cuts a set operation's rows after the server counted them all (`UNION` of 4 rows under a
+/// limit of 1 leaves FOUND_ROWS() 4), which the rows sent do not tell; a `SET STATEMENT` of
+/// it in the text counts too.
+pub fn entry_diagnostics(stmt: &[u8], rows: u64, select_limited: bool) -> Option<EntryDiagnostics> {
+    let limited = select_limited || has_word(stmt, b"sql_select_limit");
+    if limited
+        && [&b"union"[..], b"except", b"intersect"]
+            .iter()
+            .any(|w| has_word(stmt, w))
+    {
+        return None;
+    }
     Some(EntryDiagnostics {
         found_rows: found_rows(stmt, rows)?,
         rows,
@@ -495,6 +508,39 @@ mod tests {
             (true, true, false, true, "raised, and kept"),
         ] {
             assert_eq!(may_persist(before, raised, used_tables), may, "{why}");
+        }
+    }
+
+    #[test]
+    fn set_operations_under_a_select_limit_are_not_stored() {
+        let u = "SELECT a FROM t UNION SELECT a FROM u";
+        for (stmt, limited, stored, why) in [
+            (
+                u,
+                false,
+                true,
+                "no limit: the rows sent are the rows counted",
+            ),
+            (u, true, false, "the limit cut rows the server counted"),
+            (
+                "SELECT a FROM t",
+                true,
+                true,
+                "one SELECT: the server counts what it sent",
+            ),
+            (
+                "SET STATEMENT sql_select_limit = 1 FOR SELECT a FROM t EXCEPT SELECT 1",
+                false,
+                false,
+                "a limit set for the statement",
+            ),
+            ("SELECT unions FROM t", true, true, "a word, not letters"),
+        ] {
+            assert_eq!(
+                entry_diagnostics(stmt.as_bytes(), 1, limited).is_some(),
+                stored,
+                "{why}"
+            );
         }
     }
 

@@ -119,6 +119,7 @@ impl Session {
                 .any(|(n, v)| *n == context::AUTO_IS_NULL && context::auto_is_null_on(*v));
             self.st.optimizer_traced = context::optimizer_traced(&pairs);
             self.st.keep_alive_after = context::keep_alive_after(&pairs);
+            self.st.select_limit_inherited = context::select_limited(&pairs);
             if context::begin_needs_server(&pairs) {
                 // COMMIT chains or releases, or a timer ends idle transactions: the server's
                 // BEGIN and COMMIT, not qcache's answer (`session/begin.rs`).

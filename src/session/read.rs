@@ -618,7 +618,9 @@ impl Session {
             _ => None,
         };
         // What the server's FOUND_ROWS() says now, which a later hit must reproduce.
-        let diag = diagnostics::entry_diagnostics(sql, resp.rows);
+        let limited =
+            self.st.select_limit_inherited || self.st.vars.contains_key("sql_select_limit");
+        let diag = diagnostics::entry_diagnostics(sql, resp.rows, limited);
         let verdict = store_verdict(resp, &fill, target.storable)
             .or_else(|| diag.is_none().then_some(Reason::FoundRowsUnknown));
         let (meta, last) = match (verdict, shape) {

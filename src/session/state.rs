@@ -123,6 +123,9 @@ pub struct SessionState {
     /// (`policy::context::context_stale_after`): the settings are read again before the next
     /// cacheable read is looked up (`Session::reread_stale_context`).
     pub ctx_stale: bool,
+    /// The session's `sql_select_limit` as read back is not the default
+    /// (`policy::context::select_limited`): a set operation's FOUND_ROWS() is then unknown.
+    pub select_limit_inherited: bool,
     /// After this long with no command sent upstream a hit sends a COM_PING first
     /// (`policy::context::keep_alive_after`, from the idle timers read back).
     pub keep_alive_after: std::time::Duration,
@@ -204,6 +207,7 @@ impl SessionState {
             lost_track: false,
             auto_is_null: false,
             ctx_stale: false,
+            select_limit_inherited: false,
             keep_alive_after: std::time::Duration::from_secs(1),
             auto_is_null_inherited: false,
             optimizer_traced: false,
