@@ -735,7 +735,11 @@ fn update_write(u: &Update) -> WriteInfo {
             join_tables(twj, &mut found);
         }
     }
-    let mut t: Vec<TableRef> = found.into_iter().map(|(t, _)| t).collect();
+    written(found.into_iter().map(|(t, _)| t).collect())
+}
+
+/// The tables a write names, each once; unknown when it names none.
+fn written(mut t: Vec<TableRef>) -> WriteInfo {
     t.sort();
     t.dedup();
     if t.is_empty() {
@@ -753,19 +757,16 @@ fn delete_write(d: &Delete) -> WriteInfo {
     for twj in from {
         join_tables(twj, &mut listed);
     }
+    let in_from = listed.len();
     if let Some(using) = &d.using {
         for twj in using {
             join_tables(twj, &mut listed);
         }
     }
-    let mut t = if d.tables.is_empty() {
+    let t = if d.tables.is_empty() {
         // `DELETE FROM t …` and `DELETE FROM t1, t2 USING …`: the FROM list.
-        let mut v = Vec::new();
-        let (FromTable::WithFromKeyword(from) | FromTable::WithoutKeyword(from)) = &d.from;
-        for twj in from {
-            join_tables(twj, &mut v);
-        }
-        v.into_iter().map(|(t, _)| t).collect::<Vec<_>>()
+        listed.truncate(in_from);
+        listed.into_iter().map(|(t, _)| t).collect::<Vec<_>>()
     } else {
         // `DELETE a, b FROM …`: each name is an alias or a table of the list.
         let mut v = Vec::new();
@@ -780,13 +781,7 @@ fn delete_write(d: &Delete) -> WriteInfo {
         }
         v
     };
-    t.sort();
-    t.dedup();
-    if t.is_empty() {
-        WriteInfo::unknown()
-    } else {
-        WriteInfo::tables(t)
-    }
+    written(t)
 }
 
 /// What a DROP writes, by the kind of object it drops.
