@@ -137,6 +137,7 @@ const FOLDERS: &[(&str, &[Layer])] = &[
         ("l2", 0, "what may go to and come from L2"),
         ("locks", 0, "which statements take and release table locks"),
         ("order", 0, "which updates may move rows in an unordered read"),
+        ("read", 0, "the order of decisions for one read, over the snapshot rule and its reasons"),
         ("privileges", 0, "which statements change privileges"),
         ("txn", 0, "the transaction state machine, over the snapshot rule and its reasons"),
         ("snapshot", 0, "the snapshot rule, which answers with a reason"),

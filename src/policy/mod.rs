@@ -12,6 +12,7 @@ pub mod l2;
 pub mod locks;
 pub mod order;
 pub mod privileges;
+pub mod read;
 pub mod reason;
 pub mod snapshot;
 pub mod txn;

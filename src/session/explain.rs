@@ -11,7 +11,7 @@
 //! this session's key was stored by its own account, so its presence is no one else's.
 
 use super::digests::Current;
-use super::read::{wants_cache, TAG_BINARY, TAG_TEXT};
+use super::read::{TAG_BINARY, TAG_TEXT};
 use super::state::LastExecute;
 use super::{Session, SessionError};
 use crate::admin::statements::Rows;
@@ -19,6 +19,7 @@ use crate::analysis::{self, Analysis, StatementKind};
 use crate::cache::key;
 use crate::config::QueryCacheType;
 use crate::policy::privileges;
+use crate::policy::read::{self, Planned, Via};
 use crate::policy::Reason;
 use crate::protocol::commands::ExecuteParams;
 use crate::protocol::packets::TYPE_VAR_STRING;
@@ -29,6 +30,16 @@ const HIDDEN: &str = "(needs RELOAD or admin.users)";
 
 /// What depends on the key of a prepared statement whose parameters are not bound yet.
 const UNBOUND: &str = "(unknown until its parameters are bound)";
+
+/// What EXPLAIN asks about: a statement (its text, hints stripped), how it arrives, and its
+/// key's tag and material (None for a prepared statement whose parameters are not bound yet:
+/// its key is not known).
+struct Asked<'a> {
+    stmt: &'a [u8],
+    hint: crate::analysis::Hint,
+    via: Via,
+    keyed: Option<(u8, &'a [u8])>,
+}
 
 /// The verdict of EXPLAIN.
 struct Verdict {
@@ -140,9 +151,18 @@ impl Session {
             ]));
         };
         let (sql, kind, hint, params) = (p.sql.clone(), p.kind, p.hint, p.params);
-        // Never keyed, however sent: prepared elsewhere, or bulk-executed (`Prepared::bulk_seen`).
-        let moved = crate::policy::context::prepared_context_moved(p.context, self.st.prepare_ctx)
-            .or(p.bulk_seen.then_some(Reason::MalformedExecute));
+        // The execute's own facts as its last execute was sent (`policy::read::keyable`).
+        let from_last = |r: Reason| matches!(&p.last_execute, LastExecute::NotKeyed(l) if *l == r);
+        let execute = read::Execute {
+            cursor: from_last(Reason::Cursor),
+            long_data: from_last(Reason::LongData),
+            bulk_seen: p.bulk_seen,
+            context_moved: crate::policy::context::prepared_context_moved(
+                p.context,
+                self.st.prepare_ctx,
+            ),
+            malformed: from_last(Reason::MalformedExecute),
+        };
         let last = p.last_execute.clone();
         let text = analysis::server_text(&sql, self.st.server).into_owned();
         let mut f: Vec<(&'static str, Option<String>)> = vec![
@@ -194,29 +214,14 @@ impl Session {
                      what it writes"
                 )),
             }
-        } else if !wants_cache(self.st.qct, hint) {
-            Verdict::send(Reason::NotRequested)
-        } else if let Some(r) = moved {
-            // Every execute of it, however sent, until the session is back where it was.
-            Verdict::send(r)
-        } else if let LastExecute::NotKeyed(
-            r @ (Reason::Cursor | Reason::LongData | Reason::MalformedExecute),
-        ) = last
-        {
-            // How the client executes it, not the session: the next execute like it.
-            f.push((
-                "note",
-                Some("as its last execute was sent; an execute sent otherwise may differ".into()),
-            ));
-            Verdict::send(r)
         } else {
-            self.explain_read(
-                &sql,
-                material.as_deref().map(|m| (TAG_BINARY, m)),
-                privileged,
-                &mut f,
-            )
-            .await?
+            let asked = Asked {
+                stmt: &sql,
+                hint,
+                via: Via::Execute(execute),
+                keyed: material.as_deref().map(|m| (TAG_BINARY, m)),
+            };
+            self.explain_read(asked, privileged, &mut f).await?
         };
         f.insert(4, ("decision", Some(verdict.decision.to_string())));
         f.insert(5, ("reason", verdict.reason));
@@ -271,29 +276,51 @@ impl Session {
                 reason: Some("qcache answers it with its own value".into()),
             });
         }
-        if !wants_cache(self.st.qct, scan.hint) {
-            return Ok(Verdict::send(Reason::NotRequested));
-        }
         let material = analysis::key_text(&stmt).to_vec();
-        self.explain_read(&stmt, Some((TAG_TEXT, &material)), privileged, f)
-            .await
+        let asked = Asked {
+            stmt: &stmt,
+            hint: scan.hint,
+            via: Via::Text,
+            keyed: Some((TAG_TEXT, &material)),
+        };
+        self.explain_read(asked, privileged, f).await
     }
 
-    /// The read path from the session's state on, for a text statement or a prepared one
-    /// (`stmt`: its text, hints stripped): `keyed` is the key's tag and material, None for
-    /// a prepared statement whose parameters are not bound yet (its key is not known).
+    /// The read path from the session's state on, for a text statement or a prepared one:
+    /// the steps of `policy::read` in the order a read takes them, stopping before anything
+    /// is sent.
     async fn explain_read(
         &mut self,
-        stmt: &[u8],
-        keyed: Option<(u8, &[u8])>,
+        asked: Asked<'_>,
         privileged: bool,
         f: &mut Vec<(&'static str, Option<String>)>,
     ) -> Result<Verdict, SessionError> {
-        if self.st.lost_track {
-            return Ok(Verdict::send(Reason::SessionUntracked));
+        let Asked {
+            stmt,
+            hint,
+            via,
+            keyed,
+        } = asked;
+        if let Err(r) = read::admit(&self.read_facts(), hint) {
+            return Ok(Verdict::send(r));
         }
-        let identified = self.privileges_current() || self.refresh_privileges().await?;
-        let mode = self.read_mode().filter(|_| identified);
+        let identified = self.identify_for(stmt).await?;
+        if let Err(r) = read::keyable(&via, identified) {
+            if matches!(
+                r,
+                Reason::Cursor | Reason::LongData | Reason::MalformedExecute
+            ) {
+                // How the client executes it, not the session: the next execute like it.
+                f.push((
+                    "note",
+                    Some(
+                        "as its last execute was sent; an execute sent otherwise may differ".into(),
+                    ),
+                ));
+            }
+            return Ok(Verdict::send(r));
+        }
+        let mode = self.consult_view(identified);
         let k = keyed.map(|(tag, m)| key(self.st.fingerprint, tag, m));
         let present = k
             .zip(mode.as_ref())
@@ -328,10 +355,13 @@ impl Session {
         }
         // The plan does not depend on the key (only the store does): any key will do.
         let plan_key = k.unwrap_or_else(|| key(self.st.fingerprint, 0, &[]));
-        let plan = match self.plan_read(&an, plan_key, digest, stmt).await {
-            Ok(_) if !identified => return Ok(Verdict::send(Reason::IdentityUnknown)),
-            Ok(plan) => plan,
-            Err(reason) => return Ok(Verdict::send(reason)),
+        let planned = read::settle(
+            self.plan_read(&an, plan_key, digest, stmt).await,
+            identified,
+        );
+        let plan = match planned {
+            Planned::Fill(plan) => plan,
+            Planned::Relay { reason, .. } => return Ok(Verdict::send(reason)),
         };
         // The same decision a miss makes (`fill_view`), so EXPLAIN cannot drift from it.
         let view = self.fill_view(&plan, mode);

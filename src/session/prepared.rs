@@ -3,18 +3,16 @@
 //! read path; the server is given the parameter types the client last sent whenever an
 //! execute answered from the cache left it holding others.
 
-use std::time::Instant;
-
 use bytes::{BufMut, Bytes, BytesMut};
 
-use super::read::{wants_cache, TAG_BINARY};
+use super::read::TAG_BINARY;
 use super::relay::KEEP_SCRATCH;
 use super::state::{LastExecute, Prepared};
 use super::{Session, SessionError};
 use crate::analysis::{self, StatementKind};
 use crate::cache::{key, Key};
-use crate::config::QueryCacheType;
 use crate::policy::context::prepared_context_moved;
+use crate::policy::read::{self, Via};
 use crate::policy::snapshot::{self, Xa};
 use crate::policy::{classify, Reason};
 use crate::protocol::codec::Packet;
@@ -192,25 +190,21 @@ impl Session {
         id: u32,
         long_data: bool,
     ) -> Result<(), SessionError> {
-        if self.st.ctx_stale {
-            if let Some(sql) = self.st.stmts.get(&id).map(|s| s.sql.clone()) {
-                self.reread_stale_context(&sql).await?;
+        let Some(stmt) = self.st.stmts.get(&id) else {
+            return self.relay_command(&pkt, Expect::Results).await.map(drop);
+        };
+        // The same steps as a text read (`policy::read`): admitted, identified, keyable.
+        let admitted = read::admit(&self.read_facts(), stmt.hint);
+        let identified = match admitted {
+            Ok(()) => {
+                let sql = stmt.sql.clone();
+                self.identify_for(&sql).await?
             }
-        }
-        let identified = self.privileges_current()
-            || (self.st.qct != QueryCacheType::Off
-                && !self.st.lost_track
-                && self
-                    .st
-                    .stmts
-                    .get(&id)
-                    .map(|s| s.sql.clone())
-                    .is_some_and(|sql| self.may_ask_identity(&sql))
-                && self.refresh_privileges().await?);
+            Err(_) => false,
+        };
         let Some(stmt) = self.st.stmts.get_mut(&id) else {
             return self.relay_command(&pkt, Expect::Results).await.map(drop);
         };
-        let wanted = wants_cache(self.st.qct, stmt.hint);
         let parts = commands::execute_params(&pkt.payload, stmt.params, stmt.types.as_deref());
         // Types the client sent that differ from the remembered ones are learned; a driver
         // that re-sends the same types on every execute costs no copy.
@@ -220,26 +214,16 @@ impl Session {
             }) if stmt.types.as_deref() != Some(*types) => Some(Bytes::copy_from_slice(types)),
             _ => None,
         };
-        let cursor = pkt.payload.get(5).map(|f| f & 0x07 != 0).unwrap_or(true);
-        let reason = if !wanted {
-            Some(Reason::NotRequested)
-        } else if self.st.lost_track {
-            Some(Reason::SessionUntracked)
-        } else if !identified {
-            Some(Reason::IdentityUnknown)
-        } else if cursor {
-            Some(Reason::Cursor)
-        } else if long_data {
-            Some(Reason::LongData)
-        } else if stmt.bulk_seen {
-            Some(Reason::MalformedExecute)
-        } else if let Some(r) = prepared_context_moved(stmt.context, self.st.prepare_ctx) {
-            Some(r)
-        } else if parts.is_none() {
-            Some(Reason::MalformedExecute)
-        } else {
-            None
-        };
+        let via = Via::Execute(read::Execute {
+            cursor: pkt.payload.get(5).map(|f| f & 0x07 != 0).unwrap_or(true),
+            long_data,
+            bulk_seen: stmt.bulk_seen,
+            context_moved: prepared_context_moved(stmt.context, self.st.prepare_ctx),
+            malformed: parts.is_none(),
+        });
+        let reason = admitted
+            .and_then(|()| read::keyable(&via, identified))
+            .err();
         // The same execution keys the same whether or not the client re-sent the types.
         let key = match (&parts, reason) {
             (Some(params), None) => Some(execute_key(
@@ -278,13 +262,10 @@ impl Session {
             self.forward_read(pkt.seq, &up, None, false).await?;
             return Ok(());
         };
-        let mode = self.read_mode();
+        let mode = self.consult_view(identified);
         if let Some(mode) = &mode {
-            let started = Instant::now();
-            if let Some(e) = self.lookup(key, mode) {
-                if !self.shared.l2_remote || self.l2_confirm(key, &e).await {
-                    return self.serve_hit(&e, started).await;
-                }
+            if self.consult(key, mode).await? {
+                return Ok(());
             }
         }
         let Some((sql, digest)) = self.st.stmts.get(&id).map(|s| (s.sql.clone(), s.digest)) else {
@@ -295,21 +276,14 @@ impl Session {
             .analyzer
             .analyze(&analysis::server_text(&sql, self.st.server), digest);
         let (up, typed) = self.execute_for_upstream(id, &pkt);
-        match self.plan_read(&an, key, digest, &sql).await {
-            Ok(plan) => {
-                // Only an execute that reached the server taught it the types; one served
-                // from another session's fill did not.
-                let went = self.miss(pkt.seq, &up, &sql, plan, mode).await?;
-                self.types_sent(id, if went { typed } else { SentTypes::None });
-                Ok(())
-            }
-            Err(reason) => {
-                self.note_not_cached(reason);
-                self.plan_side_effects(&an);
-                self.types_sent(id, typed);
-                self.forward_read(pkt.seq, &up, None, false).await.map(drop)
-            }
-        }
+        let planned = read::settle(self.plan_read(&an, key, digest, &sql).await, identified);
+        // Only an execute that reached the server taught it the types; one served from
+        // another session's fill did not.
+        let went = self
+            .carry_out(planned, &an, pkt.seq, &up, &sql, mode)
+            .await?;
+        self.types_sent(id, if went { typed } else { SentTypes::None });
+        Ok(())
     }
 
     /// Remembers the parameter types an execute of statement `id` carries, if they differ

@@ -10,7 +10,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 use super::l2::L2Step;
 use super::relay::Fill;
 use super::{Session, SessionError};
-use crate::analysis::{self, Analysis, Hint, ReadInfo};
+use crate::analysis::{self, Analysis, ReadInfo};
 use crate::cache::entry::L2Stamps;
 use crate::cache::plans::Outcome;
 use crate::cache::{key, Claim, Entry, FillGuard, Key, Snapshot, Stamps, TableHandle};
@@ -18,10 +18,11 @@ use crate::config::QueryCacheType;
 use crate::invalidation::catalog::{ReadResolution, TableName};
 use crate::l2::now_ms;
 use crate::policy::diagnostics;
-use crate::policy::snapshot::{self, ReadView};
+use crate::policy::read::{self, Planned};
+use crate::policy::snapshot::ReadView;
 use crate::policy::Reason;
 use crate::protocol::codec::Packet;
-use crate::protocol::packets::{com, status};
+use crate::protocol::packets::com;
 use crate::protocol::response::{Expect, Response};
 use crate::rules;
 use tracing::info;
@@ -140,35 +141,23 @@ impl Session {
             p.put_slice(&stmt);
             p.freeze()
         };
-        let wanted = wants_cache(self.st.qct, scan.hint);
-        if !wanted || self.st.lost_track {
+        if let Err(reason) = read::admit(&self.read_facts(), scan.hint) {
             if let Some(v) = self.session_variable_answer(&stmt) {
                 return self.answer_variable(&pkt, v).await;
             }
-            self.note_not_cached(if self.st.lost_track {
-                Reason::SessionUntracked
-            } else {
-                Reason::NotRequested
-            });
+            self.note_not_cached(reason);
             return self
                 .forward_read(pkt.seq, &payload, None, false)
                 .await
                 .map(drop);
         }
-        // The key holds the settings the server has, which a trigger may have changed.
-        self.reread_stale_context(&stmt).await?;
-        // The key holds the account, role and privilege generation the server reports.
-        let identified = self.privileges_current()
-            || (self.may_ask_identity(&stmt) && self.refresh_privileges().await?);
-        let mode = self.read_mode().filter(|_| identified);
+        let identified = self.identify_for(&stmt).await?;
+        let mode = self.consult_view(identified);
         let key = key(self.st.fingerprint, TAG_TEXT, analysis::key_text(&stmt));
         let tried = looked_up && scan.hint_spans.is_empty();
         if let (Some(mode), false) = (&mode, tried) {
-            let started = Instant::now();
-            if let Some(e) = self.lookup(key, mode) {
-                if !self.shared.l2_remote || self.l2_confirm(key, &e).await {
-                    return self.serve_hit(&e, started).await;
-                }
+            if self.consult(key, mode).await? {
+                return Ok(());
             }
         }
         // Miss: from here on parsing is allowed.
@@ -179,27 +168,81 @@ impl Session {
         let digest = analysis::digest(&text);
         self.note_digest(digest);
         let an = self.shared.analyzer.analyze(&text, digest);
-        let plan = match self.plan_read(&an, key, digest, &stmt).await {
-            Ok(_) if !identified => {
-                self.note_not_cached(Reason::IdentityUnknown);
-                return self
-                    .forward_read(pkt.seq, &payload, None, true)
-                    .await
-                    .map(drop);
-            }
-            Ok(plan) => plan,
-            Err(reason) => {
-                self.note_not_cached(reason);
-                self.plan_side_effects(&an);
-                return self
-                    .forward_read(pkt.seq, &payload, None, false)
-                    .await
-                    .map(drop);
-            }
-        };
-        self.miss(pkt.seq, &payload, &payload[1..], plan, mode)
+        let planned = read::settle(self.plan_read(&an, key, digest, &stmt).await, identified);
+        self.carry_out(planned, &an, pkt.seq, &payload, &payload[1..], mode)
             .await
             .map(drop)
+    }
+
+    /// What the read decisions (`policy::read`) read of the session.
+    pub(super) fn read_facts(&self) -> read::Session {
+        read::Session {
+            qct: self.st.qct,
+            lost_track: self.st.lost_track,
+        }
+    }
+
+    /// Once a read is admitted: re-reads the settings a trigger may have changed (the key
+    /// holds the settings the server has), and asks who the session is when it must (the
+    /// key holds the account, role and privilege generation the server reports). Whether
+    /// the session is identified.
+    pub(super) async fn identify_for(&mut self, stmt: &[u8]) -> Result<bool, SessionError> {
+        self.reread_stale_context(stmt).await?;
+        Ok(self.privileges_current()
+            || (self.may_ask_identity(stmt) && self.refresh_privileges().await?))
+    }
+
+    /// The view the cache is consulted and filled in (`policy::read::consult_view`).
+    pub(super) fn consult_view(&self, identified: bool) -> Option<ReadMode> {
+        read::consult_view(
+            self.st.txn.read_view()?,
+            self.shared.hits_suspended(),
+            identified,
+        )
+    }
+
+    /// Serves `key` when an entry this session may be served is cached (L1, confirmed by L2
+    /// when entries are shared remotely). Whether it was served.
+    pub(super) async fn consult(
+        &mut self,
+        key: Key,
+        mode: &ReadMode,
+    ) -> Result<bool, SessionError> {
+        let started = Instant::now();
+        let Some(e) = self.lookup(key, mode) else {
+            return Ok(false);
+        };
+        if self.shared.l2_remote && !self.l2_confirm(key, &e).await {
+            return Ok(false);
+        }
+        self.serve_hit(&e, started).await?;
+        Ok(true)
+    }
+
+    /// Carries out a planned read (`policy::read::settle`): a miss that fills, or a relay
+    /// that first plans what the read may write when it is not one the cache could hold.
+    /// Whether `payload` went upstream (a session served from another's fill sent nothing).
+    pub(super) async fn carry_out(
+        &mut self,
+        planned: Planned<ReadPlan>,
+        an: &Analysis,
+        seq: u8,
+        payload: &Bytes,
+        sql: &[u8],
+        mode: Option<ReadMode>,
+    ) -> Result<bool, SessionError> {
+        match planned {
+            Planned::Fill(plan) => self.miss(seq, payload, sql, plan, mode).await,
+            Planned::Relay { reason, cacheable } => {
+                self.note_not_cached(reason);
+                if !cacheable {
+                    self.plan_side_effects(an);
+                }
+                self.forward_read(seq, payload, None, cacheable)
+                    .await
+                    .map(|_| true)
+            }
+        }
     }
 
     /// Whether the session's identity may be asked before `stmt` (when it is not known
@@ -245,35 +288,13 @@ impl Session {
     /// The entry [`lookup`](Self::lookup) would serve, without counting it as served
     /// (`QCACHE EXPLAIN` asks this too).
     pub(super) fn servable(&self, key: Key, mode: &ReadMode) -> Option<Arc<Entry>> {
-        let cache = &self.shared.cache;
-        let snap = match mode {
-            ReadMode::Establishing(_) => return None,
-            ReadMode::Plain => None,
-            ReadMode::Snapshot(snap) => Some(snap),
+        let e = self.shared.cache.get(key)?;
+        let facts = Facts {
+            e: &e,
+            versions: self.shared.cache.versions(),
+            st: &self.st,
         };
-        let e = cache.get(key)?;
-        let versions = cache.versions();
-        let usable = match snap {
-            None => e.stamps.is_current(versions),
-            Some(snap) => {
-                e.stamps.valid_in(versions, snap)
-                    && !self
-                        .st
-                        .txn
-                        .writes()
-                        .is_some_and(|txn| e.tables().any(|t| txn.wrote(t)))
-            }
-        };
-        // The set is keyed by owned names: look only when the session has temporary
-        // tables, or every hit would copy its tables' names.
-        let temp = &self.st.temp_tables;
-        let shadowed = !temp.is_empty()
-            && e.tables()
-                .any(|t| temp.contains(&(t.schema.clone(), t.name.clone())));
-        if !usable || shadowed {
-            return None;
-        }
-        Some(e)
+        read::may_serve(mode, &facts).then_some(e)
     }
 
     /// `started` is when the lookup began: the hit-latency histogram covers lookup and
@@ -503,11 +524,8 @@ impl Session {
             Claim::Leader(g) => Some(g),
             Claim::Follower(w) => {
                 w.wait(self.shared.config().cache.stampede_timeout).await;
-                let started = Instant::now();
-                if let Some(e) = self.lookup(plan.key, &mode) {
-                    if !self.shared.l2_remote || self.l2_confirm(plan.key, &e).await {
-                        return self.serve_hit(&e, started).await.map(|_| false);
-                    }
+                if self.consult(plan.key, &mode).await? {
+                    return Ok(false);
                 }
                 None
             }
@@ -578,27 +596,12 @@ impl Session {
         plan: &ReadPlan,
         mode: Option<ReadMode>,
     ) -> Result<ReadMode, Option<Reason>> {
-        let Some(mode) = mode else {
-            return Err(Some(Reason::HitsSuspended));
-        };
         let cache = &self.shared.cache;
-        let unchanged = mode
-            .store_point()
-            .is_none_or(|s| s.unchanged(cache.versions(), &plan.tables));
-        if let Err(reason) = snapshot::may_store(mode, unchanged) {
-            // A table changed since this transaction's snapshot: the server answers from the
-            // snapshot, which no other session sees, so the result can never be stored.
-            // Decided before claiming, so no other session waits on a fill that cannot land,
-            // and the result is relayed without a copy.
-            return Err(Some(reason));
-        }
-        if cache.holds_servable(plan.key) {
-            // A read that reached the server though its result is cached, because it could
-            // not be served from it: the one that opens a transaction's snapshot, once per
-            // read-only transaction. Nothing to copy or store.
-            return Err(None);
-        }
-        Ok(mode)
+        read::fill(
+            mode,
+            |point| point.unchanged(cache.versions(), &plan.tables),
+            || cache.holds_servable(plan.key),
+        )
     }
 
     /// Stores a relayed result when it qualifies ([`store_verdict`]), in L1 through the
@@ -621,7 +624,7 @@ impl Session {
         let limited =
             self.st.select_limit_inherited || self.st.vars.contains_key("sql_select_limit");
         let diag = diagnostics::entry_diagnostics(sql, resp.rows, limited);
-        let verdict = store_verdict(resp, &fill, target.storable)
+        let verdict = read::store_verdict(resp, fill.overflow, target.storable)
             .or_else(|| diag.is_none().then_some(Reason::FoundRowsUnknown));
         let (meta, last) = match (verdict, shape) {
             (None, Some(shape)) => shape,
@@ -701,39 +704,38 @@ impl Session {
     }
 }
 
-/// Whether a SELECT asks for the cache: `query_cache_type` with the statement's hint, as
-/// MySQL's query cache decided it (text and prepared alike).
-pub(super) fn wants_cache(qct: QueryCacheType, hint: Hint) -> bool {
-    match (qct, hint) {
-        (QueryCacheType::Off, _) | (_, Hint::SqlNoCache) => false,
-        (QueryCacheType::Demand, h) => h == Hint::SqlCache,
-        (QueryCacheType::On, _) => true,
-    }
+/// An entry as `policy::read::may_serve` asks about it: its stamps against the versions,
+/// the transaction's writes and the session's temporary tables.
+struct Facts<'a> {
+    e: &'a Entry,
+    versions: &'a crate::cache::Versions,
+    st: &'a super::state::SessionState,
 }
 
-/// Why a relayed result is not stored, if it is not.
-pub(super) fn store_verdict(resp: &Response, fill: &Fill, storable: bool) -> Option<Reason> {
-    if resp.error {
-        return Some(Reason::Error);
+impl read::EntryFacts<Snapshot> for Facts<'_> {
+    fn current(&self) -> bool {
+        self.e.stamps.is_current(self.versions)
     }
-    if fill.overflow {
-        return Some(Reason::TooLarge);
+
+    fn valid_in(&self, point: &Snapshot) -> bool {
+        self.e.stamps.valid_in(self.versions, point)
     }
-    if resp.result_sets != 1 || resp.oks != 0 {
-        return Some(Reason::MultiResult);
+
+    fn written_in_transaction(&self) -> bool {
+        self.st
+            .txn
+            .writes()
+            .is_some_and(|txn| self.e.tables().any(|t| txn.wrote(t)))
     }
-    if resp.warnings != 0 {
-        return Some(Reason::Warnings);
+
+    fn shadowed(&self) -> bool {
+        // The set is keyed by owned names: look only when the session has temporary
+        // tables, or every hit would copy its tables' names.
+        let temp = &self.st.temp_tables;
+        !temp.is_empty()
+            && self
+                .e
+                .tables()
+                .any(|t| temp.contains(&(t.schema.clone(), t.name.clone())))
     }
-    if resp.cursor {
-        return Some(Reason::Cursor);
-    }
-    let last = resp.last_status.unwrap_or(0);
-    if last & (status::MORE_RESULTS | status::SESSION_STATE_CHANGED) != 0 {
-        return Some(Reason::SessionStateChanged);
-    }
-    if !storable {
-        return Some(Reason::ChangedSinceSnapshot);
-    }
-    None
 }

@@ -1,0 +1,657 @@
+//! Policy: the order of decisions for one read, sans-IO. Whether the cache is consulted at
+//! all, which entry a session may be served, whether a miss may fill the cache, and whether
+//! its result may be stored.
+//!
+//! A read reaches qcache three ways: a COM_QUERY SELECT, a COM_STMT_EXECUTE of a prepared
+//! SELECT, and `QCACHE EXPLAIN` of either (which asks without sending). All three build the
+//! same facts ([`Session`], [`Via`]) and ask these functions in the same order:
+//!
+//! 1. [`admit`], then [`keyable`]: is the cache consulted (the session wants it, qcache
+//!    follows the session, the read can be keyed)? Else the read is relayed, counting why.
+//!    Between the two the session asks who it is, when it must ([`consult_view`]).
+//! 2. [`may_serve`]: may the entry under the key be served in the session's read view?
+//! 3. [`settle`]: on a miss, the plan (tables, rules) and the session's identity decide
+//!    whether the result is filled into the cache or relayed (and whether what it may write
+//!    is planned).
+//! 4. [`fill`]: may the miss fill in this transaction's view, or is its result relayed?
+//! 5. [`store_verdict`]: once the server answered, may the copy be stored?
+//!
+//! The session carries each answer out (lookups, round trips, the relay); it decides none.
+
+use super::reason::Reason;
+use super::snapshot::{self, ReadView};
+use crate::analysis::Hint;
+use crate::config::QueryCacheType;
+use crate::protocol::packets::status;
+use crate::protocol::response::Response;
+
+/// Whether a SELECT asks for the cache: `query_cache_type` with the statement's hint, as
+/// MySQL's query cache decided it (text and prepared alike).
+pub fn wants_cache(qct: QueryCacheType, hint: Hint) -> bool {
+    match (qct, hint) {
+        (QueryCacheType::Off, _) | (_, Hint::SqlNoCache) => false,
+        (QueryCacheType::Demand, h) => h == Hint::SqlCache,
+        (QueryCacheType::On, _) => true,
+    }
+}
+
+/// What the decisions read of the session (the session passes it; nothing here holds it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Session {
+    pub qct: QueryCacheType,
+    /// qcache no longer knows the session's context (a multi-statement SET, a procedure…).
+    pub lost_track: bool,
+}
+
+/// How a read reached qcache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Via {
+    /// A COM_QUERY SELECT (or EXPLAIN of one). Keyed by its text whoever the session is;
+    /// its identity is judged after its plan ([`settle`]), so that a read the cache could
+    /// never hold counts its own reason.
+    Text,
+    /// A COM_STMT_EXECUTE of a prepared SELECT (or EXPLAIN STATEMENT of one).
+    Execute(Execute),
+}
+
+/// What an execute adds to the decision, read from its packet and its statement.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Execute {
+    /// It opens a cursor: its rows come by COM_STMT_FETCH, which no entry answers.
+    pub cursor: bool,
+    /// Some parameter came by COM_STMT_SEND_LONG_DATA, which the key does not hold.
+    pub long_data: bool,
+    /// The statement was bulk-executed once: the server's idea of its parameters is not
+    /// qcache's (`Prepared::bulk_seen`).
+    pub bulk_seen: bool,
+    /// The session's database or parsing rules differ from those it was prepared under
+    /// (`policy::context::prepared_context_moved`).
+    pub context_moved: Option<Reason>,
+    /// Its parameters could not be read as the statement declares them.
+    pub malformed: bool,
+}
+
+/// Step 1: Ok when the session wants the cache for this read and qcache follows the
+/// session; Err to relay it uncached, counting why (a relayed read is not one the cache
+/// could hold: `cacheable_read` false). After this the session asks who it is, if it must.
+pub fn admit(s: &Session, hint: Hint) -> Result<(), Reason> {
+    if !wants_cache(s.qct, hint) {
+        return Err(Reason::NotRequested);
+    }
+    if s.lost_track {
+        return Err(Reason::SessionUntracked);
+    }
+    Ok(())
+}
+
+/// Step 1b: Ok when the read can be keyed. Text always can; an execute only for a known
+/// session (its key material is kept for EXPLAIN STATEMENT, which must not show one built
+/// for no one) and when the execute itself carries nothing the key does not hold.
+pub fn keyable(via: &Via, identified: bool) -> Result<(), Reason> {
+    let Via::Execute(e) = via else {
+        return Ok(());
+    };
+    if !identified {
+        return Err(Reason::IdentityUnknown);
+    }
+    if e.cursor {
+        return Err(Reason::Cursor);
+    }
+    if e.long_data {
+        return Err(Reason::LongData);
+    }
+    if e.bulk_seen {
+        return Err(Reason::MalformedExecute);
+    }
+    if let Some(r) = e.context_moved {
+        return Err(r);
+    }
+    if e.malformed {
+        return Err(Reason::MalformedExecute);
+    }
+    Ok(())
+}
+
+/// The view the cache is consulted in: none while hits are suspended (the binlog tail fell
+/// behind) or while the session is not identified.
+pub fn consult_view<S>(
+    view: ReadView<S>,
+    hits_suspended: bool,
+    identified: bool,
+) -> Option<ReadView<S>> {
+    (!hits_suspended && identified).then_some(view)
+}
+
+/// What an entry's stamps and the session say about one entry, asked only as the view needs
+/// (each answer walks the entry's tables).
+pub trait EntryFacts<S> {
+    /// Its stamps are current (no table it depends on changed since it was stored).
+    fn current(&self) -> bool;
+    /// Its stamps are valid in a transaction's snapshot taken at `point`.
+    fn valid_in(&self, point: &S) -> bool;
+    /// The transaction wrote one of its tables (the server answers with its own rows).
+    fn written_in_transaction(&self) -> bool;
+    /// One of its tables is shadowed by a temporary table of this session.
+    fn shadowed(&self) -> bool;
+}
+
+/// Step 2: whether an entry may be served in `view`. A transaction whose view may not be
+/// open yet is never served: the read must reach the server so that the view opens no later
+/// than it (`policy::snapshot`).
+pub fn may_serve<S>(view: &ReadView<S>, e: &impl EntryFacts<S>) -> bool {
+    let usable = match view {
+        ReadView::Establishing(_) => return false,
+        ReadView::Plain => e.current(),
+        ReadView::Snapshot(point) => e.valid_in(point) && !e.written_in_transaction(),
+    };
+    usable && !e.shadowed()
+}
+
+/// What a read does after its plan.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Planned<P> {
+    /// A cacheable read: fill the cache with its result ([`fill`] decides the view).
+    Fill(P),
+    /// Relay it counting `reason`. `cacheable`: the read is one the cache could hold (it
+    /// writes nothing), so it may travel with a deferred BEGIN; otherwise what it may write
+    /// is planned before it is sent.
+    Relay { reason: Reason, cacheable: bool },
+}
+
+/// Step 3: the plan's verdict with the session's identity. The same for every path.
+pub fn settle<P>(plan: Result<P, Reason>, identified: bool) -> Planned<P> {
+    match plan {
+        Err(reason) => Planned::Relay {
+            reason,
+            cacheable: false,
+        },
+        // A key without the session's identity would serve one account's rows to another.
+        Ok(_) if !identified => Planned::Relay {
+            reason: Reason::IdentityUnknown,
+            cacheable: true,
+        },
+        Ok(plan) => Planned::Fill(plan),
+    }
+}
+
+/// Step 4: the read view a miss may fill the cache in; else why its result is relayed
+/// without a copy: a reason not to cache, or None when the result is already cached and only
+/// this read could not be served from it. `unchanged(point)`: the plan's tables did not
+/// change since `point`; `present`: an entry this read could be served is already stored.
+pub fn fill<S: Copy>(
+    view: Option<ReadView<S>>,
+    unchanged: impl FnOnce(S) -> bool,
+    present: impl FnOnce() -> bool,
+) -> Result<ReadView<S>, Option<Reason>> {
+    let Some(view) = view else {
+        return Err(Some(Reason::HitsSuspended));
+    };
+    let unchanged = view.store_point().is_none_or(unchanged);
+    // A table changed since this transaction's snapshot: the server answers from the
+    // snapshot, which no other session sees, so the result can never be stored. Decided
+    // before claiming, so no other session waits on a fill that cannot land, and the
+    // result is relayed without a copy.
+    snapshot::may_store(view, unchanged).map_err(Some)?;
+    if present() {
+        // A read that reached the server though its result is cached, because it could
+        // not be served from it: the one that opens a transaction's snapshot, once per
+        // read-only transaction. Nothing to copy or store.
+        return Err(None);
+    }
+    Ok(view)
+}
+
+/// Step 5: why a relayed result is not stored, if it is not. `overflow`: the copy outgrew
+/// `cache.max_result_bytes`; `storable`: its tables did not change since the view's point.
+pub fn store_verdict(resp: &Response, overflow: bool, storable: bool) -> Option<Reason> {
+    if resp.error {
+        return Some(Reason::Error);
+    }
+    if overflow {
+        return Some(Reason::TooLarge);
+    }
+    if resp.result_sets != 1 || resp.oks != 0 {
+        return Some(Reason::MultiResult);
+    }
+    if resp.warnings != 0 {
+        return Some(Reason::Warnings);
+    }
+    if resp.cursor {
+        return Some(Reason::Cursor);
+    }
+    let last = resp.last_status.unwrap_or(0);
+    if last & (status::MORE_RESULTS | status::SESSION_STATE_CHANGED) != 0 {
+        return Some(Reason::SessionStateChanged);
+    }
+    if !storable {
+        return Some(Reason::ChangedSinceSnapshot);
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::response::Expect;
+
+    const ON: QueryCacheType = QueryCacheType::On;
+    const OFF: QueryCacheType = QueryCacheType::Off;
+    const DEMAND: QueryCacheType = QueryCacheType::Demand;
+
+    #[test]
+    fn wants_cache_is_query_cache_type_with_the_hint() {
+        let rows = [
+            (ON, Hint::None, true),
+            (ON, Hint::SqlCache, true),
+            (ON, Hint::SqlNoCache, false),
+            (OFF, Hint::None, false),
+            (OFF, Hint::SqlCache, false),
+            (DEMAND, Hint::None, false),
+            (DEMAND, Hint::SqlCache, true),
+            (DEMAND, Hint::SqlNoCache, false),
+        ];
+        for (qct, hint, want) in rows {
+            assert_eq!(wants_cache(qct, hint), want, "{qct:?} {hint:?}");
+        }
+    }
+
+    fn s(qct: QueryCacheType, lost_track: bool) -> Session {
+        Session { qct, lost_track }
+    }
+
+    #[test]
+    fn admit_one_row_per_reason() {
+        let rows = [
+            (s(ON, false), Hint::None, Ok(())),
+            (s(OFF, false), Hint::None, Err(Reason::NotRequested)),
+            (s(DEMAND, false), Hint::None, Err(Reason::NotRequested)),
+            (s(DEMAND, false), Hint::SqlCache, Ok(())),
+            (s(ON, true), Hint::None, Err(Reason::SessionUntracked)),
+            // Not wanted counts before untracked: the session asked for nothing.
+            (s(OFF, true), Hint::None, Err(Reason::NotRequested)),
+            (s(ON, false), Hint::SqlNoCache, Err(Reason::NotRequested)),
+        ];
+        for (session, hint, want) in rows {
+            assert_eq!(admit(&session, hint), want, "{session:?} {hint:?}");
+        }
+    }
+
+    #[test]
+    fn keyable_one_row_per_reason_in_the_order_an_execute_meets_them() {
+        let clean = Execute::default();
+        let moved = Some(Reason::PreparedContextMoved);
+        let rows = [
+            (Via::Text, false, Ok(())),
+            (Via::Text, true, Ok(())),
+            (Via::Execute(clean), true, Ok(())),
+            (Via::Execute(clean), false, Err(Reason::IdentityUnknown)),
+            (
+                Via::Execute(Execute {
+                    cursor: true,
+                    long_data: true,
+                    ..clean
+                }),
+                false,
+                Err(Reason::IdentityUnknown),
+            ),
+            (
+                Via::Execute(Execute {
+                    cursor: true,
+                    long_data: true,
+                    ..clean
+                }),
+                true,
+                Err(Reason::Cursor),
+            ),
+            (
+                Via::Execute(Execute {
+                    long_data: true,
+                    bulk_seen: true,
+                    ..clean
+                }),
+                true,
+                Err(Reason::LongData),
+            ),
+            (
+                Via::Execute(Execute {
+                    bulk_seen: true,
+                    context_moved: moved,
+                    ..clean
+                }),
+                true,
+                Err(Reason::MalformedExecute),
+            ),
+            (
+                Via::Execute(Execute {
+                    context_moved: moved,
+                    malformed: true,
+                    ..clean
+                }),
+                true,
+                Err(Reason::PreparedContextMoved),
+            ),
+            (
+                Via::Execute(Execute {
+                    malformed: true,
+                    ..clean
+                }),
+                true,
+                Err(Reason::MalformedExecute),
+            ),
+        ];
+        for (via, identified, want) in rows {
+            assert_eq!(keyable(&via, identified), want, "{via:?} {identified}");
+        }
+    }
+
+    #[test]
+    fn consult_view_needs_hits_and_an_identity() {
+        let rows = [
+            (false, true, Some(ReadView::Plain)),
+            (true, true, None),
+            (false, false, None),
+            (true, false, None),
+        ];
+        for (suspended, identified, want) in rows {
+            assert_eq!(
+                consult_view(ReadView::<u32>::Plain, suspended, identified),
+                want,
+                "suspended {suspended} identified {identified}"
+            );
+        }
+    }
+
+    /// An entry's facts as plain answers; `point` is the newest snapshot it is valid in.
+    struct E {
+        current: bool,
+        valid_since: u32,
+        written: bool,
+        shadowed: bool,
+    }
+
+    impl EntryFacts<u32> for E {
+        fn current(&self) -> bool {
+            self.current
+        }
+        fn valid_in(&self, point: &u32) -> bool {
+            *point >= self.valid_since
+        }
+        fn written_in_transaction(&self) -> bool {
+            self.written
+        }
+        fn shadowed(&self) -> bool {
+            self.shadowed
+        }
+    }
+
+    #[test]
+    fn may_serve_one_row_per_rule() {
+        let fresh = E {
+            current: true,
+            valid_since: 5,
+            written: false,
+            shadowed: false,
+        };
+        let stale = E {
+            current: false,
+            ..fresh
+        };
+        let shadowed = E {
+            shadowed: true,
+            ..fresh
+        };
+        let written = E {
+            written: true,
+            ..fresh
+        };
+        let rows: [(&str, ReadView<u32>, &E, bool); 10] = [
+            ("plain, current", ReadView::Plain, &fresh, true),
+            ("plain, stale", ReadView::Plain, &stale, false),
+            (
+                "plain, shadowed by a temporary table",
+                ReadView::Plain,
+                &shadowed,
+                false,
+            ),
+            (
+                "snapshot after the entry",
+                ReadView::Snapshot(7),
+                &fresh,
+                true,
+            ),
+            // A snapshot older than the entry's change: the transaction sees older rows.
+            (
+                "snapshot before the entry",
+                ReadView::Snapshot(3),
+                &fresh,
+                false,
+            ),
+            // Valid in the snapshot though no longer current: the snapshot is older.
+            ("snapshot, stale now", ReadView::Snapshot(7), &stale, true),
+            (
+                "snapshot, written in it",
+                ReadView::Snapshot(7),
+                &written,
+                false,
+            ),
+            (
+                "snapshot, shadowed",
+                ReadView::Snapshot(7),
+                &shadowed,
+                false,
+            ),
+            (
+                "view not open yet",
+                ReadView::Establishing(None),
+                &fresh,
+                false,
+            ),
+            (
+                "view not open, point known",
+                ReadView::Establishing(Some(7)),
+                &fresh,
+                false,
+            ),
+        ];
+        for (what, view, e, want) in rows {
+            assert_eq!(may_serve(&view, e), want, "{what}");
+        }
+    }
+
+    #[test]
+    fn settle_one_row_per_outcome() {
+        let rows: [(Result<u8, Reason>, bool, Planned<u8>); 4] = [
+            (Ok(1), true, Planned::Fill(1)),
+            (
+                Ok(1),
+                false,
+                Planned::Relay {
+                    reason: Reason::IdentityUnknown,
+                    cacheable: true,
+                },
+            ),
+            // The plan's own reason wins over the identity: the read could never be cached,
+            // and what it may write is planned.
+            (
+                Err(Reason::NoTable),
+                false,
+                Planned::Relay {
+                    reason: Reason::NoTable,
+                    cacheable: false,
+                },
+            ),
+            (
+                Err(Reason::Rule),
+                true,
+                Planned::Relay {
+                    reason: Reason::Rule,
+                    cacheable: false,
+                },
+            ),
+        ];
+        for (plan, identified, want) in rows {
+            assert_eq!(settle(plan, identified), want, "{plan:?} {identified}");
+        }
+    }
+
+    #[test]
+    fn fill_one_row_per_rule() {
+        type Row = (
+            &'static str,
+            Option<ReadView<u32>>,
+            bool,
+            bool,
+            Result<ReadView<u32>, Option<Reason>>,
+        );
+        let rows: [Row; 7] = [
+            (
+                "hits suspended",
+                None,
+                true,
+                false,
+                Err(Some(Reason::HitsSuspended)),
+            ),
+            (
+                "plain",
+                Some(ReadView::Plain),
+                true,
+                false,
+                Ok(ReadView::Plain),
+            ),
+            // A plain read's result is current whatever changed: no point to compare.
+            (
+                "plain, tables changed",
+                Some(ReadView::Plain),
+                false,
+                false,
+                Ok(ReadView::Plain),
+            ),
+            (
+                "plain, already cached",
+                Some(ReadView::Plain),
+                true,
+                true,
+                Err(None),
+            ),
+            (
+                "snapshot, unchanged since its point",
+                Some(ReadView::Snapshot(4)),
+                true,
+                false,
+                Ok(ReadView::Snapshot(4)),
+            ),
+            (
+                "snapshot, changed since its point",
+                Some(ReadView::Snapshot(4)),
+                false,
+                false,
+                Err(Some(Reason::ChangedSinceSnapshot)),
+            ),
+            (
+                "opening the view with no point yet",
+                Some(ReadView::Establishing(None)),
+                false,
+                false,
+                Ok(ReadView::Establishing(None)),
+            ),
+        ];
+        for (what, view, unchanged, present, want) in rows {
+            assert_eq!(fill(view, |_| unchanged, || present), want, "{what}");
+        }
+    }
+
+    #[test]
+    fn store_verdict_one_row_per_reason() {
+        let ok = || {
+            let mut r = Response::new(Expect::Results, true);
+            r.result_sets = 1;
+            r.last_status = Some(status::AUTOCOMMIT);
+            r
+        };
+        let with = |f: fn(&mut Response)| {
+            let mut r = ok();
+            f(&mut r);
+            r
+        };
+        let rows: [(&str, Response, bool, bool, Option<Reason>); 10] = [
+            ("one clean result set", ok(), false, true, None),
+            (
+                "error",
+                with(|r| r.error = true),
+                false,
+                true,
+                Some(Reason::Error),
+            ),
+            ("too large", ok(), true, true, Some(Reason::TooLarge)),
+            (
+                "two result sets",
+                with(|r| r.result_sets = 2),
+                false,
+                true,
+                Some(Reason::MultiResult),
+            ),
+            (
+                "an OK besides",
+                with(|r| r.oks = 1),
+                false,
+                true,
+                Some(Reason::MultiResult),
+            ),
+            (
+                "warnings",
+                with(|r| r.warnings = 1),
+                false,
+                true,
+                Some(Reason::Warnings),
+            ),
+            (
+                "cursor",
+                with(|r| r.cursor = true),
+                false,
+                true,
+                Some(Reason::Cursor),
+            ),
+            (
+                "more results",
+                with(|r| r.last_status = Some(status::MORE_RESULTS)),
+                false,
+                true,
+                Some(Reason::SessionStateChanged),
+            ),
+            (
+                "session state changed",
+                with(|r| r.last_status = Some(status::SESSION_STATE_CHANGED)),
+                false,
+                true,
+                Some(Reason::SessionStateChanged),
+            ),
+            (
+                "changed since the snapshot",
+                ok(),
+                false,
+                false,
+                Some(Reason::ChangedSinceSnapshot),
+            ),
+        ];
+        for (what, resp, overflow, storable, want) in rows {
+            assert_eq!(store_verdict(&resp, overflow, storable), want, "{what}");
+        }
+    }
+
+    /// A text read and an execute with nothing of its own take the same decision at every
+    /// step, for every session: the paths differ only by what an execute adds.
+    #[test]
+    fn text_and_a_clean_execute_decide_alike() {
+        for qct in [ON, OFF, DEMAND] {
+            for lost_track in [false, true] {
+                for hint in [Hint::None, Hint::SqlCache, Hint::SqlNoCache] {
+                    let session = s(qct, lost_track);
+                    let text = admit(&session, hint).and_then(|()| keyable(&Via::Text, true));
+                    let exec = admit(&session, hint)
+                        .and_then(|()| keyable(&Via::Execute(Execute::default()), true));
+                    assert_eq!(text, exec, "{session:?} {hint:?}");
+                }
+            }
+        }
+    }
+}
