@@ -20,7 +20,7 @@
 
 use super::reason::Reason;
 use super::snapshot::{self, ReadView};
-use crate::analysis::Hint;
+use crate::analysis::{Hint, ReadInfo};
 use crate::config::QueryCacheType;
 use crate::protocol::packets::status;
 use crate::protocol::response::Response;
@@ -145,6 +145,99 @@ pub fn may_serve<S>(view: &ReadView<S>, e: &impl EntryFacts<S>) -> bool {
         ReadView::Snapshot(point) => e.valid_in(point) && !e.written_in_transaction(),
     };
     usable && !e.shadowed()
+}
+
+/// Schemas whose contents change without writes qcache could see.
+pub const SYSTEM_SCHEMAS: [&str; 4] = ["mysql", "information_schema", "performance_schema", "sys"];
+
+/// Step 3a, on a miss: what rules a read out before its tables are looked at. `is_read`:
+/// the analysis took it for a read; `auto_is_null`: the session runs under
+/// `sql_auto_is_null` (`WHERE id IS NULL` means the last insert id, which no key holds);
+/// `settings`: the assignments of a `SET STATEMENT … FOR` read (`Some(None)` when they could
+/// not be read; None for a read without them).
+pub fn before_tables(
+    is_read: bool,
+    auto_is_null: bool,
+    settings: Option<Option<&[(String, String)]>>,
+) -> Result<(), Reason> {
+    if !is_read {
+        return Err(Reason::NotARead);
+    }
+    if auto_is_null {
+        return Err(Reason::AutoIsNull);
+    }
+    match settings {
+        Some(assignments) => super::context::statement_settings(assignments),
+        None => Ok(()),
+    }
+}
+
+/// Step 3b: the tables a read names, qualified by the session's default database (`db`,
+/// lower-cased as the catalog keys them); never a system schema nor a temporary table of
+/// the session (`temporary`), whose rows no write qcache sees.
+pub fn qualify_tables(
+    info: &ReadInfo,
+    db: Option<&str>,
+    temporary: impl Fn(&(String, String)) -> bool,
+) -> Result<Vec<(String, String)>, Reason> {
+    info.verdict.map_err(Reason::from)?;
+    if info.tables.is_empty() {
+        return Err(Reason::NoTable);
+    }
+    let mut named = Vec::with_capacity(info.tables.len());
+    for t in &info.tables {
+        let schema = match (&t.schema, db) {
+            (Some(s), _) => s.to_lowercase(),
+            (None, Some(d)) => d.to_lowercase(),
+            (None, None) => return Err(Reason::NoDatabase),
+        };
+        let q = (schema, t.name.to_lowercase());
+        if SYSTEM_SCHEMAS.contains(&q.0.as_str()) {
+            return Err(Reason::SystemSchema);
+        }
+        if temporary(&q) {
+            return Err(Reason::TemporaryTable);
+        }
+        named.push(q);
+    }
+    Ok(named)
+}
+
+/// Step 3c: the operator's `[[rules]]` on a read whose tables are known: Err to leave it
+/// uncached, else its TTL. A rule may name a view as the statement does, or a table under
+/// it (not the privilege stamps of DEFINER views, which are no tables).
+pub fn rules_verdict(
+    rules: &[crate::rules::Rule],
+    mut named: Vec<(String, String)>,
+    bases: Vec<(String, String)>,
+    user: &str,
+    digest: u64,
+    sql: &[u8],
+) -> Result<Option<std::time::Duration>, Reason> {
+    use crate::rules::{evaluate, Subject, Verdict};
+    let text = String::from_utf8_lossy(sql);
+    named.extend(bases.into_iter().filter(|(s, _)| !s.is_empty()));
+    let subject = Subject {
+        tables: &named,
+        user,
+        digest,
+        sql: &text,
+    };
+    match evaluate(rules, &subject) {
+        Verdict::Never => Err(Reason::Rule),
+        Verdict::Cache { ttl } => Ok(ttl),
+        Verdict::Default => Ok(None),
+    }
+}
+
+/// Step 3d: what rules out a read whose tables are known, besides the transaction's own
+/// refusal (`policy::txn`): a session whose optimizer trace is on, which a hit would leave
+/// without the trace of this statement.
+pub fn after_tables(optimizer_traced: bool) -> Result<(), Reason> {
+    if optimizer_traced {
+        return Err(Reason::OptimizerTrace);
+    }
+    Ok(())
 }
 
 /// What a read does after its plan.
@@ -636,6 +729,205 @@ mod tests {
         for (what, resp, overflow, storable, want) in rows {
             assert_eq!(store_verdict(&resp, overflow, storable), want, "{what}");
         }
+    }
+
+    fn n(s: &str, t: &str) -> (String, String) {
+        (s.to_string(), t.to_string())
+    }
+
+    #[test]
+    fn before_tables_one_row_per_reason() {
+        let literal = [n("max_statement_time", "5")];
+        let from_var = [n("max_statement_time", "@t")];
+        let auto = [n("sql_auto_is_null", "1")];
+        type Settings<'a> = Option<Option<&'a [(String, String)]>>;
+        type Row<'a> = (&'a str, bool, bool, Settings<'a>, Result<(), Reason>);
+        let rows: [Row; 8] = [
+            ("a read", true, false, None, Ok(())),
+            ("not a read", false, false, None, Err(Reason::NotARead)),
+            // Not a read counts first, whatever the session.
+            (
+                "not a read, auto_is_null",
+                false,
+                true,
+                None,
+                Err(Reason::NotARead),
+            ),
+            (
+                "sql_auto_is_null",
+                true,
+                true,
+                None,
+                Err(Reason::AutoIsNull),
+            ),
+            (
+                "SET STATEMENT of a literal",
+                true,
+                false,
+                Some(Some(&literal)),
+                Ok(()),
+            ),
+            (
+                "SET STATEMENT of a variable",
+                true,
+                false,
+                Some(Some(&from_var)),
+                Err(Reason::StatementSettings),
+            ),
+            (
+                "SET STATEMENT unreadable",
+                true,
+                false,
+                Some(None),
+                Err(Reason::StatementSettings),
+            ),
+            (
+                "SET STATEMENT sql_auto_is_null=1",
+                true,
+                false,
+                Some(Some(&auto)),
+                Err(Reason::AutoIsNull),
+            ),
+        ];
+        for (what, is_read, auto_is_null, settings, want) in rows {
+            assert_eq!(
+                before_tables(is_read, auto_is_null, settings),
+                want,
+                "{what}"
+            );
+        }
+    }
+
+    #[test]
+    fn qualify_tables_one_row_per_reason() {
+        use crate::analysis::{NotCached, TableRef};
+        let read = |tables: &[(Option<&str>, &str)]| ReadInfo {
+            tables: tables.iter().map(|(s, t)| TableRef::new(*s, t)).collect(),
+            verdict: Ok(()),
+            may_write: false,
+        };
+        let temp = |q: &(String, String)| q == &n("app", "scratch");
+        type Row<'a> = (
+            &'a str,
+            ReadInfo,
+            Option<&'a str>,
+            Result<Vec<(String, String)>, Reason>,
+        );
+        let rows: Vec<Row> = vec![
+            (
+                "default database",
+                read(&[(None, "T")]),
+                Some("App"),
+                Ok(vec![n("app", "t")]),
+            ),
+            (
+                "qualified and not",
+                read(&[(Some("Other"), "u"), (None, "t")]),
+                Some("app"),
+                Ok(vec![n("other", "u"), n("app", "t")]),
+            ),
+            (
+                "no database",
+                read(&[(None, "t")]),
+                None,
+                Err(Reason::NoDatabase),
+            ),
+            ("no table", read(&[]), Some("app"), Err(Reason::NoTable)),
+            (
+                "system schema",
+                read(&[(Some("MySQL"), "user")]),
+                Some("app"),
+                Err(Reason::SystemSchema),
+            ),
+            (
+                "information_schema by default",
+                read(&[(None, "tables")]),
+                Some("information_schema"),
+                Err(Reason::SystemSchema),
+            ),
+            (
+                "temporary table",
+                read(&[(None, "scratch")]),
+                Some("app"),
+                Err(Reason::TemporaryTable),
+            ),
+            (
+                "the analysis said no",
+                ReadInfo {
+                    verdict: Err(NotCached::UserVariable),
+                    ..read(&[(None, "t")])
+                },
+                Some("app"),
+                Err(Reason::from(NotCached::UserVariable)),
+            ),
+        ];
+        for (what, info, db, want) in rows {
+            assert_eq!(qualify_tables(&info, db, temp), want, "{what}");
+        }
+    }
+
+    #[test]
+    fn rules_verdict_one_row_per_outcome() {
+        #[derive(serde::Deserialize)]
+        struct W {
+            rules: Vec<crate::rules::Rule>,
+        }
+        let rules = toml::from_str::<W>(
+            r#"
+            [[rules]]
+            table = "secrets"
+            action = "never"
+            [[rules]]
+            schema = "catalog"
+            action = "cache"
+            ttl = "30s"
+            "#,
+        )
+        .expect("rules parse")
+        .rules;
+        let rows = [
+            ("no rule matches", vec![n("app", "t")], vec![], Ok(None)),
+            (
+                "never",
+                vec![n("app", "secrets")],
+                vec![],
+                Err(Reason::Rule),
+            ),
+            (
+                "cache with a TTL",
+                vec![n("catalog", "items")],
+                vec![],
+                Ok(Some(std::time::Duration::from_secs(30))),
+            ),
+            // A rule on a table under a view the statement names.
+            (
+                "a base table under a view",
+                vec![n("app", "v")],
+                vec![n("app", "secrets")],
+                Err(Reason::Rule),
+            ),
+            // A definer view's privilege stamps are no tables.
+            (
+                "a privilege stamp",
+                vec![n("app", "v")],
+                vec![n("", "secrets")],
+                Ok(None),
+            ),
+        ];
+        for (what, named, bases, want) in rows {
+            assert_eq!(
+                rules_verdict(&rules, named, bases, "app", 0, b"SELECT 1"),
+                want,
+                "{what}"
+            );
+        }
+        assert_eq!(rules_verdict(&[], vec![], vec![], "app", 0, b""), Ok(None));
+    }
+
+    #[test]
+    fn after_tables_refuses_a_traced_session() {
+        assert_eq!(after_tables(false), Ok(()));
+        assert_eq!(after_tables(true), Err(Reason::OptimizerTrace));
     }
 
     /// A text read and an execute with nothing of its own take the same decision at every

@@ -24,15 +24,11 @@ use crate::policy::Reason;
 use crate::protocol::codec::Packet;
 use crate::protocol::packets::com;
 use crate::protocol::response::{Expect, Response};
-use crate::rules;
 use tracing::info;
 
 /// Key tags: the same SQL answered in the text and the binary protocol has different bytes.
 pub(super) const TAG_TEXT: u8 = 1;
 pub(super) const TAG_BINARY: u8 = 2;
-
-/// Schemas whose contents change without writes qcache could see.
-const SYSTEM_SCHEMAS: [&str; 4] = ["mysql", "information_schema", "performance_schema", "sys"];
 
 /// Why a read may use the cache, and under which snapshot rules.
 pub(super) type ReadMode = ReadView<crate::cache::Snapshot>;
@@ -333,18 +329,24 @@ impl Session {
         digest: u64,
         sql: &[u8],
     ) -> Result<ReadPlan, Reason> {
-        let Analysis::Read(info) = an else {
+        let settings = analysis::first_keyword_is(sql, "SET")
+            .then(|| {
+                let text = analysis::server_text(sql, self.st.server);
+                analysis::statement_settings(&String::from_utf8_lossy(&text))
+            })
+            .flatten();
+        let info = match an {
+            Analysis::Read(info) => Some(info),
+            _ => None,
+        };
+        read::before_tables(
+            info.is_some(),
+            self.st.auto_is_null,
+            settings.as_ref().map(|s| s.as_deref()),
+        )?;
+        let Some(info) = info else {
             return Err(Reason::NotARead);
         };
-        if self.st.auto_is_null {
-            return Err(Reason::AutoIsNull);
-        }
-        if analysis::first_keyword_is(sql, "SET") {
-            let text = analysis::server_text(sql, self.st.server);
-            if let Some(settings) = analysis::statement_settings(&String::from_utf8_lossy(&text)) {
-                crate::policy::context::statement_settings(settings.as_deref())?;
-            }
-        }
         // Operator rules, evaluated on misses only; the config is the swapped one, so a
         // reload applies to the next miss.
         let cfg = self.shared.config();
@@ -379,7 +381,8 @@ impl Session {
                 }
                 let (named, bases) = resolved?;
                 if !cfg.rules.is_empty() {
-                    ttl = self.evaluate_rules(&cfg.rules, named, bases, digest, sql)?;
+                    ttl =
+                        read::rules_verdict(&cfg.rules, named, bases, &self.st.user, digest, sql)?;
                 }
                 outcome?
             }
@@ -387,9 +390,7 @@ impl Session {
         self.st
             .txn
             .read_refusal(|txn| tables.iter().any(|t| txn.wrote(t)))?;
-        if self.st.optimizer_traced {
-            return Err(Reason::OptimizerTrace);
-        }
+        read::after_tables(self.st.optimizer_traced)?;
         Ok(ReadPlan {
             key,
             tables,
@@ -404,26 +405,8 @@ impl Session {
         &self,
         info: &ReadInfo,
     ) -> Result<(Vec<TableName>, Vec<TableName>), Reason> {
-        if let Err(reason) = info.verdict {
-            return Err(reason.into());
-        }
-        if info.tables.is_empty() {
-            return Err(Reason::NoTable);
-        }
-        let mut named = Vec::with_capacity(info.tables.len());
-        for t in &info.tables {
-            let q = self
-                .st
-                .qualify(t.schema.as_deref(), &t.name)
-                .ok_or(Reason::NoDatabase)?;
-            if SYSTEM_SCHEMAS.contains(&q.0.as_str()) {
-                return Err(Reason::SystemSchema);
-            }
-            if self.st.temp_tables.contains(&q) {
-                return Err(Reason::TemporaryTable);
-            }
-            named.push(q);
-        }
+        let temp = &self.st.temp_tables;
+        let named = read::qualify_tables(info, self.st.db.as_deref(), |q| temp.contains(q))?;
         let catalog = &self.shared.catalog;
         let mut resolved = catalog.resolve_read(&named);
         if matches!(resolved, ReadResolution::Unknown(_)) {
@@ -440,32 +423,6 @@ impl Session {
             // the catalog, shown by SHOW QCACHE STATUS and /readyz), not the table.
             ReadResolution::Unknown(_) if !catalog.is_loaded() => Err(Reason::CatalogUnavailable),
             ReadResolution::Unknown(_) => Err(Reason::UnknownTable),
-        }
-    }
-
-    /// The operator rules' verdict on a read: Err to leave it uncached, else its TTL.
-    pub(super) fn evaluate_rules(
-        &self,
-        rules: &[rules::Rule],
-        mut named: Vec<TableName>,
-        bases: Vec<TableName>,
-        digest: u64,
-        sql: &[u8],
-    ) -> Result<Option<Duration>, Reason> {
-        let text = String::from_utf8_lossy(sql);
-        // A rule may name a view as the statement does, or a table under it (not the
-        // privilege stamps of DEFINER views, which are no tables).
-        named.extend(bases.into_iter().filter(|(s, _)| !s.is_empty()));
-        let subject = rules::Subject {
-            tables: &named,
-            user: &self.st.user,
-            digest,
-            sql: &text,
-        };
-        match rules::evaluate(rules, &subject) {
-            rules::Verdict::Never => Err(Reason::Rule),
-            rules::Verdict::Cache { ttl } => Ok(ttl),
-            rules::Verdict::Default => Ok(None),
         }
     }
 
