@@ -71,6 +71,16 @@ pub struct Execute {
     pub malformed: bool,
 }
 
+/// Step 0, before the statement is scanned: whether its bytes may be looked up as they are.
+/// Entries are stored under the hint-free text of one cacheable SELECT, and equal bytes scan
+/// alike, so bytes that find an entry are that SELECT, without hints, in a session that
+/// wants it: only a session with `query_cache_type` ON (no hint can matter) whose context
+/// qcache follows and has read back (`ctx_stale`: a trigger may have changed a setting the
+/// key holds). Anything else takes the full path.
+pub fn before_scan(starts_with_select: bool, s: &Session, ctx_stale: bool) -> bool {
+    starts_with_select && s.qct == QueryCacheType::On && !s.lost_track && !ctx_stale
+}
+
 /// Step 1: Ok when the session wants the cache for this read and qcache follows the
 /// session; Err to relay it uncached, counting why (a relayed read is not one the cache
 /// could hold: `cacheable_read` false). After this the session asks who it is, if it must.
@@ -350,6 +360,27 @@ mod tests {
 
     fn s(qct: QueryCacheType, lost_track: bool) -> Session {
         Session { qct, lost_track }
+    }
+
+    #[test]
+    fn before_scan_only_for_a_followed_on_session() {
+        let rows = [
+            ("a SELECT, ON, followed", true, s(ON, false), false, true),
+            ("not a SELECT", false, s(ON, false), false, false),
+            (
+                "DEMAND: the hint decides",
+                true,
+                s(DEMAND, false),
+                false,
+                false,
+            ),
+            ("OFF", true, s(OFF, false), false, false),
+            ("untracked", true, s(ON, true), false, false),
+            ("settings to read back", true, s(ON, false), true, false),
+        ];
+        for (what, select, session, stale, want) in rows {
+            assert_eq!(before_scan(select, &session, stale), want, "{what}");
+        }
     }
 
     #[test]

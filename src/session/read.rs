@@ -14,7 +14,6 @@ use crate::analysis::{self, Analysis, ReadInfo};
 use crate::cache::entry::L2Stamps;
 use crate::cache::plans::Outcome;
 use crate::cache::{key, Claim, Entry, FillGuard, Key, Snapshot, Stamps, TableHandle};
-use crate::config::QueryCacheType;
 use crate::invalidation::catalog::{ReadResolution, TableName};
 use crate::l2::now_ms;
 use crate::policy::diagnostics;
@@ -73,7 +72,7 @@ impl Session {
         let select = sql
             .get(..6)
             .is_some_and(|w| w.eq_ignore_ascii_case(b"select"));
-        if !select || self.st.qct != QueryCacheType::On || self.st.lost_track || self.st.ctx_stale {
+        if !read::before_scan(select, &self.read_facts(), self.st.ctx_stale) {
             return Ok(None);
         }
         let Some(mode) = self.read_mode() else {
