@@ -754,6 +754,16 @@ fn the_format_parses() {
 }
 
 #[test]
+fn named_statements_parse() {
+    let steps = parse("@prepare s\nSELECT 1;\n@execute s\n").unwrap();
+    assert!(matches!(&steps[0].1, Step::PrepareNamed(n) if n == "s"));
+    assert!(matches!(&steps[1].1, Step::Sql(s) if s == "SELECT 1"));
+    assert!(matches!(&steps[2].1, Step::ExecuteNamed(n) if n == "s"));
+    assert!(parse("@prepare").is_err());
+    assert!(parse("@execute").is_err());
+}
+
+#[test]
 fn expectations_parse() {
     let steps = parse("@hits none\n@expect hit\nSELECT 1;\n@expect miss\nSELECT 2;\n").unwrap();
     assert!(matches!(steps[0].1, Step::Hits(Some(false))));
