@@ -32,13 +32,18 @@ use mysql_async::Conn;
 use qcache::config::BinlogMode;
 use qcache::faults::Fault;
 
-use common::outcome::{self, error_text, run_prepared, run_text};
+use common::outcome::{self, error_text, run_prepared, run_statement, run_text};
 
 /// One line-numbered step of a scenario.
 #[derive(Debug, Clone)]
 enum Step {
     Connection(ConnSpec),
     Prepared,
+    /// `@prepare NAME`: the next statement is prepared (binary protocol) on the current
+    /// connection and kept open under NAME; its outcome is "prepared" or the error.
+    PrepareNamed(String),
+    /// `@execute NAME`: executes the statement kept under NAME (no parameters).
+    ExecuteNamed(String),
     /// The next statement runs, but its outcome is not compared (timings in its output).
     Ignore,
     Sleep(u64),
@@ -112,6 +117,18 @@ fn parse(text: &str) -> Result<Vec<(usize, Step)>, String> {
                     Step::Connection(spec)
                 }
                 Some("prepared") => Step::Prepared,
+                Some("prepare") => Step::PrepareNamed(
+                    words
+                        .next()
+                        .ok_or(format!("line {n}: @prepare needs a name"))?
+                        .to_string(),
+                ),
+                Some("execute") => Step::ExecuteNamed(
+                    words
+                        .next()
+                        .ok_or(format!("line {n}: @execute needs a name"))?
+                        .to_string(),
+                ),
                 Some("ignore") => Step::Ignore,
                 Some("reset") => Step::Reset,
                 Some("change_user") => Step::ChangeUser,
@@ -300,6 +317,9 @@ impl Run<'_> {
         let mut out = Vec::new();
         let mut current = "default".to_string();
         let mut prepared = false;
+        let mut prepare_as: Option<String> = None;
+        let mut stmts: std::collections::HashMap<(String, String), mysql_async::Statement> =
+            Default::default();
         let mut ignore = false;
         let mut expect = None;
         let first = ConnSpec::default_conn();
@@ -317,6 +337,33 @@ impl Run<'_> {
                     }
                 }
                 Step::Prepared => prepared = true,
+                Step::PrepareNamed(name) => prepare_as = Some(name.clone()),
+                Step::ExecuteNamed(name) => {
+                    let before = self.hits();
+                    let o = match (
+                        stmts.get(&(current.clone(), name.clone())),
+                        self.conns.get_mut(&current),
+                    ) {
+                        (Some(stmt), Some((_, Some(c)))) => {
+                            let o = run_statement(c, stmt).await;
+                            self.unsubst(&o)
+                        }
+                        _ => "no such statement".into(),
+                    };
+                    let counted = self.mode == Mode::NoLogBin;
+                    if let Some(hit) = expect.take().filter(|_| counted) {
+                        let n = self.hits() - before;
+                        if hit != (n > 0) {
+                            let want = if hit { "a hit" } else { "a miss" };
+                            self.unmet.push(format!(
+                                "line {line}: @expect {want}, but the proxy counted {n} hits"
+                            ));
+                        }
+                    }
+                    if !std::mem::take(&mut ignore) {
+                        out.push((*line, o));
+                    }
+                }
                 Step::Expect(hit) => expect = Some(*hit),
                 Step::Hits(_) => {}
                 Step::Ignore => ignore = true,
@@ -341,6 +388,23 @@ impl Run<'_> {
                         if nolog && !spec.direct {
                             let _ = c.query_drop("SET SESSION sql_log_bin=0").await;
                         }
+                        out.push((*line, o));
+                    }
+                }
+                Step::Sql(sql) if prepare_as.is_some() => {
+                    let name = prepare_as.take().unwrap_or_default();
+                    let sql = self.subst(sql);
+                    let o = match self.conns.get_mut(&current) {
+                        Some((_, Some(c))) => match c.prep(&sql).await {
+                            Ok(stmt) => {
+                                stmts.insert((current.clone(), name), stmt);
+                                "prepared".to_string()
+                            }
+                            Err(e) => format!("prepare: {}", self.unsubst(&error_text(&e))),
+                        },
+                        _ => "connection not open".into(),
+                    };
+                    if !std::mem::take(&mut ignore) {
                         out.push((*line, o));
                     }
                 }
@@ -624,6 +688,7 @@ macro_rules! topics {
 
 topics!(
     adversary2,
+    adversary4,
     basics,
     catalog,
     classification,
@@ -686,6 +751,16 @@ fn the_format_parses() {
     assert!(matches!(&steps[3].1, Step::Sql(s) if s == "SELECT\n  2"));
     assert!(parse("SELECT 1").is_err());
     assert!(parse("@bogus").is_err());
+}
+
+#[test]
+fn named_statements_parse() {
+    let steps = parse("@prepare s\nSELECT 1;\n@execute s\n").unwrap();
+    assert!(matches!(&steps[0].1, Step::PrepareNamed(n) if n == "s"));
+    assert!(matches!(&steps[1].1, Step::Sql(s) if s == "SELECT 1"));
+    assert!(matches!(&steps[2].1, Step::ExecuteNamed(n) if n == "s"));
+    assert!(parse("@prepare").is_err());
+    assert!(parse("@execute").is_err());
 }
 
 #[test]

@@ -153,6 +153,15 @@ pub async fn run_text(conn: &mut Conn, sql: &str) -> Outcome {
 
 /// A statement through the binary protocol (prepare, execute with no parameters, close), as
 /// an [`Outcome`]; its warnings are read before the close.
+/// Executes a statement prepared earlier (kept open), with no parameters.
+pub async fn run_statement(conn: &mut Conn, stmt: &mysql_async::Statement) -> Outcome {
+    let (out, warned, ok) = match conn.exec_iter(stmt, ()).await {
+        Ok(res) => results_text(res).await,
+        Err(e) => (error_text(&e), false, false),
+    };
+    out + &status_text(conn, ok) + &warnings_text(conn, warned).await
+}
+
 pub async fn run_prepared(conn: &mut Conn, sql: &str) -> Outcome {
     let stmt = match conn.prep(sql).await {
         Ok(s) => s,
