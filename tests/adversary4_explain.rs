@@ -52,15 +52,9 @@ fn agrees(said: &str, did: &str) -> bool {
 /// A trigger SETs sql_select_limit in the session (its context is stale until the next
 /// admitted read re-reads it). EXPLAIN STATEMENT of a statement prepared before must name
 /// what the execute then does.
-///
-/// FAILS (ignored so the suite stays green): after the trigger EXPLAIN STATEMENT says
-/// `store` ("stored unless the result has warnings, …"), and the execute right after is
-/// `miss-not-stored prepared_context_moved`. `explain_statement` (src/session/explain.rs)
-/// computes `Execute::context_moved` from `self.st.prepare_ctx` *before* `explain_read`
-/// calls `identify_for`, whose `reread_stale_context` moves `prepare_ctx` (sql_select_limit
-/// is now set); `execute_select` computes it after `identify_for`. Run with `--run-ignored all`.
+/// (EXPLAIN once judged the context move before reading the stale context back, and said
+/// `store` where the execute was `prepared_context_moved`.)
 #[tokio::test]
-#[ignore = "diverges: EXPLAIN STATEMENT judges the context move before re-reading a stale context"]
 async fn explain_statement_after_a_trigger_set_agrees_with_the_execute() {
     let schema = common::fresh_schema("adv4_ex").await;
     setup(
@@ -78,10 +72,16 @@ async fn explain_statement_after_a_trigger_set_agrees_with_the_execute() {
     let st = c.prep("SELECT id FROM t WHERE id > 0").await.unwrap();
     let _: Vec<i64> = c.exec(&st, ()).await.unwrap();
     let (said, did) = explain_then_execute(&mut c, &st).await;
-    assert!(agrees(&said, &did), "before the trigger: said {said}, did {did}");
+    assert!(
+        agrees(&said, &did),
+        "before the trigger: said {said}, did {did}"
+    );
     c.query_drop("INSERT INTO log VALUES (1)").await.unwrap();
     let (said, did) = explain_then_execute(&mut c, &st).await;
-    assert!(agrees(&said, &did), "after the trigger: said {said}, did {did}");
+    assert!(
+        agrees(&said, &did),
+        "after the trigger: said {said}, did {did}"
+    );
     proxy.shutdown().await;
 }
 
@@ -89,12 +89,9 @@ async fn explain_statement_after_a_trigger_set_agrees_with_the_execute() {
 /// (CURSOR_TYPE_READ_ONLY) in a plain session: `read::keyable` refuses the key (Cursor) and
 /// the execute is relayed. What the function wrote must still invalidate another session's
 /// entry of t. The writer runs with sql_log_bin=0, so the binlog tail cannot do it.
-///
-/// FAILS (ignored so the suite stays green): the reader is served v = 10 after the function
-/// made it 11. `execute_select` (src/session/prepared.rs) relays a key-less execute (admit
-/// or keyable refused) with `forward_read(.., false)` and never calls `plan_side_effects`.
+/// (The reader was once served v = 10 after the function made it 11: a key-less execute
+/// was relayed without planning what it may write.)
 #[tokio::test]
-#[ignore = "diverges: a cursor execute of a writing function does not invalidate"]
 async fn cursor_execute_of_a_writing_function_invalidates() {
     let schema = common::fresh_schema("adv4_cur").await;
     setup(
@@ -137,6 +134,9 @@ async fn cursor_execute_of_a_writing_function_invalidates() {
     assert_eq!(truth, Some(11), "the function ran");
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     let v: Option<i64> = reader.query_first(read).await.unwrap();
-    assert_eq!(v, truth, "the reader was served the entry from before the write");
+    assert_eq!(
+        v, truth,
+        "the reader was served the entry from before the write"
+    );
     proxy.shutdown().await;
 }

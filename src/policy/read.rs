@@ -261,6 +261,17 @@ pub enum Planned<P> {
     Relay { reason: Reason, cacheable: bool },
 }
 
+/// A read refused at [`admit`] or [`keyable`]: relayed uncached, and what it may write (a
+/// stored function, a sequence, a shape that parses as a write) is planned before it is
+/// sent, as for any read the cache cannot hold. Not wanting the cache never means not
+/// invalidating: another session's entries must not outlive what this read wrote.
+pub fn refused<P>(reason: Reason) -> Planned<P> {
+    Planned::Relay {
+        reason,
+        cacheable: false,
+    }
+}
+
 /// Step 3: the plan's verdict with the session's identity. The same for every path.
 pub fn settle<P>(plan: Result<P, Reason>, identified: bool) -> Planned<P> {
     match plan {
@@ -579,6 +590,23 @@ mod tests {
         ];
         for (what, view, e, want) in rows {
             assert_eq!(may_serve(&view, e), want, "{what}");
+        }
+    }
+
+    #[test]
+    fn a_refused_read_plans_what_it_may_write() {
+        for reason in [
+            Reason::NotRequested,
+            Reason::SessionUntracked,
+            Reason::Cursor,
+        ] {
+            assert_eq!(
+                refused::<()>(reason),
+                Planned::Relay {
+                    reason,
+                    cacheable: false
+                }
+            );
         }
     }
 

@@ -39,6 +39,9 @@ struct Asked<'a> {
     hint: crate::analysis::Hint,
     via: Via,
     keyed: Option<(u8, &'a [u8])>,
+    /// A prepared statement's context at PREPARE, compared with the session's once its
+    /// stale context is read back (`policy::read::Execute::context_moved`).
+    prepared_in: Option<u64>,
 }
 
 /// The verdict of EXPLAIN.
@@ -151,16 +154,15 @@ impl Session {
             ]));
         };
         let (sql, kind, hint, params) = (p.sql.clone(), p.kind, p.hint, p.params);
+        let p_context = p.context;
         // The execute's own facts as its last execute was sent (`policy::read::keyable`).
         let from_last = |r: Reason| matches!(&p.last_execute, LastExecute::NotKeyed(l) if *l == r);
         let execute = read::Execute {
             cursor: from_last(Reason::Cursor),
             long_data: from_last(Reason::LongData),
             bulk_seen: p.bulk_seen,
-            context_moved: crate::policy::context::prepared_context_moved(
-                p.context,
-                self.st.prepare_ctx,
-            ),
+            // Judged in `explain_read` once a stale context is read back, as the execute does.
+            context_moved: None,
             malformed: from_last(Reason::MalformedExecute),
         };
         let last = p.last_execute.clone();
@@ -220,6 +222,7 @@ impl Session {
                 hint,
                 via: Via::Execute(execute),
                 keyed: material.as_deref().map(|m| (TAG_BINARY, m)),
+                prepared_in: Some(p_context),
             };
             self.explain_read(asked, privileged, &mut f).await?
         };
@@ -282,6 +285,7 @@ impl Session {
             hint: scan.hint,
             via: Via::Text,
             keyed: Some((TAG_TEXT, &material)),
+            prepared_in: None,
         };
         self.explain_read(asked, privileged, f).await
     }
@@ -298,13 +302,18 @@ impl Session {
         let Asked {
             stmt,
             hint,
-            via,
+            mut via,
             keyed,
+            prepared_in,
         } = asked;
         if let Err(r) = read::admit(&self.read_facts(), hint) {
             return Ok(Verdict::send(r));
         }
         let identified = self.identify_for(stmt).await?;
+        if let (Via::Execute(e), Some(at)) = (&mut via, prepared_in) {
+            e.context_moved =
+                crate::policy::context::prepared_context_moved(at, self.st.prepare_ctx);
+        }
         if let Err(r) = read::keyable(&via, identified) {
             if matches!(
                 r,

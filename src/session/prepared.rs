@@ -256,10 +256,16 @@ impl Session {
             (None, _) => LastExecute::NotKeyed(reason.unwrap_or(Reason::MalformedExecute)),
         };
         let Some(key) = key else {
-            self.note_not_cached(reason.unwrap_or(Reason::MalformedExecute));
+            let reason = reason.unwrap_or(Reason::MalformedExecute);
             let (up, sent) = self.execute_for_upstream(id, &pkt);
             self.types_sent(id, sent);
-            self.forward_read(pkt.seq, &up, None, false).await?;
+            let Some((sql, digest)) = self.st.stmts.get(&id).map(|s| (s.sql.clone(), s.digest))
+            else {
+                return self.relay_command(&pkt, Expect::Results).await.map(drop);
+            };
+            let an = self.analysis_of(&sql, Some(digest));
+            self.carry_out(read::refused(reason), &an, pkt.seq, &up, &sql, None)
+                .await?;
             return Ok(());
         };
         let mode = self.consult_view(identified);
@@ -271,10 +277,7 @@ impl Session {
         let Some((sql, digest)) = self.st.stmts.get(&id).map(|s| (s.sql.clone(), s.digest)) else {
             return self.relay_command(&pkt, Expect::Results).await.map(drop);
         };
-        let an = self
-            .shared
-            .analyzer
-            .analyze(&analysis::server_text(&sql, self.st.server), digest);
+        let an = self.analysis_of(&sql, Some(digest));
         let (up, typed) = self.execute_for_upstream(id, &pkt);
         let planned = read::settle(self.plan_read(&an, key, digest, &sql).await, identified);
         // Only an execute that reached the server taught it the types; one served from

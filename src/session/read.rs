@@ -140,9 +140,16 @@ impl Session {
             if let Some(v) = self.session_variable_answer(&stmt) {
                 return self.answer_variable(&pkt, v).await;
             }
-            self.note_not_cached(reason);
+            let an = self.analysis_of(&stmt, None);
             return self
-                .forward_read(pkt.seq, &payload, None, false)
+                .carry_out(
+                    read::refused(reason),
+                    &an,
+                    pkt.seq,
+                    &payload,
+                    &payload[1..],
+                    None,
+                )
                 .await
                 .map(drop);
         }
@@ -250,11 +257,16 @@ impl Session {
         self.st.identity.is_some() || self.reads_tables(stmt)
     }
 
+    /// What the analysis says of `stmt` (memoised by digest; `digest` when already known).
+    pub(super) fn analysis_of(&self, stmt: &[u8], digest: Option<u64>) -> Arc<Analysis> {
+        let text = analysis::server_text(stmt, self.st.server);
+        let digest = digest.unwrap_or_else(|| analysis::digest(&text));
+        self.shared.analyzer.analyze(&text, digest)
+    }
+
     /// Whether `stmt` is a read of tables the analysis lets the cache serve.
     pub(super) fn reads_tables(&self, stmt: &[u8]) -> bool {
-        let text = analysis::server_text(stmt, self.st.server);
-        let digest = analysis::digest(&text);
-        match &*self.shared.analyzer.analyze(&text, digest) {
+        match &*self.analysis_of(stmt, None) {
             Analysis::Read(info) => info.verdict.is_ok() && !info.tables.is_empty(),
             _ => false,
         }
