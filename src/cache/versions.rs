@@ -5,6 +5,11 @@
 //! Entries hold `Arc`s to the counters they depend on, so validating an entry is a few atomic
 //! loads and invalidating a table is one store, independent of how many entries exist.
 //!
+//! The `bump*` methods are primitives: every source of invalidation reaches them through
+//! `invalidation::apply`, which picks the published or `_quiet` form by its source and
+//! drops the parent mappings of rows that may have moved before a row-level bump (the
+//! whole-table and global bumps here drop them on their own).
+//!
 //! Row slices (`analysis::slices`): an entry that reads only the rows where column `c` of
 //! table `t` holds given values stamps `t`'s unknown-rows version, `c`'s own unknown version
 //! and the slice counters of those values. A write whose rows qcache can name bumps, for
