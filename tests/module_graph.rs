@@ -105,7 +105,7 @@ const FOLDERS: &[(&str, &[Layer])] = &[
         ("version", 5, "which server a statement is read for (lexer and comments ask)"),
     ]),
     ("cache", &[
-        ("writes", 0, "applies invalidation through the store"),
+        ("writes", 0, "what a session owes as invalidation, over version handles"),
         ("store", 1, "holds entries under keys"),
         ("sliceplans", 1, "slice plans of reads, over versions (and the L2 read they memoise)"),
         ("entry", 2, "an entry holds version handles and its L2 stamps"),
@@ -116,7 +116,13 @@ const FOLDERS: &[(&str, &[Layer])] = &[
         ("fkmap", 4, "what is known of parent rows"),
     ]),
     ("invalidation", &[
+        // The sources: each produces invalidation values and applies them through `apply`.
+        ("admin", 0, "operators' statements as invalidation values"),
         ("binlog", 0, "the binlog tail names tables through the catalog"),
+        ("ddl", 0, "the catalog reload after DDL as an invalidation value"),
+        ("l2", 0, "bumps learned from L2's channel as invalidation values"),
+        ("writes", 0, "writes and transaction ends as invalidation values"),
+        ("apply", 1, "the one entry point: applies a value to the versions; reads no source"),
         ("catalog", 1, "what the server's tables are"),
     ]),
     ("l2", &[

@@ -20,7 +20,7 @@
 //!         /* forward, relay + tee */ guard.insert(Entry::new(bytes, status_at, stamps, digest)); }
 //!     Claim::Follower(w) => { w.wait(cfg.stampede_timeout).await; /* get again or forward */ }
 //! }
-//! // writes: cache.invalidate_table(&t, InvalidationSource::Write) before forwarding the OK.
+//! // writes: an `invalidation::Invalidation` through `invalidation::apply` before forwarding the OK.
 //! ```
 
 pub mod entry;

@@ -13,9 +13,9 @@ use tokio::sync::watch;
 
 use super::entry::Entry;
 use super::key::Key;
-use super::versions::{Snapshot, TableHandle, Versions};
+use super::versions::{Snapshot, Versions};
 use crate::config::CacheConfig;
-use crate::observe::stats::{CacheStats, InvalidationSource};
+use crate::observe::stats::CacheStats;
 use crate::policy::Reason;
 
 /// quick_cache's share of a shard for "hot" entries; an entry heavier than this share of one
@@ -514,32 +514,11 @@ impl Cache {
         true
     }
 
-    /// RESET QUERY CACHE: every entry goes, and the epoch moves so that fills in flight (stamped
-    /// before the reset) are refused or invisible too.
-    pub fn clear(&self) {
-        self.inner.versions.bump_all();
-        self.inner.stats.invalidation(InvalidationSource::Flush);
+    /// RESET QUERY CACHE's second half: every entry goes now, freeing its memory. The first
+    /// half is the epoch bump (`invalidation::admin::reset_query_cache`), which makes fills
+    /// in flight, stamped before the reset, refused or invisible too.
+    pub fn drop_entries(&self) {
         self.inner.map.clear();
-    }
-
-    /// Bumps one table and counts it under `source`.
-    pub fn invalidate_table(&self, t: &TableHandle, source: InvalidationSource) {
-        self.inner.versions.bump(t);
-        self.inner.stats.invalidation(source);
-    }
-
-    /// Bumps every known table of `schema` and counts it under `source`; returns how many.
-    pub fn invalidate_schema(&self, schema: &str, source: InvalidationSource) -> usize {
-        let n = self.inner.versions.bump_schema(schema);
-        self.inner.stats.invalidation(source);
-        n
-    }
-
-    /// Invalidates every entry (epoch bump) without freeing memory now; stale entries go on
-    /// lookup or eviction.
-    pub fn invalidate_all(&self, source: InvalidationSource) {
-        self.inner.versions.bump_all();
-        self.inner.stats.invalidation(source);
     }
 
     pub fn len(&self) -> usize {
@@ -612,7 +591,8 @@ mod tests {
     use super::*;
     use crate::cache::entry::tests::response;
     use crate::cache::key::key;
-    use crate::cache::versions::Stamps;
+    use crate::cache::versions::{Stamps, TableHandle};
+    use crate::observe::stats::InvalidationSource;
 
     fn cfg(max_bytes: u64, max_result_bytes: usize) -> CacheConfig {
         CacheConfig {
@@ -629,6 +609,20 @@ mod tests {
 
     fn load(c: &AtomicU64) -> u64 {
         c.load(Ordering::Relaxed)
+    }
+
+    /// What `invalidation::apply` does for a table or everything, which the store's tests
+    /// cannot reach from below it: bump, then count under `source`.
+    impl Cache {
+        fn invalidate_table(&self, t: &TableHandle, source: InvalidationSource) {
+            self.versions().bump(t);
+            self.stats().invalidation(source);
+        }
+
+        fn invalidate_all(&self, source: InvalidationSource) {
+            self.versions().bump_all();
+            self.stats().invalidation(source);
+        }
     }
 
     #[test]
@@ -794,21 +788,6 @@ mod tests {
         };
         assert!(g.insert_in(entry(&c, std::slice::from_ref(&a), 10), &snap));
         assert!(get_in(key(1, 0, b"a2")).is_some());
-    }
-
-    #[test]
-    fn clear_empties_and_refuses_older_fills() {
-        let c = Cache::new(&CacheConfig::default());
-        let t = c.versions().table("db", "t");
-        let early = entry(&c, std::slice::from_ref(&t), 10);
-        for i in 0..100u8 {
-            assert!(c.insert(key(1, 0, &[i]), entry(&c, std::slice::from_ref(&t), 10)));
-        }
-        c.clear();
-        assert_eq!(c.len(), 0);
-        assert_eq!(c.weight(), 0);
-        assert!(!c.insert(key(9, 0, b"x"), early));
-        assert_eq!(c.stats().invalidations(InvalidationSource::Flush), 1);
     }
 
     #[test]

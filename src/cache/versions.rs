@@ -5,6 +5,11 @@
 //! Entries hold `Arc`s to the counters they depend on, so validating an entry is a few atomic
 //! loads and invalidating a table is one store, independent of how many entries exist.
 //!
+//! The `bump*` methods are primitives: every source of invalidation reaches them through
+//! `invalidation::apply`, which picks the published or `_quiet` form by its source and
+//! drops the parent mappings of rows that may have moved before a row-level bump (the
+//! whole-table and global bumps here drop them on their own).
+//!
 //! Row slices (`analysis::slices`): an entry that reads only the rows where column `c` of
 //! table `t` holds given values stamps `t`'s unknown-rows version, `c`'s own unknown version
 //! and the slice counters of those values. A write whose rows qcache can name bumps, for
@@ -489,7 +494,8 @@ impl Versions {
     /// [`bump_rows`](Self::bump_rows) of a write another instance made, learned from the
     /// shared second level: `indexes(column)` gives the slice counter indexes of the values
     /// the write names in a registered column, None when it does not name them. Does not
-    /// tell the sink.
+    /// tell the sink (the indexes came from it). Its parent mappings are
+    /// `invalidation::apply`'s to drop: the write may have moved rows.
     pub fn bump_rows_quiet(
         &self,
         t: &TableVersion,
@@ -499,8 +505,6 @@ impl Versions {
             self.bump_quiet(t);
             return 0;
         }
-        // Another instance's write: an insert or a move, qcache cannot tell here.
-        self.parents.drop_table(&t.schema, &t.name);
         self.bump_indexes(t, indexes)
     }
 
@@ -591,16 +595,21 @@ impl Versions {
     /// Bumps every table of `schema` the registry knows. Tables it does not know have no
     /// entries yet; one created concurrently starts after this point and is fresh.
     pub fn bump_schema(&self, schema: &str) -> usize {
+        // Others may hold entries on tables of this schema that this registry never saw.
+        if let Some(s) = self.sink.get() {
+            s.schema(schema);
+        }
+        self.bump_schema_quiet(schema)
+    }
+
+    /// `bump_schema` without telling the sink.
+    pub fn bump_schema_quiet(&self, schema: &str) -> usize {
         let handles: Vec<TableHandle> = self
             .tables
             .iter()
             .filter(|e| e.key().0 == schema)
             .map(|e| e.value().clone())
             .collect();
-        // Others may hold entries on tables of this schema that this registry never saw.
-        if let Some(s) = self.sink.get() {
-            s.schema(schema);
-        }
         for t in &handles {
             self.bump_quiet(t);
         }

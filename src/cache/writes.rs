@@ -1,13 +1,10 @@
 //! What a session owes the cache: the writes of the statement in flight ([`Pending`]) and of
-//! the open transaction ([`Txn`]), and how they are applied as invalidation once the server
-//! has acknowledged them.
+//! the open transaction ([`Txn`]). Once the server has acknowledged them they become
+//! invalidation values (`invalidation::writes`) applied through `invalidation::apply`.
 
 use std::sync::Arc;
 
-use super::store::Cache;
 use super::versions::{KnownRows, TableHandle};
-use crate::config::Conservative;
-use crate::observe::stats::InvalidationSource;
 use crate::policy::privileges::PrivilegeChange;
 
 /// What a transaction owes the cache; its state and read view are `policy::txn`'s.
@@ -83,74 +80,5 @@ impl Pending {
             && !self.all
             && !self.ddl
             && self.privileges.is_none()
-    }
-}
-
-impl Cache {
-    /// Bumps what a statement wrote.
-    pub fn apply_writes(&self, p: &Pending) {
-        let source = InvalidationSource::Write;
-        let set_of = |t: &TableHandle| {
-            p.columns
-                .iter()
-                .find(|(c, _)| Arc::ptr_eq(c, t))
-                .map(|(_, s)| s)
-        };
-        for t in &p.tables {
-            match set_of(t) {
-                Some(set) => {
-                    self.versions().bump_columns(t, set, None);
-                    self.stats().invalidation(source);
-                    self.stats().column_write();
-                }
-                None => self.invalidate_table(t, source),
-            }
-        }
-        for (t, known) in &p.rows {
-            let n = match set_of(t) {
-                Some(set) => {
-                    self.stats().column_write();
-                    self.versions().bump_columns(t, set, Some(known))
-                }
-                None => self.versions().bump_rows(t, known),
-            };
-            self.stats().invalidation(source);
-            self.stats().slice_invalidations(n);
-        }
-        for s in &p.schemas {
-            self.invalidate_schema(s, source);
-        }
-        if p.all {
-            self.invalidate_all(InvalidationSource::Conservative);
-        }
-        if let Some(c) = &p.privileges {
-            if self.versions().apply_privileges(c) > 0 {
-                self.stats().invalidation(InvalidationSource::Privileges);
-            }
-        }
-    }
-
-    /// Invalidation when qcache cannot tell exactly what changed.
-    pub fn conservative(&self, scope: Conservative, db: Option<&str>) {
-        match (scope, db) {
-            (Conservative::Schema, Some(db)) => {
-                self.invalidate_schema(&db.to_lowercase(), InvalidationSource::Conservative);
-            }
-            _ => self.invalidate_all(InvalidationSource::Conservative),
-        }
-    }
-
-    /// A transaction ended: what it wrote changes for everyone now.
-    pub fn invalidate_written(&self, txn: &Txn) {
-        let source = InvalidationSource::TxnEnd;
-        for t in &txn.written {
-            self.invalidate_table(t, source);
-        }
-        for s in &txn.written_schemas {
-            self.invalidate_schema(s, source);
-        }
-        if txn.written_unknown {
-            self.invalidate_all(source);
-        }
     }
 }

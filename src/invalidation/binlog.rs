@@ -33,11 +33,13 @@ use mysql_async::prelude::Queryable;
 use mysql_async::{BinlogStream, BinlogStreamRequest, Conn, Opts, Row};
 use tokio::sync::watch;
 
+use super::apply::{Invalidation, Invalidator, Source, What};
 use super::catalog::{upstream_opts, Catalog, Changed, TableName};
 use crate::analysis::slices::{normalize, temporal_day, temporal_keys, ColType, ColumnInfo, Lit};
 use crate::analysis::ServerVersion;
-use crate::cache::versions::{KnownRows, Versions};
+use crate::cache::versions::Versions;
 use crate::config::{random_id, BinlogMode, Conservative, Granularity, InvalidationConfig};
+use crate::faults::Faults;
 use crate::observe::stats::{CacheStats, InvalidationSource};
 
 /// The tables a statement writes, given its text and default schema; `None` = cannot tell
@@ -320,7 +322,7 @@ pub fn spawn(
             opts: upstream_opts(&upstream_addr, &cfg),
             addr: upstream_addr,
             cfg,
-            inv: Inv { versions, stats },
+            inv: Invalidator::new(versions, stats),
             catalog,
             analyse,
             txn: BinlogTxn::default(),
@@ -532,56 +534,9 @@ impl TailShared {
     }
 }
 
-/// Bumps versions for the tail and counts each invalidation event under
-/// [`InvalidationSource::Binlog`], as the store's own helpers do for proxied writes.
-#[derive(Clone)]
-struct Inv {
-    versions: Arc<Versions>,
-    stats: Arc<CacheStats>,
-}
-
-impl Inv {
-    /// A table whose row images were all updates changing only `set`, with the rows they
-    /// name: `Versions::bump_columns`.
-    fn columns(&self, schema: &str, name: &str, set: &[String], known: &KnownRows) {
-        let t = self.versions.table(schema, name);
-        let n = self.versions.bump_columns(&t, set, Some(known));
-        self.stats.invalidation(InvalidationSource::Binlog);
-        self.stats.slice_invalidations(n);
-        self.stats.column_write();
-    }
-
-    /// A table whose changed rows the images name: only their slices (`Versions::bump_rows`).
-    fn rows(&self, schema: &str, name: &str, known: &KnownRows) {
-        let t = self.versions.table(schema, name);
-        let n = self.versions.bump_rows(&t, known);
-        self.stats.invalidation(InvalidationSource::Binlog);
-        self.stats.slice_invalidations(n);
-    }
-
-    fn table(&self, schema: &str, name: &str) {
-        self.versions.bump_name(schema, name);
-        self.stats.invalidation(InvalidationSource::Binlog);
-    }
-
-    /// Returns how many tables the registry knew in `schema`.
-    fn schema(&self, schema: &str) -> u64 {
-        let n = self.versions.bump_schema(schema);
-        self.stats.invalidation(InvalidationSource::Binlog);
-        n as u64
-    }
-
-    fn all(&self) {
-        self.versions.bump_all();
-        self.stats.invalidation(InvalidationSource::Binlog);
-    }
-
-    /// `all` for a gap in the stream: a shared L2 is invalidated only if no other
-    /// instance's tail was watching meanwhile (`l2`).
-    fn all_gap(&self) {
-        self.versions.bump_all_gap();
-        self.stats.invalidation(InvalidationSource::Binlog);
-    }
+/// The tail's invalidation of `what`.
+fn binlog(what: Vec<What>) -> Invalidation {
+    Invalidation::new(Source::Here(InvalidationSource::Binlog), what)
 }
 
 /// What the current transaction changed so far.
@@ -1060,7 +1015,8 @@ struct Tail {
     opts: Opts,
     addr: String,
     cfg: InvalidationConfig,
-    inv: Inv,
+    /// The entry point every bump of the tail goes through.
+    inv: Invalidator,
     catalog: Arc<Catalog>,
     analyse: WriteAnalyser,
     txn: BinlogTxn,
@@ -1140,12 +1096,12 @@ impl Tail {
         if let Some(why) = gap_after(err, life, &mut self.failed_resumes) {
             let broken = self
                 .inv
-                .versions
+                .versions()
                 .faults
                 .on(crate::faults::Fault::BinlogGaps);
             if self.anchor.take().is_some() && !broken {
                 // Entries may be stale from here on: do not wait for the fresh start.
-                self.inv.all();
+                self.inv.apply(&binlog(vec![What::Everything]));
                 self.shared.bumps.fetch_add(1, Ordering::Relaxed);
             }
             let next = format!("cannot resume ({why}): everything invalidated, starting afresh");
@@ -1209,7 +1165,7 @@ impl Tail {
                 if resume.is_none() {
                     // Everything before the position we start from happened while no tail was
                     // watching: invalidate it all before anyone is told we are connected.
-                    self.inv.all_gap();
+                    self.inv.apply(&binlog(vec![What::Gap]));
                     self.shared.bumps.fetch_add(1, Ordering::Relaxed);
                     if self.ever_streamed {
                         self.shared.gaps.fetch_add(1, Ordering::Relaxed);
@@ -1836,9 +1792,10 @@ impl Tail {
         // even under ROW format. Whose session logged it is unknown here, so CURRENT_USER
         // and the FOR-less forms reach everyone.
         if let Some(c) = crate::policy::privileges::statement_change(sql.as_bytes(), None) {
-            if self.inv.versions.apply_privileges(&c) > 0 {
-                self.inv.stats.invalidation(InvalidationSource::Privileges);
-            }
+            self.inv.apply(&Invalidation::one(
+                Source::Here(InvalidationSource::Privileges),
+                What::Privileges(c),
+            ));
         }
         let words = leading_words(sql, 3);
         let w = |i: usize| words.get(i).map(String::as_str).unwrap_or("");
@@ -1925,33 +1882,18 @@ impl Tail {
     /// Bumps what the finished transaction changed.
     async fn commit(&mut self, arrived: Instant) {
         let txn = std::mem::take(&mut self.txn);
-        // Parent rows that may have moved lose their mappings before their slices are bumped
-        // (`cache::fkmap`); whole-table bumps drop them on their own.
-        for (s, t) in &txn.moved {
-            self.inv.versions.parents.drop_table(s, t);
-        }
         // Widen through the catalog as of the DDL that preceded this transaction; if its reload
         // is slow, do not hold every later commit behind it: invalidate conservatively.
         let stale_catalog = !txn.tables.is_empty() && !self.settle().await;
-        let mut bumps = 0u64;
-        if txn.unknown_all {
-            self.inv.all();
-            bumps += 1;
-        } else {
-            for s in &txn.unknown_schemas {
-                bumps += self.conservative(s);
-            }
-            if !txn.tables.is_empty() {
-                let tables: Vec<TableName> = txn.tables.into_iter().collect();
-                bumps += self.bump_tables_rows(&tables, &txn.rows);
-                if stale_catalog {
-                    let schemas: HashSet<&str> = tables.iter().map(|(s, _)| s.as_str()).collect();
-                    for s in schemas {
-                        bumps += self.conservative(s);
-                    }
-                }
-            }
-        }
+        let faults = &self.inv.versions().faults;
+        let inv = committed(
+            &self.catalog,
+            self.cfg.unknown_write,
+            faults,
+            txn,
+            stale_catalog,
+        );
+        let bumps = self.inv.apply(&inv);
         self.shared.bumps.fetch_add(bumps, Ordering::Relaxed);
         self.commit_done(arrived);
     }
@@ -1969,70 +1911,9 @@ impl Tail {
         self.shared.commits.send_modify(|c| *c += 1);
     }
 
-    fn bump_tables(&self, tables: &[TableName]) -> u64 {
-        bump_tables(&self.inv, &self.catalog, self.cfg.unknown_write, tables)
-    }
-
-    /// `bump_tables` where the row images name a table's rows: its slices only. A table
-    /// also reached through a trigger or cascade (whose rows no image shows, before MySQL
-    /// 9.6) or carrying a trigger is bumped whole.
-    fn bump_tables_rows(&self, tables: &[TableName], rows: &HashMap<TableName, RowsSeen>) -> u64 {
-        if rows.is_empty() {
-            return self.bump_tables(tables);
-        }
-        let Some(all) = self.catalog.expand_write(tables) else {
-            return self.bump_tables(tables);
-        };
-        let reached = self.catalog.reached_by_edges(tables);
-        for t in &all {
-            let seen = rows
-                .get(t)
-                .filter(|_| !reached.contains(t) && self.catalog.rows_knowable(t));
-            let known = seen.and_then(RowsSeen::known).map(|mut k| {
-                // Derived slices of a child table: by the parents' values qcache knows,
-                // as of now (no move through qcache in flight).
-                let tv = self.inv.versions.table(&t.0, &t.1);
-                let registered: Vec<String> = tv
-                    .slice_columns()
-                    .into_iter()
-                    .filter(|c| c.starts_with('\0'))
-                    .collect();
-                if !registered.is_empty() {
-                    let parents = &self.inv.versions.parents;
-                    let w = parents.window();
-                    k.extend(crate::cache::fkmap::derived_known(
-                        parents,
-                        &w,
-                        &registered,
-                        &k,
-                    ));
-                }
-                k
-            });
-            // Only updates, whose images show every column that changed, and that moved no
-            // row in an unordered read (`policy::order`).
-            let changed = seen
-                .filter(|_| self.catalog.images_show_changes(t))
-                .and_then(RowsSeen::changed_columns)
-                .filter(|c| {
-                    self.catalog
-                        .update_keeps_order(t, c, &self.inv.versions.faults)
-                });
-            match (known, changed) {
-                (Some(k), Some(c)) => self.inv.columns(&t.0, &t.1, &c, &k),
-                (Some(k), None) => self.inv.rows(&t.0, &t.1, &k),
-                (None, _) => self.inv.table(&t.0, &t.1),
-            }
-        }
-        all.len() as u64
-    }
-
-    fn conservative(&self, schema: &str) -> u64 {
-        conservative(&self.inv, self.cfg.unknown_write, schema)
-    }
-
     fn apply_ddl(&self, ddl: &Ddl) -> u64 {
-        let n = apply_ddl(&self.inv, &self.catalog, self.cfg.unknown_write, ddl);
+        let what = ddl_what(&self.catalog, self.cfg.unknown_write, ddl);
+        let n = self.inv.apply(&binlog(what));
         self.shared.bumps.fetch_add(n, Ordering::Relaxed);
         n
     }
@@ -2059,7 +1940,7 @@ impl Tail {
             if let Err(e) = r {
                 tracing::warn!(error = %e, "binlog: catalog refresh after DDL failed; keeping the old one");
             }
-            let n = apply_ddl(&inv, &catalog, policy, &ddl);
+            let n = inv.apply(&binlog(ddl_what(&catalog, policy, &ddl)));
             shared.bumps.fetch_add(n, Ordering::Relaxed);
         }));
     }
@@ -2115,53 +1996,117 @@ impl Ddl {
     }
 }
 
-/// Bumps what a DDL statement invalidates; returns the number of bumps.
-fn apply_ddl(inv: &Inv, catalog: &Catalog, policy: Conservative, ddl: &Ddl) -> u64 {
-    match ddl {
-        Ddl::Tables(t) => bump_tables(inv, catalog, policy, t),
-        // Tables the registry does not know have no entries to invalidate.
-        Ddl::Database(Some(name)) => inv.schema(name),
-        Ddl::Database(None) => {
-            inv.all();
-            1
+/// What a finished transaction invalidates. Parent rows that may have moved lose their
+/// mappings before anything is bumped (`moved`, applied first by `invalidation::apply`),
+/// so that no child row of the same transaction is named through a stale one.
+fn committed(
+    catalog: &Catalog,
+    policy: Conservative,
+    faults: &Faults,
+    txn: BinlogTxn,
+    stale_catalog: bool,
+) -> Invalidation {
+    let mut what = Vec::new();
+    if txn.unknown_all {
+        what.push(What::Everything);
+    } else {
+        for s in &txn.unknown_schemas {
+            what.push(conservative(policy, s));
         }
-        Ddl::Unknown(schema) => conservative(inv, policy, schema),
+        if !txn.tables.is_empty() {
+            let tables: Vec<TableName> = txn.tables.into_iter().collect();
+            what.extend(tables_rows(catalog, policy, faults, &tables, &txn.rows));
+            if stale_catalog {
+                let schemas: HashSet<&str> = tables.iter().map(|(s, _)| s.as_str()).collect();
+                for s in schemas {
+                    what.push(conservative(policy, s));
+                }
+            }
+        }
+    }
+    Invalidation {
+        source: Source::Here(InvalidationSource::Binlog),
+        moved: txn.moved.into_iter().collect(),
+        what,
     }
 }
 
-/// Bumps `tables` widened through triggers and cascades; conservative when the catalog
-/// cannot widen them.
-fn bump_tables(inv: &Inv, catalog: &Catalog, policy: Conservative, tables: &[TableName]) -> u64 {
+/// [`tables_what`] where the row images name a table's rows: its slices only (and, for a child
+/// table, its derived slices: `invalidation::apply`). A table also reached through a
+/// trigger or cascade (whose rows no image shows, before MySQL 9.6) or carrying a
+/// trigger is bumped whole.
+fn tables_rows(
+    catalog: &Catalog,
+    policy: Conservative,
+    faults: &Faults,
+    tables: &[TableName],
+    rows: &HashMap<TableName, RowsSeen>,
+) -> Vec<What> {
+    if rows.is_empty() {
+        return tables_what(catalog, policy, tables);
+    }
+    let Some(all) = catalog.expand_write(tables) else {
+        return tables_what(catalog, policy, tables);
+    };
+    let reached = catalog.reached_by_edges(tables);
+    let mut what = Vec::with_capacity(all.len());
+    for t in all {
+        let seen = rows
+            .get(&t)
+            .filter(|_| !reached.contains(&t) && catalog.rows_knowable(&t));
+        let known = seen.and_then(RowsSeen::known);
+        // Only updates, whose images show every column that changed, and that moved no
+        // row in an unordered read (`policy::order`).
+        let changed = seen
+            .filter(|_| catalog.images_show_changes(&t))
+            .and_then(RowsSeen::changed_columns)
+            .filter(|c| catalog.update_keeps_order(&t, c, faults));
+        what.push(match (known, changed) {
+            (Some(k), Some(c)) => What::Columns {
+                table: t,
+                set: c.into(),
+                known: Some(k.into()),
+            },
+            (Some(k), None) => What::Rows {
+                table: t,
+                known: k.into(),
+            },
+            (None, _) => What::Table(t),
+        });
+    }
+    what
+}
+
+/// What a DDL statement invalidates.
+fn ddl_what(catalog: &Catalog, policy: Conservative, ddl: &Ddl) -> Vec<What> {
+    match ddl {
+        Ddl::Tables(t) => tables_what(catalog, policy, t),
+        // Tables the registry does not know have no entries to invalidate.
+        Ddl::Database(Some(name)) => vec![What::Schema(name.clone())],
+        Ddl::Database(None) => vec![What::Everything],
+        Ddl::Unknown(schema) => vec![conservative(policy, schema)],
+    }
+}
+
+/// `tables` widened through triggers and cascades; conservative when the catalog cannot
+/// widen them.
+fn tables_what(catalog: &Catalog, policy: Conservative, tables: &[TableName]) -> Vec<What> {
     match catalog.expand_write(tables) {
-        Some(all) => {
-            for (s, n) in &all {
-                inv.table(s, n);
-            }
-            all.len() as u64
-        }
+        Some(all) => all.into_iter().map(What::Table).collect(),
         None => {
             let schemas: HashSet<&str> = tables.iter().map(|(s, _)| s.as_str()).collect();
-            let mut n = 0;
-            for (s, t) in tables {
-                inv.table(s, t);
-                n += 1;
-            }
-            for s in schemas {
-                n += conservative(inv, policy, s);
-            }
-            n
+            let mut what: Vec<What> = tables.iter().cloned().map(What::Table).collect();
+            what.extend(schemas.into_iter().map(|s| conservative(policy, s)));
+            what
         }
     }
 }
 
-/// Invalidates for a write we could not analyse, per `invalidation.unknown_write`.
-fn conservative(inv: &Inv, policy: Conservative, schema: &str) -> u64 {
+/// What a write the tail could not analyse invalidates, per `invalidation.unknown_write`.
+fn conservative(policy: Conservative, schema: &str) -> What {
     match policy {
-        Conservative::Schema if !schema.is_empty() => inv.schema(schema),
-        _ => {
-            inv.all();
-            1
-        }
+        Conservative::Schema if !schema.is_empty() => What::Schema(schema.to_string()),
+        _ => What::Everything,
     }
 }
 
@@ -2431,6 +2376,158 @@ mod tests {
         assert_eq!(image_key(&dt, &V::Int(20261105)), None);
         assert_eq!(image_key(&date, &V::NULL), Some(vec![]));
         assert_eq!(image_key(&int, &V::Double(1.0)), None);
+    }
+
+    fn t(s: &str, n: &str) -> TableName {
+        (s.into(), n.into())
+    }
+
+    /// `db.child` cascades from `db.parent`; `db.lone` has no edges.
+    fn catalog() -> Arc<Catalog> {
+        let s = |x: &str| x.to_string();
+        let base = |n: &str| (s("db"), s(n), s("BASE TABLE"));
+        super::super::catalog::Catalog::loaded_from(super::super::catalog::RawCatalog {
+            tables: vec![base("parent"), base("child"), base("lone")],
+            foreign_keys: vec![(
+                s("db"),
+                s("child"),
+                s("db"),
+                s("parent"),
+                s("RESTRICT"),
+                s("CASCADE"),
+            )],
+            ..Default::default()
+        })
+    }
+
+    /// What each kind of binlog event gives, as far as the catalog and
+    /// `invalidation.unknown_write` decide it (row images are `RowsSeen`'s).
+    #[test]
+    fn each_event_kind_gives_its_invalidation() {
+        use Conservative::{All, Schema};
+        let loaded = catalog();
+        let unloaded = Catalog::new("127.0.0.1:1".into(), &InvalidationConfig::default());
+        let ddl = |c: &Catalog, p, d: Ddl| ddl_what(c, p, &d);
+        let table = |n: &str| What::Table(t("db", n));
+        let rows: Vec<(&str, Vec<What>, Vec<What>)> = vec![
+            (
+                "DDL of a table: it, widened through cascades",
+                ddl(&loaded, Schema, Ddl::Tables(vec![t("db", "parent")])),
+                vec![table("child"), table("parent")],
+            ),
+            (
+                "DDL the catalog cannot widen: its tables, then their schema",
+                ddl(&unloaded, Schema, Ddl::Tables(vec![t("db", "lone")])),
+                vec![table("lone"), What::Schema("db".into())],
+            ),
+            (
+                "CREATE/ALTER/DROP DATABASE: its schema",
+                ddl(&loaded, Schema, Ddl::Database(Some("db".into()))),
+                vec![What::Schema("db".into())],
+            ),
+            (
+                "a database statement whose name is unreadable: everything",
+                ddl(&loaded, Schema, Ddl::Database(None)),
+                vec![What::Everything],
+            ),
+            (
+                "DDL the analyser cannot read, unknown_write = schema: its default schema",
+                ddl(&loaded, Schema, Ddl::Unknown("db".into())),
+                vec![What::Schema("db".into())],
+            ),
+            (
+                "the same with no default schema: everything",
+                ddl(&loaded, Schema, Ddl::Unknown(String::new())),
+                vec![What::Everything],
+            ),
+            (
+                "the same, unknown_write = all: everything",
+                ddl(&loaded, All, Ddl::Unknown("db".into())),
+                vec![What::Everything],
+            ),
+        ];
+        for (rule, got, want) in rows {
+            assert_eq!(got, want, "{rule}");
+        }
+    }
+
+    /// What a commit gives for what its transaction collected.
+    #[test]
+    fn each_commit_gives_its_invalidation() {
+        let loaded = catalog();
+        let faults = Faults::default();
+        let commit = |txn: BinlogTxn, stale: bool| {
+            committed(&loaded, Conservative::Schema, &faults, txn, stale)
+        };
+        let binlog_of = |moved: Vec<TableName>, what| Invalidation {
+            source: Source::Here(InvalidationSource::Binlog),
+            moved,
+            what,
+        };
+        let table = |n: &str| What::Table(t("db", n));
+        let tables = |names: &[&str]| names.iter().map(|n| t("db", n)).collect();
+        let rows: Vec<(&str, Invalidation, Invalidation)> = vec![
+            (
+                "statement or row events of tables: them, widened",
+                commit(
+                    BinlogTxn {
+                        tables: tables(&["parent"]),
+                        ..BinlogTxn::default()
+                    },
+                    false,
+                ),
+                binlog_of(vec![], vec![table("child"), table("parent")]),
+            ),
+            (
+                "update or delete row events: their tables' parent mappings go first",
+                commit(
+                    BinlogTxn {
+                        tables: tables(&["lone"]),
+                        moved: tables(&["lone"]),
+                        ..BinlogTxn::default()
+                    },
+                    false,
+                ),
+                binlog_of(vec![t("db", "lone")], vec![table("lone")]),
+            ),
+            (
+                "a catalog reload still running: the tables, then their schema",
+                commit(
+                    BinlogTxn {
+                        tables: tables(&["lone"]),
+                        ..BinlogTxn::default()
+                    },
+                    true,
+                ),
+                binlog_of(vec![], vec![table("lone"), What::Schema("db".into())]),
+            ),
+            (
+                "a statement the analyser cannot read: its default schema",
+                commit(
+                    BinlogTxn {
+                        unknown_schemas: ["db".to_string()].into(),
+                        ..BinlogTxn::default()
+                    },
+                    false,
+                ),
+                binlog_of(vec![], vec![What::Schema("db".into())]),
+            ),
+            (
+                "a row event without its table map, or an unreadable event: everything",
+                commit(
+                    BinlogTxn {
+                        tables: tables(&["lone"]),
+                        unknown_all: true,
+                        ..BinlogTxn::default()
+                    },
+                    false,
+                ),
+                binlog_of(vec![], vec![What::Everything]),
+            ),
+        ];
+        for (rule, got, want) in rows {
+            assert_eq!(got, want, "{rule}");
+        }
     }
 
     #[test]

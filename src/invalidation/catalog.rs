@@ -1238,6 +1238,20 @@ impl Catalog {
         Ok(())
     }
 
+    /// A catalog loaded from `raw`, with no server: for the tests of the sources that widen
+    /// writes through it (`invalidation::binlog`).
+    #[cfg(test)]
+    pub(crate) fn loaded_from(raw: RawCatalog) -> Arc<Catalog> {
+        let c = Catalog::new("127.0.0.1:1".into(), &InvalidationConfig::default());
+        let mut st = c
+            .refresh
+            .try_lock()
+            .expect("a new catalog is not refreshing");
+        c.install(&mut st, raw);
+        drop(st);
+        c
+    }
+
     /// Builds the snapshot of `raw` and swaps it in.
     fn install(&self, st: &mut RefreshState, raw: RawCatalog) {
         let snap = SchemaSnapshot::build(&raw);

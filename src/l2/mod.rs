@@ -79,6 +79,29 @@ const MAGIC: &[u8; 4] = b"QC2F";
 /// other keyed differently: it raises that column's unknown version instead.
 pub type ColumnIds = Arc<dyn Fn(&str, &str, &str) -> Option<u64> + Send + Sync>;
 
+/// What this instance learned from L2 that it must invalidate locally: another instance's
+/// bump from the channel, or bumps it may have missed (channel lost or made again, a
+/// different Redis). Handed to [`OnLearned`], which applies it without publishing it back
+/// (`invalidation::l2`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Learned {
+    Everything,
+    Schema(String),
+    Table(String, String),
+    /// Another instance's write with known rows: per column registered here whose id
+    /// matches the writer's, the slice counter indexes of the values it names; a registered
+    /// column not listed is unknown for this write.
+    Rows {
+        schema: String,
+        name: String,
+        indexes: Vec<(String, Vec<u32>)>,
+    },
+}
+
+/// Applies what L2 taught this instance (the invalidation entry point, installed by
+/// `shared`; `l2` sits below `invalidation` and cannot call it itself).
+pub type OnLearned = Arc<dyn Fn(Learned) + Send + Sync>;
+
 /// The id [`ColumnIds`] gives a column (schema, table, column) of this catalog description.
 /// Hashed, not formatted: it is computed on every sliced lookup.
 pub fn column_id(column: &str, info: &impl std::hash::Hash) -> u64 {
@@ -1003,6 +1026,8 @@ pub struct L2 {
     /// Column ids from this instance's catalog; None: writes with known rows are raised as
     /// whole-table bumps and no read slices in L2.
     columns: Option<ColumnIds>,
+    /// Where learned bumps go ([`OnLearned`]).
+    learned: OnLearned,
     read: Script,
     tails: Script,
     other_tail: Script,
@@ -1099,6 +1124,7 @@ impl L2 {
         versions: Arc<Versions>,
         tail: Option<Arc<dyn TailStatus>>,
         columns: Option<ColumnIds>,
+        learned: OnLearned,
     ) -> Arc<L2> {
         let id = format!("{:016x}", crate::config::random_id());
         let raw = RawTarget::of(&cfg);
@@ -1118,6 +1144,7 @@ impl L2 {
             bump: Script::new(BUMP_LUA),
             rows: Script::new(ROWS_LUA),
             columns,
+            learned,
             read: Script::new(READ_LUA),
             tails: Script::new(TAILS_LUA),
             other_tail: Script::new(OTHER_TAIL_LUA),
@@ -1773,19 +1800,32 @@ impl L2 {
         });
         let Some((schema, name, known)) = parsed else {
             // Not understood: assume the worst.
-            self.versions.bump_all_quiet();
+            (self.learned)(Learned::Everything);
             return;
         };
-        let t = self.versions.table(&schema, &name);
-        match &self.columns {
+        let learned = match &self.columns {
             Some(ids) => {
-                self.versions.bump_rows_quiet(&t, |col| {
-                    let id = ids(&schema, &name, col)?;
-                    known.iter().find(|(k, _)| *k == id).map(|(_, i)| i.clone())
-                });
+                let t = self.versions.table(&schema, &name);
+                // The columns registered now; one registered after this is unknown for
+                // this write, which bumps all of its slices.
+                let indexes = t
+                    .slice_columns()
+                    .into_iter()
+                    .filter_map(|col| {
+                        let id = ids(&schema, &name, &col)?;
+                        let (_, i) = known.iter().find(|(k, _)| *k == id)?;
+                        Some((col, i.clone()))
+                    })
+                    .collect();
+                Learned::Rows {
+                    schema,
+                    name,
+                    indexes,
+                }
             }
-            None => self.versions.bump_quiet(&t),
-        }
+            None => Learned::Table(schema, name),
+        };
+        (self.learned)(learned);
     }
 
     /// Marks L2 down (once per outage: logged and counted) and wakes the reconnector.
@@ -2144,7 +2184,7 @@ async fn recover(me: &Arc<L2>, mut conn: Conn, first: &mut bool) -> bool {
     }
     if adoption != Adoption::Keep {
         // Entries this instance holds may have come from the old server's data.
-        me.versions.bump_all_quiet();
+        (me.learned)(Learned::Everything);
         CacheStatsExt::incr(&me.stats.rollbacks);
         warn!(
             ?adoption,
@@ -2388,7 +2428,7 @@ async fn subscribe_task(l2: Weak<L2>) {
                 continue;
             }
             // Subscribed: from here every bump is seen; what went before may not have been.
-            me.versions.bump_all_quiet();
+            (me.learned)(Learned::Everything);
             me.notify_up.store(true, Ordering::Release);
         }
         let mut stream = ps.into_on_message();
@@ -2415,20 +2455,13 @@ async fn subscribe_task(l2: Weak<L2>) {
                         me.apply_rows(body);
                         continue;
                     }
-                    match parse_dep(dep) {
-                        Some(Dep::All) => me.versions.bump_all_quiet(),
-                        Some(Dep::Schema(s)) => {
-                            for t in me.versions.tables().iter().filter(|t| t.schema == s) {
-                                me.versions.bump_quiet(t);
-                            }
-                        }
-                        Some(Dep::Table(s, n)) => {
-                            let t = me.versions.table(s, n);
-                            me.versions.bump_quiet(&t);
-                        }
+                    (me.learned)(match parse_dep(dep) {
+                        Some(Dep::All) => Learned::Everything,
+                        Some(Dep::Schema(s)) => Learned::Schema(s.to_string()),
+                        Some(Dep::Table(s, n)) => Learned::Table(s.to_string(), n.to_string()),
                         // Unknown names from a newer or foreign writer: assume the worst.
-                        None => me.versions.bump_all_quiet(),
-                    }
+                        None => Learned::Everything,
+                    });
                 }
                 _ = down.changed() => break,
                 _ = tokio::time::sleep_until(deadline) => {
@@ -2440,7 +2473,7 @@ async fn subscribe_task(l2: Weak<L2>) {
         let Some(me) = l2.upgrade() else { return };
         node = node.wrapping_add(1);
         me.notify_up.store(false, Ordering::Release);
-        me.versions.bump_all_quiet();
+        (me.learned)(Learned::Everything);
         CacheStatsExt::incr(&me.stats.notify_losses);
         if silent {
             // Commands still work (the heartbeats are published): only this subscription

@@ -164,8 +164,7 @@ impl CacheStats {
         }
     }
 
-    /// Counts one invalidation event. The store's `invalidate_*` helpers call this; callers
-    /// that bump `Versions` directly should call it themselves.
+    /// Counts one invalidation event: `invalidation::apply` calls it for every source but L2.
     pub fn invalidation(&self, source: InvalidationSource) {
         self.invalidations[source.index()].fetch_add(1, Ordering::Relaxed);
     }

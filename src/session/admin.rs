@@ -7,7 +7,7 @@ use tracing::info;
 use super::{Session, SessionError};
 use crate::admin::statements::{self, AdminStatement, Rows};
 use crate::analysis::{self, StatementKind};
-use crate::observe::stats::InvalidationSource;
+use crate::invalidation;
 use crate::protocol::codec::Packet;
 use crate::protocol::packets::{self, status};
 
@@ -99,10 +99,8 @@ impl Session {
                 // Invalidated whether or not the server knows the name: dropping entries
                 // of a table that is not there costs nothing, and one it does not list (a
                 // temporary table) is dropped all the same.
-                let handle = self.shared.cache.versions().table(&s, &t);
                 self.shared
-                    .cache
-                    .invalidate_table(&handle, InvalidationSource::Flush);
+                    .invalidate(&invalidation::admin::invalidate_table(&s, &t));
                 info!(table = %format!("{s}.{t}"), "QCACHE INVALIDATE TABLE");
                 if !self.table_exists(&s, &t).await? {
                     let msg = format!("Table '{s}.{t}' doesn't exist");

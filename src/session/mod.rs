@@ -444,7 +444,8 @@ impl Session {
     /// never committed, but bumping is harmless and keeps the rule simple.
     fn end_transaction_for_reset(&mut self) {
         if let Some(txn) = self.st.txn.ended_by_reset() {
-            self.shared.invalidate_written(&txn);
+            self.shared
+                .invalidate(&crate::invalidation::writes::transaction_end(&txn));
         }
     }
 

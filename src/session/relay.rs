@@ -5,6 +5,7 @@
 use bytes::BytesMut;
 
 use super::{Session, SessionError};
+use crate::invalidation::writes;
 use crate::protocol::codec::{self, Packet};
 use crate::protocol::packets::com;
 use crate::protocol::response::{Expect, Response, ResponseError, Step};
@@ -323,7 +324,9 @@ impl Session {
             let answers = self.fk_lookup(in_txn).await;
             self.fk_child_rows(answers);
             let pending = std::mem::take(&mut self.st.pending);
-            self.shared.apply_writes(&pending);
+            for inv in writes::statement(&pending) {
+                self.shared.invalidate(&inv);
+            }
             self.fk_learn(self.st.txn.writes_in_transaction(new_status));
             if pending.ddl {
                 self.shared.refresh_catalog(&pending.ddl_changed).await;
@@ -343,7 +346,7 @@ impl Session {
         }
         let Some(st) = new_status else { return };
         if let Some(ended) = self.st.txn.status_answered(st) {
-            self.shared.invalidate_written(&ended);
+            self.shared.invalidate(&writes::transaction_end(&ended));
             self.l2_flush().await;
         }
     }

@@ -8,6 +8,7 @@ use super::diagnostics::{Rewrite, CLIENT_LEG_STATUS};
 use super::{Session, SessionError};
 use crate::admin::statements;
 use crate::analysis::{self, QcAssign, StatementKind};
+use crate::invalidation;
 use crate::policy::classify;
 use crate::policy::diagnostics;
 use crate::policy::privileges::{self};
@@ -327,7 +328,9 @@ impl Session {
                 return self.deny(pkt.seq.wrapping_add(1)).await;
             }
             if kind == StatementKind::Reset {
-                self.shared.cache.clear();
+                self.shared
+                    .invalidate(&invalidation::admin::reset_query_cache());
+                self.shared.cache.drop_entries();
             }
             // FLUSH QUERY CACHE defragmented MySQL's cache; qcache's store has nothing to
             // defragment, so it only answers.

@@ -17,21 +17,24 @@ use tracing::warn;
 use crate::analysis::{self, Analysis, Analyzer, WriteTargets};
 use crate::cache::plans::ReadPlans;
 use crate::cache::sliceplans::SlicePlans;
-use crate::cache::writes::{Pending, Txn};
 use crate::cache::Cache;
 use crate::cli::Cli;
 use crate::config::{BinlogMode, Config};
 use crate::invalidation::binlog::{self, BinlogHandle, WriteAnalyser};
 use crate::invalidation::catalog::{Catalog, Changed};
+use crate::invalidation::ddl::{self, Reload};
+use crate::invalidation::{Invalidation, Invalidator};
 use crate::observe::digests::Digests;
 use crate::observe::latency::Latencies;
-use crate::observe::stats::InvalidationSource;
 
 /// State shared by every session.
 pub struct Shared {
     config: ArcSwap<Config>,
     /// Results, table versions and the counters behind Qcache_*.
     pub cache: Cache,
+    /// The one invalidation entry point, over `cache`'s versions and counters: every source
+    /// applies its [`Invalidation`] through it.
+    pub invalidator: Invalidator,
     /// Statement analyses memoised by digest.
     pub analyzer: Analyzer,
     /// The tables each read shape depends on, per default database.
@@ -71,6 +74,7 @@ impl Shared {
     /// background of the current runtime.
     pub fn new(config: Config) -> Shared {
         let cache = Cache::new(&config.cache);
+        let invalidator = Invalidator::new(cache.versions_arc(), cache.stats_arc());
         let analyzer = Analyzer::new(config.cache.analysis_memo_entries);
         let plans = ReadPlans::new(config.cache.analysis_memo_entries);
         let slice_plans = SlicePlans::new(config.cache.analysis_memo_entries);
@@ -101,7 +105,14 @@ impl Shared {
                 let info = cat.column(&(schema.to_string(), table.to_string()), column)?;
                 Some(crate::l2::column_id(column, &info))
             });
-            crate::l2::L2::start(config.l2.clone(), cache.versions_arc(), tail, Some(ids))
+            let learned = crate::invalidation::l2::on_learned(invalidator.clone());
+            crate::l2::L2::start(
+                config.l2.clone(),
+                cache.versions_arc(),
+                tail,
+                Some(ids),
+                learned,
+            )
         });
         let l2_remote = l2.as_ref().is_some_and(|l| l.remote_validation());
         let digests = Digests::new(config.stats.digests);
@@ -111,6 +122,7 @@ impl Shared {
             l2_remote,
             config: ArcSwap::from_pointee(config),
             cache,
+            invalidator,
             analyzer,
             plans,
             slice_plans,
@@ -138,14 +150,11 @@ impl Shared {
     pub fn config(&self) -> Arc<Config> {
         self.config.load_full()
     }
-    /// Bumps what a statement wrote.
-    pub fn apply_writes(&self, p: &Pending) {
-        self.cache.apply_writes(p);
-    }
 
-    /// A transaction ended: what it wrote changes for everyone now.
-    pub fn invalidate_written(&self, txn: &Txn) {
-        self.cache.invalidate_written(txn);
+    /// Applies an invalidation (the entry point every source uses); returns the tables
+    /// bumped.
+    pub fn invalidate(&self, inv: &Invalidation) -> u64 {
+        self.invalidator.apply(inv)
     }
 
     /// Reloads what a DDL changed in the schema catalog, before the DDL's OK reaches the
@@ -156,27 +165,20 @@ impl Shared {
     /// `ALTER TABLE t ADD c INT DEFAULT NEXTVAL(s)` fill rows with the default), which the
     /// catalog could not know when the statement was planned.
     pub async fn refresh_catalog(&self, changed: &Changed) {
-        if let Err(e) = self.catalog.refresh_changed(changed).await {
-            warn!(error = %e, "schema catalog reload failed");
-            // Without a current catalog, widening may miss views and triggers.
-            self.cache.invalidate_all(InvalidationSource::Catalog);
-            return;
-        }
-        if changed.objects.is_empty() {
-            return;
-        }
-        match self.catalog.expand_write(&changed.objects) {
-            Some(tables) => {
-                let v = self.cache.versions();
-                // The DDL's own tables again too: an entry sliced by column types read from
-                // the old catalog, stamped after the first bump, must not outlive the swap
-                // (`session/slices.rs` checks the generation after reading its stamps).
-                for (s, n) in &tables {
-                    self.cache
-                        .invalidate_table(&v.table(s, n), InvalidationSource::Catalog);
-                }
+        let reload = match self.catalog.refresh_changed(changed).await {
+            Err(e) => {
+                warn!(error = %e, "schema catalog reload failed");
+                Reload::Failed
             }
-            None => self.cache.invalidate_all(InvalidationSource::Conservative),
+            Ok(_) if changed.objects.is_empty() => Reload::NothingNamed,
+            // The DDL's own tables again too (`invalidation::ddl`).
+            Ok(_) => match self.catalog.expand_write(&changed.objects) {
+                Some(tables) => Reload::Widened(tables),
+                None => Reload::NotWidened,
+            },
+        };
+        if let Some(inv) = ddl::after_reload(reload) {
+            self.invalidate(&inv);
         }
     }
 }

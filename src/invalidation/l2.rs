@@ -1,0 +1,85 @@
+//! L2's channel as an invalidation source: another instance's bump, or bumps this instance
+//! may have missed, applied here without being published back (the source is `L2`).
+
+use std::sync::Arc;
+
+use super::apply::{Invalidation, Invalidator, Source, What};
+use crate::l2::{Learned, OnLearned};
+
+/// The invalidation of what L2 taught this instance.
+pub fn learned(l: Learned) -> Invalidation {
+    match l {
+        Learned::Everything => Invalidation::one(Source::L2, What::Everything),
+        Learned::Schema(s) => Invalidation::one(Source::L2, What::Schema(s)),
+        Learned::Table(s, n) => Invalidation::one(Source::L2, What::Table((s, n))),
+        Learned::Rows {
+            schema,
+            name,
+            indexes,
+        } => {
+            let table = (schema, name);
+            Invalidation {
+                source: Source::L2,
+                // Another instance's write: an insert or a move, qcache cannot tell here.
+                moved: vec![table.clone()],
+                what: vec![What::Slices { table, indexes }],
+            }
+        }
+    }
+}
+
+/// What `L2::start` is given: every learned bump through `inv`.
+pub fn on_learned(inv: Invalidator) -> OnLearned {
+    Arc::new(move |l| {
+        inv.apply(&learned(l));
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_learned_bump_gives_a_quiet_invalidation() {
+        let orders = || ("shop".to_string(), "orders".to_string());
+        let indexes = vec![("customer_id".to_string(), vec![3u32, 9])];
+        let rows = [
+            (
+                "everything (a lost channel, a new subscription, another Redis)",
+                Learned::Everything,
+                Invalidation::one(Source::L2, What::Everything),
+            ),
+            (
+                "another instance's schema bump",
+                Learned::Schema("shop".into()),
+                Invalidation::one(Source::L2, What::Schema("shop".into())),
+            ),
+            (
+                "another instance's table bump",
+                Learned::Table("shop".into(), "orders".into()),
+                Invalidation::one(Source::L2, What::Table(orders())),
+            ),
+            (
+                "another instance's rows: their slices; its rows may have moved",
+                Learned::Rows {
+                    schema: "shop".into(),
+                    name: "orders".into(),
+                    indexes: indexes.clone(),
+                },
+                Invalidation {
+                    source: Source::L2,
+                    moved: vec![orders()],
+                    what: vec![What::Slices {
+                        table: orders(),
+                        indexes: indexes.clone(),
+                    }],
+                },
+            ),
+        ];
+        for (rule, l, want) in rows {
+            let got = learned(l);
+            assert!(!got.source.publishes(), "{rule}: never published back");
+            assert_eq!(got, want, "{rule}");
+        }
+    }
+}
