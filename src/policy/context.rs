@@ -655,6 +655,10 @@ pub fn statement_settings(assignments: Option<&[(String, String)]>) -> Result<()
         if is_isolation(name) && isolation_level(value).is_none_or(reads_uncommitted) {
             return Err(Reason::ReadUncommitted);
         }
+        // Traced for this statement: the trace must show it, so the server runs it.
+        if is_optimizer_trace(name) && traces_optimizer(value) {
+            return Err(Reason::OptimizerTrace);
+        }
     }
     Ok(())
 }
@@ -1021,6 +1025,15 @@ mod tests {
                 Err(Reason::StatementSettings),
             ),
             (a(&[("sql_auto_is_null", "1")]), Err(Reason::AutoIsNull)),
+            (
+                a(&[("optimizer_trace", "'enabled=on'")]),
+                Err(Reason::OptimizerTrace),
+            ),
+            (
+                a(&[("optimizer_trace", "'one_line=on'")]),
+                Err(Reason::OptimizerTrace),
+            ),
+            (a(&[("optimizer_trace", "'enabled=off'")]), Ok(())),
             (a(&[("sql_auto_is_null", "ON")]), Err(Reason::AutoIsNull)),
             (
                 a(&[("tx_isolation", "'READ-UNCOMMITTED'")]),
