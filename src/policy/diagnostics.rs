@@ -211,10 +211,26 @@ fn has_word(text: &[u8], word: &[u8]) -> bool {
 /// The hit's statement text to send again before a statement that [`observes_last_query`],
 /// from the session's record of its last statement (`SHOW QCACHE LAST`'s, kept at no cost
 /// to the hit): None when it cannot be replayed as text — cut short (`cut`), or a prepared
-/// statement's that may hold placeholders, whose values are gone — and [`resetter`] stands.
+/// statement's that holds placeholders, whose values are gone — and [`resetter`] stands.
 pub fn replay_text(sql: &[u8], prepared: bool, cut: bool) -> Option<&[u8]> {
-    let placeholders = prepared && sql.contains(&b'?');
+    let placeholders = prepared && has_placeholder(sql);
     (!sql.is_empty() && !cut && !placeholders).then_some(sql)
+}
+
+/// Whether a prepared statement's text holds a `?` the server reads as a placeholder: one
+/// outside strings, quoted names and comments. Where a string ends depends on
+/// `NO_BACKSLASH_ESCAPES` (which may differ between the PREPARE and now), so the text is
+/// lexed both ways and a `?` that either reading finds counts (fail closed).
+pub fn has_placeholder(sql: &[u8]) -> bool {
+    use crate::analysis::lexer::Lexer;
+    if !sql.contains(&b'?') {
+        return false;
+    }
+    let mut plain = Lexer::new(sql);
+    let mut literal = Lexer::without_backslash_escapes(sql);
+    std::iter::from_fn(|| plain.next_token())
+        .chain(std::iter::from_fn(|| literal.next_token()))
+        .any(|t| t.is_punct(b'?'))
 }
 
 /// Marks a pending restore (`SessionState::after_hit`) as one after qcache's own read-back
@@ -712,6 +728,48 @@ mod tests {
                 false,
                 true,
                 "text: a literal",
+            ),
+            (
+                "SELECT a FROM t WHERE b = '?'",
+                true,
+                false,
+                true,
+                "prepared: a '?' in a string is no placeholder",
+            ),
+            (
+                "SELECT `?` FROM t WHERE b = \"?\" /* ? */ -- ?\n",
+                true,
+                false,
+                true,
+                "quoted names, double-quoted strings, comments",
+            ),
+            (
+                "SELECT a FROM t WHERE b = '?' AND a = ?",
+                true,
+                false,
+                false,
+                "a placeholder beside a literal",
+            ),
+            (
+                "SELECT a FROM t WHERE b = '\\' AND a = ? AND c = '?'",
+                true,
+                false,
+                false,
+                "where the string ends depends on NO_BACKSLASH_ESCAPES",
+            ),
+            (
+                "SELECT a FROM t WHERE b = '\\' AND a = '?'",
+                true,
+                false,
+                false,
+                "either reading finding a placeholder counts",
+            ),
+            (
+                "SELECT a FROM t WHERE a = /*!50000 ? */ 1",
+                true,
+                false,
+                false,
+                "an executable comment is code",
             ),
             (
                 "SELECT a FROM t WHERE a = 2",
