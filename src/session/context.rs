@@ -118,6 +118,7 @@ impl Session {
                 .iter()
                 .any(|(n, v)| *n == context::AUTO_IS_NULL && context::auto_is_null_on(*v));
             self.st.optimizer_traced = context::optimizer_traced(&pairs);
+            self.st.profiling = context::profiled(&pairs);
             self.st.keep_alive_after = context::keep_alive_after(&pairs);
             self.st.select_limit_inherited = context::select_limited(&pairs);
             if context::begin_needs_server(&pairs) {

@@ -192,7 +192,9 @@ impl Session {
         id: u32,
         long_data: bool,
     ) -> Result<(), SessionError> {
-        if self.st.ctx_stale {
+        // A quiet session (traced, profiled) is sent nothing of qcache's.
+        let quiet = self.st.recorders().reason();
+        if self.st.ctx_stale && quiet.is_none() {
             if let Some(sql) = self.st.stmts.get(&id).map(|s| s.sql.clone()) {
                 self.reread_stale_context(&sql).await?;
             }
@@ -200,6 +202,7 @@ impl Session {
         let identified = self.privileges_current()
             || (self.st.qct != QueryCacheType::Off
                 && !self.st.lost_track
+                && quiet.is_none()
                 && self
                     .st
                     .stmts
@@ -225,6 +228,8 @@ impl Session {
             Some(Reason::NotRequested)
         } else if self.st.lost_track {
             Some(Reason::SessionUntracked)
+        } else if quiet.is_some() {
+            quiet
         } else if !identified {
             Some(Reason::IdentityUnknown)
         } else if cursor {

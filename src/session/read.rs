@@ -141,12 +141,17 @@ impl Session {
             p.freeze()
         };
         let wanted = wants_cache(self.st.qct, scan.hint);
-        if !wanted || self.st.lost_track {
+        // A quiet session (traced, profiled) is sent nothing of qcache's: no read-back, no
+        // identity ask (`policy::context::Recorders`).
+        let quiet = self.st.recorders().reason();
+        if !wanted || self.st.lost_track || quiet.is_some() {
             if let Some(v) = self.session_variable_answer(&stmt) {
                 return self.answer_variable(&pkt, v).await;
             }
             self.note_not_cached(if self.st.lost_track {
                 Reason::SessionUntracked
+            } else if let Some(reason) = quiet {
+                reason
             } else {
                 Reason::NotRequested
             });
