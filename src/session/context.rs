@@ -187,6 +187,8 @@ impl Session {
         let mut batch: Vec<&str> = vec![&sql];
         batch.extend(probe);
         let mut answers = self.batch(&batch).await?;
+        // A SELECT: the server's `Last_query_cost` is its own now.
+        self.st.cost.disturbed();
         // Nothing raised what a later SHOW WARNINGS could read: the read-back is sent only
         // when nothing could persist (`statements::follow_set`), and the restore below
         // clears what it raised itself.

@@ -144,6 +144,9 @@ pub struct SessionState {
     /// The server's diagnostics area may hold warnings or errors of an earlier statement
     /// (`policy::diagnostics::may_persist`): a read-back would clear them.
     pub diag_may_persist: bool,
+    /// What the server's `Last_query_cost` owes the client after qcache's own SELECTs
+    /// (`policy::diagnostics::LastQueryCost`).
+    pub cost: crate::policy::diagnostics::LastQueryCost,
     /// The execute in progress had parameters sent with COM_STMT_SEND_LONG_DATA: its packet
     /// lacks their values, so no parameter of it can be read from the packet.
     pub execute_long_data: bool,
@@ -218,6 +221,7 @@ impl SessionState {
             profiling: false,
             execute_long_data: false,
             diag_may_persist: false,
+            cost: Default::default(),
             server_ctx: 0,
             mariadb: crate::policy::context::is_mariadb(&n.greeting.server_version),
             temp_tables: HashSet::new(),
@@ -371,6 +375,7 @@ impl SessionState {
         self.admin_allowed = None;
         // The server starts the session's diagnostics afresh.
         self.after_hit = None;
+        self.cost = Default::default();
         // The role may have changed (and the account, for COM_CHANGE_USER): ask again.
         self.identity = None;
         self.identity_unusable = false;
