@@ -61,6 +61,16 @@ impl Session {
         Ok(())
     }
 
+    /// A hit is owed its restore: when the last statement was that hit, it is the last to
+    /// have set `Last_query_cost` (its text, if it can be sent again).
+    pub(crate) fn note_hit_cost(&mut self) {
+        if self.last.what.hit {
+            let cut = self.last.sql.len() >= super::digests::LAST_SQL_MAX;
+            let text = diagnostics::replay_text(&self.last.sql, self.last.prepared, cut);
+            self.st.cost.hit(text);
+        }
+    }
+
     /// Sends the hit's own statement again, its answer dropped; false when it cannot be
     /// replayed or the server refused it or warned (then the resetter is owed).
     async fn replay_hit(&mut self) -> Result<bool, SessionError> {

@@ -237,11 +237,8 @@ impl Session {
             self.cost_effect(payload)
         };
         if let Some(found_rows) = self.st.after_hit.take() {
-            if found_rows & diagnostics::AFTER_READ_BACK == 0 && self.last.what.hit {
-                // The hit was the last statement to set the cost.
-                let cut = self.last.sql.len() >= super::digests::LAST_SQL_MAX;
-                let text = diagnostics::replay_text(&self.last.sql, self.last.prepared, cut);
-                self.st.cost.hit(text);
+            if found_rows & diagnostics::AFTER_READ_BACK == 0 {
+                self.note_hit_cost();
             }
             if !cacheable_read {
                 self.reset_diagnostics(found_rows, effect).await?;
