@@ -173,6 +173,8 @@ const MYSQL_EXTRA: &[&str] = &[
     "eq_range_index_dive_limit",
     // A session that traces the optimizer is not served (`traces_optimizer`).
     "optimizer_trace",
+    // Nor one that profiles its statements (`profiles`).
+    "profiling",
     // Whether a BEGIN opens a read-only transaction (`begin_needs_server`).
     "transaction_read_only",
 ];
@@ -231,6 +233,10 @@ const MARIADB_OPTIONAL: &[&str] = &[
     "idle_write_transaction_timeout",
     // 10.4 on: a session that traces the optimizer is not served (`traces_optimizer`).
     "optimizer_trace",
+    // A session that profiles its statements is not served and sent nothing of qcache's
+    // (`profiles`); inherited from the global at connect. Optional: a server built without
+    // profiling lacks it.
+    "profiling",
 ];
 
 /// The flavour's optional key variables ([`MARIADB_OPTIONAL`]; none for MySQL, whose
@@ -497,6 +503,91 @@ pub fn is_optimizer_trace(name: &str) -> bool {
         .eq_ignore_ascii_case("optimizer_trace")
 }
 
+/// Whether a variable name (any case, with or without `@@session.`) is `profiling`.
+pub fn is_profiling(name: &str) -> bool {
+    let bare = name.rsplit('.').next().unwrap_or(name);
+    bare.trim_start_matches('@')
+        .eq_ignore_ascii_case("profiling")
+}
+
+/// Whether a value of `profiling` (the server's, or a SET's text) may turn it on. A session
+/// that profiles lists its statements in `SHOW PROFILES` and `information_schema.PROFILING`:
+/// a hit would be missing there, and qcache's own statements (read-backs, the identity ask,
+/// the diagnostics resetter) would show. Fails closed as [`auto_is_null_on`] does: only a
+/// value that certainly means off is off (`DEFAULT` is the global's, `@v` unknown).
+pub fn profiles(value: Option<&str>) -> bool {
+    auto_is_null_on(value)
+}
+
+/// Whether the server, by the session context it reported (`(name, value)` pairs, as for
+/// [`server_context`]), profiles the session's statements ([`profiles`]); a server without
+/// the variable profiles nothing.
+pub fn profiled(pairs: &[(&str, Option<&str>)]) -> bool {
+    pairs.iter().any(|(n, v)| is_profiling(n) && profiles(*v))
+}
+
+/// What the server records of a session's statements where the session can read it back: its
+/// optimizer trace, its profiles. While either is on, qcache serves the session nothing and
+/// sends it no statement of its own: what the client reads there must be its own statements,
+/// each run by the server, as directly (`Recorders::quiet`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Recorders {
+    pub optimizer_trace: bool,
+    pub profiling: bool,
+}
+
+impl Recorders {
+    /// Whether qcache must keep quiet: no hit, no private statement.
+    pub fn quiet(self) -> bool {
+        self.optimizer_trace || self.profiling
+    }
+
+    /// Why a read of a quiet session is not cached; None when it is not quiet.
+    pub fn reason(self) -> Option<Reason> {
+        if self.optimizer_trace {
+            Some(Reason::OptimizerTrace)
+        } else if self.profiling {
+            Some(Reason::Profiling)
+        } else {
+            None
+        }
+    }
+
+    /// After a session-scope SET of `name` to `value` (its text; a literal or not), before any
+    /// read-back: a read-back is a SELECT, which a trace or the profiles would show, so what
+    /// the SET turned on is known from its text alone, failing closed: `optimizer_trace` is
+    /// on unless the value says `enabled=off` ([`traces_optimizer`]: a partial value such as
+    /// `'one_line=on'`, `DEFAULT` and `@v` may leave it on), `profiling` unless it is a
+    /// literal off ([`profiles`]). Other names change nothing.
+    pub fn after_set(self, name: &str, value: &str) -> Recorders {
+        let mut r = self;
+        if is_optimizer_trace(name) {
+            r.optimizer_trace = traces_optimizer(value);
+        }
+        if is_profiling(name) {
+            r.profiling = profiles(Some(value));
+        }
+        r
+    }
+}
+
+/// Whether a variable qcache would read back after a SET is among those the connect read
+/// reports (`read_server_context`), so that marking the context stale reads it again as
+/// well as the read-back would have: what a quiet session ([`Recorders::quiet`]) does
+/// instead of reading back. Any other name, not read again there, leaves the session
+/// untracked.
+pub fn read_at_connect(name: &str, mariadb: bool) -> bool {
+    let bare = name
+        .rsplit('.')
+        .next()
+        .unwrap_or(name)
+        .trim_start_matches('@');
+    key_variables(mariadb)
+        .iter()
+        .chain(optional_key_variables(mariadb))
+        .any(|v| v.eq_ignore_ascii_case(bare) || v.eq_ignore_ascii_case(key_name(bare)))
+}
+
 /// The key variables to read back after an assignment to `name`, when it is coupled.
 fn coupled(name: &str) -> Option<&'static [&'static str]> {
     COUPLED
@@ -654,6 +745,10 @@ pub fn statement_settings(assignments: Option<&[(String, String)]>) -> Result<()
         }
         if is_isolation(name) && isolation_level(value).is_none_or(reads_uncommitted) {
             return Err(Reason::ReadUncommitted);
+        }
+        // Traced for this statement: the trace must show it, so the server runs it.
+        if is_optimizer_trace(name) && traces_optimizer(value) {
+            return Err(Reason::OptimizerTrace);
         }
     }
     Ok(())
@@ -867,6 +962,103 @@ mod tests {
         assert!(is_optimizer_trace("optimizer_trace") && !is_optimizer_trace("optimizer_switch"));
     }
 
+    /// One row per SET that may change what the server records of a session's statements:
+    /// the recorders before, the assignment, the recorders after (known from the text alone).
+    #[test]
+    fn recorders_after_a_set() {
+        use super::Recorders;
+        let off = Recorders::default();
+        let traced = Recorders {
+            optimizer_trace: true,
+            profiling: false,
+        };
+        let profiled = Recorders {
+            optimizer_trace: false,
+            profiling: true,
+        };
+        for (before, name, value, after, why) in [
+            (off, "optimizer_trace", "'enabled=on'", traced, "turned on"),
+            (
+                traced,
+                "optimizer_trace",
+                "'enabled=off'",
+                off,
+                "turned off",
+            ),
+            (
+                off,
+                "optimizer_trace",
+                "'one_line=on'",
+                traced,
+                "partial: may be on",
+            ),
+            (
+                off,
+                "optimizer_trace",
+                "DEFAULT",
+                traced,
+                "the global's: may be on",
+            ),
+            (
+                off,
+                "@@session.OPTIMIZER_TRACE",
+                "@v",
+                traced,
+                "unknown: on",
+            ),
+            (off, "profiling", "1", profiled, "turned on"),
+            (off, "profiling", "ON", profiled, "turned on"),
+            (profiled, "profiling", "0", off, "turned off"),
+            (profiled, "profiling", "'OFF'", off, "turned off, quoted"),
+            (profiled, "profiling", "@p", profiled, "unknown: on"),
+            (
+                off,
+                "profiling",
+                "DEFAULT",
+                profiled,
+                "the global's: may be on",
+            ),
+            (traced, "sql_mode", "''", traced, "another name: unchanged"),
+            (
+                profiled,
+                "names",
+                "latin1",
+                profiled,
+                "another name: unchanged",
+            ),
+        ] {
+            let got = before.after_set(name, value);
+            assert_eq!(got, after, "{why}: {name} = {value}");
+            assert_eq!(got.quiet(), after != off, "{why}");
+            assert_eq!(got.reason().is_some(), got.quiet(), "{why}");
+        }
+    }
+
+    #[test]
+    fn profiling_as_the_server_reports_it() {
+        use super::{profiled, read_at_connect};
+        for (pairs, want) in [
+            (vec![("profiling", Some("1"))], true),
+            (vec![("profiling", Some("0"))], false),
+            (vec![("profiling", Some("OFF"))], false),
+            (vec![("profiling", None)], true),
+            (vec![("sql_mode", Some("1"))], false),
+        ] {
+            assert_eq!(profiled(&pairs), want, "{pairs:?}");
+        }
+        for (name, want) in [
+            ("character_set_client", true),
+            ("optimizer_trace", true),
+            ("profiling", true),
+            ("sql_mode", true),
+            ("@@session.sql_mode", true),
+            ("transaction_isolation", true),
+            ("foreign_key_checks", false),
+        ] {
+            assert_eq!(read_at_connect(name, true), want, "{name}");
+        }
+    }
+
     use super::*;
 
     /// One row per change between PREPARE and EXECUTE: whether the statement's context moved.
@@ -1021,6 +1213,15 @@ mod tests {
                 Err(Reason::StatementSettings),
             ),
             (a(&[("sql_auto_is_null", "1")]), Err(Reason::AutoIsNull)),
+            (
+                a(&[("optimizer_trace", "'enabled=on'")]),
+                Err(Reason::OptimizerTrace),
+            ),
+            (
+                a(&[("optimizer_trace", "'one_line=on'")]),
+                Err(Reason::OptimizerTrace),
+            ),
+            (a(&[("optimizer_trace", "'enabled=off'")]), Ok(())),
             (a(&[("sql_auto_is_null", "ON")]), Err(Reason::AutoIsNull)),
             (
                 a(&[("tx_isolation", "'READ-UNCOMMITTED'")]),

@@ -190,6 +190,224 @@ pub fn observes_last_query(stmt: &[u8]) -> bool {
         || has_word(stmt, b"execute")
 }
 
+/// What a statement that reaches the server does to the session's `Last_query_cost`, as
+/// MariaDB 10.11 was seen to behave: every SELECT sets it (0 for one without tables, a set
+/// operation or a failed one), as do `SHOW` over information_schema, `EXPLAIN`,
+/// `INSERT … SELECT` and multi-table `UPDATE`/`DELETE`; `SET` (a subquery's too), `DO`,
+/// single-table writes, transaction statements, `SHOW WARNINGS` and `SHOW STATUS` (which
+/// puts back the status it changed) leave it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CostEffect {
+    /// Leaves it as it was.
+    Keeps,
+    /// Leaves it, but writes rows: a SELECT run again after it may cost (and count)
+    /// otherwise than it did before (the optimizer's row estimates moved), so what set the
+    /// cost can no longer be replayed.
+    Writes,
+    /// Sets it itself (a SELECT: its own cost).
+    Sets,
+    /// Reads it and leaves it (`SHOW [SESSION] STATUS`).
+    Reads,
+    /// May read it, and may set it (CALL, EXECUTE, anything not recognised: fail closed).
+    Unknown,
+}
+
+/// [`CostEffect`] of a statement's text. Only a single statement whose first word says so
+/// keeps or sets the cost; anything that may read it ([`observes_last_query`]), a
+/// multi-statement, or a statement not recognised is `Unknown`.
+pub fn cost_effect(stmt: &[u8]) -> CostEffect {
+    use crate::analysis::lexer::Lexer;
+    let mut lx = Lexer::new(stmt);
+    let mut words: Vec<&[u8]> = Vec::with_capacity(6);
+    let mut statements_after = false;
+    let mut ended = false;
+    while let Some(t) = lx.next_token() {
+        if t.is_punct(b';') {
+            ended = true;
+            continue;
+        }
+        if ended {
+            statements_after = true;
+            break;
+        }
+        if words.len() < 6 && t.tok == crate::analysis::lexer::Tok::Word {
+            words.push(t.bytes(stmt));
+        }
+    }
+    if statements_after {
+        return CostEffect::Unknown;
+    }
+    let is = |i: usize, w: &str| {
+        words
+            .get(i)
+            .is_some_and(|x| x.eq_ignore_ascii_case(w.as_bytes()))
+    };
+    if observes_last_query(stmt) {
+        let status_at = if ["session", "local", "global"].iter().any(|w| is(1, w)) {
+            2
+        } else {
+            1
+        };
+        return if is(0, "show") && is(status_at, "status") {
+            CostEffect::Reads
+        } else {
+            CostEffect::Unknown
+        };
+    }
+    let Some(first) = words.first().map(|w| w.to_ascii_lowercase()) else {
+        return CostEffect::Unknown;
+    };
+    let reads_more = ["select", "join", "using"]
+        .iter()
+        .any(|w| has_word(stmt, w.as_bytes()));
+    match first.as_slice() {
+        b"select" | b"with" => CostEffect::Sets,
+        b"set" if !is(1, "statement") => CostEffect::Keeps,
+        b"do" | b"begin" | b"start" | b"commit" | b"rollback" | b"savepoint" | b"release"
+        | b"lock" | b"unlock" | b"get" => CostEffect::Keeps,
+        b"show"
+            if ["warnings", "errors", "profiles", "profile"]
+                .iter()
+                .any(|w| is(1, w)) =>
+        {
+            CostEffect::Keeps
+        }
+        b"insert" | b"replace" if !reads_more => CostEffect::Writes,
+        // Single-table only: `UPDATE a, b SET …` and `DELETE a FROM …` optimise a join.
+        b"update" if !reads_more && !before_word(stmt, b",", b"set") => CostEffect::Writes,
+        b"delete" if !reads_more && delete_from_one(&words) => CostEffect::Writes,
+        _ => CostEffect::Unknown,
+    }
+}
+
+/// Whether `needle` occurs in `stmt` before the first word `word` (or anywhere, without it).
+fn before_word(stmt: &[u8], needle: &[u8], word: &[u8]) -> bool {
+    let mut from = 0;
+    let end = loop {
+        match find_ci(stmt, word, from) {
+            Some(at) => {
+                let ident = |i: Option<&u8>| {
+                    i.is_some_and(|&b| b.is_ascii_alphanumeric() || b == b'_' || b == b'$')
+                };
+                let before = at.checked_sub(1).and_then(|i| stmt.get(i));
+                if !ident(before) && !ident(stmt.get(at + word.len())) {
+                    break at;
+                }
+                from = at + 1;
+            }
+            None => break stmt.len(),
+        }
+    };
+    find_ci(&stmt[..end], needle, 0).is_some()
+}
+
+/// `DELETE [LOW_PRIORITY] [QUICK] [IGNORE] FROM …`: the first words name one table's delete.
+fn delete_from_one(words: &[&[u8]]) -> bool {
+    words
+        .iter()
+        .skip(1)
+        .find(|w| {
+            !["low_priority", "quick", "ignore"]
+                .iter()
+                .any(|m| w.eq_ignore_ascii_case(m.as_bytes()))
+        })
+        .is_some_and(|w| w.eq_ignore_ascii_case(b"from"))
+}
+
+/// What the session's `Last_query_cost` on the server owes what the client would read
+/// directly, after qcache's own statements changed it: the diagnostics resetter after a hit,
+/// a read-back, the identity ask (each a SELECT, which sets it). Kept off the hit path: a hit
+/// records nothing here; the statement after it tells ([`LastQueryCost::hit`]).
+///
+/// `source` is the text whose run leaves the cost the client would read (the last statement
+/// that set it, when that is a cacheable read: deterministic, no side effect, so it may run
+/// again); `owed`, that the server's value is not that text's now. Before a statement that
+/// may read it ([`CostEffect::Reads`], `Unknown`), the text is sent again (its answer
+/// dropped). A source that is not a cacheable read is unknown and never replayed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LastQueryCost {
+    source: CostSource,
+    owed: bool,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+enum CostSource {
+    /// A fresh session: 0, as qcache's own SELECTs without tables leave it.
+    #[default]
+    Zero,
+    Replay(Vec<u8>),
+    Unknown,
+}
+
+impl LastQueryCost {
+    /// The last statement that set the cost was a hit on `text` (None: not replayable).
+    pub fn hit(&mut self, text: Option<&[u8]>) {
+        self.set_source(text);
+        self.owed = false;
+    }
+
+    /// qcache ran a SELECT of its own: the server's cost is that statement's now.
+    pub fn disturbed(&mut self) {
+        self.owed = !matches!(self.source, CostSource::Zero);
+    }
+
+    /// The source's text was just run again (the hit replayed): the server's cost is right.
+    pub fn replayed(&mut self) {
+        self.owed = false;
+    }
+
+    /// Before a client's statement of `effect` reaches the server: the text to run first,
+    /// if the cost is owed and the statement may read it. Clears the debt.
+    pub fn before(&mut self, effect: CostEffect) -> Option<Vec<u8>> {
+        if !self.owed
+            || matches!(
+                effect,
+                CostEffect::Keeps | CostEffect::Writes | CostEffect::Sets
+            )
+        {
+            return None;
+        }
+        self.owed = false;
+        match &self.source {
+            CostSource::Replay(t) => Some(t.clone()),
+            _ => None,
+        }
+    }
+
+    /// After a client's statement of `effect` was sent; `read`: its text when it is a
+    /// cacheable read (replayable), None otherwise.
+    pub fn after(&mut self, effect: CostEffect, read: Option<&[u8]>) {
+        match effect {
+            CostEffect::Keeps | CostEffect::Reads => {}
+            CostEffect::Sets => {
+                self.set_source(read);
+                self.owed = false;
+            }
+            CostEffect::Writes | CostEffect::Unknown => {
+                self.source = CostSource::Unknown;
+                self.owed = false;
+            }
+        }
+    }
+
+    /// Whether the server's value differs from the client's and a replay could put it right.
+    pub fn owed(&self) -> bool {
+        self.owed && matches!(self.source, CostSource::Replay(_))
+    }
+
+    fn set_source(&mut self, text: Option<&[u8]>) {
+        match (&mut self.source, text) {
+            // The buffer is reused: a miss after a miss allocates nothing.
+            (CostSource::Replay(buf), Some(t)) => {
+                buf.clear();
+                buf.extend_from_slice(t);
+            }
+            (_, Some(t)) => self.source = CostSource::Replay(t.to_vec()),
+            (_, None) => self.source = CostSource::Unknown,
+        }
+    }
+}
+
 /// Whether `word` occurs in `text` (any case) with no identifier character on either side:
 /// `status` in `SHOW STATUS` or `` `status` ``, not in `statuses`; a column that merely holds
 /// the letters does not make every write after a hit replay the hit.
@@ -211,10 +429,26 @@ fn has_word(text: &[u8], word: &[u8]) -> bool {
 /// The hit's statement text to send again before a statement that [`observes_last_query`],
 /// from the session's record of its last statement (`SHOW QCACHE LAST`'s, kept at no cost
 /// to the hit): None when it cannot be replayed as text — cut short (`cut`), or a prepared
-/// statement's that may hold placeholders, whose values are gone — and [`resetter`] stands.
+/// statement's that holds placeholders, whose values are gone — and [`resetter`] stands.
 pub fn replay_text(sql: &[u8], prepared: bool, cut: bool) -> Option<&[u8]> {
-    let placeholders = prepared && sql.contains(&b'?');
+    let placeholders = prepared && has_placeholder(sql);
     (!sql.is_empty() && !cut && !placeholders).then_some(sql)
+}
+
+/// Whether a prepared statement's text holds a `?` the server reads as a placeholder: one
+/// outside strings, quoted names and comments. Where a string ends depends on
+/// `NO_BACKSLASH_ESCAPES` (which may differ between the PREPARE and now), so the text is
+/// lexed both ways and a `?` that either reading finds counts (fail closed).
+pub fn has_placeholder(sql: &[u8]) -> bool {
+    use crate::analysis::lexer::Lexer;
+    if !sql.contains(&b'?') {
+        return false;
+    }
+    let mut plain = Lexer::new(sql);
+    let mut literal = Lexer::without_backslash_escapes(sql);
+    std::iter::from_fn(|| plain.next_token())
+        .chain(std::iter::from_fn(|| literal.next_token()))
+        .any(|t| t.is_punct(b'?'))
 }
 
 /// Marks a pending restore (`SessionState::after_hit`) as one after qcache's own read-back
@@ -714,6 +948,48 @@ mod tests {
                 "text: a literal",
             ),
             (
+                "SELECT a FROM t WHERE b = '?'",
+                true,
+                false,
+                true,
+                "prepared: a '?' in a string is no placeholder",
+            ),
+            (
+                "SELECT `?` FROM t WHERE b = \"?\" /* ? */ -- ?\n",
+                true,
+                false,
+                true,
+                "quoted names, double-quoted strings, comments",
+            ),
+            (
+                "SELECT a FROM t WHERE b = '?' AND a = ?",
+                true,
+                false,
+                false,
+                "a placeholder beside a literal",
+            ),
+            (
+                "SELECT a FROM t WHERE b = '\\' AND a = ? AND c = '?'",
+                true,
+                false,
+                false,
+                "where the string ends depends on NO_BACKSLASH_ESCAPES",
+            ),
+            (
+                "SELECT a FROM t WHERE b = '\\' AND a = '?'",
+                true,
+                false,
+                false,
+                "either reading finding a placeholder counts",
+            ),
+            (
+                "SELECT a FROM t WHERE a = /*!50000 ? */ 1",
+                true,
+                false,
+                false,
+                "an executable comment is code",
+            ),
+            (
                 "SELECT a FROM t WHERE a = 2",
                 false,
                 true,
@@ -727,6 +1003,150 @@ mod tests {
                 replays,
                 "{why}"
             );
+        }
+    }
+
+    /// One row per statement: what it does to `Last_query_cost` (as MariaDB 10.11 was seen).
+    #[test]
+    fn what_statements_do_to_the_last_querys_cost() {
+        use CostEffect::*;
+        for (sql, want) in [
+            ("SELECT a FROM t", Sets),
+            ("(SELECT a FROM t) UNION (SELECT 1)", Sets),
+            ("WITH c AS (SELECT 1) SELECT * FROM c", Sets),
+            ("/* trace */ select nosuch FROM t", Sets),
+            ("SET @x = 1", Keeps),
+            ("SET @y = (SELECT MAX(a) FROM t)", Keeps),
+            ("SET NAMES latin1", Keeps),
+            (
+                "SET STATEMENT sql_select_limit = 1 FOR SELECT a FROM t",
+                Unknown,
+            ),
+            ("DO 0", Keeps),
+            ("BEGIN", Keeps),
+            ("COMMIT", Keeps),
+            ("SHOW WARNINGS", Keeps),
+            ("SHOW PROFILES", Keeps),
+            ("GET DIAGNOSTICS @n = NUMBER", Keeps),
+            ("INSERT INTO u VALUES (1), (2)", Writes),
+            ("INSERT INTO u SELECT a FROM t", Unknown),
+            ("UPDATE u SET b = 2 WHERE b IN (1, 2)", Writes),
+            ("UPDATE u JOIN t ON t.a = u.b SET u.b = 1", Unknown),
+            ("UPDATE u, t SET u.b = t.a", Unknown),
+            ("DELETE FROM u WHERE b IN (1, 2)", Writes),
+            ("DELETE LOW_PRIORITY QUICK FROM u", Writes),
+            ("DELETE u FROM u JOIN t ON t.a = u.b", Unknown),
+            ("DELETE FROM u USING u, t", Unknown),
+            ("SHOW STATUS LIKE 'Last_query_cost'", Reads),
+            ("show session status", Reads),
+            ("SHOW GLOBAL STATUS", Reads),
+            ("SHOW VARIABLES", Unknown),
+            ("SHOW TABLES", Unknown),
+            ("CALL p()", Unknown),
+            ("EXECUTE s", Unknown),
+            ("SET @x = 1; SHOW STATUS", Unknown),
+            ("SET @x = 1; SELECT 1", Unknown),
+            ("SELECT 1;", Sets),
+            ("INSERT INTO status VALUES (1)", Writes),
+            ("CREATE TABLE v (a INT)", Unknown),
+            ("", Unknown),
+        ] {
+            assert_eq!(cost_effect(sql.as_bytes()), want, "{sql}");
+        }
+    }
+
+    /// One row per sequence of events: whether a replay is owed, and of what, before a
+    /// statement that reads the cost.
+    #[test]
+    fn the_last_querys_cost_is_owed_and_replayed() {
+        use CostEffect::*;
+        enum E {
+            Hit(Option<&'static str>),
+            Private,
+            Replayed,
+            Sent(CostEffect, Option<&'static str>),
+        }
+        use E::*;
+        let rows: &[(&[E], Option<&str>, &str)] = &[
+            (
+                &[Private],
+                None,
+                "a fresh session's 0: qcache's SELECTs leave 0",
+            ),
+            (
+                &[Hit(Some("SELECT h")), Private],
+                Some("SELECT h"),
+                "the resetter after a hit",
+            ),
+            (
+                &[Hit(Some("SELECT h")), Private, Sent(Keeps, None)],
+                Some("SELECT h"),
+                "a SET in between keeps the debt",
+            ),
+            (
+                &[Hit(Some("SELECT h")), Private, Sent(Writes, None)],
+                None,
+                "a write in between: the replay would cost otherwise (not owed, unknown)",
+            ),
+            (
+                &[Hit(Some("SELECT h")), Private, Sent(Sets, None)],
+                None,
+                "a SELECT in between sets its own",
+            ),
+            (
+                &[Hit(Some("SELECT h")), Private, Sent(Unknown, None)],
+                None,
+                "an unknown statement had the replay before it",
+            ),
+            (&[Hit(None), Private], None, "a hit that cannot be replayed"),
+            (
+                &[Hit(Some("SELECT h")), Replayed],
+                None,
+                "the hit itself replayed",
+            ),
+            (
+                &[Sent(Sets, Some("SELECT m")), Sent(Keeps, None), Private],
+                Some("SELECT m"),
+                "a read-back after a miss and a SET",
+            ),
+            (
+                &[Sent(Sets, None), Private],
+                None,
+                "after a SELECT that cannot run again: unknown",
+            ),
+            (
+                &[
+                    Sent(Sets, Some("SELECT m")),
+                    Sent(Sets, Some("SELECT n")),
+                    Private,
+                ],
+                Some("SELECT n"),
+                "the last one counts",
+            ),
+        ];
+        for (events, want, why) in rows {
+            let mut c = LastQueryCost::default();
+            for e in events.iter() {
+                match e {
+                    Hit(t) => c.hit(t.map(str::as_bytes)),
+                    Private => c.disturbed(),
+                    Replayed => c.replayed(),
+                    Sent(effect, read) => {
+                        if let Some(r) = c.before(*effect) {
+                            assert!(matches!(effect, Reads | Unknown), "{why}: {r:?}");
+                        }
+                        c.after(*effect, read.map(str::as_bytes));
+                    }
+                }
+            }
+            assert_eq!(c.owed(), want.is_some(), "{why}");
+            assert_eq!(
+                c.before(Keeps),
+                None,
+                "{why}: never before a statement that keeps it"
+            );
+            assert_eq!(c.before(Reads).as_deref(), want.map(str::as_bytes), "{why}");
+            assert!(!c.owed(), "{why}: replayed once");
         }
     }
 

@@ -41,6 +41,11 @@ pub struct Session {
     pub qct: QueryCacheType,
     /// qcache no longer knows the session's context (a multi-statement SET, a procedure…).
     pub lost_track: bool,
+    /// The server records the session's statements where it can read them back (its
+    /// optimizer trace, its profiles: `policy::context::Recorders`), and why not to cache:
+    /// such a session is served nothing and sent nothing of qcache's (no read-back, no
+    /// identity ask), so every read reaches the server as directly.
+    pub quiet: Option<Reason>,
 }
 
 /// How a read reached qcache.
@@ -90,6 +95,9 @@ pub fn admit(s: &Session, hint: Hint) -> Result<(), Reason> {
     }
     if s.lost_track {
         return Err(Reason::SessionUntracked);
+    }
+    if let Some(reason) = s.quiet {
+        return Err(reason);
     }
     Ok(())
 }
@@ -370,7 +378,11 @@ mod tests {
     }
 
     fn s(qct: QueryCacheType, lost_track: bool) -> Session {
-        Session { qct, lost_track }
+        Session {
+            qct,
+            lost_track,
+            quiet: None,
+        }
     }
 
     #[test]
@@ -405,6 +417,23 @@ mod tests {
             // Not wanted counts before untracked: the session asked for nothing.
             (s(OFF, true), Hint::None, Err(Reason::NotRequested)),
             (s(ON, false), Hint::SqlNoCache, Err(Reason::NotRequested)),
+            (
+                Session {
+                    quiet: Some(Reason::OptimizerTrace),
+                    ..s(ON, false)
+                },
+                Hint::None,
+                Err(Reason::OptimizerTrace),
+            ),
+            // Untracked counts before quiet, as the session's state is the broader cause.
+            (
+                Session {
+                    quiet: Some(Reason::Profiling),
+                    ..s(ON, true)
+                },
+                Hint::None,
+                Err(Reason::SessionUntracked),
+            ),
         ];
         for (session, hint, want) in rows {
             assert_eq!(admit(&session, hint), want, "{session:?} {hint:?}");

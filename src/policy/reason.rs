@@ -62,6 +62,9 @@ pub enum Reason {
     /// The session's optimizer trace is on: every read runs on the server, so the trace
     /// shows the read and not qcache's diagnostics resetter (`policy::context`).
     OptimizerTrace,
+    /// The session profiles its statements (`profiling`): every read runs on the server, so
+    /// `SHOW PROFILES` lists it, and qcache sends nothing of its own (`policy::context`).
+    Profiling,
     /// A SERIALIZABLE transaction's read: the server locks what it reads.
     LockingRead,
     /// The session holds (or may hold) table locks (`policy::locks`): the server answers
@@ -149,6 +152,7 @@ impl Reason {
         Reason::AutoIsNull,
         Reason::StatementSettings,
         Reason::OptimizerTrace,
+        Reason::Profiling,
         Reason::LockingRead,
         Reason::TableLocks,
         Reason::XaTransaction,
@@ -200,6 +204,7 @@ impl Reason {
             Reason::AutoIsNull => "auto_is_null",
             Reason::StatementSettings => "statement_settings",
             Reason::OptimizerTrace => "optimizer_trace",
+            Reason::Profiling => "profiling",
             Reason::LockingRead => "locking_read",
             Reason::TableLocks => "table_locks",
             Reason::XaTransaction => "xa_transaction",

@@ -63,10 +63,9 @@ impl Session {
             return Ok(false);
         }
         let new_status = match kind {
-            StatementKind::Begin => self
-                .st
-                .txn
-                .begin_answered_locally(!self.st.lost_track && !self.st.ctx_stale),
+            StatementKind::Begin => self.st.txn.begin_answered_locally(
+                !self.st.lost_track && !self.st.ctx_stale && !self.st.quiet(),
+            ),
             StatementKind::Commit | StatementKind::Rollback => self.st.txn.end_answered_locally(),
             _ => None,
         };

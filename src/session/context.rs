@@ -118,6 +118,7 @@ impl Session {
                 .iter()
                 .any(|(n, v)| *n == context::AUTO_IS_NULL && context::auto_is_null_on(*v));
             self.st.optimizer_traced = context::optimizer_traced(&pairs);
+            self.st.profiling = context::profiled(&pairs);
             self.st.keep_alive_after = context::keep_alive_after(&pairs);
             self.st.select_limit_inherited = context::select_limited(&pairs);
             if context::begin_needs_server(&pairs) {
@@ -186,6 +187,8 @@ impl Session {
         let mut batch: Vec<&str> = vec![&sql];
         batch.extend(probe);
         let mut answers = self.batch(&batch).await?;
+        // A SELECT: the server's `Last_query_cost` is its own now.
+        self.st.cost.disturbed();
         // Nothing raised what a later SHOW WARNINGS could read: the read-back is sent only
         // when nothing could persist (`statements::follow_set`), and the restore below
         // clears what it raised itself.

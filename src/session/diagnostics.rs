@@ -12,26 +12,63 @@ use crate::protocol::response::{Expect, Response, Step};
 impl Session {
     /// Leaves the server's warnings, errors, `ROW_COUNT()` and `FOUND_ROWS()` as the SELECT
     /// served from the cache would have, before the next statement reaches the server.
-    /// `observes`: the statement about to reach the server may read what only the SELECT's
-    /// own run leaves (`policy::diagnostics::observes_last_query`): the hit's SELECT is sent
-    /// again where it can be.
+    /// `effect`: what that statement does to `Last_query_cost`
+    /// (`policy::diagnostics::cost_effect`); where it may read it, the hit's SELECT is sent
+    /// again instead of the resetter where it can be, and a cost owed is put back before
+    /// `ROW_COUNT()` is.
     pub(crate) async fn reset_diagnostics(
         &mut self,
         pending: u64,
-        observes: bool,
+        effect: diagnostics::CostEffect,
     ) -> Result<(), SessionError> {
+        use diagnostics::CostEffect;
         let (found_rows, row_count_zero) = diagnostics::pending_restore(pending);
+        let observes = matches!(effect, CostEffect::Reads | CostEffect::Unknown);
         if observes && !row_count_zero && self.last.what.hit && self.replay_hit().await? {
+            self.st.cost.replayed();
             return Ok(());
         }
         if let Some(n) = found_rows {
             self.send_resetter(n).await?;
+            self.st.cost.disturbed();
         }
+        self.replay_cost(effect).await?;
         if row_count_zero {
             // After qcache's own read-back: ROW_COUNT() 0, as the SET before it left it.
             self.batch(&[super::context::RESTORE]).await?;
         }
         Ok(())
+    }
+
+    /// Before a statement of `effect` that may read `Last_query_cost`, sends again the
+    /// statement whose run left the value the client would read, when qcache's own SELECTs
+    /// changed it since (`policy::diagnostics::LastQueryCost`), its answer dropped. Not where
+    /// an earlier statement's warnings may still be read: the replay would clear them, and
+    /// they weigh more than the cost (docs/reliability.md).
+    pub(crate) async fn replay_cost(
+        &mut self,
+        effect: diagnostics::CostEffect,
+    ) -> Result<(), SessionError> {
+        if !self.st.cost.owed() || self.st.diag_may_persist {
+            return Ok(());
+        }
+        let Some(sql) = self.st.cost.before(effect) else {
+            return Ok(());
+        };
+        self.send_private_bytes(&sql).await?;
+        let resp = self.read_private("the cost's replay", |_, _, _| {}).await?;
+        self.st.diag_may_persist = resp.error || resp.warnings > 0;
+        Ok(())
+    }
+
+    /// A hit is owed its restore: when the last statement was that hit, it is the last to
+    /// have set `Last_query_cost` (its text, if it can be sent again).
+    pub(crate) fn note_hit_cost(&mut self) {
+        if self.last.what.hit {
+            let cut = self.last.sql.len() >= super::digests::LAST_SQL_MAX;
+            let text = diagnostics::replay_text(&self.last.sql, self.last.prepared, cut);
+            self.st.cost.hit(text);
+        }
     }
 
     /// Sends the hit's own statement again, its answer dropped; false when it cannot be
@@ -98,10 +135,13 @@ impl Session {
         if !self.open_deferred_begin(pkt.seq).await? {
             return Ok(());
         }
+        // A SHOW of status reads `Last_query_cost`; one of variables sets it.
+        let effect = self.cost_effect(&pkt.payload);
         if let Some(n) = self.st.after_hit.take() {
-            // A SHOW of status: it reads `Last_query_cost`.
-            self.reset_diagnostics(n, true).await?;
+            self.reset_diagnostics(n, effect).await?;
         }
+        self.replay_cost(effect).await?;
+        self.st.cost.after(effect, None);
         self.upstream.start_command();
         self.upstream
             .send(pkt.seq, &pkt.payload)

@@ -378,7 +378,8 @@ impl Session {
         // survives a change-user on MariaDB, and the next read-back reads it.
         if let Some(p) = self.st.after_hit.take() {
             if crate::policy::diagnostics::pending_restore(p).1 {
-                self.reset_diagnostics(p, false).await?;
+                self.reset_diagnostics(p, crate::policy::diagnostics::CostEffect::Keeps)
+                    .await?;
             }
         }
         self.end_transaction_for_reset();

@@ -127,6 +127,7 @@ impl Session {
         sql: &[u8],
     ) -> Result<Option<Vec<u8>>, SessionError> {
         self.send_private_bytes(sql).await?;
+        self.st.cost.disturbed();
         let mut err = None;
         let resp = self
             .read_private("the privilege check (EXPLAIN)", |_, _, p| {
@@ -146,6 +147,7 @@ impl Session {
         sql: &str,
     ) -> Result<Option<Vec<Option<String>>>, SessionError> {
         self.send_private(sql).await?;
+        self.st.cost.disturbed();
         let mut row = None;
         let resp = self
             .read_private("the identity query", |resp, before, p| {

@@ -181,6 +181,7 @@ impl Session {
         read::Session {
             qct: self.st.qct,
             lost_track: self.st.lost_track,
+            quiet: self.st.recorders().reason(),
         }
     }
 

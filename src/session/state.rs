@@ -12,6 +12,7 @@ use crate::analysis::{Hint, ServerVersion, StatementKind};
 use crate::cache::versions::Snapshot;
 use crate::config::QueryCacheType;
 use crate::observe::digests::{row_key, RowHint};
+use crate::policy::context;
 use crate::protocol::packets::cap;
 use crate::shared::Shared;
 
@@ -137,9 +138,15 @@ pub struct SessionState {
     /// The session's optimizer trace is on (`policy::context::traces_optimizer`, read from
     /// the server at connect and after each SET of it): never served nor stored.
     pub optimizer_traced: bool,
+    /// The server profiles the session's statements (`policy::context::profiles`): like a
+    /// trace, never served, and sent nothing of qcache's own.
+    pub profiling: bool,
     /// The server's diagnostics area may hold warnings or errors of an earlier statement
     /// (`policy::diagnostics::may_persist`): a read-back would clear them.
     pub diag_may_persist: bool,
+    /// What the server's `Last_query_cost` owes the client after qcache's own SELECTs
+    /// (`policy::diagnostics::LastQueryCost`).
+    pub cost: crate::policy::diagnostics::LastQueryCost,
     /// The execute in progress had parameters sent with COM_STMT_SEND_LONG_DATA: its packet
     /// lacks their values, so no parameter of it can be read from the packet.
     pub execute_long_data: bool,
@@ -211,8 +218,10 @@ impl SessionState {
             keep_alive_after: std::time::Duration::from_secs(1),
             auto_is_null_inherited: false,
             optimizer_traced: false,
+            profiling: false,
             execute_long_data: false,
             diag_may_persist: false,
+            cost: Default::default(),
             server_ctx: 0,
             mariadb: crate::policy::context::is_mariadb(&n.greeting.server_version),
             temp_tables: HashSet::new(),
@@ -330,6 +339,9 @@ impl SessionState {
             // Likewise: a session that traces the optimizer is never served.
             h.update(b"\0optimizer-trace");
         }
+        if self.profiling {
+            h.update(b"\0profiling");
+        }
         for (k, v) in self.vars.iter().filter(|_| !self.vars_unkeyed) {
             h.update(k.as_bytes());
             h.update(&[0]);
@@ -351,6 +363,7 @@ impl SessionState {
         // Read again by the caller, with everything else.
         self.ctx_stale = false;
         self.optimizer_traced = false;
+        self.profiling = false;
         // Isolation levels, table locks, the (XA) transaction: the server dropped them.
         self.txn.reset();
         // Read again by the caller (`Session::read_server_context`).
@@ -362,12 +375,27 @@ impl SessionState {
         self.admin_allowed = None;
         // The server starts the session's diagnostics afresh.
         self.after_hit = None;
+        self.cost = Default::default();
         // The role may have changed (and the account, for COM_CHANGE_USER): ask again.
         self.identity = None;
         self.identity_unusable = false;
         self.priv_epoch = u64::MAX;
         self.qct = shared.config().cache.query_cache_type;
         self.refresh_fingerprint(shared);
+    }
+
+    /// What the server records of this session's statements where the client can read it.
+    pub fn recorders(&self) -> context::Recorders {
+        context::Recorders {
+            optimizer_trace: self.optimizer_traced,
+            profiling: self.profiling,
+        }
+    }
+
+    /// Whether qcache must keep quiet in this session: serve nothing, send nothing of its
+    /// own (`policy::context::Recorders::quiet`).
+    pub fn quiet(&self) -> bool {
+        self.recorders().quiet()
     }
 
     /// Gives the session a key space of its own (see [`priv_private`](Self::priv_private)).

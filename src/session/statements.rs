@@ -137,6 +137,29 @@ impl Session {
                 }
             }
         }
+        // What the SET turned on that records the session's statements, by its text: the
+        // read-back below is a statement such a recorder would show.
+        let recorders = i
+            .assignments
+            .iter()
+            .zip(&i.globals)
+            .filter(|((k, _), global)| !**global && (k.starts_with("@@") || !k.starts_with('@')))
+            .fold(self.st.recorders(), |r, ((k, v), _)| r.after_set(k, v));
+        (self.st.optimizer_traced, self.st.profiling) =
+            (recorders.optimizer_trace, recorders.profiling);
+        if !read_back.is_empty() && recorders.quiet() {
+            // Read with the rest when the session is quiet again, or never.
+            let mariadb = self.st.mariadb;
+            if read_back
+                .iter()
+                .all(|n| context::read_at_connect(n, mariadb))
+            {
+                self.st.ctx_stale = true;
+            } else {
+                lost = true;
+            }
+            read_back.clear();
+        }
         if !read_back.is_empty() {
             let names: Vec<&str> = read_back.iter().map(String::as_str).collect();
             // The read-back would clear the SET's warnings, or those of an earlier statement

@@ -381,6 +381,8 @@ pub fn session_settings_answer(
                     n if n.ends_with("wait_timeout") => "28800",
                     // Off, as by default: a session that traces is not served.
                     n if n.ends_with("optimizer_trace") => "enabled=off,one_line=off",
+                    // Off, as by default: a session that profiles is not served either.
+                    n if n.ends_with("profiling") => "0",
                     _ => "scripted",
                 }
                 .to_string(),
