@@ -110,6 +110,9 @@ struct SchemaPart {
     /// function that is not cacheable inline (non-deterministic, session-dependent, a
     /// stored function or UDF, a sequence, a system variable) or searches full text.
     uncacheable: HashMap<String, String>,
+    /// Views whose definition calls a stored function, a UDF or a sequence: a read through
+    /// one runs that code, which may write tables no statement names.
+    runs_code: HashSet<String>,
     /// Lower-cased names that stand for more than one relation: a server with
     /// `lower_case_table_names = 0` holds `v1` and `V1`, or schemas `RT` and `rt`, as
     /// different objects. qcache's table identity is lower-case (merging them costs only
@@ -342,6 +345,10 @@ impl SchemaPart {
             };
             if part.view_refs.insert(key.clone(), refs).is_some() {
                 part.ambiguous.insert(key.clone());
+            }
+            if matches!(crate::analysis::analyze(def), crate::analysis::Analysis::Read(r) if r.may_write)
+            {
+                part.runs_code.insert(key.clone());
             }
             if let Err(why) = view_cacheable(def) {
                 part.uncacheable
@@ -664,6 +671,27 @@ impl SchemaSnapshot {
             }
         }
         true
+    }
+
+    /// Whether a read of `tables` runs code through a view: a view among them, or nested in
+    /// one, whose definition calls a stored function or a sequence. A view whose definition
+    /// cannot be expanded counts as running code only if it is known to call some.
+    fn read_runs_code(&self, tables: &[TableName]) -> bool {
+        let mut seen: HashSet<&TableName> = HashSet::new();
+        let mut queue: Vec<&TableName> = tables.iter().collect();
+        while let Some(t) = queue.pop() {
+            if !seen.insert(t) {
+                continue;
+            }
+            let Some(part) = self.part(t) else { continue };
+            if part.runs_code.contains(&t.1) {
+                return true;
+            }
+            if let Some(Ok(refs)) = part.view_refs.get(&t.1) {
+                queue.extend(refs.iter());
+            }
+        }
+        false
     }
 
     /// What a data change to `tables` may fire: a trigger on any table it writes (through
@@ -1554,6 +1582,14 @@ impl Catalog {
         self.snapshot.load().columns(t)?.order.clone()
     }
 
+    /// Whether a read of `tables` (qualified, lower-cased) runs stored code through a view
+    /// it names: the session plans it as a write to unknown tables, as for a read whose own
+    /// text calls a stored function. False before the catalog is loaded, when no read is
+    /// cached at all.
+    pub fn read_runs_code(&self, tables: &[TableName]) -> bool {
+        self.is_loaded() && self.snapshot.load().read_runs_code(tables)
+    }
+
     /// What a data change a session is about to send to `tables` may fire (`policy::context::
     /// context_stale_after`). Unknown when the catalog is not loaded, or while a DDL's reload
     /// is under way (a table may just have gained a trigger).
@@ -2237,6 +2273,33 @@ mod tests {
             s.resolve_read(&[t("db", "v_up2")]),
             ReadResolution::Tables(_)
         ));
+    }
+
+    /// A read runs stored code through a view whose definition calls a stored function,
+    /// directly or nested; not through a view of plain tables, a base table, or a view
+    /// that calls only built-ins.
+    #[test]
+    fn reads_through_views_calling_stored_code() {
+        let s = |x: &str| x.to_string();
+        let mut raw = raw_exact();
+        raw.tables.push((s("db"), s("v_over_fn"), s("VIEW")));
+        raw.views.push((
+            s("db"),
+            s("v_over_fn"),
+            s("select `db`.`v_fn`.`x` AS `x` from `db`.`v_fn`"),
+        ));
+        let snap = SchemaSnapshot::build(&raw);
+        for (tables, want) in [
+            (vec![t("db", "v_fn")], true),
+            (vec![t("db", "v_over_fn")], true),
+            (vec![t("db", "a"), t("db", "v_fn")], true),
+            (vec![t("db", "v_up2")], false),
+            (vec![t("db", "v_now")], false),
+            (vec![t("db", "a")], false),
+            (vec![t("nowhere", "x")], false),
+        ] {
+            assert_eq!(snap.read_runs_code(&tables), want, "{tables:?}");
+        }
     }
 
     /// Which writes may fire a trigger: one on the table, or on a table its triggers or

@@ -660,10 +660,23 @@ impl Session {
     /// a shape the scan took for a read may parse as a write (`WITH … UPDATE`).
     pub(super) fn plan_side_effects(&mut self, an: &Analysis) {
         match an {
-            Analysis::Read(r) if r.may_write => self.plan_unknown_write(),
+            Analysis::Read(r) if r.may_write || self.reads_code_through_views(r) => {
+                self.plan_unknown_write()
+            }
             Analysis::Write(w) => self.plan_write(w),
             _ => {}
         }
+    }
+
+    /// Whether a read names a view (or one nested in it) whose definition calls a stored
+    /// function or a sequence: the read runs that code though its own text calls none.
+    fn reads_code_through_views(&self, info: &ReadInfo) -> bool {
+        let named: Vec<_> = info
+            .tables
+            .iter()
+            .filter_map(|t| self.st.qualify(t.schema.as_deref(), &t.name))
+            .collect();
+        !named.is_empty() && self.shared.catalog.read_runs_code(&named)
     }
 
     pub(super) fn note_not_cached(&mut self, reason: Reason) {
