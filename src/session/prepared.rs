@@ -196,6 +196,8 @@ impl Session {
         // The same steps as a text read (`policy::read`): admitted, identified, keyable.
         let admitted = read::admit(&self.read_facts(), stmt.hint);
         let identified = match admitted {
+            // The common case costs no copy of the statement's text.
+            Ok(()) if self.identified_now() => true,
             Ok(()) => {
                 let sql = stmt.sql.clone();
                 self.identify_for(&sql).await?

@@ -190,9 +190,18 @@ impl Session {
     /// key holds the account, role and privilege generation the server reports). Whether
     /// the session is identified.
     pub(super) async fn identify_for(&mut self, stmt: &[u8]) -> Result<bool, SessionError> {
+        if self.identified_now() {
+            return Ok(true);
+        }
         self.reread_stale_context(stmt).await?;
         Ok(self.privileges_current()
             || (self.may_ask_identity(stmt) && self.refresh_privileges().await?))
+    }
+
+    /// Whether [`identify_for`](Self::identify_for) has nothing to ask: no setting to read
+    /// back and the identity current.
+    pub(super) fn identified_now(&self) -> bool {
+        !self.st.ctx_stale && self.privileges_current()
     }
 
     /// The view the cache is consulted and filled in (`policy::read::consult_view`).
