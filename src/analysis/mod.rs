@@ -39,10 +39,12 @@ mod fallback;
 mod functions;
 pub(crate) mod lexer;
 mod memo;
+pub mod params;
 mod parse;
 mod scan;
 mod set;
 pub mod slices;
+mod sysvar;
 mod version;
 
 pub use comments::{key_text, server_str, server_text};
@@ -52,6 +54,7 @@ pub use memo::Analyzer;
 pub use parse::analyze;
 pub use scan::{first_keyword_is, scan, split_statements, strip_hints, Hint, Scan, StatementKind};
 pub use set::{analyze_set, statement_settings, use_schema, QcAssign, SetInfo};
+pub use sysvar::{contains_ci, qct_read, QctRead};
 pub use version::ServerVersion;
 
 /// A table, lower-cased. `schema` is None when the statement did not qualify the name: the

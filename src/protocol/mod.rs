@@ -7,3 +7,4 @@ pub mod compress;
 pub mod handshake;
 pub mod packets;
 pub mod response;
+pub mod rows;

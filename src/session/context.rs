@@ -4,7 +4,7 @@
 
 use super::{Session, SessionError};
 use crate::policy::{context, diagnostics};
-use crate::protocol::packets::{self, com};
+use crate::protocol::rows::{self, Values};
 use tracing::{debug, warn};
 
 /// After each read-back: `ROW_COUNT()` back to 0 and no warnings, as a fresh session and a SET
@@ -15,9 +15,6 @@ pub(super) const RESTORE: &str = "DO 0";
 /// by producing them, which takes about 0.2 s per 100,000 (`policy::diagnostics::resetter`);
 /// above this the session reads 1 after a read-back (docs/reliability.md).
 const MAX_RESTORED_FOUND_ROWS: u64 = 100_000;
-
-/// One row of text values (None for SQL NULL).
-type Values = Vec<Option<String>>;
 
 /// Each statement's answer in a batch: its rows, or None for an error.
 type Answers = Vec<Option<Vec<Values>>>;
@@ -239,7 +236,7 @@ impl Session {
         if pipelined {
             self.upstream.start_command();
             for sql in sqls {
-                self.upstream.push(0, &query_payload(sql));
+                self.upstream.push(0, &rows::query_payload(sql));
             }
             self.upstream
                 .flush()
@@ -251,7 +248,7 @@ impl Session {
         } else {
             for sql in sqls {
                 self.upstream.start_command();
-                self.upstream.push(0, &query_payload(sql));
+                self.upstream.push(0, &rows::query_payload(sql));
                 self.upstream
                     .flush()
                     .await
@@ -270,7 +267,7 @@ impl Session {
         let resp = self
             .read_private("a read-back", |resp, before, p| {
                 if resp.rows > before && rows.len() < MAX_ROWS {
-                    if let Some(r) = parse_text_row(p) {
+                    if let Some(r) = rows::text_row(p) {
                         rows.push(r);
                     }
                 }
@@ -280,43 +277,5 @@ impl Session {
             self.private_status = Some(st);
         }
         Ok(if resp.error { None } else { Some(rows) })
-    }
-}
-
-fn query_payload(sql: &str) -> Vec<u8> {
-    let mut payload = Vec::with_capacity(sql.len() + 1);
-    payload.push(com::QUERY);
-    payload.extend_from_slice(sql.as_bytes());
-    payload
-}
-
-/// A text-protocol row: length-encoded strings, 0xfb for NULL.
-fn parse_text_row(mut p: &[u8]) -> Option<Values> {
-    let mut out = Vec::new();
-    while !p.is_empty() {
-        if p[0] == 0xfb {
-            out.push(None);
-            p = &p[1..];
-            continue;
-        }
-        let (v, used) = packets::read_lenenc_str(p)?;
-        out.push(Some(String::from_utf8_lossy(v).into_owned()));
-        p = p.get(used..)?;
-    }
-    Some(out)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn text_rows() {
-        assert_eq!(
-            parse_text_row(b"\x03abc\xfb\x00"),
-            Some(vec![Some("abc".into()), None, Some(String::new())])
-        );
-        assert_eq!(parse_text_row(b"\x05ab"), None, "truncated");
-        assert_eq!(parse_text_row(b""), Some(vec![]));
     }
 }

@@ -5,12 +5,13 @@
 use std::sync::Arc;
 
 use super::Session;
+use crate::analysis::params;
 use crate::analysis::slices::Lit;
 use crate::analysis::{TableRef, WriteInfo, WriteTargets};
 use crate::cache::versions::{ColumnReads, SlicePlan, Versions, ANY_COLUMN};
 use crate::cache::TableHandle;
 use crate::config::Granularity;
-use crate::protocol::commands::{self, ExecuteParams};
+use crate::protocol::commands;
 use crate::protocol::packets::com;
 
 /// Beyond this many (slice, column read) pairs, a sliced table's entry depends on all its
@@ -34,7 +35,7 @@ impl Session {
         let id = super::stmt_id(payload)?;
         let stmt = self.st.stmts.get(&id)?;
         let p = commands::execute_params(payload, stmt.params, stmt.types.as_deref())?;
-        Some(param_literals(&p, stmt.params as usize))
+        Some(params::param_literals(&p, stmt.params as usize))
     }
 
     /// Splits a read's tables into those it reads whole and those it reads by slices, and
@@ -247,145 +248,6 @@ impl Session {
     }
 }
 
-/// The values of an execute's parameters that slices can use: integers and strings; None
-/// for any other type, and for every parameter after one whose length cannot be read.
-pub(super) fn param_literals(p: &ExecuteParams<'_>, n: usize) -> Vec<Option<Lit>> {
-    let mut out = vec![None; n];
-    let Some(types) = p.types else {
-        return out;
-    };
-    let mut v = p.values;
-    for (i, slot) in out.iter_mut().enumerate() {
-        let null = p
-            .null_bitmap
-            .get(i / 8)
-            .is_some_and(|b| b & (1 << (i % 8)) != 0);
-        if null {
-            *slot = Some(Lit::Null);
-            continue;
-        }
-        let (Some(&ty), Some(&flags)) = (types.get(2 * i), types.get(2 * i + 1)) else {
-            break;
-        };
-        let unsigned = flags & 0x80 != 0;
-        let fixed = |len: usize, v: &mut &[u8]| -> Option<u64> {
-            let b = v.get(..len)?;
-            let mut x = [0u8; 8];
-            x[..len].copy_from_slice(b);
-            *v = &v[len..];
-            Some(u64::from_le_bytes(x))
-        };
-        let int = |raw: u64, bits: u32| -> i128 {
-            if unsigned {
-                i128::from(raw)
-            } else {
-                let shift = 64 - bits;
-                i128::from(((raw << shift) as i64) >> shift)
-            }
-        };
-        match ty {
-            0x01 | 0x02 | 0x03 | 0x08 | 0x09 | 0x0d => {
-                let (len, bits) = match ty {
-                    0x01 => (1, 8),
-                    0x02 | 0x0d => (2, 16),
-                    0x08 => (8, 64),
-                    _ => (4, 32),
-                };
-                let Some(raw) = fixed(len, &mut v) else { break };
-                *slot = Some(Lit::Int(int(raw, bits).to_string()));
-            }
-            0x04 => {
-                if fixed(4, &mut v).is_none() {
-                    break;
-                }
-            }
-            0x05 => {
-                if fixed(8, &mut v).is_none() {
-                    break;
-                }
-            }
-            0x06 => *slot = Some(Lit::Null),
-            0x07 | 0x0a | 0x0b | 0x0c => {
-                let Some(&len) = v.first() else { break };
-                let (Some(body), Some(rest)) =
-                    (v.get(1..1 + len as usize), v.get(1 + len as usize..))
-                else {
-                    break;
-                };
-                v = rest;
-                // TIMESTAMP, DATE, DATETIME: a temporal value (TIME, 0x0b, is not).
-                if ty != 0x0b {
-                    *slot = binary_temporal(body).map(Lit::Time);
-                }
-            }
-            0x0f | 0xfd | 0xfe | 0xfc | 0xf9 | 0xfa | 0xfb | 0x00 | 0xf6 | 0xf5 | 0xf7 | 0xf8
-            | 0xff | 0x10 => {
-                let Some((body, rest)) = lenenc_bytes(v) else {
-                    break;
-                };
-                v = rest;
-                if matches!(ty, 0x0f | 0xfd | 0xfe) {
-                    if let Ok(s) = std::str::from_utf8(body) {
-                        *slot = Some(Lit::Str(s.to_string()));
-                    }
-                }
-            }
-            _ => break,
-        }
-    }
-    out
-}
-
-/// A binary DATE / DATETIME / TIMESTAMP value (0, 4, 7 or 11 bytes: year, month, day,
-/// hour, minute, second, microseconds) as `YYYY-MM-DD HH:MM:SS.ffffff`; None for a zero
-/// date or another length.
-fn binary_temporal(b: &[u8]) -> Option<String> {
-    if !matches!(b.len(), 4 | 7 | 11) {
-        return None;
-    }
-    let y = u16::from_le_bytes([b[0], b[1]]);
-    let (h, mi, s) = if b.len() >= 7 {
-        (b[4], b[5], b[6])
-    } else {
-        (0, 0, 0)
-    };
-    let us = if b.len() == 11 {
-        u32::from_le_bytes([b[7], b[8], b[9], b[10]])
-    } else {
-        0
-    };
-    Some(format!(
-        "{y:04}-{:02}-{:02} {h:02}:{mi:02}:{s:02}.{us:06}",
-        b[2], b[3]
-    ))
-}
-
-/// A length-encoded string and what follows it.
-fn lenenc_bytes(v: &[u8]) -> Option<(&[u8], &[u8])> {
-    let (&first, rest) = v.split_first()?;
-    let (len, rest) = match first {
-        0..=0xfa => (u64::from(first), rest),
-        0xfc => (
-            u64::from(u16::from_le_bytes(rest.get(..2)?.try_into().ok()?)),
-            &rest[2..],
-        ),
-        0xfd => {
-            let b = rest.get(..3)?;
-            (
-                u64::from(b[0]) | u64::from(b[1]) << 8 | u64::from(b[2]) << 16,
-                &rest[3..],
-            )
-        }
-        0xfe => (
-            u64::from_le_bytes(rest.get(..8)?.try_into().ok()?),
-            &rest[8..],
-        ),
-        _ => return None,
-    };
-    let len = usize::try_from(len).ok()?;
-    Some((rest.get(..len)?, rest.get(len..)?))
-}
-
 /// The plan of a table read by slices: column `col` pinned to `keys`, with the slice-column
 /// counters of the columns `read` (None: unknown, the slices' "any column" counters).
 fn slice_plan(
@@ -417,50 +279,5 @@ fn slice_plan(
         slices,
         by_columns: read.is_some(),
         slice_columns,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn parameters_decode() {
-        // ints (signed tiny -1, unsigned long 4000000000), a NULL, a varchar, a double, then
-        // a string after it.
-        let types = [
-            0x01, 0x00, 0x03, 0x80, 0x08, 0x00, 0xfd, 0x00, 0x05, 0x00, 0xfe, 0x00,
-        ];
-        let mut values = vec![0xff];
-        values.extend_from_slice(&4_000_000_000u32.to_le_bytes());
-        values.extend_from_slice(&[3, b'a', b'B', b'c']);
-        values.extend_from_slice(&1.5f64.to_le_bytes());
-        values.extend_from_slice(&[1, b'7']);
-        let p = ExecuteParams {
-            types: Some(&types),
-            null_bitmap: &[0b0000_0100],
-            values: &values,
-        };
-        assert_eq!(
-            param_literals(&p, 6),
-            vec![
-                Some(Lit::Int("-1".into())),
-                Some(Lit::Int("4000000000".into())),
-                Some(Lit::Null),
-                Some(Lit::Str("aBc".into())),
-                None,
-                Some(Lit::Str("7".into())),
-            ]
-        );
-        // Truncated: what cannot be read stays unknown.
-        let p = ExecuteParams {
-            types: Some(&types[..4]),
-            null_bitmap: &[0],
-            values: &[0x05],
-        };
-        assert_eq!(
-            param_literals(&p, 2),
-            vec![Some(Lit::Int("5".into())), None]
-        );
     }
 }
