@@ -147,6 +147,7 @@ const FOLDERS: &[(&str, &[Layer])] = &[
     ("protocol", &[
         ("commands", 0, "command bytes; reads nothing"),
         ("compress", 0, "the compressed protocol; reads nothing"),
+        ("negotiate", 0, "the connection phase's decisions, over handshake packets"),
         ("handshake", 0, "handshake packets, written with the packet helpers"),
         ("response", 0, "the response state machine over packets"),
         ("rows", 0, "text-protocol rows read and rewritten, over packets"),

@@ -72,7 +72,7 @@ pub struct Session {
     pub(crate) upstream: PacketConn,
     pub(crate) st: SessionState,
     /// TLS on each leg and the connection's nonce, for COM_CHANGE_USER's authentication.
-    pub(crate) legs: handshake::AuthLegs,
+    pub(crate) legs: crate::protocol::negotiate::AuthLegs,
     /// The fill buffer of the last miss, kept for the next one (see `Fill`).
     pub(crate) fill_scratch: bytes::BytesMut,
     /// Where a prepared execute's key material is assembled, reused across executes.
@@ -383,10 +383,13 @@ impl Session {
         }
         self.end_transaction_for_reset();
         // A cleartext password from a TLS client never goes to a plain upstream.
-        let Some(payload) = handshake::change_user_upstream(&pkt.payload, self.st.caps, &self.legs)
-        else {
+        let Some(payload) = crate::protocol::negotiate::change_user_upstream(
+            &pkt.payload,
+            self.st.caps,
+            &self.legs,
+        ) else {
             let err = crate::protocol::packets::err_payload(
-                handshake::ER_NOT_SUPPORTED_AUTH_MODE,
+                crate::protocol::negotiate::ER_NOT_SUPPORTED_AUTH_MODE,
                 "08004",
                 "qcache: a malformed COM_CHANGE_USER offering a cleartext password",
             );
