@@ -23,7 +23,7 @@ use quick_cache::sync::Cache;
 use xxhash_rust::xxh3::Xxh3;
 
 use crate::analysis::slices::Lit;
-use crate::cache::versions::{ColumnReads, SlicePlan, TableHandle};
+use crate::cache::versions::{ColumnReads, SlicePlan, TableHandle, Versions, ANY_COLUMN};
 use crate::l2::L2Read;
 
 /// A read's slice plan: the tables it depends on whole, those it reads by slices, which
@@ -187,10 +187,43 @@ impl SlicePlans {
     }
 }
 
+/// The plan of a table read by slices: column `col` pinned to `keys`, with the slice-column
+/// counters of the columns `read` (None: unknown, the slices' "any column" counters).
+pub fn slice_plan(
+    versions: &Versions,
+    t: &TableHandle,
+    col: &str,
+    keys: &[String],
+    read: Option<&[String]>,
+) -> SlicePlan {
+    let column = versions.register(t, col);
+    let slices: Vec<u32> = keys
+        .iter()
+        .map(|k| Versions::slice_index(t, col, k))
+        .collect();
+    // Columns unknown: the slices' "any column" counters.
+    let any = [ANY_COLUMN.to_string()];
+    let slice_columns = read
+        .unwrap_or(&any)
+        .iter()
+        .flat_map(|r| {
+            slices
+                .iter()
+                .map(move |&i| Versions::slice_column_index(t, col, i, r))
+        })
+        .collect();
+    SlicePlan {
+        table: t.clone(),
+        column,
+        slices,
+        by_columns: read.is_some(),
+        slice_columns,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cache::versions::Versions;
 
     fn input<'a>(sql: &'a [u8], db: Option<&'a str>) -> PlanInput<'a> {
         PlanInput {
@@ -263,5 +296,54 @@ mod tests {
             p.insert(&input(sql.as_bytes(), None), &t, plan);
         }
         assert!(p.len() <= 8, "{}", p.len());
+    }
+
+    /// A sliced read's plan: one slice per key, in order; with the columns read known, one
+    /// per-slice counter per (column, slice); unknown, the slices' "any column" counters.
+    #[test]
+    fn slice_plans_pin_keys_and_columns() {
+        let v = Versions::new();
+        let t = v.table("a", "t");
+        let keys = ["1".to_string(), "2".to_string()];
+        let read = ["c".to_string(), "d".to_string(), "e".to_string()];
+        let cases: &[(&[String], Option<&[String]>, usize, bool)] = &[
+            (&keys, Some(&read), 6, true),
+            (&keys, None, 2, false),
+            (&keys[..1], Some(&read[..1]), 1, true),
+            (&[], Some(&read), 0, true),
+        ];
+        for (keys, read, counters, by_columns) in cases {
+            let p = slice_plan(&v, &t, "id", keys, *read);
+            assert_eq!(p.slices.len(), keys.len());
+            assert_eq!(p.slice_columns.len(), *counters, "{keys:?} {read:?}");
+            assert_eq!(p.by_columns, *by_columns);
+            for (k, i) in keys.iter().zip(&p.slices) {
+                assert_eq!(*i, Versions::slice_index(&t, "id", k));
+            }
+            let any = [ANY_COLUMN.to_string()];
+            let expect: Vec<u32> = read
+                .unwrap_or(&any)
+                .iter()
+                .flat_map(|r| {
+                    p.slices
+                        .iter()
+                        .map(|&i| Versions::slice_column_index(&t, "id", i, r))
+                })
+                .collect();
+            assert_eq!(p.slice_columns, expect);
+        }
+    }
+
+    /// The plan registers its column, and registering again finds the same one: a
+    /// remembered plan is checked against exactly that.
+    #[test]
+    fn slice_plans_register_their_column() {
+        let v = Versions::new();
+        let t = v.table("a", "t");
+        let p = slice_plan(&v, &t, "id", &["1".to_string()], None);
+        assert!(Arc::ptr_eq(&p.column, &v.register(&t, "id")));
+        let q = slice_plan(&v, &t, "other", &["1".to_string()], None);
+        assert!(!Arc::ptr_eq(&p.column, &q.column));
+        assert_ne!(p.slices, q.slices, "another column's slice of the same key");
     }
 }

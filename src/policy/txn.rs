@@ -444,6 +444,31 @@ impl<S: Copy, W: Default> Transaction<S, W> {
     }
 }
 
+/// `BEGIN`, `BEGIN WORK`, `START TRANSACTION`, `COMMIT [WORK]`, `ROLLBACK [WORK]` with
+/// nothing else: no characteristics, no chaining, no comment that might be a hint.
+pub fn plain(sql: &[u8], kind: crate::analysis::StatementKind) -> bool {
+    let text = match std::str::from_utf8(sql) {
+        Ok(t) => t.trim().trim_end_matches(';').trim_end(),
+        Err(_) => return false,
+    };
+    let mut words = text.split_ascii_whitespace();
+    let (first, second) = (words.next().unwrap_or(""), words.next());
+    if words.next().is_some() {
+        return false;
+    }
+    let is = |w: &str, want: &str| w.eq_ignore_ascii_case(want);
+    let work = second.is_none_or(|w| is(w, "work"));
+    match kind {
+        crate::analysis::StatementKind::Begin => {
+            (is(first, "begin") && work)
+                || (is(first, "start") && second.is_some_and(|w| is(w, "transaction")))
+        }
+        crate::analysis::StatementKind::Commit => is(first, "commit") && work,
+        crate::analysis::StatementKind::Rollback => is(first, "rollback") && work,
+        _ => false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -896,5 +921,51 @@ mod tests {
         assert!(in_txn().writes_in_transaction(None));
         assert!(!in_txn().writes_in_transaction(Some(AC)));
         assert!(idle().writes_in_transaction(Some(AC | IN)));
+    }
+
+    #[test]
+    fn only_plain_statements_qualify() {
+        use crate::analysis::StatementKind;
+        for (sql, kind) in [
+            ("BEGIN", StatementKind::Begin),
+            ("begin work", StatementKind::Begin),
+            ("  Start  Transaction ; ", StatementKind::Begin),
+            ("COMMIT", StatementKind::Commit),
+            ("commit work;", StatementKind::Commit),
+            ("ROLLBACK", StatementKind::Rollback),
+        ] {
+            assert!(plain(sql.as_bytes(), kind), "{sql}");
+        }
+        for (sql, kind) in [
+            ("START TRANSACTION READ ONLY", StatementKind::Begin),
+            (
+                "START TRANSACTION WITH CONSISTENT SNAPSHOT",
+                StatementKind::Begin,
+            ),
+            ("/* x */ BEGIN", StatementKind::Begin),
+            ("XA START 'x'", StatementKind::Begin),
+            ("COMMIT AND CHAIN", StatementKind::Commit),
+            ("COMMIT RELEASE", StatementKind::Commit),
+            ("ROLLBACK WORK AND NO CHAIN", StatementKind::Rollback),
+            ("BEGIN", StatementKind::Commit),
+            ("BEGIN\u{0}", StatementKind::Begin),
+        ] {
+            assert!(!plain(sql.as_bytes(), kind), "{sql}");
+        }
+    }
+
+    /// Only BEGIN, COMMIT and ROLLBACK kinds can be plain; every other kind is not, whatever
+    /// its text.
+    #[test]
+    fn other_kinds_are_never_plain() {
+        use crate::analysis::StatementKind;
+        for kind in [
+            StatementKind::Select,
+            StatementKind::Set,
+            StatementKind::Other,
+        ] {
+            assert!(!plain(b"BEGIN", kind), "{kind:?}");
+            assert!(!plain(b"COMMIT", kind), "{kind:?}");
+        }
     }
 }

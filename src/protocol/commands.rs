@@ -52,6 +52,12 @@ pub fn execute_params<'a>(
     }
 }
 
+/// The statement id a COM_STMT_EXECUTE, _CLOSE, _RESET, _SEND_LONG_DATA or _FETCH names
+/// (after its command byte); None when the packet is too short to hold one.
+pub fn stmt_id(p: &[u8]) -> Option<u32> {
+    Some(u32::from_le_bytes(p.get(1..5)?.try_into().ok()?))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -84,5 +90,23 @@ mod tests {
         let mut bad = p.clone();
         bad[11] = 2;
         assert!(execute_params(&bad, 1, None).is_none());
+    }
+
+    /// The id is the four little-endian bytes after the command byte; a packet too short to
+    /// hold them names none.
+    #[test]
+    fn statement_ids() {
+        let cases: &[(&[u8], Option<u32>)] = &[
+            (&[0x17, 1, 0, 0, 0, 0, 1, 0, 0, 0], Some(1)),
+            (&[0x19, 0x78, 0x56, 0x34, 0x12], Some(0x1234_5678)),
+            // MariaDB's -1: the statement the last prepare made.
+            (&[0x17, 0xff, 0xff, 0xff, 0xff], Some(u32::MAX)),
+            (&[0x19, 1, 0, 0], None),
+            (&[0x19], None),
+            (&[], None),
+        ];
+        for (p, want) in cases {
+            assert_eq!(stmt_id(p), *want, "{p:?}");
+        }
     }
 }

@@ -8,7 +8,8 @@ use super::Session;
 use crate::analysis::params;
 use crate::analysis::slices::Lit;
 use crate::analysis::{TableRef, WriteInfo, WriteTargets};
-use crate::cache::versions::{ColumnReads, SlicePlan, Versions, ANY_COLUMN};
+use crate::cache::sliceplans;
+use crate::cache::versions::{ColumnReads, SlicePlan, Versions};
 use crate::cache::TableHandle;
 use crate::config::Granularity;
 use crate::protocol::commands;
@@ -32,7 +33,7 @@ impl Session {
         if self.st.execute_long_data {
             return None;
         }
-        let id = super::stmt_id(payload)?;
+        let id = commands::stmt_id(payload)?;
         let stmt = self.st.stmts.get(&id)?;
         let p = commands::execute_params(payload, stmt.params, stmt.types.as_deref())?;
         Some(params::param_literals(&p, stmt.params as usize))
@@ -145,7 +146,13 @@ impl Session {
             }
             match pin {
                 Some((_, (col, keys))) => {
-                    sliced.push(slice_plan(versions, t, col, keys, read.as_deref()));
+                    sliced.push(sliceplans::slice_plan(
+                        versions,
+                        t,
+                        col,
+                        keys,
+                        read.as_deref(),
+                    ));
                 }
                 None => {
                     if by_columns {
@@ -245,39 +252,5 @@ impl Session {
         };
         let t = self.st.pending.tables.remove(pos);
         self.st.pending.rows.push((t, Arc::from(rw.known)));
-    }
-}
-
-/// The plan of a table read by slices: column `col` pinned to `keys`, with the slice-column
-/// counters of the columns `read` (None: unknown, the slices' "any column" counters).
-fn slice_plan(
-    versions: &Versions,
-    t: &TableHandle,
-    col: &str,
-    keys: &[String],
-    read: Option<&[String]>,
-) -> SlicePlan {
-    let column = versions.register(t, col);
-    let slices: Vec<u32> = keys
-        .iter()
-        .map(|k| Versions::slice_index(t, col, k))
-        .collect();
-    // Columns unknown: the slices' "any column" counters.
-    let any = [ANY_COLUMN.to_string()];
-    let slice_columns = read
-        .unwrap_or(&any)
-        .iter()
-        .flat_map(|r| {
-            slices
-                .iter()
-                .map(move |&i| Versions::slice_column_index(t, col, i, r))
-        })
-        .collect();
-    SlicePlan {
-        table: t.clone(),
-        column,
-        slices,
-        by_columns: read.is_some(),
-        slice_columns,
     }
 }
