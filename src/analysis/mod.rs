@@ -54,7 +54,7 @@ pub use memo::Analyzer;
 pub use parse::analyze;
 pub use scan::{first_keyword_is, scan, split_statements, strip_hints, Hint, Scan, StatementKind};
 pub use set::{analyze_set, statement_settings, use_schema, QcAssign, SetInfo};
-pub use sysvar::{contains_ci, qct_read, QctRead};
+pub use sysvar::{contains_ci, qct_answer, qct_read, QctAnswer, QctRead};
 pub use version::ServerVersion;
 
 /// A table, lower-cased. `schema` is None when the statement did not qualify the name: the

@@ -128,6 +128,44 @@ pub fn contains_ci(hay: &[u8], needle: &[u8]) -> bool {
         .any(|w| w.eq_ignore_ascii_case(needle))
 }
 
+/// How qcache answers a SELECT of its `query_cache_type`.
+#[derive(Debug, PartialEq, Eq)]
+pub enum QctAnswer {
+    /// The server's result with qcache's values in these columns (MariaDB, which has the
+    /// variable).
+    Columns(Vec<(usize, String)>),
+    /// One row of qcache's own, named as the client spelled the variable (MySQL 8.0, which
+    /// has none): (name, value).
+    Own(String, String),
+}
+
+/// How qcache answers `stmt`'s reads of `@@query_cache_type`, with `value(global)` the
+/// session's or the configured default. None: relayed with the server's answer (a read in
+/// an expression or a condition; on MySQL anything but the bare one-column form).
+pub fn qct_answer(stmt: &[u8], mariadb: bool, value: impl Fn(bool) -> String) -> Option<QctAnswer> {
+    let cols = match qct_read(stmt)? {
+        QctRead::Columns(cols) => cols,
+        QctRead::Opaque => return None,
+    };
+    if mariadb {
+        let values = cols.iter().map(|&(i, g)| (i, value(g))).collect();
+        return Some(QctAnswer::Columns(values));
+    }
+    let norm: String = String::from_utf8_lossy(stmt)
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .to_ascii_lowercase();
+    let name = norm.trim_end_matches(';').trim().strip_prefix("select ")?;
+    match name {
+        "@@query_cache_type" | "@@session.query_cache_type" | "@@local.query_cache_type" => {
+            Some(QctAnswer::Own(name.to_string(), value(false)))
+        }
+        "@@global.query_cache_type" => Some(QctAnswer::Own(name.to_string(), value(true))),
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -270,6 +308,63 @@ mod tests {
                 QctRead::Opaque
             };
             assert_eq!(qct_read(sql.as_bytes()), Some(want), "{sql}");
+        }
+    }
+
+    fn values(global: bool) -> String {
+        if global { "DEMAND" } else { "ON" }.to_string()
+    }
+
+    /// MariaDB: the server's result, with qcache's value in each column that reads it, the
+    /// session's or (for `@@GLOBAL.`) the configured default.
+    #[test]
+    fn mariadb_gets_its_columns_rewritten() {
+        let cases: &[(&str, Option<QctAnswer>)] = &[
+            (
+                "SELECT @@query_cache_type",
+                Some(QctAnswer::Columns(vec![(0, "ON".into())])),
+            ),
+            (
+                "SELECT 1, @@global.query_cache_type g, @@query_cache_type",
+                Some(QctAnswer::Columns(vec![
+                    (1, "DEMAND".into()),
+                    (2, "ON".into()),
+                ])),
+            ),
+            ("SELECT @@query_cache_type = 1", None),
+            ("SELECT 1", None),
+        ];
+        for (sql, want) in cases {
+            assert_eq!(&qct_answer(sql.as_bytes(), true, values), want, "{sql}");
+        }
+    }
+
+    /// MySQL 8.0: only the bare one-column form, answered as a row of qcache's own named as
+    /// the client spelled it (lower-cased, spacing collapsed).
+    #[test]
+    fn mysql_gets_a_row_of_its_own() {
+        let own = |n: &str, v: &str| Some(QctAnswer::Own(n.into(), v.into()));
+        let cases: &[(&str, Option<QctAnswer>)] = &[
+            ("SELECT @@query_cache_type", own("@@query_cache_type", "ON")),
+            (
+                "select   @@SESSION.query_cache_type ;",
+                own("@@session.query_cache_type", "ON"),
+            ),
+            (
+                "SELECT @@local.query_cache_type",
+                own("@@local.query_cache_type", "ON"),
+            ),
+            (
+                "SELECT @@GLOBAL.query_cache_type",
+                own("@@global.query_cache_type", "DEMAND"),
+            ),
+            // Aliased, beside another column, spaced around the dot: the server's answer.
+            ("SELECT @@query_cache_type AS q", None),
+            ("SELECT @@query_cache_type, 1", None),
+            ("SELECT @@session . query_cache_type", None),
+        ];
+        for (sql, want) in cases {
+            assert_eq!(&qct_answer(sql.as_bytes(), false, values), want, "{sql}");
         }
     }
 }

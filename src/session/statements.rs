@@ -7,7 +7,7 @@ use bytes::Bytes;
 use super::diagnostics::CLIENT_LEG_STATUS;
 use super::{Session, SessionError};
 use crate::admin::statements;
-use crate::analysis::{self, qct_read, QcAssign, QctRead, StatementKind};
+use crate::analysis::{self, QcAssign, QctAnswer, StatementKind};
 use crate::policy::classify;
 use crate::policy::diagnostics;
 use crate::policy::privileges::{self};
@@ -184,10 +184,6 @@ impl Session {
     /// (docs/design.md says so). MySQL 8.0 has no such variable: qcache answers the bare
     /// one-column form alone.
     pub(super) fn session_variable_answer(&self, stmt: &[u8]) -> Option<VarAnswer> {
-        let cols = match qct_read(stmt)? {
-            QctRead::Columns(cols) => cols,
-            QctRead::Opaque => return None,
-        };
         let value = |global: bool| {
             if global {
                 self.shared.config().cache.query_cache_type
@@ -197,23 +193,10 @@ impl Session {
             .as_str()
             .to_string()
         };
-        if self.st.mariadb {
-            let values = cols.iter().map(|&(i, g)| (i, value(g))).collect();
-            return Some(VarAnswer::Relay(Rewrite::Columns(values)));
-        }
-        let norm: String = String::from_utf8_lossy(stmt)
-            .split_whitespace()
-            .collect::<Vec<_>>()
-            .join(" ")
-            .to_ascii_lowercase();
-        let name = norm.trim_end_matches(';').trim().strip_prefix("select ")?;
-        match name {
-            "@@query_cache_type" | "@@session.query_cache_type" | "@@local.query_cache_type" => {
-                Some(VarAnswer::Own((name.to_string(), value(false))))
-            }
-            "@@global.query_cache_type" => Some(VarAnswer::Own((name.to_string(), value(true)))),
-            _ => None,
-        }
+        Some(match analysis::qct_answer(stmt, self.st.mariadb, value)? {
+            QctAnswer::Columns(values) => VarAnswer::Relay(Rewrite::Columns(values)),
+            QctAnswer::Own(name, value) => VarAnswer::Own((name, value)),
+        })
     }
 
     /// Answers a [`session_variable_answer`](Self::session_variable_answer).
