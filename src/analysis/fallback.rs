@@ -952,7 +952,9 @@ mod tests {
     /// name are written; renaming a column renames no table.
     #[test]
     fn alters_name_every_table_they_touch() {
-        let cases: &[(&str, Vec<TableRef>, Vec<(TableRef, TableRef)>)] = &[
+        /// (statement, tables written, renames).
+        type Case = (&'static str, Vec<TableRef>, Vec<(TableRef, TableRef)>);
+        let cases: &[Case] = &[
             ("ALTER TABLE t WEIRD_OPTION", vec![t(None, "t")], vec![]),
             (
                 "ALTER TABLE t EXCHANGE PARTITION p WITH TABLE e",

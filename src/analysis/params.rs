@@ -273,7 +273,9 @@ mod tests {
         long.push(b'!');
         let three = vec![0xfd, 0x01, 0x00, 0x00, b'z', b'!'];
         let eight = vec![0xfe, 1, 0, 0, 0, 0, 0, 0, 0, b'y'];
-        let cases: &[(&[u8], Option<(usize, &[u8])>)] = &[
+        /// (bytes, (length read, what follows) or None).
+        type Case<'a> = (&'a [u8], Option<(usize, &'a [u8])>);
+        let cases: &[Case] = &[
             (b"\x00", Some((0, b""))),
             (b"\x02ab!", Some((2, b"!"))),
             (&long, Some((256, b"!"))),

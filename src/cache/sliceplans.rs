@@ -306,7 +306,9 @@ mod tests {
         let t = v.table("a", "t");
         let keys = ["1".to_string(), "2".to_string()];
         let read = ["c".to_string(), "d".to_string(), "e".to_string()];
-        let cases: &[(&[String], Option<&[String]>, usize, bool)] = &[
+        /// (keys, columns read or None, counters, by columns).
+        type Case<'a> = (&'a [String], Option<&'a [String]>, usize, bool);
+        let cases: &[Case] = &[
             (&keys, Some(&read), 6, true),
             (&keys, None, 2, false),
             (&keys[..1], Some(&read[..1]), 1, true),

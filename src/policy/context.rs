@@ -319,6 +319,28 @@ pub const BEGIN_SENSITIVE: &[&str] = &[
     "idle_write_transaction_timeout",
 ];
 
+/// Whether a successful SET (its assignments; None when qcache could not read them) may
+/// have set one of the [`IDLE_TIMERS`]: then the timers are read back before the next
+/// cacheable read, for [`keep_alive_after`].
+pub fn set_may_change_idle_timers(assignments: Option<&[(String, String)]>) -> bool {
+    assignments.is_none_or(|a| a.iter().any(|(k, _)| IDLE_TIMERS.contains(&k.as_str())))
+}
+
+/// Whether a successful SET (None: unread) may make the server's answer to BEGIN say more
+/// than qcache's local one would: the transaction state a tracking client asked for
+/// (`session_track_*`), a transaction characteristic (read-only, isolation), or one of
+/// [`BEGIN_SENSITIVE`]. Then BEGIN goes to the server until the settings are read back.
+pub fn set_may_change_begin(assignments: Option<&[(String, String)]>) -> bool {
+    assignments.is_none_or(|a| {
+        a.iter().any(|(k, _)| {
+            k.starts_with("session_track")
+                || k.contains("transaction")
+                || k.contains("tx_")
+                || BEGIN_SENSITIVE.contains(&k.as_str())
+        })
+    })
+}
+
 /// Whether one of [`BEGIN_SENSITIVE`] holds anything but its default among `pairs` (names
 /// and values as read back): then BEGIN and COMMIT must reach the server. An unknown value
 /// (NULL) counts as not the default.
@@ -1766,5 +1788,54 @@ mod tests {
             h.update(part);
         }
         assert_eq!(fingerprint(&f), h.digest());
+    }
+
+    fn assigned(names: &[&str]) -> Vec<(String, String)> {
+        names
+            .iter()
+            .map(|n| (n.to_string(), "1".to_string()))
+            .collect()
+    }
+
+    /// One row per SET: whether the idle timers must be read back after it.
+    #[test]
+    fn sets_that_may_change_idle_timers() {
+        use super::set_may_change_idle_timers;
+        let cases: &[(Option<&[&str]>, bool)] = &[
+            (Some(&["wait_timeout"]), true),
+            (Some(&["sql_mode", "idle_transaction_timeout"]), true),
+            (Some(&["idle_write_transaction_timeout"]), true),
+            (Some(&["sql_mode"]), false),
+            (Some(&["@wait_timeout"]), false),
+            (Some(&[]), false),
+            // Unread: it may have set anything.
+            (None, true),
+        ];
+        for (names, want) in cases {
+            let a = names.map(assigned);
+            assert_eq!(set_may_change_idle_timers(a.as_deref()), *want, "{names:?}");
+        }
+    }
+
+    /// One row per SET: whether BEGIN must reach the server after it.
+    #[test]
+    fn sets_that_may_change_begins_answer() {
+        use super::set_may_change_begin;
+        let cases: &[(Option<&[&str]>, bool)] = &[
+            (Some(&["session_track_transaction_info"]), true),
+            (Some(&["session_track_state_change"]), true),
+            (Some(&["transaction_read_only"]), true),
+            (Some(&["tx_isolation"]), true),
+            (Some(&["transaction"]), true),
+            (Some(&["completion_type"]), true),
+            (Some(&["idle_readonly_transaction_timeout"]), true),
+            (Some(&["sql_mode", "time_zone"]), false),
+            (Some(&["wait_timeout"]), false),
+            (None, true),
+        ];
+        for (names, want) in cases {
+            let a = names.map(assigned);
+            assert_eq!(set_may_change_begin(a.as_deref()), *want, "{names:?}");
+        }
     }
 }

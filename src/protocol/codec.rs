@@ -340,7 +340,9 @@ mod tests {
         };
         let two = [frame(1, b"abc"), frame(2, b"")].concat();
         let wraps = [frame(254, b"x"), frame(255, b"y")].concat();
-        let cases: &[(&[u8], u8, Option<u8>, &[u8])] = &[
+        /// (queued bytes, shift, last id, every id after).
+        type Case<'a> = (&'a [u8], u8, Option<u8>, &'a [u8]);
+        let cases: &[Case] = &[
             (&two, 0, Some(2), &[1, 2]),
             (&two, 3, Some(2), &[4, 5]),
             (&wraps, 2, Some(255), &[0, 1]),

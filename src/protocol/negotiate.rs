@@ -424,8 +424,10 @@ mod tests {
         native.extend_from_slice(b"app\0\x02pwshop\0\x21\x00mysql_native_password\0");
         let unnamed = b"\x11app\0\x02pwshop\0\x21\x00".to_vec();
         let withheld = b"\x11app\0\0shop\0\x21\x00qcache_withheld_cleartext\0".to_vec();
-        // (payload, caps, client_tls, upstream_tls, Some(owned?) / None)
-        let cases: &[(&[u8], u32, bool, bool, Option<Option<&[u8]>>)] = &[
+        /// (payload, caps, client_tls, upstream_tls, what goes up: None refused, Some(None)
+        /// as it is, Some(Some(bytes)) rewritten).
+        type Case<'a> = (&'a [u8], u32, bool, bool, Option<Option<&'a [u8]>>);
+        let cases: &[Case] = &[
             (&clear, caps, true, false, Some(Some(&withheld))),
             (&clear, caps, false, false, Some(None)),
             (&clear, caps, true, true, Some(None)),

@@ -199,7 +199,9 @@ mod tests {
         let first = Rewrite::Columns(vec![(0, "DEMAND".into())]);
         let second = Rewrite::Columns(vec![(1, "ON".into())]);
         let both = Rewrite::Columns(vec![(0, "A".into()), (2, "C".into())]);
-        let cases: &[(&Rewrite, &[u8], Option<&[u8]>)] = &[
+        /// (rewrite, row, the row rewritten or None).
+        type Case<'a> = (&'a Rewrite, &'a [u8], Option<&'a [u8]>);
+        let cases: &[Case] = &[
             (&first, b"\x03OFF", Some(b"\x06DEMAND")),
             (&second, b"\xfb\x03OFF\x011", Some(b"\xfb\x02ON\x011")),
             (&both, b"\x011\xfb\x013", Some(b"\x01A\xfb\x01C")),

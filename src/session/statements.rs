@@ -58,24 +58,13 @@ impl Session {
         if resp.error {
             return Ok(());
         }
-        if info.as_ref().is_none_or(|i| {
-            i.assignments
-                .iter()
-                .any(|(k, _)| crate::policy::context::IDLE_TIMERS.contains(&k.as_str()))
-        }) {
+        let assignments = info.as_ref().map(|i| i.assignments.as_slice());
+        if crate::policy::context::set_may_change_idle_timers(assignments) {
             // A new idle timer: read before the next cacheable read (`keep_alive_after`).
             self.st.ctx_stale = true;
         }
-        if info.as_ref().is_none_or(|i| {
-            i.assignments.iter().any(|(k, _)| {
-                k.starts_with("session_track")
-                    || k.contains("transaction")
-                    || k.contains("tx_")
-                    || crate::policy::context::BEGIN_SENSITIVE.contains(&k.as_str())
-            })
-        }) {
-            // The server's answer to BEGIN may now say more than qcache's would: the
-            // transaction state a tracking client asked for, or that it is read-only.
+        if crate::policy::context::set_may_change_begin(assignments) {
+            // The server's answer to BEGIN may now say more than qcache's would.
             self.st.txn.begin_needs_server();
         }
         self.follow_set(info, resp.warnings).await
