@@ -306,6 +306,43 @@ pub fn server_context(pairs: &[(&str, Option<&str>)]) -> (u64, bool) {
     (h.digest() | 1, ru)
 }
 
+/// What a read-back of the session's settings (names and values, as read) means for the
+/// session: its server context and every setting a rule of this module reads off it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReadBack {
+    /// [`server_context`]'s hash of the values.
+    pub server_ctx: u64,
+    pub read_uncommitted: bool,
+    pub serializable: bool,
+    /// `sql_auto_is_null` is on ([`auto_is_null_on`]).
+    pub auto_is_null: bool,
+    pub optimizer_traced: bool,
+    pub keep_alive_after: std::time::Duration,
+    pub select_limited: bool,
+    /// BEGIN and COMMIT must reach the server ([`begin_needs_server`]).
+    pub begin_needs_server: bool,
+}
+
+impl ReadBack {
+    pub fn of(pairs: &[(&str, Option<&str>)]) -> ReadBack {
+        let (server_ctx, read_uncommitted) = server_context(pairs);
+        ReadBack {
+            server_ctx,
+            read_uncommitted,
+            serializable: pairs
+                .iter()
+                .any(|(n, v)| is_isolation(n) && v.is_some_and(serializable)),
+            auto_is_null: pairs
+                .iter()
+                .any(|(n, v)| *n == AUTO_IS_NULL && auto_is_null_on(*v)),
+            optimizer_traced: optimizer_traced(pairs),
+            keep_alive_after: keep_alive_after(pairs),
+            select_limited: select_limited(pairs),
+            begin_needs_server: begin_needs_server(pairs),
+        }
+    }
+}
+
 /// Settings under which the server's BEGIN or COMMIT does more than qcache's local answer
 /// to a plain one would (`session/begin.rs`): COMMIT chains a new transaction or closes the
 /// connection, or a timer ends a transaction left idle.
@@ -1837,5 +1874,43 @@ mod tests {
             let a = names.map(assigned);
             assert_eq!(set_may_change_begin(a.as_deref()), *want, "{names:?}");
         }
+    }
+
+    /// One row per setting the read-back decides: a pair that turns it on, every other
+    /// setting staying as the defaults leave it.
+    #[test]
+    fn what_a_read_back_decides() {
+        use super::ReadBack;
+        let defaults = ReadBack::of(&[("sql_mode", Some("STRICT_TRANS_TABLES"))]);
+        assert!(!defaults.read_uncommitted && !defaults.serializable && !defaults.auto_is_null);
+        assert!(!defaults.optimizer_traced && !defaults.select_limited);
+        assert!(!defaults.begin_needs_server);
+        type Check = fn(&ReadBack) -> bool;
+        let rows: &[(&str, Option<&str>, Check)] = &[
+            ("tx_isolation", Some("READ-UNCOMMITTED"), |r| {
+                r.read_uncommitted
+            }),
+            ("transaction_isolation", Some("SERIALIZABLE"), |r| {
+                r.serializable
+            }),
+            ("sql_auto_is_null", Some("1"), |r| r.auto_is_null),
+            ("optimizer_trace", Some("enabled=on"), |r| {
+                r.optimizer_traced
+            }),
+            ("sql_select_limit", Some("10"), |r| r.select_limited),
+            ("completion_type", Some("CHAIN"), |r| r.begin_needs_server),
+            ("wait_timeout", Some("4"), |r| {
+                r.keep_alive_after == std::time::Duration::from_secs(2)
+            }),
+        ];
+        for (name, value, check) in rows {
+            let pairs = [("sql_mode", Some("STRICT_TRANS_TABLES")), (*name, *value)];
+            let r = ReadBack::of(&pairs);
+            assert!(check(&r), "{name}={value:?}");
+            assert_eq!(r.server_ctx, server_context(&pairs).0, "{name}");
+        }
+        // The isolation level counts only under an isolation variable's name.
+        let other = ReadBack::of(&[("sql_mode", Some("SERIALIZABLE"))]);
+        assert!(!other.serializable);
     }
 }

@@ -103,29 +103,26 @@ impl Session {
                 .zip(values.iter().map(|v| v.as_deref()))
                 .chain(found.iter().map(|(n, v)| (*n, v.as_deref())))
                 .collect();
-            let read_uncommitted;
-            (self.st.server_ctx, read_uncommitted) = context::server_context(&pairs);
+            let rb = context::ReadBack::of(&pairs);
+            self.st.server_ctx = rb.server_ctx;
             // What the session SET of these since the last read is in the values now: keyed
             // twice, a stale SET text beside the value a trigger gave it, two sessions with
             // different values could share a key.
             self.st
                 .vars
                 .retain(|k, _| !pairs.iter().any(|(n, _)| context::key_name(n) == k));
-            self.st.auto_is_null_inherited = pairs
-                .iter()
-                .any(|(n, v)| *n == context::AUTO_IS_NULL && context::auto_is_null_on(*v));
-            self.st.optimizer_traced = context::optimizer_traced(&pairs);
-            self.st.keep_alive_after = context::keep_alive_after(&pairs);
-            self.st.select_limit_inherited = context::select_limited(&pairs);
-            if context::begin_needs_server(&pairs) {
+            self.st.auto_is_null_inherited = rb.auto_is_null;
+            self.st.optimizer_traced = rb.optimizer_traced;
+            self.st.keep_alive_after = rb.keep_alive_after;
+            self.st.select_limit_inherited = rb.select_limited;
+            if rb.begin_needs_server {
                 // COMMIT chains or releases, or a timer ends idle transactions: the server's
                 // BEGIN and COMMIT, not qcache's answer (`session/begin.rs`).
                 self.st.txn.begin_needs_server();
             }
-            let serializable = pairs
-                .iter()
-                .any(|(n, v)| context::is_isolation(n) && v.is_some_and(context::serializable));
-            self.st.txn.isolation_set(read_uncommitted, serializable);
+            self.st
+                .txn
+                .isolation_set(rb.read_uncommitted, rb.serializable);
             self.st.refresh_fingerprint(&self.shared);
             return Ok(());
         }
