@@ -342,10 +342,7 @@ impl SessionState {
     /// that prepare failed or that statement was closed. None: the server knows no such
     /// statement either (qcache relays the command for the server's own error).
     pub fn resolve_stmt(&self, id: u32) -> Option<u32> {
-        match id {
-            u32::MAX => self.last_stmt,
-            id => Some(id),
-        }
+        crate::protocol::commands::resolve_stmt(id, self.last_stmt)
     }
 
     /// COM_STMT_CLOSE of `id` (resolved): the server forgets the statement, and -1 names
@@ -376,10 +373,6 @@ impl SessionState {
 
     /// Qualifies a table name with the default database, lower-cased.
     pub fn qualify(&self, schema: Option<&str>, name: &str) -> Option<(String, String)> {
-        let schema = match schema {
-            Some(s) => s.to_lowercase(),
-            None => self.db.as_ref()?.to_lowercase(),
-        };
-        Some((schema, name.to_lowercase()))
+        crate::analysis::qualify(schema, name, self.db.as_deref())
     }
 }
