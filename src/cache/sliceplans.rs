@@ -221,6 +221,58 @@ pub fn slice_plan(
     }
 }
 
+/// Beyond this many (slice, column read) pairs, a sliced table's entry depends on all its
+/// columns: each pair is one more counter a hit checks.
+pub const MAX_SLICE_COLUMNS: usize = 64;
+
+/// Splits a read's tables into those it reads by slices (`pin_of`: the column pinned and
+/// its slice keys) and those it reads whole, registering each slice column (before the
+/// caller reads the stamps); with the columns read of each table known (`read_of`), the
+/// counters of those columns instead of the whole table's. Returns (tables read whole,
+/// slice plans, columns read).
+pub fn split_by_slices<'a>(
+    versions: &Versions,
+    tables: &[TableHandle],
+    pin_of: impl Fn(&TableHandle) -> Option<(&'a str, &'a [String])>,
+    read_of: impl Fn(&TableHandle) -> Option<Vec<String>>,
+) -> (Vec<TableHandle>, Vec<SlicePlan>, ColumnReads) {
+    let mut cols = ColumnReads::default();
+    let mut sliced = Vec::new();
+    let mut rest: Vec<TableHandle> = Vec::new();
+    for t in tables {
+        let pin = pin_of(t);
+        let mut read = read_of(t);
+        if let Some((_, keys)) = pin {
+            // Bounded: per slice and column read one more counter to check at each hit.
+            if read
+                .as_ref()
+                .is_some_and(|r| r.len() * keys.len() > MAX_SLICE_COLUMNS)
+            {
+                read = None;
+            }
+        }
+        let by_columns = read.is_some();
+        if let Some(read) = &read {
+            // Per slice column for a sliced table (`Versions::column_slice_index`).
+            let col = pin.map(|(c, _)| c);
+            cols.indexes.extend(read.iter().map(|r| match col {
+                Some(c) => Versions::column_slice_index(t, c, r),
+                None => Versions::column_index(t, r),
+            }));
+        }
+        match pin {
+            Some((col, keys)) => sliced.push(slice_plan(versions, t, col, keys, read.as_deref())),
+            None => {
+                if by_columns {
+                    cols.tables.push(t.clone());
+                }
+                rest.push(t.clone())
+            }
+        }
+    }
+    (rest, sliced, cols)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -347,5 +399,58 @@ mod tests {
         let q = slice_plan(&v, &t, "other", &["1".to_string()], None);
         assert!(!Arc::ptr_eq(&p.column, &q.column));
         assert_ne!(p.slices, q.slices, "another column's slice of the same key");
+    }
+
+    /// A pinned table becomes a slice plan, the others are read whole; the columns read
+    /// count per slice column for the pinned table and per column for the others, and a
+    /// table whose columns are unknown depends on all of them.
+    #[test]
+    fn reads_split_into_slices_and_whole_tables() {
+        let v = Versions::new();
+        let (a, b, c) = (v.table("s", "a"), v.table("s", "b"), v.table("s", "c"));
+        let keys = vec!["1".to_string(), "2".to_string()];
+        let cols = |n: &[&str]| n.iter().map(|c| c.to_string()).collect::<Vec<_>>();
+        let (rest, sliced, reads) = split_by_slices(
+            &v,
+            &[a.clone(), b.clone(), c.clone()],
+            |t| (t.name == "a").then_some(("id", keys.as_slice())),
+            |t| (t.name != "c").then(|| cols(&["x", "y"])),
+        );
+        let names = |ts: &[TableHandle]| ts.iter().map(|t| t.name.clone()).collect::<Vec<_>>();
+        assert_eq!(names(&rest), ["b", "c"]);
+        assert_eq!(sliced.len(), 1);
+        assert!(Arc::ptr_eq(&sliced[0].table, &a));
+        assert!(sliced[0].by_columns);
+        assert_eq!(sliced[0].slice_columns.len(), 4, "two slices × two columns");
+        assert_eq!(names(&reads.tables), ["b"]);
+        let want = [
+            Versions::column_slice_index(&a, "id", "x"),
+            Versions::column_slice_index(&a, "id", "y"),
+            Versions::column_index(&b, "x"),
+            Versions::column_index(&b, "y"),
+        ];
+        assert_eq!(reads.indexes, want);
+    }
+
+    /// Past [`MAX_SLICE_COLUMNS`] (slices × columns read) a pinned table's columns are
+    /// dropped: its slices' "any column" counters instead.
+    #[test]
+    fn too_many_slice_columns_fall_back_to_any_column() {
+        let v = Versions::new();
+        let t = v.table("s", "t");
+        let read: Vec<String> = (0..8).map(|i| format!("c{i}")).collect();
+        for (slices, by_columns) in [(8usize, true), (9, false)] {
+            let keys: Vec<String> = (0..slices).map(|k| k.to_string()).collect();
+            let (_, sliced, reads) = split_by_slices(
+                &v,
+                std::slice::from_ref(&t),
+                |_| Some(("id", keys.as_slice())),
+                |_| Some(read.clone()),
+            );
+            assert_eq!(sliced[0].by_columns, by_columns, "{slices} slices");
+            let counters = if by_columns { slices * 8 } else { slices };
+            assert_eq!(sliced[0].slice_columns.len(), counters, "{slices} slices");
+            assert_eq!(reads.indexes.is_empty(), !by_columns, "{slices} slices");
+        }
     }
 }

@@ -9,15 +9,11 @@ use crate::analysis::params;
 use crate::analysis::slices::Lit;
 use crate::analysis::{TableRef, WriteInfo, WriteTargets};
 use crate::cache::sliceplans;
-use crate::cache::versions::{ColumnReads, SlicePlan, Versions};
+use crate::cache::versions::{ColumnReads, SlicePlan};
 use crate::cache::TableHandle;
 use crate::config::Granularity;
 use crate::protocol::commands;
 use crate::protocol::packets::com;
-
-/// Beyond this many (slice, column read) pairs, a sliced table's entry depends on all its
-/// columns: each pair is one more counter a hit checks.
-const MAX_SLICE_COLUMNS: usize = 64;
 
 impl Session {
     fn slices_on(&self) -> bool {
@@ -98,7 +94,6 @@ impl Session {
         let pins = shape.read_slices(text, &columns, &params);
         // The columns read of each table: the names the statement spells that are its
         // columns (every table here has its column list: views were ruled out above).
-        let mut cols = ColumnReads::default();
         let words = shape.read_columns(text);
         let read_of = |t: &TableHandle| -> Option<Vec<String>> {
             let words = words?;
@@ -117,51 +112,18 @@ impl Session {
         if pins.is_empty() && words.is_none() {
             return whole();
         }
-        let versions = self.shared.cache.versions();
-        let mut sliced = Vec::new();
-        let mut rest: Vec<TableHandle> = Vec::new();
-        for t in tables.iter() {
-            let pin = pins.iter().find(|(r, _)| {
-                self.st.qualify(r.schema.as_deref(), &r.name)
-                    == Some((t.schema.clone(), t.name.clone()))
-            });
-            let mut read = read_of(t);
-            if let Some((_, (_, keys))) = pin {
-                // Bounded: per slice and column read one more counter to check at each hit.
-                if read
-                    .as_ref()
-                    .is_some_and(|r| r.len() * keys.len() > MAX_SLICE_COLUMNS)
-                {
-                    read = None;
-                }
-            }
-            let by_columns = read.is_some();
-            if let Some(read) = &read {
-                // Per slice column for a sliced table (`Versions::column_slice_index`).
-                let col = pin.map(|(_, (c, _))| c.as_str());
-                cols.indexes.extend(read.iter().map(|r| match col {
-                    Some(c) => Versions::column_slice_index(t, c, r),
-                    None => Versions::column_index(t, r),
-                }));
-            }
-            match pin {
-                Some((_, (col, keys))) => {
-                    sliced.push(sliceplans::slice_plan(
-                        versions,
-                        t,
-                        col,
-                        keys,
-                        read.as_deref(),
-                    ));
-                }
-                None => {
-                    if by_columns {
-                        cols.tables.push(t.clone());
-                    }
-                    rest.push(t.clone())
-                }
-            }
-        }
+        let (mut rest, mut sliced, mut cols) = sliceplans::split_by_slices(
+            self.shared.cache.versions(),
+            tables,
+            |t| {
+                let (_, (col, keys)) = pins.iter().find(|(r, _)| {
+                    self.st.qualify(r.schema.as_deref(), &r.name)
+                        == Some((t.schema.clone(), t.name.clone()))
+                })?;
+                Some((col.as_str(), keys.as_slice()))
+            },
+            read_of,
+        );
         let before = sliced.len();
         self.plan_derived(&shape, text, &columns, &params, &mut rest, &mut sliced);
         // A table that became a derived slice is stamped by its slices, not as read whole.
