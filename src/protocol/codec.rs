@@ -168,6 +168,7 @@ impl Encoder<Packet> for PacketCodec {
 
 /// The sequence id of the last frame in `buf`, which holds whole frames only, as queued;
 /// then `shift` is added to every frame's id (0 leaves them).
+#[inline]
 pub fn last_seq_then_shift(buf: &mut [u8], shift: u8) -> Option<u8> {
     let mut at = 0;
     let mut last = None;

@@ -54,6 +54,7 @@ pub fn execute_params<'a>(
 
 /// The statement id a COM_STMT_EXECUTE, _CLOSE, _RESET, _SEND_LONG_DATA or _FETCH names
 /// (after its command byte); None when the packet is too short to hold one.
+#[inline]
 pub fn stmt_id(p: &[u8]) -> Option<u32> {
     Some(u32::from_le_bytes(p.get(1..5)?.try_into().ok()?))
 }
@@ -61,6 +62,7 @@ pub fn stmt_id(p: &[u8]) -> Option<u32> {
 /// The statement a command's id names, as the server reads it: MariaDB's -1 (0xFFFFFFFF)
 /// is the statement the last COM_STMT_PREPARE created (`last`), and none when there is
 /// none (that prepare failed, or its statement was closed).
+#[inline]
 pub fn resolve_stmt(id: u32, last: Option<u32>) -> Option<u32> {
     match id {
         u32::MAX => last,
