@@ -406,3 +406,130 @@ impl Cli {
         ]
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
+        Cli::try_parse_from(std::iter::once("qcache").chain(args.iter().copied()))
+    }
+
+    /// Every named flag sets a real key, under the variable its flag name spells
+    /// (`--l2-key-prefix` → `QCACHE_L2_KEY_PREFIX`), except where an older name was kept.
+    #[test]
+    fn named_flags_alias_real_keys() {
+        let cli = parse(&[]).unwrap();
+        let keys = crate::config::keys();
+        let flags: Vec<_> = cli.core_flags().into_iter().chain(cli.l2_flags()).collect();
+        assert!(flags.len() > 25, "{}", flags.len());
+        let mut vars = std::collections::HashSet::new();
+        for (flag, key, var, given) in flags {
+            assert!(keys.iter().any(|k| k == key), "--{flag}: no key {key}");
+            assert!(vars.insert(var), "QCACHE_{var} twice");
+            assert_eq!(given, None, "--{flag} given without being passed");
+        }
+    }
+
+    /// A named flag given becomes a setting of its key, naming the flag and its variable
+    /// for errors; flags not given set nothing.
+    #[test]
+    fn given_flags_become_settings() {
+        let cli = parse(&["--upstream", "db:3306", "--max-bytes", "64MiB"]).unwrap();
+        let named = cli.named();
+        let got: Vec<(&str, &str, &str)> = named
+            .iter()
+            .map(|s| (s.key.as_str(), s.raw.as_str(), s.source.as_str()))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (
+                    "server.upstream",
+                    "db:3306",
+                    "--upstream (or QCACHE_UPSTREAM)"
+                ),
+                (
+                    "cache.max_bytes",
+                    "64MiB",
+                    "--max-bytes (or QCACHE_MAX_BYTES)"
+                ),
+            ]
+        );
+    }
+
+    /// Words once read in any case are folded to the file's spelling before the check.
+    #[test]
+    fn word_flags_fold_their_case() {
+        for (args, key, want) in [
+            (
+                ["--query-cache-type", "demand"],
+                "cache.query_cache_type",
+                "DEMAND",
+            ),
+            (["--log-format", " JSON "], "log.format", "json"),
+            (
+                ["--compress-upstream", "Zstd"],
+                "compression.upstream",
+                "zstd",
+            ),
+            (["--l2-mode", "ON"], "l2.mode", "on"),
+        ] {
+            let cli = parse(&args).unwrap_or_else(|e| panic!("{args:?}: {e}"));
+            let named = cli.named();
+            let s = named.iter().find(|s| s.key == key).expect(key);
+            assert_eq!(s.raw, want, "{args:?}");
+        }
+    }
+
+    /// A bad value is refused while the command line is parsed, not later.
+    #[test]
+    fn bad_flag_values_are_refused_at_parse() {
+        for args in [
+            ["--workers", "many"],
+            ["--max-bytes", "lots"],
+            ["--defer-begin", "perhaps"],
+            ["--query-cache-type", "sometimes"],
+            ["--l2-timeout", "soon"],
+        ] {
+            assert!(parse(&args).is_err(), "{args:?}");
+        }
+    }
+
+    /// `--set` repeats and keeps its order (the last one wins when layered).
+    #[test]
+    fn sets_repeat_in_order() {
+        let cli = parse(&["--set", "cache.ttl=1m", "--set", "cache.ttl=2m"]).unwrap();
+        assert_eq!(cli.set, ["cache.ttl=1m", "cache.ttl=2m"]);
+        let c = crate::config::layered(None, [], &cli.set).unwrap();
+        assert_eq!(c.cache.ttl, Some(std::time::Duration::from_secs(120)));
+    }
+
+    /// check-consistency: the first target is the target, the rest (repeated or comma
+    /// separated) check a fleet.
+    #[test]
+    fn consistency_check_targets() {
+        let cli = parse(&[
+            "check-consistency",
+            "--target",
+            "a:1,b:2",
+            "--target",
+            "c:3",
+            "--seed",
+            "9",
+        ])
+        .unwrap();
+        let Some(Command::CheckConsistency(args)) = cli.command else {
+            panic!("not check-consistency");
+        };
+        let o = args.options();
+        assert_eq!(o.target, "a:1");
+        assert_eq!(o.more_targets, ["b:2", "c:3"]);
+        assert_eq!(o.seed, 9);
+        assert_eq!(o.user, "root");
+        assert!(
+            parse(&["check-consistency"]).is_err(),
+            "a target is required"
+        );
+    }
+}

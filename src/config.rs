@@ -423,6 +423,51 @@ impl Default for CompressionConfig {
     }
 }
 
+impl CompressionConfig {
+    /// What the client leg compresses with: the client's pick (`client_caps`) among what
+    /// qcache offered (`offer`). A client that sets both bits gets zlib, as MySQL's server
+    /// decides; a zstd client that sends no level gets MySQL's client default, 3.
+    pub fn client_codec(
+        &self,
+        client_caps: u32,
+        offer: u32,
+        zstd_level: Option<u8>,
+    ) -> Option<crate::protocol::compress::Codec> {
+        use crate::protocol::compress::{Algorithm, Codec};
+        use crate::protocol::packets::cap;
+        let asked = client_caps & offer;
+        if asked & cap::COMPRESS != 0 {
+            Some(Codec::new(Algorithm::Zlib, self.zlib_level as i32))
+        } else if asked & cap::ZSTD_COMPRESSION != 0 {
+            let level = zstd_level.map_or(3, i32::from);
+            Some(Codec::new(Algorithm::Zstd, level))
+        } else {
+            None
+        }
+    }
+
+    /// What the upstream leg compresses with, out of what the server offers (`server_caps`)
+    /// and `upstream` allows.
+    pub fn upstream_codec(&self, server_caps: u32) -> Option<crate::protocol::compress::Codec> {
+        use crate::protocol::compress::{Algorithm, Codec};
+        use crate::protocol::packets::cap;
+        let zlib = server_caps & cap::COMPRESS != 0;
+        let zstd = server_caps & cap::ZSTD_COMPRESSION != 0;
+        let alg = match self.upstream {
+            UpstreamCompression::Off => None,
+            UpstreamCompression::Zlib => zlib.then_some(Algorithm::Zlib),
+            UpstreamCompression::Zstd => zstd.then_some(Algorithm::Zstd),
+            UpstreamCompression::Auto if zstd => Some(Algorithm::Zstd),
+            UpstreamCompression::Auto => zlib.then_some(Algorithm::Zlib),
+        }?;
+        let level = match alg {
+            Algorithm::Zlib => self.zlib_level as i32,
+            Algorithm::Zstd => self.zstd_level,
+        };
+        Some(Codec::new(alg, level))
+    }
+}
+
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Hash, Default)]
 #[serde(rename_all = "snake_case")]
 pub enum UpstreamCompression {
@@ -1246,5 +1291,80 @@ mod tests {
         let c = Config::from_toml(text, "config/qcache.toml").unwrap();
         c.validate().unwrap();
         assert_eq!(c, Config::default());
+    }
+
+    /// The client leg: the client's pick among what was offered, zlib when it sets both,
+    /// its own zstd level (3 when it sends none).
+    #[test]
+    fn client_compression_is_the_clients_pick_of_the_offer() {
+        use crate::protocol::compress::Algorithm::{Zlib, Zstd};
+        use crate::protocol::packets::cap::{COMPRESS, ZSTD_COMPRESSION};
+        let c = CompressionConfig {
+            zlib_level: 4,
+            ..CompressionConfig::default()
+        };
+        let both = COMPRESS | ZSTD_COMPRESSION;
+        let cases = [
+            (COMPRESS, both, None, Some((Zlib, 4))),
+            (ZSTD_COMPRESSION, both, None, Some((Zstd, 3))),
+            (ZSTD_COMPRESSION, both, Some(9), Some((Zstd, 9))),
+            (both, both, Some(9), Some((Zlib, 4))),
+            // Asked for what was not offered: nothing (the handshake refuses it).
+            (COMPRESS, ZSTD_COMPRESSION, None, None),
+            (0, both, None, None),
+        ];
+        for (asked, offer, level, want) in cases {
+            let got = c
+                .client_codec(asked, offer, level)
+                .map(|k| (k.algorithm(), k.level()));
+            assert_eq!(got, want, "asked {asked:#x} offer {offer:#x}");
+        }
+    }
+
+    /// The upstream leg: one row per setting and server offer.
+    #[test]
+    fn upstream_compression_follows_the_setting_and_the_offer() {
+        use crate::protocol::compress::Algorithm::{Zlib, Zstd};
+        use crate::protocol::packets::cap::{COMPRESS, ZSTD_COMPRESSION};
+        use UpstreamCompression::{Auto, Off, Zlib as ZlibOnly, Zstd as ZstdOnly};
+        let both = COMPRESS | ZSTD_COMPRESSION;
+        let cases = [
+            (Off, both, None),
+            (ZlibOnly, both, Some((Zlib, 6))),
+            (ZlibOnly, ZSTD_COMPRESSION, None),
+            (ZstdOnly, both, Some((Zstd, 5))),
+            (ZstdOnly, COMPRESS, None),
+            (Auto, both, Some((Zstd, 5))),
+            (Auto, COMPRESS, Some((Zlib, 6))),
+            (Auto, 0, None),
+        ];
+        for (upstream, offered, want) in cases {
+            let c = CompressionConfig {
+                upstream,
+                zlib_level: 6,
+                zstd_level: 5,
+                ..CompressionConfig::default()
+            };
+            let got = c
+                .upstream_codec(offered)
+                .map(|k| (k.algorithm(), k.level()));
+            assert_eq!(got, want, "{upstream:?} offered {offered:#x}");
+        }
+    }
+
+    /// `compression.upstream` accepts its four words in any case and nothing else.
+    #[test]
+    fn upstream_compression_words() {
+        let cases = [
+            ("off", Some(UpstreamCompression::Off)),
+            (" ZLIB ", Some(UpstreamCompression::Zlib)),
+            ("zstd", Some(UpstreamCompression::Zstd)),
+            ("Auto", Some(UpstreamCompression::Auto)),
+            ("lz4", None),
+            ("", None),
+        ];
+        for (text, want) in cases {
+            assert_eq!(text.parse::<UpstreamCompression>().ok(), want, "{text:?}");
+        }
     }
 }

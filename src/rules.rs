@@ -265,4 +265,125 @@ mod tests {
         assert!(glob("*_log", "audit_log"));
         assert!(!glob("orders", "orders2"));
     }
+
+    fn rule(schema: Option<&str>, table: Option<&str>) -> Rule {
+        Rule {
+            schema: schema.map(str::to_string),
+            table: table.map(str::to_string),
+            user: None,
+            digest: None,
+            regex: None,
+            action: Action::Never,
+            ttl: None,
+        }
+    }
+
+    /// Schema and table must match one and the same table the read depends on, not one
+    /// table's schema and another's name.
+    #[test]
+    fn schema_and_table_match_one_table() {
+        let tables = [
+            ("shop".to_string(), "orders".to_string()),
+            ("audit".to_string(), "log".to_string()),
+        ];
+        let s = subject(&tables, "");
+        let cases = [
+            (rule(Some("shop"), Some("orders")), true),
+            (rule(Some("audit"), Some("log")), true),
+            (rule(Some("shop"), Some("log")), false),
+            (rule(Some("shop"), None), true),
+            (rule(None, Some("log")), true),
+            (rule(Some("s*"), Some("*ers")), true),
+            (rule(Some("other"), None), false),
+        ];
+        for (r, want) in cases {
+            assert_eq!(r.matches(&s), want, "{:?} {:?}", r.schema, r.table);
+        }
+        // A rule on tables never matches a read of none.
+        assert!(!rule(Some("*"), None).matches(&subject(&[], "SELECT 1")));
+    }
+
+    /// A rule with no match field matches every read; its action decides.
+    #[test]
+    fn an_empty_rule_matches_everything() {
+        let r = rule(None, None);
+        assert!(r.matches(&subject(&[], "SELECT 1")));
+        let cache = Rule {
+            action: Action::Cache,
+            ttl: Some(Duration::from_secs(5)),
+            ..rule(None, None)
+        };
+        let want = Verdict::Cache {
+            ttl: Some(Duration::from_secs(5)),
+        };
+        assert_eq!(evaluate(&[cache], &subject(&[], "x")), want);
+        assert_eq!(evaluate(&[], &subject(&[], "x")), Verdict::Default);
+    }
+
+    /// A regex is searched anywhere in the statement, case as written.
+    #[test]
+    fn regexes_search_the_text() {
+        let r = rules("[[rules]]\nregex = \"FROM\\\\s+orders\"\naction = \"never\"\n");
+        for (sql, want) in [
+            ("SELECT * FROM orders WHERE id = 1", Verdict::Never),
+            ("SELECT * FROM  orders", Verdict::Never),
+            ("select * from orders", Verdict::Default),
+            ("SELECT 1", Verdict::Default),
+        ] {
+            assert_eq!(evaluate(&r, &subject(&[], sql)), want, "{sql}");
+        }
+    }
+
+    /// Digests are written as 16 hex digits and read with or without `0x`.
+    #[test]
+    fn digests_are_hex() {
+        #[derive(Serialize, Deserialize)]
+        struct W {
+            d: Digest,
+        }
+        let text = toml::to_string(&W { d: Digest(0xabc) }).unwrap();
+        assert_eq!(text.trim(), "d = \"0000000000000abc\"");
+        for (hex, want) in [
+            ("abc", Some(0xabc)),
+            ("0xABC", Some(0xabc)),
+            ("0x", None),
+            ("g1", None),
+        ] {
+            let got = toml::from_str::<W>(&format!("d = {hex:?}"))
+                .ok()
+                .map(|w| w.d.0);
+            assert_eq!(got, want, "{hex}");
+        }
+    }
+
+    /// A pattern compares and prints as its source text.
+    #[test]
+    fn patterns_are_their_source() {
+        let a = Pattern(regex::Regex::new("a+").unwrap());
+        let b = Pattern(regex::Regex::new("a+").unwrap());
+        let c = Pattern(regex::Regex::new("a{1,}").unwrap());
+        assert_eq!(a, b);
+        assert_ne!(a, c, "the same language, another source");
+        #[derive(Serialize)]
+        struct W {
+            p: Pattern,
+        }
+        assert_eq!(toml::to_string(&W { p: a }).unwrap().trim(), "p = \"a+\"");
+    }
+
+    /// More glob rows: stars anywhere, any number, an empty name.
+    #[test]
+    fn globs_with_several_stars() {
+        for (p, s, want) in [
+            ("*a*b*", "xaybz", true),
+            ("*a*b*", "xbya", false),
+            ("**", "", true),
+            ("", "", true),
+            ("", "a", false),
+            ("a*", "", false),
+            ("ORD*", "orders", true),
+        ] {
+            assert_eq!(glob(p, s), want, "{p} {s}");
+        }
+    }
 }

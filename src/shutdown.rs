@@ -213,4 +213,26 @@ mod tests {
         .await
         .expect("a fast stop ends at once");
     }
+
+    /// Draining turns the drain switch only; a fast stop turns both, and drains the
+    /// sessions too.
+    #[test]
+    fn drain_and_stop_switches() {
+        use futures::FutureExt;
+        for (fast, stopping) in [(false, false), (true, true)] {
+            let s = Shutdown::new();
+            let (drain, stop) = (s.draining(), s.stopping());
+            let mut session = s.signals().session();
+            assert!(!*drain.borrow() && !*stop.borrow());
+            assert!(session.draining().now_or_never().is_none());
+            if fast {
+                s.stop();
+            } else {
+                s.drain();
+            }
+            assert!(*drain.borrow(), "fast={fast}");
+            assert_eq!(*stop.borrow(), stopping, "fast={fast}");
+            assert!(session.draining().now_or_never().is_some(), "fast={fast}");
+        }
+    }
 }

@@ -61,6 +61,17 @@ pub enum UpstreamTlsMode {
 }
 
 impl UpstreamTlsMode {
+    /// Whether the upstream leg is TLS: never when disabled or without a connector, when
+    /// offered under `preferred`, always otherwise. None: the mode requires TLS and the
+    /// server does not offer it, so the connection is refused.
+    pub fn upstream_tls(self, has_connector: bool, server_offers: bool) -> Option<bool> {
+        match (self, has_connector) {
+            (UpstreamTlsMode::Disabled, _) | (_, false) => Some(false),
+            (UpstreamTlsMode::Preferred, true) => Some(server_offers),
+            (_, true) => server_offers.then_some(true),
+        }
+    }
+
     pub fn verifies(self) -> bool {
         matches!(
             self,
@@ -373,5 +384,68 @@ impl ServerCertVerifier for ChainVerifier {
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
         self.inner.supported_verify_schemes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One row per mode, connector and server offer: TLS, plain, or refused (None).
+    #[test]
+    fn the_upstream_leg_follows_the_mode() {
+        use UpstreamTlsMode::*;
+        let cases = [
+            (Disabled, true, true, Some(false)),
+            (Preferred, true, true, Some(true)),
+            (Preferred, true, false, Some(false)),
+            (Required, true, true, Some(true)),
+            (Required, true, false, None),
+            (VerifyCa, true, false, None),
+            (VerifyIdentity, true, true, Some(true)),
+            // No connector built (no [tls.upstream]): plain, whatever the mode.
+            (Required, false, true, Some(false)),
+            (VerifyIdentity, false, false, Some(false)),
+        ];
+        for (mode, connector, offers, want) in cases {
+            assert_eq!(
+                mode.upstream_tls(connector, offers),
+                want,
+                "{mode:?} connector={connector} offers={offers}"
+            );
+        }
+    }
+
+    /// Only the verify modes check the server's certificate.
+    #[test]
+    fn only_verify_modes_check_the_certificate() {
+        use UpstreamTlsMode::*;
+        for (mode, want) in [
+            (Disabled, false),
+            (Preferred, false),
+            (Required, false),
+            (VerifyCa, true),
+            (VerifyIdentity, true),
+        ] {
+            assert_eq!(mode.verifies(), want, "{mode:?}");
+        }
+    }
+
+    /// The name TLS checks is the upstream's host: port and IPv6 brackets dropped; a name
+    /// rustls cannot take falls back to localhost.
+    #[test]
+    fn upstream_names_drop_the_port() {
+        let cases = [
+            ("db.example.com:3306", "db.example.com"),
+            ("db.example.com", "db.example.com"),
+            ("[::1]:3306", "::1"),
+            ("127.0.0.1:3306", "127.0.0.1"),
+            ("bad name:3306", "localhost"),
+        ];
+        for (addr, want) in cases {
+            let got = upstream_name(addr);
+            let want = ServerName::try_from(want.to_string()).unwrap();
+            assert_eq!(got, want, "{addr}");
+        }
     }
 }

@@ -93,6 +93,7 @@ const FOLDERS: &[(&str, &[Layer])] = &[
     ]),
     ("analysis", &[
         ("memo", 0, "remembers analyses: asks parse, scan and slices"),
+        ("params", 0, "an execute's parameters as the literals slices read"),
         ("slices", 1, "row slices of a parsed statement: asks parse and digest"),
         ("parse", 2, "the sqlparser analysis, with fallback where it cannot"),
         ("set", 2, "SET and USE, with fallback's test for unknown code"),
@@ -100,6 +101,7 @@ const FOLDERS: &[(&str, &[Layer])] = &[
         ("digest", 3, "normalised text and literal tokens, from the lexer"),
         ("scan", 3, "the hit path's first look at a statement, from the lexer"),
         ("comments", 3, "executable comments as the server reads them, lexed"),
+        ("sysvar", 3, "reads of qcache's @@query_cache_type, lexed"),
         ("functions", 4, "the table of SQL functions and their class; reads nothing"),
         ("lexer", 4, "the tokenizer everything above reads"),
         ("version", 5, "which server a statement is read for (lexer and comments ask)"),
@@ -152,8 +154,10 @@ const FOLDERS: &[(&str, &[Layer])] = &[
     ("protocol", &[
         ("commands", 0, "command bytes; reads nothing"),
         ("compress", 0, "the compressed protocol; reads nothing"),
+        ("negotiate", 0, "the connection phase's decisions, over handshake packets"),
         ("handshake", 0, "handshake packets, written with the packet helpers"),
         ("response", 0, "the response state machine over packets"),
+        ("rows", 0, "text-protocol rows read and rewritten, over packets"),
         ("packets", 1, "packet payloads, framed by codec"),
         ("codec", 2, "framing: length, sequence id, 16 MiB splits"),
     ]),

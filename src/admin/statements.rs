@@ -16,6 +16,37 @@ pub const ACCESS_DENIED_MESSAGE: &str =
 /// ER_PARSE_ERROR for a `SHOW QCACHE …` / `QCACHE …` qcache does not know.
 pub const PARSE_ERROR_CODE: u16 = 1064;
 
+/// One row, one column: 1 when the current account holds RELOAD globally (who may run the
+/// privileged admin statements). CURRENT_USER() is the account the server matched, which
+/// is how GRANTEE is spelled.
+pub const RELOAD_QUERY: &str = "SELECT COUNT(*) > 0 FROM information_schema.USER_PRIVILEGES \
+     WHERE PRIVILEGE_TYPE = 'RELOAD' AND GRANTEE = CONCAT(\"'\", \
+     SUBSTRING_INDEX(CURRENT_USER(), '@', 1), \"'@'\", \
+     SUBSTRING_INDEX(CURRENT_USER(), '@', -1), \"'\")";
+
+/// One row, one column: 1 when the server lists `schema.table` (a table or a view) to the
+/// session's user, for `QCACHE INVALIDATE TABLE`'s answer. The names go as hex, which every
+/// sql_mode and character set reads alike, so no name can end the string early.
+pub fn table_exists_query(schema: &str, table: &str) -> String {
+    let hex = |s: &str| s.bytes().map(|b| format!("{b:02x}")).collect::<String>();
+    format!(
+        "SELECT COUNT(*) > 0 FROM information_schema.TABLES WHERE \
+         TABLE_SCHEMA = CONVERT(X'{}' USING utf8mb4) AND \
+         TABLE_NAME = CONVERT(X'{}' USING utf8mb4)",
+        hex(schema),
+        hex(table)
+    )
+}
+
+/// Whether the server's ERR to `EXPLAIN <read>` (asked before `QCACHE EXPLAIN` answers) is a
+/// denial: 1044 (database), 1142 (table), 1143 (column). Only a denial is passed on; what
+/// the user may read (1146 for a missing table in a database they can read, 1345 for a view
+/// over tables they cannot) is theirs to have explained.
+pub fn explain_denied(err: &[u8]) -> bool {
+    matches!(err.get(1..3), Some([lo, hi])
+        if matches!(u16::from_le_bytes([*lo, *hi]), 1044 | 1142 | 1143))
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AdminStatement {
     /// `SHOW QCACHE STATUS`
@@ -920,5 +951,52 @@ mod tests {
             let re = regex::Regex::new(&format!("^(?s:{re})$")).unwrap();
             proptest::prop_assert_eq!(like_match(&p, &s), re.is_match(&s));
         }
+    }
+
+    /// The names go as hex of their bytes, whatever they hold: no quote, backslash or
+    /// multibyte character can change the statement.
+    #[test]
+    fn table_existence_names_go_as_hex() {
+        for (schema, table, hexes) in [
+            ("shop", "orders", ["73686f70", "6f7264657273"]),
+            ("a'b", "c\\d", ["612762", "635c64"]),
+            ("é", "`x`", ["c3a9", "607860"]),
+            ("", "t", ["", "74"]),
+        ] {
+            let sql = table_exists_query(schema, table);
+            assert!(
+                sql.contains(&format!("TABLE_SCHEMA = CONVERT(X'{}'", hexes[0])),
+                "{sql}"
+            );
+            assert!(
+                sql.contains(&format!("TABLE_NAME = CONVERT(X'{}'", hexes[1])),
+                "{sql}"
+            );
+            // The only quotes are the two hex literals'.
+            assert_eq!(sql.matches('\'').count(), 4, "{sql}");
+        }
+    }
+
+    /// Which errors to `EXPLAIN` deny `QCACHE EXPLAIN`: one row per error code.
+    #[test]
+    fn explain_denials_by_code() {
+        let err = |code: u16| {
+            let mut p = vec![0xff];
+            p.extend_from_slice(&code.to_le_bytes());
+            p.extend_from_slice(b"#42000denied");
+            p
+        };
+        for (code, denied) in [
+            (1044, true),
+            (1142, true),
+            (1143, true),
+            (1146, false),
+            (1345, false),
+            (1064, false),
+        ] {
+            assert_eq!(explain_denied(&err(code)), denied, "{code}");
+        }
+        assert!(!explain_denied(&[0xff, 0x14]), "cut short");
+        assert!(!explain_denied(&[]));
     }
 }

@@ -640,3 +640,366 @@ fn update_tables(toks: &Toks) -> Option<Vec<TableRef>> {
         Some(out)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analysis::WriteTargets;
+
+    fn t(schema: Option<&str>, name: &str) -> TableRef {
+        TableRef::new(schema, name)
+    }
+
+    fn targets(w: &Option<WriteInfo>) -> Option<&WriteTargets> {
+        w.as_ref().map(|w| &w.targets)
+    }
+
+    /// The statement that runs under each prefix, nested ones unwrapped; a prefix that is a
+    /// statement of its own (`ANALYZE TABLE`) is not one.
+    #[test]
+    fn inner_statements_under_prefixes() {
+        let cases = [
+            (
+                "SET STATEMENT max_statement_time=1 FOR SELECT 1",
+                " SELECT 1",
+            ),
+            ("ANALYZE SELECT * FROM t", "SELECT * FROM t"),
+            ("ANALYZE FORMAT=JSON SELECT 1", "SELECT 1"),
+            ("ANALYZE FORMAT JSON DELETE FROM t", "DELETE FROM t"),
+            ("EXPLAIN ANALYZE SELECT 1", "SELECT 1"),
+            ("desc analyze UPDATE t SET a=1", "UPDATE t SET a=1"),
+            ("SET STATEMENT a=1 FOR ANALYZE SELECT 2", "SELECT 2"),
+            ("ANALYZE TABLE t", "ANALYZE TABLE t"),
+            (
+                "ANALYZE NO_WRITE_TO_BINLOG TABLE t",
+                "ANALYZE NO_WRITE_TO_BINLOG TABLE t",
+            ),
+            ("EXPLAIN SELECT 1", "EXPLAIN SELECT 1"),
+            ("SELECT 1", "SELECT 1"),
+        ];
+        for (sql, want) in cases {
+            assert_eq!(inner_statement(sql), want, "{sql}");
+        }
+    }
+
+    /// A SET STATEMENT without its FOR is left as it is (the server refuses it).
+    #[test]
+    fn set_statement_needs_its_for() {
+        let sql = "SET STATEMENT a=1 SELECT 2";
+        assert_eq!(inner_statement(sql), sql);
+    }
+
+    /// A long INSERT's target from its head: modifiers skipped, quoting and schema read; a
+    /// call of unknown code anywhere makes it unknown.
+    #[test]
+    fn bulk_insert_targets() {
+        let one = |s: Option<&str>, n: &str| Some(WriteTargets::Tables(vec![t(s, n)]));
+        let cases = [
+            ("INSERT INTO t VALUES (1),(2)", one(None, "t")),
+            (
+                "insert low_priority ignore into Db.T (a) VALUES (1)",
+                one(Some("db"), "t"),
+            ),
+            (
+                "REPLACE DELAYED `we``ird` VALUES (NOW())",
+                one(None, "we`ird"),
+            ),
+            ("INSERT INTO `s`.`t` SELECT * FROM u", one(Some("s"), "t")),
+            ("INSERT INTO t VALUES (my_func(1))", None),
+            // A qualified call is a stored function's.
+            ("INSERT INTO t VALUES (db.f(1))", None),
+            ("UPDATE t SET a = 1", None),
+            ("INSERT INTO 'str' VALUES (1)", None),
+        ];
+        for (sql, want) in cases {
+            assert_eq!(targets(&bulk_insert_target(sql)), want.as_ref(), "{sql}");
+        }
+    }
+
+    /// Priority modifiers after the first keyword become spaces (offsets kept); a statement
+    /// without them, or of another kind, is None.
+    #[test]
+    fn modifiers_are_blanked() {
+        let cases: &[(&str, Option<&[&str]>)] = &[
+            (
+                "DELETE LOW_PRIORITY QUICK IGNORE FROM t",
+                Some(&["LOW_PRIORITY", "QUICK", "IGNORE"]),
+            ),
+            ("update ignore t set a=1", Some(&["ignore"])),
+            (
+                "INSERT HIGH_PRIORITY INTO t VALUES (1)",
+                Some(&["HIGH_PRIORITY"]),
+            ),
+            // Only right after the first keyword.
+            ("DELETE FROM t WHERE quick = 1", None),
+            ("SELECT QUICK FROM t", None),
+        ];
+        for (sql, blanked) in cases {
+            let want = blanked.map(|words| {
+                words.iter().fold(sql.to_string(), |s, w| {
+                    s.replacen(w, &" ".repeat(w.len()), 1)
+                })
+            });
+            assert_eq!(without_modifiers(sql), want, "{sql}");
+        }
+    }
+
+    /// MySQL's `TABLE t` is `SELECT * FROM t`, whatever follows.
+    #[test]
+    fn table_statements_read_as_selects() {
+        let cases = [
+            ("TABLE t", Some("SELECT * FROM  t")),
+            (
+                "table db.t ORDER BY a LIMIT 1",
+                Some("SELECT * FROM  db.t ORDER BY a LIMIT 1"),
+            ),
+            ("SELECT * FROM t", None),
+            ("DROP TABLE t", None),
+        ];
+        for (sql, want) in cases {
+            assert_eq!(table_statement_as_select(sql).as_deref(), want, "{sql}");
+        }
+    }
+
+    /// Unknown functions and sequences may write; built-ins, keywords before a parenthesis
+    /// and names inside strings do not.
+    #[test]
+    fn unknown_code_is_found() {
+        let cases = [
+            ("SELECT my_func(1)", true),
+            ("DO audit()", true),
+            ("SELECT NEXTVAL(s)", true),
+            ("SELECT NOW(), COUNT(*), CONCAT('a', 'b')", false),
+            (
+                "SELECT a FROM t WHERE b IN (1, 2) AND c = ANY (SELECT 1)",
+                false,
+            ),
+            ("SELECT 'my_func(1)'", false),
+            ("SELECT 1", false),
+        ];
+        for (sql, want) in cases {
+            assert_eq!(calls_unknown_code(sql), want, "{sql}");
+        }
+    }
+
+    /// A string that hides a call under one reading of backslashes shows it under the other:
+    /// both readings count.
+    #[test]
+    fn both_backslash_readings_count() {
+        // With backslash escapes the string runs to the end; without them it ends at `\'`
+        // and `my_func(` is code.
+        let sql = r"SELECT 'a\', my_func(1), 'b'";
+        assert!(calls_unknown_code(sql));
+    }
+
+    /// The sequences a DEFAULT expression advances, one row per spelling; None when it may
+    /// write what cannot be named.
+    #[test]
+    fn sequences_of_default_expressions() {
+        let cases = [
+            ("nextval(`db`.`s`)", Some(vec![t(Some("db"), "s")])),
+            ("NEXT VALUE FOR s", Some(vec![t(None, "s")])),
+            ("setval(`s`,5,1,0)", Some(vec![t(None, "s")])),
+            ("lastval(s)", Some(vec![])),
+            ("current_timestamp()", Some(vec![])),
+            ("0", Some(vec![])),
+            ("my_func()", None),
+            ("`db`.`f`(1)", None),
+            ("db.f(1)", None),
+            ("nextval(s + 1)", None),
+        ];
+        for (expr, want) in cases {
+            assert_eq!(sequences_written(expr), want, "{expr}");
+        }
+    }
+
+    /// Why an unparsed SELECT is not cached, read off its tokens, and whether it may write.
+    #[test]
+    fn unparsed_reads_name_their_reason() {
+        let cases = [
+            ("SELECT NEXT VALUE FOR s", NotCached::Sequence, true),
+            ("SELECT PREVIOUS VALUE FOR s", NotCached::Sequence, false),
+            ("SELECT a FROM t FOR UPDATE ??", NotCached::Locking, false),
+            (
+                "SELECT a FROM t LOCK IN SHARE MODE ??",
+                NotCached::Locking,
+                false,
+            ),
+            (
+                "SELECT a INTO OUTFILE '/x' FROM t ??",
+                NotCached::Into,
+                false,
+            ),
+            ("SELECT a INTO @x FROM t ??", NotCached::Into, false),
+            ("SELECT ?? FROM t", NotCached::Unparsable, false),
+            ("SELECT my_func(??) FROM t", NotCached::Unparsable, true),
+        ];
+        for (sql, reason, may_write) in cases {
+            let r = unparsed_read(sql);
+            assert_eq!(r.verdict, Err(reason), "{sql}");
+            assert_eq!(r.may_write, may_write, "{sql}");
+            assert!(r.tables.is_empty(), "{sql}");
+        }
+    }
+
+    /// Writes recognised before parsing: LOAD DATA/XML name their table, LOAD INDEX writes
+    /// nothing, table maintenance names its tables and commits, DO writes only by calling
+    /// unknown code.
+    #[test]
+    fn writes_without_the_parser() {
+        let tables = |v: Vec<TableRef>| Some(WriteTargets::Tables(v));
+        let cases = [
+            (
+                "LOAD DATA LOCAL INFILE '/x' REPLACE INTO TABLE db.t",
+                tables(vec![t(Some("db"), "t")]),
+                false,
+            ),
+            (
+                "LOAD XML INFILE '/x' INTO t",
+                tables(vec![t(None, "t")]),
+                false,
+            ),
+            ("LOAD INDEX INTO CACHE t", tables(vec![]), false),
+            (
+                "OPTIMIZE TABLE a, db.b",
+                tables(vec![t(None, "a"), t(Some("db"), "b")]),
+                true,
+            ),
+            (
+                "ANALYZE NO_WRITE_TO_BINLOG TABLE t",
+                tables(vec![t(None, "t")]),
+                true,
+            ),
+            ("REPAIR LOCAL TABLES t", tables(vec![t(None, "t")]), true),
+            ("OPTIMIZE t", None, false),
+            ("DO 1 + 1", tables(vec![]), false),
+            ("DO my_func()", Some(WriteTargets::Unknown), false),
+            ("SELECT 1", None, false),
+        ];
+        for (sql, want, commits) in cases {
+            let w = write_without_parser(sql);
+            assert_eq!(targets(&w), want.as_ref(), "{sql}");
+            if let Some(w) = w {
+                assert_eq!(w.implicit_commit, commits, "{sql}");
+            }
+        }
+    }
+
+    /// Multi-table UPDATE: every table between UPDATE and SET, derived tables skipped.
+    #[test]
+    fn multi_table_updates_name_every_table() {
+        let cases = [
+            (
+                "UPDATE a JOIN db.b ON a.id = b.id SET a.x = b.x",
+                Some(vec![t(None, "a"), t(Some("db"), "b")]),
+            ),
+            (
+                "UPDATE IGNORE a, b SET a.x = 1",
+                Some(vec![t(None, "a"), t(None, "b")]),
+            ),
+            (
+                "UPDATE a JOIN (b, c) ON a.id = b.id SET a.x = 1",
+                Some(vec![t(None, "a"), t(None, "b"), t(None, "c")]),
+            ),
+            // The derived table's body is skipped; its alias is named as a table (more
+            // invalidation than needed, never less).
+            (
+                "UPDATE a, (SELECT id FROM c) d SET a.x = d.id",
+                Some(vec![t(None, "a"), t(None, "d")]),
+            ),
+            (
+                "UPDATE a STRAIGHT_JOIN a SET x = 1",
+                Some(vec![t(None, "a")]),
+            ),
+            ("UPDATE a SET x = my_func(1)", None),
+            ("UPDATE a", None),
+        ];
+        for (sql, want) in cases {
+            let want = want.map(WriteTargets::Tables);
+            assert_eq!(targets(&unparsed_write(sql)), want.as_ref(), "{sql}");
+        }
+    }
+
+    /// CREATE: a trigger writes its table's definition, routines and events no table, a
+    /// temporary table is no schema change and commits nothing.
+    #[test]
+    fn creates_the_parser_missed() {
+        let trig = unparsed_write(
+            "CREATE DEFINER=u@h TRIGGER tr BEFORE INSERT ON db.t FOR EACH ROW SET @a = my_f()",
+        )
+        .unwrap();
+        assert_eq!(trig.targets, WriteTargets::Tables(vec![t(Some("db"), "t")]));
+        assert!(trig.ddl && trig.implicit_commit);
+        let proc = unparsed_write("CREATE PROCEDURE p() BEGIN CALL q(); END").unwrap();
+        assert_eq!(proc.targets, WriteTargets::Tables(vec![]));
+        assert!(proc.ddl);
+        let temp =
+            unparsed_write("CREATE TEMPORARY TABLE IF NOT EXISTS tmp LIKE src WEIRD").unwrap();
+        assert_eq!(temp.targets, WriteTargets::Tables(vec![t(None, "tmp")]));
+        assert_eq!(temp.temp_created, vec![t(None, "tmp")]);
+        assert!(!temp.ddl && !temp.implicit_commit);
+        let table = unparsed_write("CREATE TABLE x LIKE y WEIRD_OPTION=1").unwrap();
+        assert!(table.ddl && table.temp_created.is_empty());
+        assert_eq!(unparsed_write("CREATE (x)"), None);
+        // A column list reads as a call of an unknown function: fail closed.
+        assert_eq!(
+            unparsed_write("CREATE TABLE x (a INT) WEIRD_OPTION=1"),
+            None
+        );
+    }
+
+    /// ALTER TABLE: the table, every other table it names (exchange, convert) and its new
+    /// name are written; renaming a column renames no table.
+    #[test]
+    fn alters_name_every_table_they_touch() {
+        /// (statement, tables written, renames).
+        type Case = (&'static str, Vec<TableRef>, Vec<(TableRef, TableRef)>);
+        let cases: &[Case] = &[
+            ("ALTER TABLE t WEIRD_OPTION", vec![t(None, "t")], vec![]),
+            (
+                "ALTER TABLE t EXCHANGE PARTITION p WITH TABLE e",
+                vec![t(None, "e"), t(None, "t")],
+                vec![],
+            ),
+            (
+                "ALTER TABLE t RENAME TO db.u",
+                vec![t(None, "t"), t(Some("db"), "u")],
+                vec![(t(None, "t"), t(Some("db"), "u"))],
+            ),
+            (
+                "ALTER TABLE t RENAME COLUMN a TO b",
+                vec![t(None, "t")],
+                vec![],
+            ),
+            (
+                "ALTER ONLINE IGNORE TABLE t CONVERT PARTITION p TO TABLE x",
+                vec![t(None, "t"), t(None, "x")],
+                vec![],
+            ),
+        ];
+        for (sql, written, renamed) in cases {
+            let w = unparsed_write(sql).unwrap_or_else(|| panic!("{sql}"));
+            assert_eq!(w.targets, WriteTargets::Tables(written.clone()), "{sql}");
+            assert_eq!(&w.renamed, renamed, "{sql}");
+            assert!(w.ddl && w.implicit_commit, "{sql}");
+        }
+        // TABLE too far in: not an ALTER TABLE qcache can read.
+        assert_eq!(unparsed_write("ALTER a b c d TABLE t"), None);
+    }
+
+    /// Schema changes start with CREATE, ALTER, DROP or RENAME, in any case.
+    #[test]
+    fn ddl_starts() {
+        for (sql, want) in [
+            ("CREATE TABLE t (a INT)", true),
+            ("alter table t add b int", true),
+            ("DROP VIEW v", true),
+            ("RENAME TABLE a TO b", true),
+            ("TRUNCATE t", false),
+            ("SELECT 'CREATE'", false),
+            ("", false),
+        ] {
+            assert_eq!(starts_ddl(sql), want, "{sql}");
+        }
+    }
+}

@@ -57,21 +57,23 @@ pub(crate) fn classify(name: &str, no_args: bool) -> FnClass {
     FnClass::Unknown
 }
 
+/// Keywords that MySQL evaluates as functions without parentheses.
+const NILADIC: &[&str] = &[
+    "current_date",
+    "current_role",
+    "current_time",
+    "current_timestamp",
+    "current_user",
+    "localtime",
+    "localtimestamp",
+    "utc_date",
+    "utc_time",
+    "utc_timestamp",
+];
+
 /// Keywords that MySQL evaluates as functions without parentheses and that sqlparser may hand
 /// over as bare identifiers.
 pub(crate) fn niladic(name_lower: &str) -> Option<&'static str> {
-    const NILADIC: &[&str] = &[
-        "current_date",
-        "current_role",
-        "current_time",
-        "current_timestamp",
-        "current_user",
-        "localtime",
-        "localtimestamp",
-        "utc_date",
-        "utc_time",
-        "utc_timestamp",
-    ];
     NILADIC.iter().copied().find(|n| *n == name_lower)
 }
 
@@ -500,5 +502,57 @@ mod tests {
         assert_eq!(classify("my_func", false), FnClass::Unknown);
         assert_eq!(niladic("utc_date"), Some("utc_date"));
         assert_eq!(niladic("id"), None);
+    }
+
+    /// Which classes may write tables the statement does not name: unknown code, sequences
+    /// and DEFAULT() (a column default may call either).
+    #[test]
+    fn which_classes_may_write() {
+        for (class, want) in [
+            (FnClass::Deterministic, false),
+            (FnClass::NonDeterministic("now"), false),
+            (FnClass::Sequence, true),
+            (FnClass::ColumnDefault, true),
+            (FnClass::Unknown, true),
+        ] {
+            assert_eq!(class.may_write(), want, "{class:?}");
+        }
+    }
+
+    /// Every listed non-deterministic function reads as such under its own name; every
+    /// sequence function as a sequence; DEFAULT as a column default.
+    #[test]
+    fn every_listed_name_has_its_class() {
+        for n in NON_DETERMINISTIC {
+            assert_eq!(classify(n, false), FnClass::NonDeterministic(n), "{n}");
+        }
+        for n in SEQUENCE {
+            assert_eq!(classify(n, false), FnClass::Sequence, "{n}");
+        }
+        for n in DETERMINISTIC {
+            assert_eq!(classify(n, false), FnClass::Deterministic, "{n}");
+        }
+        assert_eq!(classify("default", false), FnClass::ColumnDefault);
+    }
+
+    /// Names are looked up as given (the caller lower-cases): another case is unknown.
+    #[test]
+    fn names_are_looked_up_lower_case() {
+        assert_eq!(classify("NOW", false), FnClass::Unknown);
+        assert_eq!(classify("Concat", false), FnClass::Unknown);
+        assert_eq!(niladic("CURRENT_USER"), None);
+    }
+
+    /// Keywords MySQL evaluates without parentheses are niladic; each is also a
+    /// non-deterministic function.
+    #[test]
+    fn niladic_keywords_are_non_deterministic() {
+        for n in NILADIC {
+            assert_eq!(niladic(n), Some(*n));
+            assert_eq!(classify(n, true), FnClass::NonDeterministic(n), "{n}");
+        }
+        for n in ["now", "user", "id", ""] {
+            assert_eq!(niladic(n), None, "{n}");
+        }
     }
 }

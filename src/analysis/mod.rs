@@ -39,10 +39,12 @@ mod fallback;
 mod functions;
 pub(crate) mod lexer;
 mod memo;
+pub mod params;
 mod parse;
 mod scan;
 mod set;
 pub mod slices;
+mod sysvar;
 mod version;
 
 pub use comments::{key_text, server_str, server_text};
@@ -52,7 +54,19 @@ pub use memo::Analyzer;
 pub use parse::analyze;
 pub use scan::{first_keyword_is, scan, split_statements, strip_hints, Hint, Scan, StatementKind};
 pub use set::{analyze_set, statement_settings, use_schema, QcAssign, SetInfo};
+pub use sysvar::{contains_ci, qct_answer, qct_read, QctAnswer, QctRead};
 pub use version::ServerVersion;
+
+/// A table name as the server resolves it: `schema` when the statement qualified it, else
+/// the session's default database `db`; both lower-cased. None when neither is known (the
+/// server answers "No database selected").
+pub fn qualify(schema: Option<&str>, name: &str, db: Option<&str>) -> Option<(String, String)> {
+    let schema = match schema {
+        Some(s) => s.to_lowercase(),
+        None => db?.to_lowercase(),
+    };
+    Some((schema, name.to_lowercase()))
+}
 
 /// A table, lower-cased. `schema` is None when the statement did not qualify the name: the
 /// session qualifies it with its default database.
@@ -303,6 +317,30 @@ mod proptests {
             let _ = analyze_set(&sql);
             let _ = use_schema(&sql);
             let _ = Analyzer::new(8).analyze(sql.as_bytes(), digest(sql.as_bytes()));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A name is qualified by its own schema, else the default database; both lower-cased
+    /// (Unicode too, as the server folds them); with neither it names no table.
+    #[test]
+    fn names_are_qualified_as_the_server_resolves_them() {
+        let pair = |s: &str, n: &str| Some((s.to_string(), n.to_string()));
+        let cases = [
+            (Some("Shop"), "Orders", None, pair("shop", "orders")),
+            (Some("shop"), "t", Some("other"), pair("shop", "t")),
+            (None, "T", Some("Db"), pair("db", "t")),
+            (None, "Évé", Some("ÀB"), pair("àb", "évé")),
+            (None, "t", None, None),
+            // An empty default database is still one (it differs from none).
+            (None, "t", Some(""), pair("", "t")),
+        ];
+        for (schema, name, db, want) in cases {
+            assert_eq!(qualify(schema, name, db), want, "{schema:?} {name} {db:?}");
         }
     }
 }

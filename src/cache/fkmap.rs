@@ -195,6 +195,97 @@ pub enum Touch {
     Other,
 }
 
+impl Touch {
+    /// How a single-table write of this kind touches its table.
+    pub fn of(kind: &crate::analysis::slices::WriteKind) -> Touch {
+        use crate::analysis::slices::WriteKind;
+        match kind {
+            WriteKind::Insert { .. } => Touch::Insert,
+            WriteKind::Update { set, .. } => Touch::Update(set.clone()),
+            WriteKind::Delete { .. } => Touch::Other,
+        }
+    }
+}
+
+/// A single-row plain INSERT into a parent: per map of that table, the row's value there.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Learn {
+    /// The pk's value from the statement; None: the OK's last_insert_id (an omitted
+    /// AUTO_INCREMENT pk).
+    pub pk: Option<i128>,
+    pub values: Vec<(MapKey, Option<String>)>,
+}
+
+impl Learn {
+    /// What a single-row INSERT into a table with parent `maps` may teach them: `known`, the
+    /// slice keys of the row's values per column (`i<n>` for an integer); `columns`, the
+    /// INSERT's column list (None: every column); `auto_increment(pk)`, whether the pk
+    /// column is AUTO_INCREMENT. None when the row's pk cannot be known (a value that is no
+    /// integer, or an omitted pk that the server does not number) or it names no map's
+    /// column. Only maps of the first map's pk are taught.
+    pub fn from_insert(
+        maps: &[MapKey],
+        known: &[(String, Vec<String>)],
+        columns: Option<&[String]>,
+        auto_increment: impl Fn(&str) -> bool,
+    ) -> Option<Learn> {
+        let first = maps.first()?;
+        let int_of = |c: &str| -> Option<Option<i128>> {
+            let (_, keys) = known.iter().find(|(k, _)| k == c)?;
+            Some(match keys.as_slice() {
+                [k] => k.strip_prefix('i').and_then(|n| n.parse().ok()),
+                _ => None,
+            })
+        };
+        // The pk: the statement's own value, or an omitted AUTO_INCREMENT one.
+        let pk = match int_of(&first.pk) {
+            Some(Some(x)) => Some(x),
+            Some(None) => return None,
+            None => {
+                let omitted = columns.is_some_and(|c| !c.contains(&first.pk));
+                if !omitted || !auto_increment(&first.pk) {
+                    return None;
+                }
+                None
+            }
+        };
+        let values: Vec<(MapKey, Option<String>)> = maps
+            .iter()
+            .filter(|m| m.pk == first.pk)
+            .filter_map(|m| {
+                let (_, keys) = known.iter().find(|(k, _)| *k == m.col)?;
+                match keys.as_slice() {
+                    [] => Some((m.clone(), None)),
+                    [k] => Some((m.clone(), Some(k.clone()))),
+                    _ => None,
+                }
+            })
+            .collect();
+        (!values.is_empty()).then_some(Learn { pk, values })
+    }
+
+    /// The pk of the row the INSERT made, from its OK: the statement's value, or the
+    /// server's AUTO_INCREMENT number. None when nothing may be learned: inside a
+    /// transaction (the row may never commit), or unless exactly one row was inserted.
+    pub fn inserted_pk(
+        &self,
+        ok: &crate::protocol::packets::OkInfo,
+        in_transaction: bool,
+    ) -> Option<i128> {
+        if in_transaction
+            || ok.affected_rows != 1
+            || ok.status & crate::protocol::packets::status::IN_TRANS != 0
+        {
+            return None;
+        }
+        match self.pk {
+            Some(x) => Some(x),
+            None if ok.last_insert_id > 0 => Some(i128::from(ok.last_insert_id)),
+            None => None,
+        }
+    }
+}
+
 /// The parent maps of every table (shared; see the module docs).
 #[derive(Debug)]
 pub struct ParentMaps {
@@ -660,5 +751,177 @@ mod tests {
         m.drop_table("shop", "orders");
         assert_eq!(m.lookup(&m.window(), &key(), &[1]), None);
         assert!(!m.learn(&w, &key(), 2, Some("i1".into())), "dropped since");
+    }
+
+    fn map(pk: &str, col: &str) -> MapKey {
+        MapKey {
+            pk: pk.into(),
+            col: col.into(),
+            ..key()
+        }
+    }
+
+    fn known(cols: &[(&str, &[&str])]) -> Vec<(String, Vec<String>)> {
+        cols.iter()
+            .map(|(c, ks)| (c.to_string(), ks.iter().map(|k| k.to_string()).collect()))
+            .collect()
+    }
+
+    /// One row per kind of single-table write.
+    #[test]
+    fn touches_of_write_kinds() {
+        use crate::analysis::slices::WriteKind;
+        use crate::analysis::TableRef;
+        let table = TableRef::new(Some("shop"), "orders");
+        let cases = [
+            (
+                WriteKind::Insert {
+                    table: table.clone(),
+                    columns: None,
+                    rows: 3,
+                },
+                Touch::Insert,
+            ),
+            (
+                WriteKind::Update {
+                    table: table.clone(),
+                    set: vec!["a".into(), "b".into()],
+                },
+                Touch::Update(vec!["a".into(), "b".into()]),
+            ),
+            (WriteKind::Delete { table }, Touch::Other),
+        ];
+        for (kind, want) in cases {
+            assert_eq!(Touch::of(&kind), want, "{kind:?}");
+        }
+    }
+
+    /// What a single-row INSERT teaches: one row per way its pk and map values are known.
+    #[test]
+    fn inserts_teach_the_values_they_name() {
+        let maps = [map("id", "customer_id"), map("id", "region")];
+        let cols = |c: &[&str]| c.iter().map(|c| c.to_string()).collect::<Vec<_>>();
+        let learn = |pk, values: Vec<(MapKey, Option<&str>)>| {
+            Some(Learn {
+                pk,
+                values: values
+                    .into_iter()
+                    .map(|(m, v)| (m, v.map(str::to_string)))
+                    .collect(),
+            })
+        };
+        type Case<'a> = (
+            Vec<(String, Vec<String>)>,
+            Option<Vec<String>>,
+            bool,
+            Option<Learn>,
+        );
+        let cases: Vec<Case> = vec![
+            // The pk and both mapped columns given.
+            (
+                known(&[
+                    ("id", &["i7"]),
+                    ("customer_id", &["i3"]),
+                    ("region", &["seu"]),
+                ]),
+                Some(cols(&["id", "customer_id", "region"])),
+                false,
+                learn(
+                    Some(7),
+                    vec![
+                        (maps[0].clone(), Some("i3")),
+                        (maps[1].clone(), Some("seu")),
+                    ],
+                ),
+            ),
+            // A NULL parent value (no key) is learned as None; an unnamed column is not.
+            (
+                known(&[("id", &["i7"]), ("customer_id", &[])]),
+                None,
+                false,
+                learn(Some(7), vec![(maps[0].clone(), None)]),
+            ),
+            // The pk omitted: learned from the OK when it is AUTO_INCREMENT.
+            (
+                known(&[("customer_id", &["i3"])]),
+                Some(cols(&["customer_id"])),
+                true,
+                learn(None, vec![(maps[0].clone(), Some("i3"))]),
+            ),
+            (
+                known(&[("customer_id", &["i3"])]),
+                Some(cols(&["customer_id"])),
+                false,
+                None,
+            ),
+            // No column list means every column: an omitted pk cannot be.
+            (known(&[("customer_id", &["i3"])]), None, true, None),
+            // A pk that is not an integer, or has several values.
+            (
+                known(&[("id", &["sx"]), ("customer_id", &["i3"])]),
+                None,
+                false,
+                None,
+            ),
+            (
+                known(&[("id", &["i1", "i2"]), ("customer_id", &["i3"])]),
+                None,
+                false,
+                None,
+            ),
+            // Nothing the maps hold named.
+            (known(&[("id", &["i7"])]), None, false, None),
+        ];
+        for (i, (known, columns, ai, want)) in cases.into_iter().enumerate() {
+            let got = Learn::from_insert(&maps, &known, columns.as_deref(), |_| ai);
+            assert_eq!(got, want, "case {i}");
+        }
+        assert_eq!(
+            Learn::from_insert(&[], &known(&[("id", &["i7"])]), None, |_| true),
+            None
+        );
+    }
+
+    /// Only maps of the first map's pk are taught.
+    #[test]
+    fn inserts_teach_maps_of_one_pk() {
+        let maps = [map("id", "customer_id"), map("code", "customer_id")];
+        let k = known(&[("id", &["i1"]), ("code", &["i2"]), ("customer_id", &["i3"])]);
+        let got = Learn::from_insert(&maps, &k, None, |_| false).unwrap();
+        assert_eq!(got.pk, Some(1));
+        assert_eq!(got.values, vec![(maps[0].clone(), Some("i3".to_string()))]);
+    }
+
+    /// The inserted row's pk from the OK: one row per condition.
+    #[test]
+    fn the_inserted_pk_comes_from_the_statement_or_the_ok() {
+        use crate::protocol::packets::{status, OkInfo};
+        let ok = |affected_rows, last_insert_id, status| OkInfo {
+            affected_rows,
+            last_insert_id,
+            status,
+            warnings: 0,
+        };
+        let given = Learn {
+            pk: Some(7),
+            values: vec![],
+        };
+        let numbered = Learn {
+            pk: None,
+            values: vec![],
+        };
+        let cases = [
+            (&given, ok(1, 0, 0), false, Some(7)),
+            (&given, ok(1, 99, status::AUTOCOMMIT), false, Some(7)),
+            (&numbered, ok(1, 99, 0), false, Some(99)),
+            (&numbered, ok(1, 0, 0), false, None),
+            (&given, ok(0, 0, 0), false, None),
+            (&given, ok(2, 0, 0), false, None),
+            (&given, ok(1, 0, status::IN_TRANS), false, None),
+            (&given, ok(1, 0, 0), true, None),
+        ];
+        for (i, (learn, ok, in_txn, want)) in cases.iter().enumerate() {
+            assert_eq!(learn.inserted_pk(ok, *in_txn), *want, "case {i}");
+        }
     }
 }

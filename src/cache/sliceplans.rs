@@ -23,7 +23,7 @@ use quick_cache::sync::Cache;
 use xxhash_rust::xxh3::Xxh3;
 
 use crate::analysis::slices::Lit;
-use crate::cache::versions::{ColumnReads, SlicePlan, TableHandle};
+use crate::cache::versions::{ColumnReads, SlicePlan, TableHandle, Versions, ANY_COLUMN};
 use crate::l2::L2Read;
 
 /// A read's slice plan: the tables it depends on whole, those it reads by slices, which
@@ -187,10 +187,95 @@ impl SlicePlans {
     }
 }
 
+/// The plan of a table read by slices: column `col` pinned to `keys`, with the slice-column
+/// counters of the columns `read` (None: unknown, the slices' "any column" counters).
+pub fn slice_plan(
+    versions: &Versions,
+    t: &TableHandle,
+    col: &str,
+    keys: &[String],
+    read: Option<&[String]>,
+) -> SlicePlan {
+    let column = versions.register(t, col);
+    let slices: Vec<u32> = keys
+        .iter()
+        .map(|k| Versions::slice_index(t, col, k))
+        .collect();
+    // Columns unknown: the slices' "any column" counters.
+    let any = [ANY_COLUMN.to_string()];
+    let slice_columns = read
+        .unwrap_or(&any)
+        .iter()
+        .flat_map(|r| {
+            slices
+                .iter()
+                .map(move |&i| Versions::slice_column_index(t, col, i, r))
+        })
+        .collect();
+    SlicePlan {
+        table: t.clone(),
+        column,
+        slices,
+        by_columns: read.is_some(),
+        slice_columns,
+    }
+}
+
+/// Beyond this many (slice, column read) pairs, a sliced table's entry depends on all its
+/// columns: each pair is one more counter a hit checks.
+pub const MAX_SLICE_COLUMNS: usize = 64;
+
+/// Splits a read's tables into those it reads by slices (`pin_of`: the column pinned and
+/// its slice keys) and those it reads whole, registering each slice column (before the
+/// caller reads the stamps); with the columns read of each table known (`read_of`), the
+/// counters of those columns instead of the whole table's. Returns (tables read whole,
+/// slice plans, columns read).
+pub fn split_by_slices<'a>(
+    versions: &Versions,
+    tables: &[TableHandle],
+    pin_of: impl Fn(&TableHandle) -> Option<(&'a str, &'a [String])>,
+    read_of: impl Fn(&TableHandle) -> Option<Vec<String>>,
+) -> (Vec<TableHandle>, Vec<SlicePlan>, ColumnReads) {
+    let mut cols = ColumnReads::default();
+    let mut sliced = Vec::new();
+    let mut rest: Vec<TableHandle> = Vec::new();
+    for t in tables {
+        let pin = pin_of(t);
+        let mut read = read_of(t);
+        if let Some((_, keys)) = pin {
+            // Bounded: per slice and column read one more counter to check at each hit.
+            if read
+                .as_ref()
+                .is_some_and(|r| r.len() * keys.len() > MAX_SLICE_COLUMNS)
+            {
+                read = None;
+            }
+        }
+        let by_columns = read.is_some();
+        if let Some(read) = &read {
+            // Per slice column for a sliced table (`Versions::column_slice_index`).
+            let col = pin.map(|(c, _)| c);
+            cols.indexes.extend(read.iter().map(|r| match col {
+                Some(c) => Versions::column_slice_index(t, c, r),
+                None => Versions::column_index(t, r),
+            }));
+        }
+        match pin {
+            Some((col, keys)) => sliced.push(slice_plan(versions, t, col, keys, read.as_deref())),
+            None => {
+                if by_columns {
+                    cols.tables.push(t.clone());
+                }
+                rest.push(t.clone())
+            }
+        }
+    }
+    (rest, sliced, cols)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cache::versions::Versions;
 
     fn input<'a>(sql: &'a [u8], db: Option<&'a str>) -> PlanInput<'a> {
         PlanInput {
@@ -263,5 +348,109 @@ mod tests {
             p.insert(&input(sql.as_bytes(), None), &t, plan);
         }
         assert!(p.len() <= 8, "{}", p.len());
+    }
+
+    /// A sliced read's plan: one slice per key, in order; with the columns read known, one
+    /// per-slice counter per (column, slice); unknown, the slices' "any column" counters.
+    #[test]
+    fn slice_plans_pin_keys_and_columns() {
+        let v = Versions::new();
+        let t = v.table("a", "t");
+        let keys = ["1".to_string(), "2".to_string()];
+        let read = ["c".to_string(), "d".to_string(), "e".to_string()];
+        /// (keys, columns read or None, counters, by columns).
+        type Case<'a> = (&'a [String], Option<&'a [String]>, usize, bool);
+        let cases: &[Case] = &[
+            (&keys, Some(&read), 6, true),
+            (&keys, None, 2, false),
+            (&keys[..1], Some(&read[..1]), 1, true),
+            (&[], Some(&read), 0, true),
+        ];
+        for (keys, read, counters, by_columns) in cases {
+            let p = slice_plan(&v, &t, "id", keys, *read);
+            assert_eq!(p.slices.len(), keys.len());
+            assert_eq!(p.slice_columns.len(), *counters, "{keys:?} {read:?}");
+            assert_eq!(p.by_columns, *by_columns);
+            for (k, i) in keys.iter().zip(&p.slices) {
+                assert_eq!(*i, Versions::slice_index(&t, "id", k));
+            }
+            let any = [ANY_COLUMN.to_string()];
+            let expect: Vec<u32> = read
+                .unwrap_or(&any)
+                .iter()
+                .flat_map(|r| {
+                    p.slices
+                        .iter()
+                        .map(|&i| Versions::slice_column_index(&t, "id", i, r))
+                })
+                .collect();
+            assert_eq!(p.slice_columns, expect);
+        }
+    }
+
+    /// The plan registers its column, and registering again finds the same one: a
+    /// remembered plan is checked against exactly that.
+    #[test]
+    fn slice_plans_register_their_column() {
+        let v = Versions::new();
+        let t = v.table("a", "t");
+        let p = slice_plan(&v, &t, "id", &["1".to_string()], None);
+        assert!(Arc::ptr_eq(&p.column, &v.register(&t, "id")));
+        let q = slice_plan(&v, &t, "other", &["1".to_string()], None);
+        assert!(!Arc::ptr_eq(&p.column, &q.column));
+        assert_ne!(p.slices, q.slices, "another column's slice of the same key");
+    }
+
+    /// A pinned table becomes a slice plan, the others are read whole; the columns read
+    /// count per slice column for the pinned table and per column for the others, and a
+    /// table whose columns are unknown depends on all of them.
+    #[test]
+    fn reads_split_into_slices_and_whole_tables() {
+        let v = Versions::new();
+        let (a, b, c) = (v.table("s", "a"), v.table("s", "b"), v.table("s", "c"));
+        let keys = vec!["1".to_string(), "2".to_string()];
+        let cols = |n: &[&str]| n.iter().map(|c| c.to_string()).collect::<Vec<_>>();
+        let (rest, sliced, reads) = split_by_slices(
+            &v,
+            &[a.clone(), b.clone(), c.clone()],
+            |t| (t.name == "a").then_some(("id", keys.as_slice())),
+            |t| (t.name != "c").then(|| cols(&["x", "y"])),
+        );
+        let names = |ts: &[TableHandle]| ts.iter().map(|t| t.name.clone()).collect::<Vec<_>>();
+        assert_eq!(names(&rest), ["b", "c"]);
+        assert_eq!(sliced.len(), 1);
+        assert!(Arc::ptr_eq(&sliced[0].table, &a));
+        assert!(sliced[0].by_columns);
+        assert_eq!(sliced[0].slice_columns.len(), 4, "two slices × two columns");
+        assert_eq!(names(&reads.tables), ["b"]);
+        let want = [
+            Versions::column_slice_index(&a, "id", "x"),
+            Versions::column_slice_index(&a, "id", "y"),
+            Versions::column_index(&b, "x"),
+            Versions::column_index(&b, "y"),
+        ];
+        assert_eq!(reads.indexes, want);
+    }
+
+    /// Past [`MAX_SLICE_COLUMNS`] (slices × columns read) a pinned table's columns are
+    /// dropped: its slices' "any column" counters instead.
+    #[test]
+    fn too_many_slice_columns_fall_back_to_any_column() {
+        let v = Versions::new();
+        let t = v.table("s", "t");
+        let read: Vec<String> = (0..8).map(|i| format!("c{i}")).collect();
+        for (slices, by_columns) in [(8usize, true), (9, false)] {
+            let keys: Vec<String> = (0..slices).map(|k| k.to_string()).collect();
+            let (_, sliced, reads) = split_by_slices(
+                &v,
+                std::slice::from_ref(&t),
+                |_| Some(("id", keys.as_slice())),
+                |_| Some(read.clone()),
+            );
+            assert_eq!(sliced[0].by_columns, by_columns, "{slices} slices");
+            let counters = if by_columns { slices * 8 } else { slices };
+            assert_eq!(sliced[0].slice_columns.len(), counters, "{slices} slices");
+            assert_eq!(reads.indexes.is_empty(), !by_columns, "{slices} slices");
+        }
     }
 }

@@ -333,4 +333,82 @@ mod tests {
         .unwrap();
         assert_eq!(c.server.upstream, "b:2");
     }
+
+    /// A key's variable: `QCACHE_`, the section path with dots as underscores, upper case.
+    #[test]
+    fn variable_names_of_keys() {
+        for (key, want) in [
+            ("server.upstream", "QCACHE_SERVER_UPSTREAM"),
+            ("tls.client.cert", "QCACHE_TLS_CLIENT_CERT"),
+            ("cache.max_result_bytes", "QCACHE_CACHE_MAX_RESULT_BYTES"),
+            ("l2.key_prefix", "QCACHE_L2_KEY_PREFIX"),
+        ] {
+            assert_eq!(env_name(key), want, "{key}");
+        }
+    }
+
+    /// The key list: sorted, without the file-only `rules`, with the optional keys that
+    /// have no default.
+    #[test]
+    fn the_key_list() {
+        let keys = keys();
+        assert!(
+            keys.windows(2).all(|w| w[0] < w[1]),
+            "sorted, no duplicates"
+        );
+        assert!(!keys.iter().any(|k| k == "rules" || k.starts_with("rules.")));
+        for k in OPTIONAL {
+            assert!(keys.iter().any(|x| x == k), "{k}");
+        }
+        for k in ["server.upstream", "cache.max_bytes", "tls.upstream.mode"] {
+            assert!(keys.iter().any(|x| x == k), "{k}");
+        }
+    }
+
+    /// A named flag's value is checked alone, as that key's: returned as given when valid,
+    /// refused with the key's name when not.
+    #[test]
+    fn flag_values_are_checked_as_their_key() {
+        for (key, raw, ok) in [
+            ("server.upstream", "db:3306", true),
+            ("server.workers", "4", true),
+            ("server.workers", "many", false),
+            ("cache.max_bytes", "64MiB", true),
+            ("cache.ttl", "30s", true),
+            ("cache.ttl", "soon", false),
+            ("server.defer_begin", "maybe", false),
+        ] {
+            match checked(key, raw) {
+                Ok(v) => {
+                    assert!(ok, "{key}={raw} accepted");
+                    assert_eq!(v, raw);
+                }
+                Err(e) => {
+                    assert!(!ok, "{key}={raw}: {e}");
+                    assert!(e.contains(key), "{key}={raw}: {e}");
+                }
+            }
+        }
+    }
+
+    /// Variables that name no key are ignored (the environment holds other programs'
+    /// variables too), and a --set without `=` is refused.
+    #[test]
+    fn unknown_variables_are_ignored_and_bad_sets_refused() {
+        let c = layered(
+            None,
+            [
+                ("QCACHE_NO_SUCH_KEY".to_string(), "1".to_string()),
+                ("PATH".to_string(), "/bin".to_string()),
+            ],
+            &[],
+        )
+        .unwrap();
+        assert_eq!(c, Config::default());
+        let err = layered(None, [], &["server.upstream".to_string()]).unwrap_err();
+        assert!(
+            err.to_string().contains("expected section.key=value"),
+            "{err}"
+        );
+    }
 }

@@ -116,4 +116,65 @@ mod tests {
         assert_eq!(buckets.last(), Some(&(f64::INFINITY, 1)));
         assert_eq!(buckets.iter().map(|b| b.1).sum::<u64>(), 3);
     }
+
+    /// Bucket bounds are inclusive: a duration equal to a bound counts in that bucket, one
+    /// nanosecond more in the next.
+    #[test]
+    fn bucket_bounds_are_inclusive() {
+        for (i, &bound) in BOUNDS_NS.iter().enumerate() {
+            let h = LatencyHistogram::default();
+            h.observe(Duration::from_nanos(bound));
+            h.observe(Duration::from_nanos(bound + 1));
+            let (_, count, buckets) = h.snapshot();
+            assert_eq!(count, 2);
+            assert_eq!(buckets[i].1, 1, "at {bound}");
+            assert_eq!(buckets[i + 1].1, 1, "after {bound}");
+        }
+    }
+
+    /// An empty histogram reads zero everywhere, with every bound listed and +Inf last.
+    #[test]
+    fn an_empty_histogram_reads_zero() {
+        let h = LatencyHistogram::default();
+        let (sum, count, buckets) = h.snapshot();
+        assert_eq!((sum, count, h.count()), (0.0, 0, 0));
+        assert_eq!(buckets.len(), BOUNDS_NS.len() + 1);
+        assert!(buckets.iter().all(|b| b.1 == 0));
+        assert!(buckets.windows(2).all(|w| w[0].0 < w[1].0));
+        assert_eq!(buckets.last().map(|b| b.0), Some(f64::INFINITY));
+    }
+
+    /// Observations from many threads land in different stripes and are all summed.
+    #[test]
+    fn stripes_are_summed() {
+        let h = std::sync::Arc::new(LatencyHistogram::default());
+        let threads: Vec<_> = (0..16)
+            .map(|_| {
+                let h = h.clone();
+                std::thread::spawn(move || {
+                    for _ in 0..100 {
+                        h.observe(Duration::from_micros(30));
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        let (sum, count, buckets) = h.snapshot();
+        assert_eq!(count, 1600);
+        assert_eq!(buckets[1].1, 1600);
+        assert!((sum - 1600.0 * 30e-6).abs() < 1e-9, "{sum}");
+    }
+
+    /// A duration beyond u64 nanoseconds counts in +Inf with the largest sum it can add.
+    #[test]
+    fn huge_durations_saturate() {
+        let h = LatencyHistogram::default();
+        h.observe(Duration::from_secs(u64::MAX));
+        let (sum, count, buckets) = h.snapshot();
+        assert_eq!(count, 1);
+        assert_eq!(buckets.last().map(|b| b.1), Some(1));
+        assert!((sum - u64::MAX as f64 / 1e9).abs() < 1.0);
+    }
 }

@@ -413,4 +413,69 @@ mod tests {
             assert!(!w.as_str().is_empty());
         }
     }
+
+    /// Which relayed kinds may write through stored code, and which end a foreign XA
+    /// transaction: one row per kind.
+    #[test]
+    fn relayed_kinds_and_what_they_may_write() {
+        use StatementKind as K;
+        let f = "SHOW TABLES WHERE my_func(1)";
+        let cases: &[(K, &str, Option<UnknownWrite>)] = &[
+            (K::Show, f, Some(UnknownWrite::StoredCode)),
+            (K::Show, "SHOW TABLES", None),
+            (
+                K::Other,
+                "HANDLER t READ a = (my_func())",
+                Some(UnknownWrite::StoredCode),
+            ),
+            (
+                K::Commit,
+                "XA COMMIT 'x'",
+                Some(UnknownWrite::ForeignTransaction),
+            ),
+            (
+                K::Rollback,
+                "xa rollback 'x'",
+                Some(UnknownWrite::ForeignTransaction),
+            ),
+            (K::Commit, "COMMIT", None),
+            // Planned by their own paths, or nothing runs.
+            (K::Select, f, None),
+            (K::Write, f, None),
+            (K::Call, f, None),
+            (K::Execute, f, None),
+            (K::Set, f, None),
+            (K::Empty, "", None),
+        ];
+        for (kind, sql, want) in cases {
+            assert_eq!(
+                relayed_write(*kind, sql.as_bytes()),
+                *want,
+                "{kind:?} {sql}"
+            );
+        }
+    }
+
+    /// A SET writes when its analysis says a value may; unread, its calls decide.
+    #[test]
+    fn sets_that_may_write() {
+        let read = |sql: &str| crate::analysis::analyze_set(sql);
+        for (sql, want) in [
+            ("SET @a = my_func(1)", true),
+            ("SET @a = NEXTVAL(s)", true),
+            ("SET @a = 1, @b = NOW()", false),
+            ("SET sql_mode = 'ANSI'", false),
+        ] {
+            let info = read(sql);
+            assert_eq!(set_writes(info.as_ref(), sql).is_some(), want, "{sql}");
+            assert_eq!(set_writes(None, sql).is_some(), want, "{sql} unread");
+        }
+    }
+
+    /// The labels metrics and logs use.
+    #[test]
+    fn unknown_write_labels() {
+        assert_eq!(UnknownWrite::StoredCode.as_str(), "stored_code");
+        assert_eq!(UnknownWrite::ForeignTransaction.as_str(), "xa_end");
+    }
 }

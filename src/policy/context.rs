@@ -312,6 +312,46 @@ pub fn server_context(pairs: &[(&str, Option<&str>)]) -> (u64, bool) {
     (h.digest() | 1, ru)
 }
 
+/// What a read-back of the session's settings (names and values, as read) means for the
+/// session: its server context and every setting a rule of this module reads off it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReadBack {
+    /// [`server_context`]'s hash of the values.
+    pub server_ctx: u64,
+    pub read_uncommitted: bool,
+    pub serializable: bool,
+    /// `sql_auto_is_null` is on ([`auto_is_null_on`]).
+    pub auto_is_null: bool,
+    pub optimizer_traced: bool,
+    /// `profiling` is on ([`profiled`]).
+    pub profiling: bool,
+    pub keep_alive_after: std::time::Duration,
+    pub select_limited: bool,
+    /// BEGIN and COMMIT must reach the server ([`begin_needs_server`]).
+    pub begin_needs_server: bool,
+}
+
+impl ReadBack {
+    pub fn of(pairs: &[(&str, Option<&str>)]) -> ReadBack {
+        let (server_ctx, read_uncommitted) = server_context(pairs);
+        ReadBack {
+            server_ctx,
+            read_uncommitted,
+            serializable: pairs
+                .iter()
+                .any(|(n, v)| is_isolation(n) && v.is_some_and(serializable)),
+            auto_is_null: pairs
+                .iter()
+                .any(|(n, v)| *n == AUTO_IS_NULL && auto_is_null_on(*v)),
+            optimizer_traced: optimizer_traced(pairs),
+            profiling: profiled(pairs),
+            keep_alive_after: keep_alive_after(pairs),
+            select_limited: select_limited(pairs),
+            begin_needs_server: begin_needs_server(pairs),
+        }
+    }
+}
+
 /// Settings under which the server's BEGIN or COMMIT does more than qcache's local answer
 /// to a plain one would (`session/begin.rs`): COMMIT chains a new transaction or closes the
 /// connection, or a timer ends a transaction left idle.
@@ -324,6 +364,28 @@ pub const BEGIN_SENSITIVE: &[&str] = &[
     "idle_readonly_transaction_timeout",
     "idle_write_transaction_timeout",
 ];
+
+/// Whether a successful SET (its assignments; None when qcache could not read them) may
+/// have set one of the [`IDLE_TIMERS`]: then the timers are read back before the next
+/// cacheable read, for [`keep_alive_after`].
+pub fn set_may_change_idle_timers(assignments: Option<&[(String, String)]>) -> bool {
+    assignments.is_none_or(|a| a.iter().any(|(k, _)| IDLE_TIMERS.contains(&k.as_str())))
+}
+
+/// Whether a successful SET (None: unread) may make the server's answer to BEGIN say more
+/// than qcache's local one would: the transaction state a tracking client asked for
+/// (`session_track_*`), a transaction characteristic (read-only, isolation), or one of
+/// [`BEGIN_SENSITIVE`]. Then BEGIN goes to the server until the settings are read back.
+pub fn set_may_change_begin(assignments: Option<&[(String, String)]>) -> bool {
+    assignments.is_none_or(|a| {
+        a.iter().any(|(k, _)| {
+            k.starts_with("session_track")
+                || k.contains("transaction")
+                || k.contains("tx_")
+                || BEGIN_SENSITIVE.contains(&k.as_str())
+        })
+    })
+}
 
 /// Whether one of [`BEGIN_SENSITIVE`] holds anything but its default among `pairs` (names
 /// and values as read back): then BEGIN and COMMIT must reach the server. An unknown value
@@ -907,6 +969,100 @@ pub fn prepare_context(
     h.digest()
 }
 
+/// Capabilities that change the bytes of a result, and so are part of the fingerprint.
+pub const RESULT_CAPS: u32 = crate::protocol::packets::cap::DEPRECATE_EOF
+    | crate::protocol::packets::cap::PROTOCOL_41
+    | crate::protocol::packets::cap::MULTI_RESULTS
+    | crate::protocol::packets::cap::PS_MULTI_RESULTS
+    | crate::protocol::packets::cap::SESSION_TRACK
+    | crate::protocol::packets::cap::LONG_PASSWORD;
+
+/// What a session's context fingerprint covers, borrowed from its state: who it is (unless
+/// entries are shared between users), its privilege generation, default database, the
+/// capabilities and character set that shape a result's bytes, the server's context, the
+/// settings under which nothing may be stored, and its keyed variables.
+#[derive(Debug, Clone, Copy)]
+pub struct Fingerprint<'a> {
+    pub user: &'a str,
+    /// `CURRENT_USER()` and `CURRENT_ROLE()`, once asked.
+    pub identity: Option<(&'a str, Option<&'a str>)>,
+    /// `cache.shared_between_users`: who the session is stays out of the key.
+    pub shared_users: bool,
+    pub priv_generation: u64,
+    /// Non-zero: a key space of the session's own.
+    pub priv_private: u64,
+    pub db: Option<&'a str>,
+    pub caps: u32,
+    pub mariadb_caps: u32,
+    pub charset: u8,
+    pub server_ctx: u64,
+    /// READ UNCOMMITTED: never served (see the marks in [`fingerprint`]).
+    pub dirty_reads: bool,
+    pub auto_is_null: bool,
+    pub optimizer_traced: bool,
+    /// Profiling on: never served either.
+    pub profiling: bool,
+    /// The keyed session variables; None leaves them out (the `ContextKeys` fault).
+    pub vars: Option<&'a std::collections::BTreeMap<String, String>>,
+}
+
+/// The context fingerprint a session's keys are computed under: two sessions share entries
+/// exactly when their fingerprints are equal. Its bytes are fixed: L2 shares entries between
+/// qcache instances under it.
+pub fn fingerprint(f: &Fingerprint<'_>) -> u64 {
+    let mut h = xxhash_rust::xxh3::Xxh3::new();
+    if !f.shared_users {
+        h.update(b"u");
+        h.update(f.user.as_bytes());
+        h.update(&[0]);
+        if let Some((account, role)) = f.identity {
+            h.update(b"a");
+            h.update(account.as_bytes());
+            h.update(&[0]);
+            h.update(b"r");
+            if let Some(r) = role {
+                h.update(r.as_bytes());
+            }
+            h.update(&[0]);
+        }
+    }
+    h.update(b"p");
+    h.update(&f.priv_generation.to_le_bytes());
+    h.update(&f.priv_private.to_le_bytes());
+    h.update(b"d");
+    if let Some(db) = f.db {
+        h.update(db.as_bytes());
+    }
+    h.update(&[0]);
+    h.update(&(f.caps & RESULT_CAPS).to_le_bytes());
+    h.update(&f.mariadb_caps.to_le_bytes());
+    h.update(&[f.charset]);
+    h.update(&f.server_ctx.to_le_bytes());
+    if f.dirty_reads {
+        // No session under this mark stores, so nothing is ever found under it: READ
+        // UNCOMMITTED sessions are never served, at no cost to the hit path.
+        h.update(b"\0read-uncommitted");
+    }
+    if f.auto_is_null {
+        // The same for sql_auto_is_null: no session under it stores.
+        h.update(b"\0auto-is-null");
+    }
+    if f.optimizer_traced {
+        // Likewise: a session that traces the optimizer is never served.
+        h.update(b"\0optimizer-trace");
+    }
+    if f.profiling {
+        h.update(b"\0profiling");
+    }
+    for (k, v) in f.vars.into_iter().flatten() {
+        h.update(k.as_bytes());
+        h.update(&[0]);
+        h.update(v.as_bytes());
+        h.update(&[0]);
+    }
+    h.digest()
+}
+
 /// Session variables a prepared statement reads when it executes, not when it is prepared:
 /// seen on MariaDB 10.11, a statement prepared under one value answers as a new one would
 /// under the value at EXECUTE (decimals of `id / 3`, `FROM_UNIXTIME(0)`, `MONTHNAME`). The
@@ -925,7 +1081,10 @@ pub fn prepared_context_moved(at_prepare: u64, now: u64) -> Option<crate::policy
 
 #[cfg(test)]
 mod tests {
+    use super::{fingerprint, Fingerprint, RESULT_CAPS};
     use super::{is_optimizer_trace, optimizer_traced, traces_optimizer};
+    use crate::protocol::packets::cap;
+    use std::collections::BTreeMap;
 
     #[test]
     fn a_session_that_traces_the_optimizer_is_not_served() {
@@ -1739,5 +1898,229 @@ mod tests {
             }
             assert!(read_back_sql(list).is_some());
         }
+    }
+
+    fn base_fingerprint(vars: &BTreeMap<String, String>) -> Fingerprint<'_> {
+        Fingerprint {
+            user: "app",
+            identity: Some(("app@%", Some("reader"))),
+            shared_users: false,
+            priv_generation: 7,
+            priv_private: 0,
+            db: Some("shop"),
+            caps: RESULT_CAPS,
+            mariadb_caps: 0,
+            charset: 45,
+            server_ctx: 99,
+            dirty_reads: false,
+            auto_is_null: false,
+            optimizer_traced: false,
+            profiling: false,
+            vars: Some(vars),
+        }
+    }
+
+    /// One row per thing the fingerprint covers: changing it gives another key space.
+    #[test]
+    fn every_covered_field_changes_the_fingerprint() {
+        let vars = BTreeMap::from([("sql_mode".to_string(), "ANSI".to_string())]);
+        let other = BTreeMap::from([("sql_mode".to_string(), "".to_string())]);
+        let base = fingerprint(&base_fingerprint(&vars));
+        type Edit = fn(&mut Fingerprint<'_>);
+        let edits: &[(&str, Edit)] = &[
+            ("user", |f| f.user = "other"),
+            ("account", |f| {
+                f.identity = Some(("app@localhost", Some("reader")))
+            }),
+            ("role", |f| f.identity = Some(("app@%", None))),
+            ("identity not yet asked", |f| f.identity = None),
+            ("privilege generation", |f| f.priv_generation = 8),
+            ("private key space", |f| f.priv_private = 1),
+            ("database", |f| f.db = Some("shop2")),
+            ("no database", |f| f.db = None),
+            ("result caps", |f| {
+                f.caps = RESULT_CAPS & !cap::DEPRECATE_EOF
+            }),
+            ("mariadb caps", |f| f.mariadb_caps = 1 << 3),
+            ("charset", |f| f.charset = 33),
+            ("server context", |f| f.server_ctx = 100),
+            ("read uncommitted", |f| f.dirty_reads = true),
+            ("sql_auto_is_null", |f| f.auto_is_null = true),
+            ("optimizer trace", |f| f.optimizer_traced = true),
+            ("variables left out", |f| f.vars = None),
+        ];
+        for (what, edit) in edits {
+            let mut f = base_fingerprint(&vars);
+            edit(&mut f);
+            assert_ne!(fingerprint(&f), base, "{what}");
+        }
+        let mut f = base_fingerprint(&vars);
+        f.vars = Some(&other);
+        assert_ne!(fingerprint(&f), base, "a variable's value");
+    }
+
+    /// Under `shared_between_users` who the session is stays out of the key; everything else
+    /// still counts.
+    #[test]
+    fn shared_between_users_leaves_identity_out() {
+        let vars = BTreeMap::new();
+        let mut a = base_fingerprint(&vars);
+        a.shared_users = true;
+        let mut b = a;
+        b.user = "other";
+        b.identity = Some(("other@%", None));
+        assert_eq!(fingerprint(&a), fingerprint(&b));
+        b.identity = None;
+        assert_eq!(fingerprint(&a), fingerprint(&b));
+        b.db = Some("elsewhere");
+        assert_ne!(fingerprint(&a), fingerprint(&b));
+    }
+
+    /// Capabilities that do not change a result's bytes do not split the key space.
+    #[test]
+    fn only_result_shaping_caps_count() {
+        let vars = BTreeMap::new();
+        let base = fingerprint(&base_fingerprint(&vars));
+        for extra in [
+            cap::COMPRESS,
+            cap::SSL,
+            cap::CONNECT_WITH_DB,
+            cap::MULTI_STATEMENTS,
+            cap::PLUGIN_AUTH,
+            cap::LOCAL_FILES,
+        ] {
+            let mut f = base_fingerprint(&vars);
+            f.caps |= extra;
+            assert_eq!(fingerprint(&f), base, "{extra:#x}");
+        }
+    }
+
+    /// No variables and the variables left out are the same key space; the never-served
+    /// marks differ from one another.
+    #[test]
+    fn empty_variables_and_the_never_served_marks() {
+        let none = BTreeMap::new();
+        let mut a = base_fingerprint(&none);
+        let mut b = base_fingerprint(&none);
+        b.vars = None;
+        assert_eq!(fingerprint(&a), fingerprint(&b));
+        a.dirty_reads = true;
+        b.auto_is_null = true;
+        let mut c = base_fingerprint(&none);
+        c.optimizer_traced = true;
+        let all = [fingerprint(&a), fingerprint(&b), fingerprint(&c)];
+        assert!(all[0] != all[1] && all[1] != all[2] && all[0] != all[2]);
+    }
+
+    /// The fingerprint's bytes, written out: L2 shares entries between instances under it,
+    /// so a change here is a change of every key.
+    #[test]
+    fn fingerprint_bytes_are_fixed() {
+        let vars = BTreeMap::from([("a".to_string(), "1".to_string())]);
+        let mut f = base_fingerprint(&vars);
+        f.dirty_reads = true;
+        let mut h = xxhash_rust::xxh3::Xxh3::new();
+        for part in [
+            &b"uapp\0aapp@%\0rreader\0p"[..],
+            &7u64.to_le_bytes(),
+            &0u64.to_le_bytes(),
+            b"dshop\0",
+            &RESULT_CAPS.to_le_bytes(),
+            &0u32.to_le_bytes(),
+            &[45],
+            &99u64.to_le_bytes(),
+            b"\0read-uncommitted",
+            b"a\x001\0",
+        ] {
+            h.update(part);
+        }
+        assert_eq!(fingerprint(&f), h.digest());
+    }
+
+    fn assigned(names: &[&str]) -> Vec<(String, String)> {
+        names
+            .iter()
+            .map(|n| (n.to_string(), "1".to_string()))
+            .collect()
+    }
+
+    /// One row per SET: whether the idle timers must be read back after it.
+    #[test]
+    fn sets_that_may_change_idle_timers() {
+        use super::set_may_change_idle_timers;
+        let cases: &[(Option<&[&str]>, bool)] = &[
+            (Some(&["wait_timeout"]), true),
+            (Some(&["sql_mode", "idle_transaction_timeout"]), true),
+            (Some(&["idle_write_transaction_timeout"]), true),
+            (Some(&["sql_mode"]), false),
+            (Some(&["@wait_timeout"]), false),
+            (Some(&[]), false),
+            // Unread: it may have set anything.
+            (None, true),
+        ];
+        for (names, want) in cases {
+            let a = names.map(assigned);
+            assert_eq!(set_may_change_idle_timers(a.as_deref()), *want, "{names:?}");
+        }
+    }
+
+    /// One row per SET: whether BEGIN must reach the server after it.
+    #[test]
+    fn sets_that_may_change_begins_answer() {
+        use super::set_may_change_begin;
+        let cases: &[(Option<&[&str]>, bool)] = &[
+            (Some(&["session_track_transaction_info"]), true),
+            (Some(&["session_track_state_change"]), true),
+            (Some(&["transaction_read_only"]), true),
+            (Some(&["tx_isolation"]), true),
+            (Some(&["transaction"]), true),
+            (Some(&["completion_type"]), true),
+            (Some(&["idle_readonly_transaction_timeout"]), true),
+            (Some(&["sql_mode", "time_zone"]), false),
+            (Some(&["wait_timeout"]), false),
+            (None, true),
+        ];
+        for (names, want) in cases {
+            let a = names.map(assigned);
+            assert_eq!(set_may_change_begin(a.as_deref()), *want, "{names:?}");
+        }
+    }
+
+    /// One row per setting the read-back decides: a pair that turns it on, every other
+    /// setting staying as the defaults leave it.
+    #[test]
+    fn what_a_read_back_decides() {
+        use super::ReadBack;
+        let defaults = ReadBack::of(&[("sql_mode", Some("STRICT_TRANS_TABLES"))]);
+        assert!(!defaults.read_uncommitted && !defaults.serializable && !defaults.auto_is_null);
+        assert!(!defaults.optimizer_traced && !defaults.select_limited);
+        assert!(!defaults.begin_needs_server);
+        type Check = fn(&ReadBack) -> bool;
+        let rows: &[(&str, Option<&str>, Check)] = &[
+            ("tx_isolation", Some("READ-UNCOMMITTED"), |r| {
+                r.read_uncommitted
+            }),
+            ("transaction_isolation", Some("SERIALIZABLE"), |r| {
+                r.serializable
+            }),
+            ("sql_auto_is_null", Some("1"), |r| r.auto_is_null),
+            ("optimizer_trace", Some("enabled=on"), |r| {
+                r.optimizer_traced
+            }),
+            ("sql_select_limit", Some("10"), |r| r.select_limited),
+            ("completion_type", Some("CHAIN"), |r| r.begin_needs_server),
+            ("wait_timeout", Some("4"), |r| {
+                r.keep_alive_after == std::time::Duration::from_secs(2)
+            }),
+        ];
+        for (name, value, check) in rows {
+            let pairs = [("sql_mode", Some("STRICT_TRANS_TABLES")), (*name, *value)];
+            let r = ReadBack::of(&pairs);
+            assert!(check(&r), "{name}={value:?}");
+            assert_eq!(r.server_ctx, server_context(&pairs).0, "{name}");
+        }
+        // The isolation level counts only under an isolation variable's name.
+        let other = ReadBack::of(&[("sql_mode", Some("SERIALIZABLE"))]);
+        assert!(!other.serializable);
     }
 }

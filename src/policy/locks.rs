@@ -164,4 +164,52 @@ mod tests {
             assert_eq!(table_locks(sql.as_bytes()), want, "{sql}");
         }
     }
+
+    /// UNLOCK releases only as `UNLOCK TABLE[S]` alone; anything after it (the server
+    /// refuses it) releases nothing.
+    #[test]
+    fn unlock_releases_only_alone() {
+        for (sql, want) in [
+            ("UNLOCK TABLES", TableLocks::Release),
+            ("  unlock   TABLES  ", TableLocks::Release),
+            ("UNLOCK TABLES t", TableLocks::None),
+            ("UNLOCK INSTANCE", TableLocks::None),
+            ("UNLOCK", TableLocks::None),
+        ] {
+            assert_eq!(table_locks(sql.as_bytes()), want, "{sql}");
+        }
+    }
+
+    /// Comments and case are read as the server reads them; a hint comment before LOCK
+    /// still takes locks.
+    #[test]
+    fn comments_and_case_do_not_hide_locks() {
+        let take = |w: Option<Vec<TableRef>>| TableLocks::Take { write: w };
+        for (sql, want) in [
+            (
+                "/* x */ LOCK TABLES t WRITE",
+                take(Some(vec![t(None, "t")])),
+            ),
+            ("Lock Tables `T` Write", take(Some(vec![t(None, "t")]))),
+            ("LOCK TABLES t -- c\n WRITE", take(Some(vec![t(None, "t")]))),
+            (
+                "LOCK TABLES db.t AS x WRITE",
+                take(Some(vec![t(Some("db"), "t")])),
+            ),
+        ] {
+            assert_eq!(table_locks(sql.as_bytes()), want, "{sql}");
+        }
+    }
+
+    /// Only the WRITE-locked tables of a mixed list are writes; READ locks write nothing.
+    #[test]
+    fn only_write_locks_are_writes() {
+        let got = table_locks(b"LOCK TABLES a READ, b WRITE, c READ LOCAL, d LOW_PRIORITY WRITE");
+        assert_eq!(
+            got,
+            TableLocks::Take {
+                write: Some(vec![t(None, "b"), t(None, "d")])
+            }
+        );
+    }
 }

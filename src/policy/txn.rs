@@ -444,6 +444,31 @@ impl<S: Copy, W: Default> Transaction<S, W> {
     }
 }
 
+/// `BEGIN`, `BEGIN WORK`, `START TRANSACTION`, `COMMIT [WORK]`, `ROLLBACK [WORK]` with
+/// nothing else: no characteristics, no chaining, no comment that might be a hint.
+pub fn plain(sql: &[u8], kind: crate::analysis::StatementKind) -> bool {
+    let text = match std::str::from_utf8(sql) {
+        Ok(t) => t.trim().trim_end_matches(';').trim_end(),
+        Err(_) => return false,
+    };
+    let mut words = text.split_ascii_whitespace();
+    let (first, second) = (words.next().unwrap_or(""), words.next());
+    if words.next().is_some() {
+        return false;
+    }
+    let is = |w: &str, want: &str| w.eq_ignore_ascii_case(want);
+    let work = second.is_none_or(|w| is(w, "work"));
+    match kind {
+        crate::analysis::StatementKind::Begin => {
+            (is(first, "begin") && work)
+                || (is(first, "start") && second.is_some_and(|w| is(w, "transaction")))
+        }
+        crate::analysis::StatementKind::Commit => is(first, "commit") && work,
+        crate::analysis::StatementKind::Rollback => is(first, "rollback") && work,
+        _ => false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -896,5 +921,248 @@ mod tests {
         assert!(in_txn().writes_in_transaction(None));
         assert!(!in_txn().writes_in_transaction(Some(AC)));
         assert!(idle().writes_in_transaction(Some(AC | IN)));
+    }
+
+    #[test]
+    fn only_plain_statements_qualify() {
+        use crate::analysis::StatementKind;
+        for (sql, kind) in [
+            ("BEGIN", StatementKind::Begin),
+            ("begin work", StatementKind::Begin),
+            ("  Start  Transaction ; ", StatementKind::Begin),
+            ("COMMIT", StatementKind::Commit),
+            ("commit work;", StatementKind::Commit),
+            ("ROLLBACK", StatementKind::Rollback),
+        ] {
+            assert!(plain(sql.as_bytes(), kind), "{sql}");
+        }
+        for (sql, kind) in [
+            ("START TRANSACTION READ ONLY", StatementKind::Begin),
+            (
+                "START TRANSACTION WITH CONSISTENT SNAPSHOT",
+                StatementKind::Begin,
+            ),
+            ("/* x */ BEGIN", StatementKind::Begin),
+            ("XA START 'x'", StatementKind::Begin),
+            ("COMMIT AND CHAIN", StatementKind::Commit),
+            ("COMMIT RELEASE", StatementKind::Commit),
+            ("ROLLBACK WORK AND NO CHAIN", StatementKind::Rollback),
+            ("BEGIN", StatementKind::Commit),
+            ("BEGIN\u{0}", StatementKind::Begin),
+        ] {
+            assert!(!plain(sql.as_bytes(), kind), "{sql}");
+        }
+    }
+
+    /// Only BEGIN, COMMIT and ROLLBACK kinds can be plain; every other kind is not, whatever
+    /// its text.
+    #[test]
+    fn other_kinds_are_never_plain() {
+        use crate::analysis::StatementKind;
+        for kind in [
+            StatementKind::Select,
+            StatementKind::Set,
+            StatementKind::Other,
+        ] {
+            assert!(!plain(b"BEGIN", kind), "{kind:?}");
+            assert!(!plain(b"COMMIT", kind), "{kind:?}");
+        }
+    }
+
+    /// A plain BEGIN may be deferred only with every condition met: one row per condition
+    /// that stops it.
+    #[test]
+    fn what_stops_a_deferred_begin() {
+        assert!(idle().may_defer_begin());
+        type Edit = fn(&mut T);
+        let stops: &[(&str, Edit)] = &[
+            ("configured off", |t| t.begin_needs_server()),
+            ("table locks", |t| t.locks_taken()),
+            ("an XA transaction", |t| {
+                t.boundary_sent(Xa::Start);
+            }),
+            ("a BEGIN already pending", |t| {
+                t.begin_answered_locally(true);
+            }),
+            ("in a transaction", |t| {
+                t.status_answered(AC | IN);
+            }),
+            ("autocommit off", |t| {
+                t.status_answered(0);
+            }),
+        ];
+        for (why, edit) in stops {
+            let mut t = idle();
+            edit(&mut t);
+            assert!(!t.may_defer_begin(), "{why}");
+            assert_eq!(t.begin_answered_locally(true), None, "{why}");
+        }
+        // Settings not known since a CALL: the server's BEGIN decides.
+        assert_eq!(idle().begin_answered_locally(false), None);
+    }
+
+    /// A deferred BEGIN answers IN_TRANS; the COMMIT or ROLLBACK that ends it before it was
+    /// sent answers without it, and the transaction ends at the next status.
+    #[test]
+    fn a_local_begin_and_its_local_end() {
+        let mut t = idle();
+        assert_eq!(t.begin_answered_locally(true), Some(AC | IN));
+        assert!(t.begin_pending() && t.statement_runs_in_transaction());
+        assert_eq!(t.end_answered_locally(), Some(AC));
+        assert!(!t.begin_pending());
+        // Nothing pending: COMMIT goes to the server.
+        assert_eq!(t.end_answered_locally(), None);
+        // Once sent, the BEGIN is the server's and so is its end.
+        let mut t = idle();
+        t.begin_answered_locally(true);
+        t.begin_sent();
+        assert_eq!(t.end_answered_locally(), None);
+    }
+
+    /// Why a read is refused, in the order the reasons are counted: one row per state, the
+    /// first reason that applies.
+    #[test]
+    fn read_refusals_in_order() {
+        type Edit = fn(&mut T);
+        let rows: &[(Edit, Result<(), Reason>)] = &[
+            (|_| {}, Ok(())),
+            (
+                |t| {
+                    t.isolation_set(true, true);
+                    t.refresh_dirty_reads();
+                    t.locks_taken();
+                },
+                Err(Reason::ReadUncommitted),
+            ),
+            (
+                |t| {
+                    t.status_answered(AC | IN);
+                    t.isolation_set(false, true);
+                    t.locks_taken();
+                },
+                Err(Reason::LockingRead),
+            ),
+            (
+                |t| {
+                    t.locks_taken();
+                    t.boundary_sent(Xa::Start);
+                },
+                Err(Reason::TableLocks),
+            ),
+            (
+                |t| {
+                    t.boundary_sent(Xa::Start);
+                },
+                Err(Reason::XaTransaction),
+            ),
+            (
+                |t| {
+                    t.status_answered(AC | IN);
+                    t.transaction_writes().push(1);
+                },
+                Err(Reason::WrittenInTransaction),
+            ),
+        ];
+        for (i, (edit, want)) in rows.iter().enumerate() {
+            let mut t = idle();
+            edit(&mut t);
+            let got = t.read_refusal(|w| w.contains(&1));
+            assert_eq!(got, *want, "row {i}");
+        }
+    }
+
+    /// XA: START marks the session before it is sent; a refused START (not already in one)
+    /// clears it, an accepted COMMIT/ROLLBACK clears it, a refused one keeps it.
+    #[test]
+    fn xa_marks_follow_the_answers() {
+        let cases = [
+            (Xa::Start, false, true),
+            (Xa::Start, true, false),
+            (Xa::None, false, true),
+            (Xa::End, false, false),
+            (Xa::End, true, true),
+        ];
+        for (xa, error, still) in cases {
+            let mut t = idle();
+            if xa != Xa::Start {
+                let s = t.boundary_sent(Xa::Start);
+                t.boundary_answered(s, false);
+            }
+            let sent = t.boundary_sent(xa);
+            assert!(t.xa(), "{xa:?}: marked while in flight");
+            t.boundary_answered(sent, error);
+            assert_eq!(t.xa(), still, "{xa:?} error={error}");
+        }
+        // A refused XA START while already in one keeps the mark.
+        let mut t = idle();
+        let s = t.boundary_sent(Xa::Start);
+        t.boundary_answered(s, false);
+        let again = t.boundary_sent(Xa::Start);
+        t.boundary_answered(again, true);
+        assert!(t.xa());
+        // As a prepared statement, a refused end keeps it, an accepted one clears it.
+        let sent = t.boundary_sent(Xa::End);
+        t.execute_answered(sent, true);
+        assert!(t.xa());
+        let sent = t.boundary_sent(Xa::End);
+        t.execute_answered(sent, false);
+        assert!(!t.xa());
+    }
+
+    /// Whether a statement sent now runs inside a transaction, one row per state.
+    #[test]
+    fn statements_run_in_transactions() {
+        type Edit = fn(&mut T);
+        let rows: &[(&str, Edit, bool)] = &[
+            ("autocommit, idle", |_| {}, false),
+            (
+                "autocommit off",
+                |t| {
+                    t.status_answered(0);
+                },
+                true,
+            ),
+            (
+                "server says in a transaction",
+                |t| {
+                    t.status_answered(AC | IN);
+                },
+                true,
+            ),
+            (
+                "a deferred BEGIN waits",
+                |t| {
+                    t.begin_answered_locally(true);
+                },
+                true,
+            ),
+        ];
+        for (why, edit, want) in rows {
+            let mut t = idle();
+            edit(&mut t);
+            assert_eq!(t.statement_runs_in_transaction(), *want, "{why}");
+        }
+    }
+
+    /// A reset forgets locks, XA, isolation levels, the open transaction and a deferred
+    /// BEGIN; without an answer the status keeps autocommit and loses IN_TRANS.
+    #[test]
+    fn a_reset_forgets_the_transaction_state() {
+        let mut t = idle();
+        t.locks_taken();
+        t.boundary_sent(Xa::Start);
+        t.isolation_set(true, true);
+        t.next_isolation_set(true, true);
+        t.status_answered(AC | IN);
+        t.transaction_writes().push(7);
+        assert_eq!(t.ended_by_reset(), Some(vec![7]));
+        t.reset();
+        t.refresh_dirty_reads();
+        t.status_after_reset(None);
+        assert!(!t.table_locks() && !t.xa() && !t.dirty_reads() && !t.locking_reads());
+        assert!(!t.in_transaction() && !t.begin_pending());
+        assert_eq!(t.status(), AC);
+        t.status_after_reset(Some(0));
+        assert_eq!(t.status(), 0);
     }
 }

@@ -166,6 +166,21 @@ impl Encoder<Packet> for PacketCodec {
     }
 }
 
+/// The sequence id of the last frame in `buf`, which holds whole frames only, as queued;
+/// then `shift` is added to every frame's id (0 leaves them).
+#[inline]
+pub fn last_seq_then_shift(buf: &mut [u8], shift: u8) -> Option<u8> {
+    let mut at = 0;
+    let mut last = None;
+    while at + 4 <= buf.len() {
+        let len = u32::from_le_bytes([buf[at], buf[at + 1], buf[at + 2], 0]) as usize;
+        last = Some(buf[at + 3]);
+        buf[at + 3] = buf[at + 3].wrapping_add(shift);
+        at += 4 + len;
+    }
+    last
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -312,6 +327,40 @@ mod tests {
             while let Ok(Some(p)) = decode(&mut buf, limit) {
                 proptest::prop_assert!(p.payload.len() <= limit);
             }
+        }
+    }
+
+    /// The last frame's sequence id, and every frame's id moved by `shift` (wrapping).
+    #[test]
+    fn last_sequence_ids_and_shifts() {
+        let frame = |seq: u8, body: &[u8]| {
+            let mut f = (body.len() as u32).to_le_bytes()[..3].to_vec();
+            f.push(seq);
+            f.extend_from_slice(body);
+            f
+        };
+        let two = [frame(1, b"abc"), frame(2, b"")].concat();
+        let wraps = [frame(254, b"x"), frame(255, b"y")].concat();
+        /// (queued bytes, shift, last id, every id after).
+        type Case<'a> = (&'a [u8], u8, Option<u8>, &'a [u8]);
+        let cases: &[Case] = &[
+            (&two, 0, Some(2), &[1, 2]),
+            (&two, 3, Some(2), &[4, 5]),
+            (&wraps, 2, Some(255), &[0, 1]),
+            (&[], 1, None, &[]),
+            // A header cut short is not a frame.
+            (&[1, 0, 0], 1, None, &[]),
+        ];
+        for (buf, shift, last, seqs) in cases {
+            let mut b = buf.to_vec();
+            assert_eq!(last_seq_then_shift(&mut b, *shift), *last, "{buf:?}");
+            let mut at = 0;
+            let mut got = Vec::new();
+            while at + 4 <= b.len() {
+                got.push(b[at + 3]);
+                at += 4 + usize::from(b[at]);
+            }
+            assert_eq!(&got, seqs, "{buf:?}");
         }
     }
 }

@@ -52,6 +52,24 @@ pub fn execute_params<'a>(
     }
 }
 
+/// The statement id a COM_STMT_EXECUTE, _CLOSE, _RESET, _SEND_LONG_DATA or _FETCH names
+/// (after its command byte); None when the packet is too short to hold one.
+#[inline]
+pub fn stmt_id(p: &[u8]) -> Option<u32> {
+    Some(u32::from_le_bytes(p.get(1..5)?.try_into().ok()?))
+}
+
+/// The statement a command's id names, as the server reads it: MariaDB's -1 (0xFFFFFFFF)
+/// is the statement the last COM_STMT_PREPARE created (`last`), and none when there is
+/// none (that prepare failed, or its statement was closed).
+#[inline]
+pub fn resolve_stmt(id: u32, last: Option<u32>) -> Option<u32> {
+    match id {
+        u32::MAX => last,
+        id => Some(id),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -84,5 +102,75 @@ mod tests {
         let mut bad = p.clone();
         bad[11] = 2;
         assert!(execute_params(&bad, 1, None).is_none());
+    }
+
+    /// The id is the four little-endian bytes after the command byte; a packet too short to
+    /// hold them names none.
+    #[test]
+    fn statement_ids() {
+        let cases: &[(&[u8], Option<u32>)] = &[
+            (&[0x17, 1, 0, 0, 0, 0, 1, 0, 0, 0], Some(1)),
+            (&[0x19, 0x78, 0x56, 0x34, 0x12], Some(0x1234_5678)),
+            // MariaDB's -1: the statement the last prepare made.
+            (&[0x17, 0xff, 0xff, 0xff, 0xff], Some(u32::MAX)),
+            (&[0x19, 1, 0, 0], None),
+            (&[0x19], None),
+            (&[], None),
+        ];
+        for (p, want) in cases {
+            assert_eq!(stmt_id(p), *want, "{p:?}");
+        }
+    }
+
+    /// Without parameters everything after the 10-byte header is the values part; a packet
+    /// of exactly the header has none.
+    #[test]
+    fn executes_without_parameters() {
+        let header = [0x17, 1, 0, 0, 0, 0, 1, 0, 0, 0];
+        let e = execute_params(&header, 0, None).unwrap();
+        assert_eq!((e.types, e.null_bitmap, e.values), (None, &[][..], &[][..]));
+        let mut more = header.to_vec();
+        more.push(9);
+        assert_eq!(execute_params(&more, 0, None).unwrap().values, &[9]);
+    }
+
+    /// The null bitmap takes one byte per eight parameters, and the types two bytes each.
+    #[test]
+    fn bitmap_and_types_scale_with_the_parameters() {
+        for (params, bitmap) in [(1u16, 1usize), (8, 1), (9, 2), (16, 2), (17, 3)] {
+            let mut p = vec![0x17, 1, 0, 0, 0, 0, 1, 0, 0, 0];
+            p.extend(std::iter::repeat_n(0xaa, bitmap));
+            p.push(1);
+            p.extend(std::iter::repeat_n(0x06, 2 * usize::from(params)));
+            p.push(0x5a);
+            let e = execute_params(&p, params, None).unwrap_or_else(|| panic!("{params}"));
+            assert_eq!(e.null_bitmap.len(), bitmap, "{params}");
+            assert_eq!(e.types.map(<[u8]>::len), Some(2 * usize::from(params)));
+            assert_eq!(e.values, &[0x5a], "{params}");
+        }
+    }
+
+    /// Types sent with the execute win over the remembered ones.
+    #[test]
+    fn types_sent_now_win() {
+        let p = [0x17, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0xfd, 0, 1, b'x'];
+        let remembered: &[u8] = &[0x08, 0];
+        let e = execute_params(&p, 1, Some(remembered)).unwrap();
+        assert_eq!(e.types, Some(&[0xfd, 0][..]));
+        assert_eq!(e.values, b"\x01x");
+    }
+
+    /// -1 names the last prepared statement, or none; any other id names itself.
+    #[test]
+    fn minus_one_is_the_last_prepared() {
+        for (id, last, want) in [
+            (u32::MAX, Some(5), Some(5)),
+            (u32::MAX, None, None),
+            (5, None, Some(5)),
+            (7, Some(5), Some(7)),
+            (0, Some(5), Some(0)),
+        ] {
+            assert_eq!(resolve_stmt(id, last), want, "{id} {last:?}");
+        }
     }
 }

@@ -279,4 +279,20 @@ mod tests {
             assert!(d.decode_frame(&mut good, &mut out).is_err());
         }
     }
+
+    /// Levels are clamped to what each algorithm accepts: zlib 0–9, zstd 1–22.
+    #[test]
+    fn levels_are_clamped_per_algorithm() {
+        for (alg, asked, want) in [
+            (Algorithm::Zlib, -1, 0),
+            (Algorithm::Zlib, 6, 6),
+            (Algorithm::Zlib, 12, 9),
+            (Algorithm::Zstd, 0, 1),
+            (Algorithm::Zstd, 3, 3),
+            (Algorithm::Zstd, 40, 22),
+        ] {
+            let c = Codec::new(alg, asked);
+            assert_eq!((c.algorithm(), c.level()), (alg, want), "{alg:?} {asked}");
+        }
+    }
 }

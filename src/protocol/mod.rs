@@ -5,5 +5,7 @@ pub mod codec;
 pub mod commands;
 pub mod compress;
 pub mod handshake;
+pub mod negotiate;
 pub mod packets;
 pub mod response;
+pub mod rows;

@@ -14,13 +14,6 @@ use crate::protocol::packets::{self, status};
 /// The server's error for a table it does not have.
 const ER_NO_SUCH_TABLE: u16 = 1146;
 
-/// One row, one column: 1 when the current account holds RELOAD globally. CURRENT_USER() is
-/// the account the server matched, which is how GRANTEE is spelled.
-const RELOAD_QUERY: &str = "SELECT COUNT(*) > 0 FROM information_schema.USER_PRIVILEGES \
-     WHERE PRIVILEGE_TYPE = 'RELOAD' AND GRANTEE = CONCAT(\"'\", \
-     SUBSTRING_INDEX(CURRENT_USER(), '@', 1), \"'@'\", \
-     SUBSTRING_INDEX(CURRENT_USER(), '@', -1), \"'\")";
-
 impl Session {
     /// Answers `pkt` when it is an admin statement; false when it is not one (relay it).
     pub(crate) async fn admin_statement(
@@ -68,13 +61,7 @@ impl Session {
                     if !in_txn {
                         let mut ask = b"EXPLAIN ".to_vec();
                         ask.extend_from_slice(&sql);
-                        // Only a denial: what the user may read (1146 for a missing table
-                        // in a database they can read, 1345 for a view over tables they
-                        // cannot) is theirs to have explained.
-                        let denied = |e: &Vec<u8>| {
-                            matches!(e.get(1..3), Some([lo, hi])
-                                if matches!(u16::from_le_bytes([*lo, *hi]), 1044 | 1142 | 1143))
-                        };
+                        let denied = |e: &Vec<u8>| statements::explain_denied(e);
                         if let Some(err) = self.ask_refusal(&ask).await?.filter(denied) {
                             self.client
                                 .send(seq, &err)
@@ -184,24 +171,17 @@ impl Session {
         Ok(allowed)
     }
 
-    /// Runs [`RELOAD_QUERY`] on the session's own upstream connection (the server knows the
+    /// Runs [`statements::RELOAD_QUERY`] on the session's own upstream connection (the server knows the
     /// account; qcache does not) and reads the answer without relaying it.
     async fn ask_reload_privilege(&mut self) -> Result<bool, SessionError> {
-        self.ask_yes_no(RELOAD_QUERY).await
+        self.ask_yes_no(statements::RELOAD_QUERY).await
     }
 
     /// Whether the server lists `schema.table` (a table or a view) to this session's user,
-    /// asked as [`RELOAD_QUERY`] is. The names go as hex, which every sql_mode reads alike.
+    /// asked as [`statements::RELOAD_QUERY`] is. The names go as hex, which every sql_mode reads alike.
     async fn table_exists(&mut self, schema: &str, table: &str) -> Result<bool, SessionError> {
-        let hex = |s: &str| s.bytes().map(|b| format!("{b:02x}")).collect::<String>();
-        let sql = format!(
-            "SELECT COUNT(*) > 0 FROM information_schema.TABLES WHERE \
-             TABLE_SCHEMA = CONVERT(X'{}' USING utf8mb4) AND \
-             TABLE_NAME = CONVERT(X'{}' USING utf8mb4)",
-            hex(schema),
-            hex(table)
-        );
-        self.ask_yes_no(&sql).await
+        self.ask_yes_no(&statements::table_exists_query(schema, table))
+            .await
     }
 
     /// Runs `sql`, a one-row, one-column query answering 1 or 0, on the session's upstream

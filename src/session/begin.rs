@@ -17,37 +17,12 @@ use super::conn::ConnError;
 use super::relay::Fill;
 use super::{Session, SessionError};
 use crate::analysis::StatementKind;
-use crate::policy::diagnostics;
+use crate::policy::{diagnostics, txn};
 use crate::protocol::codec::Packet;
 use crate::protocol::packets::{self, com, status};
 use crate::protocol::response::{Expect, Response, Step};
 
 const BEGIN: &[u8] = b"\x03BEGIN";
-
-/// `BEGIN`, `BEGIN WORK`, `START TRANSACTION`, `COMMIT [WORK]`, `ROLLBACK [WORK]` with
-/// nothing else: no characteristics, no chaining, no comment that might be a hint.
-fn plain(sql: &[u8], kind: StatementKind) -> bool {
-    let text = match std::str::from_utf8(sql) {
-        Ok(t) => t.trim().trim_end_matches(';').trim_end(),
-        Err(_) => return false,
-    };
-    let mut words = text.split_ascii_whitespace();
-    let (first, second) = (words.next().unwrap_or(""), words.next());
-    if words.next().is_some() {
-        return false;
-    }
-    let is = |w: &str, want: &str| w.eq_ignore_ascii_case(want);
-    let work = second.is_none_or(|w| is(w, "work"));
-    match kind {
-        StatementKind::Begin => {
-            (is(first, "begin") && work)
-                || (is(first, "start") && second.is_some_and(|w| is(w, "transaction")))
-        }
-        StatementKind::Commit => is(first, "commit") && work,
-        StatementKind::Rollback => is(first, "rollback") && work,
-        _ => false,
-    }
-}
 
 impl Session {
     /// Answers a transaction statement without the server when it may: a plain BEGIN
@@ -59,7 +34,7 @@ impl Session {
         sql: &[u8],
         kind: StatementKind,
     ) -> Result<bool, SessionError> {
-        if !plain(sql, kind) {
+        if !txn::plain(sql, kind) {
             return Ok(false);
         }
         let new_status = match kind {
@@ -185,38 +160,3 @@ impl Session {
 
 /// `com::QUERY` is the first byte of [`BEGIN`].
 const _: () = assert!(BEGIN[0] == com::QUERY);
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn only_plain_statements_qualify() {
-        for (sql, kind) in [
-            ("BEGIN", StatementKind::Begin),
-            ("begin work", StatementKind::Begin),
-            ("  Start  Transaction ; ", StatementKind::Begin),
-            ("COMMIT", StatementKind::Commit),
-            ("commit work;", StatementKind::Commit),
-            ("ROLLBACK", StatementKind::Rollback),
-        ] {
-            assert!(plain(sql.as_bytes(), kind), "{sql}");
-        }
-        for (sql, kind) in [
-            ("START TRANSACTION READ ONLY", StatementKind::Begin),
-            (
-                "START TRANSACTION WITH CONSISTENT SNAPSHOT",
-                StatementKind::Begin,
-            ),
-            ("/* x */ BEGIN", StatementKind::Begin),
-            ("XA START 'x'", StatementKind::Begin),
-            ("COMMIT AND CHAIN", StatementKind::Commit),
-            ("COMMIT RELEASE", StatementKind::Commit),
-            ("ROLLBACK WORK AND NO CHAIN", StatementKind::Rollback),
-            ("BEGIN", StatementKind::Commit),
-            ("BEGIN\u{0}", StatementKind::Begin),
-        ] {
-            assert!(!plain(sql.as_bytes(), kind), "{sql}");
-        }
-    }
-}

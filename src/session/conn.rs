@@ -462,7 +462,7 @@ impl PacketConn {
         }
         if let Some(c) = &mut self.compressed {
             // Reads go on in the canonical numbering; the client sees the shifted one.
-            if let Some(last) = last_seq_then_shift(&mut self.wbuf, c.shift) {
+            if let Some(last) = codec::last_seq_then_shift(&mut self.wbuf, c.shift) {
                 c.inner_seq = last.wrapping_add(1);
             }
             c.out.clear();
@@ -624,18 +624,4 @@ async fn write_all(
         None => fut.await?,
     }
     Ok(())
-}
-
-/// The sequence id of the last frame in `buf`, which holds whole frames only, as queued;
-/// then `shift` is added to every frame's id (0 leaves them).
-fn last_seq_then_shift(buf: &mut [u8], shift: u8) -> Option<u8> {
-    let mut at = 0;
-    let mut last = None;
-    while at + 4 <= buf.len() {
-        let len = u32::from_le_bytes([buf[at], buf[at + 1], buf[at + 2], 0]) as usize;
-        last = Some(buf[at + 3]);
-        buf[at + 3] = buf[at + 3].wrapping_add(shift);
-        at += 4 + len;
-    }
-    last
 }

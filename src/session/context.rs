@@ -4,7 +4,7 @@
 
 use super::{Session, SessionError};
 use crate::policy::{context, diagnostics};
-use crate::protocol::packets::{self, com};
+use crate::protocol::rows::{self, Values};
 use tracing::{debug, warn};
 
 /// After each read-back: `ROW_COUNT()` back to 0 and no warnings, as a fresh session and a SET
@@ -15,9 +15,6 @@ pub(super) const RESTORE: &str = "DO 0";
 /// by producing them, which takes about 0.2 s per 100,000 (`policy::diagnostics::resetter`);
 /// above this the session reads 1 after a read-back (docs/reliability.md).
 const MAX_RESTORED_FOUND_ROWS: u64 = 100_000;
-
-/// One row of text values (None for SQL NULL).
-type Values = Vec<Option<String>>;
 
 /// Each statement's answer in a batch: its rows, or None for an error.
 type Answers = Vec<Option<Vec<Values>>>;
@@ -106,30 +103,27 @@ impl Session {
                 .zip(values.iter().map(|v| v.as_deref()))
                 .chain(found.iter().map(|(n, v)| (*n, v.as_deref())))
                 .collect();
-            let read_uncommitted;
-            (self.st.server_ctx, read_uncommitted) = context::server_context(&pairs);
+            let rb = context::ReadBack::of(&pairs);
+            self.st.server_ctx = rb.server_ctx;
             // What the session SET of these since the last read is in the values now: keyed
             // twice, a stale SET text beside the value a trigger gave it, two sessions with
             // different values could share a key.
             self.st
                 .vars
                 .retain(|k, _| !pairs.iter().any(|(n, _)| context::key_name(n) == k));
-            self.st.auto_is_null_inherited = pairs
-                .iter()
-                .any(|(n, v)| *n == context::AUTO_IS_NULL && context::auto_is_null_on(*v));
-            self.st.optimizer_traced = context::optimizer_traced(&pairs);
-            self.st.profiling = context::profiled(&pairs);
-            self.st.keep_alive_after = context::keep_alive_after(&pairs);
-            self.st.select_limit_inherited = context::select_limited(&pairs);
-            if context::begin_needs_server(&pairs) {
+            self.st.auto_is_null_inherited = rb.auto_is_null;
+            self.st.optimizer_traced = rb.optimizer_traced;
+            self.st.profiling = rb.profiling;
+            self.st.keep_alive_after = rb.keep_alive_after;
+            self.st.select_limit_inherited = rb.select_limited;
+            if rb.begin_needs_server {
                 // COMMIT chains or releases, or a timer ends idle transactions: the server's
                 // BEGIN and COMMIT, not qcache's answer (`session/begin.rs`).
                 self.st.txn.begin_needs_server();
             }
-            let serializable = pairs
-                .iter()
-                .any(|(n, v)| context::is_isolation(n) && v.is_some_and(context::serializable));
-            self.st.txn.isolation_set(read_uncommitted, serializable);
+            self.st
+                .txn
+                .isolation_set(rb.read_uncommitted, rb.serializable);
             self.st.refresh_fingerprint(&self.shared);
             return Ok(());
         }
@@ -242,7 +236,7 @@ impl Session {
         if pipelined {
             self.upstream.start_command();
             for sql in sqls {
-                self.upstream.push(0, &query_payload(sql));
+                self.upstream.push(0, &rows::query_payload(sql));
             }
             self.upstream
                 .flush()
@@ -254,7 +248,7 @@ impl Session {
         } else {
             for sql in sqls {
                 self.upstream.start_command();
-                self.upstream.push(0, &query_payload(sql));
+                self.upstream.push(0, &rows::query_payload(sql));
                 self.upstream
                     .flush()
                     .await
@@ -273,7 +267,7 @@ impl Session {
         let resp = self
             .read_private("a read-back", |resp, before, p| {
                 if resp.rows > before && rows.len() < MAX_ROWS {
-                    if let Some(r) = parse_text_row(p) {
+                    if let Some(r) = rows::text_row(p) {
                         rows.push(r);
                     }
                 }
@@ -283,43 +277,5 @@ impl Session {
             self.private_status = Some(st);
         }
         Ok(if resp.error { None } else { Some(rows) })
-    }
-}
-
-fn query_payload(sql: &str) -> Vec<u8> {
-    let mut payload = Vec::with_capacity(sql.len() + 1);
-    payload.push(com::QUERY);
-    payload.extend_from_slice(sql.as_bytes());
-    payload
-}
-
-/// A text-protocol row: length-encoded strings, 0xfb for NULL.
-fn parse_text_row(mut p: &[u8]) -> Option<Values> {
-    let mut out = Vec::new();
-    while !p.is_empty() {
-        if p[0] == 0xfb {
-            out.push(None);
-            p = &p[1..];
-            continue;
-        }
-        let (v, used) = packets::read_lenenc_str(p)?;
-        out.push(Some(String::from_utf8_lossy(v).into_owned()));
-        p = p.get(used..)?;
-    }
-    Some(out)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn text_rows() {
-        assert_eq!(
-            parse_text_row(b"\x03abc\xfb\x00"),
-            Some(vec![Some("abc".into()), None, Some(String::new())])
-        );
-        assert_eq!(parse_text_row(b"\x05ab"), None, "truncated");
-        assert_eq!(parse_text_row(b""), Some(vec![]));
     }
 }

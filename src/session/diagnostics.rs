@@ -1,13 +1,11 @@
 //! Putting the server's diagnostics right after a hit (`policy::diagnostics` says what and
 //! why): the resetter statement, sent on the session's upstream connection and dropped.
 
-use bytes::BytesMut;
-
 use super::{Session, SessionError};
 use crate::policy::diagnostics;
 use crate::protocol::codec::Packet;
-use crate::protocol::packets;
 use crate::protocol::response::{Expect, Response, Step};
+use crate::protocol::rows::{rewrite_row, Rewrite};
 
 impl Session {
     /// Leaves the server's warnings, errors, `ROW_COUNT()` and `FOUND_ROWS()` as the SELECT
@@ -115,14 +113,6 @@ impl Session {
     }
 }
 
-/// How [`Session::relay_rewriting`] changes a relayed result's rows.
-pub(crate) enum Rewrite {
-    /// `(Variable_name, Value)` rows: the value of each listed name (lower-case) replaced.
-    Named(Vec<(String, String)>),
-    /// These columns of each row replaced, by index (`SELECT @@query_cache_type, …`).
-    Columns(Vec<(usize, String)>),
-}
-
 impl Session {
     /// Relays a statement whose result holds values qcache owns (its `query_cache_type`,
     /// the client leg's TLS and compression): the server's column metadata and every other
@@ -183,50 +173,6 @@ impl Session {
     }
 }
 
-/// The row with qcache's values, or None to keep it as it is.
-fn rewrite_row(row: &[u8], rw: &Rewrite) -> Option<Vec<u8>> {
-    let mut out = BytesMut::new();
-    match rw {
-        Rewrite::Named(values) => {
-            let (name, n) = packets::read_lenenc_str(row)?;
-            let (_, v) = packets::read_lenenc_str(&row[n..])?;
-            if n + v != row.len() {
-                return None;
-            }
-            let lower = String::from_utf8_lossy(name).to_ascii_lowercase();
-            let (_, value) = values.iter().find(|(k, _)| *k == lower)?;
-            packets::put_lenenc(&mut out, name.len() as u64);
-            out.extend_from_slice(name);
-            packets::put_lenenc(&mut out, value.len() as u64);
-            out.extend_from_slice(value.as_bytes());
-        }
-        Rewrite::Columns(values) => {
-            let mut at = 0;
-            let mut col = 0;
-            while at < row.len() {
-                let used = match row.get(at) {
-                    Some(0xfb) => 1,
-                    _ => packets::read_lenenc_str(&row[at..])?.1,
-                };
-                match values.iter().find(|(i, _)| *i == col) {
-                    Some((_, value)) => {
-                        packets::put_lenenc(&mut out, value.len() as u64);
-                        out.extend_from_slice(value.as_bytes());
-                    }
-                    None => out.extend_from_slice(&row[at..at + used]),
-                }
-                at += used;
-                col += 1;
-            }
-            // A row of another shape than the columns said: left alone.
-            if at != row.len() || values.iter().any(|(i, _)| *i >= col) {
-                return None;
-            }
-        }
-    }
-    Some(out.to_vec())
-}
-
 /// The session status rows that describe the connection itself.
 pub(crate) const CLIENT_LEG_STATUS: [&str; 10] = [
     "compression",
@@ -249,34 +195,5 @@ impl Session {
             tls: self.client.tls_session(),
             upstream_tls: self.legs.upstream_tls,
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn rows_are_rewritten_by_name() {
-        let rw = Rewrite::Named(vec![("query_cache_type".into(), "ON".into())]);
-        assert_eq!(
-            rewrite_row(b"\x10query_cache_type\x03OFF", &rw).unwrap(),
-            b"\x10query_cache_type\x02ON".to_vec()
-        );
-        assert_eq!(rewrite_row(b"\x10query_cache_size\x010", &rw), None);
-        // Not a two-column row: left alone.
-        assert_eq!(rewrite_row(b"\x10query_cache_type\x03OFF\x00", &rw), None);
-        let one = Rewrite::Columns(vec![(0, "DEMAND".into())]);
-        assert_eq!(
-            rewrite_row(b"\x03OFF", &one).unwrap(),
-            b"\x06DEMAND".to_vec()
-        );
-        // The second of three columns, beside a NULL; a row too short is left alone.
-        let second = Rewrite::Columns(vec![(1, "ON".into())]);
-        assert_eq!(
-            rewrite_row(b"\xfb\x03OFF\x011", &second).unwrap(),
-            b"\xfb\x02ON\x011".to_vec()
-        );
-        assert_eq!(rewrite_row(b"\x011", &second), None);
     }
 }

@@ -8,8 +8,9 @@ use std::sync::Arc;
 use super::Session;
 use crate::analysis::slices::{ColumnInfo, Lit, Shape, WriteKind};
 use crate::analysis::TableRef;
-use crate::cache::fkmap::{self, MapKey, Token, Touch, Window};
-use crate::cache::versions::{SlicePlan, Versions, ANY_COLUMN};
+use crate::cache::fkmap::{self, Learn, MapKey, Token, Touch, Window};
+use crate::cache::sliceplans;
+use crate::cache::versions::SlicePlan;
 use crate::cache::TableHandle;
 use crate::protocol::packets::OkInfo;
 
@@ -32,15 +33,6 @@ pub struct FkState {
 /// Per derived column of a child table (its name, as `fkmap::derived_column` makes it), the
 /// slice keys of the parent values its written rows name.
 pub type Answers = Vec<(String, Vec<String>)>;
-
-/// A single-row plain INSERT into a parent: per map of that table, the row's value there.
-#[derive(Debug)]
-pub struct Learn {
-    /// The pk's value from the statement; None: the OK's last_insert_id (an omitted
-    /// AUTO_INCREMENT pk).
-    pk: Option<i128>,
-    values: Vec<(MapKey, Option<String>)>,
-}
 
 impl Session {
     /// The derived slices of a read, for the tables it would read whole (`rest`): each one
@@ -91,25 +83,9 @@ impl Session {
             versions.parents.register(&key);
             let t = rest.remove(pos);
             let name = fkmap::derived_column(&d.fk, &key);
-            let column = versions.register(&t, &name);
-            let slices: Vec<u32> = d
-                .values
-                .iter()
-                .map(|k| Versions::slice_index(&t, &name, k))
-                .collect();
             // Columns read are not tracked for derived slices: the slices' "any column"
             // counters, which every column-known update of their rows bumps.
-            let slice_columns = slices
-                .iter()
-                .map(|&i| Versions::slice_column_index(&t, &name, i, ANY_COLUMN))
-                .collect();
-            sliced.push(SlicePlan {
-                table: t,
-                column,
-                slices,
-                by_columns: false,
-                slice_columns,
-            });
+            sliced.push(sliceplans::slice_plan(versions, &t, &name, &d.values, None));
         }
     }
 
@@ -124,12 +100,7 @@ impl Session {
         let Some(kind) = shape.write_kind() else {
             return;
         };
-        let touch = match &kind {
-            WriteKind::Insert { .. } => Touch::Insert,
-            WriteKind::Update { set, .. } => Touch::Update(set.clone()),
-            WriteKind::Delete { .. } => Touch::Other,
-        };
-        self.st.fk.how = Some((target.clone(), touch));
+        self.st.fk.how = Some((target.clone(), Touch::of(&kind)));
         let WriteKind::Insert { columns, rows, .. } = kind else {
             return;
         };
@@ -141,47 +112,17 @@ impl Session {
         if self.st.txn.in_transaction() || !self.st.temp_tables.is_empty() {
             return;
         }
-        let parents = &self.shared.cache.versions().parents;
-        let maps = parents.maps_of(&target.0, &target.1);
-        let Some(first) = maps.first() else { return };
-        let int_of = |c: &str| -> Option<Option<i128>> {
-            let (_, keys) = known.iter().find(|(k, _)| k == c)?;
-            Some(match keys.as_slice() {
-                [k] => k.strip_prefix('i').and_then(|n| n.parse().ok()),
-                _ => None,
-            })
-        };
-        // The pk: the statement's own value, or an omitted AUTO_INCREMENT one.
-        let pk = match int_of(&first.pk) {
-            Some(Some(x)) => Some(x),
-            Some(None) => return,
-            None => {
-                let omitted = columns.as_ref().is_some_and(|c| !c.contains(&first.pk));
-                let ai = self
-                    .shared
-                    .catalog
-                    .column(target, &first.pk)
-                    .is_some_and(|c| c.auto_increment);
-                if !omitted || !ai {
-                    return;
-                }
-                None
-            }
-        };
-        let values: Vec<(MapKey, Option<String>)> = maps
-            .iter()
-            .filter(|m| m.pk == first.pk)
-            .filter_map(|m| {
-                let (_, keys) = known.iter().find(|(k, _)| *k == m.col)?;
-                match keys.as_slice() {
-                    [] => Some((m.clone(), None)),
-                    [k] => Some((m.clone(), Some(k.clone()))),
-                    _ => None,
-                }
-            })
-            .collect();
-        if !values.is_empty() {
-            self.st.fk.learn = Some(Learn { pk, values });
+        let maps = self
+            .shared
+            .cache
+            .versions()
+            .parents
+            .maps_of(&target.0, &target.1);
+        let catalog = &self.shared.catalog;
+        let auto_increment =
+            |pk: &str| catalog.column(target, pk).is_some_and(|c| c.auto_increment);
+        if let Some(learn) = Learn::from_insert(&maps, known, columns.as_deref(), auto_increment) {
+            self.st.fk.learn = Some(learn);
         }
     }
 
@@ -333,16 +274,8 @@ impl Session {
         let (Some(w), Some(ok)) = (self.st.fk.window, ok) else {
             return;
         };
-        if in_transaction
-            || ok.affected_rows != 1
-            || ok.status & crate::protocol::packets::status::IN_TRANS != 0
-        {
+        let Some(x) = learn.inserted_pk(&ok, in_transaction) else {
             return;
-        }
-        let x = match learn.pk {
-            Some(x) => x,
-            None if ok.last_insert_id > 0 => i128::from(ok.last_insert_id),
-            None => return,
         };
         let parents = &self.shared.cache.versions().parents;
         parents.set_max_entries(self.shared.config().invalidation.parent_map_entries);

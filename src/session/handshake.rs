@@ -8,27 +8,21 @@ use tracing::debug;
 
 use super::conn::{ConnError, PacketConn};
 use super::SessionError;
-use crate::config::{CompressionConfig, UpstreamCompression, UpstreamTlsMode};
+use crate::config::{CompressionConfig, UpstreamTlsMode};
 use crate::protocol::codec::Packet;
-use crate::protocol::compress::{Algorithm, Codec};
+use crate::protocol::compress::Codec;
 use crate::protocol::handshake::{
     self, Greeting, HandshakeResponse, CLEARED_CAPS, CLEARED_MARIADB_CAPS,
+};
+use crate::protocol::negotiate::{
+    self, AnswerRoute, AuthLegs, ServerAuth, CR_CONN_HOST_ERROR, CR_SSL_CONNECTION_ERROR,
+    ER_HANDSHAKE_ERROR, ER_NOT_SUPPORTED_AUTH_MODE, ER_SECURE_TRANSPORT_REQUIRED, ER_UNKNOWN_ERROR,
+    WITHHELD_PLUGIN,
 };
 use crate::protocol::packets::{self, cap};
 use crate::tls::sha2;
 use crate::tls::Contexts;
 use tokio_rustls::TlsAcceptor;
-
-/// MySQL client error numbers qcache uses for its own failures: 2003 "Can't connect to MySQL
-/// server" and 2026 "SSL connection error". They are client codes, which libmariadb-based
-/// clients (the `mariadb` CLI) refuse to read from the wire (they report 2027 "Malformed
-/// packet" and lose the text), so the wire carries ER_UNKNOWN_ERROR with the client code in
-/// the message instead.
-pub const CR_CONN_HOST_ERROR: u16 = 2003;
-pub const ER_UNKNOWN_ERROR: u16 = 1105;
-pub const CR_SSL_CONNECTION_ERROR: u16 = 2026;
-pub const ER_NOT_SUPPORTED_AUTH_MODE: u16 = 1251;
-pub const ER_HANDSHAKE_ERROR: u16 = 1043;
 
 /// What both ends agreed on.
 #[derive(Debug, Clone)]
@@ -67,41 +61,6 @@ pub async fn connect_upstream(
     Err(SessionError::UpstreamUnavailable(msg))
 }
 
-/// Auth plugins whose client sends the password in the clear when its own leg is TLS.
-/// Relaying them from a TLS client to a plain upstream would expose the password, so qcache
-/// refuses that combination (caching_sha2_password is handled by re-encrypting instead).
-const CLEARTEXT_PLUGINS: &[&str] = &["mysql_clear_password", "sha256_password", "dialog"];
-
-const CACHING_SHA2: &str = "caching_sha2_password";
-
-/// The plugin a handshake response names upstream when qcache withheld a cleartext
-/// password from it: no server plugin has this client side, so the server always switches.
-const WITHHELD_PLUGIN: &str = "qcache_withheld_cleartext";
-
-/// MySQL's error for a client without TLS under require_secure_transport.
-pub const ER_SECURE_TRANSPORT_REQUIRED: u16 = 3159;
-
-/// What the authentication rounds need to know about the two legs.
-#[derive(Debug, Clone)]
-pub struct AuthLegs {
-    /// Added to an upstream sequence id to get the client's (the legs differ when only one
-    /// of them had an SSL request, and by two more after qcache ran an RSA exchange).
-    pub delta: u8,
-    pub plugin: String,
-    /// The nonce the password exchange uses: the greeting's, or an auth switch's.
-    pub scramble: Vec<u8>,
-    /// The client's leg is TLS or the Unix socket: its client may send passwords in the
-    /// clear.
-    pub client_tls: bool,
-    pub upstream_tls: bool,
-}
-
-impl AuthLegs {
-    fn leaks_cleartext(&self) -> bool {
-        self.client_tls && !self.upstream_tls && CLEARTEXT_PLUGINS.contains(&self.plugin.as_str())
-    }
-}
-
 async fn refuse(
     client: &mut PacketConn,
     seq: u8,
@@ -113,6 +72,12 @@ async fn refuse(
         .send(seq, &packets::err_payload(code, state, msg))
         .await;
     SessionError::Refused
+}
+
+/// Refuses with qcache's own failure: ER_UNKNOWN_ERROR carrying the client code in `msg`
+/// (see `negotiate::CR_CONN_HOST_ERROR`).
+async fn refuse_unknown(client: &mut PacketConn, seq: u8, msg: &str) -> SessionError {
+    refuse(client, seq, ER_UNKNOWN_ERROR, "HY000", msg).await
 }
 
 /// Relays the connection phase. On success the session may start its command loop.
@@ -285,13 +250,7 @@ async fn greet_client(
     tls_offered: bool,
     compression: &CompressionConfig,
 ) -> Result<Greeted, SessionError> {
-    let mut offer = if tls_offered { cap::SSL } else { 0 };
-    for alg in &compression.client {
-        offer |= match alg {
-            Algorithm::Zlib => cap::COMPRESS,
-            Algorithm::Zstd => cap::ZSTD_COMPRESSION,
-        };
-    }
+    let offer = negotiate::client_offer(tls_offered, &compression.client);
     let (payload, greeting) =
         handshake::rewrite_greeting_caps(&greet.payload, CLEARED_CAPS, offer, CLEARED_MARIADB_CAPS)
             .ok_or_else(|| SessionError::Protocol("malformed server greeting".into()))?;
@@ -333,14 +292,7 @@ async fn read_client_response(
                  (connect without TLS, or configure [tls.client]) [{CR_SSL_CONNECTION_ERROR}]"
             )
         };
-        return Err(refuse(
-            client,
-            resp.seq.wrapping_add(1),
-            ER_UNKNOWN_ERROR,
-            "HY000",
-            &msg,
-        )
-        .await);
+        return Err(refuse_unknown(client, resp.seq.wrapping_add(1), &msg).await);
     };
     client
         .accept_tls(acceptor)
@@ -377,7 +329,11 @@ async fn client_leg(
         )
         .await);
     }
-    let client_codec = client_compression(parsed, offer, compression);
+    let client_codec = compression.client_codec(
+        parsed.capabilities,
+        offer,
+        parsed.zstd_level.map(|(l, _)| l),
+    );
     if client_codec.is_none() && parsed.capabilities & (cap::COMPRESS | cap::ZSTD_COMPRESSION) != 0
     {
         let msg = "qcache: protocol compression was not offered (see compression.client)";
@@ -398,9 +354,6 @@ async fn client_leg(
 struct UpstreamLeg {
     tls: bool,
     codec: Option<Codec>,
-    /// The compression bit the server sees (qcache's choice for its leg, not the client's).
-    compress_bit: u32,
-    compress_clear: u32,
     seq: u8,
 }
 
@@ -418,41 +371,21 @@ async fn upstream_leg(
     let server_offers_ssl = server_caps & cap::SSL != 0;
     let mode = tls.map_or(UpstreamTlsMode::Disabled, |t| t.upstream_mode);
     let connector = tls.and_then(|t| t.connector.as_ref());
-    let upstream_tls = match (mode, connector) {
-        (UpstreamTlsMode::Disabled, _) | (_, None) => false,
-        (UpstreamTlsMode::Preferred, Some(_)) => server_offers_ssl,
-        (_, Some(_)) if !server_offers_ssl => {
-            let msg = format!(
-                "qcache: the server at '{upstream_addr}' does not offer TLS, and \
-                 tls.upstream.mode is {mode:?} [{CR_SSL_CONNECTION_ERROR}]"
-            );
-            return Err(refuse(
-                client,
-                resp.seq.wrapping_add(1),
-                ER_UNKNOWN_ERROR,
-                "HY000",
-                &msg,
-            )
-            .await);
-        }
-        (_, Some(_)) => true,
+    let Some(upstream_tls) = mode.upstream_tls(connector.is_some(), server_offers_ssl) else {
+        let msg = format!(
+            "qcache: the server at '{upstream_addr}' does not offer TLS, and \
+             tls.upstream.mode is {mode:?} [{CR_SSL_CONNECTION_ERROR}]"
+        );
+        return Err(refuse_unknown(client, resp.seq.wrapping_add(1), &msg).await);
     };
-    let codec = upstream_compression(server_caps, compression);
-    let compress_bit = match codec.as_ref().map(Codec::algorithm) {
-        Some(Algorithm::Zlib) => cap::COMPRESS,
-        Some(Algorithm::Zstd) => cap::ZSTD_COMPRESSION,
-        None => 0,
-    };
-    let compress_clear = (cap::COMPRESS | cap::ZSTD_COMPRESSION) & !compress_bit;
+    let codec = compression.upstream_codec(server_caps);
+    let (compress_bit, compress_clear) =
+        negotiate::compression_caps(codec.as_ref().map(Codec::algorithm));
     let mut seq = 1u8;
     if let (true, Some(connector)) = (upstream_tls, connector) {
         // The SSL request carries the capabilities the response will.
-        let req = handshake::with_response_caps(
-            &resp.payload[..32],
-            cap::SSL | compress_bit,
-            compress_clear,
-        )
-        .ok_or_else(|| SessionError::Protocol("short handshake response".into()))?;
+        let req = negotiate::ssl_request(&resp.payload, compress_bit, compress_clear)
+            .ok_or_else(|| SessionError::Protocol("short handshake response".into()))?;
         seq = upstream
             .send(seq, &req)
             .await
@@ -466,21 +399,12 @@ async fn upstream_leg(
                  [{CR_SSL_CONNECTION_ERROR}]"
             );
             tracing::warn!(upstream = upstream_addr, error = %e, "TLS to the server failed");
-            return Err(refuse(
-                client,
-                resp.seq.wrapping_add(1),
-                ER_UNKNOWN_ERROR,
-                "HY000",
-                &msg,
-            )
-            .await);
+            return Err(refuse_unknown(client, resp.seq.wrapping_add(1), &msg).await);
         }
     }
     Ok(UpstreamLeg {
         tls: upstream_tls,
         codec,
-        compress_bit,
-        compress_clear,
         seq,
     })
 }
@@ -493,70 +417,18 @@ async fn forward_response(
     parsed: &HandshakeResponse,
     leg: &UpstreamLeg,
 ) -> Result<(), SessionError> {
-    let (set, clear) = if leg.tls {
-        (cap::SSL, 0)
-    } else {
-        (0, cap::SSL)
-    };
-    let mut fwd = handshake::with_response_caps(
+    let fwd = negotiate::forwarded_response(
         &resp.payload,
-        set | leg.compress_bit,
-        clear | leg.compress_clear,
+        parsed.zstd_level.map(|(_, at)| at),
+        leg.tls,
+        leg.codec.as_ref().map(|c| (c.algorithm(), c.level())),
     )
     .ok_or_else(|| SessionError::Protocol("short handshake response".into()))?;
-    // The zstd level byte ends the response only when the zstd bit is set.
-    if let Some((_, at)) = parsed.zstd_level {
-        fwd.truncate(at);
-    }
-    if let Some(c) = leg
-        .codec
-        .as_ref()
-        .filter(|c| c.algorithm() == Algorithm::Zstd)
-    {
-        fwd.extend_from_slice(&[c.level() as u8]);
-    }
     upstream
         .send(leg.seq, &fwd)
         .await
         .map_err(SessionError::upstream)?;
     Ok(())
-}
-
-/// What the client leg compresses with: the client's pick among what qcache offered. A
-/// client that sets both bits gets zlib, as MySQL's server decides.
-fn client_compression(
-    parsed: &HandshakeResponse,
-    offer: u32,
-    config: &CompressionConfig,
-) -> Option<Codec> {
-    let asked = parsed.capabilities & offer;
-    if asked & cap::COMPRESS != 0 {
-        Some(Codec::new(Algorithm::Zlib, config.zlib_level as i32))
-    } else if asked & cap::ZSTD_COMPRESSION != 0 {
-        // MySQL's client default level when it sends none.
-        let level = parsed.zstd_level.map_or(3, |(l, _)| l as i32);
-        Some(Codec::new(Algorithm::Zstd, level))
-    } else {
-        None
-    }
-}
-
-/// What the upstream leg compresses with, out of what the server offers.
-fn upstream_compression(server_caps: u32, config: &CompressionConfig) -> Option<Codec> {
-    let zlib = server_caps & cap::COMPRESS != 0;
-    let zstd = server_caps & cap::ZSTD_COMPRESSION != 0;
-    let alg = match config.upstream {
-        UpstreamCompression::Off => None,
-        UpstreamCompression::Zlib => zlib.then_some(Algorithm::Zlib),
-        UpstreamCompression::Zstd => zstd.then_some(Algorithm::Zstd),
-        UpstreamCompression::Auto if zstd => Some(Algorithm::Zstd),
-        UpstreamCompression::Auto => zlib.then_some(Algorithm::Zlib),
-    }?;
-    let level = match alg {
-        Algorithm::Zlib => config.zlib_level as i32,
-        Algorithm::Zstd => config.zstd_level,
-    };
-    Some(Codec::new(alg, level))
 }
 
 async fn parse_response(
@@ -605,27 +477,21 @@ pub async fn auth_rounds(
                 return Err(refuse_cleartext(client, to_client, legs).await);
             }
         }
-        let full_auth = p.payload[..] == [0x01, 0x04]
-            && (legs.plugin == CACHING_SHA2 || legs.plugin.is_empty());
+        let full_auth = legs.full_auth(&p.payload);
         client
             .send(to_client, &p.payload)
             .await
             .map_err(SessionError::client)?;
-        match p.first() {
-            Some(0x00) => {
-                return Ok(Some(
-                    packets::parse_ok(&p.payload).map(|o| o.status).unwrap_or(0),
-                ))
-            }
-            Some(0xff) => return Ok(None),
-            Some(0x01) if p.payload.len() == 2 && p.payload[1] == 0x03 => continue,
-            _ => {}
+        match negotiate::server_auth(&p.payload) {
+            ServerAuth::Done(status) => return Ok(Some(status)),
+            ServerAuth::Refused => return Ok(None),
+            ServerAuth::FastAuthOk => continue,
+            ServerAuth::WantsAnswer => {}
         }
         let answer = client.read_some().await.map_err(SessionError::client)?;
         let to_upstream = answer.seq.wrapping_sub(legs.delta);
-        // A client on a secure leg may still ask for the server's key (0x02) rather than send
-        // the password in the clear; then the plain exchange is relayed as it is.
-        if full_auth && legs.client_tls && !legs.upstream_tls && answer.payload[..] != [0x02] {
+        let route = legs.answer_route(full_auth, &answer.payload);
+        if route == AnswerRoute::EncryptForUpstream {
             // The client sent its password in the clear, as it may inside TLS; the plain
             // upstream gets it RSA-encrypted under its own public key, fetched now.
             let mut seq = upstream
@@ -650,7 +516,7 @@ pub async fn auth_rounds(
                 .map_err(SessionError::upstream)?;
             // Two more packets went upstream than the client sent.
             legs.delta = legs.delta.wrapping_sub(2);
-        } else if full_auth && !legs.client_tls && legs.upstream_tls {
+        } else if route == AnswerRoute::DecryptForTlsUpstream {
             decrypt_for_tls_upstream(client, upstream, legs, answer, to_upstream).await?;
         } else {
             upstream
@@ -713,29 +579,6 @@ async fn decrypt_for_tls_upstream(
 
 /// The authentication rounds of COM_CHANGE_USER, after its packet went upstream. Returns
 /// the OK's status on success, None when the server refused.
-/// What goes upstream for a COM_CHANGE_USER: the packet as it is, or, when it offers a
-/// cleartext plugin from a TLS client to a plain upstream, without its password (as in the
-/// handshake: the server switches it to the account's plugin). None when such a packet
-/// cannot be rewritten: it must not go up.
-pub fn change_user_upstream<'a>(
-    payload: &'a [u8],
-    client_caps: u32,
-    legs: &AuthLegs,
-) -> Option<std::borrow::Cow<'a, [u8]>> {
-    if !legs.client_tls || legs.upstream_tls {
-        return Some(std::borrow::Cow::Borrowed(payload));
-    }
-    match handshake::change_user_without_auth_data(payload, client_caps, WITHHELD_PLUGIN) {
-        Some((plugin, out)) if CLEARTEXT_PLUGINS.contains(&plugin.as_str()) => {
-            Some(std::borrow::Cow::Owned(out))
-        }
-        Some(_) => Some(std::borrow::Cow::Borrowed(payload)),
-        // No plugin named: the greeting's plugin, which is never a cleartext one here.
-        None if client_caps & cap::PLUGIN_AUTH == 0 => Some(std::borrow::Cow::Borrowed(payload)),
-        None => None,
-    }
-}
-
 pub async fn relay_auth_rounds(
     client: &mut PacketConn,
     upstream: &mut PacketConn,

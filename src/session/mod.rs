@@ -29,6 +29,8 @@ use std::time::Duration;
 use tracing::{debug, info, Instrument};
 
 use crate::protocol::codec::Packet;
+/// Kept at this path for `prepared.rs`, which the read-path rewrite owns.
+use crate::protocol::commands::stmt_id;
 use crate::protocol::packets::{self, com, status};
 use crate::protocol::response::Expect;
 use crate::shared::Shared;
@@ -72,7 +74,7 @@ pub struct Session {
     pub(crate) upstream: PacketConn,
     pub(crate) st: SessionState,
     /// TLS on each leg and the connection's nonce, for COM_CHANGE_USER's authentication.
-    pub(crate) legs: handshake::AuthLegs,
+    pub(crate) legs: crate::protocol::negotiate::AuthLegs,
     /// The fill buffer of the last miss, kept for the next one (see `Fill`).
     pub(crate) fill_scratch: bytes::BytesMut,
     /// Where a prepared execute's key material is assembled, reused across executes.
@@ -384,10 +386,13 @@ impl Session {
         }
         self.end_transaction_for_reset();
         // A cleartext password from a TLS client never goes to a plain upstream.
-        let Some(payload) = handshake::change_user_upstream(&pkt.payload, self.st.caps, &self.legs)
-        else {
+        let Some(payload) = crate::protocol::negotiate::change_user_upstream(
+            &pkt.payload,
+            self.st.caps,
+            &self.legs,
+        ) else {
             let err = crate::protocol::packets::err_payload(
-                handshake::ER_NOT_SUPPORTED_AUTH_MODE,
+                crate::protocol::negotiate::ER_NOT_SUPPORTED_AUTH_MODE,
                 "08004",
                 "qcache: a malformed COM_CHANGE_USER offering a cleartext password",
             );
@@ -469,8 +474,4 @@ impl Session {
             .map_err(SessionError::client)?;
         Ok(())
     }
-}
-
-fn stmt_id(p: &[u8]) -> Option<u32> {
-    Some(u32::from_le_bytes(p.get(1..5)?.try_into().ok()?))
 }

@@ -6,7 +6,7 @@
 use super::state::Identity;
 use super::{Session, SessionError};
 use crate::policy::privileges::{self, PrivilegeChange};
-use crate::protocol::packets;
+use crate::protocol::rows;
 
 /// Asked once per session (again after SET ROLE, COM_CHANGE_USER, COM_RESET_CONNECTION).
 /// MySQL before 8.0 has no CURRENT_ROLE(): then roles do not exist.
@@ -152,48 +152,10 @@ impl Session {
         let resp = self
             .read_private("the identity query", |resp, before, p| {
                 if before == 0 && resp.rows == 1 {
-                    row = Some(text_row(p));
+                    row = Some(rows::text_row_prefix(p));
                 }
             })
             .await?;
         Ok(if resp.error { None } else { row })
-    }
-}
-
-/// The columns of a text-protocol row (NULL as None).
-fn text_row(mut p: &[u8]) -> Vec<Option<String>> {
-    let mut out = Vec::new();
-    while let Some(&b) = p.first() {
-        if b == 0xfb {
-            out.push(None);
-            p = &p[1..];
-            continue;
-        }
-        match packets::read_lenenc_str(p) {
-            Some((v, used)) => {
-                out.push(Some(String::from_utf8_lossy(v).into_owned()));
-                p = &p[used..];
-            }
-            None => break,
-        }
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn rows_parse() {
-        assert_eq!(
-            text_row(b"\x07alice@%\xfb"),
-            vec![Some("alice@%".to_string()), None]
-        );
-        assert_eq!(
-            text_row(b"\x01a\x02r1"),
-            vec![Some("a".into()), Some("r1".into())]
-        );
-        assert_eq!(text_row(b"\x05ab"), Vec::<Option<String>>::new());
     }
 }

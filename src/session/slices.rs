@@ -5,17 +5,15 @@
 use std::sync::Arc;
 
 use super::Session;
+use crate::analysis::params;
 use crate::analysis::slices::Lit;
 use crate::analysis::{TableRef, WriteInfo, WriteTargets};
-use crate::cache::versions::{ColumnReads, SlicePlan, Versions, ANY_COLUMN};
+use crate::cache::sliceplans;
+use crate::cache::versions::{ColumnReads, SlicePlan};
 use crate::cache::TableHandle;
 use crate::config::Granularity;
-use crate::protocol::commands::{self, ExecuteParams};
+use crate::protocol::commands;
 use crate::protocol::packets::com;
-
-/// Beyond this many (slice, column read) pairs, a sliced table's entry depends on all its
-/// columns: each pair is one more counter a hit checks.
-const MAX_SLICE_COLUMNS: usize = 64;
 
 impl Session {
     fn slices_on(&self) -> bool {
@@ -31,10 +29,10 @@ impl Session {
         if self.st.execute_long_data {
             return None;
         }
-        let id = super::stmt_id(payload)?;
+        let id = commands::stmt_id(payload)?;
         let stmt = self.st.stmts.get(&id)?;
         let p = commands::execute_params(payload, stmt.params, stmt.types.as_deref())?;
-        Some(param_literals(&p, stmt.params as usize))
+        Some(params::param_literals(&p, stmt.params as usize))
     }
 
     /// Splits a read's tables into those it reads whole and those it reads by slices, and
@@ -96,7 +94,6 @@ impl Session {
         let pins = shape.read_slices(text, &columns, &params);
         // The columns read of each table: the names the statement spells that are its
         // columns (every table here has its column list: views were ruled out above).
-        let mut cols = ColumnReads::default();
         let words = shape.read_columns(text);
         let read_of = |t: &TableHandle| -> Option<Vec<String>> {
             let words = words?;
@@ -115,45 +112,18 @@ impl Session {
         if pins.is_empty() && words.is_none() {
             return whole();
         }
-        let versions = self.shared.cache.versions();
-        let mut sliced = Vec::new();
-        let mut rest: Vec<TableHandle> = Vec::new();
-        for t in tables.iter() {
-            let pin = pins.iter().find(|(r, _)| {
-                self.st.qualify(r.schema.as_deref(), &r.name)
-                    == Some((t.schema.clone(), t.name.clone()))
-            });
-            let mut read = read_of(t);
-            if let Some((_, (_, keys))) = pin {
-                // Bounded: per slice and column read one more counter to check at each hit.
-                if read
-                    .as_ref()
-                    .is_some_and(|r| r.len() * keys.len() > MAX_SLICE_COLUMNS)
-                {
-                    read = None;
-                }
-            }
-            let by_columns = read.is_some();
-            if let Some(read) = &read {
-                // Per slice column for a sliced table (`Versions::column_slice_index`).
-                let col = pin.map(|(_, (c, _))| c.as_str());
-                cols.indexes.extend(read.iter().map(|r| match col {
-                    Some(c) => Versions::column_slice_index(t, c, r),
-                    None => Versions::column_index(t, r),
-                }));
-            }
-            match pin {
-                Some((_, (col, keys))) => {
-                    sliced.push(slice_plan(versions, t, col, keys, read.as_deref()));
-                }
-                None => {
-                    if by_columns {
-                        cols.tables.push(t.clone());
-                    }
-                    rest.push(t.clone())
-                }
-            }
-        }
+        let (mut rest, mut sliced, mut cols) = sliceplans::split_by_slices(
+            self.shared.cache.versions(),
+            tables,
+            |t| {
+                let (_, (col, keys)) = pins.iter().find(|(r, _)| {
+                    self.st.qualify(r.schema.as_deref(), &r.name)
+                        == Some((t.schema.clone(), t.name.clone()))
+                })?;
+                Some((col.as_str(), keys.as_slice()))
+            },
+            read_of,
+        );
         let before = sliced.len();
         self.plan_derived(&shape, text, &columns, &params, &mut rest, &mut sliced);
         // A table that became a derived slice is stamped by its slices, not as read whole.
@@ -244,223 +214,5 @@ impl Session {
         };
         let t = self.st.pending.tables.remove(pos);
         self.st.pending.rows.push((t, Arc::from(rw.known)));
-    }
-}
-
-/// The values of an execute's parameters that slices can use: integers and strings; None
-/// for any other type, and for every parameter after one whose length cannot be read.
-pub(super) fn param_literals(p: &ExecuteParams<'_>, n: usize) -> Vec<Option<Lit>> {
-    let mut out = vec![None; n];
-    let Some(types) = p.types else {
-        return out;
-    };
-    let mut v = p.values;
-    for (i, slot) in out.iter_mut().enumerate() {
-        let null = p
-            .null_bitmap
-            .get(i / 8)
-            .is_some_and(|b| b & (1 << (i % 8)) != 0);
-        if null {
-            *slot = Some(Lit::Null);
-            continue;
-        }
-        let (Some(&ty), Some(&flags)) = (types.get(2 * i), types.get(2 * i + 1)) else {
-            break;
-        };
-        let unsigned = flags & 0x80 != 0;
-        let fixed = |len: usize, v: &mut &[u8]| -> Option<u64> {
-            let b = v.get(..len)?;
-            let mut x = [0u8; 8];
-            x[..len].copy_from_slice(b);
-            *v = &v[len..];
-            Some(u64::from_le_bytes(x))
-        };
-        let int = |raw: u64, bits: u32| -> i128 {
-            if unsigned {
-                i128::from(raw)
-            } else {
-                let shift = 64 - bits;
-                i128::from(((raw << shift) as i64) >> shift)
-            }
-        };
-        match ty {
-            0x01 | 0x02 | 0x03 | 0x08 | 0x09 | 0x0d => {
-                let (len, bits) = match ty {
-                    0x01 => (1, 8),
-                    0x02 | 0x0d => (2, 16),
-                    0x08 => (8, 64),
-                    _ => (4, 32),
-                };
-                let Some(raw) = fixed(len, &mut v) else { break };
-                *slot = Some(Lit::Int(int(raw, bits).to_string()));
-            }
-            0x04 => {
-                if fixed(4, &mut v).is_none() {
-                    break;
-                }
-            }
-            0x05 => {
-                if fixed(8, &mut v).is_none() {
-                    break;
-                }
-            }
-            0x06 => *slot = Some(Lit::Null),
-            0x07 | 0x0a | 0x0b | 0x0c => {
-                let Some(&len) = v.first() else { break };
-                let (Some(body), Some(rest)) =
-                    (v.get(1..1 + len as usize), v.get(1 + len as usize..))
-                else {
-                    break;
-                };
-                v = rest;
-                // TIMESTAMP, DATE, DATETIME: a temporal value (TIME, 0x0b, is not).
-                if ty != 0x0b {
-                    *slot = binary_temporal(body).map(Lit::Time);
-                }
-            }
-            0x0f | 0xfd | 0xfe | 0xfc | 0xf9 | 0xfa | 0xfb | 0x00 | 0xf6 | 0xf5 | 0xf7 | 0xf8
-            | 0xff | 0x10 => {
-                let Some((body, rest)) = lenenc_bytes(v) else {
-                    break;
-                };
-                v = rest;
-                if matches!(ty, 0x0f | 0xfd | 0xfe) {
-                    if let Ok(s) = std::str::from_utf8(body) {
-                        *slot = Some(Lit::Str(s.to_string()));
-                    }
-                }
-            }
-            _ => break,
-        }
-    }
-    out
-}
-
-/// A binary DATE / DATETIME / TIMESTAMP value (0, 4, 7 or 11 bytes: year, month, day,
-/// hour, minute, second, microseconds) as `YYYY-MM-DD HH:MM:SS.ffffff`; None for a zero
-/// date or another length.
-fn binary_temporal(b: &[u8]) -> Option<String> {
-    if !matches!(b.len(), 4 | 7 | 11) {
-        return None;
-    }
-    let y = u16::from_le_bytes([b[0], b[1]]);
-    let (h, mi, s) = if b.len() >= 7 {
-        (b[4], b[5], b[6])
-    } else {
-        (0, 0, 0)
-    };
-    let us = if b.len() == 11 {
-        u32::from_le_bytes([b[7], b[8], b[9], b[10]])
-    } else {
-        0
-    };
-    Some(format!(
-        "{y:04}-{:02}-{:02} {h:02}:{mi:02}:{s:02}.{us:06}",
-        b[2], b[3]
-    ))
-}
-
-/// A length-encoded string and what follows it.
-fn lenenc_bytes(v: &[u8]) -> Option<(&[u8], &[u8])> {
-    let (&first, rest) = v.split_first()?;
-    let (len, rest) = match first {
-        0..=0xfa => (u64::from(first), rest),
-        0xfc => (
-            u64::from(u16::from_le_bytes(rest.get(..2)?.try_into().ok()?)),
-            &rest[2..],
-        ),
-        0xfd => {
-            let b = rest.get(..3)?;
-            (
-                u64::from(b[0]) | u64::from(b[1]) << 8 | u64::from(b[2]) << 16,
-                &rest[3..],
-            )
-        }
-        0xfe => (
-            u64::from_le_bytes(rest.get(..8)?.try_into().ok()?),
-            &rest[8..],
-        ),
-        _ => return None,
-    };
-    let len = usize::try_from(len).ok()?;
-    Some((rest.get(..len)?, rest.get(len..)?))
-}
-
-/// The plan of a table read by slices: column `col` pinned to `keys`, with the slice-column
-/// counters of the columns `read` (None: unknown, the slices' "any column" counters).
-fn slice_plan(
-    versions: &Versions,
-    t: &TableHandle,
-    col: &str,
-    keys: &[String],
-    read: Option<&[String]>,
-) -> SlicePlan {
-    let column = versions.register(t, col);
-    let slices: Vec<u32> = keys
-        .iter()
-        .map(|k| Versions::slice_index(t, col, k))
-        .collect();
-    // Columns unknown: the slices' "any column" counters.
-    let any = [ANY_COLUMN.to_string()];
-    let slice_columns = read
-        .unwrap_or(&any)
-        .iter()
-        .flat_map(|r| {
-            slices
-                .iter()
-                .map(move |&i| Versions::slice_column_index(t, col, i, r))
-        })
-        .collect();
-    SlicePlan {
-        table: t.clone(),
-        column,
-        slices,
-        by_columns: read.is_some(),
-        slice_columns,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn parameters_decode() {
-        // ints (signed tiny -1, unsigned long 4000000000), a NULL, a varchar, a double, then
-        // a string after it.
-        let types = [
-            0x01, 0x00, 0x03, 0x80, 0x08, 0x00, 0xfd, 0x00, 0x05, 0x00, 0xfe, 0x00,
-        ];
-        let mut values = vec![0xff];
-        values.extend_from_slice(&4_000_000_000u32.to_le_bytes());
-        values.extend_from_slice(&[3, b'a', b'B', b'c']);
-        values.extend_from_slice(&1.5f64.to_le_bytes());
-        values.extend_from_slice(&[1, b'7']);
-        let p = ExecuteParams {
-            types: Some(&types),
-            null_bitmap: &[0b0000_0100],
-            values: &values,
-        };
-        assert_eq!(
-            param_literals(&p, 6),
-            vec![
-                Some(Lit::Int("-1".into())),
-                Some(Lit::Int("4000000000".into())),
-                Some(Lit::Null),
-                Some(Lit::Str("aBc".into())),
-                None,
-                Some(Lit::Str("7".into())),
-            ]
-        );
-        // Truncated: what cannot be read stays unknown.
-        let p = ExecuteParams {
-            types: Some(&types[..4]),
-            null_bitmap: &[0],
-            values: &[0x05],
-        };
-        assert_eq!(
-            param_literals(&p, 2),
-            vec![Some(Lit::Int("5".into())), None]
-        );
     }
 }

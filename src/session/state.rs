@@ -5,7 +5,6 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use bytes::Bytes;
-use xxhash_rust::xxh3::Xxh3;
 
 use super::handshake::Negotiated;
 use crate::analysis::{Hint, ServerVersion, StatementKind};
@@ -288,67 +287,26 @@ impl SessionState {
     }
 
     fn compute_fingerprint(&self) -> u64 {
-        let mut h = Xxh3::new();
-        if !self.shared_users {
-            h.update(b"u");
-            h.update(self.user.as_bytes());
-            h.update(&[0]);
-        }
-        if let Some(id) = &self.identity {
-            if !self.shared_users {
-                h.update(b"a");
-                h.update(id.account.as_bytes());
-                h.update(&[0]);
-                h.update(b"r");
-                if let Some(r) = &id.role {
-                    h.update(r.as_bytes());
-                }
-                h.update(&[0]);
-            }
-        }
-        h.update(b"p");
-        h.update(&self.priv_generation.to_le_bytes());
-        h.update(&self.priv_private.to_le_bytes());
-        h.update(b"d");
-        if let Some(db) = &self.db {
-            h.update(db.as_bytes());
-        }
-        h.update(&[0]);
-        // Capabilities that change the bytes of a result.
-        let caps = self.caps
-            & (cap::DEPRECATE_EOF
-                | cap::PROTOCOL_41
-                | cap::MULTI_RESULTS
-                | cap::PS_MULTI_RESULTS
-                | cap::SESSION_TRACK
-                | cap::LONG_PASSWORD);
-        h.update(&caps.to_le_bytes());
-        h.update(&self.mariadb_caps.to_le_bytes());
-        h.update(&[self.charset]);
-        h.update(&self.server_ctx.to_le_bytes());
-        if self.txn.dirty_reads() {
-            // No session under this mark stores, so nothing is ever found under it: READ
-            // UNCOMMITTED sessions are never served, at no cost to the hit path.
-            h.update(b"\0read-uncommitted");
-        }
-        if self.auto_is_null {
-            // The same for sql_auto_is_null: no session under it stores.
-            h.update(b"\0auto-is-null");
-        }
-        if self.optimizer_traced {
-            // Likewise: a session that traces the optimizer is never served.
-            h.update(b"\0optimizer-trace");
-        }
-        if self.profiling {
-            h.update(b"\0profiling");
-        }
-        for (k, v) in self.vars.iter().filter(|_| !self.vars_unkeyed) {
-            h.update(k.as_bytes());
-            h.update(&[0]);
-            h.update(v.as_bytes());
-            h.update(&[0]);
-        }
-        h.digest()
+        crate::policy::context::fingerprint(&crate::policy::context::Fingerprint {
+            user: &self.user,
+            identity: self
+                .identity
+                .as_ref()
+                .map(|id| (id.account.as_str(), id.role.as_deref())),
+            shared_users: self.shared_users,
+            priv_generation: self.priv_generation,
+            priv_private: self.priv_private,
+            db: self.db.as_deref(),
+            caps: self.caps,
+            mariadb_caps: self.mariadb_caps,
+            charset: self.charset,
+            server_ctx: self.server_ctx,
+            dirty_reads: self.txn.dirty_reads(),
+            auto_is_null: self.auto_is_null,
+            optimizer_traced: self.optimizer_traced,
+            profiling: self.profiling,
+            vars: (!self.vars_unkeyed).then_some(&self.vars),
+        })
     }
 
     /// Back to a fresh session (COM_RESET_CONNECTION, COM_CHANGE_USER): the server forgot
@@ -410,10 +368,7 @@ impl SessionState {
     /// that prepare failed or that statement was closed. None: the server knows no such
     /// statement either (qcache relays the command for the server's own error).
     pub fn resolve_stmt(&self, id: u32) -> Option<u32> {
-        match id {
-            u32::MAX => self.last_stmt,
-            id => Some(id),
-        }
+        crate::protocol::commands::resolve_stmt(id, self.last_stmt)
     }
 
     /// COM_STMT_CLOSE of `id` (resolved): the server forgets the statement, and -1 names
@@ -444,10 +399,6 @@ impl SessionState {
 
     /// Qualifies a table name with the default database, lower-cased.
     pub fn qualify(&self, schema: Option<&str>, name: &str) -> Option<(String, String)> {
-        let schema = match schema {
-            Some(s) => s.to_lowercase(),
-            None => self.db.as_ref()?.to_lowercase(),
-        };
-        Some((schema, name.to_lowercase()))
+        crate::analysis::qualify(schema, name, self.db.as_deref())
     }
 }

@@ -4,10 +4,10 @@
 
 use bytes::Bytes;
 
-use super::diagnostics::{Rewrite, CLIENT_LEG_STATUS};
+use super::diagnostics::CLIENT_LEG_STATUS;
 use super::{Session, SessionError};
 use crate::admin::statements;
-use crate::analysis::{self, QcAssign, StatementKind};
+use crate::analysis::{self, QcAssign, QctAnswer, StatementKind};
 use crate::invalidation;
 use crate::policy::classify;
 use crate::policy::diagnostics;
@@ -15,6 +15,7 @@ use crate::policy::privileges::{self};
 use crate::protocol::codec::Packet;
 use crate::protocol::packets::{self};
 use crate::protocol::response::Expect;
+use crate::protocol::rows::Rewrite;
 
 impl Session {
     pub(super) async fn set_statement(
@@ -58,24 +59,13 @@ impl Session {
         if resp.error {
             return Ok(());
         }
-        if info.as_ref().is_none_or(|i| {
-            i.assignments
-                .iter()
-                .any(|(k, _)| crate::policy::context::IDLE_TIMERS.contains(&k.as_str()))
-        }) {
+        let assignments = info.as_ref().map(|i| i.assignments.as_slice());
+        if crate::policy::context::set_may_change_idle_timers(assignments) {
             // A new idle timer: read before the next cacheable read (`keep_alive_after`).
             self.st.ctx_stale = true;
         }
-        if info.as_ref().is_none_or(|i| {
-            i.assignments.iter().any(|(k, _)| {
-                k.starts_with("session_track")
-                    || k.contains("transaction")
-                    || k.contains("tx_")
-                    || crate::policy::context::BEGIN_SENSITIVE.contains(&k.as_str())
-            })
-        }) {
-            // The server's answer to BEGIN may now say more than qcache's would: the
-            // transaction state a tracking client asked for, or that it is read-only.
+        if crate::policy::context::set_may_change_begin(assignments) {
+            // The server's answer to BEGIN may now say more than qcache's would.
             self.st.txn.begin_needs_server();
         }
         self.follow_set(info, resp.warnings).await
@@ -207,10 +197,6 @@ impl Session {
     /// (docs/design.md says so). MySQL 8.0 has no such variable: qcache answers the bare
     /// one-column form alone.
     pub(super) fn session_variable_answer(&self, stmt: &[u8]) -> Option<VarAnswer> {
-        let cols = match qct_read(stmt)? {
-            QctRead::Columns(cols) => cols,
-            QctRead::Opaque => return None,
-        };
         let value = |global: bool| {
             if global {
                 self.shared.config().cache.query_cache_type
@@ -220,23 +206,10 @@ impl Session {
             .as_str()
             .to_string()
         };
-        if self.st.mariadb {
-            let values = cols.iter().map(|&(i, g)| (i, value(g))).collect();
-            return Some(VarAnswer::Relay(Rewrite::Columns(values)));
-        }
-        let norm: String = String::from_utf8_lossy(stmt)
-            .split_whitespace()
-            .collect::<Vec<_>>()
-            .join(" ")
-            .to_ascii_lowercase();
-        let name = norm.trim_end_matches(';').trim().strip_prefix("select ")?;
-        match name {
-            "@@query_cache_type" | "@@session.query_cache_type" | "@@local.query_cache_type" => {
-                Some(VarAnswer::Own((name.to_string(), value(false))))
-            }
-            "@@global.query_cache_type" => Some(VarAnswer::Own((name.to_string(), value(true)))),
-            _ => None,
-        }
+        Some(match analysis::qct_answer(stmt, self.st.mariadb, value)? {
+            QctAnswer::Columns(values) => VarAnswer::Relay(Rewrite::Columns(values)),
+            QctAnswer::Own(name, value) => VarAnswer::Own((name, value)),
+        })
     }
 
     /// Answers a [`session_variable_answer`](Self::session_variable_answer).
@@ -372,188 +345,4 @@ pub(super) enum VarAnswer {
     Relay(Rewrite),
     /// One row of its own, named as the client spelled the variable (MySQL 8.0).
     Own((String, String)),
-}
-
-/// How a SELECT reads `@@query_cache_type`.
-#[derive(Debug, PartialEq, Eq)]
-pub(super) enum QctRead {
-    /// Every read is a whole column of the select list, maybe aliased: (column index,
-    /// whether it is `@@GLOBAL.`).
-    Columns(Vec<(usize, bool)>),
-    /// Some read is not (in an expression, a condition, a subquery, after DISTINCT).
-    Opaque,
-}
-
-/// Words that end a select list.
-const AFTER_SELECT_LIST: [&str; 13] = [
-    "FROM",
-    "WHERE",
-    "GROUP",
-    "HAVING",
-    "ORDER",
-    "LIMIT",
-    "INTO",
-    "UNION",
-    "EXCEPT",
-    "INTERSECT",
-    "FOR",
-    "LOCK",
-    "WINDOW",
-];
-
-/// Where `sql` reads `@@query_cache_type`; None when it does not (a string or a column of
-/// that name is no read). Tokens, so comments, case and spacing do not matter.
-pub(super) fn qct_read(sql: &[u8]) -> Option<QctRead> {
-    use crate::analysis::lexer::{Lexer, Tok, Token};
-    // One byte search rules out nearly every statement before the case-insensitive one.
-    if !sql.contains(&b'@') || !contains_ci(sql, b"query_cache_type") {
-        return None;
-    }
-    let toks: Vec<Token> = Lexer::new(sql).collect();
-    let word = |t: Option<&Token>, w: &str| t.is_some_and(|t| t.is_kw(sql, w));
-    // Each read: (first token, token after it, global).
-    let mut reads = Vec::new();
-    for (i, t) in toks.iter().enumerate() {
-        if t.tok != Tok::Var {
-            continue;
-        }
-        let b = t.bytes(sql);
-        if b.eq_ignore_ascii_case(b"@@query_cache_type") {
-            reads.push((i, i + 1, false));
-        } else if b.starts_with(b"@@")
-            && toks.get(i + 1).is_some_and(|d| d.is_punct(b'.'))
-            && word(toks.get(i + 2), "QUERY_CACHE_TYPE")
-        {
-            let scope = &b[2..];
-            let global = scope.eq_ignore_ascii_case(b"global");
-            if !global
-                && !scope.eq_ignore_ascii_case(b"session")
-                && !scope.eq_ignore_ascii_case(b"local")
-            {
-                // A scope the server refuses: its error stands.
-                return Some(QctRead::Opaque);
-            }
-            reads.push((i, i + 3, global));
-        }
-    }
-    if reads.is_empty() {
-        return None;
-    }
-    if !word(toks.first(), "SELECT") {
-        return Some(QctRead::Opaque);
-    }
-    // The select list's items, split at top-level commas.
-    let mut items = Vec::new();
-    let (mut depth, mut from, mut end) = (0usize, 1usize, toks.len());
-    for (i, t) in toks.iter().enumerate().skip(1) {
-        match t.tok {
-            Tok::Punct(b'(') => depth += 1,
-            Tok::Punct(b')') => depth = depth.saturating_sub(1),
-            Tok::Punct(b',') if depth == 0 => {
-                items.push((from, i));
-                from = i + 1;
-            }
-            Tok::Punct(b';') if depth == 0 => {
-                end = i;
-                break;
-            }
-            Tok::Word if depth == 0 && AFTER_SELECT_LIST.iter().any(|w| t.is_kw(sql, w)) => {
-                end = i;
-                break;
-            }
-            _ => {}
-        }
-    }
-    items.push((from, end));
-    let alias = |t: &Token| {
-        matches!(
-            t.tok,
-            Tok::Word | Tok::Backquoted | Tok::Str | Tok::DoubleQuoted
-        )
-    };
-    let mut cols = Vec::new();
-    for (n, &(a, b)) in items.iter().enumerate() {
-        let Some(&(_, after, global)) = reads.iter().find(|r| r.0 == a) else {
-            continue;
-        };
-        let whole = match toks.get(after..b).unwrap_or(&[]) {
-            [] => true,
-            [x] => alias(x),
-            [as_, x] => as_.is_kw(sql, "AS") && alias(x),
-            _ => false,
-        };
-        if whole {
-            cols.push((n, global));
-        }
-    }
-    Some(if cols.len() == reads.len() {
-        QctRead::Columns(cols)
-    } else {
-        QctRead::Opaque
-    })
-}
-
-pub(super) fn contains_ci(hay: &[u8], needle: &[u8]) -> bool {
-    hay.windows(needle.len())
-        .any(|w| w.eq_ignore_ascii_case(needle))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// One row per spelling: which columns qcache puts its value in.
-    #[test]
-    fn reads_of_query_cache_type() {
-        use QctRead::{Columns, Opaque};
-        let cases: &[(&str, Option<QctRead>)] = &[
-            ("SELECT @@query_cache_type", Some(Columns(vec![(0, false)]))),
-            (
-                "select @@SESSION.query_cache_type AS q",
-                Some(Columns(vec![(0, false)])),
-            ),
-            (
-                "SELECT @@session . query_cache_type q",
-                Some(Columns(vec![(0, false)])),
-            ),
-            (
-                "SELECT @@local.query_cache_type `x`",
-                Some(Columns(vec![(0, false)])),
-            ),
-            (
-                "SELECT @@GLOBAL.query_cache_type",
-                Some(Columns(vec![(0, true)])),
-            ),
-            (
-                "SELECT @@query_cache_type, 1",
-                Some(Columns(vec![(0, false)])),
-            ),
-            (
-                "SELECT 1, @@query_cache_type AS a, NOW(), @@global.query_cache_type;",
-                Some(Columns(vec![(1, false), (3, true)])),
-            ),
-            (
-                "SELECT /*x*/ @@query_cache_type FROM t WHERE a = 1",
-                Some(Columns(vec![(0, false)])),
-            ),
-            ("SELECT CONCAT(@@query_cache_type, 'x')", Some(Opaque)),
-            ("SELECT @@query_cache_type = 'ON'", Some(Opaque)),
-            (
-                "SELECT 1 FROM t WHERE @@query_cache_type = 'ON'",
-                Some(Opaque),
-            ),
-            ("SELECT DISTINCT @@query_cache_type", Some(Opaque)),
-            (
-                "SELECT @@query_cache_type, @@query_cache_type + 0",
-                Some(Opaque),
-            ),
-            ("SELECT @@nope.query_cache_type", Some(Opaque)),
-            ("SELECT '@@query_cache_type'", None),
-            ("SELECT query_cache_type FROM t WHERE @a = 1", None),
-            ("SELECT @@query_cache_size", None),
-        ];
-        for (sql, want) in cases {
-            assert_eq!(&qct_read(sql.as_bytes()), want, "{sql}");
-        }
-    }
 }

@@ -1,0 +1,455 @@
+//! The connection phase's decisions, sans IO: what qcache offers a client, which capability
+//! bits each leg's response carries, what a server's authentication packet asks for, and how
+//! a client's answer must travel when the two legs differ in TLS. `session::handshake` does
+//! the reading and writing; everything it decides on bytes alone is here.
+
+use std::borrow::Cow;
+
+use super::compress::Algorithm;
+use super::handshake;
+use super::packets::{self, cap};
+
+/// MySQL client error numbers qcache uses for its own failures: 2003 "Can't connect to MySQL
+/// server" and 2026 "SSL connection error". They are client codes, which libmariadb-based
+/// clients (the `mariadb` CLI) refuse to read from the wire (they report 2027 "Malformed
+/// packet" and lose the text), so the wire carries ER_UNKNOWN_ERROR with the client code in
+/// the message instead.
+pub const CR_CONN_HOST_ERROR: u16 = 2003;
+pub const ER_UNKNOWN_ERROR: u16 = 1105;
+pub const CR_SSL_CONNECTION_ERROR: u16 = 2026;
+pub const ER_NOT_SUPPORTED_AUTH_MODE: u16 = 1251;
+pub const ER_HANDSHAKE_ERROR: u16 = 1043;
+/// MySQL's error for a client without TLS under require_secure_transport.
+pub const ER_SECURE_TRANSPORT_REQUIRED: u16 = 3159;
+
+/// Auth plugins whose client sends the password in the clear when its own leg is TLS.
+/// Relaying them from a TLS client to a plain upstream would expose the password, so qcache
+/// refuses that combination (caching_sha2_password is handled by re-encrypting instead).
+pub const CLEARTEXT_PLUGINS: &[&str] = &["mysql_clear_password", "sha256_password", "dialog"];
+
+pub const CACHING_SHA2: &str = "caching_sha2_password";
+
+/// The plugin a handshake response names upstream when qcache withheld a cleartext
+/// password from it: no server plugin has this client side, so the server always switches.
+pub const WITHHELD_PLUGIN: &str = "qcache_withheld_cleartext";
+
+/// What the authentication rounds need to know about the two legs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuthLegs {
+    /// Added to an upstream sequence id to get the client's (the legs differ when only one
+    /// of them had an SSL request, and by two more after qcache ran an RSA exchange).
+    pub delta: u8,
+    pub plugin: String,
+    /// The nonce the password exchange uses: the greeting's, or an auth switch's.
+    pub scramble: Vec<u8>,
+    /// The client's leg is TLS or the Unix socket: its client may send passwords in the
+    /// clear.
+    pub client_tls: bool,
+    pub upstream_tls: bool,
+}
+
+/// What a server's packet in the authentication rounds asks of the relay.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ServerAuth {
+    /// The OK that ends authentication, with its status flags.
+    Done(u16),
+    /// An ERR: authentication failed (the client hears it as is).
+    Refused,
+    /// caching_sha2_password's "fast auth succeeded": an OK follows, the client says nothing.
+    FastAuthOk,
+    /// Anything else (an auth switch, more data): the client answers it.
+    WantsAnswer,
+}
+
+/// How the client's answer to an authentication packet goes upstream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AnswerRoute {
+    /// As it is.
+    Relay,
+    /// A cleartext password from a secure client leg: RSA-encrypted under the plain
+    /// upstream's public key, which qcache asks for first.
+    EncryptForUpstream,
+    /// A plain client must encrypt its password; qcache plays the server's RSA side and
+    /// sends the cleartext inside the upstream's TLS.
+    DecryptForTlsUpstream,
+}
+
+impl AuthLegs {
+    /// The client would send its password in the clear to a plain upstream.
+    pub fn leaks_cleartext(&self) -> bool {
+        self.client_tls && !self.upstream_tls && CLEARTEXT_PLUGINS.contains(&self.plugin.as_str())
+    }
+
+    /// The server asks for caching_sha2_password's full authentication (`0x01 0x04`): the
+    /// client sends the password next, in the clear on a secure leg or RSA-encrypted on a
+    /// plain one, which is where the legs' difference matters.
+    pub fn full_auth(&self, payload: &[u8]) -> bool {
+        payload == [0x01, 0x04] && (self.plugin == CACHING_SHA2 || self.plugin.is_empty())
+    }
+
+    /// How the client's `answer` to a packet (`full_auth` when it asked for the password)
+    /// goes upstream.
+    pub fn answer_route(&self, full_auth: bool, answer: &[u8]) -> AnswerRoute {
+        // A client on a secure leg may still ask for the server's key (0x02) rather than
+        // send the password in the clear; then the plain exchange is relayed as it is.
+        if full_auth && self.client_tls && !self.upstream_tls && answer != [0x02] {
+            AnswerRoute::EncryptForUpstream
+        } else if full_auth && !self.client_tls && self.upstream_tls {
+            AnswerRoute::DecryptForTlsUpstream
+        } else {
+            AnswerRoute::Relay
+        }
+    }
+}
+
+/// What a server's packet in the authentication rounds means.
+pub fn server_auth(payload: &[u8]) -> ServerAuth {
+    match payload.first() {
+        Some(0x00) => ServerAuth::Done(packets::parse_ok(payload).map(|o| o.status).unwrap_or(0)),
+        Some(0xff) => ServerAuth::Refused,
+        Some(0x01) if payload.len() == 2 && payload[1] == 0x03 => ServerAuth::FastAuthOk,
+        _ => ServerAuth::WantsAnswer,
+    }
+}
+
+/// The capability bits qcache offers a client in the greeting: TLS when it can accept it,
+/// and the compression algorithms configured for clients.
+pub fn client_offer(tls_offered: bool, algorithms: &[Algorithm]) -> u32 {
+    let mut offer = if tls_offered { cap::SSL } else { 0 };
+    for alg in algorithms {
+        offer |= match alg {
+            Algorithm::Zlib => cap::COMPRESS,
+            Algorithm::Zstd => cap::ZSTD_COMPRESSION,
+        };
+    }
+    offer
+}
+
+/// The compression bits the upstream leg's response carries: (set, clear). The server sees
+/// qcache's choice for its leg, never the client's.
+pub fn compression_caps(alg: Option<Algorithm>) -> (u32, u32) {
+    let set = match alg {
+        Some(Algorithm::Zlib) => cap::COMPRESS,
+        Some(Algorithm::Zstd) => cap::ZSTD_COMPRESSION,
+        None => 0,
+    };
+    (set, (cap::COMPRESS | cap::ZSTD_COMPRESSION) & !set)
+}
+
+/// The SSL request that goes upstream before TLS: the response's first 32 bytes with the
+/// capabilities the response itself will carry.
+pub fn ssl_request(response: &[u8], compress_set: u32, compress_clear: u32) -> Option<Vec<u8>> {
+    let head = response.get(..32)?;
+    handshake::with_response_caps(head, cap::SSL | compress_set, compress_clear).map(Vec::from)
+}
+
+/// The client's handshake response as it goes upstream: CLIENT_SSL exactly when that leg is
+/// TLS, the upstream leg's compression bits, and the zstd level byte (which ends a response
+/// only when the zstd bit is set) replaced by the upstream leg's. `zstd_at`: where the
+/// client's level byte sits, when it sent one.
+pub fn forwarded_response(
+    response: &[u8],
+    zstd_at: Option<usize>,
+    upstream_tls: bool,
+    compression: Option<(Algorithm, i32)>,
+) -> Option<Vec<u8>> {
+    let (set, clear) = if upstream_tls {
+        (cap::SSL, 0)
+    } else {
+        (0, cap::SSL)
+    };
+    let (c_set, c_clear) = compression_caps(compression.map(|(a, _)| a));
+    let mut fwd = handshake::with_response_caps(response, set | c_set, clear | c_clear)?;
+    if let Some(at) = zstd_at {
+        fwd.truncate(at);
+    }
+    if let Some((Algorithm::Zstd, level)) = compression {
+        fwd.extend_from_slice(&[level as u8]);
+    }
+    Some(fwd.to_vec())
+}
+
+/// What goes upstream for a COM_CHANGE_USER: the packet as it is, or, when it offers a
+/// cleartext plugin from a TLS client to a plain upstream, without its password (as in the
+/// handshake: the server switches it to the account's plugin). None when such a packet
+/// cannot be rewritten: it must not go up.
+pub fn change_user_upstream<'a>(
+    payload: &'a [u8],
+    client_caps: u32,
+    legs: &AuthLegs,
+) -> Option<Cow<'a, [u8]>> {
+    if !legs.client_tls || legs.upstream_tls {
+        return Some(Cow::Borrowed(payload));
+    }
+    match handshake::change_user_without_auth_data(payload, client_caps, WITHHELD_PLUGIN) {
+        Some((plugin, out)) if CLEARTEXT_PLUGINS.contains(&plugin.as_str()) => {
+            Some(Cow::Owned(out))
+        }
+        Some(_) => Some(Cow::Borrowed(payload)),
+        // No plugin named: the greeting's plugin, which is never a cleartext one here.
+        None if client_caps & cap::PLUGIN_AUTH == 0 => Some(Cow::Borrowed(payload)),
+        None => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn legs(client_tls: bool, upstream_tls: bool, plugin: &str) -> AuthLegs {
+        AuthLegs {
+            delta: 0,
+            plugin: plugin.to_string(),
+            scramble: vec![1; 20],
+            client_tls,
+            upstream_tls,
+        }
+    }
+
+    /// A minimal handshake response: capabilities, max packet, charset, filler, user,
+    /// auth data, plugin.
+    fn response(caps: u32) -> Vec<u8> {
+        let mut p = caps.to_le_bytes().to_vec();
+        p.extend_from_slice(&(1u32 << 24).to_le_bytes());
+        p.push(45);
+        p.extend_from_slice(&[0; 23]);
+        p.extend_from_slice(b"app\0\x02pwmysql_native_password\0");
+        p
+    }
+
+    fn caps_of(p: &[u8]) -> u32 {
+        u32::from_le_bytes(p[..4].try_into().unwrap())
+    }
+
+    /// Only a secure client leg, a plain upstream and a cleartext plugin together leak.
+    #[test]
+    fn cleartext_leaks_only_from_secure_to_plain() {
+        let cases = [
+            (true, false, "mysql_clear_password", true),
+            (true, false, "sha256_password", true),
+            (true, false, "dialog", true),
+            (true, false, "mysql_native_password", false),
+            (true, false, CACHING_SHA2, false),
+            (true, true, "mysql_clear_password", false),
+            (false, false, "mysql_clear_password", false),
+            (false, true, "dialog", false),
+        ];
+        for (c, u, plugin, want) in cases {
+            assert_eq!(
+                legs(c, u, plugin).leaks_cleartext(),
+                want,
+                "{c} {u} {plugin}"
+            );
+        }
+    }
+
+    /// Full authentication is `0x01 0x04` under caching_sha2_password (or a plugin not yet
+    /// named, as after COM_CHANGE_USER).
+    #[test]
+    fn full_auth_is_caching_sha2s_request() {
+        let cases: &[(&[u8], &str, bool)] = &[
+            (&[0x01, 0x04], CACHING_SHA2, true),
+            (&[0x01, 0x04], "", true),
+            (&[0x01, 0x04], "mysql_native_password", false),
+            (&[0x01, 0x03], CACHING_SHA2, false),
+            (&[0x01, 0x04, 0x00], CACHING_SHA2, false),
+            (&[], CACHING_SHA2, false),
+        ];
+        for (p, plugin, want) in cases {
+            assert_eq!(
+                legs(true, false, plugin).full_auth(p),
+                *want,
+                "{p:?} {plugin}"
+            );
+        }
+    }
+
+    /// One row per combination of legs and answer: where the password goes.
+    #[test]
+    fn answers_route_by_the_legs() {
+        use AnswerRoute::*;
+        let cases: &[(bool, bool, bool, &[u8], AnswerRoute)] = &[
+            (true, true, false, b"secret\0", EncryptForUpstream),
+            // A secure client asking for the server's key runs the plain exchange.
+            (true, true, false, &[0x02], Relay),
+            (true, false, true, b"\x02", DecryptForTlsUpstream),
+            (true, false, true, b"rsa-bytes", DecryptForTlsUpstream),
+            (true, true, true, b"secret\0", Relay),
+            (true, false, false, b"rsa-bytes", Relay),
+            // No full authentication asked: whatever the legs, relayed.
+            (false, true, false, b"secret\0", Relay),
+            (false, false, true, b"x", Relay),
+        ];
+        for (full, c, u, answer, want) in cases {
+            let got = legs(*c, *u, CACHING_SHA2).answer_route(*full, answer);
+            assert_eq!(got, *want, "full={full} client_tls={c} upstream_tls={u}");
+        }
+    }
+
+    /// What each kind of server packet asks of the relay.
+    #[test]
+    fn server_packets_in_the_rounds() {
+        use ServerAuth::*;
+        let cases: &[(&[u8], ServerAuth)] = &[
+            (&[0x00, 0x00, 0x00, 0x02, 0x40, 0x00, 0x00], Done(0x4002)),
+            (&[0x00, 0x00, 0x00, 0x03, 0x00, 0x00, 0x00], Done(0x0003)),
+            // An OK too short to hold its status: status 0.
+            (&[0x00], Done(0)),
+            (b"\xff\x15\x04#28000denied", Refused),
+            (&[0x01, 0x03], FastAuthOk),
+            (&[0x01, 0x04], WantsAnswer),
+            (&[0x01, 0x03, 0x00], WantsAnswer),
+            (b"\xfemysql_native_password\0abc\0", WantsAnswer),
+            (&[], WantsAnswer),
+        ];
+        for (p, want) in cases {
+            assert_eq!(server_auth(p), *want, "{p:?}");
+        }
+    }
+
+    /// The greeting's offer: TLS when it can be accepted, one bit per configured algorithm.
+    #[test]
+    fn the_greeting_offers_tls_and_compression() {
+        use Algorithm::{Zlib, Zstd};
+        let cases: &[(bool, &[Algorithm], u32)] = &[
+            (false, &[], 0),
+            (true, &[], cap::SSL),
+            (false, &[Zlib], cap::COMPRESS),
+            (false, &[Zstd], cap::ZSTD_COMPRESSION),
+            (
+                true,
+                &[Zlib, Zstd],
+                cap::SSL | cap::COMPRESS | cap::ZSTD_COMPRESSION,
+            ),
+        ];
+        for (tls, algs, want) in cases {
+            assert_eq!(client_offer(*tls, algs), *want, "{tls} {algs:?}");
+        }
+    }
+
+    /// The upstream leg sets its own algorithm's bit and clears the other (and both when
+    /// uncompressed).
+    #[test]
+    fn compression_bits_of_the_upstream_leg() {
+        let both = cap::COMPRESS | cap::ZSTD_COMPRESSION;
+        let cases = [
+            (None, (0, both)),
+            (
+                Some(Algorithm::Zlib),
+                (cap::COMPRESS, cap::ZSTD_COMPRESSION),
+            ),
+            (
+                Some(Algorithm::Zstd),
+                (cap::ZSTD_COMPRESSION, cap::COMPRESS),
+            ),
+        ];
+        for (alg, want) in cases {
+            assert_eq!(compression_caps(alg), want, "{alg:?}");
+        }
+    }
+
+    /// The SSL request is the response's first 32 bytes with SSL and the leg's compression;
+    /// a response shorter than that makes none.
+    #[test]
+    fn ssl_requests_carry_the_responses_caps() {
+        let base = cap::PROTOCOL_41 | cap::PLUGIN_AUTH | cap::COMPRESS;
+        let p = response(base);
+        let req = ssl_request(&p, cap::ZSTD_COMPRESSION, cap::COMPRESS).unwrap();
+        assert_eq!(req.len(), 32);
+        assert_eq!(
+            caps_of(&req),
+            cap::PROTOCOL_41 | cap::PLUGIN_AUTH | cap::SSL | cap::ZSTD_COMPRESSION
+        );
+        assert_eq!(&req[4..32], &p[4..32]);
+        assert_eq!(ssl_request(&p[..31], 0, 0), None);
+    }
+
+    /// The forwarded response: SSL exactly when the upstream leg is TLS, the upstream leg's
+    /// compression, the client's zstd level byte replaced by the upstream's.
+    #[test]
+    fn responses_go_up_with_the_upstream_legs_caps() {
+        let base = cap::PROTOCOL_41 | cap::PLUGIN_AUTH;
+        let plain = response(base | cap::SSL);
+        let mut zstd_client = response(base | cap::ZSTD_COMPRESSION);
+        zstd_client.push(11);
+        let at = zstd_client.len() - 1;
+        type Case<'a> = (
+            &'a [u8],
+            Option<usize>,
+            bool,
+            Option<(Algorithm, i32)>,
+            u32,
+            &'a [u8],
+        );
+        let cases: &[Case] = &[
+            (&plain, None, false, None, base, b""),
+            (&plain, None, true, None, base | cap::SSL, b""),
+            (
+                &plain,
+                None,
+                false,
+                Some((Algorithm::Zlib, 6)),
+                base | cap::COMPRESS,
+                b"",
+            ),
+            (
+                &zstd_client,
+                Some(at),
+                false,
+                Some((Algorithm::Zstd, 7)),
+                base | cap::ZSTD_COMPRESSION,
+                &[7],
+            ),
+            // The client's zstd with an uncompressed upstream: bit and level byte go.
+            (&zstd_client, Some(at), true, None, base | cap::SSL, b""),
+        ];
+        for (i, (p, zstd_at, tls, comp, caps, tail)) in cases.iter().enumerate() {
+            let out = forwarded_response(p, *zstd_at, *tls, *comp).unwrap();
+            assert_eq!(caps_of(&out), *caps, "case {i}");
+            let body = zstd_at.unwrap_or(p.len());
+            assert_eq!(&out[4..body], &p[4..body], "case {i}");
+            assert_eq!(&out[body..], *tail, "case {i}");
+        }
+        assert_eq!(forwarded_response(&plain[..3], None, false, None), None);
+    }
+
+    /// COM_CHANGE_USER goes up as it is unless a cleartext password would cross to a plain
+    /// upstream; then without it, or not at all when it cannot be rewritten.
+    #[test]
+    fn change_user_withholds_cleartext_from_a_plain_upstream() {
+        let caps = cap::PROTOCOL_41 | cap::SECURE_CONNECTION | cap::PLUGIN_AUTH;
+        let mut clear = vec![0x11];
+        clear.extend_from_slice(b"app\0\x06s3cretshop\0\x21\x00mysql_clear_password\0");
+        let mut native = vec![0x11];
+        native.extend_from_slice(b"app\0\x02pwshop\0\x21\x00mysql_native_password\0");
+        let unnamed = b"\x11app\0\x02pwshop\0\x21\x00".to_vec();
+        let withheld = b"\x11app\0\0shop\0\x21\x00qcache_withheld_cleartext\0".to_vec();
+        /// (payload, caps, client_tls, upstream_tls, what goes up: None refused, Some(None)
+        /// as it is, Some(Some(bytes)) rewritten).
+        type Case<'a> = (&'a [u8], u32, bool, bool, Option<Option<&'a [u8]>>);
+        let cases: &[Case] = &[
+            (&clear, caps, true, false, Some(Some(&withheld))),
+            (&clear, caps, false, false, Some(None)),
+            (&clear, caps, true, true, Some(None)),
+            (&native, caps, true, false, Some(None)),
+            (&unnamed, caps, true, false, Some(None)),
+            (&clear[..5], caps, true, false, None),
+            (
+                &clear[..5],
+                caps & !cap::PLUGIN_AUTH,
+                true,
+                false,
+                Some(None),
+            ),
+        ];
+        for (i, (p, caps, c, u, want)) in cases.iter().enumerate() {
+            let got = change_user_upstream(p, *caps, &legs(*c, *u, ""));
+            match (got, want) {
+                (None, None) => {}
+                (Some(Cow::Borrowed(b)), Some(None)) => assert_eq!(b, *p, "case {i}"),
+                (Some(Cow::Owned(o)), Some(Some(w))) => assert_eq!(&o[..], *w, "case {i}"),
+                (got, _) => panic!("case {i}: {got:?}"),
+            }
+        }
+    }
+}

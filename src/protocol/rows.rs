@@ -1,0 +1,218 @@
+//! Text-protocol rows, sans IO: reading a row's columns (what qcache's private statements
+//! answer) and rewriting some of its values (the rows whose values are qcache's own).
+
+use bytes::BytesMut;
+
+use super::packets::{self, com};
+
+/// One text-protocol row: each column's value, NULL as None.
+pub type Values = Vec<Option<String>>;
+
+/// The COM_QUERY payload of `sql`, for a statement qcache sends for itself.
+pub fn query_payload(sql: &str) -> Vec<u8> {
+    let mut payload = Vec::with_capacity(sql.len() + 1);
+    payload.push(com::QUERY);
+    payload.extend_from_slice(sql.as_bytes());
+    payload
+}
+
+/// A text-protocol row: length-encoded strings, 0xfb for NULL. None when a value is cut
+/// short: a read-back of the session's settings must not act on half a row.
+pub fn text_row(mut p: &[u8]) -> Option<Values> {
+    let mut out = Vec::new();
+    while !p.is_empty() {
+        if p[0] == 0xfb {
+            out.push(None);
+            p = &p[1..];
+            continue;
+        }
+        let (v, used) = packets::read_lenenc_str(p)?;
+        out.push(Some(String::from_utf8_lossy(v).into_owned()));
+        p = p.get(used..)?;
+    }
+    Some(out)
+}
+
+/// The columns of a text-protocol row up to the first that cannot be read: an identity
+/// question reads its columns by position, and a missing one counts as unknown there.
+pub fn text_row_prefix(mut p: &[u8]) -> Values {
+    let mut out = Vec::new();
+    while let Some(&b) = p.first() {
+        if b == 0xfb {
+            out.push(None);
+            p = &p[1..];
+            continue;
+        }
+        match packets::read_lenenc_str(p) {
+            Some((v, used)) => {
+                out.push(Some(String::from_utf8_lossy(v).into_owned()));
+                p = &p[used..];
+            }
+            None => break,
+        }
+    }
+    out
+}
+
+/// How a relayed result's rows change where their values are qcache's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Rewrite {
+    /// `(Variable_name, Value)` rows: the value of each listed name (lower-case) replaced.
+    Named(Vec<(String, String)>),
+    /// These columns of each row replaced, by index (`SELECT @@query_cache_type, …`).
+    Columns(Vec<(usize, String)>),
+}
+
+/// The row with qcache's values, or None to keep it as it is (a row of another shape than
+/// the rewrite expects is the server's to answer).
+pub fn rewrite_row(row: &[u8], rw: &Rewrite) -> Option<Vec<u8>> {
+    let mut out = BytesMut::new();
+    match rw {
+        Rewrite::Named(values) => {
+            let (name, n) = packets::read_lenenc_str(row)?;
+            let (_, v) = packets::read_lenenc_str(&row[n..])?;
+            if n + v != row.len() {
+                return None;
+            }
+            let lower = String::from_utf8_lossy(name).to_ascii_lowercase();
+            let (_, value) = values.iter().find(|(k, _)| *k == lower)?;
+            packets::put_lenenc(&mut out, name.len() as u64);
+            out.extend_from_slice(name);
+            packets::put_lenenc(&mut out, value.len() as u64);
+            out.extend_from_slice(value.as_bytes());
+        }
+        Rewrite::Columns(values) => {
+            let mut at = 0;
+            let mut col = 0;
+            while at < row.len() {
+                let used = match row.get(at) {
+                    Some(0xfb) => 1,
+                    _ => packets::read_lenenc_str(&row[at..])?.1,
+                };
+                match values.iter().find(|(i, _)| *i == col) {
+                    Some((_, value)) => {
+                        packets::put_lenenc(&mut out, value.len() as u64);
+                        out.extend_from_slice(value.as_bytes());
+                    }
+                    None => out.extend_from_slice(&row[at..at + used]),
+                }
+                at += used;
+                col += 1;
+            }
+            // A row of another shape than the columns said: left alone.
+            if at != row.len() || values.iter().any(|(i, _)| *i >= col) {
+                return None;
+            }
+        }
+    }
+    Some(out.to_vec())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(v: &str) -> Option<String> {
+        Some(v.to_string())
+    }
+
+    #[test]
+    fn a_query_payload_is_the_command_byte_then_the_text() {
+        for sql in ["SELECT 1", "", "SELECT 'é'"] {
+            let p = query_payload(sql);
+            assert_eq!(p[0], com::QUERY, "{sql}");
+            assert_eq!(&p[1..], sql.as_bytes(), "{sql}");
+        }
+    }
+
+    /// One row per shape: values, NULLs and empty strings in order.
+    #[test]
+    fn text_rows_read_values_and_nulls() {
+        let cases: &[(&[u8], Values)] = &[
+            (b"", vec![]),
+            (b"\x03abc\xfb\x00", vec![s("abc"), None, s("")]),
+            (b"\xfb\xfb", vec![None, None]),
+            (b"\x07alice@%\xfb", vec![s("alice@%"), None]),
+            (b"\x01a\x02r1", vec![s("a"), s("r1")]),
+        ];
+        for (row, want) in cases {
+            assert_eq!(text_row(row).as_ref(), Some(want), "{row:?}");
+            assert_eq!(&text_row_prefix(row), want, "{row:?}");
+        }
+    }
+
+    /// A value cut short: the strict reader gives nothing, the prefix reader what came
+    /// before it.
+    #[test]
+    fn a_truncated_row_is_none_or_its_prefix() {
+        let cases: &[(&[u8], Values)] = &[
+            (b"\x05ab", vec![]),
+            (b"\x01a\x05ab", vec![s("a")]),
+            (b"\xfb\x03x", vec![None]),
+        ];
+        for (row, prefix) in cases {
+            assert_eq!(text_row(row), None, "{row:?}");
+            assert_eq!(&text_row_prefix(row), prefix, "{row:?}");
+        }
+    }
+
+    /// A row that is not valid UTF-8 is read lossily, not refused.
+    #[test]
+    fn text_rows_read_bytes_lossily() {
+        assert_eq!(
+            text_row(b"\x02\xff\x41"),
+            Some(vec![Some("\u{fffd}A".to_string())])
+        );
+    }
+
+    /// `(Variable_name, Value)` rows: one row per case, None when left as it is.
+    #[test]
+    fn named_rows_are_rewritten_by_name() {
+        let rw = Rewrite::Named(vec![
+            ("query_cache_type".into(), "ON".into()),
+            ("compression".into(), "OFF".into()),
+        ]);
+        let cases: &[(&[u8], Option<&[u8]>)] = &[
+            (
+                b"\x10query_cache_type\x03OFF",
+                Some(b"\x10query_cache_type\x02ON"),
+            ),
+            // The name's spelling is kept; it matches whatever its case.
+            (
+                b"\x10QUERY_CACHE_TYPE\x03OFF",
+                Some(b"\x10QUERY_CACHE_TYPE\x02ON"),
+            ),
+            (b"\x0bCompression\x02ON", Some(b"\x0bCompression\x03OFF")),
+            // A name not listed, a third column, a row cut short: left alone.
+            (b"\x10query_cache_size\x010", None),
+            (b"\x10query_cache_type\x03OFF\x00", None),
+            (b"\x10query_cache_type\x05OF", None),
+        ];
+        for (row, want) in cases {
+            assert_eq!(rewrite_row(row, &rw).as_deref(), *want, "{row:?}");
+        }
+    }
+
+    /// Columns by index: the listed ones replaced, the others (NULLs too) kept byte for byte.
+    #[test]
+    fn columns_are_rewritten_by_index() {
+        let first = Rewrite::Columns(vec![(0, "DEMAND".into())]);
+        let second = Rewrite::Columns(vec![(1, "ON".into())]);
+        let both = Rewrite::Columns(vec![(0, "A".into()), (2, "C".into())]);
+        /// (rewrite, row, the row rewritten or None).
+        type Case<'a> = (&'a Rewrite, &'a [u8], Option<&'a [u8]>);
+        let cases: &[Case] = &[
+            (&first, b"\x03OFF", Some(b"\x06DEMAND")),
+            (&second, b"\xfb\x03OFF\x011", Some(b"\xfb\x02ON\x011")),
+            (&both, b"\x011\xfb\x013", Some(b"\x01A\xfb\x01C")),
+            // A NULL in a listed column gets qcache's value too.
+            (&first, b"\xfb", Some(b"\x06DEMAND")),
+            // Fewer columns than the rewrite names, a value cut short: left alone.
+            (&second, b"\x011", None),
+            (&first, b"\x05ab", None),
+        ];
+        for (rw, row, want) in cases {
+            assert_eq!(rewrite_row(row, rw).as_deref(), *want, "{row:?}");
+        }
+    }
+}
