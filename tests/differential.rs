@@ -689,6 +689,7 @@ macro_rules! topics {
 topics!(
     adversary2,
     adversary4,
+    adversary5,
     basics,
     catalog,
     classification,
