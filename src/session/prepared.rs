@@ -190,23 +190,24 @@ impl Session {
         id: u32,
         long_data: bool,
     ) -> Result<(), SessionError> {
-        let Some(stmt) = self.st.stmts.get(&id) else {
-            return self.relay_command(&pkt, Expect::Results).await.map(drop);
-        };
         // The same steps as a text read (`policy::read`): admitted, identified, keyable.
-        let admitted = read::admit(&self.read_facts(), stmt.hint);
-        let identified = match admitted {
-            // The common case costs no copy of the statement's text.
-            Ok(()) if self.identified_now() => true,
-            Ok(()) => {
-                let sql = stmt.sql.clone();
-                self.identify_for(&sql).await?
-            }
-            Err(_) => false,
-        };
-        let Some(stmt) = self.st.stmts.get_mut(&id) else {
+        let facts = self.read_facts();
+        let identified_now = self.identified_now();
+        let Some(mut stmt) = self.st.stmts.get_mut(&id) else {
             return self.relay_command(&pkt, Expect::Results).await.map(drop);
         };
+        let admitted = read::admit(&facts, stmt.hint);
+        // The common case (identified, nothing to read back) looks the statement up once
+        // and copies none of its text.
+        let mut identified = admitted.is_ok() && identified_now;
+        if admitted.is_ok() && !identified_now {
+            let sql = stmt.sql.clone();
+            identified = self.identify_for(&sql).await?;
+            let Some(again) = self.st.stmts.get_mut(&id) else {
+                return self.relay_command(&pkt, Expect::Results).await.map(drop);
+            };
+            stmt = again;
+        }
         let parts = commands::execute_params(&pkt.payload, stmt.params, stmt.types.as_deref());
         // Types the client sent that differ from the remembered ones are learned; a driver
         // that re-sends the same types on every execute costs no copy.

@@ -9,9 +9,11 @@ use crate::policy::privileges::{self, PrivilegeChange};
 use crate::protocol::rows;
 
 /// Asked once per session (again after SET ROLE, COM_CHANGE_USER, COM_RESET_CONNECTION).
-/// MySQL before 8.0 has no CURRENT_ROLE(): then roles do not exist.
-const IDENTITY_QUERY: &str = "SELECT CURRENT_USER(), CURRENT_ROLE()";
-const ACCOUNT_QUERY: &str = "SELECT CURRENT_USER()";
+/// MySQL before 8.0 has no CURRENT_ROLE(): then roles do not exist. `FOUND_ROWS()` and
+/// `ROW_COUNT()` first, read before this SELECT sets its own: what it changed is owed back
+/// should the read it comes before be refused (`Session::after_refused_read`).
+const IDENTITY_QUERY: &str = "SELECT FOUND_ROWS(), ROW_COUNT(), CURRENT_USER(), CURRENT_ROLE()";
+const ACCOUNT_QUERY: &str = "SELECT FOUND_ROWS(), ROW_COUNT(), CURRENT_USER()";
 
 impl Session {
     /// Whether the key may be computed now: the identity is known and no privilege change
@@ -103,20 +105,37 @@ impl Session {
 
     async fn ask_identity(&mut self) -> Result<Option<Identity>, SessionError> {
         if let Some(row) = self.ask_first_row(IDENTITY_QUERY).await? {
-            let mut it = row.into_iter();
+            let mut it = self.owed_after_ask(row).into_iter();
             return Ok(it.next().flatten().map(|account| Identity {
                 account,
                 role: it.next().flatten(),
             }));
         }
-        Ok(self
-            .ask_first_row(ACCOUNT_QUERY)
-            .await?
-            .and_then(|row| row.into_iter().next().flatten())
+        let row = self.ask_first_row(ACCOUNT_QUERY).await?;
+        Ok(row
+            .and_then(|row| self.owed_after_ask(row).into_iter().next().flatten())
             .map(|account| Identity {
                 account,
                 role: None,
             }))
+    }
+
+    /// Takes the `FOUND_ROWS()` and `ROW_COUNT()` the identity query read off its row and
+    /// owes them back (`policy::diagnostics::after_read_back`), unless a restore is owed
+    /// already (a hit's, which the server's values did not hold anyway). The rest of the row.
+    fn owed_after_ask(&mut self, mut row: Vec<Option<String>>) -> Vec<Option<String>> {
+        if row.len() < 2 {
+            return row;
+        }
+        let rest = row.split_off(2);
+        if self.st.after_hit.is_none() {
+            let found_rows = row[0].as_deref().and_then(|v| v.parse::<u64>().ok());
+            let row_count = row[1].as_deref().and_then(|v| v.parse::<i64>().ok());
+            // Too large (or unread) to put back by a resetter: 0, as read_back guesses.
+            let found_rows = found_rows.filter(|n| *n <= 100_000).unwrap_or(0);
+            self.st.after_hit = crate::policy::diagnostics::after_read_back(found_rows, row_count);
+        }
+        rest
     }
 
     /// Runs `sql` on the session's upstream connection without relaying it and returns the

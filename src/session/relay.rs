@@ -126,7 +126,7 @@ impl Session {
             failed.error = true;
             return Ok(failed);
         }
-        self.diagnostics_before(payload, cacheable_read).await?;
+        let skipped = self.diagnostics_before(payload, cacheable_read).await?;
         self.upstream.start_command();
         if begin_along {
             self.push_deferred_begin();
@@ -215,7 +215,32 @@ impl Session {
             used_tables,
         );
         self.end_of_response();
+        if let (Some(owed), true) = (skipped, resp.error) {
+            self.after_refused_read(owed, payload).await?;
+        }
         Ok(resp)
+    }
+
+    /// A cacheable read the server refused while a restore was owed (`after_hit`): the
+    /// restore was skipped on the word that the read sets `FOUND_ROWS()` and the rest
+    /// itself, which a read refused before it runs (an unknown column, a missing
+    /// privilege) does not. So the restore is made now, and the read sent again after it,
+    /// its answer dropped: the server's diagnostics are then the refusal's over what the
+    /// hit left, as directly, whether the read failed before it ran or while it ran. It
+    /// changes nothing (a cacheable read writes nothing). The client has its error first.
+    async fn after_refused_read(&mut self, owed: u64, payload: &[u8]) -> Result<(), SessionError> {
+        self.client.flush().await.map_err(SessionError::client)?;
+        self.reset_diagnostics(owed, crate::policy::diagnostics::CostEffect::Keeps)
+            .await?;
+        self.upstream.start_command();
+        self.upstream
+            .send(0, payload)
+            .await
+            .map_err(SessionError::upstream)?;
+        self.read_private("a refused read sent again", |_, _, _| {})
+            .await?;
+        self.st.diag_may_persist = true;
+        Ok(())
     }
 
     /// After a hit, puts the server's diagnostics where the served SELECT would have left
@@ -226,12 +251,13 @@ impl Session {
         &mut self,
         payload: &[u8],
         cacheable_read: bool,
-    ) -> Result<(), SessionError> {
+    ) -> Result<Option<u64>, SessionError> {
         use crate::policy::diagnostics::{self, CostEffect};
         let keeps_diagnostics = matches!(payload.first(), Some(&com::PING | &com::STATISTICS));
         if keeps_diagnostics {
-            return Ok(());
+            return Ok(None);
         }
+        let mut skipped = None;
         let effect = if cacheable_read {
             CostEffect::Sets
         } else {
@@ -241,7 +267,9 @@ impl Session {
             if found_rows & diagnostics::AFTER_READ_BACK == 0 {
                 self.note_hit_cost();
             }
-            if !cacheable_read {
+            if cacheable_read {
+                skipped = Some(found_rows);
+            } else {
                 self.reset_diagnostics(found_rows, effect).await?;
             }
         }
@@ -259,7 +287,7 @@ impl Session {
             _ => None,
         };
         self.st.cost.after(effect, read);
-        Ok(())
+        Ok(skipped)
     }
 
     /// What the command `payload` does to `Last_query_cost`
