@@ -323,10 +323,20 @@ impl Session {
             if !self.may_administer().await? {
                 return self.deny(pkt.seq.wrapping_add(1)).await;
             }
-            if kind == StatementKind::Reset {
+            // On the server both end a transaction (an implicit commit): inside one, or where
+            // the statement would open one, the server is asked, so that what the session
+            // wrote is committed (and invalidated as any commit) and the OK carries the
+            // server's status. Elsewhere qcache answers: no transaction to end.
+            let ends_transaction = self.st.txn.statement_runs_in_transaction();
+            let refused =
+                ends_transaction && self.relay_command(&pkt, Expect::Results).await?.error;
+            if kind == StatementKind::Reset && !refused {
                 self.shared
                     .invalidate(&invalidation::admin::reset_query_cache());
                 self.shared.cache.drop_entries();
+            }
+            if ends_transaction {
+                return Ok(());
             }
             // FLUSH QUERY CACHE defragmented MySQL's cache; qcache's store has nothing to
             // defragment, so it only answers.
