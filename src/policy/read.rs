@@ -35,6 +35,15 @@ pub fn wants_cache(qct: QueryCacheType, hint: Hint) -> bool {
     }
 }
 
+/// Whether a statement's `SQL_CACHE` / `SQL_NO_CACHE` go to the server as the client wrote
+/// them. MariaDB accepts both (its own query cache, off or on, changes no answer), and
+/// whatever shows the server's copy of a statement (the optimizer trace, the process list,
+/// the logs) must show what the client sent. MySQL 8.0 refuses `SQL_CACHE` and warns on
+/// `SQL_NO_CACHE`, so there they are removed. Either way the key is the hint-free text.
+pub fn hints_reach_server(mariadb: bool) -> bool {
+    mariadb
+}
+
 /// What the decisions read of the session (the session passes it; nothing here holds it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Session {
@@ -404,6 +413,12 @@ mod tests {
         for (what, select, session, stale, want) in rows {
             assert_eq!(before_scan(select, &session, stale), want, "{what}");
         }
+    }
+
+    #[test]
+    fn hints_reach_only_a_server_that_accepts_them() {
+        assert!(hints_reach_server(true), "MariaDB");
+        assert!(!hints_reach_server(false), "MySQL 8.0 refuses SQL_CACHE");
     }
 
     #[test]

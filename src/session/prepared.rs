@@ -32,10 +32,15 @@ impl Session {
             (sql, pkt.payload.clone())
         } else {
             let stripped = Bytes::from(analysis::strip_hints(&sql, &scan).into_owned());
-            let mut p = BytesMut::with_capacity(stripped.len() + 1);
-            p.put_u8(com::STMT_PREPARE);
-            p.put_slice(&stripped);
-            (stripped, p.freeze())
+            // The server prepares the hints where it accepts them; the key is hint-free.
+            if read::hints_reach_server(self.st.mariadb) {
+                (stripped, pkt.payload.clone())
+            } else {
+                let mut p = BytesMut::with_capacity(stripped.len() + 1);
+                p.put_u8(com::STMT_PREPARE);
+                p.put_slice(&stripped);
+                (stripped, p.freeze())
+            }
         };
         let resp = self
             .exchange(pkt.seq, &payload, Expect::Prepare, None)

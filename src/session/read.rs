@@ -122,13 +122,14 @@ impl Session {
         scan: &analysis::Scan,
         looked_up: bool,
     ) -> Result<(), SessionError> {
-        // MySQL 8.0 rejects SQL_CACHE and warns on SQL_NO_CACHE: the server never sees them.
+        // The hint-free text keys and is analysed; the server gets the hints only where it
+        // accepts them (`policy::read::hints_reach_server`).
         let stmt: Bytes = if scan.hint_spans.is_empty() {
             sql.clone()
         } else {
             Bytes::from(analysis::strip_hints(sql, scan).into_owned())
         };
-        let payload = if scan.hint_spans.is_empty() {
+        let payload = if scan.hint_spans.is_empty() || read::hints_reach_server(self.st.mariadb) {
             pkt.payload.clone()
         } else {
             let mut p = BytesMut::with_capacity(stmt.len() + 1);
