@@ -211,6 +211,22 @@ fn pct(s: &str) -> String {
 
 impl Run<'_> {
     /// The proxy's hit counter (L1 and L2 hits); 0 for a direct run.
+    /// An `@expect hit|miss` before the statement at `line`: checked where the binlog carries
+    /// no echo of qcache's own writes, whose arrival invalidates again at a time the scenario
+    /// cannot control. `before`: the proxy's hits before the statement.
+    fn check_expect(&mut self, expect: Option<bool>, before: u64, line: usize) {
+        let Some(hit) = expect.filter(|_| self.mode == Mode::NoLogBin) else {
+            return;
+        };
+        let n = self.hits() - before;
+        if hit != (n > 0) {
+            let want = if hit { "a hit" } else { "a miss" };
+            self.unmet.push(format!(
+                "line {line}: @expect {want}, but the proxy counted {n} hits"
+            ));
+        }
+    }
+
     fn hits(&self) -> u64 {
         self.proxy
             .map_or(0, |p| p.running.shared.cache.stats().hits())
@@ -350,16 +366,7 @@ impl Run<'_> {
                         }
                         _ => "no such statement".into(),
                     };
-                    let counted = self.mode == Mode::NoLogBin;
-                    if let Some(hit) = expect.take().filter(|_| counted) {
-                        let n = self.hits() - before;
-                        if hit != (n > 0) {
-                            let want = if hit { "a hit" } else { "a miss" };
-                            self.unmet.push(format!(
-                                "line {line}: @expect {want}, but the proxy counted {n} hits"
-                            ));
-                        }
-                    }
+                    self.check_expect(expect.take(), before, *line);
                     if !std::mem::take(&mut ignore) {
                         out.push((*line, o));
                     }
@@ -412,18 +419,7 @@ impl Run<'_> {
                     let before = self.hits();
                     let o = self.exec(&current, sql, prepared).await;
                     prepared = false;
-                    // Checked where the binlog carries no echo of qcache's own writes, whose
-                    // arrival invalidates again at a time the scenario cannot control.
-                    let counted = self.mode == Mode::NoLogBin;
-                    if let Some(hit) = expect.take().filter(|_| counted) {
-                        let n = self.hits() - before;
-                        if hit != (n > 0) {
-                            let want = if hit { "a hit" } else { "a miss" };
-                            self.unmet.push(format!(
-                                "line {line}: @expect {want}, but the proxy counted {n} hits"
-                            ));
-                        }
-                    }
+                    self.check_expect(expect.take(), before, *line);
                     if !std::mem::take(&mut ignore) {
                         out.push((*line, o));
                     }
