@@ -213,12 +213,8 @@ pub fn qualify_tables(
     }
     let mut named = Vec::with_capacity(info.tables.len());
     for t in &info.tables {
-        let schema = match (&t.schema, db) {
-            (Some(s), _) => s.to_lowercase(),
-            (None, Some(d)) => d.to_lowercase(),
-            (None, None) => return Err(Reason::NoDatabase),
-        };
-        let q = (schema, t.name.to_lowercase());
+        let q =
+            crate::analysis::qualify(t.schema.as_deref(), &t.name, db).ok_or(Reason::NoDatabase)?;
         if SYSTEM_SCHEMAS.contains(&q.0.as_str()) {
             return Err(Reason::SystemSchema);
         }
@@ -255,16 +251,6 @@ pub fn rules_verdict(
         Verdict::Cache { ttl } => Ok(ttl),
         Verdict::Default => Ok(None),
     }
-}
-
-/// Step 3d: what rules out a read whose tables are known, besides the transaction's own
-/// refusal (`policy::txn`): a session whose optimizer trace is on, which a hit would leave
-/// without the trace of this statement.
-pub fn after_tables(optimizer_traced: bool) -> Result<(), Reason> {
-    if optimizer_traced {
-        return Err(Reason::OptimizerTrace);
-    }
-    Ok(())
 }
 
 /// What a read does after its plan.
@@ -1025,12 +1011,6 @@ mod tests {
             );
         }
         assert_eq!(rules_verdict(&[], vec![], vec![], "app", 0, b""), Ok(None));
-    }
-
-    #[test]
-    fn after_tables_refuses_a_traced_session() {
-        assert_eq!(after_tables(false), Ok(()));
-        assert_eq!(after_tables(true), Err(Reason::OptimizerTrace));
     }
 
     /// A text read and an execute with nothing of its own take the same decision at every

@@ -202,21 +202,8 @@ impl Session {
             self.st.after_hit = Some(diagnostics::AFTER_READ_BACK | guess);
             return Ok(None);
         };
-        let mut found_rows = row
-            .remove(0)
-            .and_then(|v| v.parse::<u64>().ok())
-            .unwrap_or(guess);
-        let row_count = row.remove(0).and_then(|v| v.parse::<i64>().ok());
-        if found_rows > MAX_RESTORED_FOUND_ROWS {
-            debug!(
-                found_rows,
-                "FOUND_ROWS() too large to put back after a read-back"
-            );
-            found_rows = guess;
-        }
-        // This SELECT left FOUND_ROWS() 1 and ROW_COUNT() -1: when the session had just
-        // those (a fresh MariaDB session has), nothing is owed.
-        self.st.after_hit = diagnostics::after_read_back(found_rows, row_count);
+        let (found_rows, row_count) = (row.remove(0), row.remove(0));
+        self.owe_after_private_select(found_rows.as_deref(), row_count.as_deref());
         if identity {
             let role = row.pop().flatten();
             if let Some(account) = row.pop().flatten() {
@@ -225,6 +212,31 @@ impl Session {
         }
         debug!(?names, values = ?row, "read the session's settings back");
         Ok(Some((row, probed)))
+    }
+
+    /// What a private SELECT of qcache's leaves owed, given the `FOUND_ROWS()` and
+    /// `ROW_COUNT()` it read before it set its own (the read-back, the identity ask): it left
+    /// 1 and -1, so nothing when the session had just those (a fresh MariaDB session has),
+    /// else their restore (`policy::diagnostics::after_read_back`). A count too large (or
+    /// unreadable) to put back is guessed 0.
+    pub(super) fn owe_after_private_select(
+        &mut self,
+        found_rows: Option<&str>,
+        row_count: Option<&str>,
+    ) {
+        let guess = 0;
+        let mut found_rows = found_rows
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(guess);
+        let row_count = row_count.and_then(|v| v.parse::<i64>().ok());
+        if found_rows > MAX_RESTORED_FOUND_ROWS {
+            debug!(
+                found_rows,
+                "FOUND_ROWS() too large to put back after a private SELECT"
+            );
+            found_rows = guess;
+        }
+        self.st.after_hit = diagnostics::after_read_back(found_rows, row_count);
     }
 
     /// Sends `sqls` as text queries, pipelined in one write (one command per write on a

@@ -64,12 +64,23 @@ impl Session {
     /// A COM_PING on the upstream leg, its OK read and dropped: the server's idle timers
     /// start again, nothing else changes (no statement runs, the diagnostics stay).
     pub(super) async fn keep_upstream_alive(&mut self) -> Result<(), SessionError> {
+        self.round_trip_private(&[com::PING], "a keep-alive ping")
+            .await
+            .map(drop)
+    }
+
+    /// Sends a whole command payload of qcache's own (sequence 0) and reads its answer to
+    /// the end, relaying none of it.
+    pub(super) async fn round_trip_private(
+        &mut self,
+        payload: &[u8],
+        what: &str,
+    ) -> Result<Response, SessionError> {
         self.upstream.start_command();
         self.upstream
-            .send(0, &[com::PING])
+            .send(0, payload)
             .await
             .map_err(SessionError::upstream)?;
-        self.read_private("a keep-alive ping", |_, _, _| {}).await?;
-        Ok(())
+        self.read_private(what, |_, _, _| {}).await
     }
 }

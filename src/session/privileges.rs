@@ -129,11 +129,7 @@ impl Session {
         }
         let rest = row.split_off(2);
         if self.st.after_hit.is_none() {
-            let found_rows = row[0].as_deref().and_then(|v| v.parse::<u64>().ok());
-            let row_count = row[1].as_deref().and_then(|v| v.parse::<i64>().ok());
-            // Too large (or unread) to put back by a resetter: 0, as read_back guesses.
-            let found_rows = found_rows.filter(|n| *n <= 100_000).unwrap_or(0);
-            self.st.after_hit = crate::policy::diagnostics::after_read_back(found_rows, row_count);
+            self.owe_after_private_select(row[0].as_deref(), row[1].as_deref());
         }
         rest
     }

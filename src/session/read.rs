@@ -412,7 +412,6 @@ impl Session {
         self.st
             .txn
             .read_refusal(|txn| tables.iter().any(|t| txn.wrote(t)))?;
-        read::after_tables(self.st.optimizer_traced)?;
         Ok(ReadPlan {
             key,
             tables,

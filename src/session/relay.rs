@@ -232,12 +232,7 @@ impl Session {
         self.client.flush().await.map_err(SessionError::client)?;
         self.reset_diagnostics(owed, crate::policy::diagnostics::CostEffect::Keeps)
             .await?;
-        self.upstream.start_command();
-        self.upstream
-            .send(0, payload)
-            .await
-            .map_err(SessionError::upstream)?;
-        self.read_private("a refused read sent again", |_, _, _| {})
+        self.round_trip_private(payload, "a refused read sent again")
             .await?;
         self.st.diag_may_persist = true;
         Ok(())
