@@ -52,7 +52,9 @@ pub use digest::{digest, normalised_text};
 pub use fallback::{calls_unknown_code, sequences_written};
 pub use memo::Analyzer;
 pub use parse::analyze;
-pub use scan::{first_keyword_is, scan, split_statements, strip_hints, Hint, Scan, StatementKind};
+pub use scan::{
+    creates_table, first_keyword_is, scan, split_statements, strip_hints, Hint, Scan, StatementKind,
+};
 pub use set::{analyze_set, statement_settings, use_schema, QcAssign, SetInfo};
 pub use sysvar::{contains_ci, qct_answer, qct_read, QctAnswer, QctRead};
 pub use version::ServerVersion;

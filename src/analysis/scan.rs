@@ -273,6 +273,24 @@ pub fn first_keyword_is(sql: &[u8], kw: &str) -> bool {
         .is_some_and(|t| t.is_kw(sql, kw))
 }
 
+/// Whether the statement is `CREATE [OR REPLACE] [TEMPORARY] TABLE …` (the only DDL that
+/// runs a query, in `… SELECT`).
+pub fn creates_table(sql: &[u8]) -> bool {
+    let mut kws = Lexer::new(sql).filter(|t| !t.is_punct(b'('));
+    if !kws.next().is_some_and(|t| t.is_kw(sql, "CREATE")) {
+        return false;
+    }
+    for t in kws.take(4) {
+        if t.is_kw(sql, "TABLE") {
+            return true;
+        }
+        if !(t.is_kw(sql, "OR") || t.is_kw(sql, "REPLACE") || t.is_kw(sql, "TEMPORARY")) {
+            return false;
+        }
+    }
+    false
+}
+
 /// `WITH [RECURSIVE] name [(cols)] AS (…) [, …] <main statement>`: the main statement's first
 /// keyword at parenthesis depth 0 decides.
 fn classify_with(sql: &[u8], lx: &mut Lexer, depth: u32) -> (StatementKind, bool) {

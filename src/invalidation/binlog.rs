@@ -1836,6 +1836,11 @@ impl Tail {
                 if matches!(second, "USER" | "ROLE" | "SERVER") {
                     return None;
                 }
+                // Judged now, before the tail reports its position past it: code a session
+                // runs after that is judged with it (`Catalog::note_ddl`).
+                if w(0) == "CREATE" {
+                    self.catalog.note_ddl(sql, schema);
+                }
                 let ddl = if matches!(second, "DATABASE" | "SCHEMA") {
                     let name = database_name(sql);
                     Ddl::Database(name)

@@ -8,7 +8,7 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::ops::ControlFlow;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
@@ -82,6 +82,10 @@ pub struct SchemaSnapshot {
     schemas: HashMap<String, Arc<SchemaPart>>,
     /// Views, resolved to the base tables they read (Err: why the view is opaque).
     views: HashMap<TableName, Result<Vec<TableName>, String>>,
+    /// The temporary tables stored functions and triggers may create (`stored_code`).
+    temporaries: Arc<super::stored_code::Temporaries>,
+    /// The routines it was judged with, for judging the DDL seen before the next reload.
+    routines: Arc<Vec<super::stored_code::Routine>>,
 }
 
 /// The analysis of one schema's rows. Keys are lower-cased names within the schema.
@@ -151,6 +155,10 @@ pub struct RawCatalog {
     pub views: Vec<(String, String, String)>,
     /// (trigger schema, table schema, table, ACTION_STATEMENT)
     pub triggers: Vec<(String, String, String, String)>,
+    /// Every stored routine on the server, for what its code may do when a function or
+    /// trigger runs it (`stored_code`). Read by full loads only: routine DDL reloads
+    /// everything, and a partial reload never drops one.
+    pub routines: Vec<super::stored_code::Routine>,
     /// (child schema, child table, parent schema, parent table, UPDATE_RULE, DELETE_RULE)
     pub foreign_keys: Vec<(String, String, String, String, String, String)>,
     /// (schema, view, DEFINER) of the `SQL SECURITY DEFINER` views: a read through one runs
@@ -564,6 +572,11 @@ impl SchemaSnapshot {
         SchemaSnapshot {
             schemas: parts,
             views,
+            temporaries: Arc::new(super::stored_code::temporaries(
+                &raw.routines,
+                raw.triggers.iter().map(|t| (t.0.as_str(), t.3.as_str())),
+            )),
+            routines: Arc::new(raw.routines.clone()),
         }
     }
 
@@ -1110,6 +1123,10 @@ pub struct Catalog {
     /// Reloads after a DDL under way or waiting: a table the snapshot does not know may
     /// have just been created with triggers or column defaults that write other tables.
     ddl_reloads: AtomicU64,
+    /// What DDL seen adds to the temporary tables stored code may create
+    /// ([`Catalog::note_ddl`]), numbered; a full load drops those numbered before it started.
+    code_seq: AtomicU64,
+    code_noted: Mutex<Vec<(u64, super::stored_code::Temporaries)>>,
     /// Connections for derived slices' parent lookups ([`Catalog::parent_values`]), opened
     /// at the first one.
     lookups: std::sync::OnceLock<mysql_async::Pool>,
@@ -1161,6 +1178,8 @@ impl Catalog {
             refreshes: AtomicU64::new(0),
             failures: AtomicU64::new(0),
             ddl_reloads: AtomicU64::new(0),
+            code_seq: AtomicU64::new(0),
+            code_noted: Mutex::new(Vec::new()),
             lookups: std::sync::OnceLock::new(),
             account: format!("'{}' at {upstream_addr}", cfg.user),
             last_error: std::sync::Mutex::new(None),
@@ -1236,6 +1255,7 @@ impl Catalog {
 
     async fn full_load(&self, st: &mut RefreshState) -> Result<(), CatalogError> {
         let started = Instant::now();
+        let noted = self.code_seq.load(Ordering::Acquire);
         // A kept connection may have been closed by the server (wait_timeout, restart) since
         // the last load: one failure on it earns a retry on a fresh one.
         let reused = st.conn.is_some();
@@ -1262,6 +1282,10 @@ impl Catalog {
         };
         self.note_success();
         self.install(st, raw);
+        self.code_noted
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|(seq, _)| *seq > noted);
         st.last_started = Some(started);
         Ok(())
     }
@@ -1415,6 +1439,28 @@ impl Catalog {
                 text(&mut r, 2),
                 text(&mut r, 3),
             ));
+        }
+        // Every schema's, `sys` too: a function of any schema may be called from any other.
+        let rows: Vec<Row> = conn
+            .query(
+                "SELECT ROUTINE_SCHEMA, ROUTINE_NAME, ROUTINE_TYPE, ROUTINE_DEFINITION \
+                 FROM information_schema.ROUTINES",
+            )
+            .await?;
+        for mut r in rows {
+            let schema = text(&mut r, 0).to_lowercase();
+            let name = text(&mut r, 1).to_lowercase();
+            let procedure = text(&mut r, 2).eq_ignore_ascii_case("PROCEDURE");
+            let body = match r.take_opt::<Option<Vec<u8>>, _>(3) {
+                Some(Ok(Some(b))) => Some(String::from_utf8_lossy(&b).into_owned()),
+                _ => None,
+            };
+            raw.routines.push(super::stored_code::Routine {
+                schema,
+                name,
+                procedure,
+                body,
+            });
         }
         let rows: Vec<Row> = conn
             .query(format!(
@@ -1598,6 +1644,65 @@ impl Catalog {
             return WriteTriggers::Unknown;
         }
         self.snapshot.load().write_triggers(tables)
+    }
+
+    /// Whether a data change to `tables` runs a trigger as the catalog's snapshot knows them,
+    /// or DDL seen since it was read added stored code that creates temporary tables
+    /// ([`note_ddl`](Self::note_ddl)): unlike [`write_triggers`](Self::write_triggers),
+    /// not unknown while a reload is under way, since a trigger created meanwhile is in
+    /// those notes.
+    pub fn write_may_create_temporaries(&self, tables: &[TableName]) -> bool {
+        if !self.is_loaded() {
+            return true;
+        }
+        let snap = self.snapshot.load();
+        if *snap.temporaries == super::stored_code::Temporaries::None
+            && self
+                .code_noted
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .is_empty()
+        {
+            return false;
+        }
+        snap.write_triggers(tables) != WriteTriggers::None
+            || !self
+                .code_noted
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .is_empty()
+    }
+
+    /// The temporary tables stored code that runs now may create (`stored_code`): what the
+    /// snapshot read, and what DDL seen since added ([`note_ddl`](Self::note_ddl)). None
+    /// before the first load.
+    pub fn code_temporaries(&self) -> Option<super::stored_code::Temporaries> {
+        if !self.is_loaded() {
+            return None;
+        }
+        let snap = self.snapshot.load();
+        let noted = self.code_noted.lock().unwrap_or_else(|e| e.into_inner());
+        Some(
+            noted
+                .iter()
+                .fold((*snap.temporaries).clone(), |all, (_, t)| all.union(t)),
+        )
+    }
+
+    /// A DDL statement seen in `schema` (before it is sent through qcache, or as the binlog
+    /// tail reads it): what the code it creates may create
+    /// (`stored_code::ddl_temporaries`) counts from now on, not only once a reload read it.
+    /// The next full load that started after this replaces the note.
+    pub fn note_ddl(&self, sql: &str, schema: &str) {
+        let snap = self.snapshot.load();
+        let t = super::stored_code::ddl_temporaries(sql, schema, &snap.routines);
+        if t != super::stored_code::Temporaries::None {
+            let seq = self.code_seq.fetch_add(1, Ordering::AcqRel) + 1;
+            self.code_noted
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push((seq, t));
+        }
     }
 
     /// Whether a write's own statement (or row image) names the rows it changes in `t`

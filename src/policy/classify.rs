@@ -12,6 +12,7 @@ use std::borrow::Cow;
 use std::collections::HashSet;
 
 use crate::analysis::{self, SetInfo, StatementKind, TableRef, WriteInfo};
+use crate::invalidation::stored_code::Temporaries;
 
 /// Why a statement qcache relays without analysing it as a write still counts as a write to
 /// tables it cannot name.
@@ -125,6 +126,50 @@ pub fn track_temporary(
     }
 }
 
+/// What qcache knows of the session's temporary tables once stored code ran in it (a
+/// function, a trigger, a view that calls one), given the temporary tables the catalog says
+/// stored functions and triggers may create (`Catalog::code_temporaries`; None before it is
+/// loaded). A temporary table shadows the base table of its name for the rest of the
+/// session, and no statement text shows one that stored code created.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AfterStoredCode {
+    /// These may exist now: followed as if the session had created them (none, usually).
+    Named(Vec<(String, String)>),
+    /// Some qcache cannot name may exist: the session is no longer followed (until a
+    /// reset).
+    Lost,
+    /// Not known yet: no read is served or stored until the catalog can say (asked again
+    /// before each read).
+    Unknown,
+}
+
+pub fn after_stored_code(code: Option<Temporaries>) -> AfterStoredCode {
+    match code {
+        Some(Temporaries::None) => AfterStoredCode::Named(Vec::new()),
+        Some(Temporaries::Named(names)) => AfterStoredCode::Named(names),
+        Some(Temporaries::Any) => AfterStoredCode::Lost,
+        None => AfterStoredCode::Unknown,
+    }
+}
+
+/// Whether a DDL statement runs stored code: only `CREATE TABLE … SELECT` whose query calls
+/// a stored function; a CREATE of a routine, trigger, view or event defines code, it does
+/// not run it, whatever its body calls.
+pub fn ddl_runs_code(sql: &[u8]) -> bool {
+    if !analysis::creates_table(sql) {
+        return false;
+    }
+    // The query only: `x (a INT, …)` before it is no call (no column definition may hold
+    // a subquery, so the first SELECT starts it; one inside a string only costs a plan).
+    let Some(at) = sql
+        .windows(6)
+        .position(|w| w.eq_ignore_ascii_case(b"select"))
+    else {
+        return false;
+    };
+    runs_stored_code(&sql[at..])
+}
+
 fn runs_stored_code(sql: &[u8]) -> bool {
     // Only a statement with a parenthesis can call anything.
     if !sql.contains(&b'(') {
@@ -192,6 +237,46 @@ mod tests {
     /// One row per rule: a statement reaches the server as a read only when recognised as
     /// one; everything else names its tables, or is an unknown writer, or is on the closed
     /// list of shapes that change nothing.
+    #[test]
+    fn which_ddl_runs_stored_code() {
+        let rows = [
+            ("CREATE TABLE x AS SELECT mk() AS a", true),
+            ("CREATE OR REPLACE TEMPORARY TABLE x SELECT mk() AS a", true),
+            ("/* c */ CREATE TABLE x (a INT) SELECT f(1) AS a", true),
+            ("CREATE TABLE x AS SELECT abs(1) AS a", false),
+            ("CREATE TABLE x (a INT DEFAULT (abs(1)))", false),
+            ("CREATE FUNCTION mk() RETURNS INT RETURN g(1)", false),
+            (
+                "CREATE TRIGGER tr AFTER INSERT ON t FOR EACH ROW SET @x = mk()",
+                false,
+            ),
+            ("CREATE VIEW v AS SELECT mk() AS a", false),
+            ("ALTER TABLE t ADD COLUMN a INT", false),
+            ("CREATE TABLE x (a INT, b INT) SELECT 1 AS a", false),
+            ("CREATE TABLE x (a INT, b INT) SELECT g(1) AS a", true),
+        ];
+        for (sql, want) in rows {
+            assert_eq!(ddl_runs_code(sql.as_bytes()), want, "{sql}");
+        }
+    }
+
+    #[test]
+    fn after_stored_code_one_row_per_answer() {
+        let t = vec![("db".to_string(), "t".to_string())];
+        let rows = [
+            (Some(Temporaries::None), AfterStoredCode::Named(Vec::new())),
+            (
+                Some(Temporaries::Named(t.clone())),
+                AfterStoredCode::Named(t),
+            ),
+            (Some(Temporaries::Any), AfterStoredCode::Lost),
+            (None, AfterStoredCode::Unknown),
+        ];
+        for (catalog, want) in rows {
+            assert_eq!(after_stored_code(catalog.clone()), want, "{catalog:?}");
+        }
+    }
+
     #[test]
     fn every_statement_is_a_read_a_writer_or_known_harmless() {
         use Effect::*;

@@ -50,6 +50,9 @@ pub struct Session {
     pub qct: QueryCacheType,
     /// qcache no longer knows the session's context (a multi-statement SET, a procedure…).
     pub lost_track: bool,
+    /// The session ran stored code that may have created temporary tables the catalog
+    /// cannot yet rule out (`policy::classify::after_stored_code`).
+    pub temporaries_unknown: bool,
     /// The server records the session's statements where it can read them back (its
     /// optimizer trace, its profiles: `policy::context::Recorders`), and why not to cache:
     /// such a session is served nothing and sent nothing of qcache's (no read-back, no
@@ -92,7 +95,11 @@ pub struct Execute {
 /// qcache follows and has read back (`ctx_stale`: a trigger may have changed a setting the
 /// key holds). Anything else takes the full path.
 pub fn before_scan(starts_with_select: bool, s: &Session, ctx_stale: bool) -> bool {
-    starts_with_select && s.qct == QueryCacheType::On && !s.lost_track && !ctx_stale
+    starts_with_select
+        && s.qct == QueryCacheType::On
+        && !s.lost_track
+        && !s.temporaries_unknown
+        && !ctx_stale
 }
 
 /// Step 1: Ok when the session wants the cache for this read and qcache follows the
@@ -104,6 +111,9 @@ pub fn admit(s: &Session, hint: Hint) -> Result<(), Reason> {
     }
     if s.lost_track {
         return Err(Reason::SessionUntracked);
+    }
+    if s.temporaries_unknown {
+        return Err(Reason::TemporariesUnknown);
     }
     if let Some(reason) = s.quiet {
         return Err(reason);
@@ -376,7 +386,16 @@ mod tests {
         Session {
             qct,
             lost_track,
+            temporaries_unknown: false,
             quiet: None,
+        }
+    }
+
+    /// A followed ON session that ran stored code the catalog cannot yet vouch for.
+    fn unvouched() -> Session {
+        Session {
+            temporaries_unknown: true,
+            ..s(ON, false)
         }
     }
 
@@ -394,6 +413,7 @@ mod tests {
             ),
             ("OFF", true, s(OFF, false), false, false),
             ("untracked", true, s(ON, true), false, false),
+            ("temporaries unknown", true, unvouched(), false, false),
             ("settings to read back", true, s(ON, false), true, false),
         ];
         for (what, select, session, stale, want) in rows {
@@ -415,6 +435,7 @@ mod tests {
             (s(DEMAND, false), Hint::None, Err(Reason::NotRequested)),
             (s(DEMAND, false), Hint::SqlCache, Ok(())),
             (s(ON, true), Hint::None, Err(Reason::SessionUntracked)),
+            (unvouched(), Hint::None, Err(Reason::TemporariesUnknown)),
             // Not wanted counts before untracked: the session asked for nothing.
             (s(OFF, true), Hint::None, Err(Reason::NotRequested)),
             (s(ON, false), Hint::SqlNoCache, Err(Reason::NotRequested)),

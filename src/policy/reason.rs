@@ -47,6 +47,10 @@ pub enum Reason {
     NotRequested,
     /// The session's state is no longer followed (until a reset or change-user).
     SessionUntracked,
+    /// The session ran stored code before the catalog could say which temporary tables
+    /// stored code may create (`policy::classify::after_stored_code`): no read is served
+    /// or stored until it can.
+    TemporariesUnknown,
     /// The account, role or privilege generation the key needs could not be read.
     IdentityUnknown,
     /// Hits are suspended (the binlog tail lost its place, or an operator asked).
@@ -146,6 +150,7 @@ impl Reason {
         Reason::NotARead,
         Reason::NotRequested,
         Reason::SessionUntracked,
+        Reason::TemporariesUnknown,
         Reason::IdentityUnknown,
         Reason::HitsSuspended,
         Reason::ReadUncommitted,
@@ -198,6 +203,7 @@ impl Reason {
             Reason::NotARead => "not_a_read",
             Reason::NotRequested => "not_requested",
             Reason::SessionUntracked => "session_untracked",
+            Reason::TemporariesUnknown => "temporaries_unknown",
             Reason::IdentityUnknown => "identity_unknown",
             Reason::HitsSuspended => "hits_suspended",
             Reason::ReadUncommitted => "read_uncommitted",

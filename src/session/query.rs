@@ -177,6 +177,9 @@ impl Session {
                 }
             }
         }
+        // Once, for the whole text, after the parts: a routine's or trigger's compound body
+        // splits into parts here, and the code it creates does not run now.
+        self.plan_ddl_code(sql);
         self.note_not_cached(Reason::MultiStatement);
         self.relay_command(&pkt, Expect::Results).await?;
         // Which statements ran is not followed: a temporary table any of them may have

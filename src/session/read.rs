@@ -178,10 +178,16 @@ impl Session {
     }
 
     /// What the read decisions (`policy::read`) read of the session.
-    pub(super) fn read_facts(&self) -> read::Session {
+    /// Stored code that ran earlier and that the catalog could not judge then is judged
+    /// again first (`policy::classify::after_stored_code`).
+    pub(super) fn read_facts(&mut self) -> read::Session {
+        if self.st.temporaries_unknown {
+            self.temporaries_after_code();
+        }
         read::Session {
             qct: self.st.qct,
             lost_track: self.st.lost_track,
+            temporaries_unknown: self.st.temporaries_unknown,
             quiet: self.st.recorders().reason(),
         }
     }

@@ -119,6 +119,9 @@ pub struct SessionState {
     /// qcache can no longer tell what the session's settings are (SET inside a procedure,
     /// a prepared SET): no cache until a reset.
     pub lost_track: bool,
+    /// Stored code ran and the catalog could not yet say whether it may create temporary
+    /// tables (`policy::classify::after_stored_code`): asked again before each read.
+    pub temporaries_unknown: bool,
     /// A write may have run a trigger that SET a session variable
     /// (`policy::context::context_stale_after`): the settings are read again before the next
     /// cacheable read is looked up (`Session::reread_stale_context`).
@@ -211,6 +214,7 @@ impl SessionState {
             shared_users: false,
             vars_unkeyed: false,
             lost_track: false,
+            temporaries_unknown: false,
             auto_is_null: false,
             ctx_stale: false,
             select_limit_inherited: false,
@@ -317,6 +321,7 @@ impl SessionState {
         }
         self.vars.clear();
         self.lost_track = false;
+        self.temporaries_unknown = false;
         self.auto_is_null_inherited = false;
         // Read again by the caller, with everything else.
         self.ctx_stale = false;

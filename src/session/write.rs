@@ -24,6 +24,7 @@ impl Session {
         let text = analysis::server_text(sql, self.st.server);
         self.plan_privileges(&text);
         let an = self.shared.analyzer.analyze(&text, digest);
+        self.plan_ddl_code(&text);
         match &*an {
             Analysis::Write(w) => {
                 self.plan_write(w);
@@ -55,7 +56,6 @@ impl Session {
                 {
                     self.plan_privilege_change(PrivilegeChange::privilege_table());
                 }
-                let catalog = &self.shared.catalog;
                 if !w.ddl {
                     // A trigger may SET the writer's session variables.
                     let named: Vec<_> = named
@@ -64,11 +64,16 @@ impl Session {
                         .cloned()
                         .collect();
                     if !named.is_empty()
-                        && context::context_stale_after(catalog.write_triggers(&named))
+                        && context::context_stale_after(self.shared.catalog.write_triggers(&named))
                     {
                         self.st.ctx_stale = true;
                     }
+                    if !named.is_empty() && self.shared.catalog.write_may_create_temporaries(&named)
+                    {
+                        self.temporaries_after_code();
+                    }
                 }
+                let catalog = &self.shared.catalog;
                 let expanded = if w.ddl {
                     catalog.expand_write(&named)
                 } else {
@@ -81,11 +86,11 @@ impl Session {
                             self.st.pending.tables.push(v.table(&s, &n));
                         }
                     }
-                    None => self.plan_unknown_write(),
+                    None => self.plan_unknown_write_of(w),
                 }
             }
             WriteTargets::Schema(s) => self.st.pending.schemas.push(s.to_lowercase()),
-            WriteTargets::Unknown => self.plan_unknown_write(),
+            WriteTargets::Unknown => self.plan_unknown_write_of(w),
         }
         if w.ddl {
             self.st.pending.ddl = true;
@@ -119,16 +124,44 @@ impl Session {
     /// An unknown write run in database `db` rather than the session's current one (a
     /// statement prepared there): `invalidation.unknown_write` applied to it.
     pub(super) fn plan_unknown_write_in(&mut self, db: Option<&str>) {
-        self.st.ctx_stale |= context::context_stale_after(context::WriteTriggers::Unknown);
+        self.stored_code_runs();
         match (self.shared.config().invalidation.unknown_write, db) {
             (Conservative::Schema, Some(db)) => self.st.pending.schemas.push(db.to_lowercase()),
             _ => self.st.pending.all = true,
         }
     }
 
-    pub(super) fn plan_unknown_write(&mut self) {
-        // Whatever it writes may fire triggers that SET session variables.
+    /// A write whose tables qcache cannot name. DDL runs no stored code of its own (a
+    /// CREATE TABLE … SELECT is judged by its text: `plan_ddl_code`), so only its scope is
+    /// planned, and the settings read again as before.
+    fn plan_unknown_write_of(&mut self, w: &WriteInfo) {
+        if !w.ddl {
+            return self.plan_unknown_write();
+        }
         self.st.ctx_stale |= context::context_stale_after(context::WriteTriggers::Unknown);
+        let scope = self.shared.config().invalidation.unknown_write;
+        self.plan_scope(scope);
+    }
+
+    /// A DDL statement, before it is sent: the code it creates is judged at once
+    /// (`Catalog::note_ddl`), and the code it runs (`policy::classify::ddl_runs_code`) is
+    /// planned as any statement's.
+    pub(super) fn plan_ddl_code(&mut self, text: &[u8]) {
+        if analysis::first_keyword_is(text, "CREATE") {
+            let db = self.st.db.as_deref().unwrap_or_default();
+            self.shared
+                .catalog
+                .note_ddl(&String::from_utf8_lossy(text), db);
+            if classify::ddl_runs_code(text) {
+                // Its query's function may write any table, as in a read.
+                self.plan_unknown_write();
+            }
+        }
+    }
+
+    pub(super) fn plan_unknown_write(&mut self) {
+        // Whatever it writes may fire triggers.
+        self.stored_code_runs();
         let scope = self.shared.config().invalidation.unknown_write;
         self.plan_scope(scope);
     }
@@ -138,6 +171,31 @@ impl Session {
     pub(super) fn plan_unknown_write_for(&mut self, why: classify::UnknownWrite) {
         tracing::debug!(reason = why.as_str(), "statement may write unknown tables");
         self.plan_unknown_write();
+    }
+
+    /// Stored code (a trigger, a function, a view that calls one) may run in the session:
+    /// it may SET the session's variables, read again before the next cacheable read
+    /// (`policy::context::context_stale_after`), and create a temporary table no statement
+    /// names (`policy::classify::after_stored_code`).
+    pub(super) fn stored_code_runs(&mut self) {
+        self.st.ctx_stale |= context::context_stale_after(context::WriteTriggers::Unknown);
+        self.temporaries_after_code();
+    }
+
+    /// Applies [`classify::after_stored_code`] with what the catalog says now; also asked
+    /// before each read while the answer is unknown.
+    pub(super) fn temporaries_after_code(&mut self) {
+        match classify::after_stored_code(self.shared.catalog.code_temporaries()) {
+            classify::AfterStoredCode::Named(names) => {
+                self.st.temporaries_unknown = false;
+                self.st.temp_tables.extend(names);
+            }
+            classify::AfterStoredCode::Lost => {
+                self.st.temporaries_unknown = false;
+                self.st.lost_track = true;
+            }
+            classify::AfterStoredCode::Unknown => self.st.temporaries_unknown = true,
+        }
     }
 
     pub(super) fn plan_call(&mut self) {
