@@ -83,9 +83,9 @@ pub struct SchemaSnapshot {
     /// Views, resolved to the base tables they read (Err: why the view is opaque).
     views: HashMap<TableName, Result<Vec<TableName>, String>>,
     /// The temporary tables stored functions and triggers may create (`stored_code`).
-    temporaries: Arc<super::stored_code::Temporaries>,
+    temporaries: Arc<crate::policy::stored_code::Temporaries>,
     /// The routines it was judged with, for judging the DDL seen before the next reload.
-    routines: Arc<Vec<super::stored_code::Routine>>,
+    routines: Arc<Vec<crate::policy::stored_code::Routine>>,
 }
 
 /// The analysis of one schema's rows. Keys are lower-cased names within the schema.
@@ -158,7 +158,7 @@ pub struct RawCatalog {
     /// Every stored routine on the server, for what its code may do when a function or
     /// trigger runs it (`stored_code`). Read by full loads only: routine DDL reloads
     /// everything, and a partial reload never drops one.
-    pub routines: Vec<super::stored_code::Routine>,
+    pub routines: Vec<crate::policy::stored_code::Routine>,
     /// (child schema, child table, parent schema, parent table, UPDATE_RULE, DELETE_RULE)
     pub foreign_keys: Vec<(String, String, String, String, String, String)>,
     /// (schema, view, DEFINER) of the `SQL SECURITY DEFINER` views: a read through one runs
@@ -572,7 +572,7 @@ impl SchemaSnapshot {
         SchemaSnapshot {
             schemas: parts,
             views,
-            temporaries: Arc::new(super::stored_code::temporaries(
+            temporaries: Arc::new(crate::policy::stored_code::temporaries(
                 &raw.routines,
                 raw.triggers.iter().map(|t| (t.0.as_str(), t.3.as_str())),
             )),
@@ -1126,7 +1126,7 @@ pub struct Catalog {
     /// What DDL seen adds to the temporary tables stored code may create
     /// ([`Catalog::note_ddl`]), numbered; a full load drops those numbered before it started.
     code_seq: AtomicU64,
-    code_noted: Mutex<Vec<(u64, super::stored_code::Temporaries)>>,
+    code_noted: Mutex<Vec<(u64, crate::policy::stored_code::Temporaries)>>,
     /// Connections for derived slices' parent lookups ([`Catalog::parent_values`]), opened
     /// at the first one.
     lookups: std::sync::OnceLock<mysql_async::Pool>,
@@ -1455,7 +1455,7 @@ impl Catalog {
                 Some(Ok(Some(b))) => Some(String::from_utf8_lossy(&b).into_owned()),
                 _ => None,
             };
-            raw.routines.push(super::stored_code::Routine {
+            raw.routines.push(crate::policy::stored_code::Routine {
                 schema,
                 name,
                 procedure,
@@ -1656,7 +1656,7 @@ impl Catalog {
             return true;
         }
         let snap = self.snapshot.load();
-        if *snap.temporaries == super::stored_code::Temporaries::None
+        if *snap.temporaries == crate::policy::stored_code::Temporaries::None
             && self
                 .code_noted
                 .lock()
@@ -1676,7 +1676,7 @@ impl Catalog {
     /// The temporary tables stored code that runs now may create (`stored_code`): what the
     /// snapshot read, and what DDL seen since added ([`note_ddl`](Self::note_ddl)). None
     /// before the first load.
-    pub fn code_temporaries(&self) -> Option<super::stored_code::Temporaries> {
+    pub fn code_temporaries(&self) -> Option<crate::policy::stored_code::Temporaries> {
         if !self.is_loaded() {
             return None;
         }
@@ -1695,8 +1695,8 @@ impl Catalog {
     /// The next full load that started after this replaces the note.
     pub fn note_ddl(&self, sql: &str, schema: &str) {
         let snap = self.snapshot.load();
-        let t = super::stored_code::ddl_temporaries(sql, schema, &snap.routines);
-        if t != super::stored_code::Temporaries::None {
+        let t = crate::policy::stored_code::ddl_temporaries(sql, schema, &snap.routines);
+        if t != crate::policy::stored_code::Temporaries::None {
             let seq = self.code_seq.fetch_add(1, Ordering::AcqRel) + 1;
             self.code_noted
                 .lock()

@@ -30,7 +30,6 @@ pub mod binlog;
 pub mod catalog;
 pub mod ddl;
 pub mod l2;
-pub mod stored_code;
 pub mod writes;
 
 pub use apply::{Invalidation, Invalidator, Source, What};

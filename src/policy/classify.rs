@@ -12,7 +12,7 @@ use std::borrow::Cow;
 use std::collections::HashSet;
 
 use crate::analysis::{self, SetInfo, StatementKind, TableRef, WriteInfo};
-use crate::invalidation::stored_code::Temporaries;
+use crate::policy::stored_code::Temporaries;
 
 /// Why a statement qcache relays without analysing it as a write still counts as a write to
 /// tables it cannot name.
