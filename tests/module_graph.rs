@@ -139,6 +139,7 @@ const FOLDERS: &[(&str, &[Layer])] = &[
         ("stats", 1, "counters; read nothing"),
     ]),
     ("policy", &[
+        ("stored_code", 0, "which temporary tables stored code may create"),
         ("classify", 0, "what a statement's class means for the cache"),
         ("context", 0, "which session settings are part of a key"),
         ("diagnostics", 0, "what a hit must restore of the statement's diagnostics"),
