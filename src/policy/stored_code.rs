@@ -304,8 +304,9 @@ mod tests {
             body: None,
             ..f("hidden", "")
         };
+        type Case<'a> = (&'a str, Vec<Routine>, Vec<(&'a str, &'a str)>, Temporaries);
         #[rustfmt::skip]
-        let cases: Vec<(&str, Vec<Routine>, Vec<(&str, &str)>, Temporaries)> = vec![
+        let cases: Vec<Case> = vec![
             ("no code at all", vec![], vec![], Temporaries::None),
             ("functions that create none", vec![f("a", plain)], vec![], Temporaries::None),
             ("a function that creates one, in its schema", vec![f("mk", MK)], vec![], named(&[("db", "t")])),

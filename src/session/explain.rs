@@ -306,7 +306,7 @@ impl Session {
             keyed,
             prepared_in,
         } = asked;
-        if let Err(r) = read::admit(&self.read_facts(), hint) {
+        if let Err(r) = read::admit(&self.settled_read_facts().await, hint) {
             return Ok(Verdict::send(r));
         }
         let identified = self.identify_for(stmt).await?;

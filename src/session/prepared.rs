@@ -198,7 +198,7 @@ impl Session {
         long_data: bool,
     ) -> Result<(), SessionError> {
         // The same steps as a text read (`policy::read`): admitted, identified, keyable.
-        let facts = self.read_facts();
+        let facts = self.settled_read_facts().await;
         let identified_now = self.identified_now();
         let Some(mut stmt) = self.st.stmts.get_mut(&id) else {
             return self.relay_command(&pkt, Expect::Results).await.map(drop);

@@ -137,7 +137,7 @@ impl Session {
             p.put_slice(&stmt);
             p.freeze()
         };
-        if let Err(reason) = read::admit(&self.read_facts(), scan.hint) {
+        if let Err(reason) = read::admit(&self.settled_read_facts().await, scan.hint) {
             if let Some(v) = self.session_variable_answer(&stmt) {
                 return self.answer_variable(&pkt, v).await;
             }
@@ -175,6 +175,21 @@ impl Session {
         self.carry_out(planned, &an, pkt.seq, &payload, &payload[1..], mode)
             .await
             .map(drop)
+    }
+
+    /// [`read_facts`](Self::read_facts) for a read about to be admitted: stored code that
+    /// ran before the catalog's first load is judged once that load is done, waited for as a
+    /// read's table resolution waits for it, so that the session's first reads are not
+    /// refused only because the catalog was still loading.
+    pub(super) async fn settled_read_facts(&mut self) -> read::Session {
+        if self.st.temporaries_unknown && !self.shared.catalog.is_loaded() {
+            let _ = self
+                .shared
+                .catalog
+                .refresh_if_older(Duration::from_millis(100))
+                .await;
+        }
+        self.read_facts()
     }
 
     /// What the read decisions (`policy::read`) read of the session.
