@@ -1,7 +1,7 @@
 //! Adversarial round 4: `QCACHE EXPLAIN STATEMENT` against what the execute then does
 //! (`SHOW QCACHE LAST`), around a session context a trigger made stale; and an execute
 //! opening a cursor on a read of a writing stored function (the differential harness's
-//! client cannot open cursors).
+//! client cannot open cursors); and after stored code made a temporary table.
 
 mod common;
 mod rawclient;
@@ -139,4 +139,49 @@ async fn cursor_execute_of_a_writing_function_invalidates() {
         "the reader was served the entry from before the write"
     );
     proxy.shutdown().await;
+}
+
+/// A stored function creates a temporary table named like a base table (#35): EXPLAIN,
+/// text and STATEMENT, says the session's reads of that name are sent, as the read and the
+/// execute then do.
+#[tokio::test]
+async fn explain_after_stored_code_made_a_temporary_table_agrees() {
+    let schema = common::fresh_schema("adv4_tmp").await;
+    setup(
+        &schema,
+        &[
+            "CREATE TABLE t (id INT PRIMARY KEY)",
+            "INSERT INTO t VALUES (1), (2)",
+            "CREATE FUNCTION mk() RETURNS INT DETERMINISTIC MODIFIES SQL DATA BEGIN \
+             CREATE TEMPORARY TABLE IF NOT EXISTS t (id INT); INSERT INTO t VALUES (7); \
+             RETURN 1; END",
+        ],
+    )
+    .await;
+    let proxy = common::proxy(|_| {}).await;
+    let mut c = proxy.conn(&schema).await;
+    let read = "SELECT id FROM t WHERE id > 0";
+    let st = c.prep(read).await.unwrap();
+    let _: Vec<i64> = c.exec(&st, ()).await.unwrap();
+    let (said, did) = explain_then_execute(&mut c, &st).await;
+    assert!(
+        said.starts_with("hit") && agrees(&said, &did),
+        "before: said {said}, did {did}"
+    );
+    let _: Vec<i64> = c.query("SELECT mk()").await.unwrap();
+    let (said, did) = explain_then_execute(&mut c, &st).await;
+    assert!(
+        said.starts_with("send") && agrees(&said, &did),
+        "after, prepared: said {said}, did {did}"
+    );
+    let ex = fields(&mut c, &format!("QCACHE EXPLAIN {read}")).await;
+    let said = format!("{} {}", field(&ex, "decision"), field(&ex, "reason"));
+    let rows: Vec<i64> = c.query(read).await.unwrap();
+    assert_eq!(rows, vec![7], "the session's own temporary table");
+    let last = fields(&mut c, "SHOW QCACHE LAST").await;
+    let did = format!("{} {}", field(&last, "outcome"), field(&last, "reason"));
+    assert!(
+        said.starts_with("send") && agrees(&said, &did),
+        "after, text: said {said}, did {did}"
+    );
 }

@@ -1479,3 +1479,72 @@ async fn a_fresh_instance_on_a_rolled_back_redis_serves_nothing_from_before() {
         assert_eq!(read_v(&mut cb, 1).await, 1, "B served the pre-write row");
     }
 }
+
+/// A temporary table created by stored code (#35), named like a base table, is the
+/// session's own: its rows never reach L2 for another instance, and a session that holds one
+/// is never served the base table's entry from L2. Text and prepared.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn temporary_tables_made_by_stored_code_stay_out_of_l2() {
+    let redis = Redis::start();
+    let schema = setup("l2_tmp", 2).await;
+    let mut direct = common::direct_to(&schema).await;
+    direct
+        .query_drop(
+            "CREATE FUNCTION mk() RETURNS INT DETERMINISTIC MODIFIES SQL DATA BEGIN \
+             CREATE TEMPORARY TABLE IF NOT EXISTS t (id INT PRIMARY KEY, v INT); \
+             INSERT IGNORE INTO t VALUES (99, 99); RETURN 1; END",
+        )
+        .await
+        .unwrap();
+    let base: Vec<(i64, i64)> = direct
+        .query("SELECT id, v FROM t ORDER BY id")
+        .await
+        .unwrap();
+    let temp = vec![(99, 99)];
+    // The catalog knows the function before any session runs it.
+    let a = proxy(&redis.url(), |_| {}).await;
+    let b = proxy(&redis.url(), |_| {}).await;
+    for p in [&a, &b] {
+        wait_for("the catalog", LAG_BOUND, || {
+            p.running.shared.catalog.is_loaded()
+        })
+        .await;
+    }
+    let read = "SELECT id, v FROM t ORDER BY id";
+    let mut ca = a.conn(&schema).await;
+    let _: Vec<i64> = ca.query("SELECT mk()").await.unwrap();
+    let text: Vec<(i64, i64)> = ca.query(read).await.unwrap();
+    assert_eq!(text, temp, "A's own temporary table, text");
+    let prepared: Vec<(i64, i64)> = ca.exec(read, ()).await.unwrap();
+    assert_eq!(prepared, temp, "A's own temporary table, prepared");
+    // Nothing of A's reached Redis, so B reads the base table from the server.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let mut cb = b.conn(&schema).await;
+    for _ in 0..2 {
+        let via_b: Vec<(i64, i64)> = cb.query(read).await.unwrap();
+        assert_eq!(via_b, base, "B reads the base table");
+        let via_b: Vec<(i64, i64)> = cb.exec(read, ()).await.unwrap();
+        assert_eq!(via_b, base, "B reads the base table, prepared");
+    }
+    assert_eq!(stat(&b, "Qcache_l2_hits"), 0, "nothing of A's in L2");
+    wait_for("B's entry in Redis", LAG_BOUND, || {
+        !redis.keys("qcache:e:*").is_empty()
+    })
+    .await;
+    // B's entry of the base table is in L2 now; A's session still reads its own table.
+    let text: Vec<(i64, i64)> = ca.query(read).await.unwrap();
+    assert_eq!(text, temp, "A is not served B's entry from L2, text");
+    let prepared: Vec<(i64, i64)> = ca.exec(read, ()).await.unwrap();
+    assert_eq!(
+        prepared, temp,
+        "A is not served B's entry from L2, prepared"
+    );
+    // Another session on A has no temporary table: served the base table from L2.
+    let mut ca2 = a.conn(&schema).await;
+    let fresh: Vec<(i64, i64)> = ca2.query(read).await.unwrap();
+    assert_eq!(fresh, base);
+    assert!(
+        stat(&a, "Qcache_l2_hits") >= 1,
+        "the base table's entry is shared"
+    );
+}
