@@ -1548,3 +1548,58 @@ async fn temporary_tables_made_by_stored_code_stay_out_of_l2() {
         "the base table's entry is shared"
     );
 }
+
+/// FOUND_ROWS() after a read the server refuses before running it (an unknown column), right
+/// after an L2 hit and after a hit on its L1 copy: what the server leaves, as directly
+/// (qcache owes the server the hit's FOUND_ROWS and restores it before the refused read).
+/// Text and prepared hits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn found_rows_after_a_refused_read_following_an_l2_hit() {
+    let redis = Redis::start();
+    let schema = setup("l2_refused", 3).await;
+    let a = proxy(&redis.url(), |_| {}).await;
+    let b = proxy(&redis.url(), |_| {}).await;
+    let mut ca = a.conn(&schema).await;
+    let mut cb = b.conn(&schema).await;
+    let mut direct = common::direct_to(&schema).await;
+    let mut hits = 0;
+    for prepared in [false, true] {
+        let (read, param) = if prepared {
+            ("SELECT id, v FROM t WHERE id > ? ORDER BY id", Some(-5))
+        } else {
+            ("SELECT id, v FROM t WHERE id > -5 ORDER BY id", None)
+        };
+        let filled: Vec<(i64, i64)> = match param {
+            None => ca.query(read).await.unwrap(),
+            Some(p) => ca.exec(read, (p,)).await.unwrap(),
+        };
+        assert_eq!(filled.len(), 3);
+        let want = usize::from(prepared) + 1;
+        wait_for("A's entry in Redis", LAG_BOUND, || {
+            redis.keys("qcache:e:*").len() >= want
+        })
+        .await;
+        for round in ["L2 hit", "L1 copy"] {
+            let mut answers = Vec::new();
+            for c in [&mut direct, &mut cb] {
+                // A small FOUND_ROWS first, so a hit that restored nothing shows.
+                c.query_drop("SELECT id FROM t WHERE id = 1").await.unwrap();
+                let rows: Vec<(i64, i64)> = match param {
+                    None => c.query(read).await.unwrap(),
+                    Some(p) => c.exec(read, (p,)).await.unwrap(),
+                };
+                let refused = diag_answer(c, "SELECT nosuch FROM t").await;
+                let found = diag_answer(c, "SELECT FOUND_ROWS()").await;
+                answers.push((rows, refused, found));
+            }
+            assert_eq!(
+                answers[1], answers[0],
+                "after an {round} (prepared: {prepared})"
+            );
+            if round == "L2 hit" {
+                hits += 1;
+            }
+            assert_eq!(stat(&b, "Qcache_l2_hits"), hits, "{read}: {round}");
+        }
+    }
+}
