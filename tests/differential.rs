@@ -685,6 +685,7 @@ macro_rules! topics {
 topics!(
     adversary2,
     adversary5,
+    adversary6,
     basics,
     catalog,
     classification,
