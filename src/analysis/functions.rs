@@ -5,6 +5,8 @@
 //! it may write, the statement counts as a write to unknown tables. So an omission here costs
 //! a cache miss and an invalidation, never a stale read.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 /// What calling a function means for caching.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum FnClass {
@@ -51,10 +53,62 @@ pub(crate) fn classify(name: &str, no_args: bool) -> FnClass {
     if SEQUENCE.contains(&name) {
         return FnClass::Sequence;
     }
-    if DETERMINISTIC.binary_search(&name).is_ok() {
+    if DETERMINISTIC.binary_search(&name).is_ok()
+        && (MYSQL_UPSTREAM.load(Ordering::Relaxed) || MYSQL_ONLY.binary_search(&name).is_err())
+    {
         return FnClass::Deterministic;
     }
     FnClass::Unknown
+}
+
+/// MySQL built-ins of [`DETERMINISTIC`] that MariaDB (10.11) does not have. On MariaDB an
+/// unqualified call of one of these names runs the stored function of that name in the
+/// current database, which may read or write anything: so they are built-ins only once the
+/// upstream said it is MySQL ([`upstream_is`]). Sorted (a test checks). Each was checked
+/// against MariaDB 10.11, where `SELECT name(…)` with any argument count answers 1305
+/// (FUNCTION does not exist); some are built in on later MariaDB versions, where they are
+/// counted as stored code all the same (a miss, never a wrong answer).
+const MYSQL_ONLY: &[&str] = &[
+    "any_value",
+    "bin_to_uuid",
+    "can_access_column",
+    "format_bytes",
+    "format_pico_time",
+    "grouping",
+    "gtid_subset",
+    "gtid_subtract",
+    "is_uuid",
+    "json_array_intersect",
+    "json_key_value",
+    "json_object_filter_keys",
+    "json_object_to_array",
+    "json_schema_valid",
+    "json_schema_validation_report",
+    "json_storage_free",
+    "json_storage_size",
+    "json_table",
+    "mbrcoveredby",
+    "mbrcovers",
+    "regexp_like",
+    "st_isvalid",
+    "st_latitude",
+    "st_longitude",
+    "st_simplify",
+    "statement_digest",
+    "statement_digest_text",
+    "uuid_to_bin",
+];
+
+/// Whether the upstream is MySQL (not MariaDB): set from the server's greeting, once per
+/// process (qcache serves one upstream: a reload to another is refused). Until then, and
+/// for MariaDB, [`MYSQL_ONLY`] names are stored code.
+static MYSQL_UPSTREAM: AtomicBool = AtomicBool::new(false);
+
+/// Notes the upstream's kind from its greeting (`ServerVersion::mariadb`).
+pub fn upstream_is(mariadb: bool) {
+    if !mariadb {
+        MYSQL_UPSTREAM.store(true, Ordering::Relaxed);
+    }
 }
 
 /// Keywords that MySQL evaluates as functions without parentheses.
@@ -484,6 +538,10 @@ mod tests {
     fn lists_are_sorted_and_disjoint() {
         assert!(NON_DETERMINISTIC.windows(2).all(|w| w[0] < w[1]));
         assert!(DETERMINISTIC.windows(2).all(|w| w[0] < w[1]));
+        assert!(MYSQL_ONLY.windows(2).all(|w| w[0] < w[1]));
+        assert!(MYSQL_ONLY
+            .iter()
+            .all(|n| DETERMINISTIC.binary_search(n).is_ok()));
         for n in NON_DETERMINISTIC.iter().chain(SEQUENCE) {
             assert!(DETERMINISTIC.binary_search(n).is_err(), "{n}");
         }
@@ -500,6 +558,10 @@ mod tests {
         assert_eq!(classify("concat", false), FnClass::Deterministic);
         assert_eq!(classify("nextval", false), FnClass::Sequence);
         assert_eq!(classify("my_func", false), FnClass::Unknown);
+        // MySQL-only built-ins: a stored function of that name on MariaDB (the default
+        // until the upstream says it is MySQL; no test here says so).
+        assert_eq!(classify("any_value", false), FnClass::Unknown);
+        assert_eq!(classify("regexp_like", false), FnClass::Unknown);
         assert_eq!(niladic("utc_date"), Some("utc_date"));
         assert_eq!(niladic("id"), None);
     }
@@ -530,7 +592,12 @@ mod tests {
             assert_eq!(classify(n, false), FnClass::Sequence, "{n}");
         }
         for n in DETERMINISTIC {
-            assert_eq!(classify(n, false), FnClass::Deterministic, "{n}");
+            let want = if MYSQL_ONLY.contains(n) {
+                FnClass::Unknown
+            } else {
+                FnClass::Deterministic
+            };
+            assert_eq!(classify(n, false), want, "{n} (MariaDB upstream)");
         }
         assert_eq!(classify("default", false), FnClass::ColumnDefault);
     }

@@ -37,6 +37,7 @@ mod comments;
 mod digest;
 mod fallback;
 mod functions;
+pub use functions::upstream_is;
 pub(crate) mod lexer;
 mod memo;
 pub mod params;
@@ -53,7 +54,8 @@ pub use fallback::{calls_unknown_code, sequences_written};
 pub use memo::Analyzer;
 pub use parse::analyze;
 pub use scan::{
-    creates_table, first_keyword_is, scan, split_statements, strip_hints, Hint, Scan, StatementKind,
+    any_name, creates_table, first_keyword_is, is_compound, scan, split_statements, strip_hints,
+    Hint, Scan, StatementKind,
 };
 pub use set::{analyze_set, statement_settings, use_schema, QcAssign, SetInfo};
 pub use sysvar::{contains_ci, qct_answer, qct_read, QctAnswer, QctRead};

@@ -273,6 +273,52 @@ pub fn first_keyword_is(sql: &[u8], kw: &str) -> bool {
         .is_some_and(|t| t.is_kw(sql, kw))
 }
 
+/// Whether any name in the statement (an unquoted word, a backquoted or double-quoted
+/// name, lower-cased) is one `is_name` knows, under both readings of its strings (with and
+/// without backslash escapes: the session's sql_mode decides which the server uses, and a
+/// name found in either counts).
+pub fn any_name(sql: &[u8], mut is_name: impl FnMut(&str) -> bool) -> bool {
+    use super::lexer::Tok;
+    let mut scan = |mut lexer: Lexer<'_>| {
+        lexer.any(|t| {
+            let b = t.bytes(sql);
+            let inner = match t.tok {
+                Tok::Word => b,
+                Tok::Backquoted | Tok::DoubleQuoted if b.len() >= 2 => &b[1..b.len() - 1],
+                _ => return false,
+            };
+            is_name(&String::from_utf8_lossy(inner).to_lowercase())
+        })
+    };
+    scan(Lexer::new(sql)) || (sql.contains(&b'\\') && scan(Lexer::without_backslash_escapes(sql)))
+}
+
+/// Whether the statement is a compound statement the client sent for the server to run
+/// as anonymous stored code (MariaDB): `BEGIN NOT ATOMIC … END`, `IF … END IF`, `CASE`,
+/// `LOOP`, `WHILE`, `REPEAT`, `FOR`, or one of them after a label (`l: LOOP …`). Like a
+/// procedure's body it may do anything a procedure may: create temporary tables, SET
+/// variables, call procedures.
+pub fn is_compound(sql: &[u8]) -> bool {
+    let mut toks = Lexer::new(sql);
+    let Some(first) = toks.next() else {
+        return false;
+    };
+    let second = toks.next();
+    if first.tok != super::lexer::Tok::Word {
+        return false;
+    }
+    if second.is_some_and(|t| t.is_punct(b':')) {
+        // A label; `SET` and the like never take one.
+        return true;
+    }
+    if first.is_kw(sql, "BEGIN") {
+        return second.is_some_and(|t| t.is_kw(sql, "NOT"));
+    }
+    ["IF", "CASE", "LOOP", "WHILE", "REPEAT", "FOR", "DECLARE"]
+        .iter()
+        .any(|k| first.is_kw(sql, k))
+}
+
 /// Whether the statement is `CREATE [OR REPLACE] [TEMPORARY] TABLE …` (the only DDL that
 /// runs a query, in `… SELECT`).
 pub fn creates_table(sql: &[u8]) -> bool {
@@ -433,6 +479,37 @@ pub fn strip_hints<'a>(sql: &'a [u8], scan: &Scan) -> Cow<'a, [u8]> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn compound_statements_are_anonymous_stored_code() {
+        let rows: &[(&str, bool)] = &[
+            (
+                "BEGIN NOT ATOMIC CREATE TEMPORARY TABLE t SELECT 1; END",
+                true,
+            ),
+            ("begin not atomic select 1; end", true),
+            (
+                "IF 1 THEN CREATE TEMPORARY TABLE t SELECT 7 AS id; END IF",
+                true,
+            ),
+            ("CASE WHEN 1 THEN SELECT 1; END CASE", true),
+            ("WHILE 0 DO SELECT 1; END WHILE", true),
+            ("REPEAT SELECT 1; UNTIL 1 END REPEAT", true),
+            ("l: LOOP LEAVE l; END LOOP", true),
+            ("FOR i IN 1..2 DO SELECT i; END FOR", true),
+            ("/* c */ IF 1 THEN SELECT 1; END IF", true),
+            ("BEGIN", false),
+            ("BEGIN WORK", false),
+            ("SELECT IF(1, 2, 3)", false),
+            ("SET @a = 1", false),
+            ("INSERT INTO t VALUES (1)", false),
+            ("(SELECT 1)", false),
+            ("", false),
+        ];
+        for (sql, want) in rows {
+            assert_eq!(is_compound(sql.as_bytes()), *want, "{sql}");
+        }
+    }
 
     /// One row per rule: which hints are cut before forwarding, and the hint that counts.
     #[test]

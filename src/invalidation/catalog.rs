@@ -86,6 +86,9 @@ pub struct SchemaSnapshot {
     temporaries: Arc<crate::policy::stored_code::Temporaries>,
     /// The routines it was judged with, for judging the DDL seen before the next reload.
     routines: Arc<Vec<crate::policy::stored_code::Routine>>,
+    /// The names (any schema, lower-cased) of the views whose reading runs stored code
+    /// ([`SchemaSnapshot::read_runs_code`]), for statements that may read one inside.
+    code_views: Arc<HashSet<String>>,
 }
 
 /// The analysis of one schema's rows. Keys are lower-cased names within the schema.
@@ -569,7 +572,7 @@ impl SchemaSnapshot {
                 }
             }
         }
-        SchemaSnapshot {
+        let mut snap = SchemaSnapshot {
             schemas: parts,
             views,
             temporaries: Arc::new(crate::policy::stored_code::temporaries(
@@ -577,7 +580,16 @@ impl SchemaSnapshot {
                 raw.triggers.iter().map(|t| (t.0.as_str(), t.3.as_str())),
             )),
             routines: Arc::new(raw.routines.clone()),
-        }
+            code_views: Default::default(),
+        };
+        let code_views: HashSet<String> = snap
+            .views
+            .keys()
+            .filter(|v| snap.read_runs_code(std::slice::from_ref(*v)))
+            .map(|v| v.1.clone())
+            .collect();
+        snap.code_views = Arc::new(code_views);
+        snap
     }
 
     /// Replaces in `raw` the rows `changed` (and `children`, as [`RawCatalog::replace`])
@@ -1634,6 +1646,19 @@ impl Catalog {
     /// cached at all.
     pub fn read_runs_code(&self, tables: &[TableName]) -> bool {
         self.is_loaded() && self.snapshot.load().read_runs_code(tables)
+    }
+
+    /// Whether a statement other than a plain read (a write's query or subquery, a SET's or
+    /// DO's subquery, CREATE … SELECT) may read a view whose reading runs stored code: one
+    /// of its names is such a view's, in any schema (a name that only looks alike costs an
+    /// invalidation, never a stale read). Before the first load, whether it has a query.
+    pub fn mentions_code_view(&self, sql: &[u8]) -> bool {
+        if !self.is_loaded() {
+            return crate::analysis::contains_ci(sql, b"select");
+        }
+        let snap = self.snapshot.load();
+        !snap.code_views.is_empty()
+            && crate::analysis::any_name(sql, |n| snap.code_views.contains(n))
     }
 
     /// What a data change a session is about to send to `tables` may fire (`policy::context::

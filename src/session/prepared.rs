@@ -178,6 +178,7 @@ impl Session {
             return;
         };
         let text = analysis::server_text(&sql, self.st.server);
+        self.plan_code_views(&text);
         let why = if kind == StatementKind::Set {
             let text = String::from_utf8_lossy(&text);
             classify::set_writes(analysis::analyze_set(&text).as_ref(), &text)

@@ -39,6 +39,17 @@ impl Session {
         if let Some(why) = classify::relayed_write(scan.kind, &text) {
             self.plan_unknown_write_for(why);
         }
+        if !matches!(
+            scan.kind,
+            StatementKind::Select
+                | StatementKind::Write
+                | StatementKind::Call
+                | StatementKind::Execute
+                | StatementKind::Empty
+        ) {
+            // A SET's or DO's subquery, a SHOW's WHERE (writes plan it in `write`).
+            self.plan_code_views(&text);
+        }
         if matches!(scan.kind, StatementKind::Other | StatementKind::Flush)
             && self.plan_table_locks(&text)
         {
@@ -128,6 +139,10 @@ impl Session {
         for part in analysis::split_statements(sql) {
             self.plan_privileges(part);
             let scan = analysis::scan(part);
+            if scan.kind != StatementKind::Select {
+                // Reads plan the views they read in `plan_side_effects`.
+                self.plan_code_views(part);
+            }
             match scan.kind {
                 StatementKind::Write => {
                     let an = analysis::analyze(&String::from_utf8_lossy(part));
@@ -180,6 +195,10 @@ impl Session {
         // Once, for the whole text, after the parts: a routine's or trigger's compound body
         // splits into parts here, and the code it creates does not run now.
         self.plan_ddl_code(sql);
+        if analysis::is_compound(sql) {
+            // Anonymous stored code split at its inner `;`: as a CALL, whatever its parts.
+            self.plan_compound(sql);
+        }
         self.note_not_cached(Reason::MultiStatement);
         self.relay_command(&pkt, Expect::Results).await?;
         // Which statements ran is not followed: a temporary table any of them may have

@@ -196,8 +196,11 @@ pub struct SessionState {
 
 impl SessionState {
     pub fn new(shared: &Shared, n: &Negotiated) -> SessionState {
+        let server = ServerVersion::from_greeting(&n.greeting.server_version);
+        // MySQL-only built-in names are stored code on MariaDB (`analysis::functions`).
+        crate::analysis::upstream_is(server.mariadb);
         let mut s = SessionState {
-            server: ServerVersion::from_greeting(&n.greeting.server_version),
+            server,
             user: n.response.user.clone(),
             db: n.response.database.clone(),
             charset: n.response.charset,

@@ -23,6 +23,11 @@ impl Session {
     ) -> Result<(), SessionError> {
         let text = analysis::server_text(sql, self.st.server);
         self.plan_privileges(&text);
+        if analysis::is_compound(&text) {
+            self.plan_compound(&text);
+            return self.relay_command(pkt, Expect::Results).await.map(drop);
+        }
+        self.plan_code_views(&text);
         let an = self.shared.analyzer.analyze(&text, digest);
         self.plan_ddl_code(&text);
         match &*an {
@@ -195,6 +200,32 @@ impl Session {
                 self.st.lost_track = true;
             }
             classify::AfterStoredCode::Unknown => self.st.temporaries_unknown = true,
+        }
+    }
+
+    /// A statement other than a plain read that may read a view whose definition runs
+    /// stored code (`Catalog::mentions_code_view`): that code may write any table, as
+    /// in a read of the view (`Session::plan_side_effects`).
+    pub(super) fn plan_code_views(&mut self, text: &[u8]) {
+        if self.shared.catalog.mentions_code_view(text) {
+            self.plan_unknown_write();
+        }
+    }
+
+    /// A compound statement (`analysis::is_compound`): anonymous stored code, planned as a
+    /// CALL; and since its body may define or change relations, the catalog is reloaded
+    /// whole after it when its text names DDL.
+    pub(super) fn plan_compound(&mut self, text: &[u8]) {
+        // A multi-statement's parts may have planned DDL already.
+        let ddl = self.st.pending.ddl;
+        self.plan_call();
+        self.st.pending.ddl = ddl;
+        if ["create", "alter", "drop", "rename"]
+            .iter()
+            .any(|k| analysis::contains_ci(text, k.as_bytes()))
+        {
+            self.st.pending.ddl = true;
+            self.st.pending.ddl_changed.everything = true;
         }
     }
 
