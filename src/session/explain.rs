@@ -362,6 +362,35 @@ impl Session {
                 }
             });
         }
+        // An outdated entry under a `max_stale` rule: the same decision a miss makes
+        // (`stale_verdict`), worded.
+        if let (Some(k), true) = (k, may_see_entry) {
+            if let Some((e, verdict)) = self.stale_verdict(k, mode.as_ref()) {
+                let age = e.created.elapsed();
+                let max = e.max_stale.unwrap_or_default();
+                match verdict {
+                    Ok(_) => {
+                        f.push((
+                            "stale",
+                            Some(format!(
+                                "served stale: age {age:.3?} of max_stale {max:?}, a change of                                  rows outdated it and another session is refreshing it"
+                            )),
+                        ));
+                        return Ok(Verdict {
+                            decision: "hit (stale)",
+                            reason: Some(format!("outdated entry, age {age:.3?} < {max:?}")),
+                        });
+                    }
+                    Err(why) => f.push((
+                        "stale",
+                        Some(format!(
+                            "not served stale: {} (age {age:.3?}, max_stale {max:?})",
+                            why.as_str()
+                        )),
+                    )),
+                }
+            }
+        }
         // The plan does not depend on the key (only the store does): any key will do.
         let plan_key = k.unwrap_or_else(|| key(self.st.fingerprint, 0, &[]));
         let planned = read::settle(
@@ -403,8 +432,17 @@ impl Session {
             }
             Ok(_) => {}
         }
-        if let Some(ttl) = plan.ttl {
+        if let Some(ttl) = plan.opts.ttl {
             f.push(("ttl", Some(format!("{ttl:?}"))));
+        }
+        if let Some(m) = plan.opts.max_stale {
+            f.push(("max_stale", Some(format!("{m:?}"))));
+        }
+        if !plan.opts.cache_empty {
+            f.push((
+                "cache_empty",
+                Some("false: a result of no rows is not stored".into()),
+            ));
         }
         Ok(Verdict {
             decision: "store",
