@@ -1,5 +1,6 @@
 //! Operator rules (`[[rules]]`): which reads are never cached and which get their own TTL,
-//! matched on a miss by schema, table, user, digest or a regex on the statement.
+//! bounded staleness (`max_stale`) or no empty results (`cache_empty`), matched on a miss by
+//! schema, table, user, digest or a regex on the statement.
 
 use std::time::Duration;
 
@@ -89,6 +90,38 @@ pub struct Rule {
         skip_serializing_if = "Option::is_none"
     )]
     pub ttl: Option<Duration>,
+    /// With `action = "cache"`: after a data change invalidates an entry, other sessions may
+    /// still be served it while one session refreshes it, as long as less than this has
+    /// passed since its query was sent (`policy::stale`). Off when absent.
+    #[serde(
+        default,
+        with = "humantime_serde",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub max_stale: Option<Duration>,
+    /// With `action = "cache"`: `false` stores no result of 0 rows (a read that finds nothing
+    /// now is asked again next time). Absent means true.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_empty: Option<bool>,
+}
+
+/// What a `cache` rule sets for the entries of the reads it matches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Options {
+    pub ttl: Option<Duration>,
+    pub max_stale: Option<Duration>,
+    pub cache_empty: bool,
+}
+
+impl Default for Options {
+    /// What a read no rule matches gets: no TTL of its own, never stale, empties stored.
+    fn default() -> Options {
+        Options {
+            ttl: None,
+            max_stale: None,
+            cache_empty: true,
+        }
+    }
 }
 
 /// What the matching rule decided for one read.
@@ -97,9 +130,7 @@ pub enum Verdict {
     /// No rule matched: default behaviour.
     Default,
     Never,
-    Cache {
-        ttl: Option<Duration>,
-    },
+    Cache(Options),
 }
 
 /// What a read looks like to the rules.
@@ -149,7 +180,11 @@ pub fn evaluate(rules: &[Rule], r: &Subject) -> Verdict {
         None => Verdict::Default,
         Some(rule) => match rule.action {
             Action::Never => Verdict::Never,
-            Action::Cache => Verdict::Cache { ttl: rule.ttl },
+            Action::Cache => Verdict::Cache(Options {
+                ttl: rule.ttl,
+                max_stale: rule.max_stale,
+                cache_empty: rule.cache_empty.unwrap_or(true),
+            }),
         },
     }
 }
@@ -199,9 +234,10 @@ mod tests {
         assert_eq!(evaluate(&r, &subject(&orders, "")), Verdict::Never);
         assert_eq!(
             evaluate(&r, &subject(&items, "")),
-            Verdict::Cache {
-                ttl: Some(Duration::from_secs(60))
-            }
+            Verdict::Cache(Options {
+                ttl: Some(Duration::from_secs(60)),
+                ..Options::default()
+            })
         );
         assert_eq!(evaluate(&r, &subject(&other, "select 1")), Verdict::Default);
         assert_eq!(
@@ -248,7 +284,7 @@ mod tests {
             .collect::<Vec<_>>()
             .join("\n");
         let r = rules(&body);
-        assert_eq!(r.len(), 4);
+        assert_eq!(r.len(), 5);
         assert_eq!(r[0].action, Action::Never);
         assert_eq!(r[1].ttl, Some(Duration::from_secs(60)));
         assert!(r[2]
@@ -256,6 +292,8 @@ mod tests {
             .as_ref()
             .is_some_and(|p| p.0.is_match("x group by y")));
         assert_eq!(r[3].digest, Some(Digest(0x9f2c4e1a77b03d15)));
+        assert_eq!(r[4].max_stale, Some(Duration::from_secs(2)));
+        assert_eq!(r[4].cache_empty, Some(false));
     }
 
     #[test]
@@ -275,6 +313,8 @@ mod tests {
             regex: None,
             action: Action::Never,
             ttl: None,
+            max_stale: None,
+            cache_empty: None,
         }
     }
 
@@ -313,9 +353,10 @@ mod tests {
             ttl: Some(Duration::from_secs(5)),
             ..rule(None, None)
         };
-        let want = Verdict::Cache {
+        let want = Verdict::Cache(Options {
             ttl: Some(Duration::from_secs(5)),
-        };
+            ..Options::default()
+        });
         assert_eq!(evaluate(&[cache], &subject(&[], "x")), want);
         assert_eq!(evaluate(&[], &subject(&[], "x")), Verdict::Default);
     }
@@ -369,6 +410,40 @@ mod tests {
             p: Pattern,
         }
         assert_eq!(toml::to_string(&W { p: a }).unwrap().trim(), "p = \"a+\"");
+    }
+
+    /// `max_stale` and `cache_empty` reach the verdict; absent, they are off and true.
+    #[test]
+    fn stale_and_empty_options() {
+        let r = rules(
+            "[[rules]]\ntable = \"dash\"\naction = \"cache\"\nmax_stale = \"1500ms\"\ncache_empty = false\n\
+             [[rules]]\ntable = \"*\"\naction = \"cache\"\n",
+        );
+        let dash = [("s".to_string(), "dash".to_string())];
+        let other = [("s".to_string(), "o".to_string())];
+        assert_eq!(
+            evaluate(&r, &subject(&dash, "")),
+            Verdict::Cache(Options {
+                ttl: None,
+                max_stale: Some(Duration::from_millis(1500)),
+                cache_empty: false,
+            })
+        );
+        assert_eq!(
+            evaluate(&r, &subject(&other, "")),
+            Verdict::Cache(Options::default())
+        );
+        #[derive(Debug, Deserialize)]
+        #[allow(dead_code)]
+        struct W {
+            rules: Vec<Rule>,
+        }
+        assert!(
+            toml::from_str::<W>("[[rules]]\naction = \"cache\"\nmax_stale = \"soon\"\n").is_err()
+        );
+        assert!(
+            toml::from_str::<W>("[[rules]]\naction = \"cache\"\ncache_empty = \"no\"\n").is_err()
+        );
     }
 
     /// More glob rows: stars anywhere, any number, an empty name.

@@ -150,6 +150,7 @@ const FOLDERS: &[(&str, &[Layer])] = &[
         ("privileges", 0, "which statements change privileges"),
         ("txn", 0, "the transaction state machine, over the snapshot rule and its reasons"),
         ("snapshot", 0, "the snapshot rule, which answers with a reason"),
+        ("stale", 0, "bounded staleness and empty results (max_stale, cache_empty), over reasons"),
         ("reason", 1, "why a read was not cached: the labels every rule returns"),
     ]),
     ("protocol", &[

@@ -177,6 +177,12 @@ fn encode_cache(e: &mut DescriptorEncoder, sh: &Shared) -> std::fmt::Result {
         "Sessions that waited for another session filling the same key.",
         load(&stats.stampede_waits),
     )?;
+    counter(
+        e,
+        "qcache_stale_served",
+        "Outdated entries served within their rule's max_stale while another session refreshed them.",
+        load(&stats.stale_served),
+    )?;
     gauge(e, "qcache_entries", "Entries held now.", cache.len() as u64)?;
     Ok(())
 }

@@ -114,10 +114,13 @@ pub enum DigestColumn {
     TimeSavedMs,
     FirstSeen,
     LastSeen,
+    /// Hits that served an outdated entry under its rule's `max_stale` (last: added after
+    /// the others, so that positions operators rely on stay).
+    StaleHits,
 }
 
 impl DigestColumn {
-    pub const ALL: [DigestColumn; 17] = [
+    pub const ALL: [DigestColumn; 18] = [
         DigestColumn::Digest,
         DigestColumn::Schema,
         DigestColumn::User,
@@ -135,6 +138,7 @@ impl DigestColumn {
         DigestColumn::TimeSavedMs,
         DigestColumn::FirstSeen,
         DigestColumn::LastSeen,
+        DigestColumn::StaleHits,
     ];
 
     pub fn name(self) -> &'static str {
@@ -156,6 +160,7 @@ impl DigestColumn {
             DigestColumn::TimeSavedMs => "time_saved_ms",
             DigestColumn::FirstSeen => "first_seen",
             DigestColumn::LastSeen => "last_seen",
+            DigestColumn::StaleHits => "stale_hits",
         }
     }
 
@@ -601,6 +606,7 @@ fn compare(a: &DigestRow, b: &DigestRow, by: DigestColumn) -> std::cmp::Ordering
         DigestColumn::TimeSavedMs => x.time_saved_ns().cmp(&y.time_saved_ns()),
         DigestColumn::FirstSeen => x.first_seen.cmp(&y.first_seen),
         DigestColumn::LastSeen => x.last_seen.cmp(&y.last_seen),
+        DigestColumn::StaleHits => x.stale_hits.cmp(&y.stale_hits),
     }
 }
 
@@ -649,6 +655,7 @@ pub fn digest_value(r: &DigestRow, c: DigestColumn) -> DigestValue {
         DigestColumn::TimeSavedMs => DigestValue::Text(Some(ms(n.time_saved_ns()))),
         DigestColumn::FirstSeen => DigestValue::Text(when(n.first_seen)),
         DigestColumn::LastSeen => DigestValue::Text(when(n.last_seen)),
+        DigestColumn::StaleHits => DigestValue::Count(n.stale_hits),
     }
 }
 

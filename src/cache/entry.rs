@@ -3,7 +3,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytes::{BufMut, Bytes, BytesMut};
 
@@ -60,6 +60,9 @@ pub struct Entry {
     /// looking at the statement.
     pub rows: u64,
     pub shape: Option<std::sync::Arc<str>>,
+    /// From the read's rule: once a data change outdates it, it may still be served to
+    /// other sessions this long after `created` while one refreshes it (`policy::stale`).
+    pub max_stale: Option<Duration>,
 }
 
 impl Entry {
@@ -79,6 +82,7 @@ impl Entry {
             l2: None,
             rows: 0,
             shape: None,
+            max_stale: None,
         }
     }
 

@@ -390,17 +390,46 @@ impl Cache {
     }
 
     /// The entry under `key` if present, unexpired and computed under the current table
-    /// versions; a stale entry is removed. Counts a hit when it returns one.
+    /// versions; a stale entry is removed, unless its rule lets it be served stale for a
+    /// while yet (`outdated` finds it then). Counts a hit when it returns one.
     pub fn get_current(&self, key: Key) -> Option<Arc<Entry>> {
         let e = self.get(key)?;
         if !e.stamps.is_current(&self.inner.versions) {
-            if self.remove_exact(key, &e) {
-                CacheStats::incr(&self.inner.stats.stale_dropped);
+            // Only an outdated entry pays for the `max_stale` check (a clock read).
+            let keep = e.max_stale.is_some_and(|m| e.created.elapsed() < m);
+            if !keep {
+                self.drop_outdated(key, &e);
             }
             return None;
         }
         self.hit(&e);
         Some(e)
+    }
+
+    /// The entry under `key` when it is unexpired, outdated and its rule sets `max_stale`:
+    /// what `policy::stale` is asked about. Not marked recently used.
+    pub fn outdated(&self, key: Key) -> Option<Arc<Entry>> {
+        let e = self.inner.map.peek(&key)?;
+        (e.max_stale.is_some() && !e.expired_now() && !e.stamps.is_current(&self.inner.versions))
+            .then_some(e)
+    }
+
+    /// Removes `e` from under `key`, outdated for good, counted as a stale drop.
+    pub fn drop_outdated(&self, key: Key, e: &Arc<Entry>) {
+        if self.remove_exact(key, e) {
+            CacheStats::incr(&self.inner.stats.stale_dropped);
+        }
+    }
+
+    /// Whether some session holds the fill claim on `key` (is computing it now).
+    pub fn filling(&self, key: Key) -> bool {
+        self.inner.fills.contains_key(&key)
+    }
+
+    /// Counts `e` as served stale: a hit, and Qcache_stale_served.
+    pub fn stale_hit(&self, e: &Entry) {
+        self.hit(e);
+        CacheStats::incr(&self.inner.stats.stale_served);
     }
 
     /// Whether `key` holds an entry that is current and unexpired, without counting a hit or

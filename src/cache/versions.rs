@@ -35,6 +35,14 @@
 //! hash of (table, column), always bumped (no registration, so no registration race); a
 //! collision costs an invalidation, never a stale read.
 //!
+//! Kinds of invalidation (`policy::stale`): an entry a change of rows outdated may be
+//! served stale under a `max_stale` rule; one outdated by anything else (DDL, a privilege
+//! change, a flush, a gap, L2) never is. Every such other bump raises the table's `hard`
+//! mark to its version after the bump, inside [`Versions::begin_hard`] /
+//! [`Versions::end_hard`]: a reader that sees the bump's version either sees the mark or
+//! sees the bump still in flight ([`Stamps::dropped`]), so it never takes the bump for a
+//! change of rows. Changes of rows touch none of this (the write path is unchanged).
+//!
 //! Why a write acknowledged after an entry's stamps were read always moves one of them:
 //! the entry registers its column ([`Versions::register`], under `t`'s column lock) before
 //! it reads its stamps, and the write reads `t`'s registered columns ([`Versions::bump_rows`],
@@ -45,7 +53,7 @@
 //! version — or it comes before, and then the write was acknowledged before the entry's
 //! stamps were read and before its query was sent, so the server's answer includes it.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, RwLock};
 
 use xxhash_rust::xxh3::xxh3_64;
@@ -55,6 +63,7 @@ use dashmap::DashMap;
 use super::fkmap::ParentMaps;
 use super::privileges::Privileges;
 use crate::faults::{Fault, Faults};
+use crate::policy::stale::Dropped;
 /// Told of every local bump, so that a shared second level (`l2`) raises the same
 /// versions fleet-wide. Called synchronously from `bump*`: it must only queue.
 pub trait BumpSink: Send + Sync {
@@ -93,6 +102,10 @@ pub struct TableVersion {
     columns: RwLock<Vec<Arc<SliceColumn>>>,
     /// A `mysql` privilege table: a write to it is a privilege change too.
     privileges: bool,
+    /// The version after its last bump that was no change of rows (module docs).
+    hard: AtomicU64,
+    /// What that bump was (`policy::stale::Dropped` as a byte).
+    hard_kind: AtomicU8,
 }
 
 /// A column some entry slices on, with the version writes move when they cannot name their
@@ -188,6 +201,11 @@ impl TableVersion {
             .unwrap_or_default()
     }
 
+    /// A `mysql` privilege table: its changes of rows are privilege changes.
+    pub fn is_privilege_table(&self) -> bool {
+        self.privileges
+    }
+
     /// `schema.name`, for logs and admin listings.
     pub fn qualified(&self) -> String {
         format!("{}.{}", self.schema, self.name)
@@ -216,6 +234,10 @@ pub struct Versions {
     sink: std::sync::OnceLock<Arc<dyn BumpSink>>,
     /// This instance's debug-build fault switches (`crate::faults`); all off otherwise.
     pub faults: Faults,
+    /// Invalidations other than changes of rows being applied now (module docs).
+    hard_in_flight: AtomicU64,
+    /// What the last epoch bump was (`policy::stale::Dropped` as a byte).
+    epoch_kind: AtomicU8,
 }
 
 impl std::fmt::Debug for dyn BumpSink {
@@ -271,6 +293,8 @@ impl Versions {
                     unknown_rows: AtomicU64::new(0),
                     columns: RwLock::new(Vec::new()),
                     privileges: crate::policy::privileges::is_privilege_table(schema, name),
+                    hard: AtomicU64::new(0),
+                    hard_kind: AtomicU8::new(0),
                 })
             })
             .clone()
@@ -655,6 +679,32 @@ impl Versions {
         self.tables.iter().map(|e| e.value().clone()).collect()
     }
 
+    /// Opens an invalidation that is no change of rows: until [`end_hard`](Self::end_hard),
+    /// no outdated entry counts as outdated by rows only. SeqCst here and in
+    /// [`Stamps::dropped`]: the mark must be seen by whoever sees the bump.
+    pub fn begin_hard(&self, kind: Dropped) {
+        self.hard_in_flight.fetch_add(1, Ordering::SeqCst);
+        self.epoch_kind.store(kind as u8, Ordering::SeqCst);
+    }
+
+    /// Marks `t` as bumped by an invalidation of `kind` (after its bump, before
+    /// [`end_hard`](Self::end_hard)).
+    pub fn mark_hard(&self, t: &TableVersion, kind: Dropped) {
+        t.hard_kind.store(kind as u8, Ordering::SeqCst);
+        t.hard.fetch_max(t.version(), Ordering::SeqCst);
+    }
+
+    /// Marks every table of `schema` the registry knows ([`mark_hard`](Self::mark_hard)).
+    pub fn mark_hard_schema(&self, schema: &str, kind: Dropped) {
+        for e in self.tables.iter().filter(|e| e.key().0 == schema) {
+            self.mark_hard(e.value(), kind);
+        }
+    }
+
+    pub fn end_hard(&self) {
+        self.hard_in_flight.fetch_sub(1, Ordering::SeqCst);
+    }
+
     /// The point a transaction's reads are judged against; take it when the transaction's
     /// read view is created (at the latest: before its first read is forwarded).
     pub fn snapshot(&self) -> Snapshot {
@@ -881,6 +931,28 @@ impl Stamps {
             }
         }
         true
+    }
+
+    /// Whether an invalidation other than a change of rows reached these stamps, and which
+    /// (`policy::stale`). Asked only of outdated entries, under a `max_stale` rule.
+    pub fn dropped(&self, v: &Versions) -> Option<Dropped> {
+        // Versions (by the caller's staleness check) first, then this: a bump seen there
+        // whose mark is not here yet is still in flight.
+        if v.hard_in_flight.load(Ordering::SeqCst) > 0 {
+            return Some(Dropped::Pending);
+        }
+        if self.epoch != v.epoch() {
+            return Some(Dropped::from_u8(v.epoch_kind.load(Ordering::SeqCst)));
+        }
+        let hard = |t: &TableVersion, stamped: u64| {
+            (t.hard.load(Ordering::SeqCst) > stamped)
+                .then(|| Dropped::from_u8(t.hard_kind.load(Ordering::SeqCst)))
+        };
+        self.tables
+            .iter()
+            .chain(&self.rows)
+            .find_map(|(t, s)| hard(t, *s))
+            .or_else(|| self.sliced.iter().find_map(|s| hard(&s.table, s.unknown)))
     }
 
     /// True when no table of these stamps changed after the global sequence `seq`, and no

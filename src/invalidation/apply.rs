@@ -14,6 +14,7 @@ use crate::cache::fkmap;
 use crate::cache::versions::{KnownRows, TableVersion, Versions};
 use crate::observe::stats::{CacheStats, InvalidationSource};
 use crate::policy::privileges::PrivilegeChange;
+use crate::policy::stale::Dropped;
 
 /// A table by name (schema, name), lower-cased.
 pub type TableName = (String, String);
@@ -100,6 +101,11 @@ pub struct Invalidation {
     pub moved: Vec<TableName>,
     /// In the order it is applied.
     pub what: Vec<What>,
+    /// Its table and row bumps are changes of rows (DML acknowledged by the server, a
+    /// transaction's end, the binlog's row and DML events): entries they outdate may be
+    /// served stale under a `max_stale` rule. False (the default) for everything else, and
+    /// for a DDL's own bump: fail closed (`policy::stale`).
+    pub data: bool,
 }
 
 impl Invalidation {
@@ -108,7 +114,14 @@ impl Invalidation {
             source,
             moved: Vec::new(),
             what,
+            data: false,
         }
+    }
+
+    /// This invalidation as a change of rows ([`data`](Self::data)).
+    pub fn of_rows(mut self) -> Invalidation {
+        self.data = true;
+        self
     }
 
     pub fn one(source: Source, what: What) -> Invalidation {
@@ -118,6 +131,44 @@ impl Invalidation {
     pub fn is_empty(&self) -> bool {
         self.moved.is_empty() && self.what.is_empty()
     }
+}
+
+/// What kind of invalidation `what` is when it is no change of rows (`policy::stale`):
+/// None only for a table or rows bumped by an invalidation marked [`Invalidation::data`]
+/// from this instance, and not of a privilege table.
+fn hard_kind(source: Source, data: bool, what: &What) -> Option<Dropped> {
+    let label = match source {
+        Source::L2 => return Some(Dropped::Shared),
+        Source::Here(label) => label,
+    };
+    let of_rows = matches!(
+        what,
+        What::Table(_) | What::Rows { .. } | What::Columns { .. } | What::Slices { .. }
+    );
+    let privilege_table = match what {
+        What::Table(t)
+        | What::Rows { table: t, .. }
+        | What::Columns { table: t, .. }
+        | What::Slices { table: t, .. } => {
+            crate::policy::privileges::is_privilege_table(&t.0, &t.1)
+        }
+        _ => false,
+    };
+    if data && of_rows && !privilege_table {
+        return None;
+    }
+    Some(match (what, label) {
+        (What::Gap, _) => Dropped::Gap,
+        (What::Privileges(_), _) | (_, InvalidationSource::Privileges) => Dropped::Privileges,
+        _ if privilege_table => Dropped::Privileges,
+        (_, InvalidationSource::Flush) => Dropped::Flush,
+        (_, InvalidationSource::Conservative) => Dropped::Conservative,
+        (What::Everything, _) => Dropped::Conservative,
+        (What::Schema(_), _) if data => Dropped::Conservative,
+        // A table or schema bumped by the catalog, or by a write not marked as a change
+        // of rows: a DDL's own bump, through qcache or in the binlog.
+        _ => Dropped::Catalog,
+    })
 }
 
 /// Applies invalidations to one instance's versions and counters. Cheap to clone; every
@@ -143,7 +194,48 @@ impl Invalidator {
         for (s, t) in &inv.moved {
             self.versions.parents.drop_table(s, t);
         }
-        inv.what.iter().map(|w| self.apply_one(inv.source, w)).sum()
+        inv.what
+            .iter()
+            .map(|w| match hard_kind(inv.source, inv.data, w) {
+                None => self.apply_one(inv.source, w),
+                Some(kind) => {
+                    let v = &self.versions;
+                    v.begin_hard(kind);
+                    let n = self.apply_one(inv.source, w);
+                    self.mark_hard(w, kind);
+                    v.end_hard();
+                    n
+                }
+            })
+            .sum()
+    }
+
+    /// Marks what `what` bumped as outdated by an invalidation of `kind`
+    /// (`Versions::mark_hard`); an epoch bump needs no mark (`Stamps::dropped`).
+    fn mark_hard(&self, what: &What, kind: Dropped) {
+        let v = &self.versions;
+        match what {
+            What::Table(t)
+            | What::Rows { table: t, .. }
+            | What::Columns { table: t, .. }
+            | What::Slices { table: t, .. } => {
+                let t = v.table(&t.0, &t.1);
+                v.mark_hard(&t, kind);
+                if t.is_privilege_table() {
+                    self.mark_privilege_stamps(&PrivilegeChange::privilege_table());
+                }
+            }
+            What::Schema(s) => v.mark_hard_schema(s, kind),
+            What::Everything | What::Gap => {}
+            What::Privileges(c) => self.mark_privilege_stamps(c),
+        }
+    }
+
+    fn mark_privilege_stamps(&self, c: &PrivilegeChange) {
+        let v = &self.versions;
+        for (s, n) in crate::policy::privileges::change_stamps(c) {
+            v.mark_hard(&v.table(&s, &n), Dropped::Privileges);
+        }
     }
 
     fn apply_one(&self, source: Source, what: &What) -> u64 {
@@ -259,6 +351,102 @@ impl Invalidator {
 mod tests {
     use super::*;
     use crate::cache::fkmap::{derived_column, MapKey};
+
+    /// What an entry on `shop.orders` stamped before each invalidation says of it after:
+    /// only a change of rows from this instance leaves it servable stale (`policy::stale`).
+    #[test]
+    fn only_changes_of_rows_leave_entries_servable_stale() {
+        let orders = || ("shop".to_string(), "orders".to_string());
+        let here = Source::Here;
+        let rows: Vec<(&str, Invalidation, Option<Dropped>)> = vec![
+            (
+                "a DML write through qcache",
+                Invalidation::one(here(InvalidationSource::Write), What::Table(orders())).of_rows(),
+                None,
+            ),
+            (
+                "a transaction's end",
+                Invalidation::one(here(InvalidationSource::TxnEnd), What::Table(orders()))
+                    .of_rows(),
+                None,
+            ),
+            (
+                "a binlog commit's rows",
+                Invalidation::one(
+                    here(InvalidationSource::Binlog),
+                    What::Rows {
+                        table: orders(),
+                        known: vec![("id".to_string(), vec!["1".to_string()])].into(),
+                    },
+                )
+                .of_rows(),
+                None,
+            ),
+            (
+                "a DDL's own bump (not marked as rows)",
+                Invalidation::one(here(InvalidationSource::Write), What::Table(orders())),
+                Some(Dropped::Catalog),
+            ),
+            (
+                "a binlog DDL",
+                Invalidation::one(here(InvalidationSource::Binlog), What::Table(orders())),
+                Some(Dropped::Catalog),
+            ),
+            (
+                "the catalog's reload",
+                Invalidation::one(here(InvalidationSource::Catalog), What::Table(orders())),
+                Some(Dropped::Catalog),
+            ),
+            (
+                "QCACHE INVALIDATE TABLE",
+                Invalidation::one(here(InvalidationSource::Flush), What::Table(orders())),
+                Some(Dropped::Flush),
+            ),
+            (
+                "a schema, even in a commit",
+                Invalidation::one(
+                    here(InvalidationSource::Binlog),
+                    What::Schema("shop".to_string()),
+                )
+                .of_rows(),
+                Some(Dropped::Conservative),
+            ),
+            (
+                "an unanalysable write: everything",
+                Invalidation::one(here(InvalidationSource::Conservative), What::Everything),
+                Some(Dropped::Conservative),
+            ),
+            (
+                "a binlog gap",
+                Invalidation::one(here(InvalidationSource::Binlog), What::Gap),
+                Some(Dropped::Gap),
+            ),
+            (
+                "RESET QUERY CACHE",
+                Invalidation::one(here(InvalidationSource::Flush), What::Everything),
+                Some(Dropped::Flush),
+            ),
+            (
+                "a bump learned from L2, even of rows",
+                Invalidation::one(Source::L2, What::Table(orders())).of_rows(),
+                Some(Dropped::Shared),
+            ),
+        ];
+        for (rule, inv, want) in rows {
+            let versions = Arc::new(Versions::new());
+            let t = versions.table("shop", "orders");
+            let stamps = crate::cache::Stamps::capture(&versions, std::slice::from_ref(&t));
+            Invalidator::new(versions.clone(), Arc::new(CacheStats::new())).apply(&inv);
+            assert!(!stamps.is_current(&versions), "{rule}: outdated");
+            assert_eq!(stamps.dropped(&versions), want, "{rule}");
+            // An entry stamped after a DDL is servable stale after the next change of rows.
+            let after = crate::cache::Stamps::capture(&versions, std::slice::from_ref(&t));
+            versions.bump(&t);
+            if inv.what != vec![What::Gap] && inv.what != vec![What::Everything] {
+                assert_eq!(after.dropped(&versions), None, "{rule}: then rows");
+            }
+        }
+    }
     use crate::cache::versions::BumpSink;
     use std::sync::Mutex;
 
@@ -396,6 +584,7 @@ mod tests {
                         table: orders(),
                         known: known("id", &["i1"]),
                     }],
+                    data: true,
                 },
                 bumped: 1,
                 heard: Some(&["rows shop.orders"]),
@@ -445,6 +634,7 @@ mod tests {
                         table: orders(),
                         indexes: vec![],
                     }],
+                    data: false,
                 },
                 bumped: 1,
                 heard: Some(&[]),

@@ -2029,10 +2029,13 @@ fn committed(
             }
         }
     }
+    // A committed transaction's row and DML events: changes of rows (DDL comes through
+    // `apply_ddl`, never here).
     Invalidation {
         source: Source::Here(InvalidationSource::Binlog),
         moved: txn.moved.into_iter().collect(),
         what,
+        data: true,
     }
 }
 
@@ -2468,6 +2471,7 @@ mod tests {
             source: Source::Here(InvalidationSource::Binlog),
             moved,
             what,
+            data: true,
         };
         let table = |n: &str| What::Table(t("db", n));
         let tables = |names: &[&str]| names.iter().map(|n| t("db", n)).collect();

@@ -23,6 +23,7 @@ pub fn learned(l: Learned) -> Invalidation {
                 // Another instance's write: an insert or a move, qcache cannot tell here.
                 moved: vec![table.clone()],
                 what: vec![What::Slices { table, indexes }],
+                data: false,
             }
         }
     }
@@ -73,6 +74,7 @@ mod tests {
                         table: orders(),
                         indexes: indexes.clone(),
                     }],
+                    data: false,
                 },
             ),
         ];

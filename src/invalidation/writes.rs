@@ -48,10 +48,10 @@ pub fn statement(p: &Pending) -> Vec<Invalidation> {
         });
     }
     what.extend(p.schemas.iter().cloned().map(What::Schema));
-    let mut out = vec![Invalidation::new(
-        Source::Here(InvalidationSource::Write),
-        what,
-    )];
+    // A DDL's own bump is no change of rows: its entries are never served stale.
+    let mut first = Invalidation::new(Source::Here(InvalidationSource::Write), what);
+    first.data = !p.ddl;
+    let mut out = vec![first];
     if p.all {
         out.push(Invalidation::one(
             Source::Here(InvalidationSource::Conservative),
@@ -75,7 +75,9 @@ pub fn transaction_end(txn: &Txn) -> Invalidation {
     if txn.written_unknown {
         what.push(What::Everything);
     }
-    Invalidation::new(Source::Here(InvalidationSource::TxnEnd), what)
+    // DDL ends a transaction before it runs (an implicit commit): what a transaction
+    // wrote is rows; `Schema` and `Everything` in it are still never taken for rows.
+    Invalidation::new(Source::Here(InvalidationSource::TxnEnd), what).of_rows()
 }
 
 #[cfg(test)]
@@ -99,12 +101,9 @@ mod tests {
         let ids: Arc<crate::cache::versions::KnownRows> =
             vec![("id".to_string(), vec!["i1".to_string()])].into();
         let set: Arc<[String]> = vec!["note".to_string()].into();
-        let write = |what| {
-            vec![Invalidation::new(
-                Source::Here(InvalidationSource::Write),
-                what,
-            )]
-        };
+        // A DML statement's bump is a change of rows (`policy::stale`); a DDL's is not.
+        let write =
+            |what| vec![Invalidation::new(Source::Here(InvalidationSource::Write), what).of_rows()];
         let rows: Vec<(&str, Pending, Vec<Invalidation>)> = vec![
             ("nothing written: nothing", Pending::default(), vec![]),
             (
@@ -189,7 +188,10 @@ mod tests {
                     ddl: true,
                     ..Pending::default()
                 },
-                write(vec![What::Table(t("shop", "orders"))]),
+                vec![Invalidation::new(
+                    Source::Here(InvalidationSource::Write),
+                    vec![What::Table(t("shop", "orders"))],
+                )],
             ),
             (
                 "a privilege change: after the tables, counted as privileges",
@@ -202,7 +204,8 @@ mod tests {
                     Invalidation::new(
                         Source::Here(InvalidationSource::Write),
                         vec![What::Table(t("shop", "orders"))],
-                    ),
+                    )
+                    .of_rows(),
                     Invalidation::one(
                         Source::Here(InvalidationSource::Privileges),
                         What::Privileges(PrivilegeChange::privilege_table()),
@@ -220,7 +223,8 @@ mod tests {
     fn a_transaction_end_gives_what_it_wrote() {
         let v = Versions::new();
         let orders = v.table("shop", "orders");
-        let end = |what| Invalidation::new(Source::Here(InvalidationSource::TxnEnd), what);
+        let end =
+            |what| Invalidation::new(Source::Here(InvalidationSource::TxnEnd), what).of_rows();
         let rows: Vec<(&str, Txn, Invalidation)> = vec![
             ("wrote nothing: nothing", Txn::default(), end(vec![])),
             (

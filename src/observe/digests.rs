@@ -30,6 +30,9 @@ use crate::policy::Reason;
 pub enum Outcome {
     /// Served from the cache.
     Hit,
+    /// Served from the cache an entry a change of rows had outdated, under its rule's
+    /// `max_stale` (`policy::stale`): a hit, also counted apart.
+    StaleHit,
     /// Sent to the server and its result stored.
     Stored,
     /// Sent to the server, nothing stored; the reason when one was counted as
@@ -68,6 +71,8 @@ pub struct Counts {
     /// Statements sent to the server: calls − hits.
     pub misses: u64,
     pub stores: u64,
+    /// Hits that served an outdated entry under `max_stale` (among `hits`).
+    pub stale_hits: u64,
     /// Not cached, by reason (the names of `Qcache_not_cached_<reason>`).
     pub not_cached: Vec<(Reason, u64)>,
     pub rows: u64,
@@ -89,6 +94,9 @@ impl Counts {
         self.bytes += o.bytes;
         if o.outcome == Outcome::Hit {
             self.hits += 1;
+        } else if o.outcome == Outcome::StaleHit {
+            self.hits += 1;
+            self.stale_hits += 1;
         } else {
             self.add_sent(o);
         }
@@ -105,7 +113,7 @@ impl Counts {
         match o.outcome {
             Outcome::Stored => self.stores += 1,
             Outcome::Sent(Some(reason)) => self.count_reason(reason, 1),
-            Outcome::Sent(None) | Outcome::Hit => {}
+            Outcome::Sent(None) | Outcome::Hit | Outcome::StaleHit => {}
         }
         self.misses += 1;
         let ns = u64::try_from(o.upstream.as_nanos()).unwrap_or(u64::MAX);
@@ -136,6 +144,7 @@ impl Counts {
         self.hits += o.hits;
         self.misses += o.misses;
         self.stores += o.stores;
+        self.stale_hits += o.stale_hits;
         for (r, n) in &o.not_cached {
             self.count_reason(*r, *n);
         }

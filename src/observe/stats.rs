@@ -126,6 +126,9 @@ pub struct CacheStats {
     pub column_writes: AtomicU64,
     /// Followers that waited for another session's fill of the same key.
     pub stampede_waits: AtomicU64,
+    /// Outdated entries served while another session refreshed them (rules with
+    /// `max_stale`, `policy::stale`); each is also a hit.
+    pub stale_served: AtomicU64,
     /// Entries with outdated table versions dropped: found on lookup, replaced by a new fill,
     /// or evicted to make room.
     pub stale_dropped: AtomicU64,
@@ -240,6 +243,7 @@ impl CacheStats {
             ("Qcache_stale_dropped", load(&self.stale_dropped)),
             ("Qcache_expired", load(&self.expired)),
             ("Qcache_stampede_waits", load(&self.stampede_waits)),
+            ("Qcache_stale_served", load(&self.stale_served)),
             ("Qcache_too_large", load(&self.too_large)),
         ]);
         rows

@@ -15,6 +15,7 @@ pub mod privileges;
 pub mod read;
 pub mod reason;
 pub mod snapshot;
+pub mod stale;
 pub mod stored_code;
 pub mod txn;
 

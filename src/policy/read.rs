@@ -237,7 +237,7 @@ pub fn qualify_tables(
 }
 
 /// Step 3c: the operator's `[[rules]]` on a read whose tables are known: Err to leave it
-/// uncached, else its TTL. A rule may name a view as the statement does, or a table under
+/// uncached, else what its rule sets (TTL, `max_stale`, `cache_empty`). A rule may name a view as the statement does, or a table under
 /// it (not the privilege stamps of DEFINER views, which are no tables).
 pub fn rules_verdict(
     rules: &[crate::rules::Rule],
@@ -246,8 +246,8 @@ pub fn rules_verdict(
     user: &str,
     digest: u64,
     sql: &[u8],
-) -> Result<Option<std::time::Duration>, Reason> {
-    use crate::rules::{evaluate, Subject, Verdict};
+) -> Result<crate::rules::Options, Reason> {
+    use crate::rules::{evaluate, Options, Subject, Verdict};
     let text = String::from_utf8_lossy(sql);
     named.extend(bases.into_iter().filter(|(s, _)| !s.is_empty()));
     let subject = Subject {
@@ -258,8 +258,8 @@ pub fn rules_verdict(
     };
     match evaluate(rules, &subject) {
         Verdict::Never => Err(Reason::Rule),
-        Verdict::Cache { ttl } => Ok(ttl),
-        Verdict::Default => Ok(None),
+        Verdict::Cache(opts) => Ok(opts),
+        Verdict::Default => Ok(Options::default()),
     }
 }
 
@@ -995,8 +995,17 @@ mod tests {
         )
         .expect("rules parse")
         .rules;
+        let ttl = |ttl| crate::rules::Options {
+            ttl,
+            ..crate::rules::Options::default()
+        };
         let rows = [
-            ("no rule matches", vec![n("app", "t")], vec![], Ok(None)),
+            (
+                "no rule matches",
+                vec![n("app", "t")],
+                vec![],
+                Ok(ttl(None)),
+            ),
             (
                 "never",
                 vec![n("app", "secrets")],
@@ -1007,7 +1016,7 @@ mod tests {
                 "cache with a TTL",
                 vec![n("catalog", "items")],
                 vec![],
-                Ok(Some(std::time::Duration::from_secs(30))),
+                Ok(ttl(Some(std::time::Duration::from_secs(30)))),
             ),
             // A rule on a table under a view the statement names.
             (
@@ -1021,7 +1030,7 @@ mod tests {
                 "a privilege stamp",
                 vec![n("app", "v")],
                 vec![n("", "secrets")],
-                Ok(None),
+                Ok(ttl(None)),
             ),
         ];
         for (what, named, bases, want) in rows {
@@ -1031,7 +1040,10 @@ mod tests {
                 "{what}"
             );
         }
-        assert_eq!(rules_verdict(&[], vec![], vec![], "app", 0, b""), Ok(None));
+        assert_eq!(
+            rules_verdict(&[], vec![], vec![], "app", 0, b""),
+            Ok(ttl(None))
+        );
     }
 
     /// A text read and an execute with nothing of its own take the same decision at every

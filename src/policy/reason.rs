@@ -123,6 +123,8 @@ pub enum Reason {
     FoundRowsUnknown,
     /// The result's packets did not have the shape the store keeps.
     UnexpectedShape,
+    /// No rows, and the read's rule says `cache_empty = false` (`policy::stale::store_empty`).
+    EmptyResult,
 
     // ----- the store ---------------------------------------------------------------------
     /// A table changed while the result was being computed (the fill race).
@@ -180,6 +182,7 @@ impl Reason {
         Reason::SessionStateChanged,
         Reason::FoundRowsUnknown,
         Reason::UnexpectedShape,
+        Reason::EmptyResult,
         Reason::StaleFill,
         Reason::Malformed,
     ];
@@ -233,6 +236,7 @@ impl Reason {
             Reason::SessionStateChanged => "session_state_changed",
             Reason::FoundRowsUnknown => "found_rows_unknown",
             Reason::UnexpectedShape => "unexpected_shape",
+            Reason::EmptyResult => "empty_result",
             Reason::StaleFill => "stale_fill",
             Reason::Malformed => "malformed",
         }

@@ -22,6 +22,8 @@ pub(crate) struct Current {
     pub read: bool,
     pub digest: Option<u64>,
     pub hit: bool,
+    /// The hit was an outdated entry served under its rule's `max_stale`.
+    pub stale: bool,
     pub stored: bool,
     /// The first reason counted as `Qcache_not_cached_<reason>`.
     pub reason: Option<Reason>,
@@ -155,14 +157,16 @@ impl Session {
         self.cur.bytes = e.bytes.len() as u64;
         let digests = &self.shared.digests;
         let bytes = e.bytes.len() as u64;
-        if digests.record_hit(
-            e.digest,
-            self.st.db_key,
-            e.rows,
-            bytes,
-            at,
-            &self.st.digest_hint,
-        ) {
+        if !self.cur.stale
+            && digests.record_hit(
+                e.digest,
+                self.st.db_key,
+                e.rows,
+                bytes,
+                at,
+                &self.st.digest_hint,
+            )
+        {
             return;
         }
         if digests.enabled() {
@@ -173,7 +177,11 @@ impl Session {
                     user: Some(&self.st.user),
                     schema_key: self.st.db_key,
                     text: e.shape.as_ref(),
-                    outcome: Outcome::Hit,
+                    outcome: if self.cur.stale {
+                        Outcome::StaleHit
+                    } else {
+                        Outcome::Hit
+                    },
                     rows: e.rows,
                     bytes,
                     upstream: Duration::ZERO,

@@ -362,6 +362,11 @@ impl Session {
                 }
             });
         }
+        // An outdated entry under a `max_stale` rule: the same decision a miss makes.
+        let stale = k.filter(|_| may_see_entry);
+        if let Some(v) = stale.and_then(|k| self.explain_stale(k, mode.as_ref(), f)) {
+            return Ok(v);
+        }
         // The plan does not depend on the key (only the store does): any key will do.
         let plan_key = k.unwrap_or_else(|| key(self.st.fingerprint, 0, &[]));
         let planned = read::settle(
@@ -403,9 +408,7 @@ impl Session {
             }
             Ok(_) => {}
         }
-        if let Some(ttl) = plan.ttl {
-            f.push(("ttl", Some(format!("{ttl:?}"))));
-        }
+        rule_options(&plan.opts, f);
         Ok(Verdict {
             decision: "store",
             reason: Some(
@@ -415,6 +418,45 @@ impl Session {
                     .into(),
             ),
         })
+    }
+
+    /// `QCACHE EXPLAIN`'s words for an outdated entry under a `max_stale` rule
+    /// (`Session::stale_verdict`, what a miss asks): a `stale` row, and the verdict when it
+    /// would be served stale.
+    fn explain_stale(
+        &self,
+        k: crate::cache::Key,
+        mode: Option<&super::read::ReadMode>,
+        f: &mut Vec<(&'static str, Option<String>)>,
+    ) -> Option<Verdict> {
+        let (e, verdict) = self.stale_verdict(k, mode)?;
+        let age = e.created.elapsed();
+        let max = e.max_stale.unwrap_or_default();
+        match verdict {
+            Ok(_) => {
+                f.push((
+                    "stale",
+                    Some(format!(
+                        "served stale: age {age:.3?} of max_stale {max:?}, a change of rows \
+                         outdated it and another session is refreshing it"
+                    )),
+                ));
+                Some(Verdict {
+                    decision: "hit (stale)",
+                    reason: Some(format!("outdated entry, age {age:.3?} < {max:?}")),
+                })
+            }
+            Err(why) => {
+                f.push((
+                    "stale",
+                    Some(format!(
+                        "not served stale: {} (age {age:.3?}, max_stale {max:?})",
+                        why.as_str()
+                    )),
+                ));
+                None
+            }
+        }
     }
 
     /// The tables a read names and, for the privileged, those under its views and the
@@ -520,5 +562,21 @@ impl Session {
             ("in_transaction", Some(yes_no(st.txn.followed()))),
             ("context_tracked", Some(yes_no(!st.lost_track))),
         ]
+    }
+}
+
+/// What the read's `cache` rule sets, as `QCACHE EXPLAIN` rows.
+fn rule_options(opts: &crate::rules::Options, f: &mut Vec<(&'static str, Option<String>)>) {
+    if let Some(ttl) = opts.ttl {
+        f.push(("ttl", Some(format!("{ttl:?}"))));
+    }
+    if let Some(m) = opts.max_stale {
+        f.push(("max_stale", Some(format!("{m:?}"))));
+    }
+    if !opts.cache_empty {
+        f.push((
+            "cache_empty",
+            Some("false: a result of no rows is not stored".into()),
+        ));
     }
 }

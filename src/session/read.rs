@@ -19,6 +19,7 @@ use crate::l2::now_ms;
 use crate::policy::diagnostics;
 use crate::policy::read::{self, Planned};
 use crate::policy::snapshot::ReadView;
+use crate::policy::stale;
 use crate::policy::Reason;
 use crate::protocol::codec::Packet;
 use crate::protocol::packets::com;
@@ -51,8 +52,9 @@ pub(super) struct ReadPlan {
     pub(super) key: Key,
     pub(super) tables: Arc<[TableHandle]>,
     digest: u64,
-    /// From a `cache` rule with a TTL: the entry expires this long after it is stored.
-    pub(super) ttl: Option<Duration>,
+    /// What a matching `cache` rule sets: a TTL (the entry expires this long after it is
+    /// stored), `max_stale`, `cache_empty`.
+    pub(super) opts: crate::rules::Options,
 }
 
 impl Session {
@@ -336,6 +338,60 @@ impl Session {
         read::may_serve(mode, &facts).then_some(e)
     }
 
+    /// The outdated entry under `key`, if its rule sets `max_stale`, and whether this
+    /// session may be served it now (`policy::stale::may_serve_stale`). Asked where an entry
+    /// was not found current (a miss) and by `QCACHE EXPLAIN`, never on a hit. `mode`: the
+    /// view the read is in, None when it may not use the cache.
+    pub(super) fn stale_verdict(
+        &self,
+        key: Key,
+        mode: Option<&ReadMode>,
+    ) -> Option<(Arc<Entry>, Result<stale::StaleOk, stale::Why>)> {
+        let cache = &self.shared.cache;
+        // Found outdated first, then asked why (`Stamps::dropped` relies on that order).
+        let e = cache.outdated(key)?;
+        let temp = &self.st.temp_tables;
+        let shadowed = !temp.is_empty()
+            && e.tables()
+                .any(|t| temp.contains(&(t.schema.clone(), t.name.clone())));
+        let facts = stale::Facts {
+            max_stale: e.max_stale,
+            age: e.created.elapsed(),
+            in_transaction: !matches!(mode, Some(ReadMode::Plain)),
+            context_untracked: self.st.lost_track || shadowed,
+            own_write: self.st.own_writes.since(e.tables(), e.created),
+            dropped: e.stamps.dropped(cache.versions()),
+            shared_level: self.shared.l2_remote,
+            refresh_in_flight: cache.filling(key),
+        };
+        let verdict = stale::may_serve_stale(&facts);
+        Some((e, verdict))
+    }
+
+    /// Serves the outdated entry under `key` when [`stale_verdict`](Self::stale_verdict)
+    /// allows it (counted in Qcache_stale_served); drops it when no session ever may be
+    /// served it again. Whether it was served.
+    async fn serve_stale(&mut self, key: Key, mode: &ReadMode) -> Result<bool, SessionError> {
+        let started = Instant::now();
+        let Some((e, verdict)) = self.stale_verdict(key, Some(mode)) else {
+            return Ok(false);
+        };
+        match verdict {
+            Ok(_) => {
+                self.shared.cache.stale_hit(&e);
+                self.cur.stale = true;
+                self.serve_hit(&e, started).await?;
+                Ok(true)
+            }
+            Err(why) => {
+                if why.permanent() {
+                    self.shared.cache.drop_outdated(key, &e);
+                }
+                Ok(false)
+            }
+        }
+    }
+
     /// `started` is when the lookup began: the hit-latency histogram covers lookup and
     /// write, one clock pair per hit.
     pub(super) async fn serve_hit(
@@ -401,7 +457,7 @@ impl Session {
         let remembered = shared_answer
             .then(|| self.shared.plans.get(digest, db, generation))
             .flatten();
-        let mut ttl = None;
+        let mut opts = crate::rules::Options::default();
         let tables = match remembered {
             Some(outcome) => outcome?,
             None => {
@@ -424,7 +480,7 @@ impl Session {
                 }
                 let (named, bases) = resolved?;
                 if !cfg.rules.is_empty() {
-                    ttl =
+                    opts =
                         read::rules_verdict(&cfg.rules, named, bases, &self.st.user, digest, sql)?;
                 }
                 outcome?
@@ -437,7 +493,7 @@ impl Session {
             key,
             tables,
             digest,
-            ttl,
+            opts,
         })
     }
 
@@ -493,6 +549,11 @@ impl Session {
                     .map(|_| true);
             }
         };
+        // Another session is refreshing an entry a change of rows outdated: under a
+        // `max_stale` rule this one may be served it rather than wait (`policy::stale`).
+        if self.serve_stale(plan.key, &mode).await? {
+            return Ok(false);
+        }
         let cache = self.shared.cache.clone();
         let versions = cache.versions();
         let snap = mode.store_point();
@@ -624,7 +685,8 @@ impl Session {
             self.st.select_limit_inherited || self.st.vars.contains_key("sql_select_limit");
         let diag = diagnostics::entry_diagnostics(sql, resp.rows, limited);
         let verdict = read::store_verdict(resp, fill.overflow, target.storable)
-            .or_else(|| diag.is_none().then_some(Reason::FoundRowsUnknown));
+            .or_else(|| diag.is_none().then_some(Reason::FoundRowsUnknown))
+            .or_else(|| stale::store_empty(resp.rows, plan.opts.cache_empty).err());
         let (meta, last) = match (verdict, shape) {
             (None, Some(shape)) => shape,
             (reason, _) => {
@@ -646,14 +708,15 @@ impl Session {
             .with_meta_status_at(meta)
             .with_sql(&String::from_utf8_lossy(&sql[..sql.len().min(256)]))
             .with_l2(target.l2_fill.as_ref().and_then(|(s, _)| s.clone()));
-        if let Some(ttl) = plan.ttl {
+        if let Some(ttl) = plan.opts.ttl {
             // The store still applies the global TTL when it is shorter.
             entry.expires = entry.created.checked_add(ttl);
         }
+        entry.max_stale = plan.opts.max_stale;
         let l2_copy = target
             .l2_fill
             .as_ref()
-            .map(|_| entry.to_l2(plan.ttl.map_or(0, |t| now_ms() + t.as_millis() as u64)));
+            .map(|_| entry.to_l2(plan.opts.ttl.map_or(0, |t| now_ms() + t.as_millis() as u64)));
         if let Some((l2_stamps, leased)) = target.l2_fill {
             self.l2_after_fill(plan.key, l2_stamps, leased, l2_copy);
         }

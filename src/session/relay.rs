@@ -379,6 +379,7 @@ impl Session {
             let pending = std::mem::take(&mut self.st.pending);
             for inv in writes::statement(&pending) {
                 self.shared.invalidate(&inv);
+                self.st.own_writes.note(&inv);
             }
             self.fk_learn(self.st.txn.writes_in_transaction(new_status));
             if pending.ddl {
@@ -399,7 +400,9 @@ impl Session {
         }
         let Some(st) = new_status else { return };
         if let Some(ended) = self.st.txn.status_answered(st) {
-            self.shared.invalidate(&writes::transaction_end(&ended));
+            let inv = writes::transaction_end(&ended);
+            self.shared.invalidate(&inv);
+            self.st.own_writes.note(&inv);
             self.l2_flush().await;
         }
     }

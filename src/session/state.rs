@@ -157,6 +157,8 @@ pub struct SessionState {
     pub server_ctx: u64,
     /// The upstream is MariaDB (from its greeting): which variable names exist.
     pub mariadb: bool,
+    /// Tables this session wrote and when (`policy::stale`: read-your-own-writes).
+    pub own_writes: OwnWrites,
     pub temp_tables: HashSet<(String, String)>,
     /// The transaction state (`policy::txn`): status flags, the transaction open, the
     /// deferred BEGIN, table locks, XA, isolation levels.
@@ -192,6 +194,66 @@ pub struct SessionState {
     /// Non-zero once the session's privileges may differ from a new session's: a token that
     /// keeps its entries its own.
     pub priv_private: u64,
+}
+
+/// What this session wrote and when, taken after the write's bump: an entry whose query
+/// was sent before such a time predates the session's own write and is never served to it
+/// stale (`policy::stale`). Entries older than [`policy::stale::MAX_STALE`] are never
+/// served stale, so records older than that are pruned once the map grows.
+#[derive(Debug, Default)]
+pub struct OwnWrites {
+    tables: std::collections::HashMap<(String, String), std::time::Instant>,
+    schemas: std::collections::HashMap<String, std::time::Instant>,
+    all: Option<std::time::Instant>,
+}
+
+impl OwnWrites {
+    /// Records what `inv` bumped, now (after it was applied).
+    pub fn note(&mut self, inv: &crate::invalidation::Invalidation) {
+        use crate::invalidation::What;
+        let now = std::time::Instant::now();
+        for w in &inv.what {
+            match w {
+                What::Table(t)
+                | What::Rows { table: t, .. }
+                | What::Columns { table: t, .. }
+                | What::Slices { table: t, .. } => {
+                    self.tables.insert(t.clone(), now);
+                }
+                What::Schema(s) => {
+                    self.schemas.insert(s.clone(), now);
+                }
+                What::Everything | What::Gap => self.all = Some(now),
+                What::Privileges(_) => {}
+            }
+        }
+        if self.tables.len() > 1024 {
+            let max = crate::policy::stale::MAX_STALE;
+            self.tables.retain(|_, t| t.elapsed() < max);
+            self.schemas.retain(|_, t| t.elapsed() < max);
+        }
+    }
+
+    /// Whether the session wrote one of `tables` after `since`.
+    pub fn since<'a>(
+        &self,
+        mut tables: impl Iterator<Item = &'a crate::cache::TableHandle>,
+        since: std::time::Instant,
+    ) -> bool {
+        if self.all.is_some_and(|t| t >= since) {
+            return true;
+        }
+        if self.tables.is_empty() && self.schemas.is_empty() {
+            return false;
+        }
+        tables.any(|t| {
+            self.schemas.get(&t.schema).is_some_and(|w| *w >= since)
+                || self
+                    .tables
+                    .get(&(t.schema.clone(), t.name.clone()))
+                    .is_some_and(|w| *w >= since)
+        })
+    }
 }
 
 impl SessionState {
@@ -230,6 +292,7 @@ impl SessionState {
             cost: Default::default(),
             server_ctx: 0,
             mariadb: crate::policy::context::is_mariadb(&n.greeting.server_version),
+            own_writes: OwnWrites::default(),
             temp_tables: HashSet::new(),
             txn: Transaction::new(n.status, shared.config().server.defer_begin),
             stmts: HashMap::default(),
