@@ -16,6 +16,7 @@ pub mod read;
 pub mod reason;
 pub mod snapshot;
 pub mod stored_code;
+pub mod tails;
 pub mod txn;
 
 pub use reason::Reason;
