@@ -147,9 +147,12 @@ impl Lease {
         v
     }
 
+    /// Moves to `role`; `since` moves only when streaming starts or stops, so a tail that
+    /// passes through `Fallback` and back keeps its start.
     fn become_(&mut self, role: Role, now: Instant) {
-        if role != self.role {
-            self.role = role;
+        let was = self.streaming();
+        self.role = role;
+        if self.streaming() != was {
             self.since = now;
         }
     }
