@@ -129,6 +129,7 @@ const FOLDERS: &[(&str, &[Layer])] = &[
     ]),
     ("l2", &[
         ("resp", 0, "the RESP codec of the lookup connections; reads nothing"),
+        ("tails", 0, "the fleet's binlog lease: slots, heartbeats, DDL for standbys"),
     ]),
     ("config", &[
         ("layers", 0, "file, variables and flags as layers of one configuration"),

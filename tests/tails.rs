@@ -160,7 +160,17 @@ async fn settle(
             .iter()
             .filter(|s| s["Qcache_binlog"] == "CONNECTED")
             .count() as u64;
-        if n == want && tailing == want && connected == want {
+        // With one slot, every instance names the tail (its heartbeat heard).
+        let tails: Vec<&String> = st
+            .iter()
+            .filter(|s| s["Qcache_l2_tailing"] == "1")
+            .map(|s| &s["Qcache_l2_instance"])
+            .collect();
+        let named = want != 1
+            || st
+                .iter()
+                .all(|s| tails.first().is_some_and(|t| s["Qcache_l2_tails"] == **t));
+        if n == want && tailing == want && connected == want && named {
             // Stable?
             let mut steady = true;
             for _ in 0..5 {

@@ -1022,6 +1022,8 @@ pub struct L2 {
     healthy: AtomicBool,
     /// Set while the notification channel is subscribed.
     notify_up: AtomicBool,
+    /// Wall-clock ms when the channel was last subscribed (0: never).
+    notify_since_ms: AtomicU64,
     versions: Arc<Versions>,
     queue: Mutex<Queue>,
     /// Bumps that could not be raised while L2 was down: raised before it is used again.
@@ -1149,6 +1151,7 @@ impl L2 {
             conn: ArcSwapOption::empty(),
             healthy: AtomicBool::new(false),
             notify_up: AtomicBool::new(false),
+            notify_since_ms: AtomicU64::new(0),
             versions: versions.clone(),
             queue: Mutex::new(Queue::default()),
             resync: Mutex::new(Queue::default()),
@@ -2450,6 +2453,7 @@ async fn subscribe_task(l2: Weak<L2>) {
             }
             // Subscribed: from here every bump is seen; what went before may not have been.
             (me.learned)(Learned::Everything);
+            me.notify_since_ms.store(now_ms(), Ordering::Release);
             me.notify_up.store(true, Ordering::Release);
         }
         let mut stream = ps.into_on_message();

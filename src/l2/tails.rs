@@ -20,7 +20,7 @@ use tracing::{info, warn};
 
 use super::{L2Error, L2};
 use crate::cache::writes::Changed;
-use crate::policy::tails::{Action, Input, Lease, Role, LEASE};
+use crate::policy::tails::{Action, Input, Lease, Role, HEARD_FOR, LEASE};
 
 /// How often the lease task looks at the machine: finer than its paces.
 const TICK: Duration = Duration::from_millis(50);
@@ -160,16 +160,25 @@ impl L2 {
     /// Whether a gap of this instance's new stream can only be uncovered: with the lease on,
     /// no other tail is heard, so waiting for one's heartbeat would only delay the takeover
     /// (raising `e` at once is the conservative answer anyway).
+    ///
+    /// Only once the channel has been listened to for [`HEARD_FOR`]: an instance that just
+    /// subscribed has not had the time to hear the tails that are there.
     pub(super) fn alone(&self) -> bool {
-        self.fleet
-            .as_ref()
-            .and_then(|t| {
-                t.lease
-                    .lock()
-                    .ok()
-                    .map(|l| l.tails_heard(Instant::now()).is_empty())
-            })
-            .unwrap_or(false)
+        let subscribed = self.notify_since_ms.load(Ordering::Acquire);
+        let listened = subscribed != 0
+            && self.notifications_up()
+            && super::now_ms().saturating_sub(subscribed) >= HEARD_FOR.as_millis() as u64;
+        listened
+            && self
+                .fleet
+                .as_ref()
+                .and_then(|t| {
+                    t.lease
+                        .lock()
+                        .ok()
+                        .map(|l| l.tails_heard(Instant::now()).is_empty())
+                })
+                .unwrap_or(false)
     }
 
     /// A message on the `tails` channel from `from` (not this instance).
