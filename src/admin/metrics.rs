@@ -480,22 +480,8 @@ fn parse_process(stat: &str, status: &str, system: &str, open_fds: u64) -> Optio
     })
 }
 
-/// The second level's figures (`Qcache_l2_*` as Prometheus metrics).
-fn encode_l2(e: &mut DescriptorEncoder, l2: &crate::l2::L2) -> std::fmt::Result {
-    let s = &l2.stats;
-    let load = |c: &AtomicU64| c.load(Ordering::Relaxed);
-    gauge(
-        e,
-        "qcache_l2_up",
-        "1 while L2 is usable (connected, bumps resynced).",
-        u64::from(l2.usable()),
-    )?;
-    gauge(
-        e,
-        "qcache_l2_notifications_up",
-        "1 while the L2 bump channel is subscribed.",
-        u64::from(l2.notifications_up()),
-    )?;
+/// Which instances stream the binlog for the fleet (`l2.binlog_tails`), when leased.
+fn encode_tails(e: &mut DescriptorEncoder, l2: &crate::l2::L2) -> std::fmt::Result {
     if let Some((tailing, since, tails)) = l2.tail_roles() {
         gauge(
             e,
@@ -516,6 +502,26 @@ fn encode_l2(e: &mut DescriptorEncoder, l2: &crate::l2::L2) -> std::fmt::Result 
             tails.len() as u64,
         )?;
     }
+    Ok(())
+}
+
+/// The second level's figures (`Qcache_l2_*` as Prometheus metrics).
+fn encode_l2(e: &mut DescriptorEncoder, l2: &crate::l2::L2) -> std::fmt::Result {
+    let s = &l2.stats;
+    let load = |c: &AtomicU64| c.load(Ordering::Relaxed);
+    gauge(
+        e,
+        "qcache_l2_up",
+        "1 while L2 is usable (connected, bumps resynced).",
+        u64::from(l2.usable()),
+    )?;
+    gauge(
+        e,
+        "qcache_l2_notifications_up",
+        "1 while the L2 bump channel is subscribed.",
+        u64::from(l2.notifications_up()),
+    )?;
+    encode_tails(e, l2)?;
     let counters: [(&str, &str, &AtomicU64); 18] = [
         ("qcache_l2_hits", "Misses of L1 served from L2.", &s.hits),
         (

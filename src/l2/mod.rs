@@ -2475,16 +2475,7 @@ async fn subscribe_task(l2: Weak<L2>) {
                     if from == id {
                         continue;
                     }
-                    let name = m.get_channel_name();
-                    if name == tails_ch {
-                        me.on_tail_message(from, dep);
-                        continue;
-                    }
-                    if name == ddl_ch {
-                        // A tail's own stream gives it the DDL; a standby has only this.
-                        if !me.tail.as_ref().is_some_and(|t| t.connected()) {
-                            (me.learned)(Learned::Ddl(tails::decode_changed(dep)));
-                        }
+                    if me.on_fleet_message(m.get_channel_name(), &tails_ch, &ddl_ch, from, dep) {
                         continue;
                     }
                     CacheStatsExt::incr(&me.stats.notifications);

@@ -181,6 +181,30 @@ impl L2 {
                 .unwrap_or(false)
     }
 
+    /// A message from `from` (not this instance) on channel `name`: true when it was the
+    /// `tails` or the `ddl` channel's, handled here.
+    pub(super) fn on_fleet_message(
+        &self,
+        name: &str,
+        tails_ch: &str,
+        ddl_ch: &str,
+        from: &str,
+        body: &str,
+    ) -> bool {
+        if name == tails_ch {
+            self.on_tail_message(from, body);
+            return true;
+        }
+        if name == ddl_ch {
+            // A tail's own stream gives it the DDL; a standby has only this.
+            if !self.tail.as_ref().is_some_and(|t| t.connected()) {
+                (self.learned)(super::Learned::Ddl(decode_changed(body)));
+            }
+            return true;
+        }
+        false
+    }
+
     /// A message on the `tails` channel from `from` (not this instance).
     pub(super) fn on_tail_message(&self, from: &str, body: &str) {
         let Some(t) = &self.fleet else { return };

@@ -201,11 +201,9 @@ impl Lease {
                     out.push(TryAcquire);
                 }
             }
-            (Role::Fallback, Input::Tick { .. }) => {
-                if self.paced(now, ACQUIRE_EVERY) {
-                    self.asked = Some(now);
-                    out.push(TryAcquire);
-                }
+            (Role::Fallback, Input::Tick { .. }) if self.paced(now, ACQUIRE_EVERY) => {
+                self.asked = Some(now);
+                out.push(TryAcquire);
             }
             (Role::Tailing { slot }, Input::Tick { stream_up }) => {
                 if stream_up {
@@ -301,7 +299,8 @@ mod tests {
             l.down_since = Some(t0 + ms(1000));
         };
         let cooling: Setup = |l, t0| l.cooldown_until = Some(t0 + ms(5000));
-        let rows: Vec<(&str, Role, Setup, Input, u64, Vec<Action>, Role)> = vec![
+        type Row = (&'static str, Role, Setup, Input, u64, Vec<Action>, Role);
+        let rows: Vec<Row> = vec![
             (
                 "starting: asks for a slot at once",
                 Role::Starting,
