@@ -992,6 +992,10 @@ pub struct L2Config {
     /// instance waits for its result before filling itself. 0 turns leases off.
     #[serde(with = "humantime_serde")]
     pub lease: Duration,
+    /// How many instances of the fleet stream the binlog at once, chosen by a lease in Redis
+    /// (docs/fleet.md, "A few tails for a fleet"); the others learn each commit's bumps from
+    /// the bump channel. 0: every instance with a binlog tail streams (as before).
+    pub binlog_tails: u32,
     /// Test-only: serve L2 entries without checking their versions (a deliberately broken
     /// setup that `check-consistency` must catch). Not settable from a file.
     #[serde(skip)]
@@ -1012,6 +1016,8 @@ impl Default for L2Config {
             tls_cert: String::new(),
             tls_key: String::new(),
             lease: Duration::from_millis(200),
+            // Two, so that one can fail without the fleet going blind for a takeover.
+            binlog_tails: 2,
             unsafe_skip_version_check: false,
         }
     }
@@ -1068,6 +1074,9 @@ impl L2Config {
         }
         if self.key_prefix.is_empty() || self.key_prefix.len() > 64 {
             return bad("l2.key_prefix must be 1 to 64 bytes".into());
+        }
+        if self.binlog_tails > 64 {
+            return bad("l2.binlog_tails must be 0 to 64".into());
         }
         Ok(())
     }

@@ -230,6 +230,11 @@ async fn accept_loop(
     // Closing the Unix listener removes its file: new clients get "no such file" at once
     // rather than a connection nobody accepts.
     drop(listeners);
+    // A binlog tail of the fleet frees its slot now, so a standby streams within a tick
+    // instead of after the lease runs out (docs/fleet.md).
+    if let Some(l2) = &shared.l2 {
+        l2.hand_over().await;
+    }
     let deadline = shared.config().server.shutdown_timeout;
     shutdown::finish(sessions, deadline, stop).await;
     info!("qcache stopped");

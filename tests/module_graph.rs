@@ -129,6 +129,7 @@ const FOLDERS: &[(&str, &[Layer])] = &[
     ]),
     ("l2", &[
         ("resp", 0, "the RESP codec of the lookup connections; reads nothing"),
+        ("tails", 0, "the fleet's binlog lease: slots, heartbeats, DDL for standbys"),
     ]),
     ("config", &[
         ("layers", 0, "file, variables and flags as layers of one configuration"),
@@ -140,6 +141,7 @@ const FOLDERS: &[(&str, &[Layer])] = &[
     ]),
     ("policy", &[
         ("stored_code", 0, "which temporary tables stored code may create"),
+        ("tails", 0, "which instances stream the binlog: the lease state machine"),
         ("classify", 0, "what a statement's class means for the cache"),
         ("context", 0, "which session settings are part of a key"),
         ("diagnostics", 0, "what a hit must restore of the statement's diagnostics"),

@@ -166,6 +166,12 @@ async fn readiness(shared: &Shared) -> Result<(), String> {
             BinlogStatus::Connected | BinlogStatus::Off(_) => {}
             BinlogStatus::Starting => return Err("binlog stream not connected yet".into()),
             BinlogStatus::Reconnecting(e) => return Err(format!("binlog stream down: {e}")),
+            // Ready while the fleet's tails are heard within the lag bound.
+            BinlogStatus::Standby => {
+                if shared.hits_suspended() {
+                    return Err("standby: no binlog tail of the fleet heard".into());
+                }
+            }
         }
     }
     Ok(())
@@ -191,6 +197,7 @@ async fn cache_summary(State(s): State<AppState>) -> Response {
                 BinlogStatus::Connected => "connected".to_string(),
                 BinlogStatus::Reconnecting(e) => format!("reconnecting: {e}"),
                 BinlogStatus::Off(e) => format!("off: {e}"),
+                BinlogStatus::Standby => "standby".to_string(),
             };
             serde_json::json!({
                 "state": state,

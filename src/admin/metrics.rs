@@ -486,6 +486,31 @@ fn parse_process(stat: &str, status: &str, system: &str, open_fds: u64) -> Optio
     })
 }
 
+/// Which instances stream the binlog for the fleet (`l2.binlog_tails`), when leased.
+fn encode_tails(e: &mut DescriptorEncoder, l2: &crate::l2::L2) -> std::fmt::Result {
+    if let Some((tailing, since, tails)) = l2.tail_roles() {
+        gauge(
+            e,
+            "qcache_l2_tailing",
+            "1 while this instance streams the binlog for the fleet (l2.binlog_tails).",
+            u64::from(tailing),
+        )?;
+        gauge(
+            e,
+            "qcache_l2_tailing_since_seconds",
+            "Unix time this instance began streaming for the fleet; 0 while a standby.",
+            since,
+        )?;
+        gauge(
+            e,
+            "qcache_l2_tails",
+            "Instances holding a binlog tail slot, as this instance knows them.",
+            tails.len() as u64,
+        )?;
+    }
+    Ok(())
+}
+
 /// The second level's figures (`Qcache_l2_*` as Prometheus metrics).
 fn encode_l2(e: &mut DescriptorEncoder, l2: &crate::l2::L2) -> std::fmt::Result {
     let s = &l2.stats;
@@ -502,6 +527,7 @@ fn encode_l2(e: &mut DescriptorEncoder, l2: &crate::l2::L2) -> std::fmt::Result 
         "1 while the L2 bump channel is subscribed.",
         u64::from(l2.notifications_up()),
     )?;
+    encode_tails(e, l2)?;
     let counters: [(&str, &str, &AtomicU64); 18] = [
         ("qcache_l2_hits", "Misses of L1 served from L2.", &s.hits),
         (

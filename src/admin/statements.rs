@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 
+use crate::invalidation::binlog::BinlogStatus;
 use crate::observe::digests::{format_utc, wall_time, Counts, DigestRow};
 use crate::protocol::packets::{TYPE_LONGLONG, TYPE_VAR_STRING};
 use crate::shared::Shared;
@@ -492,6 +493,7 @@ pub fn status(shared: &Shared) -> Rows {
     let binlog = match &shared.binlog {
         None => "OFF".to_string(),
         Some(b) if b.connected() => "CONNECTED".to_string(),
+        Some(b) if b.status() == BinlogStatus::Standby => "STANDBY".to_string(),
         Some(b) => format!("{:?}", b.status()),
     };
     rows.push(("Qcache_binlog".into(), binlog));
@@ -504,6 +506,18 @@ pub fn status(shared: &Shared) -> Rows {
     rows.push(("Qcache_catalog".into(), catalog));
     for (n, v) in shared.l2.iter().flat_map(|l| l.status_rows()) {
         rows.push((n.to_string(), v.to_string()));
+    }
+    if let Some(l2) = &shared.l2 {
+        // Which instances stream the binlog for the fleet (`l2.binlog_tails`); without a
+        // lease every instance with a tail streams for itself.
+        let (tailing, since, tails) = l2.tail_roles().unwrap_or_else(|| {
+            let own = shared.binlog.as_ref().is_some_and(|b| b.connected());
+            (own, 0, Vec::new())
+        });
+        rows.push(("Qcache_l2_instance".into(), l2.instance_id().to_string()));
+        rows.push(("Qcache_l2_tailing".into(), u64::from(tailing).to_string()));
+        rows.push(("Qcache_l2_tailing_since".into(), since.to_string()));
+        rows.push(("Qcache_l2_tails".into(), tails.join(",")));
     }
     if let Some(b) = &shared.binlog {
         let lag = b

@@ -67,6 +67,10 @@ pub enum BinlogError {
     /// The events since the resume position cannot be had: the tail starts afresh.
     #[error("binlog: cannot resume: {0}")]
     Gap(String),
+    /// The fleet's lease gave the stream to other instances (`l2.binlog_tails`): this one
+    /// listens to them instead.
+    #[error("binlog: standby (other instances stream)")]
+    Standby,
 }
 
 /// How a stream ended, for the log line and `qcache_binlog_stream_ends_total{cause}`.
@@ -135,7 +139,7 @@ impl BinlogError {
             BinlogError::Upstream(mysql_async::Error::Io(_)) => EndCause::Io,
             BinlogError::Upstream(_) | BinlogError::Panic(_) => EndCause::Unreadable,
             BinlogError::Stalled(_) => EndCause::Stalled,
-            BinlogError::Ended => EndCause::Ended,
+            BinlogError::Ended | BinlogError::Standby => EndCause::Ended,
         }
     }
 }
@@ -151,6 +155,9 @@ pub enum BinlogStatus {
     Reconnecting(String),
     /// Disabled: by config, or by `auto` because the server cannot stream (the reason).
     Off(String),
+    /// Not streaming because other instances of the fleet do (`l2.binlog_tails`): their
+    /// heartbeats stand for the stream (see [`BinlogHandle::disconnected_for`]).
+    Standby,
 }
 
 /// Heartbeats the server sends on an idle stream, so that a dead TCP connection is noticed.
@@ -251,7 +258,24 @@ struct TailShared {
     conn_id: AtomicU32,
     /// The witness connection's id, 0 while there is none (see [`Proof`]).
     witness_id: AtomicU32,
+    /// Whether this instance should stream (false while a standby of the fleet's lease).
+    want: watch::Sender<bool>,
+    /// Set while a standby: [`BinlogHandle::disconnected_for`] then counts from the last
+    /// tail heard, not from the own stream.
+    standby: AtomicBool,
+    /// Milliseconds after `base` when another instance's tail was last heard, or this
+    /// instance became a standby, whichever is later.
+    heard_ms: AtomicU64,
+    base: Instant,
+    /// Where the stream stands (file, offset of the last event after which nothing was
+    /// pending): published in the tail's heartbeat.
+    position: Mutex<Option<(String, u64)>>,
+    /// Told the objects of every DDL the stream sees, so that standbys reload them too.
+    on_ddl: Mutex<Option<DdlHook>>,
 }
+
+/// What the tail tells of each DDL it sees (installed by `shared`: L2 publishes it).
+pub type DdlHook = Arc<dyn Fn(&Changed) + Send + Sync>;
 
 struct State {
     status: BinlogStatus,
@@ -290,11 +314,28 @@ pub fn spawn(
     catalog: Arc<Catalog>,
     analyse: WriteAnalyser,
 ) -> Arc<BinlogHandle> {
+    spawn_with(upstream_addr, cfg, versions, stats, catalog, analyse, true)
+}
+
+/// [`spawn`], streaming at once or starting as a standby (`stream_now` false: the fleet's
+/// lease decides, through [`BinlogHandle::set_streaming`]).
+pub fn spawn_with(
+    upstream_addr: String,
+    cfg: InvalidationConfig,
+    versions: Arc<Versions>,
+    stats: Arc<CacheStats>,
+    catalog: Arc<Catalog>,
+    analyse: WriteAnalyser,
+    stream_now: bool,
+) -> Arc<BinlogHandle> {
     let off = cfg.binlog == BinlogMode::Off;
+    let standby = !off && !stream_now;
     let shared = Arc::new(TailShared {
         state: Mutex::new(State {
             status: if off {
                 BinlogStatus::Off("invalidation.binlog = off".into())
+            } else if standby {
+                BinlogStatus::Standby
             } else {
                 BinlogStatus::Starting
             },
@@ -315,6 +356,12 @@ pub fn spawn(
         commit_lag_sum_ms: AtomicU64::new(0),
         conn_id: AtomicU32::new(0),
         witness_id: AtomicU32::new(0),
+        want: watch::Sender::new(!standby),
+        standby: AtomicBool::new(standby),
+        heard_ms: AtomicU64::new(0),
+        base: Instant::now(),
+        position: Mutex::new(None),
+        on_ddl: Mutex::new(None),
     });
     let task = (!off).then(|| {
         let tail = Tail {
@@ -367,9 +414,17 @@ impl BinlogHandle {
     /// connected and caught up, and when the tail is off (then there is no binlog bound to
     /// keep and hits are served as without a tail).
     /// The session stops serving hits while this exceeds `invalidation.max_lag`.
+    ///
+    /// A standby has no stream of its own: the tails' heartbeats stand for it, so this is
+    /// the time since a tail was last heard (or since it became a standby): the same rule,
+    /// on the fleet's stream.
     pub fn disconnected_for(&self) -> Option<Duration> {
         if self.shared.healthy.load(Ordering::Acquire) {
             return None;
+        }
+        if self.shared.standby.load(Ordering::Acquire) {
+            let heard = Duration::from_millis(self.shared.heard_ms.load(Ordering::Acquire));
+            return Some(self.shared.base.elapsed().saturating_sub(heard));
         }
         let st = self.shared.lock();
         match st.status {
@@ -472,6 +527,47 @@ impl BinlogHandle {
         }
     }
 
+    /// Streams (true) or stands by (false): the fleet's lease (`l2::tails`) decides. A
+    /// stream stopped here is started afresh next time (the gap rule decides what that
+    /// costs): its witness connection is closed with it, so no position survives.
+    pub fn set_streaming(&self, on: bool) {
+        self.shared.want.send_if_modified(|w| {
+            let changed = *w != on;
+            *w = on;
+            changed
+        });
+    }
+
+    /// Whether this instance is meant to stream now.
+    pub fn streaming_wanted(&self) -> bool {
+        *self.shared.want.borrow()
+    }
+
+    /// Another instance's tail was heard (its heartbeat on the channel).
+    pub fn heard(&self) {
+        let now = self.shared.base.elapsed().as_millis() as u64;
+        self.shared.heard_ms.fetch_max(now, Ordering::AcqRel);
+    }
+
+    /// The stream's position (file, offset), for the heartbeat.
+    pub fn position(&self) -> Option<(String, u64)> {
+        self.shared
+            .position
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Installs what the tail tells of each DDL it sees.
+    pub fn on_ddl(&self, hook: DdlHook) {
+        *self.shared.on_ddl.lock().unwrap_or_else(|e| e.into_inner()) = Some(hook);
+    }
+
+    /// Whether the tail is off for good (config, or `auto` without a usable binlog).
+    pub fn is_off(&self) -> bool {
+        matches!(self.status(), BinlogStatus::Off(_))
+    }
+
     /// Waits until the stream is up and caught up; false on timeout or when the tail is off.
     pub async fn wait_until_connected(&self, timeout: Duration) -> bool {
         let mut rx = self.shared.connected.subscribe();
@@ -501,9 +597,27 @@ impl TailShared {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Stands by: the heartbeat clock starts now, so a standby that hears nobody stops
+    /// serving hits after `max_lag`, as a tail whose stream broke does.
+    fn set_standby(&self) {
+        {
+            let mut st = self.lock();
+            st.status = BinlogStatus::Standby;
+            st.disconnected_since = Some(Instant::now());
+            let now = self.base.elapsed().as_millis() as u64;
+            self.heard_ms.fetch_max(now, Ordering::AcqRel);
+            self.standby.store(true, Ordering::Release);
+            self.healthy.store(false, Ordering::Release);
+        }
+        self.conn_id.store(0, Ordering::Relaxed);
+        *self.position.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        self.connected.send_replace(false);
+    }
+
     fn set_connected(&self) {
         {
             let mut st = self.lock();
+            self.standby.store(false, Ordering::Release);
             st.status = BinlogStatus::Connected;
             st.disconnected_since = None;
             self.healthy.store(true, Ordering::Release);
@@ -514,6 +628,7 @@ impl TailShared {
     fn set_disconnected(&self, why: String) {
         {
             let mut st = self.lock();
+            self.standby.store(false, Ordering::Release);
             st.status = BinlogStatus::Reconnecting(why);
             st.disconnected_since.get_or_insert_with(Instant::now);
             self.healthy.store(false, Ordering::Release);
@@ -1050,13 +1165,21 @@ impl Tail {
         // In `auto` mode the first answer decides: a server that cannot stream turns the tail
         // off. Once it has streamed, losing it is a failure to retry, as in `on` mode.
         let mut decided = self.cfg.binlog == BinlogMode::On;
+        let mut want = self.shared.want.subscribe();
         loop {
+            if !*want.borrow_and_update() {
+                self.stand_by(&mut want).await;
+            }
             let mut life = Life::default();
             let started = Instant::now();
             let err = self.stream(&mut life).await;
             // A half-read transaction is replayed on resume, or covered by the fresh start's
             // bump_all.
             self.txn = BinlogTxn::default();
+            if matches!(err, BinlogError::Standby) {
+                // Handed over, not lost: the next stream starts afresh (`stand_by`).
+                continue;
+            }
             if life.streamed {
                 decided = true;
             }
@@ -1087,6 +1210,24 @@ impl Tail {
                 backoff = (backoff * 2).min(BACKOFF_MAX);
             }
         }
+    }
+
+    /// While the fleet's lease gives the stream to others: no position is kept (the witness
+    /// closes with the stream, so none could be proved later), and the next stream starts
+    /// afresh, under the gap rule (L2 decides whether another tail covered the gap).
+    async fn stand_by(&mut self, want: &mut watch::Receiver<bool>) {
+        self.anchor = None;
+        self.set_witness(None);
+        self.pos = Position::default();
+        self.failed_resumes = 0;
+        self.shared.set_standby();
+        tracing::info!(upstream = %self.addr, "binlog: standby; other instances stream");
+        if want.wait_for(|w| *w).await.is_err() {
+            // The handle is gone: so is the tail.
+            std::future::pending::<()>().await;
+        }
+        self.shared
+            .set_disconnected("starting: this instance streams for the fleet".into());
     }
 
     /// Decides where the next stream starts after one ended; invalidates everything when
@@ -1134,11 +1275,15 @@ impl Tail {
         };
         // Before the anchor is confirmed, events only prove the position.
         let mut fde_seen = false;
+        let mut want = self.shared.want.subscribe();
         loop {
             // mysql_common unwraps some reads of event bytes: a panic there must end this
             // stream, not the task (which would leave the tail "connected" forever).
-            let next =
-                tokio::time::timeout(STALL, AssertUnwindSafe(stream.next()).catch_unwind()).await;
+            let next = tokio::select! {
+                biased;
+                _ = want.wait_for(|w| !*w) => return BinlogError::Standby,
+                n = tokio::time::timeout(STALL, AssertUnwindSafe(stream.next()).catch_unwind()) => n,
+            };
             let event = match next {
                 Err(_) => return BinlogError::Stalled(STALL),
                 Ok(Err(panic)) => return BinlogError::Panic(panic_text(&panic)),
@@ -1325,6 +1470,11 @@ impl Tail {
         if self.pos.file.is_empty() {
             return false;
         }
+        *self
+            .shared
+            .position
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some((self.pos.file.clone(), offset));
         self.anchor = Some(Anchor {
             file: self.pos.file.clone(),
             offset,
@@ -1934,6 +2084,16 @@ impl Tail {
     /// the new triggers and foreign keys, or invalidates conservatively if they are slow.
     fn after_ddl(&mut self, ddl: Ddl) {
         self.refreshing.retain(|t| !t.is_finished());
+        let hook = self
+            .shared
+            .on_ddl
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        if let Some(hook) = hook {
+            // Standbys have no stream: their catalogs learn this DDL from here.
+            hook(&ddl.changed());
+        }
         let catalog = self.catalog.clone();
         let inv = self.inv.clone();
         let shared = self.shared.clone();
@@ -2338,6 +2498,22 @@ impl crate::l2::TailStatus for BinlogHandle {
 
     fn reconnects(&self) -> u64 {
         BinlogHandle::reconnects(self)
+    }
+
+    fn set_streaming(&self, on: bool) {
+        BinlogHandle::set_streaming(self, on)
+    }
+
+    fn heard(&self) {
+        BinlogHandle::heard(self)
+    }
+
+    fn position(&self) -> Option<(String, u64)> {
+        BinlogHandle::position(self)
+    }
+
+    fn is_off(&self) -> bool {
+        BinlogHandle::is_off(self)
     }
 }
 

@@ -3,8 +3,30 @@
 //! catalog (`Shared::refresh_catalog`). The DDL's own first bump is its write's
 //! (`invalidation::writes`); the binlog's DDL events are the tail's (`invalidation::binlog`).
 
+use tracing::warn;
+
 use super::apply::{Invalidation, Source, TableName, What};
+use super::catalog::{Catalog, Changed};
 use crate::observe::stats::InvalidationSource;
+
+/// Reloads what a DDL changed in `catalog` and returns what must be bumped after it
+/// ([`after_reload`]): the same for a DDL through this instance (`Shared::refresh_catalog`)
+/// and one a binlog tail of the fleet saw (`invalidation::l2`).
+pub async fn reload(catalog: &Catalog, changed: &Changed) -> Option<Invalidation> {
+    let reload = match catalog.refresh_changed(changed).await {
+        Err(e) => {
+            warn!(error = %e, "schema catalog reload failed");
+            Reload::Failed
+        }
+        Ok(_) if changed.objects.is_empty() => Reload::NothingNamed,
+        // The DDL's own tables again too.
+        Ok(_) => match catalog.expand_write(&changed.objects) {
+            Some(tables) => Reload::Widened(tables),
+            None => Reload::NotWidened,
+        },
+    };
+    after_reload(reload)
+}
 
 /// How the catalog reload after a DDL went.
 #[derive(Debug, Clone, PartialEq, Eq)]

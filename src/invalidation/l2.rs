@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use super::apply::{Invalidation, Invalidator, Source, What};
+use super::catalog::Catalog;
 use crate::l2::{Learned, OnLearned};
 
 /// The invalidation of what L2 taught this instance.
@@ -26,13 +27,39 @@ pub fn learned(l: Learned) -> Invalidation {
                 data: false,
             }
         }
+        // A DDL a tail of the fleet saw: what it names at once (the catalog reload and its
+        // widening follow, `on_learned`); a DDL that names nothing readable, everything.
+        Learned::Ddl(c) if c.everything => Invalidation::one(Source::L2, What::Everything),
+        Learned::Ddl(c) => Invalidation::new(
+            Source::L2,
+            c.objects
+                .into_iter()
+                .map(What::Table)
+                .chain(c.schemas.into_iter().map(What::Schema))
+                .collect(),
+        ),
     }
 }
 
-/// What `L2::start` is given: every learned bump through `inv`.
-pub fn on_learned(inv: Invalidator) -> OnLearned {
+/// What `L2::start` is given: every learned bump through `inv`; a learned DDL also reloads
+/// what it names in `catalog` (in the background: the channel must not wait on the server),
+/// then bumps what the new catalog widens it to, quietly (the tail raised its own).
+pub fn on_learned(inv: Invalidator, catalog: Arc<Catalog>) -> OnLearned {
     Arc::new(move |l| {
+        let ddl = match &l {
+            Learned::Ddl(c) => Some(c.clone()),
+            _ => None,
+        };
         inv.apply(&learned(l));
+        if let Some(changed) = ddl {
+            let (inv, catalog) = (inv.clone(), catalog.clone());
+            tokio::spawn(async move {
+                if let Some(mut after) = super::ddl::reload(&catalog, &changed).await {
+                    after.source = Source::L2;
+                    inv.apply(&after);
+                }
+            });
+        }
     })
 }
 

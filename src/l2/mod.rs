@@ -20,6 +20,7 @@
 //!   fleet's entries only when no other tail was watching (see [`L2::resolve_gap`]).
 
 pub mod resp;
+pub mod tails;
 
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -96,6 +97,9 @@ pub enum Learned {
         name: String,
         indexes: Vec<(String, Vec<u32>)>,
     },
+    /// A DDL a binlog tail of the fleet saw: this instance (a standby, with no stream of its
+    /// own) reloads what it names in its catalog.
+    Ddl(crate::cache::writes::Changed),
 }
 
 /// Applies what L2 taught this instance (the invalidation entry point, installed by
@@ -469,6 +473,14 @@ pub trait TailStatus: Send + Sync {
     fn connected(&self) -> bool;
     /// How many times the stream ended: a new value names a new watch.
     fn reconnects(&self) -> u64;
+    /// Streams (true) or stands by (false), as the fleet's lease decides (`tails`).
+    fn set_streaming(&self, on: bool);
+    /// Another instance's tail was heard: a standby's stand-in for its own stream.
+    fn heard(&self);
+    /// The stream's position (file, offset), for the heartbeat.
+    fn position(&self) -> Option<(String, u64)>;
+    /// The tail is off for good: nothing to stream, no slot to hold.
+    fn is_off(&self) -> bool;
 }
 
 /// Refreshes this tail's heartbeat (ARGV[1], empty for none), drops its previous one
@@ -1010,6 +1022,8 @@ pub struct L2 {
     healthy: AtomicBool,
     /// Set while the notification channel is subscribed.
     notify_up: AtomicBool,
+    /// Wall-clock ms when the channel was last subscribed (0: never).
+    notify_since_ms: AtomicU64,
     versions: Arc<Versions>,
     queue: Mutex<Queue>,
     /// Bumps that could not be raised while L2 was down: raised before it is used again.
@@ -1038,6 +1052,8 @@ pub struct L2 {
     gap_pending: AtomicBool,
     /// The heartbeat member last written, to replace it.
     heartbeat: Mutex<Option<String>>,
+    /// The fleet's binlog lease (`l2.binlog_tails` > 0 with a tail): who streams.
+    fleet: Option<tails::Tails>,
     /// The identity (`run_id`) of the Redis whose data this instance last adopted
     /// (`policy::l2::Adoption`).
     identity: Mutex<Option<String>>,
@@ -1128,12 +1144,14 @@ impl L2 {
     ) -> Arc<L2> {
         let id = format!("{:016x}", crate::config::random_id());
         let raw = RawTarget::of(&cfg);
+        let (cfg_tails, has_tail) = (cfg.binlog_tails, tail.is_some());
         let l2 = Arc::new(L2 {
             cfg,
             id,
             conn: ArcSwapOption::empty(),
             healthy: AtomicBool::new(false),
             notify_up: AtomicBool::new(false),
+            notify_since_ms: AtomicU64::new(0),
             versions: versions.clone(),
             queue: Mutex::new(Queue::default()),
             resync: Mutex::new(Queue::default()),
@@ -1151,6 +1169,7 @@ impl L2 {
             tail,
             gap_pending: AtomicBool::new(false),
             heartbeat: Mutex::new(None),
+            fleet: (cfg_tails > 0 && has_tail).then(|| tails::Tails::new(cfg_tails)),
             identity: Mutex::new(None),
             stats: L2Stats::default(),
             tasks: Mutex::new(Vec::new()),
@@ -1159,11 +1178,14 @@ impl L2 {
             raw_open: Arc::default(),
         });
         versions.set_sink(Arc::new(Sink(Arc::downgrade(&l2))));
-        let handles = vec![
+        let mut handles = vec![
             tokio::spawn(health_task(Arc::downgrade(&l2), l2.wake_health.clone())).abort_handle(),
             tokio::spawn(bump_task(Arc::downgrade(&l2), l2.wake_bumper.clone())).abort_handle(),
             tokio::spawn(subscribe_task(Arc::downgrade(&l2))).abort_handle(),
         ];
+        if l2.fleet.is_some() {
+            handles.push(tokio::spawn(tails::lease_task(Arc::downgrade(&l2))).abort_handle());
+        }
         if let Ok(mut t) = l2.tasks.lock() {
             *t = handles;
         }
@@ -1926,7 +1948,7 @@ impl L2 {
             if n == 1 {
                 break true;
             }
-            if Instant::now() >= deadline {
+            if Instant::now() >= deadline || self.alone() {
                 break false;
             }
             tokio::time::sleep(PING_EVERY / 2).await;
@@ -2383,7 +2405,7 @@ async fn subscribe_task(l2: Weak<L2>) {
     // In a cluster any node delivers every message; a node that fails is passed over.
     let mut node = 0usize;
     loop {
-        let (client, channel, hb, mut down, id, gen) = {
+        let (client, channel, hb, tails_ch, ddl_ch, mut down, id, gen) = {
             let Some(me) = l2.upgrade() else { return };
             if !me.healthy() {
                 drop(me);
@@ -2402,6 +2424,8 @@ async fn subscribe_task(l2: Weak<L2>) {
                 client,
                 me.channel(),
                 me.heartbeat_channel(),
+                me.tails_channel(),
+                me.ddl_channel(),
                 down,
                 me.id.clone(),
                 gen,
@@ -2409,7 +2433,7 @@ async fn subscribe_task(l2: Weak<L2>) {
         };
         let sub = async {
             let mut ps = client.get_async_pubsub().await?;
-            ps.subscribe(&[&channel, &hb]).await?;
+            ps.subscribe(&[&channel, &hb, &tails_ch, &ddl_ch]).await?;
             Ok::<_, redis::RedisError>(ps)
         };
         let ps = match tokio::time::timeout(Duration::from_secs(2), sub).await {
@@ -2429,6 +2453,7 @@ async fn subscribe_task(l2: Weak<L2>) {
             }
             // Subscribed: from here every bump is seen; what went before may not have been.
             (me.learned)(Learned::Everything);
+            me.notify_since_ms.store(now_ms(), Ordering::Release);
             me.notify_up.store(true, Ordering::Release);
         }
         let mut stream = ps.into_on_message();
@@ -2448,6 +2473,9 @@ async fn subscribe_task(l2: Weak<L2>) {
                     let Ok(text) = std::str::from_utf8(payload) else { continue };
                     let Some((from, dep)) = text.split_once(' ') else { continue };
                     if from == id {
+                        continue;
+                    }
+                    if me.on_fleet_message(m.get_channel_name(), &tails_ch, &ddl_ch, from, dep) {
                         continue;
                     }
                     CacheStatsExt::incr(&me.stats.notifications);

@@ -17,6 +17,7 @@ pub mod reason;
 pub mod snapshot;
 pub mod stale;
 pub mod stored_code;
+pub mod tails;
 pub mod txn;
 
 pub use reason::Reason;

@@ -12,7 +12,6 @@ use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
-use tracing::warn;
 
 use crate::analysis::{self, Analysis, Analyzer, WriteTargets};
 use crate::cache::plans::ReadPlans;
@@ -22,7 +21,7 @@ use crate::cli::Cli;
 use crate::config::{BinlogMode, Config};
 use crate::invalidation::binlog::{self, BinlogHandle, WriteAnalyser};
 use crate::invalidation::catalog::{Catalog, Changed};
-use crate::invalidation::ddl::{self, Reload};
+use crate::invalidation::ddl;
 use crate::invalidation::{Invalidation, Invalidator};
 use crate::observe::digests::Digests;
 use crate::observe::latency::Latencies;
@@ -85,16 +84,20 @@ impl Shared {
             // A failure is logged by the catalog itself, once, naming qcache's account.
             let _ = c2.refresh().await;
         });
+        // With L2 and `l2.binlog_tails` > 0 the fleet's lease decides whether this instance
+        // streams (`l2::tails`): it starts as a standby and opens no stream until told to.
+        let leased = config.l2.enabled() && config.l2.binlog_tails > 0;
         let binlog = (config.invalidation.binlog != BinlogMode::Off).then(|| {
             let mut inv = config.invalidation.clone();
             inv.server_id = inv.effective_server_id();
-            binlog::spawn(
+            binlog::spawn_with(
                 upstream,
                 inv,
                 cache.versions_arc(),
                 cache.stats_arc(),
                 catalog.clone(),
                 binlog_analyser(catalog.clone()),
+                !leased,
             )
         });
         let l2 = config.l2.enabled().then(|| {
@@ -105,14 +108,25 @@ impl Shared {
                 let info = cat.column(&(schema.to_string(), table.to_string()), column)?;
                 Some(crate::l2::column_id(column, &info))
             });
-            let learned = crate::invalidation::l2::on_learned(invalidator.clone());
-            crate::l2::L2::start(
+            let learned = crate::invalidation::l2::on_learned(invalidator.clone(), catalog.clone());
+            let l2 = crate::l2::L2::start(
                 config.l2.clone(),
                 cache.versions_arc(),
                 tail,
                 Some(ids),
                 learned,
-            )
+            );
+            if let (true, Some(b)) = (leased, &binlog) {
+                // Standbys have no stream: the DDL this one's stream sees reaches their
+                // catalogs through L2. Weak: L2 holds the tail already.
+                let weak = Arc::downgrade(&l2);
+                b.on_ddl(Arc::new(move |changed| {
+                    if let Some(l2) = weak.upgrade() {
+                        l2.publish_ddl(changed);
+                    }
+                }));
+            }
+            l2
         });
         let l2_remote = l2.as_ref().is_some_and(|l| l.remote_validation());
         let digests = Digests::new(config.stats.digests);
@@ -165,19 +179,7 @@ impl Shared {
     /// `ALTER TABLE t ADD c INT DEFAULT NEXTVAL(s)` fill rows with the default), which the
     /// catalog could not know when the statement was planned.
     pub async fn refresh_catalog(&self, changed: &Changed) {
-        let reload = match self.catalog.refresh_changed(changed).await {
-            Err(e) => {
-                warn!(error = %e, "schema catalog reload failed");
-                Reload::Failed
-            }
-            Ok(_) if changed.objects.is_empty() => Reload::NothingNamed,
-            // The DDL's own tables again too (`invalidation::ddl`).
-            Ok(_) => match self.catalog.expand_write(&changed.objects) {
-                Some(tables) => Reload::Widened(tables),
-                None => Reload::NotWidened,
-            },
-        };
-        if let Some(inv) = ddl::after_reload(reload) {
+        if let Some(inv) = ddl::reload(&self.catalog, changed).await {
             self.invalidate(&inv);
         }
     }
