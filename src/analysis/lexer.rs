@@ -65,6 +65,9 @@ pub(crate) struct Lexer<'a> {
     marks: Option<Vec<std::ops::Range<usize>>>,
     /// Lex as under sql_mode NO_BACKSLASH_ESCAPES, where `\` does not escape a quote.
     no_backslash_escapes: bool,
+    /// Lex as under sql_mode ANSI_QUOTES, where `"…"` is an identifier: like a backquoted
+    /// one, `\` escapes nothing in it.
+    ansi_quotes: bool,
     /// The server whose rules decide which versioned executable comments run. None: every
     /// executable comment is code (the text was already made the server's by
     /// [`super::comments::server_text`], or the caller wants the widest reading).
@@ -81,6 +84,7 @@ impl<'a> Lexer<'a> {
             in_exec: false,
             marks: None,
             no_backslash_escapes: false,
+            ansi_quotes: false,
             server: None,
             skipped: None,
         }
@@ -104,6 +108,16 @@ impl<'a> Lexer<'a> {
     pub fn without_backslash_escapes(sql: &'a [u8]) -> Self {
         Lexer {
             no_backslash_escapes: true,
+            ..Lexer::new(sql)
+        }
+    }
+
+    /// The same text as a server under a sql_mode with (or without) ANSI_QUOTES and
+    /// NO_BACKSLASH_ESCAPES would split it: for code stored with its own sql_mode.
+    pub fn with_modes(sql: &'a [u8], ansi_quotes: bool, no_backslash_escapes: bool) -> Self {
+        Lexer {
+            ansi_quotes,
+            no_backslash_escapes,
             ..Lexer::new(sql)
         }
     }
@@ -359,7 +373,7 @@ impl<'a> Lexer<'a> {
                 Tok::Str
             }
             b'"' => {
-                self.skip_quoted(b'"', true);
+                self.skip_quoted(b'"', !self.ansi_quotes);
                 Tok::DoubleQuoted
             }
             b'`' => {
@@ -578,6 +592,23 @@ mod tests {
         assert_eq!(t[1], (Tok::Var, "@@session".into()));
         assert_eq!(t[4], (Tok::Var, "@'q r'".into()));
         assert_eq!(t[5], (Tok::Var, "@`b`".into()));
+    }
+
+    #[test]
+    fn ansi_quotes_and_no_backslash_escapes() {
+        let spans = |l: Lexer| -> Vec<(usize, usize)> { l.map(|t| (t.start, t.end)).collect() };
+        let sql = br#""a\" 'b\' c"#;
+        // Default: both quoted runs take the backslash as an escape; the second runs on.
+        assert_eq!(spans(Lexer::new(sql)), vec![(0, 11)]);
+        // ANSI_QUOTES: `"a\"` is an identifier, where a backslash is a byte.
+        assert_eq!(
+            spans(Lexer::with_modes(sql, true, false)),
+            vec![(0, 4), (5, 11)]
+        );
+        assert_eq!(
+            spans(Lexer::with_modes(sql, true, true)),
+            vec![(0, 4), (5, 9), (10, 11)]
+        );
     }
 
     #[test]

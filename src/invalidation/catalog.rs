@@ -86,6 +86,8 @@ pub struct SchemaSnapshot {
     temporaries: Arc<crate::policy::stored_code::Temporaries>,
     /// The routines it was judged with, for judging the DDL seen before the next reload.
     routines: Arc<Vec<crate::policy::stored_code::Routine>>,
+    /// The triggers likewise: (trigger schema, body, SQL_MODE).
+    trigger_code: Arc<Vec<(String, String, String)>>,
     /// The names (any schema, lower-cased) of the views whose reading runs stored code
     /// ([`SchemaSnapshot::read_runs_code`]), for statements that may read one inside.
     code_views: Arc<HashSet<String>>,
@@ -156,8 +158,9 @@ pub struct RawCatalog {
     pub tables: Vec<(String, String, String)>,
     /// (schema, name, VIEW_DEFINITION); an empty definition means not visible to us.
     pub views: Vec<(String, String, String)>,
-    /// (trigger schema, table schema, table, ACTION_STATEMENT)
-    pub triggers: Vec<(String, String, String, String)>,
+    /// (trigger schema, table schema, table, ACTION_STATEMENT, SQL_MODE: how its body
+    /// reads, `stored_code`)
+    pub triggers: Vec<(String, String, String, String, String)>,
     /// Every stored routine on the server, for what its code may do when a function or
     /// trigger runs it (`stored_code`). Read by full loads only: routine DDL reloads
     /// everything, and a partial reload never drops one.
@@ -259,7 +262,7 @@ impl RawCatalog {
         let covered = |schema: &str, name: &str| covers(changed, schema, name);
         self.tables.retain(|(s, n, _)| !covered(s, n));
         self.views.retain(|(s, n, _)| !covered(s, n));
-        self.triggers.retain(|(_, s, t, _)| !covered(s, t));
+        self.triggers.retain(|(_, s, t, ..)| !covered(s, t));
         self.foreign_keys.retain(|(cs, ct, ..)| !child(cs, ct));
         self.definers.retain(|(s, n, _)| !covered(s, n));
         self.column_code.retain(|(s, n, _)| !covered(s, n));
@@ -366,7 +369,7 @@ impl SchemaPart {
                     .insert(key, format!("view {sch}.{name}: {why}"));
             }
         }
-        for (trigger_schema, _, table, body) in raw.triggers.iter().filter(|r| mine(&r.1)) {
+        for (trigger_schema, _, table, body, _) in raw.triggers.iter().filter(|r| mine(&r.1)) {
             let key = table.to_lowercase();
             part.triggered.insert(key.clone());
             // A function the body calls may write tables nobody named.
@@ -577,9 +580,17 @@ impl SchemaSnapshot {
             views,
             temporaries: Arc::new(crate::policy::stored_code::temporaries(
                 &raw.routines,
-                raw.triggers.iter().map(|t| (t.0.as_str(), t.3.as_str())),
+                raw.triggers
+                    .iter()
+                    .map(|t| (t.0.as_str(), t.3.as_str(), Some(t.4.as_str()))),
             )),
             routines: Arc::new(raw.routines.clone()),
+            trigger_code: Arc::new(
+                raw.triggers
+                    .iter()
+                    .map(|t| (t.0.clone(), t.3.clone(), t.4.clone()))
+                    .collect(),
+            ),
             code_views: Default::default(),
         };
         let code_views: HashSet<String> = snap
@@ -1139,6 +1150,10 @@ pub struct Catalog {
     /// ([`Catalog::note_ddl`]), numbered; a full load drops those numbered before it started.
     code_seq: AtomicU64,
     code_noted: Mutex<Vec<(u64, crate::policy::stored_code::Temporaries)>>,
+    /// The code DDL statements seen, `(seq, statement, schema)`, numbered as `code_noted`
+    /// and dropped with it: each next one is judged with them (a procedure created after a
+    /// trigger that calls it, both before a reload).
+    code_ddl: Mutex<Vec<(u64, String, String)>>,
     /// Connections for derived slices' parent lookups ([`Catalog::parent_values`]), opened
     /// at the first one.
     lookups: std::sync::OnceLock<mysql_async::Pool>,
@@ -1192,6 +1207,7 @@ impl Catalog {
             ddl_reloads: AtomicU64::new(0),
             code_seq: AtomicU64::new(0),
             code_noted: Mutex::new(Vec::new()),
+            code_ddl: Mutex::new(Vec::new()),
             lookups: std::sync::OnceLock::new(),
             account: format!("'{}' at {upstream_addr}", cfg.user),
             last_error: std::sync::Mutex::new(None),
@@ -1298,6 +1314,10 @@ impl Catalog {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .retain(|(seq, _)| *seq > noted);
+        self.code_ddl
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|(seq, ..)| *seq > noted);
         st.last_started = Some(started);
         Ok(())
     }
@@ -1438,10 +1458,10 @@ impl Catalog {
             push_order_source(&mut raw, r);
         }
         let rows: Vec<Row> = conn
-            .query(
-                format!(
-                "SELECT TRIGGER_SCHEMA, EVENT_OBJECT_SCHEMA, EVENT_OBJECT_TABLE, ACTION_STATEMENT \
-                 FROM information_schema.TRIGGERS WHERE EVENT_OBJECT_SCHEMA NOT IN {SKIPPED_SCHEMAS}"
+            .query(format!(
+                "SELECT TRIGGER_SCHEMA, EVENT_OBJECT_SCHEMA, EVENT_OBJECT_TABLE, ACTION_STATEMENT, \
+                 SQL_MODE FROM information_schema.TRIGGERS \
+                 WHERE EVENT_OBJECT_SCHEMA NOT IN {SKIPPED_SCHEMAS}"
             ))
             .await?;
         for mut r in rows {
@@ -1450,12 +1470,13 @@ impl Catalog {
                 text(&mut r, 1),
                 text(&mut r, 2),
                 text(&mut r, 3),
+                text(&mut r, 4),
             ));
         }
         // Every schema's, `sys` too: a function of any schema may be called from any other.
         let rows: Vec<Row> = conn
             .query(
-                "SELECT ROUTINE_SCHEMA, ROUTINE_NAME, ROUTINE_TYPE, ROUTINE_DEFINITION \
+                "SELECT ROUTINE_SCHEMA, ROUTINE_NAME, ROUTINE_TYPE, ROUTINE_DEFINITION, SQL_MODE \
                  FROM information_schema.ROUTINES",
             )
             .await?;
@@ -1467,11 +1488,13 @@ impl Catalog {
                 Some(Ok(Some(b))) => Some(String::from_utf8_lossy(&b).into_owned()),
                 _ => None,
             };
+            let sql_mode = Some(text(&mut r, 4));
             raw.routines.push(crate::policy::stored_code::Routine {
                 schema,
                 name,
                 procedure,
                 body,
+                sql_mode,
             });
         }
         let rows: Vec<Row> = conn
@@ -1715,14 +1738,38 @@ impl Catalog {
     }
 
     /// A DDL statement seen in `schema` (before it is sent through qcache, or as the binlog
-    /// tail reads it): what the code it creates may create
-    /// (`stored_code::ddl_temporaries`) counts from now on, not only once a reload read it.
-    /// The next full load that started after this replaces the note.
+    /// tail reads it): what the code it creates may create, judged with the snapshot's
+    /// routines and triggers and the code DDL seen since (`stored_code::ddl_temporaries`),
+    /// counts from now on, not only once a reload read it. The next full load that started
+    /// after this replaces the note.
     pub fn note_ddl(&self, sql: &str, schema: &str) {
+        use crate::policy::stored_code::{creates_code, ddl_temporaries, Temporaries};
+        /// Code DDL kept between full loads; past it, notes are Any (fail closed).
+        const MAX_CODE_DDL: usize = 256;
+        if !creates_code(sql) {
+            return;
+        }
         let snap = self.snapshot.load();
-        let t = crate::policy::stored_code::ddl_temporaries(sql, schema, &snap.routines);
-        if t != crate::policy::stored_code::Temporaries::None {
-            let seq = self.code_seq.fetch_add(1, Ordering::AcqRel) + 1;
+        // Held while judging, so that two notes see each other in order.
+        let mut seen = self.code_ddl.lock().unwrap_or_else(|e| e.into_inner());
+        let seq = self.code_seq.fetch_add(1, Ordering::AcqRel) + 1;
+        let t = if seen.len() >= MAX_CODE_DDL {
+            Temporaries::Any
+        } else {
+            seen.push((seq, sql.to_string(), schema.to_string()));
+            let ddl: Vec<(&str, &str)> = seen
+                .iter()
+                .map(|(_, q, s)| (q.as_str(), s.as_str()))
+                .collect();
+            ddl_temporaries(
+                &ddl,
+                &snap.routines,
+                snap.trigger_code
+                    .iter()
+                    .map(|(s, b, m)| (s.as_str(), b.as_str(), Some(m.as_str()))),
+            )
+        };
+        if t != Temporaries::None {
             self.code_noted
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
@@ -1971,6 +2018,7 @@ impl Batch {
                         text(&mut r, 1),
                         text(&mut r, 2),
                         text(&mut r, 3),
+                        text(&mut r, 4),
                     )),
                     Sink::ForeignKeys => raw.foreign_keys.push((
                         text(&mut r, 0),
@@ -2014,8 +2062,8 @@ fn relation_queries(batch: &mut Batch, schema: &str, name: Option<&str>) {
     batch.push(
         Sink::Triggers,
         format!(
-            "SELECT TRIGGER_SCHEMA, EVENT_OBJECT_SCHEMA, EVENT_OBJECT_TABLE, ACTION_STATEMENT \
-             FROM information_schema.TRIGGERS WHERE EVENT_OBJECT_SCHEMA = {schema_lit}{}",
+            "SELECT TRIGGER_SCHEMA, EVENT_OBJECT_SCHEMA, EVENT_OBJECT_TABLE, ACTION_STATEMENT, \
+             SQL_MODE FROM information_schema.TRIGGERS WHERE EVENT_OBJECT_SCHEMA = {schema_lit}{}",
             and("EVENT_OBJECT_TABLE")
         ),
     );
@@ -2233,14 +2281,15 @@ mod tests {
                 ),
             ],
             triggers: vec![
-                (s("db"), s("db"), s("a"), s("INSERT INTO audit VALUES (NEW.id)")),
+                (s("db"), s("db"), s("a"), s("INSERT INTO audit VALUES (NEW.id)"), s("")),
                 (
                     s("db"),
                     s("db"),
                     s("audit"),
                     s("BEGIN\n  SET NEW.x = 1;\n  IF NEW.id > 3 THEN UPDATE other.c SET x = 1; END IF;\nEND"),
+                    s(""),
                 ),
-                (s("db"), s("db"), s("weird"), s("BEGIN CALL p(); END")),
+                (s("db"), s("db"), s("weird"), s("BEGIN CALL p(); END"), s("")),
             ],
             foreign_keys: vec![
                 (s("db"), s("child"), s("db"), s("a"), s("RESTRICT"), s("CASCADE")),
@@ -2554,6 +2603,7 @@ mod tests {
             "db".into(),
             "b".into(),
             "SET NEW.x = f(NEW.id)".into(),
+            String::new(),
         ));
         let s = SchemaSnapshot::build(&r);
         assert_eq!(s.expand_write(&[t("db", "b")]), None);
@@ -2745,7 +2795,7 @@ mod tests {
                         (s("db"), s("b"), s("BASE TABLE")),
                         (s("db"), s("a"), s("BASE TABLE")),
                     ],
-                    triggers: vec![(s("db"), s("db"), s("a"), s("DELETE FROM b"))],
+                    triggers: vec![(s("db"), s("db"), s("a"), s("DELETE FROM b"), s(""))],
                     column_code: vec![(s("db"), s("a"), s("nextval(`db`.`seq`)"))],
                     ..RawCatalog::default()
                 },

@@ -8,17 +8,23 @@
 //! procedure may as well, but it runs only through CALL (after which qcache no longer
 //! follows the session) or from a function or trigger that calls it.
 //!
-//! So the catalog names them: every `CREATE TEMPORARY TABLE [IF NOT EXISTS] [db.]name` in
-//! the body of a function, a trigger, or a procedure one of those calls (by name, schema
-//! ignored, transitively), in the schema the body runs in unless the statement names one.
-//! A session that runs stored code counts those names as its temporary tables (never
-//! served, never stored, as for one it created itself). It errs towards "any name": a body
-//! that mentions `TEMPORARY` (in a statement, string or comment) where no such name can
-//! be read, or a body the catalog's account cannot read, makes the session's temporary
-//! tables unknown. Dynamic SQL, the only way to hide a name, is refused by the server
-//! inside functions and triggers and anything they call.
+//! So the catalog names them: every `CREATE [OR REPLACE] TEMPORARY TABLE [IF NOT EXISTS]
+//! [db.]name` in the body of a function, a trigger, or a procedure one of those calls (by
+//! `CALL name`, or under ORACLE mode by a bare name; schema ignored, transitively), in the
+//! schema the body runs in unless the statement names one. Bodies are split by the
+//! project's lexer as the server splits them under the sql_mode they were created with
+//! (strings and comments skipped, `"…"` a name under ANSI_QUOTES, NO_BACKSLASH_ESCAPES
+//! deciding where strings end), and under every sql_mode when it is unknown (DDL seen
+//! before the reload). A session that runs stored code counts those names as its
+//! temporary tables (never served, never stored, as for one it created itself). It errs
+//! towards "any name": a `TEMPORARY` token where no such name can be read, or a body the
+//! catalog's account cannot read, makes the session's temporary tables unknown; a `CALL`
+//! whose procedure cannot be read calls them all. Dynamic SQL, the only way to hide a
+//! name, is refused by the server inside functions and triggers and anything they call.
 
 use std::collections::HashSet;
+
+use crate::analysis::lexer::{Lexer, Tok};
 
 /// One row of information_schema.ROUTINES.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,7 +38,14 @@ pub struct Routine {
     pub procedure: bool,
     /// ROUTINE_DEFINITION; None when the catalog's account may not read it.
     pub body: Option<String>,
+    /// SQL_MODE: the mode the body was created, and is read, under (where strings end,
+    /// what `"…"` is, whether a bare name calls a procedure). None when unknown: every
+    /// reading counts.
+    pub sql_mode: Option<String>,
 }
+
+/// One trigger: (TRIGGER_SCHEMA, ACTION_STATEMENT, SQL_MODE if known), as [`Routine`].
+pub type Trigger<'a> = (&'a str, &'a str, Option<&'a str>);
 
 /// The temporary tables stored code may create when a function or trigger runs.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -60,33 +73,44 @@ impl Temporaries {
     }
 }
 
-/// What the functions and triggers (`(trigger schema, body)`) on a server may create, with
-/// the procedures they call.
+/// What the functions and triggers on a server may create, with the procedures they call.
 pub fn temporaries<'a>(
     routines: &[Routine],
-    triggers: impl IntoIterator<Item = (&'a str, &'a str)>,
+    triggers: impl IntoIterator<Item = Trigger<'a>>,
 ) -> Temporaries {
-    let bodies: Vec<Option<Vec<String>>> = routines
+    let bodies: Vec<Option<Code>> = routines
         .iter()
-        .map(|r| r.body.as_deref().map(words))
+        .map(|r| {
+            r.body
+                .as_deref()
+                .map(|b| Code::read(b, r.sql_mode.as_deref()))
+        })
         .collect();
-    let triggers: Vec<(String, Vec<String>)> = triggers
+    let triggers: Vec<(String, Code)> = triggers
         .into_iter()
-        .map(|(s, b)| (s.to_lowercase(), words(b)))
+        .map(|(s, b, m)| (s.to_lowercase(), Code::read(b, m)))
         .collect();
     // What runs: every function and trigger, and the procedures they call, transitively.
     let mut runs: Vec<bool> = routines.iter().map(|r| !r.procedure).collect();
-    let mut called: HashSet<String> = triggers.iter().flat_map(|(_, w)| calls(w)).collect();
+    let mut every = triggers.iter().any(|(_, c)| c.calls_every);
+    let mut called: HashSet<String> = triggers
+        .iter()
+        .flat_map(|(_, c)| c.calls.iter().cloned())
+        .collect();
     loop {
         let mut grew = false;
         for (i, r) in routines.iter().enumerate() {
-            if !runs[i] && called.contains(&r.name) {
+            if !runs[i] && (every || called.contains(&r.name)) {
                 runs[i] = true;
                 grew = true;
             }
             if runs[i] {
-                for c in bodies[i].iter().flat_map(|w| calls(w)) {
-                    grew |= called.insert(c);
+                for c in bodies[i].iter() {
+                    grew |= c.calls_every && !every;
+                    every |= c.calls_every;
+                    for n in &c.calls {
+                        grew |= called.insert(n.clone());
+                    }
                 }
             }
         }
@@ -95,12 +119,12 @@ pub fn temporaries<'a>(
         }
     }
     let mut named = Vec::new();
-    let mut add = |schema: &str, w: &[String]| -> bool {
-        let Some(found) = created(w) else {
+    let mut add = |schema: &str, code: &Code| -> bool {
+        let Some(found) = &code.created else {
             return false;
         };
         for (s, n) in found {
-            let q = (s.unwrap_or_else(|| schema.to_string()), n);
+            let q = (s.clone().unwrap_or_else(|| schema.to_string()), n.clone());
             if !named.contains(&q) {
                 named.push(q);
             }
@@ -109,12 +133,12 @@ pub fn temporaries<'a>(
     };
     for (i, r) in routines.iter().enumerate().filter(|(i, _)| runs[*i]) {
         match &bodies[i] {
-            Some(w) if add(&r.schema, w) => {}
+            Some(c) if add(&r.schema, c) => {}
             _ => return Temporaries::Any,
         }
     }
-    for (schema, w) in &triggers {
-        if !add(schema, w) {
+    for (schema, c) in &triggers {
+        if !add(schema, c) {
             return Temporaries::Any;
         }
     }
@@ -125,158 +149,372 @@ pub fn temporaries<'a>(
     }
 }
 
-/// What a DDL statement seen in `schema` (before it is sent through qcache, or when the
-/// binlog tail reads it) adds to [`temporaries`] of `known`, judged as the reload after it
-/// will judge it: a CREATE of a FUNCTION, TRIGGER or PROCEDURE. Anything else (tables,
-/// views, events, which run in a session of their own) adds none. So that code a session
-/// runs before the catalog's reload is judged with it.
-pub fn ddl_temporaries(sql: &str, schema: &str, known: &[Routine]) -> Temporaries {
-    let w = words(sql);
-    // After comments, executable ones too (`/*!50003 CREATE*/ /*!50017 DEFINER=…*/ …`).
-    let Some(c) = w.iter().take(16).position(|t| t.as_str() == "create") else {
-        return Temporaries::None;
-    };
-    // The kind comes before the name and the body; OR REPLACE, DEFINER = …, AGGREGATE
-    // and the like before it.
-    let Some(k) = w.iter().skip(c).take(40).position(|t| {
-        matches!(
-            t.as_str(),
-            "function" | "procedure" | "trigger" | "package" | "table" | "view" | "event"
-        )
-    }) else {
-        // Unreadable: as if it added code that creates what its text could.
-        return match created(&w) {
-            Some(n) if n.is_empty() => Temporaries::None,
-            _ => Temporaries::Any,
+/// What the code DDL statements `ddl` (each `(statement, schema it ran in)`, in the order
+/// seen: before one is sent through qcache, or when the binlog tail reads it) add to
+/// [`temporaries`] of the `known` routines and triggers, judged as the reload after them
+/// will judge them: a CREATE of a FUNCTION, PROCEDURE, TRIGGER or PACKAGE is judged with
+/// everything known (a new procedure may be what an existing trigger calls). Anything else
+/// (tables, views, events, which run in a session of their own) adds none; a CREATE whose
+/// kind or name cannot be read adds [`Temporaries::Any`]. The statements' sql_mode is not
+/// known: each is read under every one. So that code a session runs before the catalog's
+/// reload is judged with it.
+pub fn ddl_temporaries<'a>(
+    ddl: &[(&str, &str)],
+    known: &[Routine],
+    triggers: impl IntoIterator<Item = Trigger<'a>>,
+) -> Temporaries {
+    let mut routines = known.to_vec();
+    let mut new_triggers: Vec<(String, &str)> = Vec::new();
+    for &(sql, schema) in ddl {
+        let header = match ddl_header(sql) {
+            Ok(Some(h)) => h,
+            Ok(None) => continue,
+            Err(()) => return Temporaries::Any,
         };
-    };
-    let k = c + k;
-    let kind = w[k].as_str();
-    if matches!(kind, "table" | "view" | "event") {
-        return Temporaries::None;
+        let schema = header.schema.unwrap_or_else(|| schema.to_lowercase());
+        match header.kind {
+            CodeKind::Trigger => new_triggers.push((schema, sql)),
+            CodeKind::Function | CodeKind::Procedure | CodeKind::Package => {
+                let procedure = header.kind == CodeKind::Procedure;
+                // CREATE OR REPLACE replaces it (functions and procedures have a name each).
+                routines.retain(|r| {
+                    !(r.name == header.name && r.schema == schema && r.procedure == procedure)
+                });
+                routines.push(Routine {
+                    schema,
+                    name: header.name,
+                    procedure,
+                    body: Some(sql.to_string()),
+                    sql_mode: None,
+                });
+            }
+        }
     }
-    let mut i = k + 1;
-    while matches!(
-        w.get(i).map(String::as_str),
-        Some("if" | "not" | "exists" | "body")
-    ) {
-        i += 1;
+    let mut all: Vec<Trigger> = Vec::new();
+    for t in triggers {
+        all.push(t);
     }
-    let mut schema = schema.to_lowercase();
-    if w.get(i + 1).map(String::as_str) == Some(".") {
-        schema = w[i].clone();
-        i += 2;
+    for (s, b) in &new_triggers {
+        all.push((s.as_str(), b, None));
     }
-    let name = w.get(i).cloned().unwrap_or_default();
-    let mut all: Vec<Routine> = known
-        .iter()
-        .filter(|r| kind == "trigger" || r.name != name || r.schema != schema)
-        .cloned()
-        .collect();
-    if kind == "trigger" {
-        return temporaries(&all, [(schema.as_str(), sql)]);
-    }
-    all.push(Routine {
-        schema,
-        name,
-        procedure: kind == "procedure",
-        body: Some(sql.to_string()),
-    });
-    temporaries(&all, [])
+    temporaries(&routines, all)
 }
 
-/// The procedures a body calls (`CALL [db.]name`), by name.
-fn calls(w: &[String]) -> Vec<String> {
-    w.iter()
-        .enumerate()
-        .filter(|(_, t)| t.as_str() == "call")
-        .filter_map(
-            |(i, _)| match (w.get(i + 1), w.get(i + 2).map(String::as_str)) {
-                (Some(_), Some(".")) => w.get(i + 3).cloned(),
-                (n, _) => n.cloned(),
-            },
-        )
+/// Whether a DDL statement may create code ([`ddl_temporaries`] judges it): a CREATE of a
+/// function, procedure, trigger or package, or one whose kind qcache cannot read.
+pub fn creates_code(sql: &str) -> bool {
+    !matches!(ddl_header(sql), Ok(None))
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum CodeKind {
+    Function,
+    Procedure,
+    Trigger,
+    Package,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Header {
+    kind: CodeKind,
+    /// Named with the object (`db.name`), lower-cased.
+    schema: Option<String>,
+    name: String,
+}
+
+/// What a DDL statement creates, when it is code: Ok(None) when it is no CREATE of code,
+/// Err when it is a CREATE whose kind or name some reading (sql_mode) cannot read, or
+/// readings disagree about.
+fn ddl_header(sql: &str) -> Result<Option<Header>, ()> {
+    let mut seen = None;
+    for mode in Mode::every() {
+        let one = header_in(&words(sql, mode))?;
+        if seen.get_or_insert_with(|| one.clone()) != &one {
+            return Err(());
+        }
+    }
+    Ok(seen.flatten())
+}
+
+fn header_in(w: &[W]) -> Result<Option<Header>, ()> {
+    let at = |i: usize| w.get(i);
+    let kw = |i: usize, k: &str| at(i).is_some_and(|t| t.kw(k));
+    // After comments; executable ones are code (`/*!50003 CREATE*/ /*!50017 DEFINER=…*/`).
+    if !kw(0, "create") {
+        return Ok(None);
+    }
+    let mut i = 1;
+    if kw(i, "or") && kw(i + 1, "replace") {
+        i += 2;
+    }
+    loop {
+        if (kw(i, "algorithm") || kw(i, "definer")) && at(i + 1).is_some_and(|t| t.is_punct(b'=')) {
+            i += 2;
+            if kw(i, "current_user") {
+                i += 1;
+                if at(i).is_some_and(|t| t.is_punct(b'('))
+                    && at(i + 1).is_some_and(|t| t.is_punct(b')'))
+                {
+                    i += 2;
+                }
+            } else {
+                // A user (`name`, 'name', `name`@`host`, 'name'@'host') or an algorithm.
+                match at(i).map(|t| t.tok) {
+                    Some(Tok::Word | Tok::Backquoted | Tok::Str) => i += 1,
+                    _ => return Err(()),
+                }
+                if at(i).is_some_and(|t| t.tok == Tok::Var) {
+                    i += 1;
+                }
+            }
+        } else if kw(i, "sql")
+            && kw(i + 1, "security")
+            && at(i + 2).is_some_and(|t| t.tok == Tok::Word)
+        {
+            i += 3;
+        } else if kw(i, "aggregate") {
+            i += 1;
+        } else {
+            break;
+        }
+    }
+    let kind = match at(i)
+        .filter(|t| t.tok == Tok::Word)
+        .map(|t| t.text.as_str())
+    {
+        Some("function") => CodeKind::Function,
+        Some("procedure") => CodeKind::Procedure,
+        Some("trigger") => CodeKind::Trigger,
+        Some("package") => CodeKind::Package,
+        // What runs in no session that ran a function or trigger: none of its code.
+        Some(
+            "table" | "temporary" | "view" | "event" | "index" | "unique" | "fulltext" | "spatial"
+            | "database" | "schema" | "user" | "role" | "server" | "sequence" | "tablespace"
+            | "logfile" | "resource" | "undo",
+        ) => return Ok(None),
+        _ => return Err(()),
+    };
+    i += 1;
+    if kind == CodeKind::Package && kw(i, "body") {
+        i += 1;
+    }
+    if kw(i, "if") && kw(i + 1, "not") && kw(i + 2, "exists") {
+        i += 3;
+    }
+    let (schema, name) = qualified(w, i).ok_or(())?;
+    Ok(Some(Header { kind, schema, name }))
+}
+
+/// `[schema.]name` at `i`, or None when no name stands there.
+fn qualified(w: &[W], i: usize) -> Option<(Option<String>, String)> {
+    let first = w.get(i)?.name()?;
+    if w.get(i + 1).is_some_and(|t| t.is_punct(b'.')) {
+        Some((Some(first.to_string()), w.get(i + 2)?.name()?.to_string()))
+    } else {
+        Some((None, first.to_string()))
+    }
+}
+
+/// What one body does, under every reading its sql_mode allows.
+#[derive(Debug, Default)]
+struct Code {
+    /// The procedures it calls, by name.
+    calls: HashSet<String>,
+    /// It may call any procedure (a CALL qcache cannot read).
+    calls_every: bool,
+    /// The temporary tables it creates, `(schema if named, name)`; None when it has a
+    /// `TEMPORARY` qcache cannot read as one.
+    created: Option<Vec<(Option<String>, String)>>,
+}
+
+impl Code {
+    fn read(body: &str, sql_mode: Option<&str>) -> Code {
+        let modes = match sql_mode {
+            Some(m) => vec![Mode::of(m)],
+            None => Mode::every().to_vec(),
+        };
+        let mut all = Code {
+            created: Some(Vec::new()),
+            ..Code::default()
+        };
+        for mode in modes {
+            let w = words(body, mode);
+            calls(&w, mode, &mut all);
+            match (created(&w), all.created.as_mut()) {
+                (Some(found), Some(out)) => out.extend(found),
+                _ => all.created = None,
+            }
+        }
+        all
+    }
+}
+
+/// The sql_mode flags that change how a body reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Mode {
+    /// `"…"` is an identifier.
+    ansi_quotes: bool,
+    /// `\` escapes nothing in a string.
+    no_backslash_escapes: bool,
+    /// A bare `name;` or `name(…);` statement calls a procedure (MariaDB's ORACLE mode).
+    oracle: bool,
+}
+
+impl Mode {
+    /// The flags of a SQL_MODE value as information_schema shows it (combination modes
+    /// expanded; the combinations that imply ANSI_QUOTES count too, in case they are not).
+    fn of(sql_mode: &str) -> Mode {
+        let has = |f: &str| {
+            sql_mode
+                .split(',')
+                .any(|m| m.trim().eq_ignore_ascii_case(f))
+        };
+        let oracle = has("ORACLE");
+        Mode {
+            ansi_quotes: oracle
+                || ["ANSI_QUOTES", "ANSI", "DB2", "MAXDB", "MSSQL", "POSTGRESQL"]
+                    .iter()
+                    .any(|f| has(f)),
+            no_backslash_escapes: has("NO_BACKSLASH_ESCAPES"),
+            oracle,
+        }
+    }
+
+    /// Every reading of a text whose sql_mode is unknown.
+    fn every() -> [Mode; 4] {
+        let m = |ansi_quotes, no_backslash_escapes| Mode {
+            ansi_quotes,
+            no_backslash_escapes,
+            oracle: true,
+        };
+        [
+            m(false, false),
+            m(true, false),
+            m(false, true),
+            m(true, true),
+        ]
+    }
+}
+
+/// One token of a body: its kind (a `"…"` identifier is [`Tok::Backquoted`], a `"…"`
+/// string [`Tok::Str`]) and its text, lower-cased, a quoted identifier's without quotes.
+#[derive(Debug)]
+struct W {
+    tok: Tok,
+    text: String,
+}
+
+impl W {
+    fn kw(&self, k: &str) -> bool {
+        self.tok == Tok::Word && self.text == k
+    }
+
+    fn is_punct(&self, c: u8) -> bool {
+        self.tok == Tok::Punct(c)
+    }
+
+    /// The identifier it is, plain or quoted.
+    fn name(&self) -> Option<&str> {
+        matches!(self.tok, Tok::Word | Tok::Backquoted).then_some(self.text.as_str())
+    }
+}
+
+/// A body as the server splits it under `mode`: comments dropped (executable ones are
+/// code), strings kept whole.
+fn words(body: &str, mode: Mode) -> Vec<W> {
+    let sql = body.as_bytes();
+    Lexer::with_modes(sql, mode.ansi_quotes, mode.no_backslash_escapes)
+        .map(|t| {
+            let b = t.bytes(sql);
+            let quoted = |q: u8| -> Tok {
+                // An identifier left open runs to the end of a text the server refused.
+                if b.len() >= 2 && b[b.len() - 1] == q {
+                    Tok::Backquoted
+                } else {
+                    Tok::Str
+                }
+            };
+            let (tok, text) = match t.tok {
+                Tok::Backquoted => (quoted(b'`'), unquote(b, b'`')),
+                Tok::DoubleQuoted if mode.ansi_quotes => (quoted(b'"'), unquote(b, b'"')),
+                Tok::DoubleQuoted => (Tok::Str, String::new()),
+                Tok::Word => (Tok::Word, String::from_utf8_lossy(b).to_lowercase()),
+                other => (other, String::new()),
+            };
+            W { tok, text }
+        })
         .collect()
 }
 
-/// The temporary tables a body creates, `(schema if named, name)`; None when it mentions
-/// `TEMPORARY` anywhere else (a name qcache cannot read).
-fn created(w: &[String]) -> Option<Vec<(Option<String>, String)>> {
-    let mut out = Vec::new();
+/// A quoted identifier's name: without its quotes, a doubled quote standing for one.
+fn unquote(b: &[u8], q: u8) -> String {
+    let inner = b.get(1..b.len().saturating_sub(1)).unwrap_or(&[]);
+    let mut out = Vec::with_capacity(inner.len());
     let mut i = 0;
-    while i < w.len() {
-        if w[i] != "temporary" {
-            i += 1;
+    while i < inner.len() {
+        out.push(inner[i]);
+        i += if inner[i] == q { 2 } else { 1 };
+    }
+    String::from_utf8_lossy(&out).to_lowercase()
+}
+
+/// The procedures a body calls (`CALL [db.]name`), by name; one whose name cannot be read
+/// may be any. Under ORACLE a bare name is a call too: every identifier counts.
+fn calls(w: &[W], mode: Mode, out: &mut Code) {
+    for (i, t) in w.iter().enumerate() {
+        if mode.oracle && t.name().is_some() {
+            out.calls.insert(t.text.clone());
+        }
+        if t.kw("call") {
+            match qualified(w, i + 1) {
+                Some((_, name)) => {
+                    out.calls.insert(name);
+                }
+                None => out.calls_every = true,
+            }
+        }
+    }
+}
+
+/// The temporary tables a body creates (`CREATE [OR REPLACE] TEMPORARY TABLE [IF NOT
+/// EXISTS] [db.]name`), `(schema if named, name)`; None when it has a `TEMPORARY` anywhere
+/// else, or where no name can be read.
+fn created(w: &[W]) -> Option<Vec<(Option<String>, String)>> {
+    let kw = |i: usize, k: &str| w.get(i).is_some_and(|t| t.kw(k));
+    let mut out = Vec::new();
+    for (i, t) in w.iter().enumerate() {
+        if !t.kw("temporary") {
             continue;
         }
-        let created = i > 0
-            && (w[i - 1] == "create" || (w[i - 1] == "replace" && i > 2 && w[i - 3] == "create"))
-            && w.get(i + 1).map(String::as_str) == Some("table");
-        if !created {
+        let create = (i >= 1 && kw(i - 1, "create"))
+            || (i >= 3 && kw(i - 1, "replace") && kw(i - 2, "or") && kw(i - 3, "create"));
+        if !create || !kw(i + 1, "table") {
             return None;
         }
         let mut j = i + 2;
-        while matches!(w.get(j).map(String::as_str), Some("if" | "not" | "exists")) {
-            j += 1;
+        if kw(j, "if") {
+            if !(kw(j + 1, "not") && kw(j + 2, "exists")) {
+                return None;
+            }
+            j += 3;
         }
-        let first = w.get(j)?.clone();
-        if w.get(j + 1).map(String::as_str) == Some(".") {
-            out.push((Some(first), w.get(j + 2)?.clone()));
-        } else {
-            out.push((None, first));
-        }
-        i = j + 1;
+        out.push(qualified(w, j)?);
     }
     Some(out)
-}
-
-/// A body as lower-cased words (identifiers, a backquoted name without its quotes) and
-/// single punctuation characters; whitespace dropped. Strings and comments are not told
-/// apart: their words count too.
-fn words(body: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut chars = body.chars().peekable();
-    while let Some(c) = chars.next() {
-        if c.is_alphanumeric() || c == '_' || c == '$' {
-            let mut w: String = c.to_lowercase().collect();
-            while let Some(&n) = chars.peek() {
-                if !(n.is_alphanumeric() || n == '_' || n == '$') {
-                    break;
-                }
-                w.extend(n.to_lowercase());
-                chars.next();
-            }
-            out.push(w);
-        } else if c == '`' {
-            let mut w = String::new();
-            while let Some(n) = chars.next() {
-                if n == '`' {
-                    if chars.peek() == Some(&'`') {
-                        chars.next();
-                    } else {
-                        break;
-                    }
-                }
-                w.extend(n.to_lowercase());
-            }
-            out.push(w);
-        } else if !c.is_whitespace() {
-            out.push(c.to_string());
-        }
-    }
-    out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// A function created under the default sql_mode.
     fn f(name: &str, body: &str) -> Routine {
         Routine {
             schema: "db".into(),
             name: name.into(),
             procedure: false,
             body: Some(body.into()),
+            sql_mode: Some("STRICT_TRANS_TABLES,NO_ENGINE_SUBSTITUTION".into()),
         }
     }
 
@@ -284,6 +522,14 @@ mod tests {
         Routine {
             procedure: true,
             ..f(name, body)
+        }
+    }
+
+    /// `r` as created under `sql_mode` (None: not known).
+    fn under(sql_mode: Option<&str>, r: Routine) -> Routine {
+        Routine {
+            sql_mode: sql_mode.map(str::to_string),
+            ..r
         }
     }
 
@@ -296,6 +542,10 @@ mod tests {
     }
 
     const MK: &str = "BEGIN CREATE TEMPORARY TABLE IF NOT EXISTS t (id INT); RETURN 1; END";
+    /// As information_schema shows the modes a routine was created under.
+    const ANSI: &str = "PIPES_AS_CONCAT,ANSI_QUOTES,IGNORE_SPACE,ANSI";
+    const ORACLE: &str = "PIPES_AS_CONCAT,ANSI_QUOTES,IGNORE_SPACE,ORACLE,NO_KEY_OPTIONS,NO_TABLE_OPTIONS,NO_FIELD_OPTIONS,NO_AUTO_CREATE_USER,SIMULTANEOUS_ASSIGNMENT";
+    const NBE: &str = "NO_BACKSLASH_ESCAPES";
 
     #[test]
     fn which_temporary_tables_code_may_create() {
@@ -304,7 +554,8 @@ mod tests {
             body: None,
             ..f("hidden", "")
         };
-        type Case<'a> = (&'a str, Vec<Routine>, Vec<(&'a str, &'a str)>, Temporaries);
+        let none = None;
+        type Case<'a> = (&'a str, Vec<Routine>, Vec<Trigger<'a>>, Temporaries);
         #[rustfmt::skip]
         let cases: Vec<Case> = vec![
             ("no code at all", vec![], vec![], Temporaries::None),
@@ -321,10 +572,28 @@ mod tests {
             ("a function qcache cannot read", vec![unreadable.clone()], vec![], Temporaries::Any),
             ("a called procedure qcache cannot read", vec![Routine { procedure: true, ..unreadable.clone() }, f("a", "BEGIN CALL hidden(); RETURN 1; END")], vec![], Temporaries::Any),
             ("an uncalled procedure qcache cannot read", vec![Routine { procedure: true, ..unreadable.clone() }], vec![], Temporaries::None),
-            ("the word where no name can be read", vec![f("a", "BEGIN SET @s = 'temporary'; RETURN 1; END")], vec![], Temporaries::Any),
-            ("a trigger that creates one", vec![], vec![("tdb", "BEGIN CREATE TEMPORARY TABLE x (i INT); END")], named(&[("tdb", "x")])),
-            ("a trigger that calls a procedure that does", vec![p("tmp", MK)], vec![("tdb", "CALL tmp()")], named(&[("db", "t")])),
-            ("a trigger that creates none", vec![p("tmp", MK)], vec![("tdb", "UPDATE side SET n = n + 1")], Temporaries::None),
+            ("the word where no name can be read", vec![f("a", "BEGIN DECLARE temporary INT; RETURN 1; END")], vec![], Temporaries::Any),
+            ("the word in a string or a comment is neither", vec![f("a", "BEGIN SET @s = 'temporary'; /* temporary */ RETURN 1; END")], vec![], Temporaries::None),
+            ("a backquote in a string hides nothing", vec![f("mk", "BEGIN DECLARE s VARCHAR(10) DEFAULT '`'; CREATE TEMPORARY TABLE IF NOT EXISTS t (id INT); SET s = '`'; RETURN 1; END")], vec![], named(&[("db", "t")])),
+            ("a comment before the name", vec![f("mk", "BEGIN CREATE TEMPORARY TABLE IF NOT EXISTS /* scratch */ t (id INT); RETURN 1; END")], vec![], named(&[("db", "t")])),
+            ("a comment after CALL", vec![p("mkp", MK), f("a", "BEGIN CALL /* scratch */ mkp(); RETURN 1; END")], vec![], named(&[("db", "t")])),
+            ("CALL and no name: any procedure", vec![p("mkp", MK), f("a", "BEGIN CALL 'mkp'; RETURN 1; END")], vec![], named(&[("db", "t")])),
+            ("a name in double quotes under ANSI_QUOTES", vec![under(Some(ANSI), f("mk", r#"BEGIN CREATE TEMPORARY TABLE IF NOT EXISTS "T" (id INT); RETURN 1; END"#))], vec![], named(&[("db", "t")])),
+            ("a double-quoted name under an unknown mode", vec![under(None, f("mk", r#"BEGIN CREATE TEMPORARY TABLE "t" (id INT); RETURN 1; END"#))], vec![], Temporaries::Any),
+            ("a backslash ends no string under NO_BACKSLASH_ESCAPES", vec![under(Some(NBE), f("mk", r"BEGIN SET @s = 'a\'; CREATE TEMPORARY TABLE t (id INT); SET @s = '\'; RETURN 1; END"))], vec![], named(&[("db", "t")])),
+            ("the same text under the default mode hides nothing either", vec![f("mk", r"BEGIN SET @s = 'a\'; CREATE TEMPORARY TABLE t (id INT); SET @s = '\'; RETURN 1; END")], vec![], Temporaries::None),
+            ("a non-ASCII unquoted name, whole", vec![f("mk", "BEGIN CREATE TEMPORARY TABLE IF NOT EXISTS t€ (id INT); RETURN 1; END")], vec![], named(&[("db", "t€")])),
+            ("a quoted keyword is a name", vec![f("mk", "BEGIN CREATE TEMPORARY TABLE `if` (id INT); RETURN 1; END")], vec![], named(&[("db", "if")])),
+            ("a quoted keyword after IF NOT EXISTS", vec![f("mk", "BEGIN CREATE TEMPORARY TABLE IF NOT EXISTS `if` (id INT); RETURN 1; END")], vec![], named(&[("db", "if")])),
+            ("IF with no NOT EXISTS", vec![f("mk", "BEGIN CREATE TEMPORARY TABLE if (id INT); RETURN 1; END")], vec![], Temporaries::Any),
+            ("a number is no name", vec![f("mk", "BEGIN CREATE TEMPORARY TABLE 12 (id INT); RETURN 1; END")], vec![], Temporaries::Any),
+            ("a bare call under ORACLE", vec![under(Some(ORACLE), p("mkp", MK)), under(Some(ORACLE), f("f", "AS BEGIN mkp; RETURN 1; END"))], vec![], named(&[("db", "t")])),
+            ("a bare name is no call outside ORACLE", vec![p("mkp", MK), f("f", "BEGIN DECLARE mkp INT; SET mkp = 1; RETURN mkp; END")], vec![], Temporaries::None),
+            ("a trigger that creates one", vec![], vec![("tdb", "BEGIN CREATE TEMPORARY TABLE x (i INT); END", none)], named(&[("tdb", "x")])),
+            ("a trigger that calls a procedure that does", vec![p("tmp", MK)], vec![("tdb", "CALL tmp()", Some(""))], named(&[("db", "t")])),
+            ("a trigger that creates none", vec![p("tmp", MK)], vec![("tdb", "UPDATE side SET n = n + 1", Some(""))], Temporaries::None),
+            ("a trigger's bare call under ORACLE", vec![p("tmp", MK)], vec![("tdb", "BEGIN tmp; END", Some(ORACLE))], named(&[("db", "t")])),
+            ("a trigger's name in double quotes under ANSI_QUOTES", vec![], vec![("tdb", r#"CREATE TEMPORARY TABLE "x" (i INT)"#, Some(ANSI))], named(&[("tdb", "x")])),
         ];
         for (what, routines, triggers, want) in cases {
             assert_eq!(temporaries(&routines, triggers), want, "{what}");
@@ -338,27 +607,55 @@ mod tests {
             p("old", MK),
             f("plain", "RETURN 1"),
         ];
+        let trigger: Vec<Trigger> = vec![("db", "CALL mkp()", Some(""))];
+        let none: Vec<Trigger> = vec![];
         #[rustfmt::skip]
         let cases = [
-            ("a function that creates one", "CREATE FUNCTION mk() RETURNS INT DETERMINISTIC MODIFIES SQL DATA BEGIN CREATE TEMPORARY TABLE t (i INT); RETURN 1; END", named(&[("cur", "t")])),
-            ("with OR REPLACE, a definer and a schema", "CREATE OR REPLACE DEFINER=`root`@`localhost` FUNCTION d2.mk() RETURNS INT BEGIN CREATE TEMPORARY TABLE t (i INT); RETURN 1; END", named(&[("d2", "t")])),
-            ("a function that creates none", "CREATE FUNCTION g() RETURNS INT RETURN 2", Temporaries::None),
-            ("a function that calls a known procedure that does", "CREATE FUNCTION g() RETURNS INT BEGIN CALL old(); RETURN 1; END", named(&[("db", "t")])),
-            ("a trigger that creates one", "CREATE TRIGGER tr AFTER INSERT ON log FOR EACH ROW CREATE TEMPORARY TABLE IF NOT EXISTS t (id INT)", named(&[("cur", "t")])),
-            ("a trigger that creates none", "CREATE TRIGGER tr AFTER INSERT ON log FOR EACH ROW UPDATE side SET n = n + 1", Temporaries::None),
-            ("a procedure a known function calls", "CREATE PROCEDURE p() BEGIN CREATE TEMPORARY TABLE t (i INT); END", named(&[("cur", "t")])),
-            ("a procedure no function calls", "CREATE PROCEDURE lonely() BEGIN CREATE TEMPORARY TABLE t (i INT); END", Temporaries::None),
-            ("replacing a routine with one that creates none", "CREATE OR REPLACE PROCEDURE db.old() BEGIN END", Temporaries::None),
-            ("a table", "CREATE TABLE temporary_things (i INT)", Temporaries::None),
-            ("a temporary table", "CREATE TEMPORARY TABLE t (i INT)", Temporaries::None),
-            ("a view", "CREATE VIEW v AS SELECT plain() AS x", Temporaries::None),
-            ("an event runs in its own session", "CREATE EVENT e ON SCHEDULE EVERY 1 DAY DO CREATE TEMPORARY TABLE t (i INT)", Temporaries::None),
-            ("not a CREATE", "DROP FUNCTION mk", Temporaries::None),
-            ("as mysqldump writes a trigger", "/*!50003 CREATE*/ /*!50017 DEFINER=`root`@`%`*/ /*!50003 TRIGGER tr AFTER INSERT ON log FOR EACH ROW CREATE TEMPORARY TABLE t (i INT) */", named(&[("cur", "t")])),
+            ("a function that creates one", "CREATE FUNCTION mk() RETURNS INT DETERMINISTIC MODIFIES SQL DATA BEGIN CREATE TEMPORARY TABLE t (i INT); RETURN 1; END", &none, named(&[("cur", "t")])),
+            ("with OR REPLACE, a definer and a schema", "CREATE OR REPLACE DEFINER=`root`@`localhost` FUNCTION d2.mk() RETURNS INT BEGIN CREATE TEMPORARY TABLE t (i INT); RETURN 1; END", &none, named(&[("d2", "t")])),
+            ("a function that creates none", "CREATE FUNCTION g() RETURNS INT RETURN 2", &none, Temporaries::None),
+            ("a function that calls a known procedure that does", "CREATE FUNCTION g() RETURNS INT BEGIN CALL old(); RETURN 1; END", &none, named(&[("db", "t")])),
+            ("a trigger that creates one", "CREATE TRIGGER tr AFTER INSERT ON log FOR EACH ROW CREATE TEMPORARY TABLE IF NOT EXISTS t (id INT)", &none, named(&[("cur", "t")])),
+            ("a trigger that creates none", "CREATE TRIGGER tr AFTER INSERT ON log FOR EACH ROW UPDATE side SET n = n + 1", &none, Temporaries::None),
+            ("a procedure a known function calls", "CREATE PROCEDURE p() BEGIN CREATE TEMPORARY TABLE t (i INT); END", &none, named(&[("cur", "t")])),
+            ("a procedure no code calls", "CREATE PROCEDURE lonely() BEGIN CREATE TEMPORARY TABLE t (i INT); END", &none, Temporaries::None),
+            ("a procedure a known trigger calls", "CREATE PROCEDURE mkp() MODIFIES SQL DATA BEGIN CREATE TEMPORARY TABLE IF NOT EXISTS t (id INT); END", &trigger, named(&[("cur", "t")])),
+            ("replacing a routine with one that creates none", "CREATE OR REPLACE PROCEDURE db.old() BEGIN END", &none, Temporaries::None),
+            ("a table", "CREATE TABLE temporary_things (i INT)", &none, Temporaries::None),
+            ("a temporary table", "CREATE TEMPORARY TABLE t (i INT)", &none, Temporaries::None),
+            ("a view", "CREATE VIEW v AS SELECT plain() AS x", &none, Temporaries::None),
+            ("a view with its options", "CREATE OR REPLACE ALGORITHM=MERGE DEFINER='root'@'%' SQL SECURITY INVOKER VIEW v AS SELECT 1", &none, Temporaries::None),
+            ("an event runs in its own session", "CREATE EVENT e ON SCHEDULE EVERY 1 DAY DO CREATE TEMPORARY TABLE t (i INT)", &none, Temporaries::None),
+            ("not a CREATE", "DROP FUNCTION mk", &none, Temporaries::None),
+            ("as mysqldump writes a trigger", "/*!50003 CREATE*/ /*!50017 DEFINER=`root`@`%`*/ /*!50003 TRIGGER tr AFTER INSERT ON log FOR EACH ROW CREATE TEMPORARY TABLE t (i INT) */", &none, named(&[("cur", "t")])),
+            ("a comment that says table before FUNCTION", "CREATE /* table */ FUNCTION mk() RETURNS INT BEGIN CREATE TEMPORARY TABLE t (i INT); RETURN 1; END", &none, named(&[("cur", "t")])),
+            ("a kind qcache cannot read", "CREATE DEFINER = 'a' 'b' FUNCTION mk() RETURNS INT RETURN 1", &none, Temporaries::Any),
+            ("a name qcache cannot read", "CREATE FUNCTION 'mk'() RETURNS INT RETURN 1", &none, Temporaries::Any),
+            ("a double-quoted name, mode unknown", r#"CREATE FUNCTION "mk"() RETURNS INT RETURN 1"#, &none, Temporaries::Any),
+            ("a bare call, mode unknown (ORACLE)", "CREATE FUNCTION f RETURN INT AS BEGIN old; RETURN 1; END", &none, named(&[("db", "t")])),
         ];
-        for (what, sql, want) in cases {
-            assert_eq!(ddl_temporaries(sql, "cur", &known), want, "{what}");
+        for (what, sql, triggers, want) in cases {
+            let got = ddl_temporaries(&[(sql, "cur")], &known, triggers.iter().copied());
+            assert_eq!(got, want, "{what}");
         }
+    }
+
+    #[test]
+    fn ddl_judged_with_the_ddl_before_it() {
+        // A trigger created elsewhere calls a procedure; the procedure comes next, before
+        // any reload read the trigger.
+        let ddl = [
+            (
+                "CREATE TRIGGER tr AFTER INSERT ON log FOR EACH ROW CALL mkp()",
+                "cur",
+            ),
+            (
+                "CREATE PROCEDURE mkp() BEGIN CREATE TEMPORARY TABLE t (i INT); END",
+                "cur",
+            ),
+        ];
+        assert_eq!(ddl_temporaries(&ddl, &[], []), named(&[("cur", "t")]));
+        assert_eq!(ddl_temporaries(&ddl[1..], &[], []), Temporaries::None);
     }
 
     #[test]
