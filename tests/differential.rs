@@ -686,6 +686,7 @@ topics!(
     adversary2,
     adversary5,
     adversary6,
+    adversary7,
     basics,
     catalog,
     classification,

@@ -169,6 +169,24 @@ fn walk(sql: &[u8], out: &mut impl Out) {
             continue;
         }
         out.token(&t, sql);
+        // `substr (s, 2)` calls the stored function `substr`, `substr(s, 2)` the built-in
+        // (`functions::classify_spaced`): two statements, two digests (and two analyses,
+        // which are remembered by digest).
+        if t.tok == Tok::Word
+            && lx
+                .peek()
+                .is_some_and(|n| n.is_punct(b'(') && n.start != t.end)
+            && super::functions::needs_adjacent_paren(t.bytes(sql))
+        {
+            out.token(
+                &Token {
+                    tok: Tok::Punct(b' '),
+                    start: t.end,
+                    end: t.end,
+                },
+                sql,
+            );
+        }
         prev = Some(t);
     }
 }
@@ -314,6 +332,26 @@ mod tests {
         same(
             "SELECT * FROM t WHERE s = 'a;b'",
             "SELECT * FROM t WHERE s = ''",
+        );
+    }
+
+    /// `substr (s)` and `substr/* c */(s)` call a stored function where `substr(s)` calls
+    /// the built-in: never one digest (analyses are remembered by digest).
+    #[test]
+    fn a_space_before_a_grammar_built_ins_paren_is_another_statement() {
+        differ("SELECT substr (s, 2) FROM t", "SELECT substr(s, 2) FROM t");
+        differ(
+            "SELECT SUBSTR/* c */(s, 2) FROM t",
+            "SELECT substr(s, 2) FROM t",
+        );
+        same(
+            "SELECT substr (s, 2) FROM t",
+            "SELECT SUBSTR  (s, 2) FROM t",
+        );
+        same("SELECT concat (s, 2) FROM t", "SELECT concat(s, 2) FROM t");
+        same(
+            "SELECT * FROM t WHERE id IN (1)",
+            "SELECT * FROM t WHERE id IN(1)",
         );
     }
 

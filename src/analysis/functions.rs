@@ -99,6 +99,85 @@ const MYSQL_ONLY: &[&str] = &[
     "uuid_to_bin",
 ];
 
+/// Built-ins the server's grammar knows only when `(` follows the name at once: with a
+/// space or a comment between them (and IGNORE_SPACE off) the name is an identifier, and
+/// MariaDB runs the stored function of that name in the current database. Sorted (a test
+/// checks). Each was checked against MariaDB 10.11: `SELECT name ()` answers 1630 (FUNCTION
+/// does not exist) where `SELECT name()` is the built-in.
+const ADJACENT_PAREN: &[&str] = &[
+    "adddate",
+    "bit_and",
+    "bit_or",
+    "bit_xor",
+    "cast",
+    "count",
+    "cume_dist",
+    "curdate",
+    "curtime",
+    "date_add",
+    "date_sub",
+    "dense_rank",
+    "extract",
+    "first_value",
+    "group_concat",
+    "icu_version",
+    "json_arrayagg",
+    "json_objectagg",
+    "lag",
+    "lead",
+    "max",
+    "median",
+    "mid",
+    "min",
+    "now",
+    "nth_value",
+    "ntile",
+    "percent_rank",
+    "percentile_cont",
+    "percentile_disc",
+    "position",
+    "ps_current_thread_id",
+    "ps_thread_id",
+    "rank",
+    "roles_graphml",
+    "session_user",
+    "source_pos_wait",
+    "std",
+    "stddev",
+    "stddev_pop",
+    "stddev_samp",
+    "subdate",
+    "substr",
+    "substring",
+    "sum",
+    "system_user",
+    "trim",
+    "uuid_v4",
+    "uuid_v7",
+    "var_pop",
+    "var_samp",
+    "variance",
+    "wait_for_executed_gtid_set",
+    "wait_until_sql_thread_after_gtids",
+];
+
+/// Whether `word` (any case) is a built-in of [`ADJACENT_PAREN`].
+pub(crate) fn needs_adjacent_paren(word: &[u8]) -> bool {
+    ADJACENT_PAREN
+        .iter()
+        .any(|n| n.as_bytes().eq_ignore_ascii_case(word))
+}
+
+/// Classifies a call of lower-case, unqualified `name` written with something (a space, a
+/// comment) between it and its `(`: a built-in of [`ADJACENT_PAREN`] is then a stored
+/// function's name; any other name is classified as [`classify`] does.
+pub(crate) fn classify_spaced(name: &str, no_args: bool) -> FnClass {
+    if ADJACENT_PAREN.binary_search(&name).is_ok() {
+        return FnClass::Unknown;
+    }
+    classify(name, no_args)
+}
+
 /// Whether the upstream is MySQL (not MariaDB): set from the server's greeting, once per
 /// process (qcache serves one upstream: a reload to another is refused). Until then, and
 /// for MariaDB, [`MYSQL_ONLY`] names are stored code.
@@ -539,6 +618,7 @@ mod tests {
         assert!(NON_DETERMINISTIC.windows(2).all(|w| w[0] < w[1]));
         assert!(DETERMINISTIC.windows(2).all(|w| w[0] < w[1]));
         assert!(MYSQL_ONLY.windows(2).all(|w| w[0] < w[1]));
+        assert!(ADJACENT_PAREN.windows(2).all(|w| w[0] < w[1]));
         assert!(MYSQL_ONLY
             .iter()
             .all(|n| DETERMINISTIC.binary_search(n).is_ok()));
@@ -562,6 +642,10 @@ mod tests {
         // until the upstream says it is MySQL; no test here says so).
         assert_eq!(classify("any_value", false), FnClass::Unknown);
         assert_eq!(classify("regexp_like", false), FnClass::Unknown);
+        // `substr (s, 2)`: the stored function `substr`; `concat (a, b)` stays the built-in.
+        assert_eq!(classify_spaced("substr", false), FnClass::Unknown);
+        assert_eq!(classify_spaced("max", false), FnClass::Unknown);
+        assert_eq!(classify_spaced("concat", false), FnClass::Deterministic);
         assert_eq!(niladic("utc_date"), Some("utc_date"));
         assert_eq!(niladic("id"), None);
     }

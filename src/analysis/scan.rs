@@ -299,7 +299,28 @@ pub fn any_name(sql: &[u8], mut is_name: impl FnMut(&str) -> bool) -> bool {
 /// procedure's body it may do anything a procedure may: create temporary tables, SET
 /// variables, call procedures.
 pub fn is_compound(sql: &[u8]) -> bool {
-    let mut toks = Lexer::new(sql);
+    let mut toks = Lexer::new(sql).peekable();
+    // `SET STATEMENT … FOR <statement>`: the statement after FOR is what runs.
+    let first_two = {
+        let mut two = toks.clone();
+        (two.next(), two.next())
+    };
+    if let (Some(a), Some(b)) = first_two {
+        if a.is_kw(sql, "SET") && b.is_kw(sql, "STATEMENT") {
+            let mut depth = 0i32;
+            let found = toks.by_ref().skip(2).any(|t| {
+                if t.is_punct(b'(') {
+                    depth += 1;
+                } else if t.is_punct(b')') {
+                    depth -= 1;
+                }
+                depth == 0 && t.is_kw(sql, "FOR")
+            });
+            if !found {
+                return false;
+            }
+        }
+    }
     let Some(first) = toks.next() else {
         return false;
     };
@@ -498,6 +519,16 @@ mod tests {
             ("l: LOOP LEAVE l; END LOOP", true),
             ("FOR i IN 1..2 DO SELECT i; END FOR", true),
             ("/* c */ IF 1 THEN SELECT 1; END IF", true),
+            (
+                "SET STATEMENT max_statement_time=0 FOR IF 1 THEN SELECT 1; END IF",
+                true,
+            ),
+            (
+                "SET STATEMENT a=(1), b=2 FOR BEGIN NOT ATOMIC SELECT 1; END",
+                true,
+            ),
+            ("SET STATEMENT max_statement_time=0 FOR SELECT 1", false),
+            ("SET STATEMENT max_statement_time=0", false),
             ("BEGIN", false),
             ("BEGIN WORK", false),
             ("SELECT IF(1, 2, 3)", false),

@@ -136,8 +136,11 @@ impl Session {
     ) -> Result<(), SessionError> {
         let mut lost = false;
         let mut writes = Vec::new();
+        // A compound statement anywhere, split at its inner `;` (`DO 1; IF … END IF`).
+        let mut compound = analysis::is_compound(sql);
         for part in analysis::split_statements(sql) {
             self.plan_privileges(part);
+            compound |= analysis::is_compound(part);
             let scan = analysis::scan(part);
             if scan.kind != StatementKind::Select {
                 // Reads plan the views they read in `plan_side_effects`.
@@ -171,7 +174,7 @@ impl Session {
                     // A read that may write, or one that is a write read another way
                     // (NO_BACKSLASH_ESCAPES): what it changes is planned either way.
                     let an = analysis::analyze(&String::from_utf8_lossy(part));
-                    self.plan_side_effects(&an);
+                    self.plan_side_effects(&an, part);
                 }
                 k => {
                     self.note_sql_prepare(part);
@@ -195,7 +198,7 @@ impl Session {
         // Once, for the whole text, after the parts: a routine's or trigger's compound body
         // splits into parts here, and the code it creates does not run now.
         self.plan_ddl_code(sql);
-        if analysis::is_compound(sql) {
+        if compound {
             // Anonymous stored code split at its inner `;`: as a CALL, whatever its parts.
             self.plan_compound(sql);
         }

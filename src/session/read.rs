@@ -272,7 +272,7 @@ impl Session {
             Planned::Relay { reason, cacheable } => {
                 self.note_not_cached(reason);
                 if !cacheable {
-                    self.plan_side_effects(an);
+                    self.plan_side_effects(an, sql);
                 }
                 self.forward_read(seq, payload, None, cacheable)
                     .await
@@ -751,9 +751,17 @@ impl Session {
 
     /// A statement that reads may still write: a stored function can change any table, and
     /// a shape the scan took for a read may parse as a write (`WITH … UPDATE`).
-    pub(super) fn plan_side_effects(&mut self, an: &Analysis) {
+    /// `sql` is the statement's text, for a read whose tables the analysis could not list
+    /// (`SELECT … FROM v … INTO @x`): any name in it that is a view running code counts.
+    pub(super) fn plan_side_effects(&mut self, an: &Analysis, sql: &[u8]) {
         match an {
-            Analysis::Read(r) if r.may_write || self.reads_code_through_views(r) => {
+            Analysis::Read(r)
+                if r.may_write
+                    || self.reads_code_through_views(r)
+                    || (r.tables.is_empty()
+                        && self.shared.catalog.is_loaded()
+                        && self.shared.catalog.mentions_code_view(sql)) =>
+            {
                 self.plan_unknown_write()
             }
             Analysis::Write(w) => self.plan_write(w),
