@@ -1230,8 +1230,8 @@ impl Tail {
                 continue;
             }
             let file_before = (!life.caught_up).then(|| self.pos.file.clone());
-            if let Some(ddl) = self.on_event(&event, &stream, arrived).await {
-                self.after_ddl(ddl);
+            if let Some((ddl, seq)) = self.on_event(&event, &stream, arrived).await {
+                self.after_ddl(ddl, seq);
             }
             if self.after_event(&event) {
                 life.advanced = true;
@@ -1576,7 +1576,7 @@ impl Tail {
         event: &Event,
         stream: &BinlogStream,
         arrived: Instant,
-    ) -> Option<Ddl> {
+    ) -> Option<(Ddl, u64)> {
         let ts = event.header().timestamp();
         self.event_lag_ms = None;
         if ts != 0 {
@@ -1784,7 +1784,9 @@ impl Tail {
         self.commit(arrived).await;
     }
 
-    async fn on_query(&mut self, sql: &str, schema: &str, arrived: Instant) -> Option<Ddl> {
+    /// A DDL comes back with the number it was registered under with the catalog
+    /// (`Catalog::register_ddl`), for [`after_ddl`](Self::after_ddl) to land.
+    async fn on_query(&mut self, sql: &str, schema: &str, arrived: Instant) -> Option<(Ddl, u64)> {
         // As the server ran it: a versioned comment it skipped is a comment.
         let text = crate::analysis::server_str(sql, self.server);
         let sql: &str = &text;
@@ -1850,13 +1852,16 @@ impl Tail {
                         None => Ddl::Unknown(schema.to_string()),
                     }
                 };
+                // Pending from here, before the tail reports its position past it: a session
+                // told the DDL is passed finds what it named unknown until the reload lands.
+                let seq = self.catalog.register_ddl(&ddl.changed());
                 self.apply_ddl(&ddl);
                 // DDL is its own event group, except CREATE … SELECT and temporary tables,
                 // which sit inside a transaction whose rows and commit follow.
                 if !self.txn.open {
                     self.commit(arrived).await;
                 }
-                return Some(ddl);
+                return Some((ddl, seq));
             }
             // Statement-based DML (INSERT, UPDATE, DELETE, REPLACE, LOAD DATA …).
             _ => {
@@ -1932,7 +1937,10 @@ impl Tail {
     /// concurrent reloads coalesce in [`Catalog::refresh`]. The next commit with data changes
     /// waits for the reloads in flight (see [`Tail::settle`]), so that it is widened through
     /// the new triggers and foreign keys, or invalidates conservatively if they are slow.
-    fn after_ddl(&mut self, ddl: Ddl) {
+    ///
+    /// Lands DDL `seq` (`Catalog::ddl_landed`) once the second bump is applied, whether the
+    /// reload worked or not.
+    fn after_ddl(&mut self, ddl: Ddl, seq: u64) {
         self.refreshing.retain(|t| !t.is_finished());
         let catalog = self.catalog.clone();
         let inv = self.inv.clone();
@@ -1940,13 +1948,21 @@ impl Tail {
         let policy = self.cfg.unknown_write;
         self.refreshing.push(tokio::spawn(async move {
             let started = Instant::now();
+            inv.versions().faults.before_catalog_reload().await;
             let r = catalog.refresh_changed(&ddl.changed()).await;
             tracing::debug!(took = ?started.elapsed(), ?ddl, "binlog: catalog refreshed after DDL");
-            if let Err(e) = r {
+            if let Err(e) = &r {
                 tracing::warn!(error = %e, "binlog: catalog refresh after DDL failed; keeping the old one");
             }
-            let n = inv.apply(&binlog(ddl_what(&catalog, policy, &ddl)));
+            let what = match r {
+                Ok(()) => ddl_what(&catalog, policy, &ddl),
+                // Without a current catalog, widening may miss views and triggers, as for a
+                // DDL through qcache (`invalidation::ddl`).
+                Err(_) => vec![What::Everything],
+            };
+            let n = inv.apply(&binlog(what));
             shared.bumps.fetch_add(n, Ordering::Relaxed);
+            catalog.ddl_landed(seq);
         }));
     }
 
@@ -2048,10 +2064,10 @@ fn tables_rows(
     rows: &HashMap<TableName, RowsSeen>,
 ) -> Vec<What> {
     if rows.is_empty() {
-        return tables_what(catalog, policy, tables);
+        return tables_what(catalog, policy, tables, true);
     }
-    let Some(all) = catalog.expand_write(tables) else {
-        return tables_what(catalog, policy, tables);
+    let Some(all) = catalog.expand_data_write(tables) else {
+        return tables_what(catalog, policy, tables, true);
     };
     let reached = catalog.reached_by_edges(tables);
     let mut what = Vec::with_capacity(all.len());
@@ -2085,7 +2101,7 @@ fn tables_rows(
 /// What a DDL statement invalidates.
 fn ddl_what(catalog: &Catalog, policy: Conservative, ddl: &Ddl) -> Vec<What> {
     match ddl {
-        Ddl::Tables(t) => tables_what(catalog, policy, t),
+        Ddl::Tables(t) => tables_what(catalog, policy, t, false),
         // Tables the registry does not know have no entries to invalidate.
         Ddl::Database(Some(name)) => vec![What::Schema(name.clone())],
         Ddl::Database(None) => vec![What::Everything],
@@ -2095,8 +2111,22 @@ fn ddl_what(catalog: &Catalog, policy: Conservative, ddl: &Ddl) -> Vec<What> {
 
 /// `tables` widened through triggers and cascades; conservative when the catalog cannot
 /// widen them.
-fn tables_what(catalog: &Catalog, policy: Conservative, tables: &[TableName]) -> Vec<What> {
-    match catalog.expand_write(tables) {
+///
+/// `data`: a data change, widened as one (`Catalog::expand_data_write`: unknown while DDL
+/// naming what it reaches is pending); else a DDL's own tables, widened through the
+/// catalog as it is.
+fn tables_what(
+    catalog: &Catalog,
+    policy: Conservative,
+    tables: &[TableName],
+    data: bool,
+) -> Vec<What> {
+    let expanded = if data {
+        catalog.expand_data_write(tables)
+    } else {
+        catalog.expand_write(tables)
+    };
+    match expanded {
         Some(all) => all.into_iter().map(What::Table).collect(),
         None => {
             let schemas: HashSet<&str> = tables.iter().map(|(s, _)| s.as_str()).collect();

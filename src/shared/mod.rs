@@ -157,14 +157,29 @@ impl Shared {
         self.invalidator.apply(inv)
     }
 
-    /// Reloads what a DDL changed in the schema catalog, before the DDL's OK reaches the
-    /// client, so that a view created a moment ago is known to the next read.
+    /// Learns what DDL `seq` (registered with [`Catalog::register_ddl`] before its OK went
+    /// out) changed, in the background: the session relays the OK at once, and until the
+    /// reload has landed the catalog answers unknown for what the DDL named
+    /// (`invalidation::pending`). Lands after the second bump, whether the reload worked or
+    /// not (a failed one invalidated everything).
+    pub fn reload_after_ddl(self: &Arc<Self>, seq: u64, changed: Changed) {
+        let shared = self.clone();
+        tokio::spawn(async move {
+            shared.refresh_catalog(&changed).await;
+            shared.catalog.ddl_landed(seq);
+        });
+    }
+
+    /// Reloads what a DDL changed in the schema catalog ([`reload_after_ddl`](Self::reload_after_ddl)
+    /// runs it in the background).
     ///
     /// Then the DDL's tables are widened again with the reloaded catalog and bumped: a DDL
     /// may run what it just defined (`CREATE TABLE t (id INT DEFAULT NEXTVAL(s)) SELECT …`,
     /// `ALTER TABLE t ADD c INT DEFAULT NEXTVAL(s)` fill rows with the default), which the
-    /// catalog could not know when the statement was planned.
+    /// catalog could not know when the statement was planned; and a read that resolved with
+    /// the old catalog before the DDL was registered holds stamps this bump makes stale.
     pub async fn refresh_catalog(&self, changed: &Changed) {
+        self.cache.versions().faults.before_catalog_reload().await;
         let reload = match self.catalog.refresh_changed(changed).await {
             Err(e) => {
                 warn!(error = %e, "schema catalog reload failed");
