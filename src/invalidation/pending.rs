@@ -3,7 +3,10 @@
 //! learns them in the background, instead of holding the DDL's OK until it has. Pure: the
 //! catalog (`catalog.rs`) owns one behind a lock and the reload tasks register and land.
 
-use super::catalog::{Changed, TableName};
+pub use crate::cache::writes::Changed;
+
+/// A lower-cased `(schema, name)` pair, as the catalog names relations.
+pub type TableName = (String, String);
 
 /// What one DDL may have changed until its reload lands.
 #[derive(Debug, Clone, PartialEq, Eq)]
