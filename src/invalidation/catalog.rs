@@ -2419,6 +2419,160 @@ mod tests {
         ));
     }
 
+    /// What a pending DDL does to every lookup, one row per rule: the DDL registered (None:
+    /// none, or one landed again), the lookup, its answer.
+    #[test]
+    fn pending_ddl_makes_what_it_named_unknown() {
+        let named = |list: &[(&str, &str)]| Changed {
+            objects: list.iter().map(|(s, n)| t(s, n)).collect(),
+            ..Changed::default()
+        };
+        let schema = |x: &str| Changed {
+            schemas: vec![x.to_string()],
+            ..Changed::default()
+        };
+        let everything = Changed {
+            everything: true,
+            ..Changed::default()
+        };
+        type Ask = fn(&Catalog) -> String;
+        let rows: Vec<(&str, Option<Changed>, bool, Ask, &str)> = vec![
+            (
+                "nothing pending: a table resolves",
+                None,
+                false,
+                |c| format!("{:?}", c.resolve_read(&[t("db", "b")])),
+                r#"Tables([("db", "b")])"#,
+            ),
+            (
+                "a relation a DDL named is pending",
+                Some(named(&[("db", "b")])),
+                false,
+                |c| format!("{:?}", c.resolve_read(&[t("db", "b")])),
+                "DdlPending",
+            ),
+            (
+                "a view reading it is pending too",
+                Some(named(&[("db", "b")])),
+                false,
+                |c| format!("{:?}", c.resolve_read(&[t("db", "v_ab")])),
+                "DdlPending",
+            ),
+            (
+                "a relation it did not name resolves",
+                Some(named(&[("db", "b")])),
+                false,
+                |c| format!("{:?}", c.resolve_read(&[t("other", "c")])),
+                r#"Tables([("other", "c")])"#,
+            ),
+            (
+                "a name the catalog does not list is pending while any DDL is",
+                Some(named(&[("db", "b")])),
+                false,
+                |c| format!("{:?}", c.resolve_read(&[t("db", "nope")])),
+                "DdlPending",
+            ),
+            (
+                "once landed, what it named resolves again",
+                Some(named(&[("db", "b")])),
+                true,
+                |c| format!("{:?}", c.resolve_read(&[t("db", "b")])),
+                r#"Tables([("db", "b")])"#,
+            ),
+            (
+                "a schema DDL makes its relations pending",
+                Some(schema("other")),
+                false,
+                |c| format!("{:?}", c.resolve_read(&[t("other", "c")])),
+                "DdlPending",
+            ),
+            (
+                "a data write to a pending relation is unknown",
+                Some(named(&[("db", "b")])),
+                false,
+                |c| format!("{:?}", c.expand_data_write(&[t("db", "b")])),
+                "None",
+            ),
+            (
+                "a data write reaching a pending relation through a cascade is unknown",
+                Some(named(&[("db", "child")])),
+                false,
+                |c| format!("{:?}", c.expand_data_write(&[t("db", "a")])),
+                "None",
+            ),
+            (
+                "another data write also bumps what pending DDL named (a new cascade's child)",
+                Some(named(&[("db", "newchild")])),
+                false,
+                |c| format!("{:?}", c.expand_data_write(&[t("other", "c")])),
+                r#"Some([("db", "newchild"), ("other", "c")])"#,
+            ),
+            (
+                "a DDL that could not say what it changed makes every data write unknown",
+                Some(everything),
+                false,
+                |c| format!("{:?}", c.expand_data_write(&[t("other", "c")])),
+                "None",
+            ),
+            (
+                "a DDL's own widening ignores pending DDL",
+                Some(named(&[("db", "b")])),
+                false,
+                |c| format!("{:?}", c.expand_write(&[t("db", "b")])),
+                r#"Some([("db", "b")])"#,
+            ),
+            (
+                "a read of a pending relation may run code (it may now be a view calling some)",
+                Some(named(&[("db", "b")])),
+                false,
+                |c| c.read_runs_code(&[t("db", "b")]).to_string(),
+                "true",
+            ),
+            (
+                "nothing pending: reading a table runs no code",
+                None,
+                false,
+                |c| c.read_runs_code(&[t("db", "b")]).to_string(),
+                "false",
+            ),
+            (
+                "a write to a pending relation may fire unknown triggers",
+                Some(named(&[("db", "b")])),
+                false,
+                |c| format!("{:?}", c.write_triggers(&[t("db", "b")])),
+                "Unknown",
+            ),
+            (
+                "a pending relation's rows are not knowable",
+                Some(named(&[("db", "b")])),
+                false,
+                |c| c.rows_knowable(&t("db", "b")).to_string(),
+                "false",
+            ),
+            (
+                "nothing pending: its rows are",
+                None,
+                false,
+                |c| c.rows_knowable(&t("db", "b")).to_string(),
+                "true",
+            ),
+        ];
+        for (rule, ddl, land, ask, want) in rows {
+            let c = Catalog::loaded_from(raw());
+            let epoch = c.ddl_epoch();
+            if let Some(ddl) = &ddl {
+                let seq = c.register_ddl(ddl);
+                assert_ne!(c.ddl_epoch(), epoch, "{rule}: the epoch moves");
+                assert!(c.ddl_pending_any(), "{rule}");
+                if land {
+                    c.ddl_landed(seq);
+                    assert!(!c.ddl_pending_any(), "{rule}");
+                }
+            }
+            assert_eq!(ask(&c), want, "{rule}");
+        }
+    }
+
     #[test]
     fn writes_expand_through_triggers_and_cascades() {
         let s = SchemaSnapshot::build(&raw());

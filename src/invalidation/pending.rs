@@ -63,9 +63,9 @@ impl PendingDdl {
 
     /// Whether a pending DDL named `table`, its schema, or could not say what it changed.
     pub fn covers(&self, table: &TableName) -> bool {
-        self.entries.iter().any(|e| {
-            e.anything || e.schemas.iter().any(|s| *s == table.0) || e.objects.contains(table)
-        })
+        self.entries
+            .iter()
+            .any(|e| e.anything || e.schemas.contains(&table.0) || e.objects.contains(table))
     }
 
     /// Every relation a pending DDL named, or None when one could not name them (then no
@@ -112,11 +112,21 @@ mod tests {
     #[test]
     fn each_rule() {
         type Named = Option<Vec<TableName>>;
+        /// (rule, registered, landed, table asked about, covered, any pending, named)
+        type Row = (
+            &'static str,
+            Vec<Changed>,
+            Vec<u64>,
+            TableName,
+            bool,
+            bool,
+            Named,
+        );
         let everything = Changed {
             everything: true,
             ..Changed::default()
         };
-        let rows: Vec<(&str, Vec<Changed>, Vec<u64>, TableName, bool, bool, Named)> = vec![
+        let rows: Vec<Row> = vec![
             (
                 "nothing registered: nothing covered",
                 vec![],
