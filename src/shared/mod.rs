@@ -64,6 +64,12 @@ pub struct Shared {
     /// (`policy::context::optional_key_variables`) the server has: asked at the first connect
     /// to that version, then read with the others (`session::context`).
     pub(crate) optional_vars: std::sync::Mutex<Vec<OptionalVars>>,
+    /// DDL through qcache whose reload has not started (`reload_after_ddl`): the next reload
+    /// takes them all, so that a burst of DDL (a migration) costs one reload per reload time
+    /// rather than one per statement queued behind each other.
+    ddl_queue: std::sync::Mutex<Vec<(u64, Changed)>>,
+    /// One DDL reload at a time, so that the queue drains into the next one.
+    ddl_reloading: tokio::sync::Mutex<()>,
 }
 
 /// A server version (its id and flavour) and the optional key variables it has.
@@ -133,6 +139,8 @@ impl Shared {
             reload_source: std::sync::Mutex::new(None),
             next_session: AtomicU64::new(1),
             optional_vars: std::sync::Mutex::new(Vec::new()),
+            ddl_queue: std::sync::Mutex::new(Vec::new()),
+            ddl_reloading: tokio::sync::Mutex::new(()),
         }
     }
 
@@ -162,11 +170,31 @@ impl Shared {
     /// reload has landed the catalog answers unknown for what the DDL named
     /// (`invalidation::pending`). Lands after the second bump, whether the reload worked or
     /// not (a failed one invalidated everything).
+    ///
+    /// DDL queued while a reload runs are reloaded together by the next one: what they
+    /// changed, merged, is reloaded and bumped once, and they all land after it.
     pub fn reload_after_ddl(self: &Arc<Self>, seq: u64, changed: Changed) {
+        self.ddl_queue
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((seq, changed));
         let shared = self.clone();
         tokio::spawn(async move {
-            shared.refresh_catalog(&changed).await;
-            shared.catalog.ddl_landed(seq);
+            let _one = shared.ddl_reloading.lock().await;
+            let queued =
+                std::mem::take(&mut *shared.ddl_queue.lock().unwrap_or_else(|e| e.into_inner()));
+            if queued.is_empty() {
+                // An earlier task's reload took this DDL with its own.
+                return;
+            }
+            let mut all = Changed::default();
+            for (_, c) in &queued {
+                all.extend(c);
+            }
+            shared.refresh_catalog(&all).await;
+            for (seq, _) in queued {
+                shared.catalog.ddl_landed(seq);
+            }
         });
     }
 
