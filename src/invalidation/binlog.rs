@@ -168,9 +168,6 @@ const WITNESS_CHECK: Duration = Duration::from_secs(1);
 const WITNESS_RETRY: Duration = Duration::from_secs(10);
 /// How long one question to the witness may take.
 const WITNESS_TIMEOUT: Duration = Duration::from_secs(2);
-/// How long a commit waits for the catalog reload after a DDL before it invalidates
-/// conservatively instead: a reload takes tens of ms, but seconds on a busy server.
-const SETTLE_MAX: Duration = Duration::from_millis(100);
 const BACKOFF_MIN: Duration = Duration::from_millis(100);
 const BACKOFF_MAX: Duration = Duration::from_secs(5);
 /// A stream that lasted this long (and caught up) was healthy: the next loss retries at
@@ -1892,9 +1889,10 @@ impl Tail {
     /// Bumps what the finished transaction changed.
     async fn commit(&mut self, arrived: Instant) {
         let txn = std::mem::take(&mut self.txn);
-        // Widen through the catalog as of the DDL that preceded this transaction; if its reload
-        // is slow, do not hold every later commit behind it: invalidate conservatively.
-        let stale_catalog = !txn.tables.is_empty() && !self.settle().await;
+        // No wait for the reloads of the DDL before it: while one is pending, what it named
+        // is unknown to the widening (`Catalog::expand_data_write`), which invalidates
+        // conservatively for it, and other tables' writes also bump what it named.
+        let stale_catalog = false;
         let faults = &self.inv.versions().faults;
         let inv = committed(
             &self.catalog,
@@ -1934,9 +1932,9 @@ impl Tail {
     ///
     /// The reload runs beside the tail, not in it: a burst of DDL (a migration, a test suite)
     /// would otherwise stall every later commit behind one reload per statement, while
-    /// concurrent reloads coalesce in [`Catalog::refresh`]. The next commit with data changes
-    /// waits for the reloads in flight (see [`Tail::settle`]), so that it is widened through
-    /// the new triggers and foreign keys, or invalidates conservatively if they are slow.
+    /// concurrent reloads coalesce in [`Catalog::refresh`]. No later commit waits for it: the
+    /// DDL was registered as pending (`Catalog::register_ddl`) before it was applied, so
+    /// commits are widened as for unknown tables where it matters until it lands.
     ///
     /// Lands DDL `seq` (`Catalog::ddl_landed`) once the second bump is applied, whether the
     /// reload worked or not.
@@ -1964,26 +1962,6 @@ impl Tail {
             shared.bumps.fetch_add(n, Ordering::Relaxed);
             catalog.ddl_landed(seq);
         }));
-    }
-
-    /// Waits (at most [`SETTLE_MAX`]) for the catalog reloads started by earlier DDL; true
-    /// when none is left running.
-    async fn settle(&mut self) -> bool {
-        self.refreshing.retain(|t| !t.is_finished());
-        if self.refreshing.is_empty() {
-            return true;
-        }
-        let started = Instant::now();
-        let all = async {
-            for task in self.refreshing.iter_mut() {
-                // A reload task that panicked leaves the old catalog: nothing more to do.
-                let _ = task.await;
-            }
-        };
-        let done = tokio::time::timeout(SETTLE_MAX, all).await.is_ok();
-        self.refreshing.retain(|t| !t.is_finished());
-        tracing::debug!(took = ?started.elapsed(), done, "binlog: commit waited for catalog reloads");
-        done
     }
 }
 
