@@ -40,10 +40,18 @@ pub enum Fault {
     /// (`Catalog::update_keeps_order`, read through [`Faults::row_order_broken`]): unordered
     /// reads that never name the column keep serving the old row order.
     RowOrder = 1 << 6,
+    /// Not an invariant broken but a timing made visible: every catalog reload after a DDL
+    /// (`Shared::refresh_catalog`, the binlog tail's `after_ddl`) first waits
+    /// [`SLOW_CATALOG_RELOAD`], so that statements run while the reload is still pending
+    /// and the pending-DDL rule (`invalidation::pending`) is what keeps them right.
+    SlowCatalogReload = 1 << 7,
 }
 
+/// How long [`Fault::SlowCatalogReload`] delays each catalog reload after a DDL.
+pub const SLOW_CATALOG_RELOAD: std::time::Duration = std::time::Duration::from_millis(300);
+
 impl Fault {
-    pub const ALL: [Fault; 7] = [
+    pub const ALL: [Fault; 8] = [
         Fault::RowSlices,
         Fault::DerivedSlices,
         Fault::PrivilegeStamps,
@@ -51,6 +59,7 @@ impl Fault {
         Fault::Snapshot,
         Fault::BinlogGaps,
         Fault::RowOrder,
+        Fault::SlowCatalogReload,
     ];
 }
 
@@ -95,6 +104,14 @@ impl Faults {
     #[inline]
     pub fn row_order_broken(&self) -> bool {
         self.on(Fault::RowOrder)
+    }
+
+    /// The catalog-reload switch point: a reload after a DDL awaits this first (no wait
+    /// unless [`Fault::SlowCatalogReload`] is on).
+    pub async fn before_catalog_reload(&self) {
+        if self.on(Fault::SlowCatalogReload) {
+            tokio::time::sleep(SLOW_CATALOG_RELOAD).await;
+        }
     }
 }
 

@@ -1217,3 +1217,70 @@ async fn build_info_process_metrics_and_unknown_tables() {
     let _: Option<i64> = c.query_first("SELECT id FROM t").await.unwrap();
     proxy.shutdown().await;
 }
+
+/// Issue #38 part 2: a DDL's OK goes to the client without waiting for the catalog's reload
+/// (slowed by 300 ms here, `Fault::SlowCatalogReload`); until it lands, a read of what the
+/// DDL named is not cached for the reason `ddl_pending` on every path that plans a read —
+/// text, prepared execute, `QCACHE EXPLAIN` — and once it lands the read is served.
+#[cfg(debug_assertions)]
+#[tokio::test]
+async fn a_ddls_ok_does_not_wait_and_its_tables_are_ddl_pending_until_the_reload_lands() {
+    use qcache::faults::{Fault, SLOW_CATALOG_RELOAD};
+    let schema = common::fresh_schema("adm_ddl_pending").await;
+    let proxy = admin_proxy(|_| {}).await;
+    let shared = &proxy.running.shared;
+    let mut c = proxy.conn(&schema).await;
+    // The first load, before the fault slows reloads down.
+    let loading = std::time::Instant::now();
+    while !shared.catalog.is_loaded() {
+        assert!(loading.elapsed() < Duration::from_secs(10), "no catalog");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    shared
+        .cache
+        .versions()
+        .faults
+        .set(Fault::SlowCatalogReload, true);
+    let started = std::time::Instant::now();
+    c.query_drop("CREATE TABLE t (id INT PRIMARY KEY)")
+        .await
+        .unwrap();
+    assert!(
+        started.elapsed() < SLOW_CATALOG_RELOAD,
+        "the CREATE's OK waited {:?} for the catalog",
+        started.elapsed()
+    );
+    assert!(shared.catalog.ddl_pending_any());
+    c.query_drop("INSERT INTO t VALUES (1)").await.unwrap();
+    for _ in 0..2 {
+        let got: Vec<i64> = c.query("SELECT id FROM t").await.unwrap();
+        assert_eq!(got, vec![1]);
+        let got: Vec<i64> = c.exec("SELECT id FROM t WHERE id = ?", (1,)).await.unwrap();
+        assert_eq!(got, vec![1]);
+    }
+    let ex: Vec<(String, Option<String>)> =
+        c.query("QCACHE EXPLAIN SELECT id FROM t").await.unwrap();
+    assert!(
+        ex.iter()
+            .any(|(_, v)| v.as_deref().is_some_and(|v| v.contains("ddl_pending"))),
+        "{ex:?}"
+    );
+    // Still inside the window: the reads above were relayed, not waited for.
+    assert!(shared.catalog.ddl_pending_any(), "the test ran too slowly");
+    let rows = status_rows(&mut c, "SHOW QCACHE STATUS").await;
+    assert_eq!(
+        rows.get("Qcache_not_cached_ddl_pending")
+            .map(String::as_str),
+        Some("4"),
+        "{rows:?}"
+    );
+    assert_eq!(shared.cache.stats().hits(), 0);
+    proxy.catalog_settled().await;
+    for _ in 0..2 {
+        let got: Vec<i64> = c.query("SELECT id FROM t").await.unwrap();
+        assert_eq!(got, vec![1]);
+    }
+    assert_eq!(shared.cache.stats().hits(), 1);
+    drop(c);
+    proxy.shutdown().await;
+}

@@ -240,6 +240,9 @@ async fn binlog_auto_turns_itself_off_without_log_bin_and_caching_still_works() 
     c.query_drop(format!("INSERT INTO {t} VALUES (1, 1)"))
         .await
         .unwrap();
+    // The CREATE's OK did not wait for the catalog: until its reload lands, reads of the new
+    // table are not cached (`ddl_pending`).
+    proxy.catalog_settled().await;
     let q = format!("SELECT v FROM {t} WHERE id = 1");
     assert_eq!(first_i64(&mut c, &q).await, Some(1));
     assert_eq!(first_i64(&mut c, &q).await, Some(1));

@@ -195,6 +195,11 @@ struct Run<'a> {
     conns: HashMap<String, (ConnSpec, Option<Conn>)>,
     /// `@expect` directives the proxied run broke, by line.
     unmet: Vec<String>,
+    /// After each statement through qcache, wait until no DDL's catalog reload is pending
+    /// (`Catalog::ddl_pending_any`): a scenario then sees the catalog know what a DDL it
+    /// sent changed, as before DDL stopped waiting for it. Off in the topic that runs with
+    /// `Fault::SlowCatalogReload`, whose point is the window before the reload lands.
+    settle_ddl: bool,
 }
 
 fn pct(s: &str) -> String {
@@ -324,6 +329,9 @@ impl Run<'_> {
         let out = self.unsubst(&out);
         if direct && self.proxy.is_some() {
             self.sync_tail().await;
+        }
+        if let (false, true, Some(p)) = (direct, self.settle_ddl, self.proxy) {
+            common::wait_catalog_settled(&p.running.shared).await;
         }
         out
     }
@@ -553,12 +561,36 @@ async fn run_topic_part(topic: &str, part: usize, parts: usize) {
         .filter(|(i, _)| i % parts == part)
     {
         let modes = [Mode::Direct, Mode::Binlog, Mode::NoLogBin];
-        failures += &run_file(&server, topic, i, file, &modes, None, &mut n_runs).await;
+        let fault = topic_fault(topic);
+        failures += &run_file(&server, topic, i, file, &modes, fault, &mut n_runs).await;
     }
     assert!(
         failures.is_empty(),
         "qcache answered differently:{failures}"
     );
+}
+
+/// The fault switch a whole topic runs its proxies with: `ddl` runs with every catalog reload
+/// after a DDL slowed down (`Fault::SlowCatalogReload`), so that its statements run while
+/// the reload is pending, as they would behind a catalog backlog on a large server.
+fn topic_fault(topic: &str) -> Option<Fault> {
+    #[cfg(debug_assertions)]
+    if topic == "ddl" {
+        return Some(Fault::SlowCatalogReload);
+    }
+    let _ = topic;
+    None
+}
+
+/// Whether `fault` is the one that slows the catalog's reloads down.
+fn slow_catalog(fault: Option<Fault>) -> bool {
+    #[cfg(debug_assertions)]
+    return fault == Some(Fault::SlowCatalogReload);
+    #[cfg(not(debug_assertions))]
+    {
+        let _ = fault;
+        false
+    }
 }
 
 /// A private server for scenario runs, with the table `via=direct` markers go to.
@@ -629,6 +661,7 @@ async fn run_file(
             suffix: format!("_{}{}", i, n_runs),
             conns: HashMap::new(),
             unmet: Vec::new(),
+            settle_ddl: !slow_catalog(fault),
         };
         let o = tokio::time::timeout(Duration::from_secs(60), run.play(&steps))
             .await
@@ -692,6 +725,7 @@ topics!(
     classification,
     comments,
     context,
+    ddl,
     defaults,
     diagnostics,
     lexing,

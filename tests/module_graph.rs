@@ -126,6 +126,7 @@ const FOLDERS: &[(&str, &[Layer])] = &[
         ("writes", 0, "writes and transaction ends as invalidation values"),
         ("apply", 1, "the one entry point: applies a value to the versions; reads no source"),
         ("catalog", 1, "what the server's tables are"),
+        ("pending", 2, "the DDL whose catalog reload has not landed; reads no other file"),
     ]),
     ("l2", &[
         ("resp", 0, "the RESP codec of the lookup connections; reads nothing"),

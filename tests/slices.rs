@@ -340,6 +340,9 @@ async fn checker_shapes_are_sliced_on_tables_created_through_the_proxy() {
     ] {
         c.query_drop(s).await.unwrap_or_else(|e| panic!("{s}: {e}"));
     }
+    // The CREATEs' OKs did not wait for the catalog: until their reloads land, the new
+    // tables are unknown (reads not cached, writes not sliced).
+    proxy.catalog_settled().await;
     let reads = [
         "SELECT customer_id, MIN(v), MAX(v) FROM s WHERE customer_id = 1 GROUP BY customer_id",
         "SELECT customer_id, MIN(v), MAX(v) FROM s WHERE customer_id IN (1, 3) \

@@ -175,9 +175,6 @@ const WITNESS_CHECK: Duration = Duration::from_secs(1);
 const WITNESS_RETRY: Duration = Duration::from_secs(10);
 /// How long one question to the witness may take.
 const WITNESS_TIMEOUT: Duration = Duration::from_secs(2);
-/// How long a commit waits for the catalog reload after a DDL before it invalidates
-/// conservatively instead: a reload takes tens of ms, but seconds on a busy server.
-const SETTLE_MAX: Duration = Duration::from_millis(100);
 const BACKOFF_MIN: Duration = Duration::from_millis(100);
 const BACKOFF_MAX: Duration = Duration::from_secs(5);
 /// A stream that lasted this long (and caught up) was healthy: the next loss retries at
@@ -1375,8 +1372,8 @@ impl Tail {
                 continue;
             }
             let file_before = (!life.caught_up).then(|| self.pos.file.clone());
-            if let Some(ddl) = self.on_event(&event, &stream, arrived).await {
-                self.after_ddl(ddl);
+            if let Some((ddl, seq)) = self.on_event(&event, &stream, arrived).await {
+                self.after_ddl(ddl, seq);
             }
             if self.after_event(&event) {
                 life.advanced = true;
@@ -1726,7 +1723,7 @@ impl Tail {
         event: &Event,
         stream: &BinlogStream,
         arrived: Instant,
-    ) -> Option<Ddl> {
+    ) -> Option<(Ddl, u64)> {
         let ts = event.header().timestamp();
         self.event_lag_ms = None;
         if ts != 0 {
@@ -1934,7 +1931,9 @@ impl Tail {
         self.commit(arrived).await;
     }
 
-    async fn on_query(&mut self, sql: &str, schema: &str, arrived: Instant) -> Option<Ddl> {
+    /// A DDL comes back with the number it was registered under with the catalog
+    /// (`Catalog::register_ddl`), for [`after_ddl`](Self::after_ddl) to land.
+    async fn on_query(&mut self, sql: &str, schema: &str, arrived: Instant) -> Option<(Ddl, u64)> {
         // As the server ran it: a versioned comment it skipped is a comment.
         let text = crate::analysis::server_str(sql, self.server);
         let sql: &str = &text;
@@ -2000,13 +1999,16 @@ impl Tail {
                         None => Ddl::Unknown(schema.to_string()),
                     }
                 };
+                // Pending from here, before the tail reports its position past it: a session
+                // told the DDL is passed finds what it named unknown until the reload lands.
+                let seq = self.catalog.register_ddl(&ddl.changed());
                 self.apply_ddl(&ddl);
                 // DDL is its own event group, except CREATE … SELECT and temporary tables,
                 // which sit inside a transaction whose rows and commit follow.
                 if !self.txn.open {
                     self.commit(arrived).await;
                 }
-                return Some(ddl);
+                return Some((ddl, seq));
             }
             // Statement-based DML (INSERT, UPDATE, DELETE, REPLACE, LOAD DATA …).
             _ => {
@@ -2037,9 +2039,10 @@ impl Tail {
     /// Bumps what the finished transaction changed.
     async fn commit(&mut self, arrived: Instant) {
         let txn = std::mem::take(&mut self.txn);
-        // Widen through the catalog as of the DDL that preceded this transaction; if its reload
-        // is slow, do not hold every later commit behind it: invalidate conservatively.
-        let stale_catalog = !txn.tables.is_empty() && !self.settle().await;
+        // No wait for the reloads of the DDL before it: while one is pending, what it named
+        // is unknown to the widening (`Catalog::expand_data_write`), which invalidates
+        // conservatively for it, and other tables' writes also bump what it named.
+        let stale_catalog = false;
         let faults = &self.inv.versions().faults;
         let inv = committed(
             &self.catalog,
@@ -2079,10 +2082,13 @@ impl Tail {
     ///
     /// The reload runs beside the tail, not in it: a burst of DDL (a migration, a test suite)
     /// would otherwise stall every later commit behind one reload per statement, while
-    /// concurrent reloads coalesce in [`Catalog::refresh`]. The next commit with data changes
-    /// waits for the reloads in flight (see [`Tail::settle`]), so that it is widened through
-    /// the new triggers and foreign keys, or invalidates conservatively if they are slow.
-    fn after_ddl(&mut self, ddl: Ddl) {
+    /// concurrent reloads coalesce in [`Catalog::refresh`]. No later commit waits for it: the
+    /// DDL was registered as pending (`Catalog::register_ddl`) before it was applied, so
+    /// commits are widened as for unknown tables where it matters until it lands.
+    ///
+    /// Lands DDL `seq` (`Catalog::ddl_landed`) once the second bump is applied, whether the
+    /// reload worked or not.
+    fn after_ddl(&mut self, ddl: Ddl, seq: u64) {
         self.refreshing.retain(|t| !t.is_finished());
         let hook = self
             .shared
@@ -2100,34 +2106,22 @@ impl Tail {
         let policy = self.cfg.unknown_write;
         self.refreshing.push(tokio::spawn(async move {
             let started = Instant::now();
+            inv.versions().faults.before_catalog_reload().await;
             let r = catalog.refresh_changed(&ddl.changed()).await;
             tracing::debug!(took = ?started.elapsed(), ?ddl, "binlog: catalog refreshed after DDL");
-            if let Err(e) = r {
+            if let Err(e) = &r {
                 tracing::warn!(error = %e, "binlog: catalog refresh after DDL failed; keeping the old one");
             }
-            let n = inv.apply(&binlog(ddl_what(&catalog, policy, &ddl)));
+            let what = match r {
+                Ok(()) => ddl_what(&catalog, policy, &ddl),
+                // Without a current catalog, widening may miss views and triggers, as for a
+                // DDL through qcache (`invalidation::ddl`).
+                Err(_) => vec![What::Everything],
+            };
+            let n = inv.apply(&binlog(what));
             shared.bumps.fetch_add(n, Ordering::Relaxed);
+            catalog.ddl_landed(seq);
         }));
-    }
-
-    /// Waits (at most [`SETTLE_MAX`]) for the catalog reloads started by earlier DDL; true
-    /// when none is left running.
-    async fn settle(&mut self) -> bool {
-        self.refreshing.retain(|t| !t.is_finished());
-        if self.refreshing.is_empty() {
-            return true;
-        }
-        let started = Instant::now();
-        let all = async {
-            for task in self.refreshing.iter_mut() {
-                // A reload task that panicked leaves the old catalog: nothing more to do.
-                let _ = task.await;
-            }
-        };
-        let done = tokio::time::timeout(SETTLE_MAX, all).await.is_ok();
-        self.refreshing.retain(|t| !t.is_finished());
-        tracing::debug!(took = ?started.elapsed(), done, "binlog: commit waited for catalog reloads");
-        done
     }
 }
 
@@ -2211,10 +2205,10 @@ fn tables_rows(
     rows: &HashMap<TableName, RowsSeen>,
 ) -> Vec<What> {
     if rows.is_empty() {
-        return tables_what(catalog, policy, tables);
+        return tables_what(catalog, policy, tables, true);
     }
-    let Some(all) = catalog.expand_write(tables) else {
-        return tables_what(catalog, policy, tables);
+    let Some(all) = catalog.expand_data_write(tables) else {
+        return tables_what(catalog, policy, tables, true);
     };
     let reached = catalog.reached_by_edges(tables);
     let mut what = Vec::with_capacity(all.len());
@@ -2248,7 +2242,7 @@ fn tables_rows(
 /// What a DDL statement invalidates.
 fn ddl_what(catalog: &Catalog, policy: Conservative, ddl: &Ddl) -> Vec<What> {
     match ddl {
-        Ddl::Tables(t) => tables_what(catalog, policy, t),
+        Ddl::Tables(t) => tables_what(catalog, policy, t, false),
         // Tables the registry does not know have no entries to invalidate.
         Ddl::Database(Some(name)) => vec![What::Schema(name.clone())],
         Ddl::Database(None) => vec![What::Everything],
@@ -2258,8 +2252,22 @@ fn ddl_what(catalog: &Catalog, policy: Conservative, ddl: &Ddl) -> Vec<What> {
 
 /// `tables` widened through triggers and cascades; conservative when the catalog cannot
 /// widen them.
-fn tables_what(catalog: &Catalog, policy: Conservative, tables: &[TableName]) -> Vec<What> {
-    match catalog.expand_write(tables) {
+///
+/// `data`: a data change, widened as one (`Catalog::expand_data_write`: unknown while DDL
+/// naming what it reaches is pending); else a DDL's own tables, widened through the
+/// catalog as it is.
+fn tables_what(
+    catalog: &Catalog,
+    policy: Conservative,
+    tables: &[TableName],
+    data: bool,
+) -> Vec<What> {
+    let expanded = if data {
+        catalog.expand_data_write(tables)
+    } else {
+        catalog.expand_write(tables)
+    };
+    match expanded {
         Some(all) => all.into_iter().map(What::Table).collect(),
         None => {
             let schemas: HashSet<&str> = tables.iter().map(|(s, _)| s.as_str()).collect();

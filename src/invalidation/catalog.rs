@@ -18,6 +18,7 @@ use sqlparser::ast::{ObjectName, ObjectNamePart, Query, Statement, Visit, Visito
 use sqlparser::dialect::MySqlDialect;
 use sqlparser::parser::Parser;
 
+use super::pending::PendingDdl;
 use crate::analysis::slices::{ColType, ColumnInfo};
 use crate::config::InvalidationConfig;
 
@@ -50,6 +51,11 @@ pub enum ReadResolution {
     /// A name the catalog does not know: a temporary table, a table created since the last
     /// refresh, or one that does not exist.
     Unknown(String),
+    /// A relation the read depends on was named by a DDL whose reload has not landed, or a
+    /// name the catalog does not list while some DDL is pending
+    /// ([`Catalog::ddl_pending`]): the catalog cannot vouch for it yet, and the read must
+    /// not be cached (nor wait: the reload runs in the background).
+    DdlPending,
 }
 
 pub use crate::cache::writes::Changed;
@@ -1154,6 +1160,12 @@ pub struct Catalog {
     /// and dropped with it: each next one is judged with them (a procedure created after a
     /// trigger that calls it, both before a reload).
     code_ddl: Mutex<Vec<(u64, String, String)>>,
+    /// DDL whose reload has not landed ([`Catalog::register_ddl`]), and two lock-free
+    /// summaries of it: whether any is pending (the fast path of every lookup) and the last
+    /// number handed out (a reader compares it before and after it stamps).
+    pending: Mutex<PendingDdl>,
+    pending_any: AtomicBool,
+    ddl_epoch: AtomicU64,
     /// Connections for derived slices' parent lookups ([`Catalog::parent_values`]), opened
     /// at the first one.
     lookups: std::sync::OnceLock<mysql_async::Pool>,
@@ -1208,6 +1220,9 @@ impl Catalog {
             code_seq: AtomicU64::new(0),
             code_noted: Mutex::new(Vec::new()),
             code_ddl: Mutex::new(Vec::new()),
+            pending: Mutex::new(PendingDdl::default()),
+            pending_any: AtomicBool::new(false),
+            ddl_epoch: AtomicU64::new(0),
             lookups: std::sync::OnceLock::new(),
             account: format!("'{}' at {upstream_addr}", cfg.user),
             last_error: std::sync::Mutex::new(None),
@@ -1543,12 +1558,83 @@ impl Catalog {
         if !self.is_loaded() {
             return ReadResolution::Unknown("catalog not loaded".into());
         }
-        self.snapshot.load().resolve_read(tables)
+        let snap = self.snapshot.load();
+        let resolved = snap.resolve_read(tables);
+        // Views nested in what it names, and their base tables, may be what a pending DDL
+        // redefined or altered.
+        let reached = match &resolved {
+            ReadResolution::Tables(list) => list.as_slice(),
+            _ => &[],
+        };
+        if self.pending_hit(&snap, tables, reached) {
+            return ReadResolution::DdlPending;
+        }
+        resolved
+    }
+
+    /// Registers a DDL whose OK is about to reach a client (or that the binlog tail is about
+    /// to report passed): until [`ddl_landed`](Self::ddl_landed) with the number returned,
+    /// what it changed is unknown ([`ddl_pending`](Self::ddl_pending)).
+    pub fn register_ddl(&self, changed: &Changed) -> u64 {
+        let mut p = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        let seq = p.register(changed);
+        self.pending_any.store(true, Ordering::SeqCst);
+        self.ddl_epoch.store(seq, Ordering::SeqCst);
+        seq
+    }
+
+    /// The reload after DDL `seq` is done (swapped in, its second bump applied), or failed
+    /// (and everything was invalidated): the catalog vouches for what it named again.
+    pub fn ddl_landed(&self, seq: u64) {
+        let mut p = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        p.landed(seq);
+        self.pending_any.store(p.any_pending(), Ordering::SeqCst);
+    }
+
+    /// Whether some DDL's reload has not landed (tests wait for this to turn false).
+    pub fn ddl_pending_any(&self) -> bool {
+        self.pending_any.load(Ordering::SeqCst)
+    }
+
+    /// The number of the last DDL registered: a read that planned against the catalog, then
+    /// read its stamps, stores nothing if this moved in between (the DDL's first bump may
+    /// precede the stamps while the plan predates the DDL).
+    pub fn ddl_epoch(&self) -> u64 {
+        self.ddl_epoch.load(Ordering::SeqCst)
+    }
+
+    /// Whether the catalog cannot vouch for `t` now: a pending DDL named it (or its schema, or
+    /// could not say what it changed), or some DDL is pending and the catalog does not list
+    /// it (that DDL may have created it).
+    pub fn ddl_pending(&self, t: &TableName) -> bool {
+        self.pending_hit(&self.snapshot.load(), std::slice::from_ref(t), &[])
+    }
+
+    /// The one pending rule: a name in `named` the catalog does not vouch for
+    /// ([`ddl_pending`](Self::ddl_pending)), or a relation in `reached` (what `named`
+    /// resolve or expand to through the snapshot) a pending DDL named.
+    fn pending_hit(
+        &self,
+        snap: &SchemaSnapshot,
+        named: &[TableName],
+        reached: &[TableName],
+    ) -> bool {
+        if !self.ddl_pending_any() {
+            return false;
+        }
+        let p = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        p.any_pending()
+            && (named.iter().any(|t| snap.kind(t).is_none() || p.covers(t))
+                || reached.iter().any(|t| p.covers(t)))
     }
 
     /// Tables a write to `tables` changes: the tables themselves, plus what their triggers
     /// write and FK cascades reach, transitively (cycle-safe). `None` = a trigger body we
     /// couldn't analyse, or no catalog loaded: the caller invalidates conservatively.
+    ///
+    /// As the snapshot has them, pending DDL or not: for a DDL's own bumps (the first, planned
+    /// before it is sent, and the second, after its reload). A data change asks
+    /// [`expand_data_write`](Self::expand_data_write).
     pub fn expand_write(&self, tables: &[TableName]) -> Option<Vec<TableName>> {
         if !self.is_loaded() {
             return None;
@@ -1556,12 +1642,18 @@ impl Catalog {
         self.snapshot.load().expand_write(tables)
     }
 
-    /// [`Catalog::expand_write`] for a data change a session is about to send, which may race
-    /// a DDL from elsewhere: while a reload after a DDL is under way, a table the snapshot
-    /// does not know counts as unknown writes, since it may be one that DDL just created with
-    /// a trigger or a column default that writes other tables. (A temporary table or one
-    /// that does not exist costs an extra invalidation in that window, no more. A DDL's own
-    /// tables are expanded again once its reload is done.)
+    /// [`Catalog::expand_write`] for a data change (a session's, or a commit the binlog tail
+    /// read), which may race a DDL: while a reload after a DDL is under way or a DDL is
+    /// pending, a table the snapshot does not know counts as unknown writes, since it may be
+    /// one that DDL just created with a trigger or a column default that writes other
+    /// tables; so does a table a pending DDL named, or one the write reaches through the
+    /// snapshot's triggers and cascades (it may have gained a trigger). (A temporary table or
+    /// one that does not exist costs an extra invalidation in that window, no more.)
+    ///
+    /// Otherwise, while DDL is pending, the relations pending DDL named are bumped too: a
+    /// foreign key with a cascade is declared on the child table (`ALTER TABLE child ADD
+    /// FOREIGN KEY … REFERENCES parent ON DELETE CASCADE`), so a write to a parent the
+    /// snapshot knows no edge from may reach a child that DDL named, and nothing else.
     pub fn expand_data_write(&self, tables: &[TableName]) -> Option<Vec<TableName>> {
         if !self.is_loaded() {
             return None;
@@ -1572,7 +1664,28 @@ impl Catalog {
         {
             return None;
         }
-        snap.expand_write(tables)
+        let mut all = snap.expand_write(tables)?;
+        if !self.ddl_pending_any() {
+            return Some(all);
+        }
+        let named = {
+            let p = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+            if !p.any_pending() {
+                return Some(all);
+            }
+            let hit = tables.iter().any(|t| snap.kind(t).is_none() || p.covers(t))
+                || all.iter().any(|t| p.covers(t));
+            if hit {
+                return None;
+            }
+            p.named()?
+        };
+        if !named.is_empty() {
+            all.extend(snap.expand_write(&named)?);
+            all.sort();
+            all.dedup();
+        }
+        Some(all)
     }
 
     /// A base table's column (lower-cased names), for row slices. None when unknown.
@@ -1667,8 +1780,25 @@ impl Catalog {
     /// it names: the session plans it as a write to unknown tables, as for a read whose own
     /// text calls a stored function. False before the catalog is loaded, when no read is
     /// cached at all.
+    /// True for a relation the catalog cannot vouch for while DDL is pending
+    /// ([`ddl_pending`](Self::ddl_pending)): it may just have been redefined as a view that
+    /// calls a writing function.
     pub fn read_runs_code(&self, tables: &[TableName]) -> bool {
-        self.is_loaded() && self.snapshot.load().read_runs_code(tables)
+        if !self.is_loaded() {
+            return false;
+        }
+        let snap = self.snapshot.load();
+        if self.ddl_pending_any() {
+            let resolved = snap.resolve_read(tables);
+            let reached = match &resolved {
+                ReadResolution::Tables(list) => list.as_slice(),
+                _ => &[],
+            };
+            if self.pending_hit(&snap, tables, reached) {
+                return true;
+            }
+        }
+        snap.read_runs_code(tables)
     }
 
     /// Whether a statement other than a plain read (a write's query or subquery, a SET's or
@@ -1686,12 +1816,20 @@ impl Catalog {
 
     /// What a data change a session is about to send to `tables` may fire (`policy::context::
     /// context_stale_after`). Unknown when the catalog is not loaded, or while a DDL's reload
-    /// is under way (a table may just have gained a trigger).
+    /// is under way or a DDL pending names one of them or what they reach (a table may just
+    /// have gained a trigger).
     pub fn write_triggers(&self, tables: &[TableName]) -> WriteTriggers {
         if !self.is_loaded() || self.ddl_reloads.load(Ordering::Acquire) > 0 {
             return WriteTriggers::Unknown;
         }
-        self.snapshot.load().write_triggers(tables)
+        let snap = self.snapshot.load();
+        if self.ddl_pending_any() {
+            let reached = snap.expand_write(tables).unwrap_or_default();
+            if self.pending_hit(&snap, tables, &reached) {
+                return WriteTriggers::Unknown;
+            }
+        }
+        snap.write_triggers(tables)
     }
 
     /// Whether a data change to `tables` runs a trigger as the catalog's snapshot knows them,
@@ -1704,6 +1842,13 @@ impl Catalog {
             return true;
         }
         let snap = self.snapshot.load();
+        if self.ddl_pending_any() {
+            // A pending DDL may have given them a trigger that creates one.
+            let reached = snap.expand_write(tables).unwrap_or_default();
+            if self.pending_hit(&snap, tables, &reached) {
+                return true;
+            }
+        }
         if *snap.temporaries == crate::policy::stored_code::Temporaries::None
             && self
                 .code_noted
@@ -1780,9 +1925,11 @@ impl Catalog {
     /// Whether a write's own statement (or row image) names the rows it changes in `t`
     /// (no trigger on it, no cascade back to it). False when the catalog is not loaded.
     pub fn rows_knowable(&self, t: &TableName) -> bool {
-        // While a DDL's reload is under way, the table may just have gained a trigger.
+        // While a DDL's reload is under way, or a DDL naming it is pending, the table may just
+        // have gained a trigger.
         self.is_loaded()
             && self.ddl_reloads.load(Ordering::Acquire) == 0
+            && !self.ddl_pending(t)
             && self.snapshot.load().rows_knowable(t)
     }
 
@@ -2344,6 +2491,160 @@ mod tests {
             s.resolve_read(&[t("db", "tmp"), t("db", "a")]),
             ReadResolution::Unknown(_)
         ));
+    }
+
+    /// What a pending DDL does to every lookup, one row per rule: the DDL registered (None:
+    /// none, or one landed again), the lookup, its answer.
+    #[test]
+    fn pending_ddl_makes_what_it_named_unknown() {
+        let named = |list: &[(&str, &str)]| Changed {
+            objects: list.iter().map(|(s, n)| t(s, n)).collect(),
+            ..Changed::default()
+        };
+        let schema = |x: &str| Changed {
+            schemas: vec![x.to_string()],
+            ..Changed::default()
+        };
+        let everything = Changed {
+            everything: true,
+            ..Changed::default()
+        };
+        type Ask = fn(&Catalog) -> String;
+        let rows: Vec<(&str, Option<Changed>, bool, Ask, &str)> = vec![
+            (
+                "nothing pending: a table resolves",
+                None,
+                false,
+                |c| format!("{:?}", c.resolve_read(&[t("db", "b")])),
+                r#"Tables([("db", "b")])"#,
+            ),
+            (
+                "a relation a DDL named is pending",
+                Some(named(&[("db", "b")])),
+                false,
+                |c| format!("{:?}", c.resolve_read(&[t("db", "b")])),
+                "DdlPending",
+            ),
+            (
+                "a view reading it is pending too",
+                Some(named(&[("db", "b")])),
+                false,
+                |c| format!("{:?}", c.resolve_read(&[t("db", "v_ab")])),
+                "DdlPending",
+            ),
+            (
+                "a relation it did not name resolves",
+                Some(named(&[("db", "b")])),
+                false,
+                |c| format!("{:?}", c.resolve_read(&[t("other", "c")])),
+                r#"Tables([("other", "c")])"#,
+            ),
+            (
+                "a name the catalog does not list is pending while any DDL is",
+                Some(named(&[("db", "b")])),
+                false,
+                |c| format!("{:?}", c.resolve_read(&[t("db", "nope")])),
+                "DdlPending",
+            ),
+            (
+                "once landed, what it named resolves again",
+                Some(named(&[("db", "b")])),
+                true,
+                |c| format!("{:?}", c.resolve_read(&[t("db", "b")])),
+                r#"Tables([("db", "b")])"#,
+            ),
+            (
+                "a schema DDL makes its relations pending",
+                Some(schema("other")),
+                false,
+                |c| format!("{:?}", c.resolve_read(&[t("other", "c")])),
+                "DdlPending",
+            ),
+            (
+                "a data write to a pending relation is unknown",
+                Some(named(&[("db", "b")])),
+                false,
+                |c| format!("{:?}", c.expand_data_write(&[t("db", "b")])),
+                "None",
+            ),
+            (
+                "a data write reaching a pending relation through a cascade is unknown",
+                Some(named(&[("db", "child")])),
+                false,
+                |c| format!("{:?}", c.expand_data_write(&[t("db", "a")])),
+                "None",
+            ),
+            (
+                "another data write also bumps what pending DDL named (a new cascade's child)",
+                Some(named(&[("db", "newchild")])),
+                false,
+                |c| format!("{:?}", c.expand_data_write(&[t("other", "c")])),
+                r#"Some([("db", "newchild"), ("other", "c")])"#,
+            ),
+            (
+                "a DDL that could not say what it changed makes every data write unknown",
+                Some(everything),
+                false,
+                |c| format!("{:?}", c.expand_data_write(&[t("other", "c")])),
+                "None",
+            ),
+            (
+                "a DDL's own widening ignores pending DDL",
+                Some(named(&[("db", "b")])),
+                false,
+                |c| format!("{:?}", c.expand_write(&[t("db", "b")])),
+                r#"Some([("db", "b")])"#,
+            ),
+            (
+                "a read of a pending relation may run code (it may now be a view calling some)",
+                Some(named(&[("db", "b")])),
+                false,
+                |c| c.read_runs_code(&[t("db", "b")]).to_string(),
+                "true",
+            ),
+            (
+                "nothing pending: reading a table runs no code",
+                None,
+                false,
+                |c| c.read_runs_code(&[t("db", "b")]).to_string(),
+                "false",
+            ),
+            (
+                "a write to a pending relation may fire unknown triggers",
+                Some(named(&[("db", "b")])),
+                false,
+                |c| format!("{:?}", c.write_triggers(&[t("db", "b")])),
+                "Unknown",
+            ),
+            (
+                "a pending relation's rows are not knowable",
+                Some(named(&[("db", "b")])),
+                false,
+                |c| c.rows_knowable(&t("db", "b")).to_string(),
+                "false",
+            ),
+            (
+                "nothing pending: its rows are",
+                None,
+                false,
+                |c| c.rows_knowable(&t("db", "b")).to_string(),
+                "true",
+            ),
+        ];
+        for (rule, ddl, land, ask, want) in rows {
+            let c = Catalog::loaded_from(raw());
+            let epoch = c.ddl_epoch();
+            if let Some(ddl) = &ddl {
+                let seq = c.register_ddl(ddl);
+                assert_ne!(c.ddl_epoch(), epoch, "{rule}: the epoch moves");
+                assert!(c.ddl_pending_any(), "{rule}");
+                if land {
+                    c.ddl_landed(seq);
+                    assert!(!c.ddl_pending_any(), "{rule}");
+                }
+            }
+            assert_eq!(ask(&c), want, "{rule}");
+        }
     }
 
     #[test]

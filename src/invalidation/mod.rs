@@ -16,11 +16,15 @@
 //!
 //! - On a miss, [`Catalog::resolve_read`] turns the tables a SELECT names into the tables its
 //!   entry is stamped with (views expanded to their base tables, the views kept too).
-//!   `Opaque` → do not cache; `Unknown` → `refresh_if_older(100 ms)` and resolve again, then
-//!   do not cache if still unknown (a temporary table stays unknown).
-//! - On a write, [`Catalog::expand_write`] widens its tables through triggers and foreign-key
-//!   cascades; `None` → invalidate per `invalidation.unknown_write`.
-//! - After forwarding DDL, [`Catalog::refresh`] before the OK goes to the client.
+//!   `Opaque` → do not cache; `DdlPending` → do not cache, and do not wait; `Unknown` →
+//!   `refresh_if_older(100 ms)` and resolve again, then do not cache if still unknown (a
+//!   temporary table stays unknown).
+//! - On a data write, [`Catalog::expand_data_write`] widens its tables through triggers and
+//!   foreign-key cascades; `None` → invalidate per `invalidation.unknown_write`.
+//! - A DDL is registered with the catalog ([`Catalog::register_ddl`], `pending.rs`) before
+//!   its OK goes to the client (or the binlog tail reports its position past it); its reload
+//!   runs in the background and lands ([`Catalog::ddl_landed`]) after its second bump
+//!   (`ddl.rs`). Until then what it named is unknown to every lookup above.
 //! - [`binlog::spawn`] starts the tail; [`BinlogHandle::disconnected_for`] compared with
 //!   `invalidation.max_lag` says when hits must stop.
 
@@ -30,6 +34,7 @@ pub mod binlog;
 pub mod catalog;
 pub mod ddl;
 pub mod l2;
+pub mod pending;
 pub mod writes;
 
 pub use apply::{Invalidation, Invalidator, Source, What};

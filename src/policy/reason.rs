@@ -102,6 +102,10 @@ pub enum Reason {
     OpaqueView,
     /// Reads a table the catalog does not know (even after a refresh).
     UnknownTable,
+    /// A DDL named a relation the read depends on (or the catalog does not list a name it
+    /// reads while some DDL is pending), and the catalog's reload after it has not landed:
+    /// the catalog cannot vouch for what the read depends on yet.
+    DdlPending,
     /// The schema catalog could not be loaded at all (qcache's own account cannot log in
     /// or read information_schema): no table is known, so none is cached.
     CatalogUnavailable,
@@ -173,6 +177,7 @@ impl Reason {
         Reason::TemporaryTable,
         Reason::OpaqueView,
         Reason::UnknownTable,
+        Reason::DdlPending,
         Reason::CatalogUnavailable,
         Reason::Rule,
         Reason::Error,
@@ -227,6 +232,7 @@ impl Reason {
             Reason::TemporaryTable => "temporary_table",
             Reason::OpaqueView => "opaque_view",
             Reason::UnknownTable => "unknown_table",
+            Reason::DdlPending => "ddl_pending",
             Reason::CatalogUnavailable => "catalog_unavailable",
             Reason::Rule => "rule",
             Reason::Error => "error",

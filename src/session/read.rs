@@ -55,6 +55,9 @@ pub(super) struct ReadPlan {
     /// What a matching `cache` rule sets: a TTL (the entry expires this long after it is
     /// stored), `max_stale`, `cache_empty`.
     pub(super) opts: crate::rules::Options,
+    /// The catalog's DDL number when planning began (`Catalog::ddl_epoch`): if a DDL was
+    /// registered since, the plan may predate it, and nothing is stored.
+    pub(super) ddl_epoch: u64,
 }
 
 impl Session {
@@ -451,7 +454,15 @@ impl Session {
         let cfg = self.shared.config();
         // What resolving gives depends on the session only through its default database,
         // unless its temporary tables shadow names or rules look at the statement.
-        let shared_answer = self.st.temp_tables.is_empty() && cfg.rules.is_empty();
+        // Read before anything is resolved or remembered: a DDL registered after this point
+        // stops the fill (`miss`), one registered before it is seen by the resolution.
+        let ddl_epoch = self.shared.catalog.ddl_epoch();
+        // While DDL is pending, the plan memo (per catalog generation, and the generation
+        // moves only when the reload lands) may hold what the DDL changed: resolve afresh,
+        // where the pending rule applies.
+        let shared_answer = self.st.temp_tables.is_empty()
+            && cfg.rules.is_empty()
+            && !self.shared.catalog.ddl_pending_any();
         let generation = self.shared.catalog.generation();
         let db = self.st.db.as_deref();
         let remembered = shared_answer
@@ -471,8 +482,9 @@ impl Session {
                 if shared_answer
                     && !matches!(
                         resolved,
-                        Err(Reason::UnknownTable | Reason::CatalogUnavailable)
+                        Err(Reason::UnknownTable | Reason::CatalogUnavailable | Reason::DdlPending)
                     )
+                    && self.shared.catalog.ddl_epoch() == ddl_epoch
                 {
                     self.shared
                         .plans
@@ -494,6 +506,7 @@ impl Session {
             tables,
             digest,
             opts,
+            ddl_epoch,
         })
     }
 
@@ -507,6 +520,7 @@ impl Session {
         let named = read::qualify_tables(info, self.st.db.as_deref(), |q| temp.contains(q))?;
         let catalog = &self.shared.catalog;
         let mut resolved = catalog.resolve_read(&named);
+        // Not while DDL is pending (`DdlPending`): no read waits on a catalog backlog.
         if matches!(resolved, ReadResolution::Unknown(_)) {
             // A table created since the catalog was loaded, by someone qcache did not see.
             // Rate-limited: a name that stays unknown (a temporary table of another
@@ -517,6 +531,7 @@ impl Session {
         match resolved {
             ReadResolution::Tables(bases) => Ok((named, bases)),
             ReadResolution::Opaque(_) => Err(Reason::OpaqueView),
+            ReadResolution::DdlPending => Err(Reason::DdlPending),
             // Nothing loaded: the cause is qcache's own access to the server (logged once by
             // the catalog, shown by SHOW QCACHE STATUS and /readyz), not the table.
             ReadResolution::Unknown(_) if !catalog.is_loaded() => Err(Reason::CatalogUnavailable),
@@ -574,6 +589,16 @@ impl Session {
             // whole.
             stamps = Stamps::capture(versions, &plan.tables);
             slicing = None;
+        }
+        if self.shared.catalog.ddl_epoch() != plan.ddl_epoch {
+            // A DDL was registered after this read was planned: its plan may be the old
+            // catalog's, while these stamps may already include the DDL's first bump. Relay
+            // it without storing; the next read plans against what the DDL left.
+            self.note_not_cached(Reason::DdlPending);
+            return self
+                .forward_read(seq, payload, None, true)
+                .await
+                .map(|_| true);
         }
         // The bumps these stamps include, as L2 counts them (after the stamps: every bump
         // is queued before it moves a local version, and the fence orders the reads).

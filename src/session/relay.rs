@@ -377,13 +377,21 @@ impl Session {
             let answers = self.fk_lookup(in_txn).await;
             self.fk_child_rows(answers);
             let pending = std::mem::take(&mut self.st.pending);
+            // Registered before the DDL's first bump: a read that reads its stamps after that
+            // bump sees the registration when it checks (`Session::miss`), and stores nothing.
+            let ddl = pending
+                .ddl
+                .then(|| self.shared.catalog.register_ddl(&pending.ddl_changed));
             for inv in writes::statement(&pending) {
                 self.shared.invalidate(&inv);
                 self.st.own_writes.note(&inv);
             }
             self.fk_learn(self.st.txn.writes_in_transaction(new_status));
-            if pending.ddl {
-                self.shared.refresh_catalog(&pending.ddl_changed).await;
+            // The OK does not wait for the catalog: until the reload lands, what the DDL named
+            // is unknown to every read and write (`invalidation::pending`).
+            if let Some(seq) = ddl {
+                self.shared
+                    .reload_after_ddl(seq, pending.ddl_changed.clone());
             }
             if self.st.txn.writes_in_transaction(new_status) {
                 let txn = self.st.txn.transaction_writes();

@@ -63,6 +63,12 @@ pub struct Shared {
     /// (`policy::context::optional_key_variables`) the server has: asked at the first connect
     /// to that version, then read with the others (`session::context`).
     pub(crate) optional_vars: std::sync::Mutex<Vec<OptionalVars>>,
+    /// DDL through qcache whose reload has not started (`reload_after_ddl`): the next reload
+    /// takes them all, so that a burst of DDL (a migration) costs one reload per reload time
+    /// rather than one per statement queued behind each other.
+    ddl_queue: std::sync::Mutex<Vec<(u64, Changed)>>,
+    /// One DDL reload at a time, so that the queue drains into the next one.
+    ddl_reloading: tokio::sync::Mutex<()>,
 }
 
 /// A server version (its id and flavour) and the optional key variables it has.
@@ -147,6 +153,8 @@ impl Shared {
             reload_source: std::sync::Mutex::new(None),
             next_session: AtomicU64::new(1),
             optional_vars: std::sync::Mutex::new(Vec::new()),
+            ddl_queue: std::sync::Mutex::new(Vec::new()),
+            ddl_reloading: tokio::sync::Mutex::new(()),
         }
     }
 
@@ -171,14 +179,49 @@ impl Shared {
         self.invalidator.apply(inv)
     }
 
-    /// Reloads what a DDL changed in the schema catalog, before the DDL's OK reaches the
-    /// client, so that a view created a moment ago is known to the next read.
+    /// Learns what DDL `seq` (registered with [`Catalog::register_ddl`] before its OK went
+    /// out) changed, in the background: the session relays the OK at once, and until the
+    /// reload has landed the catalog answers unknown for what the DDL named
+    /// (`invalidation::pending`). Lands after the second bump, whether the reload worked or
+    /// not (a failed one invalidated everything).
+    ///
+    /// DDL queued while a reload runs are reloaded together by the next one: what they
+    /// changed, merged, is reloaded and bumped once, and they all land after it.
+    pub fn reload_after_ddl(self: &Arc<Self>, seq: u64, changed: Changed) {
+        self.ddl_queue
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((seq, changed));
+        let shared = self.clone();
+        tokio::spawn(async move {
+            let _one = shared.ddl_reloading.lock().await;
+            let queued =
+                std::mem::take(&mut *shared.ddl_queue.lock().unwrap_or_else(|e| e.into_inner()));
+            if queued.is_empty() {
+                // An earlier task's reload took this DDL with its own.
+                return;
+            }
+            let mut all = Changed::default();
+            for (_, c) in &queued {
+                all.extend(c);
+            }
+            shared.refresh_catalog(&all).await;
+            for (seq, _) in queued {
+                shared.catalog.ddl_landed(seq);
+            }
+        });
+    }
+
+    /// Reloads what a DDL changed in the schema catalog ([`reload_after_ddl`](Self::reload_after_ddl)
+    /// runs it in the background).
     ///
     /// Then the DDL's tables are widened again with the reloaded catalog and bumped: a DDL
     /// may run what it just defined (`CREATE TABLE t (id INT DEFAULT NEXTVAL(s)) SELECT …`,
     /// `ALTER TABLE t ADD c INT DEFAULT NEXTVAL(s)` fill rows with the default), which the
-    /// catalog could not know when the statement was planned.
+    /// catalog could not know when the statement was planned; and a read that resolved with
+    /// the old catalog before the DDL was registered holds stamps this bump makes stale.
     pub async fn refresh_catalog(&self, changed: &Changed) {
+        self.cache.versions().faults.before_catalog_reload().await;
         if let Some(inv) = ddl::reload(&self.catalog, changed).await {
             self.invalidate(&inv);
         }

@@ -826,3 +826,27 @@ pub async fn status(c: &mut mysql_async::Conn, name: &str) -> u64 {
         .parse()
         .unwrap()
 }
+
+/// Waits (at most 5 s, then panics) until no DDL's catalog reload is pending in the proxy
+/// whose shared state is `shared`: a DDL's OK no longer waits for the catalog, and until the
+/// reload lands reads of what it named are not cached (`ddl_pending`). A test that expects a
+/// hit right after a DDL waits for this first.
+#[allow(dead_code)]
+pub async fn wait_catalog_settled(shared: &qcache::shared::Shared) {
+    let start = std::time::Instant::now();
+    while shared.catalog.ddl_pending_any() {
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(5),
+            "a DDL's catalog reload did not land within 5 s"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+    }
+}
+
+impl TestProxy {
+    /// [`wait_catalog_settled`] for this proxy.
+    #[allow(dead_code)]
+    pub async fn catalog_settled(&self) {
+        wait_catalog_settled(&self.running.shared).await
+    }
+}
