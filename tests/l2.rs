@@ -772,6 +772,9 @@ async fn tail_restart_invalidates_l2_only_when_nobody_watched() {
     for round in 0.. {
         let read = format!("SELECT v FROM t WHERE id = 1 AND {round} >= 0");
         if round > 0 {
+            // After a drop, each instance bypasses L2 until it has resubscribed and resynced.
+            wait_up(&a).await;
+            wait_up(&b).await;
             before = disturbances();
         }
         let hits = stat(&b, "Qcache_l2_hits");
