@@ -1849,21 +1849,16 @@ impl Catalog {
                 return true;
             }
         }
-        if *snap.temporaries == crate::policy::stored_code::Temporaries::None
-            && self
-                .code_noted
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .is_empty()
-        {
+        // Read once: two reads could disagree when DDL is noted between them.
+        let noted = !self
+            .code_noted
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_empty();
+        if *snap.temporaries == crate::policy::stored_code::Temporaries::None && !noted {
             return false;
         }
-        snap.write_triggers(tables) != WriteTriggers::None
-            || !self
-                .code_noted
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .is_empty()
+        noted || snap.write_triggers(tables) != WriteTriggers::None
     }
 
     /// The temporary tables stored code that runs now may create (`stored_code`): what the

@@ -23,10 +23,10 @@ pub struct Redis {
 impl Redis {
     /// A standalone server on a free port, no persistence.
     pub fn start() -> Redis {
-        Redis::start_with(super::free_port(), &[])
+        Redis::start_fresh(|_| Vec::new())
     }
 
-    /// A server on `port` with extra options (e.g. `--cluster-enabled yes`).
+    /// A server on `port` with extra options (e.g. `--requirepass`).
     pub fn start_with(port: u16, extra: &[&str]) -> Redis {
         let mut r = Redis {
             port,
@@ -34,8 +34,29 @@ impl Redis {
             extra: extra.iter().map(|s| s.to_string()).collect(),
             tls: false,
         };
-        r.spawn();
+        r.spawn().unwrap_or_else(|e| panic!("{e}"));
         r
+    }
+
+    /// A server on a free port with the options `extra(port)` gives. A free port can be taken
+    /// by another process before redis-server binds it (tests run in parallel); the server
+    /// then exits at once, and this tries again on a new port.
+    pub fn start_fresh(extra: impl Fn(u16) -> Vec<String>) -> Redis {
+        let mut last = String::new();
+        for _ in 0..5 {
+            let port = super::free_port();
+            let mut r = Redis {
+                port,
+                child: None,
+                extra: extra(port),
+                tls: false,
+            };
+            match r.spawn() {
+                Ok(()) => return r,
+                Err(e) => last = e,
+            }
+        }
+        panic!("{last}");
     }
 
     /// A server that speaks TLS only, with a certificate signed by a CA made by `openssl`;
@@ -193,7 +214,7 @@ impl Redis {
             ],
             tls: true,
         };
-        r.spawn();
+        r.spawn().unwrap_or_else(|e| panic!("{e}"));
         let path = |f: &str| dir.join(f).to_string_lossy().into_owned();
         let files = TlsFiles {
             ca: ca.to_string_lossy().into_owned(),
@@ -205,7 +226,9 @@ impl Redis {
         (r, files)
     }
 
-    fn spawn(&mut self) {
+    /// Starts the server and waits until it answers; an error when it exited first (its port
+    /// taken) or never answered.
+    fn spawn(&mut self) -> Result<(), String> {
         let dir =
             std::env::temp_dir().join(format!("qcache-redis-{}-{}", std::process::id(), self.port));
         let _ = std::fs::create_dir_all(&dir);
@@ -229,11 +252,26 @@ impl Redis {
         let deadline = Instant::now() + Duration::from_secs(20);
         while Instant::now() < deadline {
             if self.ping() {
-                return;
+                return Ok(());
+            }
+            if let Some(status) = self
+                .child
+                .as_mut()
+                .and_then(|c| c.try_wait().ok().flatten())
+            {
+                self.child = None;
+                return Err(format!(
+                    "redis-server on port {} exited before answering ({status})",
+                    self.port
+                ));
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-        panic!("redis-server on port {} did not answer PING", self.port);
+        self.kill();
+        Err(format!(
+            "redis-server on port {} did not answer PING",
+            self.port
+        ))
     }
 
     pub fn url(&self) -> String {
@@ -275,7 +313,7 @@ impl Redis {
     /// Starts it again on the same port (empty: no persistence).
     pub fn restart(&mut self) {
         self.kill();
-        self.spawn();
+        self.spawn().unwrap_or_else(|e| panic!("{e}"));
     }
 
     /// SIGSTOP: connections stay open, nothing answers.
@@ -350,21 +388,25 @@ kill -CONT "$2" 2>/dev/null; kill -KILL "$2" 2>/dev/null; exit 0
 
 /// A 3-node Redis Cluster (no replicas) on free ports, or why it could not be made.
 pub fn cluster() -> Result<Vec<Redis>, String> {
+    // The bus port is named: by default it is the client port + 10000, which a free port
+    // above 55535 cannot have (the node then refuses to start).
     let nodes: Vec<Redis> = (0..3)
         .map(|_| {
-            let port = super::free_port();
-            let conf = format!("nodes-{port}.conf");
-            Redis::start_with(
-                port,
-                &[
+            Redis::start_fresh(|port| {
+                let bus = super::free_port().to_string();
+                [
                     "--cluster-enabled",
                     "yes",
                     "--cluster-config-file",
-                    &conf,
+                    &format!("nodes-{port}.conf"),
+                    "--cluster-port",
+                    &bus,
                     "--cluster-node-timeout",
                     "2000",
-                ],
-            )
+                ]
+                .map(str::to_string)
+                .to_vec()
+            })
         })
         .collect();
     let addrs: Vec<String> = nodes
