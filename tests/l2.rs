@@ -764,8 +764,8 @@ async fn tail_restart_invalidates_l2_only_when_nobody_watched() {
             .map(|p| stat(p, "Qcache_l2_notify_losses") + stat(p, "Qcache_l2_gaps_uncovered"))
             .sum::<u64>()
     };
-    let deadline = Instant::now() + 4 * LAG_BOUND;
     for round in 0.. {
+        let disturbed = disturbances();
         let read = format!("SELECT v FROM t WHERE id = 1 AND {round} >= 0");
         if round > 0 {
             // After a drop, each instance bypasses L2 until it has resubscribed and resynced.
@@ -790,14 +790,14 @@ async fn tail_restart_invalidates_l2_only_when_nobody_watched() {
         if stat(&b, "Qcache_l2_hits") == hits + 1 {
             break;
         }
-        // Under a full run's load B's first read after joining has also missed A's entry
-        // with neither counted (seen in clean-clone CI runs, cause not found; a miss, never
-        // a wrong answer): B must be served one of A's fills within the bound.
+        // A miss is allowed only when the fleet was disturbed meanwhile. (B's gap verdict
+        // used to be counted before L2 was read again, so a read right after the count
+        // could bypass L2 with nothing counted.)
         assert!(
-            Instant::now() < deadline,
-            "B was never served A's entry from L2 ({} disturbances)",
-            disturbances()
+            disturbances() > disturbed,
+            "round {round}: B missed A's entry with no silence or uncovered gap counted"
         );
+        assert!(round < 5, "B was never served A's entry from L2");
     }
     // Both gone: nobody watches. A newcomer must not trust what is in L2.
     drop(cb);
