@@ -1649,3 +1649,78 @@ async fn found_rows_after_a_refused_read_following_an_l2_hit() {
         }
     }
 }
+
+/// `max_stale` with L2 (issue #37 part 2): an outdated entry may be served while one session
+/// refreshes it, but not when the fleet confirms every hit in L2 (`l2.validate_hits =
+/// "remote"`): there a hit must be what L2 vouches for now, and a stale one never is. The
+/// same steps with local validation serve the stale value (the control: the setup does
+/// reach stale serving). A change learned from another instance through L2 is never served
+/// stale at all (`policy::stale`, `Dropped::Shared`: L2's channel cannot tell a change of
+/// rows from a DDL), so the write here is made through the same instance.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn max_stale_is_never_served_when_l2_confirms_hits() {
+    for remote in [false, true] {
+        let served_stale = stale_read_through_l2(remote).await;
+        assert_eq!(
+            served_stale, !remote,
+            "validate_hits remote = {remote}: stale served = {served_stale}"
+        );
+    }
+}
+
+/// Session 1 reads a slow query of `t` (filled in L1 and L2), session 3 writes `t`, session
+/// 1 starts refreshing and session 2 reads meanwhile: whether it got the old value.
+async fn stale_read_through_l2(remote: bool) -> bool {
+    const Q: &str =
+        "SELECT t.v, COUNT(*) AS n FROM t, big b1, big b2, big b3 WHERE t.id = 1 GROUP BY t.v";
+    let redis = Redis::start();
+    let schema = setup(if remote { "l2_stale_r" } else { "l2_stale_l" }, 1).await;
+    let mut d = common::direct_to(&schema).await;
+    d.query_drop("CREATE TABLE big (n INT)").await.unwrap();
+    let values: Vec<String> = (0..150).map(|i| format!("({i})")).collect();
+    d.query_drop(format!("INSERT INTO big VALUES {}", values.join(",")))
+        .await
+        .unwrap();
+    let rules = Config::from_toml(
+        &format!(
+            "[[rules]]\nschema = \"{schema}\"\ntable = \"t\"\naction = \"cache\"\n\
+             max_stale = \"30s\"\n"
+        ),
+        "rules",
+    )
+    .expect("rules parse")
+    .rules;
+    let a = proxy(&redis.url(), |c| {
+        c.rules = rules;
+        if remote {
+            c.l2.validate_hits = ValidateHits::Remote;
+        }
+    })
+    .await;
+    let mut a1 = a.conn(&schema).await;
+    let v: (i64, i64) = a1.query_first(Q).await.unwrap().unwrap();
+    assert_eq!(v.0, 0);
+    let mut a3 = a.conn(&schema).await;
+    a3.query_drop("UPDATE t SET v = 1 WHERE id = 1")
+        .await
+        .unwrap();
+    let cache = a.running.shared.cache.clone();
+    assert!(cache.entries().iter().all(|e| !e.current));
+    let refresh = tokio::spawn(async move {
+        let v: (i64, i64) = a1.query_first(Q).await.unwrap().unwrap();
+        v.0
+    });
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while cache.fills_in_flight() == 0 {
+        assert!(Instant::now() < deadline, "no refresh started");
+        assert!(
+            !refresh.is_finished(),
+            "the refresh ended before it was seen"
+        );
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    let mut a2 = a.conn(&schema).await;
+    let seen: (i64, i64) = a2.query_first(Q).await.unwrap().unwrap();
+    assert_eq!(refresh.await.unwrap(), 1, "the refresh reads the new row");
+    seen.0 == 0
+}
