@@ -1660,7 +1660,7 @@ async fn found_rows_after_a_refused_read_following_an_l2_hit() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn max_stale_is_never_served_when_l2_confirms_hits() {
     for remote in [false, true] {
-        let served_stale = stale_read_through_l2(remote).await;
+        let served_stale = stale_read_through_l2(remote, false).await;
         assert_eq!(
             served_stale, !remote,
             "validate_hits remote = {remote}: stale served = {served_stale}"
@@ -1668,9 +1668,18 @@ async fn max_stale_is_never_served_when_l2_confirms_hits() {
     }
 }
 
-/// Session 1 reads a slow query of `t` (filled in L1 and L2), session 3 writes `t`, session
-/// 1 starts refreshing and session 2 reads meanwhile: whether it got the old value.
-async fn stale_read_through_l2(remote: bool) -> bool {
+/// An entry copied into L1 from an L2 hit keeps its rule's `max_stale`, as the entry filled
+/// from the server does (`Session::local_entry`): the same steps as above, A's first read
+/// served from B's fill.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_l2_copy_keeps_max_stale() {
+    assert!(stale_read_through_l2(false, true).await);
+}
+
+/// Session 1 reads a slow query of `t` (filled in L1 and L2, or with `from_l2` served from
+/// another instance's fill and copied into L1), session 3 writes `t`, session 1 starts
+/// refreshing and session 2 reads meanwhile: whether it got the old value.
+async fn stale_read_through_l2(remote: bool, from_l2: bool) -> bool {
     const Q: &str =
         "SELECT t.v, COUNT(*) AS n FROM t, big b1, big b2, big b3 WHERE t.id = 1 GROUP BY t.v";
     let redis = Redis::start();
@@ -1690,16 +1699,30 @@ async fn stale_read_through_l2(remote: bool) -> bool {
     )
     .expect("rules parse")
     .rules;
-    let a = proxy(&redis.url(), |c| {
-        c.rules = rules;
+    let cfg = |c: &mut Config| {
+        c.rules = rules.clone();
         if remote {
             c.l2.validate_hits = ValidateHits::Remote;
         }
-    })
-    .await;
+    };
+    let a = proxy(&redis.url(), cfg).await;
+    let b = if from_l2 {
+        let b = proxy(&redis.url(), cfg).await;
+        let mut cb = b.conn(&schema).await;
+        let v: (i64, i64) = cb.query_first(Q).await.unwrap().unwrap();
+        assert_eq!(v.0, 0);
+        wait_for("B's entry", LAG_BOUND, || {
+            !redis.keys("qcache:e:*").is_empty()
+        })
+        .await;
+        Some(b)
+    } else {
+        None
+    };
     let mut a1 = a.conn(&schema).await;
     let v: (i64, i64) = a1.query_first(Q).await.unwrap().unwrap();
     assert_eq!(v.0, 0);
+    assert_eq!(stat(&a, "Qcache_l2_hits"), u64::from(from_l2));
     let mut a3 = a.conn(&schema).await;
     a3.query_drop("UPDATE t SET v = 1 WHERE id = 1")
         .await
@@ -1722,6 +1745,7 @@ async fn stale_read_through_l2(remote: bool) -> bool {
     let mut a2 = a.conn(&schema).await;
     let seen: (i64, i64) = a2.query_first(Q).await.unwrap().unwrap();
     assert_eq!(refresh.await.unwrap(), 1, "the refresh reads the new row");
+    drop(b);
     seen.0 == 0
 }
 
@@ -1795,4 +1819,44 @@ async fn ddl_from_the_binlog_is_pending_through_l2_too() {
     // B (its reloads not slowed) reads the new shape too.
     let rows: Vec<mysql_async::Row> = cb.query("SELECT * FROM t").await.unwrap();
     assert_eq!(rows[0].len(), 3);
+}
+
+/// An entry copied into L1 from an L2 hit carries this instance's rule for the read, as an
+/// entry filled from the server does (`Session::local_entry`): here the rule's TTL. B has no
+/// rule and fills L2; A's rule gives the read a 1 s TTL, so A's copy expires after 1 s and
+/// A asks L2 again rather than serve its copy on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_l2_copy_keeps_the_local_rules_ttl() {
+    let redis = Redis::start();
+    let schema = setup("l2_rule_ttl", 1).await;
+    let rules = Config::from_toml(
+        &format!(
+            "[[rules]]\nschema = \"{schema}\"\ntable = \"t\"\naction = \"cache\"\nttl = \"1s\"\n"
+        ),
+        "rules",
+    )
+    .expect("rules parse")
+    .rules;
+    let a = proxy(&redis.url(), |c| c.rules = rules).await;
+    let b = proxy(&redis.url(), |_| {}).await;
+    let mut cb = b.conn(&schema).await;
+    assert_eq!(read_v(&mut cb, 1).await, 0);
+    wait_for("B's entry", LAG_BOUND, || {
+        !redis.keys("qcache:e:*").is_empty()
+    })
+    .await;
+    let mut ca = a.conn(&schema).await;
+    assert_eq!(read_v(&mut ca, 1).await, 0);
+    assert_eq!(stat(&a, "Qcache_l2_hits"), 1);
+    // Within the TTL: A's own copy.
+    assert_eq!(read_v(&mut ca, 1).await, 0);
+    assert_eq!(stat(&a, "Qcache_l2_hits"), 1);
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    // Past it: the copy is gone, L2 (which B's entry lives in, without a rule) serves again.
+    assert_eq!(read_v(&mut ca, 1).await, 0);
+    assert_eq!(
+        stat(&a, "Qcache_l2_hits"),
+        2,
+        "A served its L2 copy past its rule's TTL"
+    );
 }

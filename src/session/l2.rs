@@ -5,6 +5,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::read::ReadPlan;
 use super::{Session, SessionError};
 use crate::cache::entry::L2Stamps;
 use crate::cache::sliceplans::PlannedSlices;
@@ -162,16 +163,17 @@ impl Session {
     pub(super) async fn serve_l2_hit(
         &mut self,
         guard: FillGuard,
-        hit: L2Entry,
-        l2_stamps: L2Stamps,
+        (hit, l2_stamps, settled): (L2Entry, L2Stamps, bool),
         local: Stamps,
-        settled: bool,
+        plan: &ReadPlan,
         sql: &[u8],
     ) -> Result<(), SessionError> {
         let started = Instant::now();
-        let entry = Entry::from_l2(hit, local, now_ms())
-            .with_sql(&String::from_utf8_lossy(&sql[..sql.len().min(256)]))
-            .with_l2(Some(l2_stamps));
+        // Dressed as a fill from the server is (`local_entry`): a copy that lacked the
+        // rule's TTL or `max_stale` would live or be served otherwise than the entry it
+        // stands for.
+        let entry = Entry::from_l2(hit, local, now_ms()).with_l2(Some(l2_stamps));
+        let entry = self.local_entry(entry, plan, sql);
         self.serve_hit(&entry, started).await?;
         if settled {
             let _ = guard.insert(entry);

@@ -630,7 +630,7 @@ impl Session {
             {
                 L2Step::Hit(hit, l2_stamps, settled) => {
                     if let Some(g) = guard.take() {
-                        self.serve_l2_hit(g, hit, l2_stamps, stamps.clone(), settled, sql)
+                        self.serve_l2_hit(g, (hit, l2_stamps, settled), stamps.clone(), &plan, sql)
                             .await?;
                         return Ok(false);
                     }
@@ -726,18 +726,11 @@ impl Session {
         let diag = diag.unwrap_or_default();
         let (bytes, scratch) = fill.take();
         self.fill_scratch = scratch;
-        let shape = self.shape_text(plan.digest, sql);
-        let mut entry = Entry::new(bytes, last, target.stamps, plan.digest)
-            .with_shape(resp.rows, shape)
+        let entry = Entry::new(bytes, last, target.stamps, plan.digest)
             .with_diagnostics(diag)
             .with_meta_status_at(meta)
-            .with_sql(&String::from_utf8_lossy(&sql[..sql.len().min(256)]))
             .with_l2(target.l2_fill.as_ref().and_then(|(s, _)| s.clone()));
-        if let Some(ttl) = plan.opts.ttl {
-            // The store still applies the global TTL when it is shorter.
-            entry.expires = entry.created.checked_add(ttl);
-        }
-        entry.max_stale = plan.opts.max_stale;
+        let entry = self.local_entry(entry, plan, sql);
         let l2_copy = target
             .l2_fill
             .as_ref()
@@ -753,6 +746,27 @@ impl Session {
             (None, Some(s)) => cache.insert_in(plan.key, entry, &s),
             (None, None) => cache.insert(plan.key, entry),
         };
+    }
+
+    /// What every local entry of a planned read carries, however it was filled (from the
+    /// server, or copied from an L2 hit): its shape for the digests, its preview, and its
+    /// rule's options — the TTL (never later than an expiry the entry already has, such as
+    /// the filling instance's rule gave it in L2; the store still applies the global TTL)
+    /// and `max_stale`.
+    pub(super) fn local_entry(&self, entry: Entry, plan: &ReadPlan, sql: &[u8]) -> Entry {
+        let rows = entry.rows;
+        let mut entry = entry
+            .with_shape(rows, self.shape_text(plan.digest, sql))
+            .with_sql(&String::from_utf8_lossy(&sql[..sql.len().min(256)]));
+        if let Some(ttl) = plan.opts.ttl {
+            let by_rule = entry.created.checked_add(ttl);
+            entry.expires = match (entry.expires, by_rule) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+        }
+        entry.max_stale = plan.opts.max_stale;
+        entry
     }
 
     /// Sends a read upstream (its snapshot point is taken as it is sent, `exchange_as`).
