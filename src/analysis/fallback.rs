@@ -66,6 +66,27 @@ impl<'a> Toks<'a> {
         }
     }
 
+    /// How many arguments the call whose `(` is at `open` passes: its top-level commas
+    /// plus one, none for `()`.
+    fn arg_count(&self, open: usize) -> usize {
+        let close = self.close_of(open);
+        if close == open + 1 {
+            return 0;
+        }
+        let mut depth = 0usize;
+        let mut n = 1;
+        for t in self.t.iter().take(close).skip(open + 1) {
+            if t.is_punct(b'(') {
+                depth += 1;
+            } else if t.is_punct(b')') {
+                depth = depth.saturating_sub(1);
+            } else if depth == 0 && t.is_punct(b',') {
+                n += 1;
+            }
+        }
+        n
+    }
+
     /// Index of the `)` matching the `(` at `open` (or the end).
     fn close_of(&self, open: usize) -> usize {
         let mut depth = 0usize;
@@ -184,7 +205,10 @@ pub(crate) fn bulk_insert_target(sql: &str) -> Option<WriteInfo> {
             if let Some(p) = prev.filter(|p| p.tok == Tok::Word) {
                 let kw = PAREN_KEYWORDS.iter().any(|k| p.is_kw(b, k));
                 let name = String::from_utf8_lossy(p.bytes(b)).to_ascii_lowercase();
-                if !kw && functions::classify(&name, false).may_write() {
+                if !kw
+                    && (functions::classify(&name, false).may_write()
+                        || functions::arity_decides(&name))
+                {
                     return None;
                 }
             }
@@ -320,12 +344,7 @@ fn worst_call(toks: &Toks) -> Option<FnClass> {
             continue;
         }
         let name = String::from_utf8_lossy(t.bytes(toks.sql)).to_ascii_lowercase();
-        let no_args = toks.punct(k + 2, b')');
-        let class = if toks.spaced(k) {
-            functions::classify_spaced(&name, no_args)
-        } else {
-            functions::classify(&name, no_args)
-        };
+        let class = functions::classify_call(&name, toks.arg_count(k + 1), toks.spaced(k));
         let rank = |c: &FnClass| match c {
             FnClass::Unknown => 3,
             FnClass::Sequence | FnClass::ColumnDefault => 2,
@@ -409,7 +428,7 @@ pub fn sequences_written(expr: &str) -> Option<Vec<TableRef>> {
             continue;
         }
         let name = String::from_utf8_lossy(t.bytes(toks.sql)).to_ascii_lowercase();
-        match functions::classify(&name, toks.punct(k + 2, b')')) {
+        match functions::classify_call(&name, toks.arg_count(k + 1), toks.spaced(k)) {
             FnClass::Deterministic | FnClass::NonDeterministic(_) => {}
             FnClass::Unknown | FnClass::ColumnDefault => return None,
             FnClass::Sequence if name == "lastval" => {}

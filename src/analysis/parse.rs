@@ -377,6 +377,24 @@ struct Scope {
     cte_bodies: Vec<(*const Query, Vec<String>)>,
 }
 
+/// Whether every time zone a `CONVERT_TZ(dt, from, to)` names is a string literal the
+/// server reads without its time zone tables (`functions::fixed_time_zone`).
+fn fixed_zones(args: &FunctionArguments) -> bool {
+    use sqlparser::ast::{FunctionArg, FunctionArgExpr, Value};
+    let FunctionArguments::List(l) = args else {
+        return false;
+    };
+    l.args.iter().skip(1).all(|a| match a {
+        FunctionArg::Unnamed(FunctionArgExpr::Expr(Expr::Value(v))) => match &v.value {
+            Value::SingleQuotedString(z) | Value::DoubleQuotedString(z) => {
+                functions::fixed_time_zone(z)
+            }
+            _ => false,
+        },
+        _ => false,
+    })
+}
+
 struct ReadVisitor {
     tables: Vec<TableRef>,
     verdict: Option<NotCached>,
@@ -402,12 +420,17 @@ impl ReadVisitor {
             return;
         };
         let name = ident.value.to_ascii_lowercase();
-        let no_args = match &f.args {
-            FunctionArguments::None => true,
-            FunctionArguments::List(l) => l.args.is_empty(),
-            FunctionArguments::Subquery(_) => false,
+        let n_args = match &f.args {
+            FunctionArguments::None => 0,
+            FunctionArguments::List(l) => l.args.len(),
+            FunctionArguments::Subquery(_) => 1,
         };
-        match functions::classify(&name, no_args) {
+        if name == "convert_tz" && !fixed_zones(&f.args) {
+            // A named zone is read from the server's mysql.time_zone* tables (NULL until
+            // it is loaded there), which no key or table version follows.
+            self.refuse(NotCached::NonDeterministic("convert_tz"));
+        }
+        match functions::classify_call(&name, n_args, false) {
             FnClass::Deterministic => {}
             FnClass::NonDeterministic(n) => self.refuse(NotCached::NonDeterministic(n)),
             FnClass::Sequence => {
