@@ -334,10 +334,19 @@ fn worst_call(toks: &Toks) -> Option<FnClass> {
             }
             continue;
         }
-        if t.tok != Tok::Word
-            || !toks.punct(k + 1, b'(')
-            || toks.punct(k.wrapping_sub(1), b'.') && k > 0
+        let quoted = matches!(t.tok, Tok::Backquoted | Tok::DoubleQuoted);
+        if (quoted || t.tok == Tok::Word)
+            && toks.punct(k + 1, b'(')
+            && (quoted || k > 0 && toks.punct(k - 1, b'.'))
         {
+            // A quoted name called (`` `g`() ``, `"g"()` under ANSI_QUOTES, which sqlparser
+            // reads as a string) or a qualified one (`db.g()`): the server runs a stored
+            // function or a UDF. (A quoted or qualified table before a column list, as in
+            // `INSERT INTO db.t (a)`, counts too: a bare one already does.)
+            worst = Some(FnClass::Unknown);
+            continue;
+        }
+        if t.tok != Tok::Word || !toks.punct(k + 1, b'(') {
             continue;
         }
         if PAREN_KEYWORDS.iter().any(|kw| t.is_kw(toks.sql, kw)) {
@@ -829,6 +838,19 @@ mod tests {
             ),
             ("SELECT 'my_func(1)'", false),
             ("SELECT 1", false),
+            // Quoted or qualified names called are stored functions.
+            ("SET @x = `g`()", true),
+            ("SET @x = \"g\"()", true),
+            ("SET @x = db.g()", true),
+            ("SET @x = `db`.`concat` (1)", true),
+            ("SELECT \"g\" FROM t", false),
+            ("SELECT t.a FROM db.t WHERE (a) = (1)", false),
+            // A geometry constructor with a count its grammar does not take.
+            ("SET @x = point(1)", true),
+            ("SET @x = point(1, 2)", false),
+            ("SET @x = polygon()", true),
+            // A non-deterministic name MariaDB lacks.
+            ("SET @x = uuid_v4()", true),
         ];
         for (sql, want) in cases {
             assert_eq!(calls_unknown_code(sql), want, "{sql}");
