@@ -638,7 +638,8 @@ fn create(toks: &Toks) -> Option<WriteInfo> {
         if toks.kw(k, "PROCEDURE") || toks.kw(k, "FUNCTION") || toks.kw(k, "EVENT") {
             return Some(ddl(Vec::new()));
         }
-        if toks.kw(k, "TABLE") {
+        // A sequence is a table, temporary ones included.
+        if toks.kw(k, "TABLE") || toks.kw(k, "SEQUENCE") {
             let temporary = (1..k).any(|j| toks.kw(j, "TEMPORARY"));
             let mut at = k + 1;
             if toks.kw(at, "IF") && toks.kw(at + 1, "NOT") && toks.kw(at + 2, "EXISTS") {
@@ -1013,6 +1014,9 @@ mod tests {
         assert_eq!(temp.targets, WriteTargets::Tables(vec![t(None, "tmp")]));
         assert_eq!(temp.temp_created, vec![t(None, "tmp")]);
         assert!(!temp.ddl && !temp.implicit_commit);
+        let seq =
+            unparsed_write("CREATE OR REPLACE TEMPORARY SEQUENCE s START WITH 7 WEIRD").unwrap();
+        assert_eq!(seq.temp_created, vec![t(None, "s")]);
         let table = unparsed_write("CREATE TABLE x LIKE y WEIRD_OPTION=1").unwrap();
         assert!(table.ddl && table.temp_created.is_empty());
         assert_eq!(unparsed_write("CREATE (x)"), None);

@@ -739,8 +739,19 @@ fn write_info(stmt: &Statement) -> Option<WriteInfo> {
         Statement::DropTrigger(dt) => ddl(tables_or_unknown(
             dt.table_name.as_ref().and_then(table_ref).map(|t| vec![t]),
         )),
-        Statement::CreateSequence { name, .. } => {
-            ddl(tables_or_unknown(table_ref(name).map(|t| vec![t])))
+        Statement::CreateSequence {
+            name, temporary, ..
+        } => {
+            let t = table_ref(name);
+            let mut w = ddl(tables_or_unknown(t.clone().map(|t| vec![t])));
+            if *temporary {
+                // A sequence is a table: a temporary one shadows the base table of its
+                // name for the session, as CREATE TEMPORARY TABLE does.
+                w.ddl = false;
+                w.implicit_commit = false;
+                w.temp_created = t.into_iter().collect();
+            }
+            w
         }
         Statement::LoadData { table_name, .. } => WriteInfo {
             targets: tables_or_unknown(table_ref(table_name).map(|t| vec![t])),
@@ -837,7 +848,9 @@ fn drop_write(
     table: Option<&ObjectName>,
 ) -> WriteInfo {
     match object_type {
-        ObjectType::Table => {
+        // A sequence is a table (DROP SEQUENCE drops a temporary one first, as DROP TABLE
+        // does).
+        ObjectType::Table | ObjectType::Sequence => {
             let t = names(dropped);
             let mut w = ddl(tables_or_unknown(t.clone()));
             w.temp_dropped = t.unwrap_or_default();
@@ -847,7 +860,7 @@ fn drop_write(
             }
             w
         }
-        ObjectType::View | ObjectType::Sequence => ddl(tables_or_unknown(names(dropped))),
+        ObjectType::View => ddl(tables_or_unknown(names(dropped))),
         ObjectType::Index => ddl(tables_or_unknown(
             table.and_then(table_ref).map(|t| vec![t]),
         )),
@@ -1361,6 +1374,13 @@ mod tests {
         let w = write("DROP TEMPORARY TABLE tmp");
         assert_eq!(w.temp_dropped, vec![t("tmp")]);
         assert!(!w.implicit_commit);
+        // A sequence is a table: a temporary one shadows the base table of its name.
+        let w = write("CREATE TEMPORARY SEQUENCE tmp START WITH 7");
+        assert_eq!(w.temp_created, vec![t("tmp")]);
+        assert!(!w.implicit_commit && !w.ddl);
+        assert_eq!(write("DROP SEQUENCE tmp").temp_dropped, vec![t("tmp")]);
+        let w = write("CREATE SEQUENCE s");
+        assert!(w.ddl && w.temp_created.is_empty());
         let w = write("CREATE DATABASE d");
         assert_eq!(w.targets, WriteTargets::Tables(vec![]));
         assert!(w.ddl);
