@@ -720,6 +720,7 @@ topics!(
     adversary5,
     adversary6,
     adversary7,
+    adversary8,
     basics,
     catalog,
     classification,

@@ -98,9 +98,23 @@ trait Out {
     fn sign(&mut self, _t: &Token) {}
 }
 
+/// Whether a string literal token (quotes included) names a time zone the server reads
+/// without its time zone tables (`functions::fixed_time_zone`): the analysis of a
+/// `CONVERT_TZ` depends on it, so the digest (which the analysis is remembered by) keeps
+/// such literals apart from other strings. At most 10 bytes, checked before anything else.
+fn fixed_zone_literal(b: &[u8]) -> bool {
+    b.len() <= 10
+        && b.len() >= 3
+        && b[0] == b'\''
+        && b[b.len() - 1] == b'\''
+        && std::str::from_utf8(&b[1..b.len() - 1])
+            .is_ok_and(|z| !z.contains('\'') && super::functions::fixed_time_zone(z))
+}
+
 impl Out for Sink {
     fn token(&mut self, t: &Token, sql: &[u8]) {
         match t.tok {
+            Tok::Str if fixed_zone_literal(t.bytes(sql)) => self.push(b"?z"),
             Tok::Number | Tok::Str | Tok::HexBin => self.push(b"?"),
             Tok::Word | Tok::Var => self.push_lower(t.bytes(sql)),
             Tok::DoubleQuoted | Tok::Backquoted | Tok::Punct(_) => self.push(t.bytes(sql)),
@@ -352,6 +366,24 @@ mod tests {
         same(
             "SELECT * FROM t WHERE id IN (1)",
             "SELECT * FROM t WHERE id IN(1)",
+        );
+    }
+
+    /// `CONVERT_TZ(d, '+00:00', 'Europe/Paris')` reads the server's time zone tables, the
+    /// same call with offsets does not: their analyses differ, so their digests must.
+    #[test]
+    fn fixed_time_zone_literals_are_another_shape() {
+        differ(
+            "SELECT CONVERT_TZ(d, '+00:00', '+02:00') FROM t",
+            "SELECT CONVERT_TZ(d, '+00:00', 'Europe/Paris') FROM t",
+        );
+        same(
+            "SELECT CONVERT_TZ(d, '+00:00', '+02:00') FROM t",
+            "SELECT CONVERT_TZ(d, 'SYSTEM', '-5:30') FROM t",
+        );
+        same(
+            "SELECT a FROM t WHERE s = 'x'",
+            "SELECT a FROM t WHERE s = 'UTC'",
         );
     }
 

@@ -66,6 +66,27 @@ impl<'a> Toks<'a> {
         }
     }
 
+    /// How many arguments the call whose `(` is at `open` passes: its top-level commas
+    /// plus one, none for `()`.
+    fn arg_count(&self, open: usize) -> usize {
+        let close = self.close_of(open);
+        if close == open + 1 {
+            return 0;
+        }
+        let mut depth = 0usize;
+        let mut n = 1;
+        for t in self.t.iter().take(close).skip(open + 1) {
+            if t.is_punct(b'(') {
+                depth += 1;
+            } else if t.is_punct(b')') {
+                depth = depth.saturating_sub(1);
+            } else if depth == 0 && t.is_punct(b',') {
+                n += 1;
+            }
+        }
+        n
+    }
+
     /// Index of the `)` matching the `(` at `open` (or the end).
     fn close_of(&self, open: usize) -> usize {
         let mut depth = 0usize;
@@ -184,7 +205,10 @@ pub(crate) fn bulk_insert_target(sql: &str) -> Option<WriteInfo> {
             if let Some(p) = prev.filter(|p| p.tok == Tok::Word) {
                 let kw = PAREN_KEYWORDS.iter().any(|k| p.is_kw(b, k));
                 let name = String::from_utf8_lossy(p.bytes(b)).to_ascii_lowercase();
-                if !kw && functions::classify(&name, false).may_write() {
+                if !kw
+                    && (functions::classify(&name, false).may_write()
+                        || functions::arity_decides(&name))
+                {
                     return None;
                 }
             }
@@ -310,22 +334,26 @@ fn worst_call(toks: &Toks) -> Option<FnClass> {
             }
             continue;
         }
-        if t.tok != Tok::Word
-            || !toks.punct(k + 1, b'(')
-            || toks.punct(k.wrapping_sub(1), b'.') && k > 0
+        let quoted = matches!(t.tok, Tok::Backquoted | Tok::DoubleQuoted);
+        if (quoted || t.tok == Tok::Word)
+            && toks.punct(k + 1, b'(')
+            && (quoted || k > 0 && toks.punct(k - 1, b'.'))
         {
+            // A quoted name called (`` `g`() ``, `"g"()` under ANSI_QUOTES, which sqlparser
+            // reads as a string) or a qualified one (`db.g()`): the server runs a stored
+            // function or a UDF. (A quoted or qualified table before a column list, as in
+            // `INSERT INTO db.t (a)`, counts too: a bare one already does.)
+            worst = Some(FnClass::Unknown);
+            continue;
+        }
+        if t.tok != Tok::Word || !toks.punct(k + 1, b'(') {
             continue;
         }
         if PAREN_KEYWORDS.iter().any(|kw| t.is_kw(toks.sql, kw)) {
             continue;
         }
         let name = String::from_utf8_lossy(t.bytes(toks.sql)).to_ascii_lowercase();
-        let no_args = toks.punct(k + 2, b')');
-        let class = if toks.spaced(k) {
-            functions::classify_spaced(&name, no_args)
-        } else {
-            functions::classify(&name, no_args)
-        };
+        let class = functions::classify_call(&name, toks.arg_count(k + 1), toks.spaced(k));
         let rank = |c: &FnClass| match c {
             FnClass::Unknown => 3,
             FnClass::Sequence | FnClass::ColumnDefault => 2,
@@ -409,7 +437,7 @@ pub fn sequences_written(expr: &str) -> Option<Vec<TableRef>> {
             continue;
         }
         let name = String::from_utf8_lossy(t.bytes(toks.sql)).to_ascii_lowercase();
-        match functions::classify(&name, toks.punct(k + 2, b')')) {
+        match functions::classify_call(&name, toks.arg_count(k + 1), toks.spaced(k)) {
             FnClass::Deterministic | FnClass::NonDeterministic(_) => {}
             FnClass::Unknown | FnClass::ColumnDefault => return None,
             FnClass::Sequence if name == "lastval" => {}
@@ -610,7 +638,8 @@ fn create(toks: &Toks) -> Option<WriteInfo> {
         if toks.kw(k, "PROCEDURE") || toks.kw(k, "FUNCTION") || toks.kw(k, "EVENT") {
             return Some(ddl(Vec::new()));
         }
-        if toks.kw(k, "TABLE") {
+        // A sequence is a table, temporary ones included.
+        if toks.kw(k, "TABLE") || toks.kw(k, "SEQUENCE") {
             let temporary = (1..k).any(|j| toks.kw(j, "TEMPORARY"));
             let mut at = k + 1;
             if toks.kw(at, "IF") && toks.kw(at + 1, "NOT") && toks.kw(at + 2, "EXISTS") {
@@ -810,6 +839,19 @@ mod tests {
             ),
             ("SELECT 'my_func(1)'", false),
             ("SELECT 1", false),
+            // Quoted or qualified names called are stored functions.
+            ("SET @x = `g`()", true),
+            ("SET @x = \"g\"()", true),
+            ("SET @x = db.g()", true),
+            ("SET @x = `db`.`concat` (1)", true),
+            ("SELECT \"g\" FROM t", false),
+            ("SELECT t.a FROM db.t WHERE (a) = (1)", false),
+            // A geometry constructor with a count its grammar does not take.
+            ("SET @x = point(1)", true),
+            ("SET @x = point(1, 2)", false),
+            ("SET @x = polygon()", true),
+            // A non-deterministic name MariaDB lacks.
+            ("SET @x = uuid_v4()", true),
         ];
         for (sql, want) in cases {
             assert_eq!(calls_unknown_code(sql), want, "{sql}");
@@ -972,6 +1014,9 @@ mod tests {
         assert_eq!(temp.targets, WriteTargets::Tables(vec![t(None, "tmp")]));
         assert_eq!(temp.temp_created, vec![t(None, "tmp")]);
         assert!(!temp.ddl && !temp.implicit_commit);
+        let seq =
+            unparsed_write("CREATE OR REPLACE TEMPORARY SEQUENCE s START WITH 7 WEIRD").unwrap();
+        assert_eq!(seq.temp_created, vec![t(None, "s")]);
         let table = unparsed_write("CREATE TABLE x LIKE y WEIRD_OPTION=1").unwrap();
         assert!(table.ddl && table.temp_created.is_empty());
         assert_eq!(unparsed_write("CREATE (x)"), None);

@@ -47,6 +47,9 @@ pub(crate) fn classify(name: &str, no_args: bool) -> FnClass {
     if name == "default" {
         return FnClass::ColumnDefault;
     }
+    if !MYSQL_UPSTREAM.load(Ordering::Relaxed) && NOT_ON_MARIADB.binary_search(&name).is_ok() {
+        return FnClass::Unknown;
+    }
     if let Ok(i) = NON_DETERMINISTIC.binary_search(&name) {
         return FnClass::NonDeterministic(NON_DETERMINISTIC[i]);
     }
@@ -98,6 +101,81 @@ const MYSQL_ONLY: &[&str] = &[
     "statement_digest_text",
     "uuid_to_bin",
 ];
+
+/// Non-deterministic built-ins of [`NON_DETERMINISTIC`] that MariaDB 10.11 does not have
+/// (MySQL's, or later MariaDB releases': UUID_V4 and UUID_V7 came with 11.7). On MariaDB an
+/// unqualified call of one runs the stored function of that name, which may write: so it
+/// is stored code (a write to unknown tables), not merely uncacheable, until the upstream
+/// said it is MySQL. Sorted (a test checks). Each was checked against MariaDB 10.11.19,
+/// where `SELECT name(…)` with any argument count answers 1305 (FUNCTION does not exist).
+const NOT_ON_MARIADB: &[&str] = &[
+    "icu_version",
+    "ps_current_thread_id",
+    "ps_thread_id",
+    "roles_graphml",
+    "source_pos_wait",
+    "uuid_v4",
+    "uuid_v7",
+    "wait_for_executed_gtid_set",
+    "wait_until_sql_thread_after_gtids",
+];
+
+/// Classifies a call of lower-case, unqualified `name` with `n_args` arguments, `spaced`
+/// when something (a space, a comment) separates the name from its `(`: the one place a
+/// call's shape decides which function the server runs ([`classify_spaced`], and the
+/// geometry constructors the grammar knows only with some argument counts).
+pub(crate) fn classify_call(name: &str, n_args: usize, spaced: bool) -> FnClass {
+    if !grammar_arity(name, n_args) {
+        return FnClass::Unknown;
+    }
+    if spaced {
+        classify_spaced(name, n_args == 0)
+    } else {
+        classify(name, n_args == 0)
+    }
+}
+
+/// Whether the server's grammar takes a call of `name` with `n_args` arguments as the
+/// built-in. MariaDB's grammar has the geometry constructors only with these counts
+/// (`POINT(x, y)`; `POLYGON(…)`, `LINESTRING(…)`, … with at least one): any other count is
+/// a generic call, which runs the stored function of that name in the current database
+/// (checked against MariaDB 10.11.19: `SELECT point(1)`, `SELECT polygon()` answer 1305).
+/// Whether the argument count decides if a call of `name` is the built-in
+/// ([`grammar_arity`]): where the count is not at hand, such a call is stored code.
+pub(crate) fn arity_decides(name: &str) -> bool {
+    !grammar_arity(name, 0) || !grammar_arity(name, 1)
+}
+
+fn grammar_arity(name: &str, n_args: usize) -> bool {
+    match name {
+        "point" => n_args == 2,
+        "geometrycollection" | "linestring" | "multilinestring" | "multipoint" | "multipolygon"
+        | "polygon" => n_args >= 1,
+        _ => true,
+    }
+}
+
+/// Whether the server reads time zone `zone` (an argument of CONVERT_TZ) without its
+/// mysql.time_zone* tables: `SYSTEM` or an offset `±h:mm`. Any other name is looked up in
+/// those tables at each call until found (a zone not loaded gives NULL, and loading it, by
+/// writes to tables qcache never keys on, changes the answer), so a call naming one is
+/// not cached.
+pub(crate) fn fixed_time_zone(zone: &str) -> bool {
+    let z = zone.trim();
+    if z.eq_ignore_ascii_case("system") {
+        return true;
+    }
+    let Some(rest) = z.strip_prefix(['+', '-']) else {
+        return false;
+    };
+    let Some((h, m)) = rest.split_once(':') else {
+        return false;
+    };
+    !h.is_empty()
+        && h.len() <= 2
+        && m.len() == 2
+        && h.bytes().chain(m.bytes()).all(|b| b.is_ascii_digit())
+}
 
 /// Built-ins the server's grammar knows only when `(` follows the name at once: with a
 /// space or a comment between them (and IGNORE_SPACE off) the name is an identifier, and
@@ -618,6 +696,10 @@ mod tests {
         assert!(NON_DETERMINISTIC.windows(2).all(|w| w[0] < w[1]));
         assert!(DETERMINISTIC.windows(2).all(|w| w[0] < w[1]));
         assert!(MYSQL_ONLY.windows(2).all(|w| w[0] < w[1]));
+        assert!(NOT_ON_MARIADB.windows(2).all(|w| w[0] < w[1]));
+        assert!(NOT_ON_MARIADB
+            .iter()
+            .all(|n| NON_DETERMINISTIC.binary_search(n).is_ok()));
         assert!(ADJACENT_PAREN.windows(2).all(|w| w[0] < w[1]));
         assert!(MYSQL_ONLY
             .iter()
@@ -667,10 +749,42 @@ mod tests {
 
     /// Every listed non-deterministic function reads as such under its own name; every
     /// sequence function as a sequence; DEFAULT as a column default.
+    /// The geometry constructors are built-ins only with the argument counts the grammar
+    /// takes; another count runs the stored function of that name.
+    #[test]
+    fn geometry_constructors_by_argument_count() {
+        assert_eq!(classify_call("point", 2, false), FnClass::Deterministic);
+        assert_eq!(classify_call("point", 1, false), FnClass::Unknown);
+        assert_eq!(classify_call("point", 3, false), FnClass::Unknown);
+        assert_eq!(classify_call("polygon", 0, false), FnClass::Unknown);
+        assert_eq!(classify_call("polygon", 1, false), FnClass::Deterministic);
+        assert_eq!(
+            classify_call("multipoint", 4, false),
+            FnClass::Deterministic
+        );
+        assert_eq!(classify_call("substr", 2, true), FnClass::Unknown);
+        assert_eq!(classify_call("concat", 0, false), FnClass::Deterministic);
+    }
+
+    #[test]
+    fn time_zones_read_without_tables() {
+        for z in ["+00:00", "-5:30", "SYSTEM", "system", " +13:00 "] {
+            assert!(fixed_time_zone(z), "{z}");
+        }
+        for z in ["UTC", "Europe/Paris", "+0000", "+1:3", "", "+:00", "MET"] {
+            assert!(!fixed_time_zone(z), "{z}");
+        }
+    }
+
     #[test]
     fn every_listed_name_has_its_class() {
         for n in NON_DETERMINISTIC {
-            assert_eq!(classify(n, false), FnClass::NonDeterministic(n), "{n}");
+            let want = if NOT_ON_MARIADB.contains(n) {
+                FnClass::Unknown
+            } else {
+                FnClass::NonDeterministic(n)
+            };
+            assert_eq!(classify(n, false), want, "{n} (MariaDB upstream)");
         }
         for n in SEQUENCE {
             assert_eq!(classify(n, false), FnClass::Sequence, "{n}");

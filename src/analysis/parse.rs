@@ -377,6 +377,24 @@ struct Scope {
     cte_bodies: Vec<(*const Query, Vec<String>)>,
 }
 
+/// Whether every time zone a `CONVERT_TZ(dt, from, to)` names is a string literal the
+/// server reads without its time zone tables (`functions::fixed_time_zone`).
+fn fixed_zones(args: &FunctionArguments) -> bool {
+    use sqlparser::ast::{FunctionArg, FunctionArgExpr, Value};
+    let FunctionArguments::List(l) = args else {
+        return false;
+    };
+    l.args.iter().skip(1).all(|a| match a {
+        FunctionArg::Unnamed(FunctionArgExpr::Expr(Expr::Value(v))) => match &v.value {
+            Value::SingleQuotedString(z) | Value::DoubleQuotedString(z) => {
+                functions::fixed_time_zone(z)
+            }
+            _ => false,
+        },
+        _ => false,
+    })
+}
+
 struct ReadVisitor {
     tables: Vec<TableRef>,
     verdict: Option<NotCached>,
@@ -402,12 +420,17 @@ impl ReadVisitor {
             return;
         };
         let name = ident.value.to_ascii_lowercase();
-        let no_args = match &f.args {
-            FunctionArguments::None => true,
-            FunctionArguments::List(l) => l.args.is_empty(),
-            FunctionArguments::Subquery(_) => false,
+        let n_args = match &f.args {
+            FunctionArguments::None => 0,
+            FunctionArguments::List(l) => l.args.len(),
+            FunctionArguments::Subquery(_) => 1,
         };
-        match functions::classify(&name, no_args) {
+        if name == "convert_tz" && !fixed_zones(&f.args) {
+            // A named zone is read from the server's mysql.time_zone* tables (NULL until
+            // it is loaded there), which no key or table version follows.
+            self.refuse(NotCached::NonDeterministic("convert_tz"));
+        }
+        match functions::classify_call(&name, n_args, false) {
             FnClass::Deterministic => {}
             FnClass::NonDeterministic(n) => self.refuse(NotCached::NonDeterministic(n)),
             FnClass::Sequence => {
@@ -716,8 +739,19 @@ fn write_info(stmt: &Statement) -> Option<WriteInfo> {
         Statement::DropTrigger(dt) => ddl(tables_or_unknown(
             dt.table_name.as_ref().and_then(table_ref).map(|t| vec![t]),
         )),
-        Statement::CreateSequence { name, .. } => {
-            ddl(tables_or_unknown(table_ref(name).map(|t| vec![t])))
+        Statement::CreateSequence {
+            name, temporary, ..
+        } => {
+            let t = table_ref(name);
+            let mut w = ddl(tables_or_unknown(t.clone().map(|t| vec![t])));
+            if *temporary {
+                // A sequence is a table: a temporary one shadows the base table of its
+                // name for the session, as CREATE TEMPORARY TABLE does.
+                w.ddl = false;
+                w.implicit_commit = false;
+                w.temp_created = t.into_iter().collect();
+            }
+            w
         }
         Statement::LoadData { table_name, .. } => WriteInfo {
             targets: tables_or_unknown(table_ref(table_name).map(|t| vec![t])),
@@ -814,7 +848,9 @@ fn drop_write(
     table: Option<&ObjectName>,
 ) -> WriteInfo {
     match object_type {
-        ObjectType::Table => {
+        // A sequence is a table (DROP SEQUENCE drops a temporary one first, as DROP TABLE
+        // does).
+        ObjectType::Table | ObjectType::Sequence => {
             let t = names(dropped);
             let mut w = ddl(tables_or_unknown(t.clone()));
             w.temp_dropped = t.unwrap_or_default();
@@ -824,7 +860,7 @@ fn drop_write(
             }
             w
         }
-        ObjectType::View | ObjectType::Sequence => ddl(tables_or_unknown(names(dropped))),
+        ObjectType::View => ddl(tables_or_unknown(names(dropped))),
         ObjectType::Index => ddl(tables_or_unknown(
             table.and_then(table_ref).map(|t| vec![t]),
         )),
@@ -1338,6 +1374,13 @@ mod tests {
         let w = write("DROP TEMPORARY TABLE tmp");
         assert_eq!(w.temp_dropped, vec![t("tmp")]);
         assert!(!w.implicit_commit);
+        // A sequence is a table: a temporary one shadows the base table of its name.
+        let w = write("CREATE TEMPORARY SEQUENCE tmp START WITH 7");
+        assert_eq!(w.temp_created, vec![t("tmp")]);
+        assert!(!w.implicit_commit && !w.ddl);
+        assert_eq!(write("DROP SEQUENCE tmp").temp_dropped, vec![t("tmp")]);
+        let w = write("CREATE SEQUENCE s");
+        assert!(w.ddl && w.temp_created.is_empty());
         let w = write("CREATE DATABASE d");
         assert_eq!(w.targets, WriteTargets::Tables(vec![]));
         assert!(w.ddl);

@@ -178,9 +178,12 @@ pub(crate) fn classify(sql: &[u8], lx: &mut Lexer, depth: u32) -> (StatementKind
                 _ => StatementKind::Show,
             }
         }
-        b"BEGIN" => match next_upper(lx) {
-            Some(u) if u.get() == b"NOT" => StatementKind::Write,
-            _ => StatementKind::Begin,
+        // `BEGIN [WORK]` opens a transaction; anything else after BEGIN is anonymous stored
+        // code (`BEGIN NOT ATOMIC …`, and under sql_mode=ORACLE `BEGIN stmt; … END`).
+        b"BEGIN" => match lx.next_token() {
+            None => StatementKind::Begin,
+            Some(t) if t.is_punct(b';') || t.is_kw(sql, "WORK") => StatementKind::Begin,
+            _ => StatementKind::Write,
         },
         b"START" => match next_upper(lx) {
             Some(u) if u.get() == b"TRANSACTION" => StatementKind::Begin,
@@ -333,7 +336,10 @@ pub fn is_compound(sql: &[u8]) -> bool {
         return true;
     }
     if first.is_kw(sql, "BEGIN") {
-        return second.is_some_and(|t| t.is_kw(sql, "NOT"));
+        // Not `BEGIN [WORK]`: `BEGIN NOT ATOMIC …`, or under sql_mode=ORACLE a block
+        // `BEGIN stmt; … END` (qcache does not know the mode; in another mode the server
+        // refuses the statement, and planning it as code only costs caching).
+        return second.is_some_and(|t| !t.is_kw(sql, "WORK") && !t.is_punct(b';'));
     }
     ["IF", "CASE", "LOOP", "WHILE", "REPEAT", "FOR", "DECLARE"]
         .iter()
@@ -531,6 +537,13 @@ mod tests {
             ("SET STATEMENT max_statement_time=0", false),
             ("BEGIN", false),
             ("BEGIN WORK", false),
+            ("begin /* c */ work", false),
+            // sql_mode=ORACLE's anonymous block.
+            (
+                "BEGIN CREATE TEMPORARY TABLE t AS SELECT 7 AS id; END",
+                true,
+            ),
+            ("BEGIN /* c */ INSERT INTO t VALUES (1); END", true),
             ("SELECT IF(1, 2, 3)", false),
             ("SET @a = 1", false),
             ("INSERT INTO t VALUES (1)", false),
@@ -636,6 +649,8 @@ mod tests {
             ("DO 1", StatementKind::Write),
             ("BEGIN", StatementKind::Begin),
             ("begin work", StatementKind::Begin),
+            ("BEGIN; SELECT 1", StatementKind::Begin),
+            ("BEGIN INSERT INTO t VALUES (1); END", StatementKind::Write),
             (
                 "BEGIN NOT ATOMIC UPDATE t SET a = 1; END",
                 StatementKind::Write,

@@ -476,7 +476,7 @@ fn calls(w: &[W], mode: Mode, out: &mut Code) {
     }
 }
 
-/// The temporary tables a body creates (`CREATE [OR REPLACE] TEMPORARY TABLE [IF NOT
+/// The temporary tables a body creates (`CREATE [OR REPLACE] TEMPORARY TABLE|SEQUENCE [IF NOT
 /// EXISTS] [db.]name`), `(schema if named, name)`; None when it has a `TEMPORARY` anywhere
 /// else, or where no name can be read.
 fn created(w: &[W]) -> Option<Vec<(Option<String>, String)>> {
@@ -488,7 +488,8 @@ fn created(w: &[W]) -> Option<Vec<(Option<String>, String)>> {
         }
         let create = (i >= 1 && kw(i - 1, "create"))
             || (i >= 3 && kw(i - 1, "replace") && kw(i - 2, "or") && kw(i - 3, "create"));
-        if !create || !kw(i + 1, "table") {
+        // A sequence is a table: `CREATE TEMPORARY SEQUENCE s` shadows `s` as one would.
+        if !create || !(kw(i + 1, "table") || kw(i + 1, "sequence")) {
             return None;
         }
         let mut j = i + 2;
@@ -575,6 +576,7 @@ mod tests {
             ("the word where no name can be read", vec![f("a", "BEGIN DECLARE temporary INT; RETURN 1; END")], vec![], Temporaries::Any),
             ("the word in a string or a comment is neither", vec![f("a", "BEGIN SET @s = 'temporary'; /* temporary */ RETURN 1; END")], vec![], Temporaries::None),
             ("a backquote in a string hides nothing", vec![f("mk", "BEGIN DECLARE s VARCHAR(10) DEFAULT '`'; CREATE TEMPORARY TABLE IF NOT EXISTS t (id INT); SET s = '`'; RETURN 1; END")], vec![], named(&[("db", "t")])),
+            ("a temporary sequence", vec![f("mk", "BEGIN CREATE TEMPORARY SEQUENCE IF NOT EXISTS t; RETURN 1; END")], vec![], named(&[("db", "t")])),
             ("a comment before the name", vec![f("mk", "BEGIN CREATE TEMPORARY TABLE IF NOT EXISTS /* scratch */ t (id INT); RETURN 1; END")], vec![], named(&[("db", "t")])),
             ("a comment after CALL", vec![p("mkp", MK), f("a", "BEGIN CALL /* scratch */ mkp(); RETURN 1; END")], vec![], named(&[("db", "t")])),
             ("CALL and no name: any procedure", vec![p("mkp", MK), f("a", "BEGIN CALL 'mkp'; RETURN 1; END")], vec![], named(&[("db", "t")])),
