@@ -60,8 +60,14 @@ pub enum ReadResolution {
 
 pub use crate::cache::writes::Changed;
 
-/// How long a refresh may take before the caller gets an error (and the old snapshot stays).
+/// How long a partial refresh (after a DDL) may take before it falls back to a full load.
 const LOAD_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long a full load may take before the caller gets an error (and the old snapshot
+/// stays). It reads every table's definition: on a busy server holding 10,000 tables that
+/// took longer than 10 s, so a shorter bound meant it never succeeded, and every DDL's
+/// reload (a full one while nothing is loaded) started another.
+const FULL_LOAD_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// Schemas qcache never caches reads of (DESIGN.md "What is not cached"): loading them would
 /// only cost time (sys alone has a hundred views) on every refresh. A user view reading one of
@@ -261,14 +267,23 @@ impl RawCatalog {
 
     /// Replaces every row `changed` covers (relations, views, the triggers on them and the
     /// foreign keys of them as children), and the foreign keys of `children`, by the rows
-    /// of `fresh`, which holds the server's current rows for exactly that scope.
-    pub fn replace(&mut self, changed: &Changed, children: &[(String, String)], fresh: RawCatalog) {
+    /// of `fresh`, which holds the server's current rows for exactly that scope. Returns
+    /// whether that touched any trigger row (removed or read): if not, what stored code may
+    /// do is as it was (routines are never replaced here).
+    pub fn replace(
+        &mut self,
+        changed: &Changed,
+        children: &[(String, String)],
+        fresh: RawCatalog,
+    ) -> bool {
         let children = lowered(children);
         let child = |cs: &str, ct: &str| is_child(changed, &children, cs, ct);
         let covered = |schema: &str, name: &str| covers(changed, schema, name);
         self.tables.retain(|(s, n, _)| !covered(s, n));
         self.views.retain(|(s, n, _)| !covered(s, n));
+        let triggers = self.triggers.len();
         self.triggers.retain(|(_, s, t, ..)| !covered(s, t));
+        let triggers_touched = self.triggers.len() != triggers || !fresh.triggers.is_empty();
         self.foreign_keys.retain(|(cs, ct, ..)| !child(cs, ct));
         self.definers.retain(|(s, n, _)| !covered(s, n));
         self.column_code.retain(|(s, n, _)| !covered(s, n));
@@ -284,6 +299,7 @@ impl RawCatalog {
         self.definers.extend(fresh.definers);
         self.column_code.extend(fresh.column_code);
         self.generated.extend(fresh.generated);
+        triggers_touched
     }
 }
 
@@ -552,14 +568,22 @@ impl SchemaSnapshot {
         schemas.extend(raw.column_code.iter().map(|r| r.0.to_lowercase()));
         schemas.extend(raw.foreign_keys.iter().map(|r| r.2.to_lowercase()));
         schemas.extend(raw.definers.iter().map(|r| r.0.to_lowercase()));
-        SchemaSnapshot::default().patched(raw, &schemas)
+        SchemaSnapshot::default().patched(raw, &schemas, None)
     }
 
     /// This snapshot with the parts of `schemas` (lower-cased) rebuilt from `raw`, which
     /// holds the server's current rows for them; every other part is shared. Answers as
     /// [`SchemaSnapshot::build`] of `raw` does, provided `raw`'s rows changed only in those schemas
-    /// (for foreign keys: the schemas of their parents).
-    pub fn patched(&self, raw: &RawCatalog, schemas: &HashSet<String>) -> SchemaSnapshot {
+    /// (for foreign keys: the schemas of their parents). `code`: the snapshot whose judgement
+    /// of stored code (routines, triggers, the temporary tables they may create) still holds
+    /// for `raw`, reused rather than judged again (lexing every routine body on the server
+    /// at each reload after a DDL); None judges it from `raw`.
+    pub fn patched(
+        &self,
+        raw: &RawCatalog,
+        schemas: &HashSet<String>,
+        code: Option<&SchemaSnapshot>,
+    ) -> SchemaSnapshot {
         let mut parts = self.schemas.clone();
         for s in schemas {
             let part = SchemaPart::build(raw, s);
@@ -581,22 +605,34 @@ impl SchemaSnapshot {
                 }
             }
         }
+        let (temporaries, routines, trigger_code) = match code {
+            Some(c) => (
+                c.temporaries.clone(),
+                c.routines.clone(),
+                c.trigger_code.clone(),
+            ),
+            None => (
+                Arc::new(crate::policy::stored_code::temporaries(
+                    &raw.routines,
+                    raw.triggers
+                        .iter()
+                        .map(|t| (t.0.as_str(), t.3.as_str(), Some(t.4.as_str()))),
+                )),
+                Arc::new(raw.routines.clone()),
+                Arc::new(
+                    raw.triggers
+                        .iter()
+                        .map(|t| (t.0.clone(), t.3.clone(), t.4.clone()))
+                        .collect(),
+                ),
+            ),
+        };
         let mut snap = SchemaSnapshot {
             schemas: parts,
             views,
-            temporaries: Arc::new(crate::policy::stored_code::temporaries(
-                &raw.routines,
-                raw.triggers
-                    .iter()
-                    .map(|t| (t.0.as_str(), t.3.as_str(), Some(t.4.as_str()))),
-            )),
-            routines: Arc::new(raw.routines.clone()),
-            trigger_code: Arc::new(
-                raw.triggers
-                    .iter()
-                    .map(|t| (t.0.clone(), t.3.clone(), t.4.clone()))
-                    .collect(),
-            ),
+            temporaries,
+            routines,
+            trigger_code,
             code_views: Default::default(),
         };
         let code_views: HashSet<String> = snap
@@ -623,9 +659,9 @@ impl SchemaSnapshot {
         let mut schemas: HashSet<String> = changed.schemas.iter().cloned().collect();
         schemas.extend(changed.objects.iter().map(|(s, _)| s.clone()));
         schemas.extend(raw.parents_of(changed, children));
-        raw.replace(changed, children, fresh);
+        let triggers_touched = raw.replace(changed, children, fresh);
         schemas.extend(raw.parents_of(changed, children));
-        self.patched(raw, &schemas)
+        self.patched(raw, &schemas, (!triggers_touched).then_some(self))
     }
 
     /// Every answer the snapshot gives, one line per relation it knows, in a canonical
@@ -1302,10 +1338,10 @@ impl Catalog {
         // A kept connection may have been closed by the server (wait_timeout, restart) since
         // the last load: one failure on it earns a retry on a fresh one.
         let reused = st.conn.is_some();
-        let mut attempt = tokio::time::timeout(LOAD_TIMEOUT, self.load(&mut st.conn)).await;
+        let mut attempt = tokio::time::timeout(FULL_LOAD_TIMEOUT, self.load(&mut st.conn)).await;
         if reused && matches!(attempt, Ok(Err(_))) {
             st.conn = None;
-            attempt = tokio::time::timeout(LOAD_TIMEOUT, self.load(&mut st.conn)).await;
+            attempt = tokio::time::timeout(FULL_LOAD_TIMEOUT, self.load(&mut st.conn)).await;
         }
         let raw = match attempt {
             Ok(Ok(raw)) => raw,
@@ -1318,7 +1354,7 @@ impl Catalog {
             Err(_) => {
                 st.conn = None;
                 self.failures.fetch_add(1, Ordering::Relaxed);
-                let e = CatalogError::Timeout(LOAD_TIMEOUT);
+                let e = CatalogError::Timeout(FULL_LOAD_TIMEOUT);
                 let _ = self.note_failure(&e);
                 return Err(e);
             }
@@ -2952,6 +2988,52 @@ mod tests {
         );
         // Rows outside the change stay: audit's trigger, weird's opaque body.
         assert_eq!(snap.expand_write(&[t("db", "weird")]), None);
+    }
+
+    /// A partial refresh judges stored code again only when it touched a trigger row: the
+    /// routines never change in one, so what code may create is what it was, shared.
+    #[test]
+    fn partial_refresh_judges_stored_code_again_only_when_a_trigger_changed() {
+        use crate::policy::stored_code::Temporaries;
+        let s = |x: &str| x.to_string();
+        let mut r = raw();
+        let before = SchemaSnapshot::build(&r);
+        let changed = Changed {
+            objects: vec![t("db", "b")],
+            ..Changed::default()
+        };
+        let fresh = RawCatalog {
+            tables: vec![(s("db"), s("b"), s("BASE TABLE"))],
+            ..RawCatalog::default()
+        };
+        let after = before.apply(&mut r, &changed, &[], fresh);
+        assert!(Arc::ptr_eq(&before.temporaries, &after.temporaries));
+        assert!(Arc::ptr_eq(&before.trigger_code, &after.trigger_code));
+        assert!(Arc::ptr_eq(&before.routines, &after.routines));
+        // A trigger on b that creates a temporary table: judged with the new rows.
+        let fresh = RawCatalog {
+            tables: vec![(s("db"), s("b"), s("BASE TABLE"))],
+            triggers: vec![(
+                s("db"),
+                s("db"),
+                s("b"),
+                s("CREATE TEMPORARY TABLE tmp_b (x INT)"),
+                String::new(),
+            )],
+            ..RawCatalog::default()
+        };
+        let next = after.apply(&mut r, &changed, &[], fresh);
+        assert!(!Arc::ptr_eq(&after.trigger_code, &next.trigger_code));
+        assert_ne!(*next.temporaries, Temporaries::None);
+        assert_eq!(*next.temporaries, *SchemaSnapshot::build(&r).temporaries);
+        // And dropping it (no trigger row read, one removed) judges again too.
+        let fresh = RawCatalog {
+            tables: vec![(s("db"), s("b"), s("BASE TABLE"))],
+            ..RawCatalog::default()
+        };
+        let last = next.apply(&mut r, &changed, &[], fresh);
+        assert_eq!(*last.temporaries, *SchemaSnapshot::build(&r).temporaries);
+        assert_eq!(*last.temporaries, *before.temporaries);
     }
 
     /// One row per way a table's own definition makes a write to it run code: the column
