@@ -5,12 +5,11 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::read::ReadPlan;
 use super::{Session, SessionError};
 use crate::cache::entry::L2Stamps;
 use crate::cache::sliceplans::PlannedSlices;
-use crate::cache::{Entry, FillGuard, Key, Stamps, TableHandle};
-use crate::l2::{now_ms, L2Entry, L2Read, Lookup, L2};
+use crate::cache::{Entry, FillGuard, Key, TableHandle};
+use crate::l2::{L2Entry, L2Read, Lookup, L2};
 
 /// What a miss does after asking L2.
 pub(super) enum L2Step {
@@ -157,23 +156,16 @@ impl Session {
         r
     }
 
-    /// Serves an L2 hit and, when `settled` ([`L2Step::Hit`]), copies it into L1 under
-    /// `local` (the local versions read before L2 was asked, so a local bump meanwhile
+    /// Serves `entry`, made from an L2 hit, and, when `settled` ([`L2Step::Hit`]), copies it
+    /// into L1 (under the local versions read before L2 was asked, so a local bump meanwhile
     /// leaves the copy stale).
     pub(super) async fn serve_l2_hit(
         &mut self,
         guard: FillGuard,
-        (hit, l2_stamps, settled): (L2Entry, L2Stamps, bool),
-        local: Stamps,
-        plan: &ReadPlan,
-        sql: &[u8],
+        entry: Entry,
+        settled: bool,
     ) -> Result<(), SessionError> {
         let started = Instant::now();
-        // Dressed as a fill from the server is (`local_entry`): a copy that lacked the
-        // rule's TTL or `max_stale` would live or be served otherwise than the entry it
-        // stands for.
-        let entry = Entry::from_l2(hit, local, now_ms()).with_l2(Some(l2_stamps));
-        let entry = self.local_entry(entry, plan, sql);
         self.serve_hit(&entry, started).await?;
         if settled {
             let _ = guard.insert(entry);

@@ -630,8 +630,13 @@ impl Session {
             {
                 L2Step::Hit(hit, l2_stamps, settled) => {
                     if let Some(g) = guard.take() {
-                        self.serve_l2_hit(g, (hit, l2_stamps, settled), stamps.clone(), &plan, sql)
-                            .await?;
+                        // Dressed as a fill from the server is (`local_entry`): a copy
+                        // that lacked the rule's TTL or `max_stale` would live or be
+                        // served otherwise than the entry it stands for.
+                        let entry = Entry::from_l2(hit, stamps.clone(), crate::l2::now_ms())
+                            .with_l2(Some(l2_stamps));
+                        let entry = self.local_entry(entry, &plan, sql);
+                        self.serve_l2_hit(g, entry, settled).await?;
                         return Ok(false);
                     }
                 }
