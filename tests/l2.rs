@@ -1671,6 +1671,16 @@ async fn found_rows_after_a_refused_read_following_an_l2_hit() {
     }
 }
 
+/// One `cache` rule for table `t` of `schema`, with `option` (a TOML line).
+fn cache_rule_for_t(schema: &str, option: &str) -> Vec<qcache::rules::Rule> {
+    Config::from_toml(
+        &format!("[[rules]]\nschema = \"{schema}\"\ntable = \"t\"\naction = \"cache\"\n{option}\n"),
+        "rules",
+    )
+    .expect("rules parse")
+    .rules
+}
+
 /// `max_stale` with L2 (issue #37 part 2): an outdated entry may be served while one session
 /// refreshes it, but not when the fleet confirms every hit in L2 (`l2.validate_hits =
 /// "remote"`): there a hit must be what L2 vouches for now, and a stale one never is. The
@@ -1711,15 +1721,7 @@ async fn stale_read_through_l2(remote: bool, from_l2: bool) -> bool {
     d.query_drop(format!("INSERT INTO big VALUES {}", values.join(",")))
         .await
         .unwrap();
-    let rules = Config::from_toml(
-        &format!(
-            "[[rules]]\nschema = \"{schema}\"\ntable = \"t\"\naction = \"cache\"\n\
-             max_stale = \"30s\"\n"
-        ),
-        "rules",
-    )
-    .expect("rules parse")
-    .rules;
+    let rules = cache_rule_for_t(&schema, "max_stale = \"30s\"");
     let cfg = |c: &mut Config| {
         c.rules = rules.clone();
         if remote {
@@ -1850,14 +1852,7 @@ async fn ddl_from_the_binlog_is_pending_through_l2_too() {
 async fn an_l2_copy_keeps_the_local_rules_ttl() {
     let redis = Redis::start();
     let schema = setup("l2_rule_ttl", 1).await;
-    let rules = Config::from_toml(
-        &format!(
-            "[[rules]]\nschema = \"{schema}\"\ntable = \"t\"\naction = \"cache\"\nttl = \"1s\"\n"
-        ),
-        "rules",
-    )
-    .expect("rules parse")
-    .rules;
+    let rules = cache_rule_for_t(&schema, "ttl = \"1s\"");
     let a = proxy(&redis.url(), |c| c.rules = rules).await;
     let b = proxy(&redis.url(), |_| {}).await;
     let mut cb = b.conn(&schema).await;
