@@ -7,6 +7,7 @@
 
 pub mod classify;
 pub mod context;
+pub mod decide;
 pub mod diagnostics;
 pub mod l2;
 pub mod locks;

@@ -4,7 +4,8 @@
 //!
 //! A read reaches qcache three ways: a COM_QUERY SELECT, a COM_STMT_EXECUTE of a prepared
 //! SELECT, and `QCACHE EXPLAIN` of either (which asks without sending). All three build the
-//! same facts ([`Session`], [`Via`]) and ask these functions in the same order:
+//! same facts ([`Session`], [`Via`]) and drive one machine (`policy::decide`) that asks these
+//! functions in this order:
 //!
 //! 1. [`admit`], then [`keyable`]: is the cache consulted (the session wants it, qcache
 //!    follows the session, the read can be keyed)? Else the read is relayed, counting why.
@@ -16,7 +17,7 @@
 //! 4. [`fill`]: may the miss fill in this transaction's view, or is its result relayed?
 //! 5. [`store_verdict`]: once the server answered, may the copy be stored?
 //!
-//! The session carries each answer out (lookups, round trips, the relay); it decides none.
+//! The session carries each step out (lookups, round trips, the relay); it decides none.
 
 use super::reason::Reason;
 use super::snapshot::{self, ReadView};

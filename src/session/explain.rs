@@ -18,6 +18,7 @@ use crate::admin::statements::Rows;
 use crate::analysis::{self, Analysis, StatementKind};
 use crate::cache::key;
 use crate::config::QueryCacheType;
+use crate::policy::decide::{Answer, Decide, Step};
 use crate::policy::privileges;
 use crate::policy::read::{self, Planned, Via};
 use crate::policy::Reason;
@@ -273,12 +274,6 @@ impl Session {
         } else {
             analysis::strip_hints(sql, scan).into_owned()
         };
-        if self.session_variable_answer(&stmt).is_some() {
-            return Ok(Verdict {
-                decision: "answer",
-                reason: Some("qcache answers it with its own value".into()),
-            });
-        }
         let material = analysis::key_text(&stmt).to_vec();
         let asked = Asked {
             stmt: &stmt,
@@ -291,8 +286,8 @@ impl Session {
     }
 
     /// The read path from the session's state on, for a text statement or a prepared one:
-    /// the steps of `policy::read` in the order a read takes them, stopping before anything
-    /// is sent.
+    /// the machine a read drives (`policy::decide`), driven here without effects: nothing
+    /// is served, sent or stored, so EXPLAIN takes every step the read takes, in its order.
     async fn explain_read(
         &mut self,
         asked: Asked<'_>,
@@ -306,35 +301,119 @@ impl Session {
             keyed,
             prepared_in,
         } = asked;
-        if let Err(r) = read::admit(&self.settled_read_facts().await, hint) {
-            return Ok(Verdict::send(r));
+        let facts = self.settled_read_facts().await;
+        let (mut d, mut step) = Decide::start(&facts, hint, via == Via::Text, false);
+        let mut k = None;
+        // The statement's analysis and digest, once its entry is described.
+        let mut described = None;
+        loop {
+            let answer = match step {
+                Step::Identify => Answer::Identified(self.identify_for(stmt).await?),
+                Step::Via => {
+                    if let (Via::Execute(e), Some(at)) = (&mut via, prepared_in) {
+                        e.context_moved =
+                            crate::policy::context::prepared_context_moved(at, self.st.prepare_ctx);
+                    }
+                    step = d.next(Answer::Came {
+                        via,
+                        view: self.st.txn.read_view(),
+                        hits_suspended: self.shared.hits_suspended(),
+                    });
+                    if let Step::Decided(
+                        Planned::Relay {
+                            reason: Reason::Cursor | Reason::LongData | Reason::MalformedExecute,
+                            ..
+                        },
+                        _,
+                    ) = step
+                    {
+                        // How the client executes it, not the session: the next execute
+                        // like it.
+                        f.push((
+                            "note",
+                            Some(
+                                "as its last execute was sent; an execute sent otherwise may \
+                                 differ"
+                                    .into(),
+                            ),
+                        ));
+                    }
+                    continue;
+                }
+                Step::Key => {
+                    k = keyed.map(|(tag, m)| key(self.st.fingerprint, tag, m));
+                    Answer::Keyed
+                }
+                Step::Consult(mode) => {
+                    let present = k.and_then(|k| self.servable(k, &mode)).is_some();
+                    let (an, digest, verdict) = self
+                        .explain_entry(stmt, k, present, Some(&mode), privileged, f)
+                        .await;
+                    if let Some(v) = verdict {
+                        return Ok(v);
+                    }
+                    described = Some((an, digest));
+                    Answer::Looked(false)
+                }
+                Step::Local => {
+                    if self.session_variable_answer(stmt).is_some() {
+                        return Ok(Verdict {
+                            decision: "answer",
+                            reason: Some("qcache answers it with its own value".into()),
+                        });
+                    }
+                    Answer::Local(false)
+                }
+                Step::Plan => {
+                    let (an, digest) = match described.take() {
+                        Some(d) => d,
+                        None => {
+                            // Not consulted (no view): described without an entry to serve.
+                            let (an, digest, verdict) = self
+                                .explain_entry(stmt, k, false, None, privileged, f)
+                                .await;
+                            if let Some(v) = verdict {
+                                return Ok(v);
+                            }
+                            (an, digest)
+                        }
+                    };
+                    // The plan does not depend on the key (only the store does): any key
+                    // will do.
+                    let plan_key = k.unwrap_or_else(|| key(self.st.fingerprint, 0, &[]));
+                    Answer::Planned(self.plan_read(&an, plan_key, digest, stmt).await)
+                }
+                Step::Served => {
+                    return Ok(Verdict {
+                        decision: "hit",
+                        reason: None,
+                    })
+                }
+                Step::Decided(planned, mode) => {
+                    return Ok(match planned {
+                        Planned::Fill(plan) => self.explain_fill(&plan, k, mode, f),
+                        Planned::Relay { reason, .. } => Verdict::send(reason),
+                    });
+                }
+            };
+            step = d.next(answer);
         }
-        let identified = self.identify_for(stmt).await?;
-        if let (Via::Execute(e), Some(at)) = (&mut via, prepared_in) {
-            e.context_moved =
-                crate::policy::context::prepared_context_moved(at, self.st.prepare_ctx);
-        }
-        if let Err(r) = read::keyable(&via, identified) {
-            if matches!(
-                r,
-                Reason::Cursor | Reason::LongData | Reason::MalformedExecute
-            ) {
-                // How the client executes it, not the session: the next execute like it.
-                f.push((
-                    "note",
-                    Some(
-                        "as its last execute was sent; an execute sent otherwise may differ".into(),
-                    ),
-                ));
-            }
-            return Ok(Verdict::send(r));
-        }
-        let mode = self.consult_view(identified);
-        let k = keyed.map(|(tag, m)| key(self.st.fingerprint, tag, m));
-        let present = k
-            .zip(mode.as_ref())
-            .and_then(|(k, m)| self.servable(k, m))
-            .is_some();
+    }
+
+    /// What a read that was not served finds of its statement and entry: the tables (and,
+    /// for the privileged, the rule), whether an entry is present, and the verdict when the
+    /// entry decides it (present, or outdated under a `max_stale` rule that serves it).
+    /// `present`: an entry this session may be served is under the key; `mode`: the view
+    /// the cache was consulted in.
+    async fn explain_entry(
+        &self,
+        stmt: &[u8],
+        k: Option<crate::cache::Key>,
+        present: bool,
+        mode: Option<&super::read::ReadMode>,
+        privileged: bool,
+        f: &mut Vec<(&'static str, Option<String>)>,
+    ) -> (std::sync::Arc<Analysis>, u64, Option<Verdict>) {
         // A present entry is this account's own unless users share entries.
         let may_see_entry = privileged || !self.st.shared_users;
         let text = analysis::server_text(stmt, self.st.server).into_owned();
@@ -350,7 +429,7 @@ impl Session {
             }),
         ));
         if present {
-            return Ok(if may_see_entry {
+            let v = if may_see_entry {
                 Verdict {
                     decision: "hit",
                     reason: None,
@@ -360,30 +439,31 @@ impl Session {
                     decision: "hit or store",
                     reason: Some(format!("which one: {HIDDEN}")),
                 }
-            });
+            };
+            return (an, digest, Some(v));
         }
         // An outdated entry under a `max_stale` rule: the same decision a miss makes.
         let stale = k.filter(|_| may_see_entry);
-        if let Some(v) = stale.and_then(|k| self.explain_stale(k, mode.as_ref(), f)) {
-            return Ok(v);
-        }
-        // The plan does not depend on the key (only the store does): any key will do.
-        let plan_key = k.unwrap_or_else(|| key(self.st.fingerprint, 0, &[]));
-        let planned = read::settle(
-            self.plan_read(&an, plan_key, digest, stmt).await,
-            identified,
-        );
-        let plan = match planned {
-            Planned::Fill(plan) => plan,
-            Planned::Relay { reason, .. } => return Ok(Verdict::send(reason)),
-        };
-        // The same decision a miss makes (`fill_view`), so EXPLAIN cannot drift from it.
-        let view = self.fill_view(&plan, mode);
+        let v = stale.and_then(|k| self.explain_stale(k, mode, f));
+        (an, digest, v)
+    }
+
+    /// The verdict on a read planned to fill: the same decision a miss makes (`fill_view`),
+    /// so EXPLAIN cannot drift from it. `k`: the key, None while an execute's parameters are
+    /// not bound.
+    fn explain_fill(
+        &self,
+        plan: &super::read::ReadPlan,
+        k: Option<crate::cache::Key>,
+        mode: Option<super::read::ReadMode>,
+        f: &mut Vec<(&'static str, Option<String>)>,
+    ) -> Verdict {
+        let view = self.fill_view(plan, mode);
         if k.is_none() {
             if let Err(Some(r)) = view {
-                return Ok(Verdict::send(r));
+                return Verdict::send(r);
             }
-            return Ok(Verdict {
+            return Verdict {
                 decision: "unknown until executed",
                 reason: Some(
                     "the key holds the parameter values, which this session has not bound \
@@ -392,24 +472,24 @@ impl Session {
                      cache.max_result_bytes, or a table changes while it runs"
                         .into(),
                 ),
-            });
+            };
         }
         match view {
-            Err(Some(r)) => return Ok(Verdict::send(r)),
+            Err(Some(r)) => return Verdict::send(r),
             Err(None) => {
-                return Ok(Verdict {
+                return Verdict {
                     decision: "send",
                     reason: Some(
                         "an entry is present, but this transaction's first read must reach \
                          the server to open its snapshot"
                             .into(),
                     ),
-                })
+                }
             }
             Ok(_) => {}
         }
         rule_options(&plan.opts, f);
-        Ok(Verdict {
+        Verdict {
             decision: "store",
             reason: Some(
                 "stored unless the result has warnings, is larger than \
@@ -417,7 +497,7 @@ impl Session {
                  runs"
                     .into(),
             ),
-        })
+        }
     }
 
     /// `QCACHE EXPLAIN`'s words for an outdated entry under a `max_stale` rule

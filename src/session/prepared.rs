@@ -14,6 +14,7 @@ use super::{Session, SessionError};
 use crate::analysis::{self, StatementKind};
 use crate::cache::{key, Key};
 use crate::policy::context::prepared_context_moved;
+use crate::policy::decide::{Answer, Decide, Step};
 use crate::policy::read::{self, Via};
 use crate::policy::snapshot::{self, Xa};
 use crate::policy::{classify, Reason};
@@ -97,7 +98,8 @@ impl Session {
         let bulk = pkt.first() == Some(com::STMT_BULK_EXECUTE);
         stmt.bulk_seen |= bulk;
         if kind == StatementKind::Select && !bulk {
-            return self.execute_select(pkt, id, long_data).await;
+            let hint = stmt.hint;
+            return self.execute_select(pkt, id, hint, long_data).await;
         }
         if matches!(
             kind,
@@ -190,32 +192,108 @@ impl Session {
         }
     }
 
-    /// An execute of a prepared SELECT. The hit path borrows the statement and builds its key
-    /// in the session's scratch buffer: no clone, no allocation.
+    /// An execute of a prepared SELECT: the steps of `policy::decide`, carried out. The hit
+    /// path borrows the statement and builds its key in the session's scratch buffer: no
+    /// clone, no allocation.
     pub(super) async fn execute_select(
         &mut self,
         pkt: Packet,
         id: u32,
+        hint: analysis::Hint,
         long_data: bool,
     ) -> Result<(), SessionError> {
-        // The same steps as a text read (`policy::read`): admitted, identified, keyable.
         let facts = self.settled_read_facts().await;
-        let identified_now = self.identified_now();
-        let Some(mut stmt) = self.st.stmts.get_mut(&id) else {
-            return self.relay_command(&pkt, Expect::Results).await.map(drop);
-        };
-        let admitted = read::admit(&facts, stmt.hint);
-        // The common case (identified, nothing to read back) looks the statement up once
-        // and copies none of its text.
-        let mut identified = admitted.is_ok() && identified_now;
-        if admitted.is_ok() && !identified_now {
-            let sql = stmt.sql.clone();
-            identified = self.identify_for(&sql).await?;
-            let Some(again) = self.st.stmts.get_mut(&id) else {
-                return self.relay_command(&pkt, Expect::Results).await.map(drop);
+        let (mut d, mut step) = Decide::start(&facts, hint, false, false);
+        // Whether the execute's parameters were read (`Step::Via`), and the key they gave.
+        let mut came = false;
+        let mut keyed: Option<Key> = None;
+        let mut planned_for = None;
+        loop {
+            let answer = match step {
+                Step::Identify => {
+                    // The common case (identified, nothing to read back) copies no text.
+                    if self.identified_now() {
+                        Answer::Identified(true)
+                    } else {
+                        let Some(sql) = self.st.stmts.get(&id).map(|s| s.sql.clone()) else {
+                            return self.relay_command(&pkt, Expect::Results).await.map(drop);
+                        };
+                        Answer::Identified(self.identify_for(&sql).await?)
+                    }
+                }
+                Step::Via => {
+                    came = true;
+                    let Some(next) = self.execute_came(&mut d, &pkt, id, long_data, &mut keyed)
+                    else {
+                        return self.relay_command(&pkt, Expect::Results).await.map(drop);
+                    };
+                    step = next;
+                    continue;
+                }
+                // Answered with the key in `execute_came`.
+                Step::Key => Answer::Keyed,
+                Step::Consult(mode) => {
+                    // `consult`, written out: on an execute's hit path its nested future cost
+                    // about 100 instructions per hit (callgrind), over the 2% the hit path
+                    // may move.
+                    let started = Instant::now();
+                    let mut served = false;
+                    if let Some(k) = keyed {
+                        if let Some(e) = self.lookup(k, &mode) {
+                            if !self.shared.l2_remote || self.l2_confirm(k, &e).await {
+                                self.serve_hit(&e, started).await?;
+                                served = true;
+                            }
+                        }
+                    }
+                    Answer::Looked(served)
+                }
+                Step::Local => Answer::Local(false),
+                Step::Plan => {
+                    let Some((sql, digest)) =
+                        self.st.stmts.get(&id).map(|s| (s.sql.clone(), s.digest))
+                    else {
+                        return self.relay_command(&pkt, Expect::Results).await.map(drop);
+                    };
+                    let an = self.analysis_of(&sql, Some(digest));
+                    let plan = match keyed {
+                        Some(k) => self.plan_read(&an, k, digest, &sql).await,
+                        None => Err(Reason::MalformedExecute),
+                    };
+                    planned_for = Some((sql, an));
+                    Answer::Planned(plan)
+                }
+                Step::Served => return Ok(()),
+                Step::Decided(planned, mode) => {
+                    return self
+                        .execute_decided(
+                            &pkt,
+                            id,
+                            planned,
+                            mode,
+                            came,
+                            keyed.is_some(),
+                            planned_for,
+                        )
+                        .await;
+                }
             };
-            stmt = again;
+            step = d.next(answer);
         }
+    }
+
+    /// `Step::Via` of an execute: reads its parameters (learning the types it sends), says
+    /// how it came, and when the machine keys it, builds the key and keeps its material for
+    /// EXPLAIN STATEMENT. The machine's next step; None when the statement is gone.
+    fn execute_came(
+        &mut self,
+        d: &mut Decide<crate::cache::Snapshot>,
+        pkt: &Packet,
+        id: u32,
+        long_data: bool,
+        keyed: &mut Option<Key>,
+    ) -> Option<Step<crate::cache::Snapshot, super::read::ReadPlan>> {
+        let stmt = self.st.stmts.get_mut(&id)?;
         let parts = commands::execute_params(&pkt.payload, stmt.params, stmt.types.as_deref());
         // Types the client sent that differ from the remembered ones are learned; a driver
         // that re-sends the same types on every execute costs no copy.
@@ -232,72 +310,80 @@ impl Session {
             context_moved: prepared_context_moved(stmt.context, self.st.prepare_ctx),
             malformed: parts.is_none(),
         });
-        let reason = admitted
-            .and_then(|()| read::keyable(&via, identified))
-            .err();
+        let step = d.next(Answer::Came {
+            via,
+            view: self.st.txn.read_view(),
+            hits_suspended: self.shared.hits_suspended(),
+        });
         // The same execution keys the same whether or not the client re-sent the types.
-        let key = match (&parts, reason) {
-            (Some(params), None) => Some(execute_key(
+        if let (Step::Key, Some(params)) = (&step, &parts) {
+            *keyed = Some(execute_key(
                 &mut self.key_scratch,
                 self.st.fingerprint,
                 &stmt.key_sql,
                 params,
-            )),
-            _ => None,
-        };
+            ));
+        }
         if let Some(types) = learned {
             stmt.types = Some(types);
         }
-        // What the key was built of stays with the statement, for EXPLAIN: the buffers are
-        // swapped, not copied.
-        stmt.last_execute = match (key, std::mem::take(&mut stmt.last_execute)) {
-            (Some(_), last) => {
-                let mut kept = match last {
-                    LastExecute::Keyed(v) => v,
-                    _ => Vec::new(),
-                };
-                std::mem::swap(&mut kept, &mut self.key_scratch);
-                // Empty when `execute_key` dropped an oversized buffer.
-                if kept.is_empty() {
-                    LastExecute::None
-                } else {
-                    LastExecute::Keyed(kept)
-                }
-            }
-            (None, _) => LastExecute::NotKeyed(reason.unwrap_or(Reason::MalformedExecute)),
-        };
-        let Some(key) = key else {
-            let reason = reason.unwrap_or(Reason::MalformedExecute);
-            let (up, sent) = self.execute_for_upstream(id, &pkt);
-            self.types_sent(id, sent);
-            let Some((sql, digest)) = self.st.stmts.get(&id).map(|s| (s.sql.clone(), s.digest))
-            else {
-                return self.relay_command(&pkt, Expect::Results).await.map(drop);
+        if keyed.is_some() {
+            // What the key was built of stays with the statement, for EXPLAIN: the buffers
+            // are swapped, not copied.
+            let mut kept = match std::mem::take(&mut stmt.last_execute) {
+                LastExecute::Keyed(v) => v,
+                _ => Vec::new(),
             };
-            let an = self.analysis_of(&sql, Some(digest));
-            self.carry_out(read::refused(reason), &an, pkt.seq, &up, &sql, None)
-                .await?;
-            return Ok(());
-        };
-        let mode = self.consult_view(identified);
-        if let Some(mode) = &mode {
-            // `consult`, written out: on an execute's hit path its nested future cost about
-            // 100 instructions per hit (callgrind), over the 2% the hit path may move.
-            let started = Instant::now();
-            if let Some(e) = self.lookup(key, mode) {
-                if !self.shared.l2_remote || self.l2_confirm(key, &e).await {
-                    return self.serve_hit(&e, started).await;
-                }
+            std::mem::swap(&mut kept, &mut self.key_scratch);
+            // Empty when `execute_key` dropped an oversized buffer.
+            stmt.last_execute = if kept.is_empty() {
+                LastExecute::None
+            } else {
+                LastExecute::Keyed(kept)
+            };
+        }
+        Some(step)
+    }
+
+    /// Carries out an execute's decision: what goes upstream carries the types the client
+    /// last sent, and only an execute that reached the server taught it them (one served
+    /// from another session's fill did not). `came`: its parameters were read; `key_kept`:
+    /// it was keyed. `planned_for`: its text and analysis, when it was planned.
+    #[allow(clippy::too_many_arguments)]
+    async fn execute_decided(
+        &mut self,
+        pkt: &Packet,
+        id: u32,
+        planned: read::Planned<super::read::ReadPlan>,
+        mode: Option<super::read::ReadMode>,
+        came: bool,
+        key_kept: bool,
+        planned_for: Option<(Bytes, std::sync::Arc<analysis::Analysis>)>,
+    ) -> Result<(), SessionError> {
+        if !came {
+            // Refused before its parameters were read: the types it sends are still the
+            // client's last.
+            self.learn_types(id, &pkt.payload);
+        }
+        if !key_kept {
+            if let (Some(s), read::Planned::Relay { reason, .. }) =
+                (self.st.stmts.get_mut(&id), &planned)
+            {
+                s.last_execute = LastExecute::NotKeyed(*reason);
             }
         }
-        let Some((sql, digest)) = self.st.stmts.get(&id).map(|s| (s.sql.clone(), s.digest)) else {
-            return self.relay_command(&pkt, Expect::Results).await.map(drop);
+        let (sql, an) = match planned_for {
+            Some(p) => p,
+            None => {
+                let Some((sql, digest)) = self.st.stmts.get(&id).map(|s| (s.sql.clone(), s.digest))
+                else {
+                    return self.relay_command(pkt, Expect::Results).await.map(drop);
+                };
+                let an = self.analysis_of(&sql, Some(digest));
+                (sql, an)
+            }
         };
-        let an = self.analysis_of(&sql, Some(digest));
-        let (up, typed) = self.execute_for_upstream(id, &pkt);
-        let planned = read::settle(self.plan_read(&an, key, digest, &sql).await, identified);
-        // Only an execute that reached the server taught it the types; one served from
-        // another session's fill did not.
+        let (up, typed) = self.execute_for_upstream(id, pkt);
         let went = self
             .carry_out(planned, &an, pkt.seq, &up, &sql, mode)
             .await?;

@@ -16,6 +16,7 @@ use crate::cache::plans::Outcome;
 use crate::cache::{key, Claim, Entry, FillGuard, Key, Snapshot, Stamps, TableHandle};
 use crate::invalidation::catalog::{ReadResolution, TableName};
 use crate::l2::now_ms;
+use crate::policy::decide::{Answer, Decide, Step};
 use crate::policy::diagnostics;
 use crate::policy::read::{self, Planned};
 use crate::policy::snapshot::ReadView;
@@ -142,44 +143,64 @@ impl Session {
             p.put_slice(&stmt);
             p.freeze()
         };
-        if let Err(reason) = read::admit(&self.settled_read_facts().await, scan.hint) {
-            if let Some(v) = self.session_variable_answer(&stmt) {
-                return self.answer_variable(&pkt, v).await;
-            }
-            let an = self.analysis_of(&stmt, None);
-            return self
-                .carry_out(
-                    read::refused(reason),
-                    &an,
-                    pkt.seq,
-                    &payload,
-                    &payload[1..],
-                    None,
-                )
-                .await
-                .map(drop);
-        }
-        let identified = self.identify_for(&stmt).await?;
-        let mode = self.consult_view(identified);
-        let key = key(self.st.fingerprint, TAG_TEXT, analysis::key_text(&stmt));
+        // The steps of `policy::decide`, carried out: the machine decides, this does the I/O.
+        let facts = self.settled_read_facts().await;
         let tried = looked_up && scan.hint_spans.is_empty();
-        if let (Some(mode), false) = (&mode, tried) {
-            if self.consult(key, mode).await? {
-                return Ok(());
-            }
+        let (mut d, mut step) = Decide::start(&facts, scan.hint, true, tried);
+        let mut keyed = None;
+        let mut analysed = None;
+        loop {
+            let answer = match step {
+                Step::Identify => Answer::Identified(self.identify_for(&stmt).await?),
+                Step::Via => Answer::Came {
+                    via: read::Via::Text,
+                    view: self.st.txn.read_view(),
+                    hits_suspended: self.shared.hits_suspended(),
+                },
+                Step::Key => {
+                    keyed = Some(key(
+                        self.st.fingerprint,
+                        TAG_TEXT,
+                        analysis::key_text(&stmt),
+                    ));
+                    Answer::Keyed
+                }
+                // The machine keys before it consults or plans; were it not so, nothing is
+                // served and nothing stored.
+                Step::Consult(mode) => match keyed {
+                    Some(k) => Answer::Looked(self.consult(k, &mode).await?),
+                    None => Answer::Looked(false),
+                },
+                Step::Local => match self.session_variable_answer(&stmt) {
+                    Some(v) => return self.answer_variable(&pkt, v).await,
+                    None => Answer::Local(false),
+                },
+                Step::Plan => {
+                    let text = analysis::server_text(&stmt, self.st.server);
+                    let digest = analysis::digest(&text);
+                    self.note_digest(digest);
+                    let an = self.shared.analyzer.analyze(&text, digest);
+                    let plan = match keyed {
+                        Some(k) => self.plan_read(&an, k, digest, &stmt).await,
+                        None => Err(Reason::UnexpectedShape),
+                    };
+                    analysed = Some(an);
+                    Answer::Planned(plan)
+                }
+                Step::Served => return Ok(()),
+                Step::Decided(planned, mode) => {
+                    let an = match analysed {
+                        Some(an) => an,
+                        None => self.analysis_of(&stmt, None),
+                    };
+                    return self
+                        .carry_out(planned, &an, pkt.seq, &payload, &payload[1..], mode)
+                        .await
+                        .map(drop);
+                }
+            };
+            step = d.next(answer);
         }
-        // Miss: from here on parsing is allowed.
-        if let Some(v) = self.session_variable_answer(&stmt) {
-            return self.answer_variable(&pkt, v).await;
-        }
-        let text = analysis::server_text(&stmt, self.st.server);
-        let digest = analysis::digest(&text);
-        self.note_digest(digest);
-        let an = self.shared.analyzer.analyze(&text, digest);
-        let planned = read::settle(self.plan_read(&an, key, digest, &stmt).await, identified);
-        self.carry_out(planned, &an, pkt.seq, &payload, &payload[1..], mode)
-            .await
-            .map(drop)
     }
 
     /// [`read_facts`](Self::read_facts) for a read about to be admitted: stored code that
@@ -229,15 +250,6 @@ impl Session {
     /// back and the identity current.
     pub(super) fn identified_now(&self) -> bool {
         !self.st.ctx_stale && self.privileges_current()
-    }
-
-    /// The view the cache is consulted and filled in (`policy::read::consult_view`).
-    pub(super) fn consult_view(&self, identified: bool) -> Option<ReadMode> {
-        read::consult_view(
-            self.st.txn.read_view()?,
-            self.shared.hits_suspended(),
-            identified,
-        )
     }
 
     /// Serves `key` when an entry this session may be served is cached (L1, confirmed by L2
