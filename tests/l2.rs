@@ -1707,14 +1707,38 @@ async fn an_l2_copy_keeps_max_stale() {
     assert!(stale_read_through_l2(false, true).await);
 }
 
+/// The same through the binary protocol: each read is an execute.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_l2_copy_keeps_max_stale_prepared() {
+    assert!(stale_read_through_l2_as(false, true, true).await);
+}
+
 /// Session 1 reads a slow query of `t` (filled in L1 and L2, or with `from_l2` served from
 /// another instance's fill and copied into L1), session 3 writes `t`, session 1 starts
 /// refreshing and session 2 reads meanwhile: whether it got the old value.
 async fn stale_read_through_l2(remote: bool, from_l2: bool) -> bool {
+    stale_read_through_l2_as(remote, from_l2, false).await
+}
+
+/// [`stale_read_through_l2`], each read as text or, with `prepared`, as an execute.
+async fn stale_read_through_l2_as(remote: bool, from_l2: bool, prepared: bool) -> bool {
     const Q: &str =
         "SELECT t.v, COUNT(*) AS n FROM t, big b1, big b2, big b3 WHERE t.id = 1 GROUP BY t.v";
+    async fn q(c: &mut mysql_async::Conn, prepared: bool) -> (i64, i64) {
+        let row = if prepared {
+            c.exec_first(Q, ()).await
+        } else {
+            c.query_first(Q).await
+        };
+        row.unwrap().unwrap()
+    }
     let redis = Redis::start();
-    let schema = setup(if remote { "l2_stale_r" } else { "l2_stale_l" }, 1).await;
+    let name = match (remote, prepared) {
+        (true, _) => "l2_stale_r",
+        (false, false) => "l2_stale_l",
+        (false, true) => "l2_stale_ps",
+    };
+    let schema = setup(name, 1).await;
     let mut d = common::direct_to(&schema).await;
     d.query_drop("CREATE TABLE big (n INT)").await.unwrap();
     let values: Vec<String> = (0..150).map(|i| format!("({i})")).collect();
@@ -1732,7 +1756,7 @@ async fn stale_read_through_l2(remote: bool, from_l2: bool) -> bool {
     let b = if from_l2 {
         let b = proxy(&redis.url(), cfg).await;
         let mut cb = b.conn(&schema).await;
-        let v: (i64, i64) = cb.query_first(Q).await.unwrap().unwrap();
+        let v = q(&mut cb, prepared).await;
         assert_eq!(v.0, 0);
         wait_for("B's entry", LAG_BOUND, || {
             !redis.keys("qcache:e:*").is_empty()
@@ -1743,7 +1767,7 @@ async fn stale_read_through_l2(remote: bool, from_l2: bool) -> bool {
         None
     };
     let mut a1 = a.conn(&schema).await;
-    let v: (i64, i64) = a1.query_first(Q).await.unwrap().unwrap();
+    let v = q(&mut a1, prepared).await;
     assert_eq!(v.0, 0);
     assert_eq!(stat(&a, "Qcache_l2_hits"), u64::from(from_l2));
     let mut a3 = a.conn(&schema).await;
@@ -1753,7 +1777,7 @@ async fn stale_read_through_l2(remote: bool, from_l2: bool) -> bool {
     let cache = a.running.shared.cache.clone();
     assert!(cache.entries().iter().all(|e| !e.current));
     let refresh = tokio::spawn(async move {
-        let v: (i64, i64) = a1.query_first(Q).await.unwrap().unwrap();
+        let v = q(&mut a1, prepared).await;
         v.0
     });
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -1766,7 +1790,7 @@ async fn stale_read_through_l2(remote: bool, from_l2: bool) -> bool {
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
     let mut a2 = a.conn(&schema).await;
-    let seen: (i64, i64) = a2.query_first(Q).await.unwrap().unwrap();
+    let seen = q(&mut a2, prepared).await;
     assert_eq!(refresh.await.unwrap(), 1, "the refresh reads the new row");
     drop(b);
     seen.0 == 0
@@ -1850,29 +1874,59 @@ async fn ddl_from_the_binlog_is_pending_through_l2_too() {
 /// A asks L2 again rather than serve its copy on.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_l2_copy_keeps_the_local_rules_ttl() {
+    l2_copy_keeps_the_rules_ttl(false).await;
+}
+
+/// The same through the binary protocol: an execute's L2 hit is dressed by the same
+/// `local_entry` as a text read's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_l2_copy_keeps_the_local_rules_ttl_prepared() {
+    l2_copy_keeps_the_rules_ttl(true).await;
+}
+
+/// `SELECT v FROM t WHERE id = ?` as text or as an execute of a prepared statement.
+async fn read_v_as(c: &mut mysql_async::Conn, id: i64, prepared: bool) -> i64 {
+    if !prepared {
+        return read_v(c, id).await;
+    }
+    c.exec_first::<i64, _, _>("SELECT v FROM t WHERE id = ?", (id,))
+        .await
+        .expect("execute through qcache")
+        .expect("a row")
+}
+
+async fn l2_copy_keeps_the_rules_ttl(prepared: bool) {
     let redis = Redis::start();
-    let schema = setup("l2_rule_ttl", 1).await;
+    let schema = setup(
+        if prepared {
+            "l2_rule_ttl_ps"
+        } else {
+            "l2_rule_ttl"
+        },
+        1,
+    )
+    .await;
     let rules = cache_rule_for_t(&schema, "ttl = \"1s\"");
     let a = proxy(&redis.url(), |c| c.rules = rules).await;
     let b = proxy(&redis.url(), |_| {}).await;
     let mut cb = b.conn(&schema).await;
-    assert_eq!(read_v(&mut cb, 1).await, 0);
+    assert_eq!(read_v_as(&mut cb, 1, prepared).await, 0);
     wait_for("B's entry", LAG_BOUND, || {
         !redis.keys("qcache:e:*").is_empty()
     })
     .await;
     let mut ca = a.conn(&schema).await;
-    assert_eq!(read_v(&mut ca, 1).await, 0);
+    assert_eq!(read_v_as(&mut ca, 1, prepared).await, 0);
     assert_eq!(stat(&a, "Qcache_l2_hits"), 1);
     // Within the TTL: A's own copy.
-    assert_eq!(read_v(&mut ca, 1).await, 0);
+    assert_eq!(read_v_as(&mut ca, 1, prepared).await, 0);
     assert_eq!(stat(&a, "Qcache_l2_hits"), 1);
     tokio::time::sleep(Duration::from_millis(1200)).await;
     // Past it: the copy is gone, L2 (which B's entry lives in, without a rule) serves again.
-    assert_eq!(read_v(&mut ca, 1).await, 0);
+    assert_eq!(read_v_as(&mut ca, 1, prepared).await, 0);
     assert_eq!(
         stat(&a, "Qcache_l2_hits"),
         2,
-        "A served its L2 copy past its rule's TTL"
+        "A served its L2 copy past its rule's TTL (prepared: {prepared})"
     );
 }
