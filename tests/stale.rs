@@ -230,6 +230,51 @@ async fn explain_says_stale_and_why() {
     refresh.await.unwrap();
 }
 
+/// EXPLAIN asks about an outdated entry where the miss does, after the plan: when the plan
+/// refuses the read (here a reload made the rule for `t` "never"), the read is relayed and
+/// gets the new row, so EXPLAIN must say "send", not "hit (stale)", though a refresh is in
+/// flight within `max_stale`.
+#[tokio::test]
+async fn explain_asks_about_stale_entries_only_where_the_miss_does() {
+    let f = fixture("stale_explain_plan", "max_stale = \"20s\"").await;
+    let mut c = f.conn().await;
+    assert_eq!(v_of(&mut c, Q).await, 1);
+    direct(&f.schema, "UPDATE t SET v = 2 WHERE id = 1").await;
+    f.until_outdated().await;
+    let refresh = f.refresh_in_background(Q, false).await;
+    let shared = &f.proxy.running.shared;
+    let mut cfg = (*shared.config()).clone();
+    cfg.rules = qcache::config::Config::from_toml(
+        &format!(
+            "[[rules]]\nschema = \"{}\"\ntable = \"t\"\naction = \"never\"\n",
+            f.schema
+        ),
+        "rules",
+    )
+    .expect("rules parse")
+    .rules;
+    shared.swap_config(cfg);
+    let rows = explain(&mut c).await;
+    let decision = rows
+        .iter()
+        .find(|r| r.0 == "decision")
+        .and_then(|r| r.1.clone());
+    let reason = rows
+        .iter()
+        .find(|r| r.0 == "reason")
+        .and_then(|r| r.1.clone());
+    let served = status(&mut c, "Qcache_stale_served").await;
+    let v = v_of(&mut c, Q).await;
+    assert_eq!(v, 2, "the read is relayed under the new rule");
+    assert_eq!(status(&mut c, "Qcache_stale_served").await, served);
+    assert_eq!(
+        (decision.as_deref(), reason.as_deref()),
+        (Some("send"), Some("rule")),
+        "EXPLAIN disagrees with the read: {rows:?}"
+    );
+    refresh.await.unwrap();
+}
+
 async fn explain(c: &mut Conn) -> Vec<(String, Option<String>)> {
     c.query(format!("QCACHE EXPLAIN {Q}")).await.unwrap()
 }

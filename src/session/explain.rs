@@ -346,9 +346,8 @@ impl Session {
                 }
                 Step::Consult(mode) => {
                     let present = k.and_then(|k| self.servable(k, &mode)).is_some();
-                    let (an, digest, verdict) = self
-                        .explain_entry(stmt, k, present, Some(&mode), privileged, f)
-                        .await;
+                    let (an, digest, verdict) =
+                        self.explain_entry(stmt, k, present, privileged, f).await;
                     if let Some(v) = verdict {
                         return Ok(v);
                     }
@@ -369,9 +368,8 @@ impl Session {
                         Some(d) => d,
                         None => {
                             // Not consulted (no view): described without an entry to serve.
-                            let (an, digest, verdict) = self
-                                .explain_entry(stmt, k, false, None, privileged, f)
-                                .await;
+                            let (an, digest, verdict) =
+                                self.explain_entry(stmt, k, false, privileged, f).await;
                             if let Some(v) = verdict {
                                 return Ok(v);
                             }
@@ -391,7 +389,7 @@ impl Session {
                 }
                 Step::Decided(planned, mode) => {
                     return Ok(match planned {
-                        Planned::Fill(plan) => self.explain_fill(&plan, k, mode, f),
+                        Planned::Fill(plan) => self.explain_fill(&plan, k, mode, privileged, f),
                         Planned::Relay { reason, .. } => Verdict::send(reason),
                     });
                 }
@@ -410,7 +408,6 @@ impl Session {
         stmt: &[u8],
         k: Option<crate::cache::Key>,
         present: bool,
-        mode: Option<&super::read::ReadMode>,
         privileged: bool,
         f: &mut Vec<(&'static str, Option<String>)>,
     ) -> (std::sync::Arc<Analysis>, u64, Option<Verdict>) {
@@ -428,8 +425,8 @@ impl Session {
                 Some(_) => HIDDEN.to_string(),
             }),
         ));
-        if present {
-            let v = if may_see_entry {
+        let v = present.then(|| {
+            if may_see_entry {
                 Verdict {
                     decision: "hit",
                     reason: None,
@@ -439,12 +436,8 @@ impl Session {
                     decision: "hit or store",
                     reason: Some(format!("which one: {HIDDEN}")),
                 }
-            };
-            return (an, digest, Some(v));
-        }
-        // An outdated entry under a `max_stale` rule: the same decision a miss makes.
-        let stale = k.filter(|_| may_see_entry);
-        let v = stale.and_then(|k| self.explain_stale(k, mode, f));
+            }
+        });
         (an, digest, v)
     }
 
@@ -456,11 +449,12 @@ impl Session {
         plan: &super::read::ReadPlan,
         k: Option<crate::cache::Key>,
         mode: Option<super::read::ReadMode>,
+        privileged: bool,
         f: &mut Vec<(&'static str, Option<String>)>,
     ) -> Verdict {
-        let view = self.fill_view(plan, mode);
+        let start = self.miss_start(plan, mode);
         if k.is_none() {
-            if let Err(Some(r)) = view {
+            if let Err(Some(r)) = start {
                 return Verdict::send(r);
             }
             return Verdict {
@@ -474,7 +468,7 @@ impl Session {
                 ),
             };
         }
-        match view {
+        let stale = match start {
             Err(Some(r)) => return Verdict::send(r),
             Err(None) => {
                 return Verdict {
@@ -486,7 +480,16 @@ impl Session {
                     ),
                 }
             }
-            Ok(_) => {}
+            Ok((_, stale)) => stale,
+        };
+        // An outdated entry under a `max_stale` rule: the same decision a miss makes, shown
+        // to whoever may see entries.
+        let may_see_entry = privileged || !self.st.shared_users;
+        if let Some(v) = stale
+            .filter(|_| may_see_entry)
+            .and_then(|s| self.explain_stale(s, f))
+        {
+            return v;
         }
         rule_options(&plan.opts, f);
         Verdict {
@@ -500,16 +503,18 @@ impl Session {
         }
     }
 
-    /// `QCACHE EXPLAIN`'s words for an outdated entry under a `max_stale` rule
-    /// (`Session::stale_verdict`, what a miss asks): a `stale` row, and the verdict when it
+    /// `QCACHE EXPLAIN`'s words for an outdated entry under a `max_stale` rule and its
+    /// verdict (`Session::miss_start`, what a miss asks): a `stale` row, and the verdict when it
     /// would be served stale.
+    #[allow(clippy::type_complexity)]
     fn explain_stale(
         &self,
-        k: crate::cache::Key,
-        mode: Option<&super::read::ReadMode>,
+        (e, verdict): (
+            std::sync::Arc<crate::cache::Entry>,
+            Result<crate::policy::stale::StaleOk, crate::policy::stale::Why>,
+        ),
         f: &mut Vec<(&'static str, Option<String>)>,
     ) -> Option<Verdict> {
-        let (e, verdict) = self.stale_verdict(k, mode)?;
         let age = e.created.elapsed();
         let max = e.max_stale.unwrap_or_default();
         match verdict {

@@ -383,28 +383,26 @@ impl Session {
         Some((e, verdict))
     }
 
-    /// Serves the outdated entry under `key` when [`stale_verdict`](Self::stale_verdict)
-    /// allows it (counted in Qcache_stale_served); drops it when no session ever may be
-    /// served it again. Whether it was served.
-    async fn serve_stale(&mut self, key: Key, mode: &ReadMode) -> Result<bool, SessionError> {
-        let started = Instant::now();
-        let Some((e, verdict)) = self.stale_verdict(key, Some(mode)) else {
-            return Ok(false);
-        };
-        match verdict {
-            Ok(_) => {
-                self.shared.cache.stale_hit(&e);
-                self.cur.stale = true;
-                self.serve_hit(&e, started).await?;
-                Ok(true)
-            }
-            Err(why) => {
-                if why.permanent() {
-                    self.shared.cache.drop_outdated(key, &e);
-                }
-                Ok(false)
-            }
-        }
+    /// How a planned miss starts, asked by the miss and by `QCACHE EXPLAIN` alike: the view
+    /// it may fill the cache in ([`fill_view`](Self::fill_view); else why its result is
+    /// relayed without a copy), then the outdated entry under its key and whether this
+    /// session may be served it ([`stale_verdict`](Self::stale_verdict)). Decides only: the
+    /// miss serves or drops the outdated entry.
+    #[allow(clippy::type_complexity)]
+    pub(super) fn miss_start(
+        &self,
+        plan: &ReadPlan,
+        mode: Option<ReadMode>,
+    ) -> Result<
+        (
+            ReadMode,
+            Option<(Arc<Entry>, Result<stale::StaleOk, stale::Why>)>,
+        ),
+        Option<Reason>,
+    > {
+        let mode = self.fill_view(plan, mode)?;
+        let stale = self.stale_verdict(plan.key, Some(&mode));
+        Ok((mode, stale))
     }
 
     /// `started` is when the lookup began: the hit-latency histogram covers lookup and
@@ -564,8 +562,9 @@ impl Session {
         plan: ReadPlan,
         mode: Option<ReadMode>,
     ) -> Result<bool, SessionError> {
-        let mode = match self.fill_view(&plan, mode) {
-            Ok(mode) => mode,
+        let started = Instant::now();
+        let (mode, stale) = match self.miss_start(&plan, mode) {
+            Ok(start) => start,
             Err(reason) => {
                 if let Some(reason) = reason {
                     self.note_not_cached(reason);
@@ -577,9 +576,17 @@ impl Session {
             }
         };
         // Another session is refreshing an entry a change of rows outdated: under a
-        // `max_stale` rule this one may be served it rather than wait (`policy::stale`).
-        if self.serve_stale(plan.key, &mode).await? {
-            return Ok(false);
+        // `max_stale` rule this one may be served it rather than wait (`policy::stale`,
+        // counted in Qcache_stale_served); one no session may ever be served again is dropped.
+        match stale {
+            Some((e, Ok(_))) => {
+                self.shared.cache.stale_hit(&e);
+                self.cur.stale = true;
+                self.serve_hit(&e, started).await?;
+                return Ok(false);
+            }
+            Some((e, Err(why))) if why.permanent() => self.shared.cache.drop_outdated(plan.key, &e),
+            _ => {}
         }
         let cache = self.shared.cache.clone();
         let versions = cache.versions();
