@@ -207,7 +207,7 @@ impl Session {
         if identity {
             let role = row.pop().flatten();
             if let Some(account) = row.pop().flatten() {
-                self.st.identity = Some(super::state::Identity { account, role });
+                self.st.identity = Some(crate::engine::state::Identity { account, role });
             }
         }
         debug!(?names, values = ?row, "read the session's settings back");

@@ -8,7 +8,6 @@ mod context;
 mod diagnostics;
 mod digests;
 mod explain;
-pub mod fkslices;
 pub mod handshake;
 mod l2;
 mod prepared;
@@ -17,9 +16,6 @@ mod privileges;
 mod query;
 mod read;
 mod relay;
-mod sliceplan;
-mod slices;
-pub mod state;
 mod statements;
 mod write;
 
@@ -28,6 +24,7 @@ use std::time::Duration;
 
 use tracing::{debug, info, Instrument};
 
+use crate::engine::state::SessionState;
 use crate::protocol::codec::Packet;
 /// Kept at this path for `prepared.rs`, which the read-path rewrite owns.
 use crate::protocol::commands::stmt_id;
@@ -36,7 +33,6 @@ use crate::protocol::response::Expect;
 use crate::shared::Shared;
 use crate::shutdown::ShutdownSignal;
 use conn::{ConnError, PacketConn};
-use state::SessionState;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SessionError {

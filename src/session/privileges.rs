@@ -3,9 +3,9 @@
 //! privilege generation its key is computed under. Privilege changes seen through this
 //! session are planned here and applied with the statement's OK.
 
-use super::state::Identity;
 use super::{Session, SessionError};
-use crate::policy::privileges::{self, PrivilegeChange};
+use crate::engine::state::Identity;
+use crate::policy::privileges;
 use crate::protocol::rows;
 
 /// Asked once per session (again after SET ROLE, COM_CHANGE_USER, COM_RESET_CONNECTION).
@@ -68,39 +68,6 @@ impl Session {
         }
         self.st.refresh_fingerprint(&self.shared);
         Ok(true)
-    }
-
-    /// The user part of the session's account, when known.
-    pub(crate) fn current_user(&self) -> Option<String> {
-        self.st
-            .identity
-            .as_ref()
-            .map(|id| privileges::account_user(&id.account).to_string())
-    }
-
-    /// Plans the privilege change `sql` makes, if any: applied before its OK reaches the
-    /// client, with the statement's other invalidation.
-    pub(crate) fn plan_privileges(&mut self, sql: &[u8]) {
-        let me = self.current_user();
-        if let Some(c) = privileges::statement_change(sql, me.as_deref()) {
-            self.plan_privilege_change(c);
-        }
-    }
-
-    pub(crate) fn plan_privilege_change(&mut self, c: PrivilegeChange) {
-        match &mut self.st.pending.privileges {
-            Some(p) => p.merge(c),
-            None => self.st.pending.privileges = Some(c),
-        }
-    }
-
-    /// A successful `SET ROLE`: the server recomputed the session's privileges from the
-    /// grants as of `epoch_before` (read before the statement was sent) and changed its role.
-    pub(crate) fn role_set(&mut self, epoch_before: u64) {
-        self.st.identity = None;
-        self.st.priv_baseline = epoch_before;
-        self.st.priv_private = 0;
-        self.st.priv_epoch = u64::MAX;
     }
 
     async fn ask_identity(&mut self) -> Result<Option<Identity>, SessionError> {

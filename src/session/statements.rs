@@ -50,11 +50,12 @@ impl Session {
         let resp = self.relay_command(&pkt, Expect::Results).await?;
         if role {
             // Even a failed SET ROLE is asked about again: qcache does not guess.
-            self.role_set(if resp.error {
+            let before = if resp.error {
                 self.st.priv_baseline
             } else {
                 epoch_before
-            });
+            };
+            crate::engine::write::role_set(&mut self.st, before);
         }
         if resp.error {
             return Ok(());
