@@ -123,9 +123,11 @@ const FOLDERS: &[(&str, &[Layer])] = &[
         ("fkmap", 4, "what is known of parent rows"),
     ]),
     ("engine", &[
+        ("answers", 0, "what qcache answers of its own variable and status rows"),
         ("fkslices", 0, "a write's and a read's foreign-key-derived slices, over the planner"),
         ("sliceplan", 0, "a read's slice plan through the shared memo, over the planner"),
         ("write", 0, "what a write changes, planned over the planner and the state"),
+        ("settings", 0, "what a SET leaves the session with, and what it reads back"),
         ("slices", 1, "the planner: row slices of reads and writes, over the session's state"),
         ("state", 2, "what a session holds between commands; reads no other file"),
     ]),

@@ -5,7 +5,9 @@
 //! here reads what it is given (the catalog, versions, config, the session's state) and
 //! sends nothing; the session carries out what it decides.
 
+pub mod answers;
 pub mod fkslices;
+pub mod settings;
 pub mod sliceplan;
 pub mod slices;
 pub mod state;
