@@ -124,6 +124,7 @@ const FOLDERS: &[(&str, &[Layer])] = &[
     ]),
     ("engine", &[
         ("answers", 0, "what qcache answers of its own variable and status rows"),
+        ("context", 0, "what the server's answers about the session mean for its state"),
         ("fkslices", 0, "a write's and a read's foreign-key-derived slices, over the planner"),
         ("sliceplan", 0, "a read's slice plan through the shared memo, over the planner"),
         ("write", 0, "what a write changes, planned over the planner and the state"),

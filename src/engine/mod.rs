@@ -6,6 +6,7 @@
 //! sends nothing; the session carries out what it decides.
 
 pub mod answers;
+pub mod context;
 pub mod fkslices;
 pub mod settings;
 pub mod sliceplan;
