@@ -125,7 +125,7 @@ pub struct SessionState {
     /// prepare_context`): kept with `fingerprint`, compared at each execute.
     pub prepare_ctx: u64,
     /// Default databases in force at a SQL-level PREPARE since the last reset: an EXECUTE
-    /// may run a statement prepared in any of them (`Session::plan_call`).
+    /// may run a statement prepared in any of them (`engine::Planner::plan_call`).
     pub sql_prepared_in: Vec<String>,
     /// The user is left out of the fingerprint (`cache.shared_between_users`).
     pub shared_users: bool,
