@@ -421,6 +421,11 @@ impl SessionState {
     /// Back to a fresh session (COM_RESET_CONNECTION, COM_CHANGE_USER): the server forgot
     /// variables, temporary tables and prepared statements.
     pub fn reset(&mut self, shared: &Shared, db: Option<Option<String>>) {
+        self.reset_under(&shared.config(), &shared.cache.versions().faults, db);
+    }
+
+    /// [`reset`](Self::reset) under `cfg` and `faults`, given.
+    pub fn reset_under(&mut self, cfg: &Config, faults: &Faults, db: Option<Option<String>>) {
         if let Some(db) = db {
             self.db = db;
         }
@@ -448,8 +453,34 @@ impl SessionState {
         self.identity = None;
         self.identity_unusable = false;
         self.priv_epoch = u64::MAX;
-        self.qct = shared.config().cache.query_cache_type;
-        self.refresh_fingerprint(shared);
+        self.qct = cfg.cache.query_cache_type;
+        self.refresh_fingerprint_under(cfg, faults);
+    }
+
+    /// The server accepted a COM_CHANGE_USER (`cu`, None when qcache could not read it)
+    /// with status flags `status`: a fresh session of the new user, whose privileges the
+    /// server computed from the grants as of `priv_baseline` (read before it was sent).
+    pub fn user_changed(
+        &mut self,
+        (cfg, faults): (&Config, &Faults),
+        status: u16,
+        priv_baseline: u64,
+        cu: Option<crate::protocol::handshake::ChangeUser>,
+    ) {
+        self.txn.status_after_reset(Some(status));
+        self.priv_baseline = priv_baseline;
+        self.priv_private = 0;
+        let Some(cu) = cu else {
+            self.reset_under(cfg, faults, None);
+            self.lost_track = true;
+            return;
+        };
+        self.user = cu.user;
+        self.reset_under(cfg, faults, Some(cu.database));
+        if let Some(cs) = cu.charset {
+            self.charset = cs;
+            self.refresh_fingerprint_under(cfg, faults);
+        }
     }
 
     /// What the server records of this session's statements where the client can read it.
@@ -581,6 +612,64 @@ mod tests {
             assert_eq!(own.since([t(read)].iter(), since), wrote, "{why}");
             let later = std::time::Instant::now() + std::time::Duration::from_secs(1);
             assert!(!own.since([t(read)].iter(), later), "{why}: not after");
+        }
+    }
+
+    /// COM_CHANGE_USER accepted: a fresh session of the new user (its database and
+    /// character set), or, when qcache could not read the command, one it cannot follow.
+    #[test]
+    fn a_changed_user_starts_afresh() {
+        use crate::protocol::handshake::ChangeUser;
+        let w = World::new(false);
+        type Row = (
+            Option<ChangeUser>,
+            &'static str,
+            Option<&'static str>,
+            u8,
+            bool,
+        );
+        let rows: Vec<Row> = vec![
+            // (command, user after, database after, charset after, lost track)
+            (
+                Some(ChangeUser {
+                    user: "v".into(),
+                    database: Some("other".into()),
+                    charset: Some(8),
+                }),
+                "v",
+                Some("other"),
+                8,
+                false,
+            ),
+            (
+                Some(ChangeUser {
+                    user: "v".into(),
+                    database: None,
+                    charset: None,
+                }),
+                "v",
+                None,
+                45,
+                false,
+            ),
+            (None, "u", Some("db"), 45, true),
+        ];
+        for (cu, user, db, charset, lost) in rows {
+            let mut st = w.session(Some("db"));
+            st.vars.insert("sql_mode".into(), "'ANSI'".into());
+            st.priv_private = 9;
+            st.last_stmt = Some(1);
+            let before = st.fingerprint;
+            st.user_changed((&w.cfg, &w.versions.faults), 2, 5, cu);
+            assert_eq!(st.user, user);
+            assert_eq!(st.db.as_deref(), db, "{user}");
+            assert_eq!(st.charset, charset, "{user}");
+            assert_eq!(st.lost_track, lost, "{user}");
+            assert_eq!((st.priv_baseline, st.priv_private), (5, 0));
+            assert!(st.vars.is_empty() && st.last_stmt.is_none() && st.identity.is_none());
+            if user != "u" {
+                assert_ne!(st.fingerprint, before, "{user}");
+            }
         }
     }
 }
