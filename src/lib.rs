@@ -41,6 +41,7 @@ pub mod cache;
 pub mod check;
 pub mod cli;
 pub mod config;
+pub mod engine;
 pub mod faults;
 pub mod invalidation;
 pub mod l2;

@@ -10,6 +10,7 @@
 //! main                                   the binary
 //! server · listener                      listen, accept, signals; TCP and the Unix socket
 //! session                                one client: handshake relay, command loop
+//! engine                                 the per-statement decisions, sans IO
 //! admin                                  operator surfaces over the shared state
 //! shared                                 what every session shares
 //! invalidation                           what changed elsewhere (binlog tail, catalog)
@@ -25,6 +26,9 @@
 //! ```
 //!
 //! Why the ones the issue left open sit where they do:
+//! - `engine` is the per-statement decisions a session carries out (its state, the row
+//!   slices of reads and writes): it reads the catalog, which `cache` may not import, so it
+//!   sits above `shared` and everything under it, and below the session that drives it.
 //! - `admin` is below `session` because a session answers `SHOW QCACHE …` through
 //!   `admin::statements`, and above `shared` because every admin surface reads the shared
 //!   state; the listener starts its HTTP endpoint.
@@ -60,23 +64,24 @@ const LAYERS: &[(&str, u32)] = &[
     ("server", 1),
     ("listener", 1),
     ("session", 2),
-    ("admin", 3),
-    ("shared", 4),
-    ("invalidation", 5),
-    ("l2", 6),
-    ("cache", 7),
-    ("observe", 8),
-    ("policy", 9),
-    ("analysis", 10),
-    ("cli", 11),
-    ("config", 12),
-    ("check", 12),
-    ("tls", 13),
-    ("rules", 13),
-    ("protocol", 14),
-    ("shutdown", 14),
-    ("workers", 14),
-    ("faults", 14),
+    ("engine", 3),
+    ("admin", 4),
+    ("shared", 5),
+    ("invalidation", 6),
+    ("l2", 7),
+    ("cache", 8),
+    ("observe", 9),
+    ("policy", 10),
+    ("analysis", 11),
+    ("cli", 12),
+    ("config", 13),
+    ("check", 13),
+    ("tls", 14),
+    ("rules", 14),
+    ("protocol", 15),
+    ("shutdown", 15),
+    ("workers", 15),
+    ("faults", 15),
 ];
 
 /// Every folder of `src/` and the layer of each of its files (a sub-folder counts as a file;
@@ -116,6 +121,16 @@ const FOLDERS: &[(&str, &[Layer])] = &[
         ("versions", 3, "table and slice versions, with what is known of parent rows"),
         ("privileges", 4, "the privilege epoch versions carry"),
         ("fkmap", 4, "what is known of parent rows"),
+    ]),
+    ("engine", &[
+        ("answers", 0, "what qcache answers of its own variable and status rows"),
+        ("context", 0, "what the server's answers about the session mean for its state"),
+        ("fkslices", 0, "a write's and a read's foreign-key-derived slices, over the planner"),
+        ("sliceplan", 0, "a read's slice plan through the shared memo, over the planner"),
+        ("write", 0, "what a write changes, planned over the planner and the state"),
+        ("settings", 0, "what a SET leaves the session with, and what it reads back"),
+        ("slices", 1, "the planner: row slices of reads and writes, over the session's state"),
+        ("state", 2, "what a session holds between commands; reads no other file"),
     ]),
     ("invalidation", &[
         // The sources: each produces invalidation values and applies them through `apply`.
@@ -181,14 +196,10 @@ const FOLDERS: &[(&str, &[Layer])] = &[
         ("l2", 3, "the session's L2 lookups and fills"),
         ("privileges", 3, "who the server says the session is"),
         ("query", 3, "COM_QUERY dispatch"),
-        ("sliceplan", 3, "a read's slice plan"),
-        ("slices", 3, "row slices on the session's paths"),
         ("statements", 3, "statements qcache answers or rewrites itself"),
-        ("write", 3, "writes and the invalidation they owe"),
+        ("write", 3, "writes sent, with the engine's plan of what they owe"),
         ("relay", 4, "forwards a response and fills the cache from it"),
         ("private", 4, "a statement qcache sends for itself, its answer read, not relayed"),
-        ("state", 5, "what a session holds between commands"),
-        ("fkslices", 6, "what a statement in flight owes the parent maps (state holds it)"),
         ("handshake", 6, "the login relay, whose outcome state starts from"),
         ("conn", 7, "the packet connection everything above writes to"),
     ]),

@@ -43,7 +43,7 @@
 //! **Who uses `M(X)`**: the binlog's child row events only. A move from elsewhere is seen
 //! only when the binlog (or L2) delivers it, so a mapping may still name a row's old value
 //! while a child write of it goes through qcache; such writes ask the server instead
-//! (`session::fkslices`), whose answer comes after they committed. On the binlog, a move
+//! (`engine::fkslices`), whose answer comes after they committed. On the binlog, a move
 //! from elsewhere is delivered before any later child event of its row, in commit order.
 //!
 //! **Registration.** A map `(P, pk, col)` is registered when the first entry deriving a slice

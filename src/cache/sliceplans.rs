@@ -1,6 +1,7 @@
 //! Slice plans remembered per statement: what a miss's slice planning
-//! (`Session::plan_slices`) decided for one statement text, with its parameter values, under
-//! one default database and catalog generation, and the L2 lookup keys made from it.
+//! (`engine::Planner::plan_slices`) decided for one statement text, with its parameter
+//! values, under one default database and catalog generation, and the L2 lookup keys made
+//! from it.
 //!
 //! Planning runs on every L1 miss and costs several lexer passes (the shape key, the
 //! literals, the columns read), catalog lookups by owned names and a dozen allocations: a

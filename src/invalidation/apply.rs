@@ -49,7 +49,7 @@ impl Source {
 
     /// Whether a write's known rows of a child table name its derived slices through the
     /// parent maps (`cache::fkmap`): only the binlog's. A write through qcache asks the
-    /// server for its parents instead (`session::fkslices`), since a mapping may still name
+    /// server for its parents instead (`engine::fkslices`), since a mapping may still name
     /// a row's old value while the binlog has not delivered its move.
     fn derives_through_parent_maps(self) -> bool {
         self == Source::Here(InvalidationSource::Binlog)

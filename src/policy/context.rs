@@ -1541,7 +1541,7 @@ mod tests {
         }
     }
 
-    /// Folds session-scope SETs into the key's entries as `session::statements::follow_set`
+    /// Folds session-scope SETs into the key's entries as `engine::settings::follow_set`
     /// does for literal values.
     fn keyed(sets: &[(&str, &str, bool)]) -> std::collections::BTreeMap<String, String> {
         let mut vars = std::collections::BTreeMap::new();

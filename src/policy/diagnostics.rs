@@ -511,7 +511,7 @@ pub fn pending_restore(pending: u64) -> (Option<u64>, bool) {
 /// leave the previous statement's. So after a statement that raised something, or one that
 /// may use none (`used_tables` false: anything but a read or write of named tables) after
 /// such a one, it may: a read-back there (its resetter reads a derived table) would clear
-/// what the client can still ask for, and is not sent (`session::statements::follow_set`).
+/// what the client can still ask for, and is not sent (`engine::settings::follow_set`).
 pub fn may_persist(before: bool, raised: bool, used_tables: bool) -> bool {
     raised || (before && !used_tables)
 }

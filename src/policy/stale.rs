@@ -13,7 +13,7 @@ use std::time::Duration;
 use super::Reason;
 
 /// The longest `max_stale` honoured: a longer one counts as this. Bounds how long a session
-/// must remember its own writes (`session::state::OwnWrites`).
+/// must remember its own writes (`engine::state::OwnWrites`).
 pub const MAX_STALE: Duration = Duration::from_secs(3600);
 
 /// Why an entry was invalidated, when it was not (or not only) a change of rows: the

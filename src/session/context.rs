@@ -3,6 +3,7 @@
 //! and after a SET whose value qcache cannot evaluate.
 
 use super::{Session, SessionError};
+use crate::engine;
 use crate::policy::{context, diagnostics};
 use crate::protocol::rows::{self, Values};
 use tracing::{debug, warn};
@@ -10,11 +11,6 @@ use tracing::{debug, warn};
 /// After each read-back: `ROW_COUNT()` back to 0 and no warnings, as a fresh session and a SET
 /// both leave them (the read-back's SELECT, and the FOUND_ROWS() restorer, change them).
 pub(super) const RESTORE: &str = "DO 0";
-
-/// The most `FOUND_ROWS()` a read-back puts back: the server can only be made to count rows
-/// by producing them, which takes about 0.2 s per 100,000 (`policy::diagnostics::resetter`);
-/// above this the session reads 1 after a read-back (docs/reliability.md).
-const MAX_RESTORED_FOUND_ROWS: u64 = 100_000;
 
 /// Each statement's answer in a batch: its rows, or None for an error.
 type Answers = Vec<Option<Vec<Values>>>;
@@ -103,27 +99,7 @@ impl Session {
                 .zip(values.iter().map(|v| v.as_deref()))
                 .chain(found.iter().map(|(n, v)| (*n, v.as_deref())))
                 .collect();
-            let rb = context::ReadBack::of(&pairs);
-            self.st.server_ctx = rb.server_ctx;
-            // What the session SET of these since the last read is in the values now: keyed
-            // twice, a stale SET text beside the value a trigger gave it, two sessions with
-            // different values could share a key.
-            self.st
-                .vars
-                .retain(|k, _| !pairs.iter().any(|(n, _)| context::key_name(n) == k));
-            self.st.auto_is_null_inherited = rb.auto_is_null;
-            self.st.optimizer_traced = rb.optimizer_traced;
-            self.st.profiling = rb.profiling;
-            self.st.keep_alive_after = rb.keep_alive_after;
-            self.st.select_limit_inherited = rb.select_limited;
-            if rb.begin_needs_server {
-                // COMMIT chains or releases, or a timer ends idle transactions: the server's
-                // BEGIN and COMMIT, not qcache's answer (`session/begin.rs`).
-                self.st.txn.begin_needs_server();
-            }
-            self.st
-                .txn
-                .isolation_set(rb.read_uncommitted, rb.serializable);
+            engine::context::server_context(&mut self.st, &pairs);
             self.st.refresh_fingerprint(&self.shared);
             return Ok(());
         }
@@ -203,40 +179,19 @@ impl Session {
             return Ok(None);
         };
         let (found_rows, row_count) = (row.remove(0), row.remove(0));
-        self.owe_after_private_select(found_rows.as_deref(), row_count.as_deref());
+        engine::context::owe_after_private_select(
+            &mut self.st,
+            found_rows.as_deref(),
+            row_count.as_deref(),
+        );
         if identity {
             let role = row.pop().flatten();
             if let Some(account) = row.pop().flatten() {
-                self.st.identity = Some(super::state::Identity { account, role });
+                self.st.identity = Some(crate::engine::state::Identity { account, role });
             }
         }
         debug!(?names, values = ?row, "read the session's settings back");
         Ok(Some((row, probed)))
-    }
-
-    /// What a private SELECT of qcache's leaves owed, given the `FOUND_ROWS()` and
-    /// `ROW_COUNT()` it read before it set its own (the read-back, the identity ask): it left
-    /// 1 and -1, so nothing when the session had just those (a fresh MariaDB session has),
-    /// else their restore (`policy::diagnostics::after_read_back`). A count too large (or
-    /// unreadable) to put back is guessed 0.
-    pub(super) fn owe_after_private_select(
-        &mut self,
-        found_rows: Option<&str>,
-        row_count: Option<&str>,
-    ) {
-        let guess = 0;
-        let mut found_rows = found_rows
-            .and_then(|v| v.parse::<u64>().ok())
-            .unwrap_or(guess);
-        let row_count = row_count.and_then(|v| v.parse::<i64>().ok());
-        if found_rows > MAX_RESTORED_FOUND_ROWS {
-            debug!(
-                found_rows,
-                "FOUND_ROWS() too large to put back after a private SELECT"
-            );
-            found_rows = guess;
-        }
-        self.st.after_hit = diagnostics::after_read_back(found_rows, row_count);
     }
 
     /// Sends `sqls` as text queries, pipelined in one write (one command per write on a

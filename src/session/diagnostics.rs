@@ -173,20 +173,6 @@ impl Session {
     }
 }
 
-/// The session status rows that describe the connection itself.
-pub(crate) const CLIENT_LEG_STATUS: [&str; 10] = [
-    "compression",
-    "ssl_cipher",
-    "ssl_cipher_list",
-    "ssl_version",
-    "ssl_server_not_after",
-    "ssl_server_not_before",
-    "ssl_default_timeout",
-    "ssl_verify_depth",
-    "ssl_verify_mode",
-    "ssl_sessions_reused",
-];
-
 impl Session {
     /// What the client's leg looks like, for session status.
     pub(crate) fn client_leg(&self) -> diagnostics::ClientLeg {

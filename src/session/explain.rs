@@ -12,12 +12,12 @@
 
 use super::digests::Current;
 use super::read::{TAG_BINARY, TAG_TEXT};
-use super::state::LastExecute;
 use super::{Session, SessionError};
 use crate::admin::statements::Rows;
 use crate::analysis::{self, Analysis, StatementKind};
 use crate::cache::key;
 use crate::config::QueryCacheType;
+use crate::engine::state::LastExecute;
 use crate::policy::decide::{Answer, Decide, Step};
 use crate::policy::privileges;
 use crate::policy::read::{self, Planned, Via};

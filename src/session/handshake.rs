@@ -9,6 +9,7 @@ use tracing::debug;
 use super::conn::{ConnError, PacketConn};
 use super::SessionError;
 use crate::config::{CompressionConfig, UpstreamTlsMode};
+use crate::engine::state::Negotiated;
 use crate::protocol::codec::Packet;
 use crate::protocol::compress::Codec;
 use crate::protocol::handshake::{
@@ -23,19 +24,6 @@ use crate::protocol::packets::{self, cap};
 use crate::tls::sha2;
 use crate::tls::Contexts;
 use tokio_rustls::TlsAcceptor;
-
-/// What both ends agreed on.
-#[derive(Debug, Clone)]
-pub struct Negotiated {
-    pub greeting: Greeting,
-    pub response: HandshakeResponse,
-    /// Capabilities in force: what the client asked for out of what was offered.
-    pub caps: u32,
-    /// Status flags of the OK that ended authentication.
-    pub status: u16,
-    /// TLS on each leg, and the nonce a later COM_CHANGE_USER authenticates with.
-    pub legs: AuthLegs,
-}
 
 /// Opens the upstream connection. Failure is reported to the client as MySQL does when the
 /// server cannot be reached, naming qcache and the address so the operator knows which hop.

@@ -8,7 +8,6 @@ mod context;
 mod diagnostics;
 mod digests;
 mod explain;
-pub mod fkslices;
 pub mod handshake;
 mod l2;
 mod prepared;
@@ -17,9 +16,6 @@ mod privileges;
 mod query;
 mod read;
 mod relay;
-mod sliceplan;
-mod slices;
-pub mod state;
 mod statements;
 mod write;
 
@@ -28,6 +24,7 @@ use std::time::Duration;
 
 use tracing::{debug, info, Instrument};
 
+use crate::engine::state::SessionState;
 use crate::protocol::codec::Packet;
 /// Kept at this path for `prepared.rs`, which the read-path rewrite owns.
 use crate::protocol::commands::stmt_id;
@@ -36,7 +33,6 @@ use crate::protocol::response::Expect;
 use crate::shared::Shared;
 use crate::shutdown::ShutdownSignal;
 use conn::{ConnError, PacketConn};
-use state::SessionState;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SessionError {
@@ -407,22 +403,14 @@ impl Session {
         match handshake::relay_auth_rounds(&mut self.client, &mut self.upstream, &self.legs).await?
         {
             Some(st) => {
-                self.st.txn.status_after_reset(Some(st));
-                // The server computed the new user's privileges afresh.
-                self.st.priv_baseline = priv_baseline;
-                self.st.priv_private = 0;
-                if let Some(cu) = parsed {
+                if let Some(cu) = &parsed {
                     tracing::Span::current().record("user", cu.user.as_str());
-                    self.st.user = cu.user;
-                    self.st.reset(&self.shared, Some(cu.database));
-                    if let Some(cs) = cu.charset {
-                        self.st.charset = cs;
-                        self.st.refresh_fingerprint(&self.shared);
-                    }
-                } else {
-                    self.st.reset(&self.shared, None);
-                    self.st.lost_track = true;
                 }
+                // The server computed the new user's privileges afresh.
+                let cfg = self.shared.config();
+                let faults = &self.shared.cache.versions().faults;
+                self.st
+                    .user_changed((&cfg, faults), st, priv_baseline, parsed);
                 self.client.flush().await.map_err(SessionError::client)?;
                 self.read_server_context().await?;
                 Ok(true)

@@ -9,10 +9,10 @@ use bytes::{BufMut, Bytes, BytesMut};
 
 use super::read::TAG_BINARY;
 use super::relay::KEEP_SCRATCH;
-use super::state::{LastExecute, Prepared};
 use super::{Session, SessionError};
 use crate::analysis::{self, StatementKind};
 use crate::cache::{key, Key};
+use crate::engine::state::{LastExecute, Prepared};
 use crate::policy::context::prepared_context_moved;
 use crate::policy::decide::{Answer, Decide, Step};
 use crate::policy::read::{self, Via};

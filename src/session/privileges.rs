@@ -3,9 +3,9 @@
 //! privilege generation its key is computed under. Privilege changes seen through this
 //! session are planned here and applied with the statement's OK.
 
-use super::state::Identity;
 use super::{Session, SessionError};
-use crate::policy::privileges::{self, PrivilegeChange};
+use crate::engine::context;
+use crate::engine::state::Identity;
 use crate::protocol::rows;
 
 /// Asked once per session (again after SET ROLE, COM_CHANGE_USER, COM_RESET_CONNECTION).
@@ -40,72 +40,15 @@ impl Session {
                 }
             }
         }
-        let user = self
-            .st
-            .identity
-            .as_ref()
-            .map(|id| privileges::account_user(&id.account).to_string());
-        self.st.refresh_fingerprint(&self.shared);
-        let shared = self.st.shared_users;
-        let view = self.shared.cache.versions().privileges.view(if shared {
-            None
-        } else {
-            user.as_deref()
-        });
-        if self.st.priv_epoch != u64::MAX && self.st.priv_epoch != view.epoch {
-            // A privilege change: RELOAD may have come or gone too.
-            self.st.admin_allowed = None;
-        }
-        self.st.priv_epoch = view.epoch;
-        self.st.priv_generation = view.generation;
-        if privileges::session_diverged(self.st.priv_baseline, view.sticky)
-            && self.st.priv_private == 0
-        {
-            // The server keeps this session's global and database privileges as they were
-            // when it connected: what it is answered may differ from what a session
-            // connecting now is, so its entries are its own from here on.
-            self.st.make_private();
-        }
-        self.st.refresh_fingerprint(&self.shared);
+        let cfg = self.shared.config();
+        let versions = self.shared.cache.versions();
+        context::privileges_known(&mut self.st, &cfg, &versions.faults, &versions.privileges);
         Ok(true)
-    }
-
-    /// The user part of the session's account, when known.
-    pub(crate) fn current_user(&self) -> Option<String> {
-        self.st
-            .identity
-            .as_ref()
-            .map(|id| privileges::account_user(&id.account).to_string())
-    }
-
-    /// Plans the privilege change `sql` makes, if any: applied before its OK reaches the
-    /// client, with the statement's other invalidation.
-    pub(crate) fn plan_privileges(&mut self, sql: &[u8]) {
-        let me = self.current_user();
-        if let Some(c) = privileges::statement_change(sql, me.as_deref()) {
-            self.plan_privilege_change(c);
-        }
-    }
-
-    pub(crate) fn plan_privilege_change(&mut self, c: PrivilegeChange) {
-        match &mut self.st.pending.privileges {
-            Some(p) => p.merge(c),
-            None => self.st.pending.privileges = Some(c),
-        }
-    }
-
-    /// A successful `SET ROLE`: the server recomputed the session's privileges from the
-    /// grants as of `epoch_before` (read before the statement was sent) and changed its role.
-    pub(crate) fn role_set(&mut self, epoch_before: u64) {
-        self.st.identity = None;
-        self.st.priv_baseline = epoch_before;
-        self.st.priv_private = 0;
-        self.st.priv_epoch = u64::MAX;
     }
 
     async fn ask_identity(&mut self) -> Result<Option<Identity>, SessionError> {
         if let Some(row) = self.ask_first_row(IDENTITY_QUERY).await? {
-            let mut it = self.owed_after_ask(row).into_iter();
+            let mut it = context::owed_after_ask(&mut self.st, row).into_iter();
             return Ok(it.next().flatten().map(|account| Identity {
                 account,
                 role: it.next().flatten(),
@@ -113,25 +56,16 @@ impl Session {
         }
         let row = self.ask_first_row(ACCOUNT_QUERY).await?;
         Ok(row
-            .and_then(|row| self.owed_after_ask(row).into_iter().next().flatten())
+            .and_then(|row| {
+                context::owed_after_ask(&mut self.st, row)
+                    .into_iter()
+                    .next()
+                    .flatten()
+            })
             .map(|account| Identity {
                 account,
                 role: None,
             }))
-    }
-
-    /// Takes the `FOUND_ROWS()` and `ROW_COUNT()` the identity query read off its row and
-    /// owes them back (`policy::diagnostics::after_read_back`), unless a restore is owed
-    /// already (a hit's, which the server's values did not hold anyway). The rest of the row.
-    fn owed_after_ask(&mut self, mut row: Vec<Option<String>>) -> Vec<Option<String>> {
-        if row.len() < 2 {
-            return row;
-        }
-        let rest = row.split_off(2);
-        if self.st.after_hit.is_none() {
-            self.owe_after_private_select(row[0].as_deref(), row[1].as_deref());
-        }
-        rest
     }
 
     /// Runs `sql` on the session's upstream connection without relaying it and returns the

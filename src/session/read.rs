@@ -14,6 +14,7 @@ use crate::analysis::{self, Analysis, ReadInfo};
 use crate::cache::entry::L2Stamps;
 use crate::cache::plans::Outcome;
 use crate::cache::{key, Claim, Entry, FillGuard, Key, Snapshot, Stamps, TableHandle};
+use crate::engine::Planner;
 use crate::invalidation::catalog::{ReadResolution, TableName};
 use crate::l2::now_ms;
 use crate::policy::decide::{Answer, Decide, Step};
@@ -594,7 +595,8 @@ impl Session {
         // Stamps are read before the query goes upstream: a write that lands while the
         // query runs makes them stale, so the result can never outlive it.
         // Slice columns are registered here, before the stamps are read (`cache::versions`).
-        let planned = self.planned_slices(&plan.tables, sql, payload);
+        let planned =
+            Planner::new(&self.shared).planned_slices(&self.st, &plan.tables, sql, payload);
         let generation = planned.generation;
         let cols = &planned.cols;
         let mut stamps = Stamps::capture_sliced(versions, &planned.whole, &planned.sliced, cols);
@@ -855,7 +857,7 @@ impl Session {
 struct Facts<'a> {
     e: &'a Entry,
     versions: &'a crate::cache::Versions,
-    st: &'a super::state::SessionState,
+    st: &'a crate::engine::state::SessionState,
 }
 
 impl read::EntryFacts<Snapshot> for Facts<'_> {

@@ -5,6 +5,7 @@
 use bytes::BytesMut;
 
 use super::{Session, SessionError};
+use crate::engine::fkslices::{self, Answers};
 use crate::invalidation::writes;
 use crate::protocol::codec::{self, Packet};
 use crate::protocol::packets::com;
@@ -152,13 +153,13 @@ impl Session {
                 let frame = self.upstream.frame(len);
                 let seq = frame[3];
                 let step = feed(&mut resp, &mut fill, seq, &frame[4..]);
-                super::fkslices::note_ok(&mut self.st.fk, &resp, &frame[4..]);
+                fkslices::note_ok(&mut self.st.fk, &resp, &frame[4..]);
                 self.client.push_raw(frame);
                 self.upstream.consume(len);
                 (step, seq)
             } else if let Some(p) = self.upstream.try_decode().map_err(SessionError::upstream)? {
                 let step = feed(&mut resp, &mut fill, p.seq, &p.payload);
-                super::fkslices::note_ok(&mut self.st.fk, &resp, &p.payload);
+                fkslices::note_ok(&mut self.st.fk, &resp, &p.payload);
                 self.client.push(p.seq, &p.payload);
                 (step, p.seq)
             } else {
@@ -375,7 +376,7 @@ impl Session {
         if !self.st.pending.is_empty() {
             let in_txn = self.st.txn.writes_in_transaction(new_status);
             let answers = self.fk_lookup(in_txn).await;
-            self.fk_child_rows(answers);
+            fkslices::child_rows(&mut self.st, &self.shared.cache.versions().parents, answers);
             let pending = std::mem::take(&mut self.st.pending);
             // Registered before the DDL's first bump: a read that reads its stamps after that
             // bump sees the registration when it checks (`Session::miss`), and stores nothing.
@@ -386,7 +387,10 @@ impl Session {
                 self.shared.invalidate(&inv);
                 self.st.own_writes.note(&inv);
             }
-            self.fk_learn(self.st.txn.writes_in_transaction(new_status));
+            let in_txn = self.st.txn.writes_in_transaction(new_status);
+            let max_entries = self.shared.config().invalidation.parent_map_entries;
+            let parents = &self.shared.cache.versions().parents;
+            fkslices::learn(&mut self.st, parents, max_entries, in_txn);
             // The OK does not wait for the catalog: until the reload lands, what the DDL named
             // is unknown to every read and write (`invalidation::pending`).
             if let Some(seq) = ddl {
@@ -415,16 +419,45 @@ impl Session {
         }
     }
 
+    /// At a child write's OK outside a transaction: the parent values the engine asks of
+    /// the server (`engine::fkslices::asks`), asked, and what they answer per child table.
+    async fn fk_lookup(&mut self, in_transaction: bool) -> Vec<Answers> {
+        let cfg = self.shared.config();
+        let Some((w, asks)) = fkslices::asks(&self.st, in_transaction, &cfg.invalidation) else {
+            return Vec::new();
+        };
+        let learn = cfg.invalidation.parent_map_entries > 0;
+        let parents = self.shared.cache.versions().parents.clone();
+        let mut out = Vec::with_capacity(asks.len());
+        for table in asks {
+            let mut answers = Answers::new();
+            for ask in table {
+                let catalog = &self.shared.catalog;
+                let (pk, col) = (&ask.key.pk, &ask.key.col);
+                let Some(found) = catalog.parent_values(&ask.parent(), pk, col, &ask.xs).await
+                else {
+                    continue;
+                };
+                answers.extend(fkslices::answered(&parents, &w, learn, ask, found));
+            }
+            out.push(answers);
+        }
+        out
+    }
+
     /// Any statement about to reach the server may open the transaction's read view
     /// (`policy::snapshot`): the version point is read before it goes.
     pub(crate) fn note_send_point(&mut self) {
-        self.fk_begin();
+        let shared = &self.shared;
+        fkslices::begin(&mut self.st, &shared.cache.versions().parents, || {
+            shared.config().invalidation.derived_slices
+        });
         let now = self.shared.cache.versions().snapshot();
         self.st.txn.before_send(now);
     }
 
     pub(crate) fn end_of_response(&mut self) {
-        self.fk_end();
+        fkslices::end(&mut self.st);
         self.st.pending = Default::default();
         self.st.txn.response_ended();
     }

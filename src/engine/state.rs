@@ -6,12 +6,14 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use bytes::Bytes;
 
-use super::handshake::Negotiated;
 use crate::analysis::{Hint, ServerVersion, StatementKind};
 use crate::cache::versions::Snapshot;
-use crate::config::QueryCacheType;
+use crate::config::{Config, QueryCacheType};
+use crate::faults::Faults;
 use crate::observe::digests::{row_key, RowHint};
 use crate::policy::context;
+use crate::protocol::handshake::{Greeting, HandshakeResponse};
+use crate::protocol::negotiate::AuthLegs;
 use crate::protocol::packets::cap;
 use crate::shared::Shared;
 
@@ -21,6 +23,20 @@ use crate::cache::writes::{Pending, Txn};
 
 /// The session's transaction state machine over the cache's version points and writes.
 pub type Transaction = crate::policy::txn::Transaction<Snapshot, Txn>;
+
+/// What both ends agreed on in the connection phase (`session::handshake`), which a
+/// session's state starts from.
+#[derive(Debug, Clone)]
+pub struct Negotiated {
+    pub greeting: Greeting,
+    pub response: HandshakeResponse,
+    /// Capabilities in force: what the client asked for out of what was offered.
+    pub caps: u32,
+    /// Status flags of the OK that ended authentication.
+    pub status: u16,
+    /// TLS on each leg, and the nonce a later COM_CHANGE_USER authenticates with.
+    pub legs: AuthLegs,
+}
 
 /// Who the server says the session is.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -109,7 +125,7 @@ pub struct SessionState {
     /// prepare_context`): kept with `fingerprint`, compared at each execute.
     pub prepare_ctx: u64,
     /// Default databases in force at a SQL-level PREPARE since the last reset: an EXECUTE
-    /// may run a statement prepared in any of them (`Session::plan_call`).
+    /// may run a statement prepared in any of them (`engine::Planner::plan_call`).
     pub sql_prepared_in: Vec<String>,
     /// The user is left out of the fingerprint (`cache.shared_between_users`).
     pub shared_users: bool,
@@ -169,7 +185,7 @@ pub struct SessionState {
     pub last_stmt: Option<u32>,
     pub pending: Pending,
     /// The statement in flight's standing with the parent maps (derived slices).
-    pub fk: super::fkslices::FkState,
+    pub fk: FkState,
     /// Whether the user may run admin statements that change the cache; asked of the server
     /// at the first such statement, forgotten when the user changes.
     pub admin_allowed: Option<bool>,
@@ -194,6 +210,22 @@ pub struct SessionState {
     /// Non-zero once the session's privileges may differ from a new session's: a token that
     /// keeps its entries its own.
     pub priv_private: u64,
+}
+
+/// What the statement in flight owes or may teach the parent maps (`engine::fkslices`).
+#[derive(Debug, Default)]
+pub struct FkState {
+    /// Read before the statement was sent: the window its learning and its child bumps are
+    /// judged by.
+    pub window: Option<crate::cache::fkmap::Window>,
+    /// How its single-table write touches its table, from its shape.
+    pub how: Option<((String, String), crate::cache::fkmap::Touch)>,
+    /// Its standing while it may change rows (finished when dropped).
+    pub tokens: Vec<crate::cache::fkmap::Token>,
+    /// What it may teach once acknowledged.
+    pub learn: Option<crate::cache::fkmap::Learn>,
+    /// The OK packet of a statement with `learn`.
+    pub ok: Option<crate::protocol::packets::OkInfo>,
 }
 
 /// What this session wrote and when, taken after the write's bump: an entry whose query
@@ -258,6 +290,12 @@ impl OwnWrites {
 
 impl SessionState {
     pub fn new(shared: &Shared, n: &Negotiated) -> SessionState {
+        SessionState::under(&shared.config(), &shared.cache.versions().faults, n)
+    }
+
+    /// A session's state after the connection phase `n`, under `cfg` (and the debug-build
+    /// `faults`): what [`new`](Self::new) reads of the shared state, given.
+    pub fn under(cfg: &Config, faults: &Faults, n: &Negotiated) -> SessionState {
         let server = ServerVersion::from_greeting(&n.greeting.server_version);
         // MySQL-only built-in names are stored code on MariaDB (`analysis::functions`).
         crate::analysis::upstream_is(server.mariadb);
@@ -269,7 +307,7 @@ impl SessionState {
             caps: n.caps,
             mariadb_caps: n.response.mariadb_caps & n.greeting.mariadb_caps,
             deprecate_eof: n.caps & cap::DEPRECATE_EOF != 0,
-            qct: shared.config().cache.query_cache_type,
+            qct: cfg.cache.query_cache_type,
             vars: BTreeMap::new(),
             fingerprint: 0,
             prepare_ctx: 0,
@@ -294,7 +332,7 @@ impl SessionState {
             mariadb: crate::policy::context::is_mariadb(&n.greeting.server_version),
             own_writes: OwnWrites::default(),
             temp_tables: HashSet::new(),
-            txn: Transaction::new(n.status, shared.config().server.defer_begin),
+            txn: Transaction::new(n.status, cfg.server.defer_begin),
             stmts: HashMap::default(),
             last_stmt: None,
             pending: Pending::default(),
@@ -308,7 +346,7 @@ impl SessionState {
             priv_baseline: 0,
             priv_private: 0,
         };
-        s.refresh_fingerprint(shared);
+        s.refresh_fingerprint_under(cfg, faults);
         s
     }
 
@@ -328,7 +366,12 @@ impl SessionState {
     /// Recomputes the context fingerprint after any change to what it covers (the config's
     /// `shared_between_users` is re-read, so a reload applies from the next change on).
     pub fn refresh_fingerprint(&mut self, shared: &Shared) {
-        self.shared_users = shared.config().cache.shared_between_users;
+        self.refresh_fingerprint_under(&shared.config(), &shared.cache.versions().faults);
+    }
+
+    /// [`refresh_fingerprint`](Self::refresh_fingerprint) under `cfg` and `faults`, given.
+    pub fn refresh_fingerprint_under(&mut self, cfg: &Config, faults: &Faults) {
+        self.shared_users = cfg.cache.shared_between_users;
         self.txn.refresh_dirty_reads();
         self.auto_is_null = crate::policy::context::session_auto_is_null(
             self.vars
@@ -338,11 +381,7 @@ impl SessionState {
         );
         self.db_key = row_key(self.db.as_deref(), &self.user);
         self.digest_hint.forget();
-        self.vars_unkeyed = shared
-            .cache
-            .versions()
-            .faults
-            .on(crate::faults::Fault::ContextKeys);
+        self.vars_unkeyed = faults.on(crate::faults::Fault::ContextKeys);
         self.fingerprint = self.compute_fingerprint();
         self.prepare_ctx = self.compute_prepare_ctx();
     }
@@ -382,6 +421,11 @@ impl SessionState {
     /// Back to a fresh session (COM_RESET_CONNECTION, COM_CHANGE_USER): the server forgot
     /// variables, temporary tables and prepared statements.
     pub fn reset(&mut self, shared: &Shared, db: Option<Option<String>>) {
+        self.reset_under(&shared.config(), &shared.cache.versions().faults, db);
+    }
+
+    /// [`reset`](Self::reset) under `cfg` and `faults`, given.
+    pub fn reset_under(&mut self, cfg: &Config, faults: &Faults, db: Option<Option<String>>) {
         if let Some(db) = db {
             self.db = db;
         }
@@ -409,8 +453,34 @@ impl SessionState {
         self.identity = None;
         self.identity_unusable = false;
         self.priv_epoch = u64::MAX;
-        self.qct = shared.config().cache.query_cache_type;
-        self.refresh_fingerprint(shared);
+        self.qct = cfg.cache.query_cache_type;
+        self.refresh_fingerprint_under(cfg, faults);
+    }
+
+    /// The server accepted a COM_CHANGE_USER (`cu`, None when qcache could not read it)
+    /// with status flags `status`: a fresh session of the new user, whose privileges the
+    /// server computed from the grants as of `priv_baseline` (read before it was sent).
+    pub fn user_changed(
+        &mut self,
+        (cfg, faults): (&Config, &Faults),
+        status: u16,
+        priv_baseline: u64,
+        cu: Option<crate::protocol::handshake::ChangeUser>,
+    ) {
+        self.txn.status_after_reset(Some(status));
+        self.priv_baseline = priv_baseline;
+        self.priv_private = 0;
+        let Some(cu) = cu else {
+            self.reset_under(cfg, faults, None);
+            self.lost_track = true;
+            return;
+        };
+        self.user = cu.user;
+        self.reset_under(cfg, faults, Some(cu.database));
+        if let Some(cs) = cu.charset {
+            self.charset = cs;
+            self.refresh_fingerprint_under(cfg, faults);
+        }
     }
 
     /// What the server records of this session's statements where the client can read it.
@@ -471,5 +541,135 @@ impl SessionState {
     /// Qualifies a table name with the default database, lower-cased.
     pub fn qualify(&self, schema: Option<&str>, name: &str) -> Option<(String, String)> {
         crate::analysis::qualify(schema, name, self.db.as_deref())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::engine::World;
+    use crate::invalidation::{Invalidation, Source, What};
+
+    /// Statement ids as the server reads them: MariaDB's -1 is the last prepared one, until
+    /// it is closed.
+    #[test]
+    fn statement_ids_resolve_as_the_server_reads_them() {
+        let w = World::new(false);
+        let mut st = w.session(Some("db"));
+        st.last_stmt = Some(4);
+        let rows: &[(u32, Option<u32>)] = &[(4, Some(4)), (9, Some(9)), (u32::MAX, Some(4))];
+        for (id, want) in rows {
+            assert_eq!(st.resolve_stmt(*id), *want, "id {id}");
+        }
+        st.close_stmt(u32::MAX);
+        assert_eq!(st.last_stmt, None);
+        assert_eq!(st.resolve_stmt(u32::MAX), None);
+    }
+
+    /// The default database names unqualified tables, lower-cased, and is in the key.
+    #[test]
+    fn the_default_database_qualifies_names_and_keys() {
+        let w = World::new(false);
+        let mut st = w.session(Some("db"));
+        let before = st.fingerprint;
+        type Row = (
+            Option<&'static str>,
+            &'static str,
+            Option<(&'static str, &'static str)>,
+        );
+        let rows: &[Row] = &[
+            (None, "T", Some(("db", "t"))),
+            (Some("Other"), "t", Some(("other", "t"))),
+        ];
+        for (schema, name, want) in rows {
+            let want = want.map(|(s, n)| (s.to_string(), n.to_string()));
+            assert_eq!(st.qualify(*schema, name), want, "{schema:?}.{name}");
+        }
+        st.set_db(None);
+        assert_eq!(st.qualify(None, "t"), None);
+        assert_ne!(st.fingerprint, before);
+        st.set_db(Some("db".into()));
+        assert_eq!(st.fingerprint, before);
+    }
+
+    /// What the session wrote, and since when (read-your-own-writes under `max_stale`).
+    #[test]
+    fn own_writes_remember_what_was_bumped() {
+        let w = World::new(false);
+        let t = |n: &str| w.versions.table("db", n);
+        let table = |n: &str| What::Table(("db".into(), n.into()));
+        let src = Source::Here(crate::observe::stats::InvalidationSource::Write);
+        let rows: Vec<(&str, Vec<What>, &str, bool)> = vec![
+            ("a table it wrote", vec![table("a")], "a", true),
+            ("another table", vec![table("a")], "b", false),
+            ("its schema", vec![What::Schema("db".into())], "b", true),
+            ("everything", vec![What::Everything], "b", true),
+            ("nothing", vec![], "a", false),
+        ];
+        for (why, what, read, wrote) in rows {
+            let mut own = super::OwnWrites::default();
+            let since = std::time::Instant::now();
+            own.note(&Invalidation::new(src, what));
+            assert_eq!(own.since([t(read)].iter(), since), wrote, "{why}");
+            let later = std::time::Instant::now() + std::time::Duration::from_secs(1);
+            assert!(!own.since([t(read)].iter(), later), "{why}: not after");
+        }
+    }
+
+    /// COM_CHANGE_USER accepted: a fresh session of the new user (its database and
+    /// character set), or, when qcache could not read the command, one it cannot follow.
+    #[test]
+    fn a_changed_user_starts_afresh() {
+        use crate::protocol::handshake::ChangeUser;
+        let w = World::new(false);
+        type Row = (
+            Option<ChangeUser>,
+            &'static str,
+            Option<&'static str>,
+            u8,
+            bool,
+        );
+        let rows: Vec<Row> = vec![
+            // (command, user after, database after, charset after, lost track)
+            (
+                Some(ChangeUser {
+                    user: "v".into(),
+                    database: Some("other".into()),
+                    charset: Some(8),
+                }),
+                "v",
+                Some("other"),
+                8,
+                false,
+            ),
+            (
+                Some(ChangeUser {
+                    user: "v".into(),
+                    database: None,
+                    charset: None,
+                }),
+                "v",
+                None,
+                45,
+                false,
+            ),
+            (None, "u", Some("db"), 45, true),
+        ];
+        for (cu, user, db, charset, lost) in rows {
+            let mut st = w.session(Some("db"));
+            st.vars.insert("sql_mode".into(), "'ANSI'".into());
+            st.priv_private = 9;
+            st.last_stmt = Some(1);
+            let before = st.fingerprint;
+            st.user_changed((&w.cfg, &w.versions.faults), 2, 5, cu);
+            assert_eq!(st.user, user);
+            assert_eq!(st.db.as_deref(), db, "{user}");
+            assert_eq!(st.charset, charset, "{user}");
+            assert_eq!(st.lost_track, lost, "{user}");
+            assert_eq!((st.priv_baseline, st.priv_private), (5, 0));
+            assert!(st.vars.is_empty() && st.last_stmt.is_none() && st.identity.is_none());
+            if user != "u" {
+                assert_ne!(st.fingerprint, before, "{user}");
+            }
+        }
     }
 }

@@ -4,33 +4,35 @@
 
 use std::sync::Arc;
 
-use super::Session;
+use super::slices::{execute_literals, Planner};
+use super::state::SessionState;
 use crate::cache::fkmap;
 use crate::cache::sliceplans::{PlanInput, PlannedSlices};
 use crate::cache::TableHandle;
 use crate::config::Granularity;
 use crate::protocol::packets::com;
 
-impl Session {
+impl Planner<'_> {
     /// [`plan_slices`](Self::plan_slices), remembered: the same answer, and the same
     /// registrations before the caller reads the stamps.
-    pub(super) fn planned_slices(
+    pub fn planned_slices(
         &self,
+        st: &SessionState,
         tables: &Arc<[TableHandle]>,
         sql: &[u8],
         payload: &[u8],
     ) -> Arc<PlannedSlices> {
-        let cfg = self.shared.config();
+        let cfg = &self.cfg;
         let fresh = || {
-            let (whole, sliced, cols, generation) = self.plan_slices(tables, sql, payload);
+            let (whole, sliced, cols, generation) = self.plan_slices(st, tables, sql, payload);
             Arc::new(PlannedSlices::new(whole, sliced, cols, generation))
         };
         // Planned quickly, or from state the memo does not key by.
-        if cfg.invalidation.granularity != Granularity::Row || !self.st.temp_tables.is_empty() {
+        if cfg.invalidation.granularity != Granularity::Row || !st.temp_tables.is_empty() {
             return fresh();
         }
         let params = if payload.first() == Some(&com::STMT_EXECUTE) {
-            match self.execute_literals(payload) {
+            match execute_literals(st, payload) {
                 Some(p) => Some(p),
                 None => return fresh(),
             }
@@ -39,12 +41,12 @@ impl Session {
         };
         let input = PlanInput {
             sql,
-            db: self.st.db.as_deref(),
+            db: st.db.as_deref(),
             params: params.as_deref(),
             derived_slices: cfg.invalidation.derived_slices,
         };
-        let catalog = &self.shared.catalog;
-        let memo = &self.shared.slice_plans;
+        let catalog = self.catalog;
+        let memo = self.memo;
         if let Some(p) = memo.get(&input, tables, catalog.generation()) {
             if self.register_again(&p) {
                 return p;
@@ -62,7 +64,7 @@ impl Session {
     /// as planning did; false when a column registers as another than the plan holds (never,
     /// as the registry drops none: then the plan is made afresh).
     fn register_again(&self, p: &PlannedSlices) -> bool {
-        let versions = self.shared.cache.versions();
+        let versions = self.versions;
         for s in &p.sliced {
             if let Some((_, key)) = fkmap::parse_derived(&s.column.name) {
                 versions.parents.register(&key);

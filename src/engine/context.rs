@@ -1,0 +1,210 @@
+//! What the server's answers about the session mean for its state: its settings read
+//! back (`policy::context::ReadBack`), the privileges its identity has, and what qcache's
+//! own SELECTs owe the session's diagnostics. The session asks; this decides.
+
+use super::state::SessionState;
+use crate::cache::privileges::Privileges;
+use crate::config::Config;
+use crate::faults::Faults;
+use crate::policy::{context, diagnostics, privileges};
+use tracing::debug;
+
+/// The most `FOUND_ROWS()` a read-back puts back: the server can only be made to count rows
+/// by producing them, which takes about 0.2 s per 100,000 (`policy::diagnostics::resetter`);
+/// above this the session reads 1 after a read-back (docs/reliability.md).
+const MAX_RESTORED_FOUND_ROWS: u64 = 100_000;
+
+/// The session's settings as the server reported them (`pairs`: names and values, in the
+/// order a later connect reads them), into its state. The caller recomputes the
+/// fingerprint.
+pub fn server_context(st: &mut SessionState, pairs: &[(&str, Option<&str>)]) {
+    let rb = context::ReadBack::of(pairs);
+    st.server_ctx = rb.server_ctx;
+    // What the session SET of these since the last read is in the values now: keyed
+    // twice, a stale SET text beside the value a trigger gave it, two sessions with
+    // different values could share a key.
+    st.vars
+        .retain(|k, _| !pairs.iter().any(|(n, _)| context::key_name(n) == k));
+    st.auto_is_null_inherited = rb.auto_is_null;
+    st.optimizer_traced = rb.optimizer_traced;
+    st.profiling = rb.profiling;
+    st.keep_alive_after = rb.keep_alive_after;
+    st.select_limit_inherited = rb.select_limited;
+    if rb.begin_needs_server {
+        // COMMIT chains or releases, or a timer ends idle transactions: the server's
+        // BEGIN and COMMIT, not qcache's answer (`session/begin.rs`).
+        st.txn.begin_needs_server();
+    }
+    st.txn.isolation_set(rb.read_uncommitted, rb.serializable);
+}
+
+/// The identity is known: the privilege generation and epoch the key is computed under,
+/// from `privileges` (the versions'), and whether the session's privileges may now differ
+/// from a new session's. Recomputes the fingerprint under `cfg` and `faults`.
+pub fn privileges_known(
+    st: &mut SessionState,
+    cfg: &Config,
+    faults: &Faults,
+    privileges: &Privileges,
+) {
+    let user = st
+        .identity
+        .as_ref()
+        .map(|id| privileges::account_user(&id.account).to_string());
+    st.refresh_fingerprint_under(cfg, faults);
+    let shared = st.shared_users;
+    let view = privileges.view(if shared { None } else { user.as_deref() });
+    if st.priv_epoch != u64::MAX && st.priv_epoch != view.epoch {
+        // A privilege change: RELOAD may have come or gone too.
+        st.admin_allowed = None;
+    }
+    st.priv_epoch = view.epoch;
+    st.priv_generation = view.generation;
+    if privileges::session_diverged(st.priv_baseline, view.sticky) && st.priv_private == 0 {
+        // The server keeps this session's global and database privileges as they were
+        // when it connected: what it is answered may differ from what a session
+        // connecting now is, so its entries are its own from here on.
+        st.make_private();
+    }
+    st.refresh_fingerprint_under(cfg, faults);
+}
+
+/// What a private SELECT of qcache's leaves owed, given the `FOUND_ROWS()` and
+/// `ROW_COUNT()` it read before it set its own (the read-back, the identity ask): it left
+/// 1 and -1, so nothing when the session had just those (a fresh MariaDB session has),
+/// else their restore (`policy::diagnostics::after_read_back`). A count too large (or
+/// unreadable) to put back is guessed 0.
+pub fn owe_after_private_select(
+    st: &mut SessionState,
+    found_rows: Option<&str>,
+    row_count: Option<&str>,
+) {
+    let guess = 0;
+    let mut found_rows = found_rows
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or(guess);
+    let row_count = row_count.and_then(|v| v.parse::<i64>().ok());
+    if found_rows > MAX_RESTORED_FOUND_ROWS {
+        debug!(
+            found_rows,
+            "FOUND_ROWS() too large to put back after a private SELECT"
+        );
+        found_rows = guess;
+    }
+    st.after_hit = diagnostics::after_read_back(found_rows, row_count);
+}
+
+/// Takes the `FOUND_ROWS()` and `ROW_COUNT()` the identity query read off its row and
+/// owes them back (`policy::diagnostics::after_read_back`), unless a restore is owed
+/// already (a hit's, which the server's values did not hold anyway). The rest of the row.
+pub fn owed_after_ask(st: &mut SessionState, mut row: Vec<Option<String>>) -> Vec<Option<String>> {
+    if row.len() < 2 {
+        return row;
+    }
+    let rest = row.split_off(2);
+    if st.after_hit.is_none() {
+        owe_after_private_select(st, row[0].as_deref(), row[1].as_deref());
+    }
+    rest
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::World;
+
+    /// What qcache's own SELECT owes back, from the FOUND_ROWS() and ROW_COUNT() it read.
+    #[test]
+    fn a_private_select_owes_what_it_changed() {
+        let w = World::new(false);
+        type Row = (Option<&'static str>, Option<&'static str>, u64, Option<i64>);
+        let rows: &[Row] = &[
+            // (found_rows read, row_count read, as restored: found_rows, row_count)
+            (Some("1"), Some("-1"), 1, Some(-1)),
+            (Some("5"), Some("0"), 5, Some(0)),
+            (Some("100000"), Some("3"), 100_000, Some(3)),
+            (Some("100001"), Some("3"), 0, Some(3)),
+            (None, None, 0, None),
+            (Some("x"), Some("y"), 0, None),
+        ];
+        for (found, count, f, c) in rows {
+            let mut st = w.session(Some("db"));
+            owe_after_private_select(&mut st, *found, *count);
+            let want = diagnostics::after_read_back(*f, *c);
+            assert_eq!(st.after_hit, want, "{found:?} {count:?}");
+        }
+        // A fresh session's values: nothing owed.
+        assert_eq!(diagnostics::after_read_back(1, Some(-1)), None);
+    }
+
+    /// The identity ask's row: its first two values owed back unless a restore is owed
+    /// already; the rest returned.
+    #[test]
+    fn the_identity_row_owes_its_counts() {
+        let w = World::new(false);
+        let s = |v: &str| Some(v.to_string());
+        let row = vec![s("7"), s("0"), s("u@%"), None];
+        let mut st = w.session(Some("db"));
+        assert_eq!(owed_after_ask(&mut st, row.clone()), vec![s("u@%"), None]);
+        assert_eq!(st.after_hit, diagnostics::after_read_back(7, Some(0)));
+        let mut st = w.session(Some("db"));
+        st.after_hit = Some(42);
+        assert_eq!(owed_after_ask(&mut st, row), vec![s("u@%"), None]);
+        assert_eq!(st.after_hit, Some(42), "a restore owed already stands");
+        let mut st = w.session(Some("db"));
+        assert_eq!(owed_after_ask(&mut st, vec![s("1")]), vec![s("1")]);
+        assert_eq!(st.after_hit, None);
+    }
+
+    /// Once the identity is known, the key is computed under its privilege epoch; a change
+    /// of epoch forgets whether the user may administer.
+    #[test]
+    fn known_privileges_set_the_epoch() {
+        let w = World::new(false);
+        let epoch = w.versions.privileges.view(None).epoch;
+        let rows: &[(u64, Option<bool>, Option<bool>)] = &[
+            // (epoch before, admin_allowed before, after)
+            (u64::MAX, Some(true), Some(true)),
+            (epoch, Some(true), Some(true)),
+            (epoch.wrapping_add(1), Some(true), None),
+        ];
+        for (before, admin, after) in rows {
+            let mut st = w.session(Some("db"));
+            st.identity = Some(crate::engine::state::Identity {
+                account: "u@%".into(),
+                role: None,
+            });
+            st.priv_epoch = *before;
+            st.admin_allowed = *admin;
+            let anonymous = st.fingerprint;
+            privileges_known(&mut st, &w.cfg, &w.versions.faults, &w.versions.privileges);
+            assert_eq!(st.priv_epoch, epoch, "{before}");
+            assert_eq!(st.admin_allowed, *after, "{before}");
+            assert_ne!(st.fingerprint, anonymous, "the identity is in the key");
+            assert_eq!(st.priv_private, 0, "{before}");
+        }
+    }
+
+    /// The settings read back replace what the session SET of them, and reach the
+    /// transaction state.
+    #[test]
+    fn the_server_context_replaces_what_was_set() {
+        let w = World::new(false);
+        let mut st = w.session(Some("db"));
+        st.vars.insert("time_zone".into(), "'+01:00'".into());
+        st.vars.insert("sql_mode".into(), "'ANSI'".into());
+        let before = st.server_ctx;
+        server_context(
+            &mut st,
+            &[
+                ("time_zone", Some("+02:00")),
+                ("tx_isolation", Some("READ-UNCOMMITTED")),
+            ],
+        );
+        st.refresh_fingerprint_under(&w.cfg, &w.versions.faults);
+        assert!(!st.vars.contains_key("time_zone"));
+        assert!(st.vars.contains_key("sql_mode"));
+        assert_ne!(st.server_ctx, before);
+        assert!(st.txn.dirty_reads());
+    }
+}

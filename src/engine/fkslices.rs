@@ -1,0 +1,349 @@
+//! Foreign-key-derived slices (`cache::fkmap` has the rules and the races): a read's derived
+//! slices, a write's standing with the parent maps (taken before it is sent, finished after
+//! its invalidation or its transaction), the mappings a parent insert teaches, and the
+//! derived slices a child write bumps, with the parent values it asks the server for (the
+//! session asks them: [`asks`], then [`answered`]).
+
+use std::sync::Arc;
+
+use super::slices::Planner;
+use super::state::SessionState;
+use crate::analysis::slices::{ColumnInfo, Lit, Shape, WriteKind};
+use crate::analysis::TableRef;
+use crate::cache::fkmap::{self, Learn, MapKey, ParentMaps, Touch, Window};
+use crate::cache::sliceplans;
+use crate::cache::versions::SlicePlan;
+use crate::cache::TableHandle;
+use crate::config::InvalidationConfig;
+
+/// Per derived column of a child table (its name, as `fkmap::derived_column` makes it), the
+/// slice keys of the parent values its written rows name.
+pub type Answers = Vec<(String, Vec<String>)>;
+
+impl Planner<'_> {
+    /// The derived slices of a read, for the tables it would read whole (`rest`): each one
+    /// the statement proves it reads only through a parent's pinned rows becomes a sliced
+    /// table of its derived column. Registers maps and columns before the caller reads the
+    /// stamps. `(rest, sliced)` are the read's tables as planned so far.
+    pub fn plan_derived(
+        &self,
+        st: &SessionState,
+        (shape, text): (&Shape, &str),
+        columns: &dyn Fn(&TableRef, &str) -> Option<ColumnInfo>,
+        params: &dyn Fn(usize) -> Option<Lit>,
+        (rest, sliced): (&mut Vec<TableHandle>, &mut Vec<SlicePlan>),
+    ) {
+        if rest.is_empty() || !self.cfg.invalidation.derived_slices {
+            return;
+        }
+        let catalog = self.catalog;
+        let pk = |t: &TableRef| {
+            let q = st.qualify(t.schema.as_deref(), &t.name)?;
+            catalog.primary_key(&q)
+        };
+        let derived = shape.derived_slices(text, columns, params, &pk);
+        if derived.is_empty() {
+            return;
+        }
+        let versions = self.versions;
+        for d in derived {
+            let (Some(child), Some(parent)) = (
+                st.qualify(d.child.schema.as_deref(), &d.child.name),
+                st.qualify(d.parent.schema.as_deref(), &d.parent.name),
+            ) else {
+                continue;
+            };
+            let Some(pos) = rest
+                .iter()
+                .position(|t| t.schema == child.0 && t.name == child.1)
+            else {
+                continue;
+            };
+            let key = MapKey {
+                schema: parent.0,
+                table: parent.1,
+                pk: d.pk,
+                col: d.col,
+            };
+            versions.parents.register(&key);
+            let t = rest.remove(pos);
+            let name = fkmap::derived_column(&d.fk, &key);
+            // Columns read are not tracked for derived slices: the slices' "any column"
+            // counters, which every column-known update of their rows bumps.
+            sliced.push(sliceplans::slice_plan(versions, &t, &name, &d.values, None));
+        }
+    }
+
+    /// After the write's shape is known (`plan_write_rows`): how it touches its table, and
+    /// what a single-row insert into a parent may teach.
+    pub fn plan_fk_write(
+        &self,
+        st: &mut SessionState,
+        shape: &Shape,
+        target: &(String, String),
+        known: Option<&[(String, Vec<String>)]>,
+    ) {
+        let Some(kind) = shape.write_kind() else {
+            return;
+        };
+        st.fk.how = Some((target.clone(), Touch::of(&kind)));
+        let WriteKind::Insert { columns, rows, .. } = kind else {
+            return;
+        };
+        let (Some(known), 1) = (known, rows) else {
+            return;
+        };
+        // Inside a transaction the row may never commit; a temporary table may shadow the
+        // parent's name.
+        if st.txn.in_transaction() || !st.temp_tables.is_empty() {
+            return;
+        }
+        let maps = self.versions.parents.maps_of(&target.0, &target.1);
+        let catalog = self.catalog;
+        let auto_increment =
+            |pk: &str| catalog.column(target, pk).is_some_and(|c| c.auto_increment);
+        if let Some(learn) = Learn::from_insert(&maps, known, columns.as_deref(), auto_increment) {
+            st.fk.learn = Some(learn);
+        }
+    }
+}
+
+/// Just before a statement with writes is sent: its window, and its standing with the
+/// parent maps. `derived_slices` (the configuration's) is asked only of a statement with
+/// writes.
+pub fn begin(
+    st: &mut SessionState,
+    parents: &Arc<ParentMaps>,
+    derived_slices: impl FnOnce() -> bool,
+) {
+    let p = &st.pending;
+    if p.is_empty() || !derived_slices() {
+        st.fk.how = None;
+        return;
+    }
+    // The window first: this statement's own move must break it.
+    st.fk.window = Some(parents.window());
+    let how = st.fk.how.take();
+    let mut tables: Vec<((String, String), Touch)> = Vec::new();
+    for t in p.tables.iter().chain(p.rows.iter().map(|(t, _)| t)) {
+        let name = (t.schema.clone(), t.name.clone());
+        let touch = match &how {
+            Some((n, touch)) if *n == name => touch.clone(),
+            _ => Touch::Other,
+        };
+        tables.push((name, touch));
+    }
+    let everything = p.all || !p.schemas.is_empty() || p.ddl;
+    st.fk.tokens.extend(parents.begin(&tables, everything));
+}
+
+/// At a child write's OK outside a transaction, before its invalidation: the parent
+/// values of its rows' fk values to ask of the server (`Catalog::parent_values`), per
+/// child table with known rows (indexed as `pending.rows`), with the window their
+/// answers are learned under; None when nothing is asked. The session asks them and
+/// hands each answer to [`answered`].
+///
+/// Why the server and not the maps: a parent row moved from elsewhere is seen only when
+/// the binlog delivers it, and until then a mapping learned earlier still names the old
+/// value; a child write bumping that would leave the entries of the row's new slice
+/// stale after its own OK. The server answers after the write committed, so its answer
+/// is the parent's value at a time after the commit: an entry whose slice the row was in
+/// then is bumped, and one whose slice the row moves to later is invalidated by that
+/// move's own write to the parent (which the entry stamps). The answers are also learned
+/// (under the write's window, `cache::fkmap`) for the binlog's child events.
+pub fn asks(
+    st: &SessionState,
+    in_transaction: bool,
+    cfg: &InvalidationConfig,
+) -> Option<(Window, Vec<Vec<Ask>>)> {
+    let w = st.fk.window?;
+    if in_transaction || st.pending.rows.is_empty() || !cfg.derived_lookups {
+        return None;
+    }
+    let mut out = Vec::with_capacity(st.pending.rows.len());
+    for (t, known) in &st.pending.rows {
+        let mut asks = Vec::new();
+        for name in t.slice_columns() {
+            let Some((fk, key)) = fkmap::parse_derived(&name) else {
+                continue;
+            };
+            let Some((_, fks)) = known.iter().find(|(c, _)| c == fk) else {
+                continue;
+            };
+            let Some(xs) = fkmap::fk_values(fks) else {
+                continue;
+            };
+            if xs.is_empty() || xs.len() > 64 {
+                continue;
+            }
+            asks.push(Ask { name, key, xs });
+        }
+        out.push(asks);
+    }
+    Some((w, out))
+}
+
+/// One question of [`asks`]: the parent rows of `xs` in the parent `key` names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ask {
+    /// The derived column of the child table.
+    pub name: String,
+    pub key: MapKey,
+    /// The child rows' fk values.
+    pub xs: Vec<i128>,
+}
+
+impl Ask {
+    /// The parent table, as the catalog names it.
+    pub fn parent(&self) -> (String, String) {
+        (self.key.schema.clone(), self.key.table.clone())
+    }
+}
+
+/// The server's answer to `ask` (pairs of the parent's primary key and the column's
+/// slice key): learned under `w` when `learn`, and the derived column with the slice keys
+/// of the answers when the server holds every row's parent (a child row whose parent it
+/// does not hold, foreign key checks off, is left to the fallback).
+pub fn answered(
+    parents: &ParentMaps,
+    w: &Window,
+    learn: bool,
+    ask: Ask,
+    found: Vec<(i128, Option<String>)>,
+) -> Option<(String, Vec<String>)> {
+    parents
+        .stats
+        .lookups
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let all = ask.xs.iter().all(|x| found.iter().any(|(y, _)| y == x));
+    let mut keys: Vec<String> = found.iter().filter_map(|(_, v)| v.clone()).collect();
+    keys.sort();
+    keys.dedup();
+    if learn {
+        for (x, v) in found {
+            parents.learn(w, &ask.key, x, v);
+        }
+    }
+    all.then_some((ask.name, keys))
+}
+
+/// At the write's OK, before its invalidation is applied: the derived slices of each
+/// child table with known rows, from the server's answers (`asks`, `answered`). A derived
+/// column left out is bumped as unknown (every derived slice of the table).
+pub fn child_rows(st: &mut SessionState, parents: &ParentMaps, answers: Vec<Answers>) {
+    if st.fk.window.is_none() || st.pending.rows.is_empty() {
+        return;
+    }
+    let mut answers = answers.into_iter();
+    for (t, known) in st.pending.rows.iter_mut() {
+        let answered = answers.next().unwrap_or_default();
+        let registered = t
+            .slice_columns()
+            .into_iter()
+            .filter(|c| c.starts_with('\0'))
+            .count();
+        if registered == 0 || known.iter().any(|(c, _)| c.starts_with('\0')) {
+            continue;
+        }
+        let n = answered.len();
+        let stats = &parents.stats;
+        let relaxed = std::sync::atomic::Ordering::Relaxed;
+        stats.fallbacks.fetch_add((registered - n) as u64, relaxed);
+        if n == 0 {
+            continue;
+        }
+        let rows: usize = answered
+            .iter()
+            .filter_map(|(name, _)| {
+                let (fk, _) = fkmap::parse_derived(name)?;
+                Some(known.iter().find(|(c, _)| c == fk)?.1.len())
+            })
+            .sum();
+        stats.mapped.fetch_add(rows as u64, relaxed);
+        let mut all: Vec<(String, Vec<String>)> = known.to_vec();
+        all.extend(answered);
+        *known = Arc::from(all);
+    }
+}
+
+/// After the write's invalidation was applied: what a parent insert teaches.
+pub fn learn(st: &mut SessionState, parents: &ParentMaps, max_entries: u64, in_transaction: bool) {
+    let (Some(learn), ok) = (st.fk.learn.take(), st.fk.ok.take()) else {
+        return;
+    };
+    let (Some(w), Some(ok)) = (st.fk.window, ok) else {
+        return;
+    };
+    let Some(x) = learn.inserted_pk(&ok, in_transaction) else {
+        return;
+    };
+    parents.set_max_entries(max_entries);
+    for (key, value) in learn.values {
+        parents.learn(&w, &key, x, value);
+    }
+}
+
+/// The response ended: a write outside a transaction is finished; inside one, its
+/// standing lasts until the transaction ends.
+pub fn end(st: &mut SessionState) {
+    let tokens = std::mem::take(&mut st.fk.tokens);
+    match st.txn.writes_mut() {
+        Some(txn) => txn.fk_tokens.extend(tokens),
+        None => drop(tokens),
+    }
+    st.fk.window = None;
+    st.fk.how = None;
+    st.fk.learn = None;
+    st.fk.ok = None;
+}
+
+/// A packet of the response: the OK of a statement that may teach the parent maps.
+pub fn note_ok(
+    fk: &mut super::state::FkState,
+    resp: &crate::protocol::response::Response,
+    p: &[u8],
+) {
+    if fk.learn.is_some() && resp.status_here.is_some() && p.first() == Some(&0) {
+        fk.ok = crate::protocol::packets::parse_ok(p);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::engine::World;
+
+    /// Before a statement is sent: a write takes its window when derived slices are on (and
+    /// only a write asks whether they are); after its response, nothing is left in flight.
+    #[test]
+    fn a_write_takes_its_window_and_ends_with_its_response() {
+        let rows: &[(&str, bool, bool, bool, bool)] = &[
+            // (why, has writes, derived_slices, asked, window taken)
+            ("a read", false, true, false, false),
+            ("a write, derived slices on", true, true, true, true),
+            ("a write, derived slices off", true, false, true, false),
+        ];
+        for (why, writes, derived, want_asked, want_window) in rows {
+            let w = World::new(true);
+            let mut st = w.session(Some("db"));
+            if *writes {
+                st.pending.tables.push(w.versions.table("db", "parent"));
+            }
+            let asked = std::cell::Cell::new(false);
+            super::begin(&mut st, &w.versions.parents, || {
+                asked.set(true);
+                *derived
+            });
+            assert_eq!(asked.get(), *want_asked, "{why}: asked");
+            assert_eq!(st.fk.window.is_some(), *want_window, "{why}: window");
+            assert!(st.fk.how.is_none(), "{why}: how is taken");
+            super::end(&mut st);
+            assert!(
+                st.fk.window.is_none() && st.fk.tokens.is_empty(),
+                "{why}: ended"
+            );
+            // Nothing asked of the server for a write with no known rows.
+            let cfg = &w.cfg.invalidation;
+            assert!(super::asks(&st, false, cfg).is_none(), "{why}: asks");
+        }
+    }
+}

@@ -1,0 +1,482 @@
+//! Row slices (`invalidation.granularity = "row"`): which slices a read's entry stamps, and
+//! which rows a write names, from the statement, the catalog and an execute's parameters
+//! (`analysis::slices` decides; this file gathers its inputs from what it is given).
+
+use std::sync::Arc;
+
+use super::state::SessionState;
+use crate::analysis::params;
+use crate::analysis::slices::Lit;
+use crate::analysis::{Analyzer, TableRef, WriteInfo, WriteTargets};
+use crate::cache::sliceplans::{self, SlicePlans};
+use crate::cache::versions::{ColumnReads, SlicePlan, Versions};
+use crate::cache::TableHandle;
+use crate::config::{Config, Granularity};
+use crate::invalidation::catalog::Catalog;
+use crate::protocol::commands;
+use crate::protocol::packets::com;
+use crate::shared::Shared;
+
+/// What slice planning reads of the shared state: the catalog (column types and lists),
+/// the statement analyses, the versions (where slice columns register), the memo of plans
+/// and the configuration. The session's own part (its database, temporary tables, prepared
+/// statements, writes waiting for their OK) is passed to each call as its [`SessionState`].
+pub struct Planner<'a> {
+    pub catalog: &'a Catalog,
+    pub analyzer: &'a Analyzer,
+    pub versions: &'a Versions,
+    pub memo: &'a SlicePlans,
+    pub cfg: Arc<Config>,
+}
+
+impl<'a> Planner<'a> {
+    /// The planner over `shared`, under its configuration now.
+    pub fn new(shared: &'a Shared) -> Planner<'a> {
+        Planner {
+            catalog: &shared.catalog,
+            analyzer: &shared.analyzer,
+            versions: shared.cache.versions(),
+            memo: &shared.slice_plans,
+            cfg: shared.config(),
+        }
+    }
+
+    fn slices_on(&self) -> bool {
+        self.cfg.invalidation.granularity == Granularity::Row
+    }
+
+    /// Splits a read's tables into those it reads whole and those it reads by slices, and
+    /// registers each slice column (before the caller reads the stamps); says which tables'
+    /// columns read are known, and which (`ColumnReads`). Returns the catalog generation the
+    /// column types were read under. `sql` is the statement's text (the prepared SQL for an
+    /// execute), `payload` what goes upstream.
+    pub fn plan_slices(
+        &self,
+        st: &SessionState,
+        tables: &Arc<[TableHandle]>,
+        sql: &[u8],
+        payload: &[u8],
+    ) -> (Arc<[TableHandle]>, Vec<SlicePlan>, ColumnReads, u64) {
+        // Column types come from this catalog generation; the caller checks, after reading
+        // the stamps, that no reload (a DDL that may have changed them) came in between.
+        let generation = self.catalog.generation();
+        let whole = || {
+            (
+                tables.clone(),
+                Vec::new(),
+                ColumnReads::default(),
+                generation,
+            )
+        };
+        // With an L2, slice versions travel there too (`l2`, docs/fleet.md).
+        if !self.slices_on() || !st.temp_tables.is_empty() {
+            return whole();
+        }
+        let catalog = self.catalog;
+        // A view among them reads its tables in ways the statement does not show.
+        if tables.iter().any(|t| {
+            catalog
+                .columns_by_ordinal(&(t.schema.clone(), t.name.clone()))
+                .is_none()
+        }) {
+            return whole();
+        }
+        let Ok(text) = std::str::from_utf8(sql) else {
+            return whole();
+        };
+        // The shape comes from the memo: no parse here once the digest has been seen.
+        let Some(shape) = self.analyzer.slice_shape(text).filter(|s| s.is_read()) else {
+            return whole();
+        };
+        let lits = execute_literals(st, payload);
+        if payload.first() == Some(&com::STMT_EXECUTE) && lits.is_none() {
+            return whole();
+        }
+        let params = |i: usize| lits.as_ref()?.get(i).cloned().flatten();
+        let columns = |t: &TableRef, c: &str| {
+            let q = st.qualify(t.schema.as_deref(), &t.name)?;
+            catalog.column(&q, c)
+        };
+        let pins = shape.read_slices(text, &columns, &params);
+        // The columns read of each table: the names the statement spells that are its
+        // columns (every table here has its column list: views were ruled out above).
+        let words = shape.read_columns(text);
+        let read_of = |t: &TableHandle| -> Option<Vec<String>> {
+            let words = words?;
+            let all = catalog.columns_by_ordinal(&(t.schema.clone(), t.name.clone()))?;
+            // MySQL folds accents in column names: only ASCII names compare as spelled.
+            if all.iter().any(|(n, _)| !n.is_ascii()) {
+                return None;
+            }
+            Some(
+                all.iter()
+                    .filter(|(n, _)| words.binary_search(n).is_ok())
+                    .map(|(n, _)| n.clone())
+                    .collect(),
+            )
+        };
+        if pins.is_empty() && words.is_none() {
+            return whole();
+        }
+        let (mut rest, mut sliced, mut cols) = sliceplans::split_by_slices(
+            self.versions,
+            tables,
+            |t| {
+                let (_, (col, keys)) = pins.iter().find(|(r, _)| {
+                    st.qualify(r.schema.as_deref(), &r.name)
+                        == Some((t.schema.clone(), t.name.clone()))
+                })?;
+                Some((col.as_str(), keys.as_slice()))
+            },
+            read_of,
+        );
+        let before = sliced.len();
+        let out = (&mut rest, &mut sliced);
+        self.plan_derived(st, (&shape, text), &columns, &params, out);
+        // A table that became a derived slice is stamped by its slices, not as read whole.
+        for p in &sliced[before..] {
+            cols.tables.retain(|t| !Arc::ptr_eq(t, &p.table));
+        }
+        cols.indexes.sort_unstable();
+        cols.indexes.dedup();
+        (rest.into(), sliced, cols, generation)
+    }
+
+    /// After `plan_write`: when the statement names the rows it changes in its one target
+    /// table, that table's bump becomes a bump of those rows' slices. Not for what the
+    /// write reaches through triggers or cascades (still whole tables).
+    pub fn plan_write_rows(
+        &self,
+        st: &mut SessionState,
+        w: &WriteInfo,
+        text: &[u8],
+        payload: &[u8],
+    ) {
+        if !self.slices_on() || w.ddl {
+            return;
+        }
+        let WriteTargets::Tables(list) = &w.targets else {
+            return;
+        };
+        let [target] = list.as_slice() else { return };
+        let Some(q) = st.qualify(target.schema.as_deref(), &target.name) else {
+            return;
+        };
+        let catalog = self.catalog;
+        if q.0 == "mysql" || !catalog.rows_knowable(&q) {
+            return;
+        }
+        let Some(pos) = st
+            .pending
+            .tables
+            .iter()
+            .position(|t| t.schema == q.0 && t.name == q.1)
+        else {
+            return;
+        };
+        let Ok(text) = std::str::from_utf8(text) else {
+            return;
+        };
+        let Some(shape) = self.analyzer.slice_shape(text).filter(|s| s.is_write()) else {
+            return;
+        };
+        let lits = execute_literals(st, payload);
+        if payload.first() == Some(&com::STMT_EXECUTE) && lits.is_none() {
+            return;
+        }
+        let params = |i: usize| lits.as_ref()?.get(i).cloned().flatten();
+        let columns = |t: &TableRef, c: &str| {
+            let q = st.qualify(t.schema.as_deref(), &t.name)?;
+            catalog.column(&q, c)
+        };
+        let order = |t: &TableRef| {
+            let q = st.qualify(t.schema.as_deref(), &t.name)?;
+            catalog.column_order(&q)
+        };
+        // An UPDATE that assigns a known list of columns of a table where nothing else
+        // changes implicitly changes only those: entries reading none of them stay, unless
+        // it may move rows in an unordered read (an index or partitioning column).
+        let mut column_set = None;
+        if let Some((table, set)) = shape.update_columns(text) {
+            let same = st.qualify(table.schema.as_deref(), &table.name) == Some(q.clone());
+            if same
+                && catalog.update_changes_only_set(&q)
+                && catalog.update_keeps_order(&q, &set, &self.versions.faults)
+            {
+                column_set = Some(set);
+            }
+        }
+        let rw = shape
+            .write_rows(text, &columns, &order, &params)
+            .filter(|rw| st.qualify(rw.table.schema.as_deref(), &rw.table.name) == Some(q.clone()));
+        self.plan_fk_write(st, &shape, &q, rw.as_ref().map(|r| r.known.as_slice()));
+        if let Some(set) = column_set {
+            let t = st.pending.tables[pos].clone();
+            st.pending.columns.push((t, Arc::from(set)));
+        }
+        let Some(rw) = rw else {
+            return;
+        };
+        let t = st.pending.tables.remove(pos);
+        st.pending.rows.push((t, Arc::from(rw.known)));
+    }
+}
+
+/// The execute's parameter values when `payload` is a COM_STMT_EXECUTE of a known
+/// statement; None for a text query (no parameters) or when they cannot be read.
+pub fn execute_literals(st: &SessionState, payload: &[u8]) -> Option<Vec<Option<Lit>>> {
+    if payload.first() != Some(&com::STMT_EXECUTE) {
+        return None;
+    }
+    if st.execute_long_data {
+        return None;
+    }
+    let id = commands::stmt_id(payload)?;
+    let stmt = st.stmts.get(&id)?;
+    let p = commands::execute_params(payload, stmt.params, stmt.types.as_deref())?;
+    Some(params::param_literals(&p, stmt.params as usize))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analysis::{Hint, StatementKind};
+    use crate::engine::state::Prepared;
+    use crate::engine::World;
+
+    fn names(ts: &[TableHandle]) -> Vec<String> {
+        ts.iter()
+            .map(|t| format!("{}.{}", t.schema, t.name))
+            .collect()
+    }
+
+    /// Which tables a read stamps whole and which by slices, per granularity, database and
+    /// what the session holds.
+    #[test]
+    fn reads_plan_whole_tables_or_slices() {
+        struct Row {
+            why: &'static str,
+            row: bool,
+            db: Option<&'static str>,
+            temp: bool,
+            sql: &'static str,
+            whole: &'static [&'static str],
+            sliced: &'static [&'static str],
+        }
+        let rows = [
+            Row {
+                why: "a pinned primary key, row granularity: its slice",
+                row: true,
+                db: Some("db"),
+                temp: false,
+                sql: "SELECT * FROM child WHERE id = 1",
+                whole: &[],
+                sliced: &["db.child"],
+            },
+            Row {
+                why: "qualified, with no default database: the same",
+                row: true,
+                db: None,
+                temp: false,
+                sql: "SELECT * FROM db.child WHERE id = 1",
+                whole: &[],
+                sliced: &["db.child"],
+            },
+            Row {
+                why: "table granularity: whole",
+                row: false,
+                db: Some("db"),
+                temp: false,
+                sql: "SELECT * FROM child WHERE id = 1",
+                whole: &["db.child"],
+                sliced: &[],
+            },
+            Row {
+                why: "a temporary table may shadow any name: whole",
+                row: true,
+                db: Some("db"),
+                temp: true,
+                sql: "SELECT * FROM child WHERE id = 1",
+                whole: &["db.child"],
+                sliced: &[],
+            },
+            Row {
+                why: "no pin: whole",
+                row: true,
+                db: Some("db"),
+                temp: false,
+                sql: "SELECT * FROM child WHERE a > 1",
+                whole: &["db.child"],
+                sliced: &[],
+            },
+            Row {
+                why: "a view reads in ways the statement does not show: whole",
+                row: true,
+                db: Some("db"),
+                temp: false,
+                sql: "SELECT * FROM v WHERE id = 1",
+                whole: &["db.v"],
+                sliced: &[],
+            },
+        ];
+        for r in rows {
+            let w = World::new(r.row);
+            let mut st = w.session(r.db);
+            if r.temp {
+                st.temp_tables.insert(("db".into(), "tmp".into()));
+            }
+            let table = if r.sql.contains(" v ") { "v" } else { "child" };
+            let tables: Arc<[TableHandle]> = Arc::from(vec![w.versions.table("db", table)]);
+            let p = w.planner();
+            let (whole, sliced, _, generation) =
+                p.plan_slices(&st, &tables, r.sql.as_bytes(), &[0x03]);
+            assert_eq!(names(&whole), r.whole, "{}", r.why);
+            let sliced: Vec<_> = sliced.iter().map(|s| s.table.clone()).collect();
+            assert_eq!(names(&sliced), r.sliced, "{}", r.why);
+            assert_eq!(generation, w.catalog.generation(), "{}", r.why);
+            // The memoised plan answers the same.
+            let planned = p.planned_slices(&st, &tables, r.sql.as_bytes(), &[0x03]);
+            assert_eq!(names(&planned.whole), r.whole, "{} (memo)", r.why);
+            let again = p.planned_slices(&st, &tables, r.sql.as_bytes(), &[0x03]);
+            assert_eq!(names(&again.whole), r.whole, "{} (memo, again)", r.why);
+        }
+    }
+
+    /// A write naming the rows of its one target turns that table's bump into a bump of
+    /// its rows' slices (row granularity only); where its rows cannot be named, of every
+    /// slice of the table (no column known).
+    #[test]
+    fn writes_name_their_rows() {
+        type Rows = &'static [(&'static str, &'static [&'static str])];
+        let rows: &[(&str, bool, &str, &[&str], Rows)] = &[
+            // (why, row granularity, sql, tables bumped whole, (table, columns known))
+            (
+                "an update by primary key",
+                true,
+                "UPDATE child SET a = 1 WHERE id = 5",
+                &[],
+                &[("db.child", &["id"])],
+            ),
+            (
+                "an insert: every column it sets",
+                true,
+                "INSERT INTO child (id, parent_id, a) VALUES (7, 1, 2)",
+                &[],
+                &[("db.child", &["a", "id", "parent_id"])],
+            ),
+            (
+                "no rows named",
+                true,
+                "DELETE FROM child WHERE a > 5",
+                &[],
+                &[("db.child", &[])],
+            ),
+            (
+                "table granularity",
+                false,
+                "UPDATE child SET a = 1 WHERE id = 5",
+                &["db.child"],
+                &[],
+            ),
+        ];
+        for (why, row, sql, whole, by_rows) in rows {
+            let w = World::new(*row);
+            let mut st = w.session(Some("db"));
+            let info = w.write(sql);
+            let p = w.planner();
+            p.plan_write(&mut st, &info);
+            p.plan_write_rows(&mut st, &info, sql.as_bytes(), &[0x03]);
+            assert_eq!(names(&st.pending.tables), *whole, "{why}");
+            let got: Vec<(String, Vec<String>)> = st
+                .pending
+                .rows
+                .iter()
+                .map(|(t, known)| {
+                    let mut cols: Vec<String> = known.iter().map(|(c, _)| c.clone()).collect();
+                    cols.sort();
+                    (format!("{}.{}", t.schema, t.name), cols)
+                })
+                .collect();
+            let want: Vec<(String, Vec<String>)> = by_rows
+                .iter()
+                .map(|(t, cs)| (t.to_string(), cs.iter().map(|c| c.to_string()).collect()))
+                .collect();
+            assert_eq!(got, want, "{why}");
+        }
+    }
+
+    /// An update that assigns known columns of a table nothing else changes says which.
+    #[test]
+    fn an_update_says_which_columns_it_sets() {
+        let w = World::new(true);
+        let mut st = w.session(Some("db"));
+        let sql = "UPDATE child SET a = 1 WHERE parent_id > 5";
+        let info = w.write(sql);
+        let p = w.planner();
+        p.plan_write(&mut st, &info);
+        p.plan_write_rows(&mut st, &info, sql.as_bytes(), &[0x03]);
+        let cols: Vec<_> = st
+            .pending
+            .columns
+            .iter()
+            .map(|(t, c)| (t.name.clone(), c.to_vec()))
+            .collect();
+        assert_eq!(cols, vec![("child".to_string(), vec!["a".to_string()])]);
+    }
+
+    fn prepared(params: u16) -> Prepared {
+        Prepared {
+            sql: "SELECT * FROM child WHERE id = ?".into(),
+            key_sql: "SELECT * FROM child WHERE id = ?".into(),
+            digest: 0,
+            kind: StatementKind::Select,
+            hint: Hint::None,
+            params,
+            columns: 3,
+            types: None,
+            long_data: false,
+            server_types: None,
+            context: 0,
+            db: Some("db".into()),
+            bulk_seen: false,
+            last_execute: Default::default(),
+        }
+    }
+
+    /// An execute's parameters as slices read them, and where they cannot be read.
+    #[test]
+    fn execute_literals_read_the_packet_of_a_known_statement() {
+        // COM_STMT_EXECUTE of statement 1, no cursor, one iteration, one parameter: no
+        // nulls, types sent (LONGLONG), the value 5.
+        let mut exec = vec![0x17, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0x08, 0];
+        exec.extend_from_slice(&5i64.to_le_bytes());
+        let mut other_id = exec.clone();
+        other_id[1] = 2;
+        let five = Some(vec![Some(Lit::Int("5".into()))]);
+        type Row<'a> = (&'a str, &'a [u8], bool, Option<Vec<Option<Lit>>>);
+        let rows: Vec<Row> = vec![
+            (
+                "a text query has no parameters",
+                b"\x03SELECT 1",
+                false,
+                None,
+            ),
+            ("an execute of a known statement", &exec, false, five),
+            ("an unknown statement", &other_id, false, None),
+            (
+                "values sent as long data are not in the packet",
+                &exec,
+                true,
+                None,
+            ),
+            ("a truncated packet", &exec[..12], false, None),
+        ];
+        let w = World::new(true);
+        for (why, payload, long_data, want) in rows {
+            let mut st = w.session(Some("db"));
+            st.stmts.insert(1, prepared(1));
+            st.execute_long_data = long_data;
+            assert_eq!(execute_literals(&st, payload), want, "{why}");
+        }
+    }
+}

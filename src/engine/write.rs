@@ -1,0 +1,483 @@
+//! Writes, text or prepared: what a statement changes, planned before it goes upstream
+//! (named tables through the catalog, or a conservative scope, `invalidation.unknown_write`
+//! and `invalidation.call`) into the session's `pending` writes, which the session applies
+//! before the OK reaches the client; privilege changes planned with them; temporary tables
+//! and a dropped default database followed after the answer.
+
+use super::slices::Planner;
+use super::state::SessionState;
+use crate::analysis::{self, WriteInfo, WriteTargets};
+use crate::config::Conservative;
+use crate::policy::privileges::{self, PrivilegeChange};
+use crate::policy::{classify, context};
+
+impl Planner<'_> {
+    pub fn plan_write(&self, st: &mut SessionState, w: &WriteInfo) {
+        match &w.targets {
+            WriteTargets::Tables(list) => {
+                let mut named = Vec::with_capacity(list.len());
+                for t in list {
+                    match st.qualify(t.schema.as_deref(), &t.name) {
+                        Some(q) => named.push(q),
+                        // No default database: the server will refuse it; nothing changes.
+                        None => continue,
+                    }
+                }
+                if named
+                    .iter()
+                    .any(|(s, n)| privileges::is_privilege_table(s, n))
+                {
+                    plan_privilege_change(st, PrivilegeChange::privilege_table());
+                }
+                if !w.ddl {
+                    // A trigger may SET the writer's session variables.
+                    let named: Vec<_> = named
+                        .iter()
+                        .filter(|t| !st.temp_tables.contains(*t))
+                        .cloned()
+                        .collect();
+                    if !named.is_empty()
+                        && context::context_stale_after(self.catalog.write_triggers(&named))
+                    {
+                        st.ctx_stale = true;
+                    }
+                    if !named.is_empty() && self.catalog.write_may_create_temporaries(&named) {
+                        self.temporaries_after_code(st);
+                    }
+                }
+                let catalog = self.catalog;
+                let expanded = if w.ddl {
+                    catalog.expand_write(&named)
+                } else {
+                    catalog.expand_data_write(&named)
+                };
+                match expanded {
+                    Some(all) => {
+                        let v = self.versions;
+                        for (s, n) in all {
+                            st.pending.tables.push(v.table(&s, &n));
+                        }
+                    }
+                    None => self.plan_unknown_write_of(st, w),
+                }
+            }
+            WriteTargets::Schema(s) => st.pending.schemas.push(s.to_lowercase()),
+            WriteTargets::Unknown => self.plan_unknown_write_of(st, w),
+        }
+        if w.ddl {
+            st.pending.ddl = true;
+            match &w.targets {
+                WriteTargets::Tables(list) if !list.is_empty() => {
+                    let named: Vec<_> = list
+                        .iter()
+                        .filter_map(|t| st.qualify(t.schema.as_deref(), &t.name))
+                        .collect();
+                    st.pending.ddl_changed.objects.extend(named);
+                }
+                WriteTargets::Schema(s) => {
+                    st.pending.ddl_changed.schemas.push(s.to_lowercase());
+                }
+                // DDL naming nothing (DROP TRIGGER t, routines) or unreadable.
+                _ => st.pending.ddl_changed.everything = true,
+            }
+        }
+    }
+
+    /// An unknown write run in database `db` rather than the session's current one (a
+    /// statement prepared there): `invalidation.unknown_write` applied to it.
+    pub fn plan_unknown_write_in(&self, st: &mut SessionState, db: Option<&str>) {
+        self.stored_code_runs(st);
+        match (self.cfg.invalidation.unknown_write, db) {
+            (Conservative::Schema, Some(db)) => st.pending.schemas.push(db.to_lowercase()),
+            _ => st.pending.all = true,
+        }
+    }
+
+    /// A write whose tables qcache cannot name. DDL runs no stored code of its own (a
+    /// CREATE TABLE … SELECT is judged by its text: `plan_ddl_code`), so only its scope is
+    /// planned, and the settings read again as before.
+    fn plan_unknown_write_of(&self, st: &mut SessionState, w: &WriteInfo) {
+        if !w.ddl {
+            return self.plan_unknown_write(st);
+        }
+        st.ctx_stale |= context::context_stale_after(context::WriteTriggers::Unknown);
+        let scope = self.cfg.invalidation.unknown_write;
+        plan_scope(st, scope);
+    }
+
+    /// A DDL statement, before it is sent: the code it creates is judged at once
+    /// (`Catalog::note_ddl`), and the code it runs (`policy::classify::ddl_runs_code`) is
+    /// planned as any statement's.
+    pub fn plan_ddl_code(&self, st: &mut SessionState, text: &[u8]) {
+        if analysis::first_keyword_is(text, "CREATE") {
+            let db = st.db.as_deref().unwrap_or_default();
+            self.catalog.note_ddl(&String::from_utf8_lossy(text), db);
+            if classify::ddl_runs_code(text) {
+                // Its query's function may write any table, as in a read.
+                self.plan_unknown_write(st);
+            }
+        }
+    }
+
+    pub fn plan_unknown_write(&self, st: &mut SessionState) {
+        // Whatever it writes may fire triggers.
+        self.stored_code_runs(st);
+        let scope = self.cfg.invalidation.unknown_write;
+        plan_scope(st, scope);
+    }
+
+    /// A statement of a shape that writes nothing by itself still runs code, or ends a
+    /// transaction, whose writes qcache cannot name (`policy::classify`).
+    pub fn plan_unknown_write_for(&self, st: &mut SessionState, why: classify::UnknownWrite) {
+        tracing::debug!(reason = why.as_str(), "statement may write unknown tables");
+        self.plan_unknown_write(st);
+    }
+
+    /// Stored code (a trigger, a function, a view that calls one) may run in the session:
+    /// it may SET the session's variables, read again before the next cacheable read
+    /// (`policy::context::context_stale_after`), and create a temporary table no statement
+    /// names (`policy::classify::after_stored_code`).
+    pub fn stored_code_runs(&self, st: &mut SessionState) {
+        st.ctx_stale |= context::context_stale_after(context::WriteTriggers::Unknown);
+        self.temporaries_after_code(st);
+    }
+
+    /// Applies [`classify::after_stored_code`] with what the catalog says now; also asked
+    /// before each read while the answer is unknown.
+    pub fn temporaries_after_code(&self, st: &mut SessionState) {
+        match classify::after_stored_code(self.catalog.code_temporaries()) {
+            classify::AfterStoredCode::Named(names) => {
+                st.temporaries_unknown = false;
+                st.temp_tables.extend(names);
+            }
+            classify::AfterStoredCode::Lost => {
+                st.temporaries_unknown = false;
+                st.lost_track = true;
+            }
+            classify::AfterStoredCode::Unknown => st.temporaries_unknown = true,
+        }
+    }
+
+    /// A statement other than a plain read that may read a view whose definition runs
+    /// stored code (`Catalog::mentions_code_view`): that code may write any table, as
+    /// in a read of the view (`Session::plan_side_effects`).
+    pub fn plan_code_views(&self, st: &mut SessionState, text: &[u8]) {
+        if self.catalog.mentions_code_view(text) {
+            self.plan_unknown_write(st);
+        }
+    }
+
+    /// A compound statement (`analysis::is_compound`): anonymous stored code, planned as a
+    /// CALL; and since its body may define or change relations, the catalog is reloaded
+    /// whole after it when its text names DDL.
+    pub fn plan_compound(&self, st: &mut SessionState, text: &[u8]) {
+        // A multi-statement's parts may have planned DDL already.
+        let ddl = st.pending.ddl;
+        self.plan_call(st);
+        st.pending.ddl = ddl;
+        if ["create", "alter", "drop", "rename"]
+            .iter()
+            .any(|k| analysis::contains_ci(text, k.as_bytes()))
+        {
+            st.pending.ddl = true;
+            st.pending.ddl_changed.everything = true;
+        }
+    }
+
+    pub fn plan_call(&self, st: &mut SessionState) {
+        let scope = self.cfg.invalidation.call;
+        plan_scope(st, scope);
+        if scope == Conservative::Schema {
+            // A SQL-level EXECUTE runs its statement in the database it was prepared in.
+            let dbs = st.sql_prepared_in.clone();
+            st.pending.schemas.extend(dbs);
+        }
+        st.pending.ddl = false;
+        st.lost_track = true;
+    }
+}
+
+pub fn plan_scope(st: &mut SessionState, scope: Conservative) {
+    match (scope, &st.db) {
+        (Conservative::Schema, Some(db)) => {
+            let db = db.to_lowercase();
+            st.pending.schemas.push(db);
+        }
+        _ => st.pending.all = true,
+    }
+}
+
+pub fn after_write(st: &mut SessionState, w: &WriteInfo, error: bool) {
+    let outcome = if error {
+        classify::Outcome::Failed
+    } else {
+        forget_dropped_db(st, w);
+        classify::Outcome::Done
+    };
+    track_temporary(st, w, outcome);
+}
+
+pub fn track_temporary(st: &mut SessionState, w: &WriteInfo, outcome: classify::Outcome) {
+    let db = st.db.clone();
+    classify::track_temporary(&mut st.temp_tables, w, outcome, |t| {
+        let schema = t.schema.clone().or_else(|| db.clone())?;
+        Some((schema.to_lowercase(), t.name.to_lowercase()))
+    });
+}
+
+/// After DROP DATABASE of the session's current database the server has none.
+pub fn forget_dropped_db(st: &mut SessionState, w: &WriteInfo) {
+    if let WriteTargets::Schema(s) = &w.targets {
+        if crate::policy::context::drop_forgets_db(st.db.as_deref(), s) {
+            st.set_db(None);
+        }
+    }
+}
+
+/// The user part of the session's account, when known.
+pub fn current_user(st: &SessionState) -> Option<String> {
+    st.identity
+        .as_ref()
+        .map(|id| privileges::account_user(&id.account).to_string())
+}
+
+/// Plans the privilege change `sql` makes, if any: applied before its OK reaches the
+/// client, with the statement's other invalidation.
+pub fn plan_privileges(st: &mut SessionState, sql: &[u8]) {
+    let me = current_user(st);
+    if let Some(c) = privileges::statement_change(sql, me.as_deref()) {
+        plan_privilege_change(st, c);
+    }
+}
+
+pub fn plan_privilege_change(st: &mut SessionState, c: PrivilegeChange) {
+    match &mut st.pending.privileges {
+        Some(p) => p.merge(c),
+        None => st.pending.privileges = Some(c),
+    }
+}
+
+/// A successful `SET ROLE`: the server recomputed the session's privileges from the
+/// grants as of `epoch_before` (read before the statement was sent) and changed its role.
+pub fn role_set(st: &mut SessionState, epoch_before: u64) {
+    st.identity = None;
+    st.priv_baseline = epoch_before;
+    st.priv_private = 0;
+    st.priv_epoch = u64::MAX;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::World;
+
+    /// What a session's pending writes hold, as names: (tables, schemas, all, ddl).
+    fn pending(st: &SessionState) -> (Vec<String>, Vec<String>, bool, bool) {
+        let p = &st.pending;
+        let tables = p
+            .tables
+            .iter()
+            .map(|t| format!("{}.{}", t.schema, t.name))
+            .collect();
+        (tables, p.schemas.clone(), p.all, p.ddl)
+    }
+
+    /// What each kind of write plans, under the configured scopes.
+    #[test]
+    fn each_write_plans_its_invalidation() {
+        type Plan = fn(&Planner<'_>, &mut SessionState, &World);
+        type Step = Box<dyn Fn(&Planner<'_>, &mut SessionState, &World)>;
+        let write = |sql: &'static str| -> Step {
+            Box::new(move |p, st, w| p.plan_write(st, &w.write(sql)))
+        };
+        let unknown: Plan = |p, st, _| p.plan_unknown_write(st);
+        let call: Plan = |p, st, _| {
+            st.sql_prepared_in.push("other".into());
+            p.plan_call(st)
+        };
+        let compound: Plan =
+            |p, st, _| p.plan_compound(st, b"BEGIN NOT ATOMIC CREATE TABLE x (a int); END");
+        let elsewhere: Plan = |p, st, _| p.plan_unknown_write_in(st, Some("Other"));
+        type Row = (
+            &'static str,
+            Conservative,
+            Option<&'static str>,
+            Step,
+            (&'static [&'static str], &'static [&'static str], bool, bool),
+        );
+        let s = Conservative::Schema;
+        let a = Conservative::All;
+        let rows: Vec<Row> = vec![
+            (
+                "an update of a named table",
+                s,
+                Some("db"),
+                write("UPDATE parent SET name = 'x' WHERE id = 1"),
+                (&["db.parent"], &[], false, false),
+            ),
+            (
+                "qualified, with no default database",
+                s,
+                None,
+                write("INSERT INTO db.child (id) VALUES (1)"),
+                (&["db.child"], &[], false, false),
+            ),
+            (
+                "unqualified with no default database: the server refuses it",
+                s,
+                None,
+                write("DELETE FROM child"),
+                (&[], &[], false, false),
+            ),
+            (
+                "DDL of a table",
+                s,
+                Some("db"),
+                write("DROP TABLE child"),
+                (&["db.child"], &[], false, true),
+            ),
+            (
+                "DDL of a database",
+                s,
+                Some("db"),
+                write("DROP DATABASE Fresh"),
+                (&[], &["fresh"], false, true),
+            ),
+            (
+                "an unknown write, schema scope",
+                s,
+                Some("db"),
+                Box::new(unknown),
+                (&[], &["db"], false, false),
+            ),
+            (
+                "an unknown write, schema scope, no database",
+                s,
+                None,
+                Box::new(unknown),
+                (&[], &[], true, false),
+            ),
+            (
+                "an unknown write, everything",
+                a,
+                Some("db"),
+                Box::new(unknown),
+                (&[], &[], true, false),
+            ),
+            (
+                "an unknown write of a statement prepared elsewhere",
+                s,
+                Some("db"),
+                Box::new(elsewhere),
+                (&[], &["other"], false, false),
+            ),
+            (
+                "a CALL or EXECUTE: where it was prepared too",
+                s,
+                Some("db"),
+                Box::new(call),
+                (&[], &["db", "other"], false, false),
+            ),
+            (
+                "a compound statement naming DDL",
+                s,
+                Some("db"),
+                Box::new(compound),
+                (&[], &["db"], false, true),
+            ),
+        ];
+        for (why, scope, db, plan, want) in rows {
+            let mut w = World::new(false);
+            let mut cfg = (*w.cfg).clone();
+            cfg.invalidation.unknown_write = scope;
+            cfg.invalidation.call = scope;
+            w.cfg = std::sync::Arc::new(cfg);
+            let mut st = w.session(db);
+            plan(&w.planner(), &mut st, &w);
+            let (tables, schemas, all, ddl) = pending(&st);
+            let strs = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+            let want = (strs(want.0), strs(want.1), want.2, want.3);
+            assert_eq!((tables, schemas, all, ddl), want, "{why}");
+        }
+    }
+
+    /// A write to the privilege tables, and a GRANT, plan a privilege change; a write
+    /// elsewhere none.
+    #[test]
+    fn privilege_changes_are_planned_with_the_write() {
+        let w = World::new(false);
+        let rows: &[(&str, bool)] = &[
+            ("UPDATE mysql.user SET plugin = 'x'", true),
+            ("UPDATE parent SET name = 'x'", false),
+        ];
+        for (sql, change) in rows {
+            let mut st = w.session(Some("db"));
+            w.planner().plan_write(&mut st, &w.write(sql));
+            assert_eq!(st.pending.privileges.is_some(), *change, "{sql}");
+        }
+        let mut st = w.session(Some("db"));
+        plan_privileges(&mut st, b"GRANT SELECT ON db.* TO someone");
+        assert!(st.pending.privileges.is_some());
+    }
+
+    /// After the answer: temporary tables followed, a dropped default database forgotten.
+    #[test]
+    fn after_a_write_the_session_follows_it() {
+        let w = World::new(false);
+        type Row = (
+            &'static str,
+            bool,
+            &'static [(&'static str, &'static str)],
+            Option<&'static str>,
+        );
+        let rows: &[Row] = &[
+            // (sql, failed, temporary tables after, database after)
+            (
+                "CREATE TEMPORARY TABLE Tmp (a int)",
+                false,
+                &[("db", "tmp")],
+                Some("db"),
+            ),
+            ("CREATE TEMPORARY TABLE tmp (a int)", true, &[], Some("db")),
+            ("DROP DATABASE db", false, &[], None),
+            ("DROP DATABASE db", true, &[], Some("db")),
+            ("DROP DATABASE other", false, &[], Some("db")),
+        ];
+        for (sql, failed, temps, db) in rows {
+            let mut st = w.session(Some("db"));
+            after_write(&mut st, &w.write(sql), *failed);
+            let mut got: Vec<_> = st.temp_tables.iter().cloned().collect();
+            got.sort();
+            let want: Vec<_> = temps
+                .iter()
+                .map(|(s, t)| (s.to_string(), t.to_string()))
+                .collect();
+            assert_eq!(got, want, "{sql}, failed: {failed}");
+            assert_eq!(st.db.as_deref(), *db, "{sql}, failed: {failed}");
+        }
+    }
+
+    /// SET ROLE: the identity is asked again, under the epoch read before it.
+    #[test]
+    fn role_set_forgets_the_identity() {
+        let w = World::new(false);
+        let mut st = w.session(Some("db"));
+        st.identity = Some(crate::engine::state::Identity {
+            account: "u@%".into(),
+            role: None,
+        });
+        assert_eq!(current_user(&st).as_deref(), Some("u"));
+        st.priv_private = 3;
+        role_set(&mut st, 7);
+        assert_eq!(
+            (
+                st.identity.is_none(),
+                st.priv_baseline,
+                st.priv_private,
+                st.priv_epoch
+            ),
+            (true, 7, 0, u64::MAX)
+        );
+        assert_eq!(current_user(&st), None);
+    }
+}
