@@ -378,7 +378,9 @@ struct Scope {
 }
 
 /// Whether every time zone a `CONVERT_TZ(dt, from, to)` names is a string literal the
-/// server reads without its time zone tables (`functions::fixed_time_zone`).
+/// server reads without its time zone tables (`functions::fixed_time_zone`). Only a
+/// single-quoted one: sqlparser reads `"…"` as a string, but under ANSI_QUOTES the server
+/// reads a column there, whose value may name any zone.
 fn fixed_zones(args: &FunctionArguments) -> bool {
     use sqlparser::ast::{FunctionArg, FunctionArgExpr, Value};
     let FunctionArguments::List(l) = args else {
@@ -386,9 +388,7 @@ fn fixed_zones(args: &FunctionArguments) -> bool {
     };
     l.args.iter().skip(1).all(|a| match a {
         FunctionArg::Unnamed(FunctionArgExpr::Expr(Expr::Value(v))) => match &v.value {
-            Value::SingleQuotedString(z) | Value::DoubleQuotedString(z) => {
-                functions::fixed_time_zone(z)
-            }
+            Value::SingleQuotedString(z) => functions::fixed_time_zone(z),
             _ => false,
         },
         _ => false,
