@@ -785,12 +785,16 @@ mod tests {
 
     #[test]
     fn time_zones_read_without_tables() {
-        for z in ["+00:00", "-5:30", "SYSTEM", "system", "+13:00", "-12:59", "-0:00"] {
+        for z in [
+            "+00:00", "-5:30", "SYSTEM", "system", "+13:00", "-12:59", "-0:00",
+        ] {
             assert!(fixed_time_zone(z), "{z}");
         }
         // The server looks these up as names: not trimmed, out of its offset range, minutes
         // past 59.
-        let named = [" +13:00 ", "system ", "+14:00", "+13:01", "-13:00", "+00:60", "+99:99"];
+        let named = [
+            " +13:00 ", "system ", "+14:00", "+13:01", "-13:00", "+00:60", "+99:99",
+        ];
         for z in ["UTC", "Europe/Paris", "+0000", "+1:3", "", "+:00", "MET"]
             .into_iter()
             .chain(named)

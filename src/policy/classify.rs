@@ -126,6 +126,31 @@ pub fn track_temporary(
     }
 }
 
+/// What the source of `CREATE TEMPORARY TABLE … LIKE src` is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LikeSource {
+    /// A table holding its own rows (a temporary one, or a base table the catalog knows
+    /// as such).
+    OwnRows,
+    /// A temporary table whose rows are other tables'.
+    Elsewhere,
+    /// Not known (catalog not loaded, a DDL pending, a MERGE / FEDERATED / … base table,
+    /// an unreadable name).
+    Unknown,
+}
+
+/// Whether a CREATE or ALTER of a temporary table makes it one whose rows are other
+/// tables': its options say so (`analysis::WriteInfo::other_rows`: MERGE's `UNION`, a
+/// `CONNECTION`, an engine not known to hold its own rows), or it copies (`LIKE`) a table
+/// that is, or may be, one (a copy of a MERGE table unions the same tables). A write to
+/// such a temporary table writes those tables, which the statement does not name: it is a
+/// write to unknown tables (checked against MariaDB 10.11: `INSERT INTO m` of a
+/// temporary `ENGINE=MERGE UNION=(t1) INSERT_METHOD=LAST` table adds the row to base
+/// table `t1`).
+pub fn temporary_rows_elsewhere(options: bool, like: Option<LikeSource>) -> bool {
+    options || matches!(like, Some(LikeSource::Elsewhere | LikeSource::Unknown))
+}
+
 /// What qcache knows of the session's temporary tables once stored code ran in it (a
 /// function, a trigger, a view that calls one), given the temporary tables the catalog says
 /// stored functions and triggers may create (`Catalog::code_temporaries`; None before it is
@@ -182,6 +207,27 @@ fn runs_stored_code(sql: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// One row per rule of [`temporary_rows_elsewhere`]: (options say so, LIKE source,
+    /// elsewhere).
+    #[test]
+    fn temporary_tables_whose_rows_are_elsewhere() {
+        let rows = [
+            (true, None, true),
+            (false, None, false),
+            (false, Some(LikeSource::OwnRows), false),
+            (false, Some(LikeSource::Elsewhere), true),
+            (false, Some(LikeSource::Unknown), true),
+            (true, Some(LikeSource::OwnRows), true),
+        ];
+        for (options, like, want) in rows {
+            assert_eq!(
+                temporary_rows_elsewhere(options, like),
+                want,
+                "{options} {like:?}"
+            );
+        }
+    }
     use crate::analysis::{analyze, scan, server_text, Analysis, ServerVersion, WriteTargets};
 
     /// What the session does with a statement, as far as tables go.

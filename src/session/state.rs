@@ -160,6 +160,10 @@ pub struct SessionState {
     /// Tables this session wrote and when (`policy::stale`: read-your-own-writes).
     pub own_writes: OwnWrites,
     pub temp_tables: HashSet<(String, String)>,
+    /// Those of [`temp_tables`](Self::temp_tables) whose rows may be other tables' (a
+    /// temporary MERGE table over base tables, one stored code created): a write to one
+    /// writes tables no statement names.
+    pub temp_elsewhere: HashSet<(String, String)>,
     /// The transaction state (`policy::txn`): status flags, the transaction open, the
     /// deferred BEGIN, table locks, XA, isolation levels.
     pub txn: Transaction,
@@ -294,6 +298,7 @@ impl SessionState {
             mariadb: crate::policy::context::is_mariadb(&n.greeting.server_version),
             own_writes: OwnWrites::default(),
             temp_tables: HashSet::new(),
+            temp_elsewhere: HashSet::new(),
             txn: Transaction::new(n.status, shared.config().server.defer_begin),
             stmts: HashMap::default(),
             last_stmt: None,
@@ -398,6 +403,7 @@ impl SessionState {
         // Read again by the caller (`Session::read_server_context`).
         self.server_ctx = 0;
         self.temp_tables.clear();
+        self.temp_elsewhere.clear();
         self.stmts.clear();
         self.last_stmt = None;
         self.sql_prepared_in.clear();

@@ -4,7 +4,7 @@
 //! followed after it.
 
 use super::{Session, SessionError};
-use crate::analysis::{self, Analysis, WriteInfo, WriteTargets};
+use crate::analysis::{self, Analysis, TableRef, WriteInfo, WriteTargets};
 use crate::config::Conservative;
 use crate::policy::privileges::{self, PrivilegeChange};
 use crate::policy::{classify, context};
@@ -45,6 +45,9 @@ impl Session {
     }
 
     pub(super) fn plan_write(&mut self, w: &WriteInfo) {
+        if self.writes_rows_elsewhere(w) {
+            self.plan_unknown_write();
+        }
         match &w.targets {
             WriteTargets::Tables(list) => {
                 let mut named = Vec::with_capacity(list.len());
@@ -193,6 +196,8 @@ impl Session {
         match classify::after_stored_code(self.shared.catalog.code_temporaries()) {
             classify::AfterStoredCode::Named(names) => {
                 self.st.temporaries_unknown = false;
+                // Of an engine no statement here showed: their rows may be elsewhere.
+                self.st.temp_elsewhere.extend(names.iter().cloned());
                 self.st.temp_tables.extend(names);
             }
             classify::AfterStoredCode::Lost => {
@@ -254,10 +259,67 @@ impl Session {
     pub(super) fn track_temporary(&mut self, w: &WriteInfo, outcome: classify::Outcome) {
         let st = &mut self.st;
         let db = st.db.clone();
-        classify::track_temporary(&mut st.temp_tables, w, outcome, |t| {
+        let qualify = |t: &TableRef| {
             let schema = t.schema.clone().or_else(|| db.clone())?;
             Some((schema.to_lowercase(), t.name.to_lowercase()))
+        };
+        classify::track_temporary(&mut st.temp_tables, w, outcome, qualify);
+        // A temporary table whose rows are elsewhere stays so under a new name.
+        for (from, to) in &w.renamed {
+            if let (Some(f), Some(t)) = (qualify(from), qualify(to)) {
+                if st.temp_elsewhere.contains(&f) {
+                    st.temp_elsewhere.insert(t);
+                }
+            }
+        }
+        let temps = &st.temp_tables;
+        st.temp_elsewhere.retain(|t| temps.contains(t));
+    }
+
+    /// Whether write `w` may change rows of tables it does not name through a temporary
+    /// table whose rows are other tables' (`policy::classify::temporary_rows_elsewhere`):
+    /// one it writes, or one it creates or alters into such a table (which it then
+    /// follows as one; a `CREATE … SELECT` into it writes them already). Base tables of
+    /// that kind are the catalog's (their writes are unknown there).
+    fn writes_rows_elsewhere(&mut self, w: &WriteInfo) -> bool {
+        let WriteTargets::Tables(list) = &w.targets else {
+            return false;
+        };
+        let named: Vec<(String, String)> = list
+            .iter()
+            .filter_map(|t| self.st.qualify(t.schema.as_deref(), &t.name))
+            .collect();
+        let created: Vec<(String, String)> = w
+            .temp_created
+            .iter()
+            .filter_map(|t| self.st.qualify(t.schema.as_deref(), &t.name))
+            .collect();
+        let temps: Vec<(String, String)> = named
+            .iter()
+            .filter(|t| self.st.temp_tables.contains(*t) || created.contains(t))
+            .cloned()
+            .collect();
+        if temps.is_empty() {
+            return false;
+        }
+        let like = w.like_source.as_ref().map(|src| {
+            match self.st.qualify(src.schema.as_deref(), &src.name) {
+                None => classify::LikeSource::Unknown,
+                Some(q) if self.st.temp_elsewhere.contains(&q) => classify::LikeSource::Elsewhere,
+                // A temporary table (not elsewhere) holds its own rows, whatever base
+                // table its name shadows.
+                Some(q) if self.st.temp_tables.contains(&q) => classify::LikeSource::OwnRows,
+                Some(q) => match self.shared.catalog.expand_data_write(&[q]) {
+                    Some(_) => classify::LikeSource::OwnRows,
+                    None => classify::LikeSource::Unknown,
+                },
+            }
         });
+        let elsewhere = classify::temporary_rows_elsewhere(w.other_rows, like);
+        if elsewhere {
+            self.st.temp_elsewhere.extend(temps.iter().cloned());
+        }
+        elsewhere || temps.iter().any(|t| self.st.temp_elsewhere.contains(t))
     }
 
     /// After DROP DATABASE of the session's current database the server has none.
