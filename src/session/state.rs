@@ -164,6 +164,11 @@ pub struct SessionState {
     /// temporary MERGE table over base tables, one stored code created): a write to one
     /// writes tables no statement names.
     pub temp_elsewhere: HashSet<(String, String)>,
+    /// Code qcache did not read (a CALL, an EXECUTE, a compound statement) may have created
+    /// temporary tables of an engine it does not know, under any name: every write of the
+    /// session may then be a write through one to other tables
+    /// (`policy::classify::unseen_code_may_create_temporaries`). Until a reset.
+    pub temps_unseen: bool,
     /// The transaction state (`policy::txn`): status flags, the transaction open, the
     /// deferred BEGIN, table locks, XA, isolation levels.
     pub txn: Transaction,
@@ -299,6 +304,7 @@ impl SessionState {
             own_writes: OwnWrites::default(),
             temp_tables: HashSet::new(),
             temp_elsewhere: HashSet::new(),
+            temps_unseen: false,
             txn: Transaction::new(n.status, shared.config().server.defer_begin),
             stmts: HashMap::default(),
             last_stmt: None,
@@ -404,6 +410,7 @@ impl SessionState {
         self.server_ctx = 0;
         self.temp_tables.clear();
         self.temp_elsewhere.clear();
+        self.temps_unseen = false;
         self.stmts.clear();
         self.last_stmt = None;
         self.sql_prepared_in.clear();

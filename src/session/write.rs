@@ -203,6 +203,7 @@ impl Session {
             classify::AfterStoredCode::Lost => {
                 self.st.temporaries_unknown = false;
                 self.st.lost_track = true;
+                self.st.temps_unseen = true;
             }
             classify::AfterStoredCode::Unknown => self.st.temporaries_unknown = true,
         }
@@ -224,6 +225,7 @@ impl Session {
         // A multi-statement's parts may have planned DDL already.
         let ddl = self.st.pending.ddl;
         self.plan_call();
+        self.code_ran_unseen(text);
         self.st.pending.ddl = ddl;
         if ["create", "alter", "drop", "rename"]
             .iter()
@@ -231,6 +233,16 @@ impl Session {
         {
             self.st.pending.ddl = true;
             self.st.pending.ddl_changed.everything = true;
+        }
+    }
+
+    /// Code qcache does not read as statements ran (`text`: what the client sent, as the
+    /// server reads it): it may have created temporary tables of unknown engines
+    /// (`classify::unseen_code_may_create_temporaries`).
+    pub(super) fn code_ran_unseen(&mut self, text: &[u8]) {
+        if !self.st.temps_unseen {
+            let procedures = self.shared.catalog.procedures_may_create_temporaries();
+            self.st.temps_unseen = classify::unseen_code_may_create_temporaries(text, procedures);
         }
     }
 
@@ -285,6 +297,9 @@ impl Session {
         let WriteTargets::Tables(list) = &w.targets else {
             return false;
         };
+        if self.st.temps_unseen && !w.ddl && !list.is_empty() {
+            return true;
+        }
         let named: Vec<(String, String)> = list
             .iter()
             .filter_map(|t| self.st.qualify(t.schema.as_deref(), &t.name))
