@@ -646,6 +646,17 @@ const ELSEWHERE_OPTIONS: &[&str] = &[
 /// UNION=(…)`. Options are read up to the query of a `CREATE … SELECT`; a `UNION` in that
 /// position (`… AS SELECT 1 UNION (SELECT 2)`) counts too (fail closed).
 pub(crate) fn table_rows_elsewhere(sql: &str) -> (bool, Option<TableRef>) {
+    // Most writes are none of these (a bulk INSERT may be megabytes): decided by the first
+    // keyword before the statement is lexed whole.
+    let first = |kw: &str| super::scan::first_keyword_is(sql.as_bytes(), kw);
+    if ![
+        "CREATE", "ALTER", "SET", "ANALYZE", "EXPLAIN", "DESCRIBE", "DESC",
+    ]
+    .iter()
+    .any(|kw| first(kw))
+    {
+        return (false, None);
+    }
     let toks = Toks::new(inner_statement(sql));
     if !(toks.kw(0, "CREATE") || toks.kw(0, "ALTER")) {
         return (false, None);

@@ -300,6 +300,10 @@ impl Session {
         if self.st.temps_unseen && !w.ddl && !list.is_empty() {
             return true;
         }
+        if self.st.temp_tables.is_empty() && w.temp_created.is_empty() {
+            // No temporary table involved: the common write allocates nothing here.
+            return false;
+        }
         let named: Vec<(String, String)> = list
             .iter()
             .filter_map(|t| self.st.qualify(t.schema.as_deref(), &t.name))
