@@ -721,6 +721,7 @@ topics!(
     adversary6,
     adversary7,
     adversary8,
+    adversary9,
     basics,
     catalog,
     classification,

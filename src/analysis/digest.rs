@@ -25,6 +25,8 @@ struct Sink {
     buf: [u8; 512],
     len: usize,
     spill: Option<Box<Xxh3>>,
+    /// The previous token, when it was a string (`'…'` or `"…"`): see [`Out::token`].
+    prev_str: Option<(usize, usize)>,
 }
 
 impl Sink {
@@ -113,6 +115,21 @@ fn fixed_zone_literal(b: &[u8]) -> bool {
 
 impl Out for Sink {
     fn token(&mut self, t: &Token, sql: &[u8]) {
+        let string = matches!(t.tok, Tok::Str | Tok::DoubleQuoted);
+        if let (true, Some((start, end))) = (string, self.prev_str) {
+            // Adjacent strings are one literal to the server (and sqlparser): its value,
+            // not either part's, decides what the analysis depends on (`'+0' '2:00'` is a
+            // fixed time zone, `'Q' 'z'` a named one). Both parts verbatim: such a
+            // statement's shape is its own.
+            self.push(b"~");
+            self.push(&sql[start..end]);
+            self.push(b" ");
+            self.push(t.bytes(sql));
+            self.push(b" ");
+            self.prev_str = Some((t.start, t.end));
+            return;
+        }
+        self.prev_str = string.then_some((t.start, t.end));
         match t.tok {
             Tok::Str if fixed_zone_literal(t.bytes(sql)) => self.push(b"?z"),
             Tok::Number | Tok::Str | Tok::HexBin => self.push(b"?"),
@@ -274,6 +291,7 @@ pub fn digest(sql: &[u8]) -> u64 {
         buf: [0; 512],
         len: 0,
         spill: None,
+        prev_str: None,
     };
     walk(sql, &mut sink);
     sink.finish()
@@ -384,6 +402,19 @@ mod tests {
         same(
             "SELECT a FROM t WHERE s = 'x'",
             "SELECT a FROM t WHERE s = 'UTC'",
+        );
+        // Adjacent strings are one literal: its value decides, so such shapes keep it.
+        differ(
+            "SELECT CONVERT_TZ(d, '+00:00', '+0' '2:00') FROM t",
+            "SELECT CONVERT_TZ(d, '+00:00', 'Q' 'z') FROM t",
+        );
+        differ(
+            "SELECT CONVERT_TZ(d, '+00:00', '+0' \"2:00\") FROM t",
+            "SELECT CONVERT_TZ(d, '+00:00', 'Q' \"2:00\") FROM t",
+        );
+        same(
+            "SELECT CONVERT_TZ(d, '+00:00', '+0' '2:00') FROM t /* a */",
+            "SELECT CONVERT_TZ(d, '+00:00', '+0'   '2:00') FROM t",
         );
     }
 

@@ -608,6 +608,131 @@ pub(crate) fn unparsed_write(sql: &str) -> Option<WriteInfo> {
     None
 }
 
+/// Engines known to store a table's rows in the table itself. Any other (MERGE, FEDERATED,
+/// CONNECT, SPIDER, OQGRAPH, one qcache does not know) may read and write other tables'.
+const OWN_ROWS_ENGINES: &[&str] = &[
+    "archive",
+    "aria",
+    "blackhole",
+    "columnstore",
+    "csv",
+    "heap",
+    "innodb",
+    "memory",
+    "myisam",
+    "rocksdb",
+    "s3",
+    "sequence",
+];
+
+/// Table options by which another engine finds the rows it serves: MERGE's list, a
+/// FEDERATED or SPIDER server, OQGRAPH's backing table, CONNECT's source.
+const ELSEWHERE_OPTIONS: &[&str] = &[
+    "connection",
+    "data_table",
+    "srcdef",
+    "table_type",
+    "tabname",
+    "union",
+];
+
+/// For `CREATE [TEMPORARY] TABLE` and `ALTER TABLE`: whether its options may make the table
+/// one whose rows are other tables' (a temporary MERGE table over base tables writes
+/// them: `INSERT INTO m` into the last, `UPDATE m` into all), and the source of
+/// `CREATE TABLE t LIKE src` / `t (LIKE src)`, which copies `src` as it is, its engine
+/// and union list included. Checked against MariaDB 10.11: a temporary MERGE table may be
+/// created with `ENGINE=MERGE UNION=(…)`, with `UNION=(…)` under a MERGE
+/// `default_tmp_storage_engine`, `LIKE` a MERGE table, or by `ALTER TABLE … ENGINE=MERGE
+/// UNION=(…)`. Options are read up to the query of a `CREATE … SELECT`; a `UNION` in that
+/// position (`… AS SELECT 1 UNION (SELECT 2)`) counts too (fail closed).
+pub(crate) fn table_rows_elsewhere(sql: &str) -> (bool, Option<TableRef>) {
+    // Most writes are none of these (a bulk INSERT may be megabytes): decided by the first
+    // keyword before the statement is lexed whole.
+    let first = |kw: &str| super::scan::first_keyword_is(sql.as_bytes(), kw);
+    if ![
+        "CREATE", "ALTER", "SET", "ANALYZE", "EXPLAIN", "DESCRIBE", "DESC",
+    ]
+    .iter()
+    .any(|kw| first(kw))
+    {
+        return (false, None);
+    }
+    let toks = Toks::new(inner_statement(sql));
+    if !(toks.kw(0, "CREATE") || toks.kw(0, "ALTER")) {
+        return (false, None);
+    }
+    let limit = toks.t.len().min(16);
+    let Some(k) = (1..limit)
+        .take_while(|&k| !toks.punct(k, b'('))
+        .find(|&k| toks.kw(k, "TABLE"))
+    else {
+        return (false, None);
+    };
+    let mut at = k + 1;
+    if toks.kw(at, "IF") && toks.kw(at + 1, "NOT") && toks.kw(at + 2, "EXISTS") {
+        at += 3;
+    } else if toks.kw(at, "IF") && toks.kw(at + 1, "EXISTS") {
+        at += 2;
+    }
+    let Some((_, next)) = toks.table_name(at) else {
+        // A name qcache cannot read: fail closed.
+        return (true, None);
+    };
+    let like = if toks.kw(next, "LIKE") {
+        Some(next + 1)
+    } else if toks.punct(next, b'(') && toks.kw(next + 1, "LIKE") {
+        Some(next + 2)
+    } else {
+        None
+    };
+    if let Some(src) = like {
+        return match toks.table_name(src) {
+            Some((t, _)) => (false, Some(t)),
+            None => (true, None),
+        };
+    }
+    let mut depth = 0usize;
+    for i in next..toks.t.len() {
+        let t = &toks.t[i];
+        if t.is_punct(b'(') {
+            depth += 1;
+        } else if t.is_punct(b')') {
+            depth = depth.saturating_sub(1);
+        }
+        if depth > 0 || t.tok != Tok::Word {
+            continue;
+        }
+        if ["SELECT", "WITH", "AS", "VALUES", "TABLE"]
+            .iter()
+            .any(|kw| t.is_kw(toks.sql, kw))
+        {
+            break;
+        }
+        if ELSEWHERE_OPTIONS.iter().any(|kw| t.is_kw(toks.sql, kw)) {
+            return (true, None);
+        }
+        if t.is_kw(toks.sql, "ENGINE") {
+            let v = if toks.punct(i + 1, b'=') {
+                i + 2
+            } else {
+                i + 1
+            };
+            let own = toks
+                .ident(v)
+                .or_else(|| {
+                    let b = toks.t.get(v)?.bytes(toks.sql);
+                    (toks.t.get(v)?.tok == Tok::Str && b.len() >= 2)
+                        .then(|| String::from_utf8_lossy(&b[1..b.len() - 1]).into_owned())
+                })
+                .is_some_and(|e| OWN_ROWS_ENGINES.contains(&e.to_ascii_lowercase().as_str()));
+            if !own {
+                return (true, None);
+            }
+        }
+    }
+    (false, None)
+}
+
 /// CREATE, ALTER, DROP or RENAME: a schema change, which also commits.
 pub(crate) fn starts_ddl(sql: &str) -> bool {
     let toks = Toks::new(sql);
@@ -715,6 +840,83 @@ mod tests {
 
     fn targets(w: &Option<WriteInfo>) -> Option<&WriteTargets> {
         w.as_ref().map(|w| &w.targets)
+    }
+
+    /// One row per rule of [`table_rows_elsewhere`]: (statement, options say elsewhere,
+    /// LIKE source).
+    #[test]
+    fn table_options_that_put_rows_elsewhere() {
+        let rows: &[(&str, bool, Option<TableRef>)] = &[
+            (
+                "CREATE TEMPORARY TABLE m (id INT) ENGINE=MERGE UNION=(t1) INSERT_METHOD=LAST",
+                true,
+                None,
+            ),
+            ("CREATE TEMPORARY TABLE m (id INT) UNION (t1)", true, None),
+            (
+                "CREATE TEMPORARY TABLE m (id INT) ENGINE = MRG_MyISAM",
+                true,
+                None,
+            ),
+            (
+                "CREATE TEMPORARY TABLE m (id INT) ENGINE='FEDERATED'",
+                true,
+                None,
+            ),
+            (
+                "CREATE TABLE f (id INT) CONNECTION='mysql://u@h/db/t'",
+                true,
+                None,
+            ),
+            (
+                "CREATE TEMPORARY TABLE g (id INT) ENGINE=SomethingNew",
+                true,
+                None,
+            ),
+            ("ALTER TABLE z ENGINE=MERGE UNION=(t1)", true, None),
+            ("ALTER ONLINE TABLE z UNION=(t1, t2)", true, None),
+            (
+                "CREATE TEMPORARY TABLE IF NOT EXISTS db.x LIKE db.mb",
+                false,
+                Some(t(Some("db"), "mb")),
+            ),
+            (
+                "CREATE TEMPORARY TABLE x (LIKE mb)",
+                false,
+                Some(t(None, "mb")),
+            ),
+            (
+                "CREATE TEMPORARY TABLE a (id INT) ENGINE=InnoDB",
+                false,
+                None,
+            ),
+            (
+                "CREATE TEMPORARY TABLE a (id INT) ENGINE MEMORY",
+                false,
+                None,
+            ),
+            (
+                "CREATE TEMPORARY TABLE a (`union` INT, connection INT) ENGINE=Aria",
+                false,
+                None,
+            ),
+            (
+                "CREATE TEMPORARY TABLE a ENGINE=InnoDB AS SELECT 1 AS x UNION SELECT 2",
+                false,
+                None,
+            ),
+            (
+                "CREATE TEMPORARY TABLE a SELECT * FROM t WHERE s LIKE 'x'",
+                false,
+                None,
+            ),
+            ("ALTER TABLE a ADD COLUMN b INT", false, None),
+            ("INSERT INTO m VALUES (1)", false, None),
+            ("/*!40101 SET x = 1 */", false, None),
+        ];
+        for (sql, options, like) in rows {
+            assert_eq!(table_rows_elsewhere(sql), (*options, like.clone()), "{sql}");
+        }
     }
 
     /// The statement that runs under each prefix, nested ones unwrapped; a prefix that is a

@@ -156,25 +156,42 @@ fn grammar_arity(name: &str, n_args: usize) -> bool {
 }
 
 /// Whether the server reads time zone `zone` (an argument of CONVERT_TZ) without its
-/// mysql.time_zone* tables: `SYSTEM` or an offset `±h:mm`. Any other name is looked up in
-/// those tables at each call until found (a zone not loaded gives NULL, and loading it, by
-/// writes to tables qcache never keys on, changes the answer), so a call naming one is
-/// not cached.
+/// mysql.time_zone* tables: `SYSTEM` (any case) or an offset `±h:mm` the server takes as one.
+/// Any other name is looked up in those tables at each call until found (a zone not loaded
+/// gives NULL, and loading it, by writes to tables qcache never keys on, changes the
+/// answer), so a call naming one is not cached. The server does not trim the name, and an
+/// offset outside -12:59…+13:00 or with minutes past 59 (`+14:00`, `-13:00`, `+00:60`) is
+/// no offset to it but a name to look up (checked against MariaDB 10.11.19: each gives NULL
+/// while no zone of that name is loaded).
 pub(crate) fn fixed_time_zone(zone: &str) -> bool {
-    let z = zone.trim();
-    if z.eq_ignore_ascii_case("system") {
+    if zone.eq_ignore_ascii_case("system") {
         return true;
     }
-    let Some(rest) = z.strip_prefix(['+', '-']) else {
-        return false;
+    let (negative, rest) = match zone.as_bytes().first() {
+        Some(b'+') => (false, &zone[1..]),
+        Some(b'-') => (true, &zone[1..]),
+        _ => return false,
     };
     let Some((h, m)) = rest.split_once(':') else {
         return false;
     };
-    !h.is_empty()
-        && h.len() <= 2
-        && m.len() == 2
-        && h.bytes().chain(m.bytes()).all(|b| b.is_ascii_digit())
+    if h.is_empty()
+        || h.len() > 2
+        || m.len() != 2
+        || !h.bytes().chain(m.bytes()).all(|b| b.is_ascii_digit())
+    {
+        return false;
+    }
+    let (Ok(h), Ok(m)) = (h.parse::<i32>(), m.parse::<i32>()) else {
+        return false;
+    };
+    let minutes = h * 60 + m;
+    m <= 59
+        && if negative {
+            minutes < 13 * 60
+        } else {
+            minutes <= 13 * 60
+        }
 }
 
 /// Built-ins the server's grammar knows only when `(` follows the name at once: with a
@@ -768,10 +785,20 @@ mod tests {
 
     #[test]
     fn time_zones_read_without_tables() {
-        for z in ["+00:00", "-5:30", "SYSTEM", "system", " +13:00 "] {
+        for z in [
+            "+00:00", "-5:30", "SYSTEM", "system", "+13:00", "-12:59", "-0:00",
+        ] {
             assert!(fixed_time_zone(z), "{z}");
         }
-        for z in ["UTC", "Europe/Paris", "+0000", "+1:3", "", "+:00", "MET"] {
+        // The server looks these up as names: not trimmed, out of its offset range, minutes
+        // past 59.
+        let named = [
+            " +13:00 ", "system ", "+14:00", "+13:01", "-13:00", "+00:60", "+99:99",
+        ];
+        for z in ["UTC", "Europe/Paris", "+0000", "+1:3", "", "+:00", "MET"]
+            .into_iter()
+            .chain(named)
+        {
             assert!(!fixed_time_zone(z), "{z}");
         }
     }

@@ -158,6 +158,12 @@ pub struct WriteInfo {
     /// (old, new) names of `ALTER TABLE … RENAME` and `RENAME TABLE`, in order: a
     /// temporary table keeps being one under its new name.
     pub renamed: Vec<(TableRef, TableRef)>,
+    /// A CREATE or ALTER of a table whose options make its rows other tables' (MERGE's
+    /// `UNION=(…)`, a `CONNECTION`, an engine not known to store rows of its own): a write
+    /// to it writes them (`fallback::table_rows_elsewhere`).
+    pub other_rows: bool,
+    /// `CREATE TABLE … LIKE src`: the new table is what `src` is, a MERGE table included.
+    pub like_source: Option<TableRef>,
 }
 
 impl WriteInfo {
@@ -169,6 +175,8 @@ impl WriteInfo {
             temp_created: Vec::new(),
             temp_dropped: Vec::new(),
             renamed: Vec::new(),
+            other_rows: false,
+            like_source: None,
         }
     }
 

@@ -74,7 +74,14 @@ fn either_reading(a: Analysis, b: Analysis) -> Analysis {
 }
 
 fn analyze_reading(sql: &str) -> Analysis {
-    let a = analyze_reading_parsed(sql);
+    let a = match analyze_reading_parsed(sql) {
+        // Whichever way it was read: the table options decide.
+        Analysis::Write(mut w) => {
+            (w.other_rows, w.like_source) = fallback::table_rows_elsewhere(sql);
+            Analysis::Write(w)
+        }
+        a => a,
+    };
     if !fallback::spaced_builtin_call(sql) {
         return a;
     }
@@ -322,6 +329,8 @@ fn merge_writes(a: WriteInfo, b: WriteInfo) -> WriteInfo {
         temp_created,
         temp_dropped,
         renamed,
+        other_rows: a.other_rows || b.other_rows,
+        like_source: a.like_source.or(b.like_source),
     }
 }
 
@@ -378,7 +387,9 @@ struct Scope {
 }
 
 /// Whether every time zone a `CONVERT_TZ(dt, from, to)` names is a string literal the
-/// server reads without its time zone tables (`functions::fixed_time_zone`).
+/// server reads without its time zone tables (`functions::fixed_time_zone`). Only a
+/// single-quoted one: sqlparser reads `"…"` as a string, but under ANSI_QUOTES the server
+/// reads a column there, whose value may name any zone.
 fn fixed_zones(args: &FunctionArguments) -> bool {
     use sqlparser::ast::{FunctionArg, FunctionArgExpr, Value};
     let FunctionArguments::List(l) = args else {
@@ -386,9 +397,7 @@ fn fixed_zones(args: &FunctionArguments) -> bool {
     };
     l.args.iter().skip(1).all(|a| match a {
         FunctionArg::Unnamed(FunctionArgExpr::Expr(Expr::Value(v))) => match &v.value {
-            Value::SingleQuotedString(z) | Value::DoubleQuotedString(z) => {
-                functions::fixed_time_zone(z)
-            }
+            Value::SingleQuotedString(z) => functions::fixed_time_zone(z),
             _ => false,
         },
         _ => false,
@@ -643,9 +652,7 @@ fn ddl(targets: WriteTargets) -> WriteInfo {
         targets,
         ddl: true,
         implicit_commit: true,
-        temp_created: Vec::new(),
-        temp_dropped: Vec::new(),
-        renamed: Vec::new(),
+        ..WriteInfo::unknown()
     }
 }
 

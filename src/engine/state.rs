@@ -176,6 +176,15 @@ pub struct SessionState {
     /// Tables this session wrote and when (`policy::stale`: read-your-own-writes).
     pub own_writes: OwnWrites,
     pub temp_tables: HashSet<(String, String)>,
+    /// Those of [`temp_tables`](Self::temp_tables) whose rows may be other tables' (a
+    /// temporary MERGE table over base tables, one stored code created): a write to one
+    /// writes tables no statement names.
+    pub temp_elsewhere: HashSet<(String, String)>,
+    /// Code qcache did not read (a CALL, an EXECUTE, a compound statement) may have created
+    /// temporary tables of an engine it does not know, under any name: every write of the
+    /// session may then be a write through one to other tables
+    /// (`policy::classify::unseen_code_may_create_temporaries`). Until a reset.
+    pub temps_unseen: bool,
     /// The transaction state (`policy::txn`): status flags, the transaction open, the
     /// deferred BEGIN, table locks, XA, isolation levels.
     pub txn: Transaction,
@@ -332,6 +341,8 @@ impl SessionState {
             mariadb: crate::policy::context::is_mariadb(&n.greeting.server_version),
             own_writes: OwnWrites::default(),
             temp_tables: HashSet::new(),
+            temp_elsewhere: HashSet::new(),
+            temps_unseen: false,
             txn: Transaction::new(n.status, cfg.server.defer_begin),
             stmts: HashMap::default(),
             last_stmt: None,
@@ -442,6 +453,8 @@ impl SessionState {
         // Read again by the caller (`Session::read_server_context`).
         self.server_ctx = 0;
         self.temp_tables.clear();
+        self.temp_elsewhere.clear();
+        self.temps_unseen = false;
         self.stmts.clear();
         self.last_stmt = None;
         self.sql_prepared_in.clear();

@@ -6,13 +6,16 @@
 
 use super::slices::Planner;
 use super::state::SessionState;
-use crate::analysis::{self, WriteInfo, WriteTargets};
+use crate::analysis::{self, TableRef, WriteInfo, WriteTargets};
 use crate::config::Conservative;
 use crate::policy::privileges::{self, PrivilegeChange};
 use crate::policy::{classify, context};
 
 impl Planner<'_> {
     pub fn plan_write(&self, st: &mut SessionState, w: &WriteInfo) {
+        if self.writes_rows_elsewhere(st, w) {
+            self.plan_unknown_write(st);
+        }
         match &w.targets {
             WriteTargets::Tables(list) => {
                 let mut named = Vec::with_capacity(list.len());
@@ -148,11 +151,14 @@ impl Planner<'_> {
         match classify::after_stored_code(self.catalog.code_temporaries()) {
             classify::AfterStoredCode::Named(names) => {
                 st.temporaries_unknown = false;
+                // Of an engine no statement here showed: their rows may be elsewhere.
+                st.temp_elsewhere.extend(names.iter().cloned());
                 st.temp_tables.extend(names);
             }
             classify::AfterStoredCode::Lost => {
                 st.temporaries_unknown = false;
                 st.lost_track = true;
+                st.temps_unseen = true;
             }
             classify::AfterStoredCode::Unknown => st.temporaries_unknown = true,
         }
@@ -174,6 +180,7 @@ impl Planner<'_> {
         // A multi-statement's parts may have planned DDL already.
         let ddl = st.pending.ddl;
         self.plan_call(st);
+        self.code_ran_unseen(st, text);
         st.pending.ddl = ddl;
         if ["create", "alter", "drop", "rename"]
             .iter()
@@ -182,6 +189,69 @@ impl Planner<'_> {
             st.pending.ddl = true;
             st.pending.ddl_changed.everything = true;
         }
+    }
+
+    /// Code qcache does not read as statements ran (`text`: what the client sent, as the
+    /// server reads it): it may have created temporary tables of unknown engines
+    /// (`classify::unseen_code_may_create_temporaries`).
+    pub fn code_ran_unseen(&self, st: &mut SessionState, text: &[u8]) {
+        if !st.temps_unseen {
+            let procedures = self.catalog.procedures_may_create_temporaries();
+            st.temps_unseen = classify::unseen_code_may_create_temporaries(text, procedures);
+        }
+    }
+
+    /// Whether write `w` may change rows of tables it does not name through a temporary
+    /// table whose rows are other tables' (`policy::classify::temporary_rows_elsewhere`):
+    /// one it writes, or one it creates or alters into such a table (which it then
+    /// follows as one; a `CREATE … SELECT` into it writes them already). Base tables of
+    /// that kind are the catalog's (their writes are unknown there).
+    fn writes_rows_elsewhere(&self, st: &mut SessionState, w: &WriteInfo) -> bool {
+        let WriteTargets::Tables(list) = &w.targets else {
+            return false;
+        };
+        if st.temps_unseen && !w.ddl && !list.is_empty() {
+            return true;
+        }
+        if st.temp_tables.is_empty() && w.temp_created.is_empty() {
+            // No temporary table involved: the common write allocates nothing here.
+            return false;
+        }
+        let named: Vec<(String, String)> = list
+            .iter()
+            .filter_map(|t| st.qualify(t.schema.as_deref(), &t.name))
+            .collect();
+        let created: Vec<(String, String)> = w
+            .temp_created
+            .iter()
+            .filter_map(|t| st.qualify(t.schema.as_deref(), &t.name))
+            .collect();
+        let temps: Vec<(String, String)> = named
+            .iter()
+            .filter(|t| st.temp_tables.contains(*t) || created.contains(t))
+            .cloned()
+            .collect();
+        if temps.is_empty() {
+            return false;
+        }
+        let like = w.like_source.as_ref().map(|src| {
+            match st.qualify(src.schema.as_deref(), &src.name) {
+                None => classify::LikeSource::Unknown,
+                Some(q) if st.temp_elsewhere.contains(&q) => classify::LikeSource::Elsewhere,
+                // A temporary table (not elsewhere) holds its own rows, whatever base
+                // table its name shadows.
+                Some(q) if st.temp_tables.contains(&q) => classify::LikeSource::OwnRows,
+                Some(q) => match self.catalog.expand_data_write(&[q]) {
+                    Some(_) => classify::LikeSource::OwnRows,
+                    None => classify::LikeSource::Unknown,
+                },
+            }
+        });
+        let elsewhere = classify::temporary_rows_elsewhere(w.other_rows, like);
+        if elsewhere {
+            st.temp_elsewhere.extend(temps.iter().cloned());
+        }
+        elsewhere || temps.iter().any(|t| st.temp_elsewhere.contains(t))
     }
 
     pub fn plan_call(&self, st: &mut SessionState) {
@@ -219,10 +289,21 @@ pub fn after_write(st: &mut SessionState, w: &WriteInfo, error: bool) {
 
 pub fn track_temporary(st: &mut SessionState, w: &WriteInfo, outcome: classify::Outcome) {
     let db = st.db.clone();
-    classify::track_temporary(&mut st.temp_tables, w, outcome, |t| {
+    let qualify = |t: &TableRef| {
         let schema = t.schema.clone().or_else(|| db.clone())?;
         Some((schema.to_lowercase(), t.name.to_lowercase()))
-    });
+    };
+    classify::track_temporary(&mut st.temp_tables, w, outcome, qualify);
+    // A temporary table whose rows are elsewhere stays so under a new name.
+    for (from, to) in &w.renamed {
+        if let (Some(f), Some(t)) = (qualify(from), qualify(to)) {
+            if st.temp_elsewhere.contains(&f) {
+                st.temp_elsewhere.insert(t);
+            }
+        }
+    }
+    let temps = &st.temp_tables;
+    st.temp_elsewhere.retain(|t| temps.contains(t));
 }
 
 /// After DROP DATABASE of the session's current database the server has none.

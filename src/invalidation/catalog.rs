@@ -1913,6 +1913,29 @@ impl Catalog {
         )
     }
 
+    /// Whether a procedure a CALL runs may create a temporary table (of any engine, a MERGE
+    /// over base tables included): one's body says TEMPORARY or cannot be read, code was
+    /// created since the snapshot, or the catalog is not loaded yet.
+    pub fn procedures_may_create_temporaries(&self) -> bool {
+        if !self.is_loaded() {
+            return true;
+        }
+        if !self
+            .code_noted
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_empty()
+        {
+            return true;
+        }
+        self.snapshot.load().routines.iter().any(|r| {
+            r.procedure
+                && r.body
+                    .as_deref()
+                    .is_none_or(|b| crate::analysis::contains_ci(b.as_bytes(), b"temporary"))
+        })
+    }
+
     /// A DDL statement seen in `schema` (before it is sent through qcache, or as the binlog
     /// tail reads it): what the code it creates may create, judged with the snapshot's
     /// routines and triggers and the code DDL seen since (`stored_code::ddl_temporaries`),

@@ -126,6 +126,63 @@ pub fn track_temporary(
     }
 }
 
+/// What the source of `CREATE TEMPORARY TABLE … LIKE src` is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LikeSource {
+    /// A table holding its own rows (a temporary one, or a base table the catalog knows
+    /// as such).
+    OwnRows,
+    /// A temporary table whose rows are other tables'.
+    Elsewhere,
+    /// Not known (catalog not loaded, a DDL pending, a MERGE / FEDERATED / … base table,
+    /// an unreadable name).
+    Unknown,
+}
+
+/// Whether a CREATE or ALTER of a temporary table makes it one whose rows are other
+/// tables': its options say so (`analysis::WriteInfo::other_rows`: MERGE's `UNION`, a
+/// `CONNECTION`, an engine not known to hold its own rows), or it copies (`LIKE`) a table
+/// that is, or may be, one (a copy of a MERGE table unions the same tables). A write to
+/// such a temporary table writes those tables, which the statement does not name: it is a
+/// write to unknown tables (checked against MariaDB 10.11: `INSERT INTO m` of a
+/// temporary `ENGINE=MERGE UNION=(t1) INSERT_METHOD=LAST` table adds the row to base
+/// table `t1`).
+pub fn temporary_rows_elsewhere(options: bool, like: Option<LikeSource>) -> bool {
+    options || matches!(like, Some(LikeSource::Elsewhere | LikeSource::Unknown))
+}
+
+/// Whether code qcache does not read as statements — a CALL, a SQL-level EXECUTE or
+/// EXECUTE IMMEDIATE, a compound statement — may have created a temporary table, whose
+/// engine qcache then does not know (a temporary MERGE table over base tables makes later
+/// writes to it writes to those: [`temporary_rows_elsewhere`]). `text`: the statement as
+/// the server reads it; `procedures_may`: a procedure it may call may create one
+/// (`Catalog::procedures_may_create_temporaries`). True when the text says TEMPORARY, when
+/// it may call a procedure that may (a CALL, or any compound statement: under
+/// sql_mode=ORACLE a bare name calls one), or when it executes text qcache does not see
+/// (`EXECUTE s`, `EXECUTE IMMEDIATE @v`).
+pub fn unseen_code_may_create_temporaries(text: &[u8], procedures_may: bool) -> bool {
+    if analysis::contains_ci(text, b"temporary") {
+        return true;
+    }
+    let kind = analysis::scan(text).kind;
+    if procedures_may
+        && (kind == StatementKind::Call
+            || analysis::is_compound(text)
+            || analysis::contains_ci(text, b"call"))
+    {
+        return true;
+    }
+    if kind == StatementKind::Execute {
+        // Only `EXECUTE IMMEDIATE '…'` shows what it runs (and it said no TEMPORARY).
+        let mut toks = crate::analysis::lexer::Lexer::new(text);
+        let (_, second, third) = (toks.next(), toks.next(), toks.next());
+        let literal = second.is_some_and(|t| t.is_kw(text, "IMMEDIATE"))
+            && third.is_some_and(|t| t.tok == crate::analysis::lexer::Tok::Str);
+        return !literal;
+    }
+    false
+}
+
 /// What qcache knows of the session's temporary tables once stored code ran in it (a
 /// function, a trigger, a view that calls one), given the temporary tables the catalog says
 /// stored functions and triggers may create (`Catalog::code_temporaries`; None before it is
@@ -182,6 +239,60 @@ fn runs_stored_code(sql: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// One row per rule of [`unseen_code_may_create_temporaries`]: (statement, a procedure
+    /// may create one, may have created one).
+    #[test]
+    fn unseen_code_that_may_create_temporaries() {
+        let rows = [
+            (
+                "EXECUTE IMMEDIATE 'CREATE TEMPORARY TABLE m (i INT)'",
+                false,
+                true,
+            ),
+            ("EXECUTE IMMEDIATE 'SELECT 1'", false, false),
+            ("EXECUTE IMMEDIATE 'CALL p()'", true, true),
+            ("EXECUTE IMMEDIATE @q", false, true),
+            ("EXECUTE s", false, true),
+            ("CALL p()", false, false),
+            ("CALL p()", true, true),
+            (
+                "BEGIN NOT ATOMIC CREATE temporary TABLE m (i INT); END",
+                false,
+                true,
+            ),
+            ("BEGIN NOT ATOMIC SELECT 1; END", false, false),
+            ("BEGIN p; END", true, true),
+        ];
+        for (sql, procedures, want) in rows {
+            assert_eq!(
+                unseen_code_may_create_temporaries(sql.as_bytes(), procedures),
+                want,
+                "{sql} {procedures}"
+            );
+        }
+    }
+
+    /// One row per rule of [`temporary_rows_elsewhere`]: (options say so, LIKE source,
+    /// elsewhere).
+    #[test]
+    fn temporary_tables_whose_rows_are_elsewhere() {
+        let rows = [
+            (true, None, true),
+            (false, None, false),
+            (false, Some(LikeSource::OwnRows), false),
+            (false, Some(LikeSource::Elsewhere), true),
+            (false, Some(LikeSource::Unknown), true),
+            (true, Some(LikeSource::OwnRows), true),
+        ];
+        for (options, like, want) in rows {
+            assert_eq!(
+                temporary_rows_elsewhere(options, like),
+                want,
+                "{options} {like:?}"
+            );
+        }
+    }
     use crate::analysis::{analyze, scan, server_text, Analysis, ServerVersion, WriteTargets};
 
     /// What the session does with a statement, as far as tables go.

@@ -226,6 +226,12 @@ const MARIADB_OPTIONAL: &[&str] = &[
     "optimizer_scan_setup_cost",
     "optimizer_where_cost",
     "max_tmp_session_space_usage",
+    // 11.2 on (MDEV-9069): AES_ENCRYPT / AES_DECRYPT's cipher mode, which changes their
+    // result as MySQL's variable of that name does.
+    "block_encryption_mode",
+    // 11.3 on: optimizer fixes a session turns on (`FIX_DISK_TMPTABLE_COSTS`, …), which
+    // change plans, and with them the order of unordered results.
+    "new_mode",
     // 10.3 on: an idle transaction is ended by the server after this long, which a BEGIN
     // that qcache answered and kept would not be (`begin_needs_server`).
     "idle_transaction_timeout",

@@ -141,6 +141,9 @@ impl Session {
             }
             StatementKind::Call | StatementKind::Execute => {
                 self.plan_call();
+                if let Some(sql) = self.st.stmts.get(&id).map(|s| s.sql.clone()) {
+                    self.code_ran_unseen(&analysis::server_text(&sql, self.st.server));
+                }
                 self.relay_command(&pkt, Expect::Results).await.map(drop)
             }
             StatementKind::Set | StatementKind::Use => {

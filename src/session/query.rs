@@ -80,6 +80,7 @@ impl Session {
                 // A procedure or a SQL-level prepared statement may write any table and
                 // SET any variable: invalidate as configured and stop trusting the context.
                 self.plan_call();
+                self.code_ran_unseen(&text);
                 self.relay_command(&pkt, Expect::Results).await?;
                 Ok(())
             }
@@ -160,7 +161,10 @@ impl Session {
                         _ => self.plan_unknown_write(),
                     }
                 }
-                StatementKind::Call | StatementKind::Execute => self.plan_call(),
+                StatementKind::Call | StatementKind::Execute => {
+                    self.plan_call();
+                    self.code_ran_unseen(part);
+                }
                 StatementKind::Set => {
                     lost = true;
                     let text = String::from_utf8_lossy(part);

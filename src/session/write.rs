@@ -76,6 +76,10 @@ impl Session {
         Planner::new(&self.shared).plan_compound(&mut self.st, text)
     }
 
+    pub(super) fn code_ran_unseen(&mut self, text: &[u8]) {
+        Planner::new(&self.shared).code_ran_unseen(&mut self.st, text)
+    }
+
     pub(super) fn plan_call(&mut self) {
         Planner::new(&self.shared).plan_call(&mut self.st)
     }
