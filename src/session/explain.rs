@@ -306,6 +306,7 @@ impl Session {
         let mut k = None;
         // The statement's analysis and digest, once its entry is described.
         let mut described = None;
+        let mut kept = None;
         loop {
             let answer = match step {
                 Step::Identify => Answer::Identified(self.identify_for(stmt).await?),
@@ -379,7 +380,8 @@ impl Session {
                     // The plan does not depend on the key (only the store does): any key
                     // will do.
                     let plan_key = k.unwrap_or_else(|| key(self.st.fingerprint, 0, &[]));
-                    Answer::Planned(self.plan_read(&an, plan_key, digest, stmt).await)
+                    let plan = self.plan_read(&an, plan_key, digest, stmt).await;
+                    Answer::Planned(super::read::keep_plan(plan, &mut kept))
                 }
                 Step::Served => {
                     return Ok(Verdict {
@@ -388,7 +390,7 @@ impl Session {
                     })
                 }
                 Step::Decided(planned, mode) => {
-                    return Ok(match planned {
+                    return Ok(match super::read::with_plan(planned, kept) {
                         Planned::Fill(plan) => self.explain_fill(&plan, k, mode, privileged, f),
                         Planned::Relay { reason, .. } => Verdict::send(reason),
                     });

@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use bytes::{BufMut, Bytes, BytesMut};
 
-use super::read::TAG_BINARY;
+use super::read::{keep_plan, with_plan, TAG_BINARY};
 use super::relay::KEEP_SCRATCH;
 use super::{Session, SessionError};
 use crate::analysis::{self, StatementKind};
@@ -211,6 +211,7 @@ impl Session {
         let mut came = false;
         let mut keyed: Option<Key> = None;
         let mut planned_for = None;
+        let mut kept = None;
         loop {
             let answer = match step {
                 Step::Identify => {
@@ -264,7 +265,7 @@ impl Session {
                         None => Err(Reason::MalformedExecute),
                     };
                     planned_for = Some((sql, an));
-                    Answer::Planned(plan)
+                    Answer::Planned(keep_plan(plan, &mut kept))
                 }
                 Step::Served => return Ok(()),
                 Step::Decided(planned, mode) => {
@@ -272,7 +273,7 @@ impl Session {
                         .execute_decided(
                             &pkt,
                             id,
-                            planned,
+                            with_plan(planned, kept),
                             mode,
                             came,
                             keyed.is_some(),
@@ -295,7 +296,7 @@ impl Session {
         id: u32,
         long_data: bool,
         keyed: &mut Option<Key>,
-    ) -> Option<Step<crate::cache::Snapshot, super::read::ReadPlan>> {
+    ) -> Option<Step<crate::cache::Snapshot, ()>> {
         let stmt = self.st.stmts.get_mut(&id)?;
         let parts = commands::execute_params(&pkt.payload, stmt.params, stmt.types.as_deref());
         // Types the client sent that differ from the remembered ones are learned; a driver

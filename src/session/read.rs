@@ -150,6 +150,7 @@ impl Session {
         let (mut d, mut step) = Decide::start(&facts, scan.hint, true, tried);
         let mut keyed = None;
         let mut analysed = None;
+        let mut kept = None;
         loop {
             let answer = match step {
                 Step::Identify => Answer::Identified(self.identify_for(&stmt).await?),
@@ -186,7 +187,7 @@ impl Session {
                         None => Err(Reason::UnexpectedShape),
                     };
                     analysed = Some(an);
-                    Answer::Planned(plan)
+                    Answer::Planned(keep_plan(plan, &mut kept))
                 }
                 Step::Served => return Ok(()),
                 Step::Decided(planned, mode) => {
@@ -194,6 +195,7 @@ impl Session {
                         Some(an) => an,
                         None => self.analysis_of(&stmt, None),
                     };
+                    let planned = with_plan(planned, kept);
                     return self
                         .carry_out(planned, &an, pkt.seq, &payload, &payload[1..], mode)
                         .await
@@ -849,6 +851,26 @@ impl Session {
         self.shared.cache.stats().not_cached(reason);
         self.cur.read = true;
         self.cur.reason.get_or_insert(reason);
+    }
+}
+
+/// A plan for the read machine (`policy::decide`), which carries no plan: the plan is kept
+/// in `kept` and the machine told only whether there is one.
+pub(super) fn keep_plan(
+    plan: Result<ReadPlan, Reason>,
+    kept: &mut Option<ReadPlan>,
+) -> Result<(), Reason> {
+    let answer = plan.as_ref().map(drop).map_err(|r| *r);
+    *kept = plan.ok();
+    answer
+}
+
+/// The machine's decision with the plan [`keep_plan`] kept.
+pub(super) fn with_plan(planned: Planned<()>, kept: Option<ReadPlan>) -> Planned<ReadPlan> {
+    match (planned, kept) {
+        (Planned::Fill(()), Some(plan)) => Planned::Fill(plan),
+        (Planned::Fill(()), None) => read::refused(Reason::UnexpectedShape),
+        (Planned::Relay { reason, cacheable }, _) => Planned::Relay { reason, cacheable },
     }
 }
 
