@@ -1202,9 +1202,11 @@ pub struct Catalog {
     pending: Mutex<PendingDdl>,
     pending_any: AtomicBool,
     ddl_epoch: AtomicU64,
-    /// Connections for derived slices' parent lookups ([`Catalog::parent_values`]), opened
-    /// at the first one.
-    lookups: std::sync::OnceLock<mysql_async::Pool>,
+    /// Connections for derived slices' parent lookups ([`Catalog::parent_values`]): a pool
+    /// per thread that asks (a session runtime is one thread, `workers`), so that a
+    /// lookup's socket is polled by the thread that waits for it rather than woken across
+    /// threads; each opened at its thread's first lookup.
+    lookups: Mutex<Vec<(std::thread::ThreadId, mysql_async::Pool)>>,
     /// `'user' at host:port`: qcache's own account, as messages name it.
     account: String,
     /// Why the last load failed, until one succeeds: logged when it starts failing (not once
@@ -1259,7 +1261,7 @@ impl Catalog {
             pending: Mutex::new(PendingDdl::default()),
             pending_any: AtomicBool::new(false),
             ddl_epoch: AtomicU64::new(0),
-            lookups: std::sync::OnceLock::new(),
+            lookups: Mutex::new(Vec::new()),
             account: format!("'{}' at {upstream_addr}", cfg.user),
             last_error: std::sync::Mutex::new(None),
         })
@@ -1763,9 +1765,7 @@ impl Catalog {
             pk = q(pk),
             col = q(col),
         );
-        let pool = self
-            .lookups
-            .get_or_init(|| mysql_async::Pool::new(self.opts.clone()));
+        let pool = self.lookup_pool();
         let ask = async {
             let mut conn = pool.get_conn().await.ok()?;
             // Both as text: a typed conversion panics on a value it cannot hold (a BIGINT
@@ -1794,6 +1794,22 @@ impl Catalog {
             out.push((x, key));
         }
         Some(out)
+    }
+
+    /// This thread's pool for parent lookups. Its connections are not reset when they go
+    /// back to it: a lookup changes no session state, and the reset would be one more round
+    /// trip to the server per lookup.
+    fn lookup_pool(&self) -> mysql_async::Pool {
+        let me = std::thread::current().id();
+        let mut pools = self.lookups.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, p)) = pools.iter().find(|(t, _)| *t == me) {
+            return p.clone();
+        }
+        let opts = mysql_async::OptsBuilder::from_opts(self.opts.clone())
+            .pool_opts(mysql_async::PoolOpts::default().with_reset_connection(false));
+        let pool = mysql_async::Pool::new(opts);
+        pools.push((me, pool.clone()));
+        pool
     }
 
     /// A base table's primary key when it is a single column (lower-cased).
