@@ -1805,8 +1805,14 @@ impl Catalog {
         if let Some((_, p)) = pools.iter().find(|(t, _)| *t == me) {
             return p.clone();
         }
-        let opts = mysql_async::OptsBuilder::from_opts(self.opts.clone())
-            .pool_opts(mysql_async::PoolOpts::default().with_reset_connection(false));
+        // At most 32 connections per thread: lookups outrunning the server wait for one
+        // (and past their 1 s limit fall back) rather than open ever more.
+        let constraints = mysql_async::PoolConstraints::new(0, 32).unwrap_or_default();
+        let opts = mysql_async::OptsBuilder::from_opts(self.opts.clone()).pool_opts(
+            mysql_async::PoolOpts::default()
+                .with_reset_connection(false)
+                .with_constraints(constraints),
+        );
         let pool = mysql_async::Pool::new(opts);
         pools.push((me, pool.clone()));
         pool
