@@ -1806,12 +1806,16 @@ impl Catalog {
             return p.clone();
         }
         // At most 32 connections per thread: lookups outrunning the server wait for one
-        // (and past their 1 s limit fall back) rather than open ever more.
-        let constraints = mysql_async::PoolConstraints::new(0, 32).unwrap_or_default();
+        // (and past their 1 s limit fall back) rather than open ever more. Idle ones are
+        // kept (up to 32, for a minute): without an idle TTL the driver keeps only `min`
+        // idle and disconnects every other one on its return, and with `min` 0 that was a
+        // new connection (TCP, handshake, authentication) per lookup.
+        let constraints = mysql_async::PoolConstraints::new(1, 32).unwrap_or_default();
         let opts = mysql_async::OptsBuilder::from_opts(self.opts.clone()).pool_opts(
             mysql_async::PoolOpts::default()
                 .with_reset_connection(false)
-                .with_constraints(constraints),
+                .with_constraints(constraints)
+                .with_inactive_connection_ttl(Duration::from_secs(60)),
         );
         let pool = mysql_async::Pool::new(opts);
         pools.push((me, pool.clone()));
