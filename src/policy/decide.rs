@@ -172,6 +172,25 @@ impl<S: Copy> Decide<S> {
         }
     }
 
+    /// The machine's first steps at once, for a session with nothing to ask (identified,
+    /// no setting to read back): `start`, `Identified(true)`, `Came` and `Keyed` as the
+    /// machine takes them. Some(view) when the key is to be looked up in `view` now (the
+    /// machine would ask [`Step::Consult`]); None when the machine must decide the read from
+    /// its start. A hit's shortcut, which spares the driver a round of its loop per step
+    /// (`one_step_at_once_consults_where_the_machine_does` proves it the machine's).
+    #[inline(always)]
+    pub fn consult_at_once(
+        s: &Session,
+        hint: Hint,
+        via: &Via,
+        view: Option<ReadView<S>>,
+        hits_suspended: bool,
+    ) -> Option<ReadView<S>> {
+        read::admit(s, hint).ok()?;
+        read::keyable(via, true).ok()?;
+        read::consult_view(view?, hits_suspended, true)
+    }
+
     /// Refused at admission: a text read may still be answered locally first.
     #[inline(always)]
     fn refuse<P>(&mut self, reason: Reason) -> Step<S, P> {
@@ -536,6 +555,101 @@ mod tests {
                 want,
                 "{what}"
             );
+        }
+    }
+
+    /// The shortcut asks a lookup exactly where the machine, driven for an identified
+    /// session, asks one: for every session, hint, via, view and suspension.
+    #[test]
+    fn one_step_at_once_consults_where_the_machine_does() {
+        let sessions = [
+            on(),
+            Session {
+                qct: QueryCacheType::Off,
+                ..on()
+            },
+            Session {
+                qct: QueryCacheType::Demand,
+                ..on()
+            },
+            Session {
+                lost_track: true,
+                ..on()
+            },
+            Session {
+                temporaries_unknown: true,
+                ..on()
+            },
+            Session {
+                quiet: Some(Reason::Profiling),
+                ..on()
+            },
+        ];
+        let vias = [
+            Via::Text,
+            Via::Execute(EXEC),
+            Via::Execute(Execute {
+                cursor: true,
+                ..EXEC
+            }),
+            Via::Execute(Execute {
+                long_data: true,
+                ..EXEC
+            }),
+            Via::Execute(Execute {
+                bulk_seen: true,
+                ..EXEC
+            }),
+            Via::Execute(Execute {
+                context_moved: Some(Reason::PreparedContextMoved),
+                ..EXEC
+            }),
+            Via::Execute(Execute {
+                malformed: true,
+                ..EXEC
+            }),
+        ];
+        let views = [
+            None,
+            Some(ReadView::Plain),
+            Some(ReadView::Snapshot(4)),
+            Some(ReadView::Establishing(None)),
+        ];
+        for s in sessions {
+            for hint in [Hint::None, Hint::SqlCache, Hint::SqlNoCache] {
+                for via in vias {
+                    for view in views {
+                        for suspended in [false, true] {
+                            let text = via == Via::Text;
+                            let (mut d, mut step) =
+                                Decide::<u32>::start::<()>(&s, hint, text, false);
+                            let machine = loop {
+                                let answer = match step {
+                                    Step::Identify => Answer::Identified(true),
+                                    Step::Via => came_unit(via, view, suspended),
+                                    Step::Key => Answer::Keyed,
+                                    Step::Consult(v) => break Some(v),
+                                    _ => break None,
+                                };
+                                step = d.next(answer);
+                            };
+                            assert_eq!(
+                                Decide::consult_at_once(&s, hint, &via, view, suspended),
+                                machine,
+                                "{s:?} {hint:?} {via:?} {view:?} {suspended}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn came_unit(via: Via, view: Option<ReadView<u32>>, hits_suspended: bool) -> Answer<u32, ()> {
+        Answer::Came {
+            via,
+            view,
+            hits_suspended,
         }
     }
 

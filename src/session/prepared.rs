@@ -206,7 +206,18 @@ impl Session {
         long_data: bool,
     ) -> Result<(), SessionError> {
         let facts = self.settled_read_facts().await;
-        let (mut d, mut step) = Decide::start(&facts, hint, false, false);
+        let mut looked_up = false;
+        if self.identified_now() {
+            match self
+                .execute_hit_at_once(&facts, &pkt, id, hint, long_data)
+                .await?
+            {
+                Some(true) => return Ok(()),
+                Some(false) => looked_up = true,
+                None => {}
+            }
+        }
+        let (mut d, mut step) = Decide::start(&facts, hint, false, looked_up);
         // Whether the execute's parameters were read (`Step::Via`), and the key they gave.
         let mut came = false;
         let mut keyed: Option<Key> = None;
@@ -286,9 +297,9 @@ impl Session {
         }
     }
 
-    /// `Step::Via` of an execute: reads its parameters (learning the types it sends), says
-    /// how it came, and when the machine keys it, builds the key and keeps its material for
-    /// EXPLAIN STATEMENT. The machine's next step; None when the statement is gone.
+    /// `Step::Via` of an execute ([`execute_keyed`](Self::execute_keyed) with the machine
+    /// deciding whether it is keyed). The machine's next step; None when the statement is
+    /// gone.
     fn execute_came(
         &mut self,
         d: &mut Decide<crate::cache::Snapshot>,
@@ -297,6 +308,63 @@ impl Session {
         long_data: bool,
         keyed: &mut Option<Key>,
     ) -> Option<Step<crate::cache::Snapshot, ()>> {
+        let view = self.st.txn.read_view();
+        let hits_suspended = self.shared.hits_suspended();
+        let mut step = Step::Served;
+        *keyed = self.execute_keyed(pkt, id, long_data, |via| {
+            step = d.next(Answer::Came {
+                via,
+                view,
+                hits_suspended,
+            });
+            matches!(step, Step::Key)
+        })?;
+        Some(step)
+    }
+
+    /// The hit of an execute whose session has nothing to ask (identified, no setting to
+    /// read back): the machine's first steps at once (`Decide::consult_at_once`), then the
+    /// lookup. None when not tried (the machine decides from the start); Some(served) once
+    /// looked up. `consult`, written out: on an execute's hit path its nested future cost
+    /// about 100 instructions per hit (callgrind).
+    async fn execute_hit_at_once(
+        &mut self,
+        facts: &read::Session,
+        pkt: &Packet,
+        id: u32,
+        hint: analysis::Hint,
+        long_data: bool,
+    ) -> Result<Option<bool>, SessionError> {
+        let started = Instant::now();
+        let view = self.st.txn.read_view();
+        let hits_suspended = self.shared.hits_suspended();
+        let mut consult = None;
+        let keyed = self.execute_keyed(pkt, id, long_data, |via| {
+            consult = Decide::consult_at_once(facts, hint, &via, view, hits_suspended);
+            consult.is_some()
+        });
+        let (Some(Some(key)), Some(mode)) = (keyed, consult) else {
+            return Ok(None);
+        };
+        if let Some(e) = self.lookup(key, &mode) {
+            if !self.shared.l2_remote || self.l2_confirm(key, &e).await {
+                self.serve_hit(&e, started).await?;
+                return Ok(Some(true));
+            }
+        }
+        Ok(Some(false))
+    }
+
+    /// Reads an execute's parameters (learning the types it sends) and says how it came to
+    /// `keyable`; when that answers true, builds the key and keeps its material for EXPLAIN
+    /// STATEMENT. The key, if built; None when the statement is gone.
+    fn execute_keyed(
+        &mut self,
+        pkt: &Packet,
+        id: u32,
+        long_data: bool,
+        keyable: impl FnOnce(Via) -> bool,
+    ) -> Option<Option<Key>> {
         let stmt = self.st.stmts.get_mut(&id)?;
         let parts = commands::execute_params(&pkt.payload, stmt.params, stmt.types.as_deref());
         // Types the client sent that differ from the remembered ones are learned; a driver
@@ -314,14 +382,10 @@ impl Session {
             context_moved: prepared_context_moved(stmt.context, self.st.prepare_ctx),
             malformed: parts.is_none(),
         });
-        let step = d.next(Answer::Came {
-            via,
-            view: self.st.txn.read_view(),
-            hits_suspended: self.shared.hits_suspended(),
-        });
+        let mut keyed = None;
         // The same execution keys the same whether or not the client re-sent the types.
-        if let (Step::Key, Some(params)) = (&step, &parts) {
-            *keyed = Some(execute_key(
+        if let (true, Some(params)) = (keyable(via), &parts) {
+            keyed = Some(execute_key(
                 &mut self.key_scratch,
                 self.st.fingerprint,
                 &stmt.key_sql,
@@ -346,7 +410,7 @@ impl Session {
                 LastExecute::Keyed(kept)
             };
         }
-        Some(step)
+        Some(keyed)
     }
 
     /// Carries out an execute's decision: what goes upstream carries the types the client
