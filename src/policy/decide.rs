@@ -240,7 +240,7 @@ mod tests {
         }
     }
 
-    fn came(via: Via, view: Option<ReadView<u32>>, hits_suspended: bool) -> An {
+    fn came<P>(via: Via, view: Option<ReadView<u32>>, hits_suspended: bool) -> Answer<u32, P> {
         Answer::Came {
             via,
             view,
@@ -626,7 +626,7 @@ mod tests {
                             let machine = loop {
                                 let answer = match step {
                                     Step::Identify => Answer::Identified(true),
-                                    Step::Via => came_unit(via, view, suspended),
+                                    Step::Via => came(via, view, suspended),
                                     Step::Key => Answer::Keyed,
                                     Step::Consult(v) => break Some(v),
                                     _ => break None,
@@ -642,14 +642,6 @@ mod tests {
                     }
                 }
             }
-        }
-    }
-
-    fn came_unit(via: Via, view: Option<ReadView<u32>>, hits_suspended: bool) -> Answer<u32, ()> {
-        Answer::Came {
-            via,
-            view,
-            hits_suspended,
         }
     }
 
