@@ -25,6 +25,8 @@
 //! - [`cli`] and [`config`] describe how it is run; [`rules`] are the operator's `[[rules]]`.
 //! - [`tls`] builds the rustls contexts of both legs from `[tls]`, and the RSA password
 //!   exchange where the legs differ (`tls::sha2`).
+//! - [`transport`] is the buffered packet connection both legs use (TCP, TLS, the Unix
+//!   socket, protocol compression): whole packets in, queued writes out.
 //! - [`protocol`] is sans-IO: packet framing, OK/ERR/EOF, the handshake packets, commands and
 //!   the response state machine that knows where every response ends.
 //! - [`check`] is `qcache check-consistency`: the stale-read checker users run against it.
@@ -55,4 +57,5 @@ pub mod session;
 pub mod shared;
 pub mod shutdown;
 pub mod tls;
+pub mod transport;
 pub mod workers;

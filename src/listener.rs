@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
 
-use crate::session::conn::Stream;
+use crate::transport::Stream;
 
 /// The listeners qcache accepts on: at least one of the two is present.
 pub struct Listeners {

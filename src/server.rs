@@ -241,7 +241,7 @@ async fn accept_loop(
 }
 
 /// Over the connection limit: MySQL's own answer, sent in place of the greeting.
-async fn refuse(client: crate::session::conn::Stream) {
+async fn refuse(client: crate::transport::Stream) {
     use tokio::io::AsyncWriteExt;
     let peer = client.peer();
     info!(code = 1040, client = %peer, "refused a client: too many connections");

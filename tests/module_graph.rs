@@ -17,7 +17,7 @@
 //! l2                                     the shared second level in Redis
 //! cache                                  results and versions
 //! observe                                counters, latency histograms, per-digest statistics
-//! policy                                 the cache's decisions, sans-IO
+//! policy · transport                     the cache's decisions, sans-IO; the packet connection
 //! analysis                               what a statement is, reads and writes
 //! cli                                    where a config comes from
 //! config · check
@@ -48,6 +48,9 @@
 //! - `config` is read by nearly everything, so it sits under the modules whose sections it
 //!   holds; the sections of `tls` (which validation builds) and `rules` live in those modules,
 //!   which import nothing from above them.
+//! - `transport` is the packet connection of both legs (a session's, the listener's and the
+//!   server's refusal): it frames with `protocol` and names ciphers as `policy` does, so it
+//!   sits beside `policy`, under everything that holds a connection.
 //! - `protocol` (sans-IO packets), `shutdown` (the stop switches) and `workers` (the session
 //!   runtimes) depend on no other module; nor does `faults` (the debug-build switches that
 //!   `cache` holds per instance).
@@ -72,6 +75,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("cache", 8),
     ("observe", 9),
     ("policy", 10),
+    ("transport", 10),
     ("analysis", 11),
     ("cli", 12),
     ("config", 13),
@@ -125,6 +129,7 @@ const FOLDERS: &[(&str, &[Layer])] = &[
     ("engine", &[
         ("answers", 0, "what qcache answers of its own variable and status rows"),
         ("context", 0, "what the server's answers about the session mean for its state"),
+        ("fill", 0, "a miss's stamps, read under its slice plan through the planner"),
         ("fkslices", 0, "a write's and a read's foreign-key-derived slices, over the planner"),
         ("sliceplan", 0, "a read's slice plan through the shared memo, over the planner"),
         ("write", 0, "what a write changes, planned over the planner and the state"),
@@ -201,7 +206,6 @@ const FOLDERS: &[(&str, &[Layer])] = &[
         ("relay", 4, "forwards a response and fills the cache from it"),
         ("private", 4, "a statement qcache sends for itself, its answer read, not relayed"),
         ("handshake", 6, "the login relay, whose outcome state starts from"),
-        ("conn", 7, "the packet connection everything above writes to"),
     ]),
     ("shared", &[("reload", 0, "SIGHUP and POST /reload over the shared state")]),
     ("tls", &[("sha2", 0, "SHA-256 for caching_sha2_password; reads nothing")]),

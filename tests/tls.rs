@@ -249,7 +249,7 @@ async fn a_response_written_into_a_full_tls_socket_arrives_whole() {
         got
     });
     let (tcp, _) = listener.accept().await.unwrap();
-    let mut conn = qcache::session::conn::PacketConn::new(tcp, 1 << 30);
+    let mut conn = qcache::transport::PacketConn::new(tcp, 1 << 30);
     conn.accept_tls(&acceptor).await.unwrap();
     conn.wbuf().extend_from_slice(&vec![b'x'; LEN]);
     conn.flush().await.unwrap();

@@ -7,6 +7,7 @@
 
 pub mod answers;
 pub mod context;
+pub mod fill;
 pub mod fkslices;
 pub mod settings;
 pub mod sliceplan;

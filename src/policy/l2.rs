@@ -48,6 +48,14 @@ pub fn judge<'a>(
     }
 }
 
+/// Whether a miss that leads its fill asks L2 before the server: only a plain read (a
+/// transaction's snapshot is the server's alone, L2 knows nothing of it), of a session with
+/// no temporary tables (L2's names cannot tell them from the base tables they hide), while
+/// L2 is usable.
+pub fn asks_before_server(plain: bool, temporaries: bool, usable: bool) -> bool {
+    plain && !temporaries && usable
+}
+
 /// First wait after L2 is lost.
 pub const BACKOFF_MIN: Duration = Duration::from_millis(50);
 /// Longest wait between reconnection attempts.
@@ -92,6 +100,29 @@ pub fn adopt(known: Option<&str>, marker: Option<&str>, now: &str) -> Adoption {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_miss_asks_l2_first_only_when_l2_can_answer_for_it() {
+        let rows = [
+            (
+                "a plain read, no temporaries, L2 usable",
+                true,
+                false,
+                true,
+                true,
+            ),
+            ("inside a transaction's snapshot", false, false, true, false),
+            ("a session with temporary tables", true, true, true, false),
+            ("L2 down or not configured", true, false, false, false),
+        ];
+        for (rule, plain, temporaries, usable, want) in rows {
+            assert_eq!(
+                asks_before_server(plain, temporaries, usable),
+                want,
+                "{rule}"
+            );
+        }
+    }
 
     #[test]
     fn adoption_of_a_redis() {

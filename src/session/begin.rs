@@ -13,7 +13,6 @@
 //! which changes nothing, travels in the same write as BEGIN; should BEGIN then fail, the
 //! client gets BEGIN's error in place of the read's result.
 
-use super::conn::ConnError;
 use super::relay::Fill;
 use super::{Session, SessionError};
 use crate::analysis::StatementKind;
@@ -21,6 +20,7 @@ use crate::policy::{diagnostics, txn};
 use crate::protocol::codec::Packet;
 use crate::protocol::packets::{self, com, status};
 use crate::protocol::response::{Expect, Response, Step};
+use crate::transport::ConnError;
 
 const BEGIN: &[u8] = b"\x03BEGIN";
 

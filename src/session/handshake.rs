@@ -6,7 +6,6 @@ use std::time::Duration;
 use tokio::net::TcpStream;
 use tracing::debug;
 
-use super::conn::{ConnError, PacketConn};
 use super::SessionError;
 use crate::config::{CompressionConfig, UpstreamTlsMode};
 use crate::engine::state::Negotiated;
@@ -23,6 +22,7 @@ use crate::protocol::negotiate::{
 use crate::protocol::packets::{self, cap};
 use crate::tls::sha2;
 use crate::tls::Contexts;
+use crate::transport::{ConnError, PacketConn};
 use tokio_rustls::TlsAcceptor;
 
 /// Opens the upstream connection. Failure is reported to the client as MySQL does when the

@@ -3,7 +3,6 @@
 
 mod admin;
 mod begin;
-pub mod conn;
 mod context;
 mod diagnostics;
 mod digests;
@@ -32,7 +31,7 @@ use crate::protocol::packets::{self, com, status};
 use crate::protocol::response::Expect;
 use crate::shared::Shared;
 use crate::shutdown::ShutdownSignal;
-use conn::{ConnError, PacketConn};
+use crate::transport::{self as conn, ConnError, PacketConn};
 
 #[derive(Debug, thiserror::Error)]
 pub enum SessionError {

@@ -14,6 +14,7 @@ use crate::analysis::{self, Analysis, ReadInfo};
 use crate::cache::entry::L2Stamps;
 use crate::cache::plans::Outcome;
 use crate::cache::{key, Claim, Entry, FillGuard, Key, Snapshot, Stamps, TableHandle};
+use crate::engine::fill::FillStamps;
 use crate::engine::Planner;
 use crate::invalidation::catalog::{ReadResolution, TableName};
 use crate::l2::now_ms;
@@ -35,6 +36,10 @@ pub(super) const TAG_BINARY: u8 = 2;
 /// Why a read may use the cache, and under which snapshot rules.
 pub(super) type ReadMode = ReadView<crate::cache::Snapshot>;
 
+/// What L2 said to a miss that asks it first: its versions read before the query, and
+/// whether this instance holds the fill lease.
+type L2Fill = (Option<L2Stamps>, bool);
+
 /// Where a miss's result goes once relayed, decided before it was sent.
 struct FillTarget {
     /// The versions of its tables read before the query went upstream.
@@ -46,7 +51,7 @@ struct FillTarget {
     /// The transaction's store point, if the read runs in one.
     snap: Option<Snapshot>,
     /// L2's versions read before the query, and whether this instance holds the fill lease.
-    l2_fill: Option<(Option<L2Stamps>, bool)>,
+    l2_fill: Option<L2Fill>,
 }
 
 /// A cacheable read on a miss: its key, the tables it depends on, the payload to send.
@@ -568,15 +573,7 @@ impl Session {
         let started = Instant::now();
         let (mode, stale) = match self.miss_start(&plan, mode) {
             Ok(start) => start,
-            Err(reason) => {
-                if let Some(reason) = reason {
-                    self.note_not_cached(reason);
-                }
-                return self
-                    .forward_read(seq, payload, None, true)
-                    .await
-                    .map(|_| true);
-            }
+            Err(reason) => return self.relay_uncached(seq, payload, reason).await,
         };
         // Another session is refreshing an entry a change of rows outdated: under a
         // `max_stale` rule this one may be served it rather than wait (`policy::stale`,
@@ -591,82 +588,117 @@ impl Session {
             Some((e, Err(why))) if why.permanent() => self.shared.cache.drop_outdated(plan.key, &e),
             _ => {}
         }
-        let cache = self.shared.cache.clone();
-        let versions = cache.versions();
-        let snap = mode.store_point();
-        // Stamps are read before the query goes upstream: a write that lands while the
-        // query runs makes them stale, so the result can never outlive it.
-        // Slice columns are registered here, before the stamps are read (`cache::versions`).
-        let planned =
-            Planner::new(&self.shared).planned_slices(&self.st, &plan.tables, sql, payload);
-        let generation = planned.generation;
-        let cols = &planned.cols;
-        let mut stamps = Stamps::capture_sliced(versions, &planned.whole, &planned.sliced, cols);
-        let by_columns = !cols.tables.is_empty() || !cols.indexes.is_empty();
-        let mut slicing = Some(&*planned);
-        if (!planned.sliced.is_empty() || by_columns)
-            && self.shared.catalog.generation() != generation
-        {
-            // A reload raced the slicing: the column types (or lists) used may predate a DDL
-            // whose after-reload bump these stamps already include. Depend on the tables
-            // whole.
-            stamps = Stamps::capture(versions, &plan.tables);
-            slicing = None;
-        }
-        if self.shared.catalog.ddl_epoch() != plan.ddl_epoch {
-            // A DDL was registered after this read was planned: its plan may be the old
-            // catalog's, while these stamps may already include the DDL's first bump. Relay
-            // it without storing; the next read plans against what the DDL left.
-            self.note_not_cached(Reason::DdlPending);
-            return self
-                .forward_read(seq, payload, None, true)
-                .await
-                .map(|_| true);
-        }
+        let planner = Planner::new(&self.shared);
+        let fill = match planner.fill_stamps(&self.st, &plan.tables, plan.ddl_epoch, sql, payload) {
+            Ok(fill) => fill,
+            Err(reason) => return self.relay_uncached(seq, payload, Some(reason)).await,
+        };
         // The bumps these stamps include, as L2 counts them (after the stamps: every bump
         // is queued before it moves a local version, and the fence orders the reads).
         std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
         let l2_queued = self.shared.l2.as_ref().map_or(0, |l| l.queued());
-        // Stampede protection: one session fills, the others wait for its result.
-        let guard = match cache.claim(plan.key) {
+        let Some((guard, l2_fill)) = self.claim_fill(&plan, &mode, &fill, l2_queued, sql).await?
+        else {
+            return Ok(false);
+        };
+        let snap = mode.store_point();
+        let stamps = fill.stamps;
+        let storable = snap.is_none_or(|s| stamps.valid_in(self.shared.cache.versions(), &s));
+        let target = FillTarget {
+            stamps,
+            storable,
+            guard,
+            snap,
+            l2_fill,
+        };
+        self.forward_fill(seq, payload, sql, &plan, target).await?;
+        Ok(true)
+    }
+
+    /// Relays a read without a copy, counting `reason` (None: its result is cached and only
+    /// this read could not be served from it). Returns that the payload went upstream.
+    async fn relay_uncached(
+        &mut self,
+        seq: u8,
+        payload: &[u8],
+        reason: Option<Reason>,
+    ) -> Result<bool, SessionError> {
+        if let Some(reason) = reason {
+            self.note_not_cached(reason);
+        }
+        self.forward_read(seq, payload, None, true).await?;
+        Ok(true)
+    }
+
+    /// Stampede protection: one session fills a key, the others wait for its result. The
+    /// leader asks L2 before the server where `policy::l2` allows. None when the read was
+    /// served (from another session's fill, or L2's copy); else this session's claim (None
+    /// when it waited in vain) and what L2 said to carry into the fill.
+    async fn claim_fill(
+        &mut self,
+        plan: &ReadPlan,
+        mode: &ReadMode,
+        fill: &FillStamps,
+        l2_queued: u64,
+        sql: &[u8],
+    ) -> Result<Option<(Option<FillGuard>, Option<L2Fill>)>, SessionError> {
+        let mut guard = match self.shared.cache.claim(plan.key) {
             Claim::Leader(g) => Some(g),
             Claim::Follower(w) => {
                 w.wait(self.shared.config().cache.stampede_timeout).await;
-                if self.consult(plan.key, &mode).await? {
-                    return Ok(false);
+                if self.consult(plan.key, mode).await? {
+                    return Ok(None);
                 }
                 None
             }
         };
-        // L2 between L1 and the server, for plain reads (not inside transactions, whose
-        // snapshot L2 knows nothing of).
-        let mut guard = guard;
-        let mut l2_fill = None;
-        if guard.is_some()
-            && matches!(mode, ReadMode::Plain)
-            && self.st.temp_tables.is_empty()
-            && self.l2_usable()
-        {
-            match self
-                .l2_before_forward(plan.key, &plan.tables, slicing, generation, l2_queued)
-                .await
-            {
-                L2Step::Hit(hit, l2_stamps, settled) => {
-                    if let Some(g) = guard.take() {
-                        // Dressed as a fill from the server is (`local_entry`): a copy
-                        // that lacked the rule's TTL or `max_stale` would live or be
-                        // served otherwise than the entry it stands for.
-                        let entry = Entry::from_l2(hit, stamps.clone(), crate::l2::now_ms())
-                            .with_l2(Some(l2_stamps));
-                        let entry = self.local_entry(entry, &plan, sql);
-                        self.serve_l2_hit(g, entry, settled).await?;
-                        return Ok(false);
-                    }
-                }
-                L2Step::Fill { stamps, leased } => l2_fill = Some((stamps, leased)),
-            }
+        let asks_l2 = guard.is_some()
+            && crate::policy::l2::asks_before_server(
+                matches!(mode, ReadMode::Plain),
+                !self.st.temp_tables.is_empty(),
+                self.l2_usable(),
+            );
+        if !asks_l2 {
+            return Ok(Some((guard, None)));
         }
-        let storable = snap.is_none_or(|s| stamps.valid_in(versions, &s));
+        let generation = fill.planned.generation;
+        let step = self
+            .l2_before_forward(
+                plan.key,
+                &plan.tables,
+                fill.slicing(),
+                generation,
+                l2_queued,
+            )
+            .await;
+        match step {
+            L2Step::Hit(hit, l2_stamps, settled) => {
+                if let Some(g) = guard.take() {
+                    // Dressed as a fill from the server is (`local_entry`): a copy that
+                    // lacked the rule's TTL or `max_stale` would live or be served otherwise
+                    // than the entry it stands for.
+                    let entry = Entry::from_l2(hit, fill.stamps.clone(), crate::l2::now_ms())
+                        .with_l2(Some(l2_stamps));
+                    let entry = self.local_entry(entry, plan, sql);
+                    self.serve_l2_hit(g, entry, settled).await?;
+                    return Ok(None);
+                }
+                Ok(Some((guard, None)))
+            }
+            L2Step::Fill { stamps, leased } => Ok(Some((guard, Some((stamps, leased))))),
+        }
+    }
+
+    /// Sends a miss upstream teeing its result into a fill, then stores it when it
+    /// qualifies (`store_fill`).
+    async fn forward_fill(
+        &mut self,
+        seq: u8,
+        payload: &[u8],
+        sql: &[u8],
+        plan: &ReadPlan,
+        target: FillTarget,
+    ) -> Result<(), SessionError> {
         let cfg = self.shared.config();
         let mut fill = Fill::new(
             cfg.cache.max_result_bytes,
@@ -685,20 +717,8 @@ impl Session {
                 "slow miss"
             );
         }
-        self.store_fill(
-            &plan,
-            sql,
-            &resp,
-            fill,
-            FillTarget {
-                stamps,
-                storable,
-                guard,
-                snap,
-                l2_fill,
-            },
-        );
-        Ok(true)
+        self.store_fill(plan, sql, &resp, fill, target);
+        Ok(())
     }
 
     /// The read view a miss may fill the cache in; else why its result is relayed without
