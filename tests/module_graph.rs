@@ -129,6 +129,7 @@ const FOLDERS: &[(&str, &[Layer])] = &[
     ("engine", &[
         ("answers", 0, "what qcache answers of its own variable and status rows"),
         ("context", 0, "what the server's answers about the session mean for its state"),
+        ("explain", 0, "what QCACHE EXPLAIN and SHOW QCACHE LAST say, from what they are given"),
         ("fill", 0, "a miss's stamps, read under its slice plan through the planner"),
         ("fkslices", 0, "a write's and a read's foreign-key-derived slices, over the planner"),
         ("sliceplan", 0, "a read's slice plan through the shared memo, over the planner"),
@@ -136,6 +137,7 @@ const FOLDERS: &[(&str, &[Layer])] = &[
         ("settings", 0, "what a SET leaves the session with, and what it reads back"),
         ("slices", 1, "the planner: row slices of reads and writes, over the session's state"),
         ("state", 2, "what a session holds between commands; reads no other file"),
+        ("last", 2, "what a session records of its statement and the one before"),
     ]),
     ("invalidation", &[
         // The sources: each produces invalidation values and applies them through `apply`.

@@ -7,8 +7,10 @@
 
 pub mod answers;
 pub mod context;
+pub mod explain;
 pub mod fill;
 pub mod fkslices;
+pub mod last;
 pub mod settings;
 pub mod sliceplan;
 pub mod slices;

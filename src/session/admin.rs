@@ -50,7 +50,7 @@ impl Session {
                 self.send_ok(seq).await?;
                 return Ok(true);
             }
-            AdminStatement::Last => self.last_rows(),
+            AdminStatement::Last => crate::engine::explain::last_rows(&self.last),
             AdminStatement::Explain { sql } => {
                 // A read's verdict tells whether a table or view of some kind exists: only
                 // where the server itself would explain it (one private round trip, outside

@@ -63,7 +63,7 @@ impl Session {
     /// have set `Last_query_cost` (its text, if it can be sent again).
     pub(crate) fn note_hit_cost(&mut self) {
         if self.last.what.hit {
-            let cut = self.last.sql.len() >= super::digests::LAST_SQL_MAX;
+            let cut = self.last.sql.len() >= crate::engine::last::LAST_SQL_MAX;
             let text = diagnostics::replay_text(&self.last.sql, self.last.prepared, cut);
             self.st.cost.hit(text);
         }
@@ -73,7 +73,7 @@ impl Session {
     /// replayed or the server refused it or warned (then the resetter is owed).
     async fn replay_hit(&mut self) -> Result<bool, SessionError> {
         let last = &self.last;
-        let cut = last.sql.len() >= super::digests::LAST_SQL_MAX;
+        let cut = last.sql.len() >= crate::engine::last::LAST_SQL_MAX;
         let Some(sql) = diagnostics::replay_text(&last.sql, last.prepared, cut) else {
             return Ok(false);
         };

@@ -9,57 +9,9 @@ use std::time::{Duration, Instant};
 use super::Session;
 use crate::analysis;
 use crate::cache::Entry;
+use crate::engine::last::{remember, Current};
 use crate::observe::digests::{Observation, Outcome, TEXT_MAX};
-use crate::policy::Reason;
 use crate::protocol::response::Response;
-
-/// The statement being answered.
-#[derive(Debug, Default)]
-pub(crate) struct Current {
-    /// Answered by qcache as an admin statement: `SHOW QCACHE LAST` keeps the one before.
-    pub admin: bool,
-    /// A read that consulted the cache: served, or sent with or without storing.
-    pub read: bool,
-    pub digest: Option<u64>,
-    pub hit: bool,
-    /// The hit was an outdated entry served under its rule's `max_stale`.
-    pub stale: bool,
-    pub stored: bool,
-    /// The first reason counted as `Qcache_not_cached_<reason>`.
-    pub reason: Option<Reason>,
-    pub rows: u64,
-    pub bytes: u64,
-    pub upstream: Duration,
-    pub at: Option<Instant>,
-}
-
-/// The session's previous statement, for `SHOW QCACHE LAST`.
-#[derive(Debug, Default)]
-pub(crate) struct Last {
-    /// Its bytes (a prepared statement's SQL), cut at [`LAST_SQL_MAX`]; the buffer is
-    /// reused from statement to statement. Kept as bytes: every statement, hits included,
-    /// passes through here, and only `SHOW QCACHE LAST` needs them as text (checking
-    /// UTF-8 per statement cost a hit about 7% more instructions).
-    pub sql: Vec<u8>,
-    pub prepared: bool,
-    pub what: Current,
-    /// No statement yet.
-    pub none: bool,
-}
-
-/// Longest statement text `SHOW QCACHE LAST` repeats.
-pub(crate) const LAST_SQL_MAX: usize = 1024;
-
-/// Makes the statement just answered `SHOW QCACHE LAST`'s: its bytes (cut) and what
-/// happened to it.
-fn remember(last: &mut Last, cur: &mut Current, sql: &[u8], prepared: bool) {
-    last.sql.clear();
-    last.sql
-        .extend_from_slice(&sql[..sql.len().min(LAST_SQL_MAX)]);
-    last.prepared = prepared;
-    last.none = false;
-    std::mem::swap(&mut last.what, cur);
-}
 
 /// Which statement a command ran, for [`Session::statement_end`].
 pub(crate) enum Statement<'a> {

@@ -10,27 +10,19 @@
 //! privilege (RELOAD or `admin.users`). With per-user keys (the default) an entry under
 //! this session's key was stored by its own account, so its presence is no one else's.
 
-use super::digests::Current;
 use super::read::{TAG_BINARY, TAG_TEXT};
 use super::{Session, SessionError};
 use crate::admin::statements::Rows;
 use crate::analysis::{self, Analysis, StatementKind};
 use crate::cache::key;
-use crate::config::QueryCacheType;
+use crate::engine::explain::{self as words, rows, Fields, Verdict, HIDDEN};
 use crate::engine::state::LastExecute;
 use crate::policy::decide::{Answer, Decide, Step};
 use crate::policy::privileges;
 use crate::policy::read::{self, Planned, Via};
 use crate::policy::Reason;
 use crate::protocol::commands::ExecuteParams;
-use crate::protocol::packets::TYPE_VAR_STRING;
 use crate::rules;
-
-/// What the privileged fields say to a user without the privilege.
-const HIDDEN: &str = "(needs RELOAD or admin.users)";
-
-/// What depends on the key of a prepared statement whose parameters are not bound yet.
-const UNBOUND: &str = "(unknown until its parameters are bound)";
 
 /// What EXPLAIN asks about: a statement (its text, hints stripped), how it arrives, and its
 /// key's tag and material (None for a prepared statement whose parameters are not bound yet:
@@ -45,70 +37,7 @@ struct Asked<'a> {
     prepared_in: Option<u64>,
 }
 
-/// The verdict of EXPLAIN.
-struct Verdict {
-    decision: &'static str,
-    reason: Option<String>,
-}
-
-impl Verdict {
-    fn send(reason: Reason) -> Verdict {
-        Verdict {
-            decision: "send",
-            reason: Some(reason.as_str().to_string()),
-        }
-    }
-}
-
-fn rows(fields: Vec<(&'static str, Option<String>)>) -> Rows {
-    Rows {
-        columns: vec![("field", TYPE_VAR_STRING), ("value", TYPE_VAR_STRING)],
-        rows: fields
-            .into_iter()
-            .map(|(f, v)| vec![Some(f.to_string()), v])
-            .collect(),
-    }
-}
-
-fn yes_no(b: bool) -> String {
-    if b { "yes" } else { "no" }.to_string()
-}
-
 impl Session {
-    /// `SHOW QCACHE LAST`.
-    pub(crate) fn last_rows(&self) -> Rows {
-        let l = &self.last;
-        if l.none {
-            return rows(vec![("outcome", Some("no statement yet".into()))]);
-        }
-        let w: &Current = &l.what;
-        let outcome = if !w.read {
-            "relayed (not a read: the cache was not consulted)"
-        } else if w.hit {
-            "hit"
-        } else if w.stored {
-            "miss-stored"
-        } else {
-            "miss-not-stored"
-        };
-        rows(vec![
-            (
-                "statement",
-                Some(String::from_utf8_lossy(&l.sql).into_owned()),
-            ),
-            ("prepared", Some(yes_no(l.prepared))),
-            ("digest", w.digest.map(|d| format!("{d:016x}"))),
-            ("outcome", Some(outcome.to_string())),
-            ("reason", w.reason.map(|r| r.as_str().to_string())),
-            ("rows_sent", Some(w.rows.to_string())),
-            ("bytes_sent", Some(w.bytes.to_string())),
-            (
-                "upstream_ms",
-                Some(format!("{:.3}", w.upstream.as_secs_f64() * 1e3)),
-            ),
-        ])
-    }
-
     /// `QCACHE EXPLAIN <sql>`: the path `query` would take, step by step, stopping before
     /// anything is sent. It may ask the server who the session is (as the statement's own
     /// first lookup would) and reload the catalog for an unknown table; it never runs `sql`.
@@ -116,7 +45,7 @@ impl Session {
         let privileged = self.may_administer().await?;
         let text = analysis::server_text(sql, self.st.server).into_owned();
         let scan = analysis::scan(&text);
-        let mut f: Vec<(&'static str, Option<String>)> = vec![
+        let mut f: Fields = vec![
             ("statement", Some(String::from_utf8_lossy(sql).into_owned())),
             ("digest", Some(format!("{:016x}", analysis::digest(&text)))),
             (
@@ -127,7 +56,7 @@ impl Session {
         let verdict = self.explain_verdict(sql, &scan, privileged, &mut f).await?;
         f.insert(3, ("decision", Some(verdict.decision.to_string())));
         f.insert(4, ("reason", verdict.reason));
-        f.extend(self.key_context());
+        f.extend(words::key_context(&self.st));
         Ok(rows(f))
     }
 
@@ -168,7 +97,7 @@ impl Session {
         };
         let last = p.last_execute.clone();
         let text = analysis::server_text(&sql, self.st.server).into_owned();
-        let mut f: Vec<(&'static str, Option<String>)> = vec![
+        let mut f: Fields = vec![
             (
                 "statement",
                 Some(String::from_utf8_lossy(&sql).into_owned()),
@@ -198,25 +127,9 @@ impl Session {
             }
             _ => None,
         };
-        f.push((
-            "parameters",
-            Some(match (&last, params) {
-                (_, 0) => "none".to_string(),
-                (LastExecute::Keyed(_), n) => format!("{n}, as the last execute bound them"),
-                (LastExecute::NotKeyed(_), n) => {
-                    format!("{n}, last execute not keyed: unknown until bound again")
-                }
-                (LastExecute::None, n) => format!("{n}, not bound yet"),
-            }),
-        ));
+        f.push(("parameters", Some(words::parameters(&last, params))));
         let verdict = if kind != StatementKind::Select {
-            Verdict {
-                decision: "relay",
-                reason: Some(format!(
-                    "not a read ({kind:?}): relayed; a statement that may write invalidates \
-                     what it writes"
-                )),
-            }
+            Verdict::not_a_read(kind)
         } else {
             let asked = Asked {
                 stmt: &sql,
@@ -229,7 +142,7 @@ impl Session {
         };
         f.insert(4, ("decision", Some(verdict.decision.to_string())));
         f.insert(5, ("reason", verdict.reason));
-        f.extend(self.key_context());
+        f.extend(words::key_context(&self.st));
         Ok(rows(f))
     }
 
@@ -238,36 +151,10 @@ impl Session {
         sql: &[u8],
         scan: &analysis::Scan,
         privileged: bool,
-        f: &mut Vec<(&'static str, Option<String>)>,
+        f: &mut Fields,
     ) -> Result<Verdict, SessionError> {
-        if scan.multi {
-            return Ok(Verdict::send(Reason::MultiStatement));
-        }
-        if matches!(scan.kind, StatementKind::Execute | StatementKind::Call) {
-            f.push((
-                "effect",
-                Some(
-                    "a SQL-level prepared statement or a procedure may read user variables, \
-                     write any table and SET anything: never served nor stored; its writes \
-                     invalidate as invalidation.call says, and the session stops caching \
-                     until COM_RESET_CONNECTION or COM_CHANGE_USER (a binary-protocol \
-                     prepared statement is cached: QCACHE EXPLAIN STATEMENT <id>)"
-                        .into(),
-                ),
-            ));
-            return Ok(Verdict {
-                decision: "relay",
-                reason: Some(Reason::NotARead.as_str().to_string()),
-            });
-        }
-        if scan.kind != StatementKind::Select {
-            return Ok(Verdict {
-                decision: "relay",
-                reason: Some(format!(
-                    "not a read ({:?}): relayed; a statement that may write invalidates what it writes",
-                    scan.kind
-                )),
-            });
+        if let Some(v) = words::before_read(scan, f) {
+            return Ok(v);
         }
         let stmt: Vec<u8> = if scan.hint_spans.is_empty() {
             sql.to_vec()
@@ -292,7 +179,7 @@ impl Session {
         &mut self,
         asked: Asked<'_>,
         privileged: bool,
-        f: &mut Vec<(&'static str, Option<String>)>,
+        f: &mut Fields,
     ) -> Result<Verdict, SessionError> {
         let Asked {
             stmt,
@@ -383,12 +270,7 @@ impl Session {
                     let plan = self.plan_read(&an, plan_key, digest, stmt).await;
                     Answer::Planned(super::read::keep_plan(plan, &mut kept))
                 }
-                Step::Served => {
-                    return Ok(Verdict {
-                        decision: "hit",
-                        reason: None,
-                    })
-                }
+                Step::Served => return Ok(Verdict::hit()),
                 Step::Decided(planned, mode) => {
                     return Ok(match super::read::with_plan(planned, kept) {
                         Planned::Fill(plan) => self.explain_fill(&plan, k, mode, privileged, f),
@@ -411,7 +293,7 @@ impl Session {
         k: Option<crate::cache::Key>,
         present: bool,
         privileged: bool,
-        f: &mut Vec<(&'static str, Option<String>)>,
+        f: &mut Fields,
     ) -> (std::sync::Arc<Analysis>, u64, Option<Verdict>) {
         // A present entry is this account's own unless users share entries.
         let may_see_entry = privileged || !self.st.shared_users;
@@ -419,27 +301,8 @@ impl Session {
         let digest = analysis::digest(&text);
         let an = self.shared.analyzer.analyze(&text, digest);
         self.explain_tables(&an, digest, stmt, privileged, f).await;
-        f.push((
-            "entry_present",
-            Some(match k {
-                None => UNBOUND.to_string(),
-                Some(k) if may_see_entry => yes_no(present || self.shared.cache.holds_servable(k)),
-                Some(_) => HIDDEN.to_string(),
-            }),
-        ));
-        let v = present.then(|| {
-            if may_see_entry {
-                Verdict {
-                    decision: "hit",
-                    reason: None,
-                }
-            } else {
-                Verdict {
-                    decision: "hit or store",
-                    reason: Some(format!("which one: {HIDDEN}")),
-                }
-            }
-        });
+        let holds = |k| self.shared.cache.holds_servable(k);
+        let v = words::entry(k, present, holds, may_see_entry, f);
         (an, digest, v)
     }
 
@@ -452,98 +315,11 @@ impl Session {
         k: Option<crate::cache::Key>,
         mode: Option<super::read::ReadMode>,
         privileged: bool,
-        f: &mut Vec<(&'static str, Option<String>)>,
+        f: &mut Fields,
     ) -> Verdict {
-        let start = self.miss_start(plan, mode);
-        if k.is_none() {
-            if let Err(Some(r)) = start {
-                return Verdict::send(r);
-            }
-            return Verdict {
-                decision: "unknown until executed",
-                reason: Some(
-                    "the key holds the parameter values, which this session has not bound \
-                     yet: an execute is served if an entry for its values is present, and \
-                     otherwise stored unless the result has warnings, is larger than \
-                     cache.max_result_bytes, or a table changes while it runs"
-                        .into(),
-                ),
-            };
-        }
-        let stale = match start {
-            Err(Some(r)) => return Verdict::send(r),
-            Err(None) => {
-                return Verdict {
-                    decision: "send",
-                    reason: Some(
-                        "an entry is present, but this transaction's first read must reach \
-                         the server to open its snapshot"
-                            .into(),
-                    ),
-                }
-            }
-            Ok((_, stale)) => stale,
-        };
-        // An outdated entry under a `max_stale` rule: the same decision a miss makes, shown
-        // to whoever may see entries.
+        let start = self.miss_start(plan, mode).map(|(_, stale)| stale);
         let may_see_entry = privileged || !self.st.shared_users;
-        if let Some(v) = stale
-            .filter(|_| may_see_entry)
-            .and_then(|s| self.explain_stale(s, f))
-        {
-            return v;
-        }
-        rule_options(&plan.opts, f);
-        Verdict {
-            decision: "store",
-            reason: Some(
-                "stored unless the result has warnings, is larger than \
-                 cache.max_result_bytes, is not one result set, or a table changes while it \
-                 runs"
-                    .into(),
-            ),
-        }
-    }
-
-    /// `QCACHE EXPLAIN`'s words for an outdated entry under a `max_stale` rule and its
-    /// verdict (`Session::miss_start`, what a miss asks): a `stale` row, and the verdict when it
-    /// would be served stale.
-    #[allow(clippy::type_complexity)]
-    fn explain_stale(
-        &self,
-        (e, verdict): (
-            std::sync::Arc<crate::cache::Entry>,
-            Result<crate::policy::stale::StaleOk, crate::policy::stale::Why>,
-        ),
-        f: &mut Vec<(&'static str, Option<String>)>,
-    ) -> Option<Verdict> {
-        let age = e.created.elapsed();
-        let max = e.max_stale.unwrap_or_default();
-        match verdict {
-            Ok(_) => {
-                f.push((
-                    "stale",
-                    Some(format!(
-                        "served stale: age {age:.3?} of max_stale {max:?}, a change of rows \
-                         outdated it and another session is refreshing it"
-                    )),
-                ));
-                Some(Verdict {
-                    decision: "hit (stale)",
-                    reason: Some(format!("outdated entry, age {age:.3?} < {max:?}")),
-                })
-            }
-            Err(why) => {
-                f.push((
-                    "stale",
-                    Some(format!(
-                        "not served stale: {} (age {age:.3?}, max_stale {max:?})",
-                        why.as_str()
-                    )),
-                ));
-                None
-            }
-        }
+        words::fill(start, k.is_some(), may_see_entry, &plan.opts, f)
     }
 
     /// The tables a read names and, for the privileged, those under its views and the
@@ -554,7 +330,7 @@ impl Session {
         digest: u64,
         stmt: &[u8],
         privileged: bool,
-        f: &mut Vec<(&'static str, Option<String>)>,
+        f: &mut Fields,
     ) {
         let Analysis::Read(info) = an else {
             return;
@@ -613,57 +389,5 @@ impl Session {
                 f.push(("rule", Some("(not consulted)".into())));
             }
         }
-    }
-
-    /// What of the session the key holds (`cache::key`, `policy::context`).
-    fn key_context(&self) -> Vec<(&'static str, Option<String>)> {
-        let st = &self.st;
-        let (account, role) = match &st.identity {
-            Some(id) => (id.account.clone(), id.role.clone()),
-            None => ("(not asked yet)".to_string(), None),
-        };
-        let vars: Vec<String> = st.vars.iter().map(|(k, v)| format!("{k}={v}")).collect();
-        let qct = match st.qct {
-            QueryCacheType::On => "ON",
-            QueryCacheType::Off => "OFF",
-            QueryCacheType::Demand => "DEMAND",
-        };
-        vec![
-            (
-                "key.account",
-                Some(if st.shared_users {
-                    "(shared between users)".to_string()
-                } else {
-                    account
-                }),
-            ),
-            ("key.role", role),
-            ("key.database", st.db.clone()),
-            ("key.variables_set", Some(vars.join(", "))),
-            (
-                "key.server_context",
-                Some(format!("{:016x}", st.server_ctx)),
-            ),
-            ("key.fingerprint", Some(format!("{:016x}", st.fingerprint))),
-            ("query_cache_type", Some(qct.to_string())),
-            ("in_transaction", Some(yes_no(st.txn.followed()))),
-            ("context_tracked", Some(yes_no(!st.lost_track))),
-        ]
-    }
-}
-
-/// What the read's `cache` rule sets, as `QCACHE EXPLAIN` rows.
-fn rule_options(opts: &crate::rules::Options, f: &mut Vec<(&'static str, Option<String>)>) {
-    if let Some(ttl) = opts.ttl {
-        f.push(("ttl", Some(format!("{ttl:?}"))));
-    }
-    if let Some(m) = opts.max_stale {
-        f.push(("max_stale", Some(format!("{m:?}"))));
-    }
-    if !opts.cache_empty {
-        f.push((
-            "cache_empty",
-            Some("false: a result of no rows is not stored".into()),
-        ));
     }
 }

@@ -76,8 +76,8 @@ pub struct Session {
     pub(crate) key_scratch: Vec<u8>,
     /// What happened to the statement being answered, and to the one before it
     /// (per-digest statistics, `SHOW QCACHE LAST`).
-    pub(crate) cur: digests::Current,
-    pub(crate) last: digests::Last,
+    pub(crate) cur: crate::engine::last::Current,
+    pub(crate) last: crate::engine::last::Last,
     /// Status flags of the last answer to a private statement (`context.rs`), for where no
     /// relayed OK tells the session's state (after a refused COM_CHANGE_USER).
     pub(crate) private_status: Option<u16>,
@@ -151,7 +151,7 @@ async fn start(client: conn::Stream, shared: Arc<Shared>) -> Result<Session, Ses
         fill_scratch: bytes::BytesMut::new(),
         key_scratch: Vec::new(),
         cur: Default::default(),
-        last: digests::Last {
+        last: crate::engine::last::Last {
             none: true,
             ..Default::default()
         },
