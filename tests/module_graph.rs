@@ -136,6 +136,7 @@ const FOLDERS: &[(&str, &[Layer])] = &[
         ("write", 0, "what a write changes, planned over the planner and the state"),
         ("settings", 0, "what a SET leaves the session with, and what it reads back"),
         ("slices", 1, "the planner: row slices of reads and writes, over the session's state"),
+        ("prepared", 1, "a prepared statement's parameter types and an execute's key"),
         ("state", 2, "what a session holds between commands; reads no other file"),
         ("last", 2, "what a session records of its statement and the one before"),
     ]),

@@ -10,6 +10,11 @@ use xxhash_rust::xxh3::{xxh3_128_with_seed, Xxh3};
 /// reach (a collision would serve one query's result for another).
 pub type Key = u128;
 
+/// Protocol tags: the same SQL answered in the text and the binary protocol has different
+/// bytes, so the two are keyed apart.
+pub const TAG_TEXT: u8 = 1;
+pub const TAG_BINARY: u8 = 2;
+
 /// Odd 64-bit constant (2^64 / golden ratio) spreading the protocol tag over the whole seed.
 const TAG_MIX: u64 = 0x9E37_79B9_7F4A_7C15;
 

@@ -11,6 +11,7 @@ pub mod explain;
 pub mod fill;
 pub mod fkslices;
 pub mod last;
+pub mod prepared;
 pub mod settings;
 pub mod sliceplan;
 pub mod slices;
@@ -18,6 +19,10 @@ pub mod state;
 pub mod write;
 
 pub use slices::Planner;
+
+/// Largest scratch buffer a session keeps between statements: a larger one (a large result
+/// or parameter passed) is dropped, so an idle session holds little.
+pub const KEEP_SCRATCH: usize = 64 * 1024;
 
 /// What the engine's unit tests read in place of the shared state: a catalog loaded with
 /// no server, fresh analyses, versions and memo, and a configuration.

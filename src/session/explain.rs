@@ -10,11 +10,11 @@
 //! privilege (RELOAD or `admin.users`). With per-user keys (the default) an entry under
 //! this session's key was stored by its own account, so its presence is no one else's.
 
-use super::read::{TAG_BINARY, TAG_TEXT};
 use super::{Session, SessionError};
 use crate::admin::statements::Rows;
 use crate::analysis::{self, Analysis, StatementKind};
 use crate::cache::key;
+use crate::cache::key::{TAG_BINARY, TAG_TEXT};
 use crate::engine::explain::{self as words, rows, Fields, Verdict, HIDDEN};
 use crate::engine::state::LastExecute;
 use crate::policy::decide::{Answer, Decide, Step};
@@ -114,7 +114,7 @@ impl Session {
             (LastExecute::Keyed(m), _) => Some(m.clone()),
             (_, 0) => {
                 let mut m = Vec::new();
-                super::prepared::execute_material(
+                crate::engine::prepared::execute_material(
                     &mut m,
                     &sql,
                     &ExecuteParams {

@@ -7,11 +7,11 @@ use std::time::Instant;
 
 use bytes::{BufMut, Bytes, BytesMut};
 
-use super::read::{keep_plan, with_plan, TAG_BINARY};
-use super::relay::KEEP_SCRATCH;
+use super::read::{keep_plan, with_plan};
 use super::{Session, SessionError};
 use crate::analysis::{self, StatementKind};
-use crate::cache::{key, Key};
+use crate::cache::Key;
+use crate::engine::prepared::{execute_key, sends_types, SentTypes};
 use crate::engine::state::{LastExecute, Prepared};
 use crate::policy::context::prepared_context_moved;
 use crate::policy::decide::{Answer, Decide, Step};
@@ -121,15 +121,22 @@ impl Session {
             self.plan_unknown_write_in(db.as_deref());
         }
         // Every path below sends it, with the types the client last sent.
-        let (up, sent) = if bulk {
-            self.bulk_for_upstream(id, &pkt)
-        } else {
-            // Later executes may come without types (new-params-bound = 0): remember them,
-            // or those writes' rows could not be read and would bump whole tables.
-            self.learn_types(id, &pkt.payload);
-            self.execute_for_upstream(id, &pkt)
+        let up = match self.st.stmts.get_mut(&id) {
+            None => pkt.payload.clone(),
+            Some(s) => {
+                let (up, sent) = if bulk {
+                    s.bulk_for_upstream(&pkt.payload)
+                } else {
+                    // Later executes may come without types (new-params-bound = 0): remember
+                    // them, or those writes' rows could not be read and would bump whole
+                    // tables.
+                    s.learn_types(&pkt.payload);
+                    s.execute_for_upstream(&pkt.payload)
+                };
+                s.types_sent(sent);
+                up
+            }
         };
-        self.types_sent(id, sent);
         let pkt = Packet::new(pkt.seq, up);
         match kind {
             StatementKind::Write => {
@@ -431,7 +438,9 @@ impl Session {
         if !came {
             // Refused before its parameters were read: the types it sends are still the
             // client's last.
-            self.learn_types(id, &pkt.payload);
+            if let Some(s) = self.st.stmts.get_mut(&id) {
+                s.learn_types(&pkt.payload);
+            }
         }
         if !key_kept {
             if let (Some(s), read::Planned::Relay { reason, .. }) =
@@ -451,180 +460,16 @@ impl Session {
                 (sql, an)
             }
         };
-        let (up, typed) = self.execute_for_upstream(id, pkt);
+        let (up, typed) = match self.st.stmts.get(&id) {
+            Some(s) => s.execute_for_upstream(&pkt.payload),
+            None => (pkt.payload.clone(), SentTypes::None),
+        };
         let went = self
             .carry_out(planned, &an, pkt.seq, &up, &sql, mode)
             .await?;
-        self.types_sent(id, if went { typed } else { SentTypes::None });
+        if let (true, Some(s)) = (went, self.st.stmts.get_mut(&id)) {
+            s.types_sent(typed);
+        }
         Ok(())
     }
-
-    /// Remembers the parameter types an execute of statement `id` carries, if they differ
-    /// from those remembered.
-    fn learn_types(&mut self, id: u32, payload: &[u8]) {
-        let Some(s) = self.st.stmts.get_mut(&id) else {
-            return;
-        };
-        if let Some(ExecuteParams {
-            types: Some(types), ..
-        }) = commands::execute_params(payload, s.params, None)
-        {
-            if s.types.as_deref() != Some(types) {
-                s.types = Some(Bytes::copy_from_slice(types));
-            }
-        }
-    }
-
-    /// Records what the server holds for statement `id` once a packet carrying `sent` went
-    /// to it. The server takes the types before it reads the values, so an execute it
-    /// refuses still leaves them set.
-    pub(super) fn types_sent(&mut self, id: u32, sent: SentTypes) {
-        let Some(s) = self.st.stmts.get_mut(&id) else {
-            return;
-        };
-        match sent {
-            SentTypes::None => {}
-            SentTypes::Known(t) => s.server_types = Some(t),
-            SentTypes::Unknown => s.server_types = None,
-        }
-    }
-
-    /// The execute packet as the server must receive it, and the types it carries. A client
-    /// sends types (new-params-bound = 1) when they change and then executes with the flag
-    /// 0; the server keeps the last types it received. An execute answered from the cache
-    /// (a hit, or another session's fill) never reached it, so when the types the client
-    /// last sent are not those the server holds, they are put back in. Re-sending types is
-    /// always allowed, so the answer is the same. The caller records them as the server's
-    /// ([`types_sent`](Self::types_sent)) only once the packet went upstream.
-    pub(super) fn execute_for_upstream(&self, id: u32, pkt: &Packet) -> (Bytes, SentTypes) {
-        let Some(stmt) = self.st.stmts.get(&id) else {
-            return (pkt.payload.clone(), SentTypes::None);
-        };
-        let n = stmt.params as usize;
-        let nb = n.div_ceil(8);
-        let p = &pkt.payload;
-        if n == 0 || p.len() < 11 + nb {
-            return (pkt.payload.clone(), SentTypes::None);
-        }
-        match (p[10 + nb], &stmt.types) {
-            (0, Some(types)) if stmt.server_types.as_ref() != Some(types) => {
-                let mut out = BytesMut::with_capacity(p.len() + types.len());
-                out.put_slice(&p[..10 + nb]);
-                out.put_u8(1);
-                out.put_slice(types);
-                out.put_slice(&p[11 + nb..]);
-                (out.freeze(), SentTypes::Known(types.clone()))
-            }
-            (0, _) => (pkt.payload.clone(), SentTypes::None),
-            // Any other flag makes the server read types; the packet's own, when readable
-            // (`execute_select` and `learn_types` have made them the statement's).
-            (1, Some(types)) if p.get(11 + nb..11 + nb + 2 * n) == Some(&types[..]) => {
-                (pkt.payload.clone(), SentTypes::Known(types.clone()))
-            }
-            _ => (pkt.payload.clone(), SentTypes::Unknown),
-        }
-    }
-
-    /// A MariaDB COM_STMT_BULK_EXECUTE as the server must receive it: `[0xfa][id:4]
-    /// [flags:2]`, then the types when flag 128 (send types) is set, then the rows. The
-    /// server takes the types even when it then refuses the command (a bulk SELECT), so
-    /// they become the statement's; a bulk without types gets the client's last ones put
-    /// in when the server holds others.
-    fn bulk_for_upstream(&mut self, id: u32, pkt: &Packet) -> (Bytes, SentTypes) {
-        const SEND_TYPES: u16 = 128;
-        let p = &pkt.payload;
-        let Some(stmt) = self.st.stmts.get_mut(&id) else {
-            return (p.clone(), SentTypes::None);
-        };
-        let n = stmt.params as usize;
-        let Some(flags) = p.get(5..7).map(|f| u16::from_le_bytes([f[0], f[1]])) else {
-            return (p.clone(), SentTypes::None);
-        };
-        if n == 0 {
-            return (p.clone(), SentTypes::None);
-        }
-        if flags & SEND_TYPES != 0 {
-            return match p.get(7..7 + 2 * n) {
-                Some(types) => {
-                    let types = Bytes::copy_from_slice(types);
-                    stmt.types = Some(types.clone());
-                    (p.clone(), SentTypes::Known(types))
-                }
-                None => (p.clone(), SentTypes::Unknown),
-            };
-        }
-        match &stmt.types {
-            Some(types) if stmt.server_types.as_ref() != Some(types) => {
-                let mut out = BytesMut::with_capacity(p.len() + types.len());
-                out.put_slice(&p[..5]);
-                out.put_u16_le(flags | SEND_TYPES);
-                out.put_slice(types);
-                out.put_slice(&p[7..]);
-                (out.freeze(), SentTypes::Known(types.clone()))
-            }
-            _ => (p.clone(), SentTypes::None),
-        }
-    }
-}
-
-/// Whether an execute (or bulk execute) packet of a statement with `params` parameters
-/// carries their types: new-params-bound = 1, or a bulk's flag 128. True without parameters.
-fn sends_types(p: &[u8], params: u16) -> bool {
-    if params == 0 {
-        return true;
-    }
-    if p.first() == Some(&com::STMT_BULK_EXECUTE) {
-        return p.get(5).is_some_and(|f| f & 128 != 0);
-    }
-    p.get(10 + (params as usize).div_ceil(8)) == Some(&1)
-}
-
-/// The parameter types an execute packet going upstream carries, for
-/// [`Session::types_sent`].
-pub(super) enum SentTypes {
-    /// None: the server keeps what it holds.
-    None,
-    /// These.
-    Known(Bytes),
-    /// Some qcache could not read (a malformed packet): the server's are unknown.
-    Unknown,
-}
-
-/// The key of an execute: the prepared SQL as keyed (`Prepared::key_sql`, without trace
-/// comments at either end), parameter types, null bitmap and values, built in the session's
-/// scratch buffer (`scratch`) so that a hit allocates nothing. The same execution keys the
-/// same whether or not the client re-sent the types.
-fn execute_key(
-    scratch: &mut Vec<u8>,
-    fingerprint: u64,
-    key_sql: &[u8],
-    params: &ExecuteParams,
-) -> Key {
-    let m = scratch;
-    write_material(m, key_sql, params);
-    let k = key(fingerprint, TAG_BINARY, m);
-    if m.capacity() > KEEP_SCRATCH {
-        // A large parameter passed; an idle session should not keep its copy.
-        *m = Vec::new();
-    }
-    k
-}
-
-/// What an execute's key hashes with the session's fingerprint, written into `m`.
-pub(super) fn execute_material(m: &mut Vec<u8>, sql: &[u8], params: &ExecuteParams) {
-    // Without trace comments at either end, as a text read is keyed.
-    write_material(m, crate::analysis::key_text(sql), params);
-}
-
-/// [`execute_material`] of SQL already keyed: what an execute's key hashes, into `m`.
-fn write_material(m: &mut Vec<u8>, key_sql: &[u8], params: &ExecuteParams) {
-    let sql = key_sql;
-    m.clear();
-    m.extend_from_slice(&(sql.len() as u32).to_le_bytes());
-    m.extend_from_slice(sql);
-    m.extend_from_slice(params.types.unwrap_or_default());
-    m.push(0xff);
-    m.extend_from_slice(params.null_bitmap);
-    m.push(0xff);
-    m.extend_from_slice(params.values);
 }

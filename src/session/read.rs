@@ -29,9 +29,7 @@ use crate::protocol::packets::com;
 use crate::protocol::response::{Expect, Response};
 use tracing::info;
 
-/// Key tags: the same SQL answered in the text and the binary protocol has different bytes.
-pub(super) const TAG_TEXT: u8 = 1;
-pub(super) const TAG_BINARY: u8 = 2;
+use crate::cache::key::TAG_TEXT;
 
 /// Why a read may use the cache, and under which snapshot rules.
 pub(super) type ReadMode = ReadView<crate::cache::Snapshot>;

@@ -21,9 +21,7 @@ pub(crate) struct Fill {
     pub status_offsets: Vec<usize>,
 }
 
-/// A recycled buffer (fill, prepared key material) larger than this is dropped rather than
-/// kept by an idle session.
-pub(crate) const KEEP_SCRATCH: usize = 64 * 1024;
+use crate::engine::KEEP_SCRATCH;
 
 impl Fill {
     /// `scratch`: a buffer to reuse (emptied here), so that a miss does not allocate one.

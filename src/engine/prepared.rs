@@ -1,0 +1,358 @@
+//! A binary-protocol prepared statement's parameter types (what the client last sent, what
+//! the server holds, and the packet that keeps the two equal) and an execute's key. The
+//! rule: what qcache forwards always gives the server the types the client last sent, even
+//! after executes answered from the cache never reached it.
+
+use bytes::{BufMut, Bytes, BytesMut};
+
+use super::state::Prepared;
+use super::KEEP_SCRATCH;
+use crate::cache::key::{key, Key, TAG_BINARY};
+use crate::protocol::commands::{self, ExecuteParams};
+use crate::protocol::packets::com;
+
+/// The parameter types an execute packet going upstream carries, for
+/// [`Prepared::types_sent`].
+#[derive(Debug, PartialEq, Eq)]
+pub enum SentTypes {
+    /// None: the server keeps what it holds.
+    None,
+    /// These.
+    Known(Bytes),
+    /// Some qcache could not read (a malformed packet): the server's are unknown.
+    Unknown,
+}
+
+/// A MariaDB bulk execute's flag: the types follow the flags.
+const BULK_SEND_TYPES: u16 = 128;
+
+impl Prepared {
+    /// Remembers the parameter types an execute `payload` carries, if they differ from
+    /// those remembered.
+    pub fn learn_types(&mut self, payload: &[u8]) {
+        if let Some(ExecuteParams {
+            types: Some(types), ..
+        }) = commands::execute_params(payload, self.params, None)
+        {
+            if self.types.as_deref() != Some(types) {
+                self.types = Some(Bytes::copy_from_slice(types));
+            }
+        }
+    }
+
+    /// Records what the server holds once a packet carrying `sent` went to it. The server
+    /// takes the types before it reads the values, so an execute it refuses still leaves
+    /// them set.
+    pub fn types_sent(&mut self, sent: SentTypes) {
+        match sent {
+            SentTypes::None => {}
+            SentTypes::Known(t) => self.server_types = Some(t),
+            SentTypes::Unknown => self.server_types = None,
+        }
+    }
+
+    /// The execute packet as the server must receive it, and the types it carries. A client
+    /// sends types (new-params-bound = 1) when they change and then executes with the flag
+    /// 0; the server keeps the last types it received. An execute answered from the cache
+    /// (a hit, or another session's fill) never reached it, so when the types the client
+    /// last sent are not those the server holds, they are put back in. Re-sending types is
+    /// always allowed, so the answer is the same. The caller records them as the server's
+    /// ([`types_sent`](Self::types_sent)) only once the packet went upstream.
+    pub fn execute_for_upstream(&self, payload: &Bytes) -> (Bytes, SentTypes) {
+        let n = self.params as usize;
+        let nb = n.div_ceil(8);
+        let p = payload;
+        if n == 0 || p.len() < 11 + nb {
+            return (p.clone(), SentTypes::None);
+        }
+        match (p[10 + nb], &self.types) {
+            (0, Some(types)) if self.server_types.as_ref() != Some(types) => {
+                let mut out = BytesMut::with_capacity(p.len() + types.len());
+                out.put_slice(&p[..10 + nb]);
+                out.put_u8(1);
+                out.put_slice(types);
+                out.put_slice(&p[11 + nb..]);
+                (out.freeze(), SentTypes::Known(types.clone()))
+            }
+            (0, _) => (p.clone(), SentTypes::None),
+            // Any other flag makes the server read types; the packet's own, when readable
+            // (the execute's read and `learn_types` have made them the statement's).
+            (1, Some(types)) if p.get(11 + nb..11 + nb + 2 * n) == Some(&types[..]) => {
+                (p.clone(), SentTypes::Known(types.clone()))
+            }
+            _ => (p.clone(), SentTypes::Unknown),
+        }
+    }
+
+    /// A MariaDB COM_STMT_BULK_EXECUTE as the server must receive it: `[0xfa][id:4]
+    /// [flags:2]`, then the types when flag 128 (send types) is set, then the rows. The
+    /// server takes the types even when it then refuses the command (a bulk SELECT), so
+    /// they become the statement's; a bulk without types gets the client's last ones put
+    /// in when the server holds others.
+    pub fn bulk_for_upstream(&mut self, payload: &Bytes) -> (Bytes, SentTypes) {
+        let p = payload;
+        let n = self.params as usize;
+        let Some(flags) = p.get(5..7).map(|f| u16::from_le_bytes([f[0], f[1]])) else {
+            return (p.clone(), SentTypes::None);
+        };
+        if n == 0 {
+            return (p.clone(), SentTypes::None);
+        }
+        if flags & BULK_SEND_TYPES != 0 {
+            return match p.get(7..7 + 2 * n) {
+                Some(types) => {
+                    let types = Bytes::copy_from_slice(types);
+                    self.types = Some(types.clone());
+                    (p.clone(), SentTypes::Known(types))
+                }
+                None => (p.clone(), SentTypes::Unknown),
+            };
+        }
+        match &self.types {
+            Some(types) if self.server_types.as_ref() != Some(types) => {
+                let mut out = BytesMut::with_capacity(p.len() + types.len());
+                out.put_slice(&p[..5]);
+                out.put_u16_le(flags | BULK_SEND_TYPES);
+                out.put_slice(types);
+                out.put_slice(&p[7..]);
+                (out.freeze(), SentTypes::Known(types.clone()))
+            }
+            _ => (p.clone(), SentTypes::None),
+        }
+    }
+}
+
+/// Whether an execute (or bulk execute) packet of a statement with `params` parameters
+/// carries their types: new-params-bound = 1, or a bulk's flag 128. True without parameters.
+pub fn sends_types(p: &[u8], params: u16) -> bool {
+    if params == 0 {
+        return true;
+    }
+    if p.first() == Some(&com::STMT_BULK_EXECUTE) {
+        return p
+            .get(5)
+            .is_some_and(|f| u16::from(*f) & BULK_SEND_TYPES != 0);
+    }
+    p.get(10 + (params as usize).div_ceil(8)) == Some(&1)
+}
+
+/// The key of an execute: the prepared SQL as keyed (`Prepared::key_sql`, without trace
+/// comments at either end), parameter types, null bitmap and values, built in the session's
+/// scratch buffer (`scratch`) so that a hit allocates nothing. The same execution keys the
+/// same whether or not the client re-sent the types.
+pub fn execute_key(
+    scratch: &mut Vec<u8>,
+    fingerprint: u64,
+    key_sql: &[u8],
+    params: &ExecuteParams,
+) -> Key {
+    let m = scratch;
+    write_material(m, key_sql, params);
+    let k = key(fingerprint, TAG_BINARY, m);
+    if m.capacity() > KEEP_SCRATCH {
+        // A large parameter passed; an idle session should not keep its copy.
+        *m = Vec::new();
+    }
+    k
+}
+
+/// What an execute's key hashes with the session's fingerprint, written into `m`.
+pub fn execute_material(m: &mut Vec<u8>, sql: &[u8], params: &ExecuteParams) {
+    // Without trace comments at either end, as a text read is keyed.
+    write_material(m, crate::analysis::key_text(sql), params);
+}
+
+/// [`execute_material`] of SQL already keyed: what an execute's key hashes, into `m`.
+fn write_material(m: &mut Vec<u8>, key_sql: &[u8], params: &ExecuteParams) {
+    let sql = key_sql;
+    m.clear();
+    m.extend_from_slice(&(sql.len() as u32).to_le_bytes());
+    m.extend_from_slice(sql);
+    m.extend_from_slice(params.types.unwrap_or_default());
+    m.push(0xff);
+    m.extend_from_slice(params.null_bitmap);
+    m.push(0xff);
+    m.extend_from_slice(params.values);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analysis::{Hint, StatementKind};
+    use crate::engine::state::LastExecute;
+
+    const INT: &[u8] = &[3, 0];
+    const STR: &[u8] = &[253, 0];
+
+    fn stmt(types: Option<&[u8]>, server: Option<&[u8]>) -> Prepared {
+        Prepared {
+            sql: Bytes::from_static(b"SELECT ?"),
+            key_sql: Bytes::from_static(b"SELECT ?"),
+            digest: 0,
+            kind: StatementKind::Select,
+            hint: Hint::None,
+            params: 1,
+            columns: 1,
+            types: types.map(Bytes::copy_from_slice),
+            long_data: false,
+            server_types: server.map(Bytes::copy_from_slice),
+            context: 0,
+            db: None,
+            bulk_seen: false,
+            last_execute: LastExecute::None,
+        }
+    }
+
+    /// COM_STMT_EXECUTE of statement 1 with one parameter: flags 0, one iteration, a null
+    /// bitmap of one byte, new-params-bound, the types when bound, the value.
+    fn execute(types: Option<&[u8]>) -> Bytes {
+        let mut p = vec![com::STMT_EXECUTE, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0];
+        p.push(u8::from(types.is_some()));
+        p.extend_from_slice(types.unwrap_or_default());
+        p.extend_from_slice(&[1, b'7']);
+        Bytes::from(p)
+    }
+
+    fn bulk(types: Option<&[u8]>) -> Bytes {
+        let flags: u16 = if types.is_some() { BULK_SEND_TYPES } else { 0 };
+        let mut p = vec![com::STMT_BULK_EXECUTE, 1, 0, 0, 0];
+        p.extend_from_slice(&flags.to_le_bytes());
+        p.extend_from_slice(types.unwrap_or_default());
+        p.extend_from_slice(&[0, 1, b'7']);
+        Bytes::from(p)
+    }
+
+    type Row = (
+        &'static str,
+        Option<&'static [u8]>,
+        Option<&'static [u8]>,
+        Option<&'static [u8]>,
+        Option<&'static [u8]>,
+        SentTypes,
+    );
+
+    /// (rule, the client's last types, the server's, the packet's types, the types the
+    /// forwarded packet carries, what it teaches the server)
+    #[test]
+    fn an_execute_gives_the_server_the_types_the_client_last_sent() {
+        let rows: [Row; 5] = [
+            (
+                "no types, the server holds the client's: as it is",
+                Some(INT),
+                Some(INT),
+                None,
+                None,
+                SentTypes::None,
+            ),
+            (
+                "no types, the server holds others (a hit came between): put back in",
+                Some(STR),
+                Some(INT),
+                None,
+                Some(STR),
+                SentTypes::Known(Bytes::from_static(STR)),
+            ),
+            (
+                "no types, the server holds none it is known to: put back in",
+                Some(INT),
+                None,
+                None,
+                Some(INT),
+                SentTypes::Known(Bytes::from_static(INT)),
+            ),
+            (
+                "types sent and learned: as they are, the server learns them",
+                Some(STR),
+                Some(INT),
+                Some(STR),
+                Some(STR),
+                SentTypes::Known(Bytes::from_static(STR)),
+            ),
+            (
+                "types sent that were not learned: the server's become unknown",
+                Some(INT),
+                Some(INT),
+                Some(STR),
+                Some(STR),
+                SentTypes::Unknown,
+            ),
+        ];
+        for (rule, last, server, sent, want, teaches) in rows {
+            let s = stmt(last, server);
+            let (up, got) = s.execute_for_upstream(&execute(sent));
+            assert_eq!(up, execute(want), "{rule}");
+            assert_eq!(got, teaches, "{rule}");
+            assert_eq!(sends_types(&up, 1), want.is_some(), "{rule}");
+        }
+    }
+
+    #[test]
+    fn a_bulk_execute_gives_and_teaches_types_like_an_execute() {
+        // Types sent: they become the statement's and the server's.
+        let mut s = stmt(Some(INT), Some(INT));
+        let (up, got) = s.bulk_for_upstream(&bulk(Some(STR)));
+        assert_eq!(up, bulk(Some(STR)));
+        assert_eq!(got, SentTypes::Known(Bytes::from_static(STR)));
+        assert_eq!(s.types.as_deref(), Some(STR));
+        s.types_sent(got);
+        assert_eq!(s.server_types.as_deref(), Some(STR));
+        // None sent while the server holds others: the client's are put in.
+        let mut s = stmt(Some(STR), Some(INT));
+        let (up, got) = s.bulk_for_upstream(&bulk(None));
+        assert_eq!(up, bulk(Some(STR)));
+        assert_eq!(got, SentTypes::Known(Bytes::from_static(STR)));
+        // A truncated packet tells nothing.
+        let (up, got) = s.bulk_for_upstream(&Bytes::from_static(&[com::STMT_BULK_EXECUTE, 1]));
+        assert_eq!(up.len(), 2);
+        assert_eq!(got, SentTypes::None);
+    }
+
+    #[test]
+    fn learned_types_and_what_the_server_holds() {
+        let mut s = stmt(None, None);
+        s.learn_types(&execute(Some(STR)));
+        assert_eq!(
+            s.types.as_deref(),
+            Some(STR),
+            "an execute's types are learned"
+        );
+        s.learn_types(&execute(None));
+        assert_eq!(
+            s.types.as_deref(),
+            Some(STR),
+            "one without types keeps them"
+        );
+        s.types_sent(SentTypes::Known(Bytes::from_static(INT)));
+        assert_eq!(s.server_types.as_deref(), Some(INT));
+        s.types_sent(SentTypes::None);
+        assert_eq!(
+            s.server_types.as_deref(),
+            Some(INT),
+            "nothing sent: the server keeps"
+        );
+        s.types_sent(SentTypes::Unknown);
+        assert_eq!(s.server_types, None, "unreadable: unknown");
+    }
+
+    #[test]
+    fn an_execute_keys_alike_whether_or_not_it_resent_its_types() {
+        let params = |types: Option<&'static [u8]>| ExecuteParams {
+            types,
+            null_bitmap: &[0],
+            values: &[1, b'7'],
+        };
+        let mut scratch = Vec::new();
+        let a = execute_key(&mut scratch, 9, b"SELECT ?", &params(Some(INT)));
+        let b = execute_key(&mut scratch, 9, b"SELECT ?", &params(Some(INT)));
+        let c = execute_key(&mut scratch, 9, b"SELECT ?", &params(Some(STR)));
+        assert_eq!(a, b);
+        assert_ne!(a, c, "other types, another key");
+        let mut m = Vec::new();
+        execute_material(&mut m, b"/* trace */ SELECT ?", &params(Some(INT)));
+        assert_eq!(
+            key(9, TAG_BINARY, &m),
+            a,
+            "trace comments at either end are not keyed"
+        );
+    }
+}
