@@ -192,7 +192,7 @@ const FOLDERS: &[(&str, &[Layer])] = &[
     ]),
     ("session", &[
         ("explain", 0, "QCACHE EXPLAIN walks the read and prepared pipelines, sending nothing"),
-        ("prepared", 1, "the binary protocol; shares read's key tags and relay's scratch"),
+        ("prepared", 1, "the binary protocol; drives the read machine as read does, with its plan"),
         ("read", 2, "the text read pipeline: L1, L2, fill through relay"),
         // The steps of a command (impl Session): they reach one another through methods,
         // not imports, so they share a layer.
@@ -206,7 +206,7 @@ const FOLDERS: &[(&str, &[Layer])] = &[
         ("query", 3, "COM_QUERY dispatch"),
         ("statements", 3, "statements qcache answers or rewrites itself"),
         ("write", 3, "writes sent, with the engine's plan of what they owe"),
-        ("relay", 4, "forwards a response and fills the cache from it"),
+        ("relay", 4, "forwards a response, teeing it into a fill"),
         ("private", 4, "a statement qcache sends for itself, its answer read, not relayed"),
         ("handshake", 6, "the login relay, whose outcome state starts from"),
     ]),
@@ -705,8 +705,8 @@ fn every_folder_points_down_and_never_in_a_circle() {
         g.folders["session"]
             .1
             .iter()
-            .any(|e| e.from == "read" && e.to == "relay"),
-        "the scanner found no session read → relay arrow: it reads nothing"
+            .any(|e| e.from == "prepared" && e.to == "read"),
+        "the scanner found no session prepared → read arrow: it reads nothing"
     );
     let mut bad = Vec::new();
     for folder in g.folders.keys() {

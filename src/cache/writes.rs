@@ -27,6 +27,17 @@ impl Txn {
             || self.written.iter().any(|w| Arc::ptr_eq(w, t))
             || self.written_schemas.iter().any(|s| *s == t.schema)
     }
+
+    /// Counts a statement's writes (`pending`, at its OK inside this transaction) as this
+    /// transaction's: tables written whole or by rows, schemas, and a write that could not
+    /// be analysed.
+    pub fn wrote_pending(&mut self, pending: &Pending) {
+        self.written.extend(pending.tables.iter().cloned());
+        self.written
+            .extend(pending.rows.iter().map(|(t, _)| t.clone()));
+        self.written_schemas.extend(pending.schemas.iter().cloned());
+        self.written_unknown |= pending.all;
+    }
 }
 
 /// What a DDL statement may have changed in the catalog, as far as the statement says: what
@@ -80,5 +91,61 @@ impl Pending {
             && !self.all
             && !self.ddl
             && self.privileges.is_none()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cache::versions::Versions;
+
+    /// What a statement's writes leave a transaction counting as written: one row per part
+    /// of `Pending`.
+    #[test]
+    fn a_statements_writes_count_as_the_transactions() {
+        let v = Versions::new();
+        let (t, r, other) = (v.table("db", "t"), v.table("db", "r"), v.table("db2", "x"));
+        let ids: Arc<KnownRows> = vec![("id".to_string(), vec!["1".to_string()])].into();
+        let rows: Vec<(&str, Pending, [bool; 3])> = vec![
+            ("nothing written", Pending::default(), [false, false, false]),
+            (
+                "a table written whole",
+                Pending {
+                    tables: vec![t.clone()],
+                    ..Pending::default()
+                },
+                [true, false, false],
+            ),
+            (
+                "rows of a table",
+                Pending {
+                    rows: vec![(r.clone(), ids)],
+                    ..Pending::default()
+                },
+                [false, true, false],
+            ),
+            (
+                "a schema",
+                Pending {
+                    schemas: vec!["db2".to_string()],
+                    ..Pending::default()
+                },
+                [false, false, true],
+            ),
+            (
+                "a write not analysed: everything",
+                Pending {
+                    all: true,
+                    ..Pending::default()
+                },
+                [true, true, true],
+            ),
+        ];
+        for (rule, pending, want) in rows {
+            let mut txn = Txn::default();
+            txn.wrote_pending(&pending);
+            let got = [txn.wrote(&t), txn.wrote(&r), txn.wrote(&other)];
+            assert_eq!(got, want, "{rule}");
+        }
     }
 }

@@ -1,14 +1,19 @@
-//! What a miss's entry will depend on, decided before its query goes upstream: the stamps,
-//! the slice plan they were read under, and whether the miss may still store at all (a DDL
-//! registered since it was planned says no).
+//! What a miss fills: what its entry will depend on, decided before its query goes upstream
+//! (the stamps, the slice plan they were read under, and whether the miss may still store at
+//! all: a DDL registered since it was planned says no), and the copy of the response it
+//! tees as the session relays it (`Fill`).
 
 use std::sync::Arc;
 
+use bytes::BytesMut;
+
 use super::slices::Planner;
 use super::state::SessionState;
+use super::KEEP_SCRATCH;
 use crate::cache::sliceplans::PlannedSlices;
 use crate::cache::{Stamps, TableHandle};
 use crate::policy::Reason;
+use crate::protocol::codec;
 
 /// The stamps a miss's entry is stored with, and the slice plan they were read under.
 pub struct FillStamps {
@@ -70,6 +75,65 @@ impl Planner<'_> {
             planned,
             sliced,
         })
+    }
+}
+
+/// A copy of the response being relayed, for the cache.
+pub struct Fill {
+    pub buf: BytesMut,
+    limit: usize,
+    /// The response outgrew the entry limit: keep relaying, stop copying.
+    pub overflow: bool,
+    /// Absolute offsets of the status bytes of every EOF/OK in the copy.
+    pub status_offsets: Vec<usize>,
+}
+
+impl Fill {
+    /// `scratch`: a buffer to reuse (emptied here), so that a miss does not allocate one.
+    pub fn new(limit: usize, mut scratch: BytesMut) -> Fill {
+        scratch.clear();
+        scratch.reserve(limit.min(4096));
+        Fill {
+            buf: scratch,
+            limit,
+            overflow: false,
+            status_offsets: Vec::new(),
+        }
+    }
+
+    /// The copy as an entry's bytes, in an allocation of exactly its size: the fill buffer
+    /// has room to spare (4 KiB for a 200-byte result), which an entry would otherwise keep
+    /// for its whole life while its weight counts only the bytes. The buffer comes back for
+    /// the next fill.
+    pub fn take(self) -> (bytes::Bytes, BytesMut) {
+        let bytes = bytes::Bytes::copy_from_slice(&self.buf);
+        (bytes, self.into_scratch())
+    }
+
+    /// The buffer, for the next fill.
+    pub fn into_scratch(self) -> BytesMut {
+        if self.buf.capacity() > KEEP_SCRATCH {
+            BytesMut::new()
+        } else {
+            self.buf
+        }
+    }
+
+    /// Copies one server packet (`status_at`: where its status bytes are, in an OK/EOF).
+    pub fn add(&mut self, seq: u8, payload: &[u8], status_at: Option<usize>) {
+        if self.overflow {
+            return;
+        }
+        if self.buf.len() + payload.len() + 4 > self.limit {
+            self.overflow = true;
+            self.buf = BytesMut::new();
+            return;
+        }
+        let start = self.buf.len();
+        codec::encode(seq, payload, &mut self.buf);
+        if let Some(at) = status_at {
+            self.status_offsets.push(start + 4 + at);
+        }
     }
 }
 

@@ -13,9 +13,9 @@
 //! which changes nothing, travels in the same write as BEGIN; should BEGIN then fail, the
 //! client gets BEGIN's error in place of the read's result.
 
-use super::relay::Fill;
 use super::{Session, SessionError};
 use crate::analysis::StatementKind;
+use crate::engine::fill::Fill;
 use crate::policy::{diagnostics, txn};
 use crate::protocol::codec::Packet;
 use crate::protocol::packets::{self, com, status};

@@ -8,13 +8,12 @@ use std::time::{Duration, Instant};
 use bytes::{BufMut, Bytes, BytesMut};
 
 use super::l2::L2Step;
-use super::relay::Fill;
 use super::{Session, SessionError};
 use crate::analysis::{self, Analysis, ReadInfo};
 use crate::cache::entry::L2Stamps;
 use crate::cache::plans::Outcome;
 use crate::cache::{key, Claim, Entry, FillGuard, Key, Snapshot, Stamps, TableHandle};
-use crate::engine::fill::FillStamps;
+use crate::engine::fill::{Fill, FillStamps};
 use crate::engine::Planner;
 use crate::invalidation::catalog::{ReadResolution, TableName};
 use crate::l2::now_ms;

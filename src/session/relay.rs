@@ -2,74 +2,13 @@
 //! (flushed only when the upstream has nothing more buffered), optionally teed into a fill
 //! buffer, with the session's bookkeeping run before each OK/EOF/ERR is forwarded.
 
-use bytes::BytesMut;
-
 use super::{Session, SessionError};
+use crate::engine::fill::Fill;
 use crate::engine::fkslices::{self, Answers};
 use crate::invalidation::writes;
-use crate::protocol::codec::{self, Packet};
+use crate::protocol::codec::Packet;
 use crate::protocol::packets::com;
 use crate::protocol::response::{Expect, Response, ResponseError, Step};
-
-/// A copy of the response being relayed, for the cache.
-pub(crate) struct Fill {
-    pub buf: BytesMut,
-    limit: usize,
-    /// The response outgrew the entry limit: keep relaying, stop copying.
-    pub overflow: bool,
-    /// Absolute offsets of the status bytes of every EOF/OK in the copy.
-    pub status_offsets: Vec<usize>,
-}
-
-use crate::engine::KEEP_SCRATCH;
-
-impl Fill {
-    /// `scratch`: a buffer to reuse (emptied here), so that a miss does not allocate one.
-    pub fn new(limit: usize, mut scratch: BytesMut) -> Fill {
-        scratch.clear();
-        scratch.reserve(limit.min(4096));
-        Fill {
-            buf: scratch,
-            limit,
-            overflow: false,
-            status_offsets: Vec::new(),
-        }
-    }
-
-    /// The copy as an entry's bytes, in an allocation of exactly its size: the fill buffer
-    /// has room to spare (4 KiB for a 200-byte result), which an entry would otherwise keep
-    /// for its whole life while its weight counts only the bytes. The buffer comes back for
-    /// the next fill.
-    pub fn take(self) -> (bytes::Bytes, BytesMut) {
-        let bytes = bytes::Bytes::copy_from_slice(&self.buf);
-        (bytes, self.into_scratch())
-    }
-
-    /// The buffer, for the next fill.
-    pub fn into_scratch(self) -> BytesMut {
-        if self.buf.capacity() > KEEP_SCRATCH {
-            BytesMut::new()
-        } else {
-            self.buf
-        }
-    }
-
-    fn add(&mut self, seq: u8, payload: &[u8], status_at: Option<usize>) {
-        if self.overflow {
-            return;
-        }
-        if self.buf.len() + payload.len() + 4 > self.limit {
-            self.overflow = true;
-            self.buf = BytesMut::new();
-            return;
-        }
-        let start = self.buf.len();
-        codec::encode(seq, payload, &mut self.buf);
-        if let Some(at) = status_at {
-            self.status_offsets.push(start + 4 + at);
-        }
-    }
-}
 
 /// Feeds one server packet to the response tracker and, when it parses, to the fill: the
 /// same for a frame copied as it is and for a packet decoded on its own.
@@ -396,12 +335,7 @@ impl Session {
                     .reload_after_ddl(seq, pending.ddl_changed.clone());
             }
             if self.st.txn.writes_in_transaction(new_status) {
-                let txn = self.st.txn.transaction_writes();
-                txn.written.extend(pending.tables.iter().cloned());
-                txn.written
-                    .extend(pending.rows.iter().map(|(t, _)| t.clone()));
-                txn.written_schemas.extend(pending.schemas.iter().cloned());
-                txn.written_unknown |= pending.all;
+                self.st.txn.transaction_writes().wrote_pending(&pending);
             }
             // Keep the bookkeeping so that later OKs of the same response bump again.
             self.st.pending = pending;
