@@ -736,55 +736,11 @@ fn fold_images(
     cols: &[(String, ColumnInfo)],
 ) {
     use mysql_async::binlog::value::BinlogValue;
-    use mysql_async::consts::ColumnType as T;
     if cols.len() as u64 != tme.columns_count() {
         // The catalog and the server disagree on the table's shape (a DDL in flight).
         seen.give_up();
         return;
     }
-    // The image's type must be the family the catalog says, or the key would be wrong.
-    let family_ok = |i: usize, ty: &ColType| {
-        let Ok(Some(t)) = tme.get_column_type(i) else {
-            return false;
-        };
-        match ty {
-            ColType::Int { .. } => matches!(
-                t,
-                T::MYSQL_TYPE_TINY
-                    | T::MYSQL_TYPE_SHORT
-                    | T::MYSQL_TYPE_INT24
-                    | T::MYSQL_TYPE_LONG
-                    | T::MYSQL_TYPE_LONGLONG
-            ),
-            ColType::Str { .. } => matches!(
-                t,
-                T::MYSQL_TYPE_VARCHAR | T::MYSQL_TYPE_VAR_STRING | T::MYSQL_TYPE_STRING
-            ),
-            ColType::Temporal {
-                date_only: true, ..
-            } => matches!(t, T::MYSQL_TYPE_DATE | T::MYSQL_TYPE_NEWDATE),
-            ColType::Temporal {
-                date_only: false, ..
-            } => matches!(t, T::MYSQL_TYPE_DATETIME | T::MYSQL_TYPE_DATETIME2),
-            ColType::Other => false,
-        }
-    };
-    // Ordinal of each value an image carries: `@i` names, or the real names when the
-    // server logs them (binlog_row_metadata = FULL).
-    let positions = |img: &mysql_async::binlog::row::BinlogRow| {
-        let mut at: HashMap<usize, usize> = HashMap::new();
-        for (k, c) in img.columns_ref().iter().enumerate() {
-            let name = c.name_str();
-            let i = match name.strip_prefix('@').and_then(|n| n.parse::<usize>().ok()) {
-                Some(i) => Some(i),
-                None => cols.iter().position(|(n, _)| *n == name.to_lowercase()),
-            };
-            if let Some(i) = i {
-                at.insert(i, k);
-            }
-        }
-        at
-    };
     for row in rows.rows(tme) {
         let Ok((before, after)) = row else {
             seen.give_up();
@@ -792,7 +748,7 @@ fn fold_images(
         };
         match (&before, &after) {
             (Some(b), Some(a)) => {
-                let (pb, pa) = (positions(b), positions(a));
+                let (pb, pa) = (image_positions(b, cols), image_positions(a, cols));
                 for (i, (name, _)) in cols.iter().enumerate() {
                     let vb = pb.get(&i).and_then(|k| b.as_ref(*k));
                     let va = pa.get(&i).and_then(|k| a.as_ref(*k));
@@ -816,26 +772,14 @@ fn fold_images(
                 seen.give_up();
                 return;
             }
-            // Ordinal of each value the image carries: `@i` names, or the real names when
-            // the server logs them (binlog_row_metadata = FULL).
-            let mut at: HashMap<usize, usize> = HashMap::new();
-            for (k, c) in img.columns_ref().iter().enumerate() {
-                let name = c.name_str();
-                let i = match name.strip_prefix('@').and_then(|n| n.parse::<usize>().ok()) {
-                    Some(i) => Some(i),
-                    None => cols.iter().position(|(n, _)| *n == name.to_lowercase()),
-                };
-                if let Some(i) = i {
-                    at.insert(i, k);
-                }
-            }
+            let at = image_positions(&img, cols);
             for (i, (name, info)) in cols.iter().enumerate() {
                 if info.ty == ColType::Other {
                     continue;
                 }
                 let key = at
                     .get(&i)
-                    .filter(|_| family_ok(i, &info.ty))
+                    .filter(|_| image_family_ok(tme, i, &info.ty))
                     .and_then(|k| img.as_ref(*k))
                     .and_then(|v| match v {
                         BinlogValue::Value(v) => image_key(&info.ty, v),
@@ -851,6 +795,60 @@ fn fold_images(
             }
         }
     }
+}
+
+/// Whether the server logged column `i` in the type family the catalog says: else the key
+/// read from its image would be wrong.
+fn image_family_ok(
+    tme: &mysql_async::binlog::events::TableMapEvent<'_>,
+    i: usize,
+    ty: &ColType,
+) -> bool {
+    use mysql_async::consts::ColumnType as T;
+    let Ok(Some(t)) = tme.get_column_type(i) else {
+        return false;
+    };
+    match ty {
+        ColType::Int { .. } => matches!(
+            t,
+            T::MYSQL_TYPE_TINY
+                | T::MYSQL_TYPE_SHORT
+                | T::MYSQL_TYPE_INT24
+                | T::MYSQL_TYPE_LONG
+                | T::MYSQL_TYPE_LONGLONG
+        ),
+        ColType::Str { .. } => matches!(
+            t,
+            T::MYSQL_TYPE_VARCHAR | T::MYSQL_TYPE_VAR_STRING | T::MYSQL_TYPE_STRING
+        ),
+        ColType::Temporal {
+            date_only: true, ..
+        } => matches!(t, T::MYSQL_TYPE_DATE | T::MYSQL_TYPE_NEWDATE),
+        ColType::Temporal {
+            date_only: false, ..
+        } => matches!(t, T::MYSQL_TYPE_DATETIME | T::MYSQL_TYPE_DATETIME2),
+        ColType::Other => false,
+    }
+}
+
+/// The catalog ordinal of each value an image carries (ordinal → index in the image): `@i`
+/// names, or the real names when the server logs them (binlog_row_metadata = FULL).
+fn image_positions(
+    img: &mysql_async::binlog::row::BinlogRow,
+    cols: &[(String, ColumnInfo)],
+) -> HashMap<usize, usize> {
+    let mut at: HashMap<usize, usize> = HashMap::new();
+    for (k, c) in img.columns_ref().iter().enumerate() {
+        let name = c.name_str();
+        let i = match name.strip_prefix('@').and_then(|n| n.parse::<usize>().ok()) {
+            Some(i) => Some(i),
+            None => cols.iter().position(|(n, _)| *n == name.to_lowercase()),
+        };
+        if let Some(i) = i {
+            at.insert(i, k);
+        }
+    }
+    at
 }
 
 /// Whether two values of one column in a before and an after image are the same stored
@@ -1305,70 +1303,16 @@ impl Tail {
             if !life.streamed {
                 life.streamed = true;
                 if resume.is_none() {
-                    // Everything before the position we start from happened while no tail was
-                    // watching: invalidate it all before anyone is told we are connected.
-                    self.inv.apply(&binlog(vec![What::Gap]));
-                    self.shared.bumps.fetch_add(1, Ordering::Relaxed);
-                    if self.ever_streamed {
-                        self.shared.gaps.fetch_add(1, Ordering::Relaxed);
-                    }
-                    self.ever_streamed = true;
-                    life.caught_up = true;
-                    self.shared.set_connected();
-                    tracing::info!(upstream = %self.addr, server_id = self.cfg.server_id, file = %target.0, offset = target.1, "binlog stream connected");
+                    self.connected_fresh(&target, life);
                 }
             }
-            let h = event.header();
-            let kind = h.event_type_raw();
             if let (Some(anchor), false) = (&resume, life.verified) {
-                // The server first sends a fake ROTATE naming the file, then the file's
-                // format description, then the events from the offset asked for.
-                match kind {
-                    event_type::ROTATE => {
-                        self.track_rotate(&event);
-                        continue;
-                    }
-                    event_type::FORMAT_DESCRIPTION if !fde_seen => {
-                        fde_seen = true;
-                        let id = EventId::of_fde(&event);
-                        if self.pos.file != anchor.file || id != anchor.fde {
-                            return BinlogError::Gap(format!(
-                                "{}:{} holds other events now (the binlog was reset, or this is another server)",
-                                anchor.file, anchor.offset
-                            ));
-                        }
-                        self.pos.fde = Some(id);
-                        if anchor.last.is_some() {
-                            continue;
-                        }
-                        // Resuming at a stream's starting point: the file is the same one.
-                    }
-                    _ if !fde_seen || !is_real(&event) => continue,
-                    _ => {
-                        if Some(EventId::of(&event)) != anchor.last {
-                            return BinlogError::Gap(format!(
-                                "the event at {}:{} is not the one last applied (the binlog was \
-                                 reset, or this is another server)",
-                                anchor.file, anchor.offset
-                            ));
-                        }
-                        self.pos.end = u64::from(h.log_pos());
-                    }
+                if let Err(gap) = self
+                    .verify_resume(&event, anchor, &mut fde_seen, &target, life)
+                    .await
+                {
+                    return gap;
                 }
-                // A RESET between the check at reconnect and the dump request would not have
-                // been seen there; the witness is in the same process, so ask again.
-                if let Some(proof) = &anchor.proof {
-                    let now = self.witness_counters().await.ok().flatten();
-                    if let Err(why) = no_reset_since(proof.counters, now) {
-                        return BinlogError::Gap(why);
-                    }
-                }
-                life.verified = true;
-                self.ever_streamed = true;
-                self.shared.resumes.fetch_add(1, Ordering::Relaxed);
-                tracing::info!(upstream = %self.addr, file = %anchor.file, offset = anchor.offset, "binlog stream resumed where it left off; replaying what came after");
-                self.check_caught_up(&event, &target, life);
-                // The anchor itself was applied before the loss.
                 continue;
             }
             let file_before = (!life.caught_up).then(|| self.pos.file.clone());
@@ -1384,6 +1328,79 @@ impl Tail {
                 }
             }
         }
+    }
+
+    /// The first event of a stream that does not resume: everything before the position it
+    /// starts from happened while no tail was watching, so it is all invalidated before
+    /// anyone is told the tail is connected.
+    fn connected_fresh(&mut self, target: &(String, u64), life: &mut Life) {
+        self.inv.apply(&binlog(vec![What::Gap]));
+        self.shared.bumps.fetch_add(1, Ordering::Relaxed);
+        if self.ever_streamed {
+            self.shared.gaps.fetch_add(1, Ordering::Relaxed);
+        }
+        self.ever_streamed = true;
+        life.caught_up = true;
+        self.shared.set_connected();
+        tracing::info!(upstream = %self.addr, server_id = self.cfg.server_id, file = %target.0, offset = target.1, "binlog stream connected");
+    }
+
+    /// A resumed stream's events until its anchor is verified: the server first sends a
+    /// fake ROTATE naming the file, then the file's format description, then the events
+    /// from the offset asked for, the first of which must be the anchor itself (applied
+    /// before the loss). Ok: this event is consumed by the check; Err: the gap it found.
+    async fn verify_resume(
+        &mut self,
+        event: &Event,
+        anchor: &Anchor,
+        fde_seen: &mut bool,
+        target: &(String, u64),
+        life: &mut Life,
+    ) -> Result<(), BinlogError> {
+        match event.header().event_type_raw() {
+            event_type::ROTATE => {
+                self.track_rotate(event);
+                return Ok(());
+            }
+            event_type::FORMAT_DESCRIPTION if !*fde_seen => {
+                *fde_seen = true;
+                let id = EventId::of_fde(event);
+                if self.pos.file != anchor.file || id != anchor.fde {
+                    return Err(BinlogError::Gap(format!(
+                        "{}:{} holds other events now (the binlog was reset, or this is another server)",
+                        anchor.file, anchor.offset
+                    )));
+                }
+                self.pos.fde = Some(id);
+                if anchor.last.is_some() {
+                    return Ok(());
+                }
+                // Resuming at a stream's starting point: the file is the same one.
+            }
+            _ if !*fde_seen || !is_real(event) => return Ok(()),
+            _ => {
+                if Some(EventId::of(event)) != anchor.last {
+                    return Err(BinlogError::Gap(format!(
+                        "the event at {}:{} is not the one last applied (the binlog was \
+                         reset, or this is another server)",
+                        anchor.file, anchor.offset
+                    )));
+                }
+                self.pos.end = u64::from(event.header().log_pos());
+            }
+        }
+        // A RESET between the check at reconnect and the dump request would not have been
+        // seen there; the witness is in the same process, so ask again.
+        if let Some(proof) = &anchor.proof {
+            let now = self.witness_counters().await.ok().flatten();
+            no_reset_since(proof.counters, now).map_err(BinlogError::Gap)?;
+        }
+        life.verified = true;
+        self.ever_streamed = true;
+        self.shared.resumes.fetch_add(1, Ordering::Relaxed);
+        tracing::info!(upstream = %self.addr, file = %anchor.file, offset = anchor.offset, "binlog stream resumed where it left off; replaying what came after");
+        self.check_caught_up(event, target, life);
+        Ok(())
     }
 
     /// After the anchor came back: the stream stands at the anchor's end.
