@@ -342,95 +342,9 @@ impl SchemaPart {
     fn build(raw: &RawCatalog, schema: &str) -> SchemaPart {
         let mut part = SchemaPart::default();
         let mine = |s: &str| lowers_to(s, schema);
-        let mut exact: HashMap<String, (&str, &str)> = HashMap::new();
-        for (sch, name, kind) in raw.tables.iter().filter(|r| mine(&r.0)) {
-            let key = name.to_lowercase();
-            if exact
-                .insert(key.clone(), (sch.as_str(), name.as_str()))
-                .is_some_and(|(s, n)| s != sch || n != name)
-            {
-                part.ambiguous.insert(key.clone());
-            }
-            // SYSTEM VIEW only occurs in the skipped schemas; anything else that is not a view
-            // (BASE TABLE, SYSTEM VERSIONED, SEQUENCE) holds data of its own.
-            if let Some(engine) = kind.strip_prefix("ENGINE ") {
-                let why = format!("{sch}.{name}: ENGINE={engine} holds rows stored elsewhere");
-                part.uncacheable.insert(key.clone(), why.clone());
-                part.unknown_writes.insert(key.clone(), why);
-            }
-            let kind = if kind.eq_ignore_ascii_case("VIEW") {
-                Kind::View
-            } else {
-                if !kind.eq_ignore_ascii_case("BASE TABLE") {
-                    part.special.insert(key.clone());
-                }
-                Kind::Base
-            };
-            part.relations.insert(key, kind);
-        }
-        for (sch, name, def) in raw.views.iter().filter(|r| mine(&r.0)) {
-            let key = name.to_lowercase();
-            let qualified = format!("{schema}.{key}");
-            let refs = if def.trim().is_empty() {
-                Err(format!(
-                    "view {qualified}: definition not visible to the catalog user"
-                ))
-            } else {
-                relations_of(def, schema)
-                    .map_err(|e| format!("view {qualified}: definition cannot be analysed: {e}"))
-            };
-            if part.view_refs.insert(key.clone(), refs).is_some() {
-                part.ambiguous.insert(key.clone());
-            }
-            if matches!(crate::analysis::analyze(def), crate::analysis::Analysis::Read(r) if r.may_write)
-            {
-                part.runs_code.insert(key.clone());
-            }
-            if let Err(why) = view_cacheable(def) {
-                part.uncacheable
-                    .insert(key, format!("view {sch}.{name}: {why}"));
-            }
-        }
-        for (trigger_schema, _, table, body, _) in raw.triggers.iter().filter(|r| mine(&r.1)) {
-            let key = table.to_lowercase();
-            part.triggered.insert(key.clone());
-            // A function the body calls may write tables nobody named.
-            let analysed = if crate::analysis::calls_unknown_code(body) {
-                Err("the trigger calls a stored function or a sequence".to_string())
-            } else {
-                trigger_writes(body, &trigger_schema.to_lowercase())
-            };
-            match analysed {
-                Ok(written) => part.writes.entry(key).or_default().extend(written),
-                Err(why) => {
-                    part.unknown_writes.insert(key, why);
-                }
-            }
-        }
-        for (sch, table, expr) in raw.column_code.iter().filter(|r| mine(&r.0)) {
-            let key = table.to_lowercase();
-            match crate::analysis::sequences_written(expr) {
-                Some(seqs) => {
-                    let written: Vec<TableName> = seqs
-                        .into_iter()
-                        .map(|r| (r.schema.unwrap_or_else(|| schema.to_string()), r.name))
-                        .collect();
-                    part.writes.entry(key).or_default().extend(written);
-                }
-                None => {
-                    part.unknown_writes
-                        .insert(key, format!("a column of {sch}.{table} computes `{expr}`"));
-                }
-            }
-        }
-        for (sch, table, expr) in raw.generated.iter().filter(|r| mine(&r.0)) {
-            if let Err(why) = view_cacheable(&format!("SELECT {expr} FROM t")) {
-                part.uncacheable.insert(
-                    table.to_lowercase(),
-                    format!("a column of {sch}.{table} computes `{expr}` at read: {why}"),
-                );
-            }
-        }
+        part.add_relations(raw, &mine);
+        part.add_views(raw, schema, &mine);
+        part.add_code(raw, schema, &mine);
         for (cs, ct, _, pt, update_rule, delete_rule) in
             raw.foreign_keys.iter().filter(|r| mine(&r.2))
         {
@@ -459,6 +373,109 @@ impl SchemaPart {
         part.columns = table_columns(&part, raw.columns.iter().filter(|c| mine(&c.schema)));
         part.add_order_columns(raw, &mine);
         part
+    }
+
+    /// Its relations: views, base tables, tables whose engine stores rows elsewhere, and names
+    /// that differ only in case (ambiguous).
+    fn add_relations(&mut self, raw: &RawCatalog, mine: &impl Fn(&str) -> bool) {
+        let mut exact: HashMap<String, (&str, &str)> = HashMap::new();
+        for (sch, name, kind) in raw.tables.iter().filter(|r| mine(&r.0)) {
+            let key = name.to_lowercase();
+            if exact
+                .insert(key.clone(), (sch.as_str(), name.as_str()))
+                .is_some_and(|(s, n)| s != sch || n != name)
+            {
+                self.ambiguous.insert(key.clone());
+            }
+            // SYSTEM VIEW only occurs in the skipped schemas; anything else that is not a view
+            // (BASE TABLE, SYSTEM VERSIONED, SEQUENCE) holds data of its own.
+            if let Some(engine) = kind.strip_prefix("ENGINE ") {
+                let why = format!("{sch}.{name}: ENGINE={engine} holds rows stored elsewhere");
+                self.uncacheable.insert(key.clone(), why.clone());
+                self.unknown_writes.insert(key.clone(), why);
+            }
+            let kind = if kind.eq_ignore_ascii_case("VIEW") {
+                Kind::View
+            } else {
+                if !kind.eq_ignore_ascii_case("BASE TABLE") {
+                    self.special.insert(key.clone());
+                }
+                Kind::Base
+            };
+            self.relations.insert(key, kind);
+        }
+    }
+
+    /// Its views: what each reads, which run code, which cannot be cached.
+    fn add_views(&mut self, raw: &RawCatalog, schema: &str, mine: &impl Fn(&str) -> bool) {
+        for (sch, name, def) in raw.views.iter().filter(|r| mine(&r.0)) {
+            let key = name.to_lowercase();
+            let qualified = format!("{schema}.{key}");
+            let refs = if def.trim().is_empty() {
+                Err(format!(
+                    "view {qualified}: definition not visible to the catalog user"
+                ))
+            } else {
+                relations_of(def, schema)
+                    .map_err(|e| format!("view {qualified}: definition cannot be analysed: {e}"))
+            };
+            if self.view_refs.insert(key.clone(), refs).is_some() {
+                self.ambiguous.insert(key.clone());
+            }
+            if matches!(crate::analysis::analyze(def), crate::analysis::Analysis::Read(r) if r.may_write)
+            {
+                self.runs_code.insert(key.clone());
+            }
+            if let Err(why) = view_cacheable(def) {
+                self.uncacheable
+                    .insert(key, format!("view {sch}.{name}: {why}"));
+            }
+        }
+    }
+
+    /// The code its tables run: triggers and what they write, column defaults that write
+    /// sequences, generated columns that cannot be cached.
+    fn add_code(&mut self, raw: &RawCatalog, schema: &str, mine: &impl Fn(&str) -> bool) {
+        for (trigger_schema, _, table, body, _) in raw.triggers.iter().filter(|r| mine(&r.1)) {
+            let key = table.to_lowercase();
+            self.triggered.insert(key.clone());
+            // A function the body calls may write tables nobody named.
+            let analysed = if crate::analysis::calls_unknown_code(body) {
+                Err("the trigger calls a stored function or a sequence".to_string())
+            } else {
+                trigger_writes(body, &trigger_schema.to_lowercase())
+            };
+            match analysed {
+                Ok(written) => self.writes.entry(key).or_default().extend(written),
+                Err(why) => {
+                    self.unknown_writes.insert(key, why);
+                }
+            }
+        }
+        for (sch, table, expr) in raw.column_code.iter().filter(|r| mine(&r.0)) {
+            let key = table.to_lowercase();
+            match crate::analysis::sequences_written(expr) {
+                Some(seqs) => {
+                    let written: Vec<TableName> = seqs
+                        .into_iter()
+                        .map(|r| (r.schema.unwrap_or_else(|| schema.to_string()), r.name))
+                        .collect();
+                    self.writes.entry(key).or_default().extend(written);
+                }
+                None => {
+                    self.unknown_writes
+                        .insert(key, format!("a column of {sch}.{table} computes `{expr}`"));
+                }
+            }
+        }
+        for (sch, table, expr) in raw.generated.iter().filter(|r| mine(&r.0)) {
+            if let Err(why) = view_cacheable(&format!("SELECT {expr} FROM t")) {
+                self.uncacheable.insert(
+                    table.to_lowercase(),
+                    format!("a column of {sch}.{table} computes `{expr}` at read: {why}"),
+                );
+            }
+        }
     }
 
     /// The columns whose change moves rows in an order a read may depend on without naming
