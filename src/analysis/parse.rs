@@ -686,48 +686,9 @@ fn write_info(stmt: &Statement) -> Option<WriteInfo> {
                 }
             }
         }
-        Statement::CreateTable(ct) => {
-            let t = table_ref(&ct.name);
-            let mut w = ddl(tables_or_unknown(t.clone().map(|t| vec![t])));
-            if ct.temporary {
-                // Temporary tables are private to the session: no commit, no catalog change.
-                w.ddl = false;
-                w.implicit_commit = false;
-                w.temp_created = t.into_iter().collect();
-            }
-            w
-        }
-        Statement::AlterTable(at) => {
-            let mut t = vec![table_ref(&at.name)];
-            let mut renamed = Vec::new();
-            for op in &at.operations {
-                if let AlterTableOperation::RenameTable { table_name } = op {
-                    let (RenameTableNameKind::As(n) | RenameTableNameKind::To(n)) = table_name;
-                    t.push(table_ref(n));
-                    if let (Some(from), Some(to)) = (table_ref(&at.name), table_ref(n)) {
-                        renamed.push((from, to));
-                    }
-                }
-            }
-            WriteInfo {
-                renamed,
-                ..ddl(tables_or_unknown(t.into_iter().collect()))
-            }
-        }
-        Statement::RenameTable(list) => {
-            let t: Option<Vec<TableRef>> = list
-                .iter()
-                .flat_map(|r| [table_ref(&r.old_name), table_ref(&r.new_name)])
-                .collect();
-            let renamed = list
-                .iter()
-                .filter_map(|r| Some((table_ref(&r.old_name)?, table_ref(&r.new_name)?)))
-                .collect();
-            WriteInfo {
-                renamed,
-                ..ddl(tables_or_unknown(t))
-            }
-        }
+        Statement::CreateTable(ct) => created(table_ref(&ct.name), ct.temporary),
+        Statement::AlterTable(at) => alter_write(&at.name, &at.operations),
+        Statement::RenameTable(list) => rename_write(list),
         Statement::Drop {
             object_type,
             names: dropped,
@@ -746,20 +707,11 @@ fn write_info(stmt: &Statement) -> Option<WriteInfo> {
         Statement::DropTrigger(dt) => ddl(tables_or_unknown(
             dt.table_name.as_ref().and_then(table_ref).map(|t| vec![t]),
         )),
+        // A sequence is a table: a temporary one shadows the base table of its name for the
+        // session, as CREATE TEMPORARY TABLE does.
         Statement::CreateSequence {
             name, temporary, ..
-        } => {
-            let t = table_ref(name);
-            let mut w = ddl(tables_or_unknown(t.clone().map(|t| vec![t])));
-            if *temporary {
-                // A sequence is a table: a temporary one shadows the base table of its
-                // name for the session, as CREATE TEMPORARY TABLE does.
-                w.ddl = false;
-                w.implicit_commit = false;
-                w.temp_created = t.into_iter().collect();
-            }
-            w
-        }
+        } => created(table_ref(name), *temporary),
         Statement::LoadData { table_name, .. } => WriteInfo {
             targets: tables_or_unknown(table_ref(table_name).map(|t| vec![t])),
             ..WriteInfo::unknown()
@@ -786,6 +738,54 @@ fn write_info(stmt: &Statement) -> Option<WriteInfo> {
         _ => return None,
     };
     Some(w)
+}
+
+/// A CREATE TABLE or CREATE SEQUENCE of `t`: DDL, unless temporary: a temporary table is
+/// private to the session (no commit, no catalog change) and shadows the base table of its
+/// name.
+fn created(t: Option<TableRef>, temporary: bool) -> WriteInfo {
+    let mut w = ddl(tables_or_unknown(t.clone().map(|t| vec![t])));
+    if temporary {
+        w.ddl = false;
+        w.implicit_commit = false;
+        w.temp_created = t.into_iter().collect();
+    }
+    w
+}
+
+/// An ALTER TABLE of `name`: DDL of the table and of any name it is renamed to.
+fn alter_write(name: &ObjectName, ops: &[AlterTableOperation]) -> WriteInfo {
+    let mut t = vec![table_ref(name)];
+    let mut renamed = Vec::new();
+    for op in ops {
+        if let AlterTableOperation::RenameTable { table_name } = op {
+            let (RenameTableNameKind::As(n) | RenameTableNameKind::To(n)) = table_name;
+            t.push(table_ref(n));
+            if let (Some(from), Some(to)) = (table_ref(name), table_ref(n)) {
+                renamed.push((from, to));
+            }
+        }
+    }
+    WriteInfo {
+        renamed,
+        ..ddl(tables_or_unknown(t.into_iter().collect()))
+    }
+}
+
+/// RENAME TABLE: DDL of every name on either side, and the renames.
+fn rename_write(list: &[sqlparser::ast::RenameTable]) -> WriteInfo {
+    let t: Option<Vec<TableRef>> = list
+        .iter()
+        .flat_map(|r| [table_ref(&r.old_name), table_ref(&r.new_name)])
+        .collect();
+    let renamed = list
+        .iter()
+        .filter_map(|r| Some((table_ref(&r.old_name)?, table_ref(&r.new_name)?)))
+        .collect();
+    WriteInfo {
+        renamed,
+        ..ddl(tables_or_unknown(t))
+    }
 }
 
 /// The tables an UPDATE writes: its target list and the tables of its FROM.

@@ -84,59 +84,11 @@ pub fn analyze_set(sql: &str) -> Option<SetInfo> {
     if kw(1, "STATEMENT") {
         return None;
     }
+    if whole_statement(sql, &toks, end, &mut info) {
+        return Some(info);
+    }
     let mut scope = Scope::Session;
     let mut k = 1;
-    // Whole-statement forms.
-    let mut j = k;
-    if kw(j, "GLOBAL") || kw(j, "SESSION") || kw(j, "LOCAL") {
-        j += 1;
-    }
-    if kw(j, "TRANSACTION") {
-        info.global = kw(1, "GLOBAL");
-        info.next_transaction_only = j == 1;
-        info.user_vars_only = false;
-        let from = toks.get(j + 1).map_or(end, |t| t.start);
-        info.assignments
-            .push(("transaction".into(), text(sql, from, end)));
-        info.globals.push(info.global);
-        return Some(info);
-    }
-    let single = |name: &str, from: usize, info: &mut SetInfo| {
-        let from = toks.get(from).map_or(end, |t| t.start);
-        info.user_vars_only = false;
-        info.assignments.push((name.into(), text(sql, from, end)));
-        info.globals.push(false);
-    };
-    if kw(1, "NAMES") {
-        single("names", 2, &mut info);
-        return Some(info);
-    }
-    if kw(1, "CHARACTER") && kw(2, "SET") {
-        single("character set", 3, &mut info);
-        return Some(info);
-    }
-    if kw(1, "CHARSET") {
-        single("character set", 2, &mut info);
-        return Some(info);
-    }
-    if kw(1, "ROLE") {
-        single("role", 2, &mut info);
-        return Some(info);
-    }
-    if kw(1, "DEFAULT") && kw(2, "ROLE") {
-        // Changes what future sessions start with, not this one.
-        return Some(SetInfo {
-            user_vars_only: false,
-            ..info
-        });
-    }
-    if kw(1, "PASSWORD") {
-        // Changes no session setting; the value (a password) is deliberately not kept.
-        return Some(SetInfo {
-            user_vars_only: false,
-            ..info
-        });
-    }
     while k < toks.len() {
         // Scope keyword for this and the following assignments.
         if kw(k, "GLOBAL") || kw(k, "PERSIST") || kw(k, "PERSIST_ONLY") {
@@ -181,6 +133,61 @@ pub fn analyze_set(sql: &str) -> Option<SetInfo> {
         return None;
     }
     Some(info)
+}
+
+/// The whole-statement forms of SET (`TRANSACTION …`, `NAMES`, `CHARACTER SET`, `CHARSET`,
+/// `ROLE`, `DEFAULT ROLE`, `PASSWORD`): true when `toks` (of `sql`, whose last token ends at
+/// `end`) is one, with `info` filled in.
+fn whole_statement(sql: &str, toks: &[Token], end: usize, info: &mut SetInfo) -> bool {
+    let b = sql.as_bytes();
+    let kw = |i: usize, k: &str| toks.get(i).is_some_and(|t| t.is_kw(b, k));
+    let mut j = 1;
+    if kw(j, "GLOBAL") || kw(j, "SESSION") || kw(j, "LOCAL") {
+        j += 1;
+    }
+    if kw(j, "TRANSACTION") {
+        info.global = kw(1, "GLOBAL");
+        info.next_transaction_only = j == 1;
+        info.user_vars_only = false;
+        let from = toks.get(j + 1).map_or(end, |t| t.start);
+        info.assignments
+            .push(("transaction".into(), text(sql, from, end)));
+        info.globals.push(info.global);
+        return true;
+    }
+    let single = |name: &str, from: usize, info: &mut SetInfo| {
+        let from = toks.get(from).map_or(end, |t| t.start);
+        info.user_vars_only = false;
+        info.assignments.push((name.into(), text(sql, from, end)));
+        info.globals.push(false);
+    };
+    if kw(1, "NAMES") {
+        single("names", 2, info);
+        return true;
+    }
+    if kw(1, "CHARACTER") && kw(2, "SET") {
+        single("character set", 3, info);
+        return true;
+    }
+    if kw(1, "CHARSET") {
+        single("character set", 2, info);
+        return true;
+    }
+    if kw(1, "ROLE") {
+        single("role", 2, info);
+        return true;
+    }
+    if kw(1, "DEFAULT") && kw(2, "ROLE") {
+        // Changes what future sessions start with, not this one.
+        info.user_vars_only = false;
+        return true;
+    }
+    if kw(1, "PASSWORD") {
+        // Changes no session setting; the value (a password) is deliberately not kept.
+        info.user_vars_only = false;
+        return true;
+    }
+    false
 }
 
 /// The assignments of MariaDB's `SET STATEMENT a = x, … FOR <statement>` prefixes (nested

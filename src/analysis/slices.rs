@@ -873,74 +873,7 @@ fn read_shape(stmt: &Statement, b: &mut Builder<'_>) -> Option<ReadShape> {
     }
     let mut facts = Vec::new();
     for c in conjuncts {
-        match c {
-            Expr::BinaryOp {
-                left,
-                op: BinaryOperator::Eq,
-                right,
-            } => match (column_ref(left, &refs), column_ref(right, &refs)) {
-                (Some(a), Some(c)) => facts.push(Fact::Eq(a, c)),
-                (Some(a), None) => {
-                    if let Some(s) = b.slot(right) {
-                        facts.push(Fact::Const(a, s));
-                    }
-                }
-                (None, Some(a)) => {
-                    if let Some(s) = b.slot(left) {
-                        facts.push(Fact::Const(a, s));
-                    }
-                }
-                _ => {}
-            },
-            Expr::In {
-                expr,
-                target: InTarget::List(list),
-                negated: false,
-                ..
-            } => {
-                if let Some(a) = column_ref(expr, &refs) {
-                    let slots = list.iter().map(|e| b.slot(e)).collect();
-                    facts.push(Fact::In(a, slots));
-                }
-            }
-            Expr::BinaryOp { left, op, right } => {
-                // `col OP constant`, or `constant OP col` read the other way round.
-                let lower = match op {
-                    BinaryOperator::Gt | BinaryOperator::GtEq => true,
-                    BinaryOperator::Lt | BinaryOperator::LtEq => false,
-                    _ => continue,
-                };
-                let strict = matches!(op, BinaryOperator::Lt | BinaryOperator::Gt);
-                let (col, val, flipped) = match (column_ref(left, &refs), column_ref(right, &refs))
-                {
-                    (Some(a), None) => (a, &**right, false),
-                    (None, Some(a)) => (a, &**left, true),
-                    _ => continue,
-                };
-                let bound = if lower != flipped {
-                    Bound::Lower
-                } else {
-                    Bound::Upper { strict }
-                };
-                if let Some(s) = b.slot(val) {
-                    facts.push(Fact::Range(col, bound, s));
-                }
-            }
-            Expr::Between {
-                expr,
-                negated: false,
-                low,
-                high,
-            } => {
-                if let Some(a) = column_ref(expr, &refs) {
-                    if let (Some(lo), Some(hi)) = (b.slot(low), b.slot(high)) {
-                        facts.push(Fact::Range(a.clone(), Bound::Lower, lo));
-                        facts.push(Fact::Range(a, Bound::Upper { strict: false }, hi));
-                    }
-                }
-            }
-            _ => {}
-        }
+        conjunct_facts(c, &refs, b, &mut facts);
     }
     let mut everywhere: HashMap<TableRef, usize> = HashMap::new();
     let _ = stmt.visit(&mut RelationCounter(&mut everywhere));
@@ -952,6 +885,78 @@ fn read_shape(stmt: &Statement, b: &mut Builder<'_>) -> Option<ReadShape> {
         words,
         outer,
     })
+}
+
+/// The facts one conjunct of a WHERE or an inner join's ON states: a column equal to another
+/// or to a constant, in a list, or bounded (`<`, `<=`, `>`, `>=`, BETWEEN).
+fn conjunct_facts(c: &Expr, refs: &[Ref], b: &mut Builder<'_>, facts: &mut Vec<Fact>) {
+    match c {
+        Expr::BinaryOp {
+            left,
+            op: BinaryOperator::Eq,
+            right,
+        } => match (column_ref(left, refs), column_ref(right, refs)) {
+            (Some(a), Some(c)) => facts.push(Fact::Eq(a, c)),
+            (Some(a), None) => {
+                if let Some(s) = b.slot(right) {
+                    facts.push(Fact::Const(a, s));
+                }
+            }
+            (None, Some(a)) => {
+                if let Some(s) = b.slot(left) {
+                    facts.push(Fact::Const(a, s));
+                }
+            }
+            _ => {}
+        },
+        Expr::In {
+            expr,
+            target: InTarget::List(list),
+            negated: false,
+            ..
+        } => {
+            if let Some(a) = column_ref(expr, refs) {
+                let slots = list.iter().map(|e| b.slot(e)).collect();
+                facts.push(Fact::In(a, slots));
+            }
+        }
+        Expr::BinaryOp { left, op, right } => {
+            // `col OP constant`, or `constant OP col` read the other way round.
+            let lower = match op {
+                BinaryOperator::Gt | BinaryOperator::GtEq => true,
+                BinaryOperator::Lt | BinaryOperator::LtEq => false,
+                _ => return,
+            };
+            let strict = matches!(op, BinaryOperator::Lt | BinaryOperator::Gt);
+            let (col, val, flipped) = match (column_ref(left, refs), column_ref(right, refs)) {
+                (Some(a), None) => (a, &**right, false),
+                (None, Some(a)) => (a, &**left, true),
+                _ => return,
+            };
+            let bound = if lower != flipped {
+                Bound::Lower
+            } else {
+                Bound::Upper { strict }
+            };
+            if let Some(s) = b.slot(val) {
+                facts.push(Fact::Range(col, bound, s));
+            }
+        }
+        Expr::Between {
+            expr,
+            negated: false,
+            low,
+            high,
+        } => {
+            if let Some(a) = column_ref(expr, refs) {
+                if let (Some(lo), Some(hi)) = (b.slot(low), b.slot(high)) {
+                    facts.push(Fact::Range(a.clone(), Bound::Lower, lo));
+                    facts.push(Fact::Range(a, Bound::Upper { strict: false }, hi));
+                }
+            }
+        }
+        _ => {}
+    }
 }
 
 /// Every name a read spells, lower-cased, sorted: words, backquoted and double-quoted
