@@ -130,6 +130,7 @@ const FOLDERS: &[(&str, &[Layer])] = &[
         ("answers", 0, "what qcache answers of its own variable and status rows"),
         ("context", 0, "what the server's answers about the session mean for its state"),
         ("explain", 0, "what QCACHE EXPLAIN and SHOW QCACHE LAST say, from what they are given"),
+        ("multi", 0, "several statements in one COM_QUERY, planned over the planner"),
         ("fill", 0, "a miss's stamps, read under its slice plan through the planner"),
         ("fkslices", 0, "a write's and a read's foreign-key-derived slices, over the planner"),
         ("sliceplan", 0, "a read's slice plan through the shared memo, over the planner"),

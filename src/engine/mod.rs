@@ -11,6 +11,7 @@ pub mod explain;
 pub mod fill;
 pub mod fkslices;
 pub mod last;
+pub mod multi;
 pub mod prepared;
 pub mod settings;
 pub mod sliceplan;

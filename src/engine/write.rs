@@ -6,8 +6,9 @@
 
 use super::slices::Planner;
 use super::state::SessionState;
-use crate::analysis::{self, TableRef, WriteInfo, WriteTargets};
+use crate::analysis::{self, Analysis, ReadInfo, TableRef, WriteInfo, WriteTargets};
 use crate::config::Conservative;
+use crate::policy::locks::{self, TableLocks};
 use crate::policy::privileges::{self, PrivilegeChange};
 use crate::policy::{classify, context};
 
@@ -345,6 +346,71 @@ pub fn role_set(st: &mut SessionState, epoch_before: u64) {
     st.priv_baseline = epoch_before;
     st.priv_private = 0;
     st.priv_epoch = u64::MAX;
+}
+
+impl Planner<'_> {
+    /// A statement that reads may still write: a stored function can change any table, and
+    /// a shape the scan took for a read may parse as a write (`WITH … UPDATE`).
+    /// `sql` is the statement's text, for a read whose tables the analysis could not list
+    /// (`SELECT … FROM v … INTO @x`): any name in it that is a view running code counts.
+    pub fn plan_side_effects(&self, st: &mut SessionState, an: &Analysis, sql: &[u8]) {
+        match an {
+            Analysis::Read(r)
+                if r.may_write
+                    || self.reads_code_through_views(st, r)
+                    || (r.tables.is_empty()
+                        && self.catalog.is_loaded()
+                        && self.catalog.mentions_code_view(sql)) =>
+            {
+                self.plan_unknown_write(st)
+            }
+            Analysis::Write(w) => self.plan_write(st, w),
+            _ => {}
+        }
+    }
+
+    /// Whether a read names a view (or one nested in it) whose definition calls a stored
+    /// function or a sequence: the read runs that code though its own text calls none.
+    fn reads_code_through_views(&self, st: &SessionState, info: &ReadInfo) -> bool {
+        let named: Vec<_> = info
+            .tables
+            .iter()
+            .filter_map(|t| st.qualify(t.schema.as_deref(), &t.name))
+            .collect();
+        !named.is_empty() && self.catalog.read_runs_code(&named)
+    }
+
+    /// Follows a statement's table locks (`policy::locks`): one that takes them marks the
+    /// session before it is sent, and a WRITE lock is planned as a write of its tables, so
+    /// that no session is served their entries while it is held. True for `UNLOCK TABLES`,
+    /// which the caller clears once the server accepted it.
+    pub fn plan_table_locks(&self, st: &mut SessionState, sql: &[u8]) -> bool {
+        match locks::table_locks(sql) {
+            TableLocks::Take { write } => {
+                st.txn.locks_taken();
+                match write {
+                    Some(t) if t.is_empty() => {}
+                    Some(t) => self.plan_write(st, &WriteInfo::tables(t)),
+                    None => self.plan_unknown_write(st),
+                }
+                false
+            }
+            TableLocks::Release => true,
+            TableLocks::None => false,
+        }
+    }
+}
+
+/// A SQL-level PREPARE: its statement will run in the current database, whatever the
+/// session's when it is EXECUTEd (`Planner::plan_call`).
+pub fn note_sql_prepare(st: &mut SessionState, text: &[u8]) {
+    if analysis::first_keyword_is(text, "PREPARE") {
+        if let Some(db) = st.db.as_ref().map(|d| d.to_lowercase()) {
+            if !st.sql_prepared_in.contains(&db) {
+                st.sql_prepared_in.push(db);
+            }
+        }
+    }
 }
 
 #[cfg(test)]

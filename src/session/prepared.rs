@@ -176,7 +176,9 @@ impl Session {
                     // A prepared LOCK / FLUSH … WITH READ LOCK takes table locks; a prepared
                     // UNLOCK is not followed (the session stays marked: fail closed).
                     if let Some(sql) = self.st.stmts.get(&id).map(|s| s.sql.clone()) {
-                        self.plan_table_locks(&analysis::server_text(&sql, self.st.server));
+                        let text = analysis::server_text(&sql, self.st.server);
+                        crate::engine::Planner::new(&self.shared)
+                            .plan_table_locks(&mut self.st, &text);
                     }
                 }
                 self.relay_command(&pkt, Expect::Results).await.map(drop)

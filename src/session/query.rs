@@ -5,8 +5,8 @@
 use bytes::Bytes;
 
 use super::{Session, SessionError};
-use crate::analysis::{self, Analysis, StatementKind, WriteInfo};
-use crate::policy::locks::{self, TableLocks};
+use crate::analysis::{self, StatementKind};
+use crate::engine::Planner;
 use crate::policy::snapshot;
 use crate::policy::{classify, Reason};
 use crate::protocol::codec::Packet;
@@ -51,7 +51,7 @@ impl Session {
             self.plan_code_views(&text);
         }
         if matches!(scan.kind, StatementKind::Other | StatementKind::Flush)
-            && self.plan_table_locks(&text)
+            && Planner::new(&self.shared).plan_table_locks(&mut self.st, &text)
         {
             // UNLOCK TABLES: the session reads through the cache again once it succeeded.
             let resp = self.relay_command(&pkt, Expect::Results).await?;
@@ -109,20 +109,8 @@ impl Session {
                 Ok(())
             }
             _ => {
-                self.note_sql_prepare(&text);
+                crate::engine::write::note_sql_prepare(&mut self.st, &text);
                 self.relay_command(&pkt, Expect::Results).await.map(drop)
-            }
-        }
-    }
-
-    /// A SQL-level PREPARE: its statement will run in the current database, whatever the
-    /// session's when it is EXECUTEd (`Session::plan_call`).
-    pub(super) fn note_sql_prepare(&mut self, text: &[u8]) {
-        if analysis::first_keyword_is(text, "PREPARE") {
-            if let Some(db) = self.st.db.as_ref().map(|d| d.to_lowercase()) {
-                if !self.st.sql_prepared_in.contains(&db) {
-                    self.st.sql_prepared_in.push(db);
-                }
             }
         }
     }
@@ -135,108 +123,18 @@ impl Session {
         pkt: Packet,
         sql: &[u8],
     ) -> Result<(), SessionError> {
-        let mut lost = false;
-        let mut writes = Vec::new();
-        // A compound statement anywhere, split at its inner `;` (`DO 1; IF … END IF`).
-        let mut compound = analysis::is_compound(sql);
-        for part in analysis::split_statements(sql) {
-            self.plan_privileges(part);
-            compound |= analysis::is_compound(part);
-            let scan = analysis::scan(part);
-            if scan.kind != StatementKind::Select {
-                // Reads plan the views they read in `plan_side_effects`.
-                self.plan_code_views(part);
-            }
-            match scan.kind {
-                StatementKind::Write => {
-                    let an = analysis::analyze(&String::from_utf8_lossy(part));
-                    match an {
-                        Analysis::Write(w) => {
-                            self.plan_write(&w);
-                            // Whether or not it ran: forgetting the database is only
-                            // conservative.
-                            self.forget_dropped_db(&w);
-                            writes.push(w);
-                        }
-                        _ => self.plan_unknown_write(),
-                    }
-                }
-                StatementKind::Call | StatementKind::Execute => {
-                    self.plan_call();
-                    self.code_ran_unseen(part);
-                }
-                StatementKind::Set => {
-                    lost = true;
-                    let text = String::from_utf8_lossy(part);
-                    let info = analysis::analyze_set(&text);
-                    if let Some(why) = classify::set_writes(info.as_ref(), &text) {
-                        self.plan_unknown_write_for(why);
-                    }
-                }
-                StatementKind::Use => lost = true,
-                StatementKind::Select => {
-                    // A read that may write, or one that is a write read another way
-                    // (NO_BACKSLASH_ESCAPES): what it changes is planned either way.
-                    let an = analysis::analyze(&String::from_utf8_lossy(part));
-                    self.plan_side_effects(&an, part);
-                }
-                k => {
-                    self.note_sql_prepare(part);
-                    if matches!(k, StatementKind::Other | StatementKind::Flush) {
-                        // Which of them ran is not followed: an UNLOCK here releases nothing.
-                        self.plan_table_locks(part);
-                    }
-                    if matches!(
-                        k,
-                        StatementKind::Begin | StatementKind::Commit | StatementKind::Rollback
-                    ) {
-                        // Which of them ran is not followed: an XA COMMIT here ends nothing.
-                        self.st.txn.boundary_sent(snapshot::xa(part));
-                    }
-                    if let Some(why) = classify::relayed_write(k, part) {
-                        self.plan_unknown_write_for(why);
-                    }
-                }
-            }
-        }
-        // Once, for the whole text, after the parts: a routine's or trigger's compound body
-        // splits into parts here, and the code it creates does not run now.
-        self.plan_ddl_code(sql);
-        if compound {
-            // Anonymous stored code split at its inner `;`: as a CALL, whatever its parts.
-            self.plan_compound(sql);
-        }
+        let multi = Planner::new(&self.shared).plan_multi(&mut self.st, sql);
         self.note_not_cached(Reason::MultiStatement);
         self.relay_command(&pkt, Expect::Results).await?;
         // Which statements ran is not followed: a temporary table any of them may have
         // created or renamed is one from now on.
-        for w in &writes {
+        for w in &multi.writes {
             self.track_temporary(w, classify::Outcome::Maybe);
         }
-        if lost {
+        if multi.lost {
             // Session state changed in ways qcache does not replay statement by statement.
             self.st.lost_track = true;
         }
         Ok(())
-    }
-
-    /// Follows a statement's table locks (`policy::locks`): one that takes them marks the
-    /// session before it is sent, and a WRITE lock is planned as a write of its tables, so
-    /// that no session is served their entries while it is held. True for `UNLOCK TABLES`,
-    /// which the caller clears once the server accepted it.
-    pub(super) fn plan_table_locks(&mut self, sql: &[u8]) -> bool {
-        match locks::table_locks(sql) {
-            TableLocks::Take { write } => {
-                self.st.txn.locks_taken();
-                match write {
-                    Some(t) if t.is_empty() => {}
-                    Some(t) => self.plan_write(&WriteInfo::tables(t)),
-                    None => self.plan_unknown_write(),
-                }
-                false
-            }
-            TableLocks::Release => true,
-            TableLocks::None => false,
-        }
     }
 }

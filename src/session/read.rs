@@ -292,7 +292,7 @@ impl Session {
             Planned::Relay { reason, cacheable } => {
                 self.note_not_cached(reason);
                 if !cacheable {
-                    self.plan_side_effects(an, sql);
+                    Planner::new(&self.shared).plan_side_effects(&mut self.st, an, sql);
                 }
                 self.forward_read(seq, payload, None, cacheable)
                     .await
@@ -831,37 +831,6 @@ impl Session {
         self.note_sent(&resp, sent, sent.elapsed());
         self.st.txn.read_forwarded(cacheable_read);
         Ok(resp)
-    }
-
-    /// A statement that reads may still write: a stored function can change any table, and
-    /// a shape the scan took for a read may parse as a write (`WITH … UPDATE`).
-    /// `sql` is the statement's text, for a read whose tables the analysis could not list
-    /// (`SELECT … FROM v … INTO @x`): any name in it that is a view running code counts.
-    pub(super) fn plan_side_effects(&mut self, an: &Analysis, sql: &[u8]) {
-        match an {
-            Analysis::Read(r)
-                if r.may_write
-                    || self.reads_code_through_views(r)
-                    || (r.tables.is_empty()
-                        && self.shared.catalog.is_loaded()
-                        && self.shared.catalog.mentions_code_view(sql)) =>
-            {
-                self.plan_unknown_write()
-            }
-            Analysis::Write(w) => self.plan_write(w),
-            _ => {}
-        }
-    }
-
-    /// Whether a read names a view (or one nested in it) whose definition calls a stored
-    /// function or a sequence: the read runs that code though its own text calls none.
-    fn reads_code_through_views(&self, info: &ReadInfo) -> bool {
-        let named: Vec<_> = info
-            .tables
-            .iter()
-            .filter_map(|t| self.st.qualify(t.schema.as_deref(), &t.name))
-            .collect();
-        !named.is_empty() && self.shared.catalog.read_runs_code(&named)
     }
 
     pub(super) fn note_not_cached(&mut self, reason: Reason) {

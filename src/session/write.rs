@@ -88,10 +88,6 @@ impl Session {
         plan::track_temporary(&mut self.st, w, outcome)
     }
 
-    pub(super) fn forget_dropped_db(&mut self, w: &WriteInfo) {
-        plan::forget_dropped_db(&mut self.st, w)
-    }
-
     pub(crate) fn plan_privileges(&mut self, sql: &[u8]) {
         plan::plan_privileges(&mut self.st, sql)
     }

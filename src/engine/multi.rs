@@ -1,0 +1,193 @@
+//! Several statements in one COM_QUERY: what each may change, planned before the text goes
+//! up. Nothing of it is cached, and which of its statements ran is not followed, so each is
+//! planned as if it ran and the session's settings count as lost after any SET or USE.
+
+use super::slices::Planner;
+use super::state::SessionState;
+use super::write;
+use crate::analysis::{self, Analysis, StatementKind, WriteInfo};
+use crate::policy::{classify, snapshot};
+
+/// What the session does after the statements' answer, from their plan.
+pub struct Multi {
+    /// The writes they name: a temporary table any of them may have created or renamed is
+    /// one from now on.
+    pub writes: Vec<WriteInfo>,
+    /// A SET or USE among them: the session's settings changed in ways qcache does not
+    /// replay statement by statement.
+    pub lost: bool,
+}
+
+impl Planner<'_> {
+    /// Plans what the statements of `sql` (as the server reads it) may change into the
+    /// session's pending writes.
+    pub fn plan_multi(&self, st: &mut SessionState, sql: &[u8]) -> Multi {
+        let mut lost = false;
+        let mut writes = Vec::new();
+        // A compound statement anywhere, split at its inner `;` (`DO 1; IF … END IF`).
+        let mut compound = analysis::is_compound(sql);
+        for part in analysis::split_statements(sql) {
+            write::plan_privileges(st, part);
+            compound |= analysis::is_compound(part);
+            let scan = analysis::scan(part);
+            if scan.kind != StatementKind::Select {
+                // Reads plan the views they read in `plan_side_effects`.
+                self.plan_code_views(st, part);
+            }
+            match scan.kind {
+                StatementKind::Write => match analysis::analyze(&String::from_utf8_lossy(part)) {
+                    Analysis::Write(w) => {
+                        self.plan_write(st, &w);
+                        // Whether or not it ran: forgetting the database is only
+                        // conservative.
+                        write::forget_dropped_db(st, &w);
+                        writes.push(w);
+                    }
+                    _ => self.plan_unknown_write(st),
+                },
+                StatementKind::Call | StatementKind::Execute => {
+                    self.plan_call(st);
+                    self.code_ran_unseen(st, part);
+                }
+                StatementKind::Set => {
+                    lost = true;
+                    let text = String::from_utf8_lossy(part);
+                    let info = analysis::analyze_set(&text);
+                    if let Some(why) = classify::set_writes(info.as_ref(), &text) {
+                        self.plan_unknown_write_for(st, why);
+                    }
+                }
+                StatementKind::Use => lost = true,
+                StatementKind::Select => {
+                    // A read that may write, or one that is a write read another way
+                    // (NO_BACKSLASH_ESCAPES): what it changes is planned either way.
+                    let an = analysis::analyze(&String::from_utf8_lossy(part));
+                    self.plan_side_effects(st, &an, part);
+                }
+                k => self.plan_other(st, k, part),
+            }
+        }
+        // Once, for the whole text, after the parts: a routine's or trigger's compound body
+        // splits into parts here, and the code it creates does not run now.
+        self.plan_ddl_code(st, sql);
+        if compound {
+            // Anonymous stored code split at its inner `;`: as a CALL, whatever its parts.
+            self.plan_compound(st, sql);
+        }
+        Multi { writes, lost }
+    }
+
+    /// One of the statements that is neither a read, a write, a call nor a SET or USE.
+    fn plan_other(&self, st: &mut SessionState, k: StatementKind, part: &[u8]) {
+        write::note_sql_prepare(st, part);
+        if matches!(k, StatementKind::Other | StatementKind::Flush) {
+            // Which of them ran is not followed: an UNLOCK here releases nothing.
+            self.plan_table_locks(st, part);
+        }
+        if matches!(
+            k,
+            StatementKind::Begin | StatementKind::Commit | StatementKind::Rollback
+        ) {
+            // Which of them ran is not followed: an XA COMMIT here ends nothing.
+            st.txn.boundary_sent(snapshot::xa(part));
+        }
+        if let Some(why) = classify::relayed_write(k, part) {
+            self.plan_unknown_write_for(st, why);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::engine::World;
+
+    /// (rule, text, tables pending, everything pending, writes kept, settings lost)
+    type Row = (
+        &'static str,
+        &'static str,
+        &'static [&'static str],
+        bool,
+        usize,
+        bool,
+    );
+
+    /// What each kind of statement among several plans, and what the session does after.
+    #[test]
+    fn several_statements_plan_what_each_may_change() {
+        let rows: [Row; 7] = [
+            (
+                "two reads: nothing",
+                "SELECT 1; SELECT 2",
+                &[],
+                false,
+                0,
+                false,
+            ),
+            (
+                "a write among reads: its table",
+                "SELECT 1; UPDATE parent SET name = 'x'",
+                &["db.parent"],
+                false,
+                1,
+                false,
+            ),
+            (
+                "a SET: settings lost",
+                "SELECT 1; SET @a = 1",
+                &[],
+                false,
+                0,
+                true,
+            ),
+            (
+                "a USE: settings lost",
+                "USE db; SELECT 1",
+                &[],
+                false,
+                0,
+                true,
+            ),
+            (
+                "a CALL: everything",
+                "SELECT 1; CALL p()",
+                &[],
+                true,
+                0,
+                false,
+            ),
+            (
+                "a write lock: its table",
+                "LOCK TABLES child WRITE; SELECT 1",
+                &["db.child"],
+                false,
+                0,
+                false,
+            ),
+            // Its parts split at the inner `;` read as writes the analysis cannot name.
+            (
+                "a compound statement: as a CALL",
+                "SELECT 1; BEGIN NOT ATOMIC SELECT 2; END",
+                &[],
+                true,
+                2,
+                false,
+            ),
+        ];
+        for (rule, sql, tables, all, writes, lost) in rows {
+            let w = World::new(true);
+            let mut st = w.session(Some("db"));
+            let m = w.planner().plan_multi(&mut st, sql.as_bytes());
+            let pending: Vec<String> = st
+                .pending
+                .tables
+                .iter()
+                .chain(st.pending.rows.iter().map(|(t, _)| t))
+                .map(|t| format!("{}.{}", t.schema, t.name))
+                .collect();
+            assert_eq!(pending, tables, "{rule}");
+            assert_eq!(st.pending.all, all, "{rule}");
+            assert_eq!(m.writes.len(), writes, "{rule}");
+            assert_eq!(m.lost, lost, "{rule}");
+        }
+    }
+}
