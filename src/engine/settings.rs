@@ -2,9 +2,12 @@
 //! assignment): literal values followed by their text, and the variables whose values
 //! must be read back from the server, which the session reads and hands back.
 
+use super::slices::Planner;
 use super::state::SessionState;
-use crate::analysis::SetInfo;
+use super::write;
+use crate::analysis::{QcAssign, SetInfo};
 use crate::policy::context::{self, Assignment};
+use crate::policy::{classify, privileges};
 use crate::protocol::rows::Values;
 
 /// What following a SET asks of the server.
@@ -131,6 +134,79 @@ pub fn read_back_answered(st: &mut SessionState, rb: ReadBack, values: Option<Va
     if lost {
         st.lost_track = true;
     }
+}
+
+/// What a SET is before it goes up.
+#[derive(Debug, PartialEq, Eq)]
+pub enum SetSent {
+    /// It sets only qcache's own `query_cache_type`: answered with an OK by qcache (MySQL 8.0
+    /// would reject the name, so it never goes up).
+    Local,
+    /// Sent; `role`: a SET ROLE, after which the server recomputes the session's privileges.
+    Up { role: bool },
+}
+
+impl Planner<'_> {
+    /// Plans a SET `info` (of `text`, `sql` its bytes) before it goes up: the write a
+    /// function in its values may make (`SET @x = f()`), qcache's own `query_cache_type`
+    /// followed, the privileges it changes (SET DEFAULT ROLE, SET PASSWORD, SET ROLE).
+    pub fn before_set(
+        &self,
+        st: &mut SessionState,
+        info: Option<&SetInfo>,
+        text: &str,
+        sql: &[u8],
+    ) -> SetSent {
+        if let Some(why) = classify::set_writes(info, text) {
+            self.plan_unknown_write_for(st, why);
+        }
+        if let Some(q) = info.and_then(|i| i.query_cache_type.map(|q| (i, q))) {
+            let (i, q) = q;
+            st.qct = match q {
+                QcAssign::Value(v) => v,
+                QcAssign::Default => self.cfg.cache.query_cache_type,
+            };
+            if i.assignments.iter().all(|(k, _)| k == "query_cache_type") {
+                return SetSent::Local;
+            }
+        }
+        write::plan_privileges(st, sql);
+        SetSent::Up {
+            role: privileges::sets_role(sql),
+        }
+    }
+}
+
+/// What a sent SET's answer leaves the session with before its assignments are followed:
+/// a SET ROLE (`role_epoch`: the privilege epoch before it was sent) is asked about again
+/// even when it failed, qcache does not guess; a successful one may change the idle timers
+/// (read again before the next cacheable read) and what BEGIN answers. True when it
+/// succeeded and its assignments are to be followed ([`follow_set`]).
+pub fn set_answered(
+    st: &mut SessionState,
+    info: Option<&SetInfo>,
+    role_epoch: Option<u64>,
+    error: bool,
+) -> bool {
+    if let Some(epoch_before) = role_epoch {
+        let before = if error {
+            st.priv_baseline
+        } else {
+            epoch_before
+        };
+        write::role_set(st, before);
+    }
+    if error {
+        return false;
+    }
+    let assignments = info.map(|i| i.assignments.as_slice());
+    if context::set_may_change_idle_timers(assignments) {
+        st.ctx_stale = true;
+    }
+    if context::set_may_change_begin(assignments) {
+        st.txn.begin_needs_server();
+    }
+    true
 }
 
 #[cfg(test)]
@@ -265,5 +341,106 @@ mod tests {
             st.diag_may_persist = *persist;
             assert_eq!(may_read_back(&st, *warnings), *may, "{warnings} {persist}");
         }
+    }
+
+    /// What a SET plans before it goes up, one row per kind.
+    #[test]
+    fn a_set_before_it_goes_up() {
+        use crate::config::QueryCacheType;
+        // (rule, text, what is sent, query_cache_type after, everything pending)
+        type Row = (&'static str, &'static str, SetSent, QueryCacheType, bool);
+        let rows: [Row; 5] = [
+            (
+                "a session variable: sent",
+                "SET sql_mode = 'ANSI'",
+                SetSent::Up { role: false },
+                QueryCacheType::On,
+                false,
+            ),
+            (
+                "only qcache's own variable: answered here",
+                "SET query_cache_type = DEMAND",
+                SetSent::Local,
+                QueryCacheType::Demand,
+                false,
+            ),
+            (
+                "qcache's own and another: followed, and sent",
+                "SET query_cache_type = OFF, sql_mode = ''",
+                SetSent::Up { role: false },
+                QueryCacheType::Off,
+                false,
+            ),
+            (
+                "a role: sent, asked about after",
+                "SET ROLE r",
+                SetSent::Up { role: true },
+                QueryCacheType::On,
+                false,
+            ),
+            (
+                "a function in a value may write anything",
+                "SET @x = f()",
+                SetSent::Up { role: false },
+                QueryCacheType::On,
+                true,
+            ),
+        ];
+        for (rule, sql, sent, qct, all) in rows {
+            let w = World::new(true);
+            let mut st = w.session(Some("db"));
+            st.qct = QueryCacheType::On;
+            let info = crate::analysis::analyze_set(sql);
+            let got = w
+                .planner()
+                .before_set(&mut st, info.as_ref(), sql, sql.as_bytes());
+            assert_eq!(got, sent, "{rule}");
+            assert_eq!(st.qct, qct, "{rule}");
+            assert_eq!(st.pending.all, all, "{rule}");
+        }
+    }
+
+    /// What a SET's answer leaves before its assignments are followed.
+    #[test]
+    fn a_set_answered() {
+        let w = World::new(true);
+        let set = |sql: &str| crate::analysis::analyze_set(sql);
+        // A failed SET: nothing followed; a failed SET ROLE still asks again, from the
+        // baseline.
+        let mut st = w.session(Some("db"));
+        st.priv_baseline = 3;
+        assert!(!set_answered(
+            &mut st,
+            set("SET ROLE r").as_ref(),
+            Some(7),
+            true
+        ));
+        assert_eq!((st.identity.is_none(), st.priv_baseline), (true, 3));
+        // A successful SET ROLE: from the epoch before it was sent.
+        let mut st = w.session(Some("db"));
+        assert!(set_answered(
+            &mut st,
+            set("SET ROLE r").as_ref(),
+            Some(7),
+            false
+        ));
+        assert_eq!(st.priv_baseline, 7);
+        // Idle timers are read again before the next cacheable read.
+        let mut st = w.session(Some("db"));
+        assert!(set_answered(
+            &mut st,
+            set("SET wait_timeout = 5").as_ref(),
+            None,
+            false
+        ));
+        assert!(st.ctx_stale);
+        let mut st = w.session(Some("db"));
+        assert!(set_answered(
+            &mut st,
+            set("SET sql_mode = ''").as_ref(),
+            None,
+            false
+        ));
+        assert!(!st.ctx_stale);
     }
 }

@@ -6,12 +6,11 @@ use bytes::Bytes;
 
 use super::{Session, SessionError};
 use crate::admin::statements;
-use crate::analysis::{self, QcAssign, StatementKind};
+use crate::analysis::{self, StatementKind};
 use crate::engine::answers::{self, VarAnswer};
-use crate::engine::settings;
+use crate::engine::settings::{self, SetSent};
+use crate::engine::Planner;
 use crate::invalidation;
-use crate::policy::classify;
-use crate::policy::privileges::{self};
 use crate::protocol::codec::Packet;
 use crate::protocol::packets::{self};
 use crate::protocol::response::Expect;
@@ -25,49 +24,16 @@ impl Session {
     ) -> Result<(), SessionError> {
         let text = String::from_utf8_lossy(sql).into_owned();
         let info = analysis::analyze_set(&text);
-        if let Some(why) = classify::set_writes(info.as_ref(), &text) {
-            // `SET @x = f()` runs a function that may write anything.
-            self.plan_unknown_write_for(why);
-        }
-        if let Some(i) = &info {
-            if let Some(q) = i.query_cache_type {
-                self.st.qct = match q {
-                    QcAssign::Value(v) => v,
-                    QcAssign::Default => self.shared.config().cache.query_cache_type,
-                };
-                let only_ours = i.assignments.iter().all(|(k, _)| k == "query_cache_type");
-                if only_ours {
-                    // qcache's own variable: MySQL 8.0 would reject it, so it never goes up.
-                    return self.send_ok(pkt.seq.wrapping_add(1)).await;
-                }
-            }
-        }
-        // SET DEFAULT ROLE, SET PASSWORD; and SET ROLE, after which the server recomputes the
-        // session's privileges and role.
-        self.plan_privileges(sql);
-        let role = privileges::sets_role(sql);
+        let planner = Planner::new(&self.shared);
+        let role = match planner.before_set(&mut self.st, info.as_ref(), &text, sql) {
+            SetSent::Local => return self.send_ok(pkt.seq.wrapping_add(1)).await,
+            SetSent::Up { role } => role,
+        };
         let epoch_before = self.shared.cache.versions().privileges.epoch();
         let resp = self.relay_command(&pkt, Expect::Results).await?;
-        if role {
-            // Even a failed SET ROLE is asked about again: qcache does not guess.
-            let before = if resp.error {
-                self.st.priv_baseline
-            } else {
-                epoch_before
-            };
-            crate::engine::write::role_set(&mut self.st, before);
-        }
-        if resp.error {
+        let role_epoch = role.then_some(epoch_before);
+        if !settings::set_answered(&mut self.st, info.as_ref(), role_epoch, resp.error) {
             return Ok(());
-        }
-        let assignments = info.as_ref().map(|i| i.assignments.as_slice());
-        if crate::policy::context::set_may_change_idle_timers(assignments) {
-            // A new idle timer: read before the next cacheable read (`keep_alive_after`).
-            self.st.ctx_stale = true;
-        }
-        if crate::policy::context::set_may_change_begin(assignments) {
-            // The server's answer to BEGIN may now say more than qcache's would.
-            self.st.txn.begin_needs_server();
         }
         self.follow_set(info, resp.warnings).await
     }
