@@ -77,6 +77,11 @@ pub enum Via {
 pub struct Execute {
     /// It opens a cursor: its rows come by COM_STMT_FETCH, which no entry answers.
     pub cursor: bool,
+    /// The server holds a cursor an earlier execute of the statement opened
+    /// ([`cursor_after_execute`]). The server closes it when it runs the statement again; an
+    /// execute served from the cache would leave it open, and a COM_STMT_FETCH after it
+    /// would read rows of a cursor the client closed, where the server answers 1421.
+    pub cursor_open: bool,
     /// Some parameter came by COM_STMT_SEND_LONG_DATA, which the key does not hold.
     pub long_data: bool,
     /// The statement was bulk-executed once: the server's idea of its parameters is not
@@ -135,6 +140,9 @@ pub fn keyable(via: &Via, identified: bool) -> Result<(), Reason> {
     if e.cursor {
         return Err(Reason::Cursor);
     }
+    if e.cursor_open {
+        return Err(Reason::CursorOpen);
+    }
     if e.long_data {
         return Err(Reason::LongData);
     }
@@ -148,6 +156,15 @@ pub fn keyable(via: &Via, identified: bool) -> Result<(), Reason> {
         return Err(Reason::MalformedExecute);
     }
     Ok(())
+}
+
+/// Whether the server holds an open cursor for a prepared statement after an execute of it
+/// reached the server: `cursor`, the answer said a cursor exists (SERVER_STATUS_CURSOR_EXISTS);
+/// `error`, the answer was an error, which may come before the server closed the cursor it
+/// held (`was_open`): it is still counted open. A reset or close of the statement closes it
+/// too; keeping it counted open there costs one execute sent, never a wrong answer.
+pub fn cursor_after_execute(was_open: bool, cursor: bool, error: bool) -> bool {
+    cursor || (error && was_open)
 }
 
 /// The view the cache is consulted in: none while hits are suspended (the binlog tail fell
@@ -492,6 +509,23 @@ mod tests {
             ),
             (
                 Via::Execute(Execute {
+                    cursor_open: true,
+                    long_data: true,
+                    ..clean
+                }),
+                true,
+                Err(Reason::CursorOpen),
+            ),
+            (
+                Via::Execute(Execute {
+                    cursor_open: true,
+                    ..clean
+                }),
+                false,
+                Err(Reason::IdentityUnknown),
+            ),
+            (
+                Via::Execute(Execute {
                     long_data: true,
                     bulk_seen: true,
                     ..clean
@@ -528,6 +562,27 @@ mod tests {
         ];
         for (via, identified, want) in rows {
             assert_eq!(keyable(&via, identified), want, "{via:?} {identified}");
+        }
+    }
+
+    /// (was open, the answer said a cursor exists, the answer was an error, open after).
+    #[test]
+    fn a_cursor_stays_open_until_an_execute_closes_it() {
+        let rows = [
+            (false, false, false, false),
+            (false, true, false, true),
+            (true, false, false, false),
+            (true, true, false, true),
+            // An error may come before the server closed the cursor it held.
+            (true, false, true, true),
+            (false, false, true, false),
+        ];
+        for (was_open, cursor, error, want) in rows {
+            assert_eq!(
+                cursor_after_execute(was_open, cursor, error),
+                want,
+                "open {was_open}, cursor {cursor}, error {error}"
+            );
         }
     }
 

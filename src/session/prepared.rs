@@ -63,6 +63,7 @@ impl Session {
                     context: self.st.prepare_ctx,
                     db: self.st.db.clone(),
                     bulk_seen: false,
+                    cursor_open: false,
                     last_execute: LastExecute::None,
                 },
             );
@@ -377,6 +378,7 @@ impl Session {
         };
         let via = Via::Execute(read::Execute {
             cursor: pkt.payload.get(5).map(|f| f & 0x07 != 0).unwrap_or(true),
+            cursor_open: stmt.cursor_open,
             long_data,
             bulk_seen: stmt.bulk_seen,
             context_moved: prepared_context_moved(stmt.context, self.st.prepare_ctx),
@@ -452,10 +454,24 @@ impl Session {
             }
         };
         let (up, typed) = self.execute_for_upstream(id, pkt);
+        self.read_answer = None;
         let went = self
             .carry_out(planned, &an, pkt.seq, &up, &sql, mode)
             .await?;
         self.types_sent(id, if went { typed } else { SentTypes::None });
+        if went {
+            // The server closed the cursor it held for the statement, or opened one; an
+            // answer not seen counts as a cursor left open (fail closed).
+            let answer = self.read_answer.take();
+            if let Some(s) = self.st.stmts.get_mut(&id) {
+                s.cursor_open = match answer {
+                    Some((cursor, error)) => {
+                        read::cursor_after_execute(s.cursor_open, cursor, error)
+                    }
+                    None => true,
+                };
+            }
+        }
         Ok(())
     }
 

@@ -813,6 +813,7 @@ impl Session {
             .await?;
         self.note_sent(&resp, sent, sent.elapsed());
         self.st.txn.read_forwarded(cacheable_read);
+        self.read_answer = Some((resp.cursor, resp.error));
         Ok(resp)
     }
 
