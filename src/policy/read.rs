@@ -188,16 +188,26 @@ pub trait EntryFacts<S> {
     fn written_in_transaction(&self) -> bool;
     /// One of its tables is shadowed by a temporary table of this session.
     fn shadowed(&self) -> bool;
+    /// Every table of it was read by a statement this transaction sent the server, which
+    /// holds a shared metadata lock on each until the transaction ends.
+    fn locked_in_transaction(&self) -> bool;
 }
 
 /// Step 2: whether an entry may be served in `view`. A transaction whose view may not be
 /// open yet is never served: the read must reach the server so that the view opens no later
-/// than it (`policy::snapshot`).
+/// than it (`policy::snapshot`). Nor is a transaction served an entry of a table it has not
+/// read on the server yet: the server's read takes a shared metadata lock on each table,
+/// held until the transaction ends, so that another session's DDL on it waits (or fails
+/// with 1205) and the transaction keeps reading the table it knew; a hit takes no lock, and
+/// the DDL would go through at once (the transaction's next read of the table then fails
+/// with 1412).
 pub fn may_serve<S>(view: &ReadView<S>, e: &impl EntryFacts<S>) -> bool {
     let usable = match view {
         ReadView::Establishing(_) => return false,
         ReadView::Plain => e.current(),
-        ReadView::Snapshot(point) => e.valid_in(point) && !e.written_in_transaction(),
+        ReadView::Snapshot(point) => {
+            e.valid_in(point) && !e.written_in_transaction() && e.locked_in_transaction()
+        }
     };
     usable && !e.shadowed()
 }
@@ -609,6 +619,7 @@ mod tests {
         valid_since: u32,
         written: bool,
         shadowed: bool,
+        locked: bool,
     }
 
     impl EntryFacts<u32> for E {
@@ -624,6 +635,9 @@ mod tests {
         fn shadowed(&self) -> bool {
             self.shadowed
         }
+        fn locked_in_transaction(&self) -> bool {
+            self.locked
+        }
     }
 
     #[test]
@@ -633,6 +647,7 @@ mod tests {
             valid_since: 5,
             written: false,
             shadowed: false,
+            locked: true,
         };
         let stale = E {
             current: false,
@@ -646,7 +661,11 @@ mod tests {
             written: true,
             ..fresh
         };
-        let rows: [(&str, ReadView<u32>, &E, bool); 10] = [
+        let unlocked = E {
+            locked: false,
+            ..fresh
+        };
+        let rows: [(&str, ReadView<u32>, &E, bool); 12] = [
             ("plain, current", ReadView::Plain, &fresh, true),
             ("plain, stale", ReadView::Plain, &stale, false),
             (
@@ -682,6 +701,16 @@ mod tests {
                 &shadowed,
                 false,
             ),
+            // The transaction holds no metadata lock on a table it has not read on the
+            // server: a hit would let another session's DDL through.
+            (
+                "snapshot, a table not read in it yet",
+                ReadView::Snapshot(7),
+                &unlocked,
+                false,
+            ),
+            // Outside a transaction the server keeps no lock past the statement.
+            ("plain, not locked", ReadView::Plain, &unlocked, true),
             (
                 "view not open yet",
                 ReadView::Establishing(None),

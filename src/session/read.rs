@@ -572,10 +572,9 @@ impl Session {
                 if let Some(reason) = reason {
                     self.note_not_cached(reason);
                 }
-                return self
-                    .forward_read(seq, payload, None, true)
-                    .await
-                    .map(|_| true);
+                let resp = self.forward_read(seq, payload, None, true).await?;
+                self.note_read_in_transaction(&plan.tables, &resp);
+                return Ok(true);
             }
         };
         // Another session is refreshing an entry a change of rows outdated: under a
@@ -618,10 +617,9 @@ impl Session {
             // catalog's, while these stamps may already include the DDL's first bump. Relay
             // it without storing; the next read plans against what the DDL left.
             self.note_not_cached(Reason::DdlPending);
-            return self
-                .forward_read(seq, payload, None, true)
-                .await
-                .map(|_| true);
+            let resp = self.forward_read(seq, payload, None, true).await?;
+            self.note_read_in_transaction(&plan.tables, &resp);
+            return Ok(true);
         }
         // The bumps these stamps include, as L2 counts them (after the stamps: every bump
         // is queued before it moves a local version, and the fence orders the reads).
@@ -676,6 +674,7 @@ impl Session {
         let resp = self
             .forward_read(seq, payload, Some(&mut fill), true)
             .await?;
+        self.note_read_in_transaction(&plan.tables, &resp);
         let took = sent.elapsed();
         self.shared.latencies.miss.observe(took);
         if cfg.log.slow_miss.is_some_and(|t| took > t) {
@@ -800,6 +799,19 @@ impl Session {
     /// Sends a read upstream (its snapshot point is taken as it is sent, `exchange_as`).
     /// `cacheable_read`: a read the cache could hold, so it calls nothing that writes and may go
     /// up in one write with a deferred BEGIN.
+    /// A read of `tables` the server answered: inside a transaction the server now holds a
+    /// metadata lock on each until it ends, and entries of them may be served in it
+    /// (`policy::read::may_serve`). Asked after the answer, whose status opened the
+    /// transaction qcache follows when the read began one.
+    fn note_read_in_transaction(&mut self, tables: &[TableHandle], resp: &Response) {
+        if resp.error {
+            return;
+        }
+        if let Some(txn) = self.st.txn.writes_mut() {
+            txn.note_read(tables);
+        }
+    }
+
     pub(super) async fn forward_read(
         &mut self,
         seq: u8,
@@ -897,6 +909,13 @@ impl read::EntryFacts<Snapshot> for Facts<'_> {
             .txn
             .writes()
             .is_some_and(|txn| self.e.tables().any(|t| txn.wrote(t)))
+    }
+
+    fn locked_in_transaction(&self) -> bool {
+        self.st
+            .txn
+            .writes()
+            .is_some_and(|txn| self.e.tables().all(|t| txn.locked(t)))
     }
 
     fn shadowed(&self) -> bool {
