@@ -236,6 +236,12 @@ impl Session {
                 false
             }
             TableLocks::Release => true,
+            TableLocks::SavepointRollback => {
+                if let Some(txn) = self.st.txn.writes_mut() {
+                    txn.read.clear();
+                }
+                false
+            }
             TableLocks::None => false,
         }
     }
