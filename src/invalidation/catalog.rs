@@ -1243,7 +1243,7 @@ impl Catalog {
     /// A catalog for `upstream_addr` (`host:port`), not loaded yet: call [`Catalog::refresh`].
     pub fn new(upstream_addr: String, cfg: &InvalidationConfig) -> Arc<Catalog> {
         Arc::new(Catalog {
-            opts: upstream_opts(&upstream_addr, cfg),
+            opts: own_session_opts(&upstream_addr, cfg),
             snapshot: ArcSwap::from_pointee(SchemaSnapshot::default()),
             loaded: AtomicBool::new(false),
             refresh: tokio::sync::Mutex::new(RefreshState {
@@ -2427,6 +2427,23 @@ pub(crate) fn upstream_opts(addr: &str, cfg: &InvalidationConfig) -> Opts {
         // Talk to exactly the configured address: the driver would otherwise switch to the
         // server's unix socket, which may be another path in a container.
         .prefer_socket(false)
+        .into()
+}
+
+/// What qcache's own sessions (the catalog's, the parent lookups', the binlog tail's) set
+/// first. A new session inherits the server's globals, and a global `sql_select_limit` cuts
+/// every SELECT of a session that set none, information_schema's too: the catalog would
+/// read the first N triggers, columns or foreign keys and take the rest for absent (a
+/// trigger's or a cascade's writes then invalidated nothing). Other globals that could
+/// change these answers make them fail instead (`max_statement_time`, `max_join_size`),
+/// which the catalog treats as not knowing.
+pub(crate) const OWN_SESSION_INIT: &str = "SET SESSION sql_select_limit = 18446744073709551615";
+
+/// [`upstream_opts`] for a session of qcache's own that reads answers it relies on whole:
+/// [`OWN_SESSION_INIT`] runs on every connection opened with them.
+pub(crate) fn own_session_opts(addr: &str, cfg: &InvalidationConfig) -> Opts {
+    OptsBuilder::from_opts(upstream_opts(addr, cfg))
+        .init(vec![OWN_SESSION_INIT.to_string()])
         .into()
 }
 
