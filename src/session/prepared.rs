@@ -218,7 +218,9 @@ impl Session {
                 None => {}
             }
         }
-        let (mut d, mut step) = Decide::start(&facts, hint, false, looked_up);
+        // An execute may be answered locally, as a text read is (a read of qcache's
+        // `query_cache_type`: the server's answer with qcache's value, `Step::Local`).
+        let (mut d, mut step) = Decide::start(&facts, hint, true, looked_up);
         // Whether the execute's parameters were read (`Step::Via`), and the key they gave.
         let mut came = false;
         let mut keyed: Option<Key> = None;
@@ -264,7 +266,19 @@ impl Session {
                     }
                     Answer::Looked(served)
                 }
-                Step::Local => Answer::Local(false),
+                Step::Local => {
+                    if let Some(rw) = self.prepared_variable_answer(id) {
+                        if !came {
+                            self.learn_types(id, &pkt.payload);
+                        }
+                        let (up, typed) = self.execute_for_upstream(id, &pkt);
+                        let sent = Packet::new(pkt.seq, up);
+                        self.relay_rewriting_as(&sent, rw, true).await?;
+                        self.types_sent(id, typed);
+                        return Ok(());
+                    }
+                    Answer::Local(false)
+                }
                 Step::Plan => {
                     let Some((sql, digest)) =
                         self.st.stmts.get(&id).map(|s| (s.sql.clone(), s.digest))
@@ -295,6 +309,19 @@ impl Session {
                 }
             };
             step = d.next(answer);
+        }
+    }
+
+    /// How qcache answers an execute of statement `id` when it reads qcache's own
+    /// `query_cache_type` (`engine::answers::session_variable`): the server's result with
+    /// qcache's value in those columns, as the text read is answered. None otherwise, and
+    /// for MySQL's own one-row answer, which a binary result is not built for (MySQL has no
+    /// such variable: it refuses to prepare the statement).
+    fn prepared_variable_answer(&self, id: u32) -> Option<crate::protocol::rows::Rewrite> {
+        let sql = self.st.stmts.get(&id)?.sql.clone();
+        match self.session_variable_answer(&sql)? {
+            crate::engine::answers::VarAnswer::Relay(rw) => Some(rw),
+            crate::engine::answers::VarAnswer::Own(_) => None,
         }
     }
 
