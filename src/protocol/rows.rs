@@ -197,7 +197,9 @@ mod tests {
         let mut want = vec![0x00, 0b0001_0000, 6, b'D', b'E', b'M', b'A', b'N', b'D'];
         want.extend_from_slice(&7i64.to_le_bytes());
         want.extend_from_slice(&[4, 0xea, 0x07, 12, 6]);
-        let rows: &[(&[(usize, &str)], Option<&[u8]>)] = &[
+        /// (the columns replaced and their values, the row expected or None: kept).
+        type Case<'a> = (&'a [(usize, &'a str)], Option<&'a [u8]>);
+        let rows: &[Case] = &[
             (&[(0, "DEMAND")], Some(&want)),
             // A NULL column listed: the server's row.
             (&[(2, "DEMAND")], None),
