@@ -332,3 +332,33 @@ async fn what_qcache_sends_on_a_clients_connection_is_bounded() {
         ran[0]
     );
 }
+
+/// Adversary round 10: `SELECT @@query_cache_type` reports the session's value through the
+/// text protocol (qcache answers it); a driver that prepares every statement (the binary
+/// protocol) must read the same value, not the server's own variable.
+#[tokio::test]
+async fn query_cache_type_reads_the_same_prepared() {
+    let proxy =
+        common::proxy(|c| c.cache.query_cache_type = qcache::config::QueryCacheType::On).await;
+    let mut c = proxy.conn("").await;
+    c.query_drop("SET SESSION query_cache_type = DEMAND")
+        .await
+        .unwrap();
+    for sql in [
+        "SELECT @@query_cache_type",
+        "SELECT @@session.query_cache_type",
+    ] {
+        let text: Option<String> = c.query_first(sql).await.unwrap();
+        assert_eq!(text.as_deref(), Some("DEMAND"), "{sql}");
+        let prepared: Option<String> = c.exec_first(sql, ()).await.unwrap();
+        assert_eq!(prepared, text, "{sql}: prepared (left), text (right)");
+    }
+    // Beside columns of other types, one of them NULL.
+    type Mixed = (i64, Option<String>, String, Option<i64>);
+    let sql = "SELECT 7 AS n, NULL AS z, @@query_cache_type AS q, 8 AS m";
+    let text: Option<Mixed> = c.query_first(sql).await.unwrap();
+    let prepared: Option<Mixed> = c.exec_first(sql, ()).await.unwrap();
+    assert_eq!(prepared, text, "{sql}: prepared (left), text (right)");
+    assert_eq!(text.map(|t| t.2).as_deref(), Some("DEMAND"));
+    proxy.shutdown().await;
+}

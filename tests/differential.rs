@@ -722,6 +722,7 @@ topics!(
     adversary7,
     adversary8,
     adversary9,
+    adversary10,
     basics,
     catalog,
     classification,

@@ -468,3 +468,44 @@ async fn moved_parents_never_leave_a_stale_history() {
         p.shutdown().await;
     }
 }
+
+/// Adversary round 10: the parent lookups run on qcache's own pooled connections, new
+/// sessions of the server that inherit its globals. Under a global `autocommit = 0` (or an
+/// `init_connect` that sets it for qcache's account) a lookup opened a transaction that
+/// nothing ended, so every later lookup on that connection read the parent rows of its
+/// first snapshot: an order moved to customer 2 was still customer 1's, the item written
+/// for it bumped customer 1's history, and customer 2's stayed stale.
+#[tokio::test]
+async fn parent_lookups_read_the_parent_as_it_is_now() {
+    let server = common::own_server();
+    let opts = mysql_async::Opts::from_url(&server.url("test")).unwrap();
+    let mut d = Conn::new(opts).await.unwrap();
+    for sql in SHOP {
+        d.query_drop(*sql).await.unwrap();
+    }
+    d.query_drop("SET GLOBAL autocommit = 0").await.unwrap();
+    d.query_drop("SET autocommit = 1").await.unwrap();
+    let proxy = common::proxy_to(&server.addr(), |_| {}).await;
+    let mut c = proxy.conn("test").await;
+    c.query_drop("SET autocommit = 1").await.unwrap();
+    let (h1, h2) = (history(1), history(2));
+    warm(&mut c, &[&h1, &h2]).await;
+    let lookups = status(&mut c, "Qcache_parent_lookups").await;
+    c.query_drop("INSERT INTO order_items VALUES (1, 3, 5)")
+        .await
+        .unwrap();
+    assert_eq!(status(&mut c, "Qcache_parent_lookups").await, lookups + 1);
+    c.query_drop("UPDATE orders SET customer_id = 2 WHERE id = 1")
+        .await
+        .unwrap();
+    warm(&mut c, &[&h1, &h2]).await;
+    c.query_drop("INSERT INTO order_items VALUES (1, 2, 9)")
+        .await
+        .unwrap();
+    for h in [&h1, &h2] {
+        assert_eq!(rows(&mut c, h).await, rows(&mut d, h).await, "{h}");
+    }
+    drop(c);
+    proxy.shutdown().await;
+    server.kill();
+}

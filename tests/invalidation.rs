@@ -733,3 +733,47 @@ async fn auto_mode_stays_off_without_replication_privileges() {
         exec(&mut c, &format!("DROP USER '{user}'@'%'")).await;
     }
 }
+
+/// Adversary round 10: qcache's own connections (the catalog's, the parent lookups') are
+/// new sessions of the server, and inherit its globals. A global `sql_select_limit` cuts
+/// every SELECT of a session that did not set its own, information_schema's included
+/// (checked on MariaDB 10.11): the catalog read the first four triggers of `a` (its BEFORE
+/// ones) and not the AFTER trigger that writes `log`, so an INSERT into `a` through qcache
+/// bumped `a` alone and `log`'s entry stayed. qcache's own sessions must read whole answers
+/// whatever the globals say.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_global_select_limit_does_not_cut_the_catalog() {
+    let server = common::own_server();
+    let opts = mysql_async::Opts::from_url(&server.url("test")).unwrap();
+    let mut d = mysql_async::Conn::new(opts.clone()).await.unwrap();
+    for sql in [
+        "CREATE TABLE a (id INT PRIMARY KEY, v INT)",
+        "CREATE TABLE log (id INT AUTO_INCREMENT PRIMARY KEY, aid INT)",
+        "CREATE TRIGGER al AFTER INSERT ON a FOR EACH ROW INSERT INTO log (aid) VALUES (NEW.id)",
+        "CREATE TRIGGER b0 BEFORE INSERT ON a FOR EACH ROW SET NEW.v = NEW.v",
+        "CREATE TRIGGER b1 BEFORE INSERT ON a FOR EACH ROW SET NEW.v = NEW.v",
+        "CREATE TRIGGER b2 BEFORE INSERT ON a FOR EACH ROW SET NEW.v = NEW.v",
+        "CREATE TRIGGER b3 BEFORE INSERT ON a FOR EACH ROW SET NEW.v = NEW.v",
+        "SET GLOBAL sql_select_limit = 4",
+    ] {
+        exec(&mut d, sql).await;
+    }
+    let proxy = common::proxy_to(&server.addr(), |_| {}).await;
+    let stats = proxy.running.shared.cache.stats();
+    let mut c = proxy.conn("test").await;
+    let count = "SELECT COUNT(*) FROM log WHERE id > 0";
+    let n: Option<i64> = c.query_first(count).await.unwrap();
+    assert_eq!(n, Some(0));
+    let hits = stats.hits();
+    let n: Option<i64> = c.query_first(count).await.unwrap();
+    assert_eq!(n, Some(0));
+    assert!(stats.hits() > hits, "the read of log was not cached");
+    exec(&mut c, "INSERT INTO a VALUES (1, 1)").await;
+    let direct: Option<i64> = d.query_first(count).await.unwrap();
+    assert_eq!(direct, Some(1), "the trigger wrote log");
+    let n: Option<i64> = c.query_first(count).await.unwrap();
+    assert_eq!(n, Some(1), "log's entry outlived the trigger's write");
+    drop(c);
+    proxy.shutdown().await;
+    server.kill();
+}

@@ -1079,3 +1079,47 @@ async fn prepared_statements_keep_the_sql_mode_they_were_prepared_under() {
     ]);
     steps_differential("ps35_mode", &steps, |_| {}).await;
 }
+
+const ROWS_SETUP: &[&str] = &[
+    "CREATE TABLE t (id INT PRIMARY KEY, s VARCHAR(20))",
+    "INSERT INTO t VALUES (1, 'one'), (2, 'two'), (3, 'three')",
+];
+
+/// COM_STMT_FETCH of `n` rows from statement `id`.
+fn fetch(id: u32, n: u32) -> Vec<u8> {
+    stmt_cmd(com::STMT_FETCH, id, &n.to_le_bytes())
+}
+
+/// Adversary round 10: an execute that opens a cursor (CURSOR_TYPE_READ_ONLY) leaves the
+/// statement's cursor open on the server; the server closes it when the statement is
+/// executed again, so a COM_STMT_FETCH after a plain execute answers "no open cursor"
+/// (1421). An execute qcache serves from the cache never reaches the server, which then
+/// still holds the old cursor: the fetch must still get the server's answer to the client's
+/// sequence, not rows of a cursor the client closed.
+#[tokio::test]
+async fn a_hit_after_a_cursor_closes_it_as_the_server_would() {
+    let one = 1i64.to_le_bytes();
+    let two = 2i64.to_le_bytes();
+    let mut cursor = exec_head(LAST_ID, 1);
+    cursor.extend_from_slice(&[0, 1, 0x08, 0]);
+    cursor.extend_from_slice(&one);
+    let steps = vec![
+        prep(0, "SELECT id, s FROM t WHERE id >= ? ORDER BY id"),
+        (0, exec1(LAST_ID, Some(LONGLONG), Some(&one))),
+        (0, exec1(LAST_ID, Some(LONGLONG), Some(&one))),
+        (0, cursor.clone()),
+        (0, fetch(LAST_ID, 1)),
+        // Served from the cache through qcache: the server is not told.
+        (0, exec1(LAST_ID, Some(LONGLONG), Some(&one))),
+        (0, fetch(LAST_ID, 10)),
+        // The same with a hit of another value, and with the types left out.
+        (0, cursor.clone()),
+        (0, exec1(LAST_ID, Some(LONGLONG), Some(&two))),
+        (0, exec1(LAST_ID, Some(LONGLONG), Some(&two))),
+        (0, fetch(LAST_ID, 10)),
+        (0, cursor.clone()),
+        (0, exec1(LAST_ID, None, Some(&one))),
+        (0, fetch(LAST_ID, 10)),
+    ];
+    raw_differential("ps10_cursor", ROWS_SETUP, &steps).await;
+}

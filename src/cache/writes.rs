@@ -19,6 +19,10 @@ pub struct Txn {
     /// Its writes' standing with the parent maps: finished when the transaction ends and
     /// this is dropped (`cache::fkmap`).
     pub fk_tokens: Vec<super::fkmap::Token>,
+    /// Tables of reads this transaction sent the server and it answered (the tables of
+    /// their plans): the server holds a shared metadata lock on each until the transaction
+    /// ends. Only entries of these are served in it (`policy::read::may_serve`).
+    pub read: Vec<TableHandle>,
 }
 
 impl Txn {
@@ -37,6 +41,22 @@ impl Txn {
             .extend(pending.rows.iter().map(|(t, _)| t.clone()));
         self.written_schemas.extend(pending.schemas.iter().cloned());
         self.written_unknown |= pending.all;
+    }
+
+    /// The server read `tables` in this transaction (and locked them until it ends).
+    pub fn note_read(&mut self, tables: &[TableHandle]) {
+        for t in tables {
+            if !self.locked(t) {
+                self.read.push(t.clone());
+            }
+        }
+    }
+
+    /// Whether a read of this transaction sent to the server read `t`.
+    pub fn locked(&self, t: &TableHandle) -> bool {
+        self.read
+            .iter()
+            .any(|r| Arc::ptr_eq(r, t) || (r.schema == t.schema && r.name == t.name))
     }
 }
 

@@ -199,6 +199,7 @@ mod tests {
             context: 0,
             db: None,
             bulk_seen: false,
+            cursor_open: false,
             last_execute: LastExecute::None,
         }
     }

@@ -439,6 +439,7 @@ mod tests {
             context: 0,
             db: Some("db".into()),
             bulk_seen: false,
+            cursor_open: false,
             last_execute: Default::default(),
         }
     }

@@ -81,6 +81,9 @@ pub struct Prepared {
     /// its types, and the next execute's column definitions then follow history that no key
     /// holds (the types of the last execute that ran): its executes are never cached.
     pub bulk_seen: bool,
+    /// The server holds a cursor an execute of it opened (`policy::read::cursor_after_execute`):
+    /// its next execute must reach the server, which closes that cursor.
+    pub cursor_open: bool,
     /// How its last execute was keyed, for `QCACHE EXPLAIN STATEMENT` (`session::explain`).
     pub last_execute: LastExecute,
 }

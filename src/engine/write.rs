@@ -396,6 +396,12 @@ impl Planner<'_> {
                 false
             }
             TableLocks::Release => true,
+            TableLocks::SavepointRollback => {
+                if let Some(txn) = st.txn.writes_mut() {
+                    txn.read.clear();
+                }
+                false
+            }
             TableLocks::None => false,
         }
     }

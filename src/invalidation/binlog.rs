@@ -34,7 +34,7 @@ use mysql_async::{BinlogStream, BinlogStreamRequest, Conn, Opts, Row};
 use tokio::sync::watch;
 
 use super::apply::{Invalidation, Invalidator, Source, What};
-use super::catalog::{upstream_opts, Catalog, Changed, TableName};
+use super::catalog::{own_session_opts, Catalog, Changed, TableName};
 use crate::analysis::slices::{normalize, temporal_day, temporal_keys, ColType, ColumnInfo, Lit};
 use crate::analysis::ServerVersion;
 use crate::cache::versions::Versions;
@@ -363,7 +363,7 @@ pub fn spawn_with(
     let task = (!off).then(|| {
         let tail = Tail {
             shared: shared.clone(),
-            opts: upstream_opts(&upstream_addr, &cfg),
+            opts: own_session_opts(&upstream_addr, &cfg),
             addr: upstream_addr,
             cfg,
             inv: Invalidator::new(versions, stats),

@@ -1260,7 +1260,7 @@ impl Catalog {
     /// A catalog for `upstream_addr` (`host:port`), not loaded yet: call [`Catalog::refresh`].
     pub fn new(upstream_addr: String, cfg: &InvalidationConfig) -> Arc<Catalog> {
         Arc::new(Catalog {
-            opts: upstream_opts(&upstream_addr, cfg),
+            opts: own_session_opts(&upstream_addr, cfg),
             snapshot: ArcSwap::from_pointee(SchemaSnapshot::default()),
             loaded: AtomicBool::new(false),
             refresh: tokio::sync::Mutex::new(RefreshState {
@@ -2444,6 +2444,33 @@ pub(crate) fn upstream_opts(addr: &str, cfg: &InvalidationConfig) -> Opts {
         // Talk to exactly the configured address: the driver would otherwise switch to the
         // server's unix socket, which may be another path in a container.
         .prefer_socket(false)
+        .into()
+}
+
+/// What qcache's own sessions (the catalog's, the parent lookups', the binlog tail's) set
+/// first. A new session inherits the server's globals (and an `init_connect` may set more
+/// for qcache's account), and some would make these sessions read answers qcache relies on
+/// wrong, silently:
+/// - `sql_select_limit` cuts every SELECT of a session that set none, information_schema's
+///   too: the catalog would read the first N triggers, columns or foreign keys and take the
+///   rest for absent (a trigger's or a cascade's writes then invalidated nothing);
+/// - `autocommit = 0` makes a session's first read open a transaction nothing ends: a
+///   pooled parent-lookup connection would read its first snapshot's parent rows forever,
+///   and bump the derived slice of a value the parent no longer holds;
+/// - READ UNCOMMITTED would read a parent value another transaction may roll back.
+///
+/// Globals that make these reads fail instead (`max_statement_time`, `max_join_size`) are
+/// left to the not-knowing paths.
+pub(crate) const OWN_SESSION_INIT: [&str; 2] = [
+    "SET SESSION sql_select_limit = 18446744073709551615, autocommit = 1",
+    "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED",
+];
+
+/// [`upstream_opts`] for a session of qcache's own that reads answers it relies on:
+/// [`OWN_SESSION_INIT`] runs on every connection opened with them.
+pub(crate) fn own_session_opts(addr: &str, cfg: &InvalidationConfig) -> Opts {
+    OptsBuilder::from_opts(upstream_opts(addr, cfg))
+        .init(OWN_SESSION_INIT.iter().map(|s| s.to_string()).collect())
         .into()
 }
 

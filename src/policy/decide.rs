@@ -265,6 +265,7 @@ mod tests {
 
     const EXEC: Execute = Execute {
         cursor: false,
+        cursor_open: false,
         long_data: false,
         bulk_seen: false,
         context_moved: None,
@@ -590,6 +591,10 @@ mod tests {
             Via::Execute(EXEC),
             Via::Execute(Execute {
                 cursor: true,
+                ..EXEC
+            }),
+            Via::Execute(Execute {
+                cursor_open: true,
                 ..EXEC
             }),
             Via::Execute(Execute {

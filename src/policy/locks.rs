@@ -1,5 +1,6 @@
 //! Policy: the table locks a session takes through qcache (`LOCK TABLES`, `FLUSH TABLES …
-//! WITH READ LOCK / FOR EXPORT`) and what they mean for the cache.
+//! WITH READ LOCK / FOR EXPORT`) and what they mean for the cache; and the statement that
+//! may release a transaction's metadata locks without ending it (`ROLLBACK TO SAVEPOINT`).
 //!
 //! - A session that holds table locks, or may hold them, is never served from the cache and
 //!   never fills it: the server answers it ERROR 1100 for a table it did not lock (an alias
@@ -23,6 +24,11 @@ pub enum TableLocks {
     Take { write: Option<Vec<TableRef>> },
     /// `UNLOCK TABLES`: the session holds none afterwards.
     Release,
+    /// `ROLLBACK [WORK] TO [SAVEPOINT] s`: the server may release the metadata locks the
+    /// transaction took after the savepoint (it does when it does not binlog the session),
+    /// so the tables its reads locked are no longer known to be locked
+    /// (`cache::writes::Txn::read`): each is read on the server again before it is served.
+    SavepointRollback,
     /// Not a table lock statement (`GET_LOCK` is not a table lock).
     None,
 }
@@ -39,6 +45,13 @@ pub fn table_locks(sql: &[u8]) -> TableLocks {
             // `UNLOCK TABLES` is all the server accepts; anything else changes nothing.
             TableLocks::None
         };
+    }
+    if kw(0, "ROLLBACK") {
+        let to = if kw(1, "WORK") { 2 } else { 1 };
+        if kw(to, "TO") {
+            return TableLocks::SavepointRollback;
+        }
+        return TableLocks::None;
     }
     if kw(0, "LOCK") {
         return TableLocks::Take {
@@ -160,6 +173,13 @@ mod tests {
             ("FLUSH TABLES t", TableLocks::None),
             ("SELECT GET_LOCK('x', 0)", TableLocks::None),
             ("LOCKED", TableLocks::None),
+            // Metadata locks taken after a savepoint may be released.
+            ("ROLLBACK TO SAVEPOINT s", TableLocks::SavepointRollback),
+            ("rollback work to s", TableLocks::SavepointRollback),
+            ("ROLLBACK /* c */ TO `s`", TableLocks::SavepointRollback),
+            ("ROLLBACK", TableLocks::None),
+            ("ROLLBACK WORK AND CHAIN", TableLocks::None),
+            ("RELEASE SAVEPOINT s", TableLocks::None),
         ] {
             assert_eq!(table_locks(sql.as_bytes()), want, "{sql}");
         }

@@ -77,6 +77,11 @@ pub enum Via {
 pub struct Execute {
     /// It opens a cursor: its rows come by COM_STMT_FETCH, which no entry answers.
     pub cursor: bool,
+    /// The server holds a cursor an earlier execute of the statement opened
+    /// ([`cursor_after_execute`]). The server closes it when it runs the statement again; an
+    /// execute served from the cache would leave it open, and a COM_STMT_FETCH after it
+    /// would read rows of a cursor the client closed, where the server answers 1421.
+    pub cursor_open: bool,
     /// Some parameter came by COM_STMT_SEND_LONG_DATA, which the key does not hold.
     pub long_data: bool,
     /// The statement was bulk-executed once: the server's idea of its parameters is not
@@ -135,6 +140,9 @@ pub fn keyable(via: &Via, identified: bool) -> Result<(), Reason> {
     if e.cursor {
         return Err(Reason::Cursor);
     }
+    if e.cursor_open {
+        return Err(Reason::CursorOpen);
+    }
     if e.long_data {
         return Err(Reason::LongData);
     }
@@ -148,6 +156,15 @@ pub fn keyable(via: &Via, identified: bool) -> Result<(), Reason> {
         return Err(Reason::MalformedExecute);
     }
     Ok(())
+}
+
+/// Whether the server holds an open cursor for a prepared statement after an execute of it
+/// reached the server: `cursor`, the answer said a cursor exists (SERVER_STATUS_CURSOR_EXISTS);
+/// `error`, the answer was an error, which may come before the server closed the cursor it
+/// held (`was_open`): it is still counted open. A reset or close of the statement closes it
+/// too; keeping it counted open there costs one execute sent, never a wrong answer.
+pub fn cursor_after_execute(was_open: bool, cursor: bool, error: bool) -> bool {
+    cursor || (error && was_open)
 }
 
 /// The view the cache is consulted in: none while hits are suspended (the binlog tail fell
@@ -171,16 +188,26 @@ pub trait EntryFacts<S> {
     fn written_in_transaction(&self) -> bool;
     /// One of its tables is shadowed by a temporary table of this session.
     fn shadowed(&self) -> bool;
+    /// Every table of it was read by a statement this transaction sent the server, which
+    /// holds a shared metadata lock on each until the transaction ends.
+    fn locked_in_transaction(&self) -> bool;
 }
 
 /// Step 2: whether an entry may be served in `view`. A transaction whose view may not be
 /// open yet is never served: the read must reach the server so that the view opens no later
-/// than it (`policy::snapshot`).
+/// than it (`policy::snapshot`). Nor is a transaction served an entry of a table it has not
+/// read on the server yet: the server's read takes a shared metadata lock on each table,
+/// held until the transaction ends, so that another session's DDL on it waits (or fails
+/// with 1205) and the transaction keeps reading the table it knew; a hit takes no lock, and
+/// the DDL would go through at once (the transaction's next read of the table then fails
+/// with 1412).
 pub fn may_serve<S>(view: &ReadView<S>, e: &impl EntryFacts<S>) -> bool {
     let usable = match view {
         ReadView::Establishing(_) => return false,
         ReadView::Plain => e.current(),
-        ReadView::Snapshot(point) => e.valid_in(point) && !e.written_in_transaction(),
+        ReadView::Snapshot(point) => {
+            e.valid_in(point) && !e.written_in_transaction() && e.locked_in_transaction()
+        }
     };
     usable && !e.shadowed()
 }
@@ -492,6 +519,23 @@ mod tests {
             ),
             (
                 Via::Execute(Execute {
+                    cursor_open: true,
+                    long_data: true,
+                    ..clean
+                }),
+                true,
+                Err(Reason::CursorOpen),
+            ),
+            (
+                Via::Execute(Execute {
+                    cursor_open: true,
+                    ..clean
+                }),
+                false,
+                Err(Reason::IdentityUnknown),
+            ),
+            (
+                Via::Execute(Execute {
                     long_data: true,
                     bulk_seen: true,
                     ..clean
@@ -531,6 +575,27 @@ mod tests {
         }
     }
 
+    /// (was open, the answer said a cursor exists, the answer was an error, open after).
+    #[test]
+    fn a_cursor_stays_open_until_an_execute_closes_it() {
+        let rows = [
+            (false, false, false, false),
+            (false, true, false, true),
+            (true, false, false, false),
+            (true, true, false, true),
+            // An error may come before the server closed the cursor it held.
+            (true, false, true, true),
+            (false, false, true, false),
+        ];
+        for (was_open, cursor, error, want) in rows {
+            assert_eq!(
+                cursor_after_execute(was_open, cursor, error),
+                want,
+                "open {was_open}, cursor {cursor}, error {error}"
+            );
+        }
+    }
+
     #[test]
     fn consult_view_needs_hits_and_an_identity() {
         let rows = [
@@ -554,6 +619,7 @@ mod tests {
         valid_since: u32,
         written: bool,
         shadowed: bool,
+        locked: bool,
     }
 
     impl EntryFacts<u32> for E {
@@ -569,6 +635,9 @@ mod tests {
         fn shadowed(&self) -> bool {
             self.shadowed
         }
+        fn locked_in_transaction(&self) -> bool {
+            self.locked
+        }
     }
 
     #[test]
@@ -578,6 +647,7 @@ mod tests {
             valid_since: 5,
             written: false,
             shadowed: false,
+            locked: true,
         };
         let stale = E {
             current: false,
@@ -591,7 +661,11 @@ mod tests {
             written: true,
             ..fresh
         };
-        let rows: [(&str, ReadView<u32>, &E, bool); 10] = [
+        let unlocked = E {
+            locked: false,
+            ..fresh
+        };
+        let rows: [(&str, ReadView<u32>, &E, bool); 12] = [
             ("plain, current", ReadView::Plain, &fresh, true),
             ("plain, stale", ReadView::Plain, &stale, false),
             (
@@ -627,6 +701,16 @@ mod tests {
                 &shadowed,
                 false,
             ),
+            // The transaction holds no metadata lock on a table it has not read on the
+            // server: a hit would let another session's DDL through.
+            (
+                "snapshot, a table not read in it yet",
+                ReadView::Snapshot(7),
+                &unlocked,
+                false,
+            ),
+            // Outside a transaction the server keeps no lock past the statement.
+            ("plain, not locked", ReadView::Plain, &unlocked, true),
             (
                 "view not open yet",
                 ReadView::Establishing(None),

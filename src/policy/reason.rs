@@ -85,6 +85,9 @@ pub enum Reason {
     // ----- prepared statements -----------------------------------------------------------
     /// An execute that opens a cursor, or a result the server sent through one.
     Cursor,
+    /// An execute of a statement whose cursor, opened by an earlier execute, is still open on
+    /// the server: only an execute that reaches the server closes it (`read::Execute`).
+    CursorOpen,
     /// An execute whose parameters came with COM_STMT_SEND_LONG_DATA.
     LongData,
     /// An execute whose parameters qcache could not read (the server answers it).
@@ -170,6 +173,7 @@ impl Reason {
         Reason::WrittenInTransaction,
         Reason::ChangedSinceSnapshot,
         Reason::Cursor,
+        Reason::CursorOpen,
         Reason::LongData,
         Reason::MalformedExecute,
         Reason::PreparedContextMoved,
@@ -225,6 +229,7 @@ impl Reason {
             Reason::WrittenInTransaction => "written_in_transaction",
             Reason::ChangedSinceSnapshot => "changed_since_snapshot",
             Reason::Cursor => "cursor",
+            Reason::CursorOpen => "cursor_open",
             Reason::LongData => "long_data",
             Reason::MalformedExecute => "malformed_execute",
             Reason::PreparedContextMoved => "prepared_context_moved",

@@ -108,9 +108,126 @@ pub fn rewrite_row(row: &[u8], rw: &Rewrite) -> Option<Vec<u8>> {
     Some(out.to_vec())
 }
 
+/// The type byte of a column definition (protocol 4.1); `extended_types`: the session
+/// negotiated MariaDB's extended type info (a block of type details before the fixed
+/// fields). None for a packet of another shape.
+pub fn column_type(def: &[u8], extended_types: bool) -> Option<u8> {
+    let mut at = 0;
+    let strings = if extended_types { 7 } else { 6 };
+    for _ in 0..strings {
+        at += packets::read_lenenc_str(def.get(at..)?)?.1;
+    }
+    // The fixed fields' length (0x0c), charset, column length, then the type.
+    if *def.get(at)? != 0x0c {
+        return None;
+    }
+    def.get(at + 7).copied()
+}
+
+/// How many bytes a non-NULL value of column type `ty` takes at the start of `v` in a
+/// binary-protocol row; None for a type qcache does not know, or too few bytes.
+fn binary_value_len(ty: u8, v: &[u8]) -> Option<usize> {
+    let n = match ty {
+        0x01 => 1,
+        0x02 | 0x0d => 2,
+        0x03 | 0x04 | 0x09 => 4,
+        0x05 | 0x08 => 8,
+        0x06 => 0,
+        0x07 | 0x0a | 0x0b | 0x0c => 1 + *v.first()? as usize,
+        0x00 | 0x0f | 0x10 | 0xf5..=0xff => packets::read_lenenc_str(v)?.1,
+        _ => return None,
+    };
+    (n <= v.len()).then_some(n)
+}
+
+/// A binary-protocol row (an execute's) with the string values of the listed columns
+/// replaced, given every column's type from its definition. None to keep the row as it is:
+/// another shape than the types say, or a listed column NULL or not a string.
+pub fn rewrite_binary_row(row: &[u8], types: &[u8], values: &[(usize, String)]) -> Option<Vec<u8>> {
+    // Header 0x00, then a NULL bitmap with two reserved bits.
+    let bitmap_len = (types.len() + 9) / 8;
+    if row.first() != Some(&0) {
+        return None;
+    }
+    let bitmap = row.get(1..1 + bitmap_len)?;
+    let mut out = BytesMut::with_capacity(row.len() + 16);
+    out.extend_from_slice(&row[..1 + bitmap_len]);
+    let mut at = 1 + bitmap_len;
+    for (col, &ty) in types.iter().enumerate() {
+        let bit = col + 2;
+        let null = bitmap[bit / 8] & (1 << (bit % 8)) != 0;
+        let replaced = values.iter().find(|(i, _)| *i == col);
+        if null {
+            if replaced.is_some() {
+                return None;
+            }
+            continue;
+        }
+        let used = binary_value_len(ty, &row[at..])?;
+        match replaced {
+            Some((_, value)) if matches!(ty, 0x0f | 0xfd | 0xfe) => {
+                packets::put_lenenc(&mut out, value.len() as u64);
+                out.extend_from_slice(value.as_bytes());
+            }
+            Some(_) => return None,
+            None => out.extend_from_slice(&row[at..at + used]),
+        }
+        at += used;
+    }
+    if at != row.len() || values.iter().any(|(i, _)| *i >= types.len()) {
+        return None;
+    }
+    Some(out.to_vec())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A binary row: the listed string columns take qcache's values, the others (an
+    /// integer, a NULL, a DATETIME) keep theirs; a listed NULL or non-string leaves the row.
+    #[test]
+    fn binary_rows_rewrite_their_string_columns() {
+        // Columns: VAR_STRING, LONGLONG, VAR_STRING (NULL), DATETIME.
+        let types = [0xfd, 0x08, 0xfd, 0x0c];
+        // Header, bitmap (column 2 NULL: bit 4), "OFF", 7, datetime of 4 bytes.
+        let mut row = vec![0x00, 0b0001_0000, 3, b'O', b'F', b'F'];
+        row.extend_from_slice(&7i64.to_le_bytes());
+        row.extend_from_slice(&[4, 0xea, 0x07, 12, 6]);
+        let mut want = vec![0x00, 0b0001_0000, 6, b'D', b'E', b'M', b'A', b'N', b'D'];
+        want.extend_from_slice(&7i64.to_le_bytes());
+        want.extend_from_slice(&[4, 0xea, 0x07, 12, 6]);
+        /// (the columns replaced and their values, the row expected or None: kept).
+        type Case<'a> = (&'a [(usize, &'a str)], Option<&'a [u8]>);
+        let rows: &[Case] = &[
+            (&[(0, "DEMAND")], Some(&want)),
+            // A NULL column listed: the server's row.
+            (&[(2, "DEMAND")], None),
+            // Not a string column.
+            (&[(1, "DEMAND")], None),
+            // No such column.
+            (&[(4, "DEMAND")], None),
+        ];
+        for (values, expect) in rows {
+            let values: Vec<(usize, String)> =
+                values.iter().map(|(i, v)| (*i, v.to_string())).collect();
+            assert_eq!(
+                rewrite_binary_row(&row, &types, &values).as_deref(),
+                *expect,
+                "{values:?}"
+            );
+        }
+        // A row cut short.
+        assert_eq!(
+            rewrite_binary_row(&row[..8], &types, &[(0, "X".into())]),
+            None
+        );
+        // A column definition's type, with and without extended type info.
+        let def = packets::column_def("@@query_cache_type", 0xfd, 20, false);
+        assert_eq!(column_type(&def, false), Some(0xfd));
+        let def = packets::column_def("x", 0x08, 20, true);
+        assert_eq!(column_type(&def, true), Some(0x08));
+    }
 
     fn s(v: &str) -> Option<String> {
         Some(v.to_string())

@@ -89,6 +89,7 @@ impl Session {
         let from_last = |r: Reason| matches!(&p.last_execute, LastExecute::NotKeyed(l) if *l == r);
         let execute = read::Execute {
             cursor: from_last(Reason::Cursor),
+            cursor_open: p.cursor_open,
             long_data: from_last(Reason::LongData),
             bulk_seen: p.bulk_seen,
             // Judged in `explain_read` once a stale context is read back, as the execute does.

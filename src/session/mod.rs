@@ -81,6 +81,10 @@ pub struct Session {
     /// Status flags of the last answer to a private statement (`context.rs`), for where no
     /// relayed OK tells the session's state (after a refused COM_CHANGE_USER).
     pub(crate) private_status: Option<u16>,
+    /// The answer to the last read sent upstream: whether it said a cursor exists, and
+    /// whether it was an error. An execute follows its statement's cursor by it
+    /// (`policy::read::cursor_after_execute`).
+    pub(crate) read_answer: Option<(bool, bool)>,
 }
 
 /// Runs one client from accept to close.
@@ -156,6 +160,7 @@ async fn start(client: conn::Stream, shared: Arc<Shared>) -> Result<Session, Ses
             ..Default::default()
         },
         private_status: None,
+        read_answer: None,
     };
     // The session's settings as it inherited them from the globals: part of the key.
     s.client.flush().await.map_err(SessionError::client)?;

@@ -63,6 +63,7 @@ impl Session {
                     context: self.st.prepare_ctx,
                     db: self.st.db.clone(),
                     bulk_seen: false,
+                    cursor_open: false,
                     last_execute: LastExecute::None,
                 },
             );
@@ -226,7 +227,9 @@ impl Session {
                 None => {}
             }
         }
-        let (mut d, mut step) = Decide::start(&facts, hint, false, looked_up);
+        // An execute may be answered locally, as a text read is (a read of qcache's
+        // `query_cache_type`: the server's answer with qcache's value, `Step::Local`).
+        let (mut d, mut step) = Decide::start(&facts, hint, true, looked_up);
         // Whether the execute's parameters were read (`Step::Via`), and the key they gave.
         let mut came = false;
         let mut keyed: Option<Key> = None;
@@ -272,7 +275,24 @@ impl Session {
                     }
                     Answer::Looked(served)
                 }
-                Step::Local => Answer::Local(false),
+                Step::Local => {
+                    if let Some(rw) = self.prepared_variable_answer(id) {
+                        let Some(s) = self.st.stmts.get_mut(&id) else {
+                            return self.relay_command(&pkt, Expect::Results).await.map(drop);
+                        };
+                        if !came {
+                            s.learn_types(&pkt.payload);
+                        }
+                        let (up, typed) = s.execute_for_upstream(&pkt.payload);
+                        let sent = Packet::new(pkt.seq, up);
+                        self.relay_rewriting_as(&sent, rw, true).await?;
+                        if let Some(s) = self.st.stmts.get_mut(&id) {
+                            s.types_sent(typed);
+                        }
+                        return Ok(());
+                    }
+                    Answer::Local(false)
+                }
                 Step::Plan => {
                     let Some((sql, digest)) =
                         self.st.stmts.get(&id).map(|s| (s.sql.clone(), s.digest))
@@ -303,6 +323,19 @@ impl Session {
                 }
             };
             step = d.next(answer);
+        }
+    }
+
+    /// How qcache answers an execute of statement `id` when it reads qcache's own
+    /// `query_cache_type` (`engine::answers::session_variable`): the server's result with
+    /// qcache's value in those columns, as the text read is answered. None otherwise, and
+    /// for MySQL's own one-row answer, which a binary result is not built for (MySQL has no
+    /// such variable: it refuses to prepare the statement).
+    fn prepared_variable_answer(&self, id: u32) -> Option<crate::protocol::rows::Rewrite> {
+        let sql = self.st.stmts.get(&id)?.sql.clone();
+        match self.session_variable_answer(&sql)? {
+            crate::engine::answers::VarAnswer::Relay(rw) => Some(rw),
+            crate::engine::answers::VarAnswer::Own(_) => None,
         }
     }
 
@@ -386,6 +419,7 @@ impl Session {
         };
         let via = Via::Execute(read::Execute {
             cursor: pkt.payload.get(5).map(|f| f & 0x07 != 0).unwrap_or(true),
+            cursor_open: stmt.cursor_open,
             long_data,
             bulk_seen: stmt.bulk_seen,
             context_moved: prepared_context_moved(stmt.context, self.st.prepare_ctx),
@@ -466,11 +500,23 @@ impl Session {
             Some(s) => s.execute_for_upstream(&pkt.payload),
             None => (pkt.payload.clone(), SentTypes::None),
         };
+        self.read_answer = None;
         let went = self
             .carry_out(planned, &an, pkt.seq, &up, &sql, mode)
             .await?;
-        if let (true, Some(s)) = (went, self.st.stmts.get_mut(&id)) {
-            s.types_sent(typed);
+        if went {
+            // The server closed the cursor it held for the statement, or opened one; an
+            // answer not seen counts as a cursor left open (fail closed).
+            let answer = self.read_answer.take();
+            if let Some(s) = self.st.stmts.get_mut(&id) {
+                s.types_sent(typed);
+                s.cursor_open = match answer {
+                    Some((cursor, error)) => {
+                        read::cursor_after_execute(s.cursor_open, cursor, error)
+                    }
+                    None => true,
+                };
+            }
         }
         Ok(())
     }

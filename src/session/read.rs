@@ -570,7 +570,11 @@ impl Session {
         let started = Instant::now();
         let (mode, stale) = match self.miss_start(&plan, mode) {
             Ok(start) => start,
-            Err(reason) => return self.relay_uncached(seq, payload, reason).await,
+            Err(reason) => {
+                return self
+                    .relay_uncached(seq, payload, &plan.tables, reason)
+                    .await
+            }
         };
         // Another session is refreshing an entry a change of rows outdated: under a
         // `max_stale` rule this one may be served it rather than wait (`policy::stale`,
@@ -588,7 +592,11 @@ impl Session {
         let planner = Planner::new(&self.shared);
         let fill = match planner.fill_stamps(&self.st, &plan.tables, plan.ddl_epoch, sql, payload) {
             Ok(fill) => fill,
-            Err(reason) => return self.relay_uncached(seq, payload, Some(reason)).await,
+            Err(reason) => {
+                return self
+                    .relay_uncached(seq, payload, &plan.tables, Some(reason))
+                    .await
+            }
         };
         // The bumps these stamps include, as L2 counts them (after the stamps: every bump
         // is queued before it moves a local version, and the fence orders the reads).
@@ -618,12 +626,14 @@ impl Session {
         &mut self,
         seq: u8,
         payload: &[u8],
+        tables: &[TableHandle],
         reason: Option<Reason>,
     ) -> Result<bool, SessionError> {
         if let Some(reason) = reason {
             self.note_not_cached(reason);
         }
-        self.forward_read(seq, payload, None, true).await?;
+        let resp = self.forward_read(seq, payload, None, true).await?;
+        self.note_read_in_transaction(tables, &resp);
         Ok(true)
     }
 
@@ -705,6 +715,7 @@ impl Session {
         let resp = self
             .forward_read(seq, payload, Some(&mut fill), true)
             .await?;
+        self.note_read_in_transaction(&plan.tables, &resp);
         let took = sent.elapsed();
         self.shared.latencies.miss.observe(took);
         if cfg.log.slow_miss.is_some_and(|t| took > t) {
@@ -817,6 +828,19 @@ impl Session {
     /// Sends a read upstream (its snapshot point is taken as it is sent, `exchange_as`).
     /// `cacheable_read`: a read the cache could hold, so it calls nothing that writes and may go
     /// up in one write with a deferred BEGIN.
+    /// A read of `tables` the server answered: inside a transaction the server now holds a
+    /// metadata lock on each until it ends, and entries of them may be served in it
+    /// (`policy::read::may_serve`). Asked after the answer, whose status opened the
+    /// transaction qcache follows when the read began one.
+    fn note_read_in_transaction(&mut self, tables: &[TableHandle], resp: &Response) {
+        if resp.error {
+            return;
+        }
+        if let Some(txn) = self.st.txn.writes_mut() {
+            txn.note_read(tables);
+        }
+    }
+
     pub(super) async fn forward_read(
         &mut self,
         seq: u8,
@@ -830,6 +854,7 @@ impl Session {
             .await?;
         self.note_sent(&resp, sent, sent.elapsed());
         self.st.txn.read_forwarded(cacheable_read);
+        self.read_answer = Some((resp.cursor, resp.error));
         Ok(resp)
     }
 
@@ -882,6 +907,13 @@ impl read::EntryFacts<Snapshot> for Facts<'_> {
             .txn
             .writes()
             .is_some_and(|txn| self.e.tables().any(|t| txn.wrote(t)))
+    }
+
+    fn locked_in_transaction(&self) -> bool {
+        self.st
+            .txn
+            .writes()
+            .is_some_and(|txn| self.e.tables().all(|t| txn.locked(t)))
     }
 
     fn shadowed(&self) -> bool {
