@@ -118,6 +118,7 @@ const FOLDERS: &[(&str, &[Layer])] = &[
     ("cache", &[
         ("writes", 0, "what a session owes as invalidation, over version handles"),
         ("store", 1, "holds entries under keys"),
+        ("patches", 1, "patchable entries' keys per table, and what a write means to patch"),
         ("sliceplans", 1, "slice plans of reads, over versions (and the L2 read they memoise)"),
         ("entry", 2, "an entry holds version handles and its L2 stamps"),
         ("plans", 2, "read plans hold version handles"),
@@ -133,6 +134,7 @@ const FOLDERS: &[(&str, &[Layer])] = &[
         ("multi", 0, "several statements in one COM_QUERY, planned over the planner"),
         ("fill", 0, "a miss's stamps, read under its slice plan through the planner"),
         ("fkslices", 0, "a write's and a read's foreign-key-derived slices, over the planner"),
+        ("patch", 0, "a read's patch recipe and a write's patches, over the planner and the state"),
         ("sliceplan", 0, "a read's slice plan through the shared memo, over the planner"),
         ("write", 0, "what a write changes, planned over the planner and the state"),
         ("settings", 0, "what a SET leaves the session with, and what it reads back"),
@@ -204,6 +206,7 @@ const FOLDERS: &[(&str, &[Layer])] = &[
         ("diagnostics", 3, "what a hit restores: warnings, found rows, ROW_COUNT"),
         ("digests", 3, "the session's part in per-digest statistics"),
         ("l2", 3, "the session's L2 lookups and fills"),
+        ("patch", 3, "cached aggregates patched at a write's OK, and their verifier"),
         ("privileges", 3, "who the server says the session is"),
         ("query", 3, "COM_QUERY dispatch"),
         ("statements", 3, "statements qcache answers or rewrites itself"),

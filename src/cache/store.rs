@@ -13,6 +13,7 @@ use tokio::sync::watch;
 
 use super::entry::Entry;
 use super::key::Key;
+use super::patches::Patchable;
 use super::versions::{Snapshot, Versions};
 use crate::config::CacheConfig;
 use crate::observe::stats::CacheStats;
@@ -43,6 +44,8 @@ struct Inner {
     map: Map,
     versions: Arc<Versions>,
     stats: Arc<CacheStats>,
+    /// Patchable entries' keys per table (`policy::patch`).
+    patches: Patchable,
     /// Keys being filled right now, with the channel their followers wait on. The id tells a
     /// guard's own marker from a successor's, so a late drop never removes someone else's.
     fills: DashMap<Key, (u64, watch::Receiver<bool>)>,
@@ -346,6 +349,7 @@ impl Cache {
                 map,
                 versions,
                 stats,
+                patches: Patchable::default(),
                 fills: DashMap::new(),
                 next_fill: AtomicU64::new(0),
                 max_bytes: cfg.max_bytes,
@@ -367,6 +371,39 @@ impl Cache {
 
     pub fn stats(&self) -> &CacheStats {
         &self.inner.stats
+    }
+
+    /// Which entries writes may patch (`policy::patch`).
+    pub fn patches(&self) -> &Patchable {
+        &self.inner.patches
+    }
+
+    /// The entry under `key`, whatever its stamps, without marking it used or counting.
+    pub fn peek(&self, key: Key) -> Option<Arc<Entry>> {
+        self.inner.map.peek(&key)
+    }
+
+    /// Puts a patch of `old` (`policy::patch`) under `key` when `old` is still what it
+    /// holds; false (nothing stored) otherwise. An entry another session stores between the
+    /// check and the store is replaced: it is either stale already (stamped before the
+    /// patched write's bumps) or as current as the patch.
+    pub fn replace_patched(&self, key: Key, old: &Arc<Entry>, new: Entry) -> bool {
+        let held = self.inner.map.peek(&key);
+        if !held.is_some_and(|h| Arc::ptr_eq(&h, old)) || !new.is_well_formed() {
+            return false;
+        }
+        if new.weight() > self.inner.max_weight
+            || new.bytes.len() > self.inner.max_result_bytes.load(Ordering::Relaxed)
+        {
+            return false;
+        }
+        self.inner.map.insert(key, Arc::new(new));
+        true
+    }
+
+    /// Removes exactly `e` from under `key` (a patch the verifier found wrong).
+    pub fn remove_entry(&self, key: Key, e: &Arc<Entry>) -> bool {
+        self.remove_exact(key, e)
     }
 
     /// The counters shared with the binlog tail, which counts its invalidations from another

@@ -605,7 +605,7 @@ fn parse_result(bytes: &[u8], status_at: usize) -> Option<Parsed<'_>> {
     }
     let (row_at, row_seq, row) = fr[fr.len() - 2];
     let (tail_at, _, last) = fr[fr.len() - 1];
-    if is_eof(row) || !(last.first() == Some(&0xfe)) || status_at < tail_at {
+    if is_eof(row) || last.first() != Some(&0xfe) || status_at < tail_at {
         return None;
     }
     Some(Parsed {
@@ -685,6 +685,53 @@ pub struct Patched {
 }
 
 impl Recipe {
+    /// The statement the verifier asks the server (`cache.verify_patched`): the same
+    /// aggregates over the same rows, the table qualified, so that it means the same on
+    /// any connection. Its values are compared with [`values`](Self::values), not its bytes
+    /// (column names and character sets are the connection's).
+    pub fn verify_sql(&self) -> String {
+        let q = |s: &str| format!("`{}`", s.replace('`', "``"));
+        let items: Vec<String> = self
+            .aggs
+            .iter()
+            .map(|a| match a {
+                Agg::CountStar => "COUNT(*)".to_string(),
+                Agg::Count(c) => format!("COUNT({})", q(c)),
+                Agg::Sum(c) => format!("SUM({})", q(c)),
+            })
+            .collect();
+        let mut sql = format!(
+            "SELECT {} FROM {}.{}",
+            items.join(", "),
+            q(&self.schema),
+            q(&self.table)
+        );
+        for (i, (c, set)) in self.filter.iter().enumerate() {
+            let list: Vec<String> = set.iter().map(i128::to_string).collect();
+            sql += if i == 0 { " WHERE " } else { " AND " };
+            sql += &format!("{} IN ({})", q(c), list.join(", "));
+        }
+        sql
+    }
+
+    /// The values a stored result of this recipe holds, None when it is not one.
+    pub fn values(&self, bytes: &[u8], status_at: usize) -> Option<Vec<Option<i128>>> {
+        let p = parse_result(bytes, status_at)?;
+        (p.types.len() == self.aggs.len())
+            .then(|| row_values(&p, self.binary))
+            .flatten()
+    }
+
+    /// The values of a text row as a client reads them (the verifier's answer).
+    pub fn text_values(row: &[Option<Vec<u8>>]) -> Option<Vec<Option<i128>>> {
+        row.iter()
+            .map(|v| match v {
+                None => Some(None),
+                Some(b) => decimal(b).map(Some),
+            })
+            .collect()
+    }
+
     /// The columns whose values a write must know: the filter's, then the aggregates'.
     pub fn used_columns(&self) -> Vec<String> {
         let mut out: Vec<String> = Vec::new();
@@ -1463,7 +1510,13 @@ mod tests {
             .bind(("db".into(), "t".into()), &table(), true, 0, "")
             .unwrap();
         let types = [COUNT, SUM];
-        let cases: &[(&str, [Option<i128>; 2], &[Option<i128>], [Option<i128>; 2])] = &[
+        type Case<'a> = (
+            &'a str,
+            [Option<i128>; 2],
+            &'a [Option<i128>],
+            [Option<i128>; 2],
+        );
+        let cases: &[Case] = &[
             (
                 "from an empty table",
                 [Some(0), None],
@@ -1571,6 +1624,35 @@ mod tests {
         let broken = recipe.apply(&bytes, at, &kept_out, true).unwrap();
         let (expect, _) = result(&[COUNT], &text_row(&[Some("5")]), true);
         assert_eq!(&broken.bytes[..], &expect[..]);
+    }
+
+    /// What the verifier asks, and how it reads stored values back.
+    #[test]
+    fn the_verifier_asks_the_same_aggregates() {
+        let recipe = read_shape(
+            "SELECT COUNT(*), COUNT(b), SUM(b) AS s FROM t WHERE a = 1 AND c IN (2, -3)",
+        )
+        .unwrap()
+        .bind(("d`b".into(), "t".into()), &table(), false, 0, "")
+        .unwrap();
+        assert_eq!(
+            recipe.verify_sql(),
+            "SELECT COUNT(*), COUNT(`b`), SUM(`b`) FROM `d``b`.`t` WHERE `a` IN (1) AND `c` IN (2, -3)"
+        );
+        let (bytes, at) = result(
+            &[COUNT, COUNT, SUM],
+            &text_row(&[Some("2"), Some("1"), None]),
+            true,
+        );
+        assert_eq!(
+            recipe.values(&bytes, at),
+            Some(vec![Some(2), Some(1), None])
+        );
+        assert_eq!(
+            Recipe::text_values(&[Some(b"2".to_vec()), None, Some(b"-4".to_vec())]),
+            Some(vec![Some(2), None, Some(-4)])
+        );
+        assert_eq!(Recipe::text_values(&[Some(b"1.5".to_vec())]), None);
     }
 
     #[test]
