@@ -95,8 +95,10 @@ impl Planner<'_> {
     /// computed before the write reached the server.
     pub fn plan_patch(&self, st: &mut SessionState, text: &[u8], cache: &Cache) {
         st.pending.patch = None;
-        if let Ok(p) = self.patch_write(st, text, cache) {
-            st.pending.patch = Some(p);
+        match self.patch_write(st, text, cache) {
+            Ok(p) => st.pending.patch = Some(p),
+            Err(NoPatch::Off) => {}
+            Err(why) => tracing::debug!(why = why.as_str(), "write patches nothing"),
         }
     }
 
@@ -253,7 +255,7 @@ mod tests {
                 false,
                 "SELECT MAX(a) FROM child",
                 "child",
-                Err(NoPatch::Policy(Refusal::Token)),
+                Err(NoPatch::Policy(Refusal::Aggregate)),
             ),
         ];
         for (why, switch, temp, sql, table, want) in rows {

@@ -139,8 +139,9 @@ pub enum Val {
     Other,
 }
 
-/// The tokens the shapes are made of; anything else refuses the statement.
-fn tokens_allowed(sql: &str) -> Result<(), Refusal> {
+/// The tokens the shapes are made of; anything else refuses the statement. Words are
+/// judged after the parse ([`words_allowed`]).
+fn lex(sql: &str) -> Result<Vec<Token>, Refusal> {
     // sqlparser reads some comments (executable ones among them) as text: any comment
     // opener refuses, even inside a string (a lost patch, never a wrong one).
     if sql.contains('\\') || sql.contains("/*") || sql.contains('#') || sql.contains("--") {
@@ -151,27 +152,7 @@ fn tokens_allowed(sql: &str) -> Result<(), Refusal> {
         .map_err(|_| Refusal::Token)?;
     for t in &tokens {
         let ok = match t {
-            Token::Word(w) => match w.quote_style {
-                Some('`') => true,
-                Some(_) => false,
-                None => matches!(
-                    w.keyword,
-                    Keyword::NoKeyword
-                        | Keyword::SELECT
-                        | Keyword::COUNT
-                        | Keyword::SUM
-                        | Keyword::FROM
-                        | Keyword::WHERE
-                        | Keyword::AND
-                        | Keyword::IN
-                        | Keyword::AS
-                        | Keyword::INSERT
-                        | Keyword::INTO
-                        | Keyword::VALUES
-                        | Keyword::VALUE
-                        | Keyword::NULL
-                ),
-            },
+            Token::Word(w) => matches!(w.quote_style, None | Some('`')),
             Token::Number(_, false) => true,
             Token::SingleQuotedString(_) => true,
             Token::Comma
@@ -188,16 +169,56 @@ fn tokens_allowed(sql: &str) -> Result<(), Refusal> {
             return Err(Refusal::Token);
         }
     }
+    Ok(tokens)
+}
+
+/// Every unquoted keyword is one the shapes use, or a name the parsed shape holds (a
+/// column called `id` or `status`): a keyword the shape does not account for (`OR`, `XOR`,
+/// `DIV`, `GROUP`, `DEFAULT`, `IGNORE`, …) refuses the statement, whatever sqlparser made
+/// of it.
+fn words_allowed(tokens: &[Token], names: &[String]) -> Result<(), Refusal> {
+    for t in tokens {
+        let Token::Word(w) = t else { continue };
+        if w.quote_style.is_some() || w.keyword == Keyword::NoKeyword {
+            continue;
+        }
+        let used = matches!(
+            w.keyword,
+            Keyword::SELECT
+                | Keyword::COUNT
+                | Keyword::SUM
+                | Keyword::FROM
+                | Keyword::WHERE
+                | Keyword::AND
+                | Keyword::IN
+                | Keyword::AS
+                | Keyword::INSERT
+                | Keyword::INTO
+                | Keyword::VALUES
+                | Keyword::VALUE
+                | Keyword::NULL
+        );
+        if !used && !names.iter().any(|n| n.eq_ignore_ascii_case(&w.value)) {
+            return Err(Refusal::Token);
+        }
+    }
     Ok(())
 }
 
-fn parse_one(sql: &str) -> Result<Statement, Refusal> {
-    tokens_allowed(sql)?;
+fn parse_one(sql: &str) -> Result<(Statement, Vec<Token>), Refusal> {
+    let tokens = lex(sql)?;
     let mut stmts = Parser::parse_sql(&MySqlDialect {}, sql).map_err(|_| Refusal::Unparsable)?;
     if stmts.len() != 1 {
         return Err(Refusal::Unparsable);
     }
-    Ok(stmts.remove(0))
+    Ok((stmts.remove(0), tokens))
+}
+
+fn name_parts(name: &sqlparser::ast::ObjectName) -> Vec<String> {
+    name.0
+        .iter()
+        .filter_map(|p| p.as_ident().map(|i| i.value.to_lowercase()))
+        .collect()
 }
 
 /// An integer literal, possibly negated once: `5`, `-5`. Not `5.0`, `1e3`, `'5'`, `+5`.
@@ -311,10 +332,16 @@ fn conjunct(e: &Expr) -> Result<(String, Vec<i128>), Refusal> {
 
 /// Recognises a patchable SELECT (module docs), before its table is known.
 pub fn read_shape(sql: &str) -> Result<ReadShape, Refusal> {
-    let Statement::Query(q) = parse_one(sql)? else {
+    let (stmt, tokens) = parse_one(sql)?;
+    let Statement::Query(q) = stmt else {
         return Err(Refusal::NotSimple);
     };
-    if q.with.is_some() || q.order_by.is_some() || q.limit_clause.is_some() || q.fetch.is_some() {
+    if q.with.is_some()
+        || q.order_by.is_some()
+        || q.limit_clause.is_some()
+        || q.fetch.is_some()
+        || !q.locks.is_empty()
+    {
         return Err(Refusal::NotSimple);
     }
     let SetExpr::Select(sel) = &*q.body else {
@@ -334,6 +361,7 @@ pub fn read_shape(sql: &str) -> Result<ReadShape, Refusal> {
     }
     let TableFactor::Table {
         name,
+        alias,
         args: None,
         with_hints,
         partitions,
@@ -350,11 +378,17 @@ pub fn read_shape(sql: &str) -> Result<ReadShape, Refusal> {
     if sel.projection.is_empty() {
         return Err(Refusal::Aggregate);
     }
+    let mut names = name_parts(name);
+    names.extend(alias.iter().map(|a| a.name.value.clone()));
     let aggs = sel
         .projection
         .iter()
         .map(|item| match item {
-            SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } => aggregate(e),
+            SelectItem::UnnamedExpr(e) => aggregate(e),
+            SelectItem::ExprWithAlias { expr, alias } => {
+                names.push(alias.value.clone());
+                aggregate(expr)
+            }
             _ => Err(Refusal::Aggregate),
         })
         .collect::<Result<Vec<_>, _>>()?;
@@ -366,6 +400,13 @@ pub fn read_shape(sql: &str) -> Result<ReadShape, Refusal> {
             filter.push(conjunct(c)?);
         }
     }
+    for a in &aggs {
+        if let Agg::Count(c) | Agg::Sum(c) = a {
+            names.push(c.clone());
+        }
+    }
+    names.extend(filter.iter().map(|(c, _)| c.clone()));
+    words_allowed(&tokens, &names)?;
     Ok(ReadShape {
         table,
         aggs,
@@ -424,7 +465,8 @@ impl ReadShape {
 
 /// Reads a plain `INSERT … VALUES` whose values are all literals (module docs).
 pub fn insert_rows(sql: &str) -> Result<InsertRows, Refusal> {
-    let Statement::Insert(ins) = parse_one(sql)? else {
+    let (stmt, tokens) = parse_one(sql)?;
+    let Statement::Insert(ins) = stmt else {
         return Err(Refusal::NotInsert);
     };
     if ins.ignore
@@ -491,6 +533,9 @@ pub fn insert_rows(sql: &str) -> Result<InsertRows, Refusal> {
     if rows.is_empty() {
         return Err(Refusal::NotInsert);
     }
+    let mut names = name_parts(name);
+    names.extend(columns.iter().flatten().cloned());
+    words_allowed(&tokens, &names)?;
     Ok(InsertRows {
         table,
         columns,
@@ -954,19 +999,34 @@ mod tests {
                 Ok(()),
             ),
             (
+                "names that are keywords to sqlparser",
+                "SELECT COUNT(*), SUM(value) FROM status WHERE id = 1",
+                Ok(()),
+            ),
+            (
+                "a keyword as a name and as a clause",
+                "SELECT SUM(a) AS `order` FROM t WHERE a = 1 ORDER BY a",
+                Err(NotSimple),
+            ),
+            (
+                "a keyword the shape does not hold",
+                "SELECT COUNT(*) FROM t WHERE a = 1 AND a = 2 DIV 1",
+                Err(Predicate),
+            ),
+            (
                 "GROUP BY: refused",
                 "SELECT a, COUNT(*) FROM t GROUP BY a",
-                Err(Token),
+                Err(NotSimple),
             ),
             (
                 "DISTINCT: refused",
                 "SELECT COUNT(DISTINCT a) FROM t",
-                Err(Token),
+                Err(Aggregate),
             ),
             (
                 "OR: refused",
                 "SELECT COUNT(*) FROM t WHERE a = 1 OR a = 2",
-                Err(Token),
+                Err(Predicate),
             ),
             (
                 "|| is OR on the server: refused",
@@ -976,12 +1036,12 @@ mod tests {
             (
                 "XOR: refused",
                 "SELECT COUNT(*) FROM t WHERE a = 1 XOR a = 2",
-                Err(Token),
+                Err(Predicate),
             ),
             (
                 "NOT IN: refused",
                 "SELECT COUNT(*) FROM t WHERE a NOT IN (1)",
-                Err(Token),
+                Err(Predicate),
             ),
             (
                 "a range: refused",
@@ -1036,7 +1096,7 @@ mod tests {
             (
                 "a join: refused",
                 "SELECT COUNT(*) FROM t JOIN u ON t.a = u.a",
-                Err(Token),
+                Err(NotSimple),
             ),
             (
                 "a comma join: refused",
@@ -1049,8 +1109,8 @@ mod tests {
                 Err(NotSimple),
             ),
             ("a plain column: refused", "SELECT a FROM t", Err(Aggregate)),
-            ("MAX: refused", "SELECT MAX(a) FROM t", Err(Token)),
-            ("AVG: refused", "SELECT AVG(a) FROM t", Err(Token)),
+            ("MAX: refused", "SELECT MAX(a) FROM t", Err(Aggregate)),
+            ("AVG: refused", "SELECT AVG(a) FROM t", Err(Aggregate)),
             (
                 "an unknown function: refused",
                 "SELECT f(a) FROM t",
@@ -1080,12 +1140,12 @@ mod tests {
             (
                 "LIMIT: refused",
                 "SELECT COUNT(*) FROM t LIMIT 1",
-                Err(Token),
+                Err(NotSimple),
             ),
             (
                 "FOR UPDATE: refused",
                 "SELECT COUNT(*) FROM t FOR UPDATE",
-                Err(Token),
+                Err(NotSimple),
             ),
             (
                 "two statements: refused",
@@ -1183,6 +1243,12 @@ mod tests {
                 Ok(vec![vec![Some(1)]]),
             ),
             (
+                "a column named like a keyword",
+                "INSERT INTO t (id, a) VALUES (3, 1)",
+                &["a"],
+                Ok(vec![vec![Some(1)]]),
+            ),
+            (
                 "VALUE is VALUES",
                 "INSERT INTO t (a) VALUE (7)",
                 &["a"],
@@ -1246,25 +1312,25 @@ mod tests {
                 "DEFAULT: refused",
                 "INSERT INTO t (a, b) VALUES (1, DEFAULT)",
                 &["a"],
-                Err(Token),
+                Err(Value),
             ),
             (
                 "IGNORE: refused",
                 "INSERT IGNORE INTO t (a) VALUES (1)",
                 &["a"],
-                Err(Token),
+                Err(NotInsert),
             ),
             (
                 "REPLACE: refused",
                 "REPLACE INTO t (a) VALUES (1)",
                 &["a"],
-                Err(Token),
+                Err(NotInsert),
             ),
             (
                 "ON DUPLICATE KEY: refused",
                 "INSERT INTO t (a) VALUES (1) ON DUPLICATE KEY UPDATE a = 2",
                 &["a"],
-                Err(Token),
+                Err(NotInsert),
             ),
             (
                 "INSERT … SELECT: refused",
@@ -1276,13 +1342,13 @@ mod tests {
                 "INSERT … SET: refused",
                 "INSERT INTO t SET a = 1",
                 &["a"],
-                Err(Token),
+                Err(NotInsert),
             ),
             (
                 "DELAYED: refused",
                 "INSERT DELAYED INTO t (a) VALUES (1)",
                 &["a"],
-                Err(Token),
+                Err(NotInsert),
             ),
             (
                 "a placeholder: refused",
