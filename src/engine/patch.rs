@@ -66,6 +66,17 @@ impl Planner<'_> {
         binary: bool,
         digest: u64,
     ) -> Result<Recipe, NoPatch> {
+        self.recipe_for(st, sql, Some(tables), binary, digest)
+    }
+
+    fn recipe_for(
+        &self,
+        st: &SessionState,
+        sql: &[u8],
+        tables: Option<&[TableHandle]>,
+        binary: bool,
+        digest: u64,
+    ) -> Result<Recipe, NoPatch> {
         if !self.cfg.cache.patch_aggregates {
             return Err(NoPatch::Off);
         }
@@ -77,16 +88,31 @@ impl Planner<'_> {
         let q = st
             .qualify(shape.table.schema.as_deref(), &shape.table.name)
             .ok_or(NoPatch::Table)?;
-        let [t] = tables else {
-            return Err(NoPatch::Table);
-        };
-        if (t.schema.as_str(), t.name.as_str()) != (q.0.as_str(), q.1.as_str())
-            || !self.patchable_table(&q)
-        {
+        if let Some(tables) = tables {
+            let [t] = tables else {
+                return Err(NoPatch::Table);
+            };
+            if (t.schema.as_str(), t.name.as_str()) != (q.0.as_str(), q.1.as_str()) {
+                return Err(NoPatch::Table);
+            }
+        }
+        if !self.patchable_table(&q) {
             return Err(NoPatch::Table);
         }
         let columns = self.catalog.columns_by_ordinal(&q).ok_or(NoPatch::Table)?;
         Ok(shape.bind(q, &columns, binary, digest, text)?)
+    }
+
+    /// What `QCACHE EXPLAIN` says of a read's entry under inserts: patched by a known
+    /// insert into its table, or why not. Its table is the statement's own (no plan read).
+    pub fn explain_patch(&self, st: &SessionState, sql: &[u8], binary: bool) -> String {
+        match self.recipe_for(st, sql, None, binary, 0) {
+            Ok(r) => format!(
+                "yes: an autocommit INSERT ... VALUES of known rows into {}.{} patches it",
+                r.schema, r.table
+            ),
+            Err(why) => format!("no ({}): such an insert invalidates it", why.as_str()),
+        }
     }
 
     /// Before a write goes upstream, after its invalidation was planned: when it is an
