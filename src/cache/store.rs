@@ -384,17 +384,18 @@ impl Cache {
     }
 
     /// Puts a patch of `old` (`policy::patch`) under `key` when `old` is still what it
-    /// holds; false (nothing stored) otherwise. An entry another session stores between the
-    /// check and the store is replaced: it is either stale already (stamped before the
-    /// patched write's bumps) or as current as the patch.
+    /// holds; false (nothing stored) otherwise. `old` is taken out first, exactly (not
+    /// counted as an eviction); an entry another session stores between that and the store
+    /// is replaced: it is either stale already (stamped before the patched write's bumps)
+    /// or as current as the patch.
     pub fn replace_patched(&self, key: Key, old: &Arc<Entry>, new: Entry) -> bool {
-        let held = self.inner.map.peek(&key);
-        if !held.is_some_and(|h| Arc::ptr_eq(&h, old)) || !new.is_well_formed() {
-            return false;
-        }
-        if new.weight() > self.inner.max_weight
+        if !new.is_well_formed()
+            || new.weight() > self.inner.max_weight
             || new.bytes.len() > self.inner.max_result_bytes.load(Ordering::Relaxed)
         {
+            return false;
+        }
+        if !self.remove_exact(key, old) {
             return false;
         }
         self.inner.map.insert(key, Arc::new(new));
@@ -689,6 +690,31 @@ mod tests {
             self.versions().bump_all();
             self.stats().invalidation(source);
         }
+    }
+
+    /// A patch replaces exactly the entry it was computed from, and is no eviction.
+    #[test]
+    fn a_patch_replaces_only_its_own_entry() {
+        let c = Cache::new(&cfg(1 << 20, 1 << 16));
+        let t = c.versions().table("db", "t");
+        assert!(c.insert(1, entry(&c, std::slice::from_ref(&t), 10)));
+        let old = c.peek(1).unwrap();
+        let patched = old.patched(old.bytes.clone(), old.status_at, old.stamps.clone());
+        assert!(c.replace_patched(1, &old, patched));
+        let new = c.peek(1).unwrap();
+        assert!(!Arc::ptr_eq(&new, &old));
+        assert_eq!(
+            load(&c.stats().stale_dropped) + load(&c.stats().lowmem_prunes),
+            0
+        );
+        // The old entry is gone: a second patch of it finds nothing to replace.
+        let again = old.patched(old.bytes.clone(), old.status_at, old.stamps.clone());
+        assert!(!c.replace_patched(1, &old, again));
+        assert!(Arc::ptr_eq(&c.peek(1).unwrap(), &new));
+        // Nor does a patch of a key that holds nothing.
+        let none = old.patched(old.bytes.clone(), old.status_at, old.stamps.clone());
+        assert!(!c.replace_patched(2, &old, none));
+        assert!(c.peek(2).is_none());
     }
 
     #[test]
