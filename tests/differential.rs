@@ -523,8 +523,11 @@ async fn start_proxy(server: &common::TestDb, server_id: u32, topic: &str) -> co
     common::init_tracing();
     let mut config = qcache::config::Config::default();
     // Patching cached aggregates is off by default until its scenarios cover more shapes:
-    // the `patch` topic runs with it on (and every patch verified).
-    if topic == "patch" {
+    // the `patch` topic runs with it on (and every patch verified);
+    // QCACHE_TEST_PATCH_AGGREGATES=1 turns it on for every topic.
+    if topic == "patch"
+        || std::env::var_os("QCACHE_TEST_PATCH_AGGREGATES").is_some_and(|v| v == "1")
+    {
         config.cache.patch_aggregates = true;
         config.cache.verify_patched = 1.0;
     }
