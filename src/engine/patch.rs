@@ -141,6 +141,12 @@ impl Planner<'_> {
             return Err(NoPatch::Session);
         }
         let table = only_table(st).ok_or(NoPatch::Write)?;
+        // Nothing to patch, nothing to parse: a write to a table without patchable entries
+        // costs one map lookup.
+        let keys = cache.patches().keys(&table.schema, &table.name);
+        if keys.is_empty() {
+            return Err(NoPatch::Write);
+        }
         let text = std::str::from_utf8(text).map_err(|_| Refusal::Unparsable)?;
         let ins = patch::insert_rows(text)?;
         let q = st
@@ -153,7 +159,7 @@ impl Planner<'_> {
         }
         let columns = self.catalog.columns_by_ordinal(&q).ok_or(NoPatch::Table)?;
         let mut candidates = Vec::new();
-        for key in cache.patches().keys(&q.0, &q.1) {
+        for key in keys {
             let Some(entry) = cache.peek(key) else {
                 continue;
             };
