@@ -48,12 +48,20 @@ async fn read_both(c: &mut Conn, d: &mut Conn, prepared: bool) -> (bool, Vec<Opt
     (hit, got)
 }
 
+/// A proxy with patching on, once its catalog is loaded (until then no read is patchable:
+/// the catalog cannot vouch for its table).
 async fn proxy(verify: f64) -> common::TestProxy {
-    common::proxy(|c| {
+    let p = common::proxy(|c| {
         c.cache.patch_aggregates = true;
         c.cache.verify_patched = verify;
     })
-    .await
+    .await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !p.running.shared.catalog.is_loaded() {
+        assert!(Instant::now() < deadline, "catalog not loaded");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    p
 }
 
 #[tokio::test]
