@@ -3,6 +3,7 @@
 //! in flight means to patch.
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use dashmap::{DashMap, DashSet};
@@ -21,6 +22,25 @@ const KEYS_PER_TABLE: usize = 256;
 pub struct Patchable {
     by_table: DashMap<(String, String), VecDeque<Key>>,
     off: DashSet<u64>,
+    /// Statements that may commit a write (`WriteInFlight`), begun and ended: what the
+    /// verifier asks so that it never compares a patch with an answer that includes a
+    /// write through qcache whose bump has not landed yet.
+    writes_begun: AtomicU64,
+    writes_ended: Arc<AtomicU64>,
+}
+
+/// A statement that may commit a write is on its way to the server or back (a write, or
+/// any statement of a session in a transaction); dropped when its response ended (or the
+/// session went away).
+#[derive(Debug)]
+pub struct WriteInFlight {
+    ended: Arc<AtomicU64>,
+}
+
+impl Drop for WriteInFlight {
+    fn drop(&mut self) {
+        self.ended.fetch_add(1, Ordering::SeqCst);
+    }
 }
 
 impl Patchable {
@@ -56,6 +76,28 @@ impl Patchable {
 
     pub fn is_off(&self, digest: u64) -> bool {
         self.off.contains(&digest)
+    }
+
+    /// Counts a statement that may commit a write, until the guard drops.
+    pub fn write_begins(&self) -> WriteInFlight {
+        self.writes_begun.fetch_add(1, Ordering::SeqCst);
+        WriteInFlight {
+            ended: self.writes_ended.clone(),
+        }
+    }
+
+    /// Some(mark) when no statement that may commit a write is in flight (ended read
+    /// first: equal to begun read after it, none was in flight and none began between).
+    pub fn writes_quiet(&self) -> Option<u64> {
+        let ended = self.writes_ended.load(Ordering::SeqCst);
+        let begun = self.writes_begun.load(Ordering::SeqCst);
+        (ended == begun).then_some(begun)
+    }
+
+    /// Whether none began since `writes_quiet` said `mark` (and so none is in flight).
+    pub fn writes_quiet_since(&self, mark: u64) -> bool {
+        self.writes_begun.load(Ordering::SeqCst) == mark
+            && self.writes_ended.load(Ordering::SeqCst) == mark
     }
 }
 
@@ -100,5 +142,20 @@ mod tests {
         assert!(!p.is_off(7));
         p.turn_off(7);
         assert!(p.is_off(7));
+    }
+
+    /// The verifier's question: was a write in flight, or did one begin, meanwhile?
+    #[test]
+    fn writes_in_flight_are_seen() {
+        let p = Patchable::default();
+        let mark = p.writes_quiet().unwrap();
+        assert!(p.writes_quiet_since(mark));
+        let w = p.write_begins();
+        assert!(p.writes_quiet().is_none(), "one in flight");
+        assert!(!p.writes_quiet_since(mark));
+        drop(w);
+        assert!(!p.writes_quiet_since(mark), "one began and ended meanwhile");
+        let mark = p.writes_quiet().unwrap();
+        assert!(p.writes_quiet_since(mark));
     }
 }

@@ -89,14 +89,30 @@ fn due(n: u64, f: f64) -> bool {
 }
 
 /// Re-reads a patched entry's values from the server and compares them. Compared only when
-/// the entry is still held and current after the answer came: a write through qcache
-/// meanwhile moved its stamps. A write from elsewhere not yet seen on the binlog can still
-/// differ; then a right patch is dropped and its shape's patching turned off (fail closed).
+/// no statement that may commit a write through qcache was in flight or began from before
+/// the read to its answer, and the entry is still held and current after it. A write from
+/// elsewhere not yet seen on the binlog can still differ; then a right patch is dropped and
+/// its shape's patching turned off (fail closed).
 async fn verify(shared: Arc<Shared>, key: Key, entry: Arc<Entry>, recipe: Arc<Recipe>) {
     let cache = &shared.cache;
     let held = |cache: &crate::cache::Cache| {
         cache.peek(key).is_some_and(|h| Arc::ptr_eq(&h, &entry))
             && entry.stamps.is_current(cache.versions())
+    };
+    // No write through qcache in flight before the read, none begun until its answer: a
+    // write the answer includes has bumped already, and then the entry is not current.
+    // The patching write itself is in flight until its OK went out: wait for quiet a
+    // little (the entry must stay held and current meanwhile), then give up.
+    let mut mark = None;
+    for _ in 0..100 {
+        mark = cache.patches().writes_quiet();
+        if mark.is_some() || !held(cache) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    let Some(mark) = mark else {
+        return;
     };
     if !held(cache) {
         return;
@@ -104,7 +120,7 @@ async fn verify(shared: Arc<Shared>, key: Key, entry: Arc<Entry>, recipe: Arc<Re
     let Some(row) = shared.catalog.first_row_text(recipe.verify_sql()).await else {
         return;
     };
-    if !held(cache) {
+    if !cache.patches().writes_quiet_since(mark) || !held(cache) {
         return;
     }
     CacheStats::incr(&cache.stats().patch_verified);

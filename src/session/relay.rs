@@ -408,9 +408,16 @@ impl Session {
         });
         let now = self.shared.cache.versions().snapshot();
         self.st.txn.before_send(now);
+        // A statement that may commit a write: the patch verifier does not compare while
+        // one is in flight (its commit may be in the server's answer before its bump).
+        let may_commit = !self.st.pending.is_empty() || self.st.txn.in_transaction();
+        if may_commit && self.st.write_in_flight.is_none() {
+            self.st.write_in_flight = Some(self.shared.cache.patches().write_begins());
+        }
     }
 
     pub(crate) fn end_of_response(&mut self) {
+        self.st.write_in_flight = None;
         fkslices::end(&mut self.st);
         self.st.pending = Default::default();
         self.st.txn.response_ended();
