@@ -198,6 +198,12 @@ pub struct CacheConfig {
     /// Distinct statement shapes whose analysis is remembered, (shape, database) pairs
     /// whose resolved tables are, and statements whose slice plans are.
     pub analysis_memo_entries: usize,
+    /// Cached `COUNT`/`SUM` results of one table are patched from the rows of an
+    /// autocommit `INSERT … VALUES` through qcache instead of invalidated (`policy::patch`).
+    pub patch_aggregates: bool,
+    /// Share of patched entries re-read from the server in the background and compared;
+    /// a difference drops the entry and turns patching off for its statement shape.
+    pub verify_patched: f64,
 }
 
 impl Default for CacheConfig {
@@ -210,6 +216,8 @@ impl Default for CacheConfig {
             shared_between_users: false,
             stampede_timeout: Duration::from_secs(2),
             analysis_memo_entries: 16 * 1024,
+            patch_aggregates: false,
+            verify_patched: 0.05,
         }
     }
 }
@@ -532,6 +540,9 @@ impl Config {
     /// Checks what serde cannot: addresses resolve, sizes are sane.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let bad = |m: String| Err(ConfigError::Invalid(m));
+        if !(0.0..=1.0).contains(&self.cache.verify_patched) {
+            return bad("cache.verify_patched must be a share from 0 to 1".into());
+        }
         if self.compression.zlib_level > 9 {
             return bad("compression.zlib_level must be 0 to 9".into());
         }

@@ -45,13 +45,17 @@ pub enum Fault {
     /// [`SLOW_CATALOG_RELOAD`], so that statements run while the reload is still pending
     /// and the pending-DDL rule (`invalidation::pending`) is what keeps them right.
     SlowCatalogReload = 1 << 7,
+    /// Every patch of a cached aggregate adds one to its first value (`policy::patch`,
+    /// read where the session patches): patched entries are served wrong, and the
+    /// verifier (`cache.verify_patched`) must count them as mismatches.
+    Patches = 1 << 8,
 }
 
 /// How long [`Fault::SlowCatalogReload`] delays each catalog reload after a DDL.
 pub const SLOW_CATALOG_RELOAD: std::time::Duration = std::time::Duration::from_millis(300);
 
 impl Fault {
-    pub const ALL: [Fault; 8] = [
+    pub const ALL: [Fault; 9] = [
         Fault::RowSlices,
         Fault::DerivedSlices,
         Fault::PrivilegeStamps,
@@ -60,6 +64,7 @@ impl Fault {
         Fault::BinlogGaps,
         Fault::RowOrder,
         Fault::SlowCatalogReload,
+        Fault::Patches,
     ];
 }
 

@@ -519,9 +519,31 @@ async fn create_schema(server: &common::TestDb, name: &str) {
     let _ = c.disconnect().await;
 }
 
-async fn start_proxy(server: &common::TestDb, server_id: u32) -> common::TestProxy {
+async fn start_proxy(
+    server: &common::TestDb,
+    server_id: u32,
+    topic: &str,
+    fault: Option<Fault>,
+) -> common::TestProxy {
     common::init_tracing();
     let mut config = qcache::config::Config::default();
+    // Patching cached aggregates is off by default until its scenarios cover more shapes:
+    // the `patch` topic runs with it on (and every patch verified: a verifier that took a
+    // right patch for a wrong one would turn patching off and miss an `@expect hit`);
+    // QCACHE_TEST_PATCH_AGGREGATES=1 turns it on for every topic. Under the corrupting
+    // fault nothing is verified, so that the wrong answers themselves reach the comparison
+    // (the verifier catching them is tests/patch.rs's).
+    if topic == "patch"
+        || std::env::var_os("QCACHE_TEST_PATCH_AGGREGATES").is_some_and(|v| v == "1")
+    {
+        config.cache.patch_aggregates = true;
+        config.cache.verify_patched = 1.0;
+        #[cfg(debug_assertions)]
+        if fault == Some(Fault::Patches) {
+            config.cache.verify_patched = 0.0;
+        }
+    }
+    let _ = fault;
     config.server.listen = "127.0.0.1:0".into();
     config.server.upstream = server.addr();
     config.admin.listen = String::new();
@@ -648,7 +670,7 @@ async fn run_file(
         create_schema(server, &schema).await;
         let proxy = match mode {
             Mode::Direct => None,
-            _ => Some(start_proxy(server, 4000 + *n_runs).await),
+            _ => Some(start_proxy(server, 4000 + *n_runs, topic, fault).await),
         };
         if let (Some(p), Some(f)) = (&proxy, fault) {
             p.running.shared.cache.versions().faults.set(f, true);
@@ -734,6 +756,7 @@ topics!(
     lexing,
     locks,
     order,
+    patch,
     privileges,
     slices,
     snapshot,
@@ -882,4 +905,5 @@ faults_caught!(
     fault_context_keys_is_caught: ContextKeys in "context" / "session_settings_split_entries.test",
     fault_snapshot_is_caught: Snapshot in "snapshot" / "changed_since_snapshot_not_stored.test",
     fault_row_order_is_caught: RowOrder in "order" / "moved_by_update.test",
+    fault_patches_is_caught: Patches in "patch" / "count_and_sum_after_inserts.test",
 );

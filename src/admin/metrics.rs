@@ -183,6 +183,24 @@ fn encode_cache(e: &mut DescriptorEncoder, sh: &Shared) -> std::fmt::Result {
         "Outdated entries served within their rule's max_stale while another session refreshed them.",
         load(&stats.stale_served),
     )?;
+    counter(
+        e,
+        "qcache_patched",
+        "Entries patched from a write's known rows instead of invalidated.",
+        load(&stats.patched),
+    )?;
+    counter(
+        e,
+        "qcache_patch_verified",
+        "Patched entries re-read from the server by the verifier.",
+        load(&stats.patch_verified),
+    )?;
+    counter(
+        e,
+        "qcache_patch_mismatches",
+        "Patched entries that differed from the server's answer (dropped, shape's patching turned off).",
+        load(&stats.patch_mismatches),
+    )?;
     gauge(e, "qcache_entries", "Entries held now.", cache.len() as u64)?;
     Ok(())
 }

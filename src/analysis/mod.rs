@@ -53,6 +53,11 @@ pub use digest::{digest, normalised_text};
 pub use fallback::{calls_unknown_code, sequences_written};
 pub use memo::Analyzer;
 pub use parse::analyze;
+
+/// The (schema, table) an object name in a statement names, lower-cased (`policy::patch`).
+pub fn table_ref_of(name: &sqlparser::ast::ObjectName) -> Option<TableRef> {
+    parse::table_ref(name)
+}
 pub use scan::{
     any_name, creates_table, first_keyword_is, is_compound, scan, split_statements, strip_hints,
     Hint, Scan, StatementKind,

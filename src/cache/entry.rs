@@ -10,6 +10,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 use super::l2::L2Entry;
 use super::versions::{Stamps, TableHandle};
 use crate::policy::diagnostics::EntryDiagnostics;
+use crate::policy::patch::Recipe;
 use crate::protocol::packets::status::PER_SESSION;
 
 /// The L2 versions an entry was computed under: dependency names and values, in the order
@@ -63,6 +64,8 @@ pub struct Entry {
     /// From the read's rule: once a data change outdates it, it may still be served to
     /// other sessions this long after `created` while one refreshes it (`policy::stale`).
     pub max_stale: Option<Duration>,
+    /// How a write's known rows patch this result (`policy::patch`), when they can.
+    pub patch: Option<Arc<Recipe>>,
 }
 
 impl Entry {
@@ -83,6 +86,29 @@ impl Entry {
             rows: 0,
             shape: None,
             max_stale: None,
+            patch: None,
+        }
+    }
+
+    /// This entry with the bytes and stamps of a patch (`policy::patch`): everything else
+    /// (its recipe, preview, TTL, diagnostics but the row count, which is one) kept.
+    pub fn patched(&self, bytes: Bytes, status_at: usize, stamps: Stamps) -> Entry {
+        Entry {
+            bytes,
+            status_at,
+            meta_status_at: self.meta_status_at,
+            stamps,
+            digest: self.digest,
+            sql: self.sql.clone(),
+            created: self.created,
+            expires: self.expires,
+            hits: AtomicU64::new(self.hits.load(Ordering::Relaxed)),
+            found_rows: self.found_rows,
+            l2: None,
+            rows: self.rows,
+            shape: self.shape.clone(),
+            max_stale: self.max_stale,
+            patch: self.patch.clone(),
         }
     }
 

@@ -26,6 +26,7 @@
 pub mod entry;
 pub mod fkmap;
 pub mod key;
+pub mod patches;
 pub mod plans;
 pub mod privileges;
 pub mod sliceplans;

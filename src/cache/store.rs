@@ -13,6 +13,7 @@ use tokio::sync::watch;
 
 use super::entry::Entry;
 use super::key::Key;
+use super::patches::Patchable;
 use super::versions::{Snapshot, Versions};
 use crate::config::CacheConfig;
 use crate::observe::stats::CacheStats;
@@ -43,6 +44,8 @@ struct Inner {
     map: Map,
     versions: Arc<Versions>,
     stats: Arc<CacheStats>,
+    /// Patchable entries' keys per table (`policy::patch`).
+    patches: Patchable,
     /// Keys being filled right now, with the channel their followers wait on. The id tells a
     /// guard's own marker from a successor's, so a late drop never removes someone else's.
     fills: DashMap<Key, (u64, watch::Receiver<bool>)>,
@@ -346,6 +349,7 @@ impl Cache {
                 map,
                 versions,
                 stats,
+                patches: Patchable::default(),
                 fills: DashMap::new(),
                 next_fill: AtomicU64::new(0),
                 max_bytes: cfg.max_bytes,
@@ -367,6 +371,40 @@ impl Cache {
 
     pub fn stats(&self) -> &CacheStats {
         &self.inner.stats
+    }
+
+    /// Which entries writes may patch (`policy::patch`).
+    pub fn patches(&self) -> &Patchable {
+        &self.inner.patches
+    }
+
+    /// The entry under `key`, whatever its stamps, without marking it used or counting.
+    pub fn peek(&self, key: Key) -> Option<Arc<Entry>> {
+        self.inner.map.peek(&key)
+    }
+
+    /// Puts a patch of `old` (`policy::patch`) under `key` when `old` is still what it
+    /// holds; false (nothing stored) otherwise. `old` is taken out first, exactly (not
+    /// counted as an eviction); an entry another session stores between that and the store
+    /// is replaced: it is either stale already (stamped before the patched write's bumps)
+    /// or as current as the patch.
+    pub fn replace_patched(&self, key: Key, old: &Arc<Entry>, new: Entry) -> bool {
+        if !new.is_well_formed()
+            || new.weight() > self.inner.max_weight
+            || new.bytes.len() > self.inner.max_result_bytes.load(Ordering::Relaxed)
+        {
+            return false;
+        }
+        if !self.remove_exact(key, old) {
+            return false;
+        }
+        self.inner.map.insert(key, Arc::new(new));
+        true
+    }
+
+    /// Removes exactly `e` from under `key` (a patch the verifier found wrong).
+    pub fn remove_entry(&self, key: Key, e: &Arc<Entry>) -> bool {
+        self.remove_exact(key, e)
     }
 
     /// The counters shared with the binlog tail, which counts its invalidations from another
@@ -652,6 +690,31 @@ mod tests {
             self.versions().bump_all();
             self.stats().invalidation(source);
         }
+    }
+
+    /// A patch replaces exactly the entry it was computed from, and is no eviction.
+    #[test]
+    fn a_patch_replaces_only_its_own_entry() {
+        let c = Cache::new(&cfg(1 << 20, 1 << 16));
+        let t = c.versions().table("db", "t");
+        assert!(c.insert(1, entry(&c, std::slice::from_ref(&t), 10)));
+        let old = c.peek(1).unwrap();
+        let patched = old.patched(old.bytes.clone(), old.status_at, old.stamps.clone());
+        assert!(c.replace_patched(1, &old, patched));
+        let new = c.peek(1).unwrap();
+        assert!(!Arc::ptr_eq(&new, &old));
+        assert_eq!(
+            load(&c.stats().stale_dropped) + load(&c.stats().lowmem_prunes),
+            0
+        );
+        // The old entry is gone: a second patch of it finds nothing to replace.
+        let again = old.patched(old.bytes.clone(), old.status_at, old.stamps.clone());
+        assert!(!c.replace_patched(1, &old, again));
+        assert!(Arc::ptr_eq(&c.peek(1).unwrap(), &new));
+        // Nor does a patch of a key that holds nothing.
+        let none = old.patched(old.bytes.clone(), old.status_at, old.stamps.clone());
+        assert!(!c.replace_patched(2, &old, none));
+        assert!(c.peek(2).is_none());
     }
 
     #[test]

@@ -238,6 +238,23 @@ pub struct Versions {
     hard_in_flight: AtomicU64,
     /// What the last epoch bump was (`policy::stale::Dropped` as a byte).
     epoch_kind: AtomicU8,
+    /// Bumps finished: every bump takes its value from `seq` and counts itself here when
+    /// its counters have moved, so `seq == bumps_done` means none is in flight (what a
+    /// patch's window asks, [`Versions::patch_window`]).
+    bumps_done: AtomicU64,
+}
+
+thread_local! {
+    /// Values of `seq` this thread has taken: what a patch's own bumps are, told from
+    /// everyone else's ([`Versions::window_holds`]).
+    static OWN_BUMPS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// The point a patch was planned at ([`Versions::patch_window`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PatchWindow {
+    seq: u64,
+    own: u64,
 }
 
 impl std::fmt::Debug for dyn BumpSink {
@@ -315,11 +332,12 @@ impl Versions {
         // A write whose rows are unknown may have moved parent rows: their mappings go
         // first (through qcache such a write is a move as well, `cache::fkmap`).
         self.parents.drop_table(&t.schema, &t.name);
-        let v = self.seq.fetch_add(1, Ordering::AcqRel) + 1;
+        let v = self.take_seq();
         t.unknown_rows.fetch_max(v, Ordering::AcqRel);
         t.unknown.fetch_max(v, Ordering::AcqRel);
         t.rows.fetch_max(v, Ordering::AcqRel);
         t.version.fetch_max(v, Ordering::AcqRel);
+        self.bump_done();
         if t.privileges && !self.faults.on(Fault::PrivilegeStamps) {
             // Through qcache or a ROW event of the binlog: every user, sticky. Quiet like
             // the bump that caused it: whoever learns of that bump does the same.
@@ -424,14 +442,14 @@ impl Versions {
                 Some(known) => s.rows(&t.schema, &t.name, &Self::all_indexes(t, known)),
             }
         }
-        let v = self.seq.fetch_add(1, Ordering::AcqRel) + 1;
+        let v = self.take_seq();
         if !self.slice_bumps_broken() {
             for c in set {
                 self.columns.0[Versions::column_index(t, c) as usize]
                     .fetch_max(v, Ordering::AcqRel);
             }
         }
-        match known {
+        let n = match known {
             None => {
                 t.unknown.fetch_max(v, Ordering::AcqRel);
                 // Every slice column's values unknown: its entries reading `set` go.
@@ -442,7 +460,9 @@ impl Versions {
                 let indexes = |column: &str| Self::known_indexes(t, known, column);
                 self.bump_indexes_at(t, v, indexes, Some(set))
             }
-        }
+        };
+        self.bump_done();
+        n
     }
 
     /// The slice counter index of column `read` (lower-cased) of the rows of one slice (its
@@ -533,8 +553,10 @@ impl Versions {
     }
 
     fn bump_indexes(&self, t: &TableVersion, indexes: impl Fn(&str) -> Option<Vec<u32>>) -> u64 {
-        let v = self.seq.fetch_add(1, Ordering::AcqRel) + 1;
-        self.bump_indexes_at(t, v, indexes, None)
+        let v = self.take_seq();
+        let n = self.bump_indexes_at(t, v, indexes, None);
+        self.bump_done();
+        n
     }
 
     /// `set`: a column-known update changing only those columns, which leaves the
@@ -663,8 +685,47 @@ impl Versions {
     /// `bump_all` without telling the sink.
     pub fn bump_all_quiet(&self) {
         self.parents.drop_all();
-        self.seq.fetch_add(1, Ordering::AcqRel);
+        self.take_seq();
         self.epoch.fetch_add(1, Ordering::AcqRel);
+        self.bump_done();
+    }
+
+    /// The next value of the global sequence, for a bump about to move counters; paired
+    /// with [`bump_done`](Self::bump_done) once they have moved.
+    fn take_seq(&self) -> u64 {
+        OWN_BUMPS.with(|n| n.set(n.get() + 1));
+        self.seq.fetch_add(1, Ordering::SeqCst) + 1
+    }
+
+    fn bump_done(&self) {
+        self.bumps_done.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Opens a patch's window (`policy::patch`): Some only when no bump is in flight. A
+    /// patch checks its entries are current after this, applies its write's own bumps on
+    /// this thread with no await, re-reads the entries' stamps
+    /// ([`Stamps::recapture`]), then asks [`window_holds`](Self::window_holds).
+    pub fn patch_window(&self) -> Option<PatchWindow> {
+        // Done first: equal to the sequence read after it, nothing was in flight when it
+        // was read and nothing began in between.
+        let done = self.bumps_done.load(Ordering::SeqCst);
+        let seq = self.seq.load(Ordering::SeqCst);
+        (done == seq).then(|| PatchWindow {
+            seq,
+            own: OWN_BUMPS.with(|n| n.get()),
+        })
+    }
+
+    /// Whether every bump since `w` opened was this thread's own, and none is in flight:
+    /// then stamps re-read now differ from the entries' checked ones only by the patch's own
+    /// write, and any later bump takes a larger value, which moves a counter they hold. If
+    /// another bump began (or was in flight) it may hide under the patch's values, so the
+    /// patch is dropped.
+    pub fn window_holds(&self, w: PatchWindow) -> bool {
+        let own = OWN_BUMPS.with(|n| n.get()).wrapping_sub(w.own);
+        let seq = self.seq.load(Ordering::SeqCst);
+        let done = self.bumps_done.load(Ordering::SeqCst);
+        seq == done && seq.wrapping_sub(w.seq) == own
     }
 
     pub fn seq(&self) -> u64 {
@@ -888,6 +949,53 @@ impl Stamps {
             })
             .collect();
         s
+    }
+
+    /// The same dependencies at their versions now: a patched entry's new stamps, taken
+    /// inside its window ([`Versions::patch_window`]).
+    pub fn recapture(&self, v: &Versions) -> Stamps {
+        let epoch = v.epoch();
+        let seq = v.seq();
+        Stamps {
+            tables: self
+                .tables
+                .iter()
+                .map(|(t, _)| (t.clone(), t.version()))
+                .collect(),
+            sliced: self
+                .sliced
+                .iter()
+                .map(|s| {
+                    let mut st = SliceStamp {
+                        table: s.table.clone(),
+                        unknown: 0,
+                        column: s.column.clone(),
+                        column_version: 0,
+                        slices: s
+                            .slices
+                            .iter()
+                            .map(|(i, _)| (*i, v.slice_version(*i)))
+                            .collect(),
+                        by_columns: s.by_columns,
+                    };
+                    st.unknown = st.unknown_now();
+                    st.column_version = st.column_now();
+                    st
+                })
+                .collect(),
+            rows: self
+                .rows
+                .iter()
+                .map(|(t, _)| (t.clone(), t.rows_version()))
+                .collect(),
+            columns: self
+                .columns
+                .iter()
+                .map(|(i, _)| (*i, v.column_version(*i)))
+                .collect(),
+            epoch,
+            seq,
+        }
     }
 
     /// Every table these stamps depend on, whole or by slices.
@@ -1419,5 +1527,52 @@ mod tests {
         assert_eq!(v.bump_schema("x"), 1);
         assert!(a.version() > 0);
         assert_eq!(b.version(), 0);
+    }
+
+    /// A patch's window holds only when every bump inside it was the patching thread's
+    /// own: another thread's bump, or one in flight when it opened, drops the patch.
+    #[test]
+    fn a_patch_window_sees_every_other_bump() {
+        let v = Arc::new(Versions::new());
+        let t = v.table("db", "t");
+        let u = v.table("db", "u");
+        // Own bumps only (a write's several bumps too): the window holds.
+        let w = v.patch_window().expect("nothing in flight");
+        v.bump(&t);
+        v.bump_rows(&t, &[("a".to_string(), vec!["1".to_string()])]);
+        assert!(v.window_holds(w));
+        // Nothing of ours, nothing of theirs: holds (a patch whose write bumped nothing).
+        let w = v.patch_window().unwrap();
+        assert!(v.window_holds(w));
+        // Another thread's bump of any table inside the window: refused.
+        let w = v.patch_window().unwrap();
+        v.bump(&t);
+        let (v2, u2) = (v.clone(), u.clone());
+        std::thread::spawn(move || v2.bump(&u2)).join().unwrap();
+        assert!(!v.window_holds(w));
+        // Another thread's bump all: refused.
+        let w = v.patch_window().unwrap();
+        let v2 = v.clone();
+        std::thread::spawn(move || v2.bump_all()).join().unwrap();
+        assert!(!v.window_holds(w));
+        // A bump in flight (taken, not done) when the window would open: no window.
+        v.take_seq();
+        assert!(v.patch_window().is_none());
+        v.bump_done();
+        assert!(v.patch_window().is_some());
+    }
+
+    /// Re-read stamps are current at once and stay so until the next bump.
+    #[test]
+    fn recaptured_stamps_are_current() {
+        let v = Versions::new();
+        let t = v.table("db", "t");
+        let s = Stamps::capture(&v, std::slice::from_ref(&t));
+        v.bump(&t);
+        assert!(!s.is_current(&v));
+        let r = s.recapture(&v);
+        assert!(r.is_current(&v));
+        v.bump(&t);
+        assert!(!r.is_current(&v));
     }
 }

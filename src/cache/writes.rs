@@ -101,6 +101,8 @@ pub struct Pending {
     /// The statement changes privileges: these users' (or every user's) entries stop being
     /// served before the client sees the OK.
     pub privileges: Option<PrivilegeChange>,
+    /// Cached aggregates its known rows patch instead (`policy::patch`), if any.
+    pub patch: Option<super::patches::PatchWrite>,
 }
 
 impl Pending {

@@ -12,6 +12,7 @@ pub mod fill;
 pub mod fkslices;
 pub mod last;
 pub mod multi;
+pub mod patch;
 pub mod prepared;
 pub mod settings;
 pub mod sliceplan;

@@ -104,6 +104,9 @@ pub enum LastExecute {
 }
 
 pub struct SessionState {
+    /// This statement may commit a write (`cache::patches::WriteInFlight`): counted until
+    /// its response ended, for the patch verifier.
+    pub write_in_flight: Option<crate::cache::patches::WriteInFlight>,
     /// The upstream's version from its greeting: which executable comments it runs.
     pub server: ServerVersion,
     pub user: String,
@@ -350,6 +353,7 @@ impl SessionState {
             stmts: HashMap::default(),
             last_stmt: None,
             pending: Pending::default(),
+            write_in_flight: None,
             fk: Default::default(),
             admin_allowed: None,
             after_hit: None,

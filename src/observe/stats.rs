@@ -136,6 +136,13 @@ pub struct CacheStats {
     pub expired: AtomicU64,
     /// Results refused because they exceed `max_result_bytes` (or a cache shard).
     pub too_large: AtomicU64,
+    /// Entries patched from a write's known rows and kept valid (`policy::patch`).
+    pub patched: AtomicU64,
+    /// Patched entries the verifier found differing from the server's answer: each was
+    /// dropped and its statement shape's patching turned off.
+    pub patch_mismatches: AtomicU64,
+    /// Patched entries re-read by the verifier (`cache.verify_patched`).
+    pub patch_verified: AtomicU64,
     /// Not-cached counts by reason. Striped like the hit counter: with the cache off every
     /// relayed SELECT counts here, from every worker thread.
     reasons: [ReasonStripe; STRIPES],
@@ -245,6 +252,9 @@ impl CacheStats {
             ("Qcache_stampede_waits", load(&self.stampede_waits)),
             ("Qcache_stale_served", load(&self.stale_served)),
             ("Qcache_too_large", load(&self.too_large)),
+            ("Qcache_patched", load(&self.patched)),
+            ("Qcache_patch_verified", load(&self.patch_verified)),
+            ("Qcache_patch_mismatches", load(&self.patch_mismatches)),
         ]);
         rows
     }

@@ -12,6 +12,7 @@ pub mod diagnostics;
 pub mod l2;
 pub mod locks;
 pub mod order;
+pub mod patch;
 pub mod privileges;
 pub mod read;
 pub mod reason;

@@ -56,6 +56,11 @@ impl Session {
         let verdict = self.explain_verdict(sql, &scan, privileged, &mut f).await?;
         f.insert(3, ("decision", Some(verdict.decision.to_string())));
         f.insert(4, ("reason", verdict.reason));
+        if scan.kind == analysis::StatementKind::Select {
+            let planner = crate::engine::Planner::new(&self.shared);
+            let patch = planner.explain_patch(&self.st, &text, false);
+            f.push(("patched_by_insert", Some(patch)));
+        }
         f.extend(words::key_context(&self.st));
         Ok(rows(f))
     }

@@ -9,6 +9,7 @@ mod digests;
 mod explain;
 pub mod handshake;
 mod l2;
+mod patch;
 mod prepared;
 mod private;
 mod privileges;

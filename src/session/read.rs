@@ -49,6 +49,8 @@ struct FillTarget {
     snap: Option<Snapshot>,
     /// L2's versions read before the query, and whether this instance holds the fill lease.
     l2_fill: Option<L2Fill>,
+    /// An execute's result (binary rows): what a patch of it writes (`policy::patch`).
+    binary: bool,
 }
 
 /// A cacheable read on a miss: its key, the tables it depends on, the payload to send.
@@ -615,6 +617,7 @@ impl Session {
             guard,
             snap,
             l2_fill,
+            binary: payload.first() == Some(&com::STMT_EXECUTE),
         };
         self.forward_fill(seq, payload, sql, &plan, target).await?;
         Ok(true)
@@ -786,7 +789,26 @@ impl Session {
             .with_diagnostics(diag)
             .with_meta_status_at(meta)
             .with_l2(target.l2_fill.as_ref().and_then(|(s, _)| s.clone()));
-        let entry = self.local_entry(entry, plan, sql);
+        let mut entry = self.local_entry(entry, plan, sql);
+        // A result a known insert can patch (`policy::patch`): not inside a transaction
+        // (its snapshot may be older than the latest rows) and not with an L2, whose copy
+        // no local patch reaches.
+        let recipe = (target.snap.is_none()
+            && target.l2_fill.is_none()
+            && self.shared.l2.is_none())
+        .then(|| {
+            let planner = Planner::new(&self.shared);
+            let r = planner.patch_recipe(&self.st, sql, &plan.tables, target.binary, plan.digest);
+            if let Err(why) = &r {
+                if *why != crate::engine::patch::NoPatch::Off {
+                    tracing::debug!(why = why.as_str(), "read not patchable");
+                }
+            }
+            r.ok()
+        })
+        .flatten()
+        .map(Arc::new);
+        entry.patch = recipe.clone();
         let l2_copy = target
             .l2_fill
             .as_ref()
@@ -802,6 +824,9 @@ impl Session {
             (None, Some(s)) => cache.insert_in(plan.key, entry, &s),
             (None, None) => cache.insert(plan.key, entry),
         };
+        if let (true, Some(r)) = (self.cur.stored, recipe) {
+            cache.patches().register(&r.schema, &r.table, plan.key);
+        }
     }
 
     /// What every local entry of a planned read carries, however it was filled (from the

@@ -5,6 +5,7 @@
 use super::{Session, SessionError};
 use crate::engine::fill::Fill;
 use crate::engine::fkslices::{self, Answers};
+use crate::engine::patch::note_patch_ok;
 use crate::invalidation::writes;
 use crate::protocol::codec::Packet;
 use crate::protocol::packets::com;
@@ -91,12 +92,14 @@ impl Session {
                 let seq = frame[3];
                 let step = feed(&mut resp, &mut fill, seq, &frame[4..]);
                 fkslices::note_ok(&mut self.st.fk, &resp, &frame[4..]);
+                note_patch_ok(&mut self.st.pending, &resp, &frame[4..]);
                 self.client.push_raw(frame);
                 self.upstream.consume(len);
                 (step, seq)
             } else if let Some(p) = self.upstream.try_decode().map_err(SessionError::upstream)? {
                 let step = feed(&mut resp, &mut fill, p.seq, &p.payload);
                 fkslices::note_ok(&mut self.st.fk, &resp, &p.payload);
+                note_patch_ok(&mut self.st.pending, &resp, &p.payload);
                 self.client.push(p.seq, &p.payload);
                 (step, p.seq)
             } else {
@@ -314,15 +317,34 @@ impl Session {
             let in_txn = self.st.txn.writes_in_transaction(new_status);
             let answers = self.fk_lookup(in_txn).await;
             fkslices::child_rows(&mut self.st, &self.shared.cache.versions().parents, answers);
-            let pending = std::mem::take(&mut self.st.pending);
+            let mut pending = std::mem::take(&mut self.st.pending);
             // Registered before the DDL's first bump: a read that reads its stamps after that
             // bump sees the registration when it checks (`Session::miss`), and stores nothing.
             let ddl = pending
                 .ddl
                 .then(|| self.shared.catalog.register_ddl(&pending.ddl_changed));
+            // Patches (`policy::patch`): computed from entries current now, in a window
+            // that closes after this write's own bumps, with no await in between.
+            let patch = pending.patch.take();
+            let patch = patch.filter(|p| self.may_patch(p, new_status, &pending));
+            let versions = self.shared.cache.versions();
+            let window = patch.as_ref().and_then(|_| versions.patch_window());
+            let patches = match (&patch, window) {
+                (Some(p), Some(_)) => self.patches_of(p),
+                _ => Vec::new(),
+            };
             for inv in writes::statement(&pending) {
                 self.shared.invalidate(&inv);
                 self.st.own_writes.note(&inv);
+            }
+            if let (Some(w), false) = (window, patches.is_empty()) {
+                let stamps: Vec<_> = patches
+                    .iter()
+                    .map(|(c, _)| c.entry.stamps.recapture(versions))
+                    .collect();
+                if versions.window_holds(w) {
+                    self.store_patches(patches, stamps);
+                }
             }
             let in_txn = self.st.txn.writes_in_transaction(new_status);
             let max_entries = self.shared.config().invalidation.parent_map_entries;
@@ -386,9 +408,16 @@ impl Session {
         });
         let now = self.shared.cache.versions().snapshot();
         self.st.txn.before_send(now);
+        // A statement that may commit a write: the patch verifier does not compare while
+        // one is in flight (its commit may be in the server's answer before its bump).
+        let may_commit = !self.st.pending.is_empty() || self.st.txn.in_transaction();
+        if may_commit && self.st.write_in_flight.is_none() {
+            self.st.write_in_flight = Some(self.shared.cache.patches().write_begins());
+        }
     }
 
     pub(crate) fn end_of_response(&mut self) {
+        self.st.write_in_flight = None;
         fkslices::end(&mut self.st);
         self.st.pending = Default::default();
         self.st.txn.response_ended();

@@ -33,7 +33,10 @@ impl Session {
         match &*an {
             Analysis::Write(w) => {
                 self.plan_write(w);
-                Planner::new(&self.shared).plan_write_rows(&mut self.st, w, &text, &pkt.payload);
+                let planner = Planner::new(&self.shared);
+                planner.plan_write_rows(&mut self.st, w, &text, &pkt.payload);
+                // Last: what it patches depends on all it invalidates.
+                planner.plan_patch(&mut self.st, &text, &self.shared.cache);
             }
             _ => self.plan_unknown_write(),
         }

@@ -1,0 +1,330 @@
+//! Patching cached aggregates (`policy::patch`) over the session's state and the catalog:
+//! the recipe a read's entry is stored with, and, before an INSERT goes upstream, the
+//! entries its rows will patch ([`PatchWrite`]). The patch itself happens at the write's OK
+//! (`session::relay`), inside a version window (`cache::versions::PatchWindow`).
+
+use std::sync::Arc;
+
+use super::slices::Planner;
+use super::state::SessionState;
+use crate::cache::patches::{Candidate, PatchWrite};
+use crate::cache::{Cache, TableHandle};
+use crate::policy::patch::{self, Recipe, Refusal};
+
+/// Why no recipe or no patch: the policy's refusal, or what the session or catalog rule out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NoPatch {
+    /// `cache.patch_aggregates` is off.
+    Off,
+    /// Inside a transaction, or a session holding temporary tables (a name may be one).
+    Session,
+    /// Not exactly one table, or one the catalog cannot vouch for (a view, a trigger, a
+    /// generated or ON UPDATE column, system versioning, a DDL pending on it).
+    Table,
+    /// The write does not change exactly this one table by its own rows.
+    Write,
+    /// The verifier turned patching off for this statement shape.
+    ShapeOff,
+    Policy(Refusal),
+}
+
+impl NoPatch {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NoPatch::Off => "off",
+            NoPatch::Session => "session",
+            NoPatch::Table => "table",
+            NoPatch::Write => "write",
+            NoPatch::ShapeOff => "shape_off",
+            NoPatch::Policy(r) => r.as_str(),
+        }
+    }
+}
+
+impl From<Refusal> for NoPatch {
+    fn from(r: Refusal) -> NoPatch {
+        NoPatch::Policy(r)
+    }
+}
+
+impl Planner<'_> {
+    /// Whether writes to `q` have rows the statement shows in full: a plain base table the
+    /// catalog knows (no trigger, no cascade back to it, no generated, invisible or ON
+    /// UPDATE column, not system versioned, no DDL pending on it), outside `mysql`.
+    fn patchable_table(&self, q: &(String, String)) -> bool {
+        q.0 != "mysql" && self.catalog.update_changes_only_set(q)
+    }
+
+    /// The recipe a read's entry is stored with, when a known insert can patch it: `sql`
+    /// its text (an execute's prepared SQL), `tables` what its plan reads, `binary` an
+    /// execute's result.
+    pub fn patch_recipe(
+        &self,
+        st: &SessionState,
+        sql: &[u8],
+        tables: &[TableHandle],
+        binary: bool,
+        digest: u64,
+    ) -> Result<Recipe, NoPatch> {
+        self.recipe_for(st, sql, Some(tables), binary, digest)
+    }
+
+    fn recipe_for(
+        &self,
+        st: &SessionState,
+        sql: &[u8],
+        tables: Option<&[TableHandle]>,
+        binary: bool,
+        digest: u64,
+    ) -> Result<Recipe, NoPatch> {
+        if !self.cfg.cache.patch_aggregates {
+            return Err(NoPatch::Off);
+        }
+        if st.txn.in_transaction() || !st.temp_tables.is_empty() || st.temporaries_unknown {
+            return Err(NoPatch::Session);
+        }
+        let text = std::str::from_utf8(sql).map_err(|_| Refusal::Unparsable)?;
+        let shape = patch::read_shape(text)?;
+        let q = st
+            .qualify(shape.table.schema.as_deref(), &shape.table.name)
+            .ok_or(NoPatch::Table)?;
+        if let Some(tables) = tables {
+            let [t] = tables else {
+                return Err(NoPatch::Table);
+            };
+            if (t.schema.as_str(), t.name.as_str()) != (q.0.as_str(), q.1.as_str()) {
+                return Err(NoPatch::Table);
+            }
+        }
+        if !self.patchable_table(&q) {
+            return Err(NoPatch::Table);
+        }
+        let columns = self.catalog.columns_by_ordinal(&q).ok_or(NoPatch::Table)?;
+        Ok(shape.bind(q, &columns, binary, digest, text)?)
+    }
+
+    /// What `QCACHE EXPLAIN` says of a read's entry under inserts: patched by a known
+    /// insert into its table, or why not. Its table is the statement's own (no plan read).
+    pub fn explain_patch(&self, st: &SessionState, sql: &[u8], binary: bool) -> String {
+        match self.recipe_for(st, sql, None, binary, 0) {
+            Ok(r) => format!(
+                "yes: an autocommit INSERT ... VALUES of known rows into {}.{} patches it",
+                r.schema, r.table
+            ),
+            Err(why) => format!("no ({}): such an insert invalidates it", why.as_str()),
+        }
+    }
+
+    /// Before a write goes upstream, after its invalidation was planned: when it is an
+    /// autocommit `INSERT … VALUES` of known rows into one table, the entries of that
+    /// table it will patch (into `st.pending.patch`). Entries looked up now hold results
+    /// computed before the write reached the server.
+    pub fn plan_patch(&self, st: &mut SessionState, text: &[u8], cache: &Cache) {
+        st.pending.patch = None;
+        match self.patch_write(st, text, cache) {
+            Ok(p) => st.pending.patch = Some(p),
+            Err(NoPatch::Off) => {}
+            Err(why) => tracing::debug!(why = why.as_str(), "write patches nothing"),
+        }
+    }
+
+    fn patch_write(
+        &self,
+        st: &SessionState,
+        text: &[u8],
+        cache: &Cache,
+    ) -> Result<PatchWrite, NoPatch> {
+        if !self.cfg.cache.patch_aggregates {
+            return Err(NoPatch::Off);
+        }
+        if st.txn.in_transaction() || !st.temp_tables.is_empty() || st.temporaries_unknown {
+            return Err(NoPatch::Session);
+        }
+        let table = only_table(st).ok_or(NoPatch::Write)?;
+        // Nothing to patch, nothing to parse: a write to a table without patchable entries
+        // costs one map lookup.
+        let keys = cache.patches().keys(&table.schema, &table.name);
+        if keys.is_empty() {
+            return Err(NoPatch::Write);
+        }
+        let text = std::str::from_utf8(text).map_err(|_| Refusal::Unparsable)?;
+        let ins = patch::insert_rows(text)?;
+        let q = st
+            .qualify(ins.table.schema.as_deref(), &ins.table.name)
+            .ok_or(NoPatch::Table)?;
+        if (table.schema.as_str(), table.name.as_str()) != (q.0.as_str(), q.1.as_str())
+            || !self.patchable_table(&q)
+        {
+            return Err(NoPatch::Table);
+        }
+        let columns = self.catalog.columns_by_ordinal(&q).ok_or(NoPatch::Table)?;
+        let mut candidates = Vec::new();
+        for key in keys {
+            let Some(entry) = cache.peek(key) else {
+                continue;
+            };
+            let Some(recipe) = entry.patch.clone() else {
+                continue;
+            };
+            if recipe.schema != q.0 || recipe.table != q.1 || cache.patches().is_off(recipe.digest)
+            {
+                continue;
+            }
+            // A refusal here leaves the entry to the write's invalidation.
+            let Ok(rows) = ins.values_of(&columns, &recipe.used_columns()) else {
+                continue;
+            };
+            candidates.push(Candidate {
+                key,
+                entry,
+                recipe,
+                rows: Arc::from(rows),
+            });
+        }
+        if candidates.is_empty() {
+            return Err(NoPatch::Write);
+        }
+        Ok(PatchWrite {
+            table,
+            rows: ins.rows.len() as u64,
+            candidates,
+            ok: None,
+        })
+    }
+}
+
+/// Keeps the first OK of a write that means to patch: its affected rows and warnings say
+/// whether the server did exactly what the statement shows.
+pub fn note_patch_ok(
+    pending: &mut crate::cache::writes::Pending,
+    resp: &crate::protocol::response::Response,
+    payload: &[u8],
+) {
+    if let Some(p) = pending.patch.as_mut() {
+        if p.ok.is_none() && resp.status_here.is_some() && payload.first() == Some(&0) {
+            p.ok = crate::protocol::packets::parse_ok(payload);
+        }
+    }
+}
+
+/// The one table a planned write changes, when it changes nothing else: no other table, no
+/// schema, nothing conservative, no DDL, no privilege change, no column-known update.
+pub fn only_table(st: &SessionState) -> Option<TableHandle> {
+    only_table_of(&st.pending)
+}
+
+/// [`only_table`] of a plan taken out of the session (at the OK).
+pub fn only_table_of(p: &crate::cache::writes::Pending) -> Option<TableHandle> {
+    if !p.schemas.is_empty() || p.all || p.ddl || p.privileges.is_some() || !p.columns.is_empty() {
+        return None;
+    }
+    let mut all = p.tables.iter().chain(p.rows.iter().map(|(t, _)| t));
+    let first = all.next()?;
+    all.all(|t| Arc::ptr_eq(t, first)).then(|| first.clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::World;
+
+    fn on(w: &mut World) {
+        let mut cfg = (*w.cfg).clone();
+        cfg.cache.patch_aggregates = true;
+        w.cfg = Arc::new(cfg);
+    }
+
+    /// Which reads get a recipe, by session, table and switch (the shapes themselves are
+    /// `policy::patch`'s table).
+    #[test]
+    fn reads_get_a_recipe_or_a_reason() {
+        type Row<'a> = (&'a str, bool, bool, &'a str, &'a str, Result<(), NoPatch>);
+        let rows: &[Row] = &[
+            // (why, switch on, temporary table, sql, table read, verdict)
+            (
+                "a count of a base table",
+                true,
+                false,
+                "SELECT COUNT(*), SUM(a) FROM child WHERE parent_id = 1",
+                "child",
+                Ok(()),
+            ),
+            (
+                "the switch off",
+                false,
+                false,
+                "SELECT COUNT(*) FROM child",
+                "child",
+                Err(NoPatch::Off),
+            ),
+            (
+                "a temporary table may shadow the name",
+                true,
+                true,
+                "SELECT COUNT(*) FROM child",
+                "child",
+                Err(NoPatch::Session),
+            ),
+            (
+                "a view",
+                true,
+                false,
+                "SELECT COUNT(*) FROM v",
+                "v",
+                Err(NoPatch::Table),
+            ),
+            (
+                "another table than the plan's",
+                true,
+                false,
+                "SELECT COUNT(*) FROM child",
+                "parent",
+                Err(NoPatch::Table),
+            ),
+            (
+                "a shape the policy refuses",
+                true,
+                false,
+                "SELECT MAX(a) FROM child",
+                "child",
+                Err(NoPatch::Policy(Refusal::Aggregate)),
+            ),
+        ];
+        for (why, switch, temp, sql, table, want) in rows {
+            let mut w = World::new(true);
+            if *switch {
+                on(&mut w);
+            }
+            let mut st = w.session(Some("db"));
+            if *temp {
+                st.temp_tables.insert(("db".into(), "tmp".into()));
+            }
+            let tables = [w.versions.table("db", table)];
+            let got = w
+                .planner()
+                .patch_recipe(&st, sql.as_bytes(), &tables, false, 1)
+                .map(drop);
+            assert_eq!(got, *want, "{why}");
+        }
+    }
+
+    /// A write patches only when its plan changes exactly one table, by its own rows.
+    #[test]
+    fn only_a_write_of_one_table_patches() {
+        let w = World::new(true);
+        let t = w.versions.table("db", "child");
+        let u = w.versions.table("db", "parent");
+        let mut st = w.session(Some("db"));
+        assert!(only_table(&st).is_none(), "nothing planned");
+        st.pending.tables.push(t.clone());
+        assert!(only_table(&st).is_some_and(|x| Arc::ptr_eq(&x, &t)));
+        st.pending.tables.push(u);
+        assert!(only_table(&st).is_none(), "two tables");
+        st.pending.tables.truncate(1);
+        st.pending.all = true;
+        assert!(only_table(&st).is_none(), "a conservative scope");
+        st.pending.all = false;
+        st.pending.schemas.push("db".into());
+        assert!(only_table(&st).is_none(), "a schema");
+    }
+}

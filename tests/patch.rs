@@ -1,0 +1,327 @@
+//! Cached aggregates patched from known inserted rows (`policy::patch`) through the real
+//! proxy: the read after an INSERT is served from the cache (a hit counted) and equals the
+//! server's answer, text and prepared; writes qcache cannot patch invalidate as before; the
+//! verifier re-reads patched entries and catches a wrong patch (the debug fault).
+
+mod common;
+use common::{setup, status};
+
+use std::time::{Duration, Instant};
+
+use mysql_async::prelude::*;
+use mysql_async::{Conn, Row};
+use qcache::faults::Fault;
+
+const TABLE: &[&str] = &[
+    "CREATE TABLE t (id INT AUTO_INCREMENT PRIMARY KEY, k INT NOT NULL, \
+     v BIGINT NULL, s VARCHAR(10) NULL)",
+];
+
+const READ: &str = "SELECT COUNT(*), COUNT(v), SUM(v) FROM t WHERE k IN (1, 3)";
+
+/// The answer's values as text (NULL as None), as the client decoded them.
+async fn answer(c: &mut Conn, prepared: bool) -> Vec<Option<String>> {
+    let row: Row = if prepared {
+        c.exec_first(READ, ()).await.unwrap().unwrap()
+    } else {
+        c.query_first(READ).await.unwrap().unwrap()
+    };
+    (0..row.len())
+        .map(|i| match row.as_ref(i).unwrap() {
+            mysql_async::Value::NULL => None,
+            mysql_async::Value::Bytes(b) => Some(String::from_utf8(b.clone()).unwrap()),
+            mysql_async::Value::Int(n) => Some(n.to_string()),
+            mysql_async::Value::UInt(n) => Some(n.to_string()),
+            other => panic!("unexpected {other:?}"),
+        })
+        .collect()
+}
+
+/// Reads through the proxy and directly; asserts they agree and says whether the proxy's
+/// read was a hit.
+async fn read_both(c: &mut Conn, d: &mut Conn, prepared: bool) -> (bool, Vec<Option<String>>) {
+    let before = status(c, "Qcache_hits").await;
+    let got = answer(c, prepared).await;
+    let hit = status(c, "Qcache_hits").await > before;
+    let want = answer(d, prepared).await;
+    assert_eq!(got, want, "proxy and server differ (prepared: {prepared})");
+    (hit, got)
+}
+
+/// A proxy with patching on, once its catalog is loaded (until then no read is patchable:
+/// the catalog cannot vouch for its table).
+async fn proxy(verify: f64) -> common::TestProxy {
+    let p = common::proxy(|c| {
+        c.cache.patch_aggregates = true;
+        c.cache.verify_patched = verify;
+    })
+    .await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !p.running.shared.catalog.is_loaded() {
+        assert!(Instant::now() < deadline, "catalog not loaded");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    p
+}
+
+#[tokio::test]
+async fn an_insert_patches_the_cached_count_and_sum() {
+    let schema = common::fresh_schema("patch_served").await;
+    setup(&schema, TABLE).await;
+    let p = proxy(0.0).await;
+    let mut c = p.conn(&schema).await;
+    let mut d = common::direct_to(&schema).await;
+    for prepared in [false, true] {
+        let (hit, first) = read_both(&mut c, &mut d, prepared).await;
+        assert!(!hit, "first read is a miss");
+        assert_eq!(first, vec![Some("0".into()), Some("0".into()), None]);
+        assert!(
+            read_both(&mut c, &mut d, prepared).await.0,
+            "second read is a hit"
+        );
+    }
+    let patched = status(&mut c, "Qcache_patched").await;
+    let inserts = [
+        // A NULL, a row the WHERE keeps out, a negative, several rows, past BIGINT's sum.
+        "INSERT INTO t (k, v) VALUES (1, 5)",
+        "INSERT INTO t (k, v, s) VALUES (1, NULL, 'x'), (2, 100, 'y'), (3, -8, NULL)",
+        "INSERT INTO t (v, k) VALUES (9223372036854775807, 3), (9223372036854775807, 1)",
+        "INSERT INTO t (k, v) VALUES (7, 1)",
+    ];
+    for (i, ins) in inserts.iter().enumerate() {
+        c.query_drop(*ins).await.unwrap();
+        for prepared in [false, true] {
+            let (hit, _) = read_both(&mut c, &mut d, prepared).await;
+            assert!(
+                hit,
+                "after {ins} (prepared: {prepared}): served from the patched entry"
+            );
+        }
+        assert_eq!(
+            status(&mut c, "Qcache_patched").await,
+            patched + 2 * (i as u64 + 1),
+            "both entries patched by {ins}"
+        );
+    }
+    let (_, last) = read_both(&mut c, &mut d, false).await;
+    assert_eq!(
+        last,
+        vec![
+            Some("5".into()),
+            Some("4".into()),
+            Some("18446744073709551611".into())
+        ]
+    );
+}
+
+#[tokio::test]
+async fn writes_it_cannot_patch_invalidate() {
+    let schema = common::fresh_schema("patch_refused").await;
+    setup(&schema, TABLE).await;
+    let p = proxy(0.0).await;
+    let mut c = p.conn(&schema).await;
+    let mut d = common::direct_to(&schema).await;
+    let writes: &[&[&str]] = &[
+        &["INSERT IGNORE INTO t (k, v) VALUES (1, 1)"],
+        &["INSERT INTO t (k) VALUES (1)"],
+        &["INSERT INTO t (k, v) VALUES (1, 2 + 3)"],
+        &["INSERT INTO t (k, v) VALUES ('1', 1)"],
+        &["BEGIN", "INSERT INTO t (k, v) VALUES (1, 4)", "COMMIT"],
+        &["UPDATE t SET v = v + 1 WHERE k = 1"],
+        &["DELETE FROM t WHERE v = 4"],
+        &["REPLACE INTO t (id, k, v) VALUES (100, 1, 50)"],
+        &["INSERT INTO t (id, k, v) VALUES (100, 1, 60) ON DUPLICATE KEY UPDATE v = 70"],
+    ];
+    for stmts in writes {
+        answer(&mut c, false).await;
+        assert!(
+            read_both(&mut c, &mut d, false).await.0,
+            "cached before {stmts:?}"
+        );
+        let patched = status(&mut c, "Qcache_patched").await;
+        for s in *stmts {
+            c.query_drop(*s).await.unwrap();
+        }
+        let (hit, _) = read_both(&mut c, &mut d, false).await;
+        assert!(!hit, "{stmts:?}: not patched, so invalidated");
+        assert_eq!(status(&mut c, "Qcache_patched").await, patched, "{stmts:?}");
+    }
+    // Strict mode refuses a value past BIGINT: nothing changed, nothing patched.
+    answer(&mut c, false).await;
+    let patched = status(&mut c, "Qcache_patched").await;
+    assert!(c
+        .query_drop("INSERT INTO t (k, v) VALUES (1, 9223372036854775808)")
+        .await
+        .is_err());
+    read_both(&mut c, &mut d, false).await;
+    assert_eq!(status(&mut c, "Qcache_patched").await, patched);
+}
+
+/// Polls `name` until it reaches `at_least` (the verifier runs in the background).
+async fn wait_status(c: &mut Conn, name: &str, at_least: u64) -> u64 {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let n = status(c, name).await;
+        if n >= at_least || Instant::now() > deadline {
+            return n;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn the_verifier_confirms_right_patches() {
+    let schema = common::fresh_schema("patch_verified").await;
+    setup(&schema, TABLE).await;
+    let p = proxy(1.0).await;
+    let mut c = p.conn(&schema).await;
+    answer(&mut c, false).await;
+    c.query_drop("INSERT INTO t (k, v) VALUES (1, 5)")
+        .await
+        .unwrap();
+    assert_eq!(status(&mut c, "Qcache_patched").await, 1);
+    assert_eq!(wait_status(&mut c, "Qcache_patch_verified", 1).await, 1);
+    assert_eq!(status(&mut c, "Qcache_patch_mismatches").await, 0);
+}
+
+/// The corrupting fault makes every patch wrong: the read after the insert is served wrong
+/// (what the differential scenario `patch/fault_*` reports), and the verifier counts the
+/// mismatch, drops the entry and turns the shape's patching off.
+#[tokio::test]
+async fn the_verifier_catches_a_wrong_patch() {
+    let schema = common::fresh_schema("patch_wrong").await;
+    setup(&schema, TABLE).await;
+    let p = proxy(1.0).await;
+    p.running
+        .shared
+        .cache
+        .versions()
+        .faults
+        .set(Fault::Patches, true);
+    let mut c = p.conn(&schema).await;
+    let mut d = common::direct_to(&schema).await;
+    answer(&mut c, false).await;
+    c.query_drop("INSERT INTO t (k, v) VALUES (1, 5)")
+        .await
+        .unwrap();
+    assert_eq!(status(&mut c, "Qcache_patched").await, 1);
+    assert_eq!(wait_status(&mut c, "Qcache_patch_mismatches", 1).await, 1);
+    // Dropped: the next read is the server's; and the shape is no longer patched.
+    let (hit, _) = read_both(&mut c, &mut d, false).await;
+    assert!(!hit, "the wrong entry was dropped");
+    answer(&mut c, false).await;
+    c.query_drop("INSERT INTO t (k, v) VALUES (1, 6)")
+        .await
+        .unwrap();
+    assert_eq!(
+        status(&mut c, "Qcache_patched").await,
+        1,
+        "shape turned off"
+    );
+    read_both(&mut c, &mut d, false).await;
+}
+
+/// `QCACHE EXPLAIN` says whether a read's entry is patched by a known insert, or why not.
+#[tokio::test]
+async fn explain_says_whether_an_insert_patches() {
+    let schema = common::fresh_schema("patch_explain").await;
+    setup(&schema, TABLE).await;
+    let p = proxy(0.0).await;
+    let mut c = p.conn(&schema).await;
+    let said = |sql: &str| format!("QCACHE EXPLAIN {sql}");
+    let cases = [
+        (READ, "yes: "),
+        ("SELECT k, COUNT(*) FROM t GROUP BY k", "no (not_simple)"),
+        ("SELECT COUNT(*) FROM t WHERE id = 1", "no (generated)"),
+        ("SELECT AVG(v) FROM t", "no (aggregate)"),
+    ];
+    for (sql, want) in cases {
+        let rows: Vec<(String, Option<String>)> = c.query(said(sql)).await.unwrap();
+        let got = rows
+            .iter()
+            .find(|(f, _)| f == "patched_by_insert")
+            .and_then(|(_, v)| v.clone())
+            .unwrap_or_else(|| panic!("{sql}: no patched_by_insert in {rows:?}"));
+        assert!(got.starts_with(want), "{sql}: {got}");
+    }
+    // With the switch off, EXPLAIN says so.
+    let off = common::proxy(|_| {}).await;
+    let mut c = off.conn(&schema).await;
+    let rows: Vec<(String, Option<String>)> = c.query(said(READ)).await.unwrap();
+    assert!(rows.iter().any(|(f, v)| f == "patched_by_insert"
+        && v.as_deref().is_some_and(|v| v.starts_with("no (off)"))));
+}
+
+/// Writers insert through qcache while readers read the patched aggregate: no read ever
+/// returns fewer rows than inserts acknowledged before it started, nor more than were
+/// sent, and SUM always agrees with COUNT (every row adds 1). Patches race with other
+/// sessions' bumps here; a patch whose window saw another write must be dropped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_inserts_never_serve_a_count_out_of_bounds() {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    use std::sync::Arc;
+    let schema = common::fresh_schema("patch_race").await;
+    setup(&schema, TABLE).await;
+    let p = proxy(0.0).await;
+    let started = Arc::new(AtomicU64::new(0));
+    let acked = Arc::new(AtomicU64::new(0));
+    let done = Arc::new(AtomicBool::new(false));
+    let q = "SELECT COUNT(*), SUM(v) FROM t WHERE k = 1";
+    let mut readers = Vec::new();
+    for r in 0..2 {
+        let mut c = p.conn(&schema).await;
+        let (started, acked, done) = (started.clone(), acked.clone(), done.clone());
+        readers.push(tokio::spawn(async move {
+            let mut reads = 0u64;
+            while !done.load(Ordering::SeqCst) {
+                let lo = acked.load(Ordering::SeqCst);
+                let row: (u64, Option<String>) = if (reads + r).is_multiple_of(2) {
+                    c.query_first(q).await.unwrap().unwrap()
+                } else {
+                    c.exec_first(q, ()).await.unwrap().unwrap()
+                };
+                let hi = started.load(Ordering::SeqCst);
+                assert!(
+                    lo <= row.0 && row.0 <= hi,
+                    "count {} outside [{lo}, {hi}]",
+                    row.0
+                );
+                let sum = row.1.map(|s| s.parse::<u64>().unwrap()).unwrap_or(0);
+                assert_eq!(sum, row.0, "SUM(v) = COUNT(*) when every v is 1");
+                reads += 1;
+            }
+            reads
+        }));
+    }
+    let mut writers = Vec::new();
+    for _ in 0..4 {
+        let mut c = p.conn(&schema).await;
+        let (started, acked) = (started.clone(), acked.clone());
+        writers.push(tokio::spawn(async move {
+            for _ in 0..40 {
+                started.fetch_add(1, Ordering::SeqCst);
+                c.query_drop("INSERT INTO t (k, v) VALUES (1, 1)")
+                    .await
+                    .unwrap();
+                acked.fetch_add(1, Ordering::SeqCst);
+            }
+        }));
+    }
+    for w in writers {
+        w.await.unwrap();
+    }
+    done.store(true, Ordering::SeqCst);
+    let mut reads = 0;
+    for r in readers {
+        reads += r.await.unwrap();
+    }
+    let mut c = p.conn(&schema).await;
+    let mut d = common::direct_to(&schema).await;
+    let got: (u64, Option<String>) = c.query_first(q).await.unwrap().unwrap();
+    let want: (u64, Option<String>) = d.query_first(q).await.unwrap().unwrap();
+    assert_eq!(got, want);
+    assert_eq!(got.0, 160);
+    let patched = status(&mut c, "Qcache_patched").await;
+    println!("{reads} reads, {patched} patches");
+    assert!(patched > 0, "some inserts patched the entries");
+}
