@@ -6,6 +6,7 @@ use super::slices::Planner;
 use super::state::SessionState;
 use super::write;
 use crate::analysis::{QcAssign, SetInfo};
+use crate::config::QueryCacheType;
 use crate::policy::context::{self, Assignment};
 use crate::policy::{classify, privileges};
 use crate::protocol::rows::Values;
@@ -142,8 +143,13 @@ pub enum SetSent {
     /// It sets only qcache's own `query_cache_type`: answered with an OK by qcache (MySQL 8.0
     /// would reject the name, so it never goes up).
     Local,
-    /// Sent; `role`: a SET ROLE, after which the server recomputes the session's privileges.
-    Up { role: bool },
+    /// Sent; `role`: a SET ROLE, after which the server recomputes the session's privileges;
+    /// `qct`: qcache's own `query_cache_type` it also sets, followed once the server
+    /// accepted the statement (a SET the server refuses changes nothing, this included).
+    Up {
+        role: bool,
+        qct: Option<QueryCacheType>,
+    },
 }
 
 impl Planner<'_> {
@@ -160,19 +166,23 @@ impl Planner<'_> {
         if let Some(why) = classify::set_writes(info, text) {
             self.plan_unknown_write_for(st, why);
         }
+        let mut qct = None;
         if let Some(q) = info.and_then(|i| i.query_cache_type.map(|q| (i, q))) {
             let (i, q) = q;
-            st.qct = match q {
+            let value = match q {
                 QcAssign::Value(v) => v,
                 QcAssign::Default => self.cfg.cache.query_cache_type,
             };
             if i.assignments.iter().all(|(k, _)| k == "query_cache_type") {
+                st.qct = value;
                 return SetSent::Local;
             }
+            qct = Some(value);
         }
         write::plan_privileges(st, sql);
         SetSent::Up {
             role: privileges::sets_role(sql),
+            qct,
         }
     }
 }
@@ -186,6 +196,7 @@ pub fn set_answered(
     st: &mut SessionState,
     info: Option<&SetInfo>,
     role_epoch: Option<u64>,
+    qct: Option<QueryCacheType>,
     error: bool,
 ) -> bool {
     if let Some(epoch_before) = role_epoch {
@@ -198,6 +209,9 @@ pub fn set_answered(
     }
     if error {
         return false;
+    }
+    if let Some(q) = qct {
+        st.qct = q;
     }
     let assignments = info.map(|i| i.assignments.as_slice());
     if context::set_may_change_idle_timers(assignments) {
@@ -353,7 +367,10 @@ mod tests {
             (
                 "a session variable: sent",
                 "SET sql_mode = 'ANSI'",
-                SetSent::Up { role: false },
+                SetSent::Up {
+                    role: false,
+                    qct: None,
+                },
                 QueryCacheType::On,
                 false,
             ),
@@ -367,21 +384,30 @@ mod tests {
             (
                 "qcache's own and another: followed, and sent",
                 "SET query_cache_type = OFF, sql_mode = ''",
-                SetSent::Up { role: false },
-                QueryCacheType::Off,
+                SetSent::Up {
+                    role: false,
+                    qct: Some(QueryCacheType::Off),
+                },
+                QueryCacheType::On,
                 false,
             ),
             (
                 "a role: sent, asked about after",
                 "SET ROLE r",
-                SetSent::Up { role: true },
+                SetSent::Up {
+                    role: true,
+                    qct: None,
+                },
                 QueryCacheType::On,
                 false,
             ),
             (
                 "a function in a value may write anything",
                 "SET @x = f()",
-                SetSent::Up { role: false },
+                SetSent::Up {
+                    role: false,
+                    qct: None,
+                },
                 QueryCacheType::On,
                 true,
             ),
@@ -413,6 +439,7 @@ mod tests {
             &mut st,
             set("SET ROLE r").as_ref(),
             Some(7),
+            None,
             true
         ));
         assert_eq!((st.identity.is_none(), st.priv_baseline), (true, 3));
@@ -422,6 +449,7 @@ mod tests {
             &mut st,
             set("SET ROLE r").as_ref(),
             Some(7),
+            None,
             false
         ));
         assert_eq!(st.priv_baseline, 7);
@@ -431,6 +459,7 @@ mod tests {
             &mut st,
             set("SET wait_timeout = 5").as_ref(),
             None,
+            None,
             false
         ));
         assert!(st.ctx_stale);
@@ -439,8 +468,20 @@ mod tests {
             &mut st,
             set("SET sql_mode = ''").as_ref(),
             None,
+            None,
             false
         ));
         assert!(!st.ctx_stale);
+        // qcache's own query_cache_type set beside another variable: followed only when
+        // the server accepted the SET.
+        use crate::config::QueryCacheType;
+        let both = set("SET query_cache_type = OFF, sql_mode = ''");
+        let mut st = w.session(Some("db"));
+        st.qct = QueryCacheType::On;
+        let off = Some(QueryCacheType::Off);
+        assert!(!set_answered(&mut st, both.as_ref(), None, off, true));
+        assert_eq!(st.qct, QueryCacheType::On, "refused: unchanged");
+        assert!(set_answered(&mut st, both.as_ref(), None, off, false));
+        assert_eq!(st.qct, QueryCacheType::Off, "accepted: followed");
     }
 }

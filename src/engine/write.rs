@@ -279,6 +279,16 @@ pub fn plan_scope(st: &mut SessionState, scope: Conservative) {
 }
 
 pub fn after_write(st: &mut SessionState, w: &WriteInfo, error: bool) {
+    if error && w.implicit_commit {
+        // The server commits the open transaction before it runs a statement that commits
+        // implicitly, and may then refuse the statement itself (a table that exists, a
+        // missing one): its error carries no status to say so. The metadata locks the
+        // transaction's reads took are then released, so none is counted on any longer
+        // (`Txn::read`, `policy::read::may_serve`).
+        if let Some(txn) = st.txn.writes_mut() {
+            txn.read.clear();
+        }
+    }
     let outcome = if error {
         classify::Outcome::Failed
     } else {
@@ -433,6 +443,36 @@ mod tests {
             .map(|t| format!("{}.{}", t.schema, t.name))
             .collect();
         (tables, p.schemas.clone(), p.all, p.ddl)
+    }
+
+    /// A failed statement that commits implicitly: the server committed first, so the
+    /// transaction's read tables (the metadata locks its reads took) count no longer; any
+    /// other failed write leaves them.
+    #[test]
+    fn a_failed_implicit_commit_forgets_the_transactions_locks() {
+        use crate::protocol::packets::status;
+        let rows = [
+            ("CREATE TABLE child (id int)", true, true, false),
+            ("TRUNCATE TABLE child", true, true, false),
+            ("CREATE TABLE child (id int)", false, true, true),
+            ("UPDATE child SET a = 1", true, true, true),
+            ("CREATE TEMPORARY TABLE t (id int)", true, true, true),
+        ];
+        for (sql, error, in_txn, kept) in rows {
+            let w = World::new(true);
+            let mut st = w.session(Some("db"));
+            if in_txn {
+                st.txn
+                    .status_answered(status::AUTOCOMMIT | status::IN_TRANS);
+            }
+            let child = w.versions.table("db", "child");
+            if let Some(txn) = st.txn.writes_mut() {
+                txn.note_read(std::slice::from_ref(&child));
+            }
+            after_write(&mut st, &w.write(sql), error);
+            let locked = st.txn.writes_mut().is_some_and(|t| t.locked(&child));
+            assert_eq!(locked, kept, "{sql} (error {error})");
+        }
     }
 
     /// What each kind of write plans, under the configured scopes.

@@ -25,14 +25,14 @@ impl Session {
         let text = String::from_utf8_lossy(sql).into_owned();
         let info = analysis::analyze_set(&text);
         let planner = Planner::new(&self.shared);
-        let role = match planner.before_set(&mut self.st, info.as_ref(), &text, sql) {
+        let (role, qct) = match planner.before_set(&mut self.st, info.as_ref(), &text, sql) {
             SetSent::Local => return self.send_ok(pkt.seq.wrapping_add(1)).await,
-            SetSent::Up { role } => role,
+            SetSent::Up { role, qct } => (role, qct),
         };
         let epoch_before = self.shared.cache.versions().privileges.epoch();
         let resp = self.relay_command(&pkt, Expect::Results).await?;
         let role_epoch = role.then_some(epoch_before);
-        if !settings::set_answered(&mut self.st, info.as_ref(), role_epoch, resp.error) {
+        if !settings::set_answered(&mut self.st, info.as_ref(), role_epoch, qct, resp.error) {
             return Ok(());
         }
         self.follow_set(info, resp.warnings).await
