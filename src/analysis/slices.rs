@@ -1493,7 +1493,8 @@ fn factor(tf: &TableFactor, refs: &mut Vec<Ref>, pinnable: bool) {
     }
 }
 
-fn split_and<'a>(e: &'a Expr, out: &mut Vec<&'a Expr>) {
+/// The conjuncts of `e`: its `AND`s split, parentheses looked through.
+pub(crate) fn split_and<'a>(e: &'a Expr, out: &mut Vec<&'a Expr>) {
     match e {
         Expr::BinaryOp {
             left,

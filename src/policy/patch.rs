@@ -28,7 +28,7 @@ use sqlparser::keywords::Keyword;
 use sqlparser::parser::Parser;
 use sqlparser::tokenizer::{Token, Tokenizer, Whitespace};
 
-use crate::analysis::slices::{ColType, ColumnInfo};
+use crate::analysis::slices::{split_and, ColType, ColumnInfo};
 use crate::analysis::TableRef;
 use crate::protocol::packets::{put_lenenc_str, read_lenenc, read_lenenc_str};
 
@@ -247,21 +247,6 @@ fn column_name(e: &Expr) -> Option<String> {
     match e {
         Expr::Identifier(i) => Some(i.value.to_lowercase()),
         _ => None,
-    }
-}
-
-fn split_and<'a>(e: &'a Expr, out: &mut Vec<&'a Expr>) {
-    match e {
-        Expr::BinaryOp {
-            left,
-            op: BinaryOperator::And,
-            right,
-        } => {
-            split_and(left, out);
-            split_and(right, out);
-        }
-        Expr::Nested(inner) => split_and(inner, out),
-        e => out.push(e),
     }
 }
 
