@@ -14,6 +14,7 @@ pub mod last;
 pub mod multi;
 pub mod patch;
 pub mod prepared;
+pub mod read;
 pub mod settings;
 pub mod sliceplan;
 pub mod slices;

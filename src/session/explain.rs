@@ -239,7 +239,7 @@ impl Session {
                     Answer::Keyed
                 }
                 Step::Consult(mode) => {
-                    let present = k.and_then(|k| self.servable(k, &mode)).is_some();
+                    let present = k.and_then(|k| self.cached().servable(k, &mode)).is_some();
                     let (an, digest, verdict) =
                         self.explain_entry(stmt, k, present, privileged, f).await;
                     if let Some(v) = verdict {
@@ -274,11 +274,11 @@ impl Session {
                     // will do.
                     let plan_key = k.unwrap_or_else(|| key(self.st.fingerprint, 0, &[]));
                     let plan = self.plan_read(&an, plan_key, digest, stmt).await;
-                    Answer::Planned(super::read::keep_plan(plan, &mut kept))
+                    Answer::Planned(crate::engine::read::keep_plan(plan, &mut kept))
                 }
                 Step::Served => return Ok(Verdict::hit()),
                 Step::Decided(planned, mode) => {
-                    return Ok(match super::read::with_plan(planned, kept) {
+                    return Ok(match crate::engine::read::with_plan(planned, kept) {
                         Planned::Fill(plan) => self.explain_fill(&plan, k, mode, privileged, f),
                         Planned::Relay { reason, .. } => Verdict::send(reason),
                     });
@@ -317,13 +317,16 @@ impl Session {
     /// not bound.
     fn explain_fill(
         &self,
-        plan: &super::read::ReadPlan,
+        plan: &crate::engine::read::ReadPlan,
         k: Option<crate::cache::Key>,
-        mode: Option<super::read::ReadMode>,
+        mode: Option<crate::engine::read::ReadMode>,
         privileged: bool,
         f: &mut Fields,
     ) -> Verdict {
-        let start = self.miss_start(plan, mode).map(|(_, stale)| stale);
+        let start = self
+            .cached()
+            .miss_start(plan, mode, self.shared.l2_remote)
+            .map(|(_, stale)| stale);
         let may_see_entry = privileged || !self.st.shared_users;
         words::fill(start, k.is_some(), may_see_entry, &plan.opts, f)
     }

@@ -7,11 +7,11 @@ use std::time::Instant;
 
 use bytes::{BufMut, Bytes, BytesMut};
 
-use super::read::{keep_plan, with_plan};
 use super::{Session, SessionError};
 use crate::analysis::{self, StatementKind};
 use crate::cache::Key;
 use crate::engine::prepared::{execute_key, sends_types, SentTypes};
+use crate::engine::read::{keep_plan, with_plan};
 use crate::engine::state::{LastExecute, Prepared};
 use crate::policy::context::prepared_context_moved;
 use crate::policy::decide::{Answer, Decide, Step};
@@ -465,8 +465,8 @@ impl Session {
         &mut self,
         pkt: &Packet,
         id: u32,
-        planned: read::Planned<super::read::ReadPlan>,
-        mode: Option<super::read::ReadMode>,
+        planned: read::Planned<crate::engine::read::ReadPlan>,
+        mode: Option<crate::engine::read::ReadMode>,
         came: bool,
         key_kept: bool,
         planned_for: Option<(Bytes, std::sync::Arc<analysis::Analysis>)>,

@@ -11,17 +11,16 @@ use super::l2::L2Step;
 use super::{Session, SessionError};
 use crate::analysis::{self, Analysis, ReadInfo};
 use crate::cache::entry::L2Stamps;
-use crate::cache::plans::Outcome;
 use crate::cache::{key, Claim, Entry, FillGuard, Key, Snapshot, Stamps, TableHandle};
 use crate::engine::fill::{Fill, FillStamps};
+use crate::engine::read::{
+    dressed, filled_entry, keep_plan, with_plan, FillFacts, Lookup, ReadMode, ReadPlan, ReadPlanner,
+};
 use crate::engine::Planner;
 use crate::invalidation::catalog::{ReadResolution, TableName};
 use crate::l2::now_ms;
 use crate::policy::decide::{Answer, Decide, Step};
-use crate::policy::diagnostics;
 use crate::policy::read::{self, Planned};
-use crate::policy::snapshot::ReadView;
-use crate::policy::stale;
 use crate::policy::Reason;
 use crate::protocol::codec::Packet;
 use crate::protocol::packets::com;
@@ -29,9 +28,6 @@ use crate::protocol::response::{Expect, Response};
 use tracing::info;
 
 use crate::cache::key::TAG_TEXT;
-
-/// Why a read may use the cache, and under which snapshot rules.
-pub(super) type ReadMode = ReadView<crate::cache::Snapshot>;
 
 /// What L2 said to a miss that asks it first: its versions read before the query, and
 /// whether this instance holds the fill lease.
@@ -51,19 +47,6 @@ struct FillTarget {
     l2_fill: Option<L2Fill>,
     /// An execute's result (binary rows): what a patch of it writes (`policy::patch`).
     binary: bool,
-}
-
-/// A cacheable read on a miss: its key, the tables it depends on, the payload to send.
-pub(super) struct ReadPlan {
-    pub(super) key: Key,
-    pub(super) tables: Arc<[TableHandle]>,
-    digest: u64,
-    /// What a matching `cache` rule sets: a TTL (the entry expires this long after it is
-    /// stored), `max_stale`, `cache_empty`.
-    pub(super) opts: crate::rules::Options,
-    /// The catalog's DDL number when planning began (`Catalog::ddl_epoch`): if a DDL was
-    /// registered since, the plan may predate it, and nothing is stored.
-    pub(super) ddl_epoch: u64,
 }
 
 impl Session {
@@ -337,79 +320,19 @@ impl Session {
         self.st.txn.read_view()
     }
 
-    /// A cached entry this session may be served, if any (counted as a hit).
-    pub(super) fn lookup(&self, key: Key, mode: &ReadMode) -> Option<Arc<Entry>> {
-        // The common case: one map lookup and the stamp check, nothing else.
-        if matches!(mode, ReadMode::Plain) && self.st.temp_tables.is_empty() {
-            return self.shared.cache.get_current(key);
-        }
-        let e = self.servable(key, mode)?;
-        self.shared.cache.hit(&e);
-        Some(e)
-    }
-
-    /// The entry [`lookup`](Self::lookup) would serve, without counting it as served
-    /// (`QCACHE EXPLAIN` asks this too).
-    pub(super) fn servable(&self, key: Key, mode: &ReadMode) -> Option<Arc<Entry>> {
-        let e = self.shared.cache.get(key)?;
-        let facts = Facts {
-            e: &e,
-            versions: self.shared.cache.versions(),
+    /// What the cache holds for this session's reads (`engine::read::Lookup`).
+    #[inline(always)]
+    pub(super) fn cached(&self) -> Lookup<'_> {
+        Lookup {
+            cache: &self.shared.cache,
             st: &self.st,
-        };
-        read::may_serve(mode, &facts).then_some(e)
+        }
     }
 
-    /// The outdated entry under `key`, if its rule sets `max_stale`, and whether this
-    /// session may be served it now (`policy::stale::may_serve_stale`). Asked where an entry
-    /// was not found current (a miss) and by `QCACHE EXPLAIN`, never on a hit. `mode`: the
-    /// view the read is in, None when it may not use the cache.
-    pub(super) fn stale_verdict(
-        &self,
-        key: Key,
-        mode: Option<&ReadMode>,
-    ) -> Option<(Arc<Entry>, Result<stale::StaleOk, stale::Why>)> {
-        let cache = &self.shared.cache;
-        // Found outdated first, then asked why (`Stamps::dropped` relies on that order).
-        let e = cache.outdated(key)?;
-        let temp = &self.st.temp_tables;
-        let shadowed = !temp.is_empty()
-            && e.tables()
-                .any(|t| temp.contains(&(t.schema.clone(), t.name.clone())));
-        let facts = stale::Facts {
-            max_stale: e.max_stale,
-            age: e.created.elapsed(),
-            in_transaction: !matches!(mode, Some(ReadMode::Plain)),
-            context_untracked: self.st.lost_track || shadowed,
-            own_write: self.st.own_writes.since(e.tables(), e.created),
-            dropped: e.stamps.dropped(cache.versions()),
-            shared_level: self.shared.l2_remote,
-            refresh_in_flight: cache.filling(key),
-        };
-        let verdict = stale::may_serve_stale(&facts);
-        Some((e, verdict))
-    }
-
-    /// How a planned miss starts, asked by the miss and by `QCACHE EXPLAIN` alike: the view
-    /// it may fill the cache in ([`fill_view`](Self::fill_view); else why its result is
-    /// relayed without a copy), then the outdated entry under its key and whether this
-    /// session may be served it ([`stale_verdict`](Self::stale_verdict)). Decides only: the
-    /// miss serves or drops the outdated entry.
-    #[allow(clippy::type_complexity)]
-    pub(super) fn miss_start(
-        &self,
-        plan: &ReadPlan,
-        mode: Option<ReadMode>,
-    ) -> Result<
-        (
-            ReadMode,
-            Option<(Arc<Entry>, Result<stale::StaleOk, stale::Why>)>,
-        ),
-        Option<Reason>,
-    > {
-        let mode = self.fill_view(plan, mode)?;
-        let stale = self.stale_verdict(plan.key, Some(&mode));
-        Ok((mode, stale))
+    /// A cached entry this session may be served, if any (counted as a hit).
+    #[inline(always)]
+    pub(super) fn lookup(&self, key: Key, mode: &ReadMode) -> Option<Arc<Entry>> {
+        self.cached().lookup(key, mode)
     }
 
     /// `started` is when the lookup began: the hit-latency histogram covers lookup and
@@ -440,7 +363,8 @@ impl Session {
         Ok(())
     }
 
-    /// Decides whether a read can be cached and on which tables it depends.
+    /// Decides whether a read can be cached and on which tables it depends
+    /// (`engine::read::ReadPlanner`); resolving its tables may refresh the catalog.
     pub(super) async fn plan_read(
         &mut self,
         an: &Analysis,
@@ -448,83 +372,13 @@ impl Session {
         digest: u64,
         sql: &[u8],
     ) -> Result<ReadPlan, Reason> {
-        let settings = analysis::first_keyword_is(sql, "SET")
-            .then(|| {
-                let text = analysis::server_text(sql, self.st.server);
-                analysis::statement_settings(&String::from_utf8_lossy(&text))
-            })
-            .flatten();
-        let info = match an {
-            Analysis::Read(info) => Some(info),
-            _ => None,
+        let planner = ReadPlanner::new(&self.shared);
+        let start = planner.start(&self.st, an, digest, sql)?;
+        let resolved = match start.remembered {
+            Some(_) => None,
+            None => Some(self.resolve_tables(start.info).await),
         };
-        read::before_tables(
-            info.is_some(),
-            self.st.auto_is_null,
-            settings.as_ref().map(|s| s.as_deref()),
-        )?;
-        let Some(info) = info else {
-            return Err(Reason::NotARead);
-        };
-        // Operator rules, evaluated on misses only; the config is the swapped one, so a
-        // reload applies to the next miss.
-        let cfg = self.shared.config();
-        // What resolving gives depends on the session only through its default database,
-        // unless its temporary tables shadow names or rules look at the statement.
-        // Read before anything is resolved or remembered: a DDL registered after this point
-        // stops the fill (`miss`), one registered before it is seen by the resolution.
-        let ddl_epoch = self.shared.catalog.ddl_epoch();
-        // While DDL is pending, the plan memo (per catalog generation, and the generation
-        // moves only when the reload lands) may hold what the DDL changed: resolve afresh,
-        // where the pending rule applies.
-        let shared_answer = self.st.temp_tables.is_empty()
-            && cfg.rules.is_empty()
-            && !self.shared.catalog.ddl_pending_any();
-        let generation = self.shared.catalog.generation();
-        let db = self.st.db.as_deref();
-        let remembered = shared_answer
-            .then(|| self.shared.plans.get(digest, db, generation))
-            .flatten();
-        let mut opts = crate::rules::Options::default();
-        let tables = match remembered {
-            Some(outcome) => outcome?,
-            None => {
-                let resolved = self.resolve_tables(info).await;
-                let outcome: Outcome = resolved.as_ref().map_err(|r| *r).map(|(_, bases)| {
-                    let versions = self.shared.cache.versions();
-                    bases.iter().map(|(s, n)| versions.table(s, n)).collect()
-                });
-                // An unknown table may appear with the next catalog refresh, which is
-                // rate-limited: asking again is what triggers it.
-                if shared_answer
-                    && !matches!(
-                        resolved,
-                        Err(Reason::UnknownTable | Reason::CatalogUnavailable | Reason::DdlPending)
-                    )
-                    && self.shared.catalog.ddl_epoch() == ddl_epoch
-                {
-                    self.shared
-                        .plans
-                        .insert(digest, db, generation, outcome.clone());
-                }
-                let (named, bases) = resolved?;
-                if !cfg.rules.is_empty() {
-                    opts =
-                        read::rules_verdict(&cfg.rules, named, bases, &self.st.user, digest, sql)?;
-                }
-                outcome?
-            }
-        };
-        self.st
-            .txn
-            .read_refusal(|txn| tables.iter().any(|t| txn.wrote(t)))?;
-        Ok(ReadPlan {
-            key,
-            tables,
-            digest,
-            opts,
-            ddl_epoch,
-        })
+        planner.finish(&self.st, start, key, digest, sql, resolved)
     }
 
     /// The tables a read names, qualified, and the base tables it depends on (views
@@ -533,27 +387,17 @@ impl Session {
         &self,
         info: &ReadInfo,
     ) -> Result<(Vec<TableName>, Vec<TableName>), Reason> {
-        let temp = &self.st.temp_tables;
-        let named = read::qualify_tables(info, self.st.db.as_deref(), |q| temp.contains(q))?;
-        let catalog = &self.shared.catalog;
-        let mut resolved = catalog.resolve_read(&named);
-        // Not while DDL is pending (`DdlPending`): no read waits on a catalog backlog.
-        if matches!(resolved, ReadResolution::Unknown(_)) {
+        let planner = ReadPlanner::new(&self.shared);
+        let (named, mut resolution) = planner.resolve(&self.st, info)?;
+        if matches!(resolution, ReadResolution::Unknown(_)) {
             // A table created since the catalog was loaded, by someone qcache did not see.
             // Rate-limited: a name that stays unknown (a temporary table of another
             // session, a typo) must not reload the catalog on every query.
+            let catalog = &self.shared.catalog;
             let _ = catalog.refresh_if_older(Duration::from_millis(100)).await;
-            resolved = catalog.resolve_read(&named);
+            resolution = catalog.resolve_read(&named);
         }
-        match resolved {
-            ReadResolution::Tables(bases) => Ok((named, bases)),
-            ReadResolution::Opaque(_) => Err(Reason::OpaqueView),
-            ReadResolution::DdlPending => Err(Reason::DdlPending),
-            // Nothing loaded: the cause is qcache's own access to the server (logged once by
-            // the catalog, shown by SHOW QCACHE STATUS and /readyz), not the table.
-            ReadResolution::Unknown(_) if !catalog.is_loaded() => Err(Reason::CatalogUnavailable),
-            ReadResolution::Unknown(_) => Err(Reason::UnknownTable),
-        }
+        planner.resolved(named, resolution)
     }
 
     /// Forwards a read and stores its result when it qualifies.
@@ -570,7 +414,8 @@ impl Session {
         mode: Option<ReadMode>,
     ) -> Result<bool, SessionError> {
         let started = Instant::now();
-        let (mode, stale) = match self.miss_start(&plan, mode) {
+        let start = self.cached().miss_start(&plan, mode, self.shared.l2_remote);
+        let (mode, stale) = match start {
             Ok(start) => start,
             Err(reason) => {
                 return self
@@ -732,23 +577,7 @@ impl Session {
         Ok(())
     }
 
-    /// The read view a miss may fill the cache in; else why its result is relayed without
-    /// a copy: a reason not to cache, or None when the result is already cached and only this
-    /// read could not be served from it.
-    pub(super) fn fill_view(
-        &self,
-        plan: &ReadPlan,
-        mode: Option<ReadMode>,
-    ) -> Result<ReadMode, Option<Reason>> {
-        let cache = &self.shared.cache;
-        read::fill(
-            mode,
-            |point| point.unchanged(cache.versions(), &plan.tables),
-            || cache.holds_servable(plan.key),
-        )
-    }
-
-    /// Stores a relayed result when it qualifies ([`store_verdict`]), in L1 through the
+    /// Stores a relayed result when it qualifies (`engine::read::filled_entry`), in L1 through the
     /// claim (or directly when this session waited in vain for another's fill), and in L2
     /// when this instance fills it; else counts why not and lets an L2 lease go.
     fn store_fill(
@@ -759,36 +588,24 @@ impl Session {
         fill: Fill,
         target: FillTarget,
     ) {
-        let shape = match *fill.status_offsets.as_slice() {
-            [last] => Some((None, last)),
-            [meta, last] => Some((Some(meta), last)),
-            _ => None,
+        let l2 = target.l2_fill.as_ref().and_then(|(s, _)| s.clone());
+        let facts = FillFacts {
+            stamps: target.stamps,
+            storable: target.storable,
+            l2,
         };
-        // What the server's FOUND_ROWS() says now, which a later hit must reproduce.
-        let limited =
-            self.st.select_limit_inherited || self.st.vars.contains_key("sql_select_limit");
-        let diag = diagnostics::entry_diagnostics(sql, resp.rows, limited);
-        let verdict = read::store_verdict(resp, fill.overflow, target.storable)
-            .or_else(|| diag.is_none().then_some(Reason::FoundRowsUnknown))
-            .or_else(|| stale::store_empty(resp.rows, plan.opts.cache_empty).err());
-        let (meta, last) = match (verdict, shape) {
-            (None, Some(shape)) => shape,
-            (reason, _) => {
-                self.fill_scratch = fill.into_scratch();
-                self.note_not_cached(reason.unwrap_or(Reason::UnexpectedShape));
+        let (entry, scratch) = filled_entry(&self.st, plan, sql, resp, fill, facts);
+        self.fill_scratch = scratch;
+        let entry = match entry {
+            Ok(entry) => entry,
+            Err(reason) => {
+                self.note_not_cached(reason);
                 if let Some((_, leased)) = target.l2_fill {
                     self.l2_after_fill(plan.key, None, leased, None);
                 }
                 return;
             }
         };
-        let diag = diag.unwrap_or_default();
-        let (bytes, scratch) = fill.take();
-        self.fill_scratch = scratch;
-        let entry = Entry::new(bytes, last, target.stamps, plan.digest)
-            .with_diagnostics(diag)
-            .with_meta_status_at(meta)
-            .with_l2(target.l2_fill.as_ref().and_then(|(s, _)| s.clone()));
         let mut entry = self.local_entry(entry, plan, sql);
         // A result a known insert can patch (`policy::patch`): not inside a transaction
         // (its snapshot may be older than the latest rows) and not with an L2, whose copy
@@ -829,25 +646,9 @@ impl Session {
         }
     }
 
-    /// What every local entry of a planned read carries, however it was filled (from the
-    /// server, or copied from an L2 hit): its shape for the digests, its preview, and its
-    /// rule's options — the TTL (never later than an expiry the entry already has, such as
-    /// the filling instance's rule gave it in L2; the store still applies the global TTL)
-    /// and `max_stale`.
+    /// The entry of a planned read as every local entry is (`engine::read::dressed`).
     pub(super) fn local_entry(&self, entry: Entry, plan: &ReadPlan, sql: &[u8]) -> Entry {
-        let rows = entry.rows;
-        let mut entry = entry
-            .with_shape(rows, self.shape_text(plan.digest, sql))
-            .with_sql(&String::from_utf8_lossy(&sql[..sql.len().min(256)]));
-        if let Some(ttl) = plan.opts.ttl {
-            let by_rule = entry.created.checked_add(ttl);
-            entry.expires = match (entry.expires, by_rule) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            };
-        }
-        entry.max_stale = plan.opts.max_stale;
-        entry
+        dressed(entry, plan, sql, self.shape_text(plan.digest, sql))
     }
 
     /// Sends a read upstream (its snapshot point is taken as it is sent, `exchange_as`).
@@ -887,68 +688,5 @@ impl Session {
         self.shared.cache.stats().not_cached(reason);
         self.cur.read = true;
         self.cur.reason.get_or_insert(reason);
-    }
-}
-
-/// A plan for the read machine (`policy::decide`), which carries no plan: the plan is kept
-/// in `kept` and the machine told only whether there is one.
-pub(super) fn keep_plan(
-    plan: Result<ReadPlan, Reason>,
-    kept: &mut Option<ReadPlan>,
-) -> Result<(), Reason> {
-    let answer = plan.as_ref().map(drop).map_err(|r| *r);
-    *kept = plan.ok();
-    answer
-}
-
-/// The machine's decision with the plan [`keep_plan`] kept.
-pub(super) fn with_plan(planned: Planned<()>, kept: Option<ReadPlan>) -> Planned<ReadPlan> {
-    match (planned, kept) {
-        (Planned::Fill(()), Some(plan)) => Planned::Fill(plan),
-        (Planned::Fill(()), None) => read::refused(Reason::UnexpectedShape),
-        (Planned::Relay { reason, cacheable }, _) => Planned::Relay { reason, cacheable },
-    }
-}
-
-/// An entry as `policy::read::may_serve` asks about it: its stamps against the versions,
-/// the transaction's writes and the session's temporary tables.
-struct Facts<'a> {
-    e: &'a Entry,
-    versions: &'a crate::cache::Versions,
-    st: &'a crate::engine::state::SessionState,
-}
-
-impl read::EntryFacts<Snapshot> for Facts<'_> {
-    fn current(&self) -> bool {
-        self.e.stamps.is_current(self.versions)
-    }
-
-    fn valid_in(&self, point: &Snapshot) -> bool {
-        self.e.stamps.valid_in(self.versions, point)
-    }
-
-    fn written_in_transaction(&self) -> bool {
-        self.st
-            .txn
-            .writes()
-            .is_some_and(|txn| self.e.tables().any(|t| txn.wrote(t)))
-    }
-
-    fn locked_in_transaction(&self) -> bool {
-        self.st
-            .txn
-            .writes()
-            .is_some_and(|txn| self.e.tables().all(|t| txn.locked(t)))
-    }
-
-    fn shadowed(&self) -> bool {
-        // The set is keyed by owned names: look only when the session has temporary
-        // tables, or every hit would copy its tables' names.
-        let temp = &self.st.temp_tables;
-        !temp.is_empty()
-            && self
-                .e
-                .tables()
-                .any(|t| temp.contains(&(t.schema.clone(), t.name.clone())))
     }
 }
