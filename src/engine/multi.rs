@@ -46,8 +46,7 @@ impl Planner<'_> {
                     _ => self.plan_unknown_write(st),
                 },
                 StatementKind::Call | StatementKind::Execute => {
-                    self.plan_call(st);
-                    self.code_ran_unseen(st, part);
+                    self.plan_call(st, part);
                 }
                 StatementKind::Set => {
                     lost = true;

@@ -5,9 +5,15 @@
 
 use bytes::{BufMut, Bytes, BytesMut};
 
-use super::state::Prepared;
+use super::slices::Planner;
+use super::state::{Prepared, SessionState};
 use super::KEEP_SCRATCH;
+use crate::analysis::{self, Hint, StatementKind};
 use crate::cache::key::{key, Key, TAG_BINARY};
+use crate::policy::classify;
+use crate::policy::context::prepared_context_moved;
+use crate::policy::snapshot;
+use crate::policy::txn::XaSent;
 use crate::protocol::commands::{self, ExecuteParams};
 use crate::protocol::packets::com;
 
@@ -21,6 +27,168 @@ pub enum SentTypes {
     Known(Bytes),
     /// Some qcache could not read (a malformed packet): the server's are unknown.
     Unknown,
+}
+
+/// What an arriving COM_STMT_EXECUTE (or MariaDB's bulk execute) is, decided before
+/// anything is sent ([`execute_came`]).
+#[derive(Debug, PartialEq, Eq)]
+pub enum ExecuteCame {
+    /// Relayed as it came, for the server's own answer: an id that names no statement, or
+    /// MariaDB's -1 without its parameters' types (which it refuses as malformed: neither
+    /// served nor given the types).
+    AsIs,
+    /// An execute of a prepared SELECT (not a bulk one): the read path.
+    Select {
+        id: u32,
+        hint: Hint,
+        long_data: bool,
+    },
+    /// A prepared BEGIN, COMMIT or ROLLBACK, which the session may answer itself (drivers,
+    /// sysbench among them, prepare them once and execute them); when it does not,
+    /// [`Planner::execute_up`] goes on.
+    Transaction {
+        id: u32,
+        sql: Bytes,
+        kind: StatementKind,
+    },
+    /// Anything else: [`Planner::execute_up`].
+    Up { id: u32 },
+}
+
+/// What the session does with an execute it sends upstream ([`Planner::execute_up`]).
+#[derive(Debug, PartialEq, Eq)]
+pub enum ExecuteUp {
+    /// A write, planned and applied as a text write of its prepared SQL.
+    Write { sql: Bytes, digest: u64 },
+    /// Relayed, its effects already planned.
+    Relay,
+    /// A transaction boundary: the server's answer settles what it ended
+    /// (`Txn::execute_answered`).
+    Boundary(XaSent),
+}
+
+/// What an execute `payload` is, noting what the statement's state keeps of it (its long
+/// data consumed, a bulk execute seen).
+#[inline]
+pub fn execute_came(st: &mut SessionState, payload: &[u8]) -> ExecuteCame {
+    // MariaDB's -1 is the statement prepared last, or none (`SessionState::resolve_stmt`).
+    let Some(id) = commands::stmt_id(payload).and_then(|id| st.resolve_stmt(id)) else {
+        return ExecuteCame::AsIs;
+    };
+    let Some(stmt) = st.stmts.get_mut(&id) else {
+        return ExecuteCame::AsIs;
+    };
+    if commands::stmt_id(payload) == Some(u32::MAX) && !sends_types(payload, stmt.params) {
+        return ExecuteCame::AsIs;
+    }
+    let long_data = std::mem::take(&mut stmt.long_data);
+    let kind = stmt.kind;
+    let bulk = payload.first() == Some(&com::STMT_BULK_EXECUTE);
+    stmt.bulk_seen |= bulk;
+    let came = match kind {
+        _ if bulk => ExecuteCame::Up { id },
+        StatementKind::Select => ExecuteCame::Select {
+            id,
+            hint: stmt.hint,
+            long_data,
+        },
+        StatementKind::Begin | StatementKind::Commit | StatementKind::Rollback => {
+            ExecuteCame::Transaction {
+                id,
+                sql: stmt.sql.clone(),
+                kind,
+            }
+        }
+        _ => ExecuteCame::Up { id },
+    };
+    // The values sent as long data are not in this packet: the ones after them would be
+    // read in their place (`Session::execute_literals`).
+    st.execute_long_data = long_data;
+    came
+}
+
+impl Planner<'_> {
+    /// An execute of statement `id` that goes upstream: the packet to send (with the types
+    /// the client last sent, [`Prepared::execute_for_upstream`]) and what the session does
+    /// with it, its effects planned: a statement prepared in another database or under other
+    /// settings writes as an unknown write where it was prepared; a SET changes the session
+    /// in ways the packet does not show; a CALL runs code unseen; a LOCK takes table locks.
+    pub fn execute_up(
+        &self,
+        st: &mut SessionState,
+        id: u32,
+        payload: &Bytes,
+    ) -> (Bytes, ExecuteUp) {
+        let Some(s) = st.stmts.get(&id) else {
+            return (payload.clone(), ExecuteUp::Relay);
+        };
+        let (kind, sql, digest) = (s.kind, s.sql.clone(), s.digest);
+        // Prepared in another database or under other settings: what it writes is not what
+        // its text read now says.
+        if let Some(db) = prepared_context_moved(s.context, st.prepare_ctx).map(|_| s.db.clone()) {
+            self.plan_unknown_write_in(st, db.as_deref());
+        }
+        let bulk = payload.first() == Some(&com::STMT_BULK_EXECUTE);
+        let up = match st.stmts.get_mut(&id) {
+            None => payload.clone(),
+            Some(s) => {
+                let (up, sent) = if bulk {
+                    s.bulk_for_upstream(payload)
+                } else {
+                    // Later executes may come without types (new-params-bound = 0): remember
+                    // them, or those writes' rows could not be read and would bump whole
+                    // tables.
+                    s.learn_types(payload);
+                    s.execute_for_upstream(payload)
+                };
+                s.types_sent(sent);
+                up
+            }
+        };
+        let text = analysis::server_text(&sql, st.server);
+        let next = match kind {
+            StatementKind::Write => ExecuteUp::Write { sql, digest },
+            StatementKind::Call | StatementKind::Execute => {
+                self.plan_call(st, &text);
+                ExecuteUp::Relay
+            }
+            StatementKind::Set | StatementKind::Use => {
+                st.lost_track = true;
+                self.relayed_write(st, kind, &text);
+                ExecuteUp::Relay
+            }
+            StatementKind::Begin | StatementKind::Commit | StatementKind::Rollback => {
+                self.relayed_write(st, kind, &text);
+                ExecuteUp::Boundary(st.txn.boundary_sent(snapshot::xa(&text)))
+            }
+            _ => {
+                self.relayed_write(st, kind, &text);
+                if matches!(kind, StatementKind::Other | StatementKind::Flush) {
+                    // A prepared LOCK / FLUSH … WITH READ LOCK takes table locks; a prepared
+                    // UNLOCK is not followed (the session stays marked: fail closed).
+                    self.plan_table_locks(st, &text);
+                }
+                ExecuteUp::Relay
+            }
+        };
+        (up, next)
+    }
+
+    /// What a relayed statement of `kind` and server text `text` may write that the
+    /// analysis of writes does not see (`policy::classify::relayed_write`, a SET's
+    /// `set_writes`), and the views and code it names.
+    pub fn relayed_write(&self, st: &mut SessionState, kind: StatementKind, text: &[u8]) {
+        self.plan_code_views(st, text);
+        let why = if kind == StatementKind::Set {
+            let text = String::from_utf8_lossy(text);
+            classify::set_writes(analysis::analyze_set(&text).as_ref(), &text)
+        } else {
+            classify::relayed_write(kind, text)
+        };
+        if let Some(why) = why {
+            self.plan_unknown_write_for(st, why);
+        }
+    }
 }
 
 /// A MariaDB bulk execute's flag: the types follow the flags.
@@ -355,5 +523,220 @@ mod tests {
             a,
             "trace comments at either end are not keyed"
         );
+    }
+
+    /// Statement 1 of `kind` and text `sql`, prepared in database `db` under the session's
+    /// context.
+    fn prepared_as(kind: StatementKind, sql: &'static str, st: &SessionState) -> Prepared {
+        Prepared {
+            sql: Bytes::from_static(sql.as_bytes()),
+            key_sql: Bytes::from_static(sql.as_bytes()),
+            kind,
+            params: 1,
+            context: st.prepare_ctx,
+            db: st.db.clone(),
+            ..stmt(None, None)
+        }
+    }
+
+    /// One row per way an execute arrives: what it is, and the packet's id as MariaDB reads
+    /// it (-1: the statement prepared last, refused without its parameters' types).
+    #[test]
+    fn an_execute_is_what_its_statement_is() {
+        use StatementKind::*;
+        let with_id = |id: u32, p: Bytes| {
+            let mut p = p.to_vec();
+            p[1..5].copy_from_slice(&id.to_le_bytes());
+            Bytes::from(p)
+        };
+        // (rule, kind, id sent, last prepared, packet, what it is)
+        type Row = (
+            &'static str,
+            StatementKind,
+            u32,
+            Option<u32>,
+            Bytes,
+            &'static str,
+        );
+        let rows: Vec<Row> = vec![
+            (
+                "a prepared SELECT reads",
+                Select,
+                1,
+                Some(1),
+                execute(Some(INT)),
+                "select",
+            ),
+            (
+                "a bulk execute of a SELECT goes up",
+                Select,
+                1,
+                Some(1),
+                bulk(Some(INT)),
+                "up",
+            ),
+            (
+                "a prepared COMMIT may be answered here",
+                Commit,
+                1,
+                Some(1),
+                execute(None),
+                "txn",
+            ),
+            (
+                "a bulk COMMIT goes up",
+                Commit,
+                1,
+                Some(1),
+                bulk(None),
+                "up",
+            ),
+            (
+                "a prepared write goes up",
+                Write,
+                1,
+                Some(1),
+                execute(None),
+                "up",
+            ),
+            (
+                "an id naming no statement is the server's",
+                Select,
+                9,
+                Some(1),
+                execute(None),
+                "as is",
+            ),
+            (
+                "-1 is the last prepared",
+                Select,
+                u32::MAX,
+                Some(1),
+                execute(Some(INT)),
+                "select",
+            ),
+            (
+                "-1 without types is refused by the server",
+                Select,
+                u32::MAX,
+                Some(1),
+                execute(None),
+                "as is",
+            ),
+            (
+                "-1 after a failed prepare names none",
+                Select,
+                u32::MAX,
+                None,
+                execute(Some(INT)),
+                "as is",
+            ),
+        ];
+        let w = crate::engine::World::new(true);
+        for (rule, kind, id, last, packet, want) in rows {
+            let mut st = w.session(Some("db"));
+            let p = prepared_as(kind, "SELECT ?", &st);
+            st.stmts.insert(1, p);
+            st.last_stmt = last;
+            let got = match execute_came(&mut st, &with_id(id, packet)) {
+                ExecuteCame::AsIs => "as is",
+                ExecuteCame::Select { id: 1, .. } => "select",
+                ExecuteCame::Transaction { id: 1, .. } => "txn",
+                ExecuteCame::Up { id: 1 } => "up",
+                other => panic!("{rule}: {other:?}"),
+            };
+            assert_eq!(got, want, "{rule}");
+        }
+    }
+
+    /// One row per kind of statement an execute sends upstream: what the session does with
+    /// it and what it planned (a SET no longer trusts the context; a CALL runs code unseen;
+    /// a statement prepared elsewhere writes as an unknown write there).
+    #[test]
+    fn an_execute_going_up_plans_its_effects() {
+        use StatementKind::*;
+        // (rule, kind, text, the session's database moved since PREPARE, what it does,
+        // context lost after, an unknown write planned)
+        type Row = (
+            &'static str,
+            StatementKind,
+            &'static str,
+            bool,
+            &'static str,
+            bool,
+            bool,
+        );
+        let rows: &[Row] = &[
+            (
+                "a write is the write path's",
+                Write,
+                "UPDATE child SET a = ?",
+                false,
+                "write",
+                false,
+                false,
+            ),
+            (
+                "a SET hides what it changes",
+                Set,
+                "SET @@sql_mode = ?",
+                false,
+                "relay",
+                true,
+                false,
+            ),
+            (
+                "a CALL may write anything",
+                Call,
+                "CALL p(?)",
+                false,
+                "relay",
+                true,
+                true,
+            ),
+            (
+                "a COMMIT is a boundary",
+                Commit,
+                "COMMIT",
+                false,
+                "boundary",
+                false,
+                false,
+            ),
+            (
+                "a SELECT prepared elsewhere executed in bulk",
+                Select,
+                "SELECT ?",
+                true,
+                "relay",
+                false,
+                true,
+            ),
+        ];
+        let w = crate::engine::World::new(true);
+        let planner = w.planner();
+        for (rule, kind, sql, moved, want, lost, unknown) in rows {
+            let mut st = w.session(Some("db"));
+            let p = prepared_as(*kind, sql, &st);
+            st.stmts.insert(1, p);
+            st.last_stmt = Some(1);
+            if *moved {
+                st.set_db(Some("other".into()));
+            }
+            let (up, next) = planner.execute_up(&mut st, 1, &execute(Some(INT)));
+            let got = match next {
+                ExecuteUp::Write { .. } => "write",
+                ExecuteUp::Relay => "relay",
+                ExecuteUp::Boundary(_) => "boundary",
+            };
+            assert_eq!(got, *want, "{rule}");
+            assert_eq!(
+                up,
+                execute(Some(INT)),
+                "{rule}: the packet carries its types"
+            );
+            assert_eq!(st.lost_track, *lost, "{rule}");
+            assert_eq!(!st.pending.is_empty(), *unknown, "{rule}");
+        }
     }
 }

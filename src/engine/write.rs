@@ -6,13 +6,71 @@
 
 use super::slices::Planner;
 use super::state::SessionState;
-use crate::analysis::{self, Analysis, ReadInfo, TableRef, WriteInfo, WriteTargets};
+use crate::analysis::{self, Analysis, ReadInfo, StatementKind, TableRef, WriteInfo, WriteTargets};
 use crate::config::Conservative;
 use crate::policy::locks::{self, TableLocks};
 use crate::policy::privileges::{self, PrivilegeChange};
 use crate::policy::{classify, context};
 
 impl Planner<'_> {
+    /// A write statement, text or prepared (`sql`, `digest`: its text and the digest of it
+    /// as the server reads it; `payload`: what goes upstream): everything it changes is
+    /// planned before it is sent, privileges first, then the views and stored code it
+    /// names, the tables (or rows) it writes, and last what it patches, which depends on
+    /// all it invalidates. Anonymous code is planned as a CALL. Returns its analysis when it
+    /// is a write the session follows after the answer ([`after_write`]).
+    pub fn plan_statement_write(
+        &self,
+        st: &mut SessionState,
+        sql: &[u8],
+        digest: u64,
+        payload: &[u8],
+        cache: &crate::cache::Cache,
+    ) -> Option<std::sync::Arc<Analysis>> {
+        let text = analysis::server_text(sql, st.server);
+        plan_privileges(st, &text);
+        if analysis::is_compound(&text) {
+            self.plan_compound(st, &text);
+            return None;
+        }
+        self.plan_code_views(st, &text);
+        let an = self.analyzer.analyze(&text, digest);
+        self.plan_ddl_code(st, &text);
+        match &*an {
+            Analysis::Write(w) => {
+                self.plan_write(st, w);
+                self.plan_write_rows(st, w, &text, payload);
+                self.plan_patch(st, &text, cache);
+                Some(an)
+            }
+            _ => {
+                self.plan_unknown_write(st);
+                None
+            }
+        }
+    }
+
+    /// What a text statement of `kind` (`text`, as the server reads it) owes before it is
+    /// sent, whichever command carries it: what it may write that the analysis of writes
+    /// does not see (`classify::relayed_write`), and the views with stored code that a
+    /// SET's or DO's subquery or a SHOW's WHERE names (reads plan theirs as side effects,
+    /// writes in [`plan_statement_write`](Self::plan_statement_write)).
+    pub fn plan_text_statement(&self, st: &mut SessionState, kind: StatementKind, text: &[u8]) {
+        if let Some(why) = classify::relayed_write(kind, text) {
+            self.plan_unknown_write_for(st, why);
+        }
+        if !matches!(
+            kind,
+            StatementKind::Select
+                | StatementKind::Write
+                | StatementKind::Call
+                | StatementKind::Execute
+                | StatementKind::Empty
+        ) {
+            self.plan_code_views(st, text);
+        }
+    }
+
     pub fn plan_write(&self, st: &mut SessionState, w: &WriteInfo) {
         if self.writes_rows_elsewhere(st, w) {
             self.plan_unknown_write(st);
@@ -180,8 +238,7 @@ impl Planner<'_> {
     pub fn plan_compound(&self, st: &mut SessionState, text: &[u8]) {
         // A multi-statement's parts may have planned DDL already.
         let ddl = st.pending.ddl;
-        self.plan_call(st);
-        self.code_ran_unseen(st, text);
+        self.plan_call(st, text);
         st.pending.ddl = ddl;
         if ["create", "alter", "drop", "rename"]
             .iter()
@@ -255,7 +312,12 @@ impl Planner<'_> {
         elsewhere || temps.iter().any(|t| st.temp_elsewhere.contains(t))
     }
 
-    pub fn plan_call(&self, st: &mut SessionState) {
+    /// A CALL, a SQL-level EXECUTE or anonymous code (`text`, as the server reads it): it may
+    /// write any table and SET any variable, so it invalidates as configured, and the
+    /// session's context is no longer trusted; and it may have created temporary tables
+    /// unseen ([`code_ran_unseen`](Self::code_ran_unseen)).
+    pub fn plan_call(&self, st: &mut SessionState, text: &[u8]) {
+        self.code_ran_unseen(st, text);
         let scope = self.cfg.invalidation.call;
         plan_scope(st, scope);
         if scope == Conservative::Schema {
@@ -486,7 +548,7 @@ mod tests {
         let unknown: Plan = |p, st, _| p.plan_unknown_write(st);
         let call: Plan = |p, st, _| {
             st.sql_prepared_in.push("other".into());
-            p.plan_call(st)
+            p.plan_call(st, b"CALL p()")
         };
         let compound: Plan =
             |p, st, _| p.plan_compound(st, b"BEGIN NOT ATOMIC CREATE TABLE x (a int); END");

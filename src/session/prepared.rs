@@ -8,16 +8,16 @@ use std::time::Instant;
 use bytes::{BufMut, Bytes, BytesMut};
 
 use super::{Session, SessionError};
-use crate::analysis::{self, StatementKind};
+use crate::analysis;
 use crate::cache::Key;
-use crate::engine::prepared::{execute_key, sends_types, SentTypes};
+use crate::engine::prepared::{execute_came, execute_key, ExecuteCame, ExecuteUp, SentTypes};
 use crate::engine::read::{keep_plan, with_plan};
 use crate::engine::state::{LastExecute, Prepared};
+use crate::engine::Planner;
 use crate::policy::context::prepared_context_moved;
 use crate::policy::decide::{Answer, Decide, Step};
 use crate::policy::read::{self, Via};
-use crate::policy::snapshot::{self, Xa};
-use crate::policy::{classify, Reason};
+use crate::policy::Reason;
 use crate::protocol::codec::Packet;
 use crate::protocol::commands::{self, ExecuteParams};
 use crate::protocol::packets::com;
@@ -76,132 +76,32 @@ impl Session {
     }
 
     pub(crate) async fn stmt_execute(&mut self, pkt: Packet) -> Result<(), SessionError> {
-        // MariaDB's -1 is the statement prepared last, or none (`SessionState::resolve_stmt`):
-        // an id naming none is relayed for the server's own error.
-        let Some(id) = super::stmt_id(&pkt.payload).and_then(|id| self.st.resolve_stmt(id)) else {
-            return self.relay_command(&pkt, Expect::Results).await.map(drop);
-        };
-        let Some(stmt) = self.st.stmts.get_mut(&id) else {
-            // Unknown id: the server answers with its own error.
-            return self.relay_command(&pkt, Expect::Results).await.map(drop);
-        };
-        if super::stmt_id(&pkt.payload) == Some(u32::MAX) && !sends_types(&pkt.payload, stmt.params)
-        {
-            // MariaDB refuses an execute of -1 that does not send its parameters' types
-            // (ER_MALFORMED_PACKET): neither served nor given the types.
-            return self.relay_command(&pkt, Expect::Results).await.map(drop);
-        }
-        let long_data = std::mem::take(&mut stmt.long_data);
-        let kind = stmt.kind;
-        // The values sent as long data are not in this packet: the ones after them would be
-        // read in their place (`Session::execute_literals`).
-        self.st.execute_long_data = long_data;
-        let bulk = pkt.first() == Some(com::STMT_BULK_EXECUTE);
-        stmt.bulk_seen |= bulk;
-        if kind == StatementKind::Select && !bulk {
-            let hint = stmt.hint;
-            return self.execute_select(pkt, id, hint, long_data).await;
-        }
-        if matches!(
-            kind,
-            StatementKind::Begin | StatementKind::Commit | StatementKind::Rollback
-        ) && !bulk
-        {
-            // Drivers (sysbench among them) prepare BEGIN and COMMIT once and execute them.
-            let sql = stmt.sql.clone();
-            if self.answer_transaction_locally(pkt.seq, &sql, kind).await? {
-                return Ok(());
+        let id = match execute_came(&mut self.st, &pkt.payload) {
+            ExecuteCame::AsIs => return self.relay_command(&pkt, Expect::Results).await.map(drop),
+            ExecuteCame::Select {
+                id,
+                hint,
+                long_data,
+            } => return self.execute_select(pkt, id, hint, long_data).await,
+            ExecuteCame::Transaction { id, sql, kind } => {
+                if self.answer_transaction_locally(pkt.seq, &sql, kind).await? {
+                    return Ok(());
+                }
+                id
             }
-        }
-        // Prepared in another database or under other settings: what it writes is not what
-        // its text read now says. Invalidate as an unknown write where it was prepared.
-        let moved = self.st.stmts.get(&id).and_then(|s| {
-            prepared_context_moved(s.context, self.st.prepare_ctx).map(|_| s.db.clone())
-        });
-        if let Some(db) = moved {
-            self.plan_unknown_write_in(db.as_deref());
-        }
-        // Every path below sends it, with the types the client last sent.
-        let up = match self.st.stmts.get_mut(&id) {
-            None => pkt.payload.clone(),
-            Some(s) => {
-                let (up, sent) = if bulk {
-                    s.bulk_for_upstream(&pkt.payload)
-                } else {
-                    // Later executes may come without types (new-params-bound = 0): remember
-                    // them, or those writes' rows could not be read and would bump whole
-                    // tables.
-                    s.learn_types(&pkt.payload);
-                    s.execute_for_upstream(&pkt.payload)
-                };
-                s.types_sent(sent);
-                up
-            }
+            ExecuteCame::Up { id } => id,
         };
+        let planner = Planner::new(&self.shared);
+        let (up, next) = planner.execute_up(&mut self.st, id, &pkt.payload);
         let pkt = Packet::new(pkt.seq, up);
-        match kind {
-            StatementKind::Write => {
-                // Looked up above; a miss here would only mean "relay it as it is".
-                match self.st.stmts.get(&id).map(|s| (s.sql.clone(), s.digest)) {
-                    Some((sql, digest)) => self.write(&pkt, &sql, digest).await,
-                    None => self.relay_command(&pkt, Expect::Results).await.map(drop),
-                }
-            }
-            StatementKind::Call | StatementKind::Execute => {
-                self.plan_call();
-                if let Some(sql) = self.st.stmts.get(&id).map(|s| s.sql.clone()) {
-                    self.code_ran_unseen(&analysis::server_text(&sql, self.st.server));
-                }
-                self.relay_command(&pkt, Expect::Results).await.map(drop)
-            }
-            StatementKind::Set | StatementKind::Use => {
-                // A prepared SET changes the session in ways the packet does not show.
-                self.st.lost_track = true;
-                self.relayed_write_of(id);
-                self.relay_command(&pkt, Expect::Results).await.map(drop)
-            }
-            StatementKind::Begin | StatementKind::Commit | StatementKind::Rollback => {
-                self.relayed_write_of(id);
-                let xa = match self.st.stmts.get(&id).map(|s| s.sql.clone()) {
-                    Some(sql) => snapshot::xa(&analysis::server_text(&sql, self.st.server)),
-                    None => Xa::None,
-                };
-                let sent = self.st.txn.boundary_sent(xa);
+        match next {
+            ExecuteUp::Write { sql, digest } => self.write(&pkt, &sql, digest).await,
+            ExecuteUp::Relay => self.relay_command(&pkt, Expect::Results).await.map(drop),
+            ExecuteUp::Boundary(sent) => {
                 let resp = self.relay_command(&pkt, Expect::Results).await?;
                 self.st.txn.execute_answered(sent, resp.error);
                 Ok(())
             }
-            _ => {
-                self.relayed_write_of(id);
-                if matches!(kind, StatementKind::Other | StatementKind::Flush) {
-                    // A prepared LOCK / FLUSH … WITH READ LOCK takes table locks; a prepared
-                    // UNLOCK is not followed (the session stays marked: fail closed).
-                    if let Some(sql) = self.st.stmts.get(&id).map(|s| s.sql.clone()) {
-                        let text = analysis::server_text(&sql, self.st.server);
-                        crate::engine::Planner::new(&self.shared)
-                            .plan_table_locks(&mut self.st, &text);
-                    }
-                }
-                self.relay_command(&pkt, Expect::Results).await.map(drop)
-            }
-        }
-    }
-
-    /// [`classify::relayed_write`] for prepared statement `id`.
-    pub(super) fn relayed_write_of(&mut self, id: u32) {
-        let Some((kind, sql)) = self.st.stmts.get(&id).map(|s| (s.kind, s.sql.clone())) else {
-            return;
-        };
-        let text = analysis::server_text(&sql, self.st.server);
-        self.plan_code_views(&text);
-        let why = if kind == StatementKind::Set {
-            let text = String::from_utf8_lossy(&text);
-            classify::set_writes(analysis::analyze_set(&text).as_ref(), &text)
-        } else {
-            classify::relayed_write(kind, &text)
-        };
-        if let Some(why) = why {
-            self.plan_unknown_write_for(why);
         }
     }
 

@@ -36,20 +36,7 @@ impl Session {
         if scan.multi {
             return self.multi_statement(pkt, &text).await;
         }
-        if let Some(why) = classify::relayed_write(scan.kind, &text) {
-            self.plan_unknown_write_for(why);
-        }
-        if !matches!(
-            scan.kind,
-            StatementKind::Select
-                | StatementKind::Write
-                | StatementKind::Call
-                | StatementKind::Execute
-                | StatementKind::Empty
-        ) {
-            // A SET's or DO's subquery, a SHOW's WHERE (writes plan it in `write`).
-            self.plan_code_views(&text);
-        }
+        Planner::new(&self.shared).plan_text_statement(&mut self.st, scan.kind, &text);
         if matches!(scan.kind, StatementKind::Other | StatementKind::Flush)
             && Planner::new(&self.shared).plan_table_locks(&mut self.st, &text)
         {
@@ -79,8 +66,7 @@ impl Session {
             StatementKind::Call | StatementKind::Execute => {
                 // A procedure or a SQL-level prepared statement may write any table and
                 // SET any variable: invalidate as configured and stop trusting the context.
-                self.plan_call();
-                self.code_ran_unseen(&text);
+                Planner::new(&self.shared).plan_call(&mut self.st, &text);
                 self.relay_command(&pkt, Expect::Results).await?;
                 Ok(())
             }
@@ -129,7 +115,7 @@ impl Session {
         // Which statements ran is not followed: a temporary table any of them may have
         // created or renamed is one from now on.
         for w in &multi.writes {
-            self.track_temporary(w, classify::Outcome::Maybe);
+            crate::engine::write::track_temporary(&mut self.st, w, classify::Outcome::Maybe);
         }
         if multi.lost {
             // Session state changed in ways qcache does not replay statement by statement.

@@ -213,7 +213,7 @@ impl Session {
     /// again first (`policy::classify::after_stored_code`).
     pub(super) fn read_facts(&mut self) -> read::Session {
         if self.st.temporaries_unknown {
-            self.temporaries_after_code();
+            Planner::new(&self.shared).temporaries_after_code(&mut self.st);
         }
         read::Session {
             qct: self.st.qct,

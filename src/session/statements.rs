@@ -166,7 +166,7 @@ impl Session {
         }
         // FLUSH TABLES and friends change no data; FLUSH PRIVILEGES makes grant-table edits
         // effective.
-        self.plan_privileges(sql);
+        crate::engine::write::plan_privileges(&mut self.st, sql);
         self.relay_command(&pkt, Expect::Results).await.map(drop)
     }
 }
