@@ -325,3 +325,54 @@ async fn concurrent_inserts_never_serve_a_count_out_of_bounds() {
     println!("{reads} reads, {patched} patches");
     assert!(patched > 0, "some inserts patched the entries");
 }
+
+/// With L2 on nothing is patched (L2's copy would not be), and `QCACHE EXPLAIN` says so
+/// rather than promising a patch the fill then refuses. Two instances share one L2: the
+/// second reads what the server says after an insert through the first.
+#[tokio::test]
+async fn with_l2_nothing_is_patched_and_explain_says_so() {
+    use qcache::config::{L2Mode, L2Url};
+    let redis = common::redis::Redis::start();
+    let schema = common::fresh_schema("patch_l2").await;
+    setup(&schema, TABLE).await;
+    let url = redis.url();
+    let on = |c: &mut qcache::config::Config| {
+        c.cache.patch_aggregates = true;
+        c.cache.verify_patched = 0.0;
+        c.l2.mode = L2Mode::On;
+        c.l2.url = L2Url::One(url.to_string());
+        c.l2.timeout = Duration::from_millis(500);
+    };
+    let a = common::proxy(on).await;
+    let b = common::proxy(on).await;
+    for p in [&a, &b] {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !p.running.shared.catalog.is_loaded() {
+            assert!(Instant::now() < deadline, "catalog not loaded");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+    let mut ca = a.conn(&schema).await;
+    let mut cb = b.conn(&schema).await;
+    let mut d = common::direct_to(&schema).await;
+    let rows: Vec<(String, Option<String>)> =
+        ca.query(format!("QCACHE EXPLAIN {READ}")).await.unwrap();
+    let said = rows
+        .iter()
+        .find(|(f, _)| f == "patched_by_insert")
+        .and_then(|(_, v)| v.clone());
+    assert!(
+        said.as_deref().is_some_and(|s| s.starts_with("no (l2)")),
+        "{said:?}"
+    );
+    for prepared in [false, true] {
+        read_both(&mut ca, &mut d, prepared).await;
+        read_both(&mut cb, &mut d, prepared).await;
+        ca.query_drop("INSERT INTO t (k, v) VALUES (1, 5)")
+            .await
+            .unwrap();
+        read_both(&mut ca, &mut d, prepared).await;
+        read_both(&mut cb, &mut d, prepared).await;
+    }
+    assert_eq!(status(&mut ca, "Qcache_patched").await, 0);
+}

@@ -18,6 +18,8 @@ pub enum NoPatch {
     Off,
     /// Inside a transaction, or a session holding temporary tables (a name may be one).
     Session,
+    /// Entries are shared through L2, whose copy no local patch reaches.
+    SharedLevel,
     /// Not exactly one table, or one the catalog cannot vouch for (a view, a trigger, a
     /// generated or ON UPDATE column, system versioning, a DDL pending on it).
     Table,
@@ -33,6 +35,7 @@ impl NoPatch {
         match self {
             NoPatch::Off => "off",
             NoPatch::Session => "session",
+            NoPatch::SharedLevel => "l2",
             NoPatch::Table => "table",
             NoPatch::Write => "write",
             NoPatch::ShapeOff => "shape_off",
@@ -57,7 +60,7 @@ impl Planner<'_> {
 
     /// The recipe a read's entry is stored with, when a known insert can patch it: `sql`
     /// its text (an execute's prepared SQL), `tables` what its plan reads, `binary` an
-    /// execute's result.
+    /// execute's result, `shared_level` an instance with L2.
     pub fn patch_recipe(
         &self,
         st: &SessionState,
@@ -65,20 +68,28 @@ impl Planner<'_> {
         tables: &[TableHandle],
         binary: bool,
         digest: u64,
+        shared_level: bool,
     ) -> Result<Recipe, NoPatch> {
-        self.recipe_for(st, sql, Some(tables), binary, digest)
+        self.recipe_for(st, sql, Some(tables), (binary, shared_level), digest)
     }
 
+    /// `how`: an execute's result, and an instance with L2.
     fn recipe_for(
         &self,
         st: &SessionState,
         sql: &[u8],
         tables: Option<&[TableHandle]>,
-        binary: bool,
+        how: (bool, bool),
         digest: u64,
     ) -> Result<Recipe, NoPatch> {
+        let (binary, shared_level) = how;
         if !self.cfg.cache.patch_aggregates {
             return Err(NoPatch::Off);
+        }
+        // Not with an L2: its copy of the entry is not patched, and another instance
+        // would serve it unpatched (or this one, after its own copy is evicted).
+        if shared_level {
+            return Err(NoPatch::SharedLevel);
         }
         if st.txn.in_transaction() || !st.temp_tables.is_empty() || st.temporaries_unknown {
             return Err(NoPatch::Session);
@@ -105,8 +116,14 @@ impl Planner<'_> {
 
     /// What `QCACHE EXPLAIN` says of a read's entry under inserts: patched by a known
     /// insert into its table, or why not. Its table is the statement's own (no plan read).
-    pub fn explain_patch(&self, st: &SessionState, sql: &[u8], binary: bool) -> String {
-        match self.recipe_for(st, sql, None, binary, 0) {
+    pub fn explain_patch(
+        &self,
+        st: &SessionState,
+        sql: &[u8],
+        binary: bool,
+        shared_level: bool,
+    ) -> String {
+        match self.recipe_for(st, sql, None, (binary, shared_level), 0) {
             Ok(r) => format!(
                 "yes: an autocommit INSERT ... VALUES of known rows into {}.{} patches it",
                 r.schema, r.table
@@ -302,7 +319,7 @@ mod tests {
             let tables = [w.versions.table("db", table)];
             let got = w
                 .planner()
-                .patch_recipe(&st, sql.as_bytes(), &tables, false, 1)
+                .patch_recipe(&st, sql.as_bytes(), &tables, false, 1, false)
                 .map(drop);
             assert_eq!(got, *want, "{why}");
         }

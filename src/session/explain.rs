@@ -58,7 +58,7 @@ impl Session {
         f.insert(4, ("reason", verdict.reason));
         if scan.kind == analysis::StatementKind::Select {
             let planner = crate::engine::Planner::new(&self.shared);
-            let patch = planner.explain_patch(&self.st, &text, false);
+            let patch = planner.explain_patch(&self.st, &text, false, self.shared.l2.is_some());
             f.push(("patched_by_insert", Some(patch)));
         }
         f.extend(words::key_context(&self.st));

@@ -607,24 +607,31 @@ impl Session {
             }
         };
         let mut entry = self.local_entry(entry, plan, sql);
-        // A result a known insert can patch (`policy::patch`): not inside a transaction
-        // (its snapshot may be older than the latest rows) and not with an L2, whose copy
-        // no local patch reaches.
-        let recipe = (target.snap.is_none()
-            && target.l2_fill.is_none()
-            && self.shared.l2.is_none())
-        .then(|| {
-            let planner = Planner::new(&self.shared);
-            let r = planner.patch_recipe(&self.st, sql, &plan.tables, target.binary, plan.digest);
-            if let Err(why) = &r {
-                if *why != crate::engine::patch::NoPatch::Off {
-                    tracing::debug!(why = why.as_str(), "read not patchable");
+        // A result a known insert can patch (`engine::patch`); never one read under a
+        // transaction's snapshot, which may be older than the latest rows.
+        let recipe = target
+            .snap
+            .is_none()
+            .then(|| {
+                let planner = Planner::new(&self.shared);
+                let l2 = self.shared.l2.is_some();
+                let r = planner.patch_recipe(
+                    &self.st,
+                    sql,
+                    &plan.tables,
+                    target.binary,
+                    plan.digest,
+                    l2,
+                );
+                if let Err(why) = &r {
+                    if *why != crate::engine::patch::NoPatch::Off {
+                        tracing::debug!(why = why.as_str(), "read not patchable");
+                    }
                 }
-            }
-            r.ok()
-        })
-        .flatten()
-        .map(Arc::new);
+                r.ok()
+            })
+            .flatten()
+            .map(Arc::new);
         entry.patch = recipe.clone();
         let l2_copy = target
             .l2_fill
