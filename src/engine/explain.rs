@@ -6,14 +6,19 @@
 use std::sync::Arc;
 
 use super::last::Last;
+use super::read::Resolved;
 use super::state::{LastExecute, SessionState};
 use crate::admin::statements::Rows;
-use crate::analysis::{Scan, StatementKind};
+use crate::analysis::{Hint, ReadInfo, Scan, StatementKind};
 use crate::cache::{Entry, Key};
 use crate::config::QueryCacheType;
+use crate::policy::privileges;
+use crate::policy::read;
 use crate::policy::stale::{StaleOk, Why};
 use crate::policy::Reason;
+use crate::protocol::commands::ExecuteParams;
 use crate::protocol::packets::TYPE_VAR_STRING;
+use crate::rules::{Rule, Subject};
 
 /// What the privileged fields say to a user without the privilege.
 pub const HIDDEN: &str = "(needs RELOAD or admin.users)";
@@ -25,10 +30,10 @@ pub const UNBOUND: &str = "(unknown until its parameters are bound)";
 pub type Fields = Vec<(&'static str, Option<String>)>;
 
 /// An outdated entry under a `max_stale` rule and what the stale rule says of serving it
-/// (`Session::miss_start`).
+/// (`engine::read::Lookup::miss_start`).
 pub type StaleFound = (Arc<Entry>, Result<StaleOk, Why>);
 
-/// What a miss's start says (`Session::miss_start`): an outdated entry found, if any; or why
+/// What a miss's start says (`engine::read::Lookup::miss_start`): an outdated entry found, if any; or why
 /// the read relays without a copy (None: its result is cached, this read could not be served).
 pub type MissStart = Result<Option<StaleFound>, Option<Reason>>;
 
@@ -324,6 +329,159 @@ pub fn key_context(st: &SessionState) -> Fields {
     ]
 }
 
+/// The tables a read names, qualified in the session; and, for the privileged (`resolved`
+/// is their resolution, None for others), the base tables under its views, the definer
+/// privileges a read through a definer view depends on, and the operator's rule that
+/// matches it (`what`: the statement's digest and text).
+pub fn tables(
+    st: &SessionState,
+    info: &ReadInfo,
+    resolved: Option<Resolved>,
+    rules: &[Rule],
+    what: (u64, &[u8]),
+    f: &mut Fields,
+) {
+    let named: Vec<String> = info
+        .tables
+        .iter()
+        .map(|t| match st.qualify(t.schema.as_deref(), &t.name) {
+            Some((s, n)) => format!("{s}.{n}"),
+            None => t.name.clone(),
+        })
+        .collect();
+    f.push(("tables", Some(named.join(","))));
+    let (named, bases) = match resolved {
+        None => {
+            f.push(("base_tables", Some(HIDDEN.into())));
+            f.push(("rule", Some(HIDDEN.into())));
+            return;
+        }
+        Some(Err(reason)) => {
+            f.push((
+                "base_tables",
+                Some(format!("(not resolved: {})", reason.as_str())),
+            ));
+            f.push(("rule", Some("(not consulted)".into())));
+            return;
+        }
+        Some(Ok(resolved)) => resolved,
+    };
+    // A read through a definer view also depends on the definer's privileges: stamps in no
+    // schema (`policy::privileges::definer_stamps`).
+    let (stamps, tables): (Vec<_>, Vec<_>) = bases
+        .iter()
+        .partition(|(s, _)| s == privileges::STAMP_SCHEMA);
+    let list: Vec<String> = tables.iter().map(|(s, n)| format!("{s}.{n}")).collect();
+    f.push(("base_tables", Some(list.join(","))));
+    if !stamps.is_empty() {
+        let list: Vec<&str> = stamps.iter().map(|(_, n)| n.as_str()).collect();
+        f.push(("definer_privileges", Some(list.join(","))));
+    }
+    let mut subject_tables = named;
+    subject_tables.extend(bases);
+    let (digest, stmt) = what;
+    let text = String::from_utf8_lossy(stmt);
+    let subject = Subject {
+        tables: &subject_tables,
+        user: &st.user,
+        digest,
+        sql: &text,
+    };
+    let rule = rules
+        .iter()
+        .position(|r| r.matches(&subject))
+        .map_or("none".to_string(), |i| {
+            let body = serde_json::to_string(&rules[i]).unwrap_or_default();
+            format!("rules[{i}] {body}")
+        });
+    f.push(("rule", Some(rule)));
+}
+
+/// A binary-protocol prepared statement as `QCACHE EXPLAIN STATEMENT` asks about it.
+pub struct Statement {
+    pub sql: bytes::Bytes,
+    pub kind: StatementKind,
+    pub hint: Hint,
+    /// Its context at PREPARE, compared with the session's once a stale context is read
+    /// back (`policy::read::Execute::context_moved`).
+    pub context: u64,
+    /// The execute's own facts as its last execute was sent (`policy::read::keyable`);
+    /// `context_moved` is judged as the execute judges it, once the context is read back.
+    pub execute: read::Execute,
+    /// An execute's key material: its bound parameters (none to bind, or those of its last
+    /// execute); None while they are not known.
+    pub material: Option<Vec<u8>>,
+}
+
+/// What `QCACHE EXPLAIN STATEMENT <id>` (None: the statement prepared last) asks about and
+/// its first rows; or its whole answer when the session holds no such statement.
+pub fn statement(st: &SessionState, id: Option<u32>) -> Result<(Statement, Fields), Rows> {
+    let Some(id) = id.or(st.last_stmt) else {
+        return Err(rows(vec![(
+            "decision",
+            Some("no statement prepared in this session".into()),
+        )]));
+    };
+    let Some(p) = st.stmts.get(&id) else {
+        return Err(rows(vec![
+            ("statement_id", Some(id.to_string())),
+            (
+                "decision",
+                Some("no such prepared statement in this session".into()),
+            ),
+        ]));
+    };
+    let from_last = |r: Reason| matches!(&p.last_execute, LastExecute::NotKeyed(l) if *l == r);
+    let execute = read::Execute {
+        cursor: from_last(Reason::Cursor),
+        cursor_open: p.cursor_open,
+        long_data: from_last(Reason::LongData),
+        bulk_seen: p.bulk_seen,
+        context_moved: None,
+        malformed: from_last(Reason::MalformedExecute),
+    };
+    let material = match (&p.last_execute, p.params) {
+        (LastExecute::Keyed(m), _) => Some(m.clone()),
+        (_, 0) => {
+            let mut m = Vec::new();
+            let none = ExecuteParams {
+                types: None,
+                null_bitmap: &[],
+                values: &[],
+            };
+            super::prepared::execute_material(&mut m, &p.sql, &none);
+            Some(m)
+        }
+        _ => None,
+    };
+    let text = crate::analysis::server_text(&p.sql, st.server);
+    let f: Fields = vec![
+        (
+            "statement",
+            Some(String::from_utf8_lossy(&p.sql).into_owned()),
+        ),
+        ("statement_id", Some(id.to_string())),
+        (
+            "digest",
+            Some(format!("{:016x}", crate::analysis::digest(&text))),
+        ),
+        (
+            "digest_text",
+            crate::analysis::normalised_text(&text, crate::observe::digests::TEXT_MAX),
+        ),
+        ("parameters", Some(parameters(&p.last_execute, p.params))),
+    ];
+    let asked = Statement {
+        sql: p.sql.clone(),
+        kind: p.kind,
+        hint: p.hint,
+        context: p.context,
+        execute,
+        material,
+    };
+    Ok((asked, f))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -525,6 +683,149 @@ mod tests {
                 Some(want),
                 "{rule}"
             );
+        }
+    }
+
+    fn field<'a>(f: &'a Fields, name: &str) -> Option<&'a str> {
+        f.iter()
+            .find(|(n, _)| *n == name)
+            .and_then(|(_, v)| v.as_deref())
+    }
+
+    /// One row per thing EXPLAIN STATEMENT may be asked about: none prepared, an id the
+    /// session does not hold, and a statement whose key is known (no parameters, or its last
+    /// execute's) or not yet (parameters never bound).
+    #[test]
+    fn explain_statement_asks_about_what_the_session_holds() {
+        use crate::engine::state::Prepared;
+        use bytes::Bytes;
+        let w = crate::engine::World::new(true);
+        let prepared = |params: u16, last: LastExecute| Prepared {
+            sql: Bytes::from_static(b"SELECT a FROM child WHERE id = ?"),
+            key_sql: Bytes::from_static(b"SELECT a FROM child WHERE id = ?"),
+            digest: 0,
+            kind: StatementKind::Select,
+            hint: Hint::None,
+            params,
+            columns: 1,
+            types: None,
+            long_data: false,
+            server_types: None,
+            context: 7,
+            db: None,
+            bulk_seen: true,
+            cursor_open: false,
+            last_execute: last,
+        };
+        // (rule, statement held as 1, id asked, the answer's decision when it answers at
+        // once, else whether the key is known)
+        type Row = (
+            &'static str,
+            Option<Prepared>,
+            Option<u32>,
+            Result<bool, &'static str>,
+        );
+        let rows: Vec<Row> = vec![
+            (
+                "nothing prepared",
+                None,
+                None,
+                Err("no statement prepared in this session"),
+            ),
+            (
+                "an id the session does not hold",
+                Some(prepared(0, LastExecute::None)),
+                Some(2),
+                Err("no such prepared statement in this session"),
+            ),
+            (
+                "no parameters: its key is known",
+                Some(prepared(0, LastExecute::None)),
+                None,
+                Ok(true),
+            ),
+            (
+                "parameters never bound: not yet",
+                Some(prepared(1, LastExecute::None)),
+                Some(1),
+                Ok(false),
+            ),
+            (
+                "its last execute's parameters",
+                Some(prepared(1, LastExecute::Keyed(b"k".to_vec()))),
+                Some(1),
+                Ok(true),
+            ),
+        ];
+        for (rule, held, id, want) in rows {
+            let mut st = w.session(Some("db"));
+            if let Some(p) = held {
+                st.stmts.insert(1, p);
+                st.last_stmt = Some(1);
+            }
+            match (statement(&st, id), want) {
+                (Ok((p, f)), Ok(known)) => {
+                    assert_eq!(p.material.is_some(), known, "{rule}");
+                    assert_eq!(p.context, 7, "{rule}: the context at PREPARE");
+                    assert!(p.execute.bulk_seen, "{rule}: the execute's own facts");
+                    assert_eq!(field(&f, "statement_id"), Some("1"), "{rule}");
+                    assert!(field(&f, "parameters").is_some(), "{rule}");
+                }
+                (Err(r), Err(decision)) => {
+                    let said = r
+                        .rows
+                        .iter()
+                        .find(|row| row[0].as_deref() == Some("decision"));
+                    assert_eq!(
+                        said.and_then(|row| row[1].as_deref()),
+                        Some(decision),
+                        "{rule}"
+                    );
+                }
+                _ => panic!("{rule}: answered otherwise than {want:?}"),
+            }
+        }
+    }
+
+    /// What EXPLAIN shows of a read's tables: to everyone the names it reads; to the
+    /// privileged the base tables and the rule, or why they could not be resolved.
+    #[test]
+    fn explain_shows_the_tables_to_whom_it_may() {
+        let w = crate::engine::World::new(true);
+        let st = w.session(Some("db"));
+        let info = match crate::analysis::analyze("SELECT id FROM v") {
+            crate::analysis::Analysis::Read(info) => info,
+            other => panic!("not a read: {other:?}"),
+        };
+        let resolved = || {
+            (
+                vec![("db".into(), "v".into())],
+                vec![("db".into(), "parent".into())],
+            )
+        };
+        // (rule, resolution, base tables shown, rule shown)
+        type Row = (&'static str, Option<Resolved>, &'static str, &'static str);
+        let rows: Vec<Row> = vec![
+            ("not privileged", None, HIDDEN, HIDDEN),
+            (
+                "not resolved",
+                Some(Err(Reason::UnknownTable)),
+                "(not resolved: unknown_table)",
+                "(not consulted)",
+            ),
+            (
+                "resolved, no rule",
+                Some(Ok(resolved())),
+                "db.parent",
+                "none",
+            ),
+        ];
+        for (rule, res, bases, matched) in rows {
+            let mut f = Fields::new();
+            tables(&st, &info, res, &[], (1, b"SELECT id FROM v"), &mut f);
+            assert_eq!(field(&f, "tables"), Some("db.v"), "{rule}");
+            assert_eq!(field(&f, "base_tables"), Some(bases), "{rule}");
+            assert_eq!(field(&f, "rule"), Some(matched), "{rule}");
         }
     }
 }

@@ -15,14 +15,10 @@ use crate::admin::statements::Rows;
 use crate::analysis::{self, Analysis, StatementKind};
 use crate::cache::key;
 use crate::cache::key::{TAG_BINARY, TAG_TEXT};
-use crate::engine::explain::{self as words, rows, Fields, Verdict, HIDDEN};
-use crate::engine::state::LastExecute;
+use crate::engine::explain::{self as words, rows, Fields, Verdict};
 use crate::policy::decide::{Answer, Decide, Step};
-use crate::policy::privileges;
-use crate::policy::read::{self, Planned, Via};
+use crate::policy::read::{Planned, Via};
 use crate::policy::Reason;
-use crate::protocol::commands::ExecuteParams;
-use crate::rules;
 
 /// What EXPLAIN asks about: a statement (its text, hints stripped), how it arrives, and its
 /// key's tag and material (None for a prepared statement whose parameters are not bound yet:
@@ -73,76 +69,20 @@ impl Session {
         id: Option<u32>,
     ) -> Result<Rows, SessionError> {
         let privileged = self.may_administer().await?;
-        let Some(id) = id.or(self.st.last_stmt) else {
-            return Ok(rows(vec![(
-                "decision",
-                Some("no statement prepared in this session".into()),
-            )]));
+        let (p, mut f) = match words::statement(&self.st, id) {
+            Ok(asked) => asked,
+            Err(rows) => return Ok(rows),
         };
-        let Some(p) = self.st.stmts.get(&id) else {
-            return Ok(rows(vec![
-                ("statement_id", Some(id.to_string())),
-                (
-                    "decision",
-                    Some("no such prepared statement in this session".into()),
-                ),
-            ]));
-        };
-        let (sql, kind, hint, params) = (p.sql.clone(), p.kind, p.hint, p.params);
-        let p_context = p.context;
-        // The execute's own facts as its last execute was sent (`policy::read::keyable`).
-        let from_last = |r: Reason| matches!(&p.last_execute, LastExecute::NotKeyed(l) if *l == r);
-        let execute = read::Execute {
-            cursor: from_last(Reason::Cursor),
-            cursor_open: p.cursor_open,
-            long_data: from_last(Reason::LongData),
-            bulk_seen: p.bulk_seen,
-            // Judged in `explain_read` once a stale context is read back, as the execute does.
-            context_moved: None,
-            malformed: from_last(Reason::MalformedExecute),
-        };
-        let last = p.last_execute.clone();
-        let text = analysis::server_text(&sql, self.st.server).into_owned();
-        let mut f: Fields = vec![
-            (
-                "statement",
-                Some(String::from_utf8_lossy(&sql).into_owned()),
-            ),
-            ("statement_id", Some(id.to_string())),
-            ("digest", Some(format!("{:016x}", analysis::digest(&text)))),
-            (
-                "digest_text",
-                analysis::normalised_text(&text, crate::observe::digests::TEXT_MAX),
-            ),
-        ];
-        // The key of an execute: the bound parameters (none to bind, or the last execute's).
-        let material = match (&last, params) {
-            (LastExecute::Keyed(m), _) => Some(m.clone()),
-            (_, 0) => {
-                let mut m = Vec::new();
-                crate::engine::prepared::execute_material(
-                    &mut m,
-                    &sql,
-                    &ExecuteParams {
-                        types: None,
-                        null_bitmap: &[],
-                        values: &[],
-                    },
-                );
-                Some(m)
-            }
-            _ => None,
-        };
-        f.push(("parameters", Some(words::parameters(&last, params))));
+        let kind = p.kind;
         let verdict = if kind != StatementKind::Select {
             Verdict::not_a_read(kind)
         } else {
             let asked = Asked {
-                stmt: &sql,
-                hint,
-                via: Via::Execute(execute),
-                keyed: material.as_deref().map(|m| (TAG_BINARY, m)),
-                prepared_in: Some(p_context),
+                stmt: &p.sql,
+                hint: p.hint,
+                via: Via::Execute(p.execute),
+                keyed: p.material.as_deref().map(|m| (TAG_BINARY, m)),
+                prepared_in: Some(p.context),
             };
             self.explain_read(asked, privileged, &mut f).await?
         };
@@ -332,7 +272,8 @@ impl Session {
     }
 
     /// The tables a read names and, for the privileged, those under its views and the
-    /// rule that matches.
+    /// rule that matches (`engine::explain::tables`); resolving them may refresh the
+    /// catalog.
     async fn explain_tables(
         &self,
         an: &Analysis,
@@ -344,59 +285,11 @@ impl Session {
         let Analysis::Read(info) = an else {
             return;
         };
-        let named: Vec<String> = info
-            .tables
-            .iter()
-            .map(|t| match self.st.qualify(t.schema.as_deref(), &t.name) {
-                Some((s, n)) => format!("{s}.{n}"),
-                None => t.name.clone(),
-            })
-            .collect();
-        f.push(("tables", Some(named.join(","))));
-        if !privileged {
-            f.push(("base_tables", Some(HIDDEN.into())));
-            f.push(("rule", Some(HIDDEN.into())));
-            return;
-        }
-        match self.resolve_tables(info).await {
-            Ok((named, bases)) => {
-                // A read through a definer view also depends on the definer's privileges:
-                // stamps in no schema (`policy::privileges::definer_stamps`).
-                let (stamps, tables): (Vec<_>, Vec<_>) = bases
-                    .iter()
-                    .partition(|(s, _)| s == privileges::STAMP_SCHEMA);
-                let list: Vec<String> = tables.iter().map(|(s, n)| format!("{s}.{n}")).collect();
-                f.push(("base_tables", Some(list.join(","))));
-                if !stamps.is_empty() {
-                    let list: Vec<&str> = stamps.iter().map(|(_, n)| n.as_str()).collect();
-                    f.push(("definer_privileges", Some(list.join(","))));
-                }
-                let cfg = self.shared.config();
-                let mut subject_tables = named;
-                subject_tables.extend(bases);
-                let text = String::from_utf8_lossy(stmt);
-                let subject = rules::Subject {
-                    tables: &subject_tables,
-                    user: &self.st.user,
-                    digest,
-                    sql: &text,
-                };
-                let rule = cfg.rules.iter().position(|r| r.matches(&subject)).map_or(
-                    "none".to_string(),
-                    |i| {
-                        let body = serde_json::to_string(&cfg.rules[i]).unwrap_or_default();
-                        format!("rules[{i}] {body}")
-                    },
-                );
-                f.push(("rule", Some(rule)));
-            }
-            Err(reason) => {
-                f.push((
-                    "base_tables",
-                    Some(format!("(not resolved: {})", reason.as_str())),
-                ));
-                f.push(("rule", Some("(not consulted)".into())));
-            }
-        }
+        let resolved = match privileged {
+            true => Some(self.resolve_tables(info).await),
+            false => None,
+        };
+        let cfg = self.shared.config();
+        words::tables(&self.st, info, resolved, &cfg.rules, (digest, stmt), f);
     }
 }
