@@ -128,6 +128,7 @@ const FOLDERS: &[(&str, &[Layer])] = &[
         ("fkmap", 4, "what is known of parent rows"),
     ]),
     ("engine", &[
+        ("answered", 0, "what a write's answer applies: invalidation, DDL, patches, parent maps"),
         ("answers", 0, "what qcache answers of its own variable and status rows"),
         ("context", 0, "what the server's answers about the session mean for its state"),
         ("explain", 0, "what QCACHE EXPLAIN and SHOW QCACHE LAST say, from what they are given"),
@@ -207,7 +208,7 @@ const FOLDERS: &[(&str, &[Layer])] = &[
         ("diagnostics", 3, "what a hit restores: warnings, found rows, ROW_COUNT"),
         ("digests", 3, "the session's part in per-digest statistics"),
         ("l2", 3, "the session's L2 lookups and fills"),
-        ("patch", 3, "cached aggregates patched at a write's OK, and their verifier"),
+        ("patch", 5, "the verifier of patched aggregates, spawned at a write's OK; reads no other file"),
         ("privileges", 3, "who the server says the session is"),
         ("query", 3, "COM_QUERY dispatch"),
         ("statements", 3, "statements qcache answers or rewrites itself"),

@@ -5,6 +5,7 @@
 //! here reads what it is given (the catalog, versions, config, the session's state) and
 //! sends nothing; the session carries out what it decides.
 
+pub mod answered;
 pub mod answers;
 pub mod context;
 pub mod explain;

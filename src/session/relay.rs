@@ -3,10 +3,10 @@
 //! buffer, with the session's bookkeeping run before each OK/EOF/ERR is forwarded.
 
 use super::{Session, SessionError};
+use crate::engine::answered;
 use crate::engine::fill::Fill;
 use crate::engine::fkslices::{self, Answers};
 use crate::engine::patch::note_patch_ok;
-use crate::invalidation::writes;
 use crate::protocol::codec::Packet;
 use crate::protocol::packets::com;
 use crate::protocol::response::{Expect, Response, ResponseError, Step};
@@ -311,64 +311,27 @@ impl Session {
     /// writes are invalidated and transactions tracked (`policy::txn`) before the client can
     /// act on it.
     pub(crate) async fn apply_status(&mut self, new_status: Option<u16>) {
-        // Writes are bumped at their OK, inside a transaction too (non-transactional
-        // tables change at once), and again when the transaction ends.
         if !self.st.pending.is_empty() {
             let in_txn = self.st.txn.writes_in_transaction(new_status);
             let answers = self.fk_lookup(in_txn).await;
-            fkslices::child_rows(&mut self.st, &self.shared.cache.versions().parents, answers);
-            let mut pending = std::mem::take(&mut self.st.pending);
-            // Registered before the DDL's first bump: a read that reads its stamps after that
-            // bump sees the registration when it checks (`Session::miss`), and stores nothing.
-            let ddl = pending
-                .ddl
-                .then(|| self.shared.catalog.register_ddl(&pending.ddl_changed));
-            // Patches (`policy::patch`): computed from entries current now, in a window
-            // that closes after this write's own bumps, with no await in between.
-            let patch = pending.patch.take();
-            let patch = patch.filter(|p| self.may_patch(p, new_status, &pending));
-            let versions = self.shared.cache.versions();
-            let window = patch.as_ref().and_then(|_| versions.patch_window());
-            let patches = match (&patch, window) {
-                (Some(p), Some(_)) => self.patches_of(p),
-                _ => Vec::new(),
-            };
-            for inv in writes::statement(&pending) {
-                self.shared.invalidate(&inv);
-                self.st.own_writes.note(&inv);
+            let applied =
+                answered::writes_answered(&self.shared, &mut self.st, new_status, answers);
+            for (key, entry, recipe) in applied.verify {
+                tokio::spawn(super::patch::verify(
+                    self.shared.clone(),
+                    key,
+                    entry,
+                    recipe,
+                ));
             }
-            if let (Some(w), false) = (window, patches.is_empty()) {
-                let stamps: Vec<_> = patches
-                    .iter()
-                    .map(|(c, _)| c.entry.stamps.recapture(versions))
-                    .collect();
-                if versions.window_holds(w) {
-                    self.store_patches(patches, stamps);
-                }
+            if let Some((seq, changed)) = applied.ddl {
+                self.shared.reload_after_ddl(seq, changed);
             }
-            let in_txn = self.st.txn.writes_in_transaction(new_status);
-            let max_entries = self.shared.config().invalidation.parent_map_entries;
-            let parents = &self.shared.cache.versions().parents;
-            fkslices::learn(&mut self.st, parents, max_entries, in_txn);
-            // The OK does not wait for the catalog: until the reload lands, what the DDL named
-            // is unknown to every read and write (`invalidation::pending`).
-            if let Some(seq) = ddl {
-                self.shared
-                    .reload_after_ddl(seq, pending.ddl_changed.clone());
-            }
-            if self.st.txn.writes_in_transaction(new_status) {
-                self.st.txn.transaction_writes().wrote_pending(&pending);
-            }
-            // Keep the bookkeeping so that later OKs of the same response bump again.
-            self.st.pending = pending;
             // Fleet-wide too, before the client can act on the OK.
             self.l2_flush().await;
         }
         let Some(st) = new_status else { return };
-        if let Some(ended) = self.st.txn.status_answered(st) {
-            let inv = writes::transaction_end(&ended);
-            self.shared.invalidate(&inv);
-            self.st.own_writes.note(&inv);
+        if answered::status_answered(&self.shared, &mut self.st, st) {
             self.l2_flush().await;
         }
     }
