@@ -180,6 +180,54 @@ pub fn rewrite_binary_row(row: &[u8], types: &[u8], values: &[(usize, String)]) 
     Some(out.to_vec())
 }
 
+/// Rewrites the rows of one result as they are relayed, text or binary: a binary row is
+/// rewritten only once its column count and every column's type were seen.
+pub struct Rewriter {
+    rw: Rewrite,
+    binary: bool,
+    extended_types: bool,
+    columns: Option<usize>,
+    types: Vec<u8>,
+    packets: usize,
+}
+
+impl Rewriter {
+    pub fn new(rw: Rewrite, binary: bool, extended_types: bool) -> Rewriter {
+        Rewriter {
+            rw,
+            binary,
+            extended_types,
+            columns: None,
+            types: Vec::new(),
+            packets: 0,
+        }
+    }
+
+    /// The next packet of the result, `is_row` when the response counted it as a row: the
+    /// bytes that replace it, or None to relay it as it is.
+    pub fn next(&mut self, payload: &[u8], is_row: bool) -> Option<Vec<u8>> {
+        self.packets += 1;
+        if !self.binary {
+            return is_row.then(|| rewrite_row(payload, &self.rw)).flatten();
+        }
+        if self.packets == 1 && !matches!(payload.first(), Some(0x00 | 0xff | 0xfb)) {
+            self.columns = super::packets::read_lenenc(payload)
+                .map(|(n, _)| n as usize)
+                .filter(|n| *n < 4096);
+        } else if self.columns.is_some_and(|n| self.packets <= n + 1) {
+            if let Some(t) = column_type(payload, self.extended_types) {
+                self.types.push(t);
+            }
+        }
+        match &self.rw {
+            Rewrite::Columns(values) if is_row && Some(self.types.len()) == self.columns => {
+                rewrite_binary_row(payload, &self.types, values)
+            }
+            _ => None,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -231,6 +279,44 @@ mod tests {
 
     fn s(v: &str) -> Option<String> {
         Some(v.to_string())
+    }
+
+    /// A binary result's rows are rewritten once its column count and every definition's
+    /// type were seen, and only its rows; a text result's rows whenever they are rows.
+    #[test]
+    fn a_rewriter_follows_the_result_it_relays() {
+        let rw = Rewrite::Columns(vec![(0, "DEMAND".into())]);
+        let def = packets::column_def("@@query_cache_type", 0xfd, 20, false);
+        let row = vec![0x00, 0x00, 3, b'O', b'F', b'F'];
+        let want = vec![0x00, 0x00, 6, b'D', b'E', b'M', b'A', b'N', b'D'];
+        let mut r = Rewriter::new(rw.clone(), true, false);
+        // (packet, counted as a row, replaced by)
+        let steps: &[(&[u8], bool, Option<&[u8]>)] = &[
+            (&[1], false, None),
+            (&def, false, None),
+            (&[0xfe, 0, 0, 2, 0], false, None),
+            (&row, true, Some(&want)),
+            (&[0xfe, 0, 0, 2, 0], false, None),
+        ];
+        for (i, (p, is_row, want)) in steps.iter().enumerate() {
+            assert_eq!(r.next(p, *is_row).as_deref(), *want, "binary packet {i}");
+        }
+        // A definition whose type was never seen (a row before it): the server's row.
+        let mut r = Rewriter::new(rw.clone(), true, false);
+        assert_eq!(r.next(&[1], false), None);
+        assert_eq!(r.next(&row, true), None, "no type seen");
+        // Text: a row whose value is qcache's.
+        let named = Rewrite::Named(vec![("query_cache_type".into(), "DEMAND".into())]);
+        let mut r = Rewriter::new(named.clone(), false, false);
+        let text = b"\x10query_cache_type\x03OFF";
+        let got = r.next(text, true);
+        assert_eq!(
+            got,
+            rewrite_row(text, &named),
+            "text rows as rewrite_row says"
+        );
+        assert!(got.is_some());
+        assert_eq!(r.next(text, false), None, "not a row: kept");
     }
 
     #[test]

@@ -4,9 +4,9 @@
 use super::{Session, SessionError};
 use crate::policy::diagnostics;
 use crate::protocol::codec::Packet;
-use crate::protocol::packets::{self, mariadb_cap};
+use crate::protocol::packets::mariadb_cap;
 use crate::protocol::response::{Expect, Response, Step};
-use crate::protocol::rows::{column_type, rewrite_binary_row, rewrite_row, Rewrite};
+use crate::protocol::rows::{Rewrite, Rewriter};
 
 impl Session {
     /// Leaves the server's warnings, errors, `ROW_COUNT()` and `FOUND_ROWS()` as the SELECT
@@ -136,10 +136,7 @@ impl Session {
         binary: bool,
     ) -> Result<(), SessionError> {
         let extended = self.st.mariadb_caps & mariadb_cap::EXTENDED_TYPE_INFO != 0;
-        // A binary result: its column count, then the types of the definitions seen.
-        let mut columns: Option<usize> = None;
-        let mut types: Vec<u8> = Vec::new();
-        let mut packets = 0usize;
+        let mut rewriter = Rewriter::new(rw, binary, extended);
         if !self.open_deferred_begin(pkt.seq).await? {
             return Ok(());
         }
@@ -166,30 +163,7 @@ impl Session {
             let step = resp
                 .feed(&p.payload)
                 .map_err(|e| SessionError::Protocol(e.to_string()))?;
-            packets += 1;
-            let new = if !binary {
-                (resp.rows == rows + 1)
-                    .then(|| rewrite_row(&p.payload, &rw))
-                    .flatten()
-            } else {
-                if packets == 1 && !matches!(p.payload.first(), Some(0x00 | 0xff | 0xfb)) {
-                    columns = packets::read_lenenc(&p.payload)
-                        .map(|(n, _)| n as usize)
-                        .filter(|n| *n < 4096);
-                } else if columns.is_some_and(|n| packets <= n + 1) {
-                    if let Some(t) = column_type(&p.payload, extended) {
-                        types.push(t);
-                    }
-                }
-                match &rw {
-                    Rewrite::Columns(values)
-                        if resp.rows == rows + 1 && Some(types.len()) == columns =>
-                    {
-                        rewrite_binary_row(&p.payload, &types, values)
-                    }
-                    _ => None,
-                }
-            };
+            let new = rewriter.next(&p.payload, resp.rows == rows + 1);
             if let Some(at) = resp.status_here {
                 self.apply_status(Some(at.status)).await;
             } else if resp.error && step == Step::Done {
