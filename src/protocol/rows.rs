@@ -291,7 +291,8 @@ mod tests {
         let want = vec![0x00, 0x00, 6, b'D', b'E', b'M', b'A', b'N', b'D'];
         let mut r = Rewriter::new(rw.clone(), true, false);
         // (packet, counted as a row, replaced by)
-        let steps: &[(&[u8], bool, Option<&[u8]>)] = &[
+        type Step<'a> = (&'a [u8], bool, Option<&'a [u8]>);
+        let steps: &[Step] = &[
             (&[1], false, None),
             (&def, false, None),
             (&[0xfe, 0, 0, 2, 0], false, None),
