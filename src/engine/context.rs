@@ -14,6 +14,108 @@ use tracing::debug;
 /// above this the session reads 1 after a read-back (docs/reliability.md).
 const MAX_RESTORED_FOUND_ROWS: u64 = 100_000;
 
+/// The optional key variables each server version (its id and flavour) has, learnt by the
+/// first connect that asked (`Shared::optional_vars`).
+pub type VersionMemo = std::sync::Mutex<Vec<VersionVars>>;
+
+use crate::shared::OptionalVars as VersionVars;
+
+/// Reading the session's settings at connect, in tiers: the flavour's key variables with
+/// the optional names this server version has (asked once per version, by a probe in the
+/// first connect's batch); when the server refuses, the flavour's list alone, then the
+/// common one; one that refuses all leaves the session uncached (fail closed).
+pub struct ContextRead {
+    version: (u32, bool),
+    optional: &'static [&'static str],
+    known: Option<Vec<&'static str>>,
+    tiers: [Vec<&'static str>; 3],
+    probe: Option<String>,
+    mariadb: bool,
+}
+
+/// One tier's question: the names, the probe sent in the same batch, and whether the
+/// account and role ride along (MariaDB's CURRENT_ROLE(), so that the first lookup need not
+/// ask who the session is).
+pub struct Tier<'a> {
+    pub names: &'a [&'static str],
+    pub probe: Option<&'a str>,
+    pub identity: bool,
+}
+
+fn memo_of(memo: &VersionMemo) -> std::sync::MutexGuard<'_, Vec<VersionVars>> {
+    memo.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl ContextRead {
+    pub fn new(st: &SessionState, memo: &VersionMemo) -> ContextRead {
+        let mariadb = st.mariadb;
+        let version = (st.server.id, st.server.mariadb);
+        let optional = context::optional_key_variables(mariadb);
+        let known = if optional.is_empty() {
+            Some(Vec::new())
+        } else {
+            memo_of(memo)
+                .iter()
+                .find(|(v, _)| *v == version)
+                .map(|(_, names)| names.clone())
+        };
+        let mandatory = context::key_variables(mariadb);
+        let mut first: Vec<&'static str> = mandatory.to_vec();
+        first.extend(known.iter().flatten());
+        let probe = match &known {
+            Some(_) => None,
+            None => context::probe_sql(optional),
+        };
+        ContextRead {
+            version,
+            optional,
+            known,
+            tiers: [
+                first,
+                mandatory.to_vec(),
+                context::COMMON_KEY_VARIABLES.to_vec(),
+            ],
+            probe,
+            mariadb,
+        }
+    }
+
+    /// The `i`-th tier's question, None after the last.
+    pub fn tier(&self, i: usize) -> Option<Tier<'_>> {
+        let names = self.tiers.get(i)?;
+        Some(Tier {
+            names,
+            probe: if i == 0 { self.probe.as_deref() } else { None },
+            identity: i == 0 && self.mariadb,
+        })
+    }
+
+    /// The server refused the `i`-th tier. When it lost a name it had (another server behind
+    /// the same address and version?), the next connect asks again.
+    pub fn refused(&self, i: usize, memo: &VersionMemo) {
+        if i == 0 && self.known.as_ref().is_some_and(|k| !k.is_empty()) {
+            memo_of(memo).retain(|(v, _)| *v != self.version);
+        }
+    }
+
+    /// The optional names the probe found present (its error, no such table: none), which
+    /// this server version is remembered to have.
+    pub fn probed(
+        &self,
+        rows: Option<&[Vec<Option<String>>]>,
+        memo: &VersionMemo,
+    ) -> Vec<&'static str> {
+        let found = context::probed(self.optional, rows.unwrap_or(&[]));
+        let present: Vec<&'static str> = found.iter().map(|(n, _)| *n).collect();
+        debug!(?present, "the server's optional key variables");
+        let mut memo = memo_of(memo);
+        if !memo.iter().any(|(v, _)| *v == self.version) {
+            memo.push((self.version, present.clone()));
+        }
+        present
+    }
+}
+
 /// The session's settings as the server reported them (`pairs`: names and values, in the
 /// order a later connect reads them), into its state. The caller recomputes the
 /// fingerprint.
@@ -112,6 +214,75 @@ pub fn owed_after_ask(st: &mut SessionState, mut row: Vec<Option<String>>) -> Ve
 mod tests {
     use super::*;
     use crate::engine::World;
+
+    /// The tiers of a connect's read, and what the version memo learns and forgets: the
+    /// first connect of a version probes for the optional names, later ones ask for those
+    /// it has, and a server refusing them is probed again at the next connect.
+    #[test]
+    fn a_connect_reads_its_settings_in_tiers_and_the_memo_learns() {
+        let w = World::new(true);
+        let mut st = w.session(Some("db"));
+        st.mariadb = true;
+        let memo = VersionMemo::default();
+        let optional = context::optional_key_variables(true);
+        assert!(!optional.is_empty(), "MariaDB has optional key variables");
+        let first = ContextRead::new(&st, &memo);
+        let t0 = first.tier(0).unwrap();
+        assert!(t0.probe.is_some(), "the first connect of a version probes");
+        assert!(t0.identity, "MariaDB's identity rides along");
+        assert_eq!(t0.names, context::key_variables(true));
+        for i in [1, 2] {
+            let t = first.tier(i).unwrap();
+            assert!(t.probe.is_none() && !t.identity, "tier {i} asks only");
+        }
+        assert_eq!(first.tier(1).unwrap().names, context::key_variables(true));
+        assert_eq!(first.tier(2).unwrap().names, context::COMMON_KEY_VARIABLES);
+        assert!(first.tier(3).is_none());
+        // The probe finds the first optional name: remembered for this version.
+        let rows = vec![vec![Some(optional[0].to_uppercase()), Some("1".into())]];
+        assert_eq!(first.probed(Some(&rows), &memo), vec![optional[0]]);
+        let later = ContextRead::new(&st, &memo);
+        let t0 = later.tier(0).unwrap();
+        assert!(t0.probe.is_none(), "later connects do not probe");
+        assert_eq!(
+            t0.names.last(),
+            Some(&optional[0]),
+            "and ask for what it has"
+        );
+        // The server refuses the list with that name: the next connect probes again.
+        later.refused(1, &memo);
+        assert!(ContextRead::new(&st, &memo)
+            .tier(0)
+            .unwrap()
+            .probe
+            .is_none());
+        later.refused(0, &memo);
+        assert!(ContextRead::new(&st, &memo)
+            .tier(0)
+            .unwrap()
+            .probe
+            .is_some());
+        // A probe answered with an error: none of them, remembered (no probe again).
+        let memo = VersionMemo::default();
+        let read = ContextRead::new(&st, &memo);
+        assert!(read.probed(None, &memo).is_empty());
+        let again = ContextRead::new(&st, &memo);
+        assert!(again.tier(0).unwrap().probe.is_none());
+        again.refused(0, &memo);
+        assert!(
+            ContextRead::new(&st, &memo)
+                .tier(0)
+                .unwrap()
+                .probe
+                .is_none(),
+            "a version known to have none is not forgotten by a refusal"
+        );
+        // MySQL: no optional names, never a probe, no identity.
+        st.mariadb = false;
+        let mysql = ContextRead::new(&st, &VersionMemo::default());
+        let t0 = mysql.tier(0).unwrap();
+        assert!(t0.probe.is_none() && !t0.identity);
+    }
 
     /// What qcache's own SELECT owes back, from the FOUND_ROWS() and ROW_COUNT() it read.
     #[test]

@@ -4,6 +4,7 @@
 
 use super::{Session, SessionError};
 use crate::engine;
+use crate::engine::context::ContextRead;
 use crate::policy::{context, diagnostics};
 use crate::protocol::rows::{self, Values};
 use tracing::{debug, warn};
@@ -17,69 +18,24 @@ type Answers = Vec<Option<Vec<Values>>>;
 
 impl Session {
     /// Reads the key variables as the session has them now into `server_ctx`, and the
-    /// isolation level into `isolation_ru`: the flavour's list with the optional names this
-    /// server version has (asked once per version, in the first connect's batch); a server
-    /// that refuses it is asked for the flavour's list alone, then the common one; one that
-    /// refuses all leaves the session uncached (fail closed). One round trip.
+    /// isolation level into `isolation_ru`, in the tiers `engine::context::ContextRead`
+    /// says. One round trip.
     pub(crate) async fn read_server_context(&mut self) -> Result<(), SessionError> {
-        let mariadb = self.st.mariadb;
-        let version = (self.st.server.id, self.st.server.mariadb);
-        let optional = context::optional_key_variables(mariadb);
-        let known: Option<Vec<&'static str>> = if optional.is_empty() {
-            Some(Vec::new())
-        } else {
-            self.shared
-                .optional_vars
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .iter()
-                .find(|(v, _)| *v == version)
-                .map(|(_, names)| names.clone())
-        };
-        let mandatory = context::key_variables(mariadb);
-        let mut first: Vec<&'static str> = mandatory.to_vec();
-        first.extend(known.iter().flatten());
-        let probe = match &known {
-            Some(_) => None,
-            None => context::probe_sql(optional),
-        };
-        let tiers: [&[&'static str]; 3] = [&first, mandatory, context::COMMON_KEY_VARIABLES];
-        for (i, names) in tiers.into_iter().enumerate() {
-            let probe = if i == 0 { probe.as_deref() } else { None };
-            // MariaDB has CURRENT_ROLE(): the account and role the key needs come in the same
-            // SELECT, so the first lookup need not ask (`privileges.rs`).
-            let identity = i == 0 && mariadb;
-            let (values, probed) = match self.read_values(names, probe, identity).await? {
+        let read = ContextRead::new(&self.st, &self.shared.optional_vars);
+        let mut i = 0;
+        while let Some(tier) = read.tier(i) {
+            i += 1;
+            let names = tier.names;
+            let (values, probed) = match self.read_values(names, tier.probe, tier.identity).await? {
                 Some(v) => v,
                 None => {
-                    if i == 0 && known.as_ref().is_some_and(|k| !k.is_empty()) {
-                        // The server lost a name it had (another server behind the same
-                        // address and version?): ask again at the next connect.
-                        self.shared
-                            .optional_vars
-                            .lock()
-                            .unwrap_or_else(|e| e.into_inner())
-                            .retain(|(v, _)| *v != version);
-                    }
+                    read.refused(i - 1, &self.shared.optional_vars);
                     continue;
                 }
             };
             let mut found: Vec<(&str, Option<String>)> = Vec::new();
             if let Some(rows) = probed {
-                // The probe's error (no such table) means none of them, for this version.
-                found = context::probed(optional, rows.as_deref().unwrap_or(&[]));
-                let present: Vec<&'static str> = found.iter().map(|(n, _)| *n).collect();
-                debug!(?present, "the server's optional key variables");
-                {
-                    let mut memo = self
-                        .shared
-                        .optional_vars
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner());
-                    if !memo.iter().any(|(v, _)| *v == version) {
-                        memo.push((version, present.clone()));
-                    }
-                }
+                let present = read.probed(rows.as_deref(), &self.shared.optional_vars);
                 // information_schema spells some values otherwise than `@@session.` does
                 // (`OFF` for 0, doubles with other digits): read the present ones as later
                 // connects read them, or this session's key would differ from theirs. Once
