@@ -6,7 +6,7 @@
 use bytes::{BufMut, Bytes, BytesMut};
 
 use super::slices::Planner;
-use super::state::{Prepared, SessionState};
+use super::state::{LastExecute, Prepared, SessionState};
 use super::KEEP_SCRATCH;
 use crate::analysis::{self, Hint, StatementKind};
 use crate::cache::key::{key, Key, TAG_BINARY};
@@ -14,6 +14,7 @@ use crate::policy::classify;
 use crate::policy::context::prepared_context_moved;
 use crate::policy::snapshot;
 use crate::policy::txn::XaSent;
+use crate::policy::Reason;
 use crate::protocol::commands::{self, ExecuteParams};
 use crate::protocol::packets::com;
 
@@ -27,6 +28,74 @@ pub enum SentTypes {
     Known(Bytes),
     /// Some qcache could not read (a malformed packet): the server's are unknown.
     Unknown,
+}
+
+impl Prepared {
+    /// How an execute `payload` of this statement came, for the read machine's `Via` step
+    /// (`policy::read::keyable`): a cursor asked for (a flag byte qcache cannot read counts
+    /// as one), a cursor the server holds open, long data sent, a bulk execute seen, the
+    /// context moved since PREPARE (`prepare_ctx`: the session's now), parameters qcache
+    /// could not read (`readable`).
+    #[inline]
+    pub fn execute_via(
+        &self,
+        payload: &[u8],
+        long_data: bool,
+        prepare_ctx: u64,
+        readable: bool,
+    ) -> crate::policy::read::Via {
+        crate::policy::read::Via::Execute(crate::policy::read::Execute {
+            cursor: payload.get(5).map(|f| f & 0x07 != 0).unwrap_or(true),
+            cursor_open: self.cursor_open,
+            long_data,
+            bulk_seen: self.bulk_seen,
+            context_moved: prepared_context_moved(self.context, prepare_ctx),
+            malformed: !readable,
+        })
+    }
+
+    /// Keeps what an execute's key was built of (`scratch`, swapped, not copied) for
+    /// `QCACHE EXPLAIN STATEMENT`; `scratch` gets the previous buffer back.
+    #[inline]
+    pub fn keep_key_material(&mut self, scratch: &mut Vec<u8>) {
+        let mut kept = match std::mem::take(&mut self.last_execute) {
+            LastExecute::Keyed(v) => v,
+            _ => Vec::new(),
+        };
+        std::mem::swap(&mut kept, scratch);
+        // Empty when `execute_key` dropped an oversized buffer.
+        self.last_execute = if kept.is_empty() {
+            LastExecute::None
+        } else {
+            LastExecute::Keyed(kept)
+        };
+    }
+
+    /// Before an execute's decision is carried out: one refused before its parameters were
+    /// read (`came` false) still teaches qcache the types it sends (the client's last); one
+    /// not keyed records why, for EXPLAIN STATEMENT.
+    pub fn before_decided(&mut self, payload: &[u8], came: bool, not_keyed: Option<Reason>) {
+        if !came {
+            self.learn_types(payload);
+        }
+        if let Some(reason) = not_keyed {
+            self.last_execute = LastExecute::NotKeyed(reason);
+        }
+    }
+
+    /// After an execute went to the server with `typed`: the server holds those types, and
+    /// it closed the cursor it held for the statement or opened one (`answer`: whether the
+    /// answer said a cursor exists and whether it was an error; None, not seen, counts as a
+    /// cursor left open: fail closed).
+    pub fn after_execute(&mut self, typed: SentTypes, answer: Option<(bool, bool)>) {
+        self.types_sent(typed);
+        self.cursor_open = match answer {
+            Some((cursor, error)) => {
+                crate::policy::read::cursor_after_execute(self.cursor_open, cursor, error)
+            }
+            None => true,
+        };
+    }
 }
 
 /// What an arriving COM_STMT_EXECUTE (or MariaDB's bulk execute) is, decided before
@@ -738,5 +807,124 @@ mod tests {
             assert_eq!(st.lost_track, *lost, "{rule}");
             assert_eq!(!st.pending.is_empty(), *unknown, "{rule}");
         }
+    }
+
+    /// What an execute tells the read machine of how it came, one row per fact, and what
+    /// the statement keeps after: the cursor the server holds, the types, why it was not
+    /// keyed, the key material for EXPLAIN.
+    #[test]
+    fn an_execute_says_how_it_came_and_the_statement_keeps_what_the_server_holds() {
+        use crate::policy::read::{Execute, Via};
+        let p = stmt(Some(INT), Some(INT));
+        let plain = execute(None);
+        let mut with_cursor = plain.to_vec();
+        with_cursor[5] = 1;
+        let facts = |v: Via| match v {
+            Via::Execute(e) => e,
+            other => panic!("{other:?}"),
+        };
+        let base = Execute {
+            cursor: false,
+            cursor_open: false,
+            long_data: false,
+            bulk_seen: false,
+            context_moved: None,
+            malformed: false,
+        };
+        // (rule, packet, long data, the session's context, readable, expected facts)
+        type Row<'a> = (&'static str, &'a [u8], bool, u64, bool, Execute);
+        let rows: Vec<Row> = vec![
+            ("a plain execute", &plain, false, 0, true, base),
+            (
+                "a cursor asked for",
+                &with_cursor,
+                false,
+                0,
+                true,
+                Execute {
+                    cursor: true,
+                    ..base
+                },
+            ),
+            (
+                "a flag byte cut off counts as a cursor",
+                &plain[..5],
+                false,
+                0,
+                true,
+                Execute {
+                    cursor: true,
+                    ..base
+                },
+            ),
+            (
+                "long data sent",
+                &plain,
+                true,
+                0,
+                true,
+                Execute {
+                    long_data: true,
+                    ..base
+                },
+            ),
+            (
+                "parameters not readable",
+                &plain,
+                false,
+                0,
+                false,
+                Execute {
+                    malformed: true,
+                    ..base
+                },
+            ),
+            (
+                "the context moved since PREPARE",
+                &plain,
+                false,
+                9,
+                true,
+                Execute {
+                    context_moved: prepared_context_moved(0, 9),
+                    ..base
+                },
+            ),
+        ];
+        for (rule, packet, long, ctx, readable, want) in rows {
+            assert_eq!(
+                facts(p.execute_via(packet, long, ctx, readable)),
+                want,
+                "{rule}"
+            );
+        }
+        // After: a cursor the answer said exists stays open; an error keeps one open; an
+        // answer not seen counts as open; the types sent are the server's.
+        let mut p = stmt(Some(STR), Some(INT));
+        p.after_execute(
+            SentTypes::Known(Bytes::from_static(STR)),
+            Some((true, false)),
+        );
+        assert!(p.cursor_open);
+        assert_eq!(p.server_types.as_deref(), Some(STR));
+        p.after_execute(SentTypes::None, Some((false, true)));
+        assert!(p.cursor_open, "an error leaves the cursor it held");
+        p.after_execute(SentTypes::None, Some((false, false)));
+        assert!(!p.cursor_open);
+        p.after_execute(SentTypes::None, None);
+        assert!(p.cursor_open, "not seen: counted open");
+        // Before: refused before its parameters were read, it still learns their types.
+        let mut p = stmt(None, None);
+        p.before_decided(&execute(Some(STR)), false, Some(Reason::Cursor));
+        assert_eq!(p.types.as_deref(), Some(STR));
+        assert!(matches!(
+            p.last_execute,
+            LastExecute::NotKeyed(Reason::Cursor)
+        ));
+        // The key's material is swapped in, the old buffer handed back.
+        let mut scratch = b"new".to_vec();
+        p.keep_key_material(&mut scratch);
+        assert!(matches!(&p.last_execute, LastExecute::Keyed(m) if m == b"new"));
+        assert!(scratch.is_empty());
     }
 }

@@ -14,7 +14,6 @@ use crate::engine::prepared::{execute_came, execute_key, ExecuteCame, ExecuteUp,
 use crate::engine::read::{keep_plan, with_plan};
 use crate::engine::state::{LastExecute, Prepared};
 use crate::engine::Planner;
-use crate::policy::context::prepared_context_moved;
 use crate::policy::decide::{Answer, Decide, Step};
 use crate::policy::read::{self, Via};
 use crate::policy::Reason;
@@ -317,14 +316,12 @@ impl Session {
             }) if stmt.types.as_deref() != Some(*types) => Some(Bytes::copy_from_slice(types)),
             _ => None,
         };
-        let via = Via::Execute(read::Execute {
-            cursor: pkt.payload.get(5).map(|f| f & 0x07 != 0).unwrap_or(true),
-            cursor_open: stmt.cursor_open,
+        let via = stmt.execute_via(
+            &pkt.payload,
             long_data,
-            bulk_seen: stmt.bulk_seen,
-            context_moved: prepared_context_moved(stmt.context, self.st.prepare_ctx),
-            malformed: parts.is_none(),
-        });
+            self.st.prepare_ctx,
+            parts.is_some(),
+        );
         let mut keyed = None;
         // The same execution keys the same whether or not the client re-sent the types.
         if let (true, Some(params)) = (keyable(via), &parts) {
@@ -339,19 +336,7 @@ impl Session {
             stmt.types = Some(types);
         }
         if keyed.is_some() {
-            // What the key was built of stays with the statement, for EXPLAIN: the buffers
-            // are swapped, not copied.
-            let mut kept = match std::mem::take(&mut stmt.last_execute) {
-                LastExecute::Keyed(v) => v,
-                _ => Vec::new(),
-            };
-            std::mem::swap(&mut kept, &mut self.key_scratch);
-            // Empty when `execute_key` dropped an oversized buffer.
-            stmt.last_execute = if kept.is_empty() {
-                LastExecute::None
-            } else {
-                LastExecute::Keyed(kept)
-            };
+            stmt.keep_key_material(&mut self.key_scratch);
         }
         Some(keyed)
     }
@@ -371,19 +356,12 @@ impl Session {
         key_kept: bool,
         planned_for: Option<(Bytes, std::sync::Arc<analysis::Analysis>)>,
     ) -> Result<(), SessionError> {
-        if !came {
-            // Refused before its parameters were read: the types it sends are still the
-            // client's last.
-            if let Some(s) = self.st.stmts.get_mut(&id) {
-                s.learn_types(&pkt.payload);
-            }
-        }
-        if !key_kept {
-            if let (Some(s), read::Planned::Relay { reason, .. }) =
-                (self.st.stmts.get_mut(&id), &planned)
-            {
-                s.last_execute = LastExecute::NotKeyed(*reason);
-            }
+        let not_keyed = match &planned {
+            read::Planned::Relay { reason, .. } if !key_kept => Some(*reason),
+            _ => None,
+        };
+        if let Some(s) = self.st.stmts.get_mut(&id) {
+            s.before_decided(&pkt.payload, came, not_keyed);
         }
         let (sql, an) = match planned_for {
             Some(p) => p,
@@ -405,17 +383,9 @@ impl Session {
             .carry_out(planned, &an, pkt.seq, &up, &sql, mode)
             .await?;
         if went {
-            // The server closed the cursor it held for the statement, or opened one; an
-            // answer not seen counts as a cursor left open (fail closed).
             let answer = self.read_answer.take();
             if let Some(s) = self.st.stmts.get_mut(&id) {
-                s.types_sent(typed);
-                s.cursor_open = match answer {
-                    Some((cursor, error)) => {
-                        read::cursor_after_execute(s.cursor_open, cursor, error)
-                    }
-                    None => true,
-                };
+                s.after_execute(typed, answer);
             }
         }
         Ok(())
