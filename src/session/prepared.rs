@@ -158,7 +158,18 @@ impl Session {
                 // A prepared SET changes the session in ways the packet does not show.
                 self.st.lost_track = true;
                 self.relayed_write_of(id);
-                self.relay_command(&pkt, Expect::Results).await.map(drop)
+                // qcache's own query_cache_type, which it cannot read back, is followed.
+                let qct = match (kind, self.st.stmts.get(&id)) {
+                    (StatementKind::Set, Some(s)) => {
+                        let text = analysis::server_text(&s.sql, self.st.server);
+                        crate::engine::Planner::new(&self.shared)
+                            .qct_run_by_server(&String::from_utf8_lossy(&text))
+                    }
+                    _ => None,
+                };
+                let resp = self.relay_command(&pkt, Expect::Results).await?;
+                crate::engine::settings::qct_answered(&mut self.st, qct, resp.error);
+                Ok(())
             }
             StatementKind::Begin | StatementKind::Commit | StatementKind::Rollback => {
                 self.relayed_write_of(id);

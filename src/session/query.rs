@@ -81,7 +81,9 @@ impl Session {
                 // SET any variable: invalidate as configured and stop trusting the context.
                 self.plan_call();
                 self.code_ran_unseen(&text);
-                self.relay_command(&pkt, Expect::Results).await?;
+                let qct = Planner::new(&self.shared).before_sql_level(&mut self.st, &text);
+                let resp = self.relay_command(&pkt, Expect::Results).await?;
+                crate::engine::settings::qct_answered(&mut self.st, qct, resp.error);
                 Ok(())
             }
             StatementKind::Begin | StatementKind::Commit | StatementKind::Rollback => {
@@ -110,6 +112,7 @@ impl Session {
             }
             _ => {
                 crate::engine::write::note_sql_prepare(&mut self.st, &text);
+                Planner::new(&self.shared).before_sql_level(&mut self.st, &text);
                 self.relay_command(&pkt, Expect::Results).await.map(drop)
             }
         }
