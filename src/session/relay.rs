@@ -311,6 +311,13 @@ impl Session {
     /// writes are invalidated and transactions tracked (`policy::txn`) before the client can
     /// act on it.
     pub(crate) async fn apply_status(&mut self, new_status: Option<u16>) {
+        if new_status.is_none() {
+            if let Some(inv) = crate::engine::write::refused_implicit_commit(&self.st) {
+                self.shared.invalidate(&inv);
+                self.st.own_writes.note(&inv);
+                self.l2_flush().await;
+            }
+        }
         // Writes are bumped at their OK, inside a transaction too (non-transactional
         // tables change at once), and again when the transaction ends.
         if !self.st.pending.is_empty() {
