@@ -206,6 +206,12 @@ impl Planner<'_> {
     /// server reads it) goes up: follows which prepared names hold a SET, and returns the
     /// `query_cache_type` it sets once the server accepts it ([`qct_run_by_server`]).
     pub fn before_sql_level(&self, st: &mut SessionState, text: &[u8]) -> Option<QueryCacheType> {
+        if crate::analysis::first_keyword_is(text, "CALL") {
+            // A procedure may PREPARE any name (multi-statements and compound statements
+            // forget them too: `plan_multi`, `plan_compound`).
+            st.sql_prepared_sets.clear();
+            return None;
+        }
         match crate::analysis::sql_level_text(text)? {
             SqlLevel::Prepare(name, t) => {
                 // A PREPARE replaces the statement of that name, even one that fails.
@@ -516,6 +522,10 @@ mod tests {
             ("PREPARE u FROM 'SET query_cache_type = OFF'", false, On),
             ("DEALLOCATE PREPARE u", false, On),
             ("EXECUTE u", false, On),
+            // A procedure may prepare the name again, unseen.
+            ("PREPARE v FROM 'SET query_cache_type = OFF'", false, On),
+            ("CALL p()", false, On),
+            ("EXECUTE v", false, On),
         ];
         for (sql, error, want) in rows {
             let qct = p.before_sql_level(&mut st, sql.as_bytes());
@@ -527,6 +537,18 @@ mod tests {
             Some(Off)
         );
         assert_eq!(p.qct_run_by_server("SET sql_mode = ''"), None);
+        // So may a multi-statement or a compound statement.
+        for unseen in [
+            "PREPARE v FROM 'SELECT 1'; SELECT 1",
+            "BEGIN NOT ATOMIC PREPARE v FROM 'SELECT 1'; END",
+        ] {
+            p.before_sql_level(&mut st, b"PREPARE v FROM 'SET query_cache_type = OFF'");
+            match unseen.starts_with("BEGIN") {
+                true => p.plan_compound(&mut st, unseen.as_bytes()),
+                false => drop(p.plan_multi(&mut st, unseen.as_bytes())),
+            }
+            assert_eq!(p.before_sql_level(&mut st, b"EXECUTE v"), None, "{unseen}");
+        }
     }
 
     /// What a SET's answer leaves before its assignments are followed.

@@ -149,10 +149,16 @@ impl Session {
             }
             StatementKind::Call | StatementKind::Execute => {
                 self.plan_call();
+                let mut qct = None;
                 if let Some(sql) = self.st.stmts.get(&id).map(|s| s.sql.clone()) {
-                    self.code_ran_unseen(&analysis::server_text(&sql, self.st.server));
+                    let text = analysis::server_text(&sql, self.st.server);
+                    self.code_ran_unseen(&text);
+                    qct = crate::engine::Planner::new(&self.shared)
+                        .before_sql_level(&mut self.st, &text);
                 }
-                self.relay_command(&pkt, Expect::Results).await.map(drop)
+                let resp = self.relay_command(&pkt, Expect::Results).await?;
+                crate::engine::settings::qct_answered(&mut self.st, qct, resp.error);
+                Ok(())
             }
             StatementKind::Set | StatementKind::Use => {
                 // A prepared SET changes the session in ways the packet does not show.
