@@ -183,6 +183,8 @@ impl Planner<'_> {
         let ddl = st.pending.ddl;
         self.plan_call(st);
         self.code_ran_unseen(st, text);
+        // It may PREPARE any name: none is known to hold a SET any longer.
+        st.sql_prepared_sets.clear();
         st.pending.ddl = ddl;
         if ["create", "alter", "drop", "rename"]
             .iter()
@@ -293,6 +295,7 @@ pub fn refused_implicit_commit(st: &SessionState) -> Option<crate::invalidation:
     }
     st.txn
         .writes()
+        .filter(|t| !t.written.is_empty() || !t.written_schemas.is_empty() || t.written_unknown)
         .map(crate::invalidation::writes::transaction_end)
 }
 
@@ -499,24 +502,26 @@ mod tests {
     #[test]
     fn a_refused_implicit_commit_owes_the_transactions_writes() {
         use crate::protocol::packets::status;
-        // (statement, in a transaction, invalidates the transaction's writes)
+        // (statement, in a transaction, which wrote, invalidates the transaction's writes)
         let rows = [
-            ("DROP TABLE no_such_table", true, true),
-            ("CREATE TABLE child (id int)", true, true),
-            ("UPDATE parent SET name = 'x'", true, false),
-            ("DROP TABLE no_such_table", false, false),
+            ("DROP TABLE no_such_table", true, true, true),
+            ("CREATE TABLE child (id int)", true, true, true),
+            ("UPDATE parent SET name = 'x'", true, true, false),
+            ("DROP TABLE no_such_table", true, false, false),
+            ("DROP TABLE no_such_table", false, false, false),
         ];
-        for (sql, in_txn, owed) in rows {
+        for (sql, in_txn, wrote, owed) in rows {
             let w = World::new(true);
             let p = w.planner();
             let mut st = w.session(Some("db"));
             if in_txn {
                 st.txn
                     .status_answered(status::AUTOCOMMIT | status::IN_TRANS);
-                st.txn
-                    .transaction_writes()
-                    .written
-                    .push(w.versions.table("db", "child"));
+                st.txn.transaction_writes();
+            }
+            if wrote {
+                let child = w.versions.table("db", "child");
+                st.txn.transaction_writes().written.push(child);
             }
             p.plan_write(&mut st, &w.write(sql));
             let inv = refused_implicit_commit(&st);
