@@ -419,6 +419,9 @@ impl Planner<'_> {
         match locks::table_locks(sql) {
             TableLocks::Take { write } => {
                 st.txn.locks_taken();
+                // LOCK TABLES commits an open transaction before it takes them, even when
+                // it then fails (`refused_implicit_commit`).
+                st.pending.implicit_commit = true;
                 match write {
                     Some(t) if t.is_empty() => {}
                     Some(t) => self.plan_write(st, &WriteInfo::tables(t)),
@@ -506,6 +509,7 @@ mod tests {
         let rows = [
             ("DROP TABLE no_such_table", true, true, true),
             ("CREATE TABLE child (id int)", true, true, true),
+            ("LOCK TABLES no_such_table READ", true, true, true),
             ("UPDATE parent SET name = 'x'", true, true, false),
             ("DROP TABLE no_such_table", true, false, false),
             ("DROP TABLE no_such_table", false, false, false),
@@ -523,7 +527,11 @@ mod tests {
                 let child = w.versions.table("db", "child");
                 st.txn.transaction_writes().written.push(child);
             }
-            p.plan_write(&mut st, &w.write(sql));
+            if sql.starts_with("LOCK") {
+                p.plan_table_locks(&mut st, sql.as_bytes());
+            } else {
+                p.plan_write(&mut st, &w.write(sql));
+            }
             let inv = refused_implicit_commit(&st);
             assert_eq!(inv.is_some(), owed, "{sql} (in a transaction: {in_txn})");
             if let Some(inv) = inv {
