@@ -62,7 +62,9 @@ pub use scan::{
     any_name, creates_table, first_keyword_is, is_compound, scan, split_statements, strip_hints,
     Hint, Scan, StatementKind,
 };
-pub use set::{analyze_set, statement_settings, use_schema, QcAssign, SetInfo};
+pub use set::{
+    analyze_set, sql_level_text, statement_settings, use_schema, QcAssign, SetInfo, SqlLevel,
+};
 pub use sysvar::{contains_ci, qct_answer, qct_read, QctAnswer, QctRead};
 pub use version::ServerVersion;
 

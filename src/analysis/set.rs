@@ -345,12 +345,138 @@ pub fn use_schema(sql: &str) -> Option<String> {
     }
 }
 
+/// A SQL-level statement that runs other text on the server, with what its text shows of
+/// it ([`sql_level_text`]). Names are lower-cased: the server's are case-insensitive.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SqlLevel {
+    /// `PREPARE name FROM …`: the text prepared, when a plain literal gives it.
+    Prepare(String, Option<String>),
+    /// `EXECUTE name [USING …]`.
+    Execute(String),
+    /// `EXECUTE IMMEDIATE …`: the text run, when a plain literal gives it.
+    Immediate(Option<String>),
+    /// `DEALLOCATE PREPARE name` / `DROP PREPARE name`.
+    Deallocate(String),
+}
+
+/// Reads a SQL-level PREPARE / EXECUTE / EXECUTE IMMEDIATE / DEALLOCATE. A text is only
+/// taken from one single-quoted literal that is the whole operand and holds no escape (no
+/// `\`, no doubled quote, whatever the sql_mode), so that its bytes are the text the server
+/// runs; anything else (a variable, an expression, a literal with escapes) gives None.
+pub fn sql_level_text(sql: &[u8]) -> Option<SqlLevel> {
+    let toks: Vec<Token> = Lexer::new(sql)
+        .filter(|t| !t.is_punct(b';'))
+        .take(5)
+        .collect();
+    let name = |t: &Token| -> Option<String> {
+        let raw = t.bytes(sql);
+        let n = match t.tok {
+            Tok::Word => String::from_utf8_lossy(raw).into_owned(),
+            Tok::Backquoted if raw.len() >= 2 && !raw[1..raw.len() - 1].contains(&b'`') => {
+                String::from_utf8_lossy(&raw[1..raw.len() - 1]).into_owned()
+            }
+            _ => return None,
+        };
+        (!n.is_empty()).then(|| n.to_lowercase())
+    };
+    let literal = |rest: &[Token]| -> Option<String> {
+        let [t] = rest else { return None };
+        let raw = t.bytes(sql);
+        if t.tok != Tok::Str || raw.len() < 2 || raw[0] != b'\'' || raw[raw.len() - 1] != b'\'' {
+            return None;
+        }
+        let inner = &raw[1..raw.len() - 1];
+        if inner.contains(&b'\\') || inner.contains(&b'\'') {
+            return None;
+        }
+        std::str::from_utf8(inner).ok().map(str::to_string)
+    };
+    let first = toks.first()?;
+    if first.is_kw(sql, "PREPARE") {
+        let n = name(toks.get(1)?)?;
+        if !toks.get(2)?.is_kw(sql, "FROM") {
+            return None;
+        }
+        return Some(SqlLevel::Prepare(n, literal(&toks[3..])));
+    }
+    if first.is_kw(sql, "EXECUTE") {
+        let second = toks.get(1)?;
+        if second.is_kw(sql, "IMMEDIATE") {
+            return Some(SqlLevel::Immediate(literal(&toks[2..])));
+        }
+        return Some(SqlLevel::Execute(name(second)?));
+    }
+    if (first.is_kw(sql, "DEALLOCATE") || first.is_kw(sql, "DROP"))
+        && toks.get(1)?.is_kw(sql, "PREPARE")
+    {
+        return Some(SqlLevel::Deallocate(name(toks.get(2)?)?));
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn set(sql: &str) -> SetInfo {
         analyze_set(sql).unwrap_or_else(|| panic!("{sql}: not followed"))
+    }
+
+    /// The SQL-level statements that run other text, and the text qcache takes from them:
+    /// only a plain literal that is the whole operand.
+    #[test]
+    fn sql_level_texts() {
+        let some = |s: &str| Some(s.to_string());
+        let rows: &[(&str, Option<SqlLevel>)] = &[
+            (
+                "PREPARE s FROM 'SET query_cache_type = OFF'",
+                Some(SqlLevel::Prepare(
+                    "s".into(),
+                    some("SET query_cache_type = OFF"),
+                )),
+            ),
+            (
+                "prepare `My S` from 'SELECT 1';",
+                Some(SqlLevel::Prepare("my s".into(), some("SELECT 1"))),
+            ),
+            (
+                "PREPARE s FROM @q",
+                Some(SqlLevel::Prepare("s".into(), None)),
+            ),
+            (
+                "PREPARE s FROM 'SET a = ''x'''",
+                Some(SqlLevel::Prepare("s".into(), None)),
+            ),
+            (
+                r"PREPARE s FROM 'SET a = \'x\''",
+                Some(SqlLevel::Prepare("s".into(), None)),
+            ),
+            (
+                "PREPARE s FROM CONCAT('SET ', 'a = 1')",
+                Some(SqlLevel::Prepare("s".into(), None)),
+            ),
+            ("EXECUTE S", Some(SqlLevel::Execute("s".into()))),
+            ("EXECUTE s USING @a", Some(SqlLevel::Execute("s".into()))),
+            (
+                "EXECUTE IMMEDIATE 'SET query_cache_type = OFF'",
+                Some(SqlLevel::Immediate(some("SET query_cache_type = OFF"))),
+            ),
+            ("EXECUTE IMMEDIATE @q", Some(SqlLevel::Immediate(None))),
+            (
+                "EXECUTE IMMEDIATE 'SET a = ?' USING 1",
+                Some(SqlLevel::Immediate(None)),
+            ),
+            (
+                "DEALLOCATE PREPARE s",
+                Some(SqlLevel::Deallocate("s".into())),
+            ),
+            ("DROP PREPARE S", Some(SqlLevel::Deallocate("s".into()))),
+            ("DROP TABLE s", None),
+            ("SELECT 1", None),
+        ];
+        for (sql, want) in rows {
+            assert_eq!(sql_level_text(sql.as_bytes()), *want, "{sql}");
+        }
     }
 
     fn pairs(sql: &str) -> Vec<(String, String)> {

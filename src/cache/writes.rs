@@ -103,6 +103,9 @@ pub struct Pending {
     pub privileges: Option<PrivilegeChange>,
     /// Cached aggregates its known rows patch instead (`policy::patch`), if any.
     pub patch: Option<super::patches::PatchWrite>,
+    /// The statement commits an open transaction before it runs, even when it then fails
+    /// (`engine::write::refused_implicit_commit`).
+    pub implicit_commit: bool,
 }
 
 impl Pending {

@@ -97,6 +97,19 @@ pub fn status_answered(shared: &Shared, st: &mut SessionState, status: u16) -> b
     true
 }
 
+/// A final ERR: a statement that commits implicitly committed the transaction before the
+/// server refused it (`engine::write::refused_implicit_commit`), so what the transaction
+/// wrote is invalidated now, before the client sees the error. Whether it was (the session
+/// then flushes L2).
+pub fn implicit_commit_refused(shared: &Shared, st: &mut SessionState) -> bool {
+    let Some(inv) = super::write::refused_implicit_commit(st) else {
+        return false;
+    };
+    shared.invalidate(&inv);
+    st.own_writes.note(&inv);
+    true
+}
+
 /// Whether the server's answer lets `p` patch: an OK outside a transaction, every row
 /// inserted, no warning (no conversion), the write still changing only its table, the
 /// switch still on and no L2 (whose copies no local patch reaches).

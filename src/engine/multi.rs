@@ -24,6 +24,8 @@ impl Planner<'_> {
     pub fn plan_multi(&self, st: &mut SessionState, sql: &[u8]) -> Multi {
         let mut lost = false;
         let mut writes = Vec::new();
+        // Its PREPAREs are not followed one by one: no name is known to hold a SET.
+        st.sql_prepared_sets.clear();
         // A compound statement anywhere, split at its inner `;` (`DO 1; IF … END IF`).
         let mut compound = analysis::is_compound(sql);
         for part in analysis::split_statements(sql) {

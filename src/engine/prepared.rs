@@ -129,8 +129,11 @@ pub enum ExecuteCame {
 pub enum ExecuteUp {
     /// A write, planned and applied as a text write of its prepared SQL.
     Write { sql: Bytes, digest: u64 },
-    /// Relayed, its effects already planned.
-    Relay,
+    /// Relayed, its effects already planned; `qct`: the `query_cache_type` it sets, which
+    /// qcache follows once the server accepted it (`settings::qct_answered`).
+    Relay {
+        qct: Option<crate::config::QueryCacheType>,
+    },
     /// A transaction boundary: the server's answer settles what it ended
     /// (`Txn::execute_answered`).
     Boundary(XaSent),
@@ -189,7 +192,7 @@ impl Planner<'_> {
         payload: &Bytes,
     ) -> (Bytes, ExecuteUp) {
         let Some(s) = st.stmts.get(&id) else {
-            return (payload.clone(), ExecuteUp::Relay);
+            return (payload.clone(), ExecuteUp::Relay { qct: None });
         };
         let (kind, sql, digest) = (s.kind, s.sql.clone(), s.digest);
         // Prepared in another database or under other settings: what it writes is not what
@@ -219,12 +222,18 @@ impl Planner<'_> {
             StatementKind::Write => ExecuteUp::Write { sql, digest },
             StatementKind::Call | StatementKind::Execute => {
                 self.plan_call(st, &text);
-                ExecuteUp::Relay
+                let qct = self.before_sql_level(st, &text);
+                ExecuteUp::Relay { qct }
             }
             StatementKind::Set | StatementKind::Use => {
                 st.lost_track = true;
                 self.relayed_write(st, kind, &text);
-                ExecuteUp::Relay
+                // qcache's own query_cache_type, which it cannot read back, is followed.
+                let qct = match kind {
+                    StatementKind::Set => self.qct_run_by_server(&String::from_utf8_lossy(&text)),
+                    _ => None,
+                };
+                ExecuteUp::Relay { qct }
             }
             StatementKind::Begin | StatementKind::Commit | StatementKind::Rollback => {
                 self.relayed_write(st, kind, &text);
@@ -237,7 +246,7 @@ impl Planner<'_> {
                     // UNLOCK is not followed (the session stays marked: fail closed).
                     self.plan_table_locks(st, &text);
                 }
-                ExecuteUp::Relay
+                ExecuteUp::Relay { qct: None }
             }
         };
         (up, next)
@@ -795,7 +804,7 @@ mod tests {
             let (up, next) = planner.execute_up(&mut st, 1, &execute(Some(INT)));
             let got = match next {
                 ExecuteUp::Write { .. } => "write",
-                ExecuteUp::Relay => "relay",
+                ExecuteUp::Relay { .. } => "relay",
                 ExecuteUp::Boundary(_) => "boundary",
             };
             assert_eq!(got, *want, "{rule}");

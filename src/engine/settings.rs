@@ -5,7 +5,7 @@
 use super::slices::Planner;
 use super::state::SessionState;
 use super::write;
-use crate::analysis::{QcAssign, SetInfo};
+use crate::analysis::{QcAssign, SetInfo, SqlLevel};
 use crate::config::QueryCacheType;
 use crate::policy::context::{self, Assignment};
 use crate::policy::{classify, privileges};
@@ -167,12 +167,7 @@ impl Planner<'_> {
             self.plan_unknown_write_for(st, why);
         }
         let mut qct = None;
-        if let Some(q) = info.and_then(|i| i.query_cache_type.map(|q| (i, q))) {
-            let (i, q) = q;
-            let value = match q {
-                QcAssign::Value(v) => v,
-                QcAssign::Default => self.cfg.cache.query_cache_type,
-            };
+        if let Some((i, value)) = info.and_then(|i| self.qct_assigned(i).map(|v| (i, v))) {
             if i.assignments.iter().all(|(k, _)| k == "query_cache_type") {
                 st.qct = value;
                 return SetSent::Local;
@@ -184,6 +179,68 @@ impl Planner<'_> {
             role: privileges::sets_role(sql),
             qct,
         }
+    }
+}
+
+impl Planner<'_> {
+    /// The session-scope `query_cache_type` a SET assigns, `DEFAULT` being the configured one.
+    fn qct_assigned(&self, i: &SetInfo) -> Option<QueryCacheType> {
+        i.query_cache_type.map(|q| match q {
+            QcAssign::Value(v) => v,
+            QcAssign::Default => self.cfg.cache.query_cache_type,
+        })
+    }
+
+    /// The `query_cache_type` a SET `sql` that the server itself runs gives qcache's own
+    /// once the server accepted it ([`qct_answered`]): a SET prepared through the binary
+    /// protocol or at SQL level, or run by EXECUTE IMMEDIATE. Such a SET is never answered
+    /// locally (the server holds the statement), so the server decides, and qcache follows
+    /// what it accepted, as it does for a text SET it sends up ([`Planner::before_set`]):
+    /// otherwise qcache answers `@@query_cache_type`, and caches, otherwise than the session
+    /// set it.
+    pub fn qct_run_by_server(&self, sql: &str) -> Option<QueryCacheType> {
+        self.qct_assigned(&crate::analysis::analyze_set(sql)?)
+    }
+
+    /// Before a SQL-level PREPARE, EXECUTE, EXECUTE IMMEDIATE or DEALLOCATE (`text`, as the
+    /// server reads it) goes up: follows which prepared names hold a SET, and returns the
+    /// `query_cache_type` it sets once the server accepts it ([`qct_run_by_server`]).
+    pub fn before_sql_level(&self, st: &mut SessionState, text: &[u8]) -> Option<QueryCacheType> {
+        if crate::analysis::first_keyword_is(text, "CALL") {
+            // A procedure may PREPARE any name (multi-statements and compound statements
+            // forget them too: `plan_multi`, `plan_compound`).
+            st.sql_prepared_sets.clear();
+            return None;
+        }
+        match crate::analysis::sql_level_text(text)? {
+            SqlLevel::Prepare(name, t) => {
+                // A PREPARE replaces the statement of that name, even one that fails.
+                st.sql_prepared_sets.remove(&name);
+                if let Some(t) =
+                    t.filter(|t| crate::analysis::first_keyword_is(t.as_bytes(), "SET"))
+                {
+                    st.sql_prepared_sets.insert(name, t);
+                }
+                None
+            }
+            SqlLevel::Execute(name) => st
+                .sql_prepared_sets
+                .get(&name)
+                .and_then(|t| self.qct_run_by_server(t)),
+            SqlLevel::Immediate(t) => t.and_then(|t| self.qct_run_by_server(&t)),
+            SqlLevel::Deallocate(name) => {
+                st.sql_prepared_sets.remove(&name);
+                None
+            }
+        }
+    }
+}
+
+/// qcache's own `query_cache_type` after a statement that sets it to `qct` (when Some) was
+/// answered: followed only when the server accepted it (a refused SET changes nothing).
+pub fn qct_answered(st: &mut SessionState, qct: Option<QueryCacheType>, error: bool) {
+    if let (Some(q), false) = (qct, error) {
+        st.qct = q;
     }
 }
 
@@ -207,11 +264,9 @@ pub fn set_answered(
         };
         write::role_set(st, before);
     }
+    qct_answered(st, qct, error);
     if error {
         return false;
-    }
-    if let Some(q) = qct {
-        st.qct = q;
     }
     let assignments = info.map(|i| i.assignments.as_slice());
     if context::set_may_change_idle_timers(assignments) {
@@ -423,6 +478,76 @@ mod tests {
             assert_eq!(got, sent, "{rule}");
             assert_eq!(st.qct, qct, "{rule}");
             assert_eq!(st.pending.all, all, "{rule}");
+        }
+    }
+
+    /// qcache's own query_cache_type after a SET the server runs itself (prepared through
+    /// either protocol, EXECUTE IMMEDIATE): followed once the server accepted it.
+    #[test]
+    fn a_set_the_server_runs_is_followed() {
+        use QueryCacheType::{Demand, Off, On};
+        let w = World::new(true);
+        let p = w.planner();
+        let mut st = w.session(Some("db"));
+        st.qct = On;
+        // (statement, error answered, query_cache_type after)
+        let rows = [
+            (
+                "PREPARE s FROM 'SET SESSION query_cache_type = OFF'",
+                false,
+                On,
+            ),
+            ("EXECUTE s", true, On),
+            ("EXECUTE s", false, Off),
+            (
+                "EXECUTE IMMEDIATE 'SET query_cache_type = DEMAND'",
+                false,
+                Demand,
+            ),
+            (
+                "EXECUTE IMMEDIATE 'SET GLOBAL query_cache_type = OFF'",
+                false,
+                Demand,
+            ),
+            ("EXECUTE IMMEDIATE @q", false, Demand),
+            // A PREPARE replaces the statement of the name, even when it fails.
+            ("PREPARE s FROM 'SELECT 1'", true, Demand),
+            ("EXECUTE s", false, Demand),
+            (
+                "PREPARE t FROM 'SET query_cache_type = DEFAULT'",
+                false,
+                Demand,
+            ),
+            ("EXECUTE T USING @x", false, On),
+            ("PREPARE u FROM 'SET query_cache_type = OFF'", false, On),
+            ("DEALLOCATE PREPARE u", false, On),
+            ("EXECUTE u", false, On),
+            // A procedure may prepare the name again, unseen.
+            ("PREPARE v FROM 'SET query_cache_type = OFF'", false, On),
+            ("CALL p()", false, On),
+            ("EXECUTE v", false, On),
+        ];
+        for (sql, error, want) in rows {
+            let qct = p.before_sql_level(&mut st, sql.as_bytes());
+            qct_answered(&mut st, qct, error);
+            assert_eq!(st.qct, want, "{sql}");
+        }
+        assert_eq!(
+            p.qct_run_by_server("SET @@session.query_cache_type = OFF, sql_mode = ''"),
+            Some(Off)
+        );
+        assert_eq!(p.qct_run_by_server("SET sql_mode = ''"), None);
+        // So may a multi-statement or a compound statement.
+        for unseen in [
+            "PREPARE v FROM 'SELECT 1'; SELECT 1",
+            "BEGIN NOT ATOMIC PREPARE v FROM 'SELECT 1'; END",
+        ] {
+            p.before_sql_level(&mut st, b"PREPARE v FROM 'SET query_cache_type = OFF'");
+            match unseen.starts_with("BEGIN") {
+                true => p.plan_compound(&mut st, unseen.as_bytes()),
+                false => drop(p.plan_multi(&mut st, unseen.as_bytes())),
+            }
+            assert_eq!(p.before_sql_level(&mut st, b"EXECUTE v"), None, "{unseen}");
         }
     }
 

@@ -133,6 +133,10 @@ pub struct SessionState {
     /// Default databases in force at a SQL-level PREPARE since the last reset: an EXECUTE
     /// may run a statement prepared in any of them (`engine::Planner::plan_call`).
     pub sql_prepared_in: Vec<String>,
+    /// SQL-level prepared statements (by lower-cased name) whose literal text is a SET:
+    /// an EXECUTE of one runs that SET on the server, which qcache follows as it follows
+    /// a prepared SET (`engine::settings::Planner::qct_run_by_server`).
+    pub sql_prepared_sets: HashMap<String, String>,
     /// The user is left out of the fingerprint (`cache.shared_between_users`).
     pub shared_users: bool,
     /// The session variables are left out of the fingerprint: only under the debug-build
@@ -327,6 +331,7 @@ impl SessionState {
             fingerprint: 0,
             prepare_ctx: 0,
             sql_prepared_in: Vec::new(),
+            sql_prepared_sets: HashMap::new(),
             db_key: 0,
             digest_hint: RowHint::default(),
             shared_users: false,
@@ -465,6 +470,7 @@ impl SessionState {
         self.stmts.clear();
         self.last_stmt = None;
         self.sql_prepared_in.clear();
+        self.sql_prepared_sets.clear();
         self.admin_allowed = None;
         // The server starts the session's diagnostics afresh.
         self.after_hit = None;

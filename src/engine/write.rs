@@ -72,6 +72,7 @@ impl Planner<'_> {
     }
 
     pub fn plan_write(&self, st: &mut SessionState, w: &WriteInfo) {
+        st.pending.implicit_commit |= w.implicit_commit;
         if self.writes_rows_elsewhere(st, w) {
             self.plan_unknown_write(st);
         }
@@ -239,6 +240,8 @@ impl Planner<'_> {
         // A multi-statement's parts may have planned DDL already.
         let ddl = st.pending.ddl;
         self.plan_call(st, text);
+        // It may PREPARE any name: none is known to hold a SET any longer.
+        st.sql_prepared_sets.clear();
         st.pending.ddl = ddl;
         if ["create", "alter", "drop", "rename"]
             .iter()
@@ -338,6 +341,24 @@ pub fn plan_scope(st: &mut SessionState, scope: Conservative) {
         }
         _ => st.pending.all = true,
     }
+}
+
+/// At the final ERR of a statement that commits implicitly (`Pending::implicit_commit`)
+/// inside a transaction qcache follows: the server committed the transaction before it
+/// refused the statement (a DDL naming a table that exists, or a missing one), and an ERR
+/// carries no status to say so. The transaction's writes are every session's from then
+/// on, so what its end owes (`invalidation::writes::transaction_end`) is owed now, before
+/// the client sees the ERR. The transaction is still followed as open until the server's
+/// next status says otherwise (reads in it stay as guarded as inside one), and its end
+/// invalidates the same again.
+pub fn refused_implicit_commit(st: &SessionState) -> Option<crate::invalidation::Invalidation> {
+    if !st.pending.implicit_commit {
+        return None;
+    }
+    st.txn
+        .writes()
+        .filter(|t| !t.written.is_empty() || !t.written_schemas.is_empty() || t.written_unknown)
+        .map(crate::invalidation::writes::transaction_end)
 }
 
 pub fn after_write(st: &mut SessionState, w: &WriteInfo, error: bool) {
@@ -460,6 +481,9 @@ impl Planner<'_> {
         match locks::table_locks(sql) {
             TableLocks::Take { write } => {
                 st.txn.locks_taken();
+                // LOCK TABLES commits an open transaction before it takes them, even when
+                // it then fails (`refused_implicit_commit`).
+                st.pending.implicit_commit = true;
                 match write {
                     Some(t) if t.is_empty() => {}
                     Some(t) => self.plan_write(st, &WriteInfo::tables(t)),
@@ -534,6 +558,47 @@ mod tests {
             after_write(&mut st, &w.write(sql), error);
             let locked = st.txn.writes_mut().is_some_and(|t| t.locked(&child));
             assert_eq!(locked, kept, "{sql} (error {error})");
+        }
+    }
+
+    /// A statement that commits implicitly and is refused, inside a transaction: what the
+    /// transaction wrote is invalidated at the ERR, as at its end; a refused plain write,
+    /// or no transaction, owes nothing more.
+    #[test]
+    fn a_refused_implicit_commit_owes_the_transactions_writes() {
+        use crate::protocol::packets::status;
+        // (statement, in a transaction, which wrote, invalidates the transaction's writes)
+        let rows = [
+            ("DROP TABLE no_such_table", true, true, true),
+            ("CREATE TABLE child (id int)", true, true, true),
+            ("LOCK TABLES no_such_table READ", true, true, true),
+            ("UPDATE parent SET name = 'x'", true, true, false),
+            ("DROP TABLE no_such_table", true, false, false),
+            ("DROP TABLE no_such_table", false, false, false),
+        ];
+        for (sql, in_txn, wrote, owed) in rows {
+            let w = World::new(true);
+            let p = w.planner();
+            let mut st = w.session(Some("db"));
+            if in_txn {
+                st.txn
+                    .status_answered(status::AUTOCOMMIT | status::IN_TRANS);
+                st.txn.transaction_writes();
+            }
+            if wrote {
+                let child = w.versions.table("db", "child");
+                st.txn.transaction_writes().written.push(child);
+            }
+            if sql.starts_with("LOCK") {
+                p.plan_table_locks(&mut st, sql.as_bytes());
+            } else {
+                p.plan_write(&mut st, &w.write(sql));
+            }
+            let inv = refused_implicit_commit(&st);
+            assert_eq!(inv.is_some(), owed, "{sql} (in a transaction: {in_txn})");
+            if let Some(inv) = inv {
+                assert!(format!("{inv:?}").contains("child"), "{sql}: {inv:?}");
+            }
         }
     }
 

@@ -78,9 +78,15 @@ const SKIPPED_SCHEMAS: &str = "('information_schema', 'performance_schema', 'mys
 /// table whose engine holds no rows of its own — MERGE (the rows of the MyISAM tables it
 /// unions), FEDERATED / CONNECT / SPIDER (another server's or a file's), OQGRAPH (a backing
 /// table's) — `ENGINE <name>`: a write elsewhere changes what it reads, and a write to it
-/// changes rows elsewhere, so its reads are not cached and its writes are unknown.
+/// changes rows elsewhere, so its reads are not cached and its writes are unknown. A BASE
+/// TABLE of an engine not known to keep exactly the rows it is given (BLACKHOLE keeps none
+/// and still answers "1 row affected"; an engine unknown or not loaded) is
+/// `BASE TABLE ENGINE=<name>`: a base table, but never one whose rows a statement shows
+/// (`SchemaPart::special`).
 const TABLE_KIND: &str = "IF(UPPER(ENGINE) IN ('MRG_MYISAM', 'MRG_MARIA', 'FEDERATED', \
-     'CONNECT', 'SPIDER', 'OQGRAPH'), CONCAT('ENGINE ', ENGINE), TABLE_TYPE)";
+     'CONNECT', 'SPIDER', 'OQGRAPH'), CONCAT('ENGINE ', ENGINE), \
+     IF(TABLE_TYPE = 'BASE TABLE' AND UPPER(IFNULL(ENGINE, '')) NOT IN ('INNODB', 'MYISAM', \
+     'ARIA', 'MEMORY'), CONCAT('BASE TABLE ENGINE=', IFNULL(ENGINE, '')), TABLE_TYPE))";
 
 /// One loaded state of the server's schema. Immutable once built.
 ///
@@ -125,7 +131,8 @@ struct SchemaPart {
     /// so a write's statement does not name its rows.
     triggered: HashSet<String>,
     /// Base relations whose TABLE_TYPE is not BASE TABLE (SYSTEM VERSIONED: an UPDATE adds
-    /// a history row; SEQUENCE): never column-known writes.
+    /// a history row; SEQUENCE), or whose engine may not keep the rows written as written
+    /// (`TABLE_KIND`: BLACKHOLE): never column-known writes, never patched inserts.
     special: HashSet<String>,
     /// Views whose reads must not be cached although they expand: their definition calls a
     /// function that is not cacheable inline (non-deterministic, session-dependent, a
@@ -2949,6 +2956,41 @@ mod tests {
         ] {
             assert_eq!(s.write_triggers(&tables), want, "{tables:?}");
         }
+    }
+
+    /// A base table whose engine may not keep the rows written (TABLE_KIND's
+    /// `BASE TABLE ENGINE=…`: BLACKHOLE keeps none) is cached and its writes known, but no
+    /// statement shows its rows: no column-known UPDATE, no patched INSERT.
+    #[test]
+    fn tables_of_engines_that_drop_rows_are_special() {
+        let s = |x: &str| x.to_string();
+        let col = |table: &str, name: &str, ordinal: u64| RawColumn {
+            schema: s("db"),
+            table: s(table),
+            name: s(name),
+            ordinal,
+            data_type: s("int"),
+            column_type: s("int(11)"),
+            collation: String::new(),
+            max_chars: None,
+            nullable: true,
+            extra: String::new(),
+            primary: false,
+        };
+        let c = Catalog::loaded_from(RawCatalog {
+            tables: vec![
+                (s("db"), s("plain"), s("BASE TABLE")),
+                (s("db"), s("hole"), s("BASE TABLE ENGINE=BLACKHOLE")),
+            ],
+            columns: vec![col("plain", "k", 1), col("hole", "k", 1)],
+            ..Default::default()
+        });
+        let plain = (s("db"), s("plain"));
+        let hole = (s("db"), s("hole"));
+        assert!(c.update_changes_only_set(&plain));
+        assert!(c.rows_knowable(&hole), "its writes are still known");
+        assert!(!c.update_changes_only_set(&hole));
+        assert!(!c.images_show_changes(&hole));
     }
 
     /// A table whose engine holds rows stored elsewhere (MERGE over MyISAM tables,

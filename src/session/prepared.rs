@@ -95,7 +95,11 @@ impl Session {
         let pkt = Packet::new(pkt.seq, up);
         match next {
             ExecuteUp::Write { sql, digest } => self.write(&pkt, &sql, digest).await,
-            ExecuteUp::Relay => self.relay_command(&pkt, Expect::Results).await.map(drop),
+            ExecuteUp::Relay { qct } => {
+                let resp = self.relay_command(&pkt, Expect::Results).await?;
+                crate::engine::settings::qct_answered(&mut self.st, qct, resp.error);
+                Ok(())
+            }
             ExecuteUp::Boundary(sent) => {
                 let resp = self.relay_command(&pkt, Expect::Results).await?;
                 self.st.txn.execute_answered(sent, resp.error);

@@ -66,8 +66,11 @@ impl Session {
             StatementKind::Call | StatementKind::Execute => {
                 // A procedure or a SQL-level prepared statement may write any table and
                 // SET any variable: invalidate as configured and stop trusting the context.
-                Planner::new(&self.shared).plan_call(&mut self.st, &text);
-                self.relay_command(&pkt, Expect::Results).await?;
+                let planner = Planner::new(&self.shared);
+                planner.plan_call(&mut self.st, &text);
+                let qct = planner.before_sql_level(&mut self.st, &text);
+                let resp = self.relay_command(&pkt, Expect::Results).await?;
+                crate::engine::settings::qct_answered(&mut self.st, qct, resp.error);
                 Ok(())
             }
             StatementKind::Begin | StatementKind::Commit | StatementKind::Rollback => {
@@ -96,6 +99,7 @@ impl Session {
             }
             _ => {
                 crate::engine::write::note_sql_prepare(&mut self.st, &text);
+                Planner::new(&self.shared).before_sql_level(&mut self.st, &text);
                 self.relay_command(&pkt, Expect::Results).await.map(drop)
             }
         }

@@ -311,6 +311,9 @@ impl Session {
     /// writes are invalidated and transactions tracked (`policy::txn`) before the client can
     /// act on it.
     pub(crate) async fn apply_status(&mut self, new_status: Option<u16>) {
+        if new_status.is_none() && answered::implicit_commit_refused(&self.shared, &mut self.st) {
+            self.l2_flush().await;
+        }
         if !self.st.pending.is_empty() {
             let in_txn = self.st.txn.writes_in_transaction(new_status);
             let answers = self.fk_lookup(in_txn).await;
