@@ -157,6 +157,107 @@ impl AsyncWrite for Stream {
 /// a slow reader push back on the upstream.
 const FLUSH_AT: usize = 256 * 1024;
 
+/// A new read or write buffer's size, and the room a read asks for.
+const BUF: usize = 16 * 1024;
+
+/// Buffers lent to legs by the thread that runs them. A leg holds a read buffer only while
+/// it holds bytes of the peer's not yet taken, and a write buffer only between its first
+/// queued byte and the flush that sends it; the rest of the time both are the thread's.
+///
+/// Why: a hit's request is read into, and its answer copied out of, these buffers. With a
+/// pair of 16 KiB buffers per leg, each hit of one connection among fifty touched its own
+/// lines, cold since its previous request (and the read buffer was consumed forward, only
+/// reclaimed when less than 4 KiB was left: a new line every hit or two). Lent from the
+/// session thread, the same few lines serve every connection it runs and stay in cache,
+/// and an idle connection holds no buffer at all.
+mod spare {
+    use std::cell::RefCell;
+    use std::thread::LocalKey;
+
+    use bytes::BytesMut;
+
+    use super::{BUF, FLUSH_AT};
+
+    /// Buffers kept per thread and kind: enough for the legs a thread has mid-packet or
+    /// mid-flush at once in practice; beyond it buffers are freed as before.
+    const KEEP: usize = 4;
+    /// Larger buffers (a long packet's, a large result's) are freed, not kept.
+    const KEEP_MAX: usize = 2 * FLUSH_AT;
+
+    type Spares = RefCell<Vec<BytesMut>>;
+
+    // One list per kind, each its own thread-local with a constant initializer: a hit
+    // takes and gives back one of each, and both must cost little against the misses
+    // they save.
+    thread_local! {
+        static READ: Spares = const { RefCell::new(Vec::new()) };
+        static WRITE: Spares = const { RefCell::new(Vec::new()) };
+    }
+
+    /// An empty buffer with room for a read, writable from its start.
+    #[inline]
+    pub(super) fn take_read() -> BytesMut {
+        take(&READ)
+    }
+
+    /// An empty buffer for a leg's writes.
+    #[inline]
+    pub(super) fn take_write() -> BytesMut {
+        take(&WRITE)
+    }
+
+    /// A read buffer taken and not read into, back as it was.
+    #[inline]
+    pub(super) fn put_back_read(buf: BytesMut) {
+        keep(buf, &READ)
+    }
+
+    /// Gives back a leg's read buffer once its bytes were all taken. A buffer still
+    /// shared with a packet split off it is not read into over that packet: `BytesMut`
+    /// keeps the rest of the allocation the packet's until it is dropped.
+    #[inline]
+    pub(super) fn give_read(mut buf: BytesMut) {
+        debug_assert!(buf.is_empty());
+        // Back to the allocation's start (a read buffer is consumed forward), so that the
+        // next read lands on the same lines. Asking for more than the buffer has left only
+        // a move back can give; it changes nothing when nothing was taken, or while a
+        // packet split off it is alive.
+        let _ = buf.try_reclaim(buf.capacity() + 1);
+        keep(buf, &READ)
+    }
+
+    /// Gives back a leg's write buffer once flushed and cleared (writes are queued from
+    /// its start and it is never consumed forward, so it needs no move back).
+    #[inline]
+    pub(super) fn give_write(buf: BytesMut) {
+        debug_assert!(buf.is_empty());
+        keep(buf, &WRITE)
+    }
+
+    #[inline]
+    fn take(list: &'static LocalKey<Spares>) -> BytesMut {
+        list.try_with(|l| l.borrow_mut().pop())
+            .ok()
+            .flatten()
+            .unwrap_or_else(|| BytesMut::with_capacity(BUF))
+    }
+
+    #[inline]
+    fn keep(buf: BytesMut, list: &'static LocalKey<Spares>) {
+        // Too little left to read into (the tail of a buffer still shared), or too large
+        // to keep.
+        if !(BUF..=KEEP_MAX).contains(&buf.capacity()) {
+            return;
+        }
+        let _ = list.try_with(|l| {
+            let mut l = l.borrow_mut();
+            if l.len() < KEEP {
+                l.push(buf);
+            }
+        });
+    }
+}
+
 pub struct PacketConn {
     io: Stream,
     /// Plain packets read and not yet decoded.
@@ -258,8 +359,9 @@ impl PacketConn {
         }
         PacketConn {
             io,
-            rbuf: BytesMut::with_capacity(16 * 1024),
-            wbuf: BytesMut::with_capacity(16 * 1024),
+            // Lent by the thread when needed (`spare`).
+            rbuf: BytesMut::new(),
+            wbuf: BytesMut::new(),
             compressed: None,
             max_payload,
             write_timeout: None,
@@ -412,14 +514,48 @@ impl PacketConn {
 
     /// One read into the buffer the next bytes belong to; 0 when the peer closed.
     async fn read_more(&mut self) -> Result<usize, ConnError> {
+        // A compressed leg's packets are decoded into `rbuf` from `raw`, which keeps its own
+        // buffer; and bytes already here (part of a packet) are followed by the rest.
         let buf = match &mut self.compressed {
-            Some(c) => &mut c.raw,
-            None => &mut self.rbuf,
+            Some(c) => Some(&mut c.raw),
+            None if !self.rbuf.is_empty() => Some(&mut self.rbuf),
+            None => None,
         };
-        if buf.capacity() - buf.len() < 4096 {
-            buf.reserve(16 * 1024);
+        if let Some(buf) = buf {
+            if buf.capacity() - buf.len() < 4096 {
+                buf.reserve(BUF);
+            }
+            return Ok(self.io.read_buf(buf).await?);
         }
-        Ok(self.io.read_buf(buf).await?)
+        // Nothing of the peer's is pending: the read goes into a buffer of the thread's,
+        // borrowed for one poll at a time, and the leg keeps it only when bytes arrived.
+        // Per poll, so that a leg waiting for its peer (most legs, most of the time) holds
+        // none, and a dropped read (a `select!` that took another branch) loses nothing.
+        if self.rbuf.capacity() > 0 {
+            spare::give_read(std::mem::take(&mut self.rbuf));
+        }
+        let io = &mut self.io;
+        let rbuf = &mut self.rbuf;
+        let n = std::future::poll_fn(|cx| {
+            // A plain socket says whether it has bytes before a buffer is borrowed: a leg
+            // polled while its peer is silent (the upstream's, on every hit) borrows none.
+            let ready = match &*io {
+                Stream::Plain(s) => s.poll_read_ready(cx),
+                Stream::Unix(s) => s.poll_read_ready(cx),
+                _ => Poll::Ready(Ok(())),
+            };
+            std::task::ready!(ready)?;
+            let mut buf = spare::take_read();
+            let r = tokio_util::io::poll_read_buf(Pin::new(&mut *io), cx, &mut buf);
+            if buf.is_empty() {
+                spare::put_back_read(buf);
+            } else {
+                *rbuf = buf;
+            }
+            r
+        })
+        .await?;
+        Ok(n)
     }
 
     /// Like [`read`](Self::read), but a clean close is an error too.
@@ -429,15 +565,20 @@ impl PacketConn {
 
     /// Queues a packet; returns the sequence id that follows it.
     pub fn push(&mut self, seq: u8, payload: &[u8]) -> u8 {
-        codec::encode(seq, payload, &mut self.wbuf)
+        codec::encode(seq, payload, self.wbuf())
     }
 
     /// Queues bytes that are already framed.
     pub fn push_raw(&mut self, framed: &[u8]) {
-        self.wbuf.extend_from_slice(framed);
+        self.wbuf().extend_from_slice(framed);
     }
 
+    /// The write queue, borrowed from the thread if the leg holds none (`spare`).
+    #[inline]
     pub fn wbuf(&mut self) -> &mut BytesMut {
+        if self.wbuf.capacity() == 0 {
+            self.wbuf = spare::take_write();
+        }
         &mut self.wbuf
     }
 
@@ -455,6 +596,7 @@ impl PacketConn {
 
     pub async fn flush(&mut self) -> Result<(), ConnError> {
         if self.wbuf.is_empty() {
+            release_wbuf(&mut self.wbuf);
             return Ok(());
         }
         if let Some(t) = &mut self.last_flush {
@@ -468,6 +610,7 @@ impl PacketConn {
             c.out.clear();
             c.frame_seq = c.codec.encode(&self.wbuf, c.frame_seq, &mut c.out);
             self.wbuf.clear();
+            release_wbuf(&mut self.wbuf);
             write_all(&mut self.io, &c.out, self.write_timeout).await?;
             if c.out.capacity() > 4 * FLUSH_AT {
                 // A large result passed; do not keep its buffer for an idle session.
@@ -477,6 +620,7 @@ impl PacketConn {
         }
         write_all(&mut self.io, &self.wbuf, self.write_timeout).await?;
         self.wbuf.clear();
+        release_wbuf(&mut self.wbuf);
         Ok(())
     }
 
@@ -578,6 +722,13 @@ impl PacketConn {
     }
 }
 
+/// Gives a leg's emptied write queue back to the thread (`spare`).
+fn release_wbuf(wbuf: &mut BytesMut) {
+    if wbuf.capacity() > 0 {
+        spare::give_write(std::mem::take(wbuf));
+    }
+}
+
 /// Writes all of `buf` and flushes the stream; a write that makes no progress for `timeout`
 /// fails.
 ///
@@ -624,4 +775,90 @@ async fn write_all(
         None => fut.await?,
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::BufMut;
+    use tokio::io::AsyncWriteExt;
+
+    /// A read buffer given back after its packet was taken and dropped is read into from
+    /// its start again: the lines a hit's request lands on are the same every time.
+    #[test]
+    fn a_read_buffer_goes_back_to_its_start() {
+        let mut buf = spare::take_read();
+        let start = buf.as_ptr();
+        buf.put_slice(&[3, 0, 0, 0, 3, b'a', b'b']);
+        let packet = codec::decode(&mut buf, 1 << 20).unwrap().unwrap();
+        assert_eq!(&packet.payload[..], &[3, b'a', b'b']);
+        assert_ne!(buf.as_ptr(), start);
+        drop(packet);
+        spare::give_read(buf);
+        let again = spare::take_read();
+        assert_eq!(again.as_ptr(), start);
+        assert!(again.is_empty() && again.capacity() >= BUF);
+    }
+
+    /// A buffer whose packet is still alive is not read into over that packet.
+    #[test]
+    fn a_packet_outlives_its_buffer_being_given_back() {
+        let mut buf = spare::take_read();
+        buf.put_slice(&[2, 0, 0, 0, 3, b'x']);
+        let packet = codec::decode(&mut buf, 1 << 20).unwrap().unwrap();
+        spare::give_read(buf);
+        let mut next = spare::take_read();
+        next.put_bytes(b'y', BUF);
+        assert_eq!(&packet.payload[..], &[3, b'x']);
+    }
+
+    /// Packets cut anywhere across reads, pipelined ones, and one larger than a buffer
+    /// come out whole while earlier packets are still held.
+    #[tokio::test]
+    async fn packets_across_reads_with_lent_buffers() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let mut peer = TcpStream::connect(addr).await.unwrap();
+        let (ours, _) = listener.accept().await.unwrap();
+        let mut conn = PacketConn::new(ours, 1 << 20);
+
+        let big = vec![7u8; 3 * BUF + 5];
+        let mut wire = BytesMut::new();
+        let payloads: Vec<Vec<u8>> = vec![b"\x03SELECT 1".to_vec(), big, b"\x0e".to_vec()];
+        for (i, p) in payloads.iter().enumerate() {
+            codec::encode(i as u8, p, &mut wire);
+        }
+        let writer = tokio::spawn(async move {
+            // The first packet's header alone, then the rest in uneven pieces.
+            for piece in [&wire[..2], &wire[2..9], &wire[9..5000], &wire[5000..]] {
+                peer.write_all(piece).await.unwrap();
+                peer.flush().await.unwrap();
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            peer
+        });
+        let mut held = Vec::new();
+        for (i, p) in payloads.iter().enumerate() {
+            let got = conn.read().await.unwrap().unwrap();
+            assert_eq!(got.seq, i as u8);
+            assert_eq!(&got.payload[..], &p[..]);
+            held.push(got);
+        }
+        for (got, p) in held.iter().zip(&payloads) {
+            assert_eq!(&got.payload[..], &p[..]);
+        }
+        // Writes queue in a lent buffer and go out at the flush.
+        conn.push(1, b"\x00\x00\x00\x02\x00\x00\x00");
+        assert_eq!(conn.pending(), 11);
+        conn.flush().await.unwrap();
+        assert_eq!(conn.pending(), 0);
+        let mut peer = writer.await.unwrap();
+        let mut ok = [0u8; 11];
+        tokio::io::AsyncReadExt::read_exact(&mut peer, &mut ok)
+            .await
+            .unwrap();
+        assert_eq!(ok, [7, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0]);
+        drop(peer);
+        assert!(conn.read().await.unwrap().is_none());
+    }
 }
