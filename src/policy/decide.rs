@@ -270,6 +270,7 @@ mod tests {
         bulk_seen: false,
         context_moved: None,
         malformed: false,
+        types_unsent: false,
     };
 
     /// One row per path through the machine.
@@ -611,6 +612,7 @@ mod tests {
             }),
             Via::Execute(Execute {
                 malformed: true,
+                types_unsent: false,
                 ..EXEC
             }),
         ];
