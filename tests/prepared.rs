@@ -847,37 +847,6 @@ async fn parameter_types_survive_reset_long_data_reprepare_and_bulk() {
     raw_differential("ps35_siblings", ECHO_SETUP, &steps).await;
 }
 
-/// Class 2 with long data: an execute served from the cache with types other than the
-/// server was last given leaves the server with those; a later execute whose parameter came
-/// as long data cannot re-type it (MariaDB then reads the long data as the old type and
-/// answers garbage, even though qcache re-sends the client's types). So an execute whose
-/// types are not the server's goes up (`Reason::TypesUnsent`). A write between makes the
-/// LONGLONG execute a miss while the STRING one after it is still cached: the order the
-/// binlog tail's timing now and then gave the test above.
-#[tokio::test]
-async fn a_hit_with_other_types_does_not_leave_long_data_to_the_old_ones() {
-    let s8 = lenenc(b"12345678");
-    let s7 = lenenc(b"abcdefg");
-    let mut long = stmt_cmd(com::STMT_SEND_LONG_DATA, LAST_ID, &0u16.to_le_bytes());
-    long.extend_from_slice(b"hijklmn");
-    let mut bump = vec![com::QUERY];
-    bump.extend_from_slice(b"UPDATE t SET id = id WHERE id = 1");
-    let steps = vec![
-        prep(0, ECHO),
-        (0, exec1(LAST_ID, Some(LONGLONG), Some(&5i64.to_le_bytes()))),
-        (0, bump),
-        (0, exec1(LAST_ID, Some(STRING), Some(&s8))),
-        (0, stmt_cmd(com::STMT_RESET, LAST_ID, &[])),
-        (0, exec1(LAST_ID, None, Some(&s7))),
-        (0, exec1(LAST_ID, Some(LONGLONG), Some(&5i64.to_le_bytes()))),
-        (0, exec1(LAST_ID, Some(STRING), Some(&s8))),
-        (0, long),
-        (0, exec1(LAST_ID, None, Some(&[]))),
-        (0, exec1(LAST_ID, None, Some(&s8))),
-    ];
-    raw_differential("ps35_long_types", ECHO_SETUP, &steps).await;
-}
-
 /// Class 4: MariaDB's statement id -1 ("the statement prepared last") after a failed
 /// prepare, after a successful one, after closing it, and with reset, long data and close
 /// sent to -1: qcache must mean the statement the server means, or none.

@@ -439,7 +439,6 @@ pub fn statement(st: &SessionState, id: Option<u32>) -> Result<(Statement, Field
         bulk_seen: p.bulk_seen,
         context_moved: None,
         malformed: from_last(Reason::MalformedExecute),
-        types_unsent: from_last(Reason::TypesUnsent),
     };
     let material = match (&p.last_execute, p.params) {
         (LastExecute::Keyed(m), _) => Some(m.clone()),
@@ -712,7 +711,6 @@ mod tests {
             types: None,
             long_data: false,
             server_types: None,
-            server_typed: false,
             context: 7,
             db: None,
             bulk_seen: true,

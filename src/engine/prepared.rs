@@ -35,8 +35,7 @@ impl Prepared {
     /// (`policy::read::keyable`): a cursor asked for (a flag byte qcache cannot read counts
     /// as one), a cursor the server holds open, long data sent, a bulk execute seen, the
     /// context moved since PREPARE (`prepare_ctx`: the session's now), parameters qcache
-    /// could not read (`readable`), parameter types (`types`: those it carries, else the
-    /// client's last) other than the server was last given.
+    /// could not read (`readable`).
     #[inline]
     pub fn execute_via(
         &self,
@@ -44,7 +43,6 @@ impl Prepared {
         long_data: bool,
         prepare_ctx: u64,
         readable: bool,
-        types: Option<&[u8]>,
     ) -> crate::policy::read::Via {
         crate::policy::read::Via::Execute(crate::policy::read::Execute {
             cursor: payload.get(5).map(|f| f & 0x07 != 0).unwrap_or(true),
@@ -53,8 +51,6 @@ impl Prepared {
             bulk_seen: self.bulk_seen,
             context_moved: prepared_context_moved(self.context, prepare_ctx),
             malformed: !readable,
-            types_unsent: self.server_typed
-                && types.or(self.types.as_deref()) != self.server_types.as_deref(),
         })
     }
 
@@ -294,20 +290,10 @@ impl Prepared {
     /// takes the types before it reads the values, so an execute it refuses still leaves
     /// them set.
     pub fn types_sent(&mut self, sent: SentTypes) {
-        eprintln!(
-            "DBG types_sent {:?} (types {:?}, server {:?})",
-            sent, self.types, self.server_types
-        );
         match sent {
             SentTypes::None => {}
-            SentTypes::Known(t) => {
-                self.server_types = Some(t);
-                self.server_typed = true;
-            }
-            SentTypes::Unknown => {
-                self.server_types = None;
-                self.server_typed = true;
-            }
+            SentTypes::Known(t) => self.server_types = Some(t),
+            SentTypes::Unknown => self.server_types = None,
         }
     }
 
@@ -319,12 +305,6 @@ impl Prepared {
     /// always allowed, so the answer is the same. The caller records them as the server's
     /// ([`types_sent`](Self::types_sent)) only once the packet went upstream.
     pub fn execute_for_upstream(&self, payload: &Bytes) -> (Bytes, SentTypes) {
-        eprintln!(
-            "DBG for_upstream types {:?} server {:?} payload {:?}",
-            self.types,
-            self.server_types,
-            &payload[..payload.len().min(16)]
-        );
         let n = self.params as usize;
         let nb = n.div_ceil(8);
         let p = payload;
@@ -462,7 +442,6 @@ mod tests {
             types: types.map(Bytes::copy_from_slice),
             long_data: false,
             server_types: server.map(Bytes::copy_from_slice),
-            server_typed: server.is_some(),
             context: 0,
             db: None,
             bulk_seen: false,
@@ -860,7 +839,6 @@ mod tests {
             bulk_seen: false,
             context_moved: None,
             malformed: false,
-            types_unsent: false,
         };
         // (rule, packet, long data, the session's context, readable, expected facts)
         type Row<'a> = (&'static str, &'a [u8], bool, u64, bool, Execute);
@@ -924,36 +902,11 @@ mod tests {
         ];
         for (rule, packet, long, ctx, readable, want) in rows {
             assert_eq!(
-                facts(p.execute_via(packet, long, ctx, readable, None)),
+                facts(p.execute_via(packet, long, ctx, readable)),
                 want,
                 "{rule}"
             );
         }
-        // Types other than the server was last given: not served (one that never had types,
-        // just prepared, may be: its first execute with long data types it as clients do).
-        let unsent = |p: &Prepared, sent: Option<&[u8]>| {
-            facts(p.execute_via(&plain, false, 0, true, sent)).types_unsent
-        };
-        assert!(
-            !unsent(&p, None),
-            "the client's last types are the server's"
-        );
-        assert!(!unsent(&p, Some(INT)), "the same types sent again");
-        assert!(unsent(&p, Some(STR)), "new types the server was not given");
-        assert!(
-            unsent(&stmt(Some(STR), Some(INT)), None),
-            "types learned from a hit"
-        );
-        assert!(
-            !unsent(&stmt(Some(STR), None), None),
-            "never typed on the server"
-        );
-        let mut reset = stmt(Some(STR), Some(STR));
-        reset.server_types = None;
-        assert!(
-            unsent(&reset, None),
-            "after a reset the server's types are unknown"
-        );
         // After: a cursor the answer said exists stays open; an error keeps one open; an
         // answer not seen counts as open; the types sent are the server's.
         let mut p = stmt(Some(STR), Some(INT));

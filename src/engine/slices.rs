@@ -436,7 +436,6 @@ mod tests {
             types: None,
             long_data: false,
             server_types: None,
-            server_typed: false,
             context: 0,
             db: Some("db".into()),
             bulk_seen: false,

@@ -72,11 +72,6 @@ pub struct Prepared {
     /// when it has none or qcache cannot tell (a reset, a malformed execute). An execute
     /// answered from the cache does not change them, so they may lag behind `types`.
     pub server_types: Option<Bytes>,
-    /// The server was given parameter types for this statement since it was prepared (a
-    /// reset keeps them on MariaDB): from then on it may hold types other than the client's,
-    /// and an execute with other types is not served from the cache
-    /// (`read::Execute::types_unsent`).
-    pub server_typed: bool,
     /// [`SessionState::prepare_ctx`] when it was prepared: the server parsed it, and runs
     /// it, in the database and under the settings of that moment.
     pub context: u64,

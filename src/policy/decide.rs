@@ -270,7 +270,6 @@ mod tests {
         bulk_seen: false,
         context_moved: None,
         malformed: false,
-        types_unsent: false,
     };
 
     /// One row per path through the machine.
@@ -612,7 +611,6 @@ mod tests {
             }),
             Via::Execute(Execute {
                 malformed: true,
-                types_unsent: false,
                 ..EXEC
             }),
         ];

@@ -92,11 +92,6 @@ pub struct Execute {
     pub context_moved: Option<Reason>,
     /// Its parameters could not be read as the statement declares them.
     pub malformed: bool,
-    /// The parameter types it is executed with are not those the server was last given for
-    /// the statement (`Prepared::server_typed`): served from the cache, it would leave the
-    /// server holding the others, and a later execute whose parameter came as long data
-    /// cannot re-type it (the server then reads the long data as the old type).
-    pub types_unsent: bool,
 }
 
 /// Step 0, before the statement is scanned: whether its bytes may be looked up as they are.
@@ -159,9 +154,6 @@ pub fn keyable(via: &Via, identified: bool) -> Result<(), Reason> {
     }
     if e.malformed {
         return Err(Reason::MalformedExecute);
-    }
-    if e.types_unsent {
-        return Err(Reason::TypesUnsent);
     }
     Ok(())
 }
@@ -564,7 +556,6 @@ mod tests {
                 Via::Execute(Execute {
                     context_moved: moved,
                     malformed: true,
-                    types_unsent: false,
                     ..clean
                 }),
                 true,
@@ -573,7 +564,6 @@ mod tests {
             (
                 Via::Execute(Execute {
                     malformed: true,
-                    types_unsent: false,
                     ..clean
                 }),
                 true,

@@ -92,9 +92,6 @@ pub enum Reason {
     LongData,
     /// An execute whose parameters qcache could not read (the server answers it).
     MalformedExecute,
-    /// An execute with parameter types other than those the server was last given for the
-    /// statement: it goes up and gives them (`read::Execute::types_unsent`).
-    TypesUnsent,
     /// An execute in a default database or under settings other than those of its
     /// prepare: the server runs what it parsed then (`policy::context::prepare_context`).
     PreparedContextMoved,
@@ -179,7 +176,6 @@ impl Reason {
         Reason::CursorOpen,
         Reason::LongData,
         Reason::MalformedExecute,
-        Reason::TypesUnsent,
         Reason::PreparedContextMoved,
         Reason::NoDatabase,
         Reason::TemporaryTable,
@@ -236,7 +232,6 @@ impl Reason {
             Reason::CursorOpen => "cursor_open",
             Reason::LongData => "long_data",
             Reason::MalformedExecute => "malformed_execute",
-            Reason::TypesUnsent => "types_unsent",
             Reason::PreparedContextMoved => "prepared_context_moved",
             Reason::NoDatabase => "no_database",
             Reason::TemporaryTable => "temporary_table",

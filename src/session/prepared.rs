@@ -59,7 +59,6 @@ impl Session {
                     types: None,
                     long_data: false,
                     server_types: None,
-                    server_typed: false,
                     context: self.st.prepare_ctx,
                     db: self.st.db.clone(),
                     bulk_seen: false,
@@ -321,13 +320,11 @@ impl Session {
             }) if stmt.types.as_deref() != Some(*types) => Some(Bytes::copy_from_slice(types)),
             _ => None,
         };
-        let sent = parts.as_ref().and_then(|p| p.types);
         let via = stmt.execute_via(
             &pkt.payload,
             long_data,
             self.st.prepare_ctx,
             parts.is_some(),
-            sent,
         );
         let mut keyed = None;
         // The same execution keys the same whether or not the client re-sent the types.

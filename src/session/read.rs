@@ -342,7 +342,6 @@ impl Session {
         e: &Entry,
         started: Instant,
     ) -> Result<(), SessionError> {
-        eprintln!("DBG hit");
         let st = self.st.txn.status();
         e.write_patched(st, self.client.wbuf());
         self.st.after_hit = Some(e.found_rows);
