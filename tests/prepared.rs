@@ -847,6 +847,47 @@ async fn parameter_types_survive_reset_long_data_reprepare_and_bulk() {
     raw_differential("ps35_siblings", ECHO_SETUP, &steps).await;
 }
 
+/// Class 2 with long data: MariaDB reads long data as the kind of value (integer, string,
+/// NULL) each parameter last received, whatever types come with the execute. An execute
+/// served from the cache leaves the server with the values of an earlier one, so the long
+/// data after it would be read as those (here a LONGLONG: a pointer-like integer instead of
+/// the string). qcache replays the served execute before the long data. A write between
+/// makes the LONGLONG execute a miss while the STRING one after it is still cached.
+#[tokio::test]
+async fn long_data_after_a_hit_reads_as_the_hits_values() {
+    let s8 = lenenc(b"12345678");
+    let s7 = lenenc(b"abcdefg");
+    let mut long = stmt_cmd(com::STMT_SEND_LONG_DATA, LAST_ID, &0u16.to_le_bytes());
+    long.extend_from_slice(b"hijklmn");
+    let mut bump = vec![com::QUERY];
+    bump.extend_from_slice(b"UPDATE t SET id = id WHERE id = 1");
+    let steps = vec![
+        prep(0, ECHO),
+        (0, exec1(LAST_ID, Some(LONGLONG), Some(&5i64.to_le_bytes()))),
+        (0, bump),
+        (0, exec1(LAST_ID, Some(STRING), Some(&s8))),
+        (0, stmt_cmd(com::STMT_RESET, LAST_ID, &[])),
+        (0, exec1(LAST_ID, None, Some(&s7))),
+        (0, exec1(LAST_ID, Some(LONGLONG), Some(&5i64.to_le_bytes()))),
+        (0, exec1(LAST_ID, Some(STRING), Some(&s8))),
+        (0, long.clone()),
+        (0, exec1(LAST_ID, None, Some(&[]))),
+        (0, exec1(LAST_ID, None, Some(&s8))),
+        // The kind is the value's, not the type's: a NULL served from the cache after a
+        // LONGLONG the server ran leaves long data a string, as directly.
+        (0, exec1(LAST_ID, Some(LONGLONG), None)),
+        (0, exec1(LAST_ID, Some(LONGLONG), Some(&6i64.to_le_bytes()))),
+        (0, exec1(LAST_ID, Some(LONGLONG), None)),
+        (0, long.clone()),
+        (0, exec1(LAST_ID, Some(STRING), Some(&[]))),
+        // Served again after the replay: another long data needs none.
+        (0, exec1(LAST_ID, Some(STRING), Some(&s8))),
+        (0, long),
+        (0, exec1(LAST_ID, None, Some(&[]))),
+    ];
+    raw_differential("ps35_long_kinds", ECHO_SETUP, &steps).await;
+}
+
 /// Class 4: MariaDB's statement id -1 ("the statement prepared last") after a failed
 /// prepare, after a successful one, after closing it, and with reset, long data and close
 /// sent to -1: qcache must mean the statement the server means, or none.

@@ -716,6 +716,7 @@ mod tests {
             bulk_seen: true,
             cursor_open: false,
             last_execute: last,
+            values_unsent: false,
         };
         // (rule, statement held as 1, id asked, the answer's decision when it answers at
         // once, else whether the key is known)

@@ -63,6 +63,8 @@ impl Prepared {
             _ => Vec::new(),
         };
         std::mem::swap(&mut kept, scratch);
+        // Not sent yet: a hit leaves it so, an execute that goes up clears it (`types_sent`).
+        self.values_unsent = true;
         // Empty when `execute_key` dropped an oversized buffer.
         self.last_execute = if kept.is_empty() {
             LastExecute::None
@@ -290,6 +292,7 @@ impl Prepared {
     /// takes the types before it reads the values, so an execute it refuses still leaves
     /// them set.
     pub fn types_sent(&mut self, sent: SentTypes) {
+        self.values_unsent = false;
         match sent {
             SentTypes::None => {}
             SentTypes::Known(t) => self.server_types = Some(t),
@@ -365,6 +368,52 @@ impl Prepared {
             }
             _ => (p.clone(), SentTypes::None),
         }
+    }
+}
+
+impl Prepared {
+    /// Before COM_STMT_SEND_LONG_DATA for this statement (id `id`): the execute to send
+    /// first, its answer dropped, when the client's last execute was answered without the
+    /// server (`values_unsent`). MariaDB reads long data as the kind of value (integer,
+    /// string, NULL, …) each parameter last received, not as the types sent with the
+    /// execute that consumes it: after an integer the server ran and a string served from
+    /// the cache, it would read the client's string as an integer (a pointer-like number)
+    /// where, directly, it reads the string. Sending that served execute again gives the
+    /// server its values; it is a cacheable read, which changes nothing. Built from the key's
+    /// material (types, null bitmap, values), so a hit copies nothing for it; None when
+    /// there is nothing to replay or its material was too large to keep.
+    pub fn replay_before_long_data(&mut self, id: u32) -> Option<Vec<u8>> {
+        if !self.values_unsent {
+            return None;
+        }
+        let LastExecute::Keyed(m) = &self.last_execute else {
+            return None;
+        };
+        let n = self.params as usize;
+        let sql_len = u32::from_le_bytes(m.get(..4)?.try_into().ok()?) as usize;
+        let types_at = 4 + sql_len;
+        let nulls_at = types_at + 2 * n + 1;
+        let values_at = nulls_at + n.div_ceil(8) + 1;
+        let (types, nulls, values) = (
+            m.get(types_at..types_at + 2 * n)?,
+            m.get(nulls_at..values_at - 1)?,
+            m.get(values_at..)?,
+        );
+        if n == 0 {
+            return None;
+        }
+        let mut p = Vec::with_capacity(11 + nulls.len() + types.len() + values.len());
+        p.push(com::STMT_EXECUTE);
+        p.extend_from_slice(&id.to_le_bytes());
+        // No cursor (a keyed execute asked none), one iteration, the types bound.
+        p.push(0);
+        p.extend_from_slice(&1u32.to_le_bytes());
+        p.extend_from_slice(nulls);
+        p.push(1);
+        p.extend_from_slice(types);
+        p.extend_from_slice(values);
+        self.types_sent(SentTypes::Known(Bytes::copy_from_slice(types)));
+        Some(p)
     }
 }
 
@@ -447,6 +496,7 @@ mod tests {
             bulk_seen: false,
             cursor_open: false,
             last_execute: LastExecute::None,
+            values_unsent: false,
         }
     }
 
@@ -935,5 +985,64 @@ mod tests {
         p.keep_key_material(&mut scratch);
         assert!(matches!(&p.last_execute, LastExecute::Keyed(m) if m == b"new"));
         assert!(scratch.is_empty());
+    }
+
+    /// Long data after an execute the server did not see: that execute is sent first,
+    /// rebuilt from its key's material with its types bound, once.
+    #[test]
+    fn long_data_replays_the_execute_the_server_did_not_see() {
+        // The execute a client sent without types, the types remembered: the replay binds them.
+        let sent = execute(None);
+        let mut with_types = sent[..11].to_vec();
+        with_types.push(1);
+        with_types.extend_from_slice(STR);
+        with_types.extend_from_slice(&sent[12..]);
+        let keyed = |p: &mut Prepared| {
+            let params = commands::execute_params(&sent, 1, Some(STR)).unwrap();
+            let mut scratch = Vec::new();
+            execute_key(&mut scratch, 0, &p.key_sql.clone(), &params);
+            p.keep_key_material(&mut scratch);
+        };
+        type Steps = fn(&mut Prepared);
+        // (rule, what happened to the statement after it was prepared, the replay)
+        let rows: Vec<(&str, Steps, Option<&[u8]>)> = vec![
+            ("nothing executed", |_| {}, None),
+            ("served from the cache", |_| {}, Some(&with_types)),
+            (
+                "the execute went up",
+                |p| p.after_execute(SentTypes::None, Some((false, false))),
+                None,
+            ),
+            (
+                "its material too large to keep",
+                |p| p.last_execute = LastExecute::None,
+                None,
+            ),
+            (
+                "already replayed",
+                |p| {
+                    p.replay_before_long_data(1);
+                },
+                None,
+            ),
+            (
+                "refused before keyed (a cursor)",
+                |p| p.before_decided(&execute(None), true, Some(Reason::Cursor)),
+                None,
+            ),
+        ];
+        for (i, (rule, then, want)) in rows.into_iter().enumerate() {
+            let mut p = stmt(Some(STR), Some(INT));
+            if i > 0 {
+                keyed(&mut p);
+            }
+            then(&mut p);
+            assert_eq!(p.replay_before_long_data(1).as_deref(), want, "{rule}");
+        }
+        // The replay gives the server the types it carries.
+        let mut p = stmt(Some(STR), Some(INT));
+        keyed(&mut p);
+        p.replay_before_long_data(1);
+        assert_eq!(p.server_types.as_deref(), Some(STR));
     }
 }

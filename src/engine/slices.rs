@@ -441,6 +441,7 @@ mod tests {
             bulk_seen: false,
             cursor_open: false,
             last_execute: Default::default(),
+            values_unsent: false,
         }
     }
 

@@ -86,6 +86,11 @@ pub struct Prepared {
     pub cursor_open: bool,
     /// How its last execute was keyed, for `QCACHE EXPLAIN STATEMENT` (`session::explain`).
     pub last_execute: LastExecute,
+    /// The last keyed execute (`last_execute`'s material) did not reach the server: it was
+    /// served from the cache, L2 or another session's fill, so the server still holds the
+    /// values of an earlier one. MariaDB reads long data as the kind of value each
+    /// parameter last received (`Prepared::replay_before_long_data`).
+    pub values_unsent: bool,
 }
 
 /// A prepared statement's last execute, as its key saw it.
@@ -549,10 +554,14 @@ impl SessionState {
         }
     }
 
-    pub fn long_data(&mut self, id: u32) {
-        if let Some(s) = self.resolve_stmt(id).and_then(|id| self.stmts.get_mut(&id)) {
-            s.long_data = true;
-        }
+    /// COM_STMT_SEND_LONG_DATA for `id`: the next execute's values are not all in its
+    /// packet. The execute to send before it, if the server must first be given the values
+    /// of one it did not see ([`Prepared::replay_before_long_data`]).
+    pub fn long_data(&mut self, id: u32) -> Option<(u32, Vec<u8>)> {
+        let id = self.resolve_stmt(id)?;
+        let s = self.stmts.get_mut(&id)?;
+        s.long_data = true;
+        s.replay_before_long_data(id).map(|p| (id, p))
     }
 
     pub fn stmt_reset(&mut self, id: u32) {

@@ -315,8 +315,10 @@ impl Session {
                     .map_err(SessionError::upstream)?;
             }
             com::STMT_SEND_LONG_DATA => {
-                if let Some(id) = stmt_id(&pkt.payload) {
-                    self.st.long_data(id);
+                if let Some((_, replay)) =
+                    stmt_id(&pkt.payload).and_then(|id| self.st.long_data(id))
+                {
+                    self.replay_served_execute(&replay).await?;
                 }
                 self.upstream.start_command();
                 self.upstream

@@ -64,6 +64,7 @@ impl Session {
                     bulk_seen: false,
                     cursor_open: false,
                     last_execute: LastExecute::None,
+                    values_unsent: false,
                 },
             );
             self.st.last_stmt = Some(id);

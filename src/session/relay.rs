@@ -179,6 +179,33 @@ impl Session {
         Ok(())
     }
 
+    /// An execute the client was answered from the cache, sent again before long data
+    /// (`Prepared::replay_before_long_data`), its answer dropped. It is handled as the
+    /// cacheable read it is would be: its diagnostics are those the served execute owed
+    /// (`after_hit`), and a transaction's points are taken before it (a read may open a
+    /// view; the earlier point is the safe one). A deferred BEGIN stays deferred: the served
+    /// execute came before it.
+    pub(super) async fn replay_served_execute(
+        &mut self,
+        payload: &[u8],
+    ) -> Result<(), SessionError> {
+        let skipped = self.diagnostics_before(payload, true).await?;
+        let now = self.shared.cache.versions().snapshot();
+        self.st.txn.before_send(now);
+        let resp = self
+            .round_trip_private(payload, "an execute sent again before long data")
+            .await?;
+        self.st.diag_may_persist = crate::policy::diagnostics::may_persist(
+            self.st.diag_may_persist,
+            resp.error || resp.warnings > 0,
+            true,
+        );
+        if let (Some(owed), true) = (skipped, resp.error) {
+            self.after_refused_read(owed, payload).await?;
+        }
+        Ok(())
+    }
+
     /// After a hit, puts the server's diagnostics where the served SELECT would have left
     /// them before a command that may read them. A cacheable read sets every diagnostic
     /// itself; a ping (a pool's check between statements) leaves them for the next one.
