@@ -7,6 +7,7 @@
 
 pub mod answered;
 pub mod answers;
+pub mod command;
 pub mod context;
 pub mod explain;
 pub mod fill;

@@ -24,11 +24,11 @@ use std::time::Duration;
 
 use tracing::{debug, info, Instrument};
 
+use crate::engine::command::{route, Route};
 use crate::engine::state::SessionState;
 use crate::protocol::codec::Packet;
 /// Kept at this path for `prepared.rs`, which the read-path rewrite owns.
-use crate::protocol::commands::stmt_id;
-use crate::protocol::packets::{self, com, status};
+use crate::protocol::packets::{self, status};
 use crate::protocol::response::Expect;
 use crate::shared::Shared;
 use crate::shutdown::ShutdownSignal;
@@ -264,60 +264,45 @@ impl Session {
         reset
     }
 
-    /// Handles one command; false when the session is over.
+    /// Handles one command (`engine::command::route`); false when the session is over.
     async fn command(&mut self, pkt: Packet) -> Result<bool, SessionError> {
-        let Some(cmd) = pkt.first() else {
-            // An empty command packet: the server answers it with an error; relay.
-            self.relay_command(&pkt, Expect::OnePacket).await?;
-            return Ok(true);
-        };
-        match cmd {
-            com::QUIT => {
+        match route(&mut self.st, &pkt.payload) {
+            Route::Empty | Route::OnePacket => {
+                self.relay_command(&pkt, Expect::OnePacket).await?;
+            }
+            Route::Quit => {
                 self.upstream.start_command();
                 let _ = self.upstream.send(pkt.seq, &pkt.payload).await;
                 return Ok(false);
             }
-            com::QUERY => {
+            Route::Query => {
                 // One view of the statement serves the command and `SHOW QCACHE LAST`.
                 let sql = pkt.payload.slice(1..);
                 self.statement_start();
                 self.query(pkt, &sql).await?;
                 self.statement_end(digests::Statement::Text(&sql));
             }
-            com::INIT_DB => {
+            Route::InitDb => {
                 let resp = self.relay_command(&pkt, Expect::OnePacket).await?;
                 if resp.oks > 0 {
                     let db = String::from_utf8_lossy(&pkt.payload[1..]).into_owned();
                     self.st.set_db(Some(db));
                 }
             }
-            com::STMT_PREPARE => self.stmt_prepare(pkt).await?,
-            com::STMT_EXECUTE => {
-                let id = stmt_id(&pkt.payload).and_then(|id| self.st.resolve_stmt(id));
+            Route::Prepare => self.stmt_prepare(pkt).await?,
+            Route::Execute { id } => {
                 self.statement_start();
                 self.stmt_execute(pkt).await?;
                 if let Some(id) = id {
                     self.statement_end(digests::Statement::Prepared(id));
                 }
             }
-            com::STMT_BULK_EXECUTE => self.stmt_execute(pkt).await?,
-            com::STMT_FETCH => {
+            Route::BulkExecute => self.stmt_execute(pkt).await?,
+            Route::Fetch => {
                 self.relay_command(&pkt, Expect::Rows).await?;
             }
-            com::STMT_CLOSE => {
-                if let Some(id) = stmt_id(&pkt.payload) {
-                    self.st.close_stmt(id);
-                }
-                self.upstream.start_command();
-                self.upstream
-                    .send(pkt.seq, &pkt.payload)
-                    .await
-                    .map_err(SessionError::upstream)?;
-            }
-            com::STMT_SEND_LONG_DATA => {
-                if let Some((_, replay)) =
-                    stmt_id(&pkt.payload).and_then(|id| self.st.long_data(id))
-                {
+            Route::Unanswered { first } => {
+                if let Some(replay) = first {
                     self.replay_served_execute(&replay).await?;
                 }
                 self.upstream.start_command();
@@ -326,28 +311,10 @@ impl Session {
                     .await
                     .map_err(SessionError::upstream)?;
             }
-            com::STMT_RESET => {
-                if let Some(id) = stmt_id(&pkt.payload) {
-                    self.st.stmt_reset(id);
-                }
-                self.relay_command(&pkt, Expect::OnePacket).await?;
-            }
-            com::FIELD_LIST => {
+            Route::FieldList => {
                 self.relay_command(&pkt, Expect::FieldList).await?;
             }
-            com::STATISTICS
-            | com::PING
-            | com::PROCESS_KILL
-            | com::SET_OPTION
-            | com::DEBUG
-            | com::REFRESH
-            | com::SHUTDOWN
-            | com::CREATE_DB => {
-                self.relay_command(&pkt, Expect::OnePacket).await?;
-            }
-            com::DROP_DB => {
-                let schema = String::from_utf8_lossy(&pkt.payload[1..]).to_lowercase();
-                self.st.pending.schemas.push(schema.clone());
+            Route::DropDb { schema } => {
                 let resp = self.relay_command(&pkt, Expect::OnePacket).await?;
                 if !resp.error
                     && crate::policy::context::drop_forgets_db(self.st.db.as_deref(), &schema)
@@ -355,8 +322,8 @@ impl Session {
                     self.st.set_db(None);
                 }
             }
-            com::CHANGE_USER => return self.change_user(pkt).await,
-            com::RESET_CONNECTION => {
+            Route::ChangeUser => return self.change_user(pkt).await,
+            Route::ResetConnection => {
                 let resp = self.relay_command(&pkt, Expect::OnePacket).await?;
                 if resp.oks > 0 {
                     self.st.reset(&self.shared, None);
@@ -364,11 +331,11 @@ impl Session {
                     self.read_server_context().await?;
                 }
             }
-            com::BINLOG_DUMP | com::BINLOG_DUMP_GTID => {
+            Route::BinlogStream => {
                 self.relay_stream(&pkt).await?;
                 return Ok(false);
             }
-            _ => {
+            Route::Unknown => {
                 // Unknown to qcache: the server's answer decides how it ends.
                 self.relay_command(&pkt, Expect::Results).await?;
             }
