@@ -100,6 +100,42 @@ impl Prepared {
     }
 }
 
+/// After COM_STMT_PREPARE's answer (`prepared`: the id, columns and parameters of an OK):
+/// the statement as qcache keeps it, `sql` its hint-free text and `scan` its scan, taken in
+/// the session's context now (the server parsed it under that context and runs it so).
+/// A failed prepare leaves MariaDB's -1 naming no statement.
+pub fn prepare_answered(
+    st: &mut SessionState,
+    prepared: Option<(u32, u16, u16)>,
+    sql: Bytes,
+    scan: &crate::analysis::Scan,
+) {
+    let Some((id, columns, params)) = prepared else {
+        st.last_stmt = None;
+        return;
+    };
+    let stmt = Prepared {
+        digest: analysis::digest(&analysis::server_text(&sql, st.server)),
+        key_sql: sql.slice_ref(analysis::key_text(&sql)),
+        sql,
+        kind: scan.kind,
+        hint: scan.hint,
+        params,
+        columns,
+        types: None,
+        long_data: false,
+        server_types: None,
+        context: st.prepare_ctx,
+        db: st.db.clone(),
+        bulk_seen: false,
+        cursor_open: false,
+        last_execute: LastExecute::None,
+        values_unsent: false,
+    };
+    st.stmts.insert(id, stmt);
+    st.last_stmt = Some(id);
+}
+
 /// What an arriving COM_STMT_EXECUTE (or MariaDB's bulk execute) is, decided before
 /// anything is sent ([`execute_came`]).
 #[derive(Debug, PartialEq, Eq)]
@@ -985,6 +1021,33 @@ mod tests {
         p.keep_key_material(&mut scratch);
         assert!(matches!(&p.last_execute, LastExecute::Keyed(m) if m == b"new"));
         assert!(scratch.is_empty());
+    }
+
+    /// What a PREPARE's answer leaves: the statement kept under the server's id in the
+    /// context of the moment, with MariaDB's -1 naming it; a failed prepare leaves -1 naming
+    /// none.
+    #[test]
+    fn a_prepare_keeps_its_statement_in_the_context_of_the_moment() {
+        let w = crate::engine::World::new(false);
+        let mut st = w.session(Some("shop"));
+        st.prepare_ctx = 42;
+        let sql = Bytes::from_static(b"/* trace */ SELECT a FROM t WHERE id = ?");
+        let scan = analysis::scan(&sql);
+        prepare_answered(&mut st, Some((9, 1, 1)), sql.clone(), &scan);
+        let s = &st.stmts[&9];
+        assert_eq!(st.last_stmt, Some(9));
+        assert_eq!(
+            &s.key_sql[..],
+            b"SELECT a FROM t WHERE id = ?",
+            "keyed without the trace"
+        );
+        assert_eq!((s.params, s.columns, s.kind), (1, 1, StatementKind::Select));
+        assert_eq!((s.context, s.db.as_deref()), (42, Some("shop")));
+        assert!(s.types.is_none() && s.server_types.is_none() && !s.values_unsent);
+        // A failed prepare: -1 names nothing, the statement prepared before stays.
+        prepare_answered(&mut st, None, sql, &scan);
+        assert_eq!(st.last_stmt, None);
+        assert!(st.stmts.contains_key(&9));
     }
 
     /// Long data after an execute the server did not see: that execute is sent first,

@@ -29,6 +29,30 @@ pub type ReadMode = ReadView<Snapshot>;
 /// An outdated entry under a read's key and whether this session may be served it.
 pub type StaleVerdict = (Arc<Entry>, Result<stale::StaleOk, stale::Why>);
 
+/// A statement command (`payload`: COM_QUERY or COM_STMT_PREPARE, then the text) whose
+/// text has `SQL_CACHE` / `SQL_NO_CACHE` (`scan.hint_spans`): the hint-free text, which keys
+/// and is analysed, and the payload the server gets, with the hints where it accepts them
+/// (`policy::read::hints_reach_server`), else the hint-free text under the same command.
+/// Without hints, both are the client's.
+pub fn hints_for_server(
+    payload: &bytes::Bytes,
+    scan: &analysis::Scan,
+    mariadb: bool,
+) -> (bytes::Bytes, bytes::Bytes) {
+    let sql = payload.slice(1..);
+    if scan.hint_spans.is_empty() {
+        return (sql, payload.clone());
+    }
+    let stripped = bytes::Bytes::from(analysis::strip_hints(&sql, scan).into_owned());
+    if read::hints_reach_server(mariadb) {
+        return (stripped, payload.clone());
+    }
+    let mut p = BytesMut::with_capacity(stripped.len() + 1);
+    p.extend_from_slice(&payload[..1]);
+    p.extend_from_slice(&stripped);
+    (stripped, p.freeze())
+}
+
 /// A cacheable read on a miss: its key, the tables it depends on, the payload to send.
 pub struct ReadPlan {
     pub key: Key,
@@ -457,6 +481,76 @@ mod tests {
     use super::*;
     use crate::cache::writes::Changed;
     use crate::engine::World;
+
+    /// What keys and what the server gets of a statement's cache hints, for a text read
+    /// and a PREPARE alike.
+    #[test]
+    fn hints_reach_the_server_only_where_it_accepts_them() {
+        use crate::protocol::packets::com;
+        let with = |cmd: u8, sql: &str| {
+            let mut p = vec![cmd];
+            p.extend_from_slice(sql.as_bytes());
+            bytes::Bytes::from(p)
+        };
+        // (rule, command, text, MariaDB, the key's text, the text the server gets)
+        let rows = [
+            (
+                "no hint",
+                com::QUERY,
+                "SELECT 1",
+                false,
+                "SELECT 1",
+                "SELECT 1",
+            ),
+            (
+                "MariaDB takes them",
+                com::QUERY,
+                "SELECT SQL_CACHE 1",
+                true,
+                "SELECT 1",
+                "SELECT SQL_CACHE 1",
+            ),
+            (
+                "MySQL does not",
+                com::QUERY,
+                "SELECT SQL_NO_CACHE 1",
+                false,
+                "SELECT 1",
+                "SELECT 1",
+            ),
+            (
+                "a PREPARE on MySQL keeps its command",
+                com::STMT_PREPARE,
+                "SELECT SQL_CACHE ?",
+                false,
+                "SELECT ?",
+                "SELECT ?",
+            ),
+            (
+                "a PREPARE on MariaDB",
+                com::STMT_PREPARE,
+                "SELECT SQL_CACHE ?",
+                true,
+                "SELECT ?",
+                "SELECT SQL_CACHE ?",
+            ),
+        ];
+        for (rule, cmd, sql, mariadb, key, sent) in rows {
+            let payload = with(cmd, sql);
+            let scan = analysis::scan(sql.as_bytes());
+            let (k, p) = hints_for_server(&payload, &scan, mariadb);
+            let k = String::from_utf8_lossy(&k);
+            assert_eq!(
+                k.split_whitespace().collect::<Vec<_>>().join(" "),
+                key,
+                "{rule}"
+            );
+            assert_eq!(p[0], cmd, "{rule}");
+            let sent_text = String::from_utf8_lossy(&p[1..]);
+            let sent_text = sent_text.split_whitespace().collect::<Vec<_>>().join(" ");
+            assert_eq!(sent_text, sent, "{rule}");
+        }
+    }
 
     fn planner<'a>(w: &'a World, plans: &'a ReadPlans) -> ReadPlanner<'a> {
         ReadPlanner {

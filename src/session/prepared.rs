@@ -5,73 +5,34 @@
 
 use std::time::Instant;
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::Bytes;
 
 use super::{Session, SessionError};
 use crate::analysis;
 use crate::cache::Key;
-use crate::engine::prepared::{execute_came, execute_key, ExecuteCame, ExecuteUp, SentTypes};
-use crate::engine::read::{keep_plan, with_plan};
-use crate::engine::state::{LastExecute, Prepared};
+use crate::engine::prepared::{
+    execute_came, execute_key, prepare_answered, ExecuteCame, ExecuteUp, SentTypes,
+};
+use crate::engine::read::{hints_for_server, keep_plan, with_plan};
 use crate::engine::Planner;
 use crate::policy::decide::{Answer, Decide, Step};
 use crate::policy::read::{self, Via};
 use crate::policy::Reason;
 use crate::protocol::codec::Packet;
 use crate::protocol::commands::{self, ExecuteParams};
-use crate::protocol::packets::com;
 use crate::protocol::response::Expect;
 
 impl Session {
     pub(crate) async fn stmt_prepare(&mut self, pkt: Packet) -> Result<(), SessionError> {
-        let sql = pkt.payload.slice(1..);
-        let text = analysis::server_text(&sql, self.st.server);
+        let text = analysis::server_text(&pkt.payload[1..], self.st.server);
         let scan = analysis::scan(&text);
         drop(text);
-        let (sql, payload) = if scan.hint_spans.is_empty() {
-            (sql, pkt.payload.clone())
-        } else {
-            let stripped = Bytes::from(analysis::strip_hints(&sql, &scan).into_owned());
-            // The server prepares the hints where it accepts them; the key is hint-free.
-            if read::hints_reach_server(self.st.mariadb) {
-                (stripped, pkt.payload.clone())
-            } else {
-                let mut p = BytesMut::with_capacity(stripped.len() + 1);
-                p.put_u8(com::STMT_PREPARE);
-                p.put_slice(&stripped);
-                (stripped, p.freeze())
-            }
-        };
+        // The server prepares the hints where it accepts them; the key is hint-free.
+        let (sql, payload) = hints_for_server(&pkt.payload, &scan, self.st.mariadb);
         let resp = self
             .exchange(pkt.seq, &payload, Expect::Prepare, None)
             .await?;
-        if let Some((id, columns, params)) = resp.prepared {
-            self.st.stmts.insert(
-                id,
-                Prepared {
-                    digest: analysis::digest(&analysis::server_text(&sql, self.st.server)),
-                    key_sql: sql.slice_ref(analysis::key_text(&sql)),
-                    sql,
-                    kind: scan.kind,
-                    hint: scan.hint,
-                    params,
-                    columns,
-                    types: None,
-                    long_data: false,
-                    server_types: None,
-                    context: self.st.prepare_ctx,
-                    db: self.st.db.clone(),
-                    bulk_seen: false,
-                    cursor_open: false,
-                    last_execute: LastExecute::None,
-                    values_unsent: false,
-                },
-            );
-            self.st.last_stmt = Some(id);
-        } else {
-            // The server's -1 names no statement after a failed prepare.
-            self.st.last_stmt = None;
-        }
+        prepare_answered(&mut self.st, resp.prepared, sql, &scan);
         Ok(())
     }
 

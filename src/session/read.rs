@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::Bytes;
 
 use super::l2::L2Step;
 use super::{Session, SessionError};
@@ -14,7 +14,8 @@ use crate::cache::entry::L2Stamps;
 use crate::cache::{key, Claim, Entry, FillGuard, Key, Snapshot, Stamps, TableHandle};
 use crate::engine::fill::{Fill, FillStamps};
 use crate::engine::read::{
-    dressed, filled_entry, keep_plan, with_plan, FillFacts, Lookup, ReadMode, ReadPlan, ReadPlanner,
+    dressed, filled_entry, hints_for_server, keep_plan, with_plan, FillFacts, Lookup, ReadMode,
+    ReadPlan, ReadPlanner,
 };
 use crate::engine::Planner;
 use crate::invalidation::catalog::{ReadResolution, TableName};
@@ -117,19 +118,11 @@ impl Session {
         looked_up: bool,
     ) -> Result<(), SessionError> {
         // The hint-free text keys and is analysed; the server gets the hints only where it
-        // accepts them (`policy::read::hints_reach_server`).
-        let stmt: Bytes = if scan.hint_spans.is_empty() {
-            sql.clone()
+        // accepts them.
+        let (stmt, payload) = if scan.hint_spans.is_empty() {
+            (sql.clone(), pkt.payload.clone())
         } else {
-            Bytes::from(analysis::strip_hints(sql, scan).into_owned())
-        };
-        let payload = if scan.hint_spans.is_empty() || read::hints_reach_server(self.st.mariadb) {
-            pkt.payload.clone()
-        } else {
-            let mut p = BytesMut::with_capacity(stmt.len() + 1);
-            p.put_u8(com::QUERY);
-            p.put_slice(&stmt);
-            p.freeze()
+            hints_for_server(&pkt.payload, scan, self.st.mariadb)
         };
         // The steps of `policy::decide`, carried out: the machine decides, this does the I/O.
         let facts = self.settled_read_facts().await;
