@@ -12,6 +12,7 @@ use super::fill::Fill;
 use super::state::SessionState;
 use crate::analysis::{self, Analysis, ReadInfo};
 use crate::cache::entry::L2Stamps;
+use crate::cache::key::{key, TAG_TEXT};
 use crate::cache::plans::{Outcome, ReadPlans};
 use crate::cache::{Cache, Entry, Key, Snapshot, TableHandle, Versions};
 use crate::config::Config;
@@ -103,6 +104,26 @@ impl Lookup<'_> {
         let e = self.servable(key, mode)?;
         self.cache.hit(&e);
         Some(e)
+    }
+
+    /// A text read's entry by its bytes as they came, before they are scanned: entries are
+    /// stored under the text without trace comments at either end (`analysis::key_text`).
+    /// The bytes are tried first: bytes with no such comment are their own keyed text, so a
+    /// hit costs no scan for comments, and bytes equal to some statement's keyed text mean
+    /// what that statement means. Only when they find nothing is the keyed text worked out
+    /// and tried. The key it was found under, and the entry (counted as a hit).
+    #[inline(always)]
+    pub fn lookup_text(&self, sql: &[u8], mode: &ReadMode) -> Option<(Key, Arc<Entry>)> {
+        let k = key(self.st.fingerprint, TAG_TEXT, sql);
+        if let Some(e) = self.lookup(k, mode) {
+            return Some((k, e));
+        }
+        let keyed = analysis::key_text(sql);
+        if keyed.len() == sql.len() {
+            return None;
+        }
+        let k = key(self.st.fingerprint, TAG_TEXT, keyed);
+        self.lookup(k, mode).map(|e| (k, e))
     }
 
     /// The entry [`lookup`](Self::lookup) would serve, without counting it as served
@@ -699,6 +720,51 @@ mod tests {
                     .map(|plan| plan.tables.len());
                 assert_eq!(first, second, "{rule}: the memo answers as the catalog did");
             }
+        }
+    }
+
+    /// A text read is found by its bytes as they came, or by its text without trace
+    /// comments at either end, under the session's fingerprint only.
+    #[test]
+    fn a_text_read_is_found_by_its_bytes_or_its_keyed_text() {
+        use crate::config::CacheConfig;
+        let w = World::new(false);
+        let st = w.session(Some("db"));
+        let cache = Cache::new(&CacheConfig::default());
+        let stored = |text: &[u8], fingerprint: u64| {
+            let (bytes, at) = crate::cache::entry::tests::response(0, 10);
+            let e = Entry::new(
+                bytes,
+                at,
+                crate::cache::Stamps::capture(cache.versions(), &[]),
+                1,
+            );
+            assert!(cache.insert(key(fingerprint, TAG_TEXT, text), e));
+        };
+        stored(b"SELECT 1", st.fingerprint);
+        stored(b"SELECT 3", st.fingerprint ^ 1);
+        let look = Lookup {
+            cache: &cache,
+            st: &st,
+        };
+        // (rule, bytes as they came, found under the bytes (true) or the keyed text (false))
+        let rows: &[(&str, &[u8], Option<bool>)] = &[
+            ("its own bytes", b"SELECT 1", Some(true)),
+            (
+                "a trace comment before",
+                b"/* trace */ SELECT 1",
+                Some(false),
+            ),
+            ("a trace comment after", b"SELECT 1 -- trace", Some(false)),
+            ("other bytes", b"SELECT 2", None),
+            ("another session's entry", b"SELECT 3", None),
+            ("a comment inside is not a trace", b"SELECT /* x */ 1", None),
+        ];
+        for (rule, sql, want) in rows {
+            let got = look
+                .lookup_text(sql, &ReadMode::Plain)
+                .map(|(k, _)| k == key(st.fingerprint, TAG_TEXT, sql));
+            assert_eq!(got, *want, "{rule}");
         }
     }
 

@@ -81,25 +81,8 @@ impl Session {
             return Ok(None);
         }
         let started = Instant::now();
-        // Entries are stored under the text without trace comments at either end
-        // (`analysis::key_text`). The statement's own bytes are tried first: bytes with no
-        // such comment are their own keyed text, so a hit costs no scan for comments, and
-        // bytes equal to some statement's keyed text mean what that statement means. Only
-        // when they find nothing is the keyed text worked out and tried.
-        let mut k = key(self.st.fingerprint, TAG_TEXT, sql);
-        let e = match self.lookup(k, &mode) {
-            Some(e) => e,
-            None => {
-                let keyed = analysis::key_text(sql);
-                if keyed.len() == sql.len() {
-                    return Ok(Some(false));
-                }
-                k = key(self.st.fingerprint, TAG_TEXT, keyed);
-                let Some(e) = self.lookup(k, &mode) else {
-                    return Ok(Some(false));
-                };
-                e
-            }
+        let Some((k, e)) = self.cached().lookup_text(sql, &mode) else {
+            return Ok(Some(false));
         };
         if self.shared.l2_remote && !self.l2_confirm(k, &e).await {
             return Ok(Some(false));
