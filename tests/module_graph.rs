@@ -132,6 +132,7 @@ const FOLDERS: &[(&str, &[Layer])] = &[
         ("answers", 0, "what qcache answers of its own variable and status rows"),
         ("command", 0, "what a client command is and what it changes before it goes up"),
         ("context", 0, "what the server's answers about the session mean for its state"),
+        ("diagnostics", 0, "what a command owes the server's diagnostics before it goes up"),
         ("explain", 0, "what QCACHE EXPLAIN and SHOW QCACHE LAST say, from what they are given"),
         ("multi", 0, "several statements in one COM_QUERY, planned over the planner"),
         ("fill", 0, "a miss's stamps, read under its slice plan through the planner"),

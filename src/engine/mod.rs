@@ -9,6 +9,7 @@ pub mod answered;
 pub mod answers;
 pub mod command;
 pub mod context;
+pub mod diagnostics;
 pub mod explain;
 pub mod fill;
 pub mod fkslices;

@@ -141,7 +141,7 @@ impl Session {
             return Ok(());
         }
         // A SHOW of status reads `Last_query_cost`; one of variables sets it.
-        let effect = self.cost_effect(&pkt.payload);
+        let effect = crate::engine::diagnostics::cost_effect(&self.st, &pkt.payload);
         if let Some(n) = self.st.after_hit.take() {
             self.reset_diagnostics(n, effect).await?;
         }

@@ -4,11 +4,11 @@
 
 use super::{Session, SessionError};
 use crate::engine::answered;
+use crate::engine::diagnostics;
 use crate::engine::fill::Fill;
 use crate::engine::fkslices::{self, Answers};
 use crate::engine::patch::note_patch_ok;
 use crate::protocol::codec::Packet;
-use crate::protocol::packets::com;
 use crate::protocol::response::{Expect, Response, ResponseError, Step};
 
 /// Feeds one server packet to the response tracker and, when it parses, to the fill: the
@@ -210,72 +210,29 @@ impl Session {
     /// them before a command that may read them. A cacheable read sets every diagnostic
     /// itself; a ping (a pool's check between statements) leaves them for the next one.
     /// `Last_query_cost` is followed across commands (`policy::diagnostics::LastQueryCost`).
+    /// What is owed is the engine's (`engine::diagnostics::before_command`); this makes it.
     async fn diagnostics_before(
         &mut self,
         payload: &[u8],
         cacheable_read: bool,
     ) -> Result<Option<u64>, SessionError> {
-        use crate::policy::diagnostics::{self, CostEffect};
-        let keeps_diagnostics = matches!(payload.first(), Some(&com::PING | &com::STATISTICS));
-        if keeps_diagnostics {
+        let Some(owed) = diagnostics::before_command(&mut self.st, payload, cacheable_read) else {
             return Ok(None);
+        };
+        if owed.hit_cost {
+            self.note_hit_cost();
         }
         let mut skipped = None;
-        let effect = if cacheable_read {
-            CostEffect::Sets
-        } else {
-            self.cost_effect(payload)
-        };
-        if let Some(found_rows) = self.st.after_hit.take() {
-            if found_rows & diagnostics::AFTER_READ_BACK == 0 {
-                self.note_hit_cost();
-            }
-            if cacheable_read {
+        if let Some(found_rows) = owed.restore {
+            if owed.skipped {
                 skipped = Some(found_rows);
             } else {
-                self.reset_diagnostics(found_rows, effect).await?;
+                self.reset_diagnostics(found_rows, owed.effect).await?;
             }
         }
-        self.replay_cost(effect).await?;
-        let prepared = match payload.first() {
-            Some(&com::STMT_EXECUTE) if cacheable_read => self.executed_sql(payload).cloned(),
-            _ => None,
-        };
-        let read = match payload.first() {
-            _ if !cacheable_read => None,
-            Some(&com::QUERY) => Some(&payload[1..]),
-            Some(&com::STMT_EXECUTE) => prepared
-                .as_deref()
-                .and_then(|sql| diagnostics::replay_text(sql, true, false)),
-            _ => None,
-        };
-        self.st.cost.after(effect, read);
+        self.replay_cost(owed.effect).await?;
+        self.st.cost.after(owed.effect, owed.read.as_deref());
         Ok(skipped)
-    }
-
-    /// What the command `payload` does to `Last_query_cost`
-    /// (`policy::diagnostics::cost_effect`): a query's text, an execute's prepared text
-    /// (unknown statement: `Unknown`); a prepare runs nothing, unless its text may read it
-    /// (MariaDB runs a prepare and an execute in one round trip); other commands keep it.
-    pub(crate) fn cost_effect(&self, payload: &[u8]) -> crate::policy::diagnostics::CostEffect {
-        use crate::policy::diagnostics::{cost_effect, observes_last_query, CostEffect};
-        match payload.first() {
-            Some(&com::QUERY) => cost_effect(&payload[1..]),
-            Some(&com::STMT_PREPARE) if observes_last_query(&payload[1..]) => CostEffect::Unknown,
-            Some(&com::STMT_EXECUTE) => self
-                .executed_sql(payload)
-                .map_or(CostEffect::Unknown, |sql| cost_effect(sql)),
-            _ => CostEffect::Keeps,
-        }
-    }
-
-    /// The prepared SQL an execute names, if known.
-    fn executed_sql(&self, payload: &[u8]) -> Option<&bytes::Bytes> {
-        let id = payload
-            .get(1..5)
-            .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))?;
-        let id = self.st.resolve_stmt(id)?;
-        self.st.stmts.get(&id).map(|s| &s.sql)
     }
 
     /// LOCAL INFILE: the client's file packets go upstream until the empty one.
