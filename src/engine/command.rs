@@ -105,6 +105,77 @@ pub fn route(st: &mut SessionState, payload: &[u8]) -> Route {
     }
 }
 
+/// How the session carries out a text statement (one statement in its COM_QUERY), its
+/// effects already planned ([`Planner::text_route`]).
+#[derive(Debug, PartialEq, Eq)]
+pub enum TextRoute {
+    /// A read: the read pipeline.
+    Select,
+    /// A SET: followed into the key, or answered for qcache's own `query_cache_type`.
+    Set,
+    /// A SHOW, whose rows may be qcache's own.
+    Show,
+    /// FLUSH or RESET: qcache's for QUERY CACHE, else relayed.
+    FlushOrReset,
+    /// A write: planned from its analysis and relayed.
+    Write,
+    /// CALL or a SQL-level EXECUTE: relayed, having planned the writes of code qcache does
+    /// not see; `qct`: the `query_cache_type` it sets, followed once the server accepted it.
+    SqlLevel {
+        qct: Option<crate::config::QueryCacheType>,
+    },
+    /// BEGIN, COMMIT, ROLLBACK (and their XA forms): answered locally where the session
+    /// may, else relayed as the transaction's boundary.
+    Transaction,
+    /// USE: relayed; the default database follows the server's OK.
+    Use,
+    /// UNLOCK TABLES: relayed; the session reads through the cache again once it succeeded.
+    UnlockTables,
+    /// Anything else: relayed as it is.
+    Relay,
+}
+
+impl super::Planner<'_> {
+    /// The route of one text statement of `kind` (`text`: as the server reads it), having
+    /// planned what it may change: writes the analysis of writes does not see, views and
+    /// code it names, table locks, a CALL's or an EXECUTE's unseen writes, a SQL-level
+    /// PREPARE's database and the SET it may hold.
+    pub fn text_route(
+        &self,
+        st: &mut SessionState,
+        kind: crate::analysis::StatementKind,
+        text: &[u8],
+    ) -> TextRoute {
+        use crate::analysis::StatementKind as K;
+        self.plan_text_statement(st, kind, text);
+        if matches!(kind, K::Other | K::Flush) && self.plan_table_locks(st, text) {
+            return TextRoute::UnlockTables;
+        }
+        match kind {
+            K::Select => TextRoute::Select,
+            K::Set => TextRoute::Set,
+            K::Show => TextRoute::Show,
+            K::Flush | K::Reset => TextRoute::FlushOrReset,
+            K::Write => TextRoute::Write,
+            K::Call | K::Execute => {
+                // A procedure or a SQL-level prepared statement may write any table and SET
+                // any variable: invalidate as configured and stop trusting the context.
+                self.plan_call(st, text);
+                TextRoute::SqlLevel {
+                    qct: self.before_sql_level(st, text),
+                }
+            }
+            K::Begin | K::Commit | K::Rollback => TextRoute::Transaction,
+            K::Use => TextRoute::Use,
+            _ => {
+                super::write::note_sql_prepare(st, text);
+                self.before_sql_level(st, text);
+                TextRoute::Relay
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -334,5 +405,159 @@ mod tests {
             route(&mut st, &with(com::STMT_SEND_LONG_DATA, &long)),
             Route::Unanswered { first: None }
         );
+    }
+
+    /// One row per statement kind: its route and what it planned (writes pending, context
+    /// lost, table locks, a SQL-level PREPARE's database).
+    #[test]
+    fn each_text_statement_routes_and_plans() {
+        use crate::config::QueryCacheType;
+        let world = crate::engine::World::new(false);
+        // (rule, text, route, all invalidated, context lost, table locks, prepared in db)
+        type Row = (
+            &'static str,
+            &'static str,
+            TextRoute,
+            bool,
+            bool,
+            bool,
+            bool,
+        );
+        let rows: Vec<Row> = vec![
+            (
+                "a read",
+                "SELECT id FROM parent",
+                TextRoute::Select,
+                false,
+                false,
+                false,
+                false,
+            ),
+            (
+                "a SET",
+                "SET @a = 1",
+                TextRoute::Set,
+                false,
+                false,
+                false,
+                false,
+            ),
+            (
+                "a SHOW",
+                "SHOW TABLES",
+                TextRoute::Show,
+                false,
+                false,
+                false,
+                false,
+            ),
+            (
+                "FLUSH",
+                "FLUSH QUERY CACHE",
+                TextRoute::FlushOrReset,
+                false,
+                false,
+                false,
+                false,
+            ),
+            (
+                "RESET",
+                "RESET QUERY CACHE",
+                TextRoute::FlushOrReset,
+                false,
+                false,
+                false,
+                false,
+            ),
+            (
+                "a write",
+                "DELETE FROM child",
+                TextRoute::Write,
+                false,
+                false,
+                false,
+                false,
+            ),
+            (
+                "a CALL invalidates as configured and loses the context",
+                "CALL p()",
+                TextRoute::SqlLevel { qct: None },
+                true,
+                true,
+                false,
+                false,
+            ),
+            (
+                "EXECUTE IMMEDIATE of a SET of query_cache_type",
+                "EXECUTE IMMEDIATE 'SET SESSION query_cache_type = OFF'",
+                TextRoute::SqlLevel {
+                    qct: Some(QueryCacheType::Off),
+                },
+                true,
+                true,
+                false,
+                false,
+            ),
+            (
+                "BEGIN",
+                "BEGIN",
+                TextRoute::Transaction,
+                false,
+                false,
+                false,
+                false,
+            ),
+            (
+                "COMMIT",
+                "COMMIT",
+                TextRoute::Transaction,
+                false,
+                false,
+                false,
+                false,
+            ),
+            ("USE", "USE db", TextRoute::Use, false, false, false, false),
+            (
+                "LOCK TABLES takes locks",
+                "LOCK TABLES parent READ",
+                TextRoute::Relay,
+                false,
+                false,
+                true,
+                false,
+            ),
+            (
+                "UNLOCK TABLES",
+                "UNLOCK TABLES",
+                TextRoute::UnlockTables,
+                false,
+                false,
+                false,
+                false,
+            ),
+            (
+                "a SQL-level PREPARE notes its database",
+                "PREPARE s FROM 'DELETE FROM child'",
+                TextRoute::Relay,
+                false,
+                false,
+                false,
+                true,
+            ),
+        ];
+        for (rule, text, want, all, lost, locks, prepared_in) in rows {
+            let mut st = world.session(Some("db"));
+            let kind = crate::analysis::scan(text.as_bytes()).kind;
+            let got = world.planner().text_route(&mut st, kind, text.as_bytes());
+            assert_eq!(got, want, "{rule}");
+            assert_eq!(st.pending.all, all, "{rule}: all invalidated");
+            assert_eq!(st.lost_track, lost, "{rule}: context lost");
+            assert_eq!(st.txn.table_locks(), locks, "{rule}: table locks");
+            assert_eq!(
+                !st.sql_prepared_in.is_empty(),
+                prepared_in,
+                "{rule}: prepared in"
+            );
+        }
     }
 }

@@ -6,6 +6,7 @@ use bytes::Bytes;
 
 use super::{Session, SessionError};
 use crate::analysis::{self, StatementKind};
+use crate::engine::command::TextRoute;
 use crate::engine::Planner;
 use crate::policy::snapshot;
 use crate::policy::{classify, Reason};
@@ -36,21 +37,10 @@ impl Session {
         if scan.multi {
             return self.multi_statement(pkt, &text).await;
         }
-        Planner::new(&self.shared).plan_text_statement(&mut self.st, scan.kind, &text);
-        if matches!(scan.kind, StatementKind::Other | StatementKind::Flush)
-            && Planner::new(&self.shared).plan_table_locks(&mut self.st, &text)
-        {
-            // UNLOCK TABLES: the session reads through the cache again once it succeeded.
-            let resp = self.relay_command(&pkt, Expect::Results).await?;
-            if !resp.error {
-                self.st.txn.locks_released();
-            }
-            return Ok(());
-        }
-        match scan.kind {
-            StatementKind::Select => self.select(pkt, sql, &scan, looked_up).await,
-            StatementKind::Set => self.set_statement(pkt, sql).await,
-            StatementKind::Show => {
+        match Planner::new(&self.shared).text_route(&mut self.st, scan.kind, &text) {
+            TextRoute::Select => self.select(pkt, sql, &scan, looked_up).await,
+            TextRoute::Set => self.set_statement(pkt, sql).await,
+            TextRoute::Show => {
                 if let Some(rows) = self.qcache_status_rows(sql) {
                     return self.send_status_rows(rows).await;
                 }
@@ -59,21 +49,14 @@ impl Session {
                 }
                 self.relay_command(&pkt, Expect::Results).await.map(drop)
             }
-            StatementKind::Flush | StatementKind::Reset => {
-                self.flush_or_reset(pkt, sql, scan.kind).await
-            }
-            StatementKind::Write => self.write(&pkt, sql, analysis::digest(&text)).await,
-            StatementKind::Call | StatementKind::Execute => {
-                // A procedure or a SQL-level prepared statement may write any table and
-                // SET any variable: invalidate as configured and stop trusting the context.
-                let planner = Planner::new(&self.shared);
-                planner.plan_call(&mut self.st, &text);
-                let qct = planner.before_sql_level(&mut self.st, &text);
+            TextRoute::FlushOrReset => self.flush_or_reset(pkt, sql, scan.kind).await,
+            TextRoute::Write => self.write(&pkt, sql, analysis::digest(&text)).await,
+            TextRoute::SqlLevel { qct } => {
                 let resp = self.relay_command(&pkt, Expect::Results).await?;
                 crate::engine::settings::qct_answered(&mut self.st, qct, resp.error);
                 Ok(())
             }
-            StatementKind::Begin | StatementKind::Commit | StatementKind::Rollback => {
+            TextRoute::Transaction => {
                 if self
                     .answer_transaction_locally(pkt.seq, sql, scan.kind)
                     .await?
@@ -88,7 +71,7 @@ impl Session {
                 self.st.txn.boundary_answered(sent, resp.error);
                 Ok(())
             }
-            StatementKind::Use => {
+            TextRoute::Use => {
                 let resp = self.relay_command(&pkt, Expect::Results).await?;
                 if resp.oks > 0 && !resp.error {
                     if let Some(db) = analysis::use_schema(&String::from_utf8_lossy(sql)) {
@@ -97,11 +80,14 @@ impl Session {
                 }
                 Ok(())
             }
-            _ => {
-                crate::engine::write::note_sql_prepare(&mut self.st, &text);
-                Planner::new(&self.shared).before_sql_level(&mut self.st, &text);
-                self.relay_command(&pkt, Expect::Results).await.map(drop)
+            TextRoute::UnlockTables => {
+                let resp = self.relay_command(&pkt, Expect::Results).await?;
+                if !resp.error {
+                    self.st.txn.locks_released();
+                }
+                Ok(())
             }
+            TextRoute::Relay => self.relay_command(&pkt, Expect::Results).await.map(drop),
         }
     }
 
