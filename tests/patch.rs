@@ -184,6 +184,46 @@ async fn the_verifier_confirms_right_patches() {
     assert_eq!(status(&mut c, "Qcache_patch_mismatches").await, 0);
 }
 
+/// The verifier re-reads patched entries whose WHERE holds ranges (its statement states the
+/// ranges as inclusive bounds) and agrees with the patches: rows in, out, at the bounds.
+#[tokio::test]
+async fn the_verifier_confirms_ranged_patches() {
+    let schema = common::fresh_schema("patch_ranges_verified").await;
+    setup(&schema, TABLE).await;
+    let p = proxy(1.0).await;
+    let mut c = p.conn(&schema).await;
+    let mut d = common::direct_to(&schema).await;
+    let reads = [
+        "SELECT COUNT(*), SUM(v) FROM t WHERE k BETWEEN 1 AND 3 AND v >= -5",
+        "SELECT COUNT(*), COUNT(v) FROM t WHERE k > 1 AND 10 > v",
+    ];
+    let inserts = [
+        "INSERT INTO t (k, v) VALUES (1, -5), (3, 10), (4, 9)",
+        "INSERT INTO t (k, v) VALUES (2, NULL), (0, 1), (3, -6)",
+    ];
+    for sql in reads {
+        c.query_drop(sql).await.unwrap();
+    }
+    for (i, ins) in inserts.iter().enumerate() {
+        c.query_drop(*ins).await.unwrap();
+        let n = 2 * (i as u64 + 1);
+        assert_eq!(status(&mut c, "Qcache_patched").await, n, "after {ins}");
+        assert_eq!(wait_status(&mut c, "Qcache_patch_verified", n).await, n);
+        for sql in reads {
+            let before = status(&mut c, "Qcache_hits").await;
+            let got: Vec<Row> = c.query(sql).await.unwrap();
+            assert!(status(&mut c, "Qcache_hits").await > before, "{sql}: a hit");
+            let want: Vec<Row> = d.query(sql).await.unwrap();
+            assert_eq!(
+                got.into_iter().map(Row::unwrap).collect::<Vec<_>>(),
+                want.into_iter().map(Row::unwrap).collect::<Vec<_>>(),
+                "{sql} after {ins}"
+            );
+        }
+    }
+    assert_eq!(status(&mut c, "Qcache_patch_mismatches").await, 0);
+}
+
 /// The corrupting fault makes every patch wrong: the read after the insert is served wrong
 /// (what the differential scenario `patch/fault_*` reports), and the verifier counts the
 /// mismatch, drops the entry and turns the shape's patching off.

@@ -5,7 +5,10 @@
 //!
 //! Eligible, on purpose narrow: one base table, no GROUP BY, a select list of `COUNT(*)`,
 //! `COUNT(col)` and `SUM(col)` over integer columns, a WHERE that is a conjunction of
-//! `col = n` / `col IN (n, …)` on integer columns with integer literals. Such a read always
+//! `col = n`, `col IN (n, …)`, `col < n`, `col <= n`, `col > n`, `col >= n` and
+//! `col BETWEEN a AND b` on integer columns with integer literals (compared as integers,
+//! as the server compares an integer column with an integer literal, signed or unsigned;
+//! NULL matches none of them). Such a read always
 //! answers exactly one row, and a row inserted changes it by arithmetic qcache does exactly
 //! (integers as `i128`; `SUM` of integers is a `DECIMAL(…,0)`, sent as its digits; `SUM` of
 //! no value is NULL). The inserts that patch it: `INSERT [INTO] t [(cols)] VALUES (…), …`
@@ -47,7 +50,8 @@ pub enum Refusal {
     NotSimple,
     /// A select item other than COUNT(*), COUNT(col), SUM(col).
     Aggregate,
-    /// A WHERE other than a conjunction of `col = n` / `col IN (n, …)`.
+    /// A WHERE other than a conjunction of `col = n`, `col IN (n, …)`, `col < n`, `<=`,
+    /// `>`, `>=`, `col BETWEEN a AND b`.
     Predicate,
     /// A column the table does not have, or that is not an integer column.
     Column,
@@ -96,13 +100,35 @@ pub enum Agg {
     Sum(String),
 }
 
+/// What one conjunct of the WHERE asks of its column's value (never met by NULL).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Cond {
+    /// One of the listed integers (`col = n`, `col IN (n, …)`).
+    In(Vec<i128>),
+    /// Inside `lo..=hi`, a missing bound unbounded: `col >= n` is `lo: n`, `col > n` is
+    /// `lo: n + 1` (the column holds integers only), `col BETWEEN a AND b` is both (empty
+    /// when `a > b`, as on the server).
+    Range { lo: Option<i128>, hi: Option<i128> },
+}
+
+impl Cond {
+    /// Whether a row whose column holds `v` is kept; NULL never is.
+    pub fn keeps(&self, v: Option<i128>) -> bool {
+        let Some(v) = v else { return false };
+        match self {
+            Cond::In(set) => set.contains(&v),
+            Cond::Range { lo, hi } => lo.is_none_or(|lo| lo <= v) && hi.is_none_or(|hi| v <= hi),
+        }
+    }
+}
+
 /// A patchable SELECT as written: its table (not yet qualified), select list and filter.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReadShape {
     pub table: TableRef,
     pub aggs: Vec<Agg>,
-    /// Conjunction: each column's value must be one of the listed integers.
-    pub filter: Vec<(String, Vec<i128>)>,
+    /// Conjunction: each column's value must meet its condition.
+    pub filter: Vec<(String, Cond)>,
 }
 
 /// How to patch one entry: the shape bound to its table's columns, and the protocol its
@@ -113,7 +139,7 @@ pub struct Recipe {
     pub schema: String,
     pub table: String,
     pub aggs: Vec<Agg>,
-    pub filter: Vec<(String, Vec<i128>)>,
+    pub filter: Vec<(String, Cond)>,
     /// Binary protocol rows (an execute's result) rather than text rows.
     pub binary: bool,
     /// The statement's digest: what the verifier turns off when a patch proved wrong.
@@ -161,7 +187,11 @@ fn lex(sql: &str) -> Result<Vec<Token>, Refusal> {
             | Token::Period
             | Token::Mul
             | Token::Minus
-            | Token::Eq => true,
+            | Token::Eq
+            | Token::Lt
+            | Token::LtEq
+            | Token::Gt
+            | Token::GtEq => true,
             Token::Whitespace(Whitespace::Space | Whitespace::Newline | Whitespace::Tab) => true,
             _ => false,
         };
@@ -191,6 +221,7 @@ fn words_allowed(tokens: &[Token], names: &[String]) -> Result<(), Refusal> {
                 | Keyword::WHERE
                 | Keyword::AND
                 | Keyword::IN
+                | Keyword::BETWEEN
                 | Keyword::AS
                 | Keyword::INSERT
                 | Keyword::INTO
@@ -288,17 +319,72 @@ fn aggregate(e: &Expr) -> Result<Agg, Refusal> {
     }
 }
 
-fn conjunct(e: &Expr) -> Result<(String, Vec<i128>), Refusal> {
+/// An integer literal a range compares with: inside BIGINT or BIGINT UNSIGNED, where the
+/// server reads it as an integer (past them it is a DECIMAL; refused rather than reasoned).
+fn bound_literal(e: &Expr) -> Option<i128> {
+    int_literal(e).filter(|n| (i64::MIN as i128..=u64::MAX as i128).contains(n))
+}
+
+/// `col op n` as a range of the column's integers, `op` read with the column on the left.
+fn range(op: &BinaryOperator, n: i128) -> Option<Cond> {
+    let (lo, hi) = match op {
+        BinaryOperator::Lt => (None, Some(n - 1)),
+        BinaryOperator::LtEq => (None, Some(n)),
+        BinaryOperator::Gt => (Some(n + 1), None),
+        BinaryOperator::GtEq => (Some(n), None),
+        _ => return None,
+    };
+    Some(Cond::Range { lo, hi })
+}
+
+/// `n op col` as `col op' n`.
+fn flipped(op: &BinaryOperator) -> Option<BinaryOperator> {
+    Some(match op {
+        BinaryOperator::Lt => BinaryOperator::Gt,
+        BinaryOperator::LtEq => BinaryOperator::GtEq,
+        BinaryOperator::Gt => BinaryOperator::Lt,
+        BinaryOperator::GtEq => BinaryOperator::LtEq,
+        _ => return None,
+    })
+}
+
+fn conjunct(e: &Expr) -> Result<(String, Cond), Refusal> {
     match e {
         Expr::BinaryOp {
             left,
             op: BinaryOperator::Eq,
             right,
         } => match (column_name(left), column_name(right)) {
-            (Some(c), None) => int_literal(right).map(|n| (c, vec![n])),
-            (None, Some(c)) => int_literal(left).map(|n| (c, vec![n])),
+            (Some(c), None) => int_literal(right).map(|n| (c, Cond::In(vec![n]))),
+            (None, Some(c)) => int_literal(left).map(|n| (c, Cond::In(vec![n]))),
             _ => None,
         },
+        Expr::BinaryOp { left, op, right } => match (column_name(left), column_name(right)) {
+            (Some(c), None) => bound_literal(right)
+                .and_then(|n| range(op, n))
+                .map(|r| (c, r)),
+            (None, Some(c)) => bound_literal(left)
+                .zip(flipped(op))
+                .and_then(|(n, op)| range(&op, n))
+                .map(|r| (c, r)),
+            _ => None,
+        },
+        Expr::Between {
+            expr,
+            negated: false,
+            low,
+            high,
+        } => column_name(expr)
+            .zip(bound_literal(low).zip(bound_literal(high)))
+            .map(|(c, (lo, hi))| {
+                (
+                    c,
+                    Cond::Range {
+                        lo: Some(lo),
+                        hi: Some(hi),
+                    },
+                )
+            }),
         Expr::In {
             expr,
             target: InTarget::List(list),
@@ -307,7 +393,9 @@ fn conjunct(e: &Expr) -> Result<(String, Vec<i128>), Refusal> {
         } => {
             let c = column_name(expr);
             let ns: Option<Vec<i128>> = list.iter().map(int_literal).collect();
-            c.zip(ns).filter(|(_, ns)| !ns.is_empty())
+            c.zip(ns)
+                .filter(|(_, ns)| !ns.is_empty())
+                .map(|(c, ns)| (c, Cond::In(ns)))
         }
         Expr::Nested(inner) => return conjunct(inner),
         _ => None,
@@ -736,10 +824,26 @@ impl Recipe {
             q(&self.schema),
             q(&self.table)
         );
-        for (i, (c, set)) in self.filter.iter().enumerate() {
-            let list: Vec<String> = set.iter().map(i128::to_string).collect();
-            sql += if i == 0 { " WHERE " } else { " AND " };
-            sql += &format!("{} IN ({})", q(c), list.join(", "));
+        let mut conds = Vec::new();
+        for (c, cond) in &self.filter {
+            match cond {
+                Cond::In(set) => {
+                    let list: Vec<String> = set.iter().map(i128::to_string).collect();
+                    conds.push(format!("{} IN ({})", q(c), list.join(", ")));
+                }
+                Cond::Range { lo, hi } => {
+                    if let Some(lo) = lo {
+                        conds.push(format!("{} >= {lo}", q(c)));
+                    }
+                    if let Some(hi) = hi {
+                        conds.push(format!("{} <= {hi}", q(c)));
+                    }
+                }
+            }
+        }
+        if !conds.is_empty() {
+            sql += " WHERE ";
+            sql += &conds.join(" AND ");
         }
         sql
     }
@@ -819,11 +923,10 @@ impl Recipe {
             if row.len() != used.len() {
                 return Err(Refusal::Result);
             }
-            let kept = self.filter.iter().all(|(c, set)| {
-                idx(c)
-                    .and_then(|i| row[i])
-                    .is_some_and(|v| set.contains(&v))
-            });
+            let kept = self
+                .filter
+                .iter()
+                .all(|(c, cond)| cond.keeps(idx(c).and_then(|i| row[i])));
             if !kept {
                 continue;
             }
@@ -922,7 +1025,8 @@ mod tests {
         }
     }
 
-    /// `t (id INT AUTO_INCREMENT, a INT NULL, b BIGINT NULL, c TINYINT NOT NULL, s VARCHAR)`.
+    /// `t (id INT AUTO_INCREMENT, a INT NULL, b BIGINT NULL, c TINYINT NOT NULL, s VARCHAR,
+    /// u BIGINT UNSIGNED NULL)`.
     fn table() -> Vec<(String, ColumnInfo)> {
         let i32r = (-(1i128 << 31), (1i128 << 31) - 1);
         let i64r = (-(1i128 << 63), (1i128 << 63) - 1);
@@ -949,6 +1053,7 @@ mod tests {
                     auto_increment: false,
                 },
             ),
+            ("u".into(), int(0, (1i128 << 64) - 1, true)),
         ]
     }
 
@@ -1029,8 +1134,88 @@ mod tests {
                 Err(Predicate),
             ),
             (
-                "a range: refused",
-                "SELECT COUNT(*) FROM t WHERE a > 1",
+                "ranges, the literal on either side",
+                "SELECT COUNT(*) FROM t WHERE a > 1 AND 5 >= c AND b < -2 AND 0 <= u",
+                Ok(()),
+            ),
+            (
+                "BETWEEN with =, IN and a range",
+                "SELECT SUM(b) FROM t WHERE a BETWEEN -3 AND 7 AND c = 1 AND u IN (1) AND a <= 5",
+                Ok(()),
+            ),
+            (
+                "BIGINT UNSIGNED's largest and BIGINT's smallest as bounds",
+                "SELECT COUNT(*) FROM t WHERE u <= 18446744073709551615 AND b >= -9223372036854775808",
+                Ok(()),
+            ),
+            (
+                "a bound past BIGINT UNSIGNED (a DECIMAL): refused",
+                "SELECT COUNT(*) FROM t WHERE u < 18446744073709551616",
+                Err(Predicate),
+            ),
+            (
+                "a bound below BIGINT (a DECIMAL): refused",
+                "SELECT COUNT(*) FROM t WHERE b > -9223372036854775809",
+                Err(Predicate),
+            ),
+            (
+                "NOT BETWEEN: refused",
+                "SELECT COUNT(*) FROM t WHERE a NOT BETWEEN 1 AND 2",
+                Err(Predicate),
+            ),
+            (
+                "BETWEEN columns: refused",
+                "SELECT COUNT(*) FROM t WHERE a BETWEEN c AND 5",
+                Err(Predicate),
+            ),
+            (
+                "BETWEEN of a literal: refused",
+                "SELECT COUNT(*) FROM t WHERE 3 BETWEEN a AND c",
+                Err(Predicate),
+            ),
+            (
+                "a range of a string: refused",
+                "SELECT COUNT(*) FROM t WHERE a < '5'",
+                Err(Predicate),
+            ),
+            (
+                "a range of a decimal: refused",
+                "SELECT COUNT(*) FROM t WHERE a >= 4.5",
+                Err(Predicate),
+            ),
+            (
+                "two columns compared: refused",
+                "SELECT COUNT(*) FROM t WHERE a < c",
+                Err(Predicate),
+            ),
+            (
+                "a chained comparison: refused",
+                "SELECT COUNT(*) FROM t WHERE a < 5 < 6",
+                Err(Predicate),
+            ),
+            (
+                "a comparison compared: refused",
+                "SELECT COUNT(*) FROM t WHERE a BETWEEN 1 AND 2 = 1",
+                Err(Predicate),
+            ),
+            (
+                "<>: refused",
+                "SELECT COUNT(*) FROM t WHERE a <> 1",
+                Err(Token),
+            ),
+            (
+                "!=: refused",
+                "SELECT COUNT(*) FROM t WHERE a != 1",
+                Err(Token),
+            ),
+            (
+                "<=> (NULL-safe): refused",
+                "SELECT COUNT(*) FROM t WHERE a <=> 1",
+                Err(Token),
+            ),
+            (
+                "a shift: refused",
+                "SELECT COUNT(*) FROM t WHERE a < 1 << 2",
                 Err(Token),
             ),
             (
@@ -1153,7 +1338,25 @@ mod tests {
         assert_eq!(s.aggs, vec![Agg::CountStar, Agg::Sum("b".into())]);
         assert_eq!(
             s.filter,
-            vec![("a".into(), vec![5]), ("c".into(), vec![1, -2])]
+            vec![
+                ("a".into(), Cond::In(vec![5])),
+                ("c".into(), Cond::In(vec![1, -2]))
+            ]
+        );
+        let s = read_shape(
+            "SELECT COUNT(*) FROM t WHERE a < 5 AND 5 < a AND a <= -1 AND -1 <= a AND a BETWEEN 3 AND 2",
+        )
+        .unwrap();
+        let r = |lo, hi| Cond::Range { lo, hi };
+        assert_eq!(
+            s.filter,
+            vec![
+                ("a".into(), r(None, Some(4))),
+                ("a".into(), r(Some(6), None)),
+                ("a".into(), r(None, Some(-1))),
+                ("a".into(), r(Some(-1), None)),
+                ("a".into(), r(Some(3), Some(2))),
+            ]
         );
     }
 
@@ -1217,7 +1420,7 @@ mod tests {
             ),
             (
                 "no column list: the table's order",
-                "INSERT INTO t VALUES (1, 2, 3, 4, 'x')",
+                "INSERT INTO t VALUES (1, 2, 3, 4, 'x', 5)",
                 &["b", "c"],
                 Ok(vec![vec![Some(3), Some(4)]]),
             ),
@@ -1660,6 +1863,126 @@ mod tests {
         assert_eq!(recipe.apply(&no_row, at, &[], false), Err(Refusal::Result));
     }
 
+    /// Every range rule, evaluated as the server compares an integer column with an integer
+    /// literal: `SELECT COUNT(*) FROM t WHERE …` over no row, one row inserted with the
+    /// column's value → counted or not. `a` is INT, `u` BIGINT UNSIGNED.
+    #[test]
+    fn ranges_keep_rows_as_the_server_does() {
+        const U64: i128 = u64::MAX as i128;
+        const I64: i128 = i64::MIN as i128;
+        let rows: &[(&str, &str, Option<i128>, bool)] = &[
+            ("< below", "a < 5", Some(4), true),
+            ("< at the bound", "a < 5", Some(5), false),
+            ("<= at the bound", "a <= 5", Some(5), true),
+            ("<= above", "a <= 5", Some(6), false),
+            ("> above", "a > 5", Some(6), true),
+            ("> at the bound", "a > 5", Some(5), false),
+            (">= at the bound", "a >= 5", Some(5), true),
+            (">= below", "a >= 5", Some(4), false),
+            ("literal left: 5 > a is a < 5", "5 > a", Some(4), true),
+            ("literal left, at the bound", "5 > a", Some(5), false),
+            ("literal left: 5 <= a is a >= 5", "5 <= a", Some(5), true),
+            ("literal left: -5 < a, below", "-5 < a", Some(-5), false),
+            ("negative bound", "a < -3", Some(-4), true),
+            ("negative bound, at it", "a < -3", Some(-3), false),
+            ("BETWEEN: low end", "a BETWEEN -3 AND 7", Some(-3), true),
+            ("BETWEEN: high end", "a BETWEEN -3 AND 7", Some(7), true),
+            ("BETWEEN: below", "a BETWEEN -3 AND 7", Some(-4), false),
+            ("BETWEEN: above", "a BETWEEN -3 AND 7", Some(8), false),
+            (
+                "BETWEEN a reversed range: empty",
+                "a BETWEEN 7 AND -3",
+                Some(0),
+                false,
+            ),
+            ("BETWEEN one value", "a BETWEEN 2 AND 2", Some(2), true),
+            ("NULL is not below", "a < 5", None, false),
+            ("NULL is not above", "a >= -5", None, false),
+            ("NULL is not between", "a BETWEEN -3 AND 7", None, false),
+            (
+                "a range and IN",
+                "a > 1 AND a < 9 AND a IN (2, 9)",
+                Some(2),
+                true,
+            ),
+            (
+                "a range and IN, kept out",
+                "a > 1 AND a < 9 AND a IN (2, 9)",
+                Some(9),
+                false,
+            ),
+            (
+                "= and a range, contradictory",
+                "a = 2 AND a > 2",
+                Some(2),
+                false,
+            ),
+            ("unsigned above a negative", "u > -1", Some(0), true),
+            ("unsigned at most a negative", "u <= -1", Some(0), false),
+            (
+                "unsigned BETWEEN a negative and 3",
+                "u BETWEEN -5 AND 3",
+                Some(0),
+                true,
+            ),
+            (
+                "unsigned past BIGINT",
+                "u >= 9223372036854775808",
+                Some(U64),
+                true,
+            ),
+            (
+                "unsigned BIGINT's largest",
+                "u >= 9223372036854775808",
+                Some(U64 >> 1),
+                false,
+            ),
+            (
+                "unsigned below its largest",
+                "u < 18446744073709551615",
+                Some(U64),
+                false,
+            ),
+            (
+                "unsigned at its largest",
+                "u <= 18446744073709551615",
+                Some(U64),
+                true,
+            ),
+            (
+                "BIGINT's smallest, above",
+                "a > -9223372036854775808",
+                Some(-(1 << 31)),
+                true,
+            ),
+            (
+                "BIGINT's smallest, at it",
+                "a >= -9223372036854775808",
+                Some(I64),
+                true,
+            ),
+            (
+                "past the column's range",
+                "a < 3000000000",
+                Some((1 << 31) - 1),
+                true,
+            ),
+        ];
+        for (why, cond, value, kept) in rows {
+            let sql = format!("SELECT COUNT(*) FROM t WHERE {cond}");
+            let recipe = read_shape(&sql)
+                .unwrap_or_else(|e| panic!("{why}: {e:?}"))
+                .bind(("db".into(), "t".into()), &table(), false, 0, &sql)
+                .unwrap();
+            assert_eq!(recipe.used_columns().len(), 1, "{why}");
+            let (bytes, at) = result(&[COUNT], &text_row(&[Some("0")]), true);
+            let got = recipe.apply(&bytes, at, &[vec![*value]], false).unwrap();
+            let want = if *kept { "1" } else { "0" };
+            let (expect, _) = result(&[COUNT], &text_row(&[Some(want)]), true);
+            assert_eq!(&got.bytes[..], &expect[..], "{why}: {sql}");
+        }
+    }
+
     /// The debug fault adds one to the first aggregate, changed or not: what the checkers
     /// must see.
     #[test]
@@ -1689,6 +2012,16 @@ mod tests {
         assert_eq!(
             recipe.verify_sql(),
             "SELECT COUNT(*), COUNT(`b`), SUM(`b`) FROM `d``b`.`t` WHERE `a` IN (1) AND `c` IN (2, -3)"
+        );
+        let ranged = read_shape(
+            "SELECT COUNT(*) FROM t WHERE a > 1 AND c <= -2 AND u BETWEEN 0 AND 18446744073709551615",
+        )
+        .unwrap()
+        .bind(("db".into(), "t".into()), &table(), false, 0, "")
+        .unwrap();
+        assert_eq!(
+            ranged.verify_sql(),
+            "SELECT COUNT(*) FROM `db`.`t` WHERE `a` >= 2 AND `c` <= -2 AND `u` >= 0 AND `u` <= 18446744073709551615"
         );
         let (bytes, at) = result(
             &[COUNT, COUNT, SUM],
