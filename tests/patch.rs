@@ -367,6 +367,12 @@ async fn explain_says_whether_an_insert_patches() {
         ("SELECT k, COUNT(*) FROM t GROUP BY k", "no (not_simple)"),
         ("SELECT COUNT(*) FROM t WHERE id = 1", "no (generated)"),
         ("SELECT AVG(v) FROM t", "no (aggregate)"),
+        (
+            "SELECT MIN(v), MAX(k) FROM t WHERE k BETWEEN 1 AND 3 AND v > -1",
+            "yes: ",
+        ),
+        ("SELECT COUNT(*) FROM t WHERE k <> 1", "no (token)"),
+        ("SELECT MAX(s) FROM t", "no (column)"),
     ];
     for (sql, want) in cases {
         let rows: Vec<(String, Option<String>)> = c.query(said(sql)).await.unwrap();
