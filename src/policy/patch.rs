@@ -5,17 +5,16 @@
 //!
 //! Eligible, on purpose narrow: one base table, no GROUP BY, a select list of `COUNT(*)`,
 //! `COUNT(col)`, `SUM(col)`, `MIN(col)` and `MAX(col)` over integer columns, a WHERE that
-//! is a conjunction of
-//! `col = n`, `col IN (n, …)`, `col < n`, `col <= n`, `col > n`, `col >= n` and
-//! `col BETWEEN a AND b` on integer columns with integer literals (compared as integers,
-//! as the server compares an integer column with an integer literal, signed or unsigned;
-//! NULL matches none of them). Such a read always
-//! answers exactly one row, and a row inserted changes it by arithmetic qcache does exactly
-//! (integers as `i128`; `SUM` of integers is a `DECIMAL(…,0)`, sent as its digits; `SUM` of
-//! no value is NULL; `MIN`/`MAX` of no value is NULL, a new value replaces it when smaller
-//! or larger, and it is sent in the column's own integer type, whose metadata the stored
-//! result must carry, see [`IntType`]). Inserts only: any other write invalidates, and a
-//! deleted row could be the minimum. The inserts that patch it: `INSERT [INTO] t [(cols)] VALUES (…), …`
+//! is a conjunction of `col = n`, `col IN (n, …)`, `col < n`, `col <= n`, `col > n`,
+//! `col >= n` and `col BETWEEN a AND b` on integer columns with integer literals (compared
+//! as integers, as the server compares an integer column with an integer literal, signed
+//! or unsigned; NULL matches none of them). Such a read always answers exactly one row, and
+//! a row inserted changes it by arithmetic qcache does exactly (integers as `i128`; `SUM`
+//! of integers is a `DECIMAL(…,0)`, sent as its digits; `SUM` of no value is NULL;
+//! `MIN`/`MAX` of no value is NULL, a new value replaces it when smaller or larger, and it
+//! is sent in the column's own integer type, whose metadata the stored result must carry,
+//! see [`IntType`]). Inserts only: any other write invalidates (a deleted row may have been
+//! the minimum). The inserts that patch it: `INSERT [INTO] t [(cols)] VALUES (…), …`
 //! whose values are all literals, and whose values in the columns the read uses are integer
 //! literals inside the column's range or NULL where the column allows it. Everything else is
 //! refused with a [`Refusal`], and the caller invalidates as it would without patching.
@@ -167,6 +166,7 @@ pub enum Agg {
     /// Patched under inserts only: a smaller new value replaces it (so does any value when
     /// no row had one: MIN of nothing is NULL).
     Min(String),
+    /// As [`Agg::Min`], a larger value replacing it.
     Max(String),
 }
 
