@@ -198,7 +198,7 @@ pub struct CacheConfig {
     /// Distinct statement shapes whose analysis is remembered, (shape, database) pairs
     /// whose resolved tables are, and statements whose slice plans are.
     pub analysis_memo_entries: usize,
-    /// Cached `COUNT`/`SUM` results of one table are patched from the rows of an
+    /// Cached `COUNT`/`SUM`/`MIN`/`MAX` results of one table are patched from the rows of an
     /// autocommit `INSERT … VALUES` through qcache instead of invalidated (`policy::patch`).
     pub patch_aggregates: bool,
     /// Share of patched entries re-read from the server in the background and compared;

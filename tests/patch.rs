@@ -1,10 +1,13 @@
 //! Cached aggregates patched from known inserted rows (`policy::patch`) through the real
 //! proxy: the read after an INSERT is served from the cache (a hit counted) and equals the
 //! server's answer, text and prepared; writes qcache cannot patch invalidate as before; the
-//! verifier re-reads patched entries and catches a wrong patch (the debug fault).
+//! verifier re-reads patched entries and catches a wrong patch (the debug fault); patched
+//! MIN/MAX answers are the server's byte for byte (metadata and rows, text and binary).
 
 mod common;
+mod rawclient;
 use common::{setup, status};
+use rawclient::Raw;
 
 use std::time::{Duration, Instant};
 
@@ -184,6 +187,136 @@ async fn the_verifier_confirms_right_patches() {
     assert_eq!(status(&mut c, "Qcache_patch_mismatches").await, 0);
 }
 
+/// The verifier re-reads patched entries whose WHERE holds ranges (its statement states the
+/// ranges as inclusive bounds) and agrees with the patches: rows in, out, at the bounds.
+#[tokio::test]
+async fn the_verifier_confirms_ranged_patches() {
+    let schema = common::fresh_schema("patch_ranges_verified").await;
+    setup(&schema, TABLE).await;
+    let p = proxy(1.0).await;
+    let mut c = p.conn(&schema).await;
+    let mut d = common::direct_to(&schema).await;
+    let reads = [
+        "SELECT COUNT(*), SUM(v) FROM t WHERE k BETWEEN 1 AND 3 AND v >= -5",
+        "SELECT COUNT(*), COUNT(v) FROM t WHERE k > 1 AND 10 > v",
+    ];
+    let inserts = [
+        "INSERT INTO t (k, v) VALUES (1, -5), (3, 10), (4, 9)",
+        "INSERT INTO t (k, v) VALUES (2, NULL), (0, 1), (3, -6)",
+    ];
+    for sql in reads {
+        c.query_drop(sql).await.unwrap();
+    }
+    for (i, ins) in inserts.iter().enumerate() {
+        c.query_drop(*ins).await.unwrap();
+        let n = 2 * (i as u64 + 1);
+        assert_eq!(status(&mut c, "Qcache_patched").await, n, "after {ins}");
+        assert_eq!(wait_status(&mut c, "Qcache_patch_verified", n).await, n);
+        for sql in reads {
+            let before = status(&mut c, "Qcache_hits").await;
+            let got: Vec<Row> = c.query(sql).await.unwrap();
+            assert!(status(&mut c, "Qcache_hits").await > before, "{sql}: a hit");
+            let want: Vec<Row> = d.query(sql).await.unwrap();
+            assert_eq!(
+                got.into_iter().map(Row::unwrap).collect::<Vec<_>>(),
+                want.into_iter().map(Row::unwrap).collect::<Vec<_>>(),
+                "{sql} after {ins}"
+            );
+        }
+    }
+    assert_eq!(status(&mut c, "Qcache_patch_mismatches").await, 0);
+}
+
+/// Prepares `sql` on `r` and returns the bytes of its execution's answer.
+async fn prepared_answer(r: &mut Raw, sql: &str) -> Vec<u8> {
+    use qcache::protocol::packets::com;
+    use qcache::protocol::response::Expect;
+    let mut p = vec![com::STMT_PREPARE];
+    p.extend_from_slice(sql.as_bytes());
+    let (_, resp) = r.command(&p, Expect::Prepare).await;
+    let (id, _, _) = resp.prepared.expect("prepared");
+    let mut e = vec![com::STMT_EXECUTE];
+    e.extend_from_slice(&id.to_le_bytes());
+    e.push(0);
+    e.extend_from_slice(&1u32.to_le_bytes());
+    let (answer, _) = r.command(&e, Expect::Results).await;
+    Raw::wire(&answer)
+}
+
+/// A patched MIN/MAX answer is the server's, byte for byte: the column definitions the
+/// server sends for MIN/MAX of each integer type (its own type, length and flags: UNSIGNED
+/// kept, ZEROFILL dropped), the row in text and in binary (each type's width), both result
+/// endings. Served from the cache after each insert (a hit).
+#[tokio::test]
+async fn patched_min_max_bytes_are_the_servers() {
+    let schema = common::fresh_schema("patch_minmax_bytes").await;
+    setup(
+        &schema,
+        &[
+            "CREATE TABLE w (id INT AUTO_INCREMENT PRIMARY KEY, k INT NOT NULL, \
+           t TINYINT NULL, tu TINYINT UNSIGNED NULL, s SMALLINT NULL, su SMALLINT UNSIGNED NULL, \
+           m MEDIUMINT NULL, mu MEDIUMINT UNSIGNED NULL, i INT NOT NULL, iu INT UNSIGNED NULL, \
+           b BIGINT NULL, bu BIGINT UNSIGNED NULL, z INT(4) ZEROFILL NULL)",
+        ],
+    )
+    .await;
+    let p = proxy(0.0).await;
+    let reads = [
+        "SELECT MIN(t), MAX(tu), MAX(s), MIN(su), MAX(m), MIN(mu) FROM w WHERE k >= 1",
+        "SELECT MIN(i), MAX(iu), MIN(b), MAX(bu), MAX(z), COUNT(*) FROM w WHERE k BETWEEN 1 AND 2",
+    ];
+    let inserts = [
+        "INSERT INTO w (k, t, tu, s, su, m, mu, i, iu, b, bu, z) VALUES \
+         (1, NULL, NULL, NULL, NULL, NULL, NULL, 0, NULL, NULL, NULL, NULL)",
+        "INSERT INTO w (k, t, tu, s, su, m, mu, i, iu, b, bu, z) VALUES \
+         (1, -1, 200, -2, 40000, -3, 9000000, -4, 3000000000, -5, 10000000000000000000, 7)",
+        "INSERT INTO w (k, t, tu, s, su, m, mu, i, iu, b, bu, z) VALUES \
+         (2, -128, 255, 32767, 0, 8388607, 0, -2147483648, 4294967295, \
+          -9223372036854775808, 18446744073709551615, 9999), \
+         (3, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5)",
+    ];
+    let mut c = p.conn(&schema).await;
+    for deprecate_eof in [false, true] {
+        c.query_drop("DELETE FROM w").await.unwrap();
+        let mut rp = Raw::connect(&p.addr_string(), "root", &schema, deprecate_eof).await;
+        let mut rd = Raw::connect(&common::db().addr(), "root", &schema, deprecate_eof).await;
+        for sql in reads {
+            rp.query(sql).await;
+            prepared_answer(&mut rp, sql).await;
+        }
+        let patched = status(&mut c, "Qcache_patched").await;
+        for (n, ins) in inserts.iter().enumerate() {
+            c.query_drop(*ins).await.unwrap();
+            assert_eq!(
+                status(&mut c, "Qcache_patched").await,
+                patched + 4 * (n as u64 + 1),
+                "{ins}: every entry patched"
+            );
+            for sql in reads {
+                let hits = p.running.shared.cache.stats().hits();
+                let (got, _) = rp.query(sql).await;
+                let (want, _) = rd.query(sql).await;
+                assert_eq!(
+                    Raw::wire(&got),
+                    Raw::wire(&want),
+                    "text {sql} after {ins} (deprecate_eof={deprecate_eof})"
+                );
+                let got = prepared_answer(&mut rp, sql).await;
+                let want = prepared_answer(&mut rd, sql).await;
+                assert_eq!(
+                    got, want,
+                    "binary {sql} after {ins} (deprecate_eof={deprecate_eof})"
+                );
+                assert_eq!(
+                    p.running.shared.cache.stats().hits(),
+                    hits + 2,
+                    "{sql} after {ins}: both served from the patched entries"
+                );
+            }
+        }
+    }
+}
+
 /// The corrupting fault makes every patch wrong: the read after the insert is served wrong
 /// (what the differential scenario `patch/fault_*` reports), and the verifier counts the
 /// mismatch, drops the entry and turns the shape's patching off.
@@ -234,6 +367,12 @@ async fn explain_says_whether_an_insert_patches() {
         ("SELECT k, COUNT(*) FROM t GROUP BY k", "no (not_simple)"),
         ("SELECT COUNT(*) FROM t WHERE id = 1", "no (generated)"),
         ("SELECT AVG(v) FROM t", "no (aggregate)"),
+        (
+            "SELECT MIN(v), MAX(k) FROM t WHERE k BETWEEN 1 AND 3 AND v > -1",
+            "yes: ",
+        ),
+        ("SELECT COUNT(*) FROM t WHERE k <> 1", "no (token)"),
+        ("SELECT MAX(s) FROM t", "no (column)"),
     ];
     for (sql, want) in cases {
         let rows: Vec<(String, Option<String>)> = c.query(said(sql)).await.unwrap();

@@ -302,7 +302,7 @@ mod tests {
                 "a shape the policy refuses",
                 true,
                 false,
-                "SELECT MAX(a) FROM child",
+                "SELECT AVG(a) FROM child",
                 "child",
                 Err(NoPatch::Policy(Refusal::Aggregate)),
             ),

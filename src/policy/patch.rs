@@ -4,11 +4,17 @@
 //! and the stored bytes.
 //!
 //! Eligible, on purpose narrow: one base table, no GROUP BY, a select list of `COUNT(*)`,
-//! `COUNT(col)` and `SUM(col)` over integer columns, a WHERE that is a conjunction of
-//! `col = n` / `col IN (n, …)` on integer columns with integer literals. Such a read always
-//! answers exactly one row, and a row inserted changes it by arithmetic qcache does exactly
-//! (integers as `i128`; `SUM` of integers is a `DECIMAL(…,0)`, sent as its digits; `SUM` of
-//! no value is NULL). The inserts that patch it: `INSERT [INTO] t [(cols)] VALUES (…), …`
+//! `COUNT(col)`, `SUM(col)`, `MIN(col)` and `MAX(col)` over integer columns, a WHERE that
+//! is a conjunction of `col = n`, `col IN (n, …)`, `col < n`, `col <= n`, `col > n`,
+//! `col >= n` and `col BETWEEN a AND b` on integer columns with integer literals (compared
+//! as integers, as the server compares an integer column with an integer literal, signed
+//! or unsigned; NULL matches none of them). Such a read always answers exactly one row, and
+//! a row inserted changes it by arithmetic qcache does exactly (integers as `i128`; `SUM`
+//! of integers is a `DECIMAL(…,0)`, sent as its digits; `SUM` of no value is NULL;
+//! `MIN`/`MAX` of no value is NULL, a new value replaces it when smaller or larger, and it
+//! is sent in the column's own integer type, whose metadata the stored result must carry,
+//! see [`IntType`]). Inserts only: any other write invalidates (a deleted row may have been
+//! the minimum). The inserts that patch it: `INSERT [INTO] t [(cols)] VALUES (…), …`
 //! whose values are all literals, and whose values in the columns the read uses are integer
 //! literals inside the column's range or NULL where the column allows it. Everything else is
 //! refused with a [`Refusal`], and the caller invalidates as it would without patching.
@@ -32,9 +38,71 @@ use crate::analysis::slices::{split_and, ColType, ColumnInfo};
 use crate::analysis::TableRef;
 use crate::protocol::packets::{put_lenenc_str, read_lenenc, read_lenenc_str};
 
-/// MySQL column types the results of these aggregates carry.
+/// MySQL column types the results of these aggregates carry: COUNT a LONGLONG, SUM of
+/// integers a NEWDECIMAL, MIN/MAX the column's own integer type.
+const TYPE_TINY: u8 = 0x01;
+const TYPE_SHORT: u8 = 0x02;
+const TYPE_LONG: u8 = 0x03;
 const TYPE_LONGLONG: u8 = 0x08;
+const TYPE_INT24: u8 = 0x09;
 const TYPE_NEWDECIMAL: u8 = 0xf6;
+/// Column definition flags.
+const FLAG_UNSIGNED: u16 = 0x20;
+const FLAG_ZEROFILL: u16 = 0x40;
+
+/// The integer type MIN/MAX of a column answer in: the column's own type, its signedness
+/// (MariaDB sends MIN(tinyint_col) as a TINY, MIN(bigint unsigned) as an UNSIGNED
+/// LONGLONG), known from the catalog's range of the column.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IntType {
+    /// The protocol's type code.
+    pub code: u8,
+    pub unsigned: bool,
+    pub min: i128,
+    pub max: i128,
+}
+
+impl IntType {
+    /// From a column's range (`ColType::Int`): the five integer types, signed or unsigned.
+    pub fn of_range(min: i128, max: i128) -> Option<IntType> {
+        let unsigned = min == 0;
+        let bits = if unsigned {
+            (max + 1).checked_ilog2()?
+        } else {
+            (-min).checked_ilog2()? + 1
+        };
+        let code = match bits {
+            8 => TYPE_TINY,
+            16 => TYPE_SHORT,
+            24 => TYPE_INT24,
+            32 => TYPE_LONG,
+            64 => TYPE_LONGLONG,
+            _ => return None,
+        };
+        let want = if unsigned {
+            (0, (1i128 << bits) - 1)
+        } else {
+            (-(1i128 << (bits - 1)), (1i128 << (bits - 1)) - 1)
+        };
+        ((min, max) == want).then_some(IntType {
+            code,
+            unsigned,
+            min,
+            max,
+        })
+    }
+}
+
+/// Bytes of an integer type's value in a binary protocol row (INT24 travels as 4).
+fn binary_width(code: u8) -> Option<usize> {
+    match code {
+        TYPE_TINY => Some(1),
+        TYPE_SHORT => Some(2),
+        TYPE_INT24 | TYPE_LONG => Some(4),
+        TYPE_LONGLONG => Some(8),
+        _ => None,
+    }
+}
 
 /// Why a read or a write is not patched: the caller invalidates as before.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,9 +113,10 @@ pub enum Refusal {
     Unparsable,
     /// Not a plain SELECT of one table (joins, subqueries, DISTINCT, GROUP BY, …).
     NotSimple,
-    /// A select item other than COUNT(*), COUNT(col), SUM(col).
+    /// A select item other than COUNT(*), COUNT(col), SUM(col), MIN(col), MAX(col).
     Aggregate,
-    /// A WHERE other than a conjunction of `col = n` / `col IN (n, …)`.
+    /// A WHERE other than a conjunction of `col = n`, `col IN (n, …)`, `col < n`, `<=`,
+    /// `>`, `>=`, `col BETWEEN a AND b`.
     Predicate,
     /// A column the table does not have, or that is not an integer column.
     Column,
@@ -94,6 +163,43 @@ pub enum Agg {
     CountStar,
     Count(String),
     Sum(String),
+    /// Patched under inserts only: a smaller new value replaces it (so does any value when
+    /// no row had one: MIN of nothing is NULL).
+    Min(String),
+    /// As [`Agg::Min`], a larger value replacing it.
+    Max(String),
+}
+
+impl Agg {
+    /// The column the aggregate reads, if any.
+    pub fn column(&self) -> Option<&String> {
+        match self {
+            Agg::CountStar => None,
+            Agg::Count(c) | Agg::Sum(c) | Agg::Min(c) | Agg::Max(c) => Some(c),
+        }
+    }
+}
+
+/// What one conjunct of the WHERE asks of its column's value (never met by NULL).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Cond {
+    /// One of the listed integers (`col = n`, `col IN (n, …)`).
+    In(Vec<i128>),
+    /// Inside `lo..=hi`, a missing bound unbounded: `col >= n` is `lo: n`, `col > n` is
+    /// `lo: n + 1` (the column holds integers only), `col BETWEEN a AND b` is both (empty
+    /// when `a > b`, as on the server).
+    Range { lo: Option<i128>, hi: Option<i128> },
+}
+
+impl Cond {
+    /// Whether a row whose column holds `v` is kept; NULL never is.
+    pub fn keeps(&self, v: Option<i128>) -> bool {
+        let Some(v) = v else { return false };
+        match self {
+            Cond::In(set) => set.contains(&v),
+            Cond::Range { lo, hi } => lo.is_none_or(|lo| lo <= v) && hi.is_none_or(|hi| v <= hi),
+        }
+    }
 }
 
 /// A patchable SELECT as written: its table (not yet qualified), select list and filter.
@@ -101,8 +207,8 @@ pub enum Agg {
 pub struct ReadShape {
     pub table: TableRef,
     pub aggs: Vec<Agg>,
-    /// Conjunction: each column's value must be one of the listed integers.
-    pub filter: Vec<(String, Vec<i128>)>,
+    /// Conjunction: each column's value must meet its condition.
+    pub filter: Vec<(String, Cond)>,
 }
 
 /// How to patch one entry: the shape bound to its table's columns, and the protocol its
@@ -113,7 +219,10 @@ pub struct Recipe {
     pub schema: String,
     pub table: String,
     pub aggs: Vec<Agg>,
-    pub filter: Vec<(String, Vec<i128>)>,
+    /// Per aggregate, for MIN/MAX: the integer type of its column, which its result column
+    /// must carry (checked against the stored metadata before a patch).
+    pub ints: Vec<Option<IntType>>,
+    pub filter: Vec<(String, Cond)>,
     /// Binary protocol rows (an execute's result) rather than text rows.
     pub binary: bool,
     /// The statement's digest: what the verifier turns off when a patch proved wrong.
@@ -161,7 +270,11 @@ fn lex(sql: &str) -> Result<Vec<Token>, Refusal> {
             | Token::Period
             | Token::Mul
             | Token::Minus
-            | Token::Eq => true,
+            | Token::Eq
+            | Token::Lt
+            | Token::LtEq
+            | Token::Gt
+            | Token::GtEq => true,
             Token::Whitespace(Whitespace::Space | Whitespace::Newline | Whitespace::Tab) => true,
             _ => false,
         };
@@ -187,10 +300,13 @@ fn words_allowed(tokens: &[Token], names: &[String]) -> Result<(), Refusal> {
             Keyword::SELECT
                 | Keyword::COUNT
                 | Keyword::SUM
+                | Keyword::MIN
+                | Keyword::MAX
                 | Keyword::FROM
                 | Keyword::WHERE
                 | Keyword::AND
                 | Keyword::IN
+                | Keyword::BETWEEN
                 | Keyword::AS
                 | Keyword::INSERT
                 | Keyword::INTO
@@ -284,21 +400,82 @@ fn aggregate(e: &Expr) -> Result<Agg, Refusal> {
         (Some("sum"), FunctionArg::Unnamed(FunctionArgExpr::Expr(c))) => {
             column_name(c).map(Agg::Sum).ok_or(Refusal::Aggregate)
         }
+        (Some("min"), FunctionArg::Unnamed(FunctionArgExpr::Expr(c))) => {
+            column_name(c).map(Agg::Min).ok_or(Refusal::Aggregate)
+        }
+        (Some("max"), FunctionArg::Unnamed(FunctionArgExpr::Expr(c))) => {
+            column_name(c).map(Agg::Max).ok_or(Refusal::Aggregate)
+        }
         _ => Err(Refusal::Aggregate),
     }
 }
 
-fn conjunct(e: &Expr) -> Result<(String, Vec<i128>), Refusal> {
+/// An integer literal a range compares with: inside BIGINT or BIGINT UNSIGNED, where the
+/// server reads it as an integer (past them it is a DECIMAL; refused rather than reasoned).
+fn bound_literal(e: &Expr) -> Option<i128> {
+    int_literal(e).filter(|n| (i64::MIN as i128..=u64::MAX as i128).contains(n))
+}
+
+/// `col op n` as a range of the column's integers, `op` read with the column on the left.
+fn range(op: &BinaryOperator, n: i128) -> Option<Cond> {
+    let (lo, hi) = match op {
+        BinaryOperator::Lt => (None, Some(n - 1)),
+        BinaryOperator::LtEq => (None, Some(n)),
+        BinaryOperator::Gt => (Some(n + 1), None),
+        BinaryOperator::GtEq => (Some(n), None),
+        _ => return None,
+    };
+    Some(Cond::Range { lo, hi })
+}
+
+/// `n op col` as `col op' n`.
+fn flipped(op: &BinaryOperator) -> Option<BinaryOperator> {
+    Some(match op {
+        BinaryOperator::Lt => BinaryOperator::Gt,
+        BinaryOperator::LtEq => BinaryOperator::GtEq,
+        BinaryOperator::Gt => BinaryOperator::Lt,
+        BinaryOperator::GtEq => BinaryOperator::LtEq,
+        _ => return None,
+    })
+}
+
+fn conjunct(e: &Expr) -> Result<(String, Cond), Refusal> {
     match e {
         Expr::BinaryOp {
             left,
             op: BinaryOperator::Eq,
             right,
         } => match (column_name(left), column_name(right)) {
-            (Some(c), None) => int_literal(right).map(|n| (c, vec![n])),
-            (None, Some(c)) => int_literal(left).map(|n| (c, vec![n])),
+            (Some(c), None) => int_literal(right).map(|n| (c, Cond::In(vec![n]))),
+            (None, Some(c)) => int_literal(left).map(|n| (c, Cond::In(vec![n]))),
             _ => None,
         },
+        Expr::BinaryOp { left, op, right } => match (column_name(left), column_name(right)) {
+            (Some(c), None) => bound_literal(right)
+                .and_then(|n| range(op, n))
+                .map(|r| (c, r)),
+            (None, Some(c)) => bound_literal(left)
+                .zip(flipped(op))
+                .and_then(|(n, op)| range(&op, n))
+                .map(|r| (c, r)),
+            _ => None,
+        },
+        Expr::Between {
+            expr,
+            negated: false,
+            low,
+            high,
+        } => column_name(expr)
+            .zip(bound_literal(low).zip(bound_literal(high)))
+            .map(|(c, (lo, hi))| {
+                (
+                    c,
+                    Cond::Range {
+                        lo: Some(lo),
+                        hi: Some(hi),
+                    },
+                )
+            }),
         Expr::In {
             expr,
             target: InTarget::List(list),
@@ -307,7 +484,9 @@ fn conjunct(e: &Expr) -> Result<(String, Vec<i128>), Refusal> {
         } => {
             let c = column_name(expr);
             let ns: Option<Vec<i128>> = list.iter().map(int_literal).collect();
-            c.zip(ns).filter(|(_, ns)| !ns.is_empty())
+            c.zip(ns)
+                .filter(|(_, ns)| !ns.is_empty())
+                .map(|(c, ns)| (c, Cond::In(ns)))
         }
         Expr::Nested(inner) => return conjunct(inner),
         _ => None,
@@ -385,11 +564,7 @@ pub fn read_shape(sql: &str) -> Result<ReadShape, Refusal> {
             filter.push(conjunct(c)?);
         }
     }
-    for a in &aggs {
-        if let Agg::Count(c) | Agg::Sum(c) = a {
-            names.push(c.clone());
-        }
-    }
+    names.extend(aggs.iter().filter_map(Agg::column).cloned());
     names.extend(filter.iter().map(|(c, _)| c.clone()));
     words_allowed(&tokens, &names)?;
     Ok(ReadShape {
@@ -428,10 +603,15 @@ impl ReadShape {
         digest: u64,
         sql: &str,
     ) -> Result<Recipe, Refusal> {
+        let mut ints = Vec::with_capacity(self.aggs.len());
         for a in &self.aggs {
-            if let Agg::Count(c) | Agg::Sum(c) = a {
-                int_column(columns, c)?;
-            }
+            let info = a.column().map(|c| int_column(columns, c)).transpose()?;
+            ints.push(match (a, info.map(|i| &i.ty)) {
+                (Agg::Min(_) | Agg::Max(_), Some(ColType::Int { min, max })) => {
+                    Some(IntType::of_range(*min, *max).ok_or(Refusal::Column)?)
+                }
+                _ => None,
+            });
         }
         for (c, _) in &self.filter {
             int_column(columns, c)?;
@@ -440,6 +620,7 @@ impl ReadShape {
             schema,
             table,
             aggs: self.aggs,
+            ints,
             filter: self.filter,
             binary,
             digest,
@@ -584,8 +765,16 @@ struct Parsed<'a> {
     tail: &'a [u8],
     /// Offset of `tail` in the stored bytes.
     tail_at: usize,
-    /// Per column: its type and decimals.
-    types: Vec<(u8, u8)>,
+    /// Per column: its type, flags and decimals.
+    types: Vec<ColDef>,
+}
+
+/// What a column definition says of the values it carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct ColDef {
+    ty: u8,
+    flags: u16,
+    dec: u8,
 }
 
 /// The frames of `bytes` (header included) as (offset, seq, payload).
@@ -623,7 +812,11 @@ fn parse_result(bytes: &[u8], status_at: usize) -> Option<Parsed<'_>> {
         if l < 13 || def[l - 13] != 0x0c {
             return None;
         }
-        types.push((def[l - 6], def[l - 3]));
+        types.push(ColDef {
+            ty: def[l - 6],
+            flags: u16::from_le_bytes([def[l - 5], def[l - 4]]),
+            dec: def[l - 3],
+        });
     }
     let eof_between = match fr.len() {
         x if x == n + 4 => true,
@@ -659,25 +852,30 @@ fn row_values(p: &Parsed<'_>, binary: bool) -> Option<Vec<Option<i128>>> {
         }
         let bitmap = p.row.get(1..1 + bitmap_len)?;
         let mut at = 1 + bitmap_len;
-        for (i, (ty, _)) in p.types.iter().enumerate() {
+        for (i, def) in p.types.iter().enumerate() {
             let bit = i + 2;
             if bitmap[bit / 8] & (1 << (bit % 8)) != 0 {
                 out.push(None);
                 continue;
             }
-            match *ty {
-                TYPE_LONGLONG => {
-                    let b = p.row.get(at..at + 8)?;
-                    out.push(Some(i64::from_le_bytes(b.try_into().ok()?) as i128));
-                    at += 8;
-                }
-                TYPE_NEWDECIMAL => {
-                    let (s, used) = read_lenenc_str(p.row.get(at..)?)?;
-                    out.push(Some(decimal(s)?));
-                    at += used;
-                }
-                _ => return None,
+            if def.ty == TYPE_NEWDECIMAL {
+                let (s, used) = read_lenenc_str(p.row.get(at..)?)?;
+                out.push(Some(decimal(s)?));
+                at += used;
+                continue;
             }
+            // An integer type: little-endian, sign- or zero-extended by the UNSIGNED flag.
+            let w = binary_width(def.ty)?;
+            let b = p.row.get(at..at + w)?;
+            let fill = if def.flags & FLAG_UNSIGNED == 0 && b[w - 1] & 0x80 != 0 {
+                0xff
+            } else {
+                0
+            };
+            let mut full = [fill; 16];
+            full[..w].copy_from_slice(b);
+            out.push(Some(i128::from_le_bytes(full)));
+            at += w;
         }
         (at == p.row.len()).then_some(out)
     } else {
@@ -728,6 +926,8 @@ impl Recipe {
                 Agg::CountStar => "COUNT(*)".to_string(),
                 Agg::Count(c) => format!("COUNT({})", q(c)),
                 Agg::Sum(c) => format!("SUM({})", q(c)),
+                Agg::Min(c) => format!("MIN({})", q(c)),
+                Agg::Max(c) => format!("MAX({})", q(c)),
             })
             .collect();
         let mut sql = format!(
@@ -736,10 +936,26 @@ impl Recipe {
             q(&self.schema),
             q(&self.table)
         );
-        for (i, (c, set)) in self.filter.iter().enumerate() {
-            let list: Vec<String> = set.iter().map(i128::to_string).collect();
-            sql += if i == 0 { " WHERE " } else { " AND " };
-            sql += &format!("{} IN ({})", q(c), list.join(", "));
+        let mut conds = Vec::new();
+        for (c, cond) in &self.filter {
+            match cond {
+                Cond::In(set) => {
+                    let list: Vec<String> = set.iter().map(i128::to_string).collect();
+                    conds.push(format!("{} IN ({})", q(c), list.join(", ")));
+                }
+                Cond::Range { lo, hi } => {
+                    if let Some(lo) = lo {
+                        conds.push(format!("{} >= {lo}", q(c)));
+                    }
+                    if let Some(hi) = hi {
+                        conds.push(format!("{} <= {hi}", q(c)));
+                    }
+                }
+            }
+        }
+        if !conds.is_empty() {
+            sql += " WHERE ";
+            sql += &conds.join(" AND ");
         }
         sql
     }
@@ -769,10 +985,7 @@ impl Recipe {
             .filter
             .iter()
             .map(|(c, _)| c)
-            .chain(self.aggs.iter().filter_map(|a| match a {
-                Agg::Count(c) | Agg::Sum(c) => Some(c),
-                Agg::CountStar => None,
-            }));
+            .chain(self.aggs.iter().filter_map(Agg::column));
         for c in names {
             if !out.contains(c) {
                 out.push(c.clone());
@@ -793,13 +1006,22 @@ impl Recipe {
         corrupt: bool,
     ) -> Result<Patched, Refusal> {
         let p = parse_result(bytes, status_at).ok_or(Refusal::Result)?;
-        if p.types.len() != self.aggs.len() {
+        if p.types.len() != self.aggs.len() || self.ints.len() != self.aggs.len() {
             return Err(Refusal::Result);
         }
-        for (a, (ty, dec)) in self.aggs.iter().zip(&p.types) {
+        // The metadata the server sent is kept as it is; it must be the one these values
+        // are encoded for. MIN/MAX: the column's own integer type and signedness, no
+        // ZEROFILL (its text would be padded), no decimals.
+        for ((a, def), int) in self.aggs.iter().zip(&p.types).zip(&self.ints) {
             let fits = match a {
-                Agg::CountStar | Agg::Count(_) => *ty == TYPE_LONGLONG,
-                Agg::Sum(_) => *ty == TYPE_NEWDECIMAL && *dec == 0,
+                Agg::CountStar | Agg::Count(_) => def.ty == TYPE_LONGLONG,
+                Agg::Sum(_) => def.ty == TYPE_NEWDECIMAL && def.dec == 0,
+                Agg::Min(_) | Agg::Max(_) => int.is_some_and(|it| {
+                    def.ty == it.code
+                        && (def.flags & FLAG_UNSIGNED != 0) == it.unsigned
+                        && def.flags & FLAG_ZEROFILL == 0
+                        && def.dec == 0
+                }),
             };
             if !fits {
                 return Err(Refusal::Result);
@@ -807,9 +1029,16 @@ impl Recipe {
         }
         let mut values = row_values(&p, self.binary).ok_or(Refusal::Result)?;
         let old = values.clone();
-        // COUNTs are never NULL.
-        for (a, v) in self.aggs.iter().zip(&values) {
-            if matches!(a, Agg::CountStar | Agg::Count(_)) && v.is_none() {
+        // COUNTs are never NULL; MIN/MAX are NULL or a value of their column.
+        for ((a, v), int) in self.aggs.iter().zip(&values).zip(&self.ints) {
+            let ok = match a {
+                Agg::CountStar | Agg::Count(_) => v.is_some(),
+                Agg::Sum(_) => true,
+                Agg::Min(_) | Agg::Max(_) => {
+                    v.is_none_or(|n| int.is_some_and(|it| it.min <= n && n <= it.max))
+                }
+            };
+            if !ok {
                 return Err(Refusal::Result);
             }
         }
@@ -819,11 +1048,10 @@ impl Recipe {
             if row.len() != used.len() {
                 return Err(Refusal::Result);
             }
-            let kept = self.filter.iter().all(|(c, set)| {
-                idx(c)
-                    .and_then(|i| row[i])
-                    .is_some_and(|v| set.contains(&v))
-            });
+            let kept = self
+                .filter
+                .iter()
+                .all(|(c, cond)| cond.keeps(idx(c).and_then(|i| row[i])));
             if !kept {
                 continue;
             }
@@ -841,6 +1069,16 @@ impl Recipe {
                             *v = Some(s);
                         }
                     }
+                    Agg::Min(c) => {
+                        if let Some(x) = idx(c).and_then(|i| row[i]) {
+                            *v = Some(v.map_or(x, |m| m.min(x)));
+                        }
+                    }
+                    Agg::Max(c) => {
+                        if let Some(x) = idx(c).and_then(|i| row[i]) {
+                            *v = Some(v.map_or(x, |m| m.max(x)));
+                        }
+                    }
                 }
             }
         }
@@ -849,18 +1087,22 @@ impl Recipe {
                 *v = Some(v.unwrap_or(0) + 1);
             }
         }
-        for (a, v) in self.aggs.iter().zip(&values) {
-            // A COUNT is a BIGINT; a SUM of integers fits DECIMAL(65) long before i128 ends.
+        for ((a, v), int) in self.aggs.iter().zip(&values).zip(&self.ints) {
+            // A COUNT is a BIGINT; a SUM of integers fits DECIMAL(65) long before i128 ends;
+            // MIN/MAX hold one of the column's values.
             let ok = match a {
                 Agg::CountStar | Agg::Count(_) => v.is_some_and(|n| n <= i64::MAX as i128),
                 Agg::Sum(_) => v.is_none_or(|n| n.unsigned_abs() < 10u128.pow(38)),
+                Agg::Min(_) | Agg::Max(_) => {
+                    v.is_none_or(|n| int.is_some_and(|it| it.min <= n && n <= it.max))
+                }
             };
             if !ok {
                 return Err(Refusal::Overflow);
             }
         }
         let changed = values != old;
-        let row = self.encode_row(&p, &values);
+        let row = self.encode_row(&p, &values).ok_or(Refusal::Result)?;
         let mut out = BytesMut::with_capacity(p.head.len() + 4 + row.len() + p.tail.len());
         out.put_slice(p.head);
         let len = row.len() as u32;
@@ -876,7 +1118,10 @@ impl Recipe {
         })
     }
 
-    fn encode_row(&self, p: &Parsed<'_>, values: &[Option<i128>]) -> BytesMut {
+    /// The row of `values` in the stored result's protocol and column types (binary: an
+    /// integer type in its width, two's complement, whatever its signedness; NEWDECIMAL as
+    /// its digits). None for a type it cannot encode.
+    fn encode_row(&self, p: &Parsed<'_>, values: &[Option<i128>]) -> Option<BytesMut> {
         let mut row = BytesMut::new();
         if self.binary {
             let bitmap_len = (values.len() + 7 + 2) / 8;
@@ -889,12 +1134,13 @@ impl Recipe {
                 }
             }
             row.put_slice(&bitmap);
-            for ((ty, _), v) in p.types.iter().zip(values) {
+            for (def, v) in p.types.iter().zip(values) {
                 let Some(v) = v else { continue };
-                if *ty == TYPE_LONGLONG {
-                    row.put_slice(&(*v as i64).to_le_bytes());
-                } else {
+                if def.ty == TYPE_NEWDECIMAL {
                     put_lenenc_str(&mut row, v.to_string().as_bytes());
+                } else {
+                    let w = binary_width(def.ty)?;
+                    row.put_slice(&v.to_le_bytes()[..w]);
                 }
             }
         } else {
@@ -905,7 +1151,7 @@ impl Recipe {
                 }
             }
         }
-        row
+        Some(row)
     }
 }
 
@@ -922,7 +1168,8 @@ mod tests {
         }
     }
 
-    /// `t (id INT AUTO_INCREMENT, a INT NULL, b BIGINT NULL, c TINYINT NOT NULL, s VARCHAR)`.
+    /// `t (id INT AUTO_INCREMENT, a INT NULL, b BIGINT NULL, c TINYINT NOT NULL, s VARCHAR,
+    /// u BIGINT UNSIGNED NULL)`.
     fn table() -> Vec<(String, ColumnInfo)> {
         let i32r = (-(1i128 << 31), (1i128 << 31) - 1);
         let i64r = (-(1i128 << 63), (1i128 << 63) - 1);
@@ -949,6 +1196,7 @@ mod tests {
                     auto_increment: false,
                 },
             ),
+            ("u".into(), int(0, (1i128 << 64) - 1, true)),
         ]
     }
 
@@ -1029,8 +1277,88 @@ mod tests {
                 Err(Predicate),
             ),
             (
-                "a range: refused",
-                "SELECT COUNT(*) FROM t WHERE a > 1",
+                "ranges, the literal on either side",
+                "SELECT COUNT(*) FROM t WHERE a > 1 AND 5 >= c AND b < -2 AND 0 <= u",
+                Ok(()),
+            ),
+            (
+                "BETWEEN with =, IN and a range",
+                "SELECT SUM(b) FROM t WHERE a BETWEEN -3 AND 7 AND c = 1 AND u IN (1) AND a <= 5",
+                Ok(()),
+            ),
+            (
+                "BIGINT UNSIGNED's largest and BIGINT's smallest as bounds",
+                "SELECT COUNT(*) FROM t WHERE u <= 18446744073709551615 AND b >= -9223372036854775808",
+                Ok(()),
+            ),
+            (
+                "a bound past BIGINT UNSIGNED (a DECIMAL): refused",
+                "SELECT COUNT(*) FROM t WHERE u < 18446744073709551616",
+                Err(Predicate),
+            ),
+            (
+                "a bound below BIGINT (a DECIMAL): refused",
+                "SELECT COUNT(*) FROM t WHERE b > -9223372036854775809",
+                Err(Predicate),
+            ),
+            (
+                "NOT BETWEEN: refused",
+                "SELECT COUNT(*) FROM t WHERE a NOT BETWEEN 1 AND 2",
+                Err(Predicate),
+            ),
+            (
+                "BETWEEN columns: refused",
+                "SELECT COUNT(*) FROM t WHERE a BETWEEN c AND 5",
+                Err(Predicate),
+            ),
+            (
+                "BETWEEN of a literal: refused",
+                "SELECT COUNT(*) FROM t WHERE 3 BETWEEN a AND c",
+                Err(Predicate),
+            ),
+            (
+                "a range of a string: refused",
+                "SELECT COUNT(*) FROM t WHERE a < '5'",
+                Err(Predicate),
+            ),
+            (
+                "a range of a decimal: refused",
+                "SELECT COUNT(*) FROM t WHERE a >= 4.5",
+                Err(Predicate),
+            ),
+            (
+                "two columns compared: refused",
+                "SELECT COUNT(*) FROM t WHERE a < c",
+                Err(Predicate),
+            ),
+            (
+                "a chained comparison: refused",
+                "SELECT COUNT(*) FROM t WHERE a < 5 < 6",
+                Err(Predicate),
+            ),
+            (
+                "a comparison compared: refused",
+                "SELECT COUNT(*) FROM t WHERE a BETWEEN 1 AND 2 = 1",
+                Err(Predicate),
+            ),
+            (
+                "<>: refused",
+                "SELECT COUNT(*) FROM t WHERE a <> 1",
+                Err(Token),
+            ),
+            (
+                "!=: refused",
+                "SELECT COUNT(*) FROM t WHERE a != 1",
+                Err(Token),
+            ),
+            (
+                "<=> (NULL-safe): refused",
+                "SELECT COUNT(*) FROM t WHERE a <=> 1",
+                Err(Token),
+            ),
+            (
+                "a shift: refused",
+                "SELECT COUNT(*) FROM t WHERE a < 1 << 2",
                 Err(Token),
             ),
             (
@@ -1094,7 +1422,37 @@ mod tests {
                 Err(NotSimple),
             ),
             ("a plain column: refused", "SELECT a FROM t", Err(Aggregate)),
-            ("MAX: refused", "SELECT MAX(a) FROM t", Err(Aggregate)),
+            (
+                "MIN and MAX among the others",
+                "SELECT MIN(a), MAX(a), COUNT(*), MAX(u) AS `max` FROM t WHERE c > 0",
+                Ok(()),
+            ),
+            (
+                "MIN(DISTINCT): refused",
+                "SELECT MIN(DISTINCT a) FROM t",
+                Err(Aggregate),
+            ),
+            (
+                "MAX of an expression: refused",
+                "SELECT MAX(a * 2) FROM t",
+                Err(Aggregate),
+            ),
+            ("MAX(*): refused", "SELECT MAX(*) FROM t", Err(Aggregate)),
+            (
+                "MIN of two arguments: refused",
+                "SELECT MIN(a, c) FROM t",
+                Err(Aggregate),
+            ),
+            (
+                "MAX as a window: refused",
+                "SELECT MAX(a) OVER () FROM t",
+                Err(Aggregate),
+            ),
+            (
+                "LEAST is no aggregate: refused",
+                "SELECT LEAST(a, 1) FROM t",
+                Err(Aggregate),
+            ),
             ("AVG: refused", "SELECT AVG(a) FROM t", Err(Aggregate)),
             (
                 "an unknown function: refused",
@@ -1153,7 +1511,25 @@ mod tests {
         assert_eq!(s.aggs, vec![Agg::CountStar, Agg::Sum("b".into())]);
         assert_eq!(
             s.filter,
-            vec![("a".into(), vec![5]), ("c".into(), vec![1, -2])]
+            vec![
+                ("a".into(), Cond::In(vec![5])),
+                ("c".into(), Cond::In(vec![1, -2]))
+            ]
+        );
+        let s = read_shape(
+            "SELECT COUNT(*) FROM t WHERE a < 5 AND 5 < a AND a <= -1 AND -1 <= a AND a BETWEEN 3 AND 2",
+        )
+        .unwrap();
+        let r = |lo, hi| Cond::Range { lo, hi };
+        assert_eq!(
+            s.filter,
+            vec![
+                ("a".into(), r(None, Some(4))),
+                ("a".into(), r(Some(6), None)),
+                ("a".into(), r(None, Some(-1))),
+                ("a".into(), r(Some(-1), None)),
+                ("a".into(), r(Some(3), Some(2))),
+            ]
         );
     }
 
@@ -1187,10 +1563,32 @@ mod tests {
                 "SELECT COUNT(*) FROM t WHERE `id` = 1",
                 Err(Refusal::Generated),
             ),
+            (
+                "MIN and MAX of integer columns",
+                "SELECT MIN(c), MAX(u), MAX(b) FROM t",
+                Ok(()),
+            ),
+            (
+                "MAX of a string column: refused",
+                "SELECT MAX(s) FROM t",
+                Err(Refusal::Column),
+            ),
+            (
+                "MIN of AUTO_INCREMENT (the server fills it): refused",
+                "SELECT MIN(`id`) FROM t",
+                Err(Refusal::Generated),
+            ),
+            (
+                "MAX of a column whose range is no integer type: refused",
+                "SELECT MAX(odd) FROM t",
+                Err(Refusal::Column),
+            ),
         ];
+        let mut columns = table();
+        columns.push(("odd".into(), int(0, 1000, true)));
         for (why, sql, want) in rows {
             let got = read_shape(sql)
-                .and_then(|s| s.bind(("db".into(), "t".into()), &table(), false, 0, sql))
+                .and_then(|s| s.bind(("db".into(), "t".into()), &columns, false, 0, sql))
                 .map(drop);
             assert_eq!(got, *want, "{why}: {sql}");
         }
@@ -1217,7 +1615,7 @@ mod tests {
             ),
             (
                 "no column list: the table's order",
-                "INSERT INTO t VALUES (1, 2, 3, 4, 'x')",
+                "INSERT INTO t VALUES (1, 2, 3, 4, 'x', 5)",
                 &["b", "c"],
                 Ok(vec![vec![Some(3), Some(4)]]),
             ),
@@ -1378,6 +1776,12 @@ mod tests {
     /// (type, decimals), an EOF unless `deprecate_eof`, the row, the terminator. Returns
     /// the bytes and the offset of the terminator's status flags.
     fn result(types: &[(u8, u8)], row: &[u8], deprecate_eof: bool) -> (Vec<u8>, usize) {
+        let defs: Vec<(u8, u16, u8)> = types.iter().map(|(t, d)| (*t, 0x81, *d)).collect();
+        result_defs(&defs, row, deprecate_eof)
+    }
+
+    /// [`result`] with each column's flags: (type, flags, decimals).
+    fn result_defs(types: &[(u8, u16, u8)], row: &[u8], deprecate_eof: bool) -> (Vec<u8>, usize) {
         let mut out = Vec::new();
         let mut seq = 1u8;
         let mut frame = |out: &mut Vec<u8>, p: &[u8]| {
@@ -1389,7 +1793,7 @@ mod tests {
         let mut count = BytesMut::new();
         put_lenenc(&mut count, types.len() as u64);
         frame(&mut out, &count);
-        for (i, (ty, dec)) in types.iter().enumerate() {
+        for (i, (ty, flags, dec)) in types.iter().enumerate() {
             let mut d = BytesMut::new();
             for s in ["def", "db", "t", "t", &format!("c{i}"), ""] {
                 put_lenenc_str(&mut d, s.as_bytes());
@@ -1398,7 +1802,7 @@ mod tests {
             d.put_u16_le(63);
             d.put_u32_le(21);
             d.put_u8(*ty);
-            d.put_u16_le(0x81);
+            d.put_u16_le(*flags);
             d.put_u8(*dec);
             d.put_u16_le(0);
             frame(&mut out, &d);
@@ -1434,6 +1838,7 @@ mod tests {
             schema: String::new(),
             table: String::new(),
             aggs: Vec::new(),
+            ints: Vec::new(),
             filter: Vec::new(),
             binary: true,
             digest: 0,
@@ -1441,7 +1846,7 @@ mod tests {
         };
         let (bytes, at) = result(types, &[0], true);
         let p = parse_result(&bytes, at).unwrap();
-        recipe.encode_row(&p, vals).to_vec()
+        recipe.encode_row(&p, vals).unwrap().to_vec()
     }
 
     const COUNT: (u8, u8) = (TYPE_LONGLONG, 0);
@@ -1660,6 +2065,513 @@ mod tests {
         assert_eq!(recipe.apply(&no_row, at, &[], false), Err(Refusal::Result));
     }
 
+    /// Every range rule, evaluated as the server compares an integer column with an integer
+    /// literal: `SELECT COUNT(*) FROM t WHERE …` over no row, one row inserted with the
+    /// column's value → counted or not. `a` is INT, `u` BIGINT UNSIGNED.
+    #[test]
+    fn ranges_keep_rows_as_the_server_does() {
+        const U64: i128 = u64::MAX as i128;
+        const I64: i128 = i64::MIN as i128;
+        let rows: &[(&str, &str, Option<i128>, bool)] = &[
+            ("< below", "a < 5", Some(4), true),
+            ("< at the bound", "a < 5", Some(5), false),
+            ("<= at the bound", "a <= 5", Some(5), true),
+            ("<= above", "a <= 5", Some(6), false),
+            ("> above", "a > 5", Some(6), true),
+            ("> at the bound", "a > 5", Some(5), false),
+            (">= at the bound", "a >= 5", Some(5), true),
+            (">= below", "a >= 5", Some(4), false),
+            ("literal left: 5 > a is a < 5", "5 > a", Some(4), true),
+            ("literal left, at the bound", "5 > a", Some(5), false),
+            ("literal left: 5 <= a is a >= 5", "5 <= a", Some(5), true),
+            ("literal left: -5 < a, below", "-5 < a", Some(-5), false),
+            ("negative bound", "a < -3", Some(-4), true),
+            ("negative bound, at it", "a < -3", Some(-3), false),
+            ("BETWEEN: low end", "a BETWEEN -3 AND 7", Some(-3), true),
+            ("BETWEEN: high end", "a BETWEEN -3 AND 7", Some(7), true),
+            ("BETWEEN: below", "a BETWEEN -3 AND 7", Some(-4), false),
+            ("BETWEEN: above", "a BETWEEN -3 AND 7", Some(8), false),
+            (
+                "BETWEEN a reversed range: empty",
+                "a BETWEEN 7 AND -3",
+                Some(0),
+                false,
+            ),
+            ("BETWEEN one value", "a BETWEEN 2 AND 2", Some(2), true),
+            ("NULL is not below", "a < 5", None, false),
+            ("NULL is not above", "a >= -5", None, false),
+            ("NULL is not between", "a BETWEEN -3 AND 7", None, false),
+            (
+                "a range and IN",
+                "a > 1 AND a < 9 AND a IN (2, 9)",
+                Some(2),
+                true,
+            ),
+            (
+                "a range and IN, kept out",
+                "a > 1 AND a < 9 AND a IN (2, 9)",
+                Some(9),
+                false,
+            ),
+            (
+                "= and a range, contradictory",
+                "a = 2 AND a > 2",
+                Some(2),
+                false,
+            ),
+            ("unsigned above a negative", "u > -1", Some(0), true),
+            ("unsigned at most a negative", "u <= -1", Some(0), false),
+            (
+                "unsigned BETWEEN a negative and 3",
+                "u BETWEEN -5 AND 3",
+                Some(0),
+                true,
+            ),
+            (
+                "unsigned past BIGINT",
+                "u >= 9223372036854775808",
+                Some(U64),
+                true,
+            ),
+            (
+                "unsigned BIGINT's largest",
+                "u >= 9223372036854775808",
+                Some(U64 >> 1),
+                false,
+            ),
+            (
+                "unsigned below its largest",
+                "u < 18446744073709551615",
+                Some(U64),
+                false,
+            ),
+            (
+                "unsigned at its largest",
+                "u <= 18446744073709551615",
+                Some(U64),
+                true,
+            ),
+            (
+                "BIGINT's smallest, above",
+                "a > -9223372036854775808",
+                Some(-(1 << 31)),
+                true,
+            ),
+            (
+                "BIGINT's smallest, at it",
+                "a >= -9223372036854775808",
+                Some(I64),
+                true,
+            ),
+            (
+                "past the column's range",
+                "a < 3000000000",
+                Some((1 << 31) - 1),
+                true,
+            ),
+        ];
+        for (why, cond, value, kept) in rows {
+            let sql = format!("SELECT COUNT(*) FROM t WHERE {cond}");
+            let recipe = read_shape(&sql)
+                .unwrap_or_else(|e| panic!("{why}: {e:?}"))
+                .bind(("db".into(), "t".into()), &table(), false, 0, &sql)
+                .unwrap();
+            assert_eq!(recipe.used_columns().len(), 1, "{why}");
+            let (bytes, at) = result(&[COUNT], &text_row(&[Some("0")]), true);
+            let got = recipe.apply(&bytes, at, &[vec![*value]], false).unwrap();
+            let want = if *kept { "1" } else { "0" };
+            let (expect, _) = result(&[COUNT], &text_row(&[Some(want)]), true);
+            assert_eq!(&got.bytes[..], &expect[..], "{why}: {sql}");
+        }
+    }
+
+    /// MIN/MAX answer in the column's own integer type: each range the catalog gives maps
+    /// to one type code and signedness; any other range has none (refused).
+    #[test]
+    fn int_types_are_the_columns_own() {
+        type Row<'a> = (&'a str, i128, i128, Option<(u8, bool)>);
+        let rows: &[Row] = &[
+            ("TINYINT", -128, 127, Some((TYPE_TINY, false))),
+            ("TINYINT UNSIGNED", 0, 255, Some((TYPE_TINY, true))),
+            ("SMALLINT", -32768, 32767, Some((TYPE_SHORT, false))),
+            ("SMALLINT UNSIGNED", 0, 65535, Some((TYPE_SHORT, true))),
+            (
+                "MEDIUMINT",
+                -(1 << 23),
+                (1 << 23) - 1,
+                Some((TYPE_INT24, false)),
+            ),
+            (
+                "MEDIUMINT UNSIGNED",
+                0,
+                (1 << 24) - 1,
+                Some((TYPE_INT24, true)),
+            ),
+            ("INT", -(1 << 31), (1 << 31) - 1, Some((TYPE_LONG, false))),
+            ("INT UNSIGNED", 0, (1 << 32) - 1, Some((TYPE_LONG, true))),
+            (
+                "BIGINT",
+                -(1 << 63),
+                (1 << 63) - 1,
+                Some((TYPE_LONGLONG, false)),
+            ),
+            (
+                "BIGINT UNSIGNED",
+                0,
+                (1 << 64) - 1,
+                Some((TYPE_LONGLONG, true)),
+            ),
+            ("no type: 0..1000", 0, 1000, None),
+            ("no type: -128..128", -128, 128, None),
+            ("no type: 0..0", 0, 0, None),
+            ("no type: 12 bits", -(1 << 11), (1 << 11) - 1, None),
+        ];
+        for (why, min, max, want) in rows {
+            let got = IntType::of_range(*min, *max);
+            assert_eq!(got.map(|t| (t.code, t.unsigned)), *want, "{why}");
+            if let Some(t) = got {
+                assert_eq!((t.min, t.max), (*min, *max), "{why}");
+            }
+        }
+    }
+
+    /// MIN/MAX flags as MariaDB sends them (BINARY, NUM; UNSIGNED for unsigned columns).
+    const NUM: u16 = 0x8080;
+    const LONG: (u8, u16, u8) = (TYPE_LONG, NUM, 0);
+    const COUNT_DEF: (u8, u16, u8) = (TYPE_LONGLONG, 0x8081, 0);
+
+    /// Every MIN/MAX rule, text protocol: `SELECT COUNT(*), MIN(a), MAX(a) FROM t WHERE
+    /// c >= 0` (`a` INT), the stored row and the rows inserted (c, a) → the new row.
+    #[test]
+    fn min_and_max_compute_what_the_server_would() {
+        type Row<'a> = (
+            &'a str,
+            [Option<&'a str>; 3],
+            &'a [[Option<i128>; 2]],
+            std::result::Result<[Option<&'a str>; 3], Refusal>,
+        );
+        let rows: &[Row] = &[
+            (
+                "of no row: NULL, becomes the first value",
+                [Some("0"), None, None],
+                &[[Some(1), Some(5)]],
+                Ok([Some("1"), Some("5"), Some("5")]),
+            ),
+            (
+                "a smaller value replaces MIN only",
+                [Some("2"), Some("3"), Some("9")],
+                &[[Some(1), Some(2)]],
+                Ok([Some("3"), Some("2"), Some("9")]),
+            ),
+            (
+                "a larger value replaces MAX only",
+                [Some("2"), Some("3"), Some("9")],
+                &[[Some(1), Some(10)]],
+                Ok([Some("3"), Some("3"), Some("10")]),
+            ),
+            (
+                "a value between changes neither",
+                [Some("2"), Some("3"), Some("9")],
+                &[[Some(1), Some(4)]],
+                Ok([Some("3"), Some("3"), Some("9")]),
+            ),
+            (
+                "values equal to MIN and MAX change neither",
+                [Some("2"), Some("3"), Some("9")],
+                &[[Some(1), Some(3)], [Some(0), Some(9)]],
+                Ok([Some("4"), Some("3"), Some("9")]),
+            ),
+            (
+                "a NULL is skipped",
+                [Some("2"), Some("3"), Some("9")],
+                &[[Some(1), None]],
+                Ok([Some("3"), Some("3"), Some("9")]),
+            ),
+            (
+                "a NULL into no row leaves NULL",
+                [Some("0"), None, None],
+                &[[Some(1), None]],
+                Ok([Some("1"), None, None]),
+            ),
+            (
+                "a row the WHERE keeps out: unchanged",
+                [Some("2"), Some("3"), Some("9")],
+                &[[Some(-1), Some(-100)], [None, Some(100)]],
+                Ok([Some("2"), Some("3"), Some("9")]),
+            ),
+            (
+                "several rows, negatives, some kept out",
+                [Some("0"), None, None],
+                &[
+                    [Some(1), Some(4)],
+                    [Some(2), Some(-7)],
+                    [Some(-1), Some(-100)],
+                    [Some(1), None],
+                ],
+                Ok([Some("3"), Some("-7"), Some("4")]),
+            ),
+            (
+                "the column's extremes",
+                [Some("1"), Some("0"), Some("0")],
+                &[[Some(1), Some(-(1 << 31))], [Some(1), Some((1 << 31) - 1)]],
+                Ok([Some("3"), Some("-2147483648"), Some("2147483647")]),
+            ),
+            (
+                "a stored MIN outside the column's range: refused",
+                [Some("1"), Some("3000000000"), Some("3000000000")],
+                &[[Some(1), Some(1)]],
+                Err(Refusal::Result),
+            ),
+            (
+                "a stored fraction: refused",
+                [Some("1"), Some("1.5"), Some("2")],
+                &[[Some(1), Some(1)]],
+                Err(Refusal::Result),
+            ),
+        ];
+        let recipe = read_shape("SELECT COUNT(*), MIN(a), MAX(a) FROM t WHERE c >= 0")
+            .unwrap()
+            .bind(("db".into(), "t".into()), &table(), false, 0, "")
+            .unwrap();
+        assert_eq!(
+            recipe.used_columns(),
+            vec!["c".to_string(), "a".to_string()]
+        );
+        let defs = [COUNT_DEF, LONG, LONG];
+        for (why, before, inserted, want) in rows {
+            for deprecate_eof in [false, true] {
+                let (bytes, at) = result_defs(&defs, &text_row(before), deprecate_eof);
+                let ins: Vec<Vec<Option<i128>>> = inserted.iter().map(|r| r.to_vec()).collect();
+                let got = recipe.apply(&bytes, at, &ins, false);
+                match want {
+                    Ok(after) => {
+                        let (expect, expect_at) =
+                            result_defs(&defs, &text_row(after), deprecate_eof);
+                        let got = got.unwrap_or_else(|e| panic!("{why}: refused {e:?}"));
+                        assert_eq!(&got.bytes[..], &expect[..], "{why}");
+                        assert_eq!(got.status_at, expect_at, "{why}");
+                        assert_eq!(got.changed, before != after, "{why}");
+                    }
+                    Err(e) => assert_eq!(got, Err(*e), "{why}"),
+                }
+            }
+        }
+    }
+
+    /// MIN/MAX results whose metadata is not what the server sends for the column: the
+    /// values could not be encoded as it would, so no patch.
+    #[test]
+    fn min_and_max_metadata_must_be_the_columns_own() {
+        const U: u16 = FLAG_UNSIGNED;
+        type Row<'a> = (
+            &'a str,
+            &'a str,
+            (u8, u16, u8),
+            std::result::Result<(), Refusal>,
+        );
+        let rows: &[Row] = &[
+            ("INT as LONG", "SELECT MIN(a) FROM t", LONG, Ok(())),
+            (
+                "INT as LONGLONG: refused",
+                "SELECT MIN(a) FROM t",
+                (TYPE_LONGLONG, NUM, 0),
+                Err(Refusal::Result),
+            ),
+            (
+                "INT as UNSIGNED LONG: refused",
+                "SELECT MIN(a) FROM t",
+                (TYPE_LONG, NUM | U, 0),
+                Err(Refusal::Result),
+            ),
+            (
+                "ZEROFILL (padded text): refused",
+                "SELECT MAX(a) FROM t",
+                (TYPE_LONG, NUM | FLAG_ZEROFILL, 0),
+                Err(Refusal::Result),
+            ),
+            (
+                "with decimals: refused",
+                "SELECT MAX(a) FROM t",
+                (TYPE_LONG, NUM, 2),
+                Err(Refusal::Result),
+            ),
+            (
+                "as a DECIMAL: refused",
+                "SELECT MAX(a) FROM t",
+                (TYPE_NEWDECIMAL, NUM, 0),
+                Err(Refusal::Result),
+            ),
+            (
+                "TINYINT as TINY",
+                "SELECT MAX(c) FROM t",
+                (TYPE_TINY, 0x9081, 0),
+                Ok(()),
+            ),
+            (
+                "TINYINT as SHORT: refused",
+                "SELECT MAX(c) FROM t",
+                (TYPE_SHORT, NUM, 0),
+                Err(Refusal::Result),
+            ),
+            (
+                "BIGINT UNSIGNED as UNSIGNED LONGLONG",
+                "SELECT MAX(u) FROM t",
+                (TYPE_LONGLONG, NUM | U, 0),
+                Ok(()),
+            ),
+            (
+                "BIGINT UNSIGNED as signed LONGLONG: refused",
+                "SELECT MAX(u) FROM t",
+                (TYPE_LONGLONG, NUM, 0),
+                Err(Refusal::Result),
+            ),
+        ];
+        for (why, sql, def, want) in rows {
+            let recipe = read_shape(sql)
+                .unwrap()
+                .bind(("db".into(), "t".into()), &table(), false, 0, sql)
+                .unwrap();
+            let (bytes, at) = result_defs(&[*def], &text_row(&[Some("1")]), true);
+            let got = recipe.apply(&bytes, at, &[vec![Some(0)]], false).map(drop);
+            assert_eq!(got, *want, "{why}");
+        }
+    }
+
+    /// The binary protocol: each integer type in its own width (INT24 in 4 bytes), signed
+    /// or unsigned by the column's flag, read back so (a stored 200 in a TINY UNSIGNED is
+    /// no -56), NULL in the bitmap.
+    #[test]
+    fn min_and_max_binary_rows_in_the_columns_width() {
+        let r = |min: i128, max: i128| int(min, max, true);
+        let columns = vec![
+            ("t8".to_string(), r(-128, 127)),
+            ("u8".into(), r(0, 255)),
+            ("s16".into(), r(-32768, 32767)),
+            ("u16".into(), r(0, 65535)),
+            ("m24".into(), r(-(1 << 23), (1 << 23) - 1)),
+            ("um24".into(), r(0, (1 << 24) - 1)),
+            ("i32".into(), r(-(1 << 31), (1 << 31) - 1)),
+            ("u32".into(), r(0, (1 << 32) - 1)),
+            ("i64".into(), r(-(1 << 63), (1 << 63) - 1)),
+            ("u64".into(), r(0, (1 << 64) - 1)),
+        ];
+        let sql = "SELECT MIN(t8), MAX(u8), MIN(s16), MAX(u16), MIN(m24), MAX(um24), \
+                   MIN(i32), MAX(u32), MIN(i64), MAX(u64) FROM t";
+        let recipe = read_shape(sql)
+            .unwrap()
+            .bind(("db".into(), "t".into()), &columns, true, 0, sql)
+            .unwrap();
+        const U: u16 = FLAG_UNSIGNED;
+        let defs = [
+            (TYPE_TINY, NUM, 0),
+            (TYPE_TINY, NUM | U, 0),
+            (TYPE_SHORT, NUM, 0),
+            (TYPE_SHORT, NUM | U, 0),
+            (TYPE_INT24, NUM, 0),
+            (TYPE_INT24, NUM | U, 0),
+            (TYPE_LONG, NUM, 0),
+            (TYPE_LONG, NUM | U, 0),
+            (TYPE_LONGLONG, NUM, 0),
+            (TYPE_LONGLONG, NUM | U, 0),
+        ];
+        // A binary row by hand: header, a NULL bitmap of 10 + 2 bits, the values' bytes.
+        let row = |nulls: u16, values: &[&[u8]]| {
+            let mut r = vec![0u8];
+            r.extend_from_slice(&(nulls << 2).to_le_bytes());
+            for v in values {
+                r.extend_from_slice(v);
+            }
+            r
+        };
+        let extremes: &[&[u8]] = &[
+            &[0x80],
+            &[0xff],
+            &[0x00, 0x80],
+            &[0xff, 0xff],
+            &[0x00, 0x00, 0x80, 0xff],
+            &[0xff, 0xff, 0xff, 0x00],
+            &[0x00, 0x00, 0x00, 0x80],
+            &[0xff, 0xff, 0xff, 0xff],
+            &[0, 0, 0, 0, 0, 0, 0, 0x80],
+            &[0xff; 8],
+        ];
+        let extreme_values: Vec<Option<i128>> = columns
+            .iter()
+            .enumerate()
+            .map(|(i, (_, c))| match c.ty {
+                ColType::Int { min, max } => Some(if i % 2 == 0 { min } else { max }),
+                _ => unreachable!(),
+            })
+            .collect();
+        // Stored: all in their upper half (signed: -1; unsigned: past the signed range).
+        let upper: &[&[u8]] = &[
+            &[0xff],
+            &[200],
+            &[0xff, 0xff],
+            &[0x00, 0x90],
+            &[0xff, 0xff, 0xff, 0xff],
+            &[0x00, 0x00, 0x90, 0x00],
+            &[0xff, 0xff, 0xff, 0xff],
+            &[0x00, 0x00, 0x00, 0x90],
+            &[0xff; 8],
+            &[0, 0, 0, 0, 0, 0, 0, 0x90],
+        ];
+        type Case<'a> = (&'a str, Vec<u8>, Vec<Vec<Option<i128>>>, Vec<u8>);
+        let cases: Vec<Case> = vec![
+            (
+                "of no row: NULLs become the values",
+                row(0x3ff, &[]),
+                vec![extreme_values.clone()],
+                row(0, extremes),
+            ),
+            (
+                "a NULL into no row stays NULL",
+                row(0x3ff, &[]),
+                vec![vec![None; 10]],
+                row(0x3ff, &[]),
+            ),
+            (
+                "read with their signedness: smaller than MAX, larger than MIN, unchanged",
+                row(0, upper),
+                vec![vec![
+                    Some(5),
+                    Some(100),
+                    Some(5),
+                    Some(100),
+                    Some(5),
+                    Some(100),
+                    Some(5),
+                    Some(100),
+                    Some(5),
+                    Some(100),
+                ]],
+                row(0, upper),
+            ),
+            (
+                "the column's extremes replace them",
+                row(0, upper),
+                vec![extreme_values.clone()],
+                row(0, extremes),
+            ),
+        ];
+        for (why, before, ins, after) in cases {
+            let (bytes, at) = result_defs(&defs, &before, true);
+            let got = recipe
+                .apply(&bytes, at, &ins, false)
+                .unwrap_or_else(|e| panic!("{why}: {e:?}"));
+            let (expect, expect_at) = result_defs(&defs, &after, true);
+            assert_eq!(&got.bytes[..], &expect[..], "{why}");
+            assert_eq!(got.status_at, expect_at, "{why}");
+            assert_eq!(
+                recipe.values(&got.bytes, got.status_at).as_deref(),
+                Some(&ins[0][..])
+                    .filter(|_| before != after)
+                    .or(recipe.values(&bytes, at).as_deref()),
+                "{why}: read back"
+            );
+        }
+    }
+
     /// The debug fault adds one to the first aggregate, changed or not: what the checkers
     /// must see.
     #[test]
@@ -1689,6 +2601,24 @@ mod tests {
         assert_eq!(
             recipe.verify_sql(),
             "SELECT COUNT(*), COUNT(`b`), SUM(`b`) FROM `d``b`.`t` WHERE `a` IN (1) AND `c` IN (2, -3)"
+        );
+        let extremes = read_shape("SELECT MIN(a), MAX(u) FROM t WHERE c = 1")
+            .unwrap()
+            .bind(("db".into(), "t".into()), &table(), false, 0, "")
+            .unwrap();
+        assert_eq!(
+            extremes.verify_sql(),
+            "SELECT MIN(`a`), MAX(`u`) FROM `db`.`t` WHERE `c` IN (1)"
+        );
+        let ranged = read_shape(
+            "SELECT COUNT(*) FROM t WHERE a > 1 AND c <= -2 AND u BETWEEN 0 AND 18446744073709551615",
+        )
+        .unwrap()
+        .bind(("db".into(), "t".into()), &table(), false, 0, "")
+        .unwrap();
+        assert_eq!(
+            ranged.verify_sql(),
+            "SELECT COUNT(*) FROM `db`.`t` WHERE `a` >= 2 AND `c` <= -2 AND `u` >= 0 AND `u` <= 18446744073709551615"
         );
         let (bytes, at) = result(
             &[COUNT, COUNT, SUM],
