@@ -60,7 +60,10 @@ impl Planner<'_> {
 
     /// The recipe a read's entry is stored with, when a known insert can patch it: `sql`
     /// its text (an execute's prepared SQL), `tables` what its plan reads, `binary` an
-    /// execute's result, `shared_level` an instance with L2.
+    /// execute's result, `shared_level` an instance with L2, `under_snapshot` a result read
+    /// in a transaction's snapshot, which may be older than the latest rows (never patched:
+    /// `NoPatch::Session`).
+    #[allow(clippy::too_many_arguments)]
     pub fn patch_recipe(
         &self,
         st: &SessionState,
@@ -69,8 +72,42 @@ impl Planner<'_> {
         binary: bool,
         digest: u64,
         shared_level: bool,
+        under_snapshot: bool,
     ) -> Result<Recipe, NoPatch> {
+        if under_snapshot && self.cfg.cache.patch_aggregates {
+            return Err(NoPatch::Session);
+        }
         self.recipe_for(st, sql, Some(tables), (binary, shared_level), digest)
+    }
+
+    /// [`patch_recipe`](Self::patch_recipe) for a fill being stored: the recipe, shared,
+    /// or None (why not is logged at debug level, unless patching is off).
+    #[allow(clippy::too_many_arguments)]
+    pub fn fill_recipe(
+        &self,
+        st: &SessionState,
+        sql: &[u8],
+        tables: &[TableHandle],
+        binary: bool,
+        digest: u64,
+        shared_level: bool,
+        under_snapshot: bool,
+    ) -> Option<std::sync::Arc<Recipe>> {
+        let r = self.patch_recipe(
+            st,
+            sql,
+            tables,
+            binary,
+            digest,
+            shared_level,
+            under_snapshot,
+        );
+        if let Err(why) = &r {
+            if *why != NoPatch::Off {
+                tracing::debug!(why = why.as_str(), "read not patchable");
+            }
+        }
+        r.ok().map(std::sync::Arc::new)
     }
 
     /// `how`: an execute's result, and an instance with L2.
@@ -319,10 +356,26 @@ mod tests {
             let tables = [w.versions.table("db", table)];
             let got = w
                 .planner()
-                .patch_recipe(&st, sql.as_bytes(), &tables, false, 1, false)
+                .patch_recipe(&st, sql.as_bytes(), &tables, false, 1, false, false)
                 .map(drop);
             assert_eq!(got, *want, "{why}");
         }
+        // A result read under a transaction's snapshot may be older than the latest rows.
+        let mut w = World::new(true);
+        on(&mut w);
+        let st = w.session(Some("db"));
+        let tables = [w.versions.table("db", "child")];
+        let sql = b"SELECT COUNT(*) FROM child";
+        let p = w.planner();
+        assert!(p
+            .patch_recipe(&st, sql, &tables, false, 1, false, false)
+            .is_ok());
+        assert_eq!(
+            p.patch_recipe(&st, sql, &tables, false, 1, false, true)
+                .map(drop),
+            Err(NoPatch::Session),
+            "under a snapshot"
+        );
     }
 
     /// A write patches only when its plan changes exactly one table, by its own rows.

@@ -583,31 +583,16 @@ impl Session {
             }
         };
         let mut entry = self.local_entry(entry, plan, sql);
-        // A result a known insert can patch (`engine::patch`); never one read under a
-        // transaction's snapshot, which may be older than the latest rows.
-        let recipe = target
-            .snap
-            .is_none()
-            .then(|| {
-                let planner = Planner::new(&self.shared);
-                let l2 = self.shared.l2.is_some();
-                let r = planner.patch_recipe(
-                    &self.st,
-                    sql,
-                    &plan.tables,
-                    target.binary,
-                    plan.digest,
-                    l2,
-                );
-                if let Err(why) = &r {
-                    if *why != crate::engine::patch::NoPatch::Off {
-                        tracing::debug!(why = why.as_str(), "read not patchable");
-                    }
-                }
-                r.ok()
-            })
-            .flatten()
-            .map(Arc::new);
+        // A result a known insert can patch (`engine::patch`).
+        let recipe = Planner::new(&self.shared).fill_recipe(
+            &self.st,
+            sql,
+            &plan.tables,
+            target.binary,
+            plan.digest,
+            self.shared.l2.is_some(),
+            target.snap.is_some(),
+        );
         entry.patch = recipe.clone();
         let l2_copy = target
             .l2_fill
