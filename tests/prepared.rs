@@ -1164,3 +1164,110 @@ async fn a_hit_after_a_cursor_closes_it_as_the_server_would() {
     ];
     raw_differential("ps10_cursor", ROWS_SETUP, &steps).await;
 }
+
+// ----- adversary round 13: the replay before long data (33c96d6) ------------------------
+
+const ADV13_SETUP: &[&str] = &[
+    "CREATE TABLE t (id INT PRIMARY KEY, s VARCHAR(20))",
+    "INSERT INTO t VALUES (1, 'one')",
+    "CREATE TABLE t2 (id INT PRIMARY KEY, n INT)",
+    "INSERT INTO t2 VALUES (1, 1), (2, 2)",
+];
+
+/// The steps that leave statement LAST_ID of connection 0 (`sql`, one parameter) with its
+/// last execute served from the cache: a STRING execute filled, a LONGLONG one the server
+/// runs, the STRING one again (a hit).
+fn adv13_hit(sql: &str) -> Vec<RawStep> {
+    let s8 = lenenc(b"12345678");
+    vec![
+        prep(0, sql),
+        (0, exec1(LAST_ID, Some(STRING), Some(&s8))),
+        (0, exec1(LAST_ID, Some(LONGLONG), Some(&5i64.to_le_bytes()))),
+        (0, exec1(LAST_ID, Some(STRING), Some(&s8))),
+    ]
+}
+
+fn adv13_long() -> Vec<u8> {
+    let mut long = stmt_cmd(com::STMT_SEND_LONG_DATA, LAST_ID, &0u16.to_le_bytes());
+    long.extend_from_slice(b"hijklmn");
+    long
+}
+
+/// Long data leaves the diagnostics alone: after a hit, a statement that went to the
+/// server (an UPDATE: ROW_COUNT() 1; a DO that warns) and then long data for the served
+/// statement, the client reads that statement's diagnostics. qcache's replay of the served
+/// execute ran a SELECT in between: ROW_COUNT() -1, the warning gone.
+#[tokio::test]
+async fn adv13_long_data_keeps_a_later_statements_diagnostics() {
+    let mut steps = adv13_hit(ECHO);
+    steps.extend([
+        query(0, "UPDATE t2 SET n = n + 1 WHERE id = 1"),
+        (0, adv13_long()),
+        query(0, "SELECT ROW_COUNT()"),
+    ]);
+    steps.extend(adv13_hit(ECHO));
+    steps.extend([
+        query(0, "DO CAST('1x' AS SIGNED)"),
+        (0, adv13_long()),
+        query(0, "SHOW WARNINGS"),
+        query(0, "SELECT @@warning_count"),
+    ]);
+    raw_differential("adv13_ld_diag", ADV13_SETUP, &steps).await;
+}
+
+/// The replay reads the table as it is at the long data, not as the hit served it: rows
+/// another session added since make its FOUND_ROWS() another count than the served one.
+#[tokio::test]
+async fn adv13_long_data_after_rows_changed_keeps_the_hits_found_rows() {
+    let mut steps = adv13_hit("SELECT ? AS v FROM t");
+    steps.extend([
+        query(1, "INSERT INTO t VALUES (2, 'two'), (3, 'three')"),
+        (0, adv13_long()),
+        query(0, "SELECT FOUND_ROWS()"),
+    ]);
+    raw_differential("adv13_ld_found", ADV13_SETUP, &steps).await;
+}
+
+/// The replay refused (the table dropped by another session since the hit): directly the
+/// long data says nothing and the diagnostics are still the served execute's (no
+/// warning); through qcache the replay's error is there (SHOW WARNINGS: 1146).
+#[tokio::test]
+async fn adv13_long_data_replay_refused_leaves_no_error_behind() {
+    let mut steps = adv13_hit(ECHO);
+    steps.extend([
+        query(1, "DROP TABLE t"),
+        (0, adv13_long()),
+        query(0, "SHOW WARNINGS"),
+        query(0, "SELECT @@warning_count, FOUND_ROWS()"),
+    ]);
+    raw_differential("adv13_ld_refused", ADV13_SETUP, &steps).await;
+}
+
+/// Under autocommit=0 (or in a transaction the server began whose view is not open yet),
+/// the replay before long data is the transaction's first read: it opens the read view at
+/// the long data, where directly the execute that consumes the long data opens it. A write
+/// another session commits in between is then seen directly and not through qcache.
+#[tokio::test]
+async fn adv13_long_data_replay_does_not_open_the_read_view() {
+    let sql = "SELECT ? AS v, s FROM t WHERE id = 1";
+    let mut steps = adv13_hit(sql);
+    steps.extend([
+        query(0, "SET autocommit = 0"),
+        (0, adv13_long()),
+        query(1, "UPDATE t SET s = 'changed' WHERE id = 1"),
+        (0, exec1(LAST_ID, None, Some(&[]))),
+        query(0, "SELECT s FROM t WHERE id = 1"),
+        query(0, "COMMIT"),
+        query(0, "SET autocommit = 1"),
+    ]);
+    // The same in a transaction the server began (READ WRITE is not deferred).
+    steps.extend(adv13_hit(sql));
+    steps.extend([
+        query(0, "START TRANSACTION READ WRITE"),
+        (0, adv13_long()),
+        query(1, "UPDATE t SET s = 'again' WHERE id = 1"),
+        (0, exec1(LAST_ID, None, Some(&[]))),
+        query(0, "COMMIT"),
+    ]);
+    raw_differential("adv13_ld_view", ADV13_SETUP, &steps).await;
+}
