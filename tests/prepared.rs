@@ -1271,3 +1271,24 @@ async fn adv13_long_data_replay_does_not_open_the_read_view() {
     ]);
     raw_differential("adv13_ld_view", ADV13_SETUP, &steps).await;
 }
+
+/// The replay is built from the hit's key material, which a session drops when it is over
+/// 64 KiB (`execute_key`): after a hit with a 70 KB parameter there is nothing to replay,
+/// and the long data after it is read by the server as the LONGLONG it last ran (a
+/// pointer-like number) where, directly, it is the string sent.
+#[tokio::test]
+async fn adv13_long_data_after_a_hit_with_a_large_parameter() {
+    let big = vec![b'x'; 70_000];
+    let mut big_s = vec![0xfd];
+    big_s.extend_from_slice(&(big.len() as u32).to_le_bytes()[..3]);
+    big_s.extend_from_slice(&big);
+    let steps = vec![
+        prep(0, "SELECT LENGTH(?) AS v FROM t WHERE id = 1"),
+        (0, exec1(LAST_ID, Some(STRING), Some(&big_s))),
+        (0, exec1(LAST_ID, Some(LONGLONG), Some(&5i64.to_le_bytes()))),
+        (0, exec1(LAST_ID, Some(STRING), Some(&big_s))),
+        (0, adv13_long()),
+        (0, exec1(LAST_ID, None, Some(&[]))),
+    ];
+    raw_differential("adv13_ld_large", ADV13_SETUP, &steps).await;
+}
