@@ -1292,3 +1292,33 @@ async fn adv13_long_data_after_a_hit_with_a_large_parameter() {
     ];
     raw_differential("adv13_ld_large", ADV13_SETUP, &steps).await;
 }
+
+/// A bulk execute of a SELECT is refused (1295) after the server took its types, not its
+/// values: after a hit it leaves the server with the values of the execute before the hit,
+/// so the long data after it still needs the hit's execute replayed. Directly the long data
+/// is the string sent; through qcache the bulk counted as the values having reached the
+/// server (`Prepared::types_sent`), no replay was made, and the execute failed (1210).
+#[tokio::test]
+async fn adv13_long_data_after_a_hit_and_a_refused_bulk() {
+    let s7 = lenenc(b"abcdefg");
+    let mut bulk_typed = stmt_cmd(com::STMT_BULK_EXECUTE, LAST_ID, &128u16.to_le_bytes());
+    bulk_typed.extend_from_slice(&STRING);
+    bulk_typed.push(0);
+    bulk_typed.extend_from_slice(&s7);
+    let mut bulk = stmt_cmd(com::STMT_BULK_EXECUTE, LAST_ID, &0u16.to_le_bytes());
+    bulk.push(0);
+    bulk.extend_from_slice(&s7);
+    let mut steps = adv13_hit(ECHO);
+    steps.extend([
+        (0, bulk_typed),
+        (0, adv13_long()),
+        (0, exec1(LAST_ID, None, Some(&[]))),
+    ]);
+    steps.extend(adv13_hit(ECHO));
+    steps.extend([
+        (0, bulk),
+        (0, adv13_long()),
+        (0, exec1(LAST_ID, None, Some(&[]))),
+    ]);
+    raw_differential("adv13_ld_bulk", ADV13_SETUP, &steps).await;
+}
