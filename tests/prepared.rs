@@ -1275,7 +1275,9 @@ async fn adv13_long_data_replay_does_not_open_the_read_view() {
 /// The replay is built from the hit's key material, which a session drops when it is over
 /// 64 KiB (`execute_key`): after a hit with a 70 KB parameter there is nothing to replay,
 /// and the long data after it is read by the server as the LONGLONG it last ran (a
-/// pointer-like number) where, directly, it is the string sent.
+/// pointer-like number) where, directly, it is the string sent. A documented limit
+/// (docs/reliability.md, "Values the server last received": "Not covered: a served execute
+/// whose parameters were over 64 KiB"); this test shows what it costs a client.
 #[tokio::test]
 async fn adv13_long_data_after_a_hit_with_a_large_parameter() {
     let big = vec![b'x'; 70_000];
