@@ -1324,3 +1324,90 @@ async fn adv13_long_data_after_a_hit_and_a_refused_bulk() {
     ]);
     raw_differential("adv13_ld_bulk", ADV13_SETUP, &steps).await;
 }
+
+/// Guard: long data and executes sent to MariaDB's -1 after a hit through -1, after a failed
+/// prepare (-1 names no statement: the long data goes nowhere) and after a reset.
+#[tokio::test]
+async fn adv13_long_data_to_minus_one_after_a_hit() {
+    let s8 = lenenc(b"12345678");
+    let mut long_m1 = stmt_cmd(com::STMT_SEND_LONG_DATA, MINUS_ONE, &0u16.to_le_bytes());
+    long_m1.extend_from_slice(b"hijklmn");
+    let five = 5i64.to_le_bytes();
+    let steps = vec![
+        prep(0, ECHO),
+        (0, exec1(MINUS_ONE, Some(STRING), Some(&s8))),
+        (0, exec1(MINUS_ONE, Some(LONGLONG), Some(&five))),
+        (0, exec1(MINUS_ONE, Some(STRING), Some(&s8))),
+        (0, long_m1.clone()),
+        (0, exec1(MINUS_ONE, Some(STRING), Some(&[]))),
+        (0, exec1(MINUS_ONE, Some(LONGLONG), Some(&five))),
+        (0, exec1(MINUS_ONE, Some(STRING), Some(&s8))),
+        // A failed prepare: -1 names nothing, the long data goes nowhere.
+        prep(0, "SELECT nonsense FROM nowhere WHERE id = ?"),
+        (0, long_m1.clone()),
+        (0, exec1(LAST_ID, Some(STRING), Some(&s8))),
+        (0, exec1(LAST_ID, Some(LONGLONG), Some(&five))),
+        (0, exec1(LAST_ID, Some(STRING), Some(&s8))),
+        (0, stmt_cmd(com::STMT_RESET, LAST_ID, &[])),
+        (0, adv13_long()),
+        (0, exec1(LAST_ID, None, Some(&[]))),
+    ];
+    raw_differential("adv13_ld_m1", ADV13_SETUP, &steps).await;
+}
+
+/// An execute of a two-parameter statement: `types` None sends new-params-bound 0; a value
+/// None is NULL, an empty one is sent as long data (nothing in the packet).
+fn adv13_exec2(id: u32, types: Option<[[u8; 2]; 2]>, values: [Option<&[u8]>; 2]) -> Vec<u8> {
+    let mut e = exec_head(id, 0);
+    e.push(u8::from(values[0].is_none()) | (u8::from(values[1].is_none()) << 1));
+    match types {
+        Some([a, b]) => {
+            e.push(1);
+            e.extend_from_slice(&a);
+            e.extend_from_slice(&b);
+        }
+        None => e.push(0),
+    }
+    for v in values.into_iter().flatten() {
+        e.extend_from_slice(v);
+    }
+    e
+}
+
+/// Guard: a two-parameter statement whose second parameter alone comes as long data after
+/// a hit whose values were of other kinds than the server's (an integer and a NULL the
+/// server ran, a string and an integer served), then a NULL served and long data for the
+/// first parameter, untyped executes after.
+#[tokio::test]
+async fn adv13_long_data_for_one_of_two_parameters_after_a_hit() {
+    let sql = "SELECT CONCAT_WS('|', ?, ?) AS v FROM t WHERE id = 1";
+    let s8 = lenenc(b"12345678");
+    let five = 5i64.to_le_bytes();
+    let mut long1 = stmt_cmd(com::STMT_SEND_LONG_DATA, LAST_ID, &1u16.to_le_bytes());
+    long1.extend_from_slice(b"hijklmn");
+    let ss = Some([STRING, STRING]);
+    let ls = Some([LONGLONG, STRING]);
+    let steps = vec![
+        prep(0, sql),
+        (0, adv13_exec2(LAST_ID, ss, [Some(&s8), Some(&s8)])),
+        (
+            0,
+            adv13_exec2(LAST_ID, Some([LONGLONG, LONGLONG]), [Some(&five), None]),
+        ),
+        (0, adv13_exec2(LAST_ID, ss, [Some(&s8), Some(&s8)])),
+        (0, long1.clone()),
+        (0, adv13_exec2(LAST_ID, None, [Some(&s8), Some(&[])])),
+        (0, adv13_exec2(LAST_ID, ls, [Some(&five), Some(&s8)])),
+        (0, adv13_exec2(LAST_ID, ss, [Some(&s8), Some(&s8)])),
+        (0, adv13_exec2(LAST_ID, ls, [Some(&five), Some(&s8)])),
+        (0, adv13_long()),
+        (0, adv13_exec2(LAST_ID, None, [Some(&[]), Some(&s8)])),
+        (0, adv13_exec2(LAST_ID, ss, [None, Some(&s8)])),
+        (0, adv13_exec2(LAST_ID, ls, [Some(&five), Some(&s8)])),
+        (0, adv13_exec2(LAST_ID, ss, [None, Some(&s8)])),
+        (0, adv13_long()),
+        (0, long1),
+        (0, adv13_exec2(LAST_ID, None, [Some(&[]), Some(&[])])),
+    ];
+    raw_differential("adv13_ld_two", ADV13_SETUP, &steps).await;
+}
