@@ -1411,3 +1411,101 @@ async fn adv13_long_data_for_one_of_two_parameters_after_a_hit() {
     ];
     raw_differential("adv13_ld_two", ADV13_SETUP, &steps).await;
 }
+
+// ----- adversary round 13: a transaction the server rolled back with an error -------------
+
+/// A's and B's steps of a deadlock InnoDB resolves by rolling back A's whole transaction
+/// (ERROR 1213, no status flags): one line per answer, A's read of `u` after it last.
+async fn adv13_deadlock_run(addr: &str, schema: &str) -> Vec<String> {
+    let mut a = Raw::connect(addr, "root", schema, false).await;
+    let mut b = Raw::connect(addr, "root", schema, false).await;
+    let text = |pk: &[Packet]| {
+        let t: Vec<String> = pk
+            .iter()
+            .map(|p| String::from_utf8_lossy(&p.payload).into_owned())
+            .collect();
+        format!("{t:?}").replace(schema, "{db}")
+    };
+    let mut out = Vec::new();
+    for sql in [
+        "SELECT v FROM u WHERE id = 3",
+        "SELECT v FROM u WHERE id = 3",
+        "BEGIN",
+        "SELECT v FROM u WHERE id = 3",
+        "SELECT v FROM u WHERE id = 3",
+        "UPDATE t SET v = v + 1 WHERE id = 1",
+    ] {
+        out.push(format!("A {sql}: {}", text(&a.query(sql).await.0)));
+    }
+    // B, heavier (two rows), waits for A's row 1; A asking for B's row 2 closes the cycle
+    // and is the victim.
+    for sql in ["BEGIN", "UPDATE t SET v = v + 1 WHERE id IN (2, 4)"] {
+        out.push(format!("B {sql}: {}", text(&b.query(sql).await.0)));
+    }
+    let mut wait = vec![com::QUERY];
+    wait.extend_from_slice(b"UPDATE t SET v = v + 1 WHERE id = 1");
+    b.send(0, &wait).await;
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    let sql = "UPDATE t SET v = v + 1 WHERE id = 2";
+    out.push(format!("A {sql}: {}", text(&a.query(sql).await.0)));
+    out.push(format!(
+        "B (waited): {}",
+        text(&b.response(Expect::Results).await.0)
+    ));
+    // The server rolled A's transaction back: A is in none, whatever it reads.
+    for sql in [
+        "SELECT v FROM u WHERE id = 3",
+        "SELECT v FROM u WHERE id = 3",
+    ] {
+        out.push(format!("A {sql}: {}", text(&a.query(sql).await.0)));
+    }
+    out.push(format!("B COMMIT: {}", text(&b.query("COMMIT").await.0)));
+    out
+}
+
+/// InnoDB resolves a deadlock by rolling back the victim's whole transaction and answering
+/// ERROR 1213, which carries no status flags. Directly the victim's next statements run in
+/// no transaction (their status flags say so: AUTOCOMMIT, not IN_TRANS); through qcache its
+/// hits were served with IN_TRANS until an answer from the server told qcache otherwise.
+#[tokio::test]
+async fn adv13_hits_after_a_deadlock_are_in_no_transaction() {
+    let setup = [
+        "CREATE TABLE t (id INT PRIMARY KEY, v INT)",
+        "INSERT INTO t VALUES (1, 0), (2, 0), (3, 0), (4, 0)",
+        "CREATE TABLE u (id INT PRIMARY KEY, v INT)",
+        "INSERT INTO u VALUES (3, 0)",
+    ];
+    let mut want = None;
+    for mode in ["direct", "tail off", "tail on"] {
+        let schema = common::fresh_schema("adv13_deadlock").await;
+        let mut d = common::direct_to(&schema).await;
+        for s in setup {
+            d.query_drop(s).await.unwrap();
+        }
+        let _ = d.disconnect().await;
+        let proxy = match mode {
+            "direct" => None,
+            "tail off" => Some(common::proxy(|_| {}).await),
+            _ => Some(tail_proxy(|_| {}).await),
+        };
+        let addr = match &proxy {
+            Some(p) => p.addr_string(),
+            None => common::db().addr(),
+        };
+        let got = adv13_deadlock_run(&addr, &schema).await;
+        if let Some(p) = proxy {
+            p.shutdown().await;
+        }
+        let Some(want) = &want else {
+            assert!(got[8].contains("Deadlock"), "no deadlock: {got:?}");
+            want = Some(got);
+            continue;
+        };
+        for (g, w) in got.iter().zip(want) {
+            assert_eq!(
+                g, w,
+                "{mode}: through qcache (left) differs from the server (right)"
+            );
+        }
+    }
+}
