@@ -1509,3 +1509,40 @@ async fn adv13_hits_after_a_deadlock_are_in_no_transaction() {
         }
     }
 }
+
+/// Guard: long data right after a hit (the replay's own case), then COM_STMT_RESET and
+/// executes, with the diagnostics read after each: outside a transaction, after a deferred
+/// BEGIN (the replay goes before it), and in a transaction opened WITH CONSISTENT SNAPSHOT
+/// (the view already open), a write from another session to another table in between (the
+/// executes after the reset are hits again).
+#[tokio::test]
+async fn adv13_long_data_then_reset_in_transactions() {
+    let s8 = lenenc(b"12345678");
+    let five = 5i64.to_le_bytes();
+    let sql = "SELECT ? AS v, s FROM t WHERE id = 1";
+    let mut steps = Vec::new();
+    for begin in [
+        None,
+        Some("BEGIN"),
+        Some("START TRANSACTION WITH CONSISTENT SNAPSHOT"),
+    ] {
+        if let Some(b) = begin {
+            steps.push(query(0, b));
+        }
+        steps.extend(adv13_hit(sql));
+        steps.extend([
+            (0, adv13_long()),
+            query(0, "SELECT FOUND_ROWS(), ROW_COUNT(), @@warning_count"),
+            query(1, "UPDATE t2 SET n = n + 1 WHERE id = 1"),
+            (0, stmt_cmd(com::STMT_RESET, LAST_ID, &[])),
+            (0, exec1(LAST_ID, Some(LONGLONG), Some(&five))),
+            (0, exec1(LAST_ID, Some(STRING), Some(&s8))),
+            (0, adv13_long()),
+            (0, exec1(LAST_ID, None, Some(&[]))),
+            query(0, "SHOW WARNINGS"),
+            query(0, "SELECT n FROM t2 WHERE id = 1"),
+            query(0, "COMMIT"),
+        ]);
+    }
+    raw_differential("adv13_ld_reset_txn", ADV13_SETUP, &steps).await;
+}
