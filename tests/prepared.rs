@@ -1546,3 +1546,30 @@ async fn adv13_long_data_then_reset_in_transactions() {
     }
     raw_differential("adv13_ld_reset_txn", ADV13_SETUP, &steps).await;
 }
+
+/// A session whose optimizer trace or profiling is on is sent no statement of qcache's own
+/// (docs/guarantees.md): the replay before long data is one. After a hit, `SET
+/// optimizer_trace` / `SET profiling` and long data, directly no statement ran since the SET
+/// (the trace is empty, nothing is profiled); through qcache the replayed execute was traced
+/// and profiled.
+#[tokio::test]
+async fn adv13_long_data_replay_is_not_traced_nor_profiled() {
+    let mut steps = adv13_hit(ECHO);
+    steps.extend([
+        query(0, "SET SESSION optimizer_trace = 'enabled=on'"),
+        (0, adv13_long()),
+        query(0, "SELECT QUERY FROM information_schema.OPTIMIZER_TRACE"),
+        query(0, "SET SESSION optimizer_trace = 'enabled=off'"),
+    ]);
+    steps.extend(adv13_hit(ECHO));
+    steps.extend([
+        query(0, "SET SESSION profiling = 1"),
+        (0, adv13_long()),
+        query(
+            0,
+            "SELECT COUNT(DISTINCT QUERY_ID) FROM information_schema.PROFILING",
+        ),
+        query(0, "SET SESSION profiling = 0"),
+    ]);
+    raw_differential("adv13_ld_trace", ADV13_SETUP, &steps).await;
+}
