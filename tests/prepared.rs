@@ -1573,3 +1573,20 @@ async fn adv13_long_data_replay_is_not_traced_nor_profiled() {
     ]);
     raw_differential("adv13_ld_trace", ADV13_SETUP, &steps).await;
 }
+
+/// The replay's diagnostics replace a later hit's: after a hit on the prepared statement,
+/// a hit on a text read of two rows, then long data for the prepared statement, directly
+/// FOUND_ROWS() is the text read's 2; through qcache the replayed execute (one row) leaves
+/// 1. No statement reached the server between the hits and the long data.
+#[tokio::test]
+async fn adv13_long_data_after_a_later_hit_keeps_its_found_rows() {
+    let two = "SELECT id FROM t2 WHERE id > 0";
+    let mut steps = vec![query(0, two)];
+    steps.extend(adv13_hit(ECHO));
+    steps.extend([
+        query(0, two),
+        (0, adv13_long()),
+        query(0, "SELECT FOUND_ROWS()"),
+    ]);
+    raw_differential("adv13_ld_later_hit", ADV13_SETUP, &steps).await;
+}
