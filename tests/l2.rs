@@ -1930,3 +1930,96 @@ async fn l2_copy_keeps_the_rules_ttl(prepared: bool) {
         "A served its L2 copy past its rule's TTL (prepared: {prepared})"
     );
 }
+
+mod rawclient;
+
+/// Adversary 13 guard: long data after an execute served from L2 (another instance's fill)
+/// and after its L1 copy is read as directly: the served execute is sent again first
+/// (`Prepared::replay_before_long_data`), whichever level served it. B's server last ran a
+/// LONGLONG; without the replay the string sent as long data would be read as an integer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn long_data_after_an_l2_hit_reads_as_directly() {
+    use qcache::protocol::packets::com;
+    use qcache::protocol::response::Expect;
+    let redis = Redis::start();
+    let schema = setup("l2_longdata", 3).await;
+    let a = proxy(&redis.url(), |_| {}).await;
+    let b = proxy(&redis.url(), |_| {}).await;
+    const SQL: &[u8] = b"SELECT ? AS e, v FROM t WHERE id = 1";
+    fn exec(id: u32, ty: u8, value: &[u8]) -> Vec<u8> {
+        let mut e = vec![com::STMT_EXECUTE];
+        e.extend_from_slice(&id.to_le_bytes());
+        e.extend_from_slice(&[0, 1, 0, 0, 0, 0, 1, ty, 0]);
+        e.extend_from_slice(value);
+        e
+    }
+    let s8: &[u8] = b"\x0812345678";
+    let five = 5i64.to_le_bytes();
+    // Steps on one connection: (the answer's text) for each, long data answering nothing.
+    async fn run(addr: &str, schema: &str, s8: &[u8], five: &[u8]) -> Vec<String> {
+        let mut c = rawclient::Raw::connect(addr, "root", schema, false).await;
+        let mut p = vec![com::STMT_PREPARE];
+        p.extend_from_slice(SQL);
+        let (_, resp) = c.command(&p, Expect::Prepare).await;
+        let id = resp.prepared.expect("prepared").0;
+        let mut long = vec![com::STMT_SEND_LONG_DATA];
+        long.extend_from_slice(&id.to_le_bytes());
+        long.extend_from_slice(&[0, 0]);
+        long.extend_from_slice(b"hijklmn");
+        let steps = [
+            (exec(id, 0x08, five), Expect::Results),
+            (exec(id, 0xfe, s8), Expect::Results),
+            (long.clone(), Expect::Nothing),
+            (exec(id, 0xfe, &[]), Expect::Results),
+            (exec(id, 0x08, five), Expect::Results),
+            (exec(id, 0xfe, s8), Expect::Results),
+            (long, Expect::Nothing),
+            (exec(id, 0xfe, &[]), Expect::Results),
+        ];
+        let mut out = Vec::new();
+        for (payload, expect) in steps {
+            let (pk, _) = c.command(&payload, expect).await;
+            let text: Vec<String> = pk
+                .iter()
+                .map(|p| String::from_utf8_lossy(&p.payload).into_owned())
+                .collect();
+            out.push(format!("{text:?}").replace(schema, "{db}"));
+        }
+        out
+    }
+    // A fills the STRING execute's entry; B's first STRING execute is an L2 hit, its
+    // second a hit on the L1 copy.
+    let mut ca = rawclient::Raw::connect(&a.addr_string(), "root", &schema, false).await;
+    let mut p = vec![com::STMT_PREPARE];
+    p.extend_from_slice(SQL);
+    let (_, resp) = ca.command(&p, Expect::Prepare).await;
+    let id = resp.prepared.expect("prepared").0;
+    let (_, resp) = ca.command(&exec(id, 0xfe, s8), Expect::Results).await;
+    assert!(!resp.error);
+    wait_for("A's entry in Redis", LAG_BOUND, || {
+        !redis.keys("qcache:e:*").is_empty()
+    })
+    .await;
+    let want = run(&common::db().addr(), &schema, s8, &five).await;
+    let l1_before = local_hits_of(&b);
+    let got = run(&b.addr_string(), &schema, s8, &five).await;
+    assert_eq!(
+        stat(&b, "Qcache_l2_hits"),
+        1,
+        "the first STRING execute: an L2 hit"
+    );
+    assert!(
+        local_hits_of(&b) > l1_before,
+        "the second: a hit on the L1 copy"
+    );
+    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+        assert_eq!(
+            g, w,
+            "step {i}: through B (left) differs from the server (right)"
+        );
+    }
+}
+
+fn local_hits_of(p: &TestProxy) -> u64 {
+    p.running.shared.cache.stats().hits()
+}

@@ -1164,3 +1164,429 @@ async fn a_hit_after_a_cursor_closes_it_as_the_server_would() {
     ];
     raw_differential("ps10_cursor", ROWS_SETUP, &steps).await;
 }
+
+// ----- adversary round 13: the replay before long data (33c96d6) ------------------------
+
+const ADV13_SETUP: &[&str] = &[
+    "CREATE TABLE t (id INT PRIMARY KEY, s VARCHAR(20))",
+    "INSERT INTO t VALUES (1, 'one')",
+    "CREATE TABLE t2 (id INT PRIMARY KEY, n INT)",
+    "INSERT INTO t2 VALUES (1, 1), (2, 2)",
+];
+
+/// The steps that leave statement LAST_ID of connection 0 (`sql`, one parameter) with its
+/// last execute served from the cache: a STRING execute filled, a LONGLONG one the server
+/// runs, the STRING one again (a hit).
+fn adv13_hit(sql: &str) -> Vec<RawStep> {
+    let s8 = lenenc(b"12345678");
+    vec![
+        prep(0, sql),
+        (0, exec1(LAST_ID, Some(STRING), Some(&s8))),
+        (0, exec1(LAST_ID, Some(LONGLONG), Some(&5i64.to_le_bytes()))),
+        (0, exec1(LAST_ID, Some(STRING), Some(&s8))),
+    ]
+}
+
+fn adv13_long() -> Vec<u8> {
+    let mut long = stmt_cmd(com::STMT_SEND_LONG_DATA, LAST_ID, &0u16.to_le_bytes());
+    long.extend_from_slice(b"hijklmn");
+    long
+}
+
+/// Long data leaves the diagnostics alone: after a hit, a statement that went to the
+/// server (an UPDATE: ROW_COUNT() 1; a DO that warns) and then long data for the served
+/// statement, the client reads that statement's diagnostics. qcache's replay of the served
+/// execute ran a SELECT in between: ROW_COUNT() -1, the warning gone.
+#[tokio::test]
+async fn adv13_long_data_keeps_a_later_statements_diagnostics() {
+    let mut steps = adv13_hit(ECHO);
+    steps.extend([
+        query(0, "UPDATE t2 SET n = n + 1 WHERE id = 1"),
+        (0, adv13_long()),
+        query(0, "SELECT ROW_COUNT()"),
+    ]);
+    steps.extend(adv13_hit(ECHO));
+    steps.extend([
+        query(0, "DO CAST('1x' AS SIGNED)"),
+        (0, adv13_long()),
+        query(0, "SHOW WARNINGS"),
+        query(0, "SELECT @@warning_count"),
+    ]);
+    raw_differential("adv13_ld_diag", ADV13_SETUP, &steps).await;
+}
+
+/// The replay reads the table as it is at the long data, not as the hit served it: rows
+/// another session added since make its FOUND_ROWS() another count than the served one.
+#[tokio::test]
+async fn adv13_long_data_after_rows_changed_keeps_the_hits_found_rows() {
+    let mut steps = adv13_hit("SELECT ? AS v FROM t");
+    steps.extend([
+        query(1, "INSERT INTO t VALUES (2, 'two'), (3, 'three')"),
+        (0, adv13_long()),
+        query(0, "SELECT FOUND_ROWS()"),
+    ]);
+    raw_differential("adv13_ld_found", ADV13_SETUP, &steps).await;
+}
+
+/// The replay refused (the table dropped by another session since the hit): directly the
+/// long data says nothing and the diagnostics are still the served execute's (no
+/// warning); through qcache the replay's error is there (SHOW WARNINGS: 1146).
+#[tokio::test]
+async fn adv13_long_data_replay_refused_leaves_no_error_behind() {
+    let mut steps = adv13_hit(ECHO);
+    steps.extend([
+        query(1, "DROP TABLE t"),
+        (0, adv13_long()),
+        query(0, "SHOW WARNINGS"),
+        query(0, "SELECT @@warning_count, FOUND_ROWS()"),
+    ]);
+    raw_differential("adv13_ld_refused", ADV13_SETUP, &steps).await;
+}
+
+/// Under autocommit=0 (or in a transaction the server began whose view is not open yet),
+/// the replay before long data is the transaction's first read: it opens the read view at
+/// the long data, where directly the execute that consumes the long data opens it. A write
+/// another session commits in between is then seen directly and not through qcache.
+#[tokio::test]
+async fn adv13_long_data_replay_does_not_open_the_read_view() {
+    let sql = "SELECT ? AS v, s FROM t WHERE id = 1";
+    let mut steps = adv13_hit(sql);
+    steps.extend([
+        query(0, "SET autocommit = 0"),
+        (0, adv13_long()),
+        query(1, "UPDATE t SET s = 'changed' WHERE id = 1"),
+        (0, exec1(LAST_ID, None, Some(&[]))),
+        query(0, "SELECT s FROM t WHERE id = 1"),
+        query(0, "COMMIT"),
+        query(0, "SET autocommit = 1"),
+    ]);
+    // The same in a transaction the server began (READ WRITE is not deferred).
+    steps.extend(adv13_hit(sql));
+    steps.extend([
+        query(0, "START TRANSACTION READ WRITE"),
+        (0, adv13_long()),
+        query(1, "UPDATE t SET s = 'again' WHERE id = 1"),
+        (0, exec1(LAST_ID, None, Some(&[]))),
+        query(0, "COMMIT"),
+    ]);
+    raw_differential("adv13_ld_view", ADV13_SETUP, &steps).await;
+}
+
+/// The replay is built from the hit's key material, which a session drops when it is over
+/// 64 KiB (`execute_key`): after a hit with a 70 KB parameter there is nothing to replay,
+/// and the long data after it is read by the server as the LONGLONG it last ran (a
+/// pointer-like number) where, directly, it is the string sent. A documented limit
+/// (docs/reliability.md, "Values the server last received": "Not covered: a served execute
+/// whose parameters were over 64 KiB"); this test shows what it costs a client.
+#[tokio::test]
+async fn adv13_long_data_after_a_hit_with_a_large_parameter() {
+    let big = vec![b'x'; 70_000];
+    let mut big_s = vec![0xfd];
+    big_s.extend_from_slice(&(big.len() as u32).to_le_bytes()[..3]);
+    big_s.extend_from_slice(&big);
+    let steps = vec![
+        prep(0, "SELECT LENGTH(?) AS v FROM t WHERE id = 1"),
+        (0, exec1(LAST_ID, Some(STRING), Some(&big_s))),
+        (0, exec1(LAST_ID, Some(LONGLONG), Some(&5i64.to_le_bytes()))),
+        (0, exec1(LAST_ID, Some(STRING), Some(&big_s))),
+        (0, adv13_long()),
+        (0, exec1(LAST_ID, None, Some(&[]))),
+    ];
+    raw_differential("adv13_ld_large", ADV13_SETUP, &steps).await;
+}
+
+/// A bulk execute of a SELECT is refused (1295) after the server took its types, not its
+/// values: after a hit it leaves the server with the values of the execute before the hit,
+/// so the long data after it still needs the hit's execute replayed. Directly the long data
+/// is the string sent; through qcache the bulk counted as the values having reached the
+/// server (`Prepared::types_sent`), no replay was made, and the execute failed (1210).
+#[tokio::test]
+async fn adv13_long_data_after_a_hit_and_a_refused_bulk() {
+    let s7 = lenenc(b"abcdefg");
+    let mut bulk_typed = stmt_cmd(com::STMT_BULK_EXECUTE, LAST_ID, &128u16.to_le_bytes());
+    bulk_typed.extend_from_slice(&STRING);
+    bulk_typed.push(0);
+    bulk_typed.extend_from_slice(&s7);
+    let mut bulk = stmt_cmd(com::STMT_BULK_EXECUTE, LAST_ID, &0u16.to_le_bytes());
+    bulk.push(0);
+    bulk.extend_from_slice(&s7);
+    let mut steps = adv13_hit(ECHO);
+    steps.extend([
+        (0, bulk_typed),
+        (0, adv13_long()),
+        (0, exec1(LAST_ID, None, Some(&[]))),
+    ]);
+    steps.extend(adv13_hit(ECHO));
+    steps.extend([
+        (0, bulk),
+        (0, adv13_long()),
+        (0, exec1(LAST_ID, None, Some(&[]))),
+    ]);
+    raw_differential("adv13_ld_bulk", ADV13_SETUP, &steps).await;
+}
+
+/// Guard: long data and executes sent to MariaDB's -1 after a hit through -1, after a failed
+/// prepare (-1 names no statement: the long data goes nowhere) and after a reset.
+#[tokio::test]
+async fn adv13_long_data_to_minus_one_after_a_hit() {
+    let s8 = lenenc(b"12345678");
+    let mut long_m1 = stmt_cmd(com::STMT_SEND_LONG_DATA, MINUS_ONE, &0u16.to_le_bytes());
+    long_m1.extend_from_slice(b"hijklmn");
+    let five = 5i64.to_le_bytes();
+    let steps = vec![
+        prep(0, ECHO),
+        (0, exec1(MINUS_ONE, Some(STRING), Some(&s8))),
+        (0, exec1(MINUS_ONE, Some(LONGLONG), Some(&five))),
+        (0, exec1(MINUS_ONE, Some(STRING), Some(&s8))),
+        (0, long_m1.clone()),
+        (0, exec1(MINUS_ONE, Some(STRING), Some(&[]))),
+        (0, exec1(MINUS_ONE, Some(LONGLONG), Some(&five))),
+        (0, exec1(MINUS_ONE, Some(STRING), Some(&s8))),
+        // A failed prepare: -1 names nothing, the long data goes nowhere.
+        prep(0, "SELECT nonsense FROM nowhere WHERE id = ?"),
+        (0, long_m1.clone()),
+        (0, exec1(LAST_ID, Some(STRING), Some(&s8))),
+        (0, exec1(LAST_ID, Some(LONGLONG), Some(&five))),
+        (0, exec1(LAST_ID, Some(STRING), Some(&s8))),
+        (0, stmt_cmd(com::STMT_RESET, LAST_ID, &[])),
+        (0, adv13_long()),
+        (0, exec1(LAST_ID, None, Some(&[]))),
+    ];
+    raw_differential("adv13_ld_m1", ADV13_SETUP, &steps).await;
+}
+
+/// An execute of a two-parameter statement: `types` None sends new-params-bound 0; a value
+/// None is NULL, an empty one is sent as long data (nothing in the packet).
+fn adv13_exec2(id: u32, types: Option<[[u8; 2]; 2]>, values: [Option<&[u8]>; 2]) -> Vec<u8> {
+    let mut e = exec_head(id, 0);
+    e.push(u8::from(values[0].is_none()) | (u8::from(values[1].is_none()) << 1));
+    match types {
+        Some([a, b]) => {
+            e.push(1);
+            e.extend_from_slice(&a);
+            e.extend_from_slice(&b);
+        }
+        None => e.push(0),
+    }
+    for v in values.into_iter().flatten() {
+        e.extend_from_slice(v);
+    }
+    e
+}
+
+/// Guard: a two-parameter statement whose second parameter alone comes as long data after
+/// a hit whose values were of other kinds than the server's (an integer and a NULL the
+/// server ran, a string and an integer served), then a NULL served and long data for the
+/// first parameter, untyped executes after.
+#[tokio::test]
+async fn adv13_long_data_for_one_of_two_parameters_after_a_hit() {
+    let sql = "SELECT CONCAT_WS('|', ?, ?) AS v FROM t WHERE id = 1";
+    let s8 = lenenc(b"12345678");
+    let five = 5i64.to_le_bytes();
+    let mut long1 = stmt_cmd(com::STMT_SEND_LONG_DATA, LAST_ID, &1u16.to_le_bytes());
+    long1.extend_from_slice(b"hijklmn");
+    let ss = Some([STRING, STRING]);
+    let ls = Some([LONGLONG, STRING]);
+    let steps = vec![
+        prep(0, sql),
+        (0, adv13_exec2(LAST_ID, ss, [Some(&s8), Some(&s8)])),
+        (
+            0,
+            adv13_exec2(LAST_ID, Some([LONGLONG, LONGLONG]), [Some(&five), None]),
+        ),
+        (0, adv13_exec2(LAST_ID, ss, [Some(&s8), Some(&s8)])),
+        (0, long1.clone()),
+        (0, adv13_exec2(LAST_ID, None, [Some(&s8), Some(&[])])),
+        (0, adv13_exec2(LAST_ID, ls, [Some(&five), Some(&s8)])),
+        (0, adv13_exec2(LAST_ID, ss, [Some(&s8), Some(&s8)])),
+        (0, adv13_exec2(LAST_ID, ls, [Some(&five), Some(&s8)])),
+        (0, adv13_long()),
+        (0, adv13_exec2(LAST_ID, None, [Some(&[]), Some(&s8)])),
+        (0, adv13_exec2(LAST_ID, ss, [None, Some(&s8)])),
+        (0, adv13_exec2(LAST_ID, ls, [Some(&five), Some(&s8)])),
+        (0, adv13_exec2(LAST_ID, ss, [None, Some(&s8)])),
+        (0, adv13_long()),
+        (0, long1),
+        (0, adv13_exec2(LAST_ID, None, [Some(&[]), Some(&[])])),
+    ];
+    raw_differential("adv13_ld_two", ADV13_SETUP, &steps).await;
+}
+
+// ----- adversary round 13: a transaction the server rolled back with an error -------------
+
+/// A's and B's steps of a deadlock InnoDB resolves by rolling back A's whole transaction
+/// (ERROR 1213, no status flags): one line per answer, A's read of `u` after it last.
+async fn adv13_deadlock_run(addr: &str, schema: &str) -> Vec<String> {
+    let mut a = Raw::connect(addr, "root", schema, false).await;
+    let mut b = Raw::connect(addr, "root", schema, false).await;
+    let text = |pk: &[Packet]| {
+        let t: Vec<String> = pk
+            .iter()
+            .map(|p| String::from_utf8_lossy(&p.payload).into_owned())
+            .collect();
+        format!("{t:?}").replace(schema, "{db}")
+    };
+    let mut out = Vec::new();
+    for sql in [
+        "SELECT v FROM u WHERE id = 3",
+        "SELECT v FROM u WHERE id = 3",
+        "BEGIN",
+        "SELECT v FROM u WHERE id = 3",
+        "SELECT v FROM u WHERE id = 3",
+        "UPDATE t SET v = v + 1 WHERE id = 1",
+    ] {
+        out.push(format!("A {sql}: {}", text(&a.query(sql).await.0)));
+    }
+    // B, heavier (two rows), waits for A's row 1; A asking for B's row 2 closes the cycle
+    // and is the victim.
+    for sql in ["BEGIN", "UPDATE t SET v = v + 1 WHERE id IN (2, 4)"] {
+        out.push(format!("B {sql}: {}", text(&b.query(sql).await.0)));
+    }
+    let mut wait = vec![com::QUERY];
+    wait.extend_from_slice(b"UPDATE t SET v = v + 1 WHERE id = 1");
+    b.send(0, &wait).await;
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    let sql = "UPDATE t SET v = v + 1 WHERE id = 2";
+    out.push(format!("A {sql}: {}", text(&a.query(sql).await.0)));
+    out.push(format!(
+        "B (waited): {}",
+        text(&b.response(Expect::Results).await.0)
+    ));
+    // The server rolled A's transaction back: A is in none, whatever it reads.
+    for sql in [
+        "SELECT v FROM u WHERE id = 3",
+        "SELECT v FROM u WHERE id = 3",
+    ] {
+        out.push(format!("A {sql}: {}", text(&a.query(sql).await.0)));
+    }
+    out.push(format!("B COMMIT: {}", text(&b.query("COMMIT").await.0)));
+    out
+}
+
+/// InnoDB resolves a deadlock by rolling back the victim's whole transaction and answering
+/// ERROR 1213, which carries no status flags. Directly the victim's next statements run in
+/// no transaction (their status flags say so: AUTOCOMMIT, not IN_TRANS); through qcache its
+/// hits were served with IN_TRANS until an answer from the server told qcache otherwise.
+#[tokio::test]
+async fn adv13_hits_after_a_deadlock_are_in_no_transaction() {
+    let setup = [
+        "CREATE TABLE t (id INT PRIMARY KEY, v INT)",
+        "INSERT INTO t VALUES (1, 0), (2, 0), (3, 0), (4, 0)",
+        "CREATE TABLE u (id INT PRIMARY KEY, v INT)",
+        "INSERT INTO u VALUES (3, 0)",
+    ];
+    let mut want = None;
+    for mode in ["direct", "tail off", "tail on"] {
+        let schema = common::fresh_schema("adv13_deadlock").await;
+        let mut d = common::direct_to(&schema).await;
+        for s in setup {
+            d.query_drop(s).await.unwrap();
+        }
+        let _ = d.disconnect().await;
+        let proxy = match mode {
+            "direct" => None,
+            "tail off" => Some(common::proxy(|_| {}).await),
+            _ => Some(tail_proxy(|_| {}).await),
+        };
+        let addr = match &proxy {
+            Some(p) => p.addr_string(),
+            None => common::db().addr(),
+        };
+        let got = adv13_deadlock_run(&addr, &schema).await;
+        if let Some(p) = proxy {
+            p.shutdown().await;
+        }
+        let Some(want) = &want else {
+            assert!(got[8].contains("Deadlock"), "no deadlock: {got:?}");
+            want = Some(got);
+            continue;
+        };
+        for (g, w) in got.iter().zip(want) {
+            assert_eq!(
+                g, w,
+                "{mode}: through qcache (left) differs from the server (right)"
+            );
+        }
+    }
+}
+
+/// Guard: long data right after a hit (the replay's own case), then COM_STMT_RESET and
+/// executes, with the diagnostics read after each: outside a transaction, after a deferred
+/// BEGIN (the replay goes before it), and in a transaction opened WITH CONSISTENT SNAPSHOT
+/// (the view already open), a write from another session to another table in between (the
+/// executes after the reset are hits again).
+#[tokio::test]
+async fn adv13_long_data_then_reset_in_transactions() {
+    let s8 = lenenc(b"12345678");
+    let five = 5i64.to_le_bytes();
+    let sql = "SELECT ? AS v, s FROM t WHERE id = 1";
+    let mut steps = Vec::new();
+    for begin in [
+        None,
+        Some("BEGIN"),
+        Some("START TRANSACTION WITH CONSISTENT SNAPSHOT"),
+    ] {
+        if let Some(b) = begin {
+            steps.push(query(0, b));
+        }
+        steps.extend(adv13_hit(sql));
+        steps.extend([
+            (0, adv13_long()),
+            query(0, "SELECT FOUND_ROWS(), ROW_COUNT(), @@warning_count"),
+            query(1, "UPDATE t2 SET n = n + 1 WHERE id = 1"),
+            (0, stmt_cmd(com::STMT_RESET, LAST_ID, &[])),
+            (0, exec1(LAST_ID, Some(LONGLONG), Some(&five))),
+            (0, exec1(LAST_ID, Some(STRING), Some(&s8))),
+            (0, adv13_long()),
+            (0, exec1(LAST_ID, None, Some(&[]))),
+            query(0, "SHOW WARNINGS"),
+            query(0, "SELECT n FROM t2 WHERE id = 1"),
+            query(0, "COMMIT"),
+        ]);
+    }
+    raw_differential("adv13_ld_reset_txn", ADV13_SETUP, &steps).await;
+}
+
+/// A session whose optimizer trace or profiling is on is sent no statement of qcache's own
+/// (docs/guarantees.md): the replay before long data is one. After a hit, `SET
+/// optimizer_trace` / `SET profiling` and long data, directly no statement ran since the SET
+/// (the trace is empty, nothing is profiled); through qcache the replayed execute was traced
+/// and profiled.
+#[tokio::test]
+async fn adv13_long_data_replay_is_not_traced_nor_profiled() {
+    let mut steps = adv13_hit(ECHO);
+    steps.extend([
+        query(0, "SET SESSION optimizer_trace = 'enabled=on'"),
+        (0, adv13_long()),
+        query(0, "SELECT QUERY FROM information_schema.OPTIMIZER_TRACE"),
+        query(0, "SET SESSION optimizer_trace = 'enabled=off'"),
+    ]);
+    steps.extend(adv13_hit(ECHO));
+    steps.extend([
+        query(0, "SET SESSION profiling = 1"),
+        (0, adv13_long()),
+        query(
+            0,
+            "SELECT COUNT(DISTINCT QUERY_ID) FROM information_schema.PROFILING",
+        ),
+        query(0, "SET SESSION profiling = 0"),
+    ]);
+    raw_differential("adv13_ld_trace", ADV13_SETUP, &steps).await;
+}
+
+/// The replay's diagnostics replace a later hit's: after a hit on the prepared statement,
+/// a hit on a text read of two rows, then long data for the prepared statement, directly
+/// FOUND_ROWS() is the text read's 2; through qcache the replayed execute (one row) leaves
+/// 1. No statement reached the server between the hits and the long data.
+#[tokio::test]
+async fn adv13_long_data_after_a_later_hit_keeps_its_found_rows() {
+    let two = "SELECT id FROM t2 WHERE id > 0";
+    let mut steps = vec![query(0, two)];
+    steps.extend(adv13_hit(ECHO));
+    steps.extend([
+        query(0, two),
+        (0, adv13_long()),
+        query(0, "SELECT FOUND_ROWS()"),
+    ]);
+    raw_differential("adv13_ld_later_hit", ADV13_SETUP, &steps).await;
+}

@@ -110,6 +110,18 @@ pub fn implicit_commit_refused(shared: &Shared, st: &mut SessionState) -> bool {
     true
 }
 
+/// A final ERR with `code`: when the server rolled the whole transaction back with it (a
+/// deadlock's victim, `policy::txn::error_rolls_back`), the transaction qcache follows ends
+/// there, and what it wrote is invalidated (never committed: bumping is harmless, as for a
+/// reset). Whether it was (the session then flushes L2).
+pub fn error_answered(shared: &Shared, st: &mut SessionState, code: Option<u16>) -> bool {
+    let Some(txn) = st.txn.error_answered(code) else {
+        return false;
+    };
+    shared.invalidate(&writes::transaction_end(&txn));
+    true
+}
+
 /// Whether the server's answer lets `p` patch: an OK outside a transaction, every row
 /// inserted, no warning (no conversion), the write still changing only its table, the
 /// switch still on and no L2 (whose copies no local patch reaches).
@@ -272,6 +284,28 @@ mod tests {
                 *at_end,
                 "{rule}: at the transaction's end"
             );
+        }
+    }
+
+    /// A deadlock's ERR (1213) ends the transaction the session followed: its status loses
+    /// IN_TRANS (what hits then carry) and its writes are bumped; a lock wait timeout's ERR
+    /// (1205) leaves it open.
+    #[tokio::test]
+    async fn a_deadlock_ends_the_transaction_a_timeout_does_not() {
+        for (code, ends) in [(1213, true), (1205, false)] {
+            let shared = shared();
+            let w = crate::engine::World::new(true);
+            let mut st = w.session(Some("db"));
+            let t = shared.cache.versions().table("db", "t");
+            assert!(!status_answered(&shared, &mut st, IN_TRANS | 2));
+            st.pending.tables.push(t.clone());
+            writes_answered(&shared, &mut st, Some(IN_TRANS | 2), Vec::new());
+            st.pending = Default::default();
+            let before = t.version();
+            assert_eq!(error_answered(&shared, &mut st, Some(code)), ends, "{code}");
+            assert_eq!(t.version() - before, u64::from(ends), "{code}: bumped");
+            assert_eq!(st.txn.status() & IN_TRANS == 0, ends, "{code}: IN_TRANS");
+            assert_eq!(st.txn.in_transaction(), !ends, "{code}");
         }
     }
 

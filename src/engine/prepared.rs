@@ -242,17 +242,19 @@ impl Planner<'_> {
         let up = match st.stmts.get_mut(&id) {
             None => payload.clone(),
             Some(s) => {
-                let (up, sent) = if bulk {
-                    s.bulk_for_upstream(payload)
+                if bulk {
+                    let (up, sent) = s.bulk_for_upstream(payload);
+                    s.bulk_sent(sent);
+                    up
                 } else {
                     // Later executes may come without types (new-params-bound = 0): remember
                     // them, or those writes' rows could not be read and would bump whole
                     // tables.
                     s.learn_types(payload);
-                    s.execute_for_upstream(payload)
-                };
-                s.types_sent(sent);
-                up
+                    let (up, sent) = s.execute_for_upstream(payload);
+                    s.types_sent(sent);
+                    up
+                }
             }
         };
         let text = analysis::server_text(&sql, st.server);
@@ -367,6 +369,17 @@ impl Prepared {
             }
             _ => (p.clone(), SentTypes::Unknown),
         }
+    }
+
+    /// After a bulk execute carrying `sent` went to the server: it holds those types, but
+    /// not the values of an execute served from the cache before it (`values_unsent`
+    /// stays). MariaDB refuses a bulk SELECT (1295) after it took the types and before it
+    /// read any value, and only a SELECT is ever served: long data after the bulk still
+    /// needs the served execute replayed (`replay_before_long_data`).
+    pub fn bulk_sent(&mut self, sent: SentTypes) {
+        let unsent = self.values_unsent;
+        self.types_sent(sent);
+        self.values_unsent = unsent;
     }
 
     /// A MariaDB COM_STMT_BULK_EXECUTE as the server must receive it: `[0xfa][id:4]
@@ -1102,6 +1115,22 @@ mod tests {
             then(&mut p);
             assert_eq!(p.replay_before_long_data(1).as_deref(), want, "{rule}");
         }
+        // A bulk execute after the hit (a bulk SELECT, refused after the server took its
+        // types) gave the server no values: the hit's execute is still replayed.
+        let mut p = stmt(Some(STR), Some(INT));
+        keyed(&mut p);
+        let (_, sent) = p.bulk_for_upstream(&bulk(Some(STR)));
+        p.bulk_sent(sent);
+        assert_eq!(
+            p.server_types.as_deref(),
+            Some(STR),
+            "the bulk's types held"
+        );
+        assert_eq!(
+            p.replay_before_long_data(1).as_deref(),
+            Some(&with_types[..]),
+            "a bulk after a hit"
+        );
         // The replay gives the server the types it carries.
         let mut p = stmt(Some(STR), Some(INT));
         keyed(&mut p);

@@ -262,6 +262,11 @@ pub fn cost_effect(stmt: &[u8]) -> CostEffect {
         .any(|w| has_word(stmt, w.as_bytes()));
     match first.as_slice() {
         b"select" | b"with" => CostEffect::Sets,
+        // A SET that may turn on what records the session's statements (its profiles, its
+        // optimizer trace) is the last moment qcache may send one of its own
+        // (`policy::context::Recorders`): a cost owed is put back before it, as before a
+        // reader. The SET itself leaves the cost.
+        b"set" if !is(1, "statement") && turns_on_a_recorder(stmt) => CostEffect::Reads,
         b"set" if !is(1, "statement") => CostEffect::Keeps,
         b"do" | b"begin" | b"start" | b"commit" | b"rollback" | b"savepoint" | b"release"
         | b"lock" | b"unlock" | b"get" => CostEffect::Keeps,
@@ -278,6 +283,12 @@ pub fn cost_effect(stmt: &[u8]) -> CostEffect {
         b"delete" if !reads_more && delete_from_one(&words) => CostEffect::Writes,
         _ => CostEffect::Unknown,
     }
+}
+
+/// Whether a SET's text names `profiling` or `optimizer_trace` (words, anywhere: fails
+/// closed for a value or a comment that names them).
+fn turns_on_a_recorder(stmt: &[u8]) -> bool {
+    has_word(stmt, b"profiling") || has_word(stmt, b"optimizer_trace")
 }
 
 /// Whether `needle` occurs in `stmt` before the first word `word` (or anywhere, without it).
@@ -1018,6 +1029,11 @@ mod tests {
             ("SET @x = 1", Keeps),
             ("SET @y = (SELECT MAX(a) FROM t)", Keeps),
             ("SET NAMES latin1", Keeps),
+            // Recording turned on: nothing of qcache's may be sent after it, so a cost owed
+            // is put back before it, as before a reader.
+            ("SET SESSION profiling = 1", Reads),
+            ("SET @@optimizer_trace = 'enabled=on'", Reads),
+            ("SET profiling_history_size = 5", Keeps),
             (
                 "SET STATEMENT sql_select_limit = 1 FOR SELECT a FROM t",
                 Unknown,

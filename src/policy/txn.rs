@@ -420,6 +420,21 @@ impl<S: Copy, W: Default> Transaction<S, W> {
         self.open.take().map(|o| o.writes)
     }
 
+    /// The server answered an ERR with `code`: one after which it rolled back the whole
+    /// transaction ([`error_rolls_back`]) ends the transaction qcache follows, whatever the
+    /// last status said, and its writes are handed back for invalidation (never committed,
+    /// but bumping is harmless, as for a reset). Until then hits and qcache's own answers
+    /// would carry IN_TRANS, and the transaction's view would rule reads the server runs in
+    /// none. Table locks, XA and the isolation levels stay as they are.
+    pub fn error_answered(&mut self, code: Option<u16>) -> Option<W> {
+        if !code.is_some_and(error_rolls_back) {
+            return None;
+        }
+        self.status &= !(status::IN_TRANS | status::IN_TRANS_READONLY);
+        self.begin_pending = false;
+        self.open.take().map(|o| o.writes)
+    }
+
     /// The session was reset: the server forgot the isolation levels, released the table
     /// locks, rolled back the (XA) transaction and any deferred BEGIN with it. The status
     /// flags come with the answer ([`status_after_reset`](Self::status_after_reset)).
@@ -469,6 +484,15 @@ pub fn plain(sql: &[u8], kind: crate::analysis::StatementKind) -> bool {
     }
 }
 
+/// Whether the server rolled back the session's whole transaction when it answered ERR
+/// `code`: InnoDB's deadlock victim (1213, ER_LOCK_DEADLOCK: "try restarting transaction").
+/// A lock wait timeout (1205) rolls back only the statement (unless the server runs with
+/// `innodb_rollback_on_timeout`, which qcache does not read: then the next answer's status
+/// tells, as before).
+pub fn error_rolls_back(code: u16) -> bool {
+    code == 1213
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -508,6 +532,39 @@ mod tests {
                 |t| format!("{:?}", t.begin_answered_locally(true)),
                 "Some(3)",
                 T { begin_pending: true, ..idle() },
+            ),
+            (
+                "a deadlock's ERR (1213): the server rolled the whole transaction back; its \
+                 writes are handed back, IN_TRANS goes",
+                in_txn(),
+                |t| format!("{:?}", t.error_answered(Some(1213))),
+                "Some([1])",
+                T { status: AC, ..idle() },
+            ),
+            (
+                "a deadlock's ERR under autocommit=0, table locks held: those stay",
+                T {
+                    status: IN,
+                    table_locks: true,
+                    ..in_txn()
+                },
+                |t| format!("{:?}", t.error_answered(Some(1213))),
+                "Some([1])",
+                T { status: 0, table_locks: true, ..idle() },
+            ),
+            (
+                "a lock wait timeout's ERR (1205) rolls back the statement only",
+                in_txn(),
+                |t| format!("{:?}", t.error_answered(Some(1205))),
+                "None",
+                in_txn(),
+            ),
+            (
+                "an ERR without a code read: nothing known",
+                in_txn(),
+                |t| format!("{:?}", t.error_answered(None)),
+                "None",
+                in_txn(),
             ),
             (
                 "BEGIN with deferring off goes to the server",

@@ -58,6 +58,11 @@ pub struct StatusAt {
 #[error("malformed server response: {0}")]
 pub struct ResponseError(pub &'static str);
 
+/// The error code of an ERR packet's payload.
+fn err_code(p: &[u8]) -> Option<u16> {
+    p.get(1..3).map(|c| u16::from_le_bytes([c[0], c[1]]))
+}
+
 /// Tracks one response. Summary fields are filled as packets go by.
 #[derive(Debug, Clone)]
 pub struct Response {
@@ -69,6 +74,8 @@ pub struct Response {
     /// OK packets seen that were not result-set terminators.
     pub oks: u32,
     pub error: bool,
+    /// The error code of the final ERR, when the response ended in one.
+    pub err_code: Option<u16>,
     /// Sum of warnings reported by OKs and EOFs.
     pub warnings: u32,
     /// Status flags of the last OK/EOF seen.
@@ -103,6 +110,7 @@ impl Response {
             result_sets: 0,
             oks: 0,
             error: false,
+            err_code: None,
             warnings: 0,
             last_status: None,
             status_here: None,
@@ -187,6 +195,7 @@ impl Response {
             State::Rows => {
                 if first == 0xff {
                     self.error = true;
+                    self.err_code = err_code(p);
                     self.state = State::Done;
                     return Ok(Step::Done);
                 }
@@ -254,6 +263,7 @@ impl Response {
                     }
                 } else if first == 0xff {
                     self.error = true;
+                    self.err_code = err_code(p);
                 } else if packets::is_eof(p, false) {
                     let _ = self.terminator(p, true);
                 }
@@ -263,6 +273,7 @@ impl Response {
             Expect::Prepare => match first {
                 0xff => {
                     self.error = true;
+                    self.err_code = err_code(p);
                     self.state = State::Done;
                     Ok(Step::Done)
                 }
@@ -293,6 +304,7 @@ impl Response {
                 }
                 0xff => {
                     self.error = true;
+                    self.err_code = err_code(p);
                     self.state = State::Done;
                     Ok(Step::Done)
                 }

@@ -168,6 +168,7 @@ impl Session {
                 self.apply_status(Some(at.status)).await;
             } else if resp.error && step == Step::Done {
                 self.apply_status(None).await;
+                self.apply_error(resp.err_code).await;
             }
             self.client
                 .push(p.seq, new.as_deref().unwrap_or(&p.payload));

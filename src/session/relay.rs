@@ -122,6 +122,7 @@ impl Session {
                 self.apply_status(Some(at.status)).await;
             } else if resp.error && step == Step::Done {
                 self.apply_status(None).await;
+                self.apply_error(resp.err_code).await;
             }
             match step {
                 // A result ended and another follows: where a server flushes, and where a
@@ -319,6 +320,15 @@ impl Session {
         }
         let Some(st) = new_status else { return };
         if answered::status_answered(&self.shared, &mut self.st, st) {
+            self.l2_flush().await;
+        }
+    }
+
+    /// After a final ERR's bookkeeping (`apply_status(None)`): an error with which the server
+    /// rolled the transaction back ends the one qcache follows
+    /// (`engine::answered::error_answered`).
+    pub(crate) async fn apply_error(&mut self, code: Option<u16>) {
+        if answered::error_answered(&self.shared, &mut self.st, code) {
             self.l2_flush().await;
         }
     }
