@@ -245,7 +245,11 @@ async fn what_qcache_sends_on_a_clients_connection_is_bounded() {
     .await;
     let proxy = common::proxy(|_| {}).await;
     // The first session of a process also probes which optional variables the server has.
-    drop(proxy.conn(&schema).await);
+    // A statement's answer comes after the connect's read-back (and the probe) landed: a
+    // session dropped before that would leave the probe to the next one, counted below.
+    let mut first = proxy.conn(&schema).await;
+    first.query_drop("DO 0").await.unwrap();
+    drop(first);
     let mut counts = Vec::new();
     for via_proxy in [false, true] {
         let mut c = if via_proxy {

@@ -1809,6 +1809,20 @@ async fn ddl_from_the_binlog_is_pending_through_l2_too() {
     let binlog = |c: &mut Config| c.invalidation.binlog = BinlogMode::On;
     let a = proxy(&redis.url(), binlog).await;
     let b = proxy(&redis.url(), binlog).await;
+    // Until its tail has caught up an instance serves no hit, L2's neither.
+    for p in [&a, &b] {
+        let tail = p
+            .running
+            .shared
+            .binlog
+            .clone()
+            .expect("binlog tail running");
+        assert!(
+            tail.wait_until_connected(Duration::from_secs(20)).await,
+            "binlog stream did not connect: {:?}",
+            tail.status()
+        );
+    }
     let mut cb = b.conn(&schema).await;
     let rows: Vec<mysql_async::Row> = cb.query("SELECT * FROM t").await.unwrap();
     assert_eq!(rows[0].len(), 2);

@@ -20,19 +20,22 @@ pub enum Route {
     InitDb,
     Prepare,
     /// COM_STMT_EXECUTE: the statement pipeline; `id` the statement it names (MariaDB's -1
-    /// resolved), for its digest.
+    /// resolved), for its digest; `release`: long data held for it, sent first.
     Execute {
         id: Option<u32>,
+        release: Option<Release>,
     },
     /// MariaDB's COM_STMT_BULK_EXECUTE: the write path of an execute, no digest.
-    BulkExecute,
+    BulkExecute {
+        release: Option<Release>,
+    },
     /// COM_STMT_FETCH: relayed, rows until the end.
     Fetch,
-    /// COM_STMT_CLOSE and COM_STMT_SEND_LONG_DATA: sent, never answered. `first`: an
-    /// execute to send before (`Prepared::replay_before_long_data`), its answer dropped.
-    Unanswered {
-        first: Option<Vec<u8>>,
-    },
+    /// COM_STMT_CLOSE and COM_STMT_SEND_LONG_DATA: sent, never answered.
+    Unanswered,
+    /// COM_STMT_SEND_LONG_DATA held back until its execute (`SessionState::long_data`):
+    /// nothing is sent, nothing answered.
+    Held,
     /// Relayed, one packet back (COM_STMT_RESET, COM_PING, …).
     OnePacket,
     /// COM_FIELD_LIST: relayed, column definitions until the end.
@@ -51,6 +54,20 @@ pub enum Route {
     Unknown,
 }
 
+/// Long data held back for an execute (`SessionState::release_long_data`): the execute the
+/// server did not see, to send again first (its answer dropped; None when its parameters
+/// were too large to keep), then the held packets, never answered.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Release {
+    pub replay: Option<Vec<u8>>,
+    pub held: Vec<bytes::Bytes>,
+}
+
+fn release(st: &mut SessionState, payload: &[u8]) -> Option<Release> {
+    let (replay, held) = st.release_long_data(stmt_id(payload)?)?;
+    Some(Release { replay, held })
+}
+
 /// The route of command `payload`, with what it changes in `st` before it is sent.
 #[inline]
 pub fn route(st: &mut SessionState, payload: &[u8]) -> Route {
@@ -64,19 +81,21 @@ pub fn route(st: &mut SessionState, payload: &[u8]) -> Route {
         com::STMT_PREPARE => Route::Prepare,
         com::STMT_EXECUTE => Route::Execute {
             id: stmt_id(payload).and_then(|id| st.resolve_stmt(id)),
+            release: release(st, payload),
         },
-        com::STMT_BULK_EXECUTE => Route::BulkExecute,
+        com::STMT_BULK_EXECUTE => Route::BulkExecute {
+            release: release(st, payload),
+        },
         com::STMT_FETCH => Route::Fetch,
         com::STMT_CLOSE => {
             if let Some(id) = stmt_id(payload) {
                 st.close_stmt(id);
             }
-            Route::Unanswered { first: None }
+            Route::Unanswered
         }
-        com::STMT_SEND_LONG_DATA => Route::Unanswered {
-            first: stmt_id(payload)
-                .and_then(|id| st.long_data(id))
-                .map(|(_, replay)| replay),
+        com::STMT_SEND_LONG_DATA => match stmt_id(payload) {
+            Some(id) if st.long_data(id, payload) => Route::Held,
+            _ => Route::Unanswered,
         },
         com::STMT_RESET => {
             if let Some(id) = stmt_id(payload) {
@@ -205,6 +224,7 @@ mod tests {
             cursor_open: false,
             last_execute: LastExecute::Keyed(material),
             values_unsent,
+            held_long_data: Vec::new(),
         }
     }
 
@@ -263,7 +283,10 @@ mod tests {
             (
                 "execute names its statement",
                 with(com::STMT_EXECUTE, &id7),
-                Route::Execute { id: Some(7) },
+                Route::Execute {
+                    id: Some(7),
+                    release: None,
+                },
                 true,
                 false,
                 vec![],
@@ -271,7 +294,10 @@ mod tests {
             (
                 "execute -1 names the last prepared",
                 with(com::STMT_EXECUTE, &minus_one),
-                Route::Execute { id: Some(7) },
+                Route::Execute {
+                    id: Some(7),
+                    release: None,
+                },
                 true,
                 false,
                 vec![],
@@ -279,7 +305,7 @@ mod tests {
             (
                 "bulk",
                 with(com::STMT_BULK_EXECUTE, &id7),
-                Route::BulkExecute,
+                Route::BulkExecute { release: None },
                 true,
                 false,
                 vec![],
@@ -295,7 +321,7 @@ mod tests {
             (
                 "close forgets",
                 with(com::STMT_CLOSE, &id7),
-                Route::Unanswered { first: None },
+                Route::Unanswered,
                 false,
                 false,
                 vec![],
@@ -303,7 +329,7 @@ mod tests {
             (
                 "close -1 forgets the last prepared",
                 with(com::STMT_CLOSE, &minus_one),
-                Route::Unanswered { first: None },
+                Route::Unanswered,
                 false,
                 false,
                 vec![],
@@ -311,9 +337,7 @@ mod tests {
             (
                 "long data after a served execute replays it first",
                 with(com::STMT_SEND_LONG_DATA, &long),
-                Route::Unanswered {
-                    first: Some(replay.clone()),
-                },
+                Route::Held,
                 true,
                 true,
                 vec![],
@@ -321,9 +345,7 @@ mod tests {
             (
                 "long data to -1",
                 with(com::STMT_SEND_LONG_DATA, &long_minus_one),
-                Route::Unanswered {
-                    first: Some(replay.clone()),
-                },
+                Route::Held,
                 true,
                 true,
                 vec![],
@@ -398,13 +420,56 @@ mod tests {
             assert_eq!(long_data, noted, "{rule}: long data");
             assert_eq!(st.pending.schemas, schemas, "{rule}: schemas");
         }
-        // Long data after an execute the server saw replays nothing.
+        // Long data after an execute the server saw goes up at once.
         let mut st = world.session(None);
         st.stmts.insert(7, held(false));
         assert_eq!(
             route(&mut st, &with(com::STMT_SEND_LONG_DATA, &long)),
-            Route::Unanswered { first: None }
+            Route::Unanswered
         );
+        // Held long data goes up before the execute that consumes it, after the replay,
+        // once; a reset or a close drops it (the server never had it).
+        let long_packet = with(com::STMT_SEND_LONG_DATA, &long);
+        for (rule, consumer, released) in [
+            (
+                "an execute releases it",
+                with(com::STMT_EXECUTE, &id7),
+                true,
+            ),
+            (
+                "a bulk execute too",
+                with(com::STMT_BULK_EXECUTE, &id7),
+                true,
+            ),
+            ("a reset drops it", with(com::STMT_RESET, &id7), false),
+            ("a close drops it", with(com::STMT_CLOSE, &id7), false),
+        ] {
+            let mut st = world.session(None);
+            st.stmts.insert(7, held(true));
+            st.last_stmt = Some(7);
+            assert_eq!(route(&mut st, &long_packet), Route::Held, "{rule}");
+            assert_eq!(
+                route(&mut st, &long_packet),
+                Route::Held,
+                "{rule}: and the next"
+            );
+            assert_eq!(st.holding_long_data, 1, "{rule}");
+            let want = Release {
+                replay: Some(replay.clone()),
+                held: vec![long_packet.clone().into(); 2],
+            };
+            let got = match route(&mut st, &consumer) {
+                Route::Execute { release, .. } | Route::BulkExecute { release } => release,
+                _ => None,
+            };
+            assert_eq!(got, released.then_some(want), "{rule}");
+            assert_eq!(st.holding_long_data, 0, "{rule}: nothing held after");
+            let again = route(&mut st, &with(com::STMT_EXECUTE, &id7));
+            assert!(
+                matches!(again, Route::Execute { release: None, .. }),
+                "{rule}: released once"
+            );
+        }
     }
 
     /// One row per statement kind: its route and what it planned (writes pending, context

@@ -105,6 +105,7 @@ mod tests {
             cursor_open: false,
             last_execute: LastExecute::None,
             values_unsent: false,
+            held_long_data: Vec::new(),
         }
     }
 

@@ -717,6 +717,7 @@ mod tests {
             cursor_open: false,
             last_execute: last,
             values_unsent: false,
+            held_long_data: Vec::new(),
         };
         // (rule, statement held as 1, id asked, the answer's decision when it answers at
         // once, else whether the key is known)

@@ -63,9 +63,13 @@ impl Prepared {
             _ => Vec::new(),
         };
         std::mem::swap(&mut kept, scratch);
+        if scratch.capacity() > KEEP_SCRATCH {
+            // A large parameter passed before; an idle session keeps no large buffer.
+            *scratch = Vec::new();
+        }
         // Not sent yet: a hit leaves it so, an execute that goes up clears it (`types_sent`).
+        // A large material is kept until then: a hit's may be needed for its replay.
         self.values_unsent = true;
-        // Empty when `execute_key` dropped an oversized buffer.
         self.last_execute = if kept.is_empty() {
             LastExecute::None
         } else {
@@ -131,6 +135,7 @@ pub fn prepare_answered(
         cursor_open: false,
         last_execute: LastExecute::None,
         values_unsent: false,
+        held_long_data: Vec::new(),
     };
     st.stmts.insert(id, stmt);
     st.last_stmt = Some(id);
@@ -331,6 +336,16 @@ impl Prepared {
     /// them set.
     pub fn types_sent(&mut self, sent: SentTypes) {
         self.values_unsent = false;
+        // The server has these values: a large material is not kept for a replay (EXPLAIN
+        // STATEMENT then says its parameters were too large to keep).
+        if matches!(&self.last_execute, LastExecute::Keyed(m) if m.capacity() > KEEP_SCRATCH) {
+            self.last_execute = LastExecute::None;
+        }
+        self.types_held(sent);
+    }
+
+    /// What the server holds of the types once a packet carrying `sent` went to it.
+    fn types_held(&mut self, sent: SentTypes) {
         match sent {
             SentTypes::None => {}
             SentTypes::Known(t) => self.server_types = Some(t),
@@ -377,9 +392,7 @@ impl Prepared {
     /// read any value, and only a SELECT is ever served: long data after the bulk still
     /// needs the served execute replayed (`replay_before_long_data`).
     pub fn bulk_sent(&mut self, sent: SentTypes) {
-        let unsent = self.values_unsent;
-        self.types_sent(sent);
-        self.values_unsent = unsent;
+        self.types_held(sent);
     }
 
     /// A MariaDB COM_STMT_BULK_EXECUTE as the server must receive it: `[0xfa][id:4]
@@ -430,7 +443,7 @@ impl Prepared {
     /// where, directly, it reads the string. Sending that served execute again gives the
     /// server its values; it is a cacheable read, which changes nothing. Built from the key's
     /// material (types, null bitmap, values), so a hit copies nothing for it; None when
-    /// there is nothing to replay or its material was too large to keep.
+    /// there is nothing to replay.
     pub fn replay_before_long_data(&mut self, id: u32) -> Option<Vec<u8>> {
         if !self.values_unsent {
             return None;
@@ -492,12 +505,7 @@ pub fn execute_key(
 ) -> Key {
     let m = scratch;
     write_material(m, key_sql, params);
-    let k = key(fingerprint, TAG_BINARY, m);
-    if m.capacity() > KEEP_SCRATCH {
-        // A large parameter passed; an idle session should not keep its copy.
-        *m = Vec::new();
-    }
-    k
+    key(fingerprint, TAG_BINARY, m)
 }
 
 /// What an execute's key hashes with the session's fingerprint, written into `m`.
@@ -546,6 +554,7 @@ mod tests {
             cursor_open: false,
             last_execute: LastExecute::None,
             values_unsent: false,
+            held_long_data: Vec::new(),
         }
     }
 
@@ -1061,6 +1070,29 @@ mod tests {
         prepare_answered(&mut st, None, sql, &scan);
         assert_eq!(st.last_stmt, None);
         assert!(st.stmts.contains_key(&9));
+    }
+
+    /// A large parameter's key material is kept while a hit may need it for a replay, and
+    /// neither the session's scratch nor an execute the server saw keeps it.
+    #[test]
+    fn a_large_material_is_kept_only_while_a_replay_may_need_it() {
+        let big = vec![7u8; KEEP_SCRATCH + 10];
+        let mut p = stmt(Some(STR), Some(STR));
+        let mut scratch = big.clone();
+        scratch.reserve(0);
+        p.keep_key_material(&mut scratch);
+        assert!(matches!(&p.last_execute, LastExecute::Keyed(m) if m.len() == big.len()));
+        assert!(p.values_unsent, "served: kept for the replay");
+        // The next keyed execute hands the large buffer back: the scratch drops it.
+        let mut small = b"small".to_vec();
+        p.keep_key_material(&mut small);
+        assert_eq!(small.capacity(), 0, "the session keeps no large scratch");
+        // A large material the server has seen is not kept.
+        let mut scratch = big;
+        p.keep_key_material(&mut scratch);
+        p.after_execute(SentTypes::None, Some((false, false)));
+        assert!(matches!(p.last_execute, LastExecute::None));
+        assert!(p.replay_before_long_data(1).is_none());
     }
 
     /// Long data after an execute the server did not see: that execute is sent first,

@@ -442,6 +442,7 @@ mod tests {
             cursor_open: false,
             last_execute: Default::default(),
             values_unsent: false,
+            held_long_data: Vec::new(),
         }
     }
 

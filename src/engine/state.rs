@@ -91,6 +91,11 @@ pub struct Prepared {
     /// values of an earlier one. MariaDB reads long data as the kind of value each
     /// parameter last received (`Prepared::replay_before_long_data`).
     pub values_unsent: bool,
+    /// COM_STMT_SEND_LONG_DATA packets held back while `values_unsent`: they go up right
+    /// before the execute that consumes them, after the served execute is sent again
+    /// (`SessionState::release_long_data`), so that nothing the client does in between
+    /// sees that replay's diagnostics or read view.
+    pub held_long_data: Vec<bytes::Bytes>,
 }
 
 /// A prepared statement's last execute, as its key saw it.
@@ -206,6 +211,9 @@ pub struct SessionState {
     /// Keyed by ids the server assigned, so a client cannot aim them at one bucket: hashed
     /// with foldhash rather than SipHash, two lookups per execute.
     pub stmts: HashMap<u32, Prepared, foldhash::fast::FixedState>,
+    /// Statements holding long data back (`Prepared::held_long_data`): an execute looks
+    /// for its statement's only when some does.
+    pub holding_long_data: usize,
     pub last_stmt: Option<u32>,
     pub pending: Pending,
     /// The statement in flight's standing with the parent maps (derived slices).
@@ -361,6 +369,7 @@ impl SessionState {
             temps_unseen: false,
             txn: Transaction::new(n.status, cfg.server.defer_begin),
             stmts: HashMap::default(),
+            holding_long_data: 0,
             last_stmt: None,
             pending: Pending::default(),
             write_in_flight: None,
@@ -473,6 +482,7 @@ impl SessionState {
         self.temp_elsewhere.clear();
         self.temps_unseen = false;
         self.stmts.clear();
+        self.holding_long_data = 0;
         self.last_stmt = None;
         self.sql_prepared_in.clear();
         self.sql_prepared_sets.clear();
@@ -547,6 +557,7 @@ impl SessionState {
     /// none until the next successful prepare if it was the last one.
     pub fn close_stmt(&mut self, id: u32) {
         if let Some(id) = self.resolve_stmt(id) {
+            self.drop_held_long_data(id);
             self.stmts.remove(&id);
             if self.last_stmt == Some(id) {
                 self.last_stmt = None;
@@ -554,17 +565,59 @@ impl SessionState {
         }
     }
 
-    /// COM_STMT_SEND_LONG_DATA for `id`: the next execute's values are not all in its
-    /// packet. The execute to send before it, if the server must first be given the values
-    /// of one it did not see ([`Prepared::replay_before_long_data`]).
-    pub fn long_data(&mut self, id: u32) -> Option<(u32, Vec<u8>)> {
+    /// COM_STMT_SEND_LONG_DATA `payload` for `id`: the next execute's values are not all
+    /// in its packet. True when the packet is held back: the server must first be given the
+    /// values of an execute it did not see ([`Prepared::replay_before_long_data`]), and that
+    /// replay is made right before the execute that consumes the long data
+    /// ([`release_long_data`](Self::release_long_data)), not now.
+    pub fn long_data(&mut self, id: u32, payload: &[u8]) -> bool {
+        let Some(s) = self.resolve_stmt(id).and_then(|id| self.stmts.get_mut(&id)) else {
+            return false;
+        };
+        s.long_data = true;
+        if !s.values_unsent && s.held_long_data.is_empty() {
+            return false;
+        }
+        if s.held_long_data.is_empty() {
+            self.holding_long_data += 1;
+        }
+        s.held_long_data
+            .push(bytes::Bytes::copy_from_slice(payload));
+        true
+    }
+
+    /// Before an execute (or bulk execute) of `id`: the long data held for it, to send
+    /// first, after the execute to replay (None when there is nothing to replay: its
+    /// parameters were too large to keep). None when none is held.
+    #[inline]
+    pub fn release_long_data(&mut self, id: u32) -> Option<(Option<Vec<u8>>, Vec<bytes::Bytes>)> {
+        if self.holding_long_data == 0 {
+            return None;
+        }
         let id = self.resolve_stmt(id)?;
         let s = self.stmts.get_mut(&id)?;
-        s.long_data = true;
-        s.replay_before_long_data(id).map(|p| (id, p))
+        if s.held_long_data.is_empty() {
+            return None;
+        }
+        self.holding_long_data -= 1;
+        let held = std::mem::take(&mut s.held_long_data);
+        Some((s.replay_before_long_data(id), held))
+    }
+
+    /// Held long data of `id` dropped (a reset or close: the server never had it).
+    fn drop_held_long_data(&mut self, id: u32) {
+        if let Some(s) = self.stmts.get_mut(&id) {
+            if !s.held_long_data.is_empty() {
+                s.held_long_data.clear();
+                self.holding_long_data -= 1;
+            }
+        }
     }
 
     pub fn stmt_reset(&mut self, id: u32) {
+        if let Some(id) = self.resolve_stmt(id) {
+            self.drop_held_long_data(id);
+        }
         if let Some(s) = self.resolve_stmt(id).and_then(|id| self.stmts.get_mut(&id)) {
             s.long_data = false;
             // MariaDB keeps the types across a reset; re-sending them costs a few bytes and

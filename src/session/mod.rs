@@ -290,21 +290,27 @@ impl Session {
                 }
             }
             Route::Prepare => self.stmt_prepare(pkt).await?,
-            Route::Execute { id } => {
+            Route::Execute { id, release } => {
+                if let Some(r) = release {
+                    self.release_long_data(r).await?;
+                }
                 self.statement_start();
                 self.stmt_execute(pkt).await?;
                 if let Some(id) = id {
                     self.statement_end(digests::Statement::Prepared(id));
                 }
             }
-            Route::BulkExecute => self.stmt_execute(pkt).await?,
+            Route::BulkExecute { release } => {
+                if let Some(r) = release {
+                    self.release_long_data(r).await?;
+                }
+                self.stmt_execute(pkt).await?
+            }
             Route::Fetch => {
                 self.relay_command(&pkt, Expect::Rows).await?;
             }
-            Route::Unanswered { first } => {
-                if let Some(replay) = first {
-                    self.replay_served_execute(&replay).await?;
-                }
+            Route::Held => {}
+            Route::Unanswered => {
                 self.upstream.start_command();
                 self.upstream
                     .send(pkt.seq, &pkt.payload)

@@ -180,29 +180,30 @@ impl Session {
         Ok(())
     }
 
-    /// An execute the client was answered from the cache, sent again before long data
-    /// (`Prepared::replay_before_long_data`), its answer dropped. It is handled as the
-    /// cacheable read it is would be: its diagnostics are those the served execute owed
-    /// (`after_hit`), and a transaction's points are taken before it (a read may open a
-    /// view; the earlier point is the safe one). A deferred BEGIN stays deferred: the served
-    /// execute came before it.
-    pub(super) async fn replay_served_execute(
+    /// Long data held for an execute (`engine::command::Release`), sent right before it:
+    /// first the execute the client was answered from the cache, sent again so that the
+    /// server reads the long data as directly (`Prepared::replay_before_long_data`), its
+    /// answer dropped, then the held packets. Handled as the cacheable read it is: it takes
+    /// the restore a hit owed (the consuming execute, next, sets every diagnostic itself),
+    /// and a transaction's points are taken before it (the earlier point is the safe one).
+    /// A deferred BEGIN stays deferred: the served execute came before it.
+    pub(super) async fn release_long_data(
         &mut self,
-        payload: &[u8],
+        release: crate::engine::command::Release,
     ) -> Result<(), SessionError> {
-        let skipped = self.diagnostics_before(payload, true).await?;
-        let now = self.shared.cache.versions().snapshot();
-        self.st.txn.before_send(now);
-        let resp = self
-            .round_trip_private(payload, "an execute sent again before long data")
-            .await?;
-        self.st.diag_may_persist = crate::policy::diagnostics::may_persist(
-            self.st.diag_may_persist,
-            resp.error || resp.warnings > 0,
-            true,
-        );
-        if let (Some(owed), true) = (skipped, resp.error) {
-            self.after_refused_read(owed, payload).await?;
+        if let Some(replay) = release.replay {
+            let _ = self.diagnostics_before(&replay, true).await?;
+            let now = self.shared.cache.versions().snapshot();
+            self.st.txn.before_send(now);
+            self.round_trip_private(&replay, "an execute sent again before long data")
+                .await?;
+        }
+        for p in &release.held {
+            self.upstream.start_command();
+            self.upstream
+                .send(0, p)
+                .await
+                .map_err(SessionError::upstream)?;
         }
         Ok(())
     }
