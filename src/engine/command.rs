@@ -63,7 +63,11 @@ pub struct Release {
     pub held: Vec<bytes::Bytes>,
 }
 
+#[inline]
 fn release(st: &mut SessionState, payload: &[u8]) -> Option<Release> {
+    if st.holding_long_data == 0 {
+        return None;
+    }
     let (replay, held) = st.release_long_data(stmt_id(payload)?)?;
     Some(Release { replay, held })
 }
