@@ -747,6 +747,7 @@ topics!(
     adversary9,
     adversary10,
     adversary12,
+    adversary13b,
     basics,
     catalog,
     classification,
