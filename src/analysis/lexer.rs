@@ -162,7 +162,9 @@ impl<'a> Lexer<'a> {
                     let c2 = self.at(self.pos + 2);
                     let exec_len = if c2 == b'!' {
                         Some(3)
-                    } else if (c2 == b'M' || c2 == b'm') && self.at(self.pos + 3) == b'!' {
+                    } else if c2 == b'M' && self.at(self.pos + 3) == b'!' {
+                        // Only an upper-case M: MariaDB reads `/*m!` as a plain comment
+                        // (checked against 10.11: `SELECT 1 /*m! + 1 */` answers 1).
                         Some(4)
                     } else {
                         None
@@ -583,6 +585,21 @@ mod tests {
         let t = toks("-- c\n# c\n/* c */ SELECT /*!40001 SQL_NO_CACHE */ /*M!100100 a */ --1");
         let words: Vec<String> = t.into_iter().map(|x| x.1).collect();
         assert_eq!(words, vec!["SELECT", "SQL_NO_CACHE", "a", "-", "-", "1"]);
+    }
+
+    /// `/*m! … */` is a plain comment to MariaDB (and MySQL): a quote in it opens no string
+    /// that could hide the code after it (issue #35 class 5, adversary13b).
+    #[test]
+    fn lower_case_m_comment_is_plain() {
+        let t = toks("UPDATE t1 SET a = 1 /*m! ' */ + f(3) -- ' */");
+        let words: Vec<String> = t.into_iter().map(|x| x.1).collect();
+        assert_eq!(
+            words,
+            vec!["UPDATE", "t1", "SET", "a", "=", "1", "+", "f", "(", "3", ")"]
+        );
+        let t = toks("SELECT /*M!100100 a */ /*m!100100 b */ c");
+        let words: Vec<String> = t.into_iter().map(|x| x.1).collect();
+        assert_eq!(words, vec!["SELECT", "a", "c"]);
     }
 
     #[test]
