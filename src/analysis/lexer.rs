@@ -50,6 +50,13 @@ impl Token {
     }
 }
 
+/// Whether `b`, right after `--`, makes the `--` a comment: whitespace or a control byte, as
+/// the server's `my_isspace || my_iscntrl` reads it, DEL (0x7f) included (checked against
+/// MariaDB 10.11: `SELECT 1 --<DEL> x` + a new line + `+ 10` answers 11).
+pub(crate) fn opens_dash_comment(b: u8) -> bool {
+    b <= b' ' || b == 0x7f
+}
+
 pub(crate) fn is_ident_byte(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b == b'_' || b == b'$' || b >= 0x80
 }
@@ -153,7 +160,7 @@ impl<'a> Lexer<'a> {
                 b'#' => self.skip_line(),
                 // MySQL wants whitespace (or a control byte, or the end) after `--`.
                 b'-' if self.at(self.pos + 1) == b'-'
-                    && (self.pos + 2 >= n || self.at(self.pos + 2) <= b' ') =>
+                    && (self.pos + 2 >= n || opens_dash_comment(self.at(self.pos + 2))) =>
                 {
                     self.skip_line()
                 }
@@ -600,6 +607,21 @@ mod tests {
         let t = toks("SELECT /*M!100100 a */ /*m!100100 b */ c");
         let words: Vec<String> = t.into_iter().map(|x| x.1).collect();
         assert_eq!(words, vec!["SELECT", "a", "c"]);
+    }
+
+    /// `--` followed by DEL is a comment to the server: the quote after it opens no string.
+    #[test]
+    fn dash_dash_then_del_is_a_comment() {
+        let t = toks("UPDATE t1 SET a = 1 --\x7f '\n + f(3) -- '\n");
+        let words: Vec<String> = t.into_iter().map(|x| x.1).collect();
+        assert_eq!(
+            words,
+            vec!["UPDATE", "t1", "SET", "a", "=", "1", "+", "f", "(", "3", ")"]
+        );
+        // Any other byte after `--` leaves two minus signs.
+        let t = toks("1 --x");
+        let words: Vec<String> = t.into_iter().map(|x| x.1).collect();
+        assert_eq!(words, vec!["1", "-", "-", "x"]);
     }
 
     #[test]
