@@ -469,12 +469,52 @@ impl Iterator for Lexer<'_> {
 /// readings (then keeping every table either names) is right whichever mode the statement
 /// ran under — a session's, or a binlog event's — with no mode to get wrong.
 pub(crate) fn no_backslash_escapes_reading(sql: &[u8]) -> Option<Vec<u8>> {
+    reading_under(sql, false)
+}
+
+/// The statement as a server in ANSI_QUOTES mode (backslash escapes still on) reads it,
+/// respelled for the default rules as [`no_backslash_escapes_reading`] does: there `"…"`
+/// is an identifier, in which a backslash is a byte, while `'…'` still escapes. A third
+/// reading, which neither of the other two gives: `'\' "' + "\" + f(3) -- "` runs `f(3)`
+/// under ANSI_QUOTES only. None when it cuts the same tokens as the default reading, or
+/// leaves a quote open.
+pub(crate) fn ansi_quotes_reading(sql: &[u8]) -> Option<Vec<u8>> {
+    reading_under(sql, true)
+}
+
+/// Every reading of `sql` other than the default one that cuts other tokens
+/// ([`no_backslash_escapes_reading`], [`ansi_quotes_reading`]), respelled for the default
+/// rules: analysing each and keeping what any names is right under whichever sql_mode the
+/// statement ran.
+pub(crate) fn other_readings(sql: &[u8]) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    for alt in [no_backslash_escapes_reading(sql), ansi_quotes_reading(sql)]
+        .into_iter()
+        .flatten()
+    {
+        if !out.contains(&alt) {
+            out.push(alt);
+        }
+    }
+    out
+}
+
+/// The lexer of one of the other readings: ANSI_QUOTES (`ansi`) or NO_BACKSLASH_ESCAPES.
+fn other_lexer(sql: &[u8], ansi: bool) -> Lexer<'_> {
+    if ansi {
+        Lexer::with_modes(sql, true, false)
+    } else {
+        Lexer::without_backslash_escapes(sql)
+    }
+}
+
+fn reading_under(sql: &[u8], ansi: bool) -> Option<Vec<u8>> {
     if !sql.contains(&b'\\') {
         return None;
     }
     // Same token boundaries: only string values differ, which name no table.
     let mut std = Lexer::new(sql);
-    let mut alt = Lexer::without_backslash_escapes(sql);
+    let mut alt = other_lexer(sql, ansi);
     loop {
         let (x, y) = (std.next_token(), alt.next_token());
         if x.map(|t| (t.start, t.end)) != y.map(|t| (t.start, t.end)) {
@@ -483,7 +523,7 @@ pub(crate) fn no_backslash_escapes_reading(sql: &[u8]) -> Option<Vec<u8>> {
         // Both ended together: every token the same.
         y?;
     }
-    let mut lx = Lexer::without_backslash_escapes(sql);
+    let mut lx = other_lexer(sql, ansi);
     let mut out = Vec::with_capacity(sql.len() + 8);
     let mut copied = 0;
     let mut changed = false;
@@ -501,7 +541,13 @@ pub(crate) fn no_backslash_escapes_reading(sql: &[u8]) -> Option<Vec<u8>> {
         if t.end == sql.len() && (b.len() < q + 2 || b.last() != b.get(q)) {
             return None;
         }
-        if t.tok == Tok::Backquoted || !b.contains(&b'\\') {
+        // Under ANSI_QUOTES only a double-quoted identifier takes a backslash as a byte.
+        let literal = if ansi {
+            t.tok == Tok::DoubleQuoted
+        } else {
+            t.tok != Tok::Backquoted
+        };
+        if !literal || !b.contains(&b'\\') {
             continue;
         }
         out.extend_from_slice(&sql[copied..t.start]);
@@ -622,6 +668,31 @@ mod tests {
         let t = toks("1 --x");
         let words: Vec<String> = t.into_iter().map(|x| x.1).collect();
         assert_eq!(words, vec!["1", "-", "-", "x"]);
+    }
+
+    /// ANSI_QUOTES' reading: `"\\"` is an identifier, `'\\'…'` still escapes; it shows a call
+    /// that both other readings put inside a string.
+    #[test]
+    fn ansi_quotes_reading_shows_what_both_others_hide() {
+        let sql = br#"UPDATE t1 SET a = LENGTH('\' "') + "\" + f(3) -- ""#;
+        let words = |b: &[u8]| -> Vec<String> {
+            Lexer::new(b)
+                .filter(|t| t.tok == Tok::Word)
+                .map(|t| String::from_utf8_lossy(t.bytes(b)).into_owned())
+                .collect()
+        };
+        assert!(!words(sql).contains(&"f".to_string()));
+        let nbe = no_backslash_escapes_reading(sql).unwrap();
+        assert!(!words(&nbe).contains(&"f".to_string()));
+        let ansi = ansi_quotes_reading(sql).unwrap();
+        assert!(
+            words(&ansi).contains(&"f".to_string()),
+            "{}",
+            String::from_utf8_lossy(&ansi)
+        );
+        assert_eq!(other_readings(sql).len(), 2);
+        // No backslash in a double-quoted run: the same tokens, no other reading.
+        assert_eq!(ansi_quotes_reading(br"SELECT 'a\'b'"), None);
     }
 
     #[test]
