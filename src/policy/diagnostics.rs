@@ -446,8 +446,11 @@ pub fn has_placeholder(sql: &[u8]) -> bool {
     }
     let mut plain = Lexer::new(sql);
     let mut literal = Lexer::without_backslash_escapes(sql);
+    // ANSI_QUOTES' reading (`'\'` escapes, `"\"` does not) is a third one.
+    let mut ansi = Lexer::with_modes(sql, true, false);
     std::iter::from_fn(|| plain.next_token())
         .chain(std::iter::from_fn(|| literal.next_token()))
+        .chain(std::iter::from_fn(|| ansi.next_token()))
         .any(|t| t.is_punct(b'?'))
 }
 
@@ -981,6 +984,13 @@ mod tests {
                 false,
                 false,
                 "either reading finding a placeholder counts",
+            ),
+            (
+                "SELECT LENGTH('\\' \"') + \"\\\" + ? -- \"",
+                true,
+                false,
+                false,
+                "ANSI_QUOTES' reading alone finds it",
             ),
             (
                 "SELECT a FROM t WHERE a = /*!50000 ? */ 1",
