@@ -158,12 +158,13 @@ fn analyze_reading_parsed(sql: &str) -> Analysis {
 /// reads. (`'O\'Brien'` alone is not ambiguous: read the other way it leaves a quote open,
 /// which the server would reject.)
 fn backslash_ambiguous(sql: &str) -> bool {
-    ambiguous_under(sql, false) || ambiguous_under(sql, true)
+    super::lexer::other_lexers(sql.as_bytes())
+        .into_iter()
+        .any(|alt| ambiguous_under(sql, alt))
 }
 
-/// [`backslash_ambiguous`] for one other reading: ANSI_QUOTES (`ansi`) or
-/// NO_BACKSLASH_ESCAPES.
-fn ambiguous_under(sql: &str, ansi: bool) -> bool {
+/// [`backslash_ambiguous`] for one other reading's lexer.
+fn ambiguous_under<'a>(sql: &'a str, mut alt: Lexer<'a>) -> bool {
     let b = sql.as_bytes();
     if !b
         .windows(2)
@@ -171,11 +172,7 @@ fn ambiguous_under(sql: &str, ansi: bool) -> bool {
     {
         return false;
     }
-    let mut alt = if ansi {
-        Lexer::with_modes(b, true, false)
-    } else {
-        Lexer::without_backslash_escapes(b)
-    };
+
     let mut std = Lexer::new(b);
     let mut differ = false;
     let mut last = None;

@@ -444,14 +444,11 @@ pub fn has_placeholder(sql: &[u8]) -> bool {
     if !sql.contains(&b'?') {
         return false;
     }
-    let mut plain = Lexer::new(sql);
-    let mut literal = Lexer::without_backslash_escapes(sql);
-    // ANSI_QUOTES' reading (`'\'` escapes, `"\"` does not) is a third one.
-    let mut ansi = Lexer::with_modes(sql, true, false);
-    std::iter::from_fn(|| plain.next_token())
-        .chain(std::iter::from_fn(|| literal.next_token()))
-        .chain(std::iter::from_fn(|| ansi.next_token()))
-        .any(|t| t.is_punct(b'?'))
+    // Every other reading too: NO_BACKSLASH_ESCAPES', ANSI_QUOTES' (`'\'` escapes, `"\"`
+    // does not), a multi-byte client character set's.
+    std::iter::once(Lexer::new(sql))
+        .chain(crate::analysis::lexer::other_lexers(sql))
+        .any(|mut lx| std::iter::from_fn(|| lx.next_token()).any(|t| t.is_punct(b'?')))
 }
 
 /// Marks a pending restore (`SessionState::after_hit`) as one after qcache's own read-back
