@@ -60,6 +60,10 @@ enum Step {
     /// `@hits any`: hits are not counted (they differ between the proxied runs). Without
     /// either, every proxied run must serve at least one statement from the cache.
     Hits(Option<bool>),
+    /// `@bytes`: the next statement is sent (text protocol) as bytes, each character of the
+    /// file (U+0000 to U+00FF) one byte: for statements in a single-byte client character
+    /// set (latin1, …) that are no valid UTF-8.
+    Bytes,
     Sql(String),
 }
 
@@ -130,6 +134,7 @@ fn parse(text: &str) -> Result<Vec<(usize, Step)>, String> {
                         .to_string(),
                 ),
                 Some("ignore") => Step::Ignore,
+                Some("bytes") => Step::Bytes,
                 Some("reset") => Step::Reset,
                 Some("change_user") => Step::ChangeUser,
                 Some("expect") => match words.next() {
@@ -336,6 +341,33 @@ impl Run<'_> {
         out
     }
 
+    /// [`exec`](Self::exec) of a text statement sent as bytes (`@bytes`): each character one
+    /// byte.
+    async fn exec_bytes(&mut self, name: &str, sql: &str) -> String {
+        let sql = self.subst(sql);
+        let Some(raw) = sql
+            .chars()
+            .map(|c| u8::try_from(u32::from(c)).ok())
+            .collect::<Option<Vec<u8>>>()
+        else {
+            return "@bytes: a character above U+00FF".into();
+        };
+        let (spec, conn) = self.conns.get_mut(name).expect("current connection");
+        let direct = spec.direct;
+        let Some(conn) = conn.as_mut() else {
+            return "connection not open".into();
+        };
+        let out = outcome::run_text_bytes(conn, &raw).await;
+        let out = self.unsubst(&out);
+        if direct && self.proxy.is_some() {
+            self.sync_tail().await;
+        }
+        if let (false, true, Some(p)) = (direct, self.settle_ddl, self.proxy) {
+            common::wait_catalog_settled(&p.running.shared).await;
+        }
+        out
+    }
+
     /// Runs every step; returns (line, outcome) for each statement and connection attempt.
     async fn play(&mut self, steps: &[(usize, Step)]) -> Vec<(usize, String)> {
         let mut out = Vec::new();
@@ -345,6 +377,7 @@ impl Run<'_> {
         let mut stmts: std::collections::HashMap<(String, String), mysql_async::Statement> =
             Default::default();
         let mut ignore = false;
+        let mut bytes = false;
         let mut expect = None;
         let first = ConnSpec::default_conn();
         let c = self.open(&first).await;
@@ -419,6 +452,15 @@ impl Run<'_> {
                         },
                         _ => "connection not open".into(),
                     };
+                    if !std::mem::take(&mut ignore) {
+                        out.push((*line, o));
+                    }
+                }
+                Step::Bytes => bytes = true,
+                Step::Sql(sql) if std::mem::take(&mut bytes) => {
+                    let before = self.hits();
+                    let o = self.exec_bytes(&current, sql).await;
+                    self.check_expect(expect.take(), before, *line);
                     if !std::mem::take(&mut ignore) {
                         out.push((*line, o));
                     }
@@ -748,6 +790,7 @@ topics!(
     adversary10,
     adversary12,
     adversary13,
+    adversary13b,
     basics,
     catalog,
     classification,

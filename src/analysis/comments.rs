@@ -138,7 +138,11 @@ fn trim_comments(sql: &[u8]) -> Option<&[u8]> {
             _ if space(b) => i += 1,
             b'#' => i = line_end(sql, i),
             // The server wants whitespace or a control byte (or the end) after `--`.
-            b'-' if at(i + 1) == b'-' && (i + 2 >= n || at(i + 2) <= b' ') => i = line_end(sql, i),
+            b'-' if at(i + 1) == b'-'
+                && (i + 2 >= n || super::lexer::opens_dash_comment(at(i + 2))) =>
+            {
+                i = line_end(sql, i)
+            }
             b'/' if at(i + 1) == b'*' => {
                 let close = sql.get(i + 2..)?.windows(2).position(|w| w == b"*/")? + i + 2;
                 let c2 = at(i + 2);

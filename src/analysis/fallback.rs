@@ -407,8 +407,9 @@ pub(crate) fn spaced_builtin_call(sql: &str) -> bool {
 pub fn calls_unknown_code(sql: &str) -> bool {
     let calls = |sql: &str| worst_call(&Toks::new(sql)).is_some_and(FnClass::may_write);
     calls(sql)
-        || super::lexer::no_backslash_escapes_reading(sql.as_bytes())
-            .is_some_and(|alt| calls(&String::from_utf8_lossy(&alt)))
+        || super::lexer::other_readings(sql.as_bytes())
+            .iter()
+            .any(|alt| calls(&String::from_utf8_lossy(alt)))
 }
 
 /// The sequences a column's DEFAULT (or generation) expression advances each time the server

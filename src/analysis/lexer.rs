@@ -50,6 +50,13 @@ impl Token {
     }
 }
 
+/// Whether `b`, right after `--`, makes the `--` a comment: whitespace or a control byte, as
+/// the server's `my_isspace || my_iscntrl` reads it, DEL (0x7f) included (checked against
+/// MariaDB 10.11: `SELECT 1 --<DEL> x` + a new line + `+ 10` answers 11).
+pub(crate) fn opens_dash_comment(b: u8) -> bool {
+    b <= b' ' || b == 0x7f
+}
+
 pub(crate) fn is_ident_byte(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b == b'_' || b == b'$' || b >= 0x80
 }
@@ -74,6 +81,62 @@ pub(crate) struct Lexer<'a> {
     server: Option<ServerVersion>,
     /// Byte ranges of the versioned comments `server` skips, when recording.
     skipped: Option<Vec<std::ops::Range<usize>>>,
+    /// Lex strings as under a multi-byte client character set whose second byte may be a
+    /// backslash (GBK, BIG5, SJIS, GB18030): such a backslash is part of a character, no
+    /// escape.
+    mb: Option<MbCharset>,
+}
+
+/// The multi-byte client character sets in which the second byte of a character may be a
+/// backslash (0x5c), which the server then does not read as an escape in a string: `'中\'`
+/// read as GBK is the string of 中 (e4 b8) and the character ad 5c.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum MbCharset {
+    Gbk,
+    Big5,
+    /// SJIS and CP932.
+    Sjis,
+    Gb18030,
+}
+
+impl MbCharset {
+    pub(crate) const ALL: [MbCharset; 4] = [
+        MbCharset::Gbk,
+        MbCharset::Big5,
+        MbCharset::Sjis,
+        MbCharset::Gb18030,
+    ];
+
+    /// The length of the multi-byte character at `s[i..]`, or None for a single byte (as
+    /// the server's `my_ismbchar` reads it).
+    fn char_len(self, s: &[u8], i: usize) -> Option<usize> {
+        let b = |k: usize| s.get(i + k).copied();
+        let (lead, next) = (b(0)?, b(1)?);
+        let in_ = |x: u8, r: &[std::ops::RangeInclusive<u8>]| r.iter().any(|r| r.contains(&x));
+        match self {
+            MbCharset::Gbk => {
+                (in_(lead, &[0x81..=0xfe]) && in_(next, &[0x40..=0x7e, 0x80..=0xfe])).then_some(2)
+            }
+            MbCharset::Big5 => {
+                (in_(lead, &[0xa1..=0xf9]) && in_(next, &[0x40..=0x7e, 0xa1..=0xfe])).then_some(2)
+            }
+            MbCharset::Sjis => (in_(lead, &[0x81..=0x9f, 0xe0..=0xfc])
+                && in_(next, &[0x40..=0x7e, 0x80..=0xfc]))
+            .then_some(2),
+            MbCharset::Gb18030 => {
+                if !in_(lead, &[0x81..=0xfe]) {
+                    None
+                } else if in_(next, &[0x30..=0x39])
+                    && b(2).is_some_and(|x| in_(x, &[0x81..=0xfe]))
+                    && b(3).is_some_and(|x| in_(x, &[0x30..=0x39]))
+                {
+                    Some(4)
+                } else {
+                    in_(next, &[0x40..=0x7e, 0x80..=0xfe]).then_some(2)
+                }
+            }
+        }
+    }
 }
 
 impl<'a> Lexer<'a> {
@@ -87,6 +150,7 @@ impl<'a> Lexer<'a> {
             ansi_quotes: false,
             server: None,
             skipped: None,
+            mb: None,
         }
     }
 
@@ -122,6 +186,15 @@ impl<'a> Lexer<'a> {
         }
     }
 
+    /// [`Lexer::with_modes`] (backslash escapes on) under a multi-byte client character set.
+    pub(crate) fn with_charset(sql: &'a [u8], ansi_quotes: bool, mb: MbCharset) -> Self {
+        Lexer {
+            ansi_quotes,
+            mb: Some(mb),
+            ..Lexer::new(sql)
+        }
+    }
+
     pub fn recording_marks(sql: &'a [u8]) -> Self {
         Lexer {
             marks: Some(Vec::new()),
@@ -153,7 +226,7 @@ impl<'a> Lexer<'a> {
                 b'#' => self.skip_line(),
                 // MySQL wants whitespace (or a control byte, or the end) after `--`.
                 b'-' if self.at(self.pos + 1) == b'-'
-                    && (self.pos + 2 >= n || self.at(self.pos + 2) <= b' ') =>
+                    && (self.pos + 2 >= n || opens_dash_comment(self.at(self.pos + 2))) =>
                 {
                     self.skip_line()
                 }
@@ -162,7 +235,9 @@ impl<'a> Lexer<'a> {
                     let c2 = self.at(self.pos + 2);
                     let exec_len = if c2 == b'!' {
                         Some(3)
-                    } else if (c2 == b'M' || c2 == b'm') && self.at(self.pos + 3) == b'!' {
+                    } else if c2 == b'M' && self.at(self.pos + 3) == b'!' {
+                        // Only an upper-case M: MariaDB reads `/*m!` as a plain comment
+                        // (checked against 10.11: `SELECT 1 /*m! + 1 */` answers 1).
                         Some(4)
                     } else {
                         None
@@ -279,7 +354,13 @@ impl<'a> Lexer<'a> {
         let mut i = self.pos + 1;
         while i < n {
             let c = self.at(i);
-            if backslash && c == b'\\' {
+            let mb = match self.mb {
+                Some(cs) if backslash && c >= 0x80 => cs.char_len(self.sql, i),
+                _ => None,
+            };
+            if let Some(len) = mb {
+                i += len;
+            } else if backslash && c == b'\\' {
                 i += 2;
             } else if c == q {
                 if self.at(i + 1) == q && i + 1 < n {
@@ -459,13 +540,89 @@ impl Iterator for Lexer<'_> {
 /// Why: where a string ends depends on the session's sql_mode, and analysing under both
 /// readings (then keeping every table either names) is right whichever mode the statement
 /// ran under — a session's, or a binlog event's — with no mode to get wrong.
+#[cfg(test)]
 pub(crate) fn no_backslash_escapes_reading(sql: &[u8]) -> Option<Vec<u8>> {
+    reading_under(sql, Reading::NoBackslashEscapes)
+}
+
+/// The statement as a server in ANSI_QUOTES mode (backslash escapes still on) reads it,
+/// respelled for the default rules as [`no_backslash_escapes_reading`] does: there `"…"`
+/// is an identifier, in which a backslash is a byte, while `'…'` still escapes. A third
+/// reading, which neither of the other two gives: `'\' "' + "\" + f(3) -- "` runs `f(3)`
+/// under ANSI_QUOTES only. None when it cuts the same tokens as the default reading, or
+/// leaves a quote open.
+#[cfg(test)]
+pub(crate) fn ansi_quotes_reading(sql: &[u8]) -> Option<Vec<u8>> {
+    reading_under(sql, Reading::AnsiQuotes)
+}
+
+/// Every reading of `sql` other than the default one that cuts other tokens, respelled for
+/// the default rules: NO_BACKSLASH_ESCAPES', ANSI_QUOTES', and under each multi-byte client
+/// character set whose characters may end in a backslash byte ([`MbCharset`]), with and
+/// without ANSI_QUOTES. Analysing each and keeping what any names is right under whichever
+/// sql_mode and client character set the statement ran.
+pub(crate) fn other_readings(sql: &[u8]) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    for alt in readings(sql)
+        .into_iter()
+        .filter_map(|r| reading_under(sql, r))
+    {
+        if !out.contains(&alt) {
+            out.push(alt);
+        }
+    }
+    out
+}
+
+/// The lexers of every reading of `sql` other than the default one
+/// ([`other_readings`]' modes): none for a text without a backslash, where all read alike.
+pub(crate) fn other_lexers(sql: &[u8]) -> Vec<Lexer<'_>> {
+    readings(sql)
+        .into_iter()
+        .map(|r| reading_lexer(sql, r))
+        .collect()
+}
+
+/// The readings of `sql` other than the default one that may cut other tokens: none
+/// without a backslash; the character sets' only with a byte of a multi-byte character.
+fn readings(sql: &[u8]) -> Vec<Reading> {
+    if !sql.contains(&b'\\') {
+        return Vec::new();
+    }
+    let mut out = vec![Reading::NoBackslashEscapes, Reading::AnsiQuotes];
+    if sql.iter().any(|&b| b >= 0x80) {
+        for cs in MbCharset::ALL {
+            out.push(Reading::Charset(cs, false));
+            out.push(Reading::Charset(cs, true));
+        }
+    }
+    out
+}
+
+/// A way the server may read a statement's quotes other than the default one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reading {
+    NoBackslashEscapes,
+    AnsiQuotes,
+    /// Under a multi-byte client character set, with ANSI_QUOTES or not.
+    Charset(MbCharset, bool),
+}
+
+fn reading_lexer(sql: &[u8], r: Reading) -> Lexer<'_> {
+    match r {
+        Reading::NoBackslashEscapes => Lexer::without_backslash_escapes(sql),
+        Reading::AnsiQuotes => Lexer::with_modes(sql, true, false),
+        Reading::Charset(cs, ansi) => Lexer::with_charset(sql, ansi, cs),
+    }
+}
+
+fn reading_under(sql: &[u8], r: Reading) -> Option<Vec<u8>> {
     if !sql.contains(&b'\\') {
         return None;
     }
     // Same token boundaries: only string values differ, which name no table.
     let mut std = Lexer::new(sql);
-    let mut alt = Lexer::without_backslash_escapes(sql);
+    let mut alt = reading_lexer(sql, r);
     loop {
         let (x, y) = (std.next_token(), alt.next_token());
         if x.map(|t| (t.start, t.end)) != y.map(|t| (t.start, t.end)) {
@@ -474,7 +631,7 @@ pub(crate) fn no_backslash_escapes_reading(sql: &[u8]) -> Option<Vec<u8>> {
         // Both ended together: every token the same.
         y?;
     }
-    let mut lx = Lexer::without_backslash_escapes(sql);
+    let mut lx = reading_lexer(sql, r);
     let mut out = Vec::with_capacity(sql.len() + 8);
     let mut copied = 0;
     let mut changed = false;
@@ -494,6 +651,43 @@ pub(crate) fn no_backslash_escapes_reading(sql: &[u8]) -> Option<Vec<u8>> {
         }
         if t.tok == Tok::Backquoted || !b.contains(&b'\\') {
             continue;
+        }
+        match r {
+            // Every backslash in a string is a byte: doubled, the default rules read it so.
+            Reading::NoBackslashEscapes => {}
+            // Only in a double-quoted identifier.
+            Reading::AnsiQuotes if t.tok == Tok::DoubleQuoted => {}
+            Reading::AnsiQuotes => continue,
+            Reading::Charset(_, ansi) if ansi && t.tok == Tok::DoubleQuoted => {}
+            // A backslash that ends a multi-byte character is a byte: respelled as another
+            // byte; the others escape as by default.
+            Reading::Charset(cs, _) => {
+                out.extend_from_slice(&sql[copied..t.start]);
+                let mut i = 0;
+                while i < b.len() {
+                    match (b[i] >= 0x80).then(|| cs.char_len(b, i)).flatten() {
+                        Some(len) => {
+                            out.extend(
+                                b[i..i + len]
+                                    .iter()
+                                    .map(|&c| if c == b'\\' { b'_' } else { c }),
+                            );
+                            i += len;
+                        }
+                        None if b[i] == b'\\' && i + 1 < b.len() => {
+                            out.extend_from_slice(&b[i..i + 2]);
+                            i += 2;
+                        }
+                        None => {
+                            out.push(b[i]);
+                            i += 1;
+                        }
+                    }
+                }
+                copied = t.end;
+                changed = true;
+                continue;
+            }
         }
         out.extend_from_slice(&sql[copied..t.start]);
         for &c in b {
@@ -583,6 +777,74 @@ mod tests {
         let t = toks("-- c\n# c\n/* c */ SELECT /*!40001 SQL_NO_CACHE */ /*M!100100 a */ --1");
         let words: Vec<String> = t.into_iter().map(|x| x.1).collect();
         assert_eq!(words, vec!["SELECT", "SQL_NO_CACHE", "a", "-", "-", "1"]);
+    }
+
+    /// `/*m! … */` is a plain comment to MariaDB (and MySQL): a quote in it opens no string
+    /// that could hide the code after it (issue #35 class 5, adversary13b).
+    #[test]
+    fn lower_case_m_comment_is_plain() {
+        let t = toks("UPDATE t1 SET a = 1 /*m! ' */ + f(3) -- ' */");
+        let words: Vec<String> = t.into_iter().map(|x| x.1).collect();
+        assert_eq!(
+            words,
+            vec!["UPDATE", "t1", "SET", "a", "=", "1", "+", "f", "(", "3", ")"]
+        );
+        let t = toks("SELECT /*M!100100 a */ /*m!100100 b */ c");
+        let words: Vec<String> = t.into_iter().map(|x| x.1).collect();
+        assert_eq!(words, vec!["SELECT", "a", "c"]);
+    }
+
+    /// `--` followed by DEL is a comment to the server: the quote after it opens no string.
+    #[test]
+    fn dash_dash_then_del_is_a_comment() {
+        let t = toks("UPDATE t1 SET a = 1 --\x7f '\n + f(3) -- '\n");
+        let words: Vec<String> = t.into_iter().map(|x| x.1).collect();
+        assert_eq!(
+            words,
+            vec!["UPDATE", "t1", "SET", "a", "=", "1", "+", "f", "(", "3", ")"]
+        );
+        // Any other byte after `--` leaves two minus signs.
+        let t = toks("1 --x");
+        let words: Vec<String> = t.into_iter().map(|x| x.1).collect();
+        assert_eq!(words, vec!["1", "-", "-", "x"]);
+    }
+
+    /// ANSI_QUOTES' reading: `"\\"` is an identifier, `'\\'…'` still escapes; it shows a call
+    /// that both other readings put inside a string.
+    #[test]
+    fn ansi_quotes_reading_shows_what_both_others_hide() {
+        let sql = br#"UPDATE t1 SET a = LENGTH('\' "') + "\" + f(3) -- ""#;
+        let words = |b: &[u8]| -> Vec<String> {
+            Lexer::new(b)
+                .filter(|t| t.tok == Tok::Word)
+                .map(|t| String::from_utf8_lossy(t.bytes(b)).into_owned())
+                .collect()
+        };
+        assert!(!words(sql).contains(&"f".to_string()));
+        let nbe = no_backslash_escapes_reading(sql).unwrap();
+        assert!(!words(&nbe).contains(&"f".to_string()));
+        let ansi = ansi_quotes_reading(sql).unwrap();
+        assert!(
+            words(&ansi).contains(&"f".to_string()),
+            "{}",
+            String::from_utf8_lossy(&ansi)
+        );
+        assert_eq!(other_readings(sql).len(), 2);
+        // No backslash in a double-quoted run: the same tokens, no other reading.
+        assert_eq!(ansi_quotes_reading(br"SELECT 'a\'b'"), None);
+    }
+
+    /// Under GBK (and the other multi-byte client character sets) a backslash may end a
+    /// character: `'中\\\\'-- '` is one string there, and the call after it is code.
+    #[test]
+    fn charset_readings_show_what_utf8_hides() {
+        let sql = "UPDATE t1 SET a = 1 + LENGTH(CONCAT('中\\\\'-- ', f(3)\n))".as_bytes();
+        let has_f = |b: &[u8]| Lexer::new(b).any(|t| t.tok == Tok::Word && t.bytes(b) == b"f");
+        assert!(!has_f(sql));
+        let readings = other_readings(sql);
+        assert!(readings.iter().any(|r| has_f(r)), "{readings:?}");
+        // ASCII only: no character set reading.
+        assert_eq!(other_readings(br"SELECT 'a\\'"), Vec::<Vec<u8>>::new());
     }
 
     #[test]

@@ -31,15 +31,17 @@ const SYSTEM_SCHEMAS: &[&str] = &["mysql", "information_schema", "performance_sc
 /// Parses with sqlparser (MySqlDialect) and classifies. Never panics, whatever the input.
 ///
 /// A statement whose strings end elsewhere under NO_BACKSLASH_ESCAPES (`'x\'` is a whole
-/// string there) is analysed under both readings and the results merged ([`either_reading`]):
+/// string there) or ANSI_QUOTES (`"x\"` is a whole identifier there) is analysed under each
+/// reading and the results merged ([`either_reading`]):
 /// the tables either names, unknown code either calls. That is right under whichever
 /// sql_mode it runs (a session's, a binlog event's), so no path needs to know the mode.
 pub fn analyze(sql: &str) -> Analysis {
     let a = analyze_reading(sql);
-    match super::lexer::no_backslash_escapes_reading(sql.as_bytes()) {
-        Some(alt) => either_reading(a, analyze_reading(&String::from_utf8_lossy(&alt))),
-        None => a,
-    }
+    super::lexer::other_readings(sql.as_bytes())
+        .into_iter()
+        .fold(a, |a, alt| {
+            either_reading(a, analyze_reading(&String::from_utf8_lossy(&alt)))
+        })
 }
 
 /// The analysis of a statement the server may read in two ways: fail closed on each count.
@@ -156,6 +158,13 @@ fn analyze_reading_parsed(sql: &str) -> Analysis {
 /// reads. (`'O\'Brien'` alone is not ambiguous: read the other way it leaves a quote open,
 /// which the server would reject.)
 fn backslash_ambiguous(sql: &str) -> bool {
+    super::lexer::other_lexers(sql.as_bytes())
+        .into_iter()
+        .any(|alt| ambiguous_under(sql, alt))
+}
+
+/// [`backslash_ambiguous`] for one other reading's lexer.
+fn ambiguous_under<'a>(sql: &'a str, mut alt: Lexer<'a>) -> bool {
     let b = sql.as_bytes();
     if !b
         .windows(2)
@@ -163,7 +172,7 @@ fn backslash_ambiguous(sql: &str) -> bool {
     {
         return false;
     }
-    let mut alt = Lexer::without_backslash_escapes(b);
+
     let mut std = Lexer::new(b);
     let mut differ = false;
     let mut last = None;

@@ -293,7 +293,7 @@ pub fn any_name(sql: &[u8], mut is_name: impl FnMut(&str) -> bool) -> bool {
             is_name(&String::from_utf8_lossy(inner).to_lowercase())
         })
     };
-    scan(Lexer::new(sql)) || (sql.contains(&b'\\') && scan(Lexer::without_backslash_escapes(sql)))
+    scan(Lexer::new(sql)) || super::lexer::other_lexers(sql).into_iter().any(scan)
 }
 
 /// Whether the statement is a compound statement the client sent for the server to run
@@ -465,8 +465,7 @@ pub fn split_statements(sql: &[u8]) -> Vec<&[u8]> {
 }
 
 pub(crate) fn is_multi(sql: &[u8]) -> bool {
-    multi_with(Lexer::new(sql))
-        || (sql.contains(&b'\\') && multi_with(Lexer::without_backslash_escapes(sql)))
+    multi_with(Lexer::new(sql)) || super::lexer::other_lexers(sql).into_iter().any(multi_with)
 }
 
 fn multi_with(lx: Lexer) -> bool {

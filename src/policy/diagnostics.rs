@@ -455,11 +455,11 @@ pub fn has_placeholder(sql: &[u8]) -> bool {
     if !sql.contains(&b'?') {
         return false;
     }
-    let mut plain = Lexer::new(sql);
-    let mut literal = Lexer::without_backslash_escapes(sql);
-    std::iter::from_fn(|| plain.next_token())
-        .chain(std::iter::from_fn(|| literal.next_token()))
-        .any(|t| t.is_punct(b'?'))
+    // Every other reading too: NO_BACKSLASH_ESCAPES', ANSI_QUOTES' (`'\'` escapes, `"\"`
+    // does not), a multi-byte client character set's.
+    std::iter::once(Lexer::new(sql))
+        .chain(crate::analysis::lexer::other_lexers(sql))
+        .any(|mut lx| std::iter::from_fn(|| lx.next_token()).any(|t| t.is_punct(b'?')))
 }
 
 /// Marks a pending restore (`SessionState::after_hit`) as one after qcache's own read-back
@@ -992,6 +992,13 @@ mod tests {
                 false,
                 false,
                 "either reading finding a placeholder counts",
+            ),
+            (
+                "SELECT LENGTH('\\' \"') + \"\\\" + ? -- \"",
+                true,
+                false,
+                false,
+                "ANSI_QUOTES' reading alone finds it",
             ),
             (
                 "SELECT a FROM t WHERE a = /*!50000 ? */ 1",

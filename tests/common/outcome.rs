@@ -151,6 +151,15 @@ pub async fn run_text(conn: &mut Conn, sql: &str) -> Outcome {
     out + &status_text(conn, ok) + &warnings_text(conn, warned).await
 }
 
+/// [`run_text`] of a statement given as bytes (which need not be UTF-8).
+pub async fn run_text_bytes(conn: &mut Conn, sql: &[u8]) -> Outcome {
+    let (out, warned, ok) = match conn.query_iter(sql).await {
+        Ok(res) => results_text(res).await,
+        Err(e) => return error_text(&e),
+    };
+    out + &status_text(conn, ok) + &warnings_text(conn, warned).await
+}
+
 /// A statement through the binary protocol (prepare, execute with no parameters, close), as
 /// an [`Outcome`]; its warnings are read before the close.
 /// Executes a statement prepared earlier (kept open), with no parameters.
