@@ -10,7 +10,9 @@
 //!
 //! A statement containing a backslash is hashed verbatim instead: whether `\'` ends a string
 //! depends on NO_BACKSLASH_ESCAPES, which this lexer cannot see, and a misread string
-//! boundary could hide a table name inside a "literal".
+//! boundary could hide a table name inside a "literal". So is one where `--` is followed by
+//! a byte of 0x80 or above, which a single-byte client character set may make a comment
+//! (`lexer::single_byte_reading`).
 
 use xxhash_rust::xxh3::{xxh3_64, xxh3_64_with_seed, Xxh3};
 
@@ -284,7 +286,7 @@ pub(crate) fn literal_tokens(sql: &[u8]) -> (Vec<LitTok>, u64) {
 
 /// xxh3 digest of the statement's shape (see the module doc). Never panics, whatever the bytes.
 pub fn digest(sql: &[u8]) -> u64 {
-    if sql.contains(&b'\\') {
+    if sql.contains(&b'\\') || super::lexer::single_byte_reading(sql).is_some() {
         return xxh3_64_with_seed(sql, VERBATIM_SEED);
     }
     let mut sink = Sink {

@@ -574,6 +574,29 @@ pub(crate) fn other_readings(sql: &[u8]) -> Vec<Vec<u8>> {
     out
 }
 
+/// The statement as a server reads it under a single-byte client character set (latin1,
+/// cp1250, koi8r, …), respelled for the default rules: there a byte of 0x80 or above may be
+/// whitespace or a control character (0xa0 in latin1, 0xff in cp852, 0x80 in cp1250, …,
+/// by `character_set_client`), and `--` followed by one opens a comment, as `-- ` does.
+/// So a space is put after each `--` followed by such a byte. None when there is none:
+/// every other text reads alike. A `--` inside a string changes only that string's value,
+/// which names no table.
+pub(crate) fn single_byte_reading(sql: &[u8]) -> Option<Vec<u8>> {
+    let at = |i: usize| sql[i] == b'-' && sql[i + 1] == b'-' && sql[i + 2] >= 0x80;
+    let first = (0..sql.len().saturating_sub(2)).find(|&i| at(i))?;
+    let mut out = Vec::with_capacity(sql.len() + 4);
+    let mut copied = 0;
+    for i in first..sql.len() - 2 {
+        if at(i) {
+            out.extend_from_slice(&sql[copied..i + 2]);
+            out.push(b' ');
+            copied = i + 2;
+        }
+    }
+    out.extend_from_slice(&sql[copied..]);
+    Some(out)
+}
+
 /// The lexers of every reading of `sql` other than the default one
 /// ([`other_readings`]' modes): none for a text without a backslash, where all read alike.
 pub(crate) fn other_lexers(sql: &[u8]) -> Vec<Lexer<'_>> {
@@ -880,5 +903,41 @@ mod tests {
         ] {
             let _ = toks(s);
         }
+    }
+
+    /// Under a single-byte client character set `--` and a high byte open a comment: the
+    /// reading puts a space after each such `--`, and there is none without one.
+    #[test]
+    fn single_byte_reading_opens_dash_comments_at_high_bytes() {
+        // (rule, text, the reading)
+        type Row<'a> = (&'a str, &'a [u8], Option<&'a [u8]>);
+        let rows: &[Row] = &[
+            ("no dash", b"SELECT 1", None),
+            ("a plain comment", b"SELECT 1 -- x", None),
+            ("dashes then ASCII", b"SELECT 1--2", None),
+            (
+                "latin1's no-break space",
+                b"UPDATE t SET a = 1 --\xa0'\n + f(3) -- '",
+                Some(b"UPDATE t SET a = 1 -- \xa0'\n + f(3) -- '"),
+            ),
+            (
+                "three dashes",
+                b"SELECT 1 ---\xff",
+                Some(b"SELECT 1 --- \xff"),
+            ),
+            (
+                "each of two",
+                b"--\x80a --\x81b",
+                Some(b"-- \x80a -- \x81b"),
+            ),
+            ("at the very end", b"SELECT 1 --", None),
+        ];
+        for (rule, sql, want) in rows {
+            assert_eq!(single_byte_reading(sql).as_deref(), *want, "{rule}");
+        }
+        // Such a text is its own shape: a string's bytes decide what it runs.
+        let a = crate::analysis::digest(b"UPDATE t SET a = 1 --\xa0'x'");
+        let b = crate::analysis::digest(b"UPDATE t SET a = 1 --\xa0'y'");
+        assert_ne!(a, b);
     }
 }

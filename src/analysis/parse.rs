@@ -37,11 +37,17 @@ const SYSTEM_SCHEMAS: &[&str] = &["mysql", "information_schema", "performance_sc
 /// sql_mode it runs (a session's, a binlog event's), so no path needs to know the mode.
 pub fn analyze(sql: &str) -> Analysis {
     let a = analyze_reading(sql);
-    super::lexer::other_readings(sql.as_bytes())
+    let a = super::lexer::other_readings(sql.as_bytes())
         .into_iter()
         .fold(a, |a, alt| {
             either_reading(a, analyze_reading(&String::from_utf8_lossy(&alt)))
-        })
+        });
+    // Under a single-byte client character set `--` and a high byte open a comment
+    // (`lexer::single_byte_reading`); read so, its text may run other code.
+    match super::lexer::single_byte_reading(sql.as_bytes()) {
+        Some(alt) => either_reading(a, analyze(&String::from_utf8_lossy(&alt))),
+        None => a,
+    }
 }
 
 /// The analysis of a statement the server may read in two ways: fail closed on each count.
@@ -1609,5 +1615,24 @@ mod tests {
         }
         let deep = format!("SELECT {}1{} FROM t", "(".repeat(5000), ")".repeat(5000));
         assert_eq!(read(&deep).verdict, Err(NotCached::Unparsable));
+    }
+
+    /// Read under a single-byte client character set, `--` and 0xa0 open a comment and
+    /// the call after the line runs: the analysis keeps it (the default reading hides it in
+    /// a string).
+    #[test]
+    fn a_single_byte_comment_keeps_the_code_it_uncovers() {
+        let sql = "UPDATE t1 SET a = 1 --\u{fffd}'\n + f(3) -- '\n";
+        // (A latin1 0xa0 reaches the analysis as U+FFFD: the text is read lossily.)
+        let default = analyze_reading(sql);
+        assert!(
+            matches!(&default, Analysis::Write(w) if matches!(w.targets, WriteTargets::Tables(_))),
+            "the default reading names only t1: {default:?}"
+        );
+        let both = analyze(sql);
+        assert!(
+            matches!(&both, Analysis::Write(w) if matches!(w.targets, WriteTargets::Unknown)),
+            "read both ways, it may write anything (f runs): {both:?}"
+        );
     }
 }
