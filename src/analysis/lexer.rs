@@ -935,9 +935,5 @@ mod tests {
         for (rule, sql, want) in rows {
             assert_eq!(single_byte_reading(sql).as_deref(), *want, "{rule}");
         }
-        // Such a text is its own shape: a string's bytes decide what it runs.
-        let a = crate::analysis::digest(b"UPDATE t SET a = 1 --\xa0'x'");
-        let b = crate::analysis::digest(b"UPDATE t SET a = 1 --\xa0'y'");
-        assert_ne!(a, b);
     }
 }
