@@ -199,6 +199,39 @@ impl super::Planner<'_> {
     }
 }
 
+/// What qcache does with `FLUSH QUERY CACHE` / `RESET QUERY CACHE` (after its operator
+/// check), decided by [`query_cache_statement`].
+#[derive(Debug, PartialEq, Eq)]
+pub struct QueryCacheStatement {
+    /// The server is asked first: on it both end a transaction (an implicit commit), so
+    /// inside one, or where the statement would open one, it goes up and its answer (and
+    /// status) is the client's; elsewhere qcache answers OK itself.
+    pub relayed: bool,
+    /// RESET empties the cache (unless the server refused it); FLUSH defragmented MySQL's
+    /// cache, and qcache's store has nothing to defragment.
+    pub empties: bool,
+}
+
+/// A FLUSH or RESET statement (`kind`, text `sql`): Some for `… QUERY CACHE`, which is
+/// qcache's; None for anything else, which goes to the server, having planned what it does
+/// to privileges (`FLUSH PRIVILEGES` makes grant-table edits effective).
+pub fn query_cache_statement(
+    st: &mut SessionState,
+    sql: &[u8],
+    kind: crate::analysis::StatementKind,
+) -> Option<QueryCacheStatement> {
+    let text = crate::admin::statements::lowercase(sql);
+    let words = crate::admin::statements::words(&text);
+    if words.len() == 3 && words[1] == "query" && words[2] == "cache" {
+        return Some(QueryCacheStatement {
+            relayed: st.txn.statement_runs_in_transaction(),
+            empties: kind == crate::analysis::StatementKind::Reset,
+        });
+    }
+    super::write::plan_privileges(st, sql);
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -628,5 +661,66 @@ mod tests {
                 "{rule}: prepared in"
             );
         }
+    }
+
+    /// FLUSH and RESET QUERY CACHE are qcache's, relayed first inside a transaction (an
+    /// implicit commit there); other FLUSH statements go up, privileges planned.
+    #[test]
+    fn query_cache_statements_are_qcaches() {
+        use crate::analysis::StatementKind as K;
+        let world = crate::engine::World::new(false);
+        // (rule, text, kind, in a transaction, what qcache does)
+        type Row = (
+            &'static str,
+            &'static str,
+            K,
+            bool,
+            Option<QueryCacheStatement>,
+        );
+        let qc = |relayed, empties| Some(QueryCacheStatement { relayed, empties });
+        let rows: Vec<Row> = vec![
+            (
+                "RESET",
+                "RESET QUERY CACHE",
+                K::Reset,
+                false,
+                qc(false, true),
+            ),
+            (
+                "FLUSH",
+                "flush query cache;",
+                K::Flush,
+                false,
+                qc(false, false),
+            ),
+            (
+                "RESET in a transaction",
+                "RESET QUERY CACHE",
+                K::Reset,
+                true,
+                qc(true, true),
+            ),
+            ("FLUSH TABLES", "FLUSH TABLES", K::Flush, false, None),
+            ("RESET MASTER", "RESET MASTER", K::Reset, false, None),
+        ];
+        for (rule, sql, kind, in_txn, want) in rows {
+            let mut st = world.session(Some("db"));
+            if in_txn {
+                st.txn
+                    .status_answered(crate::protocol::packets::status::IN_TRANS | 2);
+            }
+            assert_eq!(
+                query_cache_statement(&mut st, sql.as_bytes(), kind),
+                want,
+                "{rule}"
+            );
+        }
+        // FLUSH PRIVILEGES plans what it does to privileges.
+        let mut st = world.session(Some("db"));
+        assert_eq!(
+            query_cache_statement(&mut st, b"FLUSH PRIVILEGES", K::Flush),
+            None
+        );
+        assert!(st.pending.privileges.is_some(), "FLUSH PRIVILEGES");
     }
 }

@@ -5,7 +5,6 @@
 use bytes::Bytes;
 
 use super::{Session, SessionError};
-use crate::admin::statements;
 use crate::analysis::{self, StatementKind};
 use crate::engine::answers::{self, VarAnswer};
 use crate::engine::settings::{self, SetSent};
@@ -133,40 +132,30 @@ impl Session {
         self.send_text_result(&columns, &rows).await
     }
 
+    /// FLUSH and RESET: `… QUERY CACHE` is qcache's (`engine::command::query_cache_statement`),
+    /// anything else goes to the server.
     pub(super) async fn flush_or_reset(
         &mut self,
         pkt: Packet,
         sql: &[u8],
         kind: StatementKind,
     ) -> Result<(), SessionError> {
-        let text = statements::lowercase(sql);
-        let words = statements::words(&text);
-        if words.len() == 3 && words[1] == "query" && words[2] == "cache" {
-            if !self.may_administer().await? {
-                return self.deny(pkt.seq.wrapping_add(1)).await;
-            }
-            // On the server both end a transaction (an implicit commit): inside one, or where
-            // the statement would open one, the server is asked, so that what the session
-            // wrote is committed (and invalidated as any commit) and the OK carries the
-            // server's status. Elsewhere qcache answers: no transaction to end.
-            let ends_transaction = self.st.txn.statement_runs_in_transaction();
-            let refused =
-                ends_transaction && self.relay_command(&pkt, Expect::Results).await?.error;
-            if kind == StatementKind::Reset && !refused {
-                self.shared
-                    .invalidate(&invalidation::admin::reset_query_cache());
-                self.shared.cache.drop_entries();
-            }
-            if ends_transaction {
-                return Ok(());
-            }
-            // FLUSH QUERY CACHE defragmented MySQL's cache; qcache's store has nothing to
-            // defragment, so it only answers.
-            return self.send_ok(pkt.seq.wrapping_add(1)).await;
+        let Some(qc) = crate::engine::command::query_cache_statement(&mut self.st, sql, kind)
+        else {
+            return self.relay_command(&pkt, Expect::Results).await.map(drop);
+        };
+        if !self.may_administer().await? {
+            return self.deny(pkt.seq.wrapping_add(1)).await;
         }
-        // FLUSH TABLES and friends change no data; FLUSH PRIVILEGES makes grant-table edits
-        // effective.
-        crate::engine::write::plan_privileges(&mut self.st, sql);
-        self.relay_command(&pkt, Expect::Results).await.map(drop)
+        let refused = qc.relayed && self.relay_command(&pkt, Expect::Results).await?.error;
+        if qc.empties && !refused {
+            self.shared
+                .invalidate(&invalidation::admin::reset_query_cache());
+            self.shared.cache.drop_entries();
+        }
+        if qc.relayed {
+            return Ok(());
+        }
+        self.send_ok(pkt.seq.wrapping_add(1)).await
     }
 }
