@@ -48,6 +48,16 @@ pub fn explain_denied(err: &[u8]) -> bool {
         if matches!(u16::from_le_bytes([*lo, *hi]), 1044 | 1142 | 1143))
 }
 
+/// Whether `QCACHE EXPLAIN <sql>` asks the server `EXPLAIN <sql>` before answering (a read's
+/// verdict tells whether a table or view exists, so only what the server would explain is
+/// explained). Never for more than one statement: the server runs every statement of a
+/// multi-statement text, the second one for real (`SELECT 1; DELETE FROM t`), as the
+/// session's user and unseen by the cache; its verdict (`multi_statement`) names no table,
+/// so it needs no check.
+pub fn explain_asks_server(scan: &crate::analysis::Scan) -> bool {
+    scan.kind == crate::analysis::StatementKind::Select && !scan.multi
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AdminStatement {
     /// `SHOW QCACHE STATUS`
@@ -1019,5 +1029,23 @@ mod tests {
         }
         assert!(!explain_denied(&[0xff, 0x14]), "cut short");
         assert!(!explain_denied(&[]));
+    }
+
+    /// Which `QCACHE EXPLAIN` texts are first asked of the server as `EXPLAIN <text>`: a
+    /// single read only (a second statement would run).
+    #[test]
+    fn explain_asks_the_server_about_one_read_only() {
+        use crate::analysis::scan;
+        for (sql, asks) in [
+            ("SELECT id FROM t", true),
+            ("SELECT id FROM t;", true),
+            ("SELECT ';' FROM t", true),
+            ("SELECT 1; DELETE FROM t", false),
+            ("SELECT 1;DELETE FROM t", false),
+            ("SELECT 'a\\'; DELETE FROM t; ''", false),
+            ("DELETE FROM t", false),
+        ] {
+            assert_eq!(explain_asks_server(&scan(sql.as_bytes())), asks, "{sql}");
+        }
     }
 }

@@ -6,7 +6,7 @@ use tracing::info;
 
 use super::{Session, SessionError};
 use crate::admin::statements::{self, AdminStatement, Rows};
-use crate::analysis::{self, StatementKind};
+use crate::analysis;
 use crate::invalidation;
 use crate::protocol::codec::Packet;
 use crate::protocol::packets::{self, status};
@@ -56,7 +56,7 @@ impl Session {
                 // where the server itself would explain it (one private round trip, outside
                 // a transaction, whose read view it could open: there only the privileged
                 // are answered).
-                if analysis::scan(&sql).kind == StatementKind::Select {
+                if statements::explain_asks_server(&analysis::scan(&sql)) {
                     let in_txn = self.st.txn.statement_runs_in_transaction();
                     if !in_txn {
                         let mut ask = b"EXPLAIN ".to_vec();
