@@ -112,3 +112,336 @@ async fn qcache_explain_leaves_the_session_as_it_was() {
     drop(c);
     proxy.shutdown().await;
 }
+
+/// One step's answer as text: rows, or the server's error code.
+async fn answer_of(
+    c: &mut Conn,
+    step: &str,
+    r: mysql_async::Result<Vec<mysql_async::Row>>,
+) -> String {
+    let _ = c;
+    match r {
+        Ok(rows) => format!(
+            "{step}: {:?}",
+            rows.into_iter()
+                .map(|r| r.unwrap().into_iter().map(|v| v.as_sql(true)).collect())
+                .collect::<Vec<Vec<String>>>()
+        ),
+        Err(mysql_async::Error::Server(e)) => format!("{step}: error {}", e.code),
+        Err(e) => format!("{step}: {e}"),
+    }
+}
+
+/// Class 7 through the paths a hit takes: a binary-protocol statement executed twice (a
+/// fill and a hit through qcache), a SQL_CALC_FOUND_ROWS read served from the cache, a role
+/// set, then a COM_CHANGE_USER the server refuses. After it the old statement id, FOUND_ROWS(),
+/// the role and the cached reads answer as directly.
+#[tokio::test]
+async fn a_failed_change_user_after_hits_and_prepared_statements() {
+    let schema = common::fresh_schema("adv14_cu").await;
+    let user = common::unique_name("a14cu");
+    let role = common::unique_name("a14r");
+    setup(
+        &schema,
+        &[
+            "CREATE TABLE t (id INT PRIMARY KEY, v INT)",
+            "INSERT INTO t VALUES (1, 10), (2, 20), (3, 30)",
+            &format!("CREATE USER '{user}'@'%' IDENTIFIED BY 'right'"),
+            &format!("CREATE ROLE '{role}'"),
+            &format!("GRANT SELECT ON `{schema}`.t TO '{role}'"),
+            &format!("GRANT '{role}' TO '{user}'@'%'"),
+            &format!("GRANT SELECT ON `{schema}`.t TO '{user}'@'%'"),
+        ],
+    )
+    .await;
+    let proxy = common::proxy(|_| {}).await;
+    let d = common::db();
+    let _ = d;
+    let mut seen = Vec::new();
+    for via in [false, true] {
+        let url =
+            |host: String| format!("mysql://{user}:right@{host}/{schema}?prefer_socket=false");
+        let mut c = if via {
+            Conn::from_url(url(proxy.addr.to_string())).await.unwrap()
+        } else {
+            Conn::from_url(url(common::db().addr())).await.unwrap()
+        };
+        let mut view = Vec::new();
+        c.query_drop(format!("SET ROLE '{role}'")).await.unwrap();
+        let st = c
+            .prep("SELECT id, v FROM t WHERE id > ? ORDER BY id")
+            .await
+            .unwrap();
+        for _ in 0..2 {
+            let r = c.exec(&st, (0,)).await;
+            view.push(answer_of(&mut c, "exec", r).await);
+        }
+        for _ in 0..2 {
+            let r = c
+                .query("SELECT SQL_CALC_FOUND_ROWS id FROM t ORDER BY id LIMIT 1")
+                .await;
+            view.push(answer_of(&mut c, "calc", r).await);
+        }
+        let refused = c
+            .change_user(
+                mysql_async::ChangeUserOpts::default()
+                    .with_user(Some(user.clone()))
+                    .with_pass(Some("wrong".into()))
+                    .with_db_name(Some(schema.clone())),
+            )
+            .await;
+        view.push(match refused {
+            Ok(()) => "change_user accepted".into(),
+            Err(mysql_async::Error::Server(e)) => format!("change_user error {}", e.code),
+            Err(e) => format!("change_user {e}"),
+        });
+        for step in [
+            "SELECT FOUND_ROWS()",
+            "SELECT CURRENT_USER(), CURRENT_ROLE(), DATABASE()",
+            "SELECT SQL_CALC_FOUND_ROWS id FROM t ORDER BY id LIMIT 1",
+            "SELECT FOUND_ROWS()",
+        ] {
+            let r = c.query(step).await;
+            view.push(answer_of(&mut c, step, r).await);
+        }
+        let r = c.exec(&st, (0,)).await;
+        view.push(answer_of(&mut c, "old statement", r).await);
+        seen.push(view);
+    }
+    for (d, q) in seen[0].iter().zip(&seen[1]) {
+        println!("{d}\n  {q}");
+    }
+    assert_eq!(seen[1], seen[0], "through qcache vs directly");
+    proxy.shutdown().await;
+    let mut root = common::direct().await;
+    root.query_drop(format!("DROP USER '{user}'@'%'"))
+        .await
+        .unwrap();
+    root.query_drop(format!("DROP ROLE '{role}'"))
+        .await
+        .unwrap();
+}
+
+mod l2diag {
+    use super::*;
+    use common::redis::Redis;
+    use qcache::config::{L2Mode, L2Url};
+    use std::time::{Duration, Instant};
+
+    async fn l2_proxy(url: &str) -> common::TestProxy {
+        let p = common::proxy(|c| {
+            c.l2.mode = L2Mode::On;
+            c.l2.url = L2Url::One(url.to_string());
+            c.l2.timeout = Duration::from_millis(500);
+        })
+        .await;
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !p
+            .running
+            .shared
+            .l2
+            .as_deref()
+            .is_some_and(|l| l.usable() && l.notifications_up())
+        {
+            assert!(Instant::now() < deadline, "L2 never came up");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        p
+    }
+
+    fn l2_hits(p: &common::TestProxy) -> u64 {
+        p.running
+            .shared
+            .l2
+            .as_deref()
+            .unwrap()
+            .status_rows()
+            .into_iter()
+            .find(|(n, _)| *n == "Qcache_l2_hits")
+            .map(|(_, v)| v)
+            .unwrap()
+    }
+
+    async fn rows_of(c: &mut Conn, sql: &str, prepared: bool) -> String {
+        let r: mysql_async::Result<Vec<mysql_async::Row>> = if prepared {
+            c.exec(sql, ()).await
+        } else {
+            c.query(sql).await
+        };
+        answer_of(c, "", r).await
+    }
+
+    /// Class 8 for what the earlier L2 test does not read: after a read served from L2 (and
+    /// its L1 copy), a read that itself warned, or counted found rows, `SHOW WARNINGS`,
+    /// `@@warning_count`, `Last_query_cost` and `FOUND_ROWS()` answer as directly. Text and
+    /// prepared.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn diagnostics_of_warned_and_counted_reads_after_l2_hits() {
+        let redis = Redis::start();
+        let schema = common::fresh_schema("adv14_l2diag").await;
+        let mut rows = Vec::new();
+        for i in 1..=20 {
+            rows.push(format!("({i}, '{i}x')"));
+        }
+        setup(
+            &schema,
+            &[
+                "CREATE TABLE t (id INT PRIMARY KEY, s VARCHAR(10))",
+                &format!("INSERT INTO t VALUES {}", rows.join(",")),
+            ],
+        )
+        .await;
+        let a = l2_proxy(&redis.url()).await;
+        let b = l2_proxy(&redis.url()).await;
+        let mut ca = a.conn(&schema).await;
+        let mut cb = b.conn(&schema).await;
+        let mut direct = common::direct_to(&schema).await;
+        let readers = [
+            "SHOW WARNINGS",
+            "SELECT @@warning_count",
+            "SHOW SESSION STATUS LIKE 'Last_query_cost'",
+            "SELECT FOUND_ROWS()",
+        ];
+        let reads = [
+            "SELECT id, CAST(s AS SIGNED) AS n FROM t WHERE id > -{n} ORDER BY id",
+            "SELECT SQL_CALC_FOUND_ROWS id FROM t WHERE id > -{n} ORDER BY id LIMIT 2",
+            "SELECT id, s FROM t WHERE id > -{n} AND s LIKE '1%' ORDER BY id",
+        ];
+        let mut n = 0;
+        let mut diffs = Vec::new();
+        let mut hits_seen = 0;
+        for read in reads {
+            for reader in readers {
+                for prepared in [false, true] {
+                    n += 1;
+                    let sql = read.replace("{n}", &n.to_string());
+                    let filled = rows_of(&mut ca, &sql, prepared).await;
+                    let deadline = Instant::now() + Duration::from_millis(500);
+                    while redis_keys(&redis) < n {
+                        if Instant::now() > deadline {
+                            break;
+                        }
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                    }
+                    for round in ["L2 hit", "L1 copy"] {
+                        let before = l2_hits(&b);
+                        let mut got = Vec::new();
+                        for c in [&mut direct, &mut cb] {
+                            c.query_drop("DO CAST('1y' AS SIGNED)").await.unwrap();
+                            let r = rows_of(c, &sql, prepared).await;
+                            let d = rows_of(c, reader, false).await;
+                            got.push((r, d));
+                        }
+                        if round == "L2 hit" && l2_hits(&b) > before {
+                            hits_seen += 1;
+                        }
+                        if got[0] != got[1] {
+                            diffs.push(format!(
+                                "{sql} (prepared {prepared}) then {reader} after an {round}:\n  directly {:?}\n  through B {:?}",
+                                got[0], got[1]
+                            ));
+                        }
+                    }
+                    let _ = filled;
+                }
+            }
+        }
+        println!("{} L2 hits on B", hits_seen);
+        for d in &diffs {
+            println!("{d}");
+        }
+        assert!(hits_seen > 0, "no read was an L2 hit");
+        assert!(diffs.is_empty(), "{}", diffs.join("\n"));
+    }
+
+    fn redis_keys(r: &Redis) -> usize {
+        r.keys("qcache:e:*").len()
+    }
+}
+
+/// Class 10 through `SHOW QCACHE LAST` (any user may run it): after a read the server
+/// refuses (1142, alike for a table, a view of each kind and a missing name in a database the
+/// user cannot read), what qcache says of it must be alike too (but for timings). Text,
+/// binary prepare, SQL-level PREPARE.
+#[tokio::test]
+async fn show_qcache_last_after_a_denied_read_reveals_nothing() {
+    let hidden = common::fresh_schema("adv14_hid").await;
+    let mine = common::fresh_schema("adv14_min").await;
+    let low = common::unique_name("a14low");
+    setup(
+        &hidden,
+        &[
+            "CREATE TABLE ta (id INT PRIMARY KEY, v INT)",
+            "CREATE TABLE nk (id INT, v INT)",
+            "CREATE ALGORITHM=MERGE VIEW vm AS SELECT id, v FROM ta",
+            "CREATE ALGORITHM=TEMPTABLE VIEW vt AS SELECT id, v FROM ta",
+            "CREATE VIEW vn AS SELECT id, v, NOW() AS n FROM ta",
+            "CREATE SEQUENCE sq",
+            &format!("CREATE USER '{low}'@'%' IDENTIFIED BY 'pw'"),
+            &format!("GRANT SELECT ON `{mine}`.* TO '{low}'@'%'"),
+        ],
+    )
+    .await;
+    let proxy = common::proxy(|_| {}).await;
+    let mut via = Conn::from_url(format!(
+        "mysql://{low}:pw@{}/{mine}?prefer_socket=false",
+        proxy.addr
+    ))
+    .await
+    .unwrap();
+    let mut seen: Vec<(String, String)> = Vec::new();
+    for obj in ["ta", "nk", "vm", "vt", "vn", "sq", "mx"] {
+        for how in ["text", "prepare", "sql prepare"] {
+            let stmt = format!("SELECT id FROM `{hidden}`.{obj} WHERE id = 1");
+            let counters = |rows: Vec<(String, String)>| -> Vec<(String, String)> {
+                rows.into_iter()
+                    .filter(|(k, _)| k.starts_with("Qcache_not_cached"))
+                    .collect()
+            };
+            let before = counters(via.query("SHOW QCACHE STATUS").await.unwrap());
+            let r = match how {
+                "text" => via.query_drop(&stmt).await,
+                "prepare" => via.prep(&stmt).await.map(drop),
+                _ => via.query_drop(format!("PREPARE s FROM '{stmt}'")).await,
+            };
+            let code = match r {
+                Err(mysql_async::Error::Server(e)) => e.code.to_string(),
+                other => format!("{other:?}"),
+            };
+            let last: Vec<(String, Option<String>)> = via.query("SHOW QCACHE LAST").await.unwrap();
+            let after = counters(via.query("SHOW QCACHE STATUS").await.unwrap());
+            let moved: Vec<String> = after
+                .iter()
+                .filter(|kv| !before.contains(kv))
+                .map(|(k, _)| k.clone())
+                .collect();
+            let said: Vec<String> = last
+                .into_iter()
+                .filter(|(k, _)| k != "upstream_ms" && k != "statement" && k != "digest")
+                .map(|(k, v)| format!("{k}={}", v.unwrap_or_default()))
+                .collect();
+            seen.push((
+                format!("{how} {obj}"),
+                format!("{code} {} moved: {moved:?}", said.join(" ")),
+            ));
+        }
+    }
+    for (w, s) in &seen {
+        println!("{w}: {s}");
+    }
+    for how in ["text", "prepare", "sql prepare"] {
+        let mine: Vec<&(String, String)> = seen
+            .iter()
+            .filter(|(w, _)| w.rsplit_once(' ').unwrap().0 == how)
+            .collect();
+        for pair in mine.windows(2) {
+            assert_eq!(pair[0].1, pair[1].1, "{} vs {}", pair[0].0, pair[1].0);
+        }
+    }
+    drop(via);
+    proxy.shutdown().await;
+    let mut root = common::direct().await;
+    root.query_drop(format!("DROP USER '{low}'@'%'"))
+        .await
+        .unwrap();
+}
