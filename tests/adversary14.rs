@@ -215,6 +215,8 @@ async fn a_failed_change_user_after_hits_and_prepared_statements() {
         println!("{d}\n  {q}");
     }
     assert_eq!(seen[1], seen[0], "through qcache vs directly");
+    // The second execute and the second SQL_CALC_FOUND_ROWS read were hits.
+    assert!(proxy.running.shared.cache.stats().hits() >= 2, "no hit");
     proxy.shutdown().await;
     let mut root = common::direct().await;
     root.query_drop(format!("DROP USER '{user}'@'%'"))
