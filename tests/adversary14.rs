@@ -136,7 +136,7 @@ async fn answer_of(
 }
 
 /// Class 7 through the paths a hit takes: a binary-protocol statement executed twice (a
-/// fill and a hit through qcache), a SQL_CALC_FOUND_ROWS read served from the cache, a role
+/// fill and a hit through qcache), a LIMIT read served from the cache (its FOUND_ROWS() the limit's), a role
 /// set, then a COM_CHANGE_USER the server refuses. After it the old statement id, FOUND_ROWS(),
 /// the role and the cached reads answer as directly.
 #[tokio::test]
@@ -180,9 +180,7 @@ async fn a_failed_change_user_after_hits_and_prepared_statements() {
             view.push(answer_of(&mut c, "exec", r).await);
         }
         for _ in 0..2 {
-            let r = c
-                .query("SELECT SQL_CALC_FOUND_ROWS id FROM t ORDER BY id LIMIT 1")
-                .await;
+            let r = c.query("SELECT id FROM t ORDER BY id LIMIT 2").await;
             view.push(answer_of(&mut c, "calc", r).await);
         }
         let refused = c
@@ -201,7 +199,7 @@ async fn a_failed_change_user_after_hits_and_prepared_statements() {
         for step in [
             "SELECT FOUND_ROWS()",
             "SELECT CURRENT_USER(), CURRENT_ROLE(), DATABASE()",
-            "SELECT SQL_CALC_FOUND_ROWS id FROM t ORDER BY id LIMIT 1",
+            "SELECT id FROM t ORDER BY id LIMIT 2",
             "SELECT FOUND_ROWS()",
         ] {
             let r = c.query(step).await;
@@ -215,7 +213,7 @@ async fn a_failed_change_user_after_hits_and_prepared_statements() {
         println!("{d}\n  {q}");
     }
     assert_eq!(seen[1], seen[0], "through qcache vs directly");
-    // The second execute and the second SQL_CALC_FOUND_ROWS read were hits.
+    // The second execute and the second LIMIT read were hits.
     assert!(proxy.running.shared.cache.stats().hits() >= 2, "no hit");
     proxy.shutdown().await;
     let mut root = common::direct().await;
