@@ -572,3 +572,84 @@ mod l2rollback {
         }
     }
 }
+
+/// Class 7, more refusals: the right password but a default database that is missing or
+/// not the account's (the server authenticates, then refuses the database), and four
+/// refusals in a row (MariaDB may close the connection after repeated failures). After
+/// each, the session answers as directly.
+#[tokio::test]
+async fn change_user_refused_for_its_database_or_repeatedly() {
+    let schema = common::fresh_schema("adv14_cudb").await;
+    let other = common::fresh_schema("adv14_cuo").await;
+    let user = common::unique_name("a14db");
+    setup(
+        &schema,
+        &[
+            "CREATE TABLE t (id INT PRIMARY KEY)",
+            "INSERT INTO t VALUES (1), (2)",
+            &format!("CREATE USER '{user}'@'%' IDENTIFIED BY 'right'"),
+            &format!("GRANT SELECT ON `{schema}`.* TO '{user}'@'%'"),
+        ],
+    )
+    .await;
+    let proxy = common::proxy(|_| {}).await;
+    let mut seen = Vec::new();
+    for via in [false, true] {
+        let host = if via {
+            proxy.addr.to_string()
+        } else {
+            common::db().addr()
+        };
+        let mut c = Conn::from_url(format!(
+            "mysql://{user}:right@{host}/{schema}?prefer_socket=false"
+        ))
+        .await
+        .unwrap();
+        let mut view = Vec::new();
+        let attempts: Vec<(&str, String)> = vec![
+            ("right", common::unique_name("nodb")),
+            ("right", other.clone()),
+            ("wrong", schema.clone()),
+            ("wrong", schema.clone()),
+            ("wrong", schema.clone()),
+            ("wrong", schema.clone()),
+        ];
+        for (pw, db) in attempts {
+            c.query_drop("SET @x = 3").await.unwrap();
+            for _ in 0..2 {
+                let r = c.query("SELECT id FROM t ORDER BY id").await;
+                view.push(answer_of(&mut c, "read", r).await);
+            }
+            let r = c
+                .change_user(
+                    mysql_async::ChangeUserOpts::default()
+                        .with_user(Some(user.clone()))
+                        .with_pass(Some(pw.to_string()))
+                        .with_db_name(Some(db.clone())),
+                )
+                .await;
+            view.push(match r {
+                Ok(()) => "change_user accepted".into(),
+                Err(mysql_async::Error::Server(e)) => format!("change_user error {}", e.code),
+                Err(e) => format!("change_user {e}"),
+            });
+            for step in [
+                "SELECT CURRENT_USER() = USER() OR 1, DATABASE() IS NULL, @x",
+                "SELECT id FROM t ORDER BY id",
+            ] {
+                let r = c.query(step).await;
+                view.push(answer_of(&mut c, step, r).await);
+            }
+        }
+        seen.push(view);
+    }
+    for (d, q) in seen[0].iter().zip(&seen[1]) {
+        println!("{d}\n  {q}");
+    }
+    assert_eq!(seen[1], seen[0], "through qcache vs directly");
+    proxy.shutdown().await;
+    let mut root = common::direct().await;
+    root.query_drop(format!("DROP USER '{user}'@'%'"))
+        .await
+        .unwrap();
+}
