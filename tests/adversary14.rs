@@ -93,6 +93,8 @@ async fn qcache_explain_leaves_the_session_as_it_was() {
         "SELECT id FROM t WHERE id = (SELECT @x := 9)",
         "SELECT id FROM t WHERE id = LAST_INSERT_ID(8)",
         "SELECT id FROM t WHERE id = (SELECT f())",
+        "SELECT 5 INTO @x",
+        "SELECT id FROM t WHERE id = 1 INTO @x",
     ] {
         let r = c.query_drop(format!("QCACHE EXPLAIN {read}")).await;
         let after = session_marks(&mut c).await;
@@ -101,6 +103,7 @@ async fn qcache_explain_leaves_the_session_as_it_was() {
     let mut direct = common::direct_to(&schema).await;
     let next: Option<i64> = direct.query_first("SELECT NEXTVAL(s)").await.unwrap();
     out.push(format!("next value directly: {next:?}"));
+    println!("{before}\n{}", out.join("\n"));
     let logged: Option<i64> = direct
         .query_first("SELECT COUNT(*) FROM log")
         .await
