@@ -81,42 +81,77 @@ async fn qcache_explain_leaves_the_session_as_it_was() {
         ],
     )
     .await;
+    let low = common::unique_name("a14ex");
+    setup(
+        &schema,
+        &[
+            &format!("CREATE USER '{low}'@'%' IDENTIFIED BY 'pw'"),
+            &format!("GRANT ALL ON `{schema}`.* TO '{low}'@'%'"),
+        ],
+    )
+    .await;
     let proxy = common::proxy(|_| {}).await;
-    let mut c = proxy.conn(&schema).await;
-    let before = session_marks(&mut c).await;
-    let mut out = Vec::new();
-    for read in [
-        "SELECT @x := 5 FROM t WHERE id = 1",
-        "SELECT LAST_INSERT_ID(7) FROM t WHERE id = 1",
-        "SELECT GET_LOCK('adv14_lock', 0) FROM t WHERE id = 1",
-        "SELECT NEXTVAL(s)",
-        "SELECT id FROM t WHERE id = (SELECT @x := 9)",
-        "SELECT id FROM t WHERE id = LAST_INSERT_ID(8)",
-        "SELECT id FROM t WHERE id = (SELECT f())",
-        "SELECT 5 INTO @x",
-        "SELECT id FROM t WHERE id = 1 INTO @x",
-    ] {
-        let r = c.query_drop(format!("QCACHE EXPLAIN {read}")).await;
-        let after = session_marks(&mut c).await;
-        out.push(format!("{read}: {r:?} -> {after}"));
+    // The privileged (root, RELOAD) and a user without the admin privilege.
+    for who in ["root", "low"] {
+        let mut c = match who {
+            "root" => proxy.conn(&schema).await,
+            _ => Conn::from_url(format!(
+                "mysql://{low}:pw@{}/{schema}?prefer_socket=false",
+                proxy.addr
+            ))
+            .await
+            .unwrap(),
+        };
+        let before = session_marks(&mut c).await;
+        let mut out = Vec::new();
+        for read in [
+            "SELECT @x := 5 FROM t WHERE id = 1",
+            "SELECT LAST_INSERT_ID(7) FROM t WHERE id = 1",
+            "SELECT GET_LOCK('adv14_lock', 0) FROM t WHERE id = 1",
+            "SELECT NEXTVAL(s)",
+            "SELECT id FROM t WHERE id = (SELECT @x := 9)",
+            "SELECT id FROM t WHERE id = LAST_INSERT_ID(8)",
+            "SELECT id FROM t WHERE id = GET_LOCK('adv14_lock', 0)",
+            "SELECT id FROM t WHERE id = (SELECT f())",
+            "SELECT 5 INTO @x",
+            "SELECT id FROM t WHERE id = 1 INTO @x",
+        ] {
+            let r = c.query_drop(format!("QCACHE EXPLAIN {read}")).await;
+            let r = match r {
+                Err(mysql_async::Error::Server(e)) => format!("error {}", e.code),
+                other => format!("{other:?}"),
+            };
+            let after = session_marks(&mut c).await;
+            out.push(format!("{who}: {read}: {r} -> {after}"));
+        }
+        let mut direct = common::direct_to(&schema).await;
+        let next: Option<i64> = direct.query_first("SELECT NEXTVAL(s)").await.unwrap();
+        let logged: Option<i64> = direct
+            .query_first("SELECT COUNT(*) FROM log")
+            .await
+            .unwrap();
+        println!("{before}\n{}", out.join("\n"));
+        assert_eq!(
+            logged,
+            Some(0),
+            "{who}: QCACHE EXPLAIN ran the function's INSERT"
+        );
+        for line in &out {
+            assert!(line.ends_with(&before), "{line}\nbefore: {before}");
+        }
+        let want = if who == "root" { 1 } else { 2 };
+        assert_eq!(
+            next,
+            Some(want),
+            "{who}: QCACHE EXPLAIN took a sequence value"
+        );
+        drop(c);
     }
-    let mut direct = common::direct_to(&schema).await;
-    let next: Option<i64> = direct.query_first("SELECT NEXTVAL(s)").await.unwrap();
-    out.push(format!("next value directly: {next:?}"));
-    println!("{before}\n{}", out.join("\n"));
-    let logged: Option<i64> = direct
-        .query_first("SELECT COUNT(*) FROM log")
+    proxy.shutdown().await;
+    let mut root = common::direct().await;
+    root.query_drop(format!("DROP USER '{low}'@'%'"))
         .await
         .unwrap();
-    assert_eq!(logged, Some(0), "QCACHE EXPLAIN ran the function's INSERT");
-    println!("{before}\n{}", out.join("\n"));
-    for line in &out[..out.len() - 1] {
-        println!("{line}");
-        assert!(line.ends_with(&before), "{line}\nbefore: {before}");
-    }
-    assert_eq!(next, Some(1), "QCACHE EXPLAIN took a sequence value");
-    drop(c);
-    proxy.shutdown().await;
 }
 
 /// One step's answer as text: rows, or the server's error code.

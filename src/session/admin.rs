@@ -54,23 +54,33 @@ impl Session {
             AdminStatement::Explain { sql } => {
                 // A read's verdict tells whether a table or view of some kind exists: only
                 // where the server itself would explain it (one private round trip, outside
-                // a transaction, whose read view it could open: there only the privileged
-                // are answered).
-                if statements::explain_asks_server(&analysis::scan(&sql)) {
-                    let in_txn = self.st.txn.statement_runs_in_transaction();
-                    if !in_txn {
-                        let mut ask = b"EXPLAIN ".to_vec();
-                        ask.extend_from_slice(&sql);
-                        let denied = |e: &Vec<u8>| statements::explain_denied(e);
-                        if let Some(err) = self.ask_refusal(&ask).await?.filter(denied) {
-                            self.client
-                                .send(seq, &err)
-                                .await
-                                .map_err(SessionError::client)?;
+                // a transaction, whose read view it could open, and of a single read whose
+                // EXPLAIN runs nothing: otherwise only the privileged are answered;
+                // `statements::explain_check`).
+                let text = analysis::server_text(&sql, self.st.server).into_owned();
+                let an = self.shared.analyzer.analyze(&text, analysis::digest(&text));
+                let check = statements::explain_check(&analysis::scan(&sql), &an);
+                let in_txn = self.st.txn.statement_runs_in_transaction();
+                let ask = match check {
+                    statements::ExplainCheck::None => false,
+                    statements::ExplainCheck::AskServer if !in_txn => true,
+                    _ => {
+                        if !self.may_administer().await? {
+                            self.deny(seq).await?;
                             return Ok(true);
                         }
-                    } else if !self.may_administer().await? {
-                        self.deny(seq).await?;
+                        false
+                    }
+                };
+                if ask {
+                    let mut ask = b"EXPLAIN ".to_vec();
+                    ask.extend_from_slice(&sql);
+                    let denied = |e: &Vec<u8>| statements::explain_denied(e);
+                    if let Some(err) = self.ask_refusal(&ask).await?.filter(denied) {
+                        self.client
+                            .send(seq, &err)
+                            .await
+                            .map_err(SessionError::client)?;
                         return Ok(true);
                     }
                 }
