@@ -749,3 +749,65 @@ async fn qcache_explain_of_a_view_runs_nothing() {
         .await
         .unwrap();
 }
+
+/// Class 7's other side: a COM_CHANGE_USER the server accepts, to an account that may not
+/// read what the old one had cached (text, prepared statement kept from before): the new
+/// account gets the server's refusal, never the old account's rows.
+#[tokio::test]
+async fn a_change_user_to_a_weaker_account_after_hits() {
+    let schema = common::fresh_schema("adv14_cuw").await;
+    let low = common::unique_name("a14w");
+    setup(
+        &schema,
+        &[
+            "CREATE TABLE t (id INT PRIMARY KEY)",
+            "CREATE TABLE u (id INT PRIMARY KEY)",
+            "INSERT INTO t VALUES (1), (2)",
+            &format!("CREATE USER '{low}'@'%' IDENTIFIED BY 'pw'"),
+            &format!("GRANT SELECT ON `{schema}`.u TO '{low}'@'%'"),
+        ],
+    )
+    .await;
+    let proxy = common::proxy(|_| {}).await;
+    let mut seen = Vec::new();
+    for via in [false, true] {
+        let mut c = if via {
+            proxy.conn(&schema).await
+        } else {
+            common::direct_to(&schema).await
+        };
+        let mut view = Vec::new();
+        for _ in 0..2 {
+            let r = c.query("SELECT id FROM t ORDER BY id").await;
+            view.push(answer_of(&mut c, "read", r).await);
+            let r = c.exec("SELECT id FROM t WHERE id > ?", (0,)).await;
+            view.push(answer_of(&mut c, "exec", r).await);
+        }
+        let r = c
+            .change_user(
+                mysql_async::ChangeUserOpts::default()
+                    .with_user(Some(low.clone()))
+                    .with_pass(Some("pw".into()))
+                    .with_db_name(Some(schema.clone())),
+            )
+            .await;
+        view.push(format!("change_user {:?}", r.map_err(|e| e.to_string())));
+        for _ in 0..2 {
+            let r = c.query("SELECT id FROM t ORDER BY id").await;
+            view.push(answer_of(&mut c, "read after", r).await);
+            let r = c.exec("SELECT id FROM t WHERE id > ?", (0,)).await;
+            view.push(answer_of(&mut c, "exec after", r).await);
+        }
+        seen.push(view);
+    }
+    for (d, q) in seen[0].iter().zip(&seen[1]) {
+        println!("{d}\n  {q}");
+    }
+    assert_eq!(seen[1], seen[0], "through qcache vs directly");
+    assert!(proxy.running.shared.cache.stats().hits() >= 2, "no hit");
+    proxy.shutdown().await;
+    let mut root = common::direct().await;
+    root.query_drop(format!("DROP USER '{low}'@'%'"))
+        .await
+        .unwrap();
+}
