@@ -791,6 +791,7 @@ topics!(
     adversary12,
     adversary13,
     adversary13b,
+    adversary14,
     basics,
     catalog,
     classification,

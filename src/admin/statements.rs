@@ -48,6 +48,54 @@ pub fn explain_denied(err: &[u8]) -> bool {
         if matches!(u16::from_le_bytes([*lo, *hi]), 1044 | 1142 | 1143))
 }
 
+/// How `QCACHE EXPLAIN <sql>` makes sure it tells the user no more than the server would (a
+/// read's verdict tells whether a table or view of some kind exists).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExplainCheck {
+    /// Nothing to check: not a single read, so the verdict names no table.
+    None,
+    /// Ask the server `EXPLAIN <sql>` first and pass a denial on.
+    AskServer,
+    /// Answered to the privileged only: the server's EXPLAIN would run part of it.
+    PrivilegedOnly,
+}
+
+/// [`ExplainCheck`] of `sql` (`scan`, and `an`, its analysis as a read). Never the server's
+/// EXPLAIN for more than one statement: the server runs every statement of a
+/// multi-statement text, the second one for real (`SELECT 1; DELETE FROM t`), as the
+/// session's user and unseen by the cache; its verdict (`multi_statement`) names no table.
+/// Nor for a read whose EXPLAIN may have effects: MariaDB's optimizer evaluates constant
+/// expressions and subqueries while it explains, so `(SELECT f())` runs a stored function
+/// (which may write), `@x := 9` assigns, `LAST_INSERT_ID(8)` sets, `GET_LOCK(…)` locks. Fail
+/// closed: any read the analysis does not find deterministic, free of variables and of
+/// unknown functions, or that it could not parse.
+pub fn explain_check(scan: &crate::analysis::Scan, an: &crate::analysis::Analysis) -> ExplainCheck {
+    use crate::analysis::{Analysis, NotCached};
+    if scan.kind != crate::analysis::StatementKind::Select || scan.multi {
+        return ExplainCheck::None;
+    }
+    let quiet = match an {
+        Analysis::Read(info) => {
+            !info.may_write
+                && !matches!(
+                    info.verdict,
+                    Err(NotCached::Unparsable
+                        | NotCached::NonDeterministic(_)
+                        | NotCached::StoredFunction
+                        | NotCached::UserVariable
+                        | NotCached::Into
+                        | NotCached::Sequence)
+                )
+        }
+        _ => false,
+    };
+    if quiet {
+        ExplainCheck::AskServer
+    } else {
+        ExplainCheck::PrivilegedOnly
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AdminStatement {
     /// `SHOW QCACHE STATUS`
@@ -1019,5 +1067,48 @@ mod tests {
         }
         assert!(!explain_denied(&[0xff, 0x14]), "cut short");
         assert!(!explain_denied(&[]));
+    }
+
+    /// How each `QCACHE EXPLAIN` text is checked: a single read the server's EXPLAIN cannot
+    /// run anything of is asked; a read with effects only the privileged are answered; a
+    /// multi-statement or a non-read needs nothing (its verdict names no table).
+    #[test]
+    fn explain_check_one_row_per_rule() {
+        use crate::analysis::{analyze, scan};
+        use ExplainCheck::*;
+        for (sql, want) in [
+            ("SELECT id FROM t", AskServer),
+            ("SELECT id FROM t;", AskServer),
+            ("SELECT ';' FROM t", AskServer),
+            (
+                "SELECT id FROM t WHERE id = (SELECT MAX(id) FROM u)",
+                AskServer,
+            ),
+            ("SELECT 1; DELETE FROM t", None),
+            ("SELECT 1;DELETE FROM t", None),
+            ("SELECT 'a\\'; DELETE FROM t; ''", None),
+            ("SELECT 1 /*! ; DELETE FROM t */", None),
+            ("DELETE FROM t", None),
+            ("SELECT id FROM t WHERE id = (SELECT f())", PrivilegedOnly),
+            ("SELECT id FROM t WHERE id = f()", PrivilegedOnly),
+            (
+                "SELECT id FROM t WHERE id = (SELECT @x := 9)",
+                PrivilegedOnly,
+            ),
+            ("SELECT @x := 5 FROM t", PrivilegedOnly),
+            (
+                "SELECT id FROM t WHERE id = LAST_INSERT_ID(8)",
+                PrivilegedOnly,
+            ),
+            (
+                "SELECT id FROM t WHERE id = GET_LOCK('l', 0)",
+                PrivilegedOnly,
+            ),
+            ("SELECT NEXTVAL(s)", PrivilegedOnly),
+            ("SELECT id FROM t INTO @x", PrivilegedOnly),
+        ] {
+            let an = analyze(sql);
+            assert_eq!(explain_check(&scan(sql.as_bytes()), &an), want, "{sql}");
+        }
     }
 }

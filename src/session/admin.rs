@@ -6,7 +6,7 @@ use tracing::info;
 
 use super::{Session, SessionError};
 use crate::admin::statements::{self, AdminStatement, Rows};
-use crate::analysis::{self, StatementKind};
+use crate::analysis;
 use crate::invalidation;
 use crate::protocol::codec::Packet;
 use crate::protocol::packets::{self, status};
@@ -54,23 +54,37 @@ impl Session {
             AdminStatement::Explain { sql } => {
                 // A read's verdict tells whether a table or view of some kind exists: only
                 // where the server itself would explain it (one private round trip, outside
-                // a transaction, whose read view it could open: there only the privileged
-                // are answered).
-                if analysis::scan(&sql).kind == StatementKind::Select {
-                    let in_txn = self.st.txn.statement_runs_in_transaction();
-                    if !in_txn {
-                        let mut ask = b"EXPLAIN ".to_vec();
-                        ask.extend_from_slice(&sql);
-                        let denied = |e: &Vec<u8>| statements::explain_denied(e);
-                        if let Some(err) = self.ask_refusal(&ask).await?.filter(denied) {
-                            self.client
-                                .send(seq, &err)
-                                .await
-                                .map_err(SessionError::client)?;
+                // a transaction, whose read view it could open, and of a single read whose
+                // EXPLAIN runs nothing: otherwise only the privileged are answered;
+                // `statements::explain_check`).
+                let text = analysis::server_text(&sql, self.st.server).into_owned();
+                let an = self.shared.analyzer.analyze(&text, analysis::digest(&text));
+                let check = statements::explain_check(&analysis::scan(&sql), &an);
+                let in_txn = self.st.txn.statement_runs_in_transaction();
+                let ask = match check {
+                    statements::ExplainCheck::None => false,
+                    // The privileged are shown every table anyway (SHOW QCACHE ENTRIES):
+                    // nothing to ask, so nothing of the statement runs for them.
+                    statements::ExplainCheck::AskServer if !in_txn => {
+                        !self.may_administer().await?
+                    }
+                    _ => {
+                        if !self.may_administer().await? {
+                            self.deny(seq).await?;
                             return Ok(true);
                         }
-                    } else if !self.may_administer().await? {
-                        self.deny(seq).await?;
+                        false
+                    }
+                };
+                if ask {
+                    let mut ask = b"EXPLAIN ".to_vec();
+                    ask.extend_from_slice(&sql);
+                    let denied = |e: &Vec<u8>| statements::explain_denied(e);
+                    if let Some(err) = self.ask_refusal(&ask).await?.filter(denied) {
+                        self.client
+                            .send(seq, &err)
+                            .await
+                            .map_err(SessionError::client)?;
                         return Ok(true);
                     }
                 }
