@@ -45,6 +45,26 @@ pub fn hints_reach_server(mariadb: bool) -> bool {
     mariadb
 }
 
+/// Why a relayed read was not cached, as counted once the server answered (`refused`: its
+/// error code, if it refused). A read the server refused for want of a privilege counts as
+/// `error`, whatever kept it from the cache: the server answers those alike for every name
+/// (1142 for a table, a view of any kind or a missing name in a database the user cannot
+/// read), and what qcache says of the read (`SHOW QCACHE LAST`, the public
+/// `Qcache_not_cached_*` counters) must tell no more (#35 class 10). Other refusals name
+/// what the server named (1146 for a missing table): the planned reason stands.
+pub fn reason_answered(reason: Reason, refused: Option<u16>) -> Reason {
+    match refused {
+        Some(code) if denied(code) => Reason::Error,
+        _ => reason,
+    }
+}
+
+/// The server's "access denied" answers: to a table or column, a database, a routine, or
+/// a privilege the statement needs.
+fn denied(code: u16) -> bool {
+    matches!(code, 1044 | 1142 | 1143 | 1227 | 1370)
+}
+
 /// What the decisions read of the session (the session passes it; nothing here holds it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Session {
@@ -1145,6 +1165,60 @@ mod tests {
                     assert_eq!(text, exec, "{session:?} {hint:?}");
                 }
             }
+        }
+    }
+
+    /// A read the server refused for want of a privilege counts as `error`; the planned
+    /// reason stands for any other answer.
+    #[test]
+    fn a_denied_read_tells_no_more_than_the_server() {
+        let rows = [
+            ("answered", Reason::UnknownTable, None, Reason::UnknownTable),
+            (
+                "no such table (1146)",
+                Reason::UnknownTable,
+                Some(1146),
+                Reason::UnknownTable,
+            ),
+            (
+                "table denied (1142)",
+                Reason::UnknownTable,
+                Some(1142),
+                Reason::Error,
+            ),
+            (
+                "column denied (1143)",
+                Reason::NonDeterministic,
+                Some(1143),
+                Reason::Error,
+            ),
+            (
+                "database denied (1044)",
+                Reason::UnknownTable,
+                Some(1044),
+                Reason::Error,
+            ),
+            (
+                "privilege needed (1227)",
+                Reason::NonDeterministic,
+                Some(1227),
+                Reason::Error,
+            ),
+            (
+                "routine denied (1370)",
+                Reason::NonDeterministic,
+                Some(1370),
+                Reason::Error,
+            ),
+            (
+                "a syntax error (1064)",
+                Reason::UnexpectedShape,
+                Some(1064),
+                Reason::UnexpectedShape,
+            ),
+        ];
+        for (rule, planned, code, want) in rows {
+            assert_eq!(reason_answered(planned, code), want, "{rule}");
         }
     }
 }

@@ -251,13 +251,15 @@ impl Session {
         match planned {
             Planned::Fill(plan) => self.miss(seq, payload, sql, plan, mode).await,
             Planned::Relay { reason, cacheable } => {
-                self.note_not_cached(reason);
                 if !cacheable {
                     Planner::new(&self.shared).plan_side_effects(&mut self.st, an, sql);
                 }
-                self.forward_read(seq, payload, None, cacheable)
-                    .await
-                    .map(|_| true)
+                let resp = self.forward_read(seq, payload, None, cacheable).await?;
+                self.note_not_cached(read::reason_answered(
+                    reason,
+                    resp.err_code.filter(|_| resp.error),
+                ));
+                Ok(true)
             }
         }
     }
@@ -453,10 +455,13 @@ impl Session {
         tables: &[TableHandle],
         reason: Option<Reason>,
     ) -> Result<bool, SessionError> {
-        if let Some(reason) = reason {
-            self.note_not_cached(reason);
-        }
         let resp = self.forward_read(seq, payload, None, true).await?;
+        if let Some(reason) = reason {
+            self.note_not_cached(read::reason_answered(
+                reason,
+                resp.err_code.filter(|_| resp.error),
+            ));
+        }
         self.note_read_in_transaction(tables, &resp);
         Ok(true)
     }
