@@ -235,7 +235,7 @@ pub fn query_cache_statement(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::analysis::{Hint, StatementKind};
+    use crate::analysis::StatementKind;
     use crate::engine::state::{LastExecute, Prepared};
     use bytes::Bytes;
 
@@ -245,23 +245,9 @@ mod tests {
         material.extend_from_slice(b"SELECT ?");
         material.extend_from_slice(&[0xfe, 0, 0xff, 0, 0xff, 1, b'7']);
         Prepared {
-            sql: Bytes::from_static(b"SELECT ?"),
-            key_sql: Bytes::from_static(b"SELECT ?"),
-            digest: 0,
-            kind: StatementKind::Select,
-            hint: Hint::None,
-            params: 1,
-            columns: 1,
-            types: None,
-            long_data: false,
-            server_types: None,
-            context: 0,
-            db: None,
-            bulk_seen: false,
-            cursor_open: false,
             last_execute: LastExecute::Keyed(material),
             values_unsent,
-            held_long_data: Vec::new(),
+            ..Prepared::new(Bytes::from_static(b"SELECT ?"), StatementKind::Select, 1, 1)
         }
     }
 

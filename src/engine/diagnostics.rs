@@ -83,30 +83,17 @@ fn executed_sql<'a>(st: &'a SessionState, payload: &[u8]) -> Option<&'a [u8]> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::analysis::{Hint, StatementKind};
-    use crate::engine::state::{LastExecute, Prepared};
+    use crate::analysis::StatementKind;
+    use crate::engine::state::Prepared;
     use bytes::Bytes;
 
     fn stmt(sql: &'static str) -> Prepared {
-        Prepared {
-            sql: Bytes::from_static(sql.as_bytes()),
-            key_sql: Bytes::from_static(sql.as_bytes()),
-            digest: 0,
-            kind: StatementKind::Select,
-            hint: Hint::None,
-            params: 0,
-            columns: 1,
-            types: None,
-            long_data: false,
-            server_types: None,
-            context: 0,
-            db: None,
-            bulk_seen: false,
-            cursor_open: false,
-            last_execute: LastExecute::None,
-            values_unsent: false,
-            held_long_data: Vec::new(),
-        }
+        Prepared::new(
+            Bytes::from_static(sql.as_bytes()),
+            StatementKind::Select,
+            0,
+            1,
+        )
     }
 
     fn with(cmd: u8, rest: &[u8]) -> Vec<u8> {

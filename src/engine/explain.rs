@@ -701,23 +701,15 @@ mod tests {
         use bytes::Bytes;
         let w = crate::engine::World::new(true);
         let prepared = |params: u16, last: LastExecute| Prepared {
-            sql: Bytes::from_static(b"SELECT a FROM child WHERE id = ?"),
-            key_sql: Bytes::from_static(b"SELECT a FROM child WHERE id = ?"),
-            digest: 0,
-            kind: StatementKind::Select,
-            hint: Hint::None,
-            params,
-            columns: 1,
-            types: None,
-            long_data: false,
-            server_types: None,
             context: 7,
-            db: None,
             bulk_seen: true,
-            cursor_open: false,
             last_execute: last,
-            values_unsent: false,
-            held_long_data: Vec::new(),
+            ..Prepared::new(
+                Bytes::from_static(b"SELECT a FROM child WHERE id = ?"),
+                StatementKind::Select,
+                params,
+                1,
+            )
         };
         // (rule, statement held as 1, id asked, the answer's decision when it answers at
         // once, else whether the key is known)

@@ -120,22 +120,10 @@ pub fn prepare_answered(
     };
     let stmt = Prepared {
         digest: analysis::digest(&analysis::server_text(&sql, st.server)),
-        key_sql: sql.slice_ref(analysis::key_text(&sql)),
-        sql,
-        kind: scan.kind,
         hint: scan.hint,
-        params,
-        columns,
-        types: None,
-        long_data: false,
-        server_types: None,
         context: st.prepare_ctx,
         db: st.db.clone(),
-        bulk_seen: false,
-        cursor_open: false,
-        last_execute: LastExecute::None,
-        values_unsent: false,
-        held_long_data: Vec::new(),
+        ..Prepared::new(sql, scan.kind, params, columns)
     };
     st.stmts.insert(id, stmt);
     st.last_stmt = Some(id);
@@ -530,7 +518,7 @@ fn write_material(m: &mut Vec<u8>, key_sql: &[u8], params: &ExecuteParams) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::analysis::{Hint, StatementKind};
+    use crate::analysis::StatementKind;
     use crate::engine::state::LastExecute;
 
     const INT: &[u8] = &[3, 0];
@@ -538,23 +526,9 @@ mod tests {
 
     fn stmt(types: Option<&[u8]>, server: Option<&[u8]>) -> Prepared {
         Prepared {
-            sql: Bytes::from_static(b"SELECT ?"),
-            key_sql: Bytes::from_static(b"SELECT ?"),
-            digest: 0,
-            kind: StatementKind::Select,
-            hint: Hint::None,
-            params: 1,
-            columns: 1,
             types: types.map(Bytes::copy_from_slice),
-            long_data: false,
             server_types: server.map(Bytes::copy_from_slice),
-            context: 0,
-            db: None,
-            bulk_seen: false,
-            cursor_open: false,
-            last_execute: LastExecute::None,
-            values_unsent: false,
-            held_long_data: Vec::new(),
+            ..Prepared::new(Bytes::from_static(b"SELECT ?"), StatementKind::Select, 1, 1)
         }
     }
 
@@ -715,13 +689,9 @@ mod tests {
     /// context.
     fn prepared_as(kind: StatementKind, sql: &'static str, st: &SessionState) -> Prepared {
         Prepared {
-            sql: Bytes::from_static(sql.as_bytes()),
-            key_sql: Bytes::from_static(sql.as_bytes()),
-            kind,
-            params: 1,
             context: st.prepare_ctx,
             db: st.db.clone(),
-            ..stmt(None, None)
+            ..Prepared::new(Bytes::from_static(sql.as_bytes()), kind, 1, 1)
         }
     }
 

@@ -240,7 +240,7 @@ pub fn execute_literals(st: &SessionState, payload: &[u8]) -> Option<Vec<Option<
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::analysis::{Hint, StatementKind};
+    use crate::analysis::StatementKind;
     use crate::engine::state::Prepared;
     use crate::engine::World;
 
@@ -426,23 +426,13 @@ mod tests {
 
     fn prepared(params: u16) -> Prepared {
         Prepared {
-            sql: "SELECT * FROM child WHERE id = ?".into(),
-            key_sql: "SELECT * FROM child WHERE id = ?".into(),
-            digest: 0,
-            kind: StatementKind::Select,
-            hint: Hint::None,
-            params,
-            columns: 3,
-            types: None,
-            long_data: false,
-            server_types: None,
-            context: 0,
             db: Some("db".into()),
-            bulk_seen: false,
-            cursor_open: false,
-            last_execute: Default::default(),
-            values_unsent: false,
-            held_long_data: Vec::new(),
+            ..Prepared::new(
+                "SELECT * FROM child WHERE id = ?".into(),
+                StatementKind::Select,
+                params,
+                3,
+            )
         }
     }
 

@@ -98,6 +98,33 @@ pub struct Prepared {
     pub held_long_data: Vec<bytes::Bytes>,
 }
 
+impl Prepared {
+    /// A statement the server prepared, `sql` its hint-free text, before any execute: the
+    /// one constructor, so that a field added here starts right everywhere (the caller sets
+    /// what it knows of the PREPARE: digest, hint, context, database).
+    pub fn new(sql: Bytes, kind: StatementKind, params: u16, columns: u16) -> Prepared {
+        Prepared {
+            key_sql: sql.slice_ref(crate::analysis::key_text(&sql)),
+            sql,
+            digest: 0,
+            kind,
+            hint: Hint::None,
+            params,
+            columns,
+            types: None,
+            long_data: false,
+            server_types: None,
+            context: 0,
+            db: None,
+            bulk_seen: false,
+            cursor_open: false,
+            last_execute: LastExecute::None,
+            values_unsent: false,
+            held_long_data: Vec::new(),
+        }
+    }
+}
+
 /// A prepared statement's last execute, as its key saw it.
 #[derive(Debug, Clone, Default)]
 pub enum LastExecute {
