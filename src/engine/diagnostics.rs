@@ -21,8 +21,28 @@ pub struct Owed {
     pub skipped: bool,
     /// The hit's own statement is now what last set the cost (it was not a read-back's).
     pub hit_cost: bool,
-    /// The command's text as a later replay of the cost would send it: a cacheable read's.
-    pub read: Option<Vec<u8>>,
+    /// The command's text as a later replay of the cost would send it: a cacheable read's
+    /// ([`Owed::read_text`]).
+    pub read: Option<CostText>,
+}
+
+/// Where a cacheable read's replayable text is, without a copy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CostText {
+    /// The command's own text (a COM_QUERY's, after its command byte).
+    Query,
+    /// A prepared statement's text, as a replay sends it.
+    Prepared(bytes::Bytes),
+}
+
+impl Owed {
+    /// The replayable text of command `payload`, if any.
+    pub fn read_text<'a>(&'a self, payload: &'a [u8]) -> Option<&'a [u8]> {
+        match self.read.as_ref()? {
+            CostText::Query => payload.get(1..),
+            CostText::Prepared(sql) => Some(sql),
+        }
+    }
 }
 
 /// Before command `payload` goes up (`cacheable_read`: a read the cache could hold, which
@@ -41,10 +61,10 @@ pub fn before_command(st: &mut SessionState, payload: &[u8], cacheable_read: boo
     let hit_cost = restore.is_some_and(|f| f & diagnostics::AFTER_READ_BACK == 0);
     let read = match payload.first() {
         _ if !cacheable_read => None,
-        Some(&com::QUERY) => Some(payload[1..].to_vec()),
-        Some(&com::STMT_EXECUTE) => executed_sql(st, payload)
-            .and_then(|sql| diagnostics::replay_text(sql, true, false))
-            .map(<[u8]>::to_vec),
+        Some(&com::QUERY) => Some(CostText::Query),
+        Some(&com::STMT_EXECUTE) => executed_sql(st, payload).and_then(|sql| {
+            diagnostics::replay_text(sql, true, false).map(|t| CostText::Prepared(sql.slice_ref(t)))
+        }),
         _ => None,
     };
     Some(Owed {
@@ -66,18 +86,17 @@ pub fn cost_effect(st: &SessionState, payload: &[u8]) -> CostEffect {
         Some(&com::STMT_PREPARE) if diagnostics::observes_last_query(&payload[1..]) => {
             CostEffect::Unknown
         }
-        Some(&com::STMT_EXECUTE) => {
-            executed_sql(st, payload).map_or(CostEffect::Unknown, diagnostics::cost_effect)
-        }
+        Some(&com::STMT_EXECUTE) => executed_sql(st, payload)
+            .map_or(CostEffect::Unknown, |sql| diagnostics::cost_effect(sql)),
         _ => CostEffect::Keeps,
     }
 }
 
 /// The prepared SQL an execute names, if known (MariaDB's -1 resolved).
-fn executed_sql<'a>(st: &'a SessionState, payload: &[u8]) -> Option<&'a [u8]> {
+fn executed_sql<'a>(st: &'a SessionState, payload: &[u8]) -> Option<&'a bytes::Bytes> {
     let id = crate::protocol::commands::stmt_id(payload)?;
     let id = st.resolve_stmt(id)?;
-    st.stmts.get(&id).map(|s| &s.sql[..])
+    st.stmts.get(&id).map(|s| &s.sql)
 }
 
 #[cfg(test)]
@@ -116,13 +135,13 @@ mod tests {
         let read_back = diagnostics::AFTER_READ_BACK | 3;
         // (rule, packet, cacheable read, the hit's restore owed, what is owed)
         type Row = (&'static str, Vec<u8>, bool, Option<u64>, Option<Owed>);
-        let owed = |effect, restore, skipped, hit_cost, read: Option<&[u8]>| {
+        let owed = |effect, restore, skipped, hit_cost, read: Option<CostText>| {
             Some(Owed {
                 effect,
                 restore,
                 skipped,
                 hit_cost,
-                read: read.map(<[u8]>::to_vec),
+                read,
             })
         };
         let rows: Vec<Row> = vec![
@@ -139,26 +158,14 @@ mod tests {
                 select.clone(),
                 true,
                 Some(1),
-                owed(
-                    CostEffect::Sets,
-                    Some(1),
-                    true,
-                    true,
-                    Some(b"SELECT a FROM t"),
-                ),
+                owed(CostEffect::Sets, Some(1), true, true, Some(CostText::Query)),
             ),
             (
                 "the same read, nothing owed",
                 select.clone(),
                 true,
                 None,
-                owed(
-                    CostEffect::Sets,
-                    None,
-                    true,
-                    false,
-                    Some(b"SELECT a FROM t"),
-                ),
+                owed(CostEffect::Sets, None, true, false, Some(CostText::Query)),
             ),
             (
                 "a relayed read is restored first and not replayable",
@@ -191,7 +198,7 @@ mod tests {
                     None,
                     true,
                     false,
-                    Some(b"SELECT b FROM t"),
+                    Some(CostText::Prepared(Bytes::from_static(b"SELECT b FROM t"))),
                 ),
             ),
             (
@@ -229,6 +236,14 @@ mod tests {
             st.after_hit = after_hit;
             let got = before_command(&mut st, &packet, cacheable);
             assert_eq!(got, want, "{rule}");
+            // The text a replay sends: the read's own, or its prepared statement's.
+            let text = got.as_ref().and_then(|o| o.read_text(&packet));
+            let want_text: Option<&[u8]> = match want.as_ref().and_then(|o| o.read.as_ref()) {
+                Some(CostText::Query) => Some(b"SELECT a FROM t"),
+                Some(CostText::Prepared(_)) => Some(b"SELECT b FROM t"),
+                None => None,
+            };
+            assert_eq!(text, want_text, "{rule}: replay text");
             if got.is_some() {
                 assert_eq!(st.after_hit, None, "{rule}: the restore is taken");
             } else {

@@ -233,7 +233,7 @@ impl Session {
             }
         }
         self.replay_cost(owed.effect).await?;
-        self.st.cost.after(owed.effect, owed.read.as_deref());
+        self.st.cost.after(owed.effect, owed.read_text(payload));
         Ok(skipped)
     }
 
