@@ -286,7 +286,7 @@ pub(crate) fn literal_tokens(sql: &[u8]) -> (Vec<LitTok>, u64) {
 
 /// xxh3 digest of the statement's shape (see the module doc). Never panics, whatever the bytes.
 pub fn digest(sql: &[u8]) -> u64 {
-    if sql.contains(&b'\\') || super::lexer::single_byte_reading(sql).is_some() {
+    if sql.contains(&b'\\') || super::lexer::reads_otherwise_single_byte(sql) {
         return xxh3_64_with_seed(sql, VERBATIM_SEED);
     }
     let mut sink = Sink {

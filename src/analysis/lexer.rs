@@ -582,7 +582,7 @@ pub(crate) fn other_readings(sql: &[u8]) -> Vec<Vec<u8>> {
 /// every other text reads alike. A `--` inside a string changes only that string's value,
 /// which names no table.
 pub(crate) fn single_byte_reading(sql: &[u8]) -> Option<Vec<u8>> {
-    let at = |i: usize| sql[i] == b'-' && sql[i + 1] == b'-' && sql[i + 2] >= 0x80;
+    let at = |i: usize| dash_then_high_byte(sql, i);
     let first = (0..sql.len().saturating_sub(2)).find(|&i| at(i))?;
     let mut out = Vec::with_capacity(sql.len() + 4);
     let mut copied = 0;
@@ -595,6 +595,16 @@ pub(crate) fn single_byte_reading(sql: &[u8]) -> Option<Vec<u8>> {
     }
     out.extend_from_slice(&sql[copied..]);
     Some(out)
+}
+
+/// Whether `sql` has a `--` followed by a byte of 0x80 or above, which a single-byte client
+/// character set may read as a comment ([`single_byte_reading`]).
+pub(crate) fn reads_otherwise_single_byte(sql: &[u8]) -> bool {
+    (0..sql.len().saturating_sub(2)).any(|i| dash_then_high_byte(sql, i))
+}
+
+fn dash_then_high_byte(sql: &[u8], i: usize) -> bool {
+    sql[i] == b'-' && sql[i + 1] == b'-' && sql[i + 2] >= 0x80
 }
 
 /// The lexers of every reading of `sql` other than the default one
