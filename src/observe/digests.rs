@@ -257,15 +257,17 @@ impl Cell {
     /// bytes, latest hit). Under the stripe's lock.
     fn take(&self) -> Option<(u64, u64, u64, u64)> {
         let r = Ordering::Relaxed;
+        // Each counter on its own: a settle may see a hit's `hits` before its `rows`, and
+        // what it does not see yet is taken by a later one.
         let hits = self.hits.load(r);
-        let dh = hits.wrapping_sub(self.settled_hits.swap(hits, r));
-        if dh == 0 {
-            return None;
-        }
         let rows = self.rows.load(r);
         let bytes = self.bytes.load(r);
+        let dh = hits.wrapping_sub(self.settled_hits.swap(hits, r));
         let dr = rows.wrapping_sub(self.settled_rows.swap(rows, r));
         let db = bytes.wrapping_sub(self.settled_bytes.swap(bytes, r));
+        if (dh, dr, db) == (0, 0, 0) {
+            return None;
+        }
         Some((dh, dr, db, self.last_ns.load(r)))
     }
 
@@ -305,8 +307,12 @@ impl StripeData {
         let cells = std::mem::take(&mut self.cells);
         let mut live = Vec::with_capacity(cells.len());
         for c in cells {
+            // Whether the session is gone is asked before settling: a session may add its
+            // last hit and drop its hint between a settle and the question, and a cell
+            // dropped then would take that hit with it.
+            let dead = is_dead(&c);
             self.settle(&c, epoch);
-            if !is_dead(&c) {
+            if !dead {
                 live.push(c);
             }
         }
@@ -624,12 +630,17 @@ impl Digests {
     pub fn reset(&self) {
         for st in &self.stripes {
             if let Ok(mut s) = st.data.lock() {
-                let cells = std::mem::take(&mut s.cells);
-                for c in &cells {
-                    c.discard();
-                }
+                // Dead first, as in a settle: a hit added after the discard counts.
+                let cells: Vec<_> = std::mem::take(&mut s.cells)
+                    .into_iter()
+                    .filter_map(|c| {
+                        let dead = is_dead(&c);
+                        c.discard();
+                        (!dead).then_some(c)
+                    })
+                    .collect();
                 *s = StripeData {
-                    cells: cells.into_iter().filter(|c| !is_dead(c)).collect(),
+                    cells,
                     ..StripeData::default()
                 };
                 st.layout.fetch_add(1, Ordering::Relaxed);
@@ -980,6 +991,48 @@ mod tests {
         assert_eq!(sum(|c| c.calls), 80_000);
         assert_eq!(sum(|c| c.hits), 80_000);
         assert_eq!(sum(|c| c.rows), 80_000);
+    }
+
+    /// Sessions that end while reads settle their cells: the last hit of each, added just
+    /// before its session drops its hint, is never lost (a cell dropped as dead after a
+    /// settle that missed it lost it).
+    #[test]
+    fn cells_exact_when_sessions_end_under_reads() {
+        let d = Arc::new(Digests::new(4));
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let reader = {
+            let (d, stop) = (d.clone(), stop.clone());
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    d.rows();
+                }
+            })
+        };
+        let (threads, sessions, hits) = (2u64, 4_000u64, 3u64);
+        let workers: Vec<_> = (0..threads)
+            .map(|t| {
+                let d = d.clone();
+                std::thread::spawn(move || {
+                    for _ in 0..sessions {
+                        let mut h = RowHint::default();
+                        for _ in 0..hits {
+                            let mut o = obs(t, Outcome::Hit);
+                            o.rows = 1;
+                            d.record(&o, &mut h);
+                        }
+                    }
+                })
+            })
+            .collect();
+        for w in workers {
+            w.join().unwrap();
+        }
+        stop.store(true, Ordering::Relaxed);
+        reader.join().unwrap();
+        let rows = d.rows();
+        let sum = |f: fn(&Counts) -> u64| rows.iter().map(|r| f(&r.counts)).sum::<u64>();
+        let all = threads * sessions * hits;
+        assert_eq!((sum(|c| c.calls), sum(|c| c.rows)), (all, all));
     }
 
     /// A reset forgets hits still in cells; the cells count again from zero after it.
