@@ -687,3 +687,127 @@ async fn a_change_user_to_a_weaker_account_after_hits() {
         .await
         .unwrap();
 }
+
+mod l2rollback {
+    use super::*;
+    use common::redis::Redis;
+    use qcache::config::{L2Mode, L2Url};
+    use std::time::{Duration, Instant};
+
+    async fn l2_proxy(url: &str) -> common::TestProxy {
+        let p = common::proxy(|c| {
+            c.l2.mode = L2Mode::On;
+            c.l2.url = L2Url::One(url.to_string());
+            c.l2.timeout = Duration::from_millis(500);
+        })
+        .await;
+        wait_usable(&p).await;
+        p
+    }
+
+    async fn wait_usable(p: &common::TestProxy) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !p
+            .running
+            .shared
+            .l2
+            .as_deref()
+            .is_some_and(|l| l.usable() && l.notifications_up())
+        {
+            assert!(Instant::now() < deadline, "L2 never came up");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    async fn read_v(c: &mut Conn) -> i64 {
+        c.query_first("SELECT v FROM t WHERE id = 1")
+            .await
+            .unwrap()
+            .unwrap()
+    }
+
+    async fn until(what: &str, mut f: impl FnMut() -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !f() {
+            assert!(Instant::now() < deadline, "timed out waiting for {what}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Class 9, a rollback that keeps the server's identity: the Redis the fleet uses (R1)
+    /// is made a replica of another (R0) that copied R1's data before A's write, then
+    /// promoted again (`REPLICAOF host port`, `REPLICAOF NO ONE`): the same process, the
+    /// same `run_id`, and R1's own marker back in its data, but the version A raised is gone
+    /// and the entry from before the write is back. No instance may serve it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_redis_resynced_from_an_older_copy_serves_nothing_from_before() {
+        let r1 = Redis::start();
+        let r0 = Redis::start();
+        let schema = common::fresh_schema("adv14_resync").await;
+        setup(
+            &schema,
+            &[
+                "CREATE TABLE t (id INT PRIMARY KEY, v INT NOT NULL)",
+                "INSERT INTO t VALUES (1, 0)",
+            ],
+        )
+        .await;
+        let a = l2_proxy(&r1.url()).await;
+        let b = l2_proxy(&r1.url()).await;
+        let mut ca = a.conn(&schema).await;
+        let mut cb = b.conn(&schema).await;
+        assert_eq!(read_v(&mut cb).await, 0);
+        until("B's entry in R1", || !r1.keys("qcache:e:*").is_empty()).await;
+        assert_eq!(read_v(&mut ca).await, 0);
+        // R0 copies R1 as it is before the write, then stands alone.
+        let p1 = r1.port.to_string();
+        let p0 = r0.port.to_string();
+        assert!(r0.cli(&["REPLICAOF", "127.0.0.1", &p1]).contains("OK"));
+        until("R0's copy", || {
+            r0.cli(&["INFO", "replication"])
+                .contains("master_link_status:up")
+                && !r0.keys("qcache:e:*").is_empty()
+        })
+        .await;
+        assert!(r0.cli(&["REPLICAOF", "NO", "ONE"]).contains("OK"));
+        let run_id = |r: &Redis| {
+            r.cli(&["INFO", "server"])
+                .lines()
+                .find_map(|l| l.strip_prefix("run_id:").map(str::to_string))
+                .unwrap()
+        };
+        let r1_id = run_id(&r1);
+        ca.query_drop("UPDATE t SET v = 1 WHERE id = 1")
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        // R1 goes back to R0's copy, and is promoted again.
+        assert!(r1.cli(&["REPLICAOF", "127.0.0.1", &p0]).contains("OK"));
+        until("R1 resynced from R0", || {
+            r1.cli(&["INFO", "replication"])
+                .contains("master_link_status:up")
+        })
+        .await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert!(r1.cli(&["REPLICAOF", "NO", "ONE"]).contains("OK"));
+        assert_eq!(run_id(&r1), r1_id, "the same server");
+        assert!(!r1.keys("qcache:e:*").is_empty(), "the old entry is back");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        wait_usable(&a).await;
+        wait_usable(&b).await;
+        let c = l2_proxy(&r1.url()).await;
+        let mut cc = c.conn(&schema).await;
+        let direct = read_v(&mut common::direct_to(&schema).await).await;
+        assert_eq!(direct, 1);
+        let mut got = Vec::new();
+        for (who, conn) in [("A (the writer)", &mut ca), ("B", &mut cb), ("C", &mut cc)] {
+            for _ in 0..2 {
+                got.push((who, read_v(conn).await));
+            }
+        }
+        println!("{got:?}");
+        for (who, v) in got {
+            assert_eq!(v, direct, "{who} served the pre-write row");
+        }
+    }
+}

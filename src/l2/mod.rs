@@ -1054,7 +1054,8 @@ pub struct L2 {
     heartbeat: Mutex<Option<String>>,
     /// The fleet's binlog lease (`l2.binlog_tails` > 0 with a tail): who streams.
     fleet: Option<tails::Tails>,
-    /// The identity (`run_id`) of the Redis whose data this instance last adopted
+    /// The identity (`policy::l2::identity`) of the Redis whose data this instance last
+    /// adopted
     /// (`policy::l2::Adoption`).
     identity: Mutex<Option<String>>,
     pub stats: L2Stats,
@@ -1973,19 +1974,22 @@ impl L2 {
         Ok(())
     }
 
-    /// Whose data the server behind `conn` holds (`policy::l2::adopt`): its `run_id` (from
-    /// `INFO server`) and the `epoch` marker qcache wrote. None in cluster mode, where the
+    /// Whose data the server behind `conn` holds (`policy::l2::adopt`): its identity
+    /// (`policy::l2::identity`: process and data history, from `INFO server` and `INFO
+    /// replication`) and the `epoch` marker qcache wrote. None in cluster mode, where the
     /// nodes have an identity each (not checked: docs/fleet.md).
     async fn identity(&self, conn: &mut Conn) -> Result<Option<(String, Option<String>)>, L2Error> {
         if matches!(conn, Conn::Cluster(_)) {
             return Ok(None);
         }
         let marker_key = self.key("epoch", "");
-        let (info, marker): (String, Option<String>) = self
+        let (server, replication, marker): (String, String, Option<String>) = self
             .timed("identity", async {
                 redis::pipe()
                     .cmd("INFO")
                     .arg("server")
+                    .cmd("INFO")
+                    .arg("replication")
                     .cmd("GET")
                     .arg(&marker_key)
                     .query_async(conn)
@@ -1993,13 +1997,30 @@ impl L2 {
                     .map_err(L2Error::from)
             })
             .await?;
-        let run_id = info
-            .lines()
-            .find_map(|l| l.strip_prefix("run_id:"))
-            .map(|v| v.trim().to_string())
-            .filter(|v| !v.is_empty())
-            .ok_or(L2Error::Malformed("INFO server without run_id"))?;
-        Ok(Some((run_id, marker)))
+        let now = crate::policy::l2::identity(&server, &replication).map_err(L2Error::Malformed)?;
+        Ok(Some((now, marker)))
+    }
+
+    /// Whether the server behind `conn` still holds the data this instance adopted: Err
+    /// (and L2 marked down, to be adopted again on reconnection) when its identity or the
+    /// marker moved, or cannot be read.
+    async fn still_adopted(&self, conn: &mut Conn) -> Result<(), L2Error> {
+        let known = self.identity.lock().ok().and_then(|g| g.clone());
+        let changed = match self.identity(conn).await {
+            Ok(Some((now, marker))) => {
+                adopt(known.as_deref(), marker.as_deref(), &now) != Adoption::Keep
+            }
+            Ok(None) => false,
+            Err(e) => {
+                self.mark_down(&format!("L2's identity could not be read: {e}"));
+                return Err(e);
+            }
+        };
+        if changed {
+            self.mark_down("L2 now holds other data (its identity or qcache's marker moved)");
+            return Err(L2Error::Down);
+        }
+        Ok(())
     }
 
     /// Writes the marker naming the server this instance just adopted, after `e` was raised
@@ -2298,6 +2319,12 @@ async fn health_task(l2: Weak<L2>, wake_health: Arc<Notify>) {
             }
             if ping.is_ok() {
                 ping = me.heartbeat(&mut conn).await;
+            }
+            if ping.is_ok() {
+                // The same connection may now reach other data: a server made a replica of
+                // an older copy and promoted again keeps its connections and its `run_id`.
+                // Any change goes through a reconnection, whose adoption decides.
+                ping = me.still_adopted(&mut conn).await;
             }
             let wake = wake_health.notified();
             drop(me);

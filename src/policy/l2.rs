@@ -97,9 +97,93 @@ pub fn adopt(known: Option<&str>, marker: Option<&str>, now: &str) -> Adoption {
     }
 }
 
+/// The identity [`adopt`] compares, read off `INFO server` and `INFO replication`: the
+/// process (`run_id`) and the history of its data (`master_replid`). A server that took its
+/// data from another (made `REPLICAOF` an older copy and then `REPLICAOF NO ONE`, a replica
+/// promoted) keeps its `run_id` but never its `master_replid`: promotion always starts a new
+/// one. A server that is not a master (`role:slave`) is no L2 at all: qcache writes
+/// versions, and what a replica holds follows another server. Anything missing is an error:
+/// an identity that cannot be read cannot be vouched for.
+pub fn identity(server: &str, replication: &str) -> Result<String, &'static str> {
+    let field = |text: &str, name: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+            .map(str::trim)
+            .filter(|v| !v.is_empty())
+            .map(str::to_string)
+    };
+    let run_id = field(server, "run_id").ok_or("INFO server without run_id")?;
+    match field(replication, "role").as_deref() {
+        Some("master") => {}
+        Some(_) => return Err("L2 is a replica (role is not master)"),
+        None => return Err("INFO replication without role"),
+    }
+    let replid =
+        field(replication, "master_replid").ok_or("INFO replication without master_replid")?;
+    Ok(format!("{run_id}/{replid}"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn identity_of_a_redis() {
+        let server = "# Server\r\nredis_version:7.0.15\r\nrun_id:abc\r\ntcp_port:6379\r\n";
+        let master = "# Replication\r\nrole:master\r\nconnected_slaves:0\r\nmaster_replid:r1\r\nmaster_replid2:0000\r\n";
+        let promoted = "role:master\r\nmaster_replid:r2\r\nmaster_replid2:r1\r\n";
+        let replica = "role:slave\r\nmaster_host:127.0.0.1\r\nmaster_replid:r0\r\n";
+        for (why, server, repl, want) in [
+            (
+                "a master: its process and its data's history",
+                server,
+                master,
+                Ok("abc/r1"),
+            ),
+            (
+                "promoted after a resync: the same process, another history",
+                server,
+                promoted,
+                Ok("abc/r2"),
+            ),
+            (
+                "a replica is not an L2",
+                server,
+                replica,
+                Err("L2 is a replica (role is not master)"),
+            ),
+            (
+                "no run_id",
+                "redis_version:7\r\n",
+                master,
+                Err("INFO server without run_id"),
+            ),
+            (
+                "no role",
+                server,
+                "master_replid:r1\r\n",
+                Err("INFO replication without role"),
+            ),
+            (
+                "no replid (not a Redis of this age)",
+                server,
+                "role:master\r\n",
+                Err("INFO replication without master_replid"),
+            ),
+            (
+                "a field named like another is not it",
+                "run_idx:zz\r\nrun_id:abc\r\n",
+                "role:master\r\nmaster_replid2:x\r\nmaster_replid:r1\r\n",
+                Ok("abc/r1"),
+            ),
+        ] {
+            assert_eq!(
+                identity(server, repl).as_deref().map_err(|e| *e),
+                want,
+                "{why}"
+            );
+        }
+    }
 
     #[test]
     fn a_miss_asks_l2_first_only_when_l2_can_answer_for_it() {
