@@ -1517,6 +1517,70 @@ async fn redis_restored_from_an_older_snapshot_serves_nothing_from_before() {
     }
 }
 
+/// The third variant: the same process loads an older dump (`DEBUG RELOAD NOSAVE`), keeping
+/// its `run_id`, its `master_replid`, its clients' connections and (in the dump) qcache's
+/// marker. Only the fleet's raise counter went back: A's write raised it, and the dump is
+/// from before. The first of A and B to notice (within a ping) invalidates the fleet; a new
+/// C then reads fresh too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_reloading_an_older_dump_in_the_same_process_serves_nothing_from_before() {
+    let redis = Redis::start_fresh(|_| vec!["--enable-debug-command".into(), "yes".into()]);
+    let schema = setup("l2_reload", 1).await;
+    let a = proxy(&redis.url(), |_| {}).await;
+    let b = proxy(&redis.url(), |_| {}).await;
+    let mut ca = a.conn(&schema).await;
+    let mut cb = b.conn(&schema).await;
+    assert_eq!(read_v(&mut cb, 1).await, 0);
+    wait_for("B's entry in Redis", LAG_BOUND, || {
+        !redis.keys("qcache:e:*").is_empty()
+    })
+    .await;
+    assert_eq!(read_v(&mut ca, 1).await, 0);
+    assert_eq!(stat(&a, "Qcache_l2_hits"), 1);
+    assert!(redis.cli(&["SAVE"]).contains("OK"));
+    let raised = stat(&a, "Qcache_l2_bumps");
+    ca.query_drop("UPDATE t SET v = 1 WHERE id = 1")
+        .await
+        .unwrap();
+    wait_for("A's raise", LAG_BOUND, || {
+        stat(&a, "Qcache_l2_bumps") > raised
+    })
+    .await;
+    // B's check reads the counter A's raise moved.
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let (a_back, b_back) = (
+        stat(&a, "Qcache_l2_rollbacks"),
+        stat(&b, "Qcache_l2_rollbacks"),
+    );
+    assert!(redis.cli(&["DEBUG", "RELOAD", "NOSAVE"]).contains("OK"));
+    assert!(
+        !redis.keys("qcache:e:*").is_empty(),
+        "the old entry is back from the dump"
+    );
+    // A few pings' time: the first to notice raises `e` for the fleet (the other hears it
+    // on the channel, and may then find the counter past what it saw).
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    wait_up(&a).await;
+    wait_up(&b).await;
+    let c = proxy(&redis.url(), |_| {}).await;
+    let mut cc = c.conn(&schema).await;
+    let direct = read_v(&mut common::direct_to(&schema).await, 1).await;
+    assert_eq!(direct, 1);
+    for (who, conn) in [("A (the writer)", &mut ca), ("B", &mut cb), ("C", &mut cc)] {
+        for _ in 0..2 {
+            assert_eq!(
+                read_v(conn, 1).await,
+                direct,
+                "{who} served the pre-write row"
+            );
+        }
+    }
+    assert!(
+        stat(&a, "Qcache_l2_rollbacks") + stat(&b, "Qcache_l2_rollbacks") > a_back + b_back,
+        "counted as a rollback"
+    );
+}
+
 /// The second variant: Redis replaced (kill -9) by another server on the same port that
 /// holds an older copy of the data, as a replica that missed the last raises would after a
 /// failover; the instances are started after the switch, so none saw the old server.

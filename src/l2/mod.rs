@@ -13,6 +13,8 @@
 //!   lost and is created again. `{T}` is a hash tag: a table's keys share a cluster slot, so
 //!   one script reads or raises them together;
 //! - `e:<hex key>` an entry (`encode`), with a PX expiry of `l2.ttl`;
+//! - `epoch` the identity of the server the fleet last adopted, and `raises` the fleet's
+//!   raise counter (standalone only), moved by the raise scripts (see `L2::raises_seen`);
 //! - `l:<hex key>` a fill lease (SET NX PX);
 //! - channel `bumps`: `<instance id> <dep>` for every bump, published by the bump script;
 //! - `tails`: a sorted set of the binlog tails watching now (`<id>:<connection>` scored by
@@ -42,7 +44,7 @@ use crate::cache::versions::{BumpSink, SlicePlan, TableHandle, Versions};
 use crate::config::{L2Config, L2Url, ValidateHits};
 use crate::observe::latency::LatencyHistogram;
 use crate::policy::diagnostics::EntryDiagnostics;
-use crate::policy::l2::{adopt, judge, next_backoff, Adoption, L2Verdict, BACKOFF_MIN};
+use crate::policy::l2::{judge, next_backoff, Adoption, Held, L2Verdict, BACKOFF_MIN};
 use resp::Reply;
 
 /// Why an L2 operation gave nothing; every kind means "bypass L2 for this one".
@@ -412,7 +414,8 @@ pub fn now_ms() -> u64 {
 /// Raises each version of KEYS to `max(current + 1, Redis time in µs)` and publishes the
 /// bump (ARGV[1] channel, ARGV[2] message); ARGV[2 + i] is `h` when KEYS[i] is a hash whose
 /// field `v` holds the version. Time keeps a version that was lost (eviction, FLUSHALL) from
-/// coming back lower than before.
+/// coming back lower than before. ARGV[3 + #KEYS], when not empty, is the fleet's raise
+/// counter (see `L2::raises_seen`): incremented with the raise, its value returned.
 const BUMP_LUA: &str = r"
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -427,7 +430,9 @@ for i, k in ipairs(KEYS) do
   if h then redis.call('HSET', k, 'v', s) else redis.call('SET', k, s) end
 end
 if ARGV[1] ~= '' then redis.call('PUBLISH', ARGV[1], ARGV[2]) end
-return s
+local c = ARGV[3 + #KEYS]
+if c and c ~= '' then return redis.call('INCR', c) end
+return 0
 ";
 
 /// A write with known rows to one table: for every column registered in the table's
@@ -435,7 +440,8 @@ return s
 /// names in it (ARGV pairs from 6 on: column id, comma-separated indexes), or the column's
 /// unknown version when it names none; then the table's all-writes version (KEYS[1]), and
 /// publishes (ARGV[1], ARGV[2]). ARGV[3] and ARGV[4] begin the keys of column and slice
-/// versions, ARGV[5] ends them (the table's hash tag). Atomic with the registrations a read
+/// versions, ARGV[5] ends them (the table's hash tag); ARGV[6], when not empty, is the
+/// fleet's raise counter, incremented and returned as in [`BUMP_LUA`]. Atomic with the registrations a read
 /// makes before reading its versions: a write either sees a read's column or is older than
 /// the read's versions.
 const ROWS_LUA: &str = r"
@@ -447,7 +453,7 @@ local function raise(k)
   redis.call('SET', k, string.format('%.0f', v))
 end
 local known = {}
-for i = 6, #ARGV, 2 do known[ARGV[i]] = ARGV[i + 1] end
+for i = 7, #ARGV, 2 do known[ARGV[i]] = ARGV[i + 1] end
 for _, f in ipairs(redis.call('HKEYS', KEYS[2])) do
   if string.sub(f, 1, 2) == 'r:' then
     local id = string.sub(f, 3)
@@ -463,7 +469,8 @@ for _, f in ipairs(redis.call('HKEYS', KEYS[2])) do
 end
 raise(KEYS[1])
 if ARGV[1] ~= '' then redis.call('PUBLISH', ARGV[1], ARGV[2]) end
-return 1
+if ARGV[6] ~= '' then return redis.call('INCR', ARGV[6]) end
+return 0
 ";
 
 /// What L2 needs to know of this instance's binlog tail (implemented by
@@ -1058,6 +1065,14 @@ pub struct L2 {
     /// adopted
     /// (`policy::l2::Adoption`).
     identity: Mutex<Option<String>>,
+    /// The highest value of the fleet's raise counter (key `raises`) this instance's raises
+    /// and checks saw; 0 before any, and in a cluster (where the counter would be a key of
+    /// another slot). A Redis whose data went back (an older dump loaded in the same
+    /// process, keys restored over it) may keep its identity, but not the counter: the
+    /// raise scripts move it with the versions, so no copy of the data has the one without
+    /// the other, and a count lower than this is data that lost raises
+    /// (`policy::l2::adopt`).
+    raises_seen: AtomicU64,
     pub stats: L2Stats,
     tasks: Mutex<Vec<tokio::task::AbortHandle>>,
     /// Lookups' own connections (`RawConn`): where they go, the idle ones, how many are
@@ -1172,6 +1187,7 @@ impl L2 {
             heartbeat: Mutex::new(None),
             fleet: (cfg_tails > 0 && has_tail).then(|| tails::Tails::new(cfg_tails)),
             identity: Mutex::new(None),
+            raises_seen: AtomicU64::new(0),
             stats: L2Stats::default(),
             tasks: Mutex::new(Vec::new()),
             raw,
@@ -1870,6 +1886,10 @@ impl L2 {
     /// Raises `r` in L2, all at once. Err leaves L2 down.
     async fn raise(&self, conn: &mut Conn, r: &Raises) -> Result<(), L2Error> {
         let channel = self.channel();
+        let counter = match conn {
+            Conn::Cluster(_) => String::new(),
+            _ => self.key("raises", ""),
+        };
         let whole = r.deps.iter().map(|d| {
             let mut c = conn.clone();
             let mut inv = self.bump.prepare_invoke();
@@ -1883,6 +1903,7 @@ impl L2 {
             for (k, hash) in keys {
                 inv.key(k).arg(if hash { "h" } else { "s" });
             }
+            inv.arg(&counter);
             async move { inv.invoke_async::<Value>(&mut c).await }
         });
         let rows = r.rows.iter().map(|b| {
@@ -1895,7 +1916,8 @@ impl L2 {
                 .arg(format!("{} {}", self.id, b.message()))
                 .arg(format!("{p}v:c:"))
                 .arg(format!("{p}v:k:"))
-                .arg(format!("{{{}}}", b.tid));
+                .arg(format!("{{{}}}", b.tid))
+                .arg(&counter);
             for (id, idx) in &b.known {
                 let idx: Vec<String> = idx.iter().map(u32::to_string).collect();
                 inv.arg(format!("{id:016x}")).arg(idx.join(","));
@@ -1913,7 +1935,10 @@ impl L2 {
             Err(_) => Err(L2Error::Timeout(self.cfg.timeout)),
             Ok((a, b)) => {
                 for x in a.into_iter().chain(b) {
-                    x?;
+                    if let Value::Int(n) = x? {
+                        self.raises_seen
+                            .fetch_max(n.max(0) as u64, Ordering::AcqRel);
+                    }
                 }
                 self.stats
                     .bumps
@@ -1976,15 +2001,16 @@ impl L2 {
 
     /// Whose data the server behind `conn` holds (`policy::l2::adopt`): its identity
     /// (`policy::l2::identity`: process and data history, from `INFO server` and `INFO
-    /// replication`) and the `epoch` marker qcache wrote. None in cluster mode, where the
-    /// nodes have an identity each (not checked: docs/fleet.md).
-    async fn identity(&self, conn: &mut Conn) -> Result<Option<(String, Option<String>)>, L2Error> {
+    /// replication`), the `epoch` marker qcache wrote and the fleet's raise counter. None in
+    /// cluster mode, where the nodes have an identity each (not checked: docs/fleet.md).
+    async fn identity(&self, conn: &mut Conn) -> Result<Option<Held>, L2Error> {
         if matches!(conn, Conn::Cluster(_)) {
             return Ok(None);
         }
         let marker_key = self.key("epoch", "");
-        let (server, replication, marker): (String, String, Option<String>) = self
-            .timed("identity", async {
+        let counter_key = self.key("raises", "");
+        let (server, replication, marker, raises): (String, String, Option<String>, Option<u64>) =
+            self.timed("identity", async {
                 redis::pipe()
                     .cmd("INFO")
                     .arg("server")
@@ -1992,13 +2018,20 @@ impl L2 {
                     .arg("replication")
                     .cmd("GET")
                     .arg(&marker_key)
+                    .cmd("GET")
+                    .arg(&counter_key)
                     .query_async(conn)
                     .await
                     .map_err(L2Error::from)
             })
             .await?;
-        let now = crate::policy::l2::identity(&server, &replication).map_err(L2Error::Malformed)?;
-        Ok(Some((now, marker)))
+        let identity =
+            crate::policy::l2::identity(&server, &replication).map_err(L2Error::Malformed)?;
+        Ok(Some(Held {
+            identity,
+            marker,
+            raises: raises.unwrap_or(0),
+        }))
     }
 
     /// Whether the server behind `conn` still holds the data this instance adopted: Err
@@ -2006,9 +2039,15 @@ impl L2 {
     /// marker moved, or cannot be read.
     async fn still_adopted(&self, conn: &mut Conn) -> Result<(), L2Error> {
         let known = self.identity.lock().ok().and_then(|g| g.clone());
+        // Before the question: a raise answered after it may count past what it reads.
+        let seen = self.raises_seen.load(Ordering::Acquire);
         let changed = match self.identity(conn).await {
-            Ok(Some((now, marker))) => {
-                adopt(known.as_deref(), marker.as_deref(), &now) != Adoption::Keep
+            Ok(Some(held)) => {
+                let changed = held.adopt(known.as_deref(), seen) != Adoption::Keep;
+                if !changed {
+                    self.raises_seen.fetch_max(held.raises, Ordering::AcqRel);
+                }
+                changed
             }
             Ok(None) => false,
             Err(e) => {
@@ -2017,7 +2056,9 @@ impl L2 {
             }
         };
         if changed {
-            self.mark_down("L2 now holds other data (its identity or qcache's marker moved)");
+            self.mark_down(
+                "L2 now holds other data (its identity, qcache's marker or the raise count moved)",
+            );
             return Err(L2Error::Down);
         }
         Ok(())
@@ -2206,12 +2247,22 @@ async fn recover(me: &Arc<L2>, mut conn: Conn, first: &mut bool) -> bool {
     // Whose data this is, before anything of it is believed: a server that lost
     // acknowledged raises (restarted from an old snapshot, a replica promoted in
     // its place) vouches again for entries filled before them.
-    let identity = me.identity(&mut conn).await;
     let known = me.identity.lock().ok().and_then(|g| g.clone());
+    let seen = me.raises_seen.load(Ordering::Acquire);
+    let identity = me.identity(&mut conn).await;
     let adoption = match &identity {
-        Ok(Some((now, marker))) => adopt(known.as_deref(), marker.as_deref(), now),
+        Ok(Some(held)) => held.adopt(known.as_deref(), seen),
         _ => Adoption::Keep,
     };
+    if let Ok(Some(held)) = &identity {
+        // Counted from what this data holds now: a count that went back is adopted with
+        // the data (the raise of `e` below counts past it).
+        if adoption == Adoption::Keep {
+            me.raises_seen.fetch_max(held.raises, Ordering::AcqRel);
+        } else {
+            me.raises_seen.store(held.raises, Ordering::Release);
+        }
+    }
     // Everything this instance bumped while L2 was out of reach is raised first:
     // until then, other instances may hold entries those writes made stale.
     let (_, missed) = me.resync.lock().map(|mut q| q.take()).unwrap_or_default();
@@ -2244,12 +2295,12 @@ async fn recover(me: &Arc<L2>, mut conn: Conn, first: &mut bool) -> bool {
     let raised = async {
         let id = identity?;
         me.raise(&mut conn, &deps).await?;
-        if let Some((now, _)) = id {
+        if let Some(held) = id {
             if adoption == Adoption::InvalidateFleet {
-                me.mark_adopted(&mut conn, &now).await?;
+                me.mark_adopted(&mut conn, &held.identity).await?;
             }
             if let Ok(mut g) = me.identity.lock() {
-                *g = Some(now);
+                *g = Some(held.identity);
             }
         }
         Ok::<_, L2Error>(())

@@ -85,10 +85,42 @@ pub enum Adoption {
     InvalidateFleet,
 }
 
+/// What a Redis holds, as far as [`adopt`] asks: its [`identity`], the marker qcache wrote
+/// into its data (the identity of the server the fleet last adopted), and the fleet's raise
+/// counter (moved by every raise, with the versions; 0 when missing).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Held {
+    pub identity: String,
+    pub marker: Option<String>,
+    pub raises: u64,
+}
+
+impl Held {
+    /// [`adopt`] of what this Redis holds, by an instance that followed `known` and saw the
+    /// raise counter at `seen`.
+    pub fn adopt(&self, known: Option<&str>, seen: u64) -> Adoption {
+        adopt(
+            known,
+            seen,
+            self.marker.as_deref(),
+            &self.identity,
+            self.raises,
+        )
+    }
+}
+
 /// The rule of [`Adoption`]. Unknown means harmful: a missing marker (a new Redis, one that
-/// lost it, the first run of this rule on an old one) invalidates the fleet.
-pub fn adopt(known: Option<&str>, marker: Option<&str>, now: &str) -> Adoption {
-    if marker != Some(now) {
+/// lost it, the first run of this rule on an old one) invalidates the fleet, and so does a
+/// raise count lower than one this instance saw (`seen`): the data lost raises, whatever
+/// identity it keeps.
+pub fn adopt(
+    known: Option<&str>,
+    seen: u64,
+    marker: Option<&str>,
+    now: &str,
+    raises: u64,
+) -> Adoption {
+    if marker != Some(now) || raises < seen {
         Adoption::InvalidateFleet
     } else if known.is_some_and(|k| k != now) {
         Adoption::InvalidateLocal
@@ -262,7 +294,66 @@ mod tests {
                 "the marker lost (FLUSHALL)",
             ),
         ] {
-            assert_eq!(adopt(known, marker, now), want, "{why}");
+            assert_eq!(adopt(known, 0, marker, now, 0), want, "{why}");
+        }
+        // The raise counter: data that lost raises is adopted anew, whatever its identity.
+        for (known, seen, marker, now, raises, want, why) in [
+            (
+                Some("r1"),
+                7,
+                Some("r1"),
+                "r1",
+                7,
+                Keep,
+                "the count this instance saw",
+            ),
+            (
+                Some("r1"),
+                7,
+                Some("r1"),
+                "r1",
+                9,
+                Keep,
+                "others raised since",
+            ),
+            (
+                Some("r1"),
+                7,
+                Some("r1"),
+                "r1",
+                6,
+                InvalidateFleet,
+                "an older dump, the same process",
+            ),
+            (
+                Some("r1"),
+                7,
+                Some("r1"),
+                "r1",
+                0,
+                InvalidateFleet,
+                "the counter lost with the data",
+            ),
+            (
+                None,
+                0,
+                Some("r1"),
+                "r1",
+                3,
+                Keep,
+                "a new instance has seen nothing",
+            ),
+            (
+                Some("r0"),
+                7,
+                Some("r1"),
+                "r1",
+                2,
+                InvalidateFleet,
+                "adopted by another, yet lower than seen",
+            ),
+        ] {
+            assert_eq!(adopt(known, seen, marker, now, raises), want, "{why}");
         }
     }
 
