@@ -437,13 +437,13 @@ return 0
 
 /// A write with known rows to one table: for every column registered in the table's
 /// unknown-rows hash (KEYS[2], fields `r:<id>`), raises the versions of the slices the write
-/// names in it (ARGV pairs from 6 on: column id, comma-separated indexes), or the column's
+/// names in it (ARGV pairs from 7 on: column id, comma-separated indexes), or the column's
 /// unknown version when it names none; then the table's all-writes version (KEYS[1]), and
 /// publishes (ARGV[1], ARGV[2]). ARGV[3] and ARGV[4] begin the keys of column and slice
 /// versions, ARGV[5] ends them (the table's hash tag); ARGV[6], when not empty, is the
-/// fleet's raise counter, incremented and returned as in [`BUMP_LUA`]. Atomic with the registrations a read
-/// makes before reading its versions: a write either sees a read's column or is older than
-/// the read's versions.
+/// fleet's raise counter, incremented and returned as in [`BUMP_LUA`]. Atomic with the
+/// registrations a read makes before reading its versions: a write either sees a read's
+/// column or is older than the read's versions.
 const ROWS_LUA: &str = r"
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
