@@ -2042,13 +2042,19 @@ impl L2 {
         // Before the question: a raise answered after it may count past what it reads.
         let seen = self.raises_seen.load(Ordering::Acquire);
         let changed = match self.identity(conn).await {
-            Ok(Some(held)) => {
-                let changed = held.adopt(known.as_deref(), seen) != Adoption::Keep;
-                if !changed {
+            Ok(Some(held)) => match held.adopt(known.as_deref(), seen) {
+                Adoption::Keep => {
                     self.raises_seen.fetch_max(held.raises, Ordering::AcqRel);
+                    false
                 }
-                changed
-            }
+                // Emptied under this instance: nothing to stop serving from, the marker back.
+                Adoption::Mark => {
+                    self.raises_seen.store(held.raises, Ordering::Release);
+                    self.mark_adopted(conn, &held.identity).await?;
+                    false
+                }
+                Adoption::InvalidateLocal | Adoption::InvalidateFleet => true,
+            },
             Ok(None) => false,
             Err(e) => {
                 self.mark_down(&format!("L2's identity could not be read: {e}"));
@@ -2280,7 +2286,7 @@ async fn recover(me: &Arc<L2>, mut conn: Conn, first: &mut bool) -> bool {
     if adoption == Adoption::InvalidateFleet {
         deps.deps.push("e".to_string());
     }
-    if adoption != Adoption::Keep {
+    if !matches!(adoption, Adoption::Keep | Adoption::Mark) {
         // Entries this instance holds may have come from the old server's data.
         (me.learned)(Learned::Everything);
         CacheStatsExt::incr(&me.stats.rollbacks);
@@ -2296,7 +2302,7 @@ async fn recover(me: &Arc<L2>, mut conn: Conn, first: &mut bool) -> bool {
         let id = identity?;
         me.raise(&mut conn, &deps).await?;
         if let Some(held) = id {
-            if adoption == Adoption::InvalidateFleet {
+            if matches!(adoption, Adoption::InvalidateFleet | Adoption::Mark) {
                 me.mark_adopted(&mut conn, &held.identity).await?;
             }
             if let Ok(mut g) = me.identity.lock() {

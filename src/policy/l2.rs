@@ -83,6 +83,13 @@ pub enum Adoption {
     /// Nobody adopted this server's data yet: every L2 entry is invalidated (`e` raised past
     /// any version it held) and every local one, then the marker names this server.
     InvalidateFleet,
+    /// The server this instance followed, without the marker: emptied (FLUSHALL; the raise
+    /// count restarts with it) or the marker evicted. Every version read again is created
+    /// at Redis time, above any stamp, so nothing from before can be served; only the
+    /// marker is written again. Data that went back keeps the marker it was adopted with
+    /// (written before anything of it is filled), so a missing one is never a rollback of
+    /// this server's data.
+    Mark,
 }
 
 /// What a Redis holds, as far as [`adopt`] asks: its [`identity`], the marker qcache wrote
@@ -110,9 +117,9 @@ impl Held {
 }
 
 /// The rule of [`Adoption`]. Unknown means harmful: a missing marker (a new Redis, one that
-/// lost it, the first run of this rule on an old one) invalidates the fleet, and so does a
-/// raise count lower than one this instance saw (`seen`): the data lost raises, whatever
-/// identity it keeps.
+/// lost it, the first run of this rule on an old one) invalidates the fleet, unless it is
+/// the server this instance followed ([`Adoption::Mark`]), and so does a raise count lower
+/// than one this instance saw (`seen`): the data lost raises, whatever identity it keeps.
 pub fn adopt(
     known: Option<&str>,
     seen: u64,
@@ -120,7 +127,9 @@ pub fn adopt(
     now: &str,
     raises: u64,
 ) -> Adoption {
-    if marker != Some(now) || raises < seen {
+    if known == Some(now) && marker.is_none() {
+        Adoption::Mark
+    } else if marker != Some(now) || raises < seen {
         Adoption::InvalidateFleet
     } else if known.is_some_and(|k| k != now) {
         Adoption::InvalidateLocal
@@ -290,8 +299,8 @@ mod tests {
                 Some("r1"),
                 None,
                 "r1",
-                InvalidateFleet,
-                "the marker lost (FLUSHALL)",
+                Mark,
+                "the server this instance followed, emptied (FLUSHALL)",
             ),
         ] {
             assert_eq!(adopt(known, 0, marker, now, 0), want, "{why}");
@@ -332,7 +341,34 @@ mod tests {
                 "r1",
                 0,
                 InvalidateFleet,
-                "the counter lost with the data",
+                "the counter lost, the marker kept",
+            ),
+            (
+                Some("r1"),
+                7,
+                None,
+                "r1",
+                0,
+                Mark,
+                "emptied: versions come back at Redis time",
+            ),
+            (
+                Some("r1"),
+                7,
+                None,
+                "r1",
+                3,
+                Mark,
+                "emptied, then raised again before the check",
+            ),
+            (
+                Some("r0"),
+                7,
+                None,
+                "r1",
+                0,
+                InvalidateFleet,
+                "another server, empty or not",
             ),
             (
                 None,
