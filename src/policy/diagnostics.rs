@@ -553,18 +553,20 @@ pub fn use_statement(db: &str) -> Option<String> {
 
 /// `SET SESSION sql_mode` to `mode` (as qcache knows its text: the server's spelling, or a
 /// SET's literal, quoted or not), read the same under any `sql_mode`: None unless the value
-/// is words and commas (a number, the mode's bit mask, an expression, a quote inside: not
-/// put back).
+/// is names (`DB2`, `MYSQL40` hold digits) and commas (a number, the mode's bit mask, an
+/// expression, a quote inside: not put back).
 pub fn sql_mode_statement(mode: &str) -> Option<String> {
     let m = mode.trim();
     let inner = match m.as_bytes() {
         [q @ (b'\'' | b'"'), .., l] if q == l => &m[1..m.len() - 1],
         _ => m,
     };
-    let words = inner
+    let number = |n: &str| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit());
+    let names = inner
         .bytes()
-        .all(|b| b.is_ascii_alphabetic() || b == b'_' || b == b',');
-    words.then(|| format!("SET SESSION sql_mode = '{inner}'"))
+        .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b',')
+        && !inner.split(',').any(number);
+    names.then(|| format!("SET SESSION sql_mode = '{inner}'"))
 }
 
 /// Whether `word` occurs in `text` (any case) with no identifier character on either side:
@@ -1443,6 +1445,22 @@ mod tests {
                     ..then
                 },
                 None,
+            ),
+            (
+                "a number among the names",
+                CostContext {
+                    sql_mode: Some("ANSI,4"),
+                    ..then
+                },
+                None,
+            ),
+            (
+                "names with digits",
+                CostContext {
+                    sql_mode: Some("DB2,MYSQL40"),
+                    ..then
+                },
+                Some((None, mode("STRICT_TRANS_TABLES", "DB2,MYSQL40"))),
             ),
             (
                 "the mode unknown now",
