@@ -122,6 +122,10 @@ impl ContextRead {
 pub fn server_context(st: &mut SessionState, pairs: &[(&str, Option<&str>)]) {
     let rb = context::ReadBack::of(pairs);
     st.server_ctx = rb.server_ctx;
+    st.server_sql_mode = pairs
+        .iter()
+        .find(|(n, _)| n.eq_ignore_ascii_case("sql_mode"))
+        .and_then(|(_, v)| v.map(str::to_owned));
     // What the session SET of these since the last read is in the values now: keyed
     // twice, a stale SET text beside the value a trigger gave it, two sessions with
     // different values could share a key.

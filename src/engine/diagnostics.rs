@@ -1,9 +1,10 @@
 //! What a command owes the server's diagnostics before it goes up: whether the restore a
 //! hit left owed is made now or skipped (a cacheable read sets them all itself), what the
-//! command does to `Last_query_cost`, and the text that may later replay it
-//! (`policy::diagnostics` holds the rules; this applies them to the session's state).
+//! command does to `Last_query_cost`, the text that may later replay it and the context it
+//! ran under, and what a replay sends (`policy::diagnostics` holds the rules; this applies
+//! them to the session's state).
 
-use crate::policy::diagnostics::{self, CostEffect};
+use crate::policy::diagnostics::{self, CostContext, CostEffect, LastQueryCost, Replay};
 use crate::protocol::packets::com;
 
 use super::state::SessionState;
@@ -62,9 +63,15 @@ pub fn before_command(st: &mut SessionState, payload: &[u8], cacheable_read: boo
     let read = match payload.first() {
         _ if !cacheable_read => None,
         Some(&com::QUERY) => Some(CostText::Query),
-        Some(&com::STMT_EXECUTE) => executed_sql(st, payload).and_then(|sql| {
-            diagnostics::replay_text(sql, true, false).map(|t| CostText::Prepared(sql.slice_ref(t)))
-        }),
+        // Its text as the server parsed it at PREPARE: replayable as text only under the
+        // context it was prepared in (the database, the sql_mode, …), which is the session's
+        // now or the execute is no cacheable read (`policy::context::prepared_context_moved`).
+        Some(&com::STMT_EXECUTE) => executed(st, payload)
+            .filter(|s| s.context == st.prepare_ctx)
+            .and_then(|s| {
+                diagnostics::replay_text(&s.sql, true, false)
+                    .map(|t| CostText::Prepared(s.sql.slice_ref(t)))
+            }),
         _ => None,
     };
     Some(Owed {
@@ -94,9 +101,68 @@ pub fn cost_effect(st: &SessionState, payload: &[u8]) -> CostEffect {
 
 /// The prepared SQL an execute names, if known (MariaDB's -1 resolved).
 fn executed_sql<'a>(st: &'a SessionState, payload: &[u8]) -> Option<&'a bytes::Bytes> {
+    executed(st, payload).map(|s| &s.sql)
+}
+
+fn executed<'a>(st: &'a SessionState, payload: &[u8]) -> Option<&'a super::state::Prepared> {
     let id = crate::protocol::commands::stmt_id(payload)?;
     let id = st.resolve_stmt(id)?;
-    st.stmts.get(&id).map(|s| &s.sql)
+    st.stmts.get(&id)
+}
+
+/// The session's `Last_query_cost` record, and the context its statements run under now
+/// (`policy::diagnostics::CostContext`): its default database, its `sql_mode` as qcache
+/// knows the text (set since the connect's read, or that read's), and what its bytes are
+/// read as (`policy::context::literal_charset`). What a replay is compared against and run
+/// under, for a text read, an execute and an SQL-level EXECUTE alike: every path records
+/// and replays through the functions below.
+fn cost_now(st: &mut SessionState) -> (&mut LastQueryCost, CostContext<'_>) {
+    let SessionState {
+        cost,
+        db,
+        vars,
+        server_sql_mode,
+        charset,
+        ..
+    } = st;
+    let at = CostContext {
+        db: db.as_deref(),
+        sql_mode: vars
+            .get("sql_mode")
+            .or(server_sql_mode.as_ref())
+            .map(String::as_str),
+        charset: crate::policy::context::literal_charset(*charset, vars),
+    };
+    (cost, at)
+}
+
+/// The command after a hit: the hit, on `text` (None: not replayable), is what last set
+/// the cost, under the session's context now (nothing went up since the hit).
+pub fn note_hit(st: &mut SessionState, text: Option<&[u8]>) {
+    let (cost, at) = cost_now(st);
+    cost.hit(text.map(|t| (t, at)));
+}
+
+/// Command `payload`, of which [`before_command`] said `owed`, is on its way up: what it
+/// does to the cost (a cacheable read's text kept with the context it runs under).
+pub fn command_sent(st: &mut SessionState, owed: &Owed, payload: &[u8]) {
+    match owed.read_text(payload) {
+        Some(read) => {
+            let (cost, at) = cost_now(st);
+            cost.after(owed.effect, Some((read, at)));
+        }
+        None => st.cost.after(owed.effect, None),
+    }
+}
+
+/// Before a statement of `effect`: what to send so that the server's `Last_query_cost` is
+/// what the client would read, if it is owed (`policy::diagnostics::LastQueryCost::before`):
+/// the text that set it, moved back to the database and `sql_mode` it ran under where they
+/// moved since, or nothing where that cannot be done (a database or mode qcache cannot
+/// spell back, a text beyond ASCII under another character set).
+pub fn replay(st: &mut SessionState, effect: CostEffect) -> Option<Replay> {
+    let (cost, now) = cost_now(st);
+    cost.before(effect, now)
 }
 
 #[cfg(test)]
@@ -202,6 +268,13 @@ mod tests {
                 ),
             ),
             (
+                "an execute prepared under another context: its text is not replayable here",
+                exec(7),
+                true,
+                None,
+                owed(CostEffect::Sets, None, true, false, None),
+            ),
+            (
                 "an execute of an unknown statement",
                 exec(6),
                 false,
@@ -232,7 +305,13 @@ mod tests {
         ];
         for (rule, packet, cacheable, after_hit, want) in rows {
             let mut st = w.session(None);
-            st.stmts.insert(5, stmt("SELECT b FROM t"));
+            let mut here = stmt("SELECT b FROM t");
+            here.context = st.prepare_ctx;
+            st.stmts.insert(5, here);
+            // Prepared under another context (another database, another sql_mode).
+            let mut elsewhere = stmt("SELECT b FROM t");
+            elsewhere.context = st.prepare_ctx ^ 1;
+            st.stmts.insert(7, elsewhere);
             st.after_hit = after_hit;
             let got = before_command(&mut st, &packet, cacheable);
             assert_eq!(got, want, "{rule}");
@@ -249,6 +328,239 @@ mod tests {
             } else {
                 assert_eq!(st.after_hit, after_hit, "{rule}: left for the next");
             }
+        }
+    }
+
+    /// One row per sequence a session goes through between the read that set
+    /// `Last_query_cost` (a text read or an execute, a hit or a miss) and a statement that
+    /// reads it (SHOW STATUS, an SQL-level EXECUTE or a CALL), with qcache's own SELECT (a
+    /// read-back, a resetter) in between: what the replay sends, if anything.
+    #[test]
+    fn a_replay_runs_where_the_read_ran() {
+        use crate::engine::context::server_context;
+        #[derive(Clone, Copy)]
+        enum E {
+            /// A hit on this text (the command after it records it).
+            Hit(&'static str),
+            /// A miss of a text read goes up.
+            Miss(&'static str),
+            /// A miss of an execute of statement 5 goes up.
+            Execute,
+            /// A client statement that is no cacheable read goes up.
+            Sent(&'static str),
+            /// COM_INIT_DB goes up.
+            InitDb,
+            /// Its answer moved the session's database.
+            Db(&'static str),
+            /// A SET's read-back answered: the session's sql_mode (or another variable).
+            Var(&'static str, &'static str),
+            /// The context read again (a reset, a trigger's possible SET): its sql_mode.
+            Reread(&'static str),
+            /// One of qcache's own SELECTs.
+            Private,
+        }
+        use E::*;
+        type Want = Option<(
+            &'static str,
+            Option<(&'static str, &'static str)>,
+            Option<(&'static str, &'static str)>,
+        )>;
+        let rows: Vec<(&str, Vec<E>, &str, Want)> = vec![
+            (
+                "a hit, a read-back: the text as it ran",
+                vec![Hit("SELECT id FROM t"), Sent("SET @x = 1"), Private],
+                "SHOW STATUS",
+                Some(("SELECT id FROM t", None, None)),
+            ),
+            (
+                "a hit, USE, a read-back: in the hit's database, and back",
+                vec![
+                    Hit("SELECT id FROM t"),
+                    Sent("USE b"),
+                    Db("b"),
+                    Sent("SET sql_mode = CONCAT(@@sql_mode, '')"),
+                    Private,
+                    Var("sql_mode", "STRICT_TRANS_TABLES"),
+                ],
+                "SHOW SESSION STATUS LIKE 'Last_query_cost'",
+                Some(("SELECT id FROM t", Some(("USE `shop`", "USE `b`")), None)),
+            ),
+            (
+                "COM_INIT_DB as USE",
+                vec![Hit("SELECT id FROM t"), InitDb, Db("b"), Private],
+                "SHOW STATUS",
+                Some(("SELECT id FROM t", Some(("USE `shop`", "USE `b`")), None)),
+            ),
+            (
+                "a miss read the same way",
+                vec![
+                    Miss("SELECT id FROM t WHERE id > 0"),
+                    Sent("USE b"),
+                    Db("b"),
+                    Private,
+                ],
+                "SHOW STATUS",
+                Some((
+                    "SELECT id FROM t WHERE id > 0",
+                    Some(("USE `shop`", "USE `b`")),
+                    None,
+                )),
+            ),
+            (
+                "an execute: its prepared text, in the database it was prepared in",
+                vec![Execute, Sent("USE b"), Db("b"), Private],
+                "SHOW STATUS",
+                Some((
+                    "SELECT id FROM t WHERE id = 1",
+                    Some(("USE `shop`", "USE `b`")),
+                    None,
+                )),
+            ),
+            (
+                "sql_mode set after the hit (read back): under the hit's mode, and back",
+                vec![
+                    Hit("SELECT id FROM t WHERE v = \"x\""),
+                    Sent("SET SESSION sql_mode = CONCAT('ANSI_QUOTES,', @@sql_mode)"),
+                    Private,
+                    Var("sql_mode", "ANSI_QUOTES,STRICT_TRANS_TABLES"),
+                ],
+                "SHOW STATUS",
+                Some((
+                    "SELECT id FROM t WHERE v = \"x\"",
+                    None,
+                    Some((
+                        "SET SESSION sql_mode = 'STRICT_TRANS_TABLES'",
+                        "SET SESSION sql_mode = 'ANSI_QUOTES,STRICT_TRANS_TABLES'",
+                    )),
+                )),
+            ),
+            (
+                "before an SQL-level EXECUTE, which may read it, the same",
+                vec![
+                    Hit("SELECT id FROM t"),
+                    Sent("SET sql_mode = 'ANSI_QUOTES'"),
+                    Var("sql_mode", "'ANSI_QUOTES'"),
+                    Private,
+                ],
+                "EXECUTE s",
+                Some((
+                    "SELECT id FROM t",
+                    None,
+                    Some((
+                        "SET SESSION sql_mode = 'STRICT_TRANS_TABLES'",
+                        "SET SESSION sql_mode = 'ANSI_QUOTES'",
+                    )),
+                )),
+            ),
+            (
+                "SET NAMES since: an ASCII text reads the same",
+                vec![
+                    Hit("SELECT id FROM t"),
+                    Sent("SET NAMES latin1"),
+                    Var("character_set_client", "latin1"),
+                    Private,
+                ],
+                "SHOW STATUS",
+                Some(("SELECT id FROM t", None, None)),
+            ),
+            (
+                "SET NAMES since: a text beyond ASCII reads otherwise, not replayed",
+                vec![
+                    Hit("SELECT id FROM t WHERE v = 'é'"),
+                    Sent("SET NAMES latin1"),
+                    Var("character_set_client", "latin1"),
+                    Private,
+                ],
+                "SHOW STATUS",
+                None,
+            ),
+            (
+                "the context read again since: under the hit's mode",
+                vec![Hit("SELECT id FROM t"), Reread("ANSI"), Private],
+                "SHOW STATUS",
+                Some((
+                    "SELECT id FROM t",
+                    None,
+                    Some((
+                        "SET SESSION sql_mode = 'STRICT_TRANS_TABLES'",
+                        "SET SESSION sql_mode = 'ANSI'",
+                    )),
+                )),
+            ),
+            (
+                "an execute prepared in another database: not replayable",
+                vec![Sent("USE b"), Db("b"), Execute, Private],
+                "SHOW STATUS",
+                None,
+            ),
+            (
+                "a write since: the cost's source unknown",
+                vec![
+                    Hit("SELECT id FROM t"),
+                    Sent("INSERT INTO t VALUES (2)"),
+                    Private,
+                ],
+                "SHOW STATUS",
+                None,
+            ),
+        ];
+        let w = crate::engine::World::new(false);
+        for (why, events, reader, want) in rows {
+            let mut st = w.session(Some("shop"));
+            server_context(&mut st, &[("sql_mode", Some("STRICT_TRANS_TABLES"))]);
+            st.refresh_fingerprint_under(&w.cfg, &w.versions.faults);
+            let mut prepared = stmt("SELECT id FROM t WHERE id = 1");
+            prepared.context = st.prepare_ctx;
+            prepared.db = Some("shop".into());
+            st.stmts.insert(5, prepared);
+            for e in events {
+                match e {
+                    Hit(text) => note_hit(&mut st, Some(text.as_bytes())),
+                    Miss(text) => {
+                        let p = with(com::QUERY, text.as_bytes());
+                        let owed = before_command(&mut st, &p, true).unwrap();
+                        command_sent(&mut st, &owed, &p);
+                    }
+                    Execute => {
+                        let mut p = vec![com::STMT_EXECUTE];
+                        p.extend_from_slice(&5u32.to_le_bytes());
+                        p.extend_from_slice(&[0, 1, 0, 0, 0]);
+                        let owed = before_command(&mut st, &p, true).unwrap();
+                        command_sent(&mut st, &owed, &p);
+                    }
+                    Sent(text) => {
+                        let p = with(com::QUERY, text.as_bytes());
+                        let owed = before_command(&mut st, &p, false).unwrap();
+                        command_sent(&mut st, &owed, &p);
+                    }
+                    InitDb => {
+                        let p = with(com::INIT_DB, b"b");
+                        let owed = before_command(&mut st, &p, false).unwrap();
+                        command_sent(&mut st, &owed, &p);
+                    }
+                    Db(db) => st.set_db(Some(db.into())),
+                    Var(k, v) => {
+                        st.vars.insert(k.into(), v.into());
+                        st.refresh_fingerprint_under(&w.cfg, &w.versions.faults);
+                    }
+                    Reread(mode) => {
+                        server_context(&mut st, &[("sql_mode", Some(mode))]);
+                        st.refresh_fingerprint_under(&w.cfg, &w.versions.faults);
+                    }
+                    Private => st.cost.disturbed(),
+                }
+            }
+            let effect = cost_effect(&st, &with(com::QUERY, reader.as_bytes()));
+            let got = replay(&mut st, effect);
+            let got = got.as_ref().map(|r| {
+                (
+                    std::str::from_utf8(&r.text).unwrap(),
+                    r.use_db.as_ref().map(|(a, b)| (a.as_str(), b.as_str())),
+                    r.sql_mode.as_ref().map(|(a, b)| (a.as_str(), b.as_str())),
+                )
+            });
+            assert_eq!(got, want, "{why}");
+            assert_eq!(replay(&mut st, effect), None, "{why}: once");
         }
     }
 }

@@ -218,6 +218,10 @@ pub struct SessionState {
     /// Hash of the key variables' effective values as the server reported them at connect,
     /// reset or change-user (`policy::context`); 0 until read.
     pub server_ctx: u64,
+    /// `sql_mode` as the server reported it with `server_ctx` (None until read): the
+    /// session's mode while `vars` holds none, which a replay of `Last_query_cost`'s text
+    /// may have to put back (`engine::diagnostics::replay`).
+    pub server_sql_mode: Option<String>,
     /// The upstream is MariaDB (from its greeting): which variable names exist.
     pub mariadb: bool,
     /// Tables this session wrote and when (`policy::stale`: read-your-own-writes).
@@ -389,6 +393,7 @@ impl SessionState {
             diag_may_persist: false,
             cost: Default::default(),
             server_ctx: 0,
+            server_sql_mode: None,
             mariadb: crate::policy::context::is_mariadb(&n.greeting.server_version),
             own_writes: OwnWrites::default(),
             temp_tables: HashSet::new(),
@@ -505,6 +510,7 @@ impl SessionState {
         self.txn.reset();
         // Read again by the caller (`Session::read_server_context`).
         self.server_ctx = 0;
+        self.server_sql_mode = None;
         self.temp_tables.clear();
         self.temp_elsewhere.clear();
         self.temps_unseen = false;

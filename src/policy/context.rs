@@ -975,6 +975,25 @@ pub fn prepare_context(
     h.digest()
 }
 
+/// What the bytes of a text's literals are read as: the character set the session
+/// connected with and every character set or collation it set since (as read back: the
+/// names of [`CHARSET_VARIABLES`]). Two equal values: a text reads as it read
+/// (`policy::diagnostics::CostContext`).
+pub fn literal_charset(charset: u8, vars: &std::collections::BTreeMap<String, String>) -> u64 {
+    let mut h = xxhash_rust::xxh3::Xxh3::new();
+    h.update(&[charset]);
+    for (k, v) in vars
+        .iter()
+        .filter(|(k, _)| k.starts_with("character_set") || k.starts_with("collation"))
+    {
+        h.update(k.as_bytes());
+        h.update(&[0]);
+        h.update(v.as_bytes());
+        h.update(&[0]);
+    }
+    h.digest()
+}
+
 /// Capabilities that change the bytes of a result, and so are part of the fingerprint.
 pub const RESULT_CAPS: u32 = crate::protocol::packets::cap::DEPRECATE_EOF
     | crate::protocol::packets::cap::PROTOCOL_41

@@ -268,8 +268,10 @@ pub fn cost_effect(stmt: &[u8]) -> CostEffect {
         // reader. The SET itself leaves the cost.
         b"set" if !is(1, "statement") && turns_on_a_recorder(stmt) => CostEffect::Reads,
         b"set" if !is(1, "statement") => CostEffect::Keeps,
+        // `USE` too (the session's database moves; the text that set the cost is replayed
+        // in its own: `LastQueryCost::before`).
         b"do" | b"begin" | b"start" | b"commit" | b"rollback" | b"savepoint" | b"release"
-        | b"lock" | b"unlock" | b"get" => CostEffect::Keeps,
+        | b"lock" | b"unlock" | b"get" | b"use" => CostEffect::Keeps,
         b"show"
             if ["warnings", "errors", "profiles", "profile"]
                 .iter()
@@ -332,12 +334,16 @@ fn delete_from_one(words: &[&[u8]]) -> bool {
 ///
 /// `source` is the text whose run leaves the cost the client would read (the last statement
 /// that set it, when that is a cacheable read: deterministic, no side effect, so it may run
-/// again); `owed`, that the server's value is not that text's now. Before a statement that
-/// may read it ([`CostEffect::Reads`], `Unknown`), the text is sent again (its answer
-/// dropped). A source that is not a cacheable read is unknown and never replayed.
+/// again), with the session's context when it ran ([`CostContext`]); `owed`, that the
+/// server's value is not that text's now. Before a statement that may read it
+/// ([`CostEffect::Reads`], `Unknown`), the text is sent again (its answer dropped) under
+/// that context ([`Replay`]), or not at all where the context cannot be put back. A source
+/// that is not a cacheable read is unknown and never replayed.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct LastQueryCost {
     source: CostSource,
+    /// The context `source` ran under (meaningful for a `Replay` source only).
+    at: OwnedContext,
     owed: bool,
 }
 
@@ -350,9 +356,97 @@ enum CostSource {
     Unknown,
 }
 
+/// What a text is read under on the server, borrowed from the session: the default
+/// database (where its unqualified names live), the `sql_mode` (how it parses: `ANSI_QUOTES`
+/// makes `"x"` a column, `NO_BACKSLASH_ESCAPES` moves where a string ends), and what its
+/// bytes are read as (`policy::context::literal_charset`, which matters to a text with
+/// bytes beyond ASCII only). A text replayed under another database may name other tables,
+/// under another mode parse otherwise; one under the same context reads as it read. (The
+/// optimizer's settings are not followed: a replay after a SET of them may cost otherwise.)
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CostContext<'a> {
+    pub db: Option<&'a str>,
+    /// The session's `sql_mode` as qcache knows its text (the server's spelling read back,
+    /// or the literal a SET gave it); None when unknown.
+    pub sql_mode: Option<&'a str>,
+    pub charset: u64,
+}
+
+/// [`CostContext`], kept with the source (its buffers reused from source to source).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct OwnedContext {
+    db: Option<String>,
+    sql_mode: Option<String>,
+    charset: u64,
+}
+
+impl OwnedContext {
+    fn set(&mut self, at: CostContext<'_>) {
+        fn keep(slot: &mut Option<String>, v: Option<&str>) {
+            match (slot.as_mut(), v) {
+                (Some(s), Some(v)) => {
+                    s.clear();
+                    s.push_str(v);
+                }
+                (_, v) => *slot = v.map(str::to_owned),
+            }
+        }
+        keep(&mut self.db, at.db);
+        keep(&mut self.sql_mode, at.sql_mode);
+        self.charset = at.charset;
+    }
+
+    fn borrow(&self) -> CostContext<'_> {
+        CostContext {
+            db: self.db.as_deref(),
+            sql_mode: self.sql_mode.as_deref(),
+            charset: self.charset,
+        }
+    }
+}
+
+/// What qcache sends to put the cost back: `text`, run in the source's context. Where the
+/// session's database or `sql_mode` moved since the text ran, `use_db` / `sql_mode` hold
+/// the statement that moves it back before the text and the one that moves it forward
+/// again after it (each a `USE` or a `SET SESSION sql_mode`, which leave the cost: the
+/// text's own stands). `SET STATEMENT sql_mode = … FOR` would not do: the server parses the
+/// statement after `FOR` under the mode of the moment (seen on MariaDB 10.11).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Replay {
+    pub text: Vec<u8>,
+    /// (before the text, after it)
+    pub use_db: Option<(String, String)>,
+    /// (before the text, after it)
+    pub sql_mode: Option<(String, String)>,
+}
+
+impl Replay {
+    /// What moves the session back before the text, in order: its database, then its mode.
+    pub fn back(&self) -> Vec<&str> {
+        [&self.use_db, &self.sql_mode]
+            .into_iter()
+            .flatten()
+            .map(|(back, _)| back.as_str())
+            .collect()
+    }
+
+    /// What moves the session forward again after the text, once the first `moved` of
+    /// [`Replay::back`] went through (a refusal stops there, and the text is not sent):
+    /// those undone, last first.
+    pub fn forward(&self, moved: usize) -> Vec<&str> {
+        let all: Vec<&str> = [&self.sql_mode, &self.use_db]
+            .into_iter()
+            .flatten()
+            .map(|(_, forward)| forward.as_str())
+            .collect();
+        all[all.len() - moved.min(all.len())..].to_vec()
+    }
+}
+
 impl LastQueryCost {
-    /// The last statement that set the cost was a hit on `text` (None: not replayable).
-    pub fn hit(&mut self, text: Option<&[u8]>) {
+    /// The last statement that set the cost was a hit on `text`, run under its context
+    /// (None: not replayable).
+    pub fn hit(&mut self, text: Option<(&[u8], CostContext<'_>)>) {
         self.set_source(text);
         self.owed = false;
     }
@@ -367,9 +461,13 @@ impl LastQueryCost {
         self.owed = false;
     }
 
-    /// Before a client's statement of `effect` reaches the server: the text to run first,
-    /// if the cost is owed and the statement may read it. Clears the debt.
-    pub fn before(&mut self, effect: CostEffect) -> Option<Vec<u8>> {
+    /// Before a client's statement of `effect` reaches the server, the session's context
+    /// `now`: what to run first, if the cost is owed and the statement may read it. Clears
+    /// the debt. None too (fail closed: the server's value stands) where the text cannot be
+    /// read as it was: its bytes beyond ASCII under another character set, or a database or
+    /// `sql_mode` that cannot be put back ([`Replay`], [`use_statement`],
+    /// [`sql_mode_statement`]).
+    pub fn before(&mut self, effect: CostEffect, now: CostContext<'_>) -> Option<Replay> {
         if !self.owed
             || matches!(
                 effect,
@@ -379,15 +477,34 @@ impl LastQueryCost {
             return None;
         }
         self.owed = false;
-        match &self.source {
-            CostSource::Replay(t) => Some(t.clone()),
-            _ => None,
+        let CostSource::Replay(text) = &self.source else {
+            return None;
+        };
+        let then = self.at.borrow();
+        if then.charset != now.charset && !text.is_ascii() {
+            return None;
         }
+        let use_db = match (then.db, now.db) {
+            (a, b) if a == b => None,
+            (Some(a), Some(b)) => Some((use_statement(a)?, use_statement(b)?)),
+            // No statement leaves a session without a default database once it had one.
+            _ => return None,
+        };
+        let sql_mode = match (then.sql_mode, now.sql_mode) {
+            (a, b) if a == b => None,
+            (Some(a), Some(b)) => Some((sql_mode_statement(a)?, sql_mode_statement(b)?)),
+            _ => return None,
+        };
+        Some(Replay {
+            text: text.clone(),
+            use_db,
+            sql_mode,
+        })
     }
 
     /// After a client's statement of `effect` was sent; `read`: its text when it is a
-    /// cacheable read (replayable), None otherwise.
-    pub fn after(&mut self, effect: CostEffect, read: Option<&[u8]>) {
+    /// cacheable read (replayable), with the context it runs under; None otherwise.
+    pub fn after(&mut self, effect: CostEffect, read: Option<(&[u8], CostContext<'_>)>) {
         match effect {
             CostEffect::Keeps | CostEffect::Reads => {}
             CostEffect::Sets => {
@@ -406,17 +523,50 @@ impl LastQueryCost {
         self.owed && matches!(self.source, CostSource::Replay(_))
     }
 
-    fn set_source(&mut self, text: Option<&[u8]>) {
-        match (&mut self.source, text) {
-            // The buffer is reused: a miss after a miss allocates nothing.
-            (CostSource::Replay(buf), Some(t)) => {
+    fn set_source(&mut self, text: Option<(&[u8], CostContext<'_>)>) {
+        let Some((t, at)) = text else {
+            self.source = CostSource::Unknown;
+            return;
+        };
+        match &mut self.source {
+            // The buffers are reused: a miss after a miss allocates nothing.
+            CostSource::Replay(buf) => {
                 buf.clear();
                 buf.extend_from_slice(t);
             }
-            (_, Some(t)) => self.source = CostSource::Replay(t.to_vec()),
-            (_, None) => self.source = CostSource::Unknown,
+            _ => self.source = CostSource::Replay(t.to_vec()),
         }
+        self.at.set(at);
     }
+}
+
+/// `USE` of database `db`, read the same under any `sql_mode` and character set: None for a
+/// name qcache would have to quote otherwise (a backtick, a control or non-ASCII
+/// character, which the session's character set may read as other bytes).
+pub fn use_statement(db: &str) -> Option<String> {
+    let plain = !db.is_empty()
+        && db
+            .bytes()
+            .all(|b| (b.is_ascii_graphic() && b != b'`') || b == b' ');
+    plain.then(|| format!("USE `{db}`"))
+}
+
+/// `SET SESSION sql_mode` to `mode` (as qcache knows its text: the server's spelling, or a
+/// SET's literal, quoted or not), read the same under any `sql_mode`: None unless the value
+/// is names (`DB2`, `MYSQL40` hold digits) and commas (a number, the mode's bit mask, an
+/// expression, a quote inside: not put back).
+pub fn sql_mode_statement(mode: &str) -> Option<String> {
+    let m = mode.trim();
+    let inner = match m.as_bytes() {
+        [q @ (b'\'' | b'"'), .., l] if q == l => &m[1..m.len() - 1],
+        _ => m,
+    };
+    let number = |n: &str| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit());
+    let names = inner
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b',')
+        && !inner.split(',').any(number);
+    names.then(|| format!("SET SESSION sql_mode = '{inner}'"))
 }
 
 /// Whether `word` occurs in `text` (any case) with no identifier character on either side:
@@ -1069,6 +1219,10 @@ mod tests {
             ("EXECUTE s", Unknown),
             ("SET @x = 1; SHOW STATUS", Unknown),
             ("SET @x = 1; SELECT 1", Unknown),
+            // The database moves: the text that set the cost replays in its own.
+            ("USE other", Keeps),
+            ("use `other`", Keeps),
+            ("USE other; SHOW STATUS", Unknown),
             ("SELECT 1;", Sets),
             ("INSERT INTO status VALUES (1)", Writes),
             ("CREATE TABLE v (a INT)", Unknown),
@@ -1147,30 +1301,231 @@ mod tests {
                 "the last one counts",
             ),
         ];
+        let at = CostContext {
+            db: Some("d"),
+            sql_mode: Some("STRICT_TRANS_TABLES"),
+            charset: 1,
+        };
         for (events, want, why) in rows {
             let mut c = LastQueryCost::default();
             for e in events.iter() {
                 match e {
-                    Hit(t) => c.hit(t.map(str::as_bytes)),
+                    Hit(t) => c.hit(t.map(|t| (t.as_bytes(), at))),
                     Private => c.disturbed(),
                     Replayed => c.replayed(),
                     Sent(effect, read) => {
-                        if let Some(r) = c.before(*effect) {
+                        if let Some(r) = c.before(*effect, at) {
                             assert!(matches!(effect, Reads | Unknown), "{why}: {r:?}");
                         }
-                        c.after(*effect, read.map(str::as_bytes));
+                        c.after(*effect, read.map(|r| (r.as_bytes(), at)));
                     }
                 }
             }
             assert_eq!(c.owed(), want.is_some(), "{why}");
             assert_eq!(
-                c.before(Keeps),
+                c.before(Keeps, at),
                 None,
                 "{why}: never before a statement that keeps it"
             );
-            assert_eq!(c.before(Reads).as_deref(), want.map(str::as_bytes), "{why}");
+            let replay = c.before(Reads, at);
+            assert_eq!(
+                replay.as_ref().map(|r| r.text.as_slice()),
+                want.map(str::as_bytes),
+                "{why}"
+            );
+            if let Some(r) = replay {
+                assert_eq!((r.use_db, r.sql_mode), (None, None), "{why}: same context");
+            }
             assert!(!c.owed(), "{why}: replayed once");
         }
+    }
+
+    /// One row per way the session's context moved between the statement that set the
+    /// cost and the reader: the replay runs in the context the text ran in, moved back and
+    /// forward again, or not at all where that cannot be put back (fail closed).
+    #[test]
+    fn a_replay_runs_in_the_context_its_text_ran_in() {
+        let then = CostContext {
+            db: Some("shop"),
+            sql_mode: Some("STRICT_TRANS_TABLES"),
+            charset: 7,
+        };
+        let use_ = |a: &str, b: &str| Some((format!("USE `{a}`"), format!("USE `{b}`")));
+        let mode = |a: &str, b: &str| {
+            Some((
+                format!("SET SESSION sql_mode = '{a}'"),
+                format!("SET SESSION sql_mode = '{b}'"),
+            ))
+        };
+        type Moves = Option<(Option<(String, String)>, Option<(String, String)>)>;
+        let rows: Vec<(&str, CostContext, Moves)> = vec![
+            ("nothing moved: the text as it is", then, Some((None, None))),
+            (
+                "USE since: in its database, and back",
+                CostContext {
+                    db: Some("other"),
+                    ..then
+                },
+                Some((use_("shop", "other"), None)),
+            ),
+            (
+                "sql_mode set since (read back): under its mode, and back",
+                CostContext {
+                    sql_mode: Some("ANSI_QUOTES,STRICT_TRANS_TABLES"),
+                    ..then
+                },
+                Some((
+                    None,
+                    mode("STRICT_TRANS_TABLES", "ANSI_QUOTES,STRICT_TRANS_TABLES"),
+                )),
+            ),
+            (
+                "a literal's spelling, quoted",
+                CostContext {
+                    sql_mode: Some("'ANSI'"),
+                    ..then
+                },
+                Some((None, mode("STRICT_TRANS_TABLES", "ANSI"))),
+            ),
+            (
+                "an empty mode is a mode",
+                CostContext {
+                    sql_mode: Some(""),
+                    ..then
+                },
+                Some((None, mode("STRICT_TRANS_TABLES", ""))),
+            ),
+            (
+                "both moved",
+                CostContext {
+                    db: Some("b"),
+                    sql_mode: Some("ANSI"),
+                    charset: 7,
+                },
+                Some((use_("shop", "b"), mode("STRICT_TRANS_TABLES", "ANSI"))),
+            ),
+            (
+                "another character set (SET NAMES): an ASCII text reads the same",
+                CostContext { charset: 8, ..then },
+                Some((None, None)),
+            ),
+            (
+                "no database now: none to go back to",
+                CostContext { db: None, ..then },
+                None,
+            ),
+            (
+                "a database name qcache would have to quote otherwise",
+                CostContext {
+                    db: Some("we`ird"),
+                    ..then
+                },
+                None,
+            ),
+            (
+                "a name in a character set the session may read otherwise",
+                CostContext {
+                    db: Some("café"),
+                    ..then
+                },
+                None,
+            ),
+            (
+                "a mode qcache cannot spell back",
+                CostContext {
+                    sql_mode: Some("\u{0}NULL"),
+                    ..then
+                },
+                None,
+            ),
+            (
+                "a mode as a number",
+                CostContext {
+                    sql_mode: Some("4"),
+                    ..then
+                },
+                None,
+            ),
+            (
+                "a number among the names",
+                CostContext {
+                    sql_mode: Some("ANSI,4"),
+                    ..then
+                },
+                None,
+            ),
+            (
+                "names with digits",
+                CostContext {
+                    sql_mode: Some("DB2,MYSQL40"),
+                    ..then
+                },
+                Some((None, mode("STRICT_TRANS_TABLES", "DB2,MYSQL40"))),
+            ),
+            (
+                "the mode unknown now",
+                CostContext {
+                    sql_mode: None,
+                    ..then
+                },
+                None,
+            ),
+        ];
+        for (why, now, want) in rows {
+            let mut c = LastQueryCost::default();
+            c.hit(Some((b"SELECT a FROM t WHERE b = \"x\"", then)));
+            c.disturbed();
+            let got = c.before(CostEffect::Reads, now);
+            assert_eq!(
+                got.as_ref().map(|r| (r.use_db.clone(), r.sql_mode.clone())),
+                want,
+                "{why}"
+            );
+            if let Some(r) = got {
+                assert_eq!(r.text, b"SELECT a FROM t WHERE b = \"x\"", "{why}");
+            }
+            assert!(!c.owed(), "{why}: asked once");
+        }
+        // A text with bytes beyond ASCII under another character set reads otherwise.
+        let mut c = LastQueryCost::default();
+        c.hit(Some(("SELECT a FROM t WHERE b = 'é'".as_bytes(), then)));
+        c.disturbed();
+        let latin1 = CostContext { charset: 8, ..then };
+        assert_eq!(c.before(CostEffect::Reads, latin1), None, "not replayed");
+        c.hit(Some(("SELECT a FROM t WHERE b = 'é'".as_bytes(), then)));
+        c.disturbed();
+        assert!(c.before(CostEffect::Reads, then).is_some(), "same charset");
+        // The context is the source's: a later read's replaces a hit's.
+        let mut c = LastQueryCost::default();
+        c.hit(Some((b"SELECT h", then)));
+        let there = CostContext {
+            db: Some("b"),
+            ..then
+        };
+        c.after(CostEffect::Keeps, None);
+        c.after(CostEffect::Sets, Some((b"SELECT m", there)));
+        c.disturbed();
+        let r = c.before(CostEffect::Unknown, there).expect("owed");
+        assert_eq!((r.text.as_slice(), r.use_db), (&b"SELECT m"[..], None));
+        // Both moved: back database first, forward mode first; a refusal undoes what moved.
+        let r = Replay {
+            text: b"SELECT 1".to_vec(),
+            use_db: Some(("USE `a`".into(), "USE `b`".into())),
+            sql_mode: Some(("SET m".into(), "SET n".into())),
+        };
+        assert_eq!(r.back(), ["USE `a`", "SET m"]);
+        assert_eq!(r.forward(2), ["SET n", "USE `b`"]);
+        assert_eq!(
+            r.forward(1),
+            ["USE `b`"],
+            "the mode refused: the database back"
+        );
+        assert!(r.forward(0).is_empty());
+        let mode_only = Replay { use_db: None, ..r };
+        assert_eq!(
+            (mode_only.back(), mode_only.forward(1)),
+            (vec!["SET m"], vec!["SET n"])
+        );
     }
 
     #[test]

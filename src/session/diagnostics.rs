@@ -41,9 +41,11 @@ impl Session {
 
     /// Before a statement of `effect` that may read `Last_query_cost`, sends again the
     /// statement whose run left the value the client would read, when qcache's own SELECTs
-    /// changed it since (`policy::diagnostics::LastQueryCost`), its answer dropped. Not where
-    /// an earlier statement's warnings may still be read: the replay would clear them, and
-    /// they weigh more than the cost (docs/reliability.md).
+    /// changed it since (`policy::diagnostics::LastQueryCost`), its answer dropped: in the
+    /// database and under the `sql_mode` it ran in, moved back for it and forward again
+    /// after it where they moved since (`engine::diagnostics::replay`). Not where an earlier
+    /// statement's warnings may still be read: the replay would clear them, and they weigh
+    /// more than the cost (docs/reliability.md).
     pub(crate) async fn replay_cost(
         &mut self,
         effect: diagnostics::CostEffect,
@@ -51,12 +53,44 @@ impl Session {
         if !self.st.cost.owed() || self.st.diag_may_persist {
             return Ok(());
         }
-        let Some(sql) = self.st.cost.before(effect) else {
+        let Some(replay) = crate::engine::diagnostics::replay(&mut self.st, effect) else {
             return Ok(());
         };
-        self.send_private_bytes(&sql).await?;
-        let resp = self.read_private("the cost's replay", |_, _, _| {}).await?;
-        self.st.diag_may_persist = resp.error || resp.warnings > 0;
+        // Moved back one by one; a refusal (the database gone, no privilege on it any more)
+        // moves forward what moved and sends no replay: the server's value stands.
+        let back = replay.back();
+        let mut moved = 0;
+        for sql in &back {
+            self.send_private(sql).await?;
+            let resp = self
+                .read_private("the cost's context", |_, _, _| {})
+                .await?;
+            // Its error or warnings are the server's diagnostics now.
+            self.st.diag_may_persist |= resp.error || resp.warnings > 0;
+            if resp.error {
+                break;
+            }
+            moved += 1;
+        }
+        if moved == back.len() {
+            self.send_private_bytes(&replay.text).await?;
+            let resp = self.read_private("the cost's replay", |_, _, _| {}).await?;
+            self.st.diag_may_persist = resp.error || resp.warnings > 0;
+        }
+        for sql in replay.forward(moved) {
+            self.send_private(sql).await?;
+            let resp = self
+                .read_private("the cost's context", |_, _, _| {})
+                .await?;
+            self.st.diag_may_persist |= resp.warnings > 0;
+            if resp.error {
+                // The session's database or mode on the server is no longer the one the
+                // client set: nothing qcache sends or serves for it can be trusted.
+                return Err(SessionError::Protocol(format!(
+                    "could not move the session back after the cost's replay ({sql})"
+                )));
+            }
+        }
         Ok(())
     }
 
@@ -66,7 +100,7 @@ impl Session {
         if self.last.what.hit {
             let cut = self.last.sql.len() >= crate::engine::last::LAST_SQL_MAX;
             let text = diagnostics::replay_text(&self.last.sql, self.last.prepared, cut);
-            self.st.cost.hit(text);
+            crate::engine::diagnostics::note_hit(&mut self.st, text);
         }
     }
 

@@ -233,7 +233,7 @@ impl Session {
             }
         }
         self.replay_cost(owed.effect).await?;
-        self.st.cost.after(owed.effect, owed.read_text(payload));
+        diagnostics::command_sent(&mut self.st, &owed, payload);
         Ok(skipped)
     }
 
