@@ -267,6 +267,10 @@ pub fn cost_effect(stmt: &[u8]) -> CostEffect {
         // (`policy::context::Recorders`): a cost owed is put back before it, as before a
         // reader. The SET itself leaves the cost.
         b"set" if !is(1, "statement") && turns_on_a_recorder(stmt) => CostEffect::Reads,
+        // Likewise a SET that may change how the owed text is read or costed (its sql_mode,
+        // character sets, optimizer settings): a replay after it would put back another
+        // cost than the read's (`changes_what_a_replay_costs`).
+        b"set" if !is(1, "statement") && changes_what_a_replay_costs(stmt) => CostEffect::Reads,
         b"set" if !is(1, "statement") => CostEffect::Keeps,
         b"do" | b"begin" | b"start" | b"commit" | b"rollback" | b"savepoint" | b"release"
         | b"lock" | b"unlock" | b"get" => CostEffect::Keeps,
@@ -289,6 +293,51 @@ pub fn cost_effect(stmt: &[u8]) -> CostEffect {
 /// closed for a value or a comment that names them).
 fn turns_on_a_recorder(stmt: &[u8]) -> bool {
     has_word(stmt, b"profiling") || has_word(stmt, b"optimizer_trace")
+}
+
+/// Whether a SET's text may change how a replay of the cost's source would be read or
+/// costed: it names a variable the cache key holds (`policy::context::read_at_connect`, for
+/// either flavour: the sql_mode, the character sets and collation, every optimizer setting
+/// and limit; not `wait_timeout`, read but unkeyed) or `NAMES` / `CHARACTER` (`SET NAMES`,
+/// `SET CHARACTER SET`). Names anywhere, as a word, a `@@` variable or a backquoted name (a
+/// value or a comment that names one fails closed). Such a SET is the last moment qcache may
+/// put the owed cost back: the server costed the read under the settings before it (seen on
+/// MariaDB 10.11: a join costed 2021.999 under `join_cache_level` 2 and 2120.999 under 0).
+/// A SET whose values qcache reads back afterwards still leaves the read-back's own cost,
+/// which is then replayed under the new settings (a limit, docs/guarantees.md).
+fn changes_what_a_replay_costs(stmt: &[u8]) -> bool {
+    use crate::analysis::lexer::{Lexer, Tok};
+    let mut lx = Lexer::new(stmt);
+    while let Some(t) = lx.next_token() {
+        let name = match t.tok {
+            Tok::Word => t.bytes(stmt),
+            Tok::Var => t.bytes(stmt).trim_ascii_start(),
+            Tok::Backquoted => t.bytes(stmt),
+            _ => continue,
+        };
+        let name = name
+            .iter()
+            .copied()
+            .skip_while(|&b| b == b'@')
+            .filter(|&b| b != b'`')
+            .collect::<Vec<u8>>();
+        let Ok(name) = std::str::from_utf8(&name) else {
+            continue;
+        };
+        if name.eq_ignore_ascii_case("names") || name.eq_ignore_ascii_case("character") {
+            return true;
+        }
+        let unkeyed = crate::policy::context::UNKEYED
+            .iter()
+            .any(|u| u.eq_ignore_ascii_case(name));
+        if !unkeyed
+            && (crate::policy::context::read_at_connect(name, true)
+                || crate::policy::context::read_at_connect(name, false))
+        {
+            return true;
+        }
+    }
+    false
 }
 
 /// Whether `needle` occurs in `stmt` before the first word `word` (or anywhere, without it).
@@ -1035,7 +1084,21 @@ mod tests {
             ("/* trace */ select nosuch FROM t", Sets),
             ("SET @x = 1", Keeps),
             ("SET @y = (SELECT MAX(a) FROM t)", Keeps),
-            ("SET NAMES latin1", Keeps),
+            ("SET autocommit = 0", Keeps),
+            ("SET SESSION lock_wait_timeout = 1, @x = 2", Keeps),
+            ("SET SESSION wait_timeout = 100", Keeps),
+            // What a replay of the cost's source would be read or costed under: the cost is
+            // put back before it, as before a reader.
+            ("SET NAMES latin1", Reads),
+            ("SET CHARACTER SET latin1", Reads),
+            ("SET SESSION join_cache_level = 0", Reads),
+            ("set @@session.OPTIMIZER_SWITCH = 'mrr=on'", Reads),
+            ("SET @@join_buffer_size = 1024", Reads),
+            ("SET `sql_mode` = 'ANSI_QUOTES'", Reads),
+            ("SET sql_mode = CONCAT(@@sql_mode, ',ANSI')", Reads),
+            ("SET SESSION optimizer_use_condition_selectivity = 1", Reads),
+            ("SET collation_connection = utf8mb4_bin", Reads),
+            ("SET @x = 1, max_join_size = 10", Reads),
             // Recording turned on: nothing of qcache's may be sent after it, so a cost owed
             // is put back before it, as before a reader.
             ("SET SESSION profiling = 1", Reads),
