@@ -486,6 +486,21 @@ fn has_word(text: &[u8], word: &[u8]) -> bool {
     false
 }
 
+/// Whether qcache may now send a read of its own again to put `Last_query_cost` back (the
+/// hit's SELECT, or the source [`LastQueryCost`] owes): only where a statement sent now runs
+/// in no transaction (`statement_runs_in_transaction`: none open, no deferred BEGIN, autocommit
+/// on). The replay reads the source's tables: inside a transaction, or under autocommit = 0
+/// where it would open one, it would open the read view and take the tables' metadata locks
+/// before the client's own first read does, and the transaction would then miss what other
+/// sessions commit before that read and hold off their DDL (seen on MariaDB 10.11: after a
+/// hit, `BEGIN; SHOW STATUS`, another session's UPDATE, the transaction read the old row
+/// through qcache). There the resetter stands, which reads no table, and the cost stays owed
+/// until a statement outside a transaction may read it (a limit: SHOW STATUS inside the
+/// transaction reads the resetter's cost).
+pub fn may_replay(statement_runs_in_transaction: bool) -> bool {
+    !statement_runs_in_transaction
+}
+
 /// The hit's statement text to send again before a statement that [`observes_last_query`],
 /// from the session's record of its last statement (`SHOW QCACHE LAST`'s, kept at no cost
 /// to the hit): None when it cannot be replayed as text — cut short (`cut`), or a prepared
@@ -1070,6 +1085,26 @@ mod tests {
                 replays,
                 "{why}"
             );
+        }
+    }
+
+    /// One row per session state: whether a replay of the cost's source may be sent.
+    #[test]
+    fn a_replay_opens_no_transaction() {
+        for (in_txn, replays, why) in [
+            (
+                false,
+                true,
+                "autocommit, no transaction: the replay leaves nothing behind",
+            ),
+            (
+                true,
+                false,
+                "in a transaction (open, a deferred BEGIN, autocommit off): it would open \
+                 the read view and lock the tables early",
+            ),
+        ] {
+            assert_eq!(may_replay(in_txn), replays, "{why}");
         }
     }
 

@@ -23,7 +23,13 @@ impl Session {
         use diagnostics::CostEffect;
         let (found_rows, row_count_zero) = diagnostics::pending_restore(pending);
         let observes = matches!(effect, CostEffect::Reads | CostEffect::Unknown);
-        if observes && !row_count_zero && self.last.what.hit && self.replay_hit().await? {
+        let may_replay = diagnostics::may_replay(self.st.txn.statement_runs_in_transaction());
+        if observes
+            && !row_count_zero
+            && self.last.what.hit
+            && may_replay
+            && self.replay_hit().await?
+        {
             self.st.cost.replayed();
             return Ok(());
         }
@@ -43,12 +49,16 @@ impl Session {
     /// statement whose run left the value the client would read, when qcache's own SELECTs
     /// changed it since (`policy::diagnostics::LastQueryCost`), its answer dropped. Not where
     /// an earlier statement's warnings may still be read: the replay would clear them, and
-    /// they weigh more than the cost (docs/reliability.md).
+    /// they weigh more than the cost (docs/reliability.md); nor where it would run in a
+    /// transaction (`policy::diagnostics::may_replay`): the cost stays owed.
     pub(crate) async fn replay_cost(
         &mut self,
         effect: diagnostics::CostEffect,
     ) -> Result<(), SessionError> {
-        if !self.st.cost.owed() || self.st.diag_may_persist {
+        if !self.st.cost.owed()
+            || self.st.diag_may_persist
+            || !diagnostics::may_replay(self.st.txn.statement_runs_in_transaction())
+        {
             return Ok(());
         }
         let Some(sql) = self.st.cost.before(effect) else {
