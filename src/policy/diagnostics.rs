@@ -501,6 +501,26 @@ pub fn may_replay(statement_runs_in_transaction: bool) -> bool {
     !statement_runs_in_transaction
 }
 
+/// The statement qcache sends to run `text` again for `Last_query_cost` (the hit's replay, or
+/// the cost's source): on MariaDB under `lock_wait_timeout = 0`, so that a table another
+/// session holds (LOCK TABLES … WRITE, a DDL under way) fails the replay at once instead of
+/// making the client's statement wait for it: directly that statement (SHOW STATUS, a CALL
+/// of code that reads other tables) waits for nothing. The wrapper leaves the cost the
+/// SELECT's (seen on MariaDB 10.11). A text that is itself a SET (`SET STATEMENT … FOR`,
+/// which does not nest) is sent as it is, as on MySQL (no SET STATEMENT).
+pub fn replay_statement(text: &[u8], mariadb: bool) -> std::borrow::Cow<'_, [u8]> {
+    use crate::analysis::lexer::{Lexer, Tok};
+    let first = Lexer::new(text).find(|t| t.tok == Tok::Word);
+    if !mariadb || first.is_none_or(|t| t.is_kw(text, "SET")) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    const NOWAIT: &[u8] = b"SET STATEMENT lock_wait_timeout = 0 FOR ";
+    let mut sql = Vec::with_capacity(NOWAIT.len() + text.len());
+    sql.extend_from_slice(NOWAIT);
+    sql.extend_from_slice(text);
+    std::borrow::Cow::Owned(sql)
+}
+
 /// The hit's statement text to send again before a statement that [`observes_last_query`],
 /// from the session's record of its last statement (`SHOW QCACHE LAST`'s, kept at no cost
 /// to the hit): None when it cannot be replayed as text — cut short (`cut`), or a prepared
@@ -1084,6 +1104,42 @@ mod tests {
                 replay_text(sql.as_bytes(), prepared, cut).is_some(),
                 replays,
                 "{why}"
+            );
+        }
+    }
+
+    /// One row per text: what a replay sends (waiting for no table lock on MariaDB).
+    #[test]
+    fn a_replay_waits_for_no_lock() {
+        const W: &str = "SET STATEMENT lock_wait_timeout = 0 FOR ";
+        for (text, mariadb, sent) in [
+            ("SELECT a FROM t", true, format!("{W}SELECT a FROM t")),
+            (
+                "WITH c AS (SELECT a FROM t) SELECT a FROM c",
+                true,
+                format!("{W}WITH c AS (SELECT a FROM t) SELECT a FROM c"),
+            ),
+            (
+                "(SELECT a FROM t) UNION (SELECT b FROM u)",
+                true,
+                format!("{W}(SELECT a FROM t) UNION (SELECT b FROM u)"),
+            ),
+            (
+                "/* c */ select a FROM t",
+                true,
+                format!("{W}/* c */ select a FROM t"),
+            ),
+            (
+                "/* c */ SET STATEMENT max_join_size = 10 FOR SELECT a FROM t",
+                true,
+                "/* c */ SET STATEMENT max_join_size = 10 FOR SELECT a FROM t".to_string(),
+            ),
+            ("SELECT a FROM t", false, "SELECT a FROM t".to_string()),
+        ] {
+            assert_eq!(
+                replay_statement(text.as_bytes(), mariadb).as_ref(),
+                sent.as_bytes(),
+                "{text}"
             );
         }
     }

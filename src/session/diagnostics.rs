@@ -64,6 +64,7 @@ impl Session {
         let Some(sql) = self.st.cost.before(effect) else {
             return Ok(());
         };
+        let sql = diagnostics::replay_statement(&sql, self.st.mariadb).into_owned();
         self.send_private_bytes(&sql).await?;
         let resp = self.read_private("the cost's replay", |_, _, _| {}).await?;
         self.st.diag_may_persist = resp.error || resp.warnings > 0;
@@ -88,7 +89,7 @@ impl Session {
         let Some(sql) = diagnostics::replay_text(&last.sql, last.prepared, cut) else {
             return Ok(false);
         };
-        let sql = sql.to_vec();
+        let sql = diagnostics::replay_statement(sql, self.st.mariadb).into_owned();
         self.send_private_bytes(&sql).await?;
         let resp = self.read_private("the hit's replay", |_, _, _| {}).await?;
         let ok = !resp.error && resp.warnings == 0;
