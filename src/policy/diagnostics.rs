@@ -496,9 +496,12 @@ fn has_word(text: &[u8], word: &[u8]) -> bool {
 /// hit, `BEGIN; SHOW STATUS`, another session's UPDATE, the transaction read the old row
 /// through qcache). There the resetter stands, which reads no table, and the cost stays owed
 /// until a statement outside a transaction may read it (a limit: SHOW STATUS inside the
-/// transaction reads the resetter's cost).
-pub fn may_replay(statement_runs_in_transaction: bool) -> bool {
-    !statement_runs_in_transaction
+/// transaction reads the resetter's cost). Except before a BEGIN qcache answered and has
+/// not sent (`begin_deferred`): the server is in no transaction yet, and what a hit before
+/// that BEGIN owes is put back before it goes up (`Session::exchange_as`); under autocommit
+/// off the transaction a replay opens there is ended by that BEGIN's implicit commit.
+pub fn may_replay(statement_runs_in_transaction: bool, begin_deferred: bool) -> bool {
+    !statement_runs_in_transaction || begin_deferred
 }
 
 /// The statement qcache sends to run `text` again for `Last_query_cost` (the hit's replay, or
@@ -1147,8 +1150,9 @@ mod tests {
     /// One row per session state: whether a replay of the cost's source may be sent.
     #[test]
     fn a_replay_opens_no_transaction() {
-        for (in_txn, replays, why) in [
+        for (in_txn, deferred, replays, why) in [
             (
+                false,
                 false,
                 true,
                 "autocommit, no transaction: the replay leaves nothing behind",
@@ -1156,11 +1160,18 @@ mod tests {
             (
                 true,
                 false,
-                "in a transaction (open, a deferred BEGIN, autocommit off): it would open \
-                 the read view and lock the tables early",
+                false,
+                "in a transaction (open, or autocommit off): it would open the read view \
+                 and lock the tables early",
+            ),
+            (
+                true,
+                true,
+                true,
+                "only a BEGIN qcache answered: the replay goes up before it, outside",
             ),
         ] {
-            assert_eq!(may_replay(in_txn), replays, "{why}");
+            assert_eq!(may_replay(in_txn, deferred), replays, "{why}");
         }
     }
 

@@ -23,7 +23,10 @@ impl Session {
         use diagnostics::CostEffect;
         let (found_rows, row_count_zero) = diagnostics::pending_restore(pending);
         let observes = matches!(effect, CostEffect::Reads | CostEffect::Unknown);
-        let may_replay = diagnostics::may_replay(self.st.txn.statement_runs_in_transaction());
+        let may_replay = diagnostics::may_replay(
+            self.st.txn.statement_runs_in_transaction(),
+            self.st.txn.begin_pending(),
+        );
         if observes
             && !row_count_zero
             && self.last.what.hit
@@ -57,7 +60,10 @@ impl Session {
     ) -> Result<(), SessionError> {
         if !self.st.cost.owed()
             || self.st.diag_may_persist
-            || !diagnostics::may_replay(self.st.txn.statement_runs_in_transaction())
+            || !diagnostics::may_replay(
+                self.st.txn.statement_runs_in_transaction(),
+                self.st.txn.begin_pending(),
+            )
         {
             return Ok(());
         }
@@ -69,6 +75,14 @@ impl Session {
         let resp = self.read_private("the cost's replay", |_, _, _| {}).await?;
         self.st.diag_may_persist = resp.error || resp.warnings > 0;
         Ok(())
+    }
+
+    /// Before a statement of `effect`: the restore a hit left owed, then a cost owed.
+    async fn owed_before(&mut self, effect: diagnostics::CostEffect) -> Result<(), SessionError> {
+        if let Some(n) = self.st.after_hit.take() {
+            self.reset_diagnostics(n, effect).await?;
+        }
+        self.replay_cost(effect).await
     }
 
     /// A hit is owed its restore: when the last statement was that hit, it is the last to
@@ -148,15 +162,20 @@ impl Session {
     ) -> Result<(), SessionError> {
         let extended = self.st.mariadb_caps & mariadb_cap::EXTENDED_TYPE_INFO != 0;
         let mut rewriter = Rewriter::new(rw, binary, extended);
+        // A SHOW of status reads `Last_query_cost`; one of variables sets it.
+        let effect = crate::engine::diagnostics::cost_effect(&self.st, &pkt.payload);
+        // What a hit before a BEGIN qcache answered owes is put back before that BEGIN goes
+        // up, outside any transaction (as in `exchange_as`).
+        let early = self.st.txn.begin_pending();
+        if early {
+            self.owed_before(effect).await?;
+        }
         if !self.open_deferred_begin(pkt.seq).await? {
             return Ok(());
         }
-        // A SHOW of status reads `Last_query_cost`; one of variables sets it.
-        let effect = crate::engine::diagnostics::cost_effect(&self.st, &pkt.payload);
-        if let Some(n) = self.st.after_hit.take() {
-            self.reset_diagnostics(n, effect).await?;
+        if !early {
+            self.owed_before(effect).await?;
         }
-        self.replay_cost(effect).await?;
         self.st.cost.after(effect, None);
         self.upstream.start_command();
         self.upstream
