@@ -792,6 +792,7 @@ topics!(
     adversary13,
     adversary13b,
     adversary14,
+    adversary15,
     basics,
     catalog,
     classification,

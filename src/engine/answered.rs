@@ -287,12 +287,12 @@ mod tests {
         }
     }
 
-    /// A deadlock's ERR (1213) ends the transaction the session followed: its status loses
-    /// IN_TRANS (what hits then carry) and its writes are bumped; a lock wait timeout's ERR
-    /// (1205) leaves it open.
+    /// A deadlock's ERR (1213), innodb_snapshot_isolation's (1020) and a full lock table's
+    /// (1206) end the transaction the session followed: its status loses IN_TRANS (what hits
+    /// then carry) and its writes are bumped; a lock wait timeout's ERR (1205) leaves it open.
     #[tokio::test]
     async fn a_deadlock_ends_the_transaction_a_timeout_does_not() {
-        for (code, ends) in [(1213, true), (1205, false)] {
+        for (code, ends) in [(1213, true), (1020, true), (1206, true), (1205, false)] {
             let shared = shared();
             let w = crate::engine::World::new(true);
             let mut st = w.session(Some("db"));

@@ -267,6 +267,10 @@ pub fn cost_effect(stmt: &[u8]) -> CostEffect {
         // (`policy::context::Recorders`): a cost owed is put back before it, as before a
         // reader. The SET itself leaves the cost.
         b"set" if !is(1, "statement") && turns_on_a_recorder(stmt) => CostEffect::Reads,
+        // Likewise a SET that may change how the owed text is read or costed (its sql_mode,
+        // character sets, optimizer settings): a replay after it would put back another
+        // cost than the read's (`changes_what_a_replay_costs`).
+        b"set" if !is(1, "statement") && changes_what_a_replay_costs(stmt) => CostEffect::Reads,
         b"set" if !is(1, "statement") => CostEffect::Keeps,
         // `USE` too (the session's database moves; the text that set the cost is replayed
         // in its own: `LastQueryCost::before`).
@@ -291,6 +295,51 @@ pub fn cost_effect(stmt: &[u8]) -> CostEffect {
 /// closed for a value or a comment that names them).
 fn turns_on_a_recorder(stmt: &[u8]) -> bool {
     has_word(stmt, b"profiling") || has_word(stmt, b"optimizer_trace")
+}
+
+/// Whether a SET's text may change how a replay of the cost's source would be read or
+/// costed: it names a variable the cache key holds (`policy::context::read_at_connect`, for
+/// either flavour: the sql_mode, the character sets and collation, every optimizer setting
+/// and limit; not `wait_timeout`, read but unkeyed) or `NAMES` / `CHARACTER` (`SET NAMES`,
+/// `SET CHARACTER SET`). Names anywhere, as a word, a `@@` variable or a backquoted name (a
+/// value or a comment that names one fails closed). Such a SET is the last moment qcache may
+/// put the owed cost back: the server costed the read under the settings before it (seen on
+/// MariaDB 10.11: a join costed 2021.999 under `join_cache_level` 2 and 2120.999 under 0).
+/// A SET whose values qcache reads back afterwards still leaves the read-back's own cost,
+/// which is then replayed under the new settings (a limit, docs/guarantees.md).
+fn changes_what_a_replay_costs(stmt: &[u8]) -> bool {
+    use crate::analysis::lexer::{Lexer, Tok};
+    let mut lx = Lexer::new(stmt);
+    while let Some(t) = lx.next_token() {
+        let name = match t.tok {
+            Tok::Word => t.bytes(stmt),
+            Tok::Var => t.bytes(stmt).trim_ascii_start(),
+            Tok::Backquoted => t.bytes(stmt),
+            _ => continue,
+        };
+        let name = name
+            .iter()
+            .copied()
+            .skip_while(|&b| b == b'@')
+            .filter(|&b| b != b'`')
+            .collect::<Vec<u8>>();
+        let Ok(name) = std::str::from_utf8(&name) else {
+            continue;
+        };
+        if name.eq_ignore_ascii_case("names") || name.eq_ignore_ascii_case("character") {
+            return true;
+        }
+        let unkeyed = crate::policy::context::UNKEYED
+            .iter()
+            .any(|u| u.eq_ignore_ascii_case(name));
+        if !unkeyed
+            && (crate::policy::context::read_at_connect(name, true)
+                || crate::policy::context::read_at_connect(name, false))
+        {
+            return true;
+        }
+    }
+    false
 }
 
 /// Whether `needle` occurs in `stmt` before the first word `word` (or anywhere, without it).
@@ -585,6 +634,44 @@ fn has_word(text: &[u8], word: &[u8]) -> bool {
         from = at + 1;
     }
     false
+}
+
+/// Whether qcache may now send a read of its own again to put `Last_query_cost` back (the
+/// hit's SELECT, or the source [`LastQueryCost`] owes): only where a statement sent now runs
+/// in no transaction (`statement_runs_in_transaction`: none open, no deferred BEGIN, autocommit
+/// on). The replay reads the source's tables: inside a transaction, or under autocommit = 0
+/// where it would open one, it would open the read view and take the tables' metadata locks
+/// before the client's own first read does, and the transaction would then miss what other
+/// sessions commit before that read and hold off their DDL (seen on MariaDB 10.11: after a
+/// hit, `BEGIN; SHOW STATUS`, another session's UPDATE, the transaction read the old row
+/// through qcache). There the resetter stands, which reads no table, and the cost stays owed
+/// until a statement outside a transaction may read it (a limit: SHOW STATUS inside the
+/// transaction reads the resetter's cost). Except before a BEGIN qcache answered and has
+/// not sent (`begin_deferred`): the server is in no transaction yet, and what a hit before
+/// that BEGIN owes is put back before it goes up (`Session::exchange_as`); under autocommit
+/// off the transaction a replay opens there is ended by that BEGIN's implicit commit.
+pub fn may_replay(statement_runs_in_transaction: bool, begin_deferred: bool) -> bool {
+    !statement_runs_in_transaction || begin_deferred
+}
+
+/// The statement qcache sends to run `text` again for `Last_query_cost` (the hit's replay, or
+/// the cost's source): on MariaDB under `lock_wait_timeout = 0`, so that a table another
+/// session holds (LOCK TABLES … WRITE, a DDL under way) fails the replay at once instead of
+/// making the client's statement wait for it: directly that statement (SHOW STATUS, a CALL
+/// of code that reads other tables) waits for nothing. The wrapper leaves the cost the
+/// SELECT's (seen on MariaDB 10.11). A text that is itself a SET (`SET STATEMENT … FOR`,
+/// which does not nest) is sent as it is, as on MySQL (no SET STATEMENT).
+pub fn replay_statement(text: &[u8], mariadb: bool) -> std::borrow::Cow<'_, [u8]> {
+    use crate::analysis::lexer::{Lexer, Tok};
+    let first = Lexer::new(text).find(|t| t.tok == Tok::Word);
+    if !mariadb || first.is_none_or(|t| t.is_kw(text, "SET")) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    const NOWAIT: &[u8] = b"SET STATEMENT lock_wait_timeout = 0 FOR ";
+    let mut sql = Vec::with_capacity(NOWAIT.len() + text.len());
+    sql.extend_from_slice(NOWAIT);
+    sql.extend_from_slice(text);
+    std::borrow::Cow::Owned(sql)
 }
 
 /// The hit's statement text to send again before a statement that [`observes_last_query`],
@@ -1174,6 +1261,70 @@ mod tests {
         }
     }
 
+    /// One row per text: what a replay sends (waiting for no table lock on MariaDB).
+    #[test]
+    fn a_replay_waits_for_no_lock() {
+        const W: &str = "SET STATEMENT lock_wait_timeout = 0 FOR ";
+        for (text, mariadb, sent) in [
+            ("SELECT a FROM t", true, format!("{W}SELECT a FROM t")),
+            (
+                "WITH c AS (SELECT a FROM t) SELECT a FROM c",
+                true,
+                format!("{W}WITH c AS (SELECT a FROM t) SELECT a FROM c"),
+            ),
+            (
+                "(SELECT a FROM t) UNION (SELECT b FROM u)",
+                true,
+                format!("{W}(SELECT a FROM t) UNION (SELECT b FROM u)"),
+            ),
+            (
+                "/* c */ select a FROM t",
+                true,
+                format!("{W}/* c */ select a FROM t"),
+            ),
+            (
+                "/* c */ SET STATEMENT max_join_size = 10 FOR SELECT a FROM t",
+                true,
+                "/* c */ SET STATEMENT max_join_size = 10 FOR SELECT a FROM t".to_string(),
+            ),
+            ("SELECT a FROM t", false, "SELECT a FROM t".to_string()),
+        ] {
+            assert_eq!(
+                replay_statement(text.as_bytes(), mariadb).as_ref(),
+                sent.as_bytes(),
+                "{text}"
+            );
+        }
+    }
+
+    /// One row per session state: whether a replay of the cost's source may be sent.
+    #[test]
+    fn a_replay_opens_no_transaction() {
+        for (in_txn, deferred, replays, why) in [
+            (
+                false,
+                false,
+                true,
+                "autocommit, no transaction: the replay leaves nothing behind",
+            ),
+            (
+                true,
+                false,
+                false,
+                "in a transaction (open, or autocommit off): it would open the read view \
+                 and lock the tables early",
+            ),
+            (
+                true,
+                true,
+                true,
+                "only a BEGIN qcache answered: the replay goes up before it, outside",
+            ),
+        ] {
+            assert_eq!(may_replay(in_txn, deferred), replays, "{why}");
+        }
+    }
+
     /// One row per statement: what it does to `Last_query_cost` (as MariaDB 10.11 was seen).
     #[test]
     fn what_statements_do_to_the_last_querys_cost() {
@@ -1185,7 +1336,21 @@ mod tests {
             ("/* trace */ select nosuch FROM t", Sets),
             ("SET @x = 1", Keeps),
             ("SET @y = (SELECT MAX(a) FROM t)", Keeps),
-            ("SET NAMES latin1", Keeps),
+            ("SET autocommit = 0", Keeps),
+            ("SET SESSION lock_wait_timeout = 1, @x = 2", Keeps),
+            ("SET SESSION wait_timeout = 100", Keeps),
+            // What a replay of the cost's source would be read or costed under: the cost is
+            // put back before it, as before a reader.
+            ("SET NAMES latin1", Reads),
+            ("SET CHARACTER SET latin1", Reads),
+            ("SET SESSION join_cache_level = 0", Reads),
+            ("set @@session.OPTIMIZER_SWITCH = 'mrr=on'", Reads),
+            ("SET @@join_buffer_size = 1024", Reads),
+            ("SET `sql_mode` = 'ANSI_QUOTES'", Reads),
+            ("SET sql_mode = CONCAT(@@sql_mode, ',ANSI')", Reads),
+            ("SET SESSION optimizer_use_condition_selectivity = 1", Reads),
+            ("SET collation_connection = utf8mb4_bin", Reads),
+            ("SET @x = 1, max_join_size = 10", Reads),
             // Recording turned on: nothing of qcache's may be sent after it, so a cost owed
             // is put back before it, as before a reader.
             ("SET SESSION profiling = 1", Reads),

@@ -484,13 +484,24 @@ pub fn plain(sql: &[u8], kind: crate::analysis::StatementKind) -> bool {
     }
 }
 
-/// Whether the server rolled back the session's whole transaction when it answered ERR
-/// `code`: InnoDB's deadlock victim (1213, ER_LOCK_DEADLOCK: "try restarting transaction").
+/// The ERR codes after which InnoDB has rolled back the session's whole transaction (it
+/// marks the transaction for rollback, `thd_mark_transaction_to_rollback`), each seen on
+/// MariaDB 10.11.19 (`@@in_transaction` 0 and the transaction's rows gone after it):
+/// - 1213, ER_LOCK_DEADLOCK: the deadlock's victim;
+/// - 1020, ER_CHECKREAD ("Record has changed since last read"): under
+///   `innodb_snapshot_isolation` (MariaDB 10.6.18 / 10.11.8 on, a session variable), a
+///   write or locking read of a row another transaction changed since the read view opened;
+/// - 1206, ER_LOCK_TABLE_FULL: InnoDB ran out of room for row locks.
+///
 /// A lock wait timeout (1205) rolls back only the statement (unless the server runs with
 /// `innodb_rollback_on_timeout`, which qcache does not read: then the next answer's status
 /// tells, as before).
+pub const ROLLS_BACK_TRANSACTION: &[u16] = &[1213, 1020, 1206];
+
+/// Whether the server rolled back the session's whole transaction when it answered ERR
+/// `code` ([`ROLLS_BACK_TRANSACTION`]).
 pub fn error_rolls_back(code: u16) -> bool {
-    code == 1213
+    ROLLS_BACK_TRANSACTION.contains(&code)
 }
 
 #[cfg(test)]
@@ -551,6 +562,28 @@ mod tests {
                 |t| format!("{:?}", t.error_answered(Some(1213))),
                 "Some([1])",
                 T { status: 0, table_locks: true, ..idle() },
+            ),
+            (
+                "innodb_snapshot_isolation's ERR (1020, ER_CHECKREAD): the whole transaction \
+                 rolled back, as for a deadlock",
+                in_txn(),
+                |t| format!("{:?}", t.error_answered(Some(1020))),
+                "Some([1])",
+                T { status: AC, ..idle() },
+            ),
+            (
+                "InnoDB's lock table full (1206): the whole transaction rolled back",
+                in_txn(),
+                |t| format!("{:?}", t.error_answered(Some(1206))),
+                "Some([1])",
+                T { status: AC, ..idle() },
+            ),
+            (
+                "a duplicate key (1062) rolls back the statement only",
+                in_txn(),
+                |t| format!("{:?}", t.error_answered(Some(1062))),
+                "None",
+                in_txn(),
             ),
             (
                 "a lock wait timeout's ERR (1205) rolls back the statement only",

@@ -23,7 +23,16 @@ impl Session {
         use diagnostics::CostEffect;
         let (found_rows, row_count_zero) = diagnostics::pending_restore(pending);
         let observes = matches!(effect, CostEffect::Reads | CostEffect::Unknown);
-        if observes && !row_count_zero && self.last.what.hit && self.replay_hit().await? {
+        let may_replay = diagnostics::may_replay(
+            self.st.txn.statement_runs_in_transaction(),
+            self.st.txn.begin_pending(),
+        );
+        if observes
+            && !row_count_zero
+            && self.last.what.hit
+            && may_replay
+            && self.replay_hit().await?
+        {
             self.st.cost.replayed();
             return Ok(());
         }
@@ -45,12 +54,19 @@ impl Session {
     /// database and under the `sql_mode` it ran in, moved back for it and forward again
     /// after it where they moved since (`engine::diagnostics::replay`). Not where an earlier
     /// statement's warnings may still be read: the replay would clear them, and they weigh
-    /// more than the cost (docs/reliability.md).
+    /// more than the cost (docs/reliability.md); nor where it would run in a transaction
+    /// (`policy::diagnostics::may_replay`): the cost stays owed.
     pub(crate) async fn replay_cost(
         &mut self,
         effect: diagnostics::CostEffect,
     ) -> Result<(), SessionError> {
-        if !self.st.cost.owed() || self.st.diag_may_persist {
+        if !self.st.cost.owed()
+            || self.st.diag_may_persist
+            || !diagnostics::may_replay(
+                self.st.txn.statement_runs_in_transaction(),
+                self.st.txn.begin_pending(),
+            )
+        {
             return Ok(());
         }
         let Some(replay) = crate::engine::diagnostics::replay(&mut self.st, effect) else {
@@ -73,7 +89,9 @@ impl Session {
             moved += 1;
         }
         if moved == back.len() {
-            self.send_private_bytes(&replay.text).await?;
+            // Waiting for no table lock (`policy::diagnostics::replay_statement`).
+            let text = diagnostics::replay_statement(&replay.text, self.st.mariadb);
+            self.send_private_bytes(&text).await?;
             let resp = self.read_private("the cost's replay", |_, _, _| {}).await?;
             self.st.diag_may_persist = resp.error || resp.warnings > 0;
         }
@@ -94,6 +112,14 @@ impl Session {
         Ok(())
     }
 
+    /// Before a statement of `effect`: the restore a hit left owed, then a cost owed.
+    async fn owed_before(&mut self, effect: diagnostics::CostEffect) -> Result<(), SessionError> {
+        if let Some(n) = self.st.after_hit.take() {
+            self.reset_diagnostics(n, effect).await?;
+        }
+        self.replay_cost(effect).await
+    }
+
     /// A hit is owed its restore: when the last statement was that hit, it is the last to
     /// have set `Last_query_cost` (its text, if it can be sent again).
     pub(crate) fn note_hit_cost(&mut self) {
@@ -112,7 +138,7 @@ impl Session {
         let Some(sql) = diagnostics::replay_text(&last.sql, last.prepared, cut) else {
             return Ok(false);
         };
-        let sql = sql.to_vec();
+        let sql = diagnostics::replay_statement(sql, self.st.mariadb).into_owned();
         self.send_private_bytes(&sql).await?;
         let resp = self.read_private("the hit's replay", |_, _, _| {}).await?;
         let ok = !resp.error && resp.warnings == 0;
@@ -171,15 +197,20 @@ impl Session {
     ) -> Result<(), SessionError> {
         let extended = self.st.mariadb_caps & mariadb_cap::EXTENDED_TYPE_INFO != 0;
         let mut rewriter = Rewriter::new(rw, binary, extended);
+        // A SHOW of status reads `Last_query_cost`; one of variables sets it.
+        let effect = crate::engine::diagnostics::cost_effect(&self.st, &pkt.payload);
+        // What a hit before a BEGIN qcache answered owes is put back before that BEGIN goes
+        // up, outside any transaction (as in `exchange_as`).
+        let early = self.st.txn.begin_pending();
+        if early {
+            self.owed_before(effect).await?;
+        }
         if !self.open_deferred_begin(pkt.seq).await? {
             return Ok(());
         }
-        // A SHOW of status reads `Last_query_cost`; one of variables sets it.
-        let effect = crate::engine::diagnostics::cost_effect(&self.st, &pkt.payload);
-        if let Some(n) = self.st.after_hit.take() {
-            self.reset_diagnostics(n, effect).await?;
+        if !early {
+            self.owed_before(effect).await?;
         }
-        self.replay_cost(effect).await?;
         self.st.cost.after(effect, None);
         self.upstream.start_command();
         self.upstream

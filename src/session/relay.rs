@@ -60,12 +60,22 @@ impl Session {
     ) -> Result<Response, SessionError> {
         self.note_send_point();
         let begin_along = cacheable_read && self.begin_rides_along();
+        // A hit (and a cost owed) before a BEGIN qcache answered came before that BEGIN: what
+        // it owes the diagnostics is put back before BEGIN goes up, where the server is in
+        // no transaction yet, as directly (a replay there opens no read view).
+        let early = !begin_along && self.st.txn.begin_pending();
+        let mut skipped = None;
+        if early {
+            skipped = self.diagnostics_before(payload, cacheable_read).await?;
+        }
         if !begin_along && !self.open_deferred_begin(seq).await? {
             let mut failed = Response::new(expect, self.st.deprecate_eof);
             failed.error = true;
             return Ok(failed);
         }
-        let skipped = self.diagnostics_before(payload, cacheable_read).await?;
+        if !early {
+            skipped = self.diagnostics_before(payload, cacheable_read).await?;
+        }
         self.upstream.start_command();
         if begin_along {
             self.push_deferred_begin();
