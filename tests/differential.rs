@@ -793,6 +793,7 @@ topics!(
     adversary13b,
     adversary14,
     adversary15,
+    adversary16,
     basics,
     catalog,
     classification,
