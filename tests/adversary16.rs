@@ -1,0 +1,179 @@
+//! Adversarial round 16 (issue #35 class 9, L2 going back in time): a fleet of qcache
+//! instances sharing one private redis-server whose data goes back (a dump reloaded in the
+//! same process) in ways the identity, the marker and the raise counter must still catch,
+//! judged against the server's truth; and the false-positive side: ordinary writes from
+//! several instances never take L2 down nor count a rollback.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::redis::Redis;
+use common::TestProxy;
+use mysql_async::prelude::Queryable;
+use qcache::config::{Config, L2Mode, L2Url, ValidateHits};
+use qcache::l2::L2;
+
+const LAG_BOUND: Duration = Duration::from_secs(2);
+
+async fn proxy(url: &str) -> TestProxy {
+    proxy_with(url, ValidateHits::Local).await
+}
+
+/// An instance on `url`, its hits validated as `validate` says.
+async fn proxy_with(url: &str, validate: ValidateHits) -> TestProxy {
+    let url = url.to_string();
+    let p = common::proxy(move |c: &mut Config| {
+        c.l2.mode = L2Mode::On;
+        c.l2.url = L2Url::One(url);
+        c.l2.timeout = Duration::from_millis(500);
+        c.l2.validate_hits = validate;
+    })
+    .await;
+    wait_up(&p).await;
+    p
+}
+
+fn l2(p: &TestProxy) -> &L2 {
+    p.running.shared.l2.as_deref().expect("l2 on")
+}
+
+fn stat(p: &TestProxy, name: &str) -> u64 {
+    l2(p)
+        .status_rows()
+        .into_iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, v)| v)
+        .unwrap_or_else(|| panic!("no status row {name}"))
+}
+
+async fn wait_up(p: &TestProxy) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let tail_up = || {
+        p.running
+            .shared
+            .binlog
+            .as_ref()
+            .is_none_or(|b| b.connected())
+    };
+    while !(tail_up() && l2(p).usable() && l2(p).notifications_up()) {
+        assert!(Instant::now() < deadline, "L2 never came up");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+async fn wait_for(what: &str, within: Duration, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + within;
+    while !f() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+async fn setup(prefix: &str) -> String {
+    let schema = common::fresh_schema(prefix).await;
+    let mut c = common::direct_to(&schema).await;
+    for sql in [
+        "CREATE TABLE t (id INT PRIMARY KEY, v INT NOT NULL)",
+        "INSERT INTO t VALUES (1, 0)",
+        "CREATE TABLE u (id INT PRIMARY KEY, v INT NOT NULL)",
+        "INSERT INTO u VALUES (1, 0)",
+    ] {
+        c.query_drop(sql).await.unwrap();
+    }
+    schema
+}
+
+async fn read_v(c: &mut mysql_async::Conn, table: &str) -> i64 {
+    c.query_first::<i64, _>(format!("SELECT v FROM {table} WHERE id = 1"))
+        .await
+        .expect("read through qcache")
+        .expect("a row")
+}
+
+/// B fills t's entry into L2, A reads it from there, then the dump is taken (`save`, which
+/// may do more around the SAVE) and A writes t; both instances see the write's raise.
+async fn filled_saved_then_written(
+    redis: &Redis,
+    schema: &str,
+    a: &TestProxy,
+    b: &TestProxy,
+    save: impl FnOnce(),
+) -> (mysql_async::Conn, mysql_async::Conn) {
+    let mut ca = a.conn(schema).await;
+    let mut cb = b.conn(schema).await;
+    assert_eq!(read_v(&mut cb, "t").await, 0);
+    wait_for("B's entry in Redis", LAG_BOUND, || {
+        !redis.keys("qcache:e:*").is_empty()
+    })
+    .await;
+    assert_eq!(read_v(&mut ca, "t").await, 0);
+    save();
+    let raised = stat(a, "Qcache_l2_bumps");
+    ca.query_drop("UPDATE t SET v = 1 WHERE id = 1")
+        .await
+        .unwrap();
+    wait_for("A's raise", LAG_BOUND, || {
+        stat(a, "Qcache_l2_bumps") > raised
+    })
+    .await;
+    // B's pings read the counter A's raise moved.
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    (ca, cb)
+}
+
+/// Every instance (and a new one) must read t as the server has it now.
+async fn nobody_serves_the_old_row(
+    redis: &Redis,
+    schema: &str,
+    who: [(&str, &mut mysql_async::Conn); 2],
+) {
+    let c = proxy(&redis.url()).await;
+    let mut cc = c.conn(schema).await;
+    let direct = read_v(&mut common::direct_to(schema).await, "t").await;
+    assert_eq!(direct, 1);
+    let [(na, ca), (nb, cb)] = who;
+    for (name, conn) in [(na, ca), (nb, cb), ("C (new)", &mut cc)] {
+        for _ in 0..2 {
+            assert_eq!(
+                read_v(conn, "t").await,
+                direct,
+                "{name} served the row from before the acknowledged write"
+            );
+        }
+    }
+}
+
+/// A dump from before A's write to t reloaded in the same process, then, before any ping
+/// reads the counter, writes to another table u raise it again: as many raises as the
+/// reload lost, or more, and the count is back at (or past) what the instances saw. Each
+/// INCR answers a value above every one seen before unless the counter went back, so a
+/// raise answered with a count at or below the seen one is itself the evidence; t's
+/// version is still the one from before A's write, and its old entry is vouched for.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn l2_older_dump_reloaded_then_raises_catch_up_before_a_ping() {
+    let redis = Redis::start_fresh(|_| vec!["--enable-debug-command".into(), "yes".into()]);
+    let schema = setup("adv16_catchup").await;
+    let a = proxy(&redis.url()).await;
+    let b = proxy(&redis.url()).await;
+    let (mut ca, mut cb) = filled_saved_then_written(&redis, &schema, &a, &b, || {
+        assert!(redis.cli(&["SAVE"]).contains("OK"));
+    })
+    .await;
+    assert!(redis.cli(&["DEBUG", "RELOAD", "NOSAVE"]).contains("OK"));
+    // At once, within the ping interval: several writes to u through A.
+    for i in 1..=6 {
+        ca.query_drop(format!("UPDATE u SET v = {i} WHERE id = 1"))
+            .await
+            .unwrap();
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    wait_up(&a).await;
+    wait_up(&b).await;
+    nobody_serves_the_old_row(
+        &redis,
+        &schema,
+        [("A (the writer)", &mut ca), ("B", &mut cb)],
+    )
+    .await;
+}
