@@ -144,6 +144,67 @@ async fn nobody_serves_the_old_row(
     }
 }
 
+/// The marker deleted by hand (`DEL qcache:epoch:`) and a dump taken before a ping writes it
+/// back: the dump holds t's entry and versions but no marker. After A's write, the same
+/// process reloads that dump (`DEBUG RELOAD NOSAVE`: same run_id and master_replid). A, the
+/// only instance following this server, finds no marker: `Adoption::Mark`, taken for an
+/// emptied server, only writes the marker again (and takes the lower count for its own),
+/// although the data went back and still vouches for t's entry from before A's write. (With
+/// a second instance, whichever pings after the first re-marked sees the marker with a low
+/// count and catches it; both may also ping before either re-marks.) A new instance then
+/// adopts the data as it is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn l2_marker_deleted_then_an_older_dump_reloaded() {
+    let redis = Redis::start_fresh(|_| vec!["--enable-debug-command".into(), "yes".into()]);
+    let schema = setup("adv16_mark").await;
+    let a = proxy(&redis.url()).await;
+    let mut ca = a.conn(&schema).await;
+    assert_eq!(read_v(&mut ca, "t").await, 0);
+    wait_for("A's entry in Redis", LAG_BOUND, || {
+        !redis.keys("qcache:e:*").is_empty()
+    })
+    .await;
+    redis.cli(&["DEL", "qcache:epoch:"]);
+    assert!(redis.cli(&["SAVE"]).contains("OK"));
+    wait_for("the marker written again", LAG_BOUND, || {
+        !redis.cli(&["GET", "qcache:epoch:"]).trim().is_empty()
+    })
+    .await;
+    let raised = stat(&a, "Qcache_l2_bumps");
+    ca.query_drop("UPDATE t SET v = 1 WHERE id = 1")
+        .await
+        .unwrap();
+    wait_for("A's raise", LAG_BOUND, || {
+        stat(&a, "Qcache_l2_bumps") > raised
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert!(redis.cli(&["DEBUG", "RELOAD", "NOSAVE"]).contains("OK"));
+    assert!(
+        !redis.keys("qcache:e:*").is_empty(),
+        "the old entry is back from the dump"
+    );
+    assert!(
+        redis.cli(&["GET", "qcache:epoch:"]).trim().is_empty(),
+        "the dump holds no marker"
+    );
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    wait_up(&a).await;
+    let c = proxy(&redis.url()).await;
+    let mut cc = c.conn(&schema).await;
+    let direct = read_v(&mut common::direct_to(&schema).await, "t").await;
+    assert_eq!(direct, 1);
+    for (name, conn) in [("A (the writer)", &mut ca), ("C (new)", &mut cc)] {
+        for _ in 0..2 {
+            assert_eq!(
+                read_v(conn, "t").await,
+                direct,
+                "{name} served the row from before the acknowledged write"
+            );
+        }
+    }
+}
+
 /// A dump from before A's write to t reloaded in the same process, then, before any ping
 /// reads the counter, writes to another table u raise it again: as many raises as the
 /// reload lost, or more, and the count is back at (or past) what the instances saw. Each
