@@ -238,3 +238,55 @@ async fn l2_older_dump_reloaded_then_raises_catch_up_before_a_ping() {
     )
     .await;
 }
+
+/// The false-positive side: three instances (hits validated against L2, so that a read right
+/// after another instance's write is fresh) writing and reading t and u for a few seconds,
+/// each write through another instance, while the pings check the identity, the marker and
+/// the counter: L2 never goes down and no rollback is counted, and every read is fresh.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn l2_ordinary_writes_from_several_instances_are_no_rollback() {
+    let redis = Redis::start();
+    let schema = setup("adv16_quiet").await;
+    let strict = ValidateHits::Remote;
+    let ps = [
+        proxy_with(&redis.url(), strict).await,
+        proxy_with(&redis.url(), strict).await,
+        proxy_with(&redis.url(), strict).await,
+    ];
+    let mut conns = Vec::new();
+    for p in &ps {
+        conns.push(p.conn(&schema).await);
+    }
+    // The first instance on a fresh Redis adopts it (counted as a rollback): from here on.
+    let base: Vec<(u64, u64)> = ps
+        .iter()
+        .map(|p| (stat(p, "Qcache_l2_downs"), stat(p, "Qcache_l2_rollbacks")))
+        .collect();
+    let until = Instant::now() + Duration::from_secs(4);
+    let mut i = 0i64;
+    while Instant::now() < until {
+        i += 1;
+        let table = if i % 2 == 0 { "t" } else { "u" };
+        let w = (i % 3) as usize;
+        conns[w]
+            .query_drop(format!("UPDATE {table} SET v = {i} WHERE id = 1"))
+            .await
+            .unwrap();
+        for (n, c) in conns.iter_mut().enumerate() {
+            assert_eq!(read_v(c, table).await, i, "instance {n} read a stale row");
+        }
+    }
+    assert!(i > 10, "only {i} writes in the window");
+    for (n, (p, (downs, rollbacks))) in ps.iter().zip(base).enumerate() {
+        assert_eq!(
+            stat(p, "Qcache_l2_downs"),
+            downs,
+            "instance {n}: L2 marked down"
+        );
+        assert_eq!(
+            stat(p, "Qcache_l2_rollbacks"),
+            rollbacks,
+            "instance {n}: a rollback"
+        );
+    }
+}
