@@ -1885,6 +1885,8 @@ impl L2 {
 
     /// Raises `r` in L2, all at once. Err leaves L2 down.
     async fn raise(&self, conn: &mut Conn, r: &Raises) -> Result<(), L2Error> {
+        // Before the raise is sent: every count seen by then was the counter's before it.
+        let seen = self.raises_seen.load(Ordering::Acquire);
         let channel = self.channel();
         let counter = match conn {
             Conn::Cluster(_) => String::new(),
@@ -1934,11 +1936,21 @@ impl L2 {
         match out {
             Err(_) => Err(L2Error::Timeout(self.cfg.timeout)),
             Ok((a, b)) => {
+                let mut went_back = false;
                 for x in a.into_iter().chain(b) {
                     if let Value::Int(n) = x? {
-                        self.raises_seen
-                            .fetch_max(n.max(0) as u64, Ordering::AcqRel);
+                        let n = n.max(0) as u64;
+                        went_back |= crate::policy::l2::raise_went_back(seen, n);
+                        self.raises_seen.fetch_max(n, Ordering::AcqRel);
                     }
+                }
+                if went_back {
+                    // The data lost raises (an older dump reloaded), whatever count later
+                    // raises bring it back to: the next check, at once, adopts it anew.
+                    self.raises_seen
+                        .store(crate::policy::l2::RAISES_SUSPECT, Ordering::Release);
+                    warn!("L2's raise count went back: checking whose data it holds");
+                    self.wake_health.notify_one();
                 }
                 self.stats
                     .bumps
@@ -2047,9 +2059,17 @@ impl L2 {
                     self.raises_seen.fetch_max(held.raises, Ordering::AcqRel);
                     false
                 }
-                // Emptied under this instance: nothing to stop serving from, the marker back.
+                // Emptied under this instance, or back to a dump without the marker: no
+                // outage, but nothing from before is served (`e` raised, local entries
+                // dropped), then the marker back.
                 Adoption::Mark => {
                     self.raises_seen.store(held.raises, Ordering::Release);
+                    (self.learned)(Learned::Everything);
+                    let e = Raises {
+                        deps: vec!["e".to_string()],
+                        rows: Vec::new(),
+                    };
+                    self.raise(conn, &e).await?;
                     self.mark_adopted(conn, &held.identity).await?;
                     false
                 }
@@ -2283,10 +2303,14 @@ async fn recover(me: &Arc<L2>, mut conn: Conn, first: &mut bool) -> bool {
     deps.deps.extend(missed.coarse());
     deps.deps
         .extend(in_flight.map(|(_, d)| d).unwrap_or_default());
-    if adoption == Adoption::InvalidateFleet {
+    if adoption.raises_everything() {
         deps.deps.push("e".to_string());
     }
-    if !matches!(adoption, Adoption::Keep | Adoption::Mark) {
+    if adoption == Adoption::Mark {
+        // Perhaps back to a dump without the marker: entries copied from it go too.
+        (me.learned)(Learned::Everything);
+    }
+    if adoption.is_rollback() {
         // Entries this instance holds may have come from the old server's data.
         (me.learned)(Learned::Everything);
         CacheStatsExt::incr(&me.stats.rollbacks);
@@ -2302,7 +2326,7 @@ async fn recover(me: &Arc<L2>, mut conn: Conn, first: &mut bool) -> bool {
         let id = identity?;
         me.raise(&mut conn, &deps).await?;
         if let Some(held) = id {
-            if matches!(adoption, Adoption::InvalidateFleet | Adoption::Mark) {
+            if adoption.raises_everything() {
                 me.mark_adopted(&mut conn, &held.identity).await?;
             }
             if let Ok(mut g) = me.identity.lock() {

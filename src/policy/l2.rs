@@ -84,12 +84,45 @@ pub enum Adoption {
     /// any version it held) and every local one, then the marker names this server.
     InvalidateFleet,
     /// The server this instance followed, without the marker: emptied (FLUSHALL; the raise
-    /// count restarts with it) or the marker evicted. Every version read again is created
-    /// at Redis time, above any stamp, so nothing from before can be served; only the
-    /// marker is written again. Data that went back keeps the marker it was adopted with
-    /// (written before anything of it is filled), so a missing one is never a rollback of
-    /// this server's data.
+    /// count restarts with it), the marker evicted or deleted, or data that went back to a
+    /// dump taken while the marker was missing (deleted by hand, then saved before a ping
+    /// wrote it back). Not taken for an outage: L2 stays up and no rollback is counted; but
+    /// `e` is raised for the fleet and this instance's entries go ([`Adoption::
+    /// raises_everything`]), harmless on an emptied server (every version read again is
+    /// created at Redis time, above any stamp) and what a rollback needs; then the marker
+    /// is written again.
     Mark,
+}
+
+impl Adoption {
+    /// Whether `e` is raised for the fleet (every L2 entry invalidated) and this instance's
+    /// own entries dropped before the server is used: data nobody adopted, and a server
+    /// found without the marker, whose data may have gone back to a dump without it.
+    pub fn raises_everything(self) -> bool {
+        matches!(self, Adoption::InvalidateFleet | Adoption::Mark)
+    }
+
+    /// Whether this is counted as a rollback (`Qcache_l2_rollbacks`) and, found by a ping,
+    /// takes L2 down until it is adopted again: not a missing marker on the server this
+    /// instance followed, which a FLUSHALL leaves.
+    pub fn is_rollback(self) -> bool {
+        matches!(self, Adoption::InvalidateFleet | Adoption::InvalidateLocal)
+    }
+}
+
+/// The raise count an instance records after a raise proved the counter went back
+/// ([`raise_went_back`]): above any count, so the next check adopts the data anew (or, if
+/// the marker is missing too, marks it again, raising `e`) whatever count it then reads.
+pub const RAISES_SUSPECT: u64 = u64::MAX;
+
+/// Whether a raise answered with `count` (the fleet's raise counter after the script's
+/// INCR; 0 where none is kept) proves that the counter went back since this instance saw
+/// `seen` (its count read before the raise was sent): an INCR answers more than any value
+/// the counter held before, so a count at or below one already seen is data that lost
+/// raises, even when later raises brought the count back past `seen` before a check read
+/// it. Not while already suspect ([`RAISES_SUSPECT`]): the check that follows decides.
+pub fn raise_went_back(seen: u64, count: u64) -> bool {
+    count != 0 && seen != RAISES_SUSPECT && count <= seen
 }
 
 /// What a Redis holds, as far as [`adopt`] asks: its [`identity`], the marker qcache wrote
@@ -391,6 +424,60 @@ mod tests {
         ] {
             assert_eq!(adopt(known, seen, marker, now, raises), want, "{why}");
         }
+    }
+
+    #[test]
+    fn what_each_adoption_does() {
+        use Adoption::*;
+        for (a, everything, rollback, why) in [
+            (Keep, false, false, "the same data"),
+            (
+                InvalidateLocal,
+                false,
+                true,
+                "another instance adopted it first",
+            ),
+            (InvalidateFleet, true, true, "nobody adopted this data"),
+            (
+                Mark,
+                true,
+                false,
+                "no marker: emptied, or back to a dump without it",
+            ),
+        ] {
+            assert_eq!(a.raises_everything(), everything, "{why}: raises e");
+            assert_eq!(a.is_rollback(), rollback, "{why}: a rollback");
+        }
+    }
+
+    #[test]
+    fn a_raise_count_that_went_back() {
+        for (seen, count, want, why) in [
+            (7, 8, false, "the next count"),
+            (7, 12, false, "others raised since"),
+            (7, 7, true, "a count already seen: the counter went back"),
+            (7, 3, true, "lower than seen"),
+            (0, 1, false, "nothing seen yet"),
+            (7, 0, false, "no counter (cluster)"),
+            (
+                RAISES_SUSPECT,
+                5,
+                false,
+                "already suspect: the check decides",
+            ),
+        ] {
+            assert_eq!(raise_went_back(seen, count), want, "{why}");
+        }
+        // Suspect: the next check adopts anew whatever the count, or marks a server
+        // found without the marker.
+        assert_eq!(
+            adopt(Some("r1"), RAISES_SUSPECT, Some("r1"), "r1", 40),
+            Adoption::InvalidateFleet
+        );
+        assert_eq!(
+            adopt(Some("r1"), RAISES_SUSPECT, None, "r1", 40),
+            Adoption::Mark
+        );
     }
 
     fn e(list: &[(&str, u64)]) -> Vec<(String, u64)> {
