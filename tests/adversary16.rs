@@ -290,3 +290,40 @@ async fn l2_ordinary_writes_from_several_instances_are_no_rollback() {
         );
     }
 }
+
+/// FLUSHALL, then a dump from before A's write reloaded in the same process. The FLUSHALL is
+/// `Adoption::Mark` for the instances that followed the server: they re-mark it and take
+/// its restarted count (near 0) as what they saw. The dump then brings back the marker (the
+/// same identity), t's old version and entry, and a count above that: nothing compared
+/// says the data went back, and the pre-write row is served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn l2_flushall_then_an_older_dump_reloaded() {
+    let redis = Redis::start_fresh(|_| vec!["--enable-debug-command".into(), "yes".into()]);
+    let schema = setup("adv16_flushreload").await;
+    let a = proxy(&redis.url()).await;
+    let b = proxy(&redis.url()).await;
+    let (mut ca, mut cb) = filled_saved_then_written(&redis, &schema, &a, &b, || {
+        assert!(redis.cli(&["SAVE"]).contains("OK"));
+    })
+    .await;
+    redis.cli(&["FLUSHALL"]);
+    wait_for("the marker written again", LAG_BOUND, || {
+        !redis.cli(&["GET", "qcache:epoch:"]).trim().is_empty()
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert!(redis.cli(&["DEBUG", "RELOAD", "NOSAVE"]).contains("OK"));
+    assert!(
+        !redis.keys("qcache:e:*").is_empty(),
+        "the old entry is back from the dump"
+    );
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    wait_up(&a).await;
+    wait_up(&b).await;
+    nobody_serves_the_old_row(
+        &redis,
+        &schema,
+        [("A (the writer)", &mut ca), ("B", &mut cb)],
+    )
+    .await;
+}
