@@ -294,14 +294,22 @@ async fn l2_ordinary_writes_from_several_instances_are_no_rollback() {
 /// FLUSHALL, then a dump from before A's write reloaded in the same process. The FLUSHALL is
 /// `Adoption::Mark` for the instances that followed the server: they re-mark it and take
 /// its restarted count (near 0) as what they saw. The dump then brings back the marker (the
-/// same identity), t's old version and entry, and a count above that: nothing compared
-/// says the data went back, and the pre-write row is served.
+/// same identity), t's old version and entry, and a count above that (30 raises of u before
+/// the dump): nothing compared says the data went back, and the pre-write row is served.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn l2_flushall_then_an_older_dump_reloaded() {
     let redis = Redis::start_fresh(|_| vec!["--enable-debug-command".into(), "yes".into()]);
     let schema = setup("adv16_flushreload").await;
     let a = proxy(&redis.url()).await;
     let b = proxy(&redis.url()).await;
+    // A fleet that has raised for a while: the dump's count is well above what a FLUSHALL
+    // and a few raises after it count again.
+    let mut cw = a.conn(&schema).await;
+    for i in 1..=30 {
+        cw.query_drop(format!("UPDATE u SET v = {i} WHERE id = 1"))
+            .await
+            .unwrap();
+    }
     let (mut ca, mut cb) = filled_saved_then_written(&redis, &schema, &a, &b, || {
         assert!(redis.cli(&["SAVE"]).contains("OK"));
     })
