@@ -1073,6 +1073,9 @@ pub struct L2 {
     /// the other, and a count lower than this is data that lost raises
     /// (`policy::l2::adopt`).
     raises_seen: AtomicU64,
+    /// The stamp of the marker this instance last saw or wrote (`policy::l2::marker_value`;
+    /// 0: none): a marker stamped earlier is data that went back.
+    marker_stamp: AtomicU64,
     pub stats: L2Stats,
     tasks: Mutex<Vec<tokio::task::AbortHandle>>,
     /// Lookups' own connections (`RawConn`): where they go, the idle ones, how many are
@@ -1188,6 +1191,7 @@ impl L2 {
             fleet: (cfg_tails > 0 && has_tail).then(|| tails::Tails::new(cfg_tails)),
             identity: Mutex::new(None),
             raises_seen: AtomicU64::new(0),
+            marker_stamp: AtomicU64::new(0),
             stats: L2Stats::default(),
             tasks: Mutex::new(Vec::new()),
             raw,
@@ -2053,10 +2057,13 @@ impl L2 {
         let known = self.identity.lock().ok().and_then(|g| g.clone());
         // Before the question: a raise answered after it may count past what it reads.
         let seen = self.raises_seen.load(Ordering::Acquire);
+        let stamp = self.marker_stamp.load(Ordering::Acquire);
         let changed = match self.identity(conn).await {
-            Ok(Some(held)) => match held.adopt(known.as_deref(), seen) {
+            Ok(Some(held)) => match held.adopt(known.as_deref(), seen, stamp) {
                 Adoption::Keep => {
                     self.raises_seen.fetch_max(held.raises, Ordering::AcqRel);
+                    self.marker_stamp
+                        .fetch_max(held.marker_stamp(), Ordering::AcqRel);
                     false
                 }
                 // Emptied under this instance, or back to a dump without the marker: no
@@ -2092,18 +2099,30 @@ impl L2 {
 
     /// Writes the marker naming the server this instance just adopted, after `e` was raised
     /// on it.
+    /// The marker is stamped with the Redis time it is written at (`policy::l2::marker_value`).
     async fn mark_adopted(&self, conn: &mut Conn, run_id: &str) -> Result<(), L2Error> {
         let marker_key = self.key("epoch", "");
+        let (secs, micros): (u64, u64) = self
+            .timed("identity", async {
+                redis::cmd("TIME")
+                    .query_async(conn)
+                    .await
+                    .map_err(L2Error::from)
+            })
+            .await?;
+        let stamp = secs.saturating_mul(1_000_000).saturating_add(micros);
         self.timed("identity", async {
             redis::cmd("SET")
                 .arg(&marker_key)
-                .arg(run_id)
+                .arg(crate::policy::l2::marker_value(run_id, stamp))
                 .query_async::<Value>(conn)
                 .await
                 .map(drop)
                 .map_err(L2Error::from)
         })
-        .await
+        .await?;
+        self.marker_stamp.store(stamp, Ordering::Release);
+        Ok(())
     }
 
     /// While this instance's tail streams (and its own gap is decided), says so in `tails`.
@@ -2275,12 +2294,18 @@ async fn recover(me: &Arc<L2>, mut conn: Conn, first: &mut bool) -> bool {
     // its place) vouches again for entries filled before them.
     let known = me.identity.lock().ok().and_then(|g| g.clone());
     let seen = me.raises_seen.load(Ordering::Acquire);
+    let stamp = me.marker_stamp.load(Ordering::Acquire);
     let identity = me.identity(&mut conn).await;
     let adoption = match &identity {
-        Ok(Some(held)) => held.adopt(known.as_deref(), seen),
+        Ok(Some(held)) => held.adopt(known.as_deref(), seen, stamp),
         _ => Adoption::Keep,
     };
     if let Ok(Some(held)) = &identity {
+        if !adoption.raises_everything() {
+            // The marker accepted as it is (one written anew is stamped when written).
+            me.marker_stamp
+                .store(held.marker_stamp(), Ordering::Release);
+        }
         // Counted from what this data holds now: a count that went back is adopted with
         // the data (the raise of `e` below counts past it).
         if adoption == Adoption::Keep {

@@ -136,33 +136,64 @@ pub struct Held {
 }
 
 impl Held {
-    /// [`adopt`] of what this Redis holds, by an instance that followed `known` and saw the
-    /// raise counter at `seen`.
-    pub fn adopt(&self, known: Option<&str>, seen: u64) -> Adoption {
+    /// [`adopt`] of what this Redis holds, by an instance that followed `known`, saw the
+    /// raise counter at `seen` and the marker stamped `stamp` ([`marker_value`]).
+    pub fn adopt(&self, known: Option<&str>, seen: u64, stamp: u64) -> Adoption {
         adopt(
             known,
             seen,
             self.marker.as_deref(),
             &self.identity,
             self.raises,
+            stamp,
         )
+    }
+
+    /// The stamp of the marker this Redis holds (0: none, or one written without).
+    pub fn marker_stamp(&self) -> u64 {
+        self.marker.as_deref().map_or(0, |m| parse_marker(m).1)
+    }
+}
+
+/// The marker qcache writes: the adopted server's identity and the Redis time (µs) it was
+/// written at. Redis time only grows in one process, so a marker stamped earlier than one an
+/// instance saw is data that went back (an older dump reloaded after a FLUSHALL was marked
+/// again), whatever count it holds.
+pub fn marker_value(identity: &str, stamp: u64) -> String {
+    format!("{identity}@{stamp}")
+}
+
+/// A marker's identity and stamp ([`marker_value`]); a marker without a stamp (written by an
+/// older qcache) is stamped 0.
+pub fn parse_marker(marker: &str) -> (&str, u64) {
+    match marker.rsplit_once('@') {
+        Some((id, stamp)) if !stamp.is_empty() && stamp.bytes().all(|b| b.is_ascii_digit()) => {
+            (id, stamp.parse().unwrap_or(0))
+        }
+        _ => (marker, 0),
     }
 }
 
 /// The rule of [`Adoption`]. Unknown means harmful: a missing marker (a new Redis, one that
 /// lost it, the first run of this rule on an old one) invalidates the fleet, unless it is
 /// the server this instance followed ([`Adoption::Mark`]), and so does a raise count lower
-/// than one this instance saw (`seen`): the data lost raises, whatever identity it keeps.
+/// than one this instance saw (`seen`): the data lost raises, whatever identity it keeps;
+/// so does a marker stamped earlier than the one this instance saw (`stamp`, 0: none).
 pub fn adopt(
     known: Option<&str>,
     seen: u64,
     marker: Option<&str>,
     now: &str,
     raises: u64,
+    stamp: u64,
 ) -> Adoption {
+    let marker = marker.map(parse_marker);
     if known == Some(now) && marker.is_none() {
         Adoption::Mark
-    } else if marker != Some(now) || raises < seen {
+    } else if marker.map(|m| m.0) != Some(now)
+        || marker.is_some_and(|m| m.1 < stamp)
+        || raises < seen
+    {
         Adoption::InvalidateFleet
     } else if known.is_some_and(|k| k != now) {
         Adoption::InvalidateLocal
@@ -336,7 +367,7 @@ mod tests {
                 "the server this instance followed, emptied (FLUSHALL)",
             ),
         ] {
-            assert_eq!(adopt(known, 0, marker, now, 0), want, "{why}");
+            assert_eq!(adopt(known, 0, marker, now, 0, 0), want, "{why}");
         }
         // The raise counter: data that lost raises is adopted anew, whatever its identity.
         for (known, seen, marker, now, raises, want, why) in [
@@ -422,7 +453,7 @@ mod tests {
                 "adopted by another, yet lower than seen",
             ),
         ] {
-            assert_eq!(adopt(known, seen, marker, now, raises), want, "{why}");
+            assert_eq!(adopt(known, seen, marker, now, raises, 0), want, "{why}");
         }
     }
 
@@ -471,13 +502,47 @@ mod tests {
         // Suspect: the next check adopts anew whatever the count, or marks a server
         // found without the marker.
         assert_eq!(
-            adopt(Some("r1"), RAISES_SUSPECT, Some("r1"), "r1", 40),
+            adopt(Some("r1"), RAISES_SUSPECT, Some("r1"), "r1", 40, 0),
             Adoption::InvalidateFleet
         );
         assert_eq!(
-            adopt(Some("r1"), RAISES_SUSPECT, None, "r1", 40),
+            adopt(Some("r1"), RAISES_SUSPECT, None, "r1", 40, 0),
             Adoption::Mark
         );
+    }
+
+    #[test]
+    fn a_marker_stamped_earlier_than_seen() {
+        use Adoption::*;
+        let (m5, m9) = (marker_value("r1", 5), marker_value("r1", 9));
+        assert_eq!(parse_marker(&m9), ("r1", 9));
+        assert_eq!(parse_marker("r1"), ("r1", 0), "an older qcache's marker");
+        assert_eq!(parse_marker("a@b"), ("a@b", 0), "no stamp after the @");
+        for (marker, stamp, raises, want, why) in [
+            (m9.as_str(), 9, 7, Keep, "the marker this instance saw"),
+            (m9.as_str(), 5, 7, Keep, "marked again since (a FLUSHALL)"),
+            (
+                m5.as_str(),
+                9,
+                40,
+                InvalidateFleet,
+                "an older dump after a FLUSHALL was marked again: its count is higher",
+            ),
+            ("r1", 0, 7, Keep, "no stamps yet"),
+            (
+                "r1",
+                9,
+                7,
+                InvalidateFleet,
+                "an unstamped marker after a stamped one",
+            ),
+        ] {
+            assert_eq!(
+                adopt(Some("r1"), 7, Some(marker), "r1", raises, stamp),
+                want,
+                "{why}"
+            );
+        }
     }
 
     fn e(list: &[(&str, u64)]) -> Vec<(String, u64)> {
