@@ -455,40 +455,35 @@ impl OwnedContext {
 }
 
 /// What qcache sends to put the cost back: `text`, run in the source's context. Where the
-/// session's database or `sql_mode` moved since the text ran, `use_db` / `sql_mode` hold
-/// the statement that moves it back before the text and the one that moves it forward
-/// again after it (each a `USE` or a `SET SESSION sql_mode`, which leave the cost: the
-/// text's own stands). `SET STATEMENT sql_mode = … FOR` would not do: the server parses the
-/// statement after `FOR` under the mode of the moment (seen on MariaDB 10.11).
+/// session's `sql_mode` moved since the text ran, `sql_mode` holds the `SET SESSION sql_mode`
+/// that moves it back before the text and the one that moves it forward again after it
+/// (neither changes the cost: the text's own stands). `SET STATEMENT sql_mode = … FOR`
+/// would not do: the server parses the statement after `FOR` under the mode of the moment
+/// (seen on MariaDB 10.11). The database is never moved ([`LastQueryCost::before`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Replay {
     pub text: Vec<u8>,
-    /// (before the text, after it)
-    pub use_db: Option<(String, String)>,
     /// (before the text, after it)
     pub sql_mode: Option<(String, String)>,
 }
 
 impl Replay {
-    /// What moves the session back before the text, in order: its database, then its mode.
+    /// What moves the session back before the text.
     pub fn back(&self) -> Vec<&str> {
-        [&self.use_db, &self.sql_mode]
-            .into_iter()
-            .flatten()
+        self.sql_mode
+            .iter()
             .map(|(back, _)| back.as_str())
             .collect()
     }
 
     /// What moves the session forward again after the text, once the first `moved` of
-    /// [`Replay::back`] went through (a refusal stops there, and the text is not sent):
-    /// those undone, last first.
+    /// [`Replay::back`] went through (a refusal stops there, and the text is not sent).
     pub fn forward(&self, moved: usize) -> Vec<&str> {
-        let all: Vec<&str> = [&self.sql_mode, &self.use_db]
-            .into_iter()
-            .flatten()
+        self.sql_mode
+            .iter()
+            .take(moved)
             .map(|(_, forward)| forward.as_str())
-            .collect();
-        all[all.len() - moved.min(all.len())..].to_vec()
+            .collect()
     }
 }
 
@@ -513,9 +508,8 @@ impl LastQueryCost {
     /// Before a client's statement of `effect` reaches the server, the session's context
     /// `now`: what to run first, if the cost is owed and the statement may read it. Clears
     /// the debt. None too (fail closed: the server's value stands) where the text cannot be
-    /// read as it was: its bytes beyond ASCII under another character set, or a database or
-    /// `sql_mode` that cannot be put back ([`Replay`], [`use_statement`],
-    /// [`sql_mode_statement`]).
+    /// read as it was: its bytes beyond ASCII under another character set, another database,
+    /// or a `sql_mode` that cannot be put back ([`Replay`], [`sql_mode_statement`]).
     pub fn before(&mut self, effect: CostEffect, now: CostContext<'_>) -> Option<Replay> {
         if !self.owed
             || matches!(
@@ -533,12 +527,13 @@ impl LastQueryCost {
         if then.charset != now.charset && !text.is_ascii() {
             return None;
         }
-        let use_db = match (then.db, now.db) {
-            (a, b) if a == b => None,
-            (Some(a), Some(b)) => Some((use_statement(a)?, use_statement(b)?)),
-            // No statement leaves a session without a default database once it had one.
-            _ => return None,
-        };
+        // Never in another database: the `USE` that moved the session forward again would
+        // re-read the database's character set and collation and the account's privileges
+        // on it, which directly stay as the client's own `USE` read them (another session's
+        // ALTER DATABASE or REVOKE in between would show early). The server's value stands.
+        if then.db != now.db {
+            return None;
+        }
         let sql_mode = match (then.sql_mode, now.sql_mode) {
             (a, b) if a == b => None,
             (Some(a), Some(b)) => Some((sql_mode_statement(a)?, sql_mode_statement(b)?)),
@@ -546,7 +541,6 @@ impl LastQueryCost {
         };
         Some(Replay {
             text: text.clone(),
-            use_db,
             sql_mode,
         })
     }
@@ -587,17 +581,6 @@ impl LastQueryCost {
         }
         self.at.set(at);
     }
-}
-
-/// `USE` of database `db`, read the same under any `sql_mode` and character set: None for a
-/// name qcache would have to quote otherwise (a backtick, a control or non-ASCII
-/// character, which the session's character set may read as other bytes).
-pub fn use_statement(db: &str) -> Option<String> {
-    let plain = !db.is_empty()
-        && db
-            .bytes()
-            .all(|b| (b.is_ascii_graphic() && b != b'`') || b == b' ');
-    plain.then(|| format!("USE `{db}`"))
 }
 
 /// `SET SESSION sql_mode` to `mode` (as qcache knows its text: the server's spelling, or a
@@ -1499,7 +1482,7 @@ mod tests {
                 "{why}"
             );
             if let Some(r) = replay {
-                assert_eq!((r.use_db, r.sql_mode), (None, None), "{why}: same context");
+                assert_eq!(r.sql_mode, None, "{why}: same context");
             }
             assert!(!c.owed(), "{why}: replayed once");
         }
@@ -1515,23 +1498,22 @@ mod tests {
             sql_mode: Some("STRICT_TRANS_TABLES"),
             charset: 7,
         };
-        let use_ = |a: &str, b: &str| Some((format!("USE `{a}`"), format!("USE `{b}`")));
         let mode = |a: &str, b: &str| {
             Some((
                 format!("SET SESSION sql_mode = '{a}'"),
                 format!("SET SESSION sql_mode = '{b}'"),
             ))
         };
-        type Moves = Option<(Option<(String, String)>, Option<(String, String)>)>;
+        type Moves = Option<Option<(String, String)>>;
         let rows: Vec<(&str, CostContext, Moves)> = vec![
-            ("nothing moved: the text as it is", then, Some((None, None))),
+            ("nothing moved: the text as it is", then, Some(None)),
             (
-                "USE since: in its database, and back",
+                "USE since: not replayed (a USE re-reads the database's charset, privileges)",
                 CostContext {
                     db: Some("other"),
                     ..then
                 },
-                Some((use_("shop", "other"), None)),
+                None,
             ),
             (
                 "sql_mode set since (read back): under its mode, and back",
@@ -1539,9 +1521,9 @@ mod tests {
                     sql_mode: Some("ANSI_QUOTES,STRICT_TRANS_TABLES"),
                     ..then
                 },
-                Some((
-                    None,
-                    mode("STRICT_TRANS_TABLES", "ANSI_QUOTES,STRICT_TRANS_TABLES"),
+                Some(mode(
+                    "STRICT_TRANS_TABLES",
+                    "ANSI_QUOTES,STRICT_TRANS_TABLES",
                 )),
             ),
             (
@@ -1550,7 +1532,7 @@ mod tests {
                     sql_mode: Some("'ANSI'"),
                     ..then
                 },
-                Some((None, mode("STRICT_TRANS_TABLES", "ANSI"))),
+                Some(mode("STRICT_TRANS_TABLES", "ANSI")),
             ),
             (
                 "an empty mode is a mode",
@@ -1558,7 +1540,7 @@ mod tests {
                     sql_mode: Some(""),
                     ..then
                 },
-                Some((None, mode("STRICT_TRANS_TABLES", ""))),
+                Some(mode("STRICT_TRANS_TABLES", "")),
             ),
             (
                 "both moved",
@@ -1567,12 +1549,12 @@ mod tests {
                     sql_mode: Some("ANSI"),
                     charset: 7,
                 },
-                Some((use_("shop", "b"), mode("STRICT_TRANS_TABLES", "ANSI"))),
+                None,
             ),
             (
                 "another character set (SET NAMES): an ASCII text reads the same",
                 CostContext { charset: 8, ..then },
-                Some((None, None)),
+                Some(None),
             ),
             (
                 "no database now: none to go back to",
@@ -1625,7 +1607,7 @@ mod tests {
                     sql_mode: Some("DB2,MYSQL40"),
                     ..then
                 },
-                Some((None, mode("STRICT_TRANS_TABLES", "DB2,MYSQL40"))),
+                Some(mode("STRICT_TRANS_TABLES", "DB2,MYSQL40")),
             ),
             (
                 "the mode unknown now",
@@ -1641,11 +1623,7 @@ mod tests {
             c.hit(Some((b"SELECT a FROM t WHERE b = \"x\"", then)));
             c.disturbed();
             let got = c.before(CostEffect::Reads, now);
-            assert_eq!(
-                got.as_ref().map(|r| (r.use_db.clone(), r.sql_mode.clone())),
-                want,
-                "{why}"
-            );
+            assert_eq!(got.as_ref().map(|r| r.sql_mode.clone()), want, "{why}");
             if let Some(r) = got {
                 assert_eq!(r.text, b"SELECT a FROM t WHERE b = \"x\"", "{why}");
             }
@@ -1671,26 +1649,19 @@ mod tests {
         c.after(CostEffect::Sets, Some((b"SELECT m", there)));
         c.disturbed();
         let r = c.before(CostEffect::Unknown, there).expect("owed");
-        assert_eq!((r.text.as_slice(), r.use_db), (&b"SELECT m"[..], None));
-        // Both moved: back database first, forward mode first; a refusal undoes what moved.
+        assert_eq!(r.text.as_slice(), &b"SELECT m"[..]);
+        // The mode moved: back before the text, forward after it; a refusal moves nothing.
         let r = Replay {
             text: b"SELECT 1".to_vec(),
-            use_db: Some(("USE `a`".into(), "USE `b`".into())),
             sql_mode: Some(("SET m".into(), "SET n".into())),
         };
-        assert_eq!(r.back(), ["USE `a`", "SET m"]);
-        assert_eq!(r.forward(2), ["SET n", "USE `b`"]);
-        assert_eq!(
-            r.forward(1),
-            ["USE `b`"],
-            "the mode refused: the database back"
-        );
-        assert!(r.forward(0).is_empty());
-        let mode_only = Replay { use_db: None, ..r };
-        assert_eq!(
-            (mode_only.back(), mode_only.forward(1)),
-            (vec!["SET m"], vec!["SET n"])
-        );
+        assert_eq!((r.back(), r.forward(1)), (vec!["SET m"], vec!["SET n"]));
+        assert!(r.forward(0).is_empty(), "the mode refused: nothing to undo");
+        let same = Replay {
+            sql_mode: None,
+            ..r
+        };
+        assert!(same.back().is_empty() && same.forward(1).is_empty());
     }
 
     #[test]

@@ -50,9 +50,9 @@ impl Session {
 
     /// Before a statement of `effect` that may read `Last_query_cost`, sends again the
     /// statement whose run left the value the client would read, when qcache's own SELECTs
-    /// changed it since (`policy::diagnostics::LastQueryCost`), its answer dropped: in the
-    /// database and under the `sql_mode` it ran in, moved back for it and forward again
-    /// after it where they moved since (`engine::diagnostics::replay`). Not where an earlier
+    /// changed it since (`policy::diagnostics::LastQueryCost`), its answer dropped: under the
+    /// `sql_mode` it ran in, moved back for it and forward again after it where it moved
+    /// since (`engine::diagnostics::replay`; never in another database). Not where an earlier
     /// statement's warnings may still be read: the replay would clear them, and they weigh
     /// more than the cost (docs/reliability.md); nor where it would run in a transaction
     /// (`policy::diagnostics::may_replay`): the cost stays owed.
@@ -72,8 +72,8 @@ impl Session {
         let Some(replay) = crate::engine::diagnostics::replay(&mut self.st, effect) else {
             return Ok(());
         };
-        // Moved back one by one; a refusal (the database gone, no privilege on it any more)
-        // moves forward what moved and sends no replay: the server's value stands.
+        // Moved back first; a refusal sends no replay and moves nothing forward: the
+        // server's value stands.
         let back = replay.back();
         let mut moved = 0;
         for sql in &back {
@@ -102,8 +102,7 @@ impl Session {
                 .await?;
             self.st.diag_may_persist |= resp.warnings > 0;
             if resp.error {
-                // The session's database or mode on the server is no longer the one the
-                // client set: nothing qcache sends or serves for it can be trusted.
+                // The session's mode on the server is no longer the one the client set: nothing qcache sends or serves for it can be trusted.
                 return Err(SessionError::Protocol(format!(
                     "could not move the session back after the cost's replay ({sql})"
                 )));
