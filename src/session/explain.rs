@@ -213,7 +213,7 @@ impl Session {
                     // The plan does not depend on the key (only the store does): any key
                     // will do.
                     let plan_key = k.unwrap_or_else(|| key(self.st.fingerprint, 0, &[]));
-                    let plan = self.plan_read(&an, plan_key, digest, stmt).await;
+                    let plan = self.plan_read(&an, plan_key, digest, stmt, false).await;
                     Answer::Planned(crate::engine::read::keep_plan(plan, &mut kept))
                 }
                 Step::Served => return Ok(Verdict::hit()),
