@@ -725,6 +725,7 @@ mod tests {
                 (s("db"), s("vt"), s("VIEW")),
                 (s("db"), s("vc"), s("VIEW")),
                 (s("db"), s("vx"), s("VIEW")),
+                (s("db"), s("vy"), s("VIEW")),
             ],
             views: vec![
                 (
@@ -742,6 +743,11 @@ mod tests {
                     s("vx"),
                     s("select `db`.`tt`.`id` AS `id` from `db`.`tt`"),
                 ),
+                (
+                    s("db"),
+                    s("vy"),
+                    s("select year(`db`.`tt`.`tm`) AS `y` from `db`.`tt`"),
+                ),
             ],
             columns: vec![
                 col("tt", "id", 1, "int", ""),
@@ -755,7 +761,7 @@ mod tests {
                 col("vt", "id", 1, "int", ""),
                 col("vt", "tm", 2, "time", ""),
                 col("vc", "d", 1, "datetime", ""),
-                // vx's columns are not listed: unknown.
+                // vx's and vy's columns are not listed: unknown.
             ],
             ..Default::default()
         });
@@ -780,6 +786,7 @@ mod tests {
             ("SELECT d FROM vc", false, no),
             ("SELECT id FROM g", false, no),
             ("SELECT id FROM vx", false, Ok(())),
+            ("SELECT y FROM vy", false, no),
             ("SELECT DATE_FORMAT(id, '%Y') FROM vx", false, no),
             ("SELECT id FROM plain WHERE d = '2026-01-01'", false, Ok(())),
         ];

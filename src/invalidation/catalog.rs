@@ -519,8 +519,8 @@ impl SchemaPart {
 /// What `policy::timecol` needs of each relation of a schema part (base tables and views),
 /// by lower-cased name: its TIME columns, its DATE / DATETIME / TIMESTAMP columns, and the
 /// code a read of it runs in the reader's session (a view's definition, the expressions of
-/// generated columns). A relation with no column rows, or whose name is ambiguous, gets
-/// none: its columns are not known.
+/// generated columns). A relation with no column rows has its columns unknown
+/// (`columns_known`); one whose name is ambiguous gets none: nothing is known.
 fn relation_temporals(
     part: &SchemaPart,
     raw: &RawCatalog,
@@ -533,6 +533,7 @@ fn relation_temporals(
             continue;
         }
         let e = out.entry(t).or_default();
+        e.columns_known = true;
         let name = c.name.to_lowercase();
         match c.data_type.to_ascii_lowercase().as_str() {
             "time" => e.time.push(name),
@@ -543,9 +544,11 @@ fn relation_temporals(
             e.code.push(c.generation.clone());
         }
     }
+    // A view's definition is asked even when its columns are not listed.
     for (_, name, def) in raw.views.iter().filter(|r| mine(&r.0)) {
-        if let Some(e) = out.get_mut(&name.to_lowercase()) {
-            e.code.push(def.clone());
+        let t = name.to_lowercase();
+        if part.relations.contains_key(&t) && !part.ambiguous.contains(&t) {
+            out.entry(t).or_default().code.push(def.clone());
         }
     }
     out.into_iter().map(|(k, v)| (k, Arc::new(v))).collect()
@@ -1807,8 +1810,8 @@ impl Catalog {
 
     /// What `policy::timecol` asks of the relations among `tables` (a plan's tables: base
     /// tables and views, which the catalog resolved; the privilege stamps among them name
-    /// no relation and are left out): one per relation, None where the catalog does not
-    /// know its columns. Before the catalog is loaded, every one is unknown.
+    /// no relation and are left out): one per relation, None where the catalog knows
+    /// nothing of it. Before the catalog is loaded, every one is unknown.
     pub fn temporals<'t>(
         &self,
         tables: impl Iterator<Item = (&'t str, &'t str)>,

@@ -42,6 +42,9 @@ pub struct Temporals {
     /// Code the server runs in the reader's session when it reads the relation: a view's
     /// definition, a generated column's expression. Asked as the read's own text is.
     pub code: Vec<String>,
+    /// The catalog listed the relation's columns: else `time` and `dated` say nothing, and
+    /// it counts as a relation of unknown columns (the code is asked all the same).
+    pub columns_known: bool,
 }
 
 /// Whether a read of `sql` (a text read's statement, or a prepared statement's text) over
@@ -54,7 +57,7 @@ pub fn time_with_date(
     relations: &[Option<&Temporals>],
     params_not_dates: bool,
 ) -> Result<(), Reason> {
-    let unknown = relations.iter().any(Option::is_none);
+    let unknown = relations.iter().any(|r| columns_unknown(*r));
     let has_time = relations.iter().flatten().any(|r| !r.time.is_empty());
     if !unknown && !has_time {
         // The common case: nothing to look for in the text.
@@ -68,6 +71,11 @@ pub fn time_with_date(
     Ok(())
 }
 
+/// Whether the catalog does not know a relation's columns.
+fn columns_unknown(r: Option<&Temporals>) -> bool {
+    r.is_none_or(|r| !r.columns_known)
+}
+
 /// [`time_with_date`]'s question of one text (the read's, or code it runs).
 fn text_may_date(
     sql: &[u8],
@@ -77,7 +85,7 @@ fn text_may_date(
 ) -> bool {
     let known = || relations.iter().flatten().copied();
     let has_dated = known().any(|r| !r.dated.is_empty());
-    let mut time_ref = relations.iter().any(Option::is_none);
+    let mut time_ref = relations.iter().any(|r| columns_unknown(*r));
     let mut date_source = false;
     for_each_reading(sql, |toks, text| {
         for (i, t) in toks.iter().enumerate() {
@@ -305,6 +313,7 @@ mod tests {
             time: time.iter().map(|s| s.to_string()).collect(),
             dated: dated.iter().map(|s| s.to_string()).collect(),
             code: Vec::new(),
+            columns_known: true,
         })
     }
 
@@ -317,6 +326,7 @@ mod tests {
         let code = |c: &str| {
             Some(Temporals {
                 code: vec![c.to_string()],
+                columns_known: true,
                 ..Temporals::default()
             })
         };
@@ -610,6 +620,19 @@ mod tests {
                 vec![view_plain(), t()],
                 false,
                 false,
+            ),
+            (
+                "a view of unknown columns casting a TIME column",
+                "SELECT d FROM v",
+                vec![
+                    Some(Temporals {
+                        columns_known: false,
+                        ..view_cast().unwrap()
+                    }),
+                    only_time(),
+                ],
+                false,
+                true,
             ),
             (
                 "a view converting, no TIME anywhere",
