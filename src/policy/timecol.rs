@@ -11,13 +11,15 @@
 //! No analysis here types expressions. The rule (fail closed) looks at the text and at what
 //! the catalog says of the columns of every relation the read depends on (views resolved,
 //! the views themselves included): it refuses a read that
-//! - references a TIME column (its name anywhere in the text, or `*` over a relation that
-//!   has one), or depends on a relation whose columns the catalog does not know, and
+//! - references a TIME column (its name anywhere in the text, or `*`, `TABLE t` or a NATURAL
+//!   join over a relation that has one), or depends on a relation whose columns the
+//!   catalog does not know, and
 //! - has something that may give the TIME value a date: a date function or `EXTRACT`, the
 //!   words DATE / DATETIME / TIMESTAMP / INTERVAL (a CAST or CONVERT to a date type, a
 //!   typed literal), a column the catalog says is DATE / DATETIME / TIMESTAMP (by name, or
-//!   `*`), a string literal that looks like a date, a UNION / INTERSECT / EXCEPT, or a `?`
-//!   placeholder whose value may be a date.
+//!   `*`, `TABLE t`, a NATURAL join: `(tm) IN (SELECT * FROM u)`), a string literal that
+//!   looks like a date, a UNION / INTERSECT / EXCEPT, or a `?` placeholder whose value may
+//!   be a date.
 //!
 //! The code a read runs in the reader's session (a view's definition, a generated column's
 //! expression) is asked the same question over the same relations: `SELECT id FROM v` is
@@ -98,6 +100,12 @@ fn text_may_date(
                 Tok::Punct(b'?') => date_source |= !params_not_dates,
                 Tok::Word => {
                     let w = t.bytes(text);
+                    // `TABLE t` reads every column as `*` does; a NATURAL join compares
+                    // every pair of columns of one name, none of which the text names.
+                    if w.eq_ignore_ascii_case(b"table") || w.eq_ignore_ascii_case(b"natural") {
+                        time_ref |= has_time;
+                        date_source |= has_dated;
+                    }
                     date_source |= is_date_word(w) || (next_is_paren && is_date_function(w));
                     time_ref |= names_column(known(), w, |r| &r.time);
                     date_source |= names_column(known(), w, |r| &r.dated);
@@ -494,6 +502,20 @@ mod tests {
                 "backquoted names",
                 "SELECT `TM` = `Dt` FROM t",
                 vec![t()],
+                false,
+                true,
+            ),
+            (
+                "a NATURAL join of a TIME and a DATETIME of one name",
+                "SELECT id FROM t NATURAL JOIN u",
+                vec![only_time(), rel(&[], &["tm"])],
+                false,
+                true,
+            ),
+            (
+                "TABLE in a UNION",
+                "TABLE t UNION TABLE u",
+                vec![only_time(), rel(&[], &["d"])],
                 false,
                 true,
             ),
