@@ -16,10 +16,11 @@
 //!   catalog does not know, and
 //! - has something that may give the TIME value a date: a date function or `EXTRACT`, the
 //!   words DATE / DATETIME / TIMESTAMP / INTERVAL (a CAST or CONVERT to a date type, a
-//!   typed literal), a column the catalog says is DATE / DATETIME / TIMESTAMP (by name, or
-//!   `*`, `TABLE t`, a NATURAL join: `(tm) IN (SELECT * FROM u)`), a string literal that
-//!   looks like a date, a UNION / INTERSECT / EXCEPT, or a `?` placeholder whose value may
-//!   be a date.
+//!   typed literal), a column the catalog says is DATE / DATETIME / TIMESTAMP (by name, a
+//!   NATURAL join, or `*` / `TABLE t` in a statement with a subquery, whose columns may be
+//!   compared: `(tm) IN (SELECT * FROM u)`; a plain `SELECT *` only lists them side by
+//!   side), a string literal that looks like a date, a UNION / INTERSECT / EXCEPT, or a `?`
+//!   placeholder whose value may be a date.
 //!
 //! The code a read runs in the reader's session (a view's definition, a generated column's
 //! expression) is asked the same question over the same relations: `SELECT id FROM v` is
@@ -90,19 +91,31 @@ fn text_may_date(
     let mut time_ref = relations.iter().any(|r| columns_unknown(*r));
     let mut date_source = false;
     for_each_reading(sql, |toks, text| {
+        // `*` and `TABLE t` only list a date column beside a TIME one, unless a subquery
+        // holds them, whose columns may be compared (`(tm) IN (SELECT * FROM u)`).
+        let nested = toks.windows(2).any(|w| {
+            w[0].is_punct(b'(')
+                && ["SELECT", "TABLE", "WITH", "VALUES"]
+                    .iter()
+                    .any(|k| w[1].is_kw(text, k))
+        });
         for (i, t) in toks.iter().enumerate() {
             let next_is_paren = toks.get(i + 1).is_some_and(|n| n.is_punct(b'('));
             match t.tok {
                 Tok::Punct(b'*') => {
                     time_ref |= has_time;
-                    date_source |= has_dated;
+                    date_source |= has_dated && nested;
                 }
                 Tok::Punct(b'?') => date_source |= !params_not_dates,
                 Tok::Word => {
                     let w = t.bytes(text);
                     // `TABLE t` reads every column as `*` does; a NATURAL join compares
                     // every pair of columns of one name, none of which the text names.
-                    if w.eq_ignore_ascii_case(b"table") || w.eq_ignore_ascii_case(b"natural") {
+                    if w.eq_ignore_ascii_case(b"table") {
+                        time_ref |= has_time;
+                        date_source |= has_dated && nested;
+                    }
+                    if w.eq_ignore_ascii_case(b"natural") {
                         time_ref |= has_time;
                         date_source |= has_dated;
                     }
@@ -520,9 +533,16 @@ mod tests {
                 true,
             ),
             (
-                "SELECT * with both",
+                "SELECT * with both lists them side by side",
                 "SELECT * FROM t WHERE id = 1",
                 vec![t()],
+                false,
+                false,
+            ),
+            (
+                "a row compared with a subquery's *",
+                "SELECT id FROM t WHERE (tm) IN (SELECT * FROM u)",
+                vec![only_time(), rel(&[], &["d"])],
                 false,
                 true,
             ),
@@ -551,6 +571,20 @@ mod tests {
             (
                 "a typed literal",
                 "SELECT id FROM t WHERE tm = TIMESTAMP'2026-01-01 10:00:00'",
+                vec![only_time()],
+                false,
+                true,
+            ),
+            (
+                "a date literal with an introducer",
+                "SELECT id FROM t WHERE tm = _latin1'2026-01-01'",
+                vec![only_time()],
+                false,
+                true,
+            ),
+            (
+                "a national date literal",
+                "SELECT id FROM t WHERE tm = N'2026-01-01'",
                 vec![only_time()],
                 false,
                 true,
