@@ -411,6 +411,9 @@ pub struct Statement {
     /// An execute's key material: its bound parameters (none to bind, or those of its last
     /// execute); None while they are not known.
     pub material: Option<Vec<u8>>,
+    /// Those parameters hold no date (`policy::timecol::params_not_dates`), as the execute
+    /// judges its own.
+    pub params_not_dates: bool,
 }
 
 /// What `QCACHE EXPLAIN STATEMENT <id>` (None: the statement prepared last) asks about and
@@ -471,6 +474,14 @@ pub fn statement(st: &SessionState, id: Option<u32>) -> Result<(Statement, Field
         ),
         ("parameters", Some(parameters(&p.last_execute, p.params))),
     ];
+    let values = material.as_deref().and_then(|m| {
+        let params = super::prepared::material_params(m, p.params)?;
+        Some(crate::analysis::params::param_literals(
+            &params,
+            p.params as usize,
+        ))
+    });
+    let params_not_dates = crate::policy::timecol::params_not_dates(values.as_deref(), p.params);
     let asked = Statement {
         sql: p.sql.clone(),
         kind: p.kind,
@@ -478,6 +489,7 @@ pub fn statement(st: &SessionState, id: Option<u32>) -> Result<(Statement, Field
         context: p.context,
         execute,
         material,
+        params_not_dates,
     };
     Ok((asked, f))
 }

@@ -60,6 +60,7 @@ impl World {
             nullable: !primary,
             extra: String::new(),
             primary,
+            generation: String::new(),
         };
         let catalog = Catalog::loaded_from(RawCatalog {
             tables: vec![

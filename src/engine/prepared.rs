@@ -502,6 +502,29 @@ pub fn execute_material(m: &mut Vec<u8>, sql: &[u8], params: &ExecuteParams) {
     write_material(m, crate::analysis::key_text(sql), params);
 }
 
+/// The parameters an execute's key material ([`execute_material`]) holds, for a statement
+/// of `n` parameters (a keyed execute of one with parameters always had its types); None
+/// when the material does not have that shape.
+pub fn material_params(m: &[u8], n: u16) -> Option<ExecuteParams<'_>> {
+    let len = u32::from_le_bytes(m.get(..4)?.try_into().ok()?) as usize;
+    let rest = m.get(4 + len..)?;
+    let n = n as usize;
+    let (types, rest) = if n == 0 {
+        (None, rest)
+    } else {
+        (Some(rest.get(..2 * n)?), rest.get(2 * n..)?)
+    };
+    let rest = rest.strip_prefix(&[0xff])?;
+    let nb = n.div_ceil(8);
+    let null_bitmap = rest.get(..nb)?;
+    let values = rest.get(nb..)?.strip_prefix(&[0xff])?;
+    Some(ExecuteParams {
+        types,
+        null_bitmap,
+        values,
+    })
+}
+
 /// [`execute_material`] of SQL already keyed: what an execute's key hashes, into `m`.
 fn write_material(m: &mut Vec<u8>, key_sql: &[u8], params: &ExecuteParams) {
     let sql = key_sql;
@@ -523,6 +546,47 @@ mod tests {
 
     const INT: &[u8] = &[3, 0];
     const STR: &[u8] = &[253, 0];
+
+    /// What `QCACHE EXPLAIN STATEMENT` reads back of an execute's parameters is what the
+    /// execute keyed with.
+    #[test]
+    fn material_gives_back_its_parameters() {
+        let rows: &[(&str, u16, ExecuteParams)] = &[
+            (
+                "none",
+                0,
+                ExecuteParams {
+                    types: None,
+                    null_bitmap: &[],
+                    values: &[],
+                },
+            ),
+            (
+                "two, one NULL",
+                2,
+                ExecuteParams {
+                    types: Some(&[3, 0, 253, 0]),
+                    null_bitmap: &[2],
+                    values: &[1, 0, 0, 0],
+                },
+            ),
+            (
+                "a 0xff among the types",
+                1,
+                ExecuteParams {
+                    types: Some(&[255, 0]),
+                    null_bitmap: &[0],
+                    values: &[0xff, 1],
+                },
+            ),
+        ];
+        for (what, n, params) in rows {
+            let mut m = Vec::new();
+            execute_material(&mut m, b"SELECT ?", params);
+            assert_eq!(material_params(&m, *n), Some(*params), "{what}");
+        }
+        assert_eq!(material_params(&[1, 0], 1), None, "too short");
+    }
 
     fn stmt(types: Option<&[u8]>, server: Option<&[u8]>) -> Prepared {
         Prepared {

@@ -21,6 +21,7 @@ use crate::policy::diagnostics;
 use crate::policy::read::{self, Planned};
 use crate::policy::snapshot::ReadView;
 use crate::policy::stale;
+use crate::policy::timecol;
 use crate::policy::Reason;
 use crate::protocol::response::Response;
 
@@ -444,7 +445,11 @@ impl<'a> ReadPlanner<'a> {
 
     /// The plan, from the memo's answer or the resolution (`resolved`, None when the memo
     /// answered): the resolution is remembered for other sessions when it may be, the
-    /// operator's rules are asked (misses only), and the transaction may refuse the read.
+    /// operator's rules are asked (misses only), a read that may give a TIME value the
+    /// session's date is refused (`policy::timecol`: asked of this statement's text, never
+    /// remembered by digest, whose shape hides its literals; `params_not_dates`: an
+    /// execute's parameter values hold no date), and the transaction may refuse the read.
+    #[allow(clippy::too_many_arguments)]
     pub fn finish(
         &self,
         st: &SessionState,
@@ -453,6 +458,7 @@ impl<'a> ReadPlanner<'a> {
         digest: u64,
         sql: &[u8],
         resolved: Option<Resolved>,
+        params_not_dates: bool,
     ) -> Result<ReadPlan, Reason> {
         let mut opts = crate::rules::Options::default();
         let tables = match (start.remembered, resolved) {
@@ -485,6 +491,11 @@ impl<'a> ReadPlanner<'a> {
                 outcome?
             }
         };
+        let temporals = self
+            .catalog
+            .temporals(tables.iter().map(|t| (t.schema.as_str(), t.name.as_str())));
+        let relations: Vec<_> = temporals.iter().map(Option::as_deref).collect();
+        timecol::time_with_date(sql, &relations, params_not_dates)?;
         st.txn
             .read_refusal(|txn| tables.iter().any(|t| txn.wrote(t)))?;
         Ok(ReadPlan {
@@ -665,7 +676,15 @@ mod tests {
                 let resolved = p
                     .resolve(&st, start.info)
                     .and_then(|(named, res)| p.resolved(named, res));
-                p.finish(&st, start, key, digest, sql.as_bytes(), Some(resolved))
+                p.finish(
+                    &st,
+                    start,
+                    key,
+                    digest,
+                    sql.as_bytes(),
+                    Some(resolved),
+                    false,
+                )
             });
             let got = got.map(|plan| {
                 plan.tables
@@ -675,6 +694,127 @@ mod tests {
             });
             let want = want.map(|ts| ts.iter().map(|t| t.to_string()).collect::<Vec<_>>());
             assert_eq!(got, want, "{rule}");
+        }
+    }
+
+    /// The TIME rule (`policy::timecol`) sits in `finish`, which every path's plan passes
+    /// (text, execute, QCACHE EXPLAIN; L2 fills only what was planned), and is asked again
+    /// when the memo answers: one row per form over a catalog with TIME columns, a view
+    /// and a generated column, each planned twice (the second time from the memo).
+    #[test]
+    fn a_read_that_may_date_a_time_is_refused_however_planned() {
+        use crate::invalidation::catalog::{Catalog, RawCatalog, RawColumn};
+        let s = |x: &str| x.to_string();
+        let col = |table: &str, name: &str, ordinal: u64, ty: &str, generation: &str| RawColumn {
+            schema: s("db"),
+            table: s(table),
+            name: s(name),
+            ordinal,
+            data_type: s(ty),
+            column_type: s(ty),
+            nullable: true,
+            generation: s(generation),
+            ..RawColumn::default()
+        };
+        let mut w = World::new(true);
+        w.catalog = Catalog::loaded_from(RawCatalog {
+            tables: vec![
+                (s("db"), s("tt"), s("BASE TABLE")),
+                (s("db"), s("g"), s("BASE TABLE")),
+                (s("db"), s("plain"), s("BASE TABLE")),
+                (s("db"), s("vt"), s("VIEW")),
+                (s("db"), s("vc"), s("VIEW")),
+                (s("db"), s("vx"), s("VIEW")),
+                (s("db"), s("vy"), s("VIEW")),
+            ],
+            views: vec![
+                (
+                    s("db"),
+                    s("vt"),
+                    s("select `db`.`tt`.`id` AS `id`,`db`.`tt`.`tm` AS `tm` from `db`.`tt`"),
+                ),
+                (
+                    s("db"),
+                    s("vc"),
+                    s("select cast(`db`.`tt`.`tm` as datetime) AS `d` from `db`.`tt`"),
+                ),
+                (
+                    s("db"),
+                    s("vx"),
+                    s("select `db`.`tt`.`id` AS `id` from `db`.`tt`"),
+                ),
+                (
+                    s("db"),
+                    s("vy"),
+                    s("select year(`db`.`tt`.`tm`) AS `y` from `db`.`tt`"),
+                ),
+            ],
+            columns: vec![
+                col("tt", "id", 1, "int", ""),
+                col("tt", "tm", 2, "time", ""),
+                col("tt", "dt", 3, "datetime", ""),
+                col("g", "id", 1, "int", ""),
+                col("plain", "id", 1, "int", ""),
+                col("plain", "d", 2, "date", ""),
+                col("g", "tm", 2, "time", ""),
+                col("g", "y", 3, "int", "year(`tm`)"),
+                col("vt", "id", 1, "int", ""),
+                col("vt", "tm", 2, "time", ""),
+                col("vc", "d", 1, "datetime", ""),
+                // vx's and vy's columns are not listed: unknown.
+            ],
+            ..Default::default()
+        });
+        let no = Err(Reason::TimeWithDate);
+        // (statement, an execute whose values hold no date, the verdict)
+        let rows: &[(&str, bool, Result<(), Reason>)] = &[
+            ("SELECT tm FROM tt WHERE id = 1", false, Ok(())),
+            ("SELECT id FROM tt WHERE tm > '10:00:00'", false, Ok(())),
+            (
+                "SELECT id FROM tt WHERE tm > '2026-01-01 10:00:00'",
+                false,
+                no,
+            ),
+            ("SELECT CAST(tm AS DATETIME) FROM tt", false, no),
+            ("SELECT id FROM tt WHERE tm < dt", false, no),
+            ("SELECT tm FROM tt UNION SELECT dt FROM tt", false, no),
+            ("SELECT DATE(dt) FROM tt", false, Ok(())),
+            ("SELECT tm FROM tt WHERE id = ?", true, Ok(())),
+            ("SELECT tm FROM tt WHERE tm = ?", false, no),
+            ("SELECT YEAR(tm) FROM vt", false, no),
+            ("SELECT tm FROM vt WHERE id = 1", false, Ok(())),
+            ("SELECT d FROM vc", false, no),
+            ("SELECT id FROM g", false, no),
+            ("SELECT id FROM vx", false, Ok(())),
+            ("SELECT y FROM vy", false, no),
+            ("SELECT DATE_FORMAT(id, '%Y') FROM vx", false, no),
+            ("SELECT id FROM plain WHERE d = '2026-01-01'", false, Ok(())),
+        ];
+        let plans = ReadPlans::new(16);
+        let p = planner(&w, &plans);
+        let st = w.session(Some("db"));
+        for (sql, params_ok, want) in rows {
+            for round in ["resolved", "remembered"] {
+                let digest = analysis::digest(sql.as_bytes());
+                let an = w.analyzer.analyze(sql.as_bytes(), digest);
+                let key = crate::cache::key(st.fingerprint, 0, sql.as_bytes());
+                let got = p.start(&st, &an, digest, sql.as_bytes()).and_then(|start| {
+                    let resolved = start.remembered.is_none().then(|| {
+                        p.resolve(&st, start.info)
+                            .and_then(|(named, res)| p.resolved(named, res))
+                    });
+                    p.finish(
+                        &st,
+                        start,
+                        key,
+                        digest,
+                        sql.as_bytes(),
+                        resolved,
+                        *params_ok,
+                    )
+                });
+                assert_eq!(got.map(drop), *want, "{round}: {sql}");
+            }
         }
     }
 
@@ -710,13 +850,21 @@ mod tests {
                 .resolve(&st, start.info)
                 .and_then(|(named, res)| p.resolved(named, res));
             let first = p
-                .finish(&st, start, key, digest, sql.as_bytes(), Some(resolved))
+                .finish(
+                    &st,
+                    start,
+                    key,
+                    digest,
+                    sql.as_bytes(),
+                    Some(resolved),
+                    false,
+                )
                 .map(|plan| plan.tables.len());
             let again = p.start(&st, &an, digest, sql.as_bytes()).unwrap();
             assert_eq!(again.remembered.is_some(), *want, "{rule}");
             if *want {
                 let second = p
-                    .finish(&st, again, key, digest, sql.as_bytes(), None)
+                    .finish(&st, again, key, digest, sql.as_bytes(), None, false)
                     .map(|plan| plan.tables.len());
                 assert_eq!(first, second, "{rule}: the memo answers as the catalog did");
             }

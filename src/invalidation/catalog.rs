@@ -21,6 +21,7 @@ use sqlparser::parser::Parser;
 use super::pending::PendingDdl;
 use crate::analysis::slices::{ColType, ColumnInfo};
 use crate::config::InvalidationConfig;
+use crate::policy::timecol::Temporals;
 
 /// A lower-cased `(schema, name)` pair, the table identity used everywhere in qcache.
 pub type TableName = (String, String);
@@ -151,6 +152,9 @@ struct SchemaPart {
     /// SQL SECURITY DEFINER views, with the privilege stamps a read through them carries
     /// (`policy::privileges::definer_stamps`).
     definers: HashMap<String, [TableName; 2]>,
+    /// Every relation's TIME and date-typed columns and the code a read of it runs, for
+    /// `policy::timecol` ([`relation_temporals`]). A relation missing here: not known.
+    temporals: HashMap<String, Arc<Temporals>>,
 }
 
 impl SchemaPart {
@@ -219,6 +223,8 @@ pub struct RawColumn {
     /// COLUMN_KEY is `PRI`: the column is (part of) the primary key, or of the unique NOT
     /// NULL key the server shows in its place.
     pub primary: bool,
+    /// GENERATION_EXPRESSION: empty unless the column is generated.
+    pub generation: String,
 }
 
 /// A base table's columns, for row slices.
@@ -378,6 +384,7 @@ impl SchemaPart {
         part.names = part.relations.keys().cloned().collect();
         part.names.sort();
         part.columns = table_columns(&part, raw.columns.iter().filter(|c| mine(&c.schema)));
+        part.temporals = relation_temporals(&part, raw, &mine);
         part.add_order_columns(raw, &mine);
         part
     }
@@ -507,6 +514,44 @@ impl SchemaPart {
             }
         }
     }
+}
+
+/// What `policy::timecol` needs of each relation of a schema part (base tables and views),
+/// by lower-cased name: its TIME columns, its DATE / DATETIME / TIMESTAMP columns, and the
+/// code a read of it runs in the reader's session (a view's definition, the expressions of
+/// generated columns). A relation with no column rows has its columns unknown
+/// (`columns_known`); one whose name is ambiguous gets none: nothing is known.
+fn relation_temporals(
+    part: &SchemaPart,
+    raw: &RawCatalog,
+    mine: &impl Fn(&str) -> bool,
+) -> HashMap<String, Arc<Temporals>> {
+    let mut out: HashMap<String, Temporals> = HashMap::new();
+    for c in raw.columns.iter().filter(|c| mine(&c.schema)) {
+        let t = c.table.to_lowercase();
+        if !part.relations.contains_key(&t) || part.ambiguous.contains(&t) {
+            continue;
+        }
+        let e = out.entry(t).or_default();
+        e.columns_known = true;
+        let name = c.name.to_lowercase();
+        match c.data_type.to_ascii_lowercase().as_str() {
+            "time" => e.time.push(name),
+            "date" | "datetime" | "timestamp" => e.dated.push(name),
+            _ => {}
+        }
+        if !c.generation.trim().is_empty() {
+            e.code.push(c.generation.clone());
+        }
+    }
+    // A view's definition is asked even when its columns are not listed.
+    for (_, name, def) in raw.views.iter().filter(|r| mine(&r.0)) {
+        let t = name.to_lowercase();
+        if part.relations.contains_key(&t) && !part.ambiguous.contains(&t) {
+            out.entry(t).or_default().code.push(def.clone());
+        }
+    }
+    out.into_iter().map(|(k, v)| (k, Arc::new(v))).collect()
 }
 
 /// The columns of a schema part's base tables, by lower-cased table name. A table whose
@@ -1763,6 +1808,30 @@ impl Catalog {
             .cloned()
     }
 
+    /// What `policy::timecol` asks of the relations among `tables` (a plan's tables: base
+    /// tables and views, which the catalog resolved; the privilege stamps among them name
+    /// no relation and are left out): one per relation, None where the catalog knows
+    /// nothing of it. Before the catalog is loaded, every one is unknown.
+    pub fn temporals<'t>(
+        &self,
+        tables: impl Iterator<Item = (&'t str, &'t str)>,
+    ) -> Vec<Option<Arc<Temporals>>> {
+        let loaded = self.is_loaded();
+        let snap = self.snapshot.load();
+        tables
+            .filter_map(|(schema, name)| {
+                if !loaded {
+                    return Some(None);
+                }
+                let part = snap.schemas.get(schema)?;
+                if !part.relations.contains_key(name) {
+                    return None;
+                }
+                Some(part.temporals.get(name).cloned())
+            })
+            .collect()
+    }
+
     /// Asks the server, on qcache's own connection, which value `col` holds in the rows of
     /// `table` whose single-column primary key `pk` is one of `xs`: per row found, its pk and
     /// the slice key of its value (None for NULL). None on any error or doubt (a value the
@@ -2425,8 +2494,13 @@ fn push_column(raw: &mut RawCatalog, mut r: Row) {
         nullable: text(&mut r, 8).eq_ignore_ascii_case("YES"),
         extra: text(&mut r, 9),
         primary: text(&mut r, 12).eq_ignore_ascii_case("PRI"),
+        generation: String::new(),
     };
     let (default, generation) = (text(&mut r, 10), text(&mut r, 11));
+    let column = RawColumn {
+        generation: generation.clone(),
+        ..column
+    };
     if runs_code(&default, &generation) {
         let key = || (column.schema.clone(), column.table.clone());
         if !default.is_empty() {
@@ -2976,6 +3050,7 @@ mod tests {
             nullable: true,
             extra: String::new(),
             primary: false,
+            generation: String::new(),
         };
         let c = Catalog::loaded_from(RawCatalog {
             tables: vec![

@@ -20,6 +20,7 @@ pub mod snapshot;
 pub mod stale;
 pub mod stored_code;
 pub mod tails;
+pub mod timecol;
 pub mod txn;
 
 pub use reason::Reason;

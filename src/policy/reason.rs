@@ -103,6 +103,10 @@ pub enum Reason {
     TemporaryTable,
     /// Reads a view whose definition cannot be expanded into cacheable base tables.
     OpaqueView,
+    /// May turn a TIME column's value into a DATETIME or DATE, which the server does with
+    /// the session's current date (`policy::timecol`): its answer moves at midnight, with
+    /// `SET timestamp` and with the time zone.
+    TimeWithDate,
     /// Reads a table the catalog does not know (even after a refresh).
     UnknownTable,
     /// A DDL named a relation the read depends on (or the catalog does not list a name it
@@ -180,6 +184,7 @@ impl Reason {
         Reason::NoDatabase,
         Reason::TemporaryTable,
         Reason::OpaqueView,
+        Reason::TimeWithDate,
         Reason::UnknownTable,
         Reason::DdlPending,
         Reason::CatalogUnavailable,
@@ -236,6 +241,7 @@ impl Reason {
             Reason::NoDatabase => "no_database",
             Reason::TemporaryTable => "temporary_table",
             Reason::OpaqueView => "opaque_view",
+            Reason::TimeWithDate => "time_with_date",
             Reason::UnknownTable => "unknown_table",
             Reason::DdlPending => "ddl_pending",
             Reason::CatalogUnavailable => "catalog_unavailable",
