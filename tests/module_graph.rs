@@ -186,6 +186,7 @@ const FOLDERS: &[(&str, &[Layer])] = &[
         ("txn", 0, "the transaction state machine, over the snapshot rule and its reasons"),
         ("snapshot", 0, "the snapshot rule, which answers with a reason"),
         ("stale", 0, "bounded staleness and empty results (max_stale, cache_empty), over reasons"),
+        ("timecol", 0, "which reads may convert a TIME value with the current date, over reasons"),
         ("reason", 1, "why a read was not cached: the labels every rule returns"),
     ]),
     ("protocol", &[
