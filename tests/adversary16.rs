@@ -8,11 +8,11 @@ mod common;
 
 use std::time::{Duration, Instant};
 
+use common::l2::{stat, wait_for, wait_up};
 use common::redis::Redis;
 use common::TestProxy;
 use mysql_async::prelude::Queryable;
-use qcache::config::{Config, L2Mode, L2Url, ValidateHits};
-use qcache::l2::L2;
+use qcache::config::{Config, ValidateHits};
 
 const LAG_BOUND: Duration = Duration::from_secs(2);
 
@@ -22,52 +22,7 @@ async fn proxy(url: &str) -> TestProxy {
 
 /// An instance on `url`, its hits validated as `validate` says.
 async fn proxy_with(url: &str, validate: ValidateHits) -> TestProxy {
-    let url = url.to_string();
-    let p = common::proxy(move |c: &mut Config| {
-        c.l2.mode = L2Mode::On;
-        c.l2.url = L2Url::One(url);
-        c.l2.timeout = Duration::from_millis(500);
-        c.l2.validate_hits = validate;
-    })
-    .await;
-    wait_up(&p).await;
-    p
-}
-
-fn l2(p: &TestProxy) -> &L2 {
-    p.running.shared.l2.as_deref().expect("l2 on")
-}
-
-fn stat(p: &TestProxy, name: &str) -> u64 {
-    l2(p)
-        .status_rows()
-        .into_iter()
-        .find(|(n, _)| *n == name)
-        .map(|(_, v)| v)
-        .unwrap_or_else(|| panic!("no status row {name}"))
-}
-
-async fn wait_up(p: &TestProxy) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let tail_up = || {
-        p.running
-            .shared
-            .binlog
-            .as_ref()
-            .is_none_or(|b| b.connected())
-    };
-    while !(tail_up() && l2(p).usable() && l2(p).notifications_up()) {
-        assert!(Instant::now() < deadline, "L2 never came up");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
-
-async fn wait_for(what: &str, within: Duration, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + within;
-    while !f() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    common::l2::proxy(url, |c: &mut Config| c.l2.validate_hits = validate).await
 }
 
 async fn setup(prefix: &str) -> String {

@@ -9,67 +9,17 @@ use std::time::{Duration, Instant};
 use common::redis::Redis;
 use common::TestProxy;
 use mysql_async::prelude::Queryable;
-use qcache::config::{BinlogMode, Config, Granularity, L2Mode, L2Url, ValidateHits};
+use qcache::config::{BinlogMode, Config, Granularity, L2Url, ValidateHits};
 use qcache::l2::L2;
 
 /// How long a write from elsewhere may take to show through another instance in these tests.
 /// Measured lags are below a few milliseconds; the margin is for a machine busy compiling.
 const LAG_BOUND: Duration = Duration::from_secs(2);
 
-fn l2_on(c: &mut Config, url: &str) {
-    c.l2.mode = L2Mode::On;
-    c.l2.url = L2Url::One(url.to_string());
-    // Generous: the test machine is loaded, and a slow round trip marks L2 down.
-    c.l2.timeout = Duration::from_millis(500);
-}
-
-async fn proxy(url: &str, tweak: impl FnOnce(&mut Config)) -> TestProxy {
-    let p = common::proxy(|c| {
-        l2_on(c, url);
-        tweak(c);
-    })
-    .await;
-    wait_up(&p).await;
-    p
-}
+use common::l2::{on as l2_on, proxy, stat, wait_for, wait_up};
 
 fn l2(p: &TestProxy) -> &L2 {
-    p.running.shared.l2.as_deref().expect("l2 on")
-}
-
-fn stat(p: &TestProxy, name: &str) -> u64 {
-    l2(p)
-        .status_rows()
-        .into_iter()
-        .find(|(n, _)| *n == name)
-        .map(|(_, v)| v)
-        .unwrap_or_else(|| panic!("no status row {name}"))
-}
-
-/// Until L2 is usable, its notification channel subscribed and the binlog tail (if any)
-/// streaming.
-async fn wait_up(p: &TestProxy) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    // A binlog tail's first event opens a gap that must be decided before L2 is read.
-    let tail_up = || {
-        p.running
-            .shared
-            .binlog
-            .as_ref()
-            .is_none_or(|b| b.connected())
-    };
-    while !(tail_up() && l2(p).usable() && l2(p).notifications_up()) {
-        assert!(Instant::now() < deadline, "L2 never came up");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
-
-async fn wait_for(what: &str, within: Duration, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + within;
-    while !f() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    common::l2::of(p)
 }
 
 async fn setup(prefix: &str, rows: i64) -> String {

@@ -10,6 +10,7 @@
 // Each test binary uses a different subset of these helpers.
 #![allow(dead_code)]
 
+pub mod l2;
 pub mod outcome;
 pub mod redis;
 pub mod steps;
