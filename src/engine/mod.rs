@@ -10,6 +10,7 @@ pub mod answers;
 pub mod command;
 pub mod context;
 pub mod diagnostics;
+pub mod exchange;
 pub mod explain;
 pub mod fill;
 pub mod fkslices;
@@ -22,6 +23,7 @@ pub mod settings;
 pub mod sliceplan;
 pub mod slices;
 pub mod state;
+pub mod store;
 pub mod write;
 
 pub use slices::Planner;

@@ -481,6 +481,50 @@ pub fn sends_types(p: &[u8], params: u16) -> bool {
     p.get(10 + (params as usize).div_ceil(8)) == Some(&1)
 }
 
+/// Reads an execute's parameters (learning the types it sends, `payload` its
+/// COM_STMT_EXECUTE of statement `id`) and says how it came to `keyable`; when that answers
+/// true, builds the key in `scratch` and keeps its material for EXPLAIN STATEMENT. The key,
+/// if built; None when the statement is gone. The same execution keys the same whether or
+/// not the client re-sent the types; a driver that re-sends the same types on every execute
+/// costs no copy.
+pub fn execute_keyed(
+    st: &mut SessionState,
+    scratch: &mut Vec<u8>,
+    payload: &[u8],
+    id: u32,
+    long_data: bool,
+    keyable: impl FnOnce(crate::policy::read::Via) -> bool,
+) -> Option<Option<Key>> {
+    let stmt = st.stmts.get_mut(&id)?;
+    let parts = commands::execute_params(payload, stmt.params, stmt.types.as_deref());
+    let learned = match &parts {
+        Some(ExecuteParams {
+            types: Some(types), ..
+        }) if stmt.types.as_deref() != Some(*types) => Some(Bytes::copy_from_slice(types)),
+        _ => None,
+    };
+    let via = stmt.execute_via(payload, long_data, st.prepare_ctx, parts.is_some());
+    let mut keyed = None;
+    if let (true, Some(params)) = (keyable(via), &parts) {
+        keyed = Some(execute_key(scratch, st.fingerprint, &stmt.key_sql, params));
+    }
+    if let Some(types) = learned {
+        stmt.types = Some(types);
+    }
+    if keyed.is_some() {
+        stmt.keep_key_material(scratch);
+    }
+    Some(keyed)
+}
+
+/// Whether the values of this execute of statement `id` (`payload`: its COM_STMT_EXECUTE)
+/// are known to hold no date (`policy::timecol::params_not_dates`).
+pub fn params_not_dates(st: &SessionState, id: u32, payload: &[u8]) -> bool {
+    let n = st.stmts.get(&id).map_or(1, |s| s.params);
+    let values = super::slices::execute_literals(st, payload);
+    crate::policy::timecol::params_not_dates(values.as_deref(), n)
+}
+
 /// The key of an execute: the prepared SQL as keyed (`Prepared::key_sql`, without trace
 /// comments at either end), parameter types, null bitmap and values, built in the session's
 /// scratch buffer (`scratch`) so that a hit allocates nothing. The same execution keys the
@@ -1202,5 +1246,87 @@ mod tests {
         keyed(&mut p);
         p.replay_before_long_data(1);
         assert_eq!(p.server_types.as_deref(), Some(STR));
+    }
+
+    /// (rule, the statement known, the types the execute carries, whether it may be keyed:
+    /// a key built, the types the statement remembers after)
+    #[test]
+    fn an_execute_is_keyed_alike_whether_or_not_it_resends_types() {
+        let w = crate::engine::World::new(false);
+        type KeyRow = (
+            &'static str,
+            bool,
+            Option<&'static [u8]>,
+            bool,
+            bool,
+            Option<&'static [u8]>,
+        );
+        let rows: [KeyRow; 4] = [
+            (
+                "types sent, keyable: keyed, types learned",
+                true,
+                Some(INT),
+                true,
+                true,
+                Some(INT),
+            ),
+            (
+                "no types, keyable: keyed with the remembered",
+                true,
+                None,
+                true,
+                true,
+                Some(STR),
+            ),
+            (
+                "types sent, not keyable: learned all the same",
+                true,
+                Some(INT),
+                false,
+                false,
+                Some(INT),
+            ),
+            (
+                "statement gone: nothing",
+                false,
+                Some(INT),
+                true,
+                false,
+                None,
+            ),
+        ];
+        let mut keys = Vec::new();
+        for (what, known, types, keyable, keyed, after) in rows {
+            let mut st = w.session(Some("db"));
+            if known {
+                st.stmts.insert(1, stmt(Some(STR), None));
+            }
+            let mut scratch = Vec::new();
+            let got = execute_keyed(&mut st, &mut scratch, &execute(types), 1, false, |via| {
+                assert!(
+                    matches!(via, crate::policy::read::Via::Execute(_)),
+                    "{what}"
+                );
+                keyable
+            });
+            assert_eq!(got.is_some(), known, "{what}");
+            let got = got.flatten();
+            assert_eq!(got.is_some(), keyed, "{what}");
+            keys.extend(got);
+            let remembered = st.stmts.get(&1).and_then(|s| s.types.clone());
+            assert_eq!(remembered.as_deref(), after, "{what}");
+        }
+        // Rows 1 and 2 execute the same value: with INT types re-sent, and with STR ones
+        // remembered; they differ in the types, so they key apart.
+        assert_eq!(keys.len(), 2);
+        assert_ne!(keys[0], keys[1]);
+        let mut st = w.session(Some("db"));
+        st.stmts.insert(1, stmt(Some(INT), None));
+        let again = execute_keyed(&mut st, &mut Vec::new(), &execute(None), 1, false, |_| true);
+        assert_eq!(
+            again.flatten(),
+            Some(keys[0]),
+            "the same types remembered key the same"
+        );
     }
 }

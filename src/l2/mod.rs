@@ -21,6 +21,7 @@
 //!   the Redis time of its last heartbeat), so that a tail (re)starting invalidates the
 //!   fleet's entries only when no other tail was watching (see [`L2::resolve_gap`]).
 
+pub mod read;
 pub mod resp;
 pub mod tails;
 

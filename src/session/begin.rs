@@ -52,7 +52,7 @@ impl Session {
         self.apply_status(Some(new_status)).await;
         // And the same diagnostics: the server's would have left ROW_COUNT() 0.
         self.st.after_hit = diagnostics::after_local_transaction(self.st.after_hit);
-        self.end_of_response();
+        crate::engine::exchange::ended(&mut self.st);
         self.send_ok(seq.wrapping_add(1)).await?;
         Ok(true)
     }
@@ -104,7 +104,7 @@ impl Session {
             Some(0xff) => {
                 tracing::debug!(err = ?packets::parse_err(&p.payload), "deferred BEGIN failed");
                 self.st.txn.begin_refused();
-                self.end_of_response();
+                crate::engine::exchange::ended(&mut self.st);
                 self.client
                     .send(seq.wrapping_add(1), &p.payload)
                     .await

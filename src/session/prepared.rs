@@ -11,15 +11,15 @@ use super::{Session, SessionError};
 use crate::analysis;
 use crate::cache::Key;
 use crate::engine::prepared::{
-    execute_came, execute_key, prepare_answered, ExecuteCame, ExecuteUp, SentTypes,
+    execute_came, execute_keyed, params_not_dates, prepare_answered, ExecuteCame, ExecuteUp,
+    SentTypes,
 };
 use crate::engine::read::{hints_for_server, keep_plan, with_plan};
 use crate::engine::Planner;
 use crate::policy::decide::{Answer, Decide, Step};
-use crate::policy::read::{self, Via};
+use crate::policy::read;
 use crate::policy::Reason;
 use crate::protocol::codec::Packet;
-use crate::protocol::commands::{self, ExecuteParams};
 use crate::protocol::response::Expect;
 
 impl Session {
@@ -165,7 +165,7 @@ impl Session {
                         return self.relay_command(&pkt, Expect::Results).await.map(drop);
                     };
                     let an = self.analysis_of(&sql, Some(digest));
-                    let params_ok = self.execute_params_not_dates(id, &pkt.payload);
+                    let params_ok = params_not_dates(&self.st, id, &pkt.payload);
                     let plan = match keyed {
                         Some(k) => self.plan_read(&an, k, digest, &sql, params_ok).await,
                         None => Err(Reason::MalformedExecute),
@@ -192,14 +192,6 @@ impl Session {
         }
     }
 
-    /// Whether the values of this execute of statement `id` (`payload`: its
-    /// COM_STMT_EXECUTE) are known to hold no date (`policy::timecol::params_not_dates`).
-    fn execute_params_not_dates(&self, id: u32, payload: &[u8]) -> bool {
-        let n = self.st.stmts.get(&id).map_or(1, |s| s.params);
-        let values = crate::engine::slices::execute_literals(&self.st, payload);
-        crate::policy::timecol::params_not_dates(values.as_deref(), n)
-    }
-
     /// How qcache answers an execute of statement `id` when it reads qcache's own
     /// `query_cache_type` (`engine::answers::session_variable`): the server's result with
     /// qcache's value in those columns, as the text read is answered. None otherwise, and
@@ -213,7 +205,7 @@ impl Session {
         }
     }
 
-    /// `Step::Via` of an execute ([`execute_keyed`](Self::execute_keyed) with the machine
+    /// `Step::Via` of an execute (`engine::prepared::execute_keyed` with the machine
     /// deciding whether it is keyed). The machine's next step; None when the statement is
     /// gone.
     fn execute_came(
@@ -227,14 +219,21 @@ impl Session {
         let view = self.st.txn.read_view();
         let hits_suspended = self.shared.hits_suspended();
         let mut step = Step::Served;
-        *keyed = self.execute_keyed(pkt, id, long_data, |via| {
-            step = d.next(Answer::Came {
-                via,
-                view,
-                hits_suspended,
-            });
-            matches!(step, Step::Key)
-        })?;
+        *keyed = execute_keyed(
+            &mut self.st,
+            &mut self.key_scratch,
+            &pkt.payload,
+            id,
+            long_data,
+            |via| {
+                step = d.next(Answer::Came {
+                    via,
+                    view,
+                    hits_suspended,
+                });
+                matches!(step, Step::Key)
+            },
+        )?;
         Some(step)
     }
 
@@ -255,10 +254,17 @@ impl Session {
         let view = self.st.txn.read_view();
         let hits_suspended = self.shared.hits_suspended();
         let mut consult = None;
-        let keyed = self.execute_keyed(pkt, id, long_data, |via| {
-            consult = Decide::consult_at_once(facts, hint, &via, view, hits_suspended);
-            consult.is_some()
-        });
+        let keyed = execute_keyed(
+            &mut self.st,
+            &mut self.key_scratch,
+            &pkt.payload,
+            id,
+            long_data,
+            |via| {
+                consult = Decide::consult_at_once(facts, hint, &via, view, hits_suspended);
+                consult.is_some()
+            },
+        );
         let (Some(Some(key)), Some(mode)) = (keyed, consult) else {
             return Ok(None);
         };
@@ -269,51 +275,6 @@ impl Session {
             }
         }
         Ok(Some(false))
-    }
-
-    /// Reads an execute's parameters (learning the types it sends) and says how it came to
-    /// `keyable`; when that answers true, builds the key and keeps its material for EXPLAIN
-    /// STATEMENT. The key, if built; None when the statement is gone.
-    fn execute_keyed(
-        &mut self,
-        pkt: &Packet,
-        id: u32,
-        long_data: bool,
-        keyable: impl FnOnce(Via) -> bool,
-    ) -> Option<Option<Key>> {
-        let stmt = self.st.stmts.get_mut(&id)?;
-        let parts = commands::execute_params(&pkt.payload, stmt.params, stmt.types.as_deref());
-        // Types the client sent that differ from the remembered ones are learned; a driver
-        // that re-sends the same types on every execute costs no copy.
-        let learned = match &parts {
-            Some(ExecuteParams {
-                types: Some(types), ..
-            }) if stmt.types.as_deref() != Some(*types) => Some(Bytes::copy_from_slice(types)),
-            _ => None,
-        };
-        let via = stmt.execute_via(
-            &pkt.payload,
-            long_data,
-            self.st.prepare_ctx,
-            parts.is_some(),
-        );
-        let mut keyed = None;
-        // The same execution keys the same whether or not the client re-sent the types.
-        if let (true, Some(params)) = (keyable(via), &parts) {
-            keyed = Some(execute_key(
-                &mut self.key_scratch,
-                self.st.fingerprint,
-                &stmt.key_sql,
-                params,
-            ));
-        }
-        if let Some(types) = learned {
-            stmt.types = Some(types);
-        }
-        if keyed.is_some() {
-            stmt.keep_key_material(&mut self.key_scratch);
-        }
-        Some(keyed)
     }
 
     /// Carries out an execute's decision: what goes upstream carries the types the client

@@ -7,19 +7,17 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
-use super::l2::L2Step;
 use super::{Session, SessionError};
 use crate::analysis::{self, Analysis, ReadInfo};
-use crate::cache::entry::L2Stamps;
-use crate::cache::{key, Claim, Entry, FillGuard, Key, Snapshot, Stamps, TableHandle};
+use crate::cache::{key, Claim, Entry, FillGuard, Key, TableHandle};
 use crate::engine::fill::{Fill, FillStamps};
 use crate::engine::read::{
-    dressed, filled_entry, hints_for_server, keep_plan, with_plan, FillFacts, Lookup, ReadMode,
-    ReadPlan, ReadPlanner,
+    dressed, hints_for_server, keep_plan, with_plan, Lookup, ReadMode, ReadPlan, ReadPlanner,
 };
+use crate::engine::store::{store_fill, FillTarget, L2Fill};
 use crate::engine::Planner;
 use crate::invalidation::catalog::{ReadResolution, TableName};
-use crate::l2::now_ms;
+use crate::l2;
 use crate::policy::decide::{Answer, Decide, Step};
 use crate::policy::read::{self, Planned};
 use crate::policy::Reason;
@@ -29,26 +27,6 @@ use crate::protocol::response::{Expect, Response};
 use tracing::info;
 
 use crate::cache::key::TAG_TEXT;
-
-/// What L2 said to a miss that asks it first: its versions read before the query, and
-/// whether this instance holds the fill lease.
-type L2Fill = (Option<L2Stamps>, bool);
-
-/// Where a miss's result goes once relayed, decided before it was sent.
-struct FillTarget {
-    /// The versions of its tables read before the query went upstream.
-    stamps: Stamps,
-    /// Whether it may be stored at all (its tables unchanged since the view's point).
-    storable: bool,
-    /// This session's claim on the key; None when it waited for another's fill in vain.
-    guard: Option<FillGuard>,
-    /// The transaction's store point, if the read runs in one.
-    snap: Option<Snapshot>,
-    /// L2's versions read before the query, and whether this instance holds the fill lease.
-    l2_fill: Option<L2Fill>,
-    /// An execute's result (binary rows): what a patch of it writes (`policy::patch`).
-    binary: bool,
-}
 
 impl Session {
     /// A hit served before the statement is scanned, the lexer being a seventh of a hit's
@@ -499,27 +477,31 @@ impl Session {
                 None
             }
         };
-        let asks_l2 = guard.is_some()
-            && crate::policy::l2::asks_before_server(
-                matches!(mode, ReadMode::Plain),
-                !self.st.temp_tables.is_empty(),
-                self.l2_usable(),
-            );
-        if !asks_l2 {
+        let l2 = self.shared.l2.as_ref().filter(|l| {
+            guard.is_some()
+                && crate::policy::l2::asks_before_server(
+                    matches!(mode, ReadMode::Plain),
+                    !self.st.temp_tables.is_empty(),
+                    l.usable(),
+                )
+        });
+        let Some(l2) = l2 else {
             return Ok(Some((guard, None)));
-        }
+        };
         let generation = fill.planned.generation;
-        let step = self
-            .l2_before_forward(
+        let catalog = &self.shared.catalog;
+        let planned_current = || catalog.generation() == generation;
+        let step = l2
+            .before_fill(
                 plan.key,
                 &plan.tables,
                 fill.slicing(),
-                generation,
+                planned_current,
                 l2_queued,
             )
             .await;
         match step {
-            L2Step::Hit(hit, l2_stamps, settled) => {
+            l2::read::Step::Hit(hit, l2_stamps, settled) => {
                 if let Some(g) = guard.take() {
                     // Dressed as a fill from the server is (`local_entry`): a copy that
                     // lacked the rule's TTL or `max_stale` would live or be served otherwise
@@ -532,7 +514,7 @@ impl Session {
                 }
                 Ok(Some((guard, None)))
             }
-            L2Step::Fill { stamps, leased } => Ok(Some((guard, Some((stamps, leased))))),
+            l2::read::Step::Fill { stamps, leased } => Ok(Some((guard, Some((stamps, leased))))),
         }
     }
 
@@ -569,9 +551,8 @@ impl Session {
         Ok(())
     }
 
-    /// Stores a relayed result when it qualifies (`engine::read::filled_entry`), in L1 through the
-    /// claim (or directly when this session waited in vain for another's fill), and in L2
-    /// when this instance fills it; else counts why not and lets an L2 lease go.
+    /// Stores a relayed result when it qualifies (`engine::store::store_fill`); else counts
+    /// why not.
     fn store_fill(
         &mut self,
         plan: &ReadPlan,
@@ -580,53 +561,13 @@ impl Session {
         fill: Fill,
         target: FillTarget,
     ) {
-        let l2 = target.l2_fill.as_ref().and_then(|(s, _)| s.clone());
-        let facts = FillFacts {
-            stamps: target.stamps,
-            storable: target.storable,
-            l2,
-        };
-        let (entry, scratch) = filled_entry(&self.st, plan, sql, resp, fill, facts);
+        let shape = || self.shape_text(plan.digest, sql);
+        let (stored, scratch) =
+            store_fill(&self.shared, &self.st, plan, sql, resp, fill, target, shape);
         self.fill_scratch = scratch;
-        let entry = match entry {
-            Ok(entry) => entry,
-            Err(reason) => {
-                self.note_not_cached(reason);
-                if let Some((_, leased)) = target.l2_fill {
-                    self.l2_after_fill(plan.key, None, leased, None);
-                }
-                return;
-            }
-        };
-        let mut entry = self.local_entry(entry, plan, sql);
-        // A result a known insert can patch (`engine::patch`).
-        let recipe = Planner::new(&self.shared).fill_recipe(
-            &self.st,
-            sql,
-            &plan.tables,
-            target.binary,
-            plan.digest,
-            self.shared.l2.is_some(),
-            target.snap.is_some(),
-        );
-        entry.patch = recipe.clone();
-        let l2_copy = target
-            .l2_fill
-            .as_ref()
-            .map(|_| entry.to_l2(plan.opts.ttl.map_or(0, |t| now_ms() + t.as_millis() as u64)));
-        if let Some((l2_stamps, leased)) = target.l2_fill {
-            self.l2_after_fill(plan.key, l2_stamps, leased, l2_copy);
-        }
-        // The store counts its own refusals (too large, stale fill).
-        let cache = &self.shared.cache;
-        self.cur.stored = match (target.guard, target.snap) {
-            (Some(g), Some(s)) => g.insert_in(entry, &s),
-            (Some(g), None) => g.insert(entry),
-            (None, Some(s)) => cache.insert_in(plan.key, entry, &s),
-            (None, None) => cache.insert(plan.key, entry),
-        };
-        if let (true, Some(r)) = (self.cur.stored, recipe) {
-            cache.patches().register(&r.schema, &r.table, plan.key);
+        match stored {
+            Ok(stored) => self.cur.stored = stored,
+            Err(reason) => self.note_not_cached(reason),
         }
     }
 

@@ -5,9 +5,9 @@
 use super::{Session, SessionError};
 use crate::engine::answered;
 use crate::engine::diagnostics;
+use crate::engine::exchange;
 use crate::engine::fill::Fill;
 use crate::engine::fkslices::{self, Answers};
-use crate::engine::patch::note_patch_ok;
 use crate::protocol::codec::Packet;
 use crate::protocol::response::{Expect, Response, ResponseError, Step};
 
@@ -58,7 +58,7 @@ impl Session {
         mut fill: Option<&mut Fill>,
         cacheable_read: bool,
     ) -> Result<Response, SessionError> {
-        self.note_send_point();
+        exchange::sent(&self.shared, &mut self.st);
         let begin_along = cacheable_read && self.begin_rides_along();
         // A hit (and a cost owed) before a BEGIN qcache answered came before that BEGIN: what
         // it owes the diagnostics is put back before BEGIN goes up, where the server is in
@@ -101,15 +101,13 @@ impl Session {
                 let frame = self.upstream.frame(len);
                 let seq = frame[3];
                 let step = feed(&mut resp, &mut fill, seq, &frame[4..]);
-                fkslices::note_ok(&mut self.st.fk, &resp, &frame[4..]);
-                note_patch_ok(&mut self.st.pending, &resp, &frame[4..]);
+                exchange::packet(&mut self.st, &resp, &frame[4..]);
                 self.client.push_raw(frame);
                 self.upstream.consume(len);
                 (step, seq)
             } else if let Some(p) = self.upstream.try_decode().map_err(SessionError::upstream)? {
                 let step = feed(&mut resp, &mut fill, p.seq, &p.payload);
-                fkslices::note_ok(&mut self.st.fk, &resp, &p.payload);
-                note_patch_ok(&mut self.st.pending, &resp, &p.payload);
+                exchange::packet(&mut self.st, &resp, &p.payload);
                 self.client.push(p.seq, &p.payload);
                 (step, p.seq)
             } else {
@@ -157,16 +155,7 @@ impl Session {
                 Step::Done => break,
             }
         }
-        // Reads and writes of named tables make the server clear its diagnostics.
-        let used_tables = cacheable_read
-            || !self.st.pending.tables.is_empty()
-            || !self.st.pending.rows.is_empty();
-        self.st.diag_may_persist = crate::policy::diagnostics::may_persist(
-            self.st.diag_may_persist,
-            resp.error || resp.warnings > 0,
-            used_tables,
-        );
-        self.end_of_response();
+        exchange::answered(&mut self.st, &resp, cacheable_read);
         if let (Some(owed), true) = (skipped, resp.error) {
             self.after_refused_read(owed, payload).await?;
         }
@@ -370,27 +359,13 @@ impl Session {
         out
     }
 
-    /// Any statement about to reach the server may open the transaction's read view
-    /// (`policy::snapshot`): the version point is read before it goes.
+    /// `engine::exchange::sent`, for a statement qcache sends for itself.
     pub(crate) fn note_send_point(&mut self) {
-        let shared = &self.shared;
-        fkslices::begin(&mut self.st, &shared.cache.versions().parents, || {
-            shared.config().invalidation.derived_slices
-        });
-        let now = self.shared.cache.versions().snapshot();
-        self.st.txn.before_send(now);
-        // A statement that may commit a write: the patch verifier does not compare while
-        // one is in flight (its commit may be in the server's answer before its bump).
-        let may_commit = !self.st.pending.is_empty() || self.st.txn.in_transaction();
-        if may_commit && self.st.write_in_flight.is_none() {
-            self.st.write_in_flight = Some(self.shared.cache.patches().write_begins());
-        }
+        exchange::sent(&self.shared, &mut self.st);
     }
 
+    /// `engine::exchange::ended`, for an answer qcache read for itself.
     pub(crate) fn end_of_response(&mut self) {
-        self.st.write_in_flight = None;
-        fkslices::end(&mut self.st);
-        self.st.pending = Default::default();
-        self.st.txn.response_ended();
+        exchange::ended(&mut self.st);
     }
 }

@@ -1,0 +1,101 @@
+//! Where a miss's result goes once relayed: its target, decided before the query went up
+//! (`FillTarget`), and the entry stored (`store_fill`): in L1 through the session's claim or
+//! under the transaction's store point, a copy in L2 when this instance fills it, and its
+//! patch recipe registered. The session relays; this stores.
+
+use std::sync::Arc;
+
+use bytes::BytesMut;
+
+use super::fill::Fill;
+use super::read::{dressed, filled_entry, FillFacts, ReadPlan};
+use super::state::SessionState;
+use super::Planner;
+use crate::cache::entry::L2Stamps;
+use crate::cache::{FillGuard, Snapshot, Stamps};
+use crate::l2::now_ms;
+use crate::policy::Reason;
+use crate::protocol::response::Response;
+use crate::shared::Shared;
+
+/// What L2 said to a miss that asks it first: its versions read before the query, and
+/// whether this instance holds the fill lease.
+pub type L2Fill = (Option<L2Stamps>, bool);
+
+/// Where a miss's result goes once relayed, decided before it was sent.
+pub struct FillTarget {
+    /// The versions of its tables read before the query went upstream.
+    pub stamps: Stamps,
+    /// Whether it may be stored at all (its tables unchanged since the view's point).
+    pub storable: bool,
+    /// This session's claim on the key; None when it waited for another's fill in vain.
+    pub guard: Option<FillGuard>,
+    /// The transaction's store point, if the read runs in one.
+    pub snap: Option<Snapshot>,
+    /// L2's versions read before the query, and whether this instance holds the fill lease.
+    pub l2_fill: Option<L2Fill>,
+    /// An execute's result (binary rows): what a patch of it writes (`policy::patch`).
+    pub binary: bool,
+}
+
+/// Stores a relayed result when it qualifies (`engine::read::filled_entry`), in L1 through
+/// the claim (or directly when the session waited in vain for another's fill), and in L2
+/// when this instance fills it; else lets an L2 lease go. Whether it was stored (the store
+/// counts its own refusals: too large, stale fill), or why the result does not qualify; and
+/// the fill's buffer, for the next fill. `shape`: the statement's normalised text for its
+/// entry (asked only of an entry made).
+#[allow(clippy::too_many_arguments)]
+pub fn store_fill(
+    shared: &Shared,
+    st: &SessionState,
+    plan: &ReadPlan,
+    sql: &[u8],
+    resp: &Response,
+    fill: Fill,
+    target: FillTarget,
+    shape: impl FnOnce() -> Option<Arc<str>>,
+) -> (Result<bool, Reason>, BytesMut) {
+    let l2 = target.l2_fill.as_ref().and_then(|(s, _)| s.clone());
+    let facts = FillFacts {
+        stamps: target.stamps,
+        storable: target.storable,
+        l2,
+    };
+    let (entry, scratch) = filled_entry(st, plan, sql, resp, fill, facts);
+    let entry = match entry {
+        Ok(entry) => entry,
+        Err(reason) => {
+            if let (Some((_, leased)), Some(l2)) = (target.l2_fill, &shared.l2) {
+                l2.after_fill(plan.key, None, leased, None);
+            }
+            return (Err(reason), scratch);
+        }
+    };
+    let mut entry = dressed(entry, plan, sql, shape());
+    // A result a known insert can patch (`engine::patch`).
+    let recipe = Planner::new(shared).fill_recipe(
+        st,
+        sql,
+        &plan.tables,
+        target.binary,
+        plan.digest,
+        shared.l2.is_some(),
+        target.snap.is_some(),
+    );
+    entry.patch = recipe.clone();
+    if let (Some((l2_stamps, leased)), Some(l2)) = (target.l2_fill, &shared.l2) {
+        let ttl = plan.opts.ttl.map_or(0, |t| now_ms() + t.as_millis() as u64);
+        l2.after_fill(plan.key, l2_stamps, leased, Some(entry.to_l2(ttl)));
+    }
+    let cache = &shared.cache;
+    let stored = match (target.guard, target.snap) {
+        (Some(g), Some(s)) => g.insert_in(entry, &s),
+        (Some(g), None) => g.insert(entry),
+        (None, Some(s)) => cache.insert_in(plan.key, entry, &s),
+        (None, None) => cache.insert(plan.key, entry),
+    };
+    if let (true, Some(r)) = (stored, recipe) {
+        cache.patches().register(&r.schema, &r.table, plan.key);
+    }
+    (Ok(stored), scratch)
+}
