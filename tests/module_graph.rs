@@ -205,7 +205,7 @@ const FOLDERS: &[(&str, &[Layer])] = &[
     ("session", &[
         ("explain", 0, "QCACHE EXPLAIN walks the read and prepared pipelines, sending nothing"),
         ("prepared", 1, "the binary protocol; drives the read machine as read does, with its plan"),
-        ("read", 2, "the text read pipeline: L1, L2, fill through relay"),
+        ("read", 2, "the text read pipeline: L1, L2, fill through relay, stored by the engine"),
         // The steps of a command (impl Session): they reach one another through methods,
         // not imports, so they share a layer.
         ("admin", 3, "SHOW QCACHE … and QCACHE … on the session's connection"),
@@ -213,8 +213,7 @@ const FOLDERS: &[(&str, &[Layer])] = &[
         ("context", 3, "the session's settings read back from the server"),
         ("diagnostics", 3, "what a hit restores: warnings, found rows, ROW_COUNT"),
         ("digests", 3, "the session's part in per-digest statistics"),
-        ("l2", 3, "the session's L2 lookups and fills"),
-        ("patch", 5, "the verifier of patched aggregates, spawned at a write's OK; reads no other file"),
+        ("l2", 3, "an L2 hit served, and the wait for the session's writes to reach L2"),
         ("privileges", 3, "who the server says the session is"),
         ("query", 3, "COM_QUERY dispatch"),
         ("statements", 3, "statements qcache answers or rewrites itself"),
@@ -223,7 +222,10 @@ const FOLDERS: &[(&str, &[Layer])] = &[
         ("private", 4, "a statement qcache sends for itself, its answer read, not relayed"),
         ("handshake", 6, "the login relay, whose outcome state starts from"),
     ]),
-    ("shared", &[("reload", 0, "SIGHUP and POST /reload over the shared state")]),
+    ("shared", &[
+        ("reload", 0, "SIGHUP and POST /reload over the shared state"),
+        ("verify", 0, "the background verifier of patched aggregates, over the shared state"),
+    ]),
     ("tls", &[("sha2", 0, "SHA-256 for caching_sha2_password; reads nothing")]),
 ];
 

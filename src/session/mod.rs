@@ -9,7 +9,6 @@ mod digests;
 mod explain;
 pub mod handshake;
 mod l2;
-mod patch;
 mod prepared;
 mod private;
 mod privileges;

@@ -305,7 +305,7 @@ impl Session {
             let applied =
                 answered::writes_answered(&self.shared, &mut self.st, new_status, answers);
             for (key, entry, recipe) in applied.verify {
-                tokio::spawn(super::patch::verify(
+                tokio::spawn(crate::shared::verify::patched(
                     self.shared.clone(),
                     key,
                     entry,

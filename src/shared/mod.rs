@@ -5,6 +5,7 @@
 //! [`reload`]: SIGHUP and POST /reload re-read the config (and the log filter).
 
 pub mod reload;
+pub mod verify;
 
 pub use reload::set_log_reloader;
 

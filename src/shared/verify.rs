@@ -15,7 +15,7 @@ use crate::shared::Shared;
 /// the read to its answer, and the entry is still held and current after it. A write from
 /// elsewhere not yet seen on the binlog can still differ; then a right patch is dropped and
 /// its shape's patching turned off (fail closed).
-pub(super) async fn verify(shared: Arc<Shared>, key: Key, entry: Arc<Entry>, recipe: Arc<Recipe>) {
+pub async fn patched(shared: Arc<Shared>, key: Key, entry: Arc<Entry>, recipe: Arc<Recipe>) {
     let cache = &shared.cache;
     let held = |cache: &crate::cache::Cache| {
         cache.peek(key).is_some_and(|h| Arc::ptr_eq(&h, &entry))
