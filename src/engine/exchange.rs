@@ -1,12 +1,13 @@
 //! One command's exchange with the server, as it changes what the session follows: the
 //! point it is sent at (the transaction's read view, a write's foreign-key window, a write
 //! in flight for the patch verifier), each packet of its answer (an OK that teaches the
-//! parent maps or a patch), and its end (what the server's diagnostics may keep, what was
-//! pending forgotten). The session sends and relays; it calls these in that order.
+//! parent maps or a patch), and its end (what the server's diagnostics may keep, the tables
+//! a transaction's read locked, what was pending forgotten). The session sends and relays; it calls these in that order.
 
 use super::fkslices;
 use super::patch::note_patch_ok;
 use super::state::SessionState;
+use crate::cache::TableHandle;
 use crate::protocol::response::Response;
 use crate::shared::Shared;
 
@@ -47,6 +48,19 @@ pub fn answered(st: &mut SessionState, resp: &Response, cacheable_read: bool) {
         used_tables,
     );
     ended(st);
+}
+
+/// A read of `tables` the server answered: inside a transaction the server now holds a
+/// metadata lock on each until it ends, and entries of them may be served in it
+/// (`policy::read::may_serve`). Asked after the answer, whose status opened the
+/// transaction qcache follows when the read began one.
+pub fn read_answered(st: &mut SessionState, tables: &[TableHandle], resp: &Response) {
+    if resp.error {
+        return;
+    }
+    if let Some(txn) = st.txn.writes_mut() {
+        txn.note_read(tables);
+    }
 }
 
 /// The statement is over (answered by the server or by qcache): no write in flight, its
@@ -148,6 +162,36 @@ mod tests {
             resp.warnings = u32::from(raised);
             answered(&mut st, &resp, read);
             assert_eq!(st.diag_may_persist, after, "{rule}");
+        }
+    }
+
+    /// (rule, in a transaction, the read failed: the transaction holds the table after)
+    #[tokio::test]
+    async fn a_read_answered_in_a_transaction_locks_its_tables() {
+        let rows = [
+            ("answered in a transaction: locked", true, false, true),
+            ("refused in a transaction: not", true, true, false),
+            (
+                "outside a transaction: nothing to hold it",
+                false,
+                false,
+                false,
+            ),
+        ];
+        let shared = shared();
+        for (rule, in_txn, error, locked) in rows {
+            let w = crate::engine::World::new(true);
+            let mut st = w.session(Some("db"));
+            if in_txn {
+                st.txn
+                    .status_answered(crate::protocol::packets::status::IN_TRANS | 2);
+            }
+            let t = shared.cache.versions().table("db", "t");
+            let mut resp = Response::new(Expect::Results, false);
+            resp.error = error;
+            read_answered(&mut st, std::slice::from_ref(&t), &resp);
+            let held = st.txn.writes().is_some_and(|w| w.locked(&t));
+            assert_eq!(held, locked, "{rule}");
         }
     }
 }

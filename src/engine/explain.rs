@@ -294,6 +294,22 @@ fn rule_options(opts: &crate::rules::Options, f: &mut Fields) {
     }
 }
 
+/// The fields `QCACHE EXPLAIN <sql>` opens with: the statement as the client sent it, and
+/// the digest and normalised text of `text`, the statement as the server reads it.
+pub fn statement_fields(sql: &[u8], text: &[u8]) -> Fields {
+    vec![
+        ("statement", Some(String::from_utf8_lossy(sql).into_owned())),
+        (
+            "digest",
+            Some(format!("{:016x}", crate::analysis::digest(text))),
+        ),
+        (
+            "digest_text",
+            crate::analysis::normalised_text(text, crate::observe::digests::TEXT_MAX),
+        ),
+    ]
+}
+
 /// What of the session the key holds (`cache::key`, `policy::context`).
 pub fn key_context(st: &SessionState) -> Fields {
     let (account, role) = match &st.identity {

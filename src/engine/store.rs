@@ -8,13 +8,14 @@ use std::sync::Arc;
 use bytes::BytesMut;
 
 use super::fill::Fill;
-use super::read::{dressed, filled_entry, FillFacts, ReadPlan};
+use super::read::{dressed, filled_entry, FillFacts, ReadMode, ReadPlan};
 use super::state::SessionState;
 use super::Planner;
 use crate::cache::entry::L2Stamps;
-use crate::cache::{FillGuard, Snapshot, Stamps};
+use crate::cache::{FillGuard, Snapshot, Stamps, Versions};
 use crate::l2::now_ms;
 use crate::policy::Reason;
+use crate::protocol::packets::com;
 use crate::protocol::response::Response;
 use crate::shared::Shared;
 
@@ -36,6 +37,31 @@ pub struct FillTarget {
     pub l2_fill: Option<L2Fill>,
     /// An execute's result (binary rows): what a patch of it writes (`policy::patch`).
     pub binary: bool,
+}
+
+impl FillTarget {
+    /// The target of a miss about to go up: `stamps` read before it, `mode` the view it
+    /// reads in (a transaction's store point: storable only if its tables did not change
+    /// since), this session's claim and what L2 said, `payload` the command sent.
+    pub fn new(
+        versions: &Versions,
+        stamps: Stamps,
+        mode: &ReadMode,
+        guard: Option<FillGuard>,
+        l2_fill: Option<L2Fill>,
+        payload: &[u8],
+    ) -> FillTarget {
+        let snap = mode.store_point();
+        let storable = snap.is_none_or(|s| stamps.valid_in(versions, &s));
+        FillTarget {
+            stamps,
+            storable,
+            guard,
+            snap,
+            l2_fill,
+            binary: payload.first() == Some(&com::STMT_EXECUTE),
+        }
+    }
 }
 
 /// Stores a relayed result when it qualifies (`engine::read::filled_entry`), in L1 through

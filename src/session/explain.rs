@@ -43,14 +43,7 @@ impl Session {
         let privileged = self.may_administer().await?;
         let text = analysis::server_text(sql, self.st.server).into_owned();
         let scan = analysis::scan(&text);
-        let mut f: Fields = vec![
-            ("statement", Some(String::from_utf8_lossy(sql).into_owned())),
-            ("digest", Some(format!("{:016x}", analysis::digest(&text)))),
-            (
-                "digest_text",
-                analysis::normalised_text(&text, crate::observe::digests::TEXT_MAX),
-            ),
-        ];
+        let mut f = words::statement_fields(sql, &text);
         let verdict = self.explain_verdict(sql, &scan, privileged, &mut f).await?;
         f.insert(3, ("decision", Some(verdict.decision.to_string())));
         f.insert(4, ("reason", verdict.reason));

@@ -10,6 +10,7 @@ use bytes::Bytes;
 use super::{Session, SessionError};
 use crate::analysis::{self, Analysis, ReadInfo};
 use crate::cache::{key, Claim, Entry, FillGuard, Key, TableHandle};
+use crate::engine::exchange;
 use crate::engine::fill::{Fill, FillStamps};
 use crate::engine::read::{
     dressed, hints_for_server, keep_plan, with_plan, Lookup, ReadMode, ReadPlan, ReadPlanner,
@@ -22,7 +23,6 @@ use crate::policy::decide::{Answer, Decide, Step};
 use crate::policy::read::{self, Planned};
 use crate::policy::Reason;
 use crate::protocol::codec::Packet;
-use crate::protocol::packets::com;
 use crate::protocol::response::{Expect, Response};
 use tracing::info;
 
@@ -420,17 +420,8 @@ impl Session {
         else {
             return Ok(false);
         };
-        let snap = mode.store_point();
-        let stamps = fill.stamps;
-        let storable = snap.is_none_or(|s| stamps.valid_in(self.shared.cache.versions(), &s));
-        let target = FillTarget {
-            stamps,
-            storable,
-            guard,
-            snap,
-            l2_fill,
-            binary: payload.first() == Some(&com::STMT_EXECUTE),
-        };
+        let versions = self.shared.cache.versions();
+        let target = FillTarget::new(versions, fill.stamps, &mode, guard, l2_fill, payload);
         self.forward_fill(seq, payload, sql, &plan, target).await?;
         Ok(true)
     }
@@ -451,7 +442,7 @@ impl Session {
                 resp.err_code.filter(|_| resp.error),
             ));
         }
-        self.note_read_in_transaction(tables, &resp);
+        exchange::read_answered(&mut self.st, tables, &resp);
         Ok(true)
     }
 
@@ -537,7 +528,7 @@ impl Session {
         let resp = self
             .forward_read(seq, payload, Some(&mut fill), true)
             .await?;
-        self.note_read_in_transaction(&plan.tables, &resp);
+        exchange::read_answered(&mut self.st, &plan.tables, &resp);
         let took = sent.elapsed();
         self.shared.latencies.miss.observe(took);
         if cfg.log.slow_miss.is_some_and(|t| took > t) {
@@ -579,19 +570,6 @@ impl Session {
     /// Sends a read upstream (its snapshot point is taken as it is sent, `exchange_as`).
     /// `cacheable_read`: a read the cache could hold, so it calls nothing that writes and may go
     /// up in one write with a deferred BEGIN.
-    /// A read of `tables` the server answered: inside a transaction the server now holds a
-    /// metadata lock on each until it ends, and entries of them may be served in it
-    /// (`policy::read::may_serve`). Asked after the answer, whose status opened the
-    /// transaction qcache follows when the read began one.
-    fn note_read_in_transaction(&mut self, tables: &[TableHandle], resp: &Response) {
-        if resp.error {
-            return;
-        }
-        if let Some(txn) = self.st.txn.writes_mut() {
-            txn.note_read(tables);
-        }
-    }
-
     pub(super) async fn forward_read(
         &mut self,
         seq: u8,
