@@ -188,13 +188,12 @@ pub fn run(shared: &Shared, stmt: &AdminStatement) -> Option<Rows> {
         AdminStatement::Entries { limit } => Some(entries(shared, *limit)),
         AdminStatement::Tables => Some(tables(shared)),
         AdminStatement::Digests(q) => Some(digests(shared, q)),
-        _ => {
-            if *stmt == AdminStatement::FlushDigests {
-                shared.digests.reset();
-                tracing::info!("FLUSH QCACHE DIGESTS");
-            }
+        AdminStatement::FlushDigests => {
+            shared.digests.reset();
+            tracing::info!("FLUSH QCACHE DIGESTS");
             None
         }
+        _ => None,
     }
 }
 
