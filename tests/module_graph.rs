@@ -193,6 +193,7 @@ const FOLDERS: &[(&str, &[Layer])] = &[
         ("reason", 1, "why a read was not cached: the labels every rule returns"),
     ]),
     ("protocol", &[
+        ("answer", 0, "a private statement's answer as qcache reads it, over response and rows"),
         ("commands", 0, "command bytes; reads nothing"),
         ("compress", 0, "the compressed protocol; reads nothing"),
         ("negotiate", 0, "the connection phase's decisions, over handshake packets"),

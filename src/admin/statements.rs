@@ -96,6 +96,116 @@ pub fn explain_check(scan: &crate::analysis::Scan, an: &crate::analysis::Analysi
     }
 }
 
+/// An error qcache answers itself (an ERR from the server is only relayed).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OwnError {
+    pub code: u16,
+    pub state: &'static str,
+    pub message: String,
+}
+
+impl OwnError {
+    /// A `SHOW QCACHE …` / `QCACHE …` qcache does not know.
+    pub fn syntax(message: String) -> OwnError {
+        OwnError {
+            code: PARSE_ERROR_CODE,
+            state: "42000",
+            message,
+        }
+    }
+
+    /// MySQL's answer to a user without RELOAD.
+    pub fn access_denied() -> OwnError {
+        OwnError {
+            code: ACCESS_DENIED_CODE,
+            state: ACCESS_DENIED_STATE,
+            message: ACCESS_DENIED_MESSAGE.to_string(),
+        }
+    }
+
+    /// `QCACHE INVALIDATE TABLE t` with no database selected: ER_NO_DB_ERROR.
+    pub fn no_database() -> OwnError {
+        OwnError {
+            code: 1046,
+            state: "3D000",
+            message: "No database selected".to_string(),
+        }
+    }
+
+    /// `QCACHE INVALIDATE TABLE` of a table the server does not list: ER_NO_SUCH_TABLE.
+    pub fn no_such_table(schema: &str, table: &str) -> OwnError {
+        OwnError {
+            code: 1146,
+            state: "42S02",
+            message: format!("Table '{schema}.{table}' doesn't exist"),
+        }
+    }
+}
+
+/// Who an admin statement is answered to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Gate {
+    /// Anyone: nothing of other sessions or of cached data is shown.
+    Open,
+    /// Those who may administer (`admin.users`, or RELOAD); others are denied.
+    Privileged,
+    /// `QCACHE EXPLAIN` of a read: to those who may not administer, only when the server's
+    /// own `EXPLAIN` ([`explain_question`]) is not denied to them ([`explain_denied`]).
+    AskServer,
+}
+
+/// [`Gate`] of `stmt`; `explain`: its [`explain_check`] when it is `QCACHE EXPLAIN`, and
+/// `in_txn`: whether a statement runs in a transaction now. A read's verdict tells whether a
+/// table or view of some kind exists: only where the server itself would explain it (one
+/// private round trip, outside a transaction, whose read view it could open, and of a single
+/// read whose EXPLAIN runs nothing) is the server asked; otherwise only the privileged are
+/// answered. The privileged are shown every table anyway (SHOW QCACHE ENTRIES): nothing is
+/// asked for them, so nothing of the statement runs.
+pub fn gate(stmt: &AdminStatement, explain: ExplainCheck, in_txn: bool) -> Gate {
+    match (stmt, explain) {
+        (AdminStatement::Explain { .. }, ExplainCheck::None) => Gate::Open,
+        (AdminStatement::Explain { .. }, ExplainCheck::AskServer) if !in_txn => Gate::AskServer,
+        (AdminStatement::Explain { .. }, _) => Gate::Privileged,
+        (s, _) if s.needs_privilege() => Gate::Privileged,
+        _ => Gate::Open,
+    }
+}
+
+/// The statement `QCACHE EXPLAIN <sql>` asks the server first ([`Gate::AskServer`]).
+pub fn explain_question(sql: &[u8]) -> Vec<u8> {
+    let mut ask = b"EXPLAIN ".to_vec();
+    ask.extend_from_slice(sql);
+    ask
+}
+
+/// What the statements answered from the shared state alone return: their rows, or None
+/// for an OK (`FLUSH QCACHE DIGESTS`, done here). Not for those that need the session
+/// (`SHOW QCACHE LAST`, `QCACHE EXPLAIN …`, `QCACHE INVALIDATE TABLE`): None is never
+/// asked of them.
+pub fn run(shared: &Shared, stmt: &AdminStatement) -> Option<Rows> {
+    match stmt {
+        AdminStatement::Status => Some(status(shared)),
+        AdminStatement::Entries { limit } => Some(entries(shared, *limit)),
+        AdminStatement::Tables => Some(tables(shared)),
+        AdminStatement::Digests(q) => Some(digests(shared, q)),
+        AdminStatement::FlushDigests => {
+            shared.digests.reset();
+            tracing::info!("FLUSH QCACHE DIGESTS");
+            None
+        }
+        _ => None,
+    }
+}
+
+/// `QCACHE INVALIDATE TABLE s.t`: invalidated whether or not the server knows the name:
+/// dropping entries of a table that is not there costs nothing, and one it does not list (a
+/// temporary table) is dropped all the same. The server is asked ([`table_exists_query`])
+/// only for the answer.
+pub fn invalidate_table(shared: &Shared, schema: &str, table: &str) {
+    shared.invalidate(&crate::invalidation::admin::invalidate_table(schema, table));
+    tracing::info!(table = %format!("{schema}.{table}"), "QCACHE INVALIDATE TABLE");
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AdminStatement {
     /// `SHOW QCACHE STATUS`
@@ -511,9 +621,45 @@ pub fn like_match(pattern: &str, s: &str) -> bool {
 }
 
 /// A result to send: column names with types, and rows of text values.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Rows {
     pub columns: Vec<(&'static str, u8)>,
     pub rows: Vec<Vec<Option<String>>>,
+}
+
+impl Rows {
+    /// `Variable_name, Value` rows, as `SHOW STATUS` and `SHOW VARIABLES` return them.
+    pub fn status(rows: Vec<(String, String)>) -> Rows {
+        Rows {
+            columns: vec![
+                ("Variable_name", TYPE_VAR_STRING),
+                ("Value", TYPE_VAR_STRING),
+            ],
+            rows: rows
+                .into_iter()
+                .map(|(n, v)| vec![Some(n), Some(v)])
+                .collect(),
+        }
+    }
+}
+
+/// qcache's `Qcache_*` status rows, which `SHOW STATUS` shows as qcache's: the cache's,
+/// then L2's.
+pub fn own_status(shared: &Shared) -> Vec<(String, String)> {
+    shared
+        .cache
+        .status_rows()
+        .into_iter()
+        .chain(shared.l2.iter().flat_map(|l| l.status_rows()))
+        .map(|(n, v)| (n.to_string(), v.to_string()))
+        .collect()
+}
+
+/// `FLUSH QUERY CACHE` / `RESET QUERY CACHE` that the server did not refuse: every entry
+/// dropped, and the versions moved so that no fill under way stores one.
+pub fn reset_query_cache(shared: &Shared) {
+    shared.invalidate(&crate::invalidation::admin::reset_query_cache());
+    shared.cache.drop_entries();
 }
 
 /// `SHOW QCACHE STATUS`: the Qcache_* counters, then the figures /metrics has beyond them.
@@ -1110,5 +1256,96 @@ mod tests {
             let an = analyze(sql);
             assert_eq!(explain_check(&scan(sql.as_bytes()), &an), want, "{sql}");
         }
+    }
+
+    /// Who each admin statement is answered to, one row per rule.
+    #[test]
+    fn who_each_statement_is_answered_to() {
+        use AdminStatement as A;
+        use ExplainCheck as C;
+        let explain = || A::Explain {
+            sql: b"SELECT 1".to_vec(),
+        };
+        let rows: Vec<(AdminStatement, ExplainCheck, bool, Gate)> = vec![
+            (A::Status, C::None, false, Gate::Open),
+            (A::Last, C::None, true, Gate::Open),
+            (A::ExplainStatement { id: None }, C::None, false, Gate::Open),
+            (A::Entries { limit: None }, C::None, false, Gate::Privileged),
+            (A::Tables, C::None, false, Gate::Privileged),
+            (
+                A::Digests(DigestQuery::default()),
+                C::None,
+                false,
+                Gate::Privileged,
+            ),
+            (A::FlushDigests, C::None, false, Gate::Privileged),
+            (
+                A::InvalidateTable {
+                    schema: None,
+                    table: "t".into(),
+                },
+                C::None,
+                false,
+                Gate::Privileged,
+            ),
+            (explain(), C::None, true, Gate::Open),
+            (explain(), C::AskServer, false, Gate::AskServer),
+            (explain(), C::AskServer, true, Gate::Privileged),
+            (explain(), C::PrivilegedOnly, false, Gate::Privileged),
+        ];
+        for (stmt, check, in_txn, want) in rows {
+            assert_eq!(
+                gate(&stmt, check, in_txn),
+                want,
+                "{stmt:?} {check:?} {in_txn}"
+            );
+        }
+        assert_eq!(explain_question(b"SELECT 1"), b"EXPLAIN SELECT 1".to_vec());
+    }
+
+    /// The errors qcache answers itself: MySQL's codes and states.
+    #[test]
+    fn own_errors_are_the_server_s() {
+        let rows = [
+            (OwnError::syntax("x".into()), 1064, "42000", "x"),
+            (
+                OwnError::access_denied(),
+                1227,
+                "42000",
+                ACCESS_DENIED_MESSAGE,
+            ),
+            (
+                OwnError::no_database(),
+                1046,
+                "3D000",
+                "No database selected",
+            ),
+            (
+                OwnError::no_such_table("s", "t"),
+                1146,
+                "42S02",
+                "Table 's.t' doesn't exist",
+            ),
+        ];
+        for (e, code, state, msg) in rows {
+            assert_eq!((e.code, e.state, e.message.as_str()), (code, state, msg));
+        }
+    }
+
+    /// `SHOW STATUS`-shaped rows: two string columns, a row per pair.
+    #[test]
+    fn status_rows_have_name_and_value() {
+        let r = Rows::status(vec![("Qcache_hits".into(), "3".into())]);
+        assert_eq!(
+            r.columns,
+            vec![
+                ("Variable_name", TYPE_VAR_STRING),
+                ("Value", TYPE_VAR_STRING)
+            ]
+        );
+        assert_eq!(
+            r.rows,
+            vec![vec![Some("Qcache_hits".into()), Some("3".into())]]
+        );
     }
 }

@@ -2,7 +2,7 @@
 //! back (`policy::context::ReadBack`), the privileges its identity has, and what qcache's
 //! own SELECTs owe the session's diagnostics. The session asks; this decides.
 
-use super::state::SessionState;
+use super::state::{Identity, SessionState};
 use crate::cache::privileges::Privileges;
 use crate::config::Config;
 use crate::faults::Faults;
@@ -214,6 +214,101 @@ pub fn owed_after_ask(st: &mut SessionState, mut row: Vec<Option<String>>) -> Ve
     rest
 }
 
+/// After each read-back: `ROW_COUNT()` back to 0 and no warnings, as a fresh session and a
+/// SET both leave them (the read-back's SELECT, and the FOUND_ROWS() restorer, change them).
+pub const RESTORE: &str = "DO 0";
+
+/// Who the session is, asked once per session (again after SET ROLE, COM_CHANGE_USER,
+/// COM_RESET_CONNECTION), in turn until one answers a row: MySQL before 8.0 has no
+/// CURRENT_ROLE(), and then roles do not exist. `FOUND_ROWS()` and `ROW_COUNT()` first,
+/// read before the SELECT sets its own: what it changed is owed back should the read it
+/// comes before be refused (`Session::after_refused_read`). They touch no table, so they
+/// open no snapshot.
+pub const IDENTITY_QUESTIONS: [&str; 2] = [
+    "SELECT FOUND_ROWS(), ROW_COUNT(), CURRENT_USER(), CURRENT_ROLE()",
+    "SELECT FOUND_ROWS(), ROW_COUNT(), CURRENT_USER()",
+];
+
+/// The first row one of [`IDENTITY_QUESTIONS`] answered: what it owes back
+/// ([`owed_after_ask`]), and the identity (None: the server named no account).
+pub fn identity_answered(st: &mut SessionState, row: Vec<Option<String>>) -> Option<Identity> {
+    let mut it = owed_after_ask(st, row).into_iter();
+    let account = it.next().flatten()?;
+    Some(Identity {
+        account,
+        role: it.next().flatten(),
+    })
+}
+
+/// The read-back of `names` (with `identity`, the account and role too) as one SELECT,
+/// `FOUND_ROWS()` and `ROW_COUNT()` first: evaluated before this SELECT sets its own. None
+/// when the names cannot be asked for (`policy::context::read_back_sql`).
+pub fn read_back_question(names: &[&str], identity: bool) -> Option<String> {
+    let sql = context::read_back_sql(names)?;
+    let mut sql = sql.replacen("SELECT ", "SELECT FOUND_ROWS(), ROW_COUNT(), ", 1);
+    if identity {
+        sql.push_str(", CURRENT_USER(), CURRENT_ROLE()");
+    }
+    Some(sql)
+}
+
+/// The answer to [`read_back_question`] (`rows`: its rows, None for an error): the values
+/// of `names` in order, None when the server refused it or answered another width. The
+/// server's `Last_query_cost` is the SELECT's own now; nothing it raised persists (the
+/// read-back is sent only when nothing could, `settings::may_read_back`, and the restore
+/// clears what it raised itself). What it changed of `FOUND_ROWS()` and `ROW_COUNT()` is
+/// owed back ([`owe_after_private_select`]; all of it, guessed 0 rows, when it was
+/// refused): put back (`Session::reset_diagnostics`) before the next statement that reaches
+/// the server, unless that is a cacheable read, which sets them all itself. Most sessions'
+/// next statement is one, so the restore is usually never sent (docs/reliability.md).
+pub fn read_back_answered(
+    st: &mut SessionState,
+    names: &[&str],
+    identity: bool,
+    rows: Option<Vec<Vec<Option<String>>>>,
+) -> Option<Vec<Option<String>>> {
+    st.cost.disturbed();
+    st.diag_may_persist = false;
+    let extra = if identity { 4 } else { 2 };
+    let row = rows
+        .and_then(|rows| rows.into_iter().next())
+        .filter(|r| r.len() == names.len() + extra);
+    let Some(mut row) = row else {
+        debug!(?names, "the server refused the read-back");
+        let guess = 0;
+        st.after_hit = Some(diagnostics::AFTER_READ_BACK | guess);
+        return None;
+    };
+    let (found_rows, row_count) = (row.remove(0), row.remove(0));
+    owe_after_private_select(st, found_rows.as_deref(), row_count.as_deref());
+    if identity {
+        let role = row.pop().flatten();
+        if let Some(account) = row.pop().flatten() {
+            st.identity = Some(Identity { account, role });
+        }
+    }
+    debug!(?names, values = ?row, "read the session's settings back");
+    Some(row)
+}
+
+/// [`server_context`] of a connect's read: `names` and their `values` in the order a later
+/// connect reads them in one SELECT, then the optional names `found` present (read apart),
+/// so that sessions of the two kinds share entries.
+pub fn server_context_read(
+    st: &mut SessionState,
+    names: &[&str],
+    values: &[Option<String>],
+    found: &[(&str, Option<String>)],
+) {
+    let pairs: Vec<(&str, Option<&str>)> = names
+        .iter()
+        .copied()
+        .zip(values.iter().map(|v| v.as_deref()))
+        .chain(found.iter().map(|(n, v)| (*n, v.as_deref())))
+        .collect();
+    server_context(st, &pairs);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -381,5 +476,136 @@ mod tests {
         assert!(st.vars.contains_key("sql_mode"));
         assert_ne!(st.server_ctx, before);
         assert!(st.txn.dirty_reads());
+    }
+    /// The identity questions' first row, one per case: what it names and what it owes.
+    #[test]
+    fn what_an_identity_row_says() {
+        let w = World::new(false);
+        let s = |v: &str| Some(v.to_string());
+        type Row = (
+            Vec<Option<String>>,
+            Option<(&'static str, Option<&'static str>)>,
+            bool,
+        );
+        let rows: Vec<Row> = vec![
+            // (row, identity, owes a restore)
+            (
+                vec![s("7"), s("0"), s("u@%"), s("r")],
+                Some(("u@%", Some("r"))),
+                true,
+            ),
+            (
+                vec![s("1"), s("-1"), s("u@%"), None],
+                Some(("u@%", None)),
+                false,
+            ),
+            (vec![s("1"), s("-1"), s("u@%")], Some(("u@%", None)), false),
+            (vec![s("7"), s("0"), None, s("r")], None, true),
+        ];
+        for (row, want, owes) in rows {
+            let mut st = w.session(Some("db"));
+            let got = identity_answered(&mut st, row.clone());
+            let got = got
+                .as_ref()
+                .map(|i| (i.account.as_str(), i.role.as_deref()));
+            assert_eq!(got, want, "{row:?}");
+            assert_eq!(st.after_hit.is_some(), owes, "{row:?}");
+        }
+    }
+
+    /// The read-back's question and what its answer does, one row per case.
+    #[test]
+    fn what_a_read_back_answer_says() {
+        let w = World::new(false);
+        let s = |v: &str| Some(v.to_string());
+        assert_eq!(
+            read_back_question(&["time_zone"], false).as_deref(),
+            Some("SELECT FOUND_ROWS(), ROW_COUNT(), @@session.time_zone")
+        );
+        assert_eq!(
+            read_back_question(&["time_zone"], true).as_deref(),
+            Some("SELECT FOUND_ROWS(), ROW_COUNT(), @@session.time_zone, CURRENT_USER(), CURRENT_ROLE()")
+        );
+        assert_eq!(read_back_question(&[], false), None);
+        assert_eq!(read_back_question(&["a b"], false), None);
+        type Row = (
+            bool,
+            Option<Vec<Vec<Option<String>>>>,
+            Option<Vec<Option<String>>>,
+            Option<u64>,
+            Option<&'static str>,
+        );
+        let rows: Vec<Row> = vec![
+            // (identity, rows, values, owed, account learnt)
+            (
+                false,
+                Some(vec![vec![s("1"), s("-1"), s("+00:00")]]),
+                Some(vec![s("+00:00")]),
+                None,
+                None,
+            ),
+            (
+                false,
+                Some(vec![vec![s("5"), s("0"), s("+00:00")]]),
+                Some(vec![s("+00:00")]),
+                diagnostics::after_read_back(5, Some(0)),
+                None,
+            ),
+            (
+                true,
+                Some(vec![vec![s("1"), s("-1"), s("+00:00"), s("u@%"), None]]),
+                Some(vec![s("+00:00")]),
+                None,
+                Some("u@%"),
+            ),
+            (
+                true,
+                Some(vec![vec![s("1"), s("-1"), s("+00:00"), None, None]]),
+                Some(vec![s("+00:00")]),
+                None,
+                None,
+            ),
+            (
+                false,
+                Some(vec![vec![s("1"), s("-1")]]),
+                None,
+                Some(diagnostics::AFTER_READ_BACK),
+                None,
+            ),
+            (
+                false,
+                Some(vec![]),
+                None,
+                Some(diagnostics::AFTER_READ_BACK),
+                None,
+            ),
+            (false, None, None, Some(diagnostics::AFTER_READ_BACK), None),
+        ];
+        for (identity, answer, values, owed, account) in rows {
+            let mut st = w.session(Some("db"));
+            st.diag_may_persist = true;
+            let got = read_back_answered(&mut st, &["time_zone"], identity, answer.clone());
+            assert_eq!(got, values, "{answer:?}");
+            assert_eq!(st.after_hit, owed, "{answer:?}");
+            assert_eq!(
+                st.identity.as_ref().map(|i| i.account.as_str()),
+                account,
+                "{answer:?}"
+            );
+            assert!(!st.diag_may_persist, "{answer:?}");
+        }
+    }
+
+    /// A connect's read: names and values in order, then the optional names found.
+    #[test]
+    fn a_connect_read_keys_names_then_found() {
+        let w = World::new(false);
+        let mut st = w.session(Some("db"));
+        st.vars.insert("time_zone".into(), "'+01:00'".into());
+        st.vars.insert("sql_mode".into(), "'ANSI'".into());
+        let found = [("sql_mode", Some("ANSI".to_string()))];
+        server_context_read(&mut st, &["time_zone"], &[Some("+02:00".into())], &found);
+        assert!(!st.vars.contains_key("time_zone") && !st.vars.contains_key("sql_mode"));
+        assert_eq!(st.server_sql_mode.as_deref(), Some("ANSI"));
     }
 }

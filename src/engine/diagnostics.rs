@@ -7,6 +7,7 @@
 use crate::policy::diagnostics::{self, CostContext, CostEffect, LastQueryCost, Replay};
 use crate::protocol::packets::com;
 
+use super::last::{Last, LAST_SQL_MAX};
 use super::state::SessionState;
 
 /// What [`before_command`] decided for one command.
@@ -163,6 +164,82 @@ pub fn command_sent(st: &mut SessionState, owed: &Owed, payload: &[u8]) {
 pub fn replay(st: &mut SessionState, effect: CostEffect) -> Option<Replay> {
     let (cost, now) = cost_now(st);
     cost.before(effect, now)
+}
+
+/// Whether a statement qcache sends may read tables now
+/// (`policy::diagnostics::may_replay`): outside a transaction, or before a BEGIN qcache
+/// answered and has not sent.
+fn may_replay(st: &SessionState) -> bool {
+    diagnostics::may_replay(
+        st.txn.statement_runs_in_transaction(),
+        st.txn.begin_pending(),
+    )
+}
+
+/// What putting a hit's diagnostics right sends, before a statement of `effect`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Restore {
+    /// The hit's own statement, sent again (as `policy::diagnostics::replay_statement`
+    /// wraps it): where the next statement may read `Last_query_cost`, which only the
+    /// hit's run leaves. When the server refuses or warns, the rest is sent instead.
+    pub replay_hit: Option<Vec<u8>>,
+    /// The resetter for the `FOUND_ROWS()` owed, then its fallback where it differs, each
+    /// sent only when the one before was refused or warned.
+    pub resetters: Vec<String>,
+    /// `ROW_COUNT()` back to 0 at the end (`DO 0`, the context's `RESTORE`): the restore is
+    /// one after qcache's own read-back, as the SET before it left it.
+    pub row_count_zero: bool,
+}
+
+/// [`Restore`] of restore word `pending` (`SessionState::after_hit`) before a statement of
+/// `effect`, `last` being the session's record of its last statement.
+pub fn restore(st: &SessionState, last: &Last, pending: u64, effect: CostEffect) -> Restore {
+    let (found_rows, row_count_zero) = diagnostics::pending_restore(pending);
+    let observes = matches!(effect, CostEffect::Reads | CostEffect::Unknown);
+    let replay_hit = (observes && !row_count_zero && last.what.hit && may_replay(st))
+        .then(|| hit_text(last))
+        .flatten()
+        .map(|sql| diagnostics::replay_statement(sql, st.mariadb).into_owned());
+    let resetters = found_rows.map_or_else(Vec::new, |n| {
+        let first = diagnostics::resetter(n, st.mariadb);
+        let fallback = diagnostics::resetter_fallback(n, st.mariadb);
+        let mut v = vec![first];
+        if v[0] != fallback {
+            v.push(fallback);
+        }
+        v
+    });
+    Restore {
+        replay_hit,
+        resetters,
+        row_count_zero,
+    }
+}
+
+/// The hit's text as a replay sends it, from `SHOW QCACHE LAST`'s record (None: not
+/// replayable, `policy::diagnostics::replay_text`).
+fn hit_text(last: &Last) -> Option<&[u8]> {
+    let cut = last.sql.len() >= LAST_SQL_MAX;
+    diagnostics::replay_text(&last.sql, last.prepared, cut)
+}
+
+/// The command after a hit, `last` being that hit's record: the hit is what last set the
+/// cost ([`note_hit`]).
+pub fn note_hit_cost(st: &mut SessionState, last: &Last) {
+    if last.what.hit {
+        note_hit(st, hit_text(last));
+    }
+}
+
+/// [`replay`], where one may be sent at all: a cost is owed, no earlier statement's
+/// warnings may still be read (the replay would clear them, and they weigh more than the
+/// cost, docs/reliability.md), and it would run in no transaction (`may_replay`): else the
+/// cost stays owed.
+pub fn replay_owed(st: &mut SessionState, effect: CostEffect) -> Option<Replay> {
+    if !st.cost.owed() || st.diag_may_persist || !may_replay(st) {
+        return None;
+    }
+    replay(st, effect)
 }
 
 #[cfg(test)]
@@ -545,6 +622,104 @@ mod tests {
             });
             assert_eq!(got, want, "{why}");
             assert_eq!(replay(&mut st, effect), None, "{why}: once");
+        }
+    }
+
+    /// What putting a hit's diagnostics right sends, one row per rule: the hit's SELECT
+    /// again only before a statement that may read the cost, after a hit it can replay,
+    /// outside a transaction and not after a read-back; the resetter and its fallback for
+    /// the rows owed; `ROW_COUNT()` to 0 after a read-back.
+    #[test]
+    fn what_a_restore_sends() {
+        use crate::engine::last::Current;
+        use crate::protocol::packets::status;
+        let w = crate::engine::World::new(false);
+        let (reads, keeps) = (CostEffect::Reads, CostEffect::Keeps);
+        let kept = diagnostics::FOUND_ROWS_KEPT | diagnostics::AFTER_READ_BACK;
+        let rb = diagnostics::AFTER_READ_BACK;
+        let sel = "SELECT a FROM t";
+        let nowait = "SET STATEMENT lock_wait_timeout = 0 FOR SELECT a FROM t";
+        type Row = (
+            &'static str,
+            u64,
+            CostEffect,
+            &'static str,
+            bool,
+            bool,
+            bool,
+            bool,
+        );
+        type Want = (Option<&'static str>, usize, bool);
+        #[rustfmt::skip]
+        let rows: &[(Row, Want)] = &[
+            // ((why, pending, effect, last sql, prepared, hit, in txn, mariadb),
+            //  (replay, resetters, row_count_zero))
+            (("a hit, then SHOW STATUS", 5, reads, sel, false, true, false, true), (Some(nowait), 2, false)),
+            (("the same on MySQL", 5, reads, sel, false, true, false, false), (Some(sel), 1, false)),
+            (("an unknown effect", 5, CostEffect::Unknown, sel, false, true, false, true), (Some(nowait), 2, false)),
+            (("a statement that keeps the cost", 5, keeps, sel, false, true, false, true), (None, 2, false)),
+            (("in a transaction", 5, reads, sel, false, true, true, true), (None, 2, false)),
+            (("the last statement no hit", 5, reads, sel, false, false, false, true), (None, 2, false)),
+            (("a prepared hit with a placeholder", 5, reads, "SELECT a FROM t WHERE id = ?", true, true, false, true), (None, 2, false)),
+            (("one row owed", 1, reads, sel, false, false, false, true), (None, 1, false)),
+            (("after a read-back", rb, reads, sel, false, true, false, true), (None, 1, true)),
+            (("after a read-back, the rows kept", kept, keeps, sel, false, true, false, true), (None, 0, true)),
+        ];
+        for ((why, pending, effect, sql, prepared, hit, in_txn, mariadb), want) in rows {
+            let mut st = w.session(Some("db"));
+            st.mariadb = *mariadb;
+            if *in_txn {
+                st.txn
+                    .status_answered(status::IN_TRANS | status::AUTOCOMMIT);
+            }
+            let last = Last {
+                sql: sql.as_bytes().to_vec(),
+                prepared: *prepared,
+                what: Current {
+                    hit: *hit,
+                    ..Current::default()
+                },
+                none: false,
+            };
+            let r = restore(&st, &last, *pending, *effect);
+            let replay = r
+                .replay_hit
+                .as_deref()
+                .map(|t| std::str::from_utf8(t).unwrap());
+            assert_eq!(
+                (replay, r.resetters.len(), r.row_count_zero),
+                *want,
+                "{why}"
+            );
+        }
+    }
+
+    /// A cost owed is replayed only where nothing may still be read of an earlier
+    /// statement's warnings and no transaction would run it.
+    #[test]
+    fn a_cost_owed_is_replayed_where_it_may_be() {
+        use crate::protocol::packets::status;
+        let w = crate::engine::World::new(false);
+        // (why, owed, diagnostics may persist, in a transaction, replayed)
+        let rows = [
+            ("owed", true, false, false, true),
+            ("nothing owed", false, false, false, false),
+            ("warnings may still be read", true, true, false, false),
+            ("in a transaction", true, false, true, false),
+        ];
+        for (why, owed, persist, in_txn, want) in rows {
+            let mut st = w.session(Some("db"));
+            note_hit(&mut st, Some(b"SELECT id FROM t"));
+            if owed {
+                st.cost.disturbed();
+            }
+            st.diag_may_persist = persist;
+            if in_txn {
+                st.txn
+                    .status_answered(status::IN_TRANS | status::AUTOCOMMIT);
+            }
+            let got = replay_owed(&mut st, CostEffect::Reads);
+            assert_eq!(got.is_some(), want, "{why}");
         }
     }
 }

@@ -10,9 +10,14 @@ pub type Values = Vec<Option<String>>;
 
 /// The COM_QUERY payload of `sql`, for a statement qcache sends for itself.
 pub fn query_payload(sql: &str) -> Vec<u8> {
+    query_payload_bytes(sql.as_bytes())
+}
+
+/// [`query_payload`] of statement bytes that may not be UTF-8.
+pub fn query_payload_bytes(sql: &[u8]) -> Vec<u8> {
     let mut payload = Vec::with_capacity(sql.len() + 1);
     payload.push(com::QUERY);
-    payload.extend_from_slice(sql.as_bytes());
+    payload.extend_from_slice(sql);
     payload
 }
 

@@ -2,6 +2,7 @@
 //! why): the resetter statement, sent on the session's upstream connection and dropped.
 
 use super::{Session, SessionError};
+use crate::engine;
 use crate::policy::diagnostics;
 use crate::protocol::codec::Packet;
 use crate::protocol::packets::mariadb_cap;
@@ -12,38 +13,42 @@ impl Session {
     /// Leaves the server's warnings, errors, `ROW_COUNT()` and `FOUND_ROWS()` as the SELECT
     /// served from the cache would have, before the next statement reaches the server.
     /// `effect`: what that statement does to `Last_query_cost`
-    /// (`policy::diagnostics::cost_effect`); where it may read it, the hit's SELECT is sent
-    /// again instead of the resetter where it can be, and a cost owed is put back before
-    /// `ROW_COUNT()` is.
+    /// (`policy::diagnostics::cost_effect`); what is sent is `engine::diagnostics::restore`'s,
+    /// and a cost owed is put back before `ROW_COUNT()` is.
     pub(crate) async fn reset_diagnostics(
         &mut self,
         pending: u64,
         effect: diagnostics::CostEffect,
     ) -> Result<(), SessionError> {
-        use diagnostics::CostEffect;
-        let (found_rows, row_count_zero) = diagnostics::pending_restore(pending);
-        let observes = matches!(effect, CostEffect::Reads | CostEffect::Unknown);
-        let may_replay = diagnostics::may_replay(
-            self.st.txn.statement_runs_in_transaction(),
-            self.st.txn.begin_pending(),
-        );
-        if observes
-            && !row_count_zero
-            && self.last.what.hit
-            && may_replay
-            && self.replay_hit().await?
-        {
-            self.st.cost.replayed();
-            return Ok(());
+        let plan = engine::diagnostics::restore(&self.st, &self.last, pending, effect);
+        if let Some(sql) = &plan.replay_hit {
+            let ok = self.ask_one(sql, "the hit's replay").await?.clean();
+            self.st.diag_may_persist = !ok;
+            if ok {
+                self.st.cost.replayed();
+                return Ok(());
+            }
         }
-        if let Some(n) = found_rows {
-            self.send_resetter(n).await?;
+        for sql in &plan.resetters {
+            let failed = !self.ask_one(sql, "the diagnostics resetter").await?.clean();
+            // Over a derived table: the server cleared its warnings, unless it raised some.
+            self.st.diag_may_persist = failed;
+            if !failed {
+                break;
+            }
+        }
+        if !plan.resetters.is_empty() {
+            if self.st.diag_may_persist {
+                // A server that refuses both (a SELECT is not allowed in this state): the
+                // next statement's own answer stands, as before.
+                tracing::debug!("the diagnostics resetter failed");
+            }
             self.st.cost.disturbed();
         }
         self.replay_cost(effect).await?;
-        if row_count_zero {
-            // After qcache's own read-back: ROW_COUNT() 0, as the SET before it left it.
-            self.batch(&[super::context::RESTORE]).await?;
+        if plan.row_count_zero {
+            self.ask_one(engine::context::RESTORE, "a read-back")
+                .await?;
         }
         Ok(())
     }
@@ -52,24 +57,13 @@ impl Session {
     /// statement whose run left the value the client would read, when qcache's own SELECTs
     /// changed it since (`policy::diagnostics::LastQueryCost`), its answer dropped: under the
     /// `sql_mode` it ran in, moved back for it and forward again after it where it moved
-    /// since (`engine::diagnostics::replay`; never in another database). Not where an earlier
-    /// statement's warnings may still be read: the replay would clear them, and they weigh
-    /// more than the cost (docs/reliability.md); nor where it would run in a transaction
-    /// (`policy::diagnostics::may_replay`): the cost stays owed.
+    /// since (`engine::diagnostics::replay_owed` says whether and what; never in another
+    /// database).
     pub(crate) async fn replay_cost(
         &mut self,
         effect: diagnostics::CostEffect,
     ) -> Result<(), SessionError> {
-        if !self.st.cost.owed()
-            || self.st.diag_may_persist
-            || !diagnostics::may_replay(
-                self.st.txn.statement_runs_in_transaction(),
-                self.st.txn.begin_pending(),
-            )
-        {
-            return Ok(());
-        }
-        let Some(replay) = crate::engine::diagnostics::replay(&mut self.st, effect) else {
+        let Some(replay) = engine::diagnostics::replay_owed(&mut self.st, effect) else {
             return Ok(());
         };
         // Moved back first; a refusal sends no replay and moves nothing forward: the
@@ -77,13 +71,10 @@ impl Session {
         let back = replay.back();
         let mut moved = 0;
         for sql in &back {
-            self.send_private(sql).await?;
-            let resp = self
-                .read_private("the cost's context", |_, _, _| {})
-                .await?;
+            let a = self.ask_one(sql, "the cost's context").await?;
             // Its error or warnings are the server's diagnostics now.
-            self.st.diag_may_persist |= resp.error || resp.warnings > 0;
-            if resp.error {
+            self.st.diag_may_persist |= !a.clean();
+            if a.resp.error {
                 break;
             }
             moved += 1;
@@ -91,18 +82,15 @@ impl Session {
         if moved == back.len() {
             // Waiting for no table lock (`policy::diagnostics::replay_statement`).
             let text = diagnostics::replay_statement(&replay.text, self.st.mariadb);
-            self.send_private_bytes(&text).await?;
-            let resp = self.read_private("the cost's replay", |_, _, _| {}).await?;
-            self.st.diag_may_persist = resp.error || resp.warnings > 0;
+            let a = self.ask_one(&text, "the cost's replay").await?;
+            self.st.diag_may_persist = !a.clean();
         }
         for sql in replay.forward(moved) {
-            self.send_private(sql).await?;
-            let resp = self
-                .read_private("the cost's context", |_, _, _| {})
-                .await?;
-            self.st.diag_may_persist |= resp.warnings > 0;
-            if resp.error {
-                // The session's mode on the server is no longer the one the client set: nothing qcache sends or serves for it can be trusted.
+            let a = self.ask_one(sql, "the cost's context").await?;
+            self.st.diag_may_persist |= a.resp.warnings > 0;
+            if a.resp.error {
+                // The session's mode on the server is no longer the one the client set:
+                // nothing qcache sends or serves for it can be trusted.
                 return Err(SessionError::Protocol(format!(
                     "could not move the session back after the cost's replay ({sql})"
                 )));
@@ -122,54 +110,7 @@ impl Session {
     /// A hit is owed its restore: when the last statement was that hit, it is the last to
     /// have set `Last_query_cost` (its text, if it can be sent again).
     pub(crate) fn note_hit_cost(&mut self) {
-        if self.last.what.hit {
-            let cut = self.last.sql.len() >= crate::engine::last::LAST_SQL_MAX;
-            let text = diagnostics::replay_text(&self.last.sql, self.last.prepared, cut);
-            crate::engine::diagnostics::note_hit(&mut self.st, text);
-        }
-    }
-
-    /// Sends the hit's own statement again, its answer dropped; false when it cannot be
-    /// replayed or the server refused it or warned (then the resetter is owed).
-    async fn replay_hit(&mut self) -> Result<bool, SessionError> {
-        let last = &self.last;
-        let cut = last.sql.len() >= crate::engine::last::LAST_SQL_MAX;
-        let Some(sql) = diagnostics::replay_text(&last.sql, last.prepared, cut) else {
-            return Ok(false);
-        };
-        let sql = diagnostics::replay_statement(sql, self.st.mariadb).into_owned();
-        self.send_private_bytes(&sql).await?;
-        let resp = self.read_private("the hit's replay", |_, _, _| {}).await?;
-        let ok = !resp.error && resp.warnings == 0;
-        self.st.diag_may_persist = !ok;
-        Ok(ok)
-    }
-
-    /// Sends the resetter for `found_rows`, and its fallback when the server refused it or
-    /// warned (`policy::diagnostics::resetter` says when).
-    async fn send_resetter(&mut self, found_rows: u64) -> Result<(), SessionError> {
-        let mariadb = self.st.mariadb;
-        let first = diagnostics::resetter(found_rows, mariadb);
-        let fallback = diagnostics::resetter_fallback(found_rows, mariadb);
-        let mut failed = false;
-        for sql in std::iter::once(&first).chain((first != fallback).then_some(&fallback)) {
-            self.send_private(sql).await?;
-            let resp = self
-                .read_private("the diagnostics resetter", |_, _, _| {})
-                .await?;
-            failed = resp.error || resp.warnings > 0;
-            // Over a derived table: the server cleared its warnings, unless it raised some.
-            self.st.diag_may_persist = failed;
-            if !failed {
-                break;
-            }
-        }
-        if failed {
-            // A server that refuses both (a SELECT is not allowed in this state): the next
-            // statement's own answer stands, as before.
-            tracing::debug!("the diagnostics resetter failed");
-        }
-        Ok(())
+        engine::diagnostics::note_hit_cost(&mut self.st, &self.last);
     }
 }
 

@@ -7,10 +7,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::Session;
-use crate::analysis;
 use crate::cache::Entry;
-use crate::engine::last::{remember, Current};
-use crate::observe::digests::{Observation, Outcome, TEXT_MAX};
+use crate::engine::last::{self, remember, Current};
+use crate::observe::digests::{Observation, Outcome};
 use crate::protocol::response::Response;
 
 /// Which statement a command ran, for [`Session::statement_end`].
@@ -62,42 +61,13 @@ impl Session {
     /// Whether [`count_unserved`](Self::count_unserved) counts anything for this statement.
     #[inline]
     fn unserved_counted(&self) -> bool {
-        self.cur.read && !self.cur.hit && self.shared.digests.enabled()
+        last::unserved_counted(&self.cur, &self.shared.digests)
     }
 
     /// A read that was not served from the cache, counted under its digest (a hit was
-    /// counted where it was served).
-    #[inline(never)]
+    /// counted where it was served): `engine::last::count_unserved`.
     fn count_unserved(&mut self, sql: &[u8]) {
-        if !self.unserved_counted() {
-            return;
-        }
-        let digests = &self.shared.digests;
-        let text = analysis::server_text(sql, self.st.server);
-        let digest = *self
-            .cur
-            .digest
-            .get_or_insert_with(|| analysis::digest(&text));
-        let shape = digests.text(digest, || analysis::normalised_text(&text, TEXT_MAX));
-        digests.record(
-            &Observation {
-                digest,
-                schema: self.st.db.as_deref(),
-                user: Some(&self.st.user),
-                schema_key: self.st.db_key,
-                text: shape.as_ref(),
-                outcome: if self.cur.stored {
-                    Outcome::Stored
-                } else {
-                    Outcome::Sent(self.cur.reason)
-                },
-                rows: self.cur.rows,
-                bytes: self.cur.bytes,
-                upstream: self.cur.upstream,
-                at: self.cur.at.unwrap_or_else(Instant::now),
-            },
-            &mut self.st.digest_hint,
-        );
+        last::count_unserved(&mut self.cur, &mut self.st, &self.shared.digests, sql);
     }
 
     /// A hit, counted at once from the entry: its digest, rows and bytes.
@@ -146,11 +116,7 @@ impl Session {
 
     /// A read went to the server and its answer was relayed.
     pub(crate) fn note_sent(&mut self, resp: &Response, sent: Instant, took: Duration) {
-        self.cur.read = true;
-        self.cur.rows += resp.rows;
-        self.cur.bytes += resp.bytes;
-        self.cur.upstream += took;
-        self.cur.at.get_or_insert(sent);
+        self.cur.sent(resp.rows, resp.bytes, sent, took);
     }
 
     /// The read's digest, where the miss path has computed it anyway.
@@ -160,12 +126,6 @@ impl Session {
 
     /// The normalised text a miss stores with its entry, so hits can name their row.
     pub(crate) fn shape_text(&self, digest: u64, sql: &[u8]) -> Option<Arc<str>> {
-        let digests = &self.shared.digests;
-        if !digests.enabled() {
-            return None;
-        }
-        digests.text(digest, || {
-            analysis::normalised_text(&analysis::server_text(sql, self.st.server), TEXT_MAX)
-        })
+        last::shape_text(&self.shared.digests, self.st.server, digest, sql)
     }
 }

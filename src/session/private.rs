@@ -1,64 +1,79 @@
-//! Private round trips: a statement qcache sends for itself on the session's upstream
-//! connection (identity, privileges, context read-back, the diagnostics resetter), whose
-//! answer it reads to the end without relaying any of it to the client.
+//! Private round trips: statements qcache sends for itself on the session's upstream
+//! connection (identity, privileges, context read-back, the diagnostics resetter, a replay),
+//! whose answers it reads to the end without relaying any of it to the client. One helper
+//! sends and reads; what an answer means is `protocol::answer`'s and the engine's.
 
 use super::{Session, SessionError};
+use crate::protocol::answer::Answer;
 use crate::protocol::packets::com;
-use crate::protocol::response::{Expect, Response, Step};
+use crate::protocol::response::{Response, Step};
+use crate::protocol::rows;
 
 impl Session {
-    /// Sends `sql` as a COM_QUERY of qcache's own (sequence 0, a new command).
-    pub(super) async fn send_private(&mut self, sql: &str) -> Result<(), SessionError> {
-        self.send_private_bytes(sql.as_bytes()).await
-    }
-
-    /// [`Session::send_private`] of statement bytes that may not be UTF-8 (a client's own
-    /// statement text, asked again for qcache's purposes).
-    pub(super) async fn send_private_bytes(&mut self, sql: &[u8]) -> Result<(), SessionError> {
-        let mut payload = Vec::with_capacity(sql.len() + 1);
-        payload.push(com::QUERY);
-        payload.extend_from_slice(sql);
-        self.upstream.start_command();
-        self.upstream
-            .send(0, &payload)
-            .await
-            .map_err(SessionError::upstream)?;
-        Ok(())
-    }
-
-    /// Reads the answer to a private statement to its end. `seen` is told of each packet
-    /// after the response machine has read it: (the response so far, its row count before
-    /// this packet, the packet's payload). A request for a local file is an error (`what`
-    /// names the statement in it): no private statement reads one, and answering it would
-    /// leave both sides waiting.
-    pub(super) async fn read_private(
+    /// Sends `payloads`, commands of qcache's own (sequence 0 each), and reads each answer
+    /// to its end, relaying none: pipelined in one write, or one command per write on a
+    /// compressed leg (which numbers each command's frames from zero). A request for a
+    /// local file is an error (`what` names the statements in it): none reads one, and
+    /// answering it would leave both sides waiting. The last status flags an answer
+    /// carried are kept (`private_status`).
+    pub(super) async fn ask_private(
         &mut self,
+        payloads: &[impl AsRef<[u8]>],
         what: &str,
-        mut seen: impl FnMut(&Response, u64, &[u8]),
-    ) -> Result<Response, SessionError> {
-        let mut resp = Response::new(Expect::Results, self.st.deprecate_eof);
-        loop {
-            let p = self
-                .upstream
-                .read_some()
+    ) -> Result<Vec<Answer>, SessionError> {
+        let together = match self.upstream.compression() {
+            None => payloads.len().max(1),
+            Some(_) => 1,
+        };
+        let mut out = Vec::with_capacity(payloads.len());
+        for group in payloads.chunks(together) {
+            self.upstream.start_command();
+            for p in group {
+                self.upstream.push(0, p.as_ref());
+            }
+            self.upstream
+                .flush()
                 .await
                 .map_err(SessionError::upstream)?;
-            let before = resp.rows;
-            let step = resp
-                .feed(&p.payload)
-                .map_err(|e| SessionError::Protocol(e.to_string()))?;
-            seen(&resp, before, &p.payload);
-            match step {
-                Step::Done => break,
-                Step::More => {}
-                Step::LocalInfile => {
-                    return Err(SessionError::Protocol(format!(
-                        "{what} asked for a local file"
-                    )))
+            for _ in group {
+                let mut a = Answer::new(self.st.deprecate_eof);
+                loop {
+                    let p = self
+                        .upstream
+                        .read_some()
+                        .await
+                        .map_err(SessionError::upstream)?;
+                    let step = a
+                        .feed(&p.payload)
+                        .map_err(|e| SessionError::Protocol(e.to_string()))?;
+                    match step {
+                        Step::Done => break,
+                        Step::More => {}
+                        Step::LocalInfile => {
+                            let msg = format!("{what} asked for a local file");
+                            return Err(SessionError::Protocol(msg));
+                        }
+                    }
                 }
+                if let Some(st) = a.resp.last_status {
+                    self.private_status = Some(st);
+                }
+                out.push(a);
             }
         }
-        Ok(resp)
+        Ok(out)
+    }
+
+    /// [`ask_private`](Self::ask_private) of one statement's text (bytes: a client's own
+    /// statement, asked again for qcache's purposes, may not be UTF-8).
+    pub(super) async fn ask_one(
+        &mut self,
+        sql: impl AsRef<[u8]>,
+        what: &str,
+    ) -> Result<Answer, SessionError> {
+        let payload = rows::query_payload_bytes(sql.as_ref());
+        let mut answers = self.ask_private(&[payload], what).await?;
+        Ok(answers.remove(0))
     }
 
     /// A COM_PING on the upstream leg, its OK read and dropped: the server's idle timers
@@ -76,11 +91,7 @@ impl Session {
         payload: &[u8],
         what: &str,
     ) -> Result<Response, SessionError> {
-        self.upstream.start_command();
-        self.upstream
-            .send(0, payload)
-            .await
-            .map_err(SessionError::upstream)?;
-        self.read_private(what, |_, _, _| {}).await
+        let mut answers = self.ask_private(&[payload], what).await?;
+        Ok(answers.remove(0).resp)
     }
 }

@@ -5,13 +5,13 @@
 use bytes::Bytes;
 
 use super::{Session, SessionError};
+use crate::admin::statements::{self, OwnError, Rows};
 use crate::analysis::{self, StatementKind};
 use crate::engine::answers::{self, VarAnswer};
 use crate::engine::settings::{self, SetSent};
 use crate::engine::Planner;
-use crate::invalidation;
 use crate::protocol::codec::Packet;
-use crate::protocol::packets::{self};
+use crate::protocol::packets;
 use crate::protocol::response::Expect;
 use crate::protocol::rows::Rewrite;
 
@@ -69,29 +69,13 @@ impl Session {
     /// (`engine::answers::show_values`).
     pub(super) fn own_show_values(&self, sql: &[u8]) -> Option<Rewrite> {
         let default = self.shared.config().cache.query_cache_type;
-        answers::show_values(
-            &self.st,
-            sql,
-            default,
-            || self.own_status_rows(),
-            || self.client_leg(),
-        )
+        let own = || statements::own_status(&self.shared);
+        answers::show_values(&self.st, sql, default, own, || self.client_leg())
     }
 
     /// `SHOW [GLOBAL|SESSION] STATUS LIKE 'Qcache%'`: rows qcache answers from its state.
     pub(super) fn qcache_status_rows(&self, sql: &[u8]) -> Option<Vec<(String, String)>> {
-        answers::qcache_status_rows(sql, || self.own_status_rows())
-    }
-
-    /// qcache's `Qcache_*` status rows: the cache's, then L2's.
-    fn own_status_rows(&self) -> Vec<(String, String)> {
-        self.shared
-            .cache
-            .status_rows()
-            .into_iter()
-            .chain(self.shared.l2.iter().flat_map(|l| l.status_rows()))
-            .map(|(n, v)| (n.to_string(), v.to_string()))
-            .collect()
+        answers::qcache_status_rows(sql, || statements::own_status(&self.shared))
     }
 
     /// Answers a [`session_variable_answer`](Self::session_variable_answer).
@@ -102,34 +86,18 @@ impl Session {
     ) -> Result<(), SessionError> {
         match v {
             VarAnswer::Relay(rw) => self.relay_rewriting(pkt, rw).await,
-            VarAnswer::Own(row) => self.send_status_rows_named(row).await,
+            VarAnswer::Own((name, value)) => {
+                let column = [(name.as_str(), packets::TYPE_VAR_STRING)];
+                self.send_text_result(&column, &[vec![Some(value)]]).await
+            }
         }
-    }
-
-    pub(super) async fn send_status_rows_named(
-        &mut self,
-        (name, value): (String, String),
-    ) -> Result<(), SessionError> {
-        self.send_text_result(
-            &[(name.as_str(), packets::TYPE_VAR_STRING)],
-            &[vec![Some(value)]],
-        )
-        .await
     }
 
     pub(super) async fn send_status_rows(
         &mut self,
         rows: Vec<(String, String)>,
     ) -> Result<(), SessionError> {
-        let rows: Vec<Vec<Option<String>>> = rows
-            .into_iter()
-            .map(|(n, v)| vec![Some(n), Some(v)])
-            .collect();
-        let columns = [
-            ("Variable_name", packets::TYPE_VAR_STRING),
-            ("Value", packets::TYPE_VAR_STRING),
-        ];
-        self.send_text_result(&columns, &rows).await
+        self.send_rows(Rows::status(rows)).await
     }
 
     /// FLUSH and RESET: `… QUERY CACHE` is qcache's (`engine::command::query_cache_statement`),
@@ -145,13 +113,15 @@ impl Session {
             return self.relay_command(&pkt, Expect::Results).await.map(drop);
         };
         if !self.may_administer().await? {
-            return self.deny(pkt.seq.wrapping_add(1)).await;
+            let denied = OwnError::access_denied();
+            return self
+                .send_own_error(pkt.seq.wrapping_add(1), denied)
+                .await
+                .map(drop);
         }
         let refused = qc.relayed && self.relay_command(&pkt, Expect::Results).await?.error;
         if qc.empties && !refused {
-            self.shared
-                .invalidate(&invalidation::admin::reset_query_cache());
-            self.shared.cache.drop_entries();
+            statements::reset_query_cache(&self.shared);
         }
         if qc.relayed {
             return Ok(());
