@@ -4,6 +4,7 @@
 
 use crate::protocol::commands::stmt_id;
 use crate::protocol::packets::com;
+use crate::protocol::response::Response;
 
 use super::state::SessionState;
 
@@ -156,6 +157,53 @@ pub enum TextRoute {
     UnlockTables,
     /// Anything else: relayed as it is.
     Relay,
+}
+
+/// What a relayed statement's answer changes in the session, applied once the server
+/// answered ([`followed`]): the server's word decides each.
+pub enum Follow<'a> {
+    /// Nothing qcache follows.
+    Nothing,
+    /// CALL or a SQL-level EXECUTE that sets `query_cache_type`: kept if it succeeded.
+    Qct(Option<crate::config::QueryCacheType>),
+    /// A transaction boundary sent as text (a refused XA START started nothing).
+    Boundary(crate::policy::txn::XaSent),
+    /// A transaction boundary sent as an execute of a prepared statement.
+    ExecuteBoundary(crate::policy::txn::XaSent),
+    /// USE (`sql`, its text): the default database follows the server's OK.
+    Use(&'a [u8]),
+    /// COM_INIT_DB (`name`, its argument): likewise.
+    InitDb(&'a [u8]),
+    /// COM_DROP_DB of `schema`: the default database is gone if it was that one.
+    DropDb(&'a str),
+    /// UNLOCK TABLES: the session reads through the cache again once it succeeded.
+    UnlockTables,
+}
+
+/// Applies what `follow` says a relayed statement's answer `resp` changes.
+pub fn followed(st: &mut SessionState, follow: Follow<'_>, resp: &Response) {
+    let ok = !resp.error;
+    match follow {
+        Follow::Nothing => {}
+        Follow::Qct(qct) => super::settings::qct_answered(st, qct, resp.error),
+        Follow::Boundary(sent) => st.txn.boundary_answered(sent, resp.error),
+        Follow::ExecuteBoundary(sent) => st.txn.execute_answered(sent, resp.error),
+        Follow::Use(sql) if resp.oks > 0 && ok => {
+            if let Some(db) = crate::analysis::use_schema(&String::from_utf8_lossy(sql)) {
+                st.set_db(Some(db));
+            }
+        }
+        Follow::InitDb(name) if resp.oks > 0 => {
+            st.set_db(Some(String::from_utf8_lossy(name).into_owned()))
+        }
+        Follow::DropDb(schema) if ok => {
+            if crate::policy::context::drop_forgets_db(st.db.as_deref(), schema) {
+                st.set_db(None);
+            }
+        }
+        Follow::UnlockTables if ok => st.txn.locks_released(),
+        Follow::Use(_) | Follow::InitDb(_) | Follow::DropDb(_) | Follow::UnlockTables => {}
+    }
 }
 
 impl super::Planner<'_> {
@@ -708,5 +756,63 @@ mod tests {
             None
         );
         assert!(st.pending.privileges.is_some(), "FLUSH PRIVILEGES");
+    }
+
+    /// (rule, what is followed, the answer: an OK or an ERR, the default database after)
+    #[test]
+    fn a_relayed_answer_moves_the_default_database_only_on_the_servers_word() {
+        let rows: [(&str, Follow<'static>, bool, Option<&str>); 8] = [
+            (
+                "USE answered OK",
+                Follow::Use(b"USE other"),
+                true,
+                Some("other"),
+            ),
+            ("USE refused", Follow::Use(b"USE other"), false, Some("db")),
+            (
+                "COM_INIT_DB answered OK",
+                Follow::InitDb(b"other"),
+                true,
+                Some("other"),
+            ),
+            (
+                "COM_INIT_DB refused",
+                Follow::InitDb(b"other"),
+                false,
+                Some("db"),
+            ),
+            (
+                "DROP of the default database",
+                Follow::DropDb("db"),
+                true,
+                None,
+            ),
+            ("DROP of another", Follow::DropDb("other"), true, Some("db")),
+            ("DROP refused", Follow::DropDb("db"), false, Some("db")),
+            ("anything else", Follow::Nothing, true, Some("db")),
+        ];
+        let w = crate::engine::World::new(false);
+        for (rule, follow, ok, db) in rows {
+            let mut st = w.session(Some("db"));
+            let mut resp = Response::new(crate::protocol::response::Expect::OnePacket, false);
+            resp.oks = u32::from(ok);
+            resp.error = !ok;
+            followed(&mut st, follow, &resp);
+            assert_eq!(st.db.as_deref(), db, "{rule}");
+        }
+    }
+
+    /// (rule, the answer an error: table locks held after UNLOCK TABLES)
+    #[test]
+    fn unlock_tables_releases_on_the_servers_word() {
+        let w = crate::engine::World::new(false);
+        for (rule, error, held) in [("answered OK", false, false), ("refused", true, true)] {
+            let mut st = w.session(Some("db"));
+            st.txn.locks_taken();
+            let mut resp = Response::new(crate::protocol::response::Expect::Results, false);
+            resp.error = error;
+            followed(&mut st, Follow::UnlockTables, &resp);
+            assert_eq!(st.txn.table_locks(), held, "{rule}");
+        }
     }
 }

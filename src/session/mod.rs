@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use tracing::{debug, info, Instrument};
 
-use crate::engine::command::{route, Route};
+use crate::engine::command::{route, Follow, Route};
 use crate::engine::state::SessionState;
 use crate::protocol::codec::Packet;
 /// Kept at this path for `prepared.rs`, which the read-path rewrite owns.
@@ -282,11 +282,9 @@ impl Session {
                 self.statement_end(digests::Statement::Text(&sql));
             }
             Route::InitDb => {
-                let resp = self.relay_command(&pkt, Expect::OnePacket).await?;
-                if resp.oks > 0 {
-                    let db = String::from_utf8_lossy(&pkt.payload[1..]).into_owned();
-                    self.st.set_db(Some(db));
-                }
+                let follow = Follow::InitDb(&pkt.payload[1..]);
+                self.relay_following(&pkt, Expect::OnePacket, follow)
+                    .await?
             }
             Route::Prepare => self.stmt_prepare(pkt).await?,
             Route::Execute { id, release } => {
@@ -320,12 +318,9 @@ impl Session {
                 self.relay_command(&pkt, Expect::FieldList).await?;
             }
             Route::DropDb { schema } => {
-                let resp = self.relay_command(&pkt, Expect::OnePacket).await?;
-                if !resp.error
-                    && crate::policy::context::drop_forgets_db(self.st.db.as_deref(), &schema)
-                {
-                    self.st.set_db(None);
-                }
+                let follow = Follow::DropDb(&schema);
+                self.relay_following(&pkt, Expect::OnePacket, follow)
+                    .await?
             }
             Route::ChangeUser => return self.change_user(pkt).await,
             Route::ResetConnection => {

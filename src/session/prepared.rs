@@ -3,6 +3,7 @@
 //! read path; the server is given the parameter types the client last sent whenever an
 //! execute answered from the cache left it holding others.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
@@ -10,6 +11,7 @@ use bytes::Bytes;
 use super::{Session, SessionError};
 use crate::analysis;
 use crate::cache::Key;
+use crate::engine::command::Follow;
 use crate::engine::prepared::{
     execute_came, execute_keyed, params_not_dates, prepare_answered, ExecuteCame, ExecuteUp,
     SentTypes,
@@ -58,14 +60,12 @@ impl Session {
         match next {
             ExecuteUp::Write { sql, digest } => self.write(&pkt, &sql, digest).await,
             ExecuteUp::Relay { qct } => {
-                let resp = self.relay_command(&pkt, Expect::Results).await?;
-                crate::engine::settings::qct_answered(&mut self.st, qct, resp.error);
-                Ok(())
+                self.relay_following(&pkt, Expect::Results, Follow::Qct(qct))
+                    .await
             }
             ExecuteUp::Boundary(sent) => {
-                let resp = self.relay_command(&pkt, Expect::Results).await?;
-                self.st.txn.execute_answered(sent, resp.error);
-                Ok(())
+                let follow = Follow::ExecuteBoundary(sent);
+                self.relay_following(&pkt, Expect::Results, follow).await
             }
         }
     }
@@ -159,12 +159,9 @@ impl Session {
                     Answer::Local(false)
                 }
                 Step::Plan => {
-                    let Some((sql, digest)) =
-                        self.st.stmts.get(&id).map(|s| (s.sql.clone(), s.digest))
-                    else {
+                    let Some((sql, digest, an)) = self.prepared_analysis(id) else {
                         return self.relay_command(&pkt, Expect::Results).await.map(drop);
                     };
-                    let an = self.analysis_of(&sql, Some(digest));
                     let params_ok = params_not_dates(&self.st, id, &pkt.payload);
                     let plan = match keyed {
                         Some(k) => self.plan_read(&an, k, digest, &sql, params_ok).await,
@@ -190,6 +187,13 @@ impl Session {
             };
             step = d.next(answer);
         }
+    }
+
+    /// Statement `id`'s text, digest and analysis; None when it is gone.
+    fn prepared_analysis(&self, id: u32) -> Option<(Bytes, u64, Arc<analysis::Analysis>)> {
+        let (sql, digest) = self.st.stmts.get(&id).map(|s| (s.sql.clone(), s.digest))?;
+        let an = self.analysis_of(&sql, Some(digest));
+        Some((sql, digest, an))
     }
 
     /// How qcache answers an execute of statement `id` when it reads qcache's own
@@ -290,7 +294,7 @@ impl Session {
         mode: Option<crate::engine::read::ReadMode>,
         came: bool,
         key_kept: bool,
-        planned_for: Option<(Bytes, std::sync::Arc<analysis::Analysis>)>,
+        planned_for: Option<(Bytes, Arc<analysis::Analysis>)>,
     ) -> Result<(), SessionError> {
         let not_keyed = match &planned {
             read::Planned::Relay { reason, .. } if !key_kept => Some(*reason),
@@ -299,16 +303,11 @@ impl Session {
         if let Some(s) = self.st.stmts.get_mut(&id) {
             s.before_decided(&pkt.payload, came, not_keyed);
         }
-        let (sql, an) = match planned_for {
-            Some(p) => p,
-            None => {
-                let Some((sql, digest)) = self.st.stmts.get(&id).map(|s| (s.sql.clone(), s.digest))
-                else {
-                    return self.relay_command(pkt, Expect::Results).await.map(drop);
-                };
-                let an = self.analysis_of(&sql, Some(digest));
-                (sql, an)
-            }
+        let Some((sql, an)) = planned_for.or_else(|| {
+            let (sql, _, an) = self.prepared_analysis(id)?;
+            Some((sql, an))
+        }) else {
+            return self.relay_command(pkt, Expect::Results).await.map(drop);
         };
         let (up, typed) = match self.st.stmts.get(&id) {
             Some(s) => s.execute_for_upstream(&pkt.payload),

@@ -6,7 +6,7 @@ use bytes::Bytes;
 
 use super::{Session, SessionError};
 use crate::analysis::{self, StatementKind};
-use crate::engine::command::TextRoute;
+use crate::engine::command::{Follow, TextRoute};
 use crate::engine::Planner;
 use crate::policy::snapshot;
 use crate::policy::{classify, Reason};
@@ -52,9 +52,8 @@ impl Session {
             TextRoute::FlushOrReset => self.flush_or_reset(pkt, sql, scan.kind).await,
             TextRoute::Write => self.write(&pkt, sql, analysis::digest(&text)).await,
             TextRoute::SqlLevel { qct } => {
-                let resp = self.relay_command(&pkt, Expect::Results).await?;
-                crate::engine::settings::qct_answered(&mut self.st, qct, resp.error);
-                Ok(())
+                self.relay_following(&pkt, Expect::Results, Follow::Qct(qct))
+                    .await
             }
             TextRoute::Transaction => {
                 if self
@@ -66,26 +65,16 @@ impl Session {
                 // Its snapshot point, however it is spelled (WITH CONSISTENT SNAPSHOT, XA
                 // START), is taken as it is sent, like every statement's (`exchange_as`).
                 let sent = self.st.txn.boundary_sent(snapshot::xa(&text));
-                let resp = self.relay_command(&pkt, Expect::Results).await?;
-                // A refused XA START (XAER_OUTSIDE in a transaction) started nothing.
-                self.st.txn.boundary_answered(sent, resp.error);
-                Ok(())
+                self.relay_following(&pkt, Expect::Results, Follow::Boundary(sent))
+                    .await
             }
             TextRoute::Use => {
-                let resp = self.relay_command(&pkt, Expect::Results).await?;
-                if resp.oks > 0 && !resp.error {
-                    if let Some(db) = analysis::use_schema(&String::from_utf8_lossy(sql)) {
-                        self.st.set_db(Some(db));
-                    }
-                }
-                Ok(())
+                self.relay_following(&pkt, Expect::Results, Follow::Use(sql))
+                    .await
             }
             TextRoute::UnlockTables => {
-                let resp = self.relay_command(&pkt, Expect::Results).await?;
-                if !resp.error {
-                    self.st.txn.locks_released();
-                }
-                Ok(())
+                self.relay_following(&pkt, Expect::Results, Follow::UnlockTables)
+                    .await
             }
             TextRoute::Relay => self.relay_command(&pkt, Expect::Results).await.map(drop),
         }

@@ -4,6 +4,7 @@
 
 use super::{Session, SessionError};
 use crate::engine::answered;
+use crate::engine::command::{followed, Follow};
 use crate::engine::diagnostics;
 use crate::engine::exchange;
 use crate::engine::fill::Fill;
@@ -35,6 +36,19 @@ impl Session {
         expect: Expect,
     ) -> Result<Response, SessionError> {
         self.exchange(pkt.seq, &pkt.payload, expect, None).await
+    }
+
+    /// Forwards a client packet unchanged, relays the whole response and applies what its
+    /// answer changes in the session (`engine::command::followed`).
+    pub(crate) async fn relay_following(
+        &mut self,
+        pkt: &Packet,
+        expect: Expect,
+        follow: Follow<'_>,
+    ) -> Result<(), SessionError> {
+        let resp = self.relay_command(pkt, expect).await?;
+        followed(&mut self.st, follow, &resp);
+        Ok(())
     }
 
     /// Sends `payload` upstream and relays the response, teeing it into `fill` if given.

@@ -614,7 +614,9 @@ pub fn unique_name(prefix: &str) -> String {
         })
         .take(40)
         .collect();
-    format!("{clean}_{}_{n}", std::process::id())
+    // Fixed width: tests that compare raw column definitions (which carry the schema's
+    // name) through qcache and directly must not see a name one digit longer on one side.
+    format!("{clean}_{}_{n:04}", std::process::id())
 }
 
 /// Creates a database of its own for one test (directly, not through qcache) and returns its
