@@ -165,9 +165,9 @@ impl Session {
                         return self.relay_command(&pkt, Expect::Results).await.map(drop);
                     };
                     let an = self.analysis_of(&sql, Some(digest));
-                    let params_ok = self.execute_params_not_dates(id, &pkt.payload);
+                    let params = self.execute_params_known(id, &pkt.payload);
                     let plan = match keyed {
-                        Some(k) => self.plan_read(&an, k, digest, &sql, params_ok).await,
+                        Some(k) => self.plan_read(&an, k, digest, &sql, params).await,
                         None => Err(Reason::MalformedExecute),
                     };
                     planned_for = Some((sql, an));
@@ -193,11 +193,11 @@ impl Session {
     }
 
     /// Whether the values of this execute of statement `id` (`payload`: its
-    /// COM_STMT_EXECUTE) are known to hold no date (`policy::timecol::params_not_dates`).
-    fn execute_params_not_dates(&self, id: u32, payload: &[u8]) -> bool {
+    /// COM_STMT_EXECUTE) are known to hold no date, no TIME (`policy::timecol::params_known`).
+    fn execute_params_known(&self, id: u32, payload: &[u8]) -> crate::policy::timecol::Params {
         let n = self.st.stmts.get(&id).map_or(1, |s| s.params);
         let values = crate::engine::slices::execute_literals(&self.st, payload);
-        crate::policy::timecol::params_not_dates(values.as_deref(), n)
+        crate::policy::timecol::params_known(values.as_deref(), n)
     }
 
     /// How qcache answers an execute of statement `id` when it reads qcache's own
