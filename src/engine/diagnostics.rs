@@ -155,6 +155,13 @@ pub fn command_sent(st: &mut SessionState, owed: &Owed, payload: &[u8]) {
     }
 }
 
+/// The statement sent was answered with a final ERR `code`: one the server could not parse
+/// ran nothing and left `Last_query_cost` as it was
+/// (`policy::diagnostics::LastQueryCost::error_answered`).
+pub fn error_answered(st: &mut SessionState, code: Option<u16>) {
+    st.cost.error_answered(code);
+}
+
 /// Before a statement of `effect`: what to send so that the server's `Last_query_cost` is
 /// what the client would read, if it is owed (`policy::diagnostics::LastQueryCost::before`):
 /// the text that set it, moved back to the database and `sql_mode` it ran under where they
@@ -252,7 +259,7 @@ mod tests {
                 with(com::QUERY, b"SHOW SESSION STATUS"),
                 false,
                 None,
-                owed(CostEffect::Reads, None, false, false, None),
+                owed(CostEffect::Shows, None, false, false, None),
             ),
             (
                 "an execute by its prepared text",

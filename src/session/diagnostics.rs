@@ -22,7 +22,10 @@ impl Session {
     ) -> Result<(), SessionError> {
         use diagnostics::CostEffect;
         let (found_rows, row_count_zero) = diagnostics::pending_restore(pending);
-        let observes = matches!(effect, CostEffect::Reads | CostEffect::Unknown);
+        let observes = matches!(
+            effect,
+            CostEffect::Reads | CostEffect::Shows | CostEffect::Unknown
+        );
         let may_replay = diagnostics::may_replay(
             self.st.txn.statement_runs_in_transaction(),
             self.st.txn.begin_pending(),
@@ -61,7 +64,7 @@ impl Session {
         effect: diagnostics::CostEffect,
     ) -> Result<(), SessionError> {
         if !self.st.cost.owed()
-            || self.st.diag_may_persist
+            || (self.st.diag_may_persist && !effect.clears_diagnostics())
             || !diagnostics::may_replay(
                 self.st.txn.statement_runs_in_transaction(),
                 self.st.txn.begin_pending(),
