@@ -108,7 +108,7 @@ pub fn time_with_date(
 /// function returning one): a cheap look for the words that can, before lexing.
 fn may_make_time(text: &[u8]) -> bool {
     let has = |w: &[u8]| text.windows(w.len()).any(|x| x.eq_ignore_ascii_case(w));
-    has(b"time") || has(b"str_to_date")
+    has(b"time") || has(b"str_to_date") || text.contains(&b'{')
 }
 
 /// Whether the catalog does not know a relation's columns.
@@ -216,7 +216,7 @@ pub fn params_known(params: Option<&[Option<Lit>]>, n: u16) -> Params {
 /// Whether the word at `toks[i]` makes a TIME value of its own: a function returning one
 /// (`MAKETIME(…)`, `SEC_TO_TIME(…)`, `TIMEDIFF(…)`, `TIME(…)`, …), or the type word `TIME`
 /// of a `CAST(x AS TIME)`, `CONVERT(x, TIME)`, a `TIME'…'` literal or a JSON_TABLE column
-/// (`x TIME PATH '$'`). `time` is also a common column name: a bare `time` that names a
+/// (`x TIME PATH '$'`), or the ODBC escape `{t '…'}`. `time` is also a common column name: a bare `time` that names a
 /// column of a relation read (known to be no TIME one) is that column.
 fn makes_time<'a>(
     toks: &[Token],
@@ -246,10 +246,14 @@ fn makes_time<'a>(
     {
         return true;
     }
+    let prev = i.checked_sub(1).and_then(|j| toks.get(j));
+    let quoted = |n: &Token| matches!(n.tok, Tok::Str | Tok::DoubleQuoted);
+    if w.eq_ignore_ascii_case(b"t") {
+        return prev.is_some_and(|p| p.is_punct(b'{')) && next.is_some_and(quoted);
+    }
     if !w.eq_ignore_ascii_case(b"time") {
         return false;
     }
-    let prev = i.checked_sub(1).and_then(|j| toks.get(j));
     let typed = next.is_some_and(|n| {
         matches!(n.tok, Tok::Str | Tok::DoubleQuoted)
             || n.is_punct(b')')
@@ -946,6 +950,34 @@ mod tests {
                 "SELECT id FROM t WHERE dt < ?",
                 vec![no_time()],
                 true,
+                false,
+            ),
+            (
+                "an ODBC time literal met by a DATETIME column",
+                "SELECT id FROM t WHERE dt < {t '10:00:00'}",
+                vec![no_time()],
+                false,
+                true,
+            ),
+            (
+                "an ODBC time literal, spaced and upper case",
+                "SELECT GREATEST(dt, { T '10:00:00' }) FROM t",
+                vec![no_time()],
+                false,
+                true,
+            ),
+            (
+                "an ODBC timestamp literal, no TIME",
+                "SELECT id FROM t WHERE dt > {ts '2021-01-01 00:00:00'}",
+                vec![no_time()],
+                false,
+                false,
+            ),
+            (
+                "a column named t",
+                "SELECT t FROM x WHERE dt > '2021-01-01'",
+                vec![no_time()],
+                false,
                 false,
             ),
             (
