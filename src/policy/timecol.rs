@@ -239,6 +239,13 @@ fn makes_time<'a>(
     let w = toks[i].bytes(text);
     let next = toks.get(i + 1);
     let next_is_paren = next.is_some_and(|n| n.is_punct(b'('));
+    // STR_TO_DATE gives a DATE or DATETIME, not a TIME, when its format names a date part.
+    if next_is_paren
+        && w.eq_ignore_ascii_case(b"str_to_date")
+        && literal_format(toks, i + 2, text).is_some_and(format_has_date_part)
+    {
+        return false;
+    }
     if next_is_paren
         && FUNCTIONS
             .iter()
@@ -297,6 +304,51 @@ fn names_column<'a>(
 fn unicode_eq(lower: &str, name: &[u8]) -> bool {
     !name.is_ascii()
         && std::str::from_utf8(name).is_ok_and(|n| n.to_lowercase() == lower.to_lowercase())
+}
+
+/// The second argument of the call whose arguments start at `toks[from]`, when it is a
+/// string literal standing alone (`STR_TO_DATE(x, '%Y-%m-%d')`): its bytes inside the quotes.
+fn literal_format<'t>(toks: &[Token], from: usize, text: &'t [u8]) -> Option<&'t [u8]> {
+    let mut depth = 0usize;
+    let mut j = from;
+    while let Some(t) = toks.get(j) {
+        if t.is_punct(b'(') {
+            depth += 1;
+        } else if t.is_punct(b')') {
+            if depth == 0 {
+                return None;
+            }
+            depth -= 1;
+        } else if t.is_punct(b',') && depth == 0 {
+            let f = toks.get(j + 1)?;
+            let closes = toks.get(j + 2).is_some_and(|c| c.is_punct(b')'));
+            if !closes || !matches!(f.tok, Tok::Str | Tok::DoubleQuoted) {
+                return None;
+            }
+            let b = f.bytes(text);
+            return b.get(1..b.len().saturating_sub(1));
+        }
+        j += 1;
+    }
+    None
+}
+
+/// Whether a DATE_FORMAT-style format names a date part (`%Y`, `%m`, `%d`, `%W`, …; `%%` is a
+/// percent sign).
+fn format_has_date_part(f: &[u8]) -> bool {
+    const DATE_PARTS: &[u8] = b"abcDdejMmUuVvWwXxYy";
+    let mut k = 0;
+    while k + 1 < f.len() {
+        if f[k] == b'%' {
+            if DATE_PARTS.contains(&f[k + 1]) {
+                return true;
+            }
+            k += 2;
+        } else {
+            k += 1;
+        }
+    }
+    false
 }
 
 /// Words that name a date type or a set operation wherever they stand: `CAST(x AS DATE)`,
@@ -950,6 +1002,34 @@ mod tests {
                 "SELECT id FROM t WHERE dt < ?",
                 vec![no_time()],
                 true,
+                false,
+            ),
+            (
+                "STR_TO_DATE with a time-only format: a TIME",
+                "SELECT id FROM t WHERE dt < STR_TO_DATE('10:00', '%H:%i')",
+                vec![no_time()],
+                false,
+                true,
+            ),
+            (
+                "STR_TO_DATE with a format not a literal",
+                "SELECT id FROM t WHERE dt < STR_TO_DATE('10', CONCAT('%', 'H'))",
+                vec![no_time()],
+                false,
+                true,
+            ),
+            (
+                "STR_TO_DATE with a literal percent before Y",
+                "SELECT id FROM t WHERE dt < STR_TO_DATE('10 %Y', '%H %%Y')",
+                vec![no_time()],
+                false,
+                true,
+            ),
+            (
+                "STR_TO_DATE with a date format: no TIME",
+                "SELECT id FROM t WHERE dt > STR_TO_DATE('2020-01-01', '%Y-%m-%d')",
+                vec![no_time()],
+                false,
                 false,
             ),
             (
