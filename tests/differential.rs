@@ -794,6 +794,7 @@ topics!(
     adversary14,
     adversary15,
     adversary16,
+    adversary17,
     basics,
     catalog,
     classification,

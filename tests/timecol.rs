@@ -124,3 +124,57 @@ async fn a_time_read_as_a_date_is_not_cached_on_any_path() {
         assert_eq!(last(&mut c).await, want, "{sql} with {value:?}");
     }
 }
+
+/// Issue #35 (adversary round 17): a TIME-typed parameter (the binary protocol's
+/// MYSQL_TYPE_TIME, which `Value::Time` sends) compared with a DATETIME column takes the
+/// session's current date, as a TIME column does; the table has no TIME column. A writer
+/// whose clock a trigger moved (unseen) got another session's cached rows.
+#[tokio::test]
+async fn a_time_parameter_met_by_a_datetime_is_not_cached() {
+    let schema = common::fresh_schema("timeparam").await;
+    setup(
+        &schema,
+        &[
+            "CREATE TABLE t (id INT PRIMARY KEY, dt DATETIME)",
+            "INSERT INTO t VALUES (1, '2020-01-01 10:00:00'), (2, '2030-01-01 10:00:00')",
+            "CREATE TABLE log (n INT)",
+            // 2019-01-01 00:00:00 UTC: before both rows' dates.
+            "CREATE TRIGGER tr BEFORE INSERT ON log FOR EACH ROW \
+             IF NEW.n = 2 THEN SET @@session.timestamp = 1546300800; END IF",
+        ],
+    )
+    .await;
+    let sql = "SELECT id FROM t WHERE dt < ? ORDER BY id";
+    let ten = Value::Time(false, 0, 10, 0, 0, 0);
+    // What the server answers a session whose clock the trigger moved.
+    let mut direct = common::direct_to(&schema).await;
+    direct
+        .query_drop("INSERT INTO log VALUES (2)")
+        .await
+        .unwrap();
+    let want: Vec<i32> = direct.exec(sql, (ten.clone(),)).await.unwrap();
+
+    let proxy = common::proxy(|_| {}).await;
+    let mut other = proxy.conn(&schema).await;
+    let first: Vec<i32> = other.exec(sql, (ten.clone(),)).await.unwrap();
+    let again: Vec<i32> = other.exec(sql, (ten.clone(),)).await.unwrap();
+    assert_eq!(first, again);
+    let mut writer = proxy.conn(&schema).await;
+    writer
+        .query_drop("INSERT INTO log VALUES (2)")
+        .await
+        .unwrap();
+    let got: Vec<i32> = writer.exec(sql, (ten.clone(),)).await.unwrap();
+    assert_eq!(got, want, "the writer's clock decides the TIME's date");
+    assert_eq!(last(&mut writer).await, REFUSED);
+
+    // Values known to be no TIME stay cached: a DATETIME, a string.
+    for v in [
+        Value::Date(2025, 1, 1, 0, 0, 0, 0),
+        Value::from("2025-01-01"),
+    ] {
+        other.exec_drop(sql, (v.clone(),)).await.unwrap();
+        other.exec_drop(sql, (v.clone(),)).await.unwrap();
+        assert_eq!(last(&mut other).await, "hit", "{v:?}");
+    }
+}

@@ -156,6 +156,13 @@ pub fn command_sent(st: &mut SessionState, owed: &Owed, payload: &[u8]) {
     }
 }
 
+/// The statement sent was answered with a final ERR `code`: one the server could not parse
+/// ran nothing and left `Last_query_cost` as it was
+/// (`policy::diagnostics::LastQueryCost::error_answered`).
+pub fn error_answered(st: &mut SessionState, code: Option<u16>) {
+    st.cost.error_answered(code);
+}
+
 /// Before a statement of `effect`: what to send so that the server's `Last_query_cost` is
 /// what the client would read, if it is owed (`policy::diagnostics::LastQueryCost::before`):
 /// the text that set it, moved back to the database and `sql_mode` it ran under where they
@@ -195,7 +202,10 @@ pub struct Restore {
 /// `effect`, `last` being the session's record of its last statement.
 pub fn restore(st: &SessionState, last: &Last, pending: u64, effect: CostEffect) -> Restore {
     let (found_rows, row_count_zero) = diagnostics::pending_restore(pending);
-    let observes = matches!(effect, CostEffect::Reads | CostEffect::Unknown);
+    let observes = matches!(
+        effect,
+        CostEffect::Reads | CostEffect::Shows | CostEffect::Unknown
+    );
     let replay_hit = (observes && !row_count_zero && last.what.hit && may_replay(st))
         .then(|| hit_text(last))
         .flatten()
@@ -236,7 +246,7 @@ pub fn note_hit_cost(st: &mut SessionState, last: &Last) {
 /// cost, docs/reliability.md), and it would run in no transaction (`may_replay`): else the
 /// cost stays owed.
 pub fn replay_owed(st: &mut SessionState, effect: CostEffect) -> Option<Replay> {
-    if !st.cost.owed() || st.diag_may_persist || !may_replay(st) {
+    if !st.cost.owed() || (st.diag_may_persist && !effect.clears_diagnostics()) || !may_replay(st) {
         return None;
     }
     replay(st, effect)
@@ -329,7 +339,7 @@ mod tests {
                 with(com::QUERY, b"SHOW SESSION STATUS"),
                 false,
                 None,
-                owed(CostEffect::Reads, None, false, false, None),
+                owed(CostEffect::Shows, None, false, false, None),
             ),
             (
                 "an execute by its prepared text",

@@ -427,9 +427,9 @@ pub struct Statement {
     /// An execute's key material: its bound parameters (none to bind, or those of its last
     /// execute); None while they are not known.
     pub material: Option<Vec<u8>>,
-    /// Those parameters hold no date (`policy::timecol::params_not_dates`), as the execute
-    /// judges its own.
-    pub params_not_dates: bool,
+    /// What is known of those parameters (`policy::timecol::params_known`: no date, no
+    /// TIME), as the execute judges its own.
+    pub params: crate::policy::timecol::Params,
 }
 
 /// What `QCACHE EXPLAIN STATEMENT <id>` (None: the statement prepared last) asks about and
@@ -497,7 +497,7 @@ pub fn statement(st: &SessionState, id: Option<u32>) -> Result<(Statement, Field
             p.params as usize,
         ))
     });
-    let params_not_dates = crate::policy::timecol::params_not_dates(values.as_deref(), p.params);
+    let params = crate::policy::timecol::params_known(values.as_deref(), p.params);
     let asked = Statement {
         sql: p.sql.clone(),
         kind: p.kind,
@@ -505,7 +505,7 @@ pub fn statement(st: &SessionState, id: Option<u32>) -> Result<(Statement, Field
         context: p.context,
         execute,
         material,
-        params_not_dates,
+        params,
     };
     Ok((asked, f))
 }

@@ -517,12 +517,12 @@ pub fn execute_keyed(
     Some(keyed)
 }
 
-/// Whether the values of this execute of statement `id` (`payload`: its COM_STMT_EXECUTE)
-/// are known to hold no date (`policy::timecol::params_not_dates`).
-pub fn params_not_dates(st: &SessionState, id: u32, payload: &[u8]) -> bool {
+/// What the values of this execute of statement `id` (`payload`: its COM_STMT_EXECUTE) are
+/// known not to hold: a date, a TIME (`policy::timecol::params_known`).
+pub fn params_known(st: &SessionState, id: u32, payload: &[u8]) -> crate::policy::timecol::Params {
     let n = st.stmts.get(&id).map_or(1, |s| s.params);
     let values = super::slices::execute_literals(st, payload);
-    crate::policy::timecol::params_not_dates(values.as_deref(), n)
+    crate::policy::timecol::params_known(values.as_deref(), n)
 }
 
 /// The key of an execute: the prepared SQL as keyed (`Prepared::key_sql`, without trace

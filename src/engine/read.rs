@@ -447,8 +447,8 @@ impl<'a> ReadPlanner<'a> {
     /// answered): the resolution is remembered for other sessions when it may be, the
     /// operator's rules are asked (misses only), a read that may give a TIME value the
     /// session's date is refused (`policy::timecol`: asked of this statement's text, never
-    /// remembered by digest, whose shape hides its literals; `params_not_dates`: an
-    /// execute's parameter values hold no date), and the transaction may refuse the read.
+    /// remembered by digest, whose shape hides its literals; `params`: what is known of an
+    /// execute's parameter values), and the transaction may refuse the read.
     #[allow(clippy::too_many_arguments)]
     pub fn finish(
         &self,
@@ -458,7 +458,7 @@ impl<'a> ReadPlanner<'a> {
         digest: u64,
         sql: &[u8],
         resolved: Option<Resolved>,
-        params_not_dates: bool,
+        params: timecol::Params,
     ) -> Result<ReadPlan, Reason> {
         let mut opts = crate::rules::Options::default();
         let tables = match (start.remembered, resolved) {
@@ -495,7 +495,7 @@ impl<'a> ReadPlanner<'a> {
             .catalog
             .temporals(tables.iter().map(|t| (t.schema.as_str(), t.name.as_str())));
         let relations: Vec<_> = temporals.iter().map(Option::as_deref).collect();
-        timecol::time_with_date(sql, &relations, params_not_dates)?;
+        timecol::time_with_date(sql, &relations, params)?;
         st.txn
             .read_refusal(|txn| tables.iter().any(|t| txn.wrote(t)))?;
         Ok(ReadPlan {
@@ -683,7 +683,7 @@ mod tests {
                     digest,
                     sql.as_bytes(),
                     Some(resolved),
-                    false,
+                    timecol::Params::UNKNOWN,
                 )
             });
             let got = got.map(|plan| {
@@ -810,7 +810,14 @@ mod tests {
                         digest,
                         sql.as_bytes(),
                         resolved,
-                        *params_ok,
+                        if *params_ok {
+                            timecol::Params {
+                                not_dates: true,
+                                not_times: true,
+                            }
+                        } else {
+                            timecol::Params::UNKNOWN
+                        },
                     )
                 });
                 assert_eq!(got.map(drop), *want, "{round}: {sql}");
@@ -857,14 +864,22 @@ mod tests {
                     digest,
                     sql.as_bytes(),
                     Some(resolved),
-                    false,
+                    timecol::Params::UNKNOWN,
                 )
                 .map(|plan| plan.tables.len());
             let again = p.start(&st, &an, digest, sql.as_bytes()).unwrap();
             assert_eq!(again.remembered.is_some(), *want, "{rule}");
             if *want {
                 let second = p
-                    .finish(&st, again, key, digest, sql.as_bytes(), None, false)
+                    .finish(
+                        &st,
+                        again,
+                        key,
+                        digest,
+                        sql.as_bytes(),
+                        None,
+                        timecol::Params::UNKNOWN,
+                    )
                     .map(|plan| plan.tables.len());
                 assert_eq!(first, second, "{rule}: the memo answers as the catalog did");
             }

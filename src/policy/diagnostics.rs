@@ -206,10 +206,28 @@ pub enum CostEffect {
     Writes,
     /// Sets it itself (a SELECT: its own cost).
     Sets,
-    /// Reads it and leaves it (`SHOW [SESSION] STATUS`).
+    /// Reads it and leaves it (a SET that may turn on a recorder or change how a replay
+    /// costs: the last moment to put it back).
     Reads,
+    /// Reads it and leaves it, after clearing the diagnostics area itself (`SHOW [SESSION]
+    /// STATUS` reads information_schema, a table): a replay sent before it hides no
+    /// warning or error the client could still read.
+    Shows,
     /// May read it, and may set it (CALL, EXECUTE, anything not recognised: fail closed).
     Unknown,
+}
+
+/// ERR codes of a statement the server could not parse, which ran nothing and left
+/// `Last_query_cost` as it was (seen on MariaDB 10.11: `SELECT FROM t` keeps the previous
+/// read's cost, `SELECT a FROM no_such_table` sets 0): ER_PARSE_ERROR, ER_SYNTAX_ERROR.
+pub const RAN_NOTHING: &[u16] = &[1064, 1149];
+
+impl CostEffect {
+    /// The statement clears the server's diagnostics area before it reads anything
+    /// ([`CostEffect::Shows`]): what qcache sends just before it (a replay) hides nothing.
+    pub fn clears_diagnostics(self) -> bool {
+        self == CostEffect::Shows
+    }
 }
 
 /// [`CostEffect`] of a statement's text. Only a single statement whose first word says so
@@ -249,7 +267,7 @@ pub fn cost_effect(stmt: &[u8]) -> CostEffect {
             1
         };
         return if is(0, "show") && is(status_at, "status") {
-            CostEffect::Reads
+            CostEffect::Shows
         } else {
             CostEffect::Unknown
         };
@@ -394,6 +412,10 @@ pub struct LastQueryCost {
     /// The context `source` ran under (meaningful for a `Replay` source only).
     at: OwnedContext,
     owed: bool,
+    /// The record as it was before the statement in flight, a SELECT that is no cacheable
+    /// read ([`LastQueryCost::after`]): put back if the server could not parse it
+    /// ([`LastQueryCost::ran_nothing`]).
+    undo: Option<(CostSource, bool)>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -491,6 +513,7 @@ impl LastQueryCost {
     /// The last statement that set the cost was a hit on `text`, run under its context
     /// (None: not replayable).
     pub fn hit(&mut self, text: Option<(&[u8], CostContext<'_>)>) {
+        self.undo = None;
         self.set_source(text);
         self.owed = false;
     }
@@ -548,8 +571,16 @@ impl LastQueryCost {
     /// After a client's statement of `effect` was sent; `read`: its text when it is a
     /// cacheable read (replayable), with the context it runs under; None otherwise.
     pub fn after(&mut self, effect: CostEffect, read: Option<(&[u8], CostContext<'_>)>) {
+        self.undo = None;
         match effect {
-            CostEffect::Keeps | CostEffect::Reads => {}
+            CostEffect::Keeps | CostEffect::Reads | CostEffect::Shows => {}
+            // A SELECT the server may yet refuse to parse: what the record was is kept (moved,
+            // not copied) for [`LastQueryCost::ran_nothing`].
+            CostEffect::Sets if read.is_none() => {
+                let was = std::mem::replace(&mut self.source, CostSource::Unknown);
+                self.undo = Some((was, self.owed));
+                self.owed = false;
+            }
             CostEffect::Sets => {
                 self.set_source(read);
                 self.owed = false;
@@ -557,6 +588,19 @@ impl LastQueryCost {
             CostEffect::Writes | CostEffect::Unknown => {
                 self.source = CostSource::Unknown;
                 self.owed = false;
+            }
+        }
+    }
+
+    /// The statement just sent was answered with ERR `code`. One the server could not parse
+    /// ([`RAN_NOTHING`]) left the cost as it was before it, which is the record's before
+    /// [`after`](Self::after) (and a resetter sent before it leaves the cost owed again).
+    /// A SELECT that parsed and then failed set it to 0, as `after` took it.
+    pub fn error_answered(&mut self, code: Option<u16>) {
+        if let Some((source, owed)) = self.undo.take() {
+            if code.is_some_and(|c| RAN_NOTHING.contains(&c)) {
+                self.source = source;
+                self.owed = owed;
             }
         }
     }
@@ -1358,9 +1402,9 @@ mod tests {
             ("DELETE LOW_PRIORITY QUICK FROM u", Writes),
             ("DELETE u FROM u JOIN t ON t.a = u.b", Unknown),
             ("DELETE FROM u USING u, t", Unknown),
-            ("SHOW STATUS LIKE 'Last_query_cost'", Reads),
-            ("show session status", Reads),
-            ("SHOW GLOBAL STATUS", Reads),
+            ("SHOW STATUS LIKE 'Last_query_cost'", Shows),
+            ("show session status", Shows),
+            ("SHOW GLOBAL STATUS", Shows),
             ("SHOW VARIABLES", Unknown),
             ("SHOW TABLES", Unknown),
             ("CALL p()", Unknown),
@@ -1463,7 +1507,7 @@ mod tests {
                     Replayed => c.replayed(),
                     Sent(effect, read) => {
                         if let Some(r) = c.before(*effect, at) {
-                            assert!(matches!(effect, Reads | Unknown), "{why}: {r:?}");
+                            assert!(matches!(effect, Reads | Shows | Unknown), "{why}: {r:?}");
                         }
                         c.after(*effect, read.map(|r| (r.as_bytes(), at)));
                     }
@@ -1638,6 +1682,38 @@ mod tests {
         c.hit(Some(("SELECT a FROM t WHERE b = 'é'".as_bytes(), then)));
         c.disturbed();
         assert!(c.before(CostEffect::Reads, then).is_some(), "same charset");
+        // A SELECT that is no cacheable read, after a hit and the resetter sent before it:
+        // (why, its ERR code or None for an answer, the hit still replayed before SHOW STATUS)
+        let rows: &[(&str, Option<Option<u16>>, bool)] = &[
+            ("answered: its own cost", None, false),
+            ("a parse error (1064): ran nothing", Some(Some(1064)), true),
+            ("ER_SYNTAX_ERROR (1149)", Some(Some(1149)), true),
+            ("an unknown table (1146): set 0", Some(Some(1146)), false),
+            ("an ERR without a code read", Some(None), false),
+        ];
+        for (why, err, replayed) in rows {
+            let mut c = LastQueryCost::default();
+            c.hit(Some((b"SELECT h", then)));
+            c.disturbed();
+            c.after(CostEffect::Sets, None);
+            if let Some(code) = err {
+                c.error_answered(*code);
+            }
+            let r = c.before(CostEffect::Shows, then);
+            assert_eq!(r.is_some(), *replayed, "{why}");
+        }
+        // Only the statement just sent is undone.
+        let mut c = LastQueryCost::default();
+        c.hit(Some((b"SELECT h", then)));
+        c.disturbed();
+        c.after(CostEffect::Sets, None);
+        c.after(CostEffect::Keeps, None);
+        c.error_answered(Some(1064));
+        assert_eq!(
+            c.before(CostEffect::Shows, then),
+            None,
+            "a later statement's ERR"
+        );
         // The context is the source's: a later read's replaces a hit's.
         let mut c = LastQueryCost::default();
         c.hit(Some((b"SELECT h", then)));

@@ -26,6 +26,12 @@
 //! expression) is asked the same question over the same relations: `SELECT id FROM v` is
 //! refused when v's definition compares a TIME column with a DATETIME one.
 //!
+//! The TIME value need not be a column's: `CAST(x AS TIME)`, a `TIME'…'` literal, `MAKETIME`,
+//! `SEC_TO_TIME`, `TIMEDIFF` and the other functions that return one, or an execute's
+//! TIME-typed parameter, met by a DATETIME column or a date function, take the date the
+//! same way (`WHERE dt < MAKETIME(10, 0, 0)`): the text's own TIME values count as a TIME
+//! column does.
+//!
 //! Comparisons of a TIME column with string literals that are times (`WHERE t > '10:00'`),
 //! numbers, and reads naming no date form stay cacheable. MariaDB 10.11 compares a TIME
 //! column with a date-looking string or a number as TIME (probed), but MySQL and other
@@ -50,28 +56,59 @@ pub struct Temporals {
     pub columns_known: bool,
 }
 
+/// What is known of an execute's parameter values (`params_known`): none is a date, none is
+/// a TIME. Text has no parameters: a `?` there is no placeholder, and counts as one all the
+/// same ([`Params::UNKNOWN`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Params {
+    /// No value is or may be a date (DATE / DATETIME / TIMESTAMP, or a string that looks
+    /// like one).
+    pub not_dates: bool,
+    /// No value is or may be a TIME (a TIME-typed value, or one of a type not read).
+    pub not_times: bool,
+}
+
+impl Params {
+    /// Nothing known: every `?` may be a date and may be a TIME.
+    pub const UNKNOWN: Params = Params {
+        not_dates: false,
+        not_times: false,
+    };
+}
+
 /// Whether a read of `sql` (a text read's statement, or a prepared statement's text) over
 /// `relations` (one per relation it depends on; None where the catalog does not know the
-/// columns) may give a TIME value the session's date. `params_not_dates`: every `?`'s
-/// value is known not to be a date ([`params_not_dates`]); false when unknown or for text
-/// that has no parameters (then a `?` is no placeholder, and counts as one all the same).
+/// columns) may give a TIME value the session's date. `params`: what is known of an
+/// execute's parameter values ([`params_known`]; [`Params::UNKNOWN`] for text).
 pub fn time_with_date(
     sql: &[u8],
     relations: &[Option<&Temporals>],
-    params_not_dates: bool,
+    params: Params,
 ) -> Result<(), Reason> {
     let unknown = relations.iter().any(|r| columns_unknown(*r));
     let has_time = relations.iter().flatten().any(|r| !r.time.is_empty());
-    if !unknown && !has_time {
-        // The common case: nothing to look for in the text.
+    let code = || relations.iter().flatten().flat_map(|r| r.code.iter());
+    if !unknown
+        && !has_time
+        && !may_make_time(sql)
+        && (params.not_times || !sql.contains(&b'?'))
+        && !code().any(|c| may_make_time(c.as_bytes()))
+    {
+        // The common case: no TIME value anywhere, nothing to look for in the text.
         return Ok(());
     }
-    let mut code = relations.iter().flatten().flat_map(|r| r.code.iter());
-    let refused = |text: &[u8], params_ok| text_may_date(text, relations, has_time, params_ok);
-    if refused(sql, params_not_dates) || code.any(|c| refused(c.as_bytes(), false)) {
+    let refused = |text: &[u8], params| text_may_date(text, relations, has_time, params);
+    if refused(sql, params) || code().any(|c| refused(c.as_bytes(), Params::UNKNOWN)) {
         return Err(Reason::TimeWithDate);
     }
     Ok(())
+}
+
+/// Whether a text may make a TIME value of its own (`CAST(x AS TIME)`, `TIME'…'`, a
+/// function returning one): a cheap look for the words that can, before lexing.
+fn may_make_time(text: &[u8]) -> bool {
+    let has = |w: &[u8]| text.windows(w.len()).any(|x| x.eq_ignore_ascii_case(w));
+    has(b"time") || has(b"str_to_date") || text.contains(&b'{')
 }
 
 /// Whether the catalog does not know a relation's columns.
@@ -84,7 +121,7 @@ fn text_may_date(
     sql: &[u8],
     relations: &[Option<&Temporals>],
     has_time: bool,
-    params_not_dates: bool,
+    params: Params,
 ) -> bool {
     let known = || relations.iter().flatten().copied();
     let has_dated = known().any(|r| !r.dated.is_empty());
@@ -106,7 +143,10 @@ fn text_may_date(
                     time_ref |= has_time;
                     date_source |= has_dated && nested;
                 }
-                Tok::Punct(b'?') => date_source |= !params_not_dates,
+                Tok::Punct(b'?') => {
+                    date_source |= !params.not_dates;
+                    time_ref |= !params.not_times;
+                }
                 Tok::Word => {
                     let w = t.bytes(text);
                     // `TABLE t` reads every column as `*` does; a NATURAL join compares
@@ -121,6 +161,7 @@ fn text_may_date(
                     }
                     date_source |= is_date_word(w) || (next_is_paren && is_date_function(w));
                     time_ref |= names_column(known(), w, |r| &r.time);
+                    time_ref |= makes_time(toks, i, text, known());
                     date_source |= names_column(known(), w, |r| &r.dated);
                 }
                 Tok::Backquoted | Tok::DoubleQuoted => {
@@ -143,22 +184,90 @@ fn text_may_date(
     time_ref && date_source
 }
 
-/// Whether an execute's parameter values (`params`: as `analysis::params::param_literals`
-/// read them, None when they could not be read; `n`: the statement's parameter count) are
-/// known to hold no date: integers, NULLs and strings that do not look like one.
-pub fn params_not_dates(params: Option<&[Option<Lit>]>, n: u16) -> bool {
+/// What is known of an execute's parameter values (`params`: as
+/// `analysis::params::param_literals` read them, None when they could not be read; `n`:
+/// the statement's parameter count): integers, NULLs and strings that do not look like a
+/// date are no date; integers, NULLs, strings and DATE / DATETIME / TIMESTAMP values are no
+/// TIME (a string compared with a DATETIME is read as one, with no current date; a TIME
+/// value, or one of a type not read, may be a TIME).
+pub fn params_known(params: Option<&[Option<Lit>]>, n: u16) -> Params {
     if n == 0 {
-        return true;
+        return Params {
+            not_dates: true,
+            not_times: true,
+        };
     }
-    let Some(params) = params else {
-        return false;
+    let Some(params) = params.filter(|p| p.len() >= n as usize) else {
+        return Params::UNKNOWN;
     };
-    params.len() >= n as usize
-        && params.iter().all(|p| match p {
+    Params {
+        not_dates: params.iter().all(|p| match p {
             Some(Lit::Int(_)) | Some(Lit::Null) => true,
             Some(Lit::Str(s)) => !looks_like_date(s.as_bytes()),
             Some(Lit::Time(_)) | Some(Lit::Param(_)) | None => false,
-        })
+        }),
+        not_times: params.iter().all(|p| match p {
+            Some(Lit::Int(_)) | Some(Lit::Null) | Some(Lit::Str(_)) | Some(Lit::Time(_)) => true,
+            Some(Lit::Param(_)) | None => false,
+        }),
+    }
+}
+
+/// Whether the word at `toks[i]` makes a TIME value of its own: a function returning one
+/// (`MAKETIME(…)`, `SEC_TO_TIME(…)`, `TIMEDIFF(…)`, `TIME(…)`, …), or the type word `TIME`
+/// of a `CAST(x AS TIME)`, `CONVERT(x, TIME)`, a `TIME'…'` literal or a JSON_TABLE column
+/// (`x TIME PATH '$'`), or the ODBC escape `{t '…'}`. `time` is also a common column name: a bare `time` that names a
+/// column of a relation read (known to be no TIME one) is that column.
+fn makes_time<'a>(
+    toks: &[Token],
+    i: usize,
+    text: &[u8],
+    mut relations: impl Iterator<Item = &'a Temporals>,
+) -> bool {
+    const FUNCTIONS: &[&str] = &[
+        "addtime",
+        "current_time",
+        "curtime",
+        "maketime",
+        "sec_to_time",
+        "str_to_date",
+        "subtime",
+        "time",
+        "timediff",
+        "utc_time",
+    ];
+    let w = toks[i].bytes(text);
+    let next = toks.get(i + 1);
+    let next_is_paren = next.is_some_and(|n| n.is_punct(b'('));
+    // STR_TO_DATE gives a DATE or DATETIME, not a TIME, when its format names a date part.
+    if next_is_paren
+        && w.eq_ignore_ascii_case(b"str_to_date")
+        && literal_format(toks, i + 2, text).is_some_and(format_has_date_part)
+    {
+        return false;
+    }
+    if next_is_paren
+        && FUNCTIONS
+            .iter()
+            .any(|k| k.as_bytes().eq_ignore_ascii_case(w))
+    {
+        return true;
+    }
+    let prev = i.checked_sub(1).and_then(|j| toks.get(j));
+    let quoted = |n: &Token| matches!(n.tok, Tok::Str | Tok::DoubleQuoted);
+    if w.eq_ignore_ascii_case(b"t") {
+        return prev.is_some_and(|p| p.is_punct(b'{')) && next.is_some_and(quoted);
+    }
+    if !w.eq_ignore_ascii_case(b"time") {
+        return false;
+    }
+    let typed = next.is_some_and(|n| {
+        matches!(n.tok, Tok::Str | Tok::DoubleQuoted)
+            || n.is_punct(b')')
+            || n.is_kw(text, "path")
+            || n.is_kw(text, "exists")
+    }) || prev.is_some_and(|p| p.is_kw(text, "as"));
+    typed || !relations.any(|r| r.time.iter().chain(&r.dated).any(|c| c == "time"))
 }
 
 /// Runs `f` over the tokens of every reading of `sql` the server may make (sql_mode's
@@ -195,6 +304,51 @@ fn names_column<'a>(
 fn unicode_eq(lower: &str, name: &[u8]) -> bool {
     !name.is_ascii()
         && std::str::from_utf8(name).is_ok_and(|n| n.to_lowercase() == lower.to_lowercase())
+}
+
+/// The second argument of the call whose arguments start at `toks[from]`, when it is a
+/// string literal standing alone (`STR_TO_DATE(x, '%Y-%m-%d')`): its bytes inside the quotes.
+fn literal_format<'t>(toks: &[Token], from: usize, text: &'t [u8]) -> Option<&'t [u8]> {
+    let mut depth = 0usize;
+    let mut j = from;
+    while let Some(t) = toks.get(j) {
+        if t.is_punct(b'(') {
+            depth += 1;
+        } else if t.is_punct(b')') {
+            if depth == 0 {
+                return None;
+            }
+            depth -= 1;
+        } else if t.is_punct(b',') && depth == 0 {
+            let f = toks.get(j + 1)?;
+            let closes = toks.get(j + 2).is_some_and(|c| c.is_punct(b')'));
+            if !closes || !matches!(f.tok, Tok::Str | Tok::DoubleQuoted) {
+                return None;
+            }
+            let b = f.bytes(text);
+            return b.get(1..b.len().saturating_sub(1));
+        }
+        j += 1;
+    }
+    None
+}
+
+/// Whether a DATE_FORMAT-style format names a date part (`%Y`, `%m`, `%d`, `%W`, …; `%%` is a
+/// percent sign).
+fn format_has_date_part(f: &[u8]) -> bool {
+    const DATE_PARTS: &[u8] = b"abcDdejMmUuVvWwXxYy";
+    let mut k = 0;
+    while k + 1 < f.len() {
+        if f[k] == b'%' {
+            if DATE_PARTS.contains(&f[k + 1]) {
+                return true;
+            }
+            k += 2;
+        } else {
+            k += 1;
+        }
+    }
+    false
 }
 
 /// Words that name a date type or a set operation wherever they stand: `CAST(x AS DATE)`,
@@ -772,6 +926,154 @@ mod tests {
                 false,
                 false,
             ),
+            // TIME values that are no column's (adversary17/time_value_not_a_column).
+            (
+                "MAKETIME met by a DATETIME column",
+                "SELECT id FROM t WHERE dt < MAKETIME(10, 0, 0)",
+                vec![no_time()],
+                false,
+                true,
+            ),
+            (
+                "CAST AS TIME met by a DATETIME column",
+                "SELECT id FROM t WHERE dt < CAST('10:00:00' AS TIME)",
+                vec![no_time()],
+                false,
+                true,
+            ),
+            (
+                "CONVERT to TIME met by a DATETIME column",
+                "SELECT id FROM t WHERE dt < CONVERT('10:00:00', TIME)",
+                vec![no_time()],
+                false,
+                true,
+            ),
+            (
+                "SEC_TO_TIME to TIMESTAMP(), no temporal column",
+                "SELECT id, TIMESTAMP(SEC_TO_TIME(3600)) FROM t",
+                vec![rel(&[], &[])],
+                false,
+                true,
+            ),
+            (
+                "a TIME literal in GREATEST with a DATETIME",
+                "SELECT GREATEST(dt, TIME'10:00:00') FROM t",
+                vec![no_time()],
+                false,
+                true,
+            ),
+            (
+                "TIMEDIFF met by a DATETIME column",
+                "SELECT id FROM t WHERE dt < TIMEDIFF('12:00:00', '02:00:00')",
+                vec![no_time()],
+                false,
+                true,
+            ),
+            (
+                "a JSON_TABLE TIME column met by a DATETIME",
+                "SELECT t.id FROM t, JSON_TABLE('[1]', '$[*]' COLUMNS (x TIME PATH '$')) j WHERE t.dt < j.x",
+                vec![no_time()],
+                false,
+                true,
+            ),
+            (
+                "a view's TIME value met by a DATETIME",
+                "SELECT id FROM v",
+                vec![
+                    no_time(),
+                    Some(Temporals {
+                        code: vec!["select `t`.`id` AS `id` from `t` where `t`.`dt` < maketime(10,0,0)".into()],
+                        columns_known: true,
+                        ..Temporals::default()
+                    }),
+                ],
+                false,
+                true,
+            ),
+            (
+                "a parameter that may be a TIME met by a DATETIME",
+                "SELECT id FROM t WHERE dt < ?",
+                vec![no_time()],
+                false,
+                true,
+            ),
+            (
+                "parameters known to be no TIME nor date",
+                "SELECT id FROM t WHERE dt < ?",
+                vec![no_time()],
+                true,
+                false,
+            ),
+            (
+                "STR_TO_DATE with a time-only format: a TIME",
+                "SELECT id FROM t WHERE dt < STR_TO_DATE('10:00', '%H:%i')",
+                vec![no_time()],
+                false,
+                true,
+            ),
+            (
+                "STR_TO_DATE with a format not a literal",
+                "SELECT id FROM t WHERE dt < STR_TO_DATE('10', CONCAT('%', 'H'))",
+                vec![no_time()],
+                false,
+                true,
+            ),
+            (
+                "STR_TO_DATE with a literal percent before Y",
+                "SELECT id FROM t WHERE dt < STR_TO_DATE('10 %Y', '%H %%Y')",
+                vec![no_time()],
+                false,
+                true,
+            ),
+            (
+                "STR_TO_DATE with a date format: no TIME",
+                "SELECT id FROM t WHERE dt > STR_TO_DATE('2020-01-01', '%Y-%m-%d')",
+                vec![no_time()],
+                false,
+                false,
+            ),
+            (
+                "an ODBC time literal met by a DATETIME column",
+                "SELECT id FROM t WHERE dt < {t '10:00:00'}",
+                vec![no_time()],
+                false,
+                true,
+            ),
+            (
+                "an ODBC time literal, spaced and upper case",
+                "SELECT GREATEST(dt, { T '10:00:00' }) FROM t",
+                vec![no_time()],
+                false,
+                true,
+            ),
+            (
+                "an ODBC timestamp literal, no TIME",
+                "SELECT id FROM t WHERE dt > {ts '2021-01-01 00:00:00'}",
+                vec![no_time()],
+                false,
+                false,
+            ),
+            (
+                "a column named t",
+                "SELECT t FROM x WHERE dt > '2021-01-01'",
+                vec![no_time()],
+                false,
+                false,
+            ),
+            (
+                "a DATETIME column named time",
+                "SELECT time FROM t WHERE time > '2026-01-01'",
+                vec![rel(&[], &["time"])],
+                false,
+                false,
+            ),
+            (
+                "a TIME value without a date form",
+                "SELECT id, MAKETIME(10, 0, 0) FROM t",
+                vec![no_time()],
+                false,
+                false,
+            ),
             (
                 "MAX of a TIME",
                 "SELECT MAX(tm), COUNT(*) FROM t",
@@ -782,7 +1084,15 @@ mod tests {
         ];
         for (what, sql, relations, params_ok, refused) in rows {
             let relations: Vec<Option<&Temporals>> = relations.iter().map(Option::as_ref).collect();
-            let got = time_with_date(sql.as_bytes(), &relations, params_ok);
+            let params = if params_ok {
+                Params {
+                    not_dates: true,
+                    not_times: true,
+                }
+            } else {
+                Params::UNKNOWN
+            };
+            let got = time_with_date(sql.as_bytes(), &relations, params);
             let want = if refused {
                 Err(Reason::TimeWithDate)
             } else {
@@ -815,31 +1125,50 @@ mod tests {
     }
 
     #[test]
-    fn parameters_known_not_dates() {
+    fn parameters_known_not_dates_nor_times() {
         let s = |x: &str| Some(Lit::Str(x.to_string()));
-        type Row = (&'static str, Option<Vec<Option<Lit>>>, u16, bool);
+        // (what, values, parameter count, known no date, known no TIME)
+        type Row = (&'static str, Option<Vec<Option<Lit>>>, u16, bool, bool);
         let rows: Vec<Row> = vec![
-            ("no parameters", None, 0, true),
-            ("unreadable", None, 1, false),
+            ("no parameters", None, 0, true, true),
+            ("unreadable", None, 1, false, false),
             (
                 "an integer and a NULL",
                 Some(vec![Some(Lit::Int("1".into())), Some(Lit::Null)]),
                 2,
                 true,
+                true,
             ),
-            ("a time string", Some(vec![s("10:00:00")]), 1, true),
-            ("a date string", Some(vec![s("2026-01-01")]), 1, false),
+            ("a time string", Some(vec![s("10:00:00")]), 1, true, true),
+            ("a date string", Some(vec![s("2026-01-01")]), 1, false, true),
             (
                 "a DATETIME-typed value",
                 Some(vec![Some(Lit::Time("2026-01-01 00:00:00.000000".into()))]),
                 1,
                 false,
+                true,
             ),
-            ("a value of another type", Some(vec![None]), 1, false),
-            ("fewer values than parameters", Some(vec![]), 1, false),
+            (
+                "a TIME-typed value (not read) or another type",
+                Some(vec![None]),
+                1,
+                false,
+                false,
+            ),
+            (
+                "fewer values than parameters",
+                Some(vec![]),
+                1,
+                false,
+                false,
+            ),
         ];
-        for (what, params, n, want) in rows {
-            assert_eq!(params_not_dates(params.as_deref(), n), want, "{what}");
+        for (what, params, n, dates, times) in rows {
+            let want = Params {
+                not_dates: dates,
+                not_times: times,
+            };
+            assert_eq!(params_known(params.as_deref(), n), want, "{what}");
         }
     }
 }

@@ -31,8 +31,9 @@ struct Asked<'a> {
     /// A prepared statement's context at PREPARE, compared with the session's once its
     /// stale context is read back (`policy::read::Execute::context_moved`).
     prepared_in: Option<u64>,
-    /// An execute's bound parameters hold no date (`policy::timecol`); false for text.
-    params_not_dates: bool,
+    /// What is known of an execute's bound parameters (`policy::timecol::params_known`);
+    /// nothing for text.
+    params: crate::policy::timecol::Params,
 }
 
 impl Session {
@@ -78,7 +79,7 @@ impl Session {
                 via: Via::Execute(p.execute),
                 keyed: p.material.as_deref().map(|m| (TAG_BINARY, m)),
                 prepared_in: Some(p.context),
-                params_not_dates: p.params_not_dates,
+                params: p.params,
             };
             self.explain_read(asked, privileged, &mut f).await?
         };
@@ -110,7 +111,7 @@ impl Session {
             via: Via::Text,
             keyed: Some((TAG_TEXT, &material)),
             prepared_in: None,
-            params_not_dates: false,
+            params: crate::policy::timecol::Params::UNKNOWN,
         };
         self.explain_read(asked, privileged, f).await
     }
@@ -130,7 +131,7 @@ impl Session {
             mut via,
             keyed,
             prepared_in,
-            params_not_dates,
+            params,
         } = asked;
         let facts = self.settled_read_facts().await;
         let (mut d, mut step) = Decide::start(&facts, hint, via == Via::Text, false);
@@ -211,9 +212,7 @@ impl Session {
                     // The plan does not depend on the key (only the store does): any key
                     // will do.
                     let plan_key = k.unwrap_or_else(|| key(self.st.fingerprint, 0, &[]));
-                    let plan = self
-                        .plan_read(&an, plan_key, digest, stmt, params_not_dates)
-                        .await;
+                    let plan = self.plan_read(&an, plan_key, digest, stmt, params).await;
                     Answer::Planned(crate::engine::read::keep_plan(plan, &mut kept))
                 }
                 Step::Served => return Ok(Verdict::hit()),

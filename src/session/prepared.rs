@@ -13,8 +13,7 @@ use crate::analysis;
 use crate::cache::Key;
 use crate::engine::command::Follow;
 use crate::engine::prepared::{
-    execute_came, execute_keyed, params_not_dates, prepare_answered, ExecuteCame, ExecuteUp,
-    SentTypes,
+    execute_came, execute_keyed, params_known, prepare_answered, ExecuteCame, ExecuteUp, SentTypes,
 };
 use crate::engine::read::{hints_for_server, keep_plan, with_plan};
 use crate::engine::Planner;
@@ -162,9 +161,9 @@ impl Session {
                     let Some((sql, digest, an)) = self.prepared_analysis(id) else {
                         return self.relay_command(&pkt, Expect::Results).await.map(drop);
                     };
-                    let params_ok = params_not_dates(&self.st, id, &pkt.payload);
+                    let params = params_known(&self.st, id, &pkt.payload);
                     let plan = match keyed {
-                        Some(k) => self.plan_read(&an, k, digest, &sql, params_ok).await,
+                        Some(k) => self.plan_read(&an, k, digest, &sql, params).await,
                         None => Err(Reason::MalformedExecute),
                     };
                     planned_for = Some((sql, an));

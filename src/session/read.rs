@@ -124,7 +124,16 @@ impl Session {
                     self.note_digest(digest);
                     let an = self.shared.analyzer.analyze(&text, digest);
                     let plan = match keyed {
-                        Some(k) => self.plan_read(&an, k, digest, &stmt, false).await,
+                        Some(k) => {
+                            self.plan_read(
+                                &an,
+                                k,
+                                digest,
+                                &stmt,
+                                crate::policy::timecol::Params::UNKNOWN,
+                            )
+                            .await
+                        }
                         None => Err(Reason::UnexpectedShape),
                     };
                     analysed = Some(an);
@@ -321,15 +330,15 @@ impl Session {
 
     /// Decides whether a read can be cached and on which tables it depends
     /// (`engine::read::ReadPlanner`); resolving its tables may refresh the catalog.
-    /// `params_not_dates`: the statement is an execute whose parameter values hold no date
-    /// (`policy::timecol::params_not_dates`); false for text.
+    /// `params`: what is known of an execute's parameter values
+    /// (`policy::timecol::params_known`); nothing for text.
     pub(super) async fn plan_read(
         &mut self,
         an: &Analysis,
         key: Key,
         digest: u64,
         sql: &[u8],
-        params_not_dates: bool,
+        params: crate::policy::timecol::Params,
     ) -> Result<ReadPlan, Reason> {
         let planner = ReadPlanner::new(&self.shared);
         let start = planner.start(&self.st, an, digest, sql)?;
@@ -337,15 +346,7 @@ impl Session {
             Some(_) => None,
             None => Some(self.resolve_tables(start.info).await),
         };
-        planner.finish(
-            &self.st,
-            start,
-            key,
-            digest,
-            sql,
-            resolved,
-            params_not_dates,
-        )
+        planner.finish(&self.st, start, key, digest, sql, resolved, params)
     }
 
     /// The tables a read names, qualified, and the base tables it depends on (views

@@ -340,8 +340,10 @@ impl Session {
 
     /// After a final ERR's bookkeeping (`apply_status(None)`): an error with which the server
     /// rolled the transaction back ends the one qcache follows
-    /// (`engine::answered::error_answered`).
+    /// (`engine::answered::error_answered`); one of a statement it could not parse left
+    /// `Last_query_cost` as it was (`engine::diagnostics::error_answered`).
     pub(crate) async fn apply_error(&mut self, code: Option<u16>) {
+        crate::engine::diagnostics::error_answered(&mut self.st, code);
         if answered::error_answered(&self.shared, &mut self.st, code) {
             self.l2_flush().await;
         }
