@@ -27,6 +27,7 @@ use tracing::{debug, info, Instrument};
 use crate::engine::command::{route, Route};
 use crate::engine::state::SessionState;
 use crate::protocol::codec::Packet;
+use crate::protocol::negotiate;
 /// Kept at this path for `prepared.rs`, which the read-path rewrite owns.
 use crate::protocol::packets::{self, status};
 use crate::protocol::response::Expect;
@@ -362,16 +363,9 @@ impl Session {
         }
         self.end_transaction_for_reset();
         // A cleartext password from a TLS client never goes to a plain upstream.
-        let Some(payload) = crate::protocol::negotiate::change_user_upstream(
-            &pkt.payload,
-            self.st.caps,
-            &self.legs,
-        ) else {
-            let err = crate::protocol::packets::err_payload(
-                crate::protocol::negotiate::ER_NOT_SUPPORTED_AUTH_MODE,
-                "08004",
-                "qcache: a malformed COM_CHANGE_USER offering a cleartext password",
-            );
+        let up = negotiate::change_user_upstream(&pkt.payload, self.st.caps, &self.legs);
+        let Some(payload) = up else {
+            let err = negotiate::Refusal::MalformedChangeUser.payload();
             let _ = self.client.send(pkt.seq.wrapping_add(1), &err).await;
             return Ok(false);
         };
@@ -380,8 +374,8 @@ impl Session {
             .send(pkt.seq, &payload)
             .await
             .map_err(SessionError::upstream)?;
-        match handshake::relay_auth_rounds(&mut self.client, &mut self.upstream, &self.legs).await?
-        {
+        let mut legs = self.legs.for_change_user();
+        match handshake::auth_rounds(&mut self.client, &mut self.upstream, &mut legs).await? {
             Some(st) => {
                 if let Some(cu) = &parsed {
                     tracing::Span::current().record("user", cu.user.as_str());
