@@ -9,7 +9,7 @@ use crate::config::CompressionConfig;
 use crate::protocol::codec::Packet;
 use crate::protocol::compress::Codec;
 use crate::protocol::handshake::{self, HandshakeResponse};
-use crate::protocol::negotiate::{AnswerRoute, AuthLegs, Refusal, ServerAuth};
+use crate::protocol::negotiate::{self, AnswerRoute, AuthLegs, Halt, Refusal, ServerAuth};
 use crate::protocol::packets::cap;
 use crate::tls::sha2::{self, ProxyKey};
 use crate::tls::UpstreamTlsMode;
@@ -39,25 +39,42 @@ pub fn client_leg(
 pub struct UpstreamLeg {
     pub tls: bool,
     pub codec: Option<Codec>,
+    /// When TLS: the SSL request that goes up first, with the capabilities the response
+    /// will carry.
+    pub ssl_request: Option<Vec<u8>>,
 }
 
 /// The upstream leg's TLS (`mode` against what the server at `addr` offers, when qcache
-/// `has_connector`) and compression; refused when the mode requires TLS the server lacks.
+/// `has_connector`) and compression, for the client's `response`; refused when the mode
+/// requires TLS the server lacks.
 pub fn upstream_leg(
     mode: UpstreamTlsMode,
     has_connector: bool,
     server_caps: u32,
     compression: &CompressionConfig,
     addr: &str,
-) -> Result<UpstreamLeg, Refusal> {
+    response: &[u8],
+) -> Result<UpstreamLeg, Halt> {
     let Some(tls) = mode.upstream_tls(has_connector, server_caps & cap::SSL != 0) else {
-        return Err(Refusal::UpstreamNoTls {
+        return Err(Halt::Refuse(Refusal::UpstreamNoTls {
             addr: addr.to_string(),
             mode: format!("{mode:?}"),
-        });
+        }));
     };
     let codec = compression.upstream_codec(server_caps);
-    Ok(UpstreamLeg { tls, codec })
+    let (set, clear) = negotiate::compression_caps(codec.as_ref().map(Codec::algorithm));
+    let ssl_request = match tls {
+        true => Some(
+            negotiate::ssl_request(response, set, clear)
+                .ok_or_else(|| Halt::Malformed("short handshake response".into()))?,
+        ),
+        false => None,
+    };
+    Ok(UpstreamLeg {
+        tls,
+        codec,
+        ssl_request,
+    })
 }
 
 /// One of the two connections.
@@ -184,7 +201,7 @@ impl<'a> AuthRounds<'a> {
             }
         }
         let full_auth = legs.full_auth(&p.payload);
-        let then = match crate::protocol::negotiate::server_auth(&p.payload) {
+        let then = match negotiate::server_auth(&p.payload) {
             ServerAuth::Done(status) => Then::Done(Some(status)),
             ServerAuth::Refused => Then::Done(None),
             ServerAuth::FastAuthOk => Then::Read(Leg::Upstream),
@@ -379,25 +396,36 @@ mod tests {
             (Disabled, false, cap::COMPRESS, C::Zstd, Some((false, None))),
             (Disabled, false, both, C::Zlib, Some((false, Some(Zlib)))),
         ];
+        let response = [cap::PROTOCOL_41.to_le_bytes().as_slice(), &[0; 60]].concat();
         for (i, (mode, connector, caps, upstream, want)) in cases.iter().enumerate() {
             let cfg = compression(&[], *upstream);
-            let got = upstream_leg(*mode, *connector, *caps, &cfg, "db:3306");
+            let got = upstream_leg(*mode, *connector, *caps, &cfg, "db:3306", &response);
             match (got, want) {
                 (Ok(leg), Some((tls, alg))) => {
                     let got_alg = leg.codec.as_ref().map(Codec::algorithm);
                     assert_eq!((leg.tls, got_alg), (*tls, *alg), "case {i}");
+                    let req = leg.ssl_request.as_deref();
+                    assert_eq!(req.map(<[u8]>::len), tls.then_some(32), "case {i}");
+                    let req_caps = req.map(|r| u32::from_le_bytes(r[..4].try_into().unwrap()));
+                    assert!(req_caps.is_none_or(|c| c & cap::SSL != 0), "case {i}");
                 }
-                (Err(r), None) => assert_eq!(
-                    r,
-                    Refusal::UpstreamNoTls {
+                (Err(h), None) => assert_eq!(
+                    h,
+                    Halt::Refuse(Refusal::UpstreamNoTls {
                         addr: "db:3306".into(),
                         mode: format!("{mode:?}"),
-                    },
+                    }),
                     "case {i}"
                 ),
                 (got, _) => panic!("case {i}: {:?}", got.map(|l| l.tls)),
             }
         }
+        // A response too short to make the SSL request from ends the connection.
+        let cfg = compression(&[], C::Off);
+        let short = upstream_leg(Required, true, ssl, &cfg, "db:3306", &response[..31]);
+        assert!(matches!(short, Err(Halt::Malformed(_))));
+        let plain = upstream_leg(Disabled, true, ssl, &cfg, "db:3306", &response[..31]);
+        assert!(plain.is_ok_and(|l| l.ssl_request.is_none()));
     }
 
     fn legs(client_tls: bool, upstream_tls: bool, plugin: &str, delta: u8) -> AuthLegs {

@@ -323,6 +323,15 @@ impl Refusal {
         (code, state, msg)
     }
 
+    /// An SSL request where qcache offered no TLS: on the Unix socket (`local`), which
+    /// never offers it, or for want of a client TLS configuration.
+    pub fn unoffered_tls(local: bool) -> Refusal {
+        match local {
+            true => Refusal::TlsOnSocket,
+            false => Refusal::TlsNotConfigured,
+        }
+    }
+
     /// The ERR packet the client gets.
     pub fn payload(&self) -> Bytes {
         match self.error() {
@@ -373,6 +382,40 @@ impl Greeted {
 pub enum Halt {
     Refuse(Refusal),
     Malformed(String),
+}
+
+impl From<Refusal> for Halt {
+    fn from(r: Refusal) -> Halt {
+        Halt::Refuse(r)
+    }
+}
+
+impl Greeted {
+    /// The legs the authentication rounds start from: `delta` between the response's
+    /// sequence ids on the two legs, the plugin the response names (else the greeting's),
+    /// the greeting's nonce. `client_secure`: the client leg is TLS or the Unix socket.
+    pub fn legs(
+        &self,
+        response: &handshake::HandshakeResponse,
+        delta: u8,
+        client_secure: bool,
+        upstream_tls: bool,
+    ) -> AuthLegs {
+        let named = response.auth_plugin.as_ref();
+        AuthLegs {
+            delta,
+            plugin: named.unwrap_or(&self.greeting.auth_plugin).clone(),
+            scramble: self.scramble.clone(),
+            client_tls: client_secure,
+            upstream_tls,
+        }
+    }
+
+    /// The capabilities in force: what the client asked for out of what was offered (the
+    /// MySQL bit as MariaDB clients read it).
+    pub fn caps_in_force(&self, response: &handshake::HandshakeResponse) -> u32 {
+        response.capabilities & (self.greeting.capabilities | cap::MARIADB_CLIENT_MYSQL)
+    }
 }
 
 /// The client's handshake `response` as it goes upstream over the legs `legs` (the upstream
@@ -795,6 +838,18 @@ mod tests {
         }
     }
 
+    /// TLS asked for where it was not offered: why, by where the client connected.
+    #[test]
+    fn unoffered_tls_says_why() {
+        let cases = [
+            (true, Refusal::TlsOnSocket),
+            (false, Refusal::TlsNotConfigured),
+        ];
+        for (local, want) in cases {
+            assert_eq!(Refusal::unoffered_tls(local), want, "{local}");
+        }
+    }
+
     /// A MySQL greeting offering SSL and zlib, with a 20-byte scramble.
     fn greeting() -> Vec<u8> {
         let caps = cap::PROTOCOL_41
@@ -902,6 +957,34 @@ mod tests {
                 (got, want) => assert_eq!(got.map(|_| ()), want.clone().map(|_| ()), "case {i}"),
             }
         }
+    }
+
+    /// The rounds start under the plugin the response names, else the greeting's, with the
+    /// greeting's nonce; the caps in force are the client's out of the offered ones.
+    #[test]
+    fn legs_and_caps_after_the_response() {
+        let g = Greeted::from_server(&greeting(), cap::SSL).unwrap();
+        let named = |p: Option<&str>, caps: u32| handshake::HandshakeResponse {
+            auth_plugin: p.map(String::from),
+            capabilities: caps,
+            ..Default::default()
+        };
+        let cases: &[(Option<&str>, &str)] = &[
+            (None, CACHING_SHA2),
+            (Some("mysql_native_password"), "mysql_native_password"),
+            (Some(""), ""),
+        ];
+        for (p, want) in cases {
+            let l = g.legs(&named(*p, 0), 1, true, false);
+            assert_eq!(l.plugin, *want, "{p:?}");
+            assert_eq!((l.delta, l.client_tls, l.upstream_tls), (1, true, false));
+            assert_eq!(l.scramble, g.scramble);
+        }
+        let asked = cap::PROTOCOL_41 | cap::SSL | cap::DEPRECATE_EOF | cap::MARIADB_CLIENT_MYSQL;
+        assert_eq!(
+            g.caps_in_force(&named(None, asked)),
+            cap::PROTOCOL_41 | cap::SSL | cap::MARIADB_CLIENT_MYSQL
+        );
     }
 
     /// A COM_CHANGE_USER authenticates over the same legs and nonce, numbered from 0, under

@@ -9,19 +9,19 @@ use tokio_rustls::TlsAcceptor;
 use tracing::debug;
 
 use super::SessionError;
-use crate::config::CompressionConfig;
-use crate::engine::connect::{self, AuthRounds, Leg, Then, UpstreamLeg};
+use crate::config::Config;
+use crate::engine::connect::{self, AuthRounds, Leg, Then};
 use crate::engine::state::Negotiated;
 use crate::protocol::codec::Packet;
 use crate::protocol::handshake::{self, HandshakeResponse};
 use crate::protocol::negotiate::{self, AuthLegs, Greeted, Halt, Refusal};
-use crate::protocol::packets::{self, cap};
+use crate::protocol::packets;
 use crate::tls::{sha2, Contexts, UpstreamTlsMode};
 use crate::transport::{ConnError, PacketConn};
 
 /// Opens the upstream connection. Failure is reported to the client as MySQL does when the
 /// server cannot be reached, naming qcache and the address so the operator knows which hop.
-pub async fn connect_upstream(
+async fn connect_upstream(
     client: &mut PacketConn,
     addr: &str,
     timeout: Duration,
@@ -47,35 +47,41 @@ async fn refuse(client: &mut PacketConn, seq: u8, r: Refusal) -> SessionError {
     }
 }
 
-/// Ends on `h`: the client refused, numbered `seq`, or the bytes did not parse.
-async fn halt(client: &mut PacketConn, seq: u8, h: Halt) -> SessionError {
-    match h {
-        Halt::Refuse(r) => refuse(client, seq, r).await,
-        Halt::Malformed(m) => SessionError::Protocol(m),
+/// `r`'s value, or the end of the connection phase on its halt (a refusal numbered `seq`).
+async fn or_halt<T>(
+    client: &mut PacketConn,
+    seq: u8,
+    r: Result<T, impl Into<Halt>>,
+) -> Result<T, SessionError> {
+    match r.map_err(Into::into) {
+        Ok(v) => Ok(v),
+        Err(Halt::Refuse(r)) => Err(refuse(client, seq, r).await),
+        Err(Halt::Malformed(m)) => Err(SessionError::Protocol(m)),
     }
 }
 
-/// Relays the connection phase. On success the session may start its command loop.
+/// Connects upstream and relays the connection phase. On success the session may start its
+/// command loop.
 ///
 /// The phases, in order: the server's greeting ([`read_greeting`]), relayed with qcache's
 /// capabilities; the client's response, through TLS if it asks ([`read_client_response`]);
 /// the client leg's requirements (`connect::client_leg`); the upstream leg's TLS and
-/// compression ([`upstream_leg`]); the response forwarded with the upstream leg's
+/// compression (`connect::upstream_leg`); the response forwarded with the upstream leg's
 /// capabilities (`negotiate::response_upstream`); then the authentication rounds.
-pub async fn relay(
+pub async fn connect(
     client: &mut PacketConn,
-    upstream: &mut PacketConn,
-    greeting_timeout: Duration,
+    cfg: &Config,
     tls: Option<&Contexts>,
-    compression: &CompressionConfig,
-    upstream_addr: &str,
-) -> Result<Negotiated, SessionError> {
-    let greet = read_greeting(client, upstream, greeting_timeout).await?;
+) -> Result<(PacketConn, Negotiated), SessionError> {
+    let (addr, compression) = (cfg.server.upstream.as_str(), &cfg.compression);
+    let mut upstream = connect_upstream(client, addr, cfg.server.connect_timeout).await?;
+    let greet = read_greeting(client, &mut upstream, cfg.server.connect_timeout).await?;
     // A Unix socket is local: encryption there protects nothing the kernel does not already
     // (whoever could read the bytes could read either process's memory) and would cost CPU
-    // on every hit, the cost the socket exists to save. So TLS is not offered on it, and
-    // tls.client.require is met by it, as MySQL's require_secure_transport counts a socket as
-    // secure.
+    // on every hit, the cost the socket exists to save. So TLS is not offered on it, and it
+    // counts as secure, as MySQL counts it: tls.client.require is met by it, and MySQL's own
+    // clients send a caching_sha2 password in the clear over it, which qcache must encrypt
+    // for a plain upstream exactly as it does for a TLS client.
     let local = client.is_local();
     let acceptor = tls.and_then(|t| t.acceptor.as_ref()).filter(|_| !local);
     let offer = negotiate::client_offer(acceptor.is_some(), &compression.client);
@@ -86,43 +92,42 @@ pub async fn relay(
         .await
         .map_err(SessionError::client)?;
     let (resp, parsed) = read_client_response(client, acceptor, local).await?;
-    let refuse_at = resp.seq.wrapping_add(1);
+    let at = resp.seq.wrapping_add(1);
     let client_tls = client.is_tls();
     let require = tls.is_some_and(|t| t.require_client);
-    let client_codec =
-        match connect::client_leg(client_tls || local, require, &parsed, offer, compression) {
-            Ok(c) => c,
-            Err(r) => return Err(refuse(client, refuse_at, r).await),
-        };
-    let (leg, seq) = upstream_leg(
-        client,
-        upstream,
-        &resp,
-        tls,
-        &greeted,
+    let leg = connect::client_leg(client_tls || local, require, &parsed, offer, compression);
+    let client_codec = or_halt(client, at, leg).await?;
+    let mode = tls.map_or(UpstreamTlsMode::Disabled, |t| t.upstream_mode);
+    let connector = tls.and_then(|t| t.connector.as_ref());
+    let caps = greeted.server_caps;
+    let leg = connect::upstream_leg(
+        mode,
+        connector.is_some(),
+        caps,
         compression,
-        upstream_addr,
-    )
-    .await?;
-    let mut legs = AuthLegs {
-        delta: resp.seq.wrapping_sub(seq),
-        plugin: parsed
-            .auth_plugin
-            .clone()
-            .unwrap_or_else(|| greeted.greeting.auth_plugin.clone()),
-        scramble: greeted.scramble,
-        // A socket client counts as secure, as MySQL's own clients count it: they send a
-        // caching_sha2 password in the clear over it, which qcache must encrypt for a plain
-        // upstream exactly as it does for a TLS client.
-        client_tls: client_tls || local,
-        upstream_tls: leg.tls,
-    };
+        addr,
+        &resp.payload,
+    );
+    let leg = or_halt(client, at, leg).await?;
+    let mut seq = 1;
+    if let (Some(req), Some(connector)) = (&leg.ssl_request, connector) {
+        seq = upstream
+            .send(seq, req)
+            .await
+            .map_err(SessionError::upstream)?;
+        let name = crate::tls::upstream_name(addr);
+        if let Err(e) = upstream.connect_tls(connector, name).await {
+            tracing::warn!(upstream = addr, error = %e, "TLS to the server failed");
+            let (addr, error) = (addr.to_string(), e.to_string());
+            return Err(refuse(client, at, Refusal::UpstreamTlsFailed { addr, error }).await);
+        }
+    }
+    let delta = resp.seq.wrapping_sub(seq);
+    let mut legs = greeted.legs(&parsed, delta, client_tls || local, leg.tls);
     let compression = leg.codec.as_ref().map(|c| (c.algorithm(), c.level()));
     let zstd_at = parsed.zstd_level.map(|(_, at)| at);
-    let fwd = match negotiate::response_upstream(&resp.payload, zstd_at, &legs, compression) {
-        Ok(fwd) => fwd,
-        Err(h) => return Err(halt(client, refuse_at, h).await),
-    };
+    let fwd = negotiate::response_upstream(&resp.payload, zstd_at, &legs, compression);
+    let fwd = or_halt(client, at, fwd).await?;
     if legs.leaks_cleartext() {
         debug!(plugin = %legs.plugin, "cleartext password withheld from the plain upstream");
     }
@@ -130,10 +135,7 @@ pub async fn relay(
         .send(seq, &fwd)
         .await
         .map_err(SessionError::upstream)?;
-
-    let greeting = greeted.greeting;
-    let caps = parsed.capabilities & (greeting.capabilities | cap::MARIADB_CLIENT_MYSQL);
-    let Some(status) = auth_rounds(client, upstream, &mut legs).await? else {
+    let Some(status) = auth_rounds(client, &mut upstream, &mut legs).await? else {
         return Err(SessionError::AuthFailed);
     };
     debug!(
@@ -151,13 +153,7 @@ pub async fn relay(
     if let Some(c) = leg.codec {
         upstream.enable_compression(c);
     }
-    Ok(Negotiated {
-        greeting,
-        response: parsed,
-        caps,
-        status,
-        legs,
-    })
+    Ok((upstream, Negotiated::new(greeted, parsed, status, legs)))
 }
 
 /// The server's greeting, within `greeting_timeout`. A server that closes or stays silent,
@@ -206,11 +202,7 @@ async fn read_client_response(
         return Ok((resp, parsed));
     }
     let Some(acceptor) = acceptor else {
-        let r = if local {
-            Refusal::TlsOnSocket
-        } else {
-            Refusal::TlsNotConfigured
-        };
+        let r = Refusal::unoffered_tls(local);
         return Err(refuse(client, resp.seq.wrapping_add(1), r).await);
     };
     client
@@ -237,50 +229,6 @@ async fn read_response(
             Err(SessionError::Protocol(e.to_string()))
         }
     }
-}
-
-/// The upstream leg (`connect::upstream_leg`), with TLS started when chosen; and the
-/// sequence id the response goes up with.
-async fn upstream_leg(
-    client: &mut PacketConn,
-    upstream: &mut PacketConn,
-    resp: &Packet,
-    tls: Option<&Contexts>,
-    greeted: &Greeted,
-    compression: &CompressionConfig,
-    addr: &str,
-) -> Result<(UpstreamLeg, u8), SessionError> {
-    let refuse_at = resp.seq.wrapping_add(1);
-    let mode = tls.map_or(UpstreamTlsMode::Disabled, |t| t.upstream_mode);
-    let connector = tls.and_then(|t| t.connector.as_ref());
-    let caps = greeted.server_caps;
-    let leg = match connect::upstream_leg(mode, connector.is_some(), caps, compression, addr) {
-        Ok(leg) => leg,
-        Err(r) => return Err(refuse(client, refuse_at, r).await),
-    };
-    let (Some(connector), true) = (connector, leg.tls) else {
-        return Ok((leg, 1));
-    };
-    // The SSL request carries the capabilities the response will.
-    let (set, clear) = negotiate::compression_caps(leg.codec.as_ref().map(|c| c.algorithm()));
-    let req = negotiate::ssl_request(&resp.payload, set, clear)
-        .ok_or_else(|| SessionError::Protocol("short handshake response".into()))?;
-    let seq = upstream
-        .send(1, &req)
-        .await
-        .map_err(SessionError::upstream)?;
-    let name = crate::tls::upstream_name(addr);
-    if let Err(e) = upstream.connect_tls(connector, name).await {
-        tracing::warn!(upstream = addr, error = %e, "TLS to the server failed");
-        let (addr, error) = (addr.to_string(), e.to_string());
-        return Err(refuse(
-            client,
-            refuse_at,
-            Refusal::UpstreamTlsFailed { addr, error },
-        )
-        .await);
-    }
-    Ok((leg, seq))
 }
 
 /// Carries out the authentication rounds (`engine::connect::AuthRounds`) after the
