@@ -131,6 +131,7 @@ const FOLDERS: &[(&str, &[Layer])] = &[
         ("answered", 0, "what a write's answer applies: invalidation, DDL, patches, parent maps"),
         ("answers", 0, "what qcache answers of its own variable and status rows"),
         ("command", 0, "what a client command is and what it changes before it goes up"),
+        ("connect", 0, "the connection phase's legs and authentication rounds, as steps"),
         ("context", 0, "what the server's answers about the session mean for its state"),
         ("diagnostics", 0, "what a command owes the server's diagnostics before it goes up"),
         ("exchange", 0, "a command's send point, answer packets and end, over the state"),

@@ -1,13 +1,15 @@
 //! The per-statement decisions, sans IO, between `shared`/`cache`/`policy` and `session`:
 //! what a session holds between commands (`state`); what a write changes, planned before it
 //! is sent (`write`); and which row slices a read stamps and a write bumps, with what a
-//! write owes the foreign-key parent maps (`slices`, `sliceplan`, `fkslices`). Everything
+//! write owes the foreign-key parent maps (`slices`, `sliceplan`, `fkslices`); and, before
+//! any statement, the connection phase's steps under the config (`connect`). Everything
 //! here reads what it is given (the catalog, versions, config, the session's state) and
 //! sends nothing; the session carries out what it decides.
 
 pub mod answered;
 pub mod answers;
 pub mod command;
+pub mod connect;
 pub mod context;
 pub mod diagnostics;
 pub mod exchange;

@@ -38,6 +38,25 @@ pub struct Negotiated {
     pub legs: AuthLegs,
 }
 
+impl Negotiated {
+    /// The connection phase's outcome: the server's greeting as `greeted`, the client's
+    /// `response`, the status of the OK that ended authentication, the legs it ran over.
+    pub fn new(
+        greeted: crate::protocol::negotiate::Greeted,
+        response: HandshakeResponse,
+        status: u16,
+        legs: AuthLegs,
+    ) -> Negotiated {
+        Negotiated {
+            caps: greeted.caps_in_force(&response),
+            greeting: greeted.greeting,
+            response,
+            status,
+            legs,
+        }
+    }
+}
+
 /// Who the server says the session is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Identity {
@@ -557,6 +576,28 @@ impl SessionState {
         }
     }
 
+    /// What a COM_CHANGE_USER (`cu`) leaves once the server answered: accepted (`status`,
+    /// its OK's flags), the new user's session ([`user_changed`](Self::user_changed)).
+    /// Refused, the old account's: the server kept the connection and, as MariaDB and MySQL
+    /// do, put back the old account (with the privileges it had), default database and
+    /// character set, but the session was reset before the attempt (variables, temporary
+    /// tables, prepared statements gone, the transaction rolled back). The account and role
+    /// are asked again before the next lookup; what the key needs is read back by the
+    /// caller, and after a refusal the transaction's flags with it
+    /// (`Transaction::status_after_reset`).
+    pub fn change_user_answered(
+        &mut self,
+        (cfg, faults): (&Config, &Faults),
+        status: Option<u16>,
+        priv_baseline: u64,
+        cu: Option<crate::protocol::handshake::ChangeUser>,
+    ) {
+        match status {
+            Some(status) => self.user_changed((cfg, faults), status, priv_baseline, cu),
+            None => self.reset_under(cfg, faults, None),
+        }
+    }
+
     /// What the server records of this session's statements where the client can read it.
     pub fn recorders(&self) -> context::Recorders {
         context::Recorders {
@@ -791,6 +832,38 @@ mod tests {
             if user != "u" {
                 assert_ne!(st.fingerprint, before, "{user}");
             }
+        }
+    }
+
+    /// COM_CHANGE_USER answered: accepted, the new user's session; refused, the old
+    /// account's, reset (its database and character set kept, its settings gone).
+    #[test]
+    fn a_change_user_answer_leaves_one_account() {
+        use crate::protocol::handshake::ChangeUser;
+        let w = World::new(false);
+        let cu = || {
+            Some(ChangeUser {
+                user: "v".into(),
+                database: Some("other".into()),
+                charset: Some(8),
+            })
+        };
+        // (the server's answer, user after, database after, charset after, baseline after)
+        type Row = (Option<u16>, &'static str, &'static str, u8, u64);
+        let rows: &[Row] = &[(Some(2), "v", "other", 8, 5), (None, "u", "db", 45, 0)];
+        for &(status, user, db, charset, baseline) in rows {
+            let mut st = w.session(Some("db"));
+            st.vars.insert("sql_mode".into(), "'ANSI'".into());
+            st.last_stmt = Some(1);
+            st.priv_baseline = 0;
+            st.change_user_answered((&w.cfg, &w.versions.faults), status, 5, cu());
+            assert_eq!((st.user.as_str(), st.db.as_deref()), (user, Some(db)));
+            assert_eq!(
+                (st.charset, st.priv_baseline),
+                (charset, baseline),
+                "{user}"
+            );
+            assert!(st.vars.is_empty() && st.last_stmt.is_none() && !st.lost_track);
         }
     }
 }

@@ -4,6 +4,9 @@
 //! the reading and writing; everything it decides on bytes alone is here.
 
 use std::borrow::Cow;
+use std::time::Duration;
+
+use bytes::Bytes;
 
 use super::compress::Algorithm;
 use super::handshake;
@@ -189,6 +192,269 @@ pub fn change_user_upstream<'a>(
         // No plugin named: the greeting's plugin, which is never a cleartext one here.
         None if client_caps & cap::PLUGIN_AUTH == 0 => Some(Cow::Borrowed(payload)),
         None => None,
+    }
+}
+
+/// Why qcache ends a connection phase itself, each with the error the client hears. The
+/// three before the greeting go out in the pre-handshake form (no SQLSTATE): the client has
+/// not yet agreed on protocol 4.1.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    /// The server at `addr` could not be reached (`error`: why, or that it did not answer).
+    Unreachable { addr: String, error: String },
+    /// The server closed the connection before its greeting.
+    GreetingClosed { error: String },
+    /// The server accepted the connection but did not greet within `within`.
+    GreetingTimeout { within: Duration },
+    /// The client's handshake response does not parse.
+    BadHandshake,
+    /// An SSL request on the Unix socket, where TLS is not offered.
+    TlsOnSocket,
+    /// An SSL request while qcache has no client TLS configured.
+    TlsNotConfigured,
+    /// A plain TCP client under `tls.client.require`.
+    InsecureTransport,
+    /// The client asked for a compression qcache did not offer.
+    CompressionNotOffered,
+    /// `tls.upstream.mode` (as `mode` names it) requires TLS the server does not offer.
+    UpstreamNoTls { addr: String, mode: String },
+    /// TLS to the server failed.
+    UpstreamTlsFailed { addr: String, error: String },
+    /// The plugin would send the password in the clear to a plain upstream.
+    Cleartext { plugin: String },
+    /// The client encrypted its password with another key than the one qcache sent.
+    ForeignRsaKey,
+    /// A COM_CHANGE_USER offering a cleartext password that cannot be rewritten.
+    MalformedChangeUser,
+}
+
+impl Refusal {
+    /// The error's code, SQLSTATE (None: the pre-handshake form) and message.
+    pub fn error(&self) -> (u16, Option<&'static str>, String) {
+        use Refusal::*;
+        let ssl = CR_SSL_CONNECTION_ERROR;
+        let (code, state, msg) = match self {
+            Unreachable { addr, error } => (
+                ER_UNKNOWN_ERROR,
+                None,
+                format!(
+                    "qcache: Can't connect to MySQL server on '{addr}' ({error}) \
+                     [{CR_CONN_HOST_ERROR}]"
+                ),
+            ),
+            GreetingClosed { error } => (
+                ER_UNKNOWN_ERROR,
+                None,
+                format!(
+                    "qcache: the MySQL server closed the connection before its greeting ({error})"
+                ),
+            ),
+            GreetingTimeout { within } => (
+                ER_UNKNOWN_ERROR,
+                None,
+                format!(
+                    "qcache: the MySQL server accepted the connection but sent no greeting \
+                     within {within:?} (server.connect_timeout)"
+                ),
+            ),
+            BadHandshake => (ER_HANDSHAKE_ERROR, Some("08S01"), "Bad handshake".into()),
+            TlsOnSocket => (
+                ER_UNKNOWN_ERROR,
+                Some("HY000"),
+                format!(
+                    "qcache: TLS is not offered on the Unix socket, which is local \
+                     (connect without TLS, or over TCP) [{ssl}]"
+                ),
+            ),
+            TlsNotConfigured => (
+                ER_UNKNOWN_ERROR,
+                Some("HY000"),
+                format!(
+                    "qcache: TLS was requested but qcache has no TLS configured \
+                     (connect without TLS, or configure [tls.client]) [{ssl}]"
+                ),
+            ),
+            InsecureTransport => (
+                ER_SECURE_TRANSPORT_REQUIRED,
+                Some("08004"),
+                "Connections using insecure transport are prohibited while \
+                 --require_secure_transport=ON."
+                    .into(),
+            ),
+            CompressionNotOffered => (
+                ER_NOT_SUPPORTED_AUTH_MODE,
+                Some("08004"),
+                "qcache: protocol compression was not offered (see compression.client)".into(),
+            ),
+            UpstreamNoTls { addr, mode } => (
+                ER_UNKNOWN_ERROR,
+                Some("HY000"),
+                format!(
+                    "qcache: the server at '{addr}' does not offer TLS, and \
+                     tls.upstream.mode is {mode} [{ssl}]"
+                ),
+            ),
+            UpstreamTlsFailed { addr, error } => (
+                ER_UNKNOWN_ERROR,
+                Some("HY000"),
+                format!("qcache: TLS to the server at '{addr}' failed: {error} [{ssl}]"),
+            ),
+            Cleartext { plugin } => (
+                ER_NOT_SUPPORTED_AUTH_MODE,
+                Some("08004"),
+                format!(
+                    "qcache: authentication plugin '{plugin}' sends the password in the clear, \
+                     and the upstream leg is not encrypted (set tls.upstream.mode)"
+                ),
+            ),
+            ForeignRsaKey => (
+                ER_NOT_SUPPORTED_AUTH_MODE,
+                Some("28000"),
+                "qcache: the password was not encrypted with the key qcache sent (request \
+                 the server's public key, do not preset it)"
+                    .into(),
+            ),
+            MalformedChangeUser => (
+                ER_NOT_SUPPORTED_AUTH_MODE,
+                Some("08004"),
+                "qcache: a malformed COM_CHANGE_USER offering a cleartext password".into(),
+            ),
+        };
+        (code, state, msg)
+    }
+
+    /// An SSL request where qcache offered no TLS: on the Unix socket (`local`), which
+    /// never offers it, or for want of a client TLS configuration.
+    pub fn unoffered_tls(local: bool) -> Refusal {
+        match local {
+            true => Refusal::TlsOnSocket,
+            false => Refusal::TlsNotConfigured,
+        }
+    }
+
+    /// The ERR packet the client gets.
+    pub fn payload(&self) -> Bytes {
+        match self.error() {
+            (code, Some(state), msg) => packets::err_payload(code, state, &msg),
+            (code, None, msg) => packets::err_payload_pre_handshake(code, &msg),
+        }
+    }
+}
+
+/// The server's greeting as qcache relays it, and what of it later phases need.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Greeted {
+    /// The greeting the client gets: qcache's capabilities, its `offer` set.
+    pub payload: Bytes,
+    /// The capability bits qcache offers the client (TLS, compression).
+    pub offer: u32,
+    /// The server's greeting as sent.
+    pub greeting: handshake::Greeting,
+    /// The capabilities the server offered qcache (the upstream leg chooses among them).
+    pub server_caps: u32,
+    /// The nonce the password exchange starts with.
+    pub scramble: Vec<u8>,
+}
+
+impl Greeted {
+    /// The server's greeting `p` relayed with the capabilities qcache cannot pass through
+    /// cleared and its own `offer` set. None when the greeting is malformed.
+    pub fn from_server(p: &[u8], offer: u32) -> Option<Greeted> {
+        let (payload, greeting) = handshake::rewrite_greeting_caps(
+            p,
+            handshake::CLEARED_CAPS,
+            offer,
+            handshake::CLEARED_MARIADB_CAPS,
+        )?;
+        Some(Greeted {
+            payload,
+            offer,
+            server_caps: handshake::parse_greeting(p).map_or(0, |g| g.capabilities),
+            scramble: handshake::greeting_scramble(p).unwrap_or_default(),
+            greeting,
+        })
+    }
+}
+
+/// Why a connection phase's packet cannot go on: qcache refuses the client, or the bytes do
+/// not parse (the connection ends without an answer).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Halt {
+    Refuse(Refusal),
+    Malformed(String),
+}
+
+impl From<Refusal> for Halt {
+    fn from(r: Refusal) -> Halt {
+        Halt::Refuse(r)
+    }
+}
+
+impl Greeted {
+    /// The legs the authentication rounds start from: `delta` between the response's
+    /// sequence ids on the two legs, the plugin the response names (else the greeting's),
+    /// the greeting's nonce. `client_secure`: the client leg is TLS or the Unix socket.
+    pub fn legs(
+        &self,
+        response: &handshake::HandshakeResponse,
+        delta: u8,
+        client_secure: bool,
+        upstream_tls: bool,
+    ) -> AuthLegs {
+        let named = response.auth_plugin.as_ref();
+        AuthLegs {
+            delta,
+            plugin: named.unwrap_or(&self.greeting.auth_plugin).clone(),
+            scramble: self.scramble.clone(),
+            client_tls: client_secure,
+            upstream_tls,
+        }
+    }
+
+    /// The capabilities in force: what the client asked for out of what was offered (the
+    /// MySQL bit as MariaDB clients read it).
+    pub fn caps_in_force(&self, response: &handshake::HandshakeResponse) -> u32 {
+        response.capabilities & (self.greeting.capabilities | cap::MARIADB_CLIENT_MYSQL)
+    }
+}
+
+/// The client's handshake `response` as it goes upstream over the legs `legs` (the upstream
+/// leg's `compression` included): its password withheld when it would leak in the clear
+/// (the server's switch then decides the plugin, and `AuthLegs::leaks_cleartext` refuses a
+/// switch to a cleartext one), and the upstream leg's capabilities
+/// ([`forwarded_response`]).
+pub fn response_upstream(
+    response: &[u8],
+    zstd_at: Option<usize>,
+    legs: &AuthLegs,
+    compression: Option<(Algorithm, i32)>,
+) -> Result<Vec<u8>, Halt> {
+    let short = || Halt::Malformed("short handshake response".into());
+    if !legs.leaks_cleartext() {
+        return forwarded_response(response, zstd_at, legs.upstream_tls, compression)
+            .ok_or_else(short);
+    }
+    let Some(withheld) = handshake::without_auth_data(response, WITHHELD_PLUGIN) else {
+        return Err(Halt::Refuse(Refusal::Cleartext {
+            plugin: legs.plugin.clone(),
+        }));
+    };
+    // The level byte moved with the auth data.
+    let parsed = handshake::parse_handshake_response(&withheld)
+        .map_err(|e| Halt::Malformed(e.to_string()))?;
+    let zstd_at = parsed.zstd_level.map(|(_, at)| at);
+    forwarded_response(&withheld, zstd_at, legs.upstream_tls, compression).ok_or_else(short)
+}
+
+impl AuthLegs {
+    /// The legs a COM_CHANGE_USER authenticates over: both number the command phase from 0,
+    /// and the plugin is what the server names.
+    pub fn for_change_user(&self) -> AuthLegs {
+        AuthLegs {
+            delta: 0,
+            plugin: String::new(),
+            ..self.clone()
+        }
     }
 }
 
@@ -451,5 +717,287 @@ mod tests {
                 (got, _) => panic!("case {i}: {got:?}"),
             }
         }
+    }
+
+    /// One row per refusal: the code, the SQLSTATE (none before the greeting) and what the
+    /// message names, as the client reads them.
+    #[test]
+    fn refusals_say_what_the_client_hears() {
+        use Refusal::*;
+        let addr = || "db:3306".to_string();
+        let cases: Vec<(Refusal, u16, Option<&str>, &str)> = vec![
+            (
+                Unreachable {
+                    addr: addr(),
+                    error: "refused".into(),
+                },
+                ER_UNKNOWN_ERROR,
+                None,
+                "Can't connect to MySQL server on 'db:3306' (refused) [2003]",
+            ),
+            (
+                GreetingClosed {
+                    error: "eof".into(),
+                },
+                ER_UNKNOWN_ERROR,
+                None,
+                "closed the connection before its greeting (eof)",
+            ),
+            (
+                GreetingTimeout {
+                    within: Duration::from_secs(2),
+                },
+                ER_UNKNOWN_ERROR,
+                None,
+                "sent no greeting within 2s (server.connect_timeout)",
+            ),
+            (
+                BadHandshake,
+                ER_HANDSHAKE_ERROR,
+                Some("08S01"),
+                "Bad handshake",
+            ),
+            (
+                TlsOnSocket,
+                ER_UNKNOWN_ERROR,
+                Some("HY000"),
+                "Unix socket, which is local",
+            ),
+            (
+                TlsNotConfigured,
+                ER_UNKNOWN_ERROR,
+                Some("HY000"),
+                "configure [tls.client]) [2026]",
+            ),
+            (
+                InsecureTransport,
+                ER_SECURE_TRANSPORT_REQUIRED,
+                Some("08004"),
+                "insecure transport are prohibited while --require_secure_transport=ON.",
+            ),
+            (
+                CompressionNotOffered,
+                ER_NOT_SUPPORTED_AUTH_MODE,
+                Some("08004"),
+                "compression was not offered (see compression.client)",
+            ),
+            (
+                UpstreamNoTls {
+                    addr: addr(),
+                    mode: "Required".into(),
+                },
+                ER_UNKNOWN_ERROR,
+                Some("HY000"),
+                "'db:3306' does not offer TLS, and tls.upstream.mode is Required [2026]",
+            ),
+            (
+                UpstreamTlsFailed {
+                    addr: addr(),
+                    error: "bad cert".into(),
+                },
+                ER_UNKNOWN_ERROR,
+                Some("HY000"),
+                "TLS to the server at 'db:3306' failed: bad cert [2026]",
+            ),
+            (
+                Cleartext {
+                    plugin: "dialog".into(),
+                },
+                ER_NOT_SUPPORTED_AUTH_MODE,
+                Some("08004"),
+                "plugin 'dialog' sends the password in the clear, and the upstream",
+            ),
+            (
+                ForeignRsaKey,
+                ER_NOT_SUPPORTED_AUTH_MODE,
+                Some("28000"),
+                "not encrypted with the key qcache sent (request the server's public key",
+            ),
+            (
+                MalformedChangeUser,
+                ER_NOT_SUPPORTED_AUTH_MODE,
+                Some("08004"),
+                "a malformed COM_CHANGE_USER offering a cleartext password",
+            ),
+        ];
+        for (r, code, state, says) in cases {
+            let (c, st, msg) = r.error();
+            assert_eq!((c, st), (code, state), "{r:?}");
+            assert!(msg.contains(says), "{r:?}: {msg}");
+            assert!(!msg.contains("  "), "{r:?}: {msg}");
+            let p = r.payload();
+            assert_eq!((p[0], u16::from_le_bytes([p[1], p[2]])), (0xff, code));
+            let body = match state {
+                Some(s) => {
+                    assert_eq!(&p[3..9], format!("#{s}").as_bytes(), "{r:?}");
+                    &p[9..]
+                }
+                None => &p[3..],
+            };
+            assert_eq!(body, msg.as_bytes(), "{r:?}");
+        }
+    }
+
+    /// TLS asked for where it was not offered: why, by where the client connected.
+    #[test]
+    fn unoffered_tls_says_why() {
+        let cases = [
+            (true, Refusal::TlsOnSocket),
+            (false, Refusal::TlsNotConfigured),
+        ];
+        for (local, want) in cases {
+            assert_eq!(Refusal::unoffered_tls(local), want, "{local}");
+        }
+    }
+
+    /// A MySQL greeting offering SSL and zlib, with a 20-byte scramble.
+    fn greeting() -> Vec<u8> {
+        let caps = cap::PROTOCOL_41
+            | cap::SECURE_CONNECTION
+            | cap::PLUGIN_AUTH
+            | cap::MARIADB_CLIENT_MYSQL
+            | cap::SSL
+            | cap::COMPRESS;
+        let mut p = vec![10];
+        p.extend_from_slice(b"8.0.36\0");
+        p.extend_from_slice(&7u32.to_le_bytes());
+        p.extend_from_slice(b"abcdefgh\0");
+        p.extend_from_slice(&(caps as u16).to_le_bytes());
+        p.push(45);
+        p.extend_from_slice(&2u16.to_le_bytes());
+        p.extend_from_slice(&((caps >> 16) as u16).to_le_bytes());
+        p.push(21);
+        p.extend_from_slice(&[0; 10]);
+        p.extend_from_slice(b"ijklmnopqrst\0caching_sha2_password\0");
+        p
+    }
+
+    /// The relayed greeting carries qcache's offer in place of the server's TLS and
+    /// compression bits; what later phases need is the server's.
+    #[test]
+    fn greetings_are_relayed_with_qcaches_offer() {
+        let server = greeting();
+        let server_caps = handshake::parse_greeting(&server).unwrap().capabilities;
+        let both = cap::SSL | cap::COMPRESS | cap::ZSTD_COMPRESSION;
+        for offer in [0, cap::SSL, cap::COMPRESS, cap::SSL | cap::ZSTD_COMPRESSION] {
+            let g = Greeted::from_server(&server, offer).unwrap();
+            let relayed = handshake::parse_greeting(&g.payload).unwrap();
+            assert_eq!(relayed.capabilities & both, offer, "{offer:#x}");
+            assert_eq!(g.greeting, relayed, "{offer:#x}");
+            assert_eq!((g.offer, g.server_caps), (offer, server_caps));
+            assert_eq!(g.scramble, b"abcdefghijklmnopqrst");
+        }
+        assert_eq!(Greeted::from_server(&server[..3], 0), None);
+    }
+
+    /// The response goes up as the legs allow: as it is (with the upstream leg's caps), or
+    /// without a password that would leak, or not at all.
+    #[test]
+    fn responses_go_up_without_a_password_that_would_leak() {
+        let base = cap::PROTOCOL_41 | cap::PLUGIN_AUTH | cap::SECURE_CONNECTION;
+        let mut clear = base.to_le_bytes().to_vec();
+        clear.extend_from_slice(&(1u32 << 24).to_le_bytes());
+        clear.push(45);
+        clear.extend_from_slice(&[0; 23]);
+        clear.extend_from_slice(b"app\0\x03pw\0mysql_clear_password\0");
+        let withheld_tail = b"app\0\0qcache_withheld_cleartext\0";
+        let native = response(base);
+        /// (response, client_tls, upstream_tls, plugin, what goes up: its tail after the
+        /// fixed 32 bytes, or the refusal).
+        type Case<'a> = (&'a [u8], bool, bool, &'a str, Result<&'a [u8], Halt>);
+        let cleartext = Halt::Refuse(Refusal::Cleartext {
+            plugin: "mysql_clear_password".into(),
+        });
+        let cases: &[Case] = &[
+            (&clear, true, true, "mysql_clear_password", Ok(&clear[32..])),
+            (
+                &clear,
+                false,
+                false,
+                "mysql_clear_password",
+                Ok(&clear[32..]),
+            ),
+            (
+                &clear,
+                true,
+                false,
+                "mysql_clear_password",
+                Ok(withheld_tail),
+            ),
+            (
+                &native,
+                true,
+                false,
+                "mysql_native_password",
+                Ok(&native[32..]),
+            ),
+            // No plugin name to replace: it cannot be withheld.
+            (
+                &clear[..36],
+                true,
+                false,
+                "mysql_clear_password",
+                Err(cleartext),
+            ),
+            (
+                &native[..3],
+                true,
+                false,
+                "mysql_native_password",
+                Err(Halt::Malformed("short handshake response".into())),
+            ),
+        ];
+        for (i, (p, c, u, plugin, want)) in cases.iter().enumerate() {
+            let got = response_upstream(p, None, &legs(*c, *u, plugin), None);
+            match (got, want) {
+                (Ok(out), Ok(tail)) => {
+                    assert_eq!(&out[32..], *tail, "case {i}");
+                    assert_eq!(caps_of(&out) & cap::SSL != 0, *u, "case {i}");
+                }
+                (got, want) => assert_eq!(got.map(|_| ()), want.clone().map(|_| ()), "case {i}"),
+            }
+        }
+    }
+
+    /// The rounds start under the plugin the response names, else the greeting's, with the
+    /// greeting's nonce; the caps in force are the client's out of the offered ones.
+    #[test]
+    fn legs_and_caps_after_the_response() {
+        let g = Greeted::from_server(&greeting(), cap::SSL).unwrap();
+        let named = |p: Option<&str>, caps: u32| handshake::HandshakeResponse {
+            auth_plugin: p.map(String::from),
+            capabilities: caps,
+            ..Default::default()
+        };
+        let cases: &[(Option<&str>, &str)] = &[
+            (None, CACHING_SHA2),
+            (Some("mysql_native_password"), "mysql_native_password"),
+            (Some(""), ""),
+        ];
+        for (p, want) in cases {
+            let l = g.legs(&named(*p, 0), 1, true, false);
+            assert_eq!(l.plugin, *want, "{p:?}");
+            assert_eq!((l.delta, l.client_tls, l.upstream_tls), (1, true, false));
+            assert_eq!(l.scramble, g.scramble);
+        }
+        let asked = cap::PROTOCOL_41 | cap::SSL | cap::DEPRECATE_EOF | cap::MARIADB_CLIENT_MYSQL;
+        assert_eq!(
+            g.caps_in_force(&named(None, asked)),
+            cap::PROTOCOL_41 | cap::SSL | cap::MARIADB_CLIENT_MYSQL
+        );
+    }
+
+    /// A COM_CHANGE_USER authenticates over the same legs and nonce, numbered from 0, under
+    /// the plugin the server will name.
+    #[test]
+    fn change_user_numbers_from_zero() {
+        let mut l = legs(true, false, CACHING_SHA2);
+        l.delta = 3;
+        let cu = l.for_change_user();
+        assert_eq!((cu.delta, cu.plugin.as_str()), (0, ""));
+        assert_eq!(
+            (cu.scramble, cu.client_tls, cu.upstream_tls),
+            (l.scramble, true, false)
+        );
     }
 }

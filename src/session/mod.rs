@@ -26,6 +26,7 @@ use tracing::{debug, info, Instrument};
 use crate::engine::command::{route, Follow, Route};
 use crate::engine::state::SessionState;
 use crate::protocol::codec::Packet;
+use crate::protocol::negotiate;
 /// Kept at this path for `prepared.rs`, which the read-path rewrite owns.
 use crate::protocol::packets::{self, status};
 use crate::protocol::response::Expect;
@@ -117,27 +118,12 @@ async fn start(client: conn::Stream, shared: Arc<Shared>) -> Result<Session, Ses
     let mut client = PacketConn::new(client, cfg.server.pre_auth_max_packet);
     client.write_timeout = Some(cfg.server.client_write_timeout);
     let auth_timeout = cfg.server.auth_timeout;
-    let connect_timeout = cfg.server.connect_timeout;
-    let upstream_addr = cfg.server.upstream.clone();
     // Read before the server authenticates: a privilege change after this point may or may
     // not be in the privileges the server gives the session, so it counts as after.
     let priv_baseline = shared.cache.versions().privileges.epoch();
     // Validated when the config was loaded; a file that vanished since fails here.
     let tls = crate::tls::contexts(&cfg.tls).map_err(|e| SessionError::Protocol(e.to_string()))?;
-    let connected = async {
-        let mut upstream =
-            handshake::connect_upstream(&mut client, &upstream_addr, connect_timeout).await?;
-        let negotiated = handshake::relay(
-            &mut client,
-            &mut upstream,
-            connect_timeout,
-            tls.as_deref(),
-            &cfg.compression,
-            &upstream_addr,
-        )
-        .await?;
-        Ok::<_, SessionError>((upstream, negotiated))
-    };
+    let connected = handshake::connect(&mut client, &cfg, tls.as_deref());
     let (mut upstream, negotiated) = tokio::time::timeout(auth_timeout, connected)
         .await
         .map_err(|_| SessionError::AuthTimeout)??;
@@ -348,24 +334,16 @@ impl Session {
         let priv_baseline = self.shared.cache.versions().privileges.epoch();
         // A restore still owed after qcache's own read-back is made first: FOUND_ROWS()
         // survives a change-user on MariaDB, and the next read-back reads it.
-        if let Some(p) = self.st.after_hit.take() {
-            if crate::policy::diagnostics::pending_restore(p).1 {
-                self.reset_diagnostics(p, crate::policy::diagnostics::CostEffect::Keeps)
-                    .await?;
-            }
+        let owed = self.st.after_hit.take();
+        if let Some(p) = owed.filter(|&p| crate::policy::diagnostics::pending_restore(p).1) {
+            self.reset_diagnostics(p, crate::policy::diagnostics::CostEffect::Keeps)
+                .await?;
         }
         self.end_transaction_for_reset();
         // A cleartext password from a TLS client never goes to a plain upstream.
-        let Some(payload) = crate::protocol::negotiate::change_user_upstream(
-            &pkt.payload,
-            self.st.caps,
-            &self.legs,
-        ) else {
-            let err = crate::protocol::packets::err_payload(
-                crate::protocol::negotiate::ER_NOT_SUPPORTED_AUTH_MODE,
-                "08004",
-                "qcache: a malformed COM_CHANGE_USER offering a cleartext password",
-            );
+        let up = negotiate::change_user_upstream(&pkt.payload, self.st.caps, &self.legs);
+        let Some(payload) = up else {
+            let err = negotiate::Refusal::MalformedChangeUser.payload();
             let _ = self.client.send(pkt.seq.wrapping_add(1), &err).await;
             return Ok(false);
         };
@@ -374,38 +352,27 @@ impl Session {
             .send(pkt.seq, &payload)
             .await
             .map_err(SessionError::upstream)?;
-        match handshake::relay_auth_rounds(&mut self.client, &mut self.upstream, &self.legs).await?
-        {
-            Some(st) => {
-                if let Some(cu) = &parsed {
-                    tracing::Span::current().record("user", cu.user.as_str());
-                }
-                // The server computed the new user's privileges afresh.
-                let cfg = self.shared.config();
-                let faults = &self.shared.cache.versions().faults;
-                self.st
-                    .user_changed((&cfg, faults), st, priv_baseline, parsed);
-                self.client.flush().await.map_err(SessionError::client)?;
-                self.read_server_context().await?;
-                Ok(true)
-            }
-            // The server refused, and kept the connection: MariaDB and MySQL put back the old
-            // account (with the privileges it had), default database and character set, but
-            // the session was reset before the attempt (variables, temporary tables,
-            // prepared statements gone, the transaction rolled back). Follow that, and read
-            // back what the key needs; the account and role are asked again before the next
-            // lookup. A server that closed instead (MariaDB after the third failure) ends
-            // the read-back, and the session, as it ended the direct connection.
-            None => {
-                self.st.reset(&self.shared, None);
-                self.client.flush().await.map_err(SessionError::client)?;
-                self.private_status = None;
-                self.read_server_context().await?;
-                // No answer told the session's flags: the transaction is gone at least.
-                self.st.txn.status_after_reset(self.private_status);
-                Ok(true)
-            }
+        let mut legs = self.legs.for_change_user();
+        let accepted = handshake::auth_rounds(&mut self.client, &mut self.upstream, &mut legs);
+        let accepted = accepted.await?;
+        if let (Some(_), Some(cu)) = (accepted, &parsed) {
+            tracing::Span::current().record("user", cu.user.as_str());
         }
+        // Accepted, the server computed the new user's privileges afresh; refused, it kept
+        // the old account. A server that closed instead (MariaDB after the third failure)
+        // ends the read-back, and the session, as it ended the direct connection.
+        let cfg = self.shared.config();
+        let faults = &self.shared.cache.versions().faults;
+        self.st
+            .change_user_answered((&cfg, faults), accepted, priv_baseline, parsed);
+        self.client.flush().await.map_err(SessionError::client)?;
+        self.private_status = None;
+        self.read_server_context().await?;
+        if accepted.is_none() {
+            // No answer told the session's flags: the transaction is gone at least.
+            self.st.txn.status_after_reset(self.private_status);
+        }
+        Ok(true)
     }
 
     /// COM_RESET_CONNECTION and COM_CHANGE_USER roll back an open transaction; its writes
