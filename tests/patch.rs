@@ -585,13 +585,26 @@ async fn patched_groups_are_the_servers_bytes() {
         // A date literal into a DATETIME column is its midnight.
         "INSERT INTO orders (created, d, k, amount) VALUES ('2024-01-13', '2024-01-10', 3, 12)",
     ];
-    let mut c = p.conn(&schema).await;
+    same_bytes_after_inserts(&p, &schema, &reads, seed, &inserts).await;
+}
+
+/// Caches each of `reads` (text and prepared) after `seed`, then after each of `inserts`
+/// asserts every read is a hit whose bytes are the server's, text and binary, both result
+/// endings, and that every entry was patched.
+async fn same_bytes_after_inserts(
+    p: &common::TestProxy,
+    schema: &str,
+    reads: &[&str],
+    seed: &str,
+    inserts: &[&str],
+) {
+    let mut c = p.conn(schema).await;
     for deprecate_eof in [false, true] {
         c.query_drop("DELETE FROM orders").await.unwrap();
         c.query_drop(seed).await.unwrap();
-        let mut rp = Raw::connect(&p.addr_string(), "root", &schema, deprecate_eof).await;
-        let mut rd = Raw::connect(&common::db().addr(), "root", &schema, deprecate_eof).await;
-        for sql in reads {
+        let mut rp = Raw::connect(&p.addr_string(), "root", schema, deprecate_eof).await;
+        let mut rd = Raw::connect(&common::db().addr(), "root", schema, deprecate_eof).await;
+        for sql in reads.iter().copied() {
             rp.query(sql).await;
             prepared_answer(&mut rp, sql).await;
         }
@@ -603,7 +616,7 @@ async fn patched_groups_are_the_servers_bytes() {
                 patched + 2 * reads.len() as u64 * (n as u64 + 1),
                 "{ins}: every entry patched"
             );
-            for sql in reads {
+            for sql in reads.iter().copied() {
                 let hits = p.running.shared.cache.stats().hits();
                 let (got, _) = rp.query(sql).await;
                 let (want, _) = rd.query(sql).await;
@@ -629,7 +642,7 @@ async fn patched_groups_are_the_servers_bytes() {
 }
 
 const ORDERS: &[&str] = &["CREATE TABLE orders (id INT AUTO_INCREMENT PRIMARY KEY, \
-     created DATETIME NULL, amount INT NULL)"];
+     created DATETIME NULL, amount DECIMAL(10,2) NULL)"];
 
 const DASHBOARD: &str = "SELECT DATE(created), COUNT(*), SUM(amount) FROM orders \
      WHERE created >= '2024-01-08' AND created < '2024-01-15' GROUP BY DATE(created)";
@@ -658,8 +671,8 @@ async fn rows_both(c: &mut Conn, d: &mut Conn, sql: &str, prepared: bool) -> boo
     hit
 }
 
-/// Inserts whose temporal values qcache does not read exactly as the server does
-/// invalidate the dashboard's entries, text and prepared; the next read is the server's.
+/// Inserts whose temporal or decimal values qcache does not read exactly as the server
+/// does invalidate the dashboard's entries, text and prepared; the next read is the server's.
 #[tokio::test]
 async fn refused_dashboard_inserts_invalidate() {
     let schema = common::fresh_schema("patch_groups_refused").await;
@@ -677,6 +690,10 @@ async fn refused_dashboard_inserts_invalidate() {
         "INSERT INTO orders (created, amount) VALUES ('2024-01-09T10:00:00', 1)",
         "INSERT INTO orders (created, amount) VALUES (NOW(), 1)",
         "INSERT INTO orders (amount) VALUES (1)",
+        // More decimals than the column (rounded by the server, with a note); a decimal
+        // as a string (converted by the server).
+        "INSERT INTO orders (created, amount) VALUES ('2024-01-09 10:00:00', 1.234)",
+        "INSERT INTO orders (created, amount) VALUES ('2024-01-09 10:00:00', '1.5')",
     ];
     for w in writes {
         for prepared in [false, true] {
@@ -710,9 +727,9 @@ async fn the_verifier_checks_grouped_patches() {
     let mut d = common::direct_to(&schema).await;
     rows_both(&mut c, &mut d, DASHBOARD, false).await;
     let inserts = [
-        "INSERT INTO orders (created, amount) VALUES ('2024-01-10 10:00:00', 5)",
+        "INSERT INTO orders (created, amount) VALUES ('2024-01-10 10:00:00', 5.25)",
         "INSERT INTO orders (created, amount) VALUES ('2024-01-10 11:00:00', NULL), \
-         ('2024-01-08 00:00:00', 2), ('2024-01-15 00:00:00', 9)",
+         ('2024-01-08 00:00:00', -2.1), ('2024-01-15 00:00:00', 9)",
     ];
     for (i, ins) in inserts.iter().enumerate() {
         c.query_drop(*ins).await.unwrap();
@@ -749,4 +766,37 @@ async fn the_verifier_checks_grouped_patches() {
         "shape turned off"
     );
     rows_both(&mut c, &mut d, DASHBOARD, false).await;
+}
+
+/// The dashboard exactly: SUM of a DECIMAL(10,2) (and of a DECIMAL(5,0) UNSIGNED), exact,
+/// with the server's scale and text, after inserts of fractions, integers, negatives,
+/// NULLs, new groups and rows outside the week: every hit the server's bytes.
+#[tokio::test]
+async fn patched_decimal_sums_are_the_servers_bytes() {
+    let schema = common::fresh_schema("patch_decimal_bytes").await;
+    setup(
+        &schema,
+        &[
+            "CREATE TABLE orders (id INT AUTO_INCREMENT PRIMARY KEY, created DATETIME NULL, \
+           amount DECIMAL(10,2) NULL, qty DECIMAL(5,0) UNSIGNED NULL)",
+        ],
+    )
+    .await;
+    let p = proxy(0.0).await;
+    let reads = [
+        DASHBOARD,
+        "SELECT COUNT(*), SUM(amount), COUNT(amount), SUM(qty) FROM orders",
+        "SELECT DATE(created), SUM(qty), SUM(amount) FROM orders GROUP BY DATE(created)",
+    ];
+    let seed = "INSERT INTO orders (created, amount, qty) VALUES \
+                ('2024-01-10 10:00:00', 100.25, 3), ('2024-01-12 09:00:00', 0.05, NULL)";
+    let inserts = [
+        "INSERT INTO orders (created, amount, qty) VALUES ('2024-01-10 12:00:00', 12.5, 1)",
+        "INSERT INTO orders (created, amount, qty) VALUES ('2024-01-09 08:00:00', -100.30, 2), \
+         ('2024-01-13 00:00:00', 7, 0)",
+        "INSERT INTO orders (created, amount, qty) VALUES ('2024-01-11 01:00:00', NULL, NULL), \
+         ('2024-01-16 00:00:00', 99999999.99, 99999), ('2024-01-12 10:00:00', -0.05, 4)",
+        "INSERT INTO orders (created, amount, qty) VALUES ('2024-01-10 13:00:00', 0.1, 10)",
+    ];
+    same_bytes_after_inserts(&p, &schema, &reads, seed, &inserts).await;
 }

@@ -1845,7 +1845,7 @@ impl Catalog {
         xs: &[i128],
     ) -> Option<Vec<(i128, Option<String>)>> {
         let info = self.column(table, col)?;
-        if xs.is_empty() || info.ty == ColType::Other {
+        if xs.is_empty() || !info.ty.sliceable() {
             return None;
         }
         let q = |s: &str| format!("`{}`", s.replace('`', "``"));

@@ -4,7 +4,8 @@
 //! stored bytes.
 //!
 //! Eligible, on purpose narrow: one base table; a select list of `COUNT(*)`, `COUNT(col)`,
-//! `SUM(col)`, `MIN(col)` and `MAX(col)` (SUM, MIN and MAX of integer columns) and, when
+//! `SUM(col)`, `MIN(col)` and `MAX(col)` (SUM of integer and DECIMAL columns, exact in
+//! units of the last digit; MIN and MAX of integer columns) and, when
 //! grouped, the GROUP BY expression; at most one GROUP BY expression, a plain integer,
 //! DATE or DATETIME(0) column or `DATE(col)` of a DATE or DATETIME(0) one, no ORDER BY
 //! (MariaDB sorts the groups by their key, NULL first); a WHERE that is a conjunction of
@@ -15,7 +16,8 @@
 //! columns ([`temporal`]: held as seconds, so whole-second arithmetic is the server's);
 //! NULL matches none of them. Without GROUP BY such a read answers one row; with it, one
 //! per group in key order. A row inserted changes it by arithmetic qcache does exactly
-//! (integers as `i128`; `SUM` of integers is a `DECIMAL(…,0)`, sent as its digits; `SUM`
+//! (integers as `i128`; `SUM` of integers is a `DECIMAL(…,0)`, sent as its digits, `SUM`
+//! of a `DECIMAL(P,S)` one a DECIMAL of S decimals, sent with exactly S of them; `SUM`
 //! of no value is NULL; `MIN`/`MAX` of no value is NULL, a new value replaces it when
 //! smaller or larger, and it is sent in the column's own integer type, whose metadata the
 //! stored result must carry, see [`IntType`]); a row whose key is new makes a new group,
@@ -23,7 +25,8 @@
 //! have been the minimum). The inserts that patch it: `INSERT [INTO] t [(cols)] VALUES
 //! (…), …` whose values are all literals, and whose values in the columns the read uses
 //! are integer literals inside the column's range, canonical temporal literals (a date
-//! only into a DATE), or NULL where the column allows it. Everything else is refused with
+//! only into a DATE), numbers a DECIMAL column holds exactly (no more decimals than its
+//! scale), or NULL where the column allows it. Everything else is refused with
 //! a [`Refusal`], and the caller invalidates as it would without patching. A stored
 //! result is patched only when its rows decode to values whose encoding is exactly their
 //! bytes, in key order.
@@ -229,6 +232,12 @@ pub enum Kind {
     /// A DATETIME column without fractional seconds (with them, `col > '…'` keeps rows the
     /// whole-second arithmetic here would not: refused).
     DateTime,
+    /// A DECIMAL(precision, scale) column: its values held in units of its last digit.
+    Dec {
+        precision: u8,
+        scale: u8,
+        unsigned: bool,
+    },
 }
 
 /// The GROUP BY: one plain column, or `DATE(col)` of a DATE or DATETIME column.
@@ -253,13 +262,81 @@ impl Group {
 }
 
 /// How a result column's values are held and written: integers (COUNT, MIN/MAX, an
-/// integer key), a DECIMAL with no fraction (SUM of integers), a DATE or a DATETIME(0) key.
+/// integer key), a DECIMAL of this many decimals, in units of its last digit (SUM: of
+/// integers 0, of a DECIMAL column its scale), a DATE or a DATETIME(0) key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Repr {
     Int,
-    Dec,
+    Dec(u8),
     Date,
     DateTime,
+}
+
+/// A DECIMAL of `scale` decimals as the server writes it: `-`, the integer digits (at
+/// least `0`), then `.` and exactly `scale` digits.
+fn decimal_text(v: i128, scale: u8) -> String {
+    if scale == 0 {
+        return v.to_string();
+    }
+    let digits = v.unsigned_abs().to_string();
+    let scale = usize::from(scale);
+    let padded = format!("{digits:0>width$}", width = scale + 1);
+    let (int, frac) = padded.split_at(padded.len() - scale);
+    format!("{}{int}.{frac}", if v < 0 { "-" } else { "" })
+}
+
+/// A DECIMAL's text with exactly `scale` decimals (none, and no point, for 0), in units of
+/// its last digit; None for any other text.
+fn decimal_scaled(s: &[u8], scale: u8) -> Option<i128> {
+    if scale == 0 {
+        return decimal(s);
+    }
+    let (int, frac) = std::str::from_utf8(s).ok()?.split_once('.')?;
+    let digits = int.strip_prefix('-').unwrap_or(int);
+    if digits.is_empty()
+        || !digits.bytes().all(|b| b.is_ascii_digit())
+        || frac.len() != usize::from(scale)
+        || !frac.bytes().all(|b| b.is_ascii_digit())
+    {
+        return None;
+    }
+    let n: i128 = format!("{int}{frac}").parse().ok()?;
+    // "-0.00" is no value the server writes.
+    (n != 0 || !int.starts_with('-')).then_some(n)
+}
+
+/// A numeric literal of an INSERT into a DECIMAL(precision, scale) column, in units of its
+/// last digit: `-?digits(.digits)?`, no more decimals than the column has (the server
+/// rounds those, with a note), no more integer digits than it holds, no sign into an
+/// UNSIGNED one. Else the refusal.
+fn decimal_literal(s: &str, precision: u8, scale: u8, unsigned: bool) -> Result<i128, Refusal> {
+    let (neg, body) = match s.strip_prefix('-') {
+        Some(b) => (true, b),
+        None => (false, s),
+    };
+    let (int, frac) = body.split_once('.').unwrap_or((body, ""));
+    let all_digits = |x: &str| x.bytes().all(|b| b.is_ascii_digit());
+    if int.is_empty()
+        || !all_digits(int)
+        || !all_digits(frac)
+        || (body.contains('.') && frac.is_empty())
+    {
+        return Err(Refusal::Value);
+    }
+    if frac.len() > usize::from(scale) {
+        return Err(Refusal::Value);
+    }
+    let int = int.trim_start_matches('0');
+    if int.len() > usize::from(precision - scale) || (neg && unsigned) {
+        return Err(Refusal::Range);
+    }
+    let units = format!("{int}{frac:0<width$}", width = usize::from(scale));
+    let n: i128 = if units.is_empty() {
+        0
+    } else {
+        units.parse().map_err(|_| Refusal::Range)?
+    };
+    Ok(if neg { -n } else { n })
 }
 
 /// Why a read or a write is not patched: the caller invalidates as before.
@@ -385,6 +462,9 @@ pub struct Recipe {
     /// Per aggregate, for MIN/MAX: the integer type of its column, which its result column
     /// must carry (checked against the stored metadata before a patch).
     pub ints: Vec<Option<IntType>>,
+    /// Per aggregate, for SUM: the decimals of its result (its DECIMAL column's scale, 0
+    /// for an integer column), which its result column must carry.
+    pub scales: Vec<u8>,
     pub filter: Vec<(String, Cond)>,
     /// Per conjunct of `filter`, its column's kind (how the verifier writes its bounds).
     pub kinds: Vec<Kind>,
@@ -415,8 +495,9 @@ pub enum Val {
     /// A string: a canonical temporal literal where the read uses a DATE or DATETIME
     /// column, and fine in a column it does not use.
     Str(String),
-    /// Any other literal (a decimal): fine in a column the read does not use.
-    Other,
+    /// A number with a fraction (or an exponent), as written, its sign included: exact
+    /// where the read uses a DECIMAL column, and fine in a column it does not use.
+    Num(String),
 }
 
 /// The tokens the shapes are made of; anything else refuses the statement. Words are
@@ -847,6 +928,15 @@ fn column_kind<'a>(
             date_only: false,
             fsp: 0,
         } => Kind::DateTime,
+        ColType::Decimal {
+            precision,
+            scale,
+            unsigned,
+        } => Kind::Dec {
+            precision,
+            scale,
+            unsigned,
+        },
         _ => return Err(Refusal::Column),
     };
     if info.auto_increment {
@@ -881,14 +971,25 @@ impl ReadShape {
         sql: &str,
     ) -> Result<Recipe, Refusal> {
         let mut ints = Vec::with_capacity(self.aggs.len());
+        let mut scales = Vec::with_capacity(self.aggs.len());
         for a in &self.aggs {
             let info = match a {
                 Agg::Count(c) => {
                     column_kind(columns, c)?;
                     None
                 }
+                // SUM of a DECIMAL: exact, in units of its scale.
+                Agg::Sum(c) => match column_kind(columns, c)? {
+                    (Kind::Dec { scale, .. }, _) => {
+                        scales.push(scale);
+                        ints.push(None);
+                        continue;
+                    }
+                    _ => Some(int_column(columns, c)?),
+                },
                 _ => a.column().map(|c| int_column(columns, c)).transpose()?,
             };
+            scales.push(0);
             ints.push(match (a, info.map(|i| &i.ty)) {
                 (Agg::Min(_) | Agg::Max(_), Some(ColType::Int { min, max })) => {
                     Some(IntType::of_range(*min, *max).ok_or(Refusal::Column)?)
@@ -923,7 +1024,7 @@ impl ReadShape {
                 ),
                 (Kind::Date, _) | (Kind::DateTime, true) => (Repr::Date, None),
                 (Kind::DateTime, false) => (Repr::DateTime, None),
-                (Kind::Int { .. }, true) => return Err(Refusal::Column),
+                (Kind::Int { .. }, true) | (Kind::Dec { .. }, _) => return Err(Refusal::Column),
             }),
         };
         Ok(Recipe {
@@ -931,6 +1032,7 @@ impl ReadShape {
             table,
             aggs: self.aggs,
             ints,
+            scales,
             filter: self.filter,
             kinds,
             group: self.group,
@@ -1001,7 +1103,18 @@ pub fn insert_rows(sql: &str) -> Result<InsertRows, Refusal> {
                         Expr::Value(v) => match &v.value {
                             Value::Null => Ok(Val::Null),
                             Value::SingleQuotedString(s) => Ok(Val::Str(s.clone())),
-                            Value::Number(..) => Ok(Val::Other),
+                            Value::Number(s, false) => Ok(Val::Num(s.clone())),
+                            _ => Err(Refusal::Value),
+                        },
+                        // A negative fraction: `-` and the number.
+                        Expr::UnaryOp {
+                            op: UnaryOperator::Minus,
+                            expr,
+                        } => match &**expr {
+                            Expr::Value(v) => match &v.value {
+                                Value::Number(s, false) => Ok(Val::Num(format!("-{s}"))),
+                                _ => Err(Refusal::Value),
+                            },
                             _ => Err(Refusal::Value),
                         },
                         _ => Err(Refusal::Value),
@@ -1061,6 +1174,24 @@ impl InsertRows {
                         }
                         (Val::Null, _) if info.nullable => Ok(None),
                         (Val::Int(_), Kind::Int { .. }) | (Val::Null, _) => Err(Refusal::Range),
+                        (
+                            Val::Int(n),
+                            Kind::Dec {
+                                precision,
+                                scale,
+                                unsigned,
+                            },
+                        ) => {
+                            decimal_literal(&n.to_string(), *precision, *scale, *unsigned).map(Some)
+                        }
+                        (
+                            Val::Num(s),
+                            Kind::Dec {
+                                precision,
+                                scale,
+                                unsigned,
+                            },
+                        ) => decimal_literal(s, *precision, *scale, *unsigned).map(Some),
                         // A date or datetime literal exactly as the server stores it: a
                         // datetime into a DATE column is truncated (with a note), refused.
                         (Val::Str(s), Kind::Date | Kind::DateTime) => match temporal(s) {
@@ -1097,6 +1228,8 @@ struct ColDef {
     ty: u8,
     flags: u16,
     dec: u8,
+    /// The column's display length (for a DECIMAL: digits, point and sign).
+    len: u32,
 }
 
 /// The frames of `bytes` (header included) as (offset, seq, payload).
@@ -1149,6 +1282,7 @@ fn parse_result(bytes: &[u8], status_at: usize) -> Option<Parsed<'_>> {
             ty: def[l - 6],
             flags: u16::from_le_bytes([def[l - 5], def[l - 4]]),
             dec: def[l - 3],
+            len: u32::from_le_bytes([def[l - 10], def[l - 9], def[l - 8], def[l - 7]]),
         });
     }
     if fr.len() < n + 2 {
@@ -1186,7 +1320,8 @@ fn temporal_of(s: &[u8], want: Lit) -> Option<i128> {
 /// A value as text: integer digits, a date, a datetime; None for what this is not.
 fn decode_text(repr: Repr, s: &[u8]) -> Option<i128> {
     match repr {
-        Repr::Int | Repr::Dec => decimal(s),
+        Repr::Int => decimal(s),
+        Repr::Dec(scale) => decimal_scaled(s, scale),
         Repr::Date => temporal_of(s, Lit::Date),
         Repr::DateTime => temporal_of(s, Lit::DateTime),
     }
@@ -1219,9 +1354,9 @@ fn row_values(
                 continue;
             }
             match repr {
-                Repr::Dec => {
+                Repr::Dec(scale) => {
                     let (s, used) = read_lenenc_str(row.get(at..)?)?;
-                    out.push(Some(decimal(s)?));
+                    out.push(Some(decimal_scaled(s, *scale)?));
                     at += used;
                 }
                 Repr::Date | Repr::DateTime => {
@@ -1288,6 +1423,20 @@ fn decimal(s: &[u8]) -> Option<i128> {
     std::str::from_utf8(s).ok()?.parse().ok()
 }
 
+/// Whether every DECIMAL value of a row has no more digits than its column's length
+/// holds (less the point, and the sign unless UNSIGNED): past it the server's own sum
+/// would have overflowed its type.
+fn sums_fit(types: &[ColDef], row: &[Option<i128>]) -> bool {
+    types.iter().zip(row).all(|(def, v)| {
+        let Some(v) = v.filter(|_| def.ty == TYPE_NEWDECIMAL) else {
+            return true;
+        };
+        let fixed = u32::from(def.dec > 0) + u32::from(def.flags & FLAG_UNSIGNED == 0);
+        let digits = v.unsigned_abs().checked_ilog10().map_or(1, |d| d + 1);
+        digits.max(u32::from(def.dec) + 1) + fixed <= def.len
+    })
+}
+
 /// What a patch leaves: the new bytes and where their final status flags now sit.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Patched {
@@ -1338,7 +1487,7 @@ impl Recipe {
             // Temporal bounds as literals of the column's own kind: a DATE's bounds moved
             // to the whole days they admit (its values are whole days).
             let lit = |v: i128| match kind {
-                Kind::Int { .. } => v.to_string(),
+                Kind::Int { .. } | Kind::Dec { .. } => v.to_string(),
                 Kind::DateTime => format!("'{}'", temporal_text(v, true)),
                 Kind::Date => format!("'{}'", temporal_text(v, false)),
             };
@@ -1381,9 +1530,10 @@ impl Recipe {
     fn reprs(&self) -> Option<Vec<Repr>> {
         self.aggs
             .iter()
-            .map(|a| match a {
+            .enumerate()
+            .map(|(i, a)| match a {
                 Agg::CountStar | Agg::Count(_) | Agg::Min(_) | Agg::Max(_) => Some(Repr::Int),
-                Agg::Sum(_) => Some(Repr::Dec),
+                Agg::Sum(_) => Some(Repr::Dec(self.scales.get(i).copied()?)),
                 Agg::Key => self.key.map(|k| k.0),
             })
             .collect()
@@ -1452,14 +1602,12 @@ impl Recipe {
         };
         types.len() == self.aggs.len()
             && self.ints.len() == self.aggs.len()
-            && self
-                .aggs
-                .iter()
-                .zip(types)
-                .zip(&self.ints)
-                .all(|((a, def), int)| match a {
+            && self.aggs.iter().zip(types).zip(&self.ints).enumerate().all(
+                |(i, ((a, def), int))| match a {
                     Agg::CountStar | Agg::Count(_) => def.ty == TYPE_LONGLONG,
-                    Agg::Sum(_) => def.ty == TYPE_NEWDECIMAL && def.dec == 0,
+                    Agg::Sum(_) => {
+                        def.ty == TYPE_NEWDECIMAL && Some(&def.dec) == self.scales.get(i)
+                    }
                     Agg::Min(_) | Agg::Max(_) => int_fits(def, *int),
                     Agg::Key => match self.key {
                         Some((Repr::Int, it)) => int_fits(def, it),
@@ -1467,7 +1615,8 @@ impl Recipe {
                         Some((Repr::DateTime, _)) => def.ty == TYPE_DATETIME && def.dec == 0,
                         _ => false,
                     },
-                })
+                },
+            )
     }
 
     /// Whether a row's values are ones this shape gives: COUNTs never NULL, MIN/MAX and an
@@ -1613,7 +1762,10 @@ impl Recipe {
         }
         // A COUNT is a BIGINT; a SUM of integers fits DECIMAL(65) long before i128 ends;
         // MIN/MAX hold one of the column's values.
-        if !values.iter().all(|r| self.row_fits(r)) {
+        if !values
+            .iter()
+            .all(|r| self.row_fits(r) && sums_fit(&p.types, r))
+        {
             return Err(Refusal::Overflow);
         }
         let changed = values != old;
@@ -1662,7 +1814,9 @@ impl Recipe {
             for ((def, v), repr) in types.iter().zip(values).zip(&reprs) {
                 let Some(v) = v else { continue };
                 match repr {
-                    Repr::Dec => put_lenenc_str(&mut row, v.to_string().as_bytes()),
+                    Repr::Dec(scale) => {
+                        put_lenenc_str(&mut row, decimal_text(*v, *scale).as_bytes())
+                    }
                     Repr::Int => {
                         let w = binary_width(def.ty)?;
                         row.put_slice(&v.to_le_bytes()[..w]);
@@ -1690,8 +1844,9 @@ impl Recipe {
             for (v, repr) in values.iter().zip(&reprs) {
                 match (v, repr) {
                     (None, _) => row.put_u8(0xfb),
-                    (Some(v), Repr::Int | Repr::Dec) => {
-                        put_lenenc_str(&mut row, v.to_string().as_bytes())
+                    (Some(v), Repr::Int) => put_lenenc_str(&mut row, v.to_string().as_bytes()),
+                    (Some(v), Repr::Dec(scale)) => {
+                        put_lenenc_str(&mut row, decimal_text(*v, *scale).as_bytes())
                     }
                     (Some(v), Repr::Date) if v.rem_euclid(DAY) == 0 => {
                         put_lenenc_str(&mut row, temporal_text(*v, false).as_bytes())
@@ -1750,6 +1905,211 @@ mod tests {
             ),
             ("u".into(), int(0, (1i128 << 64) - 1, true)),
         ]
+    }
+
+    /// [`temporal_table`] and `m DECIMAL(10,2) NULL, q DECIMAL(5,0) UNSIGNED NOT NULL`.
+    fn decimal_table() -> Vec<(String, ColumnInfo)> {
+        let col = |column_type: &str, nullable| ColumnInfo {
+            ty: ColType::from_catalog("decimal", column_type, "", None),
+            nullable,
+            auto_increment: false,
+        };
+        let mut t = temporal_table();
+        t.push(("m".into(), col("decimal(10,2)", true)));
+        t.push(("q".into(), col("decimal(5,0) unsigned", false)));
+        t
+    }
+
+    /// DECIMAL columns from the catalog, their text as the server writes it, and the
+    /// literals an INSERT may give them: exact, or refused.
+    #[test]
+    fn decimals_are_exact_or_refused() {
+        let ty = |ct: &str| ColType::from_catalog("decimal", ct, "", None);
+        assert_eq!(
+            ty("decimal(10,2)"),
+            ColType::Decimal {
+                precision: 10,
+                scale: 2,
+                unsigned: false
+            }
+        );
+        assert_eq!(
+            ty("decimal(65,30) unsigned"),
+            ColType::Decimal {
+                precision: 65,
+                scale: 30,
+                unsigned: true
+            }
+        );
+        for odd in [
+            "decimal(10,2) unsigned zerofill",
+            "decimal(10)",
+            "decimal(2,3)",
+            "numeric",
+        ] {
+            assert_eq!(ty(odd), ColType::Other, "{odd}");
+        }
+        assert!(!ty("decimal(10,2)").sliceable());
+        // Text: (units, scale) ↔ the server's text.
+        for (v, scale, text) in [
+            (12345, 2, "123.45"),
+            (5, 2, "0.05"),
+            (-5, 2, "-0.05"),
+            (0, 2, "0.00"),
+            (-10030, 2, "-100.30"),
+            (7, 0, "7"),
+            (-7, 0, "-7"),
+            (1, 4, "0.0001"),
+        ] {
+            assert_eq!(decimal_text(v, scale), text);
+            assert_eq!(decimal_scaled(text.as_bytes(), scale), Some(v), "{text}");
+        }
+        for (text, scale) in [
+            ("1.5", 2),
+            ("1.500", 2),
+            ("1", 2),
+            (".50", 2),
+            ("-0.00", 2),
+            ("1.5", 0),
+            ("+1.50", 2),
+            ("1e2", 0),
+        ] {
+            assert_eq!(decimal_scaled(text.as_bytes(), scale), None, "{text}");
+        }
+        // Literals into DECIMAL(10,2) and DECIMAL(5,0) UNSIGNED.
+        type Row<'a> = (&'a str, u8, u8, bool, std::result::Result<i128, Refusal>);
+        let rows: &[Row] = &[
+            ("12.5", 10, 2, false, Ok(1250)),
+            ("-0.05", 10, 2, false, Ok(-5)),
+            ("007.10", 10, 2, false, Ok(710)),
+            ("99999999.99", 10, 2, false, Ok(9_999_999_999)),
+            ("0", 10, 2, false, Ok(0)),
+            ("1.234", 10, 2, false, Err(Refusal::Value)),
+            ("1.", 10, 2, false, Err(Refusal::Value)),
+            ("1e3", 10, 2, false, Err(Refusal::Value)),
+            ("100000000", 10, 2, false, Err(Refusal::Range)),
+            ("99999", 5, 0, true, Ok(99999)),
+            ("100000", 5, 0, true, Err(Refusal::Range)),
+            ("-1", 5, 0, true, Err(Refusal::Range)),
+            ("1.0", 5, 0, true, Err(Refusal::Value)),
+        ];
+        for (lit, p, sc, u, want) in rows {
+            assert_eq!(decimal_literal(lit, *p, *sc, *u), *want, "{lit}");
+        }
+        // Through an INSERT: numbers (integers too) exact in the column's units; strings,
+        // extra decimals and out-of-range numbers refused.
+        let used = ["m".to_string(), "q".to_string()];
+        let values =
+            |sql: &str| insert_rows(sql).and_then(|i| i.values_of(&decimal_table(), &used));
+        assert_eq!(
+            values("INSERT INTO t (m, q) VALUES (12.5, 3), (-0.05, 0), (NULL, 7), (4, 1)"),
+            Ok(vec![
+                vec![Some(1250), Some(3)],
+                vec![Some(-5), Some(0)],
+                vec![None, Some(7)],
+                vec![Some(400), Some(1)]
+            ])
+        );
+        assert_eq!(
+            values("INSERT INTO t (m, q) VALUES (1.234, 1)"),
+            Err(Refusal::Value)
+        );
+        assert_eq!(
+            values("INSERT INTO t (m, q) VALUES ('1.5', 1)"),
+            Err(Refusal::Value)
+        );
+        assert_eq!(
+            values("INSERT INTO t (m, q) VALUES (1, -1)"),
+            Err(Refusal::Range)
+        );
+        assert_eq!(
+            values("INSERT INTO t (m, q) VALUES (1, NULL)"),
+            Err(Refusal::Range)
+        );
+        // Binding: SUM and COUNT of a DECIMAL; not MIN/MAX, a WHERE or a GROUP BY on it.
+        let bind = |sql: &str| {
+            read_shape(sql)
+                .and_then(|s| s.bind(("db".into(), "t".into()), &decimal_table(), false, 0, sql))
+        };
+        assert_eq!(
+            bind("SELECT COUNT(m), SUM(m), SUM(q), SUM(a) FROM t").map(|r| r.scales),
+            Ok(vec![0, 2, 0, 0])
+        );
+        for sql in [
+            "SELECT MIN(m) FROM t",
+            "SELECT COUNT(*) FROM t WHERE m = 1",
+            "SELECT m, COUNT(*) FROM t GROUP BY m",
+        ] {
+            assert_eq!(bind(sql).map(drop), Err(Refusal::Column), "{sql}");
+        }
+        // Applying: the sum in the column's scale; the result's metadata must carry that
+        // scale, and the sum fit the length the server gave it.
+        let r = bind("SELECT COUNT(*), SUM(m) FROM t").unwrap();
+        let rows = [vec![Some(1250)], vec![Some(-5)], vec![None]];
+        let r = Recipe {
+            filter: Vec::new(),
+            ..r
+        };
+        let (bytes, at) = result(
+            &[COUNT, (TYPE_NEWDECIMAL, 2)],
+            &text_row(&[Some("1"), Some("0.05")]),
+            true,
+        );
+        let got = r.apply(&bytes, at, &rows, false).unwrap();
+        let (want, _) = result(
+            &[COUNT, (TYPE_NEWDECIMAL, 2)],
+            &text_row(&[Some("4"), Some("12.50")]),
+            true,
+        );
+        assert_eq!(&got.bytes[..], &want[..]);
+        let (bytes, at) = result(
+            &[COUNT, (TYPE_NEWDECIMAL, 0)],
+            &text_row(&[Some("1"), Some("5")]),
+            true,
+        );
+        assert_eq!(
+            r.apply(&bytes, at, &rows, false),
+            Err(Refusal::Result),
+            "scale 0"
+        );
+        let (bytes, at) = result(
+            &[COUNT, (TYPE_NEWDECIMAL, 2)],
+            &text_row(&[Some("1"), Some("5")]),
+            true,
+        );
+        assert_eq!(
+            r.apply(&bytes, at, &rows, false),
+            Err(Refusal::Result),
+            "no decimals in the text"
+        );
+        // Past the length (21: 19 digits, the point, the sign).
+        let (bytes, at) = result(
+            &[COUNT, (TYPE_NEWDECIMAL, 2)],
+            &text_row(&[Some("1"), Some("99999999999999999.99")]),
+            true,
+        );
+        assert_eq!(
+            r.apply(&bytes, at, &[vec![Some(1)]], false),
+            Err(Refusal::Overflow)
+        );
+        // Binary: the same text.
+        let rb = Recipe { binary: true, ..r };
+        let mut row = vec![0u8, 0];
+        row.extend_from_slice(&1i64.to_le_bytes());
+        put_lenenc_str_vec(&mut row, b"0.05");
+        let (bytes, at) = result(&[COUNT, (TYPE_NEWDECIMAL, 2)], &row, true);
+        let got = rb.apply(&bytes, at, &[vec![Some(-110)]], false).unwrap();
+        let mut row = vec![0u8, 0];
+        row.extend_from_slice(&2i64.to_le_bytes());
+        put_lenenc_str_vec(&mut row, b"-1.05");
+        let (want, _) = result(&[COUNT, (TYPE_NEWDECIMAL, 2)], &row, true);
+        assert_eq!(&got.bytes[..], &want[..]);
+    }
+
+    fn put_lenenc_str_vec(out: &mut Vec<u8>, s: &[u8]) {
+        let mut b = BytesMut::new();
+        put_lenenc_str(&mut b, s);
+        out.extend_from_slice(&b);
     }
 
     /// [`table`] and `dt DATETIME NULL, dd DATE NOT NULL, f DATETIME(3) NULL`.
@@ -2736,6 +3096,7 @@ mod tests {
         let recipe = Recipe {
             schema: String::new(),
             table: String::new(),
+            scales: vec![0; types.len()],
             aggs,
             ints: Vec::new(),
             filter: Vec::new(),
