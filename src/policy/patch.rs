@@ -346,29 +346,37 @@ pub enum Refusal {
     Token,
     /// sqlparser could not read it, or it is not one statement.
     Unparsable,
-    /// Not a plain SELECT of one table (joins, subqueries, DISTINCT, GROUP BY, …).
+    /// Not a plain SELECT of one table (joins, subqueries, DISTINCT, ORDER BY, HAVING, a
+    /// GROUP BY of several expressions, WITH ROLLUP or another function than `DATE()`, …).
     NotSimple,
-    /// A select item other than COUNT(*), COUNT(col), SUM(col), MIN(col), MAX(col).
+    /// A select item other than COUNT(*), COUNT(col), SUM(col), MIN(col), MAX(col) and
+    /// the GROUP BY expression; or a grouped select list without that expression.
     Aggregate,
-    /// A WHERE other than a conjunction of `col = n`, `col IN (n, …)`, `col < n`, `<=`,
-    /// `>`, `>=`, `col BETWEEN a AND b`.
+    /// A WHERE other than a conjunction of `col = x`, `col IN (x, …)`, `col < x`, `<=`,
+    /// `>`, `>=`, `col BETWEEN a AND b`, with integer or canonical temporal literals.
     Predicate,
-    /// A column the table does not have, or that is not an integer column.
+    /// A column the table does not have, or whose type the use does not allow (SUM of
+    /// other than integers and DECIMALs, MIN/MAX or GROUP BY of other than an integer
+    /// type, a DATE or a DATETIME(0), a literal of another kind than the column's).
     Column,
     /// A column the server fills itself (AUTO_INCREMENT).
     Generated,
     /// Not a plain `INSERT … VALUES` (IGNORE, REPLACE, ON DUPLICATE KEY, SET, SELECT, …).
     NotInsert,
-    /// A value that is not a literal, or not an integer where the read uses the column.
+    /// A value that is not a literal, or not one the used column holds exactly (an
+    /// integer, a canonical date or datetime, a number with no more decimals than the
+    /// DECIMAL's scale).
     Value,
     /// A column the read uses that the INSERT leaves to its default.
     Omitted,
-    /// An integer outside the column's range, or NULL into a NOT NULL column: the server
+    /// A number outside the column's range, or NULL into a NOT NULL column: the server
     /// converts or refuses it.
     Range,
-    /// The stored result is not the one-row result the read's shape gives.
+    /// The stored result is not one the read's shape gives (one row, or groups in key
+    /// order), or not in the encoding qcache would write.
     Result,
-    /// The arithmetic left `i128` (never for real data; refused rather than wrapped).
+    /// The arithmetic left `i128`, or a sum the result's DECIMAL length does not hold
+    /// (never for real data; refused rather than wrapped).
     Overflow,
 }
 
@@ -420,11 +428,12 @@ impl Agg {
 /// What one conjunct of the WHERE asks of its column's value (never met by NULL).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Cond {
-    /// One of the listed integers (`col = n`, `col IN (n, …)`).
+    /// One of the listed values (`col = n`, `col IN (n, …)`): integers, or temporal
+    /// values as seconds ([`temporal`]).
     In(Vec<i128>),
     /// Inside `lo..=hi`, a missing bound unbounded: `col >= n` is `lo: n`, `col > n` is
-    /// `lo: n + 1` (the column holds integers only), `col BETWEEN a AND b` is both (empty
-    /// when `a > b`, as on the server).
+    /// `lo: n + 1` (the column holds integers, or whole seconds: DATETIME(0) and DATE
+    /// only), `col BETWEEN a AND b` is both (empty when `a > b`, as on the server).
     Range { lo: Option<i128>, hi: Option<i128> },
 }
 
