@@ -1453,6 +1453,10 @@ pub struct Patched {
     pub status_at: usize,
     /// Whether any value changed (rows the WHERE keeps out change nothing).
     pub changed: bool,
+    /// Rows in the result before and after (a new group adds one): what `FOUND_ROWS()`
+    /// says after the read, which the entry keeps for its hits.
+    pub rows_before: u64,
+    pub rows: u64,
 }
 
 /// The rows of a result, each its values in select-list order.
@@ -1799,6 +1803,8 @@ impl Recipe {
             bytes: out.freeze(),
             status_at: status_at - p.tail_at + new_tail_at,
             changed,
+            rows_before: old.len() as u64,
+            rows: values.len() as u64,
         })
     }
 
@@ -3357,6 +3363,11 @@ mod tests {
                             result_rows(&defs, &text_rows(after), deprecate_eof);
                         let got = got.unwrap_or_else(|e| panic!("{why}: refused {e:?}"));
                         assert_eq!(&got.bytes[..], &expect[..], "{why}");
+                        assert_eq!(
+                            (got.rows_before, got.rows),
+                            (before.len() as u64, after.len() as u64),
+                            "{why}: rows"
+                        );
                         assert_eq!(got.status_at, expect_at, "{why}");
                         assert_eq!(got.changed, before != after, "{why}");
                     }
