@@ -364,7 +364,11 @@ async fn explain_says_whether_an_insert_patches() {
     let said = |sql: &str| format!("QCACHE EXPLAIN {sql}");
     let cases = [
         (READ, "yes: "),
-        ("SELECT k, COUNT(*) FROM t GROUP BY k", "no (not_simple)"),
+        ("SELECT k, COUNT(*), SUM(v) FROM t GROUP BY k", "yes: "),
+        (
+            "SELECT k, COUNT(*) FROM t GROUP BY k ORDER BY NULL",
+            "no (not_simple)",
+        ),
         ("SELECT COUNT(*) FROM t WHERE id = 1", "no (generated)"),
         ("SELECT AVG(v) FROM t", "no (aggregate)"),
         (
@@ -529,4 +533,279 @@ async fn with_l2_nothing_is_patched_and_explain_says_so() {
         }
     }
     assert_eq!(status(&mut ca, "Qcache_patched").await, 0);
+}
+
+/// The weekly dashboard and its kin (GROUP BY a column or `DATE(col)`, WHERE ranges on
+/// DATETIME and DATE columns): after each insert (into an existing group, a new group at
+/// the start, middle or end, NULL values and keys, outside the range, at its bounds) the
+/// hit is the server's answer byte for byte, metadata and rows, text and binary, both
+/// result endings.
+#[tokio::test]
+async fn patched_groups_are_the_servers_bytes() {
+    let schema = common::fresh_schema("patch_groups_bytes").await;
+    setup(
+        &schema,
+        &[
+            "CREATE TABLE orders (id INT AUTO_INCREMENT PRIMARY KEY, created DATETIME NULL, \
+           d DATE NULL, k INT NULL, amount INT NULL)",
+        ],
+    )
+    .await;
+    let p = proxy(0.0).await;
+    let reads = [
+        "SELECT DATE(created), COUNT(*), SUM(amount) FROM orders \
+         WHERE created >= '2024-01-08' AND created < '2024-01-15' GROUP BY DATE(created)",
+        "SELECT k, COUNT(*), SUM(amount), MIN(amount), MAX(amount) FROM orders GROUP BY k",
+        "SELECT COUNT(d), d, MAX(amount) FROM orders \
+         WHERE d BETWEEN '2024-01-09' AND '2024-01-12' GROUP BY d",
+        "SELECT created, COUNT(*) FROM orders WHERE created <= '2024-01-12 12:00:00' \
+         AND created > '2024-01-09' GROUP BY created",
+        "SELECT DATE(created) AS day, COUNT(*), COUNT(amount) FROM orders GROUP BY DATE(created)",
+        "SELECT DATE(d), SUM(k) FROM orders WHERE d = '2024-01-10' GROUP BY DATE(d)",
+    ];
+    let seed = "INSERT INTO orders (created, d, k, amount) VALUES \
+                ('2024-01-10 10:00:00', '2024-01-10', 5, 100), \
+                ('2024-01-10 23:59:59', '2024-01-10', 5, 250), \
+                ('2024-01-12 00:00:00', '2024-01-12', 9, 7)";
+    let inserts = [
+        // Into existing groups.
+        "INSERT INTO orders (created, d, k, amount) VALUES ('2024-01-10 11:30:00', '2024-01-10', 5, 3)",
+        // New groups at the start, the middle and the end.
+        "INSERT INTO orders (created, d, k, amount) VALUES ('2024-01-08 00:00:00', '2024-01-09', 1, 4)",
+        "INSERT INTO orders (created, d, k, amount) VALUES ('2024-01-11 08:00:00', '2024-01-11', 7, 6), \
+         ('2024-01-14 23:59:59', '2024-01-12', 12, 8)",
+        // NULL values, NULL keys (their group sorts first).
+        "INSERT INTO orders (created, d, k, amount) VALUES ('2024-01-11 09:00:00', '2024-01-11', NULL, NULL)",
+        "INSERT INTO orders (created, d, k, amount) VALUES (NULL, NULL, 5, 1)",
+        // Outside the ranges, and at their bounds.
+        "INSERT INTO orders (created, d, k, amount) VALUES ('2024-01-15 00:00:00', '2024-01-13', 5, 50), \
+         ('2024-01-07 23:59:59', '2024-01-08', 5, 60)",
+        "INSERT INTO orders (created, d, k, amount) VALUES ('2024-01-12 12:00:00', '2024-01-12', 2, 9), \
+         ('2024-01-09 00:00:00', '2024-01-09', 2, 10), ('2024-01-09 00:00:01', '2024-01-10', 2, 11)",
+        // A date literal into a DATETIME column is its midnight.
+        "INSERT INTO orders (created, d, k, amount) VALUES ('2024-01-13', '2024-01-10', 3, 12)",
+    ];
+    same_bytes_after_inserts(&p, &schema, &reads, seed, &inserts).await;
+}
+
+/// Caches each of `reads` (text and prepared) after `seed`, then after each of `inserts`
+/// asserts every read is a hit whose bytes are the server's, text and binary, both result
+/// endings, and that every entry was patched.
+async fn same_bytes_after_inserts(
+    p: &common::TestProxy,
+    schema: &str,
+    reads: &[&str],
+    seed: &str,
+    inserts: &[&str],
+) {
+    let mut c = p.conn(schema).await;
+    for deprecate_eof in [false, true] {
+        c.query_drop("DELETE FROM orders").await.unwrap();
+        c.query_drop(seed).await.unwrap();
+        let mut rp = Raw::connect(&p.addr_string(), "root", schema, deprecate_eof).await;
+        let mut rd = Raw::connect(&common::db().addr(), "root", schema, deprecate_eof).await;
+        for sql in reads.iter().copied() {
+            rp.query(sql).await;
+            prepared_answer(&mut rp, sql).await;
+        }
+        let patched = status(&mut c, "Qcache_patched").await;
+        for (n, ins) in inserts.iter().enumerate() {
+            c.query_drop(*ins).await.unwrap();
+            assert_eq!(
+                status(&mut c, "Qcache_patched").await,
+                patched + 2 * reads.len() as u64 * (n as u64 + 1),
+                "{ins}: every entry patched"
+            );
+            for sql in reads.iter().copied() {
+                let hits = p.running.shared.cache.stats().hits();
+                let (got, _) = rp.query(sql).await;
+                let (want, _) = rd.query(sql).await;
+                assert_eq!(
+                    Raw::wire(&got),
+                    Raw::wire(&want),
+                    "text {sql} after {ins} (deprecate_eof={deprecate_eof})"
+                );
+                // The diagnostics after the hit count the rows it now has.
+                let (got, _) = rp.query("SELECT FOUND_ROWS()").await;
+                let (want, _) = rd.query("SELECT FOUND_ROWS()").await;
+                assert_eq!(
+                    Raw::wire(&got),
+                    Raw::wire(&want),
+                    "FOUND_ROWS() after {sql} after {ins}"
+                );
+                let hits = hits + 1;
+                let got = prepared_answer(&mut rp, sql).await;
+                let want = prepared_answer(&mut rd, sql).await;
+                assert_eq!(
+                    got, want,
+                    "binary {sql} after {ins} (deprecate_eof={deprecate_eof})"
+                );
+                assert_eq!(
+                    p.running.shared.cache.stats().hits(),
+                    hits + 1,
+                    "{sql} after {ins}: both served from the patched entries"
+                );
+            }
+        }
+    }
+}
+
+const ORDERS: &[&str] = &["CREATE TABLE orders (id INT AUTO_INCREMENT PRIMARY KEY, \
+     created DATETIME NULL, amount DECIMAL(10,2) NULL)"];
+
+const DASHBOARD: &str = "SELECT DATE(created), COUNT(*), SUM(amount) FROM orders \
+     WHERE created >= '2024-01-08' AND created < '2024-01-15' GROUP BY DATE(created)";
+
+/// Every row of `sql` as the client decoded it, text or prepared.
+async fn rows(c: &mut Conn, sql: &str, prepared: bool) -> Vec<Vec<mysql_async::Value>> {
+    let rows: Vec<Row> = if prepared {
+        c.exec(sql, ()).await.unwrap()
+    } else {
+        c.query(sql).await.unwrap()
+    };
+    rows.into_iter().map(Row::unwrap).collect()
+}
+
+/// Reads `sql` through the proxy and directly; asserts they agree and says whether the
+/// proxy's read was a hit.
+async fn rows_both(c: &mut Conn, d: &mut Conn, sql: &str, prepared: bool) -> bool {
+    let before = status(c, "Qcache_hits").await;
+    let got = rows(c, sql, prepared).await;
+    let hit = status(c, "Qcache_hits").await > before;
+    assert_eq!(
+        got,
+        rows(d, sql, prepared).await,
+        "{sql} (prepared: {prepared})"
+    );
+    hit
+}
+
+/// Inserts whose temporal or decimal values qcache does not read exactly as the server
+/// does invalidate the dashboard's entries, text and prepared; the next read is the server's.
+#[tokio::test]
+async fn refused_dashboard_inserts_invalidate() {
+    let schema = common::fresh_schema("patch_groups_refused").await;
+    setup(&schema, ORDERS).await;
+    let p = proxy(0.0).await;
+    let mut c = p.conn(&schema).await;
+    let mut d = common::direct_to(&schema).await;
+    c.query_drop("INSERT INTO orders (created, amount) VALUES ('2024-01-09 10:00:00', 5)")
+        .await
+        .unwrap();
+    let writes = [
+        "INSERT INTO orders (created, amount) VALUES ('2024-1-9 10:00:00', 1)",
+        "INSERT INTO orders (created, amount) VALUES ('2024-01-09 10:00:00.6', 1)",
+        "INSERT INTO orders (created, amount) VALUES (20240109100000, 1)",
+        "INSERT INTO orders (created, amount) VALUES ('2024-01-09T10:00:00', 1)",
+        "INSERT INTO orders (created, amount) VALUES (NOW(), 1)",
+        "INSERT INTO orders (amount) VALUES (1)",
+        // More decimals than the column (rounded by the server, with a note); a decimal
+        // as a string (converted by the server).
+        "INSERT INTO orders (created, amount) VALUES ('2024-01-09 10:00:00', 1.234)",
+        "INSERT INTO orders (created, amount) VALUES ('2024-01-09 10:00:00', '1.5')",
+    ];
+    for w in writes {
+        for prepared in [false, true] {
+            rows_both(&mut c, &mut d, DASHBOARD, prepared).await;
+            assert!(
+                rows_both(&mut c, &mut d, DASHBOARD, prepared).await,
+                "cached"
+            );
+        }
+        let patched = status(&mut c, "Qcache_patched").await;
+        c.query_drop(w).await.unwrap();
+        assert_eq!(status(&mut c, "Qcache_patched").await, patched, "{w}");
+        for prepared in [false, true] {
+            assert!(
+                !rows_both(&mut c, &mut d, DASHBOARD, prepared).await,
+                "{w} (prepared: {prepared}): invalidated"
+            );
+        }
+    }
+}
+
+/// The verifier re-reads grouped patches (its statement groups and bounds as the read
+/// does) and agrees; with the corrupting fault it catches the wrong patch, drops the entry
+/// and turns the shape off.
+#[tokio::test]
+async fn the_verifier_checks_grouped_patches() {
+    let schema = common::fresh_schema("patch_groups_verified").await;
+    setup(&schema, ORDERS).await;
+    let p = proxy(1.0).await;
+    let mut c = p.conn(&schema).await;
+    let mut d = common::direct_to(&schema).await;
+    rows_both(&mut c, &mut d, DASHBOARD, false).await;
+    let inserts = [
+        "INSERT INTO orders (created, amount) VALUES ('2024-01-10 10:00:00', 5.25)",
+        "INSERT INTO orders (created, amount) VALUES ('2024-01-10 11:00:00', NULL), \
+         ('2024-01-08 00:00:00', -2.1), ('2024-01-15 00:00:00', 9)",
+    ];
+    for (i, ins) in inserts.iter().enumerate() {
+        c.query_drop(*ins).await.unwrap();
+        let n = i as u64 + 1;
+        assert_eq!(status(&mut c, "Qcache_patched").await, n, "{ins}");
+        assert_eq!(wait_status(&mut c, "Qcache_patch_verified", n).await, n);
+        assert!(
+            rows_both(&mut c, &mut d, DASHBOARD, false).await,
+            "{ins}: a hit"
+        );
+    }
+    assert_eq!(status(&mut c, "Qcache_patch_mismatches").await, 0);
+    p.running
+        .shared
+        .cache
+        .versions()
+        .faults
+        .set(Fault::Patches, true);
+    c.query_drop("INSERT INTO orders (created, amount) VALUES ('2024-01-12 10:00:00', 1)")
+        .await
+        .unwrap();
+    assert_eq!(status(&mut c, "Qcache_patched").await, 3);
+    assert_eq!(wait_status(&mut c, "Qcache_patch_mismatches", 1).await, 1);
+    assert!(
+        !rows_both(&mut c, &mut d, DASHBOARD, false).await,
+        "the wrong entry was dropped"
+    );
+    c.query_drop("INSERT INTO orders (created, amount) VALUES ('2024-01-12 11:00:00', 1)")
+        .await
+        .unwrap();
+    assert_eq!(
+        status(&mut c, "Qcache_patched").await,
+        3,
+        "shape turned off"
+    );
+    rows_both(&mut c, &mut d, DASHBOARD, false).await;
+}
+
+/// The dashboard exactly: SUM of a DECIMAL(10,2) (and of a DECIMAL(5,0) UNSIGNED), exact,
+/// with the server's scale and text, after inserts of fractions, integers, negatives,
+/// NULLs, new groups and rows outside the week: every hit the server's bytes.
+#[tokio::test]
+async fn patched_decimal_sums_are_the_servers_bytes() {
+    let schema = common::fresh_schema("patch_decimal_bytes").await;
+    setup(
+        &schema,
+        &[
+            "CREATE TABLE orders (id INT AUTO_INCREMENT PRIMARY KEY, created DATETIME NULL, \
+           amount DECIMAL(10,2) NULL, qty DECIMAL(5,0) UNSIGNED NULL)",
+        ],
+    )
+    .await;
+    let p = proxy(0.0).await;
+    let reads = [
+        DASHBOARD,
+        "SELECT COUNT(*), SUM(amount), COUNT(amount), SUM(qty) FROM orders",
+        "SELECT DATE(created), SUM(qty), SUM(amount) FROM orders GROUP BY DATE(created)",
+    ];
+    let seed = "INSERT INTO orders (created, amount, qty) VALUES \
+                ('2024-01-10 10:00:00', 100.25, 3), ('2024-01-12 09:00:00', 0.05, NULL)";
+    let inserts = [
+        "INSERT INTO orders (created, amount, qty) VALUES ('2024-01-10 12:00:00', 12.5, 1)",
+        "INSERT INTO orders (created, amount, qty) VALUES ('2024-01-09 08:00:00', -100.30, 2), \
+         ('2024-01-13 00:00:00', 7, 0)",
+        "INSERT INTO orders (created, amount, qty) VALUES ('2024-01-11 01:00:00', NULL, NULL), \
+         ('2024-01-16 00:00:00', 99999999.99, 99999), ('2024-01-12 10:00:00', -0.05, 4)",
+        "INSERT INTO orders (created, amount, qty) VALUES ('2024-01-10 13:00:00', 0.1, 10)",
+    ];
+    same_bytes_after_inserts(&p, &schema, &reads, seed, &inserts).await;
 }

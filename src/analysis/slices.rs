@@ -44,6 +44,13 @@ pub enum ColType {
     /// equality slice, but ranges on it are sliced by calendar buckets ([`range_keys`]).
     /// TIMESTAMP is not here: its comparisons depend on the session's time zone.
     Temporal { date_only: bool, fsp: u8 },
+    /// A DECIMAL(precision, scale) column: never a slice (only patched aggregates read
+    /// its exact type, `policy::patch`).
+    Decimal {
+        precision: u8,
+        scale: u8,
+        unsigned: bool,
+    },
     /// Anything else: never a slice.
     Other,
 }
@@ -67,6 +74,11 @@ pub struct ColumnInfo {
 }
 
 impl ColType {
+    /// Whether slices may key on the column's values: DECIMAL and unknown types never.
+    pub fn sliceable(&self) -> bool {
+        !matches!(self, ColType::Other | ColType::Decimal { .. })
+    }
+
     /// From information_schema.COLUMNS: DATA_TYPE, COLUMN_TYPE, COLLATION_NAME,
     /// CHARACTER_MAXIMUM_LENGTH. Unknown or doubtful → Other.
     pub fn from_catalog(
@@ -87,6 +99,28 @@ impl ColType {
                     date_only: true,
                     fsp: 0,
                 }
+            }
+            "decimal" => {
+                // `decimal(P,S)`, possibly `unsigned` (ZEROFILL pads its text: Other).
+                let ct = column_type.to_ascii_lowercase();
+                let body = ct.strip_suffix(" unsigned").unwrap_or(&ct);
+                let parsed = body
+                    .strip_prefix("decimal(")
+                    .and_then(|r| r.strip_suffix(')'))
+                    .and_then(|r| r.split_once(','))
+                    .and_then(|(p, s)| Some((p.parse::<u8>().ok()?, s.parse::<u8>().ok()?)));
+                return match parsed {
+                    Some((precision, scale))
+                        if (1..=65).contains(&precision) && scale <= 38 && scale <= precision =>
+                    {
+                        ColType::Decimal {
+                            precision,
+                            scale,
+                            unsigned,
+                        }
+                    }
+                    _ => ColType::Other,
+                };
             }
             "datetime" => {
                 // `datetime` or `datetime(N)`.
@@ -1152,7 +1186,7 @@ fn classes(
             return Some(i);
         }
         let info = columns(&refs[c.0].table, &c.1)?;
-        if info.ty == ColType::Other {
+        if !info.ty.sliceable() {
             return None;
         }
         nodes.push((c.0, c.1.clone(), info));

@@ -144,7 +144,8 @@ fn may_patch(
 
 /// The new results of `p`'s entries still held and current (computed before the write went
 /// upstream, so before it): each recipe applied to the write's rows. Called inside the patch
-/// window, before the write's bumps.
+/// window, before the write's bumps. An entry whose `FOUND_ROWS()` is not its row count
+/// (never for these shapes, which have no LIMIT) is not patched: its new value is unknown.
 fn patches_of(cache: &Cache, p: &PatchWrite) -> Vec<(Candidate, Patched)> {
     let versions = cache.versions();
     let corrupt = versions.faults.on(Fault::Patches);
@@ -159,7 +160,9 @@ fn patches_of(cache: &Cache, p: &PatchWrite) -> Vec<(Candidate, Patched)> {
             let r = c
                 .recipe
                 .apply(&c.entry.bytes, c.entry.status_at, &c.rows, corrupt);
-            r.ok().map(|patched| (c.clone(), patched))
+            r.ok()
+                .filter(|p| p.rows_before == c.entry.found_rows)
+                .map(|patched| (c.clone(), patched))
         })
         .collect()
 }
@@ -175,7 +178,10 @@ fn store_patches(
     let share = shared.config().cache.verify_patched;
     let mut verify = Vec::new();
     for ((c, p), stamps) in patches.into_iter().zip(stamps) {
-        let entry = c.entry.patched(p.bytes, p.status_at, stamps);
+        let mut entry = c.entry.patched(p.bytes, p.status_at, stamps);
+        // A new group is one more row: in FOUND_ROWS() after a hit, and in the digests.
+        entry.found_rows = p.rows;
+        entry.rows = p.rows;
         if !cache.replace_patched(c.key, &c.entry, entry) {
             continue;
         }

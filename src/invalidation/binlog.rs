@@ -774,7 +774,7 @@ fn fold_images(
             }
             let at = image_positions(&img, cols);
             for (i, (name, info)) in cols.iter().enumerate() {
-                if info.ty == ColType::Other {
+                if !info.ty.sliceable() {
                     continue;
                 }
                 let key = at
@@ -827,7 +827,7 @@ fn image_family_ok(
         ColType::Temporal {
             date_only: false, ..
         } => matches!(t, T::MYSQL_TYPE_DATETIME | T::MYSQL_TYPE_DATETIME2),
-        ColType::Other => false,
+        ColType::Decimal { .. } | ColType::Other => false,
     }
 }
 

@@ -1845,7 +1845,7 @@ impl Catalog {
         xs: &[i128],
     ) -> Option<Vec<(i128, Option<String>)>> {
         let info = self.column(table, col)?;
-        if xs.is_empty() || info.ty == ColType::Other {
+        if xs.is_empty() || !info.ty.sliceable() {
             return None;
         }
         let q = |s: &str| format!("`{}`", s.replace('`', "``"));
@@ -1889,21 +1889,25 @@ impl Catalog {
         Some(out)
     }
 
-    /// The first row of `sql` as text, asked on qcache's own connection (the verifier of
-    /// patched entries, `policy::patch`). None on any error, no row, or after 5 s.
-    pub async fn first_row_text(&self, sql: String) -> Option<Vec<Option<Vec<u8>>>> {
+    /// The first `max` rows of `sql` as text, asked on qcache's own connection (the
+    /// verifier of patched entries, `policy::patch`). None on any error or after 5 s.
+    pub async fn rows_text(&self, sql: String, max: usize) -> Option<Vec<Vec<Option<Vec<u8>>>>> {
         let pool = self.lookup_pool();
         let ask = async {
             let mut conn = pool.get_conn().await.ok()?;
-            let row: Option<mysql_async::Row> = conn.query_first(sql).await.ok()?;
-            let row = row?;
-            (0..row.len())
-                .map(|i| match row.as_ref(i)? {
-                    mysql_async::Value::NULL => Some(None),
-                    mysql_async::Value::Bytes(b) => Some(Some(b.clone())),
-                    mysql_async::Value::Int(n) => Some(Some(n.to_string().into_bytes())),
-                    mysql_async::Value::UInt(n) => Some(Some(n.to_string().into_bytes())),
-                    _ => None,
+            let mut rows: Vec<mysql_async::Row> = conn.query(sql).await.ok()?;
+            rows.truncate(max);
+            rows.iter()
+                .map(|row| {
+                    (0..row.len())
+                        .map(|i| match row.as_ref(i)? {
+                            mysql_async::Value::NULL => Some(None),
+                            mysql_async::Value::Bytes(b) => Some(Some(b.clone())),
+                            mysql_async::Value::Int(n) => Some(Some(n.to_string().into_bytes())),
+                            mysql_async::Value::UInt(n) => Some(Some(n.to_string().into_bytes())),
+                            _ => None,
+                        })
+                        .collect::<Option<Vec<_>>>()
                 })
                 .collect::<Option<Vec<_>>>()
         };

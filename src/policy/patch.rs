@@ -1,23 +1,35 @@
-//! Cached aggregates patched from known inserted rows (issue #37, first cut): which reads
-//! qcache can bring up to date itself, and their new result bytes, exactly as the server
-//! would send them. Sans IO; the session gives the statement texts, the catalog's columns
-//! and the stored bytes.
+//! Cached aggregates patched from known inserted rows (issue #37): which reads qcache can
+//! bring up to date itself, and their new result bytes, exactly as the server would send
+//! them. Sans IO; the session gives the statement texts, the catalog's columns and the
+//! stored bytes.
 //!
-//! Eligible, on purpose narrow: one base table, no GROUP BY, a select list of `COUNT(*)`,
-//! `COUNT(col)`, `SUM(col)`, `MIN(col)` and `MAX(col)` over integer columns, a WHERE that
-//! is a conjunction of `col = n`, `col IN (n, …)`, `col < n`, `col <= n`, `col > n`,
-//! `col >= n` and `col BETWEEN a AND b` on integer columns with integer literals (compared
-//! as integers, as the server compares an integer column with an integer literal, signed
-//! or unsigned; NULL matches none of them). Such a read always answers exactly one row, and
-//! a row inserted changes it by arithmetic qcache does exactly (integers as `i128`; `SUM`
-//! of integers is a `DECIMAL(…,0)`, sent as its digits; `SUM` of no value is NULL;
-//! `MIN`/`MAX` of no value is NULL, a new value replaces it when smaller or larger, and it
-//! is sent in the column's own integer type, whose metadata the stored result must carry,
-//! see [`IntType`]). Inserts only: any other write invalidates (a deleted row may have been
-//! the minimum). The inserts that patch it: `INSERT [INTO] t [(cols)] VALUES (…), …`
-//! whose values are all literals, and whose values in the columns the read uses are integer
-//! literals inside the column's range or NULL where the column allows it. Everything else is
-//! refused with a [`Refusal`], and the caller invalidates as it would without patching.
+//! Eligible, on purpose narrow: one base table; a select list of `COUNT(*)`, `COUNT(col)`,
+//! `SUM(col)`, `MIN(col)` and `MAX(col)` (SUM of integer and DECIMAL columns, exact in
+//! units of the last digit; MIN and MAX of integer columns) and, when
+//! grouped, the GROUP BY expression; at most one GROUP BY expression, a plain integer,
+//! DATE or DATETIME(0) column or `DATE(col)` of a DATE or DATETIME(0) one, no ORDER BY
+//! (MariaDB sorts the groups by their key, NULL first); a WHERE that is a conjunction of
+//! `col = x`, `col IN (x, …)`, `col < x`, `col <= x`, `col > x`, `col >= x` and
+//! `col BETWEEN a AND b`, integer literals on integer columns (compared as integers, as
+//! the server compares them, signed or unsigned), canonical `'YYYY-MM-DD'` literals on DATE
+//! columns and canonical `'YYYY-MM-DD'` or `'YYYY-MM-DD HH:MM:SS'` ones on DATETIME(0)
+//! columns ([`temporal`]: held as seconds, so whole-second arithmetic is the server's);
+//! NULL matches none of them. Without GROUP BY such a read answers one row; with it, one
+//! per group in key order. A row inserted changes it by arithmetic qcache does exactly
+//! (integers as `i128`; `SUM` of integers is a `DECIMAL(…,0)`, sent as its digits, `SUM`
+//! of a `DECIMAL(P,S)` one a DECIMAL of S decimals, sent with exactly S of them; `SUM`
+//! of no value is NULL; `MIN`/`MAX` of no value is NULL, a new value replaces it when
+//! smaller or larger, and it is sent in the column's own integer type, whose metadata the
+//! stored result must carry, see [`IntType`]); a row whose key is new makes a new group,
+//! placed at its key's rank. Inserts only: any other write invalidates (a deleted row may
+//! have been the minimum). The inserts that patch it: `INSERT [INTO] t [(cols)] VALUES
+//! (…), …` whose values are all literals, and whose values in the columns the read uses
+//! are integer literals inside the column's range, canonical temporal literals (a date
+//! only into a DATE), numbers a DECIMAL column holds exactly (no more decimals than its
+//! scale), or NULL where the column allows it. Everything else is refused with
+//! a [`Refusal`], and the caller invalidates as it would without patching. A stored
+//! result is patched only when its rows decode to values whose encoding is exactly their
+//! bytes, in key order.
 //!
 //! The statement texts are gated by their tokens before they are parsed: only the words and
 //! punctuation these shapes need, so nothing sqlparser reads otherwise than the server does
@@ -45,7 +57,11 @@ const TYPE_SHORT: u8 = 0x02;
 const TYPE_LONG: u8 = 0x03;
 const TYPE_LONGLONG: u8 = 0x08;
 const TYPE_INT24: u8 = 0x09;
+const TYPE_DATE: u8 = 0x0a;
+const TYPE_DATETIME: u8 = 0x0c;
 const TYPE_NEWDECIMAL: u8 = 0xf6;
+/// Seconds in a day: temporal values are held as seconds (see [`temporal`]).
+const DAY: i128 = 86_400;
 /// Column definition flags.
 const FLAG_UNSIGNED: u16 = 0x20;
 const FLAG_ZEROFILL: u16 = 0x40;
@@ -104,6 +120,225 @@ fn binary_width(code: u8) -> Option<usize> {
     }
 }
 
+/// The kind of a literal a WHERE compares with: an integer, or a canonical temporal string.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lit {
+    Int,
+    /// `'YYYY-MM-DD'`.
+    Date,
+    /// `'YYYY-MM-DD HH:MM:SS'`.
+    DateTime,
+}
+
+/// Days from 1970-01-01 of a proleptic Gregorian date (H. Hinnant's `days_from_civil`).
+fn days_from_civil(y: i128, m: i128, d: i128) -> i128 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// The date of a day count from 1970-01-01 (the inverse of [`days_from_civil`]).
+fn civil_from_days(z: i128) -> (i128, i128, i128) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    (yoe + era * 400 + i128::from(m <= 2), m, d)
+}
+
+/// A canonical temporal literal, exactly `YYYY-MM-DD` or `YYYY-MM-DD HH:MM:SS`, a real
+/// calendar date of years 1000 to 9999: its value in seconds from 1970-01-01 (so that one
+/// less is the second before, whatever the date) and its kind. Every other spelling (no
+/// zero padding, other separators, fractions, zero or invalid dates the server may
+/// convert with a warning or under its sql_mode) is None: refused.
+pub fn temporal(s: &str) -> Option<(i128, Lit)> {
+    let b = s.as_bytes();
+    let num = |r: std::ops::Range<usize>| -> Option<i128> {
+        let d = b.get(r)?;
+        d.iter()
+            .all(u8::is_ascii_digit)
+            .then(|| d.iter().fold(0i128, |n, c| n * 10 + i128::from(c - b'0')))
+    };
+    let (kind, time) = match b.len() {
+        10 => (Lit::Date, 0),
+        19 if b[10] == b' ' && b[13] == b':' && b[16] == b':' => {
+            let (h, mi, se) = (num(11..13)?, num(14..16)?, num(17..19)?);
+            if h > 23 || mi > 59 || se > 59 {
+                return None;
+            }
+            (Lit::DateTime, h * 3600 + mi * 60 + se)
+        }
+        _ => return None,
+    };
+    if b[4] != b'-' || b[7] != b'-' {
+        return None;
+    }
+    let (y, m, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
+    if !(1000..=9999).contains(&y) || !(1..=12).contains(&m) || d < 1 {
+        return None;
+    }
+    let leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+    let days_in = [
+        31,
+        if leap { 29 } else { 28 },
+        31,
+        30,
+        31,
+        30,
+        31,
+        31,
+        30,
+        31,
+        30,
+        31,
+    ];
+    if d > days_in[(m - 1) as usize] {
+        return None;
+    }
+    Some((days_from_civil(y, m, d) * DAY + time, kind))
+}
+
+/// A temporal value as the server writes a DATE (`time`: false) or a DATETIME(0).
+fn temporal_text(v: i128, time: bool) -> String {
+    let (y, m, d) = civil_from_days(v.div_euclid(DAY));
+    let t = v.rem_euclid(DAY);
+    if time {
+        format!(
+            "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}",
+            t / 3600,
+            t / 60 % 60,
+            t % 60
+        )
+    } else {
+        format!("{y:04}-{m:02}-{d:02}")
+    }
+}
+
+/// What a column the shape uses holds, from the catalog.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// An integer column of `min..=max`.
+    Int { min: i128, max: i128 },
+    /// A DATE column: whole days.
+    Date,
+    /// A DATETIME column without fractional seconds (with them, `col > '…'` keeps rows the
+    /// whole-second arithmetic here would not: refused).
+    DateTime,
+    /// A DECIMAL(precision, scale) column: its values held in units of its last digit.
+    Dec {
+        precision: u8,
+        scale: u8,
+        unsigned: bool,
+    },
+}
+
+/// The GROUP BY: one plain column, or `DATE(col)` of a DATE or DATETIME column.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Group {
+    pub column: String,
+    /// `DATE(col)`: a DATETIME's value truncated to its day.
+    pub date_of: bool,
+}
+
+impl Group {
+    /// The group's key of a row whose column holds `v` (NULL's key is NULL).
+    fn key(&self, v: Option<i128>) -> Option<i128> {
+        v.map(|v| {
+            if self.date_of {
+                v - v.rem_euclid(DAY)
+            } else {
+                v
+            }
+        })
+    }
+}
+
+/// How a result column's values are held and written: integers (COUNT, MIN/MAX, an
+/// integer key), a DECIMAL of this many decimals, in units of its last digit (SUM: of
+/// integers 0, of a DECIMAL column its scale), a DATE or a DATETIME(0) key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Repr {
+    Int,
+    Dec(u8),
+    Date,
+    DateTime,
+}
+
+/// A DECIMAL of `scale` decimals as the server writes it: `-`, the integer digits (at
+/// least `0`), then `.` and exactly `scale` digits.
+fn decimal_text(v: i128, scale: u8) -> String {
+    if scale == 0 {
+        return v.to_string();
+    }
+    let digits = v.unsigned_abs().to_string();
+    let scale = usize::from(scale);
+    let padded = format!("{digits:0>width$}", width = scale + 1);
+    let (int, frac) = padded.split_at(padded.len() - scale);
+    format!("{}{int}.{frac}", if v < 0 { "-" } else { "" })
+}
+
+/// A DECIMAL's text with exactly `scale` decimals (none, and no point, for 0), in units of
+/// its last digit; None for any other text.
+fn decimal_scaled(s: &[u8], scale: u8) -> Option<i128> {
+    if scale == 0 {
+        return decimal(s);
+    }
+    let (int, frac) = std::str::from_utf8(s).ok()?.split_once('.')?;
+    let digits = int.strip_prefix('-').unwrap_or(int);
+    if digits.is_empty()
+        || !digits.bytes().all(|b| b.is_ascii_digit())
+        || frac.len() != usize::from(scale)
+        || !frac.bytes().all(|b| b.is_ascii_digit())
+    {
+        return None;
+    }
+    let n: i128 = format!("{int}{frac}").parse().ok()?;
+    // "-0.00" is no value the server writes.
+    (n != 0 || !int.starts_with('-')).then_some(n)
+}
+
+/// A numeric literal of an INSERT into a DECIMAL(precision, scale) column, in units of its
+/// last digit: `-?digits(.digits)?`, no more decimals than the column has (the server
+/// rounds those, with a note), no more integer digits than it holds, no sign into an
+/// UNSIGNED one. Else the refusal.
+fn decimal_literal(s: &str, precision: u8, scale: u8, unsigned: bool) -> Result<i128, Refusal> {
+    let (neg, body) = match s.strip_prefix('-') {
+        Some(b) => (true, b),
+        None => (false, s),
+    };
+    let (int, frac) = body.split_once('.').unwrap_or((body, ""));
+    let all_digits = |x: &str| x.bytes().all(|b| b.is_ascii_digit());
+    if int.is_empty()
+        || !all_digits(int)
+        || !all_digits(frac)
+        || (body.contains('.') && frac.is_empty())
+    {
+        return Err(Refusal::Value);
+    }
+    if frac.len() > usize::from(scale) {
+        return Err(Refusal::Value);
+    }
+    let int = int.trim_start_matches('0');
+    if int.len() > usize::from(precision - scale) || (neg && unsigned) {
+        return Err(Refusal::Range);
+    }
+    let units = format!("{int}{frac:0<width$}", width = usize::from(scale));
+    let n: i128 = if units.is_empty() {
+        0
+    } else {
+        units.parse().map_err(|_| Refusal::Range)?
+    };
+    Ok(if neg { -n } else { n })
+}
+
 /// Why a read or a write is not patched: the caller invalidates as before.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Refusal {
@@ -111,29 +346,37 @@ pub enum Refusal {
     Token,
     /// sqlparser could not read it, or it is not one statement.
     Unparsable,
-    /// Not a plain SELECT of one table (joins, subqueries, DISTINCT, GROUP BY, …).
+    /// Not a plain SELECT of one table (joins, subqueries, DISTINCT, ORDER BY, HAVING, a
+    /// GROUP BY of several expressions, WITH ROLLUP or another function than `DATE()`, …).
     NotSimple,
-    /// A select item other than COUNT(*), COUNT(col), SUM(col), MIN(col), MAX(col).
+    /// A select item other than COUNT(*), COUNT(col), SUM(col), MIN(col), MAX(col) and
+    /// the GROUP BY expression; or a grouped select list without that expression.
     Aggregate,
-    /// A WHERE other than a conjunction of `col = n`, `col IN (n, …)`, `col < n`, `<=`,
-    /// `>`, `>=`, `col BETWEEN a AND b`.
+    /// A WHERE other than a conjunction of `col = x`, `col IN (x, …)`, `col < x`, `<=`,
+    /// `>`, `>=`, `col BETWEEN a AND b`, with integer or canonical temporal literals.
     Predicate,
-    /// A column the table does not have, or that is not an integer column.
+    /// A column the table does not have, or whose type the use does not allow (SUM of
+    /// other than integers and DECIMALs, MIN/MAX or GROUP BY of other than an integer
+    /// type, a DATE or a DATETIME(0), a literal of another kind than the column's).
     Column,
     /// A column the server fills itself (AUTO_INCREMENT).
     Generated,
     /// Not a plain `INSERT … VALUES` (IGNORE, REPLACE, ON DUPLICATE KEY, SET, SELECT, …).
     NotInsert,
-    /// A value that is not a literal, or not an integer where the read uses the column.
+    /// A value that is not a literal, or not one the used column holds exactly (an
+    /// integer, a canonical date or datetime, a number with no more decimals than the
+    /// DECIMAL's scale).
     Value,
     /// A column the read uses that the INSERT leaves to its default.
     Omitted,
-    /// An integer outside the column's range, or NULL into a NOT NULL column: the server
+    /// A number outside the column's range, or NULL into a NOT NULL column: the server
     /// converts or refuses it.
     Range,
-    /// The stored result is not the one-row result the read's shape gives.
+    /// The stored result is not one the read's shape gives (one row, or groups in key
+    /// order), or not in the encoding qcache would write.
     Result,
-    /// The arithmetic left `i128` (never for real data; refused rather than wrapped).
+    /// The arithmetic left `i128`, or a sum the result's DECIMAL length does not hold
+    /// (never for real data; refused rather than wrapped).
     Overflow,
 }
 
@@ -168,13 +411,15 @@ pub enum Agg {
     Min(String),
     /// As [`Agg::Min`], a larger value replacing it.
     Max(String),
+    /// The GROUP BY expression itself, in the select list.
+    Key,
 }
 
 impl Agg {
-    /// The column the aggregate reads, if any.
+    /// The column the aggregate reads, if any (the key's is the [`Group`]'s).
     pub fn column(&self) -> Option<&String> {
         match self {
-            Agg::CountStar => None,
+            Agg::CountStar | Agg::Key => None,
             Agg::Count(c) | Agg::Sum(c) | Agg::Min(c) | Agg::Max(c) => Some(c),
         }
     }
@@ -183,11 +428,12 @@ impl Agg {
 /// What one conjunct of the WHERE asks of its column's value (never met by NULL).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Cond {
-    /// One of the listed integers (`col = n`, `col IN (n, …)`).
+    /// One of the listed values (`col = n`, `col IN (n, …)`): integers, or temporal
+    /// values as seconds ([`temporal`]).
     In(Vec<i128>),
     /// Inside `lo..=hi`, a missing bound unbounded: `col >= n` is `lo: n`, `col > n` is
-    /// `lo: n + 1` (the column holds integers only), `col BETWEEN a AND b` is both (empty
-    /// when `a > b`, as on the server).
+    /// `lo: n + 1` (the column holds integers, or whole seconds: DATETIME(0) and DATE
+    /// only), `col BETWEEN a AND b` is both (empty when `a > b`, as on the server).
     Range { lo: Option<i128>, hi: Option<i128> },
 }
 
@@ -209,6 +455,9 @@ pub struct ReadShape {
     pub aggs: Vec<Agg>,
     /// Conjunction: each column's value must meet its condition.
     pub filter: Vec<(String, Cond)>,
+    /// Per conjunct of `filter`, the kind of its literals (checked against the column's).
+    pub lits: Vec<Lit>,
+    pub group: Option<Group>,
 }
 
 /// How to patch one entry: the shape bound to its table's columns, and the protocol its
@@ -222,7 +471,15 @@ pub struct Recipe {
     /// Per aggregate, for MIN/MAX: the integer type of its column, which its result column
     /// must carry (checked against the stored metadata before a patch).
     pub ints: Vec<Option<IntType>>,
+    /// Per aggregate, for SUM: the decimals of its result (its DECIMAL column's scale, 0
+    /// for an integer column), which its result column must carry.
+    pub scales: Vec<u8>,
     pub filter: Vec<(String, Cond)>,
+    /// Per conjunct of `filter`, its column's kind (how the verifier writes its bounds).
+    pub kinds: Vec<Kind>,
+    pub group: Option<Group>,
+    /// The key's result column: its representation, and its integer type when it is one.
+    pub key: Option<(Repr, Option<IntType>)>,
     /// Binary protocol rows (an execute's result) rather than text rows.
     pub binary: bool,
     /// The statement's digest: what the verifier turns off when a patch proved wrong.
@@ -244,8 +501,12 @@ pub struct InsertRows {
 pub enum Val {
     Int(i128),
     Null,
-    /// Any other literal (a string, a decimal): fine in a column the read does not use.
-    Other,
+    /// A string: a canonical temporal literal where the read uses a DATE or DATETIME
+    /// column, and fine in a column it does not use.
+    Str(String),
+    /// A number with a fraction (or an exponent), as written, its sign included: exact
+    /// where the read uses a DECIMAL column, and fine in a column it does not use.
+    Num(String),
 }
 
 /// The tokens the shapes are made of; anything else refuses the statement. Words are
@@ -313,6 +574,9 @@ fn words_allowed(tokens: &[Token], names: &[String]) -> Result<(), Refusal> {
                 | Keyword::VALUES
                 | Keyword::VALUE
                 | Keyword::NULL
+                | Keyword::GROUP
+                | Keyword::BY
+                | Keyword::DATE
         );
         if !used && !names.iter().any(|n| n.eq_ignore_ascii_case(&w.value)) {
             return Err(Refusal::Token);
@@ -439,25 +703,44 @@ fn flipped(op: &BinaryOperator) -> Option<BinaryOperator> {
     })
 }
 
-fn conjunct(e: &Expr) -> Result<(String, Cond), Refusal> {
+/// A literal a condition compares with: an integer (`bounded`: inside BIGINT or BIGINT
+/// UNSIGNED, as a range needs) or a canonical temporal string, as seconds ([`temporal`]).
+fn literal(e: &Expr, bounded: bool) -> Option<(i128, Lit)> {
+    let n = if bounded {
+        bound_literal(e)
+    } else {
+        int_literal(e)
+    };
+    if let Some(n) = n {
+        return Some((n, Lit::Int));
+    }
+    match e {
+        Expr::Value(v) => match &v.value {
+            Value::SingleQuotedString(s) => temporal(s),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+fn conjunct(e: &Expr) -> Result<(String, Cond, Lit), Refusal> {
     match e {
         Expr::BinaryOp {
             left,
             op: BinaryOperator::Eq,
             right,
         } => match (column_name(left), column_name(right)) {
-            (Some(c), None) => int_literal(right).map(|n| (c, Cond::In(vec![n]))),
-            (None, Some(c)) => int_literal(left).map(|n| (c, Cond::In(vec![n]))),
+            (Some(c), None) => literal(right, false).map(|(n, k)| (c, Cond::In(vec![n]), k)),
+            (None, Some(c)) => literal(left, false).map(|(n, k)| (c, Cond::In(vec![n]), k)),
             _ => None,
         },
         Expr::BinaryOp { left, op, right } => match (column_name(left), column_name(right)) {
-            (Some(c), None) => bound_literal(right)
-                .and_then(|n| range(op, n))
-                .map(|r| (c, r)),
-            (None, Some(c)) => bound_literal(left)
+            (Some(c), None) => {
+                literal(right, true).and_then(|(n, k)| range(op, n).map(|r| (c, r, k)))
+            }
+            (None, Some(c)) => literal(left, true)
                 .zip(flipped(op))
-                .and_then(|(n, op)| range(&op, n))
-                .map(|r| (c, r)),
+                .and_then(|((n, k), op)| range(&op, n).map(|r| (c, r, k))),
             _ => None,
         },
         Expr::Between {
@@ -466,14 +749,16 @@ fn conjunct(e: &Expr) -> Result<(String, Cond), Refusal> {
             low,
             high,
         } => column_name(expr)
-            .zip(bound_literal(low).zip(bound_literal(high)))
-            .map(|(c, (lo, hi))| {
+            .zip(literal(low, true).zip(literal(high, true)))
+            .filter(|(_, ((_, a), (_, b)))| a == b)
+            .map(|(c, ((lo, k), (hi, _)))| {
                 (
                     c,
                     Cond::Range {
                         lo: Some(lo),
                         hi: Some(hi),
                     },
+                    k,
                 )
             }),
         Expr::In {
@@ -483,15 +768,52 @@ fn conjunct(e: &Expr) -> Result<(String, Cond), Refusal> {
             global: false,
         } => {
             let c = column_name(expr);
-            let ns: Option<Vec<i128>> = list.iter().map(int_literal).collect();
+            let ns: Option<Vec<(i128, Lit)>> = list.iter().map(|e| literal(e, false)).collect();
             c.zip(ns)
-                .filter(|(_, ns)| !ns.is_empty())
-                .map(|(c, ns)| (c, Cond::In(ns)))
+                .filter(|(_, ns)| !ns.is_empty() && ns.iter().all(|(_, k)| *k == ns[0].1))
+                .map(|(c, ns)| {
+                    let k = ns[0].1;
+                    (c, Cond::In(ns.into_iter().map(|(n, _)| n).collect()), k)
+                })
         }
         Expr::Nested(inner) => return conjunct(inner),
         _ => None,
     }
     .ok_or(Refusal::Predicate)
+}
+
+/// The GROUP BY expression: a bare column, or `DATE(col)`.
+fn group_expr(e: &Expr) -> Option<Group> {
+    if let Some(column) = column_name(e) {
+        return Some(Group {
+            column,
+            date_of: false,
+        });
+    }
+    let Expr::Function(f) = e else { return None };
+    let named_date = matches!(f.name.0.as_slice(), [p] if p
+        .as_ident()
+        .is_some_and(|i| i.quote_style.is_none() && i.value.eq_ignore_ascii_case("date")));
+    let FunctionArguments::List(l) = &f.args else {
+        return None;
+    };
+    if !named_date
+        || l.duplicate_treatment.is_some()
+        || !l.clauses.is_empty()
+        || f.filter.is_some()
+        || f.over.is_some()
+        || !f.within_group.is_empty()
+        || !matches!(f.parameters, FunctionArguments::None)
+    {
+        return None;
+    }
+    match l.args.as_slice() {
+        [FunctionArg::Unnamed(FunctionArgExpr::Expr(c))] => column_name(c).map(|column| Group {
+            column,
+            date_of: true,
+        }),
+        _ => None,
+    }
 }
 
 /// Recognises a patchable SELECT (module docs), before its table is known.
@@ -511,13 +833,20 @@ pub fn read_shape(sql: &str) -> Result<ReadShape, Refusal> {
     let SetExpr::Select(sel) = &*q.body else {
         return Err(Refusal::NotSimple);
     };
-    let no_group =
-        matches!(&sel.group_by, GroupByExpr::Expressions(g, m) if g.is_empty() && m.is_empty());
+    // One GROUP BY expression, no modifier (WITH ROLLUP adds rows), no ORDER BY (the
+    // server sorts the groups by their key unless told otherwise: that order is kept).
+    let group = match &sel.group_by {
+        GroupByExpr::Expressions(g, m) if m.is_empty() => match g.as_slice() {
+            [] => None,
+            [e] => Some(group_expr(e).ok_or(Refusal::NotSimple)?),
+            _ => return Err(Refusal::NotSimple),
+        },
+        _ => return Err(Refusal::NotSimple),
+    };
     if sel.distinct.is_some()
         || sel.top.is_some()
         || sel.into.is_some()
         || sel.having.is_some()
-        || !no_group
         || sel.from.len() != 1
         || !sel.from[0].joins.is_empty()
     {
@@ -544,57 +873,104 @@ pub fn read_shape(sql: &str) -> Result<ReadShape, Refusal> {
     }
     let mut names = name_parts(name);
     names.extend(alias.iter().map(|a| a.name.value.clone()));
+    // An item is an aggregate, or the GROUP BY expression written the same way.
+    let item = |e: &Expr| match aggregate(e) {
+        Err(_) if group.is_some() && group_expr(e) == group => Ok(Agg::Key),
+        other => other,
+    };
     let aggs = sel
         .projection
         .iter()
-        .map(|item| match item {
-            SelectItem::UnnamedExpr(e) => aggregate(e),
+        .map(|it| match it {
+            SelectItem::UnnamedExpr(e) => item(e),
             SelectItem::ExprWithAlias { expr, alias } => {
                 names.push(alias.value.clone());
-                aggregate(expr)
+                item(expr)
             }
             _ => Err(Refusal::Aggregate),
         })
         .collect::<Result<Vec<_>, _>>()?;
+    // A group's place among the others is its key's: a new group is placed by it.
+    if group.is_some() && !aggs.contains(&Agg::Key) {
+        return Err(Refusal::Aggregate);
+    }
     let mut filter = Vec::new();
+    let mut lits = Vec::new();
     if let Some(w) = &sel.selection {
         let mut conj = Vec::new();
         split_and(w, &mut conj);
         for c in conj {
-            filter.push(conjunct(c)?);
+            let (col, cond, lit) = conjunct(c)?;
+            filter.push((col, cond));
+            lits.push(lit);
         }
     }
     names.extend(aggs.iter().filter_map(Agg::column).cloned());
     names.extend(filter.iter().map(|(c, _)| c.clone()));
+    names.extend(group.iter().map(|g| g.column.clone()));
     words_allowed(&tokens, &names)?;
     Ok(ReadShape {
         table,
         aggs,
         filter,
+        lits,
+        group,
     })
+}
+
+/// A column the shape uses, and what it holds: an integer, DATE or DATETIME(0) column the
+/// server does not fill itself.
+fn column_kind<'a>(
+    columns: &'a [(String, ColumnInfo)],
+    name: &str,
+) -> Result<(Kind, &'a ColumnInfo), Refusal> {
+    let (_, info) = columns
+        .iter()
+        .find(|(n, _)| n == name)
+        .ok_or(Refusal::Column)?;
+    let kind = match info.ty {
+        ColType::Int { min, max } => Kind::Int { min, max },
+        ColType::Temporal {
+            date_only: true, ..
+        } => Kind::Date,
+        ColType::Temporal {
+            date_only: false,
+            fsp: 0,
+        } => Kind::DateTime,
+        ColType::Decimal {
+            precision,
+            scale,
+            unsigned,
+        } => Kind::Dec {
+            precision,
+            scale,
+            unsigned,
+        },
+        _ => return Err(Refusal::Column),
+    };
+    if info.auto_increment {
+        return Err(Refusal::Generated);
+    }
+    Ok((kind, info))
 }
 
 fn int_column<'a>(
     columns: &'a [(String, ColumnInfo)],
     name: &str,
 ) -> Result<&'a ColumnInfo, Refusal> {
-    let (_, info) = columns
-        .iter()
-        .find(|(n, _)| n == name)
-        .ok_or(Refusal::Column)?;
-    if !matches!(info.ty, ColType::Int { .. }) {
-        return Err(Refusal::Column);
+    match column_kind(columns, name)? {
+        (Kind::Int { .. }, info) => Ok(info),
+        _ => Err(Refusal::Column),
     }
-    if info.auto_increment {
-        return Err(Refusal::Generated);
-    }
-    Ok(info)
 }
 
 impl ReadShape {
     /// Binds the shape to its qualified table's columns (`columns`, the catalog's, names
-    /// lower-cased): every column it names must be an integer column the server does not
-    /// fill itself.
+    /// lower-cased): every column it names must be one the server does not fill itself;
+    /// SUM, MIN and MAX of integer columns, COUNT of any such column; a WHERE comparing an
+    /// integer column with integers, a DATETIME(0) one with dates or datetimes, a DATE one
+    /// with dates; a GROUP BY of an integer type's column, a DATE or DATETIME(0) one, or
+    /// `DATE()` of one of those.
     pub fn bind(
         self,
         (schema, table): (String, String),
@@ -604,8 +980,25 @@ impl ReadShape {
         sql: &str,
     ) -> Result<Recipe, Refusal> {
         let mut ints = Vec::with_capacity(self.aggs.len());
+        let mut scales = Vec::with_capacity(self.aggs.len());
         for a in &self.aggs {
-            let info = a.column().map(|c| int_column(columns, c)).transpose()?;
+            let info = match a {
+                Agg::Count(c) => {
+                    column_kind(columns, c)?;
+                    None
+                }
+                // SUM of a DECIMAL: exact, in units of its scale.
+                Agg::Sum(c) => match column_kind(columns, c)? {
+                    (Kind::Dec { scale, .. }, _) => {
+                        scales.push(scale);
+                        ints.push(None);
+                        continue;
+                    }
+                    _ => Some(int_column(columns, c)?),
+                },
+                _ => a.column().map(|c| int_column(columns, c)).transpose()?,
+            };
+            scales.push(0);
             ints.push(match (a, info.map(|i| &i.ty)) {
                 (Agg::Min(_) | Agg::Max(_), Some(ColType::Int { min, max })) => {
                     Some(IntType::of_range(*min, *max).ok_or(Refusal::Column)?)
@@ -613,15 +1006,46 @@ impl ReadShape {
                 _ => None,
             });
         }
-        for (c, _) in &self.filter {
-            int_column(columns, c)?;
+        let mut kinds = Vec::with_capacity(self.filter.len());
+        for ((c, _), lit) in self.filter.iter().zip(&self.lits) {
+            let (kind, _) = column_kind(columns, c)?;
+            // A DATE compared with a datetime is compared as one; not reasoned here.
+            let fits = matches!(
+                (kind, lit),
+                (Kind::Int { .. }, Lit::Int)
+                    | (Kind::DateTime, Lit::Date | Lit::DateTime)
+                    | (Kind::Date, Lit::Date)
+            );
+            if !fits {
+                return Err(Refusal::Column);
+            }
+            kinds.push(kind);
         }
+        if kinds.len() != self.filter.len() {
+            return Err(Refusal::Predicate);
+        }
+        let key = match &self.group {
+            None => None,
+            Some(g) => Some(match (column_kind(columns, &g.column)?.0, g.date_of) {
+                (Kind::Int { min, max }, false) => (
+                    Repr::Int,
+                    Some(IntType::of_range(min, max).ok_or(Refusal::Column)?),
+                ),
+                (Kind::Date, _) | (Kind::DateTime, true) => (Repr::Date, None),
+                (Kind::DateTime, false) => (Repr::DateTime, None),
+                (Kind::Int { .. }, true) | (Kind::Dec { .. }, _) => return Err(Refusal::Column),
+            }),
+        };
         Ok(Recipe {
             schema,
             table,
             aggs: self.aggs,
             ints,
+            scales,
             filter: self.filter,
+            kinds,
+            group: self.group,
+            key,
             binary,
             digest,
             sql: sql.to_string(),
@@ -687,7 +1111,19 @@ pub fn insert_rows(sql: &str) -> Result<InsertRows, Refusal> {
                     match e {
                         Expr::Value(v) => match &v.value {
                             Value::Null => Ok(Val::Null),
-                            Value::Number(..) | Value::SingleQuotedString(_) => Ok(Val::Other),
+                            Value::SingleQuotedString(s) => Ok(Val::Str(s.clone())),
+                            Value::Number(s, false) => Ok(Val::Num(s.clone())),
+                            _ => Err(Refusal::Value),
+                        },
+                        // A negative fraction: `-` and the number.
+                        Expr::UnaryOp {
+                            op: UnaryOperator::Minus,
+                            expr,
+                        } => match &**expr {
+                            Expr::Value(v) => match &v.value {
+                                Value::Number(s, false) => Ok(Val::Num(format!("-{s}"))),
+                                _ => Err(Refusal::Value),
+                            },
                             _ => Err(Refusal::Value),
                         },
                         _ => Err(Refusal::Value),
@@ -711,8 +1147,9 @@ pub fn insert_rows(sql: &str) -> Result<InsertRows, Refusal> {
 
 impl InsertRows {
     /// Each row's values in the columns `used` (in that order), read against the table's
-    /// columns in their ordinal order: an integer inside the column's range, or NULL where
-    /// it is nullable; else refused.
+    /// columns in their ordinal order: an integer inside the column's range, a canonical
+    /// date (or datetime, into a DATETIME) as seconds ([`temporal`]), or NULL where it is
+    /// nullable; else refused.
     pub fn values_of(
         &self,
         table_columns: &[(String, ColumnInfo)],
@@ -724,14 +1161,14 @@ impl InsertRows {
         };
         let mut at = Vec::with_capacity(used.len());
         for u in used {
-            let info = int_column(table_columns, u)?;
+            let (kind, info) = column_kind(table_columns, u)?;
             let mut found = order.iter().enumerate().filter(|(_, n)| **n == u.as_str());
             let i = match (found.next(), found.next()) {
                 (Some((i, _)), None) => i,
                 (None, _) => return Err(Refusal::Omitted),
                 _ => return Err(Refusal::NotInsert),
             };
-            at.push((i, info));
+            at.push((i, kind, info));
         }
         self.rows
             .iter()
@@ -740,13 +1177,38 @@ impl InsertRows {
                     return Err(Refusal::NotInsert);
                 }
                 at.iter()
-                    .map(|(i, info)| match (&row[*i], &info.ty) {
-                        (Val::Int(n), ColType::Int { min, max }) if min <= n && n <= max => {
+                    .map(|(i, kind, info)| match (&row[*i], kind) {
+                        (Val::Int(n), Kind::Int { min, max }) if min <= n && n <= max => {
                             Ok(Some(*n))
                         }
                         (Val::Null, _) if info.nullable => Ok(None),
-                        (Val::Int(_) | Val::Null, _) => Err(Refusal::Range),
-                        (Val::Other, _) => Err(Refusal::Value),
+                        (Val::Int(_), Kind::Int { .. }) | (Val::Null, _) => Err(Refusal::Range),
+                        (
+                            Val::Int(n),
+                            Kind::Dec {
+                                precision,
+                                scale,
+                                unsigned,
+                            },
+                        ) => {
+                            decimal_literal(&n.to_string(), *precision, *scale, *unsigned).map(Some)
+                        }
+                        (
+                            Val::Num(s),
+                            Kind::Dec {
+                                precision,
+                                scale,
+                                unsigned,
+                            },
+                        ) => decimal_literal(s, *precision, *scale, *unsigned).map(Some),
+                        // A date or datetime literal exactly as the server stores it: a
+                        // datetime into a DATE column is truncated (with a note), refused.
+                        (Val::Str(s), Kind::Date | Kind::DateTime) => match temporal(s) {
+                            Some((v, Lit::Date)) => Ok(Some(v)),
+                            Some((v, Lit::DateTime)) if *kind == Kind::DateTime => Ok(Some(v)),
+                            _ => Err(Refusal::Value),
+                        },
+                        _ => Err(Refusal::Value),
                     })
                     .collect()
             })
@@ -754,13 +1216,13 @@ impl InsertRows {
     }
 }
 
-/// A stored one-row result, cut into the pieces a patch rewrites.
+/// A stored result, cut into the pieces a patch rewrites.
 struct Parsed<'a> {
-    /// Frames before the row (column count, definitions, EOF), with headers.
+    /// Frames before the rows (column count, definitions, EOF), with headers.
     head: &'a [u8],
-    /// The row's sequence id.
+    /// The first row's sequence id (the terminator's when there is no row).
     row_seq: u8,
-    row: &'a [u8],
+    rows: Vec<&'a [u8]>,
     /// The terminator frame, with its header.
     tail: &'a [u8],
     /// Offset of `tail` in the stored bytes.
@@ -775,6 +1237,8 @@ struct ColDef {
     ty: u8,
     flags: u16,
     dec: u8,
+    /// The column's display length (for a DECIMAL: digits, point and sign).
+    len: u32,
 }
 
 /// The frames of `bytes` (header included) as (offset, seq, payload).
@@ -798,8 +1262,19 @@ fn is_eof(p: &[u8]) -> bool {
     p.first() == Some(&0xfe) && p.len() < 9
 }
 
+/// A result set: column count, definitions, an EOF unless CLIENT_DEPRECATE_EOF, any number
+/// of rows, the terminator (holding `status_at`); sequence ids consecutive, since the rows
+/// (and so the terminator's id) are renumbered when their count changes.
 fn parse_result(bytes: &[u8], status_at: usize) -> Option<Parsed<'_>> {
     let fr = frames(bytes)?;
+    let seq0 = fr.first()?.1;
+    if fr
+        .iter()
+        .enumerate()
+        .any(|(i, f)| f.1 != seq0.wrapping_add(i as u8))
+    {
+        return None;
+    }
     let (_, _, first) = fr.first()?;
     let (n, used) = read_lenenc(first)?;
     if used != first.len() || n == 0 || n > 64 {
@@ -816,81 +1291,135 @@ fn parse_result(bytes: &[u8], status_at: usize) -> Option<Parsed<'_>> {
             ty: def[l - 6],
             flags: u16::from_le_bytes([def[l - 5], def[l - 4]]),
             dec: def[l - 3],
+            len: u32::from_le_bytes([def[l - 10], def[l - 9], def[l - 8], def[l - 7]]),
         });
     }
-    let eof_between = match fr.len() {
-        x if x == n + 4 => true,
-        x if x == n + 3 => false,
-        _ => return None,
-    };
-    if eof_between && !is_eof(fr[n + 1].2) {
+    if fr.len() < n + 2 {
         return None;
     }
-    let (row_at, row_seq, row) = fr[fr.len() - 2];
-    let (tail_at, _, last) = fr[fr.len() - 1];
-    if is_eof(row) || last.first() != Some(&0xfe) || status_at < tail_at {
+    // No row is EOF-like (a text row starting 0xfe is a long string; a binary one starts
+    // 0x00): an EOF after the definitions that is not the last frame is the separator.
+    let eof_between = fr.len() >= n + 3 && is_eof(fr[n + 1].2);
+    let start = n + 1 + usize::from(eof_between);
+    let last = fr.len() - 1;
+    let (tail_at, tail_seq, tail) = fr[last];
+    if tail.first() != Some(&0xfe) || status_at < tail_at {
         return None;
     }
+    let rows: Vec<&[u8]> = fr[start..last].iter().map(|f| f.2).collect();
+    if rows.iter().any(|r| is_eof(r) || r.first() == Some(&0xff)) {
+        return None;
+    }
+    let (rows_at, row_seq) = fr.get(start).map_or((tail_at, tail_seq), |f| (f.0, f.1));
     Some(Parsed {
-        head: &bytes[..row_at],
+        head: &bytes[..rows_at],
         row_seq,
-        row,
+        rows,
         tail: &bytes[tail_at..],
         tail_at,
         types,
     })
 }
 
-/// The row's values: Some(digits) or NULL, text or binary, per the column types.
-fn row_values(p: &Parsed<'_>, binary: bool) -> Option<Vec<Option<i128>>> {
-    let n = p.types.len();
+/// A temporal value of the expected kind from its text, None otherwise.
+fn temporal_of(s: &[u8], want: Lit) -> Option<i128> {
+    temporal(std::str::from_utf8(s).ok()?).and_then(|(v, k)| (k == want).then_some(v))
+}
+
+/// A value as text: integer digits, a date, a datetime; None for what this is not.
+fn decode_text(repr: Repr, s: &[u8]) -> Option<i128> {
+    match repr {
+        Repr::Int => decimal(s),
+        Repr::Dec(scale) => decimal_scaled(s, scale),
+        Repr::Date => temporal_of(s, Lit::Date),
+        Repr::DateTime => temporal_of(s, Lit::DateTime),
+    }
+}
+
+/// A row's values: Some(value) or NULL, text or binary, per the columns' representations
+/// (which the metadata was checked against).
+fn row_values(
+    row: &[u8],
+    types: &[ColDef],
+    reprs: &[Repr],
+    binary: bool,
+) -> Option<Vec<Option<i128>>> {
+    let n = types.len();
+    if reprs.len() != n {
+        return None;
+    }
     let mut out = Vec::with_capacity(n);
     if binary {
         let bitmap_len = (n + 7 + 2) / 8;
-        if p.row.first() != Some(&0) {
+        if row.first() != Some(&0) {
             return None;
         }
-        let bitmap = p.row.get(1..1 + bitmap_len)?;
+        let bitmap = row.get(1..1 + bitmap_len)?;
         let mut at = 1 + bitmap_len;
-        for (i, def) in p.types.iter().enumerate() {
+        for (i, (def, repr)) in types.iter().zip(reprs).enumerate() {
             let bit = i + 2;
             if bitmap[bit / 8] & (1 << (bit % 8)) != 0 {
                 out.push(None);
                 continue;
             }
-            if def.ty == TYPE_NEWDECIMAL {
-                let (s, used) = read_lenenc_str(p.row.get(at..)?)?;
-                out.push(Some(decimal(s)?));
-                at += used;
-                continue;
+            match repr {
+                Repr::Dec(scale) => {
+                    let (s, used) = read_lenenc_str(row.get(at..)?)?;
+                    out.push(Some(decimal_scaled(s, *scale)?));
+                    at += used;
+                }
+                Repr::Date | Repr::DateTime => {
+                    // A length, then year (2 bytes), month, day, and hour, minute, second
+                    // when the time is not midnight; fractions are not these columns'.
+                    let len = usize::from(*row.get(at)?);
+                    let b = row.get(at + 1..at + 1 + len)?;
+                    let (date, time) = match (repr, len) {
+                        (Repr::Date, 4) | (Repr::DateTime, 4) => (b, (0, 0, 0)),
+                        (Repr::DateTime, 7) => (&b[..4], (b[4], b[5], b[6])),
+                        _ => return None,
+                    };
+                    let text = format!(
+                        "{:04}-{:02}-{:02} {:02}:{:02}:{:02}",
+                        u16::from_le_bytes([date[0], date[1]]),
+                        date[2],
+                        date[3],
+                        time.0,
+                        time.1,
+                        time.2
+                    );
+                    out.push(Some(temporal_of(text.as_bytes(), Lit::DateTime)?));
+                    at += 1 + len;
+                }
+                Repr::Int => {
+                    // Little-endian, sign- or zero-extended by the UNSIGNED flag.
+                    let w = binary_width(def.ty)?;
+                    let b = row.get(at..at + w)?;
+                    let fill = if def.flags & FLAG_UNSIGNED == 0 && b[w - 1] & 0x80 != 0 {
+                        0xff
+                    } else {
+                        0
+                    };
+                    let mut full = [fill; 16];
+                    full[..w].copy_from_slice(b);
+                    out.push(Some(i128::from_le_bytes(full)));
+                    at += w;
+                }
             }
-            // An integer type: little-endian, sign- or zero-extended by the UNSIGNED flag.
-            let w = binary_width(def.ty)?;
-            let b = p.row.get(at..at + w)?;
-            let fill = if def.flags & FLAG_UNSIGNED == 0 && b[w - 1] & 0x80 != 0 {
-                0xff
-            } else {
-                0
-            };
-            let mut full = [fill; 16];
-            full[..w].copy_from_slice(b);
-            out.push(Some(i128::from_le_bytes(full)));
-            at += w;
         }
-        (at == p.row.len()).then_some(out)
+        (at == row.len()).then_some(out)
     } else {
         let mut at = 0;
-        for _ in 0..n {
-            if p.row.get(at) == Some(&0xfb) {
+        for repr in reprs {
+            if row.get(at) == Some(&0xfb) {
                 out.push(None);
                 at += 1;
                 continue;
             }
-            let (s, used) = read_lenenc_str(p.row.get(at..)?)?;
-            out.push(Some(decimal(s)?));
+            let (s, used) = read_lenenc_str(row.get(at..)?)?;
+            out.push(Some(decode_text(*repr, s)?));
             at += used;
         }
-        (at == p.row.len()).then_some(out)
+        (at == row.len()).then_some(out)
     }
 }
 
@@ -903,6 +1432,20 @@ fn decimal(s: &[u8]) -> Option<i128> {
     std::str::from_utf8(s).ok()?.parse().ok()
 }
 
+/// Whether every DECIMAL value of a row has no more digits than its column's length
+/// holds (less the point, and the sign unless UNSIGNED): past it the server's own sum
+/// would have overflowed its type.
+fn sums_fit(types: &[ColDef], row: &[Option<i128>]) -> bool {
+    types.iter().zip(row).all(|(def, v)| {
+        let Some(v) = v.filter(|_| def.ty == TYPE_NEWDECIMAL) else {
+            return true;
+        };
+        let fixed = u32::from(def.dec > 0) + u32::from(def.flags & FLAG_UNSIGNED == 0);
+        let digits = v.unsigned_abs().checked_ilog10().map_or(1, |d| d + 1);
+        digits.max(u32::from(def.dec) + 1) + fixed <= def.len
+    })
+}
+
 /// What a patch leaves: the new bytes and where their final status flags now sit.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Patched {
@@ -910,15 +1453,30 @@ pub struct Patched {
     pub status_at: usize,
     /// Whether any value changed (rows the WHERE keeps out change nothing).
     pub changed: bool,
+    /// Rows in the result before and after (a new group adds one): what `FOUND_ROWS()`
+    /// says after the read, which the entry keeps for its hits.
+    pub rows_before: u64,
+    pub rows: u64,
 }
+
+/// The rows of a result, each its values in select-list order.
+pub type Rows = Vec<Vec<Option<i128>>>;
 
 impl Recipe {
     /// The statement the verifier asks the server (`cache.verify_patched`): the same
-    /// aggregates over the same rows, the table qualified, so that it means the same on
-    /// any connection. Its values are compared with [`values`](Self::values), not its bytes
-    /// (column names and character sets are the connection's).
+    /// aggregates over the same rows in the same groups, the table qualified, so that it
+    /// means the same on any connection. Its values are compared with
+    /// [`values`](Self::values), not its bytes (column names and character sets are the
+    /// connection's).
     pub fn verify_sql(&self) -> String {
         let q = |s: &str| format!("`{}`", s.replace('`', "``"));
+        let key = self.group.as_ref().map(|g| {
+            if g.date_of {
+                format!("DATE({})", q(&g.column))
+            } else {
+                q(&g.column)
+            }
+        });
         let items: Vec<String> = self
             .aggs
             .iter()
@@ -928,6 +1486,7 @@ impl Recipe {
                 Agg::Sum(c) => format!("SUM({})", q(c)),
                 Agg::Min(c) => format!("MIN({})", q(c)),
                 Agg::Max(c) => format!("MAX({})", q(c)),
+                Agg::Key => key.clone().unwrap_or_default(),
             })
             .collect();
         let mut sql = format!(
@@ -937,18 +1496,34 @@ impl Recipe {
             q(&self.table)
         );
         let mut conds = Vec::new();
-        for (c, cond) in &self.filter {
+        for ((c, cond), kind) in self.filter.iter().zip(&self.kinds) {
+            // Temporal bounds as literals of the column's own kind: a DATE's bounds moved
+            // to the whole days they admit (its values are whole days).
+            let lit = |v: i128| match kind {
+                Kind::Int { .. } | Kind::Dec { .. } => v.to_string(),
+                Kind::DateTime => format!("'{}'", temporal_text(v, true)),
+                Kind::Date => format!("'{}'", temporal_text(v, false)),
+            };
+            let days = *kind == Kind::Date;
+            let ceil = |v: i128| {
+                if days {
+                    v + (DAY - v.rem_euclid(DAY)) % DAY
+                } else {
+                    v
+                }
+            };
+            let floor = |v: i128| if days { v - v.rem_euclid(DAY) } else { v };
             match cond {
                 Cond::In(set) => {
-                    let list: Vec<String> = set.iter().map(i128::to_string).collect();
+                    let list: Vec<String> = set.iter().map(|v| lit(*v)).collect();
                     conds.push(format!("{} IN ({})", q(c), list.join(", ")));
                 }
                 Cond::Range { lo, hi } => {
                     if let Some(lo) = lo {
-                        conds.push(format!("{} >= {lo}", q(c)));
+                        conds.push(format!("{} >= {}", q(c), lit(ceil(*lo))));
                     }
                     if let Some(hi) = hi {
-                        conds.push(format!("{} <= {hi}", q(c)));
+                        conds.push(format!("{} <= {}", q(c), lit(floor(*hi))));
                     }
                 }
             }
@@ -957,35 +1532,66 @@ impl Recipe {
             sql += " WHERE ";
             sql += &conds.join(" AND ");
         }
+        if let Some(key) = key {
+            sql += " GROUP BY ";
+            sql += &key;
+        }
         sql
     }
 
-    /// The values a stored result of this recipe holds, None when it is not one.
-    pub fn values(&self, bytes: &[u8], status_at: usize) -> Option<Vec<Option<i128>>> {
-        let p = parse_result(bytes, status_at)?;
-        (p.types.len() == self.aggs.len())
-            .then(|| row_values(&p, self.binary))
-            .flatten()
-    }
-
-    /// The values of a text row as a client reads them (the verifier's answer).
-    pub fn text_values(row: &[Option<Vec<u8>>]) -> Option<Vec<Option<i128>>> {
-        row.iter()
-            .map(|v| match v {
-                None => Some(None),
-                Some(b) => decimal(b).map(Some),
+    /// How each result column's values are held and written.
+    fn reprs(&self) -> Option<Vec<Repr>> {
+        self.aggs
+            .iter()
+            .enumerate()
+            .map(|(i, a)| match a {
+                Agg::CountStar | Agg::Count(_) | Agg::Min(_) | Agg::Max(_) => Some(Repr::Int),
+                Agg::Sum(_) => Some(Repr::Dec(self.scales.get(i).copied()?)),
+                Agg::Key => self.key.map(|k| k.0),
             })
             .collect()
     }
 
-    /// The columns whose values a write must know: the filter's, then the aggregates'.
+    /// The rows a stored result of this recipe holds, None when it is not one.
+    pub fn values(&self, bytes: &[u8], status_at: usize) -> Option<Rows> {
+        let p = parse_result(bytes, status_at)?;
+        let reprs = self.reprs()?;
+        if p.types.len() != self.aggs.len() {
+            return None;
+        }
+        p.rows
+            .iter()
+            .map(|r| row_values(r, &p.types, &reprs, self.binary))
+            .collect()
+    }
+
+    /// The rows of a text result as a client reads them (the verifier's answer).
+    pub fn text_rows(&self, rows: &[Vec<Option<Vec<u8>>>]) -> Option<Rows> {
+        let reprs = self.reprs()?;
+        rows.iter()
+            .map(|row| {
+                (row.len() == reprs.len()).then_some(())?;
+                row.iter()
+                    .zip(&reprs)
+                    .map(|(v, r)| match v {
+                        None => Some(None),
+                        Some(b) => decode_text(*r, b).map(Some),
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+
+    /// The columns whose values a write must know: the filter's, the aggregates', then the
+    /// group's.
     pub fn used_columns(&self) -> Vec<String> {
         let mut out: Vec<String> = Vec::new();
         let names = self
             .filter
             .iter()
             .map(|(c, _)| c)
-            .chain(self.aggs.iter().filter_map(Agg::column));
+            .chain(self.aggs.iter().filter_map(Agg::column))
+            .chain(self.group.iter().map(|g| &g.column));
         for c in names {
             if !out.contains(c) {
                 out.push(c.clone());
@@ -994,10 +1600,78 @@ impl Recipe {
         out
     }
 
+    /// Whether the stored metadata is the one these values are encoded for. COUNT a
+    /// LONGLONG, SUM a NEWDECIMAL without decimals; MIN/MAX and an integer key the
+    /// column's own integer type and signedness, no ZEROFILL (its text would be padded),
+    /// no decimals; a date key a DATE, a datetime key a DATETIME without decimals.
+    fn metadata_fits(&self, types: &[ColDef]) -> bool {
+        let int_fits = |def: &ColDef, int: Option<IntType>| {
+            int.is_some_and(|it| {
+                def.ty == it.code
+                    && (def.flags & FLAG_UNSIGNED != 0) == it.unsigned
+                    && def.flags & FLAG_ZEROFILL == 0
+                    && def.dec == 0
+            })
+        };
+        types.len() == self.aggs.len()
+            && self.ints.len() == self.aggs.len()
+            && self.aggs.iter().zip(types).zip(&self.ints).enumerate().all(
+                |(i, ((a, def), int))| match a {
+                    Agg::CountStar | Agg::Count(_) => def.ty == TYPE_LONGLONG,
+                    Agg::Sum(_) => {
+                        def.ty == TYPE_NEWDECIMAL && Some(&def.dec) == self.scales.get(i)
+                    }
+                    Agg::Min(_) | Agg::Max(_) => int_fits(def, *int),
+                    Agg::Key => match self.key {
+                        Some((Repr::Int, it)) => int_fits(def, it),
+                        Some((Repr::Date, _)) => def.ty == TYPE_DATE,
+                        Some((Repr::DateTime, _)) => def.ty == TYPE_DATETIME && def.dec == 0,
+                        _ => false,
+                    },
+                },
+            )
+    }
+
+    /// Whether a row's values are ones this shape gives: COUNTs never NULL, MIN/MAX and an
+    /// integer key NULL or a value of their column, every key column the same value.
+    fn row_fits(&self, row: &[Option<i128>]) -> bool {
+        let key = self
+            .aggs
+            .iter()
+            .position(|a| *a == Agg::Key)
+            .map(|i| row[i]);
+        self.aggs
+            .iter()
+            .zip(row)
+            .zip(&self.ints)
+            .all(|((a, v), int)| match a {
+                Agg::CountStar | Agg::Count(_) => v.is_some_and(|n| n <= i64::MAX as i128),
+                Agg::Sum(_) => v.is_none_or(|n| n.unsigned_abs() < 10u128.pow(38)),
+                Agg::Min(_) | Agg::Max(_) => {
+                    v.is_none_or(|n| int.is_some_and(|it| it.min <= n && n <= it.max))
+                }
+                Agg::Key => {
+                    Some(*v) == key
+                        && match self.key {
+                            Some((Repr::Int, Some(it))) => {
+                                v.is_none_or(|n| it.min <= n && n <= it.max)
+                            }
+                            Some((Repr::Date, _)) => v.is_none_or(|n| n.rem_euclid(DAY) == 0),
+                            Some((Repr::DateTime, _)) => true,
+                            _ => false,
+                        }
+                }
+            })
+    }
+
     /// The result after `rows` (each row's values in [`used_columns`](Self::used_columns)
     /// order) were inserted into the rows `bytes` (stored, `status_at` its final status
-    /// flags) was computed over. `corrupt` (a debug fault) adds one to the first aggregate,
-    /// so that the checkers can be shown to catch a wrong patch.
+    /// flags) was computed over. Without GROUP BY the result is one row; with it, a row
+    /// per group in the order of its key (NULL first, as the server sorts them), a new key
+    /// making a new row at its place. The stored rows must decode to values whose encoding
+    /// is exactly their bytes, and be in that order, or the patch is refused. `corrupt` (a
+    /// debug fault) adds one to the first value that is not a key, so that the checkers
+    /// can be shown to catch a wrong patch.
     pub fn apply(
         &self,
         bytes: &[u8],
@@ -1006,42 +1680,29 @@ impl Recipe {
         corrupt: bool,
     ) -> Result<Patched, Refusal> {
         let p = parse_result(bytes, status_at).ok_or(Refusal::Result)?;
-        if p.types.len() != self.aggs.len() || self.ints.len() != self.aggs.len() {
+        // The metadata the server sent is kept as it is; it must be the one these values
+        // are encoded for.
+        if !self.metadata_fits(&p.types) {
             return Err(Refusal::Result);
         }
-        // The metadata the server sent is kept as it is; it must be the one these values
-        // are encoded for. MIN/MAX: the column's own integer type and signedness, no
-        // ZEROFILL (its text would be padded), no decimals.
-        for ((a, def), int) in self.aggs.iter().zip(&p.types).zip(&self.ints) {
-            let fits = match a {
-                Agg::CountStar | Agg::Count(_) => def.ty == TYPE_LONGLONG,
-                Agg::Sum(_) => def.ty == TYPE_NEWDECIMAL && def.dec == 0,
-                Agg::Min(_) | Agg::Max(_) => int.is_some_and(|it| {
-                    def.ty == it.code
-                        && (def.flags & FLAG_UNSIGNED != 0) == it.unsigned
-                        && def.flags & FLAG_ZEROFILL == 0
-                        && def.dec == 0
-                }),
-            };
-            if !fits {
+        let reprs = self.reprs().ok_or(Refusal::Result)?;
+        let mut values: Rows = Vec::with_capacity(p.rows.len() + rows.len());
+        for r in &p.rows {
+            let v = row_values(r, &p.types, &reprs, self.binary).ok_or(Refusal::Result)?;
+            // What qcache writes for these values must be what the server wrote.
+            if !self.row_fits(&v) || self.encode_row(&p.types, &v).as_deref() != Some(*r) {
                 return Err(Refusal::Result);
             }
+            values.push(v);
         }
-        let mut values = row_values(&p, self.binary).ok_or(Refusal::Result)?;
+        let key_at = self.aggs.iter().position(|a| *a == Agg::Key);
+        match (&self.group, key_at) {
+            (None, None) if values.len() == 1 => {}
+            // Groups strictly in their key's order (Option orders NULL first).
+            (Some(_), Some(k)) if values.windows(2).all(|w| w[0][k] < w[1][k]) => {}
+            _ => return Err(Refusal::Result),
+        }
         let old = values.clone();
-        // COUNTs are never NULL; MIN/MAX are NULL or a value of their column.
-        for ((a, v), int) in self.aggs.iter().zip(&values).zip(&self.ints) {
-            let ok = match a {
-                Agg::CountStar | Agg::Count(_) => v.is_some(),
-                Agg::Sum(_) => true,
-                Agg::Min(_) | Agg::Max(_) => {
-                    v.is_none_or(|n| int.is_some_and(|it| it.min <= n && n <= it.max))
-                }
-            };
-            if !ok {
-                return Err(Refusal::Result);
-            }
-        }
         let used = self.used_columns();
         let idx = |c: &str| used.iter().position(|u| u == c);
         for row in rows {
@@ -1055,8 +1716,32 @@ impl Recipe {
             if !kept {
                 continue;
             }
-            for (a, v) in self.aggs.iter().zip(values.iter_mut()) {
+            let target = match (&self.group, key_at) {
+                (Some(g), Some(k)) => {
+                    let key = g.key(idx(&g.column).and_then(|i| row[i]));
+                    match values.binary_search_by(|r| r[k].cmp(&key)) {
+                        Ok(i) => i,
+                        Err(i) => {
+                            // A new group: counted from nothing, then the row added below.
+                            let fresh = self
+                                .aggs
+                                .iter()
+                                .map(|a| match a {
+                                    Agg::CountStar | Agg::Count(_) => Some(0),
+                                    Agg::Sum(_) | Agg::Min(_) | Agg::Max(_) => None,
+                                    Agg::Key => key,
+                                })
+                                .collect();
+                            values.insert(i, fresh);
+                            i
+                        }
+                    }
+                }
+                _ => 0,
+            };
+            for (a, v) in self.aggs.iter().zip(values[target].iter_mut()) {
                 match a {
+                    Agg::Key => {}
                     Agg::CountStar => *v = v.map(|n| n + 1),
                     Agg::Count(c) => {
                         if idx(c).and_then(|i| row[i]).is_some() {
@@ -1083,45 +1768,52 @@ impl Recipe {
             }
         }
         if corrupt {
-            if let Some(v) = values.first_mut() {
-                *v = Some(v.unwrap_or(0) + 1);
+            let first = self.aggs.iter().position(|a| *a != Agg::Key);
+            if let (Some(row), Some(i)) = (values.first_mut(), first) {
+                row[i] = Some(row[i].unwrap_or(0) + 1);
             }
         }
-        for ((a, v), int) in self.aggs.iter().zip(&values).zip(&self.ints) {
-            // A COUNT is a BIGINT; a SUM of integers fits DECIMAL(65) long before i128 ends;
-            // MIN/MAX hold one of the column's values.
-            let ok = match a {
-                Agg::CountStar | Agg::Count(_) => v.is_some_and(|n| n <= i64::MAX as i128),
-                Agg::Sum(_) => v.is_none_or(|n| n.unsigned_abs() < 10u128.pow(38)),
-                Agg::Min(_) | Agg::Max(_) => {
-                    v.is_none_or(|n| int.is_some_and(|it| it.min <= n && n <= it.max))
-                }
-            };
-            if !ok {
-                return Err(Refusal::Overflow);
-            }
+        // A COUNT is a BIGINT; a SUM of integers fits DECIMAL(65) long before i128 ends;
+        // MIN/MAX hold one of the column's values.
+        if !values
+            .iter()
+            .all(|r| self.row_fits(r) && sums_fit(&p.types, r))
+        {
+            return Err(Refusal::Overflow);
         }
         let changed = values != old;
-        let row = self.encode_row(&p, &values).ok_or(Refusal::Result)?;
-        let mut out = BytesMut::with_capacity(p.head.len() + 4 + row.len() + p.tail.len());
+        let mut out = BytesMut::with_capacity(bytes.len() + 64);
         out.put_slice(p.head);
-        let len = row.len() as u32;
-        out.put_slice(&len.to_le_bytes()[..3]);
-        out.put_u8(p.row_seq);
-        out.put_slice(&row);
+        let mut seq = p.row_seq;
+        for v in &values {
+            let row = self.encode_row(&p.types, v).ok_or(Refusal::Result)?;
+            if row.len() >= 0xff_ffff {
+                return Err(Refusal::Result);
+            }
+            out.put_slice(&(row.len() as u32).to_le_bytes()[..3]);
+            out.put_u8(seq);
+            seq = seq.wrapping_add(1);
+            out.put_slice(&row);
+        }
         let new_tail_at = out.len();
         out.put_slice(p.tail);
+        // The terminator follows the rows: its sequence id moves with their count.
+        out[new_tail_at + 3] = seq;
         Ok(Patched {
             bytes: out.freeze(),
             status_at: status_at - p.tail_at + new_tail_at,
             changed,
+            rows_before: old.len() as u64,
+            rows: values.len() as u64,
         })
     }
 
-    /// The row of `values` in the stored result's protocol and column types (binary: an
+    /// A row of `values` in the stored result's protocol and column types (binary: an
     /// integer type in its width, two's complement, whatever its signedness; NEWDECIMAL as
-    /// its digits). None for a type it cannot encode.
-    fn encode_row(&self, p: &Parsed<'_>, values: &[Option<i128>]) -> Option<BytesMut> {
+    /// its digits; a DATE as 4 bytes, a DATETIME as 4, or 7 when its time is not
+    /// midnight). None for a type it cannot encode.
+    fn encode_row(&self, types: &[ColDef], values: &[Option<i128>]) -> Option<BytesMut> {
+        let reprs = self.reprs()?;
         let mut row = BytesMut::new();
         if self.binary {
             let bitmap_len = (values.len() + 7 + 2) / 8;
@@ -1134,20 +1826,50 @@ impl Recipe {
                 }
             }
             row.put_slice(&bitmap);
-            for (def, v) in p.types.iter().zip(values) {
+            for ((def, v), repr) in types.iter().zip(values).zip(&reprs) {
                 let Some(v) = v else { continue };
-                if def.ty == TYPE_NEWDECIMAL {
-                    put_lenenc_str(&mut row, v.to_string().as_bytes());
-                } else {
-                    let w = binary_width(def.ty)?;
-                    row.put_slice(&v.to_le_bytes()[..w]);
+                match repr {
+                    Repr::Dec(scale) => {
+                        put_lenenc_str(&mut row, decimal_text(*v, *scale).as_bytes())
+                    }
+                    Repr::Int => {
+                        let w = binary_width(def.ty)?;
+                        row.put_slice(&v.to_le_bytes()[..w]);
+                    }
+                    Repr::Date | Repr::DateTime => {
+                        let (y, m, d) = civil_from_days(v.div_euclid(DAY));
+                        let t = v.rem_euclid(DAY);
+                        if *repr == Repr::Date && t != 0 {
+                            return None;
+                        }
+                        let y = u16::try_from(y).ok()?;
+                        let date = [y.to_le_bytes()[0], y.to_le_bytes()[1], m as u8, d as u8];
+                        if t == 0 {
+                            row.put_u8(4);
+                            row.put_slice(&date);
+                        } else {
+                            row.put_u8(7);
+                            row.put_slice(&date);
+                            row.put_slice(&[(t / 3600) as u8, (t / 60 % 60) as u8, (t % 60) as u8]);
+                        }
+                    }
                 }
             }
         } else {
-            for v in values {
-                match v {
-                    None => row.put_u8(0xfb),
-                    Some(v) => put_lenenc_str(&mut row, v.to_string().as_bytes()),
+            for (v, repr) in values.iter().zip(&reprs) {
+                match (v, repr) {
+                    (None, _) => row.put_u8(0xfb),
+                    (Some(v), Repr::Int) => put_lenenc_str(&mut row, v.to_string().as_bytes()),
+                    (Some(v), Repr::Dec(scale)) => {
+                        put_lenenc_str(&mut row, decimal_text(*v, *scale).as_bytes())
+                    }
+                    (Some(v), Repr::Date) if v.rem_euclid(DAY) == 0 => {
+                        put_lenenc_str(&mut row, temporal_text(*v, false).as_bytes())
+                    }
+                    (Some(_), Repr::Date) => return None,
+                    (Some(v), Repr::DateTime) => {
+                        put_lenenc_str(&mut row, temporal_text(*v, true).as_bytes())
+                    }
                 }
             }
         }
@@ -1200,6 +1922,277 @@ mod tests {
         ]
     }
 
+    /// [`temporal_table`] and `m DECIMAL(10,2) NULL, q DECIMAL(5,0) UNSIGNED NOT NULL`.
+    fn decimal_table() -> Vec<(String, ColumnInfo)> {
+        let col = |column_type: &str, nullable| ColumnInfo {
+            ty: ColType::from_catalog("decimal", column_type, "", None),
+            nullable,
+            auto_increment: false,
+        };
+        let mut t = temporal_table();
+        t.push(("m".into(), col("decimal(10,2)", true)));
+        t.push(("q".into(), col("decimal(5,0) unsigned", false)));
+        t
+    }
+
+    /// DECIMAL columns from the catalog, their text as the server writes it, and the
+    /// literals an INSERT may give them: exact, or refused.
+    #[test]
+    fn decimals_are_exact_or_refused() {
+        let ty = |ct: &str| ColType::from_catalog("decimal", ct, "", None);
+        assert_eq!(
+            ty("decimal(10,2)"),
+            ColType::Decimal {
+                precision: 10,
+                scale: 2,
+                unsigned: false
+            }
+        );
+        assert_eq!(
+            ty("decimal(65,30) unsigned"),
+            ColType::Decimal {
+                precision: 65,
+                scale: 30,
+                unsigned: true
+            }
+        );
+        for odd in [
+            "decimal(10,2) unsigned zerofill",
+            "decimal(10)",
+            "decimal(2,3)",
+            "numeric",
+        ] {
+            assert_eq!(ty(odd), ColType::Other, "{odd}");
+        }
+        assert!(!ty("decimal(10,2)").sliceable());
+        // Text: (units, scale) ↔ the server's text.
+        for (v, scale, text) in [
+            (12345, 2, "123.45"),
+            (5, 2, "0.05"),
+            (-5, 2, "-0.05"),
+            (0, 2, "0.00"),
+            (-10030, 2, "-100.30"),
+            (7, 0, "7"),
+            (-7, 0, "-7"),
+            (1, 4, "0.0001"),
+        ] {
+            assert_eq!(decimal_text(v, scale), text);
+            assert_eq!(decimal_scaled(text.as_bytes(), scale), Some(v), "{text}");
+        }
+        for (text, scale) in [
+            ("1.5", 2),
+            ("1.500", 2),
+            ("1", 2),
+            (".50", 2),
+            ("-0.00", 2),
+            ("1.5", 0),
+            ("+1.50", 2),
+            ("1e2", 0),
+        ] {
+            assert_eq!(decimal_scaled(text.as_bytes(), scale), None, "{text}");
+        }
+        // Literals into DECIMAL(10,2) and DECIMAL(5,0) UNSIGNED.
+        type Row<'a> = (&'a str, u8, u8, bool, std::result::Result<i128, Refusal>);
+        let rows: &[Row] = &[
+            ("12.5", 10, 2, false, Ok(1250)),
+            ("-0.05", 10, 2, false, Ok(-5)),
+            ("007.10", 10, 2, false, Ok(710)),
+            ("99999999.99", 10, 2, false, Ok(9_999_999_999)),
+            ("0", 10, 2, false, Ok(0)),
+            ("1.234", 10, 2, false, Err(Refusal::Value)),
+            ("1.", 10, 2, false, Err(Refusal::Value)),
+            ("1e3", 10, 2, false, Err(Refusal::Value)),
+            ("100000000", 10, 2, false, Err(Refusal::Range)),
+            ("99999", 5, 0, true, Ok(99999)),
+            ("100000", 5, 0, true, Err(Refusal::Range)),
+            ("-1", 5, 0, true, Err(Refusal::Range)),
+            ("1.0", 5, 0, true, Err(Refusal::Value)),
+        ];
+        for (lit, p, sc, u, want) in rows {
+            assert_eq!(decimal_literal(lit, *p, *sc, *u), *want, "{lit}");
+        }
+        // Through an INSERT: numbers (integers too) exact in the column's units; strings,
+        // extra decimals and out-of-range numbers refused.
+        let used = ["m".to_string(), "q".to_string()];
+        let values =
+            |sql: &str| insert_rows(sql).and_then(|i| i.values_of(&decimal_table(), &used));
+        assert_eq!(
+            values("INSERT INTO t (m, q) VALUES (12.5, 3), (-0.05, 0), (NULL, 7), (4, 1)"),
+            Ok(vec![
+                vec![Some(1250), Some(3)],
+                vec![Some(-5), Some(0)],
+                vec![None, Some(7)],
+                vec![Some(400), Some(1)]
+            ])
+        );
+        assert_eq!(
+            values("INSERT INTO t (m, q) VALUES (1.234, 1)"),
+            Err(Refusal::Value)
+        );
+        assert_eq!(
+            values("INSERT INTO t (m, q) VALUES ('1.5', 1)"),
+            Err(Refusal::Value)
+        );
+        assert_eq!(
+            values("INSERT INTO t (m, q) VALUES (1, -1)"),
+            Err(Refusal::Range)
+        );
+        assert_eq!(
+            values("INSERT INTO t (m, q) VALUES (1, NULL)"),
+            Err(Refusal::Range)
+        );
+        // Binding: SUM and COUNT of a DECIMAL; not MIN/MAX, a WHERE or a GROUP BY on it.
+        let bind = |sql: &str| {
+            read_shape(sql)
+                .and_then(|s| s.bind(("db".into(), "t".into()), &decimal_table(), false, 0, sql))
+        };
+        assert_eq!(
+            bind("SELECT COUNT(m), SUM(m), SUM(q), SUM(a) FROM t").map(|r| r.scales),
+            Ok(vec![0, 2, 0, 0])
+        );
+        for sql in [
+            "SELECT MIN(m) FROM t",
+            "SELECT COUNT(*) FROM t WHERE m = 1",
+            "SELECT m, COUNT(*) FROM t GROUP BY m",
+        ] {
+            assert_eq!(bind(sql).map(drop), Err(Refusal::Column), "{sql}");
+        }
+        // Applying: the sum in the column's scale; the result's metadata must carry that
+        // scale, and the sum fit the length the server gave it.
+        let r = bind("SELECT COUNT(*), SUM(m) FROM t").unwrap();
+        let rows = [vec![Some(1250)], vec![Some(-5)], vec![None]];
+        let r = Recipe {
+            filter: Vec::new(),
+            ..r
+        };
+        let (bytes, at) = result(
+            &[COUNT, (TYPE_NEWDECIMAL, 2)],
+            &text_row(&[Some("1"), Some("0.05")]),
+            true,
+        );
+        let got = r.apply(&bytes, at, &rows, false).unwrap();
+        let (want, _) = result(
+            &[COUNT, (TYPE_NEWDECIMAL, 2)],
+            &text_row(&[Some("4"), Some("12.50")]),
+            true,
+        );
+        assert_eq!(&got.bytes[..], &want[..]);
+        let (bytes, at) = result(
+            &[COUNT, (TYPE_NEWDECIMAL, 0)],
+            &text_row(&[Some("1"), Some("5")]),
+            true,
+        );
+        assert_eq!(
+            r.apply(&bytes, at, &rows, false),
+            Err(Refusal::Result),
+            "scale 0"
+        );
+        let (bytes, at) = result(
+            &[COUNT, (TYPE_NEWDECIMAL, 2)],
+            &text_row(&[Some("1"), Some("5")]),
+            true,
+        );
+        assert_eq!(
+            r.apply(&bytes, at, &rows, false),
+            Err(Refusal::Result),
+            "no decimals in the text"
+        );
+        // Past the length (21: 19 digits, the point, the sign).
+        let (bytes, at) = result(
+            &[COUNT, (TYPE_NEWDECIMAL, 2)],
+            &text_row(&[Some("1"), Some("99999999999999999.99")]),
+            true,
+        );
+        assert_eq!(
+            r.apply(&bytes, at, &[vec![Some(1)]], false),
+            Err(Refusal::Overflow)
+        );
+        // Binary: the same text.
+        let rb = Recipe { binary: true, ..r };
+        let mut row = vec![0u8, 0];
+        row.extend_from_slice(&1i64.to_le_bytes());
+        put_lenenc_str_vec(&mut row, b"0.05");
+        let (bytes, at) = result(&[COUNT, (TYPE_NEWDECIMAL, 2)], &row, true);
+        let got = rb.apply(&bytes, at, &[vec![Some(-110)]], false).unwrap();
+        let mut row = vec![0u8, 0];
+        row.extend_from_slice(&2i64.to_le_bytes());
+        put_lenenc_str_vec(&mut row, b"-1.05");
+        let (want, _) = result(&[COUNT, (TYPE_NEWDECIMAL, 2)], &row, true);
+        assert_eq!(&got.bytes[..], &want[..]);
+    }
+
+    fn put_lenenc_str_vec(out: &mut Vec<u8>, s: &[u8]) {
+        let mut b = BytesMut::new();
+        put_lenenc_str(&mut b, s);
+        out.extend_from_slice(&b);
+    }
+
+    /// [`table`] and `dt DATETIME NULL, dd DATE NOT NULL, f DATETIME(3) NULL`.
+    fn temporal_table() -> Vec<(String, ColumnInfo)> {
+        let col = |date_only, fsp, nullable| ColumnInfo {
+            ty: ColType::Temporal { date_only, fsp },
+            nullable,
+            auto_increment: false,
+        };
+        let mut t = table();
+        t.push(("dt".into(), col(false, 0, true)));
+        t.push(("dd".into(), col(true, 0, false)));
+        t.push(("f".into(), col(false, 3, true)));
+        t
+    }
+
+    /// Canonical temporal literals only, as seconds that order and step as the server's
+    /// whole-second values do; written back the same.
+    #[test]
+    fn temporal_literals_are_canonical_or_refused() {
+        let rows: &[(&str, Option<Lit>)] = &[
+            ("2024-01-08", Some(Lit::Date)),
+            ("2024-02-29", Some(Lit::Date)),
+            ("2000-02-29", Some(Lit::Date)),
+            ("1000-01-01", Some(Lit::Date)),
+            ("9999-12-31 23:59:59", Some(Lit::DateTime)),
+            ("2024-01-08 00:00:00", Some(Lit::DateTime)),
+            ("1970-01-01 00:00:00", Some(Lit::DateTime)),
+            ("2023-02-29", None),
+            ("1900-02-29", None),
+            ("2024-04-31", None),
+            ("2024-13-01", None),
+            ("2024-00-10", None),
+            ("2024-01-00", None),
+            ("0000-00-00", None),
+            ("0999-12-31", None),
+            ("2024-1-08", None),
+            ("2024/01/08", None),
+            ("20240108", None),
+            ("2024-01-08 24:00:00", None),
+            ("2024-01-08 10:60:00", None),
+            ("2024-01-08 10:00:60", None),
+            ("2024-01-08 10:00", None),
+            ("2024-01-08 10:00:00.0", None),
+            ("2024-01-08T10:00:00", None),
+            (" 2024-01-08", None),
+            ("2024-01-08 ", None),
+            ("+024-01-08", None),
+        ];
+        for (text, want) in rows {
+            let got = temporal(text);
+            assert_eq!(got.map(|(_, k)| k), *want, "{text}");
+            if let Some((v, k)) = got {
+                assert_eq!(temporal_text(v, k == Lit::DateTime), *text, "{text}");
+            }
+        }
+        let v = |s: &str| temporal(s).unwrap().0;
+        assert_eq!(v("1970-01-01"), 0);
+        assert_eq!(v("2024-01-08") - 1, v("2024-01-07 23:59:59"));
+        assert_eq!(v("2024-03-01") - v("2024-02-28"), 2 * DAY);
+        assert_eq!(v("2024-01-08 00:00:00"), v("2024-01-08"));
+        assert!(v("1969-12-31 23:59:59") < 0);
+        assert_eq!(
+            temporal_text(v("1969-12-31 23:59:59"), true),
+            "1969-12-31 23:59:59"
+        );
+    }
+
     /// Every read rule: recognised, or refused with its reason.
     #[test]
     fn reads_are_recognised_or_refused() {
@@ -1247,9 +2240,100 @@ mod tests {
                 Err(Predicate),
             ),
             (
-                "GROUP BY: refused",
-                "SELECT a, COUNT(*) FROM t GROUP BY a",
+                "GROUP BY a column, its key selected",
+                "SELECT a, COUNT(*), SUM(b) FROM t GROUP BY a",
+                Ok(()),
+            ),
+            (
+                "GROUP BY DATE(col), the key anywhere and named",
+                "SELECT COUNT(*), DATE(dt) AS day, SUM(b) FROM t WHERE dt >= '2024-01-08' \
+                 AND dt < '2024-01-15 00:00:00' GROUP BY DATE(dt)",
+                Ok(()),
+            ),
+            (
+                "GROUP BY whose key is not selected: refused (a new group has no place)",
+                "SELECT COUNT(*) FROM t GROUP BY a",
+                Err(Aggregate),
+            ),
+            (
+                "a plain column that is not the key: refused",
+                "SELECT c, COUNT(*) FROM t GROUP BY a",
+                Err(Aggregate),
+            ),
+            (
+                "DATE(col) selected, col grouped: refused",
+                "SELECT DATE(dt), COUNT(*) FROM t GROUP BY dt",
+                Err(Aggregate),
+            ),
+            (
+                "a plain column without GROUP BY: refused",
+                "SELECT a, COUNT(*) FROM t",
+                Err(Aggregate),
+            ),
+            (
+                "two GROUP BY expressions: refused",
+                "SELECT a, c, COUNT(*) FROM t GROUP BY a, c",
                 Err(NotSimple),
+            ),
+            (
+                "GROUP BY another function: refused",
+                "SELECT YEAR(dt), COUNT(*) FROM t GROUP BY YEAR(dt)",
+                Err(NotSimple),
+            ),
+            (
+                "WITH ROLLUP: refused",
+                "SELECT a, COUNT(*) FROM t GROUP BY a WITH ROLLUP",
+                Err(NotSimple),
+            ),
+            (
+                "ORDER BY NULL (unsorted groups): refused",
+                "SELECT a, COUNT(*) FROM t GROUP BY a ORDER BY NULL",
+                Err(NotSimple),
+            ),
+            (
+                "HAVING: refused",
+                "SELECT a, COUNT(*) FROM t GROUP BY a HAVING COUNT(*) > 1",
+                Err(NotSimple),
+            ),
+            (
+                "a date not zero-padded: refused",
+                "SELECT COUNT(*) FROM t WHERE dt >= '2024-1-08'",
+                Err(Predicate),
+            ),
+            (
+                "a date that does not exist: refused",
+                "SELECT COUNT(*) FROM t WHERE dt < '2023-02-29'",
+                Err(Predicate),
+            ),
+            (
+                "fractional seconds: refused",
+                "SELECT COUNT(*) FROM t WHERE dt < '2024-01-08 10:00:00.5'",
+                Err(Predicate),
+            ),
+            (
+                "a T separator: refused",
+                "SELECT COUNT(*) FROM t WHERE dt < '2024-01-08T10:00:00'",
+                Err(Predicate),
+            ),
+            (
+                "a typed literal: refused",
+                "SELECT COUNT(*) FROM t WHERE dt < DATE '2024-01-08'",
+                Err(Predicate),
+            ),
+            (
+                "an IN list of mixed kinds: refused",
+                "SELECT COUNT(*) FROM t WHERE dt IN ('2024-01-08', '2024-01-08 10:00:00')",
+                Err(Predicate),
+            ),
+            (
+                "a BETWEEN of mixed kinds: refused",
+                "SELECT COUNT(*) FROM t WHERE dt BETWEEN '2024-01-08' AND '2024-01-09 10:00:00'",
+                Err(Predicate),
+            ),
+            (
+                "a number compared as a date: refused at binding, read here",
+                "SELECT COUNT(*) FROM t WHERE dt >= 20240108",
+                Ok(()),
             ),
             (
                 "DISTINCT: refused",
@@ -1521,6 +2605,29 @@ mod tests {
         )
         .unwrap();
         let r = |lo, hi| Cond::Range { lo, hi };
+        let day = |s: &str| temporal(s).unwrap().0;
+        let g = read_shape(
+            "SELECT DATE(dt), COUNT(*) FROM t WHERE dt >= '2024-01-08' AND dt < '2024-01-15' \
+             AND '2024-01-09 10:00:00' <= dt GROUP BY DATE(dt)",
+        )
+        .unwrap();
+        assert_eq!(
+            g.group,
+            Some(Group {
+                column: "dt".into(),
+                date_of: true
+            })
+        );
+        assert_eq!(g.aggs, vec![Agg::Key, Agg::CountStar]);
+        assert_eq!(
+            g.filter,
+            vec![
+                ("dt".into(), r(Some(day("2024-01-08")), None)),
+                ("dt".into(), r(None, Some(day("2024-01-15") - 1))),
+                ("dt".into(), r(Some(day("2024-01-09 10:00:00")), None)),
+            ]
+        );
+        assert_eq!(g.lits, vec![Lit::Date, Lit::Date, Lit::DateTime]);
         assert_eq!(
             s.filter,
             vec![
@@ -1583,8 +2690,85 @@ mod tests {
                 "SELECT MAX(odd) FROM t",
                 Err(Refusal::Column),
             ),
+            (
+                "a DATETIME range with dates and datetimes, grouped by its day",
+                "SELECT DATE(dt), COUNT(*), SUM(b) FROM t WHERE dt >= '2024-01-08' \
+                 AND dt < '2024-01-15 12:00:00' GROUP BY DATE(dt)",
+                Ok(()),
+            ),
+            (
+                "a DATE compared with dates, grouped by itself or its DATE()",
+                "SELECT dd, COUNT(dt) FROM t WHERE dd BETWEEN '2024-01-01' AND '2024-12-31' \
+                 GROUP BY dd",
+                Ok(()),
+            ),
+            (
+                "DATE() of a DATE",
+                "SELECT DATE(dd), COUNT(*) FROM t GROUP BY DATE(dd)",
+                Ok(()),
+            ),
+            (
+                "grouped by a DATETIME, an integer column",
+                "SELECT dt, COUNT(*) FROM t GROUP BY dt",
+                Ok(()),
+            ),
+            (
+                "grouped by an integer",
+                "SELECT c, MIN(a) FROM t GROUP BY c",
+                Ok(()),
+            ),
+            (
+                "a DATE compared with a datetime: refused",
+                "SELECT COUNT(*) FROM t WHERE dd < '2024-01-08 12:00:00'",
+                Err(Refusal::Column),
+            ),
+            (
+                "a DATETIME with fractional seconds: refused",
+                "SELECT COUNT(*) FROM t WHERE f >= '2024-01-08'",
+                Err(Refusal::Column),
+            ),
+            (
+                "grouped by DATE() of a DATETIME(3): refused",
+                "SELECT DATE(f), COUNT(*) FROM t GROUP BY DATE(f)",
+                Err(Refusal::Column),
+            ),
+            (
+                "a DATETIME compared with a number: refused",
+                "SELECT COUNT(*) FROM t WHERE dt >= 20240108",
+                Err(Refusal::Column),
+            ),
+            (
+                "an integer compared with a date: refused",
+                "SELECT COUNT(*) FROM t WHERE a = '2024-01-08'",
+                Err(Refusal::Column),
+            ),
+            (
+                "DATE() of an integer: refused",
+                "SELECT DATE(a), COUNT(*) FROM t GROUP BY DATE(a)",
+                Err(Refusal::Column),
+            ),
+            (
+                "grouped by a string column: refused",
+                "SELECT s, COUNT(*) FROM t GROUP BY s",
+                Err(Refusal::Column),
+            ),
+            (
+                "grouped by a column whose range is no integer type: refused",
+                "SELECT odd, COUNT(*) FROM t GROUP BY odd",
+                Err(Refusal::Column),
+            ),
+            (
+                "grouped by AUTO_INCREMENT: refused",
+                "SELECT `id`, COUNT(*) FROM t GROUP BY `id`",
+                Err(Refusal::Generated),
+            ),
+            (
+                "SUM of a DATETIME: refused",
+                "SELECT SUM(dt) FROM t",
+                Err(Refusal::Column),
+            ),
         ];
-        let mut columns = table();
+        let mut columns = temporal_table();
         columns.push(("odd".into(), int(0, 1000, true)));
         for (why, sql, want) in rows {
             let got = read_shape(sql)
@@ -1768,6 +2952,77 @@ mod tests {
             let got = insert_rows(sql).and_then(|i| i.values_of(&table(), &used(u)));
             assert_eq!(got, *want, "{why}: {sql}");
         }
+        // DATE and DATETIME columns: canonical literals, as seconds.
+        let v = |s: &str| Some(temporal(s).unwrap().0);
+        let rows: &[(&str, &str, &[&str], Want)] = &[
+            (
+                "a datetime and a date",
+                "INSERT INTO t (dt, dd, a) VALUES ('2024-01-08 10:00:00', '2024-01-09', 1)",
+                &["dt", "dd"],
+                Ok(vec![vec![v("2024-01-08 10:00:00"), v("2024-01-09")]]),
+            ),
+            (
+                "a date into a DATETIME is its midnight; NULL where nullable",
+                "INSERT INTO t (dt, dd) VALUES ('2024-01-08', '2024-01-09'), (NULL, '2024-01-10')",
+                &["dt", "dd"],
+                Ok(vec![
+                    vec![v("2024-01-08 00:00:00"), v("2024-01-09")],
+                    vec![None, v("2024-01-10")],
+                ]),
+            ),
+            (
+                "a datetime into a DATE (truncated, with a note): refused",
+                "INSERT INTO t (dd) VALUES ('2024-01-09 10:00:00')",
+                &["dd"],
+                Err(Value),
+            ),
+            (
+                "a date not zero-padded: refused",
+                "INSERT INTO t (dt, dd) VALUES ('2024-1-8', '2024-01-09')",
+                &["dt"],
+                Err(Value),
+            ),
+            (
+                "a date that does not exist: refused",
+                "INSERT INTO t (dt, dd) VALUES ('2024-02-30', '2024-01-09')",
+                &["dt"],
+                Err(Value),
+            ),
+            (
+                "fractional seconds: refused",
+                "INSERT INTO t (dt, dd) VALUES ('2024-01-08 10:00:00.25', '2024-01-09')",
+                &["dt"],
+                Err(Value),
+            ),
+            (
+                "a number into a DATETIME: refused",
+                "INSERT INTO t (dt, dd) VALUES (20240108, '2024-01-09')",
+                &["dt"],
+                Err(Value),
+            ),
+            (
+                "a date into an integer column: refused",
+                "INSERT INTO t (a) VALUES ('2024-01-09')",
+                &["a"],
+                Err(Value),
+            ),
+            (
+                "NULL into a NOT NULL DATE: refused",
+                "INSERT INTO t (dd) VALUES (NULL)",
+                &["dd"],
+                Err(Range),
+            ),
+            (
+                "a DATETIME(3) used: refused",
+                "INSERT INTO t (f) VALUES ('2024-01-08 10:00:00')",
+                &["f"],
+                Err(Column),
+            ),
+        ];
+        for (why, sql, u, want) in rows {
+            let got = insert_rows(sql).and_then(|i| i.values_of(&temporal_table(), &used(u)));
+            assert_eq!(got, *want, "{why}: {sql}");
+        }
         let i = insert_rows("INSERT INTO db.T (a) VALUES (1)").unwrap();
         assert_eq!(i.table, TableRef::new(Some("db"), "t"));
     }
@@ -1782,6 +3037,15 @@ mod tests {
 
     /// [`result`] with each column's flags: (type, flags, decimals).
     fn result_defs(types: &[(u8, u16, u8)], row: &[u8], deprecate_eof: bool) -> (Vec<u8>, usize) {
+        result_rows(types, &[row.to_vec()], deprecate_eof)
+    }
+
+    /// [`result_defs`] with any number of rows.
+    fn result_rows(
+        types: &[(u8, u16, u8)],
+        rows: &[Vec<u8>],
+        deprecate_eof: bool,
+    ) -> (Vec<u8>, usize) {
         let mut out = Vec::new();
         let mut seq = 1u8;
         let mut frame = |out: &mut Vec<u8>, p: &[u8]| {
@@ -1810,7 +3074,9 @@ mod tests {
         if !deprecate_eof {
             frame(&mut out, &[0xfe, 0, 0, 0x02, 0]);
         }
-        frame(&mut out, row);
+        for row in rows {
+            frame(&mut out, row);
+        }
         let status_at;
         if deprecate_eof {
             status_at = out.len() + 4 + 3;
@@ -1834,19 +3100,31 @@ mod tests {
     }
 
     fn binary_row(types: &[(u8, u8)], vals: &[Option<i128>]) -> Vec<u8> {
+        // Each column encoded as its type says: a DECIMAL as a SUM's, the rest as integers.
+        let aggs = types
+            .iter()
+            .map(|(t, _)| match *t {
+                TYPE_NEWDECIMAL => Agg::Sum("x".into()),
+                _ => Agg::CountStar,
+            })
+            .collect();
         let recipe = Recipe {
             schema: String::new(),
             table: String::new(),
-            aggs: Vec::new(),
+            scales: vec![0; types.len()],
+            aggs,
             ints: Vec::new(),
             filter: Vec::new(),
+            kinds: Vec::new(),
+            group: None,
+            key: None,
             binary: true,
             digest: 0,
             sql: String::new(),
         };
         let (bytes, at) = result(types, &[0], true);
         let p = parse_result(&bytes, at).unwrap();
-        recipe.encode_row(&p, vals).unwrap().to_vec()
+        recipe.encode_row(&p.types, vals).unwrap().to_vec()
     }
 
     const COUNT: (u8, u8) = (TYPE_LONGLONG, 0);
@@ -1956,6 +3234,237 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Grouped results, text protocol: `SELECT DATE(dt), COUNT(*), SUM(a) FROM t WHERE
+    /// dt >= '2024-01-08' AND dt < '2024-01-15' GROUP BY DATE(dt)`, the stored rows and
+    /// the rows inserted (dt, a) → the new rows, in the key's order (NULL first, as the
+    /// server sorts them).
+    #[test]
+    fn groups_compute_what_the_server_would() {
+        type Groups<'a> = &'a [[Option<&'a str>; 3]];
+        type Row<'a> = (
+            &'a str,
+            Groups<'a>,
+            &'a [(Option<&'a str>, Option<i128>)],
+            std::result::Result<Groups<'a>, Refusal>,
+        );
+        let g = |d: &'static str, n: &'static str, s: Option<&'static str>| [Some(d), Some(n), s];
+        let rows: &[Row] = &[
+            (
+                "into an existing group",
+                &[g("2024-01-10", "2", Some("10"))],
+                &[(Some("2024-01-10 23:59:59"), Some(5))],
+                Ok(&[g("2024-01-10", "3", Some("15"))]),
+            ),
+            (
+                "a new group before, between and after the others",
+                &[
+                    g("2024-01-10", "2", Some("10")),
+                    g("2024-01-12", "1", Some("1")),
+                ],
+                &[
+                    (Some("2024-01-14 10:00:00"), Some(7)),
+                    (Some("2024-01-09 10:00:00"), Some(2)),
+                    (Some("2024-01-11 00:00:00"), Some(3)),
+                ],
+                Ok(&[
+                    g("2024-01-09", "1", Some("2")),
+                    g("2024-01-10", "2", Some("10")),
+                    g("2024-01-11", "1", Some("3")),
+                    g("2024-01-12", "1", Some("1")),
+                    g("2024-01-14", "1", Some("7")),
+                ]),
+            ),
+            (
+                "no group yet: the first",
+                &[],
+                &[(Some("2024-01-08 00:00:00"), None)],
+                Ok(&[g("2024-01-08", "1", None)]),
+            ),
+            (
+                "a NULL summed in a group with a sum, and in a new group",
+                &[g("2024-01-10", "2", Some("10"))],
+                &[
+                    (Some("2024-01-10 01:00:00"), None),
+                    (Some("2024-01-11 01:00:00"), None),
+                ],
+                Ok(&[g("2024-01-10", "3", Some("10")), g("2024-01-11", "1", None)]),
+            ),
+            (
+                "outside the range and at its bounds",
+                &[g("2024-01-10", "2", Some("10"))],
+                &[
+                    (Some("2024-01-07 23:59:59"), Some(1)),
+                    (Some("2024-01-15 00:00:00"), Some(1)),
+                    (None, Some(1)),
+                    (Some("2024-01-08 00:00:00"), Some(4)),
+                    (Some("2024-01-14 23:59:59"), Some(6)),
+                ],
+                Ok(&[
+                    g("2024-01-08", "1", Some("4")),
+                    g("2024-01-10", "2", Some("10")),
+                    g("2024-01-14", "1", Some("6")),
+                ]),
+            ),
+            (
+                "groups out of the key's order: refused",
+                &[
+                    g("2024-01-12", "1", Some("1")),
+                    g("2024-01-10", "2", Some("10")),
+                ],
+                &[(Some("2024-01-11 00:00:00"), Some(1))],
+                Err(Refusal::Result),
+            ),
+            (
+                "a key twice: refused",
+                &[
+                    g("2024-01-10", "1", Some("1")),
+                    g("2024-01-10", "2", Some("10")),
+                ],
+                &[(Some("2024-01-11 00:00:00"), Some(1))],
+                Err(Refusal::Result),
+            ),
+            (
+                "a key that is no date: refused",
+                &[g("2024-01-10 00:00:00", "1", Some("1"))],
+                &[(Some("2024-01-11 00:00:00"), Some(1))],
+                Err(Refusal::Result),
+            ),
+        ];
+        let recipe = read_shape(
+            "SELECT DATE(dt), COUNT(*), SUM(a) FROM t WHERE dt >= '2024-01-08' \
+             AND dt < '2024-01-15' GROUP BY DATE(dt)",
+        )
+        .unwrap()
+        .bind(("db".into(), "t".into()), &temporal_table(), false, 0, "")
+        .unwrap();
+        assert_eq!(
+            recipe.used_columns(),
+            vec!["dt".to_string(), "a".to_string()]
+        );
+        let defs = [
+            (TYPE_DATE, 0x80, 0),
+            (TYPE_LONGLONG, 0x81, 0),
+            (TYPE_NEWDECIMAL, 0x80, 0),
+        ];
+        let text_rows = |g: Groups| g.iter().map(|r| text_row(r)).collect::<Vec<_>>();
+        for (why, before, inserted, want) in rows {
+            for deprecate_eof in [false, true] {
+                let (bytes, at) = result_rows(&defs, &text_rows(before), deprecate_eof);
+                let ins: Vec<Vec<Option<i128>>> = inserted
+                    .iter()
+                    .map(|(d, a)| vec![d.map(|d| temporal(d).unwrap().0), *a])
+                    .collect();
+                let got = recipe.apply(&bytes, at, &ins, false);
+                match want {
+                    Ok(after) => {
+                        let (expect, expect_at) =
+                            result_rows(&defs, &text_rows(after), deprecate_eof);
+                        let got = got.unwrap_or_else(|e| panic!("{why}: refused {e:?}"));
+                        assert_eq!(&got.bytes[..], &expect[..], "{why}");
+                        assert_eq!(
+                            (got.rows_before, got.rows),
+                            (before.len() as u64, after.len() as u64),
+                            "{why}: rows"
+                        );
+                        assert_eq!(got.status_at, expect_at, "{why}");
+                        assert_eq!(got.changed, before != after, "{why}");
+                    }
+                    Err(e) => assert_eq!(got, Err(*e), "{why}"),
+                }
+            }
+        }
+    }
+
+    /// Grouped results in the binary protocol: a DATE key as 4 bytes, a DATETIME key as 4
+    /// at midnight and 7 otherwise, an integer key in its width, NULL keys first; metadata
+    /// of another type refused.
+    #[test]
+    fn grouped_binary_rows_and_metadata() {
+        let bind = |sql: &str, binary| {
+            read_shape(sql)
+                .unwrap()
+                .bind(("db".into(), "t".into()), &temporal_table(), binary, 0, sql)
+                .unwrap()
+        };
+        let secs = |s: &str| temporal(s).unwrap().0;
+        // Grouped by a DATETIME: its keys at midnight and not, a NULL key first.
+        let r = bind("SELECT dt, COUNT(*) FROM t GROUP BY dt", true);
+        let defs = [(TYPE_DATETIME, 0x80, 0), (TYPE_LONGLONG, 0x81, 0)];
+        let mut noon = vec![0u8, 0, 7];
+        noon.extend_from_slice(&2024u16.to_le_bytes());
+        noon.extend_from_slice(&[1, 10, 12, 0, 5]);
+        noon.extend_from_slice(&1i64.to_le_bytes());
+        let mut midnight = vec![0u8, 0, 4];
+        midnight.extend_from_slice(&2024u16.to_le_bytes());
+        midnight.extend_from_slice(&[1, 9]);
+        midnight.extend_from_slice(&2i64.to_le_bytes());
+        let mut null_key = vec![0u8, 0b100];
+        null_key.extend_from_slice(&1i64.to_le_bytes());
+        let (bytes, at) = result_rows(&defs, &[noon.clone()], true);
+        assert_eq!(
+            r.values(&bytes, at),
+            Some(vec![vec![Some(secs("2024-01-10 12:00:05")), Some(1)]])
+        );
+        let ins = [
+            vec![Some(secs("2024-01-09 00:00:00"))],
+            vec![Some(secs("2024-01-09 00:00:00"))],
+            vec![None],
+        ];
+        let got = r.apply(&bytes, at, &ins, false).unwrap();
+        let (want, want_at) = result_rows(&defs, &[null_key, midnight, noon.clone()], true);
+        assert_eq!(&got.bytes[..], &want[..]);
+        assert_eq!(got.status_at, want_at);
+        // The stored DATETIME written otherwise than qcache would (7 bytes at midnight).
+        let mut long_midnight = vec![0u8, 0, 7];
+        long_midnight.extend_from_slice(&2024u16.to_le_bytes());
+        long_midnight.extend_from_slice(&[1, 9, 0, 0, 0]);
+        long_midnight.extend_from_slice(&2i64.to_le_bytes());
+        let (bytes, at) = result_rows(&defs, &[long_midnight], true);
+        assert_eq!(r.apply(&bytes, at, &ins, false), Err(Refusal::Result));
+        // Metadata of another type, or with decimals: refused.
+        for defs in [
+            [(TYPE_DATE, 0x80, 0), (TYPE_LONGLONG, 0x81, 0)],
+            [(TYPE_DATETIME, 0x80, 3), (TYPE_LONGLONG, 0x81, 0)],
+        ] {
+            let (bytes, at) = result_rows(&defs, &[noon.clone()], true);
+            assert_eq!(r.apply(&bytes, at, &ins, false), Err(Refusal::Result));
+        }
+        // Grouped by DATE(): a DATE key, 4 bytes; by an integer: the column's width.
+        let r = bind("SELECT DATE(dt), COUNT(*) FROM t GROUP BY DATE(dt)", true);
+        let defs = [(TYPE_DATE, 0x80, 0), (TYPE_LONGLONG, 0x81, 0)];
+        let (bytes, at) = result_rows(&defs, &[], false);
+        let got = r
+            .apply(
+                &bytes,
+                at,
+                &[vec![Some(secs("2024-01-10 12:00:05"))]],
+                false,
+            )
+            .unwrap();
+        let mut day = vec![0u8, 0, 4];
+        day.extend_from_slice(&2024u16.to_le_bytes());
+        day.extend_from_slice(&[1, 10]);
+        day.extend_from_slice(&1i64.to_le_bytes());
+        let (want, _) = result_rows(&defs, &[day], false);
+        assert_eq!(&got.bytes[..], &want[..]);
+        let r = bind("SELECT c, COUNT(*) FROM t GROUP BY c", true);
+        let defs = [(TYPE_TINY, 0x1081, 0), (TYPE_LONGLONG, 0x81, 0)];
+        let (bytes, at) = result_rows(&defs, &[], true);
+        let got = r
+            .apply(&bytes, at, &[vec![Some(-3)], vec![Some(4)]], false)
+            .unwrap();
+        let rows: Vec<Vec<u8>> = [-3i8, 4]
+            .iter()
+            .map(|k| {
+                let mut row = vec![0u8, 0, k.to_le_bytes()[0]];
+                row.extend_from_slice(&1i64.to_le_bytes());
+                row
+            })
+            .collect();
+        let (want, _) = result_rows(&defs, &rows, true);
+        assert_eq!(&got.bytes[..], &want[..]);
     }
 
     /// The binary protocol: BIGINT as 8 bytes, DECIMAL as its digits, NULL in the bitmap.
@@ -2562,11 +4071,12 @@ mod tests {
             let (expect, expect_at) = result_defs(&defs, &after, true);
             assert_eq!(&got.bytes[..], &expect[..], "{why}");
             assert_eq!(got.status_at, expect_at, "{why}");
+            let read = |b: &[u8], at: usize| recipe.values(b, at).map(|mut r| r.remove(0));
             assert_eq!(
-                recipe.values(&got.bytes, got.status_at).as_deref(),
+                read(&got.bytes, got.status_at).as_deref(),
                 Some(&ins[0][..])
                     .filter(|_| before != after)
-                    .or(recipe.values(&bytes, at).as_deref()),
+                    .or(read(&bytes, at).as_deref()),
                 "{why}: read back"
             );
         }
@@ -2620,6 +4130,43 @@ mod tests {
             ranged.verify_sql(),
             "SELECT COUNT(*) FROM `db`.`t` WHERE `a` >= 2 AND `c` <= -2 AND `u` >= 0 AND `u` <= 18446744073709551615"
         );
+        let dashboard = read_shape(
+            "SELECT DATE(dt) AS day, COUNT(*), SUM(b) FROM t WHERE dt >= '2024-01-08' \
+             AND dt < '2024-01-15' AND dd BETWEEN '2024-01-01' AND '2024-01-31' \
+             AND dd > '2024-01-02' GROUP BY DATE(dt)",
+        )
+        .unwrap()
+        .bind(("db".into(), "t".into()), &temporal_table(), false, 0, "")
+        .unwrap();
+        assert_eq!(
+            dashboard.verify_sql(),
+            "SELECT DATE(`dt`), COUNT(*), SUM(`b`) FROM `db`.`t` WHERE `dt` >= '2024-01-08 00:00:00' \
+             AND `dt` <= '2024-01-14 23:59:59' AND `dd` >= '2024-01-01' AND `dd` <= '2024-01-31' \
+             AND `dd` >= '2024-01-03' GROUP BY DATE(`dt`)"
+        );
+        assert_eq!(
+            dashboard.text_rows(&[
+                vec![Some(b"2024-01-08".to_vec()), Some(b"2".to_vec()), None],
+                vec![
+                    Some(b"2024-01-09".to_vec()),
+                    Some(b"1".to_vec()),
+                    Some(b"4".to_vec())
+                ],
+            ]),
+            Some(vec![
+                vec![Some(temporal("2024-01-08").unwrap().0), Some(2), None],
+                vec![Some(temporal("2024-01-09").unwrap().0), Some(1), Some(4)],
+            ])
+        );
+        assert_eq!(
+            dashboard.text_rows(&[vec![
+                Some(b"2024-01-08 00:00:00".to_vec()),
+                Some(b"2".to_vec()),
+                None
+            ]]),
+            None,
+            "a DATE key written as a DATETIME"
+        );
         let (bytes, at) = result(
             &[COUNT, COUNT, SUM],
             &text_row(&[Some("2"), Some("1"), None]),
@@ -2627,13 +4174,21 @@ mod tests {
         );
         assert_eq!(
             recipe.values(&bytes, at),
-            Some(vec![Some(2), Some(1), None])
+            Some(vec![vec![Some(2), Some(1), None]])
         );
         assert_eq!(
-            Recipe::text_values(&[Some(b"2".to_vec()), None, Some(b"-4".to_vec())]),
-            Some(vec![Some(2), None, Some(-4)])
+            recipe.text_rows(&[vec![Some(b"2".to_vec()), None, Some(b"-4".to_vec())]]),
+            Some(vec![vec![Some(2), None, Some(-4)]])
         );
-        assert_eq!(Recipe::text_values(&[Some(b"1.5".to_vec())]), None);
+        assert_eq!(
+            recipe.text_rows(&[vec![Some(b"1".to_vec()), None, Some(b"1.5".to_vec())]]),
+            None
+        );
+        assert_eq!(
+            recipe.text_rows(&[vec![Some(b"1".to_vec())]]),
+            None,
+            "a short row"
+        );
     }
 
     #[test]
