@@ -38,8 +38,28 @@ impl Session {
     }
 
     pub(crate) async fn stmt_execute(&mut self, pkt: Packet) -> Result<(), SessionError> {
-        let id = match execute_came(&mut self.st, &pkt.payload) {
+        match execute_came(&mut self.st, &pkt.payload) {
+            ExecuteCame::Select {
+                id,
+                hint,
+                long_data,
+            } => self.execute_select(pkt, id, hint, long_data).await,
+            // Boxed: this future is built for every execute, and moving the larger one of
+            // an execute that is no cacheable read into it wrote lines cold since the
+            // connection's last request on every hit (#36, callgrind's cache model).
+            came => Box::pin(self.execute_not_select(pkt, came)).await,
+        }
+    }
+
+    /// [`stmt_execute`](Self::stmt_execute) of an execute that is no cacheable read.
+    async fn execute_not_select(
+        &mut self,
+        pkt: Packet,
+        came: ExecuteCame,
+    ) -> Result<(), SessionError> {
+        let id = match came {
             ExecuteCame::AsIs => return self.relay_command(&pkt, Expect::Results).await.map(drop),
+            // `stmt_execute` takes reads itself; served here all the same, not assumed away.
             ExecuteCame::Select {
                 id,
                 hint,
@@ -91,6 +111,21 @@ impl Session {
                 None => {}
             }
         }
+        // Boxed: a hit builds only the small future above, not this large one (#36).
+        Box::pin(self.execute_decide(pkt, id, hint, long_data, facts, looked_up)).await
+    }
+
+    /// The rest of [`execute_select`](Self::execute_select) once the hit at once did not
+    /// serve: the steps of `policy::decide` from the start.
+    async fn execute_decide(
+        &mut self,
+        pkt: Packet,
+        id: u32,
+        hint: analysis::Hint,
+        long_data: bool,
+        facts: read::Session,
+        looked_up: bool,
+    ) -> Result<(), SessionError> {
         // An execute may be answered locally, as a text read is (a read of qcache's
         // `query_cache_type`: the server's answer with qcache's value, `Step::Local`).
         let (mut d, mut step) = Decide::start(&facts, hint, true, looked_up);
@@ -272,7 +307,8 @@ impl Session {
             return Ok(None);
         };
         if let Some(e) = self.lookup(key, &mode) {
-            if !self.shared.l2_remote || self.l2_confirm(key, &e).await {
+            // Boxed, as the text hit's rare awaits are (`hit_before_scan`).
+            if !self.shared.l2_remote || Box::pin(self.l2_confirm(key, &e)).await {
                 self.serve_hit(&e, started).await?;
                 return Ok(Some(true));
             }

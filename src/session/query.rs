@@ -21,6 +21,19 @@ impl Session {
             Some(false) => true,
             None => false,
         };
+        // Boxed: this future is built for every COM_QUERY, and moving the larger one of the
+        // rest of the path into it wrote lines cold since the connection's last request on
+        // every hit (#36, callgrind's cache model).
+        Box::pin(self.query_scanned(pkt, sql, looked_up)).await
+    }
+
+    /// [`query`](Self::query) once the statement's bytes found no entry: scanned and routed.
+    async fn query_scanned(
+        &mut self,
+        pkt: Packet,
+        sql: &Bytes,
+        looked_up: bool,
+    ) -> Result<(), SessionError> {
         // The statement as the server reads it: versioned comments it skips are comments.
         // Same length as `sql`, so the scan's hint spans apply to `sql` too.
         let text = analysis::server_text(sql, self.st.server);

@@ -55,14 +55,16 @@ impl Session {
         if self.st.identity.is_none() {
             return Ok(None);
         }
-        if !self.privileges_current() && !self.refresh_privileges().await? {
+        // The rare awaits of a hit are boxed: this future is built for every COM_QUERY, and
+        // their larger ones inside it wrote cold lines on every hit (#36).
+        if !self.privileges_current() && !Box::pin(self.refresh_privileges()).await? {
             return Ok(None);
         }
         let started = Instant::now();
         let Some((k, e)) = self.cached().lookup_text(sql, &mode) else {
             return Ok(Some(false));
         };
-        if self.shared.l2_remote && !self.l2_confirm(k, &e).await {
+        if self.shared.l2_remote && !Box::pin(self.l2_confirm(k, &e)).await {
             return Ok(Some(false));
         }
         self.serve_hit(&e, started).await?;
@@ -162,11 +164,13 @@ impl Session {
     /// refused only because the catalog was still loading.
     pub(super) async fn settled_read_facts(&mut self) -> read::Session {
         if self.st.temporaries_unknown && !self.shared.catalog.is_loaded() {
-            let _ = self
-                .shared
-                .catalog
-                .refresh_if_older(Duration::from_millis(100))
-                .await;
+            // Boxed, as the hit's rare awaits are (`hit_before_scan`).
+            let _ = Box::pin(
+                self.shared
+                    .catalog
+                    .refresh_if_older(Duration::from_millis(100)),
+            )
+            .await;
         }
         self.read_facts()
     }
@@ -318,7 +322,8 @@ impl Session {
             .last_flush()
             .is_some_and(|t| started.saturating_duration_since(t) > self.st.keep_alive_after)
         {
-            self.keep_upstream_alive().await?;
+            // Boxed, as the hit's rare awaits are (`hit_before_scan`).
+            Box::pin(self.keep_upstream_alive()).await?;
         }
         self.client
             .flush_if_large()
