@@ -45,6 +45,19 @@ impl Analyzer {
         Some(shape)
     }
 
+    /// The analysis of a client's statement `stmt` as `server` reads it (its digest when
+    /// already known).
+    pub fn of(
+        &self,
+        stmt: &[u8],
+        server: super::ServerVersion,
+        digest: Option<u64>,
+    ) -> Arc<Analysis> {
+        let text = super::server_text(stmt, server);
+        let digest = digest.unwrap_or_else(|| super::digest(&text));
+        self.analyze(&text, digest)
+    }
+
     /// The analysis of `sql`, whose [`digest`](super::digest) is `digest`. Statements that are
     /// not valid UTF-8 (a latin1 client, say) are analysed from their lossy decoding, which
     /// maps equal bytes to equal names, so reads and writes of one table still agree.

@@ -203,6 +203,16 @@ pub enum Analysis {
     Other,
 }
 
+impl Analysis {
+    /// Whether this is a read of tables the analysis lets the cache serve.
+    pub fn reads_tables(&self) -> bool {
+        match self {
+            Analysis::Read(info) => info.verdict.is_ok() && !info.tables.is_empty(),
+            _ => false,
+        }
+    }
+}
+
 #[cfg(test)]
 mod proptests {
     use proptest::prelude::*;

@@ -4,15 +4,18 @@
 
 use crate::protocol::commands::stmt_id;
 use crate::protocol::packets::com;
-use crate::protocol::response::Response;
+use crate::protocol::response::{Expect, Response};
 
 use super::state::SessionState;
 
 /// How the session carries out one command.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Route {
-    /// An empty packet: relayed for the server's error.
-    Empty,
+    /// Relayed as it came, its response read to the end `Expect` says: one packet (an
+    /// empty packet, for the server's error; COM_STMT_RESET, COM_PING, …), rows
+    /// (COM_STMT_FETCH), column definitions (COM_FIELD_LIST), or results (a command unknown
+    /// to qcache: the server's answer decides how it ends).
+    Relay(Expect),
     /// COM_QUIT: sent, and the session ends.
     Quit,
     /// A text statement: the statement pipeline.
@@ -30,17 +33,11 @@ pub enum Route {
     BulkExecute {
         release: Option<Release>,
     },
-    /// COM_STMT_FETCH: relayed, rows until the end.
-    Fetch,
     /// COM_STMT_CLOSE and COM_STMT_SEND_LONG_DATA: sent, never answered.
     Unanswered,
     /// COM_STMT_SEND_LONG_DATA held back until its execute (`SessionState::long_data`):
     /// nothing is sent, nothing answered.
     Held,
-    /// Relayed, one packet back (COM_STMT_RESET, COM_PING, …).
-    OnePacket,
-    /// COM_FIELD_LIST: relayed, column definitions until the end.
-    FieldList,
     /// COM_DROP_DB: relayed, `schema` (lower-cased) noted as a pending write; the default
     /// database is forgotten once the server dropped it.
     DropDb {
@@ -51,8 +48,6 @@ pub enum Route {
     ResetConnection,
     /// A replica's binlog dump: relayed as a stream until either side closes.
     BinlogStream,
-    /// Unknown to qcache: relayed, the server's answer decides how it ends.
-    Unknown,
 }
 
 /// Long data held back for an execute (`SessionState::release_long_data`): the execute the
@@ -77,7 +72,7 @@ fn release(st: &mut SessionState, payload: &[u8]) -> Option<Release> {
 #[inline]
 pub fn route(st: &mut SessionState, payload: &[u8]) -> Route {
     let Some(&cmd) = payload.first() else {
-        return Route::Empty;
+        return Route::Relay(Expect::OnePacket);
     };
     match cmd {
         com::QUIT => Route::Quit,
@@ -91,7 +86,7 @@ pub fn route(st: &mut SessionState, payload: &[u8]) -> Route {
         com::STMT_BULK_EXECUTE => Route::BulkExecute {
             release: release(st, payload),
         },
-        com::STMT_FETCH => Route::Fetch,
+        com::STMT_FETCH => Route::Relay(Expect::Rows),
         com::STMT_CLOSE => {
             if let Some(id) = stmt_id(payload) {
                 st.close_stmt(id);
@@ -106,9 +101,9 @@ pub fn route(st: &mut SessionState, payload: &[u8]) -> Route {
             if let Some(id) = stmt_id(payload) {
                 st.stmt_reset(id);
             }
-            Route::OnePacket
+            Route::Relay(Expect::OnePacket)
         }
-        com::FIELD_LIST => Route::FieldList,
+        com::FIELD_LIST => Route::Relay(Expect::FieldList),
         com::STATISTICS
         | com::PING
         | com::PROCESS_KILL
@@ -116,7 +111,7 @@ pub fn route(st: &mut SessionState, payload: &[u8]) -> Route {
         | com::DEBUG
         | com::REFRESH
         | com::SHUTDOWN
-        | com::CREATE_DB => Route::OnePacket,
+        | com::CREATE_DB => Route::Relay(Expect::OnePacket),
         com::DROP_DB => {
             let schema = String::from_utf8_lossy(&payload[1..]).to_lowercase();
             st.pending.schemas.push(schema.clone());
@@ -125,7 +120,7 @@ pub fn route(st: &mut SessionState, payload: &[u8]) -> Route {
         com::CHANGE_USER => Route::ChangeUser,
         com::RESET_CONNECTION => Route::ResetConnection,
         com::BINLOG_DUMP | com::BINLOG_DUMP_GTID => Route::BinlogStream,
-        _ => Route::Unknown,
+        _ => Route::Relay(Expect::Results),
     }
 }
 
@@ -325,7 +320,14 @@ mod tests {
         // (rule, packet, route, statement 7 still held, its long data noted, pending schemas)
         type Row = (&'static str, Vec<u8>, Route, bool, bool, Vec<&'static str>);
         let rows: Vec<Row> = vec![
-            ("empty", vec![], Route::Empty, true, false, vec![]),
+            (
+                "empty",
+                vec![],
+                Route::Relay(Expect::OnePacket),
+                true,
+                false,
+                vec![],
+            ),
             ("quit", vec![com::QUIT], Route::Quit, true, false, vec![]),
             (
                 "query",
@@ -384,7 +386,7 @@ mod tests {
             (
                 "fetch",
                 with(com::STMT_FETCH, &id7),
-                Route::Fetch,
+                Route::Relay(Expect::Rows),
                 true,
                 false,
                 vec![],
@@ -424,7 +426,7 @@ mod tests {
             (
                 "reset",
                 with(com::STMT_RESET, &id7),
-                Route::OnePacket,
+                Route::Relay(Expect::OnePacket),
                 true,
                 false,
                 vec![],
@@ -432,7 +434,7 @@ mod tests {
             (
                 "ping",
                 vec![com::PING],
-                Route::OnePacket,
+                Route::Relay(Expect::OnePacket),
                 true,
                 false,
                 vec![],
@@ -440,7 +442,7 @@ mod tests {
             (
                 "field list",
                 with(com::FIELD_LIST, b"t\0"),
-                Route::FieldList,
+                Route::Relay(Expect::FieldList),
                 true,
                 false,
                 vec![],
@@ -479,7 +481,14 @@ mod tests {
                 false,
                 vec![],
             ),
-            ("unknown", vec![0x60], Route::Unknown, true, false, vec![]),
+            (
+                "unknown",
+                vec![0x60],
+                Route::Relay(Expect::Results),
+                true,
+                false,
+                vec![],
+            ),
         ];
         for (rule, packet, want, still_held, noted, schemas) in rows {
             let mut st = world.session(None);

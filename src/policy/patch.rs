@@ -1739,33 +1739,7 @@ impl Recipe {
                 }
                 _ => 0,
             };
-            for (a, v) in self.aggs.iter().zip(values[target].iter_mut()) {
-                match a {
-                    Agg::Key => {}
-                    Agg::CountStar => *v = v.map(|n| n + 1),
-                    Agg::Count(c) => {
-                        if idx(c).and_then(|i| row[i]).is_some() {
-                            *v = v.map(|n| n + 1);
-                        }
-                    }
-                    Agg::Sum(c) => {
-                        if let Some(x) = idx(c).and_then(|i| row[i]) {
-                            let s = v.unwrap_or(0).checked_add(x).ok_or(Refusal::Overflow)?;
-                            *v = Some(s);
-                        }
-                    }
-                    Agg::Min(c) => {
-                        if let Some(x) = idx(c).and_then(|i| row[i]) {
-                            *v = Some(v.map_or(x, |m| m.min(x)));
-                        }
-                    }
-                    Agg::Max(c) => {
-                        if let Some(x) = idx(c).and_then(|i| row[i]) {
-                            *v = Some(v.map_or(x, |m| m.max(x)));
-                        }
-                    }
-                }
-            }
+            self.add_row(&mut values[target], row, &idx)?;
         }
         if corrupt {
             let first = self.aggs.iter().position(|a| *a != Agg::Key);
@@ -1806,6 +1780,44 @@ impl Recipe {
             rows_before: old.len() as u64,
             rows: values.len() as u64,
         })
+    }
+
+    /// Adds one inserted `row` (its values in [`used_columns`](Self::used_columns) order,
+    /// found by `idx`) to the aggregates of the result row `agg` it falls in.
+    fn add_row(
+        &self,
+        agg: &mut [Option<i128>],
+        row: &[Option<i128>],
+        idx: &impl Fn(&str) -> Option<usize>,
+    ) -> Result<(), Refusal> {
+        for (a, v) in self.aggs.iter().zip(agg.iter_mut()) {
+            match a {
+                Agg::Key => {}
+                Agg::CountStar => *v = v.map(|n| n + 1),
+                Agg::Count(c) => {
+                    if idx(c).and_then(|i| row[i]).is_some() {
+                        *v = v.map(|n| n + 1);
+                    }
+                }
+                Agg::Sum(c) => {
+                    if let Some(x) = idx(c).and_then(|i| row[i]) {
+                        let s = v.unwrap_or(0).checked_add(x).ok_or(Refusal::Overflow)?;
+                        *v = Some(s);
+                    }
+                }
+                Agg::Min(c) => {
+                    if let Some(x) = idx(c).and_then(|i| row[i]) {
+                        *v = Some(v.map_or(x, |m| m.min(x)));
+                    }
+                }
+                Agg::Max(c) => {
+                    if let Some(x) = idx(c).and_then(|i| row[i]) {
+                        *v = Some(v.map_or(x, |m| m.max(x)));
+                    }
+                }
+            }
+        }
+        Ok(())
     }
 
     /// A row of `values` in the stored result's protocol and column types (binary: an

@@ -17,10 +17,8 @@ use super::{Session, SessionError};
 use crate::analysis::StatementKind;
 use crate::engine::fill::Fill;
 use crate::policy::{diagnostics, txn};
-use crate::protocol::codec::Packet;
 use crate::protocol::packets::{self, com, status};
-use crate::protocol::response::{Expect, Response, Step};
-use crate::transport::ConnError;
+use crate::protocol::response::Response;
 
 const BEGIN: &[u8] = b"\x03BEGIN";
 
@@ -89,7 +87,11 @@ impl Session {
     /// Reads the server's answer to the deferred BEGIN. On an error, `seq`'s command gets it
     /// as its answer and the transaction the client believes open is closed.
     pub(crate) async fn begin_answered(&mut self, seq: u8) -> Result<bool, SessionError> {
-        let p = self.next_upstream_packet().await?;
+        let p = self
+            .upstream
+            .read_some()
+            .await
+            .map_err(SessionError::upstream)?;
         match p.first() {
             Some(0x00) => {
                 let differs = status::SESSION_STATE_CHANGED | status::IN_TRANS_READONLY;
@@ -121,40 +123,15 @@ impl Session {
     /// read and dropped, so the next command's answer is the next the client sees.
     pub(crate) async fn drop_answer(
         &mut self,
-        expect: Expect,
         fill: Option<&mut Fill>,
     ) -> Result<Response, SessionError> {
         tracing::debug!("dropping the answer of the read that carried BEGIN along");
         if let Some(f) = fill {
             f.overflow = true;
         }
-        let mut resp = Response::new(expect, self.st.deprecate_eof);
-        loop {
-            let p = self.next_upstream_packet().await?;
-            match resp
-                .feed(&p.payload)
-                .map_err(|e| SessionError::Protocol(e.to_string()))?
-            {
-                Step::Done => break,
-                Step::More => {}
-                Step::LocalInfile => {
-                    return Err(SessionError::Protocol(
-                        "a read asked for a local file".into(),
-                    ))
-                }
-            }
-        }
+        let mut resp = self.read_answer("a read").await?.resp;
         resp.error = true;
         Ok(resp)
-    }
-
-    /// The server's next packet; its close here is an error, since an answer is owed.
-    async fn next_upstream_packet(&mut self) -> Result<Packet, SessionError> {
-        self.upstream
-            .read()
-            .await
-            .map_err(SessionError::upstream)?
-            .ok_or(SessionError::Upstream(ConnError::Closed))
     }
 }
 

@@ -52,7 +52,7 @@ impl Session {
     /// read the cache may serve; any other statement is answered by the server, and one that
     /// reads the diagnostics (`SELECT @@warning_count`) must find them untouched.
     pub(crate) async fn reread_stale_context(&mut self, stmt: &[u8]) -> Result<(), SessionError> {
-        if !self.st.ctx_stale || !self.reads_tables(stmt) {
+        if !self.st.ctx_stale || !self.analysis_of(stmt, None).reads_tables() {
             return Ok(());
         }
         self.st.ctx_stale = false;

@@ -242,10 +242,18 @@ impl Session {
     ) -> (std::sync::Arc<Analysis>, u64, Option<Verdict>) {
         // A present entry is this account's own unless users share entries.
         let may_see_entry = privileged || !self.st.shared_users;
-        let text = analysis::server_text(stmt, self.st.server).into_owned();
-        let digest = analysis::digest(&text);
-        let an = self.shared.analyzer.analyze(&text, digest);
-        self.explain_tables(&an, digest, stmt, privileged, f).await;
+        let digest = analysis::digest(&analysis::server_text(stmt, self.st.server));
+        let an = self.analysis_of(stmt, Some(digest));
+        // The tables it names and, for the privileged, those under its views and the rule
+        // that matches (`engine::explain::tables`); resolving them may refresh the catalog.
+        if let Analysis::Read(info) = &*an {
+            let resolved = match privileged {
+                true => Some(self.resolve_tables(info).await),
+                false => None,
+            };
+            let cfg = self.shared.config();
+            words::tables(&self.st, info, resolved, &cfg.rules, (digest, stmt), f);
+        }
         let holds = |k| self.shared.cache.holds_servable(k);
         let v = words::entry(k, present, holds, may_see_entry, f);
         (an, digest, v)
@@ -268,27 +276,5 @@ impl Session {
             .map(|(_, stale)| stale);
         let may_see_entry = privileged || !self.st.shared_users;
         words::fill(start, k.is_some(), may_see_entry, &plan.opts, f)
-    }
-
-    /// The tables a read names and, for the privileged, those under its views and the
-    /// rule that matches (`engine::explain::tables`); resolving them may refresh the
-    /// catalog.
-    async fn explain_tables(
-        &self,
-        an: &Analysis,
-        digest: u64,
-        stmt: &[u8],
-        privileged: bool,
-        f: &mut Fields,
-    ) {
-        let Analysis::Read(info) = an else {
-            return;
-        };
-        let resolved = match privileged {
-            true => Some(self.resolve_tables(info).await),
-            false => None,
-        };
-        let cfg = self.shared.config();
-        words::tables(&self.st, info, resolved, &cfg.rules, (digest, stmt), f);
     }
 }

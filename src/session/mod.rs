@@ -252,8 +252,8 @@ impl Session {
     /// Handles one command (`engine::command::route`); false when the session is over.
     async fn command(&mut self, pkt: Packet) -> Result<bool, SessionError> {
         match route(&mut self.st, &pkt.payload) {
-            Route::Empty | Route::OnePacket => {
-                self.relay_command(&pkt, Expect::OnePacket).await?;
+            Route::Relay(expect) => {
+                self.relay_command(&pkt, expect).await?;
             }
             Route::Quit => {
                 self.upstream.start_command();
@@ -289,9 +289,6 @@ impl Session {
                 }
                 self.stmt_execute(pkt).await?
             }
-            Route::Fetch => {
-                self.relay_command(&pkt, Expect::Rows).await?;
-            }
             Route::Held => {}
             Route::Unanswered => {
                 self.upstream.start_command();
@@ -299,9 +296,6 @@ impl Session {
                     .send(pkt.seq, &pkt.payload)
                     .await
                     .map_err(SessionError::upstream)?;
-            }
-            Route::FieldList => {
-                self.relay_command(&pkt, Expect::FieldList).await?;
             }
             Route::DropDb { schema } => {
                 let follow = Follow::DropDb(&schema);
@@ -320,10 +314,6 @@ impl Session {
             Route::BinlogStream => {
                 self.relay_stream(&pkt).await?;
                 return Ok(false);
-            }
-            Route::Unknown => {
-                // Unknown to qcache: the server's answer decides how it ends.
-                self.relay_command(&pkt, Expect::Results).await?;
             }
         }
         Ok(true)

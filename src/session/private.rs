@@ -36,25 +36,7 @@ impl Session {
                 .await
                 .map_err(SessionError::upstream)?;
             for _ in group {
-                let mut a = Answer::new(self.st.deprecate_eof);
-                loop {
-                    let p = self
-                        .upstream
-                        .read_some()
-                        .await
-                        .map_err(SessionError::upstream)?;
-                    let step = a
-                        .feed(&p.payload)
-                        .map_err(|e| SessionError::Protocol(e.to_string()))?;
-                    match step {
-                        Step::Done => break,
-                        Step::More => {}
-                        Step::LocalInfile => {
-                            let msg = format!("{what} asked for a local file");
-                            return Err(SessionError::Protocol(msg));
-                        }
-                    }
-                }
+                let a = self.read_answer(what).await?;
                 if let Some(st) = a.resp.last_status {
                     self.private_status = Some(st);
                 }
@@ -62,6 +44,30 @@ impl Session {
             }
         }
         Ok(out)
+    }
+
+    /// Reads one answer to its end, relaying none of it; a request for a local file is an
+    /// error (`what` names the statement that asked).
+    pub(super) async fn read_answer(&mut self, what: &str) -> Result<Answer, SessionError> {
+        let mut a = Answer::new(self.st.deprecate_eof);
+        loop {
+            let p = self
+                .upstream
+                .read_some()
+                .await
+                .map_err(SessionError::upstream)?;
+            let step = a
+                .feed(&p.payload)
+                .map_err(|e| SessionError::Protocol(e.to_string()))?;
+            match step {
+                Step::Done => return Ok(a),
+                Step::More => {}
+                Step::LocalInfile => {
+                    let msg = format!("{what} asked for a local file");
+                    return Err(SessionError::Protocol(msg));
+                }
+            }
+        }
     }
 
     /// [`ask_private`](Self::ask_private) of one statement's text (bytes: a client's own

@@ -262,22 +262,12 @@ impl Session {
     /// `SELECT ROW_COUNT()`, `SELECT @@warning_count`, which read them. Such a statement is
     /// never cached, so it does without: only statements that name tables ask.
     pub(super) fn may_ask_identity(&self, stmt: &[u8]) -> bool {
-        self.st.identity.is_some() || self.reads_tables(stmt)
+        self.st.identity.is_some() || self.analysis_of(stmt, None).reads_tables()
     }
 
     /// What the analysis says of `stmt` (memoised by digest; `digest` when already known).
     pub(super) fn analysis_of(&self, stmt: &[u8], digest: Option<u64>) -> Arc<Analysis> {
-        let text = analysis::server_text(stmt, self.st.server);
-        let digest = digest.unwrap_or_else(|| analysis::digest(&text));
-        self.shared.analyzer.analyze(&text, digest)
-    }
-
-    /// Whether `stmt` is a read of tables the analysis lets the cache serve.
-    pub(super) fn reads_tables(&self, stmt: &[u8]) -> bool {
-        match &*self.analysis_of(stmt, None) {
-            Analysis::Read(info) => info.verdict.is_ok() && !info.tables.is_empty(),
-            _ => false,
-        }
+        self.shared.analyzer.of(stmt, self.st.server, digest)
     }
 
     /// The snapshot rules that apply to a read now; None when the cache cannot be used at

@@ -100,7 +100,7 @@ impl Session {
             .await
             .map_err(SessionError::upstream)?;
         if begin_along && !self.begin_answered(seq).await? {
-            return self.drop_answer(expect, fill).await;
+            return self.drop_answer(fill).await;
         }
         let mut resp = Response::new(expect, self.st.deprecate_eof);
         if expect == Expect::Nothing {
