@@ -497,7 +497,15 @@ pub fn statement(st: &SessionState, id: Option<u32>) -> Result<(Statement, Field
             p.params as usize,
         ))
     });
-    let params = crate::policy::timecol::params_known(values.as_deref(), p.params);
+    // Not bound yet: what the parameters are decides only once they are, and the verdict
+    // says so ("unknown until executed"); what the statement's own text decides is judged.
+    let params = match &material {
+        Some(_) => crate::policy::timecol::params_known(values.as_deref(), p.params),
+        None => crate::policy::timecol::Params {
+            not_dates: true,
+            not_times: true,
+        },
+    };
     let asked = Statement {
         sql: p.sql.clone(),
         kind: p.kind,
