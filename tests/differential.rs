@@ -795,6 +795,7 @@ topics!(
     adversary15,
     adversary16,
     adversary17,
+    adversary18,
     basics,
     catalog,
     classification,
