@@ -824,3 +824,134 @@ async fn oversize_statement_gets_the_servers_error() {
     }
     proxy.shutdown().await;
 }
+
+/// adversary18: the commands qcache relays as they came (`Route::Relay(Expect)`) and those
+/// whose answer it follows (COM_INIT_DB, COM_DROP_DB of the default database) answer through
+/// qcache as directly, byte for byte, on a plain and a compressed client leg; a cached read
+/// after each answers as directly too.
+#[tokio::test]
+async fn adversary18_relayed_commands_answer_as_directly() {
+    use qcache::protocol::compress::Algorithm;
+    let schema = common::fresh_schema("adv18relay").await;
+    let other = format!("{schema}_o");
+    common::setup(
+        &schema,
+        &[
+            "CREATE TABLE c (id INT PRIMARY KEY, v VARCHAR(8))",
+            "INSERT INTO c VALUES (1,'a'),(2,'b'),(3,'c')",
+        ],
+    )
+    .await;
+    let proxy = common::proxy(|_| {}).await;
+    let direct = common::db().addr();
+    let with = |cmd: u8, rest: &[u8]| [&[cmd][..], rest].concat();
+    for alg in [None, Some(Algorithm::Zlib)] {
+        for deprecate_eof in [false, true] {
+            let mut seen: Vec<Vec<(u8, Vec<u8>)>> = Vec::new();
+            for addr in [direct.clone(), proxy.addr_string()] {
+                let mut d = common::direct_to("").await;
+                d.query_drop(format!("DROP DATABASE IF EXISTS `{other}`"))
+                    .await
+                    .unwrap();
+                d.query_drop(format!("CREATE DATABASE `{other}`"))
+                    .await
+                    .unwrap();
+                d.query_drop(format!("CREATE TABLE `{other}`.c (id INT, v INT)"))
+                    .await
+                    .unwrap();
+                d.query_drop(format!("INSERT INTO `{other}`.c VALUES (9, 9)"))
+                    .await
+                    .unwrap();
+                let _ = d.disconnect().await;
+                let mut r =
+                    Raw::connect_compressed(&addr, "root", &schema, deprecate_eof, alg).await;
+                let mut out = Vec::new();
+                let mut note = |pk: Vec<qcache::protocol::codec::Packet>| {
+                    out.extend(pk.into_iter().map(|p| (p.seq, p.payload.to_vec())));
+                };
+                let read = "SELECT id, v FROM c ORDER BY id";
+                for _ in 0..2 {
+                    note(r.query(read).await.0);
+                }
+                note(r.command(&[], Expect::OnePacket).await.0);
+                note(r.command(&[0x60], Expect::Results).await.0);
+                note(
+                    r.command(&with(com::FIELD_LIST, b"c\0"), Expect::FieldList)
+                        .await
+                        .0,
+                );
+                note(
+                    r.command(&with(com::FIELD_LIST, b"nosuch\0"), Expect::FieldList)
+                        .await
+                        .0,
+                );
+                note(
+                    r.command(&with(com::FIELD_LIST, b"c\0v%"), Expect::FieldList)
+                        .await
+                        .0,
+                );
+                note(r.command(&[com::PING], Expect::OnePacket).await.0);
+                note(
+                    r.command(
+                        &with(com::STMT_RESET, &77u32.to_le_bytes()),
+                        Expect::OnePacket,
+                    )
+                    .await
+                    .0,
+                );
+                let mut f = with(com::STMT_FETCH, &77u32.to_le_bytes());
+                f.extend_from_slice(&1u32.to_le_bytes());
+                note(r.command(&f, Expect::Rows).await.0);
+                note(r.query(read).await.0);
+                // COM_INIT_DB refused, then accepted: the read follows the default database
+                note(
+                    r.command(&with(com::INIT_DB, b"nosuch_adv18"), Expect::OnePacket)
+                        .await
+                        .0,
+                );
+                note(r.query(read).await.0);
+                note(
+                    r.command(&with(com::INIT_DB, other.as_bytes()), Expect::OnePacket)
+                        .await
+                        .0,
+                );
+                for _ in 0..2 {
+                    note(r.query(read).await.0);
+                }
+                note(r.query("SELECT DATABASE()").await.0);
+                // COM_DROP_DB of the default database: no default database after it
+                note(
+                    r.command(&with(com::DROP_DB, other.as_bytes()), Expect::OnePacket)
+                        .await
+                        .0,
+                );
+                note(r.query("SELECT DATABASE()").await.0);
+                note(r.query(read).await.0);
+                note(
+                    r.command(&with(com::INIT_DB, schema.as_bytes()), Expect::OnePacket)
+                        .await
+                        .0,
+                );
+                note(r.query(read).await.0);
+                note(
+                    r.command(&with(com::DROP_DB, b"nosuch_adv18"), Expect::OnePacket)
+                        .await
+                        .0,
+                );
+                note(r.query("SELECT DATABASE()").await.0);
+                note(r.query(read).await.0);
+                seen.push(out);
+            }
+            let (a, b) = (&seen[0], &seen[1]);
+            for (i, (x, y)) in a.iter().zip(b.iter()).enumerate() {
+                assert_eq!(
+                    (x.0, String::from_utf8_lossy(&x.1)),
+                    (y.0, String::from_utf8_lossy(&y.1)),
+                    "packet {i} (compression {alg:?}, deprecate_eof {deprecate_eof}): directly, then through qcache"
+                );
+            }
+            assert_eq!(a.len(), b.len(), "as many packets");
+        }
+    }
+    proxy.shutdown().await;
+}
