@@ -955,3 +955,137 @@ async fn adversary18_relayed_commands_answer_as_directly() {
     }
     proxy.shutdown().await;
 }
+
+/// adversary18: the diagnostics a hit leaves (warnings, FOUND_ROWS(), ROW_COUNT(),
+/// Last_query_cost), read after hits, after COM_RESET_CONNECTION and after a read-back, on
+/// a compressed client leg and a plain one, answer as directly, byte for byte.
+#[tokio::test]
+async fn adversary18_diagnostics_after_hits_compressed_and_plain() {
+    use qcache::protocol::compress::Algorithm;
+    let schema = common::fresh_schema("adv18diag").await;
+    common::setup(
+        &schema,
+        &[
+            "CREATE TABLE c (id INT PRIMARY KEY, v VARCHAR(8))",
+            "INSERT INTO c VALUES (1,'a'),(2,'b'),(3,'c')",
+        ],
+    )
+    .await;
+    let proxy = common::proxy(|_| {}).await;
+    let direct = common::db().addr();
+    let steps: &[&str] = &[
+        "SELECT id, v FROM c WHERE id > 1",
+        "SELECT id, v FROM c WHERE id > 1",
+        "SELECT FOUND_ROWS()",
+        "SELECT id, v FROM c WHERE id > 1",
+        "SELECT ROW_COUNT()",
+        "SELECT CAST(v AS INT) FROM c WHERE id = 1",
+        "SELECT CAST(v AS INT) FROM c WHERE id = 1",
+        "SHOW WARNINGS",
+        "SELECT CAST(v AS INT) FROM c WHERE id = 1",
+        "SELECT @@warning_count",
+        "SELECT id, v FROM c WHERE id > 1",
+        "SHOW SESSION STATUS LIKE 'Last_query_cost'",
+        "RESET",
+        "SELECT FOUND_ROWS(), ROW_COUNT(), @@warning_count",
+        "SELECT id, v FROM c WHERE id > 1",
+        "SHOW SESSION STATUS LIKE 'Last_query_cost'",
+        "SELECT id, v FROM c WHERE id > 1 LIMIT 1",
+        "SELECT FOUND_ROWS()",
+        "SET @x = 1",
+        "SELECT id, v FROM c WHERE id > 1 LIMIT 1",
+        "SHOW WARNINGS",
+        "SELECT FOUND_ROWS()",
+    ];
+    for alg in [None, Some(Algorithm::Zlib)] {
+        let mut seen: Vec<Vec<(u8, Vec<u8>)>> = Vec::new();
+        for addr in [direct.clone(), proxy.addr_string()] {
+            let mut r = Raw::connect_compressed(&addr, "root", &schema, true, alg).await;
+            let mut out = Vec::new();
+            for s in steps {
+                let pk = if *s == "RESET" {
+                    r.command(&[com::RESET_CONNECTION], Expect::OnePacket)
+                        .await
+                        .0
+                } else {
+                    r.query(s).await.0
+                };
+                out.extend(pk.into_iter().map(|p| (p.seq, p.payload.to_vec())));
+            }
+            seen.push(out);
+        }
+        let (a, b) = (&seen[0], &seen[1]);
+        for (i, (x, y)) in a.iter().zip(b.iter()).enumerate() {
+            assert_eq!(
+                (x.0, String::from_utf8_lossy(&x.1)),
+                (y.0, String::from_utf8_lossy(&y.1)),
+                "packet {i} (compression {alg:?}): directly, then through qcache"
+            );
+        }
+        assert_eq!(a.len(), b.len(), "as many packets");
+    }
+    proxy.shutdown().await;
+}
+
+/// adversary18: refused logins (a wrong password, none, an unknown account, a database that
+/// does not exist or is not the account's) are refused through qcache with the server's
+/// code, SQLSTATE and message, as directly.
+#[tokio::test]
+async fn adversary18_refused_logins_as_directly() {
+    let schema = common::fresh_schema("adv18login").await;
+    let user = common::unique_name("adv18u");
+    let mut d = common::direct().await;
+    d.query_drop(format!(
+        "CREATE USER '{user}'@'%' IDENTIFIED VIA mysql_native_password USING PASSWORD('pw')"
+    ))
+    .await
+    .unwrap();
+    d.query_drop(format!("GRANT SELECT ON `{schema}`.* TO '{user}'@'%'"))
+        .await
+        .unwrap();
+    let proxy = common::proxy(|_| {}).await;
+    let db = common::db();
+    let cases: Vec<(String, Option<&str>, String)> = vec![
+        (user.clone(), Some("wrong"), schema.clone()),
+        (user.clone(), None, schema.clone()),
+        ("nosuch_adv18".into(), Some("pw"), schema.clone()),
+        (user.clone(), Some("pw"), "nosuch_adv18_db".into()),
+        (user.clone(), Some("pw"), "mysql".into()),
+        (user.clone(), Some("pw"), schema.clone()),
+    ];
+    for (u, pw, dbname) in cases {
+        let mut outcomes = Vec::new();
+        for (host, port) in [
+            (db.host.clone(), db.port),
+            ("127.0.0.1".to_string(), proxy.addr.port()),
+        ] {
+            let opts = mysql_async::OptsBuilder::default()
+                .ip_or_hostname(host)
+                .tcp_port(port)
+                .prefer_socket(false)
+                .user(Some(u.clone()))
+                .pass(pw.map(str::to_string))
+                .db_name(Some(dbname.clone()));
+            let got = match mysql_async::Conn::new(opts).await {
+                Ok(mut c) => {
+                    let who: Option<String> = c.query_first("SELECT CURRENT_USER()").await.unwrap();
+                    let _ = c.disconnect().await;
+                    format!("ok {who:?}")
+                }
+                Err(mysql_async::Error::Server(e)) => {
+                    format!("{} {} {}", e.code, e.state, e.message)
+                }
+                Err(e) => format!("other: {e}"),
+            };
+            outcomes.push(got);
+        }
+        assert_eq!(
+            outcomes[0], outcomes[1],
+            "{u} {pw:?} {dbname}: directly, then through qcache"
+        );
+    }
+    d.query_drop(format!("DROP USER '{user}'@'%'"))
+        .await
+        .unwrap();
+    proxy.shutdown().await;
+}
