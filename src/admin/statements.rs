@@ -725,16 +725,7 @@ pub fn status(shared: &Shared) -> Rows {
         rows.push(("Qcache_binlog_resumes".into(), b.resumes().to_string()));
         rows.push(("Qcache_binlog_gaps".into(), b.gaps().to_string()));
     }
-    Rows {
-        columns: vec![
-            ("Variable_name", TYPE_VAR_STRING),
-            ("Value", TYPE_VAR_STRING),
-        ],
-        rows: rows
-            .into_iter()
-            .map(|(n, v)| vec![Some(n), Some(v)])
-            .collect(),
-    }
+    Rows::status(rows)
 }
 
 /// `SHOW QCACHE ENTRIES`: the most-hit entries first.

@@ -322,7 +322,7 @@ fn month_days(y: u32, m: u32) -> u32 {
 
 /// Days from 1970-01-01 to a proleptic Gregorian date (the era arithmetic of the civil
 /// calendar: 400-year eras of 146,097 days, years starting in March).
-fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
+pub fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
     let y = if m <= 2 { y - 1 } else { y };
     let era = y.div_euclid(400);
     let yoe = y - era * 400;
@@ -333,7 +333,7 @@ fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
 }
 
 /// The (year, month, day) of a day number of [`days_from_civil`].
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
+pub fn civil_from_days(z: i64) -> (i64, u32, u32) {
     let z = z + 719_468;
     let era = z.div_euclid(146_097);
     let doe = z - era * 146_097;

@@ -130,28 +130,21 @@ pub enum Lit {
     DateTime,
 }
 
-/// Days from 1970-01-01 of a proleptic Gregorian date (H. Hinnant's `days_from_civil`).
+/// Days from 1970-01-01 of a date qcache parsed (`analysis::slices::days_from_civil`;
+/// years 1000–9999, checked before).
 fn days_from_civil(y: i128, m: i128, d: i128) -> i128 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
+    i128::from(crate::analysis::slices::days_from_civil(
+        y as i64, m as u32, d as u32,
+    ))
 }
 
-/// The date of a day count from 1970-01-01 (the inverse of [`days_from_civil`]).
+/// The date of a day count from 1970-01-01 (`analysis::slices::civil_from_days`); a count
+/// beyond any date a DATETIME holds is clamped, and its text then differs from the stored
+/// bytes, which refuses the patch.
 fn civil_from_days(z: i128) -> (i128, i128, i128) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    (yoe + era * 400 + i128::from(m <= 2), m, d)
+    let z = z.clamp(-(1 << 40), 1 << 40) as i64;
+    let (y, m, d) = crate::analysis::slices::civil_from_days(z);
+    (y.into(), m.into(), d.into())
 }
 
 /// A canonical temporal literal, exactly `YYYY-MM-DD` or `YYYY-MM-DD HH:MM:SS`, a real
