@@ -577,10 +577,16 @@ async fn start_proxy(
     // (the verifier catching them is tests/patch.rs's).
     if topic == "patch"
         || topic == "adversary12"
+        || topic == "adversary19p"
         || std::env::var_os("QCACHE_TEST_PATCH_AGGREGATES").is_some_and(|v| v == "1")
     {
         config.cache.patch_aggregates = true;
         config.cache.verify_patched = 1.0;
+        // adversary19p: patches never verified (a share the config allows), so that a
+        // wrong patch reaches the comparison instead of racing the background verifier.
+        if topic == "adversary19p" {
+            config.cache.verify_patched = 0.0;
+        }
         #[cfg(debug_assertions)]
         if fault == Some(Fault::Patches) {
             config.cache.verify_patched = 0.0;
@@ -796,6 +802,8 @@ topics!(
     adversary16,
     adversary17,
     adversary18,
+    adversary19,
+    adversary19p,
     basics,
     catalog,
     classification,
