@@ -279,7 +279,7 @@ pub fn filled_entry(
         _ => None,
     };
     // What the server's FOUND_ROWS() says now, which a later hit must reproduce.
-    let limited = st.select_limit_inherited || st.vars.contains_key("sql_select_limit");
+    let limited = st.select_may_be_limited();
     let diag = diagnostics::entry_diagnostics(sql, resp.rows, limited);
     let verdict = read::store_verdict(resp, fill.overflow, storable)
         .or_else(|| diag.is_none().then_some(Reason::FoundRowsUnknown))

@@ -700,6 +700,13 @@ impl SessionState {
         }
     }
 
+    /// Whether the session's `sql_select_limit` is, or may be, not the default: inherited
+    /// from the global (as read back), or set by the session (even to `DEFAULT`). The server
+    /// then cuts every result at the limit.
+    pub fn select_may_be_limited(&self) -> bool {
+        self.select_limit_inherited || self.vars.contains_key("sql_select_limit")
+    }
+
     /// Qualifies a table name with the default database, lower-cased.
     pub fn qualify(&self, schema: Option<&str>, name: &str) -> Option<(String, String)> {
         crate::analysis::qualify(schema, name, self.db.as_deref())

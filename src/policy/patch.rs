@@ -371,6 +371,9 @@ pub enum Refusal {
     /// The arithmetic left `i128`, or a sum the result's DECIMAL length does not hold
     /// (never for real data; refused rather than wrapped).
     Overflow,
+    /// The reading session's `sql_select_limit` is (or may be) not the default: the server
+    /// cut its result after that many rows, and a new group could land past the cut.
+    SelectLimit,
 }
 
 impl Refusal {
@@ -389,8 +392,22 @@ impl Refusal {
             Refusal::Range => "range",
             Refusal::Result => "result",
             Refusal::Overflow => "overflow",
+            Refusal::SelectLimit => "select_limit",
         }
     }
+}
+
+/// Whether a result read by a session can carry a recipe, by what the session cuts:
+/// `select_limited`, its `sql_select_limit` is (or may be) not the default
+/// (`SET sql_select_limit = 1`, inherited from the global, or `DEFAULT` after either). The
+/// server stops sending rows at the limit, so the stored groups may be only the first ones;
+/// a patch adding a group (before the cut or after it) would send one row more than the
+/// server, or the wrong ones.
+pub fn session_rows(select_limited: bool) -> Result<(), Refusal> {
+    if select_limited {
+        return Err(Refusal::SelectLimit);
+    }
+    Ok(())
 }
 
 /// One select item.
@@ -2148,6 +2165,24 @@ mod tests {
 
     /// Canonical temporal literals only, as seconds that order and step as the server's
     /// whole-second values do; written back the same.
+    #[test]
+    fn sessions_that_cut_results_carry_no_recipe() {
+        for (select_limited, want, why) in [
+            (
+                false,
+                Ok(()),
+                "the default sql_select_limit: every group is sent",
+            ),
+            (
+                true,
+                Err(Refusal::SelectLimit),
+                "sql_select_limit set or inherited: a new group may land past the cut",
+            ),
+        ] {
+            assert_eq!(session_rows(select_limited), want, "{why}");
+        }
+    }
+
     #[test]
     fn temporal_literals_are_canonical_or_refused() {
         let rows: &[(&str, Option<Lit>)] = &[
