@@ -131,7 +131,7 @@ impl Planner<'_> {
         if st.txn.in_transaction() || !st.temp_tables.is_empty() || st.temporaries_unknown {
             return Err(NoPatch::Session);
         }
-        patch::session_rows(st.select_may_be_limited())?;
+        patch::session_rows(st.select_may_be_limited(), st.results_ascii())?;
         let text = std::str::from_utf8(sql).map_err(|_| Refusal::Unparsable)?;
         let shape = patch::read_shape(text)?;
         let q = st

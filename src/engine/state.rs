@@ -211,6 +211,9 @@ pub struct SessionState {
     /// The session's `sql_select_limit` as read back is not the default
     /// (`policy::context::select_limited`): a set operation's FOUND_ROWS() is then unknown.
     pub select_limit_inherited: bool,
+    /// The session's `character_set_results` as read back is not known to send numbers and
+    /// dates as ASCII (`policy::context::results_not_ascii`).
+    pub results_not_ascii_inherited: bool,
     /// After this long with no command sent upstream a hit sends a COM_PING first
     /// (`policy::context::keep_alive_after`, from the idle timers read back).
     pub keep_alive_after: std::time::Duration,
@@ -404,6 +407,7 @@ impl SessionState {
             auto_is_null: false,
             ctx_stale: false,
             select_limit_inherited: false,
+            results_not_ascii_inherited: false,
             keep_alive_after: std::time::Duration::from_secs(1),
             auto_is_null_inherited: false,
             optimizer_traced: false,
@@ -705,6 +709,16 @@ impl SessionState {
     /// then cuts every result at the limit.
     pub fn select_may_be_limited(&self) -> bool {
         self.select_limit_inherited || self.vars.contains_key("sql_select_limit")
+    }
+
+    /// Whether the server sends the text of this session's numbers and dates as ASCII
+    /// (`policy::context::results_ascii`): by the `character_set_results` the session set,
+    /// else the one read back.
+    pub fn results_ascii(&self) -> bool {
+        match self.vars.get("character_set_results") {
+            Some(v) => crate::policy::context::results_ascii(Some(v)),
+            None => !self.results_not_ascii_inherited,
+        }
     }
 
     /// Qualifies a table name with the default database, lower-cased.

@@ -92,6 +92,34 @@ pub fn select_limited(pairs: &[(&str, Option<&str>)]) -> bool {
     })
 }
 
+/// Character sets in which the server sends the text of numbers and dates (digits, `-`,
+/// `.`, `:`, spaces) as those ASCII bytes. Not the wide ones (`ucs2`, `utf16`, `utf16le`,
+/// `utf32`: `1` is `0x0031`…) nor `filename` (`-5` is `@002d5`).
+pub const ASCII_RESULTS: &[&str] = &[
+    "armscii8", "ascii", "big5", "binary", "cp1250", "cp1251", "cp1256", "cp1257", "cp850",
+    "cp852", "cp866", "cp932", "dec8", "eucjpms", "euckr", "gb2312", "gbk", "geostd8", "greek",
+    "hebrew", "hp8", "keybcs2", "koi8r", "koi8u", "latin1", "latin2", "latin5", "latin7", "macce",
+    "macroman", "sjis", "swe7", "tis620", "ujis", "utf8", "utf8mb3", "utf8mb4",
+];
+
+/// Whether a `character_set_results` value (as read back, or a SET's literal text, quoted
+/// or not) sends numbers and dates as ASCII text: one of [`ASCII_RESULTS`]. NULL (no
+/// conversion), `DEFAULT`, an unreadable value or an unknown name: not known to, false.
+pub fn results_ascii(value: Option<&str>) -> bool {
+    value.is_some_and(|v| {
+        let v = v.trim().trim_matches(|c| c == '\'' || c == '"' || c == '`');
+        ASCII_RESULTS.iter().any(|a| a.eq_ignore_ascii_case(v))
+    })
+}
+
+/// Whether `character_set_results` among `pairs` (as read back) is not known to send
+/// numbers and dates as ASCII text ([`results_ascii`]).
+pub fn results_not_ascii(pairs: &[(&str, Option<&str>)]) -> bool {
+    pairs
+        .iter()
+        .any(|(n, v)| n.eq_ignore_ascii_case("character_set_results") && !results_ascii(*v))
+}
+
 /// Names read with the key's but not part of it: they change no result.
 pub const UNKEYED: &[&str] = &["wait_timeout"];
 
@@ -333,6 +361,8 @@ pub struct ReadBack {
     pub profiling: bool,
     pub keep_alive_after: std::time::Duration,
     pub select_limited: bool,
+    /// `character_set_results` is not known to send numbers as ASCII ([`results_not_ascii`]).
+    pub results_not_ascii: bool,
     /// BEGIN and COMMIT must reach the server ([`begin_needs_server`]).
     pub begin_needs_server: bool,
 }
@@ -353,6 +383,7 @@ impl ReadBack {
             profiling: profiled(pairs),
             keep_alive_after: keep_alive_after(pairs),
             select_limited: select_limited(pairs),
+            results_not_ascii: results_not_ascii(pairs),
             begin_needs_server: begin_needs_server(pairs),
         }
     }
@@ -2111,6 +2142,29 @@ mod tests {
         }
     }
 
+    /// One row per `character_set_results` value: ASCII text for numbers and dates, or not
+    /// known to be.
+    #[test]
+    fn results_in_ascii() {
+        for (value, want) in [
+            (Some("utf8mb4"), true),
+            (Some("'latin1'"), true),
+            (Some("UTF8"), true),
+            (Some("`sjis`"), true),
+            (Some("binary"), true),
+            (Some("filename"), false),
+            (Some("'ucs2'"), false),
+            (Some("utf16"), false),
+            (Some("utf16le"), false),
+            (Some("utf32"), false),
+            (Some("DEFAULT"), false),
+            (Some("\u{0}NULL"), false),
+            (None, false),
+        ] {
+            assert_eq!(results_ascii(value), want, "{value:?}");
+        }
+    }
+
     /// One row per setting the read-back decides: a pair that turns it on, every other
     /// setting staying as the defaults leave it.
     #[test]
@@ -2119,7 +2173,7 @@ mod tests {
         let defaults = ReadBack::of(&[("sql_mode", Some("STRICT_TRANS_TABLES"))]);
         assert!(!defaults.read_uncommitted && !defaults.serializable && !defaults.auto_is_null);
         assert!(!defaults.optimizer_traced && !defaults.select_limited);
-        assert!(!defaults.begin_needs_server);
+        assert!(!defaults.begin_needs_server && !defaults.results_not_ascii);
         type Check = fn(&ReadBack) -> bool;
         let rows: &[(&str, Option<&str>, Check)] = &[
             ("tx_isolation", Some("READ-UNCOMMITTED"), |r| {
@@ -2133,6 +2187,9 @@ mod tests {
                 r.optimizer_traced
             }),
             ("sql_select_limit", Some("10"), |r| r.select_limited),
+            ("character_set_results", Some("filename"), |r| {
+                r.results_not_ascii
+            }),
             ("completion_type", Some("CHAIN"), |r| r.begin_needs_server),
             ("wait_timeout", Some("4"), |r| {
                 r.keep_alive_after == std::time::Duration::from_secs(2)

@@ -374,6 +374,10 @@ pub enum Refusal {
     /// The reading session's `sql_select_limit` is (or may be) not the default: the server
     /// cut its result after that many rows, and a new group could land past the cut.
     SelectLimit,
+    /// The reading session's `character_set_results` is not known to send numbers and
+    /// dates as ASCII text (`ucs2`, `utf16`, `utf32`, `filename`, …): a patch would write
+    /// them as ASCII where the server converts them.
+    ResultsCharset,
 }
 
 impl Refusal {
@@ -393,19 +397,26 @@ impl Refusal {
             Refusal::Result => "result",
             Refusal::Overflow => "overflow",
             Refusal::SelectLimit => "select_limit",
+            Refusal::ResultsCharset => "results_charset",
         }
     }
 }
 
-/// Whether a result read by a session can carry a recipe, by what the session cuts:
-/// `select_limited`, its `sql_select_limit` is (or may be) not the default
-/// (`SET sql_select_limit = 1`, inherited from the global, or `DEFAULT` after either). The
-/// server stops sending rows at the limit, so the stored groups may be only the first ones;
-/// a patch adding a group (before the cut or after it) would send one row more than the
-/// server, or the wrong ones.
-pub fn session_rows(select_limited: bool) -> Result<(), Refusal> {
+/// Whether a result read by a session can carry a recipe, by what the session does to its
+/// rows: `select_limited`, its `sql_select_limit` is (or may be) not the default
+/// (`SET sql_select_limit = 1`, inherited from the global, or `DEFAULT` after either): the
+/// server stops sending rows at the limit, so the stored groups may be only the first ones,
+/// and a patch adding a group (before the cut or after it) would send one row more than the
+/// server, or the wrong ones. `results_ascii`, its `character_set_results` sends numbers and
+/// dates as ASCII text (`policy::context::results_ascii`): a patch writes its values so,
+/// where under `filename` the server sends `-5` as `@002d5`, and under `ucs2` `1` as
+/// `0x0031` (a grouped result of no rows has no digits that could refuse it).
+pub fn session_rows(select_limited: bool, results_ascii: bool) -> Result<(), Refusal> {
     if select_limited {
         return Err(Refusal::SelectLimit);
+    }
+    if !results_ascii {
+        return Err(Refusal::ResultsCharset);
     }
     Ok(())
 }
@@ -2163,26 +2174,35 @@ mod tests {
         t
     }
 
-    /// Canonical temporal literals only, as seconds that order and step as the server's
-    /// whole-second values do; written back the same.
+    /// One row per session setting that changes a result's rows or their text: no recipe.
     #[test]
-    fn sessions_that_cut_results_carry_no_recipe() {
-        for (select_limited, want, why) in [
+    fn sessions_that_change_results_carry_no_recipe() {
+        for (select_limited, ascii, want, why) in [
             (
                 false,
+                true,
                 Ok(()),
-                "the default sql_select_limit: every group is sent",
+                "the default sql_select_limit, ASCII results: patched",
             ),
             (
+                true,
                 true,
                 Err(Refusal::SelectLimit),
                 "sql_select_limit set or inherited: a new group may land past the cut",
             ),
+            (
+                false,
+                false,
+                Err(Refusal::ResultsCharset),
+                "character_set_results filename or ucs2: the server converts the digits",
+            ),
         ] {
-            assert_eq!(session_rows(select_limited), want, "{why}");
+            assert_eq!(session_rows(select_limited, ascii), want, "{why}");
         }
     }
 
+    /// Canonical temporal literals only, as seconds that order and step as the server's
+    /// whole-second values do; written back the same.
     #[test]
     fn temporal_literals_are_canonical_or_refused() {
         let rows: &[(&str, Option<Lit>)] = &[
