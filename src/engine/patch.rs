@@ -131,7 +131,11 @@ impl Planner<'_> {
         if st.txn.in_transaction() || !st.temp_tables.is_empty() || st.temporaries_unknown {
             return Err(NoPatch::Session);
         }
-        patch::session_rows(st.select_may_be_limited(), st.results_ascii())?;
+        patch::session_rows(patch::SessionRows {
+            select_limited: st.select_may_be_limited(),
+            results_ascii: st.results_ascii(),
+            reads_limited: st.reads_may_be_refused(),
+        })?;
         let text = std::str::from_utf8(sql).map_err(|_| Refusal::Unparsable)?;
         let shape = patch::read_shape(text)?;
         let q = st

@@ -214,6 +214,9 @@ pub struct SessionState {
     /// The session's `character_set_results` as read back is not known to send numbers and
     /// dates as ASCII (`policy::context::results_not_ascii`).
     pub results_not_ascii_inherited: bool,
+    /// A setting that may refuse a read once its tables grow (`max_join_size`, …) is not at
+    /// its free value as read back (`policy::context::reads_limited`).
+    pub reads_limit_inherited: bool,
     /// After this long with no command sent upstream a hit sends a COM_PING first
     /// (`policy::context::keep_alive_after`, from the idle timers read back).
     pub keep_alive_after: std::time::Duration,
@@ -408,6 +411,7 @@ impl SessionState {
             ctx_stale: false,
             select_limit_inherited: false,
             results_not_ascii_inherited: false,
+            reads_limit_inherited: false,
             keep_alive_after: std::time::Duration::from_secs(1),
             auto_is_null_inherited: false,
             optimizer_traced: false,
@@ -719,6 +723,16 @@ impl SessionState {
             Some(v) => crate::policy::context::results_ascii(Some(v)),
             None => !self.results_not_ascii_inherited,
         }
+    }
+
+    /// Whether the server may refuse this session's reads once their tables grow: a read
+    /// limit inherited (as read back) or set by the session (`policy::context::READ_LIMITS`).
+    pub fn reads_may_be_refused(&self) -> bool {
+        self.reads_limit_inherited
+            || self
+                .vars
+                .keys()
+                .any(|k| crate::policy::context::is_read_limit(k))
     }
 
     /// Qualifies a table name with the default database, lower-cased.

@@ -92,6 +92,43 @@ pub fn select_limited(pairs: &[(&str, Option<&str>)]) -> bool {
     })
 }
 
+/// Settings under which the server refuses a read once its tables have grown enough
+/// (`max_join_size` / `sql_big_selects`: ERROR 1104 for a GROUP BY whose estimate passed it;
+/// a disk temporary table's size, the session's memory, a statement's time), each with the
+/// value as read back under which it never does.
+pub const READ_LIMITS: &[(&str, &str)] = &[
+    ("max_join_size", "18446744073709551615"),
+    ("sql_big_selects", "1"),
+    ("tmp_disk_table_size", "18446744073709551615"),
+    ("max_session_mem_used", "9223372036854775807"),
+    ("max_statement_time", "0"),
+    ("max_execution_time", "0"),
+];
+
+/// Whether `pairs` (as read back) hold a [`READ_LIMITS`] setting at anything but the value
+/// that never refuses (numerically: `0.000000` is `0`); an unreadable value counts as a limit.
+pub fn reads_limited(pairs: &[(&str, Option<&str>)]) -> bool {
+    pairs.iter().any(|(n, v)| {
+        READ_LIMITS.iter().any(|(name, free)| {
+            n.eq_ignore_ascii_case(name)
+                && !v.is_some_and(|v| {
+                    let v = v.trim();
+                    v == *free
+                        || (*free == "0" && v.parse::<f64>() == Ok(0.0))
+                        || (*name == "sql_big_selects" && v.eq_ignore_ascii_case("ON"))
+                })
+        })
+    })
+}
+
+/// Whether a session SET of `name` may limit its reads ([`READ_LIMITS`]): any value, the
+/// default too (it is the global's, which may be a limit).
+pub fn is_read_limit(name: &str) -> bool {
+    READ_LIMITS
+        .iter()
+        .any(|(n, _)| n.eq_ignore_ascii_case(name))
+}
+
 /// Character sets in which the server sends the text of numbers and dates (digits, `-`,
 /// `.`, `:`, spaces) as those ASCII bytes. Not the wide ones (`ucs2`, `utf16`, `utf16le`,
 /// `utf32`: `1` is `0x0031`…) nor `filename` (`-5` is `@002d5`).
@@ -363,6 +400,8 @@ pub struct ReadBack {
     pub select_limited: bool,
     /// `character_set_results` is not known to send numbers as ASCII ([`results_not_ascii`]).
     pub results_not_ascii: bool,
+    /// A setting may refuse a read once its tables grow ([`reads_limited`]).
+    pub reads_limited: bool,
     /// BEGIN and COMMIT must reach the server ([`begin_needs_server`]).
     pub begin_needs_server: bool,
 }
@@ -384,6 +423,7 @@ impl ReadBack {
             keep_alive_after: keep_alive_after(pairs),
             select_limited: select_limited(pairs),
             results_not_ascii: results_not_ascii(pairs),
+            reads_limited: reads_limited(pairs),
             begin_needs_server: begin_needs_server(pairs),
         }
     }
@@ -2142,6 +2182,29 @@ mod tests {
         }
     }
 
+    /// One row per read limit's value: free (the server's default), or a limit.
+    #[test]
+    fn read_limits() {
+        for (name, value, want) in [
+            ("max_join_size", Some("18446744073709551615"), false),
+            ("max_join_size", Some("6"), true),
+            ("sql_big_selects", Some("1"), false),
+            ("sql_big_selects", Some("ON"), false),
+            ("sql_big_selects", Some("0"), true),
+            ("max_statement_time", Some("0.000000"), false),
+            ("max_statement_time", Some("0.5"), true),
+            ("max_execution_time", Some("0"), false),
+            ("max_session_mem_used", Some("9223372036854775807"), false),
+            ("max_session_mem_used", Some("8192"), true),
+            ("tmp_disk_table_size", Some("18446744073709551615"), false),
+            ("tmp_disk_table_size", None, true),
+            ("sql_mode", Some("0"), false),
+        ] {
+            assert_eq!(reads_limited(&[(name, value)]), want, "{name}={value:?}");
+        }
+        assert!(is_read_limit("MAX_JOIN_SIZE") && !is_read_limit("sql_mode"));
+    }
+
     /// One row per `character_set_results` value: ASCII text for numbers and dates, or not
     /// known to be.
     #[test]
@@ -2174,6 +2237,7 @@ mod tests {
         assert!(!defaults.read_uncommitted && !defaults.serializable && !defaults.auto_is_null);
         assert!(!defaults.optimizer_traced && !defaults.select_limited);
         assert!(!defaults.begin_needs_server && !defaults.results_not_ascii);
+        assert!(!defaults.reads_limited);
         type Check = fn(&ReadBack) -> bool;
         let rows: &[(&str, Option<&str>, Check)] = &[
             ("tx_isolation", Some("READ-UNCOMMITTED"), |r| {

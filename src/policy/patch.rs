@@ -378,6 +378,10 @@ pub enum Refusal {
     /// dates as ASCII text (`ucs2`, `utf16`, `utf32`, `filename`, …): a patch would write
     /// them as ASCII where the server converts them.
     ResultsCharset,
+    /// The reading session has a setting under which the server refuses a read once its
+    /// table grew (`max_join_size`, `sql_big_selects = 0`, …): after inserts the server may
+    /// answer ERROR 1104 where a patch would answer rows.
+    ReadLimit,
 }
 
 impl Refusal {
@@ -398,25 +402,42 @@ impl Refusal {
             Refusal::Overflow => "overflow",
             Refusal::SelectLimit => "select_limit",
             Refusal::ResultsCharset => "results_charset",
+            Refusal::ReadLimit => "read_limit",
         }
     }
 }
 
+/// What a reading session does to its results, beyond the statement: [`session_rows`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SessionRows {
+    /// Its `sql_select_limit` is (or may be) not the default (`SET sql_select_limit = 1`,
+    /// inherited from the global, or `DEFAULT` after either).
+    pub select_limited: bool,
+    /// Its `character_set_results` sends numbers and dates as ASCII text
+    /// (`policy::context::results_ascii`).
+    pub results_ascii: bool,
+    /// A setting may refuse its reads once their tables grow (`policy::context::READ_LIMITS`:
+    /// `max_join_size`, `sql_big_selects`, …).
+    pub reads_limited: bool,
+}
+
 /// Whether a result read by a session can carry a recipe, by what the session does to its
-/// rows: `select_limited`, its `sql_select_limit` is (or may be) not the default
-/// (`SET sql_select_limit = 1`, inherited from the global, or `DEFAULT` after either): the
-/// server stops sending rows at the limit, so the stored groups may be only the first ones,
-/// and a patch adding a group (before the cut or after it) would send one row more than the
-/// server, or the wrong ones. `results_ascii`, its `character_set_results` sends numbers and
-/// dates as ASCII text (`policy::context::results_ascii`): a patch writes its values so,
-/// where under `filename` the server sends `-5` as `@002d5`, and under `ucs2` `1` as
-/// `0x0031` (a grouped result of no rows has no digits that could refuse it).
-pub fn session_rows(select_limited: bool, results_ascii: bool) -> Result<(), Refusal> {
-    if select_limited {
+/// rows. Under a select limit the server stops sending rows at the limit, so the stored
+/// groups may be only the first ones, and a patch adding a group (before the cut or after
+/// it) would send one row more than the server, or the wrong ones. A patch writes its values
+/// as ASCII, where under `filename` the server sends `-5` as `@002d5`, and under `ucs2` `1`
+/// as `0x0031` (a grouped result of no rows has no digits that could refuse it). Under a
+/// read limit the server refuses the read once the inserts grew its estimate past the limit
+/// (ERROR 1104 under `max_join_size`), where the patched entry would answer rows.
+pub fn session_rows(s: SessionRows) -> Result<(), Refusal> {
+    if s.select_limited {
         return Err(Refusal::SelectLimit);
     }
-    if !results_ascii {
+    if !s.results_ascii {
         return Err(Refusal::ResultsCharset);
+    }
+    if s.reads_limited {
+        return Err(Refusal::ReadLimit);
     }
     Ok(())
 }
@@ -2177,27 +2198,43 @@ mod tests {
     /// One row per session setting that changes a result's rows or their text: no recipe.
     #[test]
     fn sessions_that_change_results_carry_no_recipe() {
-        for (select_limited, ascii, want, why) in [
+        let free = SessionRows {
+            select_limited: false,
+            results_ascii: true,
+            reads_limited: false,
+        };
+        for (s, want, why) in [
             (
-                false,
-                true,
+                free,
                 Ok(()),
-                "the default sql_select_limit, ASCII results: patched",
+                "the default sql_select_limit, ASCII results, no limit: patched",
             ),
             (
-                true,
-                true,
+                SessionRows {
+                    select_limited: true,
+                    ..free
+                },
                 Err(Refusal::SelectLimit),
                 "sql_select_limit set or inherited: a new group may land past the cut",
             ),
             (
-                false,
-                false,
+                SessionRows {
+                    results_ascii: false,
+                    ..free
+                },
                 Err(Refusal::ResultsCharset),
                 "character_set_results filename or ucs2: the server converts the digits",
             ),
+            (
+                SessionRows {
+                    reads_limited: true,
+                    ..free
+                },
+                Err(Refusal::ReadLimit),
+                "max_join_size: the grown read may be refused (ERROR 1104)",
+            ),
         ] {
-            assert_eq!(session_rows(select_limited, ascii), want, "{why}");
+            assert_eq!(session_rows(s), want, "{why}");
         }
     }
 
