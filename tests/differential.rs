@@ -799,6 +799,7 @@ topics!(
     basics,
     catalog,
     classification,
+    code_qct,
     comments,
     context,
     ddl,
