@@ -807,6 +807,7 @@ topics!(
     basics,
     catalog,
     classification,
+    code_qct,
     comments,
     context,
     ddl,

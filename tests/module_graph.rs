@@ -175,7 +175,8 @@ const FOLDERS: &[(&str, &[Layer])] = &[
         ("stats", 1, "counters; read nothing"),
     ]),
     ("policy", &[
-        ("stored_code", 0, "which temporary tables stored code may create"),
+        ("stored_code", 0, "which temporary tables stored code may create, and whether it may set query_cache_type"),
+        ("qct", 0, "whether the session's query_cache_type is still known after code the server ran"),
         ("tails", 0, "which instances stream the binlog: the lease state machine"),
         ("classify", 0, "what a statement's class means for the cache"),
         ("context", 0, "which session settings are part of a key"),

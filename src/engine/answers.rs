@@ -46,6 +46,21 @@ pub fn session_variable(
 ) -> Option<VarAnswer> {
     let value = |global: bool| if global { default() } else { st.qct }.as_str().to_string();
     Some(match analysis::qct_answer(stmt, st.mariadb, value)? {
+        QctAnswer::Columns(values) if st.qct_unsure() => {
+            // The session's value is the one stored code set on the server (`policy::qct`):
+            // its columns stay the server's.
+            let Some(analysis::QctRead::Columns(cols)) = analysis::qct_read(stmt) else {
+                return None;
+            };
+            let values: Vec<_> = values
+                .into_iter()
+                .filter(|(i, _)| cols.iter().any(|(c, global)| c == i && *global))
+                .collect();
+            if values.is_empty() {
+                return None;
+            }
+            VarAnswer::Relay(Rewrite::Columns(values))
+        }
         QctAnswer::Columns(values) => VarAnswer::Relay(Rewrite::Columns(values)),
         QctAnswer::Own(name, value) => VarAnswer::Own((name, value)),
     })
@@ -68,6 +83,10 @@ pub fn show_values(
     let text = statements::lowercase(sql);
     let words = statements::words(&text);
     if let Some(global) = diagnostics::show_variables_scope(&words) {
+        if !global && st.qct_unsure() {
+            // The server's row: stored code set it there (`policy::qct`).
+            return None;
+        }
         let qct = if global { default } else { st.qct };
         return Some(Rewrite::Named(vec![(
             "query_cache_type".into(),

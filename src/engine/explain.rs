@@ -318,6 +318,7 @@ pub fn key_context(st: &SessionState) -> Fields {
     };
     let vars: Vec<String> = st.vars.iter().map(|(k, v)| format!("{k}={v}")).collect();
     let qct = match st.qct {
+        _ if st.qct_unsure() => "(unknown: stored code may have set it)",
         QueryCacheType::On => "ON",
         QueryCacheType::Off => "OFF",
         QueryCacheType::Demand => "DEMAND",
@@ -341,7 +342,7 @@ pub fn key_context(st: &SessionState) -> Fields {
         ("key.fingerprint", Some(format!("{:016x}", st.fingerprint))),
         ("query_cache_type", Some(qct.to_string())),
         ("in_transaction", Some(yes_no(st.txn.followed()))),
-        ("context_tracked", Some(yes_no(!st.lost_track))),
+        ("context_tracked", Some(yes_no(!st.untracked()))),
     ]
 }
 

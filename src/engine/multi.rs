@@ -52,6 +52,10 @@ impl Planner<'_> {
                 }
                 StatementKind::Set => {
                     lost = true;
+                    if analysis::contains_ci(part, b"query_cache_type") {
+                        // The server runs it (qcache answers only a SET sent alone).
+                        self.code_may_set_qct(st, crate::policy::qct::CodeRan::UnfollowedSet);
+                    }
                     let text = String::from_utf8_lossy(part);
                     let info = analysis::analyze_set(&text);
                     if let Some(why) = classify::set_writes(info.as_ref(), &text) {

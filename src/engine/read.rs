@@ -157,7 +157,7 @@ impl Lookup<'_> {
             max_stale: e.max_stale,
             age: e.created.elapsed(),
             in_transaction: !matches!(mode, Some(ReadMode::Plain)),
-            context_untracked: self.st.lost_track || shadowed(self.st, &e),
+            context_untracked: self.st.untracked() || shadowed(self.st, &e),
             own_write: self.st.own_writes.since(e.tables(), e.created),
             dropped: e.stamps.dropped(cache.versions()),
             shared_level,

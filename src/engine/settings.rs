@@ -8,7 +8,7 @@ use super::write;
 use crate::analysis::{QcAssign, SetInfo, SqlLevel};
 use crate::config::QueryCacheType;
 use crate::policy::context::{self, Assignment};
-use crate::policy::{classify, privileges};
+use crate::policy::{classify, privileges, qct};
 use crate::protocol::rows::Values;
 
 /// What following a SET asks of the server.
@@ -170,6 +170,7 @@ impl Planner<'_> {
         if let Some((i, value)) = info.and_then(|i| self.qct_assigned(i).map(|v| (i, v))) {
             if i.assignments.iter().all(|(k, _)| k == "query_cache_type") {
                 st.qct = value;
+                (st.qct_unknown, st.qct_pending) = (false, None);
                 return SetSent::Local;
             }
             qct = Some(value);
@@ -241,6 +242,75 @@ impl Planner<'_> {
 pub fn qct_answered(st: &mut SessionState, qct: Option<QueryCacheType>, error: bool) {
     if let (Some(q), false) = (qct, error) {
         st.qct = q;
+        (st.qct_unknown, st.qct_pending) = (false, None);
+    }
+}
+
+impl Planner<'_> {
+    /// The server is about to run code `ran` for the session: after it the session's
+    /// `query_cache_type` may be unknown (`policy::qct::unknown_after`, judged with what the
+    /// catalog knows of the code). Every path that runs code the session does not follow
+    /// statement by statement comes here.
+    pub fn code_may_set_qct(&self, st: &mut SessionState, ran: qct::CodeRan<'_>) {
+        if st.qct_unknown || !st.mariadb {
+            return;
+        }
+        let callee = match ran {
+            qct::CodeRan::CallOf(text) => qct::called_procedure(text),
+            _ => None,
+        };
+        let callee = callee
+            .and_then(|(s, n)| Some((s.or_else(|| st.db.as_deref().map(str::to_lowercase))?, n)));
+        let facts = self
+            .catalog
+            .qct_code_facts(callee.as_ref().map(|(s, n)| (s.as_str(), n.as_str())));
+        match qct::after_code(ran, facts, st.mariadb) {
+            qct::After::Known => {}
+            qct::After::Unknown => {
+                st.qct_unknown = true;
+                st.qct_pending = None;
+            }
+            qct::After::WhenLoaded { call } => {
+                st.qct_pending = Some(call || st.qct_pending.unwrap_or(false));
+            }
+        }
+    }
+
+    /// Code that ran before the catalog's first load, judged now if it has loaded
+    /// (`policy::qct::judged_when_loaded`); asked before each read while pending.
+    pub fn judge_pending_qct(&self, st: &mut SessionState) {
+        let Some(call) = st.qct_pending else {
+            return;
+        };
+        if let Some(unknown) = qct::judged_when_loaded(call, self.catalog.qct_code_facts(None)) {
+            st.qct_pending = None;
+            st.qct_unknown |= unknown;
+        }
+    }
+
+    /// What kind of code a CALL, a SQL-level EXECUTE or EXECUTE IMMEDIATE, or anonymous
+    /// compound code (`text`, as the server reads it) runs, for [`code_may_set_qct`]
+    /// (Self::code_may_set_qct); before [`before_sql_level`](Self::before_sql_level) forgets
+    /// what a name held.
+    pub fn code_ran<'a>(st: &SessionState, text: &'a [u8]) -> qct::CodeRan<'a> {
+        use crate::analysis::first_keyword_is;
+        if first_keyword_is(text, "CALL") {
+            return qct::CodeRan::CallOf(text);
+        }
+        let known = match crate::analysis::sql_level_text(text) {
+            // Anonymous compound code: its text shows what it sets.
+            None => return qct::CodeRan::Compound(text),
+            Some(SqlLevel::Execute(name)) => st.sql_prepared_sets.get(&name).cloned(),
+            Some(SqlLevel::Immediate(t)) => t,
+            Some(_) => return qct::CodeRan::Call,
+        };
+        match known {
+            // A SET is followed once the server accepted it (`qct_answered`); its values
+            // may call functions, as a CALL's arguments may.
+            Some(t) if first_keyword_is(t.as_bytes(), "SET") => qct::CodeRan::Call,
+            Some(t) if !qct::text_may_set(t.as_bytes()) => qct::CodeRan::Call,
+            _ => qct::CodeRan::OpaqueText,
+        }
     }
 }
 

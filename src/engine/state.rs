@@ -179,6 +179,13 @@ pub struct SessionState {
     pub mariadb_caps: u32,
     pub deprecate_eof: bool,
     pub qct: QueryCacheType,
+    /// Code the server ran may have set the session's `query_cache_type` (`policy::qct`):
+    /// `qct` is no longer its value; its reads go to the server, nothing is served or
+    /// stored, until a SET of it through qcache or a reset.
+    pub qct_unknown: bool,
+    /// Code ran before the catalog had read the server's (`policy::qct::After::WhenLoaded`,
+    /// `call`: it was a CALL): judged once it has; until then as if unknown.
+    pub qct_pending: Option<bool>,
     /// Session variables the client set, by lower-case name; part of the key.
     pub vars: BTreeMap<String, String>,
     /// Hash of everything besides the statement that decides a result's bytes.
@@ -396,6 +403,8 @@ impl SessionState {
             mariadb_caps: n.response.mariadb_caps & n.greeting.mariadb_caps,
             deprecate_eof: n.caps & cap::DEPRECATE_EOF != 0,
             qct: cfg.cache.query_cache_type,
+            qct_unknown: false,
+            qct_pending: None,
             vars: BTreeMap::new(),
             fingerprint: 0,
             prepare_ctx: 0,
@@ -514,6 +523,18 @@ impl SessionState {
         })
     }
 
+    /// qcache does not follow the session's settings, or its `query_cache_type`: no read is
+    /// served or stored.
+    pub fn untracked(&self) -> bool {
+        self.lost_track || self.qct_unsure()
+    }
+
+    /// qcache cannot vouch for the session's `query_cache_type` (`policy::qct`): its reads
+    /// of it go to the server.
+    pub fn qct_unsure(&self) -> bool {
+        self.qct_unknown || self.qct_pending.is_some()
+    }
+
     /// Back to a fresh session (COM_RESET_CONNECTION, COM_CHANGE_USER): the server forgot
     /// variables, temporary tables and prepared statements.
     pub fn reset(&mut self, shared: &Shared, db: Option<Option<String>>) {
@@ -555,6 +576,8 @@ impl SessionState {
         self.identity_unusable = false;
         self.priv_epoch = u64::MAX;
         self.qct = cfg.cache.query_cache_type;
+        self.qct_unknown = false;
+        self.qct_pending = None;
         self.refresh_fingerprint_under(cfg, faults);
     }
 

@@ -10,6 +10,7 @@ use crate::analysis::{self, Analysis, ReadInfo, StatementKind, TableRef, WriteIn
 use crate::config::Conservative;
 use crate::policy::locks::{self, TableLocks};
 use crate::policy::privileges::{self, PrivilegeChange};
+use crate::policy::qct::CodeRan;
 use crate::policy::{classify, context};
 
 impl Planner<'_> {
@@ -103,6 +104,7 @@ impl Planner<'_> {
                         && context::context_stale_after(self.catalog.write_triggers(&named))
                     {
                         st.ctx_stale = true;
+                        self.code_may_set_qct(st, CodeRan::FunctionOrTrigger);
                     }
                     if !named.is_empty() && self.catalog.write_may_create_temporaries(&named) {
                         self.temporaries_after_code(st);
@@ -202,6 +204,7 @@ impl Planner<'_> {
     /// names (`policy::classify::after_stored_code`).
     pub fn stored_code_runs(&self, st: &mut SessionState) {
         st.ctx_stale |= context::context_stale_after(context::WriteTriggers::Unknown);
+        self.code_may_set_qct(st, CodeRan::FunctionOrTrigger);
         self.temporaries_after_code(st);
     }
 
@@ -321,6 +324,7 @@ impl Planner<'_> {
     /// unseen ([`code_ran_unseen`](Self::code_ran_unseen)).
     pub fn plan_call(&self, st: &mut SessionState, text: &[u8]) {
         self.code_ran_unseen(st, text);
+        self.code_may_set_qct(st, Self::code_ran(st, text));
         let scope = self.cfg.invalidation.call;
         plan_scope(st, scope);
         if scope == Conservative::Schema {

@@ -110,6 +110,9 @@ pub struct SchemaSnapshot {
     /// The names (any schema, lower-cased) of the views whose reading runs stored code
     /// ([`SchemaSnapshot::read_runs_code`]), for statements that may read one inside.
     code_views: Arc<HashSet<String>>,
+    /// Whether a body names `query_cache_type` or cannot be read, and whether a procedure's
+    /// runs dynamic SQL (`stored_code::sets_qct`), judged with `routines` and `trigger_code`.
+    qct_code: (bool, bool),
 }
 
 /// The analysis of one schema's rows. Keys are lower-cased names within the schema.
@@ -696,6 +699,14 @@ impl SchemaSnapshot {
                 ),
             ),
         };
+        let qct_code = match code {
+            Some(c) => c.qct_code,
+            None => crate::policy::stored_code::sets_qct(
+                &routines,
+                trigger_code.iter().map(|t| t.1.as_str()),
+                std::iter::empty(),
+            ),
+        };
         let mut snap = SchemaSnapshot {
             schemas: parts,
             views,
@@ -703,6 +714,7 @@ impl SchemaSnapshot {
             routines,
             trigger_code,
             code_views: Default::default(),
+            qct_code,
         };
         let code_views: HashSet<String> = snap
             .views
@@ -2057,6 +2069,43 @@ impl Catalog {
                 .iter()
                 .fold((*snap.temporaries).clone(), |all, (_, t)| all.union(t)),
         )
+    }
+
+    /// What stored code on the server may do to a session's `query_cache_type`
+    /// (`policy::qct`): judged with the snapshot's routines and triggers and the code DDL
+    /// seen since (whose bodies count at once); unknown before the first load.
+    /// `call`: the procedure a CALL names, (schema, name) lower-cased, when qcache can
+    /// read it: judged alone (its body), rather than with every procedure on the server
+    /// (MariaDB's own `sys` and `mysql` schemas hold procedures that run dynamic SQL).
+    pub fn qct_code_facts(&self, call: Option<(&str, &str)>) -> crate::policy::qct::CodeFacts {
+        if !self.is_loaded() {
+            return Default::default();
+        }
+        let snap = self.snapshot.load();
+        let (mut named, mut dynamic) = snap.qct_code;
+        if let Some((schema, name)) = call {
+            let body = snap
+                .routines
+                .iter()
+                .find(|r| r.procedure && r.schema == schema && r.name == name)
+                .map(|r| r.body.as_deref());
+            // Not found: created since the load (noted below), or the CALL fails.
+            dynamic = body.is_none_or(crate::policy::qct::body_dynamic);
+        }
+        let seen = self.code_ddl.lock().unwrap_or_else(|e| e.into_inner());
+        if !seen.is_empty() {
+            let (n, d) = crate::policy::stored_code::sets_qct(
+                &[],
+                std::iter::empty(),
+                seen.iter().map(|(_, q, _)| q.as_str()),
+            );
+            (named, dynamic) = (named || n, dynamic || d);
+        }
+        crate::policy::qct::CodeFacts {
+            loaded: true,
+            named,
+            dynamic,
+        }
     }
 
     /// Whether a procedure a CALL runs may create a temporary table (of any engine, a MERGE

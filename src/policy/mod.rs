@@ -14,6 +14,7 @@ pub mod locks;
 pub mod order;
 pub mod patch;
 pub mod privileges;
+pub mod qct;
 pub mod read;
 pub mod reason;
 pub mod snapshot;

@@ -200,6 +200,38 @@ pub fn ddl_temporaries<'a>(
     temporaries(&routines, all)
 }
 
+/// What stored code may do to the session's `query_cache_type` (`policy::qct`): whether a
+/// body of `routines`, of `triggers` or of code DDL seen since the load (`ddl`) names the
+/// variable or cannot be read (`named`), and whether a procedure's may run dynamic SQL,
+/// whose text no body shows (`dynamic`; refused in functions and triggers). By the raw
+/// text: a comment naming it counts too (fail closed).
+pub fn sets_qct<'a>(
+    routines: &[Routine],
+    triggers: impl IntoIterator<Item = &'a str>,
+    ddl: impl IntoIterator<Item = &'a str>,
+) -> (bool, bool) {
+    use crate::analysis::contains_ci;
+    let names = |b: &str| contains_ci(b.as_bytes(), b"query_cache_type");
+    let dynamic = |b: &str| crate::policy::qct::text_may_set(b.as_bytes());
+    let mut named = false;
+    let mut dyn_sql = false;
+    for r in routines {
+        match r.body.as_deref() {
+            None => return (true, true),
+            Some(b) => {
+                named |= names(b);
+                dyn_sql |= r.procedure && dynamic(b);
+            }
+        }
+    }
+    named |= triggers.into_iter().any(names);
+    for d in ddl {
+        named |= names(d);
+        dyn_sql |= dynamic(d);
+    }
+    (named, dyn_sql)
+}
+
 /// Whether a DDL statement may create code ([`ddl_temporaries`] judges it): a CREATE of a
 /// function, procedure, trigger or package, or one whose kind qcache cannot read.
 pub fn creates_code(sql: &str) -> bool {

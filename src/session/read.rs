@@ -182,9 +182,12 @@ impl Session {
         if self.st.temporaries_unknown {
             Planner::new(&self.shared).temporaries_after_code(&mut self.st);
         }
+        if self.st.qct_pending.is_some() {
+            Planner::new(&self.shared).judge_pending_qct(&mut self.st);
+        }
         read::Session {
             qct: self.st.qct,
-            lost_track: self.st.lost_track,
+            lost_track: self.st.untracked(),
             temporaries_unknown: self.st.temporaries_unknown,
             quiet: self.st.recorders().reason(),
         }
