@@ -389,13 +389,7 @@ impl Session {
     /// Whether this instance may see a write from elsewhere after it happened (a binlog
     /// tail that is not off, or L2's bump channel): `engine::fkslices::timing`.
     fn elsewhere_seen(&self) -> bool {
-        self.shared.l2.is_some()
-            || self.shared.binlog.as_ref().is_some_and(|b| {
-                !matches!(
-                    b.status(),
-                    crate::invalidation::binlog::BinlogStatus::Off(_)
-                )
-            })
+        self.shared.l2.is_some() || self.shared.binlog.as_ref().is_some_and(|b| !b.is_off())
     }
 
     /// Just after a write was forwarded: its parent lookup, sent beside it when
