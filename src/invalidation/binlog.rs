@@ -2467,9 +2467,10 @@ impl Drop for AbortOnDrop {
 }
 
 /// The probe of a stream (`policy::lag`): asks the server's binlog end every `every` on a
-/// connection of its own, noting when each question was about to be sent. A question that
-/// fails or takes longer than `every` is skipped; one that never comes back leaves the
-/// bound to grow (fail closed).
+/// connection of its own, noting when each question was about to be sent. A late answer
+/// still counts (the time it was asked is what it proves), so a loaded machine makes the
+/// bound conservative, not unknown; a question that fails, or gets no answer in 5 s, drops
+/// the connection and leaves the bound to grow (fail closed).
 async fn probe(opts: Opts, shared: Arc<TailShared>, every: Duration) {
     let mut conn: Option<Conn> = None;
     let mut tick = tokio::time::interval(every);
@@ -2487,7 +2488,7 @@ async fn probe(opts: Opts, shared: Arc<TailShared>, every: Duration) {
         // A row of four columns (File, Position, Binlog_Do_DB, Binlog_Ignore_DB), read by
         // index: a tuple conversion of the whole row panics.
         let q = tokio::time::timeout(
-            every.max(Duration::from_millis(100)),
+            Duration::from_secs(5),
             c.query_first::<Row, _>("SHOW MASTER STATUS"),
         )
         .await;
