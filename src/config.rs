@@ -274,6 +274,11 @@ pub struct InvalidationConfig {
     /// pk, col … WHERE pk IN (…)` on qcache's own connection) before its OK; false: it bumps
     /// every derived slice of its table.
     pub derived_lookups: bool,
+    /// Declares that every write to a parent table goes through this instance (no direct
+    /// writes, no other instances): a child write's parent lookup is then sent beside the
+    /// write instead of after its answer (`engine::fkslices::timing`). Ignored while a
+    /// binlog tail runs or L2 is on: those exist to see writes from elsewhere.
+    pub derived_lookups_with_write: bool,
     /// Tail the server's binlog to see writes that bypass qcache.
     pub binlog: BinlogMode,
     /// server_id qcache uses when it registers as a replica; 0 picks a random one at start,
@@ -298,6 +303,10 @@ impl std::fmt::Debug for InvalidationConfig {
             .field("derived_slices", &self.derived_slices)
             .field("parent_map_entries", &self.parent_map_entries)
             .field("derived_lookups", &self.derived_lookups)
+            .field(
+                "derived_lookups_with_write",
+                &self.derived_lookups_with_write,
+            )
             .field("binlog", &self.binlog)
             .field("server_id", &self.server_id)
             .field("user", &self.user)
@@ -319,6 +328,7 @@ impl Default for InvalidationConfig {
             derived_slices: true,
             parent_map_entries: DEFAULT_PARENT_MAP_ENTRIES,
             derived_lookups: true,
+            derived_lookups_with_write: false,
             binlog: BinlogMode::Auto,
             server_id: 0,
             user: "root".into(),

@@ -49,13 +49,26 @@ pub enum Fault {
     /// read where the session patches): patched entries are served wrong, and the
     /// verifier (`cache.verify_patched`) must count them as mismatches.
     Patches = 1 << 8,
+    /// Not an invariant broken but a timing made visible: every parent lookup of a child
+    /// write finds no idle connection (`session::relay`'s `ask_all`, as
+    /// `Catalog::parent_values` answers when all are in use), so the conservative fallback
+    /// is what keeps the write's readers right.
+    BusyParentLookups = 1 << 9,
+    /// Not an invariant broken but a timing made visible: the binlog tail handles each
+    /// event [`SLOW_BINLOG_EVENT`] late (a slowed process, a slow consumer), so that it
+    /// streams and heartbeats while falling behind the server, and the lag rule
+    /// (`policy::tails::behind`) is what stops the hits a direct write made stale.
+    SlowBinlog = 1 << 10,
 }
+
+/// How late [`Fault::SlowBinlog`] makes the tail handle each event.
+pub const SLOW_BINLOG_EVENT: std::time::Duration = std::time::Duration::from_millis(400);
 
 /// How long [`Fault::SlowCatalogReload`] delays each catalog reload after a DDL.
 pub const SLOW_CATALOG_RELOAD: std::time::Duration = std::time::Duration::from_millis(300);
 
 impl Fault {
-    pub const ALL: [Fault; 9] = [
+    pub const ALL: [Fault; 11] = [
         Fault::RowSlices,
         Fault::DerivedSlices,
         Fault::PrivilegeStamps,
@@ -65,6 +78,8 @@ impl Fault {
         Fault::RowOrder,
         Fault::SlowCatalogReload,
         Fault::Patches,
+        Fault::BusyParentLookups,
+        Fault::SlowBinlog,
     ];
 }
 

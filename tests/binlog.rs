@@ -1064,3 +1064,82 @@ async fn flush_status_is_not_taken_for_a_reset() {
     assert_eq!(p.hits(), hits + 1, "the entry did not survive FLUSH STATUS");
     p.running.abort().await;
 }
+
+/// A tail that keeps its stream but falls behind (`Fault::SlowBinlog`: each event handled
+/// 400 ms late, as a slowed process or a slow consumer would) stays connected, yet once it
+/// is more than `invalidation.max_lag` (1 s) behind the server (`policy::lag`: the server's
+/// binlog end, probed, not yet reached) the instance serves no hit a direct write could have
+/// made stale; once it has caught up, hits come back.
+#[cfg(debug_assertions)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connected_tail_that_falls_behind_stops_hits() {
+    let db = server(&[]);
+    let mut d = direct(&db, "test").await;
+    for sql in [
+        "CREATE TABLE lagged (id INT PRIMARY KEY, v INT)",
+        "CREATE TABLE noise (id INT PRIMARY KEY)",
+        "INSERT INTO lagged VALUES (1, 1)",
+    ] {
+        exec(&mut d, sql).await;
+    }
+    let p = proxy(&db, "root").await;
+    let tail = p.tail();
+    let mut c = p.conn("test").await;
+    let q = "SELECT v FROM lagged WHERE id = 1";
+    assert_eq!(warm(&mut c, q).await.as_deref(), Some("1"));
+    let hits = p.hits();
+    assert_eq!(first(&mut c, q).await.as_deref(), Some("1"));
+    assert_eq!(p.hits(), hits + 1, "served from the cache");
+
+    let faults = &p.running.shared.cache.versions().faults;
+    faults.set(qcache::faults::Fault::SlowBinlog, true);
+    // Ten transactions (about fifty events: twenty seconds at 400 ms each) ahead of the
+    // write that makes the entry stale.
+    for i in 0..10 {
+        exec(&mut d, &format!("INSERT INTO noise VALUES ({i})")).await;
+    }
+    exec(&mut d, "UPDATE lagged SET v = 2 WHERE id = 1").await;
+    let written = Instant::now();
+    // Past max_lag and a probe period: the tail is streaming, and behind.
+    tokio::time::sleep(Duration::from_millis(1800)).await;
+    assert!(tail.connected(), "still streaming: {:?}", tail.status());
+    assert_eq!(tail.reconnects(), 0, "the stream was never lost");
+    assert!(
+        tail.behind().is_some_and(|b| b > Duration::from_secs(1)),
+        "behind: {:?}",
+        tail.behind()
+    );
+    assert!(p.running.shared.hits_suspended(), "hits suspended");
+    let hits = p.hits();
+    assert_eq!(
+        first(&mut c, q).await.as_deref(),
+        Some("2"),
+        "the direct write, {:?} after it, with the tail behind",
+        written.elapsed()
+    );
+    assert_eq!(p.hits(), hits, "no hit while behind");
+    assert!(
+        written.elapsed() < Duration::from_secs(15),
+        "the tail had not caught up yet: this read proved the rule"
+    );
+
+    // Caught up again: hits come back.
+    faults.set(qcache::faults::Fault::SlowBinlog, false);
+    let deadline = Instant::now() + FRESH_WITHIN;
+    loop {
+        let hits = p.hits();
+        assert_eq!(first(&mut c, q).await.as_deref(), Some("2"));
+        if p.hits() > hits {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no hit {FRESH_WITHIN:?} after the tail was let go: behind {:?}",
+            tail.behind()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(!p.running.shared.hits_suspended());
+    drop(c);
+    p.running.shutdown().await;
+}

@@ -389,9 +389,24 @@ async fn a_parent_moved_elsewhere_then_a_child_written_through_qcache() {
 /// added after it, and leave customer 1's history stale.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn moved_parents_never_leave_a_stale_history() {
-    let schema = common::fresh_schema("fk_conc").await;
+    movers_writers_readers("fk_conc", |_| {}).await;
+}
+
+/// The same with the parent lookups sent beside their writes
+/// (`invalidation.derived_lookups_with_write`, every write through this qcache): a lookup
+/// whose answer a move through qcache may have outdated is not used.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn moved_parents_never_leave_a_stale_history_with_lookups_beside_writes() {
+    movers_writers_readers("fk_conc_with", |c| {
+        c.invalidation.derived_lookups_with_write = true
+    })
+    .await;
+}
+
+async fn movers_writers_readers(name: &str, tweak: impl FnOnce(&mut qcache::config::Config)) {
+    let schema = common::fresh_schema(name).await;
     setup(&schema, SHOP).await;
-    let proxy = Arc::new(common::proxy(|_| {}).await);
+    let proxy = Arc::new(common::proxy(tweak).await);
     // Items of customer 1 acknowledged so far (orders 1 and 3 have one each).
     let acked = Arc::new(AtomicU64::new(2));
     let stop = Arc::new(AtomicBool::new(false));
@@ -508,4 +523,102 @@ async fn parent_lookups_read_the_parent_as_it_is_now() {
     drop(c);
     proxy.shutdown().await;
     server.kill();
+}
+
+/// Every parent lookup finding no idle connection (`Fault::BusyParentLookups`: what a
+/// lookup meets when all are in use): the child write does not wait for one, it bumps every
+/// derived slice of its table (counted in `Qcache_parent_lookup_skips`), and every history
+/// is fresh. With the switch off again, lookups narrow again.
+#[cfg(debug_assertions)]
+#[tokio::test]
+async fn busy_lookups_fall_back_and_are_never_stale() {
+    use qcache::faults::Fault;
+    for with_write in [false, true] {
+        let (proxy, mut c, mut d) = shop(&format!("fk_busy{}", with_write as u8), |c| {
+            c.invalidation.derived_lookups_with_write = with_write
+        })
+        .await;
+        let faults = &proxy.running.shared.cache.versions().faults;
+        faults.set(Fault::BusyParentLookups, true);
+        let (h1, h2) = (history(1), history(2));
+        warm(&mut c, &[&h1, &h2]).await;
+        let skips = status(&mut c, "Qcache_parent_lookup_skips").await;
+        let fallbacks = status(&mut c, "Qcache_derived_slice_fallbacks").await;
+        let lookups = status(&mut c, "Qcache_parent_lookups").await;
+        new_order(&mut c, 1, 3).await;
+        assert_eq!(
+            status(&mut c, "Qcache_parent_lookup_skips").await,
+            skips + 1,
+            "with_write {with_write}: skipped"
+        );
+        assert!(status(&mut c, "Qcache_derived_slice_fallbacks").await > fallbacks);
+        assert_eq!(status(&mut c, "Qcache_parent_lookups").await, lookups);
+        for h in [&h1, &h2] {
+            assert!(
+                !hit(&mut c, h).await,
+                "with_write {with_write}: {h} read again"
+            );
+            assert_eq!(rows(&mut c, h).await, rows(&mut d, h).await, "{h}");
+        }
+        // Items for an existing order of customer 2, switch off: customer 1's history stays.
+        faults.set(Fault::BusyParentLookups, false);
+        warm(&mut c, &[&h1, &h2]).await;
+        let skips = status(&mut c, "Qcache_parent_lookup_skips").await;
+        let lookups = status(&mut c, "Qcache_parent_lookups").await;
+        c.query_drop("INSERT INTO order_items VALUES (2, 3, 4)")
+            .await
+            .unwrap();
+        let asked = status(&mut c, "Qcache_parent_lookups").await - lookups;
+        let skipped = status(&mut c, "Qcache_parent_lookup_skips").await - skips;
+        assert_eq!(asked + skipped, 1, "with_write {with_write}: one lookup");
+        // Beside the write, a lookup slower than it (a loaded machine) is skipped too.
+        if asked == 1 {
+            assert!(hit(&mut c, &h1).await, "with_write {with_write}: narrowed");
+        }
+        for h in [&h1, &h2] {
+            assert_eq!(rows(&mut c, h).await, rows(&mut d, h).await, "{h}");
+        }
+        proxy.shutdown().await;
+    }
+}
+
+/// Lookups beside their writes (`invalidation.derived_lookups_with_write`) narrow as those
+/// after the OK do, and are not used once a move through qcache started since the write's
+/// window (`fkslices::early_verdict`): every history is fresh either way.
+#[tokio::test]
+async fn lookups_beside_writes_narrow_and_stay_fresh() {
+    let (proxy, mut c, mut d) = shop("fk_with", |c| {
+        c.invalidation.derived_lookups_with_write = true
+    })
+    .await;
+    let (h1, h2) = (history(1), history(2));
+    let mut narrowed = 0;
+    for _ in 0..5 {
+        warm(&mut c, &[&h1, &h2]).await;
+        let lookups = status(&mut c, "Qcache_parent_lookups").await;
+        new_order(&mut c, 1, 3).await;
+        let h2_hit = hit(&mut c, &h2).await;
+        if status(&mut c, "Qcache_parent_lookups").await > lookups {
+            assert!(h2_hit, "narrowed to customer 1");
+            narrowed += 1;
+        }
+        assert!(!hit(&mut c, &h1).await, "customer 1's history read again");
+        for h in [&h1, &h2] {
+            assert_eq!(rows(&mut c, h).await, rows(&mut d, h).await, "{h}");
+        }
+    }
+    assert!(narrowed > 0, "no lookup beside a write answered in time");
+    // An order moved to customer 2 through qcache, then an item for it: fresh.
+    warm(&mut c, &[&h1, &h2]).await;
+    c.query_drop("UPDATE orders SET customer_id = 2 WHERE id = 1")
+        .await
+        .unwrap();
+    warm(&mut c, &[&h1, &h2]).await;
+    c.query_drop("INSERT INTO order_items VALUES (1, 2, 9)")
+        .await
+        .unwrap();
+    for h in [&h1, &h2] {
+        assert_eq!(rows(&mut c, h).await, rows(&mut d, h).await, "{h}");
+    }
+    proxy.shutdown().await;
 }

@@ -178,6 +178,7 @@ const FOLDERS: &[(&str, &[Layer])] = &[
         ("stored_code", 0, "which temporary tables stored code may create, and whether it may set query_cache_type"),
         ("qct", 0, "whether the session's query_cache_type is still known after code the server ran"),
         ("tails", 0, "which instances stream the binlog: the lease state machine"),
+        ("lag", 0, "how far behind the server a binlog tail is, and when hits stop"),
         ("classify", 0, "what a statement's class means for the cache"),
         ("context", 0, "which session settings are part of a key"),
         ("diagnostics", 0, "what a hit must restore of the statement's diagnostics"),

@@ -246,6 +246,18 @@ fn encode_parent_maps(e: &mut DescriptorEncoder, cache: &crate::cache::Cache) ->
         "Parent-row mappings forgotten to stay within invalidation.parent_map_entries.",
         load(&ps.evicted),
     )?;
+    counter(
+        e,
+        "qcache_parent_lookups",
+        "Parent lookups asked of the server for child writes (derived slices).",
+        load(&ps.lookups),
+    )?;
+    counter(
+        e,
+        "qcache_parent_lookup_skips",
+        "Parent lookups not waited for (no idle connection, or slower than the write): the write bumped every derived slice of its table instead.",
+        load(&ps.skips),
+    )?;
     Ok(())
 }
 

@@ -110,6 +110,9 @@ pub struct ParentStats {
     pub evicted: AtomicU64,
     /// Parent lookups asked of the server for child writes.
     pub lookups: AtomicU64,
+    /// Parent lookups not waited for (no idle connection, or a lookup sent beside its write
+    /// not answered by the write's OK): the write fell back instead.
+    pub skips: AtomicU64,
 }
 
 #[derive(Debug, Default)]
@@ -353,7 +356,7 @@ impl ParentMaps {
     }
 
     /// The `Qcache_*` rows of the parent maps (derived slices).
-    pub fn status_rows(&self) -> [(&'static str, u64); 7] {
+    pub fn status_rows(&self) -> [(&'static str, u64); 8] {
         let load = |c: &AtomicU64| c.load(Ordering::Relaxed);
         let s = &self.stats;
         [
@@ -364,6 +367,7 @@ impl ParentMaps {
             ("Qcache_parent_map_drops", load(&s.drops)),
             ("Qcache_parent_map_evicted", load(&s.evicted)),
             ("Qcache_parent_lookups", load(&s.lookups)),
+            ("Qcache_parent_lookup_skips", load(&s.skips)),
         ]
     }
 
@@ -399,6 +403,12 @@ impl ParentMaps {
             .filter(|k| k.schema == schema && k.table == table)
             .cloned()
             .collect()
+    }
+
+    /// Whether no move started, was in flight or finished and no mapping was dropped since
+    /// `w` was taken (a lookup sent beside its write is used only then).
+    pub fn window_holds(&self, w: &Window) -> bool {
+        self.lock().window_ok(w)
     }
 
     pub fn window(&self) -> Window {

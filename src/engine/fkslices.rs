@@ -183,6 +183,89 @@ pub fn asks(
     Some((w, out))
 }
 
+/// When a child write's parent lookup ([`asks`]) is asked, relative to the write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Timing {
+    /// Not asked: the write bumps every derived slice of its table.
+    Off,
+    /// After the server's OK, before the client's: the answer is the parent's value at a
+    /// time after the write committed.
+    AfterOk,
+    /// Sent as soon as the write is forwarded, on qcache's own connection, and used at the
+    /// OK only if [`early_verdict`] says so.
+    WithWrite,
+}
+
+/// The rule for [`Timing`] (the session does the I/O): `with_write` is
+/// `invalidation.derived_lookups_with_write`, `elsewhere_seen` whether a binlog tail runs
+/// or L2 is on.
+///
+/// Why a lookup runs beside the write only when the configuration says every write to a
+/// parent goes through this instance: an answer read before the write committed names the
+/// parent's value then, and the derived slice it bumps must be the one the child row is in
+/// at the commit. A parent row moved between the lookup's read and the commit leaves an
+/// entry of the row's new slice stale after the child write's OK: filled after the move
+/// and before the commit, it stamps the parent *with* the move, so the move's own bump does
+/// not reach it, and the child write bumps the old slice. A move through this qcache is
+/// counted before it is sent, so the write's window shows it and the answer is not used
+/// ([`early_verdict`]). A move from elsewhere (a direct write, another instance's through
+/// L2) is seen only when the binlog or the bump channel delivers it, possibly after the OK,
+/// or never with neither: no window can show it, so the lookup must read after the commit
+/// (`AfterOk`: the server then answers with the value at a time after the commit, and a
+/// later move is the parent write the entry stamps). A tail or L2 running means writes from
+/// elsewhere are expected: `AfterOk` whatever the declaration. A parent row changed or
+/// inserted in the same uncommitted transaction is invisible to another connection: inside
+/// a transaction nothing is asked (`Off`: every derived slice of the table), as before.
+pub fn timing(
+    in_transaction: bool,
+    lookups: bool,
+    with_write: bool,
+    elsewhere_seen: bool,
+) -> Timing {
+    if in_transaction || !lookups {
+        Timing::Off
+    } else if with_write && !elsewhere_seen {
+        Timing::WithWrite
+    } else {
+        Timing::AfterOk
+    }
+}
+
+/// How long past its write's OK a lookup sent beside the write is waited for before the
+/// write falls back ([`EarlyVerdict::Slower`]): it started with the write on a connection it
+/// did not wait for, so this bounds what it can add to the OK, and a parent lookup on an
+/// idle server answers well within it.
+pub const EARLY_GRACE: std::time::Duration = std::time::Duration::from_millis(5);
+
+/// What becomes of a lookup sent beside the write ([`Timing::WithWrite`]) at its OK.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EarlyVerdict {
+    /// Its answers are used as an `AfterOk` lookup's would be.
+    Use,
+    /// Not answered within [`EARLY_GRACE`] of the OK: the write falls back (every derived
+    /// slice of its table), counted in `Qcache_parent_lookup_skips`.
+    Slower,
+    /// Answered, but a move through qcache started, was in flight or finished since the
+    /// write's window, or the question changed (the write's OK put it in a transaction):
+    /// the answer may name a value the row no longer had at the commit. Falls back.
+    Doubted,
+}
+
+/// The rule for a lookup sent beside its write, at the write's OK: `answered` (its answer
+/// is in), `same` (the write asks at its OK what it asked when sent: outside a
+/// transaction, the same rows) and `window_holds` (`ParentMaps::window_holds` of the
+/// write's window). A lookup slower than the write by more than [`EARLY_GRACE`] falls
+/// back.
+pub fn early_verdict(answered: bool, same: bool, window_holds: bool) -> EarlyVerdict {
+    if !same || !window_holds {
+        EarlyVerdict::Doubted
+    } else if !answered {
+        EarlyVerdict::Slower
+    } else {
+        EarlyVerdict::Use
+    }
+}
+
 /// One question of [`asks`]: the parent rows of `xs` in the parent `key` names.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Ask {
@@ -311,6 +394,91 @@ pub fn note_ok(
 #[cfg(test)]
 mod tests {
     use crate::engine::World;
+
+    /// When a child write's parent lookup is asked: one row per rule.
+    #[test]
+    fn lookup_timing() {
+        use super::Timing::*;
+        type Row = (&'static str, bool, bool, bool, bool, super::Timing);
+        let rows: &[Row] = &[
+            // (why, in a transaction, lookups on, declared with_write, elsewhere seen, timing)
+            (
+                "in a transaction: another connection cannot see its rows",
+                true,
+                true,
+                true,
+                false,
+                Off,
+            ),
+            ("lookups off", false, false, true, false, Off),
+            (
+                "default: after the server's answer",
+                false,
+                true,
+                false,
+                false,
+                AfterOk,
+            ),
+            (
+                "declared, but a tail or L2 runs: writes from elsewhere",
+                false,
+                true,
+                true,
+                true,
+                AfterOk,
+            ),
+            (
+                "declared, only writes through qcache: beside the write",
+                false,
+                true,
+                true,
+                false,
+                WithWrite,
+            ),
+        ];
+        for (why, txn, on, with, seen, want) in rows {
+            assert_eq!(super::timing(*txn, *on, *with, *seen), *want, "{why}");
+        }
+    }
+
+    /// A lookup sent beside its write, at the write's OK: one row per rule.
+    #[test]
+    fn early_lookup_verdict() {
+        use super::EarlyVerdict::*;
+        let rows: &[(&str, bool, bool, bool, super::EarlyVerdict)] = &[
+            // (why, answered, same question, window holds, verdict)
+            ("answered, nothing moved", true, true, true, Use),
+            (
+                "slower than the write: never waited for",
+                false,
+                true,
+                true,
+                Slower,
+            ),
+            (
+                "a move through qcache since the window",
+                true,
+                true,
+                false,
+                Doubted,
+            ),
+            ("a move, and not answered yet", false, true, false, Doubted),
+            (
+                "the OK put the write in a transaction",
+                true,
+                false,
+                true,
+                Doubted,
+            ),
+        ];
+        for (why, answered, same, holds, want) in rows {
+            assert_eq!(
+                super::early_verdict(*answered, *same, *holds),
+                *want,
+                "{why}"
+            );
+        }
+    }
 
     /// Before a statement is sent: a write takes its window when derived slices are on (and
     /// only a write asks whether they are); after its response, nothing is left in flight.

@@ -41,6 +41,7 @@ use crate::cache::versions::Versions;
 use crate::config::{random_id, BinlogMode, Conservative, Granularity, InvalidationConfig};
 use crate::faults::Faults;
 use crate::observe::stats::{CacheStats, InvalidationSource};
+use crate::policy::lag::{CatchUp, TailLag};
 
 /// The tables a statement writes, given its text and default schema; `None` = cannot tell
 /// (the tail then invalidates per `invalidation.unknown_write`). The same analyser proxied
@@ -228,6 +229,14 @@ const FL_STANDALONE: u8 = 1;
 /// What the tail task and its handle share.
 struct TailShared {
     state: Mutex<State>,
+    /// How far behind a connected stream is (`policy::lag`): fed by the stream's events and
+    /// the probe of the server's binlog end.
+    catch_up: Mutex<CatchUp>,
+    /// `catch_up`'s time caught up as of (ms on `base`; u64::MAX: unknown), for the hit
+    /// path, which takes no lock.
+    as_of_ms: AtomicU64,
+    /// The tail is off (`BinlogStatus::Off`): no bound to keep.
+    off: AtomicBool,
     /// True while `state` has no `disconnected_since`: lets every cache lookup ask
     /// [`BinlogHandle::disconnected_for`] without taking the lock both workers would share.
     healthy: AtomicBool,
@@ -339,6 +348,9 @@ pub fn spawn_with(
             disconnected_since: (!off).then(Instant::now),
         }),
         healthy: AtomicBool::new(off),
+        catch_up: Mutex::new(CatchUp::default()),
+        as_of_ms: AtomicU64::new(u64::MAX),
+        off: AtomicBool::new(off),
         connected: watch::Sender::new(false),
         commits: watch::Sender::new(0),
         events: AtomicU64::new(0),
@@ -428,6 +440,30 @@ impl BinlogHandle {
             BinlogStatus::Off(_) | BinlogStatus::Connected => None,
             _ => st.disconnected_since.map(|t| t.elapsed()),
         }
+    }
+
+    /// How far behind the server a connected, caught-up stream may be (`policy::lag`):
+    /// None when unknown (no probe reached yet), and when the stream is not up (then
+    /// [`BinlogHandle::disconnected_for`] is the bound).
+    pub fn behind(&self) -> Option<Duration> {
+        match self.shared.as_of_ms.load(Ordering::Acquire) {
+            u64::MAX => None,
+            t => Some(Duration::from_millis(
+                self.shared.now_ms().saturating_sub(t),
+            )),
+        }
+    }
+
+    /// What the `max_lag` rule (`policy::lag::hits_stop`) is asked: down (or a standby
+    /// hearing no tail) for how long, or streaming and behind by at most how much.
+    pub fn lag(&self) -> TailLag {
+        if let Some(d) = self.disconnected_for() {
+            return TailLag::Down(d);
+        }
+        if self.shared.off.load(Ordering::Acquire) {
+            return TailLag::Off;
+        }
+        TailLag::Behind(self.behind())
     }
 
     /// Events read, including heartbeats.
@@ -540,10 +576,14 @@ impl BinlogHandle {
         *self.shared.want.borrow()
     }
 
-    /// Another instance's tail was heard (its heartbeat on the channel).
-    pub fn heard(&self) {
-        let now = self.shared.base.elapsed().as_millis() as u64;
-        self.shared.heard_ms.fetch_max(now, Ordering::AcqRel);
+    /// Another instance's tail was heard (its heartbeat on the channel), saying it was
+    /// `behind` the server at most (`policy::lag`): the fleet's stream counts as heard as
+    /// of that much before now, so that a standby stops serving hits once the tail it hears
+    /// is more than `max_lag` behind, as that tail does.
+    pub fn heard(&self, behind: Duration) {
+        let now = self.shared.now_ms();
+        let at = now.saturating_sub(behind.as_millis() as u64);
+        self.shared.heard_ms.fetch_max(at, Ordering::AcqRel);
     }
 
     /// The stream's position (file, offset), for the heartbeat.
@@ -589,6 +629,19 @@ impl BinlogHandle {
 }
 
 impl TailShared {
+    /// Milliseconds on the tail's clock (`base`).
+    fn now_ms(&self) -> u64 {
+        self.base.elapsed().as_millis() as u64
+    }
+
+    /// Changes what the tail knows of its lag, and publishes it to the hit path.
+    fn catch_up(&self, f: impl FnOnce(&mut CatchUp)) {
+        let mut c = self.catch_up.lock().unwrap_or_else(|e| e.into_inner());
+        f(&mut c);
+        self.as_of_ms
+            .store(c.as_of().unwrap_or(u64::MAX), Ordering::Release);
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         // A panic while holding this lock leaves plain data behind: keep using it.
         self.state.lock().unwrap_or_else(|e| e.into_inner())
@@ -599,6 +652,7 @@ impl TailShared {
     fn set_standby(&self) {
         {
             let mut st = self.lock();
+            self.off.store(false, Ordering::Release);
             st.status = BinlogStatus::Standby;
             st.disconnected_since = Some(Instant::now());
             let now = self.base.elapsed().as_millis() as u64;
@@ -614,6 +668,7 @@ impl TailShared {
     fn set_connected(&self) {
         {
             let mut st = self.lock();
+            self.off.store(false, Ordering::Release);
             self.standby.store(false, Ordering::Release);
             st.status = BinlogStatus::Connected;
             st.disconnected_since = None;
@@ -625,6 +680,7 @@ impl TailShared {
     fn set_disconnected(&self, why: String) {
         {
             let mut st = self.lock();
+            self.off.store(false, Ordering::Release);
             self.standby.store(false, Ordering::Release);
             st.status = BinlogStatus::Reconnecting(why);
             st.disconnected_since.get_or_insert_with(Instant::now);
@@ -639,6 +695,7 @@ impl TailShared {
             let mut st = self.lock();
             st.status = BinlogStatus::Off(why);
             st.disconnected_since = None;
+            self.off.store(true, Ordering::Release);
             self.healthy.store(true, Ordering::Release);
         }
         self.conn_id.store(0, Ordering::Relaxed);
@@ -1109,6 +1166,9 @@ struct Life {
     caught_up: bool,
     /// The anchor moved during this stream.
     advanced: bool,
+    /// When (ms on the tail's clock) SHOW MASTER STATUS was about to be asked for the
+    /// stream's target: reaching the target is being caught up as of then.
+    asked_ms: u64,
 }
 
 /// The dump the server accepted.
@@ -1255,6 +1315,8 @@ impl Tail {
 
     /// One connection's life: returns why it ended.
     async fn stream(&mut self, life: &mut Life) -> BinlogError {
+        life.asked_ms = self.shared.now_ms();
+        self.shared.catch_up(CatchUp::reset);
         // A server that accepts the connection but never answers must not park the tail.
         let Opened { mut stream, target } =
             match tokio::time::timeout(OPEN_TIMEOUT, self.open(life)).await {
@@ -1263,6 +1325,13 @@ impl Tail {
                 Err(_) => return BinlogError::Timeout(OPEN_TIMEOUT),
             };
         life.opened = true;
+        // Asks the server's binlog end every `policy::lag::probe_every`, for as long as this
+        // stream lives.
+        let _probe = AbortOnDrop(tokio::spawn(probe(
+            self.opts.clone(),
+            self.shared.clone(),
+            crate::policy::lag::probe_every(self.cfg.max_lag),
+        )));
         let resume = if life.resuming {
             self.anchor.clone()
         } else {
@@ -1295,6 +1364,14 @@ impl Tail {
                 }
                 Ok(Ok(Some(Ok(ev)))) => ev,
             };
+            if self
+                .inv
+                .versions()
+                .faults
+                .on(crate::faults::Fault::SlowBinlog)
+            {
+                tokio::time::sleep(crate::faults::SLOW_BINLOG_EVENT).await;
+            }
             let arrived = Instant::now();
             self.shared.events.fetch_add(1, Ordering::Relaxed);
             if let Some(why) = self.check_witness().await {
@@ -1322,6 +1399,10 @@ impl Tail {
             if self.after_event(&event) {
                 life.advanced = true;
             }
+            if life.caught_up && !self.txn.open {
+                let at = (self.pos.file.clone(), self.pos.end);
+                self.shared.catch_up(|c| c.applied(at));
+            }
             if let Some(file) = file_before {
                 if reached(&event, &file, &target) {
                     self.caught_up(life);
@@ -1341,6 +1422,9 @@ impl Tail {
         }
         self.ever_streamed = true;
         life.caught_up = true;
+        // It starts at the server's end as asked before the dump.
+        self.shared
+            .catch_up(|c| c.caught_up(life.asked_ms, target.clone()));
         self.shared.set_connected();
         tracing::info!(upstream = %self.addr, server_id = self.cfg.server_id, file = %target.0, offset = target.1, "binlog stream connected");
     }
@@ -1413,6 +1497,8 @@ impl Tail {
 
     fn caught_up(&mut self, life: &mut Life) {
         life.caught_up = true;
+        let at = (self.pos.file.clone(), self.pos.end);
+        self.shared.catch_up(|c| c.caught_up(life.asked_ms, at));
         self.shared.set_connected();
         tracing::info!(upstream = %self.addr, "binlog stream caught up");
     }
@@ -2368,18 +2454,60 @@ fn reached(e: &Event, file: &str, target: &(String, u64)) -> bool {
 
 /// True when offset `end` of `file` is at or past `target`.
 fn position_reached(file: &str, end: u64, target: &(String, u64)) -> bool {
-    if file == target.0 {
-        return end >= target.1;
-    }
-    match (file_index(file), file_index(&target.0)) {
-        (Some(a), Some(b)) => a > b,
-        _ => false,
+    crate::policy::lag::reached(file, end, target)
+}
+
+/// Aborts its task when dropped (the probe, when its stream ends).
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 
-/// The sequence number of a binlog file name (`binlog.000042` → 42).
-fn file_index(name: &str) -> Option<u64> {
-    name.rsplit_once('.')?.1.parse().ok()
+/// The probe of a stream (`policy::lag`): asks the server's binlog end every `every` on a
+/// connection of its own, noting when each question was about to be sent. A late answer
+/// still counts (the time it was asked is what it proves), so a loaded machine makes the
+/// bound conservative, not unknown; a question that fails, or gets no answer in 5 s, drops
+/// the connection and leaves the bound to grow (fail closed).
+async fn probe(opts: Opts, shared: Arc<TailShared>, every: Duration) {
+    let mut conn: Option<Conn> = None;
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        if conn.is_none() {
+            conn = tokio::time::timeout(OPEN_TIMEOUT, Conn::new(opts.clone()))
+                .await
+                .ok()
+                .and_then(|c| c.ok());
+        }
+        let Some(c) = conn.as_mut() else { continue };
+        let asked = shared.now_ms();
+        // A row of four columns (File, Position, Binlog_Do_DB, Binlog_Ignore_DB), read by
+        // index: a tuple conversion of the whole row panics.
+        let q = tokio::time::timeout(
+            Duration::from_secs(5),
+            c.query_first::<Row, _>("SHOW MASTER STATUS"),
+        )
+        .await;
+        let end = |mut r: Row| {
+            let file = r.take_opt::<Vec<u8>, _>(0)?.ok()?;
+            let end = r.take_opt::<u64, _>(1)?.ok()?;
+            Some((String::from_utf8_lossy(&file).into_owned(), end))
+        };
+        match q {
+            Ok(Ok(Some(row))) => {
+                if let Some(end) = end(row) {
+                    shared.catch_up(|c| c.probed(asked, end));
+                }
+            }
+            // No row (binary logging off) or an error: the stream's own end will say.
+            Ok(_) => conn = None,
+            Err(_) => conn = None,
+        }
+    }
 }
 
 /// The table id at the head of a rows event's body (6 bytes, little-endian).
@@ -2529,8 +2657,12 @@ impl crate::l2::TailStatus for BinlogHandle {
         BinlogHandle::set_streaming(self, on)
     }
 
-    fn heard(&self) {
-        BinlogHandle::heard(self)
+    fn heard(&self, behind: Duration) {
+        BinlogHandle::heard(self, behind)
+    }
+
+    fn behind(&self) -> Option<Duration> {
+        BinlogHandle::behind(self)
     }
 
     fn position(&self) -> Option<(String, u64)> {
@@ -2798,9 +2930,6 @@ mod tests {
         assert_eq!(rows_table_id(&[18, 0, 0, 0, 0, 0, 1, 0]), Some(18));
         assert_eq!(rows_table_id(&[1, 2, 0, 0, 0, 1]), Some(0x0100_0000_0201));
         assert_eq!(rows_table_id(&[1, 2]), None);
-        assert_eq!(file_index("binlog.000042"), Some(42));
-        assert_eq!(file_index("mysql-bin.1000000"), Some(1_000_000));
-        assert_eq!(file_index("nodot"), None);
         let target = ("binlog.000009".to_string(), 500);
         assert!(position_reached("binlog.000009", 500, &target));
         assert!(!position_reached("binlog.000009", 499, &target));
@@ -2859,6 +2988,7 @@ mod tests {
             verified,
             caught_up,
             advanced,
+            asked_ms: 0,
         };
         let io = || BinlogError::Ended;
         // (error, life, failed before, gap?, failed after)

@@ -1255,6 +1255,33 @@ struct RefreshState {
     raw: Option<RawCatalog>,
 }
 
+/// Most connections parent lookups keep open ([`Catalog::parent_values`]).
+pub const PARENT_CONNS: usize = 32;
+
+/// What a parent lookup ([`Catalog::parent_values`]) came to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Lookup {
+    /// Per row found, its pk and the slice key of the column's value (None for NULL).
+    Found(Vec<(i128, Option<String>)>),
+    /// No idle connection: not asked (the caller falls back; never waits).
+    Busy,
+    /// An error, a timeout or a doubt (a value the column's type cannot key).
+    Failed,
+}
+
+/// No idle parent-lookup connection.
+#[derive(Debug)]
+struct Busy;
+
+/// The parent lookups' connections: the idle ones, how many are open (idle or in use, or
+/// being opened) and whether one is being opened in the background.
+#[derive(Default)]
+struct ParentConns {
+    idle: Vec<Conn>,
+    open: usize,
+    opening: bool,
+}
+
 /// The schema catalog of one upstream server.
 pub struct Catalog {
     opts: Opts,
@@ -1288,6 +1315,10 @@ pub struct Catalog {
     /// lookup's socket is polled by the thread that waits for it rather than woken across
     /// threads; each opened at its thread's first lookup.
     lookups: Mutex<Vec<(std::thread::ThreadId, mysql_async::Pool)>>,
+    /// Idle connections for parent lookups ([`Catalog::parent_values`]), which never wait
+    /// for one: a lookup that finds none idle is skipped (the child write falls back to
+    /// every derived slice of its table) while one more is opened in the background.
+    parent_conns: Arc<Mutex<ParentConns>>,
     /// `'user' at host:port`: qcache's own account, as messages name it.
     account: String,
     /// Why the last load failed, until one succeeds: logged when it starts failing (not once
@@ -1343,6 +1374,7 @@ impl Catalog {
             pending_any: AtomicBool::new(false),
             ddl_epoch: AtomicU64::new(0),
             lookups: Mutex::new(Vec::new()),
+            parent_conns: Arc::new(Mutex::new(ParentConns::default())),
             account: format!("'{}' at {upstream_addr}", cfg.user),
             last_error: std::sync::Mutex::new(None),
         })
@@ -1849,16 +1881,37 @@ impl Catalog {
     /// the slice key of its value (None for NULL). None on any error or doubt (a value the
     /// column's type cannot key). For derived slices (`cache::fkmap`): the caller judges the
     /// answer by a window read before it asked.
+    ///
+    /// It never waits for a connection: with none idle it answers [`Lookup::Busy`] at once
+    /// (and one more is opened in the background, up to [`PARENT_CONNS`]), so that a
+    /// write's OK never queues behind other sessions' lookups. Only a lookup that finds no
+    /// connection open at all (the first, or after all were lost) opens one and waits.
     pub async fn parent_values(
         &self,
         table: &TableName,
         pk: &str,
         col: &str,
         xs: &[i128],
-    ) -> Option<Vec<(i128, Option<String>)>> {
-        let info = self.column(table, col)?;
+    ) -> Lookup {
+        match self.parent_values_inner(table, pk, col, xs).await {
+            Ok(Some(v)) => Lookup::Found(v),
+            Ok(None) => Lookup::Failed,
+            Err(Busy) => Lookup::Busy,
+        }
+    }
+
+    async fn parent_values_inner(
+        &self,
+        table: &TableName,
+        pk: &str,
+        col: &str,
+        xs: &[i128],
+    ) -> Result<Option<Vec<(i128, Option<String>)>>, Busy> {
+        let Some(info) = self.column(table, col) else {
+            return Ok(None);
+        };
         if xs.is_empty() || !info.ty.sliceable() {
-            return None;
+            return Ok(None);
         }
         let q = |s: &str| format!("`{}`", s.replace('`', "``"));
         let list: Vec<String> = xs.iter().map(|x| x.to_string()).collect();
@@ -1870,35 +1923,110 @@ impl Catalog {
             pk = q(pk),
             col = q(col),
         );
-        let pool = self.lookup_pool();
-        let ask = async {
-            let mut conn = pool.get_conn().await.ok()?;
-            // Both as text: a typed conversion panics on a value it cannot hold (a BIGINT
-            // UNSIGNED key past i64::MAX).
-            type Text = Option<Vec<u8>>;
-            let rows: Vec<(Text, Text)> = conn.query(sql).await.ok()?;
-            Some(rows)
+        let mut conn = self.parent_conn().await?;
+        // Both as text: a typed conversion panics on a value it cannot hold (a BIGINT
+        // UNSIGNED key past i64::MAX).
+        type Text = Option<Vec<u8>>;
+        let asked = tokio::time::timeout(Duration::from_secs(1), conn.query(sql)).await;
+        let rows: Vec<(Text, Text)> = match asked {
+            Ok(Ok(rows)) => {
+                self.parent_conn_back(conn);
+                rows
+            }
+            // A connection that failed or timed out (its answer may still come) is dropped.
+            _ => {
+                self.parent_conn_lost();
+                return Ok(None);
+            }
         };
-        let rows = tokio::time::timeout(Duration::from_secs(1), ask)
-            .await
-            .ok()??;
-        let mut out = Vec::with_capacity(rows.len());
-        for (x, v) in rows {
-            let x: i128 = std::str::from_utf8(&x?).ok()?.parse().ok()?;
-            let key = match v {
-                None => None,
-                Some(b) => {
-                    let s = String::from_utf8(b).ok()?;
-                    let lit = match info.ty {
-                        ColType::Int { .. } => crate::analysis::slices::Lit::Int(s),
-                        _ => crate::analysis::slices::Lit::Str(s),
-                    };
-                    Some(crate::analysis::slices::normalize(&info.ty, &lit)?)
-                }
-            };
-            out.push((x, key));
+        let parse = || {
+            let mut out = Vec::with_capacity(rows.len());
+            for (x, v) in rows {
+                let x: i128 = std::str::from_utf8(&x?).ok()?.parse().ok()?;
+                let key = match v {
+                    None => None,
+                    Some(b) => {
+                        let s = String::from_utf8(b).ok()?;
+                        let lit = match info.ty {
+                            ColType::Int { .. } => crate::analysis::slices::Lit::Int(s),
+                            _ => crate::analysis::slices::Lit::Str(s),
+                        };
+                        Some(crate::analysis::slices::normalize(&info.ty, &lit)?)
+                    }
+                };
+                out.push((x, key));
+            }
+            Some(out)
+        };
+        Ok(parse())
+    }
+
+    /// An idle parent-lookup connection, never waiting for one: Busy when none is idle
+    /// (then one more is opened in the background, up to [`PARENT_CONNS`]). Only when none
+    /// was ever opened (or all were lost) does the caller open one and wait for it: there is
+    /// no other session's lookup to queue behind then.
+    async fn parent_conn(&self) -> Result<Conn, Busy> {
+        enum Next {
+            Inline,
+            Background,
+            Skip,
         }
-        Some(out)
+        let next = {
+            let mut p = self.parent_conns.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(c) = p.idle.pop() {
+                return Ok(c);
+            }
+            if p.open == 0 {
+                p.open = 1;
+                Next::Inline
+            } else if p.open < PARENT_CONNS && !p.opening {
+                p.open += 1;
+                p.opening = true;
+                Next::Background
+            } else {
+                Next::Skip
+            }
+        };
+        let opts = self.opts.clone();
+        let open = async move {
+            tokio::time::timeout(Duration::from_secs(1), Conn::new(opts))
+                .await
+                .ok()
+                .and_then(|c| c.ok())
+        };
+        match next {
+            Next::Inline => match open.await {
+                Some(c) => Ok(c),
+                None => {
+                    self.parent_conn_lost();
+                    Err(Busy)
+                }
+            },
+            Next::Background => {
+                let conns = self.parent_conns.clone();
+                tokio::spawn(async move {
+                    let c = open.await;
+                    let mut p = conns.lock().unwrap_or_else(|e| e.into_inner());
+                    p.opening = false;
+                    match c {
+                        Some(c) => p.idle.push(c),
+                        None => p.open = p.open.saturating_sub(1),
+                    }
+                });
+                Err(Busy)
+            }
+            Next::Skip => Err(Busy),
+        }
+    }
+
+    fn parent_conn_back(&self, c: Conn) {
+        let mut p = self.parent_conns.lock().unwrap_or_else(|e| e.into_inner());
+        p.idle.push(c);
+    }
+
+    fn parent_conn_lost(&self) {
+        let mut p = self.parent_conns.lock().unwrap_or_else(|e| e.into_inner());
+        p.open = p.open.saturating_sub(1);
     }
 
     /// The first `max` rows of `sql` as text, asked on qcache's own connection (the

@@ -483,8 +483,11 @@ pub trait TailStatus: Send + Sync {
     fn reconnects(&self) -> u64;
     /// Streams (true) or stands by (false), as the fleet's lease decides (`tails`).
     fn set_streaming(&self, on: bool);
-    /// Another instance's tail was heard: a standby's stand-in for its own stream.
-    fn heard(&self);
+    /// Another instance's tail was heard, at most `behind` the server: a standby's stand-in
+    /// for its own stream.
+    fn heard(&self, behind: std::time::Duration);
+    /// How far behind the server the stream may be (`policy::lag`); None: unknown.
+    fn behind(&self) -> Option<std::time::Duration>;
     /// The stream's position (file, offset), for the heartbeat.
     fn position(&self) -> Option<(String, u64)>;
     /// The tail is off for good: nothing to stream, no slot to hold.

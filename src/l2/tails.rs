@@ -7,7 +7,7 @@
 //! Keys and channels (under `l2.key_prefix`):
 //! - `tail:{lease}:<i>`, i < k: a slot, holding the tail's instance id, PX [`LEASE`]; the
 //!   hash tag keeps the k keys in one cluster slot, so one script tries them all;
-//! - channel `tails`: `<id> hb <file>:<offset>` from each tail whose stream is up, with each
+//! - channel `tails`: `<id> hb <file>:<offset> <ms behind>` from each tail whose stream is up, with each
 //!   renewal; `<id> bye` when it releases its slot;
 //! - channel `ddl`: `<id> <json>` naming what a DDL the tail saw changed (`Changed`).
 
@@ -211,7 +211,7 @@ impl L2 {
         if body.starts_with("hb") {
             t.step(Input::Heard(from.to_string()));
             if let Some(tail) = &self.tail {
-                tail.heard();
+                tail.heard(heartbeat_behind(body));
             }
         } else if body == "bye" {
             t.step(Input::Gone(from.to_string()));
@@ -314,13 +314,17 @@ impl L2 {
                 // The heartbeat says the stream is up and its start's gap decided (the `e` a
                 // gap nobody covered raises is published before it): standbys count silence
                 // from it, and serve hits again once they hear it.
-                let hb = if tail.connected() && !self.gap_pending.load(Ordering::Acquire) {
-                    let pos = tail
-                        .position()
-                        .map_or(String::new(), |(f, o)| format!("{f}:{o}"));
-                    format!("{} hb {pos}", self.id)
-                } else {
-                    String::new()
+                // It says how far behind the server the stream may be (`policy::lag`), and
+                // is not sent while that is unknown.
+                let behind = tail.behind().filter(|_| tail.connected());
+                let hb = match behind {
+                    Some(b) if !self.gap_pending.load(Ordering::Acquire) => {
+                        let pos = tail
+                            .position()
+                            .map_or("-".to_string(), |(f, o)| format!("{f}:{o}"));
+                        format!("{} hb {pos} {}", self.id, b.as_millis())
+                    }
+                    _ => String::new(),
                 };
                 let key = self.slot_key(slot);
                 let ch = self.tails_channel();
@@ -390,6 +394,17 @@ pub(super) async fn lease_task(l2: Weak<L2>) {
         }));
         me.carry_out(t, actions).await;
     }
+}
+
+/// How far behind the server a heartbeat (`hb <file>:<offset> <ms>`) says its tail may be;
+/// 0 for a heartbeat without it (an instance of an earlier version), as those were taken.
+fn heartbeat_behind(body: &str) -> std::time::Duration {
+    let ms = body
+        .split_whitespace()
+        .nth(2)
+        .and_then(|m| m.parse().ok())
+        .unwrap_or(0);
+    std::time::Duration::from_millis(ms)
 }
 
 #[cfg(test)]

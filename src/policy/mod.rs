@@ -10,6 +10,7 @@ pub mod context;
 pub mod decide;
 pub mod diagnostics;
 pub mod l2;
+pub mod lag;
 pub mod locks;
 pub mod order;
 pub mod patch;

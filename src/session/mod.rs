@@ -86,6 +86,9 @@ pub struct Session {
     /// whether it was an error. An execute follows its statement's cursor by it
     /// (`policy::read::cursor_after_execute`).
     pub(crate) read_answer: Option<(bool, bool)>,
+    /// A child write's parent lookup sent beside it (`engine::fkslices::Timing::WithWrite`):
+    /// what it asked, and its answers when they come.
+    pub(crate) early_lookup: Option<relay::EarlyLookup>,
 }
 
 /// Runs one client from accept to close.
@@ -147,6 +150,7 @@ async fn start(client: conn::Stream, shared: Arc<Shared>) -> Result<Session, Ses
         },
         private_status: None,
         read_answer: None,
+        early_lookup: None,
     };
     // The session's settings as it inherited them from the globals: part of the key.
     s.client.flush().await.map_err(SessionError::client)?;

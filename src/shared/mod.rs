@@ -159,13 +159,14 @@ impl Shared {
         }
     }
 
-    /// While the binlog stream has been down longer than `max_lag`, writes that bypass
-    /// qcache may be missed: no hits until it is back.
+    /// While the binlog stream has been down longer than `max_lag`, or is more than
+    /// `max_lag` behind the server or cannot tell (`policy::lag`), writes that bypass qcache
+    /// may be missed: no hits until it is back and caught up.
     pub fn hits_suspended(&self) -> bool {
         match &self.binlog {
-            Some(b) => b
-                .disconnected_for()
-                .is_some_and(|d| d > self.config.load().invalidation.max_lag),
+            Some(b) => {
+                crate::policy::lag::hits_stop(b.lag(), self.config.load().invalidation.max_lag)
+            }
             None => false,
         }
     }
