@@ -218,6 +218,7 @@ impl Entry {
     /// that `max_bytes` bounds memory even when results are tiny.
     pub fn weight(&self) -> u64 {
         let stamps = self.stamps.tables.len() * std::mem::size_of::<(TableHandle, u64)>()
+            + self.stamps.checks_bytes()
             + self
                 .stamps
                 .sliced
