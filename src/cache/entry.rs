@@ -26,7 +26,13 @@ pub const SQL_PREVIEW_BYTES: usize = 200;
 /// `Bytes` allocates when it is cloned. Measured from the layouts, rounded up.
 const OVERHEAD_BYTES: u64 = 128;
 
+/// `repr(C)`, fields in the order a hit reads them: the ones every hit reads (the bytes'
+/// handle and offsets, the expiry, the counters, the diagnostics, then `stamps`, whose own
+/// first fields are the ones its check reads) sit together after the `Arc`'s counts, so
+/// that a hit reads the fewest lines of an entry that has gone cold since its last hit
+/// (#36); what only listings, patches, L2, stale serving and misses read comes after.
 #[derive(Debug)]
+#[repr(C)]
 pub struct Entry {
     /// The whole response as wire frames (4-byte headers), sequence ids from 1, so a hit
     /// is one write with no re-framing. Should be a right-sized buffer: a slice of a larger
@@ -38,29 +44,30 @@ pub struct Entry {
     /// Offset of the status flags of the EOF that ends the column definitions (classic EOF
     /// protocol only): they describe the session too, so they are patched alike.
     pub meta_status_at: Option<usize>,
-    /// Table generations read before the query went upstream; the entry is valid only while
-    /// they are unchanged.
-    pub stamps: Stamps,
-    /// The statement's digest (literals replaced), to group entries by query shape in listings.
-    pub digest: u64,
-    /// Statement preview for admin listings (at most `SQL_PREVIEW_BYTES`).
-    pub sql: Option<Box<str>>,
-    pub created: Instant,
     /// Set by the store from the configured TTL; an expired entry is dropped on lookup.
     pub expires: Option<Instant>,
     /// Times served, for admin listings. Relaxed: a statistic, not a synchroniser.
     pub hits: AtomicU64,
+    /// The statement's digest (literals replaced), to group entries by query shape in listings.
+    pub digest: u64,
+    /// Rows in the result (and `shape`, below): what a hit adds to its digest's statistics
+    /// without looking at the statement.
+    pub rows: u64,
     /// `FOUND_ROWS()` after the statement ran: what the server's diagnostics must say after
     /// a hit (`policy::diagnostics`).
     pub found_rows: u64,
+    /// Table generations read before the query went upstream; the entry is valid only while
+    /// they are unchanged.
+    pub stamps: Stamps,
     /// The L2 versions this result was computed under, when L2 vouched for it: what strict
     /// mode (`l2.validate_hits = "remote"`) checks before serving it.
     pub l2: Option<L2Stamps>,
-    /// Rows in the result, and the statement's normalised text (literals as `?`, shared by
-    /// every entry of the shape): what a hit adds to its digest's statistics without
-    /// looking at the statement.
-    pub rows: u64,
+    /// The statement's normalised text (literals as `?`, shared by every entry of the
+    /// shape), for the digest's statistics.
     pub shape: Option<std::sync::Arc<str>>,
+    /// Statement preview for admin listings (at most `SQL_PREVIEW_BYTES`).
+    pub sql: Option<Box<str>>,
+    pub created: Instant,
     /// From the read's rule: once a data change outdates it, it may still be served to
     /// other sessions this long after `created` while one refreshes it (`policy::stale`).
     pub max_stale: Option<Duration>,
@@ -218,6 +225,7 @@ impl Entry {
     /// that `max_bytes` bounds memory even when results are tiny.
     pub fn weight(&self) -> u64 {
         let stamps = self.stamps.tables.len() * std::mem::size_of::<(TableHandle, u64)>()
+            + self.stamps.checks_bytes()
             + self
                 .stamps
                 .sliced

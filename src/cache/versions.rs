@@ -801,8 +801,21 @@ impl Snapshot {
 }
 
 /// The generations an entry was computed under, read before its query went upstream.
+///
+/// Every hit asks [`is_current`](Stamps::is_current), which reads only `epoch` and `checks`:
+/// one flat array holding every counter and the value read from it, so that a hit reads one
+/// allocation of the entry's instead of one per kind of dependency and per sliced table
+/// (#36). The lists after them say what the counters are, for everything else (snapshots,
+/// staleness, weights, listings); the constructors ([`capture`](Stamps::capture),
+/// [`capture_sliced`](Stamps::capture_sliced), [`recapture`](Stamps::recapture)) build both
+/// from the same reads, and nothing changes a `Stamps` after.
 #[derive(Debug, Clone)]
+#[repr(C)]
 pub struct Stamps {
+    /// The epoch at capture time (first: what a hit reads first).
+    pub epoch: u64,
+    /// Every counter below with the value captured, in the order `is_current` checked them.
+    checks: Box<[Check]>,
     /// Tables read whole: their all-writes versions.
     pub tables: Vec<(TableHandle, u64)>,
     /// Tables read by slices.
@@ -811,9 +824,45 @@ pub struct Stamps {
     pub rows: Vec<(TableHandle, u64)>,
     /// The column counters of the columns read of column-aware tables (whole or sliced).
     pub columns: Vec<(u32, u64)>,
-    pub epoch: u64,
     /// Global sequence at capture time.
     pub seq: u64,
+}
+
+/// One counter a [`Stamps`] depends on and the value it held at capture.
+#[derive(Debug, Clone)]
+struct Check {
+    counter: Counter,
+    at: u64,
+}
+
+/// Where a [`Check`]'s counter is: a table's or slice column's own, or an index into the
+/// registry's bounded arrays.
+#[derive(Debug, Clone)]
+enum Counter {
+    Version(TableHandle),
+    Rows(TableHandle),
+    Unknown(TableHandle),
+    UnknownRows(TableHandle),
+    Column(Arc<SliceColumn>),
+    ColumnRows(Arc<SliceColumn>),
+    ColumnRead(u32),
+    Slice(u32),
+}
+
+impl Counter {
+    #[inline]
+    fn now(&self, v: &Versions) -> u64 {
+        match self {
+            Counter::Version(t) => t.version(),
+            Counter::Rows(t) => t.rows_version(),
+            Counter::Unknown(t) => t.unknown_version(),
+            Counter::UnknownRows(t) => t.unknown_rows_version(),
+            Counter::Column(c) => c.version(),
+            Counter::ColumnRows(c) => c.rows_version(),
+            Counter::ColumnRead(i) => v.column_version(*i),
+            Counter::Slice(i) => v.slice_version(*i),
+        }
+    }
 }
 
 /// What an entry reading only some slices of a table depends on.
@@ -832,6 +881,21 @@ pub struct SliceStamp {
 impl SliceStamp {
     pub fn slices_len(&self) -> usize {
         self.slices.len()
+    }
+
+    /// The counters of `unknown_now` and `column_now`.
+    fn counters(&self) -> [Counter; 2] {
+        if self.by_columns {
+            [
+                Counter::UnknownRows(self.table.clone()),
+                Counter::ColumnRows(self.column.clone()),
+            ]
+        } else {
+            [
+                Counter::Unknown(self.table.clone()),
+                Counter::Column(self.column.clone()),
+            ]
+        }
     }
 
     fn unknown_now(&self) -> u64 {
@@ -892,13 +956,65 @@ impl Stamps {
         let epoch = v.epoch();
         let seq = v.seq();
         Stamps {
+            epoch,
+            checks: Box::default(),
             tables: tables.iter().map(|t| (t.clone(), t.version())).collect(),
             sliced: Vec::new(),
             rows: Vec::new(),
             columns: Vec::new(),
-            epoch,
             seq,
         }
+        .sealed()
+    }
+
+    /// These stamps with `checks` built from the lists: every constructor ends here.
+    fn sealed(mut self) -> Stamps {
+        let n = self.tables.len()
+            + self.rows.len()
+            + self.columns.len()
+            + self
+                .sliced
+                .iter()
+                .map(|s| 2 + s.slices.len())
+                .sum::<usize>();
+        let mut checks = Vec::with_capacity(n);
+        for (t, at) in &self.tables {
+            checks.push(Check {
+                counter: Counter::Version(t.clone()),
+                at: *at,
+            });
+        }
+        for (t, at) in &self.rows {
+            checks.push(Check {
+                counter: Counter::Rows(t.clone()),
+                at: *at,
+            });
+        }
+        for &(i, at) in &self.columns {
+            checks.push(Check {
+                counter: Counter::ColumnRead(i),
+                at,
+            });
+        }
+        for s in &self.sliced {
+            let [unknown, column] = s.counters();
+            checks.push(Check {
+                counter: unknown,
+                at: s.unknown,
+            });
+            checks.push(Check {
+                counter: column,
+                at: s.column_version,
+            });
+            for &(i, at) in &s.slices {
+                checks.push(Check {
+                    counter: Counter::Slice(i),
+                    at,
+                });
+            }
+        }
+        self.checks = checks.into_boxed_slice();
+        self
     }
 
     /// [`capture`](Self::capture) for a read of `whole` tables and of `sliced` ones by slices.
@@ -948,7 +1064,7 @@ impl Stamps {
                 st
             })
             .collect();
-        s
+        s.sealed()
     }
 
     /// The same dependencies at their versions now: a patched entry's new stamps, taken
@@ -957,6 +1073,8 @@ impl Stamps {
         let epoch = v.epoch();
         let seq = v.seq();
         Stamps {
+            epoch,
+            checks: Box::default(),
             tables: self
                 .tables
                 .iter()
@@ -993,9 +1111,14 @@ impl Stamps {
                 .iter()
                 .map(|(i, _)| (*i, v.column_version(*i)))
                 .collect(),
-            epoch,
             seq,
         }
+        .sealed()
+    }
+
+    /// What the flat check array takes, for an entry's weight.
+    pub fn checks_bytes(&self) -> usize {
+        self.checks.len() * std::mem::size_of::<Check>()
     }
 
     /// Every table these stamps depend on, whole or by slices.
@@ -1007,38 +1130,12 @@ impl Stamps {
             .chain(self.sliced.iter().map(|s| &s.table))
     }
 
-    /// Every hit asks this: plain loops, no chained iterators (`all_versions` in the other
-    /// checks), so a sliced entry costs a table-granular one's check plus its loads.
+    /// Every hit asks this: the epoch, then one pass over the flat `checks` (the lists'
+    /// counters in their order), so a sliced entry costs a table-granular one's check plus
+    /// its loads, all from one allocation.
+    #[inline]
     pub fn is_current(&self, v: &Versions) -> bool {
-        if self.epoch != v.epoch() {
-            return false;
-        }
-        for (t, ver) in &self.tables {
-            if t.version() != *ver {
-                return false;
-            }
-        }
-        for (t, ver) in &self.rows {
-            if t.rows_version() != *ver {
-                return false;
-            }
-        }
-        for &(i, ver) in &self.columns {
-            if v.column_version(i) != ver {
-                return false;
-            }
-        }
-        for s in &self.sliced {
-            if s.unknown_now() != s.unknown || s.column_now() != s.column_version {
-                return false;
-            }
-            for &(i, ver) in &s.slices {
-                if v.slice_version(i) != ver {
-                    return false;
-                }
-            }
-        }
-        true
+        self.epoch == v.epoch() && self.checks.iter().all(|c| c.counter.now(v) == c.at)
     }
 
     /// Whether an invalidation other than a change of rows reached these stamps, and which
@@ -1574,5 +1671,75 @@ mod tests {
         assert!(r.is_current(&v));
         v.bump(&t);
         assert!(!r.is_current(&v));
+    }
+
+    /// The lists' check as it was written before the flat array (#36): what `is_current`
+    /// must keep saying, counter by counter.
+    fn current_by_lists(s: &Stamps, v: &Versions) -> bool {
+        s.epoch == v.epoch()
+            && s.tables.iter().all(|(t, ver)| t.version() == *ver)
+            && s.rows.iter().all(|(t, ver)| t.rows_version() == *ver)
+            && s.columns.iter().all(|&(i, ver)| v.column_version(i) == ver)
+            && s.sliced.iter().all(|st| {
+                st.unknown_now() == st.unknown
+                    && st.column_now() == st.column_version
+                    && st.slices.iter().all(|&(i, ver)| v.slice_version(i) == ver)
+            })
+    }
+
+    /// The flat checks hold every counter of the lists, and agree with them through every
+    /// kind of bump, for every kind of stamps (whole, by columns, sliced, both).
+    #[test]
+    fn flat_checks_agree_with_the_lists() {
+        let v = Versions::new();
+        let t = v.table("db", "products");
+        let u = v.table("db", "other");
+        let s = |c: &[&str]| c.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        let known = |col: &str, k: &str| vec![(col.to_string(), vec![k.to_string()])];
+        let mut all: Vec<Stamps> = Vec::new();
+        let capture = |all: &mut Vec<Stamps>| {
+            all.push(Stamps::capture(&v, &[t.clone(), u.clone()]));
+            all.push(by_columns(&v, &t, &["id", "name"], None));
+            all.push(by_columns(&v, &t, &["id", "stock"], Some(("id", "i5"))));
+            all.push(sliced(&v, &t, "category_id", &["i3", "i4"]));
+            all.push(sliced(&v, &u, "id", &["i1"]).recapture(&v));
+        };
+        capture(&mut all);
+        let bumps: Vec<Box<dyn Fn()>> = vec![
+            Box::new(|| {
+                v.bump_columns(&t, &s(&["stock"]), Some(&known("id", "i6")));
+            }),
+            Box::new(|| {
+                v.bump_columns(&t, &s(&["stock"]), Some(&known("id", "i5")));
+            }),
+            Box::new(|| {
+                v.bump_columns(&t, &s(&["name"]), None);
+            }),
+            Box::new(|| {
+                v.bump_rows(&t, &known("category_id", "i4"));
+            }),
+            Box::new(|| {
+                v.bump_rows(&u, &known("id", "i2"));
+            }),
+            Box::new(|| {
+                v.bump_rows(&u, &[]);
+            }),
+            Box::new(|| v.bump(&t)),
+            Box::new(|| v.bump_all()),
+        ];
+        for bump in &bumps {
+            for st in &all {
+                let lists = st.tables.len()
+                    + st.rows.len()
+                    + st.columns.len()
+                    + st.sliced.iter().map(|x| 2 + x.slices.len()).sum::<usize>();
+                assert_eq!(st.checks.len(), lists);
+                assert_eq!(st.is_current(&v), current_by_lists(st, &v), "{st:?}");
+            }
+            bump();
+            capture(&mut all);
+        }
+        assert!(all.iter().any(|st| st.is_current(&v)));
+        assert!(all.iter().any(|st| !st.is_current(&v)));
     }
 }

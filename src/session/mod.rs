@@ -1,5 +1,7 @@
 //! One client connection and its upstream connection: the handshake relay, then the command
-//! loop that sends reads through the cache, bumps versions for writes, relays the rest.
+//! loop that sends reads through the cache, bumps versions for writes, relays the rest. A
+//! text hit that needs no await is answered in the loop itself (`hit_at_once`), before any
+//! command future is built.
 
 mod admin;
 mod begin;
@@ -201,7 +203,12 @@ impl Session {
                 }
             };
             let Some(pkt) = pkt else { return Ok(()) };
-            match self.command(pkt).await {
+            let looked_up = match self.hit_at_once(&pkt) {
+                Some(true) => continue,
+                Some(false) => true,
+                None => false,
+            };
+            match self.command(pkt, looked_up).await {
                 Ok(true) => {}
                 Ok(false) => return Ok(()),
                 Err(SessionError::Upstream(e)) => {
@@ -253,8 +260,29 @@ impl Session {
         reset
     }
 
+    /// A text read served from the cache with no await, before the command's future is
+    /// built: the steps `command` takes for it (`Route::Query`, the statement's start and
+    /// end, `Session::hit_before_scan`), for a hit that needs nothing from the server and
+    /// no flush but the loop's own. A hit pays for no future, whose state in the
+    /// connection's task is lines gone cold since the connection's last request (#36).
+    /// Some(true) served, Some(false) looked up and not found, None not tried (nothing
+    /// happened: `command` takes it from the start).
+    fn hit_at_once(&mut self, pkt: &Packet) -> Option<bool> {
+        let (&cmd, sql) = pkt.payload.split_first()?;
+        if cmd != crate::protocol::packets::com::QUERY {
+            return None;
+        }
+        self.statement_start();
+        let served = self.text_hit_at_once(sql)?;
+        if served {
+            self.statement_end(digests::Statement::Text(sql));
+        }
+        Some(served)
+    }
+
     /// Handles one command (`engine::command::route`); false when the session is over.
-    async fn command(&mut self, pkt: Packet) -> Result<bool, SessionError> {
+    /// `looked_up`: [`hit_at_once`](Self::hit_at_once) already looked the statement up.
+    async fn command(&mut self, pkt: Packet, looked_up: bool) -> Result<bool, SessionError> {
         match route(&mut self.st, &pkt.payload) {
             Route::Relay(expect) => {
                 self.relay_command(&pkt, expect).await?;
@@ -268,7 +296,7 @@ impl Session {
                 // One view of the statement serves the command and `SHOW QCACHE LAST`.
                 let sql = pkt.payload.slice(1..);
                 self.statement_start();
-                self.query(pkt, &sql).await?;
+                self.query(pkt, &sql, looked_up).await?;
                 self.statement_end(digests::Statement::Text(&sql));
             }
             Route::InitDb => {

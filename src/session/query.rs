@@ -14,13 +14,21 @@ use crate::protocol::codec::Packet;
 use crate::protocol::response::Expect;
 
 impl Session {
-    /// `sql` is the packet's payload after the command byte.
-    pub(crate) async fn query(&mut self, pkt: Packet, sql: &Bytes) -> Result<(), SessionError> {
-        let looked_up = match self.hit_before_scan(sql).await? {
-            Some(true) => return Ok(()),
-            Some(false) => true,
-            None => false,
-        };
+    /// `sql` is the packet's payload after the command byte; `looked_up`: the command loop
+    /// already tried it as [`hit_before_scan`](Self::hit_before_scan) would, and found
+    /// nothing (`Session::hit_at_once`).
+    pub(crate) async fn query(
+        &mut self,
+        pkt: Packet,
+        sql: &Bytes,
+        looked_up: bool,
+    ) -> Result<(), SessionError> {
+        let looked_up = looked_up
+            || match self.hit_before_scan(sql).await? {
+                Some(true) => return Ok(()),
+                Some(false) => true,
+                None => false,
+            };
         // Boxed: this future is built for every COM_QUERY, and moving the larger one of the
         // rest of the path into it wrote lines cold since the connection's last request on
         // every hit (#36, callgrind's cache model).

@@ -40,21 +40,9 @@ impl Session {
         &mut self,
         sql: &Bytes,
     ) -> Result<Option<bool>, SessionError> {
-        // Writes and everything else not starting with SELECT skip the hashing (a statement
-        // led by a trace comment goes the full way, which keys it without the comment).
-        let select = sql
-            .get(..6)
-            .is_some_and(|w| w.eq_ignore_ascii_case(b"select"));
-        if !read::before_scan(select, &self.read_facts(), self.st.ctx_stale) {
-            return Ok(None);
-        }
-        let Some(mode) = self.read_mode() else {
+        let Some(mode) = self.before_scan_mode(sql) else {
             return Ok(None);
         };
-        // Who the session is must be asked first (`may_ask_identity`): the full path decides.
-        if self.st.identity.is_none() {
-            return Ok(None);
-        }
         // The rare awaits of a hit are boxed: this future is built for every COM_QUERY, and
         // their larger ones inside it wrote cold lines on every hit (#36).
         if !self.privileges_current() && !Box::pin(self.refresh_privileges()).await? {
@@ -69,6 +57,45 @@ impl Session {
         }
         self.serve_hit(&e, started).await?;
         Ok(Some(true))
+    }
+
+    /// [`hit_before_scan`](Self::hit_before_scan) when it needs no await: the privileges
+    /// current, no L2 to confirm with, no keep-alive due. What the command loop tries
+    /// before it builds the command's future (#36). None when not tried (then nothing
+    /// happened: the full path runs), Some(served) when looked up; a hit is answered
+    /// into the client's write buffer, which the loop flushes next.
+    pub(super) fn text_hit_at_once(&mut self, sql: &[u8]) -> Option<bool> {
+        let mode = self.before_scan_mode(sql)?;
+        if !self.privileges_current() || self.shared.l2_remote {
+            return None;
+        }
+        let started = Instant::now();
+        if self.keep_alive_due(started) {
+            return None;
+        }
+        let Some((_, e)) = self.cached().lookup_text(sql, &mode) else {
+            return Some(false);
+        };
+        self.answer_hit(&e, started);
+        self.shared.latencies.hit.observe(started.elapsed());
+        Some(true)
+    }
+
+    /// The checks of [`hit_before_scan`](Self::hit_before_scan) that need no await: the
+    /// view a statement's bytes may be looked up in before they are scanned, if any.
+    fn before_scan_mode(&mut self, sql: &[u8]) -> Option<ReadMode> {
+        // Writes and everything else not starting with SELECT skip the hashing (a statement
+        // led by a trace comment goes the full way, which keys it without the comment).
+        let select = sql
+            .get(..6)
+            .is_some_and(|w| w.eq_ignore_ascii_case(b"select"));
+        if !read::before_scan(select, &self.read_facts(), self.st.ctx_stale) {
+            return None;
+        }
+        let mode = self.read_mode()?;
+        // Who the session is must be asked first (`may_ask_identity`): the full path decides.
+        self.st.identity.as_ref()?;
+        Some(mode)
     }
 
     /// `looked_up`: [`hit_before_scan`](Self::hit_before_scan) already tried the
@@ -304,17 +331,8 @@ impl Session {
         e: &Entry,
         started: Instant,
     ) -> Result<(), SessionError> {
-        let st = self.st.txn.status();
-        e.write_patched(st, self.client.wbuf());
-        self.st.after_hit = Some(e.found_rows);
-        self.note_hit(e, started);
-        // Every hit is a command the server would have seen: its idle timers must not run
-        // out while the client is busy.
-        if self
-            .upstream
-            .last_flush()
-            .is_some_and(|t| started.saturating_duration_since(t) > self.st.keep_alive_after)
-        {
+        self.answer_hit(e, started);
+        if self.keep_alive_due(started) {
             // Boxed, as the hit's rare awaits are (`hit_before_scan`).
             Box::pin(self.keep_upstream_alive()).await?;
         }
@@ -324,6 +342,23 @@ impl Session {
             .map_err(SessionError::client)?;
         self.shared.latencies.hit.observe(started.elapsed());
         Ok(())
+    }
+
+    /// What every hit does before it is flushed: the entry written with the session's
+    /// status flags, the diagnostics it leaves owed, its statistics.
+    fn answer_hit(&mut self, e: &Entry, started: Instant) {
+        let st = self.st.txn.status();
+        e.write_patched(st, self.client.wbuf());
+        self.st.after_hit = Some(e.found_rows);
+        self.note_hit(e, started);
+    }
+
+    /// Every hit is a command the server would have seen: its idle timers must not run out
+    /// while the client is busy. Whether a hit at `now` must first send the server one.
+    fn keep_alive_due(&self, now: Instant) -> bool {
+        self.upstream
+            .last_flush()
+            .is_some_and(|t| now.saturating_duration_since(t) > self.st.keep_alive_after)
     }
 
     /// Decides whether a read can be cached and on which tables it depends
