@@ -9,7 +9,9 @@ use super::slices::Planner;
 use super::state::SessionState;
 use crate::cache::patches::{Candidate, PatchWrite};
 use crate::cache::{Cache, TableHandle};
-use crate::policy::patch::{self, Recipe, Refusal};
+use crate::policy::patch::{self, Param, Recipe, Refusal};
+use crate::protocol::commands;
+use crate::protocol::packets::com;
 
 /// Why no recipe or no patch: the policy's refusal, or what the session or catalog rule out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,15 +61,18 @@ impl Planner<'_> {
     }
 
     /// The recipe a read's entry is stored with, when a known insert can patch it: `sql`
-    /// its text (an execute's prepared SQL), `tables` what its plan reads, `binary` an
-    /// execute's result, `shared_level` an instance with L2, `under_snapshot` a result read
-    /// in a transaction's snapshot, which may be older than the latest rows (never patched:
+    /// its text (an execute's prepared SQL), `params` an execute's bound values
+    /// ([`execute_params`]; None for a text read, or when they could not be read: then a
+    /// `?` refuses), `tables` what its plan reads, `binary` an execute's result,
+    /// `shared_level` an instance with L2, `under_snapshot` a result read in a
+    /// transaction's snapshot, which may be older than the latest rows (never patched:
     /// `NoPatch::Session`).
     #[allow(clippy::too_many_arguments)]
     pub fn patch_recipe(
         &self,
         st: &SessionState,
         sql: &[u8],
+        params: Option<&[Param]>,
         tables: &[TableHandle],
         binary: bool,
         digest: u64,
@@ -77,7 +82,14 @@ impl Planner<'_> {
         if under_snapshot && self.cfg.cache.patch_aggregates {
             return Err(NoPatch::Session);
         }
-        self.recipe_for(st, sql, Some(tables), (binary, shared_level), digest)
+        self.recipe_for(
+            st,
+            sql,
+            params,
+            Some(tables),
+            (binary, shared_level),
+            digest,
+        )
     }
 
     /// [`patch_recipe`](Self::patch_recipe) for a fill being stored: the recipe, shared,
@@ -87,6 +99,7 @@ impl Planner<'_> {
         &self,
         st: &SessionState,
         sql: &[u8],
+        params: Option<&[Param]>,
         tables: &[TableHandle],
         binary: bool,
         digest: u64,
@@ -96,6 +109,7 @@ impl Planner<'_> {
         let r = self.patch_recipe(
             st,
             sql,
+            params,
             tables,
             binary,
             digest,
@@ -115,6 +129,7 @@ impl Planner<'_> {
         &self,
         st: &SessionState,
         sql: &[u8],
+        params: Option<&[Param]>,
         tables: Option<&[TableHandle]>,
         how: (bool, bool),
         digest: u64,
@@ -132,7 +147,7 @@ impl Planner<'_> {
             return Err(NoPatch::Session);
         }
         let text = std::str::from_utf8(sql).map_err(|_| Refusal::Unparsable)?;
-        let shape = patch::read_shape(text)?;
+        let shape = patch::read_shape_bound(text, params)?;
         let q = st
             .qualify(shape.table.schema.as_deref(), &shape.table.name)
             .ok_or(NoPatch::Table)?;
@@ -160,7 +175,7 @@ impl Planner<'_> {
         binary: bool,
         shared_level: bool,
     ) -> String {
-        match self.recipe_for(st, sql, None, (binary, shared_level), 0) {
+        match self.recipe_for(st, sql, None, None, (binary, shared_level), 0) {
             Ok(r) => format!(
                 "yes: an autocommit INSERT ... VALUES of known rows into {}.{} patches it",
                 r.schema, r.table
@@ -173,19 +188,21 @@ impl Planner<'_> {
     /// autocommit `INSERT … VALUES` of known rows into one table, the entries of that
     /// table it will patch (into `st.pending.patch`). Entries looked up now hold results
     /// computed before the write reached the server.
-    pub fn plan_patch(&self, st: &mut SessionState, text: &[u8], cache: &Cache) {
+    pub fn plan_patch(&self, st: &mut SessionState, text: &[u8], payload: &[u8], cache: &Cache) {
         st.pending.patch = None;
-        match self.patch_write(st, text, cache) {
+        match self.patch_write(st, text, payload, cache) {
             Ok(p) => st.pending.patch = Some(p),
             Err(NoPatch::Off) => {}
             Err(why) => tracing::debug!(why = why.as_str(), "write patches nothing"),
         }
     }
 
+    /// `payload`: what goes upstream, an execute's parameters for a prepared INSERT's `?`.
     fn patch_write(
         &self,
         st: &SessionState,
         text: &[u8],
+        payload: &[u8],
         cache: &Cache,
     ) -> Result<PatchWrite, NoPatch> {
         if !self.cfg.cache.patch_aggregates {
@@ -202,7 +219,8 @@ impl Planner<'_> {
             return Err(NoPatch::Write);
         }
         let text = std::str::from_utf8(text).map_err(|_| Refusal::Unparsable)?;
-        let ins = patch::insert_rows(text)?;
+        let params = execute_params(st, payload);
+        let ins = patch::insert_rows_bound(text, params.as_deref())?;
         let q = st
             .qualify(ins.table.schema.as_deref(), &ins.table.name)
             .ok_or(NoPatch::Table)?;
@@ -245,6 +263,22 @@ impl Planner<'_> {
             ok: None,
         })
     }
+}
+
+/// The parameters of `payload` when it is a COM_STMT_EXECUTE of a statement the session
+/// knows, as the server receives them (`policy::patch::bound_params`); None for anything
+/// else, or when they cannot be read (long data, no types known, a short packet): then a
+/// statement's `?` refuses its patch.
+pub fn execute_params(st: &SessionState, payload: &[u8]) -> Option<Vec<Param>> {
+    if payload.first() != Some(&com::STMT_EXECUTE) || st.execute_long_data {
+        return None;
+    }
+    let stmt = st.stmts.get(&commands::stmt_id(payload)?)?;
+    if stmt.long_data {
+        return None;
+    }
+    let p = commands::execute_params(payload, stmt.params, stmt.types.as_deref())?;
+    patch::bound_params(&p, usize::from(stmt.params))
 }
 
 /// Keeps the first OK of a write that means to patch: its affected rows and warnings say
@@ -380,7 +414,7 @@ mod tests {
             let tables = [w.versions.table("db", table)];
             let got = w
                 .planner()
-                .patch_recipe(&st, sql.as_bytes(), &tables, false, 1, false, false)
+                .patch_recipe(&st, sql.as_bytes(), None, &tables, false, 1, false, false)
                 .map(drop);
             assert_eq!(got, *want, "{why}");
         }
@@ -392,10 +426,10 @@ mod tests {
         let sql = b"SELECT COUNT(*) FROM child";
         let p = w.planner();
         assert!(p
-            .patch_recipe(&st, sql, &tables, false, 1, false, false)
+            .patch_recipe(&st, sql, None, &tables, false, 1, false, false)
             .is_ok());
         assert_eq!(
-            p.patch_recipe(&st, sql, &tables, false, 1, false, true)
+            p.patch_recipe(&st, sql, None, &tables, false, 1, false, true)
                 .map(drop),
             Err(NoPatch::Session),
             "under a snapshot"
