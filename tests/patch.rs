@@ -1232,3 +1232,41 @@ async fn exec_both(c: &mut Conn, d: &mut Conn, sql: &str, params: Vec<mysql_asyn
     );
     hit
 }
+
+/// A session whose `sql_select_limit` cuts its results keeps its grouped entries out of
+/// patching: a new group before the cut would push the last one out on the server, and a
+/// patch would add it instead. Its reads are still cached, and each is the server's.
+#[tokio::test]
+async fn a_select_limit_keeps_entries_from_patches() {
+    let schema = common::fresh_schema("patch_select_limit").await;
+    setup(&schema, ORDERS).await;
+    let p = proxy(0.0).await;
+    let mut c = p.conn(&schema).await;
+    let mut d = common::direct_to(&schema).await;
+    for conn in [&mut c, &mut d] {
+        conn.query_drop("SET SESSION sql_select_limit = 1")
+            .await
+            .unwrap();
+    }
+    c.query_drop("INSERT INTO orders (created, amount) VALUES ('2024-01-10 10:00:00', 1)")
+        .await
+        .unwrap();
+    for prepared in [false, true] {
+        rows_both(&mut c, &mut d, DASHBOARD, prepared).await;
+        assert!(
+            rows_both(&mut c, &mut d, DASHBOARD, prepared).await,
+            "cached"
+        );
+    }
+    let patched = status(&mut c, "Qcache_patched").await;
+    c.query_drop("INSERT INTO orders (created, amount) VALUES ('2024-01-09 10:00:00', 2)")
+        .await
+        .unwrap();
+    assert_eq!(status(&mut c, "Qcache_patched").await, patched);
+    for prepared in [false, true] {
+        assert!(
+            !rows_both(&mut c, &mut d, DASHBOARD, prepared).await,
+            "invalidated (prepared: {prepared})"
+        );
+    }
+}

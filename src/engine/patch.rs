@@ -18,8 +18,12 @@ use crate::protocol::packets::com;
 pub enum NoPatch {
     /// `cache.patch_aggregates` is off.
     Off,
-    /// Inside a transaction, or a session holding temporary tables (a name may be one).
+    /// Inside a transaction, or a session holding temporary tables (a name may be one), or
+    /// whose `sql_select_limit` may cut its results (a new group would push one out).
     Session,
+    /// Groups from a server whose GROUP BY does not sort them (MySQL 8.0): where a new
+    /// group lands is not known.
+    GroupOrder,
     /// Entries are shared through L2, whose copy no local patch reaches.
     SharedLevel,
     /// Not exactly one table, or one the catalog cannot vouch for (a view, a trigger, a
@@ -37,6 +41,7 @@ impl NoPatch {
         match self {
             NoPatch::Off => "off",
             NoPatch::Session => "session",
+            NoPatch::GroupOrder => "group_order",
             NoPatch::SharedLevel => "l2",
             NoPatch::Table => "table",
             NoPatch::Write => "write",
@@ -143,11 +148,21 @@ impl Planner<'_> {
         if shared_level {
             return Err(NoPatch::SharedLevel);
         }
-        if st.txn.in_transaction() || !st.temp_tables.is_empty() || st.temporaries_unknown {
+        if st.txn.in_transaction()
+            || !st.temp_tables.is_empty()
+            || st.temporaries_unknown
+            || st.select_limit_inherited
+            || st.vars.contains_key("sql_select_limit")
+        {
             return Err(NoPatch::Session);
         }
         let text = std::str::from_utf8(sql).map_err(|_| Refusal::Unparsable)?;
         let shape = patch::read_shape_bound(text, params)?;
+        // MariaDB (like MySQL before 8.0) sorts the groups by their key: a new group's
+        // place is known. MySQL 8.0 sends them in whatever order its plan made.
+        if shape.group.is_some() && !st.mariadb {
+            return Err(NoPatch::GroupOrder);
+        }
         let q = st
             .qualify(shape.table.schema.as_deref(), &shape.table.name)
             .ok_or(NoPatch::Table)?;
@@ -433,6 +448,84 @@ mod tests {
                 .map(drop),
             Err(NoPatch::Session),
             "under a snapshot"
+        );
+        // What the session or its server rule out, each alone.
+        type Case = (&'static str, &'static str, fn(&mut SessionState), NoPatch);
+        let cases: [Case; 4] = [
+            (
+                "a sql_select_limit the session set may cut the groups",
+                "SELECT parent_id, COUNT(*) FROM child GROUP BY parent_id",
+                |st| {
+                    st.vars.insert("sql_select_limit".into(), "1".into());
+                },
+                NoPatch::Session,
+            ),
+            (
+                "one inherited from the server's global value, too",
+                "SELECT COUNT(*) FROM child",
+                |st| st.select_limit_inherited = true,
+                NoPatch::Session,
+            ),
+            (
+                "groups from MySQL 8.0 come in no known order",
+                "SELECT parent_id, COUNT(*) FROM child GROUP BY parent_id",
+                |st| st.mariadb = false,
+                NoPatch::GroupOrder,
+            ),
+            (
+                "a ? without the execute's values",
+                "SELECT COUNT(*) FROM child WHERE parent_id = ?",
+                |_| {},
+                NoPatch::Policy(Refusal::Token),
+            ),
+        ];
+        for (why, sql, change, want) in cases {
+            let mut st = w.session(Some("db"));
+            let ok = p.patch_recipe(&st, sql.as_bytes(), None, &tables, false, 1, false, false);
+            assert!(
+                ok.is_ok() || want == NoPatch::Policy(Refusal::Token),
+                "{why}: {ok:?}"
+            );
+            change(&mut st);
+            let got = p
+                .patch_recipe(&st, sql.as_bytes(), None, &tables, false, 1, false, false)
+                .map(drop);
+            assert_eq!(got, Err(want), "{why}");
+        }
+        // Without GROUP BY, MySQL 8.0's one row is patched as MariaDB's.
+        let mut st = w.session(Some("db"));
+        st.mariadb = false;
+        assert!(p
+            .patch_recipe(
+                &st,
+                b"SELECT COUNT(*) FROM child",
+                None,
+                &tables,
+                false,
+                1,
+                false,
+                false
+            )
+            .is_ok());
+        // An execute's values bind its `?`.
+        let st = w.session(Some("db"));
+        let sql = b"SELECT COUNT(*) FROM child WHERE parent_id = ?";
+        let got = p.patch_recipe(
+            &st,
+            sql,
+            Some(&[Param::Int(4)]),
+            &tables,
+            true,
+            1,
+            false,
+            false,
+        );
+        assert_eq!(
+            got.map(|r| r.filter),
+            Ok(vec![(
+                "parent_id".to_string(),
+                crate::policy::patch::Cond::In(vec![4])
+            )])
         );
     }
 
