@@ -627,12 +627,12 @@ async fn start_proxy(
 ) -> common::TestProxy {
     common::init_tracing();
     let mut config = qcache::config::Config::default();
-    // Patching cached aggregates is off by default until its scenarios cover more shapes:
-    // the `patch` and `adversary12` topics run with it on (and every patch verified: a verifier that took a
-    // right patch for a wrong one would turn patching off and miss an `@expect hit`);
-    // QCACHE_TEST_PATCH_AGGREGATES=1 turns it on for every topic. Under the corrupting
-    // fault nothing is verified, so that the wrong answers themselves reach the comparison
-    // (the verifier catching them is tests/patch.rs's).
+    // Patching cached aggregates is on by default, so every topic runs with it; the `patch`
+    // and `adversary12` topics verify every patch (a verifier that took a right patch for a
+    // wrong one would turn patching off and miss an `@expect hit`), and
+    // QCACHE_TEST_PATCH_AGGREGATES=1 every topic's. Under the corrupting fault nothing is
+    // verified, so that the wrong answers themselves reach the comparison (the verifier
+    // catching them is tests/patch.rs's).
     if topic == "patch"
         || topic == "adversary12"
         || std::env::var_os("QCACHE_TEST_PATCH_AGGREGATES").is_some_and(|v| v == "1")

@@ -388,7 +388,7 @@ async fn explain_says_whether_an_insert_patches() {
         assert!(got.starts_with(want), "{sql}: {got}");
     }
     // With the switch off, EXPLAIN says so.
-    let off = common::proxy(|_| {}).await;
+    let off = common::proxy(|c| c.cache.patch_aggregates = false).await;
     let mut c = off.conn(&schema).await;
     let rows: Vec<(String, Option<String>)> = c.query(said(READ)).await.unwrap();
     assert!(rows.iter().any(|(f, v)| f == "patched_by_insert"

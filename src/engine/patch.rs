@@ -332,8 +332,12 @@ mod tests {
     use crate::engine::World;
 
     fn on(w: &mut World) {
+        set_switch(w, true);
+    }
+
+    fn set_switch(w: &mut World, on: bool) {
         let mut cfg = (*w.cfg).clone();
-        cfg.cache.patch_aggregates = true;
+        cfg.cache.patch_aggregates = on;
         w.cfg = Arc::new(cfg);
     }
 
@@ -419,9 +423,7 @@ mod tests {
         ];
         for (why, switch, temp, sql, table, want) in rows {
             let mut w = World::new(true);
-            if *switch {
-                on(&mut w);
-            }
+            set_switch(&mut w, *switch);
             let mut st = w.session(Some("db"));
             if *temp {
                 st.temp_tables.insert(("db".into(), "tmp".into()));
