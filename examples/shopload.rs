@@ -23,7 +23,7 @@
 //! | product | product page: `products` ⋈ `categories` by product id | product, Zipf |
 //! | history | a customer's last 10 orders with item counts (join, GROUP BY, ORDER BY, LIMIT) | customer, Zipf |
 //! | category | a category page: its products by units sold (LEFT JOIN, GROUP BY, LIMIT 24) | category, Zipf |
-//! | dashboard | orders and revenue by status over 7 days (range on an index, SUM/COUNT) | window, Zipf, newest hottest |
+//! | dashboard | orders and revenue by status over 7 days (range on an index, SUM/COUNT); `--dashboard daily`: per day (`GROUP BY DATE(created_at)`, issue #37's) | window, Zipf, newest hottest |
 //! | search | products whose name starts with a prefix (`LIKE 'abc%'` on an index) | prefix, Zipf |
 //! | order | a new order: INSERT into `orders`, then one into `order_items` (2 statements) | customer, product, Zipf |
 //! | stock | `UPDATE products SET stock = …` by product id | product, Zipf |
@@ -124,6 +124,10 @@ enum Cmd {
         /// `text` (COM_QUERY with literals) or `prepared` (COM_STMT_EXECUTE with parameters).
         #[arg(long, default_value = "text")]
         ps: String,
+        /// `status` (orders and revenue by status, the default) or `daily` (per day, as
+        /// issue #37's dashboard).
+        #[arg(long, default_value = "status")]
+        dashboard: String,
         /// The process whose CPU per statement is reported (the server the client talks to).
         #[arg(long)]
         server_pid: Option<u32>,
@@ -352,6 +356,21 @@ const SQL: [&str; 8] = [
 ];
 const ITEM_SQL: usize = 7;
 
+/// `--dashboard daily`: the dashboard of issue #37 instead, revenue per day of the window
+/// (`GROUP BY DATE(created_at)`), a shape qcache patches under inserts.
+const DAILY_SQL: &str = "SELECT DATE(created_at), COUNT(*), SUM(total) FROM orders \
+     WHERE created_at >= ? AND created_at < ? GROUP BY DATE(created_at)";
+static DAILY: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Statement `i` of [`SQL`], the dashboard as `--dashboard` chose.
+fn sql(i: usize) -> &'static str {
+    if i == 3 && DAILY.load(std::sync::atomic::Ordering::Relaxed) {
+        DAILY_SQL
+    } else {
+        SQL[i]
+    }
+}
+
 /// The key distributions of one run.
 struct Keys {
     products: Zipf,
@@ -478,7 +497,7 @@ impl Conn {
             Some(ids) => self.raw.send(0, &execute(ids[i], params)).await,
             None => {
                 let mut p = vec![com::QUERY];
-                p.extend_from_slice(inline(SQL[i], params).as_bytes());
+                p.extend_from_slice(inline(sql(i), params).as_bytes());
                 self.raw.send(0, &p).await;
             }
         }
@@ -539,9 +558,9 @@ async fn client(
     let mut c = Conn { raw, stmts: None };
     if prepared {
         let mut ids = Vec::new();
-        for sql in SQL {
+        for i in 0..SQL.len() {
             let mut p = vec![com::STMT_PREPARE];
-            p.extend_from_slice(sql.as_bytes());
+            p.extend_from_slice(sql(i).as_bytes());
             let (_, resp) = c.raw.command(&p, Expect::Prepare).await;
             ids.push(resp.prepared.expect("prepare failed").0);
         }
@@ -732,10 +751,16 @@ fn main() {
             mix,
             zipf,
             ps,
+            dashboard,
             server_pid,
             backend_pid,
             seed,
         } => {
+            assert!(
+                matches!(dashboard.as_str(), "status" | "daily"),
+                "--dashboard: status or daily"
+            );
+            DAILY.store(dashboard == "daily", std::sync::atomic::Ordering::Relaxed);
             let weights: Vec<f64> = mix
                 .split(',')
                 .map(|w| w.trim().parse().expect("--mix: five numbers"))

@@ -32,7 +32,7 @@ use mysql_async::Conn;
 use qcache::config::BinlogMode;
 use qcache::faults::Fault;
 
-use common::outcome::{self, error_text, run_prepared, run_statement, run_text};
+use common::outcome::{self, error_text, run_prepared_with, run_statement_with, run_text};
 
 /// One line-numbered step of a scenario.
 #[derive(Debug, Clone)]
@@ -44,6 +44,8 @@ enum Step {
     PrepareNamed(String),
     /// `@execute NAME`: executes the statement kept under NAME (no parameters).
     ExecuteNamed(String),
+    /// `@params V | V …`: the values the next `@prepared` statement or `@execute` binds.
+    Params(Vec<mysql_async::Value>),
     /// The next statement runs, but its outcome is not compared (timings in its output).
     Ignore,
     Sleep(u64),
@@ -89,6 +91,48 @@ impl ConnSpec {
     }
 }
 
+/// `@params`' values, `|`-separated: `int N`, `uint N`, `str TEXT` (the rest of the value,
+/// trimmed), `datetime YYYY-MM-DD[ HH:MM:SS[.ffffff]]` (sent as a DATETIME), `double X`,
+/// `null`.
+fn parse_params(text: &str) -> Result<Vec<mysql_async::Value>, String> {
+    use mysql_async::Value as V;
+    let num = |s: &str| s.parse::<u32>().map_err(|_| format!("bad number {s}"));
+    text.split('|')
+        .map(|v| {
+            let v = v.trim();
+            let (kind, rest) = v.split_once(' ').unwrap_or((v, ""));
+            let rest = rest.trim();
+            Ok(match kind {
+                "int" => V::Int(rest.parse().map_err(|_| format!("bad int {rest}"))?),
+                "uint" => V::UInt(rest.parse().map_err(|_| format!("bad uint {rest}"))?),
+                "double" => V::Double(rest.parse().map_err(|_| format!("bad double {rest}"))?),
+                "str" => V::Bytes(rest.as_bytes().to_vec()),
+                "null" => V::NULL,
+                "datetime" => {
+                    let (date, time) = rest.split_once(' ').unwrap_or((rest, "00:00:00"));
+                    let (time, frac) = time.split_once('.').unwrap_or((time, ""));
+                    let us = format!("{frac:0<6}");
+                    let d: Vec<&str> = date.split('-').collect();
+                    let t: Vec<&str> = time.split(':').collect();
+                    let ([y, mo, dd], [h, mi, se]) = (d.as_slice(), t.as_slice()) else {
+                        return Err(format!("bad datetime {rest}"));
+                    };
+                    V::Date(
+                        num(y)? as u16,
+                        num(mo)? as u8,
+                        num(dd)? as u8,
+                        num(h)? as u8,
+                        num(mi)? as u8,
+                        num(se)? as u8,
+                        num(&us)?,
+                    )
+                }
+                _ => return Err(format!("unknown value {v}")),
+            })
+        })
+        .collect()
+}
+
 fn parse(text: &str) -> Result<Vec<(usize, Step)>, String> {
     let mut steps = Vec::new();
     let mut lines = text.lines().enumerate().peekable();
@@ -126,6 +170,10 @@ fn parse(text: &str) -> Result<Vec<(usize, Step)>, String> {
                         .next()
                         .ok_or(format!("line {n}: @prepare needs a name"))?
                         .to_string(),
+                ),
+                Some("params") => Step::Params(
+                    parse_params(d.trim_start_matches("params"))
+                        .map_err(|e| format!("line {n}: {e}"))?,
                 ),
                 Some("execute") => Step::ExecuteNamed(
                     words
@@ -319,7 +367,13 @@ impl Run<'_> {
         }
     }
 
-    async fn exec(&mut self, name: &str, sql: &str, prepared: bool) -> String {
+    async fn exec(
+        &mut self,
+        name: &str,
+        sql: &str,
+        prepared: bool,
+        params: mysql_async::Params,
+    ) -> String {
         let sql = self.subst(sql);
         let (spec, conn) = self.conns.get_mut(name).expect("current connection");
         let direct = spec.direct;
@@ -327,7 +381,7 @@ impl Run<'_> {
             return "connection not open".into();
         };
         let out = if prepared {
-            run_prepared(conn, &sql).await
+            run_prepared_with(conn, &sql, params).await
         } else {
             run_text(conn, &sql).await
         };
@@ -373,6 +427,7 @@ impl Run<'_> {
         let mut out = Vec::new();
         let mut current = "default".to_string();
         let mut prepared = false;
+        let mut params: Option<Vec<mysql_async::Value>> = None;
         let mut prepare_as: Option<String> = None;
         let mut stmts: std::collections::HashMap<(String, String), mysql_async::Statement> =
             Default::default();
@@ -394,6 +449,7 @@ impl Run<'_> {
                     }
                 }
                 Step::Prepared => prepared = true,
+                Step::Params(v) => params = Some(v.clone()),
                 Step::PrepareNamed(name) => prepare_as = Some(name.clone()),
                 Step::ExecuteNamed(name) => {
                     let before = self.hits();
@@ -402,7 +458,8 @@ impl Run<'_> {
                         self.conns.get_mut(&current),
                     ) {
                         (Some(stmt), Some((_, Some(c)))) => {
-                            let o = run_statement(c, stmt).await;
+                            let p = params.take().map_or(mysql_async::Params::Empty, Into::into);
+                            let o = run_statement_with(c, stmt, p).await;
                             self.unsubst(&o)
                         }
                         _ => "no such statement".into(),
@@ -467,7 +524,8 @@ impl Run<'_> {
                 }
                 Step::Sql(sql) => {
                     let before = self.hits();
-                    let o = self.exec(&current, sql, prepared).await;
+                    let p = params.take().map_or(mysql_async::Params::Empty, Into::into);
+                    let o = self.exec(&current, sql, prepared, p).await;
                     prepared = false;
                     self.check_expect(expect.take(), before, *line);
                     if !std::mem::take(&mut ignore) {
@@ -569,12 +627,12 @@ async fn start_proxy(
 ) -> common::TestProxy {
     common::init_tracing();
     let mut config = qcache::config::Config::default();
-    // Patching cached aggregates is off by default until its scenarios cover more shapes:
-    // the `patch` and `adversary12` topics run with it on (and every patch verified: a verifier that took a
-    // right patch for a wrong one would turn patching off and miss an `@expect hit`);
-    // QCACHE_TEST_PATCH_AGGREGATES=1 turns it on for every topic. Under the corrupting
-    // fault nothing is verified, so that the wrong answers themselves reach the comparison
-    // (the verifier catching them is tests/patch.rs's).
+    // Patching cached aggregates is on by default, so every topic runs with it; the `patch`
+    // and `adversary12` topics verify every patch (a verifier that took a right patch for a
+    // wrong one would turn patching off and miss an `@expect hit`), and
+    // QCACHE_TEST_PATCH_AGGREGATES=1 every topic's. Under the corrupting fault nothing is
+    // verified, so that the wrong answers themselves reach the comparison (the verifier
+    // catching them is tests/patch.rs's).
     if topic == "patch"
         || topic == "adversary12"
         || topic == "adversary19p"
@@ -870,6 +928,19 @@ fn the_format_parses() {
         matches!(&steps[0].1, Step::Connection(s) if s.direct && s.db.is_none() && s.user == "x{u}")
     );
     assert!(matches!(&steps[3].1, Step::Sql(s) if s == "SELECT\n  2"));
+    let steps = parse(
+        "@params int -3 | uint 7 | str 2024-01-08 | datetime 2024-01-08 10:00:01.5 | null\n@prepared\nSELECT ?, ?, ?, ?, ?;\n",
+    )
+    .unwrap();
+    use mysql_async::Value as V;
+    assert!(matches!(&steps[0].1, Step::Params(v) if v == &[
+        V::Int(-3),
+        V::UInt(7),
+        V::Bytes(b"2024-01-08".to_vec()),
+        V::Date(2024, 1, 8, 10, 0, 1, 500_000),
+        V::NULL
+    ]));
+    assert!(parse("@params float 1\nSELECT 1;").is_err());
     assert!(parse("SELECT 1").is_err());
     assert!(parse("@bogus").is_err());
 }
@@ -968,4 +1039,6 @@ faults_caught!(
     fault_snapshot_is_caught: Snapshot in "snapshot" / "changed_since_snapshot_not_stored.test",
     fault_row_order_is_caught: RowOrder in "order" / "moved_by_update.test",
     fault_patches_is_caught: Patches in "patch" / "count_and_sum_after_inserts.test",
+    fault_patches_prepared_is_caught: Patches in "patch" / "prepared_dashboard_params.test",
+    fault_patches_min_max_dates_is_caught: Patches in "patch" / "min_max_decimals_and_dates.test",
 );

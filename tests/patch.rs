@@ -388,7 +388,7 @@ async fn explain_says_whether_an_insert_patches() {
         assert!(got.starts_with(want), "{sql}: {got}");
     }
     // With the switch off, EXPLAIN says so.
-    let off = common::proxy(|_| {}).await;
+    let off = common::proxy(|c| c.cache.patch_aggregates = false).await;
     let mut c = off.conn(&schema).await;
     let rows: Vec<(String, Option<String>)> = c.query(said(READ)).await.unwrap();
     assert!(rows.iter().any(|(f, v)| f == "patched_by_insert"
@@ -699,10 +699,12 @@ async fn refused_dashboard_inserts_invalidate() {
         "INSERT INTO orders (created, amount) VALUES ('2024-01-09T10:00:00', 1)",
         "INSERT INTO orders (created, amount) VALUES (NOW(), 1)",
         "INSERT INTO orders (amount) VALUES (1)",
-        // More decimals than the column (rounded by the server, with a note); a decimal
-        // as a string (converted by the server).
+        // More decimals than the column (rounded by the server, with a note), as a number
+        // and as a string; a number as a string the server reads otherwise than a literal.
         "INSERT INTO orders (created, amount) VALUES ('2024-01-09 10:00:00', 1.234)",
-        "INSERT INTO orders (created, amount) VALUES ('2024-01-09 10:00:00', '1.5')",
+        "INSERT INTO orders (created, amount) VALUES ('2024-01-09 10:00:00', '1.234')",
+        "INSERT INTO orders (created, amount) VALUES ('2024-01-09 10:00:00', '1.5e0')",
+        "INSERT INTO orders (created, amount) VALUES ('2024-01-09 10:00:00', ' 1.5')",
     ];
     for w in writes {
         for prepared in [false, true] {
@@ -808,4 +810,463 @@ async fn patched_decimal_sums_are_the_servers_bytes() {
         "INSERT INTO orders (created, amount, qty) VALUES ('2024-01-10 13:00:00', 0.1, 10)",
     ];
     same_bytes_after_inserts(&p, &schema, &reads, seed, &inserts).await;
+}
+
+/// One bound parameter of a raw execute: its type, flags and value bytes.
+type RawParam = (u8, u8, Vec<u8>);
+
+/// A DATETIME parameter (7 bytes; 4 at midnight, as clients send it).
+fn p_datetime(y: u16, m: u8, d: u8, h: u8, mi: u8, s: u8) -> RawParam {
+    let mut v = y.to_le_bytes().to_vec();
+    v.extend_from_slice(&[m, d]);
+    if (h, mi, s) != (0, 0, 0) {
+        v.extend_from_slice(&[h, mi, s]);
+    }
+    let mut b = vec![v.len() as u8];
+    b.extend(v);
+    (0x0c, 0, b)
+}
+
+/// A DATE parameter.
+fn p_date(y: u16, m: u8, d: u8) -> RawParam {
+    let mut b = vec![4u8];
+    b.extend_from_slice(&y.to_le_bytes());
+    b.extend_from_slice(&[m, d]);
+    (0x0a, 0, b)
+}
+
+/// A VAR_STRING parameter.
+fn p_str(s: &str) -> RawParam {
+    let mut b = vec![s.len() as u8];
+    b.extend_from_slice(s.as_bytes());
+    (0xfd, 0, b)
+}
+
+/// A LONGLONG parameter.
+fn p_int(n: i64) -> RawParam {
+    (0x08, 0, n.to_le_bytes().to_vec())
+}
+
+/// Prepares `sql` on `r`, executes it with `params` (types sent) and returns the bytes of
+/// the execution's answer.
+async fn executed(r: &mut Raw, sql: &str, params: &[RawParam]) -> Vec<u8> {
+    use qcache::protocol::packets::com;
+    use qcache::protocol::response::Expect;
+    let mut p = vec![com::STMT_PREPARE];
+    p.extend_from_slice(sql.as_bytes());
+    let (_, resp) = r.command(&p, Expect::Prepare).await;
+    let (id, _, _) = resp.prepared.expect("prepared");
+    let mut e = vec![com::STMT_EXECUTE];
+    e.extend_from_slice(&id.to_le_bytes());
+    e.push(0);
+    e.extend_from_slice(&1u32.to_le_bytes());
+    if !params.is_empty() {
+        e.extend(std::iter::repeat_n(0u8, params.len().div_ceil(8)));
+        e.push(1);
+        for (ty, flags, _) in params {
+            e.extend_from_slice(&[*ty, *flags]);
+        }
+        for (_, _, v) in params {
+            e.extend_from_slice(v);
+        }
+    }
+    let (answer, _) = r.command(&e, Expect::Results).await;
+    Raw::wire(&answer)
+}
+
+/// The dashboard as the issue writes it, `created >= ? AND created < ?`.
+const DASHBOARD_P: &str = "SELECT DATE(created), COUNT(*), SUM(amount) FROM orders \
+     WHERE created >= ? AND created < ? GROUP BY DATE(created)";
+
+/// Parameterised reads (binary protocol, the week bound as DATETIME, DATE and string
+/// parameters; integer ranges; MIN/MAX of DECIMAL, DATETIME and DATE columns) and a text
+/// MIN/MAX read stay served after prepared INSERTs with typed parameters and text ones:
+/// every hit is the server's answer byte for byte, both result endings, every entry patched.
+#[tokio::test]
+async fn parameterised_patches_are_the_servers_bytes() {
+    use mysql_async::Value as V;
+    let schema = common::fresh_schema("patch_params_bytes").await;
+    setup(
+        &schema,
+        &[
+            "CREATE TABLE orders (id INT AUTO_INCREMENT PRIMARY KEY, created DATETIME NULL, \
+           d DATE NULL, amount DECIMAL(10,2) NULL, k INT NULL)",
+        ],
+    )
+    .await;
+    let p = proxy(0.0).await;
+    let week = |a: RawParam, b: RawParam| vec![a, b];
+    let reads: Vec<(&str, Vec<RawParam>)> = vec![
+        (
+            DASHBOARD_P,
+            week(
+                p_datetime(2024, 1, 8, 0, 0, 0),
+                p_datetime(2024, 1, 15, 0, 0, 0),
+            ),
+        ),
+        (
+            DASHBOARD_P,
+            week(
+                p_datetime(2024, 1, 9, 12, 0, 0),
+                p_datetime(2024, 1, 12, 23, 59, 59),
+            ),
+        ),
+        (DASHBOARD_P, week(p_date(2024, 1, 8), p_date(2024, 1, 15))),
+        (
+            DASHBOARD_P,
+            week(p_str("2024-01-08"), p_str("2024-01-14 12:00:00")),
+        ),
+        (
+            "SELECT k, COUNT(*), MIN(amount), MAX(created), MIN(d) FROM orders \
+             WHERE k BETWEEN ? AND ? GROUP BY k",
+            vec![p_int(2), p_int(9)],
+        ),
+        (
+            "SELECT COUNT(*), MAX(amount), MIN(created), MAX(d) FROM orders WHERE d >= ?",
+            vec![p_datetime(2024, 1, 10, 0, 0, 0)],
+        ),
+        (
+            "SELECT MIN(amount), MAX(amount), MIN(created), MAX(created), MIN(d), MAX(d) \
+             FROM orders",
+            vec![],
+        ),
+    ];
+    let text = "SELECT MIN(amount), MAX(amount), MIN(created), MAX(created), MIN(d), MAX(d) \
+                FROM orders";
+    let seed = "INSERT INTO orders (created, d, amount, k) VALUES \
+                ('2024-01-10 10:00:00', '2024-01-10', 100.25, 5), \
+                ('2024-01-12 09:00:00', '2024-01-12', 0.05, 9)";
+    let insert = "INSERT INTO orders (created, d, amount, k) VALUES (?, ?, ?, ?)";
+    let date = |y, m, d, h, mi, s| V::Date(y, m, d, h, mi, s, 0);
+    let inserts: Vec<Vec<V>> = vec![
+        // Into existing groups; a new minimum amount and a new maximum date.
+        vec![
+            date(2024, 1, 10, 11, 30, 0),
+            date(2024, 1, 13, 0, 0, 0),
+            V::Bytes(b"-3.50".to_vec()),
+            V::Int(5),
+        ],
+        // New groups at the start and the end; a string date, an integer amount.
+        vec![
+            V::Bytes(b"2024-01-08 00:00:00".to_vec()),
+            date(2024, 1, 8, 0, 0, 0),
+            V::Int(7),
+            V::Int(2),
+        ],
+        vec![
+            date(2024, 1, 14, 23, 59, 59),
+            V::Bytes(b"2024-01-14".to_vec()),
+            V::Bytes(b"99999999.99".to_vec()),
+            V::Int(9),
+        ],
+        // NULLs; outside the week and the key range.
+        vec![V::NULL, V::NULL, V::NULL, V::Int(3)],
+        vec![
+            date(2024, 1, 15, 0, 0, 0),
+            date(2024, 1, 7, 0, 0, 0),
+            V::Bytes(b"-99999999.99".to_vec()),
+            V::Int(10),
+        ],
+    ];
+    let mut c = p.conn(&schema).await;
+    for deprecate_eof in [false, true] {
+        c.query_drop("DELETE FROM orders").await.unwrap();
+        c.query_drop(seed).await.unwrap();
+        let mut rp = Raw::connect(&p.addr_string(), "root", &schema, deprecate_eof).await;
+        let mut rd = Raw::connect(&common::db().addr(), "root", &schema, deprecate_eof).await;
+        for (sql, params) in &reads {
+            executed(&mut rp, sql, params).await;
+        }
+        rp.query(text).await;
+        let entries = reads.len() as u64 + 1;
+        let patched = status(&mut c, "Qcache_patched").await;
+        for (n, row) in inserts.iter().enumerate() {
+            // A text insert between the prepared ones: both kinds patch.
+            if n == 3 {
+                c.query_drop(
+                    "INSERT INTO orders (created, d, amount, k) \
+                     VALUES ('2024-01-11 08:00:00', '2024-01-11', 12.5, 4)",
+                )
+                .await
+                .unwrap();
+            }
+            c.exec_drop(insert, row.clone()).await.unwrap();
+            let more = if n >= 3 { 2 } else { 1 };
+            assert_eq!(
+                status(&mut c, "Qcache_patched").await,
+                patched + entries * (n as u64 + more),
+                "{row:?}: every entry patched"
+            );
+            for (sql, params) in &reads {
+                let hits = p.running.shared.cache.stats().hits();
+                let got = executed(&mut rp, sql, params).await;
+                let want = executed(&mut rd, sql, params).await;
+                assert_eq!(
+                    got, want,
+                    "binary {sql} {params:?} after {row:?} (deprecate_eof={deprecate_eof})"
+                );
+                assert_eq!(
+                    p.running.shared.cache.stats().hits(),
+                    hits + 1,
+                    "{sql} {params:?} after {row:?}: served from the patched entry"
+                );
+            }
+            let hits = p.running.shared.cache.stats().hits();
+            let (got, _) = rp.query(text).await;
+            let (want, _) = rd.query(text).await;
+            assert_eq!(
+                Raw::wire(&got),
+                Raw::wire(&want),
+                "text {text} after {row:?}"
+            );
+            assert_eq!(p.running.shared.cache.stats().hits(), hits + 1);
+        }
+    }
+}
+
+/// Parameters qcache does not compare or store exactly as the server does leave the
+/// entry to the write's invalidation: an integer or a fraction of a second in the read's
+/// range, a time for a DATE, a DOUBLE amount, a fraction of a second inserted. The read
+/// after the insert is the server's (a miss).
+#[tokio::test]
+async fn parameters_it_cannot_read_exactly_invalidate() {
+    use mysql_async::Value as V;
+    let schema = common::fresh_schema("patch_params_refused").await;
+    setup(
+        &schema,
+        &[
+            "CREATE TABLE orders (id INT AUTO_INCREMENT PRIMARY KEY, created DATETIME NULL, \
+           d DATE NULL, amount DECIMAL(10,2) NULL, k INT NULL)",
+        ],
+    )
+    .await;
+    let p = proxy(0.0).await;
+    let mut c = p.conn(&schema).await;
+    let mut d = common::direct_to(&schema).await;
+    let date = |y, m, dd, h, mi, s, us| V::Date(y, m, dd, h, mi, s, us);
+    let good = vec![date(2024, 1, 8, 0, 0, 0, 0), date(2024, 1, 15, 0, 0, 0, 0)];
+    // Reads: (params, patchable); the patchable one last (it stays cached and patched).
+    let reads: Vec<(Vec<V>, bool)> = vec![
+        (vec![V::Int(20240108), V::Int(20240115)], false),
+        (
+            vec![
+                date(2024, 1, 8, 0, 0, 0, 500_000),
+                date(2024, 1, 15, 0, 0, 0, 0),
+            ],
+            false,
+        ),
+        (
+            vec![V::Bytes(b"2024-1-08".to_vec()), V::Int(20240115)],
+            false,
+        ),
+        (vec![V::NULL, date(2024, 1, 15, 0, 0, 0, 0)], false),
+        (good.clone(), true),
+    ];
+    let insert = "INSERT INTO orders (created, d, amount, k) VALUES (?, ?, ?, ?)";
+    c.exec_drop(
+        insert,
+        vec![date(2024, 1, 9, 1, 0, 0, 0), V::NULL, V::Int(1), V::Int(1)],
+    )
+    .await
+    .unwrap();
+    for (params, patchable) in &reads {
+        let hits = status(&mut c, "Qcache_hits").await;
+        read_p(&mut c, params.clone()).await;
+        read_p(&mut c, params.clone()).await;
+        assert_eq!(
+            status(&mut c, "Qcache_hits").await,
+            hits + 1,
+            "{params:?}: cached"
+        );
+        let patched = status(&mut c, "Qcache_patched").await;
+        c.exec_drop(
+            insert,
+            vec![date(2024, 1, 10, 1, 0, 0, 0), V::NULL, V::Int(2), V::Int(1)],
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            status(&mut c, "Qcache_patched").await,
+            patched + u64::from(*patchable),
+            "{params:?}"
+        );
+        let hits = status(&mut c, "Qcache_hits").await;
+        let got = read_p(&mut c, params.clone()).await;
+        assert_eq!(got, read_p(&mut d, params.clone()).await, "{params:?}");
+        assert_eq!(
+            status(&mut c, "Qcache_hits").await,
+            hits + u64::from(*patchable),
+            "{params:?}: patched, or invalidated"
+        );
+    }
+    // Inserts whose values the patch cannot know exactly: the entry is dropped.
+    let writes: Vec<Vec<V>> = vec![
+        vec![
+            date(2024, 1, 9, 1, 0, 0, 0),
+            V::NULL,
+            V::Double(1.5),
+            V::Int(1),
+        ],
+        vec![
+            date(2024, 1, 9, 1, 0, 0, 250_000),
+            V::NULL,
+            V::Int(1),
+            V::Int(1),
+        ],
+        vec![V::Int(20240109), V::NULL, V::Int(1), V::Int(1)],
+        vec![
+            date(2024, 1, 9, 1, 0, 0, 0),
+            V::NULL,
+            V::Bytes(b"1.234".to_vec()),
+            V::Int(1),
+        ],
+    ];
+    for w in writes {
+        read_p(&mut c, good.clone()).await;
+        let patched = status(&mut c, "Qcache_patched").await;
+        c.exec_drop(insert, w.clone()).await.unwrap();
+        assert_eq!(status(&mut c, "Qcache_patched").await, patched, "{w:?}");
+        let hits = status(&mut c, "Qcache_hits").await;
+        let got = read_p(&mut c, good.clone()).await;
+        assert_eq!(got, read_p(&mut d, good.clone()).await, "{w:?}");
+        assert_eq!(
+            status(&mut c, "Qcache_hits").await,
+            hits,
+            "{w:?}: invalidated"
+        );
+    }
+}
+
+/// The verifier re-reads parameterised patches (its statement states the bound values)
+/// and MIN/MAX of DECIMAL and temporal columns, and agrees; with the corrupting fault it
+/// catches each wrong patch, drops the entry and turns the shape off.
+#[tokio::test]
+async fn the_verifier_checks_parameterised_and_min_max_patches() {
+    use mysql_async::Value as V;
+    let schema = common::fresh_schema("patch_params_verified").await;
+    setup(
+        &schema,
+        &[
+            "CREATE TABLE orders (id INT AUTO_INCREMENT PRIMARY KEY, created DATETIME NULL, \
+           d DATE NULL, amount DECIMAL(10,2) NULL, k INT NULL)",
+        ],
+    )
+    .await;
+    let p = proxy(1.0).await;
+    let mut c = p.conn(&schema).await;
+    let mut d = common::direct_to(&schema).await;
+    let week = vec![
+        V::Date(2024, 1, 8, 0, 0, 0, 0),
+        V::Bytes(b"2024-01-15".to_vec()),
+    ];
+    let minmax = "SELECT MAX(d), MIN(amount), MAX(created) FROM orders WHERE k = ?";
+    let reads: [(&str, Vec<V>); 2] = [(DASHBOARD_P, week), (minmax, vec![V::Int(1)])];
+    let insert = "INSERT INTO orders (created, d, amount, k) VALUES (?, ?, ?, ?)";
+    let row = |day: u32, amount: &str| {
+        vec![
+            V::Date(2024, 1, day as u8, 10, 0, 0, 0),
+            V::Date(2024, 1, day as u8, 0, 0, 0, 0),
+            V::Bytes(amount.as_bytes().to_vec()),
+            V::Int(1),
+        ]
+    };
+    for (sql, params) in &reads {
+        exec_both(&mut c, &mut d, sql, params.clone()).await;
+    }
+    for (i, (day, amount)) in [(10, "5.25"), (9, "-1.50"), (12, "100")].iter().enumerate() {
+        c.exec_drop(insert, row(*day, amount)).await.unwrap();
+        let n = 2 * (i as u64 + 1);
+        assert_eq!(status(&mut c, "Qcache_patched").await, n);
+        assert_eq!(wait_status(&mut c, "Qcache_patch_verified", n).await, n);
+        for (sql, params) in &reads {
+            assert!(
+                exec_both(&mut c, &mut d, sql, params.clone()).await,
+                "{sql}: a hit"
+            );
+        }
+    }
+    assert_eq!(status(&mut c, "Qcache_patch_mismatches").await, 0);
+    p.running
+        .shared
+        .cache
+        .versions()
+        .faults
+        .set(Fault::Patches, true);
+    c.exec_drop(insert, row(11, "1")).await.unwrap();
+    assert_eq!(status(&mut c, "Qcache_patched").await, 8);
+    assert_eq!(wait_status(&mut c, "Qcache_patch_mismatches", 2).await, 2);
+    for (sql, params) in &reads {
+        assert!(
+            !exec_both(&mut c, &mut d, sql, params.clone()).await,
+            "{sql}: the wrong entry was dropped"
+        );
+    }
+    c.exec_drop(insert, row(13, "2")).await.unwrap();
+    assert_eq!(
+        status(&mut c, "Qcache_patched").await,
+        8,
+        "shapes turned off"
+    );
+    for (sql, params) in &reads {
+        exec_both(&mut c, &mut d, sql, params.clone()).await;
+    }
+}
+
+/// The dashboard executed with `params`, its rows as the client decoded them.
+async fn read_p(c: &mut Conn, params: Vec<mysql_async::Value>) -> Vec<Vec<mysql_async::Value>> {
+    let rows: Vec<Row> = c.exec(DASHBOARD_P, params).await.unwrap();
+    rows.into_iter().map(Row::unwrap).collect()
+}
+
+/// Executes `sql` with `params` through the proxy and directly; asserts they agree and
+/// says whether the proxy's was a hit.
+async fn exec_both(c: &mut Conn, d: &mut Conn, sql: &str, params: Vec<mysql_async::Value>) -> bool {
+    let before = status(c, "Qcache_hits").await;
+    let got: Vec<Row> = c.exec(sql, params.clone()).await.unwrap();
+    let hit = status(c, "Qcache_hits").await > before;
+    let want: Vec<Row> = d.exec(sql, params).await.unwrap();
+    assert_eq!(
+        got.into_iter().map(Row::unwrap).collect::<Vec<_>>(),
+        want.into_iter().map(Row::unwrap).collect::<Vec<_>>(),
+        "{sql}"
+    );
+    hit
+}
+
+/// A session whose `sql_select_limit` cuts its results keeps its grouped entries out of
+/// patching: a new group before the cut would push the last one out on the server, and a
+/// patch would add it instead. Its reads are still cached, and each is the server's.
+#[tokio::test]
+async fn a_select_limit_keeps_entries_from_patches() {
+    let schema = common::fresh_schema("patch_select_limit").await;
+    setup(&schema, ORDERS).await;
+    let p = proxy(0.0).await;
+    let mut c = p.conn(&schema).await;
+    let mut d = common::direct_to(&schema).await;
+    for conn in [&mut c, &mut d] {
+        conn.query_drop("SET SESSION sql_select_limit = 1")
+            .await
+            .unwrap();
+    }
+    c.query_drop("INSERT INTO orders (created, amount) VALUES ('2024-01-10 10:00:00', 1)")
+        .await
+        .unwrap();
+    for prepared in [false, true] {
+        rows_both(&mut c, &mut d, DASHBOARD, prepared).await;
+        assert!(
+            rows_both(&mut c, &mut d, DASHBOARD, prepared).await,
+            "cached"
+        );
+    }
+    let patched = status(&mut c, "Qcache_patched").await;
+    c.query_drop("INSERT INTO orders (created, amount) VALUES ('2024-01-09 10:00:00', 2)")
+        .await
+        .unwrap();
+    assert_eq!(status(&mut c, "Qcache_patched").await, patched);
+    for prepared in [false, true] {
+        assert!(
+            !rows_both(&mut c, &mut d, DASHBOARD, prepared).await,
+            "invalidated (prepared: {prepared})"
+        );
+    }
 }

@@ -9,7 +9,9 @@ use super::slices::Planner;
 use super::state::SessionState;
 use crate::cache::patches::{Candidate, PatchWrite};
 use crate::cache::{Cache, TableHandle};
-use crate::policy::patch::{self, Recipe, Refusal};
+use crate::policy::patch::{self, Param, Recipe, Refusal};
+use crate::protocol::commands;
+use crate::protocol::packets::com;
 
 /// Why no recipe or no patch: the policy's refusal, or what the session or catalog rule out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -17,7 +19,12 @@ pub enum NoPatch {
     /// `cache.patch_aggregates` is off.
     Off,
     /// Inside a transaction, or a session holding temporary tables (a name may be one).
+    /// (What the session does to its rows, `sql_select_limit` among them, is the policy's:
+    /// `patch::session_rows`.)
     Session,
+    /// Groups from a server whose GROUP BY does not sort them (MySQL 8.0): where a new
+    /// group lands is not known.
+    GroupOrder,
     /// Entries are shared through L2, whose copy no local patch reaches.
     SharedLevel,
     /// Not exactly one table, or one the catalog cannot vouch for (a view, a trigger, a
@@ -35,6 +42,7 @@ impl NoPatch {
         match self {
             NoPatch::Off => "off",
             NoPatch::Session => "session",
+            NoPatch::GroupOrder => "group_order",
             NoPatch::SharedLevel => "l2",
             NoPatch::Table => "table",
             NoPatch::Write => "write",
@@ -59,15 +67,18 @@ impl Planner<'_> {
     }
 
     /// The recipe a read's entry is stored with, when a known insert can patch it: `sql`
-    /// its text (an execute's prepared SQL), `tables` what its plan reads, `binary` an
-    /// execute's result, `shared_level` an instance with L2, `under_snapshot` a result read
-    /// in a transaction's snapshot, which may be older than the latest rows (never patched:
+    /// its text (an execute's prepared SQL), `params` an execute's bound values
+    /// ([`execute_params`]; None for a text read, or when they could not be read: then a
+    /// `?` refuses), `tables` what its plan reads, `binary` an execute's result,
+    /// `shared_level` an instance with L2, `under_snapshot` a result read in a
+    /// transaction's snapshot, which may be older than the latest rows (never patched:
     /// `NoPatch::Session`).
     #[allow(clippy::too_many_arguments)]
     pub fn patch_recipe(
         &self,
         st: &SessionState,
         sql: &[u8],
+        params: Option<&[Param]>,
         tables: &[TableHandle],
         binary: bool,
         digest: u64,
@@ -77,7 +88,14 @@ impl Planner<'_> {
         if under_snapshot && self.cfg.cache.patch_aggregates {
             return Err(NoPatch::Session);
         }
-        self.recipe_for(st, sql, Some(tables), (binary, shared_level), digest)
+        self.recipe_for(
+            st,
+            sql,
+            params,
+            Some(tables),
+            (binary, shared_level),
+            digest,
+        )
     }
 
     /// [`patch_recipe`](Self::patch_recipe) for a fill being stored: the recipe, shared,
@@ -87,6 +105,7 @@ impl Planner<'_> {
         &self,
         st: &SessionState,
         sql: &[u8],
+        params: Option<&[Param]>,
         tables: &[TableHandle],
         binary: bool,
         digest: u64,
@@ -96,6 +115,7 @@ impl Planner<'_> {
         let r = self.patch_recipe(
             st,
             sql,
+            params,
             tables,
             binary,
             digest,
@@ -115,6 +135,7 @@ impl Planner<'_> {
         &self,
         st: &SessionState,
         sql: &[u8],
+        params: Option<&[Param]>,
         tables: Option<&[TableHandle]>,
         how: (bool, bool),
         digest: u64,
@@ -128,7 +149,10 @@ impl Planner<'_> {
         if shared_level {
             return Err(NoPatch::SharedLevel);
         }
-        if st.txn.in_transaction() || !st.temp_tables.is_empty() || st.temporaries_unknown {
+        if st.txn.in_transaction()
+            || !st.temp_tables.is_empty()
+            || st.temporaries_unknown
+        {
             return Err(NoPatch::Session);
         }
         patch::session_rows(patch::SessionRows {
@@ -137,7 +161,12 @@ impl Planner<'_> {
             reads_limited: st.reads_may_be_refused(),
         })?;
         let text = std::str::from_utf8(sql).map_err(|_| Refusal::Unparsable)?;
-        let shape = patch::read_shape(text)?;
+        let shape = patch::read_shape_bound(text, params)?;
+        // MariaDB (like MySQL before 8.0) sorts the groups by their key: a new group's
+        // place is known. MySQL 8.0 sends them in whatever order its plan made.
+        if shape.group.is_some() && !st.mariadb {
+            return Err(NoPatch::GroupOrder);
+        }
         let q = st
             .qualify(shape.table.schema.as_deref(), &shape.table.name)
             .ok_or(NoPatch::Table)?;
@@ -165,7 +194,7 @@ impl Planner<'_> {
         binary: bool,
         shared_level: bool,
     ) -> String {
-        match self.recipe_for(st, sql, None, (binary, shared_level), 0) {
+        match self.recipe_for(st, sql, None, None, (binary, shared_level), 0) {
             Ok(r) => format!(
                 "yes: an autocommit INSERT ... VALUES of known rows into {}.{} patches it",
                 r.schema, r.table
@@ -178,19 +207,21 @@ impl Planner<'_> {
     /// autocommit `INSERT … VALUES` of known rows into one table, the entries of that
     /// table it will patch (into `st.pending.patch`). Entries looked up now hold results
     /// computed before the write reached the server.
-    pub fn plan_patch(&self, st: &mut SessionState, text: &[u8], cache: &Cache) {
+    pub fn plan_patch(&self, st: &mut SessionState, text: &[u8], payload: &[u8], cache: &Cache) {
         st.pending.patch = None;
-        match self.patch_write(st, text, cache) {
+        match self.patch_write(st, text, payload, cache) {
             Ok(p) => st.pending.patch = Some(p),
             Err(NoPatch::Off) => {}
             Err(why) => tracing::debug!(why = why.as_str(), "write patches nothing"),
         }
     }
 
+    /// `payload`: what goes upstream, an execute's parameters for a prepared INSERT's `?`.
     fn patch_write(
         &self,
         st: &SessionState,
         text: &[u8],
+        payload: &[u8],
         cache: &Cache,
     ) -> Result<PatchWrite, NoPatch> {
         if !self.cfg.cache.patch_aggregates {
@@ -207,7 +238,8 @@ impl Planner<'_> {
             return Err(NoPatch::Write);
         }
         let text = std::str::from_utf8(text).map_err(|_| Refusal::Unparsable)?;
-        let ins = patch::insert_rows(text)?;
+        let params = execute_params(st, payload);
+        let ins = patch::insert_rows_bound(text, params.as_deref())?;
         let q = st
             .qualify(ins.table.schema.as_deref(), &ins.table.name)
             .ok_or(NoPatch::Table)?;
@@ -252,6 +284,22 @@ impl Planner<'_> {
     }
 }
 
+/// The parameters of `payload` when it is a COM_STMT_EXECUTE of a statement the session
+/// knows, as the server receives them (`policy::patch::bound_params`); None for anything
+/// else, or when they cannot be read (long data, no types known, a short packet): then a
+/// statement's `?` refuses its patch.
+pub fn execute_params(st: &SessionState, payload: &[u8]) -> Option<Vec<Param>> {
+    if payload.first() != Some(&com::STMT_EXECUTE) || st.execute_long_data {
+        return None;
+    }
+    let stmt = st.stmts.get(&commands::stmt_id(payload)?)?;
+    if stmt.long_data {
+        return None;
+    }
+    let p = commands::execute_params(payload, stmt.params, stmt.types.as_deref())?;
+    patch::bound_params(&p, usize::from(stmt.params))
+}
+
 /// Keeps the first OK of a write that means to patch: its affected rows and warnings say
 /// whether the server did exactly what the statement shows.
 pub fn note_patch_ok(
@@ -288,8 +336,12 @@ mod tests {
     use crate::engine::World;
 
     fn on(w: &mut World) {
+        set_switch(w, true);
+    }
+
+    fn set_switch(w: &mut World, on: bool) {
         let mut cfg = (*w.cfg).clone();
-        cfg.cache.patch_aggregates = true;
+        cfg.cache.patch_aggregates = on;
         w.cfg = Arc::new(cfg);
     }
 
@@ -375,9 +427,7 @@ mod tests {
         ];
         for (why, switch, temp, sql, table, want) in rows {
             let mut w = World::new(true);
-            if *switch {
-                on(&mut w);
-            }
+            set_switch(&mut w, *switch);
             let mut st = w.session(Some("db"));
             if *temp {
                 st.temp_tables.insert(("db".into(), "tmp".into()));
@@ -385,7 +435,7 @@ mod tests {
             let tables = [w.versions.table("db", table)];
             let got = w
                 .planner()
-                .patch_recipe(&st, sql.as_bytes(), &tables, false, 1, false, false)
+                .patch_recipe(&st, sql.as_bytes(), None, &tables, false, 1, false, false)
                 .map(drop);
             assert_eq!(got, *want, "{why}");
         }
@@ -397,13 +447,91 @@ mod tests {
         let sql = b"SELECT COUNT(*) FROM child";
         let p = w.planner();
         assert!(p
-            .patch_recipe(&st, sql, &tables, false, 1, false, false)
+            .patch_recipe(&st, sql, None, &tables, false, 1, false, false)
             .is_ok());
         assert_eq!(
-            p.patch_recipe(&st, sql, &tables, false, 1, false, true)
+            p.patch_recipe(&st, sql, None, &tables, false, 1, false, true)
                 .map(drop),
             Err(NoPatch::Session),
             "under a snapshot"
+        );
+        // What the session or its server rule out, each alone.
+        type Case = (&'static str, &'static str, fn(&mut SessionState), NoPatch);
+        let cases: [Case; 4] = [
+            (
+                "a sql_select_limit the session set may cut the groups",
+                "SELECT parent_id, COUNT(*) FROM child GROUP BY parent_id",
+                |st| {
+                    st.vars.insert("sql_select_limit".into(), "1".into());
+                },
+                NoPatch::Policy(Refusal::SelectLimit),
+            ),
+            (
+                "one inherited from the server's global value, too",
+                "SELECT COUNT(*) FROM child",
+                |st| st.select_limit_inherited = true,
+                NoPatch::Policy(Refusal::SelectLimit),
+            ),
+            (
+                "groups from MySQL 8.0 come in no known order",
+                "SELECT parent_id, COUNT(*) FROM child GROUP BY parent_id",
+                |st| st.mariadb = false,
+                NoPatch::GroupOrder,
+            ),
+            (
+                "a ? without the execute's values",
+                "SELECT COUNT(*) FROM child WHERE parent_id = ?",
+                |_| {},
+                NoPatch::Policy(Refusal::Token),
+            ),
+        ];
+        for (why, sql, change, want) in cases {
+            let mut st = w.session(Some("db"));
+            let ok = p.patch_recipe(&st, sql.as_bytes(), None, &tables, false, 1, false, false);
+            assert!(
+                ok.is_ok() || want == NoPatch::Policy(Refusal::Token),
+                "{why}: {ok:?}"
+            );
+            change(&mut st);
+            let got = p
+                .patch_recipe(&st, sql.as_bytes(), None, &tables, false, 1, false, false)
+                .map(drop);
+            assert_eq!(got, Err(want), "{why}");
+        }
+        // Without GROUP BY, MySQL 8.0's one row is patched as MariaDB's.
+        let mut st = w.session(Some("db"));
+        st.mariadb = false;
+        assert!(p
+            .patch_recipe(
+                &st,
+                b"SELECT COUNT(*) FROM child",
+                None,
+                &tables,
+                false,
+                1,
+                false,
+                false
+            )
+            .is_ok());
+        // An execute's values bind its `?`.
+        let st = w.session(Some("db"));
+        let sql = b"SELECT COUNT(*) FROM child WHERE parent_id = ?";
+        let got = p.patch_recipe(
+            &st,
+            sql,
+            Some(&[Param::Int(4)]),
+            &tables,
+            true,
+            1,
+            false,
+            false,
+        );
+        assert_eq!(
+            got.map(|r| r.filter),
+            Ok(vec![(
+                "parent_id".to_string(),
+                crate::policy::patch::Cond::In(vec![4])
+            )])
         );
     }
 

@@ -14,6 +14,7 @@ use super::Planner;
 use crate::cache::entry::L2Stamps;
 use crate::cache::{FillGuard, Snapshot, Stamps, Versions};
 use crate::l2::now_ms;
+use crate::policy::patch::Param;
 use crate::policy::Reason;
 use crate::protocol::packets::com;
 use crate::protocol::response::Response;
@@ -37,19 +38,23 @@ pub struct FillTarget {
     pub l2_fill: Option<L2Fill>,
     /// An execute's result (binary rows): what a patch of it writes (`policy::patch`).
     pub binary: bool,
+    /// An execute's parameters, read when patching is on: what its `?` stand for in the
+    /// patch recipe (`engine::patch::execute_params`).
+    pub params: Option<Vec<Param>>,
 }
 
 impl FillTarget {
     /// The target of a miss about to go up: `stamps` read before it, `mode` the view it
     /// reads in (a transaction's store point: storable only if its tables did not change
-    /// since), this session's claim and what L2 said, `payload` the command sent.
+    /// since), this session's claim and what L2 said, `payload` the command sent, `params`
+    /// its parameters when they matter (patching on).
     pub fn new(
         versions: &Versions,
         stamps: Stamps,
         mode: &ReadMode,
         guard: Option<FillGuard>,
         l2_fill: Option<L2Fill>,
-        payload: &[u8],
+        (payload, params): (&[u8], Option<Vec<Param>>),
     ) -> FillTarget {
         let snap = mode.store_point();
         let storable = snap.is_none_or(|s| stamps.valid_in(versions, &s));
@@ -60,6 +65,7 @@ impl FillTarget {
             snap,
             l2_fill,
             binary: payload.first() == Some(&com::STMT_EXECUTE),
+            params,
         }
     }
 }
@@ -102,6 +108,7 @@ pub fn store_fill(
     let recipe = Planner::new(shared).fill_recipe(
         st,
         sql,
+        target.params.as_deref(),
         &plan.tables,
         target.binary,
         plan.digest,

@@ -41,7 +41,7 @@ impl Planner<'_> {
             Analysis::Write(w) => {
                 self.plan_write(st, w);
                 self.plan_write_rows(st, w, &text, payload);
-                self.plan_patch(st, &text, cache);
+                self.plan_patch(st, &text, payload, cache);
                 Some(an)
             }
             _ => {

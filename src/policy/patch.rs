@@ -5,7 +5,8 @@
 //!
 //! Eligible, on purpose narrow: one base table; a select list of `COUNT(*)`, `COUNT(col)`,
 //! `SUM(col)`, `MIN(col)` and `MAX(col)` (SUM of integer and DECIMAL columns, exact in
-//! units of the last digit; MIN and MAX of integer columns) and, when
+//! units of the last digit; MIN and MAX of integer, DECIMAL, DATE and DATETIME(0) columns,
+//! answered in the column's own type) and, when
 //! grouped, the GROUP BY expression; at most one GROUP BY expression, a plain integer,
 //! DATE or DATETIME(0) column or `DATE(col)` of a DATE or DATETIME(0) one, no ORDER BY
 //! (MariaDB sorts the groups by their key, NULL first); a WHERE that is a conjunction of
@@ -19,14 +20,15 @@
 //! (integers as `i128`; `SUM` of integers is a `DECIMAL(…,0)`, sent as its digits, `SUM`
 //! of a `DECIMAL(P,S)` one a DECIMAL of S decimals, sent with exactly S of them; `SUM`
 //! of no value is NULL; `MIN`/`MAX` of no value is NULL, a new value replaces it when
-//! smaller or larger, and it is sent in the column's own integer type, whose metadata the
-//! stored result must carry, see [`IntType`]); a row whose key is new makes a new group,
+//! smaller or larger, and it is sent in the column's own type (an integer type, see
+//! [`IntType`]; a DECIMAL of the column's scale; a DATE; a DATETIME without fractions),
+//! whose metadata the stored result must carry); a row whose key is new makes a new group,
 //! placed at its key's rank. Inserts only: any other write invalidates (a deleted row may
 //! have been the minimum). The inserts that patch it: `INSERT [INTO] t [(cols)] VALUES
 //! (…), …` whose values are all literals, and whose values in the columns the read uses
 //! are integer literals inside the column's range, canonical temporal literals (a date
-//! only into a DATE), numbers a DECIMAL column holds exactly (no more decimals than its
-//! scale), or NULL where the column allows it. Everything else is refused with
+//! only into a DATE), numbers (or strings of one) a DECIMAL column holds exactly (no more
+//! decimals than its scale), or NULL where the column allows it. Everything else is refused with
 //! a [`Refusal`], and the caller invalidates as it would without patching. A stored
 //! result is patched only when its rows decode to values whose encoding is exactly their
 //! bytes, in key order.
@@ -35,6 +37,15 @@
 //! punctuation these shapes need, so nothing sqlparser reads otherwise than the server does
 //! (comments, `||`, `XOR`, double quotes, backslashes, executable comments) can reach the
 //! shape check.
+//!
+//! A prepared statement's `?` (binary protocol only; a text statement's refuses) stands for
+//! the value an execute bound to it, read with its type ([`bound_params`], [`Param`]) and
+//! judged as the server compares and stores that type: in a WHERE, an integer type on an
+//! integer column, a DATE or a DATETIME of whole seconds, or a string read as the literal
+//! would be, on a DATE or DATETIME column; in an INSERT, also a DECIMAL's text or a string
+//! holding a number into a DECIMAL column. NULL in a WHERE, FLOAT, DOUBLE, TIME,
+//! TIMESTAMP, YEAR, fractions of seconds, an integer compared as a date, a string
+//! compared with an integer column: refused, as every other value qcache cannot judge.
 
 use bytes::{BufMut, Bytes, BytesMut};
 use sqlparser::ast::{
@@ -44,10 +55,11 @@ use sqlparser::ast::{
 use sqlparser::dialect::MySqlDialect;
 use sqlparser::keywords::Keyword;
 use sqlparser::parser::Parser;
-use sqlparser::tokenizer::{Token, Tokenizer, Whitespace};
+use sqlparser::tokenizer::{Location, Token, Tokenizer, Whitespace};
 
 use crate::analysis::slices::{split_and, ColType, ColumnInfo};
 use crate::analysis::TableRef;
+use crate::protocol::commands::ExecuteParams;
 use crate::protocol::packets::{put_lenenc_str, read_lenenc, read_lenenc_str};
 
 /// MySQL column types the results of these aggregates carry: COUNT a LONGLONG, SUM of
@@ -215,6 +227,145 @@ fn temporal_text(v: i128, time: bool) -> String {
     }
 }
 
+/// A parameter of a COM_STMT_EXECUTE as the server receives it: its value and, what decides
+/// how the server compares and stores it, its type. A prepared statement's `?` stands for
+/// one ([`read_shape_bound`], [`insert_rows_bound`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Param {
+    /// The NULL bit set, or the NULL type.
+    Null,
+    /// An integer type (TINY, SHORT, INT24, LONG, LONGLONG), its UNSIGNED flag applied:
+    /// compared with an integer column as an integer, stored into one exactly.
+    Int(i128),
+    /// A string type (VARCHAR, VAR_STRING, STRING), valid UTF-8: compared and stored as the
+    /// same text written as a string literal would be.
+    Str(String),
+    /// A DECIMAL or NEWDECIMAL, as its text: stored as the same number written as a
+    /// literal would be.
+    Dec(String),
+    /// A DATE (`date`: true) or DATETIME, a real calendar date of years 1000 to 9999:
+    /// seconds from 1970-01-01 ([`temporal`]) and microseconds.
+    Time { secs: i128, micros: u32, date: bool },
+    /// Anything else (FLOAT, DOUBLE, TIME, TIMESTAMP, YEAR, blobs, a zero or invalid date,
+    /// a string that is not UTF-8): refused wherever the shape uses it.
+    Other,
+}
+
+/// The parameters of an execute (`n` of them, as the statement's prepare announced), in
+/// order; None when the values cannot be read as their types say.
+pub fn bound_params(p: &ExecuteParams<'_>, n: usize) -> Option<Vec<Param>> {
+    let mut out = Vec::with_capacity(n);
+    if n == 0 {
+        return Some(out);
+    }
+    let types = p.types?;
+    let mut v = p.values;
+    for i in 0..n {
+        if p.null_bitmap.get(i / 8)? & (1 << (i % 8)) != 0 {
+            out.push(Param::Null);
+            continue;
+        }
+        let ty = *types.get(2 * i)?;
+        let unsigned = types.get(2 * i + 1)? & 0x80 != 0;
+        let param = match ty {
+            0x01 | 0x02 | 0x03 | 0x08 | 0x09 => {
+                let len = match ty {
+                    0x01 => 1,
+                    0x02 => 2,
+                    0x08 => 8,
+                    _ => 4,
+                };
+                let b = take(&mut v, len)?;
+                let fill = if !unsigned && b[len - 1] & 0x80 != 0 {
+                    0xff
+                } else {
+                    0
+                };
+                let mut full = [fill; 16];
+                full[..len].copy_from_slice(b);
+                Param::Int(i128::from_le_bytes(full))
+            }
+            0x0d => take(&mut v, 2).map(|_| Param::Other)?,
+            0x04 => take(&mut v, 4).map(|_| Param::Other)?,
+            0x05 => take(&mut v, 8).map(|_| Param::Other)?,
+            0x06 => Param::Null,
+            0x07 | 0x0a | 0x0b | 0x0c => {
+                let len = usize::from(*v.first()?);
+                take(&mut v, 1)?;
+                let b = take(&mut v, len)?;
+                match ty {
+                    0x0a | 0x0c => binary_time(b, ty == 0x0a).unwrap_or(Param::Other),
+                    _ => Param::Other,
+                }
+            }
+            0x00 | 0x0f | 0x10 | 0xf5..=0xff => {
+                let (body, used) = read_lenenc_str(v)?;
+                take(&mut v, used)?;
+                match (ty, std::str::from_utf8(body)) {
+                    (0x0f | 0xfd | 0xfe, Ok(s)) => Param::Str(s.to_string()),
+                    (0x00 | 0xf6, Ok(s)) => Param::Dec(s.to_string()),
+                    _ => Param::Other,
+                }
+            }
+            _ => return None,
+        };
+        out.push(param);
+    }
+    Some(out)
+}
+
+/// The first `len` bytes of `v`, which moves past them.
+fn take<'a>(v: &mut &'a [u8], len: usize) -> Option<&'a [u8]> {
+    let b = v.get(..len)?;
+    *v = &v[len..];
+    Some(b)
+}
+
+/// A binary DATE (`date`) or DATETIME parameter's value (4, 7 or 11 bytes: year, month,
+/// day, hour, minute, second, microseconds); None for a zero or invalid date, a year
+/// outside 1000–9999, or a DATE carrying a time.
+fn binary_time(b: &[u8], date: bool) -> Option<Param> {
+    if !matches!(b.len(), 4 | 7 | 11) || (date && b.len() != 4) {
+        return None;
+    }
+    let y = u16::from_le_bytes([b[0], b[1]]);
+    let (h, mi, s) = if b.len() >= 7 {
+        (b[4], b[5], b[6])
+    } else {
+        (0, 0, 0)
+    };
+    let micros = if b.len() == 11 {
+        u32::from_le_bytes([b[7], b[8], b[9], b[10]])
+    } else {
+        0
+    };
+    if micros > 999_999 {
+        return None;
+    }
+    let text = format!("{y:04}-{:02}-{:02} {h:02}:{mi:02}:{s:02}", b[2], b[3]);
+    let (secs, _) = temporal(&text)?;
+    Some(Param::Time { secs, micros, date })
+}
+
+/// The `?` of a prepared statement's text, by where each starts (text order is parameter
+/// order), and the values bound to them; no `?` is allowed without them.
+struct Binds<'a> {
+    at: Vec<Location>,
+    params: Option<&'a [Param]>,
+}
+
+impl Binds<'_> {
+    /// The parameter a `?` stands for; None for any other expression.
+    fn param(&self, e: &Expr) -> Option<&Param> {
+        let Expr::Value(v) = e else { return None };
+        let Value::Placeholder(p) = &v.value else {
+            return None;
+        };
+        let i = self.at.iter().position(|l| *l == v.span.start)?;
+        (p == "?").then(|| self.params?.get(i)).flatten()
+    }
+}
+
 /// What a column the shape uses holds, from the catalog.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
@@ -335,7 +486,8 @@ fn decimal_literal(s: &str, precision: u8, scale: u8, unsigned: bool) -> Result<
 /// Why a read or a write is not patched: the caller invalidates as before.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Refusal {
-    /// A token the shapes do not use (a keyword, comment, operator, quote, placeholder).
+    /// A token the shapes do not use (a keyword, comment, operator, quote); a `?` of a
+    /// text statement, or not as many `?` as values bound.
     Token,
     /// sqlparser could not read it, or it is not one statement.
     Unparsable,
@@ -516,6 +668,10 @@ pub struct Recipe {
     /// Per aggregate, for SUM: the decimals of its result (its DECIMAL column's scale, 0
     /// for an integer column), which its result column must carry.
     pub scales: Vec<u8>,
+    /// Per aggregate, for MIN/MAX: how its column's values are held and written (an
+    /// integer, of the type in `ints`; a DECIMAL of its scale; a DATE; a DATETIME(0)),
+    /// which its result column must carry. Absent: an integer.
+    pub minmax: Vec<Option<Repr>>,
     pub filter: Vec<(String, Cond)>,
     /// Per conjunct of `filter`, its column's kind (how the verifier writes its bounds).
     pub kinds: Vec<Kind>,
@@ -549,21 +705,36 @@ pub enum Val {
     /// A number with a fraction (or an exponent), as written, its sign included: exact
     /// where the read uses a DECIMAL column, and fine in a column it does not use.
     Num(String),
+    /// A DATE or DATETIME parameter ([`Param::Time`]): exact into a DATETIME(0) column
+    /// when it has no fraction of a second, into a DATE one when it is also a midnight.
+    Time {
+        secs: i128,
+        micros: u32,
+    },
+    /// A parameter of another type ([`Param::Other`]): fine in a column the read does
+    /// not use.
+    Other,
 }
 
 /// The tokens the shapes are made of; anything else refuses the statement. Words are
-/// judged after the parse ([`words_allowed`]).
-fn lex(sql: &str) -> Result<Vec<Token>, Refusal> {
+/// judged after the parse ([`words_allowed`]). A `?` only with `params` (a prepared
+/// statement's), as many as there are `?`: where each starts, in text order.
+fn lex(sql: &str, params: Option<&[Param]>) -> Result<(Vec<Token>, Vec<Location>), Refusal> {
     // sqlparser reads some comments (executable ones among them) as text: any comment
     // opener refuses, even inside a string (a lost patch, never a wrong one).
     if sql.contains('\\') || sql.contains("/*") || sql.contains('#') || sql.contains("--") {
         return Err(Refusal::Token);
     }
-    let tokens = Tokenizer::new(&MySqlDialect {}, sql)
-        .tokenize()
+    let spans = Tokenizer::new(&MySqlDialect {}, sql)
+        .tokenize_with_location()
         .map_err(|_| Refusal::Token)?;
-    for t in &tokens {
-        let ok = match t {
+    let mut at = Vec::new();
+    for t in &spans {
+        let ok = match &t.token {
+            Token::Placeholder(p) if p == "?" && params.is_some() => {
+                at.push(t.span.start);
+                true
+            }
             Token::Word(w) => matches!(w.quote_style, None | Some('`')),
             Token::Number(_, false) => true,
             Token::SingleQuotedString(_) => true,
@@ -585,7 +756,10 @@ fn lex(sql: &str) -> Result<Vec<Token>, Refusal> {
             return Err(Refusal::Token);
         }
     }
-    Ok(tokens)
+    if params.is_some_and(|p| p.len() != at.len()) {
+        return Err(Refusal::Token);
+    }
+    Ok((spans.into_iter().map(|t| t.token).collect(), at))
 }
 
 /// Every unquoted keyword is one the shapes use, or a name the parsed shape holds (a
@@ -627,13 +801,16 @@ fn words_allowed(tokens: &[Token], names: &[String]) -> Result<(), Refusal> {
     Ok(())
 }
 
-fn parse_one(sql: &str) -> Result<(Statement, Vec<Token>), Refusal> {
-    let tokens = lex(sql)?;
+fn parse_one<'a>(
+    sql: &str,
+    params: Option<&'a [Param]>,
+) -> Result<(Statement, Vec<Token>, Binds<'a>), Refusal> {
+    let (tokens, at) = lex(sql, params)?;
     let mut stmts = Parser::parse_sql(&MySqlDialect {}, sql).map_err(|_| Refusal::Unparsable)?;
     if stmts.len() != 1 {
         return Err(Refusal::Unparsable);
     }
-    Ok((stmts.remove(0), tokens))
+    Ok((stmts.remove(0), tokens, Binds { at, params }))
 }
 
 fn name_parts(name: &sqlparser::ast::ObjectName) -> Vec<String> {
@@ -746,8 +923,27 @@ fn flipped(op: &BinaryOperator) -> Option<BinaryOperator> {
 }
 
 /// A literal a condition compares with: an integer (`bounded`: inside BIGINT or BIGINT
-/// UNSIGNED, as a range needs) or a canonical temporal string, as seconds ([`temporal`]).
-fn literal(e: &Expr, bounded: bool) -> Option<(i128, Lit)> {
+/// UNSIGNED, as a range needs) or a canonical temporal string, as seconds ([`temporal`]);
+/// or a `?` bound to a value the server compares as one of those: an integer type, a
+/// string (read as the literal would be), a DATE or a DATETIME of whole seconds (a
+/// DATETIME at midnight compares as its date does, with a DATE or a DATETIME column).
+/// NULL, fractions of seconds, numbers of other types: None.
+fn literal(e: &Expr, bounded: bool, b: &Binds) -> Option<(i128, Lit)> {
+    if let Some(p) = b.param(e) {
+        return match p {
+            Param::Int(n) => Some((*n, Lit::Int)),
+            Param::Str(s) => temporal(s),
+            Param::Time {
+                secs, micros: 0, ..
+            } if secs.rem_euclid(DAY) == 0 => Some((*secs, Lit::Date)),
+            Param::Time {
+                secs,
+                micros: 0,
+                date: false,
+            } => Some((*secs, Lit::DateTime)),
+            _ => None,
+        };
+    }
     let n = if bounded {
         bound_literal(e)
     } else {
@@ -765,22 +961,22 @@ fn literal(e: &Expr, bounded: bool) -> Option<(i128, Lit)> {
     }
 }
 
-fn conjunct(e: &Expr) -> Result<(String, Cond, Lit), Refusal> {
+fn conjunct(e: &Expr, b: &Binds) -> Result<(String, Cond, Lit), Refusal> {
     match e {
         Expr::BinaryOp {
             left,
             op: BinaryOperator::Eq,
             right,
         } => match (column_name(left), column_name(right)) {
-            (Some(c), None) => literal(right, false).map(|(n, k)| (c, Cond::In(vec![n]), k)),
-            (None, Some(c)) => literal(left, false).map(|(n, k)| (c, Cond::In(vec![n]), k)),
+            (Some(c), None) => literal(right, false, b).map(|(n, k)| (c, Cond::In(vec![n]), k)),
+            (None, Some(c)) => literal(left, false, b).map(|(n, k)| (c, Cond::In(vec![n]), k)),
             _ => None,
         },
         Expr::BinaryOp { left, op, right } => match (column_name(left), column_name(right)) {
             (Some(c), None) => {
-                literal(right, true).and_then(|(n, k)| range(op, n).map(|r| (c, r, k)))
+                literal(right, true, b).and_then(|(n, k)| range(op, n).map(|r| (c, r, k)))
             }
-            (None, Some(c)) => literal(left, true)
+            (None, Some(c)) => literal(left, true, b)
                 .zip(flipped(op))
                 .and_then(|((n, k), op)| range(&op, n).map(|r| (c, r, k))),
             _ => None,
@@ -791,7 +987,7 @@ fn conjunct(e: &Expr) -> Result<(String, Cond, Lit), Refusal> {
             low,
             high,
         } => column_name(expr)
-            .zip(literal(low, true).zip(literal(high, true)))
+            .zip(literal(low, true, b).zip(literal(high, true, b)))
             .filter(|(_, ((_, a), (_, b)))| a == b)
             .map(|(c, ((lo, k), (hi, _)))| {
                 (
@@ -810,7 +1006,7 @@ fn conjunct(e: &Expr) -> Result<(String, Cond, Lit), Refusal> {
             global: false,
         } => {
             let c = column_name(expr);
-            let ns: Option<Vec<(i128, Lit)>> = list.iter().map(|e| literal(e, false)).collect();
+            let ns: Option<Vec<(i128, Lit)>> = list.iter().map(|e| literal(e, false, b)).collect();
             c.zip(ns)
                 .filter(|(_, ns)| !ns.is_empty() && ns.iter().all(|(_, k)| *k == ns[0].1))
                 .map(|(c, ns)| {
@@ -818,7 +1014,7 @@ fn conjunct(e: &Expr) -> Result<(String, Cond, Lit), Refusal> {
                     (c, Cond::In(ns.into_iter().map(|(n, _)| n).collect()), k)
                 })
         }
-        Expr::Nested(inner) => return conjunct(inner),
+        Expr::Nested(inner) => return conjunct(inner, b),
         _ => None,
     }
     .ok_or(Refusal::Predicate)
@@ -860,7 +1056,14 @@ fn group_expr(e: &Expr) -> Option<Group> {
 
 /// Recognises a patchable SELECT (module docs), before its table is known.
 pub fn read_shape(sql: &str) -> Result<ReadShape, Refusal> {
-    let (stmt, tokens) = parse_one(sql)?;
+    read_shape_bound(sql, None)
+}
+
+/// [`read_shape`] of a prepared statement's text, its `?` bound to `params` (an execute's,
+/// [`bound_params`]): each compared as its value and type say ([`literal`]); `None` for a
+/// text statement, where a `?` refuses.
+pub fn read_shape_bound(sql: &str, params: Option<&[Param]>) -> Result<ReadShape, Refusal> {
+    let (stmt, tokens, binds) = parse_one(sql, params)?;
     let Statement::Query(q) = stmt else {
         return Err(Refusal::NotSimple);
     };
@@ -942,7 +1145,7 @@ pub fn read_shape(sql: &str) -> Result<ReadShape, Refusal> {
         let mut conj = Vec::new();
         split_and(w, &mut conj);
         for c in conj {
-            let (col, cond, lit) = conjunct(c)?;
+            let (col, cond, lit) = conjunct(c, &binds)?;
             filter.push((col, cond));
             lits.push(lit);
         }
@@ -1009,7 +1212,8 @@ fn int_column<'a>(
 impl ReadShape {
     /// Binds the shape to its qualified table's columns (`columns`, the catalog's, names
     /// lower-cased): every column it names must be one the server does not fill itself;
-    /// SUM, MIN and MAX of integer columns, COUNT of any such column; a WHERE comparing an
+    /// SUM of integer and DECIMAL columns, MIN and MAX of those and of DATE and DATETIME(0)
+    /// ones, COUNT of any such column; a WHERE comparing an
     /// integer column with integers, a DATETIME(0) one with dates or datetimes, a DATE one
     /// with dates; a GROUP BY of an integer type's column, a DATE or DATETIME(0) one, or
     /// `DATE()` of one of those.
@@ -1023,7 +1227,19 @@ impl ReadShape {
     ) -> Result<Recipe, Refusal> {
         let mut ints = Vec::with_capacity(self.aggs.len());
         let mut scales = Vec::with_capacity(self.aggs.len());
+        let mut minmax = Vec::with_capacity(self.aggs.len());
         for a in &self.aggs {
+            // MIN/MAX answer in their column's own type: an integer type (below), a
+            // DECIMAL of its scale, a DATE, a DATETIME(0); compared as the server does.
+            minmax.push(match a {
+                Agg::Min(c) | Agg::Max(c) => Some(match column_kind(columns, c)?.0 {
+                    Kind::Int { .. } => Repr::Int,
+                    Kind::Dec { scale, .. } => Repr::Dec(scale),
+                    Kind::Date => Repr::Date,
+                    Kind::DateTime => Repr::DateTime,
+                }),
+                _ => None,
+            });
             let info = match a {
                 Agg::Count(c) => {
                     column_kind(columns, c)?;
@@ -1038,6 +1254,11 @@ impl ReadShape {
                     }
                     _ => Some(int_column(columns, c)?),
                 },
+                Agg::Min(c) | Agg::Max(c) if minmax.last() != Some(&Some(Repr::Int)) => {
+                    scales.push(0);
+                    ints.push(None);
+                    continue;
+                }
                 _ => a.column().map(|c| int_column(columns, c)).transpose()?,
             };
             scales.push(0);
@@ -1084,6 +1305,7 @@ impl ReadShape {
             aggs: self.aggs,
             ints,
             scales,
+            minmax,
             filter: self.filter,
             kinds,
             group: self.group,
@@ -1097,7 +1319,13 @@ impl ReadShape {
 
 /// Reads a plain `INSERT … VALUES` whose values are all literals (module docs).
 pub fn insert_rows(sql: &str) -> Result<InsertRows, Refusal> {
-    let (stmt, tokens) = parse_one(sql)?;
+    insert_rows_bound(sql, None)
+}
+
+/// [`insert_rows`] of a prepared statement's text, whose values may also be `?` bound to
+/// `params` (an execute's, [`bound_params`]); `None` for a text statement.
+pub fn insert_rows_bound(sql: &str, params: Option<&[Param]>) -> Result<InsertRows, Refusal> {
+    let (stmt, tokens, binds) = parse_one(sql, params)?;
     let Statement::Insert(ins) = stmt else {
         return Err(Refusal::NotInsert);
     };
@@ -1147,6 +1375,19 @@ pub fn insert_rows(sql: &str) -> Result<InsertRows, Refusal> {
             row.content
                 .iter()
                 .map(|e| {
+                    if let Some(p) = binds.param(e) {
+                        return Ok(match p {
+                            Param::Null => Val::Null,
+                            Param::Int(n) => Val::Int(*n),
+                            Param::Str(s) => Val::Str(s.clone()),
+                            Param::Dec(s) => Val::Num(s.clone()),
+                            Param::Time { secs, micros, .. } => Val::Time {
+                                secs: *secs,
+                                micros: *micros,
+                            },
+                            Param::Other => Val::Other,
+                        });
+                    }
                     if let Some(n) = int_literal(e) {
                         return Ok(Val::Int(n));
                     }
@@ -1243,6 +1484,25 @@ impl InsertRows {
                                 unsigned,
                             },
                         ) => decimal_literal(s, *precision, *scale, *unsigned).map(Some),
+                        // A number as a string: converted by the server as the same
+                        // number written as a literal (no note), so held alike.
+                        (
+                            Val::Str(s),
+                            Kind::Dec {
+                                precision,
+                                scale,
+                                unsigned,
+                            },
+                        ) => decimal_literal(s, *precision, *scale, *unsigned).map(Some),
+                        // A DATE or DATETIME parameter: a fraction of a second is rounded
+                        // or cut by the server's sql_mode, a time into a DATE cut (with a
+                        // note): refused.
+                        (Val::Time { secs, micros: 0 }, Kind::DateTime) => Ok(Some(*secs)),
+                        (Val::Time { secs, micros: 0 }, Kind::Date)
+                            if secs.rem_euclid(DAY) == 0 =>
+                        {
+                            Ok(Some(*secs))
+                        }
                         // A date or datetime literal exactly as the server stores it: a
                         // datetime into a DATE column is truncated (with a note), refused.
                         (Val::Str(s), Kind::Date | Kind::DateTime) => match temporal(s) {
@@ -1587,7 +1847,10 @@ impl Recipe {
             .iter()
             .enumerate()
             .map(|(i, a)| match a {
-                Agg::CountStar | Agg::Count(_) | Agg::Min(_) | Agg::Max(_) => Some(Repr::Int),
+                Agg::CountStar | Agg::Count(_) => Some(Repr::Int),
+                Agg::Min(_) | Agg::Max(_) => {
+                    Some(self.minmax.get(i).copied().flatten().unwrap_or(Repr::Int))
+                }
                 Agg::Sum(_) => Some(Repr::Dec(self.scales.get(i).copied()?)),
                 Agg::Key => self.key.map(|k| k.0),
             })
@@ -1663,7 +1926,12 @@ impl Recipe {
                     Agg::Sum(_) => {
                         def.ty == TYPE_NEWDECIMAL && Some(&def.dec) == self.scales.get(i)
                     }
-                    Agg::Min(_) | Agg::Max(_) => int_fits(def, *int),
+                    Agg::Min(_) | Agg::Max(_) => match self.minmax.get(i).copied().flatten() {
+                        None | Some(Repr::Int) => int_fits(def, *int),
+                        Some(Repr::Dec(scale)) => def.ty == TYPE_NEWDECIMAL && def.dec == scale,
+                        Some(Repr::Date) => def.ty == TYPE_DATE,
+                        Some(Repr::DateTime) => def.ty == TYPE_DATETIME && def.dec == 0,
+                    },
                     Agg::Key => match self.key {
                         Some((Repr::Int, it)) => int_fits(def, it),
                         Some((Repr::Date, _)) => def.ty == TYPE_DATE,
@@ -1686,12 +1954,18 @@ impl Recipe {
             .iter()
             .zip(row)
             .zip(&self.ints)
-            .all(|((a, v), int)| match a {
+            .enumerate()
+            .all(|(i, ((a, v), int))| match a {
                 Agg::CountStar | Agg::Count(_) => v.is_some_and(|n| n <= i64::MAX as i128),
                 Agg::Sum(_) => v.is_none_or(|n| n.unsigned_abs() < 10u128.pow(38)),
-                Agg::Min(_) | Agg::Max(_) => {
-                    v.is_none_or(|n| int.is_some_and(|it| it.min <= n && n <= it.max))
-                }
+                Agg::Min(_) | Agg::Max(_) => match self.minmax.get(i).copied().flatten() {
+                    None | Some(Repr::Int) => {
+                        v.is_none_or(|n| int.is_some_and(|it| it.min <= n && n <= it.max))
+                    }
+                    Some(Repr::Dec(_)) => v.is_none_or(|n| n.unsigned_abs() < 10u128.pow(38)),
+                    Some(Repr::Date) => v.is_none_or(|n| n.rem_euclid(DAY) == 0),
+                    Some(Repr::DateTime) => true,
+                },
                 Agg::Key => {
                     Some(*v) == key
                         && match self.key {
@@ -1784,9 +2058,12 @@ impl Recipe {
             self.add_row(&mut values[target], row, &idx)?;
         }
         if corrupt {
+            // One unit of the value's own kind (a day for a DATE), so that it still
+            // encodes: a wrong answer, not a refused patch.
             let first = self.aggs.iter().position(|a| *a != Agg::Key);
             if let (Some(row), Some(i)) = (values.first_mut(), first) {
-                row[i] = Some(row[i].unwrap_or(0) + 1);
+                let unit = if reprs[i] == Repr::Date { DAY } else { 1 };
+                row[i] = Some(row[i].unwrap_or(0) + unit);
             }
         }
         // A COUNT is a BIGINT; a SUM of integers fits DECIMAL(65) long before i128 ends;
@@ -2085,6 +2362,11 @@ mod tests {
         );
         assert_eq!(
             values("INSERT INTO t (m, q) VALUES ('1.5', 1)"),
+            Ok(vec![vec![Some(150), Some(1)]]),
+            "a number as a string: converted as the literal, no note"
+        );
+        assert_eq!(
+            values("INSERT INTO t (m, q) VALUES ('1.5e0', 1)"),
             Err(Refusal::Value)
         );
         assert_eq!(
@@ -2104,8 +2386,20 @@ mod tests {
             bind("SELECT COUNT(m), SUM(m), SUM(q), SUM(a) FROM t").map(|r| r.scales),
             Ok(vec![0, 2, 0, 0])
         );
+        assert_eq!(
+            bind("SELECT MIN(m), MAX(q), MIN(dt), MAX(dd), MIN(a) FROM t").map(|r| r.minmax),
+            Ok(vec![
+                Some(Repr::Dec(2)),
+                Some(Repr::Dec(0)),
+                Some(Repr::DateTime),
+                Some(Repr::Date),
+                Some(Repr::Int)
+            ]),
+            "MIN/MAX of a DECIMAL, DATETIME(0), DATE, integer"
+        );
         for sql in [
-            "SELECT MIN(m) FROM t",
+            "SELECT MIN(f) FROM t",
+            "SELECT MAX(s) FROM t",
             "SELECT COUNT(*) FROM t WHERE m = 1",
             "SELECT m, COUNT(*) FROM t GROUP BY m",
         ] {
@@ -3211,6 +3505,7 @@ mod tests {
             scales: vec![0; types.len()],
             aggs,
             ints: Vec::new(),
+            minmax: Vec::new(),
             filter: Vec::new(),
             kinds: Vec::new(),
             group: None,
@@ -4299,5 +4594,716 @@ mod tests {
         labels.sort_unstable();
         labels.dedup();
         assert_eq!(labels.len(), all.len());
+    }
+    /// One parameter of each type, as the server receives it: the values the rules use,
+    /// the rest `Other`; bytes that cannot be read end the reading (None).
+    #[test]
+    fn parameters_are_read_as_their_types_say() {
+        let secs = |s: &str| temporal(s).unwrap().0;
+        let dt = |y: u16, mo: u8, d: u8, h: u8, mi: u8, s: u8| {
+            let mut b = y.to_le_bytes().to_vec();
+            b.extend_from_slice(&[mo, d, h, mi, s]);
+            b
+        };
+        let lenenc = |s: &[u8]| {
+            let mut b = vec![s.len() as u8];
+            b.extend_from_slice(s);
+            b
+        };
+        let with_len = |b: Vec<u8>| {
+            let mut o = vec![b.len() as u8];
+            o.extend(b);
+            o
+        };
+        type Row = (&'static str, u8, u8, Vec<u8>, Option<Param>);
+        let rows: Vec<Row> = vec![
+            ("TINY signed", 0x01, 0, vec![0xff], Some(Param::Int(-1))),
+            (
+                "TINY unsigned",
+                0x01,
+                0x80,
+                vec![0xff],
+                Some(Param::Int(255)),
+            ),
+            (
+                "SHORT",
+                0x02,
+                0,
+                (-300i16).to_le_bytes().to_vec(),
+                Some(Param::Int(-300)),
+            ),
+            (
+                "INT24 as 4",
+                0x09,
+                0,
+                70000i32.to_le_bytes().to_vec(),
+                Some(Param::Int(70000)),
+            ),
+            (
+                "LONG",
+                0x03,
+                0,
+                (-5i32).to_le_bytes().to_vec(),
+                Some(Param::Int(-5)),
+            ),
+            (
+                "LONGLONG",
+                0x08,
+                0,
+                i64::MIN.to_le_bytes().to_vec(),
+                Some(Param::Int(i64::MIN.into())),
+            ),
+            (
+                "LONGLONG unsigned",
+                0x08,
+                0x80,
+                u64::MAX.to_le_bytes().to_vec(),
+                Some(Param::Int(u64::MAX.into())),
+            ),
+            (
+                "YEAR",
+                0x0d,
+                0,
+                2024u16.to_le_bytes().to_vec(),
+                Some(Param::Other),
+            ),
+            (
+                "FLOAT",
+                0x04,
+                0,
+                1f32.to_le_bytes().to_vec(),
+                Some(Param::Other),
+            ),
+            (
+                "DOUBLE",
+                0x05,
+                0,
+                12.5f64.to_le_bytes().to_vec(),
+                Some(Param::Other),
+            ),
+            ("NULL type", 0x06, 0, vec![], Some(Param::Null)),
+            (
+                "VAR_STRING",
+                0xfd,
+                0,
+                lenenc(b"2024-01-08"),
+                Some(Param::Str("2024-01-08".into())),
+            ),
+            (
+                "STRING",
+                0xfe,
+                0,
+                lenenc(b"x"),
+                Some(Param::Str("x".into())),
+            ),
+            (
+                "VARCHAR",
+                0x0f,
+                0,
+                lenenc(b"7"),
+                Some(Param::Str("7".into())),
+            ),
+            (
+                "not UTF-8",
+                0xfd,
+                0,
+                lenenc(&[0xff, 0xfe]),
+                Some(Param::Other),
+            ),
+            ("BLOB", 0xfc, 0, lenenc(b"x"), Some(Param::Other)),
+            (
+                "NEWDECIMAL",
+                0xf6,
+                0,
+                lenenc(b"-12.50"),
+                Some(Param::Dec("-12.50".into())),
+            ),
+            (
+                "DECIMAL",
+                0x00,
+                0,
+                lenenc(b"3"),
+                Some(Param::Dec("3".into())),
+            ),
+            (
+                "DATE",
+                0x0a,
+                0,
+                with_len(dt(2024, 1, 8, 0, 0, 0)[..4].to_vec()),
+                Some(Param::Time {
+                    secs: secs("2024-01-08"),
+                    micros: 0,
+                    date: true,
+                }),
+            ),
+            (
+                "DATE with a time",
+                0x0a,
+                0,
+                with_len(dt(2024, 1, 8, 1, 0, 0)),
+                Some(Param::Other),
+            ),
+            (
+                "DATETIME",
+                0x0c,
+                0,
+                with_len(dt(2024, 1, 8, 10, 20, 30)),
+                Some(Param::Time {
+                    secs: secs("2024-01-08 10:20:30"),
+                    micros: 0,
+                    date: false,
+                }),
+            ),
+            (
+                "DATETIME with microseconds",
+                0x0c,
+                0,
+                with_len({
+                    let mut b = dt(2024, 1, 8, 10, 20, 30);
+                    b.extend_from_slice(&500_000u32.to_le_bytes());
+                    b
+                }),
+                Some(Param::Time {
+                    secs: secs("2024-01-08 10:20:30"),
+                    micros: 500_000,
+                    date: false,
+                }),
+            ),
+            ("zero DATETIME", 0x0c, 0, vec![0], Some(Param::Other)),
+            (
+                "invalid DATETIME",
+                0x0c,
+                0,
+                with_len(dt(2024, 13, 8, 0, 0, 0)),
+                Some(Param::Other),
+            ),
+            (
+                "DATETIME before 1000",
+                0x0c,
+                0,
+                with_len(dt(999, 1, 8, 0, 0, 0)),
+                Some(Param::Other),
+            ),
+            (
+                "TIMESTAMP",
+                0x07,
+                0,
+                with_len(dt(2024, 1, 8, 10, 0, 0)),
+                Some(Param::Other),
+            ),
+            ("TIME", 0x0b, 0, with_len(vec![0; 8]), Some(Param::Other)),
+            ("a short LONG", 0x03, 0, vec![1, 2], None),
+            ("a short string", 0xfd, 0, vec![5, b'a'], None),
+            ("an unknown type", 0x42, 0, vec![1], None),
+        ];
+        for (why, ty, flags, value, want) in rows {
+            // The parameter, then an INT after it: read only if this one's bytes were.
+            let mut values = value.clone();
+            values.extend_from_slice(&7i32.to_le_bytes());
+            let types = [ty, flags, 0x03, 0];
+            let p = ExecuteParams {
+                types: Some(&types),
+                null_bitmap: &[0],
+                values: &values,
+            };
+            let got = bound_params(&p, 2);
+            assert_eq!(got, want.map(|w| vec![w, Param::Int(7)]), "{why}");
+        }
+        // The NULL bit, whatever the type; no parameter; no types known.
+        let types = [0x03, 0, 0x03, 0];
+        let values = 9i32.to_le_bytes();
+        let p = ExecuteParams {
+            types: Some(&types),
+            null_bitmap: &[0b01],
+            values: &values,
+        };
+        assert_eq!(bound_params(&p, 2), Some(vec![Param::Null, Param::Int(9)]));
+        let none = ExecuteParams {
+            types: None,
+            null_bitmap: &[],
+            values: &[],
+        };
+        assert_eq!(bound_params(&none, 0), Some(vec![]));
+        assert_eq!(bound_params(&none, 1), None);
+    }
+
+    /// A prepared read's `?`, each compared as its bound value and type say: one row per
+    /// rule, over [`temporal_table`] (`a` INT, `dt` DATETIME, `dd` DATE).
+    #[test]
+    fn parameters_bind_as_the_server_compares_them() {
+        use Refusal::*;
+        let v = |s: &str| temporal(s).unwrap().0;
+        let time = |s: &str, date| Param::Time {
+            secs: v(s),
+            micros: 0,
+            date,
+        };
+        let str_ = |s: &str| Param::Str(s.into());
+        let range = |lo: Option<i128>, hi: Option<i128>| Cond::Range { lo, hi };
+        type Row = (
+            &'static str,
+            &'static str,
+            Vec<Param>,
+            std::result::Result<Vec<Cond>, Refusal>,
+        );
+        let week = "SELECT DATE(dt), COUNT(*) FROM t WHERE dt >= ? AND dt < ? GROUP BY DATE(dt)";
+        let rows: Vec<Row> = vec![
+            (
+                "DATETIME parameters on a DATETIME column: the dashboard",
+                week,
+                vec![
+                    time("2024-01-08 00:00:00", false),
+                    time("2024-01-15 12:00:00", false),
+                ],
+                Ok(vec![
+                    range(Some(v("2024-01-08")), None),
+                    range(None, Some(v("2024-01-15 12:00:00") - 1)),
+                ]),
+            ),
+            (
+                "string parameters: read as the literals would be",
+                week,
+                vec![str_("2024-01-08"), str_("2024-01-15 00:00:00")],
+                Ok(vec![
+                    range(Some(v("2024-01-08")), None),
+                    range(None, Some(v("2024-01-15") - 1)),
+                ]),
+            ),
+            (
+                "DATE parameters on a DATETIME column: their midnight",
+                week,
+                vec![time("2024-01-08", true), time("2024-01-15", true)],
+                Ok(vec![
+                    range(Some(v("2024-01-08")), None),
+                    range(None, Some(v("2024-01-15") - 1)),
+                ]),
+            ),
+            (
+                "a midnight DATETIME on a DATE column: the date",
+                "SELECT COUNT(*) FROM t WHERE dd = ?",
+                vec![time("2024-01-08 00:00:00", false)],
+                Ok(vec![Cond::In(vec![v("2024-01-08")])]),
+            ),
+            (
+                "a DATETIME with a time on a DATE column: refused",
+                "SELECT COUNT(*) FROM t WHERE dd < ?",
+                vec![time("2024-01-08 10:00:00", false)],
+                Err(Column),
+            ),
+            (
+                "a datetime string on a DATE column: refused",
+                "SELECT COUNT(*) FROM t WHERE dd < ?",
+                vec![str_("2024-01-08 10:00:00")],
+                Err(Column),
+            ),
+            (
+                "a fraction of a second: refused",
+                "SELECT COUNT(*) FROM t WHERE dt < ?",
+                vec![Param::Time {
+                    secs: v("2024-01-08 10:00:00"),
+                    micros: 1,
+                    date: false,
+                }],
+                Err(Predicate),
+            ),
+            (
+                "an integer on a DATETIME column (converted by the server): refused",
+                "SELECT COUNT(*) FROM t WHERE dt >= ?",
+                vec![Param::Int(20240108)],
+                Err(Column),
+            ),
+            (
+                "a string not canonical: refused",
+                "SELECT COUNT(*) FROM t WHERE dt >= ?",
+                vec![str_("2024-1-08")],
+                Err(Predicate),
+            ),
+            (
+                "integers on an integer column, in text order",
+                "SELECT COUNT(*) FROM t WHERE ? <= a AND a < ?",
+                vec![Param::Int(3), Param::Int(9)],
+                Ok(vec![range(Some(3), None), range(None, Some(8))]),
+            ),
+            (
+                "BETWEEN and IN mixing ? and literals",
+                "SELECT SUM(b) FROM t WHERE a BETWEEN ? AND 7 AND c IN (?, 2, ?)",
+                vec![Param::Int(-3), Param::Int(1), Param::Int(5)],
+                Ok(vec![range(Some(-3), Some(7)), Cond::In(vec![1, 2, 5])]),
+            ),
+            (
+                "an unsigned BIGINT's largest",
+                "SELECT COUNT(*) FROM t WHERE u <= ?",
+                vec![Param::Int(u64::MAX.into())],
+                Ok(vec![range(None, Some(u64::MAX.into()))]),
+            ),
+            (
+                "a string on an integer column (compared as numbers): refused",
+                "SELECT COUNT(*) FROM t WHERE a = ?",
+                vec![str_("5")],
+                Err(Predicate),
+            ),
+            (
+                "a date string on an integer column: refused",
+                "SELECT COUNT(*) FROM t WHERE a = ?",
+                vec![str_("2024-01-08")],
+                Err(Column),
+            ),
+            (
+                "NULL (matches nothing): refused",
+                "SELECT COUNT(*) FROM t WHERE a = ?",
+                vec![Param::Null],
+                Err(Predicate),
+            ),
+            (
+                "a DECIMAL parameter: refused",
+                "SELECT COUNT(*) FROM t WHERE a = ?",
+                vec![Param::Dec("1".into())],
+                Err(Predicate),
+            ),
+            (
+                "a DOUBLE parameter: refused",
+                "SELECT COUNT(*) FROM t WHERE a = ?",
+                vec![Param::Other],
+                Err(Predicate),
+            ),
+            (
+                "fewer values than ?: refused",
+                "SELECT COUNT(*) FROM t WHERE a = ? AND c = ?",
+                vec![Param::Int(1)],
+                Err(Token),
+            ),
+            (
+                "a ? in the select list: refused",
+                "SELECT COUNT(*), ? FROM t",
+                vec![Param::Int(1)],
+                Err(Aggregate),
+            ),
+            (
+                "a ? as an aggregate's argument: refused",
+                "SELECT SUM(?) FROM t",
+                vec![Param::Int(1)],
+                Err(Aggregate),
+            ),
+            (
+                "a negated ?: refused",
+                "SELECT COUNT(*) FROM t WHERE a = -?",
+                vec![Param::Int(1)],
+                Err(Predicate),
+            ),
+            (
+                "a numbered placeholder (not MariaDB's): refused",
+                "SELECT COUNT(*) FROM t WHERE a = ?1",
+                vec![Param::Int(1)],
+                Err(Token),
+            ),
+        ];
+        for (why, sql, params, want) in rows {
+            let got = read_shape_bound(sql, Some(&params))
+                .and_then(|s| s.bind(("db".into(), "t".into()), &temporal_table(), true, 0, sql))
+                .map(|r| r.filter.into_iter().map(|(_, c)| c).collect::<Vec<_>>());
+            assert_eq!(got, want, "{why}");
+        }
+        // A text statement never holds a `?`.
+        assert_eq!(
+            read_shape("SELECT COUNT(*) FROM t WHERE a = ?").map(drop),
+            Err(Token)
+        );
+        assert_eq!(
+            insert_rows("INSERT INTO t (a) VALUES (?)").map(drop),
+            Err(Token)
+        );
+    }
+
+    /// A prepared INSERT's `?`, each stored as its bound value and type say: one row per
+    /// rule, over [`decimal_table`] (`a` INT, `dt` DATETIME, `dd` DATE, `m` DECIMAL(10,2)).
+    #[test]
+    fn inserted_parameters_are_known_or_refused() {
+        use Refusal::*;
+        let v = |s: &str| temporal(s).unwrap().0;
+        let time = |s: &str, micros| Param::Time {
+            secs: v(s),
+            micros,
+            date: false,
+        };
+        let used = [
+            "dt".to_string(),
+            "dd".to_string(),
+            "a".to_string(),
+            "m".to_string(),
+        ];
+        let sql = "INSERT INTO t (dt, dd, a, m, s) VALUES (?, ?, ?, ?, ?)";
+        type Row = (
+            &'static str,
+            Vec<Param>,
+            std::result::Result<Vec<Option<i128>>, Refusal>,
+        );
+        let known = |dt: &str, dd: &str, a, m| Ok(vec![Some(v(dt)), Some(v(dd)), Some(a), Some(m)]);
+        let ok = || {
+            vec![
+                time("2024-01-09 10:00:00", 0),
+                time("2024-01-09 00:00:00", 0),
+                Param::Int(5),
+                Param::Dec("12.5".into()),
+                Param::Other,
+            ]
+        };
+        let with = |i: usize, p: Param| {
+            let mut ps = ok();
+            ps[i] = p;
+            ps
+        };
+        let rows: Vec<Row> = vec![
+            (
+                "typed values; a DOUBLE where the read looks at nothing",
+                ok(),
+                known("2024-01-09 10:00:00", "2024-01-09", 5, 1250),
+            ),
+            (
+                "strings: canonical temporals and a number",
+                vec![
+                    Param::Str("2024-01-09 10:00:00".into()),
+                    Param::Str("2024-01-09".into()),
+                    Param::Int(5),
+                    Param::Str("-0.05".into()),
+                    Param::Str("x".into()),
+                ],
+                known("2024-01-09 10:00:00", "2024-01-09", 5, -5),
+            ),
+            (
+                "a DATE parameter into a DATETIME: its midnight",
+                with(
+                    0,
+                    Param::Time {
+                        secs: v("2024-01-09"),
+                        micros: 0,
+                        date: true,
+                    },
+                ),
+                known("2024-01-09 00:00:00", "2024-01-09", 5, 1250),
+            ),
+            (
+                "an integer into a DECIMAL",
+                with(3, Param::Int(-7)),
+                known("2024-01-09 10:00:00", "2024-01-09", 5, -700),
+            ),
+            (
+                "NULL into a nullable column",
+                with(0, Param::Null),
+                Ok(vec![None, Some(v("2024-01-09")), Some(5), Some(1250)]),
+            ),
+            ("NULL into a NOT NULL one", with(1, Param::Null), Err(Range)),
+            (
+                "a fraction of a second (rounded or cut)",
+                with(0, time("2024-01-09 10:00:00", 1)),
+                Err(Value),
+            ),
+            (
+                "a time into a DATE (cut)",
+                with(1, time("2024-01-09 10:00:00", 0)),
+                Err(Value),
+            ),
+            (
+                "an integer into a DATETIME (converted)",
+                with(0, Param::Int(20240109)),
+                Err(Value),
+            ),
+            (
+                "a DOUBLE into a DECIMAL (inexact)",
+                with(3, Param::Other),
+                Err(Value),
+            ),
+            (
+                "more decimals than the column",
+                with(3, Param::Dec("1.234".into())),
+                Err(Value),
+            ),
+            (
+                "a string into an integer column",
+                with(2, Param::Str("5".into())),
+                Err(Value),
+            ),
+            (
+                "an integer past the column",
+                with(2, Param::Int(1 << 40)),
+                Err(Range),
+            ),
+            (
+                "a DECIMAL into an integer column",
+                with(2, Param::Dec("5".into())),
+                Err(Value),
+            ),
+        ];
+        for (why, params, want) in rows {
+            let got = insert_rows_bound(sql, Some(&params))
+                .and_then(|i| i.values_of(&decimal_table(), &used))
+                .map(|mut rows| rows.remove(0));
+            assert_eq!(got, want, "{why}");
+        }
+        assert_eq!(
+            insert_rows_bound(sql, Some(&ok()[..4])).map(drop),
+            Err(Token),
+            "fewer values than ?"
+        );
+    }
+
+    /// MIN/MAX of a DECIMAL, a DATETIME(0) and a DATE under inserts, text and binary: the
+    /// column's own type and text, a smaller or larger value replacing it, NULL skipped.
+    #[test]
+    fn min_and_max_of_decimals_and_dates() {
+        let sql = "SELECT MIN(m), MAX(m), MIN(dt), MAX(dd) FROM t WHERE a = 1";
+        let recipe = read_shape(sql)
+            .unwrap()
+            .bind(("db".into(), "t".into()), &decimal_table(), false, 0, sql)
+            .unwrap();
+        assert_eq!(recipe.used_columns(), ["a", "m", "dt", "dd"]);
+        let v = |s: &str| temporal(s).unwrap().0;
+        let types = [
+            (TYPE_NEWDECIMAL, 2),
+            (TYPE_NEWDECIMAL, 2),
+            (TYPE_DATETIME, 0),
+            (TYPE_DATE, 0),
+        ];
+        type Row<'a> = (
+            &'a str,
+            [Option<&'a str>; 4],
+            Vec<Vec<Option<i128>>>,
+            std::result::Result<[Option<&'a str>; 4], Refusal>,
+        );
+        let stored = [
+            Some("1.50"),
+            Some("9.00"),
+            Some("2024-01-08 10:00:00"),
+            Some("2024-01-09"),
+        ];
+        let rows: Vec<Row> = vec![
+            (
+                "smaller and larger values replace them",
+                stored,
+                vec![vec![
+                    Some(1),
+                    Some(-5),
+                    Some(v("2024-01-08 09:59:59")),
+                    Some(v("2024-01-10")),
+                ]],
+                Ok([
+                    Some("-0.05"),
+                    Some("9.00"),
+                    Some("2024-01-08 09:59:59"),
+                    Some("2024-01-10"),
+                ]),
+            ),
+            (
+                "values between change nothing; NULL skipped; a row kept out",
+                stored,
+                vec![
+                    vec![
+                        Some(1),
+                        Some(500),
+                        Some(v("2024-01-09 00:00:00")),
+                        Some(v("2024-01-09")),
+                    ],
+                    vec![Some(1), None, None, Some(v("2024-01-08"))],
+                    vec![
+                        Some(2),
+                        Some(100_000),
+                        Some(v("2000-01-01")),
+                        Some(v("2030-01-01")),
+                    ],
+                ],
+                Ok(stored),
+            ),
+            (
+                "of no row: NULL, then the first value",
+                [None, None, None, None],
+                vec![vec![
+                    Some(1),
+                    Some(1000),
+                    Some(v("2024-01-08")),
+                    Some(v("2024-01-08")),
+                ]],
+                Ok([
+                    Some("10.00"),
+                    Some("10.00"),
+                    Some("2024-01-08 00:00:00"),
+                    Some("2024-01-08"),
+                ]),
+            ),
+            (
+                "a stored text of another scale: refused",
+                [
+                    Some("1.5"),
+                    Some("9.00"),
+                    Some("2024-01-08 10:00:00"),
+                    Some("2024-01-09"),
+                ],
+                vec![vec![Some(1), Some(1), None, None]],
+                Err(Refusal::Result),
+            ),
+        ];
+        for (why, before, ins, want) in rows {
+            let (bytes, at) = result(&types, &text_row(&before), true);
+            let got = recipe
+                .apply(&bytes, at, &ins, false)
+                .map(|p| p.bytes.to_vec());
+            let want = want.map(|w| result(&types, &text_row(&w), true).0);
+            assert_eq!(got, want, "{why}");
+        }
+        // Metadata of another type (an integer MIN) is not these columns'.
+        let ints = [
+            COUNT,
+            (TYPE_NEWDECIMAL, 2),
+            (TYPE_DATETIME, 0),
+            (TYPE_DATE, 0),
+        ];
+        let (bytes, at) = result(&ints, &text_row(&[Some("1"), None, None, None]), true);
+        assert_eq!(recipe.apply(&bytes, at, &[], false), Err(Refusal::Result));
+        // Binary: a DECIMAL as its text, a DATETIME in 7 bytes (4 at midnight), a DATE in 4.
+        let rb = Recipe {
+            binary: true,
+            ..recipe.clone()
+        };
+        let bin = |m: &[u8], dt: &[u8], dd: &[u8]| {
+            let mut r = vec![0u8, 0];
+            put_lenenc_str_vec(&mut r, m);
+            put_lenenc_str_vec(&mut r, m);
+            r.extend_from_slice(dt);
+            r.extend_from_slice(dd);
+            r
+        };
+        let d = |y: u16, m: u8, d: u8| {
+            let mut b = vec![4u8];
+            b.extend_from_slice(&y.to_le_bytes());
+            b.extend_from_slice(&[m, d]);
+            b
+        };
+        let mut dt7 = vec![7u8];
+        dt7.extend_from_slice(&2024u16.to_le_bytes());
+        dt7.extend_from_slice(&[1, 8, 10, 0, 0]);
+        let (bytes, at) = result(&types, &bin(b"1.50", &dt7, &d(2024, 1, 9)), true);
+        let got = rb
+            .apply(
+                &bytes,
+                at,
+                &[vec![Some(1), Some(150), Some(v("2024-01-08")), None]],
+                false,
+            )
+            .unwrap();
+        let mut r = vec![0u8, 0];
+        put_lenenc_str_vec(&mut r, b"1.50");
+        put_lenenc_str_vec(&mut r, b"1.50");
+        r.extend_from_slice(&d(2024, 1, 8));
+        r.extend_from_slice(&d(2024, 1, 9));
+        let (want, _) = result(&types, &r, true);
+        assert_eq!(&got.bytes[..], &want[..]);
+        // The corrupting fault moves a DATE by a day: still a DATE, and wrong.
+        let sql = "SELECT MAX(dd) FROM t";
+        let r = read_shape(sql)
+            .unwrap()
+            .bind(("db".into(), "t".into()), &decimal_table(), false, 0, sql)
+            .unwrap();
+        let (bytes, at) = result(&[(TYPE_DATE, 0)], &text_row(&[Some("2024-01-09")]), true);
+        let broken = r.apply(&bytes, at, &[], true).unwrap();
+        let (want, _) = result(&[(TYPE_DATE, 0)], &text_row(&[Some("2024-01-10")]), true);
+        assert_eq!(&broken.bytes[..], &want[..]);
     }
 }

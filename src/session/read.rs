@@ -455,7 +455,21 @@ impl Session {
             return Ok(false);
         };
         let versions = self.shared.cache.versions();
-        let target = FillTarget::new(versions, fill.stamps, &mode, guard, l2_fill, payload);
+        let params = self
+            .shared
+            .config()
+            .cache
+            .patch_aggregates
+            .then(|| crate::engine::patch::execute_params(&self.st, payload))
+            .flatten();
+        let target = FillTarget::new(
+            versions,
+            fill.stamps,
+            &mode,
+            guard,
+            l2_fill,
+            (payload, params),
+        );
         self.forward_fill(seq, payload, sql, &plan, target).await?;
         Ok(true)
     }

@@ -164,7 +164,16 @@ pub async fn run_text_bytes(conn: &mut Conn, sql: &[u8]) -> Outcome {
 /// an [`Outcome`]; its warnings are read before the close.
 /// Executes a statement prepared earlier (kept open), with no parameters.
 pub async fn run_statement(conn: &mut Conn, stmt: &mysql_async::Statement) -> Outcome {
-    let (out, warned, ok) = match conn.exec_iter(stmt, ()).await {
+    run_statement_with(conn, stmt, mysql_async::Params::Empty).await
+}
+
+/// [`run_statement`] with parameters bound.
+pub async fn run_statement_with(
+    conn: &mut Conn,
+    stmt: &mysql_async::Statement,
+    params: mysql_async::Params,
+) -> Outcome {
+    let (out, warned, ok) = match conn.exec_iter(stmt, params).await {
         Ok(res) => results_text(res).await,
         Err(e) => (error_text(&e), false, false),
     };
@@ -172,11 +181,16 @@ pub async fn run_statement(conn: &mut Conn, stmt: &mysql_async::Statement) -> Ou
 }
 
 pub async fn run_prepared(conn: &mut Conn, sql: &str) -> Outcome {
+    run_prepared_with(conn, sql, mysql_async::Params::Empty).await
+}
+
+/// [`run_prepared`] with parameters bound (typed as the client sends them).
+pub async fn run_prepared_with(conn: &mut Conn, sql: &str, params: mysql_async::Params) -> Outcome {
     let stmt = match conn.prep(sql).await {
         Ok(s) => s,
         Err(e) => return format!("prepare: {}", error_text(&e)),
     };
-    let (out, warned, ok) = match conn.exec_iter(&stmt, ()).await {
+    let (out, warned, ok) = match conn.exec_iter(&stmt, params).await {
         Ok(res) => results_text(res).await,
         Err(e) => (error_text(&e), false, false),
     };
