@@ -149,10 +149,7 @@ impl Planner<'_> {
         if shared_level {
             return Err(NoPatch::SharedLevel);
         }
-        if st.txn.in_transaction()
-            || !st.temp_tables.is_empty()
-            || st.temporaries_unknown
-        {
+        if st.txn.in_transaction() || !st.temp_tables.is_empty() || st.temporaries_unknown {
             return Err(NoPatch::Session);
         }
         patch::session_rows(patch::SessionRows {
