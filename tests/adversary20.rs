@@ -347,6 +347,76 @@ async fn l2_fill_under_one_context_read_under_another() {
     l2_differential("adv20_ctx", T, steps, 1).await;
 }
 
+/// More of a session's context, each set on B only, after a read both share: the parsing
+/// rules a SQL-level PREPARE captured, a temporary table shadowing the base table, the
+/// client character set, lc_time_names, group_concat_max_len, ONLY_FULL_GROUP_BY,
+/// default_week_format, a time zone under FROM_UNIXTIME.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn l2_more_contexts_on_the_reader() {
+    let steps: &[Step] = &[
+        ("a", "SELECT id, v FROM t WHERE id < 3 ORDER BY id"),
+        ("b", "SELECT id, v FROM t WHERE id < 3 ORDER BY id"),
+        // prepare-time sql_mode
+        ("b", "SET sql_mode = 'ANSI_QUOTES'"),
+        ("b", "PREPARE s FROM 'SELECT \"s\" FROM t ORDER BY id'"),
+        ("b", "SET sql_mode = DEFAULT"),
+        ("a", "SELECT \"s\" FROM t ORDER BY id"),
+        ("b", "EXECUTE s"),
+        ("b", "SELECT \"s\" FROM t ORDER BY id"),
+        ("b", "DEALLOCATE PREPARE s"),
+        // lc_time_names
+        ("b", "SET lc_time_names = 'de_DE'"),
+        (
+            "a",
+            "SELECT id, DATE_FORMAT(ts, '%W %M') FROM t ORDER BY id",
+        ),
+        (
+            "b",
+            "SELECT id, DATE_FORMAT(ts, '%W %M') FROM t ORDER BY id",
+        ),
+        ("b", "SET lc_time_names = DEFAULT"),
+        // group_concat_max_len
+        ("b", "SET group_concat_max_len = 4"),
+        ("a", "SELECT GROUP_CONCAT(v ORDER BY id) FROM t"),
+        ("b", "SELECT GROUP_CONCAT(v ORDER BY id) FROM t"),
+        ("b", "SET group_concat_max_len = DEFAULT"),
+        // ONLY_FULL_GROUP_BY
+        ("b", "SET sql_mode = 'ONLY_FULL_GROUP_BY'"),
+        ("a", "SELECT s, COUNT(*) FROM t GROUP BY v ORDER BY v"),
+        ("b", "SELECT s, COUNT(*) FROM t GROUP BY v ORDER BY v"),
+        ("b", "SET sql_mode = DEFAULT"),
+        // default_week_format
+        ("b", "SET default_week_format = 3"),
+        ("a", "SELECT id, WEEK(ts) FROM t ORDER BY id"),
+        ("b", "SELECT id, WEEK(ts) FROM t ORDER BY id"),
+        ("b", "SET default_week_format = DEFAULT"),
+        // time_zone under FROM_UNIXTIME
+        ("b", "SET time_zone = '-03:00'"),
+        (
+            "a",
+            "SELECT id, FROM_UNIXTIME(1600000000 + v) FROM t ORDER BY id",
+        ),
+        (
+            "b",
+            "SELECT id, FROM_UNIXTIME(1600000000 + v) FROM t ORDER BY id",
+        ),
+        ("b", "SET time_zone = DEFAULT"),
+        // the client character set
+        ("b", "SET character_set_client = latin1"),
+        ("a", "SELECT id FROM t WHERE s = 'äöü'"),
+        ("b", "SELECT id FROM t WHERE s = 'äöü'"),
+        ("b", "SET character_set_client = DEFAULT"),
+        // a temporary table shadowing t
+        ("b", "CREATE TEMPORARY TABLE t (id INT, v INT)"),
+        ("a", "SELECT id, v FROM t WHERE id > 1 ORDER BY id"),
+        ("b", "SELECT id, v FROM t WHERE id > 1 ORDER BY id"),
+        ("b", "P SELECT id, v FROM t WHERE id > 1 ORDER BY id"),
+        ("b", "DROP TEMPORARY TABLE t"),
+        ("b", "SELECT id, v FROM t WHERE id > 1 ORDER BY id"),
+    ];
+    l2_differential("adv20_ctx2", T, steps, 1).await;
+}
+
 /// A's session in the schema, B's in another database with a table of the same name.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn l2_default_database_differs() {
@@ -491,6 +561,7 @@ async fn direct_writes_reach(prefix: &str, setup: &[&str], reads: &[&str], write
         assert!(hit, "{r}: never a hit before the writes");
     }
     for s in writes {
+        let s = &s.replace("{db}", &schema);
         let o = outcome::run_text(&mut w, s).await;
         assert!(!o.starts_with("ERROR"), "{s}: {o}");
     }
@@ -688,4 +759,60 @@ async fn load_data_under_statement_format() {
     )
     .await;
     let _ = std::fs::remove_file(file);
+}
+
+/// Direct writes through views, stored functions and an unqualified name in another default
+/// database (STATEMENT format: the tail resolves names as the event's session did), and
+/// definitions changed under reads: a view replaced, a column renamed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn statement_format_views_functions_and_other_databases() {
+    let other = common::fresh_schema("adv20_oth").await;
+    common::setup(
+        &other,
+        &[
+            "CREATE TABLE a (id INT PRIMARY KEY, v INT NOT NULL, k INT NOT NULL)",
+            "INSERT INTO a VALUES (1, -1, -1)",
+        ],
+    )
+    .await;
+    let leak = |s: String| -> &'static str { Box::leak(s.into_boxed_str()) };
+    let setup: Vec<&str> = TWO
+        .iter()
+        .copied()
+        .chain([
+            "CREATE VIEW va AS SELECT id, v FROM a WHERE v < 100",
+            "CREATE VIEW vb AS SELECT id, w FROM b",
+            "CREATE FUNCTION bump(x INT) RETURNS INT DETERMINISTIC MODIFIES SQL DATA \
+             BEGIN UPDATE b SET w = w + x WHERE id = 1; RETURN x; END",
+        ])
+        .collect();
+    let reads: Vec<&str> = vec![
+        "SELECT * FROM a",
+        "SELECT * FROM b",
+        "SELECT * FROM va",
+        "SELECT * FROM vb",
+        leak(format!("SELECT * FROM {other}.a")),
+    ];
+    let writes: Vec<&str> = vec![
+        "SET SESSION binlog_format = STATEMENT",
+        "UPDATE va SET v = 50 WHERE id = 1",
+        "DO bump(5)",
+        leak(format!("USE {other}")),
+        "UPDATE a SET v = 77 WHERE id = 1",
+        "CREATE OR REPLACE VIEW vb AS SELECT w, id FROM b WHERE id > 1",
+        "ALTER TABLE a RENAME COLUMN k TO kk",
+    ];
+    // The last two name {other}'s objects unqualified only where meant: vb and a are
+    // qualified back to the test's schema by the reads' own database.
+    let writes: Vec<&str> = writes
+        .into_iter()
+        .map(|w| match w {
+            "CREATE OR REPLACE VIEW vb AS SELECT w, id FROM b WHERE id > 1" => leak(format!(
+                "CREATE OR REPLACE VIEW {{db}}.vb AS SELECT w, id FROM {{db}}.b WHERE id > 1"
+            )),
+            "ALTER TABLE a RENAME COLUMN k TO kk" => "ALTER TABLE {db}.a RENAME COLUMN k TO kk",
+            w => w,
+        })
+        .collect();
+    direct_writes_reach("adv20_view", &setup, &reads, &writes).await;
 }
