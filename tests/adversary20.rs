@@ -160,7 +160,15 @@ fn assert_same(steps: &[Step], want: &[Outcome], got: &[Outcome]) {
 /// schema of its own, set up alike); compared, and B must count at least `min_l2_hits` L2
 /// hits. With `binlog`, both instances tail the binlog.
 async fn l2_differential(prefix: &str, setup: &[&str], steps: &[Step], min_l2_hits: u64) {
-    l2_differential_with(prefix, setup, steps, min_l2_hits, false).await
+    l2_differential_with(prefix, setup, steps, min_l2_hits, Tails::None).await
+}
+
+/// Which instances tail the binlog.
+#[derive(Clone, Copy, PartialEq)]
+enum Tails {
+    None,
+    AOnly,
+    Both,
 }
 
 async fn l2_differential_with(
@@ -168,7 +176,7 @@ async fn l2_differential_with(
     setup: &[&str],
     steps: &[Step],
     min_l2_hits: u64,
-    binlog: bool,
+    tails: Tails,
 ) {
     let mut schemas = Vec::new();
     for _ in 0..2 {
@@ -181,16 +189,18 @@ async fn l2_differential_with(
     let (want, _, _) = run_steps(&schemas[0], steps, None).await;
     let redis = Redis::start();
     static NEXT: AtomicU32 = AtomicU32::new(0);
-    let tweak = |c: &mut qcache::config::Config| {
-        if binlog {
-            c.invalidation.binlog = qcache::config::BinlogMode::On;
-            c.invalidation.server_id = 5_000_000
-                + (std::process::id() % 10_000) * 10
-                + NEXT.fetch_add(1, Ordering::Relaxed);
+    let tweak = |on: bool| {
+        move |c: &mut qcache::config::Config| {
+            if on {
+                c.invalidation.binlog = qcache::config::BinlogMode::On;
+                c.invalidation.server_id = 5_000_000
+                    + (std::process::id() % 10_000) * 10
+                    + NEXT.fetch_add(1, Ordering::Relaxed);
+            }
         }
     };
-    let a = common::l2::proxy(&redis.url(), tweak).await;
-    let b = common::l2::proxy(&redis.url(), tweak).await;
+    let a = common::l2::proxy(&redis.url(), tweak(tails != Tails::None)).await;
+    let b = common::l2::proxy(&redis.url(), tweak(tails == Tails::Both)).await;
     let (got, hits, local) = run_steps(&schemas[1], steps, Some((&a, &b, &redis))).await;
     assert_same(steps, &want, &got);
     assert!(
@@ -491,7 +501,25 @@ async fn l2_privileges_revoked_directly_with_binlog_tails() {
     // Each tail applies what it sees, and B also what A's stamps tell it: the instances'
     // privilege generations need not match, so B may not find A's entries in L2; B's own
     // (local) hits before the REVOKE are what the comparison needs.
-    l2_differential_with("adv20_privb", T, &steps, 0, true).await;
+    l2_differential_with("adv20_privb", T, &steps, 0, Tails::Both).await;
+}
+
+/// Only A tails the binlog: a REVOKE and a row change made directly reach B through L2.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn l2_direct_changes_seen_by_one_tail_reach_the_other_instance() {
+    let mut steps = vec![("sleep", "sleep 2000")];
+    steps.extend(priv_steps("!"));
+    steps.extend_from_slice(&[
+        ("a", "SELECT id, v FROM t WHERE id = 2"),
+        ("b", "SELECT id, v FROM t WHERE id = 2"),
+        ("b", "SELECT id, v FROM t WHERE id = 2"),
+        ("!", "SET SESSION binlog_format = STATEMENT"),
+        ("!", "UPDATE t SET v = v + 1 WHERE id = 2"),
+        ("sleep", "sleep 1000"),
+        ("b", "SELECT id, v FROM t WHERE id = 2"),
+        ("a", "SELECT id, v FROM t WHERE id = 2"),
+    ]);
+    l2_differential_with("adv20_privc", T, &steps, 0, Tails::AOnly).await;
 }
 
 /// Redis flushed, or its entries deleted by hand, between A's fill and B's read; a write
