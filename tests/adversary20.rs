@@ -835,12 +835,130 @@ async fn statement_format_views_functions_and_other_databases() {
     let writes: Vec<&str> = writes
         .into_iter()
         .map(|w| match w {
-            "CREATE OR REPLACE VIEW vb AS SELECT w, id FROM b WHERE id > 1" => leak(format!(
-                "CREATE OR REPLACE VIEW {{db}}.vb AS SELECT w, id FROM {{db}}.b WHERE id > 1"
-            )),
+            "CREATE OR REPLACE VIEW vb AS SELECT w, id FROM b WHERE id > 1" => {
+                "CREATE OR REPLACE VIEW {db}.vb AS SELECT w, id FROM {db}.b WHERE id > 1"
+            }
             "ALTER TABLE a RENAME COLUMN k TO kk" => "ALTER TABLE {db}.a RENAME COLUMN k TO kk",
             w => w,
         })
         .collect();
     direct_writes_reach("adv20_view", &setup, &reads, &writes).await;
+}
+
+/// Privilege generations are numbered per instance, and the L2 key holds the number: an
+/// instance that saw more changes (A, started first) keys a user's reads under numbers
+/// another (B) reaches later for a different state of that user's privileges. A fills under
+/// g's generation as of A while g may read `t`; the REVOKE through A moves both; a GRANT on
+/// another table through B then brings B's g to the number A filled under, and a new
+/// session of g on B finds A's entry from before the REVOKE in L2.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn l2_generations_of_different_histories_never_meet() {
+    let redis = Redis::start();
+    let schema = common::fresh_schema("adv20_gens").await;
+    let mut setup: Vec<&str> = T.to_vec();
+    setup.push("CREATE TABLE t2 (id INT PRIMARY KEY)");
+    common::setup(&schema, &setup).await;
+    let g = common::unique_name("g");
+    let url = |p: &TestProxy| {
+        format!(
+            "mysql://{g}:pw@{}/{schema}?prefer_socket=false",
+            p.addr_string()
+        )
+    };
+    let a = common::l2::proxy(&redis.url(), |_| {}).await;
+    let mut ra = a.conn(&schema).await;
+    for sql in [
+        format!("CREATE USER '{g}'@'%' IDENTIFIED BY 'pw'"),
+        format!("GRANT SELECT ON {schema}.t TO '{g}'@'%'"),
+    ] {
+        outcome::run_text(&mut ra, &sql).await;
+    }
+    // Until A's raises of g's stamps have landed in L2.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let read = "SELECT id, s FROM t ORDER BY id";
+    let mut ga = Conn::from_url(url(&a)).await.unwrap();
+    let filled = outcome::run_text(&mut ga, read).await;
+    assert!(!filled.starts_with("ERROR"), "{filled}");
+    common::l2::wait_for("A's entry in Redis", LAG_BOUND, || {
+        !redis.keys("qcache:e:*").is_empty()
+    })
+    .await;
+    let b = common::l2::proxy(&redis.url(), |_| {}).await;
+    let mut rb = b.conn(&schema).await;
+    outcome::run_text(
+        &mut ra,
+        &format!("REVOKE SELECT ON {schema}.t FROM '{g}'@'%'"),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    outcome::run_text(
+        &mut rb,
+        &format!("GRANT SELECT ON {schema}.t2 TO '{g}'@'%'"),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let direct_url = format!(
+        "mysql://{g}:pw@{}/{schema}?prefer_socket=false",
+        common::db().addr()
+    );
+    let mut gd = Conn::from_url(direct_url).await.unwrap();
+    let want = outcome::run_text(&mut gd, read).await;
+    let mut gb = Conn::from_url(url(&b)).await.unwrap();
+    let got = outcome::run_text(&mut gb, read).await;
+    let l2_hits = common::l2::stat(&b, "Qcache_l2_hits");
+    outcome::run_text(&mut ra, &format!("DROP USER '{g}'@'%'")).await;
+    assert_eq!(
+        got.replace(&schema, "{db}"),
+        want.replace(&schema, "{db}"),
+        "a new session of g on B (B's L2 hits: {l2_hits})"
+    );
+}
+
+/// The simplest case of the same: B starts after a REVOKE made through A; B's generations
+/// are all 0, the number A filled g's read under before the REVOKE.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn l2_an_instance_started_after_a_revoke_never_serves_from_before_it() {
+    let redis = Redis::start();
+    let schema = common::fresh_schema("adv20_gen0").await;
+    let mut setup: Vec<&str> = T.to_vec();
+    setup.push("CREATE TABLE t2 (id INT PRIMARY KEY)");
+    common::setup(&schema, &setup).await;
+    let g = common::unique_name("g");
+    let mut d = common::direct_to(&schema).await;
+    for sql in [
+        format!("CREATE USER '{g}'@'%' IDENTIFIED BY 'pw'"),
+        format!("GRANT SELECT ON {schema}.t TO '{g}'@'%'"),
+        // So that g can still connect to the database after the REVOKE.
+        format!("GRANT SELECT ON {schema}.t2 TO '{g}'@'%'"),
+    ] {
+        outcome::run_text(&mut d, &sql).await;
+    }
+    let url = |addr: String| format!("mysql://{g}:pw@{addr}/{schema}?prefer_socket=false");
+    let a = common::l2::proxy(&redis.url(), |_| {}).await;
+    let read = "SELECT id, s FROM t ORDER BY id";
+    let mut ga = Conn::from_url(url(a.addr_string())).await.unwrap();
+    let filled = outcome::run_text(&mut ga, read).await;
+    assert!(!filled.starts_with("ERROR"), "{filled}");
+    common::l2::wait_for("A's entry in Redis", LAG_BOUND, || {
+        !redis.keys("qcache:e:*").is_empty()
+    })
+    .await;
+    let mut ra = a.conn(&schema).await;
+    outcome::run_text(
+        &mut ra,
+        &format!("REVOKE SELECT ON {schema}.t FROM '{g}'@'%'"),
+    )
+    .await;
+    let b = common::l2::proxy(&redis.url(), |_| {}).await;
+    let mut gd = Conn::from_url(url(common::db().addr())).await.unwrap();
+    let want = outcome::run_text(&mut gd, read).await;
+    let mut gb = Conn::from_url(url(b.addr_string())).await.unwrap();
+    let got = outcome::run_text(&mut gb, read).await;
+    let l2_hits = common::l2::stat(&b, "Qcache_l2_hits");
+    outcome::run_text(&mut d, &format!("DROP USER '{g}'@'%'")).await;
+    assert_eq!(
+        got.replace(&schema, "{db}"),
+        want.replace(&schema, "{db}"),
+        "a session of g on B, started after the REVOKE (B's L2 hits: {l2_hits})"
+    );
 }
