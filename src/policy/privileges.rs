@@ -74,6 +74,18 @@ pub fn change_stamps(c: &PrivilegeChange) -> Vec<(String, String)> {
         .collect()
 }
 
+/// The stamps an L2 read by `user` depends on (None: sessions of every user share entries,
+/// and only changes that may reach anyone are told apart): a privilege change that reached
+/// the reader raised one of them in the fleet's versions, so an entry filled before it is
+/// never served, whatever instance filled it and whatever its generations are numbered.
+pub fn reader_stamps(user: Option<&str>) -> Vec<(String, String)> {
+    let mut v = vec![(STAMP_SCHEMA.to_string(), ANY_USER_STAMP.to_string())];
+    if let Some(u) = user {
+        v.push((STAMP_SCHEMA.to_string(), user_stamp(u)));
+    }
+    v
+}
+
 /// The privilege change another instance made, from the bump of one of its stamps learned
 /// through L2 (the inverse of [`change_stamps`]); None for any other table. The stamp does
 /// not say whether the change was sticky, so it is taken as sticky: sessions of the user
@@ -847,6 +859,27 @@ mod tests {
                 assert!(got.sticky, "{rule}: a learned change is taken as sticky");
             }
         }
+        // And a reader depends on every stamp a change that reaches it bumps.
+        for (rule, change, reader) in [
+            ("a change naming the reader", named(&["bob"]), Some("bob")),
+            (
+                "a change that may reach anyone",
+                PrivilegeChange::privilege_table(),
+                Some("bob"),
+            ),
+            (
+                "a change that may reach anyone, users sharing entries",
+                PrivilegeChange::privilege_table(),
+                None,
+            ),
+        ] {
+            let deps = reader_stamps(reader);
+            assert!(
+                change_stamps(&change).iter().all(|s| deps.contains(s)),
+                "{rule}: the reader's L2 read depends on what it bumps"
+            );
+        }
+        assert!(!reader_stamps(Some("bob")).contains(&change_stamps(&named(&["eve"]))[0]));
         for (s, n) in [("shop", "user bob"), ("mysql", "user"), ("", "orders")] {
             assert_eq!(learned_change(s, n), None, "{s}.{n} is not a stamp");
         }
