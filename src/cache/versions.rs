@@ -366,6 +366,14 @@ impl Versions {
         stamps.len()
     }
 
+    /// [`apply_privileges`](Self::apply_privileges) of a change learned from another
+    /// instance: the users' generations only; its stamps came bumped with it.
+    pub fn apply_privileges_quiet(&self, c: &crate::policy::privileges::PrivilegeChange) {
+        if !self.faults.on(Fault::PrivilegeStamps) {
+            self.privileges.apply(c);
+        }
+    }
+
     /// Registers `column` (lower-cased) of `t` as a slice column, if it is not yet, and returns
     /// it. Call before reading the stamps of an entry that slices on it (module docs).
     pub fn register(&self, t: &TableVersion, column: &str) -> Arc<SliceColumn> {

@@ -294,6 +294,12 @@ impl Invalidator {
                 v.bump_all_gap();
                 None
             }
+            What::Privileges(c) if !publish => {
+                // Learned from L2 with the bump of its stamps (bumped quietly beside it):
+                // the generations only, never published back.
+                v.apply_privileges_quiet(c);
+                return 0;
+            }
             What::Privileges(c) => {
                 // Counted only when it reached a privilege stamp, as it always was.
                 if v.apply_privileges(c) > 0 {

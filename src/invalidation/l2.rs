@@ -12,7 +12,15 @@ pub fn learned(l: Learned) -> Invalidation {
     match l {
         Learned::Everything => Invalidation::one(Source::L2, What::Everything),
         Learned::Schema(s) => Invalidation::one(Source::L2, What::Schema(s)),
-        Learned::Table(s, n) => Invalidation::one(Source::L2, What::Table((s, n))),
+        // Another instance's privilege change, as the bump of its stamp: the users it
+        // reaches get new generations here too, or this instance keeps serving them what
+        // the server now refuses (and finds the fleet's entries under their old keys).
+        Learned::Table(s, n) => match crate::policy::privileges::learned_change(&s, &n) {
+            Some(c) => {
+                Invalidation::new(Source::L2, vec![What::Table((s, n)), What::Privileges(c)])
+            }
+            None => Invalidation::one(Source::L2, What::Table((s, n))),
+        },
         Learned::Rows {
             schema,
             name,
@@ -86,6 +94,33 @@ mod tests {
                 "another instance's table bump",
                 Learned::Table("shop".into(), "orders".into()),
                 Invalidation::one(Source::L2, What::Table(orders())),
+            ),
+            (
+                "another instance's privilege change (its user's stamp): the stamp and the \
+                 user's generations",
+                Learned::Table(String::new(), "user bob".into()),
+                Invalidation::new(
+                    Source::L2,
+                    vec![
+                        What::Table((String::new(), "user bob".into())),
+                        What::Privileges(
+                            crate::policy::privileges::learned_change("", "user bob").unwrap(),
+                        ),
+                    ],
+                ),
+            ),
+            (
+                "another instance's change that may reach anyone: every user's generations",
+                Learned::Table(String::new(), "*".into()),
+                Invalidation::new(
+                    Source::L2,
+                    vec![
+                        What::Table((String::new(), "*".into())),
+                        What::Privileges(
+                            crate::policy::privileges::learned_change("", "*").unwrap(),
+                        ),
+                    ],
+                ),
             ),
             (
                 "another instance's rows: their slices; its rows may have moved",

@@ -62,11 +62,12 @@ impl L2 {
         slicing: Option<&PlannedSlices>,
         planned_current: impl Fn() -> bool,
         queued: u64,
+        privileges: &[TableHandle],
     ) -> Step {
         if !self.usable() {
             return NO_FILL;
         }
-        let read = self.read_for(tables, slicing, planned_current);
+        let read = self.read_for(tables, slicing, planned_current, privileges);
         let settled = self.raised() >= queued;
         let stamps = match self.lookup(key, &read).await {
             Lookup::Hit(e, s) => return Step::Hit(e, s, settled),
@@ -105,13 +106,37 @@ impl L2 {
         }
     }
 
-    /// What the read depends on in L2, with its keys: the plan's, made once per plan.
+    /// What the read depends on in L2, with its keys: the plan's, made once per plan, and
+    /// `privileges`, the reader's privilege stamps: privilege generations are numbered per
+    /// instance, so only the fleet's versions of those stamps tell whether an entry was
+    /// filled before a privilege change that reached the reader (an entry of another
+    /// instance's history may carry the reader's key).
     fn read_for(
         &self,
         tables: &[TableHandle],
         slicing: Option<&PlannedSlices>,
         planned_current: impl Fn() -> bool,
+        privileges: &[TableHandle],
     ) -> Arc<L2Read> {
+        if !privileges.is_empty() {
+            let mut whole: Vec<TableHandle> = privileges.to_vec();
+            let sliced = match slicing {
+                Some(p) if p.sliced.is_empty() || planned_current() => {
+                    whole.extend(p.whole.iter().cloned());
+                    &p.sliced[..]
+                }
+                Some(p) => {
+                    whole.extend(p.whole.iter().cloned());
+                    whole.extend(p.sliced.iter().map(|s| s.table.clone()));
+                    &[][..]
+                }
+                None => {
+                    whole.extend(tables.iter().cloned());
+                    &[][..]
+                }
+            };
+            return Arc::new(self.read_of(self.deps(&whole, sliced)));
+        }
         let Some(p) = slicing else {
             return Arc::new(self.read_of(self.deps(tables, &[])));
         };

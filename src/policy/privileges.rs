@@ -74,6 +74,39 @@ pub fn change_stamps(c: &PrivilegeChange) -> Vec<(String, String)> {
         .collect()
 }
 
+/// The stamps an L2 read by `user` depends on (None: sessions of every user share entries,
+/// and only changes that may reach anyone are told apart): a privilege change that reached
+/// the reader raised one of them in the fleet's versions, so an entry filled before it is
+/// never served, whatever instance filled it and whatever its generations are numbered.
+pub fn reader_stamps(user: Option<&str>) -> Vec<(String, String)> {
+    let mut v = vec![(STAMP_SCHEMA.to_string(), ANY_USER_STAMP.to_string())];
+    if let Some(u) = user {
+        v.push((STAMP_SCHEMA.to_string(), user_stamp(u)));
+    }
+    v
+}
+
+/// The privilege change another instance made, from the bump of one of its stamps learned
+/// through L2 (the inverse of [`change_stamps`]); None for any other table. The stamp does
+/// not say whether the change was sticky, so it is taken as sticky: sessions of the user
+/// connected before it stop sharing entries (a miss, answered by the server), which is right
+/// for either kind.
+pub fn learned_change(schema: &str, name: &str) -> Option<PrivilegeChange> {
+    if schema != STAMP_SCHEMA {
+        return None;
+    }
+    if name == ANY_USER_STAMP {
+        return Some(PrivilegeChange::all(Reason::Learned, true));
+    }
+    let user = name.strip_prefix("user ")?;
+    Some(PrivilegeChange {
+        users: vec![user.to_string()],
+        all: false,
+        sticky: true,
+        reason: Reason::Learned,
+    })
+}
+
 /// Why a statement changes privileges, for logs and tests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Reason {
@@ -91,6 +124,8 @@ pub enum Reason {
     PrivilegeTable,
     /// A privilege statement qcache could not read: every user, sticky.
     Unreadable,
+    /// Another instance's change, learned from its stamp's bump through L2.
+    Learned,
 }
 
 /// Who a privilege change reaches.
@@ -785,6 +820,69 @@ mod tests {
         assert!(sets_role(b"set role NONE"));
         assert!(!sets_role(b"SET DEFAULT ROLE r1"));
         assert!(!sets_role(b"SET @role = 1"));
+    }
+
+    /// One row per stamp kind: the change another instance made is learned back from the
+    /// bump of its stamp, for every change `change_stamps` can give.
+    #[test]
+    fn changes_are_learned_back_from_their_stamps() {
+        let named = |users: &[&str]| PrivilegeChange {
+            users: users.iter().map(|s| s.to_string()).collect(),
+            all: false,
+            sticky: false,
+            reason: Reason::Revoke,
+        };
+        for (rule, change, want_users, want_all) in [
+            (
+                "a named user's change: that user",
+                named(&["bob"]),
+                vec!["bob"],
+                false,
+            ),
+            (
+                "a user whose name has a space and an @",
+                named(&["a b@c"]),
+                vec!["a b@c"],
+                false,
+            ),
+            (
+                "a change that may reach anyone: everyone",
+                PrivilegeChange::privilege_table(),
+                vec![],
+                true,
+            ),
+        ] {
+            for (s, n) in change_stamps(&change) {
+                let got = learned_change(&s, &n).unwrap_or_else(|| panic!("{rule}: none"));
+                assert_eq!(got.all, want_all, "{rule}");
+                assert_eq!(got.users, want_users, "{rule}");
+                assert!(got.sticky, "{rule}: a learned change is taken as sticky");
+            }
+        }
+        // And a reader depends on every stamp a change that reaches it bumps.
+        for (rule, change, reader) in [
+            ("a change naming the reader", named(&["bob"]), Some("bob")),
+            (
+                "a change that may reach anyone",
+                PrivilegeChange::privilege_table(),
+                Some("bob"),
+            ),
+            (
+                "a change that may reach anyone, users sharing entries",
+                PrivilegeChange::privilege_table(),
+                None,
+            ),
+        ] {
+            let deps = reader_stamps(reader);
+            assert!(
+                change_stamps(&change).iter().all(|s| deps.contains(s)),
+                "{rule}: the reader's L2 read depends on what it bumps"
+            );
+        }
+        assert!(!reader_stamps(Some("bob")).contains(&change_stamps(&named(&["eve"]))[0]));
+        for (s, n) in [("shop", "user bob"), ("mysql", "user"), ("", "orders")] {
+            assert_eq!(learned_change(s, n), None, "{s}.{n} is not a stamp");
+        }
     }
 
     #[test]

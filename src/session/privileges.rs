@@ -7,6 +7,20 @@ use super::{Session, SessionError};
 use crate::engine::context;
 
 impl Session {
+    /// The stamps of this session's privileges an L2 read depends on
+    /// (`policy::privileges::reader_stamps`).
+    pub(crate) fn privilege_stamps(&self) -> Vec<crate::cache::versions::TableHandle> {
+        let user = match (&self.st.identity, self.st.shared_users) {
+            (Some(id), false) => Some(crate::policy::privileges::account_user(&id.account)),
+            _ => None,
+        };
+        let versions = self.shared.cache.versions();
+        crate::policy::privileges::reader_stamps(user)
+            .iter()
+            .map(|(s, n)| versions.table(s, n))
+            .collect()
+    }
+
     /// Whether the key may be computed now: the identity is known and no privilege change
     /// happened since the fingerprint was computed. One atomic load on the hit path.
     #[inline]

@@ -530,6 +530,7 @@ impl Session {
         let generation = fill.planned.generation;
         let catalog = &self.shared.catalog;
         let planned_current = || catalog.generation() == generation;
+        let privileges = self.privilege_stamps();
         let step = l2
             .before_fill(
                 plan.key,
@@ -537,6 +538,7 @@ impl Session {
                 fill.slicing(),
                 planned_current,
                 l2_queued,
+                &privileges,
             )
             .await;
         match step {
