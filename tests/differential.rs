@@ -636,13 +636,14 @@ async fn start_proxy(
     if topic == "patch"
         || topic == "adversary12"
         || topic == "adversary19p"
+        || topic == "adversary21"
         || std::env::var_os("QCACHE_TEST_PATCH_AGGREGATES").is_some_and(|v| v == "1")
     {
         config.cache.patch_aggregates = true;
         config.cache.verify_patched = 1.0;
         // adversary19p: patches never verified (a share the config allows), so that a
         // wrong patch reaches the comparison instead of racing the background verifier.
-        if topic == "adversary19p" {
+        if topic == "adversary19p" || topic == "adversary21" {
             config.cache.verify_patched = 0.0;
         }
         #[cfg(debug_assertions)]
@@ -862,6 +863,7 @@ topics!(
     adversary18,
     adversary19,
     adversary19p,
+    adversary21,
     basics,
     catalog,
     classification,
