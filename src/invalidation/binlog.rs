@@ -446,24 +446,35 @@ impl BinlogHandle {
     /// None when unknown (no probe reached yet), and when the stream is not up (then
     /// [`BinlogHandle::disconnected_for`] is the bound).
     pub fn behind(&self) -> Option<Duration> {
+        self.behind_at(Instant::now())
+    }
+
+    /// [`behind`](Self::behind) as of `now`.
+    fn behind_at(&self, now: Instant) -> Option<Duration> {
         match self.shared.as_of_ms.load(Ordering::Acquire) {
             u64::MAX => None,
-            t => Some(Duration::from_millis(
-                self.shared.now_ms().saturating_sub(t),
-            )),
+            t => {
+                let now_ms = now.saturating_duration_since(self.shared.base).as_millis() as u64;
+                Some(Duration::from_millis(now_ms.saturating_sub(t)))
+            }
         }
     }
 
     /// What the `max_lag` rule (`policy::lag::hits_stop`) is asked: down (or a standby
     /// hearing no tail) for how long, or streaming and behind by at most how much.
     pub fn lag(&self) -> TailLag {
+        self.lag_at(Instant::now())
+    }
+
+    /// [`lag`](Self::lag) as of `now` (a clock the caller already read).
+    pub fn lag_at(&self, now: Instant) -> TailLag {
         if let Some(d) = self.disconnected_for() {
             return TailLag::Down(d);
         }
         if self.shared.off.load(Ordering::Acquire) {
             return TailLag::Off;
         }
-        TailLag::Behind(self.behind())
+        TailLag::Behind(self.behind_at(now))
     }
 
     /// Events read, including heartbeats.

@@ -290,7 +290,7 @@ impl Session {
     ) -> Result<Option<bool>, SessionError> {
         let started = Instant::now();
         let view = self.st.txn.read_view();
-        let hits_suspended = self.shared.hits_suspended();
+        let hits_suspended = self.shared.hits_suspended_at(started);
         let mut consult = None;
         let keyed = execute_keyed(
             &mut self.st,

@@ -40,7 +40,7 @@ impl Session {
         &mut self,
         sql: &Bytes,
     ) -> Result<Option<bool>, SessionError> {
-        let Some(mode) = self.before_scan_mode(sql) else {
+        let Some(mode) = self.before_scan_mode(sql, Instant::now()) else {
             return Ok(None);
         };
         // The rare awaits of a hit are boxed: this future is built for every COM_QUERY, and
@@ -65,11 +65,11 @@ impl Session {
     /// happened: the full path runs), Some(served) when looked up; a hit is answered
     /// into the client's write buffer, which the loop flushes next.
     pub(super) fn text_hit_at_once(&mut self, sql: &[u8]) -> Option<bool> {
-        let mode = self.before_scan_mode(sql)?;
+        let started = Instant::now();
+        let mode = self.before_scan_mode(sql, started)?;
         if !self.privileges_current() || self.shared.l2_remote {
             return None;
         }
-        let started = Instant::now();
         if self.keep_alive_due(started) {
             return None;
         }
@@ -83,7 +83,7 @@ impl Session {
 
     /// The checks of [`hit_before_scan`](Self::hit_before_scan) that need no await: the
     /// view a statement's bytes may be looked up in before they are scanned, if any.
-    fn before_scan_mode(&mut self, sql: &[u8]) -> Option<ReadMode> {
+    fn before_scan_mode(&mut self, sql: &[u8], now: Instant) -> Option<ReadMode> {
         // Writes and everything else not starting with SELECT skip the hashing (a statement
         // led by a trace comment goes the full way, which keys it without the comment).
         let select = sql
@@ -92,7 +92,7 @@ impl Session {
         if !read::before_scan(select, &self.read_facts(), self.st.ctx_stale) {
             return None;
         }
-        let mode = self.read_mode()?;
+        let mode = self.read_mode_at(now)?;
         // Who the session is must be asked first (`may_ask_identity`): the full path decides.
         self.st.identity.as_ref()?;
         Some(mode)
@@ -301,9 +301,9 @@ impl Session {
     }
 
     /// The snapshot rules that apply to a read now; None when the cache cannot be used at
-    /// all for this read.
-    pub(super) fn read_mode(&self) -> Option<ReadMode> {
-        if self.shared.hits_suspended() {
+    /// all for this read, as of `now` (a clock the hit already read).
+    fn read_mode_at(&self, now: Instant) -> Option<ReadMode> {
+        if self.shared.hits_suspended_at(now) {
             return None;
         }
         self.st.txn.read_view()
