@@ -216,7 +216,7 @@ impl Default for CacheConfig {
             shared_between_users: false,
             stampede_timeout: Duration::from_secs(2),
             analysis_memo_entries: 16 * 1024,
-            patch_aggregates: true,
+            patch_aggregates: false,
             verify_patched: 0.05,
         }
     }

@@ -627,8 +627,9 @@ async fn start_proxy(
 ) -> common::TestProxy {
     common::init_tracing();
     let mut config = qcache::config::Config::default();
-    // Patching cached aggregates is on by default, so every topic runs with it; the `patch`
-    // and `adversary12` topics verify every patch (a verifier that took a right patch for a
+    // Patching cached aggregates is off by default (it cost throughput on the application
+    // mix: docs/benchmarks.md); the `patch`, `adversary12`, `adversary19p` and `adversary21`
+    // topics run with it on, the first two verifying every patch (a verifier that took a right patch for a
     // wrong one would turn patching off and miss an `@expect hit`), and
     // QCACHE_TEST_PATCH_AGGREGATES=1 every topic's. Under the corrupting fault nothing is
     // verified, so that the wrong answers themselves reach the comparison (the verifier
