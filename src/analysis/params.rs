@@ -97,24 +97,62 @@ pub fn param_literals(p: &ExecuteParams<'_>, n: usize) -> Vec<Option<Lit>> {
 /// hour, minute, second, microseconds) as `YYYY-MM-DD HH:MM:SS.ffffff`; None for a zero
 /// date or another length.
 fn binary_temporal(b: &[u8]) -> Option<String> {
-    if !matches!(b.len(), 4 | 7 | 11) {
-        return None;
+    let t = BinaryTemporal::read(b)?;
+    Some(format!("{}.{:06}", t.seconds_text(), t.micros))
+}
+
+/// The parts of a binary DATE / DATETIME / TIMESTAMP value as the protocol lays them out
+/// (4, 7 or 11 bytes: year, month, day, then hour, minute, second, then microseconds);
+/// what is absent is 0. The one reader of that layout: keys here, patches'
+/// bound values in `policy::patch`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BinaryTemporal {
+    pub year: u16,
+    pub month: u8,
+    pub day: u8,
+    pub hour: u8,
+    pub minute: u8,
+    pub second: u8,
+    pub micros: u32,
+    /// How many bytes it came in (4: a date only).
+    pub len: usize,
+}
+
+impl BinaryTemporal {
+    /// None for any other length (a zero date comes as 0 bytes).
+    pub fn read(b: &[u8]) -> Option<BinaryTemporal> {
+        if !matches!(b.len(), 4 | 7 | 11) {
+            return None;
+        }
+        let (hour, minute, second) = if b.len() >= 7 {
+            (b[4], b[5], b[6])
+        } else {
+            (0, 0, 0)
+        };
+        let micros = if b.len() == 11 {
+            u32::from_le_bytes([b[7], b[8], b[9], b[10]])
+        } else {
+            0
+        };
+        Some(BinaryTemporal {
+            year: u16::from_le_bytes([b[0], b[1]]),
+            month: b[2],
+            day: b[3],
+            hour,
+            minute,
+            second,
+            micros,
+            len: b.len(),
+        })
     }
-    let y = u16::from_le_bytes([b[0], b[1]]);
-    let (h, mi, s) = if b.len() >= 7 {
-        (b[4], b[5], b[6])
-    } else {
-        (0, 0, 0)
-    };
-    let us = if b.len() == 11 {
-        u32::from_le_bytes([b[7], b[8], b[9], b[10]])
-    } else {
-        0
-    };
-    Some(format!(
-        "{y:04}-{:02}-{:02} {h:02}:{mi:02}:{s:02}.{us:06}",
-        b[2], b[3]
-    ))
+
+    /// `YYYY-MM-DD HH:MM:SS`, without the microseconds.
+    pub fn seconds_text(&self) -> String {
+        format!(
+            "{:04}-{:02}-{:02} {:02}:{:02}:{:02}",
+            self.year, self.month, self.day, self.hour, self.minute, self.second
+        )
+    }
 }
 
 /// A length-encoded string and what follows it.

@@ -325,26 +325,16 @@ fn take<'a>(v: &mut &'a [u8], len: usize) -> Option<&'a [u8]> {
 /// day, hour, minute, second, microseconds); None for a zero or invalid date, a year
 /// outside 1000–9999, or a DATE carrying a time.
 fn binary_time(b: &[u8], date: bool) -> Option<Param> {
-    if !matches!(b.len(), 4 | 7 | 11) || (date && b.len() != 4) {
+    let t = crate::analysis::params::BinaryTemporal::read(b)?;
+    if (date && t.len != 4) || t.micros > 999_999 {
         return None;
     }
-    let y = u16::from_le_bytes([b[0], b[1]]);
-    let (h, mi, s) = if b.len() >= 7 {
-        (b[4], b[5], b[6])
-    } else {
-        (0, 0, 0)
-    };
-    let micros = if b.len() == 11 {
-        u32::from_le_bytes([b[7], b[8], b[9], b[10]])
-    } else {
-        0
-    };
-    if micros > 999_999 {
-        return None;
-    }
-    let text = format!("{y:04}-{:02}-{:02} {h:02}:{mi:02}:{s:02}", b[2], b[3]);
-    let (secs, _) = temporal(&text)?;
-    Some(Param::Time { secs, micros, date })
+    let (secs, _) = temporal(&t.seconds_text())?;
+    Some(Param::Time {
+        secs,
+        micros: t.micros,
+        date,
+    })
 }
 
 /// The `?` of a prepared statement's text, by where each starts (text order is parameter
