@@ -50,7 +50,7 @@ pub enum Fault {
     /// verifier (`cache.verify_patched`) must count them as mismatches.
     Patches = 1 << 8,
     /// Not an invariant broken but a timing made visible: every parent lookup of a child
-    /// write finds no idle connection (`session::relay`'s `ask_all`, as
+    /// write finds no idle connection (`Shared::parent_lookups`, as
     /// `Catalog::parent_values` answers when all are in use), so the conservative fallback
     /// is what keeps the write's readers right.
     BusyParentLookups = 1 << 9,

@@ -15,6 +15,8 @@ use crate::cache::sliceplans;
 use crate::cache::versions::SlicePlan;
 use crate::cache::TableHandle;
 use crate::config::InvalidationConfig;
+use crate::invalidation::catalog::Lookup;
+use std::sync::atomic::Ordering::Relaxed;
 
 /// Per derived column of a child table (its name, as `fkmap::derived_column` makes it), the
 /// slice keys of the parent values its written rows name.
@@ -231,6 +233,30 @@ pub fn timing(
     }
 }
 
+/// Just after a write was forwarded: the lookups to send beside it, when [`timing`] says
+/// [`Timing::WithWrite`] and it has any to ask.
+pub fn early_asks(
+    st: &SessionState,
+    cfg: &InvalidationConfig,
+    elsewhere_seen: bool,
+) -> Option<Vec<Vec<Ask>>> {
+    if st.pending.rows.is_empty() || !cfg.derived_lookups_with_write {
+        return None;
+    }
+    let in_txn = st.txn.in_transaction();
+    let timing = timing(
+        in_txn,
+        cfg.derived_lookups,
+        cfg.derived_lookups_with_write,
+        elsewhere_seen,
+    );
+    if timing != Timing::WithWrite {
+        return None;
+    }
+    let (_, asks) = asks(st, in_txn, cfg)?;
+    (!asks.iter().all(|t| t.is_empty())).then_some(asks)
+}
+
 /// How long past its write's OK a lookup sent beside the write is waited for before the
 /// write falls back ([`EarlyVerdict::Slower`]): it started with the write on a connection it
 /// did not wait for, so this bounds what it can add to the OK, and a parent lookup on an
@@ -276,13 +302,6 @@ pub struct Ask {
     pub xs: Vec<i128>,
 }
 
-impl Ask {
-    /// The parent table, as the catalog names it.
-    pub fn parent(&self) -> (String, String) {
-        (self.key.schema.clone(), self.key.table.clone())
-    }
-}
-
 /// The server's answer to `ask` (pairs of the parent's primary key and the column's
 /// slice key): learned under `w` when `learn`, and the derived column with the slice keys
 /// of the answers when the server holds every row's parent (a child row whose parent it
@@ -308,6 +327,58 @@ pub fn answered(
         }
     }
     all.then_some((ask.name, keys))
+}
+
+/// The questions of `asks` as the catalog asks them (`Catalog::parent_lookups`).
+pub fn questions(asks: &[Vec<Ask>]) -> Vec<Vec<(MapKey, Vec<i128>)>> {
+    asks.iter()
+        .map(|t| t.iter().map(|a| (a.key.clone(), a.xs.clone())).collect())
+        .collect()
+}
+
+/// A lookup sent beside its write, at the write's OK: its answers (None while not in)
+/// when [`early_verdict`] uses them; one slower than the write is counted as skipped.
+pub fn early_answers(
+    parents: &ParentMaps,
+    w: &Window,
+    got: Option<Vec<Vec<Lookup>>>,
+    same: bool,
+) -> Option<Vec<Vec<Lookup>>> {
+    match early_verdict(got.is_some(), same, parents.window_holds(w)) {
+        EarlyVerdict::Use => got,
+        EarlyVerdict::Slower => {
+            parents.stats.skips.fetch_add(1, Relaxed);
+            None
+        }
+        EarlyVerdict::Doubted => None,
+    }
+}
+
+/// What the server's answers to `asks` (`found`, in the same order) give per child
+/// table ([`answered`]); a lookup that found no idle connection is counted as skipped and
+/// left to the fallback, as is one that failed.
+pub fn all_answered(
+    parents: &ParentMaps,
+    w: &Window,
+    learn: bool,
+    asks: Vec<Vec<Ask>>,
+    found: Vec<Vec<Lookup>>,
+) -> Vec<Answers> {
+    let mut out = Vec::with_capacity(asks.len());
+    for (table, found) in asks.into_iter().zip(found) {
+        let mut answers = Answers::new();
+        for (ask, found) in table.into_iter().zip(found) {
+            match found {
+                Lookup::Found(found) => answers.extend(answered(parents, w, learn, ask, found)),
+                Lookup::Busy => {
+                    parents.stats.skips.fetch_add(1, Relaxed);
+                }
+                Lookup::Failed => {}
+            }
+        }
+        out.push(answers);
+    }
+    out
 }
 
 /// At the write's OK, before its invalidation is applied: the derived slices of each
@@ -477,6 +548,71 @@ mod tests {
                 *want,
                 "{why}"
             );
+        }
+    }
+
+    /// The server's answers to a write's lookups, per child table: one row per kind of
+    /// answer (what it bumps, and whether it counts a lookup or a skip).
+    #[test]
+    fn what_each_answer_gives() {
+        use crate::cache::fkmap::{MapKey, ParentMaps};
+        use crate::invalidation::catalog::Lookup;
+        use std::sync::atomic::Ordering::Relaxed;
+        type Row = (&'static str, Lookup, Option<Vec<&'static str>>, u64, u64);
+        let rows: Vec<Row> = vec![
+            // (why, the answer, the derived column's slice keys, lookups, skips)
+            (
+                "every row's parent found",
+                Lookup::Found(vec![(1, Some("k1".into())), (2, Some("k2".into()))]),
+                Some(vec!["k1", "k2"]),
+                1,
+                0,
+            ),
+            (
+                "a row's parent missing: left to the fallback",
+                Lookup::Found(vec![(1, Some("k1".into()))]),
+                None,
+                1,
+                0,
+            ),
+            ("no idle connection", Lookup::Busy, None, 0, 1),
+            ("an error or a doubt", Lookup::Failed, None, 0, 0),
+        ];
+        for (why, found, want, lookups, skips) in rows {
+            let parents = ParentMaps::default();
+            let w = parents.window();
+            let key = MapKey {
+                schema: "db".into(),
+                table: "parent".into(),
+                pk: "id".into(),
+                col: "region".into(),
+            };
+            let ask = super::Ask {
+                name: "derived".into(),
+                key: key.clone(),
+                xs: vec![1, 2],
+            };
+            assert_eq!(
+                super::questions(&[vec![ask.clone()]]),
+                vec![vec![(key, vec![1, 2])]]
+            );
+            let got = super::all_answered(&parents, &w, false, vec![vec![ask]], vec![vec![found]]);
+            let want: Vec<super::Answers> = vec![want
+                .map(|k| {
+                    (
+                        "derived".to_string(),
+                        k.iter().map(|s| s.to_string()).collect(),
+                    )
+                })
+                .into_iter()
+                .collect()];
+            assert_eq!(got, want, "{why}");
+            assert_eq!(
+                parents.stats.lookups.load(Relaxed),
+                lookups,
+                "{why}: lookups"
+            );
+            assert_eq!(parents.stats.skips.load(Relaxed), skips, "{why}: skips");
         }
     }
 

@@ -20,6 +20,7 @@ use sqlparser::parser::Parser;
 
 use super::pending::PendingDdl;
 use crate::analysis::slices::{ColType, ColumnInfo};
+use crate::cache::fkmap::MapKey;
 use crate::config::InvalidationConfig;
 use crate::policy::timecol::Temporals;
 
@@ -1874,6 +1875,31 @@ impl Catalog {
                 Some(part.temporals.get(name).cloned())
             })
             .collect()
+    }
+
+    /// Asks each of `asks` in order ([`parent_values`](Self::parent_values): never waits for
+    /// a connection); `busy` (the debug fault `BusyParentLookups`) answers each as if no
+    /// connection were idle.
+    pub async fn parent_lookups(
+        &self,
+        asks: &[Vec<(MapKey, Vec<i128>)>],
+        busy: bool,
+    ) -> Vec<Vec<Lookup>> {
+        let mut out = Vec::with_capacity(asks.len());
+        for table in asks {
+            let mut found = Vec::with_capacity(table.len());
+            for (key, xs) in table {
+                found.push(match busy {
+                    true => Lookup::Busy,
+                    false => {
+                        let parent = (key.schema.clone(), key.table.clone());
+                        self.parent_values(&parent, &key.pk, &key.col, xs).await
+                    }
+                });
+            }
+            out.push(found);
+        }
+        out
     }
 
     /// Asks the server, on qcache's own connection, which value `col` holds in the rows of

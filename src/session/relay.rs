@@ -8,44 +8,15 @@ use crate::engine::command::{followed, Follow};
 use crate::engine::diagnostics;
 use crate::engine::exchange;
 use crate::engine::fill::Fill;
-use crate::engine::fkslices::{self, Answers, Ask, EarlyVerdict, Timing};
+use crate::engine::fkslices::{self, Answers, Ask};
 use crate::invalidation::catalog::Lookup;
 use crate::protocol::codec::Packet;
 use crate::protocol::response::{Expect, Response, ResponseError, Step};
-use crate::shared::Shared;
 
 /// A parent lookup sent beside its write: the questions, and the task asking them.
 pub(crate) struct EarlyLookup {
     asks: Vec<Vec<Ask>>,
-    task: tokio::task::JoinHandle<Vec<Vec<(Ask, Lookup)>>>,
-}
-
-/// Asks `asks` of the server in order (`Catalog::parent_values`, which never waits for a
-/// connection; under `Fault::BusyParentLookups` every one finds none).
-async fn ask_all(shared: &Shared, asks: Vec<Vec<Ask>>) -> Vec<Vec<(Ask, Lookup)>> {
-    let busy = shared
-        .cache
-        .versions()
-        .faults
-        .on(crate::faults::Fault::BusyParentLookups);
-    let mut out = Vec::with_capacity(asks.len());
-    for table in asks {
-        let mut answers = Vec::with_capacity(table.len());
-        for ask in table {
-            let (pk, col) = (&ask.key.pk, &ask.key.col);
-            let found = if busy {
-                Lookup::Busy
-            } else {
-                shared
-                    .catalog
-                    .parent_values(&ask.parent(), pk, col, &ask.xs)
-                    .await
-            };
-            answers.push((ask, found));
-        }
-        out.push(answers);
-    }
-    out
+    task: tokio::task::JoinHandle<Vec<Vec<Lookup>>>,
 }
 
 /// Feeds one server packet to the response tracker and, when it parses, to the fill: the
@@ -386,59 +357,30 @@ impl Session {
         }
     }
 
-    /// Whether this instance may see a write from elsewhere after it happened (a binlog
-    /// tail that is not off, or L2's bump channel): `engine::fkslices::timing`.
-    fn elsewhere_seen(&self) -> bool {
-        self.shared.l2.is_some() || self.shared.binlog.as_ref().is_some_and(|b| !b.is_off())
-    }
-
     /// Just after a write was forwarded: its parent lookup, sent beside it when
-    /// `engine::fkslices::timing` says so.
+    /// `engine::fkslices::early_asks` says so.
     fn start_early_lookup(&mut self) {
-        self.early_lookup = None;
-        if self.st.pending.rows.is_empty() {
-            return;
-        }
         let cfg = self.shared.config();
-        if !cfg.invalidation.derived_lookups_with_write {
-            return;
-        }
-        let in_txn = self.st.txn.in_transaction();
-        let inv = &cfg.invalidation;
-        let timing = fkslices::timing(
-            in_txn,
-            inv.derived_lookups,
-            inv.derived_lookups_with_write,
-            self.elsewhere_seen(),
-        );
-        if timing != Timing::WithWrite {
-            return;
-        }
-        let Some((_, asks)) = fkslices::asks(&self.st, in_txn, &cfg.invalidation) else {
-            return;
-        };
-        if asks.iter().all(|t| t.is_empty()) {
-            return;
-        }
-        let shared = self.shared.clone();
-        let sent = asks.clone();
-        let task = tokio::spawn(async move { ask_all(&shared, sent).await });
-        self.early_lookup = Some(EarlyLookup { asks, task });
+        let elsewhere = self.shared.sees_elsewhere();
+        self.early_lookup =
+            fkslices::early_asks(&self.st, &cfg.invalidation, elsewhere).map(|asks| {
+                let (shared, questions) = (self.shared.clone(), fkslices::questions(&asks));
+                let task = tokio::spawn(async move { shared.parent_lookups(&questions).await });
+                EarlyLookup { asks, task }
+            });
     }
 
     /// At a child write's OK outside a transaction: the parent values the engine asks of
     /// the server (`engine::fkslices::asks`), asked (or, sent beside the write, judged by
-    /// `engine::fkslices::early_verdict`), and what they answer per child table.
+    /// `engine::fkslices::early_answers`), and what they answer per child table.
     async fn fk_lookup(&mut self, in_transaction: bool) -> Vec<Answers> {
         let early = self.early_lookup.take();
         let cfg = self.shared.config();
         let Some((w, asks)) = fkslices::asks(&self.st, in_transaction, &cfg.invalidation) else {
             return Vec::new();
         };
-        let learn = cfg.invalidation.parent_map_entries > 0;
         let parents = self.shared.cache.versions().parents.clone();
-        let relaxed = std::sync::atomic::Ordering::Relaxed;
-        let asked = match early {
+        let found = match early {
             Some(mut e) => {
                 // Waited for only briefly (`fkslices::EARLY_GRACE`): it started with the
                 // write, on a connection it did not wait for; its task is left to finish
@@ -448,39 +390,18 @@ impl Session {
                     Ok(Err(_)) => return Vec::new(),
                     Err(_) => None,
                 };
-                let verdict = fkslices::early_verdict(
-                    got.is_some(),
-                    e.asks == asks,
-                    parents.window_holds(&w),
-                );
-                match (verdict, got) {
-                    (EarlyVerdict::Use, Some(a)) => a,
-                    (EarlyVerdict::Slower, _) => {
-                        parents.stats.skips.fetch_add(1, relaxed);
-                        return Vec::new();
-                    }
-                    _ => return Vec::new(),
+                match fkslices::early_answers(&parents, &w, got, e.asks == asks) {
+                    Some(found) => found,
+                    None => return Vec::new(),
                 }
             }
-            None => ask_all(&self.shared, asks).await,
+            None => {
+                let questions = fkslices::questions(&asks);
+                self.shared.parent_lookups(&questions).await
+            }
         };
-        let mut out = Vec::with_capacity(asked.len());
-        for table in asked {
-            let mut answers = Answers::new();
-            for (ask, found) in table {
-                match found {
-                    Lookup::Found(found) => {
-                        answers.extend(fkslices::answered(&parents, &w, learn, ask, found))
-                    }
-                    Lookup::Busy => {
-                        parents.stats.skips.fetch_add(1, relaxed);
-                    }
-                    Lookup::Failed => {}
-                }
-            }
-            out.push(answers);
-        }
-        out
+        let learn = cfg.invalidation.parent_map_entries > 0;
+        fkslices::all_answered(&parents, &w, learn, asks, found)
     }
 
     /// `engine::exchange::sent`, for a statement qcache sends for itself.

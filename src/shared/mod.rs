@@ -179,6 +179,26 @@ impl Shared {
         }
     }
 
+    /// Whether this instance may see a write from elsewhere after it happened (a binlog
+    /// tail that is not off, or L2's bump channel): `engine::fkslices::timing`.
+    pub fn sees_elsewhere(&self) -> bool {
+        self.l2.is_some() || self.binlog.as_ref().is_some_and(|b| !b.is_off())
+    }
+
+    /// A child write's parent lookups, asked in order (`Catalog::parent_lookups`; under the
+    /// debug fault `BusyParentLookups` every one finds no idle connection).
+    pub async fn parent_lookups(
+        &self,
+        questions: &[Vec<(crate::cache::fkmap::MapKey, Vec<i128>)>],
+    ) -> Vec<Vec<crate::invalidation::catalog::Lookup>> {
+        let busy = self
+            .cache
+            .versions()
+            .faults
+            .on(crate::faults::Fault::BusyParentLookups);
+        self.catalog.parent_lookups(questions, busy).await
+    }
+
     pub fn config(&self) -> Arc<Config> {
         self.config.load_full()
     }
