@@ -159,7 +159,74 @@ pub enum LastExecute {
     NotKeyed(crate::policy::Reason),
 }
 
+#[repr(C, align(64))]
 pub struct SessionState {
+    // The fields a hit reads come first, in this order (`repr(C)`, the state on a line of
+    // its own): they fill its first five lines and the start of `txn`, where the compiler
+    // spread them over some ten of its 23 (#36).
+    /// Hash of everything besides the statement that decides a result's bytes.
+    pub fingerprint: u64,
+    /// The privilege epoch the fingerprint was computed under (u64::MAX: not yet).
+    pub priv_epoch: u64,
+    /// `observe::digests::row_key(db, user)`, kept with `db` and `user` (per-digest statistics
+    /// key their rows by it on every statement).
+    pub db_key: u64,
+    /// What a statement prepared now is parsed and run under (`policy::context::
+    /// prepare_context`): kept with `fingerprint`, compared at each execute.
+    pub prepare_ctx: u64,
+    /// Where this session's statements were last counted; made with `db`'s name compared,
+    /// so cleared whenever `db` changes.
+    pub digest_hint: RowHint,
+    /// After this long with no command sent upstream a hit sends a COM_PING first
+    /// (`policy::context::keep_alive_after`, from the idle timers read back).
+    pub keep_alive_after: std::time::Duration,
+    /// The last statement was a hit whose SELECT would have left `FOUND_ROWS()` at this:
+    /// the server's diagnostics are put right before the next statement reaches it
+    /// (`policy::diagnostics`). Also what qcache's own read-back owes, marked with
+    /// `policy::diagnostics::AFTER_READ_BACK`.
+    pub after_hit: Option<u64>,
+    /// Statements holding long data back (`Prepared::held_long_data`): an execute looks
+    /// for its statement's only when some does.
+    pub holding_long_data: usize,
+    pub last_stmt: Option<u32>,
+    pub qct: QueryCacheType,
+    /// Code ran before the catalog had read the server's (`policy::qct::After::WhenLoaded`,
+    /// `call`: it was a CALL): judged once it has; until then as if unknown.
+    pub qct_pending: Option<bool>,
+    /// Code the server ran may have set the session's `query_cache_type` (`policy::qct`):
+    /// `qct` is no longer its value; its reads go to the server, nothing is served or
+    /// stored, until a SET of it through qcache or a reset.
+    pub qct_unknown: bool,
+    /// qcache can no longer tell what the session's settings are (SET inside a procedure,
+    /// a prepared SET): no cache until a reset.
+    pub lost_track: bool,
+    /// Stored code ran and the catalog could not yet say whether it may create temporary
+    /// tables (`policy::classify::after_stored_code`): asked again before each read.
+    pub temporaries_unknown: bool,
+    /// A write may have run a trigger that SET a session variable
+    /// (`policy::context::context_stale_after`): the settings are read again before the next
+    /// cacheable read is looked up (`Session::reread_stale_context`).
+    pub ctx_stale: bool,
+    /// The session's optimizer trace is on (`policy::context::traces_optimizer`, read from
+    /// the server at connect and after each SET of it): never served nor stored.
+    pub optimizer_traced: bool,
+    /// The server profiles the session's statements (`policy::context::profiles`): like a
+    /// trace, never served, and sent nothing of qcache's own.
+    pub profiling: bool,
+    /// The execute in progress had parameters sent with COM_STMT_SEND_LONG_DATA: its packet
+    /// lacks their values, so no parameter of it can be read from the packet.
+    pub execute_long_data: bool,
+    /// Keyed by ids the server assigned, so a client cannot aim them at one bucket: hashed
+    /// with foldhash rather than SipHash, two lookups per execute.
+    pub stmts: HashMap<u32, Prepared, foldhash::fast::FixedState>,
+    pub temp_tables: HashSet<(String, String)>,
+    /// The account and role the server says the session has; part of the key. None until
+    /// asked, before the session's first lookup (`privileges.rs`).
+    pub identity: Option<Identity>,
+    /// The transaction state (`policy::txn`): status flags, the transaction open, the
+    /// deferred BEGIN, table locks, XA, isolation levels.
+    pub txn: Transaction,
+    // What a hit does not read.
     /// This statement may commit a write (`cache::patches::WriteInFlight`): counted until
     /// its response ended, for the patch verifier.
     pub write_in_flight: Option<crate::cache::patches::WriteInFlight>,
@@ -167,32 +234,13 @@ pub struct SessionState {
     pub server: ServerVersion,
     pub user: String,
     pub db: Option<String>,
-    /// `observe::digests::row_key(db, user)`, kept with `db` and `user` (per-digest statistics
-    /// key their rows by it on every statement).
-    pub db_key: u64,
-    /// Where this session's statements were last counted; made with `db`'s name compared,
-    /// so cleared whenever `db` changes.
-    pub digest_hint: RowHint,
     pub charset: u8,
     pub caps: u32,
     /// MariaDB's extended capabilities both ends agreed on; part of the key.
     pub mariadb_caps: u32,
     pub deprecate_eof: bool,
-    pub qct: QueryCacheType,
-    /// Code the server ran may have set the session's `query_cache_type` (`policy::qct`):
-    /// `qct` is no longer its value; its reads go to the server, nothing is served or
-    /// stored, until a SET of it through qcache or a reset.
-    pub qct_unknown: bool,
-    /// Code ran before the catalog had read the server's (`policy::qct::After::WhenLoaded`,
-    /// `call`: it was a CALL): judged once it has; until then as if unknown.
-    pub qct_pending: Option<bool>,
     /// Session variables the client set, by lower-case name; part of the key.
     pub vars: BTreeMap<String, String>,
-    /// Hash of everything besides the statement that decides a result's bytes.
-    pub fingerprint: u64,
-    /// What a statement prepared now is parsed and run under (`policy::context::
-    /// prepare_context`): kept with `fingerprint`, compared at each execute.
-    pub prepare_ctx: u64,
     /// Default databases in force at a SQL-level PREPARE since the last reset: an EXECUTE
     /// may run a statement prepared in any of them (`engine::Planner::plan_call`).
     pub sql_prepared_in: Vec<String>,
@@ -205,16 +253,6 @@ pub struct SessionState {
     /// The session variables are left out of the fingerprint: only under the debug-build
     /// `Fault::ContextKeys` switch (`crate::faults`), read by `refresh_fingerprint`.
     vars_unkeyed: bool,
-    /// qcache can no longer tell what the session's settings are (SET inside a procedure,
-    /// a prepared SET): no cache until a reset.
-    pub lost_track: bool,
-    /// Stored code ran and the catalog could not yet say whether it may create temporary
-    /// tables (`policy::classify::after_stored_code`): asked again before each read.
-    pub temporaries_unknown: bool,
-    /// A write may have run a trigger that SET a session variable
-    /// (`policy::context::context_stale_after`): the settings are read again before the next
-    /// cacheable read is looked up (`Session::reread_stale_context`).
-    pub ctx_stale: bool,
     /// The session's `sql_select_limit` as read back is not the default
     /// (`policy::context::select_limited`): a set operation's FOUND_ROWS() is then unknown.
     pub select_limit_inherited: bool,
@@ -224,29 +262,17 @@ pub struct SessionState {
     /// A setting that may refuse a read once its tables grow (`max_join_size`, …) is not at
     /// its free value as read back (`policy::context::reads_limited`).
     pub reads_limit_inherited: bool,
-    /// After this long with no command sent upstream a hit sends a COM_PING first
-    /// (`policy::context::keep_alive_after`, from the idle timers read back).
-    pub keep_alive_after: std::time::Duration,
     /// The session reads under `sql_auto_is_null = 1` (`policy::context::
     /// session_auto_is_null`): kept by `refresh_fingerprint`, never stores nor is served.
     pub auto_is_null: bool,
     /// `sql_auto_is_null` was on when the server context was last read (at connect).
     pub auto_is_null_inherited: bool,
-    /// The session's optimizer trace is on (`policy::context::traces_optimizer`, read from
-    /// the server at connect and after each SET of it): never served nor stored.
-    pub optimizer_traced: bool,
-    /// The server profiles the session's statements (`policy::context::profiles`): like a
-    /// trace, never served, and sent nothing of qcache's own.
-    pub profiling: bool,
     /// The server's diagnostics area may hold warnings or errors of an earlier statement
     /// (`policy::diagnostics::may_persist`): a read-back would clear them.
     pub diag_may_persist: bool,
     /// What the server's `Last_query_cost` owes the client after qcache's own SELECTs
     /// (`policy::diagnostics::LastQueryCost`).
     pub cost: crate::policy::diagnostics::LastQueryCost,
-    /// The execute in progress had parameters sent with COM_STMT_SEND_LONG_DATA: its packet
-    /// lacks their values, so no parameter of it can be read from the packet.
-    pub execute_long_data: bool,
     /// Hash of the key variables' effective values as the server reported them at connect,
     /// reset or change-user (`policy::context`); 0 until read.
     pub server_ctx: u64,
@@ -258,7 +284,6 @@ pub struct SessionState {
     pub mariadb: bool,
     /// Tables this session wrote and when (`policy::stale`: read-your-own-writes).
     pub own_writes: OwnWrites,
-    pub temp_tables: HashSet<(String, String)>,
     /// Those of [`temp_tables`](Self::temp_tables) whose rows may be other tables' (a
     /// temporary MERGE table over base tables, one stored code created): a write to one
     /// writes tables no statement names.
@@ -268,34 +293,14 @@ pub struct SessionState {
     /// session may then be a write through one to other tables
     /// (`policy::classify::unseen_code_may_create_temporaries`). Until a reset.
     pub temps_unseen: bool,
-    /// The transaction state (`policy::txn`): status flags, the transaction open, the
-    /// deferred BEGIN, table locks, XA, isolation levels.
-    pub txn: Transaction,
-    /// Keyed by ids the server assigned, so a client cannot aim them at one bucket: hashed
-    /// with foldhash rather than SipHash, two lookups per execute.
-    pub stmts: HashMap<u32, Prepared, foldhash::fast::FixedState>,
-    /// Statements holding long data back (`Prepared::held_long_data`): an execute looks
-    /// for its statement's only when some does.
-    pub holding_long_data: usize,
-    pub last_stmt: Option<u32>,
     pub pending: Pending,
     /// The statement in flight's standing with the parent maps (derived slices).
     pub fk: FkState,
     /// Whether the user may run admin statements that change the cache; asked of the server
     /// at the first such statement, forgotten when the user changes.
     pub admin_allowed: Option<bool>,
-    /// The last statement was a hit whose SELECT would have left `FOUND_ROWS()` at this:
-    /// the server's diagnostics are put right before the next statement reaches it
-    /// (`policy::diagnostics`). Also what qcache's own read-back owes, marked with
-    /// `policy::diagnostics::AFTER_READ_BACK`.
-    pub after_hit: Option<u64>,
-    /// The account and role the server says the session has; part of the key. None until
-    /// asked, before the session's first lookup (`privileges.rs`).
-    pub identity: Option<Identity>,
     /// The server would not say: no cache for this session.
     pub identity_unusable: bool,
-    /// The privilege epoch the fingerprint was computed under (u64::MAX: not yet).
-    pub priv_epoch: u64,
     /// The user's privilege generation, part of the key.
     pub priv_generation: u64,
     /// The epoch read before the server last computed this session's privileges (connect,

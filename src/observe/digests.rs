@@ -203,8 +203,10 @@ struct StripeData {
 /// moves what the counters gained since into the row ("settles" them) — a read, a fill that
 /// folds rows, the session moving the cell to another row. Every hit is in the row or still
 /// in the cell, never in both and never lost, so counts stay exact under any concurrency.
+/// `repr(C)`: what a hit reads and writes (the stripe, the four counters) on the cell's
+/// first line; left to the compiler, the stripe went last, on a second line (#36).
 #[derive(Debug)]
-#[repr(align(64))]
+#[repr(C, align(64))]
 struct Cell {
     /// The stripe the cell is registered in, fixed for its life.
     stripe: u32,

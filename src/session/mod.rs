@@ -1,7 +1,7 @@
 //! One client connection and its upstream connection: the handshake relay, then the command
 //! loop that sends reads through the cache, bumps versions for writes, relays the rest. A
-//! text hit that needs no await is answered in the loop itself (`hit_at_once`), before any
-//! command future is built.
+//! hit (text or prepared) that needs no await is answered in the loop itself
+//! (`hit_at_once`), before any command future is built.
 
 mod admin;
 mod begin;
@@ -64,6 +64,19 @@ impl SessionError {
                 | SessionError::Client(ConnError::Closed)
         )
     }
+}
+
+/// What the command loop did of a command before its future was built
+/// ([`Session::hit_at_once`]).
+enum Ahead {
+    /// Nothing: the command runs from the start.
+    Nothing,
+    /// Served from the cache: the command is done.
+    Served,
+    /// A text read looked up under its bytes and not found (not looked up twice).
+    TextMissed,
+    /// An execute taken as far as `prepared::ExecuteAhead` says.
+    Execute(prepared::ExecuteAhead),
 }
 
 pub struct Session {
@@ -203,12 +216,12 @@ impl Session {
                 }
             };
             let Some(pkt) = pkt else { return Ok(()) };
-            let looked_up = match self.hit_at_once(&pkt) {
-                Some(true) => continue,
-                Some(false) => true,
-                None => false,
+            let route = route(&mut self.st, &pkt.payload);
+            let ahead = match self.hit_at_once(&pkt, &route) {
+                Ahead::Served => continue,
+                ahead => ahead,
             };
-            match self.command(pkt, looked_up).await {
+            match self.command(pkt, route, ahead).await {
                 Ok(true) => {}
                 Ok(false) => return Ok(()),
                 Err(SessionError::Upstream(e)) => {
@@ -260,30 +273,52 @@ impl Session {
         reset
     }
 
-    /// A text read served from the cache with no await, before the command's future is
-    /// built: the steps `command` takes for it (`Route::Query`, the statement's start and
-    /// end, `Session::hit_before_scan`), for a hit that needs nothing from the server and
-    /// no flush but the loop's own. A hit pays for no future, whose state in the
+    /// A read served from the cache with no await, before the command's future is built:
+    /// the steps `command` takes for it (a text read: `Route::Query`, the statement's start
+    /// and end, `Session::hit_before_scan`; an execute: `Route::Execute` with no long data
+    /// to release, `Session::stmt_execute`), for a hit that needs nothing from the server
+    /// and no flush but the loop's own. A hit pays for no future, whose state in the
     /// connection's task is lines gone cold since the connection's last request (#36).
-    /// Some(true) served, Some(false) looked up and not found, None not tried (nothing
-    /// happened: `command` takes it from the start).
-    fn hit_at_once(&mut self, pkt: &Packet) -> Option<bool> {
-        let (&cmd, sql) = pkt.payload.split_first()?;
-        if cmd != crate::protocol::packets::com::QUERY {
-            return None;
+    fn hit_at_once(&mut self, pkt: &Packet, route: &Route) -> Ahead {
+        match route {
+            Route::Query => {
+                let sql = &pkt.payload[1..];
+                self.statement_start();
+                match self.text_hit_at_once(sql) {
+                    None => Ahead::Nothing,
+                    Some(false) => Ahead::TextMissed,
+                    Some(true) => {
+                        self.statement_end(digests::Statement::Text(sql));
+                        Ahead::Served
+                    }
+                }
+            }
+            Route::Execute { id, release: None } => {
+                self.statement_start();
+                match self.execute_at_once(pkt) {
+                    None => Ahead::Nothing,
+                    Some(prepared::ExecuteAtOnce::Ahead(a)) => Ahead::Execute(a),
+                    Some(prepared::ExecuteAtOnce::Served) => {
+                        if let Some(id) = *id {
+                            self.statement_end(digests::Statement::Prepared(id));
+                        }
+                        Ahead::Served
+                    }
+                }
+            }
+            _ => Ahead::Nothing,
         }
-        self.statement_start();
-        let served = self.text_hit_at_once(sql)?;
-        if served {
-            self.statement_end(digests::Statement::Text(sql));
-        }
-        Some(served)
     }
 
-    /// Handles one command (`engine::command::route`); false when the session is over.
-    /// `looked_up`: [`hit_at_once`](Self::hit_at_once) already looked the statement up.
-    async fn command(&mut self, pkt: Packet, looked_up: bool) -> Result<bool, SessionError> {
-        match route(&mut self.st, &pkt.payload) {
+    /// Handles one command, routed (`engine::command::route`); false when the session is
+    /// over. `ahead`: what [`hit_at_once`](Self::hit_at_once) did of it.
+    async fn command(
+        &mut self,
+        pkt: Packet,
+        route: Route,
+        ahead: Ahead,
+    ) -> Result<bool, SessionError> {
+        match route {
             Route::Relay(expect) => {
                 self.relay_command(&pkt, expect).await?;
             }
@@ -296,6 +331,7 @@ impl Session {
                 // One view of the statement serves the command and `SHOW QCACHE LAST`.
                 let sql = pkt.payload.slice(1..);
                 self.statement_start();
+                let looked_up = matches!(ahead, Ahead::TextMissed);
                 self.query(pkt, &sql, looked_up).await?;
                 self.statement_end(digests::Statement::Text(&sql));
             }
@@ -309,8 +345,14 @@ impl Session {
                 if let Some(r) = release {
                     self.release_long_data(r).await?;
                 }
-                self.statement_start();
-                self.stmt_execute(pkt).await?;
+                let ahead = match ahead {
+                    Ahead::Execute(a) => Some(a),
+                    _ => {
+                        self.statement_start();
+                        None
+                    }
+                };
+                self.stmt_execute(pkt, ahead).await?;
                 if let Some(id) = id {
                     self.statement_end(digests::Statement::Prepared(id));
                 }
@@ -319,7 +361,7 @@ impl Session {
                 if let Some(r) = release {
                     self.release_long_data(r).await?;
                 }
-                self.stmt_execute(pkt).await?
+                self.stmt_execute(pkt, None).await?
             }
             Route::Held => {}
             Route::Unanswered => {

@@ -23,6 +23,21 @@ use crate::policy::Reason;
 use crate::protocol::codec::Packet;
 use crate::protocol::response::Expect;
 
+/// What [`Session::execute_at_once`] did of an execute.
+pub(super) enum ExecuteAtOnce {
+    /// Served from the cache: the command is done.
+    Served,
+    /// Not served: how far it got.
+    Ahead(ExecuteAhead),
+}
+
+/// How far the command loop took an execute it did not serve (`execute_came` done): what
+/// it came as, and for a SELECT the session's facts and whether its key was looked up.
+pub(crate) struct ExecuteAhead {
+    came: ExecuteCame,
+    select: Option<(read::Session, bool)>,
+}
+
 impl Session {
     pub(crate) async fn stmt_prepare(&mut self, pkt: Packet) -> Result<(), SessionError> {
         let text = analysis::server_text(&pkt.payload[1..], self.st.server);
@@ -37,18 +52,83 @@ impl Session {
         Ok(())
     }
 
-    pub(crate) async fn stmt_execute(&mut self, pkt: Packet) -> Result<(), SessionError> {
-        match execute_came(&mut self.st, &pkt.payload) {
-            ExecuteCame::Select {
-                id,
-                hint,
-                long_data,
-            } => self.execute_select(pkt, id, hint, long_data).await,
+    /// An execute, from where the command loop left it (`ahead`: what
+    /// [`execute_at_once`](Self::execute_at_once) did of it; None: nothing).
+    pub(crate) async fn stmt_execute(
+        &mut self,
+        pkt: Packet,
+        ahead: Option<ExecuteAhead>,
+    ) -> Result<(), SessionError> {
+        let (came, select) = match ahead {
+            Some(a) => (a.came, a.select),
+            None => (execute_came(&mut self.st, &pkt.payload), None),
+        };
+        match (came, select) {
+            (
+                ExecuteCame::Select {
+                    id,
+                    hint,
+                    long_data,
+                },
+                Some((facts, looked_up)),
+            ) => {
+                // Boxed, as in `execute_select`.
+                Box::pin(self.execute_decide(pkt, id, hint, long_data, facts, looked_up)).await
+            }
+            (
+                ExecuteCame::Select {
+                    id,
+                    hint,
+                    long_data,
+                },
+                None,
+            ) => self.execute_select(pkt, id, hint, long_data).await,
             // Boxed: this future is built for every execute, and moving the larger one of
             // an execute that is no cacheable read into it wrote lines cold since the
             // connection's last request on every hit (#36, callgrind's cache model).
-            came => Box::pin(self.execute_not_select(pkt, came)).await,
+            (came, _) => Box::pin(self.execute_not_select(pkt, came)).await,
         }
+    }
+
+    /// An execute served from the cache with no await, before the command's future is
+    /// built: the steps [`stmt_execute`](Self::stmt_execute) takes for it (`execute_came`,
+    /// the session's facts, [`execute_lookup`](Self::execute_lookup), the answer), for a
+    /// hit that needs nothing from the server and no flush but the loop's own (#36). What
+    /// would await steps aside before anything is touched: facts still waiting for the
+    /// catalog, an L2 to confirm with, a keep-alive due. None when not tried (nothing
+    /// happened); else served, or how far it got, for `stmt_execute` to go on from.
+    pub(super) fn execute_at_once(&mut self, pkt: &Packet) -> Option<ExecuteAtOnce> {
+        let started = Instant::now();
+        if self.facts_wait() || self.shared.l2_remote || self.keep_alive_due(started) {
+            return None;
+        }
+        let came = execute_came(&mut self.st, &pkt.payload);
+        let ExecuteCame::Select {
+            id,
+            hint,
+            long_data,
+        } = came
+        else {
+            return Some(ExecuteAtOnce::Ahead(ExecuteAhead { came, select: None }));
+        };
+        let facts = self.read_facts();
+        let looked_up = if self.identified_now() {
+            match self.execute_lookup(&facts, pkt, id, hint, long_data, started) {
+                Some(Some((_, e))) => {
+                    self.answer_hit(&e, started);
+                    self.shared.latencies.hit.observe(started.elapsed());
+                    return Some(ExecuteAtOnce::Served);
+                }
+                Some(None) => true,
+                None => false,
+            }
+        } else {
+            false
+        };
+        Some(ExecuteAtOnce::Ahead(ExecuteAhead {
+            came,
+            select: Some((facts, looked_up)),
+        }))
     }
 
     /// [`stmt_execute`](Self::stmt_execute) of an execute that is no cacheable read.
@@ -276,10 +356,8 @@ impl Session {
     }
 
     /// The hit of an execute whose session has nothing to ask (identified, no setting to
-    /// read back): the machine's first steps at once (`Decide::consult_at_once`), then the
-    /// lookup. None when not tried (the machine decides from the start); Some(served) once
-    /// looked up. `consult`, written out: on an execute's hit path its nested future cost
-    /// about 100 instructions per hit (callgrind).
+    /// read back): [`execute_lookup`](Self::execute_lookup), then the answer. None when not
+    /// tried (the machine decides from the start); Some(served) once looked up.
     async fn execute_hit_at_once(
         &mut self,
         facts: &read::Session,
@@ -289,6 +367,34 @@ impl Session {
         long_data: bool,
     ) -> Result<Option<bool>, SessionError> {
         let started = Instant::now();
+        let Some(found) = self.execute_lookup(facts, pkt, id, hint, long_data, started) else {
+            return Ok(None);
+        };
+        if let Some((key, e)) = found {
+            // Boxed, as the text hit's rare awaits are (`hit_before_scan`).
+            if !self.shared.l2_remote || Box::pin(self.l2_confirm(key, &e)).await {
+                self.serve_hit(&e, started).await?;
+                return Ok(Some(true));
+            }
+        }
+        Ok(Some(false))
+    }
+
+    /// The lookup of an execute whose session has nothing to ask: the machine's first
+    /// steps at once (`Decide::consult_at_once`), with the key `execute_keyed` builds, then
+    /// the lookup. None when not tried; Some(the entry found, under its key) once looked
+    /// up. `consult`, written out: on an execute's hit path its nested future cost about
+    /// 100 instructions per hit (callgrind).
+    #[inline(always)]
+    fn execute_lookup(
+        &mut self,
+        facts: &read::Session,
+        pkt: &Packet,
+        id: u32,
+        hint: analysis::Hint,
+        long_data: bool,
+        started: Instant,
+    ) -> Option<Option<(Key, Arc<crate::cache::Entry>)>> {
         let view = self.st.txn.read_view();
         let hits_suspended = self.shared.hits_suspended_at(started);
         let mut consult = None;
@@ -304,16 +410,9 @@ impl Session {
             },
         );
         let (Some(Some(key)), Some(mode)) = (keyed, consult) else {
-            return Ok(None);
+            return None;
         };
-        if let Some(e) = self.lookup(key, &mode) {
-            // Boxed, as the text hit's rare awaits are (`hit_before_scan`).
-            if !self.shared.l2_remote || Box::pin(self.l2_confirm(key, &e)).await {
-                self.serve_hit(&e, started).await?;
-                return Ok(Some(true));
-            }
-        }
-        Ok(Some(false))
+        Some(self.lookup(key, &mode).map(|e| (key, e)))
     }
 
     /// Carries out an execute's decision: what goes upstream carries the types the client

@@ -190,7 +190,7 @@ impl Session {
     /// read's table resolution waits for it, so that the session's first reads are not
     /// refused only because the catalog was still loading.
     pub(super) async fn settled_read_facts(&mut self) -> read::Session {
-        if self.st.temporaries_unknown && !self.shared.catalog.is_loaded() {
+        if self.facts_wait() {
             // Boxed, as the hit's rare awaits are (`hit_before_scan`).
             let _ = Box::pin(
                 self.shared
@@ -200,6 +200,12 @@ impl Session {
             .await;
         }
         self.read_facts()
+    }
+
+    /// Whether [`settled_read_facts`](Self::settled_read_facts) waits for the catalog.
+    #[inline]
+    pub(super) fn facts_wait(&self) -> bool {
+        self.st.temporaries_unknown && !self.shared.catalog.is_loaded()
     }
 
     /// What the read decisions (`policy::read`) read of the session.
@@ -346,7 +352,7 @@ impl Session {
 
     /// What every hit does before it is flushed: the entry written with the session's
     /// status flags, the diagnostics it leaves owed, its statistics.
-    fn answer_hit(&mut self, e: &Entry, started: Instant) {
+    pub(super) fn answer_hit(&mut self, e: &Entry, started: Instant) {
         let st = self.st.txn.status();
         e.write_patched(st, self.client.wbuf());
         self.st.after_hit = Some(e.found_rows);
@@ -355,7 +361,7 @@ impl Session {
 
     /// Every hit is a command the server would have seen: its idle timers must not run out
     /// while the client is busy. Whether a hit at `now` must first send the server one.
-    fn keep_alive_due(&self, now: Instant) -> bool {
+    pub(super) fn keep_alive_due(&self, now: Instant) -> bool {
         self.upstream
             .last_flush()
             .is_some_and(|t| now.saturating_duration_since(t) > self.st.keep_alive_after)
