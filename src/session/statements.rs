@@ -49,7 +49,12 @@ impl Session {
             return Ok(());
         };
         let mut values = None;
-        if !rb.names.is_empty() && settings::may_read_back(&self.st, warnings) {
+        let rb = if rb.names.is_empty() || settings::may_read_back(&self.st, warnings) {
+            rb
+        } else {
+            settings::read_back_put_off(&mut self.st, rb)
+        };
+        if !rb.names.is_empty() {
             let names: Vec<&str> = rb.names.iter().map(String::as_str).collect();
             values = self.read_back(&names).await?;
         }
