@@ -354,13 +354,10 @@ impl Session {
     async fn change_user(&mut self, pkt: Packet) -> Result<bool, SessionError> {
         let parsed = crate::protocol::handshake::parse_change_user(&pkt.payload, self.st.caps);
         let priv_baseline = self.shared.cache.versions().privileges.epoch();
-        // A restore still owed after qcache's own read-back is made first: FOUND_ROWS()
-        // survives a change-user on MariaDB, and the next read-back reads it.
-        let owed = self.st.after_hit.take();
-        if let Some(p) = owed.filter(|&p| crate::policy::diagnostics::pending_restore(p).1) {
-            self.reset_diagnostics(p, crate::policy::diagnostics::CostEffect::Keeps)
-                .await?;
-        }
+        // What a hit or qcache's own read-back owes the diagnostics is put right first, as
+        // before any command (`engine::diagnostics::before_command`): FOUND_ROWS() survives
+        // a change-user on MariaDB, and the read-back after it reads the server's.
+        self.diagnostics_before(&pkt.payload, false).await?;
         self.end_transaction_for_reset();
         // A cleartext password from a TLS client never goes to a plain upstream.
         let up = negotiate::change_user_upstream(&pkt.payload, self.st.caps, &self.legs);
