@@ -49,14 +49,15 @@ impl Session {
             return Ok(());
         };
         let mut values = None;
-        let rb = if rb.names.is_empty() || settings::may_read_back(&self.st, warnings) {
-            rb
-        } else {
-            settings::read_back_put_off(&mut self.st, rb)
-        };
+        let mut rb = rb;
         if !rb.names.is_empty() {
-            let names: Vec<&str> = rb.names.iter().map(String::as_str).collect();
-            values = self.read_back(&names).await?;
+            if settings::may_read_back(&self.st, warnings) {
+                let names: Vec<&str> = rb.names.iter().map(String::as_str).collect();
+                values = self.read_back(&names).await?;
+            } else {
+                // Put off where it can be; otherwise left unanswered (the session loses track).
+                rb = settings::read_back_put_off(&mut self.st, rb);
+            }
         }
         settings::read_back_answered(&mut self.st, rb, values);
         self.st.refresh_fingerprint(&self.shared);
