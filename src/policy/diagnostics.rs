@@ -751,10 +751,13 @@ pub fn after_read_back(found_rows: u64, row_count: Option<i64>) -> Option<u64> {
     }
 }
 
-/// The restore owed after a plain BEGIN, COMMIT or ROLLBACK qcache answered itself
-/// (`session/begin.rs`), given the one owed before: on the server each sets `ROW_COUNT()` to 0
-/// and leaves `FOUND_ROWS()`, so `DO 0` is owed, after the resetter a hit still owes.
-pub fn after_local_transaction(pending: Option<u64>) -> Option<u64> {
+/// The restore owed after a statement qcache answered with its own OK where the server
+/// would have answered with one (`Session::answer_ok_locally`): a plain BEGIN, COMMIT or
+/// ROLLBACK (`session/begin.rs`), a SET of `query_cache_type` alone, FLUSH or RESET QUERY
+/// CACHE outside a transaction; given the one owed before. On the server each sets
+/// `ROW_COUNT()` to 0 and leaves `FOUND_ROWS()` and the warnings, so `DO 0` is owed, after
+/// the resetter a hit still owes.
+pub fn after_local_ok(pending: Option<u64>) -> Option<u64> {
     Some(match pending {
         None => AFTER_READ_BACK | FOUND_ROWS_KEPT | 1,
         Some(p) => p | AFTER_READ_BACK,
@@ -903,10 +906,11 @@ fn find_ci(hay: &[u8], needle: &[u8], from: usize) -> Option<usize> {
 mod tests {
     use super::*;
 
-    /// One row per restore owed before a locally answered BEGIN / COMMIT: what is owed after
-    /// it, and after the deferred BEGIN then reached the server.
+    /// One row per restore owed before a locally answered OK (BEGIN / COMMIT, a SET of
+    /// `query_cache_type`, FLUSH QUERY CACHE): what is owed after it, and after the deferred
+    /// BEGIN then reached the server.
     #[test]
-    fn local_transaction_statements() {
+    fn local_ok_statements() {
         let do_0 = AFTER_READ_BACK | FOUND_ROWS_KEPT | 1;
         for (before, local, server) in [
             (None, Some(do_0), None),
@@ -923,7 +927,7 @@ mod tests {
                 Some(AFTER_READ_BACK | 5),
             ),
         ] {
-            let after = after_local_transaction(before);
+            let after = after_local_ok(before);
             assert_eq!(after, local, "{before:?}");
             assert_eq!(after_server_begin(after), server, "{before:?}");
             assert!(pending_restore(after.unwrap()).1, "DO 0 owed: {before:?}");

@@ -413,6 +413,15 @@ impl Session {
         self.upstream.shutdown().await;
     }
 
+    /// Answers with qcache's own OK a statement the server would have answered with one (a
+    /// plain BEGIN, COMMIT or ROLLBACK, a SET of `query_cache_type` alone, FLUSH or RESET
+    /// QUERY CACHE): with the same diagnostics too, the server's having left `ROW_COUNT()` 0
+    /// (`policy::diagnostics::after_local_ok`, put right before the next command).
+    pub(crate) async fn answer_ok_locally(&mut self, seq: u8) -> Result<(), SessionError> {
+        self.st.after_hit = crate::policy::diagnostics::after_local_ok(self.st.after_hit);
+        self.send_ok(seq).await
+    }
+
     /// Sends qcache's own OK for a statement it answered itself.
     pub(crate) async fn send_ok(&mut self, seq: u8) -> Result<(), SessionError> {
         let st = self.st.txn.status() & status::PER_SESSION;

@@ -25,7 +25,7 @@ impl Session {
         let info = analysis::analyze_set(&text);
         let planner = Planner::new(&self.shared);
         let (role, qct) = match planner.before_set(&mut self.st, info.as_ref(), &text, sql) {
-            SetSent::Local => return self.send_ok(pkt.seq.wrapping_add(1)).await,
+            SetSent::Local => return self.answer_ok_locally(pkt.seq.wrapping_add(1)).await,
             SetSent::Up { role, qct } => (role, qct),
         };
         let epoch_before = self.shared.cache.versions().privileges.epoch();
@@ -132,6 +132,6 @@ impl Session {
         if qc.relayed {
             return Ok(());
         }
-        self.send_ok(pkt.seq.wrapping_add(1)).await
+        self.answer_ok_locally(pkt.seq.wrapping_add(1)).await
     }
 }
