@@ -764,6 +764,15 @@ pub fn after_local_ok(pending: Option<u64>) -> Option<u64> {
     })
 }
 
+/// The restore owed after rows qcache answered alone where the server would have run a
+/// statement that reads a table (`SHOW STATUS LIKE 'Qcache%'`, `rows` rows sent): as after a
+/// hit of that many rows, `ROW_COUNT()` -1, an earlier statement's warnings cleared and
+/// `FOUND_ROWS()` the rows sent. (The server's would count its own rows, which qcache's
+/// replace by design.) It replaces what was owed before, which it sets over.
+pub fn after_own_rows(rows: u64) -> Option<u64> {
+    Some(rows & !(AFTER_READ_BACK | FOUND_ROWS_KEPT))
+}
+
 /// The restore still owed once the deferred BEGIN reaches the server ahead of a statement:
 /// its own BEGIN sets `ROW_COUNT()` to 0, so a `DO 0` owed alone is dropped (no private
 /// statement where the server's BEGIN is sent anyway). A resetter owed for a hit stays,
@@ -933,6 +942,15 @@ mod tests {
             assert!(pending_restore(after.unwrap()).1, "DO 0 owed: {before:?}");
         }
         assert_eq!(after_server_begin(None), None);
+    }
+
+    /// Rows qcache answered alone owe what a hit of as many rows does.
+    #[test]
+    fn own_rows_owe_a_hits_restore() {
+        for rows in [0, 1, 8, 40] {
+            let owed = after_own_rows(rows).expect("owed");
+            assert_eq!(pending_restore(owed), (Some(rows), false), "{rows}");
+        }
     }
 
     #[test]

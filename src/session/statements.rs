@@ -99,10 +99,13 @@ impl Session {
         }
     }
 
+    /// Answers `SHOW … STATUS LIKE 'Qcache%'` alone, leaving the diagnostics the server's
+    /// SHOW would have (`policy::diagnostics::after_own_rows`).
     pub(super) async fn send_status_rows(
         &mut self,
         rows: Vec<(String, String)>,
     ) -> Result<(), SessionError> {
+        self.st.after_hit = crate::policy::diagnostics::after_own_rows(rows.len() as u64);
         self.send_rows(Rows::status(rows)).await
     }
 
