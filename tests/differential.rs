@@ -865,6 +865,7 @@ topics!(
     adversary19,
     adversary19p,
     adversary21,
+    adversary22,
     basics,
     catalog,
     classification,

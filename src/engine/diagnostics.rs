@@ -389,6 +389,13 @@ mod tests {
                 Some(1),
                 owed(CostEffect::Keeps, Some(1), false, true, None),
             ),
+            (
+                "a change-user takes a hit's restore (MariaDB keeps FOUND_ROWS() across it)",
+                with(com::CHANGE_USER, b"u\0"),
+                false,
+                Some(1),
+                owed(CostEffect::Keeps, Some(1), false, true, None),
+            ),
         ];
         for (rule, packet, cacheable, after_hit, want) in rows {
             let mut st = w.session(None);

@@ -108,6 +108,31 @@ pub fn may_read_back(st: &SessionState, warnings: u32) -> bool {
     warnings == 0 && !st.diag_may_persist && !st.txn.xa()
 }
 
+/// A read-back [`may_read_back`] refused, put off rather than given up when it can be: the
+/// warnings it would clear last only until the next statement that uses tables, which
+/// clears them itself. When every name is one the connect read reports
+/// (`policy::context::read_at_connect`), the settings are read again before the next
+/// cacheable read of tables (`ctx_stale`, as after a trigger; `server_context` drops
+/// what `vars` held of them), and `rb` is left with nothing to read now. Otherwise, and in
+/// an XA transaction (where that read would be refused), `rb` is returned as it was: not
+/// answered, the session loses track ([`read_back_answered`]).
+pub fn read_back_put_off(st: &mut SessionState, rb: ReadBack) -> ReadBack {
+    let mariadb = st.mariadb;
+    if st.txn.xa()
+        || !rb
+            .names
+            .iter()
+            .all(|n| context::read_at_connect(n, mariadb))
+    {
+        return rb;
+    }
+    st.ctx_stale = true;
+    ReadBack {
+        names: Vec::new(),
+        lost: rb.lost,
+    }
+}
+
 /// The server's answer to the read-back of `rb` (None: not asked, or not answered), into
 /// the session's state. The caller recomputes the fingerprint.
 pub fn read_back_answered(st: &mut SessionState, rb: ReadBack, values: Option<Values>) {
@@ -479,6 +504,68 @@ mod tests {
             let mut st = w.session(Some("db"));
             st.diag_may_persist = *persist;
             assert_eq!(may_read_back(&st, *warnings), *may, "{warnings} {persist}");
+        }
+    }
+
+    /// A read-back not sent for the diagnostics' sake is put off to the next cacheable read
+    /// of tables when the connect read reports every name, and given up otherwise or in XA.
+    #[test]
+    fn a_read_back_not_sent_is_put_off_where_it_can_be() {
+        use crate::policy::snapshot::Xa;
+        let w = World::new(true);
+        // (rule, names, in XA, stale after, names left, lost after)
+        type Row = (
+            &'static str,
+            &'static [&'static str],
+            bool,
+            bool,
+            bool,
+            bool,
+        );
+        let rows: &[Row] = &[
+            (
+                "sql_mode = DEFAULT",
+                &["sql_mode"],
+                false,
+                true,
+                false,
+                false,
+            ),
+            (
+                "SET NAMES",
+                &["character_set_client", "collation_connection"],
+                false,
+                true,
+                false,
+                false,
+            ),
+            (
+                "a name the connect does not read",
+                &["sql_mode", "no_such_var"],
+                false,
+                false,
+                true,
+                true,
+            ),
+            ("in XA", &["sql_mode"], true, false, true, true),
+        ];
+        for (rule, names, xa, stale, left, lost) in rows {
+            let mut st = w.session(Some("db"));
+            st.mariadb = true;
+            st.diag_may_persist = true;
+            if *xa {
+                let s = st.txn.boundary_sent(Xa::Start);
+                st.txn.boundary_answered(s, false);
+            }
+            let rb = ReadBack {
+                names: names.iter().map(|n| n.to_string()).collect(),
+                lost: false,
+            };
+            let rb = read_back_put_off(&mut st, rb);
+            assert_eq!(st.ctx_stale, *stale, "{rule}");
+            assert_eq!(!rb.names.is_empty(), *left, "{rule}");
+            read_back_answered(&mut st, rb, None);
+            assert_eq!(st.lost_track, *lost, "{rule}");
         }
     }
 

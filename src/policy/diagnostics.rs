@@ -751,14 +751,26 @@ pub fn after_read_back(found_rows: u64, row_count: Option<i64>) -> Option<u64> {
     }
 }
 
-/// The restore owed after a plain BEGIN, COMMIT or ROLLBACK qcache answered itself
-/// (`session/begin.rs`), given the one owed before: on the server each sets `ROW_COUNT()` to 0
-/// and leaves `FOUND_ROWS()`, so `DO 0` is owed, after the resetter a hit still owes.
-pub fn after_local_transaction(pending: Option<u64>) -> Option<u64> {
+/// The restore owed after a statement qcache answered with its own OK where the server
+/// would have answered with one (`Session::answer_ok_locally`): a plain BEGIN, COMMIT or
+/// ROLLBACK (`session/begin.rs`), a SET of `query_cache_type` alone, FLUSH or RESET QUERY
+/// CACHE outside a transaction; given the one owed before. On the server each sets
+/// `ROW_COUNT()` to 0 and leaves `FOUND_ROWS()` and the warnings, so `DO 0` is owed, after
+/// the resetter a hit still owes.
+pub fn after_local_ok(pending: Option<u64>) -> Option<u64> {
     Some(match pending {
         None => AFTER_READ_BACK | FOUND_ROWS_KEPT | 1,
         Some(p) => p | AFTER_READ_BACK,
     })
+}
+
+/// The restore owed after rows qcache answered alone where the server would have run a
+/// statement that reads a table (`SHOW STATUS LIKE 'Qcache%'`, `rows` rows sent): as after a
+/// hit of that many rows, `ROW_COUNT()` -1, an earlier statement's warnings cleared and
+/// `FOUND_ROWS()` the rows sent. (The server's would count its own rows, which qcache's
+/// replace by design.) It replaces what was owed before, which it sets over.
+pub fn after_own_rows(rows: u64) -> Option<u64> {
+    Some(rows & !(AFTER_READ_BACK | FOUND_ROWS_KEPT))
 }
 
 /// The restore still owed once the deferred BEGIN reaches the server ahead of a statement:
@@ -903,10 +915,11 @@ fn find_ci(hay: &[u8], needle: &[u8], from: usize) -> Option<usize> {
 mod tests {
     use super::*;
 
-    /// One row per restore owed before a locally answered BEGIN / COMMIT: what is owed after
-    /// it, and after the deferred BEGIN then reached the server.
+    /// One row per restore owed before a locally answered OK (BEGIN / COMMIT, a SET of
+    /// `query_cache_type`, FLUSH QUERY CACHE): what is owed after it, and after the deferred
+    /// BEGIN then reached the server.
     #[test]
-    fn local_transaction_statements() {
+    fn local_ok_statements() {
         let do_0 = AFTER_READ_BACK | FOUND_ROWS_KEPT | 1;
         for (before, local, server) in [
             (None, Some(do_0), None),
@@ -923,12 +936,21 @@ mod tests {
                 Some(AFTER_READ_BACK | 5),
             ),
         ] {
-            let after = after_local_transaction(before);
+            let after = after_local_ok(before);
             assert_eq!(after, local, "{before:?}");
             assert_eq!(after_server_begin(after), server, "{before:?}");
             assert!(pending_restore(after.unwrap()).1, "DO 0 owed: {before:?}");
         }
         assert_eq!(after_server_begin(None), None);
+    }
+
+    /// Rows qcache answered alone owe what a hit of as many rows does.
+    #[test]
+    fn own_rows_owe_a_hits_restore() {
+        for rows in [0, 1, 8, 40] {
+            let owed = after_own_rows(rows).expect("owed");
+            assert_eq!(pending_restore(owed), (Some(rows), false), "{rows}");
+        }
     }
 
     #[test]

@@ -48,10 +48,8 @@ impl Session {
         // The same bookkeeping as the server's OK would get: a transaction opens (its
         // snapshot still to come from its first read) or ends.
         self.apply_status(Some(new_status)).await;
-        // And the same diagnostics: the server's would have left ROW_COUNT() 0.
-        self.st.after_hit = diagnostics::after_local_transaction(self.st.after_hit);
         crate::engine::exchange::ended(&mut self.st);
-        self.send_ok(seq.wrapping_add(1)).await?;
+        self.answer_ok_locally(seq.wrapping_add(1)).await?;
         Ok(true)
     }
 

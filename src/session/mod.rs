@@ -396,13 +396,10 @@ impl Session {
     async fn change_user(&mut self, pkt: Packet) -> Result<bool, SessionError> {
         let parsed = crate::protocol::handshake::parse_change_user(&pkt.payload, self.st.caps);
         let priv_baseline = self.shared.cache.versions().privileges.epoch();
-        // A restore still owed after qcache's own read-back is made first: FOUND_ROWS()
-        // survives a change-user on MariaDB, and the next read-back reads it.
-        let owed = self.st.after_hit.take();
-        if let Some(p) = owed.filter(|&p| crate::policy::diagnostics::pending_restore(p).1) {
-            self.reset_diagnostics(p, crate::policy::diagnostics::CostEffect::Keeps)
-                .await?;
-        }
+        // What a hit or qcache's own read-back owes the diagnostics is put right first, as
+        // before any command (`engine::diagnostics::before_command`): FOUND_ROWS() survives
+        // a change-user on MariaDB, and the read-back after it reads the server's.
+        self.diagnostics_before(&pkt.payload, false).await?;
         self.end_transaction_for_reset();
         // A cleartext password from a TLS client never goes to a plain upstream.
         let up = negotiate::change_user_upstream(&pkt.payload, self.st.caps, &self.legs);
@@ -456,6 +453,15 @@ impl Session {
         }
         self.client.shutdown().await;
         self.upstream.shutdown().await;
+    }
+
+    /// Answers with qcache's own OK a statement the server would have answered with one (a
+    /// plain BEGIN, COMMIT or ROLLBACK, a SET of `query_cache_type` alone, FLUSH or RESET
+    /// QUERY CACHE): with the same diagnostics too, the server's having left `ROW_COUNT()` 0
+    /// (`policy::diagnostics::after_local_ok`, put right before the next command).
+    pub(crate) async fn answer_ok_locally(&mut self, seq: u8) -> Result<(), SessionError> {
+        self.st.after_hit = crate::policy::diagnostics::after_local_ok(self.st.after_hit);
+        self.send_ok(seq).await
     }
 
     /// Sends qcache's own OK for a statement it answered itself.

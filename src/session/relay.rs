@@ -234,7 +234,7 @@ impl Session {
     /// itself; a ping (a pool's check between statements) leaves them for the next one.
     /// `Last_query_cost` is followed across commands (`policy::diagnostics::LastQueryCost`).
     /// What is owed is the engine's (`engine::diagnostics::before_command`); this makes it.
-    async fn diagnostics_before(
+    pub(super) async fn diagnostics_before(
         &mut self,
         payload: &[u8],
         cacheable_read: bool,

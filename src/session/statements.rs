@@ -25,7 +25,7 @@ impl Session {
         let info = analysis::analyze_set(&text);
         let planner = Planner::new(&self.shared);
         let (role, qct) = match planner.before_set(&mut self.st, info.as_ref(), &text, sql) {
-            SetSent::Local => return self.send_ok(pkt.seq.wrapping_add(1)).await,
+            SetSent::Local => return self.answer_ok_locally(pkt.seq.wrapping_add(1)).await,
             SetSent::Up { role, qct } => (role, qct),
         };
         let epoch_before = self.shared.cache.versions().privileges.epoch();
@@ -49,9 +49,15 @@ impl Session {
             return Ok(());
         };
         let mut values = None;
-        if !rb.names.is_empty() && settings::may_read_back(&self.st, warnings) {
-            let names: Vec<&str> = rb.names.iter().map(String::as_str).collect();
-            values = self.read_back(&names).await?;
+        let mut rb = rb;
+        if !rb.names.is_empty() {
+            if settings::may_read_back(&self.st, warnings) {
+                let names: Vec<&str> = rb.names.iter().map(String::as_str).collect();
+                values = self.read_back(&names).await?;
+            } else {
+                // Put off where it can be; otherwise left unanswered (the session loses track).
+                rb = settings::read_back_put_off(&mut self.st, rb);
+            }
         }
         settings::read_back_answered(&mut self.st, rb, values);
         self.st.refresh_fingerprint(&self.shared);
@@ -93,10 +99,13 @@ impl Session {
         }
     }
 
+    /// Answers `SHOW … STATUS LIKE 'Qcache%'` alone, leaving the diagnostics the server's
+    /// SHOW would have (`policy::diagnostics::after_own_rows`).
     pub(super) async fn send_status_rows(
         &mut self,
         rows: Vec<(String, String)>,
     ) -> Result<(), SessionError> {
+        self.st.after_hit = crate::policy::diagnostics::after_own_rows(rows.len() as u64);
         self.send_rows(Rows::status(rows)).await
     }
 
@@ -126,6 +135,6 @@ impl Session {
         if qc.relayed {
             return Ok(());
         }
-        self.send_ok(pkt.seq.wrapping_add(1)).await
+        self.answer_ok_locally(pkt.seq.wrapping_add(1)).await
     }
 }
