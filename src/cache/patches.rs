@@ -110,6 +110,9 @@ pub struct Candidate {
     pub entry: Arc<Entry>,
     pub recipe: Arc<Recipe>,
     pub rows: Arc<[Vec<Option<i128>>]>,
+    /// Whether the recipe's WHERE keeps any of the rows (`Recipe::keeps_any`): when not,
+    /// the result is unchanged, and only re-stamped if the write's bumps reached it.
+    pub touched: bool,
 }
 
 /// What a write in flight means to patch, planned before it was sent.

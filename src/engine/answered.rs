@@ -61,6 +61,13 @@ pub fn writes_answered(
         shared.invalidate(&inv);
         st.own_writes.note(&inv);
     }
+    // A result the write left as it was, whose stamps its bumps did not reach (its row
+    // slices are not the write's), stays valid as it is: nothing to store or verify. A
+    // dashboard's windows other than the inserted day's are all such.
+    let patches: Vec<_> = patches
+        .into_iter()
+        .filter(|(c, p)| p.changed || !c.entry.stamps.is_current(versions))
+        .collect();
     let mut verify = Vec::new();
     if let (Some(w), false) = (window, patches.is_empty()) {
         let stamps: Vec<_> = patches
@@ -146,6 +153,7 @@ fn may_patch(
 /// upstream, so before it): each recipe applied to the write's rows. Called inside the patch
 /// window, before the write's bumps. An entry whose `FOUND_ROWS()` is not its row count
 /// (never for these shapes, which have no LIMIT) is not patched: its new value is unknown.
+/// An entry whose WHERE keeps none of the rows is its own result, unchanged (not re-encoded).
 fn patches_of(cache: &Cache, p: &PatchWrite) -> Vec<(Candidate, Patched)> {
     let versions = cache.versions();
     let corrupt = versions.faults.on(Fault::Patches);
@@ -157,6 +165,17 @@ fn patches_of(cache: &Cache, p: &PatchWrite) -> Vec<(Candidate, Patched)> {
                 && c.entry.stamps.is_current(versions)
         })
         .filter_map(|c| {
+            if !c.touched {
+                let e = &c.entry;
+                let same = Patched {
+                    bytes: e.bytes.clone(),
+                    status_at: e.status_at,
+                    changed: false,
+                    rows_before: e.found_rows,
+                    rows: e.found_rows,
+                };
+                return Some((c.clone(), same));
+            }
             let r = c
                 .recipe
                 .apply(&c.entry.bytes, c.entry.status_at, &c.rows, corrupt);

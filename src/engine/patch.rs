@@ -247,6 +247,9 @@ impl Planner<'_> {
         }
         let columns = self.catalog.columns_by_ordinal(&q).ok_or(NoPatch::Table)?;
         let mut candidates = Vec::new();
+        // The rows in each list of columns the recipes use, read once per list: the
+        // entries of one shape (a dashboard's windows) share theirs.
+        let mut by_used: Vec<(Vec<String>, Option<InsertedRows>)> = Vec::new();
         for key in keys {
             let Some(entry) = cache.peek(key) else {
                 continue;
@@ -259,14 +262,24 @@ impl Planner<'_> {
                 continue;
             }
             // A refusal here leaves the entry to the write's invalidation.
-            let Ok(rows) = ins.values_of(&columns, &recipe.used_columns()) else {
+            let used = recipe.used_columns();
+            let rows = match by_used.iter().find(|(u, _)| *u == used) {
+                Some((_, rows)) => rows.clone(),
+                None => {
+                    let rows = ins.values_of(&columns, &used).ok().map(Arc::from);
+                    by_used.push((used, rows.clone()));
+                    rows
+                }
+            };
+            let Some(rows) = rows else {
                 continue;
             };
             candidates.push(Candidate {
                 key,
+                touched: recipe.keeps_any(&rows),
                 entry,
                 recipe,
-                rows: Arc::from(rows),
+                rows,
             });
         }
         if candidates.is_empty() {
@@ -280,6 +293,9 @@ impl Planner<'_> {
         })
     }
 }
+
+/// An insert's rows in the columns a recipe uses, in its `used_columns` order.
+type InsertedRows = Arc<[Vec<Option<i128>>]>;
 
 /// The parameters of `payload` when it is a COM_STMT_EXECUTE of a statement the session
 /// knows, as the server receives them (`policy::patch::bound_params`); None for anything
