@@ -322,12 +322,19 @@ async fn patched_min_max_bytes_are_the_servers() {
 
 /// The corrupting fault makes every patch wrong: the read after the insert is served wrong
 /// (what the differential scenario `patch/fault_*` reports), and the verifier counts the
-/// mismatch, drops the entry and turns the shape's patching off.
+/// mismatch, drops the entry and turns the shape's patching off. At the default share too:
+/// a shape's first patches are verified before any budget was earned.
 #[tokio::test]
 async fn the_verifier_catches_a_wrong_patch() {
+    for share in [1.0, 0.05] {
+        the_verifier_catches_a_wrong_patch_at(share).await;
+    }
+}
+
+async fn the_verifier_catches_a_wrong_patch_at(share: f64) {
     let schema = common::fresh_schema("patch_wrong").await;
     setup(&schema, TABLE).await;
-    let p = proxy(1.0).await;
+    let p = proxy(share).await;
     p.running
         .shared
         .cache
@@ -355,6 +362,50 @@ async fn the_verifier_catches_a_wrong_patch() {
         "shape turned off"
     );
     read_both(&mut c, &mut d, false).await;
+}
+
+/// Verification is budgeted by server time (`policy::verify`): a shape's first patches are
+/// verified, one at a time; patches nobody reads save nothing, so no more are; patches
+/// served afterwards earn their share of the misses they saved, and some are verified
+/// again, not all.
+#[tokio::test]
+async fn verification_is_budgeted_by_server_time() {
+    let schema = common::fresh_schema("patch_budget").await;
+    setup(&schema, TABLE).await;
+    let p = proxy(0.5).await;
+    let mut c = p.conn(&schema).await;
+    let mut d = common::direct_to(&schema).await;
+    answer(&mut c, false).await;
+    let first = qcache::policy::verify::TRUST_FIRST as u64;
+    for n in 1..=10u64 {
+        c.query_drop("INSERT INTO t (k, v) VALUES (1, 5)")
+            .await
+            .unwrap();
+        assert_eq!(status(&mut c, "Qcache_patched").await, n);
+        if n <= first {
+            assert_eq!(wait_status(&mut c, "Qcache_patch_verified", n).await, n);
+        }
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(
+        status(&mut c, "Qcache_patch_verified").await,
+        first,
+        "patches nobody read saved nothing to spend"
+    );
+    let cycles = 100;
+    for _ in 0..cycles {
+        c.query_drop("INSERT INTO t (k, v) VALUES (3, 1)")
+            .await
+            .unwrap();
+        assert!(read_both(&mut c, &mut d, false).await.0, "served patched");
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let verified = status(&mut c, "Qcache_patch_verified").await;
+    assert!(
+        verified > first && verified < first + cycles,
+        "{verified}: some served patches verified again, not all"
+    );
+    assert_eq!(status(&mut c, "Qcache_patch_mismatches").await, 0);
 }
 
 /// `QCACHE EXPLAIN` says whether a read's entry is patched by a known insert, or why not.

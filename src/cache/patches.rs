@@ -12,6 +12,7 @@ use super::entry::Entry;
 use super::key::Key;
 use super::versions::TableHandle;
 use crate::policy::patch::Recipe;
+use crate::policy::verify::{Budget, Outcome};
 use crate::protocol::packets::OkInfo;
 
 /// Keys remembered per table; the oldest is forgotten first (it may long be gone).
@@ -27,6 +28,8 @@ pub struct Patchable {
     /// write through qcache whose bump has not landed yet.
     writes_begun: AtomicU64,
     writes_ended: Arc<AtomicU64>,
+    /// Per statement shape, the server time its verification may spend (`policy::verify`).
+    budgets: DashMap<u64, Budget>,
 }
 
 /// A statement that may commit a write is on its way to the server or back (a write, or
@@ -76,6 +79,26 @@ impl Patchable {
 
     pub fn is_off(&self, digest: u64) -> bool {
         self.off.contains(&digest)
+    }
+
+    /// A patch of shape `digest` was stored (`policy::verify::Budget::patched`): the
+    /// estimate charged when it is to be verified, which [`verify_ended`](Self::verify_ended)
+    /// must settle.
+    pub fn verify_due(&self, digest: u64, share: f64, saved_ns: u64, fill_ns: u64) -> Option<u64> {
+        if share <= 0.0 {
+            return None;
+        }
+        self.budgets
+            .entry(digest)
+            .or_default()
+            .patched(share, saved_ns, fill_ns)
+    }
+
+    /// A verification of shape `digest` charged `estimate` ended (`Budget::ended`).
+    pub fn verify_ended(&self, digest: u64, estimate: u64, spent_ns: u64, outcome: Outcome) {
+        if let Some(mut b) = self.budgets.get_mut(&digest) {
+            b.ended(estimate, spent_ns, outcome);
+        }
     }
 
     /// Counts a statement that may commit a write, until the guard drops.
