@@ -138,6 +138,17 @@ pub struct Candidate {
     pub touched: bool,
 }
 
+/// A patched entry to verify against the server (`shared::verify`).
+pub struct ToVerify {
+    pub key: Key,
+    /// The entry stored.
+    pub entry: Arc<Entry>,
+    pub recipe: Arc<Recipe>,
+    /// The server time its shape's budget charged for it (`policy::verify`), settled with
+    /// what the re-read took when it ends.
+    pub estimate: u64,
+}
+
 /// What a write in flight means to patch, planned before it was sent.
 #[derive(Debug, Clone)]
 pub struct PatchWrite {

@@ -10,25 +10,14 @@ use std::sync::Arc;
 
 use super::fkslices::{self, Answers};
 use super::state::SessionState;
-use crate::cache::patches::{Candidate, PatchWrite};
+use crate::cache::patches::{Candidate, PatchWrite, ToVerify};
 use crate::cache::writes::{Changed, Pending};
-use crate::cache::{Cache, Entry, Key, Stamps};
+use crate::cache::{Cache, Stamps};
 use crate::faults::Fault;
 use crate::invalidation::writes;
-use crate::policy::patch::{Patched, Recipe};
+use crate::policy::patch::Patched;
 use crate::policy::verify::Outcome;
 use crate::shared::Shared;
-
-/// A patched entry to verify against the server (`shared::verify`).
-pub struct ToVerify {
-    pub key: Key,
-    /// The entry stored.
-    pub entry: Arc<Entry>,
-    pub recipe: Arc<Recipe>,
-    /// The server time its shape's budget charged for it (`policy::verify`), settled with
-    /// what the re-read took when it ends.
-    pub estimate: u64,
-}
 
 /// What applying a write's answer leaves the session to carry out.
 #[derive(Default)]

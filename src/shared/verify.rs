@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use tracing::warn;
 
-use crate::engine::answered::ToVerify;
+use crate::cache::patches::ToVerify;
 use crate::observe::stats::CacheStats;
 use crate::policy::verify::Outcome;
 use crate::shared::Shared;
