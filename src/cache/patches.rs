@@ -30,7 +30,13 @@ pub struct Patchable {
     writes_ended: Arc<AtomicU64>,
     /// Per statement shape, the server time its verification may spend (`policy::verify`).
     budgets: DashMap<u64, Budget>,
+    /// Statement shapes (digests) whose structure no recipe takes (a join, ORDER BY,
+    /// LIMIT: `Refusal::NotSimple`): not parsed again for a recipe at each of their misses.
+    refused: DashSet<u64>,
 }
+
+/// Shapes remembered as refused; past it the set starts over.
+const REFUSED_SHAPES: usize = 4096;
 
 /// A statement that may commit a write is on its way to the server or back (a write, or
 /// any statement of a session in a transaction); dropped when its response ended (or the
@@ -79,6 +85,25 @@ impl Patchable {
 
     pub fn is_off(&self, digest: u64) -> bool {
         self.off.contains(&digest)
+    }
+
+    /// Whether shape `digest` (0: none) was refused by its structure before: then its
+    /// statement need not be parsed again. Statements of one digest differ only in their
+    /// literals, which no structural refusal depends on; a collision of digests can only
+    /// keep a shape from being patched, never patch one wrongly.
+    pub fn shape_refused(&self, digest: u64) -> bool {
+        digest != 0 && self.refused.contains(&digest)
+    }
+
+    /// Remembers that shape `digest` was refused by its structure.
+    pub fn refuse_shape(&self, digest: u64) {
+        if digest == 0 {
+            return;
+        }
+        if self.refused.len() >= REFUSED_SHAPES {
+            self.refused.clear();
+        }
+        self.refused.insert(digest);
     }
 
     /// A patch of shape `digest` was stored (`policy::verify::Budget::patched`): the
