@@ -201,8 +201,12 @@ pub struct CacheConfig {
     /// Cached `COUNT`/`SUM`/`MIN`/`MAX` results of one table are patched from the rows of an
     /// autocommit `INSERT … VALUES` through qcache instead of invalidated (`policy::patch`).
     pub patch_aggregates: bool,
-    /// Share of patched entries re-read from the server in the background and compared;
-    /// a difference drops the entry and turns patching off for its statement shape.
+    /// Share of the server time its patches saved (misses they kept from happening) that
+    /// a statement shape's verification may spend re-reading patched entries from the
+    /// server in the background and comparing them (`policy::verify`: a shape's first
+    /// patches are verified in advance, and a shape verified clean many times spends less);
+    /// 0 verifies none, 1 every patch. A difference drops the entry and turns patching off
+    /// for its statement shape.
     pub verify_patched: f64,
 }
 

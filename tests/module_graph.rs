@@ -186,6 +186,7 @@ const FOLDERS: &[(&str, &[Layer])] = &[
         ("locks", 0, "which statements take and release table locks"),
         ("order", 0, "which updates may move rows in an unordered read"),
         ("patch", 0, "which cached aggregates known inserted rows patch, and their new bytes"),
+        ("verify", 0, "which patched aggregates the verifier re-reads: a budget of server time"),
         ("decide", 0, "one read's steps as a machine, over the read decisions"),
         ("read", 0, "the order of decisions for one read, over the snapshot rule and its reasons"),
         ("privileges", 0, "which statements change privileges"),

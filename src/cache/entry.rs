@@ -73,6 +73,12 @@ pub struct Entry {
     pub max_stale: Option<Duration>,
     /// How a write's known rows patch this result (`policy::patch`), when they can.
     pub patch: Option<Arc<Recipe>>,
+    /// What the miss that filled it took upstream (ns; 0 when unknown): the server time a
+    /// patch that keeps it saves, once it is served (`policy::verify`).
+    pub fill_ns: u64,
+    /// For a patched version: `hits` when it was stored. Whether it was served since says
+    /// whether its patch saved a miss. None for a result from the server.
+    pub hits_at_patch: Option<u64>,
 }
 
 impl Entry {
@@ -94,6 +100,8 @@ impl Entry {
             shape: None,
             max_stale: None,
             patch: None,
+            fill_ns: 0,
+            hits_at_patch: None,
         }
     }
 
@@ -116,6 +124,17 @@ impl Entry {
             shape: self.shape.clone(),
             max_stale: self.max_stale,
             patch: self.patch.clone(),
+            fill_ns: self.fill_ns,
+            hits_at_patch: Some(self.hits.load(Ordering::Relaxed)),
+        }
+    }
+
+    /// The server time the patch that made this version saved: a miss's, when it was
+    /// served since (0 for a result from the server, or a patch nobody read).
+    pub fn patch_saved_ns(&self) -> u64 {
+        match self.hits_at_patch {
+            Some(at) if self.hits.load(Ordering::Relaxed) > at => self.fill_ns,
+            _ => 0,
         }
     }
 

@@ -12,6 +12,7 @@ use super::entry::Entry;
 use super::key::Key;
 use super::versions::TableHandle;
 use crate::policy::patch::Recipe;
+use crate::policy::verify::{Budget, Outcome};
 use crate::protocol::packets::OkInfo;
 
 /// Keys remembered per table; the oldest is forgotten first (it may long be gone).
@@ -27,7 +28,15 @@ pub struct Patchable {
     /// write through qcache whose bump has not landed yet.
     writes_begun: AtomicU64,
     writes_ended: Arc<AtomicU64>,
+    /// Per statement shape, the server time its verification may spend (`policy::verify`).
+    budgets: DashMap<u64, Budget>,
+    /// Statement shapes (digests) whose structure no recipe takes (a join, ORDER BY,
+    /// LIMIT: `Refusal::NotSimple`): not parsed again for a recipe at each of their misses.
+    refused: DashSet<u64>,
 }
+
+/// Shapes remembered as refused; past it the set starts over.
+const REFUSED_SHAPES: usize = 4096;
 
 /// A statement that may commit a write is on its way to the server or back (a write, or
 /// any statement of a session in a transaction); dropped when its response ended (or the
@@ -78,6 +87,45 @@ impl Patchable {
         self.off.contains(&digest)
     }
 
+    /// Whether shape `digest` (0: none) was refused by its structure before: then its
+    /// statement need not be parsed again. Statements of one digest differ only in their
+    /// literals, which no structural refusal depends on; a collision of digests can only
+    /// keep a shape from being patched, never patch one wrongly.
+    pub fn shape_refused(&self, digest: u64) -> bool {
+        digest != 0 && self.refused.contains(&digest)
+    }
+
+    /// Remembers that shape `digest` was refused by its structure.
+    pub fn refuse_shape(&self, digest: u64) {
+        if digest == 0 {
+            return;
+        }
+        if self.refused.len() >= REFUSED_SHAPES {
+            self.refused.clear();
+        }
+        self.refused.insert(digest);
+    }
+
+    /// A patch of shape `digest` was stored (`policy::verify::Budget::patched`): the
+    /// estimate charged when it is to be verified, which [`verify_ended`](Self::verify_ended)
+    /// must settle.
+    pub fn verify_due(&self, digest: u64, share: f64, saved_ns: u64, fill_ns: u64) -> Option<u64> {
+        if share <= 0.0 {
+            return None;
+        }
+        self.budgets
+            .entry(digest)
+            .or_default()
+            .patched(share, saved_ns, fill_ns)
+    }
+
+    /// A verification of shape `digest` charged `estimate` ended (`Budget::ended`).
+    pub fn verify_ended(&self, digest: u64, estimate: u64, spent_ns: u64, outcome: Outcome) {
+        if let Some(mut b) = self.budgets.get_mut(&digest) {
+            b.ended(estimate, spent_ns, outcome);
+        }
+    }
+
     /// Counts a statement that may commit a write, until the guard drops.
     pub fn write_begins(&self) -> WriteInFlight {
         self.writes_begun.fetch_add(1, Ordering::SeqCst);
@@ -110,6 +158,20 @@ pub struct Candidate {
     pub entry: Arc<Entry>,
     pub recipe: Arc<Recipe>,
     pub rows: Arc<[Vec<Option<i128>>]>,
+    /// Whether the recipe's WHERE keeps any of the rows (`Recipe::keeps_any`): when not,
+    /// the result is unchanged, and only re-stamped if the write's bumps reached it.
+    pub touched: bool,
+}
+
+/// A patched entry to verify against the server (`shared::verify`).
+pub struct ToVerify {
+    pub key: Key,
+    /// The entry stored.
+    pub entry: Arc<Entry>,
+    pub recipe: Arc<Recipe>,
+    /// The server time its shape's budget charged for it (`policy::verify`), settled with
+    /// what the re-read took when it ends.
+    pub estimate: u64,
 }
 
 /// What a write in flight means to patch, planned before it was sent.

@@ -10,16 +10,14 @@ use std::sync::Arc;
 
 use super::fkslices::{self, Answers};
 use super::state::SessionState;
-use crate::cache::patches::{Candidate, PatchWrite};
+use crate::cache::patches::{Candidate, PatchWrite, ToVerify};
 use crate::cache::writes::{Changed, Pending};
-use crate::cache::{Cache, Entry, Key, Stamps};
+use crate::cache::{Cache, Stamps};
 use crate::faults::Fault;
 use crate::invalidation::writes;
-use crate::policy::patch::{Patched, Recipe};
+use crate::policy::patch::Patched;
+use crate::policy::verify::Outcome;
 use crate::shared::Shared;
-
-/// A patched entry to verify against the server: its key, the entry stored, its recipe.
-pub type ToVerify = (Key, Arc<Entry>, Arc<Recipe>);
 
 /// What applying a write's answer leaves the session to carry out.
 #[derive(Default)]
@@ -61,6 +59,13 @@ pub fn writes_answered(
         shared.invalidate(&inv);
         st.own_writes.note(&inv);
     }
+    // A result the write left as it was, whose stamps its bumps did not reach (its row
+    // slices are not the write's), stays valid as it is: nothing to store or verify. A
+    // dashboard's windows other than the inserted day's are all such.
+    let patches: Vec<_> = patches
+        .into_iter()
+        .filter(|(c, p)| p.changed || !c.entry.stamps.is_current(versions))
+        .collect();
     let mut verify = Vec::new();
     if let (Some(w), false) = (window, patches.is_empty()) {
         let stamps: Vec<_> = patches
@@ -146,6 +151,7 @@ fn may_patch(
 /// upstream, so before it): each recipe applied to the write's rows. Called inside the patch
 /// window, before the write's bumps. An entry whose `FOUND_ROWS()` is not its row count
 /// (never for these shapes, which have no LIMIT) is not patched: its new value is unknown.
+/// An entry whose WHERE keeps none of the rows is its own result, unchanged (not re-encoded).
 fn patches_of(cache: &Cache, p: &PatchWrite) -> Vec<(Candidate, Patched)> {
     let versions = cache.versions();
     let corrupt = versions.faults.on(Fault::Patches);
@@ -157,6 +163,17 @@ fn patches_of(cache: &Cache, p: &PatchWrite) -> Vec<(Candidate, Patched)> {
                 && c.entry.stamps.is_current(versions)
         })
         .filter_map(|c| {
+            if !c.touched {
+                let e = &c.entry;
+                let same = Patched {
+                    bytes: e.bytes.clone(),
+                    status_at: e.status_at,
+                    changed: false,
+                    rows_before: e.found_rows,
+                    rows: e.found_rows,
+                };
+                return Some((c.clone(), same));
+            }
             let r = c
                 .recipe
                 .apply(&c.entry.bytes, c.entry.status_at, &c.rows, corrupt);
@@ -168,7 +185,7 @@ fn patches_of(cache: &Cache, p: &PatchWrite) -> Vec<(Candidate, Patched)> {
 }
 
 /// Stores the patched entries under the stamps re-read in the window and counts them;
-/// returns the share due to be verified.
+/// returns those the shapes' verification budgets (`policy::verify`) want re-read.
 fn store_patches(
     shared: &Shared,
     patches: Vec<(Candidate, Patched)>,
@@ -182,24 +199,32 @@ fn store_patches(
         // A new group is one more row: in FOUND_ROWS() after a hit, and in the digests.
         entry.found_rows = p.rows;
         entry.rows = p.rows;
+        let fill_ns = entry.fill_ns;
         if !cache.replace_patched(c.key, &c.entry, entry) {
             continue;
         }
-        let n = cache.stats().patched.fetch_add(1, Ordering::Relaxed) + 1;
-        if due(n, share) {
-            if let Some(e) = cache.peek(c.key) {
-                verify.push((c.key, e, c.recipe.clone()));
-            }
+        cache.stats().patched.fetch_add(1, Ordering::Relaxed);
+        // The entry this patch replaced was itself a patch: served since, it saved a miss.
+        let saved = c.entry.patch_saved_ns();
+        let Some(estimate) = cache
+            .patches()
+            .verify_due(c.recipe.digest, share, saved, fill_ns)
+        else {
+            continue;
+        };
+        match cache.peek(c.key) {
+            Some(e) => verify.push(ToVerify {
+                key: c.key,
+                entry: e,
+                recipe: c.recipe.clone(),
+                estimate,
+            }),
+            None => cache
+                .patches()
+                .verify_ended(c.recipe.digest, estimate, 0, Outcome::NotSent),
         }
     }
     verify
-}
-
-/// Whether the `n`-th patch (from 1) is verified under share `f`: every `1/f`-th, spread
-/// evenly, so that a share of 1 verifies all and 0 none.
-fn due(n: u64, f: f64) -> bool {
-    let f = f.clamp(0.0, 1.0);
-    (n as f64 * f).floor() > ((n - 1) as f64 * f).floor()
 }
 
 #[cfg(test)]
@@ -313,15 +338,5 @@ mod tests {
             assert_eq!(st.txn.status() & IN_TRANS == 0, ends, "{code}: IN_TRANS");
             assert_eq!(st.txn.in_transaction(), !ends, "{code}");
         }
-    }
-
-    #[test]
-    fn a_share_of_patches_is_verified() {
-        let count = |f: f64| (1..=100).filter(|n| due(*n, f)).count();
-        assert_eq!(count(1.0), 100);
-        assert_eq!(count(0.0), 0);
-        assert_eq!(count(0.05), 5);
-        assert_eq!(count(0.5), 50);
-        assert!(due(20, 0.05) && !due(19, 0.05));
     }
 }

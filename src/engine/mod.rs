@@ -42,6 +42,7 @@ pub(crate) struct World {
     pub analyzer: crate::analysis::Analyzer,
     pub versions: crate::cache::versions::Versions,
     pub memo: crate::cache::sliceplans::SlicePlans,
+    pub patches: crate::cache::patches::Patchable,
     pub cfg: std::sync::Arc<crate::config::Config>,
 }
 
@@ -104,6 +105,7 @@ impl World {
             analyzer: crate::analysis::Analyzer::new(64),
             versions: crate::cache::versions::Versions::new(),
             memo: crate::cache::sliceplans::SlicePlans::new(64),
+            patches: Default::default(),
             cfg: std::sync::Arc::new(cfg),
         }
     }
@@ -114,6 +116,7 @@ impl World {
             analyzer: &self.analyzer,
             versions: &self.versions,
             memo: &self.memo,
+            patches: &self.patches,
             cfg: self.cfg.clone(),
         }
     }

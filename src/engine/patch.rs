@@ -157,8 +157,19 @@ impl Planner<'_> {
             results_ascii: st.results_ascii(),
             reads_limited: st.reads_may_be_refused(),
         })?;
+        // A shape refused by its structure (every miss of a join, a sorted page) is not
+        // parsed again at each miss: patching off parses nothing here.
+        if self.patches.shape_refused(digest) {
+            return Err(NoPatch::Policy(Refusal::NotSimple));
+        }
         let text = std::str::from_utf8(sql).map_err(|_| Refusal::Unparsable)?;
-        let shape = patch::read_shape_bound(text, params)?;
+        let shape = match patch::read_shape_bound(text, params) {
+            Err(Refusal::NotSimple) => {
+                self.patches.refuse_shape(digest);
+                return Err(NoPatch::Policy(Refusal::NotSimple));
+            }
+            r => r?,
+        };
         // MariaDB (like MySQL before 8.0) sorts the groups by their key: a new group's
         // place is known. MySQL 8.0 sends them in whatever order its plan made.
         if shape.group.is_some() && !st.mariadb {
@@ -247,6 +258,9 @@ impl Planner<'_> {
         }
         let columns = self.catalog.columns_by_ordinal(&q).ok_or(NoPatch::Table)?;
         let mut candidates = Vec::new();
+        // The rows in each list of columns the recipes use, read once per list: the
+        // entries of one shape (a dashboard's windows) share theirs.
+        let mut by_used: Vec<(Vec<String>, Option<InsertedRows>)> = Vec::new();
         for key in keys {
             let Some(entry) = cache.peek(key) else {
                 continue;
@@ -259,14 +273,24 @@ impl Planner<'_> {
                 continue;
             }
             // A refusal here leaves the entry to the write's invalidation.
-            let Ok(rows) = ins.values_of(&columns, &recipe.used_columns()) else {
+            let used = recipe.used_columns();
+            let rows = match by_used.iter().find(|(u, _)| *u == used) {
+                Some((_, rows)) => rows.clone(),
+                None => {
+                    let rows = ins.values_of(&columns, &used).ok().map(Arc::from);
+                    by_used.push((used, rows.clone()));
+                    rows
+                }
+            };
+            let Some(rows) = rows else {
                 continue;
             };
             candidates.push(Candidate {
                 key,
+                touched: recipe.keeps_any(&rows),
                 entry,
                 recipe,
-                rows: Arc::from(rows),
+                rows,
             });
         }
         if candidates.is_empty() {
@@ -280,6 +304,9 @@ impl Planner<'_> {
         })
     }
 }
+
+/// An insert's rows in the columns a recipe uses, in its `used_columns` order.
+type InsertedRows = Arc<[Vec<Option<i128>>]>;
 
 /// The parameters of `payload` when it is a COM_STMT_EXECUTE of a statement the session
 /// knows, as the server receives them (`policy::patch::bound_params`); None for anything
@@ -530,6 +557,43 @@ mod tests {
                 crate::policy::patch::Cond::In(vec![4])
             )])
         );
+    }
+
+    /// A shape refused by its structure is remembered by digest and not parsed again;
+    /// others are not remembered, and EXPLAIN's digest 0 never is.
+    #[test]
+    fn structural_refusals_are_remembered_per_shape() {
+        let mut w = World::new(true);
+        on(&mut w);
+        let st = w.session(Some("db"));
+        let tables = [w.versions.table("db", "child")];
+        let p = w.planner();
+        let recipe = |sql: &str, digest| {
+            p.patch_recipe(
+                &st,
+                sql.as_bytes(),
+                None,
+                &tables,
+                false,
+                digest,
+                false,
+                false,
+            )
+            .map(drop)
+        };
+        let not_simple = Err(NoPatch::Policy(Refusal::NotSimple));
+        let join = "SELECT COUNT(*) FROM child JOIN parent ON parent.id = child.parent_id";
+        assert_eq!(recipe(join, 0), not_simple);
+        assert!(!w.patches.shape_refused(0), "digest 0 is no shape");
+        assert_eq!(recipe(join, 7), not_simple);
+        assert!(w.patches.shape_refused(7));
+        assert_eq!(recipe(join, 7), not_simple, "remembered");
+        assert_eq!(recipe("SELECT COUNT(*) FROM child", 8), Ok(()));
+        assert_eq!(
+            recipe("SELECT AVG(a) FROM child", 9),
+            Err(NoPatch::Policy(Refusal::Aggregate))
+        );
+        assert!(!w.patches.shape_refused(8) && !w.patches.shape_refused(9));
     }
 
     /// A write patches only when its plan changes exactly one table, by its own rows.

@@ -26,6 +26,8 @@ pub struct Planner<'a> {
     pub analyzer: &'a Analyzer,
     pub versions: &'a Versions,
     pub memo: &'a SlicePlans,
+    /// The statement shapes no patch recipe takes (`Patchable::shape_refused`).
+    pub patches: &'a crate::cache::patches::Patchable,
     pub cfg: Arc<Config>,
 }
 
@@ -37,6 +39,7 @@ impl<'a> Planner<'a> {
             analyzer: &shared.analyzer,
             versions: shared.cache.versions(),
             memo: &shared.slice_plans,
+            patches: shared.cache.patches(),
             cfg: shared.config(),
         }
     }

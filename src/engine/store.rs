@@ -41,6 +41,9 @@ pub struct FillTarget {
     /// An execute's parameters, read when patching is on: what its `?` stand for in the
     /// patch recipe (`engine::patch::execute_params`).
     pub params: Option<Vec<Param>>,
+    /// What the query took upstream (ns), set once its answer came: the entry's fill time,
+    /// what a patch that keeps it saves (`policy::verify`).
+    pub took_ns: u64,
 }
 
 impl FillTarget {
@@ -66,6 +69,7 @@ impl FillTarget {
             l2_fill,
             binary: payload.first() == Some(&com::STMT_EXECUTE),
             params,
+            took_ns: 0,
         }
     }
 }
@@ -116,6 +120,7 @@ pub fn store_fill(
         target.snap.is_some(),
     );
     entry.patch = recipe.clone();
+    entry.fill_ns = target.took_ns;
     if let (Some((l2_stamps, leased)), Some(l2)) = (target.l2_fill, &shared.l2) {
         let ttl = plan.opts.ttl.map_or(0, |t| now_ms() + t.as_millis() as u64);
         l2.after_fill(plan.key, l2_stamps, leased, Some(entry.to_l2(ttl)));

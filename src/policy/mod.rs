@@ -24,5 +24,6 @@ pub mod stored_code;
 pub mod tails;
 pub mod timecol;
 pub mod txn;
+pub mod verify;
 
 pub use reason::Reason;

@@ -1879,6 +1879,22 @@ impl Recipe {
 
     /// The columns whose values a write must know: the filter's, the aggregates', then the
     /// group's.
+    /// Whether the WHERE keeps any of `rows` (values in [`used_columns`](Self::used_columns)
+    /// order): when it keeps none, the write leaves this result as it is.
+    pub fn keeps_any(&self, rows: &[Vec<Option<i128>>]) -> bool {
+        let used = self.used_columns();
+        rows.iter()
+            .any(|row| row.len() != used.len() || self.keeps_in(row, &used))
+    }
+
+    /// Whether the WHERE keeps `row`, its values in `used`'s order.
+    fn keeps_in(&self, row: &[Option<i128>], used: &[String]) -> bool {
+        let idx = |c: &str| used.iter().position(|u| u == c);
+        self.filter
+            .iter()
+            .all(|(c, cond)| cond.keeps(idx(c).and_then(|i| row[i])))
+    }
+
     pub fn used_columns(&self) -> Vec<String> {
         let mut out: Vec<String> = Vec::new();
         let names = self
@@ -2015,11 +2031,7 @@ impl Recipe {
             if row.len() != used.len() {
                 return Err(Refusal::Result);
             }
-            let kept = self
-                .filter
-                .iter()
-                .all(|(c, cond)| cond.keeps(idx(c).and_then(|i| row[i])));
-            if !kept {
+            if !self.keeps_in(row, &used) {
                 continue;
             }
             let target = match (&self.group, key_at) {

@@ -573,7 +573,7 @@ impl Session {
         payload: &[u8],
         sql: &[u8],
         plan: &ReadPlan,
-        target: FillTarget,
+        mut target: FillTarget,
     ) -> Result<(), SessionError> {
         let cfg = self.shared.config();
         let mut fill = Fill::new(
@@ -586,6 +586,7 @@ impl Session {
             .await?;
         exchange::read_answered(&mut self.st, &plan.tables, &resp);
         let took = sent.elapsed();
+        target.took_ns = u64::try_from(took.as_nanos()).unwrap_or(u64::MAX);
         self.shared.latencies.miss.observe(took);
         if cfg.log.slow_miss.is_some_and(|t| took > t) {
             info!(

@@ -326,13 +326,8 @@ impl Session {
             let answers = self.fk_lookup(in_txn).await;
             let applied =
                 answered::writes_answered(&self.shared, &mut self.st, new_status, answers);
-            for (key, entry, recipe) in applied.verify {
-                tokio::spawn(crate::shared::verify::patched(
-                    self.shared.clone(),
-                    key,
-                    entry,
-                    recipe,
-                ));
+            for v in applied.verify {
+                tokio::spawn(crate::shared::verify::patched(self.shared.clone(), v));
             }
             if let Some((seq, changed)) = applied.ddl {
                 self.shared.reload_after_ddl(seq, changed);
