@@ -6,7 +6,7 @@ use crate::engine;
 use crate::policy::diagnostics;
 use crate::protocol::codec::Packet;
 use crate::protocol::packets::mariadb_cap;
-use crate::protocol::response::{Expect, Response, Step};
+use crate::protocol::response::Expect;
 use crate::protocol::rows::{Rewrite, Rewriter};
 
 impl Session {
@@ -99,14 +99,6 @@ impl Session {
         Ok(())
     }
 
-    /// Before a statement of `effect`: the restore a hit left owed, then a cost owed.
-    async fn owed_before(&mut self, effect: diagnostics::CostEffect) -> Result<(), SessionError> {
-        if let Some(n) = self.st.after_hit.take() {
-            self.reset_diagnostics(n, effect).await?;
-        }
-        self.replay_cost(effect).await
-    }
-
     /// A hit is owed its restore: when the last statement was that hit, it is the last to
     /// have set `Last_query_cost` (its text, if it can be sent again).
     pub(crate) fn note_hit_cost(&mut self) {
@@ -128,7 +120,8 @@ impl Session {
 
     /// [`relay_rewriting`](Self::relay_rewriting) of a text result, or of a binary one
     /// (`binary`: an execute's, whose rows are read by the column types its definitions
-    /// give: `protocol::rows::rewrite_binary_row`).
+    /// give: `protocol::rows::rewrite_binary_row`). Relayed as every statement is
+    /// (`exchange_as`), with only the rows rewritten on their way to the client.
     pub(crate) async fn relay_rewriting_as(
         &mut self,
         pkt: &Packet,
@@ -137,58 +130,11 @@ impl Session {
     ) -> Result<(), SessionError> {
         let extended = self.st.mariadb_caps & mariadb_cap::EXTENDED_TYPE_INFO != 0;
         let mut rewriter = Rewriter::new(rw, binary, extended);
-        // A SHOW of status reads `Last_query_cost`; one of variables sets it.
-        let effect = crate::engine::diagnostics::cost_effect(&self.st, &pkt.payload);
-        // What a hit before a BEGIN qcache answered owes is put back before that BEGIN goes
-        // up, outside any transaction (as in `exchange_as`).
-        let early = self.st.txn.begin_pending();
-        if early {
-            self.owed_before(effect).await?;
-        }
-        if !self.open_deferred_begin(pkt.seq).await? {
-            return Ok(());
-        }
-        if !early {
-            self.owed_before(effect).await?;
-        }
-        self.st.cost.after(effect, None);
-        self.upstream.start_command();
-        self.upstream
-            .send(pkt.seq, &pkt.payload)
+        let expect = Expect::Results;
+        let rw = Some(&mut rewriter);
+        self.exchange_as(pkt.seq, &pkt.payload, expect, None, false, rw)
             .await
-            .map_err(SessionError::upstream)?;
-        let mut resp = Response::new(Expect::Results, self.st.deprecate_eof);
-        loop {
-            let p = self
-                .upstream
-                .read_some()
-                .await
-                .map_err(SessionError::upstream)?;
-            let rows = resp.rows;
-            let step = resp
-                .feed(&p.payload)
-                .map_err(|e| SessionError::Protocol(e.to_string()))?;
-            let new = rewriter.next(&p.payload, resp.rows == rows + 1);
-            if let Some(at) = resp.status_here {
-                self.apply_status(Some(at.status)).await;
-            } else if resp.error && step == Step::Done {
-                self.apply_status(None).await;
-                self.apply_error(resp.err_code).await;
-            }
-            self.client
-                .push(p.seq, new.as_deref().unwrap_or(&p.payload));
-            match step {
-                Step::Done => break,
-                Step::More => {}
-                Step::LocalInfile => {
-                    return Err(SessionError::Protocol(
-                        "a SHOW asked for a local file".into(),
-                    ))
-                }
-            }
-        }
-        self.end_of_response();
-        self.client.flush().await.map_err(SessionError::client)
+            .map(drop)
     }
 }
 

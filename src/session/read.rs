@@ -636,7 +636,7 @@ impl Session {
     ) -> Result<Response, SessionError> {
         let sent = Instant::now();
         let resp = self
-            .exchange_as(seq, payload, Expect::Results, fill, cacheable_read)
+            .exchange_as(seq, payload, Expect::Results, fill, cacheable_read, None)
             .await?;
         self.note_sent(&resp, sent, sent.elapsed());
         self.st.txn.read_forwarded(cacheable_read);

@@ -12,6 +12,7 @@ use crate::engine::fkslices::{self, Answers, Ask};
 use crate::invalidation::catalog::Lookup;
 use crate::protocol::codec::Packet;
 use crate::protocol::response::{Expect, Response, ResponseError, Step};
+use crate::protocol::rows::Rewriter;
 
 /// A parent lookup sent beside its write: the questions, and the task asking them.
 pub(crate) struct EarlyLookup {
@@ -66,11 +67,14 @@ impl Session {
         expect: Expect,
         fill: Option<&mut Fill>,
     ) -> Result<Response, SessionError> {
-        self.exchange_as(seq, payload, expect, fill, false).await
+        self.exchange_as(seq, payload, expect, fill, false, None)
+            .await
     }
 
     /// [`exchange`](Self::exchange); `cacheable_read`: the command is a cacheable read, which
-    /// changes nothing and so may share its write with a deferred BEGIN.
+    /// changes nothing and so may share its write with a deferred BEGIN. `rewrite`: the
+    /// packets go to the client through it (values qcache owns: `relay_rewriting_as`), the
+    /// bookkeeping of the statement the same as for any other.
     pub(crate) async fn exchange_as(
         &mut self,
         seq: u8,
@@ -78,6 +82,7 @@ impl Session {
         expect: Expect,
         mut fill: Option<&mut Fill>,
         cacheable_read: bool,
+        mut rewrite: Option<&mut Rewriter>,
     ) -> Result<Response, SessionError> {
         exchange::sent(&self.shared, &mut self.st);
         let begin_along = cacheable_read && self.begin_rides_along();
@@ -119,7 +124,8 @@ impl Session {
             // (queued, not sent: the bookkeeping below still runs before the client sees
             // it). Otherwise a packet decoded on its own: a compressed leg, or a payload of
             // 16 MiB or more.
-            let (step, seq) = if let Some(len) = self.upstream.next_frame_len() {
+            let whole = self.upstream.next_frame_len().filter(|_| rewrite.is_none());
+            let (step, seq) = if let Some(len) = whole {
                 let frame = self.upstream.frame(len);
                 let seq = frame[3];
                 let step = feed(&mut resp, &mut fill, seq, &frame[4..]);
@@ -128,9 +134,14 @@ impl Session {
                 self.upstream.consume(len);
                 (step, seq)
             } else if let Some(p) = self.upstream.try_decode().map_err(SessionError::upstream)? {
+                let rows = resp.rows;
                 let step = feed(&mut resp, &mut fill, p.seq, &p.payload);
                 exchange::packet(&mut self.st, &resp, &p.payload);
-                self.client.push(p.seq, &p.payload);
+                let new = rewrite
+                    .as_deref_mut()
+                    .and_then(|r| r.next(&p.payload, resp.rows == rows + 1));
+                self.client
+                    .push(p.seq, new.as_deref().unwrap_or(&p.payload));
                 (step, p.seq)
             } else {
                 // Nothing more buffered from the server: let the client have what we hold
@@ -402,10 +413,5 @@ impl Session {
     /// `engine::exchange::sent`, for a statement qcache sends for itself.
     pub(crate) fn note_send_point(&mut self) {
         exchange::sent(&self.shared, &mut self.st);
-    }
-
-    /// `engine::exchange::ended`, for an answer qcache read for itself.
-    pub(crate) fn end_of_response(&mut self) {
-        exchange::ended(&mut self.st);
     }
 }
