@@ -1227,7 +1227,7 @@ fn slice_statement(
         10 => (
             "slice(rows)",
             vec![x],
-            format!("SELECT customer_id, v FROM `{s}` WHERE customer_id = {{}} ORDER BY v"),
+            format!("SELECT customer_id, v FROM `{s}` WHERE customer_id = {{}} ORDER BY v, id"),
         ),
         _ => (
             "slice(dates)",

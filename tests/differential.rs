@@ -866,6 +866,7 @@ topics!(
     adversary19p,
     adversary21,
     adversary22,
+    adversary23,
     basics,
     catalog,
     classification,

@@ -527,7 +527,7 @@ async fn untyped_executes_of_a_write_name_their_rows() {
     })
     .await;
     let mut c = proxy.conn(&schema).await;
-    let two = "SELECT id FROM o WHERE customer_id = 2";
+    let two = "SELECT id FROM o WHERE customer_id = 2 ORDER BY id";
     let mut w = Raw::connect(&proxy.addr_string(), "root", &schema, true).await;
     let (id, _) = prepare(&mut w, "INSERT INTO o (customer_id) VALUES (?)").await;
     let hits = || proxy.running.shared.cache.stats().hits();

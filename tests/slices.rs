@@ -355,7 +355,7 @@ async fn checker_shapes_are_sliced_on_tables_created_through_the_proxy() {
          GROUP BY customer_id",
         "SELECT c.id, MIN(o.v), MAX(o.v) FROM cu c JOIN s o ON o.customer_id = c.id \
          WHERE c.id = 1 GROUP BY c.id",
-        "SELECT customer_id, v FROM s WHERE customer_id = 1 ORDER BY v",
+        "SELECT customer_id, v FROM s WHERE customer_id = 1 ORDER BY v, id",
     ];
     for q in reads {
         let _: Vec<mysql_async::Row> = c.query(q).await.unwrap();
@@ -631,7 +631,8 @@ async fn concurrent_column_updates_never_serve_an_old_value() {
 
 const EVENTS: &[&str] = &[
     "CREATE TABLE ev (id INT AUTO_INCREMENT PRIMARY KEY, at DATETIME NOT NULL, \
-     status VARCHAR(10) NOT NULL, total INT NOT NULL, KEY (at)) ENGINE=InnoDB",
+     status VARCHAR(10) COLLATE utf8mb4_nopad_bin NOT NULL, total INT NOT NULL, KEY (at)) \
+     ENGINE=InnoDB",
     "INSERT INTO ev (at, status, total) VALUES ('2026-11-02 10:00:00', 'new', 1), \
      ('2026-11-09 10:00:00', 'new', 2), ('2026-10-20 10:00:00', 'paid', 3)",
 ];

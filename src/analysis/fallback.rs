@@ -1,6 +1,7 @@
 //! Token-level analysis for the MySQL statements sqlparser does not parse (LOAD DATA,
 //! OPTIMIZE/REPAIR/ANALYZE TABLE, DO, multi-table `UPDATE a, b`, trigger and routine DDL,
-//! `TABLE t`, `… INTO OUTFILE`, `LOCK IN SHARE MODE`, `NEXT VALUE FOR`).
+//! `TABLE t`, `… INTO OUTFILE`, `LOCK IN SHARE MODE`, `NEXT VALUE FOR`) or misreads
+//! (MariaDB's `DELETE HISTORY FROM t`).
 //!
 //! Each fallback recognises one narrow shape and gives up (None) on anything else, so the
 //! caller's conservative default — not cached, or a write to unknown tables — applies.
@@ -505,6 +506,19 @@ pub(crate) fn write_without_parser(sql: &str) -> Option<WriteInfo> {
         };
         let (t, _) = toks.table_name(at)?;
         return Some(WriteInfo::tables(vec![t]));
+    }
+    if toks.kw(0, "DELETE") && toks.kw(1, "HISTORY") && toks.kw(2, "FROM") {
+        // MariaDB's `DELETE HISTORY FROM t [PARTITION (…)] [BEFORE SYSTEM_TIME …]` deletes
+        // t's history rows; sqlparser reads it as a multi-table DELETE of a table named
+        // `history` (only a quoted `history` is that, checked against MariaDB 10.11). Its
+        // BEFORE expression may call code that writes elsewhere.
+        if worst_call(&toks).is_some_and(FnClass::may_write) {
+            return Some(WriteInfo::unknown());
+        }
+        return Some(match toks.table_name(3) {
+            Some((t, _)) => WriteInfo::tables(vec![t]),
+            None => WriteInfo::unknown(),
+        });
     }
     if toks.kw(0, "LOAD") && toks.kw(1, "INDEX") {
         // Preloads a key cache: no data changes.
@@ -1139,6 +1153,25 @@ mod tests {
                 false,
             ),
             ("LOAD INDEX INTO CACHE t", tables(vec![]), false),
+            ("DELETE HISTORY FROM t", tables(vec![t(None, "t")]), false),
+            (
+                "delete /* c */ history from db.t partition (p0) before system_time now()",
+                tables(vec![t(Some("db"), "t")]),
+                false,
+            ),
+            (
+                "DELETE HISTORY FROM t BEFORE SYSTEM_TIME f()",
+                Some(WriteTargets::Unknown),
+                false,
+            ),
+            (
+                "DELETE HISTORY FROM (SELECT 1)",
+                Some(WriteTargets::Unknown),
+                false,
+            ),
+            // A quoted `history` is an alias of a multi-table DELETE: the parser's.
+            ("DELETE `history` FROM t AS `history`", None, false),
+            ("DELETE FROM history", None, false),
             (
                 "OPTIMIZE TABLE a, db.b",
                 tables(vec![t(None, "a"), t(Some("db"), "b")]),

@@ -1301,6 +1301,12 @@ mod tests {
     fn deletes() {
         assert_eq!(targets("DELETE FROM t WHERE id = 1"), vec![t("t")]);
         assert_eq!(targets("DELETE FROM db.t"), vec![t("db.t")]);
+        // MariaDB's history deletion writes the table after FROM, not one named `history`.
+        assert_eq!(targets("DELETE HISTORY FROM v"), vec![t("v")]);
+        assert_eq!(
+            targets("DELETE HISTORY FROM db.v BEFORE SYSTEM_TIME '2020-01-01'"),
+            vec![t("db.v")]
+        );
         assert_eq!(
             targets("DELETE a FROM t1 AS a JOIN t2 b ON a.id = b.id"),
             vec![t("t1")]

@@ -544,6 +544,190 @@ struct ReadShape {
     /// reference the join null-extends: no filter on the result, but every row of that
     /// reference the result holds satisfies them (derived slices).
     outer: Vec<(usize, Col, Col)>,
+    /// What decides whether the order its plan walks rows shows in its result.
+    order: OrderShape,
+}
+
+/// What a read's text says of the order its plan walks rows in showing in its result (row
+/// order is data: `policy::order::slices_keep_order` decides from these and the catalog).
+/// Columns are (reference as the statement spells it, lower-cased name).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OrderShape {
+    /// A value made of the order rows come in (`GROUP_CONCAT`, `JSON_ARRAYAGG`,
+    /// `JSON_OBJECTAGG`, `ROWNUM()`, a window function), or a `LIMIT`/`OFFSET`/`FETCH`
+    /// below the top level (which rows a subquery keeps), anywhere in the statement.
+    pub shown: bool,
+    /// A top-level `LIMIT`, `OFFSET` or `FETCH`.
+    pub limited: bool,
+    /// Tables read elsewhere than in the top-level FROM (subqueries, derived tables).
+    pub nested: bool,
+    /// The top-level FROM's tables.
+    pub tables: Vec<TableRef>,
+    /// The select list holds only aggregates whose value no order changes (`COUNT`, `SUM`,
+    /// `MIN`, `MAX`, `AVG`, `BIT_AND`, `BIT_OR`, `BIT_XOR`), and there is no GROUP BY: one
+    /// row.
+    pub aggregates_only: bool,
+    /// A GROUP BY of plain columns with no modifier, the select list holding only those
+    /// columns and such aggregates, and an ORDER BY, if any, of plain columns covering them
+    /// all: one row per group, sorted by its key. The columns, or None.
+    pub grouped_by: Option<Vec<(TableRef, String)>>,
+    /// The top-level ORDER BY when every item is a plain column (else empty).
+    pub ordered_by: Vec<(TableRef, String)>,
+}
+
+/// Aggregates whose value does not depend on the order of the rows they read (exact types:
+/// `SUM` of a DOUBLE column may differ in its last bits, left as it is; `STD`/`VARIANCE`
+/// accumulate in floating point and are not here).
+const ORDER_FREE_AGGREGATES: &[&str] = &[
+    "avg", "bit_and", "bit_or", "bit_xor", "count", "max", "min", "sum",
+];
+
+/// Words whose value shows the order rows come in.
+const ORDER_SHOWING_WORDS: &[&str] = &[
+    "group_concat",
+    "json_arrayagg",
+    "json_objectagg",
+    "over",
+    "rownum",
+];
+
+/// What decides whether a read's row order shows ([`OrderShape`]).
+fn order_shape(
+    sql: &str,
+    q: &sqlparser::ast::Query,
+    sel: &sqlparser::ast::Select,
+    refs: &[Ref],
+    everywhere: &HashMap<TableRef, usize>,
+) -> OrderShape {
+    use sqlparser::ast::{GroupByExpr, OrderByKind, SelectItem};
+    let bytes = sql.as_bytes();
+    let mut lx = super::lexer::Lexer::new(bytes);
+    let (mut shown, mut limits) = (false, 0usize);
+    while let Some(t) = lx.next_token() {
+        if t.tok != Tok::Word {
+            continue;
+        }
+        let w = t.bytes(bytes).to_ascii_lowercase();
+        let w = std::str::from_utf8(&w).unwrap_or("");
+        shown |= ORDER_SHOWING_WORDS.contains(&w);
+        limits += usize::from(matches!(w, "limit" | "offset" | "fetch"));
+    }
+    let limited = q.limit_clause.is_some() || q.fetch.is_some();
+    // Every LIMIT/OFFSET/FETCH word the top level does not account for may cut a subquery
+    // (`LIMIT 1 OFFSET 2` is two words of the top level's one clause; any doubt counts).
+    let top = match (&q.limit_clause, &q.fetch) {
+        (None, None) => 0,
+        _ => 2,
+    };
+    shown |= limits > top;
+    let column = |e: &Expr| column_ref(e, refs).map(|(i, c)| (refs[i].table.clone(), c));
+    let aggregate = |e: &Expr| aggregates_only(e);
+    let items: Option<Vec<&Expr>> = sel
+        .projection
+        .iter()
+        .map(|i| match i {
+            SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } => Some(e),
+            _ => None,
+        })
+        .collect();
+    let groups: Option<Vec<(TableRef, String)>> = match &sel.group_by {
+        GroupByExpr::Expressions(g, m) if m.is_empty() => g.iter().map(column).collect(),
+        _ => None,
+    };
+    let ordered_by: Option<Vec<(TableRef, String)>> = match &q.order_by {
+        None => Some(Vec::new()),
+        Some(o) => match &o.kind {
+            OrderByKind::Expressions(list) => list.iter().map(|e| column(&e.expr)).collect(),
+            OrderByKind::All(_) => None,
+        },
+    };
+    let aggregates_only = groups.as_ref().is_some_and(|g| g.is_empty())
+        && !items.as_ref().is_none_or(|i| i.is_empty())
+        && items
+            .as_ref()
+            .is_some_and(|i| i.iter().all(|e| aggregate(e)));
+    let grouped_by = match (&groups, &items, &ordered_by) {
+        (Some(g), Some(items), Some(o))
+            if !g.is_empty()
+                && sel.distinct.is_none()
+                && items
+                    .iter()
+                    .all(|e| aggregate(e) || column(e).is_some_and(|c| g.contains(&c)))
+                && (o.is_empty() || g.iter().all(|c| o.contains(c))) =>
+        {
+            Some(g.clone())
+        }
+        _ => None,
+    };
+    let top_refs = refs.len();
+    let anywhere: usize = everywhere.values().sum();
+    OrderShape {
+        shown,
+        limited,
+        nested: anywhere != top_refs,
+        tables: refs.iter().map(|r| r.table.clone()).collect(),
+        aggregates_only,
+        grouped_by,
+        ordered_by: ordered_by.unwrap_or_default(),
+    }
+}
+
+/// Whether `e` reads columns only inside aggregates of [`ORDER_FREE_AGGREGATES`] (`COUNT(*)`,
+/// `CAST(SUM(v) AS SIGNED)`, `MAX(a) - MIN(a)`), and holds at least one: its value no order
+/// of the rows changes.
+fn aggregates_only(e: &Expr) -> bool {
+    struct Walk {
+        depth: usize,
+        seen: bool,
+        bare: bool,
+    }
+    fn order_free(e: &Expr) -> bool {
+        let Expr::Function(f) = e else {
+            return false;
+        };
+        f.over.is_none()
+            && f.filter.is_none()
+            && f.within_group.is_empty()
+            && f.name.0.len() == 1
+            && f.name.0[0].as_ident().is_some_and(|i| {
+                ORDER_FREE_AGGREGATES.contains(&i.value.to_ascii_lowercase().as_str())
+            })
+    }
+    impl sqlparser::ast::Visitor for Walk {
+        type Break = ();
+        fn pre_visit_expr(&mut self, e: &Expr) -> std::ops::ControlFlow<()> {
+            if order_free(e) {
+                self.depth += 1;
+                self.seen = true;
+            } else if self.depth == 0
+                && matches!(
+                    e,
+                    Expr::Identifier(_)
+                        | Expr::CompoundIdentifier(_)
+                        | Expr::Subquery(_)
+                        | Expr::Function(_)
+                )
+            {
+                // A column outside an aggregate, a subquery, any other call (which may
+                // itself aggregate in an order, or read a column): not known order-free.
+                self.bare = true;
+            }
+            std::ops::ControlFlow::Continue(())
+        }
+        fn post_visit_expr(&mut self, e: &Expr) -> std::ops::ControlFlow<()> {
+            if order_free(e) {
+                self.depth -= 1;
+            }
+            std::ops::ControlFlow::Continue(())
+        }
+    }
+    let mut w = Walk {
+        depth: 0,
+        seen: false,
+        bare: false,
+    };
+    let _ = e.visit(&mut w);
+    w.seen && !w.bare
 }
 
 /// What a statement's shape says of slices, built once per digest ([`Shape::build`]) and
@@ -787,6 +971,15 @@ impl Shape {
         eval_read(shape, columns, &value)
     }
 
+    /// What the read's text says of its row order showing in its result ([`OrderShape`]);
+    /// None for no read.
+    pub fn read_order(&self) -> Option<&OrderShape> {
+        match &self.body {
+            Body::Read(r) => Some(&r.order),
+            _ => None,
+        }
+    }
+
     /// Every name `sql` (a read of this shape's digest) spells, lower-cased and sorted: the
     /// columns it reads of each of its tables are among them. None when it may read columns
     /// it does not name (`*`, NATURAL joins, partitions, system time) or is doubtful. The
@@ -912,12 +1105,14 @@ fn read_shape(stmt: &Statement, b: &mut Builder<'_>) -> Option<ReadShape> {
     let mut everywhere: HashMap<TableRef, usize> = HashMap::new();
     let _ = stmt.visit(&mut RelationCounter(&mut everywhere));
     let words = read_words(b.sql, stmt);
+    let order = order_shape(b.sql, q, sel, &refs, &everywhere);
     Some(ReadShape {
         refs,
         facts,
         everywhere,
         words,
         outer,
+        order,
     })
 }
 
@@ -3182,5 +3377,125 @@ mod tests {
             write("UPDATE products SET stock = IF(stock > 0, stock - 1, 100) WHERE id = ?"),
             known(&[("id", &["i7"])])
         );
+    }
+
+    /// What a read's text says of its row order showing (`OrderShape`), one row per fact.
+    #[test]
+    fn what_decides_whether_row_order_shows() {
+        let t = |n: &str| TableRef::new(None, n);
+        let col = |n: &str, c: &str| (t(n), c.to_string());
+        let o = |sql: &str| {
+            Shape::build(sql)
+                .and_then(|s| s.read_order().cloned())
+                .unwrap_or_else(|| panic!("no read shape: {sql}"))
+        };
+        let cases: Vec<(&str, OrderShape)> = vec![
+            (
+                "SELECT id FROM o WHERE c = 5",
+                OrderShape {
+                    tables: vec![t("o")],
+                    ..OrderShape::default()
+                },
+            ),
+            (
+                "SELECT id FROM o WHERE c = 5 ORDER BY d, id LIMIT 2",
+                OrderShape {
+                    limited: true,
+                    tables: vec![t("o")],
+                    ordered_by: vec![col("o", "d"), col("o", "id")],
+                    ..OrderShape::default()
+                },
+            ),
+            (
+                "SELECT id FROM o WHERE c = 5 ORDER BY d + 1",
+                OrderShape {
+                    tables: vec![t("o")],
+                    ..OrderShape::default()
+                },
+            ),
+            (
+                "SELECT COUNT(*), SUM(d) AS s, MAX(d) FROM o WHERE c = 5",
+                OrderShape {
+                    tables: vec![t("o")],
+                    aggregates_only: true,
+                    ..OrderShape::default()
+                },
+            ),
+            (
+                "SELECT d, COUNT(*) FROM o WHERE c = 5",
+                OrderShape {
+                    tables: vec![t("o")],
+                    ..OrderShape::default()
+                },
+            ),
+            (
+                "SELECT GROUP_CONCAT(id) FROM o WHERE c = 5",
+                OrderShape {
+                    shown: true,
+                    tables: vec![t("o")],
+                    ..OrderShape::default()
+                },
+            ),
+            (
+                "SELECT COUNT(*) OVER () FROM o WHERE c = 5",
+                OrderShape {
+                    shown: true,
+                    tables: vec![t("o")],
+                    ..OrderShape::default()
+                },
+            ),
+            (
+                "SELECT d, COUNT(*) FROM o WHERE c = 5 GROUP BY d",
+                OrderShape {
+                    tables: vec![t("o")],
+                    grouped_by: Some(vec![col("o", "d")]),
+                    ..OrderShape::default()
+                },
+            ),
+            (
+                "SELECT d, e FROM o WHERE c = 5 GROUP BY d",
+                OrderShape {
+                    tables: vec![t("o")],
+                    ..OrderShape::default()
+                },
+            ),
+            (
+                "SELECT d, COUNT(*) FROM o WHERE c = 5 GROUP BY d ORDER BY COUNT(*)",
+                OrderShape {
+                    tables: vec![t("o")],
+                    ..OrderShape::default()
+                },
+            ),
+            (
+                "SELECT COUNT(*) FROM o WHERE c = 5 AND d IN (SELECT d FROM p WHERE e = 1)",
+                OrderShape {
+                    nested: true,
+                    tables: vec![t("o")],
+                    aggregates_only: true,
+                    ..OrderShape::default()
+                },
+            ),
+            (
+                "SELECT COUNT(*) FROM o WHERE c = 5 AND d = (SELECT d FROM p LIMIT 1)",
+                OrderShape {
+                    shown: true,
+                    nested: true,
+                    tables: vec![t("o")],
+                    aggregates_only: true,
+                    ..OrderShape::default()
+                },
+            ),
+            (
+                "SELECT o.id FROM o JOIN p ON p.o_id = o.id WHERE o.c = 5 ORDER BY o.id",
+                OrderShape {
+                    tables: vec![t("o"), t("p")],
+                    ordered_by: vec![col("o", "id")],
+                    ..OrderShape::default()
+                },
+            ),
+        ];
+        for (sql, want) in cases {
+            assert_eq!(o(sql), want, "{sql}");
+        }
     }
 }

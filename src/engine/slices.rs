@@ -6,13 +6,14 @@ use std::sync::Arc;
 
 use super::state::SessionState;
 use crate::analysis::params;
-use crate::analysis::slices::Lit;
+use crate::analysis::slices::{ColumnInfo, Lit, OrderShape, ReadPins};
 use crate::analysis::{Analyzer, TableRef, WriteInfo, WriteTargets};
 use crate::cache::sliceplans::{self, SlicePlans};
 use crate::cache::versions::{ColumnReads, SlicePlan, Versions};
 use crate::cache::TableHandle;
 use crate::config::{Config, Granularity};
 use crate::invalidation::catalog::Catalog;
+use crate::policy::order::{group_key_looks_alike, slices_keep_order, OrderFacts};
 use crate::protocol::commands;
 use crate::protocol::packets::com;
 use crate::shared::Shared;
@@ -101,6 +102,12 @@ impl<'a> Planner<'a> {
             catalog.column(&q, c)
         };
         let pins = shape.read_slices(text, &columns, &params);
+        // Row order is data: a write to another slice may change the plan, and so the
+        // result of a read that shows the order its plan walks rows in.
+        let keeps_order = shape
+            .read_order()
+            .is_some_and(|o| slices_keep_order(&self.order_facts(st, o, &pins, &columns)));
+        let pins = if keeps_order { pins } else { ReadPins::new() };
         // The columns read of each table: the names the statement spells that are its
         // columns (every table here has its column list: views were ruled out above).
         let words = shape.read_columns(text);
@@ -134,8 +141,10 @@ impl<'a> Planner<'a> {
             read_of,
         );
         let before = sliced.len();
-        let out = (&mut rest, &mut sliced);
-        self.plan_derived(st, (&shape, text), &columns, &params, out);
+        if keeps_order {
+            let out = (&mut rest, &mut sliced);
+            self.plan_derived(st, (&shape, text), &columns, &params, out);
+        }
         // A table that became a derived slice is stamped by its slices, not as read whole.
         for p in &sliced[before..] {
             cols.tables.retain(|t| !Arc::ptr_eq(t, &p.table));
@@ -143,6 +152,46 @@ impl<'a> Planner<'a> {
         cols.indexes.sort_unstable();
         cols.indexes.dedup();
         (rest.into(), sliced, cols, generation)
+    }
+
+    /// What decides whether read `o` shows the order its plan walks rows in
+    /// (`policy::order::slices_keep_order`), from its slices `pins` and the catalog's
+    /// primary keys and column types.
+    fn order_facts(
+        &self,
+        st: &SessionState,
+        o: &OrderShape,
+        pins: &ReadPins,
+        columns: &dyn Fn(&TableRef, &str) -> Option<ColumnInfo>,
+    ) -> OrderFacts {
+        let single = match o.tables.as_slice() {
+            [t] if !o.nested => Some(t),
+            _ => None,
+        };
+        let pk = |t: &TableRef| {
+            let q = st.qualify(t.schema.as_deref(), &t.name)?;
+            self.catalog.primary_key(&q)
+        };
+        let key = single.and_then(|t| Some((t, pk(t)?)));
+        OrderFacts {
+            shown: o.shown,
+            aggregate_row: o.aggregates_only && !o.limited,
+            grouped: o.grouped_by.as_ref().is_some_and(|g| {
+                g.iter()
+                    .all(|(t, c)| columns(t, c).is_some_and(|i| group_key_looks_alike(&i.ty)))
+            }),
+            single_table: single.is_some(),
+            ordered_by_key: key
+                .as_ref()
+                .is_some_and(|(t, k)| o.ordered_by.iter().any(|(r, c)| r == *t && c == k)),
+            pinned_to_key: !o.tables.is_empty()
+                && o.tables.iter().all(|t| {
+                    pk(t).is_some_and(|k| {
+                        pins.get(t)
+                            .is_some_and(|(c, keys)| *c == k && keys.len() == 1)
+                    })
+                }),
+        }
     }
 
     /// After `plan_write`: when the statement names the rows it changes in its one target

@@ -17,6 +17,60 @@
 
 use std::collections::HashSet;
 
+use crate::analysis::slices::ColType;
+
+/// What decides whether a read's result shows the order its plan walks rows in, as the
+/// engine found it from the read's text (`analysis::slices::OrderShape`), its slices and
+/// the catalog's keys and types.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct OrderFacts {
+    /// A value made of the row order (`GROUP_CONCAT`, a window function, `ROWNUM()`), or a
+    /// `LIMIT` below the top level.
+    pub shown: bool,
+    /// One row of aggregates no order changes, and no `LIMIT`.
+    pub aggregate_row: bool,
+    /// One row per group of a GROUP BY of columns whose equal values look alike
+    /// ([`group_key_looks_alike`]), with only those columns and such aggregates selected,
+    /// sorted by the key (the server sorts groups unless an ORDER BY covering it says how).
+    pub grouped: bool,
+    /// One table, read once (no join, subquery or derived table).
+    pub single_table: bool,
+    /// Its ORDER BY (plain columns) holds its primary key: a total order.
+    pub ordered_by_key: bool,
+    /// Every table's primary key is pinned to one value: at most one row.
+    pub pinned_to_key: bool,
+}
+
+/// Whether a read may depend on the slices its WHERE pins rather than on its whole tables.
+/// A write to another slice changes no row the read returns, but it changes what the
+/// optimizer weighs (its range estimates dive into the whole index, the table's size), and
+/// with it the plan: the index walked, the join order. Where the result shows the order the
+/// plan walks rows in (several rows the query does not order completely, a `LIMIT` keeping
+/// the first of them, `GROUP_CONCAT`), that write changes the result (row order is data).
+/// Only reads whose result no order can change keep their slices: one row of aggregates, one
+/// row per group of a value-typed key, at most one row (every table pinned to one value of
+/// its primary key), one table ordered by its primary key. Fail closed: anything else reads
+/// its tables whole.
+pub fn slices_keep_order(f: &OrderFacts) -> bool {
+    if f.shown {
+        return false;
+    }
+    f.aggregate_row || f.grouped || f.pinned_to_key || (f.single_table && f.ordered_by_key)
+}
+
+/// Whether rows equal in a GROUP BY column of type `ty` show the same value, so that which
+/// row of a group the server shows it from cannot matter: integers, dates and times,
+/// decimals, strings under a binary NO PAD collation. Not other strings (`'a'` and `'A'`
+/// are one group under most collations, `'a'` and `'a '` under PAD SPACE ones, shown as the
+/// first row met) nor types qcache does not know.
+pub fn group_key_looks_alike(ty: &ColType) -> bool {
+    match ty {
+        ColType::Int { .. } | ColType::Temporal { .. } | ColType::Decimal { .. } => true,
+        ColType::Str { collation, .. } => collation.to_ascii_lowercase().ends_with("_nopad_bin"),
+        ColType::Other => false,
+    }
+}
+
 /// Whether an UPDATE that changes exactly `changed` (lower-cased column names) leaves every
 /// row where it was in any order the server can return the table's rows in.
 /// `order_columns`: the table's index and partitioning columns (lower-cased), or None when
@@ -86,6 +140,121 @@ mod tests {
 
     fn set(cols: &[&str]) -> HashSet<String> {
         cols.iter().map(|c| c.to_string()).collect()
+    }
+
+    /// One row per rule: which reads keep their slices when another slice is written.
+    #[test]
+    fn which_reads_keep_their_slices() {
+        let none = OrderFacts::default();
+        let cases: &[(OrderFacts, bool, &str)] = &[
+            (none, false, "several rows the query does not order"),
+            (
+                OrderFacts {
+                    single_table: true,
+                    ..none
+                },
+                false,
+                "one table, unordered (the index walked decides)",
+            ),
+            (
+                OrderFacts {
+                    single_table: true,
+                    ordered_by_key: true,
+                    ..none
+                },
+                true,
+                "ordered by the primary key, LIMIT or not",
+            ),
+            (
+                OrderFacts {
+                    single_table: true,
+                    pinned_to_key: true,
+                    ..none
+                },
+                true,
+                "at most one row",
+            ),
+            (
+                OrderFacts {
+                    ordered_by_key: true,
+                    ..none
+                },
+                false,
+                "a join ordered by one table's key: the other's rows tie",
+            ),
+            (
+                OrderFacts {
+                    pinned_to_key: true,
+                    ..none
+                },
+                true,
+                "a join of tables each pinned to one key value: at most one row",
+            ),
+            (
+                OrderFacts {
+                    aggregate_row: true,
+                    ..none
+                },
+                true,
+                "one row of COUNT, SUM, MIN, MAX",
+            ),
+            (
+                OrderFacts {
+                    grouped: true,
+                    ..none
+                },
+                true,
+                "one row per group, sorted by an integer key",
+            ),
+            (
+                OrderFacts {
+                    shown: true,
+                    aggregate_row: true,
+                    ..none
+                },
+                false,
+                "GROUP_CONCAT, a window, ROWNUM, a subquery's LIMIT",
+            ),
+            (
+                OrderFacts {
+                    shown: true,
+                    single_table: true,
+                    ordered_by_key: true,
+                    ..none
+                },
+                false,
+                "ordered, but a value shows the order rows were read in",
+            ),
+        ];
+        for (facts, want, why) in cases {
+            assert_eq!(slices_keep_order(facts), *want, "{why}");
+        }
+        let int = ColType::Int { min: 0, max: 9 };
+        let date = ColType::Temporal {
+            date_only: true,
+            fsp: 0,
+        };
+        let dec = ColType::Decimal {
+            precision: 5,
+            scale: 2,
+            unsigned: false,
+        };
+        let text = |collation: &str| ColType::Str {
+            fold: crate::analysis::slices::Fold::Exact,
+            max_chars: 10,
+            collation: collation.into(),
+        };
+        for (ty, want) in [
+            (int, true),
+            (date, true),
+            (dec, true),
+            (text("utf8mb4_nopad_bin"), true),
+            (text("utf8mb4_bin"), false),
+            (text("utf8mb4_general_ci"), false),
+            (ColType::Other, false),
+        ] {
+            assert_eq!(group_key_looks_alike(&ty), want, "{ty:?}");
+        }
     }
 
     /// One row per rule: (changed columns, the table's order columns or None, keeps order).
