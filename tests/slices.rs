@@ -406,6 +406,7 @@ async fn binlog_writes_to_other_slices_leave_entries_served() {
     assert!(b.wait_until_connected(Duration::from_secs(20)).await);
     let mut c = proxy.conn(&schema).await;
     let mut d = common::direct_to(&schema).await;
+    let setup_from = b.commits();
     for s in [
         "CREATE TABLE s (id INT AUTO_INCREMENT PRIMARY KEY, customer_id INT NOT NULL, \
          v BIGINT NOT NULL, KEY (customer_id)) ENGINE=InnoDB",
@@ -425,8 +426,9 @@ async fn binlog_writes_to_other_slices_leave_entries_served() {
             assert!(b.commits() >= n, "binlog delivered the write");
         }
     };
-    // Let the tail pass the setup's own events first.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Let the tail pass the setup's own events (its DDL and its INSERT) first: a late echo
+    // of them would otherwise end a wait below meant for a direct write.
+    wait(setup_from + 2).await;
     let _: Vec<mysql_async::Row> = c.query(one).await.unwrap();
     for w in [
         "INSERT INTO s (customer_id, v) VALUES (2, 3)",
@@ -485,6 +487,7 @@ async fn column_updates_leave_other_columns_served() {
         ids(&mut c, q).await;
     }
     let column_writes = status(&mut c, "Qcache_invalidations_column").await;
+    let echo = b.commits();
     c.query_drop("UPDATE products SET stock = IF(stock > 0, stock - 1, 100) WHERE id = 1")
         .await
         .unwrap();
@@ -495,7 +498,13 @@ async fn column_updates_leave_other_columns_served() {
     }
     assert_eq!(ids(&mut c, page).await, vec![4]);
     assert_eq!(ids(&mut c, all_stock).await, vec![14]);
-    // From elsewhere: the row image shows only `stock` changed.
+    // From elsewhere: the row image shows only `stock` changed. The UPDATE above comes
+    // back through the tail first: waited for, so that its echo does not end the wait for
+    // this one.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while b.commits() <= echo && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     let commits = b.commits();
     d.query_drop("UPDATE products SET stock = 0 WHERE category_id = 1")
         .await
