@@ -51,7 +51,7 @@ pub fn writes_answered(
     let patch = pending.patch.take();
     let patch = patch.filter(|p| may_patch(shared, st, p, new_status, &pending));
     let window = patch.as_ref().and_then(|_| versions.patch_window());
-    let patches = match (&patch, window) {
+    let patches = match (patch, window) {
         (Some(p), Some(_)) => patches_of(&shared.cache, p),
         _ => Vec::new(),
     };
@@ -151,14 +151,17 @@ fn may_patch(
 /// upstream, so before it): each recipe applied to the write's rows. Called inside the patch
 /// window, before the write's bumps. An entry whose `FOUND_ROWS()` is not its row count
 /// (never for these shapes, which have no LIMIT) is not patched: its new value is unknown.
-/// An entry whose WHERE keeps none of the rows is its own result, unchanged (not re-encoded).
-fn patches_of(cache: &Cache, p: &PatchWrite) -> Vec<(Candidate, Patched)> {
+/// An entry whose WHERE keeps none of the rows is its own result, unchanged (not re-encoded):
+/// it is not looked up again here (most of a table's entries are such, and most stay as
+/// they are), since storing its re-stamp replaces exactly the entry it was
+/// (`Cache::replace_patched`), and nothing when that one is gone.
+fn patches_of(cache: &Cache, p: PatchWrite) -> Vec<(Candidate, Patched)> {
     let versions = cache.versions();
     let corrupt = versions.faults.on(Fault::Patches);
     p.candidates
-        .iter()
+        .into_iter()
         .filter(|c| {
-            cache.peek(c.key).is_some_and(|h| Arc::ptr_eq(&h, &c.entry))
+            (!c.touched || cache.peek(c.key).is_some_and(|h| Arc::ptr_eq(&h, &c.entry)))
                 && !c.entry.expired_now()
                 && c.entry.stamps.is_current(versions)
         })
@@ -172,14 +175,14 @@ fn patches_of(cache: &Cache, p: &PatchWrite) -> Vec<(Candidate, Patched)> {
                     rows_before: e.found_rows,
                     rows: e.found_rows,
                 };
-                return Some((c.clone(), same));
+                return Some((c, same));
             }
             let r = c
                 .recipe
                 .apply(&c.entry.bytes, c.entry.status_at, &c.rows, corrupt);
             r.ok()
                 .filter(|p| p.rows_before == c.entry.found_rows)
-                .map(|patched| (c.clone(), patched))
+                .map(|patched| (c, patched))
         })
         .collect()
 }
