@@ -338,18 +338,20 @@ fn candidates(
             continue;
         }
         // A refusal here leaves the entry to the write's invalidation.
-        let used: Arc<[String]> = if registered {
-            r.used.clone()
+        let own: Arc<[String]>;
+        let used = if registered {
+            &r.used
         } else {
-            Arc::from(recipe.used_columns())
+            own = Arc::from(recipe.used_columns());
+            &own
         };
-        let Some(rows) = rows_in(&used) else {
+        let Some(rows) = rows_in(used) else {
             continue;
         };
         let touched = if registered {
-            r.summary.may_match(&slots, n) && recipe.keeps_any_in(&rows, &used)
+            r.summary.may_match(&slots, n) && recipe.keeps_any_in(&rows, used)
         } else {
-            recipe.keeps_any_in(&rows, &used)
+            recipe.keeps_any_in(&rows, used)
         };
         debug_assert_eq!(touched, recipe.keeps_any(&rows), "the summary fails closed");
         let recipe = recipe.clone();
