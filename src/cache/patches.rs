@@ -1,6 +1,7 @@
 //! Which entries a write may patch (`policy::patch`): the keys of patchable entries per
-//! table, the statement shapes whose patching the verifier turned off, and what a write
-//! in flight means to patch.
+//! table, each beside its recipe's WHERE summary (`policy::patch::Summary`) so that a write
+//! looks up only the entries its rows may change; the statement shapes whose patching the
+//! verifier turned off; and what a write in flight means to patch.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -11,17 +12,23 @@ use dashmap::{DashMap, DashSet};
 use super::entry::Entry;
 use super::key::Key;
 use super::versions::TableHandle;
-use crate::policy::patch::Recipe;
+use crate::policy::patch::{Recipe, Summary};
 use crate::policy::verify::{Budget, Outcome};
 use crate::protocol::packets::OkInfo;
 
 /// Keys remembered per table; the oldest is forgotten first (it may long be gone).
 const KEYS_PER_TABLE: usize = 256;
+/// Columns a table's summaries may test; a conjunct on another one is left out of its
+/// summary (it then may match more: fail closed).
+const SUMMARY_COLUMNS: usize = 16;
+/// Lists of used columns shared per table; past it, a recipe's list is its own.
+const SHAPES_PER_TABLE: usize = 32;
 
 /// The patchable entries' keys per table, and the shapes patching is off for.
 #[derive(Debug, Default)]
 pub struct Patchable {
-    by_table: DashMap<(String, String), VecDeque<Key>>,
+    /// By table name, then schema: looked up without building a key.
+    by_table: DashMap<String, Vec<(String, TableKeys)>>,
     off: DashSet<u64>,
     /// Statements that may commit a write (`WriteInFlight`), begun and ended: what the
     /// verifier asks so that it never compares a patch with an answer that includes a
@@ -33,6 +40,88 @@ pub struct Patchable {
     /// Statement shapes (digests) whose structure no recipe takes (a join, ORDER BY,
     /// LIMIT: `Refusal::NotSimple`): not parsed again for a recipe at each of their misses.
     refused: DashSet<u64>,
+}
+
+/// One table's registered keys, oldest first, and what their summaries share.
+#[derive(Debug, Default)]
+pub struct TableKeys {
+    keys: VecDeque<Registered>,
+    /// The columns the summaries test, by slot (`Summary`).
+    columns: Vec<String>,
+    /// The lists of columns the recipes use (`Recipe::used_columns`), one `Arc` per list.
+    shapes: Vec<Arc<[String]>>,
+}
+
+/// A registered key and what the recipe it was registered with asks of a write's rows.
+/// The entry under the key may since hold another recipe: the write then judges it by its
+/// own (`engine::patch`), so a summary out of date costs time, never a wrong answer.
+#[derive(Debug, Clone)]
+pub struct Registered {
+    pub key: Key,
+    pub recipe: Arc<Recipe>,
+    /// `recipe`'s WHERE, over [`TableKeys::columns`]' slots.
+    pub summary: Summary,
+    /// `recipe.used_columns()`, the same `Arc` for every key of one list.
+    pub used: Arc<[String]>,
+}
+
+impl TableKeys {
+    /// The registered keys, oldest first.
+    pub fn iter(&self) -> impl Iterator<Item = &Registered> {
+        self.keys.iter()
+    }
+
+    pub fn len(&self) -> usize {
+        self.keys.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.keys.is_empty()
+    }
+
+    /// The columns the summaries test, by slot.
+    pub fn columns(&self) -> &[String] {
+        &self.columns
+    }
+
+    fn register(&mut self, key: Key, recipe: &Arc<Recipe>) {
+        let columns = &mut self.columns;
+        let summary = Summary::of(&recipe.filter, |c| {
+            if let Some(i) = columns.iter().position(|x| x == c) {
+                return Some(i);
+            }
+            (columns.len() < SUMMARY_COLUMNS).then(|| {
+                columns.push(c.to_string());
+                columns.len() - 1
+            })
+        });
+        let used = recipe.used_columns();
+        let used = match self.shapes.iter().find(|s| ***s == *used) {
+            Some(s) => s.clone(),
+            None => {
+                let s: Arc<[String]> = Arc::from(used);
+                if self.shapes.len() < SHAPES_PER_TABLE {
+                    self.shapes.push(s.clone());
+                }
+                s
+            }
+        };
+        let r = Registered {
+            key,
+            recipe: recipe.clone(),
+            summary,
+            used,
+        };
+        // A key registered again keeps its place (as it always did) with its new recipe.
+        if let Some(old) = self.keys.iter_mut().find(|k| k.key == key) {
+            *old = r;
+            return;
+        }
+        if self.keys.len() >= KEYS_PER_TABLE {
+            self.keys.pop_front();
+        }
+        self.keys.push_back(r);
+    }
 }
 
 /// Shapes remembered as refused; past it the set starts over.
@@ -53,27 +142,43 @@ impl Drop for WriteInFlight {
 }
 
 impl Patchable {
-    /// Remembers that `key` holds an entry of `schema.table` a write may patch.
-    pub fn register(&self, schema: &str, table: &str, key: Key) {
-        let mut keys = self
-            .by_table
-            .entry((schema.to_string(), table.to_string()))
-            .or_default();
-        if keys.contains(&key) {
-            return;
+    /// Remembers that `key` holds an entry of `schema.table` a write may patch, stored
+    /// with `recipe`.
+    pub fn register(&self, schema: &str, table: &str, key: Key, recipe: &Arc<Recipe>) {
+        let mut schemas = self.by_table.entry(table.to_string()).or_default();
+        match schemas.iter_mut().find(|(s, _)| s == schema) {
+            Some((_, t)) => t.register(key, recipe),
+            None => {
+                let mut t = TableKeys::default();
+                t.register(key, recipe);
+                schemas.push((schema.to_string(), t));
+            }
         }
-        if keys.len() >= KEYS_PER_TABLE {
-            keys.pop_front();
-        }
-        keys.push_back(key);
     }
 
-    /// The keys remembered for `schema.table` (entries under them may be gone or replaced:
-    /// the caller looks each one up).
+    /// Whether any key is remembered for `schema.table`.
+    pub fn has_keys(&self, schema: &str, table: &str) -> bool {
+        self.with_table(schema, table, |t| !t.is_empty())
+            .unwrap_or(false)
+    }
+
+    /// `f` of what is remembered for `schema.table` (None when nothing is), under the
+    /// map's read lock: `f` must not register. Entries under the keys may be gone or
+    /// replaced: the caller looks each one up.
+    pub fn with_table<R>(
+        &self,
+        schema: &str,
+        table: &str,
+        f: impl FnOnce(&TableKeys) -> R,
+    ) -> Option<R> {
+        let schemas = self.by_table.get(table)?;
+        let (_, t) = schemas.iter().find(|(s, _)| s == schema)?;
+        Some(f(t))
+    }
+
+    /// The keys remembered for `schema.table`, oldest first.
     pub fn keys(&self, schema: &str, table: &str) -> Vec<Key> {
-        self.by_table
-            .get(&(schema.to_string(), table.to_string()))
-            .map(|k| k.iter().copied().collect())
+        self.with_table(schema, table, |t| t.iter().map(|r| r.key).collect())
             .unwrap_or_default()
     }
 
@@ -190,20 +295,93 @@ pub struct PatchWrite {
 mod tests {
     use super::*;
 
+    use crate::policy::patch::{Agg, Cond};
+
+    /// A `SELECT COUNT(*) FROM db.t WHERE …` recipe of `filter`.
+    fn recipe(filter: &[(&str, Cond)]) -> Arc<Recipe> {
+        Arc::new(Recipe {
+            schema: "db".into(),
+            table: "t".into(),
+            aggs: vec![Agg::CountStar],
+            ints: vec![None],
+            scales: vec![0],
+            minmax: vec![None],
+            filter: filter
+                .iter()
+                .map(|(c, cond)| (c.to_string(), cond.clone()))
+                .collect(),
+            kinds: Vec::new(),
+            group: None,
+            key: None,
+            binary: false,
+            digest: 1,
+            sql: String::new(),
+        })
+    }
+
     #[test]
     fn keys_are_bounded_and_shapes_turned_off() {
         let p = Patchable::default();
+        let r = recipe(&[]);
         for i in 0..(KEYS_PER_TABLE as u128 + 10) {
-            p.register("db", "t", i);
-            p.register("db", "t", i);
+            p.register("db", "t", i, &r);
+            p.register("db", "t", i, &r);
         }
         let keys = p.keys("db", "t");
         assert_eq!(keys.len(), KEYS_PER_TABLE);
         assert_eq!(keys[0], 10);
         assert!(p.keys("db", "u").is_empty());
+        assert!(p.keys("other", "t").is_empty(), "per schema");
+        assert!(p.has_keys("db", "t") && !p.has_keys("other", "t"));
         assert!(!p.is_off(7));
         p.turn_off(7);
         assert!(p.is_off(7));
+    }
+
+    /// Each key keeps its recipe's summary over the table's column slots, and the keys of
+    /// one list of used columns share it; a key registered again keeps its place with its
+    /// new recipe; a column past the slots is left out of the summary (it may match more).
+    #[test]
+    fn keys_keep_their_summaries() {
+        let p = Patchable::default();
+        let a = recipe(&[("a", Cond::In(vec![1]))]);
+        let a2 = recipe(&[("a", Cond::In(vec![2]))]);
+        let b = recipe(&[(
+            "b",
+            Cond::Range {
+                lo: Some(0),
+                hi: None,
+            },
+        )]);
+        p.register("db", "t", 1, &a);
+        p.register("db", "t", 2, &a2);
+        p.register("db", "t", 3, &b);
+        p.register("db", "t", 1, &a2);
+        p.with_table("db", "t", |t| {
+            assert_eq!(t.columns(), ["a".to_string(), "b".to_string()]);
+            let r: Vec<_> = t.iter().collect();
+            assert_eq!(r.iter().map(|r| r.key).collect::<Vec<_>>(), [1, 2, 3]);
+            assert!(Arc::ptr_eq(&r[0].recipe, &a2), "the new recipe, in place");
+            assert!(Arc::ptr_eq(&r[0].used, &r[1].used), "one list of columns");
+            assert!(!Arc::ptr_eq(&r[0].used, &r[2].used));
+            let one = [Some(vec![Some(1)]), Some(vec![Some(5)])];
+            let two = [Some(vec![Some(2)]), Some(vec![Some(-1)])];
+            assert!(!r[0].summary.may_match(&one, 1) && r[0].summary.may_match(&two, 1));
+            assert!(r[2].summary.may_match(&one, 1) && !r[2].summary.may_match(&two, 1));
+        })
+        .unwrap();
+        let q = Patchable::default();
+        for i in 0..SUMMARY_COLUMNS + 1 {
+            let c = format!("c{i}");
+            q.register("db", "t", i as Key, &recipe(&[(&c, Cond::In(vec![1]))]));
+        }
+        q.with_table("db", "t", |t| {
+            assert_eq!(t.columns().len(), SUMMARY_COLUMNS);
+            let last = t.iter().last().unwrap();
+            assert!(last.summary.is_any(), "no slot left: tests nothing");
+            assert!(last.summary.may_match(&[], 1));
+        })
+        .unwrap();
     }
 
     /// The verifier's question: was a write in flight, or did one begin, meanwhile?

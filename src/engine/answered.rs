@@ -51,7 +51,7 @@ pub fn writes_answered(
     let patch = pending.patch.take();
     let patch = patch.filter(|p| may_patch(shared, st, p, new_status, &pending));
     let window = patch.as_ref().and_then(|_| versions.patch_window());
-    let patches = match (&patch, window) {
+    let patches = match (patch, window) {
         (Some(p), Some(_)) => patches_of(&shared.cache, p),
         _ => Vec::new(),
     };
@@ -61,10 +61,17 @@ pub fn writes_answered(
     }
     // A result the write left as it was, whose stamps its bumps did not reach (its row
     // slices are not the write's), stays valid as it is: nothing to store or verify. A
-    // dashboard's windows other than the inserted day's are all such.
+    // dashboard's windows other than the inserted day's are all such. One they reached is
+    // stored again as it is, re-stamped.
     let patches: Vec<_> = patches
         .into_iter()
-        .filter(|(c, p)| p.changed || !c.entry.stamps.is_current(versions))
+        .filter_map(|(c, p)| match p {
+            Some(p) => (p.changed || !c.entry.stamps.is_current(versions)).then_some((c, p)),
+            None => (!c.entry.stamps.is_current(versions)).then(|| {
+                let same = unchanged(&c.entry);
+                (c, same)
+            }),
+        })
         .collect();
     let mut verify = Vec::new();
     if let (Some(w), false) = (window, patches.is_empty()) {
@@ -151,37 +158,44 @@ fn may_patch(
 /// upstream, so before it): each recipe applied to the write's rows. Called inside the patch
 /// window, before the write's bumps. An entry whose `FOUND_ROWS()` is not its row count
 /// (never for these shapes, which have no LIMIT) is not patched: its new value is unknown.
-/// An entry whose WHERE keeps none of the rows is its own result, unchanged (not re-encoded).
-fn patches_of(cache: &Cache, p: &PatchWrite) -> Vec<(Candidate, Patched)> {
+/// An entry whose WHERE keeps none of the rows is its own result, unchanged (None: not
+/// re-encoded, nor even copied unless the bumps reach it): it is not looked up again here
+/// (most of a table's entries are such, and most stay as they are), since storing its
+/// re-stamp replaces exactly the entry it was (`Cache::replace_patched`), and nothing when
+/// that one is gone.
+fn patches_of(cache: &Cache, p: PatchWrite) -> Vec<(Candidate, Option<Patched>)> {
     let versions = cache.versions();
     let corrupt = versions.faults.on(Fault::Patches);
     p.candidates
-        .iter()
+        .into_iter()
         .filter(|c| {
-            cache.peek(c.key).is_some_and(|h| Arc::ptr_eq(&h, &c.entry))
+            (!c.touched || cache.peek(c.key).is_some_and(|h| Arc::ptr_eq(&h, &c.entry)))
                 && !c.entry.expired_now()
                 && c.entry.stamps.is_current(versions)
         })
         .filter_map(|c| {
             if !c.touched {
-                let e = &c.entry;
-                let same = Patched {
-                    bytes: e.bytes.clone(),
-                    status_at: e.status_at,
-                    changed: false,
-                    rows_before: e.found_rows,
-                    rows: e.found_rows,
-                };
-                return Some((c.clone(), same));
+                return Some((c, None));
             }
             let r = c
                 .recipe
                 .apply(&c.entry.bytes, c.entry.status_at, &c.rows, corrupt);
             r.ok()
                 .filter(|p| p.rows_before == c.entry.found_rows)
-                .map(|patched| (c.clone(), patched))
+                .map(|patched| (c, Some(patched)))
         })
         .collect()
+}
+
+/// An entry's result as it is: what a write that keeps none of its rows leaves.
+fn unchanged(e: &crate::cache::Entry) -> Patched {
+    Patched {
+        bytes: e.bytes.clone(),
+        status_at: e.status_at,
+        changed: false,
+        rows_before: e.found_rows,
+        rows: e.found_rows,
+    }
 }
 
 /// Stores the patched entries under the stamps re-read in the window and counts them;

@@ -1,13 +1,16 @@
 //! Patching cached aggregates (`policy::patch`) over the session's state and the catalog:
 //! the recipe a read's entry is stored with, and, before an INSERT goes upstream, the
-//! entries its rows will patch ([`PatchWrite`]). The patch itself happens at the write's OK
-//! (`session::relay`), inside a version window (`cache::versions::PatchWindow`).
+//! entries its rows will patch ([`PatchWrite`]). The insert's rows are tested against each
+//! registered key's WHERE summary (`cache::patches`, `policy::patch::Summary`) before its
+//! entry is read further: an entry they cannot change is carried untouched, read no more.
+//! The patch itself happens at the write's OK (`session::relay`), inside a version window
+//! (`cache::versions::PatchWindow`).
 
 use std::sync::Arc;
 
 use super::slices::Planner;
 use super::state::SessionState;
-use crate::cache::patches::{Candidate, PatchWrite};
+use crate::cache::patches::{Candidate, PatchWrite, TableKeys};
 use crate::cache::{Cache, TableHandle};
 use crate::policy::patch::{self, Param, Recipe, Refusal};
 use crate::protocol::commands;
@@ -241,8 +244,8 @@ impl Planner<'_> {
         let table = only_table(st).ok_or(NoPatch::Write)?;
         // Nothing to patch, nothing to parse: a write to a table without patchable entries
         // costs one map lookup.
-        let keys = cache.patches().keys(&table.schema, &table.name);
-        if keys.is_empty() {
+        let patches = cache.patches();
+        if !patches.has_keys(&table.schema, &table.name) {
             return Err(NoPatch::Write);
         }
         let text = std::str::from_utf8(text).map_err(|_| Refusal::Unparsable)?;
@@ -257,42 +260,9 @@ impl Planner<'_> {
             return Err(NoPatch::Table);
         }
         let columns = self.catalog.columns_by_ordinal(&q).ok_or(NoPatch::Table)?;
-        let mut candidates = Vec::new();
-        // The rows in each list of columns the recipes use, read once per list: the
-        // entries of one shape (a dashboard's windows) share theirs.
-        let mut by_used: Vec<(Vec<String>, Option<InsertedRows>)> = Vec::new();
-        for key in keys {
-            let Some(entry) = cache.peek(key) else {
-                continue;
-            };
-            let Some(recipe) = entry.patch.clone() else {
-                continue;
-            };
-            if recipe.schema != q.0 || recipe.table != q.1 || cache.patches().is_off(recipe.digest)
-            {
-                continue;
-            }
-            // A refusal here leaves the entry to the write's invalidation.
-            let used = recipe.used_columns();
-            let rows = match by_used.iter().find(|(u, _)| *u == used) {
-                Some((_, rows)) => rows.clone(),
-                None => {
-                    let rows = ins.values_of(&columns, &used).ok().map(Arc::from);
-                    by_used.push((used, rows.clone()));
-                    rows
-                }
-            };
-            let Some(rows) = rows else {
-                continue;
-            };
-            candidates.push(Candidate {
-                key,
-                touched: recipe.keeps_any(&rows),
-                entry,
-                recipe,
-                rows,
-            });
-        }
+        let candidates = patches
+            .with_table(&q.0, &q.1, |t| candidates(cache, t, &q, &ins, &columns))
+            .unwrap_or_default();
         if candidates.is_empty() {
             return Err(NoPatch::Write);
         }
@@ -303,6 +273,97 @@ impl Planner<'_> {
             ok: None,
         })
     }
+}
+
+/// The entries of table `q` (`t` its registered keys) that insert `ins` may patch: each
+/// entry held under a key whose recipe is still this table's, of a shape not turned off,
+/// whose used columns the insert's rows give values in. Whether its WHERE keeps any of them
+/// (`Candidate::touched`) is first asked of the key's summary, over the rows' values read
+/// once per summary column (`policy::patch::Summary`): an entry it rules out is carried
+/// untouched (the write leaves it as it is, and re-stamps it if its bumps reach it) without
+/// reading anything more of it. An entry whose recipe is no longer the one registered is
+/// judged by its own recipe in full.
+fn candidates(
+    cache: &Cache,
+    t: &TableKeys,
+    q: &(String, String),
+    ins: &patch::InsertRows,
+    columns: &[(String, crate::analysis::slices::ColumnInfo)],
+) -> Vec<Candidate> {
+    let n = ins.rows.len();
+    // The rows' values in each column the summaries test, read once for every entry.
+    let slots: Vec<Option<Vec<Option<i128>>>> = t
+        .columns()
+        .iter()
+        .map(|c| ins.column_values(columns, c))
+        .collect();
+    // The rows in each list of columns the recipes use, read once per list: the entries
+    // of one shape (a dashboard's windows) share theirs, and its `Arc`.
+    let mut by_used: Vec<(Arc<[String]>, Option<InsertedRows>)> = Vec::new();
+    let mut rows_in = |used: &Arc<[String]>| -> Option<InsertedRows> {
+        if let Some((_, rows)) = by_used.iter().find(|(u, _)| Arc::ptr_eq(u, used)) {
+            return rows.clone();
+        }
+        let rows = match by_used.iter().find(|(u, _)| **u == **used) {
+            Some((_, rows)) => rows.clone(),
+            None => ins.values_of(columns, used).ok().map(Arc::from),
+        };
+        by_used.push((used.clone(), rows.clone()));
+        rows
+    };
+    // Whether patching is off for a shape, asked once per run of keys of one shape.
+    let mut off: Option<(u64, bool)> = None;
+    let mut is_off = |digest: u64| match off {
+        Some((d, o)) if d == digest => o,
+        _ => {
+            let o = cache.patches().is_off(digest);
+            off = Some((digest, o));
+            o
+        }
+    };
+    let mut out = Vec::with_capacity(t.len());
+    for r in t.iter() {
+        let Some(entry) = cache.peek(r.key) else {
+            continue;
+        };
+        let Some(recipe) = entry.patch.as_ref() else {
+            continue;
+        };
+        // The recipe registered beside the key was registered for this table.
+        let registered = Arc::ptr_eq(recipe, &r.recipe);
+        if !registered && (recipe.schema != q.0 || recipe.table != q.1) {
+            continue;
+        }
+        if is_off(recipe.digest) {
+            continue;
+        }
+        // A refusal here leaves the entry to the write's invalidation.
+        let own: Arc<[String]>;
+        let used = if registered {
+            &r.used
+        } else {
+            own = Arc::from(recipe.used_columns());
+            &own
+        };
+        let Some(rows) = rows_in(used) else {
+            continue;
+        };
+        let touched = if registered {
+            r.summary.may_match(&slots, n) && recipe.keeps_any_in(&rows, used)
+        } else {
+            recipe.keeps_any_in(&rows, used)
+        };
+        debug_assert_eq!(touched, recipe.keeps_any(&rows), "the summary fails closed");
+        let recipe = recipe.clone();
+        out.push(Candidate {
+            key: r.key,
+            touched,
+            entry,
+            recipe,
+            rows,
+        });
+    }
+    out
 }
 
 /// An insert's rows in the columns a recipe uses, in its `used_columns` order.

@@ -133,7 +133,7 @@ pub fn store_fill(
         (None, None) => cache.insert(plan.key, entry),
     };
     if let (true, Some(r)) = (stored, recipe) {
-        cache.patches().register(&r.schema, &r.table, plan.key);
+        cache.patches().register(&r.schema, &r.table, plan.key, &r);
     }
     (Ok(stored), scratch)
 }

@@ -46,6 +46,11 @@
 //! holding a number into a DECIMAL column. NULL in a WHERE, FLOAT, DOUBLE, TIME,
 //! TIMESTAMP, YEAR, fractions of seconds, an integer compared as a date, a string
 //! compared with an integer column: refused, as every other value qcache cannot judge.
+//!
+//! A write first asks a recipe's WHERE through its [`Summary`] (the conjuncts over the
+//! columns its table's summaries read, the rows' values in them read once per write): a
+//! summary that rules every row out means the WHERE keeps none; a value it cannot compare
+//! exactly means "may match", and the recipe decides.
 
 use bytes::{BufMut, Bytes, BytesMut};
 use sqlparser::ast::{
@@ -629,6 +634,49 @@ impl Cond {
             Cond::In(set) => set.contains(&v),
             Cond::Range { lo, hi } => lo.is_none_or(|lo| lo <= v) && hi.is_none_or(|hi| v <= hi),
         }
+    }
+}
+
+/// A recipe's WHERE as a write's rows are tested against it before its entry is looked up
+/// (`cache::patches`): per conjunct, the slot of its column among the columns its table's
+/// summaries read, and its condition. A conjunct whose column got no slot is left out,
+/// which only widens what may match: the test fails closed.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Summary {
+    conds: Box<[(usize, Cond)]>,
+}
+
+impl Summary {
+    /// The summary of `filter` (a recipe's), `slot` giving each column's slot (None: no
+    /// slot left, the conjunct is left out).
+    pub fn of(filter: &[(String, Cond)], mut slot: impl FnMut(&str) -> Option<usize>) -> Summary {
+        Summary {
+            conds: filter
+                .iter()
+                .filter_map(|(c, cond)| Some((slot(c)?, cond.clone())))
+                .collect(),
+        }
+    }
+
+    /// Whether a write of `rows` rows may change the result: some row meets every
+    /// conjunct. `values[slot]` holds each row's value in that slot's column
+    /// ([`InsertRows::column_values`]); None (a value qcache cannot compare exactly, such
+    /// as a string under a collation, or a slot past the end) meets every conjunct on it.
+    /// When every value is known, exactly [`Recipe::keeps_any`]; else "may".
+    pub fn may_match(&self, values: &[Option<Vec<Option<i128>>>], rows: usize) -> bool {
+        (0..rows).any(|r| {
+            self.conds
+                .iter()
+                .all(|(slot, cond)| match values.get(*slot) {
+                    Some(Some(v)) => v.get(r).is_none_or(|x| cond.keeps(*x)),
+                    _ => true,
+                })
+        })
+    }
+
+    /// Whether nothing is tested (no WHERE, or no conjunct got a slot): every row may match.
+    pub fn is_any(&self) -> bool {
+        self.conds.is_empty()
     }
 }
 
@@ -1508,6 +1556,19 @@ impl InsertRows {
     }
 }
 
+impl InsertRows {
+    /// Each row's value in `column` as [`values_of`](Self::values_of) reads it, None when
+    /// it refuses (what a [`Summary`] takes as "may match").
+    pub fn column_values(
+        &self,
+        table_columns: &[(String, ColumnInfo)],
+        column: &str,
+    ) -> Option<Vec<Option<i128>>> {
+        let rows = self.values_of(table_columns, &[column.to_string()]).ok()?;
+        rows.into_iter().map(|r| r.first().copied()).collect()
+    }
+}
+
 /// A stored result, cut into the pieces a patch rewrites.
 struct Parsed<'a> {
     /// Frames before the rows (column count, definitions, EOF), with headers.
@@ -1882,9 +1943,14 @@ impl Recipe {
     /// Whether the WHERE keeps any of `rows` (values in [`used_columns`](Self::used_columns)
     /// order): when it keeps none, the write leaves this result as it is.
     pub fn keeps_any(&self, rows: &[Vec<Option<i128>>]) -> bool {
-        let used = self.used_columns();
+        self.keeps_any_in(rows, &self.used_columns())
+    }
+
+    /// [`keeps_any`](Self::keeps_any) with `used` this recipe's
+    /// [`used_columns`](Self::used_columns), already at hand.
+    pub fn keeps_any_in(&self, rows: &[Vec<Option<i128>>], used: &[String]) -> bool {
         rows.iter()
-            .any(|row| row.len() != used.len() || self.keeps_in(row, &used))
+            .any(|row| row.len() != used.len() || self.keeps_in(row, used))
     }
 
     /// Whether the WHERE keeps `row`, its values in `used`'s order.
@@ -2489,6 +2555,252 @@ mod tests {
         t.push(("dd".into(), col(true, 0, false)));
         t.push(("f".into(), col(false, 3, true)));
         t
+    }
+
+    /// One row per rule of a WHERE summary (`Summary::may_match`), the test a write's rows
+    /// meet before their entries are looked up: where every value is known it says exactly
+    /// what the recipe's WHERE keeps; a value qcache cannot compare exactly (a string under
+    /// a collation, a value its column refuses, a column the insert leaves to its default)
+    /// may match. Columns: [`temporal_table`]'s and `name VARCHAR(20)` under a
+    /// case-insensitive collation.
+    #[test]
+    fn summaries_rule_out_only_rows_the_where_cannot_keep() {
+        let mut cols = temporal_table();
+        cols.push((
+            "name".into(),
+            ColumnInfo {
+                ty: ColType::Str {
+                    fold: crate::analysis::slices::Fold::AsciiLower,
+                    max_chars: 20,
+                    collation: "utf8mb4_general_ci".into(),
+                },
+                nullable: true,
+                auto_increment: false,
+            },
+        ));
+        // (rule, WHERE (None: no WHERE), INSERT, may match)
+        type Row = (&'static str, Option<&'static str>, &'static str, bool);
+        let rows: &[Row] = &[
+            (
+                "equality hit",
+                Some("a = 5"),
+                "INSERT INTO t (a) VALUES (5)",
+                true,
+            ),
+            (
+                "equality miss",
+                Some("a = 5"),
+                "INSERT INTO t (a) VALUES (6)",
+                false,
+            ),
+            (
+                "IN hit",
+                Some("a IN (1, 2, 3)"),
+                "INSERT INTO t (a) VALUES (3)",
+                true,
+            ),
+            (
+                "IN miss",
+                Some("a IN (1, 2, 3)"),
+                "INSERT INTO t (a) VALUES (4)",
+                false,
+            ),
+            (
+                "one row of several hits",
+                Some("a = 5"),
+                "INSERT INTO t (a) VALUES (1), (5), (9)",
+                true,
+            ),
+            (
+                "no row of several",
+                Some("a = 5"),
+                "INSERT INTO t (a) VALUES (1), (4), (9)",
+                false,
+            ),
+            (
+                "integer range, lower bound",
+                Some("a BETWEEN 1 AND 10"),
+                "INSERT INTO t (a) VALUES (1)",
+                true,
+            ),
+            (
+                "integer range, upper bound",
+                Some("a BETWEEN 1 AND 10"),
+                "INSERT INTO t (a) VALUES (10)",
+                true,
+            ),
+            (
+                "integer range, below",
+                Some("a BETWEEN 1 AND 10"),
+                "INSERT INTO t (a) VALUES (0)",
+                false,
+            ),
+            (
+                "integer range, above",
+                Some("a BETWEEN 1 AND 10"),
+                "INSERT INTO t (a) VALUES (11)",
+                false,
+            ),
+            (
+                "strict integer bound",
+                Some("a > 10"),
+                "INSERT INTO t (a) VALUES (10)",
+                false,
+            ),
+            (
+                "empty BETWEEN keeps nothing",
+                Some("a BETWEEN 10 AND 1"),
+                "INSERT INTO t (a) VALUES (5)",
+                false,
+            ),
+            (
+                "datetime window, inside",
+                Some("dt >= '2024-01-08' AND dt < '2024-01-15'"),
+                "INSERT INTO t (dt) VALUES ('2024-01-10 12:00:00')",
+                true,
+            ),
+            (
+                "datetime window, its first second",
+                Some("dt >= '2024-01-08' AND dt < '2024-01-15'"),
+                "INSERT INTO t (dt) VALUES ('2024-01-08 00:00:00')",
+                true,
+            ),
+            (
+                "datetime window, the second before",
+                Some("dt >= '2024-01-08' AND dt < '2024-01-15'"),
+                "INSERT INTO t (dt) VALUES ('2024-01-07 23:59:59')",
+                false,
+            ),
+            (
+                "datetime window, its strict end",
+                Some("dt >= '2024-01-08' AND dt < '2024-01-15'"),
+                "INSERT INTO t (dt) VALUES ('2024-01-15')",
+                false,
+            ),
+            (
+                "datetime window, its last second",
+                Some("dt >= '2024-01-08' AND dt < '2024-01-15'"),
+                "INSERT INTO t (dt) VALUES ('2024-01-14 23:59:59')",
+                true,
+            ),
+            (
+                "date equality",
+                Some("dd = '2024-01-08'"),
+                "INSERT INTO t (dd) VALUES ('2024-01-08')",
+                true,
+            ),
+            (
+                "date equality miss",
+                Some("dd = '2024-01-08'"),
+                "INSERT INTO t (dd) VALUES ('2024-01-09')",
+                false,
+            ),
+            (
+                "NULL meets no equality",
+                Some("a = 5"),
+                "INSERT INTO t (a) VALUES (NULL)",
+                false,
+            ),
+            (
+                "NULL meets no range",
+                Some("dt >= '2024-01-08'"),
+                "INSERT INTO t (dt) VALUES (NULL)",
+                false,
+            ),
+            (
+                "every conjunct met",
+                Some("a = 5 AND c = 1"),
+                "INSERT INTO t (a, c) VALUES (5, 1)",
+                true,
+            ),
+            (
+                "one conjunct not met",
+                Some("a = 5 AND c = 1"),
+                "INSERT INTO t (a, c) VALUES (5, 2)",
+                false,
+            ),
+            (
+                "no WHERE: any row",
+                None,
+                "INSERT INTO t (a) VALUES (6)",
+                true,
+            ),
+            (
+                "a column the insert leaves to its default may match",
+                Some("a = 5"),
+                "INSERT INTO t (c) VALUES (1)",
+                true,
+            ),
+            (
+                "a string into an integer column may match",
+                Some("a = 5"),
+                "INSERT INTO t (a) VALUES ('6')",
+                true,
+            ),
+            (
+                "a value past its column's range may match",
+                Some("c = 5"),
+                "INSERT INTO t (c) VALUES (300)",
+                true,
+            ),
+            (
+                "a datetime into a DATE column may match",
+                Some("dd = '2024-01-08'"),
+                "INSERT INTO t (dd) VALUES ('2024-01-09 10:00:00')",
+                true,
+            ),
+            (
+                "a known conjunct still rules out when another is unknown",
+                Some("a = 5 AND c = 1"),
+                "INSERT INTO t (a, c) VALUES (6, 300)",
+                false,
+            ),
+        ];
+        let check = |why: &str, filter: &[(String, Cond)], insert: &str, want: bool| {
+            let mut slots: Vec<String> = Vec::new();
+            let summary = Summary::of(filter, |c| {
+                Some(slots.iter().position(|x| x == c).unwrap_or_else(|| {
+                    slots.push(c.to_string());
+                    slots.len() - 1
+                }))
+            });
+            let ins = insert_rows(insert).unwrap_or_else(|e| panic!("{why}: {e:?}"));
+            let values: Vec<_> = slots.iter().map(|c| ins.column_values(&cols, c)).collect();
+            assert_eq!(summary.may_match(&values, ins.rows.len()), want, "{why}");
+            assert_eq!(summary.is_any(), filter.is_empty(), "{why}");
+            // Where every value is known: exactly what the WHERE keeps.
+            let used: Vec<String> = filter.iter().map(|(c, _)| c.clone()).collect();
+            if let Ok(rows) = ins.values_of(&cols, &used) {
+                let keeps = rows
+                    .iter()
+                    .any(|r| filter.iter().zip(r).all(|((_, c), v)| c.keeps(*v)));
+                assert_eq!(keeps, want, "{why}: exact where known");
+            }
+        };
+        for (why, cond, insert, want) in rows {
+            let sql = match cond {
+                Some(c) => format!("SELECT COUNT(*) FROM t WHERE {c}"),
+                None => "SELECT COUNT(*) FROM t".to_string(),
+            };
+            let recipe = read_shape(&sql)
+                .and_then(|s| s.bind(("db".into(), "t".into()), &cols, false, 0, &sql))
+                .unwrap_or_else(|e| panic!("{why}: {e:?}"));
+            check(why, &recipe.filter, insert, *want);
+        }
+        // A collation-sensitive string: no recipe compares one (its WHERE refuses), and a
+        // summary given one falls back to "may match", whatever the string.
+        let on_name = [("name".to_string(), Cond::In(vec![1]))];
+        for insert in [
+            "INSERT INTO t (name) VALUES ('abc')",
+            "INSERT INTO t (name) VALUES ('ABC')",
+            "INSERT INTO t (name) VALUES (1)",
+        ] {
+            check("a string column may match", &on_name, insert, true);
+        }
+        // A conjunct without a slot is left out: it may match more, never less.
+        let left_out = Summary::of(&[("a".to_string(), Cond::In(vec![5]))], |_| None);
+        assert!(left_out.is_any() && left_out.may_match(&[], 1));
+        assert!(!left_out.may_match(&[], 0), "no row changes nothing");
     }
 
     /// One row per session setting that changes a result's rows or their text: no recipe.
