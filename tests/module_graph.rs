@@ -761,6 +761,99 @@ fn transitional_lists_are_current() {
     }
 }
 
+/// The sizes the engine issue (#34) brought the driver to, kept: the session folder only
+/// drives IO (a decision that grows it belongs in `engine` or `policy`), and no function
+/// outside tests grows past what a reader takes in at once. #34 left the session at 3,485
+/// lines against a bound of 3,500; the hits served in the command loop (#36) and the
+/// diagnostics steps of later rounds took it to 3,778, and one relay loop back to 3,729.
+/// The bound is where it stands, so that it only goes down (#34's 3,500 is the aim).
+const SESSION_LINES: usize = 3_730;
+const FUNCTION_LINES: usize = 120;
+
+/// Functions of `src` (the text before its first `#[cfg(test)]`) and their lengths in
+/// lines: from the `fn` line to the `}` at the same indentation.
+fn function_lengths(src: &str) -> Vec<(String, usize, usize)> {
+    let lines: Vec<&str> = src
+        .lines()
+        .take_while(|l| l.trim() != "#[cfg(test)]")
+        .collect();
+    let mut out = Vec::new();
+    for (i, l) in lines.iter().enumerate() {
+        let t = l.trim_start();
+        let indent = &l[..l.len() - t.len()];
+        let rest = [
+            "pub(crate) ",
+            "pub(super) ",
+            "pub ",
+            "async ",
+            "const ",
+            "unsafe ",
+        ]
+        .iter()
+        .fold(t, |t, p| t.strip_prefix(p).unwrap_or(t));
+        let rest = rest.strip_prefix("async ").unwrap_or(rest);
+        let Some(name) = rest.strip_prefix("fn ") else {
+            continue;
+        };
+        let name: String = name.chars().take_while(|c| is_ident(*c)).collect();
+        // A declaration without a body (a trait's) ends its signature with `;`; a function
+        // of one line is short.
+        if t.trim_end().ends_with('}') {
+            continue;
+        }
+        let ends = lines[i..].iter().map(|l| l.trim_end());
+        if ends
+            .take(40)
+            .find(|l| l.ends_with('{') || l.ends_with(';'))
+            .is_some_and(|l| l.ends_with(';'))
+        {
+            continue;
+        }
+        let close = format!("{indent}}}");
+        if let Some(end) = lines[i..].iter().position(|l| *l == close) {
+            out.push((name, i + 1, end + 1));
+        }
+    }
+    out
+}
+
+#[test]
+fn the_driver_and_its_functions_stay_small() {
+    let mut files = Vec::new();
+    rust_files(&src_dir(), &mut files);
+    let mut session = 0;
+    let mut long = Vec::new();
+    for f in &files {
+        let text = std::fs::read_to_string(f).expect("source file");
+        if f.components().any(|c| c.as_os_str() == "session") {
+            session += text.lines().count();
+        }
+        for (name, line, len) in function_lengths(&text) {
+            if len > FUNCTION_LINES {
+                long.push(format!("{}:{line} {name}: {len} lines", f.display()));
+            }
+        }
+    }
+    assert!(
+        session < SESSION_LINES,
+        "src/session/ has {session} lines (bound {SESSION_LINES}): move decisions to engine/"
+    );
+    assert!(
+        long.is_empty(),
+        "functions over {FUNCTION_LINES} lines:\n{}",
+        long.join("\n")
+    );
+}
+
+/// The length scanner, on a function, a declaration without a body and a nested one.
+#[test]
+fn function_lengths_are_read_from_fn_to_its_brace() {
+    let src = "fn a() {\n    1\n}\n\nimpl X {\n    pub(crate) async fn b(&self) {\n        \
+               2;\n    }\n    fn c();\n}\n#[cfg(test)]\nfn d() {\n}\n";
+    let got = function_lengths(src);
+    assert_eq!(got, vec![("a".into(), 1, 3), ("b".into(), 6, 3)]);
+}
+
 /// The scanner itself, on the shapes of path it must read and the ones it must not.
 #[test]
 fn scanner_reads_paths_not_comments_or_strings() {
