@@ -49,8 +49,8 @@ pub struct OrderFacts {
 /// the first of them, `GROUP_CONCAT`), that write changes the result (row order is data).
 /// Only reads whose result no order can change keep their slices: one row of aggregates, one
 /// row per group of a value-typed key, at most one row (every table pinned to one value of
-/// its primary key), one table ordered by its primary key. Fail closed: anything else reads
-/// its tables whole.
+/// its primary key), one table ordered by its primary key; or what [`result_keeps_order`]
+/// proves (the engine asks both). Fail closed: anything else reads its tables whole.
 pub fn slices_keep_order(f: &OrderFacts) -> bool {
     if f.shown {
         return false;
