@@ -546,7 +546,7 @@ struct ReadShape {
     /// reference the result holds satisfies them (derived slices).
     outer: Vec<(usize, Col, Col)>,
     /// What decides whether the order its plan walks rows shows in its result.
-    order: OrderShape,
+    order: Box<OrderShape>,
 }
 
 /// What a read's text says of the order its plan walks rows in showing in its result (row
@@ -676,7 +676,54 @@ fn order_shape(
     };
     let top_refs = refs.len();
     let anywhere: usize = everywhere.values().sum();
-    // For `policy::order::result_keeps_order`.
+    let (group_cols, select, order_terms) = result_terms(q, sel, refs, items.as_deref());
+    let tables: Vec<TableRef> = refs.iter().map(|r| r.table.clone()).collect();
+    let repeated = tables
+        .iter()
+        .enumerate()
+        .any(|(i, t)| tables[..i].contains(t));
+    OrderShape {
+        shown,
+        limited,
+        nested: anywhere != top_refs,
+        tables,
+        aggregates_only,
+        grouped_by,
+        ordered_by: ordered_by.unwrap_or_default(),
+        unmodelled: sel.distinct.is_some()
+            || sel.having.is_some()
+            || repeated
+            || sel.from.iter().any(|f| !plain_from(f)),
+        group_cols,
+        select,
+        order_terms,
+        equalities: Vec::new(),
+    }
+}
+
+/// Whether `e` reads columns only inside aggregates of [`ORDER_FREE_AGGREGATES`] (`COUNT(*)`,
+/// `CAST(SUM(v) AS SIGNED)`, `MAX(a) - MIN(a)`), and holds at least one: its value no order
+/// of the rows changes.
+fn aggregates_only(e: &Expr) -> bool {
+    aggregates_of(e, ORDER_FREE_AGGREGATES)
+}
+
+/// (GROUP BY columns, select values, ORDER BY values): see [`result_terms`].
+type ResultTerms = (
+    Option<Vec<(usize, String)>>,
+    Option<Vec<Term>>,
+    Option<Vec<Term>>,
+);
+
+/// The GROUP BY, select and ORDER BY of a read as `policy::order::result_keeps_order` sees
+/// them ([`OrderShape::group_cols`], [`OrderShape::select`], [`OrderShape::order_terms`]).
+fn result_terms(
+    q: &sqlparser::ast::Query,
+    sel: &sqlparser::ast::Select,
+    refs: &[Ref],
+    items: Option<&[&Expr]>,
+) -> ResultTerms {
+    use sqlparser::ast::{GroupByExpr, OrderByKind, SelectItem};
     let aliases: Vec<(String, &Expr)> = sel
         .projection
         .iter()
@@ -732,35 +779,7 @@ fn order_shape(
             .collect(),
         _ => None,
     };
-    let tables: Vec<TableRef> = refs.iter().map(|r| r.table.clone()).collect();
-    let repeated = tables
-        .iter()
-        .enumerate()
-        .any(|(i, t)| tables[..i].contains(t));
-    OrderShape {
-        shown,
-        limited,
-        nested: anywhere != top_refs,
-        tables,
-        aggregates_only,
-        grouped_by,
-        ordered_by: ordered_by.unwrap_or_default(),
-        unmodelled: sel.distinct.is_some()
-            || sel.having.is_some()
-            || repeated
-            || sel.from.iter().any(|f| !plain_from(f)),
-        group_cols,
-        select,
-        order_terms,
-        equalities: Vec::new(),
-    }
-}
-
-/// Whether `e` reads columns only inside aggregates of [`ORDER_FREE_AGGREGATES`] (`COUNT(*)`,
-/// `CAST(SUM(v) AS SIGNED)`, `MAX(a) - MIN(a)`), and holds at least one: its value no order
-/// of the rows changes.
-fn aggregates_only(e: &Expr) -> bool {
-    aggregates_of(e, ORDER_FREE_AGGREGATES)
+    (group_cols, select, order_terms)
 }
 
 /// Whether every table of a FROM item is read as it is now: no `FOR SYSTEM_TIME`, whose
@@ -1082,7 +1101,7 @@ impl Shape {
     /// None for no read.
     pub fn read_order(&self) -> Option<&OrderShape> {
         match &self.body {
-            Body::Read(r) => Some(&r.order),
+            Body::Read(r) => Some(&*r.order),
             _ => None,
         }
     }
@@ -1232,7 +1251,7 @@ fn read_shape(stmt: &Statement, b: &mut Builder<'_>) -> Option<ReadShape> {
         everywhere,
         words,
         outer,
-        order,
+        order: Box::new(order),
     })
 }
 
