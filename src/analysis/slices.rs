@@ -27,6 +27,7 @@ use super::digest::{literal_tokens, LitTok};
 use super::lexer::Tok;
 use super::parse::table_ref;
 use super::TableRef;
+use crate::policy::order::Term;
 
 /// How a column compares, as far as slices care (from the catalog).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -545,7 +546,7 @@ struct ReadShape {
     /// reference the result holds satisfies them (derived slices).
     outer: Vec<(usize, Col, Col)>,
     /// What decides whether the order its plan walks rows shows in its result.
-    order: OrderShape,
+    order: Box<OrderShape>,
 }
 
 /// What a read's text says of the order its plan walks rows in showing in its result (row
@@ -573,6 +574,20 @@ pub struct OrderShape {
     pub grouped_by: Option<Vec<(TableRef, String)>>,
     /// The top-level ORDER BY when every item is a plain column (else empty).
     pub ordered_by: Vec<(TableRef, String)>,
+    /// `SELECT DISTINCT`, a `HAVING`, or one table referenced twice in the top-level FROM.
+    pub unmodelled: bool,
+    /// The GROUP BY list by reference index (in `tables`), every item a plain column that no
+    /// select alias shadows, with no modifier (empty without GROUP BY); else None.
+    pub group_cols: Option<Vec<(usize, String)>>,
+    /// The select list's values; None for `*` and the like.
+    pub select: Option<Vec<Term>>,
+    /// The ORDER BY list's values (empty without one), a bare name of a select alias
+    /// resolved to that item (aliases come first in ORDER BY); None for `ORDER BY ALL`.
+    pub order_terms: Option<Vec<Term>>,
+    /// Column equalities every result row satisfies: (reference d, its column, reference s,
+    /// its column), from the WHERE and inner joins' ON both ways, and from a LEFT JOIN's ON
+    /// with d the reference it null-extends. Untyped: the engine keeps those compared exactly.
+    pub equalities: Vec<(usize, String, usize, String)>,
 }
 
 /// Aggregates whose value does not depend on the order of the rows they read (exact types:
@@ -661,14 +676,28 @@ fn order_shape(
     };
     let top_refs = refs.len();
     let anywhere: usize = everywhere.values().sum();
+    let (group_cols, select, order_terms) = result_terms(q, sel, refs, items.as_deref());
+    let tables: Vec<TableRef> = refs.iter().map(|r| r.table.clone()).collect();
+    let repeated = tables
+        .iter()
+        .enumerate()
+        .any(|(i, t)| tables[..i].contains(t));
     OrderShape {
         shown,
         limited,
         nested: anywhere != top_refs,
-        tables: refs.iter().map(|r| r.table.clone()).collect(),
+        tables,
         aggregates_only,
         grouped_by,
         ordered_by: ordered_by.unwrap_or_default(),
+        unmodelled: sel.distinct.is_some()
+            || sel.having.is_some()
+            || repeated
+            || sel.from.iter().any(|f| !plain_from(f)),
+        group_cols,
+        select,
+        order_terms,
+        equalities: Vec::new(),
     }
 }
 
@@ -676,12 +705,108 @@ fn order_shape(
 /// `CAST(SUM(v) AS SIGNED)`, `MAX(a) - MIN(a)`), and holds at least one: its value no order
 /// of the rows changes.
 fn aggregates_only(e: &Expr) -> bool {
-    struct Walk {
+    aggregates_of(e, ORDER_FREE_AGGREGATES)
+}
+
+/// (GROUP BY columns, select values, ORDER BY values): see [`result_terms`].
+type ResultTerms = (
+    Option<Vec<(usize, String)>>,
+    Option<Vec<Term>>,
+    Option<Vec<Term>>,
+);
+
+/// The GROUP BY, select and ORDER BY of a read as `policy::order::result_keeps_order` sees
+/// them ([`OrderShape::group_cols`], [`OrderShape::select`], [`OrderShape::order_terms`]).
+fn result_terms(
+    q: &sqlparser::ast::Query,
+    sel: &sqlparser::ast::Select,
+    refs: &[Ref],
+    items: Option<&[&Expr]>,
+) -> ResultTerms {
+    use sqlparser::ast::{GroupByExpr, OrderByKind, SelectItem};
+    let aliases: Vec<(String, &Expr)> = sel
+        .projection
+        .iter()
+        .filter_map(|i| match i {
+            SelectItem::ExprWithAlias { expr, alias } => Some((alias.value.to_lowercase(), expr)),
+            _ => None,
+        })
+        .collect();
+    let bare_alias = |e: &Expr| -> Option<Vec<&Expr>> {
+        let Expr::Identifier(id) = e else { return None };
+        let name = id.value.to_lowercase();
+        let found: Vec<&Expr> = aliases
+            .iter()
+            .filter(|(a, _)| *a == name)
+            .map(|(_, e)| *e)
+            .collect();
+        (!found.is_empty()).then_some(found)
+    };
+    let term = |e: &Expr| -> Term {
+        if let Some((i, c)) = column_ref(e, refs) {
+            Term::Column(i, c)
+        } else if aggregates_of(e, &["count"]) {
+            Term::Count
+        } else {
+            Term::Other
+        }
+    };
+    let select = items.as_ref().map(|i| i.iter().map(|e| term(e)).collect());
+    let order_terms = match &q.order_by {
+        None => Some(Vec::new()),
+        Some(o) => match &o.kind {
+            OrderByKind::Expressions(list) => Some(
+                list.iter()
+                    .map(|e| match bare_alias(&e.expr).as_deref() {
+                        Some([one]) => term(one),
+                        Some(_) => Term::Other,
+                        None => term(&e.expr),
+                    })
+                    .collect(),
+            ),
+            OrderByKind::All(_) => None,
+        },
+    };
+    let group_cols = match &sel.group_by {
+        GroupByExpr::Expressions(g, m) if m.is_empty() => g
+            .iter()
+            .map(|e| {
+                if bare_alias(e).is_some() {
+                    return None;
+                }
+                column_ref(e, refs)
+            })
+            .collect(),
+        _ => None,
+    };
+    (group_cols, select, order_terms)
+}
+
+/// Whether every table of a FROM item is read as it is now: no `FOR SYSTEM_TIME`, whose
+/// history holds a primary key many times, nor table arguments.
+fn plain_from(f: &TableWithJoins) -> bool {
+    fn plain(tf: &TableFactor) -> bool {
+        match tf {
+            TableFactor::Table { args, version, .. } => args.is_none() && version.is_none(),
+            TableFactor::NestedJoin {
+                table_with_joins, ..
+            } => plain_from(table_with_joins),
+            _ => true,
+        }
+    }
+    plain(&f.relation) && f.joins.iter().all(|j| plain(&j.relation))
+}
+
+/// Whether `e` reads columns only inside aggregates named in `names` (lower-case), and holds
+/// at least one ([`aggregates_only`]).
+fn aggregates_of(e: &Expr, names: &[&str]) -> bool {
+    struct Walk<'n> {
         depth: usize,
         seen: bool,
         bare: bool,
+        names: &'n [&'n str],
     }
-    fn order_free(e: &Expr) -> bool {
+    fn order_free(e: &Expr, names: &[&str]) -> bool {
         let Expr::Function(f) = e else {
             return false;
         };
@@ -689,14 +814,14 @@ fn aggregates_only(e: &Expr) -> bool {
             && f.filter.is_none()
             && f.within_group.is_empty()
             && f.name.0.len() == 1
-            && f.name.0[0].as_ident().is_some_and(|i| {
-                ORDER_FREE_AGGREGATES.contains(&i.value.to_ascii_lowercase().as_str())
-            })
+            && f.name.0[0]
+                .as_ident()
+                .is_some_and(|i| names.contains(&i.value.to_ascii_lowercase().as_str()))
     }
-    impl sqlparser::ast::Visitor for Walk {
+    impl sqlparser::ast::Visitor for Walk<'_> {
         type Break = ();
         fn pre_visit_expr(&mut self, e: &Expr) -> std::ops::ControlFlow<()> {
-            if order_free(e) {
+            if order_free(e, self.names) {
                 self.depth += 1;
                 self.seen = true;
             } else if self.depth == 0
@@ -715,7 +840,7 @@ fn aggregates_only(e: &Expr) -> bool {
             std::ops::ControlFlow::Continue(())
         }
         fn post_visit_expr(&mut self, e: &Expr) -> std::ops::ControlFlow<()> {
-            if order_free(e) {
+            if order_free(e, self.names) {
                 self.depth -= 1;
             }
             std::ops::ControlFlow::Continue(())
@@ -725,6 +850,7 @@ fn aggregates_only(e: &Expr) -> bool {
         depth: 0,
         seen: false,
         bare: false,
+        names,
     };
     let _ = e.visit(&mut w);
     w.seen && !w.bare
@@ -975,7 +1101,7 @@ impl Shape {
     /// None for no read.
     pub fn read_order(&self) -> Option<&OrderShape> {
         match &self.body {
-            Body::Read(r) => Some(&r.order),
+            Body::Read(r) => Some(&*r.order),
             _ => None,
         }
     }
@@ -1105,14 +1231,27 @@ fn read_shape(stmt: &Statement, b: &mut Builder<'_>) -> Option<ReadShape> {
     let mut everywhere: HashMap<TableRef, usize> = HashMap::new();
     let _ = stmt.visit(&mut RelationCounter(&mut everywhere));
     let words = read_words(b.sql, stmt);
-    let order = order_shape(b.sql, q, sel, &refs, &everywhere);
+    let mut order = order_shape(b.sql, q, sel, &refs, &everywhere);
+    for f in &facts {
+        if let Fact::Eq((i, a), (j, c)) = f {
+            order.equalities.push((*i, a.clone(), *j, c.clone()));
+            order.equalities.push((*j, c.clone(), *i, a.clone()));
+        }
+    }
+    for (r, (i, a), (j, c)) in &outer {
+        if i == r {
+            order.equalities.push((*i, a.clone(), *j, c.clone()));
+        } else if j == r {
+            order.equalities.push((*j, c.clone(), *i, a.clone()));
+        }
+    }
     Some(ReadShape {
         refs,
         facts,
         everywhere,
         words,
         outer,
-        order,
+        order: Box::new(order),
     })
 }
 
@@ -3495,7 +3634,125 @@ mod tests {
             ),
         ];
         for (sql, want) in cases {
-            assert_eq!(o(sql), want, "{sql}");
+            // The facts of `policy::order::result_keeps_order` have their own test.
+            let got = OrderShape {
+                unmodelled: false,
+                group_cols: None,
+                select: None,
+                order_terms: None,
+                equalities: Vec::new(),
+                ..o(sql)
+            };
+            assert_eq!(got, want, "{sql}");
+        }
+    }
+
+    /// What a read's text says for `policy::order::result_keeps_order`, one row per fact:
+    /// (statement, unmodelled, GROUP BY, select, ORDER BY, equalities).
+    #[test]
+    fn what_decides_whether_a_result_is_plan_free() {
+        use crate::policy::order::Term::{self, Column, Count, Other};
+        type Case = (
+            &'static str,
+            bool,
+            Option<Vec<(usize, String)>>,
+            Option<Vec<Term>>,
+            Option<Vec<Term>>,
+            Vec<(usize, String, usize, String)>,
+        );
+        let c = |i: usize, n: &str| Column(i, n.to_string());
+        let g = |l: &[(usize, &str)]| Some(l.iter().map(|(i, n)| (*i, n.to_string())).collect());
+        let e = |d: usize, dc: &str, s: usize, sc: &str| (d, dc.to_string(), s, sc.to_string());
+        let cases: Vec<Case> = vec![
+            (
+                "SELECT o.id, o.created_at, COUNT(*) AS items FROM orders o JOIN order_items i \
+                 ON i.order_id = o.id WHERE o.customer_id = 1 GROUP BY o.id, o.created_at \
+                 ORDER BY o.created_at DESC, o.id DESC LIMIT 10",
+                false,
+                g(&[(0, "id"), (0, "created_at")]),
+                Some(vec![c(0, "id"), c(0, "created_at"), Count]),
+                Some(vec![c(0, "created_at"), c(0, "id")]),
+                vec![e(1, "order_id", 0, "id"), e(0, "id", 1, "order_id")],
+            ),
+            (
+                // An alias comes first in ORDER BY; the LEFT JOIN's ON binds the side it
+                // null-extends only.
+                "SELECT p.id, COUNT(i.order_id) AS sold FROM products p LEFT JOIN order_items i \
+                 ON i.product_id = p.id WHERE p.category_id = 1 GROUP BY p.id \
+                 ORDER BY sold DESC, p.id LIMIT 24",
+                false,
+                g(&[(0, "id")]),
+                Some(vec![c(0, "id"), Count]),
+                Some(vec![Count, c(0, "id")]),
+                vec![e(1, "product_id", 0, "id")],
+            ),
+            (
+                // An alias that shadows a column in ORDER BY is the alias; SUM is no count.
+                "SELECT SUM(d) AS id, COUNT(*) + 1 FROM o GROUP BY c ORDER BY id",
+                false,
+                g(&[(0, "c")]),
+                Some(vec![Other, Count]),
+                Some(vec![Other]),
+                vec![],
+            ),
+            (
+                // GROUP BY a bare name an alias also has: which one the server takes is
+                // not modelled.
+                "SELECT c AS d, COUNT(*) FROM o GROUP BY d",
+                false,
+                None,
+                Some(vec![c(0, "c"), Count]),
+                Some(vec![]),
+                vec![],
+            ),
+            (
+                "SELECT DISTINCT id FROM o ORDER BY id",
+                true,
+                g(&[]),
+                Some(vec![c(0, "id")]),
+                Some(vec![c(0, "id")]),
+                vec![],
+            ),
+            (
+                "SELECT c, COUNT(*) FROM o GROUP BY c HAVING COUNT(*) > 1 ORDER BY c",
+                true,
+                g(&[(0, "c")]),
+                Some(vec![c(0, "c"), Count]),
+                Some(vec![c(0, "c")]),
+                vec![],
+            ),
+            (
+                "SELECT a.id FROM o a JOIN o b ON b.id = a.c ORDER BY a.id",
+                true,
+                g(&[]),
+                Some(vec![c(0, "id")]),
+                Some(vec![c(0, "id")]),
+                vec![e(1, "id", 0, "c"), e(0, "c", 1, "id")],
+            ),
+            (
+                "SELECT * FROM o WHERE id = 1",
+                false,
+                g(&[]),
+                None,
+                Some(vec![]),
+                vec![],
+            ),
+        ];
+        for (sql, unmodelled, group_cols, select, order_terms, equalities) in cases {
+            let o = Shape::build(sql)
+                .and_then(|s| s.read_order().cloned())
+                .unwrap_or_else(|| panic!("no read shape: {sql}"));
+            assert_eq!(
+                (
+                    o.unmodelled,
+                    o.group_cols,
+                    o.select,
+                    o.order_terms,
+                    o.equalities
+                ),
+                (unmodelled, group_cols, select, order_terms, equalities),
+                "{sql}"
+            );
         }
     }
 }

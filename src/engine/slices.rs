@@ -6,14 +6,17 @@ use std::sync::Arc;
 
 use super::state::SessionState;
 use crate::analysis::params;
-use crate::analysis::slices::{ColumnInfo, Lit, OrderShape, ReadPins};
+use crate::analysis::slices::{ColType, ColumnInfo, Lit, OrderShape, ReadPins};
 use crate::analysis::{Analyzer, TableRef, WriteInfo, WriteTargets};
 use crate::cache::sliceplans::{self, SlicePlans};
 use crate::cache::versions::{ColumnReads, SlicePlan, Versions};
 use crate::cache::TableHandle;
 use crate::config::{Config, Granularity};
 use crate::invalidation::catalog::Catalog;
-use crate::policy::order::{group_key_looks_alike, slices_keep_order, OrderFacts};
+use crate::policy::order::{
+    group_key_looks_alike, result_keeps_order, slices_keep_order, OrderFacts, ResultFacts,
+    ResultTable,
+};
 use crate::protocol::commands;
 use crate::protocol::packets::com;
 use crate::shared::Shared;
@@ -104,9 +107,10 @@ impl<'a> Planner<'a> {
         let pins = shape.read_slices(text, &columns, &params);
         // Row order is data: a write to another slice may change the plan, and so the
         // result of a read that shows the order its plan walks rows in.
-        let keeps_order = shape
-            .read_order()
-            .is_some_and(|o| slices_keep_order(&self.order_facts(st, o, &pins, &columns)));
+        let keeps_order = shape.read_order().is_some_and(|o| {
+            slices_keep_order(&self.order_facts(st, o, &pins, &columns))
+                || result_keeps_order(&self.result_facts(st, o, &pins, &columns))
+        });
         let pins = if keeps_order { pins } else { ReadPins::new() };
         // The columns read of each table: the names the statement spells that are its
         // columns (every table here has its column list: views were ruled out above).
@@ -191,6 +195,57 @@ impl<'a> Planner<'a> {
                             .is_some_and(|(c, keys)| *c == k && keys.len() == 1)
                     })
                 }),
+        }
+    }
+
+    /// What decides whether read `o`'s result is the same under every plan
+    /// (`policy::order::result_keeps_order`), from its slices `pins` and the catalog's primary
+    /// keys and column types: an equality joins exactly when both its columns are integers.
+    fn result_facts(
+        &self,
+        st: &SessionState,
+        o: &OrderShape,
+        pins: &ReadPins,
+        columns: &dyn Fn(&TableRef, &str) -> Option<ColumnInfo>,
+    ) -> ResultFacts {
+        let pk = |t: &TableRef| {
+            let q = st.qualify(t.schema.as_deref(), &t.name)?;
+            self.catalog.primary_key(&q)
+        };
+        let int = |i: usize, c: &str| {
+            o.tables
+                .get(i)
+                .and_then(|t| columns(t, c))
+                .is_some_and(|i| matches!(i.ty, ColType::Int { .. }))
+        };
+        ResultFacts {
+            shown: o.shown,
+            nested: o.nested,
+            unmodelled: o.unmodelled,
+            tables: o
+                .tables
+                .iter()
+                .map(|t| {
+                    let key = pk(t);
+                    let pinned = key.as_ref().is_some_and(|k| {
+                        pins.get(t)
+                            .is_some_and(|(c, keys)| c == k && keys.len() == 1)
+                    });
+                    ResultTable {
+                        key: key.map(|k| vec![k]),
+                        pinned,
+                    }
+                })
+                .collect(),
+            equalities: o
+                .equalities
+                .iter()
+                .filter(|(d, dc, s, sc)| int(*d, dc) && int(*s, sc))
+                .cloned()
+                .collect(),
+            group_by: o.group_cols.clone(),
+            select: o.select.clone(),
+            order_by: o.order_terms.clone(),
         }
     }
 

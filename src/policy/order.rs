@@ -49,13 +49,148 @@ pub struct OrderFacts {
 /// the first of them, `GROUP_CONCAT`), that write changes the result (row order is data).
 /// Only reads whose result no order can change keep their slices: one row of aggregates, one
 /// row per group of a value-typed key, at most one row (every table pinned to one value of
-/// its primary key), one table ordered by its primary key. Fail closed: anything else reads
-/// its tables whole.
+/// its primary key), one table ordered by its primary key; or what [`result_keeps_order`]
+/// proves (the engine asks both). Fail closed: anything else reads its tables whole.
 pub fn slices_keep_order(f: &OrderFacts) -> bool {
     if f.shown {
         return false;
     }
     f.aggregate_row || f.grouped || f.pinned_to_key || (f.single_table && f.ordered_by_key)
+}
+
+/// A value a read shows or sorts by, as far as [`result_keeps_order`] cares.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Term {
+    /// A plain column: (index of its reference in the top-level FROM, lower-cased name).
+    Column(usize, String),
+    /// Reads columns only inside `COUNT(…)`: the number of rows (or of values) of its group,
+    /// whichever order they come in.
+    Count,
+    /// Anything else (another aggregate, an expression, a subquery): not known to be the same
+    /// under every plan.
+    Other,
+}
+
+/// A top-level FROM reference, for [`result_keeps_order`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ResultTable {
+    /// Its primary key's columns (lower-cased), or None when qcache does not know them.
+    pub key: Option<Vec<String>>,
+    /// Its primary key is pinned to one value by the WHERE (one single-column key).
+    pub pinned: bool,
+}
+
+/// What [`result_keeps_order`] decides from: a read's text (`analysis::slices::OrderShape`)
+/// with the catalog's keys, its slices and its column types.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ResultFacts {
+    /// A value made of the row order (`GROUP_CONCAT`, a window, `ROWNUM()`), or a `LIMIT`
+    /// below the top level.
+    pub shown: bool,
+    /// Tables read elsewhere than in the top-level FROM (subqueries, derived tables).
+    pub nested: bool,
+    /// `SELECT DISTINCT`, a `HAVING`, or one table referenced twice in the FROM: not
+    /// modelled here.
+    pub unmodelled: bool,
+    /// The top-level FROM's references.
+    pub tables: Vec<ResultTable>,
+    /// Column equalities that hold in every row of the result, each meaning "reference `d`'s
+    /// column equals reference `s`'s column, compared exactly (both integers)": (d, its
+    /// column, s, its column). From the WHERE and inner joins' ON (both directions), and a
+    /// LEFT JOIN's ON with `d` the reference it null-extends.
+    pub equalities: Vec<(usize, String, usize, String)>,
+    /// The GROUP BY list, every item a plain column (empty without GROUP BY); None when an
+    /// item is something else or has a modifier.
+    pub group_by: Option<Vec<(usize, String)>>,
+    /// The select list; None for `*` and other items that are no expression.
+    pub select: Option<Vec<Term>>,
+    /// The ORDER BY list (empty without one), aliases and positions resolved to the select
+    /// item they name; None when it cannot be read (`ORDER BY ALL`).
+    pub order_by: Option<Vec<Term>>,
+}
+
+/// Whether a read's result is the same under every plan, proven from its shape (row order is
+/// data; see [`slices_keep_order`] for why a plan may change under a write to another slice).
+/// Two ways, each exact:
+///
+/// - At most one row: every reference is pinned to one value of its primary key, or joined
+///   by its full primary key equal (exactly, integers) to columns of references already at
+///   most one row (`products p JOIN categories c ON c.id = p.category_id WHERE p.id = ?`).
+///   One row has no order; a group of it no choice of row.
+/// - A total order over values no plan changes: for a reference `T` whose full primary key
+///   the result is unique by — the only reference, without GROUP BY (one result row per `T`
+///   row); or a GROUP BY holding `T`'s full primary key and only `T`'s columns (one group per
+///   `T` row: a GROUP BY column of another table could split it) — every selected and every
+///   ORDER BY value is a column of `T` (in a group of one `T` row, that row's value exactly,
+///   whatever its collation) or, with GROUP BY, reads columns only inside `COUNT` (the size of
+///   the group); and the ORDER BY holds all of `T`'s key columns, which break every tie of the
+///   values before them, whatever their collation. A `LIMIT` then keeps the same rows.
+///   A column of another table outside `COUNT` is refused: in a group it is the value of
+///   whichever row the plan met first.
+///
+/// Fail closed: a subquery (its own `LIMIT`, its tables), `DISTINCT`, `HAVING`, a table
+/// referenced twice, `*`, any other aggregate or expression (`SUM`, `MIN`, `MAX` would need
+/// their argument's type), a key qcache does not know, a composite key partly covered: not
+/// proven here ([`slices_keep_order`] may still hold).
+pub fn result_keeps_order(f: &ResultFacts) -> bool {
+    if f.shown || f.nested || f.unmodelled || f.tables.is_empty() {
+        return false;
+    }
+    let key = |t: usize| f.tables[t].key.as_ref().filter(|k| !k.is_empty());
+    // At most one row.
+    let mut one: Vec<bool> = f
+        .tables
+        .iter()
+        .map(|t| t.pinned && t.key.is_some())
+        .collect();
+    loop {
+        let mut grew = false;
+        for d in 0..f.tables.len() {
+            if one[d] {
+                continue;
+            }
+            let Some(k) = key(d) else { continue };
+            let bound = k.iter().all(|kc| {
+                f.equalities
+                    .iter()
+                    .any(|(t, c, s, _)| *t == d && c == kc && *s != d && one[*s])
+            });
+            if bound {
+                one[d] = true;
+                grew = true;
+            }
+        }
+        if !grew {
+            break;
+        }
+    }
+    if one.iter().all(|o| *o) {
+        return true;
+    }
+    // A total order over values no plan changes.
+    let (Some(groups), Some(select), Some(order)) = (&f.group_by, &f.select, &f.order_by) else {
+        return false;
+    };
+    (0..f.tables.len()).any(|t| {
+        let Some(k) = key(t) else { return false };
+        let grouped = !groups.is_empty();
+        let unique = if grouped {
+            groups.iter().all(|(r, _)| *r == t)
+                && k.iter().all(|kc| groups.iter().any(|(_, c)| c == kc))
+        } else {
+            f.tables.len() == 1
+        };
+        let exact = |v: &Term| match v {
+            Term::Column(r, _) => *r == t,
+            Term::Count => grouped,
+            Term::Other => false,
+        };
+        unique
+            && select.iter().all(exact)
+            && order.iter().all(exact)
+            && k.iter()
+                .all(|kc| order.iter().any(|v| *v == Term::Column(t, kc.clone())))
+    })
 }
 
 /// Whether rows equal in a GROUP BY column of type `ty` show the same value, so that which
@@ -254,6 +389,252 @@ mod tests {
             (ColType::Other, false),
         ] {
             assert_eq!(group_key_looks_alike(&ty), want, "{ty:?}");
+        }
+    }
+
+    /// One row per rule of [`result_keeps_order`], refusals included. References: 0 is the
+    /// table the rule is about (key `id`), 1 another (key `id`), 2 one with the composite key
+    /// (`a`, `b`).
+    #[test]
+    fn which_results_no_plan_changes() {
+        use Term::{Column, Count, Other};
+        let col = |t: usize, c: &str| Column(t, c.to_string());
+        let table = |key: &[&str], pinned: bool| ResultTable {
+            key: Some(key.iter().map(|k| k.to_string()).collect()),
+            pinned,
+        };
+        let eq = |d: usize, dc: &str, s: usize, sc: &str| (d, dc.to_string(), s, sc.to_string());
+        let g =
+            |cols: &[(usize, &str)]| Some(cols.iter().map(|(t, c)| (*t, c.to_string())).collect());
+        // orders o JOIN order_items i … GROUP BY o.id, o.created_at ORDER BY o.created_at DESC, o.id DESC
+        let history = ResultFacts {
+            tables: vec![table(&["id"], false), table(&["id"], false)],
+            equalities: vec![],
+            group_by: g(&[(0, "id"), (0, "created_at")]),
+            select: Some(vec![col(0, "id"), col(0, "created_at"), Count]),
+            order_by: Some(vec![col(0, "created_at"), col(0, "id")]),
+            ..ResultFacts::default()
+        };
+        // products p JOIN categories c ON c.id = p.category_id WHERE p.id = ?
+        let page = ResultFacts {
+            tables: vec![table(&["id"], true), table(&["id"], false)],
+            equalities: vec![eq(1, "id", 0, "category_id")],
+            group_by: g(&[]),
+            select: Some(vec![col(0, "name"), col(1, "name")]),
+            order_by: Some(vec![]),
+            ..ResultFacts::default()
+        };
+        let single = ResultFacts {
+            tables: vec![table(&["id"], false)],
+            group_by: g(&[]),
+            select: Some(vec![col(0, "name"), col(0, "id")]),
+            order_by: Some(vec![col(0, "name"), col(0, "id")]),
+            ..ResultFacts::default()
+        };
+        let cases: Vec<(ResultFacts, bool, &str)> = vec![
+            (
+                history.clone(),
+                true,
+                "GROUP BY the key: ORDER BY ties broken by the key",
+            ),
+            (
+                ResultFacts {
+                    order_by: Some(vec![Count, col(0, "id")]),
+                    ..history.clone()
+                },
+                true,
+                "ORDER BY a count, then the key (the category listing)",
+            ),
+            (
+                ResultFacts {
+                    order_by: Some(vec![col(0, "created_at")]),
+                    ..history.clone()
+                },
+                false,
+                "ORDER BY without the key: ties in the plan's order",
+            ),
+            (
+                ResultFacts {
+                    order_by: Some(vec![]),
+                    ..history.clone()
+                },
+                false,
+                "no ORDER BY",
+            ),
+            (
+                ResultFacts {
+                    group_by: g(&[(0, "created_at")]),
+                    ..history.clone()
+                },
+                false,
+                "GROUP BY without the key: a group holds several rows of the table",
+            ),
+            (
+                ResultFacts {
+                    group_by: g(&[(0, "id"), (1, "id")]),
+                    ..history.clone()
+                },
+                false,
+                "GROUP BY the key and another table's column: several groups per row",
+            ),
+            (
+                ResultFacts {
+                    select: Some(vec![col(0, "id"), col(1, "qty"), Count]),
+                    ..history.clone()
+                },
+                false,
+                "a non-aggregated column of another table: the first row the plan met",
+            ),
+            (
+                ResultFacts {
+                    order_by: Some(vec![col(1, "qty"), col(0, "id")]),
+                    ..history.clone()
+                },
+                false,
+                "ORDER BY a non-aggregated column of another table",
+            ),
+            (
+                ResultFacts {
+                    select: Some(vec![col(0, "id"), Other]),
+                    ..history.clone()
+                },
+                false,
+                "another aggregate or expression (SUM, MAX, CONCAT)",
+            ),
+            (
+                ResultFacts {
+                    shown: true,
+                    ..history.clone()
+                },
+                false,
+                "GROUP_CONCAT, a window, ROWNUM",
+            ),
+            (
+                ResultFacts {
+                    nested: true,
+                    ..history.clone()
+                },
+                false,
+                "a subquery (its LIMIT keeps rows in the plan's order)",
+            ),
+            (
+                ResultFacts {
+                    unmodelled: true,
+                    ..history.clone()
+                },
+                false,
+                "DISTINCT, HAVING, a table twice",
+            ),
+            (
+                ResultFacts {
+                    select: None,
+                    ..history.clone()
+                },
+                false,
+                "SELECT *",
+            ),
+            (
+                ResultFacts {
+                    tables: vec![ResultTable::default(), table(&["id"], false)],
+                    ..history.clone()
+                },
+                false,
+                "the key unknown",
+            ),
+            (
+                ResultFacts {
+                    tables: vec![table(&["a", "b"], false), table(&["id"], false)],
+                    group_by: g(&[(0, "a"), (0, "c")]),
+                    select: Some(vec![col(0, "a"), Count]),
+                    order_by: Some(vec![col(0, "c"), col(0, "a")]),
+                    ..history.clone()
+                },
+                false,
+                "a composite key partly covered by GROUP BY and ORDER BY",
+            ),
+            (
+                ResultFacts {
+                    tables: vec![table(&["a", "b"], false), table(&["id"], false)],
+                    group_by: g(&[(0, "a"), (0, "b")]),
+                    select: Some(vec![col(0, "a"), col(0, "b"), Count]),
+                    order_by: Some(vec![Count, col(0, "b"), col(0, "a")]),
+                    ..history.clone()
+                },
+                true,
+                "a composite key covered whole",
+            ),
+            (
+                single.clone(),
+                true,
+                "one table, ORDER BY a column then the key",
+            ),
+            (
+                ResultFacts {
+                    select: Some(vec![col(0, "id"), Count]),
+                    ..single.clone()
+                },
+                false,
+                "one table, COUNT beside a column without GROUP BY: one row of a plan's row",
+            ),
+            (
+                ResultFacts {
+                    tables: vec![table(&["id"], false), table(&["id"], false)],
+                    ..single.clone()
+                },
+                false,
+                "a join without GROUP BY ordered by one table's key: the other's rows tie",
+            ),
+            (
+                page.clone(),
+                true,
+                "at most one row: pinned, then joined by the key",
+            ),
+            (
+                ResultFacts {
+                    equalities: vec![],
+                    ..page.clone()
+                },
+                false,
+                "the second table not joined by its key",
+            ),
+            (
+                ResultFacts {
+                    equalities: vec![eq(0, "category_id", 1, "id")],
+                    tables: vec![table(&["id"], false), table(&["id"], true)],
+                    ..page.clone()
+                },
+                false,
+                "joined by another column equal to a one-row table's key: several rows",
+            ),
+            (
+                ResultFacts {
+                    tables: vec![table(&["id"], true), table(&["a", "b"], false)],
+                    equalities: vec![eq(1, "a", 0, "category_id")],
+                    ..page.clone()
+                },
+                false,
+                "a composite key partly bound by the join",
+            ),
+            (
+                ResultFacts {
+                    tables: vec![table(&["id"], true), table(&["a", "b"], false)],
+                    equalities: vec![eq(1, "a", 0, "category_id"), eq(1, "b", 0, "id")],
+                    ..page.clone()
+                },
+                true,
+                "a composite key bound whole",
+            ),
+            (
+                ResultFacts {
+                    shown: true,
+                    ..page.clone()
+                },
+                false,
+                "at most one row, but a subquery's LIMIT",
+            ),
+        ];
+        for (facts, want, why) in cases {
+            assert_eq!(result_keeps_order(&facts), want, "{why}");
         }
     }
 
