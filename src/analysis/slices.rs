@@ -27,7 +27,6 @@ use super::digest::{literal_tokens, LitTok};
 use super::lexer::Tok;
 use super::parse::table_ref;
 use super::TableRef;
-use crate::policy::order::Term;
 
 /// How a column compares, as far as slices care (from the catalog).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -549,6 +548,19 @@ struct ReadShape {
     order: Box<OrderShape>,
 }
 
+/// A value a read shows or sorts by, as far as `policy::order::result_keeps_order` cares.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Term {
+    /// A plain column: (index of its reference in the top-level FROM, lower-cased name).
+    Column(usize, String),
+    /// Reads columns only inside `COUNT(…)`: the number of rows (or of values) of its group,
+    /// whichever order they come in.
+    Count,
+    /// Anything else (another aggregate, an expression, a subquery): not known to be the same
+    /// under every plan.
+    Other,
+}
+
 /// What a read's text says of the order its plan walks rows in showing in its result (row
 /// order is data: `policy::order::slices_keep_order` decides from these and the catalog).
 /// Columns are (reference as the statement spells it, lower-cased name).
@@ -576,6 +588,14 @@ pub struct OrderShape {
     pub ordered_by: Vec<(TableRef, String)>,
     /// `SELECT DISTINCT`, a `HAVING`, or one table referenced twice in the top-level FROM.
     pub unmodelled: bool,
+    /// A GROUP BY, or an aggregate's name anywhere in the statement (a column of that name
+    /// counts too: fail closed): a column outside an aggregate shows some row of its group,
+    /// which one the plan decides.
+    pub aggregated: bool,
+    /// The columns `MIN`/`MAX` of the select list read, each the whole argument: of two
+    /// values equal under the column's collation (`'a'`, `'A'`) the plan decides which one
+    /// shows. None when an argument is anything but a plain column.
+    pub min_max: Option<Vec<(TableRef, String)>>,
     /// The GROUP BY list by reference index (in `tables`), every item a plain column that no
     /// select alias shadows, with no modifier (empty without GROUP BY); else None.
     pub group_cols: Option<Vec<(usize, String)>>,
@@ -597,6 +617,83 @@ const ORDER_FREE_AGGREGATES: &[&str] = &[
     "avg", "bit_and", "bit_or", "bit_xor", "count", "max", "min", "sum",
 ];
 
+/// Aggregates, order-free or not ([`OrderShape::aggregated`]).
+const AGGREGATE_WORDS: &[&str] = &[
+    "avg",
+    "bit_and",
+    "bit_or",
+    "bit_xor",
+    "count",
+    "group_concat",
+    "json_arrayagg",
+    "json_objectagg",
+    "max",
+    "median",
+    "min",
+    "percentile_cont",
+    "percentile_disc",
+    "std",
+    "stddev",
+    "stddev_pop",
+    "stddev_samp",
+    "sum",
+    "var_pop",
+    "var_samp",
+    "variance",
+];
+
+/// The columns `MIN(…)`/`MAX(…)` read in `items` ([`OrderShape::min_max`]); None when one
+/// reads anything but a plain column.
+fn min_max_columns(
+    items: &[&Expr],
+    column: &dyn Fn(&Expr) -> Option<(TableRef, String)>,
+) -> Option<Vec<(TableRef, String)>> {
+    use sqlparser::ast::{FunctionArg, FunctionArgExpr, FunctionArguments};
+    struct Walk<'c> {
+        column: &'c dyn Fn(&Expr) -> Option<(TableRef, String)>,
+        found: Vec<(TableRef, String)>,
+        opaque: bool,
+    }
+    impl sqlparser::ast::Visitor for Walk<'_> {
+        type Break = ();
+        fn pre_visit_expr(&mut self, e: &Expr) -> std::ops::ControlFlow<()> {
+            let Expr::Function(f) = e else {
+                return std::ops::ControlFlow::Continue(());
+            };
+            let name = f.name.0.last().and_then(|p| p.as_ident());
+            let name = name.map(|i| i.value.to_ascii_lowercase());
+            if !matches!(name.as_deref(), Some("min" | "max")) {
+                return std::ops::ControlFlow::Continue(());
+            }
+            let arg = match &f.args {
+                FunctionArguments::List(l)
+                    if l.args.len() == 1 && l.duplicate_treatment.is_none() =>
+                {
+                    match &l.args[0] {
+                        FunctionArg::Unnamed(FunctionArgExpr::Expr(a)) => (self.column)(a),
+                        _ => None,
+                    }
+                }
+                _ => None,
+            };
+            match arg {
+                Some(c) => self.found.push(c),
+                None => self.opaque = true,
+            }
+            std::ops::ControlFlow::Continue(())
+        }
+    }
+    let mut w = Walk {
+        column,
+        found: Vec::new(),
+        opaque: false,
+    };
+    for e in items {
+        let _ = sqlparser::ast::Visit::visit(*e, &mut w);
+    }
+    (!w.opaque).then_some(w.found)
+}
+
 /// Words whose value shows the order rows come in.
 const ORDER_SHOWING_WORDS: &[&str] = &[
     "group_concat",
@@ -617,7 +714,7 @@ fn order_shape(
     use sqlparser::ast::{GroupByExpr, OrderByKind, SelectItem};
     let bytes = sql.as_bytes();
     let mut lx = super::lexer::Lexer::new(bytes);
-    let (mut shown, mut limits) = (false, 0usize);
+    let (mut shown, mut limits, mut aggregated) = (false, 0usize, false);
     while let Some(t) = lx.next_token() {
         if t.tok != Tok::Word {
             continue;
@@ -625,6 +722,7 @@ fn order_shape(
         let w = t.bytes(bytes).to_ascii_lowercase();
         let w = std::str::from_utf8(&w).unwrap_or("");
         shown |= ORDER_SHOWING_WORDS.contains(&w);
+        aggregated |= AGGREGATE_WORDS.contains(&w);
         limits += usize::from(matches!(w, "limit" | "offset" | "fetch"));
     }
     let limited = q.limit_clause.is_some() || q.fetch.is_some();
@@ -649,6 +747,10 @@ fn order_shape(
         GroupByExpr::Expressions(g, m) if m.is_empty() => g.iter().map(column).collect(),
         _ => None,
     };
+    aggregated |= groups.as_ref().is_none_or(|g| !g.is_empty());
+    let min_max = items
+        .as_ref()
+        .and_then(|i| min_max_columns(i, &|e| column(e)));
     let ordered_by: Option<Vec<(TableRef, String)>> = match &q.order_by {
         None => Some(Vec::new()),
         Some(o) => match &o.kind {
@@ -694,6 +796,8 @@ fn order_shape(
             || sel.having.is_some()
             || repeated
             || sel.from.iter().any(|f| !plain_from(f)),
+        aggregated,
+        min_max,
         group_cols,
         select,
         order_terms,
@@ -3634,9 +3738,12 @@ mod tests {
             ),
         ];
         for (sql, want) in cases {
-            // The facts of `policy::order::result_keeps_order` have their own test.
+            // The facts of `policy::order::result_keeps_order` have their own test, as do
+            // the aggregates (below).
             let got = OrderShape {
                 unmodelled: false,
+                aggregated: false,
+                min_max: None,
                 group_cols: None,
                 select: None,
                 order_terms: None,
@@ -3647,11 +3754,76 @@ mod tests {
         }
     }
 
+    /// Whether a read aggregates (a column beside an aggregate shows some row of its group)
+    /// and what its `MIN`/`MAX` read, one row per rule: (statement, aggregated, min/max).
+    #[test]
+    fn what_a_read_aggregates() {
+        let t = |n: &str| TableRef::new(None, n);
+        let col = |c: &str| (t("o"), c.to_string());
+        let cases: Vec<(&str, bool, Option<Vec<(TableRef, String)>>)> = vec![
+            (
+                "SELECT id FROM o WHERE c = 5 ORDER BY id",
+                false,
+                Some(vec![]),
+            ),
+            (
+                "SELECT id, COUNT(*) FROM o WHERE c = 5 ORDER BY id",
+                true,
+                Some(vec![]),
+            ),
+            (
+                "SELECT id FROM o WHERE c = 5 GROUP BY id ORDER BY id",
+                true,
+                Some(vec![]),
+            ),
+            (
+                "SELECT MIN(s), MAX(d) FROM o WHERE c = 5",
+                true,
+                Some(vec![col("s"), col("d")]),
+            ),
+            (
+                "SELECT c, min(o.s) FROM o GROUP BY c",
+                true,
+                Some(vec![col("s")]),
+            ),
+            ("SELECT MAX(d + 1) FROM o WHERE c = 5", true, None),
+            ("SELECT MAX(DISTINCT d) FROM o WHERE c = 5", true, None),
+            ("SELECT SUM(d) FROM o WHERE c = 5", true, Some(vec![])),
+            (
+                "SELECT c, MIN(v), MAX(v) FROM o WHERE c = 1 GROUP BY c",
+                true,
+                Some(vec![col("v"), col("v")]),
+            ),
+            // A column named like an aggregate counts too (fail closed), unless quoted.
+            (
+                "SELECT count FROM o WHERE c = 5 ORDER BY id",
+                true,
+                Some(vec![]),
+            ),
+            (
+                "SELECT `count` FROM o WHERE c = 5 ORDER BY id",
+                false,
+                Some(vec![]),
+            ),
+            ("SELECT * FROM o WHERE c = 5 ORDER BY id", false, None),
+        ];
+        for (sql, aggregated, min_max) in cases {
+            let got = Shape::build(sql)
+                .and_then(|s| s.read_order().cloned())
+                .unwrap_or_else(|| panic!("no read shape: {sql}"));
+            assert_eq!(
+                (got.aggregated, got.min_max),
+                (aggregated, min_max),
+                "{sql}"
+            );
+        }
+    }
+
     /// What a read's text says for `policy::order::result_keeps_order`, one row per fact:
     /// (statement, unmodelled, GROUP BY, select, ORDER BY, equalities).
     #[test]
     fn what_decides_whether_a_result_is_plan_free() {
-        use crate::policy::order::Term::{self, Column, Count, Other};
+        use super::Term::{self, Column, Count, Other};
         type Case = (
             &'static str,
             bool,

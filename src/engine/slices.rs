@@ -177,17 +177,24 @@ impl<'a> Planner<'a> {
             self.catalog.primary_key(&q)
         };
         let key = single.and_then(|t| Some((t, pk(t)?)));
+        let alike = |(t, c): &(TableRef, String)| {
+            columns(t, c).is_some_and(|i| group_key_looks_alike(&i.ty))
+        };
+        // `MIN`/`MAX` of a column whose equal values may look different show whichever the
+        // plan met first.
+        let min_max_alike = o.min_max.as_ref().is_some_and(|m| m.iter().all(alike));
         OrderFacts {
             shown: o.shown,
-            aggregate_row: o.aggregates_only && !o.limited,
-            grouped: o.grouped_by.as_ref().is_some_and(|g| {
-                g.iter()
-                    .all(|(t, c)| columns(t, c).is_some_and(|i| group_key_looks_alike(&i.ty)))
-            }),
+            aggregate_row: o.aggregates_only && !o.limited && min_max_alike,
+            grouped: min_max_alike && o.grouped_by.as_ref().is_some_and(|g| g.iter().all(alike)),
             single_table: single.is_some(),
-            ordered_by_key: key
-                .as_ref()
-                .is_some_and(|(t, k)| o.ordered_by.iter().any(|(r, c)| r == *t && c == k)),
+            // Only where every row shown is a row of the table: with an aggregate or a
+            // GROUP BY a column shows some row of its group; DISTINCT keeps some row of each.
+            ordered_by_key: !o.aggregated
+                && !o.unmodelled
+                && key
+                    .as_ref()
+                    .is_some_and(|(t, k)| o.ordered_by.iter().any(|(r, c)| r == *t && c == k)),
             pinned_to_key: !o.tables.is_empty()
                 && o.tables.iter().all(|t| {
                     pk(t).is_some_and(|k| {

@@ -58,18 +58,8 @@ pub fn slices_keep_order(f: &OrderFacts) -> bool {
     f.aggregate_row || f.grouped || f.pinned_to_key || (f.single_table && f.ordered_by_key)
 }
 
-/// A value a read shows or sorts by, as far as [`result_keeps_order`] cares.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Term {
-    /// A plain column: (index of its reference in the top-level FROM, lower-cased name).
-    Column(usize, String),
-    /// Reads columns only inside `COUNT(…)`: the number of rows (or of values) of its group,
-    /// whichever order they come in.
-    Count,
-    /// Anything else (another aggregate, an expression, a subquery): not known to be the same
-    /// under every plan.
-    Other,
-}
+/// A value a read shows or sorts by (`analysis::slices` reads it from the text).
+pub use crate::analysis::slices::Term;
 
 /// A top-level FROM reference, for [`result_keeps_order`].
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
