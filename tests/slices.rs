@@ -427,8 +427,10 @@ async fn binlog_writes_to_other_slices_leave_entries_served() {
         }
     };
     // Let the tail pass the setup's own events (its DDL and its INSERT) first: a late echo
-    // of them would otherwise end a wait below meant for a direct write.
+    // of them would otherwise end a wait below meant for a direct write. And the DDL's
+    // catalog reload: until it lands the read is not stored with its slices.
     wait(setup_from + 2).await;
+    common::wait_catalog_settled(&proxy.running.shared).await;
     let _: Vec<mysql_async::Row> = c.query(one).await.unwrap();
     for w in [
         "INSERT INTO s (customer_id, v) VALUES (2, 3)",
