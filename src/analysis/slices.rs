@@ -3760,7 +3760,8 @@ mod tests {
     fn what_a_read_aggregates() {
         let t = |n: &str| TableRef::new(None, n);
         let col = |c: &str| (t("o"), c.to_string());
-        let cases: Vec<(&str, bool, Option<Vec<(TableRef, String)>>)> = vec![
+        type Columns = Option<Vec<(TableRef, String)>>;
+        let cases: Vec<(&str, bool, Columns)> = vec![
             (
                 "SELECT id FROM o WHERE c = 5 ORDER BY id",
                 false,
