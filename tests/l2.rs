@@ -2051,3 +2051,60 @@ async fn long_data_after_an_l2_hit_reads_as_directly() {
 fn local_hits_of(p: &TestProxy) -> u64 {
     p.running.shared.cache.stats().hits()
 }
+
+/// Row order is data through L2 too (adversary round 23): B's entry of an unordered read
+/// pinned to one slice, served to A from L2, is not kept valid by a write to another slice,
+/// which moves the server's plan (index d to index c) and with it which row `LIMIT 1` keeps.
+/// The slice decision is made where the entry is filled; L2 carries its stamps.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unordered_read_from_l2_follows_a_plan_moved_by_another_slice() {
+    let redis = Redis::start();
+    let schema = common::fresh_schema("l2_order").await;
+    let mut d = common::direct_to(&schema).await;
+    for s in [
+        "CREATE TABLE o (id INT PRIMARY KEY, c INT, d INT, KEY (c), KEY (d))",
+        "INSERT INTO o VALUES (1, 5, 30), (2, 5, 20), (3, 5, 10), (4, 5, 0), (5, 5, 0), \
+         (6, 5, 0), (7, 5, 0), (8, 5, 0), (9, 5, 0), (10, 5, 0)",
+        "INSERT INTO o SELECT seq + 100, 6, 0 FROM seq_1_to_100",
+        "ANALYZE TABLE o",
+    ] {
+        d.query_drop(s).await.unwrap();
+    }
+    let a = proxy(&redis.url(), |c: &mut Config| {
+        c.invalidation.granularity = Granularity::Row
+    })
+    .await;
+    let b = proxy(&redis.url(), |c: &mut Config| {
+        c.invalidation.granularity = Granularity::Row
+    })
+    .await;
+    let read = "SELECT id FROM o WHERE c = 5 AND d > 0 LIMIT 1";
+    let one = |rows: Vec<mysql_async::Row>| -> i64 { mysql_async::from_row(rows[0].clone()) };
+    let mut cb = b.conn(&schema).await;
+    let filled = one(cb.query(read).await.unwrap());
+    wait_for("B's entry", Duration::from_secs(10), || {
+        !redis.keys("qcache:e:*").is_empty()
+    })
+    .await;
+    let mut ca = a.conn(&schema).await;
+    assert_eq!(one(ca.query(read).await.unwrap()), filled);
+    assert_eq!(
+        stat(&a, "Qcache_l2_hits"),
+        1,
+        "A is served B's entry from L2"
+    );
+    ca.query_drop(format!("INSERT INTO o VALUES {}", "(1001, 6, 1), (1002, 6, 2), (1003, 6, 3), (1004, 6, 4), (1005, 6, 5), (1006, 6, 6), (1007, 6, 7), (1008, 6, 8), (1009, 6, 9), (1010, 6, 10), (1011, 6, 11), (1012, 6, 12), (1013, 6, 13), (1014, 6, 14), (1015, 6, 15), (1016, 6, 16), (1017, 6, 17), (1018, 6, 18), (1019, 6, 19), (1020, 6, 20), (1021, 6, 21), (1022, 6, 22), (1023, 6, 23), (1024, 6, 24), (1025, 6, 25), (1026, 6, 26), (1027, 6, 27), (1028, 6, 28), (1029, 6, 29), (1030, 6, 30), (1031, 6, 31), (1032, 6, 32), (1033, 6, 33), (1034, 6, 34), (1035, 6, 35), (1036, 6, 36), (1037, 6, 37), (1038, 6, 38), (1039, 6, 39), (1040, 6, 40)"))
+        .await
+        .unwrap();
+    let direct = one(d.query(read).await.unwrap());
+    assert_eq!(
+        one(ca.query(read).await.unwrap()),
+        direct,
+        "A after the write"
+    );
+    assert_eq!(
+        one(cb.query(read).await.unwrap()),
+        direct,
+        "B after the write"
+    );
+}
