@@ -158,6 +158,12 @@ impl<'a> Planner<'a> {
         (rest.into(), sliced, cols, generation)
     }
 
+    /// The primary key column of table `t` as the session names it, if the catalog knows it.
+    fn primary_key(&self, st: &SessionState, t: &TableRef) -> Option<String> {
+        let q = st.qualify(t.schema.as_deref(), &t.name)?;
+        self.catalog.primary_key(&q)
+    }
+
     /// What decides whether read `o` shows the order its plan walks rows in
     /// (`policy::order::slices_keep_order`), from its slices `pins` and the catalog's
     /// primary keys and column types.
@@ -172,10 +178,7 @@ impl<'a> Planner<'a> {
             [t] if !o.nested => Some(t),
             _ => None,
         };
-        let pk = |t: &TableRef| {
-            let q = st.qualify(t.schema.as_deref(), &t.name)?;
-            self.catalog.primary_key(&q)
-        };
+        let pk = |t: &TableRef| self.primary_key(st, t);
         let key = single.and_then(|t| Some((t, pk(t)?)));
         let alike = |(t, c): &(TableRef, String)| {
             columns(t, c).is_some_and(|i| group_key_looks_alike(&i.ty))
@@ -215,10 +218,7 @@ impl<'a> Planner<'a> {
         pins: &ReadPins,
         columns: &dyn Fn(&TableRef, &str) -> Option<ColumnInfo>,
     ) -> ResultFacts {
-        let pk = |t: &TableRef| {
-            let q = st.qualify(t.schema.as_deref(), &t.name)?;
-            self.catalog.primary_key(&q)
-        };
+        let pk = |t: &TableRef| self.primary_key(st, t);
         let int = |i: usize, c: &str| {
             o.tables
                 .get(i)
