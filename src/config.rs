@@ -94,6 +94,8 @@ pub struct ServerConfig {
     /// Threads that run sessions; 0 means one per core this process may use (affinity and
     /// cgroup CPU quota respected). A sidecar sharing its pod's cores may want fewer.
     pub workers: usize,
+    /// How sessions are given to those threads: `load` or `round-robin`.
+    pub placement: Placement,
     /// Largest packet a client may send before it has authenticated.
     #[serde(deserialize_with = "size::deserialize")]
     pub pre_auth_max_packet: usize,
@@ -124,6 +126,7 @@ impl Default for ServerConfig {
             max_connections: 4096,
             listen_backlog: 1024,
             workers: 0,
+            placement: Placement::Load,
             pre_auth_max_packet: 64 * 1024,
             auth_timeout: Duration::from_secs(10),
             connect_timeout: Duration::from_secs(5),
@@ -236,6 +239,8 @@ pub enum Conservative {
     #[default]
     All,
 }
+
+pub use crate::workers::Placement;
 
 /// How finely writes invalidate (`invalidation.granularity`).
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]

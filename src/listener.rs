@@ -7,7 +7,7 @@ use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
+use tokio::net::{TcpListener, UnixListener};
 
 use crate::transport::Stream;
 
@@ -15,13 +15,6 @@ use crate::transport::Stream;
 pub struct Listeners {
     pub tcp: Option<TcpListener>,
     pub unix: Option<UnixSocketListener>,
-}
-
-/// An accepted client, detached from the accepting runtime so that a session runtime can
-/// take it (see [`Accepted::into_stream`]).
-pub enum Accepted {
-    Tcp(std::net::TcpStream),
-    Unix(std::os::unix::net::UnixStream),
 }
 
 impl Listeners {
@@ -48,25 +41,6 @@ async fn accept_unix(l: Option<&UnixSocketListener>) -> io::Result<Stream> {
     }
 }
 
-impl Accepted {
-    /// Leaves the current runtime's reactor (the accepting one).
-    pub fn from_stream(s: Stream) -> io::Result<Accepted> {
-        match s {
-            Stream::Plain(s) => Ok(Accepted::Tcp(s.into_std()?)),
-            Stream::Unix(s) => Ok(Accepted::Unix(s.into_std()?)),
-            _ => Err(io::Error::other("an accepted stream is plain")),
-        }
-    }
-
-    /// Joins the current runtime's reactor (a session runtime's).
-    pub fn into_stream(self) -> io::Result<Stream> {
-        match self {
-            Accepted::Tcp(s) => Ok(Stream::Plain(TcpStream::from_std(s)?)),
-            Accepted::Unix(s) => Ok(Stream::Unix(UnixStream::from_std(s)?)),
-        }
-    }
-}
-
 /// The Unix socket clients on the same host (or pod, through a shared volume) connect to,
 /// as mysqld's `--socket`. The file is removed when this is dropped, unless another process
 /// has replaced it meanwhile.
@@ -84,8 +58,11 @@ impl UnixSocketListener {
     pub async fn bind(path: &Path, backlog: u32) -> io::Result<UnixSocketListener> {
         match std::fs::symlink_metadata(path) {
             Ok(m) if m.file_type().is_socket() => {
-                let probe =
-                    tokio::time::timeout(Duration::from_secs(1), UnixStream::connect(path)).await;
+                let probe = tokio::time::timeout(
+                    Duration::from_secs(1),
+                    tokio::net::UnixStream::connect(path),
+                )
+                .await;
                 match probe {
                     Ok(Err(e)) if e.kind() == io::ErrorKind::ConnectionRefused => {
                         tracing::info!(path = %path.display(), "replacing a stale socket file");

@@ -14,10 +14,11 @@ use tracing::{info, warn};
 
 use crate::cli::Cli;
 use crate::config::Config;
-use crate::listener::{Accepted, Listeners, UnixSocketListener};
+use crate::listener::{Listeners, UnixSocketListener};
 use crate::protocol::codec;
 use crate::protocol::packets;
 use crate::shutdown::{self, Shutdown};
+use crate::transport::Detached;
 
 /// Moved to `shared`; re-exported while branches that import it from here merge.
 use crate::shared::Shared;
@@ -106,7 +107,7 @@ pub enum StartError {
 /// Binds the listeners and starts serving in the background of the current runtime.
 pub async fn start(config: Config) -> Result<Running, StartError> {
     config.validate()?;
-    crate::workers::start(config.server.workers);
+    crate::workers::start(config.server.workers, config.server.placement);
     let listen_err = |source| StartError::Listen {
         addr: config.server.listen.clone(),
         source,
@@ -207,24 +208,26 @@ async fn accept_loop(
         let shared2 = shared.clone();
         let signal = signals.session();
         // The socket leaves this runtime's reactor for the session runtime's.
-        let client = match Accepted::from_stream(client) {
+        let client = match Detached::from_stream(client) {
             Ok(s) => s,
             Err(e) => {
                 warn!(error = %e, "cannot hand a connection to a session runtime");
                 continue;
             }
         };
+        let seat = crate::workers::seat();
+        let runtime = seat.handle();
         sessions.spawn_on(
             async move {
                 let Ok(client) = client.into_stream() else {
                     return;
                 };
                 shared2.connections.fetch_add(1, Ordering::Relaxed);
-                crate::session::serve(id, client, shared2.clone(), signal).await;
+                crate::session::serve(id, client, shared2.clone(), signal, seat).await;
                 shared2.connections.fetch_sub(1, Ordering::Relaxed);
                 drop(permit);
             },
-            crate::workers::next(),
+            runtime,
         );
     }
     // Closing the Unix listener removes its file: new clients get "no such file" at once

@@ -34,6 +34,33 @@ pub enum Stream {
     Upgrading,
 }
 
+/// A plain stream off every runtime's reactor, on its way to another runtime: an accepted
+/// client going from the accepting runtime to a session runtime, or a session's legs moving
+/// between session runtimes (`workers`).
+pub enum Detached {
+    Tcp(std::net::TcpStream),
+    Unix(std::os::unix::net::UnixStream),
+}
+
+impl Detached {
+    /// Leaves the current runtime's reactor.
+    pub fn from_stream(s: Stream) -> io::Result<Detached> {
+        match s {
+            Stream::Plain(s) => Ok(Detached::Tcp(s.into_std()?)),
+            Stream::Unix(s) => Ok(Detached::Unix(s.into_std()?)),
+            _ => Err(io::Error::other("only a plain stream leaves its runtime")),
+        }
+    }
+
+    /// Joins the current runtime's reactor.
+    pub fn into_stream(self) -> io::Result<Stream> {
+        match self {
+            Detached::Tcp(s) => Ok(Stream::Plain(TcpStream::from_std(s)?)),
+            Detached::Unix(s) => Ok(Stream::Unix(UnixStream::from_std(s)?)),
+        }
+    }
+}
+
 /// A TCP stream with bytes already read from it in front. A client sends its TLS
 /// ClientHello right after its SSL request without waiting, so one read may have taken
 /// both into the packet buffer; the TLS server must see those bytes first.
@@ -671,6 +698,24 @@ impl PacketConn {
             version,
             crate::policy::diagnostics::openssl_cipher_name(&name),
         ))
+    }
+
+    /// Takes a plain stream off this thread's reactor, so that another session runtime can
+    /// take it ([`PacketConn::attach`]); the leg's buffers stay. A TLS leg cannot (its state
+    /// would have to move with it): see [`can_detach`](Self::can_detach).
+    pub fn detach(&mut self) -> io::Result<Detached> {
+        Detached::from_stream(std::mem::replace(&mut self.io, Stream::Upgrading))
+    }
+
+    /// Puts a detached stream on the current runtime's reactor.
+    pub fn attach(&mut self, d: Detached) -> io::Result<()> {
+        self.io = d.into_stream()?;
+        Ok(())
+    }
+
+    /// True when [`detach`](Self::detach) would take the stream.
+    pub fn can_detach(&self) -> bool {
+        matches!(self.io, Stream::Plain(_) | Stream::Unix(_))
     }
 
     /// True once the stream is encrypted, in either direction.

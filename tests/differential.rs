@@ -885,6 +885,39 @@ topics!(
     snapshot,
 );
 
+/// Sessions that move to the other session thread after every command
+/// (`workers::shuffle_sessions`, debug builds) answer as they do in place: their legs,
+/// buffers, transaction, prepared statements and owed diagnostics move with them.
+#[cfg(debug_assertions)]
+async fn run_topics_moving(topics: &[&str]) {
+    qcache::workers::start(2, qcache::config::Placement::Load);
+    qcache::workers::shuffle_sessions(true);
+    let before = qcache::workers::moves();
+    for topic in topics {
+        run_topic(topic).await;
+    }
+    let moved = qcache::workers::moves() - before;
+    assert!(moved > 100, "sessions moved only {moved} times");
+}
+
+#[cfg(debug_assertions)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn moving_sessions_context_and_locks() {
+    run_topics_moving(&["basics", "context", "locks"]).await;
+}
+
+#[cfg(debug_assertions)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn moving_sessions_snapshot() {
+    run_topics_moving(&["snapshot"]).await;
+}
+
+#[cfg(debug_assertions)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn moving_sessions_diagnostics() {
+    run_topics_moving(&["diagnostics"]).await;
+}
+
 /// Topics split into parts (`run_topic_part`): the first round of adversarial scenarios took
 /// 50–68 s as one test, near nextest's 120 s limit on a loaded machine; the third round's
 /// lock-wait timeouts (1 s each, three runs per file) took 50–70 s; the eleventh round's

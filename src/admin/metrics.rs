@@ -289,6 +289,12 @@ fn encode_sessions(e: &mut DescriptorEncoder, sh: &Shared) -> std::fmt::Result {
         "Upstream connections open now (one per client session).",
         conns,
     )?;
+    counter(
+        e,
+        "qcache_session_moves",
+        "Sessions moved between session threads (server.placement = \"load\").",
+        crate::workers::moves(),
+    )?;
     histogram(
         e,
         "qcache_hit_latency_seconds",

@@ -681,6 +681,13 @@ pub fn status(shared: &Shared) -> Rows {
         "Qcache_client_connections".into(),
         shared.connections.load(Ordering::Relaxed).to_string(),
     ));
+    let per_worker = crate::workers::sessions_per_worker();
+    let per_worker: Vec<String> = per_worker.iter().map(usize::to_string).collect();
+    rows.push(("Qcache_worker_sessions".into(), per_worker.join(",")));
+    rows.push((
+        "Qcache_session_moves".into(),
+        crate::workers::moves().to_string(),
+    ));
     for (reason, n) in cache.stats().not_cached_reasons() {
         rows.push((format!("Qcache_not_cached_{reason}"), n.to_string()));
     }

@@ -35,6 +35,7 @@ use crate::protocol::response::Expect;
 use crate::shared::Shared;
 use crate::shutdown::ShutdownSignal;
 use crate::transport::{self as conn, ConnError, PacketConn};
+use crate::workers::Seat;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SessionError {
@@ -104,34 +105,50 @@ pub struct Session {
     /// A child write's parent lookup sent beside it (`engine::fkslices::Timing::WithWrite`):
     /// what it asked, and its answers when they come.
     pub(crate) early_lookup: Option<relay::EarlyLookup>,
+    /// The session thread it runs on (`workers`), which may ask it to move.
+    seat: Seat,
 }
 
-/// Runs one client from accept to close.
-pub async fn serve(id: u64, client: conn::Stream, shared: Arc<Shared>, shutdown: ShutdownSignal) {
+/// Runs one client from accept to close. The session moves to another session thread
+/// between commands when `workers` asks: this task then waits for it there.
+pub async fn serve(
+    id: u64,
+    client: conn::Stream,
+    shared: Arc<Shared>,
+    sd: ShutdownSignal,
+    seat: Seat,
+) {
     let peer = client.peer();
     let span = tracing::info_span!("session", id, client = %peer, user = tracing::field::Empty);
     async move {
-        match start(client, shared.clone()).await {
-            Ok(mut s) => {
-                tracing::Span::current().record("user", s.st.user.as_str());
-                info!(db = s.st.db.as_deref().unwrap_or(""), "session started");
-                let end = s.command_loop(shutdown).await;
-                s.finish().await;
-                match end {
-                    Ok(()) => info!("session ended"),
-                    Err(e) if e.is_quiet() => info!(reason = %e, "session ended"),
-                    Err(e) => tracing::warn!(error = %e, "session ended with an error"),
-                }
+        let s = match start(client, shared.clone(), seat).await {
+            Ok(s) => s,
+            Err(e) if e.is_quiet() => {
+                return debug!(reason = %e, "connection ended during handshake")
             }
-            Err(e) if e.is_quiet() => debug!(reason = %e, "connection ended during handshake"),
-            Err(e) => info!(error = %e, "connection ended during handshake"),
+            Err(e) => return info!(error = %e, "connection ended during handshake"),
+        };
+        tracing::Span::current().record("user", s.st.user.as_str());
+        info!(db = s.st.db.as_deref().unwrap_or(""), "session started");
+        let mut next = s.run_here(sd, None).await;
+        while let Some((s, sd, legs)) = next {
+            let there = s.seat.handle();
+            let run = s.run_here(sd, Some(legs)).in_current_span();
+            next = crate::workers::run_on(there, run).await.flatten();
         }
     }
     .instrument(span)
     .await
 }
 
-async fn start(client: conn::Stream, shared: Arc<Shared>) -> Result<Session, SessionError> {
+/// A session between two session threads, its legs off every reactor.
+type Moving = (Session, ShutdownSignal, [conn::Detached; 2]);
+
+async fn start(
+    client: conn::Stream,
+    shared: Arc<Shared>,
+    seat: Seat,
+) -> Result<Session, SessionError> {
     let cfg = shared.config();
     let mut client = PacketConn::new(client, cfg.server.pre_auth_max_packet);
     client.write_timeout = Some(cfg.server.client_write_timeout);
@@ -166,6 +183,7 @@ async fn start(client: conn::Stream, shared: Arc<Shared>) -> Result<Session, Ses
         private_status: None,
         read_answer: None,
         early_lookup: None,
+        seat,
     };
     // The session's settings as it inherited them from the globals: part of the key.
     s.client.flush().await.map_err(SessionError::client)?;
@@ -176,13 +194,66 @@ async fn start(client: conn::Stream, shared: Arc<Shared>) -> Result<Session, Ses
 }
 
 impl Session {
-    async fn command_loop(&mut self, mut shutdown: ShutdownSignal) -> Result<(), SessionError> {
+    /// Runs the session on this thread (its legs attached here first, when it came from
+    /// another) until it ends (then closes it) or moves (then returns it).
+    async fn run_here(
+        mut self,
+        mut sd: ShutdownSignal,
+        legs: Option<[conn::Detached; 2]>,
+    ) -> Option<Moving> {
+        let attached = match legs {
+            Some([c, u]) => self.client.attach(c).and_then(|()| self.upstream.attach(u)),
+            None => Ok(()),
+        };
+        let end = match attached {
+            Ok(()) => self.command_loop(&mut sd).await,
+            Err(e) => Err(SessionError::Client(e.into())),
+        };
+        if let Ok(Some(legs)) = end {
+            return Some((self, sd, legs));
+        }
+        self.finish().await;
+        match end {
+            Ok(_) => info!("session ended"),
+            Err(e) if e.is_quiet() => info!(reason = %e, "session ended"),
+            Err(e) => tracing::warn!(error = %e, "session ended with an error"),
+        }
+        None
+    }
+
+    /// The commands, until the session ends (`None`) or, between two commands, is asked to
+    /// move to another session thread and can (plain legs, nothing owed): `Some(its legs)`,
+    /// detached.
+    async fn command_loop(
+        &mut self,
+        shutdown: &mut ShutdownSignal,
+    ) -> Result<Option<[conn::Detached; 2]>, SessionError> {
         // One wait for the whole session, polled while it waits for each command (an atomic
         // load: `ShutdownSignal`).
         let draining = shutdown.draining();
         tokio::pin!(draining);
+        // A session that just came serves a command before it may move again.
+        let mut first = true;
         loop {
             self.client.flush().await.map_err(SessionError::client)?;
+            if !std::mem::take(&mut first)
+                && self.early_lookup.is_none()
+                && self.client.can_detach()
+                && self.upstream.can_detach()
+            {
+                if let Some(to) = self.seat.asked_to_leave() {
+                    let c = self
+                        .client
+                        .detach()
+                        .map_err(|e| SessionError::Client(e.into()))?;
+                    let u = self
+                        .upstream
+                        .detach()
+                        .map_err(|e| SessionError::Client(e.into()))?;
+                    self.seat.move_to(to);
+                    return Ok(Some([c, u]));
+                }
+            }
             self.client.start_command();
             // Between commands is the one place a graceful shutdown may end a session,
             // and only outside a transaction.
@@ -191,7 +262,7 @@ impl Session {
                 p = self.client.read() => p.map_err(SessionError::client)?,
                 _ = &mut draining, if !self.st.txn.in_transaction() => {
                     debug!("closing idle session for shutdown");
-                    return Ok(());
+                    return Ok(None);
                 }
                 // The server owes nothing between commands, so bytes or a close here mean
                 // it ended the session (KILL, wait_timeout, a restart; MySQL 8 says why in
@@ -212,10 +283,10 @@ impl Session {
                         self.client.reset_on_close();
                     }
                     debug!(closed = r.is_err(), reset, "the server ended the session between commands");
-                    return Ok(());
+                    return Ok(None);
                 }
             };
-            let Some(pkt) = pkt else { return Ok(()) };
+            let Some(pkt) = pkt else { return Ok(None) };
             let route = route(&mut self.st, &pkt.payload);
             let ahead = match self.hit_at_once(&pkt, &route) {
                 Ahead::Served => continue,
@@ -223,7 +294,7 @@ impl Session {
             };
             match self.command(pkt, route, ahead).await {
                 Ok(true) => {}
-                Ok(false) => return Ok(()),
+                Ok(false) => return Ok(None),
                 Err(SessionError::Upstream(e)) => {
                     // The client's leg closes as the server closed qcache's: a server that
                     // closes with the command unread (its kernel resets), or that resets

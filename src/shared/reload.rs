@@ -93,6 +93,10 @@ impl Shared {
         );
         restart(new.server.workers != old.server.workers, "server.workers");
         restart(
+            new.server.placement != old.server.placement,
+            "server.placement",
+        );
+        restart(
             new.cache.max_bytes != old.cache.max_bytes,
             "cache.max_bytes",
         );
