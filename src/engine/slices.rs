@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use super::state::SessionState;
 use crate::analysis::params;
-use crate::analysis::slices::{ColType, ColumnInfo, Lit, OrderShape, ReadPins};
+use crate::analysis::slices::{pins_one_value, ColType, ColumnInfo, Lit, OrderShape, ReadPins};
 use crate::analysis::{Analyzer, TableRef, WriteInfo, WriteTargets};
 use crate::cache::sliceplans::{self, SlicePlans};
 use crate::cache::versions::{ColumnReads, SlicePlan, Versions};
@@ -14,8 +14,8 @@ use crate::cache::TableHandle;
 use crate::config::{Config, Granularity};
 use crate::invalidation::catalog::Catalog;
 use crate::policy::order::{
-    group_key_looks_alike, result_keeps_order, slices_keep_order, OrderFacts, ResultFacts,
-    ResultTable,
+    group_key_looks_alike, result_keeps_order, slices_keep_order, sum_is_exact, OrderFacts,
+    ResultFacts, ResultTable,
 };
 use crate::protocol::commands;
 use crate::protocol::packets::com;
@@ -164,6 +164,13 @@ impl<'a> Planner<'a> {
         self.catalog.primary_key(&q)
     }
 
+    /// Whether `pins` hold table `t` to one value of its primary key `key`: at most one row.
+    /// A calendar bucket of a temporal key is no value ([`pins_one_value`]).
+    fn pinned_to_key(t: &TableRef, key: &str, pins: &ReadPins) -> bool {
+        pins.get(t)
+            .is_some_and(|(c, keys)| c == key && pins_one_value(keys))
+    }
+
     /// What decides whether read `o` shows the order its plan walks rows in
     /// (`policy::order::slices_keep_order`), from its slices `pins` and the catalog's
     /// primary keys and column types.
@@ -186,10 +193,14 @@ impl<'a> Planner<'a> {
         // `MIN`/`MAX` of a column whose equal values may look different show whichever the
         // plan met first.
         let min_max_alike = o.min_max.as_ref().is_some_and(|m| m.iter().all(alike));
+        // `SUM`/`AVG` of floating-point values show the order the plan added them in.
+        let exact =
+            |(t, c): &(TableRef, String)| columns(t, c).is_some_and(|i| sum_is_exact(&i.ty));
+        let order_free = min_max_alike && o.sums.as_ref().is_some_and(|m| m.iter().all(exact));
         OrderFacts {
             shown: o.shown,
-            aggregate_row: o.aggregates_only && !o.limited && min_max_alike,
-            grouped: min_max_alike && o.grouped_by.as_ref().is_some_and(|g| g.iter().all(alike)),
+            aggregate_row: o.aggregates_only && !o.limited && order_free,
+            grouped: order_free && o.grouped_by.as_ref().is_some_and(|g| g.iter().all(alike)),
             single_table: single.is_some(),
             // Only where every row shown is a row of the table: with an aggregate or a
             // GROUP BY a column shows some row of its group; DISTINCT keeps some row of each.
@@ -199,12 +210,9 @@ impl<'a> Planner<'a> {
                     .as_ref()
                     .is_some_and(|(t, k)| o.ordered_by.iter().any(|(r, c)| r == *t && c == k)),
             pinned_to_key: !o.tables.is_empty()
-                && o.tables.iter().all(|t| {
-                    pk(t).is_some_and(|k| {
-                        pins.get(t)
-                            .is_some_and(|(c, keys)| *c == k && keys.len() == 1)
-                    })
-                }),
+                && o.tables
+                    .iter()
+                    .all(|t| pk(t).is_some_and(|k| Self::pinned_to_key(t, &k, pins))),
         }
     }
 
@@ -234,10 +242,9 @@ impl<'a> Planner<'a> {
                 .iter()
                 .map(|t| {
                     let key = pk(t);
-                    let pinned = key.as_ref().is_some_and(|k| {
-                        pins.get(t)
-                            .is_some_and(|(c, keys)| c == k && keys.len() == 1)
-                    });
+                    let pinned = key
+                        .as_ref()
+                        .is_some_and(|k| Self::pinned_to_key(t, k, pins));
                     ResultTable {
                         key: key.map(|k| vec![k]),
                         pinned,
