@@ -76,7 +76,7 @@ impl<'a> Planner<'a> {
             )
         };
         // With an L2, slice versions travel there too (`l2`, docs/fleet.md).
-        if !self.slices_on() || !st.temp_tables.is_empty() {
+        if !self.slices_on() || !st.temp_tables.is_empty() || slices_refused(st) {
             return whole();
         }
         let catalog = self.catalog;
@@ -343,6 +343,16 @@ impl<'a> Planner<'a> {
     }
 }
 
+/// Whether a session's reads depend on their tables whole whatever they pin: the server may
+/// refuse its reads once their tables grow (a read limit, `policy::context::READ_LIMITS`:
+/// `max_join_size` refuses a read whose plan's estimate passes it, ERROR 1104), and that
+/// estimate weighs the rows of every slice, so a write to another slice may turn a read
+/// answered before into an error. Not memoised either (`planned_slices`): the memo's plans
+/// are those of sessions without limits.
+pub fn slices_refused(st: &SessionState) -> bool {
+    st.reads_may_be_refused()
+}
+
 /// The execute's parameter values when `payload` is a COM_STMT_EXECUTE of a known
 /// statement; None for a text query (no parameters) or when they cannot be read.
 pub fn execute_literals(st: &SessionState, payload: &[u8]) -> Option<Vec<Option<Lit>>> {
@@ -380,6 +390,7 @@ mod tests {
             row: bool,
             db: Option<&'static str>,
             temp: bool,
+            limited: bool,
             sql: &'static str,
             whole: &'static [&'static str],
             sliced: &'static [&'static str],
@@ -390,6 +401,7 @@ mod tests {
                 row: true,
                 db: Some("db"),
                 temp: false,
+                limited: false,
                 sql: "SELECT * FROM child WHERE id = 1",
                 whole: &[],
                 sliced: &["db.child"],
@@ -399,6 +411,7 @@ mod tests {
                 row: true,
                 db: None,
                 temp: false,
+                limited: false,
                 sql: "SELECT * FROM db.child WHERE id = 1",
                 whole: &[],
                 sliced: &["db.child"],
@@ -408,6 +421,7 @@ mod tests {
                 row: false,
                 db: Some("db"),
                 temp: false,
+                limited: false,
                 sql: "SELECT * FROM child WHERE id = 1",
                 whole: &["db.child"],
                 sliced: &[],
@@ -417,6 +431,17 @@ mod tests {
                 row: true,
                 db: Some("db"),
                 temp: true,
+                limited: false,
+                sql: "SELECT * FROM child WHERE id = 1",
+                whole: &["db.child"],
+                sliced: &[],
+            },
+            Row {
+                why: "reads the server may refuse once a table grows (max_join_size): whole",
+                row: true,
+                db: Some("db"),
+                temp: false,
+                limited: true,
                 sql: "SELECT * FROM child WHERE id = 1",
                 whole: &["db.child"],
                 sliced: &[],
@@ -426,6 +451,7 @@ mod tests {
                 row: true,
                 db: Some("db"),
                 temp: false,
+                limited: false,
                 sql: "SELECT * FROM child WHERE a > 1",
                 whole: &["db.child"],
                 sliced: &[],
@@ -435,6 +461,7 @@ mod tests {
                 row: true,
                 db: Some("db"),
                 temp: false,
+                limited: false,
                 sql: "SELECT * FROM v WHERE id = 1",
                 whole: &["db.v"],
                 sliced: &[],
@@ -446,6 +473,7 @@ mod tests {
             if r.temp {
                 st.temp_tables.insert(("db".into(), "tmp".into()));
             }
+            st.reads_limit_inherited = r.limited;
             let table = if r.sql.contains(" v ") { "v" } else { "child" };
             let tables: Arc<[TableHandle]> = Arc::from(vec![w.versions.table("db", table)]);
             let p = w.planner();
