@@ -762,10 +762,18 @@ fn order_shape(
             _ => None,
         })
         .collect();
-    let groups: Option<Vec<(TableRef, String)>> = match &sel.group_by {
-        GroupByExpr::Expressions(g, m) if m.is_empty() => g.iter().map(column).collect(),
+    // By reference: a table read twice (`o a JOIN o b`) has two, and `b.d` is not `a.d`.
+    let group_at: Option<Vec<(usize, String)>> = match &sel.group_by {
+        GroupByExpr::Expressions(g, m) if m.is_empty() => {
+            g.iter().map(|e| column_ref(e, refs)).collect()
+        }
         _ => None,
     };
+    let groups: Option<Vec<(TableRef, String)>> = group_at.as_ref().map(|g| {
+        g.iter()
+            .map(|(i, c)| (refs[*i].table.clone(), c.clone()))
+            .collect()
+    });
     aggregated |= groups.as_ref().is_none_or(|g| !g.is_empty());
     // What the HAVING computes decides which groups show, as the select list their values.
     let shown_values: Option<Vec<&Expr>> = items
@@ -792,16 +800,25 @@ fn order_shape(
         && items
             .as_ref()
             .is_some_and(|i| i.iter().all(|e| aggregate(e)));
-    let grouped_by = match (&groups, &items, &ordered_by) {
-        (Some(g), Some(items), Some(o))
+    // Every ORDER BY item a plain column, covering the groups' key (compared by reference).
+    let covered = |g: &[(usize, String)]| {
+        ordered_by.is_some()
+            && order_terms.as_ref().is_some_and(|o| {
+                o.is_empty()
+                    || g.iter()
+                        .all(|(i, c)| o.contains(&Term::Column(*i, c.clone())))
+            })
+    };
+    let grouped_by = match (&group_at, &items) {
+        (Some(g), Some(items))
             if !g.is_empty()
                 && sel.distinct.is_none()
-                && items
-                    .iter()
-                    .all(|e| aggregate(e) || column(e).is_some_and(|c| g.contains(&c)))
-                && (o.is_empty() || g.iter().all(|c| o.contains(c))) =>
+                && items.iter().all(|e| {
+                    aggregate(e) || column_ref(e, refs).is_some_and(|c| g.contains(&c))
+                })
+                && covered(g) =>
         {
-            Some(g.clone())
+            groups.clone()
         }
         _ => None,
     };
@@ -3809,6 +3826,33 @@ mod tests {
                 OrderShape {
                     tables: vec![t("o")],
                     ordered_by: vec![col("o", "id")],
+                    ..OrderShape::default()
+                },
+            ),
+            // A self-join: b.d is another reference's column than the group key a.d.
+            (
+                "SELECT b.d, COUNT(*) FROM o a JOIN o b ON b.c = a.c WHERE a.c = 5 GROUP BY a.d",
+                OrderShape {
+                    tables: vec![t("o"), t("o")],
+                    ..OrderShape::default()
+                },
+            ),
+            (
+                "SELECT a.d, COUNT(*) FROM o a JOIN o b ON b.c = a.c WHERE a.c = 5 GROUP BY a.d \
+                 ORDER BY a.d",
+                OrderShape {
+                    tables: vec![t("o"), t("o")],
+                    grouped_by: Some(vec![col("o", "d")]),
+                    ordered_by: vec![col("o", "d")],
+                    ..OrderShape::default()
+                },
+            ),
+            (
+                "SELECT a.d, COUNT(*) FROM o a JOIN o b ON b.c = a.c WHERE a.c = 5 GROUP BY a.d \
+                 ORDER BY b.d",
+                OrderShape {
+                    tables: vec![t("o"), t("o")],
+                    ordered_by: vec![col("o", "d")],
                     ..OrderShape::default()
                 },
             ),
