@@ -33,9 +33,12 @@ pub enum TableLocks {
     None,
 }
 
-/// Reads a statement's effect on table locks from its text (as the server reads it).
+/// Reads a statement's effect on table locks from its text (as the server reads it). A
+/// MariaDB `SET STATEMENT … FOR` prefix changes nothing: the statement after FOR runs, and
+/// takes or releases locks as it would alone.
 pub fn table_locks(sql: &[u8]) -> TableLocks {
-    let toks: Vec<Token> = Lexer::new(sql).collect();
+    let all: Vec<Token> = Lexer::new(sql).collect();
+    let toks = &all[statement_start(sql, &all)..];
     let kw = |k: usize, w: &str| toks.get(k).is_some_and(|t| t.is_kw(sql, w));
     let tables_kw = |k: usize| kw(k, "TABLE") || kw(k, "TABLES");
     if kw(0, "UNLOCK") {
@@ -74,6 +77,30 @@ pub fn table_locks(sql: &[u8]) -> TableLocks {
         }
     }
     TableLocks::None
+}
+
+/// Where the statement that runs starts in `toks`: after any `SET STATEMENT var = value [, …]
+/// FOR` prefixes (a FOR inside parentheses belongs to a value). 0 when there is none, or
+/// when a prefix has no FOR (then the statement is a SET, which takes no lock).
+fn statement_start(sql: &[u8], toks: &[Token]) -> usize {
+    let mut k = 0;
+    while toks.get(k).is_some_and(|t| t.is_kw(sql, "SET"))
+        && toks.get(k + 1).is_some_and(|t| t.is_kw(sql, "STATEMENT"))
+    {
+        let mut depth = 0i32;
+        let Some(at) = toks[k + 2..].iter().position(|t| {
+            if t.is_punct(b'(') {
+                depth += 1;
+            } else if t.is_punct(b')') {
+                depth -= 1;
+            }
+            depth == 0 && t.is_kw(sql, "FOR")
+        }) else {
+            return 0;
+        };
+        k += 2 + at + 1;
+    }
+    k
 }
 
 /// The tables of a `LOCK TABLES` list locked for writing: `name [[AS] alias] lock_type, …`
@@ -216,6 +243,37 @@ mod tests {
                 "LOCK TABLES db.t AS x WRITE",
                 take(Some(vec![t(Some("db"), "t")])),
             ),
+        ] {
+            assert_eq!(table_locks(sql.as_bytes()), want, "{sql}");
+        }
+    }
+
+    /// A `SET STATEMENT … FOR` prefix (MariaDB) runs the statement after FOR, which takes
+    /// or releases locks as it would alone.
+    #[test]
+    fn set_statement_prefixes_run_their_statement() {
+        let take = |w: Option<Vec<TableRef>>| TableLocks::Take { write: w };
+        for (sql, want) in [
+            (
+                "SET STATEMENT lock_wait_timeout = 5 FOR LOCK TABLES u READ",
+                take(Some(vec![])),
+            ),
+            (
+                "set statement a = 1, b = (SELECT 1 FOR UPDATE) for LOCK TABLES t WRITE",
+                take(Some(vec![t(None, "t")])),
+            ),
+            (
+                "SET STATEMENT a = 1 FOR SET STATEMENT b = 2 FOR LOCK TABLES t WRITE",
+                take(Some(vec![t(None, "t")])),
+            ),
+            (
+                "SET STATEMENT a = 1 FOR FLUSH TABLES WITH READ LOCK",
+                take(Some(vec![])),
+            ),
+            ("SET STATEMENT a = 1 FOR UNLOCK TABLES", TableLocks::Release),
+            ("SET STATEMENT a = 1 FOR SELECT 1", TableLocks::None),
+            ("SET STATEMENT a = 1", TableLocks::None),
+            ("SET @lock = 1", TableLocks::None),
         ] {
             assert_eq!(table_locks(sql.as_bytes()), want, "{sql}");
         }
