@@ -268,6 +268,39 @@ fn skip_format_option(sql: &[u8], lx: &mut Lexer) {
     *lx = ahead;
 }
 
+/// The statement MariaDB's `SET STATEMENT var = value [, …] FOR <statement>` prefixes run
+/// (they nest), else `sql` whole: what the server runs, and so what takes table locks,
+/// changes the default database, starts an XA transaction or prepares a name, as it would
+/// alone. Every reader of a statement's leading words reads them here. A prefix without
+/// FOR (a SET) is not one.
+pub fn statement_body(sql: &[u8]) -> &[u8] {
+    let mut body = sql;
+    // Hostile nesting is bounded like the scan's.
+    for _ in 0..8 {
+        let mut lx = Lexer::new(body);
+        let (Some(a), Some(b)) = (lx.next_token(), lx.next_token()) else {
+            break;
+        };
+        if !(a.is_kw(body, "SET") && b.is_kw(body, "STATEMENT")) {
+            break;
+        }
+        let mut depth = 0i32;
+        let found = lx.find(|t| {
+            if t.is_punct(b'(') {
+                depth += 1;
+            } else if t.is_punct(b')') {
+                depth -= 1;
+            }
+            depth == 0 && t.is_kw(body, "FOR")
+        });
+        match found {
+            Some(f) => body = &body[f.end..],
+            None => break,
+        }
+    }
+    body
+}
+
 /// Whether the statement's first keyword (after comments and opening parentheses) is `kw`
 /// (upper-case ASCII).
 pub fn first_keyword_is(sql: &[u8], kw: &str) -> bool {
@@ -505,6 +538,33 @@ pub fn strip_hints<'a>(sql: &'a [u8], scan: &Scan) -> Cow<'a, [u8]> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The statement SET STATEMENT prefixes run, one row per rule.
+    #[test]
+    fn statement_bodies() {
+        for (sql, want) in [
+            ("LOCK TABLES t READ", "LOCK TABLES t READ"),
+            ("SET STATEMENT a = 1 FOR USE d", " USE d"),
+            (
+                "set statement a = 1, b = 'x' for XA START 'x'",
+                " XA START 'x'",
+            ),
+            (
+                "SET STATEMENT a = (SELECT 1 FOR UPDATE) FOR LOCK TABLES t READ",
+                " LOCK TABLES t READ",
+            ),
+            (
+                "SET STATEMENT a = 1 FOR SET STATEMENT b = 2 FOR USE d",
+                " USE d",
+            ),
+            ("/* c */ SET STATEMENT a = 1 FOR USE d", " USE d"),
+            ("SET STATEMENT a = 1", "SET STATEMENT a = 1"),
+            ("SET a = 1", "SET a = 1"),
+        ] {
+            let got = String::from_utf8_lossy(statement_body(sql.as_bytes())).into_owned();
+            assert_eq!(got, want, "{sql}");
+        }
+    }
 
     #[test]
     fn compound_statements_are_anonymous_stored_code() {

@@ -232,6 +232,7 @@ impl Planner<'_> {
     /// server reads it) goes up: follows which prepared names hold a SET, and returns the
     /// `query_cache_type` it sets once the server accepts it ([`qct_run_by_server`]).
     pub fn before_sql_level(&self, st: &mut SessionState, text: &[u8]) -> Option<QueryCacheType> {
+        let text = crate::analysis::statement_body(text);
         if crate::analysis::first_keyword_is(text, "CALL") {
             // A procedure may PREPARE any name (multi-statements and compound statements
             // forget them too: `plan_multi`, `plan_compound`).
@@ -319,6 +320,7 @@ impl Planner<'_> {
     /// what a name held.
     pub fn code_ran<'a>(st: &SessionState, text: &'a [u8]) -> qct::CodeRan<'a> {
         use crate::analysis::first_keyword_is;
+        let text = crate::analysis::statement_body(text);
         if first_keyword_is(text, "CALL") {
             return qct::CodeRan::CallOf(text);
         }

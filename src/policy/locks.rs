@@ -37,8 +37,8 @@ pub enum TableLocks {
 /// MariaDB `SET STATEMENT … FOR` prefix changes nothing: the statement after FOR runs, and
 /// takes or releases locks as it would alone.
 pub fn table_locks(sql: &[u8]) -> TableLocks {
-    let all: Vec<Token> = Lexer::new(sql).collect();
-    let toks = &all[statement_start(sql, &all)..];
+    let sql = crate::analysis::statement_body(sql);
+    let toks: Vec<Token> = Lexer::new(sql).collect();
     let kw = |k: usize, w: &str| toks.get(k).is_some_and(|t| t.is_kw(sql, w));
     let tables_kw = |k: usize| kw(k, "TABLE") || kw(k, "TABLES");
     if kw(0, "UNLOCK") {
@@ -77,30 +77,6 @@ pub fn table_locks(sql: &[u8]) -> TableLocks {
         }
     }
     TableLocks::None
-}
-
-/// Where the statement that runs starts in `toks`: after any `SET STATEMENT var = value [, …]
-/// FOR` prefixes (a FOR inside parentheses belongs to a value). 0 when there is none, or
-/// when a prefix has no FOR (then the statement is a SET, which takes no lock).
-fn statement_start(sql: &[u8], toks: &[Token]) -> usize {
-    let mut k = 0;
-    while toks.get(k).is_some_and(|t| t.is_kw(sql, "SET"))
-        && toks.get(k + 1).is_some_and(|t| t.is_kw(sql, "STATEMENT"))
-    {
-        let mut depth = 0i32;
-        let Some(at) = toks[k + 2..].iter().position(|t| {
-            if t.is_punct(b'(') {
-                depth += 1;
-            } else if t.is_punct(b')') {
-                depth -= 1;
-            }
-            depth == 0 && t.is_kw(sql, "FOR")
-        }) else {
-            return 0;
-        };
-        k += 2 + at + 1;
-    }
-    k
 }
 
 /// The tables of a `LOCK TABLES` list locked for writing: `name [[AS] alias] lock_type, …`
