@@ -722,15 +722,9 @@ const ORDER_SHOWING_WORDS: &[&str] = &[
     "rownum",
 ];
 
-/// What decides whether a read's row order shows ([`OrderShape`]).
-fn order_shape(
-    sql: &str,
-    q: &sqlparser::ast::Query,
-    sel: &sqlparser::ast::Select,
-    refs: &[Ref],
-    everywhere: &HashMap<TableRef, usize>,
-) -> OrderShape {
-    use sqlparser::ast::{GroupByExpr, SelectItem};
+/// What a read's words say of its order, anywhere in the statement: (a word of
+/// [`ORDER_SHOWING_WORDS`], how many `LIMIT`/`OFFSET`/`FETCH`, a word of [`AGGREGATE_WORDS`]).
+fn order_words(sql: &str) -> (bool, usize, bool) {
     let bytes = sql.as_bytes();
     let mut lx = super::lexer::Lexer::new(bytes);
     let (mut shown, mut limits, mut aggregated) = (false, 0usize, false);
@@ -744,6 +738,19 @@ fn order_shape(
         aggregated |= AGGREGATE_WORDS.contains(&w);
         limits += usize::from(matches!(w, "limit" | "offset" | "fetch"));
     }
+    (shown, limits, aggregated)
+}
+
+/// What decides whether a read's row order shows ([`OrderShape`]).
+fn order_shape(
+    sql: &str,
+    q: &sqlparser::ast::Query,
+    sel: &sqlparser::ast::Select,
+    refs: &[Ref],
+    everywhere: &HashMap<TableRef, usize>,
+) -> OrderShape {
+    use sqlparser::ast::{GroupByExpr, SelectItem};
+    let (mut shown, limits, mut aggregated) = order_words(sql);
     let limited = q.limit_clause.is_some() || q.fetch.is_some();
     // Every LIMIT/OFFSET/FETCH word the top level does not account for may cut a subquery
     // (`LIMIT 1 OFFSET 2` is two words of the top level's one clause; any doubt counts).
