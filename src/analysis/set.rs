@@ -318,7 +318,8 @@ fn qc_value(v: &str) -> Option<QcAssign> {
 /// on Linux and the name goes into the cache key. (Table qualification lower-cases it.)
 pub fn use_schema(sql: &str) -> Option<String> {
     // `SET STATEMENT … FOR USE db` changes the database too.
-    let b = super::scan::statement_body(sql.as_bytes());
+    let body = super::scan::statement_body(sql.as_bytes());
+    let b: &[u8] = &body;
     let toks: Vec<Token> = Lexer::new(b).take(4).collect();
     if !toks.first()?.is_kw(b, "USE") {
         return None;

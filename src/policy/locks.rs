@@ -37,7 +37,8 @@ pub enum TableLocks {
 /// MariaDB `SET STATEMENT … FOR` prefix changes nothing: the statement after FOR runs, and
 /// takes or releases locks as it would alone.
 pub fn table_locks(sql: &[u8]) -> TableLocks {
-    let sql = crate::analysis::statement_body(sql);
+    let body = crate::analysis::statement_body(sql);
+    let sql: &[u8] = &body;
     let toks: Vec<Token> = Lexer::new(sql).collect();
     let kw = |k: usize, w: &str| toks.get(k).is_some_and(|t| t.is_kw(sql, w));
     let tables_kw = |k: usize| kw(k, "TABLE") || kw(k, "TABLES");

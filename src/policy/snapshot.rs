@@ -38,7 +38,8 @@ pub enum Xa {
 /// Reads a statement's effect on the XA state from its text (as the server reads it).
 pub fn xa(sql: &[u8]) -> Xa {
     // `SET STATEMENT … FOR XA START` starts one too.
-    let sql = crate::analysis::statement_body(sql);
+    let body = crate::analysis::statement_body(sql);
+    let sql: &[u8] = &body;
     let toks: Vec<Token> = Lexer::new(sql).take(2).collect();
     let kw = |k: usize, w: &str| toks.get(k).is_some_and(|t| t.is_kw(sql, w));
     if !kw(0, "XA") {

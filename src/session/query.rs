@@ -90,7 +90,7 @@ impl Session {
                     .await
             }
             TextRoute::Use => {
-                self.relay_following(&pkt, Expect::Results, Follow::Use(sql))
+                self.relay_following(&pkt, Expect::Results, Follow::Use(&text))
                     .await
             }
             TextRoute::UnlockTables => {
