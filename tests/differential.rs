@@ -867,6 +867,7 @@ topics!(
     adversary21,
     adversary22,
     adversary23,
+    adversary24,
     basics,
     catalog,
     classification,

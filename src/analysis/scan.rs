@@ -268,6 +268,58 @@ fn skip_format_option(sql: &[u8], lx: &mut Lexer) {
     *lx = ahead;
 }
 
+/// The statement MariaDB's `SET STATEMENT var = value [, …] FOR <statement>` prefixes run
+/// (they nest), else `sql` whole: what the server runs, and so what takes table locks,
+/// changes the default database, starts an XA transaction or prepares a name, as it would
+/// alone. Every reader of a statement's leading words reads them here. A prefix without
+/// FOR (a SET) is not one. With a prefix, executable-comment markers are blanked (the
+/// server runs their content as code), so that a prefix ending inside one
+/// (`/*!40101 SET STATEMENT … FOR */ USE d`) leaves its statement readable.
+pub fn statement_body(sql: &[u8]) -> std::borrow::Cow<'_, [u8]> {
+    let prefixed = |b: &[u8]| {
+        let mut lx = Lexer::new(b);
+        matches!((lx.next_token(), lx.next_token()),
+            (Some(a), Some(s)) if a.is_kw(b, "SET") && s.is_kw(b, "STATEMENT"))
+    };
+    if !prefixed(sql) {
+        return std::borrow::Cow::Borrowed(sql);
+    }
+    let mut lx = Lexer::recording_marks(sql);
+    for _ in lx.by_ref() {}
+    let mut code = sql.to_vec();
+    for m in lx.take_marks() {
+        if let Some(r) = code.get_mut(m) {
+            r.fill(b' ');
+        }
+    }
+    let mut at = 0;
+    // Hostile nesting is bounded like the scan's.
+    for _ in 0..8 {
+        let body = &code[at..];
+        if !prefixed(body) {
+            break;
+        }
+        let mut depth = 0i32;
+        let found = Lexer::new(body).skip(2).find(|t| {
+            if t.is_punct(b'(') {
+                depth += 1;
+            } else if t.is_punct(b')') {
+                depth -= 1;
+            }
+            depth == 0 && t.is_kw(body, "FOR")
+        });
+        match found {
+            Some(f) => at += f.end,
+            None => break,
+        }
+    }
+    if at == 0 {
+        return std::borrow::Cow::Borrowed(sql);
+    }
+    code.drain(..at);
+    std::borrow::Cow::Owned(code)
+}
+
 /// Whether the statement's first keyword (after comments and opening parentheses) is `kw`
 /// (upper-case ASCII).
 pub fn first_keyword_is(sql: &[u8], kw: &str) -> bool {
@@ -505,6 +557,36 @@ pub fn strip_hints<'a>(sql: &'a [u8], scan: &Scan) -> Cow<'a, [u8]> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The statement SET STATEMENT prefixes run, one row per rule.
+    #[test]
+    fn statement_bodies() {
+        for (sql, want) in [
+            ("LOCK TABLES t READ", "LOCK TABLES t READ"),
+            ("SET STATEMENT a = 1 FOR USE d", " USE d"),
+            (
+                "set statement a = 1, b = 'x' for XA START 'x'",
+                " XA START 'x'",
+            ),
+            (
+                "SET STATEMENT a = (SELECT 1 FOR UPDATE) FOR LOCK TABLES t READ",
+                " LOCK TABLES t READ",
+            ),
+            (
+                "SET STATEMENT a = 1 FOR SET STATEMENT b = 2 FOR USE d",
+                " USE d",
+            ),
+            ("/* c */ SET STATEMENT a = 1 FOR USE d", " USE d"),
+            // A prefix ending inside an executable comment, its statement outside.
+            ("/*!40101 SET STATEMENT a = 1 FOR */ USE d", "    USE d"),
+            ("/*!40101 SET STATEMENT a = 1 FOR USE d */", " USE d   "),
+            ("SET STATEMENT a = 1", "SET STATEMENT a = 1"),
+            ("SET a = 1", "SET a = 1"),
+        ] {
+            let got = String::from_utf8_lossy(&statement_body(sql.as_bytes())).into_owned();
+            assert_eq!(got, want, "{sql}");
+        }
+    }
 
     #[test]
     fn compound_statements_are_anonymous_stored_code() {

@@ -317,7 +317,9 @@ fn qc_value(v: &str) -> Option<QcAssign> {
 /// `USE db` → Some("db"), unquoted but with its case kept: database names are case-sensitive
 /// on Linux and the name goes into the cache key. (Table qualification lower-cases it.)
 pub fn use_schema(sql: &str) -> Option<String> {
-    let b = sql.as_bytes();
+    // `SET STATEMENT … FOR USE db` changes the database too.
+    let body = super::scan::statement_body(sql.as_bytes());
+    let b: &[u8] = &body;
     let toks: Vec<Token> = Lexer::new(b).take(4).collect();
     if !toks.first()?.is_kw(b, "USE") {
         return None;
@@ -692,6 +694,12 @@ mod tests {
         assert_eq!(use_schema("USE a; SELECT 1"), None);
         assert_eq!(use_schema("SELECT 1"), None);
         assert_eq!(use_schema("USE ``"), None);
+        // SET STATEMENT … FOR runs the USE (MariaDB).
+        assert_eq!(
+            use_schema("SET STATEMENT sql_mode = '' FOR USE d"),
+            Some("d".into())
+        );
+        assert_eq!(use_schema("SET STATEMENT sql_mode = ''"), None);
     }
 
     /// Where a value ends: at the first comma outside parentheses, or at the end.

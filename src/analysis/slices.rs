@@ -381,6 +381,14 @@ fn temporal_write_keys(date_only: bool, fsp: u8, lit: &Lit) -> Option<Vec<String
     Some(temporal_keys(days))
 }
 
+/// Whether a read's pin `keys` on a column names one value of it: one equality key
+/// ([`normalize`]: `i…`, `s…`). Calendar buckets ([`range_keys`]: `d…`, `m…`, `y…`) are
+/// never one value, even one bucket: a year holds every date of it, a day every time of it
+/// (row order is data: `policy::order`'s "at most one row" needs a key value).
+pub fn pins_one_value(keys: &[String]) -> bool {
+    matches!(keys, [k] if k.starts_with('i') || k.starts_with('s'))
+}
+
 /// Beyond this many buckets a range read depends on its whole table.
 const MAX_RANGE_KEYS: usize = 40;
 
@@ -584,7 +592,9 @@ pub struct OrderShape {
     /// columns and such aggregates, and an ORDER BY, if any, of plain columns covering them
     /// all: one row per group, sorted by its key. The columns, or None.
     pub grouped_by: Option<Vec<(TableRef, String)>>,
-    /// The top-level ORDER BY when every item is a plain column (else empty).
+    /// The top-level ORDER BY when every item is a plain column (else empty), a bare name
+    /// of a select alias read as that item (ORDER BY finds aliases before columns:
+    /// `SELECT c AS id … ORDER BY id` sorts by `c`).
     pub ordered_by: Vec<(TableRef, String)>,
     /// `SELECT DISTINCT`, a `HAVING`, or one table referenced twice in the top-level FROM.
     pub unmodelled: bool,
@@ -592,10 +602,15 @@ pub struct OrderShape {
     /// counts too: fail closed): a column outside an aggregate shows some row of its group,
     /// which one the plan decides.
     pub aggregated: bool,
-    /// The columns `MIN`/`MAX` of the select list read, each the whole argument: of two
-    /// values equal under the column's collation (`'a'`, `'A'`) the plan decides which one
-    /// shows. None when an argument is anything but a plain column.
+    /// The columns `MIN`/`MAX` of the select list and the HAVING read, each the whole
+    /// argument: of two values equal under the column's collation (`'a'`, `'A'`) the plan
+    /// decides which one shows. None when an argument is anything but a plain column.
     pub min_max: Option<Vec<(TableRef, String)>>,
+    /// The columns `SUM`/`AVG` of the select list and the HAVING read, each the whole
+    /// argument: a floating-point sum's last bits depend on the order it adds rows in
+    /// (0.3 + 0.2 + 0.1 is 0.6, 0.1 + 0.2 + 0.3 is 0.6000000000000001). None when an
+    /// argument is anything but a plain column.
+    pub sums: Option<Vec<(TableRef, String)>>,
     /// The GROUP BY list by reference index (in `tables`), every item a plain column that no
     /// select alias shadows, with no modifier (empty without GROUP BY); else None.
     pub group_cols: Option<Vec<(usize, String)>>,
@@ -642,15 +657,18 @@ const AGGREGATE_WORDS: &[&str] = &[
     "variance",
 ];
 
-/// The columns `MIN(…)`/`MAX(…)` read in `items` ([`OrderShape::min_max`]); None when one
-/// reads anything but a plain column.
-fn min_max_columns(
+/// The columns the aggregates named in `names` (lower-case) read in `items`
+/// ([`OrderShape::min_max`], [`OrderShape::sums`]); None when one reads anything but a plain
+/// column.
+fn aggregate_columns(
     items: &[&Expr],
+    names: &[&str],
     column: &dyn Fn(&Expr) -> Option<(TableRef, String)>,
 ) -> Option<Vec<(TableRef, String)>> {
     use sqlparser::ast::{FunctionArg, FunctionArgExpr, FunctionArguments};
     struct Walk<'c> {
         column: &'c dyn Fn(&Expr) -> Option<(TableRef, String)>,
+        names: &'c [&'c str],
         found: Vec<(TableRef, String)>,
         opaque: bool,
     }
@@ -662,7 +680,7 @@ fn min_max_columns(
             };
             let name = f.name.0.last().and_then(|p| p.as_ident());
             let name = name.map(|i| i.value.to_ascii_lowercase());
-            if !matches!(name.as_deref(), Some("min" | "max")) {
+            if !name.is_some_and(|n| self.names.contains(&n.as_str())) {
                 return std::ops::ControlFlow::Continue(());
             }
             let arg = match &f.args {
@@ -685,6 +703,7 @@ fn min_max_columns(
     }
     let mut w = Walk {
         column,
+        names,
         found: Vec::new(),
         opaque: false,
     };
@@ -703,15 +722,9 @@ const ORDER_SHOWING_WORDS: &[&str] = &[
     "rownum",
 ];
 
-/// What decides whether a read's row order shows ([`OrderShape`]).
-fn order_shape(
-    sql: &str,
-    q: &sqlparser::ast::Query,
-    sel: &sqlparser::ast::Select,
-    refs: &[Ref],
-    everywhere: &HashMap<TableRef, usize>,
-) -> OrderShape {
-    use sqlparser::ast::{GroupByExpr, OrderByKind, SelectItem};
+/// What a read's words say of its order, anywhere in the statement: (a word of
+/// [`ORDER_SHOWING_WORDS`], how many `LIMIT`/`OFFSET`/`FETCH`, a word of [`AGGREGATE_WORDS`]).
+fn order_words(sql: &str) -> (bool, usize, bool) {
     let bytes = sql.as_bytes();
     let mut lx = super::lexer::Lexer::new(bytes);
     let (mut shown, mut limits, mut aggregated) = (false, 0usize, false);
@@ -725,6 +738,19 @@ fn order_shape(
         aggregated |= AGGREGATE_WORDS.contains(&w);
         limits += usize::from(matches!(w, "limit" | "offset" | "fetch"));
     }
+    (shown, limits, aggregated)
+}
+
+/// What decides whether a read's row order shows ([`OrderShape`]).
+fn order_shape(
+    sql: &str,
+    q: &sqlparser::ast::Query,
+    sel: &sqlparser::ast::Select,
+    refs: &[Ref],
+    everywhere: &HashMap<TableRef, usize>,
+) -> OrderShape {
+    use sqlparser::ast::{GroupByExpr, SelectItem};
+    let (mut shown, limits, mut aggregated) = order_words(sql);
     let limited = q.limit_clause.is_some() || q.fetch.is_some();
     // Every LIMIT/OFFSET/FETCH word the top level does not account for may cut a subquery
     // (`LIMIT 1 OFFSET 2` is two words of the top level's one clause; any doubt counts).
@@ -743,42 +769,68 @@ fn order_shape(
             _ => None,
         })
         .collect();
-    let groups: Option<Vec<(TableRef, String)>> = match &sel.group_by {
-        GroupByExpr::Expressions(g, m) if m.is_empty() => g.iter().map(column).collect(),
+    // By reference: a table read twice (`o a JOIN o b`) has two, and `b.d` is not `a.d`.
+    let group_at: Option<Vec<(usize, String)>> = match &sel.group_by {
+        GroupByExpr::Expressions(g, m) if m.is_empty() => {
+            g.iter().map(|e| column_ref(e, refs)).collect()
+        }
         _ => None,
     };
+    let groups: Option<Vec<(TableRef, String)>> = group_at.as_ref().map(|g| {
+        g.iter()
+            .map(|(i, c)| (refs[*i].table.clone(), c.clone()))
+            .collect()
+    });
     aggregated |= groups.as_ref().is_none_or(|g| !g.is_empty());
-    let min_max = items
+    // What the HAVING computes decides which groups show, as the select list their values.
+    let shown_values: Option<Vec<&Expr>> = items
         .as_ref()
-        .and_then(|i| min_max_columns(i, &|e| column(e)));
-    let ordered_by: Option<Vec<(TableRef, String)>> = match &q.order_by {
-        None => Some(Vec::new()),
-        Some(o) => match &o.kind {
-            OrderByKind::Expressions(list) => list.iter().map(|e| column(&e.expr)).collect(),
-            OrderByKind::All(_) => None,
-        },
+        .map(|i| i.iter().copied().chain(sel.having.as_ref()).collect());
+    let read_by = |names: &[&str]| {
+        shown_values
+            .as_ref()
+            .and_then(|i| aggregate_columns(i, names, &|e| column(e)))
     };
+    let (min_max, sums) = (read_by(&["min", "max"]), read_by(&["sum", "avg"]));
+    let (group_cols, select, order_terms) = result_terms(q, sel, refs, items.as_deref());
+    // ORDER BY finds a select alias before a column (`order_terms` resolves bare names).
+    let ordered_by: Option<Vec<(TableRef, String)>> = order_terms.as_ref().and_then(|o| {
+        o.iter()
+            .map(|t| match t {
+                Term::Column(i, c) => Some((refs[*i].table.clone(), c.clone())),
+                _ => None,
+            })
+            .collect()
+    });
     let aggregates_only = groups.as_ref().is_some_and(|g| g.is_empty())
         && !items.as_ref().is_none_or(|i| i.is_empty())
         && items
             .as_ref()
             .is_some_and(|i| i.iter().all(|e| aggregate(e)));
-    let grouped_by = match (&groups, &items, &ordered_by) {
-        (Some(g), Some(items), Some(o))
+    // Every ORDER BY item a plain column, covering the groups' key (compared by reference).
+    let covered = |g: &[(usize, String)]| {
+        ordered_by.is_some()
+            && order_terms.as_ref().is_some_and(|o| {
+                o.is_empty()
+                    || g.iter()
+                        .all(|(i, c)| o.contains(&Term::Column(*i, c.clone())))
+            })
+    };
+    let grouped_by = match (&group_at, &items) {
+        (Some(g), Some(items))
             if !g.is_empty()
                 && sel.distinct.is_none()
-                && items
-                    .iter()
-                    .all(|e| aggregate(e) || column(e).is_some_and(|c| g.contains(&c)))
-                && (o.is_empty() || g.iter().all(|c| o.contains(c))) =>
+                && items.iter().all(|e| {
+                    aggregate(e) || column_ref(e, refs).is_some_and(|c| g.contains(&c))
+                })
+                && covered(g) =>
         {
-            Some(g.clone())
+            groups.clone()
         }
         _ => None,
     };
     let top_refs = refs.len();
     let anywhere: usize = everywhere.values().sum();
-    let (group_cols, select, order_terms) = result_terms(q, sel, refs, items.as_deref());
     let tables: Vec<TableRef> = refs.iter().map(|r| r.table.clone()).collect();
     let repeated = tables
         .iter()
@@ -798,6 +850,7 @@ fn order_shape(
             || sel.from.iter().any(|f| !plain_from(f)),
         aggregated,
         min_max,
+        sums,
         group_cols,
         select,
         order_terms,
@@ -2533,6 +2586,28 @@ mod tests {
         assert_eq!(parse_temporal("2026-11-05 10:00:01.25").unwrap().1, 36_001);
     }
 
+    /// Which pins name one value of their column, one row per rule.
+    #[test]
+    fn one_value_pins() {
+        let cases: &[(&[&str], bool, &str)] = &[
+            (&["i5"], true, "an integer equality"),
+            (&["sab"], true, "a string equality"),
+            (&["i5", "i6"], false, "an IN list of two values"),
+            (&["y2024"], false, "a year bucket: every date of the year"),
+            (&["m2024-2"], false, "a month bucket"),
+            (
+                &["d19800"],
+                false,
+                "a day bucket: every time of the day in a DATETIME",
+            ),
+            (&[], false, "nothing"),
+        ];
+        for (keys, want, why) in cases {
+            let keys: Vec<String> = keys.iter().map(|k| k.to_string()).collect();
+            assert_eq!(pins_one_value(&keys), *want, "{why}");
+        }
+    }
+
     #[test]
     fn ranges_tile_with_the_coarsest_buckets() {
         let r = |a: &str, b: &str| range_keys(day(a), day(b)).unwrap();
@@ -3736,6 +3811,66 @@ mod tests {
                     ..OrderShape::default()
                 },
             ),
+            // ORDER BY finds a select alias before a column: by c, not by the key id.
+            (
+                "SELECT c AS id, d FROM o WHERE c = 5 ORDER BY id",
+                OrderShape {
+                    tables: vec![t("o")],
+                    ordered_by: vec![col("o", "c")],
+                    ..OrderShape::default()
+                },
+            ),
+            (
+                "SELECT id AS k FROM o WHERE c = 5 ORDER BY k",
+                OrderShape {
+                    tables: vec![t("o")],
+                    ordered_by: vec![col("o", "id")],
+                    ..OrderShape::default()
+                },
+            ),
+            (
+                "SELECT c AS id, d FROM o WHERE c = 5 ORDER BY o.id",
+                OrderShape {
+                    tables: vec![t("o")],
+                    ordered_by: vec![col("o", "id")],
+                    ..OrderShape::default()
+                },
+            ),
+            // A self-join: b.d is another reference's column than the group key a.d.
+            (
+                "SELECT b.d, COUNT(*) FROM o a JOIN o b ON b.c = a.c WHERE a.c = 5 GROUP BY a.d",
+                OrderShape {
+                    tables: vec![t("o"), t("o")],
+                    ..OrderShape::default()
+                },
+            ),
+            (
+                "SELECT a.d, COUNT(*) FROM o a JOIN o b ON b.c = a.c WHERE a.c = 5 GROUP BY a.d \
+                 ORDER BY a.d",
+                OrderShape {
+                    tables: vec![t("o"), t("o")],
+                    grouped_by: Some(vec![col("o", "d")]),
+                    ordered_by: vec![col("o", "d")],
+                    ..OrderShape::default()
+                },
+            ),
+            (
+                "SELECT a.d, COUNT(*) FROM o a JOIN o b ON b.c = a.c WHERE a.c = 5 GROUP BY a.d \
+                 ORDER BY b.d",
+                OrderShape {
+                    tables: vec![t("o"), t("o")],
+                    ordered_by: vec![col("o", "d")],
+                    ..OrderShape::default()
+                },
+            ),
+            // Groups sorted by the alias d (a count), not by the group key d.
+            (
+                "SELECT d AS k, COUNT(*) AS d FROM o WHERE c = 5 GROUP BY d ORDER BY d",
+                OrderShape {
+                    tables: vec![t("o")],
+                    ..OrderShape::default()
+                },
+            ),
         ];
         for (sql, want) in cases {
             // The facts of `policy::order::result_keeps_order` have their own test, as do
@@ -3744,6 +3879,7 @@ mod tests {
                 unmodelled: false,
                 aggregated: false,
                 min_max: None,
+                sums: None,
                 group_cols: None,
                 select: None,
                 order_terms: None,
@@ -3817,6 +3953,48 @@ mod tests {
                 (aggregated, min_max),
                 "{sql}"
             );
+        }
+    }
+
+    /// The columns `MIN`/`MAX` and `SUM`/`AVG` read, in the select list and the HAVING, one
+    /// row per rule: (statement, min/max, sum/avg).
+    #[test]
+    fn what_a_reads_aggregates_read() {
+        let col = |c: &str| (TableRef::new(None, "o"), c.to_string());
+        type Columns = Option<Vec<(TableRef, String)>>;
+        let cases: Vec<(&str, Columns, Columns)> = vec![
+            (
+                "SELECT SUM(f), AVG(o.g) FROM o WHERE c = 5",
+                Some(vec![]),
+                Some(vec![col("f"), col("g")]),
+            ),
+            (
+                "SELECT c, COUNT(*) FROM o WHERE c = 5 GROUP BY c HAVING SUM(f) > 0.6",
+                Some(vec![]),
+                Some(vec![col("f")]),
+            ),
+            (
+                "SELECT c, COUNT(*) FROM o GROUP BY c HAVING MIN(s) = 'a'",
+                Some(vec![col("s")]),
+                Some(vec![]),
+            ),
+            ("SELECT SUM(f * 2) FROM o WHERE c = 5", Some(vec![]), None),
+            (
+                "SELECT AVG(DISTINCT f) FROM o WHERE c = 5",
+                Some(vec![]),
+                None,
+            ),
+            (
+                "SELECT COUNT(*) FROM o WHERE c = 5",
+                Some(vec![]),
+                Some(vec![]),
+            ),
+        ];
+        for (sql, min_max, sums) in cases {
+            let got = Shape::build(sql)
+                .and_then(|s| s.read_order().cloned())
+                .unwrap_or_else(|| panic!("no read shape: {sql}"));
+            assert_eq!((got.min_max, got.sums), (min_max, sums), "{sql}");
         }
     }
 

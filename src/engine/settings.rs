@@ -232,6 +232,8 @@ impl Planner<'_> {
     /// server reads it) goes up: follows which prepared names hold a SET, and returns the
     /// `query_cache_type` it sets once the server accepts it ([`qct_run_by_server`]).
     pub fn before_sql_level(&self, st: &mut SessionState, text: &[u8]) -> Option<QueryCacheType> {
+        let body = crate::analysis::statement_body(text);
+        let text: &[u8] = &body;
         if crate::analysis::first_keyword_is(text, "CALL") {
             // A procedure may PREPARE any name (multi-statements and compound statements
             // forget them too: `plan_multi`, `plan_compound`).
@@ -319,10 +321,13 @@ impl Planner<'_> {
     /// what a name held.
     pub fn code_ran<'a>(st: &SessionState, text: &'a [u8]) -> qct::CodeRan<'a> {
         use crate::analysis::first_keyword_is;
-        if first_keyword_is(text, "CALL") {
+        // Read past a SET STATEMENT prefix; the kinds hold the whole text (a CALL under a
+        // prefix is one qcache cannot name: any procedure).
+        let body = crate::analysis::statement_body(text);
+        if first_keyword_is(&body, "CALL") {
             return qct::CodeRan::CallOf(text);
         }
-        let known = match crate::analysis::sql_level_text(text) {
+        let known = match crate::analysis::sql_level_text(&body) {
             // Anonymous compound code: its text shows what it sets.
             None => return qct::CodeRan::Compound(text),
             Some(SqlLevel::Execute(name)) => st.sql_prepared_sets.get(&name).cloned(),

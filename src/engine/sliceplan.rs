@@ -28,7 +28,10 @@ impl Planner<'_> {
             Arc::new(PlannedSlices::new(whole, sliced, cols, generation))
         };
         // Planned quickly, or from state the memo does not key by.
-        if cfg.invalidation.granularity != Granularity::Row || !st.temp_tables.is_empty() {
+        if cfg.invalidation.granularity != Granularity::Row
+            || !st.temp_tables.is_empty()
+            || super::slices::slices_refused(st)
+        {
             return fresh();
         }
         let params = if payload.first() == Some(&com::STMT_EXECUTE) {

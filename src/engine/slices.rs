@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use super::state::SessionState;
 use crate::analysis::params;
-use crate::analysis::slices::{ColType, ColumnInfo, Lit, OrderShape, ReadPins};
+use crate::analysis::slices::{pins_one_value, ColType, ColumnInfo, Lit, OrderShape, ReadPins};
 use crate::analysis::{Analyzer, TableRef, WriteInfo, WriteTargets};
 use crate::cache::sliceplans::{self, SlicePlans};
 use crate::cache::versions::{ColumnReads, SlicePlan, Versions};
@@ -14,8 +14,8 @@ use crate::cache::TableHandle;
 use crate::config::{Config, Granularity};
 use crate::invalidation::catalog::Catalog;
 use crate::policy::order::{
-    group_key_looks_alike, result_keeps_order, slices_keep_order, OrderFacts, ResultFacts,
-    ResultTable,
+    group_key_looks_alike, result_keeps_order, slices_keep_order, sum_is_exact, OrderFacts,
+    ResultFacts, ResultTable,
 };
 use crate::protocol::commands;
 use crate::protocol::packets::com;
@@ -76,7 +76,7 @@ impl<'a> Planner<'a> {
             )
         };
         // With an L2, slice versions travel there too (`l2`, docs/fleet.md).
-        if !self.slices_on() || !st.temp_tables.is_empty() {
+        if !self.slices_on() || !st.temp_tables.is_empty() || slices_refused(st) {
             return whole();
         }
         let catalog = self.catalog;
@@ -164,6 +164,13 @@ impl<'a> Planner<'a> {
         self.catalog.primary_key(&q)
     }
 
+    /// Whether `pins` hold table `t` to one value of its primary key `key`: at most one row.
+    /// A calendar bucket of a temporal key is no value ([`pins_one_value`]).
+    fn pinned_to_key(t: &TableRef, key: &str, pins: &ReadPins) -> bool {
+        pins.get(t)
+            .is_some_and(|(c, keys)| c == key && pins_one_value(keys))
+    }
+
     /// What decides whether read `o` shows the order its plan walks rows in
     /// (`policy::order::slices_keep_order`), from its slices `pins` and the catalog's
     /// primary keys and column types.
@@ -186,10 +193,14 @@ impl<'a> Planner<'a> {
         // `MIN`/`MAX` of a column whose equal values may look different show whichever the
         // plan met first.
         let min_max_alike = o.min_max.as_ref().is_some_and(|m| m.iter().all(alike));
+        // `SUM`/`AVG` of floating-point values show the order the plan added them in.
+        let exact =
+            |(t, c): &(TableRef, String)| columns(t, c).is_some_and(|i| sum_is_exact(&i.ty));
+        let order_free = min_max_alike && o.sums.as_ref().is_some_and(|m| m.iter().all(exact));
         OrderFacts {
             shown: o.shown,
-            aggregate_row: o.aggregates_only && !o.limited && min_max_alike,
-            grouped: min_max_alike && o.grouped_by.as_ref().is_some_and(|g| g.iter().all(alike)),
+            aggregate_row: o.aggregates_only && !o.limited && order_free,
+            grouped: order_free && o.grouped_by.as_ref().is_some_and(|g| g.iter().all(alike)),
             single_table: single.is_some(),
             // Only where every row shown is a row of the table: with an aggregate or a
             // GROUP BY a column shows some row of its group; DISTINCT keeps some row of each.
@@ -199,12 +210,9 @@ impl<'a> Planner<'a> {
                     .as_ref()
                     .is_some_and(|(t, k)| o.ordered_by.iter().any(|(r, c)| r == *t && c == k)),
             pinned_to_key: !o.tables.is_empty()
-                && o.tables.iter().all(|t| {
-                    pk(t).is_some_and(|k| {
-                        pins.get(t)
-                            .is_some_and(|(c, keys)| *c == k && keys.len() == 1)
-                    })
-                }),
+                && o.tables
+                    .iter()
+                    .all(|t| pk(t).is_some_and(|k| Self::pinned_to_key(t, &k, pins))),
         }
     }
 
@@ -234,10 +242,9 @@ impl<'a> Planner<'a> {
                 .iter()
                 .map(|t| {
                     let key = pk(t);
-                    let pinned = key.as_ref().is_some_and(|k| {
-                        pins.get(t)
-                            .is_some_and(|(c, keys)| c == k && keys.len() == 1)
-                    });
+                    let pinned = key
+                        .as_ref()
+                        .is_some_and(|k| Self::pinned_to_key(t, k, pins));
                     ResultTable {
                         key: key.map(|k| vec![k]),
                         pinned,
@@ -336,6 +343,16 @@ impl<'a> Planner<'a> {
     }
 }
 
+/// Whether a session's reads depend on their tables whole whatever they pin: the server may
+/// refuse its reads once their tables grow (a read limit, `policy::context::READ_LIMITS`:
+/// `max_join_size` refuses a read whose plan's estimate passes it, ERROR 1104), and that
+/// estimate weighs the rows of every slice, so a write to another slice may turn a read
+/// answered before into an error. Not memoised either (`planned_slices`): the memo's plans
+/// are those of sessions without limits.
+pub fn slices_refused(st: &SessionState) -> bool {
+    st.reads_may_be_refused()
+}
+
 /// The execute's parameter values when `payload` is a COM_STMT_EXECUTE of a known
 /// statement; None for a text query (no parameters) or when they cannot be read.
 pub fn execute_literals(st: &SessionState, payload: &[u8]) -> Option<Vec<Option<Lit>>> {
@@ -373,6 +390,7 @@ mod tests {
             row: bool,
             db: Option<&'static str>,
             temp: bool,
+            limited: bool,
             sql: &'static str,
             whole: &'static [&'static str],
             sliced: &'static [&'static str],
@@ -383,6 +401,7 @@ mod tests {
                 row: true,
                 db: Some("db"),
                 temp: false,
+                limited: false,
                 sql: "SELECT * FROM child WHERE id = 1",
                 whole: &[],
                 sliced: &["db.child"],
@@ -392,6 +411,7 @@ mod tests {
                 row: true,
                 db: None,
                 temp: false,
+                limited: false,
                 sql: "SELECT * FROM db.child WHERE id = 1",
                 whole: &[],
                 sliced: &["db.child"],
@@ -401,6 +421,7 @@ mod tests {
                 row: false,
                 db: Some("db"),
                 temp: false,
+                limited: false,
                 sql: "SELECT * FROM child WHERE id = 1",
                 whole: &["db.child"],
                 sliced: &[],
@@ -410,6 +431,17 @@ mod tests {
                 row: true,
                 db: Some("db"),
                 temp: true,
+                limited: false,
+                sql: "SELECT * FROM child WHERE id = 1",
+                whole: &["db.child"],
+                sliced: &[],
+            },
+            Row {
+                why: "reads the server may refuse once a table grows (max_join_size): whole",
+                row: true,
+                db: Some("db"),
+                temp: false,
+                limited: true,
                 sql: "SELECT * FROM child WHERE id = 1",
                 whole: &["db.child"],
                 sliced: &[],
@@ -419,6 +451,7 @@ mod tests {
                 row: true,
                 db: Some("db"),
                 temp: false,
+                limited: false,
                 sql: "SELECT * FROM child WHERE a > 1",
                 whole: &["db.child"],
                 sliced: &[],
@@ -428,6 +461,7 @@ mod tests {
                 row: true,
                 db: Some("db"),
                 temp: false,
+                limited: false,
                 sql: "SELECT * FROM v WHERE id = 1",
                 whole: &["db.v"],
                 sliced: &[],
@@ -439,6 +473,7 @@ mod tests {
             if r.temp {
                 st.temp_tables.insert(("db".into(), "tmp".into()));
             }
+            st.reads_limit_inherited = r.limited;
             let table = if r.sql.contains(" v ") { "v" } else { "child" };
             let tables: Arc<[TableHandle]> = Arc::from(vec![w.versions.table("db", table)]);
             let p = w.planner();

@@ -174,6 +174,8 @@ impl Planner<'_> {
     /// (`Catalog::note_ddl`), and the code it runs (`policy::classify::ddl_runs_code`) is
     /// planned as any statement's.
     pub fn plan_ddl_code(&self, st: &mut SessionState, text: &[u8]) {
+        let body = analysis::statement_body(text);
+        let text: &[u8] = &body;
         if analysis::first_keyword_is(text, "CREATE") {
             let db = st.db.as_deref().unwrap_or_default();
             self.catalog.note_ddl(&String::from_utf8_lossy(text), db);
@@ -510,7 +512,7 @@ impl Planner<'_> {
 /// A SQL-level PREPARE: its statement will run in the current database, whatever the
 /// session's when it is EXECUTEd (`Planner::plan_call`).
 pub fn note_sql_prepare(st: &mut SessionState, text: &[u8]) {
-    if analysis::first_keyword_is(text, "PREPARE") {
+    if analysis::first_keyword_is(&analysis::statement_body(text), "PREPARE") {
         if let Some(db) = st.db.as_ref().map(|d| d.to_lowercase()) {
             if !st.sql_prepared_in.contains(&db) {
                 st.sql_prepared_in.push(db);

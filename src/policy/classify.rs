@@ -53,7 +53,8 @@ pub fn relayed_write(kind: StatementKind, sql: &[u8]) -> Option<UnknownWrite> {
         | StatementKind::Reset
         | StatementKind::Begin => runs_stored_code(sql).then_some(UnknownWrite::StoredCode),
         StatementKind::Commit | StatementKind::Rollback => {
-            analysis::first_keyword_is(sql, "XA").then_some(UnknownWrite::ForeignTransaction)
+            analysis::first_keyword_is(&analysis::statement_body(sql), "XA")
+                .then_some(UnknownWrite::ForeignTransaction)
         }
         // Set: see [`set_writes`]. Select, Write, Call, Execute: planned by their own paths.
         // Empty: the server runs nothing.

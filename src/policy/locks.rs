@@ -33,8 +33,12 @@ pub enum TableLocks {
     None,
 }
 
-/// Reads a statement's effect on table locks from its text (as the server reads it).
+/// Reads a statement's effect on table locks from its text (as the server reads it). A
+/// MariaDB `SET STATEMENT … FOR` prefix changes nothing: the statement after FOR runs, and
+/// takes or releases locks as it would alone.
 pub fn table_locks(sql: &[u8]) -> TableLocks {
+    let body = crate::analysis::statement_body(sql);
+    let sql: &[u8] = &body;
     let toks: Vec<Token> = Lexer::new(sql).collect();
     let kw = |k: usize, w: &str| toks.get(k).is_some_and(|t| t.is_kw(sql, w));
     let tables_kw = |k: usize| kw(k, "TABLE") || kw(k, "TABLES");
@@ -216,6 +220,37 @@ mod tests {
                 "LOCK TABLES db.t AS x WRITE",
                 take(Some(vec![t(Some("db"), "t")])),
             ),
+        ] {
+            assert_eq!(table_locks(sql.as_bytes()), want, "{sql}");
+        }
+    }
+
+    /// A `SET STATEMENT … FOR` prefix (MariaDB) runs the statement after FOR, which takes
+    /// or releases locks as it would alone.
+    #[test]
+    fn set_statement_prefixes_run_their_statement() {
+        let take = |w: Option<Vec<TableRef>>| TableLocks::Take { write: w };
+        for (sql, want) in [
+            (
+                "SET STATEMENT lock_wait_timeout = 5 FOR LOCK TABLES u READ",
+                take(Some(vec![])),
+            ),
+            (
+                "set statement a = 1, b = (SELECT 1 FOR UPDATE) for LOCK TABLES t WRITE",
+                take(Some(vec![t(None, "t")])),
+            ),
+            (
+                "SET STATEMENT a = 1 FOR SET STATEMENT b = 2 FOR LOCK TABLES t WRITE",
+                take(Some(vec![t(None, "t")])),
+            ),
+            (
+                "SET STATEMENT a = 1 FOR FLUSH TABLES WITH READ LOCK",
+                take(Some(vec![])),
+            ),
+            ("SET STATEMENT a = 1 FOR UNLOCK TABLES", TableLocks::Release),
+            ("SET STATEMENT a = 1 FOR SELECT 1", TableLocks::None),
+            ("SET STATEMENT a = 1", TableLocks::None),
+            ("SET @lock = 1", TableLocks::None),
         ] {
             assert_eq!(table_locks(sql.as_bytes()), want, "{sql}");
         }

@@ -27,7 +27,8 @@ pub struct OrderFacts {
     /// A value made of the row order (`GROUP_CONCAT`, a window function, `ROWNUM()`), or a
     /// `LIMIT` below the top level.
     pub shown: bool,
-    /// One row of aggregates no order changes, and no `LIMIT`.
+    /// One row of aggregates no order changes (`MIN`/`MAX` of look-alike values, `SUM`/`AVG`
+    /// of exact ones: [`group_key_looks_alike`], [`sum_is_exact`]), and no `LIMIT`.
     pub aggregate_row: bool,
     /// One row per group of a GROUP BY of columns whose equal values look alike
     /// ([`group_key_looks_alike`]), with only those columns and such aggregates selected,
@@ -194,6 +195,15 @@ pub fn group_key_looks_alike(ty: &ColType) -> bool {
         ColType::Str { collation, .. } => collation.to_ascii_lowercase().ends_with("_nopad_bin"),
         ColType::Other => false,
     }
+}
+
+/// Whether `SUM`/`AVG` of a column of type `ty` is the same whatever order it adds the rows
+/// in: integers and decimals, summed exactly. Not floating-point columns (the last bits of a
+/// DOUBLE sum follow the order it adds in: 0.3 + 0.2 + 0.1 is 0.6, 0.1 + 0.2 + 0.3 is
+/// 0.6000000000000001, and a plan moved by a write to another slice changes that order),
+/// strings (summed as doubles), dates, nor types qcache does not know.
+pub fn sum_is_exact(ty: &ColType) -> bool {
+    matches!(ty, ColType::Int { .. } | ColType::Decimal { .. })
 }
 
 /// Whether an UPDATE that changes exactly `changed` (lower-cased column names) leaves every
@@ -370,15 +380,26 @@ mod tests {
             collation: collation.into(),
         };
         for (ty, want) in [
-            (int, true),
-            (date, true),
-            (dec, true),
+            (int.clone(), true),
+            (date.clone(), true),
+            (dec.clone(), true),
             (text("utf8mb4_nopad_bin"), true),
             (text("utf8mb4_bin"), false),
             (text("utf8mb4_general_ci"), false),
             (ColType::Other, false),
         ] {
             assert_eq!(group_key_looks_alike(&ty), want, "{ty:?}");
+        }
+        // SUM/AVG: exact for integers and decimals only; a DOUBLE (Other), a string or a
+        // date sums in floating point, in the order the plan meets rows.
+        for (ty, want) in [
+            (int, true),
+            (dec, true),
+            (date, false),
+            (text("utf8mb4_nopad_bin"), false),
+            (ColType::Other, false),
+        ] {
+            assert_eq!(sum_is_exact(&ty), want, "{ty:?}");
         }
     }
 

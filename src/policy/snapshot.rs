@@ -37,6 +37,9 @@ pub enum Xa {
 
 /// Reads a statement's effect on the XA state from its text (as the server reads it).
 pub fn xa(sql: &[u8]) -> Xa {
+    // `SET STATEMENT … FOR XA START` starts one too.
+    let body = crate::analysis::statement_body(sql);
+    let sql: &[u8] = &body;
     let toks: Vec<Token> = Lexer::new(sql).take(2).collect();
     let kw = |k: usize, w: &str| toks.get(k).is_some_and(|t| t.is_kw(sql, w));
     if !kw(0, "XA") {
@@ -221,6 +224,9 @@ mod tests {
             ("BEGIN", Xa::None),
             ("SELECT xa FROM t", Xa::None),
             ("XA", Xa::None),
+            // SET STATEMENT … FOR runs the XA statement (MariaDB).
+            ("SET STATEMENT sql_mode = '' FOR XA START 'x'", Xa::Start),
+            ("SET STATEMENT a = 1 FOR XA ROLLBACK 'x'", Xa::End),
         ] {
             assert_eq!(xa(sql.as_bytes()), want, "{sql}");
         }

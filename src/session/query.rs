@@ -60,7 +60,7 @@ impl Session {
         }
         match Planner::new(&self.shared).text_route(&mut self.st, scan.kind, &text) {
             TextRoute::Select => self.select(pkt, sql, &scan, looked_up).await,
-            TextRoute::Set => self.set_statement(pkt, sql).await,
+            TextRoute::Set => self.set_statement(pkt, &text).await,
             TextRoute::Show => {
                 if let Some(rows) = self.qcache_status_rows(sql) {
                     return self.send_status_rows(rows).await;
@@ -90,7 +90,7 @@ impl Session {
                     .await
             }
             TextRoute::Use => {
-                self.relay_following(&pkt, Expect::Results, Follow::Use(sql))
+                self.relay_following(&pkt, Expect::Results, Follow::Use(&text))
                     .await
             }
             TextRoute::UnlockTables => {

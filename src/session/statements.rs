@@ -2,8 +2,6 @@
 //! `SELECT @@query_cache_type`, the SHOW rows whose values are qcache's (`Qcache%` status,
 //! `query_cache_type`, the client leg's TLS and compression), FLUSH/RESET QUERY CACHE.
 
-use bytes::Bytes;
-
 use super::{Session, SessionError};
 use crate::admin::statements::{self, OwnError, Rows};
 use crate::analysis::{self, StatementKind};
@@ -16,10 +14,11 @@ use crate::protocol::response::Expect;
 use crate::protocol::rows::Rewrite;
 
 impl Session {
+    /// A SET, `sql` as the server reads it (a scope word in a comment it skips is none).
     pub(super) async fn set_statement(
         &mut self,
         pkt: Packet,
-        sql: &Bytes,
+        sql: &[u8],
     ) -> Result<(), SessionError> {
         let text = String::from_utf8_lossy(sql).into_owned();
         let info = analysis::analyze_set(&text);
