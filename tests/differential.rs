@@ -653,6 +653,13 @@ async fn start_proxy(
         }
     }
     let _ = fault;
+    // QCACHE_TEST_SHUFFLE=1: every topic's sessions move to the other session thread after
+    // every command, as the moving_sessions_* tests do for a few.
+    #[cfg(debug_assertions)]
+    if std::env::var_os("QCACHE_TEST_SHUFFLE").is_some_and(|v| v == "1") {
+        qcache::workers::start(2, qcache::config::Placement::Load);
+        qcache::workers::shuffle_sessions(true);
+    }
     config.server.listen = "127.0.0.1:0".into();
     config.server.upstream = server.addr();
     config.admin.listen = String::new();

@@ -767,9 +767,9 @@ fn transitional_lists_are_current() {
 /// lines against a bound of 3,500; the hits served in the command loop (#36) and the
 /// diagnostics steps of later rounds took it to 3,778, and one relay loop back to 3,729;
 /// a session moving between session threads between commands (#36: its lifecycle, no
-/// decision) took it to 3,801. The bound is where it stands, so that it only goes down (#34's
+/// decision) took it to 3,800. The bound is where it stands, so that it only goes down (#34's
 /// 3,500 is the aim).
-const SESSION_LINES: usize = 3_801;
+const SESSION_LINES: usize = 3_800;
 const FUNCTION_LINES: usize = 120;
 
 /// Functions of `src` (the text before its first `#[cfg(test)]`) and their lengths in
