@@ -354,7 +354,10 @@ pub fn plan(w: &[Sample], spare_cores: f64) -> Plan {
 fn planner() {
     let w = workers_with(defaults);
     let mut ran: Vec<u64> = vec![0; w.workers.len()];
-    let mut cpu = MachineIdle::read();
+    let mut cpu: Option<MachineIdle> = None;
+    // Whether /proc/stat could be read; without it (no procfs) a core is assumed to spare,
+    // as round-robin would.
+    let mut proc_stat = MachineIdle::read().is_some();
     let mut last = Instant::now();
     loop {
         std::thread::sleep(TICK);
@@ -382,13 +385,23 @@ fn planner() {
                 }
             })
             .collect();
-        let next = MachineIdle::read();
-        let spare = match (&cpu, &next) {
-            (Some(a), Some(b)) => b.idle_cores_since(a),
-            // No /proc/stat: assume a core to spare, as round-robin would.
-            _ => f64::INFINITY,
+        // The machine's idle time matters only to open a worker, which only a saturated
+        // one asks for: read while one is, so that a quiet proxy reads no file each tick.
+        // The first tick of saturation has no earlier reading and opens nothing.
+        let spare = if samples.iter().any(|s| s.busy >= SATURATED) {
+            let next = MachineIdle::read();
+            let spare = match (&cpu, &next, proc_stat) {
+                (Some(a), Some(b), _) => b.idle_cores_since(a),
+                (None, None, false) => f64::INFINITY,
+                _ => 0.0,
+            };
+            proc_stat = next.is_some();
+            cpu = next;
+            spare
+        } else {
+            cpu = None;
+            0.0
         };
-        cpu = next;
         let p = plan(&samples, spare);
         w.place.store(p.place, Ordering::Relaxed);
         for (i, wk) in w.workers.iter().enumerate() {
