@@ -1,7 +1,7 @@
 //! The session runtimes (single-threaded tokio runtimes, one per core or `server.workers`)
 //! and where each session runs on them: placed by load when it connects, moved between
-//! commands when its worker is saturated and another has room, gathered back onto one
-//! worker when the load is light (`server.placement`).
+//! commands to another worker when a change of how many are open pays, gathered back onto
+//! one worker when the load is light (`server.placement`).
 //!
 //! Why not the multi-threaded runtime: a relayed query is two reads and two writes, and on
 //! that runtime most of them woke a task that another worker then stole, one futex wake and
@@ -10,12 +10,13 @@
 //!
 //! Why by load, not round-robin: sessions dealt out evenly leave each worker with less work
 //! than it could do, so each runs out of ready sockets and sleeps, and is woken for the next
-//! request: 0.4 context switches per hit at 50 connections from one client, against none
-//! for one worker carrying them all (docs/benchmarks.md O5). So sessions fill one worker
-//! until it is saturated, and a second one opens only while the machine has a core to give
-//! it (another worker on a core the clients already use would only take turns with them).
-//! A session moves only between commands, with nothing owed on either leg, and only on
-//! plain legs (a TLS leg's state stays where it was made).
+//! request: 0.35 context switches per hit at 50 connections from one client, against none
+//! for one worker carrying them all (docs/benchmarks.md O6). Whether a second worker pays
+//! is not in any share of busy time (on a core the client needs it only takes turns with
+//! the client; for a client that waits for each answer it may serve more), so it is tried
+//! and judged by the commands served per second ([`Planner`]). A session moves only between
+//! commands, with nothing owed on either leg, and only on plain legs (a TLS leg's state
+//! stays where it was made).
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::OnceLock;
@@ -27,9 +28,9 @@ use tokio::runtime::{Builder, Handle};
 #[derive(Debug, Clone, Copy, serde::Serialize, serde::Deserialize, PartialEq, Eq, Default)]
 #[serde(rename_all = "kebab-case")]
 pub enum Placement {
-    /// By load: one thread carries every session until it is saturated; more open while
-    /// the machine has a core to spare, and sessions move between commands to even them;
-    /// when the load is light they gather back on one.
+    /// By load: one thread carries every session while it can; another opens on trial
+    /// when it is busy, and stays only if more is served; sessions move between commands
+    /// to even them, and gather back on one when the load is light.
     #[default]
     Load,
     /// Dealt out in turn at connect, never moved.
@@ -37,15 +38,28 @@ pub enum Placement {
 }
 
 /// At or above this share of its time running, a worker is saturated: new sessions go
-/// elsewhere if there is room, and some of its sessions are asked to move.
+/// elsewhere if an open worker has room, and some of its sessions move to one.
 const SATURATED: f64 = 0.8;
 /// Below this share a worker has room to take moved sessions.
 const ROOM: f64 = 0.5;
 /// Open workers busy less than this in all gather onto the first: one worker carries it
 /// with no cross-thread wake-ups, and stays under [`SATURATED`] (no flapping).
 const GATHER: f64 = 0.4;
-/// A worker with no sessions opens only when the machine has this much of a core idle.
-const SPARE_CORES: f64 = 0.5;
+/// When every open worker is at least this busy, another worker is opened on trial.
+const TRY_OPEN: f64 = 0.6;
+/// When open workers are busy less than this in all, one could carry them: closing the last
+/// is tried.
+const TRY_CLOSE: f64 = 0.9;
+/// A trial's ticks to let moved sessions settle, then its ticks measured.
+const SETTLE: u32 = 3;
+const MEASURE: u32 = 5;
+/// An opened worker stays if the served rate rose by this share; a closed one stays closed
+/// if the rate fell by less.
+const GAIN: f64 = 0.03;
+/// Ticks before the next trial after one, doubling with each failure in a row, up to the
+/// last (5 s to about a minute).
+const RETRY: u32 = 50;
+const RETRY_MAX: u32 = 600;
 /// How often the load is read and the plan renewed.
 const TICK: Duration = Duration::from_millis(100);
 
@@ -64,6 +78,8 @@ struct Load {
     /// When the thread last woke (nanoseconds since [`epoch`]); 0 while it sleeps.
     woke_at: AtomicU64,
     sessions: AtomicUsize,
+    /// Commands begun on this worker (written by its own thread only).
+    served: AtomicU64,
     /// Sessions asked to leave this worker, and where to.
     leave: AtomicUsize,
     leave_to: AtomicUsize,
@@ -200,16 +216,23 @@ impl Seat {
         &workers_with(defaults).workers[self.index].handle
     }
 
-    /// Where this session should go now, if it was asked to leave its worker. Called by
-    /// the session between commands; a relaxed load when nothing is asked.
+    /// Called by the session before each command: counts it, and says where the session
+    /// should go now if it was asked to leave its worker and `may_move`. A relaxed load
+    /// when nothing is asked.
     #[inline]
-    pub fn asked_to_leave(&self) -> Option<usize> {
+    pub fn between_commands(&self, may_move: bool) -> Option<usize> {
         let w = WORKERS.get()?;
+        let l = &w.workers.get(self.index)?.load;
+        // Only this worker's thread runs its sessions: no atomic increment needed.
+        l.served
+            .store(l.served.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+        if !may_move {
+            return None;
+        }
         #[cfg(debug_assertions)]
         if SHUFFLE.load(Ordering::Relaxed) && w.workers.len() > 1 {
             return Some((self.index + 1) % w.workers.len());
         }
-        let l = &w.workers.get(self.index)?.load;
         if l.leave.load(Ordering::Relaxed) == 0 {
             return None;
         }
@@ -296,7 +319,7 @@ pub struct Sample {
     pub sessions: usize,
 }
 
-/// What the planner decided: where new sessions go, and which sessions move.
+/// What the planner decided for the next tick: where new sessions go, and which move.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Plan {
     pub place: usize,
@@ -304,60 +327,153 @@ pub struct Plan {
     pub moves: Option<(usize, usize, usize)>,
 }
 
-/// The placement rule. A worker is open when it has sessions (the first always is). New
-/// sessions go to the first open worker that is not saturated; when all are, to a closed
-/// one if the machine has a core to spare for it, else to the least busy. The most busy
-/// saturated worker sheds enough sessions to even it with the place if the place has room;
-/// when open workers are light in all, the last one's sessions gather onto the first.
-pub fn plan(w: &[Sample], spare_cores: f64) -> Plan {
-    let open = |i: usize| i == 0 || w[i].sessions > 0;
-    let least_busy = (0..w.len())
-        .filter(|&i| open(i))
-        .min_by(|&a, &b| w[a].busy.total_cmp(&w[b].busy))
-        .unwrap_or(0);
-    let place = (0..w.len())
-        .find(|&i| open(i) && w[i].busy < SATURATED)
-        .or_else(|| (0..w.len()).find(|&i| !open(i) && spare_cores >= SPARE_CORES))
-        .unwrap_or(least_busy);
-    let saturated = (0..w.len())
-        .filter(|&i| w[i].busy >= SATURATED && w[i].sessions >= 2)
-        .max_by(|&a, &b| w[a].busy.total_cmp(&w[b].busy));
-    if let Some(from) = saturated {
-        let to = place;
-        if to != from && w[to].busy < ROOM {
-            // Sessions assumed alike: move the share that evens the two.
-            let share = (w[from].busy - w[to].busy) / (2.0 * w[from].busy);
-            let n =
-                ((w[from].sessions as f64 * share).round() as usize).clamp(1, w[from].sessions / 2);
-            return Plan {
-                place,
-                moves: Some((from, to, n)),
-            };
+/// A change of how many workers are open, on trial: kept only if the served rate says so.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Trial {
+    /// Worker `w` opened, with `from`'s sessions to go back to if it does not pay.
+    Open { w: usize, from: usize },
+    /// Worker `w` closed, its sessions sent to `to`.
+    Close { w: usize, to: usize },
+}
+
+/// The placement rule, sans IO: fed each tick's samples and served rate, it answers a
+/// [`Plan`]. A worker is open when it has sessions (the first always is); new sessions go to
+/// the first open worker that is not saturated, else to the least busy. A saturated worker
+/// sheds the share of its sessions that evens it with an open worker that has room. Whether
+/// one more worker pays cannot be read off busy shares (a second worker on a core the
+/// client needs only takes turns with it, and a client that waits for each answer may go
+/// faster): so it is tried, and kept only if the served rate rose; closing one is tried the
+/// same way when one could carry the load. Trials back off while they fail. Open workers
+/// light in all gather onto the first without a trial.
+#[derive(Debug, Default)]
+pub struct Planner {
+    trial: Option<(Trial, f64, u32, f64)>,
+    /// Ticks before another trial may start; failures in a row.
+    wait: u32,
+    failures: u32,
+    /// The served rate of the last three ticks.
+    rates: [f64; 3],
+}
+
+impl Planner {
+    pub fn tick(&mut self, w: &[Sample], rate: f64) -> Plan {
+        let base = self.rates.iter().sum::<f64>() / 3.0;
+        self.rates = [self.rates[1], self.rates[2], rate];
+        let open = |i: usize| i == 0 || w[i].sessions > 0;
+        let open_ones: Vec<usize> = (0..w.len()).filter(|&i| open(i)).collect();
+        let least_busy = |but: usize| {
+            open_ones
+                .iter()
+                .copied()
+                .filter(|&i| i != but)
+                .min_by(|&a, &b| w[a].busy.total_cmp(&w[b].busy))
+        };
+        let place = open_ones
+            .iter()
+            .copied()
+            .find(|&i| w[i].busy < SATURATED)
+            .or_else(|| least_busy(usize::MAX))
+            .unwrap_or(0);
+        let plan = |moves| Plan { place, moves };
+        if let Some((trial, base, ticks, sum)) = self.trial {
+            return plan(self.judge(trial, base, ticks + 1, sum, rate, w));
         }
-        return Plan { place, moves: None };
-    }
-    let open_ones: Vec<usize> = (0..w.len()).filter(|&i| w[i].sessions > 0).collect();
-    let total: f64 = open_ones.iter().map(|&i| w[i].busy).sum();
-    if let (Some(&first), Some(&last)) = (open_ones.first(), open_ones.last()) {
-        if first != last && total < GATHER {
+        self.wait = self.wait.saturating_sub(1);
+        let busiest = open_ones
+            .iter()
+            .copied()
+            .max_by(|&a, &b| w[a].busy.total_cmp(&w[b].busy))
+            .unwrap_or(0);
+        let total: f64 = open_ones.iter().map(|&i| w[i].busy).sum();
+        let last = open_ones.last().copied().unwrap_or(0);
+        // Light in all: one worker carries it, no trial needed.
+        if open_ones.len() > 1 && total < GATHER {
+            let first = open_ones[0];
             return Plan {
                 place: first,
                 moves: Some((last, first, w[last].sessions)),
             };
         }
+        // A saturated worker sheds to an open one with room.
+        if w[busiest].busy >= SATURATED && w[busiest].sessions >= 2 {
+            if let Some(to) = least_busy(busiest).filter(|&t| w[t].busy < ROOM) {
+                let share = (w[busiest].busy - w[to].busy) / (2.0 * w[busiest].busy);
+                let n = ((w[busiest].sessions as f64 * share).round() as usize)
+                    .clamp(1, w[busiest].sessions / 2);
+                return plan(Some((busiest, to, n)));
+            }
+        }
+        if self.wait > 0 {
+            return plan(None);
+        }
+        let closed = (0..w.len()).find(|&i| !open(i));
+        if let Some(c) = closed {
+            if open_ones.iter().all(|&i| w[i].busy >= TRY_OPEN) && w[busiest].sessions >= 2 {
+                self.trial = Some((
+                    Trial::Open {
+                        w: c,
+                        from: busiest,
+                    },
+                    base,
+                    0,
+                    0.0,
+                ));
+                return plan(Some((busiest, c, w[busiest].sessions / 2)));
+            }
+        }
+        if open_ones.len() > 1 && total < TRY_CLOSE {
+            if let Some(to) = least_busy(last) {
+                self.trial = Some((Trial::Close { w: last, to }, base, 0, 0.0));
+                return plan(Some((last, to, w[last].sessions)));
+            }
+        }
+        plan(None)
     }
-    Plan { place, moves: None }
+
+    /// A trial's tick: settling, measuring, or judged (then kept, or undone).
+    fn judge(
+        &mut self,
+        trial: Trial,
+        base: f64,
+        ticks: u32,
+        sum: f64,
+        rate: f64,
+        w: &[Sample],
+    ) -> Option<(usize, usize, usize)> {
+        let sum = if ticks > SETTLE { sum + rate } else { sum };
+        if ticks < SETTLE + MEASURE {
+            self.trial = Some((trial, base, ticks, sum));
+            return None;
+        }
+        self.trial = None;
+        let mean = sum / f64::from(MEASURE);
+        let kept = match trial {
+            Trial::Open { .. } => mean >= base * (1.0 + GAIN),
+            Trial::Close { .. } => mean >= base * (1.0 - GAIN),
+        };
+        if kept {
+            self.failures = 0;
+            self.wait = RETRY;
+            return None;
+        }
+        self.failures += 1;
+        self.wait = RETRY
+            .saturating_mul(1 << self.failures.min(4))
+            .min(RETRY_MAX);
+        match trial {
+            Trial::Open { w: opened, from } => Some((opened, from, w[opened].sessions)),
+            Trial::Close { w: closed, to } => Some((to, closed, w[to].sessions / 2)),
+        }
+    }
 }
 
-/// The planner's thread: each tick, reads each worker's running time and the machine's
-/// idle time, and publishes the plan.
+/// The planner's thread: each tick, reads each worker's running time and commands, and
+/// publishes the plan.
 fn planner() {
     let w = workers_with(defaults);
     let mut ran: Vec<u64> = vec![0; w.workers.len()];
-    let mut cpu: Option<MachineIdle> = None;
-    // Whether /proc/stat could be read; without it (no procfs) a core is assumed to spare,
-    // as round-robin would.
-    let mut proc_stat = MachineIdle::read().is_some();
+    let mut served: u64 = 0;
+    let mut planner = Planner::default();
     let mut last = Instant::now();
     loop {
         std::thread::sleep(TICK);
@@ -385,24 +501,14 @@ fn planner() {
                 }
             })
             .collect();
-        // The machine's idle time matters only to open a worker, which only a saturated
-        // one asks for: read while one is, so that a quiet proxy reads no file each tick.
-        // The first tick of saturation has no earlier reading and opens nothing.
-        let spare = if samples.iter().any(|s| s.busy >= SATURATED) {
-            let next = MachineIdle::read();
-            let spare = match (&cpu, &next, proc_stat) {
-                (Some(a), Some(b), _) => b.idle_cores_since(a),
-                (None, None, false) => f64::INFINITY,
-                _ => 0.0,
-            };
-            proc_stat = next.is_some();
-            cpu = next;
-            spare
-        } else {
-            cpu = None;
-            0.0
-        };
-        let p = plan(&samples, spare);
+        let all: u64 = w
+            .workers
+            .iter()
+            .map(|wk| wk.load.served.load(Ordering::Relaxed))
+            .sum();
+        let rate = all.saturating_sub(served) as f64 * 1e9 / elapsed;
+        served = all;
+        let p = planner.tick(&samples, rate);
         w.place.store(p.place, Ordering::Relaxed);
         for (i, wk) in w.workers.iter().enumerate() {
             let (n, to) = match p.moves {
@@ -415,49 +521,6 @@ fn planner() {
     }
 }
 
-/// The machine's CPU time from /proc/stat: idle (with I/O wait) and total, in ticks, and
-/// how many CPUs it counts.
-struct MachineIdle {
-    idle: u64,
-    total: u64,
-    cpus: usize,
-}
-
-impl MachineIdle {
-    fn read() -> Option<MachineIdle> {
-        MachineIdle::parse(&std::fs::read_to_string("/proc/stat").ok()?)
-    }
-
-    fn parse(stat: &str) -> Option<MachineIdle> {
-        let mut lines = stat.lines();
-        let first = lines.next()?;
-        let fields: Vec<u64> = first
-            .strip_prefix("cpu ")?
-            .split_whitespace()
-            .take(8)
-            .map(|f| f.parse().ok())
-            .collect::<Option<_>>()?;
-        let idle = fields.get(3)? + fields.get(4).copied().unwrap_or(0);
-        let cpus = lines
-            .filter(|l| l.starts_with("cpu") && l.as_bytes().get(3).is_some_and(u8::is_ascii_digit))
-            .count();
-        Some(MachineIdle {
-            idle,
-            total: fields.iter().sum(),
-            cpus: cpus.max(1),
-        })
-    }
-
-    /// Cores' worth of idle time between `before` and now.
-    fn idle_cores_since(&self, before: &MachineIdle) -> f64 {
-        let total = self.total.saturating_sub(before.total);
-        if total == 0 {
-            return 0.0;
-        }
-        self.idle.saturating_sub(before.idle) as f64 / total as f64 * self.cpus as f64
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -466,13 +529,12 @@ mod tests {
         Sample { busy, sessions }
     }
 
+    /// Each tick the planner is fed, and what it must answer: one row per rule.
     #[test]
     fn where_sessions_go_and_which_move() {
-        // (workers, idle cores elsewhere, where new sessions go, what moves)
         type Case = (
             &'static str,
             Vec<Sample>,
-            f64,
             usize,
             Option<(usize, usize, usize)>,
         );
@@ -480,92 +542,127 @@ mod tests {
             (
                 "idle: everything on the first",
                 vec![s(0.0, 0), s(0.0, 0)],
-                2.0,
                 0,
                 None,
             ),
             (
-                "first not saturated: it takes more",
+                "first not busy: it takes more",
+                vec![s(0.5, 50), s(0.0, 0)],
+                0,
+                None,
+            ),
+            (
+                "first busy: the second opens on trial with half",
                 vec![s(0.7, 50), s(0.0, 0)],
-                1.0,
                 0,
-                None,
-            ),
-            (
-                "first saturated, a core to spare: the second opens and takes half the gap",
-                vec![s(0.9, 50), s(0.0, 0)],
-                1.0,
-                1,
                 Some((0, 1, 25)),
             ),
             (
-                "first saturated, no core to spare (the client has it): stay on one",
+                "first saturated: new ones still to the least busy open worker",
                 vec![s(0.95, 50), s(0.0, 0)],
-                0.1,
                 0,
-                None,
+                Some((0, 1, 25)),
             ),
             (
-                "both open, the second has room: it takes new ones and some of the first's",
+                "both open, one saturated, the other with room: it sheds to even them",
                 vec![s(0.9, 30), s(0.3, 10)],
-                0.0,
                 1,
                 Some((0, 1, 10)),
             ),
             (
                 "both saturated: new ones to the least busy, nothing moves",
                 vec![s(0.95, 30), s(0.85, 30)],
-                0.0,
                 1,
                 None,
             ),
             (
                 "light in all: the last open worker gathers onto the first",
                 vec![s(0.2, 10), s(0.1, 10)],
-                2.0,
                 0,
                 Some((1, 0, 10)),
             ),
             (
-                "a lone session on a saturated worker cannot be split",
-                vec![s(1.0, 1), s(0.0, 0)],
-                2.0,
-                1,
-                None,
+                "both open, one could carry them: closing the last is tried",
+                vec![s(0.45, 10), s(0.4, 10)],
+                0,
+                Some((1, 0, 10)),
             ),
             (
-                "sessions only on the second (the first's ended): the first takes new ones",
-                vec![s(0.0, 0), s(0.5, 8)],
-                0.0,
+                "a lone session on a busy worker cannot be split",
+                vec![s(1.0, 1), s(0.0, 0)],
                 0,
                 None,
             ),
             (
-                "never more than half of a worker's sessions in one tick",
-                vec![s(1.0, 4), s(0.0, 0)],
-                2.0,
-                1,
-                Some((0, 1, 2)),
+                "sessions only on the second: the first takes new ones; closing is tried",
+                vec![s(0.0, 0), s(0.5, 8)],
+                0,
+                Some((1, 0, 8)),
             ),
         ];
-        for (what, w, spare, place, moves) in cases {
-            assert_eq!(plan(&w, spare), Plan { place, moves }, "{what}");
+        for (what, w, place, moves) in cases {
+            let mut p = Planner::default();
+            assert_eq!(p.tick(&w, 1000.0), Plan { place, moves }, "{what}");
+        }
+    }
+
+    /// Runs a trial from its start: the rate before, then the rate while it settles and is
+    /// measured; what the judging tick answers.
+    fn trial(before: f64, during: f64, busy: [Sample; 2], after: [Sample; 2]) -> (Planner, Plan) {
+        let mut p = Planner::default();
+        for _ in 0..3 {
+            p.tick(&[s(0.3, 40), s(0.0, 0)], before);
+        }
+        let started = p.tick(&busy, before);
+        assert!(started.moves.is_some(), "a trial starts");
+        for _ in 1..SETTLE + MEASURE {
+            assert_eq!(
+                p.tick(&after, during).moves,
+                None,
+                "nothing moves during a trial"
+            );
+        }
+        let judged = p.tick(&after, during);
+        (p, judged)
+    }
+
+    #[test]
+    fn an_opened_worker_stays_only_if_the_rate_rose() {
+        let busy = [s(0.75, 40), s(0.0, 0)];
+        let spread = [s(0.45, 20), s(0.45, 20)];
+        // A client that waits for each answer went faster: kept.
+        let (mut p, judged) = trial(100_000.0, 110_000.0, busy, spread);
+        assert_eq!(judged.moves, None);
+        assert_eq!(p.wait, RETRY);
+        // A client the second worker only took turns with did not: undone, and the next
+        // trial waits.
+        let (mut p2, judged) = trial(200_000.0, 160_000.0, busy, spread);
+        assert_eq!(judged.moves, Some((1, 0, 20)));
+        assert_eq!(p2.wait, RETRY * 2);
+        for _ in 0..RETRY * 2 - 1 {
+            assert_eq!(p2.tick(&busy, 200_000.0).moves, None, "backing off");
+        }
+        assert_eq!(
+            p2.tick(&busy, 200_000.0).moves,
+            Some((0, 1, 20)),
+            "tried again"
+        );
+        // Kept: no close is tried before the wait is over.
+        for _ in 0..RETRY - 1 {
+            assert_eq!(p.tick(&spread, 110_000.0).moves, None);
         }
     }
 
     #[test]
-    fn idle_cores_from_proc_stat() {
-        let a = MachineIdle::parse(
-            "cpu  100 0 100 800 0 0 0 0 0 0\ncpu0 50 0 50 400 0 0 0 0 0 0\ncpu1 50 0 50 400 0 0 0 0 0 0\nintr 1\n",
-        )
-        .unwrap();
-        let b = MachineIdle::parse(
-            "cpu  250 0 150 900 100 0 0 0 0 0\ncpu0 1 0 1 1 0 0 0 0 0 0\ncpu1 1 0 1 1 0 0 0 0 0 0\n",
-        )
-        .unwrap();
-        assert_eq!(a.cpus, 2);
-        // 400 ticks passed, 200 of them idle or waiting: one core of two.
-        assert!((b.idle_cores_since(&a) - 1.0).abs() < 1e-9);
-        assert!(MachineIdle::parse("intr 1\n").is_none());
+    fn a_closed_worker_stays_closed_unless_the_rate_fell() {
+        let spread = [s(0.45, 20), s(0.4, 20)];
+        let one = [s(0.85, 40), s(0.0, 0)];
+        let (_, judged) = trial(150_000.0, 149_000.0, spread, one);
+        assert_eq!(
+            judged.moves, None,
+            "one worker served as much: stays closed"
+        );
+        let (_, judged) = trial(150_000.0, 120_000.0, spread, one);
+        assert_eq!(judged.moves, Some((0, 1, 20)), "reopened with half");
     }
 }

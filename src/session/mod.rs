@@ -236,23 +236,21 @@ impl Session {
         let mut first = true;
         loop {
             self.client.flush().await.map_err(SessionError::client)?;
-            if !std::mem::take(&mut first)
+            let may_move = !std::mem::take(&mut first)
                 && self.early_lookup.is_none()
                 && self.client.can_detach()
-                && self.upstream.can_detach()
-            {
-                if let Some(to) = self.seat.asked_to_leave() {
-                    let c = self
-                        .client
-                        .detach()
-                        .map_err(|e| SessionError::Client(e.into()))?;
-                    let u = self
-                        .upstream
-                        .detach()
-                        .map_err(|e| SessionError::Client(e.into()))?;
-                    self.seat.move_to(to);
-                    return Ok(Some([c, u]));
-                }
+                && self.upstream.can_detach();
+            if let Some(to) = self.seat.between_commands(may_move) {
+                let c = self
+                    .client
+                    .detach()
+                    .map_err(|e| SessionError::Client(e.into()))?;
+                let u = self
+                    .upstream
+                    .detach()
+                    .map_err(|e| SessionError::Client(e.into()))?;
+                self.seat.move_to(to);
+                return Ok(Some([c, u]));
             }
             self.client.start_command();
             // Between commands is the one place a graceful shutdown may end a session,
