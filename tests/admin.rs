@@ -1284,3 +1284,50 @@ async fn a_ddls_ok_does_not_wait_and_its_tables_are_ddl_pending_until_the_reload
     drop(c);
     proxy.shutdown().await;
 }
+
+/// Sessions placed by load (the default `server.placement`): light sessions all sit on the
+/// first of two session threads (no cross-thread wake-ups), as `Qcache_worker_sessions`
+/// tells; when the session threads' counts leave with the sessions, and a session moved
+/// between them (debug shuffle) is counted where it went and in `Qcache_session_moves`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn light_sessions_share_one_session_thread() {
+    qcache::workers::start(2, qcache::config::Placement::Load);
+    let schema = common::fresh_schema("adm_workers").await;
+    setup(&schema, &["CREATE TABLE t (id INT PRIMARY KEY)"]).await;
+    let proxy = admin_proxy(|_| {}).await;
+    let mut conns = Vec::new();
+    for _ in 0..6 {
+        let mut c = proxy.conn(&schema).await;
+        c.query_drop("SELECT id FROM t").await.unwrap();
+        conns.push(c);
+    }
+    let mut c = proxy.conn(&schema).await;
+    let st = status_rows(&mut c, "SHOW QCACHE STATUS").await;
+    assert_eq!(st["Qcache_worker_sessions"], "7,0");
+    for c in conns {
+        c.disconnect().await.unwrap();
+    }
+    // Closed sessions leave their thread's count as the server sees them go.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let st = status_rows(&mut c, "SHOW QCACHE STATUS").await;
+        if st["Qcache_worker_sessions"] == "1,0" {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{st:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    #[cfg(debug_assertions)]
+    {
+        let moves = qstatus(&mut c, "Qcache_session_moves").await;
+        qcache::workers::shuffle_sessions(true);
+        c.query_drop("SELECT id FROM t").await.unwrap();
+        let st = status_rows(&mut c, "SHOW QCACHE STATUS").await;
+        qcache::workers::shuffle_sessions(false);
+        assert_eq!(
+            st["Qcache_worker_sessions"], "0,1",
+            "moved after its SELECT"
+        );
+        assert!(qstatus(&mut c, "Qcache_session_moves").await > moves);
+    }
+}
