@@ -357,8 +357,8 @@ pub struct Planner {
 
 impl Planner {
     pub fn tick(&mut self, w: &[Sample], rate: f64) -> Plan {
-        let base = self.rates.iter().sum::<f64>() / 3.0;
         self.rates = [self.rates[1], self.rates[2], rate];
+        let base = self.rates.iter().sum::<f64>() / 3.0;
         let open = |i: usize| i == 0 || w[i].sessions > 0;
         let open_ones: Vec<usize> = (0..w.len()).filter(|&i| open(i)).collect();
         let least_busy = |but: usize| {
@@ -403,7 +403,14 @@ impl Planner {
                 return plan(Some((busiest, to, n)));
             }
         }
-        if self.wait > 0 {
+        // A trial is judged against the rate before it: only a steady one (three ticks
+        // within a fifth of each other) says what the change did, not a load that starts
+        // or stops meanwhile.
+        let (lo, hi) = self
+            .rates
+            .iter()
+            .fold((f64::MAX, 0.0f64), |(lo, hi), &r| (lo.min(r), hi.max(r)));
+        if self.wait > 0 || lo <= 0.0 || hi > lo * 1.2 {
             return plan(None);
         }
         let closed = (0..w.len()).find(|&i| !open(i));
@@ -601,7 +608,11 @@ mod tests {
             ),
         ];
         for (what, w, place, moves) in cases {
-            let mut p = Planner::default();
+            // A steady rate behind it (`no_trial_while_the_rate_moves`).
+            let mut p = Planner {
+                rates: [1000.0; 3],
+                ..Planner::default()
+            };
             assert_eq!(p.tick(&w, 1000.0), Plan { place, moves }, "{what}");
         }
     }
@@ -624,6 +635,19 @@ mod tests {
         }
         let judged = p.tick(&after, during);
         (p, judged)
+    }
+
+    #[test]
+    fn no_trial_while_the_rate_moves() {
+        let busy = [s(0.75, 40), s(0.0, 0)];
+        let mut p = Planner::default();
+        // A load that just started: its first ticks are no base to judge against.
+        assert_eq!(p.tick(&busy, 0.0).moves, None);
+        assert_eq!(p.tick(&busy, 100_000.0).moves, None);
+        assert_eq!(p.tick(&busy, 100_000.0).moves, None);
+        assert_eq!(p.tick(&busy, 150_000.0).moves, None, "still rising");
+        assert_eq!(p.tick(&busy, 150_000.0).moves, None);
+        assert_eq!(p.tick(&busy, 150_000.0).moves, Some((0, 1, 20)), "steady");
     }
 
     #[test]
