@@ -68,15 +68,12 @@ struct Worker {
     load: Load,
 }
 
-/// One worker's counters, written by its thread's park hooks and its sessions, read by the
-/// planner. Aligned so that two workers' counters never share a cache line.
+/// One worker's counters, written by its sessions, read by the planner (its busy time is
+/// the runtime's own, `worker_total_busy_duration`, which tokio keeps anyway). Aligned so
+/// that two workers' counters never share a cache line.
 #[repr(align(128))]
 #[derive(Default)]
 struct Load {
-    /// Nanoseconds the thread ran, summed at each park.
-    ran_ns: AtomicU64,
-    /// When the thread last woke (nanoseconds since [`epoch`]); 0 while it sleeps.
-    woke_at: AtomicU64,
     sessions: AtomicUsize,
     /// Commands begun on this worker (written by its own thread only).
     served: AtomicU64,
@@ -94,16 +91,6 @@ struct Workers {
 }
 
 static WORKERS: OnceLock<Workers> = OnceLock::new();
-
-fn epoch() -> Instant {
-    static EPOCH: OnceLock<Instant> = OnceLock::new();
-    *EPOCH.get_or_init(Instant::now)
-}
-
-fn now_ns() -> u64 {
-    // Never 0, which means "asleep".
-    epoch().elapsed().as_nanos() as u64 | 1
-}
 
 /// Starts `n` session threads (0: one per usable core) unless they are already running.
 /// They live as long as the process: every proxy started in it (tests start many) shares
@@ -152,8 +139,6 @@ fn start_worker(i: usize) -> Worker {
         .spawn(move || {
             let rt = Builder::new_current_thread()
                 .enable_all()
-                .on_thread_unpark(move || woke(i))
-                .on_thread_park(move || parking(i))
                 .build()
                 .expect("cannot build a session runtime");
             let _ = tx.send(rt.handle().clone());
@@ -165,26 +150,6 @@ fn start_worker(i: usize) -> Worker {
     Worker {
         handle,
         load: Load::default(),
-    }
-}
-
-fn load(i: usize) -> Option<&'static Load> {
-    Some(&WORKERS.get()?.workers.get(i)?.load)
-}
-
-fn woke(i: usize) {
-    if let Some(l) = load(i) {
-        l.woke_at.store(now_ns(), Ordering::Relaxed);
-    }
-}
-
-fn parking(i: usize) {
-    if let Some(l) = load(i) {
-        let woke = l.woke_at.swap(0, Ordering::Relaxed);
-        if woke != 0 {
-            l.ran_ns
-                .fetch_add(now_ns().saturating_sub(woke), Ordering::Relaxed);
-        }
     }
 }
 
@@ -486,25 +451,17 @@ fn planner() {
         std::thread::sleep(TICK);
         let elapsed = last.elapsed().as_nanos().max(1) as f64;
         last = Instant::now();
-        let now = now_ns();
         let samples: Vec<Sample> = w
             .workers
             .iter()
             .zip(ran.iter_mut())
             .map(|(wk, prev)| {
-                let l = &wk.load;
-                let woke = l.woke_at.load(Ordering::Relaxed);
-                let running = if woke == 0 {
-                    0
-                } else {
-                    now.saturating_sub(woke)
-                };
-                let total = l.ran_ns.load(Ordering::Relaxed) + running;
+                let total = wk.handle.metrics().worker_total_busy_duration(0).as_nanos() as u64;
                 let busy = total.saturating_sub(*prev) as f64 / elapsed;
                 *prev = total;
                 Sample {
                     busy: busy.clamp(0.0, 1.0),
-                    sessions: l.sessions.load(Ordering::Relaxed),
+                    sessions: wk.load.sessions.load(Ordering::Relaxed),
                 }
             })
             .collect();
