@@ -459,6 +459,46 @@ async fn redis_flushed_is_harmless() {
     assert_eq!(stat(&a, "Qcache_l2_downs"), 0);
 }
 
+/// Strict mode with one instance cut off from a Redis the writer still reaches (B's user
+/// refused and its connections closed; the same holds while B adopts a flushed Redis anew,
+/// or after one of its own round trips timed out): A's write is raised in Redis before its
+/// OK, but B can neither check its hit there nor hear A's bump (its channel is down too).
+/// An L1 entry B filled meanwhile must not be served as if checked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn strict_hits_cut_off_from_redis_are_not_served_unchecked() {
+    let redis = Redis::start();
+    let out = redis.cli(&[
+        "ACL", "SETUSER", "qb", "on", ">qb-pw", "~qcache:*", "&qcache:*", "+@all",
+    ]);
+    assert!(out.contains("OK"), "{out}");
+    let schema = setup("l2_cutoff", 1).await;
+    let strict = |c: &mut Config| c.l2.validate_hits = ValidateHits::Remote;
+    let a = proxy(&redis.url(), strict).await;
+    let b = proxy(&format!("redis://qb:qb-pw@127.0.0.1:{}", redis.port), strict).await;
+    let mut ca = a.conn(&schema).await;
+    let mut cb = b.conn(&schema).await;
+    let out = redis.cli(&["ACL", "SETUSER", "qb", "off"]);
+    assert!(out.contains("OK"), "{out}");
+    redis.cli(&["CLIENT", "KILL", "USER", "qb"]);
+    wait_for("B's L2 down", LAG_BOUND, || {
+        !l2(&b).usable() && !l2(&b).notifications_up()
+    })
+    .await;
+    // Filled from the server while cut off (nothing in L2 to ask), then read again.
+    assert_eq!(read_v(&mut cb, 1).await, 0);
+    assert_eq!(read_v(&mut cb, 1).await, 0);
+    ca.query_drop("UPDATE t SET v = 1 WHERE id = 1")
+        .await
+        .unwrap();
+    assert!(l2(&a).usable(), "A's raise landed");
+    assert!(!l2(&b).usable(), "B still cut off");
+    assert_eq!(
+        read_v(&mut cb, 1).await,
+        1,
+        "B served an L1 entry it could not check after A's acknowledged write"
+    );
+}
+
 /// A server that speaks no RESP at all: L2 stays down, clients never see it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_answering_garbage_is_bypassed() {
