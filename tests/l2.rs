@@ -2148,3 +2148,50 @@ async fn an_unordered_read_from_l2_follows_a_plan_moved_by_another_slice() {
         "B after the write"
     );
 }
+
+/// Guard (class 13 through L2): a session that holds table locks gets the server's answer
+/// for a table it did not lock (ERROR 1100) even when another instance's entry for the same
+/// read sits in L2 (a third instance is served from it meanwhile), text and prepared.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn l2_entries_are_not_served_to_a_locked_session() {
+    let redis = Redis::start();
+    let schema = setup("l2_locks", 1).await;
+    {
+        let mut d = common::direct_to(&schema).await;
+        d.query_drop("CREATE TABLE u (id INT PRIMARY KEY)")
+            .await
+            .unwrap();
+    }
+    let a = proxy(&redis.url(), |_| {}).await;
+    let b = proxy(&redis.url(), |_| {}).await;
+    let mut cb = b.conn(&schema).await;
+    assert_eq!(read_v(&mut cb, 1).await, 0);
+    let filled: Vec<i64> = cb
+        .exec("SELECT v FROM t WHERE id = ?", (1,))
+        .await
+        .unwrap();
+    assert_eq!(filled, vec![0]);
+    wait_for("B's entries in Redis", LAG_BOUND, || {
+        redis.keys("qcache:e:*").len() >= 2
+    })
+    .await;
+    let code = |r: Result<Option<i64>, mysql_async::Error>| match r {
+        Err(mysql_async::Error::Server(e)) => Some(e.code),
+        other => panic!("expected the server's error, got {other:?}"),
+    };
+    let mut ca = a.conn(&schema).await;
+    ca.query_drop("LOCK TABLES u READ").await.unwrap();
+    let text = ca.query_first::<i64, _>("SELECT v FROM t WHERE id = 1").await;
+    assert_eq!(code(text), Some(1100), "text read under LOCK TABLES");
+    let prepared = ca
+        .exec_first::<i64, _, _>("SELECT v FROM t WHERE id = ?", (1,))
+        .await;
+    assert_eq!(code(prepared), Some(1100), "prepared read under LOCK TABLES");
+    // The entries were there to serve: a session of a third instance is served from them.
+    let c = proxy(&redis.url(), |_| {}).await;
+    let mut cc = c.conn(&schema).await;
+    assert_eq!(read_v(&mut cc, 1).await, 0);
+    assert_eq!(stat(&c, "Qcache_l2_hits"), 1, "B's entry served from L2");
+    ca.query_drop("UNLOCK TABLES").await.unwrap();
+    assert_eq!(stat(&a, "Qcache_l2_hits"), 0);
+}
