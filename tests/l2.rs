@@ -468,13 +468,24 @@ async fn redis_flushed_is_harmless() {
 async fn strict_hits_cut_off_from_redis_are_not_served_unchecked() {
     let redis = Redis::start();
     let out = redis.cli(&[
-        "ACL", "SETUSER", "qb", "on", ">qb-pw", "~qcache:*", "&qcache:*", "+@all",
+        "ACL",
+        "SETUSER",
+        "qb",
+        "on",
+        ">qb-pw",
+        "~qcache:*",
+        "&qcache:*",
+        "+@all",
     ]);
     assert!(out.contains("OK"), "{out}");
     let schema = setup("l2_cutoff", 1).await;
     let strict = |c: &mut Config| c.l2.validate_hits = ValidateHits::Remote;
     let a = proxy(&redis.url(), strict).await;
-    let b = proxy(&format!("redis://qb:qb-pw@127.0.0.1:{}", redis.port), strict).await;
+    let b = proxy(
+        &format!("redis://qb:qb-pw@127.0.0.1:{}", redis.port),
+        strict,
+    )
+    .await;
     let mut ca = a.conn(&schema).await;
     let mut cb = b.conn(&schema).await;
     let out = redis.cli(&["ACL", "SETUSER", "qb", "off"]);
@@ -2166,10 +2177,7 @@ async fn l2_entries_are_not_served_to_a_locked_session() {
     let b = proxy(&redis.url(), |_| {}).await;
     let mut cb = b.conn(&schema).await;
     assert_eq!(read_v(&mut cb, 1).await, 0);
-    let filled: Vec<i64> = cb
-        .exec("SELECT v FROM t WHERE id = ?", (1,))
-        .await
-        .unwrap();
+    let filled: Vec<i64> = cb.exec("SELECT v FROM t WHERE id = ?", (1,)).await.unwrap();
     assert_eq!(filled, vec![0]);
     wait_for("B's entries in Redis", LAG_BOUND, || {
         redis.keys("qcache:e:*").len() >= 2
@@ -2181,12 +2189,18 @@ async fn l2_entries_are_not_served_to_a_locked_session() {
     };
     let mut ca = a.conn(&schema).await;
     ca.query_drop("LOCK TABLES u READ").await.unwrap();
-    let text = ca.query_first::<i64, _>("SELECT v FROM t WHERE id = 1").await;
+    let text = ca
+        .query_first::<i64, _>("SELECT v FROM t WHERE id = 1")
+        .await;
     assert_eq!(code(text), Some(1100), "text read under LOCK TABLES");
     let prepared = ca
         .exec_first::<i64, _, _>("SELECT v FROM t WHERE id = ?", (1,))
         .await;
-    assert_eq!(code(prepared), Some(1100), "prepared read under LOCK TABLES");
+    assert_eq!(
+        code(prepared),
+        Some(1100),
+        "prepared read under LOCK TABLES"
+    );
     // The entries were there to serve: a session of a third instance is served from them.
     let c = proxy(&redis.url(), |_| {}).await;
     let mut cc = c.conn(&schema).await;

@@ -366,7 +366,8 @@ pub(crate) mod tests {
         );
         // MariaDB's ANSI_QUOTES bit describes the session's sql_mode: the session's.
         let mut quoted = BytesMut::new();
-        entry(status::AUTOCOMMIT).write_patched(status::AUTOCOMMIT | status::ANSI_QUOTES, &mut quoted);
+        entry(status::AUTOCOMMIT)
+            .write_patched(status::AUTOCOMMIT | status::ANSI_QUOTES, &mut quoted);
         let q = u16::from_le_bytes([quoted[e.status_at], quoted[e.status_at + 1]]);
         assert_eq!(q, status::AUTOCOMMIT | status::ANSI_QUOTES);
         // Everything else is byte-identical.

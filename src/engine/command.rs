@@ -774,7 +774,10 @@ mod tests {
             "/*!99999 SELECT 1 */ FLUSH PRIVILEGES",
         ] {
             let mut st = world.session(Some("db"));
-            assert_eq!(query_cache_statement(&mut st, sql.as_bytes(), K::Flush), None);
+            assert_eq!(
+                query_cache_statement(&mut st, sql.as_bytes(), K::Flush),
+                None
+            );
             assert!(st.pending.privileges.is_some(), "{sql}");
         }
     }

@@ -617,7 +617,11 @@ mod tests {
     fn strict_mode_serves_only_checked_hits() {
         for (check, want, why) in [
             (Some(true), true, "L2 vouches for its versions"),
-            (Some(false), false, "a version moved, or L2 never vouched for it"),
+            (
+                Some(false),
+                false,
+                "a version moved, or L2 never vouched for it",
+            ),
             (
                 None,
                 false,

@@ -1042,7 +1042,10 @@ mod tests {
             ("commit work;", StatementKind::Commit),
             ("ROLLBACK", StatementKind::Rollback),
         ] {
-            assert!(plain(sql.as_bytes(), kind, Some("STRICT_TRANS_TABLES")), "{sql}");
+            assert!(
+                plain(sql.as_bytes(), kind, Some("STRICT_TRANS_TABLES")),
+                "{sql}"
+            );
         }
         for (sql, kind) in [
             ("START TRANSACTION READ ONLY", StatementKind::Begin),
@@ -1071,10 +1074,16 @@ mod tests {
         for (mode, block) in [
             (Some("'ORACLE'"), true),
             (Some("STRICT_TRANS_TABLES,oracle"), true),
-            (Some("PIPES_AS_CONCAT,ANSI_QUOTES,IGNORE_SPACE,ORACLE,NO_KEY_OPTIONS"), true),
+            (
+                Some("PIPES_AS_CONCAT,ANSI_QUOTES,IGNORE_SPACE,ORACLE,NO_KEY_OPTIONS"),
+                true,
+            ),
             (Some("'8589934592'"), true),
             (None, true),
-            (Some("STRICT_TRANS_TABLES,ERROR_FOR_DIVISION_BY_ZERO"), false),
+            (
+                Some("STRICT_TRANS_TABLES,ERROR_FOR_DIVISION_BY_ZERO"),
+                false,
+            ),
             (Some("''"), false),
             (Some("MYSQL323"), false),
         ] {
