@@ -254,7 +254,7 @@ impl Planner<'_> {
         if kind != StatementKind::Write {
             // What it does to privileges, as the same text does (a write plans its own with
             // its analysis): a prepared FLUSH PRIVILEGES makes grant-table edits effective.
-            super::write::plan_privileges(st, &text);
+            self.plan_privileges_of(st, &text);
         }
         let next = match kind {
             StatementKind::Write => ExecuteUp::Write { sql, digest },
