@@ -875,6 +875,7 @@ topics!(
     adversary22,
     adversary23,
     adversary24,
+    adversary25,
     basics,
     catalog,
     classification,

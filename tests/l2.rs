@@ -459,6 +459,57 @@ async fn redis_flushed_is_harmless() {
     assert_eq!(stat(&a, "Qcache_l2_downs"), 0);
 }
 
+/// Strict mode with one instance cut off from a Redis the writer still reaches (B's user
+/// refused and its connections closed; the same holds while B adopts a flushed Redis anew,
+/// or after one of its own round trips timed out): A's write is raised in Redis before its
+/// OK, but B can neither check its hit there nor hear A's bump (its channel is down too).
+/// An L1 entry B filled meanwhile must not be served as if checked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn strict_hits_cut_off_from_redis_are_not_served_unchecked() {
+    let redis = Redis::start();
+    let out = redis.cli(&[
+        "ACL",
+        "SETUSER",
+        "qb",
+        "on",
+        ">qb-pw",
+        "~qcache:*",
+        "&qcache:*",
+        "+@all",
+    ]);
+    assert!(out.contains("OK"), "{out}");
+    let schema = setup("l2_cutoff", 1).await;
+    let strict = |c: &mut Config| c.l2.validate_hits = ValidateHits::Remote;
+    let a = proxy(&redis.url(), strict).await;
+    let b = proxy(
+        &format!("redis://qb:qb-pw@127.0.0.1:{}", redis.port),
+        strict,
+    )
+    .await;
+    let mut ca = a.conn(&schema).await;
+    let mut cb = b.conn(&schema).await;
+    let out = redis.cli(&["ACL", "SETUSER", "qb", "off"]);
+    assert!(out.contains("OK"), "{out}");
+    redis.cli(&["CLIENT", "KILL", "USER", "qb"]);
+    wait_for("B's L2 down", LAG_BOUND, || {
+        !l2(&b).usable() && !l2(&b).notifications_up()
+    })
+    .await;
+    // Filled from the server while cut off (nothing in L2 to ask), then read again.
+    assert_eq!(read_v(&mut cb, 1).await, 0);
+    assert_eq!(read_v(&mut cb, 1).await, 0);
+    ca.query_drop("UPDATE t SET v = 1 WHERE id = 1")
+        .await
+        .unwrap();
+    assert!(l2(&a).usable(), "A's raise landed");
+    assert!(!l2(&b).usable(), "B still cut off");
+    assert_eq!(
+        read_v(&mut cb, 1).await,
+        1,
+        "B served an L1 entry it could not check after A's acknowledged write"
+    );
+}
+
 /// A server that speaks no RESP at all: L2 stays down, clients never see it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_answering_garbage_is_bypassed() {
@@ -2107,4 +2158,54 @@ async fn an_unordered_read_from_l2_follows_a_plan_moved_by_another_slice() {
         direct,
         "B after the write"
     );
+}
+
+/// Guard (class 13 through L2): a session that holds table locks gets the server's answer
+/// for a table it did not lock (ERROR 1100) even when another instance's entry for the same
+/// read sits in L2 (a third instance is served from it meanwhile), text and prepared.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn l2_entries_are_not_served_to_a_locked_session() {
+    let redis = Redis::start();
+    let schema = setup("l2_locks", 1).await;
+    {
+        let mut d = common::direct_to(&schema).await;
+        d.query_drop("CREATE TABLE u (id INT PRIMARY KEY)")
+            .await
+            .unwrap();
+    }
+    let a = proxy(&redis.url(), |_| {}).await;
+    let b = proxy(&redis.url(), |_| {}).await;
+    let mut cb = b.conn(&schema).await;
+    assert_eq!(read_v(&mut cb, 1).await, 0);
+    let filled: Vec<i64> = cb.exec("SELECT v FROM t WHERE id = ?", (1,)).await.unwrap();
+    assert_eq!(filled, vec![0]);
+    wait_for("B's entries in Redis", LAG_BOUND, || {
+        redis.keys("qcache:e:*").len() >= 2
+    })
+    .await;
+    let code = |r: Result<Option<i64>, mysql_async::Error>| match r {
+        Err(mysql_async::Error::Server(e)) => Some(e.code),
+        other => panic!("expected the server's error, got {other:?}"),
+    };
+    let mut ca = a.conn(&schema).await;
+    ca.query_drop("LOCK TABLES u READ").await.unwrap();
+    let text = ca
+        .query_first::<i64, _>("SELECT v FROM t WHERE id = 1")
+        .await;
+    assert_eq!(code(text), Some(1100), "text read under LOCK TABLES");
+    let prepared = ca
+        .exec_first::<i64, _, _>("SELECT v FROM t WHERE id = ?", (1,))
+        .await;
+    assert_eq!(
+        code(prepared),
+        Some(1100),
+        "prepared read under LOCK TABLES"
+    );
+    // The entries were there to serve: a session of a third instance is served from them.
+    let c = proxy(&redis.url(), |_| {}).await;
+    let mut cc = c.conn(&schema).await;
+    assert_eq!(read_v(&mut cc, 1).await, 0);
+    assert_eq!(stat(&c, "Qcache_l2_hits"), 1, "B's entry served from L2");
+    ca.query_drop("UNLOCK TABLES").await.unwrap();
+    assert_eq!(stat(&a, "Qcache_l2_hits"), 0);
 }

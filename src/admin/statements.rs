@@ -19,11 +19,13 @@ pub const PARSE_ERROR_CODE: u16 = 1064;
 
 /// One row, one column: 1 when the current account holds RELOAD globally (who may run the
 /// privileged admin statements). CURRENT_USER() is the account the server matched, which
-/// is how GRANTEE is spelled.
+/// is how GRANTEE is spelled. Its strings are single-quoted (a quote doubled inside): it runs
+/// under the session's sql_mode, and under ANSI_QUOTES a double-quoted string is a column
+/// name (the query failed, and an account was refused what the server allows it).
 pub const RELOAD_QUERY: &str = "SELECT COUNT(*) > 0 FROM information_schema.USER_PRIVILEGES \
-     WHERE PRIVILEGE_TYPE = 'RELOAD' AND GRANTEE = CONCAT(\"'\", \
-     SUBSTRING_INDEX(CURRENT_USER(), '@', 1), \"'@'\", \
-     SUBSTRING_INDEX(CURRENT_USER(), '@', -1), \"'\")";
+     WHERE PRIVILEGE_TYPE = 'RELOAD' AND GRANTEE = CONCAT('''', \
+     SUBSTRING_INDEX(CURRENT_USER(), '@', 1), '''@''', \
+     SUBSTRING_INDEX(CURRENT_USER(), '@', -1), '''')";
 
 /// One row, one column: 1 when the server lists `schema.table` (a table or a view) to the
 /// session's user, for `QCACHE INVALIDATE TABLE`'s answer. The names go as hex, which every

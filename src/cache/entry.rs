@@ -364,6 +364,12 @@ pub(crate) mod tests {
                 | status::NO_INDEX_USED
                 | status::SESSION_STATE_CHANGED
         );
+        // MariaDB's ANSI_QUOTES bit describes the session's sql_mode: the session's.
+        let mut quoted = BytesMut::new();
+        entry(status::AUTOCOMMIT)
+            .write_patched(status::AUTOCOMMIT | status::ANSI_QUOTES, &mut quoted);
+        let q = u16::from_le_bytes([quoted[e.status_at], quoted[e.status_at + 1]]);
+        assert_eq!(q, status::AUTOCOMMIT | status::ANSI_QUOTES);
         // Everything else is byte-identical.
         assert_eq!(out[..e.status_at], e.bytes[..e.status_at]);
         assert_eq!(out[e.status_at + 2..], e.bytes[e.status_at + 2..]);

@@ -257,12 +257,15 @@ pub struct QueryCacheStatement {
 
 /// A FLUSH or RESET statement (`kind`, text `sql`): Some for `… QUERY CACHE`, which is
 /// qcache's; None for anything else, which goes to the server, having planned what it does
-/// to privileges (`FLUSH PRIVILEGES` makes grant-table edits effective).
+/// to privileges (`FLUSH PRIVILEGES` makes grant-table edits effective). Both read as the
+/// server reads it: a versioned comment it skips is a comment, not the statement's first
+/// word (`/*M!999999 LOGS */ FLUSH PRIVILEGES` reloads the grants).
 pub fn query_cache_statement(
     st: &mut SessionState,
     sql: &[u8],
     kind: crate::analysis::StatementKind,
 ) -> Option<QueryCacheStatement> {
+    let sql = &*crate::analysis::server_text(sql, st.server);
     let text = crate::admin::statements::lowercase(sql);
     let words = crate::admin::statements::words(&text);
     if words.len() == 3 && words[1] == "query" && words[2] == "cache" {
@@ -765,6 +768,18 @@ mod tests {
             None
         );
         assert!(st.pending.privileges.is_some(), "FLUSH PRIVILEGES");
+        // Read as the server reads it: behind a versioned comment it skips, too.
+        for sql in [
+            "/*M!999999 LOGS */ FLUSH PRIVILEGES",
+            "/*!99999 SELECT 1 */ FLUSH PRIVILEGES",
+        ] {
+            let mut st = world.session(Some("db"));
+            assert_eq!(
+                query_cache_statement(&mut st, sql.as_bytes(), K::Flush),
+                None
+            );
+            assert!(st.pending.privileges.is_some(), "{sql}");
+        }
     }
 
     /// (rule, what is followed, the answer: an OK or an ERR, the default database after)

@@ -251,6 +251,11 @@ impl Planner<'_> {
             }
         };
         let text = analysis::server_text(&sql, st.server);
+        if kind != StatementKind::Write {
+            // What it does to privileges, as the same text does (a write plans its own with
+            // its analysis): a prepared FLUSH PRIVILEGES makes grant-table edits effective.
+            self.plan_privileges_of(st, &text);
+        }
         let next = match kind {
             StatementKind::Write => ExecuteUp::Write { sql, digest },
             StatementKind::Call | StatementKind::Execute => {

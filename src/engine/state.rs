@@ -473,6 +473,15 @@ impl SessionState {
         self.prepare_ctx = self.compute_prepare_ctx();
     }
 
+    /// The session's `sql_mode` as qcache knows its text: set since the connect's read (a
+    /// literal as written, or as read back), else as that read reported it; None before it.
+    pub fn sql_mode_text(&self) -> Option<&str> {
+        self.vars
+            .get("sql_mode")
+            .or(self.server_sql_mode.as_ref())
+            .map(String::as_str)
+    }
+
     /// Recomputes the context fingerprint after any change to what it covers (the config's
     /// `shared_between_users` is re-read, so a reload applies from the next change on).
     pub fn refresh_fingerprint(&mut self, shared: &Shared) {

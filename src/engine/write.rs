@@ -148,6 +148,12 @@ impl Planner<'_> {
         }
     }
 
+    /// [`plan_privileges`] for a path that holds the planner (a prepared statement's
+    /// execute): what the statement, `text` as the server reads it, does to privileges.
+    pub fn plan_privileges_of(&self, st: &mut SessionState, text: &[u8]) {
+        plan_privileges(st, text);
+    }
+
     /// An unknown write run in database `db` rather than the session's current one (a
     /// statement prepared there): `invalidation.unknown_write` applied to it.
     pub fn plan_unknown_write_in(&self, st: &mut SessionState, db: Option<&str>) {

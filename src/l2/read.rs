@@ -31,17 +31,19 @@ const NO_FILL: Step = Step::Fill {
     leased: false,
 };
 
-/// Strict mode: whether an L1 hit may be served. An entry L2 no longer vouches for (or
-/// never did) is removed, and the read goes on as a miss through L2. When L2 is off or
-/// cannot answer, the local rule stands (docs/fleet.md, "When Redis fails").
+/// Strict mode: whether an L1 hit may be served (`policy::l2::strict_hit_served`). An
+/// entry L2 no longer vouches for (or never did), or whose check L2 cannot make now (down,
+/// slow), is removed, and the read goes on as a miss (docs/fleet.md, "When Redis fails").
 pub async fn confirm(l2: Option<&L2>, cache: &Cache, key: Key, e: &Entry) -> bool {
-    let Some(l2) = l2.filter(|l| l.usable()) else {
+    let Some(l2) = l2 else {
         return true;
     };
-    let ok = match &e.l2 {
-        Some(stamps) => l2.confirm(stamps).await.unwrap_or(true),
-        None => false,
+    let check = match &e.l2 {
+        _ if !l2.usable() => None,
+        Some(stamps) => l2.confirm(stamps).await,
+        None => Some(false),
     };
+    let ok = crate::policy::l2::strict_hit_served(check);
     if !ok {
         cache.remove(key);
     }

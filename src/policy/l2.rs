@@ -56,6 +56,18 @@ pub fn asks_before_server(plain: bool, temporaries: bool, usable: bool) -> bool 
     plain && !temporaries && usable
 }
 
+/// Strict mode (`l2.validate_hits = "remote"`): whether an L1 hit is served, given L2's
+/// answer to its check: `Some(current)`, or None when L2 could not say (down, slow, this
+/// instance cut off or adopting a flushed Redis anew). Only a hit L2 vouched for is served.
+/// An unchecked hit used to fall back to the local rule, which the other instances' writes
+/// reach only through the notification channel; but an instance that cannot reach Redis
+/// hears nothing on it either, while a writer that can raises its versions and answers OK:
+/// B filled an entry while cut off and served it after A's acknowledged write. Such a hit
+/// goes to the server, as a miss does.
+pub fn strict_hit_served(check: Option<bool>) -> bool {
+    check == Some(true)
+}
+
 /// First wait after L2 is lost.
 pub const BACKOFF_MIN: Duration = Duration::from_millis(50);
 /// Longest wait between reconnection attempts.
@@ -598,6 +610,25 @@ mod tests {
                 *want,
                 "{entry:?} vs {cur:?}"
             );
+        }
+    }
+
+    #[test]
+    fn strict_mode_serves_only_checked_hits() {
+        for (check, want, why) in [
+            (Some(true), true, "L2 vouches for its versions"),
+            (
+                Some(false),
+                false,
+                "a version moved, or L2 never vouched for it",
+            ),
+            (
+                None,
+                false,
+                "L2 could not say: down, slow, cut off, adopted anew",
+            ),
+        ] {
+            assert_eq!(strict_hit_served(check), want, "{why}");
         }
     }
 

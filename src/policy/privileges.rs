@@ -187,17 +187,17 @@ pub fn statement_change(sql: &[u8], current_user: Option<&str>) -> Option<Privil
     {
         return None;
     }
+    // MariaDB's `SET STATEMENT var=v [, …] FOR stmt` runs `stmt`, and prefixes nest: read
+    // past all of them as every reader of a statement's leading words does (one skipped
+    // here missed a FLUSH PRIVILEGES under two).
+    let body = crate::analysis::statement_body(sql);
+    let sql: &[u8] = &body;
     let toks = tokens(sql);
     let mut w = Words {
         sql,
         toks: &toks,
         i: 0,
     };
-    // MariaDB's `SET STATEMENT var=v [, …] FOR stmt` runs `stmt`.
-    if w.kw(0, "SET") && w.kw(1, "STATEMENT") {
-        let at = toks.iter().position(|t| t.is_kw(sql, "FOR"))?;
-        w.i = at + 1;
-    }
     let first = w.word(0)?;
     let change = match first.as_str() {
         "GRANT" => grant_or_revoke(&mut w, true, current_user),
@@ -256,7 +256,7 @@ fn tokens(sql: &[u8]) -> Vec<Token> {
 struct Words<'a> {
     sql: &'a [u8],
     toks: &'a [Token],
-    /// Where the statement starts (after `SET STATEMENT … FOR`).
+    /// Where the statement starts (0: the text is the body already, `statement_body`).
     i: usize,
 }
 
@@ -715,6 +715,18 @@ mod tests {
             (
                 "SET STATEMENT max_statement_time=1 FOR GRANT SELECT ON db.t TO a@'%'",
                 &["a"],
+                false,
+                false,
+            ),
+            (
+                "SET STATEMENT a=1 FOR SET STATEMENT b=2 FOR FLUSH PRIVILEGES",
+                &[],
+                true,
+                true,
+            ),
+            (
+                "SET STATEMENT a=(1) FOR SET STATEMENT b='x' FOR REVOKE SELECT ON t FROM b@'%'",
+                &["b"],
                 false,
                 false,
             ),

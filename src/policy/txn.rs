@@ -460,8 +460,12 @@ impl<S: Copy, W: Default> Transaction<S, W> {
 }
 
 /// `BEGIN`, `BEGIN WORK`, `START TRANSACTION`, `COMMIT [WORK]`, `ROLLBACK [WORK]` with
-/// nothing else: no characteristics, no chaining, no comment that might be a hint.
-pub fn plain(sql: &[u8], kind: crate::analysis::StatementKind) -> bool {
+/// nothing else: no characteristics, no chaining, no comment that might be a hint; and
+/// BEGIN or START TRANSACTION only where the session's `sql_mode` (as qcache knows its text,
+/// None: unknown) cannot make `BEGIN` a block ([`begin_may_open_block`]): there the client's
+/// bare BEGIN is the server's to refuse, and the deferred one qcache sends for a START
+/// TRANSACTION, the word BEGIN, would be refused too.
+pub fn plain(sql: &[u8], kind: crate::analysis::StatementKind, sql_mode: Option<&str>) -> bool {
     let text = match std::str::from_utf8(sql) {
         Ok(t) => t.trim().trim_end_matches(';').trim_end(),
         Err(_) => return false,
@@ -475,13 +479,27 @@ pub fn plain(sql: &[u8], kind: crate::analysis::StatementKind) -> bool {
     let work = second.is_none_or(|w| is(w, "work"));
     match kind {
         crate::analysis::StatementKind::Begin => {
-            (is(first, "begin") && work)
-                || (is(first, "start") && second.is_some_and(|w| is(w, "transaction")))
+            ((is(first, "begin") && work)
+                || (is(first, "start") && second.is_some_and(|w| is(w, "transaction"))))
+                && !begin_may_open_block(sql_mode)
         }
         crate::analysis::StatementKind::Commit => is(first, "commit") && work,
         crate::analysis::StatementKind::Rollback => is(first, "rollback") && work,
         _ => false,
     }
+}
+
+/// Whether MariaDB may read a bare `BEGIN [WORK]` as the start of a block, not of a
+/// transaction: under `sql_mode=ORACLE` it opens an anonymous block (`BEGIN stmt; … END`),
+/// so a bare `BEGIN` is refused (1064) and `BEGIN WORK` is a block calling WORK, and only
+/// the server can answer it. `sql_mode` as qcache knows its text: any mention of ORACLE
+/// counts, and so do a numeric mode (its bits are not decoded here) and an unknown one.
+pub fn begin_may_open_block(sql_mode: Option<&str>) -> bool {
+    sql_mode.is_none_or(|m| {
+        let m = m.trim().trim_matches(|c| c == '\'' || c == '"').trim();
+        m.to_ascii_uppercase().contains("ORACLE")
+            || (!m.is_empty() && m.bytes().all(|b| b.is_ascii_digit()))
+    })
 }
 
 /// The ERR codes after which InnoDB has rolled back the session's whole transaction (it
@@ -1024,7 +1042,10 @@ mod tests {
             ("commit work;", StatementKind::Commit),
             ("ROLLBACK", StatementKind::Rollback),
         ] {
-            assert!(plain(sql.as_bytes(), kind), "{sql}");
+            assert!(
+                plain(sql.as_bytes(), kind, Some("STRICT_TRANS_TABLES")),
+                "{sql}"
+            );
         }
         for (sql, kind) in [
             ("START TRANSACTION READ ONLY", StatementKind::Begin),
@@ -1040,7 +1061,37 @@ mod tests {
             ("BEGIN", StatementKind::Commit),
             ("BEGIN\u{0}", StatementKind::Begin),
         ] {
-            assert!(!plain(sql.as_bytes(), kind), "{sql}");
+            assert!(!plain(sql.as_bytes(), kind, Some("")), "{sql}");
+        }
+    }
+
+    /// Under sql_mode=ORACLE a bare BEGIN opens a block: one row per spelling of the mode
+    /// qcache may hold. START TRANSACTION is not deferred there either (qcache would send
+    /// BEGIN for it); COMMIT and ROLLBACK stay plain.
+    #[test]
+    fn begin_under_a_mode_that_makes_it_a_block() {
+        use crate::analysis::StatementKind::{Begin, Commit};
+        for (mode, block) in [
+            (Some("'ORACLE'"), true),
+            (Some("STRICT_TRANS_TABLES,oracle"), true),
+            (
+                Some("PIPES_AS_CONCAT,ANSI_QUOTES,IGNORE_SPACE,ORACLE,NO_KEY_OPTIONS"),
+                true,
+            ),
+            (Some("'8589934592'"), true),
+            (None, true),
+            (
+                Some("STRICT_TRANS_TABLES,ERROR_FOR_DIVISION_BY_ZERO"),
+                false,
+            ),
+            (Some("''"), false),
+            (Some("MYSQL323"), false),
+        ] {
+            assert_eq!(begin_may_open_block(mode), block, "{mode:?}");
+            assert_eq!(plain(b"BEGIN", Begin, mode), !block, "{mode:?}");
+            assert_eq!(plain(b"begin work", Begin, mode), !block, "{mode:?}");
+            assert_eq!(plain(b"START TRANSACTION", Begin, mode), !block, "{mode:?}");
+            assert!(plain(b"COMMIT", Commit, mode), "{mode:?}");
         }
     }
 
@@ -1054,8 +1105,8 @@ mod tests {
             StatementKind::Set,
             StatementKind::Other,
         ] {
-            assert!(!plain(b"BEGIN", kind), "{kind:?}");
-            assert!(!plain(b"COMMIT", kind), "{kind:?}");
+            assert!(!plain(b"BEGIN", kind, Some("")), "{kind:?}");
+            assert!(!plain(b"COMMIT", kind, Some("")), "{kind:?}");
         }
     }
 

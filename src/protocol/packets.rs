@@ -55,9 +55,15 @@ pub mod status {
     pub const PS_OUT_PARAMS: u16 = 0x1000;
     pub const IN_TRANS_READONLY: u16 = 0x2000;
     pub const SESSION_STATE_CHANGED: u16 = 0x4000;
+    /// MariaDB's SERVER_STATUS_ANSI_QUOTES: the session's sql_mode holds ANSI_QUOTES (ANSI,
+    /// ORACLE, …), set in every OK and EOF as NO_BACKSLASH_ESCAPES is for its mode (MySQL
+    /// sets no such bit).
+    pub const ANSI_QUOTES: u16 = 0x8000;
     /// Flags that describe the session rather than the result: a cached result's terminator
-    /// takes these from the session that is served.
-    pub const PER_SESSION: u16 = IN_TRANS | AUTOCOMMIT | NO_BACKSLASH_ESCAPES | IN_TRANS_READONLY;
+    /// takes these from the session that is served, and an OK qcache answers itself (a
+    /// deferred BEGIN) carries them as the server's would.
+    pub const PER_SESSION: u16 =
+        IN_TRANS | AUTOCOMMIT | NO_BACKSLASH_ESCAPES | IN_TRANS_READONLY | ANSI_QUOTES;
 }
 
 /// Command bytes.

@@ -32,7 +32,7 @@ impl Session {
         sql: &[u8],
         kind: StatementKind,
     ) -> Result<bool, SessionError> {
-        if !txn::plain(sql, kind) {
+        if !txn::plain(sql, kind, self.st.sql_mode_text()) {
             return Ok(false);
         }
         let new_status = match kind {

@@ -759,6 +759,13 @@ pub async fn proxy_to(
     init_tracing();
     let mut config = test_config(upstream);
     tweak(&mut config);
+    // QCACHE_TEST_SHUFFLE=1 (debug builds): every session of the test moves to the other
+    // session thread after every command, as the differential suite's do.
+    #[cfg(debug_assertions)]
+    if std::env::var_os("QCACHE_TEST_SHUFFLE").is_some_and(|v| v == "1") {
+        qcache::workers::start(2, qcache::config::Placement::Load);
+        qcache::workers::shuffle_sessions(true);
+    }
     let running = qcache::server::start(config)
         .await
         .unwrap_or_else(|e| panic!("qcache::server::start failed: {e:#}"));
