@@ -115,13 +115,13 @@ pub async fn serve(
     id: u64,
     client: conn::Stream,
     shared: Arc<Shared>,
-    sd: ShutdownSignal,
+    mut sd: ShutdownSignal,
     seat: Seat,
 ) {
     let peer = client.peer();
     let span = tracing::info_span!("session", id, client = %peer, user = tracing::field::Empty);
     async move {
-        let s = match start(client, shared.clone(), seat).await {
+        let mut s = match start(client, shared.clone(), seat).await {
             Ok(s) => s,
             Err(e) if e.is_quiet() => {
                 return debug!(reason = %e, "connection ended during handshake")
@@ -130,10 +130,12 @@ pub async fn serve(
         };
         tracing::Span::current().record("user", s.st.user.as_str());
         info!(db = s.st.db.as_deref().unwrap_or(""), "session started");
-        let mut next = s.run_here(sd, None).await;
+        // Awaited here, not in another future: one state machine fewer per hit's poll.
+        let end = s.command_loop(&mut sd).await;
+        let mut next = s.end_or_move(end, sd).await;
         while let Some((s, sd, legs)) = next {
             let there = s.seat.handle();
-            let run = s.run_here(sd, Some(legs)).in_current_span();
+            let run = s.run_there(sd, legs).in_current_span();
             next = crate::workers::run_on(there, run).await.flatten();
         }
     }
@@ -141,8 +143,11 @@ pub async fn serve(
     .await
 }
 
-/// A session between two session threads, its legs off every reactor.
-type Moving = (Session, ShutdownSignal, [conn::Detached; 2]);
+/// A session between two session threads, its legs (client, upstream) off every reactor.
+type Moving = (Session, ShutdownSignal, Legs);
+type Legs = [conn::Detached; 2];
+/// How a command loop ended: the session over (`None`), or to move with its legs.
+type LoopEnd = Result<Option<Legs>, SessionError>;
 
 async fn start(
     client: conn::Stream,
@@ -194,21 +199,19 @@ async fn start(
 }
 
 impl Session {
-    /// Runs the session on this thread (its legs attached here first, when it came from
-    /// another) until it ends (then closes it) or moves (then returns it).
-    async fn run_here(
-        mut self,
-        mut sd: ShutdownSignal,
-        legs: Option<[conn::Detached; 2]>,
-    ) -> Option<Moving> {
-        let attached = match legs {
-            Some([c, u]) => self.client.attach(c).and_then(|()| self.upstream.attach(u)),
-            None => Ok(()),
-        };
-        let end = match attached {
+    /// Runs a session that came from another session thread here, its legs attached
+    /// first, until it ends or moves again ([`end_or_move`](Self::end_or_move)).
+    async fn run_there(mut self, mut sd: ShutdownSignal, [c, u]: Legs) -> Option<Moving> {
+        let end = match self.client.attach(c).and_then(|()| self.upstream.attach(u)) {
             Ok(()) => self.command_loop(&mut sd).await,
             Err(e) => Err(SessionError::Client(e.into())),
         };
+        self.end_or_move(end, sd).await
+    }
+
+    /// After the command loop: the session with its legs detached if it is to move, else
+    /// closed and its end logged.
+    async fn end_or_move(mut self, end: LoopEnd, sd: ShutdownSignal) -> Option<Moving> {
         if let Ok(Some(legs)) = end {
             return Some((self, sd, legs));
         }
@@ -224,13 +227,10 @@ impl Session {
     /// The commands, until the session ends (`None`) or, between two commands, is asked to
     /// move to another session thread and can (plain legs, nothing owed): `Some(its legs)`,
     /// detached.
-    async fn command_loop(
-        &mut self,
-        shutdown: &mut ShutdownSignal,
-    ) -> Result<Option<[conn::Detached; 2]>, SessionError> {
+    async fn command_loop(&mut self, sd: &mut ShutdownSignal) -> LoopEnd {
         // One wait for the whole session, polled while it waits for each command (an atomic
         // load: `ShutdownSignal`).
-        let draining = shutdown.draining();
+        let draining = sd.draining();
         tokio::pin!(draining);
         // A session that just came serves a command before it may move again.
         let mut first = true;
