@@ -1287,8 +1287,8 @@ async fn a_ddls_ok_does_not_wait_and_its_tables_are_ddl_pending_until_the_reload
 
 /// Sessions placed by load (the default `server.placement`): light sessions all sit on the
 /// first of two session threads (no cross-thread wake-ups), as `Qcache_worker_sessions`
-/// tells; when the session threads' counts leave with the sessions, and a session moved
-/// between them (debug shuffle) is counted where it went and in `Qcache_session_moves`.
+/// tells; the session threads' counts leave with the sessions, and a session moved between
+/// them (debug shuffle) is counted once, where it went, and in `Qcache_session_moves`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn light_sessions_share_one_session_thread() {
     qcache::workers::start(2, qcache::config::Placement::Load);
@@ -1324,10 +1324,14 @@ async fn light_sessions_share_one_session_thread() {
         c.query_drop("SELECT id FROM t").await.unwrap();
         let st = status_rows(&mut c, "SHOW QCACHE STATUS").await;
         qcache::workers::shuffle_sessions(false);
-        assert_eq!(
-            st["Qcache_worker_sessions"], "0,1",
-            "moved after its SELECT"
-        );
+        // Where it is depends on how many loop tops saw the switch on (one may before the
+        // SELECT is read: the answer to the last SHOW reaches the client first); that it
+        // is counted once, wherever it went, does not.
+        let per: Vec<u64> = st["Qcache_worker_sessions"]
+            .split(',')
+            .map(|n| n.parse().unwrap())
+            .collect();
+        assert_eq!(per.iter().sum::<u64>(), 1, "{per:?}");
         assert!(qstatus(&mut c, "Qcache_session_moves").await > moves);
     }
 }
