@@ -109,8 +109,8 @@ pub struct Session {
     seat: Seat,
 }
 
-/// Runs one client from accept to close. The session moves to another session thread
-/// between commands when `workers` asks: this task then waits for it there.
+/// Runs one client from accept to close: the handshake here, the commands in a task this
+/// one waits for, on this session thread and then on each one `workers` moves it to.
 pub async fn serve(
     id: u64,
     client: conn::Stream,
@@ -121,7 +121,7 @@ pub async fn serve(
     let peer = client.peer();
     let span = tracing::info_span!("session", id, client = %peer, user = tracing::field::Empty);
     async move {
-        let mut s = match start(client, shared.clone(), seat).await {
+        let s = match start(client, shared.clone(), seat).await {
             Ok(s) => s,
             Err(e) if e.is_quiet() => {
                 return debug!(reason = %e, "connection ended during handshake")
@@ -130,12 +130,16 @@ pub async fn serve(
         };
         tracing::Span::current().record("user", s.st.user.as_str());
         info!(db = s.st.db.as_deref().unwrap_or(""), "session started");
-        // Awaited here, not in another future: one state machine fewer per hit's poll.
-        let end = s.command_loop(&mut sd).await;
-        let mut next = s.end_or_move(end, sd).await;
-        while let Some((s, sd, legs)) = next {
+        // The commands run in a task of their own, here first and on each thread the
+        // session moves to, while this one waits (and aborts it if it is itself aborted
+        // by a fast stop). One place awaits the command loop, so the compiler folds it into
+        // that task's future: a hit is polled through no frame of its own (H6 in
+        // docs/benchmarks.md measured ~100 instructions per hit for one).
+        let mut next = Some(Box::new((s, sd, None)));
+        while let Some(moving) = next {
+            let (s, sd, legs) = *moving;
             let there = s.seat.handle();
-            let run = s.run_there(sd, legs).in_current_span();
+            let run = s.run(sd, legs).in_current_span();
             next = crate::workers::run_on(there, run).await.flatten();
         }
     }
@@ -143,8 +147,11 @@ pub async fn serve(
     .await
 }
 
-/// A session between two session threads, its legs (client, upstream) off every reactor.
-type Moving = (Session, ShutdownSignal, Legs);
+/// A session on its way to a session thread: its legs (client, upstream) off every reactor
+/// when it comes from another thread, `None` when it starts on the one it connected on.
+/// Boxed: it is the commands' task's output, and a large output is copied on every poll
+/// of that task, each hit's included (H7 in docs/benchmarks.md: +270 instructions per hit).
+type Moving = Box<(Session, ShutdownSignal, Option<Legs>)>;
 type Legs = [conn::Detached; 2];
 /// How a command loop ended: the session over (`None`), or to move with its legs.
 type LoopEnd = Result<Option<Legs>, SessionError>;
@@ -199,10 +206,15 @@ async fn start(
 }
 
 impl Session {
-    /// Runs a session that came from another session thread here, its legs attached
-    /// first, until it ends or moves again ([`end_or_move`](Self::end_or_move)).
-    async fn run_there(mut self, mut sd: ShutdownSignal, [c, u]: Legs) -> Option<Moving> {
-        let end = match self.client.attach(c).and_then(|()| self.upstream.attach(u)) {
+    /// Runs the session's commands on the thread this task runs on, its legs attached
+    /// first when it came from another one, until it ends or moves again
+    /// ([`end_or_move`](Self::end_or_move)).
+    async fn run(mut self, mut sd: ShutdownSignal, legs: Option<Legs>) -> Option<Moving> {
+        let attached = match legs {
+            None => Ok(()),
+            Some([c, u]) => self.client.attach(c).and_then(|()| self.upstream.attach(u)),
+        };
+        let end = match attached {
             Ok(()) => self.command_loop(&mut sd).await,
             Err(e) => Err(SessionError::Client(e.into())),
         };
@@ -213,7 +225,7 @@ impl Session {
     /// closed and its end logged.
     async fn end_or_move(mut self, end: LoopEnd, sd: ShutdownSignal) -> Option<Moving> {
         if let Ok(Some(legs)) = end {
-            return Some((self, sd, legs));
+            return Some(Box::new((self, sd, Some(legs))));
         }
         self.finish().await;
         match end {
