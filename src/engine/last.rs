@@ -101,8 +101,8 @@ pub fn shape_text(
     })
 }
 
-/// The session's previous statement, for `SHOW QCACHE LAST`.
-#[derive(Debug, Default)]
+/// The session's previous statement, for `SHOW QCACHE LAST`; by default none yet.
+#[derive(Debug)]
 pub struct Last {
     /// Its bytes (a prepared statement's SQL), cut at [`LAST_SQL_MAX`]; the buffer is
     /// reused from statement to statement. Kept as bytes: every statement, hits included,
@@ -113,6 +113,17 @@ pub struct Last {
     pub what: Current,
     /// No statement yet.
     pub none: bool,
+}
+
+impl Default for Last {
+    fn default() -> Last {
+        Last {
+            sql: Vec::new(),
+            prepared: false,
+            what: Current::default(),
+            none: true,
+        }
+    }
 }
 
 /// Longest statement text `SHOW QCACHE LAST` repeats.

@@ -130,11 +130,8 @@ pub async fn serve(
         };
         tracing::Span::current().record("user", s.st.user.as_str());
         info!(db = s.st.db.as_deref().unwrap_or(""), "session started");
-        // The commands run in a task of their own, here first and on each thread the
-        // session moves to, while this one waits (and aborts it if it is itself aborted
-        // by a fast stop). One place awaits the command loop, so the compiler folds it into
-        // that task's future: a hit is polled through no frame of its own (H6 in
-        // docs/benchmarks.md measured ~100 instructions per hit for one).
+        // Awaited in one place only, the command loop is folded into its task's future
+        // (H7 in docs/benchmarks.md). This task waits, and a fast stop's abort reaches it.
         let mut next = Some(Box::new((s, sd, None)));
         while let Some(moving) = next {
             let (s, sd, legs) = *moving;
@@ -147,10 +144,8 @@ pub async fn serve(
     .await
 }
 
-/// A session on its way to a session thread: its legs (client, upstream) off every reactor
-/// when it comes from another thread, `None` when it starts on the one it connected on.
-/// Boxed: it is the commands' task's output, and a large output is copied on every poll
-/// of that task, each hit's included (H7 in docs/benchmarks.md: +270 instructions per hit).
+/// A session on its way to a session thread, its legs off every reactor (`None`: still on
+/// this one's). Boxed: a task's output is copied on every poll, each hit's included (H7).
 type Moving = Box<(Session, ShutdownSignal, Option<Legs>)>;
 type Legs = [conn::Detached; 2];
 /// How a command loop ended: the session over (`None`), or to move with its legs.
@@ -188,10 +183,7 @@ async fn start(
         fill_scratch: bytes::BytesMut::new(),
         key_scratch: Vec::new(),
         cur: Default::default(),
-        last: crate::engine::last::Last {
-            none: true,
-            ..Default::default()
-        },
+        last: Default::default(),
         private_status: None,
         read_answer: None,
         early_lookup: None,
@@ -206,14 +198,11 @@ async fn start(
 }
 
 impl Session {
-    /// Runs the session's commands on the thread this task runs on, its legs attached
-    /// first when it came from another one, until it ends or moves again
-    /// ([`end_or_move`](Self::end_or_move)).
+    /// Runs the commands here, its legs attached first if it came from another thread,
+    /// until it ends or moves again ([`end_or_move`](Self::end_or_move)).
     async fn run(mut self, mut sd: ShutdownSignal, legs: Option<Legs>) -> Option<Moving> {
-        let attached = match legs {
-            None => Ok(()),
-            Some([c, u]) => self.client.attach(c).and_then(|()| self.upstream.attach(u)),
-        };
+        let (c, u) = (&mut self.client, &mut self.upstream);
+        let attached = legs.map_or(Ok(()), |[l, m]| c.attach(l).and_then(|()| u.attach(m)));
         let end = match attached {
             Ok(()) => self.command_loop(&mut sd).await,
             Err(e) => Err(SessionError::Client(e.into())),
