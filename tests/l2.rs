@@ -10,6 +10,7 @@ use common::redis::Redis;
 use common::TestProxy;
 use mysql_async::prelude::Queryable;
 use qcache::config::{BinlogMode, Config, Granularity, L2Url, ValidateHits};
+use qcache::faults::Fault;
 use qcache::l2::L2;
 
 /// How long a write from elsewhere may take to show through another instance in these tests.
@@ -457,6 +458,91 @@ async fn redis_flushed_is_harmless() {
     redis.cli(&["FLUSHALL"]);
     assert_eq!(write_then_read(&schema, &a, &[&b], 5).await, 0);
     assert_eq!(stat(&a, "Qcache_l2_downs"), 0);
+}
+
+/// After a FLUSHALL, the first instance to check marks Redis again (`Adoption::Mark`); a
+/// writer A that checks after it finds the marker back and the fleet's raise count below the
+/// one it saw (`Adoption::InvalidateFleet`, on the server it follows). A's write must still
+/// be raised in Redis before its OK: B, strict and healthy, confirms its hits there, and a
+/// raise only queued leaves B vouching for the row from before the write. The FLUSHALL and
+/// the marker are applied at once here (what A finds when another instance re-marked first),
+/// and A's resync, if it goes down, is held (`Fault::HeldL2Recovery`), so that the window,
+/// milliseconds otherwise (a flake of `redis_flushed_is_harmless` under load), stays open.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_writer_finding_redis_marked_again_raises_before_its_ok() {
+    let redis = Redis::start();
+    let schema = setup("l2_remarked", 1).await;
+    let strict = |c: &mut Config| c.l2.validate_hits = ValidateHits::Remote;
+    let a = proxy(&redis.url(), strict).await;
+    let b = proxy(&redis.url(), strict).await;
+    let mut ca = a.conn(&schema).await;
+    let mut cb = b.conn(&schema).await;
+    ca.query_drop("UPDATE t SET v = 1 WHERE id = 1")
+        .await
+        .unwrap();
+    // A fleet that has raised a while: after the FLUSHALL, the few raises of whoever adopts
+    // first do not bring the count back past what the other saw.
+    redis.cli(&["INCRBY", "qcache:raises:", "1000"]);
+    // Both instances' checks (every 250 ms) have read it.
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let faults = &a.running.shared.cache.versions().faults;
+    faults.set(Fault::HeldL2Recovery, true);
+    let noticed = |p: &TestProxy| stat(p, "Qcache_l2_downs") + stat(p, "Qcache_l2_rollbacks");
+    let (a_before, b_before) = (noticed(&a), noticed(&b));
+    let identity = qcache::policy::l2::identity(
+        &redis.cli(&["INFO", "server"]),
+        &redis.cli(&["INFO", "replication"]),
+    )
+    .expect("the test Redis's identity");
+    let time: Vec<u64> = redis
+        .cli(&["TIME"])
+        .lines()
+        .map(|l| l.trim().parse().expect("TIME"))
+        .collect();
+    let marker = qcache::policy::l2::marker_value(&identity, time[0] * 1_000_000 + time[1]);
+    let out = redis.cli_one_connection(&[
+        "MULTI",
+        "FLUSHALL",
+        &format!("SET qcache:epoch: {marker}"),
+        "EXEC",
+    ]);
+    assert!(
+        out.lines().filter(|l| l.trim() == "OK").count() >= 3,
+        "{out}"
+    );
+    wait_for("A and B to notice", LAG_BOUND, || {
+        noticed(&a) > a_before && noticed(&b) > b_before
+    })
+    .await;
+    wait_up(&b).await;
+    // B serves the row from a cache (filled, then a hit checked in Redis).
+    let served = || b.running.shared.cache.stats().hits() + stat(&b, "Qcache_l2_hits");
+    let deadline = Instant::now() + LAG_BOUND;
+    loop {
+        let before = served();
+        assert_eq!(read_v(&mut cb, 1).await, 1);
+        if served() > before {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "B never served the row from a cache"
+        );
+    }
+    ca.query_drop("UPDATE t SET v = 2 WHERE id = 1")
+        .await
+        .unwrap();
+    let a_up = l2(&a).usable();
+    assert_eq!(
+        read_v(&mut cb, 1).await,
+        2,
+        "B served a hit older than A's acknowledged write (A's L2 usable: {a_up}, downs {})",
+        stat(&a, "Qcache_l2_downs")
+    );
+    faults.set(Fault::HeldL2Recovery, false);
+    wait_up(&a).await;
+    assert_eq!(read_v(&mut cb, 1).await, 2);
+    assert_eq!(read_v(&mut ca, 1).await, 2);
 }
 
 /// Strict mode with one instance cut off from a Redis the writer still reaches (B's user

@@ -2351,6 +2351,10 @@ async fn recover(me: &Arc<L2>, mut conn: Conn, first: &mut bool) -> bool {
     }
     deps.deps.sort();
     deps.deps.dedup();
+    while me.versions.faults.on(crate::faults::Fault::HeldL2Recovery) {
+        // A debug test's hold (never in a release build): a resync as slow as it needs.
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     let raised = async {
         let id = identity?;
         me.raise(&mut conn, &deps).await?;
