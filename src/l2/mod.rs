@@ -45,7 +45,9 @@ use crate::cache::versions::{BumpSink, SlicePlan, TableHandle, Versions};
 use crate::config::{L2Config, L2Url, ValidateHits};
 use crate::observe::latency::LatencyHistogram;
 use crate::policy::diagnostics::EntryDiagnostics;
-use crate::policy::l2::{judge, next_backoff, Adoption, Held, L2Verdict, BACKOFF_MIN};
+use crate::policy::l2::{
+    judge, next_backoff, recheck, Adoption, Held, L2Verdict, Recheck, BACKOFF_MIN, RAISES_SUSPECT,
+};
 use resp::Reply;
 
 /// Why an L2 operation gave nothing; every kind means "bypass L2 for this one".
@@ -1061,6 +1063,9 @@ pub struct L2 {
     /// Set when the tail lost or (re)started its stream, until [`L2::resolve_gap`] decided
     /// whether the fleet's entries must go; L2 is not read meanwhile.
     gap_pending: AtomicBool,
+    /// Set while the server this instance follows is adopted again on the connection in use
+    /// ([`Recheck::Readopt`]): L2 is not read meanwhile, raises still land.
+    adopting: AtomicBool,
     /// The heartbeat member last written, to replace it.
     heartbeat: Mutex<Option<String>>,
     /// The fleet's binlog lease (`l2.binlog_tails` > 0 with a tail): who streams.
@@ -1191,6 +1196,7 @@ impl L2 {
             other_tail: Script::new(OTHER_TAIL_LUA),
             tail,
             gap_pending: AtomicBool::new(false),
+            adopting: AtomicBool::new(false),
             heartbeat: Mutex::new(None),
             fleet: (cfg_tails > 0 && has_tail).then(|| tails::Tails::new(cfg_tails)),
             identity: Mutex::new(None),
@@ -1374,9 +1380,12 @@ impl L2 {
         self.conn.load_full().map(|c| (*c).clone())
     }
 
-    /// Whether reads may use L2 now: healthy, and no binlog gap undecided.
+    /// Whether reads may use L2 now: healthy, no binlog gap undecided, and not adopting the
+    /// server's data again.
     pub fn usable(&self) -> bool {
-        self.healthy() && !self.gap_pending.load(Ordering::Acquire)
+        self.healthy()
+            && !self.gap_pending.load(Ordering::Acquire)
+            && !self.adopting.load(Ordering::Acquire)
     }
 
     /// Runs `f` with the timeout, recording latency and errors; a failure marks L2 down.
@@ -2054,51 +2063,80 @@ impl L2 {
         }))
     }
 
-    /// Whether the server behind `conn` still holds the data this instance adopted: Err
-    /// (and L2 marked down, to be adopted again on reconnection) when its identity or the
-    /// marker moved, or cannot be read.
+    /// Whether the server behind `conn` still holds the data this instance adopted, and what
+    /// follows when it does not (`policy::l2::recheck`): the same server is adopted again on
+    /// this connection ([`L2::readopt`]); another one takes L2 down (Err), to be adopted at
+    /// the reconnection. Err too (and down) when its identity cannot be read.
     async fn still_adopted(&self, conn: &mut Conn) -> Result<(), L2Error> {
         let known = self.identity.lock().ok().and_then(|g| g.clone());
         // Before the question: a raise answered after it may count past what it reads.
         let seen = self.raises_seen.load(Ordering::Acquire);
         let stamp = self.marker_stamp.load(Ordering::Acquire);
-        let changed = match self.identity(conn).await {
-            Ok(Some(held)) => match held.adopt(known.as_deref(), seen, stamp) {
-                Adoption::Keep => {
-                    self.raises_seen.fetch_max(held.raises, Ordering::AcqRel);
-                    self.marker_stamp
-                        .fetch_max(held.marker_stamp(), Ordering::AcqRel);
-                    false
-                }
-                // Emptied under this instance, or back to a dump without the marker: no
-                // outage, but nothing from before is served (`e` raised, local entries
-                // dropped), then the marker back.
-                Adoption::Mark => {
-                    self.raises_seen.store(held.raises, Ordering::Release);
-                    (self.learned)(Learned::Everything);
-                    let e = Raises {
-                        deps: vec!["e".to_string()],
-                        rows: Vec::new(),
-                    };
-                    self.raise(conn, &e).await?;
-                    self.mark_adopted(conn, &held.identity).await?;
-                    false
-                }
-                Adoption::InvalidateLocal | Adoption::InvalidateFleet => true,
-            },
-            Ok(None) => false,
+        let held = match self.identity(conn).await {
+            Ok(Some(held)) => held,
+            Ok(None) => return Ok(()),
             Err(e) => {
                 self.mark_down(&format!("L2's identity could not be read: {e}"));
                 return Err(e);
             }
         };
-        if changed {
-            self.mark_down(
-                "L2 now holds other data (its identity, qcache's marker or the raise count moved)",
-            );
-            return Err(L2Error::Down);
+        let adoption = held.adopt(known.as_deref(), seen, stamp);
+        match recheck(adoption, known.as_deref() == Some(held.identity.as_str())) {
+            Recheck::Keep => {
+                self.raises_seen.fetch_max(held.raises, Ordering::AcqRel);
+                self.marker_stamp
+                    .fetch_max(held.marker_stamp(), Ordering::AcqRel);
+                Ok(())
+            }
+            Recheck::Readopt => self.readopt(conn, &held, adoption).await,
+            Recheck::Reconnect => {
+                self.mark_down(
+                    "L2 now holds other data (its identity, qcache's marker or the raise count moved)",
+                );
+                Err(L2Error::Down)
+            }
         }
-        Ok(())
+    }
+
+    /// [`Recheck::Readopt`]: the server this instance follows, whose data moved (emptied,
+    /// marked again by another instance, back to an older dump), adopted again on the
+    /// connection in use: nothing from before is served (this instance's entries dropped,
+    /// `e` raised for the fleet), then the marker is written. L2 is not read meanwhile, but
+    /// stays healthy: the bump task keeps raising, so a write's OK still waits for its raises
+    /// (`L2::flush`). If this fails, L2 goes down, and the reconnection adopts the data anew
+    /// whatever count it then reads.
+    async fn readopt(
+        &self,
+        conn: &mut Conn,
+        held: &Held,
+        adoption: Adoption,
+    ) -> Result<(), L2Error> {
+        self.adopting.store(true, Ordering::Release);
+        (self.learned)(Learned::Everything);
+        // Counted from what this data holds now: the raise of `e` below counts past it.
+        self.raises_seen.store(held.raises, Ordering::Release);
+        let e = Raises {
+            deps: vec!["e".to_string()],
+            rows: Vec::new(),
+        };
+        let adopted = async {
+            self.raise(conn, &e).await?;
+            self.mark_adopted(conn, &held.identity).await
+        }
+        .await;
+        if let Err(e) = &adopted {
+            self.raises_seen.store(RAISES_SUSPECT, Ordering::Release);
+            self.mark_down(&format!("L2 could not be adopted again: {e}"));
+        } else if adoption.is_rollback() {
+            CacheStatsExt::incr(&self.stats.rollbacks);
+            warn!(
+                ?adoption,
+                "L2's data went back (its raise count or marker): adopted again, entries \
+                 from before are not served"
+            );
+        }
+        self.adopting.store(false, Ordering::Release);
+        adopted
     }
 
     /// Writes the marker naming the server this instance just adopted, after `e` was raised
@@ -2436,8 +2474,8 @@ async fn health_task(l2: Weak<L2>, wake_health: Arc<Notify>) {
             }
             if ping.is_ok() {
                 // The same connection may now reach other data: a server made a replica of
-                // an older copy and promoted again keeps its connections and its `run_id`.
-                // Any change goes through a reconnection, whose adoption decides.
+                // an older copy and promoted again keeps its connections and its `run_id`;
+                // one emptied or reloaded keeps its identity too (`policy::l2::recheck`).
                 ping = me.still_adopted(&mut conn).await;
             }
             let wake = wake_health.notified();

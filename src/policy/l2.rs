@@ -122,6 +122,35 @@ impl Adoption {
     }
 }
 
+/// What the periodic check of a connection L2 is used through (`L2::still_adopted`, every
+/// ping) does with its [`Adoption`] verdict, given whether the server answering is the one
+/// this instance follows (`same_server`: the same identity, process and data history).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Recheck {
+    /// The data this instance adopted: nothing to do.
+    Keep,
+    /// The same server, whose data moved under it (emptied, marked again by another instance
+    /// after a FLUSHALL, back to an older dump, its raise count below one seen): adopted
+    /// again on this connection. Reads of L2 wait until `e` is raised and the marker written;
+    /// raises go on landing throughout, so a write is still raised before its OK. Taking L2
+    /// down instead queued the raises of a writer that re-checked after another instance
+    /// had marked the server again, and its OK went out with them unraised while the others
+    /// (strict ones too) confirmed hits against versions they had not moved yet.
+    Readopt,
+    /// Another server behind the same connection (a new `master_replid`: made a replica of
+    /// another and promoted): L2 goes down, and the reconnection adopts it.
+    Reconnect,
+}
+
+/// The rule of [`Recheck`].
+pub fn recheck(adoption: Adoption, same_server: bool) -> Recheck {
+    match adoption {
+        Adoption::Keep => Recheck::Keep,
+        _ if same_server => Recheck::Readopt,
+        _ => Recheck::Reconnect,
+    }
+}
+
 /// The raise count an instance records after a raise proved the counter went back
 /// ([`raise_went_back`]): above any count, so the next check adopts the data anew (or, if
 /// the marker is missing too, marks it again, raising `e`) whatever count it then reads.
@@ -490,6 +519,41 @@ mod tests {
         ] {
             assert_eq!(a.raises_everything(), everything, "{why}: raises e");
             assert_eq!(a.is_rollback(), rollback, "{why}: a rollback");
+        }
+    }
+
+    #[test]
+    fn what_a_check_of_the_connection_in_use_does() {
+        use Recheck::*;
+        for (adoption, same_server, want, why) in [
+            (Adoption::Keep, true, Keep, "the data this instance adopted"),
+            (
+                Adoption::Mark,
+                true,
+                Readopt,
+                "the server followed, without the marker (FLUSHALL): marked again in place",
+            ),
+            (
+                Adoption::InvalidateFleet,
+                true,
+                Readopt,
+                "the server followed, marked again by another instance first, or its count \
+                 went back: adopted again in place, raises landing throughout",
+            ),
+            (
+                Adoption::InvalidateFleet,
+                false,
+                Reconnect,
+                "another server nobody adopted behind the connection",
+            ),
+            (
+                Adoption::InvalidateLocal,
+                false,
+                Reconnect,
+                "another server another instance adopted",
+            ),
+        ] {
+            assert_eq!(recheck(adoption, same_server), want, "{why}");
         }
     }
 
