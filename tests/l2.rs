@@ -545,6 +545,71 @@ async fn a_writer_finding_redis_marked_again_raises_before_its_ok() {
     assert_eq!(read_v(&mut ca, 1).await, 2);
 }
 
+/// A writer whose L2 connections are lost while Redis stays reachable reconnects at once and
+/// resyncs. A write acknowledged while that resync is under way (L2 still down: its OK waits
+/// for nothing) must be raised before L2 is read again, by A or by anyone: otherwise A serves
+/// the row from before its own write from L2, and B (strict) confirms its hit against a
+/// version that never moved. Its bump is queued after the resync took what it raises (A's
+/// resync held there, `Fault::HeldL2Recovery`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_acknowledged_during_a_resync_is_raised_before_l2_is_read() {
+    let redis = Redis::start();
+    let out = redis.cli(&[
+        "ACL",
+        "SETUSER",
+        "qa",
+        "on",
+        ">qa-pw",
+        "~qcache:*",
+        "&qcache:*",
+        "+@all",
+    ]);
+    assert!(out.contains("OK"), "{out}");
+    let schema = setup("l2_resync", 1).await;
+    let strict = |c: &mut Config| c.l2.validate_hits = ValidateHits::Remote;
+    let a = proxy(
+        &format!("redis://qa:qa-pw@127.0.0.1:{}", redis.port),
+        |_| {},
+    )
+    .await;
+    let b = proxy(&redis.url(), strict).await;
+    let mut ca = a.conn(&schema).await;
+    let mut cb = b.conn(&schema).await;
+    assert_eq!(read_v(&mut ca, 1).await, 0);
+    wait_for("A's entry in Redis", LAG_BOUND, || {
+        !redis.keys("qcache:e:*").is_empty()
+    })
+    .await;
+    assert_eq!(read_v(&mut cb, 1).await, 0);
+    assert_eq!(read_v(&mut cb, 1).await, 0);
+    let faults = &a.running.shared.cache.versions().faults;
+    faults.set(Fault::HeldL2Recovery, true);
+    redis.cli(&["CLIENT", "KILL", "USER", "qa"]);
+    wait_for("A's L2 down", LAG_BOUND, || !l2(&a).healthy()).await;
+    // A reconnects at once (its channel only once L2 is healthy again): its resync reads
+    // whose data Redis holds, takes what it must raise, and holds.
+    wait_for("A's reconnection", LAG_BOUND, || {
+        redis.cli(&["CLIENT", "LIST"]).contains(" user=qa ")
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    ca.query_drop("UPDATE t SET v = 1 WHERE id = 1")
+        .await
+        .unwrap();
+    faults.set(Fault::HeldL2Recovery, false);
+    wait_up(&a).await;
+    assert_eq!(
+        read_v(&mut ca, 1).await,
+        1,
+        "A served from L2 the row from before its own acknowledged write"
+    );
+    assert_eq!(
+        read_v(&mut cb, 1).await,
+        1,
+        "B (strict) served a hit older than A's acknowledged write"
+    );
+}
+
 /// Strict mode with one instance cut off from a Redis the writer still reaches (B's user
 /// refused and its connections closed; the same holds while B adopts a flushed Redis anew,
 /// or after one of its own round trips timed out): A's write is raised in Redis before its
