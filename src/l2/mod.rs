@@ -1046,6 +1046,10 @@ pub struct L2 {
     wake_health: Arc<Notify>,
     /// Sequence of the last queued bump that has been raised (or given up on).
     done: watch::Sender<u64>,
+    /// The queue's sequence when L2 last became healthy: the bumps up to it were queued
+    /// while it was down, their writes acknowledged without waiting for them, so L2 is not
+    /// read until they are raised too (`done` past it).
+    readable_from: AtomicU64,
     /// Moves on every healthy → down transition, so the subscriber restarts.
     down_gen: watch::Sender<u64>,
     bump: Script,
@@ -1186,6 +1190,7 @@ impl L2 {
             wake_bumper: Arc::new(Notify::new()),
             wake_health: Arc::new(Notify::new()),
             done: watch::Sender::new(0),
+            readable_from: AtomicU64::new(0),
             down_gen: watch::Sender::new(0),
             bump: Script::new(BUMP_LUA),
             rows: Script::new(ROWS_LUA),
@@ -1380,10 +1385,11 @@ impl L2 {
         self.conn.load_full().map(|c| (*c).clone())
     }
 
-    /// Whether reads may use L2 now: healthy, no binlog gap undecided, and not adopting the
-    /// server's data again.
+    /// Whether reads may use L2 now: healthy, every bump queued while it was down raised, no
+    /// binlog gap undecided, and not adopting the server's data again.
     pub fn usable(&self) -> bool {
         self.healthy()
+            && self.raised() >= self.readable_from.load(Ordering::Acquire)
             && !self.gap_pending.load(Ordering::Acquire)
             && !self.adopting.load(Ordering::Acquire)
     }
@@ -2409,8 +2415,18 @@ async fn recover(me: &Arc<L2>, mut conn: Conn, first: &mut bool) -> bool {
     match raised.await {
         Ok(()) => {
             me.conn.store(Some(Arc::new(conn)));
+            // Healthy under the queue's lock: a bump queued before (after what this resync
+            // took, its write acknowledged without waiting: L2 was down) is at most
+            // `readable_from`, and raised by the bump task before L2 is read; one queued after
+            // finds L2 healthy, and its write waits for it (`L2::flush`).
+            let q = me.queue.lock();
+            // A poisoned queue: never read again (fail closed).
+            let floor = q.as_ref().map_or(u64::MAX, |q| q.seq);
+            me.readable_from.store(floor, Ordering::Release);
             me.healthy.store(true, Ordering::Release);
+            drop(q);
             me.done.send_modify(|d| *d = (*d).max(seq));
+            me.wake_bumper.notify_one();
             if *first {
                 info!("L2 connected");
             } else {
@@ -2523,6 +2539,16 @@ async fn bump_task(l2: Weak<L2>, wake_bumper: Arc<Notify>) {
     loop {
         let wake = {
             let Some(me) = l2.upgrade() else { return };
+            let Some(mut conn) = me.bump_conn() else {
+                // Down: what is queued stays queued, for the resync to take, or for this task
+                // once the resync has made L2 healthy (it wakes it). Given up here, a bump
+                // queued while a resync was under way (after it took its share) was raised by
+                // nobody: its write acknowledged, L2 read again with the version unmoved.
+                let n = wake_bumper.notified();
+                drop(me);
+                n.await;
+                continue;
+            };
             let (seq, deps) = me
                 .queue
                 .lock()
@@ -2535,16 +2561,13 @@ async fn bump_task(l2: Weak<L2>, wake_bumper: Arc<Notify>) {
                 })
                 .unwrap_or_default();
             if !deps.is_empty() {
-                let done = match me.bump_conn() {
-                    Some(mut conn) => match me.raise(&mut conn, &deps).await {
-                        Ok(()) => true,
-                        Err(e) => {
-                            CacheStatsExt::incr(&me.stats.errors);
-                            me.mark_down(&format!("bump failed: {e}"));
-                            false
-                        }
-                    },
-                    None => false,
+                let done = match me.raise(&mut conn, &deps).await {
+                    Ok(()) => true,
+                    Err(e) => {
+                        CacheStatsExt::incr(&me.stats.errors);
+                        me.mark_down(&format!("bump failed: {e}"));
+                        false
+                    }
                 };
                 if !done {
                     // A timed-out script may or may not have run; raising it again is
