@@ -1385,13 +1385,15 @@ impl L2 {
         self.conn.load_full().map(|c| (*c).clone())
     }
 
-    /// Whether reads may use L2 now: healthy, every bump queued while it was down raised, no
-    /// binlog gap undecided, and not adopting the server's data again.
+    /// Whether reads may use L2 now (`policy::l2::readable`).
     pub fn usable(&self) -> bool {
-        self.healthy()
-            && self.raised() >= self.readable_from.load(Ordering::Acquire)
-            && !self.gap_pending.load(Ordering::Acquire)
-            && !self.adopting.load(Ordering::Acquire)
+        crate::policy::l2::readable(
+            self.healthy(),
+            self.raised(),
+            self.readable_from.load(Ordering::Acquire),
+            self.gap_pending.load(Ordering::Acquire),
+            self.adopting.load(Ordering::Acquire),
+        )
     }
 
     /// Runs `f` with the timeout, recording latency and errors; a failure marks L2 down.

@@ -56,6 +56,22 @@ pub fn asks_before_server(plain: bool, temporaries: bool, usable: bool) -> bool 
     plain && !temporaries && usable
 }
 
+/// Whether reads (lookups, strict-mode checks, fills) may use L2 now: `healthy`
+/// (connected and resynced), every bump queued before it last became healthy raised
+/// (`raised`, the sequence of the last raised bump, at least `readable_from`: those bumps'
+/// writes were acknowledged while L2 was down, without waiting for them, and a version they
+/// have not moved yet still vouches for entries from before them), no binlog gap undecided
+/// (`gap_pending`) and the server's data not being adopted again (`adopting`).
+pub fn readable(
+    healthy: bool,
+    raised: u64,
+    readable_from: u64,
+    gap_pending: bool,
+    adopting: bool,
+) -> bool {
+    healthy && raised >= readable_from && !gap_pending && !adopting
+}
+
 /// Strict mode (`l2.validate_hits = "remote"`): whether an L1 hit is served, given L2's
 /// answer to its check: `Some(current)`, or None when L2 could not say (down, slow, this
 /// instance cut off or adopting a flushed Redis anew). Only a hit L2 vouched for is served.
@@ -673,6 +689,56 @@ mod tests {
                 judge(&e(entry), cur.iter().copied()),
                 *want,
                 "{entry:?} vs {cur:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn when_l2_may_be_read() {
+        for (healthy, raised, from, gap, adopting, want, why) in [
+            (
+                true,
+                7,
+                7,
+                false,
+                false,
+                true,
+                "resynced, every bump raised",
+            ),
+            (true, 9, 7, false, false, true, "raised past the floor"),
+            (
+                false,
+                9,
+                7,
+                false,
+                false,
+                false,
+                "down, or the resync not done",
+            ),
+            (
+                true,
+                6,
+                7,
+                false,
+                false,
+                false,
+                "a bump queued while down (its write acknowledged) not raised yet",
+            ),
+            (true, 7, 7, true, false, false, "a binlog gap undecided"),
+            (
+                true,
+                7,
+                7,
+                false,
+                true,
+                false,
+                "the server's data adopted again",
+            ),
+        ] {
+            assert_eq!(
+                readable(healthy, raised, from, gap, adopting),
+                want,
+                "{why}"
             );
         }
     }
