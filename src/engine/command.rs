@@ -748,6 +748,20 @@ mod tests {
             ),
             ("FLUSH TABLES", "FLUSH TABLES", K::Flush, false, None),
             ("RESET MASTER", "RESET MASTER", K::Reset, false, None),
+            (
+                "a comment is no word of the statement",
+                "FLUSH /* all of it */ QUERY CACHE",
+                K::Flush,
+                false,
+                qc(false, false),
+            ),
+            (
+                "a versioned comment the server skips is a comment",
+                "RESET /*M!999999 SLAVE */ QUERY CACHE",
+                K::Reset,
+                false,
+                qc(false, true),
+            ),
         ];
         for (rule, sql, kind, in_txn, want) in rows {
             let mut st = world.session(Some("db"));
