@@ -610,6 +610,74 @@ async fn a_write_acknowledged_during_a_resync_is_raised_before_l2_is_read() {
     );
 }
 
+/// Another server behind the same connection (Redis made a replica of another and promoted
+/// again at once: a new `master_replid`, the same process and data): every instance takes L2
+/// down and adopts the server at its reconnection. A write through A while A reconnects must
+/// wait for its raise (bounded by `l2.timeout`), not be acknowledged with it only queued
+/// while B, strict and already back, confirms its hits. A's resync is held
+/// (`Fault::HeldL2Recovery`) for less than the timeout: a write acknowledged meanwhile is one
+/// whose raise has not landed, and B must not serve the row from before it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_while_the_writer_adopts_another_server_waits_for_its_raise() {
+    let redis = Redis::start();
+    let other = Redis::start();
+    let schema = setup("l2_promoted", 1).await;
+    let strict = |c: &mut Config| c.l2.validate_hits = ValidateHits::Remote;
+    let a = proxy(&redis.url(), strict).await;
+    let b = proxy(&redis.url(), strict).await;
+    let mut ca = a.conn(&schema).await;
+    let mut cb = b.conn(&schema).await;
+    let faults = &a.running.shared.cache.versions().faults;
+    faults.set(Fault::HeldL2Recovery, true);
+    let downs = (stat(&a, "Qcache_l2_downs"), stat(&b, "Qcache_l2_downs"));
+    // A replica of another server, promoted again before it synced: a new history.
+    let out = redis.cli_one_connection(&[
+        &format!("REPLICAOF 127.0.0.1 {}", other.port),
+        "REPLICAOF NO ONE",
+    ]);
+    assert_eq!(out.lines().filter(|l| l.trim() == "OK").count(), 2, "{out}");
+    wait_for("A and B to take L2 down", LAG_BOUND, || {
+        stat(&a, "Qcache_l2_downs") > downs.0 && stat(&b, "Qcache_l2_downs") > downs.1
+    })
+    .await;
+    wait_up(&b).await;
+    // B serves the row from a cache, checked in Redis.
+    let served = || b.running.shared.cache.stats().hits() + stat(&b, "Qcache_l2_hits");
+    let deadline = Instant::now() + LAG_BOUND;
+    loop {
+        let before = served();
+        assert_eq!(read_v(&mut cb, 1).await, 0);
+        if served() > before {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "B never served the row from a cache"
+        );
+    }
+    let write = tokio::spawn(async move {
+        ca.query_drop("UPDATE t SET v = 1 WHERE id = 1")
+            .await
+            .unwrap();
+        ca
+    });
+    // Well within A's `l2.timeout` (500 ms here).
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    if write.is_finished() {
+        assert_eq!(
+            read_v(&mut cb, 1).await,
+            1,
+            "B served a hit older than A's acknowledged write (A's L2 usable: {})",
+            l2(&a).usable()
+        );
+    }
+    faults.set(Fault::HeldL2Recovery, false);
+    let mut ca = write.await.unwrap();
+    assert_eq!(read_v(&mut cb, 1).await, 1);
+    wait_up(&a).await;
+    assert_eq!(read_v(&mut ca, 1).await, 1);
+}
+
 /// Strict mode with one instance cut off from a Redis the writer still reaches (B's user
 /// refused and its connections closed; the same holds while B adopts a flushed Redis anew,
 /// or after one of its own round trips timed out): A's write is raised in Redis before its
