@@ -1070,6 +1070,10 @@ pub struct L2 {
     /// Set while the server this instance follows is adopted again on the connection in use
     /// ([`Recheck::Readopt`]): L2 is not read meanwhile, raises still land.
     adopting: AtomicBool,
+    /// Set from a check that found another server behind the connection
+    /// ([`Recheck::Reconnect`]) until the reconnection that adopts it ends: writes still
+    /// wait for their raises meanwhile (`policy::l2::write_waits`).
+    reconnecting: AtomicBool,
     /// The heartbeat member last written, to replace it.
     heartbeat: Mutex<Option<String>>,
     /// The fleet's binlog lease (`l2.binlog_tails` > 0 with a tail): who streams.
@@ -1202,6 +1206,7 @@ impl L2 {
             tail,
             gap_pending: AtomicBool::new(false),
             adopting: AtomicBool::new(false),
+            reconnecting: AtomicBool::new(false),
             heartbeat: Mutex::new(None),
             fleet: (cfg_tails > 0 && has_tail).then(|| tails::Tails::new(cfg_tails)),
             identity: Mutex::new(None),
@@ -1338,15 +1343,20 @@ impl L2 {
     }
 
     /// Waits (at most `l2.timeout`) until every bump queued so far is raised in L2: a write's
-    /// OK goes to its client only after this. A down or slow L2 is not waited for: what could
-    /// not be raised is raised before L2 is used again (and L2 is not used until then).
+    /// OK goes to its client only after this. A Redis out of reach is not waited for
+    /// (`policy::l2::write_waits`), nor a slow one past the timeout: what could not be raised
+    /// is raised before L2 is used again (and L2 is not used until then).
     pub async fn flush(&self) {
         let target = match self.queue.lock() {
             Ok(q) => q.seq,
             Err(_) => return,
         };
         let mut rx = self.done.subscribe();
-        if *rx.borrow() >= target || !self.healthy() {
+        let waits = crate::policy::l2::write_waits(
+            self.healthy(),
+            self.reconnecting.load(Ordering::Acquire),
+        );
+        if *rx.borrow() >= target || !waits {
             return;
         }
         let wait = rx.wait_for(|d| *d >= target);
@@ -2098,6 +2108,8 @@ impl L2 {
             }
             Recheck::Readopt => self.readopt(conn, &held, adoption).await,
             Recheck::Reconnect => {
+                // Before L2 is down: a write from then on waits for the reconnection.
+                self.reconnecting.store(true, Ordering::Release);
                 self.mark_down(
                     "L2 now holds other data (its identity, qcache's marker or the raise count moved)",
                 );
@@ -2509,12 +2521,15 @@ async fn health_task(l2: Weak<L2>, wake_health: Arc<Notify>) {
         me.conn.store(None);
         match me.connect().await {
             Ok(conn) => {
-                if recover(&me, conn, &mut first).await {
+                let recovered = recover(&me, conn, &mut first).await;
+                me.reconnecting.store(false, Ordering::Release);
+                if recovered {
                     backoff = BACKOFF_MIN;
                     continue;
                 }
             }
             Err(e) => {
+                me.reconnecting.store(false, Ordering::Release);
                 // The queued bumps cannot be raised now: keep them for the resync, and let
                 // writers stop waiting for them.
                 let (seq, deps) = me.queue.lock().map(|mut q| q.take()).unwrap_or_default();

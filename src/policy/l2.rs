@@ -72,6 +72,18 @@ pub fn readable(
     healthy && raised >= readable_from && !gap_pending && !adopting
 }
 
+/// Whether a write's OK waits for its raises (`L2::flush`, at most `l2.timeout`): while L2
+/// is `healthy`, and while it is down for a check that found another server behind its
+/// connection (`reconnecting`: [`Recheck::Reconnect`], until the reconnection that adopts
+/// it ends), since that Redis answers and the raises land once it is adopted, within
+/// milliseconds; acknowledged at once there, the write's raise stayed queued while another
+/// instance, back first and strict, confirmed its hits. Not while Redis cannot be reached
+/// (refused, timed out, this instance cut off): the write would wait the whole timeout for
+/// nothing; its raises are kept and raised before L2 is read again ([`readable`]).
+pub fn write_waits(healthy: bool, reconnecting: bool) -> bool {
+    healthy || reconnecting
+}
+
 /// Strict mode (`l2.validate_hits = "remote"`): whether an L1 hit is served, given L2's
 /// answer to its check: `Some(current)`, or None when L2 could not say (down, slow, this
 /// instance cut off or adopting a flushed Redis anew). Only a hit L2 vouched for is served.
@@ -740,6 +752,32 @@ mod tests {
                 want,
                 "{why}"
             );
+        }
+    }
+
+    #[test]
+    fn when_a_write_waits_for_its_raises() {
+        for (healthy, reconnecting, want, why) in [
+            (
+                true,
+                false,
+                true,
+                "L2 healthy: the raises land before the OK",
+            ),
+            (
+                false,
+                true,
+                true,
+                "down to adopt another server behind the connection: it answers",
+            ),
+            (
+                false,
+                false,
+                false,
+                "Redis out of reach: raised at the resync",
+            ),
+        ] {
+            assert_eq!(write_waits(healthy, reconnecting), want, "{why}");
         }
     }
 
