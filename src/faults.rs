@@ -59,6 +59,12 @@ pub enum Fault {
     /// streams and heartbeats while falling behind the server, and the lag rule
     /// (`policy::tails::behind`) is what stops the hits a direct write made stale.
     SlowBinlog = 1 << 10,
+    /// Not an invariant broken but a timing made visible: L2's recovery after a reconnection
+    /// (`l2::recover`) holds, while this is on, between taking what it must raise and
+    /// raising it, as a slow Redis would hold it, so that what an instance does while it is
+    /// down for L2 with Redis reachable (its writes, their raises) lasts as long as a test
+    /// needs.
+    HeldL2Recovery = 1 << 11,
 }
 
 /// How late [`Fault::SlowBinlog`] makes the tail handle each event.
@@ -68,7 +74,7 @@ pub const SLOW_BINLOG_EVENT: std::time::Duration = std::time::Duration::from_mil
 pub const SLOW_CATALOG_RELOAD: std::time::Duration = std::time::Duration::from_millis(300);
 
 impl Fault {
-    pub const ALL: [Fault; 11] = [
+    pub const ALL: [Fault; 12] = [
         Fault::RowSlices,
         Fault::DerivedSlices,
         Fault::PrivilegeStamps,
@@ -80,6 +86,7 @@ impl Fault {
         Fault::Patches,
         Fault::BusyParentLookups,
         Fault::SlowBinlog,
+        Fault::HeldL2Recovery,
     ];
 }
 

@@ -1249,7 +1249,8 @@ async fn trace_comments_share_one_entry() {
 /// Every spelling of reading `@@query_cache_type` that is a whole column answers the
 /// session's qcache value (the server's metadata and other columns kept); one inside an
 /// expression is the server's, never cached. `SHOW [GLOBAL|SESSION] STATUS` in every form
-/// reports qcache's `Qcache_*` counters, not MariaDB's own query cache's zeros.
+/// reports qcache's `Qcache_*` counters, not MariaDB's own query cache's zeros, whatever
+/// comments it holds.
 #[tokio::test]
 async fn query_cache_type_and_qcache_status_in_every_spelling() {
     let schema = common::fresh_schema("qc_spell").await;
@@ -1306,6 +1307,11 @@ async fn query_cache_type_and_qcache_status_in_every_spelling() {
         "SHOW SESSION STATUS LIKE 'Qcache_h_ts'",
         "SHOW GLOBAL STATUS",
         "SHOW STATUS",
+        // Read as the server reads it: a comment is no word of the statement, a versioned
+        // one it skips (`/*M!999999`) is a comment, the content of one it runs is code.
+        "SHOW /*M!999999 FULL */ STATUS LIKE 'Qcache_h%'",
+        "SHOW /*!50000 GLOBAL */ STATUS WHERE Variable_name = 'Qcache_hits'",
+        "SHOW STATUS /* the counters */ LIKE 'Qcache_hits'",
     ] {
         let rows: Vec<(String, String)> = c.query(sql).await.unwrap();
         let got = rows.iter().find(|(n, _)| n == "Qcache_hits");

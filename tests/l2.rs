@@ -10,6 +10,7 @@ use common::redis::Redis;
 use common::TestProxy;
 use mysql_async::prelude::Queryable;
 use qcache::config::{BinlogMode, Config, Granularity, L2Url, ValidateHits};
+use qcache::faults::Fault;
 use qcache::l2::L2;
 
 /// How long a write from elsewhere may take to show through another instance in these tests.
@@ -457,6 +458,224 @@ async fn redis_flushed_is_harmless() {
     redis.cli(&["FLUSHALL"]);
     assert_eq!(write_then_read(&schema, &a, &[&b], 5).await, 0);
     assert_eq!(stat(&a, "Qcache_l2_downs"), 0);
+}
+
+/// After a FLUSHALL, the first instance to check marks Redis again (`Adoption::Mark`); a
+/// writer A that checks after it finds the marker back and the fleet's raise count below the
+/// one it saw (`Adoption::InvalidateFleet`, on the server it follows). A's write must still
+/// be raised in Redis before its OK: B, strict and healthy, confirms its hits there, and a
+/// raise only queued leaves B vouching for the row from before the write. The FLUSHALL and
+/// the marker are applied at once here (what A finds when another instance re-marked first),
+/// and A's resync, if it goes down, is held (`Fault::HeldL2Recovery`), so that the window,
+/// milliseconds otherwise (a flake of `redis_flushed_is_harmless` under load), stays open.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_writer_finding_redis_marked_again_raises_before_its_ok() {
+    let redis = Redis::start();
+    let schema = setup("l2_remarked", 1).await;
+    let strict = |c: &mut Config| c.l2.validate_hits = ValidateHits::Remote;
+    let a = proxy(&redis.url(), strict).await;
+    let b = proxy(&redis.url(), strict).await;
+    let mut ca = a.conn(&schema).await;
+    let mut cb = b.conn(&schema).await;
+    ca.query_drop("UPDATE t SET v = 1 WHERE id = 1")
+        .await
+        .unwrap();
+    // A fleet that has raised a while: after the FLUSHALL, the few raises of whoever adopts
+    // first do not bring the count back past what the other saw.
+    redis.cli(&["INCRBY", "qcache:raises:", "1000"]);
+    // Both instances' checks (every 250 ms) have read it.
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let faults = &a.running.shared.cache.versions().faults;
+    faults.set(Fault::HeldL2Recovery, true);
+    let noticed = |p: &TestProxy| stat(p, "Qcache_l2_downs") + stat(p, "Qcache_l2_rollbacks");
+    let (a_before, b_before) = (noticed(&a), noticed(&b));
+    let identity = qcache::policy::l2::identity(
+        &redis.cli(&["INFO", "server"]),
+        &redis.cli(&["INFO", "replication"]),
+    )
+    .expect("the test Redis's identity");
+    let time: Vec<u64> = redis
+        .cli(&["TIME"])
+        .lines()
+        .map(|l| l.trim().parse().expect("TIME"))
+        .collect();
+    let marker = qcache::policy::l2::marker_value(&identity, time[0] * 1_000_000 + time[1]);
+    let out = redis.cli_one_connection(&[
+        "MULTI",
+        "FLUSHALL",
+        &format!("SET qcache:epoch: {marker}"),
+        "EXEC",
+    ]);
+    assert!(
+        out.lines().filter(|l| l.trim() == "OK").count() >= 3,
+        "{out}"
+    );
+    wait_for("A and B to notice", LAG_BOUND, || {
+        noticed(&a) > a_before && noticed(&b) > b_before
+    })
+    .await;
+    wait_up(&b).await;
+    // B serves the row from a cache (filled, then a hit checked in Redis).
+    let served = || b.running.shared.cache.stats().hits() + stat(&b, "Qcache_l2_hits");
+    let deadline = Instant::now() + LAG_BOUND;
+    loop {
+        let before = served();
+        assert_eq!(read_v(&mut cb, 1).await, 1);
+        if served() > before {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "B never served the row from a cache"
+        );
+    }
+    ca.query_drop("UPDATE t SET v = 2 WHERE id = 1")
+        .await
+        .unwrap();
+    let a_up = l2(&a).usable();
+    assert_eq!(
+        read_v(&mut cb, 1).await,
+        2,
+        "B served a hit older than A's acknowledged write (A's L2 usable: {a_up}, downs {})",
+        stat(&a, "Qcache_l2_downs")
+    );
+    faults.set(Fault::HeldL2Recovery, false);
+    wait_up(&a).await;
+    assert_eq!(read_v(&mut cb, 1).await, 2);
+    assert_eq!(read_v(&mut ca, 1).await, 2);
+}
+
+/// A writer whose L2 connections are lost while Redis stays reachable reconnects at once and
+/// resyncs. A write acknowledged while that resync is under way (L2 still down: its OK waits
+/// for nothing) must be raised before L2 is read again, by A or by anyone: otherwise A serves
+/// the row from before its own write from L2, and B (strict) confirms its hit against a
+/// version that never moved. Its bump is queued after the resync took what it raises (A's
+/// resync held there, `Fault::HeldL2Recovery`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_acknowledged_during_a_resync_is_raised_before_l2_is_read() {
+    let redis = Redis::start();
+    let out = redis.cli(&[
+        "ACL",
+        "SETUSER",
+        "qa",
+        "on",
+        ">qa-pw",
+        "~qcache:*",
+        "&qcache:*",
+        "+@all",
+    ]);
+    assert!(out.contains("OK"), "{out}");
+    let schema = setup("l2_resync", 1).await;
+    let strict = |c: &mut Config| c.l2.validate_hits = ValidateHits::Remote;
+    let a = proxy(
+        &format!("redis://qa:qa-pw@127.0.0.1:{}", redis.port),
+        |_| {},
+    )
+    .await;
+    let b = proxy(&redis.url(), strict).await;
+    let mut ca = a.conn(&schema).await;
+    let mut cb = b.conn(&schema).await;
+    assert_eq!(read_v(&mut ca, 1).await, 0);
+    wait_for("A's entry in Redis", LAG_BOUND, || {
+        !redis.keys("qcache:e:*").is_empty()
+    })
+    .await;
+    assert_eq!(read_v(&mut cb, 1).await, 0);
+    assert_eq!(read_v(&mut cb, 1).await, 0);
+    let faults = &a.running.shared.cache.versions().faults;
+    faults.set(Fault::HeldL2Recovery, true);
+    redis.cli(&["CLIENT", "KILL", "USER", "qa"]);
+    wait_for("A's L2 down", LAG_BOUND, || !l2(&a).healthy()).await;
+    // A reconnects at once (its channel only once L2 is healthy again): its resync reads
+    // whose data Redis holds, takes what it must raise, and holds.
+    wait_for("A's reconnection", LAG_BOUND, || {
+        redis.cli(&["CLIENT", "LIST"]).contains(" user=qa ")
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    ca.query_drop("UPDATE t SET v = 1 WHERE id = 1")
+        .await
+        .unwrap();
+    faults.set(Fault::HeldL2Recovery, false);
+    wait_up(&a).await;
+    assert_eq!(
+        read_v(&mut ca, 1).await,
+        1,
+        "A served from L2 the row from before its own acknowledged write"
+    );
+    assert_eq!(
+        read_v(&mut cb, 1).await,
+        1,
+        "B (strict) served a hit older than A's acknowledged write"
+    );
+}
+
+/// Another server behind the same connection (Redis made a replica of another and promoted
+/// again at once: a new `master_replid`, the same process and data): every instance takes L2
+/// down and adopts the server at its reconnection. A write through A while A reconnects must
+/// wait for its raise (bounded by `l2.timeout`), not be acknowledged with it only queued
+/// while B, strict and already back, confirms its hits. A's resync is held
+/// (`Fault::HeldL2Recovery`) for less than the timeout: a write acknowledged meanwhile is one
+/// whose raise has not landed, and B must not serve the row from before it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_while_the_writer_adopts_another_server_waits_for_its_raise() {
+    let redis = Redis::start();
+    let other = Redis::start();
+    let schema = setup("l2_promoted", 1).await;
+    let strict = |c: &mut Config| c.l2.validate_hits = ValidateHits::Remote;
+    let a = proxy(&redis.url(), strict).await;
+    let b = proxy(&redis.url(), strict).await;
+    let mut ca = a.conn(&schema).await;
+    let mut cb = b.conn(&schema).await;
+    let faults = &a.running.shared.cache.versions().faults;
+    faults.set(Fault::HeldL2Recovery, true);
+    let downs = (stat(&a, "Qcache_l2_downs"), stat(&b, "Qcache_l2_downs"));
+    // A replica of another server, promoted again before it synced: a new history.
+    let out = redis.cli_one_connection(&[
+        &format!("REPLICAOF 127.0.0.1 {}", other.port),
+        "REPLICAOF NO ONE",
+    ]);
+    assert_eq!(out.lines().filter(|l| l.trim() == "OK").count(), 2, "{out}");
+    wait_for("A and B to take L2 down", LAG_BOUND, || {
+        stat(&a, "Qcache_l2_downs") > downs.0 && stat(&b, "Qcache_l2_downs") > downs.1
+    })
+    .await;
+    wait_up(&b).await;
+    // B serves the row from a cache, checked in Redis.
+    let served = || b.running.shared.cache.stats().hits() + stat(&b, "Qcache_l2_hits");
+    let deadline = Instant::now() + LAG_BOUND;
+    loop {
+        let before = served();
+        assert_eq!(read_v(&mut cb, 1).await, 0);
+        if served() > before {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "B never served the row from a cache"
+        );
+    }
+    let write = tokio::spawn(async move {
+        ca.query_drop("UPDATE t SET v = 1 WHERE id = 1")
+            .await
+            .unwrap();
+        ca
+    });
+    // Well within A's `l2.timeout` (500 ms here).
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    if write.is_finished() {
+        assert_eq!(
+            read_v(&mut cb, 1).await,
+            1,
+            "B served a hit older than A's acknowledged write (A's L2 usable: {})",
+            l2(&a).usable()
+        );
+    }
+    faults.set(Fault::HeldL2Recovery, false);
+    let mut ca = write.await.unwrap();
+    assert_eq!(read_v(&mut cb, 1).await, 1);
+    wait_up(&a).await;
+    assert_eq!(read_v(&mut ca, 1).await, 1);
 }
 
 /// Strict mode with one instance cut off from a Redis the writer still reaches (B's user

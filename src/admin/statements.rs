@@ -568,12 +568,29 @@ pub fn words(text: &str) -> Vec<&str> {
         .collect()
 }
 
+/// The words of a statement qcache reads itself, as the server reads them: `text` is the
+/// statement as the server sees it (`analysis::server_text`: executable comments it skips are
+/// plain comments there), lowercased. Its tokens, so comments are left out, the content of
+/// executable comments the server runs is kept, a quoted string is one word, and a trailing
+/// `;` is dropped. Splitting on whitespace ([`words`]) read a comment's delimiters and
+/// content as words of the statement: `SHOW /*!50000 GLOBAL */ STATUS …` was no SHOW STATUS
+/// qcache knew, and the server's own `Qcache_*` rows were relayed as its answer.
+pub fn code_words(text: &str) -> Vec<&str> {
+    let mut words: Vec<&str> = crate::analysis::lexer::Lexer::new(text.as_bytes())
+        .filter_map(|t| text.get(t.start..t.end))
+        .collect();
+    while words.last() == Some(&";") {
+        words.pop();
+    }
+    words
+}
+
 /// The pattern of `SHOW [GLOBAL|SESSION|LOCAL] STATUS LIKE 'qcache…'`, lowercased, which
 /// qcache answers from its own counters as MySQL's query cache did; None for any other
-/// statement (relayed).
+/// statement (relayed). `sql` as the server reads it ([`code_words`]).
 pub fn status_like_pattern(sql: &[u8]) -> Option<String> {
     let text = lowercase(sql);
-    let words = words(&text);
+    let words = code_words(&text);
     let rest = match words.as_slice() {
         ["show", "status", rest @ ..] => rest,
         ["show", "global" | "session" | "local", "status", rest @ ..] => rest,
@@ -1109,6 +1126,28 @@ mod tests {
         for (sql, want) in cases {
             let stmt = parse(sql.as_bytes()).unwrap().unwrap();
             assert_eq!(stmt.needs_privilege(), want, "{sql}");
+        }
+    }
+
+    #[test]
+    fn code_words_are_the_statements_tokens() {
+        for (text, want) in [
+            (
+                "show status like 'qcache%'",
+                &["show", "status", "like", "'qcache%'"][..],
+            ),
+            (
+                "show status like 'a b' ;",
+                &["show", "status", "like", "'a b'"],
+            ),
+            ("show /* full */ status", &["show", "status"]),
+            (
+                "show /*!50000 global */ status",
+                &["show", "global", "status"],
+            ),
+            ("show # x\nstatus -- y", &["show", "status"]),
+        ] {
+            assert_eq!(code_words(text), want, "{text}");
         }
     }
 

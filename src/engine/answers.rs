@@ -81,7 +81,7 @@ pub fn show_values(
     leg: impl FnOnce() -> diagnostics::ClientLeg,
 ) -> Option<Rewrite> {
     let text = statements::lowercase(sql);
-    let words = statements::words(&text);
+    let words = statements::code_words(&text);
     if let Some(global) = diagnostics::show_variables_scope(&words) {
         if !global && st.qct_unsure() {
             // The server's row: stored code set it there (`policy::qct`).
@@ -208,8 +208,26 @@ mod tests {
             ),
             ("SHOW STATUS LIKE 'Qcache_none'", Some(&[])),
             ("SHOW STATUS", None),
+            // As MariaDB 10.11 reads it: comments are no words, a versioned one it skips is
+            // a comment, the content of one it runs is code.
+            (
+                "SHOW /*M!999999 FULL */ STATUS LIKE 'Qcache%'",
+                Some(&["Qcache_hits", "Qcache_inserts"]),
+            ),
+            (
+                "SHOW /*!50000 GLOBAL */ STATUS LIKE 'qcache_hits'",
+                Some(&["Qcache_hits"]),
+            ),
+            (
+                "SHOW STATUS /* x */ LIKE 'Qcache_hits' -- why",
+                Some(&["Qcache_hits"]),
+            ),
+            ("SHOW /*!50000 FULL */ STATUS LIKE 'Qcache%'", None),
         ];
+        let mariadb = crate::analysis::ServerVersion::from_greeting("5.5.5-10.11.6-MariaDB");
         for (sql, want) in rows {
+            let sql = crate::analysis::server_text(sql.as_bytes(), mariadb);
+            let sql = String::from_utf8_lossy(&sql);
             let got = qcache_status_rows(sql.as_bytes(), own)
                 .map(|v| v.into_iter().map(|(n, _)| n).collect::<Vec<_>>());
             let want = want.map(|w| w.iter().map(|n| n.to_string()).collect::<Vec<_>>());

@@ -259,7 +259,8 @@ pub struct QueryCacheStatement {
 /// qcache's; None for anything else, which goes to the server, having planned what it does
 /// to privileges (`FLUSH PRIVILEGES` makes grant-table edits effective). Both read as the
 /// server reads it: a versioned comment it skips is a comment, not the statement's first
-/// word (`/*M!999999 LOGS */ FLUSH PRIVILEGES` reloads the grants).
+/// word (`/*M!999999 LOGS */ FLUSH PRIVILEGES` reloads the grants), and no comment is a word
+/// (`admin::statements::code_words`: `RESET /* x */ QUERY CACHE` is qcache's).
 pub fn query_cache_statement(
     st: &mut SessionState,
     sql: &[u8],
@@ -267,7 +268,7 @@ pub fn query_cache_statement(
 ) -> Option<QueryCacheStatement> {
     let sql = &*crate::analysis::server_text(sql, st.server);
     let text = crate::admin::statements::lowercase(sql);
-    let words = crate::admin::statements::words(&text);
+    let words = crate::admin::statements::code_words(&text);
     if words.len() == 3 && words[1] == "query" && words[2] == "cache" {
         return Some(QueryCacheStatement {
             relayed: st.txn.statement_runs_in_transaction(),
@@ -748,6 +749,20 @@ mod tests {
             ),
             ("FLUSH TABLES", "FLUSH TABLES", K::Flush, false, None),
             ("RESET MASTER", "RESET MASTER", K::Reset, false, None),
+            (
+                "a comment is no word of the statement",
+                "FLUSH /* all of it */ QUERY CACHE",
+                K::Flush,
+                false,
+                qc(false, false),
+            ),
+            (
+                "a versioned comment the server skips is a comment",
+                "RESET /*M!999999 SLAVE */ QUERY CACHE",
+                K::Reset,
+                false,
+                qc(false, true),
+            ),
         ];
         for (rule, sql, kind, in_txn, want) in rows {
             let mut st = world.session(Some("db"));

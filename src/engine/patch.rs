@@ -622,6 +622,51 @@ mod tests {
 
     /// A shape refused by its structure is remembered by digest and not parsed again;
     /// others are not remembered, and EXPLAIN's digest 0 never is.
+    /// What `QCACHE EXPLAIN` says under `patched_by_insert` ([`Planner::explain_patch`]), one
+    /// row per answer, the row-order refusal among them: MySQL 8.0 sends groups in whatever
+    /// order its plan made, so where an inserted row's new group lands is not known.
+    #[test]
+    fn explain_says_whether_an_insert_patches_and_why_not() {
+        let sql = b"SELECT parent_id, COUNT(*) FROM child GROUP BY parent_id";
+        type Case = (&'static str, fn(&mut SessionState), bool, &'static str);
+        let cases: [Case; 4] = [
+            (
+                "MariaDB sorts the groups by their key",
+                |_| {},
+                false,
+                "yes: an autocommit INSERT ... VALUES of known rows into db.child patches it",
+            ),
+            (
+                "row order: MySQL 8.0's groups come in its plan's order",
+                |st| st.mariadb = false,
+                false,
+                "no (group_order): such an insert invalidates it",
+            ),
+            (
+                "an instance with L2, whose copy no local patch reaches",
+                |_| {},
+                true,
+                "no (l2): such an insert invalidates it",
+            ),
+            (
+                "a session holding a temporary table",
+                |st| {
+                    st.temp_tables.insert(("db".into(), "tmp".into()));
+                },
+                false,
+                "no (session): such an insert invalidates it",
+            ),
+        ];
+        let mut w = World::new(true);
+        on(&mut w);
+        let p = w.planner();
+        for (why, change, l2, want) in cases {
+            let mut st = w.session(Some("db"));
+            change(&mut st);
+            assert_eq!(p.explain_patch(&st, sql, false, l2), want, "{why}");
+        }
+    }
+
     #[test]
     fn structural_refusals_are_remembered_per_shape() {
         let mut w = World::new(true);

@@ -45,7 +45,9 @@ use crate::cache::versions::{BumpSink, SlicePlan, TableHandle, Versions};
 use crate::config::{L2Config, L2Url, ValidateHits};
 use crate::observe::latency::LatencyHistogram;
 use crate::policy::diagnostics::EntryDiagnostics;
-use crate::policy::l2::{judge, next_backoff, Adoption, Held, L2Verdict, BACKOFF_MIN};
+use crate::policy::l2::{
+    judge, next_backoff, recheck, Adoption, Held, L2Verdict, Recheck, BACKOFF_MIN, RAISES_SUSPECT,
+};
 use resp::Reply;
 
 /// Why an L2 operation gave nothing; every kind means "bypass L2 for this one".
@@ -1044,6 +1046,10 @@ pub struct L2 {
     wake_health: Arc<Notify>,
     /// Sequence of the last queued bump that has been raised (or given up on).
     done: watch::Sender<u64>,
+    /// The queue's sequence when L2 last became healthy: the bumps up to it were queued
+    /// while it was down, their writes acknowledged without waiting for them, so L2 is not
+    /// read until they are raised too (`done` past it).
+    readable_from: AtomicU64,
     /// Moves on every healthy → down transition, so the subscriber restarts.
     down_gen: watch::Sender<u64>,
     bump: Script,
@@ -1061,6 +1067,13 @@ pub struct L2 {
     /// Set when the tail lost or (re)started its stream, until [`L2::resolve_gap`] decided
     /// whether the fleet's entries must go; L2 is not read meanwhile.
     gap_pending: AtomicBool,
+    /// Set while the server this instance follows is adopted again on the connection in use
+    /// ([`Recheck::Readopt`]): L2 is not read meanwhile, raises still land.
+    adopting: AtomicBool,
+    /// Set from a check that found another server behind the connection
+    /// ([`Recheck::Reconnect`]) until the reconnection that adopts it ends: writes still
+    /// wait for their raises meanwhile (`policy::l2::write_waits`).
+    reconnecting: AtomicBool,
     /// The heartbeat member last written, to replace it.
     heartbeat: Mutex<Option<String>>,
     /// The fleet's binlog lease (`l2.binlog_tails` > 0 with a tail): who streams.
@@ -1181,6 +1194,7 @@ impl L2 {
             wake_bumper: Arc::new(Notify::new()),
             wake_health: Arc::new(Notify::new()),
             done: watch::Sender::new(0),
+            readable_from: AtomicU64::new(0),
             down_gen: watch::Sender::new(0),
             bump: Script::new(BUMP_LUA),
             rows: Script::new(ROWS_LUA),
@@ -1191,6 +1205,8 @@ impl L2 {
             other_tail: Script::new(OTHER_TAIL_LUA),
             tail,
             gap_pending: AtomicBool::new(false),
+            adopting: AtomicBool::new(false),
+            reconnecting: AtomicBool::new(false),
             heartbeat: Mutex::new(None),
             fleet: (cfg_tails > 0 && has_tail).then(|| tails::Tails::new(cfg_tails)),
             identity: Mutex::new(None),
@@ -1327,15 +1343,20 @@ impl L2 {
     }
 
     /// Waits (at most `l2.timeout`) until every bump queued so far is raised in L2: a write's
-    /// OK goes to its client only after this. A down or slow L2 is not waited for: what could
-    /// not be raised is raised before L2 is used again (and L2 is not used until then).
+    /// OK goes to its client only after this. A Redis out of reach is not waited for
+    /// (`policy::l2::write_waits`), nor a slow one past the timeout: what could not be raised
+    /// is raised before L2 is used again (and L2 is not used until then).
     pub async fn flush(&self) {
         let target = match self.queue.lock() {
             Ok(q) => q.seq,
             Err(_) => return,
         };
         let mut rx = self.done.subscribe();
-        if *rx.borrow() >= target || !self.healthy() {
+        let waits = crate::policy::l2::write_waits(
+            self.healthy(),
+            self.reconnecting.load(Ordering::Acquire),
+        );
+        if *rx.borrow() >= target || !waits {
             return;
         }
         let wait = rx.wait_for(|d| *d >= target);
@@ -1374,9 +1395,15 @@ impl L2 {
         self.conn.load_full().map(|c| (*c).clone())
     }
 
-    /// Whether reads may use L2 now: healthy, and no binlog gap undecided.
+    /// Whether reads may use L2 now (`policy::l2::readable`).
     pub fn usable(&self) -> bool {
-        self.healthy() && !self.gap_pending.load(Ordering::Acquire)
+        crate::policy::l2::readable(
+            self.healthy(),
+            self.raised(),
+            self.readable_from.load(Ordering::Acquire),
+            self.gap_pending.load(Ordering::Acquire),
+            self.adopting.load(Ordering::Acquire),
+        )
     }
 
     /// Runs `f` with the timeout, recording latency and errors; a failure marks L2 down.
@@ -2054,51 +2081,82 @@ impl L2 {
         }))
     }
 
-    /// Whether the server behind `conn` still holds the data this instance adopted: Err
-    /// (and L2 marked down, to be adopted again on reconnection) when its identity or the
-    /// marker moved, or cannot be read.
+    /// Whether the server behind `conn` still holds the data this instance adopted, and what
+    /// follows when it does not (`policy::l2::recheck`): the same server is adopted again on
+    /// this connection ([`L2::readopt`]); another one takes L2 down (Err), to be adopted at
+    /// the reconnection. Err too (and down) when its identity cannot be read.
     async fn still_adopted(&self, conn: &mut Conn) -> Result<(), L2Error> {
         let known = self.identity.lock().ok().and_then(|g| g.clone());
         // Before the question: a raise answered after it may count past what it reads.
         let seen = self.raises_seen.load(Ordering::Acquire);
         let stamp = self.marker_stamp.load(Ordering::Acquire);
-        let changed = match self.identity(conn).await {
-            Ok(Some(held)) => match held.adopt(known.as_deref(), seen, stamp) {
-                Adoption::Keep => {
-                    self.raises_seen.fetch_max(held.raises, Ordering::AcqRel);
-                    self.marker_stamp
-                        .fetch_max(held.marker_stamp(), Ordering::AcqRel);
-                    false
-                }
-                // Emptied under this instance, or back to a dump without the marker: no
-                // outage, but nothing from before is served (`e` raised, local entries
-                // dropped), then the marker back.
-                Adoption::Mark => {
-                    self.raises_seen.store(held.raises, Ordering::Release);
-                    (self.learned)(Learned::Everything);
-                    let e = Raises {
-                        deps: vec!["e".to_string()],
-                        rows: Vec::new(),
-                    };
-                    self.raise(conn, &e).await?;
-                    self.mark_adopted(conn, &held.identity).await?;
-                    false
-                }
-                Adoption::InvalidateLocal | Adoption::InvalidateFleet => true,
-            },
-            Ok(None) => false,
+        let held = match self.identity(conn).await {
+            Ok(Some(held)) => held,
+            Ok(None) => return Ok(()),
             Err(e) => {
                 self.mark_down(&format!("L2's identity could not be read: {e}"));
                 return Err(e);
             }
         };
-        if changed {
-            self.mark_down(
-                "L2 now holds other data (its identity, qcache's marker or the raise count moved)",
-            );
-            return Err(L2Error::Down);
+        let adoption = held.adopt(known.as_deref(), seen, stamp);
+        match recheck(adoption, known.as_deref() == Some(held.identity.as_str())) {
+            Recheck::Keep => {
+                self.raises_seen.fetch_max(held.raises, Ordering::AcqRel);
+                self.marker_stamp
+                    .fetch_max(held.marker_stamp(), Ordering::AcqRel);
+                Ok(())
+            }
+            Recheck::Readopt => self.readopt(conn, &held, adoption).await,
+            Recheck::Reconnect => {
+                // Before L2 is down: a write from then on waits for the reconnection.
+                self.reconnecting.store(true, Ordering::Release);
+                self.mark_down(
+                    "L2 now holds other data (its identity, qcache's marker or the raise count moved)",
+                );
+                Err(L2Error::Down)
+            }
         }
-        Ok(())
+    }
+
+    /// [`Recheck::Readopt`]: the server this instance follows, whose data moved (emptied,
+    /// marked again by another instance, back to an older dump), adopted again on the
+    /// connection in use: nothing from before is served (this instance's entries dropped,
+    /// `e` raised for the fleet), then the marker is written. L2 is not read meanwhile, but
+    /// stays healthy: the bump task keeps raising, so a write's OK still waits for its raises
+    /// (`L2::flush`). If this fails, L2 goes down, and the reconnection adopts the data anew
+    /// whatever count it then reads.
+    async fn readopt(
+        &self,
+        conn: &mut Conn,
+        held: &Held,
+        adoption: Adoption,
+    ) -> Result<(), L2Error> {
+        self.adopting.store(true, Ordering::Release);
+        (self.learned)(Learned::Everything);
+        // Counted from what this data holds now: the raise of `e` below counts past it.
+        self.raises_seen.store(held.raises, Ordering::Release);
+        let e = Raises {
+            deps: vec!["e".to_string()],
+            rows: Vec::new(),
+        };
+        let adopted = async {
+            self.raise(conn, &e).await?;
+            self.mark_adopted(conn, &held.identity).await
+        }
+        .await;
+        if let Err(e) = &adopted {
+            self.raises_seen.store(RAISES_SUSPECT, Ordering::Release);
+            self.mark_down(&format!("L2 could not be adopted again: {e}"));
+        } else if adoption.is_rollback() {
+            CacheStatsExt::incr(&self.stats.rollbacks);
+            warn!(
+                ?adoption,
+                "L2's data went back (its raise count or marker): adopted again, entries \
+                 from before are not served"
+            );
+        }
+        self.adopting.store(false, Ordering::Release);
+        adopted
     }
 
     /// Writes the marker naming the server this instance just adopted, after `e` was raised
@@ -2351,6 +2409,10 @@ async fn recover(me: &Arc<L2>, mut conn: Conn, first: &mut bool) -> bool {
     }
     deps.deps.sort();
     deps.deps.dedup();
+    while me.versions.faults.on(crate::faults::Fault::HeldL2Recovery) {
+        // A debug test's hold (never in a release build): a resync as slow as it needs.
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     let raised = async {
         let id = identity?;
         me.raise(&mut conn, &deps).await?;
@@ -2367,8 +2429,18 @@ async fn recover(me: &Arc<L2>, mut conn: Conn, first: &mut bool) -> bool {
     match raised.await {
         Ok(()) => {
             me.conn.store(Some(Arc::new(conn)));
+            // Healthy under the queue's lock: a bump queued before (after what this resync
+            // took, its write acknowledged without waiting: L2 was down) is at most
+            // `readable_from`, and raised by the bump task before L2 is read; one queued after
+            // finds L2 healthy, and its write waits for it (`L2::flush`).
+            let q = me.queue.lock();
+            // A poisoned queue: never read again (fail closed).
+            let floor = q.as_ref().map_or(u64::MAX, |q| q.seq);
+            me.readable_from.store(floor, Ordering::Release);
             me.healthy.store(true, Ordering::Release);
+            drop(q);
             me.done.send_modify(|d| *d = (*d).max(seq));
+            me.wake_bumper.notify_one();
             if *first {
                 info!("L2 connected");
             } else {
@@ -2432,8 +2504,8 @@ async fn health_task(l2: Weak<L2>, wake_health: Arc<Notify>) {
             }
             if ping.is_ok() {
                 // The same connection may now reach other data: a server made a replica of
-                // an older copy and promoted again keeps its connections and its `run_id`.
-                // Any change goes through a reconnection, whose adoption decides.
+                // an older copy and promoted again keeps its connections and its `run_id`;
+                // one emptied or reloaded keeps its identity too (`policy::l2::recheck`).
                 ping = me.still_adopted(&mut conn).await;
             }
             let wake = wake_health.notified();
@@ -2449,12 +2521,15 @@ async fn health_task(l2: Weak<L2>, wake_health: Arc<Notify>) {
         me.conn.store(None);
         match me.connect().await {
             Ok(conn) => {
-                if recover(&me, conn, &mut first).await {
+                let recovered = recover(&me, conn, &mut first).await;
+                me.reconnecting.store(false, Ordering::Release);
+                if recovered {
                     backoff = BACKOFF_MIN;
                     continue;
                 }
             }
             Err(e) => {
+                me.reconnecting.store(false, Ordering::Release);
                 // The queued bumps cannot be raised now: keep them for the resync, and let
                 // writers stop waiting for them.
                 let (seq, deps) = me.queue.lock().map(|mut q| q.take()).unwrap_or_default();
@@ -2481,6 +2556,16 @@ async fn bump_task(l2: Weak<L2>, wake_bumper: Arc<Notify>) {
     loop {
         let wake = {
             let Some(me) = l2.upgrade() else { return };
+            let Some(mut conn) = me.bump_conn() else {
+                // Down: what is queued stays queued, for the resync to take, or for this task
+                // once the resync has made L2 healthy (it wakes it). Given up here, a bump
+                // queued while a resync was under way (after it took its share) was raised by
+                // nobody: its write acknowledged, L2 read again with the version unmoved.
+                let n = wake_bumper.notified();
+                drop(me);
+                n.await;
+                continue;
+            };
             let (seq, deps) = me
                 .queue
                 .lock()
@@ -2493,16 +2578,13 @@ async fn bump_task(l2: Weak<L2>, wake_bumper: Arc<Notify>) {
                 })
                 .unwrap_or_default();
             if !deps.is_empty() {
-                let done = match me.bump_conn() {
-                    Some(mut conn) => match me.raise(&mut conn, &deps).await {
-                        Ok(()) => true,
-                        Err(e) => {
-                            CacheStatsExt::incr(&me.stats.errors);
-                            me.mark_down(&format!("bump failed: {e}"));
-                            false
-                        }
-                    },
-                    None => false,
+                let done = match me.raise(&mut conn, &deps).await {
+                    Ok(()) => true,
+                    Err(e) => {
+                        CacheStatsExt::incr(&me.stats.errors);
+                        me.mark_down(&format!("bump failed: {e}"));
+                        false
+                    }
                 };
                 if !done {
                     // A timed-out script may or may not have run; raising it again is

@@ -56,6 +56,34 @@ pub fn asks_before_server(plain: bool, temporaries: bool, usable: bool) -> bool 
     plain && !temporaries && usable
 }
 
+/// Whether reads (lookups, strict-mode checks, fills) may use L2 now: `healthy`
+/// (connected and resynced), every bump queued before it last became healthy raised
+/// (`raised`, the sequence of the last raised bump, at least `readable_from`: those bumps'
+/// writes were acknowledged while L2 was down, without waiting for them, and a version they
+/// have not moved yet still vouches for entries from before them), no binlog gap undecided
+/// (`gap_pending`) and the server's data not being adopted again (`adopting`).
+pub fn readable(
+    healthy: bool,
+    raised: u64,
+    readable_from: u64,
+    gap_pending: bool,
+    adopting: bool,
+) -> bool {
+    healthy && raised >= readable_from && !gap_pending && !adopting
+}
+
+/// Whether a write's OK waits for its raises (`L2::flush`, at most `l2.timeout`): while L2
+/// is `healthy`, and while it is down for a check that found another server behind its
+/// connection (`reconnecting`: [`Recheck::Reconnect`], until the reconnection that adopts
+/// it ends), since that Redis answers and the raises land once it is adopted, within
+/// milliseconds; acknowledged at once there, the write's raise stayed queued while another
+/// instance, back first and strict, confirmed its hits. Not while Redis cannot be reached
+/// (refused, timed out, this instance cut off): the write would wait the whole timeout for
+/// nothing; its raises are kept and raised before L2 is read again ([`readable`]).
+pub fn write_waits(healthy: bool, reconnecting: bool) -> bool {
+    healthy || reconnecting
+}
+
 /// Strict mode (`l2.validate_hits = "remote"`): whether an L1 hit is served, given L2's
 /// answer to its check: `Some(current)`, or None when L2 could not say (down, slow, this
 /// instance cut off or adopting a flushed Redis anew). Only a hit L2 vouched for is served.
@@ -119,6 +147,35 @@ impl Adoption {
     /// instance followed, which a FLUSHALL leaves.
     pub fn is_rollback(self) -> bool {
         matches!(self, Adoption::InvalidateFleet | Adoption::InvalidateLocal)
+    }
+}
+
+/// What the periodic check of a connection L2 is used through (`L2::still_adopted`, every
+/// ping) does with its [`Adoption`] verdict, given whether the server answering is the one
+/// this instance follows (`same_server`: the same identity, process and data history).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Recheck {
+    /// The data this instance adopted: nothing to do.
+    Keep,
+    /// The same server, whose data moved under it (emptied, marked again by another instance
+    /// after a FLUSHALL, back to an older dump, its raise count below one seen): adopted
+    /// again on this connection. Reads of L2 wait until `e` is raised and the marker written;
+    /// raises go on landing throughout, so a write is still raised before its OK. Taking L2
+    /// down instead queued the raises of a writer that re-checked after another instance
+    /// had marked the server again, and its OK went out with them unraised while the others
+    /// (strict ones too) confirmed hits against versions they had not moved yet.
+    Readopt,
+    /// Another server behind the same connection (a new `master_replid`: made a replica of
+    /// another and promoted): L2 goes down, and the reconnection adopts it.
+    Reconnect,
+}
+
+/// The rule of [`Recheck`].
+pub fn recheck(adoption: Adoption, same_server: bool) -> Recheck {
+    match adoption {
+        Adoption::Keep => Recheck::Keep,
+        _ if same_server => Recheck::Readopt,
+        _ => Recheck::Reconnect,
     }
 }
 
@@ -494,6 +551,41 @@ mod tests {
     }
 
     #[test]
+    fn what_a_check_of_the_connection_in_use_does() {
+        use Recheck::*;
+        for (adoption, same_server, want, why) in [
+            (Adoption::Keep, true, Keep, "the data this instance adopted"),
+            (
+                Adoption::Mark,
+                true,
+                Readopt,
+                "the server followed, without the marker (FLUSHALL): marked again in place",
+            ),
+            (
+                Adoption::InvalidateFleet,
+                true,
+                Readopt,
+                "the server followed, marked again by another instance first, or its count \
+                 went back: adopted again in place, raises landing throughout",
+            ),
+            (
+                Adoption::InvalidateFleet,
+                false,
+                Reconnect,
+                "another server nobody adopted behind the connection",
+            ),
+            (
+                Adoption::InvalidateLocal,
+                false,
+                Reconnect,
+                "another server another instance adopted",
+            ),
+        ] {
+            assert_eq!(recheck(adoption, same_server), want, "{why}");
+        }
+    }
+
+    #[test]
     fn a_raise_count_that_went_back() {
         for (seen, count, want, why) in [
             (7, 8, false, "the next count"),
@@ -610,6 +702,82 @@ mod tests {
                 *want,
                 "{entry:?} vs {cur:?}"
             );
+        }
+    }
+
+    #[test]
+    fn when_l2_may_be_read() {
+        for (healthy, raised, from, gap, adopting, want, why) in [
+            (
+                true,
+                7,
+                7,
+                false,
+                false,
+                true,
+                "resynced, every bump raised",
+            ),
+            (true, 9, 7, false, false, true, "raised past the floor"),
+            (
+                false,
+                9,
+                7,
+                false,
+                false,
+                false,
+                "down, or the resync not done",
+            ),
+            (
+                true,
+                6,
+                7,
+                false,
+                false,
+                false,
+                "a bump queued while down (its write acknowledged) not raised yet",
+            ),
+            (true, 7, 7, true, false, false, "a binlog gap undecided"),
+            (
+                true,
+                7,
+                7,
+                false,
+                true,
+                false,
+                "the server's data adopted again",
+            ),
+        ] {
+            assert_eq!(
+                readable(healthy, raised, from, gap, adopting),
+                want,
+                "{why}"
+            );
+        }
+    }
+
+    #[test]
+    fn when_a_write_waits_for_its_raises() {
+        for (healthy, reconnecting, want, why) in [
+            (
+                true,
+                false,
+                true,
+                "L2 healthy: the raises land before the OK",
+            ),
+            (
+                false,
+                true,
+                true,
+                "down to adopt another server behind the connection: it answers",
+            ),
+            (
+                false,
+                false,
+                false,
+                "Redis out of reach: raised at the resync",
+            ),
+        ] {
+            assert_eq!(write_waits(healthy, reconnecting), want, "{why}");
         }
     }
 

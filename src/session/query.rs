@@ -62,10 +62,10 @@ impl Session {
             TextRoute::Select => self.select(pkt, sql, &scan, looked_up).await,
             TextRoute::Set => self.set_statement(pkt, &text).await,
             TextRoute::Show => {
-                if let Some(rows) = self.qcache_status_rows(sql) {
+                if let Some(rows) = self.qcache_status_rows(&text) {
                     return self.send_status_rows(rows).await;
                 }
-                if let Some(rw) = self.own_show_values(sql) {
+                if let Some(rw) = self.own_show_values(&text) {
                     return self.relay_rewriting(&pkt, rw).await;
                 }
                 self.relay_command(&pkt, Expect::Results).await.map(drop)

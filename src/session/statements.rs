@@ -70,8 +70,8 @@ impl Session {
         answers::session_variable(&self.st, default, stmt)
     }
 
-    /// `SHOW … VARIABLES` and `SHOW … STATUS`: the rows whose values are qcache's
-    /// (`engine::answers::show_values`).
+    /// `SHOW … VARIABLES` and `SHOW … STATUS` (`sql` as the server reads it): the rows
+    /// whose values are qcache's (`engine::answers::show_values`).
     pub(super) fn own_show_values(&self, sql: &[u8]) -> Option<Rewrite> {
         let default = self.shared.config().cache.query_cache_type;
         let own = || statements::own_status(&self.shared);

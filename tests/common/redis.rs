@@ -335,6 +335,24 @@ impl Redis {
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
+    /// `commands` (one a line, arguments without spaces) sent by one `redis-cli` over one
+    /// connection, so that `MULTI` … `EXEC` applies them at once; its standard output.
+    pub fn cli_one_connection(&self, commands: &[&str]) -> String {
+        let mut child = Command::new("redis-cli")
+            .args(["-p", &self.port.to_string()])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("redis-cli runs");
+        let mut input = child.stdin.take().expect("stdin");
+        input
+            .write_all(format!("{}\n", commands.join("\n")).as_bytes())
+            .expect("commands to redis-cli");
+        drop(input);
+        let out = child.wait_with_output().expect("redis-cli ends");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
     /// The keys matching `pattern`.
     pub fn keys(&self, pattern: &str) -> Vec<String> {
         self.cli(&["--scan", "--pattern", pattern])
