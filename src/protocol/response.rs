@@ -390,6 +390,7 @@ mod tests {
         assert_eq!(steps.last(), Some(&Step::Done));
         assert_eq!(steps.iter().filter(|s| **s == Step::Done).count(), 1);
         assert_eq!((r.result_sets, r.rows), (1, 1));
+        assert_eq!(r.columns, Some(2), "the result's column count");
     }
 
     #[test]
@@ -410,6 +411,7 @@ mod tests {
         );
         assert_eq!(steps[6], Step::Done);
         assert_eq!(r.result_sets, 2);
+        assert_eq!(r.columns, Some(1), "the first result set's");
     }
 
     #[test]
