@@ -412,7 +412,11 @@ async fn only_to_reads_their_rule_matches() {
     // A matching read is still served stale from an entry a matching read stored.
     direct(&f.schema, "UPDATE t SET v = 3 WHERE id = 1").await;
     f.until_outdated().await;
-    assert_eq!(v_of(&mut c, Q_TAGGED).await, 3, "nobody refreshing: it refreshes");
+    assert_eq!(
+        v_of(&mut c, Q_TAGGED).await,
+        3,
+        "nobody refreshing: it refreshes"
+    );
     direct(&f.schema, "UPDATE t SET v = 4 WHERE id = 1").await;
     f.until_outdated().await;
     let refresh = f.refresh_in_background(Q_TAGGED, false).await;
