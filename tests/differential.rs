@@ -876,6 +876,7 @@ topics!(
     adversary23,
     adversary24,
     adversary25,
+    adversary26,
     basics,
     catalog,
     classification,

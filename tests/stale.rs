@@ -377,6 +377,54 @@ async fn never_after_ddl() {
     assert_eq!(status(&mut c, "Qcache_stale_served").await, served);
 }
 
+/// `Q` with a trailing tag a rule's regex can match; the key leaves such a comment out
+/// (`analysis::key_text`), so both texts read one entry.
+const Q_TAGGED: &str = "SELECT t.v, COUNT(*) AS n FROM t, big b1, big b2, big b3 WHERE t.id = 1 \
+                        GROUP BY t.v /* stale-ok */";
+
+/// `max_stale` relaxes only the reads its rule matches: a read whose own text the rule does
+/// not match (a regex on a trailing tag, which the key leaves out) shares the entry a
+/// matching read stored, but never opted in. It was served the outdated entry (the
+/// entry's rule decided); it must read the server's (the reader's rule decides too).
+#[tokio::test]
+async fn only_to_reads_their_rule_matches() {
+    let f = fixture("stale_regex", "max_stale = \"20s\"\nregex = \"stale-ok\"").await;
+    let mut c = f.conn().await;
+    assert_eq!(v_of(&mut c, Q_TAGGED).await, 1);
+    let hits = status(&mut c, "Qcache_hits").await;
+    assert_eq!(v_of(&mut c, Q).await, 1);
+    assert_eq!(
+        status(&mut c, "Qcache_hits").await,
+        hits + 1,
+        "one entry: a current hit for both texts"
+    );
+    direct(&f.schema, "UPDATE t SET v = 2 WHERE id = 1").await;
+    f.until_outdated().await;
+    let served = status(&mut c, "Qcache_stale_served").await;
+    let refresh = f.refresh_in_background(Q_TAGGED, false).await;
+    assert_eq!(
+        v_of(&mut c, Q).await,
+        2,
+        "not opted in: the server's answer"
+    );
+    assert_eq!(status(&mut c, "Qcache_stale_served").await, served);
+    assert_eq!(refresh.await.unwrap().0, 2);
+    // A matching read is still served stale from an entry a matching read stored.
+    direct(&f.schema, "UPDATE t SET v = 3 WHERE id = 1").await;
+    f.until_outdated().await;
+    assert_eq!(
+        v_of(&mut c, Q_TAGGED).await,
+        3,
+        "nobody refreshing: it refreshes"
+    );
+    direct(&f.schema, "UPDATE t SET v = 4 WHERE id = 1").await;
+    f.until_outdated().await;
+    let refresh = f.refresh_in_background(Q_TAGGED, false).await;
+    assert_eq!(v_of(&mut c, Q_TAGGED).await, 3, "opted in: served stale");
+    assert_eq!(status(&mut c, "Qcache_stale_served").await, served + 1);
+    assert_eq!(refresh.await.unwrap().0, 4);
+}
+
 /// Off by default: a rule without max_stale never serves an outdated entry.
 #[tokio::test]
 async fn not_when_max_stale_is_unset() {

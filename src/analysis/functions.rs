@@ -285,7 +285,11 @@ pub fn upstream_is(mariadb: bool) {
     }
 }
 
-/// Keywords that MySQL evaluates as functions without parentheses.
+/// Keywords that MySQL evaluates as functions without parentheses. `sysdate` is one only
+/// under MariaDB's sql_mode=ORACLE (a bare `SYSDATE` is SYSDATE(), the time of the call;
+/// elsewhere it names a column), which the analysis does not know when it reads a statement:
+/// an unquoted column of that name is refused caching too (a miss, never a wrong answer),
+/// while a quoted one (`` `sysdate` ``, `"sysdate"` under ANSI_QUOTES) stays a column.
 const NILADIC: &[&str] = &[
     "current_date",
     "current_role",
@@ -294,6 +298,7 @@ const NILADIC: &[&str] = &[
     "current_user",
     "localtime",
     "localtimestamp",
+    "sysdate",
     "utc_date",
     "utc_time",
     "utc_timestamp",

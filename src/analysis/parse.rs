@@ -1132,6 +1132,9 @@ mod tests {
             ("SELECT SLEEP(1) FROM t", "sleep"),
             ("SELECT GET_LOCK('x', 1) FROM t", "get_lock"),
             ("SELECT SYSDATE() FROM t", "sysdate"),
+            // sql_mode=ORACLE's bare SYSDATE (a column name elsewhere: refused all the same).
+            ("SELECT id FROM t WHERE SYSDATE < x", "sysdate"),
+            ("SELECT a, sysdate FROM t", "sysdate"),
             ("SELECT CONNECTION_ID() FROM t", "connection_id"),
             ("SELECT USER() FROM t", "user"),
             ("SELECT LOAD_FILE('/etc/passwd') FROM t", "load_file"),

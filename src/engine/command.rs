@@ -290,7 +290,8 @@ mod tests {
         // A keyed execute of one STRING parameter '7': the key's material.
         let mut material = 8u32.to_le_bytes().to_vec();
         material.extend_from_slice(b"SELECT ?");
-        material.extend_from_slice(&[0xfe, 0, 0xff, 0, 0xff, 1, b'7']);
+        // One column, then the parameter's type, null bitmap and value.
+        material.extend_from_slice(&[1, 0, 0xfe, 0, 0xff, 0, 0xff, 1, b'7']);
         Prepared {
             last_execute: LastExecute::Keyed(material),
             values_unsent,

@@ -469,7 +469,7 @@ pub fn statement(st: &SessionState, id: Option<u32>) -> Result<(Statement, Field
                 null_bitmap: &[],
                 values: &[],
             };
-            super::prepared::execute_material(&mut m, &p.sql, &none);
+            super::prepared::execute_material(&mut m, &p.sql, p.columns, &none);
             Some(m)
         }
         _ => None,

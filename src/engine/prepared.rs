@@ -90,17 +90,41 @@ impl Prepared {
     }
 
     /// After an execute went to the server with `typed`: the server holds those types, and
-    /// it closed the cursor it held for the statement or opened one (`answer`: whether the
-    /// answer said a cursor exists and whether it was an error; None, not seen, counts as a
-    /// cursor left open: fail closed).
-    pub fn after_execute(&mut self, typed: SentTypes, answer: Option<(bool, bool)>) {
+    /// it closed the cursor it held for the statement or opened one (`answer`; None, not
+    /// seen, counts as a cursor left open: fail closed). The columns its result had are the
+    /// statement's as the server holds it now: a re-prepare after DDL took the new ones.
+    pub fn after_execute(&mut self, typed: SentTypes, answer: Option<ReadAnswer>) {
         self.types_sent(typed);
         self.cursor_open = match answer {
-            Some((cursor, error)) => {
-                crate::policy::read::cursor_after_execute(self.cursor_open, cursor, error)
+            Some(a) => {
+                crate::policy::read::cursor_after_execute(self.cursor_open, a.cursor, a.error)
             }
             None => true,
         };
+        if let Some(n) = answer.and_then(|a| a.columns) {
+            self.columns = n;
+        }
+    }
+}
+
+/// What the answer to the last read a session sent upstream said, for its statement
+/// (`Prepared::after_execute`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReadAnswer {
+    /// It said a cursor exists.
+    pub cursor: bool,
+    pub error: bool,
+    /// The columns of its result set, when it had one (and they fit the prepare's count).
+    pub columns: Option<u16>,
+}
+
+impl ReadAnswer {
+    pub fn of(resp: &crate::protocol::response::Response) -> ReadAnswer {
+        ReadAnswer {
+            cursor: resp.cursor,
+            error: resp.error,
+            columns: resp.columns.and_then(|n| u16::try_from(n).ok()),
+        }
     }
 }
 
@@ -444,19 +468,11 @@ impl Prepared {
         let LastExecute::Keyed(m) = &self.last_execute else {
             return None;
         };
-        let n = self.params as usize;
-        let sql_len = u32::from_le_bytes(m.get(..4)?.try_into().ok()?) as usize;
-        let types_at = 4 + sql_len;
-        let nulls_at = types_at + 2 * n + 1;
-        let values_at = nulls_at + n.div_ceil(8) + 1;
-        let (types, nulls, values) = (
-            m.get(types_at..types_at + 2 * n)?,
-            m.get(nulls_at..values_at - 1)?,
-            m.get(values_at..)?,
-        );
-        if n == 0 {
+        if self.params == 0 {
             return None;
         }
+        let kept = material_params(m, self.params)?;
+        let (types, nulls, values) = (kept.types?, kept.null_bitmap, kept.values);
         let mut p = Vec::with_capacity(11 + nulls.len() + types.len() + values.len());
         p.push(com::STMT_EXECUTE);
         p.extend_from_slice(&id.to_le_bytes());
@@ -511,7 +527,13 @@ pub fn execute_keyed(
     let via = stmt.execute_via(payload, long_data, st.prepare_ctx, parts.is_some());
     let mut keyed = None;
     if let (true, Some(params)) = (keyable(via), &parts) {
-        keyed = Some(execute_key(scratch, st.fingerprint, &stmt.key_sql, params));
+        keyed = Some(execute_key(
+            scratch,
+            st.fingerprint,
+            &stmt.key_sql,
+            stmt.columns,
+            params,
+        ));
     }
     if let Some(types) = learned {
         stmt.types = Some(types);
@@ -531,24 +553,33 @@ pub fn params_known(st: &SessionState, id: u32, payload: &[u8]) -> crate::policy
 }
 
 /// The key of an execute: the prepared SQL as keyed (`Prepared::key_sql`, without trace
-/// comments at either end), parameter types, null bitmap and values, built in the session's
+/// comments at either end), the statement's column count as the server last told the client
+/// (`Prepared::columns`), parameter types, null bitmap and values, built in the session's
 /// scratch buffer (`scratch`) so that a hit allocates nothing. The same execution keys the
 /// same whether or not the client re-sent the types.
+///
+/// Why the columns: after DDL the server re-prepares a statement at its next execute, and
+/// when the column count changed that execute's answer says SERVER_STATUS_METADATA_CHANGED
+/// (MariaDB's `validate_metadata`), a flag of that execution. A statement prepared before
+/// the DDL (the old count) must not share an entry with one prepared after it: its execute
+/// reaches the server, which re-prepares it and flags the change, as directly, and the
+/// statement then has the new count ([`Prepared::after_execute`]).
 pub fn execute_key(
     scratch: &mut Vec<u8>,
     fingerprint: u64,
     key_sql: &[u8],
+    columns: u16,
     params: &ExecuteParams,
 ) -> Key {
     let m = scratch;
-    write_material(m, key_sql, params);
+    write_material(m, key_sql, columns, params);
     key(fingerprint, TAG_BINARY, m)
 }
 
 /// What an execute's key hashes with the session's fingerprint, written into `m`.
-pub fn execute_material(m: &mut Vec<u8>, sql: &[u8], params: &ExecuteParams) {
+pub fn execute_material(m: &mut Vec<u8>, sql: &[u8], columns: u16, params: &ExecuteParams) {
     // Without trace comments at either end, as a text read is keyed.
-    write_material(m, crate::analysis::key_text(sql), params);
+    write_material(m, crate::analysis::key_text(sql), columns, params);
 }
 
 /// The parameters an execute's key material ([`execute_material`]) holds, for a statement
@@ -556,7 +587,8 @@ pub fn execute_material(m: &mut Vec<u8>, sql: &[u8], params: &ExecuteParams) {
 /// when the material does not have that shape.
 pub fn material_params(m: &[u8], n: u16) -> Option<ExecuteParams<'_>> {
     let len = u32::from_le_bytes(m.get(..4)?.try_into().ok()?) as usize;
-    let rest = m.get(4 + len..)?;
+    // The SQL, then the column count (two bytes).
+    let rest = m.get(4 + len + 2..)?;
     let n = n as usize;
     let (types, rest) = if n == 0 {
         (None, rest)
@@ -575,11 +607,12 @@ pub fn material_params(m: &[u8], n: u16) -> Option<ExecuteParams<'_>> {
 }
 
 /// [`execute_material`] of SQL already keyed: what an execute's key hashes, into `m`.
-fn write_material(m: &mut Vec<u8>, key_sql: &[u8], params: &ExecuteParams) {
+fn write_material(m: &mut Vec<u8>, key_sql: &[u8], columns: u16, params: &ExecuteParams) {
     let sql = key_sql;
     m.clear();
     m.extend_from_slice(&(sql.len() as u32).to_le_bytes());
     m.extend_from_slice(sql);
+    m.extend_from_slice(&columns.to_le_bytes());
     m.extend_from_slice(params.types.unwrap_or_default());
     m.push(0xff);
     m.extend_from_slice(params.null_bitmap);
@@ -631,7 +664,7 @@ mod tests {
         ];
         for (what, n, params) in rows {
             let mut m = Vec::new();
-            execute_material(&mut m, b"SELECT ?", params);
+            execute_material(&mut m, b"SELECT ?", 1, params);
             assert_eq!(material_params(&m, *n), Some(*params), "{what}");
         }
         assert_eq!(material_params(&[1, 0], 1), None, "too short");
@@ -784,13 +817,18 @@ mod tests {
             values: &[1, b'7'],
         };
         let mut scratch = Vec::new();
-        let a = execute_key(&mut scratch, 9, b"SELECT ?", &params(Some(INT)));
-        let b = execute_key(&mut scratch, 9, b"SELECT ?", &params(Some(INT)));
-        let c = execute_key(&mut scratch, 9, b"SELECT ?", &params(Some(STR)));
+        let a = execute_key(&mut scratch, 9, b"SELECT ?", 1, &params(Some(INT)));
+        let b = execute_key(&mut scratch, 9, b"SELECT ?", 1, &params(Some(INT)));
+        let c = execute_key(&mut scratch, 9, b"SELECT ?", 1, &params(Some(STR)));
+        let d = execute_key(&mut scratch, 9, b"SELECT ?", 2, &params(Some(INT)));
         assert_eq!(a, b);
         assert_ne!(a, c, "other types, another key");
+        assert_ne!(
+            a, d,
+            "prepared with other columns (before DDL), another key"
+        );
         let mut m = Vec::new();
-        execute_material(&mut m, b"/* trace */ SELECT ?", &params(Some(INT)));
+        execute_material(&mut m, b"/* trace */ SELECT ?", 1, &params(Some(INT)));
         assert_eq!(
             key(9, TAG_BINARY, &m),
             a,
@@ -1101,16 +1139,25 @@ mod tests {
         // After: a cursor the answer said exists stays open; an error keeps one open; an
         // answer not seen counts as open; the types sent are the server's.
         let mut p = stmt(Some(STR), Some(INT));
+        let answer = |cursor, error, columns| {
+            Some(ReadAnswer {
+                cursor,
+                error,
+                columns,
+            })
+        };
         p.after_execute(
             SentTypes::Known(Bytes::from_static(STR)),
-            Some((true, false)),
+            answer(true, false, None),
         );
         assert!(p.cursor_open);
         assert_eq!(p.server_types.as_deref(), Some(STR));
-        p.after_execute(SentTypes::None, Some((false, true)));
+        p.after_execute(SentTypes::None, answer(false, true, None));
         assert!(p.cursor_open, "an error leaves the cursor it held");
-        p.after_execute(SentTypes::None, Some((false, false)));
+        let columns = p.columns;
+        p.after_execute(SentTypes::None, answer(false, false, Some(columns + 2)));
         assert!(!p.cursor_open);
+        assert_eq!(p.columns, columns + 2, "re-prepared with other columns");
         p.after_execute(SentTypes::None, None);
         assert!(p.cursor_open, "not seen: counted open");
         // Before: refused before its parameters were read, it still learns their types.
@@ -1173,7 +1220,14 @@ mod tests {
         // A large material the server has seen is not kept.
         let mut scratch = big;
         p.keep_key_material(&mut scratch);
-        p.after_execute(SentTypes::None, Some((false, false)));
+        p.after_execute(
+            SentTypes::None,
+            Some(ReadAnswer {
+                cursor: false,
+                error: false,
+                columns: None,
+            }),
+        );
         assert!(matches!(p.last_execute, LastExecute::None));
         assert!(p.replay_before_long_data(1).is_none());
     }
@@ -1191,7 +1245,7 @@ mod tests {
         let keyed = |p: &mut Prepared| {
             let params = commands::execute_params(&sent, 1, Some(STR)).unwrap();
             let mut scratch = Vec::new();
-            execute_key(&mut scratch, 0, &p.key_sql.clone(), &params);
+            execute_key(&mut scratch, 0, &p.key_sql.clone(), p.columns, &params);
             p.keep_key_material(&mut scratch);
         };
         type Steps = fn(&mut Prepared);
@@ -1201,7 +1255,16 @@ mod tests {
             ("served from the cache", |_| {}, Some(&with_types)),
             (
                 "the execute went up",
-                |p| p.after_execute(SentTypes::None, Some((false, false))),
+                |p| {
+                    p.after_execute(
+                        SentTypes::None,
+                        Some(ReadAnswer {
+                            cursor: false,
+                            error: false,
+                            columns: None,
+                        }),
+                    )
+                },
                 None,
             ),
             (

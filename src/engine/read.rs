@@ -141,12 +141,15 @@ impl Lookup<'_> {
 
     /// The outdated entry under `key`, if its rule sets `max_stale`, and whether this
     /// session may be served it now (`policy::stale::may_serve_stale`). Asked where an entry
-    /// was not found current (a miss) and by `QCACHE EXPLAIN`, never on a hit. `mode`: the
+    /// was not found current (a miss) and by `QCACHE EXPLAIN`, never on a hit.
+    /// `read_max_stale`: what the rule matching this read's own statement allows (its plan's
+    /// options), which must opt in as well as the entry's. `mode`: the
     /// view the read is in, None when it may not use the cache; `shared_level`: entries are
     /// shared through L2, whose copies this instance cannot vouch for when outdated.
     pub fn stale_verdict(
         &self,
         key: Key,
+        read_max_stale: Option<std::time::Duration>,
         mode: Option<&ReadMode>,
         shared_level: bool,
     ) -> Option<StaleVerdict> {
@@ -155,6 +158,7 @@ impl Lookup<'_> {
         let e = cache.outdated(key)?;
         let facts = stale::Facts {
             max_stale: e.max_stale,
+            read_max_stale,
             age: e.created.elapsed(),
             in_transaction: !matches!(mode, Some(ReadMode::Plain)),
             context_untracked: self.st.untracked() || shadowed(self.st, &e),
@@ -195,7 +199,7 @@ impl Lookup<'_> {
         shared_level: bool,
     ) -> Result<(ReadMode, Option<StaleVerdict>), Option<Reason>> {
         let mode = self.fill_view(plan, mode)?;
-        let stale = self.stale_verdict(plan.key, Some(&mode), shared_level);
+        let stale = self.stale_verdict(plan.key, plan.opts.max_stale, Some(&mode), shared_level);
         Ok((mode, stale))
     }
 }

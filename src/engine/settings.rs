@@ -31,6 +31,9 @@ pub fn follow_set(st: &mut SessionState, i: Option<&SetInfo>) -> Option<ReadBack
     };
     let mut read_back: Vec<String> = Vec::new();
     let mut lost = false;
+    // The server reads every value before it assigns any: a literal instant is read under
+    // the zone the session had before this SET (`context::ZONED`).
+    let zone_before = st.vars.get("time_zone").cloned();
     for ((k, v), global) in i.assignments.iter().zip(&i.globals) {
         match context::assignment(k, v, *global) {
             Assignment::Ignore => continue,
@@ -64,7 +67,10 @@ pub fn follow_set(st: &mut SessionState, i: Option<&SetInfo>) -> Option<ReadBack
             }
         }
         match context::key_entries(k, v, i.next_transaction_only) {
-            Some(entries) => st.vars.extend(entries),
+            Some(entries) => st.vars.extend(entries.into_iter().map(|(name, value)| {
+                let value = context::zoned_value(&name, value, zone_before.as_deref());
+                (name, value)
+            })),
             None => {
                 st.vars.insert(k.clone(), v.clone());
                 read_back.push(context::isolation_variable(st.mariadb).to_string());
@@ -140,6 +146,14 @@ pub fn read_back_answered(st: &mut SessionState, rb: ReadBack, values: Option<Va
     if !names.is_empty() {
         match values {
             Some(values) => {
+                // A read-back shows an instant under the zone of the moment: the zone read
+                // with it, else the one the key holds (`context::ZONED`).
+                let zone = names
+                    .iter()
+                    .zip(&values)
+                    .find(|(n, _)| context::key_name(n) == "time_zone")
+                    .map(|(_, v)| v.clone().unwrap_or_else(|| "\u{0}NULL".to_string()))
+                    .or_else(|| st.vars.get("time_zone").cloned());
                 for (n, v) in names.iter().zip(values) {
                     let v = v.unwrap_or_else(|| "\u{0}NULL".to_string());
                     if context::is_isolation(n) {
@@ -151,6 +165,7 @@ pub fn read_back_answered(st: &mut SessionState, rb: ReadBack, values: Option<Va
                     if context::is_optimizer_trace(n) {
                         st.optimizer_traced = context::traces_optimizer(&v);
                     }
+                    let v = context::zoned_value(n, v, zone.as_deref());
                     st.vars.insert(context::key_name(n).to_string(), v);
                 }
             }

@@ -794,6 +794,28 @@ pub fn key_entries(
     Some(out)
 }
 
+/// Variables whose value is an instant, read under the session's `time_zone`: MariaDB reads
+/// `SET system_versioning_asof = '2020-01-01 03:00:00'` under the zone the session had when
+/// the statement began (every value of a SET is read before any is assigned, so `SET
+/// time_zone = '+05:00', system_versioning_asof = '…'` reads it under the zone before) and
+/// keeps the instant, which `SELECT @@system_versioning_asof` shows under the zone of the
+/// moment. So the same text set under two zones is two instants (five hours apart under
+/// `+00:00` and `+05:00`), and a session that moves to another zone after the SET reads
+/// history as of its old instant: neither the text nor the zone the key holds now tells it.
+pub const ZONED: &[&str] = &["system_versioning_asof"];
+
+/// The key's value of `name` set to (or read back as) `value` while the session's
+/// `time_zone`, as the key holds it, was `zone` (None: the zone the connect read reported,
+/// which the server context holds for as long as this entry lives, since a new read of the
+/// connect's settings replaces both): for a [`ZONED`] name the value names that zone too,
+/// so that only the same instant shares a key. Other names: `value` as given.
+pub fn zoned_value(name: &str, value: String, zone: Option<&str>) -> String {
+    match zone {
+        Some(z) if ZONED.contains(&key_name(name)) => format!("{value} under time_zone {z}"),
+        _ => value,
+    }
+}
+
 /// A value whose text alone decides the variable's value: a quoted string, a number, or a
 /// bare word (`ON`, `utf8mb4`, `SYSTEM`) other than `DEFAULT`.
 pub fn is_literal(value: &str) -> bool {
@@ -1554,6 +1576,23 @@ mod tests {
         ] {
             assert_eq!(assignment(name, value, global), want, "{name} = {value}");
         }
+    }
+
+    /// An instant's text is keyed with the zone it was read under; other values as given.
+    #[test]
+    fn zoned_values_name_their_zone() {
+        let at = "'2020-01-01 03:00:00'".to_string();
+        let a = zoned_value("system_versioning_asof", at.clone(), Some("'+00:00'"));
+        let b = zoned_value("system_versioning_asof", at.clone(), Some("'+05:00'"));
+        assert_ne!(a, b, "one text, two zones: two instants");
+        assert_ne!(a, at, "a zone the session set is named");
+        assert_eq!(
+            zoned_value("system_versioning_asof", at.clone(), None),
+            at,
+            "the connect's zone is the server context's"
+        );
+        assert_eq!(zoned_value("time_zone", at.clone(), Some("'+05:00'")), at);
+        assert_eq!(zoned_value("sql_mode", at.clone(), Some("'+05:00'")), at);
     }
 
     /// A SET of one variable that also changes others is read back whatever its value: the

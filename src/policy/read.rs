@@ -395,7 +395,13 @@ pub fn store_verdict(resp: &Response, overflow: bool, storable: bool) -> Option<
         return Some(Reason::Cursor);
     }
     let last = resp.last_status.unwrap_or(0);
-    if last & (status::MORE_RESULTS | status::SESSION_STATE_CHANGED) != 0 {
+    // METADATA_CHANGED says this execute re-prepared its statement after DDL with another
+    // column count: a fact of that execution, not of the result. The statement's next
+    // execute is not flagged, nor is one of a statement prepared after the DDL; one
+    // prepared before it is keyed apart (`engine::prepared::execute_key`) and reaches the
+    // server, which flags it.
+    if last & (status::MORE_RESULTS | status::SESSION_STATE_CHANGED | status::METADATA_CHANGED) != 0
+    {
         return Some(Reason::SessionStateChanged);
     }
     if !storable {
@@ -881,7 +887,7 @@ mod tests {
             f(&mut r);
             r
         };
-        let rows: [(&str, Response, bool, bool, Option<Reason>); 10] = [
+        let rows: [(&str, Response, bool, bool, Option<Reason>); 11] = [
             ("one clean result set", ok(), false, true, None),
             (
                 "error",
@@ -929,6 +935,13 @@ mod tests {
             (
                 "session state changed",
                 with(|r| r.last_status = Some(status::SESSION_STATE_CHANGED)),
+                false,
+                true,
+                Some(Reason::SessionStateChanged),
+            ),
+            (
+                "re-prepared with other columns",
+                with(|r| r.last_status = Some(status::AUTOCOMMIT | status::METADATA_CHANGED)),
                 false,
                 true,
                 Some(Reason::SessionStateChanged),

@@ -128,7 +128,8 @@ pub enum Reason {
     MultiResult,
     /// The result came with warnings, which a hit could not reproduce.
     Warnings,
-    /// The server flagged more results or a session-state change in the last status.
+    /// The server flagged more results, a session-state change or a re-prepare's new
+    /// metadata (an execute's) in the last status.
     SessionStateChanged,
     /// What `FOUND_ROWS()` would say after it could not be worked out.
     FoundRowsUnknown,

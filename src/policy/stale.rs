@@ -58,6 +58,12 @@ impl Dropped {
 pub struct Facts {
     /// The entry's rule's `max_stale`; None when it has none (the default).
     pub max_stale: Option<Duration>,
+    /// The `max_stale` of the rule matching this read's own statement. Reads of different
+    /// texts share a key (trace comments at either end are not keyed, nor are SQL_CACHE
+    /// hints; with `shared_between_users` neither is the user) while a rule's regex or user
+    /// may match one and not the other: an entry a matching read stored says nothing of
+    /// what the reader asked for. Both must opt in, and the tighter bound holds.
+    pub read_max_stale: Option<Duration>,
     /// Time since the entry's stamps were read (before its query was sent): at least the
     /// time since the write that outdated it, so bounding it bounds staleness.
     pub age: Duration,
@@ -85,7 +91,7 @@ pub struct StaleOk {
 /// Why an outdated entry is not served stale.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Why {
-    /// Its rule sets no `max_stale` (the default).
+    /// Its rule, or the rule of the read asking, sets no `max_stale` (the default).
     NotOptedIn,
     /// Transactions read their snapshot, never an older one.
     InTransaction,
@@ -113,7 +119,7 @@ impl Why {
     /// The words `QCACHE EXPLAIN` shows.
     pub fn as_str(self) -> &'static str {
         match self {
-            Why::NotOptedIn => "no max_stale in its rule",
+            Why::NotOptedIn => "no max_stale in its rule or this read's",
             Why::InTransaction => "inside a transaction",
             Why::ContextUntracked => "session context not followed",
             Why::OwnWrite => "this session wrote one of its tables since",
@@ -136,7 +142,11 @@ impl Why {
 /// Whether an outdated entry may be served stale. Asked only of entries found outdated:
 /// the hit path of a current entry never reaches it.
 pub fn may_serve_stale(f: &Facts) -> Result<StaleOk, Why> {
-    let Some(max_stale) = f.max_stale.map(|m| m.min(MAX_STALE)) else {
+    let Some(max_stale) = f
+        .max_stale
+        .zip(f.read_max_stale)
+        .map(|(e, r)| e.min(r).min(MAX_STALE))
+    else {
         return Err(Why::NotOptedIn);
     };
     if f.in_transaction {
@@ -187,6 +197,7 @@ mod tests {
     fn ok() -> Facts {
         Facts {
             max_stale: Some(S),
+            read_max_stale: Some(S),
             age: Duration::from_millis(500),
             in_transaction: false,
             context_untracked: false,
@@ -215,6 +226,22 @@ mod tests {
                     ..ok()
                 },
                 Err(Why::NotOptedIn),
+            ),
+            (
+                "never to a read its own rule does not opt in (same key, another text)",
+                Facts {
+                    read_max_stale: None,
+                    ..ok()
+                },
+                Err(Why::NotOptedIn),
+            ),
+            (
+                "the reader's tighter bound holds",
+                Facts {
+                    read_max_stale: Some(Duration::from_millis(400)),
+                    ..ok()
+                },
+                Err(Why::TooOld),
             ),
             (
                 "never inside a transaction",

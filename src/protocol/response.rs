@@ -71,6 +71,9 @@ pub struct Response {
     state: State,
     /// Result sets seen (column count packets).
     pub result_sets: u32,
+    /// The first result set's column count: for an execute, the columns of the statement
+    /// as the server holds it now (after any re-prepare).
+    pub columns: Option<u64>,
     /// OK packets seen that were not result-set terminators.
     pub oks: u32,
     pub error: bool,
@@ -108,6 +111,7 @@ impl Response {
                 _ => State::Start,
             },
             result_sets: 0,
+            columns: None,
             oks: 0,
             error: false,
             err_code: None,
@@ -320,6 +324,7 @@ impl Response {
                         return Err(ResponseError("bad column count"));
                     }
                     self.result_sets += 1;
+                    self.columns.get_or_insert(n);
                     self.state = State::Columns(n);
                     Ok(Step::More)
                 }
@@ -385,6 +390,7 @@ mod tests {
         assert_eq!(steps.last(), Some(&Step::Done));
         assert_eq!(steps.iter().filter(|s| **s == Step::Done).count(), 1);
         assert_eq!((r.result_sets, r.rows), (1, 1));
+        assert_eq!(r.columns, Some(2), "the result's column count");
     }
 
     #[test]
@@ -405,6 +411,7 @@ mod tests {
         );
         assert_eq!(steps[6], Step::Done);
         assert_eq!(r.result_sets, 2);
+        assert_eq!(r.columns, Some(1), "the first result set's");
     }
 
     #[test]

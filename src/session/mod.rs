@@ -98,10 +98,9 @@ pub struct Session {
     /// Status flags of the last answer to a private statement (`context.rs`), for where no
     /// relayed OK tells the session's state (after a refused COM_CHANGE_USER).
     pub(crate) private_status: Option<u16>,
-    /// The answer to the last read sent upstream: whether it said a cursor exists, and
-    /// whether it was an error. An execute follows its statement's cursor by it
-    /// (`policy::read::cursor_after_execute`).
-    pub(crate) read_answer: Option<(bool, bool)>,
+    /// The answer to the last read sent upstream: a cursor, an error, its columns. An
+    /// execute follows its statement's cursor and columns by it (`after_execute`).
+    pub(crate) read_answer: Option<crate::engine::prepared::ReadAnswer>,
     /// A child write's parent lookup sent beside it (`engine::fkslices::Timing::WithWrite`):
     /// what it asked, and its answers when they come.
     pub(crate) early_lookup: Option<relay::EarlyLookup>,

@@ -640,7 +640,7 @@ impl Session {
             .await?;
         self.note_sent(&resp, sent, sent.elapsed());
         self.st.txn.read_forwarded(cacheable_read);
-        self.read_answer = Some((resp.cursor, resp.error));
+        self.read_answer = Some(crate::engine::prepared::ReadAnswer::of(&resp));
         Ok(resp)
     }
 
