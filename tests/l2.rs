@@ -2107,6 +2107,12 @@ async fn ddl_from_the_binlog_is_pending_through_l2_too() {
             tail.status()
         );
     }
+    // And L2 readable at both: the bumps of a tail's start, queued before L2 was, are raised
+    // first (`policy::l2::readable`).
+    wait_for("L2 readable at both", LAG_BOUND, || {
+        l2(&a).usable() && l2(&b).usable()
+    })
+    .await;
     let mut cb = b.conn(&schema).await;
     let rows: Vec<mysql_async::Row> = cb.query("SELECT * FROM t").await.unwrap();
     assert_eq!(rows[0].len(), 2);
