@@ -1295,6 +1295,10 @@ async fn light_sessions_share_one_session_thread() {
     let schema = common::fresh_schema("adm_workers").await;
     setup(&schema, &["CREATE TABLE t (id INT PRIMARY KEY)"]).await;
     let proxy = admin_proxy(|_| {}).await;
+    // Where sessions go unshuffled is what this test asks: QCACHE_TEST_SHUFFLE=1 turns the
+    // shuffle on for every test proxy, so it is turned off here (and on below, briefly).
+    #[cfg(debug_assertions)]
+    qcache::workers::shuffle_sessions(false);
     let mut conns = Vec::new();
     for _ in 0..6 {
         let mut c = proxy.conn(&schema).await;
