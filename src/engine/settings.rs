@@ -147,7 +147,8 @@ pub fn read_back_answered(st: &mut SessionState, rb: ReadBack, values: Option<Va
         match values {
             Some(values) => {
                 // A read-back shows an instant under the zone of the moment: the zone read
-                // with it, else the one the key holds (`context::ZONED`).
+                // with it, else the one the key holds (`context::ZONED`); one with daylight
+                // saving time may show two instants alike (`context::instant_shown`).
                 let zone = names
                     .iter()
                     .zip(&values)
@@ -165,7 +166,10 @@ pub fn read_back_answered(st: &mut SessionState, rb: ReadBack, values: Option<Va
                     if context::is_optimizer_trace(n) {
                         st.optimizer_traced = context::traces_optimizer(&v);
                     }
-                    let v = context::zoned_value(n, v, zone.as_deref());
+                    let v = match context::instant_shown(n, &v, zone.as_deref()) {
+                        true => context::zoned_value(n, v, zone.as_deref()),
+                        false => super::context::instant_unknown(&v),
+                    };
                     st.vars.insert(context::key_name(n).to_string(), v);
                 }
             }
