@@ -114,7 +114,7 @@ pub async fn serve(
     id: u64,
     client: conn::Stream,
     shared: Arc<Shared>,
-    mut sd: ShutdownSignal,
+    sd: ShutdownSignal,
     seat: Seat,
 ) {
     let peer = client.peer();
