@@ -120,6 +120,24 @@ impl ContextRead {
 /// order a later connect reads them), into its state. The caller recomputes the
 /// fingerprint.
 pub fn server_context(st: &mut SessionState, pairs: &[(&str, Option<&str>)]) {
+    // An instant shown under a zone with daylight saving time is one the key cannot tell
+    // (`policy::context::instant_shown`): hashed as one of its own.
+    let zone = pairs
+        .iter()
+        .find(|(n, _)| context::key_name(n) == "time_zone")
+        .and_then(|(_, v)| *v);
+    let shown: Vec<(&str, Option<String>)> = pairs
+        .iter()
+        .map(|(n, v)| {
+            let v = v.map(|v| match context::instant_shown(n, v, zone) {
+                true => v.to_string(),
+                false => instant_unknown(v),
+            });
+            (*n, v)
+        })
+        .collect();
+    let pairs: Vec<(&str, Option<&str>)> = shown.iter().map(|(n, v)| (*n, v.as_deref())).collect();
+    let pairs = pairs.as_slice();
     let rb = context::ReadBack::of(pairs);
     st.server_ctx = rb.server_ctx;
     st.server_sql_mode = pairs
@@ -131,6 +149,17 @@ pub fn server_context(st: &mut SessionState, pairs: &[(&str, Option<&str>)]) {
     // different values could share a key.
     st.vars
         .retain(|k, _| !pairs.iter().any(|(n, _)| context::key_name(n) == k));
+    // What it SET of a `ZONED` name that this read did not report (only the common list:
+    // the server refused the flavour's) names an instant under the zone of that SET, or of
+    // the connect's read this one replaces: a zone the key no longer holds, which a trigger
+    // may have moved since.
+    for (_, v) in st
+        .vars
+        .iter_mut()
+        .filter(|(k, _)| context::ZONED.contains(&k.as_str()))
+    {
+        *v = instant_unknown(v);
+    }
     st.auto_is_null_inherited = rb.auto_is_null;
     st.optimizer_traced = rb.optimizer_traced;
     st.profiling = rb.profiling;
@@ -144,6 +173,13 @@ pub fn server_context(st: &mut SessionState, pairs: &[(&str, Option<&str>)]) {
         st.txn.begin_needs_server();
     }
     st.txn.isolation_set(rb.read_uncommitted, rb.serializable);
+}
+
+/// The key's value for a `ZONED` value whose instant it cannot tell
+/// (`policy::context::instant_unknown`), each call a new one, unlike any other session's of
+/// this or another qcache instance (they share L2).
+pub fn instant_unknown(value: &str) -> String {
+    context::instant_unknown(value, crate::config::random_id())
 }
 
 /// The identity is known: the privilege generation and epoch the key is computed under,

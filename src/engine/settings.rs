@@ -147,7 +147,8 @@ pub fn read_back_answered(st: &mut SessionState, rb: ReadBack, values: Option<Va
         match values {
             Some(values) => {
                 // A read-back shows an instant under the zone of the moment: the zone read
-                // with it, else the one the key holds (`context::ZONED`).
+                // with it, else the one the key holds (`context::ZONED`); one with daylight
+                // saving time may show two instants alike (`context::instant_shown`).
                 let zone = names
                     .iter()
                     .zip(&values)
@@ -165,7 +166,10 @@ pub fn read_back_answered(st: &mut SessionState, rb: ReadBack, values: Option<Va
                     if context::is_optimizer_trace(n) {
                         st.optimizer_traced = context::traces_optimizer(&v);
                     }
-                    let v = context::zoned_value(n, v, zone.as_deref());
+                    let v = match context::instant_shown(n, &v, zone.as_deref()) {
+                        true => context::zoned_value(n, v, zone.as_deref()),
+                        false => super::context::instant_unknown(&v),
+                    };
                     st.vars.insert(context::key_name(n).to_string(), v);
                 }
             }
@@ -785,5 +789,116 @@ mod tests {
         assert_eq!(st.qct, QueryCacheType::On, "refused: unchanged");
         assert!(set_answered(&mut st, both.as_ref(), None, off, false));
         assert_eq!(st.qct, QueryCacheType::Off, "accepted: followed");
+    }
+
+    /// Sessions whose `system_versioning_asof` names two instants never share a key, however
+    /// qcache had the value (`policy::context::ZONED`): shown by the server under a zone
+    /// with daylight saving time, whose repeated hour writes two instants as one text (the
+    /// connect's read, a SET's read-back); or set under a zone the key no longer holds (a
+    /// read of the connect's settings that did not report the value but the zone, which a
+    /// trigger may have moved). One row per way, with whether the two sessions may share.
+    #[test]
+    fn an_instant_the_key_cannot_tell_is_its_own() {
+        use crate::engine::context::server_context;
+        let w = World::new(true);
+        let asof = "system_versioning_asof";
+        let shown = "2020-10-25 02:30:00.000000";
+        /// How a session came by its value.
+        enum Way {
+            /// The connect's read: the zone and the value as shown.
+            Connect(&'static str, &'static str),
+            /// `SET time_zone = <zone>, system_versioning_asof = @v`, read back as shown.
+            ReadBack(&'static str, &'static str),
+            /// Connect under the first zone (the whole list read), `SET asof = '<text>'`,
+            /// then a read of the common list only under the second zone (a trigger moved
+            /// it); the other session connects under the second, common list, same SET.
+            SetThenZoneMoved(&'static str, &'static str),
+        }
+        let rows: &[(&str, Way, bool)] = &[
+            (
+                "connect, a zone with DST",
+                Way::Connect("Europe/Berlin", shown),
+                false,
+            ),
+            ("connect, SYSTEM", Way::Connect("SYSTEM", shown), false),
+            (
+                "connect, a fixed offset",
+                Way::Connect("+02:00", shown),
+                true,
+            ),
+            (
+                "connect, no instant",
+                Way::Connect("Europe/Berlin", "DEFAULT"),
+                true,
+            ),
+            (
+                "read back, a zone with DST",
+                Way::ReadBack("'Europe/Berlin'", shown),
+                false,
+            ),
+            (
+                "read back, a fixed offset",
+                Way::ReadBack("'+02:00'", shown),
+                true,
+            ),
+            (
+                "read back, no instant",
+                Way::ReadBack("'Europe/Berlin'", "DEFAULT"),
+                true,
+            ),
+            (
+                "set, then the zone moved unseen",
+                Way::SetThenZoneMoved("+00:00", "+05:00"),
+                false,
+            ),
+            // The zone may have moved and back: qcache cannot tell.
+            (
+                "set, the same zone",
+                Way::SetThenZoneMoved("+05:00", "+05:00"),
+                false,
+            ),
+        ];
+        let set = "SET system_versioning_asof = '2020-01-01 03:00:00'";
+        for (rule, way, share) in rows {
+            let session = |first: bool| {
+                let mut st = w.session(Some("db"));
+                st.mariadb = true;
+                match *way {
+                    Way::Connect(zone, v) => {
+                        server_context(&mut st, &[("time_zone", Some(zone)), (asof, Some(v))]);
+                    }
+                    Way::ReadBack(zone, v) => {
+                        server_context(
+                            &mut st,
+                            &[("time_zone", Some("+00:00")), (asof, Some("DEFAULT"))],
+                        );
+                        st.vars.insert("time_zone".into(), zone.into());
+                        let rb = ReadBack {
+                            names: vec![asof.to_string()],
+                            lost: false,
+                        };
+                        read_back_answered(&mut st, rb, Some(vec![Some(v.into())]));
+                    }
+                    Way::SetThenZoneMoved(before, after) => {
+                        let info = crate::analysis::analyze_set(set);
+                        if first {
+                            server_context(
+                                &mut st,
+                                &[("time_zone", Some(before)), (asof, Some("DEFAULT"))],
+                            );
+                            follow_set(&mut st, info.as_ref());
+                            server_context(&mut st, &[("time_zone", Some(after))]);
+                        } else {
+                            server_context(&mut st, &[("time_zone", Some(after))]);
+                            follow_set(&mut st, info.as_ref());
+                        }
+                    }
+                }
+                st.refresh_fingerprint_under(&w.cfg, &w.versions.faults);
+                assert!(!st.lost_track, "{rule}");
+                st.fingerprint
+            };
+            assert_eq!(session(true) == session(false), *share, "{rule}");
+        }
     }
 }

@@ -804,16 +804,61 @@ pub fn key_entries(
 /// history as of its old instant: neither the text nor the zone the key holds now tells it.
 pub const ZONED: &[&str] = &["system_versioning_asof"];
 
-/// The key's value of `name` set to (or read back as) `value` while the session's
-/// `time_zone`, as the key holds it, was `zone` (None: the zone the connect read reported,
-/// which the server context holds for as long as this entry lives, since a new read of the
-/// connect's settings replaces both): for a [`ZONED`] name the value names that zone too,
-/// so that only the same instant shares a key. Other names: `value` as given.
+/// The key's value of `name` set to (or read back as, when [`instant_shown`]) `value` while
+/// the session's `time_zone`, as the key holds it, was `zone` (None: the zone the connect
+/// read reported, which the server context holds for as long as this entry lives, since a
+/// new read of the connect's settings replaces both, or, when it did not report the name,
+/// makes the entry [`instant_unknown`]): for a [`ZONED`] name the value names that zone
+/// too, so that only the same instant shares a key. Other names: `value` as given.
 pub fn zoned_value(name: &str, value: String, zone: Option<&str>) -> String {
     match zone {
         Some(z) if ZONED.contains(&key_name(name)) => format!("{value} under time_zone {z}"),
         _ => value,
     }
+}
+
+/// Whether the key can tell the instant the server named by showing `value` for `name` (the
+/// connect's read, a read-back) under the session's `time_zone` at the read, `zone` (as
+/// read with it, or as the key holds it; None: not known). Under a fixed offset (`+02:00`)
+/// the text names one instant. Under a zone with daylight saving time (a named one, or
+/// `SYSTEM`, whose rules are the server host's) the autumn's repeated hour writes two
+/// instants as one text (00:30 and 01:30 UTC are both 02:30 in Europe/Berlin on
+/// 2020-10-25), and nothing the same SELECT can read tells them apart: `UNIX_TIMESTAMP()`
+/// of it converts the text back under the same zone (one of the two, alike for both), and
+/// `SET STATEMENT time_zone = … FOR` would hide the session's own zone from the read. False
+/// then: the value is keyed as one of its own ([`instant_unknown`]). Names not [`ZONED`],
+/// `DEFAULT` (no instant) and NULL name no instant.
+pub fn instant_shown(name: &str, value: &str, zone: Option<&str>) -> bool {
+    !ZONED.contains(&key_name(name))
+        || value.eq_ignore_ascii_case("DEFAULT")
+        || value == "\u{0}NULL"
+        || zone.is_some_and(fixed_offset)
+}
+
+/// A time_zone value (as read, or a SET's literal) that is an offset from UTC, which no
+/// daylight saving time moves: `+05:00`, `'-3:30'`.
+fn fixed_offset(zone: &str) -> bool {
+    let z = zone.trim();
+    let z = ['\'', '"']
+        .iter()
+        .find_map(|q| z.strip_prefix(*q)?.strip_suffix(*q))
+        .unwrap_or(z);
+    let Some(rest) = z.strip_prefix(['+', '-']) else {
+        return false;
+    };
+    let Some((h, m)) = rest.split_once(':') else {
+        return false;
+    };
+    let digits = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
+    (1..=2).contains(&h.len()) && m.len() == 2 && digits(h) && digits(m)
+}
+
+/// The key's value of a [`ZONED`] name whose instant it cannot tell ([`instant_shown`],
+/// or a value set under a zone the key no longer holds): `value` marked with `token`, which
+/// the caller makes unique (qcache instances share L2), so that no other session shares
+/// it: the session's entries under it are its own until the value is set or read again.
+pub fn instant_unknown(value: &str, token: u64) -> String {
+    format!("{value} at an instant the key cannot tell #{token:016x}")
 }
 
 /// A value whose text alone decides the variable's value: a quoted string, a number, or a
@@ -1593,6 +1638,41 @@ mod tests {
         );
         assert_eq!(zoned_value("time_zone", at.clone(), Some("'+05:00'")), at);
         assert_eq!(zoned_value("sql_mode", at.clone(), Some("'+05:00'")), at);
+    }
+
+    /// Which shown values the key can tell the instant of: one row per zone and value.
+    #[test]
+    fn an_instant_shown_under_a_zone_with_dst_is_not_told() {
+        let at = "2020-10-25 02:30:00.000000";
+        let asof = "system_versioning_asof";
+        let rows: &[(&str, &str, Option<&str>, bool)] = &[
+            // (name, value, zone, told)
+            (asof, at, Some("+02:00"), true),
+            (asof, at, Some("'-3:30'"), true),
+            (asof, at, Some("\"+05:00\""), true),
+            (asof, at, Some("Europe/Berlin"), false),
+            (asof, at, Some("'Europe/Berlin'"), false),
+            (asof, at, Some("SYSTEM"), false),
+            (asof, at, Some("+0200"), false),
+            (asof, at, Some("+02:00:00"), false),
+            (asof, at, Some("'+02:00"), false),
+            (asof, at, Some("\u{0}NULL"), false),
+            (asof, at, None, false),
+            (asof, "DEFAULT", Some("Europe/Berlin"), true),
+            (asof, "\u{0}NULL", None, true),
+            ("time_zone", "Europe/Berlin", Some("Europe/Berlin"), true),
+            ("sql_mode", at, None, true),
+        ];
+        for (name, value, zone, told) in rows {
+            assert_eq!(
+                instant_shown(name, value, *zone),
+                *told,
+                "{name} {value} {zone:?}"
+            );
+        }
+        // Unknown instants are each their own.
+        assert_ne!(instant_unknown(at, 1), instant_unknown(at, 2));
+        assert_ne!(instant_unknown(at, 1), at);
     }
 
     /// A SET of one variable that also changes others is read back whatever its value: the
