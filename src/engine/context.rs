@@ -126,12 +126,13 @@ pub fn server_context(st: &mut SessionState, pairs: &[(&str, Option<&str>)]) {
         .iter()
         .find(|(n, _)| context::key_name(n) == "time_zone")
         .and_then(|(_, v)| *v);
-    let shown: Vec<(&str, Option<String>)> = pairs
+    // Only a value so marked is copied.
+    let shown: Vec<(&str, Option<std::borrow::Cow<str>>)> = pairs
         .iter()
         .map(|(n, v)| {
             let v = v.map(|v| match context::instant_shown(n, v, zone) {
-                true => v.to_string(),
-                false => instant_unknown(v),
+                true => std::borrow::Cow::Borrowed(v),
+                false => std::borrow::Cow::Owned(instant_unknown(v)),
             });
             (*n, v)
         })
