@@ -30,6 +30,7 @@
 //! - [`protocol`] is sans-IO: packet framing, OK/ERR/EOF, the handshake packets, commands and
 //!   the response state machine that knows where every response ends.
 //! - [`check`] is `qcache check-consistency`: the stale-read checker users run against it.
+//! - [`clock`] is the hit path's monotonic clock, in nanoseconds.
 //! - [`faults`] holds the debug-build switches that break one invariant on purpose, so tests
 //!   can show their checkers fail.
 
@@ -42,6 +43,7 @@ pub mod analysis;
 pub mod cache;
 pub mod check;
 pub mod cli;
+pub mod clock;
 pub mod config;
 pub mod engine;
 pub mod faults;

@@ -298,8 +298,11 @@ pub struct PacketConn {
     /// Set by [`PacketConn::reset_on_close`]: the close sends RST, not FIN.
     reset_on_close: bool,
     /// When bytes last went out, on a leg that asked for it ([`PacketConn::track_writes`]):
-    /// the upstream's, whose idle timers run from its last command.
-    last_flush: Option<std::time::Instant>,
+    /// the upstream's, whose idle timers run from its last command. On [`crate::clock`].
+    last_flush: Option<u64>,
+    /// The last read of this leg found nothing and left this task's waker with the
+    /// reactor, and nothing has read it since ([`PacketConn::watch`]).
+    parked: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -394,6 +397,7 @@ impl PacketConn {
             write_timeout: None,
             reset_on_close: false,
             last_flush: None,
+            parked: false,
         }
     }
 
@@ -436,12 +440,12 @@ impl PacketConn {
     /// compression the ids travel in the packets and nothing needs resetting.
     /// Keeps the time of every flush from now on ([`PacketConn::last_flush`]).
     pub fn track_writes(&mut self) {
-        self.last_flush = Some(std::time::Instant::now());
+        self.last_flush = Some(crate::clock::now());
     }
 
     /// When bytes last went out, if [`PacketConn::track_writes`] was asked.
     #[inline]
-    pub fn last_flush(&self) -> Option<std::time::Instant> {
+    pub fn last_flush(&self) -> Option<u64> {
         self.last_flush
     }
 
@@ -541,6 +545,7 @@ impl PacketConn {
 
     /// One read into the buffer the next bytes belong to; 0 when the peer closed.
     async fn read_more(&mut self) -> Result<usize, ConnError> {
+        self.parked = false;
         // A compressed leg's packets are decoded into `rbuf` from `raw`, which keeps its own
         // buffer; and bytes already here (part of a packet) are followed by the rest.
         let buf = match &mut self.compressed {
@@ -563,7 +568,8 @@ impl PacketConn {
         }
         let io = &mut self.io;
         let rbuf = &mut self.rbuf;
-        let n = std::future::poll_fn(|cx| {
+        let parked = &mut self.parked;
+        let n = std::future::poll_fn(|cx| loop {
             // A plain socket says whether it has bytes before a buffer is borrowed: a leg
             // polled while its peer is silent (the upstream's, on every hit) borrows none.
             let ready = match &*io {
@@ -571,18 +577,62 @@ impl PacketConn {
                 Stream::Unix(s) => s.poll_read_ready(cx),
                 _ => Poll::Ready(Ok(())),
             };
+            if ready.is_pending() {
+                *parked = true;
+                return Poll::Pending;
+            }
             std::task::ready!(ready)?;
             let mut buf = spare::take_read();
-            let r = tokio_util::io::poll_read_buf(Pin::new(&mut *io), cx, &mut buf);
+            let r = match &*io {
+                Stream::Plain(s) => read_ready(s, &mut buf),
+                Stream::Unix(s) => read_ready(s, &mut buf),
+                _ => tokio_util::io::poll_read_buf(Pin::new(&mut *io), cx, &mut buf),
+            };
             if buf.is_empty() {
                 spare::put_back_read(buf);
             } else {
                 *rbuf = buf;
             }
-            r
+            match r {
+                // The readiness was stale (cleared now): wait for the next.
+                Poll::Ready(Err(e)) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                r => return r,
+            }
         })
         .await?;
         Ok(n)
+    }
+
+    /// Waits for bytes or a close from a peer that owes none (the server between
+    /// commands): [`fill`](Self::fill), except that a leg whose last read parked this
+    /// task's waker and found nothing since answers Pending from the reactor's readiness
+    /// alone. The command loop asks this after every command, and on a hit nothing has
+    /// touched the upstream since the last time: re-registering the same waker cost a
+    /// readiness poll per hit (#36). The task must be the one that parked (a session's
+    /// legs are unparked when it starts running in a task: [`unpark`](Self::unpark)).
+    pub async fn watch(&mut self) -> Result<(), ConnError> {
+        if self.parked && self.compressed.is_none() && self.rbuf.is_empty() {
+            let quiet = std::future::poll_fn(|_| {
+                let ready = match &self.io {
+                    Stream::Plain(s) => s.try_io(tokio::io::Interest::READABLE, || Ok(())),
+                    Stream::Unix(s) => s.try_io(tokio::io::Interest::READABLE, || Ok(())),
+                    _ => Ok(()),
+                };
+                match ready {
+                    // Not readable, nor closed: the parked waker is woken when it is.
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => Poll::Pending,
+                    _ => Poll::Ready(()),
+                }
+            });
+            quiet.await;
+        }
+        self.fill().await
+    }
+
+    /// Forgets a parked waker ([`watch`](Self::watch)): the leg is now read from another
+    /// task.
+    pub fn unpark(&mut self) {
+        self.parked = false;
     }
 
     /// Like [`read`](Self::read), but a clean close is an error too.
@@ -627,7 +677,7 @@ impl PacketConn {
             return Ok(());
         }
         if let Some(t) = &mut self.last_flush {
-            *t = std::time::Instant::now();
+            *t = crate::clock::now();
         }
         if let Some(c) = &mut self.compressed {
             // Reads go on in the canonical numbering; the client sees the shifted one.
@@ -710,6 +760,7 @@ impl PacketConn {
     /// Puts a detached stream on the current runtime's reactor.
     pub fn attach(&mut self, d: Detached) -> io::Result<()> {
         self.io = d.into_stream()?;
+        self.parked = false;
         Ok(())
     }
 
@@ -781,14 +832,86 @@ fn release_wbuf(wbuf: &mut BytesMut) {
 /// written even when the socket took only part of the records. Without a flush the tail of
 /// a response can stay in that buffer while qcache waits for the client's next command and
 /// the client waits for the rest of the response. For plain TCP the flush is a no-op.
+/// Writes what it can of `buf[*done..]` without waiting: true when all of it went.
+#[inline]
+fn write_ready(
+    buf: &[u8],
+    done: &mut usize,
+    mut write: impl FnMut(&[u8]) -> io::Result<usize>,
+) -> io::Result<bool> {
+    while *done < buf.len() {
+        match write(&buf[*done..]) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => *done += n,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(true)
+}
+
+/// A socket the reactor said is readable, read without polling it again.
+trait ReadReady {
+    fn try_read_into(&self, buf: &mut BytesMut) -> io::Result<usize>;
+    fn try_io_read(&self, f: impl FnOnce() -> io::Result<usize>) -> io::Result<usize>;
+}
+
+impl ReadReady for TcpStream {
+    fn try_read_into(&self, buf: &mut BytesMut) -> io::Result<usize> {
+        self.try_read_buf(buf)
+    }
+    fn try_io_read(&self, f: impl FnOnce() -> io::Result<usize>) -> io::Result<usize> {
+        self.try_io(tokio::io::Interest::READABLE, f)
+    }
+}
+
+impl ReadReady for UnixStream {
+    fn try_read_into(&self, buf: &mut BytesMut) -> io::Result<usize> {
+        self.try_read_buf(buf)
+    }
+    fn try_io_read(&self, f: impl FnOnce() -> io::Result<usize>) -> io::Result<usize> {
+        self.try_io(tokio::io::Interest::READABLE, f)
+    }
+}
+
+/// One read into `buf` of a socket the reactor says is readable. A read that leaves room in
+/// the buffer emptied the socket: its readiness is cleared then, as tokio's own
+/// `poll_read` does, so that the next wait parks instead of trying a read that would
+/// find nothing (a syscall per command). WouldBlock: the readiness was stale, and is
+/// cleared.
+fn read_ready(s: &impl ReadReady, buf: &mut BytesMut) -> Poll<io::Result<usize>> {
+    let mut got = 0;
+    let r = s.try_io_read(|| {
+        got = s.try_read_into(buf)?;
+        if got > 0 && buf.capacity() > buf.len() {
+            return Err(io::ErrorKind::WouldBlock.into());
+        }
+        Ok(got)
+    });
+    Poll::Ready(match r {
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock && got > 0 => Ok(got),
+        r => r,
+    })
+}
+
 async fn write_all(
     io: &mut Stream,
     buf: &[u8],
     timeout: Option<Duration>,
 ) -> Result<(), ConnError> {
     // Nearly every flush fits the socket buffer in one write: try that before arming a
-    // timer, which costs a clock read and a timer entry per flush on the hit path.
+    // timer, which costs a clock read and a timer entry per flush on the hit path. On a
+    // plain socket the write goes through the reactor's last known readiness, without a
+    // poll (a plain socket's flush does nothing).
     let mut done = 0;
+    let tried = match &*io {
+        Stream::Plain(s) => write_ready(buf, &mut done, |b| s.try_write(b)),
+        Stream::Unix(s) => write_ready(buf, &mut done, |b| s.try_write(b)),
+        _ => Ok(false),
+    };
+    if tried? {
+        return Ok(());
+    }
     let flushed = std::future::poll_fn(|cx| {
         while done < buf.len() {
             match Pin::new(&mut *io).poll_write(cx, &buf[done..]) {

@@ -413,9 +413,11 @@ async fn a_session_the_server_ends_while_idle_is_closed() {
         let proxy = common::proxy(|_| {}).await;
         let user = common::db().user.clone();
 
-        // KILL from another connection, after the session has a cached entry to be hit.
+        // KILL from another connection, after the session has a cached entry to be hit,
+        // and hits enough that the loop waits on its parked watch of the server's leg
+        // (`PacketConn::watch`), which no hit touches.
         let mut raw = Raw::connect(&proxy.addr_string(), &user, &schema, true).await;
-        for _ in 0..2 {
+        for _ in 0..5 {
             let (_, resp) = raw.query("SELECT id FROM t").await;
             assert!(!resp.error);
         }

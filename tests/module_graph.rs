@@ -86,6 +86,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("shutdown", 15),
     ("workers", 15),
     ("faults", 15),
+    ("clock", 15),
 ];
 
 /// Every folder of `src/` and the layer of each of its files (a sub-folder counts as a file;

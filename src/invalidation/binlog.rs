@@ -272,7 +272,8 @@ struct TailShared {
     /// Milliseconds after `base` when another instance's tail was last heard, or this
     /// instance became a standby, whichever is later.
     heard_ms: AtomicU64,
-    base: Instant,
+    /// The origin of the tail's millisecond clock, on [`crate::clock`].
+    base: u64,
     /// Where the stream stands (file, offset of the last event after which nothing was
     /// pending): published in the tail's heartbeat.
     position: Mutex<Option<(String, u64)>>,
@@ -368,7 +369,7 @@ pub fn spawn_with(
         want: watch::Sender::new(!standby),
         standby: AtomicBool::new(standby),
         heard_ms: AtomicU64::new(0),
-        base: Instant::now(),
+        base: crate::clock::now(),
         position: Mutex::new(None),
         on_ddl: Mutex::new(None),
     });
@@ -433,7 +434,8 @@ impl BinlogHandle {
         }
         if self.shared.standby.load(Ordering::Acquire) {
             let heard = Duration::from_millis(self.shared.heard_ms.load(Ordering::Acquire));
-            return Some(self.shared.base.elapsed().saturating_sub(heard));
+            let now = Duration::from_millis(self.shared.now_ms());
+            return Some(now.saturating_sub(heard));
         }
         let st = self.shared.lock();
         match st.status {
@@ -446,15 +448,15 @@ impl BinlogHandle {
     /// None when unknown (no probe reached yet), and when the stream is not up (then
     /// [`BinlogHandle::disconnected_for`] is the bound).
     pub fn behind(&self) -> Option<Duration> {
-        self.behind_at(Instant::now())
+        self.behind_at(crate::clock::now())
     }
 
     /// [`behind`](Self::behind) as of `now`.
-    fn behind_at(&self, now: Instant) -> Option<Duration> {
+    fn behind_at(&self, now: u64) -> Option<Duration> {
         match self.shared.as_of_ms.load(Ordering::Acquire) {
             u64::MAX => None,
             t => {
-                let now_ms = now.saturating_duration_since(self.shared.base).as_millis() as u64;
+                let now_ms = self.shared.ms_at(now);
                 Some(Duration::from_millis(now_ms.saturating_sub(t)))
             }
         }
@@ -463,11 +465,11 @@ impl BinlogHandle {
     /// What the `max_lag` rule (`policy::lag::hits_stop`) is asked: down (or a standby
     /// hearing no tail) for how long, or streaming and behind by at most how much.
     pub fn lag(&self) -> TailLag {
-        self.lag_at(Instant::now())
+        self.lag_at(crate::clock::now())
     }
 
-    /// [`lag`](Self::lag) as of `now` (a clock the caller already read).
-    pub fn lag_at(&self, now: Instant) -> TailLag {
+    /// [`lag`](Self::lag) as of `now` (a [`crate::clock`] reading the caller already made).
+    pub fn lag_at(&self, now: u64) -> TailLag {
         if let Some(d) = self.disconnected_for() {
             return TailLag::Down(d);
         }
@@ -642,7 +644,12 @@ impl BinlogHandle {
 impl TailShared {
     /// Milliseconds on the tail's clock (`base`).
     fn now_ms(&self) -> u64 {
-        self.base.elapsed().as_millis() as u64
+        self.ms_at(crate::clock::now())
+    }
+
+    /// `at` (a [`crate::clock`] reading) in milliseconds on the tail's clock.
+    fn ms_at(&self, at: u64) -> u64 {
+        crate::clock::between(self.base, at) / 1_000_000
     }
 
     /// Changes what the tail knows of its lag, and publishes it to the hit path.
@@ -666,7 +673,7 @@ impl TailShared {
             self.off.store(false, Ordering::Release);
             st.status = BinlogStatus::Standby;
             st.disconnected_since = Some(Instant::now());
-            let now = self.base.elapsed().as_millis() as u64;
+            let now = self.now_ms();
             self.heard_ms.fetch_max(now, Ordering::AcqRel);
             self.standby.store(true, Ordering::Release);
             self.healthy.store(false, Ordering::Release);

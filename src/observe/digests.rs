@@ -397,6 +397,8 @@ pub struct Digests {
     texts: quick_cache::sync::Cache<u64, Arc<str>>,
     /// What cells' hit times count from (an `Instant` does not fit an atomic).
     epoch: Instant,
+    /// `epoch` on [`crate::clock`] (read with it), for the hit path's times.
+    epoch_ns: u64,
 }
 
 /// Longest normalised text kept (then cut, with `…`).
@@ -409,6 +411,7 @@ impl Digests {
             stripes: Default::default(),
             texts: quick_cache::sync::Cache::new(cap.saturating_mul(4).max(4096)),
             epoch: Instant::now(),
+            epoch_ns: crate::clock::now(),
         }
     }
 
@@ -450,7 +453,9 @@ impl Digests {
     #[inline]
     pub fn record(&self, o: &Observation<'_>, hint: &mut RowHint) {
         if o.outcome == Outcome::Hit
-            && self.record_hit(o.digest, o.schema_key, o.rows, o.bytes, o.at, hint)
+            && self.record_hit_after(o.digest, o.schema_key, o.rows, o.bytes, hint, || {
+                o.at.saturating_duration_since(self.epoch).as_nanos() as u64
+            })
         {
             return;
         }
@@ -461,6 +466,7 @@ impl Digests {
     /// false when it needs [`record`](Self::record) (no hint yet, another row, the stripe's
     /// rows moved). The hit path calls this first and builds an [`Observation`] only when
     /// it returns false.
+    /// `at` is the hit's time on [`crate::clock`].
     #[inline]
     pub fn record_hit(
         &self,
@@ -468,8 +474,24 @@ impl Digests {
         schema_key: u64,
         rows: u64,
         bytes: u64,
-        at: Instant,
+        at: u64,
         hint: &RowHint,
+    ) -> bool {
+        let since = || crate::clock::between(self.epoch_ns, at);
+        self.record_hit_after(digest, schema_key, rows, bytes, hint, since)
+    }
+
+    /// [`record_hit`](Self::record_hit) with its time as nanoseconds after `epoch`, asked
+    /// only when the hit is counted here.
+    #[inline]
+    fn record_hit_after(
+        &self,
+        digest: u64,
+        schema_key: u64,
+        rows: u64,
+        bytes: u64,
+        hint: &RowHint,
+        since: impl FnOnce() -> u64,
     ) -> bool {
         if hint.layout == 0 || hint.key != (digest, schema_key) || !self.enabled() {
             return false;
@@ -482,7 +504,7 @@ impl Digests {
         {
             return false;
         }
-        let ns = at.saturating_duration_since(self.epoch).as_nanos() as u64;
+        let ns = since();
         bump(&c.hits, 1);
         bump(&c.rows, rows);
         bump(&c.bytes, bytes);

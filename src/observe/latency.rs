@@ -48,13 +48,18 @@ pub struct LatencyHistogram {
 impl LatencyHistogram {
     #[inline]
     pub fn observe(&self, d: Duration) {
+        self.observe_ns(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
+    }
+
+    /// [`observe`](Self::observe) of a time in nanoseconds (`crate::clock`, the hit path's).
+    #[inline]
+    pub fn observe_ns(&self, ns: u64) {
         thread_local! {
             static STRIPE: usize = {
                 static NEXT: AtomicU64 = AtomicU64::new(0);
                 NEXT.fetch_add(1, Ordering::Relaxed) as usize % STRIPES
             };
         }
-        let ns = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
         let i = BOUNDS_NS
             .iter()
             .position(|&b| ns <= b)

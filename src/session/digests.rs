@@ -71,7 +71,7 @@ impl Session {
     }
 
     /// A hit, counted at once from the entry: its digest, rows and bytes.
-    pub(crate) fn note_hit(&mut self, e: &Entry, at: Instant) {
+    pub(crate) fn note_hit(&mut self, e: &Entry, at: u64) {
         self.cur.read = true;
         self.cur.hit = true;
         self.cur.digest = Some(e.digest);
@@ -107,7 +107,7 @@ impl Session {
                     rows: e.rows,
                     bytes,
                     upstream: Duration::ZERO,
-                    at,
+                    at: crate::clock::instant_of(at),
                 },
                 &mut self.st.digest_hint,
             );

@@ -2,8 +2,6 @@
 //! wait for this session's writes to reach L2. A read's conversation with Redis is
 //! `l2::read`'s; when to have it, `policy::l2`'s.
 
-use std::time::Instant;
-
 use super::{Session, SessionError};
 use crate::cache::{Entry, FillGuard, Key};
 
@@ -29,7 +27,7 @@ impl Session {
         entry: Entry,
         settled: bool,
     ) -> Result<(), SessionError> {
-        let started = Instant::now();
+        let started = crate::clock::now();
         self.serve_hit(&entry, started).await?;
         if settled {
             let _ = guard.insert(entry);

@@ -201,6 +201,9 @@ impl Session {
     /// until it ends or moves again ([`end_or_move`](Self::end_or_move)).
     async fn run(mut self, mut sd: ShutdownSignal, legs: Option<Legs>) -> Option<Moving> {
         let (c, u) = (&mut self.client, &mut self.upstream);
+        // A waker parked by the task that ran it before is not this task's.
+        c.unpark();
+        u.unpark();
         let attached = legs.map_or(Ok(()), |[l, m]| c.attach(l).and_then(|()| u.attach(m)));
         let end = match attached {
             Ok(()) => self.command_loop(&mut sd).await,
@@ -266,7 +269,7 @@ impl Session {
                 // it ended the session (KILL, wait_timeout, a restart; MySQL 8 says why in
                 // an error packet first). Pass that on and close the client as the server
                 // closed us, or a pool would keep a dead connection alive on cache hits.
-                r = self.upstream.fill() => {
+                r = self.upstream.watch() => {
                     let mut said = false;
                     while let Ok(Some(p)) = self.upstream.try_decode() {
                         self.client.push(p.seq, &p.payload);

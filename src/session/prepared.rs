@@ -4,7 +4,6 @@
 //! execute answered from the cache left it holding others.
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use bytes::Bytes;
 
@@ -98,7 +97,7 @@ impl Session {
     /// catalog, an L2 to confirm with, a keep-alive due. None when not tried (nothing
     /// happened); else served, or how far it got, for `stmt_execute` to go on from.
     pub(super) fn execute_at_once(&mut self, pkt: &Packet) -> Option<ExecuteAtOnce> {
-        let started = Instant::now();
+        let started = crate::clock::now();
         if self.facts_wait() || self.shared.l2_remote || self.keep_alive_due(started) {
             return None;
         }
@@ -116,7 +115,8 @@ impl Session {
             match self.execute_lookup(&facts, pkt, id, hint, long_data, started) {
                 Some(Some((_, e))) => {
                     self.answer_hit(&e, started);
-                    self.shared.latencies.hit.observe(started.elapsed());
+                    let took = crate::clock::between(started, crate::clock::now());
+                    self.shared.latencies.hit.observe_ns(took);
                     return Some(ExecuteAtOnce::Served);
                 }
                 Some(None) => true,
@@ -242,7 +242,7 @@ impl Session {
                     // `consult`, written out: on an execute's hit path its nested future cost
                     // about 100 instructions per hit (callgrind), over the 2% the hit path
                     // may move.
-                    let started = Instant::now();
+                    let started = crate::clock::now();
                     let mut served = false;
                     if let Some(k) = keyed {
                         if let Some(e) = self.lookup(k, &mode) {
@@ -366,7 +366,7 @@ impl Session {
         hint: analysis::Hint,
         long_data: bool,
     ) -> Result<Option<bool>, SessionError> {
-        let started = Instant::now();
+        let started = crate::clock::now();
         let Some(found) = self.execute_lookup(facts, pkt, id, hint, long_data, started) else {
             return Ok(None);
         };
@@ -393,7 +393,7 @@ impl Session {
         id: u32,
         hint: analysis::Hint,
         long_data: bool,
-        started: Instant,
+        started: u64,
     ) -> Option<Option<(Key, Arc<crate::cache::Entry>)>> {
         let view = self.st.txn.read_view();
         let hits_suspended = self.shared.hits_suspended_at(started);

@@ -10,6 +10,7 @@ use bytes::Bytes;
 use super::{Session, SessionError};
 use crate::analysis::{self, Analysis, ReadInfo};
 use crate::cache::{key, Claim, Entry, FillGuard, Key, TableHandle};
+use crate::clock;
 use crate::engine::exchange;
 use crate::engine::fill::{Fill, FillStamps};
 use crate::engine::read::{
@@ -40,7 +41,7 @@ impl Session {
         &mut self,
         sql: &Bytes,
     ) -> Result<Option<bool>, SessionError> {
-        let Some(mode) = self.before_scan_mode(sql, Instant::now()) else {
+        let Some(mode) = self.before_scan_mode(sql, clock::now()) else {
             return Ok(None);
         };
         // The rare awaits of a hit are boxed: this future is built for every COM_QUERY, and
@@ -48,7 +49,7 @@ impl Session {
         if !self.privileges_current() && !Box::pin(self.refresh_privileges()).await? {
             return Ok(None);
         }
-        let started = Instant::now();
+        let started = clock::now();
         let Some((k, e)) = self.cached().lookup_text(sql, &mode) else {
             return Ok(Some(false));
         };
@@ -65,7 +66,7 @@ impl Session {
     /// happened: the full path runs), Some(served) when looked up; a hit is answered
     /// into the client's write buffer, which the loop flushes next.
     pub(super) fn text_hit_at_once(&mut self, sql: &[u8]) -> Option<bool> {
-        let started = Instant::now();
+        let started = clock::now();
         let mode = self.before_scan_mode(sql, started)?;
         if !self.privileges_current() || self.shared.l2_remote {
             return None;
@@ -77,13 +78,14 @@ impl Session {
             return Some(false);
         };
         self.answer_hit(&e, started);
-        self.shared.latencies.hit.observe(started.elapsed());
+        let took = clock::between(started, clock::now());
+        self.shared.latencies.hit.observe_ns(took);
         Some(true)
     }
 
     /// The checks of [`hit_before_scan`](Self::hit_before_scan) that need no await: the
     /// view a statement's bytes may be looked up in before they are scanned, if any.
-    fn before_scan_mode(&mut self, sql: &[u8], now: Instant) -> Option<ReadMode> {
+    fn before_scan_mode(&mut self, sql: &[u8], now: u64) -> Option<ReadMode> {
         // Writes and everything else not starting with SELECT skip the hashing (a statement
         // led by a trace comment goes the full way, which keys it without the comment).
         let select = sql
@@ -252,7 +254,7 @@ impl Session {
         key: Key,
         mode: &ReadMode,
     ) -> Result<bool, SessionError> {
-        let started = Instant::now();
+        let started = clock::now();
         let Some(e) = self.lookup(key, mode) else {
             return Ok(false);
         };
@@ -308,7 +310,7 @@ impl Session {
 
     /// The snapshot rules that apply to a read now; None when the cache cannot be used at
     /// all for this read, as of `now` (a clock the hit already read).
-    fn read_mode_at(&self, now: Instant) -> Option<ReadMode> {
+    fn read_mode_at(&self, now: u64) -> Option<ReadMode> {
         if self.shared.hits_suspended_at(now) {
             return None;
         }
@@ -332,11 +334,7 @@ impl Session {
 
     /// `started` is when the lookup began: the hit-latency histogram covers lookup and
     /// write, one clock pair per hit.
-    pub(super) async fn serve_hit(
-        &mut self,
-        e: &Entry,
-        started: Instant,
-    ) -> Result<(), SessionError> {
+    pub(super) async fn serve_hit(&mut self, e: &Entry, started: u64) -> Result<(), SessionError> {
         self.answer_hit(e, started);
         if self.keep_alive_due(started) {
             // Boxed, as the hit's rare awaits are (`hit_before_scan`).
@@ -346,13 +344,14 @@ impl Session {
             .flush_if_large()
             .await
             .map_err(SessionError::client)?;
-        self.shared.latencies.hit.observe(started.elapsed());
+        let took = clock::between(started, clock::now());
+        self.shared.latencies.hit.observe_ns(took);
         Ok(())
     }
 
     /// What every hit does before it is flushed: the entry written with the session's
     /// status flags, the diagnostics it leaves owed, its statistics.
-    pub(super) fn answer_hit(&mut self, e: &Entry, started: Instant) {
+    pub(super) fn answer_hit(&mut self, e: &Entry, started: u64) {
         let st = self.st.txn.status();
         e.write_patched(st, self.client.wbuf());
         self.st.after_hit = Some(e.found_rows);
@@ -361,10 +360,10 @@ impl Session {
 
     /// Every hit is a command the server would have seen: its idle timers must not run out
     /// while the client is busy. Whether a hit at `now` must first send the server one.
-    pub(super) fn keep_alive_due(&self, now: Instant) -> bool {
+    pub(super) fn keep_alive_due(&self, now: u64) -> bool {
         self.upstream
             .last_flush()
-            .is_some_and(|t| now.saturating_duration_since(t) > self.st.keep_alive_after)
+            .is_some_and(|t| clock::between(t, now) > clock::nanos(self.st.keep_alive_after))
     }
 
     /// Decides whether a read can be cached and on which tables it depends
@@ -420,7 +419,7 @@ impl Session {
         plan: ReadPlan,
         mode: Option<ReadMode>,
     ) -> Result<bool, SessionError> {
-        let started = Instant::now();
+        let started = clock::now();
         let start = self.cached().miss_start(&plan, mode, self.shared.l2_remote);
         let (mode, stale) = match start {
             Ok(start) => start,

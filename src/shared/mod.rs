@@ -163,13 +163,13 @@ impl Shared {
     /// `max_lag` behind the server or cannot tell (`policy::lag`), writes that bypass qcache
     /// may be missed: no hits until it is back and caught up.
     pub fn hits_suspended(&self) -> bool {
-        self.hits_suspended_at(std::time::Instant::now())
+        self.hits_suspended_at(crate::clock::now())
     }
 
     /// [`hits_suspended`](Self::hits_suspended) as of `now`: a hit passes the clock it
     /// already read for its latency, so the lag bound costs it no second clock read
     /// (about 100 instructions per hit under callgrind).
-    pub fn hits_suspended_at(&self, now: std::time::Instant) -> bool {
+    pub fn hits_suspended_at(&self, now: u64) -> bool {
         match &self.binlog {
             Some(b) => crate::policy::lag::hits_stop(
                 b.lag_at(now),
