@@ -337,9 +337,15 @@ pub fn any_name(sql: &[u8], mut is_name: impl FnMut(&str) -> bool) -> bool {
     let mut scan = |mut lexer: Lexer<'_>| {
         lexer.any(|t| {
             let b = t.bytes(sql);
+            let bracketed;
             let inner = match t.tok {
                 Tok::Word => b,
                 Tok::Backquoted | Tok::DoubleQuoted if b.len() >= 2 => &b[1..b.len() - 1],
+                // `[…]`: a name under sql_mode=MSSQL's reading.
+                Tok::Bracketed => {
+                    bracketed = super::lexer::bracketed_name(b);
+                    &bracketed
+                }
                 _ => return false,
             };
             is_name(&String::from_utf8_lossy(inner).to_lowercase())
