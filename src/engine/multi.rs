@@ -6,7 +6,7 @@ use super::slices::Planner;
 use super::state::SessionState;
 use super::write;
 use crate::analysis::{self, Analysis, StatementKind, WriteInfo};
-use crate::policy::{classify, snapshot};
+use crate::policy::{classify, context, snapshot};
 
 /// What the session does after the statements' answer, from their plan.
 pub struct Multi {
@@ -39,7 +39,17 @@ impl Planner<'_> {
             match scan.kind {
                 StatementKind::Write => match analysis::analyze(&String::from_utf8_lossy(part)) {
                     Analysis::Write(w) => {
-                        self.plan_write(st, &w);
+                        // Names in a client character set qcache does not read: unknown.
+                        match context::names_undecodable(st.client_utf8(), part) {
+                            Some(_) => self.plan_write(
+                                st,
+                                &WriteInfo {
+                                    targets: analysis::WriteTargets::Unknown,
+                                    ..w.clone()
+                                },
+                            ),
+                            None => self.plan_write(st, &w),
+                        }
                         // Whether or not it ran: forgetting the database is only
                         // conservative.
                         write::forget_dropped_db(st, &w);

@@ -387,6 +387,11 @@ impl<'a> ReadPlanner<'a> {
             st.auto_is_null,
             settings.as_ref().map(|s| s.as_deref()),
         )?;
+        // Names in a client character set qcache does not read (latin1's `café`, GBK's
+        // backquote bytes): not the ones the catalog and the analysis know.
+        if let Some(why) = crate::policy::context::names_undecodable(st.client_utf8(), sql) {
+            return Err(why);
+        }
         let Some(info) = info else {
             return Err(Reason::NotARead);
         };

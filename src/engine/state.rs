@@ -259,6 +259,9 @@ pub struct SessionState {
     /// The session's `character_set_results` as read back is not known to send numbers and
     /// dates as ASCII (`policy::context::results_not_ascii`).
     pub results_not_ascii_inherited: bool,
+    /// The session's `character_set_client` as read back is not known to be UTF-8
+    /// (`policy::context::client_not_utf8`); true until the first read (fail closed).
+    pub client_not_utf8_inherited: bool,
     /// A setting that may refuse a read once its tables grow (`max_join_size`, …) is not at
     /// its free value as read back (`policy::context::reads_limited`).
     pub reads_limit_inherited: bool,
@@ -425,6 +428,7 @@ impl SessionState {
             ctx_stale: false,
             select_limit_inherited: false,
             results_not_ascii_inherited: false,
+            client_not_utf8_inherited: true,
             reads_limit_inherited: false,
             keep_alive_after: std::time::Duration::from_secs(1),
             auto_is_null_inherited: false,
@@ -759,6 +763,16 @@ impl SessionState {
         match self.vars.get("character_set_results") {
             Some(v) => crate::policy::context::results_ascii(Some(v)),
             None => !self.results_not_ascii_inherited,
+        }
+    }
+
+    /// Whether the session's client character set is UTF-8 (`policy::context::client_utf8`),
+    /// as the catalog's names are: by the `character_set_client` a SET gave it (read back),
+    /// else the one the context read reported.
+    pub fn client_utf8(&self) -> bool {
+        match self.vars.get("character_set_client") {
+            Some(v) => crate::policy::context::client_utf8(Some(v)),
+            None => !self.client_not_utf8_inherited,
         }
     }
 

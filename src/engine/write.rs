@@ -38,6 +38,18 @@ impl Planner<'_> {
         let an = self.analyzer.analyze(&text, digest);
         self.plan_ddl_code(st, &text);
         match &*an {
+            // Names in a client character set qcache does not read (latin1's `café` is the
+            // byte e9 to it): the tables the analysis names may not be the ones written.
+            Analysis::Write(w) if context::names_undecodable(st.client_utf8(), &text).is_some() => {
+                self.plan_write(
+                    st,
+                    &WriteInfo {
+                        targets: WriteTargets::Unknown,
+                        ..w.clone()
+                    },
+                );
+                Some(an)
+            }
             Analysis::Write(w) => {
                 self.plan_write(st, w);
                 self.plan_write_rows(st, w, &text, payload);
@@ -432,7 +444,10 @@ pub fn current_user(st: &SessionState) -> Option<String> {
 /// client, with the statement's other invalidation.
 pub fn plan_privileges(st: &mut SessionState, sql: &[u8]) {
     let me = current_user(st);
-    if let Some(c) = privileges::statement_change(sql, me.as_deref()) {
+    if let Some(mut c) = privileges::statement_change(sql, me.as_deref()) {
+        // An account named in a client character set qcache does not read (latin1's
+        // 'josé' is the byte e9 to it) may be anyone's.
+        c.all |= context::accounts_undecodable(st.client_utf8(), &c.users);
         plan_privilege_change(st, c);
     }
 }
