@@ -28,6 +28,9 @@ impl Planner<'_> {
         st.sql_prepared_sets.clear();
         // A compound statement anywhere, split at its inner `;` (`DO 1; IF … END IF`).
         let mut compound = analysis::is_compound(sql);
+        // A part that may change the client character set (a SET, code) leaves it unknown
+        // to the parts after it.
+        let mut charset_moved = false;
         for part in analysis::split_statements(sql) {
             write::plan_privileges(st, part);
             compound |= analysis::is_compound(part);
@@ -40,7 +43,8 @@ impl Planner<'_> {
                 StatementKind::Write => match analysis::analyze(&String::from_utf8_lossy(part)) {
                     Analysis::Write(w) => {
                         // Names in a client character set qcache does not read: unknown.
-                        match context::names_undecodable(st.client_utf8(), part) {
+                        let utf8 = st.client_utf8() && !charset_moved;
+                        match context::names_undecodable(utf8, part) {
                             Some(_) => self.plan_write(
                                 st,
                                 &WriteInfo {
@@ -58,10 +62,12 @@ impl Planner<'_> {
                     _ => self.plan_unknown_write(st),
                 },
                 StatementKind::Call | StatementKind::Execute => {
+                    charset_moved = true;
                     self.plan_call(st, part);
                 }
                 StatementKind::Set => {
                     lost = true;
+                    charset_moved = true;
                     if analysis::contains_ci(part, b"query_cache_type") {
                         // The server runs it (qcache answers only a SET sent alone).
                         self.code_may_set_qct(st, crate::policy::qct::CodeRan::UnfollowedSet);
