@@ -5,7 +5,7 @@
 use super::slices::Planner;
 use super::state::SessionState;
 use super::write;
-use crate::analysis::{self, Analysis, StatementKind, WriteInfo};
+use crate::analysis::{self, Analysis, StatementKind, WriteInfo, WriteTargets};
 use crate::policy::{classify, context, snapshot};
 
 /// What the session does after the statements' answer, from their plan.
@@ -29,8 +29,9 @@ impl Planner<'_> {
         // A compound statement anywhere, split at its inner `;` (`DO 1; IF … END IF`).
         let mut compound = analysis::is_compound(sql);
         // A part that may change the client character set (a SET, code) leaves it unknown
-        // to the parts after it.
+        // to the parts after it; a USE, the database their unqualified names are in.
         let mut charset_moved = false;
+        let mut db_moved = false;
         for part in analysis::split_statements(sql) {
             write::plan_privileges(st, part);
             compound |= analysis::is_compound(part);
@@ -42,17 +43,23 @@ impl Planner<'_> {
             match scan.kind {
                 StatementKind::Write => match analysis::analyze(&String::from_utf8_lossy(part)) {
                     Analysis::Write(w) => {
-                        // Names in a client character set qcache does not read: unknown.
+                        // Names in a client character set qcache does not read, or left
+                        // unqualified after a USE of this text (the server ran it first;
+                        // the session's database is the one before it): unknown.
                         let utf8 = st.client_utf8() && !charset_moved;
-                        match context::names_undecodable(utf8, part) {
-                            Some(_) => self.plan_write(
-                                st,
-                                &WriteInfo {
-                                    targets: analysis::WriteTargets::Unknown,
-                                    ..w.clone()
-                                },
-                            ),
-                            None => self.plan_write(st, &w),
+                        let unqualified = db_moved
+                            && matches!(&w.targets, WriteTargets::Tables(list)
+                                if list.iter().any(|t| t.schema.is_none()));
+                        if unqualified
+                            || context::names_undecodable(utf8, st.db.as_deref(), part).is_some()
+                        {
+                            let unknown = WriteInfo {
+                                targets: WriteTargets::Unknown,
+                                ..w.clone()
+                            };
+                            self.plan_write(st, &unknown);
+                        } else {
+                            self.plan_write(st, &w);
                         }
                         // Whether or not it ran: forgetting the database is only
                         // conservative.
@@ -78,7 +85,10 @@ impl Planner<'_> {
                         self.plan_unknown_write_for(st, why);
                     }
                 }
-                StatementKind::Use => lost = true,
+                StatementKind::Use => {
+                    lost = true;
+                    db_moved = true;
+                }
                 StatementKind::Select => {
                     // A read that may write, or one that is a write read another way
                     // (NO_BACKSLASH_ESCAPES): what it changes is planned either way.
@@ -135,7 +145,7 @@ mod tests {
     /// What each kind of statement among several plans, and what the session does after.
     #[test]
     fn several_statements_plan_what_each_may_change() {
-        let rows: [Row; 7] = [
+        let rows: [Row; 9] = [
             (
                 "two reads: nothing",
                 "SELECT 1; SELECT 2",
@@ -166,6 +176,23 @@ mod tests {
                 &[],
                 false,
                 0,
+                true,
+            ),
+            // The server runs the USE first: the write's unqualified names are in db2.
+            (
+                "a USE then a write: its names unknown",
+                "USE db2; UPDATE parent SET name = 'x'",
+                &[],
+                true,
+                1,
+                true,
+            ),
+            (
+                "a USE then a qualified write: its table",
+                "USE db2; UPDATE db.parent SET name = 'x'",
+                &["db.parent"],
+                false,
+                1,
                 true,
             ),
             (

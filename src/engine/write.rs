@@ -40,7 +40,10 @@ impl Planner<'_> {
         match &*an {
             // Names in a client character set qcache does not read (latin1's `café` is the
             // byte e9 to it): the tables the analysis names may not be the ones written.
-            Analysis::Write(w) if context::names_undecodable(st.client_utf8(), &text).is_some() => {
+            Analysis::Write(w)
+                if context::names_undecodable(st.client_utf8(), st.db.as_deref(), &text)
+                    .is_some() =>
+            {
                 self.plan_write(
                     st,
                     &WriteInfo {

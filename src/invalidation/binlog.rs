@@ -2065,7 +2065,7 @@ impl Tail {
         let text = crate::analysis::server_str(sql, self.server);
         let sql: &str = &text;
         let undecodable =
-            crate::policy::context::names_undecodable(client_utf8, sql.as_bytes()).is_some();
+            crate::policy::context::names_undecodable(client_utf8, None, sql.as_bytes()).is_some();
         // GRANT, REVOKE, account and role statements, FLUSH PRIVILEGES: logged as statements
         // even under ROW format. Whose session logged it is unknown here, so CURRENT_USER
         // and the FOR-less forms reach everyone.

@@ -215,9 +215,13 @@ pub fn collation_utf8(id: u16) -> bool {
 /// with a byte beyond ASCII (`analysis::names_beyond_ascii`) in such a session makes a
 /// read not cached and a write one to unknown tables. Strings are not names: their bytes
 /// change no table a statement names.
-pub fn names_undecodable(client_utf8: bool, sql: &[u8]) -> Option<super::Reason> {
-    (!client_utf8 && crate::analysis::names_beyond_ascii(sql))
-        .then_some(super::Reason::ClientCharsetNames)
+/// `db`: the session's default database as qcache holds it, which qualifies the names the
+/// statement leaves unqualified: one a USE (or COM_INIT_DB) sent beyond ASCII in such a
+/// character set is not the server's either.
+pub fn names_undecodable(client_utf8: bool, db: Option<&str>, sql: &[u8]) -> Option<super::Reason> {
+    (!client_utf8
+        && (db.is_some_and(|d| !d.is_ascii()) || crate::analysis::names_beyond_ascii(sql)))
+    .then_some(super::Reason::ClientCharsetNames)
 }
 
 /// Whether accounts a privilege statement names (`users`, as qcache read them) may be
@@ -2446,7 +2450,7 @@ mod tests {
         for (rule, client, sql, want) in rows {
             let utf8 = client_utf8(*client);
             assert_eq!(
-                names_undecodable(utf8, sql),
+                names_undecodable(utf8, Some("db"), sql),
                 want.then_some(super::super::Reason::ClientCharsetNames),
                 "{rule}"
             );
