@@ -95,7 +95,7 @@ impl Planner<'_> {
                     let an = analysis::analyze(&String::from_utf8_lossy(part));
                     self.plan_side_effects(st, &an, part);
                 }
-                k => self.plan_other(st, k, part),
+                k => self.plan_other(st, k, part, !db_moved),
             }
         }
         // Once, for the whole text, after the parts: a routine's or trigger's compound body
@@ -109,11 +109,12 @@ impl Planner<'_> {
     }
 
     /// One of the statements that is neither a read, a write, a call nor a SET or USE.
-    fn plan_other(&self, st: &mut SessionState, k: StatementKind, part: &[u8]) {
+    /// `db_known`: no USE ran before it in this text (see `plan_table_locks_in`).
+    fn plan_other(&self, st: &mut SessionState, k: StatementKind, part: &[u8], db_known: bool) {
         write::note_sql_prepare(st, part);
         if matches!(k, StatementKind::Other | StatementKind::Flush) {
             // Which of them ran is not followed: an UNLOCK here releases nothing.
-            self.plan_table_locks(st, part);
+            self.plan_table_locks_in(st, part, db_known);
         }
         if matches!(
             k,
@@ -145,7 +146,7 @@ mod tests {
     /// What each kind of statement among several plans, and what the session does after.
     #[test]
     fn several_statements_plan_what_each_may_change() {
-        let rows: [Row; 9] = [
+        let rows: [Row; 10] = [
             (
                 "two reads: nothing",
                 "SELECT 1; SELECT 2",
@@ -193,6 +194,14 @@ mod tests {
                 &["db.parent"],
                 false,
                 1,
+                true,
+            ),
+            (
+                "a USE then a write lock: its table unknown",
+                "USE db2; LOCK TABLES child WRITE",
+                &[],
+                true,
+                0,
                 true,
             ),
             (

@@ -508,6 +508,13 @@ impl Planner<'_> {
     /// that no session is served their entries while it is held. True for `UNLOCK TABLES`,
     /// which the caller clears once the server accepted it.
     pub fn plan_table_locks(&self, st: &mut SessionState, sql: &[u8]) -> bool {
+        self.plan_table_locks_in(st, sql, true)
+    }
+
+    /// [`plan_table_locks`](Self::plan_table_locks); `db_known`: false where a USE ran
+    /// before it that the session's state does not show yet (a multi-statement's parts),
+    /// so that a table locked without a schema may be in any database.
+    pub fn plan_table_locks_in(&self, st: &mut SessionState, sql: &[u8], db_known: bool) -> bool {
         match locks::table_locks(sql) {
             TableLocks::Take { write } => {
                 st.txn.locks_taken();
@@ -516,8 +523,10 @@ impl Planner<'_> {
                 st.pending.implicit_commit = true;
                 match write {
                     Some(t) if t.is_empty() => {}
-                    Some(t) => self.plan_write(st, &WriteInfo::tables(t)),
-                    None => self.plan_unknown_write(st),
+                    Some(t) if db_known || t.iter().all(|t| t.schema.is_some()) => {
+                        self.plan_write(st, &WriteInfo::tables(t))
+                    }
+                    _ => self.plan_unknown_write(st),
                 }
                 false
             }
