@@ -877,6 +877,7 @@ topics!(
     adversary24,
     adversary25,
     adversary26,
+    adversary27,
     basics,
     catalog,
     classification,

@@ -136,7 +136,9 @@ impl Out for Sink {
             Tok::Str if fixed_zone_literal(t.bytes(sql)) => self.push(b"?z"),
             Tok::Number | Tok::Str | Tok::HexBin => self.push(b"?"),
             Tok::Word | Tok::Var => self.push_lower(t.bytes(sql)),
-            Tok::DoubleQuoted | Tok::Backquoted | Tok::Punct(_) => self.push(t.bytes(sql)),
+            Tok::DoubleQuoted | Tok::Backquoted | Tok::Bracketed | Tok::Punct(_) => {
+                self.push(t.bytes(sql))
+            }
         }
         // The separator keeps `a b` and `ab` apart.
         self.push(b" ");
@@ -286,7 +288,10 @@ pub(crate) fn literal_tokens(sql: &[u8]) -> (Vec<LitTok>, u64) {
 
 /// xxh3 digest of the statement's shape (see the module doc). Never panics, whatever the bytes.
 pub fn digest(sql: &[u8]) -> u64 {
-    if sql.contains(&b'\\') || super::lexer::reads_otherwise_single_byte(sql) {
+    if sql.contains(&b'\\')
+        || super::lexer::reads_otherwise_single_byte(sql)
+        || super::lexer::brackets_read_otherwise(sql)
+    {
         return xxh3_64_with_seed(sql, VERBATIM_SEED);
     }
     let mut sink = Sink {
@@ -301,11 +306,12 @@ pub fn digest(sql: &[u8]) -> u64 {
 
 /// The shape [`digest`] hashes, as text for operators (per-digest statistics): literals are
 /// `?`, comments and extra whitespace gone, at most `max` bytes (then `…`). None for a
-/// statement with a backslash, whose digest is of its verbatim bytes: where its strings
+/// statement with a backslash (or a `[` sql_mode=MSSQL reads as a name:
+/// [`super::lexer::brackets_read_otherwise`]), whose digest is of its verbatim bytes: where its strings
 /// end depends on NO_BACKSLASH_ESCAPES, so a literal could show through a misread
 /// boundary, and literals (emails, hashes) must never reach a statistics table.
 pub fn normalised_text(sql: &[u8], max: usize) -> Option<String> {
-    if sql.contains(&b'\\') {
+    if sql.contains(&b'\\') || super::lexer::brackets_read_otherwise(sql) {
         return None;
     }
     let mut text = Text {

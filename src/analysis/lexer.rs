@@ -20,6 +20,10 @@ pub(crate) enum Tok {
     DoubleQuoted,
     /// `` `…` `` identifier.
     Backquoted,
+    /// `[…]`: a quoted name under MariaDB's sql_mode=MSSQL (`]]` is a `]` in it). Only the
+    /// readings that assume that mode ([`other_lexers`]) make one; elsewhere `[` is a
+    /// [`Tok::Punct`] (outside MSSQL mode the server refuses it).
+    Bracketed,
     /// `X'…'`, `B'…'`, `0x…`, `0b…`.
     HexBin,
     /// `@name`, `@@name`, `@'name'`, `` @`name` ``.
@@ -85,6 +89,9 @@ pub(crate) struct Lexer<'a> {
     /// backslash (GBK, BIG5, SJIS, GB18030): such a backslash is part of a character, no
     /// escape.
     mb: Option<MbCharset>,
+    /// Lex as under MariaDB's sql_mode=MSSQL, where `[…]` quotes a name: `[x']` is the
+    /// column x', whose quote opens no string ([`Tok::Bracketed`]).
+    brackets: bool,
 }
 
 /// The multi-byte client character sets in which the second byte of a character may be a
@@ -151,6 +158,7 @@ impl<'a> Lexer<'a> {
             server: None,
             skipped: None,
             mb: None,
+            brackets: false,
         }
     }
 
@@ -168,14 +176,6 @@ impl<'a> Lexer<'a> {
         self.skipped.take().unwrap_or_default()
     }
 
-    /// The same statement as a server in NO_BACKSLASH_ESCAPES mode would split it.
-    pub fn without_backslash_escapes(sql: &'a [u8]) -> Self {
-        Lexer {
-            no_backslash_escapes: true,
-            ..Lexer::new(sql)
-        }
-    }
-
     /// The same text as a server under a sql_mode with (or without) ANSI_QUOTES and
     /// NO_BACKSLASH_ESCAPES would split it: for code stored with its own sql_mode.
     pub fn with_modes(sql: &'a [u8], ansi_quotes: bool, no_backslash_escapes: bool) -> Self {
@@ -186,12 +186,12 @@ impl<'a> Lexer<'a> {
         }
     }
 
-    /// [`Lexer::with_modes`] (backslash escapes on) under a multi-byte client character set.
-    pub(crate) fn with_charset(sql: &'a [u8], ansi_quotes: bool, mb: MbCharset) -> Self {
+    /// The same lexer, reading `[…]` as a name when `on` (MariaDB's sql_mode=MSSQL): for
+    /// code stored with its own sql_mode.
+    pub(crate) fn with_brackets(self, on: bool) -> Self {
         Lexer {
-            ansi_quotes,
-            mb: Some(mb),
-            ..Lexer::new(sql)
+            brackets: on,
+            ..self
         }
     }
 
@@ -376,6 +376,36 @@ impl<'a> Lexer<'a> {
         self.pos = n;
     }
 
+    /// Skips a `[…]` name opened at `pos` (sql_mode=MSSQL): it ends at the first `]` not
+    /// doubled (`]]` stands for `]`), and a multi-byte character of the client character set
+    /// is one character whatever its second byte, as the server's `scan_ident_delimited`
+    /// reads it (checked against MariaDB 10.11.19: `[a]]b]` is the name `a]b`, `[x']` the
+    /// name x').
+    fn skip_bracketed(&mut self) {
+        let n = self.sql.len();
+        let mut i = self.pos + 1;
+        while i < n {
+            let c = self.at(i);
+            let mb = match self.mb {
+                Some(cs) if c >= 0x80 => cs.char_len(self.sql, i),
+                _ => None,
+            };
+            if let Some(len) = mb {
+                i += len;
+            } else if c == b']' {
+                if self.at(i + 1) == b']' && i + 1 < n {
+                    i += 2;
+                } else {
+                    self.pos = i + 1;
+                    return;
+                }
+            } else {
+                i += 1;
+            }
+        }
+        self.pos = n;
+    }
+
     fn ident_run(&self, from: usize) -> usize {
         let mut i = from;
         while i < self.sql.len() && is_ident_byte(self.at(i)) {
@@ -461,6 +491,10 @@ impl<'a> Lexer<'a> {
                 self.skip_quoted(b'`', false);
                 Tok::Backquoted
             }
+            b'[' if self.brackets => {
+                self.skip_bracketed();
+                Tok::Bracketed
+            }
             b'0'..=b'9' => self.lex_digit_start(start),
             b'.' if self.at(start + 1).is_ascii_digit()
                 && !(start > 0 && {
@@ -542,7 +576,13 @@ impl Iterator for Lexer<'_> {
 /// ran under — a session's, or a binlog event's — with no mode to get wrong.
 #[cfg(test)]
 pub(crate) fn no_backslash_escapes_reading(sql: &[u8]) -> Option<Vec<u8>> {
-    reading_under(sql, Reading::NoBackslashEscapes)
+    reading_under(
+        sql,
+        Reading {
+            nbe: true,
+            ..Reading::DEFAULT
+        },
+    )
 }
 
 /// The statement as a server in ANSI_QUOTES mode (backslash escapes still on) reads it,
@@ -553,7 +593,13 @@ pub(crate) fn no_backslash_escapes_reading(sql: &[u8]) -> Option<Vec<u8>> {
 /// leaves a quote open.
 #[cfg(test)]
 pub(crate) fn ansi_quotes_reading(sql: &[u8]) -> Option<Vec<u8>> {
-    reading_under(sql, Reading::AnsiQuotes)
+    reading_under(
+        sql,
+        Reading {
+            ansi: true,
+            ..Reading::DEFAULT
+        },
+    )
 }
 
 /// Every reading of `sql` other than the default one that cuts other tokens, respelled for
@@ -608,7 +654,8 @@ fn dash_then_high_byte(sql: &[u8], i: usize) -> bool {
 }
 
 /// The lexers of every reading of `sql` other than the default one
-/// ([`other_readings`]' modes): none for a text without a backslash, where all read alike.
+/// ([`other_readings`]' modes): none for a text without a backslash or a `[`, where all
+/// read alike.
 pub(crate) fn other_lexers(sql: &[u8]) -> Vec<Lexer<'_>> {
     readings(sql)
         .into_iter()
@@ -617,40 +664,84 @@ pub(crate) fn other_lexers(sql: &[u8]) -> Vec<Lexer<'_>> {
 }
 
 /// The readings of `sql` other than the default one that may cut other tokens: none
-/// without a backslash; the character sets' only with a byte of a multi-byte character.
+/// without a backslash or a `[`; the character sets' only with a byte of a multi-byte
+/// character; MSSQL's (`[…]` names) only with a `[`.
 fn readings(sql: &[u8]) -> Vec<Reading> {
-    if !sql.contains(&b'\\') {
+    let backslash = sql.contains(&b'\\');
+    let bracket = sql.contains(&b'[');
+    if !backslash && !bracket {
         return Vec::new();
     }
-    let mut out = vec![Reading::NoBackslashEscapes, Reading::AnsiQuotes];
-    if sql.iter().any(|&b| b >= 0x80) {
-        for cs in MbCharset::ALL {
-            out.push(Reading::Charset(cs, false));
-            out.push(Reading::Charset(cs, true));
+    let high = sql.iter().any(|&b| b >= 0x80);
+    let mut out = Vec::new();
+    for brackets in [false, true] {
+        if brackets && !bracket {
+            continue;
+        }
+        let plain = Reading {
+            brackets,
+            ..Reading::DEFAULT
+        };
+        if brackets {
+            out.push(plain);
+        }
+        if !backslash {
+            continue;
+        }
+        out.push(Reading { nbe: true, ..plain });
+        out.push(Reading {
+            ansi: true,
+            ..plain
+        });
+        if high {
+            for cs in MbCharset::ALL {
+                for ansi in [false, true] {
+                    out.push(Reading {
+                        cs: Some(cs),
+                        ansi,
+                        ..plain
+                    });
+                }
+            }
         }
     }
     out
 }
 
-/// A way the server may read a statement's quotes other than the default one.
+/// A way the server may read a statement's quotes other than the default one: under
+/// NO_BACKSLASH_ESCAPES (`nbe`), ANSI_QUOTES (`ansi`), a multi-byte client character set
+/// (`cs`, with backslash escapes on) and MariaDB's sql_mode=MSSQL (`brackets`: `[…]` is a
+/// name), alone or together as a session may have them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Reading {
-    NoBackslashEscapes,
-    AnsiQuotes,
-    /// Under a multi-byte client character set, with ANSI_QUOTES or not.
-    Charset(MbCharset, bool),
+struct Reading {
+    nbe: bool,
+    ansi: bool,
+    cs: Option<MbCharset>,
+    brackets: bool,
+}
+
+impl Reading {
+    const DEFAULT: Reading = Reading {
+        nbe: false,
+        ansi: false,
+        cs: None,
+        brackets: false,
+    };
 }
 
 fn reading_lexer(sql: &[u8], r: Reading) -> Lexer<'_> {
-    match r {
-        Reading::NoBackslashEscapes => Lexer::without_backslash_escapes(sql),
-        Reading::AnsiQuotes => Lexer::with_modes(sql, true, false),
-        Reading::Charset(cs, ansi) => Lexer::with_charset(sql, ansi, cs),
+    Lexer {
+        no_backslash_escapes: r.nbe,
+        ansi_quotes: r.ansi,
+        mb: r.cs,
+        brackets: r.brackets,
+        ..Lexer::new(sql)
     }
 }
 
 fn reading_under(sql: &[u8], r: Reading) -> Option<Vec<u8>> {
-    if !sql.contains(&b'\\') {
+    let bracketed = r.brackets && sql.contains(&b'[');
+    if !(sql.contains(&b'\\') || bracketed) {
         return None;
     }
     // Same token boundaries: only string values differ, which name no table.
@@ -670,31 +761,68 @@ fn reading_under(sql: &[u8], r: Reading) -> Option<Vec<u8>> {
     let mut changed = false;
     while let Some(t) = lx.next_token() {
         let b = t.bytes(sql);
-        // Where the quoted run starts: `'…'`, `"…"`, `` `…` ``, or after one byte in
+        // Where the quoted run starts: `'…'`, `"…"`, `` `…` ``, `[…]`, or after one byte in
         // `X'…'`, `B'…'` and `@'…'`.
         let q = match t.tok {
-            Tok::Str | Tok::DoubleQuoted | Tok::Backquoted => Some(0),
+            Tok::Str | Tok::DoubleQuoted | Tok::Backquoted | Tok::Bracketed => Some(0),
             Tok::HexBin | Tok::Var => b.iter().position(|&c| c == b'\'' || c == b'"'),
             _ => None,
         };
         let Some(q) = q else { continue };
         // Only the last token can run to the end of the input unclosed.
-        if t.end == sql.len() && (b.len() < q + 2 || b.last() != b.get(q)) {
+        let closer = if t.tok == Tok::Bracketed {
+            Some(&b']')
+        } else {
+            b.get(q)
+        };
+        if t.end == sql.len() && (b.len() < q + 2 || b.last() != closer) {
             return None;
+        }
+        if t.tok == Tok::Bracketed {
+            // A name: respelled backquoted, so that every reading names it alike.
+            out.extend_from_slice(&sql[copied..t.start]);
+            out.push(b'`');
+            let inner = &b[1..b.len() - 1];
+            let mut i = 0;
+            while i < inner.len() {
+                match inner[i] {
+                    b']' if inner.get(i + 1) == Some(&b']') => {
+                        out.push(b']');
+                        i += 2;
+                    }
+                    b'`' => {
+                        out.extend_from_slice(b"``");
+                        i += 1;
+                    }
+                    c => {
+                        out.push(c);
+                        i += 1;
+                    }
+                }
+            }
+            out.push(b'`');
+            copied = t.end;
+            changed = true;
+            continue;
         }
         if t.tok == Tok::Backquoted || !b.contains(&b'\\') {
             continue;
         }
-        match r {
+        let double = match r.cs {
+            // Only in a double-quoted identifier; a backslash that ends a multi-byte
+            // character elsewhere is a byte: respelled as another byte below.
+            Some(_) => r.ansi && t.tok == Tok::DoubleQuoted,
             // Every backslash in a string is a byte: doubled, the default rules read it so.
-            Reading::NoBackslashEscapes => {}
+            None if r.nbe => true,
             // Only in a double-quoted identifier.
-            Reading::AnsiQuotes if t.tok == Tok::DoubleQuoted => {}
-            Reading::AnsiQuotes => continue,
-            Reading::Charset(_, ansi) if ansi && t.tok == Tok::DoubleQuoted => {}
+            None => r.ansi && t.tok == Tok::DoubleQuoted,
+        };
+        match (double, r.cs) {
+            (true, _) => {}
+            (false, None) => continue,
             // A backslash that ends a multi-byte character is a byte: respelled as another
             // byte; the others escape as by default.
-            Reading::Charset(cs, _) => {
+            (false, Some(cs)) => {
                 out.extend_from_slice(&sql[copied..t.start]);
                 let mut i = 0;
                 while i < b.len() {
@@ -737,6 +865,31 @@ fn reading_under(sql: &[u8], r: Reading) -> Option<Vec<u8>> {
     }
     out.extend_from_slice(&sql[copied..]);
     Some(out)
+}
+
+/// The name a [`Tok::Bracketed`] token spells (`[a]]b]` is `a]b`), from its bytes.
+pub(crate) fn bracketed_name(b: &[u8]) -> Vec<u8> {
+    let inner = b.get(1..b.len().saturating_sub(1)).unwrap_or(&[]);
+    let mut out = Vec::with_capacity(inner.len());
+    let mut i = 0;
+    while i < inner.len() {
+        out.push(inner[i]);
+        i += if inner[i] == b']' && inner.get(i + 1) == Some(&b']') {
+            2
+        } else {
+            1
+        };
+    }
+    out
+}
+
+/// Whether a server under sql_mode=MSSQL would read `sql` otherwise than the default rules:
+/// a `[` outside strings, comments and quoted names, which MSSQL's reading makes a name
+/// (`[x']` is the column x', its quote opens no string) and every other mode refuses.
+/// Checked where a shape of the default reading would otherwise be trusted (the digest,
+/// row slices); the analysis reads every reading ([`other_readings`]).
+pub(crate) fn brackets_read_otherwise(sql: &[u8]) -> bool {
+    sql.contains(&b'[') && Lexer::new(sql).any(|t| t.is_punct(b'['))
 }
 
 #[cfg(test)]
@@ -878,6 +1031,63 @@ mod tests {
         assert!(readings.iter().any(|r| has_f(r)), "{readings:?}");
         // ASCII only: no character set reading.
         assert_eq!(other_readings(br"SELECT 'a\\'"), Vec::<Vec<u8>>::new());
+    }
+
+    /// Under sql_mode=MSSQL `[…]` is a name, which no other reading knows: `[x']` hides no
+    /// string there. One row per rule: (rule, text, the MSSQL reading respelled for the
+    /// default rules, or None when every reading cuts the default's tokens).
+    #[test]
+    fn mssql_brackets_reading() {
+        type Row<'a> = (&'a str, &'a [u8], Option<&'a [u8]>);
+        let rows: &[Row] = &[
+            (
+                "a quote in a bracket opens no string",
+                b"SELECT [x'] FROM t2 -- '] FROM t1",
+                Some(b"SELECT `x'` FROM t2 -- '] FROM t1"),
+            ),
+            (
+                "`]]` is a `]` in the name, a backquote is doubled",
+                b"SELECT [a]]`b'] FROM t2 -- '",
+                Some(b"SELECT `a]``b'` FROM t2 -- '"),
+            ),
+            (
+                "a call hidden from the default reading",
+                b"SELECT [x'] AS a, f() AS ['] FROM t2",
+                Some(b"SELECT `x'` AS a, f() AS `'` FROM t2"),
+            ),
+            ("a `[` in a string is a byte", b"SELECT '$[0]' FROM t", None),
+            ("in a comment too", b"SELECT a FROM t -- [x'", None),
+            ("in a backquoted name too", b"SELECT `[x'` FROM t", None),
+            (
+                "an unclosed bracket: the server refuses the statement",
+                b"SELECT a FROM t WHERE [x",
+                None,
+            ),
+        ];
+        for (rule, sql, want) in rows {
+            let mssql = reading_under(
+                sql,
+                Reading {
+                    brackets: true,
+                    ..Reading::DEFAULT
+                },
+            );
+            assert_eq!(mssql.as_deref(), *want, "{rule}");
+            assert_eq!(
+                other_readings(sql)
+                    .iter()
+                    .any(|r| Some(r.as_slice()) == *want),
+                want.is_some(),
+                "{rule}"
+            );
+        }
+        assert!(brackets_read_otherwise(b"SELECT [x] FROM t"));
+        assert!(!brackets_read_otherwise(b"SELECT '[x]' FROM t"));
+        assert_eq!(bracketed_name(b"[a]]b]"), b"a]b".to_vec());
+        // With a backslash too, each mode's reading may or may not quote with brackets.
+        let sql = br"SELECT [x'] FROM t2 WHERE s = 'a\' -- '";
+        let all = other_readings(sql);
+        assert!(all.iter().any(|r| r.starts_with(b"SELECT `x'`")), "{all:?}");
     }
 
     #[test]

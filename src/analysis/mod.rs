@@ -59,8 +59,8 @@ pub fn table_ref_of(name: &sqlparser::ast::ObjectName) -> Option<TableRef> {
     parse::table_ref(name)
 }
 pub use scan::{
-    any_name, creates_table, first_keyword_is, is_compound, scan, split_statements, statement_body,
-    strip_hints, Hint, Scan, StatementKind,
+    any_name, creates_table, first_keyword_is, is_compound, names_beyond_ascii, scan,
+    split_statements, statement_body, strip_hints, Hint, Scan, StatementKind,
 };
 pub use set::{
     analyze_set, sql_level_text, statement_settings, use_schema, QcAssign, SetInfo, SqlLevel,

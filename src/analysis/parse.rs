@@ -988,6 +988,46 @@ mod tests {
         assert!(!fallback::calls_unknown_code("DO 'x\\', abs(5) -- '"));
     }
 
+    /// Under sql_mode=MSSQL `[x']` is a name, while the default rules read `[` and the hex
+    /// string `X'…'`: each reading counts. One row per way the default reading hid what the
+    /// server does. Reads: (text, a table the server reads, whether it may write).
+    #[test]
+    fn mssql_brackets_read_as_names() {
+        for (sql, table, may_write) in [
+            ("SELECT [x'] FROM t2 -- '] FROM t1", "t2", false),
+            ("SELECT [x'] AS a, f() AS ['] FROM t2", "t2", true),
+            ("SELECT [x']]'] FROM t2 -- '] FROM t1", "t2", false),
+        ] {
+            let r = read(sql);
+            assert!(r.verdict.is_err(), "{sql}: cacheable");
+            assert!(r.tables.contains(&t(table)), "{sql}: {:?}", r.tables);
+            assert_eq!(r.may_write, may_write, "{sql}");
+        }
+        // Writes: the tables either reading names, or unknown.
+        for (sql, want) in [
+            (
+                "UPDATE t2 SET v = 9 WHERE id = 1 AND [x'] IS NULL OR id = 2 OR [']",
+                Some(vec![t("t2")]),
+            ),
+            (
+                "UPDATE t1 SET v = [x'] WHERE 0; UPDATE t2 SET v = 0; -- ']",
+                Some(vec![t("t1"), t("t2")]),
+            ),
+            ("UPDATE t1 SET v = [x'] + f(1) -- ']", None),
+        ] {
+            let got = match write(sql).targets {
+                WriteTargets::Tables(t) => Some(t),
+                WriteTargets::Unknown => None,
+                other => panic!("{sql}: {other:?}"),
+            };
+            assert_eq!(got, want, "{sql}");
+        }
+        // A `[` inside a string is no name in any mode: the read stays cacheable.
+        assert!(read("SELECT JSON_EXTRACT(j, '$[0]') FROM t1")
+            .verdict
+            .is_ok());
+    }
+
     /// `DEFAULT(col)` evaluates the column's default (NEXTVAL, RAND(), CURRENT_TIMESTAMP, …):
     /// never cached, and a write nobody can name (the sequence it may advance).
     #[test]

@@ -337,15 +337,42 @@ pub fn any_name(sql: &[u8], mut is_name: impl FnMut(&str) -> bool) -> bool {
     let mut scan = |mut lexer: Lexer<'_>| {
         lexer.any(|t| {
             let b = t.bytes(sql);
+            let bracketed;
             let inner = match t.tok {
                 Tok::Word => b,
                 Tok::Backquoted | Tok::DoubleQuoted if b.len() >= 2 => &b[1..b.len() - 1],
+                // `[…]`: a name under sql_mode=MSSQL's reading.
+                Tok::Bracketed => {
+                    bracketed = super::lexer::bracketed_name(b);
+                    &bracketed
+                }
                 _ => return false,
             };
             is_name(&String::from_utf8_lossy(inner).to_lowercase())
         })
     };
     scan(Lexer::new(sql)) || super::lexer::other_lexers(sql).into_iter().any(scan)
+}
+
+/// Whether any name in the statement (an unquoted word, a backquoted, double-quoted or
+/// bracketed name) holds a byte beyond ASCII, in any reading of its text: such a name is
+/// read in the client's character set by the server (`policy::context::names_undecodable`).
+/// A `"…"` counts, since ANSI_QUOTES may make it a name; strings, comments and user
+/// variables do not.
+pub fn names_beyond_ascii(sql: &[u8]) -> bool {
+    use super::lexer::Tok;
+    if sql.is_ascii() {
+        return false;
+    }
+    let names = |mut lexer: Lexer<'_>| {
+        lexer.any(|t| {
+            matches!(
+                t.tok,
+                Tok::Word | Tok::Backquoted | Tok::DoubleQuoted | Tok::Bracketed
+            ) && !t.bytes(sql).is_ascii()
+        })
+    };
+    names(Lexer::new(sql)) || super::lexer::other_lexers(sql).into_iter().any(names)
 }
 
 /// Whether the statement is a compound statement the client sent for the server to run

@@ -58,6 +58,42 @@ fn text(sql: &str, from: usize, to: usize) -> String {
 /// `StatementKind::Set`; a second statement; a `query_cache_type` value it cannot read; malformed
 /// text).
 pub fn analyze_set(sql: &str) -> Option<SetInfo> {
+    let mut info = analyze_set_reading(sql)?;
+    // Where another sql_mode or client character set cuts the text otherwise (`'x\'` is a
+    // whole string under NO_BACKSLASH_ESCAPES, `[x']` a name under MSSQL, `--` and a high
+    // byte a comment under latin1), it may assign other variables: `SET @a = 'x\',
+    // time_zone = '+05:00' -- '` sets time_zone there. The session's mode is not known
+    // here, so qcache follows the SET only when every reading assigns alike (fail closed:
+    // None, the session's settings unknown).
+    let bytes = sql.as_bytes();
+    for alt in super::lexer::other_readings(bytes)
+        .into_iter()
+        .chain(super::lexer::single_byte_reading(bytes))
+    {
+        let other = analyze_set_reading(&String::from_utf8_lossy(&alt))?;
+        if !assigns_alike(&info, &other) {
+            return None;
+        }
+        info.may_write |= other.may_write;
+    }
+    Some(info)
+}
+
+/// Whether two readings of one SET assign the same variables, in the same scopes, and the
+/// same value to each that is not a user variable (whose value no key holds).
+fn assigns_alike(a: &SetInfo, b: &SetInfo) -> bool {
+    a.assignments.len() == b.assignments.len()
+        && a.globals == b.globals
+        && a.query_cache_type == b.query_cache_type
+        && a.next_transaction_only == b.next_transaction_only
+        && a.assignments
+            .iter()
+            .zip(&b.assignments)
+            .all(|((an, av), (bn, bv))| an == bn && (an.starts_with('@') || av == bv))
+}
+
+/// [`analyze_set`] under the default rules alone.
+fn analyze_set_reading(sql: &str) -> Option<SetInfo> {
     let b = sql.as_bytes();
     let mut toks: Vec<Token> = Lexer::new(b).collect();
     // A trailing `;` is harmless; anything after it is another statement.
@@ -578,6 +614,32 @@ mod tests {
         assert_eq!(s.globals, vec![true, false]);
         let s = set("SET @@global.a = 1, b = 2, GLOBAL c = 3, d = 4, @@session.e = 5");
         assert_eq!(s.globals, vec![true, false, true, true, false]);
+    }
+
+    /// A SET that another sql_mode or client character set reads as other assignments is
+    /// not followed (None: the session's settings unknown); one every reading reads alike
+    /// is. (text, followed)
+    #[test]
+    fn every_reading_assigns_alike() {
+        for (sql, followed) in [
+            // NO_BACKSLASH_ESCAPES: `'x\'` ends there, and time_zone is set too.
+            (r"SET @a = 'x\', time_zone = '+05:00' -- '", false),
+            // MSSQL: `[x']` is a name, and time_zone is set too.
+            (
+                "SET @a = (SELECT [x'] FROM t), time_zone = '+05:00', @b = (SELECT 1 AS ['])",
+                false,
+            ),
+            // latin1: `--` and 0xa0 open a comment, so sql_mode is not set there.
+            ("SET time_zone = '+05:00' --\u{a0}, sql_mode = ''", false),
+            // A backslash every reading cuts alike.
+            (r"SET @p = 'C:\\dir', time_zone = '+05:00'", true),
+            // Read without escapes `'O\'Brien'` leaves a quote open: the server refuses it.
+            (r"SET @n = 'O\'Brien', time_zone = '+05:00'", true),
+            // A `[` in a string is a byte in every mode.
+            ("SET @j = '$[0]', time_zone = '+05:00'", true),
+        ] {
+            assert_eq!(analyze_set(sql).is_some(), followed, "{sql}");
+        }
     }
 
     #[test]

@@ -501,13 +501,16 @@ fn misparsed_operators(stmt: &Statement) -> bool {
 pub type ReadPins = HashMap<TableRef, (String, Vec<String>)>;
 
 /// Whether the text itself rules slices out (see [`parse_one`]): checked on every statement
-/// a shape is applied to, since the digest folds comments away.
+/// a shape is applied to, since the digest folds comments away. A `[` outside strings is a
+/// name under sql_mode=MSSQL (`[x']` opens no string): the literals and conditions the
+/// default reading finds are not the server's there.
 fn doubtful_text(sql: &str) -> bool {
     sql.len() > super::parse::MAX_PARSE_BYTES
         || sql.contains('\\')
         || sql.contains("/*")
         || sql.contains('#')
         || sql.contains("--")
+        || super::lexer::brackets_read_otherwise(sql.as_bytes())
 }
 
 /// Where a constant of a statement comes from, in a [`Shape`] shared by every statement of

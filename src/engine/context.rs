@@ -167,6 +167,7 @@ pub fn server_context(st: &mut SessionState, pairs: &[(&str, Option<&str>)]) {
     st.keep_alive_after = rb.keep_alive_after;
     st.select_limit_inherited = rb.select_limited;
     st.results_not_ascii_inherited = rb.results_not_ascii;
+    st.client_not_utf8_inherited = rb.client_not_utf8;
     st.reads_limit_inherited = rb.reads_limited;
     if rb.begin_needs_server {
         // COMMIT chains or releases, or a timer ends idle transactions: the server's

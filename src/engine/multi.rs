@@ -5,8 +5,8 @@
 use super::slices::Planner;
 use super::state::SessionState;
 use super::write;
-use crate::analysis::{self, Analysis, StatementKind, WriteInfo};
-use crate::policy::{classify, snapshot};
+use crate::analysis::{self, Analysis, StatementKind, WriteInfo, WriteTargets};
+use crate::policy::{classify, context, snapshot};
 
 /// What the session does after the statements' answer, from their plan.
 pub struct Multi {
@@ -28,6 +28,10 @@ impl Planner<'_> {
         st.sql_prepared_sets.clear();
         // A compound statement anywhere, split at its inner `;` (`DO 1; IF … END IF`).
         let mut compound = analysis::is_compound(sql);
+        // A part that may change the client character set (a SET, code) leaves it unknown
+        // to the parts after it; a USE, the database their unqualified names are in.
+        let mut charset_moved = false;
+        let mut db_moved = false;
         for part in analysis::split_statements(sql) {
             write::plan_privileges(st, part);
             compound |= analysis::is_compound(part);
@@ -39,7 +43,24 @@ impl Planner<'_> {
             match scan.kind {
                 StatementKind::Write => match analysis::analyze(&String::from_utf8_lossy(part)) {
                     Analysis::Write(w) => {
-                        self.plan_write(st, &w);
+                        // Names in a client character set qcache does not read, or left
+                        // unqualified after a USE of this text (the server ran it first;
+                        // the session's database is the one before it): unknown.
+                        let utf8 = st.client_utf8() && !charset_moved;
+                        let unqualified = db_moved
+                            && matches!(&w.targets, WriteTargets::Tables(list)
+                                if list.iter().any(|t| t.schema.is_none()));
+                        if unqualified
+                            || context::names_undecodable(utf8, st.db.as_deref(), part).is_some()
+                        {
+                            let unknown = WriteInfo {
+                                targets: WriteTargets::Unknown,
+                                ..w.clone()
+                            };
+                            self.plan_write(st, &unknown);
+                        } else {
+                            self.plan_write(st, &w);
+                        }
                         // Whether or not it ran: forgetting the database is only
                         // conservative.
                         write::forget_dropped_db(st, &w);
@@ -48,10 +69,12 @@ impl Planner<'_> {
                     _ => self.plan_unknown_write(st),
                 },
                 StatementKind::Call | StatementKind::Execute => {
+                    charset_moved = true;
                     self.plan_call(st, part);
                 }
                 StatementKind::Set => {
                     lost = true;
+                    charset_moved = true;
                     if analysis::contains_ci(part, b"query_cache_type") {
                         // The server runs it (qcache answers only a SET sent alone).
                         self.code_may_set_qct(st, crate::policy::qct::CodeRan::UnfollowedSet);
@@ -62,14 +85,17 @@ impl Planner<'_> {
                         self.plan_unknown_write_for(st, why);
                     }
                 }
-                StatementKind::Use => lost = true,
+                StatementKind::Use => {
+                    lost = true;
+                    db_moved = true;
+                }
                 StatementKind::Select => {
                     // A read that may write, or one that is a write read another way
                     // (NO_BACKSLASH_ESCAPES): what it changes is planned either way.
                     let an = analysis::analyze(&String::from_utf8_lossy(part));
                     self.plan_side_effects(st, &an, part);
                 }
-                k => self.plan_other(st, k, part),
+                k => self.plan_other(st, k, part, !db_moved),
             }
         }
         // Once, for the whole text, after the parts: a routine's or trigger's compound body
@@ -83,11 +109,12 @@ impl Planner<'_> {
     }
 
     /// One of the statements that is neither a read, a write, a call nor a SET or USE.
-    fn plan_other(&self, st: &mut SessionState, k: StatementKind, part: &[u8]) {
+    /// `db_known`: no USE ran before it in this text (see `plan_table_locks_in`).
+    fn plan_other(&self, st: &mut SessionState, k: StatementKind, part: &[u8], db_known: bool) {
         write::note_sql_prepare(st, part);
         if matches!(k, StatementKind::Other | StatementKind::Flush) {
             // Which of them ran is not followed: an UNLOCK here releases nothing.
-            self.plan_table_locks(st, part);
+            self.plan_table_locks_in(st, part, db_known);
         }
         if matches!(
             k,
@@ -119,7 +146,7 @@ mod tests {
     /// What each kind of statement among several plans, and what the session does after.
     #[test]
     fn several_statements_plan_what_each_may_change() {
-        let rows: [Row; 7] = [
+        let rows: [Row; 10] = [
             (
                 "two reads: nothing",
                 "SELECT 1; SELECT 2",
@@ -149,6 +176,31 @@ mod tests {
                 "USE db; SELECT 1",
                 &[],
                 false,
+                0,
+                true,
+            ),
+            // The server runs the USE first: the write's unqualified names are in db2.
+            (
+                "a USE then a write: its names unknown",
+                "USE db2; UPDATE parent SET name = 'x'",
+                &[],
+                true,
+                1,
+                true,
+            ),
+            (
+                "a USE then a qualified write: its table",
+                "USE db2; UPDATE db.parent SET name = 'x'",
+                &["db.parent"],
+                false,
+                1,
+                true,
+            ),
+            (
+                "a USE then a write lock: its table unknown",
+                "USE db2; LOCK TABLES child WRITE",
+                &[],
+                true,
                 0,
                 true,
             ),

@@ -387,6 +387,13 @@ impl<'a> ReadPlanner<'a> {
             st.auto_is_null,
             settings.as_ref().map(|s| s.as_deref()),
         )?;
+        // Names in a client character set qcache does not read (latin1's `café`, GBK's
+        // backquote bytes): not the ones the catalog and the analysis know.
+        if let Some(why) =
+            crate::policy::context::names_undecodable(st.client_utf8(), st.db.as_deref(), sql)
+        {
+            return Err(why);
+        }
         let Some(info) = info else {
             return Err(Reason::NotARead);
         };

@@ -259,6 +259,9 @@ pub struct SessionState {
     /// The session's `character_set_results` as read back is not known to send numbers and
     /// dates as ASCII (`policy::context::results_not_ascii`).
     pub results_not_ascii_inherited: bool,
+    /// The session's `character_set_client` as read back is not known to be UTF-8
+    /// (`policy::context::client_not_utf8`); true until the first read (fail closed).
+    pub client_not_utf8_inherited: bool,
     /// A setting that may refuse a read once its tables grow (`max_join_size`, …) is not at
     /// its free value as read back (`policy::context::reads_limited`).
     pub reads_limit_inherited: bool,
@@ -425,6 +428,7 @@ impl SessionState {
             ctx_stale: false,
             select_limit_inherited: false,
             results_not_ascii_inherited: false,
+            client_not_utf8_inherited: true,
             reads_limit_inherited: false,
             keep_alive_after: std::time::Duration::from_secs(1),
             auto_is_null_inherited: false,
@@ -762,6 +766,22 @@ impl SessionState {
         }
     }
 
+    /// Whether the session's client character set is UTF-8 (`policy::context::client_utf8`),
+    /// as the catalog's names are: by the `character_set_client` a SET gave it (read back),
+    /// else the one the context read reported; not once qcache lost track of the session.
+    pub fn client_utf8(&self) -> bool {
+        // A SET qcache did not follow (in a multi-statement, stored code, a prepared SET),
+        // or a trigger's before the settings are read again, may have changed it: not
+        // known to be.
+        if self.lost_track || self.ctx_stale {
+            return false;
+        }
+        match self.vars.get("character_set_client") {
+            Some(v) => crate::policy::context::client_utf8(Some(v)),
+            None => !self.client_not_utf8_inherited,
+        }
+    }
+
     /// Whether the server may refuse this session's reads once their tables grow: a read
     /// limit inherited (as read back) or set by the session (`policy::context::READ_LIMITS`).
     pub fn reads_may_be_refused(&self) -> bool {
@@ -782,6 +802,60 @@ impl SessionState {
 mod tests {
     use crate::engine::World;
     use crate::invalidation::{Invalidation, Source, What};
+
+    /// The client character set names are read in (`client_utf8`): one row per source,
+    /// (rule, inherited as read, set and read back, lost track, settings stale, UTF-8).
+    #[test]
+    fn client_charset_sources() {
+        type Row<'a> = (&'a str, bool, Option<&'a str>, bool, bool, bool);
+        let rows: &[Row] = &[
+            ("not read yet: not known", true, None, false, false, false),
+            ("read at connect", false, None, false, false, true),
+            (
+                "SET NAMES latin1, read back",
+                false,
+                Some("latin1"),
+                false,
+                false,
+                false,
+            ),
+            (
+                "SET NAMES utf8mb4 after latin1",
+                true,
+                Some("utf8mb4"),
+                false,
+                false,
+                true,
+            ),
+            (
+                "a SET qcache did not follow",
+                false,
+                None,
+                true,
+                false,
+                false,
+            ),
+            (
+                "a trigger's, before the read",
+                false,
+                None,
+                false,
+                true,
+                false,
+            ),
+        ];
+        for (rule, not_utf8, set, lost, stale, want) in rows {
+            let w = World::new(false);
+            let mut st = w.session(Some("db"));
+            st.client_not_utf8_inherited = *not_utf8;
+            if let Some(v) = set {
+                st.vars.insert("character_set_client".into(), v.to_string());
+            }
+            st.lost_track = *lost;
+            st.ctx_stale = *stale;
+            assert_eq!(st.client_utf8(), *want, "{rule}");
+        }
+    }
 
     /// Statement ids as the server reads them: MariaDB's -1 is the last prepared one, until
     /// it is closed.

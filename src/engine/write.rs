@@ -38,6 +38,21 @@ impl Planner<'_> {
         let an = self.analyzer.analyze(&text, digest);
         self.plan_ddl_code(st, &text);
         match &*an {
+            // Names in a client character set qcache does not read (latin1's `café` is the
+            // byte e9 to it): the tables the analysis names may not be the ones written.
+            Analysis::Write(w)
+                if context::names_undecodable(st.client_utf8(), st.db.as_deref(), &text)
+                    .is_some() =>
+            {
+                self.plan_write(
+                    st,
+                    &WriteInfo {
+                        targets: WriteTargets::Unknown,
+                        ..w.clone()
+                    },
+                );
+                Some(an)
+            }
             Analysis::Write(w) => {
                 self.plan_write(st, w);
                 self.plan_write_rows(st, w, &text, payload);
@@ -432,7 +447,10 @@ pub fn current_user(st: &SessionState) -> Option<String> {
 /// client, with the statement's other invalidation.
 pub fn plan_privileges(st: &mut SessionState, sql: &[u8]) {
     let me = current_user(st);
-    if let Some(c) = privileges::statement_change(sql, me.as_deref()) {
+    if let Some(mut c) = privileges::statement_change(sql, me.as_deref()) {
+        // An account named in a client character set qcache does not read (latin1's
+        // 'josé' is the byte e9 to it) may be anyone's.
+        c.all |= context::accounts_undecodable(st.client_utf8(), &c.users);
         plan_privilege_change(st, c);
     }
 }
@@ -490,6 +508,13 @@ impl Planner<'_> {
     /// that no session is served their entries while it is held. True for `UNLOCK TABLES`,
     /// which the caller clears once the server accepted it.
     pub fn plan_table_locks(&self, st: &mut SessionState, sql: &[u8]) -> bool {
+        self.plan_table_locks_in(st, sql, true)
+    }
+
+    /// [`plan_table_locks`](Self::plan_table_locks); `db_known`: false where a USE ran
+    /// before it that the session's state does not show yet (a multi-statement's parts),
+    /// so that a table locked without a schema may be in any database.
+    pub fn plan_table_locks_in(&self, st: &mut SessionState, sql: &[u8], db_known: bool) -> bool {
         match locks::table_locks(sql) {
             TableLocks::Take { write } => {
                 st.txn.locks_taken();
@@ -498,8 +523,10 @@ impl Planner<'_> {
                 st.pending.implicit_commit = true;
                 match write {
                     Some(t) if t.is_empty() => {}
-                    Some(t) => self.plan_write(st, &WriteInfo::tables(t)),
-                    None => self.plan_unknown_write(st),
+                    Some(t) if db_known || t.iter().all(|t| t.schema.is_some()) => {
+                        self.plan_write(st, &WriteInfo::tables(t))
+                    }
+                    _ => self.plan_unknown_write(st),
                 }
                 false
             }

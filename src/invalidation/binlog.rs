@@ -1918,14 +1918,16 @@ impl Tail {
             Some(EventData::QueryEvent(q)) => {
                 let sql = q.query();
                 let schema = q.schema().to_lowercase();
-                return self.on_query(&sql, &schema, arrived).await;
+                let utf8 = event_client_utf8(q.status_vars());
+                return self.on_query(&sql, &schema, utf8, arrived).await;
             }
             // Statement-based LOAD DATA: the file's rows travel in BEGIN_LOAD_QUERY events, the
             // statement (and so the table) in this one.
             Some(EventData::ExecuteLoadQueryEvent(q)) => {
                 let sql = q.query();
                 let schema = q.schema().to_lowercase();
-                return self.on_query(&sql, &schema, arrived).await;
+                let utf8 = event_client_utf8(q.status_vars());
+                return self.on_query(&sql, &schema, utf8, arrived).await;
             }
             Some(EventData::XaPrepareLogEvent(x)) => self.on_xa_prepare(&x, arrived).await,
             // A type this mysql_common does not know (MariaDB's beyond those above, or a
@@ -2054,14 +2056,28 @@ impl Tail {
 
     /// A DDL comes back with the number it was registered under with the catalog
     /// (`Catalog::register_ddl`), for [`after_ddl`](Self::after_ddl) to land.
-    async fn on_query(&mut self, sql: &str, schema: &str, arrived: Instant) -> Option<(Ddl, u64)> {
+    /// `client_utf8`: the logging session's client character set is UTF-8 (the event's
+    /// charset; `policy::context::collation_utf8`). Where it is not and the text names
+    /// relations or accounts beyond ASCII, what it names is not what qcache reads
+    /// (`policy::context::names_undecodable`): DDL invalidates and reloads as unreadable
+    /// DDL does, DML as a statement the analysis cannot name, accounts reach everyone.
+    async fn on_query(
+        &mut self,
+        sql: &str,
+        schema: &str,
+        client_utf8: bool,
+        arrived: Instant,
+    ) -> Option<(Ddl, u64)> {
         // As the server ran it: a versioned comment it skipped is a comment.
         let text = crate::analysis::server_str(sql, self.server);
         let sql: &str = &text;
+        let undecodable =
+            crate::policy::context::names_undecodable(client_utf8, None, sql.as_bytes()).is_some();
         // GRANT, REVOKE, account and role statements, FLUSH PRIVILEGES: logged as statements
         // even under ROW format. Whose session logged it is unknown here, so CURRENT_USER
         // and the FOR-less forms reach everyone.
-        if let Some(c) = crate::policy::privileges::statement_change(sql.as_bytes(), None) {
+        if let Some(mut c) = crate::policy::privileges::statement_change(sql.as_bytes(), None) {
+            c.all |= crate::policy::context::accounts_undecodable(client_utf8, &c.users);
             self.inv.apply(&Invalidation::one(
                 Source::Here(InvalidationSource::Privileges),
                 What::Privileges(c),
@@ -2111,7 +2127,9 @@ impl Tail {
                 if w(0) == "CREATE" {
                     self.catalog.note_ddl(sql, schema);
                 }
-                let ddl = if matches!(second, "DATABASE" | "SCHEMA") {
+                let ddl = if undecodable {
+                    Ddl::Unknown(schema.to_string())
+                } else if matches!(second, "DATABASE" | "SCHEMA") {
                     let name = database_name(sql);
                     Ddl::Database(name)
                 } else {
@@ -2133,7 +2151,10 @@ impl Tail {
             }
             // Statement-based DML (INSERT, UPDATE, DELETE, REPLACE, LOAD DATA …).
             _ => {
-                match (self.analyse)(sql, schema) {
+                match (!undecodable)
+                    .then(|| (self.analyse)(sql, schema))
+                    .flatten()
+                {
                     Some(t) => {
                         // Rows this statement changed are in no image: whatever row events
                         // of the same transaction said of these tables is not all.
@@ -2273,6 +2294,24 @@ impl Ddl {
                 ..Changed::default()
             },
         }
+    }
+}
+
+/// Whether a statement event's logging session had a UTF-8 client character set, by the
+/// collation its Q_CHARSET_CODE status variable gives (`policy::context::collation_utf8`);
+/// without one, not known to.
+fn event_client_utf8(vars: &mysql_async::binlog::events::StatusVars<'_>) -> bool {
+    use mysql_async::binlog::events::StatusVarVal;
+    use mysql_async::binlog::StatusVarKey;
+    match vars
+        .get_status_var(StatusVarKey::Charset)
+        .as_ref()
+        .map(|v| v.get_value())
+    {
+        Some(Ok(StatusVarVal::Charset { charset_client, .. })) => {
+            crate::policy::context::collation_utf8(charset_client)
+        }
+        _ => false,
     }
 }
 

@@ -1166,7 +1166,28 @@ impl Visitor for Collector<'_> {
 /// Not followed: stored functions called from expressions in the body. A function that writes
 /// tables is rare enough, and MySQL forbids most of what would make it matter (no commits,
 /// no writes to the triggering table), that this is accepted and documented.
+///
+/// A body is read under every reading its text allows (`analysis::lexer::other_readings`:
+/// NO_BACKSLASH_ESCAPES, ANSI_QUOTES, MSSQL's `[…]` names, the multi-byte character sets),
+/// since the sql_mode it was created under decides where its strings end (under MSSQL
+/// `SET @a = (SELECT [x'] …); INSERT INTO side …` writes side, which the default rules read
+/// inside a hex string): the tables any reading writes count, and a reading that cannot be
+/// analysed is an error.
 pub fn trigger_writes(body: &str, trigger_schema: &str) -> Result<Vec<TableName>, String> {
+    let mut written = reading_writes(body, trigger_schema)?;
+    for alt in crate::analysis::lexer::other_readings(body.as_bytes()) {
+        written.extend(reading_writes(
+            &String::from_utf8_lossy(&alt),
+            trigger_schema,
+        )?);
+    }
+    written.sort();
+    written.dedup();
+    Ok(written)
+}
+
+/// [`trigger_writes`] under the default rules alone.
+fn reading_writes(body: &str, trigger_schema: &str) -> Result<Vec<TableName>, String> {
     let statements = parse_body(body)?;
     let mut w = WriteCollector {
         default_schema: trigger_schema,
@@ -1179,8 +1200,6 @@ pub fn trigger_writes(body: &str, trigger_schema: &str) -> Result<Vec<TableName>
     if let Some(e) = w.error {
         return Err(e);
     }
-    w.written.sort();
-    w.written.dedup();
     Ok(w.written)
 }
 
@@ -3806,6 +3825,17 @@ mod tests {
             vec![t("d", "w"), t("d", "x"), t("y", "z")]
         );
         assert!(trigger_writes("BEGIN DECLARE EXIT HANDLER FOR x; ??? END", "d").is_err());
+        // Under MSSQL `[x']` is a name: the INSERT after it is code, which the default
+        // rules read inside a hex string.
+        assert_eq!(
+            trigger_writes(
+                "BEGIN SET @a = (SELECT [x'] FROM t LIMIT 1); INSERT INTO side VALUES (NEW.id); \
+                 SET @b = (SELECT 1 AS [']); END",
+                "d"
+            )
+            .unwrap(),
+            vec![("d".to_string(), "side".to_string())]
+        );
     }
 
     #[test]

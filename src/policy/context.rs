@@ -157,6 +157,80 @@ pub fn results_not_ascii(pairs: &[(&str, Option<&str>)]) -> bool {
         .any(|(n, v)| n.eq_ignore_ascii_case("character_set_results") && !results_ascii(*v))
 }
 
+/// Client character sets whose bytes beyond ASCII are UTF-8, as the catalog's names (read
+/// from information_schema) and qcache's reading of a statement's text (`from_utf8_lossy`)
+/// take them.
+pub const UTF8_CLIENTS: &[&str] = &["utf8", "utf8mb3", "utf8mb4"];
+
+/// Whether a `character_set_client` value (as read back, or a SET's literal text, quoted or
+/// not) is one of [`UTF8_CLIENTS`]. NULL, `DEFAULT`, an unreadable value: not known to be.
+pub fn client_utf8(value: Option<&str>) -> bool {
+    value.is_some_and(|v| {
+        let v = v.trim().trim_matches(|c| c == '\'' || c == '"' || c == '`');
+        UTF8_CLIENTS.iter().any(|u| u.eq_ignore_ascii_case(v))
+    })
+}
+
+/// Whether `character_set_client` among `pairs` (as read back) is not known to be UTF-8
+/// ([`client_utf8`]); absent counts as not known.
+pub fn client_not_utf8(pairs: &[(&str, Option<&str>)]) -> bool {
+    !pairs
+        .iter()
+        .any(|(n, v)| n.eq_ignore_ascii_case("character_set_client") && client_utf8(*v))
+}
+
+/// Whether a collation id (a binlog event's `character_set_client` is given as one) is of a
+/// UTF-8 character set, as MariaDB 10.11 numbers them (`information_schema.COLLATIONS`:
+/// utf8mb3 and utf8mb4). Any other id counts as not UTF-8 (fail closed: MySQL 8's
+/// `utf8mb4_0900_*` and MariaDB's `uca1400` ids too, which only costs DDL with a name
+/// beyond ASCII its precise invalidation).
+pub fn collation_utf8(id: u16) -> bool {
+    matches!(
+        id,
+        33 | 45
+            | 46
+            | 83
+            | 192..=215
+            | 223
+            | 224..=247
+            | 576..=578
+            | 608..=610
+            | 1057
+            | 1069
+            | 1070
+            | 1107
+            | 1216
+            | 1238
+            | 1248
+            | 1270
+    )
+}
+
+/// Whether a statement's names may not be the ones qcache reads: a session whose client
+/// character set is not UTF-8 (`client_utf8`) sends names in that character set, which
+/// the server converts and qcache cannot: `café` in latin1 is the byte e9, which qcache
+/// reads as no name the catalog has, so a write to it invalidated nothing; and under a
+/// multi-byte set (GBK, BIG5, SJIS, GB18030) a character's second byte may be a backquote,
+/// which does not close the name to the server (`` `<81 60>…` `` is one name). So a name
+/// with a byte beyond ASCII (`analysis::names_beyond_ascii`) in such a session makes a
+/// read not cached and a write one to unknown tables. Strings are not names: their bytes
+/// change no table a statement names.
+/// `db`: the session's default database as qcache holds it, which qualifies the names the
+/// statement leaves unqualified: one a USE (or COM_INIT_DB) sent beyond ASCII in such a
+/// character set is not the server's either.
+pub fn names_undecodable(client_utf8: bool, db: Option<&str>, sql: &[u8]) -> Option<super::Reason> {
+    (!client_utf8
+        && (db.is_some_and(|d| !d.is_ascii()) || crate::analysis::names_beyond_ascii(sql)))
+    .then_some(super::Reason::ClientCharsetNames)
+}
+
+/// Whether accounts a privilege statement names (`users`, as qcache read them) may be
+/// others to the server: a name beyond ASCII sent in a client character set that is not
+/// UTF-8 ([`names_undecodable`]'s reason; account names are strings, which it leaves out).
+pub fn accounts_undecodable(client_utf8: bool, users: &[String]) -> bool {
+    !client_utf8 && users.iter().any(|u| !u.is_ascii())
+}
+
 /// Names read with the key's but not part of it: they change no result.
 pub const UNKEYED: &[&str] = &["wait_timeout"];
 
@@ -400,6 +474,8 @@ pub struct ReadBack {
     pub select_limited: bool,
     /// `character_set_results` is not known to send numbers as ASCII ([`results_not_ascii`]).
     pub results_not_ascii: bool,
+    /// `character_set_client` is not known to be UTF-8 ([`client_not_utf8`]).
+    pub client_not_utf8: bool,
     /// A setting may refuse a read once its tables grow ([`reads_limited`]).
     pub reads_limited: bool,
     /// BEGIN and COMMIT must reach the server ([`begin_needs_server`]).
@@ -423,6 +499,7 @@ impl ReadBack {
             keep_alive_after: keep_alive_after(pairs),
             select_limited: select_limited(pairs),
             results_not_ascii: results_not_ascii(pairs),
+            client_not_utf8: client_not_utf8(pairs),
             reads_limited: reads_limited(pairs),
             begin_needs_server: begin_needs_server(pairs),
         }
@@ -2299,6 +2376,98 @@ mod tests {
             let a = names.map(assigned);
             assert_eq!(set_may_change_begin(a.as_deref()), *want, "{names:?}");
         }
+    }
+
+    /// Names in a client character set that is not UTF-8: one row per rule, (rule,
+    /// character_set_client as read, statement bytes, whether the names are undecodable).
+    #[test]
+    fn names_in_client_charsets() {
+        type Row<'a> = (&'a str, Option<&'a str>, &'a [u8], bool);
+        let rows: &[Row] = &[
+            (
+                "latin1 é in a name",
+                Some("latin1"),
+                b"UPDATE caf\xe9 SET v = 2",
+                true,
+            ),
+            ("backquoted", Some("latin1"), b"DELETE FROM `caf\xe9`", true),
+            (
+                "double-quoted (ANSI_QUOTES may make it a name)",
+                Some("latin1"),
+                b"SELECT v FROM \"caf\xe9\"",
+                true,
+            ),
+            (
+                "MSSQL's brackets",
+                Some("latin1"),
+                b"SELECT v FROM [caf\xe9]",
+                true,
+            ),
+            (
+                "GBK's backquote byte",
+                Some("gbk"),
+                b"SELECT `\x81` FROM t1 -- x` FROM t2",
+                true,
+            ),
+            (
+                "a string is no name",
+                Some("latin1"),
+                b"INSERT INTO t VALUES ('caf\xe9')",
+                false,
+            ),
+            (
+                "nor a comment",
+                Some("latin1"),
+                b"SELECT v FROM t -- caf\xe9",
+                false,
+            ),
+            (
+                "nor a user variable",
+                Some("latin1"),
+                b"SELECT @caf\xe9",
+                false,
+            ),
+            ("ASCII names", Some("gbk"), b"SELECT id FROM t1", false),
+            (
+                "a UTF-8 client",
+                Some("utf8mb4"),
+                "UPDATE café SET v = 2".as_bytes(),
+                false,
+            ),
+            (
+                "utf8mb3, any case",
+                Some("UTF8MB3"),
+                "UPDATE café SET v = 2".as_bytes(),
+                false,
+            ),
+            (
+                "a client not read",
+                None,
+                "UPDATE café SET v = 2".as_bytes(),
+                true,
+            ),
+        ];
+        for (rule, client, sql, want) in rows {
+            let utf8 = client_utf8(*client);
+            assert_eq!(
+                names_undecodable(utf8, Some("db"), sql),
+                want.then_some(super::super::Reason::ClientCharsetNames),
+                "{rule}"
+            );
+            let pairs = [("character_set_client", *client)];
+            assert_eq!(client_not_utf8(&pairs), !utf8, "{rule}");
+        }
+        assert!(
+            client_not_utf8(&[("sql_mode", Some(""))]),
+            "absent: not known"
+        );
+        // A binlog event's client character set, by collation id.
+        assert!(collation_utf8(45) && collation_utf8(33) && collation_utf8(224));
+        assert!(!collation_utf8(8) && !collation_utf8(28) && !collation_utf8(0));
+        let users = |u: &[&str]| u.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert!(accounts_undecodable(false, &users(&["jos\u{fffd}"])));
+        assert!(!accounts_undecodable(true, &users(&["josé"])));
+        assert!(!accounts_undecodable(false, &users(&["jose"])));
     }
 
     /// One row per read limit's value: free (the server's default), or a limit.

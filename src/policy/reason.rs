@@ -109,6 +109,10 @@ pub enum Reason {
     TimeWithDate,
     /// Reads a table the catalog does not know (even after a refresh).
     UnknownTable,
+    /// Names a relation with bytes beyond ASCII in a session whose client character set is
+    /// not UTF-8 (`policy::context::names_undecodable`): the server reads the name in that
+    /// character set, which the catalog's UTF-8 names and qcache's lexer do not.
+    ClientCharsetNames,
     /// A DDL named a relation the read depends on (or the catalog does not list a name it
     /// reads while some DDL is pending), and the catalog's reload after it has not landed:
     /// the catalog cannot vouch for what the read depends on yet.
@@ -187,6 +191,7 @@ impl Reason {
         Reason::OpaqueView,
         Reason::TimeWithDate,
         Reason::UnknownTable,
+        Reason::ClientCharsetNames,
         Reason::DdlPending,
         Reason::CatalogUnavailable,
         Reason::Rule,
@@ -244,6 +249,7 @@ impl Reason {
             Reason::OpaqueView => "opaque_view",
             Reason::TimeWithDate => "time_with_date",
             Reason::UnknownTable => "unknown_table",
+            Reason::ClientCharsetNames => "client_charset_names",
             Reason::DdlPending => "ddl_pending",
             Reason::CatalogUnavailable => "catalog_unavailable",
             Reason::Rule => "rule",

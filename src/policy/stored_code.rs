@@ -390,6 +390,8 @@ struct Mode {
     no_backslash_escapes: bool,
     /// A bare `name;` or `name(…);` statement calls a procedure (MariaDB's ORACLE mode).
     oracle: bool,
+    /// `[…]` is a name (MariaDB's MSSQL mode): `[x']` opens no string.
+    brackets: bool,
 }
 
 impl Mode {
@@ -409,21 +411,27 @@ impl Mode {
                     .any(|f| has(f)),
             no_backslash_escapes: has("NO_BACKSLASH_ESCAPES"),
             oracle,
+            brackets: has("MSSQL"),
         }
     }
 
     /// Every reading of a text whose sql_mode is unknown.
-    fn every() -> [Mode; 4] {
-        let m = |ansi_quotes, no_backslash_escapes| Mode {
+    fn every() -> [Mode; 8] {
+        let m = |ansi_quotes, no_backslash_escapes, brackets| Mode {
             ansi_quotes,
             no_backslash_escapes,
             oracle: true,
+            brackets,
         };
         [
-            m(false, false),
-            m(true, false),
-            m(false, true),
-            m(true, true),
+            m(false, false, false),
+            m(true, false, false),
+            m(false, true, false),
+            m(true, true, false),
+            m(false, false, true),
+            m(true, false, true),
+            m(false, true, true),
+            m(true, true, true),
         ]
     }
 }
@@ -456,6 +464,7 @@ impl W {
 fn words(body: &str, mode: Mode) -> Vec<W> {
     let sql = body.as_bytes();
     Lexer::with_modes(sql, mode.ansi_quotes, mode.no_backslash_escapes)
+        .with_brackets(mode.brackets)
         .map(|t| {
             let b = t.bytes(sql);
             let quoted = |q: u8| -> Tok {
@@ -470,6 +479,11 @@ fn words(body: &str, mode: Mode) -> Vec<W> {
                 Tok::Backquoted => (quoted(b'`'), unquote(b, b'`')),
                 Tok::DoubleQuoted if mode.ansi_quotes => (quoted(b'"'), unquote(b, b'"')),
                 Tok::DoubleQuoted => (Tok::Str, String::new()),
+                Tok::Bracketed => (
+                    quoted(b']'),
+                    String::from_utf8_lossy(&crate::analysis::lexer::bracketed_name(b))
+                        .to_lowercase(),
+                ),
                 Tok::Word => (Tok::Word, String::from_utf8_lossy(b).to_lowercase()),
                 other => (other, String::new()),
             };
@@ -579,6 +593,7 @@ mod tests {
     const ANSI: &str = "PIPES_AS_CONCAT,ANSI_QUOTES,IGNORE_SPACE,ANSI";
     const ORACLE: &str = "PIPES_AS_CONCAT,ANSI_QUOTES,IGNORE_SPACE,ORACLE,NO_KEY_OPTIONS,NO_TABLE_OPTIONS,NO_FIELD_OPTIONS,NO_AUTO_CREATE_USER,SIMULTANEOUS_ASSIGNMENT";
     const NBE: &str = "NO_BACKSLASH_ESCAPES";
+    const MSSQL: &str = "PIPES_AS_CONCAT,ANSI_QUOTES,IGNORE_SPACE,MSSQL,NO_KEY_OPTIONS,NO_TABLE_OPTIONS,NO_FIELD_OPTIONS";
 
     #[test]
     fn which_temporary_tables_code_may_create() {
@@ -623,6 +638,10 @@ mod tests {
             ("a number is no name", vec![f("mk", "BEGIN CREATE TEMPORARY TABLE 12 (id INT); RETURN 1; END")], vec![], Temporaries::Any),
             ("a bare call under ORACLE", vec![under(Some(ORACLE), p("mkp", MK)), under(Some(ORACLE), f("f", "AS BEGIN mkp; RETURN 1; END"))], vec![], named(&[("db", "t")])),
             ("a bare name is no call outside ORACLE", vec![p("mkp", MK), f("f", "BEGIN DECLARE mkp INT; SET mkp = 1; RETURN mkp; END")], vec![], Temporaries::None),
+            ("a quote in a bracket opens no string under MSSQL", vec![under(Some(MSSQL), f("mk", "BEGIN SET @s = [x']; CREATE TEMPORARY TABLE t (id INT); SET @s = [']; RETURN 1; END"))], vec![], named(&[("db", "t")])),
+            ("a bracketed name under MSSQL", vec![under(Some(MSSQL), f("mk", "BEGIN CREATE TEMPORARY TABLE [T]]x] (id INT); RETURN 1; END"))], vec![], named(&[("db", "t]x")])),
+            ("a bracket under an unknown mode", vec![under(None, f("mk", "BEGIN SET @s = [x']; CREATE TEMPORARY TABLE t (id INT); SET @s = [']; RETURN 1; END"))], vec![], named(&[("db", "t")])),
+            ("a trigger's bracket under MSSQL", vec![], vec![("tdb", "BEGIN SET @s = [x']; CREATE TEMPORARY TABLE x (i INT); SET @s = ['];END", Some(MSSQL))], named(&[("tdb", "x")])),
             ("a trigger that creates one", vec![], vec![("tdb", "BEGIN CREATE TEMPORARY TABLE x (i INT); END", none)], named(&[("tdb", "x")])),
             ("a trigger that calls a procedure that does", vec![p("tmp", MK)], vec![("tdb", "CALL tmp()", Some(""))], named(&[("db", "t")])),
             ("a trigger that creates none", vec![p("tmp", MK)], vec![("tdb", "UPDATE side SET n = n + 1", Some(""))], Temporaries::None),

@@ -172,6 +172,12 @@ fn text_may_date(
                     // `"…"` is a string unless ANSI_QUOTES.
                     date_source |= t.tok == Tok::DoubleQuoted && looks_like_date(inner);
                 }
+                // `[…]`: a name under sql_mode=MSSQL's reading.
+                Tok::Bracketed => {
+                    let inner = lexer::bracketed_name(t.bytes(text));
+                    time_ref |= names_column(known(), &inner, |r| &r.time);
+                    date_source |= names_column(known(), &inner, |r| &r.dated);
+                }
                 Tok::Str => {
                     let b = t.bytes(text);
                     date_source |= looks_like_date(b.get(1..).unwrap_or(&[]));
