@@ -15,7 +15,7 @@ use super::entry::Entry;
 use super::key::Key;
 use super::versions::{Stamps, TableHandle, Versions};
 use super::writes::Pending;
-use crate::policy::patch::{Recipe, Summary};
+use crate::policy::patch::{Param, ReadShape, Recipe, Refusal, Summary};
 use crate::policy::verify::{Budget, Outcome};
 use crate::protocol::packets::OkInfo;
 
@@ -43,7 +43,17 @@ pub struct Patchable {
     /// Statement shapes (digests) whose structure no recipe takes (a join, ORDER BY,
     /// LIMIT: `Refusal::NotSimple`): not parsed again for a recipe at each of their misses.
     refused: DashSet<u64>,
+    /// What `policy::patch::read_shape_bound` made of a statement's text and bound values
+    /// (a function of nothing else), by both: a statement missed again (a dashboard's
+    /// window re-read after a write) is not parsed again.
+    shapes: std::sync::Mutex<ShapeMemo>,
 }
+
+/// Read shapes parsed, by a hash of their text and bound values; each compared in full.
+type ShapeMemo = HashMap<u64, Vec<(Box<str>, Option<Vec<Param>>, Result<ReadShape, Refusal>)>>;
+
+/// Statements whose read shape is remembered; past it the memo starts over.
+const SHAPES_MEMO: usize = 4096;
 
 /// What of its table an entry's stamps depend on, as far as a write to that table goes:
 /// which of the table's bumps reach them. Taken from the stamps when the key is
@@ -401,6 +411,34 @@ impl Patchable {
     /// keep a shape from being patched, never patch one wrongly.
     pub fn shape_refused(&self, digest: u64) -> bool {
         digest != 0 && self.refused.contains(&digest)
+    }
+
+    /// `policy::patch::read_shape_bound(sql, params)`, parsed once per text and values
+    /// while remembered.
+    pub fn read_shape(&self, sql: &str, params: Option<&[Param]>) -> Result<ReadShape, Refusal> {
+        use std::hash::{Hash, Hasher};
+        let mut h = xxhash_rust::xxh3::Xxh3::new();
+        sql.hash(&mut h);
+        params.hash(&mut h);
+        let hash = h.finish();
+        let memo = || self.shapes.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(list) = memo().get(&hash) {
+            if let Some((_, _, r)) = list
+                .iter()
+                .find(|(s, p, _)| **s == *sql && p.as_deref() == params)
+            {
+                return r.clone();
+            }
+        }
+        let r = crate::policy::patch::read_shape_bound(sql, params);
+        let mut m = memo();
+        if m.len() >= SHAPES_MEMO {
+            m.clear();
+        }
+        m.entry(hash)
+            .or_default()
+            .push((sql.into(), params.map(<[Param]>::to_vec), r.clone()));
+        r
     }
 
     /// Remembers that shape `digest` was refused by its structure.
@@ -788,5 +826,37 @@ mod tests {
         })
         .unwrap();
         assert_eq!(found(&write(false, &["a", "b", "c"], &[12, 100])), [100]);
+    }
+
+    /// A read's shape is parsed once per text and bound values: what the parse says each
+    /// time, never another statement's.
+    #[test]
+    fn read_shapes_are_parsed_once_per_text_and_values() {
+        use crate::policy::patch::read_shape_bound;
+        let p = Patchable::default();
+        let sql = "SELECT COUNT(*) FROM t WHERE a = ?";
+        let other = "SELECT COUNT(*) FROM t WHERE a = 1";
+        let cases: [(&str, Option<Vec<Param>>); 5] = [
+            (sql, None),
+            (sql, Some(vec![Param::Int(1)])),
+            (sql, Some(vec![Param::Int(2)])),
+            (other, None),
+            ("SELECT AVG(a) FROM t", None),
+        ];
+        for (sql, params) in &cases {
+            let want = read_shape_bound(sql, params.as_deref());
+            assert_eq!(
+                p.read_shape(sql, params.as_deref()),
+                want,
+                "{sql} {params:?}"
+            );
+            assert_eq!(
+                p.read_shape(sql, params.as_deref()),
+                want,
+                "{sql}: remembered"
+            );
+        }
+        let held: usize = p.shapes.lock().unwrap().values().map(Vec::len).sum();
+        assert_eq!(held, cases.len(), "one per text and values");
     }
 }

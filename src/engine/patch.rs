@@ -168,7 +168,7 @@ impl Planner<'_> {
             return Err(NoPatch::Policy(Refusal::NotSimple));
         }
         let text = std::str::from_utf8(sql).map_err(|_| Refusal::Unparsable)?;
-        let shape = match patch::read_shape_bound(text, params) {
+        let shape = match self.patches.read_shape(text, params) {
             Err(Refusal::NotSimple) => {
                 self.patches.refuse_shape(digest);
                 return Err(NoPatch::Policy(Refusal::NotSimple));
