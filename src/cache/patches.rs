@@ -13,8 +13,7 @@ use dashmap::{DashMap, DashSet};
 
 use super::entry::Entry;
 use super::key::Key;
-use super::versions::{Stamps, TableHandle, Versions};
-use super::writes::Pending;
+use super::versions::{KnownRows, Stamps, TableHandle, Versions};
 use crate::policy::patch::{Param, ReadShape, Recipe, Refusal, Summary};
 use crate::policy::verify::{Budget, Outcome};
 use crate::protocol::packets::OkInfo;
@@ -121,16 +120,21 @@ pub struct WriteReach {
 }
 
 impl WriteReach {
-    /// What `pending`'s bumps of `t` move.
-    pub fn of(pending: &Pending, t: &TableHandle) -> WriteReach {
+    /// What the bumps of `t` move of a planned write (`cache::writes::Pending`) that bumps
+    /// `tables` whole and the rows `rows` names.
+    pub fn of(
+        tables: &[TableHandle],
+        rows: &[(TableHandle, Arc<KnownRows>)],
+        t: &TableHandle,
+    ) -> WriteReach {
         let mut w = WriteReach {
-            all: t.is_privilege_table() || pending.tables.iter().any(|x| Arc::ptr_eq(x, t)),
+            all: t.is_privilege_table() || tables.iter().any(|x| Arc::ptr_eq(x, t)),
             ..WriteReach::default()
         };
         if w.all {
             return w;
         }
-        for (_, known) in pending.rows.iter().filter(|(x, _)| Arc::ptr_eq(x, t)) {
+        for (_, known) in rows.iter().filter(|(x, _)| Arc::ptr_eq(x, t)) {
             for (column, keys) in known.iter() {
                 if !w.named.contains(column) {
                     w.named.push(column.clone());
@@ -735,20 +739,20 @@ mod tests {
                 v.register(&t, "b");
                 let s = stamps(&v, &t);
                 let reach = Reach::of(&s, "db", "t");
-                let known: Arc<crate::cache::versions::KnownRows> = known
+                let known: Arc<KnownRows> = known
                     .iter()
                     .map(|(c, ks)| (c.to_string(), ks.iter().map(|k| k.to_string()).collect()))
                     .collect::<Vec<_>>()
                     .into();
-                let mut pending = Pending::default();
+                let (mut tables, mut rows) = (Vec::new(), Vec::new());
                 if *whole {
-                    pending.tables.push(t.clone());
+                    tables.push(t.clone());
                     v.bump(&t);
                 } else {
-                    pending.rows.push((t.clone(), known.clone()));
+                    rows.push((t.clone(), known.clone()));
                     v.bump_rows(&t, &known);
                 }
-                let w = WriteReach::of(&pending, &t);
+                let w = WriteReach::of(&tables, &rows, &t);
                 let reached = w.reaches(&reach);
                 assert_eq!(reached, *want, "{what}, {write}");
                 let moved = !s.is_current(&v);

@@ -248,7 +248,7 @@ impl Planner<'_> {
         // costs one map lookup, and one whose bumps reach none of them (`WriteReach`: no
         // registered key indexed by its slices) a few more.
         let patches = cache.patches();
-        let reach = WriteReach::of(&st.pending, &table);
+        let reach = WriteReach::of(&st.pending.tables, &st.pending.rows, &table);
         let reached = patches
             .with_table(&table.schema, &table.name, |t| {
                 !t.reached(&reach).is_empty()
