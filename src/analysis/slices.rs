@@ -830,7 +830,7 @@ fn order_shape(
         {
             groups.clone()
         }
-        _ => None,
+        _ => dated_groups(sel, refs, items.as_deref(), order_terms.as_deref()),
     };
     let top_refs = refs.len();
     let anywhere: usize = everywhere.values().sum();
@@ -864,6 +864,74 @@ fn order_shape(
 /// Whether `e` reads columns only inside aggregates of [`ORDER_FREE_AGGREGATES`] (`COUNT(*)`,
 /// `CAST(SUM(v) AS SIGNED)`, `MAX(a) - MIN(a)`), and holds at least one: its value no order
 /// of the rows changes.
+/// [`OrderShape::grouped_by`] of a GROUP BY holding `DATE(col)` (the dashboard's per-day
+/// revenue): its key is a DATE value, whose equal values look alike, and the server sorts
+/// the groups by it. Taken without an ORDER BY only (`order`: its terms), each item a plain
+/// column or `DATE()` of one, the select list (`items`) holding only those items as written
+/// and order-free aggregates; the column stands for the key (its type is the one
+/// `policy::order::group_key_looks_alike` is asked of: a temporal or integer column's
+/// `DATE()` is a date or NULL).
+fn dated_groups(
+    sel: &sqlparser::ast::Select,
+    refs: &[Ref],
+    items: Option<&[&Expr]>,
+    order: Option<&[Term]>,
+) -> Option<Vec<(TableRef, String)>> {
+    let sqlparser::ast::GroupByExpr::Expressions(g, m) = &sel.group_by else {
+        return None;
+    };
+    let keys: Vec<(usize, String, bool)> = g
+        .iter()
+        .map(|e| match column_ref(e, refs) {
+            Some((i, c)) => Some((i, c, false)),
+            None => column_ref(date_arg(e)?, refs).map(|(i, c)| (i, c, true)),
+        })
+        .collect::<Option<_>>()?;
+    let shows_key = |e: &Expr| match column_ref(e, refs) {
+        Some((i, c)) => keys.contains(&(i, c, false)),
+        None => date_arg(e)
+            .and_then(|a| column_ref(a, refs))
+            .is_some_and(|(i, c)| keys.contains(&(i, c, true))),
+    };
+    (m.is_empty()
+        && keys.iter().any(|(_, _, d)| *d)
+        && sel.distinct.is_none()
+        && order.is_some_and(<[Term]>::is_empty)
+        && items?.iter().all(|e| aggregates_only(e) || shows_key(e)))
+    .then(|| {
+        keys.iter()
+            .map(|(i, c, _)| (refs[*i].table.clone(), c.clone()))
+            .collect()
+    })
+}
+
+/// The argument of `DATE(x)` as MariaDB reads it: the unquoted, unqualified name `date`
+/// with one plain argument, no modifier.
+fn date_arg(e: &Expr) -> Option<&Expr> {
+    use sqlparser::ast::{FunctionArg, FunctionArgExpr, FunctionArguments};
+    let Expr::Function(f) = e else { return None };
+    let named_date = matches!(f.name.0.as_slice(), [p] if p
+        .as_ident()
+        .is_some_and(|i| i.quote_style.is_none() && i.value.eq_ignore_ascii_case("date")));
+    let FunctionArguments::List(l) = &f.args else {
+        return None;
+    };
+    if !named_date
+        || l.duplicate_treatment.is_some()
+        || !l.clauses.is_empty()
+        || f.filter.is_some()
+        || f.over.is_some()
+        || !f.within_group.is_empty()
+        || !matches!(f.parameters, FunctionArguments::None)
+    {
+        return None;
+    }
+    match l.args.as_slice() {
+        [FunctionArg::Unnamed(FunctionArgExpr::Expr(x))] => Some(x),
+        _ => None,
+    }
+}
+
 fn aggregates_only(e: &Expr) -> bool {
     aggregates_of(e, ORDER_FREE_AGGREGATES)
 }
@@ -3647,6 +3715,28 @@ mod tests {
             pins,
             vec![pin_owned("orders", "created_at", days("2026-01-01", 7))]
         );
+        // The per-day dashboard (#37, `--dashboard daily`): the same days, and one row per
+        // day sorted by its DATE key, which no plan changes: it keeps its slices.
+        let sql = "SELECT DATE(created_at), COUNT(*), SUM(total) FROM orders \
+                   WHERE created_at >= ? AND created_at < ? GROUP BY DATE(created_at)";
+        let shape = Shape::build(sql).unwrap();
+        let pins: Vec<_> = shape
+            .read_slices(sql, &shop, &dash)
+            .into_iter()
+            .map(|(t, (c, v))| (t.name, c, v))
+            .collect();
+        assert_eq!(
+            pins,
+            vec![pin_owned("orders", "created_at", days("2026-01-01", 7))]
+        );
+        let order = shape.read_order().unwrap();
+        assert_eq!(
+            order.grouped_by,
+            Some(vec![(
+                TableRef::new(None, "orders"),
+                "created_at".to_string()
+            )])
+        );
         // search (a prefix): the whole table.
         assert_eq!(
             read("SELECT id, name, price FROM products WHERE name LIKE ? ORDER BY name LIMIT 20"),
@@ -3775,6 +3865,68 @@ mod tests {
             ),
             (
                 "SELECT d, e FROM o WHERE c = 5 GROUP BY d",
+                OrderShape {
+                    tables: vec![t("o")],
+                    ..OrderShape::default()
+                },
+            ),
+            // A day's key: `DATE(col)` shown as grouped, without ORDER BY.
+            (
+                "SELECT DATE(d), COUNT(*), SUM(e) FROM o WHERE d >= '2024-01-01' GROUP BY DATE(d)",
+                OrderShape {
+                    tables: vec![t("o")],
+                    grouped_by: Some(vec![col("o", "d")]),
+                    ..OrderShape::default()
+                },
+            ),
+            (
+                "SELECT date(o.d) AS day, COUNT(*) FROM o WHERE c = 5 GROUP BY date(o.d), c",
+                OrderShape {
+                    tables: vec![t("o")],
+                    grouped_by: Some(vec![col("o", "d"), col("o", "c")]),
+                    ..OrderShape::default()
+                },
+            ),
+            // The column itself is some row of the day's group, not its key.
+            (
+                "SELECT d, COUNT(*) FROM o WHERE c = 5 GROUP BY DATE(d)",
+                OrderShape {
+                    tables: vec![t("o")],
+                    ..OrderShape::default()
+                },
+            ),
+            // Nor is `DATE(d)` a key of a GROUP BY of `d`'s other function, or of `d`.
+            (
+                "SELECT DATE(d), COUNT(*) FROM o WHERE c = 5 GROUP BY YEAR(d)",
+                OrderShape {
+                    tables: vec![t("o")],
+                    ..OrderShape::default()
+                },
+            ),
+            (
+                "SELECT DATE(d), COUNT(*) FROM o WHERE c = 5 GROUP BY d",
+                OrderShape {
+                    tables: vec![t("o")],
+                    ..OrderShape::default()
+                },
+            ),
+            // Ordered otherwise, a quoted name (a user function), a modifier: not modelled.
+            (
+                "SELECT DATE(d), COUNT(*) FROM o WHERE c = 5 GROUP BY DATE(d) ORDER BY COUNT(*)",
+                OrderShape {
+                    tables: vec![t("o")],
+                    ..OrderShape::default()
+                },
+            ),
+            (
+                "SELECT `date`(d), COUNT(*) FROM o WHERE c = 5 GROUP BY `date`(d)",
+                OrderShape {
+                    tables: vec![t("o")],
+                    ..OrderShape::default()
+                },
+            ),
+            (
+                "SELECT DATE(d), COUNT(*) FROM o WHERE c = 5 GROUP BY DATE(d) WITH ROLLUP",
                 OrderShape {
                     tables: vec![t("o")],
                     ..OrderShape::default()

@@ -891,6 +891,17 @@ impl SliceStamp {
         self.slices.len()
     }
 
+    /// The slice column these stamps read by (lower-cased).
+    pub fn column_name(&self) -> &str {
+        &self.column.name
+    }
+
+    /// The slice counter indexes stamped (the slices', then their per-slice column
+    /// counters'): what a write must bump one of to reach these stamps by their slices.
+    pub fn slice_indexes(&self) -> impl Iterator<Item = u32> + '_ {
+        self.slices.iter().map(|(i, _)| *i)
+    }
+
     /// The counters of `unknown_now` and `column_now`.
     fn counters(&self) -> [Counter; 2] {
         if self.by_columns {

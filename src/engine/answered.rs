@@ -60,9 +60,11 @@ pub fn writes_answered(
         st.own_writes.note(&inv);
     }
     // A result the write left as it was, whose stamps its bumps did not reach (its row
-    // slices are not the write's), stays valid as it is: nothing to store or verify. A
-    // dashboard's windows other than the inserted day's are all such. One they reached is
-    // stored again as it is, re-stamped.
+    // slices are not the write's), stays valid as it is: nothing to store or verify. Most
+    // such entries were never carried (`cache::patches::WriteReach`: a dashboard's windows
+    // other than the inserted day's); those carried by a reach wider than the bumps' (a
+    // slice counter two slices share, a column the plan did not name) are left here. One
+    // they reached is stored again as it is, re-stamped.
     let patches: Vec<_> = patches
         .into_iter()
         .filter_map(|(c, p)| match p {
@@ -352,5 +354,165 @@ mod tests {
             assert_eq!(st.txn.status() & IN_TRANS == 0, ends, "{code}: IN_TRANS");
             assert_eq!(st.txn.in_transaction(), !ends, "{code}");
         }
+    }
+
+    /// A text result of one LONGLONG column and one row `n` (what `SELECT COUNT(*)`
+    /// sends), with the offset of its terminator's status flags.
+    fn count_result(n: &str) -> (bytes::Bytes, usize) {
+        let mut out = Vec::new();
+        let mut seq = 1u8;
+        let mut frame = |out: &mut Vec<u8>, p: &[u8]| {
+            out.extend_from_slice(&(p.len() as u32).to_le_bytes()[..3]);
+            out.push(seq);
+            seq += 1;
+            out.extend_from_slice(p);
+        };
+        frame(&mut out, &[1]);
+        let mut d = Vec::new();
+        for s in ["def", "db", "child", "child", "COUNT(*)", ""] {
+            d.push(s.len() as u8);
+            d.extend_from_slice(s.as_bytes());
+        }
+        d.push(0x0c);
+        d.extend_from_slice(&63u16.to_le_bytes());
+        d.extend_from_slice(&21u32.to_le_bytes());
+        d.extend_from_slice(&[0x08, 0x81, 0, 0, 0, 0]);
+        frame(&mut out, &d);
+        frame(&mut out, &[0xfe, 0, 0, 2, 0]);
+        let mut row = vec![n.len() as u8];
+        row.extend_from_slice(n.as_bytes());
+        frame(&mut out, &row);
+        let at = out.len() + 4 + 3;
+        frame(&mut out, &[0xfe, 0, 0, 2, 0]);
+        (out.into(), at)
+    }
+
+    /// A write finds the entries to patch by what its bumps reach (`cache::patches`): one
+    /// registered as reached is patched; one its bumps reach but whose registration says
+    /// they do not (a filter that wrongly leaves it out) is not carried, and the bumps
+    /// invalidate it as if patching were off (never served as it was); one they do not
+    /// reach stays as it is, the same entry; one every write reaches (a whole-table stamp)
+    /// that its rows leave as it was is stored again under the new stamps.
+    #[tokio::test]
+    async fn a_write_patches_what_it_reaches_and_invalidates_what_its_filter_skips() {
+        use crate::cache::patches::Reach;
+        use crate::cache::versions::{ColumnReads, SlicePlan, Versions};
+        use crate::cache::Entry;
+        let mut cfg = crate::config::Config::default();
+        cfg.server.upstream = "127.0.0.1:1".into();
+        cfg.cache.patch_aggregates = true;
+        cfg.cache.verify_patched = 0.0;
+        cfg.invalidation.granularity = crate::config::Granularity::Row;
+        let shared = Arc::new(Shared::new(cfg));
+        let w = crate::engine::World::new(true);
+        let cache = &shared.cache;
+        let versions = cache.versions();
+        let p = crate::engine::Planner {
+            catalog: &w.catalog,
+            analyzer: &w.analyzer,
+            versions,
+            memo: &w.memo,
+            patches: cache.patches(),
+            cfg: shared.config(),
+        };
+        let t = versions.table("db", "child");
+        // The slice keys writes give `a = 1` and `a = 2`, from the writes' own plans.
+        let plan = |sql: &str| {
+            let mut st = w.session(Some("db"));
+            let info = w.write(sql);
+            p.plan_write(&mut st, &info);
+            p.plan_write_rows(&mut st, &info, sql.as_bytes(), &[0x03]);
+            st
+        };
+        let key_of_a = |st: &SessionState| {
+            let (_, known) = &st.pending.rows[0];
+            let (_, keys) = known.iter().find(|(c, _)| c == "a").unwrap();
+            keys[0].clone()
+        };
+        let sql = "INSERT INTO child (id, parent_id, a) VALUES (7, 1, 1)";
+        let one = key_of_a(&plan(sql));
+        let two = key_of_a(&plan(
+            "INSERT INTO child (id, parent_id, a) VALUES (8, 1, 2)",
+        ));
+        let column = versions.register(&t, "a");
+        let sliced = |key: &str| {
+            let plan = SlicePlan {
+                table: t.clone(),
+                column: column.clone(),
+                slices: vec![Versions::slice_index(&t, "a", key)],
+                by_columns: false,
+                slice_columns: Vec::new(),
+            };
+            Stamps::capture_sliced(versions, &[], &[plan], &ColumnReads::default())
+        };
+        let whole = || Stamps::capture(versions, std::slice::from_ref(&t));
+        let st0 = w.session(Some("db"));
+        let tables = [t.clone()];
+        let recipe = |sql: &str| {
+            Arc::new(
+                p.patch_recipe(&st0, sql.as_bytes(), None, &tables, false, 1, false, false)
+                    .unwrap(),
+            )
+        };
+        let (a1, a2) = (
+            recipe("SELECT COUNT(*) FROM child WHERE a = 1"),
+            recipe("SELECT COUNT(*) FROM child WHERE a = 2"),
+        );
+        // (key, recipe, stamps, the reach registered)
+        let entries = [
+            (
+                1,
+                &a1,
+                sliced(&one),
+                Reach::of(&sliced(&one), "db", "child"),
+            ),
+            (
+                2,
+                &a1,
+                sliced(&one),
+                Reach::of(&sliced(&two), "db", "child"),
+            ),
+            (
+                3,
+                &a2,
+                sliced(&two),
+                Reach::of(&sliced(&two), "db", "child"),
+            ),
+            (4, &a2, whole(), Reach::of(&whole(), "db", "child")),
+        ];
+        for (key, r, stamps, reach) in entries {
+            let (bytes, at) = count_result("5");
+            let mut e = Entry::new(bytes, at, stamps, 1).with_found_rows(1);
+            e.rows = 1;
+            e.patch = Some(r.clone());
+            assert!(cache.insert(key, e), "{key} stored");
+            cache.patches().register("db", "child", key, r, reach);
+        }
+        let held = |key| cache.peek(key).unwrap();
+        let before: Vec<_> = (1..=4).map(held).collect();
+        let mut st = plan(sql);
+        let mut payload = vec![0x03];
+        payload.extend_from_slice(sql.as_bytes());
+        p.plan_patch(&mut st, sql.as_bytes(), &payload, cache);
+        let planned = st.pending.patch.as_mut().expect("a patch planned");
+        let mut carried: Vec<_> = planned.candidates.iter().map(|c| c.key).collect();
+        carried.sort_unstable();
+        planned.ok = crate::protocol::packets::parse_ok(&[0, 1, 0, 2, 0, 0, 0]);
+        writes_answered(&shared, &mut st, Some(2), Vec::new());
+        // Patched: current, one more row counted.
+        let e1 = cache.get_current(1).expect("1: patched, current");
+        assert_eq!(e1.bytes, count_result("6").0, "1: the count patched");
+        // Reached, skipped by its registration: invalidated by the bumps, as without patching.
+        assert!(
+            !held(2).stamps.is_current(versions) && cache.get_current(2).is_none(),
+            "2: skipped by the filter, invalidated by the write"
+        );
+        // Not reached: the same entry, still current.
+        assert!(Arc::ptr_eq(&held(3), &before[2]) && held(3).stamps.is_current(versions));
+        // Reached, left as it was: re-stamped, the same bytes.
+        let e4 = cache.get_current(4).expect("4: re-stamped, current");
+        assert!(!Arc::ptr_eq(&e4, &before[3]) && e4.bytes == before[3].bytes);
+        assert_eq!(cache.stats().patched.load(Ordering::Relaxed), 2);
+        assert_eq!(carried, [1, 4], "only the keys registered as reached");
     }
 }

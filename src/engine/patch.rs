@@ -1,7 +1,9 @@
 //! Patching cached aggregates (`policy::patch`) over the session's state and the catalog:
 //! the recipe a read's entry is stored with, and, before an INSERT goes upstream, the
-//! entries its rows will patch ([`PatchWrite`]). The insert's rows are tested against each
-//! registered key's WHERE summary (`cache::patches`, `policy::patch::Summary`) before its
+//! entries its rows will patch ([`PatchWrite`]). Only the registered keys whose stamps the
+//! write's planned bumps reach are visited (`cache::patches::WriteReach`, the keys indexed
+//! by slice counter): the others it neither changes nor re-stamps. The insert's rows are
+//! tested against each reached key's WHERE summary (`policy::patch::Summary`) before its
 //! entry is read further: an entry they cannot change is carried untouched, read no more.
 //! The patch itself happens at the write's OK (`session::relay`), inside a version window
 //! (`cache::versions::PatchWindow`).
@@ -10,7 +12,7 @@ use std::sync::Arc;
 
 use super::slices::Planner;
 use super::state::SessionState;
-use crate::cache::patches::{Candidate, PatchWrite, TableKeys};
+use crate::cache::patches::{Candidate, PatchWrite, TableKeys, WriteReach};
 use crate::cache::{Cache, TableHandle};
 use crate::policy::patch::{self, Param, Recipe, Refusal};
 use crate::protocol::commands;
@@ -166,7 +168,7 @@ impl Planner<'_> {
             return Err(NoPatch::Policy(Refusal::NotSimple));
         }
         let text = std::str::from_utf8(sql).map_err(|_| Refusal::Unparsable)?;
-        let shape = match patch::read_shape_bound(text, params) {
+        let shape = match self.patches.read_shape(text, params) {
             Err(Refusal::NotSimple) => {
                 self.patches.refuse_shape(digest);
                 return Err(NoPatch::Policy(Refusal::NotSimple));
@@ -243,9 +245,16 @@ impl Planner<'_> {
         }
         let table = only_table(st).ok_or(NoPatch::Write)?;
         // Nothing to patch, nothing to parse: a write to a table without patchable entries
-        // costs one map lookup.
+        // costs one map lookup, and one whose bumps reach none of them (`WriteReach`: no
+        // registered key indexed by its slices) a few more.
         let patches = cache.patches();
-        if !patches.has_keys(&table.schema, &table.name) {
+        let reach = WriteReach::of(&st.pending.tables, &st.pending.rows, &table);
+        let reached = patches
+            .with_table(&table.schema, &table.name, |t| {
+                !t.reached(&reach).is_empty()
+            })
+            .unwrap_or(false);
+        if !reached {
             return Err(NoPatch::Write);
         }
         let text = std::str::from_utf8(text).map_err(|_| Refusal::Unparsable)?;
@@ -261,7 +270,9 @@ impl Planner<'_> {
         }
         let columns = self.catalog.columns_by_ordinal(&q).ok_or(NoPatch::Table)?;
         let candidates = patches
-            .with_table(&q.0, &q.1, |t| candidates(cache, t, &q, &ins, &columns))
+            .with_table(&q.0, &q.1, |t| {
+                candidates(cache, t, &reach, &q, &ins, &columns)
+            })
             .unwrap_or_default();
         if candidates.is_empty() {
             return Err(NoPatch::Write);
@@ -276,8 +287,11 @@ impl Planner<'_> {
 }
 
 /// The entries of table `q` (`t` its registered keys) that insert `ins` may patch: each
-/// entry held under a key whose recipe is still this table's, of a shape not turned off,
-/// whose used columns the insert's rows give values in. Whether its WHERE keeps any of them
+/// entry held under a key the write's bumps reach (`reach`: only those keys are visited;
+/// an entry they do not reach is left as it is, current or not, and one they reach that its
+/// registration says they do not is invalidated by them, never carried stale), whose
+/// recipe is still this table's, of a shape not turned off, whose used columns the
+/// insert's rows give values in. Whether its WHERE keeps any of them
 /// (`Candidate::touched`) is first asked of the key's summary, over the rows' values read
 /// once per summary column (`policy::patch::Summary`): an entry it rules out is carried
 /// untouched (the write leaves it as it is, and re-stamps it if its bumps reach it) without
@@ -286,10 +300,12 @@ impl Planner<'_> {
 fn candidates(
     cache: &Cache,
     t: &TableKeys,
+    reach: &WriteReach,
     q: &(String, String),
     ins: &patch::InsertRows,
     columns: &[(String, crate::analysis::slices::ColumnInfo)],
 ) -> Vec<Candidate> {
+    let reached = t.reached(reach);
     let n = ins.rows.len();
     // The rows' values in each column the summaries test, read once for every entry.
     let slots: Vec<Option<Vec<Option<i128>>>> = t
@@ -321,8 +337,8 @@ fn candidates(
             o
         }
     };
-    let mut out = Vec::with_capacity(t.len());
-    for r in t.iter() {
+    let mut out = Vec::with_capacity(reached.len());
+    for r in reached {
         let Some(entry) = cache.peek(r.key) else {
             continue;
         };

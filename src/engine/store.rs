@@ -12,6 +12,7 @@ use super::read::{dressed, filled_entry, FillFacts, ReadMode, ReadPlan};
 use super::state::SessionState;
 use super::Planner;
 use crate::cache::entry::L2Stamps;
+use crate::cache::patches::Reach;
 use crate::cache::{FillGuard, Snapshot, Stamps, Versions};
 use crate::l2::now_ms;
 use crate::policy::patch::Param;
@@ -126,14 +127,20 @@ pub fn store_fill(
         l2.after_fill(plan.key, l2_stamps, leased, Some(entry.to_l2(ttl)));
     }
     let cache = &shared.cache;
+    // What of its table the entry's stamps depend on: which writes find it to patch.
+    let reach = recipe
+        .as_ref()
+        .map(|r| Reach::of(&entry.stamps, &r.schema, &r.table));
     let stored = match (target.guard, target.snap) {
         (Some(g), Some(s)) => g.insert_in(entry, &s),
         (Some(g), None) => g.insert(entry),
         (None, Some(s)) => cache.insert_in(plan.key, entry, &s),
         (None, None) => cache.insert(plan.key, entry),
     };
-    if let (true, Some(r)) = (stored, recipe) {
-        cache.patches().register(&r.schema, &r.table, plan.key, &r);
+    if let (true, Some(r), Some(reach)) = (stored, recipe, reach) {
+        cache
+            .patches()
+            .register(&r.schema, &r.table, plan.key, &r, reach);
     }
     (Ok(stored), scratch)
 }

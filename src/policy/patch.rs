@@ -235,7 +235,7 @@ fn temporal_text(v: i128, time: bool) -> String {
 /// A parameter of a COM_STMT_EXECUTE as the server receives it: its value and, what decides
 /// how the server compares and stores it, its type. A prepared statement's `?` stands for
 /// one ([`read_shape_bound`], [`insert_rows_bound`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Param {
     /// The NULL bit set, or the NULL type.
     Null,
