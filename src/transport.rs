@@ -3,6 +3,7 @@
 //! otherwise wait, so a result relays in few syscalls. With protocol compression on, the
 //! frames are (de)compressed here, so everything above sees plain packets.
 
+use std::future::Future;
 use std::io;
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -300,8 +301,8 @@ pub struct PacketConn {
     /// When bytes last went out, on a leg that asked for it ([`PacketConn::track_writes`]):
     /// the upstream's, whose idle timers run from its last command. On [`crate::clock`].
     last_flush: Option<u64>,
-    /// The last read of this leg found nothing and left this task's waker with the
-    /// reactor, and nothing has read it since ([`PacketConn::watch`]).
+    /// The last [`PacketConn::watch`] left this task's waker with the reactor, and nothing
+    /// has read this leg since (a read's wake takes the waker).
     parked: bool,
 }
 
@@ -568,7 +569,6 @@ impl PacketConn {
         }
         let io = &mut self.io;
         let rbuf = &mut self.rbuf;
-        let parked = &mut self.parked;
         let n = std::future::poll_fn(|cx| loop {
             // A plain socket says whether it has bytes before a buffer is borrowed: a leg
             // polled while its peer is silent (the upstream's, on every hit) borrows none.
@@ -577,10 +577,6 @@ impl PacketConn {
                 Stream::Unix(s) => s.poll_read_ready(cx),
                 _ => Poll::Ready(Ok(())),
             };
-            if ready.is_pending() {
-                *parked = true;
-                return Poll::Pending;
-            }
             std::task::ready!(ready)?;
             let mut buf = spare::take_read();
             let r = match &*io {
@@ -604,27 +600,32 @@ impl PacketConn {
     }
 
     /// Waits for bytes or a close from a peer that owes none (the server between
-    /// commands): [`fill`](Self::fill), except that a leg whose last read parked this
-    /// task's waker and found nothing since answers Pending from the reactor's readiness
-    /// alone. The command loop asks this after every command, and on a hit nothing has
+    /// commands): [`fill`](Self::fill), except that a leg whose last watch parked this
+    /// task's waker with the reactor, and that nothing has read since, answers Pending from
+    /// the reactor's readiness alone. The command loop asks this after every command, and on a hit nothing has
     /// touched the upstream since the last time: re-registering the same waker cost a
     /// readiness poll per hit (#36). The task must be the one that parked (a session's
     /// legs are unparked when it starts running in a task: [`unpark`](Self::unpark)).
     pub async fn watch(&mut self) -> Result<(), ConnError> {
-        if self.parked && self.compressed.is_none() && self.rbuf.is_empty() {
-            let quiet = std::future::poll_fn(|_| {
-                let ready = match &self.io {
-                    Stream::Plain(s) => s.try_io(tokio::io::Interest::READABLE, || Ok(())),
-                    Stream::Unix(s) => s.try_io(tokio::io::Interest::READABLE, || Ok(())),
-                    _ => Ok(()),
-                };
-                match ready {
+        if self.compressed.is_none() && self.rbuf.is_empty() {
+            let (io, parked) = (&self.io, &mut self.parked);
+            std::future::poll_fn(|cx| {
+                if *parked && !readable_now(io) {
                     // Not readable, nor closed: the parked waker is woken when it is.
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => Poll::Pending,
-                    _ => Poll::Ready(()),
+                    return Poll::Pending;
                 }
-            });
-            quiet.await;
+                // Unconstrained by tokio's budget: a Pending for want of budget leaves no
+                // waker with the reactor, and a parked leg must have one.
+                let ask = std::future::poll_fn(|cx| match io {
+                    Stream::Plain(s) => s.poll_read_ready(cx),
+                    Stream::Unix(s) => s.poll_read_ready(cx),
+                    _ => Poll::Ready(Ok(())),
+                });
+                let r = std::pin::pin!(tokio::task::unconstrained(ask)).poll(cx);
+                *parked = r.is_pending();
+                r
+            })
+            .await?;
         }
         self.fill().await
     }
@@ -832,6 +833,17 @@ fn release_wbuf(wbuf: &mut BytesMut) {
 /// written even when the socket took only part of the records. Without a flush the tail of
 /// a response can stay in that buffer while qcache waits for the client's next command and
 /// the client waits for the rest of the response. For plain TCP the flush is a no-op.
+/// Whether the reactor last saw `io` readable or closed (true for a stream it does not
+/// watch alone); asks nothing of the socket and registers no waker.
+fn readable_now(io: &Stream) -> bool {
+    let ready = match io {
+        Stream::Plain(s) => s.try_io(tokio::io::Interest::READABLE, || Ok(())),
+        Stream::Unix(s) => s.try_io(tokio::io::Interest::READABLE, || Ok(())),
+        _ => Ok(()),
+    };
+    !ready.is_err_and(|e| e.kind() == io::ErrorKind::WouldBlock)
+}
+
 /// Writes what it can of `buf[*done..]` without waiting: true when all of it went.
 #[inline]
 fn write_ready(
