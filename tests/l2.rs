@@ -1638,6 +1638,13 @@ async fn diagnostics_after_an_l2_hit_match_the_server() {
     let mut ca = a.conn(&schema).await;
     let mut cb = b.conn(&schema).await;
     let mut direct = common::direct_to(&schema).await;
+    // L2 readable at both before the first read B is to take from it (the bumps of a tail's
+    // start are raised first: `policy::l2::readable`); under load B's first read otherwise
+    // went to the server.
+    wait_for("L2 readable at both", LAG_BOUND, || {
+        l2(&a).usable() && l2(&b).usable()
+    })
+    .await;
     let readers = [
         "SELECT FOUND_ROWS()",
         "SHOW WARNINGS",
