@@ -201,6 +201,7 @@ impl<'a> Planner<'a> {
             shown: o.shown,
             aggregate_row: o.aggregates_only && !o.limited && order_free,
             grouped: order_free && o.grouped_by.as_ref().is_some_and(|g| g.iter().all(alike)),
+            groups_sorted: st.mariadb,
             single_table: single.is_some(),
             // Only where every row shown is a row of the table: with an aggregate or a
             // GROUP BY a column shows some row of its group; DISTINCT keeps some row of each.

@@ -34,6 +34,10 @@ pub struct OrderFacts {
     /// ([`group_key_looks_alike`]), with only those columns and such aggregates selected,
     /// sorted by the key (the server sorts groups unless an ORDER BY covering it says how).
     pub grouped: bool,
+    /// The server sorts a GROUP BY's groups by their key when no ORDER BY says otherwise:
+    /// MariaDB does; MySQL 8.0 returns them in the order its plan made them (a temporary
+    /// table's, an index's), so there `grouped` is no order.
+    pub groups_sorted: bool,
     /// One table, read once (no join, subquery or derived table).
     pub single_table: bool,
     /// Its ORDER BY (plain columns) holds its primary key: a total order.
@@ -56,7 +60,10 @@ pub fn slices_keep_order(f: &OrderFacts) -> bool {
     if f.shown {
         return false;
     }
-    f.aggregate_row || f.grouped || f.pinned_to_key || (f.single_table && f.ordered_by_key)
+    f.aggregate_row
+        || (f.grouped && f.groups_sorted)
+        || f.pinned_to_key
+        || (f.single_table && f.ordered_by_key)
 }
 
 /// A value a read shows or sorts by (`analysis::slices` reads it from the text).
@@ -336,10 +343,19 @@ mod tests {
             (
                 OrderFacts {
                     grouped: true,
+                    groups_sorted: true,
                     ..none
                 },
                 true,
                 "one row per group, sorted by an integer key",
+            ),
+            (
+                OrderFacts {
+                    grouped: true,
+                    ..none
+                },
+                false,
+                "one row per group on a server that does not sort groups (MySQL 8.0)",
             ),
             (
                 OrderFacts {
