@@ -906,8 +906,8 @@ fn dated_groups(
 }
 
 /// The argument of `DATE(x)` as MariaDB reads it: the unquoted, unqualified name `date`
-/// with one plain argument, no modifier.
-fn date_arg(e: &Expr) -> Option<&Expr> {
+/// with one plain argument, no modifier (patching's GROUP BY reads it too).
+pub fn date_arg(e: &Expr) -> Option<&Expr> {
     use sqlparser::ast::{FunctionArg, FunctionArgExpr, FunctionArguments};
     let Expr::Function(f) = e else { return None };
     let named_date = matches!(f.name.0.as_slice(), [p] if p

@@ -62,7 +62,7 @@ use sqlparser::keywords::Keyword;
 use sqlparser::parser::Parser;
 use sqlparser::tokenizer::{Location, Token, Tokenizer, Whitespace};
 
-use crate::analysis::slices::{split_and, ColType, ColumnInfo};
+use crate::analysis::slices::{date_arg, split_and, ColType, ColumnInfo};
 use crate::analysis::TableRef;
 use crate::protocol::commands::ExecuteParams;
 use crate::protocol::packets::{put_lenenc_str, read_lenenc, read_lenenc_str};
@@ -1066,30 +1066,11 @@ fn group_expr(e: &Expr) -> Option<Group> {
             date_of: false,
         });
     }
-    let Expr::Function(f) = e else { return None };
-    let named_date = matches!(f.name.0.as_slice(), [p] if p
-        .as_ident()
-        .is_some_and(|i| i.quote_style.is_none() && i.value.eq_ignore_ascii_case("date")));
-    let FunctionArguments::List(l) = &f.args else {
-        return None;
-    };
-    if !named_date
-        || l.duplicate_treatment.is_some()
-        || !l.clauses.is_empty()
-        || f.filter.is_some()
-        || f.over.is_some()
-        || !f.within_group.is_empty()
-        || !matches!(f.parameters, FunctionArguments::None)
-    {
-        return None;
-    }
-    match l.args.as_slice() {
-        [FunctionArg::Unnamed(FunctionArgExpr::Expr(c))] => column_name(c).map(|column| Group {
-            column,
-            date_of: true,
-        }),
-        _ => None,
-    }
+    let c = date_arg(e)?;
+    column_name(c).map(|column| Group {
+        column,
+        date_of: true,
+    })
 }
 
 /// Recognises a patchable SELECT (module docs), before its table is known.
