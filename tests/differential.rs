@@ -878,6 +878,7 @@ topics!(
     adversary25,
     adversary26,
     adversary27,
+    adversary28,
     basics,
     catalog,
     classification,
