@@ -593,7 +593,8 @@ pub struct OrderShape {
     pub aggregates_only: bool,
     /// A GROUP BY of plain columns with no modifier, the select list holding only those
     /// columns and such aggregates, and an ORDER BY, if any, of plain columns covering them
-    /// all: one row per group, sorted by its key. The columns, or None.
+    /// all before any other column (`ORDER BY e, k` sorts by some row's `e`): one row per
+    /// group, sorted by its key. The columns, or None.
     pub grouped_by: Option<Vec<(TableRef, String)>>,
     /// The top-level ORDER BY when every item is a plain column (else empty), a bare name
     /// of a select alias read as that item (ORDER BY finds aliases before columns:
@@ -810,13 +811,25 @@ fn order_shape(
         && items
             .as_ref()
             .is_some_and(|i| i.iter().all(|e| aggregate(e)));
-    // Every ORDER BY item a plain column, covering the groups' key (compared by reference).
+    // Every ORDER BY item a plain column, covering the groups' key (compared by reference)
+    // before any other column: a column outside the GROUP BY holds the value of whichever
+    // row of its group the plan met first, and sorts the groups by it (`ORDER BY e, k`)
+    // unless the whole key came before it and broke every tie (`ORDER BY k, e`).
     let covered = |g: &[(usize, String)]| {
         ordered_by.is_some()
             && order_terms.as_ref().is_some_and(|o| {
-                o.is_empty()
-                    || g.iter()
-                        .all(|(i, c)| o.contains(&Term::Column(*i, c.clone())))
+                let mut left: Vec<&(usize, String)> = g.iter().collect();
+                for t in o {
+                    if left.is_empty() {
+                        break;
+                    }
+                    let Term::Column(i, c) = t else { return false };
+                    if !g.iter().any(|(gi, gc)| gi == i && gc == c) {
+                        return false;
+                    }
+                    left.retain(|(gi, gc)| !(gi == i && gc == c));
+                }
+                o.is_empty() || left.is_empty()
             })
     };
     let grouped_by = match (&group_at, &items) {
@@ -3936,6 +3949,43 @@ mod tests {
                 "SELECT d, COUNT(*) FROM o WHERE c = 5 GROUP BY d ORDER BY COUNT(*)",
                 OrderShape {
                     tables: vec![t("o")],
+                    ..OrderShape::default()
+                },
+            ),
+            // A column outside the GROUP BY is some row's value: groups sorted by it first
+            // come in the order the plan met rows (adversary28); after the whole key, it
+            // breaks no tie.
+            (
+                "SELECT d, COUNT(*) FROM o WHERE c = 5 GROUP BY d ORDER BY e, d",
+                OrderShape {
+                    tables: vec![t("o")],
+                    ordered_by: vec![col("o", "e"), col("o", "d")],
+                    ..OrderShape::default()
+                },
+            ),
+            (
+                "SELECT d, e, COUNT(*) FROM o WHERE c = 5 GROUP BY d, e ORDER BY d, id, e",
+                OrderShape {
+                    tables: vec![t("o")],
+                    ordered_by: vec![col("o", "d"), col("o", "id"), col("o", "e")],
+                    ..OrderShape::default()
+                },
+            ),
+            (
+                "SELECT d, COUNT(*) FROM o WHERE c = 5 GROUP BY d ORDER BY d DESC, e",
+                OrderShape {
+                    tables: vec![t("o")],
+                    grouped_by: Some(vec![col("o", "d")]),
+                    ordered_by: vec![col("o", "d"), col("o", "e")],
+                    ..OrderShape::default()
+                },
+            ),
+            (
+                "SELECT d, e, COUNT(*) FROM o WHERE c = 5 GROUP BY d, e ORDER BY e, d, id",
+                OrderShape {
+                    tables: vec![t("o")],
+                    grouped_by: Some(vec![col("o", "d"), col("o", "e")]),
+                    ordered_by: vec![col("o", "e"), col("o", "d"), col("o", "id")],
                     ..OrderShape::default()
                 },
             ),
