@@ -13,6 +13,7 @@ use mysql_async::prelude::*;
 use mysql_async::Conn;
 use qcache::observe::stats::InvalidationSource;
 use qcache::protocol::packets::com;
+use qcache::protocol::response::Expect;
 use rawclient::Raw;
 use tokio::io::AsyncReadExt;
 
@@ -438,6 +439,113 @@ async fn a_session_the_server_ends_while_idle_is_closed() {
         let v: Option<i64> = c.query_first("SELECT id FROM t").await.unwrap();
         assert_eq!(v, Some(1));
         drop(c);
+        proxy.shutdown().await;
+    })
+    .await
+}
+
+/// The idle-close watch of the server's leg after the other ways a session is served from
+/// the cache without touching that leg: prepared executes, commands pipelined in one write,
+/// a compressed session (adversary28; the watch parks the task's waker only for plain
+/// legs, and a hit of any kind leaves it parked).
+#[tokio::test]
+async fn a_session_the_server_ends_after_other_hits_is_closed() {
+    bounded("test", TEST_LIMIT, async {
+        let schema = common::fresh_schema("fault_idle_hits").await;
+        let mut d = common::direct_to(&schema).await;
+        d.query_drop("CREATE TABLE t (id INT PRIMARY KEY)")
+            .await
+            .unwrap();
+        d.query_drop("INSERT INTO t VALUES (1)").await.unwrap();
+        let proxy = common::proxy(|_| {}).await;
+        let user = common::db().user.clone();
+        let hits = || proxy.running.shared.cache.stats().hits();
+        let conn_id = |raw: &Raw| {
+            qcache::protocol::handshake::parse_greeting(&raw.greeting.payload)
+                .expect("greeting")
+                .connection_id
+        };
+
+        // Prepared: the execute's hits.
+        let mut raw = Raw::connect(&proxy.addr_string(), &user, &schema, true).await;
+        let mut p = vec![com::STMT_PREPARE];
+        p.extend_from_slice(b"SELECT id FROM t");
+        let (_, resp) = raw.command(&p, Expect::Prepare).await;
+        let (stmt, _, _) = resp.prepared.expect("prepared");
+        let mut e = vec![com::STMT_EXECUTE];
+        e.extend_from_slice(&stmt.to_le_bytes());
+        e.push(0);
+        e.extend_from_slice(&1u32.to_le_bytes());
+        let before = hits();
+        for _ in 0..5 {
+            let (_, resp) = raw.command(&e, Expect::Results).await;
+            assert!(!resp.error);
+        }
+        assert!(
+            hits() >= before + 4,
+            "the executes were not served from the cache"
+        );
+        d.query_drop(format!("KILL {}", conn_id(&raw)))
+            .await
+            .unwrap();
+        expect_close(&mut raw, "after KILL, prepared hits").await;
+
+        // Pipelined: two hits sent in one write, both answered, then idle.
+        let mut raw = Raw::connect(&proxy.addr_string(), &user, &schema, true).await;
+        let (_, resp) = raw.query("SELECT id FROM t").await;
+        assert!(!resp.error);
+        let before = hits();
+        let mut wire = bytes::BytesMut::new();
+        let mut q = vec![com::QUERY];
+        q.extend_from_slice(b"SELECT id FROM t");
+        qcache::protocol::codec::encode(0, &q, &mut wire);
+        qcache::protocol::codec::encode(0, &q, &mut wire);
+        raw.send_wire(&wire).await;
+        for _ in 0..2 {
+            let (_, resp) = raw.response(Expect::Results).await;
+            assert!(!resp.error);
+        }
+        assert!(
+            hits() >= before + 2,
+            "the pipelined reads were not served from the cache"
+        );
+        d.query_drop(format!("KILL {}", conn_id(&raw)))
+            .await
+            .unwrap();
+        expect_close(&mut raw, "after KILL, pipelined hits").await;
+
+        // Compressed.
+        let mut raw = Raw::connect_compressed(
+            &proxy.addr_string(),
+            &user,
+            &schema,
+            true,
+            Some(qcache::protocol::compress::Algorithm::Zlib),
+        )
+        .await;
+        let before = hits();
+        for _ in 0..5 {
+            let (_, resp) = raw.query("SELECT id FROM t").await;
+            assert!(!resp.error);
+        }
+        assert!(
+            hits() >= before + 4,
+            "the compressed reads were not served from the cache"
+        );
+        d.query_drop(format!("KILL {}", conn_id(&raw)))
+            .await
+            .unwrap();
+        expect_close(&mut raw, "after KILL, compressed hits").await;
+
+        // The server's idle timeout after hits (the watch parked).
+        let mut raw = Raw::connect(&proxy.addr_string(), &user, &schema, true).await;
+        let (_, resp) = raw.query("SET SESSION wait_timeout = 2").await;
+        assert!(!resp.error);
+        for _ in 0..5 {
+            let (_, resp) = raw.query("SELECT id FROM t").await;
+            assert!(!resp.error);
+        }
+        expect_close(&mut raw, "after wait_timeout, hits").await;
         proxy.shutdown().await;
     })
     .await
