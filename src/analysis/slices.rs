@@ -717,13 +717,25 @@ fn aggregate_columns(
     (!w.opaque).then_some(w.found)
 }
 
-/// Words whose value shows the order rows come in.
+/// Words whose value shows the order rows come in. The variance family among them:
+/// `VARIANCE`, `STD` and their kin accumulate in floating point (Welford's recurrence), so
+/// their last bits follow the order the plan adds rows in, even over integers (1, 2, 4
+/// gives 1.5555555555555554, 4, 2, 1 gives 1.5555555555555556); the select list refuses
+/// them as no order-free aggregate, but a HAVING on one decides whether a row shows at all
+/// (adversary28), and so does one anywhere else.
 const ORDER_SHOWING_WORDS: &[&str] = &[
     "group_concat",
     "json_arrayagg",
     "json_objectagg",
     "over",
     "rownum",
+    "std",
+    "stddev",
+    "stddev_pop",
+    "stddev_samp",
+    "var_pop",
+    "var_samp",
+    "variance",
 ];
 
 /// What a read's words say of its order, anywhere in the statement: (a word of
@@ -3865,6 +3877,43 @@ mod tests {
                 OrderShape {
                     shown: true,
                     tables: vec![t("o")],
+                    ..OrderShape::default()
+                },
+            ),
+            // A floating-point aggregate's last bits follow the order it adds rows in: in
+            // a HAVING it decides whether the row shows (adversary28).
+            (
+                "SELECT COUNT(*) FROM o WHERE c = 5 HAVING VARIANCE(d) = 1.5",
+                OrderShape {
+                    shown: true,
+                    tables: vec![t("o")],
+                    aggregates_only: true,
+                    ..OrderShape::default()
+                },
+            ),
+            (
+                "SELECT d, COUNT(*) FROM o WHERE c = 5 GROUP BY d HAVING stddev_samp(e) > 1",
+                OrderShape {
+                    shown: true,
+                    tables: vec![t("o")],
+                    grouped_by: Some(vec![col("o", "d")]),
+                    ..OrderShape::default()
+                },
+            ),
+            (
+                "SELECT DATE(d), COUNT(*) FROM o WHERE c = 5 GROUP BY DATE(d) HAVING STD(e) > 1",
+                OrderShape {
+                    shown: true,
+                    tables: vec![t("o")],
+                    grouped_by: Some(vec![col("o", "d")]),
+                    ..OrderShape::default()
+                },
+            ),
+            (
+                "SELECT d, COUNT(*) FROM o WHERE c = 5 GROUP BY d HAVING SUM(e) > 1",
+                OrderShape {
+                    tables: vec![t("o")],
+                    grouped_by: Some(vec![col("o", "d")]),
                     ..OrderShape::default()
                 },
             ),
