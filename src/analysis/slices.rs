@@ -823,27 +823,8 @@ fn order_shape(
         && items
             .as_ref()
             .is_some_and(|i| i.iter().all(|e| aggregate(e)));
-    // Every ORDER BY item a plain column, covering the groups' key (compared by reference)
-    // before any other column: a column outside the GROUP BY holds the value of whichever
-    // row of its group the plan met first, and sorts the groups by it (`ORDER BY e, k`)
-    // unless the whole key came before it and broke every tie (`ORDER BY k, e`).
-    let covered = |g: &[(usize, String)]| {
-        ordered_by.is_some()
-            && order_terms.as_ref().is_some_and(|o| {
-                let mut left: Vec<&(usize, String)> = g.iter().collect();
-                for t in o {
-                    if left.is_empty() {
-                        break;
-                    }
-                    let Term::Column(i, c) = t else { return false };
-                    if !g.iter().any(|(gi, gc)| gi == i && gc == c) {
-                        return false;
-                    }
-                    left.retain(|(gi, gc)| !(gi == i && gc == c));
-                }
-                o.is_empty() || left.is_empty()
-            })
-    };
+    let covered =
+        |g: &[(usize, String)]| ordered_by.is_some() && key_sorts_groups(g, order_terms.as_deref());
     let grouped_by = match (&group_at, &items) {
         (Some(g), Some(items))
             if !g.is_empty()
@@ -886,9 +867,27 @@ fn order_shape(
     }
 }
 
-/// Whether `e` reads columns only inside aggregates of [`ORDER_FREE_AGGREGATES`] (`COUNT(*)`,
-/// `CAST(SUM(v) AS SIGNED)`, `MAX(a) - MIN(a)`), and holds at least one: its value no order
-/// of the rows changes.
+/// Whether a GROUP BY of `groups` (by reference) comes sorted by its key under the ORDER BY
+/// `order` (its terms; None when unreadable): none, or plain columns covering the whole key
+/// before any other column. A column outside the GROUP BY holds the value of whichever row
+/// of its group the plan met first, and sorts the groups by it (`ORDER BY e, k`) unless the
+/// whole key came before it and broke every tie (`ORDER BY k, e`).
+fn key_sorts_groups(groups: &[(usize, String)], order: Option<&[Term]>) -> bool {
+    let Some(order) = order else { return false };
+    let mut left: Vec<&(usize, String)> = groups.iter().collect();
+    for t in order {
+        if left.is_empty() {
+            break;
+        }
+        let Term::Column(i, c) = t else { return false };
+        if !groups.iter().any(|(gi, gc)| gi == i && gc == c) {
+            return false;
+        }
+        left.retain(|(gi, gc)| !(gi == i && gc == c));
+    }
+    order.is_empty() || left.is_empty()
+}
+
 /// [`OrderShape::grouped_by`] of a GROUP BY holding `DATE(col)` (the dashboard's per-day
 /// revenue): its key is a DATE value, whose equal values look alike, and the server sorts
 /// the groups by it. Taken without an ORDER BY only (`order`: its terms), each item a plain
@@ -957,6 +956,9 @@ pub fn date_arg(e: &Expr) -> Option<&Expr> {
     }
 }
 
+/// Whether `e` reads columns only inside aggregates of [`ORDER_FREE_AGGREGATES`] (`COUNT(*)`,
+/// `CAST(SUM(v) AS SIGNED)`, `MAX(a) - MIN(a)`), and holds at least one: its value no order
+/// of the rows changes.
 fn aggregates_only(e: &Expr) -> bool {
     aggregates_of(e, ORDER_FREE_AGGREGATES)
 }
