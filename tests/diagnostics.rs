@@ -366,3 +366,56 @@ async fn query_cache_type_reads_the_same_prepared() {
     assert_eq!(text.map(|t| t.2).as_deref(), Some("DEMAND"));
     proxy.shutdown().await;
 }
+
+/// Issue #38 (writes at the server's speed) and #35 class 12: a transaction that opens with a
+/// write costs no private statement. qcache answers a plain BEGIN itself and sends it ahead
+/// of the first statement that needs it; that OK owes the server `ROW_COUNT()` 0, which the
+/// server's own BEGIN sets, so no `DO 0` goes before it. Before: one `DO 0` (a round trip
+/// on the client's connection, and one more `Com_do` and `Questions`) per transaction.
+#[tokio::test]
+async fn a_transaction_opened_by_a_write_costs_no_private_statement() {
+    let schema = common::fresh_schema("diag_begin").await;
+    common::setup(
+        &schema,
+        &[
+            "CREATE TABLE t (id INT PRIMARY KEY, n INT NOT NULL)",
+            "INSERT INTO t VALUES (1, 0), (2, 0)",
+        ],
+    )
+    .await;
+    let proxy = common::proxy(|_| {}).await;
+    let mut deltas = Vec::new();
+    for via_proxy in [false, true] {
+        let mut c = if via_proxy {
+            proxy.conn(&schema).await
+        } else {
+            common::direct_to(&schema).await
+        };
+        // The connect's own private statements land before the first count.
+        c.query_drop("SELECT n FROM t WHERE id = 1").await.unwrap();
+        let mut before = Vec::new();
+        for name in ["Com_do", "Questions"] {
+            before.push(session_status(&mut c, name).await);
+        }
+        for i in 0..3 {
+            c.query_drop("BEGIN").await.unwrap();
+            c.query_drop(format!("UPDATE t SET n = n + {} WHERE id = 1", i + 1))
+                .await
+                .unwrap();
+            let rc: Option<i64> = c.query_first("SELECT ROW_COUNT()").await.unwrap();
+            assert_eq!(rc, Some(1), "ROW_COUNT() after the UPDATE");
+            c.query_drop("COMMIT").await.unwrap();
+        }
+        let mut d = Vec::new();
+        for (name, b) in ["Com_do", "Questions"].into_iter().zip(before) {
+            d.push(session_status(&mut c, name).await - b);
+        }
+        deltas.push(d);
+    }
+    let (direct, via) = (&deltas[0], &deltas[1]);
+    println!(
+        "Com_do, Questions over three transactions: directly {direct:?}, through qcache {via:?}"
+    );
+    assert_eq!(via[0], direct[0], "Com_do: {via:?} vs {direct:?}");
+    assert!(via[1] <= direct[1], "Questions: {via:?} vs {direct:?}");
+}

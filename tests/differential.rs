@@ -49,6 +49,10 @@ enum Step {
     /// The next statement runs, but its outcome is not compared (timings in its output).
     Ignore,
     Sleep(u64),
+    /// Through qcache, waits until no DDL's catalog reload is pending (at most 5 s): for the
+    /// topic that slows reloads on purpose, where a fixed sleep is not enough on a loaded
+    /// machine. Directly, nothing.
+    Settle,
     Disconnect(String),
     /// Resets the current connection's session (COM_RESET_CONNECTION, as a pool does when
     /// it hands a connection back out; COM_CHANGE_USER where the server lacks it).
@@ -201,6 +205,7 @@ fn parse(text: &str) -> Result<Vec<(usize, Step)>, String> {
                         .and_then(|w| w.parse().ok())
                         .ok_or(format!("line {n}: @sleep needs milliseconds"))?,
                 ),
+                Some("settle") => Step::Settle,
                 Some("disconnect") => Step::Disconnect(
                     words
                         .next()
@@ -473,6 +478,11 @@ impl Run<'_> {
                 Step::Hits(_) => {}
                 Step::Ignore => ignore = true,
                 Step::Sleep(ms) => tokio::time::sleep(Duration::from_millis(*ms)).await,
+                Step::Settle => {
+                    if let Some(p) = self.proxy {
+                        p.catalog_settled().await;
+                    }
+                }
                 Step::Disconnect(name) => {
                     if let Some((_, Some(c))) = self.conns.remove(name) {
                         let _ = c.disconnect().await;

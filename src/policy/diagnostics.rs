@@ -775,8 +775,10 @@ pub fn after_own_rows(rows: u64) -> Option<u64> {
 
 /// The restore still owed once the deferred BEGIN reaches the server ahead of a statement:
 /// its own BEGIN sets `ROW_COUNT()` to 0, so a `DO 0` owed alone is dropped (no private
-/// statement where the server's BEGIN is sent anyway). A resetter owed for a hit stays,
-/// `DO 0` after it, since it is sent after BEGIN and leaves `ROW_COUNT()` -1.
+/// statement where the server's BEGIN is sent anyway: riding along a read, or sent first
+/// ahead of a write, where the restore would have gone just before it). A resetter owed for
+/// a hit stays, `DO 0` after it: riding along, it is sent after BEGIN and leaves
+/// `ROW_COUNT()` -1; sent first, it goes with what it owes, as before.
 pub fn after_server_begin(pending: Option<u64>) -> Option<u64> {
     pending.filter(|p| pending_restore(*p).0.is_some())
 }
