@@ -722,8 +722,10 @@ fn aggregate_columns(
 /// their last bits follow the order the plan adds rows in, even over integers (1, 2, 4
 /// gives 1.5555555555555554, 4, 2, 1 gives 1.5555555555555556); the select list refuses
 /// them as no order-free aggregate, but a HAVING on one decides whether a row shows at all
-/// (adversary28), and so does one anywhere else.
+/// (adversary28), and so does one anywhere else. MySQL's `ANY_VALUE` is some row's value,
+/// the first the plan met (MariaDB 10.11 has no such function: fail closed for MySQL).
 const ORDER_SHOWING_WORDS: &[&str] = &[
+    "any_value",
     "group_concat",
     "json_arrayagg",
     "json_objectagg",
@@ -3886,6 +3888,16 @@ mod tests {
             // a HAVING it decides whether the row shows (adversary28).
             (
                 "SELECT COUNT(*) FROM o WHERE c = 5 HAVING VARIANCE(d) = 1.5",
+                OrderShape {
+                    shown: true,
+                    tables: vec![t("o")],
+                    aggregates_only: true,
+                    ..OrderShape::default()
+                },
+            ),
+            // MySQL's ANY_VALUE is the first row's the plan met.
+            (
+                "SELECT COUNT(*) FROM o WHERE c = 5 HAVING ANY_VALUE(d) = 1",
                 OrderShape {
                     shown: true,
                     tables: vec![t("o")],
