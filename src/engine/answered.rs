@@ -421,8 +421,8 @@ mod tests {
             let mut st = w.session(Some("db"));
             let info = w.write(sql);
             p.plan_write(&mut st, &info);
-            p.plan_write_rows(&mut st, &info, sql.as_bytes(), &[0x03]);
-            st
+            let inserted = p.plan_write_rows(&mut st, &info, sql.as_bytes(), &[0x03]);
+            (st, inserted)
         };
         let key_of_a = |st: &SessionState| {
             let (_, known) = &st.pending.rows[0];
@@ -430,10 +430,8 @@ mod tests {
             keys[0].clone()
         };
         let sql = "INSERT INTO child (id, parent_id, a) VALUES (7, 1, 1)";
-        let one = key_of_a(&plan(sql));
-        let two = key_of_a(&plan(
-            "INSERT INTO child (id, parent_id, a) VALUES (8, 1, 2)",
-        ));
+        let one = key_of_a(&plan(sql).0);
+        let two = key_of_a(&plan("INSERT INTO child (id, parent_id, a) VALUES (8, 1, 2)").0);
         let column = versions.register(&t, "a");
         let sliced = |key: &str| {
             let plan = SlicePlan {
@@ -490,10 +488,17 @@ mod tests {
         }
         let held = |key| cache.peek(key).unwrap();
         let before: Vec<_> = (1..=4).map(held).collect();
-        let mut st = plan(sql);
+        let (mut st, inserted) = plan(sql);
+        assert!(inserted.is_some(), "the plan read the insert's values");
         let mut payload = vec![0x03];
         payload.extend_from_slice(sql.as_bytes());
-        p.plan_patch(&mut st, sql.as_bytes(), &payload, cache);
+        p.plan_patch(
+            &mut st,
+            sql.as_bytes(),
+            &payload,
+            cache,
+            inserted.as_deref(),
+        );
         let planned = st.pending.patch.as_mut().expect("a patch planned");
         let mut carried: Vec<_> = planned.candidates.iter().map(|c| c.key).collect();
         carried.sort_unstable();
