@@ -833,7 +833,8 @@ mod tests {
             ),
         ];
         // (statement, bound values): one class per shape.
-        let mut classes: Vec<Vec<(&str, Option<Vec<Param>>)>> = text
+        type Class<'a> = Vec<(&'a str, Option<Vec<Param>>)>;
+        let mut classes: Vec<Class> = text
             .iter()
             .map(|c| c.iter().map(|s| (*s, None)).collect())
             .collect();
