@@ -201,6 +201,12 @@ fn encode_cache(e: &mut DescriptorEncoder, sh: &Shared) -> std::fmt::Result {
         "Patched entries that differed from the server's answer (dropped, shape's patching turned off).",
         load(&stats.patch_mismatches),
     )?;
+    counter(
+        e,
+        "qcache_patches_lost",
+        "Entries a write would have patched, invalidated instead because of another thread's bump in its patch window.",
+        load(&stats.patches_lost),
+    )?;
     gauge(e, "qcache_entries", "Entries held now.", cache.len() as u64)?;
     Ok(())
 }

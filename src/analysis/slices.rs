@@ -15,6 +15,7 @@
 //! read stamps the key of each value it pins, so equal-under-the-column must mean equal keys.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use sqlparser::ast::{
     BinaryOperator, Expr, Ident, InTarget, JoinConstraint, JoinOperator, ObjectName, SetExpr,
@@ -1123,6 +1124,8 @@ pub struct Shape {
     /// shape (and gets no slices from it).
     nlits: usize,
     kinds: u64,
+    /// Its memo key ([`Shape::key`]): what the statements of this shape share.
+    key: u64,
     body: Body,
 }
 
@@ -1245,9 +1248,11 @@ impl Shape {
             return None;
         }
         let (toks, kinds) = literal_tokens(sql.as_bytes());
+        let key = super::digest(sql.as_bytes()) ^ kinds.rotate_left(29);
         let none = || Shape {
             nlits: toks.len(),
             kinds,
+            key,
             body: Body::None,
         };
         // Two literals in a row (`'a' 'b'` is one string to MySQL): not for slices.
@@ -1273,6 +1278,7 @@ impl Shape {
         Some(Shape {
             nlits: toks.len(),
             kinds,
+            key,
             body,
         })
     }
@@ -1318,6 +1324,11 @@ impl Shape {
     pub fn key(sql: &str) -> u64 {
         let (_, kinds) = literal_tokens(sql.as_bytes());
         super::digest(sql.as_bytes()) ^ kinds.rotate_left(29)
+    }
+
+    /// This shape's memo key ([`key`](Self::key) of the statement it was built from).
+    pub fn memo_key(&self) -> u64 {
+        self.key
     }
 
     /// `sql`'s literals by ordinal, when `sql` is of this shape and not doubtful.
@@ -1435,7 +1446,29 @@ impl Shape {
             Slot::Param(n) => params(*n),
             Slot::Null => Some(Lit::Null),
         };
-        eval_write(shape, columns, all_columns, &value)
+        let mut rw = eval_write(shape, columns, all_columns, &value)?;
+        if let WriteShape::Insert {
+            table,
+            columns,
+            rows,
+        } = shape
+        {
+            let written = |s: &Option<Slot>| match s.as_ref()? {
+                Slot::Lit(k) => lits.get(*k).cloned().flatten().map(Written::Lit),
+                Slot::Param(n) => Some(Written::Param(*n)),
+                Slot::Null => Some(Written::Lit(Lit::Null)),
+            };
+            rw.inserted = Some(Arc::new(InsertValues {
+                shape: self.key,
+                table: table.clone(),
+                columns: columns.clone(),
+                rows: rows
+                    .iter()
+                    .map(|r| r.iter().map(written).collect())
+                    .collect(),
+            }));
+        }
+        Some(rw)
     }
 }
 
@@ -2250,6 +2283,33 @@ pub struct RowWrite {
     /// ([`normalize`]) of those values; rows holding NULL there add no key. A column not
     /// listed is unknown.
     pub known: Vec<(String, Vec<String>)>,
+    /// An INSERT … VALUES: its values as this reading found them, for whoever else needs
+    /// an insert's rows (`policy::patch`), which then reads them no second time.
+    pub inserted: Option<Arc<InsertValues>>,
+}
+
+/// The values of an INSERT … VALUES of a [`Shape`], read from the statement's own tokens.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InsertValues {
+    /// The shape's memo key ([`Shape::memo_key`]): every statement of one key has the
+    /// same structure, apart from its literals' values.
+    pub shape: u64,
+    pub table: TableRef,
+    /// The column list; None for every column in order.
+    pub columns: Option<Vec<String>>,
+    /// Per row, per value: a constant as its token spells it ([`Written`]), None for
+    /// anything else (an expression, a `+` sign, a literal the tokens do not read).
+    pub rows: Vec<Vec<Option<Written>>>,
+}
+
+/// A value an INSERT writes, as its statement spells it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Written {
+    /// A literal: `Lit::Int` for any number as written (its `-` sign included),
+    /// `Lit::Str`, `Lit::Null`.
+    Lit(Lit),
+    /// The n-th `?` of a prepared statement.
+    Param(usize),
 }
 
 /// What [`Shape::write_kind`] says of a write.
@@ -2485,6 +2545,7 @@ fn eval_write(
             Some(RowWrite {
                 table: table.clone(),
                 known: finish(known),
+                inserted: None,
             })
         }
         WriteShape::Update { table, pins, set } => {
@@ -2509,6 +2570,7 @@ fn eval_write(
             Some(RowWrite {
                 table: table.clone(),
                 known: finish(known.into_iter().map(|(c, v)| (c, Some(v))).collect()),
+                inserted: None,
             })
         }
         WriteShape::Delete { table, pins } => {
@@ -2516,6 +2578,7 @@ fn eval_write(
             Some(RowWrite {
                 table: table.clone(),
                 known: finish(pins.into_iter().map(|(c, v)| (c, Some(v))).collect()),
+                inserted: None,
             })
         }
     }

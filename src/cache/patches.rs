@@ -46,6 +46,11 @@ pub struct Patchable {
     /// (a function of nothing else), by both: a statement missed again (a dashboard's
     /// window re-read after a write) is not parsed again.
     shapes: std::sync::Mutex<ShapeMemo>,
+    /// Whether `policy::patch::insert_rows_bound` takes an INSERT's structure, by its slice
+    /// shape's key (`analysis::slices::Shape::memo_key`) and how many values an execute
+    /// bound (None: a text statement): what its statements share, so that the values the
+    /// write's plan read are judged without a parse (`Patchable::insert_structure`).
+    inserts: DashMap<(u64, Option<usize>), Result<(), Refusal>>,
 }
 
 /// Read shapes parsed, by a hash of their text and bound values; each compared in full.
@@ -442,6 +447,27 @@ impl Patchable {
         m.entry(hash)
             .or_default()
             .push((sql.into(), params.map(<[Param]>::to_vec), r.clone()));
+        r
+    }
+
+    /// `policy::patch::insert_structure(sql, params)`, parsed once per INSERT shape (`shape`,
+    /// the key of `sql`'s slice shape) and number of bound values while remembered. A
+    /// collision of keys is the slice shapes' own: the values judged come from that shape.
+    pub fn insert_structure(
+        &self,
+        sql: &str,
+        shape: u64,
+        params: Option<&[Param]>,
+    ) -> Result<(), Refusal> {
+        let key = (shape, params.map(<[Param]>::len));
+        if let Some(r) = self.inserts.get(&key) {
+            return *r;
+        }
+        let r = crate::policy::patch::insert_structure(sql, params);
+        if self.inserts.len() >= SHAPES_MEMO {
+            self.inserts.clear();
+        }
+        self.inserts.insert(key, r);
         r
     }
 

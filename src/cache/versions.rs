@@ -248,6 +248,17 @@ thread_local! {
     /// Values of `seq` this thread has taken: what a patch's own bumps are, told from
     /// everyone else's ([`Versions::window_holds`]).
     static OWN_BUMPS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+    /// The last value of `seq` this thread took ([`Versions::own_range`]).
+    static OWN_LAST: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// The values of `seq` a patch's own bumps took, when they are all the values taken from
+/// its window's opening to its thread's last bump ([`Versions::own_range`]): `after` the
+/// sequence when the window opened, `upto` the last own value (`upto == after`: none).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OwnRange {
+    after: u64,
+    upto: u64,
 }
 
 /// The point a patch was planned at ([`Versions::patch_window`]).
@@ -702,7 +713,9 @@ impl Versions {
     /// with [`bump_done`](Self::bump_done) once they have moved.
     fn take_seq(&self) -> u64 {
         OWN_BUMPS.with(|n| n.set(n.get() + 1));
-        self.seq.fetch_add(1, Ordering::SeqCst) + 1
+        let v = self.seq.fetch_add(1, Ordering::SeqCst) + 1;
+        OWN_LAST.with(|n| n.set(v));
+        v
     }
 
     fn bump_done(&self) {
@@ -734,6 +747,31 @@ impl Versions {
         let seq = self.seq.load(Ordering::SeqCst);
         let done = self.bumps_done.load(Ordering::SeqCst);
         seq == done && seq.wrapping_sub(w.seq) == own
+    }
+
+    /// When [`window_holds`](Self::window_holds) says no, what can still be kept: Some when
+    /// no other thread took a value of `seq` between the window's opening and this thread's
+    /// last bump, so every other bump since the opening took a larger value than any of
+    /// this thread's, and one that has moved a counter leaves it above them (counters only
+    /// grow, each to its bump's value) — it cannot hide under an own value. Stamps re-read
+    /// now whose counters each hold the value checked or an own value
+    /// ([`Stamps::moved_only_by`]) then differ from the checked ones by the own bumps only;
+    /// a bump still in flight moves them later, above what they hold, and so makes them
+    /// stale, never wrongly current. None when another value came among the own ones: it
+    /// may have been hidden under one of them.
+    pub fn own_range(&self, w: PatchWindow) -> Option<OwnRange> {
+        let own = OWN_BUMPS.with(|n| n.get()).wrapping_sub(w.own);
+        if own == 0 {
+            return Some(OwnRange {
+                after: w.seq,
+                upto: w.seq,
+            });
+        }
+        let last = OWN_LAST.with(|n| n.get());
+        (last.wrapping_sub(w.seq) == own).then_some(OwnRange {
+            after: w.seq,
+            upto: last,
+        })
     }
 
     pub fn seq(&self) -> u64 {
@@ -1133,6 +1171,21 @@ impl Stamps {
             seq,
         }
         .sealed()
+    }
+
+    /// Whether these stamps, re-read ([`recapture`](Self::recapture)) from `checked` inside
+    /// a patch's window, differ from them by the patch's own bumps only: the same epoch,
+    /// and each counter holding the value checked or one of `own`'s
+    /// ([`Versions::own_range`]). An entry checked current when the window opened then
+    /// holds, under these stamps, the rows it held plus the write's own.
+    pub fn moved_only_by(&self, checked: &Stamps, own: OwnRange) -> bool {
+        self.epoch == checked.epoch
+            && self.checks.len() == checked.checks.len()
+            && self
+                .checks
+                .iter()
+                .zip(checked.checks.iter())
+                .all(|(now, then)| now.at == then.at || (own.after < now.at && now.at <= own.upto))
     }
 
     /// What the flat check array takes, for an entry's weight.
@@ -1676,6 +1729,112 @@ mod tests {
         assert!(v.patch_window().is_none());
         v.bump_done();
         assert!(v.patch_window().is_some());
+    }
+
+    /// After a window another thread's bumps fell in: which re-read stamps still differ
+    /// from the checked ones by the patching thread's own bumps only. One row per kind of
+    /// other bump, against stamps of `t` (which the own write bumps) and of `u` (which it
+    /// does not): (what, the other bump, kept by `own_range`, `t`'s kept, `u`'s kept).
+    #[test]
+    fn a_patch_keeps_what_only_its_own_bumps_moved() {
+        type Other = fn(&Arc<Versions>, &TableHandle, &TableHandle);
+        fn elsewhere(v: &Arc<Versions>, f: impl FnOnce(&Versions) + Send) {
+            std::thread::scope(|s| {
+                s.spawn(|| f(v));
+            });
+        }
+        let rows: &[(&str, bool, Other, bool, bool, bool)] = &[
+            // (what, before the own bump?, the other bump, range, t kept, u kept)
+            ("no other bump", false, |_, _, _| {}, true, true, true),
+            (
+                "another table's bump after the own one",
+                false,
+                |v, _, u| elsewhere(v, |v| v.bump(u)),
+                true,
+                true,
+                false,
+            ),
+            (
+                "the same table's bump after the own one: above it",
+                false,
+                |v, t, _| elsewhere(v, |v| v.bump(t)),
+                true,
+                false,
+                true,
+            ),
+            (
+                "a bump all after the own one",
+                false,
+                |v, _, _| elsewhere(v, |v| v.bump_all()),
+                true,
+                false,
+                false,
+            ),
+            (
+                "another table's bump before the own one: among the own values",
+                true,
+                |v, _, u| elsewhere(v, |v| v.bump(u)),
+                false,
+                false,
+                false,
+            ),
+            (
+                "the same table's bump before the own one: hidden under it",
+                true,
+                |v, t, _| elsewhere(v, |v| v.bump(t)),
+                false,
+                false,
+                false,
+            ),
+        ];
+        for (what, before, other, range, t_kept, u_kept) in rows {
+            let v = Arc::new(Versions::new());
+            let (t, u) = (v.table("db", "t"), v.table("db", "u"));
+            v.bump(&t);
+            v.bump(&u);
+            let (st, su) = (
+                Stamps::capture(&v, std::slice::from_ref(&t)),
+                Stamps::capture(&v, std::slice::from_ref(&u)),
+            );
+            let w = v.patch_window().expect("nothing in flight");
+            if *before {
+                other(&v, &t, &u);
+            }
+            v.bump(&t);
+            if !*before {
+                other(&v, &t, &u);
+            }
+            let own = v.own_range(w);
+            assert_eq!(own.is_some(), *range, "{what}");
+            let kept = |s: &Stamps| own.is_some_and(|o| s.recapture(&v).moved_only_by(s, o));
+            assert_eq!(kept(&st), *t_kept, "{what}: t");
+            assert_eq!(kept(&su), *u_kept, "{what}: u");
+        }
+        // A bump in flight after the own one (its value taken, its counter not yet moved):
+        // the stamps re-read before it lands are kept, and go stale when it lands.
+        let v = Arc::new(Versions::new());
+        let t = v.table("db", "t");
+        let s = Stamps::capture(&v, std::slice::from_ref(&t));
+        let w = v.patch_window().unwrap();
+        v.bump(&t);
+        let late = std::thread::scope(|x| x.spawn(|| v.take_seq()).join().unwrap());
+        let own = v
+            .own_range(w)
+            .expect("the other value is above the own one");
+        let r = s.recapture(&v);
+        assert!(r.moved_only_by(&s, own) && r.is_current(&v));
+        t.version.fetch_max(late, Ordering::AcqRel);
+        v.bump_done();
+        assert!(!r.is_current(&v), "stale once it lands");
+        // One taken before the own bump and landing after it hides under it: no range.
+        let s = Stamps::capture(&v, std::slice::from_ref(&t));
+        let w = v.patch_window().unwrap();
+        let early = std::thread::scope(|x| x.spawn(|| v.take_seq()).join().unwrap());
+        v.bump(&t);
+        t.version.fetch_max(early, Ordering::AcqRel);
+        v.bump_done();
+        assert!(s.recapture(&v).is_current(&v));
+        assert_eq!(v.own_range(w), None, "hidden: nothing kept");
     }
 
     /// Re-read stamps are current at once and stay so until the next bump.

@@ -46,13 +46,23 @@ pub fn writes_answered(
     let ddl = pending
         .ddl
         .then(|| shared.catalog.register_ddl(&pending.ddl_changed));
-    // Patches (`policy::patch`): computed from entries current now, in a window that closes
-    // after this write's own bumps, with nothing in between.
+    // Patches (`policy::patch`): the new results computed first, from the entries as they
+    // were planned (a function of their bytes and the write's rows); then, inside a window
+    // that opens with no bump in flight, the entries still current, the write's own bumps
+    // and their stamps re-read; the window spans nothing else.
     let patch = pending.patch.take();
     let patch = patch.filter(|p| may_patch(shared, st, p, new_status, &pending));
-    let window = patch.as_ref().and_then(|_| versions.patch_window());
-    let patches = match (patch, window) {
-        (Some(p), Some(_)) => patches_of(&shared.cache, p),
+    let computed = patch.map(|p| patches_of(&shared.cache, p));
+    let window = match &computed {
+        Some(c) if !c.is_empty() => open_window(versions),
+        _ => None,
+    };
+    let patches = match (computed, window) {
+        (Some(c), Some(_)) => still_current(&shared.cache, c),
+        (Some(c), None) => {
+            lost(shared, c.len());
+            Vec::new()
+        }
         _ => Vec::new(),
     };
     for inv in writes::statement(&pending) {
@@ -81,9 +91,17 @@ pub fn writes_answered(
             .iter()
             .map(|(c, _)| c.entry.stamps.recapture(versions))
             .collect();
-        if versions.window_holds(w) {
-            verify = store_patches(shared, patches, stamps);
-        }
+        // Other threads' bumps inside the window drop only the entries whose counters they
+        // moved (`Versions::own_range`), when they came after all of this write's own.
+        let (kept, dropped): (Vec<_>, Vec<_>) = match versions.own_range(w) {
+            Some(own) => patches
+                .into_iter()
+                .zip(stamps)
+                .partition(|((c, _), s)| s.moved_only_by(&c.entry.stamps, own)),
+            None => (Vec::new(), patches.into_iter().zip(stamps).collect()),
+        };
+        lost(shared, dropped.len());
+        verify = store_patches(shared, kept);
     }
     let in_txn = st.txn.writes_in_transaction(new_status);
     let max_entries = shared.config().invalidation.parent_map_entries;
@@ -156,25 +174,21 @@ fn may_patch(
         && shared.l2.is_none()
 }
 
-/// The new results of `p`'s entries still held and current (computed before the write went
-/// upstream, so before it): each recipe applied to the write's rows. Called inside the patch
-/// window, before the write's bumps. An entry whose `FOUND_ROWS()` is not its row count
+/// The new results of `p`'s entries (as they were planned, before the write went upstream,
+/// so computed before it): each recipe applied to the write's rows. Called before the patch
+/// window opens: the result is a function of the entry's bytes and the rows alone, and
+/// [`still_current`] keeps, inside the window, only those whose entries are still held and
+/// current. An entry whose `FOUND_ROWS()` is not its row count
 /// (never for these shapes, which have no LIMIT) is not patched: its new value is unknown.
 /// An entry whose WHERE keeps none of the rows is its own result, unchanged (None: not
-/// re-encoded, nor even copied unless the bumps reach it): it is not looked up again here
+/// re-encoded, nor even copied unless the bumps reach it): it is not looked up again
 /// (most of a table's entries are such, and most stay as they are), since storing its
 /// re-stamp replaces exactly the entry it was (`Cache::replace_patched`), and nothing when
 /// that one is gone.
 fn patches_of(cache: &Cache, p: PatchWrite) -> Vec<(Candidate, Option<Patched>)> {
-    let versions = cache.versions();
-    let corrupt = versions.faults.on(Fault::Patches);
+    let corrupt = cache.versions().faults.on(Fault::Patches);
     p.candidates
         .into_iter()
-        .filter(|c| {
-            (!c.touched || cache.peek(c.key).is_some_and(|h| Arc::ptr_eq(&h, &c.entry)))
-                && !c.entry.expired_now()
-                && c.entry.stamps.is_current(versions)
-        })
         .filter_map(|c| {
             if !c.touched {
                 return Some((c, None));
@@ -187,6 +201,55 @@ fn patches_of(cache: &Cache, p: PatchWrite) -> Vec<(Candidate, Option<Patched>)>
                 .map(|patched| (c, Some(patched)))
         })
         .collect()
+}
+
+/// Of [`patches_of`]'s, those whose entries are still held and current: called inside the
+/// patch window, before the write's bumps.
+fn still_current(
+    cache: &Cache,
+    patches: Vec<(Candidate, Option<Patched>)>,
+) -> Vec<(Candidate, Option<Patched>)> {
+    let versions = cache.versions();
+    patches
+        .into_iter()
+        .filter(|(c, _)| {
+            (!c.touched || cache.peek(c.key).is_some_and(|h| Arc::ptr_eq(&h, &c.entry)))
+                && !c.entry.expired_now()
+                && c.entry.stamps.is_current(versions)
+        })
+        .collect()
+}
+
+/// Tries to open a patch's window (`Versions::patch_window`) for a short while: a bump in
+/// flight on another thread ends within a few instructions unless its thread was
+/// descheduled. Waiting changes nothing of what the window proves.
+fn open_window(versions: &crate::cache::Versions) -> Option<crate::cache::versions::PatchWindow> {
+    for i in 0..WINDOW_TRIES {
+        if let Some(w) = versions.patch_window() {
+            return Some(w);
+        }
+        if i < WINDOW_SPINS {
+            std::hint::spin_loop();
+        } else {
+            std::thread::yield_now();
+        }
+    }
+    None
+}
+
+/// How often [`open_window`] asks, and how many of those it spins before yielding.
+const WINDOW_TRIES: u32 = 64;
+const WINDOW_SPINS: u32 = 16;
+
+/// Counts `n` patches lost to other threads' bumps (`Qcache_patches_lost`).
+fn lost(shared: &Shared, n: usize) {
+    if n > 0 {
+        shared
+            .cache
+            .stats()
+            .patches_lost
+            .fetch_add(n as u64, Ordering::Relaxed);
+    }
 }
 
 /// An entry's result as it is: what a write that keeps none of its rows leaves.
@@ -202,15 +265,11 @@ fn unchanged(e: &crate::cache::Entry) -> Patched {
 
 /// Stores the patched entries under the stamps re-read in the window and counts them;
 /// returns those the shapes' verification budgets (`policy::verify`) want re-read.
-fn store_patches(
-    shared: &Shared,
-    patches: Vec<(Candidate, Patched)>,
-    stamps: Vec<Stamps>,
-) -> Vec<ToVerify> {
+fn store_patches(shared: &Shared, patches: Vec<((Candidate, Patched), Stamps)>) -> Vec<ToVerify> {
     let cache = &shared.cache;
     let share = shared.config().cache.verify_patched;
     let mut verify = Vec::new();
-    for ((c, p), stamps) in patches.into_iter().zip(stamps) {
+    for ((c, p), stamps) in patches {
         let mut entry = c.entry.patched(p.bytes, p.status_at, stamps);
         // A new group is one more row: in FOUND_ROWS() after a hit, and in the digests.
         entry.found_rows = p.rows;
@@ -421,8 +480,8 @@ mod tests {
             let mut st = w.session(Some("db"));
             let info = w.write(sql);
             p.plan_write(&mut st, &info);
-            p.plan_write_rows(&mut st, &info, sql.as_bytes(), &[0x03]);
-            st
+            let inserted = p.plan_write_rows(&mut st, &info, sql.as_bytes(), &[0x03]);
+            (st, inserted)
         };
         let key_of_a = |st: &SessionState| {
             let (_, known) = &st.pending.rows[0];
@@ -430,10 +489,8 @@ mod tests {
             keys[0].clone()
         };
         let sql = "INSERT INTO child (id, parent_id, a) VALUES (7, 1, 1)";
-        let one = key_of_a(&plan(sql));
-        let two = key_of_a(&plan(
-            "INSERT INTO child (id, parent_id, a) VALUES (8, 1, 2)",
-        ));
+        let one = key_of_a(&plan(sql).0);
+        let two = key_of_a(&plan("INSERT INTO child (id, parent_id, a) VALUES (8, 1, 2)").0);
         let column = versions.register(&t, "a");
         let sliced = |key: &str| {
             let plan = SlicePlan {
@@ -490,10 +547,17 @@ mod tests {
         }
         let held = |key| cache.peek(key).unwrap();
         let before: Vec<_> = (1..=4).map(held).collect();
-        let mut st = plan(sql);
+        let (mut st, inserted) = plan(sql);
+        assert!(inserted.is_some(), "the plan read the insert's values");
         let mut payload = vec![0x03];
         payload.extend_from_slice(sql.as_bytes());
-        p.plan_patch(&mut st, sql.as_bytes(), &payload, cache);
+        p.plan_patch(
+            &mut st,
+            sql.as_bytes(),
+            &payload,
+            cache,
+            inserted.as_deref(),
+        );
         let planned = st.pending.patch.as_mut().expect("a patch planned");
         let mut carried: Vec<_> = planned.candidates.iter().map(|c| c.key).collect();
         carried.sort_unstable();

@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 use super::slices::Planner;
 use super::state::SessionState;
+use crate::analysis::slices::InsertValues;
 use crate::cache::patches::{Candidate, PatchWrite, TableKeys, WriteReach};
 use crate::cache::{Cache, TableHandle};
 use crate::policy::patch::{self, Param, Recipe, Refusal};
@@ -220,9 +221,19 @@ impl Planner<'_> {
     /// autocommit `INSERT … VALUES` of known rows into one table, the entries of that
     /// table it will patch (into `st.pending.patch`). Entries looked up now hold results
     /// computed before the write reached the server.
-    pub fn plan_patch(&self, st: &mut SessionState, text: &[u8], payload: &[u8], cache: &Cache) {
+    /// `inserted`: the INSERT's values as its plan read them (`plan_write_rows`), judged
+    /// without reading the statement again; None when the plan did not read them (then
+    /// the statement is parsed here).
+    pub fn plan_patch(
+        &self,
+        st: &mut SessionState,
+        text: &[u8],
+        payload: &[u8],
+        cache: &Cache,
+        inserted: Option<&InsertValues>,
+    ) {
         st.pending.patch = None;
-        match self.patch_write(st, text, payload, cache) {
+        match self.patch_write(st, text, payload, cache, inserted) {
             Ok(p) => st.pending.patch = Some(p),
             Err(NoPatch::Off) => {}
             Err(why) => tracing::debug!(why = why.as_str(), "write patches nothing"),
@@ -236,6 +247,7 @@ impl Planner<'_> {
         text: &[u8],
         payload: &[u8],
         cache: &Cache,
+        inserted: Option<&InsertValues>,
     ) -> Result<PatchWrite, NoPatch> {
         if !self.cfg.cache.patch_aggregates {
             return Err(NoPatch::Off);
@@ -259,7 +271,7 @@ impl Planner<'_> {
         }
         let text = std::str::from_utf8(text).map_err(|_| Refusal::Unparsable)?;
         let params = execute_params(st, payload);
-        let ins = patch::insert_rows_bound(text, params.as_deref())?;
+        let ins = self.inserted_rows(text, inserted, params.as_deref())?;
         let q = st
             .qualify(ins.table.schema.as_deref(), &ins.table.name)
             .ok_or(NoPatch::Table)?;
@@ -283,6 +295,30 @@ impl Planner<'_> {
             candidates,
             ok: None,
         })
+    }
+}
+
+impl Planner<'_> {
+    /// An INSERT's rows as `policy::patch::insert_rows_bound` reads them, read once: from
+    /// `inserted`, the values the write's plan read from its tokens, when it read them;
+    /// else by that parse. Their values first (a value that is no constant refuses here,
+    /// unparsed), then the structure they fill, judged once per shape
+    /// (`Patchable::insert_structure`) by a statement whose values are all constants: what
+    /// the parse refuses of those is their form (`(5)`), which the shape fixes, never
+    /// their values. Refuses exactly what the parse refuses
+    /// (`tests::inserts_read_once_refuse_what_the_parse_refuses`).
+    fn inserted_rows(
+        &self,
+        text: &str,
+        inserted: Option<&InsertValues>,
+        params: Option<&[Param]>,
+    ) -> Result<patch::InsertRows, Refusal> {
+        let Some(v) = inserted else {
+            return patch::insert_rows_bound(text, params);
+        };
+        let ins = patch::insert_rows_read(v, params)?;
+        self.patches.insert_structure(text, v.shape, params)?;
+        Ok(ins)
     }
 }
 
@@ -716,6 +752,142 @@ mod tests {
             Err(NoPatch::Policy(Refusal::Aggregate))
         );
         assert!(!w.patches.shape_refused(8) && !w.patches.shape_refused(9));
+    }
+
+    /// An insert's rows read from its plan's values (`Planner::inserted_rows`) are those
+    /// the parse reads, and refused where the parse refuses, whichever statement of a
+    /// shape came first (and so built the shape and judged its structure): one class per
+    /// shape, each statement of it tried first in a fresh world.
+    #[test]
+    fn inserts_read_once_refuse_what_the_parse_refuses() {
+        use crate::analysis::TableRef;
+        let text: &[&[&str]] = &[
+            &[
+                "INSERT INTO child (id, parent_id, a) VALUES (7, 1, 2)",
+                "INSERT INTO child (id, parent_id, a) VALUES (-7, 1, 2)",
+                "INSERT INTO child (id, parent_id, a) VALUES (+7, 1, 2)",
+                "INSERT INTO child (id, parent_id, a) VALUES (7, 1.5, 2)",
+                "INSERT INTO child (id, parent_id, a) VALUES (7, -1.5, 2)",
+                "INSERT INTO child (id, parent_id, a) VALUES (7, '1', 2)",
+                "INSERT INTO child (id, parent_id, a) VALUES (7, 'it''s', 2)",
+                "INSERT INTO child (id, parent_id, a) VALUES (7, x'01', 2)",
+                "INSERT INTO child (id, parent_id, a) VALUES (7, 1e3, 2)",
+                "INSERT INTO child (id, parent_id, a) VALUES (7, -'1', 2)",
+                "INSERT INTO child (id, parent_id, a) VALUES (7, 1, 99999999999999999999999999999999999999999)",
+                "INSERT INTO child (id, parent_id, a) VALUES (7, 1, -99999999999999999999999999999999999999999)",
+                "INSERT INTO child (id, parent_id, a) VALUES (7, 1, 2147483648)",
+                "insert into CHILD (ID, Parent_Id, A) values (7, 1, 2)",
+                "INSERT INTO child (id, parent_id, a) VALUES (7, 1, 2) -- x",
+            ],
+            &[
+                "INSERT INTO child (id, parent_id, a) VALUES (7, NULL, 2)",
+                "INSERT INTO child (id, parent_id, a) VALUES (7, NULL, NULL)",
+            ],
+            &[
+                "INSERT INTO child (id, parent_id, a) VALUES ((7), 1, 2)",
+                "INSERT INTO child (id, parent_id, a) VALUES ((-7), 1, 2)",
+            ],
+            &[
+                "INSERT INTO child (id, parent_id, a) VALUES (7, 1, 2), (8, 1, 3)",
+                "INSERT INTO child (id, parent_id, a) VALUES (7, 1, 2), (8, NULL, -3)",
+            ],
+            &[
+                "INSERT INTO child VALUES (7, 1, 2)",
+                "INSERT child VALUES (7, 1, 2)",
+                "INSERT INTO child VALUE (7, 1, 2)",
+            ],
+            &["INSERT INTO db.child (id, parent_id, a) VALUES (7, 1, 2)"],
+            &["INSERT INTO child (id, parent_id, a) VALUES (7, 1 + 1, 2)"],
+            &["INSERT INTO child (id, parent_id, a) VALUES (7, ABS(1), 2)"],
+            &["INSERT INTO child (id, parent_id, a) VALUES (7, DEFAULT, 2)"],
+            &["INSERT INTO child (id, parent_id, a) VALUES (7, TRUE, 2)"],
+            &["INSERT INTO child (id, parent_id, a) VALUES (7, \"x\", 2)"],
+            &["INSERT INTO child (id, parent_id, a) VALUES (7, N'x', 2)"],
+            &["INSERT IGNORE INTO child (id, parent_id, a) VALUES (7, 1, 2)"],
+            &["INSERT LOW_PRIORITY INTO child (id, parent_id, a) VALUES (7, 1, 2)"],
+            &["INSERT INTO child (id, parent_id, a) VALUES (7, 1, 2) ON DUPLICATE KEY UPDATE a = 3"],
+            &["INSERT INTO child (child.id, parent_id, a) VALUES (7, 1, 2)"],
+            &["INSERT INTO child (id, parent_id) VALUES (7, 1, 2)"],
+            &["INSERT INTO child (id, parent_id, a) VALUES (7, ?, 2)"],
+        ];
+        let p = |n: i128| Param::Int(n);
+        let prepared: &[(&str, &[&[Param]])] = &[
+            (
+                "INSERT INTO child (id, parent_id, a) VALUES (?, ?, ?)",
+                &[
+                    &[p(7), p(1), p(2)],
+                    &[p(7), Param::Null, p(2)],
+                    &[p(7), Param::Other, p(2)],
+                    &[p(7), Param::Str("1".into()), Param::Dec("2.5".into())],
+                    &[p(7), p(1)],
+                    &[p(7), p(1), p(2), p(3)],
+                ],
+            ),
+            (
+                "INSERT INTO child (id, parent_id, a) VALUES (?, 1, ?)",
+                &[&[p(7), p(2)], &[p(7), Param::Null]],
+            ),
+            (
+                "INSERT INTO child (id, parent_id, a) VALUES (?, f(1), ?)",
+                &[&[p(7), p(2)]],
+            ),
+        ];
+        // (statement, bound values): one class per shape.
+        type Class<'a> = Vec<(&'a str, Option<Vec<Param>>)>;
+        let mut classes: Vec<Class> = text
+            .iter()
+            .map(|c| c.iter().map(|s| (*s, None)).collect())
+            .collect();
+        for (sql, binds) in prepared {
+            classes.push(binds.iter().map(|b| (*sql, Some(b.to_vec()))).collect());
+        }
+        let used = ["parent_id".to_string(), "a".to_string()];
+        let mut read = 0;
+        for class in &classes {
+            for first in 0..class.len() {
+                let w = World::new(true);
+                let p = w.planner();
+                let q = ("db".to_string(), "child".to_string());
+                let columns = w.catalog.columns_by_ordinal(&q).unwrap();
+                let cols = |_: &TableRef, c: &str| w.catalog.column(&q, c);
+                let all = |_: &TableRef| w.catalog.column_order(&q);
+                let order = (first..class.len()).chain(0..first);
+                for (sql, params) in order.map(|i| &class[i]) {
+                    let params = params.as_deref();
+                    let parse = patch::insert_rows_bound(sql, params);
+                    let inserted = w
+                        .analyzer
+                        .slice_shape(sql)
+                        .and_then(|s| s.write_rows(sql, &cols, &all, &|_| None))
+                        .and_then(|rw| rw.inserted);
+                    read += usize::from(inserted.is_some());
+                    let once = p.inserted_rows(sql, inserted.as_deref(), params);
+                    let why = format!("{sql} {params:?}, after {:?}", class[first]);
+                    match (&parse, &once) {
+                        (Ok(a), Ok(b)) => {
+                            assert_eq!(a.columns, b.columns, "{why}");
+                            assert_eq!(a.rows, b.rows, "{why}");
+                            assert_eq!(
+                                (a.table.schema.as_deref(), a.table.name.to_lowercase()),
+                                (b.table.schema.as_deref(), b.table.name.to_lowercase()),
+                                "{why}"
+                            );
+                            assert_eq!(
+                                a.values_of(&columns, &used),
+                                b.values_of(&columns, &used),
+                                "{why}"
+                            );
+                        }
+                        (Err(_), Err(_)) => {}
+                        _ => panic!("{why}: parse {parse:?}, read once {once:?}"),
+                    }
+                }
+            }
+        }
+        assert!(
+            read > 20,
+            "most statements were read from their plan ({read})"
+        );
     }
 
     /// A write patches only when its plan changes exactly one table, by its own rows.

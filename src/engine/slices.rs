@@ -6,7 +6,9 @@ use std::sync::Arc;
 
 use super::state::SessionState;
 use crate::analysis::params;
-use crate::analysis::slices::{pins_one_value, ColType, ColumnInfo, Lit, OrderShape, ReadPins};
+use crate::analysis::slices::{
+    pins_one_value, ColType, ColumnInfo, InsertValues, Lit, OrderShape, ReadPins,
+};
 use crate::analysis::{Analyzer, TableRef, WriteInfo, WriteTargets};
 use crate::cache::sliceplans::{self, SlicePlans};
 use crate::cache::versions::{ColumnReads, SlicePlan, Versions};
@@ -266,45 +268,40 @@ impl<'a> Planner<'a> {
 
     /// After `plan_write`: when the statement names the rows it changes in its one target
     /// table, that table's bump becomes a bump of those rows' slices. Not for what the
-    /// write reaches through triggers or cascades (still whole tables).
+    /// write reaches through triggers or cascades (still whole tables). Returns an INSERT's
+    /// values as this reading found them (`analysis::slices::InsertValues`), for the
+    /// patches it may make (`plan_patch`), which then do not read the statement again.
     pub fn plan_write_rows(
         &self,
         st: &mut SessionState,
         w: &WriteInfo,
         text: &[u8],
         payload: &[u8],
-    ) {
+    ) -> Option<Arc<InsertValues>> {
         if !self.slices_on() || w.ddl {
-            return;
+            return None;
         }
         let WriteTargets::Tables(list) = &w.targets else {
-            return;
+            return None;
         };
-        let [target] = list.as_slice() else { return };
-        let Some(q) = st.qualify(target.schema.as_deref(), &target.name) else {
-            return;
+        let [target] = list.as_slice() else {
+            return None;
         };
+        let q = st.qualify(target.schema.as_deref(), &target.name)?;
         let catalog = self.catalog;
         if q.0 == "mysql" || !catalog.rows_knowable(&q) {
-            return;
+            return None;
         }
-        let Some(pos) = st
+        let pos = st
             .pending
             .tables
             .iter()
-            .position(|t| t.schema == q.0 && t.name == q.1)
-        else {
-            return;
-        };
-        let Ok(text) = std::str::from_utf8(text) else {
-            return;
-        };
-        let Some(shape) = self.analyzer.slice_shape(text).filter(|s| s.is_write()) else {
-            return;
-        };
+            .position(|t| t.schema == q.0 && t.name == q.1)?;
+        let text = std::str::from_utf8(text).ok()?;
+        let shape = self.analyzer.slice_shape(text).filter(|s| s.is_write())?;
         let lits = execute_literals(st, payload);
         if payload.first() == Some(&com::STMT_EXECUTE) && lits.is_none() {
-            return;
+            return None;
         }
         let params = |i: usize| lits.as_ref()?.get(i).cloned().flatten();
         let columns = |t: &TableRef, c: &str| {
@@ -336,11 +333,10 @@ impl<'a> Planner<'a> {
             let t = st.pending.tables[pos].clone();
             st.pending.columns.push((t, Arc::from(set)));
         }
-        let Some(rw) = rw else {
-            return;
-        };
+        let rw = rw?;
         let t = st.pending.tables.remove(pos);
         st.pending.rows.push((t, Arc::from(rw.known)));
+        rw.inserted
     }
 }
 

@@ -55,8 +55,8 @@ impl Planner<'_> {
             }
             Analysis::Write(w) => {
                 self.plan_write(st, w);
-                self.plan_write_rows(st, w, &text, payload);
-                self.plan_patch(st, &text, payload, cache);
+                let inserted = self.plan_write_rows(st, w, &text, payload);
+                self.plan_patch(st, &text, payload, cache, inserted.as_deref());
                 Some(an)
             }
             _ => {

@@ -143,6 +143,10 @@ pub struct CacheStats {
     pub patch_mismatches: AtomicU64,
     /// Patched entries re-read by the verifier (`cache.verify_patched`).
     pub patch_verified: AtomicU64,
+    /// Entries a write would have patched, invalidated instead because another thread's
+    /// bump was in flight when its patch window opened, or may have hidden under its own
+    /// bumps, or moved their counters (`engine::answered`).
+    pub patches_lost: AtomicU64,
     /// Not-cached counts by reason. Striped like the hit counter: with the cache off every
     /// relayed SELECT counts here, from every worker thread.
     reasons: [ReasonStripe; STRIPES],
@@ -255,6 +259,7 @@ impl CacheStats {
             ("Qcache_patched", load(&self.patched)),
             ("Qcache_patch_verified", load(&self.patch_verified)),
             ("Qcache_patch_mismatches", load(&self.patch_mismatches)),
+            ("Qcache_patches_lost", load(&self.patches_lost)),
         ]);
         rows
     }

@@ -62,7 +62,9 @@ use sqlparser::keywords::Keyword;
 use sqlparser::parser::Parser;
 use sqlparser::tokenizer::{Location, Token, Tokenizer, Whitespace};
 
-use crate::analysis::slices::{date_arg, split_and, ColType, ColumnInfo};
+use crate::analysis::slices::{
+    date_arg, split_and, ColType, ColumnInfo, InsertValues, Lit as SliceLit, Written,
+};
 use crate::analysis::TableRef;
 use crate::protocol::commands::ExecuteParams;
 use crate::protocol::packets::{put_lenenc_str, read_lenenc, read_lenenc_str};
@@ -1395,17 +1397,7 @@ pub fn insert_rows_bound(sql: &str, params: Option<&[Param]>) -> Result<InsertRo
                 .iter()
                 .map(|e| {
                     if let Some(p) = binds.param(e) {
-                        return Ok(match p {
-                            Param::Null => Val::Null,
-                            Param::Int(n) => Val::Int(*n),
-                            Param::Str(s) => Val::Str(s.clone()),
-                            Param::Dec(s) => Val::Num(s.clone()),
-                            Param::Time { secs, micros, .. } => Val::Time {
-                                secs: *secs,
-                                micros: *micros,
-                            },
-                            Param::Other => Val::Other,
-                        });
+                        return Ok(param_val(p));
                     }
                     if let Some(n) = int_literal(e) {
                         return Ok(Val::Int(n));
@@ -1445,6 +1437,86 @@ pub fn insert_rows_bound(sql: &str, params: Option<&[Param]>) -> Result<InsertRo
         columns,
         rows,
     })
+}
+
+/// [`insert_rows_bound`] of a statement whose values the write's plan already read from
+/// its tokens (`analysis::slices::InsertValues`, the shape's slots filled with this
+/// statement's literals), so that an insert's rows are read once. Only the values are
+/// judged here: the statement's structure (everything but its literals' values) is the
+/// same for every statement of its shape, and must have been found one
+/// [`insert_rows_bound`] takes ([`insert_structure`], remembered per shape by the caller).
+/// Each value reads as that parse reads it: a number as an integer when it is all digits
+/// (a `-` before them negating it) and fits, else as written; a string, NULL, or a `?`'s
+/// bound parameter. A value that is no constant (an expression, a `+` sign, a literal the
+/// tokens do not read) refuses the statement, as the parse does.
+pub fn insert_rows_read(
+    values: &InsertValues,
+    params: Option<&[Param]>,
+) -> Result<InsertRows, Refusal> {
+    let rows = values
+        .rows
+        .iter()
+        .map(|row| {
+            row.iter()
+                .map(|v| match v.as_ref().ok_or(Refusal::Value)? {
+                    Written::Lit(SliceLit::Int(s)) => Ok(number_val(s)),
+                    Written::Lit(SliceLit::Str(s)) => Ok(Val::Str(s.clone())),
+                    Written::Lit(SliceLit::Null) => Ok(Val::Null),
+                    Written::Lit(_) => Err(Refusal::Value),
+                    Written::Param(n) => params
+                        .and_then(|p| p.get(*n))
+                        .map(param_val)
+                        .ok_or(Refusal::Value),
+                })
+                .collect::<Result<Vec<_>, _>>()
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    if rows.is_empty() {
+        return Err(Refusal::NotInsert);
+    }
+    Ok(InsertRows {
+        table: values.table.clone(),
+        columns: values.columns.clone(),
+        rows,
+    })
+}
+
+/// Whether [`insert_rows_bound`] takes the structure of `sql`, a statement of an INSERT's
+/// shape (`analysis::slices::Shape`), with `params` bound: what [`insert_rows_read`] asks
+/// of every statement of that shape, once for all of them. A parse's refusal of a value
+/// is by its form (a function, `+5`, `(5)`), which the shape fixes; its literals' values
+/// never refuse it.
+pub fn insert_structure(sql: &str, params: Option<&[Param]>) -> Result<(), Refusal> {
+    insert_rows_bound(sql, params).map(drop)
+}
+
+/// A number as [`insert_rows_bound`] reads it (`int_literal`, else the number as written).
+fn number_val(s: &str) -> Val {
+    let (neg, digits) = match s.strip_prefix('-') {
+        Some(d) => (true, d),
+        None => (false, s),
+    };
+    if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
+        if let Ok(n) = digits.parse::<i128>() {
+            return Val::Int(if neg { -n } else { n });
+        }
+    }
+    Val::Num(s.to_string())
+}
+
+/// A bound parameter as an INSERT's value.
+fn param_val(p: &Param) -> Val {
+    match p {
+        Param::Null => Val::Null,
+        Param::Int(n) => Val::Int(*n),
+        Param::Str(s) => Val::Str(s.clone()),
+        Param::Dec(s) => Val::Num(s.clone()),
+        Param::Time { secs, micros, .. } => Val::Time {
+            secs: *secs,
+            micros: *micros,
+        },
+        Param::Other => Val::Other,
+    }
 }
 
 impl InsertRows {
