@@ -183,6 +183,14 @@ fn may_replay(st: &SessionState) -> bool {
     )
 }
 
+/// The deferred BEGIN goes up on its own, ahead of a command that is not a cacheable read,
+/// right after what is owed before it: the server's BEGIN sets `ROW_COUNT()` to 0 as the
+/// `DO 0` a local BEGIN's OK owes would, so that one is not sent
+/// (`policy::diagnostics::after_server_begin`, as when BEGIN rides along a read).
+pub fn begin_goes_first(st: &mut SessionState) {
+    st.after_hit = diagnostics::after_server_begin(st.after_hit);
+}
+
 /// What putting a hit's diagnostics right sends, before a statement of `effect`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Restore {

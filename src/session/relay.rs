@@ -92,9 +92,7 @@ impl Session {
         let early = !begin_along && self.st.txn.begin_pending();
         let mut skipped = None;
         if early {
-            // The server's BEGIN, sent next, sets `ROW_COUNT()` to 0 as the `DO 0` that the
-            // local BEGIN's OK owes would: that one round trip is not sent.
-            self.st.after_hit = crate::policy::diagnostics::after_server_begin(self.st.after_hit);
+            diagnostics::begin_goes_first(&mut self.st);
             skipped = self.diagnostics_before(payload, cacheable_read).await?;
         }
         if !begin_along && !self.open_deferred_begin(seq).await? {
