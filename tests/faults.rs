@@ -460,11 +460,6 @@ async fn a_session_the_server_ends_after_other_hits_is_closed() {
         let proxy = common::proxy(|_| {}).await;
         let user = common::db().user.clone();
         let hits = || proxy.running.shared.cache.stats().hits();
-        let conn_id = |raw: &Raw| {
-            qcache::protocol::handshake::parse_greeting(&raw.greeting.payload)
-                .expect("greeting")
-                .connection_id
-        };
 
         // Prepared: the execute's hits.
         let mut raw = Raw::connect(&proxy.addr_string(), &user, &schema, true).await;
@@ -485,10 +480,7 @@ async fn a_session_the_server_ends_after_other_hits_is_closed() {
             hits() >= before + 4,
             "the executes were not served from the cache"
         );
-        d.query_drop(format!("KILL {}", conn_id(&raw)))
-            .await
-            .unwrap();
-        expect_close(&mut raw, "after KILL, prepared hits").await;
+        kill_and_expect_close(&mut d, &mut raw, "after KILL, prepared hits").await;
 
         // Pipelined: two hits sent in one write, both answered, then idle.
         let mut raw = Raw::connect(&proxy.addr_string(), &user, &schema, true).await;
@@ -509,10 +501,7 @@ async fn a_session_the_server_ends_after_other_hits_is_closed() {
             hits() >= before + 2,
             "the pipelined reads were not served from the cache"
         );
-        d.query_drop(format!("KILL {}", conn_id(&raw)))
-            .await
-            .unwrap();
-        expect_close(&mut raw, "after KILL, pipelined hits").await;
+        kill_and_expect_close(&mut d, &mut raw, "after KILL, pipelined hits").await;
 
         // Compressed.
         let mut raw = Raw::connect_compressed(
@@ -532,10 +521,7 @@ async fn a_session_the_server_ends_after_other_hits_is_closed() {
             hits() >= before + 4,
             "the compressed reads were not served from the cache"
         );
-        d.query_drop(format!("KILL {}", conn_id(&raw)))
-            .await
-            .unwrap();
-        expect_close(&mut raw, "after KILL, compressed hits").await;
+        kill_and_expect_close(&mut d, &mut raw, "after KILL, compressed hits").await;
 
         // The server's idle timeout after hits (the watch parked).
         let mut raw = Raw::connect(&proxy.addr_string(), &user, &schema, true).await;
@@ -549,6 +535,16 @@ async fn a_session_the_server_ends_after_other_hits_is_closed() {
         proxy.shutdown().await;
     })
     .await
+}
+
+/// KILLs the server's connection behind `raw` (its id from the greeting qcache relayed) on
+/// `d`, then [`expect_close`].
+async fn kill_and_expect_close(d: &mut mysql_async::Conn, raw: &mut Raw, when: &str) {
+    let id = qcache::protocol::handshake::parse_greeting(&raw.greeting.payload)
+        .expect("greeting")
+        .connection_id;
+    d.query_drop(format!("KILL {id}")).await.unwrap();
+    expect_close(raw, when).await;
 }
 
 /// The client connection closes within a few seconds; anything before the close must be an
