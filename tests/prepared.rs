@@ -827,11 +827,11 @@ async fn parameter_types_survive_reset_long_data_reprepare_and_bulk() {
         (1, exec1(LAST_ID, None, Some(&[]))),
         (1, exec1(LAST_ID, Some(LONGLONG), Some(&5i64.to_le_bytes()))),
         (1, exec1(LAST_ID, Some(STRING), Some(&s8))),
-        // Bulk execute without types (the server refuses a bulk SELECT, after taking the
-        // types it holds).
+        // Bulk execute without types (the server refuses a bulk SELECT before it reads
+        // any types: it keeps those it holds).
         (1, bulk.clone()),
         (1, exec1(LAST_ID, None, Some(&s7))),
-        // A bulk with types: refused too, but the server holds them from then on.
+        // A bulk with types: refused too, before the server read them: it keeps LONGLONG.
         (1, exec1(LAST_ID, Some(LONGLONG), Some(&5i64.to_le_bytes()))),
         (1, bulk_typed.clone()),
         (1, exec1(LAST_ID, None, Some(&s7))),
@@ -845,6 +845,52 @@ async fn parameter_types_survive_reset_long_data_reprepare_and_bulk() {
         (1, exec1(LAST_ID, None, Some(&s7))),
     ];
     raw_differential("ps35_siblings", ECHO_SETUP, &steps).await;
+}
+
+/// Class 2, a bulk execute after a hit: MariaDB refuses a bulk SELECT (1295) *before* it
+/// reads the types the bulk carries, so the server keeps those it held. A write between
+/// makes the LONGLONG execute a miss (the server holds LONGLONG) while the STRING one after
+/// it is a hit (the client's last types are STRING): the bulk, with or without types, must
+/// not count as having given the server STRING, or the execute without types after it goes
+/// up as it came and the server reads its string as a LONGLONG. This is the timing under
+/// which `parameter_types_survive_reset_long_data_reprepare_and_bulk` failed under load
+/// with the tail on (a hit suspended while the tail lagged made its step 11 a miss).
+#[tokio::test]
+async fn a_refused_bulk_execute_gives_the_server_no_types() {
+    let s8 = lenenc(b"12345678");
+    let s7 = lenenc(b"abcdefg");
+    let mut bump = vec![com::QUERY];
+    bump.extend_from_slice(b"UPDATE t SET id = id WHERE id = 1");
+    let mut bulk = stmt_cmd(com::STMT_BULK_EXECUTE, LAST_ID, &0u16.to_le_bytes());
+    bulk.push(0);
+    bulk.extend_from_slice(&s7);
+    let mut bulk_long = stmt_cmd(com::STMT_BULK_EXECUTE, LAST_ID, &128u16.to_le_bytes());
+    bulk_long.extend_from_slice(&LONGLONG);
+    bulk_long.push(0);
+    bulk_long.extend_from_slice(&5i64.to_le_bytes());
+    let mut steps = Vec::new();
+    for (conn, b) in [(0, bulk), (1, bulk_long)] {
+        steps.extend([
+            prep(conn, ECHO),
+            (
+                conn,
+                exec1(LAST_ID, Some(LONGLONG), Some(&5i64.to_le_bytes())),
+            ),
+            (conn, bump.clone()),
+            (conn, exec1(LAST_ID, Some(STRING), Some(&s8))),
+            // A miss (its entry was filled before the write): the server holds LONGLONG.
+            (
+                conn,
+                exec1(LAST_ID, Some(LONGLONG), Some(&5i64.to_le_bytes())),
+            ),
+            // A hit: the client's last types are STRING, the server's still LONGLONG.
+            (conn, exec1(LAST_ID, Some(STRING), Some(&s8))),
+            (conn, b),
+            (conn, exec1(LAST_ID, None, Some(&s7))),
+            (conn, exec1(LAST_ID, None, Some(&s8))),
+        ]);
+    }
+    raw_differential("ps35_bulk_refused", ECHO_SETUP, &steps).await;
 }
 
 /// Class 2 with long data: MariaDB reads long data as the kind of value (integer, string,

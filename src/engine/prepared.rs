@@ -260,8 +260,9 @@ impl Planner<'_> {
             None => payload.clone(),
             Some(s) => {
                 if bulk {
+                    // What the server takes of it is in its answer (`bulk_answered`).
                     let (up, sent) = s.bulk_for_upstream(payload);
-                    s.bulk_sent(sent);
+                    st.bulk_in_flight = Some((id, sent));
                     up
                 } else {
                     // Later executes may come without types (new-params-bound = 0): remember
@@ -403,21 +404,27 @@ impl Prepared {
         }
     }
 
-    /// After a bulk execute carrying `sent` went to the server: it holds those types, but
-    /// not the values of an execute served from the cache before it (`values_unsent`
-    /// stays). MariaDB refuses a bulk SELECT (1295) after it took the types and before it
-    /// read any value, and only a SELECT is ever served: long data after the bulk still
-    /// needs the served execute replayed (`replay_before_long_data`).
-    pub fn bulk_sent(&mut self, sent: SentTypes) {
+    /// After a bulk execute carrying `sent` was answered (`refused`: before the server read
+    /// its types, [`bulk_refused_before_types`]): an accepted one gave the server those
+    /// types, which become the client's last too; a refused one gave it nothing, and the
+    /// types the client put in it are gone, as they are directly. Neither gave it the values
+    /// of an execute served from the cache before it (`values_unsent` stays): long data after
+    /// the bulk still needs that execute replayed (`replay_before_long_data`).
+    pub fn bulk_answered(&mut self, sent: SentTypes, refused: bool) {
+        if refused {
+            return;
+        }
+        if let SentTypes::Known(t) = &sent {
+            self.types = Some(t.clone());
+        }
         self.types_held(sent);
     }
 
     /// A MariaDB COM_STMT_BULK_EXECUTE as the server must receive it: `[0xfa][id:4]
-    /// [flags:2]`, then the types when flag 128 (send types) is set, then the rows. The
-    /// server takes the types even when it then refuses the command (a bulk SELECT), so
-    /// they become the statement's; a bulk without types gets the client's last ones put
-    /// in when the server holds others.
-    pub fn bulk_for_upstream(&mut self, payload: &Bytes) -> (Bytes, SentTypes) {
+    /// [flags:2]`, then the types when flag 128 (send types) is set, then the rows; a bulk
+    /// without types gets the client's last ones put in when the server holds others. What
+    /// it carries counts only once the server accepted it ([`bulk_answered`](Self::bulk_answered)).
+    pub fn bulk_for_upstream(&self, payload: &Bytes) -> (Bytes, SentTypes) {
         let p = payload;
         let n = self.params as usize;
         let Some(flags) = p.get(5..7).map(|f| u16::from_le_bytes([f[0], f[1]])) else {
@@ -428,11 +435,7 @@ impl Prepared {
         }
         if flags & BULK_SEND_TYPES != 0 {
             return match p.get(7..7 + 2 * n) {
-                Some(types) => {
-                    let types = Bytes::copy_from_slice(types);
-                    self.types = Some(types.clone());
-                    (p.clone(), SentTypes::Known(types))
-                }
+                Some(types) => (p.clone(), SentTypes::Known(Bytes::copy_from_slice(types))),
                 None => (p.clone(), SentTypes::Unknown),
             };
         }
@@ -485,6 +488,29 @@ impl Prepared {
         p.extend_from_slice(values);
         self.types_sent(SentTypes::Known(Bytes::copy_from_slice(types)));
         Some(p)
+    }
+}
+
+/// MariaDB's ER_UNSUPPORTED_PS: its answer to a bulk execute of a statement it does not
+/// run in bulk (a SELECT, INSERT … SELECT, a multi-table DELETE, SET, CALL, …).
+const ER_UNSUPPORTED_PS: u16 = 1295;
+
+/// Whether a bulk execute answered with the error `code` was refused before the server read
+/// the types it carried. MariaDB checks that the statement may run in bulk before it reads
+/// the types (10.11: a bulk SELECT with types leaves the statement's types as they were), and
+/// answers ER_UNSUPPORTED_PS then; any other answer came after the types were read.
+pub fn bulk_refused_before_types(code: Option<u16>) -> bool {
+    code == Some(ER_UNSUPPORTED_PS)
+}
+
+/// After the answer to a client's command (`code`: its error, if it was one): what a bulk
+/// execute in it gave the server ([`Prepared::bulk_answered`]).
+pub fn bulk_answered(st: &mut SessionState, code: Option<u16>) {
+    let Some((id, sent)) = st.bulk_in_flight.take() else {
+        return;
+    };
+    if let Some(s) = st.stmts.get_mut(&id) {
+        s.bulk_answered(sent, bulk_refused_before_types(code));
     }
 }
 
@@ -761,22 +787,86 @@ mod tests {
         }
     }
 
+    /// A bulk execute: the packet that goes up, then what the statement holds once the
+    /// server answered it. MariaDB refuses a bulk of a statement it does not run in bulk
+    /// (ER_UNSUPPORTED_PS, 1295) before it reads the types: they count only when accepted.
     #[test]
-    fn a_bulk_execute_gives_and_teaches_types_like_an_execute() {
-        // Types sent: they become the statement's and the server's.
-        let mut s = stmt(Some(INT), Some(INT));
-        let (up, got) = s.bulk_for_upstream(&bulk(Some(STR)));
-        assert_eq!(up, bulk(Some(STR)));
-        assert_eq!(got, SentTypes::Known(Bytes::from_static(STR)));
-        assert_eq!(s.types.as_deref(), Some(STR));
-        s.types_sent(got);
-        assert_eq!(s.server_types.as_deref(), Some(STR));
-        // None sent while the server holds others: the client's are put in.
-        let mut s = stmt(Some(STR), Some(INT));
-        let (up, got) = s.bulk_for_upstream(&bulk(None));
-        assert_eq!(up, bulk(Some(STR)));
-        assert_eq!(got, SentTypes::Known(Bytes::from_static(STR)));
+    fn a_bulk_execute_gives_types_only_when_the_server_takes_it() {
+        type Row = (
+            &'static str,
+            // The client's last types, the server's, the bulk's own.
+            (
+                Option<&'static [u8]>,
+                Option<&'static [u8]>,
+                Option<&'static [u8]>,
+            ),
+            // The bulk's answer: an error code.
+            Option<u16>,
+            // The types the packet up carries; the client's and the server's after.
+            (
+                Option<&'static [u8]>,
+                Option<&'static [u8]>,
+                Option<&'static [u8]>,
+            ),
+        );
+        let rows: &[Row] = &[
+            (
+                "types sent, accepted: the statement's and the server's",
+                (Some(INT), Some(INT), Some(STR)),
+                None,
+                (Some(STR), Some(STR), Some(STR)),
+            ),
+            (
+                "types sent, accepted with an error after reading them (a duplicate key)",
+                (Some(INT), Some(INT), Some(STR)),
+                Some(1062),
+                (Some(STR), Some(STR), Some(STR)),
+            ),
+            (
+                "types sent, refused (a bulk SELECT): nothing changes",
+                (Some(INT), Some(INT), Some(STR)),
+                Some(1295),
+                (Some(STR), Some(INT), Some(INT)),
+            ),
+            (
+                "types sent after a hit, refused: the server still holds its own",
+                (Some(STR), Some(INT), Some(INT)),
+                Some(1295),
+                (Some(INT), Some(STR), Some(INT)),
+            ),
+            (
+                "none sent while the server holds others: the client's put in, accepted",
+                (Some(STR), Some(INT), None),
+                None,
+                (Some(STR), Some(STR), Some(STR)),
+            ),
+            (
+                "none sent while the server holds others, refused: it holds its own",
+                (Some(STR), Some(INT), None),
+                Some(1295),
+                (Some(STR), Some(STR), Some(INT)),
+            ),
+            (
+                "none sent, the server holding the client's: as it came",
+                (Some(STR), Some(STR), None),
+                None,
+                (None, Some(STR), Some(STR)),
+            ),
+        ];
+        for (rule, (last, server, sent), code, (up_types, want_last, want_server)) in rows {
+            let mut s = stmt(*last, *server);
+            let (up, got) = s.bulk_for_upstream(&bulk(*sent));
+            assert_eq!(up, bulk(*up_types), "{rule}: the packet up");
+            s.bulk_answered(got, bulk_refused_before_types(*code));
+            assert_eq!(s.types.as_deref(), *want_last, "{rule}: the client's");
+            assert_eq!(
+                s.server_types.as_deref(),
+                *want_server,
+                "{rule}: the server's"
+            );
+        }
         // A truncated packet tells nothing.
+        let s = stmt(Some(STR), Some(INT));
         let (up, got) = s.bulk_for_upstream(&Bytes::from_static(&[com::STMT_BULK_EXECUTE, 1]));
         assert_eq!(up.len(), 2);
         assert_eq!(got, SentTypes::None);
@@ -1293,16 +1383,16 @@ mod tests {
             then(&mut p);
             assert_eq!(p.replay_before_long_data(1).as_deref(), want, "{rule}");
         }
-        // A bulk execute after the hit (a bulk SELECT, refused after the server took its
+        // A bulk execute after the hit (a bulk SELECT, refused before the server read its
         // types) gave the server no values: the hit's execute is still replayed.
         let mut p = stmt(Some(STR), Some(INT));
         keyed(&mut p);
         let (_, sent) = p.bulk_for_upstream(&bulk(Some(STR)));
-        p.bulk_sent(sent);
+        p.bulk_answered(sent, bulk_refused_before_types(Some(1295)));
         assert_eq!(
             p.server_types.as_deref(),
-            Some(STR),
-            "the bulk's types held"
+            Some(INT),
+            "the server's own types held"
         );
         assert_eq!(
             p.replay_before_long_data(1).as_deref(),

@@ -96,9 +96,10 @@ pub struct Prepared {
     pub context: u64,
     /// The default database when it was prepared: where its unqualified names live.
     pub db: Option<String>,
-    /// A bulk execute of it reached the server. MariaDB refuses a bulk SELECT after taking
-    /// its types, and the next execute's column definitions then follow history that no key
-    /// holds (the types of the last execute that ran): its executes are never cached.
+    /// A bulk execute of it reached the server. MariaDB refuses a bulk SELECT before it reads
+    /// the types the bulk carries (`prepared::bulk_answered`); what the server holds after
+    /// one is followed, but such history is rare and no key holds it: its executes are
+    /// never cached.
     pub bulk_seen: bool,
     /// The server holds a cursor an execute of it opened (`policy::read::cursor_after_execute`):
     /// its next execute must reach the server, which closes that cursor.
@@ -216,6 +217,9 @@ pub struct SessionState {
     /// The execute in progress had parameters sent with COM_STMT_SEND_LONG_DATA: its packet
     /// lacks their values, so no parameter of it can be read from the packet.
     pub execute_long_data: bool,
+    /// A bulk execute of this statement is on its way to the server, with these types
+    /// (`prepared::bulk_answered`): whether the server took them is in its answer.
+    pub bulk_in_flight: Option<(u32, super::prepared::SentTypes)>,
     /// Keyed by ids the server assigned, so a client cannot aim them at one bucket: hashed
     /// with foldhash rather than SipHash, two lookups per execute.
     pub stmts: HashMap<u32, Prepared, foldhash::fast::FixedState>,
@@ -435,6 +439,7 @@ impl SessionState {
             optimizer_traced: false,
             profiling: false,
             execute_long_data: false,
+            bulk_in_flight: None,
             diag_may_persist: false,
             cost: Default::default(),
             server_ctx: 0,
