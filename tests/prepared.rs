@@ -893,6 +893,58 @@ async fn a_refused_bulk_execute_gives_the_server_no_types() {
     raw_differential("ps35_bulk_refused", ECHO_SETUP, &steps).await;
 }
 
+/// adversary29, long data naming a parameter the statement lacks: MariaDB puts the
+/// statement in an error state (ER_WRONG_ARGUMENTS "… to mysqld_stmt_send_long_data") and
+/// refuses every execute of it from then on, until COM_STMT_RESET; a long data packet too
+/// short to name a parameter is ignored. An execute after the first refused one must get
+/// that error, never the rows another execute cached: a statement without parameters (its
+/// one key), one with, through its id and through MariaDB's -1.
+#[tokio::test]
+async fn long_data_for_a_missing_parameter_fails_every_execute_until_reset() {
+    let s8 = lenenc(b"12345678");
+    let long_to = |id: u32, param: u16| {
+        let mut l = stmt_cmd(com::STMT_SEND_LONG_DATA, id, &param.to_le_bytes());
+        l.extend_from_slice(b"zzz");
+        l
+    };
+    let exec0 = || {
+        let mut e = exec_head(LAST_ID, 0);
+        e.truncate(10);
+        e
+    };
+    let steps = vec![
+        prep(0, "SELECT s FROM t WHERE id = 1"),
+        (0, exec0()),
+        (0, exec0()),
+        (0, long_to(LAST_ID, 0)),
+        (0, exec0()),
+        (0, exec0()),
+        (0, exec0()),
+        (0, stmt_cmd(com::STMT_RESET, LAST_ID, &[])),
+        (0, exec0()),
+        prep(0, ECHO),
+        (0, exec1(LAST_ID, Some(STRING), Some(&s8))),
+        (0, exec1(LAST_ID, Some(STRING), Some(&s8))),
+        (0, long_to(LAST_ID, 1)),
+        (0, exec1(LAST_ID, Some(STRING), Some(&s8))),
+        (0, exec1(LAST_ID, Some(STRING), Some(&s8))),
+        (0, exec1(LAST_ID, None, Some(&s8))),
+        (0, stmt_cmd(com::STMT_RESET, LAST_ID, &[])),
+        (0, exec1(LAST_ID, Some(STRING), Some(&s8))),
+        // Through -1.
+        (0, long_to(MINUS_ONE, 7)),
+        (0, exec1(MINUS_ONE, Some(STRING), Some(&s8))),
+        (0, exec1(LAST_ID, Some(STRING), Some(&s8))),
+        (0, stmt_cmd(com::STMT_RESET, MINUS_ONE, &[])),
+        (0, exec1(LAST_ID, Some(STRING), Some(&s8))),
+        // Too short to name a parameter: ignored, the statement served as before.
+        (0, stmt_cmd(com::STMT_SEND_LONG_DATA, LAST_ID, &[0])),
+        (0, exec1(LAST_ID, Some(STRING), Some(&s8))),
+        (0, exec1(LAST_ID, Some(STRING), Some(&s8))),
+    ];
+    raw_differential("ps29_long_missing", ECHO_SETUP, &steps).await;
+}
+
 /// Class 2 with long data: MariaDB reads long data as the kind of value (integer, string,
 /// NULL) each parameter last received, whatever types come with the execute. An execute
 /// served from the cache leaves the server with the values of an earlier one, so the long

@@ -208,7 +208,9 @@ pub fn execute_came(st: &mut SessionState, payload: &[u8]) -> ExecuteCame {
     if commands::stmt_id(payload) == Some(u32::MAX) && !sends_types(payload, stmt.params) {
         return ExecuteCame::AsIs;
     }
-    let long_data = std::mem::take(&mut stmt.long_data);
+    // A statement the server refuses until a reset counts as one with long data: no execute
+    // of it is keyed, and each reaches the server for its error.
+    let long_data = std::mem::take(&mut stmt.long_data) || stmt.long_data_refused;
     let kind = stmt.kind;
     let bulk = payload.first() == Some(&com::STMT_BULK_EXECUTE);
     stmt.bulk_seen |= bulk;

@@ -87,6 +87,10 @@ pub struct Prepared {
     pub types: Option<Bytes>,
     /// COM_STMT_SEND_LONG_DATA since the last execute: the values are not in the packet.
     pub long_data: bool,
+    /// Long data named a parameter it lacks: the server refuses every execute of it
+    /// (ER_WRONG_ARGUMENTS) until COM_STMT_RESET, so none may be answered from the cache
+    /// (`SessionState::long_data`).
+    pub long_data_refused: bool,
     /// The parameter types the server holds for this statement, as last sent to it; None
     /// when it has none or qcache cannot tell (a reset, a malformed execute). An execute
     /// answered from the cache does not change them, so they may lag behind `types`.
@@ -133,6 +137,7 @@ impl Prepared {
             columns,
             types: None,
             long_data: false,
+            long_data_refused: false,
             server_types: None,
             context: 0,
             db: None,
@@ -698,11 +703,19 @@ impl SessionState {
     /// values of an execute it did not see ([`Prepared::replay_before_long_data`]), and that
     /// replay is made right before the execute that consumes the long data
     /// ([`release_long_data`](Self::release_long_data)), not now.
+    ///
+    /// MariaDB ignores a packet too short to name a parameter, and one naming a parameter the
+    /// statement lacks puts the statement in an error state: every execute of it is refused
+    /// until COM_STMT_RESET (`Prepared::long_data_refused`), whatever it carries.
     pub fn long_data(&mut self, id: u32, payload: &[u8]) -> bool {
         let Some(s) = self.resolve_stmt(id).and_then(|id| self.stmts.get_mut(&id)) else {
             return false;
         };
+        let Some(param) = payload.get(5..7).map(|p| u16::from_le_bytes([p[0], p[1]])) else {
+            return false;
+        };
         s.long_data = true;
+        s.long_data_refused |= param >= s.params;
         if !s.values_unsent && s.held_long_data.is_empty() {
             return false;
         }
@@ -748,6 +761,7 @@ impl SessionState {
         }
         if let Some(s) = self.resolve_stmt(id).and_then(|id| self.stmts.get_mut(&id)) {
             s.long_data = false;
+            s.long_data_refused = false;
             // MariaDB keeps the types across a reset; re-sending them costs a few bytes and
             // needs no knowledge of what a server version keeps.
             s.server_types = None;
@@ -876,6 +890,66 @@ mod tests {
         st.close_stmt(u32::MAX);
         assert_eq!(st.last_stmt, None);
         assert_eq!(st.resolve_stmt(u32::MAX), None);
+    }
+
+    /// Long data as the server takes it: for one of the statement's parameters, only the
+    /// execute after it lacks values; naming a parameter the statement lacks, every execute
+    /// is refused until a reset; too short to name one, ignored. (rule, parameters, the long
+    /// data's parameter or None for a packet too short, the first execute after it keyed as
+    /// with long data, the second.)
+    #[test]
+    fn long_data_as_the_server_takes_it() {
+        use crate::analysis::StatementKind;
+        use crate::engine::prepared::{execute_came, ExecuteCame};
+        use crate::protocol::packets::com;
+        type Row = (&'static str, u16, Option<u16>, bool, bool);
+        let rows: &[Row] = &[
+            (
+                "its parameter: that execute's values",
+                1,
+                Some(0),
+                true,
+                false,
+            ),
+            (
+                "a parameter it lacks: refused until reset",
+                1,
+                Some(1),
+                true,
+                true,
+            ),
+            ("a statement without parameters", 0, Some(0), true, true),
+            (
+                "too short to name a parameter: ignored",
+                1,
+                None,
+                false,
+                false,
+            ),
+        ];
+        let execute = [com::STMT_EXECUTE, 1, 0, 0, 0, 0, 1, 0, 0, 0];
+        let with_long_data = |st: &mut super::SessionState| match execute_came(st, &execute) {
+            ExecuteCame::Select { long_data, .. } => long_data,
+            other => panic!("{other:?}"),
+        };
+        for (rule, params, param, first, second) in rows {
+            let w = World::new(false);
+            let mut st = w.session(Some("db"));
+            let sql = bytes::Bytes::from_static(b"SELECT ?");
+            let p = super::Prepared::new(sql, StatementKind::Select, *params, 1);
+            st.stmts.insert(1, p);
+            st.last_stmt = Some(1);
+            let mut long = vec![com::STMT_SEND_LONG_DATA, 1, 0, 0, 0];
+            if let Some(n) = param {
+                long.extend_from_slice(&n.to_le_bytes());
+                long.extend_from_slice(b"zzz");
+            }
+            st.long_data(u32::MAX, &long);
+            assert_eq!(with_long_data(&mut st), *first, "{rule}: the first execute");
+            assert_eq!(with_long_data(&mut st), *second, "{rule}: the second");
+            st.stmt_reset(1);
+            assert!(!with_long_data(&mut st), "{rule}: after a reset");
+        }
     }
 
     /// The default database names unqualified tables, lower-cased, and is in the key.
