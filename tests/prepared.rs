@@ -893,6 +893,46 @@ async fn a_refused_bulk_execute_gives_the_server_no_types() {
     raw_differential("ps35_bulk_refused", ECHO_SETUP, &steps).await;
 }
 
+/// adversary29, class 2: parameter types the server has no handler for (MariaDB 10.11
+/// accepts 0x00 to 0x10 and 0xf6 to 0xff; 0x11 to 0xf5 — TIMESTAMP2, JSON, 99 — get
+/// ER_WRONG_ARGUMENTS before the server stores any type, so it keeps the types it held).
+/// Such an execute must not teach qcache types the server never took: the execute without
+/// types after it runs with the old ones, and its result must not be stored under a key
+/// naming the refused types, where the same execute with those types sent again (in this
+/// session or another) would be served rows instead of the server's error. Also after a
+/// hit left the server holding older types than the client's.
+#[tokio::test]
+async fn parameter_types_the_server_refuses_teach_nothing() {
+    let s8 = lenenc(b"12345678");
+    let bad: [u8; 2] = [99, 0];
+    let json: [u8; 2] = [0xf5, 0];
+    let mut bump = vec![com::QUERY];
+    bump.extend_from_slice(b"UPDATE t SET id = id WHERE id = 1");
+    let steps = vec![
+        prep(0, ECHO),
+        (0, exec1(LAST_ID, Some(STRING), Some(&s8))),
+        (0, exec1(LAST_ID, Some(bad), Some(&s8))),
+        (0, exec1(LAST_ID, None, Some(&s8))),
+        (0, exec1(LAST_ID, Some(bad), Some(&s8))),
+        (0, exec1(LAST_ID, Some(json), Some(&s8))),
+        (0, exec1(LAST_ID, None, Some(&s8))),
+        (0, exec1(LAST_ID, Some(json), Some(&s8))),
+        prep(1, ECHO),
+        (1, exec1(LAST_ID, Some(bad), Some(&s8))),
+        (1, exec1(LAST_ID, Some(json), Some(&s8))),
+        // After a hit: the server holds LONGLONG, the client's last are STRING.
+        prep(2, ECHO),
+        (2, exec1(LAST_ID, Some(LONGLONG), Some(&5i64.to_le_bytes()))),
+        (2, bump),
+        (2, exec1(LAST_ID, Some(STRING), Some(&s8))),
+        (2, exec1(LAST_ID, Some(LONGLONG), Some(&5i64.to_le_bytes()))),
+        (2, exec1(LAST_ID, Some(STRING), Some(&s8))),
+        (2, exec1(LAST_ID, Some(bad), Some(&s8))),
+        (2, exec1(LAST_ID, None, Some(&s8))),
+    ];
+    raw_differential("ps29_bad_types", ECHO_SETUP, &steps).await;
+}
+
 /// adversary29, long data naming a parameter the statement lacks: MariaDB puts the
 /// statement in an error state (ER_WRONG_ARGUMENTS "… to mysqld_stmt_send_long_data") and
 /// refuses every execute of it from then on, until COM_STMT_RESET; a long data packet too

@@ -437,6 +437,10 @@ impl Prepared {
         }
         if flags & BULK_SEND_TYPES != 0 {
             return match p.get(7..7 + 2 * n) {
+                // One the server has no handler for: it refuses the bulk, whatever it holds.
+                Some(types) if !types.chunks(2).all(|t| commands::type_known(t[0])) => {
+                    (p.clone(), SentTypes::Unknown)
+                }
                 Some(types) => (p.clone(), SentTypes::Known(Bytes::copy_from_slice(types))),
                 None => (p.clone(), SentTypes::Unknown),
             };
