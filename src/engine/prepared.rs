@@ -295,7 +295,9 @@ impl Planner<'_> {
                 self.relayed_write(st, kind, &text);
                 // qcache's own query_cache_type, which it cannot read back, is followed.
                 let qct = match kind {
-                    StatementKind::Set => self.qct_run_by_server(&String::from_utf8_lossy(&text)),
+                    StatementKind::Set => {
+                        self.qct_run_by_server(st, &String::from_utf8_lossy(&text))
+                    }
                     _ => None,
                 };
                 ExecuteUp::Relay { qct }
