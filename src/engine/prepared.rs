@@ -18,17 +18,7 @@ use crate::policy::Reason;
 use crate::protocol::commands::{self, ExecuteParams};
 use crate::protocol::packets::com;
 
-/// The parameter types an execute packet going upstream carries, for
-/// [`Prepared::types_sent`].
-#[derive(Debug, PartialEq, Eq)]
-pub enum SentTypes {
-    /// None: the server keeps what it holds.
-    None,
-    /// These.
-    Known(Bytes),
-    /// Some qcache could not read (a malformed packet): the server's are unknown.
-    Unknown,
-}
+pub use super::state::SentTypes;
 
 impl Prepared {
     /// How an execute `payload` of this statement came, for the read machine's `Via` step
@@ -792,6 +782,66 @@ mod tests {
             assert_eq!(up, execute(want), "{rule}");
             assert_eq!(got, teaches, "{rule}");
             assert_eq!(sends_types(&up, 1), want.is_some(), "{rule}");
+        }
+    }
+
+    /// Long data as the server takes it: for one of the statement's parameters, only the
+    /// execute after it lacks values; naming a parameter the statement lacks, every execute
+    /// is refused until a reset; too short to name one, ignored. (rule, parameters, the long
+    /// data's parameter or None for a packet too short, the first execute after it keyed as
+    /// with long data, the second.)
+    #[test]
+    fn long_data_as_the_server_takes_it() {
+        use crate::analysis::StatementKind;
+        use crate::protocol::packets::com;
+        type Row = (&'static str, u16, Option<u16>, bool, bool);
+        let rows: &[Row] = &[
+            (
+                "its parameter: that execute's values",
+                1,
+                Some(0),
+                true,
+                false,
+            ),
+            (
+                "a parameter it lacks: refused until reset",
+                1,
+                Some(1),
+                true,
+                true,
+            ),
+            ("a statement without parameters", 0, Some(0), true, true),
+            (
+                "too short to name a parameter: ignored",
+                1,
+                None,
+                false,
+                false,
+            ),
+        ];
+        let execute = [com::STMT_EXECUTE, 1, 0, 0, 0, 0, 1, 0, 0, 0];
+        let with_long_data =
+            |st: &mut crate::engine::state::SessionState| match execute_came(st, &execute) {
+                ExecuteCame::Select { long_data, .. } => long_data,
+                other => panic!("{other:?}"),
+            };
+        for (rule, params, param, first, second) in rows {
+            let w = crate::engine::World::new(false);
+            let mut st = w.session(Some("db"));
+            let sql = bytes::Bytes::from_static(b"SELECT ?");
+            let p = Prepared::new(sql, StatementKind::Select, *params, 1);
+            st.stmts.insert(1, p);
+            st.last_stmt = Some(1);
+            let mut long = vec![com::STMT_SEND_LONG_DATA, 1, 0, 0, 0];
+            if let Some(n) = param {
+                long.extend_from_slice(&n.to_le_bytes());
+                long.extend_from_slice(b"zzz");
+            }
+            st.long_data(u32::MAX, &long);
+            assert_eq!(with_long_data(&mut st), *first, "{rule}: the first execute");
+            assert_eq!(with_long_data(&mut st), *second, "{rule}: the second");
+            st.stmt_reset(1);
+            assert!(!with_long_data(&mut st), "{rule}: after a reset");
         }
     }
 
