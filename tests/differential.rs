@@ -889,6 +889,7 @@ topics!(
     adversary26,
     adversary27,
     adversary28,
+    adversary29,
     basics,
     catalog,
     classification,

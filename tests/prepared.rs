@@ -827,11 +827,11 @@ async fn parameter_types_survive_reset_long_data_reprepare_and_bulk() {
         (1, exec1(LAST_ID, None, Some(&[]))),
         (1, exec1(LAST_ID, Some(LONGLONG), Some(&5i64.to_le_bytes()))),
         (1, exec1(LAST_ID, Some(STRING), Some(&s8))),
-        // Bulk execute without types (the server refuses a bulk SELECT, after taking the
-        // types it holds).
+        // Bulk execute without types (the server refuses a bulk SELECT before it reads
+        // any types: it keeps those it holds).
         (1, bulk.clone()),
         (1, exec1(LAST_ID, None, Some(&s7))),
-        // A bulk with types: refused too, but the server holds them from then on.
+        // A bulk with types: refused too, before the server read them: it keeps LONGLONG.
         (1, exec1(LAST_ID, Some(LONGLONG), Some(&5i64.to_le_bytes()))),
         (1, bulk_typed.clone()),
         (1, exec1(LAST_ID, None, Some(&s7))),
@@ -845,6 +845,144 @@ async fn parameter_types_survive_reset_long_data_reprepare_and_bulk() {
         (1, exec1(LAST_ID, None, Some(&s7))),
     ];
     raw_differential("ps35_siblings", ECHO_SETUP, &steps).await;
+}
+
+/// Class 2, a bulk execute after a hit: MariaDB refuses a bulk SELECT (1295) *before* it
+/// reads the types the bulk carries, so the server keeps those it held. A write between
+/// makes the LONGLONG execute a miss (the server holds LONGLONG) while the STRING one after
+/// it is a hit (the client's last types are STRING): the bulk, with or without types, must
+/// not count as having given the server STRING, or the execute without types after it goes
+/// up as it came and the server reads its string as a LONGLONG. This is the timing under
+/// which `parameter_types_survive_reset_long_data_reprepare_and_bulk` failed under load
+/// with the tail on (a hit suspended while the tail lagged made its step 11 a miss).
+#[tokio::test]
+async fn a_refused_bulk_execute_gives_the_server_no_types() {
+    let s8 = lenenc(b"12345678");
+    let s7 = lenenc(b"abcdefg");
+    let mut bump = vec![com::QUERY];
+    bump.extend_from_slice(b"UPDATE t SET id = id WHERE id = 1");
+    let mut bulk = stmt_cmd(com::STMT_BULK_EXECUTE, LAST_ID, &0u16.to_le_bytes());
+    bulk.push(0);
+    bulk.extend_from_slice(&s7);
+    let mut bulk_long = stmt_cmd(com::STMT_BULK_EXECUTE, LAST_ID, &128u16.to_le_bytes());
+    bulk_long.extend_from_slice(&LONGLONG);
+    bulk_long.push(0);
+    bulk_long.extend_from_slice(&5i64.to_le_bytes());
+    let mut steps = Vec::new();
+    for (conn, b) in [(0, bulk), (1, bulk_long)] {
+        steps.extend([
+            prep(conn, ECHO),
+            (
+                conn,
+                exec1(LAST_ID, Some(LONGLONG), Some(&5i64.to_le_bytes())),
+            ),
+            (conn, bump.clone()),
+            (conn, exec1(LAST_ID, Some(STRING), Some(&s8))),
+            // A miss (its entry was filled before the write): the server holds LONGLONG.
+            (
+                conn,
+                exec1(LAST_ID, Some(LONGLONG), Some(&5i64.to_le_bytes())),
+            ),
+            // A hit: the client's last types are STRING, the server's still LONGLONG.
+            (conn, exec1(LAST_ID, Some(STRING), Some(&s8))),
+            (conn, b),
+            (conn, exec1(LAST_ID, None, Some(&s7))),
+            (conn, exec1(LAST_ID, None, Some(&s8))),
+        ]);
+    }
+    raw_differential("ps35_bulk_refused", ECHO_SETUP, &steps).await;
+}
+
+/// adversary29, class 2: parameter types the server has no handler for (MariaDB 10.11
+/// accepts 0x00 to 0x10 and 0xf6 to 0xff; 0x11 to 0xf5 — TIMESTAMP2, JSON, 99 — get
+/// ER_WRONG_ARGUMENTS before the server stores any type, so it keeps the types it held).
+/// Such an execute must not teach qcache types the server never took: the execute without
+/// types after it runs with the old ones, and its result must not be stored under a key
+/// naming the refused types, where the same execute with those types sent again (in this
+/// session or another) would be served rows instead of the server's error. Also after a
+/// hit left the server holding older types than the client's.
+#[tokio::test]
+async fn parameter_types_the_server_refuses_teach_nothing() {
+    let s8 = lenenc(b"12345678");
+    let bad: [u8; 2] = [99, 0];
+    let json: [u8; 2] = [0xf5, 0];
+    let mut bump = vec![com::QUERY];
+    bump.extend_from_slice(b"UPDATE t SET id = id WHERE id = 1");
+    let steps = vec![
+        prep(0, ECHO),
+        (0, exec1(LAST_ID, Some(STRING), Some(&s8))),
+        (0, exec1(LAST_ID, Some(bad), Some(&s8))),
+        (0, exec1(LAST_ID, None, Some(&s8))),
+        (0, exec1(LAST_ID, Some(bad), Some(&s8))),
+        (0, exec1(LAST_ID, Some(json), Some(&s8))),
+        (0, exec1(LAST_ID, None, Some(&s8))),
+        (0, exec1(LAST_ID, Some(json), Some(&s8))),
+        prep(1, ECHO),
+        (1, exec1(LAST_ID, Some(bad), Some(&s8))),
+        (1, exec1(LAST_ID, Some(json), Some(&s8))),
+        // After a hit: the server holds LONGLONG, the client's last are STRING.
+        prep(2, ECHO),
+        (2, exec1(LAST_ID, Some(LONGLONG), Some(&5i64.to_le_bytes()))),
+        (2, bump),
+        (2, exec1(LAST_ID, Some(STRING), Some(&s8))),
+        (2, exec1(LAST_ID, Some(LONGLONG), Some(&5i64.to_le_bytes()))),
+        (2, exec1(LAST_ID, Some(STRING), Some(&s8))),
+        (2, exec1(LAST_ID, Some(bad), Some(&s8))),
+        (2, exec1(LAST_ID, None, Some(&s8))),
+    ];
+    raw_differential("ps29_bad_types", ECHO_SETUP, &steps).await;
+}
+
+/// adversary29, long data naming a parameter the statement lacks: MariaDB puts the
+/// statement in an error state (ER_WRONG_ARGUMENTS "… to mysqld_stmt_send_long_data") and
+/// refuses every execute of it from then on, until COM_STMT_RESET; a long data packet too
+/// short to name a parameter is ignored. An execute after the first refused one must get
+/// that error, never the rows another execute cached: a statement without parameters (its
+/// one key), one with, through its id and through MariaDB's -1.
+#[tokio::test]
+async fn long_data_for_a_missing_parameter_fails_every_execute_until_reset() {
+    let s8 = lenenc(b"12345678");
+    let long_to = |id: u32, param: u16| {
+        let mut l = stmt_cmd(com::STMT_SEND_LONG_DATA, id, &param.to_le_bytes());
+        l.extend_from_slice(b"zzz");
+        l
+    };
+    let exec0 = || {
+        let mut e = exec_head(LAST_ID, 0);
+        e.truncate(10);
+        e
+    };
+    let steps = vec![
+        prep(0, "SELECT s FROM t WHERE id = 1"),
+        (0, exec0()),
+        (0, exec0()),
+        (0, long_to(LAST_ID, 0)),
+        (0, exec0()),
+        (0, exec0()),
+        (0, exec0()),
+        (0, stmt_cmd(com::STMT_RESET, LAST_ID, &[])),
+        (0, exec0()),
+        prep(0, ECHO),
+        (0, exec1(LAST_ID, Some(STRING), Some(&s8))),
+        (0, exec1(LAST_ID, Some(STRING), Some(&s8))),
+        (0, long_to(LAST_ID, 1)),
+        (0, exec1(LAST_ID, Some(STRING), Some(&s8))),
+        (0, exec1(LAST_ID, Some(STRING), Some(&s8))),
+        (0, exec1(LAST_ID, None, Some(&s8))),
+        (0, stmt_cmd(com::STMT_RESET, LAST_ID, &[])),
+        (0, exec1(LAST_ID, Some(STRING), Some(&s8))),
+        // Through -1.
+        (0, long_to(MINUS_ONE, 7)),
+        (0, exec1(MINUS_ONE, Some(STRING), Some(&s8))),
+        (0, exec1(LAST_ID, Some(STRING), Some(&s8))),
+        (0, stmt_cmd(com::STMT_RESET, MINUS_ONE, &[])),
+        (0, exec1(LAST_ID, Some(STRING), Some(&s8))),
+        // Too short to name a parameter: ignored, the statement served as before.
+        (0, stmt_cmd(com::STMT_SEND_LONG_DATA, LAST_ID, &[0])),
+        (0, exec1(LAST_ID, Some(STRING), Some(&s8))),
+        (0, exec1(LAST_ID, Some(STRING), Some(&s8))),
+    ];
+    raw_differential("ps29_long_missing", ECHO_SETUP, &steps).await;
 }
 
 /// Class 2 with long data: MariaDB reads long data as the kind of value (integer, string,

@@ -47,6 +47,7 @@ pub fn answered(st: &mut SessionState, resp: &Response, cacheable_read: bool) {
         resp.error || resp.warnings > 0,
         used_tables,
     );
+    super::prepared::bulk_answered(st, resp.err_code);
     ended(st);
 }
 
@@ -66,6 +67,8 @@ pub fn read_answered(st: &mut SessionState, tables: &[TableHandle], resp: &Respo
 /// The statement is over (answered by the server or by qcache): no write in flight, its
 /// foreign-key standing settled, nothing pending.
 pub fn ended(st: &mut SessionState) {
+    // A bulk execute not answered (a deferred BEGIN refused ahead of it) never went.
+    st.bulk_in_flight = None;
     st.write_in_flight = None;
     fkslices::end(st);
     st.pending = Default::default();

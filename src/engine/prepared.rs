@@ -18,17 +18,7 @@ use crate::policy::Reason;
 use crate::protocol::commands::{self, ExecuteParams};
 use crate::protocol::packets::com;
 
-/// The parameter types an execute packet going upstream carries, for
-/// [`Prepared::types_sent`].
-#[derive(Debug, PartialEq, Eq)]
-pub enum SentTypes {
-    /// None: the server keeps what it holds.
-    None,
-    /// These.
-    Known(Bytes),
-    /// Some qcache could not read (a malformed packet): the server's are unknown.
-    Unknown,
-}
+pub use super::state::SentTypes;
 
 impl Prepared {
     /// How an execute `payload` of this statement came, for the read machine's `Via` step
@@ -208,7 +198,9 @@ pub fn execute_came(st: &mut SessionState, payload: &[u8]) -> ExecuteCame {
     if commands::stmt_id(payload) == Some(u32::MAX) && !sends_types(payload, stmt.params) {
         return ExecuteCame::AsIs;
     }
-    let long_data = std::mem::take(&mut stmt.long_data);
+    // A statement the server refuses until a reset counts as one with long data: no execute
+    // of it is keyed, and each reaches the server for its error.
+    let long_data = std::mem::take(&mut stmt.long_data) || stmt.long_data_refused;
     let kind = stmt.kind;
     let bulk = payload.first() == Some(&com::STMT_BULK_EXECUTE);
     stmt.bulk_seen |= bulk;
@@ -260,8 +252,9 @@ impl Planner<'_> {
             None => payload.clone(),
             Some(s) => {
                 if bulk {
+                    // What the server takes of it is in its answer (`bulk_answered`).
                     let (up, sent) = s.bulk_for_upstream(payload);
-                    s.bulk_sent(sent);
+                    st.bulk_in_flight = Some((id, sent));
                     up
                 } else {
                     // Later executes may come without types (new-params-bound = 0): remember
@@ -292,7 +285,9 @@ impl Planner<'_> {
                 self.relayed_write(st, kind, &text);
                 // qcache's own query_cache_type, which it cannot read back, is followed.
                 let qct = match kind {
-                    StatementKind::Set => self.qct_run_by_server(&String::from_utf8_lossy(&text)),
+                    StatementKind::Set => {
+                        self.qct_run_by_server(st, &String::from_utf8_lossy(&text))
+                    }
                     _ => None,
                 };
                 ExecuteUp::Relay { qct }
@@ -403,21 +398,27 @@ impl Prepared {
         }
     }
 
-    /// After a bulk execute carrying `sent` went to the server: it holds those types, but
-    /// not the values of an execute served from the cache before it (`values_unsent`
-    /// stays). MariaDB refuses a bulk SELECT (1295) after it took the types and before it
-    /// read any value, and only a SELECT is ever served: long data after the bulk still
-    /// needs the served execute replayed (`replay_before_long_data`).
-    pub fn bulk_sent(&mut self, sent: SentTypes) {
+    /// After a bulk execute carrying `sent` was answered (`refused`: before the server read
+    /// its types, [`bulk_refused_before_types`]): an accepted one gave the server those
+    /// types, which become the client's last too; a refused one gave it nothing, and the
+    /// types the client put in it are gone, as they are directly. Neither gave it the values
+    /// of an execute served from the cache before it (`values_unsent` stays): long data after
+    /// the bulk still needs that execute replayed (`replay_before_long_data`).
+    pub fn bulk_answered(&mut self, sent: SentTypes, refused: bool) {
+        if refused {
+            return;
+        }
+        if let SentTypes::Known(t) = &sent {
+            self.types = Some(t.clone());
+        }
         self.types_held(sent);
     }
 
     /// A MariaDB COM_STMT_BULK_EXECUTE as the server must receive it: `[0xfa][id:4]
-    /// [flags:2]`, then the types when flag 128 (send types) is set, then the rows. The
-    /// server takes the types even when it then refuses the command (a bulk SELECT), so
-    /// they become the statement's; a bulk without types gets the client's last ones put
-    /// in when the server holds others.
-    pub fn bulk_for_upstream(&mut self, payload: &Bytes) -> (Bytes, SentTypes) {
+    /// [flags:2]`, then the types when flag 128 (send types) is set, then the rows; a bulk
+    /// without types gets the client's last ones put in when the server holds others. What
+    /// it carries counts only once the server accepted it ([`bulk_answered`](Self::bulk_answered)).
+    pub fn bulk_for_upstream(&self, payload: &Bytes) -> (Bytes, SentTypes) {
         let p = payload;
         let n = self.params as usize;
         let Some(flags) = p.get(5..7).map(|f| u16::from_le_bytes([f[0], f[1]])) else {
@@ -428,11 +429,11 @@ impl Prepared {
         }
         if flags & BULK_SEND_TYPES != 0 {
             return match p.get(7..7 + 2 * n) {
-                Some(types) => {
-                    let types = Bytes::copy_from_slice(types);
-                    self.types = Some(types.clone());
-                    (p.clone(), SentTypes::Known(types))
+                // One the server has no handler for: it refuses the bulk, whatever it holds.
+                Some(types) if !types.chunks(2).all(|t| commands::type_known(t[0])) => {
+                    (p.clone(), SentTypes::Unknown)
                 }
+                Some(types) => (p.clone(), SentTypes::Known(Bytes::copy_from_slice(types))),
                 None => (p.clone(), SentTypes::Unknown),
             };
         }
@@ -485,6 +486,29 @@ impl Prepared {
         p.extend_from_slice(values);
         self.types_sent(SentTypes::Known(Bytes::copy_from_slice(types)));
         Some(p)
+    }
+}
+
+/// MariaDB's ER_UNSUPPORTED_PS: its answer to a bulk execute of a statement it does not
+/// run in bulk (a SELECT, INSERT … SELECT, a multi-table DELETE, SET, CALL, …).
+const ER_UNSUPPORTED_PS: u16 = 1295;
+
+/// Whether a bulk execute answered with the error `code` was refused before the server read
+/// the types it carried. MariaDB checks that the statement may run in bulk before it reads
+/// the types (10.11: a bulk SELECT with types leaves the statement's types as they were), and
+/// answers ER_UNSUPPORTED_PS then; any other answer came after the types were read.
+pub fn bulk_refused_before_types(code: Option<u16>) -> bool {
+    code == Some(ER_UNSUPPORTED_PS)
+}
+
+/// After the answer to a client's command (`code`: its error, if it was one): what a bulk
+/// execute in it gave the server ([`Prepared::bulk_answered`]).
+pub fn bulk_answered(st: &mut SessionState, code: Option<u16>) {
+    let Some((id, sent)) = st.bulk_in_flight.take() else {
+        return;
+    };
+    if let Some(s) = st.stmts.get_mut(&id) {
+        s.bulk_answered(sent, bulk_refused_before_types(code));
     }
 }
 
@@ -761,22 +785,146 @@ mod tests {
         }
     }
 
+    /// Long data as the server takes it: for one of the statement's parameters, only the
+    /// execute after it lacks values; naming a parameter the statement lacks, every execute
+    /// is refused until a reset; too short to name one, ignored. (rule, parameters, the long
+    /// data's parameter or None for a packet too short, the first execute after it keyed as
+    /// with long data, the second.)
     #[test]
-    fn a_bulk_execute_gives_and_teaches_types_like_an_execute() {
-        // Types sent: they become the statement's and the server's.
-        let mut s = stmt(Some(INT), Some(INT));
-        let (up, got) = s.bulk_for_upstream(&bulk(Some(STR)));
-        assert_eq!(up, bulk(Some(STR)));
-        assert_eq!(got, SentTypes::Known(Bytes::from_static(STR)));
-        assert_eq!(s.types.as_deref(), Some(STR));
-        s.types_sent(got);
-        assert_eq!(s.server_types.as_deref(), Some(STR));
-        // None sent while the server holds others: the client's are put in.
-        let mut s = stmt(Some(STR), Some(INT));
-        let (up, got) = s.bulk_for_upstream(&bulk(None));
-        assert_eq!(up, bulk(Some(STR)));
-        assert_eq!(got, SentTypes::Known(Bytes::from_static(STR)));
+    fn long_data_as_the_server_takes_it() {
+        use crate::analysis::StatementKind;
+        use crate::protocol::packets::com;
+        type Row = (&'static str, u16, Option<u16>, bool, bool);
+        let rows: &[Row] = &[
+            (
+                "its parameter: that execute's values",
+                1,
+                Some(0),
+                true,
+                false,
+            ),
+            (
+                "a parameter it lacks: refused until reset",
+                1,
+                Some(1),
+                true,
+                true,
+            ),
+            ("a statement without parameters", 0, Some(0), true, true),
+            (
+                "too short to name a parameter: ignored",
+                1,
+                None,
+                false,
+                false,
+            ),
+        ];
+        let execute = [com::STMT_EXECUTE, 1, 0, 0, 0, 0, 1, 0, 0, 0];
+        let with_long_data =
+            |st: &mut crate::engine::state::SessionState| match execute_came(st, &execute) {
+                ExecuteCame::Select { long_data, .. } => long_data,
+                other => panic!("{other:?}"),
+            };
+        for (rule, params, param, first, second) in rows {
+            let w = crate::engine::World::new(false);
+            let mut st = w.session(Some("db"));
+            let sql = bytes::Bytes::from_static(b"SELECT ?");
+            let p = Prepared::new(sql, StatementKind::Select, *params, 1);
+            st.stmts.insert(1, p);
+            st.last_stmt = Some(1);
+            let mut long = vec![com::STMT_SEND_LONG_DATA, 1, 0, 0, 0];
+            if let Some(n) = param {
+                long.extend_from_slice(&n.to_le_bytes());
+                long.extend_from_slice(b"zzz");
+            }
+            st.long_data(u32::MAX, &long);
+            assert_eq!(with_long_data(&mut st), *first, "{rule}: the first execute");
+            assert_eq!(with_long_data(&mut st), *second, "{rule}: the second");
+            st.stmt_reset(1);
+            assert!(!with_long_data(&mut st), "{rule}: after a reset");
+        }
+    }
+
+    /// A bulk execute: the packet that goes up, then what the statement holds once the
+    /// server answered it. MariaDB refuses a bulk of a statement it does not run in bulk
+    /// (ER_UNSUPPORTED_PS, 1295) before it reads the types: they count only when accepted.
+    #[test]
+    fn a_bulk_execute_gives_types_only_when_the_server_takes_it() {
+        type Row = (
+            &'static str,
+            // The client's last types, the server's, the bulk's own.
+            (
+                Option<&'static [u8]>,
+                Option<&'static [u8]>,
+                Option<&'static [u8]>,
+            ),
+            // The bulk's answer: an error code.
+            Option<u16>,
+            // The types the packet up carries; the client's and the server's after.
+            (
+                Option<&'static [u8]>,
+                Option<&'static [u8]>,
+                Option<&'static [u8]>,
+            ),
+        );
+        let rows: &[Row] = &[
+            (
+                "types sent, accepted: the statement's and the server's",
+                (Some(INT), Some(INT), Some(STR)),
+                None,
+                (Some(STR), Some(STR), Some(STR)),
+            ),
+            (
+                "types sent, accepted with an error after reading them (a duplicate key)",
+                (Some(INT), Some(INT), Some(STR)),
+                Some(1062),
+                (Some(STR), Some(STR), Some(STR)),
+            ),
+            (
+                "types sent, refused (a bulk SELECT): nothing changes",
+                (Some(INT), Some(INT), Some(STR)),
+                Some(1295),
+                (Some(STR), Some(INT), Some(INT)),
+            ),
+            (
+                "types sent after a hit, refused: the server still holds its own",
+                (Some(STR), Some(INT), Some(INT)),
+                Some(1295),
+                (Some(INT), Some(STR), Some(INT)),
+            ),
+            (
+                "none sent while the server holds others: the client's put in, accepted",
+                (Some(STR), Some(INT), None),
+                None,
+                (Some(STR), Some(STR), Some(STR)),
+            ),
+            (
+                "none sent while the server holds others, refused: it holds its own",
+                (Some(STR), Some(INT), None),
+                Some(1295),
+                (Some(STR), Some(STR), Some(INT)),
+            ),
+            (
+                "none sent, the server holding the client's: as it came",
+                (Some(STR), Some(STR), None),
+                None,
+                (None, Some(STR), Some(STR)),
+            ),
+        ];
+        for (rule, (last, server, sent), code, (up_types, want_last, want_server)) in rows {
+            let mut s = stmt(*last, *server);
+            let (up, got) = s.bulk_for_upstream(&bulk(*sent));
+            assert_eq!(up, bulk(*up_types), "{rule}: the packet up");
+            s.bulk_answered(got, bulk_refused_before_types(*code));
+            assert_eq!(s.types.as_deref(), *want_last, "{rule}: the client's");
+            assert_eq!(
+                s.server_types.as_deref(),
+                *want_server,
+                "{rule}: the server's"
+            );
+        }
         // A truncated packet tells nothing.
+        let s = stmt(Some(STR), Some(INT));
         let (up, got) = s.bulk_for_upstream(&Bytes::from_static(&[com::STMT_BULK_EXECUTE, 1]));
         assert_eq!(up.len(), 2);
         assert_eq!(got, SentTypes::None);
@@ -1293,16 +1441,16 @@ mod tests {
             then(&mut p);
             assert_eq!(p.replay_before_long_data(1).as_deref(), want, "{rule}");
         }
-        // A bulk execute after the hit (a bulk SELECT, refused after the server took its
+        // A bulk execute after the hit (a bulk SELECT, refused before the server read its
         // types) gave the server no values: the hit's execute is still replayed.
         let mut p = stmt(Some(STR), Some(INT));
         keyed(&mut p);
         let (_, sent) = p.bulk_for_upstream(&bulk(Some(STR)));
-        p.bulk_sent(sent);
+        p.bulk_answered(sent, bulk_refused_before_types(Some(1295)));
         assert_eq!(
             p.server_types.as_deref(),
-            Some(STR),
-            "the bulk's types held"
+            Some(INT),
+            "the server's own types held"
         );
         assert_eq!(
             p.replay_before_long_data(1).as_deref(),

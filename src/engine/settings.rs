@@ -210,6 +210,9 @@ impl Planner<'_> {
         if let Some(why) = classify::set_writes(info, text) {
             self.plan_unknown_write_for(st, why);
         }
+        if info.is_none() {
+            self.unread_set_may_set_qct(st, sql);
+        }
         let mut qct = None;
         if let Some((i, value)) = info.and_then(|i| self.qct_assigned(i).map(|v| (i, v))) {
             if i.assignments.iter().all(|(k, _)| k == "query_cache_type") {
@@ -243,8 +246,25 @@ impl Planner<'_> {
     /// what it accepted, as it does for a text SET it sends up ([`Planner::before_set`]):
     /// otherwise qcache answers `@@query_cache_type`, and caches, otherwise than the session
     /// set it.
-    pub fn qct_run_by_server(&self, sql: &str) -> Option<QueryCacheType> {
-        self.qct_assigned(&crate::analysis::analyze_set(sql)?)
+    ///
+    /// A SET qcache cannot read that may assign it (its value a parameter, `?` bound at
+    /// EXECUTE, a variable, a subquery) leaves it unknown (`policy::qct`,
+    /// `CodeRan::UnfollowedSet`): the server sets what the value holds.
+    pub fn qct_run_by_server(&self, st: &mut SessionState, sql: &str) -> Option<QueryCacheType> {
+        let Some(info) = crate::analysis::analyze_set(sql) else {
+            self.unread_set_may_set_qct(st, sql.as_bytes());
+            return None;
+        };
+        self.qct_assigned(&info)
+    }
+
+    /// A SET (`sql`) qcache could not read, about to run on the server: if its text may
+    /// assign `query_cache_type`, the session's value is unknown from now on (fail closed,
+    /// even should the server refuse it: its reads of the variable go to the server).
+    fn unread_set_may_set_qct(&self, st: &mut SessionState, sql: &[u8]) {
+        if qct::text_may_set(sql) {
+            self.code_may_set_qct(st, qct::CodeRan::UnfollowedSet);
+        }
     }
 
     /// Before a SQL-level PREPARE, EXECUTE, EXECUTE IMMEDIATE or DEALLOCATE (`text`, as the
@@ -270,11 +290,11 @@ impl Planner<'_> {
                 }
                 None
             }
-            SqlLevel::Execute(name) => st
-                .sql_prepared_sets
-                .get(&name)
-                .and_then(|t| self.qct_run_by_server(t)),
-            SqlLevel::Immediate(t) => t.and_then(|t| self.qct_run_by_server(&t)),
+            SqlLevel::Execute(name) => {
+                let t = st.sql_prepared_sets.get(&name).cloned()?;
+                self.qct_run_by_server(st, &t)
+            }
+            SqlLevel::Immediate(t) => t.and_then(|t| self.qct_run_by_server(st, &t)),
             SqlLevel::Deallocate(name) => {
                 st.sql_prepared_sets.remove(&name);
                 None
@@ -714,10 +734,14 @@ mod tests {
             assert_eq!(st.qct, want, "{sql}");
         }
         assert_eq!(
-            p.qct_run_by_server("SET @@session.query_cache_type = OFF, sql_mode = ''"),
+            p.qct_run_by_server(
+                &mut st,
+                "SET @@session.query_cache_type = OFF, sql_mode = ''"
+            ),
             Some(Off)
         );
-        assert_eq!(p.qct_run_by_server("SET sql_mode = ''"), None);
+        assert_eq!(p.qct_run_by_server(&mut st, "SET sql_mode = ''"), None);
+        assert!(!st.qct_unsure());
         // So may a multi-statement or a compound statement.
         for unseen in [
             "PREPARE v FROM 'SELECT 1'; SELECT 1",
@@ -729,6 +753,73 @@ mod tests {
                 false => drop(p.plan_multi(&mut st, unseen.as_bytes())),
             }
             assert_eq!(p.before_sql_level(&mut st, b"EXECUTE v"), None, "{unseen}");
+        }
+    }
+
+    /// A SET whose value qcache cannot read (a parameter bound at EXECUTE, a variable, a
+    /// subquery) leaves the session's query_cache_type unknown, in every path the server
+    /// runs it: text, prepared through either protocol, EXECUTE IMMEDIATE … USING.
+    /// (rule, statement, how it reaches the server, unknown after)
+    #[test]
+    fn a_set_qcache_cannot_read_leaves_it_unknown() {
+        #[derive(Clone, Copy)]
+        enum Via {
+            Text,
+            Prepared,
+            SqlLevel,
+        }
+        let rows = [
+            (
+                "a parameter",
+                "SET SESSION query_cache_type = ?",
+                Via::Prepared,
+                true,
+            ),
+            (
+                "a variable",
+                "SET SESSION query_cache_type = @q",
+                Via::Text,
+                true,
+            ),
+            (
+                "a subquery",
+                "SET query_cache_type = (SELECT 0)",
+                Via::Prepared,
+                true,
+            ),
+            (
+                "EXECUTE IMMEDIATE … USING",
+                "EXECUTE IMMEDIATE 'SET SESSION query_cache_type = ?' USING 0",
+                Via::SqlLevel,
+                true,
+            ),
+            (
+                "a literal: followed",
+                "SET query_cache_type = OFF",
+                Via::Prepared,
+                false,
+            ),
+            ("another variable", "SET sql_mode = @m", Via::Text, false),
+        ];
+        for (rule, sql, via, unknown) in rows {
+            let w = World::new(true);
+            let p = w.planner();
+            let mut st = w.session(Some("db"));
+            match via {
+                Via::Text => {
+                    let info = crate::analysis::analyze_set(sql);
+                    p.before_set(&mut st, info.as_ref(), sql, sql.as_bytes());
+                }
+                Via::Prepared => {
+                    p.qct_run_by_server(&mut st, sql);
+                }
+                Via::SqlLevel => {
+                    // As `text_route` takes a SQL-level statement.
+                    p.plan_call(&mut st, sql.as_bytes());
+                    p.before_sql_level(&mut st, sql.as_bytes());
+                }
+            }
+            assert_eq!(st.qct_unsure(), unknown, "{rule}");
         }
     }
 

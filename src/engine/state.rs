@@ -67,6 +67,18 @@ pub struct Identity {
     pub role: Option<String>,
 }
 
+/// The parameter types an execute packet going upstream carries, for
+/// `Prepared::types_sent` (`engine::prepared`).
+#[derive(Debug, PartialEq, Eq)]
+pub enum SentTypes {
+    /// None: the server keeps what it holds.
+    None,
+    /// These.
+    Known(Bytes),
+    /// Some qcache could not read (a malformed packet): the server's are unknown.
+    Unknown,
+}
+
 /// A prepared statement as qcache remembers it.
 #[derive(Debug, Clone)]
 pub struct Prepared {
@@ -87,6 +99,10 @@ pub struct Prepared {
     pub types: Option<Bytes>,
     /// COM_STMT_SEND_LONG_DATA since the last execute: the values are not in the packet.
     pub long_data: bool,
+    /// Long data named a parameter it lacks: the server refuses every execute of it
+    /// (ER_WRONG_ARGUMENTS) until COM_STMT_RESET, so none may be answered from the cache
+    /// (`SessionState::long_data`).
+    pub long_data_refused: bool,
     /// The parameter types the server holds for this statement, as last sent to it; None
     /// when it has none or qcache cannot tell (a reset, a malformed execute). An execute
     /// answered from the cache does not change them, so they may lag behind `types`.
@@ -96,9 +112,10 @@ pub struct Prepared {
     pub context: u64,
     /// The default database when it was prepared: where its unqualified names live.
     pub db: Option<String>,
-    /// A bulk execute of it reached the server. MariaDB refuses a bulk SELECT after taking
-    /// its types, and the next execute's column definitions then follow history that no key
-    /// holds (the types of the last execute that ran): its executes are never cached.
+    /// A bulk execute of it reached the server. MariaDB refuses a bulk SELECT before it reads
+    /// the types the bulk carries (`prepared::bulk_answered`); what the server holds after
+    /// one is followed, but such history is rare and no key holds it: its executes are
+    /// never cached.
     pub bulk_seen: bool,
     /// The server holds a cursor an execute of it opened (`policy::read::cursor_after_execute`):
     /// its next execute must reach the server, which closes that cursor.
@@ -132,6 +149,7 @@ impl Prepared {
             columns,
             types: None,
             long_data: false,
+            long_data_refused: false,
             server_types: None,
             context: 0,
             db: None,
@@ -216,6 +234,9 @@ pub struct SessionState {
     /// The execute in progress had parameters sent with COM_STMT_SEND_LONG_DATA: its packet
     /// lacks their values, so no parameter of it can be read from the packet.
     pub execute_long_data: bool,
+    /// A bulk execute of this statement is on its way to the server, with these types
+    /// (`prepared::bulk_answered`): whether the server took them is in its answer.
+    pub bulk_in_flight: Option<(u32, SentTypes)>,
     /// Keyed by ids the server assigned, so a client cannot aim them at one bucket: hashed
     /// with foldhash rather than SipHash, two lookups per execute.
     pub stmts: HashMap<u32, Prepared, foldhash::fast::FixedState>,
@@ -435,6 +456,7 @@ impl SessionState {
             optimizer_traced: false,
             profiling: false,
             execute_long_data: false,
+            bulk_in_flight: None,
             diag_may_persist: false,
             cost: Default::default(),
             server_ctx: 0,
@@ -693,11 +715,19 @@ impl SessionState {
     /// values of an execute it did not see ([`Prepared::replay_before_long_data`]), and that
     /// replay is made right before the execute that consumes the long data
     /// ([`release_long_data`](Self::release_long_data)), not now.
+    ///
+    /// MariaDB ignores a packet too short to name a parameter, and one naming a parameter the
+    /// statement lacks puts the statement in an error state: every execute of it is refused
+    /// until COM_STMT_RESET (`Prepared::long_data_refused`), whatever it carries.
     pub fn long_data(&mut self, id: u32, payload: &[u8]) -> bool {
         let Some(s) = self.resolve_stmt(id).and_then(|id| self.stmts.get_mut(&id)) else {
             return false;
         };
+        let Some(param) = payload.get(5..7).map(|p| u16::from_le_bytes([p[0], p[1]])) else {
+            return false;
+        };
         s.long_data = true;
+        s.long_data_refused |= param >= s.params;
         if !s.values_unsent && s.held_long_data.is_empty() {
             return false;
         }
@@ -743,6 +773,7 @@ impl SessionState {
         }
         if let Some(s) = self.resolve_stmt(id).and_then(|id| self.stmts.get_mut(&id)) {
             s.long_data = false;
+            s.long_data_refused = false;
             // MariaDB keeps the types across a reset; re-sending them costs a few bytes and
             // needs no knowledge of what a server version keeps.
             s.server_types = None;
