@@ -2441,3 +2441,67 @@ async fn l2_entries_are_not_served_to_a_locked_session() {
     ca.query_drop("UNLOCK TABLES").await.unwrap();
     assert_eq!(stat(&a, "Qcache_l2_hits"), 0);
 }
+
+/// Adversary L2, privileges under `cache.shared_between_users`: the key leaves the user out
+/// and holds the instance's privilege epoch, numbered per instance; an L2 read of a shared
+/// key depended only on the every-user stamp, which a REVOKE naming an account does not
+/// raise. A fills `t` for g at A's epoch 0; the REVOKE from g through A moves A's epoch; B,
+/// started after it, is at epoch 0 too, and a session of g on B found A's entry from before
+/// the REVOKE in L2 (rows, where the server answers 1142).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shared_users_an_instance_started_after_a_revoke_never_serves_from_before_it() {
+    let redis = Redis::start();
+    let schema = setup("l2_shrev", 2).await;
+    let mut d = common::direct_to(&schema).await;
+    d.query_drop("CREATE TABLE t2 (id INT PRIMARY KEY)")
+        .await
+        .unwrap();
+    let g = common::unique_name("g");
+    for sql in [
+        format!("CREATE USER '{g}'@'%' IDENTIFIED BY 'pw'"),
+        format!("GRANT SELECT ON {schema}.t TO '{g}'@'%'"),
+        // So that g can still connect to the database after the REVOKE.
+        format!("GRANT SELECT ON {schema}.t2 TO '{g}'@'%'"),
+    ] {
+        d.query_drop(sql).await.unwrap();
+    }
+    let shared = |c: &mut Config| c.cache.shared_between_users = true;
+    let url = |addr: String| format!("mysql://{g}:pw@{addr}/{schema}?prefer_socket=false");
+    let read = "SELECT id, v FROM t ORDER BY id";
+    async fn answer(c: &mut mysql_async::Conn, read: &str) -> String {
+        match c.query::<(i64, i64), _>(read).await {
+            Ok(rows) => format!("{rows:?}"),
+            Err(mysql_async::Error::Server(e)) => format!("error {}", e.code),
+            Err(e) => panic!("{e}"),
+        }
+    }
+    let a = proxy(&redis.url(), shared).await;
+    let mut ga = mysql_async::Conn::from_url(url(a.addr_string()))
+        .await
+        .unwrap();
+    assert_eq!(answer(&mut ga, read).await, "[(1, 0), (2, 0)]");
+    wait_for("A's entry in Redis", LAG_BOUND, || {
+        !redis.keys("qcache:e:*").is_empty()
+    })
+    .await;
+    let mut ra = a.conn(&schema).await;
+    ra.query_drop(format!("REVOKE SELECT ON {schema}.t FROM '{g}'@'%'"))
+        .await
+        .unwrap();
+    let b = proxy(&redis.url(), shared).await;
+    let mut gd = mysql_async::Conn::from_url(url(common::db().addr()))
+        .await
+        .unwrap();
+    let want = answer(&mut gd, read).await;
+    let mut gb = mysql_async::Conn::from_url(url(b.addr_string()))
+        .await
+        .unwrap();
+    let got = answer(&mut gb, read).await;
+    let l2_hits = stat(&b, "Qcache_l2_hits");
+    d.query_drop(format!("DROP USER '{g}'@'%'")).await.unwrap();
+    assert_eq!(want, "error 1142");
+    assert_eq!(
+        got, want,
+        "a session of g on B, started after the REVOKE (B's L2 hits: {l2_hits})"
+    );
+}

@@ -50,6 +50,15 @@ pub const STAMP_SCHEMA: &str = "";
 /// The stamp every definer view's read carries, bumped by a change that may reach any user.
 const ANY_USER_STAMP: &str = "*";
 
+/// The stamp every change that names its users raises beside theirs: what an L2 read of
+/// users who share entries (`cache.shared_between_users`) depends on. Their key holds the
+/// instance's privilege epoch (every change counts, `cache::privileges`), which is numbered
+/// per instance, so only a fleet-wide stamp tells an entry filled before a change from one
+/// filled after it: the same number on an instance that started later (or saw fewer
+/// changes) stands for another state of the grants. Learned back it names nobody (the
+/// users' stamps raised with it carry the change).
+const EVERY_CHANGE_STAMP: &str = "changes";
+
 fn user_stamp(user: &str) -> String {
     format!("user {user}")
 }
@@ -63,26 +72,32 @@ pub fn definer_stamps(definer: &str) -> [(String, String); 2] {
     ]
 }
 
-/// The stamps a privilege change bumps.
+/// The stamps a privilege change bumps: the every-user stamp for a change that may reach
+/// anyone, else its users' stamps and the every-change stamp.
 pub fn change_stamps(c: &PrivilegeChange) -> Vec<(String, String)> {
     if c.all {
         return vec![(STAMP_SCHEMA.to_string(), ANY_USER_STAMP.to_string())];
     }
     c.users
         .iter()
-        .map(|u| (STAMP_SCHEMA.to_string(), user_stamp(u)))
+        .map(|u| user_stamp(u))
+        .chain(std::iter::once(EVERY_CHANGE_STAMP.to_string()))
+        .map(|n| (STAMP_SCHEMA.to_string(), n))
         .collect()
 }
 
 /// The stamps an L2 read by `user` depends on (None: sessions of every user share entries,
-/// and only changes that may reach anyone are told apart): a privilege change that reached
-/// the reader raised one of them in the fleet's versions, so an entry filled before it is
-/// never served, whatever instance filled it and whatever its generations are numbered.
+/// so every change counts, as it does for their key: the every-change stamp): a privilege
+/// change that reached the reader raised one of them in the fleet's versions, so an entry
+/// filled before it is never served, whatever instance filled it and whatever its
+/// generations are numbered.
 pub fn reader_stamps(user: Option<&str>) -> Vec<(String, String)> {
     let mut v = vec![(STAMP_SCHEMA.to_string(), ANY_USER_STAMP.to_string())];
-    if let Some(u) = user {
-        v.push((STAMP_SCHEMA.to_string(), user_stamp(u)));
-    }
+    let own = match user {
+        Some(u) => user_stamp(u),
+        None => EVERY_CHANGE_STAMP.to_string(),
+    };
+    v.push((STAMP_SCHEMA.to_string(), own));
     v
 }
 
@@ -864,34 +879,67 @@ mod tests {
                 true,
             ),
         ] {
+            let mut learned = 0;
             for (s, n) in change_stamps(&change) {
-                let got = learned_change(&s, &n).unwrap_or_else(|| panic!("{rule}: none"));
+                let Some(got) = learned_change(&s, &n) else {
+                    // Raised beside the users' stamps, which carry the change.
+                    assert_eq!(n, EVERY_CHANGE_STAMP, "{rule}: {n} learns nothing");
+                    continue;
+                };
+                learned += 1;
                 assert_eq!(got.all, want_all, "{rule}");
                 assert_eq!(got.users, want_users, "{rule}");
                 assert!(got.sticky, "{rule}: a learned change is taken as sticky");
             }
+            assert_eq!(learned, want_users.len().max(1), "{rule}");
         }
-        // And a reader depends on every stamp a change that reaches it bumps.
-        for (rule, change, reader) in [
-            ("a change naming the reader", named(&["bob"]), Some("bob")),
+        // And a reader's L2 read depends on a stamp of every change that reaches it (for
+        // users sharing entries, every change: their key holds the instance's epoch).
+        for (rule, change, reader, reached) in [
+            (
+                "a change naming the reader",
+                named(&["bob"]),
+                Some("bob"),
+                true,
+            ),
+            (
+                "a change naming another user",
+                named(&["eve"]),
+                Some("bob"),
+                false,
+            ),
             (
                 "a change that may reach anyone",
                 PrivilegeChange::privilege_table(),
                 Some("bob"),
+                true,
             ),
             (
                 "a change that may reach anyone, users sharing entries",
                 PrivilegeChange::privilege_table(),
                 None,
+                true,
+            ),
+            (
+                "a change naming a user, users sharing entries",
+                named(&["eve"]),
+                None,
+                true,
+            ),
+            (
+                "a change naming several users, users sharing entries",
+                named(&["eve", "bob"]),
+                None,
+                true,
             ),
         ] {
             let deps = reader_stamps(reader);
-            assert!(
-                change_stamps(&change).iter().all(|s| deps.contains(s)),
-                "{rule}: the reader's L2 read depends on what it bumps"
+            assert_eq!(
+                change_stamps(&change).iter().any(|s| deps.contains(s)),
+                reached,
+                "{rule}: whether the reader's L2 read depends on what it bumps"
             );
         }
-        assert!(!reader_stamps(Some("bob")).contains(&change_stamps(&named(&["eve"]))[0]));
         for (s, n) in [("shop", "user bob"), ("mysql", "user"), ("", "orders")] {
             assert_eq!(learned_change(s, n), None, "{s}.{n} is not a stamp");
         }
