@@ -2505,3 +2505,65 @@ async fn shared_users_an_instance_started_after_a_revoke_never_serves_from_befor
         "a session of g on B, started after the REVOKE (B's L2 hits: {l2_hits})"
     );
 }
+
+/// Adversary L2 guard: an entry A filled, served by B from L2 and then from its L1 copy, is
+/// byte for byte what the server sends the same session, for a client with and without
+/// CLIENT_DEPRECATE_EOF (the column-definitions EOF carries status flags too) and under a
+/// sql_mode whose status flags (NO_BACKSLASH_ESCAPES, ANSI_QUOTES) the served session has.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn l2_hits_are_the_servers_bytes_with_and_without_deprecate_eof() {
+    let redis = Redis::start();
+    let schema = setup("l2_wire", 3).await;
+    let a = proxy(&redis.url(), |_| {}).await;
+    let b = proxy(&redis.url(), |_| {}).await;
+    wait_for("L2 readable at both", LAG_BOUND, || {
+        l2(&a).usable() && l2(&b).usable()
+    })
+    .await;
+    let modes = [
+        None,
+        Some("SET sql_mode = 'NO_BACKSLASH_ESCAPES,ANSI_QUOTES'"),
+    ];
+    let mut hits = 0;
+    let mut n = 0;
+    for deprecate_eof in [false, true] {
+        for mode in modes {
+            n += 1;
+            let q = format!("SELECT id, v FROM t WHERE id > -{n} ORDER BY id");
+            let connect = |addr: String| {
+                let schema = schema.clone();
+                async move {
+                    let mut c =
+                        rawclient::Raw::connect(&addr, "root", &schema, deprecate_eof).await;
+                    if let Some(m) = mode {
+                        let (_, r) = c.query(m).await;
+                        assert!(!r.error, "{m}");
+                    }
+                    c
+                }
+            };
+            let mut ca = connect(a.addr_string()).await;
+            let (_, r) = ca.query(&q).await;
+            assert!(!r.error);
+            wait_for("A's entry in Redis", LAG_BOUND, || {
+                redis.keys("qcache:e:*").len() >= n
+            })
+            .await;
+            let mut cb = connect(b.addr_string()).await;
+            let mut direct = connect(common::db().addr()).await;
+            for round in ["L2 hit", "L1 copy"] {
+                let (got, _) = cb.query(&q).await;
+                let (want, _) = direct.query(&q).await;
+                assert_eq!(
+                    rawclient::Raw::wire(&got),
+                    rawclient::Raw::wire(&want),
+                    "{round} (deprecate_eof {deprecate_eof}, {mode:?})"
+                );
+                if round == "L2 hit" {
+                    hits += 1;
+                }
+                assert_eq!(stat(&b, "Qcache_l2_hits"), hits, "{round}: {q}");
+            }
+        }
+    }
+}
