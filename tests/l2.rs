@@ -2567,3 +2567,131 @@ async fn l2_hits_are_the_servers_bytes_with_and_without_deprecate_eof() {
         }
     }
 }
+
+/// A qcache process of its own sharing `redis_url`: what is numbered per process (a
+/// session's private key space) starts over there, as on another pod.
+struct OtherProcess {
+    child: std::process::Child,
+    addr: String,
+    _config: tempfile::NamedTempFile,
+}
+
+impl OtherProcess {
+    fn start(redis_url: &str) -> OtherProcess {
+        let d = common::db();
+        let mut config = tempfile::NamedTempFile::new().unwrap();
+        std::io::Write::write_all(
+            &mut config,
+            format!(
+                "[invalidation]\nbinlog = \"off\"\nuser = \"{}\"\npassword = \"{}\"\n\
+                 [l2]\nmode = \"on\"\nurl = \"{redis_url}\"\ntimeout = \"500ms\"\n",
+                d.user, d.password
+            )
+            .as_bytes(),
+        )
+        .unwrap();
+        let addr = format!("127.0.0.1:{}", common::free_port());
+        let child = std::process::Command::new(env!("CARGO_BIN_EXE_qcache"))
+            .arg("--config")
+            .arg(config.path())
+            .args([
+                "--listen",
+                &addr,
+                "--upstream",
+                &d.addr(),
+                "--admin-listen",
+                "",
+            ])
+            .args(["--log-level", "warn"])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::inherit())
+            .spawn()
+            .expect("cannot start qcache");
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while std::net::TcpStream::connect(&addr).is_err() {
+            assert!(Instant::now() < deadline, "qcache did not listen");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        OtherProcess {
+            child,
+            addr,
+            _config: config,
+        }
+    }
+}
+
+impl Drop for OtherProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Adversary L2, a session's key space of its own: after a sticky privilege change (a
+/// database-level one: the server keeps what a session had at its USE) a session connected
+/// before it keys apart from every other (`SessionState::make_private`), by a number counted
+/// per process, so the first such session of each instance has the same one. gA (on A,
+/// connected before the REVOKE) keeps SELECT on the database; gB (on B, another process,
+/// connected between the REVOKE and a GRANT) has none; both are made private by the GRANT,
+/// under the same generation. gA's read filled L2 under the key gB's read then found.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn private_key_spaces_of_two_processes_never_meet_in_l2() {
+    let redis = Redis::start();
+    let schema = setup("l2_private", 2).await;
+    let mut d = common::direct_to(&schema).await;
+    d.query_drop("CREATE TABLE t2 (id INT PRIMARY KEY)")
+        .await
+        .unwrap();
+    let g = common::unique_name("g");
+    for sql in [
+        format!("CREATE USER '{g}'@'%' IDENTIFIED BY 'pw'"),
+        format!("GRANT SELECT ON {schema}.* TO '{g}'@'%'"),
+        // So that g can still use the database after the REVOKE.
+        format!("GRANT SELECT ON {schema}.t2 TO '{g}'@'%'"),
+    ] {
+        d.query_drop(sql).await.unwrap();
+    }
+    let url = |addr: String| format!("mysql://{g}:pw@{addr}/{schema}?prefer_socket=false");
+    let read = "SELECT id, v FROM t ORDER BY id";
+    async fn answer(c: &mut mysql_async::Conn, read: &str) -> String {
+        match c.query::<(i64, i64), _>(read).await {
+            Ok(rows) => format!("{rows:?}"),
+            Err(mysql_async::Error::Server(e)) => format!("error {}", e.code),
+            Err(e) => panic!("{e}"),
+        }
+    }
+    let a = proxy(&redis.url(), |_| {}).await;
+    let b = OtherProcess::start(&redis.url());
+    let conn = |addr: String| {
+        let u = url(addr);
+        async move { mysql_async::Conn::from_url(u).await.unwrap() }
+    };
+    let mut ga = conn(a.addr_string()).await;
+    assert_eq!(answer(&mut ga, "SELECT id, id FROM t2").await, "[]");
+    let mut ra = a.conn(&schema).await;
+    ra.query_drop(format!("REVOKE SELECT ON {schema}.* FROM '{g}'@'%'"))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let mut gb = conn(b.addr.clone()).await;
+    let mut gd = conn(common::db().addr()).await;
+    for c in [&mut gb, &mut gd] {
+        assert_eq!(answer(c, "SELECT id, id FROM t2").await, "[]");
+    }
+    ra.query_drop(format!("GRANT INSERT ON {schema}.* TO '{g}'@'%'"))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let filled = answer(&mut ga, read).await;
+    wait_for("A's entry in Redis", LAG_BOUND, || {
+        !redis.keys("qcache:e:*").is_empty()
+    })
+    .await;
+    let want = answer(&mut gd, read).await;
+    let got = answer(&mut gb, read).await;
+    d.query_drop(format!("DROP USER '{g}'@'%'")).await.unwrap();
+    assert_eq!(filled, "[(1, 0), (2, 0)]", "gA kept SELECT on the database");
+    assert_eq!(want, "error 1142");
+    assert_eq!(got, want, "gB, on another process, after gA's fill");
+}

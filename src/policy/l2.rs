@@ -48,12 +48,16 @@ pub fn judge<'a>(
     }
 }
 
-/// Whether a miss that leads its fill asks L2 before the server: only a plain read (a
-/// transaction's snapshot is the server's alone, L2 knows nothing of it), of a session with
-/// no temporary tables (L2's names cannot tell them from the base tables they hide), while
-/// L2 is usable.
-pub fn asks_before_server(plain: bool, temporaries: bool, usable: bool) -> bool {
-    plain && !temporaries && usable
+/// Whether a miss that leads its fill asks L2 before the server (and so whether its result
+/// is stored there): only a plain read (a transaction's snapshot is the server's alone, L2
+/// knows nothing of it), of a session with no temporary tables (L2's names cannot tell them
+/// from the base tables they hide) and with no key space of its own (`own_keys`: the
+/// privileges the server kept for it since a sticky change, `SessionState::make_private`;
+/// no other session may share its entries, and the number that keys them apart is counted
+/// per process, so another instance's session of the same user, with other privileges, has
+/// the same one), while L2 is usable.
+pub fn asks_before_server(plain: bool, temporaries: bool, own_keys: bool, usable: bool) -> bool {
+    plain && !temporaries && !own_keys && usable
 }
 
 /// Whether reads (lookups, strict-mode checks, fills) may use L2 now: `healthy`
@@ -366,16 +370,46 @@ mod tests {
                 "a plain read, no temporaries, L2 usable",
                 true,
                 false,
+                false,
                 true,
                 true,
             ),
-            ("inside a transaction's snapshot", false, false, true, false),
-            ("a session with temporary tables", true, true, true, false),
-            ("L2 down or not configured", true, false, false, false),
+            (
+                "inside a transaction's snapshot",
+                false,
+                false,
+                false,
+                true,
+                false,
+            ),
+            (
+                "a session with temporary tables",
+                true,
+                true,
+                false,
+                true,
+                false,
+            ),
+            (
+                "a session with a key space of its own (privileges kept since a sticky change)",
+                true,
+                false,
+                true,
+                true,
+                false,
+            ),
+            (
+                "L2 down or not configured",
+                true,
+                false,
+                false,
+                false,
+                false,
+            ),
         ];
-        for (rule, plain, temporaries, usable, want) in rows {
+        for (rule, plain, temporaries, own_keys, usable, want) in rows {
             assert_eq!(
-                asks_before_server(plain, temporaries, usable),
+                asks_before_server(plain, temporaries, own_keys, usable),
                 want,
                 "{rule}"
             );

@@ -526,6 +526,7 @@ impl Session {
                 && crate::policy::l2::asks_before_server(
                     matches!(mode, ReadMode::Plain),
                     !self.st.temp_tables.is_empty(),
+                    self.st.priv_private != 0,
                     l.usable(),
                 )
         });
