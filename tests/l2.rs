@@ -2695,3 +2695,78 @@ async fn private_key_spaces_of_two_processes_never_meet_in_l2() {
     assert_eq!(want, "error 1142");
     assert_eq!(got, want, "gB, on another process, after gA's fill");
 }
+
+/// Adversary L2, a privilege change whose notification B never got: B's channel delivers
+/// nothing while a database-level REVOKE (sticky: a session keeps what it had at its USE)
+/// goes through A. B notices the loss and drops its entries, but learned no change: its
+/// session of g connected before the REVOKE (which the server still lets read `t`) and one
+/// connected after it (refused) shared a key, and the second was served the first's rows.
+///
+/// Not fixed yet (ignored): the fix that holds (a loss taken as a sticky change reaching
+/// every user, `PrivilegeChange::all`) leaves every session connected before a Redis blip
+/// with a key space of its own until it reconnects; a binlog gap has the same hole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "issue #35: a privilege change missed on the channel (or in a binlog gap) is not taken as one"]
+async fn a_privilege_change_missed_on_the_channel_still_splits_sessions() {
+    let redis = Redis::start();
+    let schema = setup("l2_privloss", 2).await;
+    let mut d = common::direct_to(&schema).await;
+    d.query_drop("CREATE TABLE t2 (id INT PRIMARY KEY)")
+        .await
+        .unwrap();
+    let g = common::unique_name("g");
+    for sql in [
+        format!("CREATE USER '{g}'@'%' IDENTIFIED BY 'pw'"),
+        format!("GRANT SELECT ON {schema}.* TO '{g}'@'%'"),
+        // So that g can still use the database after the REVOKE.
+        format!("GRANT SELECT ON {schema}.t2 TO '{g}'@'%'"),
+    ] {
+        d.query_drop(sql).await.unwrap();
+    }
+    let url = |addr: String| format!("mysql://{g}:pw@{addr}/{schema}?prefer_socket=false");
+    let read = "SELECT id, v FROM t ORDER BY id";
+    async fn answer(c: &mut mysql_async::Conn, read: &str) -> String {
+        match c.query::<(i64, i64), _>(read).await {
+            Ok(rows) => format!("{rows:?}"),
+            Err(mysql_async::Error::Server(e)) => format!("error {}", e.code),
+            Err(e) => panic!("{e}"),
+        }
+    }
+    let conn = |addr: String| {
+        let u = url(addr);
+        async move { mysql_async::Conn::from_url(u).await.unwrap() }
+    };
+    let fwd = forwarder(redis.url()).await;
+    let a = proxy(&redis.url(), |_| {}).await;
+    let b = proxy(&fwd.url, |_| {}).await;
+    let mut old = conn(b.addr_string()).await;
+    let mut old_direct = conn(common::db().addr()).await;
+    for c in [&mut old, &mut old_direct] {
+        assert_eq!(answer(c, "SELECT id, id FROM t2").await, "[]");
+    }
+    fwd.freeze.store(true, std::sync::atomic::Ordering::Release);
+    let mut ra = a.conn(&schema).await;
+    ra.query_drop(format!("REVOKE SELECT ON {schema}.* FROM '{g}'@'%'"))
+        .await
+        .unwrap();
+    wait_for(
+        "B to notice the lost channel",
+        Duration::from_secs(8),
+        || stat(&b, "Qcache_l2_notify_losses") >= 1,
+    )
+    .await;
+    let mut new = conn(b.addr_string()).await;
+    let mut new_direct = conn(common::db().addr()).await;
+    let got_old = answer(&mut old, read).await;
+    let want_old = answer(&mut old_direct, read).await;
+    let got_new = answer(&mut new, read).await;
+    let want_new = answer(&mut new_direct, read).await;
+    d.query_drop(format!("DROP USER '{g}'@'%'")).await.unwrap();
+    assert_eq!(
+        want_old, "[(1, 0), (2, 0)]",
+        "the server kept the old session's"
+    );
+    assert_eq!(want_new, "error 1142");
+    assert_eq!(got_old, want_old, "g's session on B from before the REVOKE");
+    assert_eq!(got_new, want_new, "g's session on B from after the REVOKE");
+}
