@@ -95,6 +95,17 @@ pub struct Lookup<'a> {
 }
 
 impl Lookup<'_> {
+    /// Whether a miss that leads its fill asks L2 before the server, and stores its result
+    /// there (`policy::l2::asks_before_server`), for this session now.
+    pub fn asks_l2_first(&self, mode: &ReadMode, usable: bool) -> bool {
+        crate::policy::l2::asks_before_server(
+            matches!(mode, ReadMode::Plain),
+            !self.st.temp_tables.is_empty(),
+            self.st.priv_private != 0,
+            usable,
+        )
+    }
+
     /// A cached entry this session may be served, if any (counted as a hit).
     #[inline(always)]
     pub fn lookup(&self, key: Key, mode: &ReadMode) -> Option<Arc<Entry>> {

@@ -521,15 +521,11 @@ impl Session {
                 None
             }
         };
-        let l2 = self.shared.l2.as_ref().filter(|l| {
-            guard.is_some()
-                && crate::policy::l2::asks_before_server(
-                    matches!(mode, ReadMode::Plain),
-                    !self.st.temp_tables.is_empty(),
-                    self.st.priv_private != 0,
-                    l.usable(),
-                )
-        });
+        let l2 = self
+            .shared
+            .l2
+            .as_ref()
+            .filter(|l| guard.is_some() && self.cached().asks_l2_first(mode, l.usable()));
         let Some(l2) = l2 else {
             return Ok(Some((guard, None)));
         };
