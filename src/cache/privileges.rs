@@ -51,7 +51,9 @@ impl Privileges {
         let mut g = self.gens.lock().unwrap_or_else(|e| e.into_inner());
         let e = self.epoch.load(Ordering::Acquire) + 1;
         let mark = |x: &mut Gens| {
-            x.any = e;
+            if !c.splits_only() {
+                x.any = e;
+            }
             if c.sticky {
                 x.sticky = e;
             }
@@ -122,5 +124,28 @@ mod tests {
         let a2 = p.view(Some("alice"));
         assert!(a2.generation > a1.generation && a2.sticky == a2.epoch);
         assert_eq!(p.epoch(), a2.epoch);
+    }
+
+    /// A change that may have been missed splits the sessions connected before it (sticky,
+    /// and the epoch moves so they notice) and moves no generation: new sessions key their
+    /// reads as the rest of the fleet does.
+    #[test]
+    fn a_missed_change_splits_sessions_and_moves_no_generation() {
+        let p = Privileges::default();
+        p.apply(&change(&["alice"], false, false));
+        let before = p.view(Some("alice"));
+        p.apply(&PrivilegeChange::missed());
+        let after = p.view(Some("alice"));
+        assert_eq!(after.generation, before.generation, "no generation moves");
+        assert!(
+            after.sticky > before.epoch,
+            "sessions from before are split off"
+        );
+        assert!(after.epoch > before.epoch, "and notice it");
+        assert_eq!(
+            p.view(Some("bob")).generation,
+            0,
+            "nor anyone else's generation"
+        );
     }
 }

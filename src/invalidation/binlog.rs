@@ -1433,7 +1433,16 @@ impl Tail {
     /// starts from happened while no tail was watching, so it is all invalidated before
     /// anyone is told the tail is connected.
     fn connected_fresh(&mut self, target: &(String, u64), life: &mut Life) {
-        self.inv.apply(&binlog(vec![What::Gap]));
+        // After a stream that ran, a privilege change among what was missed too
+        // (`PrivilegeChange::missed`); before the first, the sessions there are were as
+        // new as any (a direct change then is as unseen as one with no tail).
+        let mut what = vec![What::Gap];
+        if self.ever_streamed {
+            what.push(What::Privileges(
+                crate::policy::privileges::PrivilegeChange::missed(),
+            ));
+        }
+        self.inv.apply(&binlog(what));
         self.shared.bumps.fetch_add(1, Ordering::Relaxed);
         if self.ever_streamed {
             self.shared.gaps.fetch_add(1, Ordering::Relaxed);

@@ -11,6 +11,13 @@ use crate::l2::{Learned, OnLearned};
 pub fn learned(l: Learned) -> Invalidation {
     match l {
         Learned::Everything => Invalidation::one(Source::L2, What::Everything),
+        Learned::Missed => Invalidation::new(
+            Source::L2,
+            vec![
+                What::Everything,
+                What::Privileges(crate::policy::privileges::PrivilegeChange::missed()),
+            ],
+        ),
         Learned::Schema(s) => Invalidation::one(Source::L2, What::Schema(s)),
         // Another instance's privilege change, as the bump of its stamp: the users it
         // reaches get new generations here too, or this instance keeps serving them what
@@ -81,9 +88,21 @@ mod tests {
         let indexes = vec![("customer_id".to_string(), vec![3u32, 9])];
         let rows = [
             (
-                "everything (a lost channel, a new subscription, another Redis)",
+                "everything (another instance raised it, or the first subscription)",
                 Learned::Everything,
                 Invalidation::one(Source::L2, What::Everything),
+            ),
+            (
+                "missed (a lost channel, a new subscription, another Redis): a change of \
+                 privileges for every user too",
+                Learned::Missed,
+                Invalidation::new(
+                    Source::L2,
+                    vec![
+                        What::Everything,
+                        What::Privileges(crate::policy::privileges::PrivilegeChange::missed()),
+                    ],
+                ),
             ),
             (
                 "another instance's schema bump",

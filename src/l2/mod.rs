@@ -91,7 +91,11 @@ pub type ColumnIds = Arc<dyn Fn(&str, &str, &str) -> Option<u64> + Send + Sync>;
 /// (`invalidation::l2`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Learned {
+    /// Another instance raised everything (`e`).
     Everything,
+    /// Bumps this instance may have missed: everything, and any privilege change among
+    /// them (`policy::privileges::PrivilegeChange::missed`).
+    Missed,
     Schema(String),
     Table(String, String),
     /// Another instance's write with known rows: per column registered here whose id
@@ -1874,7 +1878,7 @@ impl L2 {
         });
         let Some((schema, name, known)) = parsed else {
             // Not understood: assume the worst.
-            (self.learned)(Learned::Everything);
+            (self.learned)(Learned::Missed);
             return;
         };
         let learned = match &self.columns {
@@ -2132,7 +2136,7 @@ impl L2 {
         adoption: Adoption,
     ) -> Result<(), L2Error> {
         self.adopting.store(true, Ordering::Release);
-        (self.learned)(Learned::Everything);
+        (self.learned)(Learned::Missed);
         // Counted from what this data holds now: the raise of `e` below counts past it.
         self.raises_seen.store(held.raises, Ordering::Release);
         let e = Raises {
@@ -2395,11 +2399,11 @@ async fn recover(me: &Arc<L2>, mut conn: Conn, first: &mut bool) -> bool {
     }
     if adoption == Adoption::Mark {
         // Perhaps back to a dump without the marker: entries copied from it go too.
-        (me.learned)(Learned::Everything);
+        (me.learned)(Learned::Missed);
     }
     if adoption.is_rollback() {
         // Entries this instance holds may have come from the old server's data.
-        (me.learned)(Learned::Everything);
+        (me.learned)(Learned::Missed);
         CacheStatsExt::incr(&me.stats.rollbacks);
         warn!(
             ?adoption,
@@ -2674,8 +2678,14 @@ async fn subscribe_task(l2: Weak<L2>) {
             if *down.borrow() != gen {
                 continue;
             }
-            // Subscribed: from here every bump is seen; what went before may not have been.
-            (me.learned)(Learned::Everything);
+            // Subscribed: from here every bump is seen; what went before may not have been
+            // (the first time: this instance's start, its sessions as new as any).
+            let first = me.notify_since_ms.load(Ordering::Acquire) == 0;
+            (me.learned)(if first {
+                Learned::Everything
+            } else {
+                Learned::Missed
+            });
             me.notify_since_ms.store(now_ms(), Ordering::Release);
             me.notify_up.store(true, Ordering::Release);
         }
@@ -2711,7 +2721,7 @@ async fn subscribe_task(l2: Weak<L2>) {
                         Some(Dep::Schema(s)) => Learned::Schema(s.to_string()),
                         Some(Dep::Table(s, n)) => Learned::Table(s.to_string(), n.to_string()),
                         // Unknown names from a newer or foreign writer: assume the worst.
-                        None => Learned::Everything,
+                        None => Learned::Missed,
                     });
                 }
                 _ = down.changed() => break,
@@ -2724,7 +2734,7 @@ async fn subscribe_task(l2: Weak<L2>) {
         let Some(me) = l2.upgrade() else { return };
         node = node.wrapping_add(1);
         me.notify_up.store(false, Ordering::Release);
-        (me.learned)(Learned::Everything);
+        (me.learned)(Learned::Missed);
         CacheStatsExt::incr(&me.stats.notify_losses);
         if silent {
             // Commands still work (the heartbeats are published): only this subscription

@@ -141,6 +141,9 @@ pub enum Reason {
     Unreadable,
     /// Another instance's change, learned from its stamp's bump through L2.
     Learned,
+    /// Changes this instance may have missed: L2's channel lost or made again, its data
+    /// adopted or rolled back, a binlog gap.
+    Missed,
 }
 
 /// Who a privilege change reaches.
@@ -163,6 +166,25 @@ impl PrivilegeChange {
             sticky,
             reason,
         }
+    }
+
+    /// What may have been missed where bumps were lost (L2's channel down or made again,
+    /// its data adopted or rolled back, a binlog gap): any change, for every user, sticky.
+    /// A missed sticky change (a database-level REVOKE, say) leaves the sessions connected
+    /// before it with privileges new ones lack; not taking it as one let both share entries
+    /// (a new session refused by the server served the old one's rows). Sessions connected
+    /// before the loss keep their entries their own until they reconnect.
+    pub fn missed() -> PrivilegeChange {
+        PrivilegeChange::all(Reason::Missed, true)
+    }
+
+    /// Whether this change only splits the sessions connected before it from new ones,
+    /// moving no generation ([`missed`](Self::missed)): a new session's privileges are
+    /// whatever the server computes at its connect, as anywhere in the fleet, and a
+    /// generation moved for a change that may not have happened would key this instance's
+    /// reads apart from every other's for good (its numbers no longer meet theirs).
+    pub fn splits_only(&self) -> bool {
+        self.reason == Reason::Missed
     }
 
     /// A write to a privilege table (through qcache or seen in the binlog).
