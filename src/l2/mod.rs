@@ -1173,6 +1173,19 @@ impl BumpSink for Sink {
 }
 
 impl L2 {
+    /// The channel is subscribed: from here every bump is seen; what went before may not
+    /// have been (the first time: this instance's start, its sessions as new as any).
+    fn subscribed(&self) {
+        let first = self.notify_since_ms.load(Ordering::Acquire) == 0;
+        (self.learned)(if first {
+            Learned::Everything
+        } else {
+            Learned::Missed
+        });
+        self.notify_since_ms.store(now_ms(), Ordering::Release);
+        self.notify_up.store(true, Ordering::Release);
+    }
+
     /// Starts the L2 client in the background of the current runtime: it is down until the
     /// first connection succeeds, and never blocks the caller.
     pub fn start(
@@ -2678,16 +2691,7 @@ async fn subscribe_task(l2: Weak<L2>) {
             if *down.borrow() != gen {
                 continue;
             }
-            // Subscribed: from here every bump is seen; what went before may not have been
-            // (the first time: this instance's start, its sessions as new as any).
-            let first = me.notify_since_ms.load(Ordering::Acquire) == 0;
-            (me.learned)(if first {
-                Learned::Everything
-            } else {
-                Learned::Missed
-            });
-            me.notify_since_ms.store(now_ms(), Ordering::Release);
-            me.notify_up.store(true, Ordering::Release);
+            me.subscribed();
         }
         let mut stream = ps.into_on_message();
         let mut heard = Instant::now();
