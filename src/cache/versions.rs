@@ -1277,6 +1277,24 @@ impl Stamps {
                 .all(|(now, then)| now.at == then.at || (own.after < now.at && now.at <= own.upto))
     }
 
+    /// Whether these stamps are outdated by derived columns' pending counts only: read
+    /// before the window, nothing else they check moved. Their entry is current again when
+    /// the counts clear, unless the lookup's bump reaches it, so a lookup that finds it
+    /// keeps it (`Cache::get_current`). Asked only of entries found not current.
+    pub fn held_by_pending(&self, v: &Versions) -> bool {
+        self.epoch == v.epoch()
+            && self.checks.iter().all(|c| match &c.counter {
+                Counter::Pending(_) => c.at == 0,
+                counter => counter.now(v) == c.at,
+            })
+    }
+
+    /// Whether these stamps were read while a derived column they stamp was pending: they
+    /// are never current ([`DerivedPending`]), so their entry is not worth storing.
+    pub fn saw_pending(&self) -> bool {
+        self.sliced.iter().any(|s| s.pending == PENDING_SEEN)
+    }
+
     /// What the flat check array takes, for an entry's weight.
     pub fn checks_bytes(&self) -> usize {
         self.checks.len() * std::mem::size_of::<Check>()
@@ -1588,6 +1606,18 @@ mod tests {
                     Current(n, want) => {
                         let s = stamps[n].as_ref().unwrap();
                         assert_eq!(s.is_current(&v), want, "{why}: step {i}, current");
+                        // Kept on a lookup only when the pending counts alone hold it back.
+                        let held = !want && s.held_by_pending(&v);
+                        let only_pending = !want && derived.pending() > 0 && {
+                            let mut cleared = s.clone();
+                            cleared.checks.iter_mut().for_each(|c| {
+                                if matches!(c.counter, Counter::Pending(_)) && c.at == 0 {
+                                    c.at = derived.pending();
+                                }
+                            });
+                            cleared.is_current(&v)
+                        };
+                        assert_eq!(held, only_pending, "{why}: step {i}, held");
                         let snap = v.snapshot();
                         assert_eq!(s.valid_in(&v, &snap), want, "{why}: step {i}, snapshot");
                     }
