@@ -288,6 +288,11 @@ pub struct InvalidationConfig {
     /// write instead of after its answer (`engine::fkslices::timing`). Ignored while a
     /// binlog tail runs or L2 is on: those exist to see writes from elsewhere.
     pub derived_lookups_with_write: bool,
+    /// A child write's OK goes to the client as soon as the server's arrives; its parent
+    /// lookup runs after, while the derived slices it asks are pending (no entry stamping
+    /// them is served until their bumps are made: `engine::fkslices::timing`). Ignored with
+    /// L2 on (other instances cannot see a pending mark) and inside transactions.
+    pub derived_lookups_deferred: bool,
     /// Tail the server's binlog to see writes that bypass qcache.
     pub binlog: BinlogMode,
     /// server_id qcache uses when it registers as a replica; 0 picks a random one at start,
@@ -316,6 +321,7 @@ impl std::fmt::Debug for InvalidationConfig {
                 "derived_lookups_with_write",
                 &self.derived_lookups_with_write,
             )
+            .field("derived_lookups_deferred", &self.derived_lookups_deferred)
             .field("binlog", &self.binlog)
             .field("server_id", &self.server_id)
             .field("user", &self.user)
@@ -338,6 +344,7 @@ impl Default for InvalidationConfig {
             parent_map_entries: DEFAULT_PARENT_MAP_ENTRIES,
             derived_lookups: true,
             derived_lookups_with_write: false,
+            derived_lookups_deferred: true,
             binlog: BinlogMode::Auto,
             server_id: 0,
             user: "root".into(),

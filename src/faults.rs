@@ -65,7 +65,15 @@ pub enum Fault {
     /// down for L2 with Redis reachable (its writes, their raises) lasts as long as a test
     /// needs.
     HeldL2Recovery = 1 << 11,
+    /// Not an invariant broken but a timing made visible: every parent lookup of a child
+    /// write waits [`SLOW_PARENT_LOOKUP`] before it is asked (`Shared::parent_lookups`), so
+    /// that reads made while a deferred lookup's derived slices are pending
+    /// (`engine::fkslices::Timing::Deferred`) are what its tests see.
+    SlowParentLookups = 1 << 12,
 }
+
+/// How long [`Fault::SlowParentLookups`] delays each parent lookup.
+pub const SLOW_PARENT_LOOKUP: std::time::Duration = std::time::Duration::from_millis(200);
 
 /// How late [`Fault::SlowBinlog`] makes the tail handle each event.
 pub const SLOW_BINLOG_EVENT: std::time::Duration = std::time::Duration::from_millis(400);
@@ -74,7 +82,7 @@ pub const SLOW_BINLOG_EVENT: std::time::Duration = std::time::Duration::from_mil
 pub const SLOW_CATALOG_RELOAD: std::time::Duration = std::time::Duration::from_millis(300);
 
 impl Fault {
-    pub const ALL: [Fault; 12] = [
+    pub const ALL: [Fault; 13] = [
         Fault::RowSlices,
         Fault::DerivedSlices,
         Fault::PrivilegeStamps,
@@ -87,6 +95,7 @@ impl Fault {
         Fault::BusyParentLookups,
         Fault::SlowBinlog,
         Fault::HeldL2Recovery,
+        Fault::SlowParentLookups,
     ];
 }
 

@@ -397,6 +397,13 @@ impl Run<'_> {
         if let (false, true, Some(p)) = (direct, self.settle_ddl, self.proxy) {
             common::wait_catalog_settled(&p.running.shared).await;
         }
+        // And until no child write's parent lookup asked after its OK is still running
+        // (`Timing::Deferred`): a scenario's `@expect hit` after a child write then sees the
+        // slices the lookup narrowed to, as before the OK stopped waiting for it. Reads made
+        // while one runs are tests/fkslices.rs's.
+        if let (false, Some(p)) = (direct, self.proxy) {
+            p.lookups_settled().await;
+        }
         out
     }
 
@@ -423,6 +430,13 @@ impl Run<'_> {
         }
         if let (false, true, Some(p)) = (direct, self.settle_ddl, self.proxy) {
             common::wait_catalog_settled(&p.running.shared).await;
+        }
+        // And until no child write's parent lookup asked after its OK is still running
+        // (`Timing::Deferred`): a scenario's `@expect hit` after a child write then sees the
+        // slices the lookup narrowed to, as before the OK stopped waiting for it. Reads made
+        // while one runs are tests/fkslices.rs's.
+        if let (false, Some(p)) = (direct, self.proxy) {
+            p.lookups_settled().await;
         }
         out
     }

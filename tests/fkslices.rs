@@ -76,18 +76,44 @@ async fn pairs(c: &mut Conn, q: &str) -> Vec<(i64, i64)> {
     c.query(q).await.unwrap_or_else(|e| panic!("{q}: {e}"))
 }
 
-/// Reads `q` once and returns whether it was a hit.
+/// Waits (at most 5 s) until no child write's parent lookup asked after its OK is running
+/// (`Qcache_parent_lookups_pending`, `engine::fkslices::Timing::Deferred`): until then its
+/// derived slices are not served, and what is filled meanwhile is never served.
+async fn settled(c: &mut Conn) {
+    let start = Instant::now();
+    while status(c, "Qcache_parent_lookups_pending").await > 0 {
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "lookups pending 5 s"
+        );
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+}
+
+/// Reads `q` once, once the lookups asked after their OKs ended ([`settled`]), and
+/// returns whether it was a hit.
 async fn hit(c: &mut Conn, q: &str) -> bool {
+    settled(c).await;
     let before = status(c, "Qcache_hits").await;
     c.query_drop(q).await.unwrap();
     status(c, "Qcache_hits").await - before == 1
 }
 
-/// Reads every query once (a miss fills it) and checks that it is then served.
+/// Reads every query once (a miss fills it) and checks that it is then served. With a
+/// binlog tail, the row event of a write made just before may land between the fill and
+/// the check (a child write's OK no longer waits for its lookup, so it often does): the
+/// query is then filled again, for at most 2 s.
 async fn warm(c: &mut Conn, qs: &[&str]) {
+    settled(c).await;
+    let deadline = Instant::now() + Duration::from_secs(2);
     for q in qs {
-        c.query_drop(*q).await.unwrap();
-        assert!(hit(c, q).await, "{q} cached");
+        loop {
+            c.query_drop(*q).await.unwrap();
+            if hit(c, q).await {
+                break;
+            }
+            assert!(Instant::now() < deadline, "{q} cached");
+        }
     }
 }
 
@@ -171,6 +197,7 @@ async fn history_of_other_customers_survives_new_orders() {
     )
     .await
     .unwrap();
+    settled(&mut c).await;
     let h0 = status(&mut c, "Qcache_hits").await;
     let two = read(&mut c, 2).await;
     assert_eq!(
@@ -217,6 +244,7 @@ async fn left_join_pages_and_parents_without_children() {
     c.query_drop("INSERT INTO order_items VALUES (50, 1, 1)")
         .await
         .unwrap();
+    settled(&mut c).await;
     assert_eq!(status(&mut c, "Qcache_parent_lookups").await, lookups + 1);
     assert!(
         hit(&mut c, &c20).await,
@@ -229,6 +257,7 @@ async fn left_join_pages_and_parents_without_children() {
     c.query_drop("INSERT INTO order_items VALUES (3, 1, 1)")
         .await
         .unwrap();
+    settled(&mut c).await;
     assert_eq!(status(&mut c, "Qcache_parent_lookups").await, lookups + 2);
     assert!(hit(&mut c, &c20).await);
     assert_eq!(pairs(&mut c, &c10).await, pairs(&mut d, &c10).await);
@@ -259,14 +288,16 @@ async fn child_writes_from_elsewhere_use_what_qcache_learned() {
     // Learned through qcache (once a read registered the map), then items inserted
     // directly: only customer 1's history.
     warm(&mut c, &[&h1, &h2]).await;
-    let id = new_order(&mut c, 1, 3).await;
+    let mut id = 0;
     // Other tests of this binary share the server, so counting the tail's commits says
     // nothing about which were ours: each direct write is waited for by reading until
     // qcache answers as the server does. A commit that arrives while the tail reloads the
-    // catalog for another test's DDL is bumped conservatively (its whole schema), so the
-    // "served" half may take a few tries.
+    // catalog for another test's DDL is bumped conservatively (its whole schema, and the
+    // parent maps with it), so the "served" half may take a few tries, each with an order
+    // learned anew.
     let mut served = false;
     for product in 100..105 {
+        id = new_order(&mut c, 1, 3).await;
         warm(&mut c, &[&h1, &h2]).await;
         d.query_drop(format!(
             "INSERT INTO order_items VALUES ({id}, {product}, 7)"
@@ -331,6 +362,7 @@ async fn without_lookups_child_writes_bump_every_derived_slice() {
     warm(&mut c, &[&h1, &h2]).await;
     let fallbacks = status(&mut c, "Qcache_derived_slice_fallbacks").await;
     new_order(&mut c, 1, 3).await;
+    settled(&mut c).await;
     assert!(status(&mut c, "Qcache_derived_slice_fallbacks").await > fallbacks);
     assert_eq!(status(&mut c, "Qcache_parent_lookups").await, 0);
     for h in [&h1, &h2] {
@@ -509,6 +541,7 @@ async fn parent_lookups_read_the_parent_as_it_is_now() {
     c.query_drop("INSERT INTO order_items VALUES (1, 3, 5)")
         .await
         .unwrap();
+    settled(&mut c).await;
     assert_eq!(status(&mut c, "Qcache_parent_lookups").await, lookups + 1);
     c.query_drop("UPDATE orders SET customer_id = 2 WHERE id = 1")
         .await
@@ -546,6 +579,7 @@ async fn busy_lookups_fall_back_and_are_never_stale() {
         let fallbacks = status(&mut c, "Qcache_derived_slice_fallbacks").await;
         let lookups = status(&mut c, "Qcache_parent_lookups").await;
         new_order(&mut c, 1, 3).await;
+        settled(&mut c).await;
         assert_eq!(
             status(&mut c, "Qcache_parent_lookup_skips").await,
             skips + 1,
@@ -568,6 +602,7 @@ async fn busy_lookups_fall_back_and_are_never_stale() {
         c.query_drop("INSERT INTO order_items VALUES (2, 3, 4)")
             .await
             .unwrap();
+        settled(&mut c).await;
         let asked = status(&mut c, "Qcache_parent_lookups").await - lookups;
         let skipped = status(&mut c, "Qcache_parent_lookup_skips").await - skips;
         assert_eq!(asked + skipped, 1, "with_write {with_write}: one lookup");
@@ -621,4 +656,140 @@ async fn lookups_beside_writes_narrow_and_stay_fresh() {
         assert_eq!(rows(&mut c, h).await, rows(&mut d, h).await, "{h}");
     }
     proxy.shutdown().await;
+}
+
+/// Reads `q` once, as it is now (no waiting for pending lookups), and returns whether it
+/// was a hit.
+#[cfg(debug_assertions)]
+async fn hit_now(c: &mut Conn, q: &str) -> (bool, Vec<Row>) {
+    let before = status(c, "Qcache_hits").await;
+    let got = rows(c, q).await;
+    (status(c, "Qcache_hits").await - before == 1, got)
+}
+
+/// A child write's OK goes out before its parent lookup (`Timing::Deferred`), the lookup
+/// slowed to 200 ms (`Fault::SlowParentLookups`): another connection reading the history
+/// of the written customer right after each OK, many times, is never served the history
+/// from before the write, and once the lookup ended the other customer's history, filled
+/// before the write, is served again (the lookup narrowed it).
+#[cfg(debug_assertions)]
+#[tokio::test]
+async fn deferred_lookups_never_serve_a_stale_derived_slice() {
+    use qcache::faults::Fault;
+    let schema = common::fresh_schema("fk_deferred").await;
+    setup(&schema, SHOP).await;
+    let proxy = common::proxy(|_| {}).await;
+    let (mut c, mut r) = (proxy.conn(&schema).await, proxy.conn(&schema).await);
+    let mut d = common::direct_to(&schema).await;
+    let faults = &proxy.running.shared.cache.versions().faults;
+    faults.set(Fault::SlowParentLookups, true);
+    let (h1, h2) = (history(1), history(2));
+    let deferred = status(&mut c, "Qcache_parent_lookups_deferred").await;
+    let mut narrowed = 0;
+    for i in 0..12 {
+        warm(&mut r, &[&h1, &h2]).await;
+        let id = new_order(&mut c, 1, 3).await;
+        // Right after the OK, its lookup still asleep: the written customer's history.
+        for _ in 0..5 {
+            let (served, got) = hit_now(&mut r, &h1).await;
+            assert!(
+                !served,
+                "round {i}: customer 1's history served while pending"
+            );
+            assert_eq!(got, rows(&mut d, &h1).await, "round {i}: stale");
+        }
+        // The other customer's history too is read from the server meanwhile, and what
+        // it reads is not stored over the entry filled before the write.
+        let (served, got) = hit_now(&mut r, &h2).await;
+        assert!(
+            !served,
+            "round {i}: customer 2's history served while pending"
+        );
+        assert_eq!(
+            got,
+            rows(&mut d, &h2).await,
+            "round {i}: customer 2 pending"
+        );
+        // The item's lookup (200 ms) has not ended: it is still pending.
+        assert!(
+            status(&mut r, "Qcache_parent_lookups_pending").await > 0,
+            "round {i}"
+        );
+        // Once it ends, customer 2's entry (filled before the write) holds again (a miss
+        // of it while pending stored nothing over it).
+        settled(&mut r).await;
+        let (served, got) = hit_now(&mut r, &h2).await;
+        assert_eq!(got, rows(&mut d, &h2).await, "round {i}: customer 2");
+        narrowed += served as u32;
+        let (served, got) = hit_now(&mut r, &h1).await;
+        assert!(!served, "round {i}: filled while pending, never served");
+        assert_eq!(got, rows(&mut d, &h1).await, "round {i}: customer 1 after");
+        // A move through qcache while the lookup sleeps: both histories right after it.
+        warm(&mut r, &[&h1, &h2]).await;
+        c.query_drop(format!("INSERT INTO order_items VALUES ({id}, 2, 1)"))
+            .await
+            .unwrap();
+        c.query_drop(format!("UPDATE orders SET customer_id = 2 WHERE id = {id}"))
+            .await
+            .unwrap();
+        for h in [&h1, &h2] {
+            assert_eq!(
+                rows(&mut r, h).await,
+                rows(&mut d, h).await,
+                "round {i}: {h}"
+            );
+        }
+    }
+    assert!(
+        narrowed == 12,
+        "customer 2's history served after the lookup in {narrowed} of 12 rounds"
+    );
+    let asked = status(&mut c, "Qcache_parent_lookups_deferred").await - deferred;
+    assert!(asked >= 24, "{asked} lookups deferred");
+    faults.set(Fault::SlowParentLookups, false);
+    proxy.shutdown().await;
+}
+
+/// The client's OK of a child write does not wait for its parent lookup: with the lookup
+/// slowed to 200 ms (`Fault::SlowParentLookups`) the write's OK still comes well before
+/// (a structural check, not a benchmark: the bound is generous). With deferring off
+/// (`invalidation.derived_lookups_deferred = false`), it waits, as it did before.
+#[cfg(debug_assertions)]
+#[tokio::test]
+async fn a_child_writes_ok_does_not_wait_for_its_lookup() {
+    use qcache::faults::{Fault, SLOW_PARENT_LOOKUP};
+    for deferred in [true, false] {
+        let name = format!("fk_ok_first{}", deferred as u8);
+        let (proxy, mut c, mut d) = shop(&name, |c| {
+            c.invalidation.derived_lookups_deferred = deferred
+        })
+        .await;
+        let faults = &proxy.running.shared.cache.versions().faults;
+        faults.set(Fault::SlowParentLookups, true);
+        let (h1, h2) = (history(1), history(2));
+        warm(&mut c, &[&h1, &h2]).await;
+        let start = Instant::now();
+        c.query_drop("INSERT INTO order_items VALUES (2, 3, 5)")
+            .await
+            .unwrap();
+        let took = start.elapsed();
+        if deferred {
+            assert!(
+                took < SLOW_PARENT_LOOKUP / 2,
+                "the OK took {took:?}: it waited for the lookup"
+            );
+        } else {
+            assert!(took >= SLOW_PARENT_LOOKUP, "not deferred: {took:?}");
+        }
+        for h in [&h1, &h2] {
+            assert_eq!(rows(&mut c, h).await, rows(&mut d, h).await, "{h}");
+        }
+        faults.set(Fault::SlowParentLookups, false);
+        warm(&mut c, &[&h1, &h2]).await;
+        c.query_drop("INSERT INTO order_items VALUES (2, 2, 5)")
+            .await
+            .unwrap();
+        assert!(hit(&mut c, &h1).await, "deferred {deferred}: narrowed to 2");
+        proxy.shutdown().await;
+    }
 }

@@ -264,6 +264,18 @@ fn encode_parent_maps(e: &mut DescriptorEncoder, cache: &crate::cache::Cache) ->
         "Parent lookups not waited for (no idle connection, or slower than the write): the write bumped every derived slice of its table instead.",
         load(&ps.skips),
     )?;
+    counter(
+        e,
+        "qcache_parent_lookups_deferred",
+        "Parent lookups asked after their child write's OK went to the client (derived slices pending meanwhile).",
+        load(&ps.deferred),
+    )?;
+    gauge(
+        e,
+        "qcache_parent_lookups_pending",
+        "Deferred parent lookups whose derived slices are still pending.",
+        load(&ps.pending),
+    )?;
     Ok(())
 }
 

@@ -113,6 +113,10 @@ pub struct ParentStats {
     /// Parent lookups not waited for (no idle connection, or a lookup sent beside its write
     /// not answered by the write's OK): the write fell back instead.
     pub skips: AtomicU64,
+    /// Parent lookups asked after their write's OK went out (`Timing::Deferred`).
+    pub deferred: AtomicU64,
+    /// Of those, the ones whose derived slices are still pending (a gauge).
+    pub pending: AtomicU64,
 }
 
 #[derive(Debug, Default)]
@@ -356,7 +360,7 @@ impl ParentMaps {
     }
 
     /// The `Qcache_*` rows of the parent maps (derived slices).
-    pub fn status_rows(&self) -> [(&'static str, u64); 8] {
+    pub fn status_rows(&self) -> [(&'static str, u64); 10] {
         let load = |c: &AtomicU64| c.load(Ordering::Relaxed);
         let s = &self.stats;
         [
@@ -368,6 +372,8 @@ impl ParentMaps {
             ("Qcache_parent_map_evicted", load(&s.evicted)),
             ("Qcache_parent_lookups", load(&s.lookups)),
             ("Qcache_parent_lookup_skips", load(&s.skips)),
+            ("Qcache_parent_lookups_deferred", load(&s.deferred)),
+            ("Qcache_parent_lookups_pending", load(&s.pending)),
         ]
     }
 

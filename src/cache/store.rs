@@ -433,8 +433,11 @@ impl Cache {
     pub fn get_current(&self, key: Key) -> Option<Arc<Entry>> {
         let e = self.get(key)?;
         if !e.stamps.is_current(&self.inner.versions) {
-            // Only an outdated entry pays for the `max_stale` check (a clock read).
-            let keep = e.max_stale.is_some_and(|m| e.created.elapsed() < m);
+            // Only an outdated entry pays for the `max_stale` check (a clock read), and for
+            // the one that keeps an entry a child write's pending derived slices only hold
+            // back (it may be served again once they clear).
+            let keep = e.max_stale.is_some_and(|m| e.created.elapsed() < m)
+                || e.stamps.held_by_pending(&self.inner.versions);
             if !keep {
                 self.drop_outdated(key, &e);
             }

@@ -116,7 +116,24 @@ pub struct SliceColumn {
     unknown: AtomicU64,
     /// `unknown` for entries whose columns are known: not moved by column-known updates.
     unknown_rows: AtomicU64,
+    /// A foreign-key-derived column (`cache::fkmap::derived_column`): its stamps also check
+    /// `pending`.
+    derived: bool,
+    /// Child writes acknowledged to their clients whose derived slices are not bumped yet
+    /// ([`DerivedPending`]): while it is not 0, no entry stamping this column is current. A
+    /// count beside the version counters, never inside them: those only grow
+    /// (`fetch_max`), which the patch window's argument (`Versions::own_range`) and the
+    /// snapshot rule (`Stamps::valid_in`) rely on, and a mark in their high bits would hide
+    /// a bump made while it is set (`fetch_max` of a smaller value) and come back to the
+    /// same value in the next window.
+    pending: AtomicU64,
 }
+
+/// What a stamp of a derived column records of its `pending` count when the count was not
+/// 0: a value the count never holds, so an entry filled while a child write's derived slices
+/// were pending is never current (its stamps may predate the slices' bump, which then moves
+/// nothing it checks).
+const PENDING_SEEN: u64 = u64::MAX;
 
 impl SliceColumn {
     pub fn version(&self) -> u64 {
@@ -125,6 +142,20 @@ impl SliceColumn {
 
     pub fn rows_version(&self) -> u64 {
         self.unknown_rows.load(Ordering::Acquire)
+    }
+
+    /// How many child writes' derived slices of this column are pending now.
+    pub fn pending(&self) -> u64 {
+        self.pending.load(Ordering::Acquire)
+    }
+
+    /// What a stamp captured now records of `pending`: 0, or [`PENDING_SEEN`].
+    fn pending_stamp(&self) -> u64 {
+        if self.pending() == 0 {
+            0
+        } else {
+            PENDING_SEEN
+        }
     }
 }
 
@@ -405,6 +436,8 @@ impl Versions {
             name: column.into(),
             unknown: AtomicU64::new(t.version()),
             unknown_rows: AtomicU64::new(t.version()),
+            derived: super::fkmap::parse_derived(column).is_some(),
+            pending: AtomicU64::new(0),
         });
         cols.push(c.clone());
         c
@@ -569,6 +602,41 @@ impl Versions {
             return 0;
         }
         self.bump_indexes(t, indexes)
+    }
+
+    /// The late half of a child write whose derived slices were pending
+    /// ([`DerivedPending`]): bumps, for derived column `c` of `t`, the slices of `keys`
+    /// (the parent values the server answered), or with None every derived slice of the
+    /// column (its unknown versions: the fallback). Nothing else: the write's other
+    /// counters moved at its OK. A sink, if any, is told as of a write with those rows.
+    /// Returns the number of slice counters bumped.
+    pub fn bump_derived(&self, t: &TableVersion, c: &SliceColumn, keys: Option<&[String]>) -> u64 {
+        let indexes: Option<Vec<u32>> =
+            keys.map(|k| k.iter().map(|k| Self::slice_index(t, &c.name, k)).collect());
+        if let Some(s) = self.sink.get() {
+            match &indexes {
+                Some(i) => s.rows(&t.schema, &t.name, &[(c.name.to_string(), i.clone())]),
+                None => s.table(&t.schema, &t.name),
+            }
+        }
+        let v = self.take_seq();
+        let skip = self.slice_bumps_broken() || self.faults.on(Fault::DerivedSlices);
+        let n = match (&indexes, skip) {
+            (_, true) => 0,
+            (Some(list), false) => {
+                for &i in list {
+                    self.slices.0[i as usize & (SLICE_COUNTERS - 1)].fetch_max(v, Ordering::AcqRel);
+                }
+                list.len() as u64
+            }
+            (None, false) => {
+                c.unknown_rows.fetch_max(v, Ordering::AcqRel);
+                c.unknown.fetch_max(v, Ordering::AcqRel);
+                0
+            }
+        };
+        self.bump_done();
+        n
     }
 
     fn bump_indexes(&self, t: &TableVersion, indexes: impl Fn(&str) -> Option<Vec<u32>>) -> u64 {
@@ -893,6 +961,8 @@ enum Counter {
     ColumnRows(Arc<SliceColumn>),
     ColumnRead(u32),
     Slice(u32),
+    /// A derived column's pending count (not a version: see [`SliceColumn`]).
+    Pending(Arc<SliceColumn>),
 }
 
 impl Counter {
@@ -907,6 +977,7 @@ impl Counter {
             Counter::ColumnRows(c) => c.rows_version(),
             Counter::ColumnRead(i) => v.column_version(*i),
             Counter::Slice(i) => v.slice_version(*i),
+            Counter::Pending(c) => c.pending(),
         }
     }
 }
@@ -922,6 +993,8 @@ pub struct SliceStamp {
     /// The columns read are known: `unknown` and `column_version` are the column-aware
     /// twins (`unknown_rows`), and the stamps' column counters cover the columns read.
     by_columns: bool,
+    /// A derived column's pending count as stamped: 0, or [`PENDING_SEEN`] (never current).
+    pending: u64,
 }
 
 impl SliceStamp {
@@ -969,6 +1042,12 @@ impl SliceStamp {
         } else {
             self.column.version()
         }
+    }
+
+    /// Whether no child write's derived slices of this column are pending, and none were
+    /// when these stamps were read (always true of a column that is not derived).
+    fn pending_clear(&self) -> bool {
+        !self.column.derived || (self.pending == 0 && self.column.pending() == 0)
     }
 
     fn all_versions<'a>(&'a self, v: &'a Versions) -> impl Iterator<Item = (u64, u64)> + 'a {
@@ -1032,7 +1111,7 @@ impl Stamps {
             + self
                 .sliced
                 .iter()
-                .map(|s| 2 + s.slices.len())
+                .map(|s| 2 + s.slices.len() + usize::from(s.column.derived))
                 .sum::<usize>();
         let mut checks = Vec::with_capacity(n);
         for (t, at) in &self.tables {
@@ -1067,6 +1146,13 @@ impl Stamps {
                 checks.push(Check {
                     counter: Counter::Slice(i),
                     at,
+                });
+            }
+            // Only derived columns pay for it: other entries' checks are as they were.
+            if s.column.derived {
+                checks.push(Check {
+                    counter: Counter::Pending(s.column.clone()),
+                    at: s.pending,
                 });
             }
         }
@@ -1115,6 +1201,8 @@ impl Stamps {
                         .map(|i| (*i, v.slice_version(*i)))
                         .collect(),
                     by_columns: p.by_columns,
+                    // In any order with the versions ([`DerivedPending`]).
+                    pending: p.column.pending_stamp(),
                 };
                 st.unknown = st.unknown_now();
                 st.column_version = st.column_now();
@@ -1152,6 +1240,7 @@ impl Stamps {
                             .map(|(i, _)| (*i, v.slice_version(*i)))
                             .collect(),
                         by_columns: s.by_columns,
+                        pending: s.column.pending_stamp(),
                     };
                     st.unknown = st.unknown_now();
                     st.column_version = st.column_now();
@@ -1186,6 +1275,24 @@ impl Stamps {
                 .iter()
                 .zip(checked.checks.iter())
                 .all(|(now, then)| now.at == then.at || (own.after < now.at && now.at <= own.upto))
+    }
+
+    /// Whether these stamps are outdated by derived columns' pending counts only: read
+    /// before the window, nothing else they check moved. Their entry is current again when
+    /// the counts clear, unless the lookup's bump reaches it, so a lookup that finds it
+    /// keeps it (`Cache::get_current`). Asked only of entries found not current.
+    pub fn held_by_pending(&self, v: &Versions) -> bool {
+        self.epoch == v.epoch()
+            && self.checks.iter().all(|c| match &c.counter {
+                Counter::Pending(_) => c.at == 0,
+                counter => counter.now(v) == c.at,
+            })
+    }
+
+    /// Whether these stamps were read while a derived column they stamp was pending: they
+    /// are never current ([`DerivedPending`]), so their entry is not worth storing.
+    pub fn saw_pending(&self) -> bool {
+        self.sliced.iter().any(|s| s.pending == PENDING_SEEN)
     }
 
     /// What the flat check array takes, for an entry's weight.
@@ -1244,7 +1351,7 @@ impl Stamps {
             && self
                 .sliced
                 .iter()
-                .all(|s| s.all_versions(v).all(|(cur, _)| cur <= seq))
+                .all(|s| s.pending_clear() && s.all_versions(v).all(|(cur, _)| cur <= seq))
     }
 
     /// Valid inside a transaction that began at `snap`: current (so the entry reflects every
@@ -1270,15 +1377,288 @@ impl Stamps {
                 cur == *ver && cur <= snap.seq
             })
             && self.sliced.iter().all(|s| {
-                s.all_versions(v)
-                    .all(|(cur, ver)| cur == ver && cur <= snap.seq)
+                s.pending_clear()
+                    && s.all_versions(v)
+                        .all(|(cur, ver)| cur == ver && cur <= snap.seq)
             })
+    }
+}
+
+/// A child write's derived slices acknowledged to its client before they are bumped
+/// (`engine::fkslices::Timing::Deferred`): made before the OK goes out, it raises each
+/// column's pending count; [`finish`](Self::finish) bumps the slices the server's answer
+/// names (every derived slice of a column it left out) and only then lowers the counts.
+/// Dropped unfinished (the lookup failed, its task ended), it bumps every derived slice of
+/// each column, then lowers them.
+///
+/// Why no entry is served stale after the OK: a stale one lacks the write's row and reads
+/// the row's slice. Until the counts come down it is not current (its stamps check the
+/// count, `Counter::Pending`). After, it is current only if the slice counter it stamped
+/// still holds: it read that counter after the bump, hence after the commit, and its query
+/// went upstream after all its stamps were read, so it has the row. A stamp that saw a
+/// count above 0 holds [`PENDING_SEEN`] and is never current, whatever the order of its
+/// reads, so one read inside the window cannot come back in a later window at the same
+/// count. The counts are apart from the versions, which only grow.
+#[derive(Debug)]
+pub struct DerivedPending {
+    versions: Arc<Versions>,
+    columns: Vec<(TableHandle, Arc<SliceColumn>)>,
+}
+
+impl DerivedPending {
+    /// Raises the pending count of each derived column named (by `names`, registered on
+    /// the table; others are left to the write's own bumps).
+    pub fn mark(versions: Arc<Versions>, tables: &[(TableHandle, Vec<String>)]) -> Self {
+        let mut columns = Vec::new();
+        for (t, names) in tables {
+            let cols = t.columns.read().unwrap_or_else(|e| e.into_inner());
+            for c in cols
+                .iter()
+                .filter(|c| c.derived && names.iter().any(|n| *n == *c.name))
+            {
+                c.pending.fetch_add(1, Ordering::AcqRel);
+                columns.push((t.clone(), c.clone()));
+            }
+        }
+        DerivedPending { versions, columns }
+    }
+
+    /// The derived columns marked, by table and name.
+    pub fn columns(&self) -> impl Iterator<Item = (&TableHandle, &str)> {
+        self.columns.iter().map(|(t, c)| (t, &*c.name))
+    }
+
+    /// Bumps what `keys(table, column)` names (None: every derived slice of the column),
+    /// then clears. Returns the slice counters bumped.
+    pub fn finish(mut self, keys: impl Fn(&TableVersion, &str) -> Option<Vec<String>>) -> u64 {
+        let mut n = 0;
+        for (t, c) in std::mem::take(&mut self.columns) {
+            let k = keys(&t, &c.name);
+            n += self.versions.bump_derived(&t, &c, k.as_deref());
+            c.pending.fetch_sub(1, Ordering::AcqRel);
+        }
+        n
+    }
+}
+
+impl Drop for DerivedPending {
+    fn drop(&mut self) {
+        for (t, c) in std::mem::take(&mut self.columns) {
+            self.versions.bump_derived(&t, &c, None);
+            c.pending.fetch_sub(1, Ordering::AcqRel);
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A child write's derived slices held pending past its OK (`DerivedPending`): what an
+    /// entry of a derived slice is, by when its stamps were read. One row per case; the
+    /// steps run in order on a fresh registry.
+    #[test]
+    fn derived_pending_marks() {
+        #[derive(Debug, Clone, Copy)]
+        enum S {
+            /// Read stamps `n` of derived slice `k` (or of a plain column's slice when
+            /// `k` is "plain").
+            Capture(usize, &'static str),
+            /// Write `w` marks the derived column pending.
+            Mark(usize),
+            /// Write `w`'s lookup answered: bump slice `k`, clear.
+            Finish(usize, &'static str),
+            /// Write `w`'s lookup never answered (dropped): every derived slice, clear.
+            Fail(usize),
+            /// A write with rows unknown in the derived column, meanwhile.
+            Unknown,
+            /// Whether stamps `n` are current, and valid in a snapshot taken now.
+            Current(usize, bool),
+        }
+        use S::*;
+        let rows: &[(&str, &[S])] = &[
+            (
+                "read before: not served while pending, again after (another slice bumped)",
+                &[
+                    Capture(0, "r1"),
+                    Mark(0),
+                    Current(0, false),
+                    Finish(0, "r2"),
+                    Current(0, true),
+                ],
+            ),
+            (
+                "read before, its own slice bumped by the answer",
+                &[
+                    Capture(0, "r1"),
+                    Mark(0),
+                    Finish(0, "r1"),
+                    Current(0, false),
+                ],
+            ),
+            (
+                "filled inside the window: never served, not in a later window at the same count",
+                &[
+                    Mark(0),
+                    Capture(0, "r1"),
+                    Current(0, false),
+                    Finish(0, "r2"),
+                    Current(0, false),
+                    Mark(1),
+                    Current(0, false),
+                    Finish(1, "r2"),
+                    Current(0, false),
+                ],
+            ),
+            (
+                "read after the window: served",
+                &[Mark(0), Finish(0, "r2"), Capture(0, "r1"), Current(0, true)],
+            ),
+            (
+                "two writes overlapping: served only when both ended",
+                &[
+                    Capture(0, "r1"),
+                    Mark(0),
+                    Mark(1),
+                    Finish(0, "r2"),
+                    Current(0, false),
+                    Finish(1, "r3"),
+                    Current(0, true),
+                ],
+            ),
+            (
+                "the lookup failed: every derived slice bumped, then cleared",
+                &[
+                    Capture(0, "r1"),
+                    Capture(1, "r2"),
+                    Mark(0),
+                    Fail(0),
+                    Current(0, false),
+                    Current(1, false),
+                    Capture(2, "r1"),
+                    Current(2, true),
+                ],
+            ),
+            (
+                "a bump made while pending is not lost when it clears",
+                &[
+                    Capture(0, "r1"),
+                    Mark(0),
+                    Unknown,
+                    Finish(0, "r2"),
+                    Current(0, false),
+                ],
+            ),
+            (
+                "a plain column's entries never wait for a derived column",
+                &[
+                    Capture(0, "plain"),
+                    Mark(0),
+                    Current(0, true),
+                    Finish(0, "r2"),
+                ],
+            ),
+        ];
+        for (why, steps) in rows {
+            let v = Arc::new(Versions::new());
+            let t = v.table("db", "orders");
+            let key = crate::cache::fkmap::MapKey {
+                schema: "db".into(),
+                table: "customers".into(),
+                pk: "id".into(),
+                col: "region".into(),
+            };
+            let name = crate::cache::fkmap::derived_column("customer_id", &key);
+            let derived = v.register(&t, &name);
+            let plain = v.register(&t, "status");
+            let mut stamps: Vec<Option<Stamps>> = vec![None, None, None];
+            let mut writes: Vec<Option<DerivedPending>> = vec![None, None];
+            for (i, step) in steps.iter().enumerate() {
+                match *step {
+                    Capture(n, k) => {
+                        let (col, k) = if k == "plain" {
+                            (plain.clone(), "open")
+                        } else {
+                            (derived.clone(), k)
+                        };
+                        let plan = SlicePlan {
+                            table: t.clone(),
+                            slices: vec![Versions::slice_index(&t, &col.name, k)],
+                            column: col,
+                            by_columns: false,
+                            slice_columns: Vec::new(),
+                        };
+                        let cols = ColumnReads::default();
+                        stamps[n] = Some(Stamps::capture_sliced(&v, &[], &[plan], &cols));
+                    }
+                    Mark(w) => {
+                        let marked = [(t.clone(), vec![name.clone()])];
+                        writes[w] = Some(DerivedPending::mark(v.clone(), &marked));
+                    }
+                    Finish(w, k) => {
+                        let p = writes[w].take().unwrap();
+                        p.finish(|_, _| Some(vec![k.to_string()]));
+                    }
+                    Fail(w) => drop(writes[w].take()),
+                    Unknown => {
+                        v.bump_rows(&t, &[("status".to_string(), vec!["open".into()])]);
+                    }
+                    Current(n, want) => {
+                        let s = stamps[n].as_ref().unwrap();
+                        assert_eq!(s.is_current(&v), want, "{why}: step {i}, current");
+                        // Kept on a lookup only when the pending counts alone hold it back.
+                        let held = !want && s.held_by_pending(&v);
+                        let only_pending = !want && derived.pending() > 0 && {
+                            let mut cleared = s.clone();
+                            cleared.checks.iter_mut().for_each(|c| {
+                                if matches!(c.counter, Counter::Pending(_)) && c.at == 0 {
+                                    c.at = derived.pending();
+                                }
+                            });
+                            cleared.is_current(&v)
+                        };
+                        assert_eq!(held, only_pending, "{why}: step {i}, held");
+                        let snap = v.snapshot();
+                        assert_eq!(s.valid_in(&v, &snap), want, "{why}: step {i}, snapshot");
+                    }
+                }
+            }
+            drop(writes);
+            assert_eq!(derived.pending(), 0, "{why}: every mark cleared");
+        }
+    }
+
+    /// The pending count is apart from the versions, which stay monotonic: the patch
+    /// window's test of stamps re-read (`Stamps::moved_only_by`) never takes a stamp read
+    /// inside a window for one read outside.
+    #[test]
+    fn pending_stamps_are_never_moved_only_by_own_bumps() {
+        let v = Arc::new(Versions::new());
+        let t = v.table("db", "orders");
+        let key = crate::cache::fkmap::MapKey {
+            schema: "db".into(),
+            table: "customers".into(),
+            pk: "id".into(),
+            col: "region".into(),
+        };
+        let name = crate::cache::fkmap::derived_column("customer_id", &key);
+        let col = v.register(&t, &name);
+        let plan = SlicePlan {
+            table: t.clone(),
+            slices: vec![Versions::slice_index(&t, &name, "r1")],
+            column: col,
+            by_columns: false,
+            slice_columns: Vec::new(),
+        };
+        let checked = Stamps::capture_sliced(&v, &[], &[plan], &ColumnReads::default());
+        let w = v.patch_window().unwrap();
+        let p = DerivedPending::mark(v.clone(), &[(t.clone(), vec![name.clone()])]);
+        v.bump_rows(&t, &[(name.clone(), Vec::new())]);
+        let own = v.own_range(w).unwrap();
+        let now = checked.recapture(&v);
+        assert!(!now.moved_only_by(&checked, own), "read inside the window");
+        drop(p);
+    }
 
     #[test]
     fn bump_makes_stamps_stale() {

@@ -12,10 +12,11 @@ use crate::analysis::slices::{ColumnInfo, Lit, Shape, WriteKind};
 use crate::analysis::TableRef;
 use crate::cache::fkmap::{self, Learn, MapKey, ParentMaps, Touch, Window};
 use crate::cache::sliceplans;
-use crate::cache::versions::SlicePlan;
+use crate::cache::versions::{DerivedPending, SlicePlan, Versions};
 use crate::cache::TableHandle;
 use crate::config::InvalidationConfig;
 use crate::invalidation::catalog::Lookup;
+use crate::shared::Shared;
 use std::sync::atomic::Ordering::Relaxed;
 
 /// Per derived column of a child table (its name, as `fkmap::derived_column` makes it), the
@@ -196,11 +197,25 @@ pub enum Timing {
     /// Sent as soon as the write is forwarded, on qcache's own connection, and used at the
     /// OK only if [`early_verdict`] says so.
     WithWrite,
+    /// After the server's OK, on qcache's own connection, while the client already has its
+    /// OK: the derived columns asked are pending from before that OK until the answer's
+    /// bumps are made (`cache::versions::DerivedPending`), and no entry stamping them is
+    /// served meanwhile.
+    Deferred,
+}
+
+/// Where writes other than this instance's own may come from, for [`timing`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Elsewhere {
+    /// A binlog tail runs (not off).
+    pub tail: bool,
+    /// L2 is on: other instances serve hits from what this one's bumps raise.
+    pub l2: bool,
 }
 
 /// The rule for [`Timing`] (the session does the I/O): `with_write` is
-/// `invalidation.derived_lookups_with_write`, `elsewhere_seen` whether a binlog tail runs
-/// or L2 is on.
+/// `invalidation.derived_lookups_with_write`, `deferred`
+/// `invalidation.derived_lookups_deferred`.
 ///
 /// Why a lookup runs beside the write only when the configuration says every write to a
 /// parent goes through this instance: an answer read before the write committed names the
@@ -212,25 +227,59 @@ pub enum Timing {
 /// counted before it is sent, so the write's window shows it and the answer is not used
 /// ([`early_verdict`]). A move from elsewhere (a direct write, another instance's through
 /// L2) is seen only when the binlog or the bump channel delivers it, possibly after the OK,
-/// or never with neither: no window can show it, so the lookup must read after the commit
-/// (`AfterOk`: the server then answers with the value at a time after the commit, and a
-/// later move is the parent write the entry stamps). A tail or L2 running means writes from
-/// elsewhere are expected: `AfterOk` whatever the declaration. A parent row changed or
-/// inserted in the same uncommitted transaction is invisible to another connection: inside
-/// a transaction nothing is asked (`Off`: every derived slice of the table), as before.
+/// or never with neither: no window can show it, so the lookup must read after the commit.
+/// A tail or L2 running means writes from elsewhere are expected: never beside the write.
+///
+/// Why the client's OK may go before the lookup (`Deferred`): the lookup still reads after
+/// the commit, so what it answers is what `AfterOk`'s would be; only the bump comes later,
+/// and until it is made the columns' pending counts keep every entry that stamps them from
+/// being served (`cache::versions::DerivedPending` has the argument). Those counts are this
+/// instance's: with L2 on, another instance serves from what this one raises in Redis, and
+/// its hits cannot see them, so the raise must precede the OK (`AfterOk`). A tail alone
+/// changes nothing: the cache it feeds is this instance's, and its event for the write
+/// arrives later and bumps, through the parent maps, the slices of what they hold, else the
+/// derived column's unknown version: counters only move up, so a bump from it, before,
+/// inside or after the window, only drops more. A parent row changed or inserted in the
+/// same uncommitted transaction is invisible to another connection: inside a transaction
+/// nothing is asked (`Off`: every derived slice of the table), as before.
 pub fn timing(
     in_transaction: bool,
     lookups: bool,
     with_write: bool,
-    elsewhere_seen: bool,
+    deferred: bool,
+    elsewhere: Elsewhere,
 ) -> Timing {
     if in_transaction || !lookups {
         Timing::Off
-    } else if with_write && !elsewhere_seen {
+    } else if with_write && !elsewhere.tail && !elsewhere.l2 {
         Timing::WithWrite
+    } else if deferred && !elsewhere.l2 {
+        Timing::Deferred
     } else {
         Timing::AfterOk
     }
+}
+
+/// The timing of a lookup asked at an OK or final ERR with `new_status` (None for an
+/// ERR): [`timing`], except that only a response's last OK defers. An earlier one's
+/// answers stay in the write's rows for the later OKs of the same response to bump again.
+pub fn timing_at(
+    cfg: &InvalidationConfig,
+    in_transaction: bool,
+    new_status: Option<u16>,
+    elsewhere: Elsewhere,
+) -> Timing {
+    use crate::protocol::packets::status::MORE_RESULTS;
+    let last = new_status.is_some_and(|s| s & MORE_RESULTS == 0);
+    let with_write = cfg.derived_lookups_with_write;
+    let deferred = cfg.derived_lookups_deferred && last;
+    timing(
+        in_transaction,
+        cfg.derived_lookups,
+        with_write,
+        deferred,
+        elsewhere,
+    )
 }
 
 /// Just after a write was forwarded: the lookups to send beside it, when [`timing`] says
@@ -238,7 +287,7 @@ pub fn timing(
 pub fn early_asks(
     st: &SessionState,
     cfg: &InvalidationConfig,
-    elsewhere_seen: bool,
+    elsewhere: Elsewhere,
 ) -> Option<Vec<Vec<Ask>>> {
     if st.pending.rows.is_empty() || !cfg.derived_lookups_with_write {
         return None;
@@ -248,7 +297,8 @@ pub fn early_asks(
         in_txn,
         cfg.derived_lookups,
         cfg.derived_lookups_with_write,
-        elsewhere_seen,
+        cfg.derived_lookups_deferred,
+        elsewhere,
     );
     if timing != Timing::WithWrite {
         return None;
@@ -381,6 +431,203 @@ pub fn all_answered(
     out
 }
 
+/// Where a write's lookup goes at its OK or final ERR ([`at_ok`]).
+#[derive(Debug)]
+pub enum AtOk {
+    /// Nothing to ask.
+    Nothing,
+    /// Asked now, before the client's OK (or, sent beside the write, judged:
+    /// [`early_answers`]), learned when `learn`.
+    Ask(Window, Vec<Vec<Ask>>, bool),
+    /// Asked after the client's OK, its columns pending ([`defer`]): the session spawns it.
+    Later(Later),
+}
+
+/// The rule at a write's OK or final ERR (`new_status` None): [`asks`], then
+/// [`timing_at`] and [`defer`]. `early`: a lookup was sent beside the write.
+pub fn at_ok(shared: &Shared, st: &mut SessionState, new_status: Option<u16>, early: bool) -> AtOk {
+    let in_transaction = st.txn.writes_in_transaction(new_status);
+    let cfg = shared.config();
+    let Some((w, asks)) = asks(st, in_transaction, &cfg.invalidation) else {
+        return AtOk::Nothing;
+    };
+    let learn = cfg.invalidation.parent_map_entries > 0;
+    let when = timing_at(
+        &cfg.invalidation,
+        in_transaction,
+        new_status,
+        elsewhere(shared),
+    );
+    if early || when != Timing::Deferred || !deferrable(st, &asks) {
+        return AtOk::Ask(w, asks, learn);
+    }
+    AtOk::Later(defer(st, &shared.cache.versions_arc(), (w, asks), learn))
+}
+
+/// Asks the server `asks` now (`Shared::parent_lookups`, qcache's own connection).
+pub async fn ask(shared: &Shared, asks: &[Vec<Ask>]) -> Vec<Vec<Lookup>> {
+    shared.parent_lookups(&questions(asks)).await
+}
+
+/// Where writes from elsewhere come from, for this instance.
+pub fn elsewhere(shared: &Shared) -> Elsewhere {
+    Elsewhere {
+        tail: shared.binlog.as_ref().is_some_and(|b| !b.is_off()),
+        l2: shared.l2.is_some(),
+    }
+}
+
+/// A child write's lookup asked after its client's OK ([`Timing::Deferred`]): the
+/// questions, the derived columns it holds pending, and the window its answers are learned
+/// under. Dropped without [`answered`](Later::answered) (its task ended, the lookup
+/// failed), its columns fall back: every derived slice of each is bumped, then cleared.
+#[derive(Debug)]
+pub struct Later {
+    w: Window,
+    asks: Vec<Vec<Ask>>,
+    /// Per child table of `asks` (in order): the table and how many rows each fk names.
+    tables: Vec<(TableHandle, Vec<(String, usize)>)>,
+    pending: DerivedPending,
+    parents: Arc<ParentMaps>,
+    learn: bool,
+    /// Last: counted out of `Qcache_parent_lookups_pending` after `pending` cleared.
+    _in_flight: InFlight,
+}
+
+/// One deferred lookup in `Qcache_parent_lookups_pending`, from [`defer`] to its end.
+#[derive(Debug)]
+struct InFlight(Arc<ParentMaps>);
+
+impl InFlight {
+    fn new(parents: &Arc<ParentMaps>) -> Self {
+        parents.stats.deferred.fetch_add(1, Relaxed);
+        parents.stats.pending.fetch_add(1, Relaxed);
+        InFlight(parents.clone())
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.stats.pending.fetch_sub(1, Relaxed);
+    }
+}
+
+/// At a child write's OK under [`Timing::Deferred`], before the write's invalidation is
+/// applied: marks each derived column `asks` names pending (`DerivedPending::mark`) and
+/// lists it among the write's known rows with no slice, so that the write's own bumps
+/// leave it to the lookup; a derived column not asked is left out, and falls back at the
+/// OK as before. Only when [`deferrable`].
+pub fn defer(
+    st: &mut SessionState,
+    versions: &Arc<Versions>,
+    (w, asks): (Window, Vec<Vec<Ask>>),
+    learn: bool,
+) -> Later {
+    let rows = &mut st.pending.rows;
+    let marked: Vec<(TableHandle, Vec<String>)> = rows
+        .iter()
+        .zip(&asks)
+        .map(|((t, _), a)| (t.clone(), a.iter().map(|a| a.name.clone()).collect()))
+        .collect();
+    let pending = DerivedPending::mark(versions.clone(), &marked);
+    let mut tables = Vec::with_capacity(rows.len());
+    for ((t, known), (_, names)) in rows.iter_mut().zip(&marked) {
+        let count = |name: &str| {
+            let (fk, _) = fkmap::parse_derived(name)?;
+            Some(known.iter().find(|(c, _)| c == fk)?.1.len())
+        };
+        let sizes = names
+            .iter()
+            .map(|n| (n.clone(), count(n).unwrap_or(0)))
+            .collect();
+        tables.push((t.clone(), sizes));
+        let registered = t
+            .slice_columns()
+            .iter()
+            .filter(|c| c.starts_with('\0'))
+            .count();
+        let stats = &versions.parents.stats;
+        stats
+            .fallbacks
+            .fetch_add(registered.saturating_sub(names.len()) as u64, Relaxed);
+        if !names.is_empty() {
+            let mut all: Vec<(String, Vec<String>)> = known.to_vec();
+            all.extend(names.iter().map(|n| (n.clone(), Vec::new())));
+            *known = Arc::from(all);
+        }
+    }
+    Later {
+        w,
+        asks,
+        tables,
+        pending,
+        parents: versions.parents.clone(),
+        learn,
+        _in_flight: InFlight::new(&versions.parents),
+    }
+}
+
+/// Whether [`defer`] has anything to hold pending: something is asked, and no earlier OK
+/// of the response already named the rows' derived slices.
+pub fn deferrable(st: &SessionState, asks: &[Vec<Ask>]) -> bool {
+    let derived = |k: &[(String, Vec<String>)]| k.iter().any(|(c, _)| c.starts_with('\0'));
+    !st.pending.rows.iter().any(|(_, k)| derived(k)) && asks.iter().any(|a| !a.is_empty())
+}
+
+impl Later {
+    /// What the lookup asks (`Catalog::parent_lookups`).
+    pub fn questions(&self) -> Vec<Vec<(MapKey, Vec<i128>)>> {
+        questions(&self.asks)
+    }
+
+    /// Asks the server (`Shared::parent_lookups`, qcache's own connection) and applies
+    /// the answer ([`answered`](Self::answered)): what the session spawns after the OK.
+    pub async fn run(self, shared: Arc<Shared>) {
+        let found = shared.parent_lookups(&self.questions()).await;
+        self.answered(found);
+    }
+
+    /// The derived columns it holds pending, by table and name.
+    pub fn columns(&self) -> impl Iterator<Item = (&TableHandle, &str)> {
+        self.pending.columns()
+    }
+
+    /// The server's answers (`found`, in the order asked): bumps the slices they name, every
+    /// derived slice of a column they leave out ([`all_answered`]), then clears the
+    /// columns' pending counts. Returns the slice counters bumped.
+    pub fn answered(self, found: Vec<Vec<Lookup>>) -> u64 {
+        let Later {
+            w,
+            asks,
+            tables,
+            pending,
+            parents,
+            learn,
+            _in_flight,
+        } = self;
+        let answers = all_answered(&parents, &w, learn, asks, found);
+        let stats = &parents.stats;
+        let mut slices: Vec<(&TableHandle, &str, Vec<String>)> = Vec::new();
+        for ((t, sizes), answers) in tables.iter().zip(&answers) {
+            stats.fallbacks.fetch_add(
+                (sizes.len() - answers.len().min(sizes.len())) as u64,
+                Relaxed,
+            );
+            for (name, keys) in answers {
+                let rows = sizes.iter().find(|(n, _)| n == name).map_or(0, |(_, r)| *r);
+                stats.mapped.fetch_add(rows as u64, Relaxed);
+                slices.push((t, name, keys.clone()));
+            }
+        }
+        pending.finish(|t, name| {
+            slices
+                .iter()
+                .find(|(u, n, _)| std::ptr::eq(&***u, t) && *n == name)
+                .map(|(_, _, k)| k.clone())
+        })
+    }
+}
+
 /// At the write's OK, before its invalidation is applied: the derived slices of each
 /// child table with known rows, from the server's answers (`asks`, `answered`). A derived
 /// column left out is bumped as unknown (every derived slice of the table).
@@ -469,46 +716,217 @@ mod tests {
     /// When a child write's parent lookup is asked: one row per rule.
     #[test]
     fn lookup_timing() {
+        use super::Elsewhere;
         use super::Timing::*;
-        type Row = (&'static str, bool, bool, bool, bool, super::Timing);
+        let none = Elsewhere::default();
+        let tail = Elsewhere {
+            tail: true,
+            l2: false,
+        };
+        let l2 = Elsewhere {
+            tail: true,
+            l2: true,
+        };
+        type Row = (
+            &'static str,
+            bool,
+            bool,
+            bool,
+            bool,
+            Elsewhere,
+            super::Timing,
+        );
         let rows: &[Row] = &[
-            // (why, in a transaction, lookups on, declared with_write, elsewhere seen, timing)
+            // (why, in a transaction, lookups on, declared with_write, deferred, elsewhere,
+            // timing)
             (
                 "in a transaction: another connection cannot see its rows",
                 true,
                 true,
                 true,
-                false,
+                true,
+                none,
                 Off,
             ),
-            ("lookups off", false, false, true, false, Off),
+            ("lookups off", false, false, true, true, none, Off),
             (
-                "default: after the server's answer",
+                "default, no tail: the client's OK goes first, the slices pending",
                 false,
                 true,
                 false,
+                true,
+                none,
+                Deferred,
+            ),
+            (
+                "default, a tail: the same (the pending mark is this instance's own)",
                 false,
+                true,
+                false,
+                true,
+                tail,
+                Deferred,
+            ),
+            (
+                "L2 on: other instances cannot see the mark, the raise precedes the OK",
+                false,
+                true,
+                false,
+                true,
+                l2,
                 AfterOk,
             ),
             (
-                "declared, but a tail or L2 runs: writes from elsewhere",
+                "deferring turned off: after the server's answer",
+                false,
+                true,
+                false,
+                false,
+                tail,
+                AfterOk,
+            ),
+            (
+                "declared, but a tail runs: writes from elsewhere",
                 false,
                 true,
                 true,
                 true,
-                AfterOk,
+                tail,
+                Deferred,
             ),
+            ("declared, L2 on", false, true, true, true, l2, AfterOk),
             (
                 "declared, only writes through qcache: beside the write",
                 false,
                 true,
                 true,
-                false,
+                true,
+                none,
                 WithWrite,
             ),
         ];
-        for (why, txn, on, with, seen, want) in rows {
-            assert_eq!(super::timing(*txn, *on, *with, *seen), *want, "{why}");
+        for (why, txn, on, with, deferred, seen, want) in rows {
+            assert_eq!(
+                super::timing(*txn, *on, *with, *deferred, *seen),
+                *want,
+                "{why}"
+            );
+        }
+    }
+
+    /// Only a response's last OK defers: one row per status.
+    #[test]
+    fn only_the_last_ok_defers() {
+        use super::Timing::*;
+        use crate::protocol::packets::status::{AUTOCOMMIT, MORE_RESULTS};
+        let cfg = crate::config::InvalidationConfig::default();
+        let rows: &[(&str, Option<u16>, super::Timing)] = &[
+            ("the last OK", Some(AUTOCOMMIT), Deferred),
+            (
+                "more results follow",
+                Some(AUTOCOMMIT | MORE_RESULTS),
+                AfterOk,
+            ),
+            ("a final ERR", None, AfterOk),
+        ];
+        for (why, status, want) in rows {
+            let got = super::timing_at(&cfg, false, *status, super::Elsewhere::default());
+            assert_eq!(got, *want, "{why}");
+        }
+    }
+
+    /// A deferred lookup ([`super::defer`]): its columns pending from before the OK, the
+    /// write's own rows naming them with no slice, and what each kind of answer bumps
+    /// before the columns clear. One row per answer.
+    #[test]
+    fn deferred_lookup_marks_then_bumps_what_it_answers() {
+        use crate::cache::fkmap::{derived_column, MapKey};
+        use crate::cache::versions::{ColumnReads, SlicePlan, Stamps, Versions};
+        use crate::invalidation::catalog::Lookup;
+        use std::sync::atomic::Ordering::Relaxed;
+        use std::sync::Arc;
+        type Row = (&'static str, Option<Lookup>, bool, bool);
+        let rows: Vec<Row> = vec![
+            // (why, the answer (None: the task ended unanswered), r1's entry then, r2's)
+            (
+                "the parent is in r1",
+                Some(Lookup::Found(vec![(1, Some("r1".into()))])),
+                false,
+                true,
+            ),
+            (
+                "the parent is missing: every derived slice",
+                Some(Lookup::Found(vec![])),
+                false,
+                false,
+            ),
+            ("no idle connection", Some(Lookup::Busy), false, false),
+            ("dropped unanswered", None, false, false),
+        ];
+        for (why, found, r1, r2) in rows {
+            let w = World::new(true);
+            let v = Arc::new(Versions::new());
+            let t = v.table("db", "orders");
+            let key = MapKey {
+                schema: "db".into(),
+                table: "customers".into(),
+                pk: "id".into(),
+                col: "region".into(),
+            };
+            let name = derived_column("customer_id", &key);
+            let col = v.register(&t, &name);
+            let stamps = |k: &str| {
+                let plan = SlicePlan {
+                    table: t.clone(),
+                    slices: vec![Versions::slice_index(&t, &name, k)],
+                    column: col.clone(),
+                    by_columns: false,
+                    slice_columns: Vec::new(),
+                };
+                Stamps::capture_sliced(&v, &[], &[plan], &ColumnReads::default())
+            };
+            let (s1, s2) = (stamps("r1"), stamps("r2"));
+            let mut st = w.session(Some("db"));
+            let known: Vec<(String, Vec<String>)> = vec![("customer_id".into(), vec!["1".into()])];
+            st.pending.rows.push((t.clone(), Arc::from(known)));
+            let asks = vec![vec![super::Ask {
+                name: name.clone(),
+                key: key.clone(),
+                xs: vec![1],
+            }]];
+            assert!(super::deferrable(&st, &asks), "{why}: deferrable");
+            let later = super::defer(&mut st, &v, (v.parents.window(), asks.clone()), false);
+            assert_eq!(col.pending(), 1, "{why}: pending before the OK");
+            assert_eq!(v.parents.stats.pending.load(Relaxed), 1, "{why}: gauge");
+            let named = st.pending.rows[0]
+                .1
+                .iter()
+                .find(|(c, _)| *c == name)
+                .cloned();
+            assert_eq!(
+                named,
+                Some((name.clone(), Vec::new())),
+                "{why}: no slice at the OK"
+            );
+            assert!(
+                !super::deferrable(&st, &asks),
+                "{why}: a later OK does not defer again"
+            );
+            assert!(
+                !s1.is_current(&v) && !s2.is_current(&v),
+                "{why}: not served meanwhile"
+            );
+            assert_eq!(later.columns().count(), 1, "{why}: one column");
+            match found {
+                Some(f) => {
+                    later.answered(vec![vec![f]]);
+                }
+                None => drop(later),
+            }
+            assert_eq!(col.pending(), 0, "{why}: cleared");
+            assert_eq!(v.parents.stats.pending.load(Relaxed), 0, "{why}: gauge");
+            assert_eq!(s1.is_current(&v), r1, "{why}: r1");
+            assert_eq!(s2.is_current(&v), r2, "{why}: r2");
         }
     }
 

@@ -297,6 +297,7 @@ pub fn filled_entry(
     let limited = st.select_may_be_limited();
     let diag = diagnostics::entry_diagnostics(sql, resp.rows, limited);
     let verdict = read::store_verdict(resp, fill.overflow, storable)
+        .or_else(|| stamps.saw_pending().then_some(Reason::DerivedPending))
         .or_else(|| diag.is_none().then_some(Reason::FoundRowsUnknown))
         .or_else(|| stale::store_empty(resp.rows, plan.opts.cache_empty).err());
     let (meta, last) = match (verdict, shape) {

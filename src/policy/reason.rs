@@ -81,6 +81,10 @@ pub enum Reason {
     WrittenInTransaction,
     /// A table it read changed since its transaction's snapshot point.
     ChangedSinceSnapshot,
+    /// Its stamps were read while a child write's derived slices it reads were pending
+    /// (`cache::versions::DerivedPending`): such an entry is never served, so it is not
+    /// stored, and the entry it would replace may be served again once they clear.
+    DerivedPending,
 
     // ----- prepared statements -----------------------------------------------------------
     /// An execute that opens a cursor, or a result the server sent through one.
@@ -181,6 +185,7 @@ impl Reason {
         Reason::XaTransaction,
         Reason::WrittenInTransaction,
         Reason::ChangedSinceSnapshot,
+        Reason::DerivedPending,
         Reason::Cursor,
         Reason::CursorOpen,
         Reason::LongData,
@@ -239,6 +244,7 @@ impl Reason {
             Reason::XaTransaction => "xa_transaction",
             Reason::WrittenInTransaction => "written_in_transaction",
             Reason::ChangedSinceSnapshot => "changed_since_snapshot",
+            Reason::DerivedPending => "derived_pending",
             Reason::Cursor => "cursor",
             Reason::CursorOpen => "cursor_open",
             Reason::LongData => "long_data",

@@ -8,7 +8,7 @@ use crate::engine::command::{followed, Follow};
 use crate::engine::diagnostics;
 use crate::engine::exchange;
 use crate::engine::fill::Fill;
-use crate::engine::fkslices::{self, Answers, Ask};
+use crate::engine::fkslices::{self, Answers, Ask, AtOk};
 use crate::invalidation::catalog::Lookup;
 use crate::protocol::codec::Packet;
 use crate::protocol::response::{Expect, Response, ResponseError, Step};
@@ -334,8 +334,7 @@ impl Session {
             self.l2_flush().await;
         }
         if !self.st.pending.is_empty() {
-            let in_txn = self.st.txn.writes_in_transaction(new_status);
-            let answers = self.fk_lookup(in_txn).await;
+            let answers = self.fk_lookup(new_status).await;
             let applied =
                 answered::writes_answered(&self.shared, &mut self.st, new_status, answers);
             for v in applied.verify {
@@ -367,8 +366,7 @@ impl Session {
     /// Just after a write was forwarded: its parent lookup, sent beside it when
     /// `engine::fkslices::early_asks` says so.
     fn start_early_lookup(&mut self) {
-        let cfg = self.shared.config();
-        let elsewhere = self.shared.sees_elsewhere();
+        let (cfg, elsewhere) = (self.shared.config(), fkslices::elsewhere(&self.shared));
         self.early_lookup =
             fkslices::early_asks(&self.st, &cfg.invalidation, elsewhere).map(|asks| {
                 let (shared, questions) = (self.shared.clone(), fkslices::questions(&asks));
@@ -377,14 +375,19 @@ impl Session {
             });
     }
 
-    /// At a child write's OK outside a transaction: the parent values the engine asks of
-    /// the server (`engine::fkslices::asks`), asked (or, sent beside the write, judged by
-    /// `engine::fkslices::early_answers`), and what they answer per child table.
-    async fn fk_lookup(&mut self, in_transaction: bool) -> Vec<Answers> {
+    /// At a child write's OK or final ERR: its parent lookup (`engine::fkslices::at_ok`)
+    /// asked now, judged (sent beside the write) or spawned to run after the client's OK
+    /// (`Later`: nothing here awaits it), and what is answered now per child table.
+    async fn fk_lookup(&mut self, new_status: Option<u16>) -> Vec<Answers> {
         let early = self.early_lookup.take();
-        let cfg = self.shared.config();
-        let Some((w, asks)) = fkslices::asks(&self.st, in_transaction, &cfg.invalidation) else {
-            return Vec::new();
+        let at = fkslices::at_ok(&self.shared, &mut self.st, new_status, early.is_some());
+        let (w, asks, learn) = match at {
+            AtOk::Nothing => return Vec::new(),
+            AtOk::Ask(w, asks, learn) => (w, asks, learn),
+            AtOk::Later(later) => {
+                tokio::spawn(later.run(self.shared.clone()));
+                return Vec::new();
+            }
         };
         let parents = self.shared.cache.versions().parents.clone();
         let found = match early {
@@ -402,12 +405,8 @@ impl Session {
                     None => return Vec::new(),
                 }
             }
-            None => {
-                let questions = fkslices::questions(&asks);
-                self.shared.parent_lookups(&questions).await
-            }
+            None => fkslices::ask(&self.shared, &asks).await,
         };
-        let learn = cfg.invalidation.parent_map_entries > 0;
         fkslices::all_answered(&parents, &w, learn, asks, found)
     }
 

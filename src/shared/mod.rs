@@ -179,23 +179,19 @@ impl Shared {
         }
     }
 
-    /// Whether this instance may see a write from elsewhere after it happened (a binlog
-    /// tail that is not off, or L2's bump channel): `engine::fkslices::timing`.
-    pub fn sees_elsewhere(&self) -> bool {
-        self.l2.is_some() || self.binlog.as_ref().is_some_and(|b| !b.is_off())
-    }
-
     /// A child write's parent lookups, asked in order (`Catalog::parent_lookups`; under the
-    /// debug fault `BusyParentLookups` every one finds no idle connection).
+    /// debug fault `BusyParentLookups` every one finds no idle connection, under
+    /// `SlowParentLookups` each waits first).
     pub async fn parent_lookups(
         &self,
         questions: &[Vec<(crate::cache::fkmap::MapKey, Vec<i128>)>],
     ) -> Vec<Vec<crate::invalidation::catalog::Lookup>> {
-        let busy = self
-            .cache
-            .versions()
-            .faults
-            .on(crate::faults::Fault::BusyParentLookups);
+        use crate::faults::{Fault, SLOW_PARENT_LOOKUP};
+        let faults = &self.cache.versions().faults;
+        if faults.on(Fault::SlowParentLookups) {
+            tokio::time::sleep(SLOW_PARENT_LOOKUP).await;
+        }
+        let busy = faults.on(Fault::BusyParentLookups);
         self.catalog.parent_lookups(questions, busy).await
     }
 

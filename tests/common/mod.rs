@@ -859,4 +859,21 @@ impl TestProxy {
     pub async fn catalog_settled(&self) {
         wait_catalog_settled(&self.running.shared).await
     }
+
+    /// Waits (at most 5 s, then panics) until no child write's parent lookup asked after its
+    /// OK is still running (`Qcache_parent_lookups_pending`): until then the derived slices
+    /// it asks are not served, so a test that expects a hit of one (or counts lookups) right
+    /// after a child write waits for this first.
+    #[allow(dead_code)]
+    pub async fn lookups_settled(&self) {
+        let stats = &self.running.shared.cache.versions().parents.stats;
+        let start = std::time::Instant::now();
+        while stats.pending.load(std::sync::atomic::Ordering::Relaxed) > 0 {
+            assert!(
+                start.elapsed() < std::time::Duration::from_secs(5),
+                "a deferred parent lookup did not end within 5 s"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+        }
+    }
 }
