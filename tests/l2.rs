@@ -2445,6 +2445,32 @@ async fn l2_entries_are_not_served_to_a_locked_session() {
     assert_eq!(stat(&a, "Qcache_l2_hits"), 0);
 }
 
+/// A new user g with SELECT on `obj` of `schema` (`*`: the whole database), and on a table
+/// `t2` made here, so that g can still use the database after a REVOKE of `obj`.
+async fn user_kept_in(d: &mut mysql_async::Conn, schema: &str, obj: &str) -> String {
+    d.query_drop("CREATE TABLE t2 (id INT PRIMARY KEY)")
+        .await
+        .unwrap();
+    let g = common::unique_name("g");
+    for sql in [
+        format!("CREATE USER '{g}'@'%' IDENTIFIED BY 'pw'"),
+        format!("GRANT SELECT ON {schema}.{obj} TO '{g}'@'%'"),
+        format!("GRANT SELECT ON {schema}.t2 TO '{g}'@'%'"),
+    ] {
+        d.query_drop(sql).await.unwrap();
+    }
+    g
+}
+
+/// `read`'s rows as text, or the server's error code.
+async fn answer(c: &mut mysql_async::Conn, read: &str) -> String {
+    match c.query::<(i64, i64), _>(read).await {
+        Ok(rows) => format!("{rows:?}"),
+        Err(mysql_async::Error::Server(e)) => format!("error {}", e.code),
+        Err(e) => panic!("{e}"),
+    }
+}
+
 /// Adversary L2, privileges under `cache.shared_between_users`: the key leaves the user out
 /// and holds the instance's privilege epoch, numbered per instance; an L2 read of a shared
 /// key depended only on the every-user stamp, which a REVOKE naming an account does not
@@ -2456,28 +2482,10 @@ async fn shared_users_an_instance_started_after_a_revoke_never_serves_from_befor
     let redis = Redis::start();
     let schema = setup("l2_shrev", 2).await;
     let mut d = common::direct_to(&schema).await;
-    d.query_drop("CREATE TABLE t2 (id INT PRIMARY KEY)")
-        .await
-        .unwrap();
-    let g = common::unique_name("g");
-    for sql in [
-        format!("CREATE USER '{g}'@'%' IDENTIFIED BY 'pw'"),
-        format!("GRANT SELECT ON {schema}.t TO '{g}'@'%'"),
-        // So that g can still connect to the database after the REVOKE.
-        format!("GRANT SELECT ON {schema}.t2 TO '{g}'@'%'"),
-    ] {
-        d.query_drop(sql).await.unwrap();
-    }
+    let g = user_kept_in(&mut d, &schema, "t").await;
     let shared = |c: &mut Config| c.cache.shared_between_users = true;
     let url = |addr: String| format!("mysql://{g}:pw@{addr}/{schema}?prefer_socket=false");
     let read = "SELECT id, v FROM t ORDER BY id";
-    async fn answer(c: &mut mysql_async::Conn, read: &str) -> String {
-        match c.query::<(i64, i64), _>(read).await {
-            Ok(rows) => format!("{rows:?}"),
-            Err(mysql_async::Error::Server(e)) => format!("error {}", e.code),
-            Err(e) => panic!("{e}"),
-        }
-    }
     let a = proxy(&redis.url(), shared).await;
     let mut ga = mysql_async::Conn::from_url(url(a.addr_string()))
         .await
@@ -2643,27 +2651,9 @@ async fn private_key_spaces_of_two_processes_never_meet_in_l2() {
     let redis = Redis::start();
     let schema = setup("l2_private", 2).await;
     let mut d = common::direct_to(&schema).await;
-    d.query_drop("CREATE TABLE t2 (id INT PRIMARY KEY)")
-        .await
-        .unwrap();
-    let g = common::unique_name("g");
-    for sql in [
-        format!("CREATE USER '{g}'@'%' IDENTIFIED BY 'pw'"),
-        format!("GRANT SELECT ON {schema}.* TO '{g}'@'%'"),
-        // So that g can still use the database after the REVOKE.
-        format!("GRANT SELECT ON {schema}.t2 TO '{g}'@'%'"),
-    ] {
-        d.query_drop(sql).await.unwrap();
-    }
+    let g = user_kept_in(&mut d, &schema, "*").await;
     let url = |addr: String| format!("mysql://{g}:pw@{addr}/{schema}?prefer_socket=false");
     let read = "SELECT id, v FROM t ORDER BY id";
-    async fn answer(c: &mut mysql_async::Conn, read: &str) -> String {
-        match c.query::<(i64, i64), _>(read).await {
-            Ok(rows) => format!("{rows:?}"),
-            Err(mysql_async::Error::Server(e)) => format!("error {}", e.code),
-            Err(e) => panic!("{e}"),
-        }
-    }
     let a = proxy(&redis.url(), |_| {}).await;
     let b = OtherProcess::start(&redis.url());
     let conn = |addr: String| {
@@ -2712,27 +2702,9 @@ async fn a_privilege_change_missed_on_the_channel_still_splits_sessions() {
     let redis = Redis::start();
     let schema = setup("l2_privloss", 2).await;
     let mut d = common::direct_to(&schema).await;
-    d.query_drop("CREATE TABLE t2 (id INT PRIMARY KEY)")
-        .await
-        .unwrap();
-    let g = common::unique_name("g");
-    for sql in [
-        format!("CREATE USER '{g}'@'%' IDENTIFIED BY 'pw'"),
-        format!("GRANT SELECT ON {schema}.* TO '{g}'@'%'"),
-        // So that g can still use the database after the REVOKE.
-        format!("GRANT SELECT ON {schema}.t2 TO '{g}'@'%'"),
-    ] {
-        d.query_drop(sql).await.unwrap();
-    }
+    let g = user_kept_in(&mut d, &schema, "*").await;
     let url = |addr: String| format!("mysql://{g}:pw@{addr}/{schema}?prefer_socket=false");
     let read = "SELECT id, v FROM t ORDER BY id";
-    async fn answer(c: &mut mysql_async::Conn, read: &str) -> String {
-        match c.query::<(i64, i64), _>(read).await {
-            Ok(rows) => format!("{rows:?}"),
-            Err(mysql_async::Error::Server(e)) => format!("error {}", e.code),
-            Err(e) => panic!("{e}"),
-        }
-    }
     let conn = |addr: String| {
         let u = url(addr);
         async move { mysql_async::Conn::from_url(u).await.unwrap() }

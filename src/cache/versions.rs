@@ -1562,13 +1562,7 @@ mod tests {
         for (why, steps) in rows {
             let v = Arc::new(Versions::new());
             let t = v.table("db", "orders");
-            let key = crate::cache::fkmap::MapKey {
-                schema: "db".into(),
-                table: "customers".into(),
-                pk: "id".into(),
-                col: "region".into(),
-            };
-            let name = crate::cache::fkmap::derived_column("customer_id", &key);
+            let name = derived_name();
             let derived = v.register(&t, &name);
             let plain = v.register(&t, "status");
             let mut stamps: Vec<Option<Stamps>> = vec![None, None, None];
@@ -1628,6 +1622,17 @@ mod tests {
         }
     }
 
+    /// The derived column of `orders.customer_id` by `customers.region`.
+    fn derived_name() -> String {
+        let key = crate::cache::fkmap::MapKey {
+            schema: "db".into(),
+            table: "customers".into(),
+            pk: "id".into(),
+            col: "region".into(),
+        };
+        crate::cache::fkmap::derived_column("customer_id", &key)
+    }
+
     /// The pending count is apart from the versions, which stay monotonic: the patch
     /// window's test of stamps re-read (`Stamps::moved_only_by`) never takes a stamp read
     /// inside a window for one read outside.
@@ -1635,13 +1640,7 @@ mod tests {
     fn pending_stamps_are_never_moved_only_by_own_bumps() {
         let v = Arc::new(Versions::new());
         let t = v.table("db", "orders");
-        let key = crate::cache::fkmap::MapKey {
-            schema: "db".into(),
-            table: "customers".into(),
-            pk: "id".into(),
-            col: "region".into(),
-        };
-        let name = crate::cache::fkmap::derived_column("customer_id", &key);
+        let name = derived_name();
         let col = v.register(&t, &name);
         let plan = SlicePlan {
             table: t.clone(),
