@@ -867,6 +867,15 @@ async fn json_log_lines_are_json() {
         if v["message"] == "answered with an error" {
             assert_eq!(v["code"], 1064, "{line}");
         }
+        // What a session logs carries its span (id, client, user), though a hit served at
+        // once runs outside it (#36): inside a command, and when it ends.
+        if ["slow miss", "answered with an error", "session ended"]
+            .contains(&v["message"].as_str().unwrap_or_default())
+        {
+            assert_eq!(v["span"]["name"], "session", "{line}");
+            assert_eq!(v["span"]["user"], d.user.as_str(), "{line}");
+            assert!(v["span"]["id"].is_u64(), "{line}");
+        }
     }
     for want in [
         "session started",

@@ -106,6 +106,9 @@ pub struct Session {
     pub(crate) early_lookup: Option<relay::EarlyLookup>,
     /// The session thread it runs on (`workers`), which may ask it to move.
     seat: Seat,
+    /// Its log span, entered around commands but not hits served at once, which log nothing:
+    /// entering it per poll took the subscriber's shared locks, 270 Ir a hit at info (#36).
+    span: tracing::Span,
 }
 
 /// Runs one client from accept to close: the handshake here, the commands in a task this
@@ -127,7 +130,7 @@ pub async fn serve(
             }
             Err(e) => return info!(error = %e, "connection ended during handshake"),
         };
-        tracing::Span::current().record("user", s.st.user.as_str());
+        s.span.record("user", s.st.user.as_str());
         info!(db = s.st.db.as_deref().unwrap_or(""), "session started");
         // Awaited in one place only, the command loop is folded into its task's future
         // (H7 in docs/benchmarks.md). This task waits, and a fast stop's abort reaches it.
@@ -135,7 +138,7 @@ pub async fn serve(
         while let Some(moving) = next {
             let (s, sd, legs) = *moving;
             let there = s.seat.handle();
-            let run = s.run(sd, legs).in_current_span();
+            let run = s.run(sd, legs);
             next = crate::workers::run_on(there, run).await.flatten();
         }
     }
@@ -187,6 +190,7 @@ async fn start(
         read_answer: None,
         early_lookup: None,
         seat,
+        span: tracing::Span::current(),
     };
     // The session's settings as it inherited them from the globals: part of the key.
     s.client.flush().await.map_err(SessionError::client)?;
@@ -220,9 +224,9 @@ impl Session {
         }
         self.finish().await;
         match end {
-            Ok(_) => info!("session ended"),
-            Err(e) if e.is_quiet() => info!(reason = %e, "session ended"),
-            Err(e) => tracing::warn!(error = %e, "session ended with an error"),
+            Ok(_) => info!(parent: &self.span, "session ended"),
+            Err(e) if e.is_quiet() => info!(parent: &self.span, reason = %e, "session ended"),
+            Err(e) => tracing::warn!(parent: &self.span, error = %e, "session ended with an error"),
         }
         None
     }
@@ -262,7 +266,7 @@ impl Session {
                 biased;
                 p = self.client.read() => p.map_err(SessionError::client)?,
                 _ = &mut draining, if !self.st.txn.in_transaction() => {
-                    debug!("closing idle session for shutdown");
+                    debug!(parent: &self.span, "closing idle session for shutdown");
                     return Ok(None);
                 }
                 // The server owes nothing between commands, so bytes or a close here mean
@@ -283,7 +287,7 @@ impl Session {
                     if reset {
                         self.client.reset_on_close();
                     }
-                    debug!(closed = r.is_err(), reset, "the server ended the session between commands");
+                    debug!(parent: &self.span, closed = r.is_err(), reset, "the server ended the session between commands");
                     return Ok(None);
                 }
             };
@@ -293,7 +297,8 @@ impl Session {
                 Ahead::Served => continue,
                 ahead => ahead,
             };
-            match self.command(pkt, route, ahead).await {
+            let span = self.span.clone();
+            match self.command(pkt, route, ahead).instrument(span).await {
                 Ok(true) => {}
                 Ok(false) => return Ok(None),
                 Err(SessionError::Upstream(e)) => {
@@ -489,7 +494,7 @@ impl Session {
         let accepted = handshake::auth_rounds(&mut self.client, &mut self.upstream, &mut legs);
         let accepted = accepted.await?;
         if let (Some(_), Some(cu)) = (accepted, &parsed) {
-            tracing::Span::current().record("user", cu.user.as_str());
+            self.span.record("user", cu.user.as_str());
         }
         // Accepted, the server computed the new user's privileges afresh; refused, it kept
         // the old account. A server that closed instead (MariaDB after the third failure)
