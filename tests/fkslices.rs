@@ -799,7 +799,6 @@ async fn a_child_writes_ok_does_not_wait_for_its_lookup() {
 /// session's table lock: the write's OK must not wait for it (deferred, and with deferring
 /// off), and the written customer's history is read as the server reads it after it.
 #[tokio::test]
-#[ignore = "fails on main: with deferring off the OK waits 1 s for a lookup the session's lock blocks"]
 async fn a_child_write_under_a_write_lock_of_its_parent() {
     for deferred in [true, false] {
         let name = format!("fk_locked{}", deferred as u8);
