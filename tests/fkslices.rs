@@ -837,7 +837,6 @@ async fn a_child_write_under_a_write_lock_of_its_parent() {
 /// once instead (`lock_wait_timeout = 0` on lookup connections) and the write falls back;
 /// both histories then read as the server reads them.
 #[tokio::test]
-#[ignore = "fails on main: the OK waits 1 s for a lookup another session's lock blocks"]
 async fn a_child_write_while_another_session_write_locks_its_parent() {
     for deferred in [true, false] {
         let name = format!("fk_otherlock{}", deferred as u8);
