@@ -661,6 +661,112 @@ async fn real_gap(broken: bool) {
     p.running.abort().await;
 }
 
+/// `q`'s rows as text, or the server's error code: text protocol, or prepared when `exec`.
+async fn answer(c: &mut Conn, q: &str, exec: bool) -> String {
+    let got: Result<Vec<(i64, i64)>, _> = match exec {
+        false => c.query(q).await,
+        true => c.exec(q, ()).await,
+    };
+    match got {
+        Ok(rows) => format!("{rows:?}"),
+        Err(mysql_async::Error::Server(e)) => format!("error {}", e.code),
+        Err(e) => panic!("{q}: {e}"),
+    }
+}
+
+/// Adversary round 30, a privilege change missed in a binlog gap: a database-level REVOKE
+/// made directly while the tail was away (the binlog reset under it, so the tail starts
+/// afresh and never reads it). The server keeps letting a session that used the database
+/// before it read `t` (the privilege is sticky) and refuses a session connected after it.
+/// The gap itself invalidates everything, but the entries filled after it by the old
+/// session would answer the new one under the same key unless the gap splits sessions
+/// from before it (`PrivilegeChange::missed` in `connected_fresh`); text and prepared.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_privilege_change_missed_in_a_gap_still_splits_sessions() {
+    let db = server(&[]);
+    let mut d = direct(&db, "test").await;
+    for sql in [
+        "CREATE TABLE t (id INT PRIMARY KEY, v INT)",
+        "CREATE TABLE t2 (id INT PRIMARY KEY, v INT)",
+        "INSERT INTO t VALUES (1, 1), (2, 2)",
+        "CREATE USER qtail@'%'",
+        "GRANT REPLICATION SLAVE, REPLICATION CLIENT, SELECT ON *.* TO qtail@'%'",
+        "CREATE USER g@'%' IDENTIFIED BY 'pw'",
+        "GRANT SELECT ON test.* TO g@'%'",
+        "GRANT SELECT ON test.t2 TO g@'%'",
+    ] {
+        exec(&mut d, sql).await;
+    }
+    let p = proxy(&db, "qtail").await;
+    let tail = p.tail();
+    let g = |host: &str, port: u16| format!("mysql://g:pw@{host}:{port}/test?prefer_socket=false");
+    let through = g("127.0.0.1", p.running.addr.port());
+    let directly = g(&db.host, db.port);
+    let (read, ordered) = (
+        "SELECT id, v FROM t ORDER BY id",
+        "SELECT id, v FROM t WHERE id > 0 ORDER BY id",
+    );
+    let mut old = connect(through.clone()).await;
+    let mut old_direct = connect(directly.clone()).await;
+    for q in [read, ordered] {
+        for exec in [false, true] {
+            assert_eq!(answer(&mut old, q, exec).await, "[(1, 1), (2, 2)]");
+            assert_eq!(answer(&mut old_direct, q, exec).await, "[(1, 1), (2, 2)]");
+        }
+    }
+
+    // The gap, as in `real_gap`, with the REVOKE made in it.
+    exec(&mut d, "ALTER USER qtail@'%' ACCOUNT LOCK").await;
+    let id = dump_thread(&mut d).await;
+    exec(&mut d, &format!("KILL {id}")).await;
+    until("the tail to notice", || !tail.connected()).await;
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    exec(&mut d, "RESET MASTER").await;
+    exec(&mut d, "REVOKE SELECT ON test.* FROM g@'%'").await;
+    exec(&mut d, "ALTER USER qtail@'%' ACCOUNT UNLOCK").await;
+    until("the tail to start afresh", || {
+        tail.gaps() >= 1 && tail.connected()
+    })
+    .await;
+
+    let mut new = connect(through).await;
+    let mut new_direct = connect(directly).await;
+    let hits = p.hits();
+    // The old session first (its fill is what the new one must not get), then the new;
+    // `ordered` the other way round.
+    let mut got = Vec::new();
+    let mut want = Vec::new();
+    for exec in [false, true] {
+        for _ in 0..2 {
+            got.push(("old", read, exec, answer(&mut old, read, exec).await));
+            want.push(answer(&mut old_direct, read, exec).await);
+        }
+        got.push(("new", read, exec, answer(&mut new, read, exec).await));
+        want.push(answer(&mut new_direct, read, exec).await);
+        got.push(("new", ordered, exec, answer(&mut new, ordered, exec).await));
+        want.push(answer(&mut new_direct, ordered, exec).await);
+        for _ in 0..2 {
+            got.push(("old", ordered, exec, answer(&mut old, ordered, exec).await));
+            want.push(answer(&mut old_direct, ordered, exec).await);
+        }
+    }
+    let served = p.hits() - hits;
+    exec(&mut d, "DROP USER g@'%'").await;
+    assert_eq!(
+        want[0], "[(1, 1), (2, 2)]",
+        "the server kept the old session's"
+    );
+    assert_eq!(want[2], "error 1142", "the server refuses the new session");
+    for ((who, q, exec, got), want) in got.iter().zip(&want) {
+        assert_eq!(
+            got, want,
+            "{who} session after the gap, `{q}`, prepared {exec}"
+        );
+    }
+    assert!(served > 0, "nothing served from the cache after the gap");
+    p.running.abort().await;
+}
+
 /// The server crashes and comes back on the same datadir, binlog included. Its file and
 /// offsets are still there, but nothing can prove from the binlog that they are the history
 /// the tail read (a fresh server or a RESET MASTER makes the same), so everything cached is

@@ -70,6 +70,10 @@ enum Step {
     /// file (U+0000 to U+00FF) one byte: for statements in a single-byte client character
     /// set (latin1, …) that are no valid UTF-8.
     Bytes,
+    /// `@slow_parent_lookups`: the file's proxies run with `Fault::SlowParentLookups` (debug
+    /// builds): every child write's parent lookup, asked after its OK, sleeps 200 ms first,
+    /// so that the statements after the write run while its derived slices are pending.
+    SlowParentLookups,
     Sql(String),
 }
 
@@ -206,6 +210,7 @@ fn parse(text: &str) -> Result<Vec<(usize, Step)>, String> {
                         .ok_or(format!("line {n}: @sleep needs milliseconds"))?,
                 ),
                 Some("settle") => Step::Settle,
+                Some("slow_parent_lookups") => Step::SlowParentLookups,
                 Some("disconnect") => Step::Disconnect(
                     words
                         .next()
@@ -489,7 +494,7 @@ impl Run<'_> {
                     }
                 }
                 Step::Expect(hit) => expect = Some(*hit),
-                Step::Hits(_) => {}
+                Step::Hits(_) | Step::SlowParentLookups => {}
                 Step::Ignore => ignore = true,
                 Step::Sleep(ms) => tokio::time::sleep(Duration::from_millis(*ms)).await,
                 Step::Settle => {
@@ -744,6 +749,19 @@ fn topic_fault(topic: &str) -> Option<Fault> {
     None
 }
 
+/// The fault switch a file asks for (`@slow_parent_lookups`), in debug builds.
+fn file_fault(steps: &[(usize, Step)]) -> Option<Fault> {
+    let slow = steps
+        .iter()
+        .any(|(_, s)| matches!(s, Step::SlowParentLookups));
+    #[cfg(debug_assertions)]
+    if slow {
+        return Some(Fault::SlowParentLookups);
+    }
+    let _ = slow;
+    None
+}
+
 /// Whether `fault` is the one that slows the catalog's reloads down.
 fn slow_catalog(fault: Option<Fault>) -> bool {
     #[cfg(debug_assertions)]
@@ -803,6 +821,7 @@ async fn run_file(
             _ => None,
         })
         .unwrap_or(Some(true));
+    let fault = fault.or_else(|| file_fault(&steps));
     let mut outcomes = Vec::new();
     for &mode in modes {
         *n_runs += 1;
@@ -904,6 +923,7 @@ topics!(
     adversary27,
     adversary28,
     adversary29,
+    adversary30,
     basics,
     catalog,
     classification,

@@ -793,3 +793,88 @@ async fn a_child_writes_ok_does_not_wait_for_its_lookup() {
         proxy.shutdown().await;
     }
 }
+
+/// Adversary round 30: a child write made under `LOCK TABLES … WRITE` of its parent. The
+/// parent lookup runs on qcache's own connection, which the server makes wait for the
+/// session's table lock: the write's OK must not wait for it (deferred, and with deferring
+/// off), and the written customer's history is read as the server reads it after it.
+#[tokio::test]
+async fn a_child_write_under_a_write_lock_of_its_parent() {
+    for deferred in [true, false] {
+        let name = format!("fk_locked{}", deferred as u8);
+        let (proxy, mut c, mut d) = shop(&name, |c| {
+            c.invalidation.derived_lookups_deferred = deferred
+        })
+        .await;
+        let (h1, h2) = (history(1), history(2));
+        warm(&mut c, &[&h1, &h2]).await;
+        c.query_drop(
+            "LOCK TABLES orders WRITE, order_items WRITE, orders AS o READ, order_items AS i READ",
+        )
+        .await
+        .unwrap();
+        let start = Instant::now();
+        c.query_drop("INSERT INTO order_items VALUES (3, 3, 9)")
+            .await
+            .unwrap();
+        let took = start.elapsed();
+        c.query_drop("UNLOCK TABLES").await.unwrap();
+        for h in [&h1, &h2] {
+            assert_eq!(rows(&mut c, h).await, rows(&mut d, h).await, "{h}");
+        }
+        assert!(
+            took < Duration::from_millis(500),
+            "deferred {deferred}: the OK of a child write under a parent's write lock took {took:?}"
+        );
+        proxy.shutdown().await;
+    }
+}
+
+/// Adversary round 30: a child write through qcache while another session (here directly)
+/// holds `LOCK TABLES … WRITE` of its parent. The server lets the child write through; the
+/// parent lookup on qcache's own connection would wait for the lock until its 1 s timeout,
+/// holding the client's OK with deferring off (and always with L2 on). It is refused at
+/// once instead (`lock_wait_timeout = 0` on lookup connections) and the write falls back;
+/// both histories then read as the server reads them.
+#[tokio::test]
+async fn a_child_write_while_another_session_write_locks_its_parent() {
+    for deferred in [true, false] {
+        let name = format!("fk_otherlock{}", deferred as u8);
+        let (proxy, mut c, mut d) = shop(&name, |c| {
+            c.invalidation.derived_lookups_deferred = deferred
+        })
+        .await;
+        let (h1, h2) = (history(1), history(2));
+        warm(&mut c, &[&h1, &h2]).await;
+        let mut locker = common::direct_to(&name_schema(&mut d).await).await;
+        locker.query_drop("LOCK TABLES orders WRITE").await.unwrap();
+        let start = Instant::now();
+        tokio::time::timeout(
+            Duration::from_secs(5),
+            c.query_drop("INSERT INTO order_items VALUES (3, 3, 9)"),
+        )
+        .await
+        .expect("the server let the child write through")
+        .unwrap();
+        let took = start.elapsed();
+        locker.query_drop("UNLOCK TABLES").await.unwrap();
+        settled(&mut c).await;
+        for h in [&h1, &h2] {
+            assert_eq!(rows(&mut c, h).await, rows(&mut d, h).await, "{h}");
+        }
+        assert!(
+            took < Duration::from_millis(500),
+            "deferred {deferred}: the OK of a child write under another session's write \
+             lock of its parent took {took:?}"
+        );
+        proxy.shutdown().await;
+    }
+}
+
+/// The default database of `c`.
+async fn name_schema(c: &mut Conn) -> String {
+    c.query_first::<String, _>("SELECT DATABASE()")
+        .await
+        .unwrap()
+        .unwrap()
+}

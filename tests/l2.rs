@@ -2743,3 +2743,125 @@ async fn a_privilege_change_missed_on_the_channel_still_splits_sessions() {
     assert_eq!(got_old, want_old, "g's session on B from before the REVOKE");
     assert_eq!(got_new, want_new, "g's session on B from after the REVOKE");
 }
+
+/// Adversary round 30, deferred parent lookups with L2 on: a child write's OK through A
+/// must wait for its parent lookup and the raise in Redis of the derived slices it names
+/// (`engine::fkslices::timing`: `Deferred` only without L2). B, strict (every hit vouched
+/// for by Redis), reads the written customer's history right after each OK, text and
+/// prepared, and a fresh instance reads it from L2: each answers as the server does, with
+/// A's lookup slowed to 200 ms (`Fault::SlowParentLookups`) so that a lookup left after the
+/// OK would still be asleep. B's entry of the written customer's history was a hit just
+/// before each write, so the reads compared are those a stale entry would have answered.
+#[cfg(debug_assertions)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_child_writes_derived_slices_are_raised_in_l2_before_its_ok() {
+    use qcache::faults::SLOW_PARENT_LOOKUP;
+    let redis = Redis::start();
+    let schema = common::fresh_schema("l2_fkdefer").await;
+    common::setup(
+        &schema,
+        &[
+            "CREATE TABLE orders (id INT PRIMARY KEY, customer_id INT NOT NULL, \
+             KEY c (customer_id)) ENGINE=InnoDB",
+            "CREATE TABLE order_items (order_id INT NOT NULL, product_id INT NOT NULL, \
+             qty INT NOT NULL, PRIMARY KEY (order_id, product_id), \
+             FOREIGN KEY (order_id) REFERENCES orders (id)) ENGINE=InnoDB",
+            "INSERT INTO orders VALUES (1, 1), (2, 2), (3, 1)",
+            "INSERT INTO order_items VALUES (1, 1, 1), (2, 1, 1), (3, 2, 2)",
+        ],
+    )
+    .await;
+    let history = |c: i64| {
+        format!(
+            "SELECT o.id, COUNT(*), MAX(i.qty) FROM orders o JOIN order_items i \
+             ON i.order_id = o.id WHERE o.customer_id = {c} GROUP BY o.id ORDER BY o.id"
+        )
+    };
+    let prepared = "SELECT o.id, COUNT(*), MAX(i.qty) FROM orders o JOIN order_items i \
+                    ON i.order_id = o.id WHERE o.customer_id = ? GROUP BY o.id ORDER BY o.id";
+    type Row = (i64, i64, i64);
+    let (h1, h2) = (history(1), history(2));
+    let a = proxy(&redis.url(), |_| {}).await;
+    let b = proxy(&redis.url(), |c: &mut Config| {
+        c.l2.validate_hits = ValidateHits::Remote
+    })
+    .await;
+    let (mut ca, mut cb) = (a.conn(&schema).await, b.conn(&schema).await);
+    let mut d = common::direct_to(&schema).await;
+    a.running
+        .shared
+        .cache
+        .versions()
+        .faults
+        .set(Fault::SlowParentLookups, true);
+    let mut stale = Vec::new();
+    let (mut served, mut early) = (0, Vec::new());
+    for (round, product) in (10..16).enumerate() {
+        // Both instances plan the history reads (A must know the derived column to ask).
+        for c in [&mut ca, &mut cb] {
+            for h in [&h1, &h2] {
+                for _ in 0..2 {
+                    let _: Vec<Row> = c.query(h.as_str()).await.unwrap();
+                }
+            }
+            for k in [1, 2] {
+                let _: Vec<Row> = c.exec(prepared, (k,)).await.unwrap();
+                let _: Vec<Row> = c.exec(prepared, (k,)).await.unwrap();
+            }
+        }
+        a.lookups_settled().await;
+        // The entry the write must not leave served: B's, a hit just before.
+        let h0 = local_hits_of(&b);
+        let _: Vec<Row> = cb.query(h1.as_str()).await.unwrap();
+        served += (local_hits_of(&b) > h0) as u32;
+        let start = Instant::now();
+        ca.query_drop(format!(
+            "INSERT INTO order_items VALUES ({}, {product}, {product})",
+            [1, 3][round % 2]
+        ))
+        .await
+        .unwrap();
+        let took = start.elapsed();
+        let want: Vec<Row> = d.query(h1.as_str()).await.unwrap();
+        let text: Vec<Row> = cb.query(h1.as_str()).await.unwrap();
+        let exec: Vec<Row> = cb.exec(prepared, (1,)).await.unwrap();
+        let c = proxy(&redis.url(), |_| {}).await;
+        let mut cc = c.conn(&schema).await;
+        let fresh: Vec<Row> = cc.query(h1.as_str()).await.unwrap();
+        for (what, got) in [
+            ("B text", text),
+            ("B prepared", exec),
+            ("new instance", fresh),
+        ] {
+            if got != want {
+                stale.push(format!("round {round}, {what}: {got:?}, server {want:?}"));
+            }
+        }
+        if took < SLOW_PARENT_LOOKUP {
+            early.push(format!("round {round}: {took:?}"));
+        }
+        let kept: Vec<Row> = cb.query(h2.as_str()).await.unwrap();
+        assert_eq!(kept, d.query::<Row, _>(h2.as_str()).await.unwrap());
+        c.shutdown().await;
+    }
+    a.running
+        .shared
+        .cache
+        .versions()
+        .faults
+        .set(Fault::SlowParentLookups, false);
+    assert!(
+        stale.is_empty(),
+        "stale after A's OK:\n{}",
+        stale.join("\n")
+    );
+    assert!(
+        early.is_empty(),
+        "OKs that did not wait for the lookup: {}",
+        early.join(", ")
+    );
+    assert!(
+        served >= 4,
+        "B served customer 1's history before the write in {served} of 6 rounds"
+    );
+}

@@ -160,7 +160,12 @@ pub fn asks(
     cfg: &InvalidationConfig,
 ) -> Option<(Window, Vec<Vec<Ask>>)> {
     let w = st.fk.window?;
-    if in_transaction || st.pending.rows.is_empty() || !cfg.derived_lookups {
+    // A session that holds (or may hold) table locks asks nothing: qcache's own connection
+    // would wait on the server for a WRITE lock of the parent until the lookup's timeout
+    // (1 s), holding the client's OK (`AfterOk`) or the derived slices (`Deferred`) that
+    // long; its child writes bump every derived slice of their tables instead.
+    if in_transaction || st.txn.table_locks() || st.pending.rows.is_empty() || !cfg.derived_lookups
+    {
         return None;
     }
     let mut out = Vec::with_capacity(st.pending.rows.len());

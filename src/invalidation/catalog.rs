@@ -1293,6 +1293,9 @@ pub enum Lookup {
 #[derive(Debug)]
 struct Busy;
 
+/// Run on each parent-lookup connection when it opens: a lookup never waits for a lock.
+const PARENT_LOCK_WAIT: &str = "SET SESSION lock_wait_timeout = 0";
+
 /// The parent lookups' connections: the idle ones, how many are open (idle or in use, or
 /// being opened) and whether one is being opened in the background.
 #[derive(Default)]
@@ -1978,6 +1981,12 @@ impl Catalog {
                 self.parent_conn_back(conn);
                 rows
             }
+            // Refused by the server (a lock it would have waited for: `PARENT_LOCK_WAIT`):
+            // the connection is as good as before.
+            Ok(Err(mysql_async::Error::Server(_))) => {
+                self.parent_conn_back(conn);
+                return Ok(None);
+            }
             // A connection that failed or timed out (its answer may still come) is dropped.
             _ => {
                 self.parent_conn_lost();
@@ -2034,10 +2043,19 @@ impl Catalog {
         };
         let opts = self.opts.clone();
         let open = async move {
-            tokio::time::timeout(Duration::from_secs(1), Conn::new(opts))
+            let open = async {
+                let mut c = Conn::new(opts).await.ok()?;
+                // A table lock held on the parent (another session's `LOCK TABLES … WRITE`,
+                // a DDL's pending metadata lock) refuses the lookup at once (MariaDB; MySQL
+                // takes 0 as 1 s) instead of holding it to the 1 s timeout below, and with
+                // it the client's OK or the derived slices: the write falls back.
+                let _ = c.query_drop(PARENT_LOCK_WAIT).await;
+                Some(c)
+            };
+            tokio::time::timeout(Duration::from_secs(1), open)
                 .await
                 .ok()
-                .and_then(|c| c.ok())
+                .flatten()
         };
         match next {
             Next::Inline => match open.await {
