@@ -128,6 +128,10 @@ enum Cmd {
         /// issue #37's dashboard).
         #[arg(long, default_value = "status")]
         dashboard: String,
+        /// `page` (the product and its category, the default) or `stats` (the product's
+        /// sales, issue #37's per-product aggregate over a join).
+        #[arg(long, default_value = "page")]
+        product: String,
         /// The process whose CPU per statement is reported (the server the client talks to).
         #[arg(long)]
         server_pid: Option<u32>,
@@ -362,9 +366,19 @@ const DAILY_SQL: &str = "SELECT DATE(created_at), COUNT(*), SUM(total) FROM orde
      WHERE created_at >= ? AND created_at < ? GROUP BY DATE(created_at)";
 static DAILY: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
-/// Statement `i` of [`SQL`], the dashboard as `--dashboard` chose.
+/// `--product stats`: issue #37's per-product page instead, the product's sales (an
+/// aggregate of order_items joined to the one product its key pins), a shape qcache
+/// patches under inserts of order items.
+const STATS_SQL: &str = "SELECT p.name, COUNT(*), SUM(i.qty), SUM(i.price) \
+     FROM order_items i JOIN products p ON p.id = i.product_id WHERE i.product_id = ?";
+static STATS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Statement `i` of [`SQL`], the dashboard as `--dashboard` chose, the product page as
+/// `--product` did.
 fn sql(i: usize) -> &'static str {
-    if i == 3 && DAILY.load(std::sync::atomic::Ordering::Relaxed) {
+    if i == 0 && STATS.load(std::sync::atomic::Ordering::Relaxed) {
+        STATS_SQL
+    } else if i == 3 && DAILY.load(std::sync::atomic::Ordering::Relaxed) {
         DAILY_SQL
     } else {
         SQL[i]
@@ -752,10 +766,16 @@ fn main() {
             zipf,
             ps,
             dashboard,
+            product,
             server_pid,
             backend_pid,
             seed,
         } => {
+            assert!(
+                matches!(product.as_str(), "page" | "stats"),
+                "--product: page or stats"
+            );
+            STATS.store(product == "stats", std::sync::atomic::Ordering::Relaxed);
             assert!(
                 matches!(dashboard.as_str(), "status" | "daily"),
                 "--dashboard: status or daily"

@@ -1136,4 +1136,5 @@ faults_caught!(
     fault_patches_is_caught: Patches in "patch" / "count_and_sum_after_inserts.test",
     fault_patches_prepared_is_caught: Patches in "patch" / "prepared_dashboard_params.test",
     fault_patches_min_max_dates_is_caught: Patches in "patch" / "min_max_decimals_and_dates.test",
+    fault_patches_joined_is_caught: Patches in "patch" / "joined_product_page.test",
 );

@@ -364,6 +364,89 @@ async fn the_verifier_catches_a_wrong_patch_at(share: f64) {
     read_both(&mut c, &mut d, false).await;
 }
 
+const PAGE: &str = "SELECT p.name, COUNT(*), SUM(i.qty) FROM items i \
+                    JOIN products p ON p.id = i.product_id WHERE i.product_id = 1";
+
+/// The per-product page's one row: the product's name, the count and the sum.
+async fn page(c: &mut Conn) -> (Option<String>, u64, String) {
+    let r: Option<(Option<String>, u64, String)> = c.query_first(PAGE).await.unwrap();
+    r.unwrap()
+}
+
+/// The per-product page (an aggregate over a join pinned to one product's row): an insert
+/// for the product patches it, the product's name carried, and the verifier's re-read of
+/// the join confirms the patch; with the corrupting fault on, it catches the wrong one.
+#[tokio::test]
+async fn the_verifier_checks_joined_patches() {
+    let tables: &[&str] = &[
+        "CREATE TABLE products (id INT AUTO_INCREMENT PRIMARY KEY, name VARCHAR(20) NULL)",
+        "CREATE TABLE items (id INT AUTO_INCREMENT PRIMARY KEY, product_id INT NULL, \
+         qty INT NOT NULL)",
+        "INSERT INTO products (id, name) VALUES (1, 'Lamp'), (2, 'Desk')",
+        "INSERT INTO items (product_id, qty) VALUES (1, 2), (2, 3)",
+    ];
+    for corrupt in [false, true] {
+        let schema = common::fresh_schema("patch_joined").await;
+        setup(&schema, tables).await;
+        let p = proxy(1.0).await;
+        p.running
+            .shared
+            .cache
+            .versions()
+            .faults
+            .set(Fault::Patches, corrupt);
+        let mut c = p.conn(&schema).await;
+        let mut d = common::direct_to(&schema).await;
+        // EXPLAIN names the join's rule: pinned by the product's key, or not.
+        let explained = [
+            (PAGE.to_string(), "yes: "),
+            (
+                PAGE.replace("p.id = i.product_id", "p.id = i.qty"),
+                "no (not_simple)",
+            ),
+            (
+                PAGE.replace("i.product_id = 1", "i.product_id IN (1, 2)"),
+                "no (not_simple)",
+            ),
+        ];
+        for (sql, want) in explained {
+            let rows: Vec<(String, Option<String>)> =
+                c.query(format!("QCACHE EXPLAIN {sql}")).await.unwrap();
+            let got = rows
+                .iter()
+                .find(|(f, _)| f == "patched_by_insert")
+                .and_then(|(_, v)| v.clone())
+                .unwrap_or_default();
+            assert!(got.starts_with(want), "{sql}: {got}");
+        }
+        assert_eq!(page(&mut c).await, (Some("Lamp".into()), 1, "2".into()));
+        c.query_drop("INSERT INTO items (product_id, qty) VALUES (1, 5)")
+            .await
+            .unwrap();
+        assert_eq!(
+            status(&mut c, "Qcache_patched").await,
+            1,
+            "corrupt: {corrupt}"
+        );
+        let hits = status(&mut c, "Qcache_hits").await;
+        let served = page(&mut c).await;
+        assert_eq!(
+            status(&mut c, "Qcache_hits").await,
+            hits + 1,
+            "served patched"
+        );
+        if corrupt {
+            assert_ne!(served, page(&mut d).await, "the fault made the patch wrong");
+            assert_eq!(wait_status(&mut c, "Qcache_patch_mismatches", 1).await, 1);
+        } else {
+            assert_eq!(served, page(&mut d).await);
+            assert_eq!(served, (Some("Lamp".into()), 2, "7".into()));
+            assert_eq!(wait_status(&mut c, "Qcache_patch_verified", 1).await, 1);
+            assert_eq!(status(&mut c, "Qcache_patch_mismatches").await, 0);
+        }
+    }
+}
+
 /// Verification is budgeted by server time (`policy::verify`): a shape's first patches are
 /// verified, one at a time; patches nobody reads save nothing, so no more are; patches
 /// served afterwards earn their share of the misses they saved, and some are verified

@@ -596,6 +596,7 @@ mod tests {
             binary: false,
             digest: 1,
             sql: String::new(),
+            join: None,
         })
     }
 

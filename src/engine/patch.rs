@@ -176,6 +176,34 @@ impl Planner<'_> {
             }
             r => r?,
         };
+        // A join is read both ways round (which table is aggregated, the catalog says):
+        // the first that binds is the recipe; else the first's refusal.
+        let mut first = None;
+        let mut next = Some(shape);
+        while let Some(mut s) = next.take() {
+            next = s.other.take().map(|o| *o);
+            match self.bind_shape(st, s, tables, binary, digest, text) {
+                Ok(r) => return Ok(r),
+                Err(e) => {
+                    first.get_or_insert(e);
+                }
+            }
+        }
+        Err(first.unwrap_or(NoPatch::Table))
+    }
+
+    /// One reading of a shape bound to the catalog: its table (and the joined one) the
+    /// plan's (`tables`, when given: exactly those), the aggregated one patchable, the
+    /// joined one a base table with a primary key.
+    fn bind_shape(
+        &self,
+        st: &SessionState,
+        shape: patch::ReadShape,
+        tables: Option<&[TableHandle]>,
+        binary: bool,
+        digest: u64,
+        text: &str,
+    ) -> Result<Recipe, NoPatch> {
         // MariaDB (like MySQL before 8.0) sorts the groups by their key: a new group's
         // place is known. MySQL 8.0 sends them in whatever order its plan made.
         if shape.group.is_some() && !st.mariadb {
@@ -184,11 +212,25 @@ impl Planner<'_> {
         let q = st
             .qualify(shape.table.schema.as_deref(), &shape.table.name)
             .ok_or(NoPatch::Table)?;
+        let jq = match &shape.join {
+            Some(j) => Some(
+                st.qualify(j.table.schema.as_deref(), &j.table.name)
+                    .ok_or(NoPatch::Table)?,
+            ),
+            None => None,
+        };
+        if jq.as_ref() == Some(&q) {
+            return Err(NoPatch::Table);
+        }
         if let Some(tables) = tables {
-            let [t] = tables else {
-                return Err(NoPatch::Table);
-            };
-            if (t.schema.as_str(), t.name.as_str()) != (q.0.as_str(), q.1.as_str()) {
+            let want: Vec<&(String, String)> = std::iter::once(&q).chain(jq.iter()).collect();
+            let same = tables.len() == want.len()
+                && tables.iter().all(|t| {
+                    want.iter().any(|w| {
+                        (t.schema.as_str(), t.name.as_str()) == (w.0.as_str(), w.1.as_str())
+                    })
+                });
+            if !same {
                 return Err(NoPatch::Table);
             }
         }
@@ -196,7 +238,20 @@ impl Planner<'_> {
             return Err(NoPatch::Table);
         }
         let columns = self.catalog.columns_by_ordinal(&q).ok_or(NoPatch::Table)?;
-        Ok(shape.bind(q, &columns, binary, digest, text)?)
+        let Some(jq) = jq else {
+            return Ok(shape.bind(q, &columns, binary, digest, text)?);
+        };
+        let joined_columns = self.catalog.columns_by_ordinal(&jq).ok_or(NoPatch::Table)?;
+        let key = self
+            .catalog
+            .primary_key_columns(&jq)
+            .ok_or(NoPatch::Table)?;
+        let joined = patch::JoinedTable {
+            q: jq,
+            columns: &joined_columns,
+            key: &key,
+        };
+        Ok(shape.bind_with(q, &columns, Some(joined), binary, digest, text)?)
     }
 
     /// What `QCACHE EXPLAIN` says of a read's entry under inserts: patched by a known
@@ -209,10 +264,17 @@ impl Planner<'_> {
         shared_level: bool,
     ) -> String {
         match self.recipe_for(st, sql, None, None, (binary, shared_level), 0) {
-            Ok(r) => format!(
-                "yes: an autocommit INSERT ... VALUES of known rows into {}.{} patches it",
-                r.schema, r.table
-            ),
+            Ok(r) => match &r.join {
+                None => format!(
+                    "yes: an autocommit INSERT ... VALUES of known rows into {}.{} patches it",
+                    r.schema, r.table
+                ),
+                Some(j) => format!(
+                    "yes: an autocommit INSERT ... VALUES of known rows into {}.{} patches it \
+                     while it shows the joined row of {}.{}; writes to {}.{} invalidate it",
+                    r.schema, r.table, j.schema, j.table, j.schema, j.table
+                ),
+            },
             Err(why) => format!("no ({}): such an insert invalidates it", why.as_str()),
         }
     }

@@ -249,6 +249,9 @@ struct TableColumns {
     implicit: bool,
     /// The primary key when it is one column (derived slices join on it).
     pk: Option<String>,
+    /// Every column of the primary key (or of the unique NOT NULL key the server shows in
+    /// its place), in ordinal order: one row at most has given values in all of them.
+    pk_all: Vec<String>,
     /// Columns of any index or of the partitioning, lower-cased: an UPDATE changing one may
     /// move rows in an unordered read (`policy::order`). None: not known (an index on an
     /// expression, a partitioning expression naming no column).
@@ -589,6 +592,11 @@ fn table_columns<'a>(
         {
             tc.pk = Some(pk.name.to_lowercase());
         }
+        tc.pk_all = list
+            .iter()
+            .filter(|c| c.primary)
+            .map(|c| c.name.to_lowercase())
+            .collect();
         let mut all = Vec::with_capacity(list.len());
         for c in list {
             let e = extra(c);
@@ -2151,6 +2159,23 @@ impl Catalog {
             return None;
         }
         self.snapshot.load().columns(t)?.pk.clone()
+    }
+
+    /// A base table's primary key's columns, every one (lower-cased); None when it has
+    /// none, or the catalog does not know the table.
+    /// Only for a base table (a view shows no key) with no DDL pending or reloading (the
+    /// key may just have changed).
+    pub fn primary_key_columns(&self, t: &TableName) -> Option<Vec<String>> {
+        if !self.is_loaded() || self.ddl_reloads.load(Ordering::Acquire) != 0 || self.ddl_pending(t)
+        {
+            return None;
+        }
+        let snap = self.snapshot.load();
+        if snap.kind(t) != Some(Kind::Base) || snap.is_ambiguous(t) {
+            return None;
+        }
+        let c = snap.columns(t)?;
+        (!c.pk_all.is_empty()).then(|| c.pk_all.clone())
     }
 
     /// A base table's columns in the order a column-less INSERT fills them.

@@ -47,15 +47,25 @@
 //! TIMESTAMP, YEAR, fractions of seconds, an integer compared as a date, a string
 //! compared with an integer column: refused, as every other value qcache cannot judge.
 //!
+//! A join pinned to one row: the aggregated table joined to one other table by each
+//! column of that table's primary key equated with an integer column of the aggregated
+//! one, each pinned to one value ([`JoinShape`], [`Recipe::join`]), the joined table's
+//! columns shown as plain select items ([`Agg::Joined`]), carried from the stored rows as
+//! the server sent them. A row the WHERE keeps patches only while the stored result shows
+//! that the joined row exists (an empty join does not: [`Refusal::Unjoined`]).
+//!
 //! A write first asks a recipe's WHERE through its [`Summary`] (the conjuncts over the
 //! columns its table's summaries read, the rows' values in them read once per write): a
 //! summary that rules every row out means the WHERE keeps none; a value it cannot compare
 //! exactly means "may match", and the recipe decides.
 
 use bytes::{BufMut, Bytes, BytesMut};
+use std::ops::ControlFlow;
+
 use sqlparser::ast::{
-    BinaryOperator, Expr, FunctionArg, FunctionArgExpr, FunctionArguments, GroupByExpr, InTarget,
-    SelectItem, SetExpr, Statement, TableFactor, TableObject, UnaryOperator, Value,
+    visit_expressions_mut, BinaryOperator, Expr, FunctionArg, FunctionArgExpr, FunctionArguments,
+    GroupByExpr, InTarget, JoinConstraint, JoinOperator, Select, SelectItem, SetExpr, Statement,
+    TableFactor, TableObject, UnaryOperator, Value,
 };
 use sqlparser::dialect::MySqlDialect;
 use sqlparser::keywords::Keyword;
@@ -411,6 +421,9 @@ pub enum Repr {
     Dec(u8),
     Date,
     DateTime,
+    /// A joined table's column ([`Agg::Joined`]): its bytes are carried as the server sent
+    /// them, never read as a value (held as NULL among the values).
+    Opaque,
 }
 
 /// A DECIMAL of `scale` decimals as the server writes it: `-`, the integer digits (at
@@ -531,6 +544,9 @@ pub enum Refusal {
     /// table grew (`max_join_size`, `sql_big_selects = 0`, …): after inserts the server may
     /// answer ERROR 1104 where a patch would answer rows.
     ReadLimit,
+    /// A row the WHERE keeps joins a row of another table that the cached result does not
+    /// show to exist (an empty join): whether it joins is not known.
+    Unjoined,
 }
 
 impl Refusal {
@@ -552,6 +568,7 @@ impl Refusal {
             Refusal::SelectLimit => "select_limit",
             Refusal::ResultsCharset => "results_charset",
             Refusal::ReadLimit => "read_limit",
+            Refusal::Unjoined => "unjoined",
         }
     }
 }
@@ -604,13 +621,16 @@ pub enum Agg {
     Max(String),
     /// The GROUP BY expression itself, in the select list.
     Key,
+    /// A column of the joined table (`p.name`): every row of the result joins the same
+    /// row of it, so it shows that row's value, carried as the server sent it.
+    Joined(String),
 }
 
 impl Agg {
     /// The column the aggregate reads, if any (the key's is the [`Group`]'s).
     pub fn column(&self) -> Option<&String> {
         match self {
-            Agg::CountStar | Agg::Key => None,
+            Agg::CountStar | Agg::Key | Agg::Joined(_) => None,
             Agg::Count(c) | Agg::Sum(c) | Agg::Min(c) | Agg::Max(c) => Some(c),
         }
     }
@@ -692,6 +712,37 @@ pub struct ReadShape {
     /// Per conjunct of `filter`, the kind of its literals (checked against the column's).
     pub lits: Vec<Lit>,
     pub group: Option<Group>,
+    /// The joined table, when the read joins one pinned row of another table.
+    pub join: Option<JoinShape>,
+    /// The same read the other way round (the second table aggregated, the first joined):
+    /// which one is, the catalog says ([`ReadShape::bind_with`] refuses the other).
+    pub other: Option<Box<ReadShape>>,
+}
+
+/// The joined table of a [`ReadShape`]: the table, and its columns each equated with a
+/// column of the aggregated table (`p.id = i.product_id` is `("id", "product_id")`), which
+/// the WHERE pins to one value each (in the shape's filter).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JoinShape {
+    pub table: TableRef,
+    pub on: Vec<(String, String)>,
+}
+
+/// The joined table of a [`Recipe`]: qualified, lower-cased, and its primary key's
+/// columns each equated with a column of the aggregated table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Join {
+    pub schema: String,
+    pub table: String,
+    pub on: Vec<(String, String)>,
+}
+
+/// What the catalog says of a joined table: its name, columns and primary key's columns
+/// (the unique NOT NULL key it shows as one), lower-cased.
+pub struct JoinedTable<'a> {
+    pub q: (String, String),
+    pub columns: &'a [(String, ColumnInfo)],
+    pub key: &'a [String],
 }
 
 /// How to patch one entry: the shape bound to its table's columns, and the protocol its
@@ -724,6 +775,10 @@ pub struct Recipe {
     pub digest: u64,
     /// The statement's text (a text read's, or the prepared SQL): what the verifier reads.
     pub sql: String,
+    /// The one row of another table every row of the result joins (`p.name` shows its
+    /// values): its table and key. Writes to it invalidate; inserts patch only while the
+    /// result shows that the row exists.
+    pub join: Option<Join>,
 }
 
 /// An INSERT as written: its table, column list (None: the table's order) and rows.
@@ -806,7 +861,8 @@ fn lex(sql: &str, params: Option<&[Param]>) -> Result<(Vec<Token>, Vec<Location>
 /// column called `id` or `status`): a keyword the shape does not account for (`OR`, `XOR`,
 /// `DIV`, `GROUP`, `DEFAULT`, `IGNORE`, …) refuses the statement, whatever sqlparser made
 /// of it.
-fn words_allowed(tokens: &[Token], names: &[String]) -> Result<(), Refusal> {
+/// `join`: a two-table read, whose `JOIN`, `INNER` and `ON` are the shape's.
+fn words_allowed(tokens: &[Token], names: &[String], join: bool) -> Result<(), Refusal> {
     for t in tokens {
         let Token::Word(w) = t else { continue };
         if w.quote_style.is_some() || w.keyword == Keyword::NoKeyword {
@@ -833,7 +889,7 @@ fn words_allowed(tokens: &[Token], names: &[String]) -> Result<(), Refusal> {
                 | Keyword::GROUP
                 | Keyword::BY
                 | Keyword::DATE
-        );
+        ) || (join && matches!(w.keyword, Keyword::JOIN | Keyword::INNER | Keyword::ON));
         if !used && !names.iter().any(|n| n.eq_ignore_ascii_case(&w.value)) {
             return Err(Refusal::Token);
         }
@@ -1099,6 +1155,205 @@ pub fn read_shape_bound(sql: &str, params: Option<&[Param]>) -> Result<ReadShape
     let SetExpr::Select(sel) = &*q.body else {
         return Err(Refusal::NotSimple);
     };
+    if sel.distinct.is_some() || sel.top.is_some() || sel.into.is_some() || sel.having.is_some() {
+        return Err(Refusal::NotSimple);
+    }
+    let from = from_tables(sel)?;
+    let [(a_ref, a_names), (b_ref, b_names)] = match from.as_slice() {
+        [(table, names)] => {
+            return select_shape(sel, &tokens, &binds, table.clone(), names.clone(), None)
+        }
+        [a, b] => [a, b],
+        _ => return Err(Refusal::NotSimple),
+    };
+    // Each table is named in the other's columns by its alias, or by its name without one
+    // (the server refuses the same name twice: "Not unique table/alias").
+    let qual = |r: &TableRef, names: &[String]| names.last().cloned().unwrap_or(r.name.clone());
+    let (qa, qb) = (qual(a_ref, a_names), qual(b_ref, b_names));
+    if qa.eq_ignore_ascii_case(&qb) {
+        return Err(Refusal::NotSimple);
+    }
+    // Which one is aggregated is not written: each way round is read, the aggregated
+    // table's columns unqualified (an unqualified name is the aggregated table's, or the
+    // server refuses it as ambiguous or unknown, or the bind finds no such column there).
+    let oriented = |t: (&TableRef, &Vec<String>, &str), p: (&TableRef, &Vec<String>, &str)| {
+        let mut s = (**sel).clone();
+        unqualify(&mut s, t.2);
+        let mut names = t.1.clone();
+        names.extend(p.1.iter().cloned());
+        select_shape(
+            &s,
+            &tokens,
+            &binds,
+            t.0.clone(),
+            names,
+            Some((p.0.clone(), p.2.to_string())),
+        )
+    };
+    let ab = oriented((a_ref, a_names, qa.as_str()), (b_ref, b_names, qb.as_str()));
+    let ba = oriented((b_ref, b_names, qb.as_str()), (a_ref, a_names, qa.as_str()));
+    match (ab, ba) {
+        (Ok(mut s), Ok(o)) => {
+            s.other = Some(Box::new(o));
+            Ok(s)
+        }
+        (Ok(s), Err(_)) | (Err(_), Ok(s)) => Ok(s),
+        (Err(e), Err(_)) => Err(e),
+    }
+}
+
+/// The FROM's tables: one, or two joined by a plain (INNER) JOIN, with its ON or none, or
+/// by a comma; each with its names (its name's parts, then its alias).
+fn from_tables(sel: &Select) -> Result<Vec<(TableRef, Vec<String>)>, Refusal> {
+    let plain = |f: &TableFactor| {
+        let TableFactor::Table {
+            name,
+            alias,
+            args: None,
+            with_hints,
+            partitions,
+            version: None,
+            ..
+        } = f
+        else {
+            return Err(Refusal::NotSimple);
+        };
+        if !with_hints.is_empty() || !partitions.is_empty() {
+            return Err(Refusal::NotSimple);
+        }
+        if alias.as_ref().is_some_and(|a| !a.columns.is_empty()) {
+            return Err(Refusal::NotSimple);
+        }
+        let table = crate::analysis::table_ref_of(name).ok_or(Refusal::NotSimple)?;
+        let mut names = name_parts(name);
+        names.extend(alias.iter().map(|a| a.name.value.clone()));
+        Ok((table, names))
+    };
+    let mut out = Vec::new();
+    for f in &sel.from {
+        out.push(plain(&f.relation)?);
+        for j in &f.joins {
+            let inner = match &j.join_operator {
+                JoinOperator::Join(c) | JoinOperator::Inner(c) => {
+                    matches!(c, JoinConstraint::On(_) | JoinConstraint::None)
+                }
+                _ => false,
+            };
+            if !inner || j.global {
+                return Err(Refusal::NotSimple);
+            }
+            out.push(plain(&j.relation)?);
+        }
+    }
+    if out.is_empty() || out.len() > 2 {
+        return Err(Refusal::NotSimple);
+    }
+    Ok(out)
+}
+
+/// The ON condition of a two-table join written with JOIN, if any.
+fn join_on(sel: &Select) -> Option<&Expr> {
+    sel.from
+        .iter()
+        .flat_map(|f| &f.joins)
+        .find_map(|j| match &j.join_operator {
+            JoinOperator::Join(JoinConstraint::On(e))
+            | JoinOperator::Inner(JoinConstraint::On(e)) => Some(e),
+            _ => None,
+        })
+}
+
+/// Every column qualified by `q` (the aggregated table's alias or name) made bare.
+fn unqualify(sel: &mut Select, q: &str) {
+    let _ = visit_expressions_mut(sel, |e| {
+        let bare = match &*e {
+            Expr::CompoundIdentifier(parts) => match parts.as_slice() {
+                [t, c] if t.value.eq_ignore_ascii_case(q) => Some(c.clone()),
+                _ => None,
+            },
+            _ => None,
+        };
+        if let Some(c) = bare {
+            *e = Expr::Identifier(c);
+        }
+        ControlFlow::<()>::Continue(())
+    });
+}
+
+/// A column of the joined table, qualified by `q` (its alias or name; lower-cased).
+fn joined_column(e: &Expr, q: &str) -> Option<String> {
+    match e {
+        Expr::CompoundIdentifier(parts) => match parts.as_slice() {
+            [t, c] if t.value.eq_ignore_ascii_case(q) => Some(c.value.to_lowercase()),
+            _ => None,
+        },
+        Expr::Nested(inner) => joined_column(inner, q),
+        _ => None,
+    }
+}
+
+/// The join of a read ([`select_shape`]): `jt` the joined table, `q` what qualifies its
+/// columns, `on` its columns equated with the aggregated table's, `pins` its columns equated
+/// with values, which join the aggregated table's `filter` (and `lits`) through `on`.
+#[allow(clippy::too_many_arguments)]
+fn pinned_join(
+    jt: TableRef,
+    q: String,
+    on: Vec<(String, String)>,
+    pins: &[(String, i128, Lit)],
+    filter: &mut Vec<(String, Cond)>,
+    lits: &mut Vec<Lit>,
+    aggs: &[Agg],
+    names: &mut Vec<String>,
+) -> Result<JoinShape, Refusal> {
+    // Every joined row is the same one: each of its joined columns is equated once
+    // with a column of the aggregated table, and pinned to one value, on its side
+    // or on the other's (`p.id = 5` is `i.product_id = 5` once `p.id =
+    // i.product_id`). That the joined columns are its primary key is the bind's.
+    if on.is_empty() {
+        return Err(Refusal::NotSimple);
+    }
+    for (i, (k, _)) in on.iter().enumerate() {
+        if on[..i].iter().any(|(x, _)| x == k) {
+            return Err(Refusal::NotSimple);
+        }
+    }
+    for (k, n, lit) in pins {
+        let (_, tc) = on.iter().find(|(x, _)| x == k).ok_or(Refusal::NotSimple)?;
+        filter.push((tc.clone(), Cond::In(vec![*n])));
+        lits.push(*lit);
+    }
+    let pinned = |tc: &str| {
+        filter
+            .iter()
+            .any(|(c, cond)| c == tc && matches!(cond, Cond::In(v) if v.len() == 1))
+    };
+    if !on.iter().all(|(_, tc)| pinned(tc)) {
+        return Err(Refusal::NotSimple);
+    }
+    names.push(q);
+    names.extend(on.iter().flat_map(|(k, tc)| [k.clone(), tc.clone()]));
+    names.extend(aggs.iter().filter_map(|a| match a {
+        Agg::Joined(c) => Some(c.clone()),
+        _ => None,
+    }));
+    Ok(JoinShape { table: jt, on })
+}
+
+/// The select list, WHERE and GROUP BY of a patchable SELECT of `table` (`names`: the
+/// words naming the tables), joined to `join` (the joined table and what qualifies its
+/// columns) when there is one: then the aggregated table's columns are bare, and a
+/// conjunct of the ON or the WHERE is an equality of a joined column with a bare one
+/// (the join), a joined column with a literal (a pin of the joined row), or a condition
+/// on the aggregated table's columns as without a join.
+fn select_shape(
+    sel: &Select,
+    tokens: &[Token],
+    binds: &Binds,
+    table: TableRef,
+    mut names: Vec<String>,
+    join: Option<(TableRef, String)>,
+) -> Result<ReadShape, Refusal> {
     // One GROUP BY expression, no modifier (WITH ROLLUP adds rows), no ORDER BY (the
     // server sorts the groups by their key unless told otherwise: that order is kept).
     let group = match &sel.group_by {
@@ -1109,40 +1364,20 @@ pub fn read_shape_bound(sql: &str, params: Option<&[Param]>) -> Result<ReadShape
         },
         _ => return Err(Refusal::NotSimple),
     };
-    if sel.distinct.is_some()
-        || sel.top.is_some()
-        || sel.into.is_some()
-        || sel.having.is_some()
-        || sel.from.len() != 1
-        || !sel.from[0].joins.is_empty()
-    {
-        return Err(Refusal::NotSimple);
-    }
-    let TableFactor::Table {
-        name,
-        alias,
-        args: None,
-        with_hints,
-        partitions,
-        version: None,
-        ..
-    } = &sel.from[0].relation
-    else {
-        return Err(Refusal::NotSimple);
-    };
-    if !with_hints.is_empty() || !partitions.is_empty() {
-        return Err(Refusal::NotSimple);
-    }
-    let table = crate::analysis::table_ref_of(name).ok_or(Refusal::NotSimple)?;
     if sel.projection.is_empty() {
         return Err(Refusal::Aggregate);
     }
-    let mut names = name_parts(name);
-    names.extend(alias.iter().map(|a| a.name.value.clone()));
-    // An item is an aggregate, or the GROUP BY expression written the same way.
-    let item = |e: &Expr| match aggregate(e) {
-        Err(_) if group.is_some() && group_expr(e) == group => Ok(Agg::Key),
-        other => other,
+    let pq = join.as_ref().map(|(_, q)| q.as_str());
+    // An item is an aggregate, the GROUP BY expression written the same way, or a column
+    // of the joined table (one row's: the same in every row of the result).
+    let item = |e: &Expr| {
+        if let Some(c) = pq.and_then(|q| joined_column(e, q)) {
+            return Ok(Agg::Joined(c));
+        }
+        match aggregate(e) {
+            Err(_) if group.is_some() && group_expr(e) == group => Ok(Agg::Key),
+            other => other,
+        }
     };
     let aggs = sel
         .projection
@@ -1160,27 +1395,69 @@ pub fn read_shape_bound(sql: &str, params: Option<&[Param]>) -> Result<ReadShape
     if group.is_some() && !aggs.contains(&Agg::Key) {
         return Err(Refusal::Aggregate);
     }
+    let mut conj = Vec::new();
+    if let Some(w) = &sel.selection {
+        split_and(w, &mut conj);
+    }
+    if let Some(on) = join_on(sel) {
+        split_and(on, &mut conj);
+    }
     let mut filter = Vec::new();
     let mut lits = Vec::new();
-    if let Some(w) = &sel.selection {
-        let mut conj = Vec::new();
-        split_and(w, &mut conj);
-        for c in conj {
-            let (col, cond, lit) = conjunct(c, &binds)?;
-            filter.push((col, cond));
-            lits.push(lit);
+    let mut on: Vec<(String, String)> = Vec::new();
+    let mut pins: Vec<(String, i128, Lit)> = Vec::new();
+    for c in conj {
+        if let Some(q) = pq {
+            if let Expr::BinaryOp {
+                left,
+                op: BinaryOperator::Eq,
+                right,
+            } = c
+            {
+                let sides = [(&**left, &**right), (&**right, &**left)];
+                if let Some((k, other)) = sides
+                    .iter()
+                    .find_map(|(l, r)| joined_column(l, q).map(|k| (k, *r)))
+                {
+                    if let Some(tc) = column_name(other) {
+                        on.push((k, tc));
+                    } else {
+                        let (n, lit) = literal(other, false, binds).ok_or(Refusal::Predicate)?;
+                        pins.push((k, n, lit));
+                    }
+                    continue;
+                }
+            }
         }
+        let (col, cond, lit) = conjunct(c, binds)?;
+        filter.push((col, cond));
+        lits.push(lit);
     }
+    let join = match join {
+        None => None,
+        Some((jt, q)) => Some(pinned_join(
+            jt,
+            q,
+            on,
+            &pins,
+            &mut filter,
+            &mut lits,
+            &aggs,
+            &mut names,
+        )?),
+    };
     names.extend(aggs.iter().filter_map(Agg::column).cloned());
     names.extend(filter.iter().map(|(c, _)| c.clone()));
     names.extend(group.iter().map(|g| g.column.clone()));
-    words_allowed(&tokens, &names)?;
+    words_allowed(tokens, &names, join.is_some())?;
     Ok(ReadShape {
         table,
         aggs,
         filter,
         lits,
         group,
+        join,
+        other: None,
     })
 }
 
@@ -1240,12 +1517,36 @@ impl ReadShape {
     /// `DATE()` of one of those.
     pub fn bind(
         self,
-        (schema, table): (String, String),
+        q: (String, String),
         columns: &[(String, ColumnInfo)],
         binary: bool,
         digest: u64,
         sql: &str,
     ) -> Result<Recipe, Refusal> {
+        self.bind_with(q, columns, None, binary, digest, sql)
+    }
+
+    /// [`bind`](Self::bind) of a read that may join another table, `joined` what the
+    /// catalog says of it (None: it names none). The joined columns must be exactly its
+    /// primary key's (so one row joins, the WHERE pinning each), each an integer column
+    /// equated with an integer column of the aggregated table (compared as integers: the
+    /// pin passes through the equality exactly); the joined table another one than the
+    /// aggregated one (an insert into it would change both sides), and its shown columns
+    /// ones it has.
+    pub fn bind_with(
+        self,
+        (schema, table): (String, String),
+        columns: &[(String, ColumnInfo)],
+        joined: Option<JoinedTable<'_>>,
+        binary: bool,
+        digest: u64,
+        sql: &str,
+    ) -> Result<Recipe, Refusal> {
+        let join = match (&self.join, joined) {
+            (None, None) => None,
+            (Some(js), Some(jt)) => Some(js.bind(jt, (&schema, &table), columns, &self.aggs)?),
+            _ => return Err(Refusal::NotSimple),
+        };
         let mut ints = Vec::with_capacity(self.aggs.len());
         let mut scales = Vec::with_capacity(self.aggs.len());
         let mut minmax = Vec::with_capacity(self.aggs.len());
@@ -1334,6 +1635,50 @@ impl ReadShape {
             binary,
             digest,
             sql: sql.to_string(),
+            join,
+        })
+    }
+}
+
+impl JoinShape {
+    /// The join bound to the catalog ([`ReadShape::bind_with`]): `q` and `columns` the
+    /// aggregated table's, `aggs` the select list.
+    fn bind(
+        &self,
+        jt: JoinedTable<'_>,
+        q: (&str, &str),
+        columns: &[(String, ColumnInfo)],
+        aggs: &[Agg],
+    ) -> Result<Join, Refusal> {
+        if jt.q.0 == *q.0 && jt.q.1 == *q.1 {
+            return Err(Refusal::NotSimple);
+        }
+        let is_int = |cols: &[(String, ColumnInfo)], c: &str| {
+            cols.iter()
+                .any(|(n, i)| n == c && matches!(i.ty, ColType::Int { .. }))
+        };
+        let keyed = !jt.key.is_empty()
+            && self.on.len() == jt.key.len()
+            && jt.key.iter().all(|k| self.on.iter().any(|(x, _)| x == k));
+        if !keyed {
+            return Err(Refusal::NotSimple);
+        }
+        for (k, tc) in &self.on {
+            if !is_int(jt.columns, k) || !matches!(column_kind(columns, tc)?.0, Kind::Int { .. }) {
+                return Err(Refusal::Column);
+            }
+        }
+        for a in aggs {
+            if let Agg::Joined(c) = a {
+                if !jt.columns.iter().any(|(n, _)| n == c) {
+                    return Err(Refusal::Column);
+                }
+            }
+        }
+        Ok(Join {
+            schema: jt.q.0,
+            table: jt.q.1,
+            on: self.on.clone(),
         })
     }
 }
@@ -1431,7 +1776,7 @@ pub fn insert_rows_bound(sql: &str, params: Option<&[Param]>) -> Result<InsertRo
     }
     let mut names = name_parts(name);
     names.extend(columns.iter().flatten().cloned());
-    words_allowed(&tokens, &names)?;
+    words_allowed(&tokens, &names, false)?;
     Ok(InsertRows {
         table,
         columns,
@@ -1739,21 +2084,42 @@ fn decode_text(repr: Repr, s: &[u8]) -> Option<i128> {
         Repr::Dec(scale) => decimal_scaled(s, scale),
         Repr::Date => temporal_of(s, Lit::Date),
         Repr::DateTime => temporal_of(s, Lit::DateTime),
+        Repr::Opaque => None,
     }
+}
+
+/// The length of a binary protocol value of column type `ty` at the start of `rest`: an
+/// integer's or float's width, a temporal's length byte and what it counts, a string's
+/// (or DECIMAL's, JSON's, …) length-encoded bytes. None for a type not listed.
+fn binary_len(ty: u8, rest: &[u8]) -> Option<usize> {
+    Some(match ty {
+        TYPE_TINY => 1,
+        TYPE_SHORT | 0x0d => 2,
+        TYPE_LONG | TYPE_INT24 | 0x04 => 4,
+        TYPE_LONGLONG | 0x05 => 8,
+        0x07 | TYPE_DATE | 0x0b | TYPE_DATETIME => 1 + usize::from(*rest.first()?),
+        0x00 | 0x0f | 0x10 | 0xf5..=0xff => read_lenenc_str(rest)?.1,
+        _ => return None,
+    })
 }
 
 /// A row's values: Some(value) or NULL, text or binary, per the columns' representations
 /// (which the metadata was checked against).
-fn row_values(
-    row: &[u8],
+/// `shown` gets, per column, the bytes of a [`Repr::Opaque`] value (binary: as encoded;
+/// text: the string's), None for NULL and for every other column.
+fn row_values<'a>(
+    row: &'a [u8],
     types: &[ColDef],
     reprs: &[Repr],
     binary: bool,
+    shown: &mut Vec<Option<&'a [u8]>>,
 ) -> Option<Vec<Option<i128>>> {
     let n = types.len();
     if reprs.len() != n {
         return None;
     }
+    shown.clear();
+    shown.resize(n, None);
     let mut out = Vec::with_capacity(n);
     if binary {
         let bitmap_len = (n + 7 + 2) / 8;
@@ -1769,6 +2135,12 @@ fn row_values(
                 continue;
             }
             match repr {
+                Repr::Opaque => {
+                    let len = binary_len(def.ty, row.get(at..)?)?;
+                    shown[i] = Some(row.get(at..at + len)?);
+                    out.push(None);
+                    at += len;
+                }
                 Repr::Dec(scale) => {
                     let (s, used) = read_lenenc_str(row.get(at..)?)?;
                     out.push(Some(decimal_scaled(s, *scale)?));
@@ -1815,14 +2187,19 @@ fn row_values(
         (at == row.len()).then_some(out)
     } else {
         let mut at = 0;
-        for repr in reprs {
+        for (i, repr) in reprs.iter().enumerate() {
             if row.get(at) == Some(&0xfb) {
                 out.push(None);
                 at += 1;
                 continue;
             }
             let (s, used) = read_lenenc_str(row.get(at..)?)?;
-            out.push(Some(decode_text(*repr, s)?));
+            if *repr == Repr::Opaque {
+                shown[i] = Some(s);
+                out.push(None);
+            } else {
+                out.push(Some(decode_text(*repr, s)?));
+            }
             at += used;
         }
         (at == row.len()).then_some(out)
@@ -1868,6 +2245,10 @@ pub struct Patched {
 /// The rows of a result, each its values in select-list order.
 pub type Rows = Vec<Vec<Option<i128>>>;
 
+/// Per result column, a joined column's bytes as the server sent them (None: NULL, or
+/// not a joined column).
+type Shown<'a> = Vec<Option<&'a [u8]>>;
+
 impl Recipe {
     /// The statement the verifier asks the server (`cache.verify_patched`): the same
     /// aggregates over the same rows in the same groups, the table qualified, so that it
@@ -1876,11 +2257,18 @@ impl Recipe {
     /// connection's).
     pub fn verify_sql(&self) -> String {
         let q = |s: &str| format!("`{}`", s.replace('`', "``"));
+        // With a join each column is qualified by its table's alias (a name may be both's).
+        let (tq, pq) = if self.join.is_some() {
+            ("`qc_t`.", "`qc_p`.")
+        } else {
+            ("", "")
+        };
+        let col = |c: &str| format!("{tq}{}", q(c));
         let key = self.group.as_ref().map(|g| {
             if g.date_of {
-                format!("DATE({})", q(&g.column))
+                format!("DATE({})", col(&g.column))
             } else {
-                q(&g.column)
+                col(&g.column)
             }
         });
         let items: Vec<String> = self
@@ -1888,11 +2276,12 @@ impl Recipe {
             .iter()
             .map(|a| match a {
                 Agg::CountStar => "COUNT(*)".to_string(),
-                Agg::Count(c) => format!("COUNT({})", q(c)),
-                Agg::Sum(c) => format!("SUM({})", q(c)),
-                Agg::Min(c) => format!("MIN({})", q(c)),
-                Agg::Max(c) => format!("MAX({})", q(c)),
+                Agg::Count(c) => format!("COUNT({})", col(c)),
+                Agg::Sum(c) => format!("SUM({})", col(c)),
+                Agg::Min(c) => format!("MIN({})", col(c)),
+                Agg::Max(c) => format!("MAX({})", col(c)),
                 Agg::Key => key.clone().unwrap_or_default(),
+                Agg::Joined(c) => format!("{pq}{}", q(c)),
             })
             .collect();
         let mut sql = format!(
@@ -1901,6 +2290,18 @@ impl Recipe {
             q(&self.schema),
             q(&self.table)
         );
+        if let Some(j) = &self.join {
+            let on: Vec<String> =
+                j.on.iter()
+                    .map(|(k, c)| format!("{pq}{} = {}", q(k), col(c)))
+                    .collect();
+            sql += &format!(
+                " AS `qc_t` JOIN {}.{} AS `qc_p` ON {}",
+                q(&j.schema),
+                q(&j.table),
+                on.join(" AND ")
+            );
+        }
         let mut conds = Vec::new();
         for ((c, cond), kind) in self.filter.iter().zip(&self.kinds) {
             // Temporal bounds as literals of the column's own kind: a DATE's bounds moved
@@ -1922,14 +2323,14 @@ impl Recipe {
             match cond {
                 Cond::In(set) => {
                     let list: Vec<String> = set.iter().map(|v| lit(*v)).collect();
-                    conds.push(format!("{} IN ({})", q(c), list.join(", ")));
+                    conds.push(format!("{} IN ({})", col(c), list.join(", ")));
                 }
                 Cond::Range { lo, hi } => {
                     if let Some(lo) = lo {
-                        conds.push(format!("{} >= {}", q(c), lit(ceil(*lo))));
+                        conds.push(format!("{} >= {}", col(c), lit(ceil(*lo))));
                     }
                     if let Some(hi) = hi {
-                        conds.push(format!("{} <= {}", q(c), lit(floor(*hi))));
+                        conds.push(format!("{} <= {}", col(c), lit(floor(*hi))));
                     }
                 }
             }
@@ -1957,6 +2358,7 @@ impl Recipe {
                 }
                 Agg::Sum(_) => Some(Repr::Dec(self.scales.get(i).copied()?)),
                 Agg::Key => self.key.map(|k| k.0),
+                Agg::Joined(_) => Some(Repr::Opaque),
             })
             .collect()
     }
@@ -1968,9 +2370,10 @@ impl Recipe {
         if p.types.len() != self.aggs.len() {
             return None;
         }
+        let mut shown = Vec::new();
         p.rows
             .iter()
-            .map(|r| row_values(r, &p.types, &reprs, self.binary))
+            .map(|r| row_values(r, &p.types, &reprs, self.binary, &mut shown))
             .collect()
     }
 
@@ -1983,6 +2386,10 @@ impl Recipe {
                 row.iter()
                     .zip(&reprs)
                     .map(|(v, r)| match v {
+                        // The joined row's columns are not compared (the connection's
+                        // character sets are not the reader's): the aggregates over the
+                        // join are.
+                        _ if *r == Repr::Opaque => Some(None),
                         None => Some(None),
                         Some(b) => decode_text(*r, b).map(Some),
                     })
@@ -2056,6 +2463,7 @@ impl Recipe {
                         Some(Repr::Dec(scale)) => def.ty == TYPE_NEWDECIMAL && def.dec == scale,
                         Some(Repr::Date) => def.ty == TYPE_DATE,
                         Some(Repr::DateTime) => def.ty == TYPE_DATETIME && def.dec == 0,
+                        Some(Repr::Opaque) => false,
                     },
                     Agg::Key => match self.key {
                         Some((Repr::Int, it)) => int_fits(def, it),
@@ -2063,6 +2471,8 @@ impl Recipe {
                         Some((Repr::DateTime, _)) => def.ty == TYPE_DATETIME && def.dec == 0,
                         _ => false,
                     },
+                    // Carried as sent; in binary rows its length must be known by type.
+                    Agg::Joined(_) => !self.binary || binary_len(def.ty, &[0]).is_some(),
                 },
             )
     }
@@ -2090,7 +2500,9 @@ impl Recipe {
                     Some(Repr::Dec(_)) => v.is_none_or(|n| n.unsigned_abs() < 10u128.pow(38)),
                     Some(Repr::Date) => v.is_none_or(|n| n.rem_euclid(DAY) == 0),
                     Some(Repr::DateTime) => true,
+                    Some(Repr::Opaque) => false,
                 },
+                Agg::Joined(_) => v.is_none(),
                 Agg::Key => {
                     Some(*v) == key
                         && match self.key {
@@ -2127,15 +2539,15 @@ impl Recipe {
             return Err(Refusal::Result);
         }
         let reprs = self.reprs().ok_or(Refusal::Result)?;
-        let mut values: Rows = Vec::with_capacity(p.rows.len() + rows.len());
-        for r in &p.rows {
-            let v = row_values(r, &p.types, &reprs, self.binary).ok_or(Refusal::Result)?;
-            // What qcache writes for these values must be what the server wrote.
-            if !self.row_fits(&v) || self.encode_row(&p.types, &v).as_deref() != Some(*r) {
-                return Err(Refusal::Result);
-            }
-            values.push(v);
-        }
+        let (mut values, shown) = self.stored_rows(&p, &reprs)?;
+        // Whether the joined row is known to exist (and `shown` to be its columns): some
+        // row of the result joined it. Without GROUP BY an empty join still answers one
+        // row, of COUNTs 0 and NULLs (the joined columns NULL too); with it, no row.
+        let joined = self.join.is_none()
+            || match &self.group {
+                Some(_) => !values.is_empty(),
+                None => values.iter().any(|r| self.joined_a_row(r)),
+            };
         let key_at = self.aggs.iter().position(|a| *a == Agg::Key);
         match (&self.group, key_at) {
             (None, None) if values.len() == 1 => {}
@@ -2153,6 +2565,10 @@ impl Recipe {
             if !self.keeps_in(row, &used) {
                 continue;
             }
+            // The row joins the pinned row only if that row exists: unknown here.
+            if !joined {
+                return Err(Refusal::Unjoined);
+            }
             let target = match (&self.group, key_at) {
                 (Some(g), Some(k)) => {
                     let key = g.key(idx(&g.column).and_then(|i| row[i]));
@@ -2166,6 +2582,7 @@ impl Recipe {
                                 .map(|a| match a {
                                     Agg::CountStar | Agg::Count(_) => Some(0),
                                     Agg::Sum(_) | Agg::Min(_) | Agg::Max(_) => None,
+                                    Agg::Joined(_) => None,
                                     Agg::Key => key,
                                 })
                                 .collect();
@@ -2181,7 +2598,10 @@ impl Recipe {
         if corrupt {
             // One unit of the value's own kind (a day for a DATE), so that it still
             // encodes: a wrong answer, not a refused patch.
-            let first = self.aggs.iter().position(|a| *a != Agg::Key);
+            let first = self
+                .aggs
+                .iter()
+                .position(|a| !matches!(a, Agg::Key | Agg::Joined(_)));
             if let (Some(row), Some(i)) = (values.first_mut(), first) {
                 let unit = if reprs[i] == Repr::Date { DAY } else { 1 };
                 row[i] = Some(row[i].unwrap_or(0) + unit);
@@ -2200,7 +2620,9 @@ impl Recipe {
         out.put_slice(p.head);
         let mut seq = p.row_seq;
         for v in &values {
-            let row = self.encode_row(&p.types, v).ok_or(Refusal::Result)?;
+            let row = self
+                .encode_row(&p.types, v, &shown)
+                .ok_or(Refusal::Result)?;
             if row.len() >= 0xff_ffff {
                 return Err(Refusal::Result);
             }
@@ -2222,6 +2644,42 @@ impl Recipe {
         })
     }
 
+    /// The stored rows' values, each checked to encode as the server wrote it, and the
+    /// joined row's columns, the same bytes in every row (one row joins them all).
+    fn stored_rows<'a>(
+        &self,
+        p: &Parsed<'a>,
+        reprs: &[Repr],
+    ) -> Result<(Rows, Shown<'a>), Refusal> {
+        let mut values: Rows = Vec::with_capacity(p.rows.len() + 1);
+        let mut shown: Option<Vec<Option<&[u8]>>> = None;
+        let mut cells = Vec::new();
+        for r in &p.rows {
+            let v =
+                row_values(r, &p.types, reprs, self.binary, &mut cells).ok_or(Refusal::Result)?;
+            // What qcache writes for these values must be what the server wrote.
+            if !self.row_fits(&v) || self.encode_row(&p.types, &v, &cells).as_deref() != Some(*r) {
+                return Err(Refusal::Result);
+            }
+            if shown.get_or_insert_with(|| cells.clone()) != &cells {
+                return Err(Refusal::Result);
+            }
+            values.push(v);
+        }
+        let shown = shown.unwrap_or_else(|| vec![None; p.types.len()]);
+        Ok((values, shown))
+    }
+
+    /// Whether a result row of a read without GROUP BY counts or aggregates some row:
+    /// then the join was not empty.
+    fn joined_a_row(&self, row: &[Option<i128>]) -> bool {
+        self.aggs.iter().zip(row).any(|(a, v)| match a {
+            Agg::CountStar | Agg::Count(_) => v.is_some_and(|n| n > 0),
+            Agg::Sum(_) | Agg::Min(_) | Agg::Max(_) => v.is_some(),
+            Agg::Key | Agg::Joined(_) => false,
+        })
+    }
+
     /// Adds one inserted `row` (its values in [`used_columns`](Self::used_columns) order,
     /// found by `idx`) to the aggregates of the result row `agg` it falls in.
     fn add_row(
@@ -2232,7 +2690,7 @@ impl Recipe {
     ) -> Result<(), Refusal> {
         for (a, v) in self.aggs.iter().zip(agg.iter_mut()) {
             match a {
-                Agg::Key => {}
+                Agg::Key | Agg::Joined(_) => {}
                 Agg::CountStar => *v = v.map(|n| n + 1),
                 Agg::Count(c) => {
                     if idx(c).and_then(|i| row[i]).is_some() {
@@ -2264,23 +2722,42 @@ impl Recipe {
     /// integer type in its width, two's complement, whatever its signedness; NEWDECIMAL as
     /// its digits; a DATE as 4 bytes, a DATETIME as 4, or 7 when its time is not
     /// midnight). None for a type it cannot encode.
-    fn encode_row(&self, types: &[ColDef], values: &[Option<i128>]) -> Option<BytesMut> {
+    /// `shown`: per column, a joined column's bytes ([`row_values`]'s), None for NULL.
+    fn encode_row(
+        &self,
+        types: &[ColDef],
+        values: &[Option<i128>],
+        shown: &[Option<&[u8]>],
+    ) -> Option<BytesMut> {
         let reprs = self.reprs()?;
+        if shown.len() != values.len() || reprs.len() != values.len() {
+            return None;
+        }
         let mut row = BytesMut::new();
         if self.binary {
             let bitmap_len = (values.len() + 7 + 2) / 8;
             row.put_u8(0);
             let mut bitmap = vec![0u8; bitmap_len];
             for (i, v) in values.iter().enumerate() {
-                if v.is_none() {
+                let null = if reprs[i] == Repr::Opaque {
+                    shown[i].is_none()
+                } else {
+                    v.is_none()
+                };
+                if null {
                     let bit = i + 2;
                     bitmap[bit / 8] |= 1 << (bit % 8);
                 }
             }
             row.put_slice(&bitmap);
-            for ((def, v), repr) in types.iter().zip(values).zip(&reprs) {
+            for (i, ((def, v), repr)) in types.iter().zip(values).zip(&reprs).enumerate() {
+                if *repr == Repr::Opaque {
+                    row.put_slice(shown[i].unwrap_or_default());
+                    continue;
+                }
                 let Some(v) = v else { continue };
                 match repr {
+                    Repr::Opaque => return None,
                     Repr::Dec(scale) => {
                         put_lenenc_str(&mut row, decimal_text(*v, *scale).as_bytes())
                     }
@@ -2308,8 +2785,12 @@ impl Recipe {
                 }
             }
         } else {
-            for (v, repr) in values.iter().zip(&reprs) {
+            for (i, (v, repr)) in values.iter().zip(&reprs).enumerate() {
                 match (v, repr) {
+                    (_, Repr::Opaque) => match shown[i] {
+                        Some(s) => put_lenenc_str(&mut row, s),
+                        None => row.put_u8(0xfb),
+                    },
                     (None, _) => row.put_u8(0xfb),
                     (Some(v), Repr::Int) => put_lenenc_str(&mut row, v.to_string().as_bytes()),
                     (Some(v), Repr::Dec(scale)) => {
@@ -3880,10 +4361,14 @@ mod tests {
             binary: true,
             digest: 0,
             sql: String::new(),
+            join: None,
         };
         let (bytes, at) = result(types, &[0], true);
         let p = parse_result(&bytes, at).unwrap();
-        recipe.encode_row(&p.types, vals).unwrap().to_vec()
+        recipe
+            .encode_row(&p.types, vals, &vec![None; vals.len()])
+            .unwrap()
+            .to_vec()
     }
 
     const COUNT: (u8, u8) = (TYPE_LONGLONG, 0);
@@ -4955,7 +5440,7 @@ mod tests {
         use Refusal::*;
         let all = [
             Token, Unparsable, NotSimple, Aggregate, Predicate, Column, Generated, NotInsert,
-            Value, Omitted, Range, Result, Overflow,
+            Value, Omitted, Range, Result, Overflow, Unjoined,
         ];
         let mut labels: Vec<&str> = all.iter().map(|r| r.as_str()).collect();
         labels.sort_unstable();
@@ -5672,5 +6157,424 @@ mod tests {
         let broken = r.apply(&bytes, at, &[], true).unwrap();
         let (want, _) = result(&[(TYPE_DATE, 0)], &text_row(&[Some("2024-01-10")]), true);
         assert_eq!(&broken.bytes[..], &want[..]);
+    }
+
+    /// `i` (order items), `p` (products: key `id`), `v` (variants: key `(product_id,
+    /// color)`), as the catalog would give them: (columns, primary key).
+    fn join_catalog(name: &str) -> (Vec<(String, ColumnInfo)>, Vec<String>) {
+        let i32r = (-(1i128 << 31), (1i128 << 31) - 1);
+        let auto = ColumnInfo {
+            ty: ColType::Int {
+                min: i32r.0,
+                max: i32r.1,
+            },
+            nullable: false,
+            auto_increment: true,
+        };
+        let other = ColumnInfo {
+            ty: ColType::Other,
+            nullable: true,
+            auto_increment: false,
+        };
+        let col = |n: &str, c: &ColumnInfo| (n.to_string(), c.clone());
+        let int = |n: &str| (n.to_string(), int(i32r.0, i32r.1, true));
+        match name {
+            "i" => (
+                vec![
+                    col("id", &auto),
+                    int("product_id"),
+                    int("color"),
+                    int("qty"),
+                    (
+                        "day".into(),
+                        ColumnInfo {
+                            ty: ColType::Temporal {
+                                date_only: true,
+                                fsp: 0,
+                            },
+                            nullable: true,
+                            auto_increment: false,
+                        },
+                    ),
+                    col("note", &other),
+                ],
+                vec!["id".into()],
+            ),
+            "p" => (
+                vec![col("id", &auto), col("name", &other), int("sku")],
+                vec!["id".into()],
+            ),
+            "v" => (
+                vec![int("product_id"), int("color"), col("label", &other)],
+                vec!["product_id".into(), "color".into()],
+            ),
+            _ => (Vec::new(), Vec::new()),
+        }
+    }
+
+    /// A read bound as the engine binds it: each way round, the first that binds.
+    fn bind_joined(sql: &str) -> std::result::Result<Recipe, Refusal> {
+        let shape = read_shape(sql)?;
+        let mut first = None;
+        let mut next = Some(shape);
+        while let Some(mut s) = next.take() {
+            next = s.other.take().map(|o| *o);
+            let (cols, _) = join_catalog(&s.table.name);
+            let joined = s.join.as_ref().map(|j| join_catalog(&j.table.name));
+            let jq = s
+                .join
+                .as_ref()
+                .map(|j| ("db".to_string(), j.table.name.clone()));
+            let jt = joined.as_ref().zip(jq).map(|((c, k), q)| JoinedTable {
+                q,
+                columns: c,
+                key: k,
+            });
+            let name = s.table.name.clone();
+            match s.bind_with(("db".into(), name), &cols, jt, false, 0, sql) {
+                Ok(r) => return Ok(r),
+                Err(e) => {
+                    first.get_or_insert(e);
+                }
+            }
+        }
+        Err(first.unwrap())
+    }
+
+    /// Which joins are patched: the aggregated table joined to exactly one row of another
+    /// by that table's whole primary key, pinned to one value. The server's semantics each
+    /// row rests on are in its words.
+    #[test]
+    fn joins_pinned_to_one_row_are_recognised_or_refused() {
+        use Refusal::*;
+        let page = "SELECT p.name, COUNT(*), SUM(i.qty) FROM i JOIN p ON p.id = i.product_id";
+        let rows: &[(&str, String, std::result::Result<(), Refusal>)] = &[
+            (
+                "the per-product page: every kept row has product_id 5, so joins p's row 5",
+                format!("{page} WHERE i.product_id = 5"),
+                Ok(()),
+            ),
+            (
+                "INNER JOIN is JOIN",
+                "SELECT p.name, COUNT(*) FROM i INNER JOIN p ON p.id = i.product_id \
+                 WHERE i.product_id = 5"
+                    .into(),
+                Ok(()),
+            ),
+            (
+                "a comma join, the condition in WHERE: the same inner join",
+                "SELECT p.name, COUNT(*), SUM(i.qty) FROM i, p WHERE p.id = i.product_id \
+                 AND i.product_id = 5"
+                    .into(),
+                Ok(()),
+            ),
+            (
+                "pinned through p.id: p.id = 5 and p.id = product_id (integers) is product_id = 5",
+                format!("{page} WHERE p.id = 5"),
+                Ok(()),
+            ),
+            (
+                "the join's own condition in ON, the rest of the WHERE on i",
+                format!("{page} AND i.product_id = 5 WHERE i.qty > 0"),
+                Ok(()),
+            ),
+            (
+                "aliases, tables written the other way round: the aggregated one is i",
+                "SELECT pr.name AS n, COUNT(*) FROM p AS pr JOIN i AS it \
+                 ON it.product_id = pr.id WHERE it.product_id = 5"
+                    .into(),
+                Ok(()),
+            ),
+            (
+                "COUNT(*) alone: read both ways, p is not the one joined by its key",
+                "SELECT COUNT(*) FROM p JOIN i ON p.id = i.product_id WHERE i.product_id = 5"
+                    .into(),
+                Ok(()),
+            ),
+            (
+                "an unqualified column of i: the server reads it as i's (p has none)",
+                "SELECT p.name, SUM(qty) FROM i JOIN p ON p.id = i.product_id \
+                 WHERE product_id = 5"
+                    .into(),
+                Ok(()),
+            ),
+            (
+                "GROUP BY a column of i: one row per day, each joining p's one row; with \
+                 ONLY_FULL_GROUP_BY MariaDB refuses p.name (ER_WRONG_FIELD_WITH_GROUP): \
+                 nothing stored, nothing patched",
+                "SELECT i.day, p.name, COUNT(*), SUM(i.qty) FROM i JOIN p \
+                 ON p.id = i.product_id WHERE i.product_id = 5 GROUP BY i.day"
+                    .into(),
+                Ok(()),
+            ),
+            (
+                "a key of two columns, each joined and pinned (one on either side)",
+                "SELECT v.label, COUNT(*) FROM i JOIN v ON v.product_id = i.product_id \
+                 AND v.color = i.color WHERE i.product_id = 5 AND v.color = 2"
+                    .into(),
+                Ok(()),
+            ),
+            (
+                "a key of two columns, one joined: several rows of v may join",
+                "SELECT v.label, COUNT(*) FROM i JOIN v ON v.product_id = i.product_id \
+                 WHERE i.product_id = 5"
+                    .into(),
+                Err(NotSimple),
+            ),
+            (
+                "a join on a non-key column of p: several rows may join",
+                "SELECT p.name, COUNT(*) FROM i JOIN p ON p.sku = i.product_id \
+                 WHERE i.product_id = 5"
+                    .into(),
+                Err(NotSimple),
+            ),
+            (
+                "not pinned: each product's row joins",
+                page.into(),
+                Err(NotSimple),
+            ),
+            (
+                "pinned to two values: two rows of p",
+                format!("{page} WHERE i.product_id IN (5, 6)"),
+                Err(NotSimple),
+            ),
+            (
+                "pinned by a range: many rows of p",
+                format!("{page} WHERE i.product_id BETWEEN 5 AND 5"),
+                Err(NotSimple),
+            ),
+            (
+                "a condition on another column of p: may keep no row",
+                format!("{page} WHERE i.product_id = 5 AND p.sku = 3"),
+                Err(NotSimple),
+            ),
+            (
+                "LEFT JOIN: i's rows appear without p's row (not proven here)",
+                "SELECT p.name, COUNT(*) FROM i LEFT JOIN p ON p.id = i.product_id \
+                 WHERE i.product_id = 5"
+                    .into(),
+                Err(NotSimple),
+            ),
+            (
+                "a second join",
+                "SELECT p.name, COUNT(*) FROM i JOIN p ON p.id = i.product_id \
+                 JOIN v ON v.product_id = i.product_id AND v.color = i.color \
+                 WHERE i.product_id = 5 AND i.color = 1"
+                    .into(),
+                Err(NotSimple),
+            ),
+            (
+                "the same table joined to itself: an insert is on both sides",
+                "SELECT COUNT(*) FROM i JOIN i AS j ON j.id = i.product_id \
+                 WHERE i.product_id = 5"
+                    .into(),
+                Err(NotSimple),
+            ),
+            (
+                "a column of p aggregated: read as p's aggregate, i is not joined by its key",
+                "SELECT SUM(p.sku) FROM i JOIN p ON p.id = i.product_id \
+                 WHERE i.product_id = 5"
+                    .into(),
+                Err(NotSimple),
+            ),
+            (
+                "GROUP BY a column of p",
+                "SELECT p.name, COUNT(*) FROM i JOIN p ON p.id = i.product_id \
+                 WHERE i.product_id = 5 GROUP BY p.name"
+                    .into(),
+                Err(NotSimple),
+            ),
+            (
+                "a column of p unqualified: not i's",
+                "SELECT name, COUNT(*) FROM i JOIN p ON p.id = i.product_id \
+                 WHERE i.product_id = 5"
+                    .into(),
+                Err(Aggregate),
+            ),
+            (
+                "joined on a column that is not an integer: compared otherwise",
+                "SELECT COUNT(*) FROM i JOIN p ON p.id = i.note WHERE p.id = 5".into(),
+                Err(Column),
+            ),
+            (
+                "STRAIGHT_JOIN, USING, NATURAL: other words",
+                "SELECT COUNT(*) FROM i JOIN p USING (id) WHERE i.id = 5".into(),
+                Err(NotSimple),
+            ),
+        ];
+        for (why, sql, want) in rows {
+            let got = bind_joined(sql).map(drop);
+            assert_eq!(got, *want, "{why}: {sql}");
+        }
+        let r = bind_joined(&format!("{page} WHERE p.id = 5")).unwrap();
+        assert_eq!(
+            (r.table.as_str(), r.join.as_ref().unwrap().table.as_str()),
+            ("i", "p")
+        );
+        assert_eq!(r.filter, vec![("product_id".into(), Cond::In(vec![5]))]);
+        assert_eq!(
+            r.used_columns(),
+            vec!["product_id".to_string(), "qty".into()]
+        );
+        assert_eq!(
+            r.verify_sql(),
+            "SELECT `qc_p`.`name`, COUNT(*), SUM(`qc_t`.`qty`) FROM `db`.`i` AS `qc_t` \
+             JOIN `db`.`p` AS `qc_p` ON `qc_p`.`id` = `qc_t`.`product_id` \
+             WHERE `qc_t`.`product_id` IN (5)"
+        );
+    }
+
+    /// Patching a join: the joined row's columns carried from the result that shows it, an
+    /// insert refused when no row of the result shows that it exists.
+    #[test]
+    fn joined_patches_carry_the_joined_row() {
+        const NAME: (u8, u16, u8) = (0xfd, 0, 0);
+        const CNT: (u8, u16, u8) = (TYPE_LONGLONG, 0x81, 0);
+        const SM: (u8, u16, u8) = (TYPE_NEWDECIMAL, 0x81, 0);
+        type Row<'a> = (
+            &'a str,
+            [Option<&'a str>; 3],
+            &'a [[Option<i128>; 2]],
+            std::result::Result<[Option<&'a str>; 3], Refusal>,
+        );
+        let rows: &[Row] = &[
+            (
+                "an insert for the pinned key: counted, the name carried",
+                [Some("Lamp"), Some("2"), Some("10")],
+                &[[Some(5), Some(3)]],
+                Ok([Some("Lamp"), Some("3"), Some("13")]),
+            ),
+            (
+                "an insert for another key: unchanged",
+                [Some("Lamp"), Some("2"), Some("10")],
+                &[[Some(6), Some(3)]],
+                Ok([Some("Lamp"), Some("2"), Some("10")]),
+            ),
+            (
+                "NULL in the joined column joins nothing: unchanged",
+                [Some("Lamp"), Some("2"), Some("10")],
+                &[[None, Some(3)]],
+                Ok([Some("Lamp"), Some("2"), Some("10")]),
+            ),
+            (
+                "the row's name is NULL, but counted rows show it exists",
+                [None, Some("2"), Some("10")],
+                &[[Some(5), Some(3)]],
+                Ok([None, Some("3"), Some("13")]),
+            ),
+            (
+                "an empty join answers one row (NULL, 0, NULL) without GROUP BY: whether \
+                 p's row exists is unknown",
+                [None, Some("0"), None],
+                &[[Some(5), Some(3)]],
+                Err(Refusal::Unjoined),
+            ),
+            (
+                "an empty join and an insert for another key: unchanged",
+                [None, Some("0"), None],
+                &[[Some(6), Some(3)]],
+                Ok([None, Some("0"), None]),
+            ),
+        ];
+        let recipe =
+            bind_joined("SELECT p.name, COUNT(*), SUM(i.qty) FROM i JOIN p ON p.id = i.product_id WHERE i.product_id = 5")
+                .unwrap();
+        for (why, stored, ins, want) in rows {
+            let (bytes, at) = result_rows(&[NAME, CNT, SM], &[text_row(stored)], true);
+            let ins: Vec<Vec<Option<i128>>> = ins.iter().map(|r| r.to_vec()).collect();
+            let got = recipe
+                .apply(&bytes, at, &ins, false)
+                .map(|p| p.bytes.to_vec());
+            let want = want.map(|w| result_rows(&[NAME, CNT, SM], &[text_row(&w)], true).0);
+            assert_eq!(got, want, "{why}");
+        }
+        // The corrupting fault changes an aggregate, never the joined row's columns.
+        let (bytes, at) = result_rows(
+            &[NAME, CNT, SM],
+            &[text_row(&[Some("Lamp"), Some("2"), Some("10")])],
+            true,
+        );
+        let broken = recipe
+            .apply(&bytes, at, &[vec![Some(5), Some(3)]], true)
+            .unwrap();
+        let (want, _) = result_rows(
+            &[NAME, CNT, SM],
+            &[text_row(&[Some("Lamp"), Some("4"), Some("13")])],
+            true,
+        );
+        assert_eq!(&broken.bytes[..], &want[..]);
+        // Binary rows: the name's length-encoded bytes carried, NULL in the bitmap.
+        let rb = Recipe {
+            binary: true,
+            ..recipe.clone()
+        };
+        let bin = |name: Option<&str>, n: i64, sum: &str| {
+            let mut r = vec![0u8, if name.is_none() { 0x04 } else { 0 }];
+            if let Some(s) = name {
+                put_lenenc_str_vec(&mut r, s.as_bytes());
+            }
+            r.extend_from_slice(&n.to_le_bytes());
+            put_lenenc_str_vec(&mut r, sum.as_bytes());
+            r
+        };
+        let (bytes, at) = result_rows(&[NAME, CNT, SM], &[bin(Some("Lamp"), 2, "10")], true);
+        let got = rb
+            .apply(&bytes, at, &[vec![Some(5), Some(3)]], false)
+            .unwrap();
+        let (want, _) = result_rows(&[NAME, CNT, SM], &[bin(Some("Lamp"), 3, "13")], true);
+        assert_eq!(&got.bytes[..], &want[..]);
+        let (bytes, at) = result_rows(&[NAME, CNT, SM], &[bin(None, 1, "1")], true);
+        let got = rb
+            .apply(&bytes, at, &[vec![Some(5), Some(3)]], false)
+            .unwrap();
+        let (want, _) = result_rows(&[NAME, CNT, SM], &[bin(None, 2, "4")], true);
+        assert_eq!(&got.bytes[..], &want[..]);
+        // The verifier does not compare the joined columns (its connection's character
+        // sets are its own), only the aggregates over the join.
+        assert_eq!(
+            recipe.text_rows(&[vec![
+                Some(b"L\xe4mp".to_vec()),
+                Some(b"3".to_vec()),
+                Some(b"13".to_vec())
+            ]]),
+            Some(vec![vec![None, Some(3), Some(13)]])
+        );
+
+        // Grouped: a new day's group shows the same joined row; no group, no row known.
+        let grouped = bind_joined(
+            "SELECT i.day, p.name, COUNT(*) FROM i JOIN p ON p.id = i.product_id \
+             WHERE i.product_id = 5 GROUP BY i.day",
+        )
+        .unwrap();
+        const DAY_T: (u8, u16, u8) = (TYPE_DATE, 0x80, 0);
+        let g = |rows: &[[Option<&str>; 3]]| {
+            let rows: Vec<Vec<u8>> = rows.iter().map(|r| text_row(r)).collect();
+            result_rows(&[DAY_T, NAME, CNT], &rows, true)
+        };
+        let d = |s: &str| temporal(s).unwrap().0;
+        let (bytes, at) = g(&[[Some("2024-01-02"), Some("Lamp"), Some("1")]]);
+        let got = grouped
+            .apply(&bytes, at, &[vec![Some(5), Some(d("2024-01-01"))]], false)
+            .unwrap();
+        let (want, _) = g(&[
+            [Some("2024-01-01"), Some("Lamp"), Some("1")],
+            [Some("2024-01-02"), Some("Lamp"), Some("1")],
+        ]);
+        assert_eq!(&got.bytes[..], &want[..], "a new group first");
+        let (bytes, at) = g(&[]);
+        assert_eq!(
+            grouped.apply(&bytes, at, &[vec![Some(5), Some(d("2024-01-01"))]], false),
+            Err(Refusal::Unjoined),
+            "with GROUP BY an empty join answers no row"
+        );
+        let (bytes, at) = g(&[
+            [Some("2024-01-01"), Some("Lamp"), Some("1")],
+            [Some("2024-01-02"), Some("Desk"), Some("1")],
+        ]);
+        assert_eq!(
+            grouped.apply(&bytes, at, &[vec![Some(5), Some(d("2024-01-03"))]], false),
+            Err(Refusal::Result),
+            "two joined rows: not this shape's result"
+        );
     }
 }
